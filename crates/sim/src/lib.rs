@@ -1,0 +1,233 @@
+//! coldcache-sim: a pure, deterministic simulator of multi-core cache
+//! hierarchies.
+//!
+//! The simulator does no I/O and makes no OS calls: it is fed accesses and
+//! returns which level served each one. One call per access,
+//! [`Hierarchy::access`], is cheap enough to be made for every instruction a
+//! traced program executes.
+//!
+//! ```
+//! use coldcache_sim::{presets, Access, AccessKind, Hierarchy};
+//! let mut h = Hierarchy::new(&presets::cachegrind_default()).unwrap();
+//! let first = h.access(0, Access::new(AccessKind::Read, 0x1000, 8));
+//! let again = h.access(0, Access::new(AccessKind::Read, 0x1008, 8));
+//! assert!(first.served_by.is_memory());
+//! assert_eq!(again.served_by.level(), Some(1));
+//! ```
+//!
+//! The design (see ARCHITECTURE.md): a [`Hierarchy`] owns one [`cache::Cache`]
+//! per level *instance* (a per-core L1 exists once per core); each core has
+//! two paths of instance indices, instruction and data, from L1 to the last
+//! level. Coherence, inclusion and prefetchers are rules applied on top of
+//! those paths.
+
+pub mod cache;
+pub mod config;
+mod coherence;
+pub mod coremap;
+mod hierarchy;
+pub mod presets;
+mod prefetch;
+mod shadow;
+pub mod stats;
+
+pub use config::{
+    CacheKind, ConfigError, HierarchyConfig, Inclusion, LevelConfig, LookupMode, PrefetcherConfig,
+    PrefetcherKind, ReplacementPolicy, Sharing, StraddleMode, WritePolicy,
+};
+pub use coremap::CoreMap;
+pub use hierarchy::Hierarchy;
+pub use stats::{CoherenceStats, LevelStats, LineSharing, MissClasses, PrefetchStats, Stats};
+
+/// The most levels a hierarchy may have (L1 .. L7).
+pub const MAX_LEVELS: usize = 7;
+
+/// What an access does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum AccessKind {
+    /// Instruction fetch (goes to the instruction side of split levels).
+    InstrFetch = 0,
+    /// Data load.
+    Read = 1,
+    /// Data store.
+    Write = 2,
+    /// A load and a store of the same bytes by one instruction (`add [m], r`,
+    /// locked operations). Counted once, as one access that writes.
+    ReadModifyWrite = 3,
+    /// Software prefetch into the first level (`prefetcht0` and friends).
+    Prefetch = 4,
+    /// Non-temporal store: bypasses the caches and invalidates every copy.
+    NonTemporalStore = 5,
+    /// Cache-line flush (`clflush`): removes the line from every cache.
+    Flush = 6,
+}
+
+impl AccessKind {
+    pub const ALL: [AccessKind; 7] = [
+        AccessKind::InstrFetch,
+        AccessKind::Read,
+        AccessKind::Write,
+        AccessKind::ReadModifyWrite,
+        AccessKind::Prefetch,
+        AccessKind::NonTemporalStore,
+        AccessKind::Flush,
+    ];
+
+    /// Whether the access modifies memory (and so triggers coherence).
+    #[inline]
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            AccessKind::Write | AccessKind::ReadModifyWrite | AccessKind::NonTemporalStore
+        )
+    }
+
+    /// Short name used in reports and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            AccessKind::InstrFetch => "ifetch",
+            AccessKind::Read => "read",
+            AccessKind::Write => "write",
+            AccessKind::ReadModifyWrite => "rmw",
+            AccessKind::Prefetch => "prefetch",
+            AccessKind::NonTemporalStore => "nt_store",
+            AccessKind::Flush => "flush",
+        }
+    }
+}
+
+/// One memory access by one core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Access {
+    pub kind: AccessKind,
+    /// First byte touched.
+    pub addr: u64,
+    /// Bytes touched (0 is treated as 1).
+    pub size: u32,
+    /// Address of the instruction making the access (for the IP-stride
+    /// prefetcher and prefetch attribution); 0 when unknown.
+    pub ip: u64,
+}
+
+impl Access {
+    #[inline]
+    pub fn new(kind: AccessKind, addr: u64, size: u32) -> Self {
+        Access { kind, addr, size, ip: 0 }
+    }
+    #[inline]
+    pub fn with_ip(mut self, ip: u64) -> Self {
+        self.ip = ip;
+        self
+    }
+}
+
+/// Which level served an access: `1..=levels`, or main memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ServedBy(u8);
+
+impl ServedBy {
+    /// Served by main memory (a miss in every level).
+    pub const MEMORY: ServedBy = ServedBy(u8::MAX);
+
+    /// Served by cache level `n` (1-based).
+    #[inline]
+    pub fn level_n(n: u8) -> ServedBy {
+        debug_assert!(n >= 1 && usize::from(n) <= MAX_LEVELS);
+        ServedBy(n)
+    }
+    /// The cache level that served the access, `None` for memory.
+    #[inline]
+    pub fn level(self) -> Option<u8> {
+        (self.0 != u8::MAX).then_some(self.0)
+    }
+    #[inline]
+    pub fn is_memory(self) -> bool {
+        self.0 == u8::MAX
+    }
+    /// Dense index for counter arrays: level `n` is `n - 1`, memory is
+    /// `MAX_LEVELS`.
+    #[inline]
+    pub fn slot(self) -> usize {
+        if self.0 == u8::MAX {
+            MAX_LEVELS
+        } else {
+            usize::from(self.0) - 1
+        }
+    }
+    /// Inverse of [`ServedBy::slot`].
+    #[inline]
+    pub fn from_slot(slot: usize) -> ServedBy {
+        if slot >= MAX_LEVELS {
+            ServedBy::MEMORY
+        } else {
+            ServedBy(slot as u8 + 1)
+        }
+    }
+}
+
+impl std::fmt::Display for ServedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.level() {
+            Some(n) => write!(f, "L{n}"),
+            None => f.write_str("memory"),
+        }
+    }
+}
+
+/// What happened to a software prefetch when it was issued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum PrefetchIssue {
+    /// Not a software prefetch.
+    #[default]
+    NotPrefetch,
+    /// The line was already in the first level: the prefetch did nothing.
+    Redundant,
+    /// The line was brought in; whether it was useful or wasted is known
+    /// later (see [`Hierarchy::drain_prefetch_outcomes`]).
+    Issued,
+}
+
+/// The result of one [`Hierarchy::access`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct AccessResult {
+    /// The level that served the access; for a straddling access, the
+    /// farthest level any of its lines came from.
+    pub served_by: ServedBySlot,
+    /// Lines served by each level, indexed by [`ServedBy::slot`]. In
+    /// [`StraddleMode::Whole`] this holds a single 1 at `served_by`; in
+    /// [`StraddleMode::PerLine`] one count per line touched.
+    pub per_slot: [u16; MAX_LEVELS + 1],
+    /// Invalidations this access sent to other caches (coherence).
+    pub invalidations: u16,
+    /// Of those, invalidations of lines whose bytes the other core touched
+    /// were disjoint from the writer's: false sharing.
+    pub false_sharing: u16,
+    pub prefetch: PrefetchIssue,
+}
+
+/// [`ServedBy`] with a `Default` (memory), stored in [`AccessResult`].
+pub type ServedBySlot = ServedBy;
+
+impl Default for ServedBy {
+    fn default() -> Self {
+        ServedBy::MEMORY
+    }
+}
+
+/// How a software prefetch turned out, reported once known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PrefetchOutcome {
+    /// The prefetched line was used by a demand access before eviction.
+    Useful,
+    /// The prefetched line was evicted or invalidated unused.
+    Wasted,
+}
+
+/// A resolved software prefetch: the instruction that issued it and the outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PrefetchResolution {
+    pub ip: u64,
+    pub core: u16,
+    pub outcome: PrefetchOutcome,
+}
