@@ -1,1 +1,533 @@
-//! placeholder
+//! One cache instance: a set-associative array of lines with a replacement
+//! policy. Knows nothing about levels, cores or coherence; the hierarchy
+//! composes instances.
+//!
+//! Storage is flat (`sets * ways` entries) so a lookup touches one contiguous
+//! run of tags. A one-entry memo of the last line looked up makes the common
+//! "same line again" case (consecutive instruction fetches, fields of one
+//! struct) a single compare.
+
+use crate::config::ReplacementPolicy;
+
+/// Tag of an empty way. Line addresses are `addr >> line_shift`, so a real
+/// line can only equal this with a 1-byte line at the last byte of memory.
+pub const INVALID: u64 = u64::MAX;
+
+/// Line state flags.
+pub mod flags {
+    /// Modified since it was filled (write-back levels).
+    pub const DIRTY: u8 = 1;
+    /// Brought in by a software prefetch and not used yet.
+    pub const SW_PREFETCHED: u8 = 2;
+    /// Brought in by a hardware prefetcher and not used yet.
+    pub const HW_PREFETCHED: u8 = 4;
+    /// The owning core holds the only copy (set after its write invalidated
+    /// every other copy; cleared when another core fills the line).
+    pub const EXCLUSIVE: u8 = 8;
+}
+
+/// A line removed from a cache, with what the hierarchy needs to handle it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Evicted {
+    pub line: u64,
+    pub flags: u8,
+    /// Bytes touched by the owning core (bit per 1/64 of the line), if tracked.
+    pub touched: u64,
+    /// Instruction that software-prefetched the line, if tracked.
+    pub prefetch_ip: u64,
+}
+
+/// A set-associative cache.
+#[derive(Clone, Debug)]
+pub struct Cache {
+    ways: usize,
+    sets: u64,
+    /// `sets - 1` when `sets` is a power of two, else `u64::MAX` (use modulo).
+    set_mask: u64,
+    line_shift: u32,
+    policy: ReplacementPolicy,
+    tags: Vec<u64>,
+    flags: Vec<u8>,
+    /// LRU: last use; FIFO: fill time.
+    stamp: Vec<u64>,
+    /// SRRIP re-reference prediction values.
+    rrpv: Vec<u8>,
+    rrpv_max: u8,
+    /// Tree-PLRU bits per set (node `i` of the heap-ordered tree is bit `i`).
+    plru: Vec<u64>,
+    plru_leaves: usize,
+    clock: u64,
+    rng: u64,
+    /// Per-line byte masks (empty when not tracked).
+    touched: Vec<u64>,
+    /// Per-line software prefetch sites (empty when not tracked).
+    prefetch_ip: Vec<u64>,
+    memo_line: u64,
+    memo_idx: usize,
+}
+
+impl Cache {
+    /// A cache of `sets` sets of `ways` ways of `1 << line_shift`-byte lines.
+    /// `track_touched` and `track_prefetch_ip` allocate the optional side
+    /// arrays.
+    pub fn new(
+        sets: u64,
+        ways: u32,
+        line_shift: u32,
+        policy: ReplacementPolicy,
+        track_touched: bool,
+        track_prefetch_ip: bool,
+    ) -> Cache {
+        let ways = ways as usize;
+        let n = sets as usize * ways;
+        let set_mask = if sets.is_power_of_two() {
+            sets - 1
+        } else {
+            u64::MAX
+        };
+        let (rrpv, rrpv_max) = match policy {
+            ReplacementPolicy::Srrip { bits } => {
+                let max = ((1u16 << bits) - 1) as u8;
+                (vec![max; n], max)
+            }
+            _ => (Vec::new(), 0),
+        };
+        let plru_leaves = ways.next_power_of_two();
+        let plru = if policy == ReplacementPolicy::TreePlru {
+            vec![0; sets as usize]
+        } else {
+            Vec::new()
+        };
+        let stamp = match policy {
+            ReplacementPolicy::Lru | ReplacementPolicy::Fifo => vec![0; n],
+            _ => Vec::new(),
+        };
+        let rng = match policy {
+            // splitmix64 of the seed: distinct seeds give distinct, non-zero
+            // xorshift states.
+            ReplacementPolicy::Random { seed } => {
+                let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                (z ^ (z >> 31)) | 1
+            }
+            _ => 1,
+        };
+        Cache {
+            ways,
+            sets,
+            set_mask,
+            line_shift,
+            policy,
+            tags: vec![INVALID; n],
+            flags: vec![0; n],
+            stamp,
+            rrpv,
+            rrpv_max,
+            plru,
+            plru_leaves,
+            clock: 0,
+            rng,
+            touched: if track_touched {
+                vec![0; n]
+            } else {
+                Vec::new()
+            },
+            prefetch_ip: if track_prefetch_ip {
+                vec![0; n]
+            } else {
+                Vec::new()
+            },
+            memo_line: INVALID,
+            memo_idx: 0,
+        }
+    }
+
+    #[inline]
+    pub fn line_shift(&self) -> u32 {
+        self.line_shift
+    }
+    #[inline]
+    pub fn ways(&self) -> usize {
+        self.ways
+    }
+    #[inline]
+    pub fn sets(&self) -> u64 {
+        self.sets
+    }
+    /// Number of lines the cache can hold.
+    pub fn capacity(&self) -> usize {
+        self.tags.len()
+    }
+
+    #[inline]
+    fn set_of(&self, line: u64) -> usize {
+        if self.set_mask != u64::MAX {
+            (line & self.set_mask) as usize
+        } else {
+            (line % self.sets) as usize
+        }
+    }
+
+    /// Index of `line` if present, without changing replacement state.
+    #[inline]
+    pub fn find(&self, line: u64) -> Option<usize> {
+        if self.memo_line == line {
+            return Some(self.memo_idx);
+        }
+        let base = self.set_of(line) * self.ways;
+        self.tags[base..base + self.ways]
+            .iter()
+            .position(|&t| t == line)
+            .map(|w| base + w)
+    }
+
+    /// Looks `line` up and, on a hit, updates the replacement state as a use.
+    #[inline]
+    pub fn lookup(&mut self, line: u64) -> Option<usize> {
+        if self.memo_line == line {
+            // The memo is the most recently used line of the whole cache, so
+            // LRU, PLRU and FIFO state is already right; SRRIP may have aged it.
+            if !self.rrpv.is_empty() {
+                self.rrpv[self.memo_idx] = 0;
+            }
+            return Some(self.memo_idx);
+        }
+        let base = self.set_of(line) * self.ways;
+        let w = self.tags[base..base + self.ways]
+            .iter()
+            .position(|&t| t == line)?;
+        let idx = base + w;
+        self.touch(idx);
+        self.memo_line = line;
+        self.memo_idx = idx;
+        Some(idx)
+    }
+
+    /// Marks way `idx` as used.
+    #[inline]
+    fn touch(&mut self, idx: usize) {
+        match self.policy {
+            ReplacementPolicy::Lru => {
+                self.clock += 1;
+                self.stamp[idx] = self.clock;
+            }
+            ReplacementPolicy::TreePlru => self.plru_touch(idx),
+            ReplacementPolicy::Srrip { .. } => self.rrpv[idx] = 0,
+            ReplacementPolicy::Fifo | ReplacementPolicy::Random { .. } => {}
+        }
+    }
+
+    fn plru_touch(&mut self, idx: usize) {
+        let set = idx / self.ways;
+        let way = idx % self.ways;
+        let mut bits = self.plru[set];
+        // Walk from the root (node 1) to the leaf; at each node point away
+        // from the half that holds `way` (bit 1 = victim on the right).
+        let mut node = 1usize;
+        let mut lo = 0usize;
+        let mut span = self.plru_leaves;
+        while span > 1 {
+            let half = span / 2;
+            if way < lo + half {
+                bits |= 1 << node; // used left: victim right
+                node *= 2;
+            } else {
+                bits &= !(1 << node); // used right: victim left
+                node = node * 2 + 1;
+                lo += half;
+            }
+            span = half;
+        }
+        self.plru[set] = bits;
+    }
+
+    fn plru_victim(&self, set: usize) -> usize {
+        let bits = self.plru[set];
+        let mut node = 1usize;
+        let mut lo = 0usize;
+        let mut span = self.plru_leaves;
+        while span > 1 {
+            let half = span / 2;
+            let right = bits & (1 << node) != 0;
+            // A right half starting past the last real way holds no way.
+            let go_right = right && lo + half < self.ways;
+            if go_right {
+                node = node * 2 + 1;
+                lo += half;
+            } else {
+                node *= 2;
+            }
+            span = half;
+        }
+        lo
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // xorshift64
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x
+    }
+
+    /// Way to replace in `set`: an invalid way if any, else the policy's pick.
+    fn victim(&mut self, set: usize) -> usize {
+        let base = set * self.ways;
+        if let Some(w) = self.tags[base..base + self.ways]
+            .iter()
+            .position(|&t| t == INVALID)
+        {
+            return w;
+        }
+        match self.policy {
+            ReplacementPolicy::Lru | ReplacementPolicy::Fifo => {
+                let s = &self.stamp[base..base + self.ways];
+                let mut best = 0;
+                for w in 1..self.ways {
+                    if s[w] < s[best] {
+                        best = w;
+                    }
+                }
+                best
+            }
+            ReplacementPolicy::TreePlru => self.plru_victim(set),
+            ReplacementPolicy::Random { .. } => (self.next_random() % self.ways as u64) as usize,
+            ReplacementPolicy::Srrip { .. } => {
+                let r = &mut self.rrpv[base..base + self.ways];
+                let oldest = *r.iter().max().unwrap_or(&0);
+                let age = self.rrpv_max - oldest;
+                if age > 0 {
+                    for v in r.iter_mut() {
+                        *v += age;
+                    }
+                }
+                r.iter().position(|&v| v == self.rrpv_max).unwrap_or(0)
+            }
+        }
+    }
+
+    /// Fills `line` (which must not be present) with `flags`, returning its
+    /// index and the valid line it replaced, if any.
+    #[inline]
+    pub fn insert(&mut self, line: u64, flags: u8) -> (usize, Option<Evicted>) {
+        debug_assert!(self.find(line).is_none());
+        let set = self.set_of(line);
+        let idx = set * self.ways + self.victim(set);
+        let old = self.tags[idx];
+        let evicted = (old != INVALID).then(|| self.evicted_at(idx));
+        self.tags[idx] = line;
+        self.flags[idx] = flags;
+        if !self.touched.is_empty() {
+            self.touched[idx] = 0;
+        }
+        if !self.prefetch_ip.is_empty() {
+            self.prefetch_ip[idx] = 0;
+        }
+        match self.policy {
+            ReplacementPolicy::Lru | ReplacementPolicy::Fifo => {
+                self.clock += 1;
+                self.stamp[idx] = self.clock;
+            }
+            ReplacementPolicy::TreePlru => self.plru_touch(idx),
+            ReplacementPolicy::Srrip { .. } => self.rrpv[idx] = self.rrpv_max - 1,
+            ReplacementPolicy::Random { .. } => {}
+        }
+        self.memo_line = line;
+        self.memo_idx = idx;
+        (idx, evicted)
+    }
+
+    fn evicted_at(&self, idx: usize) -> Evicted {
+        Evicted {
+            line: self.tags[idx],
+            flags: self.flags[idx],
+            touched: self.touched.get(idx).copied().unwrap_or(0),
+            prefetch_ip: self.prefetch_ip.get(idx).copied().unwrap_or(0),
+        }
+    }
+
+    /// Removes `line` if present, returning what it held.
+    pub fn invalidate(&mut self, line: u64) -> Option<Evicted> {
+        let idx = self.find(line)?;
+        let e = self.evicted_at(idx);
+        self.tags[idx] = INVALID;
+        self.flags[idx] = 0;
+        if !self.rrpv.is_empty() {
+            self.rrpv[idx] = self.rrpv_max;
+        }
+        if !self.stamp.is_empty() {
+            self.stamp[idx] = 0;
+        }
+        if self.memo_idx == idx {
+            self.memo_line = INVALID;
+        }
+        Some(e)
+    }
+
+    #[inline]
+    pub fn flags(&self, idx: usize) -> u8 {
+        self.flags[idx]
+    }
+    #[inline]
+    pub fn set_flags(&mut self, idx: usize, f: u8) {
+        self.flags[idx] |= f;
+    }
+    #[inline]
+    pub fn clear_flags(&mut self, idx: usize, f: u8) {
+        self.flags[idx] &= !f;
+    }
+    /// ORs `mask` into the touched-bytes mask of way `idx` (if tracked).
+    #[inline]
+    pub fn add_touched(&mut self, idx: usize, mask: u64) {
+        if let Some(t) = self.touched.get_mut(idx) {
+            *t |= mask;
+        }
+    }
+    pub fn touched(&self, idx: usize) -> u64 {
+        self.touched.get(idx).copied().unwrap_or(0)
+    }
+    pub fn tracks_touched(&self) -> bool {
+        !self.touched.is_empty()
+    }
+    /// The software prefetch site recorded for way `idx` (0 if untracked).
+    pub fn prefetch_ip(&self, idx: usize) -> u64 {
+        self.prefetch_ip.get(idx).copied().unwrap_or(0)
+    }
+    pub fn set_prefetch_ip(&mut self, idx: usize, ip: u64) {
+        if let Some(p) = self.prefetch_ip.get_mut(idx) {
+            *p = ip;
+        }
+    }
+
+    /// Every valid line address, in storage order (for tests and reports).
+    pub fn lines(&self) -> impl Iterator<Item = u64> + '_ {
+        self.tags.iter().copied().filter(|&t| t != INVALID)
+    }
+    /// Whether `line` is present.
+    pub fn contains(&self, line: u64) -> bool {
+        self.find(line).is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ReplacementPolicy as P;
+
+    /// Accesses `seq` (line numbers) in a 1-set cache of `ways` ways and
+    /// returns the hit (true) / miss (false) string, plus the victims.
+    fn run(policy: P, ways: u32, seq: &[u64]) -> (String, Vec<u64>) {
+        let mut c = Cache::new(1, ways, 0, policy, false, false);
+        let mut out = String::new();
+        let mut victims = Vec::new();
+        for &l in seq {
+            if c.lookup(l).is_some() {
+                out.push('H');
+            } else {
+                out.push('m');
+                if let (_, Some(e)) = c.insert(l, 0) {
+                    victims.push(e.line);
+                }
+            }
+        }
+        (out, victims)
+    }
+
+    #[test]
+    fn lru_hand_computed() {
+        // 2 ways: A B A C (evicts B) B (evicts A) A (evicts C)
+        let (hm, v) = run(P::Lru, 2, &[1, 2, 1, 3, 2, 1]);
+        assert_eq!(hm, "mmHmmm");
+        assert_eq!(v, vec![2, 1, 3]);
+    }
+
+    #[test]
+    fn fifo_hand_computed() {
+        // FIFO ignores the hit on 1: C evicts A (oldest fill), then 2 hits.
+        let (hm, v) = run(P::Fifo, 2, &[1, 2, 1, 3, 2, 1]);
+        assert_eq!(hm, "mmHmHm");
+        assert_eq!(v, vec![1, 2]);
+    }
+
+    #[test]
+    fn tree_plru_hand_computed() {
+        // 4 ways, fill 0..3 in ways 0..3. Tree after touching way 3:
+        // root points left (victim in {0,1}), node2 after touching way 1
+        // points left: victim way 0 = line 10.
+        let (hm, v) = run(P::TreePlru, 4, &[10, 11, 12, 13, 14]);
+        assert_eq!(hm, "mmmmm");
+        assert_eq!(v, vec![10]);
+        // Touch 10 (way 0) then insert: root now points right (ways 2,3);
+        // node3 last touched way 3 -> victim way 2 = line 12.
+        let (_, v) = run(P::TreePlru, 4, &[10, 11, 12, 13, 10, 14]);
+        assert_eq!(v, vec![12]);
+    }
+
+    #[test]
+    fn tree_plru_non_power_of_two_never_picks_missing_way() {
+        let mut c = Cache::new(1, 3, 0, P::TreePlru, false, false);
+        for l in 0..100u64 {
+            if c.lookup(l % 7).is_none() {
+                let (idx, _) = c.insert(l % 7, 0);
+                assert!(idx < 3);
+            }
+        }
+        assert_eq!(c.lines().count(), 3);
+    }
+
+    #[test]
+    fn srrip_hand_computed() {
+        // 2-bit SRRIP, 2 ways. Fill A, B (rrpv 2, 2). Hit A (0). Insert C:
+        // no rrpv 3, age by 1 -> A 1, B 3: evict B. Insert D: C 2, A 1 ->
+        // age by 1 -> C 3, A 2: evict C.
+        let (hm, v) = run(P::Srrip { bits: 2 }, 2, &[1, 2, 1, 3, 4]);
+        assert_eq!(hm, "mmHmm");
+        assert_eq!(v, vec![2, 3]);
+    }
+
+    #[test]
+    fn srrip_scan_resistance() {
+        // A hot line survives a scan of one-time lines in a 4-way set.
+        let mut seq = vec![1, 1];
+        for s in 100..120 {
+            seq.push(s);
+            seq.push(1);
+        }
+        let (hm, _) = run(P::Srrip { bits: 2 }, 4, &seq);
+        assert_eq!(hm.matches('H').count(), 21);
+    }
+
+    #[test]
+    fn random_is_deterministic_per_seed_and_fills_invalid_first() {
+        let seq: Vec<u64> = (0..200).map(|i| (i * 7919) % 13).collect();
+        let a = run(P::Random { seed: 42 }, 4, &seq);
+        let b = run(P::Random { seed: 42 }, 4, &seq);
+        let c = run(P::Random { seed: 43 }, 4, &seq);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert!(a.0.starts_with("mmmm"));
+    }
+
+    #[test]
+    fn modulo_set_index_for_non_power_of_two_sets() {
+        // 3 sets, 1 way: lines 0 and 3 conflict, 0 and 1 do not.
+        let mut c = Cache::new(3, 1, 0, P::Lru, false, false);
+        c.insert(0, 0);
+        c.insert(1, 0);
+        assert!(c.contains(0) && c.contains(1));
+        let (_, e) = c.insert(3, 0);
+        assert_eq!(e.unwrap().line, 0);
+    }
+
+    #[test]
+    fn invalidate_clears_memo() {
+        let mut c = Cache::new(4, 2, 6, P::Lru, false, false);
+        c.insert(5, 0);
+        assert!(c.lookup(5).is_some());
+        assert!(c.invalidate(5).is_some());
+        assert!(c.lookup(5).is_none());
+    }
+}

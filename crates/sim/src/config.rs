@@ -89,7 +89,7 @@ pub struct LevelConfig {
     pub kind: CacheKind,
     /// Capacity in bytes; must equal `line_size * assoc * sets` for a whole `sets`.
     pub size: u64,
-    /// Line size in bytes, a power of two.
+    /// Line size in bytes, a power of two (1 is allowed, for Cache Lab).
     pub line_size: u32,
     /// Ways per set, any positive integer.
     pub assoc: u32,
@@ -145,11 +145,19 @@ pub enum PrefetcherKind {
     /// A direct-mapped table of `entries` keyed by instruction address learns
     /// each instruction's stride; after two confirmations it prefetches
     /// `degree` strides starting `distance` strides ahead.
-    IpStride { entries: u32, degree: u32, distance: u32 },
+    IpStride {
+        entries: u32,
+        degree: u32,
+        distance: u32,
+    },
     /// Tracks up to `streams` ascending or descending miss streams, one per
     /// 4 KiB page; a confirmed stream prefetches `degree` lines starting
     /// `distance` lines ahead, never crossing its page.
-    Stream { streams: u32, degree: u32, distance: u32 },
+    Stream {
+        streams: u32,
+        degree: u32,
+        distance: u32,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -215,7 +223,10 @@ pub struct ConfigError {
 }
 
 fn err(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
-    ConfigError { key: key.into(), problem: problem.into() }
+    ConfigError {
+        key: key.into(),
+        problem: problem.into(),
+    }
 }
 
 impl HierarchyConfig {
@@ -225,7 +236,10 @@ impl HierarchyConfig {
             return Err(err("cores", "must be at least 1"));
         }
         if self.cores > 256 {
-            return Err(err("cores", format!("{} is more than the 256 supported", self.cores)));
+            return Err(err(
+                "cores",
+                format!("{} is more than the 256 supported", self.cores),
+            ));
         }
         if self.levels.is_empty() {
             return Err(err("levels", "at least one level is required"));
@@ -239,11 +253,14 @@ impl HierarchyConfig {
             if l.level == 0 {
                 return Err(err(k("level"), "level numbers start at 1"));
             }
-            if !l.line_size.is_power_of_two() || l.line_size < 4 {
+            if !l.line_size.is_power_of_two() {
                 return Err(err(
                     k("line_size"),
-                    format!("{} is not a power of two of at least 4 bytes", l.line_size),
+                    format!("{} is not a power of two", l.line_size),
                 ));
+            }
+            if l.policy == ReplacementPolicy::TreePlru && l.assoc > 64 {
+                return Err(err(k("policy"), "tree-PLRU supports at most 64 ways"));
             }
             if l.assoc == 0 {
                 return Err(err(k("assoc"), "must be at least 1"));
@@ -271,7 +288,10 @@ impl HierarchyConfig {
                 Sharing::Group { cores } if cores == 0 || self.cores % cores != 0 => {
                     return Err(err(
                         k("sharing.cores"),
-                        format!("group of {cores} cores does not divide {} cores", self.cores),
+                        format!(
+                            "group of {cores} cores does not divide {} cores",
+                            self.cores
+                        ),
                     ));
                 }
                 _ => {}
@@ -282,13 +302,20 @@ impl HierarchyConfig {
             max_level = max_level.max(l.level);
         }
         if usize::from(max_level) > MAX_LEVELS {
-            return Err(err("levels", format!("at most {MAX_LEVELS} levels are supported")));
+            return Err(err(
+                "levels",
+                format!("at most {MAX_LEVELS} levels are supported"),
+            ));
         }
         // Each level number holds one unified level or one I + one D level.
         let mut prev_group = 1usize;
         for n in 1..=max_level {
-            let at: Vec<(usize, &LevelConfig)> =
-                self.levels.iter().enumerate().filter(|(_, l)| l.level == n).collect();
+            let at: Vec<(usize, &LevelConfig)> = self
+                .levels
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.level == n)
+                .collect();
             let kinds: Vec<CacheKind> = at.iter().map(|(_, l)| l.kind).collect();
             let ok = matches!(
                 kinds.as_slice(),
@@ -335,12 +362,19 @@ impl HierarchyConfig {
         for (i, p) in self.prefetchers.iter().enumerate() {
             let k = |f: &str| format!("prefetchers[{i}].{f}");
             if p.level == 0 || p.level > max_level {
-                return Err(err(k("level"), format!("no level {} in this hierarchy", p.level)));
+                return Err(err(
+                    k("level"),
+                    format!("no level {} in this hierarchy", p.level),
+                ));
             }
             let (degree, ok_extra) = match p.kind {
                 PrefetcherKind::NextLine { degree } => (degree, true),
-                PrefetcherKind::IpStride { entries, degree, .. } => (degree, entries > 0),
-                PrefetcherKind::Stream { streams, degree, .. } => (degree, streams > 0),
+                PrefetcherKind::IpStride {
+                    entries, degree, ..
+                } => (degree, entries > 0),
+                PrefetcherKind::Stream {
+                    streams, degree, ..
+                } => (degree, streams > 0),
             };
             if degree == 0 || degree > 64 {
                 return Err(err(k("degree"), format!("{degree} is not in 1..=64")));

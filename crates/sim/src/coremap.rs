@@ -16,7 +16,11 @@ impl CoreMap {
     /// A map over `cores` cores with no explicit assignment.
     pub fn new(cores: usize) -> Self {
         assert!(cores >= 1, "a core map needs at least one core");
-        CoreMap { cores, map: Vec::new(), next_rr: 0 }
+        CoreMap {
+            cores,
+            map: Vec::new(),
+            next_rr: 0,
+        }
     }
 
     /// Reserves room for `threads` threads so later lookups do not allocate.

@@ -1,8 +1,923 @@
-//! placeholder: being written
+//! The hierarchy: cache instances wired into per-core paths, and the rules
+//! that act across them (lookup order, inclusion, write policy, coherence,
+//! prefetching, miss classification).
+//!
+//! Every access walks the accessing core's path (instruction or data side)
+//! from the first level down. Victims evicted during a walk are queued and
+//! handled after it (write-backs, fills of exclusive victim caches), so a
+//! victim can never displace the line the walk is still looking for.
+
+use crate::cache::{flags, Cache, Evicted};
+use crate::coherence::LineTable;
+use crate::config::*;
+use crate::prefetch::{Candidates, Prefetcher};
+use crate::shadow::Shadow;
+use crate::stats::*;
 use crate::*;
-pub struct Hierarchy { cfg: HierarchyConfig }
+
+/// Instance indices from the first level to the last, for one core and side.
+#[derive(Clone, Copy, Debug, Default)]
+struct Path {
+    inst: [u16; MAX_LEVELS],
+    len: u8,
+}
+
+impl Path {
+    #[inline]
+    fn get(&self, pos: usize) -> usize {
+        usize::from(self.inst[pos])
+    }
+}
+
+/// Public description of one cache instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct InstanceInfo {
+    /// Level name with the instance number when there are several ("D1#3").
+    pub name: String,
+    /// Index of the [`LevelConfig`] in the configuration.
+    pub level_index: usize,
+    pub level: u8,
+    pub kind: CacheKind,
+    /// First core and number of cores sharing this instance.
+    pub first_core: usize,
+    pub cores: usize,
+}
+
+struct Instance {
+    cache: Cache,
+    info: InstanceInfo,
+    write: WritePolicy,
+    inclusion: Inclusion,
+    private: bool,
+    stats: LevelStats,
+    shadow: Option<Shadow>,
+    /// Instances above this one that feed into it (back-invalidation targets).
+    above: Vec<usize>,
+    /// Prefetchers observing this instance.
+    prefetchers: Vec<usize>,
+}
+
+/// A victim waiting to be handled after a walk: it left `path[pos]`.
+#[derive(Clone, Copy)]
+struct Pending {
+    path: Path,
+    pos: usize,
+    ev: Evicted,
+}
+
+/// A hardware prefetch in flight, for lateness.
+#[derive(Clone, Copy, Default)]
+struct InFlight {
+    instance: u32,
+    line: u64,
+    tick: u64,
+}
+
+const INFLIGHT: usize = 64;
+
+/// A simulated cache hierarchy. See the crate documentation.
+pub struct Hierarchy {
+    cfg: HierarchyConfig,
+    inst: Vec<Instance>,
+    ipath: Vec<Path>,
+    dpath: Vec<Path>,
+    /// Per core: instances off its data path that a write by it must
+    /// invalidate (coherence), excluding its own private instances.
+    snoop: Vec<Vec<u16>>,
+    coherent: bool,
+    lines: LineTable,
+    coh: CoherenceStats,
+    sw_pf: PrefetchStats,
+    hw_pf: PrefetchStats,
+    prefetchers: Vec<Prefetcher>,
+    candidates: Candidates,
+    inflight: Vec<[InFlight; INFLIGHT]>,
+    inflight_next: Vec<usize>,
+    tick: Vec<u64>,
+    pending: Vec<Pending>,
+    pf_events: Vec<PrefetchResolution>,
+    pf_events_cap: usize,
+    pf_events_dropped: u64,
+    nt_stores: u64,
+    flushes: u64,
+}
+
+/// Byte mask of `[addr, addr + size)` within the line `line` of `1 << shift`
+/// bytes, one bit per 1/64 of the line.
+#[inline]
+fn byte_mask(addr: u64, size: u64, line: u64, shift: u32) -> u64 {
+    let start = line << shift;
+    let end = start + (1u64 << shift);
+    let a = addr.max(start) - start;
+    let b = (addr + size).min(end) - start; // exclusive
+    let gran_shift = shift.saturating_sub(6);
+    let first = a >> gran_shift;
+    let last = (b - 1) >> gran_shift;
+    let n = last - first + 1;
+    let bits = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+    bits << first
+}
+
 impl Hierarchy {
-    pub fn new(cfg: &HierarchyConfig) -> Result<Self, ConfigError> { cfg.validate()?; Ok(Hierarchy { cfg: cfg.clone() }) }
-    pub fn config(&self) -> &HierarchyConfig { &self.cfg }
-    pub fn access(&mut self, _core: usize, _a: Access) -> AccessResult { unimplemented!() }
+    /// Builds a hierarchy; the configuration is validated first.
+    pub fn new(cfg: &HierarchyConfig) -> Result<Hierarchy, ConfigError> {
+        cfg.validate()?;
+        let cores = cfg.cores;
+        let coherent = cfg.coherence && cores > 1;
+        let mut inst: Vec<Instance> = Vec::new();
+        // Per level config index: instance index of each group.
+        let mut ipath = vec![Path::default(); cores];
+        let mut dpath = vec![Path::default(); cores];
+        let max_level = cfg.levels.iter().map(|l| l.level).max().unwrap_or(0);
+        for n in 1..=max_level {
+            for (li, l) in cfg.levels.iter().enumerate().filter(|(_, l)| l.level == n) {
+                let group = match l.sharing {
+                    Sharing::Core => 1,
+                    Sharing::Group { cores } => cores,
+                    Sharing::All => cores,
+                };
+                let count = cores / group;
+                for g in 0..count {
+                    let idx = inst.len();
+                    let name = if count > 1 {
+                        format!("{}#{g}", l.name)
+                    } else {
+                        l.name.clone()
+                    };
+                    let track_touched = coherent && n == 1 && l.kind != CacheKind::Instruction;
+                    let track_ip = n == 1 && l.kind != CacheKind::Instruction;
+                    inst.push(Instance {
+                        cache: Cache::new(
+                            l.sets(),
+                            l.assoc,
+                            l.line_size.trailing_zeros(),
+                            l.policy,
+                            track_touched,
+                            track_ip,
+                        ),
+                        info: InstanceInfo {
+                            name,
+                            level_index: li,
+                            level: n,
+                            kind: l.kind,
+                            first_core: g * group,
+                            cores: group,
+                        },
+                        write: l.write,
+                        inclusion: if n == 1 {
+                            Inclusion::NonInclusive
+                        } else {
+                            l.inclusion
+                        },
+                        private: group == 1,
+                        stats: LevelStats::default(),
+                        shadow: cfg
+                            .classify_misses
+                            .then(|| Shadow::new((l.sets() * u64::from(l.assoc)) as usize)),
+                        above: Vec::new(),
+                        prefetchers: Vec::new(),
+                    });
+                    for c in g * group..(g + 1) * group {
+                        for (side, paths) in [
+                            (CacheKind::Instruction, &mut ipath),
+                            (CacheKind::Data, &mut dpath),
+                        ] {
+                            if l.kind == side || l.kind == CacheKind::Unified {
+                                let p = &mut paths[c];
+                                p.inst[p.len as usize] = idx as u16;
+                                p.len += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // Back-invalidation targets: every instance above on any path through.
+        for c in 0..cores {
+            for p in [ipath[c], dpath[c]] {
+                for pos in 1..p.len as usize {
+                    let below = p.get(pos);
+                    for up in 0..pos {
+                        let a = p.get(up);
+                        if !inst[below].above.contains(&a) {
+                            inst[below].above.push(a);
+                        }
+                    }
+                }
+            }
+        }
+        let mut snoop = vec![Vec::new(); cores];
+        if coherent {
+            for (c, s) in snoop.iter_mut().enumerate() {
+                let d = dpath[c];
+                let on_path = |i: usize| (0..d.len as usize).any(|p| d.get(p) == i);
+                for (i, x) in inst.iter().enumerate() {
+                    let own_private = x.private && x.info.first_core == c;
+                    if !on_path(i) && !own_private {
+                        s.push(i as u16);
+                    }
+                }
+            }
+        }
+        let mut prefetchers = Vec::new();
+        for p in &cfg.prefetchers {
+            for x in inst.iter_mut() {
+                if x.info.level == p.level && x.info.kind != CacheKind::Instruction {
+                    x.prefetchers.push(prefetchers.len());
+                    prefetchers.push(Prefetcher::new(*p));
+                }
+            }
+        }
+        let pf_events_cap = 4096;
+        Ok(Hierarchy {
+            coh: CoherenceStats {
+                sent_by_core: vec![0; cores],
+                received_by_core: vec![0; cores],
+                ..CoherenceStats::default()
+            },
+            lines: LineTable::new(if coherent { cfg.coherence_table } else { 0 }),
+            cfg: cfg.clone(),
+            inst,
+            ipath,
+            dpath,
+            snoop,
+            coherent,
+            sw_pf: PrefetchStats::default(),
+            hw_pf: PrefetchStats::default(),
+            prefetchers,
+            candidates: Candidates::new(),
+            inflight: vec![[InFlight::default(); INFLIGHT]; cores],
+            inflight_next: vec![0; cores],
+            tick: vec![0; cores],
+            pending: Vec::with_capacity(256),
+            pf_events: Vec::with_capacity(pf_events_cap),
+            pf_events_cap,
+            pf_events_dropped: 0,
+            nt_stores: 0,
+            flushes: 0,
+        })
+    }
+
+    pub fn config(&self) -> &HierarchyConfig {
+        &self.cfg
+    }
+
+    /// Number of cache levels (the memory slot is [`MAX_LEVELS`]).
+    pub fn levels(&self) -> usize {
+        self.inst
+            .iter()
+            .map(|i| usize::from(i.info.level))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Every cache instance, in the order of [`Stats::instances`].
+    pub fn instances(&self) -> Vec<InstanceInfo> {
+        self.inst.iter().map(|i| i.info.clone()).collect()
+    }
+
+    /// A snapshot of every counter.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            instances: self.inst.iter().map(|i| i.stats).collect(),
+            software_prefetch: self.sw_pf,
+            hardware_prefetch: self.hw_pf,
+            coherence: self.coh.clone(),
+            nt_stores: self.nt_stores,
+            flushes: self.flushes,
+            prefetch_events_dropped: self.pf_events_dropped,
+        }
+    }
+
+    /// Stats summed over the instances of each configured level, in
+    /// `config().levels` order.
+    pub fn level_totals(&self) -> Vec<LevelStats> {
+        let mut out = vec![LevelStats::default(); self.cfg.levels.len()];
+        for i in &self.inst {
+            out[i.info.level_index].add(&i.stats);
+        }
+        out
+    }
+
+    /// Per-line coherence statistics, most invalidated lines first.
+    pub fn line_sharing(&self) -> Vec<LineSharing> {
+        self.lines.sorted()
+    }
+
+    /// Moves the software prefetch resolutions known so far into `out`.
+    /// Up to 4096 are kept between drains; more are counted as dropped.
+    pub fn drain_prefetch_outcomes(&mut self, out: &mut Vec<PrefetchResolution>) {
+        out.append(&mut self.pf_events);
+    }
+
+    /// Whether `addr`'s line is present in instance `instance` (for tests and
+    /// invariant checks).
+    pub fn instance_contains(&self, instance: usize, addr: u64) -> bool {
+        let c = &self.inst[instance].cache;
+        c.contains(addr >> c.line_shift())
+    }
+
+    /// Every line address (byte address of the line) held by an instance.
+    pub fn instance_lines(&self, instance: usize) -> Vec<u64> {
+        let c = &self.inst[instance].cache;
+        c.lines().map(|l| l << c.line_shift()).collect()
+    }
+
+    /// Simulates one access by `core` (0-based, below `config().cores`).
+    ///
+    /// # Panics
+    /// If `core` is out of range.
+    #[inline]
+    pub fn access(&mut self, core: usize, a: Access) -> AccessResult {
+        assert!(core < self.cfg.cores, "core {core} out of range");
+        let size = u64::from(a.size.max(1));
+        match a.kind {
+            AccessKind::InstrFetch
+            | AccessKind::Read
+            | AccessKind::Write
+            | AccessKind::ReadModifyWrite => self.demand(core, a.kind, a.addr, size, a.ip),
+            AccessKind::Prefetch => self.software_prefetch(core, a.addr, size, a.ip),
+            AccessKind::NonTemporalStore => self.remove_everywhere(core, a.addr, size, true),
+            AccessKind::Flush => self.remove_everywhere(core, a.addr, size, false),
+        }
+    }
+
+    #[inline]
+    fn demand(
+        &mut self,
+        core: usize,
+        kind: AccessKind,
+        addr: u64,
+        size: u64,
+        ip: u64,
+    ) -> AccessResult {
+        let path = if kind == AccessKind::InstrFetch {
+            self.ipath[core]
+        } else {
+            self.dpath[core]
+        };
+        let mut r = AccessResult::default();
+        self.tick[core] += 1;
+        match self.cfg.straddle {
+            StraddleMode::Whole => {
+                let s = self.walk(core, path, 0, kind, addr, size, ip, 0, true);
+                r.served_by = s;
+                r.per_slot[s.slot()] = 1;
+                if kind != AccessKind::InstrFetch {
+                    self.after_data_access(core, kind, addr, size, &mut r);
+                }
+            }
+            StraddleMode::PerLine => {
+                let shift = self.inst[path.get(0)].cache.line_shift();
+                let mut at = addr;
+                let end = addr + size;
+                let mut worst = ServedBy::level_n(1);
+                while at < end {
+                    let line_end = ((at >> shift) + 1) << shift;
+                    let seg = line_end.min(end) - at;
+                    let s = self.walk(core, path, 0, kind, at, seg, ip, 0, true);
+                    r.per_slot[s.slot()] += 1;
+                    if s.slot() > worst.slot() {
+                        worst = s;
+                    }
+                    if kind != AccessKind::InstrFetch {
+                        self.after_data_access(core, kind, at, seg, &mut r);
+                    }
+                    at = line_end;
+                }
+                r.served_by = worst;
+            }
+        }
+        r
+    }
+
+    /// Coherence and prefetch training after a demand data access.
+    #[inline]
+    fn after_data_access(
+        &mut self,
+        core: usize,
+        kind: AccessKind,
+        addr: u64,
+        size: u64,
+        r: &mut AccessResult,
+    ) {
+        if self.coherent {
+            let l1 = self.dpath[core].get(0);
+            let shift = self.inst[l1].cache.line_shift();
+            for line in (addr >> shift)..=((addr + size - 1) >> shift) {
+                let mask = byte_mask(addr, size, line, shift);
+                if let Some(idx) = self.inst[l1].cache.find(line) {
+                    self.inst[l1].cache.add_touched(idx, mask);
+                }
+                if kind.writes() {
+                    let (sent, fs) = self.invalidate_others(core, line << shift, 1 << shift, mask);
+                    r.invalidations += sent;
+                    r.false_sharing += fs;
+                }
+            }
+        }
+    }
+
+    /// Walks `path` from `start`: looks the access up level by level, fills
+    /// missing levels, and returns the level that served it. `fill_flags`
+    /// are set on the line filled into `path[start]` (prefetch marks).
+    /// `count` is false for prefetch fills, which do not count as demand.
+    #[allow(clippy::too_many_arguments)]
+    fn walk(
+        &mut self,
+        core: usize,
+        path: Path,
+        start: usize,
+        kind: AccessKind,
+        addr: u64,
+        size: u64,
+        ip: u64,
+        fill_flags: u8,
+        count: bool,
+    ) -> ServedBy {
+        let mut served: Option<ServedBy> = None;
+        let mut write_pending = kind.writes();
+        let all_levels = self.cfg.lookup == LookupMode::AllLevels;
+        let mut l1_missed = false;
+        let mut pos = start;
+        let len = path.len as usize;
+        while pos < len {
+            let ii = path.get(pos);
+            let level = self.inst[ii].info.level;
+            let shift = self.inst[ii].cache.line_shift();
+            let write_back = self.inst[ii].write == WritePolicy::WriteBack;
+            let exclusive = self.inst[ii].inclusion == Inclusion::Exclusive;
+            let first = addr >> shift;
+            let last = (addr + size - 1) >> shift;
+            // What this level sees: the access itself, or only the write
+            // passed through from a write-through level above.
+            let as_write = write_pending;
+            let mut miss = false;
+            let mut pf_hit = false;
+            let mut line = first;
+            loop {
+                let found = self.inst[ii].cache.lookup(line);
+                if let Some(sh) = self.inst[ii].shadow.as_mut() {
+                    let s = sh.access(line);
+                    if found.is_none() && count {
+                        let m = &mut self.inst[ii].stats.misses;
+                        if s.first_reference {
+                            m.compulsory += 1;
+                        } else if s.hit {
+                            m.conflict += 1;
+                        } else {
+                            m.capacity += 1;
+                        }
+                    }
+                }
+                match found {
+                    Some(idx) => {
+                        let f = self.inst[ii].cache.flags(idx);
+                        if f & (flags::SW_PREFETCHED | flags::HW_PREFETCHED) != 0 && count {
+                            self.prefetched_line_used(core, ii, idx, line, f);
+                            pf_hit |= f & flags::HW_PREFETCHED != 0;
+                        }
+                        if exclusive && served.is_none() && pos > start {
+                            // Victim cache hit: the line moves up (the level
+                            // above already filled it) and leaves this level.
+                            let ev = self.inst[ii].cache.invalidate(line).expect("just found");
+                            if ev.flags & flags::DIRTY != 0 {
+                                let up = path.get(pos - 1);
+                                if let Some(ui) = self.inst[up].cache.find(line) {
+                                    self.inst[up].cache.set_flags(ui, flags::DIRTY);
+                                }
+                            }
+                        } else if as_write && write_back {
+                            self.inst[ii].cache.set_flags(idx, flags::DIRTY);
+                        }
+                    }
+                    None => {
+                        miss = true;
+                        let allocate = !exclusive && (write_back || !as_write);
+                        if allocate {
+                            let mut f = if pos == start { fill_flags } else { 0 };
+                            if as_write && write_back {
+                                f |= flags::DIRTY;
+                            }
+                            let (idx, ev) = self.inst[ii].cache.insert(line, f);
+                            if f & flags::SW_PREFETCHED != 0 {
+                                self.inst[ii].cache.set_prefetch_ip(idx, ip);
+                            }
+                            if let Some(ev) = ev {
+                                self.inst[ii].stats.evictions += 1;
+                                if self.inst[ii].inclusion == Inclusion::Inclusive {
+                                    self.back_invalidate(ii, ev);
+                                }
+                                self.pending.push(Pending { path, pos, ev });
+                            }
+                        }
+                    }
+                }
+                if line == last {
+                    break;
+                }
+                line += 1;
+            }
+            if count {
+                let st = &mut self.inst[ii].stats;
+                match kind {
+                    AccessKind::InstrFetch => {
+                        st.ifetch += 1;
+                        st.ifetch_misses += u64::from(miss);
+                    }
+                    _ if as_write => {
+                        st.writes += 1;
+                        st.write_misses += u64::from(miss);
+                    }
+                    _ => {
+                        st.reads += 1;
+                        st.read_misses += u64::from(miss);
+                    }
+                }
+            }
+            if pos == 0 && miss {
+                l1_missed = true;
+            }
+            if count && !self.inst[ii].prefetchers.is_empty() {
+                self.train_prefetchers(core, path, pos, ii, addr, ip, miss, pf_hit);
+            }
+            if !miss && served.is_none() {
+                served = Some(ServedBy::level_n(level));
+            }
+            if as_write && write_back && (!miss || !exclusive) {
+                write_pending = false;
+            }
+            if as_write && !write_back && pos + 1 < len {
+                self.inst[ii].stats.write_throughs += 1;
+            }
+            pos += 1;
+            let go_on = served.is_none() || all_levels || write_pending;
+            if !go_on {
+                break;
+            }
+        }
+        if !self.pending.is_empty() {
+            self.handle_victims();
+        }
+        if l1_missed && self.coherent {
+            self.clear_exclusive_elsewhere(core, path, addr, size);
+        }
+        served.unwrap_or(ServedBy::MEMORY)
+    }
+
+    /// A demand access used a line marked as prefetched.
+    fn prefetched_line_used(&mut self, core: usize, ii: usize, idx: usize, line: u64, f: u8) {
+        if f & flags::SW_PREFETCHED != 0 {
+            self.sw_pf.useful += 1;
+            let pip = self.inst[ii].cache.prefetch_ip(idx);
+            self.push_pf_event(PrefetchResolution {
+                ip: pip,
+                core: core as u16,
+                outcome: PrefetchOutcome::Useful,
+            });
+        }
+        if f & flags::HW_PREFETCHED != 0 {
+            let now = self.tick[core];
+            let lag = u64::from(self.cfg.prefetch_lag);
+            let late = self.inflight[core]
+                .iter()
+                .any(|x| x.instance as usize == ii && x.line == line && now - x.tick < lag);
+            if late {
+                self.hw_pf.late += 1;
+            } else {
+                self.hw_pf.useful += 1;
+            }
+        }
+        self.inst[ii]
+            .cache
+            .clear_flags(idx, flags::SW_PREFETCHED | flags::HW_PREFETCHED);
+    }
+
+    fn push_pf_event(&mut self, e: PrefetchResolution) {
+        if self.pf_events.len() < self.pf_events_cap {
+            self.pf_events.push(e);
+        } else {
+            self.pf_events_dropped += 1;
+        }
+    }
+
+    /// Accounts a line leaving a cache unused after a prefetch.
+    fn prefetched_line_lost(&mut self, core: usize, ev: &Evicted) {
+        if ev.flags & flags::SW_PREFETCHED != 0 {
+            self.sw_pf.wasted += 1;
+            self.push_pf_event(PrefetchResolution {
+                ip: ev.prefetch_ip,
+                core: core as u16,
+                outcome: PrefetchOutcome::Wasted,
+            });
+        }
+        if ev.flags & flags::HW_PREFETCHED != 0 {
+            self.hw_pf.wasted += 1;
+        }
+    }
+
+    /// Removes `ev`'s line from every instance above inclusive instance `ii`.
+    fn back_invalidate(&mut self, ii: usize, ev: Evicted) {
+        let shift = self.inst[ii].cache.line_shift();
+        let addr = ev.line << shift;
+        for k in 0..self.inst[ii].above.len() {
+            let up = self.inst[ii].above[k];
+            let ushift = self.inst[up].cache.line_shift();
+            let first = addr >> ushift;
+            let last = (addr + (1 << shift) - 1) >> ushift;
+            for l in first..=last {
+                if let Some(uev) = self.inst[up].cache.invalidate(l) {
+                    self.inst[up].stats.back_invalidations += 1;
+                    if let Some(sh) = self.inst[up].shadow.as_mut() {
+                        sh.remove(l);
+                    }
+                    if uev.flags & flags::DIRTY != 0 {
+                        // The dirty data joins the victim on its way down.
+                        self.inst[up].stats.writebacks += 1;
+                    }
+                    let owner = self.inst[up].info.first_core;
+                    self.prefetched_line_lost(owner, &uev);
+                }
+            }
+        }
+    }
+
+    /// Handles queued victims: fills exclusive victim caches, writes dirty
+    /// lines back to the first level below that holds them.
+    fn handle_victims(&mut self) {
+        let mut i = 0;
+        while i < self.pending.len() {
+            let Pending { path, pos, ev } = self.pending[i];
+            i += 1;
+            let src = path.get(pos);
+            let owner = self.inst[src].info.first_core;
+            self.prefetched_line_lost(owner, &ev);
+            let dirty = ev.flags & flags::DIRTY != 0;
+            let addr = ev.line << self.inst[src].cache.line_shift();
+            let next = pos + 1;
+            if next < path.len as usize
+                && self.inst[path.get(next)].inclusion == Inclusion::Exclusive
+            {
+                let nx = path.get(next);
+                let line = addr >> self.inst[nx].cache.line_shift();
+                if dirty {
+                    self.inst[src].stats.writebacks += 1;
+                }
+                match self.inst[nx].cache.find(line) {
+                    Some(idx) => {
+                        if dirty {
+                            self.inst[nx].cache.set_flags(idx, flags::DIRTY);
+                        }
+                    }
+                    None => {
+                        let (_, v) = self.inst[nx].cache.insert(line, ev.flags & flags::DIRTY);
+                        if let Some(v) = v {
+                            self.inst[nx].stats.evictions += 1;
+                            self.pending.push(Pending {
+                                path,
+                                pos: next,
+                                ev: v,
+                            });
+                        }
+                    }
+                }
+            } else if dirty && self.inst[src].write == WritePolicy::WriteBack {
+                self.inst[src].stats.writebacks += 1;
+                for p in next..path.len as usize {
+                    let nx = path.get(p);
+                    let line = addr >> self.inst[nx].cache.line_shift();
+                    if let Some(idx) = self.inst[nx].cache.find(line) {
+                        if self.inst[nx].write == WritePolicy::WriteBack {
+                            self.inst[nx].cache.set_flags(idx, flags::DIRTY);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.pending.clear();
+    }
+
+    /// Another core may now hold a copy: no first-level copy elsewhere may
+    /// stay marked as the only one.
+    fn clear_exclusive_elsewhere(&mut self, core: usize, path: Path, addr: u64, size: u64) {
+        let _ = path;
+        for c in 0..self.cfg.cores {
+            if c == core {
+                continue;
+            }
+            let l1 = self.dpath[c].get(0);
+            let shift = self.inst[l1].cache.line_shift();
+            for line in (addr >> shift)..=((addr + size - 1) >> shift) {
+                if let Some(idx) = self.inst[l1].cache.find(line) {
+                    self.inst[l1].cache.clear_flags(idx, flags::EXCLUSIVE);
+                }
+            }
+        }
+    }
+
+    /// A write by `core` to line `line_addr` (`line_size` bytes at the first
+    /// level) invalidates every copy off the writer's path. Returns
+    /// (copies invalidated, of which false sharing).
+    fn invalidate_others(
+        &mut self,
+        core: usize,
+        line_addr: u64,
+        line_size: u64,
+        wmask: u64,
+    ) -> (u16, u16) {
+        let l1 = self.dpath[core].get(0);
+        let l1_line = line_addr >> self.inst[l1].cache.line_shift();
+        let own = self.inst[l1].cache.find(l1_line);
+        let mut writer_mask = wmask;
+        if let Some(idx) = own {
+            if self.inst[l1].cache.flags(idx) & flags::EXCLUSIVE != 0 {
+                return (0, 0);
+            }
+            writer_mask |= self.inst[l1].cache.touched(idx);
+        }
+        let mut sent = 0u16;
+        let mut fs = 0u16;
+        for k in 0..self.snoop[core].len() {
+            let t = usize::from(self.snoop[core][k]);
+            let tshift = self.inst[t].cache.line_shift();
+            let first = line_addr >> tshift;
+            let last = (line_addr + line_size - 1) >> tshift;
+            for l in first..=last {
+                if let Some(ev) = self.inst[t].cache.invalidate(l) {
+                    sent += 1;
+                    let x = &mut self.inst[t];
+                    x.stats.invalidations_received += 1;
+                    if let Some(sh) = x.shadow.as_mut() {
+                        sh.remove(l);
+                    }
+                    if ev.flags & flags::DIRTY != 0 {
+                        x.stats.writebacks += 1;
+                    }
+                    let owner = x.info.first_core;
+                    if x.private {
+                        self.coh.received_by_core[owner] += 1;
+                    }
+                    if ev.touched != 0 && ev.touched & writer_mask == 0 {
+                        fs += 1;
+                    }
+                    self.prefetched_line_lost(owner, &ev);
+                }
+            }
+        }
+        if let Some(idx) = own {
+            self.inst[l1].cache.set_flags(idx, flags::EXCLUSIVE);
+        }
+        if sent > 0 {
+            self.coh.sent_by_core[core] += 1;
+            self.coh.invalidations += u64::from(sent);
+            self.coh.false_sharing += u64::from(fs);
+            match self.lines.entry(line_addr) {
+                Some(e) => {
+                    e.sent += 1;
+                    e.received += u64::from(sent);
+                    e.false_sharing += u64::from(fs);
+                }
+                None => self.coh.untracked += 1,
+            }
+        }
+        (sent, fs)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn train_prefetchers(
+        &mut self,
+        core: usize,
+        path: Path,
+        pos: usize,
+        ii: usize,
+        addr: u64,
+        ip: u64,
+        miss: bool,
+        prefetched_hit: bool,
+    ) {
+        let shift = self.inst[ii].cache.line_shift();
+        for k in 0..self.inst[ii].prefetchers.len() {
+            let pi = self.inst[ii].prefetchers[k];
+            let mut cands = std::mem::replace(&mut self.candidates, Candidates::new());
+            self.prefetchers[pi].observe(ip, addr, shift, miss, prefetched_hit, &mut cands);
+            for j in 0..cands.len {
+                let line = cands.lines[j];
+                if self.inst[ii].cache.find(line).is_some() {
+                    self.hw_pf.redundant += 1;
+                    continue;
+                }
+                self.hw_pf.issued += 1;
+                let slot = self.inflight_next[core] % INFLIGHT;
+                self.inflight[core][slot] = InFlight {
+                    instance: ii as u32,
+                    line,
+                    tick: self.tick[core],
+                };
+                self.inflight_next[core] += 1;
+                // Fill from this level down, without counting demand traffic.
+                self.walk(
+                    core,
+                    path,
+                    pos,
+                    AccessKind::Read,
+                    line << shift,
+                    1,
+                    0,
+                    flags::HW_PREFETCHED,
+                    false,
+                );
+            }
+            self.candidates = cands;
+        }
+    }
+
+    fn software_prefetch(&mut self, core: usize, addr: u64, size: u64, ip: u64) -> AccessResult {
+        let path = self.dpath[core];
+        let l1 = path.get(0);
+        let shift = self.inst[l1].cache.line_shift();
+        let mut r = AccessResult::default();
+        // A prefetch instruction fetches the one line holding `addr`.
+        let line = addr >> shift;
+        let _ = size;
+        if self.inst[l1].cache.lookup(line).is_some() {
+            self.sw_pf.redundant += 1;
+            r.prefetch = PrefetchIssue::Redundant;
+            r.served_by = ServedBy::level_n(1);
+        } else {
+            self.sw_pf.issued += 1;
+            r.prefetch = PrefetchIssue::Issued;
+            r.served_by = self.walk(
+                core,
+                path,
+                0,
+                AccessKind::Read,
+                line << shift,
+                1,
+                ip,
+                flags::SW_PREFETCHED,
+                true,
+            );
+        }
+        r.per_slot[r.served_by.slot()] = 1;
+        r
+    }
+
+    /// Non-temporal store (`nt`) or flush: the line leaves every cache.
+    fn remove_everywhere(&mut self, core: usize, addr: u64, size: u64, nt: bool) -> AccessResult {
+        let mut r = AccessResult::default();
+        let d = self.dpath[core];
+        let on_path = |i: usize| (0..d.len as usize).any(|p| d.get(p) == i);
+        let mut sent = 0u16;
+        for t in 0..self.inst.len() {
+            let shift = self.inst[t].cache.line_shift();
+            for l in (addr >> shift)..=((addr + size - 1) >> shift) {
+                if let Some(ev) = self.inst[t].cache.invalidate(l) {
+                    let x = &mut self.inst[t];
+                    if let Some(sh) = x.shadow.as_mut() {
+                        sh.remove(l);
+                    }
+                    if ev.flags & flags::DIRTY != 0 {
+                        x.stats.writebacks += 1;
+                    }
+                    let owner = x.info.first_core;
+                    let other = !(on_path(t) || (x.private && owner == core));
+                    if nt && other && self.coherent {
+                        x.stats.invalidations_received += 1;
+                        if x.private {
+                            self.coh.received_by_core[owner] += 1;
+                        }
+                        sent += 1;
+                    } else {
+                        x.stats.flushed += 1;
+                    }
+                    self.prefetched_line_lost(owner, &ev);
+                }
+            }
+        }
+        if nt {
+            self.nt_stores += 1;
+            if sent > 0 {
+                self.coh.sent_by_core[core] += 1;
+                self.coh.invalidations += u64::from(sent);
+                let l1 = d.get(0);
+                let line_addr =
+                    (addr >> self.inst[l1].cache.line_shift()) << self.inst[l1].cache.line_shift();
+                match self.lines.entry(line_addr) {
+                    Some(e) => {
+                        e.sent += 1;
+                        e.received += u64::from(sent);
+                    }
+                    None => self.coh.untracked += 1,
+                }
+            }
+        } else {
+            self.flushes += 1;
+        }
+        r.invalidations = sent;
+        r.served_by = ServedBy::MEMORY;
+        r.per_slot[MAX_LEVELS] = 1;
+        r
+    }
 }

@@ -22,12 +22,12 @@
 //! those paths.
 
 pub mod cache;
-pub mod config;
 mod coherence;
+pub mod config;
 pub mod coremap;
 mod hierarchy;
-pub mod presets;
 mod prefetch;
+pub mod presets;
 mod shadow;
 pub mod stats;
 
@@ -36,7 +36,7 @@ pub use config::{
     PrefetcherKind, ReplacementPolicy, Sharing, StraddleMode, WritePolicy,
 };
 pub use coremap::CoreMap;
-pub use hierarchy::Hierarchy;
+pub use hierarchy::{Hierarchy, InstanceInfo};
 pub use stats::{CoherenceStats, LevelStats, LineSharing, MissClasses, PrefetchStats, Stats};
 
 /// The most levels a hierarchy may have (L1 .. L7).
@@ -113,7 +113,12 @@ pub struct Access {
 impl Access {
     #[inline]
     pub fn new(kind: AccessKind, addr: u64, size: u32) -> Self {
-        Access { kind, addr, size, ip: 0 }
+        Access {
+            kind,
+            addr,
+            size,
+            ip: 0,
+        }
     }
     #[inline]
     pub fn with_ip(mut self, ip: u64) -> Self {
