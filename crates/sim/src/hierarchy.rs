@@ -460,7 +460,9 @@ impl Hierarchy {
                 let found = self.inst[ii].cache.lookup(line);
                 if let Some(sh) = self.inst[ii].shadow.as_mut() {
                     let s = sh.access(line);
-                    if found.is_none() && count {
+                    // One class per lookup: a straddling access that misses
+                    // two lines is one miss, classified by its first line.
+                    if found.is_none() && count && !miss {
                         let m = &mut self.inst[ii].stats.misses;
                         if s.first_reference {
                             m.compulsory += 1;
@@ -494,7 +496,10 @@ impl Hierarchy {
                     }
                     None => {
                         miss = true;
-                        let allocate = !exclusive && (write_back || !as_write);
+                        // A prefetch fills its own level even when that
+                        // level is exclusive of the ones above.
+                        let prefetch_target = pos == start && fill_flags != 0;
+                        let allocate = prefetch_target || (!exclusive && (write_back || !as_write));
                         if allocate {
                             let mut f = if pos == start { fill_flags } else { 0 };
                             if as_write && write_back {
@@ -671,7 +676,21 @@ impl Hierarchy {
                         }
                     }
                     None => {
-                        let (_, v) = self.inst[nx].cache.insert(line, ev.flags & flags::DIRTY);
+                        // The line may have sunk further already (another
+                        // upper copy was evicted first, e.g. from the other
+                        // side of a split L1): keep a single exclusive copy.
+                        let mut f = ev.flags & flags::DIRTY;
+                        for p in next + 1..path.len as usize {
+                            let low = path.get(p);
+                            if self.inst[low].inclusion != Inclusion::Exclusive {
+                                break;
+                            }
+                            let l = addr >> self.inst[low].cache.line_shift();
+                            if let Some(old) = self.inst[low].cache.invalidate(l) {
+                                f |= old.flags & flags::DIRTY;
+                            }
+                        }
+                        let (_, v) = self.inst[nx].cache.insert(line, f);
                         if let Some(v) = v {
                             self.inst[nx].stats.evictions += 1;
                             self.pending.push(Pending {

@@ -1,0 +1,347 @@
+//! Property tests: invariants that must hold after any access sequence, and
+//! agreement with small reference models written independently here.
+
+use coldcache_sim::presets::Geometry;
+use coldcache_sim::*;
+use proptest::prelude::*;
+
+/// A deliberately naive Cachegrind model, written from Cachegrind's
+/// documented rules: per set a list in MRU order; an access straddling two
+/// lines is one reference that misses if either line misses; LL is looked
+/// up (for the whole range) only on an L1 miss.
+struct NaiveCache {
+    sets: Vec<Vec<u64>>,
+    assoc: usize,
+    line_bits: u32,
+}
+
+impl NaiveCache {
+    fn new(g: Geometry) -> Self {
+        let nsets = (g.size / u64::from(g.assoc) / u64::from(g.line)) as usize;
+        NaiveCache {
+            sets: vec![Vec::new(); nsets],
+            assoc: g.assoc as usize,
+            line_bits: g.line.trailing_zeros(),
+        }
+    }
+    fn ref_line(&mut self, block: u64) -> bool {
+        let n = self.sets.len() as u64;
+        let set = &mut self.sets[(block % n) as usize];
+        if let Some(p) = set.iter().position(|&b| b == block) {
+            set.remove(p);
+            set.insert(0, block);
+            true
+        } else {
+            set.insert(0, block);
+            set.truncate(self.assoc);
+            false
+        }
+    }
+    /// Returns true on a miss.
+    fn doref(&mut self, addr: u64, size: u64) -> bool {
+        let b1 = addr >> self.line_bits;
+        let b2 = (addr + size - 1) >> self.line_bits;
+        let mut miss = false;
+        for b in b1..=b2 {
+            miss |= !self.ref_line(b);
+        }
+        miss
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    I(u64, u64),
+    R(u64, u64),
+    W(u64, u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    (0u8..3, 0u64..4096, 1u64..=16).prop_map(|(k, a, s)| match k {
+        0 => Op::I(0x10_0000 + a, s.min(15)),
+        1 => Op::R(a * 3, s),
+        _ => Op::W(a * 5, s),
+    })
+}
+
+fn geometry() -> impl Strategy<Value = Geometry> {
+    (0u32..3, 1u32..5, 0u32..3).prop_map(|(ls, assoc, sets_log)| {
+        let line = 16u32 << ls;
+        Geometry::new(
+            u64::from(line) * u64::from(assoc) * (1u64 << sets_log),
+            assoc,
+            line,
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn cachegrind_preset_agrees_with_a_naive_reference(
+        i1 in geometry(), d1 in geometry(), ll_assoc in 1u32..9, ops in prop::collection::vec(op(), 1..600)
+    ) {
+        let ll = Geometry::new(64 * u64::from(ll_assoc) * 4, ll_assoc, 64);
+        let mut h = Hierarchy::new(&presets::cachegrind(i1, d1, ll)).unwrap();
+        let (mut ni, mut nd, mut nl) = (NaiveCache::new(i1), NaiveCache::new(d1), NaiveCache::new(ll));
+        let mut want = [0u64; 9]; // Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw
+        let mut got = [0u64; 9];
+        for o in ops {
+            let (base, addr, size, kind) = match o {
+                Op::I(a, s) => (0, a, s, AccessKind::InstrFetch),
+                Op::R(a, s) => (3, a, s, AccessKind::Read),
+                Op::W(a, s) => (6, a, s, AccessKind::Write),
+            };
+            want[base] += 1;
+            let l1 = if base == 0 { &mut ni } else { &mut nd };
+            if l1.doref(addr, size) {
+                want[base + 1] += 1;
+                if nl.doref(addr, size) {
+                    want[base + 2] += 1;
+                }
+            }
+            let r = h.access(0, Access::new(kind, addr, size as u32));
+            got[base] += 1;
+            if r.served_by.level() != Some(1) {
+                got[base + 1] += 1;
+            }
+            if r.served_by.is_memory() {
+                got[base + 2] += 1;
+            }
+        }
+        prop_assert_eq!(got, want);
+    }
+
+    #[test]
+    fn lru_with_one_set_is_fully_associative(
+        lines in 1u64..12, seq in prop::collection::vec(0u64..24, 1..400)
+    ) {
+        let mut l = LevelConfig {
+            name: "L1d".into(), level: 1, kind: CacheKind::Unified, size: lines * 64,
+            line_size: 64, assoc: lines as u32, policy: ReplacementPolicy::Lru,
+            write: WritePolicy::WriteBack, inclusion: Inclusion::NonInclusive,
+            sharing: Sharing::Core, latency: None,
+        };
+        l.size = lines * 64;
+        let cfg = HierarchyConfig { cores: 1, levels: vec![l], coherence: false, ..HierarchyConfig::default() };
+        let mut h = Hierarchy::new(&cfg).unwrap();
+        // Reference: stack distance. A reference hits a fully-associative
+        // LRU cache of N lines iff fewer than N distinct lines were touched
+        // since its previous reference.
+        for (i, &x) in seq.iter().enumerate() {
+            let prev = seq[..i].iter().rposition(|&y| y == x);
+            let expect_hit = match prev {
+                None => false,
+                Some(p) => {
+                    let mut d: Vec<u64> = seq[p + 1..i].to_vec();
+                    d.sort_unstable();
+                    d.dedup();
+                    (d.len() as u64) < lines
+                }
+            };
+            let hit = h.access(0, Access::new(AccessKind::Read, x * 64, 4)).served_by.level() == Some(1);
+            prop_assert_eq!(hit, expect_hit, "reference {} to line {}", i, x);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct MOp {
+    core: usize,
+    kind: AccessKind,
+    addr: u64,
+    size: u32,
+}
+
+fn mop(cores: usize) -> impl Strategy<Value = MOp> {
+    (0..cores, 0u8..10, 0u64..6000, 1u32..=64).prop_map(|(core, k, a, size)| {
+        let kind = match k {
+            0 | 1 => AccessKind::InstrFetch,
+            2..=4 => AccessKind::Read,
+            5 | 6 => AccessKind::Write,
+            7 => AccessKind::ReadModifyWrite,
+            8 => AccessKind::Prefetch,
+            _ => {
+                if a % 2 == 0 {
+                    AccessKind::NonTemporalStore
+                } else {
+                    AccessKind::Flush
+                }
+            }
+        };
+        MOp {
+            core,
+            kind,
+            addr: a * 8,
+            size,
+        }
+    })
+}
+
+fn policy() -> impl Strategy<Value = ReplacementPolicy> {
+    prop_oneof![
+        Just(ReplacementPolicy::Lru),
+        Just(ReplacementPolicy::TreePlru),
+        Just(ReplacementPolicy::Fifo),
+        Just(ReplacementPolicy::Random { seed: 7 }),
+        Just(ReplacementPolicy::Srrip { bits: 2 }),
+    ]
+}
+
+fn random_hierarchy(incl: Inclusion) -> impl Strategy<Value = HierarchyConfig> {
+    (
+        (policy(), policy(), policy()),
+        (1u32..5, 1u32..9, 1u32..17),
+        prop_oneof![Just(1usize), Just(2), Just(4)],
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            move |((p1, p2, p3), (a1, a2, a3), cores, per_line, all_levels, prefetch)| {
+                let l =
+                    |name: &str, n: u8, kind, sets: u64, assoc: u32, policy, sharing| LevelConfig {
+                        name: name.into(),
+                        level: n,
+                        kind,
+                        size: sets * u64::from(assoc) * 64,
+                        line_size: 64,
+                        assoc,
+                        policy,
+                        write: WritePolicy::WriteBack,
+                        inclusion: if n == 1 {
+                            Inclusion::NonInclusive
+                        } else {
+                            incl
+                        },
+                        sharing,
+                        latency: None,
+                    };
+                HierarchyConfig {
+                    name: "random".into(),
+                    cores,
+                    levels: vec![
+                        l("L1i", 1, CacheKind::Instruction, 2, a1, p1, Sharing::Core),
+                        l("L1d", 1, CacheKind::Data, 3, a1, p1, Sharing::Core),
+                        l(
+                            "L2",
+                            2,
+                            CacheKind::Unified,
+                            4,
+                            a2,
+                            p2,
+                            Sharing::Group {
+                                cores: cores.min(2),
+                            },
+                        ),
+                        l("L3", 3, CacheKind::Unified, 5, a3, p3, Sharing::All),
+                    ],
+                    straddle: if per_line {
+                        StraddleMode::PerLine
+                    } else {
+                        StraddleMode::Whole
+                    },
+                    lookup: if all_levels && incl != Inclusion::Exclusive {
+                        LookupMode::AllLevels
+                    } else {
+                        LookupMode::OnMiss
+                    },
+                    coherence: true,
+                    prefetchers: if prefetch {
+                        vec![PrefetcherConfig {
+                            kind: PrefetcherKind::NextLine { degree: 2 },
+                            level: 2,
+                            cross_page: false,
+                        }]
+                    } else {
+                        Vec::new()
+                    },
+                    classify_misses: true,
+                    ..HierarchyConfig::default()
+                }
+            },
+        )
+}
+
+/// For every instance, the instances directly below it on some core's path.
+fn lower_instances(h: &Hierarchy, upper: usize, below_level: u8) -> Vec<usize> {
+    let infos = h.instances();
+    let u = &infos[upper];
+    infos
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| {
+            x.level == below_level
+                && x.first_core <= u.first_core
+                && u.first_core + u.cores <= x.first_core + x.cores
+                && (x.kind == CacheKind::Unified || x.kind == u.kind)
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(150))]
+
+    #[test]
+    fn inclusive_levels_hold_every_line_above(cfg in random_hierarchy(Inclusion::Inclusive), ops in prop::collection::vec(mop(4), 1..500)) {
+        let mut h = Hierarchy::new(&cfg).unwrap();
+        for o in ops {
+            h.access(o.core % cfg.cores, Access::new(o.kind, o.addr, o.size).with_ip(o.addr / 64));
+        }
+        let infos = h.instances();
+        for (i, info) in infos.iter().enumerate() {
+            for below_level in info.level + 1..=3 {
+                for b in lower_instances(&h, i, below_level) {
+                    for line in h.instance_lines(i) {
+                        prop_assert!(h.instance_contains(b, line), "{} holds {:#x} but {} does not", info.name, line, infos[b].name);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn exclusive_levels_never_duplicate_a_single_cores_lines(cfg in random_hierarchy(Inclusion::Exclusive), ops in prop::collection::vec(mop(1), 1..500)) {
+        let mut cfg = cfg;
+        cfg.cores = 1;
+        cfg.levels[2].sharing = Sharing::Core;
+        let mut h = Hierarchy::new(&cfg).unwrap();
+        for o in ops {
+            h.access(0, Access::new(o.kind, o.addr, o.size));
+        }
+        let infos = h.instances();
+        let l2 = infos.iter().position(|x| x.name == "L2").unwrap();
+        let l3 = infos.iter().position(|x| x.name == "L3").unwrap();
+        for line in h.instance_lines(l2) {
+            prop_assert!(!h.instance_contains(l3, line), "{:#x} in both L2 and exclusive L3", line);
+        }
+    }
+
+    #[test]
+    fn counters_are_consistent_and_runs_are_deterministic(cfg in random_hierarchy(Inclusion::NonInclusive), ops in prop::collection::vec(mop(4), 1..400)) {
+        let run = || {
+            let mut h = Hierarchy::new(&cfg).unwrap();
+            let mut served = [0u64; MAX_LEVELS + 1];
+            for o in &ops {
+                let r = h.access(o.core % cfg.cores, Access::new(o.kind, o.addr, o.size).with_ip(0x400 + o.addr % 3));
+                for (s, n) in served.iter_mut().zip(r.per_slot) {
+                    *s += u64::from(n);
+                }
+            }
+            (h.stats(), served)
+        };
+        let (a, sa) = run();
+        let (b, sb) = run();
+        prop_assert_eq!(&a, &b);
+        prop_assert_eq!(sa, sb);
+        for s in &a.instances {
+            prop_assert!(s.miss_count() <= s.accesses());
+            prop_assert_eq!(s.misses.compulsory + s.misses.capacity + s.misses.conflict, s.miss_count());
+        }
+        let p = a.software_prefetch;
+        prop_assert!(p.useful + p.wasted <= p.issued);
+        prop_assert!(a.coherence.false_sharing <= a.coherence.invalidations);
+    }
+}
