@@ -1,1 +1,154 @@
-//! placeholder
+//! coldcache-config: cache configurations for the simulator, from named
+//! presets, TOML files, the host's sysfs and Valgrind-style options.
+//!
+//! The simulator crate (`coldcache-sim`) is pure: it defines
+//! [`HierarchyConfig`] and the fixed presets. This crate does the I/O:
+//! - [`resolve`] turns a `--cache` argument (a preset name, `host`, or a
+//!   path to a TOML file) into a validated configuration;
+//! - [`from_toml_str`] / [`load_file`] read the TOML schema documented in
+//!   `docs/cache-config.md`, and [`to_toml`] writes it;
+//! - [`host`] / [`host_from_sysfs`] read `/sys/devices/system/cpu`;
+//! - [`parse_valgrind_geometry`] and [`apply_cachegrind_overrides`] implement
+//!   Cachegrind's `--I1`, `--D1`, `--LL`;
+//! - [`cachelab`] builds CMU Cache Lab's `csim -s -E -b` cache.
+//!
+//! Every error names where the problem is: the file, key path and line for a
+//! TOML file; the sysfs file; the command-line option.
+//!
+//! ```
+//! let zen4 = coldcache_config::resolve("zen4").unwrap();
+//! let text = coldcache_config::to_toml(&zen4);
+//! let again = coldcache_config::from_toml_str(&text, "zen4.toml".as_ref()).unwrap();
+//! assert_eq!(zen4, again);
+//! ```
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub use coldcache_sim::presets::Geometry;
+use coldcache_sim::{presets, ConfigError, HierarchyConfig};
+
+mod cachelab;
+mod schema;
+mod size;
+mod suggest;
+mod sysfs;
+mod valgrind;
+mod writer;
+
+pub use cachelab::{cachelab, cachelab_params, CacheLabError};
+pub use schema::{from_toml_str, FileError, LEVEL_KEYS, PREFETCHER_KEYS, TOP_KEYS};
+pub use size::{format_size, parse_size, SizeError, SIZE_UNITS};
+pub use sysfs::{
+    host, host_from_sysfs, host_info_from_sysfs, parse_cpu_list, parse_cpu_map, HostInfo,
+    SysfsError, SYSFS_CPU_ROOT,
+};
+pub use valgrind::{
+    apply_cachegrind_overrides, parse_valgrind_geometry, parse_valgrind_option, GeometryError,
+    OptionError,
+};
+pub use writer::to_toml;
+
+/// The name of the preset read from sysfs.
+pub const HOST: &str = "host";
+
+/// Any problem turning a `--cache` argument or option into a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A configuration file could not be read.
+    #[error("{}: cannot read: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A configuration file is not valid (names file, line and key).
+    #[error(transparent)]
+    File(#[from] FileError),
+    /// The `host` preset could not be read from sysfs.
+    #[error("cache preset \"host\": {0}")]
+    Sysfs(#[from] SysfsError),
+    /// A bad `--I1`, `--D1` or `--LL`.
+    #[error(transparent)]
+    Option(#[from] OptionError),
+    /// Cache Lab parameters the simulator cannot take.
+    #[error(transparent)]
+    CacheLab(#[from] CacheLabError),
+    /// A built-in preset failed validation (a bug in the preset).
+    #[error("cache preset {name:?}: {source}")]
+    Invalid {
+        name: String,
+        #[source]
+        source: ConfigError,
+    },
+    /// Neither a preset, `host`, nor a file.
+    #[error("{}", unknown_message(.spec, .suggestion.as_deref()))]
+    Unknown {
+        spec: String,
+        /// The closest preset name, if the spec looks like a misspelling.
+        suggestion: Option<String>,
+    },
+}
+
+fn unknown_message(spec: &str, suggestion: Option<&str>) -> String {
+    let hint = suggestion
+        .map(|s| format!(" (did you mean {s:?}?)"))
+        .unwrap_or_default();
+    let presets: Vec<&str> = names().iter().map(|(n, _)| *n).collect();
+    format!(
+        "unknown cache configuration {spec:?}{hint}: expected a preset ({}) or a path to a .toml file",
+        presets.join(", ")
+    )
+}
+
+/// Every name [`resolve`] accepts as a preset, with a one-line description:
+/// the simulator's presets, then `host`.
+pub fn names() -> Vec<(&'static str, &'static str)> {
+    let mut v: Vec<(&'static str, &'static str)> = presets::NAMES.to_vec();
+    v.push((
+        HOST,
+        "this machine's caches, read from /sys/devices/system/cpu (LRU assumed)",
+    ));
+    v
+}
+
+/// Whether `spec` is to be read as a file path rather than a preset name:
+/// it contains `/`, ends with `.toml`, or names an existing file.
+fn looks_like_path(spec: &str) -> bool {
+    spec.contains('/') || spec.ends_with(".toml") || Path::new(spec).is_file()
+}
+
+/// Resolves a `--cache` argument: a preset name (see [`names`]; the
+/// simulator's presets win over a file of the same name, so write `./zen4`
+/// for such a file), `host`, or a path to a TOML file. The result is
+/// validated.
+pub fn resolve(spec: &str) -> Result<HierarchyConfig, Error> {
+    if spec == HOST {
+        return Ok(host()?);
+    }
+    if let Some(cfg) = presets::by_name(spec) {
+        cfg.validate().map_err(|source| Error::Invalid {
+            name: spec.to_string(),
+            source,
+        })?;
+        return Ok(cfg);
+    }
+    if looks_like_path(spec) {
+        return load_file(Path::new(spec));
+    }
+    let presets: Vec<&str> = names().iter().map(|(n, _)| *n).collect();
+    Err(Error::Unknown {
+        spec: spec.to_string(),
+        suggestion: suggest::closest(spec, &presets).map(str::to_string),
+    })
+}
+
+/// Reads and validates a TOML configuration file (schema in
+/// `docs/cache-config.md`). Errors name `path` as given.
+pub fn load_file(path: &Path) -> Result<HierarchyConfig, Error> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(from_toml_str(&text, path)?)
+}
