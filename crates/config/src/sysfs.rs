@@ -21,7 +21,10 @@
 //!   no order can express (groups of unequal size, overlapping groups) is an
 //!   error;
 //! - hybrid CPUs (cores with different caches): only the CPUs whose caches
-//!   are those of the first CPU are modelled, which is noted.
+//!   are those of the first CPU are modelled, which is noted;
+//! - a level with a data cache but no instruction cache is modelled as one
+//!   unified cache, which is noted (the simulator needs a unified cache or an
+//!   instruction/data pair at each level).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -484,19 +487,37 @@ fn build(
     }
     if order != kept {
         notes.push(format!(
-            "cores are numbered so that CPUs sharing a cache are consecutive: core k is CPU \
-             [{}][k]",
+            "simulated cores 0, 1, 2, ... are CPUs {} (renumbered so that CPUs sharing a cache \
+             are consecutive)",
             list(&order)
         ));
     }
 
+    // A level with a data cache and no instruction cache (sysfs left it
+    // out) cannot be simulated as such: its data cache serves both.
+    let lone = |c: &Cache| {
+        c.kind == CacheKind::Data
+            && !first_caches
+                .iter()
+                .any(|o| o.level == c.level && o.kind == CacheKind::Instruction)
+    };
+    for c in first_caches.iter().filter(|c| lone(c)) {
+        notes.push(format!(
+            "level {} has a data cache but no instruction cache; it is modelled as unified",
+            c.level
+        ));
+    }
     let levels = first_caches
         .iter()
         .zip(&group_size)
         .map(|(c, &g)| LevelConfig {
-            name: default_level_name(c.level, c.kind),
+            name: if lone(c) {
+                default_level_name(c.level, CacheKind::Unified)
+            } else {
+                default_level_name(c.level, c.kind)
+            },
             level: c.level,
-            kind: c.kind,
+            kind: if lone(c) { CacheKind::Unified } else { c.kind },
             size: c.size,
             line_size: c.line,
             assoc: c.assoc,
