@@ -1,1 +1,157 @@
-fn main() {}
+//! Simulated accesses per second from a large trace held in memory.
+//!
+//! The trace imitates a program: a loop body of instruction fetches
+//! (sequential, 1-15 bytes), and per instruction ~0.5 data accesses mixing a
+//! stack, sequential array sweeps, strided walks and random lookups in a
+//! 64 MiB heap. Every benchmark runs over the same trace:
+//! - `floor`: reading the trace and summing addresses (the loop overhead);
+//! - `cachegrind`: the Cachegrind preset, one core;
+//! - `cachegrind+attribution`: plus a per-instruction counter update per
+//!   access, as the capture engine does;
+//! - `jaguar-4t` and `jaguar-4t+attribution`: the Jaguar preset with the
+//!   trace split round-robin into four threads on four cores.
+//!
+//! Run: `cargo bench -p coldcache-sim --bench throughput`.
+
+use coldcache_sim::*;
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use std::hint::black_box;
+
+const ACCESSES: usize = 4_000_000;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// (thread, access, dense instruction index)
+fn make_trace() -> Vec<(u8, Access, u32)> {
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut out = Vec::with_capacity(ACCESSES);
+    // 4 threads, each with its own code loop, stack and array cursor.
+    let mut pc = [0x40_0000u64, 0x41_0000, 0x42_0000, 0x43_0000];
+    let mut sweep = [0x1000_0000u64, 0x2000_0000, 0x3000_0000, 0x4000_0000];
+    let mut stride = [0x5000_0000u64; 4];
+    let body = 3000u64; // bytes of code per thread loop
+    while out.len() < ACCESSES {
+        let t = (out.len() / 64) % 4; // switch thread every 64 accesses
+        let len = 1 + rng.next() % 15;
+        let ip = pc[t];
+        let idx = ((ip - 0x40_0000) & 0xFFFFF) as u32;
+        out.push((
+            t as u8,
+            Access::new(AccessKind::InstrFetch, ip, len as u32).with_ip(ip),
+            idx,
+        ));
+        pc[t] = if ip + len >= 0x40_0000 + (t as u64) * 0x1_0000 + body {
+            0x40_0000 + (t as u64) * 0x1_0000
+        } else {
+            ip + len
+        };
+        let r = rng.next();
+        let data = match r % 16 {
+            0..=3 => Some((
+                0x7fff_0000 - (t as u64) * 0x10000 - (r >> 8) % 512,
+                AccessKind::Read,
+            )),
+            4 | 5 => Some((
+                0x7fff_0000 - (t as u64) * 0x10000 - (r >> 8) % 512,
+                AccessKind::Write,
+            )),
+            6 | 7 => {
+                sweep[t] += 8;
+                Some((sweep[t], AccessKind::Read))
+            }
+            8 => {
+                stride[t] += 4160;
+                Some((stride[t] % (64 << 20) + 0x5000_0000, AccessKind::Read))
+            }
+            9 => Some((0x6000_0000 + (r >> 8) % (64 << 20), AccessKind::Read)),
+            10 => Some((0x6000_0000 + (r >> 8) % (64 << 20), AccessKind::Write)),
+            _ => None,
+        };
+        if let Some((a, k)) = data {
+            out.push((t as u8, Access::new(k, a & !7, 8).with_ip(ip), idx));
+        }
+    }
+    out.truncate(ACCESSES);
+    out
+}
+
+fn run(h: &mut Hierarchy, trace: &[(u8, Access, u32)], threads: bool) -> u64 {
+    let mut mem = 0u64;
+    for &(t, a, _) in trace {
+        let core = if threads { usize::from(t) } else { 0 };
+        mem += u64::from(h.access(core, a).served_by.is_memory());
+    }
+    mem
+}
+
+fn run_attributed(
+    h: &mut Hierarchy,
+    trace: &[(u8, Access, u32)],
+    threads: bool,
+    counters: &mut [[u32; MAX_LEVELS + 1]],
+) {
+    for &(t, a, idx) in trace {
+        let core = if threads { usize::from(t) } else { 0 };
+        let r = h.access(core, a);
+        // The common case, one line: one counter. Otherwise every slot.
+        let c = &mut counters[idx as usize];
+        if r.lines() == 1 {
+            c[r.served_by.slot()] += 1;
+        } else {
+            for (s, n) in c.iter_mut().zip(r.per_slot()) {
+                *s += n;
+            }
+        }
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    let trace = make_trace();
+    let mut g = c.benchmark_group("simulate");
+    g.throughput(Throughput::Elements(trace.len() as u64));
+    g.sample_size(10);
+    g.warm_up_time(std::time::Duration::from_secs(1));
+    g.measurement_time(std::time::Duration::from_secs(4));
+
+    g.bench_function("floor", |b| {
+        b.iter(|| {
+            let mut s = 0u64;
+            for &(_, a, i) in black_box(&trace) {
+                s = s.wrapping_add(a.addr ^ u64::from(i));
+            }
+            s
+        })
+    });
+
+    let cg = presets::cachegrind_default();
+    let jag = presets::jaguar();
+    let mut counters = vec![[0u32; MAX_LEVELS + 1]; 1 << 20];
+    g.bench_function("cachegrind", |b| {
+        let mut h = Hierarchy::new(&cg).unwrap();
+        b.iter(|| run(&mut h, black_box(&trace), false))
+    });
+    g.bench_function("cachegrind+attribution", |b| {
+        let mut h = Hierarchy::new(&cg).unwrap();
+        b.iter(|| run_attributed(&mut h, black_box(&trace), false, &mut counters))
+    });
+    g.bench_function("jaguar-4t", |b| {
+        let mut h = Hierarchy::new(&jag).unwrap();
+        b.iter(|| run(&mut h, black_box(&trace), true))
+    });
+    g.bench_function("jaguar-4t+attribution", |b| {
+        let mut h = Hierarchy::new(&jag).unwrap();
+        b.iter(|| run_attributed(&mut h, black_box(&trace), true, &mut counters))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -3,9 +3,10 @@
 //! composes instances.
 //!
 //! Storage is flat (`sets * ways` entries) so a lookup touches one contiguous
-//! run of tags. A one-entry memo of the last line looked up makes the common
-//! "same line again" case (consecutive instruction fetches, fields of one
-//! struct) a single compare.
+//! run of tags. Each set remembers its most recently used way: a hit there
+//! (consecutive instruction fetches, fields of one struct, a loop's stack
+//! slots) is one compare and, for every policy but SRRIP, no state change,
+//! since that way is already the most recently used of its set.
 
 use crate::config::ReplacementPolicy;
 
@@ -62,8 +63,8 @@ pub struct Cache {
     touched: Vec<u64>,
     /// Per-line software prefetch sites (empty when not tracked).
     prefetch_ip: Vec<u64>,
-    memo_line: u64,
-    memo_idx: usize,
+    /// Per set, the most recently used way.
+    mru: Vec<u16>,
 }
 
 impl Cache {
@@ -138,8 +139,7 @@ impl Cache {
             } else {
                 Vec::new()
             },
-            memo_line: INVALID,
-            memo_idx: 0,
+            mru: vec![0; sets as usize],
         }
     }
 
@@ -172,10 +172,12 @@ impl Cache {
     /// Index of `line` if present, without changing replacement state.
     #[inline]
     pub fn find(&self, line: u64) -> Option<usize> {
-        if self.memo_line == line {
-            return Some(self.memo_idx);
+        let set = self.set_of(line);
+        let base = set * self.ways;
+        let hint = base + usize::from(self.mru[set]);
+        if self.tags[hint] == line {
+            return Some(hint);
         }
-        let base = self.set_of(line) * self.ways;
         self.tags[base..base + self.ways]
             .iter()
             .position(|&t| t == line)
@@ -183,24 +185,30 @@ impl Cache {
     }
 
     /// Looks `line` up and, on a hit, updates the replacement state as a use.
-    #[inline]
+    #[inline(always)]
     pub fn lookup(&mut self, line: u64) -> Option<usize> {
-        if self.memo_line == line {
-            // The memo is the most recently used line of the whole cache, so
-            // LRU, PLRU and FIFO state is already right; SRRIP may have aged it.
+        let set = self.set_of(line);
+        let base = set * self.ways;
+        let hint = base + usize::from(self.mru[set]);
+        if self.tags[hint] == line {
+            // Already the most recently used way of its set: LRU, PLRU and
+            // FIFO state is right as it is; SRRIP promotes on every hit.
             if !self.rrpv.is_empty() {
-                self.rrpv[self.memo_idx] = 0;
+                self.rrpv[hint] = 0;
             }
-            return Some(self.memo_idx);
+            return Some(hint);
         }
-        let base = self.set_of(line) * self.ways;
+        self.lookup_scan(line, set, base)
+    }
+
+    #[inline(never)]
+    fn lookup_scan(&mut self, line: u64, set: usize, base: usize) -> Option<usize> {
         let w = self.tags[base..base + self.ways]
             .iter()
             .position(|&t| t == line)?;
         let idx = base + w;
         self.touch(idx);
-        self.memo_line = line;
-        self.memo_idx = idx;
+        self.mru[set] = w as u16;
         Some(idx)
     }
 
@@ -276,6 +284,18 @@ impl Cache {
     /// Way to replace in `set`: an invalid way if any, else the policy's pick.
     fn victim(&mut self, set: usize) -> usize {
         let base = set * self.ways;
+        if let ReplacementPolicy::Lru | ReplacementPolicy::Fifo = self.policy {
+            // Invalid ways have stamp 0 and valid ones at least 1: one scan
+            // finds an invalid way first, else the oldest.
+            let s = &self.stamp[base..base + self.ways];
+            let mut best = 0;
+            for w in 1..self.ways {
+                if s[w] < s[best] {
+                    best = w;
+                }
+            }
+            return best;
+        }
         if let Some(w) = self.tags[base..base + self.ways]
             .iter()
             .position(|&t| t == INVALID)
@@ -283,16 +303,7 @@ impl Cache {
             return w;
         }
         match self.policy {
-            ReplacementPolicy::Lru | ReplacementPolicy::Fifo => {
-                let s = &self.stamp[base..base + self.ways];
-                let mut best = 0;
-                for w in 1..self.ways {
-                    if s[w] < s[best] {
-                        best = w;
-                    }
-                }
-                best
-            }
+            ReplacementPolicy::Lru | ReplacementPolicy::Fifo => unreachable!("handled above"),
             ReplacementPolicy::TreePlru => self.plru_victim(set),
             ReplacementPolicy::Random { .. } => (self.next_random() % self.ways as u64) as usize,
             ReplacementPolicy::Srrip { .. } => {
@@ -335,8 +346,7 @@ impl Cache {
             ReplacementPolicy::Srrip { .. } => self.rrpv[idx] = self.rrpv_max - 1,
             ReplacementPolicy::Random { .. } => {}
         }
-        self.memo_line = line;
-        self.memo_idx = idx;
+        self.mru[set] = (idx - set * self.ways) as u16;
         (idx, evicted)
     }
 
@@ -360,9 +370,6 @@ impl Cache {
         }
         if !self.stamp.is_empty() {
             self.stamp[idx] = 0;
-        }
-        if self.memo_idx == idx {
-            self.memo_line = INVALID;
         }
         Some(e)
     }
@@ -523,7 +530,7 @@ mod tests {
     }
 
     #[test]
-    fn invalidate_clears_memo() {
+    fn invalidate_then_lookup_misses() {
         let mut c = Cache::new(4, 2, 6, P::Lru, false, false);
         c.insert(5, 0);
         assert!(c.lookup(5).is_some());

@@ -262,8 +262,8 @@ impl HierarchyConfig {
             if l.policy == ReplacementPolicy::TreePlru && l.assoc > 64 {
                 return Err(err(k("policy"), "tree-PLRU supports at most 64 ways"));
             }
-            if l.assoc == 0 {
-                return Err(err(k("assoc"), "must be at least 1"));
+            if l.assoc == 0 || l.assoc > 65536 {
+                return Err(err(k("assoc"), format!("{} is not in 1..=65536", l.assoc)));
             }
             let set_bytes = u64::from(l.line_size) * u64::from(l.assoc);
             if l.size == 0 || l.size % set_bytes != 0 {

@@ -56,6 +56,24 @@ struct Instance {
     above: Vec<usize>,
     /// Prefetchers observing this instance.
     prefetchers: Vec<usize>,
+    /// A first level whose hits need no more than the fast path
+    /// (`Hierarchy::first_level_hit`): no shadow, no prefetcher, write-back,
+    /// and every lower level looked up only on a miss.
+    fast: bool,
+    /// Hits counted by the fast path, by demand kind (ifetch, read, write,
+    /// read-modify-write); folded into `stats` when read.
+    hits_fast: [u64; 4],
+}
+
+impl Instance {
+    /// The counters, with the fast path's hits folded in.
+    fn stats(&self) -> LevelStats {
+        let mut s = self.stats;
+        s.ifetch += self.hits_fast[0];
+        s.reads += self.hits_fast[1];
+        s.writes += self.hits_fast[2] + self.hits_fast[3];
+        s
+    }
 }
 
 /// A victim waiting to be handled after a walk: it left `path[pos]`.
@@ -75,6 +93,7 @@ struct InFlight {
 }
 
 const INFLIGHT: usize = 64;
+const NO_FAST: u16 = u16::MAX;
 
 /// A simulated cache hierarchy. See the crate documentation.
 pub struct Hierarchy {
@@ -95,6 +114,16 @@ pub struct Hierarchy {
     inflight: Vec<[InFlight; INFLIGHT]>,
     inflight_next: Vec<usize>,
     tick: Vec<u64>,
+    /// Whether `tick` is needed (hardware prefetchers measure lateness).
+    count_ticks: bool,
+    /// Per core and demand kind, the first-level instance for the fast path,
+    /// or `NO_FAST`.
+    fast: Vec<[u16; 4]>,
+    /// Per demand kind, (mask, value) the line flags must match on the fast path.
+    fast_flags: [(u8, u8); 4],
+    /// Per demand kind, the flags a fast-path hit sets (dirty for writes).
+    fast_dirty: [u8; 4],
+    per_line: bool,
     pending: Vec<Pending>,
     pf_events: Vec<PrefetchResolution>,
     pf_events_cap: usize,
@@ -177,6 +206,11 @@ impl Hierarchy {
                             .then(|| Shadow::new((l.sets() * u64::from(l.assoc)) as usize)),
                         above: Vec::new(),
                         prefetchers: Vec::new(),
+                        hits_fast: [0; 4],
+                        fast: n == 1
+                            && !cfg.classify_misses
+                            && l.write == WritePolicy::WriteBack
+                            && cfg.lookup == LookupMode::OnMiss,
                     });
                     for c in g * group..(g + 1) * group {
                         for (side, paths) in [
@@ -225,11 +259,32 @@ impl Hierarchy {
             for x in inst.iter_mut() {
                 if x.info.level == p.level && x.info.kind != CacheKind::Instruction {
                     x.prefetchers.push(prefetchers.len());
+                    x.fast = false;
                     prefetchers.push(Prefetcher::new(*p));
                 }
             }
         }
         let pf_events_cap = 4096;
+        let fast_of = |p: &Path| {
+            if inst[p.get(0)].fast {
+                p.inst[0]
+            } else {
+                NO_FAST
+            }
+        };
+        let fast: Vec<[u16; 4]> = (0..cores)
+            .map(|c| {
+                let d = fast_of(&dpath[c]);
+                [fast_of(&ipath[c]), d, d, d]
+            })
+            .collect();
+        let pf = flags::SW_PREFETCHED | flags::HW_PREFETCHED;
+        let wflags = if coherent {
+            (pf | flags::EXCLUSIVE, flags::EXCLUSIVE)
+        } else {
+            (pf, 0)
+        };
+        let fast_flags = [(pf, 0), (pf, 0), wflags, wflags];
         Ok(Hierarchy {
             coh: CoherenceStats {
                 sent_by_core: vec![0; cores],
@@ -250,6 +305,11 @@ impl Hierarchy {
             inflight: vec![[InFlight::default(); INFLIGHT]; cores],
             inflight_next: vec![0; cores],
             tick: vec![0; cores],
+            count_ticks: !cfg.prefetchers.is_empty(),
+            fast,
+            fast_flags,
+            fast_dirty: [0, 0, flags::DIRTY, flags::DIRTY],
+            per_line: cfg.straddle == StraddleMode::PerLine,
             pending: Vec::with_capacity(256),
             pf_events: Vec::with_capacity(pf_events_cap),
             pf_events_cap,
@@ -280,7 +340,7 @@ impl Hierarchy {
     /// A snapshot of every counter.
     pub fn stats(&self) -> Stats {
         Stats {
-            instances: self.inst.iter().map(|i| i.stats).collect(),
+            instances: self.inst.iter().map(Instance::stats).collect(),
             software_prefetch: self.sw_pf,
             hardware_prefetch: self.hw_pf,
             coherence: self.coh.clone(),
@@ -295,7 +355,7 @@ impl Hierarchy {
     pub fn level_totals(&self) -> Vec<LevelStats> {
         let mut out = vec![LevelStats::default(); self.cfg.levels.len()];
         for i in &self.inst {
-            out[i.info.level_index].add(&i.stats);
+            out[i.info.level_index].add(&i.stats());
         }
         out
     }
@@ -330,20 +390,122 @@ impl Hierarchy {
     /// If `core` is out of range.
     #[inline]
     pub fn access(&mut self, core: usize, a: Access) -> AccessResult {
+        let k = a.kind as usize;
+        if k <= AccessKind::ReadModifyWrite as usize {
+            // Indexing `fast` also checks `core`.
+            let fast = self.fast[core][k];
+            if fast != NO_FAST {
+                if let Some(r) = self.first_level_hit(fast, core, k, a.addr, a.size) {
+                    return r;
+                }
+            }
+        }
+        self.access_slow(core, a.kind, a.addr, u64::from(a.size.max(1)), a.ip)
+    }
+
+    /// The fast path: a demand access that hits the first level, where no
+    /// shadow, prefetcher, write-through or coherence action is due. Returns
+    /// `None` to fall through to the full walk, which is exact: a lookup miss
+    /// changes no state, and touching a line again leaves every policy's
+    /// order as it was.
+    #[inline(always)]
+    fn first_level_hit(
+        &mut self,
+        fast: u16,
+        core: usize,
+        k: usize,
+        addr: u64,
+        size: u32,
+    ) -> Option<AccessResult> {
+        let x = &mut self.inst[usize::from(fast)];
+        let shift = x.cache.line_shift();
+        let line = addr >> shift;
+        let end = addr + u64::from(size.max(1)) - 1;
+        if end >> shift != line {
+            return self.first_level_hit_lines(fast, core, k, addr, end);
+        }
+        let idx = x.cache.lookup(line)?;
+        // Flags must read as `want` under `mask`: no pending prefetch mark;
+        // for a coherent write, sole ownership.
+        let (mask, want) = self.fast_flags[k];
+        if (x.cache.flags(idx) & mask) != want {
+            return None;
+        }
+        x.cache.set_flags(idx, self.fast_dirty[k]);
+        if self.coherent && k != 0 {
+            x.cache
+                .add_touched(idx, byte_mask(addr, end - addr + 1, line, shift));
+        }
+        x.hits_fast[k] += 1;
+        if self.count_ticks {
+            self.tick[core] += 1;
+        }
+        Some(AccessResult::new(ServedBy::L1, 1))
+    }
+
+    /// The fast path for an access spanning several first-level lines
+    /// (at most four; wider ones take the full walk).
+    #[inline(never)]
+    fn first_level_hit_lines(
+        &mut self,
+        fast: u16,
+        core: usize,
+        k: usize,
+        addr: u64,
+        end: u64,
+    ) -> Option<AccessResult> {
+        let (mask, want) = self.fast_flags[k];
+        let x = &mut self.inst[usize::from(fast)];
+        let shift = x.cache.line_shift();
+        let (first, last) = (addr >> shift, end >> shift);
+        let n = last - first + 1;
+        if n > 4 {
+            return None;
+        }
+        let mut idx = [0usize; 4];
+        for (i, line) in (first..=last).enumerate() {
+            idx[i] = x.cache.lookup(line)?;
+            if (x.cache.flags(idx[i]) & mask) != want {
+                return None;
+            }
+        }
+        // All hit: only now mark them, so a fall-through leaves no marks.
+        for (i, line) in (first..=last).enumerate() {
+            x.cache.set_flags(idx[i], self.fast_dirty[k]);
+            if self.coherent && k != 0 {
+                x.cache
+                    .add_touched(idx[i], byte_mask(addr, end - addr + 1, line, shift));
+            }
+        }
+        let n = if self.per_line { n } else { 1 };
+        x.hits_fast[k] += n;
+        if self.count_ticks {
+            self.tick[core] += 1;
+        }
+        Some(AccessResult::new(ServedBy::L1, n))
+    }
+
+    #[inline(never)]
+    fn access_slow(
+        &mut self,
+        core: usize,
+        kind: AccessKind,
+        addr: u64,
+        size: u64,
+        ip: u64,
+    ) -> AccessResult {
         assert!(core < self.cfg.cores, "core {core} out of range");
-        let size = u64::from(a.size.max(1));
-        match a.kind {
+        match kind {
             AccessKind::InstrFetch
             | AccessKind::Read
             | AccessKind::Write
-            | AccessKind::ReadModifyWrite => self.demand(core, a.kind, a.addr, size, a.ip),
-            AccessKind::Prefetch => self.software_prefetch(core, a.addr, size, a.ip),
-            AccessKind::NonTemporalStore => self.remove_everywhere(core, a.addr, size, true),
-            AccessKind::Flush => self.remove_everywhere(core, a.addr, size, false),
+            | AccessKind::ReadModifyWrite => self.demand(core, kind, addr, size, ip),
+            AccessKind::Prefetch => self.software_prefetch(core, addr, size, ip),
+            AccessKind::NonTemporalStore => self.remove_everywhere(core, addr, size, true),
+            AccessKind::Flush => self.remove_everywhere(core, addr, size, false),
         }
     }
 
-    #[inline]
     fn demand(
         &mut self,
         core: usize,
@@ -357,13 +519,14 @@ impl Hierarchy {
         } else {
             self.dpath[core]
         };
-        let mut r = AccessResult::default();
-        self.tick[core] += 1;
+        let mut r = AccessResult::new(ServedBy::L1, 0);
+        if self.count_ticks {
+            self.tick[core] += 1;
+        }
         match self.cfg.straddle {
             StraddleMode::Whole => {
                 let s = self.walk(core, path, 0, kind, addr, size, ip, 0, true);
-                r.served_by = s;
-                r.per_slot[s.slot()] = 1;
+                r = AccessResult::new(s, 1);
                 if kind != AccessKind::InstrFetch {
                     self.after_data_access(core, kind, addr, size, &mut r);
                 }
@@ -377,7 +540,7 @@ impl Hierarchy {
                     let line_end = ((at >> shift) + 1) << shift;
                     let seg = line_end.min(end) - at;
                     let s = self.walk(core, path, 0, kind, at, seg, ip, 0, true);
-                    r.per_slot[s.slot()] += 1;
+                    r.add_line(s);
                     if s.slot() > worst.slot() {
                         worst = s;
                     }
@@ -656,6 +819,12 @@ impl Hierarchy {
             let Pending { path, pos, ev } = self.pending[i];
             i += 1;
             let src = path.get(pos);
+            // A victim whose line came back into its level while queued (a
+            // later fill in the same walk) is stale: merge, do not sink it.
+            if let Some(idx) = self.inst[src].cache.find(ev.line) {
+                self.inst[src].cache.set_flags(idx, ev.flags & flags::DIRTY);
+                continue;
+            }
             let owner = self.inst[src].info.first_core;
             self.prefetched_line_lost(owner, &ev);
             let dirty = ev.flags & flags::DIRTY != 0;
@@ -856,18 +1025,17 @@ impl Hierarchy {
         let path = self.dpath[core];
         let l1 = path.get(0);
         let shift = self.inst[l1].cache.line_shift();
-        let mut r = AccessResult::default();
         // A prefetch instruction fetches the one line holding `addr`.
         let line = addr >> shift;
         let _ = size;
         if self.inst[l1].cache.lookup(line).is_some() {
             self.sw_pf.redundant += 1;
+            let mut r = AccessResult::new(ServedBy::L1, 1);
             r.prefetch = PrefetchIssue::Redundant;
-            r.served_by = ServedBy::level_n(1);
+            r
         } else {
             self.sw_pf.issued += 1;
-            r.prefetch = PrefetchIssue::Issued;
-            r.served_by = self.walk(
+            let s = self.walk(
                 core,
                 path,
                 0,
@@ -878,14 +1046,14 @@ impl Hierarchy {
                 flags::SW_PREFETCHED,
                 true,
             );
+            let mut r = AccessResult::new(s, 1);
+            r.prefetch = PrefetchIssue::Issued;
+            r
         }
-        r.per_slot[r.served_by.slot()] = 1;
-        r
     }
 
     /// Non-temporal store (`nt`) or flush: the line leaves every cache.
     fn remove_everywhere(&mut self, core: usize, addr: u64, size: u64, nt: bool) -> AccessResult {
-        let mut r = AccessResult::default();
         let d = self.dpath[core];
         let on_path = |i: usize| (0..d.len as usize).any(|p| d.get(p) == i);
         let mut sent = 0u16;
@@ -934,9 +1102,8 @@ impl Hierarchy {
         } else {
             self.flushes += 1;
         }
+        let mut r = AccessResult::new(ServedBy::MEMORY, 1);
         r.invalidations = sent;
-        r.served_by = ServedBy::MEMORY;
-        r.per_slot[MAX_LEVELS] = 1;
         r
     }
 }

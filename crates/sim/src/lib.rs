@@ -128,36 +128,43 @@ impl Access {
 }
 
 /// Which level served an access: `1..=levels`, or main memory.
+///
+/// Never zero, so `Option<ServedBy>` and `Option<AccessResult>` cost nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ServedBy(u8);
+pub struct ServedBy(std::num::NonZeroU8);
 
 impl ServedBy {
     /// Served by main memory (a miss in every level).
-    pub const MEMORY: ServedBy = ServedBy(u8::MAX);
+    pub const MEMORY: ServedBy = ServedBy(std::num::NonZeroU8::MAX);
+    /// Served by the first level.
+    pub const L1: ServedBy = ServedBy(std::num::NonZeroU8::MIN);
 
     /// Served by cache level `n` (1-based).
+    ///
+    /// # Panics
+    /// If `n` is not in `1..=MAX_LEVELS`.
     #[inline]
     pub fn level_n(n: u8) -> ServedBy {
-        debug_assert!(n >= 1 && usize::from(n) <= MAX_LEVELS);
-        ServedBy(n)
+        assert!(n >= 1 && usize::from(n) <= MAX_LEVELS, "no cache level {n}");
+        ServedBy(std::num::NonZeroU8::new(n).expect("checked above"))
     }
     /// The cache level that served the access, `None` for memory.
     #[inline]
     pub fn level(self) -> Option<u8> {
-        (self.0 != u8::MAX).then_some(self.0)
+        (self != ServedBy::MEMORY).then_some(self.0.get())
     }
     #[inline]
     pub fn is_memory(self) -> bool {
-        self.0 == u8::MAX
+        self == ServedBy::MEMORY
     }
     /// Dense index for counter arrays: level `n` is `n - 1`, memory is
     /// `MAX_LEVELS`.
     #[inline]
     pub fn slot(self) -> usize {
-        if self.0 == u8::MAX {
+        if self.is_memory() {
             MAX_LEVELS
         } else {
-            usize::from(self.0) - 1
+            usize::from(self.0.get()) - 1
         }
     }
     /// Inverse of [`ServedBy::slot`].
@@ -166,7 +173,7 @@ impl ServedBy {
         if slot >= MAX_LEVELS {
             ServedBy::MEMORY
         } else {
-            ServedBy(slot as u8 + 1)
+            ServedBy::level_n(slot as u8 + 1)
         }
     }
 }
@@ -193,30 +200,77 @@ pub enum PrefetchIssue {
     Issued,
 }
 
-/// The result of one [`Hierarchy::access`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// The result of one [`Hierarchy::access`]: 16 bytes, returned in registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AccessResult {
     /// The level that served the access; for a straddling access, the
     /// farthest level any of its lines came from.
-    pub served_by: ServedBySlot,
-    /// Lines served by each level, indexed by [`ServedBy::slot`]. In
-    /// [`StraddleMode::Whole`] this holds a single 1 at `served_by`; in
-    /// [`StraddleMode::PerLine`] one count per line touched.
-    pub per_slot: [u16; MAX_LEVELS + 1],
+    pub served_by: ServedBy,
+    pub prefetch: PrefetchIssue,
     /// Invalidations this access sent to other caches (coherence).
     pub invalidations: u16,
     /// Of those, invalidations of lines whose bytes the other core touched
     /// were disjoint from the writer's: false sharing.
     pub false_sharing: u16,
-    pub prefetch: PrefetchIssue,
+    /// Lines counted per [`ServedBy::slot`], one byte each (saturating at 255).
+    per_slot: u64,
 }
 
-/// [`ServedBy`] with a `Default` (memory), stored in [`AccessResult`].
-pub type ServedBySlot = ServedBy;
-
-impl Default for ServedBy {
+impl Default for AccessResult {
     fn default() -> Self {
-        ServedBy::MEMORY
+        AccessResult::new(ServedBy::MEMORY, 0)
+    }
+}
+
+impl AccessResult {
+    /// A result served by `s`, counting `lines` lines there.
+    #[inline]
+    pub(crate) const fn new(s: ServedBy, lines: u64) -> Self {
+        let slot = if s.0.get() == u8::MAX {
+            MAX_LEVELS
+        } else {
+            s.0.get() as usize - 1
+        };
+        AccessResult {
+            served_by: s,
+            prefetch: PrefetchIssue::NotPrefetch,
+            invalidations: 0,
+            false_sharing: 0,
+            per_slot: (if lines > 255 { 255 } else { lines }) << (8 * slot),
+        }
+    }
+
+    /// Counts one more line served by `s`.
+    #[inline]
+    pub(crate) fn add_line(&mut self, s: ServedBy) {
+        let shift = 8 * s.slot();
+        if (self.per_slot >> shift) & 0xFF != 0xFF {
+            self.per_slot += 1 << shift;
+        }
+    }
+
+    /// Lines served by the level at `slot` (see [`ServedBy::slot`]). In
+    /// [`StraddleMode::Whole`] an access counts once, at `served_by`; in
+    /// [`StraddleMode::PerLine`] every line it touches counts where it was
+    /// found.
+    #[inline]
+    pub fn lines_at(&self, slot: usize) -> u32 {
+        ((self.per_slot >> (8 * slot)) & 0xFF) as u32
+    }
+
+    /// Counts for every slot, `[L1, L2, .., memory]`.
+    pub fn per_slot(&self) -> [u32; MAX_LEVELS + 1] {
+        std::array::from_fn(|i| self.lines_at(i))
+    }
+
+    /// Lines counted in all.
+    #[inline]
+    pub fn lines(&self) -> u32 {
+        self.per_slot
+            .to_le_bytes()
+            .iter()
+            .map(|&b| u32::from(b))
+            .sum()
     }
 }
 

@@ -66,7 +66,7 @@ fn straddling_access_counts_once_in_whole_mode_and_per_line_otherwise() {
     h.access(0, rd(0));
     let r = h.access(0, Access::new(AccessKind::Read, 60, 8));
     assert!(r.served_by.is_memory(), "a miss if either line misses");
-    assert_eq!(r.per_slot.iter().sum::<u16>(), 1);
+    assert_eq!(r.lines(), 1);
     let l1d = h.level_totals()[1];
     assert_eq!((l1d.reads, l1d.read_misses), (2, 2));
     // The LL lookup covered both lines: both are now in L2.
@@ -76,8 +76,8 @@ fn straddling_access_counts_once_in_whole_mode_and_per_line_otherwise() {
     let mut h = Hierarchy::new(&cfg).unwrap();
     h.access(0, rd(0));
     let r = h.access(0, Access::new(AccessKind::Read, 60, 8));
-    assert_eq!(r.per_slot[0], 1, "line 0 from L1");
-    assert_eq!(r.per_slot[MAX_LEVELS], 1, "line 1 from memory");
+    assert_eq!(r.lines_at(0), 1, "line 0 from L1");
+    assert_eq!(r.lines_at(MAX_LEVELS), 1, "line 1 from memory");
     assert!(r.served_by.is_memory());
     assert_eq!(h.level_totals()[1].reads, 3);
 }
@@ -375,4 +375,55 @@ fn non_power_of_two_sets_use_modulo() {
     assert_eq!(served(&mut h, 0, rd(0)), Some(1));
     h.access(0, rd(3 * 64));
     assert_eq!(served(&mut h, 0, rd(0)), Some(2));
+}
+
+/// Regression: an L1 victim queued behind a prefetch fill that evicted the
+/// same line from the exclusive L2 was sunk into the exclusive L3 although
+/// it had been refilled into L2: the line sat in both.
+#[test]
+fn stale_victim_refilled_by_a_prefetch_does_not_sink_into_an_exclusive_level() {
+    let l = |name: &str, n: u8, kind, size, assoc, incl| LevelConfig {
+        name: String::from(name),
+        level: n,
+        kind,
+        size,
+        line_size: 64,
+        assoc,
+        policy: ReplacementPolicy::Lru,
+        write: WritePolicy::WriteBack,
+        inclusion: incl,
+        sharing: Sharing::Core,
+        latency: None,
+    };
+    let cfg = HierarchyConfig {
+        cores: 1,
+        levels: vec![
+            l(
+                "L1i",
+                1,
+                CacheKind::Instruction,
+                384,
+                3,
+                Inclusion::NonInclusive,
+            ),
+            l("L1d", 1, CacheKind::Data, 576, 3, Inclusion::NonInclusive),
+            l("L2", 2, CacheKind::Unified, 512, 2, Inclusion::Exclusive),
+            l("L3", 3, CacheKind::Unified, 320, 1, Inclusion::Exclusive),
+        ],
+        coherence: false,
+        prefetchers: vec![PrefetcherConfig {
+            kind: PrefetcherKind::NextLine { degree: 2 },
+            level: 2,
+            cross_page: false,
+        }],
+        ..HierarchyConfig::default()
+    };
+    let mut h = Hierarchy::new(&cfg).unwrap();
+    for (a, s) in [(11400, 57), (16808, 25), (39680, 1), (25472, 1)] {
+        h.access(0, Access::new(AccessKind::Read, a, s));
+    }
+    for line in h.instance_lines(2) {
+        assert!(!h.instance_contains(3, line), "{line:#x} in L2 and L3");
+    }
+    assert!(h.instance_contains(2, 179 * 64));
 }

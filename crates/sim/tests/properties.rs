@@ -308,14 +308,14 @@ proptest! {
         cfg.cores = 1;
         cfg.levels[2].sharing = Sharing::Core;
         let mut h = Hierarchy::new(&cfg).unwrap();
-        for o in ops {
-            h.access(0, Access::new(o.kind, o.addr, o.size));
-        }
         let infos = h.instances();
         let l2 = infos.iter().position(|x| x.name == "L2").unwrap();
         let l3 = infos.iter().position(|x| x.name == "L3").unwrap();
-        for line in h.instance_lines(l2) {
-            prop_assert!(!h.instance_contains(l3, line), "{:#x} in both L2 and exclusive L3", line);
+        for (i, o) in ops.iter().enumerate() {
+            h.access(0, Access::new(o.kind, o.addr, o.size));
+            for line in h.instance_lines(l2) {
+                prop_assert!(!h.instance_contains(l3, line), "{:#x} in both L2 and exclusive L3 after op {} {:?}", line, i, o);
+            }
         }
     }
 
@@ -326,7 +326,7 @@ proptest! {
             let mut served = [0u64; MAX_LEVELS + 1];
             for o in &ops {
                 let r = h.access(o.core % cfg.cores, Access::new(o.kind, o.addr, o.size).with_ip(0x400 + o.addr % 3));
-                for (s, n) in served.iter_mut().zip(r.per_slot) {
+                for (s, n) in served.iter_mut().zip(r.per_slot()) {
                     *s += u64::from(n);
                 }
             }
