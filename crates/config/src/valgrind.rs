@@ -110,7 +110,7 @@ pub fn apply_cachegrind_overrides(
     for (option, geometry, what) in [("--I1", i1, "I1"), ("--D1", d1, "D1"), ("--LL", ll, "LL")] {
         let Some(g) = geometry else { continue };
         check_geometry(&g)
-            .map_err(|p| oerr(option, format!("{},{},{} {p}", g.size, g.assoc, g.line)))?;
+            .map_err(|p| oerr(option, format!("\"{},{},{}\" {p}", g.size, g.assoc, g.line)))?;
         let index = match what {
             "I1" => new
                 .levels

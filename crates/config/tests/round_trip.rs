@@ -185,3 +185,30 @@ fn prefetch_and_classify_example() {
     // The simulator accepts it.
     coldcache_sim::Hierarchy::new(&c).unwrap();
 }
+
+/// The TOML blocks of docs/cache-config.md parse; the Cache Lab one is
+/// exactly `cachelab(4, 1, 4)`.
+#[test]
+fn documentation_examples_parse() {
+    let doc_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/cache-config.md");
+    let doc = std::fs::read_to_string(&doc_path).unwrap();
+    let mut blocks = Vec::new();
+    let mut rest = doc.as_str();
+    while let Some(start) = rest.find("```toml\n") {
+        let body = &rest[start + 8..];
+        let end = body.find("```").unwrap();
+        blocks.push(&body[..end]);
+        rest = &body[end + 3..];
+    }
+    assert!(blocks.len() >= 2, "found {} toml blocks", blocks.len());
+    let mut parsed = Vec::new();
+    for (i, text) in blocks.iter().enumerate() {
+        let cfg = from_toml_str(text, Path::new(&format!("docs-block-{i}.toml")))
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        coldcache_sim::Hierarchy::new(&cfg).unwrap();
+        round_trip(&cfg);
+        parsed.push(cfg);
+    }
+    assert_eq!(parsed[0].name, "my-machine");
+    assert_eq!(parsed.last().unwrap(), &cachelab(4, 1, 4).unwrap());
+}

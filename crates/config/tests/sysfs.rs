@@ -116,6 +116,7 @@ impl Fake {
     }
 
     /// A standard cache: level, type, size, ways, sets, 64-byte lines, sharing.
+    #[allow(clippy::too_many_arguments)]
     fn std(
         &self,
         cpu: u32,
