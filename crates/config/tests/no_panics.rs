@@ -1,0 +1,147 @@
+//! Bad input never panics: arbitrary sizes, geometry options, CPU lists, and
+//! TOML files built from a template with arbitrary values.
+
+use std::path::Path;
+
+use coldcache_config::{
+    format_size, from_toml_str, parse_cpu_list, parse_cpu_map, parse_size, parse_valgrind_geometry,
+    to_toml,
+};
+use proptest::prelude::*;
+
+/// Values that may appear on the right of `=`: numbers, sizes, words,
+/// booleans, arrays, tables, and broken text.
+fn value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<i64>().prop_map(|v| v.to_string()),
+        (0u64..5000).prop_map(|v| v.to_string()),
+        Just("0".to_string()),
+        Just("1".to_string()),
+        Just("64".to_string()),
+        Just("1.5".to_string()),
+        Just("true".to_string()),
+        Just("[]".to_string()),
+        Just("{}".to_string()),
+        Just("\"full\"".to_string()),
+        Just("\"all\"".to_string()),
+        Just("\"core\"".to_string()),
+        Just("\"random\"".to_string()),
+        Just("\"srrip\"".to_string()),
+        Just("\"stream\"".to_string()),
+        Just("\"exclusive\"".to_string()),
+        Just("\"data\"".to_string()),
+        Just("\"instruction\"".to_string()),
+        "[0-9.]{1,6}[KMGkmgiB]{0,3}".prop_map(|s| format!("\"{s}\"")),
+        "[a-z_-]{0,8}".prop_map(|s| format!("\"{s}\"")),
+        "[^\n]{0,6}",
+    ]
+}
+
+const LEVEL_KEYS: &[&str] = &[
+    "name",
+    "level",
+    "kind",
+    "size",
+    "sets",
+    "line",
+    "assoc",
+    "policy",
+    "seed",
+    "rrpv_bits",
+    "write",
+    "inclusion",
+    "shared_by",
+    "latency",
+    "bogus",
+];
+const TOP_KEYS: &[&str] = &[
+    "cores",
+    "straddle",
+    "lookup",
+    "coherence",
+    "classify_misses",
+    "prefetch_lag",
+    "coherence_table",
+];
+const PF_KEYS: &[&str] = &[
+    "kind",
+    "level",
+    "degree",
+    "distance",
+    "streams",
+    "entries",
+    "cross_page",
+];
+
+fn assignments(keys: &'static [&'static str], max: usize) -> impl Strategy<Value = String> {
+    prop::collection::vec((prop::sample::select(keys), value()), 0..max).prop_map(|kv| {
+        let mut seen = std::collections::HashSet::new();
+        kv.into_iter()
+            .filter(|(k, _)| seen.insert(*k))
+            .map(|(k, v)| format!("{k} = {v}\n"))
+            .collect()
+    })
+}
+
+fn file() -> impl Strategy<Value = String> {
+    (
+        assignments(TOP_KEYS, 5),
+        prop::collection::vec(assignments(LEVEL_KEYS, 10), 0..4),
+        prop::collection::vec(assignments(PF_KEYS, 6), 0..2),
+    )
+        .prop_map(|(top, levels, pfs)| {
+            let mut s = top;
+            for l in levels {
+                s.push_str("\n[[level]]\n");
+                s.push_str(&l);
+            }
+            for p in pfs {
+                s.push_str("\n[[prefetcher]]\n");
+                s.push_str(&p);
+            }
+            s
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn toml_files_never_panic(text in file()) {
+        match from_toml_str(&text, Path::new("fuzz.toml")) {
+            Ok(cfg) => {
+                // Anything accepted is valid and round-trips.
+                prop_assert!(cfg.validate().is_ok());
+                let again = from_toml_str(&to_toml(&cfg), Path::new("fuzz.toml")).unwrap();
+                prop_assert_eq!(again, cfg);
+            }
+            Err(e) => {
+                let shown = e.to_string();
+                prop_assert!(shown.starts_with("fuzz.toml"), "{}", shown);
+                if let Some(line) = e.line {
+                    prop_assert!(line >= 1 && line <= text.lines().count().max(1) + 1, "{} in\n{}", shown, text);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sizes_never_panic(text in "\\PC{0,12}") {
+        let _ = parse_size(&text);
+        let _ = parse_valgrind_geometry(&text);
+        let _ = parse_cpu_list(&text);
+        let _ = parse_cpu_map(&text);
+    }
+
+    #[test]
+    fn size_strings_never_panic(text in "[0-9.]{0,25} ?[KMGkmgiBb]{0,3}") {
+        if let Ok(n) = parse_size(&text) {
+            prop_assert_eq!(parse_size(&format_size(n)), Ok(n));
+        }
+    }
+
+    #[test]
+    fn format_size_round_trips(n in any::<u64>()) {
+        prop_assert_eq!(parse_size(&format_size(n)), Ok(n));
+    }
+}
