@@ -124,6 +124,8 @@ pub struct Hierarchy {
     /// Per demand kind, the flags a fast-path hit sets (dirty for writes).
     fast_dirty: [u8; 4],
     per_line: bool,
+    /// `LookupMode::AllLevels`: the fast path must look up every level.
+    all_levels: bool,
     pending: Vec<Pending>,
     pf_events: Vec<PrefetchResolution>,
     pf_events_cap: usize,
@@ -210,7 +212,7 @@ impl Hierarchy {
                         fast: n == 1
                             && !cfg.classify_misses
                             && l.write == WritePolicy::WriteBack
-                            && cfg.lookup == LookupMode::OnMiss,
+                            && (cfg.lookup == LookupMode::OnMiss || cfg.prefetchers.is_empty()),
                     });
                     for c in g * group..(g + 1) * group {
                         for (side, paths) in [
@@ -310,6 +312,7 @@ impl Hierarchy {
             fast_flags,
             fast_dirty: [0, 0, flags::DIRTY, flags::DIRTY],
             per_line: cfg.straddle == StraddleMode::PerLine,
+            all_levels: cfg.lookup == LookupMode::AllLevels,
             pending: Vec::with_capacity(256),
             pf_events: Vec::with_capacity(pf_events_cap),
             pf_events_cap,
@@ -431,6 +434,10 @@ impl Hierarchy {
         if (x.cache.flags(idx) & mask) != want {
             return None;
         }
+        if self.all_levels && !self.lower_levels_hit(core, k, addr, end, 1) {
+            return None;
+        }
+        let x = &mut self.inst[usize::from(fast)];
         x.cache.set_flags(idx, self.fast_dirty[k]);
         if self.coherent && k != 0 {
             x.cache
@@ -441,6 +448,36 @@ impl Hierarchy {
             self.tick[core] += 1;
         }
         Some(AccessResult::new(ServedBy::L1, 1))
+    }
+
+    /// With every level looked up on every access (the talk's Jaguar
+    /// model): whether the levels below the first all hit too, counting
+    /// them as the full walk does (after the first level took a write, the
+    /// levels below see a read).
+    #[inline]
+    /// `count` is the lookups to count at each level: 1, or in
+    /// [`StraddleMode::PerLine`] one per first-level line.
+    fn lower_levels_hit(&mut self, core: usize, k: usize, addr: u64, end: u64, count: u64) -> bool {
+        let path = if k == 0 {
+            self.ipath[core]
+        } else {
+            self.dpath[core]
+        };
+        let len = path.len as usize;
+        for pos in 1..len {
+            let y = &mut self.inst[path.get(pos)];
+            let sh = y.cache.line_shift();
+            for line in (addr >> sh)..=(end >> sh) {
+                if y.cache.lookup(line).is_none() {
+                    return false;
+                }
+            }
+        }
+        let lk = usize::from(k != 0);
+        for pos in 1..len {
+            self.inst[path.get(pos)].hits_fast[lk] += count;
+        }
+        true
     }
 
     /// The fast path for an access spanning several first-level lines
@@ -469,6 +506,11 @@ impl Hierarchy {
                 return None;
             }
         }
+        let count = if self.per_line { n } else { 1 };
+        if self.all_levels && !self.lower_levels_hit(core, k, addr, end, count) {
+            return None;
+        }
+        let x = &mut self.inst[usize::from(fast)];
         // All hit: only now mark them, so a fall-through leaves no marks.
         for (i, line) in (first..=last).enumerate() {
             x.cache.set_flags(idx[i], self.fast_dirty[k]);

@@ -345,3 +345,43 @@ proptest! {
         prop_assert!(a.coherence.false_sharing <= a.coherence.invalidations);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// The fast path must be invisible: a hierarchy that takes it and one
+    /// that cannot (miss classification disables it and changes nothing
+    /// else) give the same result for every access and the same counters.
+    #[test]
+    fn fast_path_is_exact(
+        cfg in prop_oneof![
+            random_hierarchy(Inclusion::NonInclusive),
+            random_hierarchy(Inclusion::Inclusive),
+            random_hierarchy(Inclusion::Exclusive),
+        ],
+        jaguar in any::<bool>(),
+        ops in prop::collection::vec(mop(8), 1..600),
+    ) {
+        let mut fast_cfg = if jaguar { presets::jaguar() } else { cfg };
+        fast_cfg.classify_misses = false;
+        fast_cfg.prefetchers.clear();
+        let mut slow_cfg = fast_cfg.clone();
+        slow_cfg.classify_misses = true;
+        let mut fast = Hierarchy::new(&fast_cfg).unwrap();
+        let mut slow = Hierarchy::new(&slow_cfg).unwrap();
+        for (i, o) in ops.iter().enumerate() {
+            // Bias towards hits: revisit a small working set.
+            let a = Access::new(o.kind, o.addr % 2048, o.size).with_ip(0x400);
+            let core = o.core % fast_cfg.cores;
+            prop_assert_eq!(fast.access(core, a), slow.access(core, a), "access {} {:?}", i, o);
+        }
+        let strip = |mut s: Stats| {
+            for l in &mut s.instances {
+                l.misses = MissClasses::default();
+            }
+            s
+        };
+        prop_assert_eq!(strip(fast.stats()), strip(slow.stats()));
+        prop_assert_eq!(fast.line_sharing(), slow.line_sharing());
+    }
+}
