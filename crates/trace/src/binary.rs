@@ -1,0 +1,731 @@
+//! The cctrace binary format (specified in `docs/trace-format.md`):
+//! [`TraceWriter`] and the decoder [`crate::TraceReader`] uses.
+//!
+//! Layout: a 16-byte header (magic, version, flags, metadata length), the
+//! metadata, chunks of `payload length, record count, CRC32` + payload, and
+//! an end marker (an all-zero chunk header followed by the total record
+//! count). Inside a payload each record is a tag byte (kind, which fields
+//! follow, how the ip is given) and LEB128 varints: the zigzag delta of the
+//! address against the previous address of the same class (instruction or
+//! data) in the same thread, the size when it changed, the ip delta when it
+//! is not implied. Delta state is reset at every chunk start, so each chunk
+//! decodes on its own.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+
+use crate::error::{BinaryError, TraceError};
+use crate::input::Input;
+use crate::{Record, RecordKind, MAX_ACCESS_SIZE};
+
+/// The first 8 bytes of every cctrace file.
+pub const MAGIC: [u8; 8] = *b"CCTRACE\0";
+
+/// The version [`TraceWriter`] writes and the newest one the reader reads.
+pub const FORMAT_VERSION: u16 = 1;
+
+/// Bytes of the fixed header: magic, version u16, flags u16, metadata
+/// length u32.
+pub(crate) const HEADER_LEN: usize = 16;
+
+/// Bytes of a chunk header: payload length, record count, CRC32 (u32 LE
+/// each).
+const CHUNK_HEADER: usize = 12;
+
+/// Largest metadata block.
+pub(crate) const MAX_METADATA: usize = 1 << 20;
+
+/// Largest chunk payload a reader accepts (writers use far less).
+pub(crate) const MAX_CHUNK: usize = 64 << 20;
+
+/// Payload size after which [`TraceWriter`] ends a chunk.
+const DEFAULT_CHUNK_TARGET: usize = 256 * 1024;
+
+// Tag byte bits.
+const TAG_KIND: u8 = 0x07;
+const TAG_CONTROL: u8 = 0x07;
+const TAG_SIZE: u8 = 0x08;
+const TAG_IP_SHIFT: u8 = 4;
+const TAG_RESERVED: u8 = 0xc0;
+const IP_UNKNOWN: u8 = 0;
+const IP_SAME: u8 = 1;
+const IP_DELTA: u8 = 2;
+const IP_ADDR: u8 = 3;
+const CTRL_THREAD_SWITCH: u8 = 0x07;
+const CTRL_THREAD_DEF: u8 = 0x0f;
+
+/// Delta-coding state of one thread in one chunk.
+#[derive(Clone, Copy, Default)]
+struct ThreadState {
+    /// Previous address per class: 0 instruction, 1 data.
+    addr: [u64; 2],
+    /// Previous size per class (0: none yet).
+    size: [u32; 2],
+    /// ip of the previous record.
+    ip: u64,
+}
+
+#[inline]
+fn class(kind: RecordKind) -> usize {
+    (kind != RecordKind::Instr) as usize
+}
+
+#[inline]
+fn zigzag(v: u64) -> u64 {
+    let v = v as i64;
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+#[inline]
+fn unzigzag(v: u64) -> u64 {
+    (v >> 1) ^ (v & 1).wrapping_neg()
+}
+
+#[inline]
+fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        buf.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    buf.push(v as u8);
+}
+
+/// Reads a LEB128 varint of at most 10 bytes; None if truncated or over
+/// 64 bits.
+#[inline]
+fn get_varint(p: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    let mut shift = 0u32;
+    loop {
+        let b = *p.get(*pos)?;
+        *pos += 1;
+        if shift == 63 && b > 1 {
+            return None;
+        }
+        v |= ((b & 0x7f) as u64) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
+    }
+}
+
+/// Writes a cctrace file.
+///
+/// Records are encoded into an in-memory chunk that is written (one
+/// `write_all` call) when it reaches about 256 KiB, so `W` need not be
+/// buffered. [`TraceWriter::finish`] must be called: it writes the last
+/// chunk and the end marker, without which readers report the file as
+/// truncated.
+///
+/// ```
+/// use coldcache_trace::{Record, RecordKind, TraceReader, TraceWriter};
+/// let mut w = TraceWriter::new(Vec::new()).unwrap();
+/// w.define_thread(1, 4242).unwrap();
+/// w.write(&Record::new(RecordKind::Load, 0x1000, 8).with_ip(0x401000).with_thread(1)).unwrap();
+/// let bytes = w.finish().unwrap();
+/// let r = TraceReader::from_reader("mem.cctrace".into(), std::io::Cursor::new(bytes), None).unwrap();
+/// let records: Vec<Record> = r.map(|r| r.unwrap()).collect();
+/// assert_eq!(records[0].thread, 1);
+/// ```
+pub struct TraceWriter<W: Write> {
+    out: W,
+    /// Chunk header space followed by the payload being built.
+    buf: Vec<u8>,
+    chunk_records: u32,
+    total: u64,
+    thread: u32,
+    st: ThreadState,
+    saved: HashMap<u32, ThreadState>,
+    chunk_target: usize,
+}
+
+impl<W: Write> TraceWriter<W> {
+    /// Writes the header (no metadata) and returns the writer.
+    pub fn new(out: W) -> Result<TraceWriter<W>, TraceError> {
+        TraceWriter::with_metadata(out, &[])
+    }
+
+    /// Writes the header with a metadata block (opaque bytes, by convention
+    /// UTF-8 text such as the traced command line; at most 1 MiB), which
+    /// [`crate::TraceReader::metadata`] returns.
+    pub fn with_metadata(mut out: W, metadata: &[u8]) -> Result<TraceWriter<W>, TraceError> {
+        if metadata.len() > MAX_METADATA {
+            return Err(TraceError::InvalidInput(format!(
+                "metadata of {} bytes is over the limit of {MAX_METADATA}",
+                metadata.len()
+            )));
+        }
+        let mut header = Vec::with_capacity(HEADER_LEN + metadata.len());
+        header.extend_from_slice(&MAGIC);
+        header.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        header.extend_from_slice(&0u16.to_le_bytes());
+        header.extend_from_slice(&(metadata.len() as u32).to_le_bytes());
+        header.extend_from_slice(metadata);
+        out.write_all(&header).map_err(TraceError::Write)?;
+        let mut buf = Vec::with_capacity(CHUNK_HEADER + DEFAULT_CHUNK_TARGET + 64);
+        buf.resize(CHUNK_HEADER, 0);
+        Ok(TraceWriter {
+            out,
+            buf,
+            chunk_records: 0,
+            total: 0,
+            thread: 0,
+            st: ThreadState::default(),
+            saved: HashMap::new(),
+            chunk_target: DEFAULT_CHUNK_TARGET,
+        })
+    }
+
+    /// Sets the payload size (bytes, at least 16) after which a chunk is
+    /// ended. Small values are only useful to test multi-chunk files.
+    pub fn set_chunk_size(&mut self, bytes: usize) {
+        self.chunk_target = bytes.clamp(16, MAX_CHUNK / 2);
+    }
+
+    /// Records that thread index `index` (the [`Record::thread`] value) is
+    /// the OS thread `os_tid`. Readers return the table from
+    /// [`crate::TraceReader::thread_os_id`] once they have read this point.
+    pub fn define_thread(&mut self, index: u32, os_tid: u64) -> Result<(), TraceError> {
+        self.buf.push(CTRL_THREAD_DEF);
+        put_varint(&mut self.buf, index as u64);
+        put_varint(&mut self.buf, os_tid);
+        self.maybe_flush()
+    }
+
+    /// Appends one record. Its size must be `1..=MAX_ACCESS_SIZE`.
+    #[inline]
+    pub fn write(&mut self, r: &Record) -> Result<(), TraceError> {
+        if r.size == 0 || r.size > MAX_ACCESS_SIZE {
+            return Err(TraceError::InvalidInput(format!(
+                "record {:?} at {:#x} has size {} (must be 1..={MAX_ACCESS_SIZE})",
+                r.kind, r.addr, r.size
+            )));
+        }
+        if r.thread != self.thread {
+            self.switch_thread(r.thread);
+        }
+        let c = class(r.kind);
+        let st = &mut self.st;
+        let mut tag = r.kind as u8;
+        if r.size != st.size[c] {
+            tag |= TAG_SIZE;
+        }
+        let (ip_mode, ip_delta) = if r.ip == st.ip {
+            (IP_SAME, 0)
+        } else if r.ip == r.addr {
+            (IP_ADDR, 0)
+        } else if r.ip == 0 {
+            (IP_UNKNOWN, 0)
+        } else {
+            (IP_DELTA, zigzag(r.ip.wrapping_sub(st.ip)))
+        };
+        tag |= ip_mode << TAG_IP_SHIFT;
+        self.buf.push(tag);
+        put_varint(&mut self.buf, zigzag(r.addr.wrapping_sub(st.addr[c])));
+        if tag & TAG_SIZE != 0 {
+            put_varint(&mut self.buf, r.size as u64);
+        }
+        if ip_mode == IP_DELTA {
+            put_varint(&mut self.buf, ip_delta);
+        }
+        st.addr[c] = r.addr;
+        st.size[c] = r.size;
+        st.ip = r.ip;
+        self.chunk_records += 1;
+        self.total += 1;
+        self.maybe_flush()
+    }
+
+    /// Appends records in order.
+    pub fn write_all(&mut self, records: &[Record]) -> Result<(), TraceError> {
+        records.iter().try_for_each(|r| self.write(r))
+    }
+
+    /// Records written so far.
+    pub fn records_written(&self) -> u64 {
+        self.total
+    }
+
+    /// Writes the last chunk and the end marker, flushes, and returns the
+    /// output.
+    pub fn finish(mut self) -> Result<W, TraceError> {
+        self.flush_chunk()?;
+        let mut end = [0u8; CHUNK_HEADER + 8];
+        end[CHUNK_HEADER..].copy_from_slice(&self.total.to_le_bytes());
+        self.out.write_all(&end).map_err(TraceError::Write)?;
+        self.out.flush().map_err(TraceError::Write)?;
+        Ok(self.out)
+    }
+
+    fn switch_thread(&mut self, thread: u32) {
+        self.saved.insert(self.thread, self.st);
+        self.st = self.saved.remove(&thread).unwrap_or_default();
+        self.thread = thread;
+        self.buf.push(CTRL_THREAD_SWITCH);
+        put_varint(&mut self.buf, thread as u64);
+    }
+
+    #[inline]
+    fn maybe_flush(&mut self) -> Result<(), TraceError> {
+        if self.buf.len() - CHUNK_HEADER >= self.chunk_target {
+            self.flush_chunk()
+        } else {
+            Ok(())
+        }
+    }
+
+    fn flush_chunk(&mut self) -> Result<(), TraceError> {
+        let len = self.buf.len() - CHUNK_HEADER;
+        if len == 0 {
+            return Ok(());
+        }
+        let crc = crc32fast::hash(&self.buf[CHUNK_HEADER..]);
+        self.buf[0..4].copy_from_slice(&(len as u32).to_le_bytes());
+        self.buf[4..8].copy_from_slice(&self.chunk_records.to_le_bytes());
+        self.buf[8..12].copy_from_slice(&crc.to_le_bytes());
+        self.out.write_all(&self.buf).map_err(TraceError::Write)?;
+        self.buf.truncate(CHUNK_HEADER);
+        self.chunk_records = 0;
+        self.thread = 0;
+        self.st = ThreadState::default();
+        self.saved.clear();
+        Ok(())
+    }
+}
+
+/// Decoder of a cctrace stream whose header has been read.
+pub(crate) struct BinaryDecoder {
+    pub(crate) metadata: Vec<u8>,
+    pub(crate) threads: BTreeMap<u32, u64>,
+    payload: Vec<u8>,
+    pos: usize,
+    /// Index of the chunk in `payload` (meaningful once one is loaded).
+    chunk: u64,
+    /// Stream offset of that chunk's header.
+    chunk_offset: u64,
+    /// Records the chunk header announced and not yet decoded.
+    chunk_left: u32,
+    chunks_loaded: u64,
+    decoded: u64,
+    thread: u32,
+    st: ThreadState,
+    saved: HashMap<u32, ThreadState>,
+    finished: bool,
+}
+
+fn bin(name: &str, error: BinaryError) -> TraceError {
+    TraceError::Binary {
+        name: name.to_string(),
+        error,
+    }
+}
+
+fn io(name: &str, error: std::io::Error) -> TraceError {
+    TraceError::Io {
+        name: name.to_string(),
+        error,
+    }
+}
+
+#[inline]
+fn le32(b: &[u8]) -> u32 {
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+impl BinaryDecoder {
+    /// Reads and checks the header at the start of `input`.
+    pub(crate) fn open(input: &mut Input, name: &str) -> Result<BinaryDecoder, TraceError> {
+        input.ensure(HEADER_LEN).map_err(|e| io(name, e))?;
+        let avail = input.available();
+        let head = &input.buf[input.start..input.start + avail.min(HEADER_LEN)];
+        if head.len() < MAGIC.len() || head[..MAGIC.len()] != MAGIC {
+            let found = head[..head.len().min(MAGIC.len())].to_vec();
+            return Err(bin(name, BinaryError::BadMagic { found }));
+        }
+        if head.len() < 10 {
+            return Err(bin(
+                name,
+                BinaryError::BadHeader {
+                    offset: head.len() as u64,
+                    detail: format!("truncated header ({} of {HEADER_LEN} bytes)", head.len()),
+                },
+            ));
+        }
+        let version = u16::from_le_bytes([head[8], head[9]]);
+        if version != FORMAT_VERSION {
+            return Err(bin(
+                name,
+                BinaryError::UnsupportedVersion {
+                    version,
+                    supported: FORMAT_VERSION,
+                },
+            ));
+        }
+        if head.len() < HEADER_LEN {
+            return Err(bin(
+                name,
+                BinaryError::BadHeader {
+                    offset: head.len() as u64,
+                    detail: format!("truncated header ({} of {HEADER_LEN} bytes)", head.len()),
+                },
+            ));
+        }
+        let flags = u16::from_le_bytes([head[10], head[11]]);
+        if flags != 0 {
+            return Err(bin(name, BinaryError::UnsupportedFlags { flags }));
+        }
+        let meta_len = le32(&head[12..16]) as usize;
+        if meta_len > MAX_METADATA {
+            return Err(bin(
+                name,
+                BinaryError::BadHeader {
+                    offset: 12,
+                    detail: format!("metadata length {meta_len} over the limit of {MAX_METADATA}"),
+                },
+            ));
+        }
+        input.start += HEADER_LEN;
+        if !input.ensure(meta_len).map_err(|e| io(name, e))? {
+            return Err(bin(
+                name,
+                BinaryError::BadHeader {
+                    offset: HEADER_LEN as u64,
+                    detail: format!(
+                        "truncated metadata ({} of {meta_len} bytes)",
+                        input.available()
+                    ),
+                },
+            ));
+        }
+        let metadata = input.buf[input.start..input.start + meta_len].to_vec();
+        input.start += meta_len;
+        Ok(BinaryDecoder {
+            metadata,
+            threads: BTreeMap::new(),
+            payload: Vec::new(),
+            pos: 0,
+            chunk: 0,
+            chunk_offset: 0,
+            chunk_left: 0,
+            chunks_loaded: 0,
+            decoded: 0,
+            thread: 0,
+            st: ThreadState::default(),
+            saved: HashMap::new(),
+            finished: false,
+        })
+    }
+
+    /// Appends records to `out` until it holds `max`; returns true at the
+    /// end of the trace.
+    pub(crate) fn read(
+        &mut self,
+        input: &mut Input,
+        name: &str,
+        out: &mut Vec<Record>,
+        max: usize,
+    ) -> Result<bool, TraceError> {
+        while out.len() < max {
+            if self.pos >= self.payload.len() {
+                if self.chunk_left != 0 {
+                    return Err(self.corrupt(
+                        name,
+                        format!(
+                            "payload ends {} records short of the count in the chunk header",
+                            self.chunk_left
+                        ),
+                    ));
+                }
+                if self.finished || !self.load_chunk(input, name)? {
+                    return Ok(true);
+                }
+                continue;
+            }
+            self.decode(name, out, max)?;
+        }
+        Ok(false)
+    }
+
+    fn corrupt(&self, name: &str, detail: String) -> TraceError {
+        bin(
+            name,
+            BinaryError::Corrupt {
+                chunk: self.chunk,
+                offset: self.chunk_offset,
+                pos: self.pos as u64,
+                detail,
+            },
+        )
+    }
+
+    /// Reads the next chunk into `payload`; false at the end marker.
+    fn load_chunk(&mut self, input: &mut Input, name: &str) -> Result<bool, TraceError> {
+        let chunk = self.chunks_loaded;
+        let offset = input.offset_of(input.start);
+        if !input.ensure(CHUNK_HEADER).map_err(|e| io(name, e))? {
+            let got = input.available() as u64;
+            return Err(bin(
+                name,
+                if got == 0 {
+                    BinaryError::MissingEnd {
+                        chunks: chunk,
+                        offset,
+                    }
+                } else {
+                    BinaryError::Truncated {
+                        chunk,
+                        offset,
+                        what: "chunk header",
+                        needed: CHUNK_HEADER as u64,
+                        got,
+                    }
+                },
+            ));
+        }
+        let h = &input.buf[input.start..input.start + CHUNK_HEADER];
+        let (len, count, crc) = (le32(&h[0..4]), le32(&h[4..8]), le32(&h[8..12]));
+        input.start += CHUNK_HEADER;
+        if len == 0 {
+            if count != 0 || crc != 0 {
+                return Err(bin(
+                    name,
+                    BinaryError::Corrupt {
+                        chunk,
+                        offset,
+                        pos: 0,
+                        detail: format!(
+                            "empty chunk with record count {count} and CRC {crc:#010x} \
+                             (an end marker has both 0)"
+                        ),
+                    },
+                ));
+            }
+            if !input.ensure(8).map_err(|e| io(name, e))? {
+                return Err(bin(
+                    name,
+                    BinaryError::Truncated {
+                        chunk,
+                        offset,
+                        what: "end marker",
+                        needed: (CHUNK_HEADER + 8) as u64,
+                        got: (CHUNK_HEADER + input.available()) as u64,
+                    },
+                ));
+            }
+            let b = &input.buf[input.start..input.start + 8];
+            let stored = u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+            input.start += 8;
+            if stored != self.decoded {
+                return Err(bin(
+                    name,
+                    BinaryError::CountMismatch {
+                        offset,
+                        stored,
+                        counted: self.decoded,
+                    },
+                ));
+            }
+            if input.ensure(1).map_err(|e| io(name, e))? {
+                return Err(bin(
+                    name,
+                    BinaryError::TrailingData {
+                        offset: input.offset_of(input.start),
+                    },
+                ));
+            }
+            self.finished = true;
+            return Ok(false);
+        }
+        let len = len as usize;
+        if len > MAX_CHUNK {
+            return Err(bin(
+                name,
+                BinaryError::ChunkTooLarge {
+                    chunk,
+                    offset,
+                    len: len as u64,
+                    max: MAX_CHUNK as u64,
+                },
+            ));
+        }
+        if !input.ensure(len).map_err(|e| io(name, e))? {
+            return Err(bin(
+                name,
+                BinaryError::Truncated {
+                    chunk,
+                    offset,
+                    what: "chunk payload",
+                    needed: len as u64,
+                    got: input.available() as u64,
+                },
+            ));
+        }
+        self.payload.clear();
+        self.payload
+            .extend_from_slice(&input.buf[input.start..input.start + len]);
+        input.start += len;
+        let computed = crc32fast::hash(&self.payload);
+        if computed != crc {
+            return Err(bin(
+                name,
+                BinaryError::CrcMismatch {
+                    chunk,
+                    offset,
+                    stored: crc,
+                    computed,
+                },
+            ));
+        }
+        self.chunk = chunk;
+        self.chunk_offset = offset;
+        self.chunk_left = count;
+        self.chunks_loaded += 1;
+        self.pos = 0;
+        self.thread = 0;
+        self.st = ThreadState::default();
+        self.saved.clear();
+        Ok(true)
+    }
+
+    /// Decodes from the current payload until it or `out` is full.
+    #[inline]
+    fn decode(&mut self, name: &str, out: &mut Vec<Record>, max: usize) -> Result<(), TraceError> {
+        let p = &self.payload[..];
+        let mut pos = self.pos;
+        let mut st = self.st;
+        let mut left = self.chunk_left;
+        let start_len = out.len();
+        let result = loop {
+            if pos >= p.len() || out.len() >= max {
+                break Ok(());
+            }
+            let item = pos;
+            let tag = p[pos];
+            pos += 1;
+            let k = tag & TAG_KIND;
+            if k == TAG_CONTROL {
+                match tag {
+                    CTRL_THREAD_SWITCH => {
+                        let Some(t) = get_varint(p, &mut pos).and_then(|t| u32::try_from(t).ok())
+                        else {
+                            break Err((item, "bad thread index in thread switch".to_string()));
+                        };
+                        if t != self.thread {
+                            self.saved.insert(self.thread, st);
+                            st = self.saved.remove(&t).unwrap_or_default();
+                            self.thread = t;
+                        }
+                    }
+                    CTRL_THREAD_DEF => {
+                        let idx = get_varint(p, &mut pos).and_then(|t| u32::try_from(t).ok());
+                        let tid = get_varint(p, &mut pos);
+                        let (Some(idx), Some(tid)) = (idx, tid) else {
+                            break Err((item, "bad thread definition".to_string()));
+                        };
+                        self.threads.insert(idx, tid);
+                    }
+                    _ => break Err((item, format!("unknown control tag {tag:#04x}"))),
+                }
+                continue;
+            }
+            if tag & TAG_RESERVED != 0 {
+                break Err((item, format!("tag {tag:#04x} has reserved bits set")));
+            }
+            if left == 0 {
+                break Err((
+                    item,
+                    "more records than the count in the chunk header".into(),
+                ));
+            }
+            let kind = RecordKind::ALL[k as usize];
+            let c = class(kind);
+            let Some(d) = get_varint(p, &mut pos) else {
+                break Err((item, "bad address varint".into()));
+            };
+            let addr = st.addr[c].wrapping_add(unzigzag(d));
+            let size = if tag & TAG_SIZE != 0 {
+                match get_varint(p, &mut pos) {
+                    Some(s) if (1..=MAX_ACCESS_SIZE as u64).contains(&s) => s as u32,
+                    Some(s) => break Err((item, format!("size {s} out of range"))),
+                    None => break Err((item, "bad size varint".into())),
+                }
+            } else if st.size[c] == 0 {
+                break Err((item, "size omitted before any size was given".into()));
+            } else {
+                st.size[c]
+            };
+            let ip = match (tag >> TAG_IP_SHIFT) & 3 {
+                IP_UNKNOWN => 0,
+                IP_SAME => st.ip,
+                IP_ADDR => addr,
+                _ => match get_varint(p, &mut pos) {
+                    Some(d) => st.ip.wrapping_add(unzigzag(d)),
+                    None => break Err((item, "bad ip varint".into())),
+                },
+            };
+            st.addr[c] = addr;
+            st.size[c] = size;
+            st.ip = ip;
+            left -= 1;
+            out.push(Record {
+                kind,
+                addr,
+                size,
+                ip,
+                thread: self.thread,
+            });
+        };
+        self.decoded += (out.len() - start_len) as u64;
+        self.st = st;
+        self.chunk_left = left;
+        match result {
+            Ok(()) => {
+                self.pos = pos;
+                Ok(())
+            }
+            Err((at, detail)) => {
+                self.pos = at;
+                Err(self.corrupt(name, detail))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints() {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            300,
+            u32::MAX as u64,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            let mut b = Vec::new();
+            put_varint(&mut b, v);
+            let mut pos = 0;
+            assert_eq!(get_varint(&b, &mut pos), Some(v));
+            assert_eq!(pos, b.len());
+            assert!(b.len() <= 10);
+        }
+        let mut pos = 0;
+        assert_eq!(get_varint(&[0x80, 0x80], &mut pos), None);
+        let mut pos = 0;
+        assert_eq!(get_varint(&[0xff; 10], &mut pos), None);
+        for v in [0i64, 1, -1, i64::MAX, i64::MIN, 12345, -12345] {
+            assert_eq!(unzigzag(zigzag(v as u64)) as i64, v);
+        }
+        assert_eq!(zigzag(-1i64 as u64), 1);
+        assert_eq!(zigzag(1), 2);
+    }
+}
