@@ -3,7 +3,8 @@
 //! composes instances.
 //!
 //! Storage is flat (`sets * ways` entries) so a lookup touches one contiguous
-//! run of tags. Each set remembers its most recently used way: a hit there
+//! run of tags. The cache remembers the line it touched last, and each set
+//! its most recently used way: a hit on either
 //! (consecutive instruction fetches, fields of one struct, a loop's stack
 //! slots) is one compare and, for every policy but SRRIP, no state change,
 //! since that way is already the most recently used of its set.
@@ -65,6 +66,9 @@ pub struct Cache {
     prefetch_ip: Vec<u64>,
     /// Per set, the most recently used way.
     mru: Vec<u16>,
+    /// The line touched last, and its index (`INVALID` when none).
+    memo_line: u64,
+    memo_idx: usize,
 }
 
 impl Cache {
@@ -140,6 +144,8 @@ impl Cache {
                 Vec::new()
             },
             mru: vec![0; sets as usize],
+            memo_line: INVALID,
+            memo_idx: 0,
         }
     }
 
@@ -187,18 +193,30 @@ impl Cache {
     /// Looks `line` up and, on a hit, updates the replacement state as a use.
     #[inline(always)]
     pub fn lookup(&mut self, line: u64) -> Option<usize> {
+        // The memo holds the line touched last in the whole cache, which is
+        // therefore the most recently used of its set.
+        if self.memo_line == line {
+            return Some(self.hit_mru(self.memo_idx));
+        }
         let set = self.set_of(line);
         let base = set * self.ways;
         let hint = base + usize::from(self.mru[set]);
         if self.tags[hint] == line {
-            // Already the most recently used way of its set: LRU, PLRU and
-            // FIFO state is right as it is; SRRIP promotes on every hit.
-            if !self.rrpv.is_empty() {
-                self.rrpv[hint] = 0;
-            }
-            return Some(hint);
+            self.memo_line = line;
+            self.memo_idx = hint;
+            return Some(self.hit_mru(hint));
         }
         self.lookup_scan(line, set, base)
+    }
+
+    /// A hit on the most recently used way of its set: LRU, PLRU and FIFO
+    /// state is right as it is; SRRIP promotes on every hit.
+    #[inline(always)]
+    fn hit_mru(&mut self, idx: usize) -> usize {
+        if !self.rrpv.is_empty() {
+            self.rrpv[idx] = 0;
+        }
+        idx
     }
 
     #[inline(never)]
@@ -209,6 +227,8 @@ impl Cache {
         let idx = base + w;
         self.touch(idx);
         self.mru[set] = w as u16;
+        self.memo_line = line;
+        self.memo_idx = idx;
         Some(idx)
     }
 
@@ -347,6 +367,8 @@ impl Cache {
             ReplacementPolicy::Random { .. } => {}
         }
         self.mru[set] = (idx - set * self.ways) as u16;
+        self.memo_line = line;
+        self.memo_idx = idx;
         (idx, evicted)
     }
 
@@ -370,6 +392,9 @@ impl Cache {
         }
         if !self.stamp.is_empty() {
             self.stamp[idx] = 0;
+        }
+        if self.memo_idx == idx {
+            self.memo_line = INVALID;
         }
         Some(e)
     }
