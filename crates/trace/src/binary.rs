@@ -2,7 +2,7 @@
 //! [`TraceWriter`] and the decoder [`crate::TraceReader`] uses.
 //!
 //! Layout: a 16-byte header (magic, version, flags, metadata length), the
-//! metadata, chunks of `payload length, record count, CRC32` + payload, and
+//! metadata and a CRC32 of both, chunks of `payload length, record count, CRC32` + payload, and
 //! an end marker (an all-zero chunk header followed by the total record
 //! count). Inside a payload each record is a tag byte (kind, which fields
 //! follow, how the ip is given) and LEB128 varints: the zigzag delta of the
@@ -165,6 +165,8 @@ impl<W: Write> TraceWriter<W> {
         header.extend_from_slice(&0u16.to_le_bytes());
         header.extend_from_slice(&(metadata.len() as u32).to_le_bytes());
         header.extend_from_slice(metadata);
+        let crc = crc32fast::hash(&header);
+        header.extend_from_slice(&crc.to_le_bytes());
         out.write_all(&header).map_err(TraceError::Write)?;
         let mut buf = Vec::with_capacity(CHUNK_HEADER + DEFAULT_CHUNK_TARGET + 64);
         buf.resize(CHUNK_HEADER, 0);
@@ -388,21 +390,36 @@ impl BinaryDecoder {
                 },
             ));
         }
-        input.start += HEADER_LEN;
-        if !input.ensure(meta_len).map_err(|e| io(name, e))? {
+        // Metadata and the header CRC.
+        let whole = HEADER_LEN + meta_len + 4;
+        if !input.ensure(whole).map_err(|e| io(name, e))? {
             return Err(bin(
                 name,
                 BinaryError::BadHeader {
-                    offset: HEADER_LEN as u64,
+                    offset: input.available() as u64,
                     detail: format!(
-                        "truncated metadata ({} of {meta_len} bytes)",
+                        "truncated header ({} of {whole} bytes with metadata and CRC)",
                         input.available()
                     ),
                 },
             ));
         }
-        let metadata = input.buf[input.start..input.start + meta_len].to_vec();
-        input.start += meta_len;
+        let h = &input.buf[input.start..input.start + whole];
+        let stored = le32(&h[whole - 4..]);
+        let computed = crc32fast::hash(&h[..whole - 4]);
+        if stored != computed {
+            return Err(bin(
+                name,
+                BinaryError::BadHeader {
+                    offset: (whole - 4) as u64,
+                    detail: format!(
+                        "header CRC mismatch (stored {stored:#010x}, computed {computed:#010x}): corrupt data"
+                    ),
+                },
+            ));
+        }
+        let metadata = h[HEADER_LEN..HEADER_LEN + meta_len].to_vec();
+        input.start += whole;
         Ok(BinaryDecoder {
             metadata,
             threads: BTreeMap::new(),
