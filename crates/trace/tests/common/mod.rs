@@ -83,7 +83,7 @@ pub fn synthetic_lackey(n: usize) -> String {
         let size = [1, 2, 4, 8, 16, 32][(x % 6) as usize];
         let addr = match i % 5 {
             0 => 0x0040_0000 + (x & 0xfffff),
-            1 | 2 => 0x7ff0_0000_00 + (x & 0xffff),
+            1 | 2 => 0x007f_f000_0000 + (x & 0xffff),
             3 => x,
             _ => x & 0xfff,
         };
