@@ -449,3 +449,15 @@ impl Iterator for TraceReader {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reader_is_send() {
+        fn send<T: Send>() {}
+        send::<TraceReader>();
+        send::<crate::TraceWriter<std::fs::File>>();
+    }
+}

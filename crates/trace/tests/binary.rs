@@ -415,3 +415,28 @@ fn regenerate_v1_sample() {
         std::fs::write(SAMPLE_V1, write_sample_v1()).unwrap();
     }
 }
+
+/// The worked example of docs/trace-format.md, byte for byte (CRCs
+/// recomputed here).
+#[test]
+fn doc_example_bytes() {
+    use RecordKind::*;
+    let records = [
+        Record::new(Instr, 0x401000, 4).with_ip(0x401000),
+        Record::new(Load, 0x7ffd_1234_5678, 8).with_ip(0x401000),
+    ];
+    let bytes = write(&records, None);
+    let payload: &[u8] = &[
+        0x38, 0x80, 0xc0, 0x80, 0x04, 0x04, 0x19, 0xf0, 0xd9, 0xa2, 0xa3, 0xa2, 0xff, 0x3f, 0x08,
+    ];
+    let mut want = b"CCTRACE\0\x01\x00\x00\x00\x00\x00\x00\x00".to_vec();
+    let header_crc = crc32fast::hash(&want);
+    want.extend_from_slice(&header_crc.to_le_bytes());
+    want.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    want.extend_from_slice(&2u32.to_le_bytes());
+    want.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    want.extend_from_slice(payload);
+    want.extend_from_slice(&[0; 12]);
+    want.extend_from_slice(&2u64.to_le_bytes());
+    assert_eq!(bytes, want);
+}
