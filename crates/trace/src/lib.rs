@@ -203,6 +203,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn kind_encoding_order() {
+        for (i, k) in RecordKind::ALL.iter().enumerate() {
+            assert_eq!(*k as usize, i);
+        }
+    }
+
+    #[test]
     fn format_names_parse() {
         for (s, f) in [
             ("lackey", Format::Lackey),

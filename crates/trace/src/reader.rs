@@ -24,8 +24,9 @@ const KEEP_SKIPPED: usize = 10;
 const ITER_BATCH: usize = 4096;
 
 /// Opens the trace file at `path`, decompressing gzip or zstd as its first
-/// bytes call for, and detecting the format unless `format` forces one.
-/// Errors name the file as `path` shows.
+/// bytes call for, and detecting the format unless `format` forces one (a
+/// file starting with the cctrace magic is read as cctrace whatever
+/// `format` says). Errors name the file as `path` shows.
 pub fn open(path: &Path, format: Option<Format>) -> Result<TraceReader, TraceError> {
     let name = path.display().to_string();
     let file = File::open(path).map_err(|error| TraceError::Io {
