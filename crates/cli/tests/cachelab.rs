@@ -30,7 +30,10 @@ struct Case {
 
 impl Case {
     fn expected_line(&self) -> String {
-        format!("hits:{} misses:{} evictions:{}", self.hits, self.misses, self.evictions)
+        format!(
+            "hits:{} misses:{} evictions:{}",
+            self.hits, self.misses, self.evictions
+        )
     }
 }
 
@@ -51,26 +54,45 @@ fn parse_table(md: &str) -> Result<Vec<Case>, String> {
             return Err("no table with columns s, E, b, trace, hits, misses, evictions".into());
         };
         if let Some(c) = cells(line) {
-            if ["s", "E", "b", "trace", "hits", "misses", "evictions"].iter().all(|n| c.iter().any(|x| x == n)) {
+            if ["s", "E", "b", "trace", "hits", "misses", "evictions"]
+                .iter()
+                .all(|n| c.iter().any(|x| x == n))
+            {
                 break c;
             }
         }
     };
     let col = |name: &str| header.iter().position(|x| x == name).unwrap();
-    let (cs, ce, cb, ct, ch, cm, cv) =
-        (col("s"), col("E"), col("b"), col("trace"), col("hits"), col("misses"), col("evictions"));
+    let (cs, ce, cb, ct, ch, cm, cv) = (
+        col("s"),
+        col("E"),
+        col("b"),
+        col("trace"),
+        col("hits"),
+        col("misses"),
+        col("evictions"),
+    );
 
     let mut cases = Vec::new();
     for (no, line) in lines {
         let Some(c) = cells(line) else { break }; // the table ends at the first non-table line
-        if c.iter().all(|x| !x.is_empty() && x.chars().all(|ch| matches!(ch, '-' | ':'))) {
+        if c.iter()
+            .all(|x| !x.is_empty() && x.chars().all(|ch| matches!(ch, '-' | ':')))
+        {
             continue; // |---|---| separator
         }
         if c.len() != header.len() {
-            return Err(format!("line {}: {} cells, header has {}", no + 1, c.len(), header.len()));
+            return Err(format!(
+                "line {}: {} cells, header has {}",
+                no + 1,
+                c.len(),
+                header.len()
+            ));
         }
         let num = |i: usize| -> Result<u64, String> {
-            c[i].replace(',', "").parse().map_err(|e| format!("line {}: {:?}: {e}", no + 1, c[i]))
+            c[i].replace(',', "")
+                .parse()
+                .map_err(|e| format!("line {}: {:?}: {e}", no + 1, c[i]))
         };
         cases.push(Case {
             s: num(cs)? as u32,
@@ -93,7 +115,10 @@ fn cachelab_reference_results() {
     let dir = data_dir();
     let expected = dir.join("EXPECTED.md");
     if !expected.is_file() {
-        eprintln!("SKIP cachelab_reference_results: {} not found (shared data absent)", expected.display());
+        eprintln!(
+            "SKIP cachelab_reference_results: {} not found (shared data absent)",
+            expected.display()
+        );
         return;
     }
     let md = fs::read_to_string(&expected).expect("read EXPECTED.md");
@@ -120,7 +145,11 @@ fn cachelab_reference_results() {
             continue;
         }
         let want = case.expected_line();
-        let got: Vec<&str> = stdout.lines().map(str::trim_end).filter(|l| l.starts_with("hits:")).collect();
+        let got: Vec<&str> = stdout
+            .lines()
+            .map(str::trim_end)
+            .filter(|l| l.starts_with("hits:"))
+            .collect();
         match got.as_slice() {
             [line] if *line == want => eprintln!("ok   {cmd}: {line}"),
             [line] => failures.push(format!("{cmd}\n  expected: {want}\n  got:      {line}")),
@@ -150,9 +179,20 @@ fn parses_expected_table() {
     assert_eq!(cases.len(), 2);
     assert_eq!(
         cases[1],
-        Case { s: 5, e: 1, b: 5, trace: "long.trace".into(), hits: 265189, misses: 21775, evictions: 21743 }
+        Case {
+            s: 5,
+            e: 1,
+            b: 5,
+            trace: "long.trace".into(),
+            hits: 265189,
+            misses: 21775,
+            evictions: 21743
+        }
     );
     assert_eq!(cases[0].expected_line(), "hits:4 misses:5 evictions:2");
     assert!(parse_table("no table here").is_err());
-    assert!(parse_table("| s | E | b | trace | hits | misses | evictions |\n|---|---|---|---|---|---|---|\n").is_err());
+    assert!(parse_table(
+        "| s | E | b | trace | hits | misses | evictions |\n|---|---|---|---|---|---|---|\n"
+    )
+    .is_err());
 }

@@ -43,10 +43,19 @@ use std::process::{Command, Output, Stdio};
 use std::time::Instant;
 
 /// Cachegrind's event names, in its usual order.
-const EVENTS: [&str; 9] = ["Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw"];
+const EVENTS: [&str; 9] = [
+    "Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw",
+];
 
 /// The programs in `tests-programs/` (file stem of `NAME.c`).
-const PROGRAMS: &[&str] = &["matmul", "listchase", "strings", "hashtable", "stack", "x86isms"];
+const PROGRAMS: &[&str] = &[
+    "matmul",
+    "listchase",
+    "strings",
+    "hashtable",
+    "stack",
+    "x86isms",
+];
 
 /// A cache geometry in Valgrind's `SIZE,ASSOC,LINE` notation.
 struct Geometry {
@@ -56,16 +65,25 @@ struct Geometry {
     ll: &'static str,
 }
 
+const fn geometry(
+    name: &'static str,
+    i1: &'static str,
+    d1: &'static str,
+    ll: &'static str,
+) -> Geometry {
+    Geometry { name, i1, d1, ll }
+}
+
 const GEOMETRIES: &[Geometry] = &[
     // A typical desktop core: few misses, mostly compulsory.
-    Geometry { name: "typical", i1: "32768,8,64", d1: "32768,8,64", ll: "8388608,16,64" },
+    geometry("typical", "32768,8,64", "32768,8,64", "8388608,16,64"),
     // Small caches: plenty of L1 and LL misses; I1 line smaller than LL line.
-    Geometry { name: "small", i1: "4096,2,32", d1: "8192,4,64", ll: "65536,8,64" },
+    geometry("small", "4096,2,32", "8192,4,64", "65536,8,64"),
     // Associativities that are not powers of two (the set counts still are).
-    Geometry { name: "12-way", i1: "32768,8,64", d1: "49152,12,64", ll: "2097152,16,64" },
+    geometry("12-way", "32768,8,64", "49152,12,64", "2097152,16,64"),
     // Direct-mapped I1, 32-byte L1 lines under a 128-byte-line LL: an access
     // that straddles two L1 lines is often inside one LL line.
-    Geometry { name: "tiny-mixed-lines", i1: "1024,1,32", d1: "2048,2,32", ll: "16384,4,128" },
+    geometry("tiny-mixed-lines", "1024,1,32", "2048,2,32", "16384,4,128"),
 ];
 
 #[test]
@@ -114,7 +132,10 @@ fn every_program_has_an_oracle_test() {
     found.sort();
     let mut listed: Vec<String> = PROGRAMS.iter().map(|s| s.to_string()).collect();
     listed.sort();
-    assert_eq!(found, listed, "tests-programs/*.c and PROGRAMS in oracle.rs disagree");
+    assert_eq!(
+        found, listed,
+        "tests-programs/*.c and PROGRAMS in oracle.rs disagree"
+    );
 }
 
 fn programs_dir() -> PathBuf {
@@ -124,10 +145,14 @@ fn programs_dir() -> PathBuf {
 /// The full path of `name` found in `PATH`, if any.
 fn find_in_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| {
-        use std::os::unix::fs::PermissionsExt;
-        fs::metadata(p).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
-    })
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt;
+            fs::metadata(p)
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
 }
 
 /// The tools the oracle needs, or `None` (after printing why) to skip.
@@ -149,7 +174,11 @@ fn tools(test: &str) -> Option<(PathBuf, PathBuf)> {
 }
 
 fn geometry_args(g: &Geometry) -> [String; 3] {
-    [format!("--I1={}", g.i1), format!("--D1={}", g.d1), format!("--LL={}", g.ll)]
+    [
+        format!("--I1={}", g.i1),
+        format!("--D1={}", g.d1),
+        format!("--LL={}", g.ll),
+    ]
 }
 
 /// Run `valgrind ARGS ./prog` in `dir` with an empty environment.
@@ -179,7 +208,10 @@ fn check_ok(what: &str, out: &Output) {
 /// What the lackey log says about itself.
 struct LackeyStats {
     instr_records: u64,
-    data_records: u64,
+    /// `L` and `M` records: Cachegrind counts a modify as one read (Dr).
+    read_records: u64,
+    /// `S` records (Dw).
+    write_records: u64,
     /// Lackey's own "guest instrs:" count, if printed.
     guest_instrs: Option<u64>,
 }
@@ -188,15 +220,31 @@ fn lackey_stats(path: &Path) -> LackeyStats {
     let file = fs::File::open(path).unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut line = Vec::new();
-    let mut stats = LackeyStats { instr_records: 0, data_records: 0, guest_instrs: None };
+    let mut stats = LackeyStats {
+        instr_records: 0,
+        read_records: 0,
+        write_records: 0,
+        guest_instrs: None,
+    };
     loop {
         line.clear();
-        if reader.read_until(b'\n', &mut line).expect("read lackey log") == 0 {
+        if reader
+            .read_until(b'\n', &mut line)
+            .expect("read lackey log")
+            == 0
+        {
             break;
         }
         match line.first() {
             Some(b'I') => stats.instr_records += 1,
-            Some(b' ') => stats.data_records += 1,
+            Some(b' ') => match line.get(1) {
+                Some(b'L' | b'M') => stats.read_records += 1,
+                Some(b'S') => stats.write_records += 1,
+                _ => panic!(
+                    "unexpected lackey line {:?}",
+                    String::from_utf8_lossy(&line)
+                ),
+            },
             Some(b'=') => {
                 let text = String::from_utf8_lossy(&line);
                 if let Some(rest) = text.split("guest instrs:").nth(1) {
@@ -249,7 +297,8 @@ fn parse_cg_out(text: &str) -> Result<CgOut, String> {
             // "desc: I1 cache:         32768 B, 64 B, 8-way associative"
             let rest = rest.trim();
             if let Some((name, value)) = rest.split_once(" cache:") {
-                let g = parse_desc(value).ok_or_else(|| format!("cannot parse desc line {line:?}"))?;
+                let g =
+                    parse_desc(value).ok_or_else(|| format!("cannot parse desc line {line:?}"))?;
                 desc.insert(name.trim().to_string(), g);
             }
         } else if let Some(rest) = line.strip_prefix("events:") {
@@ -262,7 +311,11 @@ fn parse_cg_out(text: &str) -> Result<CgOut, String> {
     let events = events.ok_or("no events: line")?;
     let summary = summary.ok_or("no summary: line")?;
     if events.len() != summary.len() {
-        return Err(format!("events: has {} names but summary: has {} values", events.len(), summary.len()));
+        return Err(format!(
+            "events: has {} names but summary: has {} values",
+            events.len(),
+            summary.len()
+        ));
     }
     let summary: BTreeMap<String, u64> =
         events.iter().map(|e| e.to_string()).zip(summary).collect();
@@ -276,7 +329,10 @@ fn parse_cg_out(text: &str) -> Result<CgOut, String> {
 
 /// `"32768,8,64"` -> `(32768, 8, 64)`.
 fn parse_geometry(s: &str) -> (u64, u64, u64) {
-    let v: Vec<u64> = s.split(',').map(|x| x.parse().expect("geometry number")).collect();
+    let v: Vec<u64> = s
+        .split(',')
+        .map(|x| x.parse().expect("geometry number"))
+        .collect();
     assert_eq!(v.len(), 3, "geometry {s}");
     (v[0], v[1], v[2])
 }
@@ -285,7 +341,10 @@ fn parse_geometry(s: &str) -> (u64, u64, u64) {
 /// exactly the nine event keys with integer values.
 fn parse_coldcache_json(stdout: &[u8]) -> Result<BTreeMap<String, u64>, String> {
     let v: serde_json::Value = serde_json::from_slice(stdout).map_err(|e| {
-        format!("stdout is not JSON ({e}):\n{}", String::from_utf8_lossy(stdout))
+        format!(
+            "stdout is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(stdout)
+        )
     })?;
     let obj = v
         .get("cachegrind")
@@ -293,7 +352,9 @@ fn parse_coldcache_json(stdout: &[u8]) -> Result<BTreeMap<String, u64>, String> 
         .ok_or_else(|| format!("no top-level object \"cachegrind\" in:\n{v}"))?;
     let mut out = BTreeMap::new();
     for (k, val) in obj {
-        let n = val.as_u64().ok_or_else(|| format!("\"cachegrind\".{k} is not an unsigned integer: {val}"))?;
+        let n = val
+            .as_u64()
+            .ok_or_else(|| format!("\"cachegrind\".{k} is not an unsigned integer: {val}"))?;
         out.insert(k.clone(), n);
     }
     let mut keys: Vec<&str> = out.keys().map(String::as_str).collect();
@@ -301,14 +362,20 @@ fn parse_coldcache_json(stdout: &[u8]) -> Result<BTreeMap<String, u64>, String> 
     let mut want: Vec<&str> = EVENTS.to_vec();
     want.sort_unstable();
     if keys != want {
-        return Err(format!("\"cachegrind\" keys are {keys:?}, expected exactly {want:?}"));
+        return Err(format!(
+            "\"cachegrind\" keys are {keys:?}, expected exactly {want:?}"
+        ));
     }
     Ok(out)
 }
 
 fn diff_table(want: &BTreeMap<String, u64>, got: &BTreeMap<String, u64>) -> String {
     let mut t = String::new();
-    let _ = writeln!(t, "    {:<6} {:>14} {:>14} {:>12}", "event", "cachegrind", "coldcache", "diff");
+    let _ = writeln!(
+        t,
+        "    {:<6} {:>14} {:>14} {:>12}",
+        "event", "cachegrind", "coldcache", "diff"
+    );
     for e in EVENTS {
         let w = want.get(e).copied();
         let g = got.get(e).copied();
@@ -318,31 +385,49 @@ fn diff_table(want: &BTreeMap<String, u64>, got: &BTreeMap<String, u64>) -> Stri
             (Some(w), Some(g)) => (format!("{:+}", g as i128 - w as i128), "  <<<"),
             _ => ("?".to_string(), "  <<<"),
         };
-        let _ = writeln!(t, "    {:<6} {:>14} {:>14} {:>12}{}", e, fmt(w), fmt(g), diff, mark);
+        let _ = writeln!(
+            t,
+            "    {:<6} {:>14} {:>14} {:>12}{}",
+            e,
+            fmt(w),
+            fmt(g),
+            diff,
+            mark
+        );
     }
     t
 }
 
 fn warnings(stderr: &str) -> Vec<&str> {
-    stderr.lines().filter(|l| l.to_ascii_lowercase().contains("warning")).collect()
+    stderr
+        .lines()
+        .filter(|l| l.to_ascii_lowercase().contains("warning"))
+        .collect()
 }
 
 /// Warnings that Cachegrind prints about the host's auto-detected caches even
 /// when --I1/--D1/--LL replace them.
 fn is_host_detection_warning(line: &str) -> bool {
-    ["cache found, using its data for the LL simulation", "specified LL cache:", "simulated LL cache:"]
-        .iter()
-        .any(|p| line.contains(p))
+    [
+        "cache found, using its data for the LL simulation",
+        "specified LL cache:",
+        "simulated LL cache:",
+    ]
+    .iter()
+    .any(|p| line.contains(p))
 }
 
 fn oracle(prog: &str) {
     let test = format!("oracle_{prog}");
-    let Some((gcc, valgrind)) = tools(&test) else { return };
+    let Some((gcc, valgrind)) = tools(&test) else {
+        return;
+    };
     let t0 = Instant::now();
 
     let src = programs_dir().join(format!("{prog}.c"));
     assert!(src.is_file(), "missing {}", src.display());
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("oracle-{prog}-{}", std::process::id()));
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("oracle-{prog}-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).expect("create work dir");
 
@@ -356,16 +441,26 @@ fn oracle(prog: &str) {
     check_ok(&format!("gcc {}", src.display()), &out);
 
     // 2. Lackey trace.
-    let lackey_args: Vec<String> =
-        ["--tool=lackey", "--trace-mem=yes", "--log-file=trace.lackey"].iter().map(|s| s.to_string()).collect();
+    let lackey_args: Vec<String> = [
+        "--tool=lackey",
+        "--trace-mem=yes",
+        "--log-file=trace.lackey",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let lackey = run_valgrind(&valgrind, &dir, &lackey_args);
-    check_ok(&format!("valgrind {} ./prog", lackey_args.join(" ")), &lackey);
+    check_ok(
+        &format!("valgrind {} ./prog", lackey_args.join(" ")),
+        &lackey,
+    );
     let trace = dir.join("trace.lackey");
     let lk = lackey_stats(&trace);
     eprintln!(
-        "{test}: lackey trace {} I + {} data records ({:.1} MB) after {:.1?}",
+        "{test}: lackey trace {} I + {} L/M + {} S records ({:.1} MB) after {:.1?}",
         lk.instr_records,
-        lk.data_records,
+        lk.read_records,
+        lk.write_records,
         fs::metadata(&trace).map(|m| m.len()).unwrap_or(0) as f64 / 1e6,
         t0.elapsed()
     );
@@ -389,7 +484,8 @@ fn oracle(prog: &str) {
         check_ok(&format!("valgrind {} ./prog", cg_args.join(" ")), &cg);
         let cg_stderr = String::from_utf8_lossy(&cg.stderr).into_owned();
         let cg_text = fs::read_to_string(dir.join(&cg_file)).expect("read cachegrind output file");
-        let cg_out = parse_cg_out(&cg_text).unwrap_or_else(|e| panic!("{test} [{}]: {e}\n{cg_text}", g.name));
+        let cg_out = parse_cg_out(&cg_text)
+            .unwrap_or_else(|e| panic!("{test} [{}]: {e}\n{cg_text}", g.name));
 
         // Valgrind must have simulated exactly the requested geometry.
         let warns = warnings(&cg_stderr);
@@ -427,6 +523,14 @@ fn oracle(prog: &str) {
                 g.name, lk.instr_records, lk.guest_instrs, cg_ir
             ));
         }
+        let (cg_dr, cg_dw) = (cg_out.summary["Dr"], cg_out.summary["Dw"]);
+        if (cg_dr, cg_dw) != (lk.read_records, lk.write_records) {
+            failures.push(format!(
+                "[{}] lackey and cachegrind saw different data accesses: lackey L+M {} / S {}, \
+                 cachegrind Dr {} / Dw {}",
+                g.name, lk.read_records, lk.write_records, cg_dr, cg_dw
+            ));
+        }
 
         // 4. coldcache.
         let cli_args: Vec<String> = vec![
@@ -450,7 +554,7 @@ fn oracle(prog: &str) {
             .expect("run coldcache");
         let cli_time = t_cli.elapsed();
         let repro = format!(
-            "  reproduce: cd {} && valgrind {} ./prog\n             coldcache {}",
+            "  reproduce: cd {} && env -i valgrind {} ./prog\n             coldcache {}",
             dir.display(),
             cg_args.join(" "),
             cli_args.join(" ")
@@ -471,8 +575,10 @@ fn oracle(prog: &str) {
                 continue;
             }
         };
-        let want: BTreeMap<String, u64> =
-            EVENTS.iter().map(|e| (e.to_string(), cg_out.summary[*e])).collect();
+        let want: BTreeMap<String, u64> = EVENTS
+            .iter()
+            .map(|e| (e.to_string(), cg_out.summary[*e]))
+            .collect();
         if got != want {
             failures.push(format!(
                 "[{}] {geo}: coldcache disagrees with cachegrind\n{}    (lackey I records {}, cachegrind Ir {})\n{repro}",
@@ -482,7 +588,10 @@ fn oracle(prog: &str) {
                 cg_ir
             ));
         } else {
-            eprintln!("{test} [{}]: all nine totals equal (coldcache took {cli_time:.1?})", g.name);
+            eprintln!(
+                "{test} [{}]: all nine totals equal (coldcache took {cli_time:.1?})",
+                g.name
+            );
         }
     }
 
@@ -517,7 +626,10 @@ fn parses_cachegrind_output() {
     assert_eq!(cg.summary["Ir"], 1);
     assert_eq!(cg.summary["DLmw"], 8);
     assert!(parse_cg_out("events: Ir\nsummary: 1 2\n").is_err());
-    assert!(parse_cg_out("events: Ir\nsummary: 1\n").is_err(), "missing events must be an error");
+    assert!(
+        parse_cg_out("events: Ir\nsummary: 1\n").is_err(),
+        "missing events must be an error"
+    );
 }
 
 #[test]
