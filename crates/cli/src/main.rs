@@ -1,1 +1,61 @@
-fn main() {}
+//! The `coldcache` command: a thin layer of argument parsing and output over
+//! the library crates. Each subcommand lives in its own module; `main` runs
+//! one, prints the whole chain of causes of an error once, and treats a
+//! closed stdout (`coldcache sim ... | head`) as success.
+
+mod sim_cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// See exactly how a program uses the CPU caches.
+#[derive(Parser, Debug)]
+#[command(name = "coldcache", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Simulate a cache hierarchy over recorded memory traces.
+    Sim(sim_cmd::SimArgs),
+    /// List the cache presets.
+    Presets,
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Sim(args) => sim_cmd::run(args),
+        Command::Presets => {
+            for (name, about) in coldcache_config::names() {
+                println!("{name:<16} {about}");
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Whether the error is stdout having been closed by the reader.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprint!("coldcache: error: {e}");
+            for cause in e.chain().skip(1) {
+                eprint!(": {cause}");
+            }
+            eprintln!();
+            ExitCode::from(2)
+        }
+    }
+}
