@@ -97,27 +97,20 @@ fn access_kind(k: RecordKind) -> AccessKind {
     }
 }
 
-/// Cachegrind's minimum line size: the width it gives every memory access
-/// made by a Valgrind "dirty helper" (fxsave, fxrstor, fnstenv, fnsave,
-/// xsave, ...), whatever its real size.
-const CACHEGRIND_MIN_LINE: u32 = 16;
-
 /// The size Cachegrind simulates for a data access that lackey logged with
-/// `size`. Ordinary loads and stores are at most 32 bytes and never 17..31;
-/// anything else came from a dirty helper, which Cachegrind clamps to 16.
-fn cachegrind_data_size(size: u32) -> u32 {
-    if size > CACHEGRIND_MIN_LINE && size != 32 {
-        CACHEGRIND_MIN_LINE
-    } else {
-        size
-    }
+/// `size`: at most the smallest line size of its caches. Cachegrind refuses
+/// lines narrower than the widest register, so only Valgrind's "dirty
+/// helper" accesses (fxsave 512 B, fnsave 108 B, fnstenv 28 B, ...) are
+/// ever cut; lackey logs their full size.
+fn cachegrind_data_size(size: u32, min_line: u32) -> u32 {
+    size.min(min_line)
 }
 
 struct Input {
     name: String,
-    /// Whether data sizes get Cachegrind's dirty-helper clamp (lackey
-    /// input simulated with the `cachegrind` preset).
-    clamp: bool,
+    /// Cachegrind's clamp of data sizes to its smallest line size (lackey
+    /// input simulated with the `cachegrind` preset), or `u32::MAX`.
+    clamp: u32,
     reader: TraceReader,
     buf: Vec<Record>,
     pos: usize,
@@ -252,13 +245,23 @@ pub fn run(args: SimArgs) -> Result<()> {
         cores.assign(key, core);
     }
 
+    let min_line = cfg
+        .levels
+        .iter()
+        .map(|l| l.line_size)
+        .min()
+        .unwrap_or(u32::MAX);
     let mut inputs = Vec::new();
     for path in &args.traces {
         let mut reader = coldcache_trace::open(path, format)?;
         reader.set_skip_bad(args.skip_bad);
         inputs.push(Input {
             name: path.display().to_string(),
-            clamp: cfg.name == "cachegrind" && reader.format() == Format::Lackey,
+            clamp: if cfg.name == "cachegrind" && reader.format() == Format::Lackey {
+                min_line
+            } else {
+                u32::MAX
+            },
             reader,
             buf: Vec::with_capacity(1 << 16),
             pos: 0,
@@ -315,10 +318,10 @@ pub fn run(args: SimArgs) -> Result<()> {
                     last_key = key;
                     last_core = cores.core_of(key);
                 }
-                let size = if input.clamp && rec.kind != RecordKind::Instr {
-                    cachegrind_data_size(rec.size)
-                } else {
+                let size = if rec.kind == RecordKind::Instr {
                     rec.size
+                } else {
+                    cachegrind_data_size(rec.size, input.clamp)
                 };
                 let r = h.access(
                     last_core,
@@ -628,6 +631,12 @@ impl Report<'_> {
             writeln!(out)?;
         }
         writeln!(out)?;
+        if self.cfg.straddle == StraddleMode::PerLine {
+            writeln!(
+                out,
+                "(per-line mode: an access straddling lines counts each line where it was found)"
+            )?;
+        }
         write!(out, "{:<10} {:>15}", "served by", "records")?;
         let slot_names = self.slot_names();
         for n in &slot_names {
@@ -740,14 +749,15 @@ mod tests {
     }
 
     #[test]
-    fn cachegrind_clamps_only_dirty_helper_sizes() {
+    fn cachegrind_clamps_to_its_smallest_line() {
+        // Ordinary accesses (at most 32 bytes) fit every line Cachegrind
+        // accepts; fnstenv 28, fnsave 108, fxsave 512 are cut to the line.
         for ordinary in [1, 2, 4, 8, 10, 16, 32] {
-            assert_eq!(cachegrind_data_size(ordinary), ordinary);
+            assert_eq!(cachegrind_data_size(ordinary, 32), ordinary);
         }
-        // fnstenv 28, fnsave 108, fxsave 512, xsave 832
-        for helper in [28, 108, 512, 832] {
-            assert_eq!(cachegrind_data_size(helper), 16);
-        }
+        assert_eq!(cachegrind_data_size(108, 32), 32);
+        assert_eq!(cachegrind_data_size(512, 64), 64);
+        assert_eq!(cachegrind_data_size(28, 64), 28);
     }
 
     #[test]

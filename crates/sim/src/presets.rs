@@ -140,6 +140,11 @@ pub fn cachegrind_default() -> HierarchyConfig {
 /// miss; an access straddling two lines counts once and misses if either
 /// line misses. Cachegrind does not model write-backs, and neither do the
 /// counters it reports: write-backs here never change what the LL holds.
+///
+/// One more Cachegrind rule belongs to the caller that maps trace records to
+/// accesses: Cachegrind cuts every data access to its smallest line size
+/// (only Valgrind's "dirty helper" accesses such as `fxsave` are ever that
+/// wide); `coldcache sim` applies it to lackey traces with this preset.
 pub fn cachegrind(i1: Geometry, d1: Geometry, ll: Geometry) -> HierarchyConfig {
     use CacheKind::*;
     let lru = ReplacementPolicy::Lru;
