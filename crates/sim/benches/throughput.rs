@@ -11,6 +11,12 @@
 //! - `jaguar-4t` and `jaguar-4t+attribution`: the Jaguar preset with the
 //!   trace split round-robin into four threads on four cores.
 //!
+//! With `COLDCACHE_BENCH_TRACE=FILE` (a lackey trace, plain or compressed)
+//! the trace is that program's instead: its first 20 million records are
+//! loaded into memory, each thread-less record assigned to thread
+//! (index / 64) % 4 for the Jaguar runs. `scripts/bench.sh` makes one from
+//! a real program and also times `coldcache sim` against Cachegrind.
+//!
 //! Run: `cargo bench -p coldcache-sim --bench throughput`.
 
 use coldcache_sim::*;
@@ -113,8 +119,48 @@ fn run_attributed(
     }
 }
 
+/// A recorded trace, when `COLDCACHE_BENCH_TRACE` names one.
+fn load_trace() -> Option<Vec<(u8, Access, u32)>> {
+    let path = std::env::var_os("COLDCACHE_BENCH_TRACE")?;
+    let mut r = coldcache_trace::open(std::path::Path::new(&path), None).expect("open trace");
+    let mut recs = Vec::new();
+    while recs.len() < 20_000_000 && r.read_batch(&mut recs, 1 << 16).expect("read trace") > 0 {}
+    let mut ip = 0u64;
+    let out = recs
+        .iter()
+        .enumerate()
+        .map(|(i, rec)| {
+            use coldcache_trace::RecordKind as K;
+            let kind = match rec.kind {
+                K::Instr => {
+                    ip = rec.addr;
+                    AccessKind::InstrFetch
+                }
+                K::Load => AccessKind::Read,
+                K::Store => AccessKind::Write,
+                K::Modify => AccessKind::ReadModifyWrite,
+                K::Prefetch => AccessKind::Prefetch,
+                K::NtStore => AccessKind::NonTemporalStore,
+                K::Flush => AccessKind::Flush,
+            };
+            let t = ((i / 64) % 4) as u8;
+            (
+                t,
+                Access::new(kind, rec.addr, rec.size).with_ip(ip),
+                (ip & 0xFFFFF) as u32,
+            )
+        })
+        .collect();
+    eprintln!(
+        "benchmarking {} records of {}",
+        recs.len(),
+        path.to_string_lossy()
+    );
+    Some(out)
+}
+
 fn bench(c: &mut Criterion) {
-    let trace = make_trace();
+    let trace = load_trace().unwrap_or_else(make_trace);
     let mut g = c.benchmark_group("simulate");
     g.throughput(Throughput::Elements(trace.len() as u64));
     g.sample_size(10);
