@@ -124,7 +124,10 @@ fn load_trace() -> Option<Vec<(u8, Access, u32)>> {
     let path = std::env::var_os("COLDCACHE_BENCH_TRACE")?;
     let mut r = coldcache_trace::open(std::path::Path::new(&path), None).expect("open trace");
     let mut recs = Vec::new();
-    while recs.len() < 20_000_000 && r.read_batch(&mut recs, 1 << 16).expect("read trace") > 0 {}
+    let mut batch = Vec::new();
+    while recs.len() < 20_000_000 && r.read_batch(&mut batch, 1 << 16).expect("read trace") > 0 {
+        recs.extend_from_slice(&batch);
+    }
     let mut ip = 0u64;
     let out = recs
         .iter()

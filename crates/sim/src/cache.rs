@@ -308,10 +308,11 @@ impl Cache {
             // Invalid ways have stamp 0 and valid ones at least 1: one scan
             // finds an invalid way first, else the oldest.
             let s = &self.stamp[base..base + self.ways];
-            let mut best = 0;
-            for w in 1..self.ways {
-                if s[w] < s[best] {
+            let (mut best, mut oldest) = (0, s[0]);
+            for (w, &t) in s.iter().enumerate().skip(1) {
+                if t < oldest {
                     best = w;
+                    oldest = t;
                 }
             }
             return best;

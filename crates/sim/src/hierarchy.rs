@@ -126,6 +126,12 @@ pub struct Hierarchy {
     per_line: bool,
     /// `LookupMode::AllLevels`: the fast path must look up every level.
     all_levels: bool,
+    /// None of coherence, all-levels lookup, hardware prefetchers or SRRIP
+    /// first levels: hits take `plain_hit`.
+    plain: bool,
+    /// Whether a walk can refill a line it evicted (hardware prefetchers,
+    /// exclusive levels), so queued victims must be checked for staleness.
+    refills: bool,
     pending: Vec<Pending>,
     pf_events: Vec<PrefetchResolution>,
     pf_events_cap: usize,
@@ -313,6 +319,18 @@ impl Hierarchy {
             fast_dirty: [0, 0, flags::DIRTY, flags::DIRTY],
             per_line: cfg.straddle == StraddleMode::PerLine,
             all_levels: cfg.lookup == LookupMode::AllLevels,
+            refills: !cfg.prefetchers.is_empty()
+                || cfg
+                    .levels
+                    .iter()
+                    .any(|l| l.inclusion == Inclusion::Exclusive),
+            plain: !coherent
+                && cfg.lookup == LookupMode::OnMiss
+                && cfg.prefetchers.is_empty()
+                && !cfg
+                    .levels
+                    .iter()
+                    .any(|l| l.level == 1 && matches!(l.policy, ReplacementPolicy::Srrip { .. })),
             pending: Vec::with_capacity(256),
             pf_events: Vec::with_capacity(pf_events_cap),
             pf_events_cap,
@@ -391,19 +409,46 @@ impl Hierarchy {
     ///
     /// # Panics
     /// If `core` is out of range.
-    #[inline]
+    #[inline(always)]
     pub fn access(&mut self, core: usize, a: Access) -> AccessResult {
         let k = a.kind as usize;
         if k <= AccessKind::ReadModifyWrite as usize {
             // Indexing `fast` also checks `core`.
             let fast = self.fast[core][k];
             if fast != NO_FAST {
-                if let Some(r) = self.first_level_hit(fast, core, k, a.addr, a.size) {
+                let hit = if self.plain {
+                    self.plain_hit(fast, k, a.addr, a.size)
+                } else {
+                    self.first_level_hit(fast, core, k, a.addr, a.size)
+                };
+                if let Some(r) = hit {
                     return r;
                 }
             }
         }
         self.access_slow(core, a.kind, a.addr, u64::from(a.size.max(1)), a.ip)
+    }
+
+    /// The fast path of a plain configuration (no coherence, no all-levels
+    /// lookup, no hardware prefetcher, no SRRIP first level): a one-line
+    /// access that hits the first level with no prefetch mark on its line.
+    #[inline(always)]
+    fn plain_hit(&mut self, fast: u16, k: usize, addr: u64, size: u32) -> Option<AccessResult> {
+        let x = &mut self.inst[usize::from(fast)];
+        let shift = x.cache.line_shift();
+        let line = addr >> shift;
+        let end = addr + u64::from(size.saturating_sub(1));
+        if end >> shift != line {
+            // No tick is counted in a plain configuration: any core will do.
+            return self.first_level_hit_lines(fast, 0, k, addr, end);
+        }
+        let idx = x.cache.lookup(line)?;
+        if x.cache.flags(idx) & (flags::SW_PREFETCHED | flags::HW_PREFETCHED) != 0 {
+            return None;
+        }
+        x.cache.set_flags(idx, self.fast_dirty[k]);
+        x.hits_fast[k] += 1;
+        Some(AccessResult::new(ServedBy::L1, 1))
     }
 
     /// The fast path: a demand access that hits the first level, where no
@@ -862,8 +907,13 @@ impl Hierarchy {
             i += 1;
             let src = path.get(pos);
             // A victim whose line came back into its level while queued (a
-            // later fill in the same walk) is stale: merge, do not sink it.
-            if let Some(idx) = self.inst[src].cache.find(ev.line) {
+            // prefetch fill or an exclusive victim fill in the same walk) is
+            // stale: merge, do not sink it.
+            if let Some(idx) = self
+                .refills
+                .then(|| self.inst[src].cache.find(ev.line))
+                .flatten()
+            {
                 self.inst[src].cache.set_flags(idx, ev.flags & flags::DIRTY);
                 continue;
             }
