@@ -426,7 +426,7 @@ struct Report<'a> {
 
 /// Cachegrind's nine totals from the tally (Whole straddle mode: one count
 /// per access). A modify counts as a read, as Cachegrind counts it.
-fn cachegrind_events(t: &Tally, levels: usize) -> [(&'static str, u64); 9] {
+fn cachegrind_events(t: &Tally) -> [(&'static str, u64); 9] {
     let i = kind_index(RecordKind::Instr);
     let (l, m, s) = (
         kind_index(RecordKind::Load),
@@ -434,7 +434,6 @@ fn cachegrind_events(t: &Tally, levels: usize) -> [(&'static str, u64); 9] {
         kind_index(RecordKind::Store),
     );
     let miss1 = |k: usize| t.served[k][1..].iter().sum::<u64>();
-    let _ = levels;
     let mem = |k: usize| t.served[k][MAX_LEVELS];
     [
         ("Ir", t.records[i]),
@@ -555,7 +554,7 @@ impl Report<'_> {
         });
         if self.is_cachegrind() {
             let mut cg = serde_json::Map::new();
-            for (name, value) in cachegrind_events(self.tally, self.h.levels()) {
+            for (name, value) in cachegrind_events(self.tally) {
                 cg.insert(name.into(), json!(value));
             }
             v["cachegrind"] = Value::Object(cg);
@@ -710,7 +709,7 @@ impl Report<'_> {
         }
         if self.is_cachegrind() {
             writeln!(out, "\nCachegrind events:")?;
-            let ev = cachegrind_events(self.tally, self.h.levels());
+            let ev = cachegrind_events(self.tally);
             for (name, v) in ev {
                 writeln!(out, "  {name:<5} {:>15}", group(v))?;
             }

@@ -9,7 +9,12 @@
 //! - `cachegrind+attribution`: plus a per-instruction counter update per
 //!   access, as the capture engine does;
 //! - `jaguar-4t` and `jaguar-4t+attribution`: the Jaguar preset with the
-//!   trace split round-robin into four threads on four cores.
+//!   trace split into four threads (turns of 64 accesses) on four cores
+//!   running the same code on private data (each thread's data addresses
+//!   are moved to their own region);
+//! - `jaguar-4t-shared`: the same split with the data left shared, so the
+//!   four "threads" write each other's lines all the time (a worst case for
+//!   coherence, not a realistic program).
 //!
 //! With `COLDCACHE_BENCH_TRACE=FILE` (a lackey trace, plain or compressed)
 //! the trace is that program's instead: its first 20 million records are
@@ -162,8 +167,22 @@ fn load_trace() -> Option<Vec<(u8, Access, u32)>> {
     Some(out)
 }
 
+/// The trace with each thread's data moved to a region of its own.
+fn private_data(trace: &[(u8, Access, u32)]) -> Vec<(u8, Access, u32)> {
+    trace
+        .iter()
+        .map(|&(t, mut a, i)| {
+            if a.kind != AccessKind::InstrFetch {
+                a.addr ^= u64::from(t) << 40;
+            }
+            (t, a, i)
+        })
+        .collect()
+}
+
 fn bench(c: &mut Criterion) {
     let trace = load_trace().unwrap_or_else(make_trace);
+    let private = private_data(&trace);
     let mut g = c.benchmark_group("simulate");
     g.throughput(Throughput::Elements(trace.len() as u64));
     g.sample_size(10);
@@ -193,11 +212,15 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("jaguar-4t", |b| {
         let mut h = Hierarchy::new(&jag).unwrap();
-        b.iter(|| run(&mut h, black_box(&trace), true))
+        b.iter(|| run(&mut h, black_box(&private), true))
     });
     g.bench_function("jaguar-4t+attribution", |b| {
         let mut h = Hierarchy::new(&jag).unwrap();
-        b.iter(|| run_attributed(&mut h, black_box(&trace), true, &mut counters))
+        b.iter(|| run_attributed(&mut h, black_box(&private), true, &mut counters))
+    });
+    g.bench_function("jaguar-4t-shared", |b| {
+        let mut h = Hierarchy::new(&jag).unwrap();
+        b.iter(|| run(&mut h, black_box(&trace), true))
     });
     g.finish();
 }

@@ -587,7 +587,7 @@ impl Hierarchy {
             | AccessKind::Read
             | AccessKind::Write
             | AccessKind::ReadModifyWrite => self.demand(core, kind, addr, size, ip),
-            AccessKind::Prefetch => self.software_prefetch(core, addr, size, ip),
+            AccessKind::Prefetch => self.software_prefetch(core, addr, ip),
             AccessKind::NonTemporalStore => self.remove_everywhere(core, addr, size, true),
             AccessKind::Flush => self.remove_everywhere(core, addr, size, false),
         }
@@ -816,7 +816,7 @@ impl Hierarchy {
             self.handle_victims();
         }
         if l1_missed && self.coherent {
-            self.clear_exclusive_elsewhere(core, path, addr, size);
+            self.clear_exclusive_elsewhere(core, addr, size);
         }
         served.unwrap_or(ServedBy::MEMORY)
     }
@@ -981,8 +981,7 @@ impl Hierarchy {
 
     /// Another core may now hold a copy: no first-level copy elsewhere may
     /// stay marked as the only one.
-    fn clear_exclusive_elsewhere(&mut self, core: usize, path: Path, addr: u64, size: u64) {
-        let _ = path;
+    fn clear_exclusive_elsewhere(&mut self, core: usize, addr: u64, size: u64) {
         for c in 0..self.cfg.cores {
             if c == core {
                 continue;
@@ -1113,13 +1112,12 @@ impl Hierarchy {
         }
     }
 
-    fn software_prefetch(&mut self, core: usize, addr: u64, size: u64, ip: u64) -> AccessResult {
+    fn software_prefetch(&mut self, core: usize, addr: u64, ip: u64) -> AccessResult {
         let path = self.dpath[core];
         let l1 = path.get(0);
         let shift = self.inst[l1].cache.line_shift();
         // A prefetch instruction fetches the one line holding `addr`.
         let line = addr >> shift;
-        let _ = size;
         if self.inst[l1].cache.lookup(line).is_some() {
             self.sw_pf.redundant += 1;
             let mut r = AccessResult::new(ServedBy::L1, 1);
