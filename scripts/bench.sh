@@ -2,9 +2,11 @@
 # Simulation throughput on a real program, and coldcache sim end to end
 # against Cachegrind, in one run (ratios are what to read: machines differ).
 #
-#   scripts/bench.sh [PROGRAM.c]     (default: tests-programs/matmul.c)
+#   scripts/bench.sh [PROGRAM.c | COMMAND ARGS...]
+#                                   (default: tests-programs/matmul.c;
+#                                    e.g. scripts/bench.sh python3 -c pass)
 #
-# 1. builds the program and records its lackey trace (not timed);
+# 1. builds the program (a .c file) and records its lackey trace (not timed);
 # 2. cargo bench on that trace held in memory (cachegrind, jaguar x4 threads,
 #    each with and without per-instruction attribution, and a floor loop);
 # 3. times, best of 3 each: the program natively, valgrind cachegrind with
@@ -12,12 +14,18 @@
 #    trace (plain and gzip), with the same geometry.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-src=${1:-tests-programs/matmul.c}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-gcc -O1 -g -fno-pie -no-pie -o "$work/prog" "$src"
+if [ $# -eq 0 ] || [[ "$1" == *.c ]]; then
+  src=${1:-tests-programs/matmul.c}
+  gcc -O1 -g -fno-pie -no-pie -o "$work/prog" "$src"
+  prog=("$work/prog")
+else
+  src="$*"
+  prog=("$(command -v "$1")" "${@:2}")
+fi
 geo=(--I1=32768,8,64 --D1=32768,8,64 --LL=8388608,16,64)
-env -i valgrind --tool=lackey --trace-mem=yes --log-file="$work/trace.lackey" "$work/prog" >/dev/null
+env -i PYTHONHASHSEED=0 valgrind --tool=lackey --trace-mem=yes --log-file="$work/trace.lackey" "${prog[@]}" >/dev/null
 gzip -k -1 "$work/trace.lackey"
 records=$(grep -vc '^==' "$work/trace.lackey")
 echo "program: $src, $records trace records, $(du -h "$work/trace.lackey" | cut -f1) of lackey text"
@@ -35,8 +43,8 @@ best() { # best wall time of 3 runs, in seconds
   done
   echo "$b"
 }
-native=$(best "$work/prog")
-cg=$(best env -i valgrind --tool=cachegrind --cache-sim=yes "${geo[@]}" --cachegrind-out-file=/dev/null "$work/prog")
+native=$(best env -i PYTHONHASHSEED=0 "${prog[@]}")
+cg=$(best env -i PYTHONHASHSEED=0 valgrind --tool=cachegrind --cache-sim=yes "${geo[@]}" --cachegrind-out-file=/dev/null "${prog[@]}")
 cc=$(best target/release/coldcache sim --cache cachegrind --I1 32768,8,64 --D1 32768,8,64 --LL 8388608,16,64 --no-progress "$work/trace.lackey")
 ccz=$(best target/release/coldcache sim --cache cachegrind --I1 32768,8,64 --D1 32768,8,64 --LL 8388608,16,64 --no-progress "$work/trace.lackey.gz")
 printf '%-44s %8.3f s\n' "native program" "$native" \
