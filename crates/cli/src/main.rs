@@ -19,14 +19,14 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Simulate a cache hierarchy over recorded memory traces.
-    Sim(sim_cmd::SimArgs),
+    Sim(Box<sim_cmd::SimArgs>),
     /// List the cache presets.
     Presets,
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Sim(args) => sim_cmd::run(args),
+        Command::Sim(args) => sim_cmd::run(*args),
         Command::Presets => {
             for (name, about) in coldcache_config::names() {
                 println!("{name:<16} {about}");

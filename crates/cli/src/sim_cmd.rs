@@ -138,7 +138,7 @@ impl Input {
     }
 }
 
-fn parse_cachelab(text: &str) -> Result<(u32, u32, u32)> {
+fn parse_cachelab(text: &str) -> Result<CacheLabParams> {
     let parts: Vec<&str> = text.split(',').map(str::trim).collect();
     let [s, e, b] = parts.as_slice() else {
         bail!("--cachelab {text:?}: expected three numbers S,E,B");
@@ -193,8 +193,12 @@ fn thread_key(input: usize, thread: u32) -> u64 {
     ((input as u64) << 32) | u64::from(thread)
 }
 
-/// The configuration, from `--cachelab` or `--cache` and its overrides.
-fn configuration(args: &SimArgs) -> Result<(HierarchyConfig, Option<(u32, u32, u32)>)> {
+/// Cache Lab's `-s S -E E -b B`.
+type CacheLabParams = (u32, u32, u32);
+
+/// The configuration, from `--cachelab` (with its parameters) or `--cache`
+/// and its overrides.
+fn configuration(args: &SimArgs) -> Result<(HierarchyConfig, Option<CacheLabParams>)> {
     if let Some(cl) = &args.cachelab {
         let (s, e, b) = parse_cachelab(cl)?;
         let cfg = coldcache_config::cachelab(s, e, b)?;
