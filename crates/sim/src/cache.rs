@@ -28,6 +28,29 @@ pub mod flags {
     pub const EXCLUSIVE: u8 = 8;
 }
 
+/// The way of `set` holding `line`. Compares four ways per step without a
+/// branch between them: a miss, which must look at every way, is the case
+/// that matters.
+#[inline]
+fn way_of(set: &[u64], line: u64) -> Option<usize> {
+    let mut chunks = set.chunks_exact(4);
+    for (c, q) in chunks.by_ref().enumerate() {
+        let m = u32::from(q[0] == line)
+            | u32::from(q[1] == line) << 1
+            | u32::from(q[2] == line) << 2
+            | u32::from(q[3] == line) << 3;
+        if m != 0 {
+            return Some(c * 4 + m.trailing_zeros() as usize);
+        }
+    }
+    let done = set.len() - chunks.remainder().len();
+    chunks
+        .remainder()
+        .iter()
+        .position(|&t| t == line)
+        .map(|w| done + w)
+}
+
 /// A line removed from a cache, with what the hierarchy needs to handle it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Evicted {
@@ -184,10 +207,7 @@ impl Cache {
         if self.tags[hint] == line {
             return Some(hint);
         }
-        self.tags[base..base + self.ways]
-            .iter()
-            .position(|&t| t == line)
-            .map(|w| base + w)
+        way_of(&self.tags[base..base + self.ways], line).map(|w| base + w)
     }
 
     /// Looks `line` up and, on a hit, updates the replacement state as a use.
@@ -221,9 +241,7 @@ impl Cache {
 
     #[inline(never)]
     fn lookup_scan(&mut self, line: u64, set: usize, base: usize) -> Option<usize> {
-        let w = self.tags[base..base + self.ways]
-            .iter()
-            .position(|&t| t == line)?;
+        let w = way_of(&self.tags[base..base + self.ways], line)?;
         let idx = base + w;
         self.touch(idx);
         self.mru[set] = w as u16;
@@ -467,6 +485,17 @@ mod tests {
             }
         }
         (out, victims)
+    }
+
+    #[test]
+    fn way_of_finds_every_position_and_misses() {
+        for ways in 1..=20u64 {
+            let set: Vec<u64> = (100..100 + ways).collect();
+            for (w, &line) in set.iter().enumerate() {
+                assert_eq!(way_of(&set, line), Some(w));
+            }
+            assert_eq!(way_of(&set, 7), None);
+        }
     }
 
     #[test]
