@@ -6,17 +6,19 @@
 //! Every input file is one thread (a cctrace file may hold several); inputs
 //! take turns of `--quantum` records, so the simulated cores see their
 //! accesses interleaved. Threads map to cores round-robin unless pinned with
-//! `--thread-core`.
+//! `--thread-core`. Each input is parsed on a thread of its own and handed
+//! over in batches, so parsing overlaps simulation.
 
 use anyhow::{bail, Context, Result};
 use coldcache_sim::{
     Access, AccessKind, CoreMap, Hierarchy, HierarchyConfig, LevelStats, ServedBy, StraddleMode,
     MAX_LEVELS,
 };
-use coldcache_trace::{Format, Record, RecordKind, TraceReader};
+use coldcache_trace::{Format, Record, RecordKind, TraceError, TraceReader};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::mpsc;
 use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
@@ -106,31 +108,90 @@ fn cachegrind_data_size(size: u32, min_line: u32) -> u32 {
     size.min(min_line)
 }
 
+/// Records per batch a reader thread parses and hands over.
+const BATCH: usize = 1 << 16;
+
+/// A batch parsed on an input's reader thread; an empty batch ends the
+/// input.
+struct Batch {
+    records: Vec<Record>,
+    bytes_read: u64,
+    skipped: u64,
+}
+
+/// One trace being read: its reader runs on a thread of its own, so that
+/// parsing (the larger cost for text traces) overlaps simulation.
 struct Input {
     name: String,
     /// Cachegrind's clamp of data sizes to its smallest line size (lackey
     /// input simulated with the `cachegrind` preset), or `u32::MAX`.
     clamp: u32,
-    reader: TraceReader,
+    batches: mpsc::Receiver<Result<Batch, TraceError>>,
+    /// Emptied batches go back to the reader thread for reuse.
+    spent: mpsc::SyncSender<Vec<Record>>,
     buf: Vec<Record>,
     pos: usize,
     done: bool,
+    bytes_read: u64,
+    total_bytes: Option<u64>,
+    skipped: u64,
 }
 
 impl Input {
-    /// The next record, reading a new batch when needed.
+    fn new(name: String, clamp: u32, mut reader: TraceReader) -> Input {
+        let total_bytes = reader.total_bytes();
+        let (tx, batches) = mpsc::sync_channel(4);
+        let (spent, spent_rx) = mpsc::sync_channel::<Vec<Record>>(8);
+        std::thread::Builder::new()
+            .name(format!("read {name}"))
+            .spawn(move || loop {
+                let mut records = spent_rx
+                    .try_recv()
+                    .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+                let batch = reader.read_batch(&mut records, BATCH).map(|n| Batch {
+                    records: if n == 0 { Vec::new() } else { records },
+                    bytes_read: reader.bytes_read(),
+                    skipped: reader.skipped(),
+                });
+                let last = !matches!(&batch, Ok(b) if !b.records.is_empty());
+                if tx.send(batch).is_err() || last {
+                    break;
+                }
+            })
+            .expect("spawn a trace reader thread");
+        Input {
+            name,
+            clamp,
+            batches,
+            spent,
+            buf: Vec::new(),
+            pos: 0,
+            done: false,
+            bytes_read: 0,
+            total_bytes,
+            skipped: 0,
+        }
+    }
+
+    /// The next record, taking the next batch when needed.
+    #[inline]
     fn next(&mut self) -> Result<Option<Record>> {
         if self.pos == self.buf.len() {
             if self.done {
                 return Ok(None);
             }
-            self.buf.clear();
+            let _ = self.spent.try_send(std::mem::take(&mut self.buf));
             self.pos = 0;
-            let n = self.reader.read_batch(&mut self.buf, 1 << 16)?;
-            if n == 0 {
+            let batch = self.batches.recv().map_err(|_| {
+                anyhow::anyhow!("{}: the reader thread stopped unexpectedly", self.name)
+            })??;
+            self.bytes_read = batch.bytes_read;
+            self.skipped = batch.skipped;
+            if batch.records.is_empty() {
                 self.done = true;
                 return Ok(None);
             }
+            self.buf = batch.records;
         }
         let r = self.buf[self.pos];
         self.pos += 1;
@@ -259,20 +320,14 @@ pub fn run(args: SimArgs) -> Result<()> {
     for path in &args.traces {
         let mut reader = coldcache_trace::open(path, format)?;
         reader.set_skip_bad(args.skip_bad);
-        inputs.push(Input {
-            name: path.display().to_string(),
-            clamp: if cfg.name == "cachegrind" && reader.format() == Format::Lackey {
-                min_line
-            } else {
-                u32::MAX
-            },
-            reader,
-            buf: Vec::with_capacity(1 << 16),
-            pos: 0,
-            done: false,
-        });
+        let clamp = if cfg.name == "cachegrind" && reader.format() == Format::Lackey {
+            min_line
+        } else {
+            u32::MAX
+        };
+        inputs.push(Input::new(path.display().to_string(), clamp, reader));
     }
-    let total_bytes: u64 = inputs.iter().filter_map(|i| i.reader.total_bytes()).sum();
+    let total_bytes: u64 = inputs.iter().filter_map(|i| i.total_bytes).sum();
     let progress = if args.no_progress || total_bytes < (8 << 20) {
         indicatif::ProgressBar::hidden()
     } else {
@@ -342,18 +397,18 @@ pub fn run(args: SimArgs) -> Result<()> {
                     }
                 }
             }
-            if !input.done || input.pos < input.buf.len() {
+            if !input.done {
                 live += 1;
             }
         }
         turns += 1;
         if turns % 64 == 0 {
-            progress.set_position(inputs.iter().map(|i| i.reader.bytes_read()).sum());
+            progress.set_position(inputs.iter().map(|i| i.bytes_read).sum());
         }
     }
     progress.finish_and_clear();
     let elapsed = started.elapsed().as_secs_f64();
-    let skipped: u64 = inputs.iter().map(|i| i.reader.skipped()).sum();
+    let skipped: u64 = inputs.iter().map(|i| i.skipped).sum();
 
     let out = std::io::stdout();
     let mut out = out.lock();
