@@ -23,9 +23,8 @@ pub mod flags {
     pub const SW_PREFETCHED: u8 = 2;
     /// Brought in by a hardware prefetcher and not used yet.
     pub const HW_PREFETCHED: u8 = 4;
-    /// The owning core holds the only copy (set after its write invalidated
-    /// every other copy; cleared when another core fills the line).
-    pub const EXCLUSIVE: u8 = 8;
+    /// Either prefetch mark.
+    pub const PREFETCHED: u8 = SW_PREFETCHED | HW_PREFETCHED;
 }
 
 /// The way of `set` holding `line`. Compares four ways per step without a

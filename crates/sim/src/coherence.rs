@@ -1,5 +1,6 @@
-//! Per-line coherence statistics in a fixed-capacity open-addressing table,
-//! allocated once so recording an invalidation never allocates.
+//! Coherence bookkeeping, allocated once so that recording never allocates:
+//! per-line invalidation statistics in a fixed-capacity open-addressing
+//! table, and the table of lines a core owns alone.
 
 use crate::stats::LineSharing;
 
@@ -74,9 +75,65 @@ impl LineTable {
     }
 }
 
+/// Lines a core owns alone because its write invalidated every other copy:
+/// a direct-mapped table keyed by first-level line address. A write by the
+/// owner needs no snoop; a fill of the line by any other core drops the
+/// entry; a collision also drops an entry, which only costs one more snoop.
+#[derive(Clone, Debug)]
+pub(crate) struct Owners {
+    slots: Vec<(u64, u32)>,
+}
+
+const OWNER_BITS: u32 = 12;
+
+impl Owners {
+    pub fn new() -> Owners {
+        Owners {
+            slots: vec![(EMPTY, 0); 1 << OWNER_BITS],
+        }
+    }
+
+    #[inline]
+    fn slot(line_addr: u64) -> usize {
+        (line_addr.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - OWNER_BITS)) as usize
+    }
+
+    /// Whether `core` owns `line_addr` alone.
+    #[inline]
+    pub fn owns(&self, line_addr: u64, core: usize) -> bool {
+        self.slots[Self::slot(line_addr)] == (line_addr, core as u32)
+    }
+
+    /// `core` now owns `line_addr` alone.
+    #[inline]
+    pub fn claim(&mut self, line_addr: u64, core: usize) {
+        self.slots[Self::slot(line_addr)] = (line_addr, core as u32);
+    }
+
+    /// `core` filled `line_addr`: whoever else owned it no longer does.
+    #[inline]
+    pub fn filled_by(&mut self, line_addr: u64, core: usize) {
+        let e = &mut self.slots[Self::slot(line_addr)];
+        if e.0 == line_addr && e.1 != core as u32 {
+            e.0 = EMPTY;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ownership_is_dropped_by_another_cores_fill_only() {
+        let mut o = Owners::new();
+        o.claim(0x1000, 2);
+        assert!(o.owns(0x1000, 2) && !o.owns(0x1000, 1) && !o.owns(0x1040, 2));
+        o.filled_by(0x1000, 2);
+        assert!(o.owns(0x1000, 2));
+        o.filled_by(0x1000, 3);
+        assert!(!o.owns(0x1000, 2));
+    }
 
     #[test]
     fn full_table_refuses_new_lines_but_keeps_old_ones() {

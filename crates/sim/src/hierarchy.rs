@@ -8,7 +8,7 @@
 //! victim can never displace the line the walk is still looking for.
 
 use crate::cache::{flags, Cache, Evicted};
-use crate::coherence::LineTable;
+use crate::coherence::{LineTable, Owners};
 use crate::config::*;
 use crate::prefetch::{Candidates, Prefetcher};
 use crate::shadow::Shadow;
@@ -119,8 +119,11 @@ pub struct Hierarchy {
     /// Per core and demand kind, the first-level instance for the fast path,
     /// or `NO_FAST`.
     fast: Vec<[u16; 4]>,
-    /// Per demand kind, (mask, value) the line flags must match on the fast path.
-    fast_flags: [(u8, u8); 4],
+    /// Lines a core owns alone after its write (coherent hierarchies).
+    owners: Owners,
+    /// Line shift of the widest line of any level: a fill drops ownership of
+    /// every first-level line in that span.
+    widest_shift: u32,
     /// Per demand kind, the flags a fast-path hit sets (dirty for writes).
     fast_dirty: [u8; 4],
     per_line: bool,
@@ -286,13 +289,7 @@ impl Hierarchy {
                 [fast_of(&ipath[c]), d, d, d]
             })
             .collect();
-        let pf = flags::SW_PREFETCHED | flags::HW_PREFETCHED;
-        let wflags = if coherent {
-            (pf | flags::EXCLUSIVE, flags::EXCLUSIVE)
-        } else {
-            (pf, 0)
-        };
-        let fast_flags = [(pf, 0), (pf, 0), wflags, wflags];
+
         Ok(Hierarchy {
             coh: CoherenceStats {
                 sent_by_core: vec![0; cores],
@@ -315,7 +312,13 @@ impl Hierarchy {
             tick: vec![0; cores],
             count_ticks: !cfg.prefetchers.is_empty(),
             fast,
-            fast_flags,
+            owners: Owners::new(),
+            widest_shift: cfg
+                .levels
+                .iter()
+                .map(|l| l.line_size.trailing_zeros())
+                .max()
+                .unwrap_or(0),
             fast_dirty: [0, 0, flags::DIRTY, flags::DIRTY],
             per_line: cfg.straddle == StraddleMode::PerLine,
             all_levels: cfg.lookup == LookupMode::AllLevels,
@@ -443,7 +446,7 @@ impl Hierarchy {
             return self.first_level_hit_lines(fast, 0, k, addr, end);
         }
         let idx = x.cache.lookup(line)?;
-        if x.cache.flags(idx) & (flags::SW_PREFETCHED | flags::HW_PREFETCHED) != 0 {
+        if x.cache.flags(idx) & flags::PREFETCHED != 0 {
             return None;
         }
         x.cache.set_flags(idx, self.fast_dirty[k]);
@@ -473,10 +476,14 @@ impl Hierarchy {
             return self.first_level_hit_lines(fast, core, k, addr, end);
         }
         let idx = x.cache.lookup(line)?;
-        // Flags must read as `want` under `mask`: no pending prefetch mark;
-        // for a coherent write, sole ownership.
-        let (mask, want) = self.fast_flags[k];
-        if (x.cache.flags(idx) & mask) != want {
+        // No pending prefetch mark; a coherent write needs sole ownership.
+        if x.cache.flags(idx) & flags::PREFETCHED != 0 {
+            return None;
+        }
+        if self.coherent
+            && k >= AccessKind::Write as usize
+            && !self.owners.owns(line << shift, core)
+        {
             return None;
         }
         if self.all_levels && !self.lower_levels_hit(core, k, addr, end, 1) {
@@ -536,7 +543,6 @@ impl Hierarchy {
         addr: u64,
         end: u64,
     ) -> Option<AccessResult> {
-        let (mask, want) = self.fast_flags[k];
         let x = &mut self.inst[usize::from(fast)];
         let shift = x.cache.line_shift();
         let (first, last) = (addr >> shift, end >> shift);
@@ -547,7 +553,13 @@ impl Hierarchy {
         let mut idx = [0usize; 4];
         for (i, line) in (first..=last).enumerate() {
             idx[i] = x.cache.lookup(line)?;
-            if (x.cache.flags(idx[i]) & mask) != want {
+            if x.cache.flags(idx[i]) & flags::PREFETCHED != 0 {
+                return None;
+            }
+            if self.coherent
+                && k >= AccessKind::Write as usize
+                && !self.owners.owns(line << shift, core)
+            {
                 return None;
             }
         }
@@ -689,7 +701,7 @@ impl Hierarchy {
         let mut served: Option<ServedBy> = None;
         let mut write_pending = kind.writes();
         let all_levels = self.cfg.lookup == LookupMode::AllLevels;
-        let mut l1_missed = false;
+        let mut filled = false;
         let mut pos = start;
         let len = path.len as usize;
         while pos < len {
@@ -726,7 +738,7 @@ impl Hierarchy {
                 match found {
                     Some(idx) => {
                         let f = self.inst[ii].cache.flags(idx);
-                        if f & (flags::SW_PREFETCHED | flags::HW_PREFETCHED) != 0 && count {
+                        if f & flags::PREFETCHED != 0 && count {
                             self.prefetched_line_used(core, ii, idx, line, f);
                             pf_hit |= f & flags::HW_PREFETCHED != 0;
                         }
@@ -791,9 +803,7 @@ impl Hierarchy {
                     }
                 }
             }
-            if pos == 0 && miss {
-                l1_missed = true;
-            }
+            filled |= miss;
             if count && !self.inst[ii].prefetchers.is_empty() {
                 self.train_prefetchers(core, path, pos, ii, addr, ip, miss, pf_hit);
             }
@@ -815,8 +825,8 @@ impl Hierarchy {
         if !self.pending.is_empty() {
             self.handle_victims();
         }
-        if l1_missed && self.coherent {
-            self.clear_exclusive_elsewhere(core, addr, size);
+        if filled && self.coherent {
+            self.drop_ownership_of_others(core, addr, size);
         }
         served.unwrap_or(ServedBy::MEMORY)
     }
@@ -979,20 +989,18 @@ impl Hierarchy {
         self.pending.clear();
     }
 
-    /// Another core may now hold a copy: no first-level copy elsewhere may
-    /// stay marked as the only one.
-    fn clear_exclusive_elsewhere(&mut self, core: usize, addr: u64, size: u64) {
-        for c in 0..self.cfg.cores {
-            if c == core {
-                continue;
-            }
-            let l1 = self.dpath[c].get(0);
-            let shift = self.inst[l1].cache.line_shift();
-            for line in (addr >> shift)..=((addr + size - 1) >> shift) {
-                if let Some(idx) = self.inst[l1].cache.find(line) {
-                    self.inst[l1].cache.clear_flags(idx, flags::EXCLUSIVE);
-                }
-            }
+    /// `core` filled the lines of `[addr, addr + size)` somewhere: no other
+    /// core owns them alone any more (nor the first-level lines sharing a
+    /// wider line of some level with them).
+    fn drop_ownership_of_others(&mut self, core: usize, addr: u64, size: u64) {
+        let shift = self.inst[self.dpath[core].get(0)].cache.line_shift();
+        let w = self.widest_shift.max(shift);
+        let (first, last) = (
+            (addr >> w) << w,
+            ((addr + size - 1) >> w) << w | ((1 << w) - 1),
+        );
+        for line in (first >> shift)..=(last >> shift) {
+            self.owners.filled_by(line << shift, core);
         }
     }
 
@@ -1008,12 +1016,11 @@ impl Hierarchy {
     ) -> (u16, u16) {
         let l1 = self.dpath[core].get(0);
         let l1_line = line_addr >> self.inst[l1].cache.line_shift();
-        let own = self.inst[l1].cache.find(l1_line);
+        if self.owners.owns(line_addr, core) {
+            return (0, 0);
+        }
         let mut writer_mask = wmask;
-        if let Some(idx) = own {
-            if self.inst[l1].cache.flags(idx) & flags::EXCLUSIVE != 0 {
-                return (0, 0);
-            }
+        if let Some(idx) = self.inst[l1].cache.find(l1_line) {
             writer_mask |= self.inst[l1].cache.touched(idx);
         }
         let mut sent = 0u16;
@@ -1045,9 +1052,7 @@ impl Hierarchy {
                 }
             }
         }
-        if let Some(idx) = own {
-            self.inst[l1].cache.set_flags(idx, flags::EXCLUSIVE);
-        }
+        self.owners.claim(line_addr, core);
         if sent > 0 {
             self.coh.sent_by_core[core] += 1;
             self.coh.invalidations += u64::from(sent);

@@ -385,3 +385,43 @@ proptest! {
         prop_assert_eq!(fast.line_sharing(), slow.line_sharing());
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(150))]
+
+    /// Coherence: right after a write by core c, no cache off c's data path
+    /// (other cores' private caches, other groups' shared ones) holds the
+    /// line, however the simulator avoids redundant snoops.
+    #[test]
+    fn after_a_write_no_other_core_holds_the_line(
+        cfg in prop_oneof![
+            random_hierarchy(Inclusion::NonInclusive),
+            random_hierarchy(Inclusion::Inclusive),
+            random_hierarchy(Inclusion::Exclusive),
+        ],
+        jaguar in any::<bool>(),
+        ops in prop::collection::vec(mop(8), 1..500),
+    ) {
+        let cfg = if jaguar { presets::jaguar() } else { cfg };
+        let mut h = Hierarchy::new(&cfg).unwrap();
+        let infos = h.instances();
+        for (i, o) in ops.iter().enumerate() {
+            let core = o.core % cfg.cores;
+            let a = Access::new(o.kind, o.addr % 4096, o.size.min(8));
+            h.access(core, a);
+            if !matches!(o.kind, AccessKind::Write | AccessKind::ReadModifyWrite) || cfg.cores == 1 {
+                continue;
+            }
+            for (t, info) in infos.iter().enumerate() {
+                let shares_with_core = info.first_core <= core && core < info.first_core + info.cores;
+                if shares_with_core {
+                    continue; // the writer's own caches and the levels it shares
+                }
+                prop_assert!(
+                    !h.instance_contains(t, a.addr),
+                    "op {}: core {} wrote {:#x} but {} still holds it", i, core, a.addr, info.name
+                );
+            }
+        }
+    }
+}
