@@ -214,6 +214,9 @@ impl Default for HierarchyConfig {
     }
 }
 
+/// The most lines the per-line coherence table may track.
+pub const MAX_COHERENCE_TABLE: usize = 1 << 24;
+
 /// A configuration problem, naming the key (`levels[1].assoc`) and the problem.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{key}: {problem}")]
@@ -358,6 +361,15 @@ impl HierarchyConfig {
                 })
                 .max()
                 .unwrap_or(1);
+        }
+        if self.coherence_table > MAX_COHERENCE_TABLE {
+            return Err(err(
+                "coherence_table",
+                format!(
+                    "{} lines is more than the {MAX_COHERENCE_TABLE} supported",
+                    self.coherence_table
+                ),
+            ));
         }
         for (i, p) in self.prefetchers.iter().enumerate() {
             let k = |f: &str| format!("prefetchers[{i}].{f}");

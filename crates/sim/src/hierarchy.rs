@@ -94,6 +94,7 @@ struct InFlight {
 
 const INFLIGHT: usize = 64;
 const NO_FAST: u16 = u16::MAX;
+const PENDING_CAPACITY: usize = 4096;
 
 /// A simulated cache hierarchy. See the crate documentation.
 pub struct Hierarchy {
@@ -136,6 +137,8 @@ pub struct Hierarchy {
     /// exclusive levels), so queued victims must be checked for staleness.
     refills: bool,
     pending: Vec<Pending>,
+    /// Nesting of walks (a prefetch fill inside a demand walk).
+    depth: u32,
     pf_events: Vec<PrefetchResolution>,
     pf_events_cap: usize,
     pf_events_dropped: u64,
@@ -143,17 +146,38 @@ pub struct Hierarchy {
     flushes: u64,
 }
 
+/// A per-access count, saturated to the `u16` of [`AccessResult`] (the
+/// hierarchy's own counters keep the full value).
+fn saturate(n: u32) -> u16 {
+    n.min(u32::from(u16::MAX)) as u16
+}
+
+/// Addresses from here up may reach the end of the 64-bit address space.
+const TOP_REGION: u64 = u64::MAX - (u32::MAX as u64) - 1;
+
+/// The last byte of the 64-bit address space aliases the byte before it:
+/// an access is cut to end at `u64::MAX - 1`, so that `addr + size` never
+/// overflows and no line number equals the tag of an empty way (with
+/// 1-byte lines). Sizes of 0 count as 1.
+#[cold]
+fn clamp_to_top(addr: u64, size: u32) -> (u64, u32) {
+    const LAST: u64 = u64::MAX - 1;
+    let addr = addr.min(LAST);
+    let room = LAST - addr + 1;
+    (addr, u64::from(size.max(1)).min(room) as u32)
+}
+
 /// Byte mask of `[addr, addr + size)` within the line `line` of `1 << shift`
 /// bytes, one bit per 1/64 of the line.
 #[inline]
 fn byte_mask(addr: u64, size: u64, line: u64, shift: u32) -> u64 {
     let start = line << shift;
-    let end = start + (1u64 << shift);
+    let line_last = start + ((1u64 << shift) - 1);
     let a = addr.max(start) - start;
-    let b = (addr + size).min(end) - start; // exclusive
+    let b = (addr + (size - 1)).min(line_last) - start; // inclusive
     let gran_shift = shift.saturating_sub(6);
     let first = a >> gran_shift;
-    let last = (b - 1) >> gran_shift;
+    let last = b >> gran_shift;
     let n = last - first + 1;
     let bits = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
     bits << first
@@ -334,7 +358,10 @@ impl Hierarchy {
                     .levels
                     .iter()
                     .any(|l| l.level == 1 && matches!(l.policy, ReplacementPolicy::Srrip { .. })),
-            pending: Vec::with_capacity(256),
+            // Room for the victims of an access spanning 1024 lines on four
+            // levels: wider ones may allocate.
+            pending: Vec::with_capacity(PENDING_CAPACITY),
+            depth: 0,
             pf_events: Vec::with_capacity(pf_events_cap),
             pf_events_cap,
             pf_events_dropped: 0,
@@ -413,7 +440,10 @@ impl Hierarchy {
     /// # Panics
     /// If `core` is out of range.
     #[inline(always)]
-    pub fn access(&mut self, core: usize, a: Access) -> AccessResult {
+    pub fn access(&mut self, core: usize, mut a: Access) -> AccessResult {
+        if a.addr >= TOP_REGION {
+            (a.addr, a.size) = clamp_to_top(a.addr, a.size);
+        }
         let k = a.kind as usize;
         if k <= AccessKind::ReadModifyWrite as usize {
             // Indexing `fast` also checks `core`.
@@ -632,12 +662,11 @@ impl Hierarchy {
             }
             StraddleMode::PerLine => {
                 let shift = self.inst[path.get(0)].cache.line_shift();
-                let mut at = addr;
-                let end = addr + size;
+                let last = addr + (size - 1);
                 let mut worst = ServedBy::level_n(1);
-                while at < end {
-                    let line_end = ((at >> shift) + 1) << shift;
-                    let seg = line_end.min(end) - at;
+                for line in (addr >> shift)..=(last >> shift) {
+                    let at = addr.max(line << shift);
+                    let seg = last.min((line << shift) + ((1 << shift) - 1)) - at + 1;
                     let s = self.walk(core, path, 0, kind, at, seg, ip, 0, true);
                     r.add_line(s);
                     if s.slot() > worst.slot() {
@@ -646,7 +675,6 @@ impl Hierarchy {
                     if kind != AccessKind::InstrFetch {
                         self.after_data_access(core, kind, at, seg, &mut r);
                     }
-                    at = line_end;
                 }
                 r.served_by = worst;
             }
@@ -674,8 +702,8 @@ impl Hierarchy {
                 }
                 if kind.writes() {
                     let (sent, fs) = self.invalidate_others(core, line << shift, 1 << shift, mask);
-                    r.invalidations += sent;
-                    r.false_sharing += fs;
+                    r.invalidations = r.invalidations.saturating_add(sent);
+                    r.false_sharing = r.false_sharing.saturating_add(fs);
                 }
             }
         }
@@ -742,15 +770,27 @@ impl Hierarchy {
                             self.prefetched_line_used(core, ii, idx, line, f);
                             pf_hit |= f & flags::HW_PREFETCHED != 0;
                         }
-                        if exclusive && served.is_none() && pos > start {
-                            // Victim cache hit: the line moves up (the level
-                            // above already filled it) and leaves this level.
+                        // Victim cache hit: the line moves up to the level
+                        // above that filled it, taking its dirty bit along,
+                        // and leaves this level. (No level above filled it
+                        // after a write-through no-allocate miss: then it
+                        // stays here and takes the write.)
+                        let holder = if exclusive && served.is_none() && pos > start {
+                            (start..pos).rev().find_map(|p| {
+                                let up = path.get(p);
+                                let shift = self.inst[up].cache.line_shift();
+                                self.inst[up]
+                                    .cache
+                                    .find((line << self.inst[ii].cache.line_shift()) >> shift)
+                                    .map(|ui| (up, ui))
+                            })
+                        } else {
+                            None
+                        };
+                        if let Some((up, ui)) = holder {
                             let ev = self.inst[ii].cache.invalidate(line).expect("just found");
                             if ev.flags & flags::DIRTY != 0 {
-                                let up = path.get(pos - 1);
-                                if let Some(ui) = self.inst[up].cache.find(line) {
-                                    self.inst[up].cache.set_flags(ui, flags::DIRTY);
-                                }
+                                self.inst[up].cache.set_flags(ui, flags::DIRTY);
                             }
                         } else if as_write && write_back {
                             self.inst[ii].cache.set_flags(idx, flags::DIRTY);
@@ -773,8 +813,11 @@ impl Hierarchy {
                             }
                             if let Some(ev) = ev {
                                 self.inst[ii].stats.evictions += 1;
-                                if self.inst[ii].inclusion == Inclusion::Inclusive {
-                                    self.back_invalidate(ii, ev);
+                                let mut ev = ev;
+                                if self.inst[ii].inclusion == Inclusion::Inclusive
+                                    && self.back_invalidate(ii, ev)
+                                {
+                                    ev.flags |= flags::DIRTY;
                                 }
                                 self.pending.push(Pending { path, pos, ev });
                             }
@@ -822,7 +865,9 @@ impl Hierarchy {
                 break;
             }
         }
-        if !self.pending.is_empty() {
+        // A prefetch walk nested in a demand walk leaves the victims to the
+        // outer walk, which may still be looking for its line below.
+        if self.depth == 0 && !self.pending.is_empty() {
             self.handle_victims();
         }
         if filled && self.coherent {
@@ -883,14 +928,17 @@ impl Hierarchy {
     }
 
     /// Removes `ev`'s line from every instance above inclusive instance `ii`.
-    fn back_invalidate(&mut self, ii: usize, ev: Evicted) {
+    /// Returns whether a removed copy was dirty: its data leaves with the
+    /// victim, which is then dirty too.
+    fn back_invalidate(&mut self, ii: usize, ev: Evicted) -> bool {
+        let mut dirty = false;
         let shift = self.inst[ii].cache.line_shift();
         let addr = ev.line << shift;
         for k in 0..self.inst[ii].above.len() {
             let up = self.inst[ii].above[k];
             let ushift = self.inst[up].cache.line_shift();
             let first = addr >> ushift;
-            let last = (addr + (1 << shift) - 1) >> ushift;
+            let last = (addr + ((1 << shift) - 1)) >> ushift;
             for l in first..=last {
                 if let Some(uev) = self.inst[up].cache.invalidate(l) {
                     self.inst[up].stats.back_invalidations += 1;
@@ -900,12 +948,14 @@ impl Hierarchy {
                     if uev.flags & flags::DIRTY != 0 {
                         // The dirty data joins the victim on its way down.
                         self.inst[up].stats.writebacks += 1;
+                        dirty = true;
                     }
                     let owner = self.inst[up].info.first_core;
                     self.prefetched_line_lost(owner, &uev);
                 }
             }
         }
+        dirty
     }
 
     /// Handles queued victims: fills exclusive victim caches, writes dirty
@@ -1023,13 +1073,13 @@ impl Hierarchy {
         if let Some(idx) = self.inst[l1].cache.find(l1_line) {
             writer_mask |= self.inst[l1].cache.touched(idx);
         }
-        let mut sent = 0u16;
-        let mut fs = 0u16;
+        let mut sent = 0u32;
+        let mut fs = 0u32;
         for k in 0..self.snoop[core].len() {
             let t = usize::from(self.snoop[core][k]);
             let tshift = self.inst[t].cache.line_shift();
             let first = line_addr >> tshift;
-            let last = (line_addr + line_size - 1) >> tshift;
+            let last = (line_addr + (line_size - 1)) >> tshift;
             for l in first..=last {
                 if let Some(ev) = self.inst[t].cache.invalidate(l) {
                     sent += 1;
@@ -1066,7 +1116,7 @@ impl Hierarchy {
                 None => self.coh.untracked += 1,
             }
         }
-        (sent, fs)
+        (saturate(sent), saturate(fs))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1100,7 +1150,9 @@ impl Hierarchy {
                     tick: self.tick[core],
                 };
                 self.inflight_next[core] += 1;
-                // Fill from this level down, without counting demand traffic.
+                // Fill from this level down, without counting demand traffic;
+                // victims wait for the enclosing demand walk.
+                self.depth += 1;
                 self.walk(
                     core,
                     path,
@@ -1112,6 +1164,7 @@ impl Hierarchy {
                     flags::HW_PREFETCHED,
                     false,
                 );
+                self.depth -= 1;
             }
             self.candidates = cands;
         }
@@ -1130,6 +1183,8 @@ impl Hierarchy {
             r
         } else {
             self.sw_pf.issued += 1;
+            // Not a demand access: it counts in no level's accesses, uses
+            // no prefetched line and trains no prefetcher.
             let s = self.walk(
                 core,
                 path,
@@ -1139,7 +1194,7 @@ impl Hierarchy {
                 1,
                 ip,
                 flags::SW_PREFETCHED,
-                true,
+                false,
             );
             let mut r = AccessResult::new(s, 1);
             r.prefetch = PrefetchIssue::Issued;
@@ -1151,7 +1206,7 @@ impl Hierarchy {
     fn remove_everywhere(&mut self, core: usize, addr: u64, size: u64, nt: bool) -> AccessResult {
         let d = self.dpath[core];
         let on_path = |i: usize| (0..d.len as usize).any(|p| d.get(p) == i);
-        let mut sent = 0u16;
+        let mut sent = 0u32;
         for t in 0..self.inst.len() {
             let shift = self.inst[t].cache.line_shift();
             for l in (addr >> shift)..=((addr + size - 1) >> shift) {
@@ -1198,7 +1253,7 @@ impl Hierarchy {
             self.flushes += 1;
         }
         let mut r = AccessResult::new(ServedBy::MEMORY, 1);
-        r.invalidations = sent;
+        r.invalidations = saturate(sent);
         r
     }
 }

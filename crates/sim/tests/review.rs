@@ -186,7 +186,10 @@ fn nested_prefetch_walk_handles_the_outer_walks_victims_too_early() {
     let mut h = Hierarchy::new(&cfg).unwrap();
     h.access(0, rd(0)); // L1 {0, 1(pf)}
     h.access(0, rd(4 * 64)); // L1 {4, 5(pf)}, L2 {0, 1}
-    assert!(h.instance_contains(2, 0), "setup: line 0 in the victim cache");
+    assert!(
+        h.instance_contains(2, 0),
+        "setup: line 0 in the victim cache"
+    );
     assert_eq!(
         served(&mut h, 0, rd(0)),
         Some(2),
@@ -234,6 +237,16 @@ fn back_invalidated_dirty_data_never_reaches_the_level_below() {
 // ---------------------------------------------------------------------------
 // Panics / overflow at the top of the address space (debug builds).
 
+/// The `cachegrind` preset (Whole mode, plain fast path): an 8-byte read of
+/// the last 8 bytes of memory panics in `walk` (`addr + size - 1` evaluates
+/// `addr + size` = 2^64 first).
+#[test]
+fn cachegrind_read_of_the_last_bytes_of_memory() {
+    let mut h = Hierarchy::new(&presets::cachegrind_default()).unwrap();
+    let r = h.access(0, Access::new(AccessKind::Read, u64::MAX - 7, 8));
+    assert!(r.served_by.is_memory());
+}
+
 /// PerLine: `end = addr + size` overflows for an access ending at the last
 /// byte of memory (release: `end` wraps to 0 and no line is simulated).
 #[test]
@@ -253,7 +266,8 @@ fn per_line_access_to_the_last_bytes_of_memory() {
 }
 
 /// Coherent write to the last line of memory: `byte_mask` computes
-/// `start + line_size` and `addr + size`, both 2^64.
+/// `start + line_size` = 2^64 (also `invalidate_others`:
+/// `line_addr + line_size - 1`).
 #[test]
 fn coherent_write_to_the_last_line_of_memory() {
     let cfg = cfg_of(
@@ -264,8 +278,9 @@ fn coherent_write_to_the_last_line_of_memory() {
         ],
     );
     let mut h = Hierarchy::new(&cfg).unwrap();
-    h.access(1, rd(u64::MAX - 7));
-    let r = h.access(0, wr(u64::MAX - 7));
+    // First byte of the last line: the access itself ends well before 2^64.
+    h.access(1, rd(u64::MAX - 63));
+    let r = h.access(0, wr(u64::MAX - 63));
     assert_eq!(r.invalidations, 1);
 }
 
@@ -284,9 +299,9 @@ fn inclusive_eviction_of_the_last_line_of_memory() {
         ],
     );
     let mut h = Hierarchy::new(&cfg).unwrap();
-    h.access(0, rd(u64::MAX - 7));
+    h.access(0, rd(u64::MAX - 63)); // first bytes of the last line
     h.access(0, rd(0)); // L2 evicts the last line
-    assert!(!h.instance_contains(1, u64::MAX - 7));
+    assert!(!h.instance_contains(1, u64::MAX - 63));
 }
 
 /// An access wrapping past the end of memory (addr = u64::MAX, 8 bytes):
@@ -306,10 +321,11 @@ fn access_wrapping_past_the_end_of_memory() {
     assert!(r.served_by.is_memory());
 }
 
-/// A validated configuration whose `coherence_table` is huge makes
-/// `Hierarchy::new` panic (`capacity * 2` overflow in LineTable::new).
+/// Regression: a huge `coherence_table` passed validation, then made
+/// `Hierarchy::new` panic (`capacity * 2` overflow in LineTable::new). It is
+/// now refused by validation, naming the key.
 #[test]
-fn huge_coherence_table_passes_validation_then_panics() {
+fn huge_coherence_table_is_refused_by_validation() {
     let mut cfg = cfg_of(
         2,
         vec![
@@ -318,12 +334,38 @@ fn huge_coherence_table_passes_validation_then_panics() {
         ],
     );
     cfg.coherence_table = usize::MAX;
-    assert!(cfg.validate().is_ok());
+    let e = cfg.validate().unwrap_err();
+    assert_eq!(e.key, "coherence_table");
     let r = std::panic::catch_unwind(|| Hierarchy::new(&cfg).map(|_| ()));
     assert!(
         matches!(r, Ok(Err(_))),
         "expected a ConfigError, got a panic or Ok"
     );
+}
+
+/// `AccessResult::invalidations` is a u16 summed over the lines of one
+/// access (`r.invalidations += sent` in after_data_access): a 129-line write
+/// that invalidates 255 cores' L1d and L2 copies (65 790) overflows (debug
+/// panic; release wraps to a wrong count).
+#[test]
+fn wide_write_overflows_the_invalidation_count() {
+    let cfg = cfg_of(
+        256,
+        vec![
+            lvl("L1i", 1, CacheKind::Instruction, 64 * 64, 8, 64),
+            lvl("L1d", 1, CacheKind::Data, 256 * 64, 8, 64),
+            lvl("L2", 2, CacheKind::Unified, 512 * 64, 8, 64),
+        ],
+    );
+    let mut h = Hierarchy::new(&cfg).unwrap();
+    for c in 1..256 {
+        for l in 0..129u64 {
+            h.access(c, rd(l * 64));
+        }
+    }
+    let r = h.access(0, Access::new(AccessKind::Write, 0, 129 * 64));
+    assert_eq!(h.stats().coherence.invalidations, 129 * 255 * 2);
+    assert_eq!(r.invalidations, u16::MAX, "saturates at least");
 }
 
 // ---------------------------------------------------------------------------
@@ -337,4 +379,277 @@ fn one_byte_lines_last_address_hits_an_empty_cache() {
     let mut h = Hierarchy::new(&cfg).unwrap();
     let r = h.access(0, Access::new(AccessKind::Read, u64::MAX, 1));
     assert!(r.served_by.is_memory(), "cold cache cannot hit");
+}
+
+// ---------------------------------------------------------------------------
+// Allocation in `Hierarchy::access`.
+
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        pub static ALLOCS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    pub struct Counting;
+
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+            System.alloc(l)
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            System.dealloc(p, l)
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+            let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+            System.realloc(p, l, n)
+        }
+    }
+
+    pub fn count<R>(f: impl FnOnce() -> R) -> (R, u64) {
+        let before = ALLOCS.with(|c| c.get());
+        let r = f();
+        (r, ALLOCS.with(|c| c.get()) - before)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: counting::Counting = counting::Counting;
+
+/// Sanity check (passes): a mixed coherent workload with prefetchers,
+/// inclusion and software prefetches allocates nothing once warm.
+#[test]
+fn steady_state_mixed_workload_allocates_nothing() {
+    let mut l2 = lvl("L2", 2, CacheKind::Unified, 64 * 64, 8, 64);
+    l2.inclusion = Inclusion::Inclusive;
+    let mut l3 = lvl("L3", 3, CacheKind::Unified, 256 * 64, 16, 64);
+    l3.sharing = Sharing::All;
+    let mut cfg = cfg_of(
+        4,
+        vec![
+            lvl("L1i", 1, CacheKind::Instruction, 8 * 64, 2, 64),
+            lvl("L1d", 1, CacheKind::Data, 8 * 64, 2, 64),
+            l2,
+            l3,
+        ],
+    );
+    cfg.prefetchers.push(PrefetcherConfig {
+        kind: PrefetcherKind::Stream {
+            streams: 8,
+            degree: 4,
+            distance: 1,
+        },
+        level: 2,
+        cross_page: false,
+    });
+    cfg.prefetchers.push(PrefetcherConfig {
+        kind: PrefetcherKind::NextLine { degree: 2 },
+        level: 1,
+        cross_page: true,
+    });
+    let mut h = Hierarchy::new(&cfg).unwrap();
+    let mut x = 0x1234_5678u64;
+    let mut step = |h: &mut Hierarchy| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let kind = AccessKind::ALL[(x % 7) as usize];
+        let a = Access::new(kind, (x >> 8) % (1 << 16), 1 + (x >> 40) as u32 % 16)
+            .with_ip(0x400 + (x >> 50) % 8);
+        h.access((x >> 33) as usize % 4, a);
+    };
+    let mut out = Vec::with_capacity(1 << 20);
+    for _ in 0..20_000 {
+        step(&mut h);
+    }
+    h.drain_prefetch_outcomes(&mut out);
+    let (_, n) = counting::count(|| {
+        for _ in 0..2_000 {
+            step(&mut h);
+        }
+    });
+    assert_eq!(n, 0);
+}
+
+/// `pending` is reserved for 256 victims; one wide access (Whole mode,
+/// 32 KiB, e.g. a `rep movs`/`xsave` record) queues a victim per line per
+/// level and grows it: `Hierarchy::access` allocates in a warm hierarchy.
+#[test]
+fn wide_access_grows_the_victim_queue() {
+    let cfg = cfg_of(
+        1,
+        vec![
+            lvl("L1i", 1, CacheKind::Instruction, 64 * 64, 8, 64),
+            lvl("L1d", 1, CacheKind::Data, 512 * 64, 8, 64),
+            lvl("L2", 2, CacheKind::Unified, 1024 * 64, 8, 64),
+        ],
+    );
+    let mut h = Hierarchy::new(&cfg).unwrap();
+    for i in 0..4096u64 {
+        h.access(0, rd(i * 64)); // fill both levels
+    }
+    let (_, n) = counting::count(|| {
+        h.access(0, Access::new(AccessKind::Read, 1 << 30, 32 * 1024));
+    });
+    assert_eq!(n, 0, "allocations in one access of a warm hierarchy");
+}
+
+// ---------------------------------------------------------------------------
+// Prefetch accounting.
+
+/// A *software* prefetch that finds a hardware-prefetched line in L2 counts
+/// the hardware prefetch as useful (walk is called with `count = true`),
+/// although no demand access used it (stats.rs / PrefetchOutcome: "used by
+/// a demand access"). It also trains the hardware prefetchers and counts as
+/// a demand read in every level's stats.
+#[test]
+fn software_prefetch_resolves_a_hardware_prefetch_as_useful() {
+    let mut cfg = cfg_of(
+        1,
+        vec![
+            lvl("L1i", 1, CacheKind::Instruction, 8 * 64, 2, 64),
+            lvl("L1d", 1, CacheKind::Data, 8 * 64, 2, 64),
+            lvl("L2", 2, CacheKind::Unified, 64 * 64, 8, 64),
+        ],
+    );
+    cfg.prefetchers.push(PrefetcherConfig {
+        kind: PrefetcherKind::NextLine { degree: 1 },
+        level: 2,
+        cross_page: false,
+    });
+    cfg.prefetch_lag = 0;
+    let mut h = Hierarchy::new(&cfg).unwrap();
+    h.access(0, rd(0)); // L2 miss: line 1 prefetched into L2
+    assert_eq!(h.stats().hardware_prefetch.issued, 1);
+    h.access(0, Access::new(AccessKind::Prefetch, 64, 1).with_ip(0x500));
+    let s = h.stats();
+    assert_eq!(
+        s.hardware_prefetch.useful, 0,
+        "no demand access used line 1"
+    );
+    assert_eq!(s.instances[1].reads, 1, "a prefetch is not a demand read");
+}
+
+// ---------------------------------------------------------------------------
+// Differential check of the fast paths (classification on disables them)
+// over configurations the property tests leave out: write-through levels,
+// mixed line sizes, prefetchers, SRRIP/PLRU first levels, per-line mode.
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn random_cfg(r: &mut Rng) -> HierarchyConfig {
+    let pol = |r: &mut Rng| match r.below(5) {
+        0 => ReplacementPolicy::Lru,
+        1 => ReplacementPolicy::TreePlru,
+        2 => ReplacementPolicy::Fifo,
+        3 => ReplacementPolicy::Random { seed: 3 },
+        _ => ReplacementPolicy::Srrip { bits: 2 },
+    };
+    let cores = [1usize, 2, 4][r.below(3) as usize];
+    let l1_line = [32u32, 64][r.below(2) as usize];
+    let l2_line = [32u32, 64, 128][r.below(3) as usize];
+    let mut levels = Vec::new();
+    let a1 = 1 + r.below(4) as u32;
+    let p1 = pol(r);
+    for (name, kind) in [("L1i", CacheKind::Instruction), ("L1d", CacheKind::Data)] {
+        let mut l = lvl(name, 1, kind, 4 * u64::from(a1 * l1_line), a1, l1_line);
+        l.policy = p1;
+        if r.below(4) == 0 {
+            l.write = WritePolicy::WriteThrough;
+        }
+        levels.push(l);
+    }
+    let a2 = 1 + r.below(8) as u32;
+    let mut l2 = lvl(
+        "L2",
+        2,
+        CacheKind::Unified,
+        8 * u64::from(a2 * l2_line),
+        a2,
+        l2_line,
+    );
+    l2.policy = pol(r);
+    l2.inclusion = match r.below(3) {
+        0 => Inclusion::Inclusive,
+        1 => Inclusion::NonInclusive,
+        _ => Inclusion::Exclusive,
+    };
+    if r.below(4) == 0 {
+        l2.write = WritePolicy::WriteThrough;
+    }
+    l2.sharing = if r.below(2) == 0 {
+        Sharing::Core
+    } else {
+        Sharing::All
+    };
+    levels.push(l2);
+    let mut cfg = cfg_of(cores, levels);
+    cfg.coherence = r.below(4) != 0;
+    cfg.straddle = if r.below(2) == 0 {
+        StraddleMode::Whole
+    } else {
+        StraddleMode::PerLine
+    };
+    cfg.lookup = if r.below(3) == 0 {
+        LookupMode::AllLevels
+    } else {
+        LookupMode::OnMiss
+    };
+    if r.below(2) == 0 {
+        cfg.prefetchers.push(PrefetcherConfig {
+            kind: PrefetcherKind::NextLine { degree: 2 },
+            level: 2,
+            cross_page: false,
+        });
+    }
+    cfg
+}
+
+#[test]
+fn fast_paths_agree_with_the_walk_on_more_configurations() {
+    let mut r = Rng(0x9E37_79B9_7F4A_7C15);
+    for case in 0..1000 {
+        let cfg = random_cfg(&mut r);
+        let mut slow_cfg = cfg.clone();
+        slow_cfg.classify_misses = true;
+        let mut fast = Hierarchy::new(&cfg).unwrap();
+        let mut slow = Hierarchy::new(&slow_cfg).unwrap();
+        for i in 0..400 {
+            let kind = AccessKind::ALL[r.below(7) as usize];
+            let kind = if r.below(3) == 0 {
+                AccessKind::Read
+            } else {
+                kind
+            };
+            let a = Access::new(kind, r.below(1536), 1 + r.below(40) as u32)
+                .with_ip(0x400 + r.below(4));
+            let core = r.below(cfg.cores as u64) as usize;
+            let (x, y) = (fast.access(core, a), slow.access(core, a));
+            assert_eq!(x, y, "case {case} access {i} {a:?} core {core}\n{cfg:#?}");
+        }
+        let strip = |mut s: Stats| {
+            for l in &mut s.instances {
+                l.misses = MissClasses::default();
+            }
+            s
+        };
+        assert_eq!(
+            strip(fast.stats()),
+            strip(slow.stats()),
+            "case {case}\n{cfg:#?}"
+        );
+    }
 }
