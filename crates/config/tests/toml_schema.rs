@@ -371,7 +371,7 @@ fn error_messages() {
         ),
         (
             "[[level]]\nlevel = 1\nsize = 4096\nassoc = 8\n[[prefetcher]]\nkind = \"stream\"\nlevel = 1\nstreams = 0\n",
-            "caches/x.toml:8: prefetcher[0].streams: the table needs at least one entry",
+            "caches/x.toml:8: prefetcher[0].streams: the table needs 1..=1048576 entries",
         ),
         (
             "[[level]]\nlevel = 1\nsize = 4096\nassoc = 8\n[[prefetcher]]\nkind = \"next-line\"\nlevel = 1\ndegree = 0\n",

@@ -214,6 +214,11 @@ impl Default for HierarchyConfig {
     }
 }
 
+/// The most lines one cache instance may hold (64 GiB of 64-byte lines).
+pub const MAX_LINES_PER_LEVEL: u64 = 1 << 30;
+/// The most entries (IP-stride) or streams a prefetcher may track.
+pub const MAX_PREFETCH_TABLE: u32 = 1 << 20;
+
 /// The most lines the per-line coherence table may track.
 pub const MAX_COHERENCE_TABLE: usize = 1 << 24;
 
@@ -280,6 +285,12 @@ impl HierarchyConfig {
             }
             if l.sets() > (1 << 32) {
                 return Err(err(k("size"), "more than 2^32 sets"));
+            }
+            if l.size / u64::from(l.line_size) > MAX_LINES_PER_LEVEL {
+                return Err(err(
+                    k("size"),
+                    format!("more than {MAX_LINES_PER_LEVEL} lines in one cache"),
+                ));
             }
             match l.policy {
                 ReplacementPolicy::Srrip { bits } if !(1..=7).contains(&bits) => {
@@ -383,16 +394,19 @@ impl HierarchyConfig {
                 PrefetcherKind::NextLine { degree } => (degree, true),
                 PrefetcherKind::IpStride {
                     entries, degree, ..
-                } => (degree, entries > 0),
+                } => (degree, (1..=MAX_PREFETCH_TABLE).contains(&entries)),
                 PrefetcherKind::Stream {
                     streams, degree, ..
-                } => (degree, streams > 0),
+                } => (degree, (1..=MAX_PREFETCH_TABLE).contains(&streams)),
             };
             if degree == 0 || degree > 64 {
                 return Err(err(k("degree"), format!("{degree} is not in 1..=64")));
             }
             if !ok_extra {
-                return Err(err(k("entries"), "the table needs at least one entry"));
+                return Err(err(
+                    k("entries"),
+                    format!("the table needs 1..={MAX_PREFETCH_TABLE} entries"),
+                ));
             }
         }
         Ok(())

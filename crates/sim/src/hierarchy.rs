@@ -56,9 +56,10 @@ struct Instance {
     above: Vec<usize>,
     /// Prefetchers observing this instance.
     prefetchers: Vec<usize>,
-    /// A first level whose hits need no more than the fast path
-    /// (`Hierarchy::first_level_hit`): no shadow, no prefetcher, write-back,
-    /// and every lower level looked up only on a miss.
+    /// A first level whose hits need no more than a fast path
+    /// (`Hierarchy::plain_hit`, `first_level_hit`): no shadow, no
+    /// prefetcher on it, write-back, and lower levels looked up only on a
+    /// miss or, in all-levels mode, with no prefetcher anywhere.
     fast: bool,
     /// Hits counted by the fast path, by demand kind (ifetch, read, write,
     /// read-modify-write); folded into `stats` when read.
