@@ -402,7 +402,7 @@ pub fn run(args: SimArgs) -> Result<()> {
             }
         }
         turns += 1;
-        if turns % 64 == 0 {
+        if turns.is_multiple_of(64) {
             progress.set_position(inputs.iter().map(|i| i.bytes_read).sum());
         }
     }
@@ -511,7 +511,7 @@ fn group(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

@@ -87,7 +87,7 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
 /// `"2MiB"`, `"1920KiB"`, or the plain number when no unit divides it.
 pub fn format_size(bytes: u64) -> String {
     for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
-        if bytes != 0 && bytes % (1u64 << shift) == 0 {
+        if bytes != 0 && bytes.is_multiple_of(1u64 << shift) {
             return format!("{}{unit}", bytes >> shift);
         }
     }

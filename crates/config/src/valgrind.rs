@@ -65,7 +65,7 @@ fn check_geometry(g: &Geometry) -> Result<(), String> {
         return Err(format!("has LINE {}, which is not a power of two", g.line));
     }
     let set = u64::from(g.assoc) * u64::from(g.line);
-    if g.size == 0 || g.size % set != 0 {
+    if g.size == 0 || !g.size.is_multiple_of(set) {
         return Err(format!(
             "has SIZE {} bytes, which is not a whole number of sets of {} ways x {} bytes",
             g.size, g.assoc, g.line

@@ -299,7 +299,7 @@ impl HierarchyConfig {
                 _ => {}
             }
             match l.sharing {
-                Sharing::Group { cores } if cores == 0 || self.cores % cores != 0 => {
+                Sharing::Group { cores } if cores == 0 || !self.cores.is_multiple_of(cores) => {
                     return Err(err(
                         k("sharing.cores"),
                         format!(

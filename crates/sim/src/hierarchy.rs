@@ -147,6 +147,20 @@ pub struct Hierarchy {
     flushes: u64,
 }
 
+/// Whether a demand access of kind `k` to the first-level line at
+/// `line_addr` is a coherent write by a core that does not own the line
+/// alone: such a write must take the full walk to invalidate copies.
+#[inline(always)]
+fn write_needs_snoop(
+    coherent: bool,
+    owners: &Owners,
+    k: usize,
+    line_addr: u64,
+    core: usize,
+) -> bool {
+    coherent && k >= AccessKind::Write as usize && !owners.owns(line_addr, core)
+}
+
 /// A per-access count, saturated to the `u16` of [`AccessResult`] (the
 /// hierarchy's own counters keep the full value).
 fn saturate(n: u32) -> u16 {
@@ -511,10 +525,7 @@ impl Hierarchy {
         if x.cache.flags(idx) & flags::PREFETCHED != 0 {
             return None;
         }
-        if self.coherent
-            && k >= AccessKind::Write as usize
-            && !self.owners.owns(line << shift, core)
-        {
+        if write_needs_snoop(self.coherent, &self.owners, k, line << shift, core) {
             return None;
         }
         if self.all_levels && !self.lower_levels_hit(core, k, addr, end, 1) {
@@ -587,10 +598,7 @@ impl Hierarchy {
             if x.cache.flags(idx[i]) & flags::PREFETCHED != 0 {
                 return None;
             }
-            if self.coherent
-                && k >= AccessKind::Write as usize
-                && !self.owners.owns(line << shift, core)
-            {
+            if write_needs_snoop(self.coherent, &self.owners, k, line << shift, core) {
                 return None;
             }
         }

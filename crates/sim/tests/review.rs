@@ -2,21 +2,8 @@
 
 use coldcache_sim::*;
 
-fn lvl(name: &str, n: u8, kind: CacheKind, size: u64, assoc: u32, line: u32) -> LevelConfig {
-    LevelConfig {
-        name: name.into(),
-        level: n,
-        kind,
-        size,
-        line_size: line,
-        assoc,
-        policy: ReplacementPolicy::Lru,
-        write: WritePolicy::WriteBack,
-        inclusion: Inclusion::NonInclusive,
-        sharing: Sharing::Core,
-        latency: None,
-    }
-}
+mod common;
+use common::lvl;
 
 fn cfg_of(cores: usize, levels: Vec<LevelConfig>) -> HierarchyConfig {
     HierarchyConfig {

@@ -55,7 +55,7 @@ fn synthetic(records: usize) -> String {
             }
             1 => s.push_str(&format!(" L {:09x},8\n", 0x1_fff0_0000 + (x & 0xffff))),
             _ => {
-                let k = if x % 5 == 0 { 'M' } else { 'S' };
+                let k = if x.is_multiple_of(5) { 'M' } else { 'S' };
                 s.push_str(&format!(
                     " {k} {:08x},{}\n",
                     0x0060_0000 + (x & 0xfffff),
