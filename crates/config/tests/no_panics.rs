@@ -5,7 +5,7 @@ use std::path::Path;
 
 use coldcache_config::{
     format_size, from_toml_str, parse_cpu_list, parse_cpu_map, parse_size, parse_valgrind_geometry,
-    to_toml,
+    to_toml, LEVEL_KEYS, PREFETCHER_KEYS, TOP_KEYS,
 };
 use proptest::prelude::*;
 
@@ -37,43 +37,21 @@ fn value() -> impl Strategy<Value = String> {
     ]
 }
 
-const LEVEL_KEYS: &[&str] = &[
-    "name",
-    "level",
-    "kind",
-    "size",
-    "sets",
-    "line",
-    "assoc",
-    "policy",
-    "seed",
-    "rrpv_bits",
-    "write",
-    "inclusion",
-    "shared_by",
-    "latency",
-    "bogus",
-];
-const TOP_KEYS: &[&str] = &[
-    "cores",
-    "straddle",
-    "lookup",
-    "coherence",
-    "classify_misses",
-    "prefetch_lag",
-    "coherence_table",
-];
-const PF_KEYS: &[&str] = &[
-    "kind",
-    "level",
-    "degree",
-    "distance",
-    "streams",
-    "entries",
-    "cross_page",
-];
+/// The schema's own keys (so this list cannot drift from it): top-level
+/// scalar keys (not the table names nor `name`), every level key plus one
+/// unknown key, every prefetcher key.
+fn top_keys() -> Vec<&'static str> {
+    TOP_KEYS
+        .iter()
+        .copied()
+        .filter(|k| !matches!(*k, "name" | "level" | "prefetcher"))
+        .collect()
+}
+fn level_keys() -> Vec<&'static str> {
+    LEVEL_KEYS.iter().copied().chain(["bogus"]).collect()
+}
 
-fn assignments(keys: &'static [&'static str], max: usize) -> impl Strategy<Value = String> {
+fn assignments(keys: Vec<&'static str>, max: usize) -> impl Strategy<Value = String> {
     prop::collection::vec((prop::sample::select(keys), value()), 0..max).prop_map(|kv| {
         let mut seen = std::collections::HashSet::new();
         kv.into_iter()
@@ -85,9 +63,9 @@ fn assignments(keys: &'static [&'static str], max: usize) -> impl Strategy<Value
 
 fn file() -> impl Strategy<Value = String> {
     (
-        assignments(TOP_KEYS, 5),
-        prop::collection::vec(assignments(LEVEL_KEYS, 10), 0..4),
-        prop::collection::vec(assignments(PF_KEYS, 6), 0..2),
+        assignments(top_keys(), 5),
+        prop::collection::vec(assignments(level_keys(), 10), 0..4),
+        prop::collection::vec(assignments(PREFETCHER_KEYS.to_vec(), 6), 0..2),
     )
         .prop_map(|(top, levels, pfs)| {
             let mut s = top;
