@@ -1,0 +1,473 @@
+//! coldcache-dump: the capture dump, a self-contained record of one capture.
+//!
+//! The crate is pure: [`Dump::to_bytes`] and [`Dump::from_bytes`] convert
+//! between the data model and the versioned binary format documented in
+//! `docs/dump-format.md`; the caller does the file I/O.
+//!
+//! A dump holds the capture's settings ([`Meta`]), the module map, the traced
+//! threads, the interned call stacks (a tree of call sites) and one
+//! [`Record`] of counters per (instruction address, stack, thread).
+//!
+//! Layout (all integers little-endian):
+//!
+//! ```text
+//! "COLDDUMP" u32 version u32 reserved
+//! section*   := tag[4] u64 length payload[length]
+//! "CRC32\0\0\0" u32 crc32(all bytes before the trailer)
+//! ```
+//!
+//! Sections of version 1, in this order: `META` (JSON), `MODS`, `THRD`,
+//! `STKS`, `RECS`. Unknown sections are skipped, so later versions can add
+//! sections that older readers ignore.
+
+mod varint;
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// The file magic.
+pub const MAGIC: &[u8; 8] = b"COLDDUMP";
+/// The trailer magic, followed by the CRC-32 of everything before it.
+pub const TRAILER: &[u8; 8] = b"CRC32\0\0\0";
+/// The format version this crate writes.
+pub const VERSION: u32 = 1;
+/// Stack id of the empty stack (the root of the stack tree).
+pub const ROOT_STACK: u32 = 0;
+
+/// Errors reading a dump.
+#[derive(Debug, thiserror::Error)]
+pub enum DumpError {
+    /// Not a dump at all.
+    #[error("not a coldcache dump (bad magic)")]
+    BadMagic,
+    /// Written by a newer coldcache.
+    #[error("dump version {0} is newer than this coldcache understands (up to {VERSION})")]
+    UnsupportedVersion(u32),
+    /// The file ends early.
+    #[error("dump is truncated: {0}")]
+    Truncated(&'static str),
+    /// The checksum does not match.
+    #[error("dump is corrupted: checksum {stored:#010x} stored, {computed:#010x} computed")]
+    Checksum {
+        /// Checksum in the file.
+        stored: u32,
+        /// Checksum of the bytes read.
+        computed: u32,
+    },
+    /// A section's content is inconsistent.
+    #[error("dump section {section} is malformed: {what}")]
+    Malformed {
+        /// Section tag.
+        section: &'static str,
+        /// What is wrong.
+        what: String,
+    },
+    /// A required section is missing.
+    #[error("dump has no {0} section")]
+    MissingSection(&'static str),
+}
+
+/// Capture settings and totals.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    /// The program and its arguments, when known.
+    pub program: Vec<String>,
+    /// Process id of the captured program.
+    pub pid: u32,
+    /// Name of the cache configuration (a preset name or a file path).
+    pub cache_name: String,
+    /// The cache configuration, as TOML (accepted by `--cache`).
+    pub cache_toml: String,
+    /// Names of the hierarchy's levels, nearest first (e.g. `["L1", "L2"]`).
+    pub levels: Vec<String>,
+    /// Simulated cores.
+    pub cores: u32,
+    /// Which threads were traced (`all`, `caller`, `tids:…`, `names:…`).
+    pub threads: String,
+    /// What started the capture (`api`, `function:NAME`, `signal`, `all`).
+    pub trigger: String,
+    /// Start of the capture, nanoseconds since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// Wall time the capture lasted.
+    pub duration_ns: u64,
+    /// Why the capture stopped early, when it did (a reserve ran out, ...).
+    pub cut_short: Option<String>,
+    /// Names of the counters of each record, in order (see [`counters`]).
+    pub counters: Vec<String>,
+    /// Instructions traced in total.
+    pub instructions: u64,
+    /// Instructions the access model could not handle, by reason.
+    pub unmodelled: Vec<(String, u64)>,
+    /// Instructions that ran without a trap (after `syscall`), in total.
+    pub untrapped: u64,
+    /// Other notes (one line each) worth showing with the report.
+    pub notes: Vec<String>,
+}
+
+/// One executable mapping of the captured process.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Module {
+    /// Path of the mapped file.
+    pub path: String,
+    /// GNU build id, empty when the file has none.
+    pub build_id: Vec<u8>,
+    /// First address of the mapping.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// File offset mapped at `start`.
+    pub file_offset: u64,
+}
+
+/// One traced thread.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Thread {
+    /// Kernel thread id.
+    pub tid: u32,
+    /// Thread name (`comm`), possibly empty.
+    pub name: String,
+    /// Simulated core the thread ran on.
+    pub core: u32,
+}
+
+/// One node of the stack tree: the stack of its parent plus one call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackNode {
+    /// Parent stack id (`ROOT_STACK` for a frame called from the root; the
+    /// root's own parent is itself).
+    pub parent: u32,
+    /// Address of the call instruction (for frames found by unwinding at
+    /// capture start: the return address minus one).
+    pub call_site: u64,
+    /// Address the call went to (the callee's entry), 0 when unknown.
+    pub callee: u64,
+}
+
+/// Counters of one (instruction, stack, thread).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Instruction address.
+    pub ip: u64,
+    /// Stack id (index into [`Dump::stacks`]).
+    pub stack: u32,
+    /// Thread index (into [`Dump::threads`]).
+    pub thread: u32,
+    /// Counter values, named by [`Meta::counters`].
+    pub counters: Vec<u64>,
+}
+
+/// A whole dump.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Dump {
+    /// Settings and totals.
+    pub meta: Meta,
+    /// Executable mappings.
+    pub modules: Vec<Module>,
+    /// Traced threads.
+    pub threads: Vec<Thread>,
+    /// The stack tree; index 0 is the root (empty stack).
+    pub stacks: Vec<StackNode>,
+    /// Counter records.
+    pub records: Vec<Record>,
+}
+
+/// Counter naming: the layout of [`Record::counters`] for a hierarchy of
+/// `levels` levels.
+pub mod counters {
+    /// Instructions executed.
+    pub const INSTRUCTIONS: &str = "instructions";
+    /// Instructions whose accesses could not be computed.
+    pub const UNMODELLED: &str = "unmodelled";
+
+    /// The counter names, in record order, for level names `levels`:
+    /// instructions, unmodelled, then for each of ifetch (`i`), data reads
+    /// (`r`, read-modify-writes included, as Cachegrind counts them) and data
+    /// writes (`w`): one counter per level that served the access
+    /// (`i_L1`, …) and one for memory (`i_mem`); then software prefetches
+    /// issued and redundant, coherence invalidations sent, false-sharing
+    /// events.
+    pub fn names(levels: &[String]) -> Vec<String> {
+        let mut v = vec![INSTRUCTIONS.to_string(), UNMODELLED.to_string()];
+        for side in ["i", "r", "w"] {
+            for l in levels {
+                v.push(format!("{side}_{l}"));
+            }
+            v.push(format!("{side}_mem"));
+        }
+        v.extend(
+            [
+                "prefetch_issued",
+                "prefetch_redundant",
+                "invalidations",
+                "false_sharing",
+            ]
+            .map(String::from),
+        );
+        v
+    }
+
+    /// Index of the first `side` counter (`0` ifetch, `1` read, `2` write).
+    pub fn side_base(levels: usize, side: usize) -> usize {
+        2 + side * (levels + 1)
+    }
+
+    /// Index of the prefetch-issued counter; redundant, invalidations and
+    /// false sharing follow.
+    pub fn tail_base(levels: usize) -> usize {
+        2 + 3 * (levels + 1)
+    }
+}
+
+impl Dump {
+    /// Index of a counter by name.
+    pub fn counter(&self, name: &str) -> Option<usize> {
+        self.meta.counters.iter().position(|c| c == name)
+    }
+
+    /// Sum of every record's counters.
+    pub fn totals(&self) -> Vec<u64> {
+        let mut t = vec![0u64; self.meta.counters.len()];
+        for r in &self.records {
+            for (a, b) in t.iter_mut().zip(&r.counters) {
+                *a += b;
+            }
+        }
+        t
+    }
+
+    /// The call sites of a stack, outermost first.
+    pub fn stack_frames(&self, mut id: u32) -> Vec<StackNode> {
+        let mut v = Vec::new();
+        let mut guard = 0;
+        while id != ROOT_STACK && (id as usize) < self.stacks.len() && guard <= self.stacks.len() {
+            let n = self.stacks[id as usize];
+            v.push(n);
+            id = n.parent;
+            guard += 1;
+        }
+        v.reverse();
+        v
+    }
+
+    /// Encodes the dump in the current format version.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + self.records.len() * 24);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        let meta = serde_json::to_vec(&self.meta).expect("Meta serializes");
+        section(&mut out, b"META", &meta);
+
+        let mut b = Vec::new();
+        varint::put(&mut b, self.modules.len() as u64);
+        for m in &self.modules {
+            varint::put_bytes(&mut b, m.path.as_bytes());
+            varint::put_bytes(&mut b, &m.build_id);
+            varint::put(&mut b, m.start);
+            varint::put(&mut b, m.end);
+            varint::put(&mut b, m.file_offset);
+        }
+        section(&mut out, b"MODS", &b);
+
+        b.clear();
+        varint::put(&mut b, self.threads.len() as u64);
+        for t in &self.threads {
+            varint::put(&mut b, t.tid.into());
+            varint::put_bytes(&mut b, t.name.as_bytes());
+            varint::put(&mut b, t.core.into());
+        }
+        section(&mut out, b"THRD", &b);
+
+        b.clear();
+        varint::put(&mut b, self.stacks.len() as u64);
+        for s in &self.stacks {
+            varint::put(&mut b, s.parent.into());
+            varint::put(&mut b, s.call_site);
+            varint::put(&mut b, s.callee);
+        }
+        section(&mut out, b"STKS", &b);
+
+        b.clear();
+        let n = self.meta.counters.len();
+        varint::put(&mut b, n as u64);
+        varint::put(&mut b, self.records.len() as u64);
+        let mut prev_ip = 0u64;
+        for r in &self.records {
+            // Delta-encode the address (records are usually sorted by ip).
+            varint::put(&mut b, varint::zigzag(r.ip.wrapping_sub(prev_ip) as i64));
+            prev_ip = r.ip;
+            varint::put(&mut b, r.stack.into());
+            varint::put(&mut b, r.thread.into());
+            for i in 0..n {
+                varint::put(&mut b, r.counters.get(i).copied().unwrap_or(0));
+            }
+        }
+        section(&mut out, b"RECS", &b);
+
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(TRAILER);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// Decodes a dump of any supported version, checking its checksum and
+    /// the consistency of every section.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Dump, DumpError> {
+        if bytes.len() < 16 || &bytes[..8] != MAGIC {
+            if bytes.len() < 8 && MAGIC.starts_with(bytes) && !bytes.is_empty() {
+                return Err(DumpError::Truncated("inside the header"));
+            }
+            return Err(DumpError::BadMagic);
+        }
+        let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+        if version == 0 || version > VERSION {
+            return Err(DumpError::UnsupportedVersion(version));
+        }
+        if bytes.len() < 16 + 12 || &bytes[bytes.len() - 12..bytes.len() - 4] != TRAILER {
+            return Err(DumpError::Truncated("the checksum trailer is missing"));
+        }
+        let body = &bytes[..bytes.len() - 12];
+        let stored = u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap());
+        let computed = crc32fast::hash(body);
+        if stored != computed {
+            return Err(DumpError::Checksum { stored, computed });
+        }
+        let mut sections: HashMap<[u8; 4], &[u8]> = HashMap::new();
+        let mut pos = 16;
+        while pos < body.len() {
+            if body.len() - pos < 12 {
+                return Err(DumpError::Truncated("inside a section header"));
+            }
+            let tag: [u8; 4] = body[pos..pos + 4].try_into().unwrap();
+            let len = u64::from_le_bytes(body[pos + 4..pos + 12].try_into().unwrap());
+            pos += 12;
+            if ((body.len() - pos) as u64) < len {
+                return Err(DumpError::Truncated("inside a section"));
+            }
+            let len = len as usize;
+            sections.insert(tag, &body[pos..pos + len]);
+            pos += len;
+        }
+        let get = |tag: &'static str| -> Result<&[u8], DumpError> {
+            let t: [u8; 4] = tag.as_bytes().try_into().unwrap();
+            sections
+                .get(&t)
+                .copied()
+                .ok_or(DumpError::MissingSection(tag))
+        };
+        let meta: Meta =
+            serde_json::from_slice(get("META")?).map_err(|e| DumpError::Malformed {
+                section: "META",
+                what: e.to_string(),
+            })?;
+
+        let mut r = varint::Reader::new(get("MODS")?, "MODS");
+        let n = r.count(5)?;
+        let mut modules = Vec::with_capacity(n);
+        for _ in 0..n {
+            modules.push(Module {
+                path: r.string()?,
+                build_id: r.bytes()?.to_vec(),
+                start: r.get()?,
+                end: r.get()?,
+                file_offset: r.get()?,
+            });
+        }
+        r.finish()?;
+
+        let mut r = varint::Reader::new(get("THRD")?, "THRD");
+        let n = r.count(3)?;
+        let mut threads = Vec::with_capacity(n);
+        for _ in 0..n {
+            threads.push(Thread {
+                tid: r.get_u32()?,
+                name: r.string()?,
+                core: r.get_u32()?,
+            });
+        }
+        r.finish()?;
+
+        let mut r = varint::Reader::new(get("STKS")?, "STKS");
+        let n = r.count(3)?;
+        let mut stacks = Vec::with_capacity(n);
+        for i in 0..n {
+            let node = StackNode {
+                parent: r.get_u32()?,
+                call_site: r.get()?,
+                callee: r.get()?,
+            };
+            if i > 0 && node.parent as usize >= i {
+                return Err(DumpError::Malformed {
+                    section: "STKS",
+                    what: format!(
+                        "stack {i} has parent {} which does not precede it",
+                        node.parent
+                    ),
+                });
+            }
+            stacks.push(node);
+        }
+        if stacks.is_empty() {
+            return Err(DumpError::Malformed {
+                section: "STKS",
+                what: "the root stack is missing".into(),
+            });
+        }
+        r.finish()?;
+
+        let mut r = varint::Reader::new(get("RECS")?, "RECS");
+        let ncounters = r.count(0)?;
+        if ncounters != meta.counters.len() {
+            return Err(DumpError::Malformed {
+                section: "RECS",
+                what: format!(
+                    "{ncounters} counters per record but META names {}",
+                    meta.counters.len()
+                ),
+            });
+        }
+        let n = r.count(3 + ncounters)?;
+        let mut records = Vec::with_capacity(n);
+        let mut prev_ip = 0u64;
+        for i in 0..n {
+            let ip = prev_ip.wrapping_add(varint::unzigzag(r.get()?) as u64);
+            prev_ip = ip;
+            let stack = r.get_u32()?;
+            let thread = r.get_u32()?;
+            if stack as usize >= stacks.len() || thread as usize >= threads.len() {
+                return Err(DumpError::Malformed {
+                    section: "RECS",
+                    what: format!(
+                        "record {i} refers to stack {stack} of {} or thread {thread} of {}",
+                        stacks.len(),
+                        threads.len()
+                    ),
+                });
+            }
+            let mut counters = Vec::with_capacity(ncounters);
+            for _ in 0..ncounters {
+                counters.push(r.get()?);
+            }
+            records.push(Record {
+                ip,
+                stack,
+                thread,
+                counters,
+            });
+        }
+        r.finish()?;
+        Ok(Dump {
+            meta,
+            modules,
+            threads,
+            stacks,
+            records,
+        })
+    }
+}
+
+fn section(out: &mut Vec<u8>, tag: &[u8; 4], payload: &[u8]) {
+    out.extend_from_slice(tag);
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(payload);
+}
