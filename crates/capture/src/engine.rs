@@ -1,0 +1,1544 @@
+//! The capture engine: trap-flag single-stepping of selected threads of this
+//! process, the SIGTRAP handler that feeds the simulator, and the start/stop
+//! life cycle that ends in a dump.
+//!
+//! # How it works
+//! - [`prepare`] (normal context) checks the process can be traced, builds
+//!   every table the handler needs at its full size, installs the handlers
+//!   and a writer thread, and marks the capture running (or armed, waiting
+//!   for a function breakpoint).
+//! - The calling thread starts stepping when `coldcache_arm_current_thread`
+//!   (assembly) sets TF right before its `ret`: the first trap is at the
+//!   caller's next instruction. Other threads get a thread-directed *sync*
+//!   signal whose handler sets TF in the saved context.
+//! - [`on_sigtrap`] runs after every instruction of a traced thread. RIP is
+//!   the *next* instruction and the saved registers are its inputs, so the
+//!   handler decodes RIP (once per address, [`DecodeCache`]), computes its
+//!   accesses with the model, feeds the simulator the instruction fetch and
+//!   then the data accesses, and adds the results to the counters of
+//!   (RIP, call stack, thread). Returning keeps TF set in the saved flags.
+//! - Stopping flips the state; every traced thread clears TF at its next
+//!   trap, or at once when the sync signal interrupts it in a system call.
+//!   [`finish`] waits until no handler is running, then writes the dump.
+//!
+//! # Invariants
+//! - The signal handlers allocate nothing, take no lock the program could
+//!   hold (only this module's own spin lock, never held outside a handler
+//!   or `finish`), and never panic on any input.
+//! - `INNER` is only touched with `LOCK` held and only while the state is
+//!   `ARMED` or `RUNNING`, or by `finish` once no handler is running.
+
+use crate::machine::{ContextMachine, XsaveLayout};
+use crate::model::{AccessList, CpuFacts, Model, Unmodelled};
+use crate::procfs;
+use crate::tables::{CounterTable, DecodeCache, Decoded, Flow, StackTable};
+use coldcache_dump::{counters, Dump, Meta, Record, StackNode, Thread};
+use coldcache_sim::{Access, AccessKind, Hierarchy, HierarchyConfig, PrefetchIssue};
+use coldcache_trace::{Record as TraceRecord, RecordKind};
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Mnemonic};
+use std::cell::UnsafeCell;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime};
+
+/// Which threads a capture traces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Threads {
+    /// Every thread of the process, including threads created during the
+    /// capture.
+    All,
+    /// Only the thread that starts the capture.
+    Caller,
+    /// These thread ids.
+    Tids(Vec<u32>),
+    /// Threads whose name (`comm`) is one of these.
+    Names(Vec<String>),
+}
+
+impl Threads {
+    fn describe(&self) -> String {
+        match self {
+            Threads::All => "all".into(),
+            Threads::Caller => "caller".into(),
+            Threads::Tids(t) => format!(
+                "tids:{}",
+                t.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            Threads::Names(n) => format!("names:{}", n.join(",")),
+        }
+    }
+}
+
+/// How much memory the handler may use; all of it is reserved at start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reserves {
+    /// Distinct instruction addresses.
+    pub instructions: usize,
+    /// Distinct call stacks.
+    pub stacks: usize,
+    /// Distinct (instruction, stack, thread) records.
+    pub records: usize,
+    /// Traced threads.
+    pub threads: usize,
+    /// Call depth per thread.
+    pub depth: usize,
+    /// Trace records (instruction fetches and data accesses) kept when
+    /// [`Options::trace`] is set.
+    pub trace: usize,
+}
+
+impl Default for Reserves {
+    fn default() -> Self {
+        Reserves {
+            instructions: 1 << 16,
+            stacks: 1 << 16,
+            records: 1 << 20,
+            threads: 64,
+            depth: 1024,
+            trace: 1 << 21,
+        }
+    }
+}
+
+/// What starts a capture.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// An API call (`start`).
+    Api,
+    /// Entry to a function, by address: capture calls `first..first+count`
+    /// (1-based) from entry to return.
+    Function {
+        /// The function's name, for the dump.
+        name: String,
+        /// Runtime address of its entry.
+        address: u64,
+        /// First call to capture (1 = the first call).
+        first: u64,
+        /// Number of calls to capture.
+        count: u64,
+    },
+    /// A signal sent from outside (`coldcache trigger`).
+    Signal,
+}
+
+/// Everything a capture needs to know.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The simulated hierarchy.
+    pub cache: HierarchyConfig,
+    /// Its name for the dump (preset name or file).
+    pub cache_name: String,
+    /// Threads to trace.
+    pub threads: Threads,
+    /// Explicit thread → core assignments; others round-robin.
+    pub core_map: Vec<(u32, u32)>,
+    /// Where the dump goes.
+    pub output: PathBuf,
+    /// Memory reserves.
+    pub reserves: Reserves,
+    /// Stop after this many instructions (0 = no limit).
+    pub max_instructions: u64,
+    /// What starts the capture.
+    pub trigger: Trigger,
+    /// The program's command line, for the dump.
+    pub program: Vec<String>,
+    /// Also write every access, in order, to this cctrace file.
+    pub trace: Option<PathBuf>,
+}
+
+impl Options {
+    /// Options for the cache configuration `cache`, tracing the caller and
+    /// writing `output`.
+    pub fn new(cache: HierarchyConfig, output: impl Into<PathBuf>) -> Options {
+        Options {
+            cache,
+            cache_name: String::new(),
+            threads: Threads::Caller,
+            core_map: Vec::new(),
+            output: output.into(),
+            reserves: Reserves::default(),
+            max_instructions: 0,
+            trigger: Trigger::Api,
+            program: std::env::args().collect(),
+            trace: None,
+        }
+    }
+}
+
+/// Why a capture could not start or stop.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// A capture is already in progress.
+    #[error("a capture is already in progress")]
+    AlreadyRunning,
+    /// No capture to stop.
+    #[error("no capture is in progress")]
+    NotRunning,
+    /// A debugger or tracer is attached.
+    #[error("process is traced by pid {0} (a debugger?): single-stepping would fight it")]
+    Traced(u32),
+    /// The program handles SIGTRAP itself.
+    #[error(
+        "the program has its own SIGTRAP handler; coldcache needs SIGTRAP for single-stepping"
+    )]
+    ForeignSigtrap,
+    /// The cache configuration is invalid.
+    #[error("cache configuration: {0}")]
+    Config(#[from] coldcache_sim::ConfigError),
+    /// Thread selection matched nothing.
+    #[error("no thread matches {0}")]
+    NoThreads(String),
+    /// A system call failed.
+    #[error("{what}: {source}")]
+    Os {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Writing the dump failed.
+    #[error("writing dump {path}: {source}")]
+    Write {
+        /// The dump path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Not supported on this platform.
+    #[error("capture needs Linux on x86-64")]
+    Unsupported,
+}
+
+/// What a finished capture produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// The dump file.
+    pub path: PathBuf,
+    /// Instructions traced.
+    pub instructions: u64,
+    /// Instructions whose accesses were not modelled.
+    pub unmodelled: u64,
+    /// Records written.
+    pub records: usize,
+    /// Threads traced.
+    pub threads: usize,
+    /// Why the capture was cut short, if it was.
+    pub cut_short: Option<String>,
+}
+
+// ---------------------------------------------------------------------------
+// Global state.
+
+const IDLE: u8 = 0;
+const PREPARING: u8 = 1;
+const ARMED: u8 = 2;
+const RUNNING: u8 = 3;
+const STOPPING: u8 = 4;
+
+const TF: i64 = 0x100;
+const MAX_SELECTED: usize = 256;
+
+static STATE: AtomicU8 = AtomicU8::new(IDLE);
+static IN_HANDLER: AtomicU32 = AtomicU32::new(0);
+static LOCK: AtomicBool = AtomicBool::new(false);
+static ALL_THREADS: AtomicBool = AtomicBool::new(false);
+static SELECTED: [AtomicU32; MAX_SELECTED] = [const { AtomicU32::new(0) }; MAX_SELECTED];
+static WRITER_TID: AtomicU32 = AtomicU32::new(0);
+static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
+static SYNC_SIGNAL: AtomicI32 = AtomicI32::new(0);
+static TRIGGER_SIGNAL: AtomicI32 = AtomicI32::new(0);
+static INSTRUCTIONS: AtomicU64 = AtomicU64::new(0);
+static BP_ADDR: AtomicU64 = AtomicU64::new(0);
+static BP_ORIG: AtomicU8 = AtomicU8::new(0);
+static BP_PLANTED: AtomicBool = AtomicBool::new(false);
+static REPLANT_TID: AtomicU32 = AtomicU32::new(0);
+static HANDLERS: Mutex<bool> = Mutex::new(false);
+static FINISH: Mutex<Option<Result<Summary, String>>> = Mutex::new(None);
+/// Options kept for a signal-triggered capture, started by the writer.
+static PENDING: Mutex<Option<Options>> = Mutex::new(None);
+
+struct InnerCell(UnsafeCell<Option<Box<Inner>>>);
+// SAFETY: the cell is only accessed with `LOCK` held (see `with_inner`) or
+// by `finish` after it has made sure no handler runs.
+unsafe impl Sync for InnerCell {}
+static INNER: InnerCell = InnerCell(UnsafeCell::new(None));
+
+/// Runs `f` on the capture state with the spin lock held.
+fn with_inner<R>(f: impl FnOnce(&mut Option<Box<Inner>>) -> R) -> R {
+    while LOCK
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        std::hint::spin_loop();
+    }
+    // SAFETY: the lock is held, so no other reference to the cell exists.
+    let r = f(unsafe { &mut *INNER.0.get() });
+    LOCK.store(false, Ordering::Release);
+    r
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    stack: u32,
+    ret_slot: u64,
+}
+
+struct ThreadState {
+    tid: u32,
+    core: u32,
+    active: bool,
+    seeded: bool,
+    at_entry: bool,
+    frames: Vec<Frame>,
+    pending_call: u64,
+    after_syscall: u64,
+    func_ret_slot: u64,
+}
+
+struct Inner {
+    hier: Hierarchy,
+    model: Model,
+    layout: XsaveLayout,
+    decode: DecodeCache,
+    stacks: StackTable,
+    counters: CounterTable,
+    threads: Vec<ThreadState>,
+    trace: Vec<TraceRecord>,
+    trace_path: Option<PathBuf>,
+    depth: usize,
+    levels: usize,
+    cores: u32,
+    core_map: Vec<(u32, u32)>,
+    next_core: u32,
+    accesses: AccessList,
+    instructions: u64,
+    untrapped: u64,
+    unmodelled: [u64; 3],
+    max_instructions: u64,
+    cut_short: Option<&'static str>,
+    exec_ranges: Vec<(u64, u64)>,
+    func: Option<(u64, u64, u64, u64)>,
+    calls_seen: u64,
+    calls_done: u64,
+    meta: Meta,
+    modules: Vec<coldcache_dump::Module>,
+    output: PathBuf,
+    started: Instant,
+    stop_entry: u64,
+}
+
+// ---------------------------------------------------------------------------
+// Entry points in assembly: they control exactly which instructions of ours
+// run with TF set.
+
+core::arch::global_asm!(
+    ".globl coldcache_arm_current_thread",
+    ".type coldcache_arm_current_thread,@function",
+    "coldcache_arm_current_thread:",
+    // Set TF: the trap comes after the next instruction, the `ret`, so the
+    // first traced instruction is the caller's.
+    "pushfq",
+    "or qword ptr [rsp], 0x100",
+    "popfq",
+    "ret",
+    ".size coldcache_arm_current_thread, .-coldcache_arm_current_thread",
+    ".globl coldcache_stop",
+    ".type coldcache_stop,@function",
+    "coldcache_stop:",
+    // The trap handler recognises this address and clears TF before it
+    // runs, so nothing of the stop path is traced.
+    "nop",
+    "jmp {stop}",
+    ".size coldcache_stop, .-coldcache_stop",
+    stop = sym stop_after_intercept,
+);
+
+extern "C" {
+    /// Sets TF on the calling thread so tracing starts at the caller's next
+    /// instruction.
+    pub fn coldcache_arm_current_thread();
+    /// Stops the capture in progress and writes its dump; 0 on success.
+    pub fn coldcache_stop() -> i32;
+}
+
+extern "C" fn stop_after_intercept() -> i32 {
+    let r = finish();
+    let code = if r.is_ok() { 0 } else { -1 };
+    if let Ok(mut g) = FINISH.lock() {
+        *g = Some(r.map_err(|e| e.to_string()));
+    }
+    code
+}
+
+/// A running capture; stops it when dropped.
+#[must_use = "the capture stops when this guard is dropped"]
+pub struct Capture {
+    stopped: bool,
+}
+
+impl Capture {
+    /// Stops the capture and writes the dump.
+    #[inline(always)]
+    pub fn stop(mut self) -> Result<Summary, CaptureError> {
+        self.stopped = true;
+        stop()
+    }
+}
+
+impl Drop for Capture {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if !self.stopped {
+            let _ = stop();
+        }
+    }
+}
+
+/// Starts a capture. With [`Threads::Caller`] or a selection that includes
+/// the caller, tracing of the calling thread begins at the instruction after
+/// this call returns.
+#[inline(always)]
+pub fn start(options: Options) -> Result<Capture, CaptureError> {
+    let trace_caller = prepare(options)?;
+    if trace_caller {
+        // SAFETY: the assembly routine only sets TF and returns.
+        unsafe { coldcache_arm_current_thread() };
+    }
+    Ok(Capture { stopped: false })
+}
+
+/// Stops the capture in progress and writes its dump.
+#[inline(always)]
+pub fn stop() -> Result<Summary, CaptureError> {
+    // SAFETY: `coldcache_stop` is a plain function (see the assembly above).
+    let code = unsafe { coldcache_stop() };
+    let r = FINISH.lock().ok().and_then(|mut g| g.take());
+    match r {
+        Some(Ok(s)) => Ok(s),
+        Some(Err(e)) if code != 0 && e == CaptureError::NotRunning.to_string() => {
+            Err(CaptureError::NotRunning)
+        }
+        Some(Err(e)) => Err(CaptureError::Os {
+            what: "finishing the capture",
+            source: std::io::Error::other(e),
+        }),
+        None => Err(CaptureError::NotRunning),
+    }
+}
+
+/// True while a capture is armed or running.
+pub fn is_active() -> bool {
+    matches!(STATE.load(Ordering::Acquire), ARMED | RUNNING | STOPPING)
+}
+
+/// Instructions traced so far by the capture in progress.
+pub fn instructions_traced() -> u64 {
+    INSTRUCTIONS.load(Ordering::Relaxed)
+}
+
+fn gettid() -> u32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+fn os(what: &'static str) -> CaptureError {
+    CaptureError::Os {
+        what,
+        source: std::io::Error::last_os_error(),
+    }
+}
+
+/// Prepares a capture; returns whether the calling thread is to be traced
+/// (the caller then arms itself). For a function trigger the capture is
+/// armed and starts at the breakpoint.
+pub fn prepare(options: Options) -> Result<bool, CaptureError> {
+    if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        return Err(CaptureError::Unsupported);
+    }
+    if STATE
+        .compare_exchange(IDLE, PREPARING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return Err(CaptureError::AlreadyRunning);
+    }
+    match prepare_inner(options) {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            STATE.store(IDLE, Ordering::Release);
+            Err(e)
+        }
+    }
+}
+
+fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
+    if let Some(pid) = procfs::tracer_pid() {
+        return Err(CaptureError::Traced(pid));
+    }
+    install_handlers()?;
+    let hier = Hierarchy::new(&options.cache)?;
+    let levels = hier.levels();
+    let level_names: Vec<String> = (1..=levels).map(|l| format!("L{l}")).collect();
+    let names = counters::names(&level_names);
+    let stride = names.len();
+    let me = gettid();
+    let writer = WRITER_TID.load(Ordering::Acquire);
+    let tasks: Vec<u32> = procfs::tasks()
+        .into_iter()
+        .filter(|&t| t != writer)
+        .collect();
+    let selected: Vec<u32> = match &options.threads {
+        Threads::All => tasks.clone(),
+        Threads::Caller => vec![me],
+        Threads::Tids(t) => t.iter().copied().filter(|x| tasks.contains(x)).collect(),
+        Threads::Names(n) => tasks
+            .iter()
+            .copied()
+            .filter(|&t| n.contains(&procfs::thread_name(t)))
+            .collect(),
+    };
+    let is_function = matches!(options.trigger, Trigger::Function { .. });
+    if selected.is_empty() && !is_function && options.threads != Threads::All {
+        return Err(CaptureError::NoThreads(options.threads.describe()));
+    }
+    if selected.len() > MAX_SELECTED.min(options.reserves.threads) {
+        return Err(CaptureError::NoThreads(format!(
+            "{}: {} threads selected, more than the {} reserved",
+            options.threads.describe(),
+            selected.len(),
+            MAX_SELECTED.min(options.reserves.threads)
+        )));
+    }
+    let cores = options.cache.cores.max(1) as u32;
+    let modules = procfs::modules();
+    let exec_ranges = modules.iter().map(|m| (m.start, m.end)).collect();
+    let max_threads = options.reserves.threads.clamp(1, MAX_SELECTED);
+    let mut threads = Vec::with_capacity(max_threads);
+    // Thread slots are reserved now, frames included, so a thread that
+    // appears during the capture needs no allocation.
+    for _ in 0..max_threads {
+        threads.push(ThreadState {
+            tid: 0,
+            core: 0,
+            active: false,
+            seeded: false,
+            at_entry: false,
+            frames: Vec::with_capacity(options.reserves.depth.max(1)),
+            pending_call: 0,
+            after_syscall: 0,
+            func_ret_slot: 0,
+        });
+    }
+    let (trigger, func) = match &options.trigger {
+        Trigger::Api => ("api".to_string(), None),
+        Trigger::Signal => ("signal".to_string(), None),
+        Trigger::Function {
+            name,
+            address,
+            first,
+            count,
+        } => (
+            format!("function:{name}"),
+            Some((*address, *first.max(&1), *count.max(&1), 0)),
+        ),
+    };
+    let mut inner = Box::new(Inner {
+        hier,
+        model: Model::new(CpuFacts::detect()),
+        layout: XsaveLayout::detect(),
+        decode: DecodeCache::new(options.reserves.instructions),
+        stacks: StackTable::new(options.reserves.stacks),
+        counters: CounterTable::new(options.reserves.records, stride),
+        threads,
+        trace: Vec::with_capacity(if options.trace.is_some() {
+            options.reserves.trace
+        } else {
+            0
+        }),
+        trace_path: options.trace.clone(),
+        depth: options.reserves.depth.max(1),
+        levels,
+        cores,
+        core_map: options.core_map.clone(),
+        next_core: 0,
+        accesses: AccessList::default(),
+        instructions: 0,
+        untrapped: 0,
+        unmodelled: [0; 3],
+        max_instructions: options.max_instructions,
+        cut_short: None,
+        exec_ranges,
+        func,
+        calls_seen: 0,
+        calls_done: 0,
+        meta: Meta {
+            program: options.program.clone(),
+            pid: std::process::id(),
+            cache_name: options.cache_name.clone(),
+            cache_toml: coldcache_config::to_toml(&options.cache),
+            levels: level_names,
+            cores,
+            threads: options.threads.describe(),
+            trigger,
+            counters: names,
+            ..Meta::default()
+        },
+        modules,
+        output: options.output.clone(),
+        started: Instant::now(),
+        stop_entry: coldcache_stop as *const () as usize as u64,
+    });
+    for &tid in &selected {
+        if !is_function {
+            claim_thread(&mut inner, tid);
+        }
+    }
+    INSTRUCTIONS.store(0, Ordering::Relaxed);
+    for (i, s) in SELECTED.iter().enumerate() {
+        s.store(selected.get(i).copied().unwrap_or(0), Ordering::Relaxed);
+    }
+    ALL_THREADS.store(options.threads == Threads::All, Ordering::Relaxed);
+    inner.meta.start_unix_ns = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    with_inner(|cell| *cell = Some(inner));
+    if let Some((address, ..)) = func {
+        plant_breakpoint(address)?;
+        STATE.store(ARMED, Ordering::Release);
+        return Ok(false);
+    }
+    STATE.store(RUNNING, Ordering::Release);
+    let sig = SYNC_SIGNAL.load(Ordering::Relaxed);
+    let pid = std::process::id() as i32;
+    for &tid in &selected {
+        if tid != me {
+            // SAFETY: tgkill with our own pid and a thread id; a thread that
+            // has exited just makes it fail with ESRCH.
+            unsafe { libc::syscall(libc::SYS_tgkill, pid, tid as i32, sig) };
+        }
+    }
+    Ok(selected.contains(&me))
+}
+
+/// Claims (or finds) the slot of a thread; `None` when the slots are full.
+fn claim_thread(inner: &mut Inner, tid: u32) -> Option<usize> {
+    if let Some(i) = inner.threads.iter().position(|t| t.tid == tid) {
+        return Some(i);
+    }
+    let i = inner.threads.iter().position(|t| t.tid == 0)?;
+    let core = inner
+        .core_map
+        .iter()
+        .find(|(t, _)| *t == tid)
+        .map(|&(_, c)| c % inner.cores)
+        .unwrap_or_else(|| {
+            let c = inner.next_core % inner.cores;
+            inner.next_core += 1;
+            c
+        });
+    let t = &mut inner.threads[i];
+    t.tid = tid;
+    t.core = core;
+    t.active = true;
+    t.seeded = false;
+    t.at_entry = false;
+    t.frames.clear();
+    t.pending_call = 0;
+    t.after_syscall = 0;
+    t.func_ret_slot = 0;
+    Some(i)
+}
+
+fn install_handlers() -> Result<(), CaptureError> {
+    let mut done = HANDLERS.lock().unwrap_or_else(|e| e.into_inner());
+    if *done {
+        return Ok(());
+    }
+    // Refuse a program that handles SIGTRAP itself.
+    // SAFETY: querying the current disposition into a zeroed struct.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a null new action only reads the old one.
+    if unsafe { libc::sigaction(libc::SIGTRAP, std::ptr::null(), &mut old) } != 0 {
+        return Err(os("reading the SIGTRAP disposition"));
+    }
+    if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+        return Err(CaptureError::ForeignSigtrap);
+    }
+    let sync = libc::SIGRTMIN() + 6;
+    install(libc::SIGTRAP, on_sigtrap as *const () as usize)?;
+    install(sync, on_sync as *const () as usize)?;
+    SYNC_SIGNAL.store(sync, Ordering::Relaxed);
+    // The wake pipe and the writer thread.
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(os("creating the wake pipe"));
+    }
+    WAKE_FD.store(fds[1], Ordering::Release);
+    let read_fd = fds[0];
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("coldcache".into())
+        .spawn(move || {
+            let _ = tx.send(gettid());
+            writer_loop(read_fd)
+        })
+        .map_err(|source| CaptureError::Os {
+            what: "starting the writer thread",
+            source,
+        })?;
+    WRITER_TID.store(rx.recv().unwrap_or(0), Ordering::Release);
+    *done = true;
+    Ok(())
+}
+
+fn install(sig: i32, handler: usize) -> Result<(), CaptureError> {
+    // SAFETY: a zeroed sigaction is a valid starting point; every field we
+    // rely on is set below.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = handler;
+    sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+    // SAFETY: sa_mask is a valid sigset_t inside `sa`.
+    unsafe { libc::sigfillset(&mut sa.sa_mask) };
+    // SAFETY: installing a handler with a fully initialised struct.
+    if unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) } != 0 {
+        return Err(os("installing a signal handler"));
+    }
+    Ok(())
+}
+
+/// Installs the handler of the outside trigger signal (`--signal`): each
+/// delivery starts a capture with `options`, or stops the running one.
+pub fn install_trigger_signal(sig: i32, options: Options) -> Result<(), CaptureError> {
+    install_handlers()?;
+    *PENDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(options);
+    TRIGGER_SIGNAL.store(sig, Ordering::Relaxed);
+    install(sig, on_trigger_signal as *const () as usize)
+}
+
+extern "C" fn on_trigger_signal(_sig: i32, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    wake(2);
+}
+
+fn wake(byte: u8) {
+    let fd = WAKE_FD.load(Ordering::Acquire);
+    if fd >= 0 {
+        // SAFETY: write(2) of one byte from a live local; async-signal-safe.
+        unsafe { libc::write(fd, &byte as *const u8 as *const libc::c_void, 1) };
+    }
+}
+
+fn writer_loop(fd: i32) {
+    let progress = std::env::var_os("COLDCACHE_PROGRESS").is_some();
+    let mut last = (Instant::now(), 0u64);
+    loop {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: polling one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, 1000) };
+        if n > 0 {
+            let mut b = 0u8;
+            // SAFETY: reading one byte into a live local.
+            if unsafe { libc::read(fd, &mut b as *mut u8 as *mut libc::c_void, 1) } != 1 {
+                continue;
+            }
+            match b {
+                1 => {
+                    let r = finish();
+                    report_async_finish(&r);
+                }
+                2 => {
+                    if STATE.load(Ordering::Acquire) == RUNNING {
+                        let r = finish();
+                        report_async_finish(&r);
+                    } else if STATE.load(Ordering::Acquire) == IDLE {
+                        let opts = PENDING.lock().ok().and_then(|g| g.clone());
+                        if let Some(o) = opts {
+                            if let Err(e) = prepare(o) {
+                                eprintln!("coldcache: capture not started: {e}");
+                            } else if progress {
+                                eprintln!("coldcache: capture started by signal");
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        } else if progress && STATE.load(Ordering::Acquire) == RUNNING {
+            let now = Instant::now();
+            let n = INSTRUCTIONS.load(Ordering::Relaxed);
+            let rate = (n.saturating_sub(last.1)) as f64 / now.duration_since(last.0).as_secs_f64();
+            eprintln!("coldcache: {n} instructions traced ({rate:.0}/s)");
+            last = (now, n);
+        }
+    }
+}
+
+fn report_async_finish(r: &Result<Summary, CaptureError>) {
+    if let Ok(mut g) = FINISH.lock() {
+        *g = Some(r.clone().map_err(|e| e.to_string()));
+    }
+    if std::env::var_os("COLDCACHE_QUIET").is_none() {
+        match r {
+            Ok(s) => eprintln!(
+                "coldcache: capture written to {} ({} instructions{})",
+                s.path.display(),
+                s.instructions,
+                s.cut_short
+                    .as_deref()
+                    .map(|c| format!(", cut short: {c}"))
+                    .unwrap_or_default()
+            ),
+            Err(CaptureError::NotRunning) => {}
+            Err(e) => eprintln!("coldcache: capture failed: {e}"),
+        }
+    }
+}
+
+impl Clone for CaptureError {
+    fn clone(&self) -> Self {
+        match self {
+            CaptureError::NotRunning => CaptureError::NotRunning,
+            e => CaptureError::Os {
+                what: "capture",
+                source: std::io::Error::other(e.to_string()),
+            },
+        }
+    }
+}
+
+/// Waits until the breakpoint-armed or signal-started capture has finished
+/// (used at process exit). Returns the summary if one was written.
+pub fn finish_at_exit() -> Option<Result<Summary, String>> {
+    if is_active() {
+        let r = finish();
+        report_async_finish(&r);
+    }
+    FINISH.lock().ok().and_then(|mut g| g.take())
+}
+
+// ---------------------------------------------------------------------------
+// Signal handlers.
+
+#[inline]
+fn set_tf(uc: &mut libc::ucontext_t, on: bool) {
+    let f = &mut uc.uc_mcontext.gregs[libc::REG_EFL as usize];
+    if on {
+        *f |= TF;
+    } else {
+        *f &= !TF;
+    }
+}
+
+extern "C" fn on_sync(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO handler.
+    let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
+    let tid = gettid();
+    let on = STATE.load(Ordering::Acquire) == RUNNING
+        && tid != WRITER_TID.load(Ordering::Relaxed)
+        && (ALL_THREADS.load(Ordering::Relaxed)
+            || SELECTED.iter().any(|s| s.load(Ordering::Relaxed) == tid));
+    set_tf(uc, on);
+}
+
+extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    IN_HANDLER.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: the kernel passes a valid ucontext_t and siginfo_t to an
+    // SA_SIGINFO handler; they live until the handler returns.
+    let (uc, code) = unsafe { (&mut *(ctx as *mut libc::ucontext_t), (*info).si_code) };
+    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+    let bp = BP_ADDR.load(Ordering::Acquire);
+    if bp != 0 && rip == bp.wrapping_add(1) && code == libc::SI_KERNEL {
+        on_breakpoint(uc, bp);
+    } else if code == libc::TRAP_TRACE || code == libc::TRAP_BRKPT || code == 4
+    /* TRAP_HWBKPT */
+    {
+        let replant = REPLANT_TID.load(Ordering::Acquire);
+        if replant != 0 && replant == gettid() {
+            REPLANT_TID.store(0, Ordering::Release);
+            set_tf(uc, false);
+            let addr = BP_ADDR.load(Ordering::Acquire);
+            if addr != 0 && STATE.load(Ordering::Acquire) == ARMED {
+                write_code_byte(addr, 0xCC);
+                BP_PLANTED.store(true, Ordering::Release);
+            }
+        } else if STATE.load(Ordering::Acquire) != RUNNING {
+            set_tf(uc, false);
+        } else {
+            with_inner(|cell| match cell {
+                Some(inner) if STATE.load(Ordering::Acquire) == RUNNING => step(inner, uc),
+                _ => set_tf(uc, false),
+            });
+        }
+    } else {
+        // Not a trap of ours (an int3 of the program, a raise(SIGTRAP)):
+        // give it the default action, as if we were not there.
+        // SAFETY: restoring the default disposition and re-raising are
+        // async-signal-safe; SIGTRAP is blocked until this handler returns.
+        unsafe {
+            libc::signal(libc::SIGTRAP, libc::SIG_DFL);
+            libc::raise(libc::SIGTRAP);
+        }
+    }
+    IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// Writes one byte of code (a breakpoint or the original byte back).
+fn write_code_byte(addr: u64, byte: u8) {
+    let page = addr & !0xFFF;
+    let len = if (addr & 0xFFF) == 0xFFF {
+        0x2000
+    } else {
+        0x1000
+    };
+    // SAFETY: the page holds mapped code of this process (the breakpoint
+    // address was found in an executable mapping); it is made writable for
+    // the one-byte store and then executable-only again. mprotect is
+    // async-signal-safe.
+    unsafe {
+        libc::mprotect(
+            page as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
+        );
+        core::ptr::write_volatile(addr as *mut u8, byte);
+        libc::mprotect(
+            page as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_EXEC,
+        );
+    }
+}
+
+fn plant_breakpoint(addr: u64) -> Result<(), CaptureError> {
+    // SAFETY: `addr` is the entry of a function found in an executable
+    // mapping of this process; reading one byte of it is valid.
+    let orig = unsafe { core::ptr::read_volatile(addr as *const u8) };
+    BP_ORIG.store(orig, Ordering::Release);
+    BP_ADDR.store(addr, Ordering::Release);
+    write_code_byte(addr, 0xCC);
+    BP_PLANTED.store(true, Ordering::Release);
+    Ok(())
+}
+
+fn unplant_breakpoint() {
+    let addr = BP_ADDR.load(Ordering::Acquire);
+    if addr != 0 && BP_PLANTED.swap(false, Ordering::AcqRel) {
+        write_code_byte(addr, BP_ORIG.load(Ordering::Acquire));
+    }
+}
+
+fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
+    // Re-execute the original instruction in every case.
+    if BP_PLANTED.swap(false, Ordering::AcqRel) {
+        write_code_byte(bp, BP_ORIG.load(Ordering::Acquire));
+    }
+    uc.uc_mcontext.gregs[libc::REG_RIP as usize] = bp as i64;
+    if STATE.load(Ordering::Acquire) != ARMED {
+        return;
+    }
+    let tid = gettid();
+    with_inner(|cell| {
+        let Some(inner) = cell.as_mut() else { return };
+        let Some((_, first, count, _)) = inner.func else {
+            return;
+        };
+        inner.calls_seen += 1;
+        let n = inner.calls_seen;
+        if n >= first && n < first + count {
+            let Some(i) = claim_thread(inner, tid) else {
+                return;
+            };
+            let rsp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as u64;
+            let t = &mut inner.threads[i];
+            t.active = true;
+            t.seeded = false;
+            t.at_entry = true;
+            t.frames.clear();
+            t.pending_call = 0;
+            t.after_syscall = 0;
+            t.func_ret_slot = rsp;
+            for (j, s) in SELECTED.iter().enumerate() {
+                s.store(if j == 0 { tid } else { 0 }, Ordering::Relaxed);
+            }
+            STATE.store(RUNNING, Ordering::Release);
+            set_tf(uc, true);
+        } else {
+            // Step over the original instruction, then plant again.
+            REPLANT_TID.store(tid, Ordering::Release);
+            set_tf(uc, true);
+        }
+    });
+}
+
+/// Safe read of a word of this process's memory (EFAULT instead of a crash).
+fn read_word(addr: u64) -> Option<u64> {
+    let mut v: u64 = 0;
+    let local = libc::iovec {
+        iov_base: &mut v as *mut u64 as *mut libc::c_void,
+        iov_len: 8,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: 8,
+    };
+    // SAFETY: process_vm_readv on our own pid copies into a live local and
+    // reports unreadable addresses as an error instead of faulting.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    (n == 8).then_some(v)
+}
+
+/// The counter slot for what served an access: the level's index, or
+/// `levels` for memory.
+#[inline]
+fn served_index(levels: usize, r: &coldcache_sim::AccessResult) -> usize {
+    match r.served_by.level() {
+        Some(l) => (usize::from(l) - 1).min(levels),
+        None => levels,
+    }
+}
+
+/// Stops the capture from inside a handler.
+fn stop_from_handler(inner: &mut Inner, uc: &mut libc::ucontext_t, why: Option<&'static str>) {
+    if inner.cut_short.is_none() {
+        inner.cut_short = why;
+    }
+    STATE.store(STOPPING, Ordering::Release);
+    set_tf(uc, false);
+    wake(1);
+}
+
+/// One trap of a traced thread.
+fn step(inner: &mut Inner, uc: &mut libc::ucontext_t) {
+    let tid = gettid();
+    let ti = match inner.threads.iter().position(|t| t.tid == tid) {
+        Some(i) => i,
+        None if ALL_THREADS.load(Ordering::Relaxed) => match claim_thread(inner, tid) {
+            Some(i) => i,
+            None => {
+                inner.cut_short.get_or_insert("more threads than reserved");
+                set_tf(uc, false);
+                return;
+            }
+        },
+        None => {
+            set_tf(uc, false);
+            return;
+        }
+    };
+    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+    if !inner.threads[ti].active || rip == inner.stop_entry {
+        inner.threads[ti].active = false;
+        set_tf(uc, false);
+        return;
+    }
+    let rsp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as u64;
+    let rbp = uc.uc_mcontext.gregs[libc::REG_RBP as usize] as u64;
+    let layout = inner.layout;
+    // SAFETY: `uc` is the live context of this handler.
+    let machine = unsafe { ContextMachine::new(uc, &layout) };
+
+    // The instruction after a `syscall` ran without a trap.
+    let after = std::mem::take(&mut inner.threads[ti].after_syscall);
+    if after != 0 && after != rip {
+        untrapped(inner, ti, after, &machine);
+    }
+    // A call completed: the callee's first instruction is at RIP.
+    let site = std::mem::take(&mut inner.threads[ti].pending_call);
+    if site != 0 {
+        let parent = current_stack(&inner.threads[ti]);
+        let Some(id) = inner.stacks.intern(parent, site, rip) else {
+            return stop_from_handler(inner, uc, Some("stack reserve exhausted"));
+        };
+        let depth = inner.depth;
+        let t = &mut inner.threads[ti];
+        if t.frames.len() >= depth {
+            return stop_from_handler(inner, uc, Some("call depth reserve exhausted"));
+        }
+        t.frames.push(Frame {
+            stack: id,
+            ret_slot: rsp,
+        });
+    }
+    if !inner.threads[ti].seeded {
+        seed(inner, ti, rsp, rbp);
+    }
+    {
+        let t = &mut inner.threads[ti];
+        while t.frames.last().is_some_and(|f| f.ret_slot < rsp) {
+            t.frames.pop();
+        }
+        if t.func_ret_slot != 0 && rsp > t.func_ret_slot {
+            // The triggering function returned.
+            t.func_ret_slot = 0;
+            t.active = false;
+            set_tf(uc, false);
+            inner.calls_done += 1;
+            let more = inner
+                .func
+                .is_some_and(|(_, first, count, _)| inner.calls_seen < first + count - 1);
+            if more && inner.cut_short.is_none() {
+                STATE.store(ARMED, Ordering::Release);
+                let addr = BP_ADDR.load(Ordering::Acquire);
+                write_code_byte(addr, 0xCC);
+                BP_PLANTED.store(true, Ordering::Release);
+            } else {
+                STATE.store(STOPPING, Ordering::Release);
+                wake(1);
+            }
+            return;
+        }
+    }
+    let Some(d) = decoded(inner, rip) else {
+        return stop_from_handler(inner, uc, Some("instruction reserve exhausted"));
+    };
+    let stack = current_stack(&inner.threads[ti]);
+    if !count_instruction(inner, ti, rip, stack, &d, &machine, false) {
+        return stop_from_handler(inner, uc, Some("record or trace reserve exhausted"));
+    }
+    match d.flow {
+        Flow::Call => inner.threads[ti].pending_call = rip + u64::from(d.len) - 1,
+        Flow::Syscall => inner.threads[ti].after_syscall = rip + u64::from(d.len),
+        _ => {}
+    }
+    if inner.max_instructions != 0 && inner.instructions >= inner.max_instructions {
+        stop_from_handler(inner, uc, Some("instruction limit reached"));
+    }
+}
+
+fn current_stack(t: &ThreadState) -> u32 {
+    t.frames.last().map(|f| f.stack).unwrap_or(0)
+}
+
+/// Decodes (or finds) the instruction at `ip`.
+fn decoded(inner: &mut Inner, ip: u64) -> Option<Decoded> {
+    if let Some(d) = inner.decode.get(ip) {
+        return Some(*d);
+    }
+    // Read up to 15 bytes without crossing into a page the instruction
+    // does not use: a first read stops at the page end; an instruction that
+    // continues on the next page proves that page is mapped.
+    let mut bytes = [0u8; 15];
+    let to_page_end = (0x1000 - (ip & 0xFFF)) as usize;
+    let first = to_page_end.min(15);
+    // SAFETY: the thread is about to execute the instruction at `ip`, so
+    // its first byte's page is mapped and readable code of this process.
+    unsafe { core::ptr::copy_nonoverlapping(ip as *const u8, bytes.as_mut_ptr(), first) };
+    let mut decoder = Decoder::with_ip(64, &bytes[..first], ip, DecoderOptions::NONE);
+    let mut instr = decoder.decode();
+    if instr.is_invalid() && first < 15 {
+        // SAFETY: the instruction spans into the next page, which the CPU
+        // is about to fetch from, so it is mapped.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                (ip + first as u64) as *const u8,
+                bytes.as_mut_ptr().add(first),
+                15 - first,
+            )
+        };
+        let mut decoder = Decoder::with_ip(64, &bytes, ip, DecoderOptions::NONE);
+        instr = decoder.decode();
+    }
+    let flow = match instr.flow_control() {
+        FlowControl::Call | FlowControl::IndirectCall if instr.mnemonic() == Mnemonic::Call => {
+            Flow::Call
+        }
+        FlowControl::Return => Flow::Return,
+        _ if instr.mnemonic() == Mnemonic::Syscall => Flow::Syscall,
+        _ => Flow::Other,
+    };
+    let plan = inner.model.plan(&instr);
+    let d = Decoded {
+        instr,
+        plan,
+        len: instr.len().max(1) as u8,
+        flow,
+    };
+    inner.decode.insert(ip, d).copied()
+}
+
+/// Counts one execution of `d` at `rip`. Returns false when the record
+/// reserve is exhausted.
+fn count_instruction(
+    inner: &mut Inner,
+    ti: usize,
+    rip: u64,
+    stack: u32,
+    d: &Decoded,
+    machine: &ContextMachine<'_>,
+    after: bool,
+) -> bool {
+    let levels = inner.levels;
+    let core = inner.threads[ti].core as usize;
+    inner.accesses.clear();
+    let modelled = if after {
+        if d.plan.is_empty() {
+            Ok(())
+        } else {
+            Err(Unmodelled::Unsupported)
+        }
+    } else {
+        d.plan.eval(&d.instr, machine, &mut inner.accesses)
+    };
+    let Some(c) = inner.counters.counters(rip, stack, ti as u32) else {
+        return false;
+    };
+    c[0] += 1;
+    let r = inner.hier.access(
+        core,
+        Access {
+            kind: AccessKind::InstrFetch,
+            addr: rip,
+            size: u32::from(d.len),
+            ip: rip,
+        },
+    );
+    c[counters::side_base(levels, 0) + served_index(levels, &r)] += 1;
+    if inner.trace_path.is_some() {
+        let n = 1 + if modelled.is_ok() {
+            inner.accesses.as_slice().len()
+        } else {
+            0
+        };
+        if inner.trace.len() + n > inner.trace.capacity() {
+            return false;
+        }
+        inner.trace.push(TraceRecord {
+            kind: RecordKind::Instr,
+            addr: rip,
+            size: u32::from(d.len),
+            ip: rip,
+            thread: ti as u32,
+        });
+        if modelled.is_ok() {
+            for a in inner.accesses.as_slice() {
+                let kind = match a.kind {
+                    AccessKind::Read => RecordKind::Load,
+                    AccessKind::Write => RecordKind::Store,
+                    AccessKind::ReadModifyWrite => RecordKind::Modify,
+                    AccessKind::Prefetch => RecordKind::Prefetch,
+                    AccessKind::NonTemporalStore => RecordKind::NtStore,
+                    AccessKind::Flush => RecordKind::Flush,
+                    AccessKind::InstrFetch => RecordKind::Instr,
+                };
+                inner.trace.push(TraceRecord {
+                    kind,
+                    addr: a.addr,
+                    size: a.size.clamp(1, coldcache_trace::MAX_ACCESS_SIZE),
+                    ip: rip,
+                    thread: ti as u32,
+                });
+            }
+        }
+    }
+    match modelled {
+        Ok(()) => {
+            let tail = counters::tail_base(levels);
+            for a in inner.accesses.as_slice() {
+                let r = inner.hier.access(
+                    core,
+                    Access {
+                        kind: a.kind,
+                        addr: a.addr,
+                        size: a.size,
+                        ip: rip,
+                    },
+                );
+                match a.kind {
+                    AccessKind::Prefetch => match r.prefetch {
+                        PrefetchIssue::Issued => c[tail] += 1,
+                        PrefetchIssue::Redundant => {
+                            c[tail] += 1;
+                            c[tail + 1] += 1
+                        }
+                        PrefetchIssue::NotPrefetch => {}
+                    },
+                    AccessKind::Flush => {}
+                    AccessKind::Read | AccessKind::ReadModifyWrite => {
+                        c[counters::side_base(levels, 1) + served_index(levels, &r)] += 1
+                    }
+                    AccessKind::Write | AccessKind::NonTemporalStore => {
+                        c[counters::side_base(levels, 2) + served_index(levels, &r)] += 1
+                    }
+                    AccessKind::InstrFetch => {}
+                }
+                c[tail + 2] += u64::from(r.invalidations);
+                c[tail + 3] += u64::from(r.false_sharing);
+            }
+        }
+        Err(why) => {
+            c[1] += 1;
+            inner.unmodelled[why as usize] += 1;
+        }
+    }
+    inner.instructions += 1;
+    INSTRUCTIONS.store(inner.instructions, Ordering::Relaxed);
+    true
+}
+
+/// Accounts for the instruction at `ip` that ran untrapped after a
+/// `syscall`; the machine state is the one after it ran.
+fn untrapped(inner: &mut Inner, ti: usize, ip: u64, machine: &ContextMachine<'_>) {
+    let Some(d) = decoded(inner, ip) else { return };
+    let stack = current_stack(&inner.threads[ti]);
+    if count_instruction(inner, ti, ip, stack, &d, machine, true) {
+        inner.untrapped += 1;
+    }
+    if d.flow == Flow::Call {
+        inner.threads[ti].pending_call = ip + u64::from(d.len) - 1;
+    }
+}
+
+/// Seeds a thread's shadow stack by walking frame pointers from the state
+/// at its first trap. Frames are accepted only while the chain climbs the
+/// stack and every return address lies in an executable mapping.
+fn seed(inner: &mut Inner, ti: usize, rsp: u64, rbp: u64) {
+    let mut chain = [(0u64, 0u64); 64];
+    let mut n = 0;
+    let in_exec = |a: u64| inner.exec_ranges.iter().any(|&(s, e)| a >= s && a < e);
+    if inner.threads[ti].at_entry {
+        if let Some(ret) = read_word(rsp) {
+            if in_exec(ret) {
+                chain[n] = (ret, rsp);
+                n += 1;
+            }
+        }
+    }
+    let mut fp = rbp;
+    while n < chain.len() {
+        if fp < rsp || fp & 7 != 0 || fp - rsp > (64 << 20) {
+            break;
+        }
+        let (Some(next), Some(ret)) = (read_word(fp), read_word(fp + 8)) else {
+            break;
+        };
+        if !in_exec(ret) {
+            break;
+        }
+        chain[n] = (ret, fp + 8);
+        n += 1;
+        if next <= fp {
+            break;
+        }
+        fp = next;
+    }
+    let entry = inner.func.map(|f| f.0).unwrap_or(0);
+    let at_entry = inner.threads[ti].at_entry;
+    let mut parent = 0;
+    let t = &mut inner.threads[ti];
+    t.frames.clear();
+    for (k, &(ret, slot)) in chain[..n].iter().enumerate().rev() {
+        let callee = if k == 0 && at_entry { entry } else { 0 };
+        let Some(id) = inner.stacks.intern(parent, ret - 1, callee) else {
+            break;
+        };
+        if t.frames.len() >= inner.depth {
+            break;
+        }
+        t.frames.push(Frame {
+            stack: id,
+            ret_slot: slot,
+        });
+        parent = id;
+    }
+    t.seeded = true;
+}
+
+// ---------------------------------------------------------------------------
+// Finishing.
+
+/// Stops the capture (if it is still running), waits until no handler
+/// runs, and writes the dump atomically.
+pub fn finish() -> Result<Summary, CaptureError> {
+    static ONE: Mutex<()> = Mutex::new(());
+    let _g = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let s = STATE.load(Ordering::Acquire);
+    if !matches!(s, ARMED | RUNNING | STOPPING) {
+        return Err(CaptureError::NotRunning);
+    }
+    STATE.store(STOPPING, Ordering::Release);
+    unplant_breakpoint();
+    BP_ADDR.store(0, Ordering::Release);
+    REPLANT_TID.store(0, Ordering::Release);
+    // Make every traced thread clear TF now, even one blocked in a syscall.
+    let tids: Vec<u32> = with_inner(|cell| {
+        cell.as_ref()
+            .map(|i| {
+                i.threads
+                    .iter()
+                    .filter(|t| t.tid != 0)
+                    .map(|t| t.tid)
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    let me = gettid();
+    let sig = SYNC_SIGNAL.load(Ordering::Relaxed);
+    let pid = std::process::id() as i32;
+    for tid in tids {
+        if tid != me {
+            // SAFETY: tgkill to a thread of ours; ESRCH if it has exited.
+            unsafe { libc::syscall(libc::SYS_tgkill, pid, tid as i32, sig) };
+        }
+    }
+    while IN_HANDLER.load(Ordering::SeqCst) != 0 {
+        std::thread::yield_now();
+    }
+    let inner = with_inner(|cell| cell.take());
+    for s in &SELECTED {
+        s.store(0, Ordering::Relaxed);
+    }
+    ALL_THREADS.store(false, Ordering::Relaxed);
+    let Some(inner) = inner else {
+        STATE.store(IDLE, Ordering::Release);
+        return Err(CaptureError::NotRunning);
+    };
+    let duration = inner.started.elapsed();
+    let result = write_dump(*inner, duration);
+    STATE.store(IDLE, Ordering::Release);
+    result
+}
+
+fn write_dump(inner: Inner, duration: std::time::Duration) -> Result<Summary, CaptureError> {
+    if let Some(path) = &inner.trace_path {
+        write_trace(path, &inner.trace, &inner.threads).map_err(|source| CaptureError::Write {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    let Inner {
+        stacks,
+        counters: table,
+        threads,
+        mut meta,
+        mut modules,
+        output,
+        instructions,
+        untrapped,
+        unmodelled,
+        cut_short,
+        ..
+    } = inner;
+    meta.duration_ns = duration.as_nanos() as u64;
+    meta.instructions = instructions;
+    meta.untrapped = untrapped;
+    meta.cut_short = cut_short.map(String::from);
+    meta.unmodelled = [
+        ("unsupported", unmodelled[0]),
+        ("too many accesses", unmodelled[1]),
+        ("missing register", unmodelled[2]),
+    ]
+    .into_iter()
+    .filter(|&(_, n)| n > 0)
+    .map(|(s, n)| (s.to_string(), n))
+    .collect();
+    if untrapped > 0 {
+        meta.notes.push(format!(
+            "{untrapped} instructions ran untrapped right after a syscall; their accesses \
+             were computed from the state after they ran, or counted unmodelled"
+        ));
+    }
+    // Modules mapped since the start are added; those unmapped are kept.
+    for m in procfs::modules() {
+        if !modules
+            .iter()
+            .any(|x| x.start == m.start && x.path == m.path)
+        {
+            modules.push(m);
+        }
+    }
+    let used: Vec<usize> = (0..threads.len())
+        .filter(|&i| threads[i].tid != 0)
+        .collect();
+    let dump_threads: Vec<Thread> = threads
+        .iter()
+        .filter(|t| t.tid != 0)
+        .map(|t| Thread {
+            tid: t.tid,
+            name: procfs::thread_name(t.tid),
+            core: t.core,
+        })
+        .collect();
+    let mut records: Vec<Record> = table
+        .iter()
+        .map(|((ip, stack, thread), c)| Record {
+            ip,
+            stack,
+            thread: used.iter().position(|&u| u == thread as usize).unwrap_or(0) as u32,
+            counters: c.to_vec(),
+        })
+        .collect();
+    records.sort_by_key(|r| (r.ip, r.stack, r.thread));
+    let dump = Dump {
+        meta,
+        modules,
+        threads: dump_threads,
+        stacks: stacks
+            .nodes()
+            .iter()
+            .map(|s| StackNode {
+                parent: s.parent,
+                call_site: s.call_site,
+                callee: s.callee,
+            })
+            .collect(),
+        records,
+    };
+    let bytes = dump.to_bytes();
+    write_atomically(&output, &bytes).map_err(|source| CaptureError::Write {
+        path: output.clone(),
+        source,
+    })?;
+    Ok(Summary {
+        path: output,
+        instructions,
+        unmodelled: unmodelled.iter().sum(),
+        records: dump.records.len(),
+        threads: dump.threads.len(),
+        cut_short: dump.meta.cut_short.clone(),
+    })
+}
+
+fn write_trace(
+    path: &std::path::Path,
+    records: &[TraceRecord],
+    threads: &[ThreadState],
+) -> std::io::Result<()> {
+    let mut w = coldcache_trace::TraceWriter::new(Vec::new()).map_err(std::io::Error::other)?;
+    for (i, t) in threads.iter().enumerate().filter(|(_, t)| t.tid != 0) {
+        w.define_thread(i as u32, u64::from(t.tid))
+            .map_err(std::io::Error::other)?;
+    }
+    w.write_all(records).map_err(std::io::Error::other)?;
+    let bytes = w.finish().map_err(std::io::Error::other)?;
+    write_atomically(path, &bytes)
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory
+/// and a rename, so readers never see a partial dump.
+pub fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "dump".into());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}

@@ -1,0 +1,222 @@
+//! What the capture engine learns about its own process from `/proc` and
+//! from the mapped ELF files: executable mappings (the module map), threads
+//! and their names, an attached tracer, build ids, and function symbols for
+//! the `--function` trigger.
+//!
+//! Everything here allocates and does file I/O: it runs when a capture is
+//! prepared or finished, never in a signal handler.
+
+use coldcache_dump::Module;
+use object::{Object, ObjectSegment, ObjectSymbol};
+use std::path::Path;
+
+/// One line of `/proc/self/maps`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// `r-xp` and friends.
+    pub perms: String,
+    /// File offset mapped at `start`.
+    pub offset: u64,
+    /// Path (or pseudo-name such as `[stack]`), possibly empty.
+    pub path: String,
+}
+
+/// Parses the text of a `maps` file.
+pub fn parse_maps(text: &str) -> Vec<Mapping> {
+    let mut v = Vec::new();
+    for line in text.lines() {
+        let mut it = line.split_ascii_whitespace();
+        let (Some(range), Some(perms), Some(offset), Some(_dev), Some(_inode)) =
+            (it.next(), it.next(), it.next(), it.next(), it.next())
+        else {
+            continue;
+        };
+        let path = it.collect::<Vec<_>>().join(" ");
+        let Some((a, b)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(start), Ok(end), Ok(offset)) = (
+            u64::from_str_radix(a, 16),
+            u64::from_str_radix(b, 16),
+            u64::from_str_radix(offset, 16),
+        ) else {
+            continue;
+        };
+        v.push(Mapping {
+            start,
+            end,
+            perms: perms.to_string(),
+            offset,
+            path,
+        });
+    }
+    v
+}
+
+/// The mappings of this process.
+pub fn self_maps() -> Vec<Mapping> {
+    std::fs::read_to_string("/proc/self/maps")
+        .map(|t| parse_maps(&t))
+        .unwrap_or_default()
+}
+
+/// The executable mappings of this process as dump modules, with build ids.
+pub fn modules() -> Vec<Module> {
+    let mut out: Vec<Module> = Vec::new();
+    let mut ids: std::collections::HashMap<String, Vec<u8>> = Default::default();
+    for m in self_maps() {
+        if !m.perms.contains('x') {
+            continue;
+        }
+        let build_id = if m.path.starts_with('/') {
+            ids.entry(m.path.clone())
+                .or_insert_with(|| build_id(Path::new(&m.path)).unwrap_or_default())
+                .clone()
+        } else {
+            Vec::new()
+        };
+        out.push(Module {
+            path: m.path,
+            build_id,
+            start: m.start,
+            end: m.end,
+            file_offset: m.offset,
+        });
+    }
+    out
+}
+
+/// The GNU build id of an ELF file.
+pub fn build_id(path: &Path) -> Option<Vec<u8>> {
+    let data = std::fs::read(path).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    file.build_id().ok().flatten().map(|b| b.to_vec())
+}
+
+/// Thread ids of this process.
+pub fn tasks() -> Vec<u32> {
+    let mut v: Vec<u32> = std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort_unstable();
+    v
+}
+
+/// The name (`comm`) of a thread of this process, empty if it is gone.
+pub fn thread_name(tid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_default()
+}
+
+/// The pid of a tracer attached to this process, if any.
+pub fn tracer_pid() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&p| p != 0)
+}
+
+/// A function found by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundSymbol {
+    /// Runtime address of its entry.
+    pub address: u64,
+    /// The module it is in.
+    pub module: String,
+}
+
+/// Finds a function by (mangled or plain) name in the mapped ELF files,
+/// main executable first. Returns its runtime address.
+pub fn find_function(name: &str) -> Result<FoundSymbol, String> {
+    let maps = self_maps();
+    let mut seen = std::collections::HashSet::new();
+    for m in &maps {
+        if !m.path.starts_with('/') || !seen.insert(m.path.clone()) {
+            continue;
+        }
+        let Ok(data) = std::fs::read(&m.path) else {
+            continue;
+        };
+        let Ok(file) = object::File::parse(&*data) else {
+            continue;
+        };
+        let found = file.symbols().chain(file.dynamic_symbols()).find(|s| {
+            s.is_definition() && s.kind() == object::SymbolKind::Text && s.name() == Ok(name)
+        });
+        let Some(sym) = found else {
+            continue;
+        };
+        // Load bias: where the file's lowest loadable segment was mapped.
+        let first_vaddr = file.segments().map(|s| s.address()).min().unwrap_or(0) & !0xFFF;
+        let Some(base) = maps
+            .iter()
+            .filter(|x| x.path == m.path)
+            .map(|x| x.start - x.offset)
+            .min()
+        else {
+            continue;
+        };
+        let bias = if file.kind() == object::ObjectKind::Dynamic {
+            base.wrapping_sub(first_vaddr)
+        } else {
+            0
+        };
+        return Ok(FoundSymbol {
+            address: sym.address().wrapping_add(bias),
+            module: m.path.clone(),
+        });
+    }
+    Err(format!(
+        "no function named `{name}` in the symbol tables of the program or its libraries \
+         (a stripped binary, or a C++/Rust name that needs its mangled form?)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_parse_including_paths_with_spaces() {
+        let t = "55d0c0a00000-55d0c0a21000 r-xp 00002000 fd:01 123 /usr/bin/my prog\n\
+                 7ffd1b2f0000-7ffd1b311000 rw-p 00000000 00:00 0                          [stack]\n\
+                 garbage\n";
+        let m = parse_maps(t);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].start, 0x55d0c0a00000);
+        assert_eq!(m[0].offset, 0x2000);
+        assert_eq!(m[0].path, "/usr/bin/my prog");
+        assert_eq!(m[1].path, "[stack]");
+    }
+
+    #[test]
+    fn finds_a_function_of_this_test_binary() {
+        // `main` is in every test binary's symbol table; its runtime address
+        // must fall in an executable mapping.
+        let f = find_function("main").unwrap();
+        let maps = self_maps();
+        assert!(
+            maps.iter()
+                .any(|m| m.perms.contains('x') && (m.start..m.end).contains(&f.address)),
+            "{f:?}"
+        );
+        assert_eq!(f.address, main_address());
+    }
+
+    fn main_address() -> u64 {
+        extern "C" {
+            fn main(argc: i32, argv: *const *const u8) -> i32;
+        }
+        main as usize as u64
+    }
+}
