@@ -335,34 +335,28 @@ struct Inner {
 // Entry points in assembly: they control exactly which instructions of ours
 // run with TF set.
 
-core::arch::global_asm!(
-    ".globl coldcache_arm_current_thread",
-    ".type coldcache_arm_current_thread,@function",
-    "coldcache_arm_current_thread:",
-    // Set TF: the trap comes after the next instruction, the `ret`, so the
-    // first traced instruction is the caller's.
-    "pushfq",
-    "or qword ptr [rsp], 0x100",
-    "popfq",
-    "ret",
-    ".size coldcache_arm_current_thread, .-coldcache_arm_current_thread",
-    ".globl coldcache_stop",
-    ".type coldcache_stop,@function",
-    "coldcache_stop:",
-    // The trap handler recognises this address and clears TF before it
-    // runs, so nothing of the stop path is traced.
-    "nop",
-    "jmp {stop}",
-    ".size coldcache_stop, .-coldcache_stop",
-    stop = sym stop_after_intercept,
-);
+/// Sets TF on the calling thread so tracing starts at the caller's next
+/// instruction: the trap comes after the instruction following `popfq`,
+/// the `ret`.
+///
+/// # Safety
+/// Only to be called by [`start`] after a successful [`prepare`]: with no
+/// capture running, the first trap clears TF again, harmlessly.
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn coldcache_arm_current_thread() {
+    core::arch::naked_asm!("pushfq", "or qword ptr [rsp], 0x100", "popfq", "ret")
+}
 
-extern "C" {
-    /// Sets TF on the calling thread so tracing starts at the caller's next
-    /// instruction.
-    pub fn coldcache_arm_current_thread();
-    /// Stops the capture in progress and writes its dump; 0 on success.
-    pub fn coldcache_stop() -> i32;
+/// Stops the capture in progress and writes its dump; 0 on success.
+///
+/// The trap handler recognises this function's address and clears TF
+/// before its first instruction runs, so nothing of the stop path is
+/// traced.
+#[unsafe(naked)]
+#[no_mangle]
+pub extern "C" fn coldcache_stop() -> i32 {
+    core::arch::naked_asm!("nop", "jmp {stop}", stop = sym stop_after_intercept)
 }
 
 extern "C" fn stop_after_intercept() -> i32 {
@@ -414,8 +408,7 @@ pub fn start(options: Options) -> Result<Capture, CaptureError> {
 /// Stops the capture in progress and writes its dump.
 #[inline(always)]
 pub fn stop() -> Result<Summary, CaptureError> {
-    // SAFETY: `coldcache_stop` is a plain function (see the assembly above).
-    let code = unsafe { coldcache_stop() };
+    let code = coldcache_stop();
     let r = FINISH.lock().ok().and_then(|mut g| g.take());
     match r {
         Some(Ok(s)) => Ok(s),

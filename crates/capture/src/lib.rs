@@ -19,3 +19,5 @@ pub use engine::{
     finish, is_active, prepare, start, stop, Capture, CaptureError, Options, Reserves, Summary,
     Threads, Trigger,
 };
+pub mod capi;
+pub mod preload;

@@ -3,6 +3,7 @@
 //! one, prints the whole chain of causes of an error once, and treats a
 //! closed stdout (`coldcache sim ... | head`) as success.
 
+mod record_cmd;
 mod sim_cmd;
 
 use clap::{Parser, Subcommand};
@@ -22,11 +23,17 @@ enum Command {
     Sim(Box<sim_cmd::SimArgs>),
     /// List the cache presets.
     Presets,
+    /// Run a program and capture its cache behaviour (libcoldcache.so preloaded).
+    Record(Box<record_cmd::RecordArgs>),
+    /// Start or stop a capture in a program run by `record --signal`.
+    Trigger(record_cmd::TriggerArgs),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Sim(args) => sim_cmd::run(*args),
+        Command::Record(args) => record_cmd::run(*args),
+        Command::Trigger(args) => record_cmd::trigger(args),
         Command::Presets => {
             for (name, about) in coldcache_config::names() {
                 println!("{name:<16} {about}");
@@ -49,6 +56,10 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<record_cmd::ChildFailed>().is_some() => ExitCode::from(
+            e.downcast_ref::<record_cmd::ChildFailed>()
+                .map_or(1, |c| c.0),
+        ),
         Err(e) => {
             eprint!("coldcache: error: {e}");
             for cause in e.chain().skip(1) {

@@ -1,0 +1,238 @@
+//! The C ABI of the capture engine (declared in `include/coldcache.h`):
+//! `coldcache_options_init`, `coldcache_start`, `coldcache_stop`,
+//! `coldcache_set_thread_core`, `coldcache_last_error`.
+//!
+//! `coldcache_start` is written in assembly so that TF is set by its very
+//! last instructions: the first traced instruction is the caller's.
+
+use crate::engine::{self, Options, Reserves, Threads, Trigger};
+use std::ffi::{c_char, CStr, CString};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// Trace only the thread calling `coldcache_start`.
+pub const COLDCACHE_THREADS_CALLER: i32 = 0;
+/// Trace every thread, including threads created during the capture.
+pub const COLDCACHE_THREADS_ALL: i32 = 1;
+
+/// Options of `coldcache_start` (the C struct `coldcache_options`).
+#[repr(C)]
+pub struct CaptureOptions {
+    /// `sizeof(struct coldcache_options)`, set by `coldcache_options_init`.
+    pub size: u32,
+    /// `COLDCACHE_THREADS_CALLER` or `COLDCACHE_THREADS_ALL`; ignored when
+    /// `tids` is set.
+    pub threads: i32,
+    /// Cache preset name or TOML file; NULL for the default.
+    pub cache: *const c_char,
+    /// Dump path; NULL for the default.
+    pub output: *const c_char,
+    /// Thread ids to trace, or NULL.
+    pub tids: *const u32,
+    /// Number of entries in `tids`.
+    pub tid_count: usize,
+    /// Stop after this many instructions; 0 for no limit.
+    pub max_instructions: u64,
+    /// Also write every access to this cctrace file; NULL for none.
+    pub trace: *const c_char,
+}
+
+/// Defaults that `coldcache record` (or the environment) set for captures
+/// the program starts itself.
+pub(crate) static DEFAULTS: Mutex<Option<Options>> = Mutex::new(None);
+static CORE_MAP: Mutex<Vec<(u32, u32)>> = Mutex::new(Vec::new());
+static LAST_ERROR: Mutex<Option<CString>> = Mutex::new(None);
+
+fn set_error(e: impl std::fmt::Display) {
+    let msg = format!("coldcache: {e}");
+    if std::env::var_os("COLDCACHE_QUIET").is_none() {
+        eprintln!("{msg}");
+    }
+    if let Ok(mut g) = LAST_ERROR.lock() {
+        *g = CString::new(msg).ok();
+    }
+}
+
+/// The options a capture uses when the caller gives none.
+pub fn default_options() -> Result<Options, String> {
+    if let Some(o) = DEFAULTS.lock().ok().and_then(|g| g.clone()) {
+        return Ok(o);
+    }
+    let cache = std::env::var("COLDCACHE_CACHE").unwrap_or_else(|_| "jaguar".into());
+    let cfg = coldcache_config::resolve(&cache).map_err(|e| e.to_string())?;
+    let mut o = Options::new(cfg, "coldcache.ccdump");
+    o.cache_name = cache;
+    Ok(o)
+}
+
+/// Fills `opts` with the defaults.
+///
+/// # Safety
+/// `opts` must point to a writable `struct coldcache_options`.
+#[no_mangle]
+pub unsafe extern "C" fn coldcache_options_init(opts: *mut CaptureOptions) {
+    if opts.is_null() {
+        return;
+    }
+    // SAFETY: the caller passes a writable struct (see `# Safety`).
+    unsafe {
+        opts.write(CaptureOptions {
+            size: std::mem::size_of::<CaptureOptions>() as u32,
+            threads: COLDCACHE_THREADS_CALLER,
+            cache: std::ptr::null(),
+            output: std::ptr::null(),
+            tids: std::ptr::null(),
+            tid_count: 0,
+            max_instructions: 0,
+            trace: std::ptr::null(),
+        })
+    };
+}
+
+/// Maps a thread to a simulated core for the next captures.
+#[no_mangle]
+pub extern "C" fn coldcache_set_thread_core(tid: u32, core: u32) -> i32 {
+    match CORE_MAP.lock() {
+        Ok(mut m) => {
+            m.retain(|&(t, _)| t != tid);
+            m.push((tid, core));
+            0
+        }
+        Err(_) => -1,
+    }
+}
+
+/// The message of the last failed call, or NULL.
+#[no_mangle]
+pub extern "C" fn coldcache_last_error() -> *const c_char {
+    LAST_ERROR
+        .lock()
+        .ok()
+        .and_then(|g| g.as_ref().map(|c| c.as_ptr()))
+        .unwrap_or(std::ptr::null())
+}
+
+fn c_str(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: callers pass NUL-terminated strings (documented in the header).
+    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+/// Builds engine options from the C struct and prepares the capture.
+/// Returns 1 when the caller must arm itself, 0 when not, -1 on error.
+extern "C" fn prepare_from_c(opts: *const CaptureOptions) -> i32 {
+    let r = (|| -> Result<bool, String> {
+        let mut o = default_options()?;
+        o.trigger = Trigger::Api;
+        if !opts.is_null() {
+            // SAFETY: a non-null pointer from the caller to an initialised
+            // struct; `size` guards against an older, smaller layout.
+            let c = unsafe { &*opts };
+            if (c.size as usize) < std::mem::size_of::<CaptureOptions>() {
+                return Err(format!(
+                    "coldcache_options.size is {}, expected {} (call coldcache_options_init)",
+                    c.size,
+                    std::mem::size_of::<CaptureOptions>()
+                ));
+            }
+            if let Some(cache) = c_str(c.cache) {
+                o.cache = coldcache_config::resolve(&cache).map_err(|e| e.to_string())?;
+                o.cache_name = cache;
+            }
+            if let Some(out) = c_str(c.output) {
+                o.output = PathBuf::from(out);
+            }
+            if let Some(t) = c_str(c.trace) {
+                o.trace = Some(PathBuf::from(t));
+            }
+            o.threads = if !c.tids.is_null() && c.tid_count > 0 {
+                // SAFETY: the caller passes `tid_count` readable entries.
+                Threads::Tids(unsafe { std::slice::from_raw_parts(c.tids, c.tid_count) }.to_vec())
+            } else if c.threads == COLDCACHE_THREADS_ALL {
+                Threads::All
+            } else {
+                Threads::Caller
+            };
+            if c.max_instructions != 0 {
+                o.max_instructions = c.max_instructions;
+            }
+        }
+        if let Ok(m) = CORE_MAP.lock() {
+            for &(t, c) in m.iter() {
+                o.core_map.retain(|&(x, _)| x != t);
+                o.core_map.push((t, c));
+            }
+        }
+        engine::prepare(o).map_err(|e| e.to_string())
+    })();
+    match r {
+        Ok(true) => 1,
+        Ok(false) => 0,
+        Err(e) => {
+            set_error(e);
+            -1
+        }
+    }
+}
+
+/// Starts a capture (see `coldcache.h`); tracing of the calling thread
+/// begins at the caller's next instruction. Returns 0 or -1.
+///
+/// Naked so that TF is set by its very last instructions: the `popfq`
+/// arms the trap, the `ret` runs untraced, and the first trap is at the
+/// caller's next instruction.
+///
+/// # Safety
+/// `options` is NULL or points to a `struct coldcache_options` initialised
+/// by `coldcache_options_init`.
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn coldcache_start(options: *const CaptureOptions) -> i32 {
+    core::arch::naked_asm!(
+        "push rbx", // keeps the stack 16-byte aligned for the call
+        "call {prepare}",
+        "pop rbx",
+        "cmp eax, 1",
+        "jne 2f",
+        "xor eax, eax",
+        "pushfq",
+        "or qword ptr [rsp], 0x100",
+        "popfq",
+        "2:",
+        "ret",
+        prepare = sym prepare_from_c,
+    )
+}
+
+/// Reserve sizes parsed from `key=value,...` (`instructions`, `stacks`,
+/// `records`, `threads`, `depth`, `trace`).
+pub fn parse_reserves(spec: &str, mut r: Reserves) -> Result<Reserves, String> {
+    for part in spec.split(',').filter(|p| !p.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("reserve `{part}` is not key=value"))?;
+        let n: usize = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("reserve `{k}`: `{v}` is not a number"))?;
+        if n == 0 {
+            return Err(format!("reserve `{k}` must be at least 1"));
+        }
+        match k.trim() {
+            "instructions" => r.instructions = n,
+            "stacks" => r.stacks = n,
+            "records" => r.records = n,
+            "threads" => r.threads = n,
+            "depth" => r.depth = n,
+            "trace" => r.trace = n,
+            other => {
+                return Err(format!(
+                "unknown reserve `{other}` (instructions, stacks, records, threads, depth, trace)"
+            ))
+            }
+        }
+    }
+    Ok(r)
+}

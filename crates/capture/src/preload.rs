@@ -1,0 +1,204 @@
+//! Set-up of a capture from the environment, when `coldcache record` has
+//! preloaded the library into a program (see `docs/capture.md` for the
+//! variables). Runs from the library's constructor, before `main`.
+
+use crate::capi;
+use crate::engine::{self, Options, Reserves, Threads, Trigger};
+use std::path::PathBuf;
+
+/// Environment variables `coldcache record` sets, removed from the
+/// environment once read so that programs the target starts are not
+/// captured too.
+pub const VARS: &[&str] = &[
+    "COLDCACHE_RECORD",
+    "COLDCACHE_CACHE_TOML",
+    "COLDCACHE_CACHE_NAME",
+    "COLDCACHE_OUTPUT",
+    "COLDCACHE_TRIGGER",
+    "COLDCACHE_FUNCTION",
+    "COLDCACHE_FIRST_CALL",
+    "COLDCACHE_CALLS",
+    "COLDCACHE_THREADS",
+    "COLDCACHE_CORES",
+    "COLDCACHE_MAX_INSTRUCTIONS",
+    "COLDCACHE_TRACE",
+    "COLDCACHE_SIGNAL",
+    "COLDCACHE_RESERVES",
+    "COLDCACHE_ARGV",
+    "COLDCACHE_LIB",
+];
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// Parses the thread selection syntax `all`, `caller`, `1,2,3`,
+/// `name:a,b`.
+pub fn parse_threads(s: &str) -> Result<Threads, String> {
+    match s {
+        "all" => Ok(Threads::All),
+        "caller" | "main" => Ok(Threads::Caller),
+        _ => {
+            if let Some(names) = s.strip_prefix("name:") {
+                return Ok(Threads::Names(names.split(',').map(String::from).collect()));
+            }
+            s.split(',')
+                .map(|t| {
+                    t.trim().parse::<u32>().map_err(|_| {
+                        format!("thread selection `{s}`: expected all, caller, name:NAMES or thread ids")
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Threads::Tids)
+        }
+    }
+}
+
+/// The trigger `coldcache record` asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum TriggerSpec {
+    Api,
+    Function {
+        name: String,
+        first: u64,
+        count: u64,
+    },
+    Signal(i32),
+}
+
+fn number<T: std::str::FromStr>(name: &str, default: T) -> Result<T, String> {
+    match var(name) {
+        None => Ok(default),
+        Some(v) => v
+            .parse()
+            .map_err(|_| format!("{name} `{v}` is not a number")),
+    }
+}
+
+fn options_from_env() -> Result<Option<(Options, TriggerSpec)>, String> {
+    if var("COLDCACHE_RECORD").is_none() {
+        return Ok(None);
+    }
+    let toml = var("COLDCACHE_CACHE_TOML").ok_or("COLDCACHE_CACHE_TOML is not set")?;
+    let name = var("COLDCACHE_CACHE_NAME").unwrap_or_else(|| "cache".into());
+    let cfg = coldcache_config::from_toml_str(&toml, std::path::Path::new(&name))
+        .map_err(|e| e.to_string())?;
+    let mut o = Options::new(
+        cfg,
+        var("COLDCACHE_OUTPUT").unwrap_or_else(|| "coldcache.ccdump".into()),
+    );
+    o.cache_name = name;
+    if let Some(t) = var("COLDCACHE_THREADS") {
+        o.threads = parse_threads(&t)?;
+    }
+    if let Some(c) = var("COLDCACHE_CORES") {
+        for part in c.split(',') {
+            let (t, k) = part
+                .split_once('=')
+                .ok_or_else(|| format!("COLDCACHE_CORES entry `{part}` is not TID=CORE"))?;
+            let t: u32 = t
+                .parse()
+                .map_err(|_| format!("COLDCACHE_CORES: bad thread id `{t}`"))?;
+            let k: u32 = k
+                .parse()
+                .map_err(|_| format!("COLDCACHE_CORES: bad core `{k}`"))?;
+            o.core_map.push((t, k));
+        }
+    }
+    o.max_instructions = number("COLDCACHE_MAX_INSTRUCTIONS", 0u64)?;
+    o.trace = var("COLDCACHE_TRACE").map(PathBuf::from);
+    if let Some(r) = var("COLDCACHE_RESERVES") {
+        o.reserves = capi::parse_reserves(&r, Reserves::default())?;
+    }
+    if let Some(a) = var("COLDCACHE_ARGV") {
+        o.program = a.split('\x1f').map(String::from).collect();
+    }
+    let trigger = match var("COLDCACHE_TRIGGER").as_deref().unwrap_or("api") {
+        "api" => TriggerSpec::Api,
+        "function" => TriggerSpec::Function {
+            name: var("COLDCACHE_FUNCTION").ok_or("COLDCACHE_FUNCTION is not set")?,
+            first: number("COLDCACHE_FIRST_CALL", 1u64)?,
+            count: number("COLDCACHE_CALLS", 1u64)?,
+        },
+        "signal" => TriggerSpec::Signal(number("COLDCACHE_SIGNAL", libc::SIGUSR2)?),
+        other => {
+            return Err(format!(
+                "COLDCACHE_TRIGGER `{other}` is not api, function or signal"
+            ))
+        }
+    };
+    Ok(Some((o, trigger)))
+}
+
+/// Removes our variables, and our library from `LD_PRELOAD`.
+fn scrub_environment() {
+    let lib = var("COLDCACHE_LIB");
+    for v in VARS {
+        std::env::remove_var(v);
+    }
+    if let (Some(lib), Some(pre)) = (lib, var("LD_PRELOAD")) {
+        let rest: Vec<&str> = pre
+            .split([':', ' '])
+            .filter(|p| !p.is_empty() && *p != lib)
+            .collect();
+        if rest.is_empty() {
+            std::env::remove_var("LD_PRELOAD");
+        } else {
+            std::env::set_var("LD_PRELOAD", rest.join(":"));
+        }
+    }
+}
+
+extern "C" fn at_exit() {
+    engine::finish_at_exit();
+}
+
+/// Reads the environment and arms the requested capture. Errors are
+/// printed; the program then runs uncaptured.
+pub fn init_from_env() {
+    let parsed = options_from_env();
+    scrub_environment();
+    let (mut o, trigger) = match parsed {
+        Ok(Some(x)) => x,
+        Ok(None) => return,
+        Err(e) => {
+            eprintln!("coldcache: not capturing: {e}");
+            return;
+        }
+    };
+    // SAFETY: registering a plain extern "C" function to run at exit.
+    unsafe { libc::atexit(at_exit) };
+    let result = match trigger {
+        TriggerSpec::Api => {
+            if let Ok(mut d) = capi::DEFAULTS.lock() {
+                *d = Some(o);
+            }
+            Ok(())
+        }
+        TriggerSpec::Function { name, first, count } => (|| {
+            if o.threads == Threads::All {
+                return Err("--function traces the thread that calls the function; \
+                            it cannot be combined with --threads all"
+                    .to_string());
+            }
+            let f = crate::procfs::find_function(&name)?;
+            o.trigger = Trigger::Function {
+                name,
+                address: f.address,
+                first,
+                count,
+            };
+            engine::prepare(o).map(|_| ()).map_err(|e| e.to_string())
+        })(),
+        TriggerSpec::Signal(sig) => {
+            o.trigger = Trigger::Signal;
+            if o.threads == Threads::Caller {
+                o.threads = Threads::All;
+            }
+            engine::install_trigger_signal(sig, o).map_err(|e| e.to_string())
+        }
+    };
+    if let Err(e) = result {
+        eprintln!("coldcache: not capturing: {e}");
+    }
+}

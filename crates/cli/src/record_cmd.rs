@@ -1,0 +1,338 @@
+//! `coldcache record`: run a program with `libcoldcache.so` preloaded and a
+//! capture armed by environment variables (the library's `preload` module
+//! reads them), then summarise the dump it wrote. Also `coldcache trigger`.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use coldcache_dump::{counters, Dump};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Arguments of `coldcache record`.
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    /// Cache configuration: a preset name (`coldcache presets`) or a TOML file.
+    #[arg(long, default_value = "jaguar")]
+    cache: String,
+    /// Where to write the dump.
+    #[arg(short, long, default_value = "coldcache.ccdump")]
+    output: PathBuf,
+    /// Threads to trace: `all`, `caller` (the thread that starts the
+    /// capture), thread ids `1234,1235`, or names `name:render,audio`.
+    #[arg(long, default_value = "caller")]
+    threads: String,
+    /// Map a thread to a simulated core: `TID=CORE` (repeatable); other
+    /// threads are assigned round-robin.
+    #[arg(long = "thread-core", value_name = "TID=CORE")]
+    thread_core: Vec<String>,
+    /// Capture calls of this function, from entry to return (no
+    /// recompilation: a breakpoint is planted at its entry).
+    #[arg(long, value_name = "SYMBOL", conflicts_with_all = ["signal", "all"])]
+    function: Option<String>,
+    /// With --function: capture only the Nth call (1-based).
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "function",
+        conflicts_with = "calls"
+    )]
+    call: Option<u64>,
+    /// With --function: capture the first K calls.
+    #[arg(long, value_name = "K", requires = "function")]
+    calls: Option<u64>,
+    /// Start (and stop) a capture when `coldcache trigger PID` signals the program.
+    #[arg(long, conflicts_with = "all")]
+    signal: bool,
+    /// The signal used by --signal (number).
+    #[arg(long, value_name = "SIGNAL", default_value_t = libc::SIGUSR2)]
+    trigger_signal: i32,
+    /// Capture the whole program from `main` to its return.
+    #[arg(long)]
+    all: bool,
+    /// Stop the capture after this many instructions.
+    #[arg(long, value_name = "N")]
+    instructions: Option<u64>,
+    /// Also write every access, in order, to this cctrace file (readable by
+    /// `coldcache sim`).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Reserve sizes: `instructions=N,stacks=N,records=N,threads=N,depth=N,trace=N`.
+    #[arg(long, value_name = "KEY=N,...")]
+    reserve: Option<String>,
+    /// Print progress on stderr while capturing.
+    #[arg(long)]
+    progress: bool,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]
+    program: Vec<String>,
+}
+
+/// The traced program exited with a failure code (already reported).
+#[derive(Debug)]
+pub struct ChildFailed(pub u8);
+
+impl std::fmt::Display for ChildFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the program exited with status {}", self.0)
+    }
+}
+
+impl std::error::Error for ChildFailed {}
+
+/// Finds `libcoldcache.so`: `$COLDCACHE_LIB`, then next to this executable
+/// (and in its parent, for `target/release/deps` layouts).
+pub fn find_library() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("COLDCACHE_LIB") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p.canonicalize().unwrap_or(p));
+        }
+        bail!("COLDCACHE_LIB={} does not exist", p.display());
+    }
+    let exe = std::env::current_exe().context("locating the coldcache executable")?;
+    for dir in exe.ancestors().skip(1).take(2) {
+        let p = dir.join("libcoldcache.so");
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    bail!(
+        "libcoldcache.so was not found next to {} (build it with \
+         `cargo build --release -p libcoldcache`, or set COLDCACHE_LIB)",
+        exe.display()
+    )
+}
+
+/// Resolves a program name like the shell does.
+fn find_program(name: &str) -> Result<PathBuf> {
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        if !p.is_file() {
+            bail!("program {name} does not exist");
+        }
+        return Ok(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    for dir in std::env::split_paths(&path) {
+        let p = dir.join(name);
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    bail!("program {name} was not found on PATH")
+}
+
+/// Refuses programs the library cannot be preloaded into.
+fn check_program(path: &Path) -> Result<()> {
+    use object::{Object, ObjectSegment};
+    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    if data.starts_with(b"#!") {
+        return Ok(()); // a script: its interpreter is checked by the loader
+    }
+    let file = object::File::parse(&*data)
+        .with_context(|| format!("{} is not an executable this tool can read", path.display()))?;
+    if file.architecture() != object::Architecture::X86_64 {
+        bail!("{} is not an x86-64 program", path.display());
+    }
+    let dynamic = file
+        .segments()
+        .any(|s| s.name().ok().flatten() == Some("PT_INTERP"))
+        || data.windows(16).any(|w| w.starts_with(b"/lib64/ld-linux"));
+    if !dynamic {
+        bail!(
+            "{} is statically linked, so libcoldcache.so cannot be preloaded into it; \
+             link the program with -lcoldcache and call coldcache_start/coldcache_stop \
+             (include/coldcache.h)",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+pub fn run(args: RecordArgs) -> Result<()> {
+    if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        bail!("coldcache record needs Linux on x86-64");
+    }
+    let lib = find_library()?;
+    let program = find_program(&args.program[0])?;
+    check_program(&program)?;
+    let cfg = coldcache_config::resolve(&args.cache)
+        .with_context(|| format!("cache configuration {}", args.cache))?;
+    let toml = coldcache_config::to_toml(&cfg);
+    let cwd = std::env::current_dir()?;
+    let output = cwd.join(&args.output);
+    if let Some(reserve) = &args.reserve {
+        coldcache_capture::capi::parse_reserves(reserve, Default::default())
+            .map_err(anyhow::Error::msg)
+            .context("--reserve")?;
+    }
+    coldcache_capture::preload::parse_threads(&args.threads)
+        .map_err(anyhow::Error::msg)
+        .context("--threads")?;
+    let mut cores = Vec::new();
+    for tc in &args.thread_core {
+        let ok = tc
+            .split_once('=')
+            .is_some_and(|(t, c)| t.parse::<u32>().is_ok() && c.parse::<u32>().is_ok());
+        if !ok {
+            bail!("--thread-core {tc}: expected TID=CORE");
+        }
+        cores.push(tc.clone());
+    }
+    // A stale dump must not pass for this run's.
+    let _ = std::fs::remove_file(&output);
+
+    let mut cmd = Command::new(&program);
+    cmd.args(&args.program[1..]);
+    let preload = match std::env::var("LD_PRELOAD") {
+        Ok(p) if !p.is_empty() => format!("{}:{p}", lib.display()),
+        _ => lib.display().to_string(),
+    };
+    cmd.env("LD_PRELOAD", &preload)
+        .env("COLDCACHE_LIB", &lib)
+        .env("COLDCACHE_RECORD", "1")
+        .env("COLDCACHE_CACHE_TOML", &toml)
+        .env("COLDCACHE_CACHE_NAME", &args.cache)
+        .env("COLDCACHE_OUTPUT", &output)
+        .env("COLDCACHE_THREADS", &args.threads)
+        .env("COLDCACHE_ARGV", args.program.join("\x1f"));
+    if !cores.is_empty() {
+        cmd.env("COLDCACHE_CORES", cores.join(","));
+    }
+    if let Some(n) = args.instructions {
+        cmd.env("COLDCACHE_MAX_INSTRUCTIONS", n.to_string());
+    }
+    if let Some(t) = &args.trace {
+        cmd.env("COLDCACHE_TRACE", cwd.join(t));
+    }
+    if let Some(r) = &args.reserve {
+        cmd.env("COLDCACHE_RESERVES", r);
+    }
+    if args.progress {
+        cmd.env("COLDCACHE_PROGRESS", "1");
+    }
+    let trigger = if let Some(f) = &args.function {
+        let (first, count) = match (args.call, args.calls) {
+            (Some(n), _) => (n, 1),
+            (None, Some(k)) => (1, k),
+            (None, None) => (1, 1),
+        };
+        if first == 0 || count == 0 {
+            bail!("--call and --calls count from 1");
+        }
+        cmd.env("COLDCACHE_FUNCTION", f)
+            .env("COLDCACHE_FIRST_CALL", first.to_string())
+            .env("COLDCACHE_CALLS", count.to_string());
+        "function"
+    } else if args.all {
+        cmd.env("COLDCACHE_FUNCTION", "main")
+            .env("COLDCACHE_FIRST_CALL", "1")
+            .env("COLDCACHE_CALLS", "1");
+        "function"
+    } else if args.signal {
+        cmd.env("COLDCACHE_SIGNAL", args.trigger_signal.to_string());
+        "signal"
+    } else {
+        "api"
+    };
+    cmd.env("COLDCACHE_TRIGGER", trigger);
+
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", program.display()))?;
+    if args.signal {
+        eprintln!(
+            "coldcache: recording pid {}; start and stop a capture with `coldcache trigger {}`",
+            child.id(),
+            child.id()
+        );
+    }
+    let status = child.wait().context("waiting for the program")?;
+    if output.exists() {
+        let bytes =
+            std::fs::read(&output).with_context(|| format!("reading {}", output.display()))?;
+        let dump =
+            Dump::from_bytes(&bytes).with_context(|| format!("reading {}", output.display()))?;
+        eprint!("{}", summary(&dump, &output));
+    } else {
+        eprintln!(
+            "coldcache: no capture was written (the program never started one{})",
+            if trigger == "function" {
+                ", or the function was never called"
+            } else {
+                ""
+            }
+        );
+    }
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(c) => Err(ChildFailed(c.clamp(1, 255) as u8).into()),
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            eprintln!(
+                "coldcache: the program was killed by signal {}",
+                status.signal().unwrap_or(0)
+            );
+            Err(ChildFailed(128 + status.signal().unwrap_or(0).clamp(0, 127) as u8).into())
+        }
+    }
+}
+
+/// A few lines about a dump: totals per level and where it is.
+pub fn summary(d: &Dump, path: &Path) -> String {
+    let t = d.totals();
+    let levels = d.meta.levels.len();
+    let mut s = format!(
+        "coldcache: capture written to {}\n  {} instructions, {} threads, {} records, {} stacks ({} cache, trigger {})\n",
+        path.display(),
+        d.meta.instructions,
+        d.threads.len(),
+        d.records.len(),
+        d.stacks.len(),
+        d.meta.cache_name,
+        d.meta.trigger
+    );
+    for (side, name) in ["instruction fetches", "data reads", "data writes"]
+        .iter()
+        .enumerate()
+    {
+        let base = counters::side_base(levels, side);
+        let parts: Vec<String> = (0..=levels)
+            .map(|l| {
+                let label = d.meta.levels.get(l).map(String::as_str).unwrap_or("memory");
+                format!("{label} {}", t.get(base + l).copied().unwrap_or(0))
+            })
+            .collect();
+        s += &format!("  {name:<20} served by {}\n", parts.join(", "));
+    }
+    let un = t.get(1).copied().unwrap_or(0);
+    if un > 0 {
+        s += &format!("  {un} instructions unmodelled: {:?}\n", d.meta.unmodelled);
+    }
+    if let Some(c) = &d.meta.cut_short {
+        s += &format!("  cut short: {c}\n");
+    }
+    s
+}
+
+/// Arguments of `coldcache trigger`.
+#[derive(Args, Debug)]
+pub struct TriggerArgs {
+    /// Process recorded with `coldcache record --signal`.
+    pid: i32,
+    /// The signal to send (must match `record --trigger-signal`).
+    #[arg(long, default_value_t = libc::SIGUSR2)]
+    signal: i32,
+}
+
+pub fn trigger(args: TriggerArgs) -> Result<()> {
+    if args.pid <= 0 {
+        bail!("pid {} is not a process id", args.pid);
+    }
+    // SAFETY: kill(2) with a checked positive pid.
+    if unsafe { libc::kill(args.pid, args.signal) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("signalling process {}", args.pid));
+    }
+    Ok(())
+}
