@@ -31,7 +31,7 @@
 use crate::machine::{ContextMachine, XsaveLayout};
 use crate::model::{AccessList, CpuFacts, Model, Unmodelled};
 use crate::procfs;
-use crate::tables::{CounterTable, DecodeCache, Decoded, Flow, StackTable};
+use crate::tables::{CounterTable, DecodeCache, Decoded, Flow, Rep, StackTable};
 use coldcache_dump::{counters, Dump, Meta, Record, StackNode, Thread};
 use coldcache_sim::{Access, AccessKind, Hierarchy, HierarchyConfig, PrefetchIssue};
 use coldcache_trace::{Record as TraceRecord, RecordKind};
@@ -281,6 +281,22 @@ fn with_inner<R>(f: impl FnOnce(&mut Option<Box<Inner>>) -> R) -> R {
     r
 }
 
+/// Like [`with_inner`], but gives up after a bounded number of attempts.
+fn try_with_inner(f: impl FnOnce(&mut Option<Box<Inner>>)) {
+    for _ in 0..100_000 {
+        if LOCK
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            // SAFETY: the lock is held, so no other reference to the cell exists.
+            f(unsafe { &mut *INNER.0.get() });
+            LOCK.store(false, Ordering::Release);
+            return;
+        }
+        std::hint::spin_loop();
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Frame {
     stack: u32,
@@ -297,6 +313,10 @@ struct ThreadState {
     pending_call: u64,
     after_syscall: u64,
     func_ret_slot: u64,
+    /// A repeated string instruction that ran an iteration at the previous
+    /// trap (see `finish_rep`).
+    rep_ip: u64,
+    rep_kind: Rep,
 }
 
 struct Inner {
@@ -523,6 +543,8 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
             pending_call: 0,
             after_syscall: 0,
             func_ret_slot: 0,
+            rep_ip: 0,
+            rep_kind: Rep::None,
         });
     }
     let (trigger, func) = match &options.trigger {
@@ -643,6 +665,7 @@ fn claim_thread(inner: &mut Inner, tid: u32) -> Option<usize> {
     t.pending_call = 0;
     t.after_syscall = 0;
     t.func_ret_slot = 0;
+    t.rep_ip = 0;
     Some(i)
 }
 
@@ -838,7 +861,20 @@ extern "C" fn on_sync(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_
         && tid != WRITER_TID.load(Ordering::Relaxed)
         && (ALL_THREADS.load(Ordering::Relaxed)
             || SELECTED.iter().any(|s| s.load(Ordering::Relaxed) == tid));
+    let was_on = uc.uc_mcontext.gregs[libc::REG_EFL as usize] & TF != 0;
     set_tf(uc, on);
+    if on && !was_on {
+        // The trap comes after the interrupted instruction runs: account
+        // for it now, from the state before it. The lock is only tried: a
+        // thread interrupted while holding it (never expected) skips this
+        // one instruction rather than deadlocking.
+        IN_HANDLER.fetch_add(1, Ordering::SeqCst);
+        try_with_inner(|cell| match cell {
+            Some(inner) if STATE.load(Ordering::Acquire) == RUNNING => step(inner, uc),
+            _ => {}
+        });
+        IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
@@ -957,12 +993,16 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
             t.frames.clear();
             t.pending_call = 0;
             t.after_syscall = 0;
+            t.rep_ip = 0;
             t.func_ret_slot = rsp;
             for (j, s) in SELECTED.iter().enumerate() {
                 s.store(if j == 0 { tid } else { 0 }, Ordering::Relaxed);
             }
             STATE.store(RUNNING, Ordering::Release);
             set_tf(uc, true);
+            // The trap comes after the instruction at the entry runs:
+            // account for it now, from the state before it.
+            step(inner, uc);
         } else {
             // Step over the original instruction, then plant again.
             REPLANT_TID.store(tid, Ordering::Release);
@@ -1043,6 +1083,11 @@ fn step(inner: &mut Inner, uc: &mut libc::ucontext_t) {
     if after != 0 && after != rip {
         untrapped(inner, ti, after, &machine);
     }
+    // A repeated string instruction ended at the previous trap.
+    let rep_ip = std::mem::take(&mut inner.threads[ti].rep_ip);
+    if rep_ip != 0 && rep_ip != rip {
+        finish_rep(inner, ti, rep_ip, &machine);
+    }
     // A call completed: the callee's first instruction is at RIP.
     let site = std::mem::take(&mut inner.threads[ti].pending_call);
     if site != 0 {
@@ -1093,8 +1138,12 @@ fn step(inner: &mut Inner, uc: &mut libc::ucontext_t) {
         return stop_from_handler(inner, uc, Some("instruction reserve exhausted"));
     };
     let stack = current_stack(&inner.threads[ti]);
-    if !count_instruction(inner, ti, rip, stack, &d, &machine, false) {
+    if !count_instruction(inner, ti, rip, stack, &d, &machine, Mode::Trapped) {
         return stop_from_handler(inner, uc, Some("record or trace reserve exhausted"));
+    }
+    if d.rep != Rep::None && count_register(&d, &machine) != 0 {
+        inner.threads[ti].rep_ip = rip;
+        inner.threads[ti].rep_kind = d.rep;
     }
     match d.flow {
         Flow::Call => inner.threads[ti].pending_call = rip + u64::from(d.len) - 1,
@@ -1148,13 +1197,92 @@ fn decoded(inner: &mut Inner, ip: u64) -> Option<Decoded> {
         _ => Flow::Other,
     };
     let plan = inner.model.plan(&instr);
+    let rep = if !instr.is_string_instruction() {
+        Rep::None
+    } else if instr.has_repe_prefix()
+        && matches!(
+            instr.mnemonic(),
+            Mnemonic::Cmpsb
+                | Mnemonic::Cmpsw
+                | Mnemonic::Cmpsd
+                | Mnemonic::Cmpsq
+                | Mnemonic::Scasb
+                | Mnemonic::Scasw
+                | Mnemonic::Scasd
+                | Mnemonic::Scasq
+        )
+    {
+        Rep::WhileEqual
+    } else if instr.has_repne_prefix() {
+        Rep::WhileNotEqual
+    } else if instr.has_rep_prefix() || instr.has_repe_prefix() {
+        Rep::Count
+    } else {
+        Rep::None
+    };
     let d = Decoded {
         instr,
         plan,
         len: instr.len().max(1) as u8,
         flow,
+        rep,
     };
     inner.decode.insert(ip, d).copied()
+}
+
+/// Where the machine state of a counted instruction comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// The state before it runs (the normal case).
+    Trapped,
+    /// The state after it ran (the instruction after a `syscall`).
+    After,
+    /// No data access: the final check of a repeated string instruction.
+    NoData,
+}
+
+/// The count register of a string instruction (RCX, or ECX with an
+/// address-size prefix).
+fn count_register(d: &Decoded, machine: &ContextMachine<'_>) -> u64 {
+    use crate::model::Machine;
+    use iced_x86::OpKind;
+    let rcx = machine.gpr(iced_x86::Register::RCX);
+    let ecx_only = (0..d.instr.op_count()).any(|i| {
+        matches!(
+            d.instr.op_kind(i),
+            OpKind::MemoryESEDI | OpKind::MemorySegESI
+        )
+    });
+    if ecx_only {
+        rcx & 0xFFFF_FFFF
+    } else {
+        rcx
+    }
+}
+
+/// A repeated string instruction at `ip` stopped repeating. Valgrind (and
+/// so Callgrind's Ir) executes it once more when the repetition ends on
+/// the count (the check that finds RCX = 0); the hardware does not trap for
+/// that check. It is counted as one more execution without data access, so
+/// instruction counts agree with Valgrind's (see docs/capture.md).
+fn finish_rep(inner: &mut Inner, ti: usize, ip: u64, machine: &ContextMachine<'_>) {
+    use crate::model::Machine;
+    let kind = inner.threads[ti].rep_kind;
+    let Some(d) = inner.decode.get(ip).copied() else {
+        return;
+    };
+    let zf = machine.rflags() & 0x40 != 0;
+    let ended_on_count = count_register(&d, machine) == 0
+        && match kind {
+            Rep::Count => true,
+            Rep::WhileEqual => zf,
+            Rep::WhileNotEqual => !zf,
+            Rep::None => false,
+        };
+    if ended_on_count {
+        let stack = current_stack(&inner.threads[ti]);
+        count_instruction(inner, ti, ip, stack, &d, machine, Mode::NoData);
+    }
 }
 
 /// Counts one execution of `d` at `rip`. Returns false when the record
@@ -1166,19 +1294,16 @@ fn count_instruction(
     stack: u32,
     d: &Decoded,
     machine: &ContextMachine<'_>,
-    after: bool,
+    mode: Mode,
 ) -> bool {
     let levels = inner.levels;
     let core = inner.threads[ti].core as usize;
     inner.accesses.clear();
-    let modelled = if after {
-        if d.plan.is_empty() {
-            Ok(())
-        } else {
-            Err(Unmodelled::Unsupported)
-        }
-    } else {
-        d.plan.eval(&d.instr, machine, &mut inner.accesses)
+    let modelled = match mode {
+        Mode::Trapped => d.plan.eval(&d.instr, machine, &mut inner.accesses),
+        Mode::NoData => Ok(()),
+        Mode::After if d.plan.is_empty() => Ok(()),
+        Mode::After => Err(Unmodelled::Unsupported),
     };
     let Some(c) = inner.counters.counters(rip, stack, ti as u32) else {
         return false;
@@ -1281,7 +1406,7 @@ fn count_instruction(
 fn untrapped(inner: &mut Inner, ti: usize, ip: u64, machine: &ContextMachine<'_>) {
     let Some(d) = decoded(inner, ip) else { return };
     let stack = current_stack(&inner.threads[ti]);
-    if count_instruction(inner, ti, ip, stack, &d, machine, true) {
+    if count_instruction(inner, ti, ip, stack, &d, machine, Mode::After) {
         inner.untrapped += 1;
     }
     if d.flow == Flow::Call {

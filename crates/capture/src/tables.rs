@@ -44,6 +44,21 @@ pub struct Decoded {
     pub len: u8,
     /// How it changes the flow.
     pub flow: Flow,
+    /// For a repeated string instruction: how the repetition ends.
+    pub rep: Rep,
+}
+
+/// The repeat prefix of a string instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rep {
+    /// Not a repeated string instruction.
+    None,
+    /// `rep`: ends when the count register reaches 0.
+    Count,
+    /// `repe`/`repz`: also ends when ZF is 0.
+    WhileEqual,
+    /// `repne`/`repnz`: also ends when ZF is 1.
+    WhileNotEqual,
 }
 
 /// Decoded instructions keyed by address.

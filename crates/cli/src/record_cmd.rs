@@ -191,6 +191,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     cmd.env("LD_PRELOAD", &preload)
         .env("COLDCACHE_LIB", &lib)
         .env("COLDCACHE_RECORD", "1")
+        .env("COLDCACHE_QUIET", "1")
         .env("COLDCACHE_CACHE_TOML", &toml)
         .env("COLDCACHE_CACHE_NAME", &args.cache)
         .env("COLDCACHE_OUTPUT", &output)

@@ -18,14 +18,27 @@ fn main() {
     });
     println!("{:#?}", d.meta);
     for m in &d.modules {
-        println!("module {:#x}-{:#x} off {:#x} {}", m.start, m.end, m.file_offset, m.path);
+        println!(
+            "module {:#x}-{:#x} off {:#x} {}",
+            m.start, m.end, m.file_offset, m.path
+        );
     }
     let filter = args.get(2).and_then(|c| d.counter(c));
     for r in &d.records {
         if filter.is_some_and(|i| r.counters[i] == 0) {
             continue;
         }
-        let frames: Vec<String> = d.stack_frames(r.stack).iter().map(|f| format!("{:#x}", f.call_site)).collect();
-        println!("{:#x} t{} [{}] {:?}", r.ip, r.thread, frames.join(" > "), r.counters);
+        let frames: Vec<String> = d
+            .stack_frames(r.stack)
+            .iter()
+            .map(|f| format!("{:#x}", f.call_site))
+            .collect();
+        println!(
+            "{:#x} t{} [{}] {:?}",
+            r.ip,
+            r.thread,
+            frames.join(" > "),
+            r.counters
+        );
     }
 }
