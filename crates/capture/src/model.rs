@@ -160,6 +160,15 @@ pub trait Machine {
     fn read_u64(&self, _addr: u64) -> Option<u64> {
         None
     }
+    /// XINUSE: the XSAVE state components that are not in their initial
+    /// configuration, or `None` (the default). Only `xsavec` needs it: it
+    /// skips components in their initial configuration. The engine can take
+    /// it from `XSTATE_BV` of the XSAVE area the kernel saved in the signal
+    /// frame (the kernel saves it with XSAVE, which sets `XSTATE_BV[i]` to
+    /// `XINUSE[i]`, and sigreturn restores from it).
+    fn xinuse(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Why an instruction's accesses could not be computed.
@@ -337,9 +346,11 @@ const EMPTY_TEMPLATE: Template = Template {
 /// The `xsave`-family instruction a plan is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum XsaveForm {
-    /// `xsave`, `xsaveopt` (and 64-bit forms): standard format.
+    /// `xsave` (and 64-bit form): standard format, every requested
+    /// component written.
     Standard,
-    /// `xsavec` (and 64-bit form): compacted format.
+    /// `xsavec` (and 64-bit form): compacted format, components in their
+    /// initial configuration skipped.
     Compacted,
     /// `xrstor` (and 64-bit form): format given by the header in memory.
     Restore,
@@ -531,9 +542,7 @@ impl Model {
                 size = instr.memory_size().size() as u32;
             }
             let xsave_form = match mnemonic {
-                Mnemonic::Xsave | Mnemonic::Xsave64 | Mnemonic::Xsaveopt | Mnemonic::Xsaveopt64 => {
-                    Some(XsaveForm::Standard)
-                }
+                Mnemonic::Xsave | Mnemonic::Xsave64 => Some(XsaveForm::Standard),
                 Mnemonic::Xsavec | Mnemonic::Xsavec64 => Some(XsaveForm::Compacted),
                 Mnemonic::Xrstor | Mnemonic::Xrstor64 => Some(XsaveForm::Restore),
                 _ => None,
@@ -584,6 +593,17 @@ impl Model {
             return Special::RepString { count };
         }
 
+        // FXSAVE writes the legacy region's state, bytes 0..416 (x87,
+        // MXCSR, XMM0-15); bytes 416..512 are reserved or left to software
+        // and are not written (measured), though iced says 512.
+        if matches!(
+            mnemonic,
+            Mnemonic::Fxsave | Mnemonic::Fxsave64 | Mnemonic::Fxrstor | Mnemonic::Fxrstor64
+        ) {
+            plan.templates[0].size = FXSAVE_STATE_SIZE;
+            return Special::None;
+        }
+
         let t0 = plan.templates[0];
         let mem_size = instr.memory_size();
         let elem = mem_size.element_size() as u32;
@@ -598,8 +618,6 @@ impl Model {
             }
             Mnemonic::Xsave
             | Mnemonic::Xsave64
-            | Mnemonic::Xsaveopt
-            | Mnemonic::Xsaveopt64
             | Mnemonic::Xsavec
             | Mnemonic::Xsavec64
             | Mnemonic::Xrstor
@@ -802,6 +820,10 @@ fn is_unsupported(instr: &Instruction) -> bool {
             | Mnemonic::Iret
             | Mnemonic::Iretd
             | Mnemonic::Iretq
+            // xsaveopt skips components not modified since the last xrstor
+            // from the same address: not visible from a signal handler.
+            | Mnemonic::Xsaveopt
+            | Mnemonic::Xsaveopt64
             // Supervisor-only state (IA32_XSS is not readable in user mode).
             | Mnemonic::Xsaves
             | Mnemonic::Xsaves64
@@ -1306,6 +1328,9 @@ fn enter<M: Machine + ?Sized>(level: u8, m: &M, out: &mut AccessList) -> Result<
     out.push(push(u64::from(level) + 1))
 }
 
+/// Bytes of an FXSAVE area that hold state (x87, MXCSR, XMM0-15).
+const FXSAVE_STATE_SIZE: u32 = 416;
+
 /// Legacy-region pieces of the XSAVE area: x87 state (component 0) is bytes
 /// 0..24 and 32..160, MXCSR and MXCSR_MASK bytes 24..32 (saved with
 /// component 1 or 2), the 16 XMM registers (component 1) bytes 160..416.
@@ -1337,7 +1362,10 @@ fn xsave<M: Machine + ?Sized>(
     };
     let (kind, saved, compacted) = match form {
         XsaveForm::Standard => (AccessKind::Write, rfbm, false),
-        XsaveForm::Compacted => (AccessKind::Write, rfbm, true),
+        XsaveForm::Compacted => {
+            let xinuse = m.xinuse().ok_or(Unmodelled::MissingRegister)?;
+            (AccessKind::Write, rfbm & xinuse, true)
+        }
         XsaveForm::Restore => {
             let xstate_bv = m
                 .read_u64(base.wrapping_add(HEADER))
@@ -1361,11 +1389,12 @@ fn xsave<M: Machine + ?Sized>(
             out.push(at(kind, span))?;
         }
     }
-    // MXCSR: saved (and restored, standard format) when SSE or AVX state is
-    // requested; a compacted restore reads it with SSE state present.
-    let mxcsr = match form {
-        XsaveForm::Restore if compacted => saved & 2 != 0,
-        _ => rfbm & 6 != 0,
+    // MXCSR: the standard format saves and restores it whenever SSE or AVX
+    // state is requested; the compacted format only with SSE state.
+    let mxcsr = if compacted {
+        saved & 2 != 0
+    } else {
+        rfbm & 6 != 0
     };
     if mxcsr {
         out.push(at(kind, MXCSR_SPAN))?;
@@ -1377,8 +1406,9 @@ fn xsave<M: Machine + ?Sized>(
         // XSAVE writes XSTATE_BV bits of requested components and keeps the
         // others: a read-modify-write of the first 8 header bytes.
         XsaveForm::Standard => out.push(at(AccessKind::ReadModifyWrite, (HEADER, 8)))?,
-        // XSAVEC writes the whole header (XSTATE_BV, XCOMP_BV, zeros).
-        XsaveForm::Compacted => out.push(at(AccessKind::Write, (HEADER, HEADER_SIZE)))?,
+        // XSAVEC writes XSTATE_BV and XCOMP_BV (16 bytes; measured: the
+        // rest of the header is left as it was).
+        XsaveForm::Compacted => out.push(at(AccessKind::Write, (HEADER, 16)))?,
         XsaveForm::Restore => {}
     }
     // Components 2 and up: the standard format puts each at its CPUID

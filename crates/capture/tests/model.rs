@@ -15,6 +15,9 @@ use std::collections::HashMap;
 
 #[path = "model/alloc_count.rs"]
 mod alloc_count;
+#[cfg(target_arch = "x86_64")]
+#[path = "model/hardware.rs"]
+mod hardware;
 
 /// Where test instructions are placed.
 const IP: u64 = 0x40_1000;
@@ -30,6 +33,7 @@ struct TestMachine {
     opmasks: HashMap<Register, u64>,
     mmx: HashMap<Register, u64>,
     memory: HashMap<u64, u64>,
+    xinuse: Option<u64>,
 }
 
 impl TestMachine {
@@ -87,6 +91,10 @@ impl TestMachine {
         self.mmx.insert(reg, value);
         self
     }
+    fn xinuse(mut self, value: u64) -> Self {
+        self.xinuse = Some(value);
+        self
+    }
     fn mem(mut self, addr: u64, value: u64) -> Self {
         self.memory.insert(addr, value);
         self
@@ -128,6 +136,9 @@ impl coldcache_capture::model::Machine for TestMachine {
     }
     fn read_u64(&self, addr: u64) -> Option<u64> {
         self.memory.get(&addr).copied()
+    }
+    fn xinuse(&self) -> Option<u64> {
+        self.xinuse
     }
 }
 
@@ -764,13 +775,15 @@ mod read_modify_write {
     }
 
     #[test]
-    fn fxsave_and_fxrstor_move_512_bytes() {
-        // fxsave [rax], fxrstor [rax], fxsave64 [rax]
-        assert_eq!(run(&[0x0f, 0xae, 0x00], &m()), Ok(vec![w(0x80_0000, 512)]));
-        assert_eq!(run(&[0x0f, 0xae, 0x08], &m()), Ok(vec![r(0x80_0000, 512)]));
+    fn fxsave_and_fxrstor_move_the_416_state_bytes() {
+        // fxsave [rax], fxrstor [rax], fxsave64 [rax]: x87 (0..24, 32..160),
+        // MXCSR (24..32), XMM0-15 (160..416); bytes 416..512 are reserved or
+        // free for software and not written (see hardware::fxsave_writes).
+        assert_eq!(run(&[0x0f, 0xae, 0x00], &m()), Ok(vec![w(0x80_0000, 416)]));
+        assert_eq!(run(&[0x0f, 0xae, 0x08], &m()), Ok(vec![r(0x80_0000, 416)]));
         assert_eq!(
             run(&[0x48, 0x0f, 0xae, 0x00], &m()),
-            Ok(vec![w(0x80_0000, 512)])
+            Ok(vec![w(0x80_0000, 416)])
         );
     }
 }
@@ -846,23 +859,47 @@ mod xsave {
     }
 
     #[test]
-    fn xsavec_packs_components() {
-        // xsavec [rcx] with SSE | AVX | opmask | PKRU: compacted offsets are
-        // 576 (AVX), 832 (opmask), then PKRU aligned to 64: 896.
+    fn xsavec_packs_components_and_skips_initial_ones() {
+        // xsavec [rcx] with SSE | AVX | opmask | PKRU, all in use: compacted
+        // offsets are 576 (AVX), 832 (opmask), then PKRU aligned to 64: 896.
+        // The header's XSTATE_BV and XCOMP_BV are written (16 bytes).
+        let rfbm = (1 << 1) | (1 << 2) | (1 << 5) | (1 << 9);
+        assert_eq!(
+            run_with(&[0x0f, 0xc7, 0x21], &m(rfbm).xinuse(!0), facts()),
+            Ok(vec![
+                w(A + 24, 8),
+                w(A + 160, 256),
+                w(A + 512, 16),
+                w(A + 576, 256),
+                w(A + 832, 64),
+                w(A + 896, 8),
+            ])
+        );
+        // Same request, with AVX and opmask state in their initial
+        // configuration (XINUSE clear): not written, but PKRU keeps its
+        // place. x87 in use but not requested.
         assert_eq!(
             run_with(
                 &[0x0f, 0xc7, 0x21],
-                &m((1 << 1) | (1 << 2) | (1 << 5) | (1 << 9)),
+                &m(rfbm).xinuse(0b10_0000_0011),
                 facts()
             ),
             Ok(vec![
                 w(A + 24, 8),
                 w(A + 160, 256),
-                w(A + 512, 64),
-                w(A + 576, 256),
-                w(A + 832, 64),
-                w(A + 896, 8),
+                w(A + 512, 16),
+                w(A + 896, 8)
             ])
+        );
+        // AVX only, in use: MXCSR is not written in the compacted format.
+        assert_eq!(
+            run_with(&[0x0f, 0xc7, 0x21], &m(1 << 2).xinuse(!0), facts()),
+            Ok(vec![w(A + 512, 16), w(A + 576, 256)])
+        );
+        // XINUSE unknown.
+        assert_eq!(
+            run_with(&[0x0f, 0xc7, 0x21], &m(rfbm), facts()),
+            Err(Unmodelled::MissingRegister)
         );
     }
 
@@ -904,6 +941,11 @@ mod xsave {
         assert_eq!(
             run_with(&[0x0f, 0xae, 0x21], &m(0b111), CpuFacts::default()),
             Err(Unmodelled::UnknownXsaveLayout)
+        );
+        // xsaveopt [rcx]: skips components unmodified since the last xrstor.
+        assert_eq!(
+            run_with(&[0x0f, 0xae, 0x31], &m(0b111), facts()),
+            Err(Unmodelled::Unsupported)
         );
         // xsaves [rcx], xrstors [rcx]
         assert_eq!(

@@ -152,7 +152,8 @@ fn full_machine() -> TestMachine {
         .fs(0x7000_0000)
         .gs(0x7100_0000)
         .mem(0x1000 + 512, 0b111)
-        .mem(0x1000 + 520, 0);
+        .mem(0x1000 + 520, 0)
+        .xinuse(0b1110_0111);
     for (i, reg) in [
         Register::RAX,
         Register::RBX,
