@@ -402,6 +402,23 @@ enum Special {
     Unmodelled(Unmodelled),
 }
 
+/// How the state before an instruction is recovered from the state after
+/// it, for the untrapped instruction after `syscall`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AfterRule {
+    /// It changes a register its addresses depend on in a way that cannot
+    /// be undone.
+    NotExact,
+    /// It changes none of them: the state after gives the same addresses.
+    Same,
+    /// A stack instruction whose only change to its address registers is
+    /// RSP moving by this many bytes (iced's stack-pointer increment).
+    StackMoved(i32),
+    /// A string instruction without `rep`: RSI and/or RDI (ESI/EDI under
+    /// 0x67) moved by one element of this many bytes, down when DF is set.
+    StringMoved { size: u8 },
+}
+
 /// The per-instruction part of the model: computed once when an instruction
 /// is first decoded, evaluated on every execution. `Copy` and fixed-size so
 /// the engine's decode cache can hold it inline.
@@ -409,9 +426,8 @@ enum Special {
 pub struct Plan {
     templates: [Template; MAX_TEMPLATES],
     count: u8,
-    /// The instruction writes none of the registers its addresses depend
-    /// on, so [`Plan::eval_after`] is exact.
-    exact_after: bool,
+    /// How [`Plan::eval_after`] recovers the state before the instruction.
+    after: AfterRule,
     special: Special,
 }
 
@@ -480,7 +496,7 @@ impl Model {
         let mut plan = Plan {
             templates: [EMPTY_TEMPLATE; MAX_TEMPLATES],
             count: 0,
-            exact_after: false,
+            after: AfterRule::NotExact,
             special: Special::None,
         };
         let special = self.plan_into(instr, &mut plan);
@@ -488,7 +504,7 @@ impl Model {
         if let Special::Unmodelled(_) = special {
             plan.count = 0;
         } else {
-            plan.exact_after = self.exact_after(instr, &plan);
+            plan.after = self.after_rule(instr, &plan);
         }
         plan
     }
@@ -739,9 +755,9 @@ impl Model {
         Special::None
     }
 
-    /// True when the instruction writes none of the registers its addresses
-    /// depend on (so the state after it gives the same addresses).
-    fn exact_after(&mut self, instr: &Instruction, plan: &Plan) -> bool {
+    /// How [`Plan::eval_after`] can recover this instruction's addresses
+    /// from the state after it ran.
+    fn after_rule(&mut self, instr: &Instruction, plan: &Plan) -> AfterRule {
         let mut inputs = [Register::None; 2 * MAX_TEMPLATES + 4];
         let mut n = 0;
         let mut add = |r: Register| {
@@ -756,9 +772,9 @@ impl Model {
         }
         match plan.special {
             Special::None => {}
-            // String and stack instructions move the registers they address
-            // with; enter and rep strings are both.
-            Special::RepString { .. } | Special::Enter { .. } => return false,
+            // Each iteration of a rep string moves RSI/RDI/RCX, and the
+            // count after does not say how many ran; enter moves RSP and RBP.
+            Special::RepString { .. } | Special::Enter { .. } => return AfterRule::NotExact,
             Special::BitTest { offset } => add(offset),
             Special::ByteMask { mask }
             | Special::VectorMask { mask, .. }
@@ -774,11 +790,20 @@ impl Model {
                 add(Register::RAX);
                 add(Register::RDX);
             }
-            Special::Unmodelled(_) => return false,
+            Special::Unmodelled(_) => return AfterRule::NotExact,
         }
-        if instr.is_string_instruction() || instr.stack_pointer_increment() != 0 {
-            return false;
-        }
+        let spi = instr.stack_pointer_increment();
+        let string = instr.is_string_instruction();
+        // Registers that move by a known amount: RSP for stack instructions,
+        // RSI/RDI for string instructions. Each may be written once, by that
+        // implicit move; any other write to an input is fatal.
+        let (moving, mut implicit_writes): ([Register; 2], [u8; 2]) = if string {
+            ([Register::RSI, Register::RDI], [0, 0])
+        } else if spi != 0 {
+            ([Register::RSP, Register::None], [0, 0])
+        } else {
+            ([Register::None, Register::None], [0, 0])
+        };
         let info = self.factory.info(instr);
         for used in info.used_registers() {
             let writes = matches!(
@@ -788,11 +813,32 @@ impl Model {
                     | OpAccess::ReadWrite
                     | OpAccess::ReadCondWrite
             );
-            if writes && inputs[..n].contains(&used.register().full_register()) {
-                return false;
+            let reg = used.register().full_register();
+            if !writes || !inputs[..n].contains(&reg) {
+                continue;
+            }
+            match moving.iter().position(|&m| m == reg) {
+                Some(i) if implicit_writes[i] == 0 => implicit_writes[i] = 1,
+                _ => return AfterRule::NotExact,
             }
         }
-        true
+        if string {
+            match plan.templates[0].size {
+                size @ (1 | 2 | 4 | 8) => AfterRule::StringMoved { size: size as u8 },
+                _ => AfterRule::NotExact,
+            }
+        } else if spi != 0 {
+            // `pop rsp` and the like also load RSP: iced lists a second write.
+            if instr.op0_kind() == OpKind::Register
+                && instr.op0_register().full_register() == Register::RSP
+                && instr.mnemonic() == Mnemonic::Pop
+            {
+                return AfterRule::NotExact;
+            }
+            AfterRule::StackMoved(spi)
+        } else {
+            AfterRule::Same
+        }
     }
 }
 
@@ -1032,7 +1078,7 @@ impl Plan {
     /// True when [`Plan::eval_after`] can give this instruction's accesses
     /// from the state after it ran.
     pub fn is_exact_after(&self) -> bool {
-        self.exact_after
+        self.after != AfterRule::NotExact
     }
 
     /// Computes the accesses of one execution of `instr` from the machine
@@ -1058,11 +1104,12 @@ impl Plan {
     }
 
     /// Computes the accesses of the instruction right after `syscall`, which
-    /// runs without a trap, from the state *after* it ran. Exact only when
-    /// the instruction writes none of the registers its addresses depend on
-    /// (and is not a string or stack instruction, whose registers move);
-    /// otherwise [`Unmodelled::NotExactAfter`] (or the instruction's own
-    /// reason when it is not modelled at all).
+    /// runs without a trap, from the state *after* it ran. Exact when the
+    /// instruction writes none of the registers its addresses depend on, or
+    /// only moves RSP (stack instructions) or RSI/RDI by one element (string
+    /// instructions without `rep`), which is taken back; otherwise
+    /// [`Unmodelled::NotExactAfter`] (or the instruction's own reason when it
+    /// is not modelled at all).
     pub fn eval_after<M: Machine + ?Sized>(
         &self,
         instr: &Instruction,
@@ -1072,10 +1119,31 @@ impl Plan {
         if let Special::Unmodelled(why) = self.special {
             return Err(why);
         }
-        if !self.exact_after {
-            return Err(Unmodelled::NotExactAfter);
+        match self.after {
+            AfterRule::NotExact => Err(Unmodelled::NotExactAfter),
+            AfterRule::Same => self.eval(instr, machine_after, out),
+            AfterRule::StackMoved(spi) => {
+                let before = Rewound {
+                    inner: machine_after,
+                    regs: [Register::RSP, Register::None],
+                    moved: [spi as i64 as u64, 0],
+                };
+                self.eval(instr, &before, out)
+            }
+            AfterRule::StringMoved { size } => {
+                let step = if machine_after.rflags() & DF != 0 {
+                    (u64::from(size)).wrapping_neg()
+                } else {
+                    u64::from(size)
+                };
+                let before = Rewound {
+                    inner: machine_after,
+                    regs: [Register::RSI, Register::RDI],
+                    moved: [step, step],
+                };
+                self.eval(instr, &before, out)
+            }
         }
-        self.eval(instr, machine_after, out)
     }
 
     fn eval_inner<M: Machine + ?Sized>(
@@ -1252,6 +1320,60 @@ fn address<M: Machine + ?Sized>(t: &Template, m: &M, extra: u64) -> u64 {
         // In 64-bit mode only FS and GS have a base.
         Register::FS | Register::GS => ea.wrapping_add(m.segment_base(t.seg)),
         _ => ea,
+    }
+}
+
+/// RFLAGS.DF, the direction flag.
+const DF: u64 = 1 << 10;
+
+/// The state before an instruction, rebuilt from the state after it: the
+/// given full registers moved by the given amounts (wrapping), which are
+/// taken back.
+struct Rewound<'a, M: Machine + ?Sized> {
+    inner: &'a M,
+    regs: [Register; 2],
+    moved: [u64; 2],
+}
+
+impl<M: Machine + ?Sized> Machine for Rewound<'_, M> {
+    fn gpr(&self, reg: Register) -> u64 {
+        let full = reg.full_register();
+        for (r, moved) in self.regs.iter().zip(self.moved) {
+            if *r == full && full != Register::None {
+                let value = self.inner.gpr(full).wrapping_sub(moved);
+                return if reg.is_gpr32() {
+                    value & 0xFFFF_FFFF
+                } else if reg.is_gpr16() {
+                    value & 0xFFFF
+                } else if reg.is_gpr8() {
+                    value & 0xFF
+                } else {
+                    value
+                };
+            }
+        }
+        self.inner.gpr(reg)
+    }
+    fn rflags(&self) -> u64 {
+        self.inner.rflags()
+    }
+    fn segment_base(&self, seg: Register) -> u64 {
+        self.inner.segment_base(seg)
+    }
+    fn vector(&self, reg: Register) -> Option<[u8; 64]> {
+        self.inner.vector(reg)
+    }
+    fn opmask(&self, reg: Register) -> Option<u64> {
+        self.inner.opmask(reg)
+    }
+    fn mmx(&self, reg: Register) -> Option<u64> {
+        self.inner.mmx(reg)
+    }
+    fn read_u64(&self, addr: u64) -> Option<u64> {
+        self.inner.read_u64(addr)
+    }
+    fn xinuse(&self) -> Option<u64> {
+        self.inner.xinuse()
     }
 }
 

@@ -1270,13 +1270,14 @@ mod after_syscall {
             .set(Register::RBX, 0x2000)
             .set(Register::RCX, 8);
         for bytes in [
-            &[0x48, 0x8b, 0x00][..],   // mov rax, qword ptr [rax]
-            &[0x48, 0x03, 0x1c, 0x0b], // add rbx, qword ptr [rbx+rcx]
-            &[0xc3],                   // ret
-            &[0x50],                   // push rax
-            &[0xa4],                   // movsb
-            &[0xf3, 0xa4],             // rep movsb
-            &[0xc9],                   // leave
+            &[0x48, 0x8b, 0x00][..],               // mov rax, qword ptr [rax]
+            &[0x48, 0x03, 0x1c, 0x0b],             // add rbx, qword ptr [rbx+rcx]
+            &[0xf3, 0xa4],                         // rep movsb
+            &[0xc9],                               // leave
+            &[0x5c],                               // pop rsp
+            &[0xc8, 0x10, 0x00, 0x02],             // enter 16, 2
+            &[0xd7],                               // xlat (AL is written)
+            &[0xc4, 0xe2, 0x6d, 0x90, 0x04, 0x88], // vpgatherdd (clears its mask)
         ] {
             assert_eq!(
                 eval_after(bytes, &after),
@@ -1288,6 +1289,76 @@ mod after_syscall {
         assert_eq!(
             eval_after(&[0x48, 0xcb], &after),
             Err(Unmodelled::Unsupported)
+        );
+    }
+}
+
+mod after_syscall_rewound {
+    use super::*;
+
+    fn eval_after(bytes: &[u8], m: &TestMachine) -> Result<Vec<MemAccess>, Unmodelled> {
+        let (instr, plan) = plan_with(bytes, CpuFacts::default());
+        assert!(plan.is_exact_after());
+        let mut out = AccessList::default();
+        plan.eval_after(&instr, m, &mut out)?;
+        Ok(out.as_slice().to_vec())
+    }
+
+    #[test]
+    fn stack_instructions_take_back_the_rsp_move() {
+        // State after the instruction: RSP = X.
+        const X: u64 = RSP;
+        let after = stack().set(Register::RSP, X);
+        // ret: RSP was X-8, read there.
+        assert_eq!(eval_after(&[0xc3], &after), Ok(vec![r(X - 8, 8)]));
+        // ret 16: RSP was X-24.
+        assert_eq!(
+            eval_after(&[0xc2, 0x10, 0x00], &after),
+            Ok(vec![r(X - 24, 8)])
+        );
+        // push rax: RSP was X+8, the write went to X.
+        assert_eq!(eval_after(&[0x50], &after), Ok(vec![w(X, 8)]));
+        // pop qword ptr [rsp]: RSP was X-8: read X-8, write X.
+        assert_eq!(
+            eval_after(&[0x8f, 0x04, 0x24], &after),
+            Ok(vec![r(X - 8, 8), w(X, 8)])
+        );
+        // push qword ptr [rsp+8]: RSP was X+8: read X+16, write X.
+        assert_eq!(
+            eval_after(&[0xff, 0x74, 0x24, 0x08], &after),
+            Ok(vec![r(X + 16, 8), w(X, 8)])
+        );
+        // enter 32, 0: RSP was X+40, push rbp at X+32.
+        assert_eq!(
+            eval_after(&[0xc8, 0x20, 0x00, 0x00], &after),
+            Ok(vec![w(X + 32, 8)])
+        );
+    }
+
+    #[test]
+    fn single_string_instructions_take_back_the_element_step() {
+        let after = TestMachine::new()
+            .set(Register::RSI, 0x1000_0010)
+            .set(Register::RDI, 0x2000_0010);
+        // movsq, DF=0: RSI/RDI were 8 lower.
+        assert_eq!(
+            eval_after(&[0x48, 0xa5], &after),
+            Ok(vec![r(0x1000_0008, 8), w(0x2000_0008, 8)])
+        );
+        // movsb, DF=1: they were 1 higher.
+        assert_eq!(
+            eval_after(&[0xa4], &after.clone().df()),
+            Ok(vec![r(0x1000_0011, 1), w(0x2000_0011, 1)])
+        );
+        // lodsd: RSI was 4 lower.
+        assert_eq!(eval_after(&[0xad], &after), Ok(vec![r(0x1000_000c, 4)]));
+        // addr32 movsb with ESI = 0 after (it wrapped from 0xffffffff).
+        let wrapped = TestMachine::new()
+            .set(Register::RSI, 0)
+            .set(Register::RDI, 5);
+        assert_eq!(
+            eval_after(&[0x67, 0xa4], &wrapped),
+            Ok(vec![r(0xffff_ffff, 1), w(4, 1)])
         );
     }
 }
