@@ -1370,11 +1370,9 @@ mod plan_properties {
     fn plan_is_small_and_copy() {
         fn is_copy<T: Copy>() {}
         is_copy::<Plan>();
-        assert!(
-            std::mem::size_of::<Plan>() <= 256,
-            "{}",
-            std::mem::size_of::<Plan>()
-        );
+        let size = std::mem::size_of::<Plan>();
+        eprintln!("size_of::<Plan>() = {size}");
+        assert!(size <= 256, "{size}");
     }
 
     #[test]
