@@ -8,6 +8,11 @@
 .bss
 .align 64
 buf: .zero 8192
+.data
+# maskmovdqu mask: bytes 0, 1, 4 and 15 selected.
+bytemask: .byte 0x80, 0xff, 0, 0x7f, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x81
+# vmaskmovps mask: elements 0, 1, 5, 6, 7 selected.
+dwordmask: .long -1, -2, 0, 1, 0, 0x80000000, -9, -1
 .text
 _start:
   lea rdi, [rip+buf+2048]
@@ -38,7 +43,7 @@ i_rep: rep movsb
   std
 i_repstd: rep stosq
   cld
-  pcmpeqb xmm2, xmm2
+  movdqu xmm2, [rip+bytemask]
   lea rdi, [rip+buf+2048]
 i_maskmov: maskmovdqu xmm1, xmm2
 i_cmpxchg16b: lock cmpxchg16b [rdi]
@@ -51,7 +56,7 @@ i_call: call f
   vpcmpeqd ymm2, ymm2, ymm2
   vpxor ymm1, ymm1, ymm1
 i_gather: vpgatherdd ymm0, [rdi+ymm1*4], ymm2
-  vpcmpeqd ymm1, ymm1, ymm1
+  vmovdqu ymm1, [rip+dwordmask]
 i_vmaskmov: vmaskmovps [rdi], ymm1, ymm0
 i_movdqu: vmovdqu ymmword ptr [rdi+1], ymm0
 i_push: push rax
