@@ -1554,6 +1554,11 @@ fn xsave<M: Machine + ?Sized>(
             if layout_bits & bit == 0 {
                 continue;
             }
+            if size == 0 {
+                // A component XCR0 does not enable: its place is unknown
+                // (and the processor would fault).
+                return Err(Unmodelled::UnknownXsaveLayout);
+            }
             if layout.align64 & (1 << i) != 0 {
                 next = (next + 63) & !63;
             }
