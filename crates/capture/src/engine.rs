@@ -240,6 +240,17 @@ const RUNNING: u8 = 3;
 const STOPPING: u8 = 4;
 
 const TF: i64 = 0x100;
+/// Number of [`Unmodelled`] variants (counted separately in the dump).
+const UNMODELLED_KINDS: usize = 7;
+const UNMODELLED_ALL: [Unmodelled; UNMODELLED_KINDS] = [
+    Unmodelled::Unsupported,
+    Unmodelled::TooManyAccesses,
+    Unmodelled::MissingRegister,
+    Unmodelled::PartialMask,
+    Unmodelled::NeedsMemory,
+    Unmodelled::UnknownXsaveLayout,
+    Unmodelled::NotExactAfter,
+];
 const MAX_SELECTED: usize = 256;
 
 static STATE: AtomicU8 = AtomicU8::new(IDLE);
@@ -337,7 +348,7 @@ struct Inner {
     accesses: AccessList,
     instructions: u64,
     untrapped: u64,
-    unmodelled: [u64; 3],
+    unmodelled: [u64; UNMODELLED_KINDS],
     max_instructions: u64,
     cut_short: Option<&'static str>,
     exec_ranges: Vec<(u64, u64)>,
@@ -582,7 +593,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         accesses: AccessList::default(),
         instructions: 0,
         untrapped: 0,
-        unmodelled: [0; 3],
+        unmodelled: [0; UNMODELLED_KINDS],
         max_instructions: options.max_instructions,
         cut_short: None,
         exec_ranges,
@@ -1012,7 +1023,7 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
 }
 
 /// Safe read of a word of this process's memory (EFAULT instead of a crash).
-fn read_word(addr: u64) -> Option<u64> {
+pub(crate) fn read_word(addr: u64) -> Option<u64> {
     let mut v: u64 = 0;
     let local = libc::iovec {
         iov_base: &mut v as *mut u64 as *mut libc::c_void,
@@ -1302,8 +1313,7 @@ fn count_instruction(
     let modelled = match mode {
         Mode::Trapped => d.plan.eval(&d.instr, machine, &mut inner.accesses),
         Mode::NoData => Ok(()),
-        Mode::After if d.plan.is_empty() => Ok(()),
-        Mode::After => Err(Unmodelled::Unsupported),
+        Mode::After => d.plan.eval_after(&d.instr, machine, &mut inner.accesses),
     };
     let Some(c) = inner.counters.counters(rip, stack, ti as u32) else {
         return false;
@@ -1393,7 +1403,9 @@ fn count_instruction(
         }
         Err(why) => {
             c[1] += 1;
-            inner.unmodelled[why as usize] += 1;
+            if let Some(i) = UNMODELLED_ALL.iter().position(|&u| u == why) {
+                inner.unmodelled[i] += 1;
+            }
         }
     }
     inner.instructions += 1;
@@ -1548,15 +1560,12 @@ fn write_dump(inner: Inner, duration: std::time::Duration) -> Result<Summary, Ca
     meta.instructions = instructions;
     meta.untrapped = untrapped;
     meta.cut_short = cut_short.map(String::from);
-    meta.unmodelled = [
-        ("unsupported", unmodelled[0]),
-        ("too many accesses", unmodelled[1]),
-        ("missing register", unmodelled[2]),
-    ]
-    .into_iter()
-    .filter(|&(_, n)| n > 0)
-    .map(|(s, n)| (s.to_string(), n))
-    .collect();
+    meta.unmodelled = UNMODELLED_ALL
+        .iter()
+        .zip(unmodelled.iter())
+        .filter(|&(_, &n)| n > 0)
+        .map(|(why, &n)| (why.reason().to_string(), n))
+        .collect();
     if untrapped > 0 {
         meta.notes.push(format!(
             "{untrapped} instructions ran untrapped right after a syscall; their accesses \

@@ -207,6 +207,30 @@ impl Machine for ContextMachine<'_> {
         Some(out)
     }
 
+    fn mmx(&self, reg: Register) -> Option<u64> {
+        if !reg.is_mm() {
+            return None;
+        }
+        // MM0-7 alias the low 64 bits of ST0-7 at offset 32 + 16*i.
+        let b: [u8; 8] = self.fp_bytes(32 + 16 * reg.number())?;
+        Some(u64::from_le_bytes(b))
+    }
+
+    fn read_u64(&self, addr: u64) -> Option<u64> {
+        crate::engine::read_word(addr)
+    }
+
+    fn xinuse(&self) -> Option<u64> {
+        // The kernel saved the frame with XSAVE, so XSTATE_BV holds the
+        // components that were not in their initial state.
+        let magic: [u8; 4] = self.fp_bytes(464)?;
+        if u32::from_le_bytes(magic) != FP_XSTATE_MAGIC1 {
+            return None;
+        }
+        let bv: [u8; 8] = self.fp_bytes(512)?;
+        Some(u64::from_le_bytes(bv))
+    }
+
     fn opmask(&self, reg: Register) -> Option<u64> {
         if !reg.is_k() {
             return None;

@@ -587,6 +587,18 @@ impl Model {
             plan.count += 1;
         }
 
+        // Which of its two reads cmps makes first is not architectural; the
+        // model follows Valgrind's order (ES:[RDI], then DS:[RSI]) so that
+        // address streams compare equal. iced lists the RSI operand first.
+        if matches!(
+            mnemonic,
+            Mnemonic::Cmpsb | Mnemonic::Cmpsw | Mnemonic::Cmpsd | Mnemonic::Cmpsq
+        ) && plan.count == 2
+            && matches!(plan.templates[0].base, Register::RSI | Register::ESI)
+        {
+            plan.templates.swap(0, 1);
+        }
+
         if !any_memory {
             // iced lists no access: fine for LEA, NOP and the MPX bound
             // checks, which do not touch memory; anything else with a memory

@@ -1,0 +1,535 @@
+//! Capture tests against Valgrind: `tests-programs/capture/kernels.c` run
+//! natively under `coldcache record` / the C API, and under Valgrind.
+//!
+//! - Instruction counts: `record --function k_X` must count exactly the Ir
+//!   of `valgrind --tool=callgrind --toggle-collect=k_X`.
+//! - Address streams: the trace written by `record --function k_X --trace`
+//!   must equal, instruction by instruction, what
+//!   `valgrind --tool=lackey --trace-mem=yes` prints for the same call
+//!   (stack addresses compared relative to the return-address slot, since
+//!   Valgrind places the stack elsewhere; globals compared exactly, the
+//!   binary being built without PIE).
+//! - Cache misses: a region captured from a cold cache with the C API and
+//!   `cachegrind` geometry must have the same nine Cachegrind events as
+//!   Callgrind's for the same region started cold with
+//!   `CALLGRIND_START_INSTRUMENTATION` (`--instr-atstart=no`).
+//!
+//! Skipped with a message when gcc or valgrind is missing.
+
+use coldcache_dump::{counters, Dump};
+use coldcache_trace::RecordKind;
+use object::{Object, ObjectSymbol};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+const COLDCACHE: &str = env!("CARGO_BIN_EXE_coldcache");
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// `libcoldcache.so` next to the `coldcache` binary, built if missing
+/// (`cargo test` does not build cdylib-only packages).
+fn library() -> PathBuf {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let dir = Path::new(COLDCACHE).parent().unwrap().to_path_buf();
+        let lib = dir.join("libcoldcache.so");
+        if !lib.exists() {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let target_dir = dir.parent().unwrap();
+            let profile = dir.file_name().unwrap().to_str().unwrap();
+            let mut cmd = Command::new(cargo);
+            cmd.args(["build", "-p", "libcoldcache", "--target-dir"])
+                .arg(target_dir)
+                .current_dir(repo());
+            if profile == "release" {
+                cmd.arg("--release");
+            }
+            let st = cmd.status().expect("run cargo build -p libcoldcache");
+            assert!(st.success(), "building libcoldcache failed");
+        }
+        assert!(lib.exists(), "{} missing", lib.display());
+        lib
+    })
+    .clone()
+}
+
+fn scratch() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("coldcache-capture-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    })
+    .clone()
+}
+
+/// Builds the kernels program once (no PIE, so globals and code are at the
+/// same addresses natively and under Valgrind).
+fn kernels() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let lib = library();
+        let out = scratch().join("kernels");
+        let st = Command::new("gcc")
+            .args(["-O1", "-g", "-fno-pie", "-no-pie", "-I"])
+            .arg(repo().join("include"))
+            .arg(repo().join("tests-programs/capture/kernels.c"))
+            .arg("-L")
+            .arg(lib.parent().unwrap())
+            .arg("-lcoldcache")
+            .arg(format!("-Wl,-rpath,{}", lib.parent().unwrap().display()))
+            .arg("-o")
+            .arg(&out)
+            .status()
+            .expect("run gcc");
+        assert!(st.success(), "compiling kernels.c failed");
+        out
+    })
+    .clone()
+}
+
+fn tools_or_skip(test: &str) -> bool {
+    if have("gcc") && have("valgrind") {
+        true
+    } else {
+        eprintln!("SKIP {test}: gcc or valgrind missing");
+        false
+    }
+}
+
+/// Runs a command with a fixed, small environment (Valgrind and native runs
+/// must execute the same code paths in libc).
+fn run(mut cmd: Command) -> Output {
+    cmd.env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir(scratch())
+        .stdin(Stdio::null());
+    let out = cmd.output().expect("run command");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn record(kernel: &str, extra: &[&str], tag: &str) -> (Dump, PathBuf) {
+    let dump = scratch().join(format!("{kernel}.{tag}.ccdump"));
+    let trace = scratch().join(format!("{kernel}.{tag}.cctrace"));
+    let mut cmd = Command::new(COLDCACHE);
+    cmd.args(["record", "--cache", "cachegrind", "--function"])
+        .arg(format!("k_{kernel}"))
+        .arg("-o")
+        .arg(&dump)
+        .arg("--trace")
+        .arg(&trace)
+        .args(extra)
+        .arg("--")
+        .arg(kernels())
+        .args(["plain", kernel]);
+    run(cmd);
+    let d = Dump::from_bytes(&std::fs::read(&dump).unwrap()).unwrap();
+    (d, trace)
+}
+
+fn callgrind_ir(kernel: &str) -> u64 {
+    let out_file = scratch().join(format!("callgrind.{kernel}.out"));
+    let mut cmd = Command::new("valgrind");
+    cmd.arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out_file.display()))
+        .arg(format!("--toggle-collect=k_{kernel}"))
+        .arg(kernels())
+        .args(["plain", kernel]);
+    run(cmd);
+    let text = std::fs::read_to_string(&out_file).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("summary: "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("callgrind summary line")
+}
+
+/// The kernels compared with Valgrind (xlat: Valgrind cannot run it).
+const KERNELS: &[&str] = &[
+    "strided",
+    "struct_walk",
+    "strings",
+    "stack",
+    "x86isms",
+    "bits",
+];
+
+#[test]
+fn function_capture_counts_the_instructions_callgrind_counts() {
+    if !tools_or_skip("function_capture_counts_the_instructions_callgrind_counts") {
+        return;
+    }
+    let mut bad = Vec::new();
+    for k in KERNELS {
+        let (d, _) = record(k, &[], "ir");
+        let ours: u64 = d.totals()[d.counter(counters::INSTRUCTIONS).unwrap()];
+        assert_eq!(ours, d.meta.instructions);
+        let theirs = callgrind_ir(k);
+        eprintln!("{k:<12} coldcache {ours:>8}  callgrind {theirs:>8}");
+        if ours != theirs {
+            bad.push(format!("{k}: coldcache {ours}, callgrind {theirs}"));
+        }
+        assert_eq!(d.meta.unmodelled, vec![], "{k}: unmodelled instructions");
+        assert_eq!(d.meta.cut_short, None);
+    }
+    assert!(bad.is_empty(), "instruction counts differ: {bad:#?}");
+}
+
+/// One instruction and its data accesses.
+#[derive(Debug, PartialEq, Eq, Clone)]
+struct Step {
+    ip: u64,
+    data: Vec<(char, i64, u32)>,
+}
+
+/// Lackey's records for one call of `k_{kernel}`: from its entry to the
+/// instruction at the return address.
+fn lackey_steps(kernel: &str, entry: u64) -> Vec<Step> {
+    let log = scratch().join(format!("lackey.{kernel}.log"));
+    let mut cmd = Command::new("valgrind");
+    cmd.args(["--tool=lackey", "--trace-mem=yes"])
+        .arg(format!("--log-file={}", log.display()))
+        .arg(kernels())
+        .args(["plain", kernel]);
+    run(cmd);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut steps: Vec<Step> = Vec::new();
+    let mut started = false;
+    let mut prev: Option<(u64, u64)> = None;
+    let mut ret_addr = 0;
+    for line in text.lines() {
+        if line.starts_with("==") || line.len() < 3 {
+            continue;
+        }
+        let (tag, rest) = line.split_at(2);
+        let Some((a, s)) = rest.trim().split_once(',') else {
+            continue;
+        };
+        let (Ok(addr), Ok(size)) = (u64::from_str_radix(a, 16), s.parse::<u32>()) else {
+            continue;
+        };
+        if tag == "I " {
+            if !started {
+                if addr == entry {
+                    started = true;
+                    ret_addr = prev.map(|(a, s)| a + s).unwrap();
+                } else {
+                    prev = Some((addr, u64::from(size)));
+                    continue;
+                }
+            } else if addr == ret_addr {
+                break;
+            }
+            steps.push(Step {
+                ip: addr,
+                data: Vec::new(),
+            });
+        } else if started {
+            let kind = tag.trim().chars().next().unwrap();
+            steps
+                .last_mut()
+                .unwrap()
+                .data
+                .push((kind, addr as i64, size));
+        }
+    }
+    assert!(started, "lackey never ran k_{kernel}");
+    steps
+}
+
+/// Our trace as steps.
+fn our_steps(trace: &Path) -> Vec<Step> {
+    let mut r = coldcache_trace::open(trace, None).unwrap();
+    let mut recs = Vec::new();
+    let mut steps: Vec<Step> = Vec::new();
+    while r.read_batch(&mut recs, 1 << 16).unwrap() > 0 {
+        for rec in &recs {
+            let kind = match rec.kind {
+                RecordKind::Instr => {
+                    steps.push(Step {
+                        ip: rec.addr,
+                        data: Vec::new(),
+                    });
+                    continue;
+                }
+                RecordKind::Load => 'L',
+                RecordKind::Store | RecordKind::NtStore => 'S',
+                RecordKind::Modify => 'M',
+                // Valgrind records neither prefetches nor flushes.
+                RecordKind::Prefetch | RecordKind::Flush => continue,
+            };
+            steps
+                .last_mut()
+                .unwrap()
+                .data
+                .push((kind, rec.addr as i64, rec.size));
+        }
+    }
+    steps
+}
+
+/// Lackey splits some read-modify-writes (`lock xadd`, `xchg`, `lock
+/// cmpxchg`) into a load and a modify of the same bytes: one access.
+fn merge_load_modify(steps: &mut [Step]) {
+    for s in steps {
+        let mut out: Vec<(char, i64, u32)> = Vec::new();
+        for &d in &s.data {
+            if d.0 == 'M' {
+                if let Some(last) = out.last() {
+                    if last.0 == 'L' && last.1 == d.1 && last.2 == d.2 {
+                        out.pop();
+                    }
+                }
+            }
+            out.push(d);
+        }
+        s.data = out;
+    }
+}
+
+/// Makes stack addresses relative to the slot the final `ret` reads;
+/// globals (inside the binary's data) stay absolute.
+fn normalize(steps: &mut [Step], globals: (u64, u64)) {
+    let ret_slot = steps
+        .last()
+        .and_then(|s| s.data.last())
+        .map(|d| d.1)
+        .expect("the region ends with a ret that reads its return address");
+    for s in steps {
+        for d in &mut s.data {
+            let a = d.1 as u64;
+            if !(globals.0..globals.1).contains(&a) {
+                d.1 -= ret_slot;
+                d.0 = d.0.to_ascii_lowercase(); // marks a stack-relative address
+            }
+        }
+    }
+}
+
+fn symbol_and_data_range(bin: &Path, name: &str) -> (u64, (u64, u64)) {
+    let data = std::fs::read(bin).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let sym = file
+        .symbols()
+        .find(|s| s.name() == Ok(name))
+        .unwrap_or_else(|| panic!("{name} not in {}", bin.display()));
+    let mut lo = u64::MAX;
+    let mut hi = 0;
+    for s in file.sections() {
+        use object::ObjectSection;
+        if matches!(s.name(), Ok(".data" | ".bss" | ".rodata")) {
+            lo = lo.min(s.address());
+            hi = hi.max(s.address() + s.size());
+        }
+    }
+    (sym.address(), (lo, hi))
+}
+
+#[test]
+fn function_capture_address_stream_equals_lackey() {
+    if !tools_or_skip("function_capture_address_stream_equals_lackey") {
+        return;
+    }
+    for k in ["strided", "struct_walk", "strings", "stack", "x86isms"] {
+        let (entry, globals) = symbol_and_data_range(&kernels(), &format!("k_{k}"));
+        let (_, trace) = record(k, &[], "stream");
+        let mut ours = our_steps(&trace);
+        let mut theirs = lackey_steps(k, entry);
+        merge_load_modify(&mut theirs);
+        normalize(&mut ours, globals);
+        normalize(&mut theirs, globals);
+        assert_eq!(ours.len(), theirs.len(), "{k}: instruction counts differ");
+        for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+            assert_eq!(a, b, "{k}: step {i} differs (ours left, lackey right)");
+        }
+        let accesses: usize = ours.iter().map(|s| s.data.len()).sum();
+        eprintln!(
+            "{k:<12} {} instructions, {accesses} data accesses: identical",
+            ours.len()
+        );
+    }
+}
+
+/// The nine Cachegrind events of `k_{kernel}` (self cost) from Callgrind,
+/// region started cold with CALLGRIND_START_INSTRUMENTATION.
+fn callgrind_cold_events(kernel: &str) -> BTreeMap<String, u64> {
+    let out_file = scratch().join(format!("callgrind-cold.{kernel}.out"));
+    let mut cmd = Command::new("valgrind");
+    cmd.args([
+        "--tool=callgrind",
+        "--cache-sim=yes",
+        "--instr-atstart=no",
+        "--I1=32768,8,64",
+        "--D1=32768,8,64",
+        "--LL=8388608,16,64",
+    ])
+    .arg(format!("--callgrind-out-file={}", out_file.display()))
+    .arg(kernels())
+    .args(["callgrind", kernel]);
+    run(cmd);
+    let out = Command::new("callgrind_annotate")
+        .arg("--inclusive=no")
+        .arg(&out_file)
+        .output()
+        .expect("run callgrind_annotate");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let events: Vec<String> = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Events shown:"))
+        .expect("events line")
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let row = text
+        .lines()
+        .find(|l| l.contains(&format!(":k_{kernel} ")) || l.ends_with(&format!(":k_{kernel}")))
+        .unwrap_or_else(|| panic!("no k_{kernel} row in:\n{text}"));
+    // Each event column is a number with commas, possibly followed by a
+    // percentage in parentheses.
+    let nums: Vec<u64> = row
+        .split_whitespace()
+        .filter(|t| t.chars().next().is_some_and(|c| c.is_ascii_digit()) && !t.ends_with("%)"))
+        .map(|t| t.replace(',', "").parse().unwrap())
+        .take(events.len())
+        .collect();
+    events.into_iter().zip(nums).collect()
+}
+
+/// The same nine events from a dump, for records inside `[lo, hi)`.
+fn dump_events(d: &Dump, lo: u64, hi: u64) -> BTreeMap<String, u64> {
+    let l = d.meta.levels.len();
+    assert_eq!(l, 2, "cachegrind geometry has two levels");
+    let mut t = vec![0u64; d.meta.counters.len()];
+    for r in d.records.iter().filter(|r| r.ip >= lo && r.ip < hi) {
+        for (a, b) in t.iter_mut().zip(&r.counters) {
+            *a += b;
+        }
+    }
+    let side = |s: usize| &t[counters::side_base(l, s)..counters::side_base(l, s) + l + 1];
+    let (i, r, w) = (side(0), side(1), side(2));
+    let m = |v: &[u64]| -> (u64, u64, u64) { (v.iter().sum(), v[1] + v[2], v[2]) };
+    let (ir, i1, il) = m(i);
+    let (dr, d1r, dlr) = m(r);
+    let (dw, d1w, dlw) = m(w);
+    [
+        ("Ir", ir),
+        ("I1mr", i1),
+        ("ILmr", il),
+        ("Dr", dr),
+        ("D1mr", d1r),
+        ("DLmr", dlr),
+        ("Dw", dw),
+        ("D1mw", d1w),
+        ("DLmw", dlw),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+#[test]
+fn cold_region_misses_equal_callgrinds() {
+    if !tools_or_skip("cold_region_misses_equal_callgrinds") || !have("callgrind_annotate") {
+        return;
+    }
+    let bin = kernels();
+    let data = std::fs::read(&bin).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let mut bad = Vec::new();
+    for k in KERNELS {
+        let sym = file
+            .symbols()
+            .find(|s| s.name() == Ok(&format!("k_{k}")))
+            .unwrap();
+        let (lo, hi) = (sym.address(), sym.address() + sym.size());
+        let dump_path = scratch().join(format!("{k}.cold.ccdump"));
+        let mut cmd = Command::new(&bin);
+        cmd.args(["coldcache", k, "cachegrind"]).arg(&dump_path);
+        run(cmd);
+        let d = Dump::from_bytes(&std::fs::read(&dump_path).unwrap()).unwrap();
+        let ours = dump_events(&d, lo, hi);
+        let theirs = callgrind_cold_events(k);
+        eprintln!(
+            "{k:<12} coldcache {ours:?}\n{:<12} callgrind {theirs:?}",
+            ""
+        );
+        // Callgrind counts a read-modify-write as a write (and splits
+        // `xadd`/`xchg` into a read and a modify); coldcache counts it once,
+        // as a read, like Cachegrind. With RMWs in the kernel only the
+        // instruction events and the misses per level are compared.
+        let rmw = matches!(*k, "x86isms" | "bits");
+        let get = |m: &BTreeMap<String, u64>, e: &str| m.get(e).copied().unwrap_or(0);
+        let mut compare = |what: &str, a: u64, b: u64| {
+            if a != b {
+                bad.push(format!("{k} {what}: coldcache {a}, callgrind {b}"));
+            }
+        };
+        for e in ["Ir", "I1mr", "ILmr"] {
+            compare(e, get(&ours, e), get(&theirs, e));
+        }
+        if rmw {
+            compare(
+                "D1 misses",
+                get(&ours, "D1mr") + get(&ours, "D1mw"),
+                get(&theirs, "D1mr") + get(&theirs, "D1mw"),
+            );
+            compare(
+                "LL data misses",
+                get(&ours, "DLmr") + get(&ours, "DLmw"),
+                get(&theirs, "DLmr") + get(&theirs, "DLmw"),
+            );
+        } else {
+            for e in ["Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw"] {
+                compare(e, get(&ours, e), get(&theirs, e));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "events differ: {bad:#?}");
+}
+
+#[test]
+fn xlat_reads_the_table_entry_of_al() {
+    if !have("gcc") {
+        eprintln!("SKIP xlat_reads_the_table_entry_of_al: gcc missing");
+        return;
+    }
+    let (d, trace) = record("xlat", &[], "xlat");
+    assert_eq!(d.meta.unmodelled, vec![]);
+    let (_, globals) = symbol_and_data_range(&kernels(), "k_xlat");
+    let data = std::fs::read(kernels()).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let table = file
+        .symbols()
+        .find(|s| s.name() == Ok("table"))
+        .unwrap()
+        .address();
+    assert!(globals.0 <= table && table < globals.1);
+    // One-byte loads of table[i * 50] for i = 0..5, in order.
+    let loads: Vec<(u64, u32)> = our_steps(&trace)
+        .iter()
+        .flat_map(|s| s.data.clone())
+        .filter(|d| d.0 == 'L' && d.2 == 1)
+        .map(|d| (d.1 as u64, d.2))
+        .collect();
+    let expected: Vec<(u64, u32)> = (0..5).map(|i| (table + i * 50, 1)).collect();
+    assert_eq!(loads, expected);
+}
