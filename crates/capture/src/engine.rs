@@ -263,6 +263,7 @@ static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
 static SYNC_SIGNAL: AtomicI32 = AtomicI32::new(0);
 static TRIGGER_SIGNAL: AtomicI32 = AtomicI32::new(0);
 static INSTRUCTIONS: AtomicU64 = AtomicU64::new(0);
+static CAPTURE_PID: AtomicU32 = AtomicU32::new(0);
 static BP_ADDR: AtomicU64 = AtomicU64::new(0);
 static BP_ORIG: AtomicU8 = AtomicU8::new(0);
 static BP_PLANTED: AtomicBool = AtomicBool::new(false);
@@ -623,6 +624,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         }
     }
     INSTRUCTIONS.store(0, Ordering::Relaxed);
+    CAPTURE_PID.store(std::process::id(), Ordering::Relaxed);
     for (i, s) in SELECTED.iter().enumerate() {
         s.store(selected.get(i).copied().unwrap_or(0), Ordering::Relaxed);
     }
@@ -911,6 +913,11 @@ extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::
             }
         } else if STATE.load(Ordering::Acquire) != RUNNING {
             set_tf(uc, false);
+        } else if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
+            // A child forked during the capture inherited TF and a copy of
+            // our state: it is not traced, and it must not write a dump.
+            STATE.store(IDLE, Ordering::Release);
+            set_tf(uc, false);
         } else {
             with_inner(|cell| match cell {
                 Some(inner) if STATE.load(Ordering::Acquire) == RUNNING => step(inner, uc),
@@ -1156,14 +1163,99 @@ fn step(inner: &mut Inner, uc: &mut libc::ucontext_t) {
         inner.threads[ti].rep_ip = rip;
         inner.threads[ti].rep_kind = d.rep;
     }
+    let mut emulated = false;
     match d.flow {
         Flow::Call => inner.threads[ti].pending_call = rip + u64::from(d.len) - 1,
-        Flow::Syscall => inner.threads[ti].after_syscall = rip + u64::from(d.len),
+        Flow::Syscall => {
+            drop(machine);
+            emulated = emulate_sigprocmask(uc, rip + u64::from(d.len));
+            if !emulated {
+                inner.threads[ti].after_syscall = rip + u64::from(d.len);
+            }
+        }
         _ => {}
     }
     if inner.max_instructions != 0 && inner.instructions >= inner.max_instructions {
         stop_from_handler(inner, uc, Some("instruction limit reached"));
+    } else if emulated {
+        // The syscall was done here and RIP moved past it: the instruction
+        // there runs before the next trap, so account for it now.
+        step(inner, uc);
     }
+}
+
+/// `rt_sigprocmask` would let a traced thread block SIGTRAP (glibc blocks
+/// every signal around `clone` in `pthread_create`, for one); the next
+/// single-step trap would then kill the process. Such a call is done here
+/// instead: the handler computes the new mask without SIGTRAP, stores it in
+/// the context (the kernel installs it when the handler returns), writes the
+/// old mask, sets the result and moves RIP past the `syscall`. Returns false
+/// (the syscall then runs normally) for any other system call.
+fn emulate_sigprocmask(uc: &mut libc::ucontext_t, next: u64) -> bool {
+    let g = &mut uc.uc_mcontext.gregs;
+    if g[libc::REG_RAX as usize] as u64 != libc::SYS_rt_sigprocmask as u64
+        || g[libc::REG_R10 as usize] != 8
+    {
+        return false;
+    }
+    let how = g[libc::REG_RDI as usize];
+    let set_ptr = g[libc::REG_RSI as usize] as u64;
+    let old_ptr = g[libc::REG_RDX as usize] as u64;
+    // SAFETY: uc_sigmask is a sigset_t of at least 8 bytes, its first word
+    // holding signals 1..=64 (bit n-1 for signal n).
+    let mask_word = unsafe { &mut *(&mut uc.uc_sigmask as *mut libc::sigset_t as *mut u64) };
+    let current = *mask_word;
+    let set = if set_ptr != 0 {
+        match read_word(set_ptr) {
+            Some(v) => Some(v),
+            None => {
+                uc.uc_mcontext.gregs[libc::REG_RAX as usize] = -(libc::EFAULT as i64);
+                uc.uc_mcontext.gregs[libc::REG_RIP as usize] = next as i64;
+                return true;
+            }
+        }
+    } else {
+        None
+    };
+    let new = match (how as i32, set) {
+        (_, None) => current,
+        (libc::SIG_BLOCK, Some(s)) => current | s,
+        (libc::SIG_UNBLOCK, Some(s)) => current & !s,
+        (libc::SIG_SETMASK, Some(s)) => s,
+        _ => {
+            uc.uc_mcontext.gregs[libc::REG_RAX as usize] = -(libc::EINVAL as i64);
+            uc.uc_mcontext.gregs[libc::REG_RIP as usize] = next as i64;
+            return true;
+        }
+    };
+    if old_ptr != 0 && !write_word(old_ptr, current) {
+        uc.uc_mcontext.gregs[libc::REG_RAX as usize] = -(libc::EFAULT as i64);
+        uc.uc_mcontext.gregs[libc::REG_RIP as usize] = next as i64;
+        return true;
+    }
+    let never =
+        (1u64 << (libc::SIGTRAP - 1)) | (1 << (libc::SIGKILL - 1)) | (1 << (libc::SIGSTOP - 1));
+    // SAFETY: as above.
+    let mask_word = unsafe { &mut *(&mut uc.uc_sigmask as *mut libc::sigset_t as *mut u64) };
+    *mask_word = new & !never;
+    uc.uc_mcontext.gregs[libc::REG_RAX as usize] = 0;
+    uc.uc_mcontext.gregs[libc::REG_RIP as usize] = next as i64;
+    true
+}
+
+/// Safe write of a word of this process's memory (false instead of a crash).
+fn write_word(addr: u64, v: u64) -> bool {
+    let local = libc::iovec {
+        iov_base: &v as *const u64 as *mut libc::c_void,
+        iov_len: 8,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: 8,
+    };
+    // SAFETY: process_vm_writev on our own pid copies from a live local and
+    // reports unwritable addresses as an error instead of faulting.
+    unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) == 8 }
 }
 
 fn current_stack(t: &ThreadState) -> u32 {

@@ -533,3 +533,108 @@ fn xlat_reads_the_table_entry_of_al() {
     let expected: Vec<(u64, u32)> = (0..5).map(|i| (table + i * 50, 1)).collect();
     assert_eq!(loads, expected);
 }
+
+fn build_threads() -> PathBuf {
+    let lib = library();
+    let out = scratch().join("threads");
+    let st = Command::new("gcc")
+        .args(["-O1", "-g", "-pthread", "-I"])
+        .arg(repo().join("include"))
+        .arg(repo().join("tests-programs/capture/threads.c"))
+        .arg("-L")
+        .arg(lib.parent().unwrap())
+        .arg("-lcoldcache")
+        .arg(format!("-Wl,-rpath,{}", lib.parent().unwrap().display()))
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "compiling threads.c failed");
+    out
+}
+
+/// Runs with a deadline: a hang is a failure, not a stuck test.
+fn run_with_deadline(mut cmd: Command, secs: u64) -> Output {
+    use std::io::Read;
+    cmd.current_dir(scratch())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn");
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut stdout = Vec::new();
+            let mut stderr = Vec::new();
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_end(&mut stdout)
+                .unwrap();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_end(&mut stderr)
+                .unwrap();
+            return Output {
+                status,
+                stdout,
+                stderr,
+            };
+        }
+        if start.elapsed().as_secs() > secs {
+            let _ = child.kill();
+            panic!("{cmd:?} hung (killed after {secs} s)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn eight_threads_captured_100_times_keep_their_output() {
+    if !have("gcc") {
+        eprintln!("SKIP eight_threads_captured_100_times_keep_their_output: gcc missing");
+        return;
+    }
+    let bin = build_threads();
+    let mut plain = Command::new(&bin);
+    plain.args(["plain", "100"]);
+    let plain = run_with_deadline(plain, 60);
+    assert!(plain.status.success());
+    let dump = scratch().join("threads.ccdump");
+    let mut traced = Command::new(&bin);
+    traced.args(["coldcache", "100"]).arg(&dump);
+    let traced = run_with_deadline(traced, 300);
+    assert!(
+        traced.status.success(),
+        "captured run failed: {}\n{}",
+        traced.status,
+        String::from_utf8_lossy(&traced.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&traced.stdout),
+        String::from_utf8_lossy(&plain.stdout),
+        "the program's output changed under capture"
+    );
+    // One capture that creates and joins four threads: all nine threads
+    // (main, four workers, four short-lived) are in the dump.
+    let one = scratch().join("threads1.ccdump");
+    let mut first = Command::new(&bin);
+    first.args(["coldcache", "1"]).arg(&one);
+    assert!(run_with_deadline(first, 60).status.success());
+    let d = Dump::from_bytes(&std::fs::read(&one).unwrap()).unwrap();
+    assert_eq!(d.threads.len(), 9, "{:?}", d.threads);
+    assert_eq!(d.meta.cut_short, None);
+    let per_thread: Vec<u64> = (0..9u32)
+        .map(|t| {
+            d.records
+                .iter()
+                .filter(|r| r.thread == t)
+                .map(|r| r.counters[0])
+                .sum()
+        })
+        .collect();
+    assert!(per_thread.iter().all(|&n| n > 0), "{per_thread:?}");
+}
