@@ -684,21 +684,25 @@ fn claim_thread(inner: &mut Inner, tid: u32) -> Option<usize> {
 
 fn install_handlers() -> Result<(), CaptureError> {
     let mut done = HANDLERS.lock().unwrap_or_else(|e| e.into_inner());
-    if *done {
-        return Ok(());
-    }
-    // Refuse a program that handles SIGTRAP itself.
+    // The SIGTRAP disposition is checked at every start: the program may
+    // have installed its own handler since the last capture.
     // SAFETY: querying the current disposition into a zeroed struct.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: a null new action only reads the old one.
     if unsafe { libc::sigaction(libc::SIGTRAP, std::ptr::null(), &mut old) } != 0 {
         return Err(os("reading the SIGTRAP disposition"));
     }
-    if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
-        return Err(CaptureError::ForeignSigtrap);
+    let ours = on_sigtrap as *const () as usize;
+    if old.sa_sigaction != ours {
+        if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+            return Err(CaptureError::ForeignSigtrap);
+        }
+        install(libc::SIGTRAP, ours)?;
+    }
+    if *done {
+        return Ok(());
     }
     let sync = libc::SIGRTMIN() + 6;
-    install(libc::SIGTRAP, on_sigtrap as *const () as usize)?;
     install(sync, on_sync as *const () as usize)?;
     SYNC_SIGNAL.store(sync, Ordering::Relaxed);
     // The wake pipe and the writer thread.
