@@ -103,3 +103,17 @@ fn newer_version_is_refused_by_number() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A dump written by format version 1, committed: every later coldcache
+/// must keep reading it. Regenerate (only when adding a new version's
+/// sample) with `COLDCACHE_WRITE_SAMPLES=1 cargo test -p coldcache-dump`.
+#[test]
+fn committed_version_1_sample_still_loads() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1.ccdump");
+    if std::env::var_os("COLDCACHE_WRITE_SAMPLES").is_some() {
+        std::fs::write(&path, sample().to_bytes()).unwrap();
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[8..12], &1u32.to_le_bytes(), "sample is version 1");
+    assert_eq!(Dump::from_bytes(&bytes).unwrap(), sample());
+}
