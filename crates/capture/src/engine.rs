@@ -264,6 +264,10 @@ static SYNC_SIGNAL: AtomicI32 = AtomicI32::new(0);
 static TRIGGER_SIGNAL: AtomicI32 = AtomicI32::new(0);
 static INSTRUCTIONS: AtomicU64 = AtomicU64::new(0);
 static CAPTURE_PID: AtomicU32 = AtomicU32::new(0);
+static OWN_ALLOCATOR: AtomicBool = AtomicBool::new(false);
+static REDIRECTED: AtomicBool = AtomicBool::new(false);
+/// Where a thread redirected to [`coldcache_finish_trampoline`] resumes.
+static RESUME_RIP: AtomicU64 = AtomicU64::new(0);
 static BP_ADDR: AtomicU64 = AtomicU64::new(0);
 static BP_ORIG: AtomicU8 = AtomicU8::new(0);
 static BP_PLANTED: AtomicBool = AtomicBool::new(false);
@@ -705,13 +709,29 @@ fn install_handlers() -> Result<(), CaptureError> {
     let sync = libc::SIGRTMIN() + 6;
     install(sync, on_sync as *const () as usize)?;
     SYNC_SIGNAL.store(sync, Ordering::Relaxed);
-    // The wake pipe and the writer thread.
+    *done = true;
+    drop(done);
+    if std::env::var_os("COLDCACHE_PROGRESS").is_some() {
+        ensure_writer()?;
+    }
+    Ok(())
+}
+
+/// Starts the writer thread (dumps of asynchronous stops, progress, the
+/// `--signal` trigger) if it is not running. It is only started when
+/// needed: a second thread switches glibc out of its single-threaded fast
+/// paths, which would change the instructions the program runs.
+fn ensure_writer() -> Result<(), CaptureError> {
+    static STARTED: Mutex<bool> = Mutex::new(false);
+    let mut started = STARTED.lock().unwrap_or_else(|e| e.into_inner());
+    if *started {
+        return Ok(());
+    }
     let mut fds = [0i32; 2];
     // SAFETY: pipe2 writes two descriptors into the array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(os("creating the wake pipe"));
     }
-    WAKE_FD.store(fds[1], Ordering::Release);
     let read_fd = fds[0];
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
@@ -725,7 +745,8 @@ fn install_handlers() -> Result<(), CaptureError> {
             source,
         })?;
     WRITER_TID.store(rx.recv().unwrap_or(0), Ordering::Release);
-    *done = true;
+    WAKE_FD.store(fds[1], Ordering::Release);
+    *started = true;
     Ok(())
 }
 
@@ -748,6 +769,7 @@ fn install(sig: i32, handler: usize) -> Result<(), CaptureError> {
 /// delivery starts a capture with `options`, or stops the running one.
 pub fn install_trigger_signal(sig: i32, options: Options) -> Result<(), CaptureError> {
     install_handlers()?;
+    ensure_writer()?;
     *PENDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(options);
     TRIGGER_SIGNAL.store(sig, Ordering::Relaxed);
     install(sig, on_trigger_signal as *const () as usize)
@@ -1067,7 +1089,124 @@ fn stop_from_handler(inner: &mut Inner, uc: &mut libc::ucontext_t, why: Option<&
     }
     STATE.store(STOPPING, Ordering::Release);
     set_tf(uc, false);
-    wake(1);
+    finish_soon(uc, false);
+}
+
+/// Gets the dump of a capture that stopped inside a handler written: by the
+/// writer thread if there is one; else by this thread, redirected through
+/// [`coldcache_finish_trampoline`] when that is safe (at a safe point — the
+/// triggering function just returned — or anywhere when the library runs on
+/// its own allocator, so `finish` cannot wait for a lock the interrupted
+/// code holds); else at the next `coldcache_stop` or at exit.
+fn finish_soon(uc: &mut libc::ucontext_t, safe_point: bool) {
+    if WAKE_FD.load(Ordering::Acquire) >= 0 {
+        wake(1);
+    } else if safe_point || OWN_ALLOCATOR.load(Ordering::Relaxed) {
+        redirect_to_finish(uc);
+    }
+}
+
+/// Makes the thread call `finish` when the handler returns, then resume
+/// exactly where it was: RIP goes to the trampoline, which finds the
+/// original RSP on its stack (256 bytes below, past the red zone) and the
+/// original RIP in `RESUME_RIP`.
+fn redirect_to_finish(uc: &mut libc::ucontext_t) {
+    if REDIRECTED.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let g = &mut uc.uc_mcontext.gregs;
+    let rsp = g[libc::REG_RSP as usize] as u64;
+    let rip = g[libc::REG_RIP as usize] as u64;
+    let new = ((rsp - 256) & !15) - 16;
+    if !write_word(new, rsp) {
+        REDIRECTED.store(false, Ordering::Release);
+        return;
+    }
+    RESUME_RIP.store(rip, Ordering::Release);
+    g[libc::REG_RSP as usize] = new as i64;
+    g[libc::REG_RIP as usize] = coldcache_finish_trampoline as *const () as usize as i64;
+}
+
+/// Declares that this process's Rust allocator is the library's own (not
+/// the program's `malloc`), so a capture stopped anywhere may be finished
+/// by the interrupted thread itself. Called by `libcoldcache.so`.
+pub fn set_own_allocator() {
+    OWN_ALLOCATOR.store(true, Ordering::Relaxed);
+}
+
+extern "C" fn finish_from_trampoline() {
+    let r = finish();
+    report_async_finish(&r);
+    REDIRECTED.store(false, Ordering::Release);
+}
+
+/// Saves every register (flags, general registers, the whole XSAVE state),
+/// calls `finish`, restores everything and jumps back to `RESUME_RIP` with
+/// the original RSP. Entered only through [`redirect_to_finish`].
+#[unsafe(naked)]
+#[no_mangle]
+pub extern "C" fn coldcache_finish_trampoline() {
+    core::arch::naked_asm!(
+        "pushfq",
+        "push rax",
+        "push rcx",
+        "push rdx",
+        "push rbx",
+        "push rbp",
+        "push rsi",
+        "push rdi",
+        "push r8",
+        "push r9",
+        "push r10",
+        "push r11",
+        "push r12",
+        "push r13",
+        "push r14",
+        "push r15",
+        "mov rbp, rsp",
+        "sub rsp, 16384",
+        "and rsp, -64",
+        // XRSTOR needs the header's reserved bytes zero.
+        "xor eax, eax",
+        "mov [rsp + 512], rax",
+        "mov [rsp + 520], rax",
+        "mov [rsp + 528], rax",
+        "mov [rsp + 536], rax",
+        "mov [rsp + 544], rax",
+        "mov [rsp + 552], rax",
+        "mov [rsp + 560], rax",
+        "mov [rsp + 568], rax",
+        "mov eax, -1",
+        "mov edx, -1",
+        "xsave64 [rsp]",
+        "cld",
+        "call {finish}",
+        "mov eax, -1",
+        "mov edx, -1",
+        "xrstor64 [rsp]",
+        "mov rsp, rbp",
+        "pop r15",
+        "pop r14",
+        "pop r13",
+        "pop r12",
+        "pop r11",
+        "pop r10",
+        "pop r9",
+        "pop r8",
+        "pop rdi",
+        "pop rsi",
+        "pop rbp",
+        "pop rbx",
+        "pop rdx",
+        "pop rcx",
+        "pop rax",
+        "popfq",
+        // [rsp] holds the original RSP; neither mov nor jmp touches flags.
+        "mov rsp, [rsp]",
+        "jmp qword ptr [rip + {resume}]",
+        finish = sym finish_from_trampoline,
+        resume = sym RESUME_RIP,
+    )
 }
 
 /// One trap of a traced thread.
@@ -1151,7 +1290,7 @@ fn step(inner: &mut Inner, uc: &mut libc::ucontext_t) {
                 BP_PLANTED.store(true, Ordering::Release);
             } else {
                 STATE.store(STOPPING, Ordering::Release);
-                wake(1);
+                finish_soon(uc, true);
             }
             return;
         }

@@ -130,21 +130,37 @@ fn options_from_env() -> Result<Option<(Options, TriggerSpec)>, String> {
     Ok(Some((o, trigger)))
 }
 
-/// Removes our variables, and our library from `LD_PRELOAD`.
+/// Removes our variables, and our library from `LD_PRELOAD`, without
+/// calling `setenv` (which would allocate from the program's heap): the
+/// variables are unset, and a remaining `LD_PRELOAD` list is rewritten in
+/// place (it only gets shorter).
 fn scrub_environment() {
     let lib = var("COLDCACHE_LIB");
     for v in VARS {
         std::env::remove_var(v);
     }
-    if let (Some(lib), Some(pre)) = (lib, var("LD_PRELOAD")) {
-        let rest: Vec<&str> = pre
-            .split([':', ' '])
-            .filter(|p| !p.is_empty() && *p != lib)
+    let Some(lib) = lib else { return };
+    // SAFETY: getenv returns NULL or the variable's NUL-terminated value in
+    // the environment block; we only shorten it in place, before `main`
+    // and before any other thread exists that could read it concurrently.
+    unsafe {
+        let p = libc::getenv(c"LD_PRELOAD".as_ptr());
+        if p.is_null() {
+            return;
+        }
+        let value = std::ffi::CStr::from_ptr(p).to_bytes();
+        let rest: Vec<&[u8]> = value
+            .split(|&c| c == b':' || c == b' ')
+            .filter(|e| !e.is_empty() && *e != lib.as_bytes())
             .collect();
         if rest.is_empty() {
             std::env::remove_var("LD_PRELOAD");
-        } else {
-            std::env::set_var("LD_PRELOAD", rest.join(":"));
+            return;
+        }
+        let joined = rest.join(&b':');
+        if joined.len() <= value.len() {
+            std::ptr::copy_nonoverlapping(joined.as_ptr(), p as *mut u8, joined.len());
+            *(p as *mut u8).add(joined.len()) = 0;
         }
     }
 }

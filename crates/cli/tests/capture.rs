@@ -638,3 +638,105 @@ fn eight_threads_captured_100_times_keep_their_output() {
         .collect();
     assert!(per_thread.iter().all(|&n| n > 0), "{per_thread:?}");
 }
+
+/// glibc settings that make a native run pick the same string functions and
+/// thresholds as under Valgrind (which hides AVX-512 and reports other cache
+/// sizes through CPUID); without them glibc runs different code natively.
+const SAME_GLIBC_PATHS: &str = "glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD:\
+glibc.cpu.x86_rep_movsb_threshold=2048:glibc.cpu.x86_rep_stosb_threshold=2048:\
+glibc.cpu.x86_non_temporal_threshold=0x300000:glibc.cpu.x86_data_cache_size=0x8000:\
+glibc.cpu.x86_shared_cache_size=0x100000";
+
+/// Whole programs: `record --all` (main, entry to return) counts exactly the
+/// Ir of `callgrind --toggle-collect=main`, libc calls, system calls and
+/// all. The program links libcoldcache.so (so the same library constructor
+/// runs under Valgrind), symbols are bound at load time (Valgrind's own
+/// preloaded libraries would otherwise lengthen lazy-binding lookups), and
+/// stdout is a pipe in both runs. `x86isms` and `strings` are left out:
+/// the first prints values read from uninitialised registers (`fxsave`),
+/// the second runs libc string functions whose paths depend on the
+/// alignment of stack buffers, and Valgrind places the stack elsewhere.
+#[test]
+fn whole_program_capture_counts_the_instructions_callgrind_counts() {
+    if !tools_or_skip("whole_program_capture_counts_the_instructions_callgrind_counts") {
+        return;
+    }
+    let lib = library();
+    let mut bad = Vec::new();
+    for name in ["matmul", "listchase", "hashtable"] {
+        let bin = scratch().join(format!("whole-{name}"));
+        let st = Command::new("gcc")
+            .args(["-O1", "-g", "-fno-pie", "-no-pie"])
+            .arg(repo().join(format!("tests-programs/{name}.c")))
+            .arg("-L")
+            .arg(lib.parent().unwrap())
+            .args(["-Wl,--no-as-needed", "-lcoldcache"])
+            .arg(format!("-Wl,-rpath,{}", lib.parent().unwrap().display()))
+            .arg("-o")
+            .arg(&bin)
+            .status()
+            .expect("run gcc");
+        assert!(st.success());
+        let env = |c: &mut Command| {
+            c.env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .env("LD_BIND_NOW", "1")
+                .env("GLIBC_TUNABLES", SAME_GLIBC_PATHS)
+                .current_dir(scratch())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+        };
+        let cg_out = scratch().join(format!("whole-{name}.callgrind"));
+        let mut cg = Command::new("valgrind");
+        cg.arg("--tool=callgrind")
+            .arg(format!("--callgrind-out-file={}", cg_out.display()))
+            .arg("--toggle-collect=main")
+            .arg(&bin);
+        env(&mut cg);
+        let out = cg.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let theirs: u64 = std::fs::read_to_string(&cg_out)
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("summary: "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap();
+        let dump_path = scratch().join(format!("whole-{name}.ccdump"));
+        let mut rec = Command::new(COLDCACHE);
+        rec.args([
+            "record",
+            "--cache",
+            "cachegrind",
+            "--all",
+            "--reserve",
+            "depth=100000",
+            "-o",
+        ])
+        .arg(&dump_path)
+        .arg("--")
+        .arg(&bin);
+        env(&mut rec);
+        let out = rec.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let d = Dump::from_bytes(&std::fs::read(&dump_path).unwrap()).unwrap();
+        let ours = d.meta.instructions;
+        eprintln!(
+            "{name:<10} coldcache {ours:>8}  callgrind {theirs:>8}  (untrapped after syscall: {})",
+            d.meta.untrapped
+        );
+        assert_eq!(d.meta.cut_short, None);
+        if ours != theirs {
+            bad.push(format!("{name}: coldcache {ours}, callgrind {theirs}"));
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}

@@ -4,10 +4,17 @@
 //! points) and exported from here; its constructor arms a capture when the
 //! environment asks for one (`coldcache record`).
 
+mod alloc;
+
+/// Every allocation of the library bypasses the program's `malloc`.
+#[global_allocator]
+static ALLOC: alloc::MmapAlloc = alloc::MmapAlloc::new();
+
 // Referencing the crate keeps its `#[no_mangle]` C API in this library.
 pub use coldcache_capture::capi;
 
 extern "C" fn init() {
+    coldcache_capture::engine::set_own_allocator();
     coldcache_capture::preload::init_from_env();
 }
 
