@@ -740,3 +740,114 @@ fn whole_program_capture_counts_the_instructions_callgrind_counts() {
     }
     assert!(bad.is_empty(), "{bad:#?}");
 }
+
+#[test]
+fn c_and_cpp_api_examples_build_and_capture() {
+    if !have("gcc") || !have("g++") {
+        eprintln!("SKIP c_and_cpp_api_examples_build_and_capture: gcc/g++ missing");
+        return;
+    }
+    let lib = library();
+    for (compiler, src) in [("gcc", "api.c"), ("g++", "api.cpp")] {
+        let bin = scratch().join(format!("example-{src}"));
+        let st = Command::new(compiler)
+            .args(["-O1", "-g", "-I"])
+            .arg(repo().join("include"))
+            .arg(repo().join("examples/capture").join(src))
+            .arg("-L")
+            .arg(lib.parent().unwrap())
+            .arg("-lcoldcache")
+            .arg(format!("-Wl,-rpath,{}", lib.parent().unwrap().display()))
+            .arg("-o")
+            .arg(&bin)
+            .status()
+            .expect("run compiler");
+        assert!(st.success(), "{src} did not build");
+        let plain = run(Command::new(&bin));
+        let dump_path = scratch().join(format!("example-{src}.ccdump"));
+        let mut c = Command::new(&bin);
+        c.arg(&dump_path);
+        let captured = run(c);
+        assert_eq!(plain.stdout, captured.stdout, "{src}: output changed");
+        let d = Dump::from_bytes(&std::fs::read(&dump_path).unwrap()).unwrap();
+        // integrate() visits 4096 particles: several instructions each, and
+        // at least one data read per particle.
+        let t = d.totals();
+        let l = d.meta.levels.len();
+        let reads: u64 = t[counters::side_base(l, 1)..counters::side_base(l, 1) + l + 1]
+            .iter()
+            .sum();
+        assert!(
+            d.meta.instructions > 4 * 4096,
+            "{src}: {}",
+            d.meta.instructions
+        );
+        assert!(reads >= 4096, "{src}: {reads} reads");
+        assert_eq!(d.meta.cache_name, "jaguar");
+        assert_eq!(d.meta.trigger, "api");
+    }
+}
+
+#[test]
+fn signal_trigger_starts_a_capture_of_n_instructions() {
+    if !have("gcc") {
+        eprintln!("SKIP signal_trigger_starts_a_capture_of_n_instructions: gcc missing");
+        return;
+    }
+    let src = scratch().join("spin.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n#include <unistd.h>\n#include <stdint.h>\n\
+         int main(void){volatile uint64_t s=0;for(int r=0;r<60;r++){for(int i=0;i<200000;i++)s+=i;usleep(50000);}\
+         printf(\"%llu\\n\",(unsigned long long)s);return 0;}\n",
+    )
+    .unwrap();
+    let bin = scratch().join("spin");
+    assert!(Command::new("gcc")
+        .args(["-O1", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success());
+    let dump_path = scratch().join("spin.ccdump");
+    let _ = std::fs::remove_file(&dump_path);
+    let mut rec = Command::new(COLDCACHE);
+    rec.args(["record", "--signal", "--instructions", "5000", "-o"])
+        .arg(&dump_path)
+        .arg("--")
+        .arg(&bin)
+        .current_dir(scratch())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = rec.spawn().unwrap();
+    // The program's pid: the only child of `coldcache record`.
+    let pid = loop {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let children =
+            std::fs::read_to_string(format!("/proc/{}/task/{}/children", child.id(), child.id()))
+                .unwrap_or_default();
+        if let Some(p) = children.split_whitespace().next() {
+            break p.to_string();
+        }
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let st = Command::new(COLDCACHE)
+        .args(["trigger", &pid])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = Dump::from_bytes(&std::fs::read(&dump_path).unwrap()).unwrap();
+    assert_eq!(d.meta.trigger, "signal");
+    assert_eq!(d.meta.instructions, 5000);
+    assert_eq!(
+        d.meta.cut_short.as_deref(),
+        Some("instruction limit reached")
+    );
+}

@@ -4,10 +4,21 @@
 //! - [`sim`]: the cache hierarchy simulator (pure, deterministic);
 //! - [`trace`]: readers and writers of memory traces (lackey, Dinero IV, and
 //!   coldcache's own binary format);
-//! - [`config`]: cache configurations from presets, TOML files and the host.
+//! - [`config`]: cache configurations from presets, TOML files and the host;
+//! - [`capture`]: single-step chosen threads of this process and write a
+//!   dump (`capture::start(options)` returns a guard that stops on drop);
+//! - [`dump`]: the dump format.
 //!
-//! Later parts (capture, analysis, zones) are re-exported here as they land.
+//! ```no_run
+//! let cfg = coldcache::config::resolve("jaguar").unwrap();
+//! let cap = coldcache::capture::start(coldcache::capture::Options::new(cfg, "frame.ccdump")).unwrap();
+//! // ... the work to look at ...
+//! let summary = cap.stop().unwrap();
+//! println!("{} instructions", summary.instructions);
+//! ```
 
+pub use coldcache_capture as capture;
 pub use coldcache_config as config;
+pub use coldcache_dump as dump;
 pub use coldcache_sim as sim;
 pub use coldcache_trace as trace;
