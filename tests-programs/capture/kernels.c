@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <setjmp.h>
 #include <valgrind/callgrind.h>
 #include "coldcache.h"
 
@@ -122,6 +123,20 @@ K uint64_t k_xlat(void) {
     return acc;
 }
 
+/* longjmp out of a recursion, then a call: the shadow stack must drop the
+ * abandoned frames (checked by the capture tests through stack depths). */
+static jmp_buf jump_env;
+K void k_deep(int d) {
+    if (d == 0) longjmp(jump_env, 1);
+    k_deep(d - 1);
+    __asm__ volatile("" ::: "memory"); /* not a tail call */
+}
+K uint64_t k_leaf(void) { return 42; }
+K uint64_t k_longjmp(void) {
+    if (setjmp(jump_env) == 0) k_deep(6);
+    return k_leaf();
+}
+
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
 K uint64_t k_libc(void) {
@@ -152,7 +167,7 @@ __asm__(".text\n"
 struct entry { const char *name; uint64_t (*fn)(void); };
 static const struct entry kernels[] = {
     {"strided", k_strided}, {"struct_walk", k_struct_walk}, {"strings", k_strings},
-    {"stack", k_stack}, {"x86isms", k_x86isms}, {"bits", k_bits}, {"xlat", k_xlat}, {"libc", k_libc},
+    {"stack", k_stack}, {"x86isms", k_x86isms}, {"bits", k_bits}, {"xlat", k_xlat}, {"libc", k_libc}, {"longjmp", k_longjmp},
 };
 
 int main(int argc, char **argv) {

@@ -830,7 +830,9 @@ fn writer_loop(fd: i32) {
             let now = Instant::now();
             let n = INSTRUCTIONS.load(Ordering::Relaxed);
             let rate = (n.saturating_sub(last.1)) as f64 / now.duration_since(last.0).as_secs_f64();
-            eprintln!("coldcache: {n} instructions traced ({rate:.0}/s)");
+            let elapsed = with_inner(|c| c.as_ref().map(|i| i.started.elapsed().as_secs_f64()))
+                .unwrap_or(0.0);
+            eprintln!("coldcache: {n} instructions traced, {rate:.0}/s, {elapsed:.1} s elapsed");
             last = (now, n);
         }
     }

@@ -851,3 +851,38 @@ fn signal_trigger_starts_a_capture_of_n_instructions() {
         Some("instruction limit reached")
     );
 }
+
+#[test]
+fn longjmp_out_of_a_recursion_leaves_no_stale_frames() {
+    if !have("gcc") {
+        eprintln!("SKIP longjmp_out_of_a_recursion_leaves_no_stale_frames: gcc missing");
+        return;
+    }
+    let (d, _) = record("longjmp", &[], "longjmp");
+    let data = std::fs::read(kernels()).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let range = |name: &str| {
+        let s = file.symbols().find(|s| s.name() == Ok(name)).unwrap();
+        (s.address(), s.address() + s.size())
+    };
+    let depth_in = |(lo, hi): (u64, u64)| -> Vec<usize> {
+        let mut v: Vec<usize> = d
+            .records
+            .iter()
+            .filter(|r| r.ip >= lo && r.ip < hi)
+            .map(|r| d.stack_frames(r.stack).len())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let top = depth_in(range("k_longjmp"));
+    let deep = depth_in(range("k_deep"));
+    let leaf = depth_in(range("k_leaf"));
+    assert_eq!(top.len(), 1, "k_longjmp runs at one depth: {top:?}");
+    // k_deep(6)..k_deep(0): seven depths, starting one below k_longjmp.
+    assert_eq!(deep, (top[0] + 1..=top[0] + 7).collect::<Vec<_>>());
+    // After the longjmp, k_leaf is called from k_longjmp: one below it, not
+    // below the abandoned recursion.
+    assert_eq!(leaf, vec![top[0] + 1]);
+}
