@@ -1312,7 +1312,6 @@ fn step(inner: &mut Inner, uc: &mut libc::ucontext_t) {
     match d.flow {
         Flow::Call => inner.threads[ti].pending_call = rip + u64::from(d.len) - 1,
         Flow::Syscall => {
-            drop(machine);
             emulated = emulate_sigprocmask(uc, rip + u64::from(d.len));
             if !emulated {
                 inner.threads[ti].after_syscall = rip + u64::from(d.len);

@@ -250,6 +250,6 @@ mod tests {
         extern "C" {
             fn main(argc: i32, argv: *const *const u8) -> i32;
         }
-        main as usize as u64
+        main as *const () as usize as u64
     }
 }

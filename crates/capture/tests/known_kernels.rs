@@ -66,7 +66,11 @@ fn strided_sum_gives_the_exact_accesses() {
     // and the ret's load of the return address, in order.
     let mut reader = coldcache_trace::open(&trace_path, None).unwrap();
     let mut recs = Vec::new();
-    while reader.read_batch(&mut recs, 1 << 16).unwrap() > 0 {
+    let mut batch = Vec::new();
+    while reader.read_batch(&mut batch, 1 << 16).unwrap() > 0 {
+        recs.append(&mut batch);
+    }
+    {
         let loads: Vec<_> = recs
             .iter()
             .filter(|r| in_kernel(r.ip) && !r.kind.is_instr())
@@ -80,6 +84,5 @@ fn strided_sum_gives_the_exact_accesses() {
             );
         }
         assert_eq!(loads[n as usize].size, 8, "ret reads the return address");
-        break;
     }
 }

@@ -820,7 +820,7 @@ fn signal_trigger_starts_a_capture_of_n_instructions() {
         .current_dir(scratch())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = rec.spawn().unwrap();
+    let child = rec.spawn().unwrap();
     // The program's pid: the only child of `coldcache record`.
     let pid = loop {
         std::thread::sleep(std::time::Duration::from_millis(200));
