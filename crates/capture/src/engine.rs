@@ -1788,6 +1788,9 @@ fn write_dump(inner: Inner, duration: std::time::Duration) -> Result<Summary, Ca
         output,
         instructions,
         untrapped,
+        func,
+        calls_seen,
+        calls_done,
         unmodelled,
         cut_short,
         ..
@@ -1802,6 +1805,24 @@ fn write_dump(inner: Inner, duration: std::time::Duration) -> Result<Summary, Ca
         .filter(|&(_, &n)| n > 0)
         .map(|(why, &n)| (why.reason().to_string(), n))
         .collect();
+    if let Some((_, first, count, _)) = func {
+        if calls_done < count {
+            let note = format!(
+                "the function was called {calls_seen} times; calls {first} to {} were to be \
+                 captured and {calls_done} were",
+                first + count - 1
+            );
+            if meta.cut_short.is_none() {
+                meta.cut_short = Some(if calls_done == 0 {
+                    "the function was not called (often enough) before the program ended"
+                        .to_string()
+                } else {
+                    "the program ended before every requested call was captured".to_string()
+                });
+            }
+            meta.notes.push(note);
+        }
+    }
     if untrapped > 0 {
         meta.notes.push(format!(
             "{untrapped} instructions ran untrapped right after a syscall; their accesses \
