@@ -3,6 +3,7 @@
 //! one, prints the whole chain of causes of an error once, and treats a
 //! closed stdout (`coldcache sim ... | head`) as success.
 
+mod probe_cmd;
 mod sim_cmd;
 
 use clap::{Parser, Subcommand};
@@ -22,11 +23,14 @@ enum Command {
     Sim(Box<sim_cmd::SimArgs>),
     /// List the cache presets.
     Presets,
+    /// Measure this machine's caches by timing, and compare with sysfs/CPUID.
+    Probe(Box<probe_cmd::ProbeArgs>),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Sim(args) => sim_cmd::run(*args),
+        Command::Probe(args) => probe_cmd::run(*args),
         Command::Presets => {
             for (name, about) in coldcache_config::names() {
                 println!("{name:<16} {about}");
