@@ -415,9 +415,9 @@ fn plot_svg(r: &Report) -> Result<String> {
             .x_label_area_size(45)
             .y_label_area_size(60)
             .right_y_label_area_size(if r.simulation.is_some() { 60 } else { 10 })
-            .build_cartesian_2d((xlo..xhi).log_scale(), (ymin..ymax).log_scale())
+            .build_cartesian_2d((xlo..xhi).log_scale().base(2.0), (ymin..ymax).log_scale())
             .map_err(plot_err)?
-            .set_secondary_coord((xlo..xhi).log_scale(), 0.0..100.0);
+            .set_secondary_coord((xlo..xhi).log_scale().base(2.0), 0.0..100.0);
         chart
             .configure_mesh()
             .x_desc("working set")
@@ -534,7 +534,7 @@ fn plot_svg(r: &Report) -> Result<String> {
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(SeriesLabelPosition::LowerRight)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .draw()

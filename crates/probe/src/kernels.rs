@@ -3,6 +3,7 @@
 //! step is the load-to-use latency), a store-then-load loop for 4K aliasing,
 //! and a sequential read for bandwidth. Plus best-of-N within a time budget.
 
+use std::cell::Cell;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,9 @@ use crate::os::Buffer;
 /// `k + 1`, the last node the address of the first.
 pub struct Chain<'a> {
     start: usize,
+    /// Where the next run continues: successive runs walk the cycle on, so
+    /// each run sees the steady state of one long walk.
+    cursor: Cell<usize>,
     nodes: usize,
     /// The buffer, borrowed for the chain's life: nothing else can change
     /// or free it while the chain is followed.
@@ -43,8 +47,10 @@ impl<'a> Chain<'a> {
             // `as usize` exposes the pointer's provenance; `run` takes it back.
             words[o / W] = base.wrapping_add(next) as usize;
         }
+        let start = base.wrapping_add(offsets[0] / W) as usize;
         Chain {
-            start: base.wrapping_add(offsets[0] / W) as usize,
+            start,
+            cursor: Cell::new(start),
             nodes: offsets.len(),
             words,
         }
@@ -55,11 +61,16 @@ impl<'a> Chain<'a> {
         self.nodes
     }
 
+    /// Goes back to the first node.
+    pub fn rewind(&self) {
+        self.cursor.set(self.start);
+    }
+
     /// Follows the chain for `steps` (rounded up to a multiple of 8) steps
-    /// from its first node; returns where it stopped.
+    /// from where the last run stopped (first: the first node).
     #[inline(never)]
-    pub fn run(&self, steps: u64) -> usize {
-        let mut p = self.start;
+    pub fn run(&self, steps: u64) {
+        let mut p = self.cursor.get();
         for _ in 0..steps.div_ceil(8) {
             for _ in 0..8 {
                 let ptr: *const usize = std::ptr::with_exposed_provenance(p);
@@ -69,7 +80,7 @@ impl<'a> Chain<'a> {
                 p = unsafe { std::ptr::read_volatile(ptr) };
             }
         }
-        black_box(p)
+        self.cursor.set(black_box(p));
     }
 
     /// Nanoseconds per step over `steps` steps.

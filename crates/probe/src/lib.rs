@@ -88,6 +88,8 @@ struct Budget {
     /// Most pages of the TLB test.
     max_pages: usize,
     min_reps: u32,
+    /// Passes of the working-set sweep.
+    passes: u32,
 }
 
 impl Budget {
@@ -96,15 +98,16 @@ impl Budget {
             Budget {
                 clock: 40,
                 line: 200,
-                sweep: 1400,
+                sweep: 1200,
                 assoc: 150,
-                tlb: 500,
+                tlb: 350,
                 prefetch: 350,
                 alias: 80,
                 bandwidth: 250,
                 max_size: 64 << 20,
                 max_pages: 2048,
-                min_reps: 2,
+                min_reps: 5,
+                passes: 2,
             }
         } else {
             Budget {
@@ -118,7 +121,8 @@ impl Budget {
                 bandwidth: 2000,
                 max_size: 128 << 20,
                 max_pages: 8192,
-                min_reps: 3,
+                min_reps: 5,
+                passes: 3,
             }
         }
     }
@@ -144,6 +148,19 @@ pub fn sweep_sizes(lo: u64, hi: u64) -> Vec<u64> {
     }
     v.dedup();
     v
+}
+
+/// Steps per timed repetition: about half a millisecond, so that most
+/// repetitions run between two interruptions (a 250 Hz tick, another
+/// process on a loaded machine) and best-of-N can discard the others.
+const REP_NS: f64 = 500_000.0;
+
+/// Walks the whole cycle once (every node in cache if it fits) and returns
+/// how many steps make one repetition of about [`REP_NS`].
+fn warm(chain: &Chain) -> u64 {
+    let n = (chain.nodes() as u64).max(64);
+    let ns = chain.ns_per_step(n).max(0.1);
+    ((REP_NS / ns) as u64).clamp(4_000, 200_000)
 }
 
 /// Progress callback: the test being run and the fraction of the whole run
@@ -179,41 +196,70 @@ pub fn run(opts: &Options, progress: Progress) -> Result<Report, ProbeError> {
 
     // Line size.
     step("line size", b.line, progress);
-    let strides: Vec<u32> = vec![8, 16, 32, 64, 128, 256, 512];
+    // Pairs in 1 KiB blocks; lines above 256 bytes are not made.
+    let strides: Vec<u32> = vec![8, 16, 32, 64, 128, 256];
     let per = ms(b.line / strides.len() as u64);
     let ns_per_pair: Vec<f64> = strides
         .iter()
         .map(|&s| {
             let offs = patterns::line_pairs(512, 1024, s as usize, opts.seed);
             let chain = Chain::build(&mut buf, &offs);
-            chain.run(chain.nodes() as u64);
-            2.0 * best_of(per, b.min_reps, 200, || chain.ns_per_step(100_000))
+            let steps = warm(&chain);
+            2.0 * best_of(per, b.min_reps, 10_000, || chain.ns_per_step(steps))
         })
         .collect();
     let line_detected = detect_line(&strides, &ns_per_pair);
     let line = line_detected.unwrap_or(64) as usize;
 
-    // Working-set sweep.
+    // Working-set sweep, in passes some time apart and each in another part
+    // of the buffer: a disturbance that lasts longer than one point's
+    // repetitions (another virtual machine on this core's SMT sibling,
+    // sharing its L1 and L2) rarely hits the same point twice, and each
+    // pass gets other physical pages, so a physically indexed cache whose
+    // sets a pass's pages fill unevenly (pages the host placed at random)
+    // is seen at its best. Working sets beyond REPEAT_LIMIT (memory) are
+    // timed in the first pass only: they take longest and matter least.
+    const REPEAT_LIMIT: u64 = 32 << 20;
     let sizes = sweep_sizes(4096, b.max_size as u64);
     let sweep_start = step("working-set sweep", 0, progress) as f64;
-    let per = ms(b.sweep / sizes.len() as u64);
-    let mut sweep = Vec::new();
-    for (i, &size) in sizes.iter().enumerate() {
-        progress(
-            "working-set sweep",
-            (sweep_start + b.sweep as f64 * i as f64 / sizes.len() as f64) / total,
-        );
-        let offs = patterns::working_set(size as usize, line, opts.seed);
-        let chain = Chain::build(&mut buf, &offs);
-        chain.run(chain.nodes() as u64);
-        let steps = (2 * chain.nodes() as u64).clamp(20_000, 200_000);
-        let ns = best_of(per, b.min_reps, 100, || chain.ns_per_step(steps));
-        sweep.push(SweepPoint {
+    let repeated = sizes.iter().filter(|&&s| s <= REPEAT_LIMIT).count();
+    let slots = sizes.len() + (b.passes as usize - 1) * repeated;
+    let per = ms(b.sweep / slots as u64);
+    let mut best = vec![f64::INFINITY; sizes.len()];
+    let mut slot = 0;
+    for pass in 0..b.passes {
+        for (i, &size) in sizes.iter().enumerate() {
+            if pass > 0 && size > REPEAT_LIMIT {
+                continue;
+            }
+            progress(
+                "working-set sweep",
+                (sweep_start + b.sweep as f64 * slot as f64 / slots as f64) / total,
+            );
+            slot += 1;
+            let mut base = pass as usize * REPEAT_LIMIT as usize;
+            if base + size as usize > buf.bytes() {
+                base = 0;
+            }
+            let offs: Vec<usize> = patterns::working_set(size as usize, line, opts.seed)
+                .into_iter()
+                .map(|o| base + o)
+                .collect();
+            let chain = Chain::build(&mut buf, &offs);
+            let steps = warm(&chain);
+            let ns = best_of(per, b.min_reps, 10_000, || chain.ns_per_step(steps));
+            best[i] = best[i].min(ns);
+        }
+    }
+    let sweep: Vec<SweepPoint> = sizes
+        .iter()
+        .zip(&best)
+        .map(|(&size, &ns)| SweepPoint {
             size,
             ns,
             cycles: cyc(ns),
-        });
-    }
+        })
+        .collect();
     step("working-set sweep", b.sweep, progress);
     let values: Vec<f64> = sweep.iter().map(|p| p.ns).collect();
     let plats = detect::plateaus(&values, &detect::Params::default());
@@ -252,8 +298,8 @@ pub fn run(opts: &Options, progress: Progress) -> Result<Report, ProbeError> {
         .map(|&k| {
             let offs = patterns::same_set(k as usize, assoc_stride as usize, opts.seed);
             let chain = Chain::build(&mut buf, &offs);
-            chain.run(256);
-            best_of(per, b.min_reps, 200, || chain.ns_per_step(20_000))
+            let steps = warm(&chain);
+            best_of(per, b.min_reps, 10_000, || chain.ns_per_step(steps))
         })
         .collect();
     let assoc_detected = detect::last_before_rise(&assoc_ns, 4, 0.3)
@@ -342,18 +388,18 @@ pub fn run(opts: &Options, progress: Progress) -> Result<Report, ProbeError> {
     Ok(report)
 }
 
-/// The line size from the pair test: the smallest stride from which every
-/// pair costs clearly more (above the geometric mean of the first and last
-/// costs) than a pair within one line. `None` when the last stride is not
-/// at least 25 % dearer than the first (no step to find).
+/// The line size from the pair test: the stride at the steepest rise in
+/// cost from one stride to the next (a pair within one line costs a miss
+/// and a hit, a pair across lines two misses). `None` when no step is at
+/// least 15 %.
 pub fn detect_line(strides: &[u32], ns: &[f64]) -> Option<u32> {
-    let (&first, &last) = (ns.first()?, ns.last()?);
-    if first.is_nan() || last.is_nan() || last <= first * 1.25 {
-        return None;
-    }
-    let threshold = (first * last).sqrt();
-    let i = (0..ns.len()).find(|&i| ns[i..].iter().all(|&v| v > threshold))?;
-    Some(strides[i])
+    let (i, ratio) = ns
+        .windows(2)
+        .enumerate()
+        .map(|(i, w)| (i + 1, w[1] / w[0]))
+        .filter(|(_, r)| r.is_finite())
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    (ratio >= 1.15).then(|| strides[i])
 }
 
 /// The sweep's latency at working set `size` (log-log interpolation; the
@@ -389,9 +435,8 @@ fn measure_tlb(
     let time = |buf: &mut Buffer, count: u64| {
         let offs = patterns::one_per_page(count as usize, line, seed);
         let chain = Chain::build(buf, &offs);
-        chain.run(chain.nodes() as u64);
-        let steps = (4 * chain.nodes() as u64).clamp(10_000, 50_000);
-        best_of(per, b.min_reps, 100, || chain.ns_per_step(steps))
+        let steps = warm(&chain);
+        best_of(per, b.min_reps, 10_000, || chain.ns_per_step(steps))
     };
     let ns_4k: Vec<f64> = pages.iter().map(|&p| time(&mut small, p)).collect();
     let ns_huge: Option<Vec<f64>> = huge_ok.then(|| pages.iter().map(|&p| time(buf, p)).collect());
@@ -437,10 +482,11 @@ fn measure_prefetch(
     let region = buf.bytes().min(64 << 20);
     let per = ms(b.prefetch / (2 * strides.len() as u64));
     let time = |buf: &mut Buffer, offs: &[usize]| {
-        let steps = offs.len().min(16_384);
+        let steps = offs.len().min(4096);
         let chain = Chain::build(buf, offs);
         best_of(per, 2, 50, || {
             chain.flush(&offs[..steps]);
+            chain.rewind();
             chain.ns_per_step(steps as u64)
         })
     };
@@ -590,15 +636,20 @@ mod tests {
 
     #[test]
     fn line_from_pair_costs() {
-        let strides = [8, 16, 32, 64, 128, 256, 512];
+        let strides = [8, 16, 32, 64, 128, 256];
         // Within a line: one miss + one hit; from 64 on: two misses.
-        let ns = [4.6, 4.5, 4.7, 7.0, 7.1, 6.9, 7.0];
+        let ns = [4.6, 4.5, 4.7, 7.0, 7.1, 6.9];
         assert_eq!(detect_line(&strides, &ns), Some(64));
-        // An adjacent-line prefetcher halves the step at 64 but not later.
-        let ns = [4.6, 4.5, 4.7, 5.2, 7.1, 6.9, 7.0];
+        // Measured on a KVM guest (AMD EPYC), one run with a dear last
+        // stride (an earlier version read 512 from the 512-byte stride).
+        let ns = [6.35, 6.35, 6.35, 8.3, 8.3, 9.5];
+        assert_eq!(detect_line(&strides, &ns), Some(64));
+        // An adjacent-line prefetcher hides most of the step at 64: the
+        // result is then 128 (a limitation, docs/probe.md).
+        let ns = [4.6, 4.5, 4.7, 5.2, 7.1, 6.9];
         assert_eq!(detect_line(&strides, &ns), Some(128));
         // No step: not detected.
-        assert_eq!(detect_line(&strides, &[5.0; 7]), None);
+        assert_eq!(detect_line(&strides, &[5.0; 6]), None);
         assert_eq!(detect_line(&[], &[]), None);
     }
 
