@@ -260,7 +260,7 @@ fn text_report(r: &Report, out: &mut impl Write) -> Result<()> {
     }
     writeln!(out)?;
     let knees: Vec<u64> = r.levels.iter().filter_map(|l| l.capacity).collect();
-    for (i, p) in r.sweep.iter().enumerate() {
+    for p in &r.sweep {
         write!(
             out,
             "  {:>10} {:>9.2} {:>8.1}",
@@ -269,8 +269,17 @@ fn text_report(r: &Report, out: &mut impl Write) -> Result<()> {
             p.cycles
         )?;
         if let Some(s) = sim {
-            for m in &s.sweep[i].miss_rate {
-                write!(out, " {:>8.1}%", m * 100.0)?;
+            match s.sweep.iter().find(|q| q.size == p.size) {
+                Some(q) => {
+                    for m in &q.miss_rate {
+                        write!(out, " {:>8.1}%", m * 100.0)?;
+                    }
+                }
+                None => {
+                    for _ in &s.levels {
+                        write!(out, " {:>9}", "-")?;
+                    }
+                }
             }
         }
         if let Some(k) = knees.iter().position(|&k| k == p.size) {
