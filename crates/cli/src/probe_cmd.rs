@@ -233,13 +233,18 @@ fn text_report(r: &Report, out: &mut impl Write) -> Result<()> {
     )?;
     writeln!(
         out,
-        "  {:<7} {:>10} {:>14} {:>10} {:>9}  {:>12}",
-        "level", "capacity", "next plateau", "latency", "cycles", "read GB/s"
+        "  {:<7} {:>10} {:>14} {:>10} {:>9}  {:>16}",
+        "level",
+        "capacity",
+        "next plateau",
+        "latency",
+        "cycles",
+        format!("read GB/s ({})", r.machine.read_loop)
     )?;
     for l in &r.levels {
         writeln!(
             out,
-            "  {:<7} {:>10} {:>14} {:>8.2}ns {:>9.1}  {:>12}",
+            "  {:<7} {:>10} {:>14} {:>8.2}ns {:>9.1}  {:>16}",
             l.name,
             l.capacity.map_or("-".to_string(), size),
             l.next_plateau.map_or("-".to_string(), size),

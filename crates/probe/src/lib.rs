@@ -357,6 +357,11 @@ pub fn run(opts: &Options, progress: Progress) -> Result<Report, ProbeError> {
             thp: os::thp_mode(),
             buffer_bytes: buf.bytes() as u64,
             huge_page_bytes: buf.huge_bytes(),
+            read_loop: if kernels::read_uses_avx2() {
+                "avx2"
+            } else {
+                "sse2"
+            },
         },
         quick: opts.quick,
         seconds: started.elapsed().as_secs_f64(),

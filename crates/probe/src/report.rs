@@ -51,6 +51,8 @@ pub struct Machine {
     /// Bytes of the main buffer, and how many of them huge pages back.
     pub buffer_bytes: u64,
     pub huge_page_bytes: u64,
+    /// The vector loads of the bandwidth loop: "avx2" or "sse2".
+    pub read_loop: &'static str,
 }
 
 /// Line size: time per pair of accesses `stride` bytes apart.
