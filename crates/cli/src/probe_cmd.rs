@@ -119,6 +119,12 @@ pub fn run(args: ProbeArgs) -> Result<()> {
     let mut config_notes = Vec::new();
     if let Some(path) = &args.toml {
         let (cfg, notes) = coldcache_probe::measured_config(&report);
+        if cfg.levels.is_empty() {
+            bail!(
+                "--toml {}: no cache level was detected, so there is no configuration to write",
+                path.display()
+            );
+        }
         let mut text = String::from("# Measured by `coldcache probe` on this machine.\n");
         for n in &notes {
             text.push_str(&format!("# {n}\n"));
