@@ -423,7 +423,8 @@ fn plot_svg(r: &Report) -> Result<String> {
             sizes.first().copied().unwrap_or(1024.0),
             sizes.last().copied().unwrap_or(1e9),
         );
-        let ymax = lats.iter().copied().fold(1.0f64, f64::max) * 1.5;
+        // Headroom above the curve for the capacity labels.
+        let ymax = lats.iter().copied().fold(1.0f64, f64::max) * 2.5;
         let ymin = lats.iter().copied().fold(f64::INFINITY, f64::min).min(1.0) * 0.7;
         let title = format!(
             "coldcache probe: {} ({:.2} GHz)",
@@ -485,7 +486,7 @@ fn plot_svg(r: &Report) -> Result<String> {
                 chart
                     .draw_series(std::iter::once(Text::new(
                         format!("{} {}", l.name, size(cap)),
-                        (x * 1.04, ymax / 1.25 / 1.3f64.powi(i as i32)),
+                        (x * 1.04, ymax / 1.12),
                         ("sans-serif", 15).into_font().color(&RED),
                     )))
                     .map_err(plot_err)?;

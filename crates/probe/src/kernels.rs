@@ -41,13 +41,18 @@ impl<'a> Chain<'a> {
                 "offset {o} outside the buffer"
             );
         }
-        let base = words.as_mut_ptr();
+        // Node addresses as plain integers while writing through `words`.
+        let base = words.as_ptr().addr();
         for (k, &o) in offsets.iter().enumerate() {
-            let next = offsets[(k + 1) % offsets.len()] / W;
-            // `as usize` exposes the pointer's provenance; `run` takes it back.
-            words[o / W] = base.wrapping_add(next) as usize;
+            let next = offsets[(k + 1) % offsets.len()];
+            words[o / W] = base + next;
         }
-        let start = base.wrapping_add(offsets[0] / W) as usize;
+        let start = base + offsets[0];
+        // From here on the buffer is only read, through this shared borrow;
+        // exposing its provenance lets `run` turn the stored addresses back
+        // into pointers that may read it.
+        let words: &'a [usize] = words;
+        let _ = words.as_ptr().expose_provenance();
         Chain {
             start,
             cursor: Cell::new(start),
@@ -74,9 +79,11 @@ impl<'a> Chain<'a> {
         for _ in 0..steps.div_ceil(8) {
             for _ in 0..8 {
                 let ptr: *const usize = std::ptr::with_exposed_provenance(p);
-                // SAFETY: `build` wrote into every node the exposed address
-                // of another node of the same buffer, and `words` keeps the
-                // buffer borrowed (alive and unchanged) as long as `self`.
+                // SAFETY: `build` wrote into every node the address of
+                // another node of the buffer and exposed the provenance of
+                // `words`, the shared borrow that keeps the buffer alive and
+                // unchanged as long as `self`: `p` is always an aligned
+                // address inside it, readable through that borrow.
                 p = unsafe { std::ptr::read_volatile(ptr) };
             }
         }
