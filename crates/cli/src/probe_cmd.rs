@@ -178,6 +178,16 @@ fn opt_value(c: &Comparison, v: Option<u64>) -> String {
     }
 }
 
+/// A prefetcher reach: "-" for none, "N or more" when it is the largest
+/// stride tested.
+fn reach_text(reach: Option<u64>, largest: Option<u64>) -> String {
+    match reach {
+        None => "none (not even 64 B)".to_string(),
+        Some(r) if Some(r) == largest => format!("{} or more (largest tested)", size(r)),
+        Some(r) => size(r),
+    }
+}
+
 fn text_report(r: &Report, out: &mut impl Write) -> Result<()> {
     let m = &r.machine;
     writeln!(
@@ -379,9 +389,17 @@ fn text_report(r: &Report, out: &mut impl Write) -> Result<()> {
     )?;
     writeln!(
         out,
-        "  half hidden up to stride: crossing pages {}, within pages {}",
-        pf.reach_crossing.map_or("-".to_string(), size),
-        pf.reach_within_page.map_or("-".to_string(), size)
+        "  at least half hidden up to stride: crossing pages {}, within pages {}",
+        reach_text(pf.reach_crossing, pf.strides.last().copied()),
+        reach_text(
+            pf.reach_within_page,
+            pf.strides
+                .iter()
+                .zip(&pf.ns_within_page)
+                .rev()
+                .find(|(_, v)| v.is_some())
+                .map(|(s, _)| *s)
+        )
     )?;
     writeln!(
         out,
