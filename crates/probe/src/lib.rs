@@ -591,13 +591,16 @@ pub fn measured_config(r: &Report) -> (HierarchyConfig, Vec<String>) {
         let (want, from) = if n == 1 {
             match r.l1_assoc.detected {
                 Some(a) => (a, "measured"),
-                None => (r.reported.sysfs_data(1).map_or(8, |c| c.assoc), "assumed"),
+                None => (
+                    r.reported.sysfs_data(1).map_or(8, |c| c.assoc),
+                    "not detected: from sysfs or 8",
+                ),
             }
         } else {
-            (
-                r.reported.sysfs_data(n).map_or(16, |c| c.assoc),
-                "from sysfs or assumed",
-            )
+            match r.reported.sysfs_data(n) {
+                Some(c) => (c.assoc, "from sysfs, not measured"),
+                None => (16, "assumed, not measured or reported"),
+            }
         };
         let assoc = fit_assoc(size, line, want);
         if n > 1 || from != "measured" || assoc != want {
