@@ -95,6 +95,8 @@ struct Budget {
     min_reps: u32,
     /// Passes of the working-set sweep.
     passes: u32,
+    /// Whether the TLB test also runs on huge pages (for the report only).
+    tlb_huge: bool,
 }
 
 impl Budget {
@@ -103,7 +105,7 @@ impl Budget {
             Budget {
                 clock: 40,
                 line: 200,
-                sweep: 1200,
+                sweep: 1000,
                 assoc: 150,
                 tlb: 350,
                 prefetch: 350,
@@ -113,6 +115,7 @@ impl Budget {
                 max_pages: 2048,
                 min_reps: 5,
                 passes: 2,
+                tlb_huge: false,
             }
         } else {
             Budget {
@@ -128,6 +131,7 @@ impl Budget {
                 max_pages: 8192,
                 min_reps: 5,
                 passes: 3,
+                tlb_huge: true,
             }
         }
     }
@@ -140,17 +144,28 @@ fn ms(v: u64) -> Duration {
 /// Sizes `m/4 x 2^k` (m = 4..7) from `lo` to `hi`: four per octave, on the
 /// sizes caches come in (32 KiB, 48 KiB, 1.25 MiB, ...).
 pub fn sweep_sizes(lo: u64, hi: u64) -> Vec<u64> {
+    grid(lo, hi, 4)
+}
+
+/// The whole numbers `m/n x 2^k` (m = n..2n-1) from `lo` to `hi`: `n` per
+/// octave. With n = 8 it holds the TLB sizes CPUs come with (64, 72, 96,
+/// 1536, 2048, 3072 entries).
+pub fn grid(lo: u64, hi: u64, per_octave: u64) -> Vec<u64> {
     let mut v = Vec::new();
     let mut k = 0u32;
-    while (1u64 << k) <= hi {
-        for m in [4u64, 5, 6, 7] {
-            let s = (1u64 << k) * m / 4;
-            if s >= lo && s <= hi && s.is_multiple_of(64) {
-                v.push(s);
+    while k < 63 && (1u64 << k) <= hi {
+        for m in per_octave..2 * per_octave {
+            let whole = (1u64 << k) * m;
+            if whole.is_multiple_of(per_octave) {
+                let s = whole / per_octave;
+                if s >= lo && s <= hi {
+                    v.push(s);
+                }
             }
         }
         k += 1;
     }
+    v.sort_unstable();
     v.dedup();
     v
 }
@@ -438,9 +453,9 @@ fn measure_tlb(
     sweep: &[SweepPoint],
     seed: u64,
 ) -> Result<Tlb, ProbeError> {
-    let pages: Vec<u64> = sweep_sizes(16, b.max_pages as u64);
+    let pages: Vec<u64> = grid(16, b.max_pages as u64, 8);
     let mut small = Buffer::new(b.max_pages * PAGE, Pages::Base)?;
-    let huge_ok = buf.huge_bytes() > 0;
+    let huge_ok = b.tlb_huge && buf.huge_bytes() > 0;
     let per = ms(b.tlb / (pages.len() as u64 * if huge_ok { 2 } else { 1 }));
     let time = |buf: &mut Buffer, count: u64| {
         let offs = patterns::one_per_page(count as usize, line, seed);
@@ -539,6 +554,13 @@ fn measure_prefetch(
     }
 }
 
+/// Whether `--simulate` replays working set `s`: every size up to 4 MiB,
+/// then 2^k and 1.5 x 2^k only (the three top bits are 100 or 110).
+fn simulated_size(s: u64) -> bool {
+    let top = s >> (63 - s.leading_zeros()).saturating_sub(2);
+    s <= 4 << 20 || top == 4 || top == 6
+}
+
 /// The simulation plan matching a report's run (same line, seed and
 /// sizes; above 4 MiB only two sizes per octave, 2^k and 1.5 x 2^k: the
 /// simulator takes about a microsecond per miss on large caches).
@@ -548,10 +570,7 @@ pub fn sim_plan(r: &Report, opts: &Options) -> SimPlan {
             .sweep
             .iter()
             .map(|p| p.size)
-            .filter(|&s| {
-                let top = s >> (63 - s.leading_zeros()).saturating_sub(2);
-                s <= 4 << 20 || top == 4 || top == 6
-            })
+            .filter(|&s| simulated_size(s))
             .collect(),
         line: r.line_size.detected.unwrap_or(64) as usize,
         seed: opts.seed,
@@ -674,6 +693,37 @@ mod tests {
         // No step: not detected.
         assert_eq!(detect_line(&strides, &[5.0; 6]), None);
         assert_eq!(detect_line(&[], &[]), None);
+    }
+
+    #[test]
+    fn tlb_grid_holds_common_tlb_sizes() {
+        let g = grid(16, 8192, 8);
+        assert_eq!(&g[..10], &[16, 18, 20, 22, 24, 26, 28, 30, 32, 36]);
+        for entries in [64, 72, 96, 1536, 2048, 3072] {
+            assert!(g.contains(&entries), "{entries}");
+        }
+        assert_eq!(*g.last().unwrap(), 8192);
+    }
+
+    #[test]
+    fn simulated_sizes_thin_out_above_4_mib() {
+        let kept: Vec<u64> = sweep_sizes(4 << 20, 32 << 20)
+            .into_iter()
+            .filter(|&s| simulated_size(s))
+            .collect();
+        let mib = 1 << 20;
+        assert_eq!(
+            kept,
+            vec![
+                4 * mib,
+                6 * mib,
+                8 * mib,
+                12 * mib,
+                16 * mib,
+                24 * mib,
+                32 * mib
+            ]
+        );
     }
 
     #[test]

@@ -102,7 +102,8 @@ pub struct Assoc {
 pub struct Tlb {
     pub pages: Vec<u64>,
     pub ns_4k: Vec<f64>,
-    /// The same pattern on huge pages (`None` when none were granted). In a
+    /// The same pattern on huge pages (`None` when none were granted, and
+    /// with `--quick`). In a
     /// virtual machine whose host backs it with 4 KiB pages, the same as
     /// `ns_4k`.
     pub ns_huge: Option<Vec<f64>>,
