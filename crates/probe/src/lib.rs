@@ -97,6 +97,8 @@ struct Budget {
     passes: u32,
     /// Whether the TLB test also runs on huge pages (for the report only).
     tlb_huge: bool,
+    /// Largest working set timed in every pass of the sweep.
+    repeat_limit: u64,
 }
 
 impl Budget {
@@ -104,18 +106,19 @@ impl Budget {
         if quick {
             Budget {
                 clock: 40,
-                line: 200,
+                line: 150,
                 sweep: 1000,
                 assoc: 150,
-                tlb: 350,
-                prefetch: 350,
+                tlb: 300,
+                prefetch: 250,
                 alias: 80,
-                bandwidth: 250,
+                bandwidth: 150,
                 max_size: 64 << 20,
                 max_pages: 2048,
                 min_reps: 5,
                 passes: 2,
                 tlb_huge: false,
+                repeat_limit: 8 << 20,
             }
         } else {
             Budget {
@@ -132,6 +135,7 @@ impl Budget {
                 min_reps: 5,
                 passes: 3,
                 tlb_huge: true,
+                repeat_limit: 32 << 20,
             }
         }
     }
@@ -237,19 +241,20 @@ pub fn run(opts: &Options, progress: Progress) -> Result<Report, ProbeError> {
     // sharing its L1 and L2) rarely hits the same point twice, and each
     // pass gets other physical pages, so a physically indexed cache whose
     // sets a pass's pages fill unevenly (pages the host placed at random)
-    // is seen at its best. Working sets beyond REPEAT_LIMIT (memory) are
-    // timed in the first pass only: they take longest and matter least.
-    const REPEAT_LIMIT: u64 = 32 << 20;
+    // is seen at its best. Working sets beyond `b.repeat_limit` are timed
+    // in the first pass only: they take longest (a whole pass from memory
+    // to warm up) and matter least.
+    const PASS_STRIDE: usize = 32 << 20;
     let sizes = sweep_sizes(4096, b.max_size as u64);
     let sweep_start = step("working-set sweep", 0, progress) as f64;
-    let repeated = sizes.iter().filter(|&&s| s <= REPEAT_LIMIT).count();
+    let repeated = sizes.iter().filter(|&&s| s <= b.repeat_limit).count();
     let slots = sizes.len() + (b.passes as usize - 1) * repeated;
     let per = ms(b.sweep / slots as u64);
     let mut best = vec![f64::INFINITY; sizes.len()];
     let mut slot = 0;
     for pass in 0..b.passes {
         for (i, &size) in sizes.iter().enumerate() {
-            if pass > 0 && size > REPEAT_LIMIT {
+            if pass > 0 && size > b.repeat_limit {
                 continue;
             }
             progress(
@@ -257,7 +262,7 @@ pub fn run(opts: &Options, progress: Progress) -> Result<Report, ProbeError> {
                 (sweep_start + b.sweep as f64 * slot as f64 / slots as f64) / total,
             );
             slot += 1;
-            let mut base = pass as usize * REPEAT_LIMIT as usize;
+            let mut base = pass as usize * PASS_STRIDE;
             if base + size as usize > buf.bytes() {
                 base = 0;
             }
