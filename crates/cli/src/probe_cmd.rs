@@ -367,7 +367,8 @@ fn text_report(r: &Report, out: &mut impl Write) -> Result<()> {
         "pages", "4 KiB", "huge", "TLB extra"
     )?;
     for (i, p) in t.pages.iter().enumerate() {
-        if i % 2 == 0 || i + 1 == t.pages.len() {
+        let knee = t.levels.iter().any(|l| l.entries == *p);
+        if i % 2 == 0 || i + 1 == t.pages.len() || knee {
             writeln!(
                 out,
                 "  {:>6} {:>7.2}ns {:>9} {:>9.2}ns",

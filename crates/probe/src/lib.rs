@@ -483,9 +483,12 @@ fn measure_tlb(
     let shifted: Vec<f64> = extra.iter().map(|e| base + e).collect();
     let plats = detect::plateaus(&shifted, &detect::Params::default());
     let knees = detect::knees(&shifted, &plats);
+    // A step into the last two or three page counts cannot be told from
+    // noise or from the start of a rise the range ends in: not a level.
     let levels = plats
         .windows(2)
         .zip(&knees)
+        .filter(|(w, _)| w[1].last + 1 - w[1].first >= 3)
         .map(|(w, &k)| TlbLevel {
             entries: pages[k],
             reach_bytes: pages[k] * PAGE as u64,
