@@ -216,6 +216,16 @@ fn text_report(r: &Report, out: &mut impl Write) -> Result<()> {
         r.seconds,
         if r.quick { ", --quick" } else { "" }
     )?;
+    // The probe itself counts for about 1.
+    if let Some(load) = m.load_average.filter(|&l| l >= 1.5) {
+        writeln!(
+            out,
+            "  note: load average {load:.1} on {} CPUs (the probe counts for 1): other work \
+             shared the machine, and caches shared with it (an SMT sibling's L1 and L2, \
+             the L3) may measure smaller",
+            m.cpus
+        )?;
+    }
 
     writeln!(out, "\nMeasured against what the machine reports")?;
     writeln!(

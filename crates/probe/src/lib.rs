@@ -93,8 +93,11 @@ struct Budget {
     /// Most pages of the TLB test.
     max_pages: usize,
     min_reps: u32,
-    /// Passes of the working-set sweep.
+    /// Passes of the working-set sweep over sizes up to `repeat_limit`.
     passes: u32,
+    /// Passes over sizes up to `SMALL_LIMIT` (cheap, and where a physically
+    /// indexed L2 needs several page placements to be seen whole).
+    small_passes: u32,
     /// Whether the TLB test also runs on huge pages (for the report only).
     tlb_huge: bool,
     /// Largest working set timed in every pass of the sweep.
@@ -117,6 +120,7 @@ impl Budget {
                 max_pages: 2048,
                 min_reps: 5,
                 passes: 2,
+                small_passes: 3,
                 tlb_huge: false,
                 repeat_limit: 8 << 20,
             }
@@ -134,6 +138,7 @@ impl Budget {
                 max_pages: 8192,
                 min_reps: 5,
                 passes: 3,
+                small_passes: 6,
                 tlb_huge: true,
                 repeat_limit: 32 << 20,
             }
@@ -206,6 +211,8 @@ pub fn run(opts: &Options, progress: Progress) -> Result<Report, ProbeError> {
         done
     };
 
+    // Before pinning, which narrows what the thread may use to one CPU.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let pinned_cpu = os::pin_to_current_cpu();
     step("clock", b.clock, progress);
     let ghz = cpu::clock_ghz(b.clock);
@@ -241,20 +248,30 @@ pub fn run(opts: &Options, progress: Progress) -> Result<Report, ProbeError> {
     // sharing its L1 and L2) rarely hits the same point twice, and each
     // pass gets other physical pages, so a physically indexed cache whose
     // sets a pass's pages fill unevenly (pages the host placed at random)
-    // is seen at its best. Working sets beyond `b.repeat_limit` are timed
-    // in the first pass only: they take longest (a whole pass from memory
-    // to warm up) and matter least.
-    const PASS_STRIDE: usize = 32 << 20;
+    // is seen at its best. Working sets up to SMALL_LIMIT get the most
+    // passes (they cost little); beyond `b.repeat_limit` they are timed in
+    // the first pass only: they take longest (a whole pass from memory to
+    // warm up) and matter least.
+    const PASS_STRIDE: usize = 20 << 20;
+    const SMALL_LIMIT: u64 = 4 << 20;
+    let passes_for = |size: u64| {
+        if size <= SMALL_LIMIT {
+            b.small_passes.max(b.passes)
+        } else if size <= b.repeat_limit {
+            b.passes
+        } else {
+            1
+        }
+    };
     let sizes = sweep_sizes(4096, b.max_size as u64);
     let sweep_start = step("working-set sweep", 0, progress) as f64;
-    let repeated = sizes.iter().filter(|&&s| s <= b.repeat_limit).count();
-    let slots = sizes.len() + (b.passes as usize - 1) * repeated;
+    let slots: usize = sizes.iter().map(|&s| passes_for(s) as usize).sum();
     let per = ms(b.sweep / slots as u64);
     let mut best = vec![f64::INFINITY; sizes.len()];
     let mut slot = 0;
-    for pass in 0..b.passes {
+    for pass in 0..b.small_passes.max(b.passes) {
         for (i, &size) in sizes.iter().enumerate() {
-            if pass > 0 && size > b.repeat_limit {
+            if pass >= passes_for(size) {
                 continue;
             }
             progress(
@@ -387,6 +404,8 @@ pub fn run(opts: &Options, progress: Progress) -> Result<Report, ProbeError> {
             } else {
                 "sse2"
             },
+            cpus,
+            load_average: os::load_average(),
         },
         quick: opts.quick,
         seconds: started.elapsed().as_secs_f64(),

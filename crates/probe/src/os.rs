@@ -206,6 +206,12 @@ pub fn pin_to_current_cpu() -> Option<u32> {
     Some(cpu as u32)
 }
 
+/// The one-minute load average (`/proc/loadavg`), `None` when unreadable.
+pub fn load_average() -> Option<f64> {
+    let text = fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
 /// Whether the kernel offers transparent huge pages at all, from
 /// `/sys/kernel/mm/transparent_hugepage/enabled` (`always [madvise] never`).
 pub fn thp_mode() -> Option<String> {

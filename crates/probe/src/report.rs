@@ -53,6 +53,12 @@ pub struct Machine {
     pub huge_page_bytes: u64,
     /// The vector loads of the bandwidth loop: "avx2" or "sse2".
     pub read_loop: &'static str,
+    /// CPUs the probe could run on, and the one-minute load average when
+    /// the run ended, the probe itself counting for about 1 (other work
+    /// running shares the caches it shares a core or a chip with: an SMT
+    /// sibling's L1 and L2, the L3).
+    pub cpus: usize,
+    pub load_average: Option<f64>,
 }
 
 /// Line size: time per pair of accesses `stride` bytes apart.
