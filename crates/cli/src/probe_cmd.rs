@@ -206,10 +206,18 @@ fn text_report(r: &Report, out: &mut impl Write) -> Result<()> {
     )?;
     writeln!(
         out,
-        "  pinned to CPU {}, clock {:.2} GHz (measured), huge pages {} of {} (THP {}), {:.1} s{}",
+        "  pinned to CPU {}, clock {:.2} GHz (measured{}), huge pages {} of {} (THP {}), {:.1} s{}",
         m.pinned_cpu
             .map_or_else(|| "(not pinned)".to_string(), |c| c.to_string()),
         m.clock_ghz,
+        if (m.clock_ghz_start - m.clock_ghz_end).abs() > 0.03 * m.clock_ghz {
+            format!(
+                "; {:.2} at the start, {:.2} at the end",
+                m.clock_ghz_start, m.clock_ghz_end
+            )
+        } else {
+            String::new()
+        },
         size(m.huge_page_bytes),
         size(m.buffer_bytes),
         m.thp.as_deref().unwrap_or("unavailable"),

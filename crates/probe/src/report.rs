@@ -44,8 +44,11 @@ pub struct Machine {
     pub hypervisor: Option<String>,
     /// The CPU the probe was pinned to (`None`: pinning failed).
     pub pinned_cpu: Option<u32>,
-    /// Core clock measured with dependent additions (cycles = ns x GHz).
+    /// Core clock measured with dependent additions (cycles = ns x GHz):
+    /// the higher of the readings at the start and at the end of the run.
     pub clock_ghz: f64,
+    pub clock_ghz_start: f64,
+    pub clock_ghz_end: f64,
     /// `/sys/kernel/mm/transparent_hugepage/enabled` (the selected mode).
     pub thp: Option<String>,
     /// Bytes of the main buffer, and how many of them huge pages back.
