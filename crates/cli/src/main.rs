@@ -4,6 +4,7 @@
 //! closed stdout (`coldcache sim ... | head`) as success.
 
 mod record_cmd;
+mod probe_cmd;
 mod sim_cmd;
 
 use clap::{Parser, Subcommand};
@@ -27,6 +28,8 @@ enum Command {
     Record(Box<record_cmd::RecordArgs>),
     /// Start or stop a capture in a program run by `record --signal`.
     Trigger(record_cmd::TriggerArgs),
+    /// Measure this machine's caches by timing, and compare with sysfs/CPUID.
+    Probe(Box<probe_cmd::ProbeArgs>),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -34,6 +37,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sim(args) => sim_cmd::run(*args),
         Command::Record(args) => record_cmd::run(*args),
         Command::Trigger(args) => record_cmd::trigger(args),
+        Command::Probe(args) => probe_cmd::run(*args),
         Command::Presets => {
             for (name, about) in coldcache_config::names() {
                 println!("{name:<16} {about}");
