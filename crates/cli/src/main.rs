@@ -3,8 +3,8 @@
 //! one, prints the whole chain of causes of an error once, and treats a
 //! closed stdout (`coldcache sim ... | head`) as success.
 
-mod record_cmd;
 mod probe_cmd;
+mod record_cmd;
 mod sim_cmd;
 
 use clap::{Parser, Subcommand};
