@@ -4,6 +4,7 @@
 //! closed stdout (`coldcache sim ... | head`) as success.
 
 mod sim_cmd;
+mod zones_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -22,11 +23,14 @@ enum Command {
     Sim(Box<sim_cmd::SimArgs>),
     /// List the cache presets.
     Presets,
+    /// Zones and spikes: view a zones recording, or record a program.
+    Zones(Box<zones_cmd::ZonesArgs>),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Sim(args) => sim_cmd::run(*args),
+        Command::Zones(args) => zones_cmd::run(*args),
         Command::Presets => {
             for (name, about) in coldcache_config::names() {
                 println!("{name:<16} {about}");

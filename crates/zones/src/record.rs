@@ -1,0 +1,854 @@
+//! The recorder: the hot path that appends one 16-byte event (a tagged word
+//! and an `rdtsc` value) to the calling thread's chunk, and everything that
+//! keeps it cheap and safe.
+//!
+//! * One arena is reserved (`mmap`, `MAP_NORESERVE`: pages are committed as
+//!   they are first written) on the first event, whoever makes it — a Rust
+//!   zone, a C call, or a `__cyg_profile_func_enter` hook running before any
+//!   constructor. It is cut into fixed chunks of [`CHUNK_WORDS`] words.
+//! * A thread takes a chunk with one atomic add and writes its header
+//!   (thread index and the chunk's sequence number for that thread) once;
+//!   after that an event is two plain stores and a pointer bump: no lock, no
+//!   allocation, no shared cache line.
+//! * Every arena word is an `AtomicU64`. The time stamp is stored relaxed,
+//!   then the tag with release ordering (both plain `mov`s on x86-64), so a
+//!   writer reading the arena while threads keep recording sees whole
+//!   events: the filled part of a chunk is up to the first zero tag (tags
+//!   are never 0).
+//! * A full chunk is sealed (its event count stored in its header) when the
+//!   thread moves to the next; the streaming writer only writes sealed
+//!   chunks, the final write also takes the partial ones.
+//! * When the arena is exhausted, events are dropped and counted.
+//!
+//! Labels (name, file, line) are registered once per call site; the static
+//! [`Label`] keeps its id. Threads get a small index on their first event.
+
+use crate::format::{self, LabelInfo, ModuleInfo, RecordingInfo, ThreadInfo};
+use std::cell::Cell;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::Mutex;
+
+/// Words per chunk (64 KiB): two header words and 4095 events.
+pub const CHUNK_WORDS: usize = 8192;
+/// Default arena size (256 MiB of address space; 16.7 million events).
+pub const DEFAULT_ARENA_BYTES: usize = 256 << 20;
+/// Most distinct labels in one process.
+pub const MAX_LABELS: usize = 1 << 16;
+/// Most threads whose id and name are kept (more still record).
+pub const MAX_THREADS: usize = 4096;
+
+/// A static zone label: one per call site, registered on first use.
+///
+/// The layout is the C struct `coldcache_label` of `coldcache.h`, so the C
+/// macros and the Rust macros build the same thing.
+#[repr(C)]
+pub struct Label {
+    name: *const u8,
+    name_len: usize,
+    file: *const u8,
+    file_len: usize,
+    line: u32,
+    id: AtomicU32,
+}
+
+// SAFETY: the pointers are to immutable static strings (Rust string
+// literals, or C string literals per coldcache.h), and `id` is atomic.
+unsafe impl Sync for Label {}
+
+impl Label {
+    /// A label for a call site (the macros pass `file!()` and `line!()`).
+    pub const fn new(name: &'static str, file: &'static str, line: u32) -> Label {
+        Label {
+            name: name.as_ptr(),
+            name_len: name.len(),
+            file: file.as_ptr(),
+            file_len: file.len(),
+            line,
+            id: AtomicU32::new(0),
+        }
+    }
+
+    /// The label's id, registering it on first use.
+    #[inline(always)]
+    pub fn id(&'static self) -> u32 {
+        let id = self.id.load(Relaxed);
+        if id != 0 {
+            id
+        } else {
+            register_label(self)
+        }
+    }
+
+    /// Name, file and line (lossy for C strings that are not UTF-8).
+    pub fn info(&self) -> (String, String, u32) {
+        // SAFETY: `name`/`file` point to `name_len`/`file_len` readable bytes
+        // that live for the whole program (constructor contract above).
+        let (n, f) = unsafe {
+            (
+                std::slice::from_raw_parts(self.name, self.name_len),
+                std::slice::from_raw_parts(self.file, self.file_len),
+            )
+        };
+        (
+            String::from_utf8_lossy(n).into_owned(),
+            String::from_utf8_lossy(f).into_owned(),
+            self.line,
+        )
+    }
+}
+
+static LABELS: [AtomicPtr<Label>; MAX_LABELS] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_LABELS];
+static NEXT_LABEL: AtomicU32 = AtomicU32::new(1);
+static LABEL_LOCK: AtomicBool = AtomicBool::new(false);
+
+#[cold]
+fn register_label(label: &'static Label) -> u32 {
+    while LABEL_LOCK
+        .compare_exchange_weak(false, true, Acquire, Relaxed)
+        .is_err()
+    {
+        std::hint::spin_loop();
+    }
+    let mut id = label.id.load(Relaxed);
+    if id == 0 {
+        let next = NEXT_LABEL.load(Relaxed);
+        if (next as usize) < MAX_LABELS {
+            NEXT_LABEL.store(next + 1, Relaxed);
+            LABELS[next as usize].store(label as *const Label as *mut Label, Release);
+            id = next;
+        } else {
+            // Table full: the label shares the overflow id, shown as unknown.
+            id = MAX_LABELS as u32;
+        }
+        label.id.store(id, Release);
+    }
+    LABEL_LOCK.store(false, Release);
+    id
+}
+
+/// The registered label with this id, if any.
+pub fn label_by_id(id: u32) -> Option<&'static Label> {
+    let p = LABELS.get(id as usize)?.load(Acquire);
+    // SAFETY: only `&'static Label`s are stored in the table.
+    unsafe { p.as_ref() }
+}
+
+/// All registered labels.
+pub fn labels() -> Vec<LabelInfo> {
+    let n = NEXT_LABEL.load(Acquire) as usize;
+    (1..n.min(MAX_LABELS))
+        .filter_map(|id| {
+            label_by_id(id as u32).map(|l| {
+                let (name, file, line) = l.info();
+                LabelInfo {
+                    id: id as u32,
+                    name,
+                    file,
+                    line,
+                }
+            })
+        })
+        .collect()
+}
+
+/// Reads the time stamp counter.
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    // SAFETY: `rdtsc` has no memory effects; x86-64 always has it.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+// ---- global state -------------------------------------------------------
+
+const UNINIT: u8 = 0;
+const BUSY: u8 = 1;
+const READY: u8 = 2;
+const FAILED: u8 = 3;
+
+/// Recording on/off (the global switch). True until init decides.
+static ENABLED: AtomicBool = AtomicBool::new(true);
+static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+static ARENA: AtomicPtr<AtomicU64> = AtomicPtr::new(std::ptr::null_mut());
+static N_CHUNKS: AtomicUsize = AtomicUsize::new(0);
+static NEXT_CHUNK: AtomicUsize = AtomicUsize::new(0);
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+static NEXT_THREAD: AtomicU32 = AtomicU32::new(1);
+static START_TSC: AtomicU64 = AtomicU64::new(0);
+static START_NS: AtomicU64 = AtomicU64::new(0);
+static TSC_HZ: AtomicU64 = AtomicU64::new(0); // f64 bits
+static OWNER_PID: AtomicU32 = AtomicU32::new(0);
+static CAL_SPAN_NS: AtomicU64 = AtomicU64::new(0);
+
+struct ThreadSlot {
+    tid: AtomicU32,
+    name: [AtomicU8; 32],
+}
+static THREADS: [ThreadSlot; MAX_THREADS] = [const {
+    ThreadSlot {
+        tid: AtomicU32::new(0),
+        name: [const { AtomicU8::new(0) }; 32],
+    }
+}; MAX_THREADS];
+
+/// Per-thread recorder state. Const-initialized and without a destructor,
+/// so it can be used at any time on any thread (before constructors, during
+/// thread teardown) and its access compiles to a TLS offset.
+struct ThreadState {
+    ptr: Cell<*mut AtomicU64>,
+    end: Cell<*mut AtomicU64>,
+    chunk: Cell<*mut AtomicU64>,
+    index: Cell<u32>,
+    seq: Cell<u32>,
+    in_hook: Cell<bool>,
+}
+
+thread_local! {
+    static TLS: ThreadState = const {
+        ThreadState {
+            ptr: Cell::new(std::ptr::null_mut()),
+            end: Cell::new(std::ptr::null_mut()),
+            chunk: Cell::new(std::ptr::null_mut()),
+            index: Cell::new(0),
+            seq: Cell::new(0),
+            in_hook: Cell::new(false),
+        }
+    };
+}
+
+/// Sentinel for "no space": never dereferenced, only compared.
+const DEAD: *mut AtomicU64 = 8 as *mut AtomicU64;
+
+/// Appends one event (`word` from [`format::pack`]) with the current time
+/// stamp to the calling thread's chunk. The whole hot path.
+#[inline(always)]
+pub fn emit(word: u64) {
+    if !ENABLED.load(Relaxed) {
+        return;
+    }
+    TLS.with(|t| {
+        let p = t.ptr.get();
+        if p != t.end.get() {
+            let tsc = rdtsc();
+            // SAFETY: `p < end` and both lie in this thread's chunk, which is
+            // an even number of words past `p`, so `p` and `p + 1` are in
+            // bounds; no other thread writes this chunk.
+            unsafe {
+                (*p.add(1)).store(tsc, Relaxed);
+                (*p).store(word, Release);
+                t.ptr.set(p.add(2));
+            }
+        } else {
+            emit_slow(t, word);
+        }
+    })
+}
+
+/// Runs `f` unless the calling thread is already inside a hook (the
+/// re-entrancy guard of the `-finstrument-functions` hooks: anything the
+/// recorder calls that is itself instrumented is not recorded).
+#[inline(always)]
+pub fn guarded(f: impl FnOnce()) {
+    TLS.with(|t| {
+        if !t.in_hook.get() {
+            t.in_hook.set(true);
+            f();
+            t.in_hook.set(false);
+        }
+    })
+}
+
+#[cold]
+#[inline(never)]
+fn emit_slow(t: &ThreadState, word: u64) {
+    if !ensure_init() || !ENABLED.load(Relaxed) {
+        return;
+    }
+    if t.ptr.get() == DEAD {
+        DROPPED.fetch_add(1, Relaxed);
+        return;
+    }
+    if t.index.get() == 0 {
+        register_thread(t);
+    }
+    let base = ARENA.load(Acquire);
+    // Seal the full chunk.
+    let old = t.chunk.get();
+    if !old.is_null() {
+        // SAFETY: `old` is the start of this thread's previous chunk,
+        // CHUNK_WORDS words inside the arena.
+        unsafe { (*old.add(1)).store(((CHUNK_WORDS - 2) / 2 + 1) as u64, Release) };
+    }
+    let n = N_CHUNKS.load(Relaxed);
+    let i = if NEXT_CHUNK.load(Relaxed) < n {
+        NEXT_CHUNK.fetch_add(1, AcqRel)
+    } else {
+        n
+    };
+    if i >= n {
+        t.ptr.set(DEAD);
+        t.end.set(DEAD);
+        t.chunk.set(std::ptr::null_mut());
+        DROPPED.fetch_add(1, Relaxed);
+        return;
+    }
+    // SAFETY: i < n_chunks, so the chunk lies inside the arena mapping.
+    let chunk = unsafe { base.add(i * CHUNK_WORDS) };
+    let header = t.index.get() as u64 | ((t.seq.get() as u64) << 32) | (1 << 63);
+    // SAFETY: `chunk` is a fresh chunk only this thread owns (the atomic add
+    // handed index i to it alone).
+    unsafe { (*chunk).store(header, Release) };
+    t.seq.set(t.seq.get().wrapping_add(1));
+    t.chunk.set(chunk);
+    // SAFETY: the chunk spans CHUNK_WORDS words from `chunk`.
+    unsafe {
+        t.ptr.set(chunk.add(2));
+        t.end.set(chunk.add(CHUNK_WORDS));
+    }
+    emit(word);
+}
+
+fn register_thread(t: &ThreadState) {
+    let index = NEXT_THREAD.fetch_add(1, Relaxed);
+    t.index.set(index);
+    if let Some(slot) = THREADS.get(index as usize) {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
+        slot.tid.store(tid, Release);
+        let mut buf = [0u8; 32];
+        // SAFETY: buf is 32 writable bytes; pthread_self is always valid.
+        let rc = unsafe {
+            libc::pthread_getname_np(libc::pthread_self(), buf.as_mut_ptr().cast(), buf.len())
+        };
+        if rc == 0 {
+            store_name(slot, &buf);
+        }
+    }
+}
+
+fn store_name(slot: &ThreadSlot, name: &[u8]) {
+    for (i, cell) in slot.name.iter().enumerate() {
+        cell.store(name.get(i).copied().unwrap_or(0), Relaxed);
+    }
+}
+
+/// Names the calling thread in the recording (and the spike log).
+pub fn set_thread_name(name: &str) {
+    TLS.with(|t| {
+        if t.index.get() == 0 {
+            if !ensure_init() {
+                return;
+            }
+            register_thread(t);
+        }
+        if let Some(slot) = THREADS.get(t.index.get() as usize) {
+            let mut b = name.as_bytes().to_vec();
+            b.truncate(31);
+            store_name(slot, &b);
+        }
+    })
+}
+
+/// The calling thread's recorder index and OS thread id (registering it).
+pub fn current_thread() -> (u32, u32) {
+    TLS.with(|t| {
+        if t.index.get() == 0 {
+            register_thread(t);
+        }
+        let tid = THREADS
+            .get(t.index.get() as usize)
+            .map(|s| s.tid.load(Relaxed))
+            .unwrap_or(0);
+        (t.index.get(), tid)
+    })
+}
+
+/// The name recorded for a thread index.
+pub fn thread_name(index: u32) -> String {
+    let Some(slot) = THREADS.get(index as usize) else {
+        return String::new();
+    };
+    let bytes: Vec<u8> = slot
+        .name
+        .iter()
+        .map(|c| c.load(Relaxed))
+        .take_while(|&b| b != 0)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Turns recording on or off for all threads (spike detection is separate).
+pub fn set_enabled(on: bool) {
+    ENABLED.store(on, Relaxed);
+}
+
+/// Whether recording is on.
+pub fn enabled() -> bool {
+    ENABLED.load(Relaxed)
+}
+
+/// Events dropped so far because the arena was full.
+pub fn dropped_events() -> u64 {
+    DROPPED.load(Relaxed)
+}
+
+// ---- initialization -----------------------------------------------------
+
+/// Settings read from the environment at initialization.
+struct EnvConfig {
+    arena_bytes: usize,
+    out: Option<PathBuf>,
+    stream: bool,
+    recording: bool,
+}
+
+/// Parses a size such as `256M`, `4G`, `65536`.
+pub fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last()? {
+        'k' | 'K' => (&s[..s.len() - 1], 1usize << 10),
+        'm' | 'M' => (&s[..s.len() - 1], 1 << 20),
+        'g' | 'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.trim().parse::<usize>().ok()?.checked_mul(mult)
+}
+
+fn env_config() -> EnvConfig {
+    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let pid = std::process::id().to_string();
+    EnvConfig {
+        arena_bytes: get("COLDCACHE_ZONES_ARENA")
+            .and_then(|v| parse_size(&v))
+            .unwrap_or(DEFAULT_ARENA_BYTES),
+        out: get("COLDCACHE_ZONES_OUT").map(|p| PathBuf::from(p.replace("%p", &pid))),
+        stream: get("COLDCACHE_ZONES_STREAM").is_some_and(|v| v != "0"),
+        recording: get("COLDCACHE_ZONES").is_none_or(|v| v != "0"),
+    }
+}
+
+/// Initializes the recorder if nobody has; true when it is ready.
+#[inline]
+pub fn ensure_init() -> bool {
+    match STATE.load(Acquire) {
+        READY => true,
+        FAILED => false,
+        _ => init_slow(),
+    }
+}
+
+#[cold]
+fn init_slow() -> bool {
+    if STATE
+        .compare_exchange(UNINIT, BUSY, AcqRel, Acquire)
+        .is_err()
+    {
+        // Someone else is initializing: wait for them.
+        loop {
+            match STATE.load(Acquire) {
+                READY => return true,
+                FAILED => return false,
+                _ => std::hint::spin_loop(),
+            }
+        }
+    }
+    let cfg = env_config();
+    START_TSC.store(rdtsc(), Relaxed);
+    START_NS.store(monotonic_ns(), Relaxed);
+    OWNER_PID.store(std::process::id(), Relaxed);
+    let chunks = (cfg.arena_bytes / (CHUNK_WORDS * 8)).max(1);
+    let bytes = chunks * CHUNK_WORDS * 8;
+    // SAFETY: an anonymous private mapping; arguments are valid.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        ENABLED.store(false, Relaxed);
+        STATE.store(FAILED, Release);
+        return false;
+    }
+    ARENA.store(p.cast(), Release);
+    N_CHUNKS.store(chunks, Relaxed);
+    if !cfg.recording {
+        ENABLED.store(false, Relaxed);
+    }
+    STATE.store(READY, Release);
+    // After READY: setting a threshold calibrates the clock, which needs
+    // the recorder initialized.
+    crate::spike::init_from_env();
+    // SAFETY: registering plain extern "C" handlers.
+    unsafe {
+        libc::pthread_atfork(None, None, Some(after_fork_child));
+    }
+    if let Some(out) = cfg.out {
+        *lock(&AT_EXIT_PATH) = Some(out.clone());
+        // SAFETY: `write_at_exit` is an extern "C" fn with no arguments.
+        unsafe { libc::atexit(write_at_exit) };
+        if cfg.stream {
+            start_streaming(out);
+        }
+    }
+    true
+}
+
+extern "C" fn after_fork_child() {
+    // The child has a copy of the arena and of the exit handler: it must not
+    // write the parent's recording over the parent's file.
+    ENABLED.store(false, Relaxed);
+    *lock(&AT_EXIT_PATH) = None;
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+static AT_EXIT_PATH: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+extern "C" fn write_at_exit() {
+    let path = lock(&AT_EXIT_PATH).take();
+    if OWNER_PID.load(Relaxed) != std::process::id() {
+        return;
+    }
+    crate::spike::finish();
+    if let Some(path) = path {
+        ENABLED.store(false, Relaxed);
+        if let Err(e) = write_to(&path) {
+            eprintln!("coldcache: cannot write the zones recording: {e}");
+        }
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Time stamp counter ticks per second, measured against the monotonic
+/// clock since initialization (waiting until 2 ms have passed on the first
+/// call; a later call refines the figure once the span has doubled, so the
+/// figure written with a recording is measured over most of it).
+pub fn tsc_hz() -> f64 {
+    if !ensure_init() {
+        return 1e9;
+    }
+    let t0 = START_TSC.load(Relaxed);
+    let n0 = START_NS.load(Relaxed);
+    let cached = f64::from_bits(TSC_HZ.load(Relaxed));
+    let (mut t1, mut n1) = (rdtsc(), monotonic_ns());
+    // Recompute only when the span has doubled since the last estimate.
+    if cached > 0.0 && n1 - n0 < 2 * CAL_SPAN_NS.load(Relaxed) {
+        return cached;
+    }
+    while n1 - n0 < 2_000_000 {
+        std::hint::spin_loop();
+        t1 = rdtsc();
+        n1 = monotonic_ns();
+    }
+    let hz = (t1 - t0) as f64 * 1e9 / (n1 - n0) as f64;
+    TSC_HZ.store(hz.to_bits(), Relaxed);
+    CAL_SPAN_NS.store(n1 - n0, Relaxed);
+    hz
+}
+
+// ---- reading the arena and writing files --------------------------------
+
+/// One chunk as read from the arena.
+struct RawChunk {
+    index: usize,
+    thread: u32,
+    seq: u32,
+    sealed: bool,
+    words: Vec<u64>,
+}
+
+/// Reads chunk `i` (its filled part). None for a chunk being claimed.
+fn read_chunk(base: *mut AtomicU64, i: usize) -> Option<RawChunk> {
+    // SAFETY: callers pass i < NEXT_CHUNK.min(N_CHUNKS): inside the arena.
+    let chunk = unsafe { std::slice::from_raw_parts(base.add(i * CHUNK_WORDS), CHUNK_WORDS) };
+    let header = chunk[0].load(Acquire);
+    if header == 0 {
+        return None;
+    }
+    let sealed = chunk[1].load(Acquire);
+    let n = if sealed > 0 {
+        (sealed - 1) as usize
+    } else {
+        chunk[2..]
+            .chunks_exact(2)
+            .take_while(|e| e[0].load(Acquire) != 0)
+            .count()
+    };
+    let mut words = Vec::with_capacity(n * 2);
+    for e in chunk[2..].chunks_exact(2).take(n) {
+        let w = e[0].load(Acquire);
+        words.push(w);
+        words.push(e[1].load(Relaxed));
+    }
+    Some(RawChunk {
+        index: i,
+        thread: (header & 0xffff_ffff) as u32,
+        seq: ((header >> 32) & 0x7fff_ffff) as u32,
+        sealed: sealed > 0,
+        words,
+    })
+}
+
+fn allocated_chunks() -> usize {
+    NEXT_CHUNK.load(Acquire).min(N_CHUNKS.load(Relaxed))
+}
+
+/// The executable mappings of this process, from `/proc/self/maps`.
+pub fn modules() -> Vec<ModuleInfo> {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return Vec::new();
+    };
+    parse_maps(&maps)
+}
+
+/// Parses `/proc/PID/maps` text into executable file mappings.
+pub fn parse_maps(maps: &str) -> Vec<ModuleInfo> {
+    let mut out = Vec::new();
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(perms), Some(off)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let path = f.nth(2).unwrap_or("");
+        if !perms.contains('x') || !path.starts_with('/') {
+            continue;
+        }
+        let Some((a, b)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(start), Ok(end), Ok(file_offset)) = (
+            u64::from_str_radix(a, 16),
+            u64::from_str_radix(b, 16),
+            u64::from_str_radix(off, 16),
+        ) else {
+            continue;
+        };
+        out.push(ModuleInfo {
+            start,
+            end,
+            file_offset,
+            path: path.to_string(),
+        });
+    }
+    out
+}
+
+fn threads_now() -> Vec<ThreadInfo> {
+    let n = (NEXT_THREAD.load(Acquire) as usize).min(MAX_THREADS);
+    (1..n)
+        .map(|i| {
+            let tid = THREADS[i].tid.load(Acquire);
+            let mut name = thread_name(i as u32);
+            // Prefer the current name of a live thread (it may have been set
+            // after its first event).
+            if let Ok(comm) = std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")) {
+                let comm = comm.trim_end().to_string();
+                if !comm.is_empty() && (name.is_empty() || !name.starts_with(&comm)) {
+                    name = comm;
+                }
+            }
+            ThreadInfo {
+                index: i as u32,
+                tid,
+                name,
+            }
+        })
+        .collect()
+}
+
+/// The sections that close a file: tables, info and END.
+fn trailer(chunks: u32, events: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    format::write_section(&mut out, format::section::LABELS, &format::labels_payload(&labels()));
+    format::write_section(&mut out, format::section::THREADS, &format::threads_payload(&threads_now()));
+    format::write_section(&mut out, format::section::MODULES, &format::modules_payload(&modules()));
+    let info = RecordingInfo {
+        tsc_hz: tsc_hz(),
+        start_tsc: START_TSC.load(Relaxed),
+        pid: std::process::id(),
+        dropped_events: DROPPED.load(Relaxed),
+        arena_bytes: (N_CHUNKS.load(Relaxed) * CHUNK_WORDS * 8) as u64,
+        exe: std::fs::read_link("/proc/self/exe")
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    };
+    format::write_section(&mut out, format::section::INFO, &format::info_payload(&info));
+    format::write_section(&mut out, format::section::END, &format::end_payload(chunks, events));
+    out
+}
+
+/// The whole recording so far as a zones file.
+pub fn snapshot() -> Vec<u8> {
+    let mut out = format::header();
+    let (mut chunks, mut events) = (0u32, 0u64);
+    if ensure_init() {
+        let base = ARENA.load(Acquire);
+        for i in 0..allocated_chunks() {
+            if let Some(c) = read_chunk(base, i) {
+                format::write_section(
+                    &mut out,
+                    format::section::CHUNK,
+                    &format::chunk_payload(c.thread, c.seq, &c.words),
+                );
+                chunks += 1;
+                events += c.words.len() as u64 / 2;
+            }
+        }
+    }
+    out.extend_from_slice(&trailer(chunks, events));
+    out
+}
+
+/// Writes `bytes` to `path` atomically (a temporary file in the same
+/// directory, then a rename).
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = tmp_path(path, "tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all().ok();
+    drop(f);
+    std::fs::rename(&tmp, path)
+}
+
+fn tmp_path(path: &Path, what: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(format!(".{}.{what}", std::process::id()));
+    PathBuf::from(s)
+}
+
+/// Writes the recording so far to `path` (on demand; recording goes on).
+/// If a streaming writer is running for `path`, it is finished instead.
+pub fn write_to(path: &Path) -> std::io::Result<()> {
+    let mut stream = lock(&STREAM);
+    if let Some(s) = stream.as_mut() {
+        if s.path == path {
+            let r = s.finish();
+            *stream = None;
+            return r;
+        }
+    }
+    drop(stream);
+    write_atomically(path, &snapshot())
+}
+
+// ---- streaming ----------------------------------------------------------
+
+struct Stream {
+    path: PathBuf,
+    partial: PathBuf,
+    file: std::fs::File,
+    written: Vec<bool>,
+    chunks: u32,
+    events: u64,
+}
+
+impl Stream {
+    /// Appends the chunks that are sealed (or all, at the end) and not yet
+    /// written.
+    fn flush(&mut self, all: bool) -> std::io::Result<()> {
+        let base = ARENA.load(Acquire);
+        let n = allocated_chunks();
+        if self.written.len() < n {
+            self.written.resize(n, false);
+        }
+        let mut buf = Vec::new();
+        for i in 0..n {
+            if self.written[i] {
+                continue;
+            }
+            let Some(c) = read_chunk(base, i) else {
+                continue;
+            };
+            if !c.sealed && !all {
+                continue;
+            }
+            format::write_section(
+                &mut buf,
+                format::section::CHUNK,
+                &format::chunk_payload(c.thread, c.seq, &c.words),
+            );
+            self.written[c.index] = true;
+            self.chunks += 1;
+            self.events += c.words.len() as u64 / 2;
+        }
+        self.file.write_all(&buf)
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.flush(true)?;
+        let t = trailer(self.chunks, self.events);
+        self.file.write_all(&t)?;
+        self.file.sync_all().ok();
+        std::fs::rename(&self.partial, &self.path)
+    }
+}
+
+static STREAM: Mutex<Option<Stream>> = Mutex::new(None);
+
+/// Starts a background thread that appends full chunks to `path` as they
+/// fill (to `path` plus `.partial` until the recording is written at exit
+/// or by [`write_to`] with the same path, which renames it).
+pub fn start_streaming(path: PathBuf) {
+    let partial = tmp_path(&path, "partial");
+    let Ok(mut file) = std::fs::File::create(&partial) else {
+        eprintln!(
+            "coldcache: cannot create {}: streaming is off",
+            partial.display()
+        );
+        return;
+    };
+    if file.write_all(&format::header()).is_err() {
+        return;
+    }
+    *lock(&STREAM) = Some(Stream {
+        path,
+        partial,
+        file,
+        written: Vec::new(),
+        chunks: 0,
+        events: 0,
+    });
+    let spawned = std::thread::Builder::new()
+        .name("coldcache-stream".into())
+        .spawn(|| loop {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let mut s = lock(&STREAM);
+            match s.as_mut() {
+                Some(st) => {
+                    if st.flush(false).is_err() {
+                        *s = None;
+                        return;
+                    }
+                }
+                None => return,
+            }
+        });
+    if spawned.is_err() {
+        *lock(&STREAM) = None;
+    }
+}
+
+/// Test hook: the number of chunks handed out so far.
+#[doc(hidden)]
+pub fn chunks_in_use() -> usize {
+    allocated_chunks()
+}
