@@ -74,8 +74,11 @@ namespace coldcache {
 /* Begins a zone on construction, ends it on destruction. */
 class ScopedZone {
   public:
-    explicit ScopedZone(coldcache_label *l) : label_(l) { coldcache_zone_begin(l); }
-    ~ScopedZone() { coldcache_zone_end(label_); }
+    __attribute__((no_instrument_function)) explicit ScopedZone(coldcache_label *l)
+        : label_(l) {
+        coldcache_zone_begin(l);
+    }
+    __attribute__((no_instrument_function)) ~ScopedZone() { coldcache_zone_end(label_); }
     ScopedZone(const ScopedZone &) = delete;
     ScopedZone &operator=(const ScopedZone &) = delete;
 
@@ -93,7 +96,8 @@ class ScopedZone {
     coldcache_zone_bytes((uint64_t)(n))
 #else
 /* C: scoped with the gcc/clang cleanup attribute. */
-static inline void coldcache_zone_cleanup_(coldcache_label **l) { coldcache_zone_end(*l); }
+__attribute__((no_instrument_function)) static inline void
+coldcache_zone_cleanup_(coldcache_label **l) { coldcache_zone_end(*l); }
 #define COLDCACHE_ZONE(name)                                                             \
     static coldcache_label COLDCACHE_CAT(coldcache_label_, __LINE__) =                   \
         COLDCACHE_LABEL_INIT(name);                                                      \

@@ -172,7 +172,10 @@ fn view_cmd(a: ViewArgs) -> Result<()> {
     let out: Vec<u8> = match a.format {
         OutFormat::Chrome => serde_json::to_vec_pretty(&export::chrome(&rec))?,
         OutFormat::Speedscope => {
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             serde_json::to_vec(&export::speedscope(&rec, &name))?
         }
         OutFormat::Folded => export::folded(&rec, unit).into_bytes(),
@@ -182,7 +185,8 @@ fn view_cmd(a: ViewArgs) -> Result<()> {
         OutFormat::Text => text_view(&rec, &a, unit).into_bytes(),
     };
     match &a.output {
-        Some(o) => record::write_atomically(o, &out).with_context(|| format!("cannot write {}", o.display())),
+        Some(o) => record::write_atomically(o, &out)
+            .with_context(|| format!("cannot write {}", o.display())),
         None => {
             std::io::stdout().write_all(&out)?;
             Ok(())
@@ -198,7 +202,12 @@ fn text_view(rec: &Recording, a: &ViewArgs, unit: Unit) -> String {
     } else {
         rec.threads
             .iter()
-            .map(|t| (format!("{} (index {}, tid {})", t.label(), t.index, t.tid), vec![t]))
+            .map(|t| {
+                (
+                    format!("{} (index {}, tid {})", t.label(), t.index, t.tid),
+                    vec![t],
+                )
+            })
             .collect()
     };
     if a.view == View::Problems {
@@ -258,7 +267,10 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
         }
     }
     for z in &a.zone_threshold {
-        if z.split_once('=').and_then(|(_, d)| spike::parse_duration_ms(d)).is_none() {
+        if z.split_once('=')
+            .and_then(|(_, d)| spike::parse_duration_ms(d))
+            .is_none()
+        {
             bail!("--zone-threshold {z:?} is not NAME=DURATION (e.g. tick=16ms)");
         }
     }
@@ -272,7 +284,10 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "program".into());
-    let output = a.output.clone().unwrap_or_else(|| PathBuf::from(format!("coldcache-{base}.zones")));
+    let output = a
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("coldcache-{base}.zones")));
     let dir = tempfile::Builder::new()
         .prefix("coldcache-zones-")
         .tempdir()
@@ -302,18 +317,24 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
     if a.no_record {
         cmd.env("COLDCACHE_ZONES", "0");
     }
-    let mut child = cmd.spawn().with_context(|| format!("cannot run {program}"))?;
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot run {program}"))?;
     let pid = child.id();
-    let status = child.wait().with_context(|| format!("waiting for {program}"))?;
+    let status = child
+        .wait()
+        .with_context(|| format!("waiting for {program}"))?;
     let rec_path = dir.path().join(format!("rec.{pid}.zones"));
     let spikes_path = dir.path().join(format!("spikes.{pid}.jsonl"));
     let mut modules: Vec<ModuleInfo> = Vec::new();
     if rec_path.is_file() {
-        let bytes = std::fs::read(&rec_path).with_context(|| format!("cannot read {}", rec_path.display()))?;
+        let bytes = std::fs::read(&rec_path)
+            .with_context(|| format!("cannot read {}", rec_path.display()))?;
         let d = format::decode(&bytes);
         modules = d.modules.clone();
         let events: usize = d.chunks.iter().map(|c| c.events.len()).sum();
-        record::write_atomically(&output, &bytes).with_context(|| format!("cannot write {}", output.display()))?;
+        record::write_atomically(&output, &bytes)
+            .with_context(|| format!("cannot write {}", output.display()))?;
         eprintln!(
             "coldcache: {events} events from {} thread(s) recorded in {}{}",
             d.threads.len(),
@@ -321,7 +342,10 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
             d.info
                 .as_ref()
                 .filter(|i| i.dropped_events > 0)
-                .map(|i| format!(" ({} dropped: the arena was full, see --arena)", i.dropped_events))
+                .map(|i| format!(
+                    " ({} dropped: the arena was full, see --arena)",
+                    i.dropped_events
+                ))
                 .unwrap_or_default()
         );
     } else {
@@ -333,11 +357,13 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
         let lines = std::fs::read_to_string(&spikes_path).unwrap_or_default();
         let (text, json) = render_spikes(&lines, modules)?;
         match &a.spike_log {
-            Some(p) => record::write_atomically(p, text.as_bytes()).with_context(|| format!("cannot write {}", p.display()))?,
+            Some(p) => record::write_atomically(p, text.as_bytes())
+                .with_context(|| format!("cannot write {}", p.display()))?,
             None => std::io::stderr().write_all(text.as_bytes())?,
         }
         if let Some(p) = &a.spike_json {
-            record::write_atomically(p, json.as_bytes()).with_context(|| format!("cannot write {}", p.display()))?;
+            record::write_atomically(p, json.as_bytes())
+                .with_context(|| format!("cannot write {}", p.display()))?;
         }
     }
     if !status.success() {
@@ -349,11 +375,18 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
     Ok(())
 }
 
-fn frame_name(f: &Value, sym: &mut Symbolizer, cache: &mut HashMap<u64, Option<ZoneName>>) -> (String, String, u64) {
+fn frame_name(
+    f: &Value,
+    sym: &mut Symbolizer,
+    cache: &mut HashMap<u64, Option<ZoneName>>,
+) -> (String, String, u64) {
     match f["kind"].as_str() {
         Some("function") => {
             let addr = f["addr"].as_u64().unwrap_or(0);
-            let n = cache.entry(addr).or_insert_with(|| sym.resolve(addr)).clone();
+            let n = cache
+                .entry(addr)
+                .or_insert_with(|| sym.resolve(addr))
+                .clone();
             match n {
                 Some(n) => (n.name, n.file, n.line as u64),
                 None => (format!("0x{addr:x}"), String::new(), 0),
@@ -388,7 +421,8 @@ pub fn render_spikes(lines: &str, modules: Vec<ModuleInfo>) -> Result<(String, S
         if line.trim().is_empty() {
             continue;
         }
-        let mut v: Value = serde_json::from_str(line).with_context(|| format!("spike log line {} is not JSON", i + 1))?;
+        let mut v: Value = serde_json::from_str(line)
+            .with_context(|| format!("spike log line {} is not JSON", i + 1))?;
         n += 1;
         let mut names = Vec::new();
         if let Some(stack) = v["stack"].as_array_mut() {
@@ -442,7 +476,9 @@ pub fn render_spikes(lines: &str, modules: Vec<ModuleInfo>) -> Result<(String, S
         peaks.sort_by(|a, b| b.2.total_cmp(&a.2));
         text.push_str("coldcache spike: worth marking up (the deepest function or zone of each spike; add zones inside them, or give them their own threshold):\n");
         for (name, count, ms) in peaks {
-            text.push_str(&format!("    {name} — {count} spike(s), {ms:.3} ms in all\n"));
+            text.push_str(&format!(
+                "    {name} — {count} spike(s), {ms:.3} ms in all\n"
+            ));
         }
     }
     Ok((text, json))

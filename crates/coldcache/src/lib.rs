@@ -16,6 +16,4 @@ pub use coldcache_config as config;
 pub use coldcache_sim as sim;
 pub use coldcache_trace as trace;
 pub use coldcache_zones as zones;
-pub use coldcache_zones::{
-    frame_mark, zone, zone_bytes, zone_describe, zone_if, zone_message,
-};
+pub use coldcache_zones::{frame_mark, zone, zone_bytes, zone_describe, zone_if, zone_message};

@@ -113,7 +113,9 @@ pub unsafe extern "C" fn coldcache_set_thread_name(name: *const c_char) {
         return;
     }
     // SAFETY: a NUL-terminated string per the contract.
-    let n = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
+    let n = unsafe { CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned();
     record::guarded(|| record::set_thread_name(&n));
 }
 
@@ -127,7 +129,9 @@ pub unsafe extern "C" fn coldcache_write(path: *const c_char) -> c_int {
         return -1;
     }
     // SAFETY: a NUL-terminated string per the contract.
-    let p = unsafe { CStr::from_ptr(path) }.to_string_lossy().into_owned();
+    let p = unsafe { CStr::from_ptr(path) }
+        .to_string_lossy()
+        .into_owned();
     let mut rc = -1;
     record::guarded(|| {
         rc = match record::write_to(std::path::Path::new(&p)) {
@@ -217,7 +221,9 @@ pub unsafe extern "C" fn coldcache_zone_message(msg: *const c_char) {
         return;
     }
     // SAFETY: a NUL-terminated string per the contract.
-    let m = unsafe { CStr::from_ptr(msg) }.to_string_lossy().into_owned();
+    let m = unsafe { CStr::from_ptr(msg) }
+        .to_string_lossy()
+        .into_owned();
     record::guarded(|| spike::set_message(m));
 }
 
@@ -231,6 +237,8 @@ pub unsafe extern "C" fn coldcache_zone_describe(desc: *const c_char) {
         return;
     }
     // SAFETY: a NUL-terminated string per the contract.
-    let d = unsafe { CStr::from_ptr(desc) }.to_string_lossy().into_owned();
+    let d = unsafe { CStr::from_ptr(desc) }
+        .to_string_lossy()
+        .into_owned();
     record::guarded(|| spike::set_description(d));
 }

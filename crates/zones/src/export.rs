@@ -71,11 +71,15 @@ pub fn speedscope(rec: &Recording, name: &str) -> Value {
         let mut events = Vec::new();
         let mut stack: Vec<(usize, usize)> = Vec::new();
         // Stack of (span index, frame index).
-        let close_until = |depth: usize, stack: &mut Vec<(usize, usize)>, events: &mut Vec<Value>| {
+        let close_until = |depth: usize,
+                           stack: &mut Vec<(usize, usize)>,
+                           events: &mut Vec<Value>| {
             while stack.len() > depth {
                 let (i, f) = stack.pop().unwrap();
                 let s = &t.spans[i];
-                events.push(json!({"type": "C", "frame": f, "at": ns(s.end.saturating_sub(rec.start_tsc))}));
+                events.push(
+                    json!({"type": "C", "frame": f, "at": ns(s.end.saturating_sub(rec.start_tsc))}),
+                );
             }
         };
         for (i, s) in t.spans.iter().enumerate() {
@@ -91,11 +95,16 @@ pub fn speedscope(rec: &Recording, name: &str) -> Value {
                 frames.push(Value::Object(fr));
                 frames.len() - 1
             });
-            events.push(json!({"type": "O", "frame": f, "at": ns(s.start.saturating_sub(rec.start_tsc))}));
+            events.push(
+                json!({"type": "O", "frame": f, "at": ns(s.start.saturating_sub(rec.start_tsc))}),
+            );
             stack.push((i, f));
         }
         close_until(0, &mut stack, &mut events);
-        let start = t.spans.first().map_or(0.0, |s| ns(s.start.saturating_sub(rec.start_tsc)));
+        let start = t
+            .spans
+            .first()
+            .map_or(0.0, |s| ns(s.start.saturating_sub(rec.start_tsc)));
         let end = t
             .spans
             .iter()
@@ -120,12 +129,23 @@ pub fn speedscope(rec: &Recording, name: &str) -> Value {
 /// integer `unit`s, nanoseconds if `unit` is not clocks), as flame graph
 /// tools read them. Frames have `;` replaced.
 pub fn folded(rec: &Recording, unit: Unit) -> String {
-    let unit = if unit == Unit::Clocks { Unit::Clocks } else { Unit::Ns };
+    let unit = if unit == Unit::Clocks {
+        Unit::Clocks
+    } else {
+        Unit::Ns
+    };
     let mut out = String::new();
     for t in &rec.threads {
         let tree = views::top_down(&[t]);
         let thread = t.label().replace(';', ":");
-        fn walk(tree: &Tree, rec: &Recording, unit: Unit, n: usize, path: &mut String, out: &mut String) {
+        fn walk(
+            tree: &Tree,
+            rec: &Recording,
+            unit: Unit,
+            n: usize,
+            path: &mut String,
+            out: &mut String,
+        ) {
             let len = path.len();
             if let Some(k) = tree.nodes[n].key {
                 path.push(';');
@@ -185,7 +205,11 @@ pub fn dot(rec: &Recording, unit: Unit) -> String {
         // Only a node with children has a self time different from its
         // total worth showing.
         if !n.children.is_empty() {
-            let _ = write!(label, "\\nself {:.3} {u}", unit.of(n.self_ticks as f64, rec.tsc_hz));
+            let _ = write!(
+                label,
+                "\\nself {:.3} {u}",
+                unit.of(n.self_ticks as f64, rec.tsc_hz)
+            );
         }
         let _ = write!(label, "\\n{} calls", n.calls);
         let _ = writeln!(out, "  n{i} [label=\"{label}\"];");

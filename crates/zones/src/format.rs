@@ -183,7 +183,9 @@ pub enum FormatError {
     #[error("not a coldcache zones file (the first 8 bytes are not CCZONES\\0)")]
     BadMagic,
     /// A version this code does not read.
-    #[error("zones format version {0} is not supported (this build reads version {FORMAT_VERSION})")]
+    #[error(
+        "zones format version {0} is not supported (this build reads version {FORMAT_VERSION})"
+    )]
     UnsupportedVersion(u32),
     /// The file ends inside a section.
     #[error("truncated at byte {offset}: {what}")]

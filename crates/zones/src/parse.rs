@@ -81,7 +81,11 @@ impl std::fmt::Display for Problem {
         if self.thread == 0 {
             write!(f, "{}", self.what)
         } else {
-            write!(f, "thread {} event #{}: {}", self.thread, self.event, self.what)
+            write!(
+                f,
+                "thread {} event #{}: {}",
+                self.thread, self.event, self.what
+            )
         }
     }
 }
@@ -153,7 +157,8 @@ pub fn parse(d: &Decoded) -> Recording {
         rec.problems.push(Problem {
             thread: 0,
             event: 0,
-            what: "the file has no END section (the recording was cut short); what it has is used".into(),
+            what: "the file has no END section (the recording was cut short); what it has is used"
+                .into(),
         });
     }
     match &d.info {
@@ -281,7 +286,10 @@ impl Replay {
             }
             kind::END | kind::FUNC_EXIT => {
                 let key = key_of(e);
-                let pos = self.open.iter().rposition(|&i| t.spans[i as usize].key == key);
+                let pos = self
+                    .open
+                    .iter()
+                    .rposition(|&i| t.spans[i as usize].key == key);
                 match pos {
                     Some(p) => {
                         let above = self.open.len() - 1 - p;

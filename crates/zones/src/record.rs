@@ -27,8 +27,8 @@ use crate::format::{self, LabelInfo, ModuleInfo, RecordingInfo, ThreadInfo};
 use std::cell::Cell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
 use std::sync::Mutex;
 
 /// Words per chunk (64 KiB): two header words and 4095 events.
@@ -456,8 +456,9 @@ fn init_slow() -> bool {
         }
     }
     let cfg = env_config();
-    START_TSC.store(rdtsc(), Relaxed);
-    START_NS.store(monotonic_ns(), Relaxed);
+    let (tsc, ns) = clock_pair();
+    START_TSC.store(tsc, Relaxed);
+    START_NS.store(ns, Relaxed);
     OWNER_PID.store(std::process::id(), Relaxed);
     let chunks = (cfg.arena_bytes / (CHUNK_WORDS * 8)).max(1);
     let bytes = chunks * CHUNK_WORDS * 8;
@@ -538,6 +539,22 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// A time stamp and the monotonic clock read together: the clock read
+/// between two counter reads, paired with their midpoint; the tightest of
+/// a few tries (the first call of the clock in a process is slow).
+fn clock_pair() -> (u64, u64) {
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..5 {
+        let a = rdtsc();
+        let n = monotonic_ns();
+        let b = rdtsc();
+        if b.wrapping_sub(a) < best.0 {
+            best = (b.wrapping_sub(a), a + (b.wrapping_sub(a)) / 2, n);
+        }
+    }
+    (best.1, best.2)
+}
+
 /// Time stamp counter ticks per second, measured against the monotonic
 /// clock since initialization (waiting until 2 ms have passed on the first
 /// call; a later call refines the figure once the span has doubled, so the
@@ -549,15 +566,14 @@ pub fn tsc_hz() -> f64 {
     let t0 = START_TSC.load(Relaxed);
     let n0 = START_NS.load(Relaxed);
     let cached = f64::from_bits(TSC_HZ.load(Relaxed));
-    let (mut t1, mut n1) = (rdtsc(), monotonic_ns());
+    let (mut t1, mut n1) = clock_pair();
     // Recompute only when the span has doubled since the last estimate.
     if cached > 0.0 && n1 - n0 < 2 * CAL_SPAN_NS.load(Relaxed) {
         return cached;
     }
     while n1 - n0 < 2_000_000 {
         std::hint::spin_loop();
-        t1 = rdtsc();
-        n1 = monotonic_ns();
+        (t1, n1) = clock_pair();
     }
     let hz = (t1 - t0) as f64 * 1e9 / (n1 - n0) as f64;
     TSC_HZ.store(hz.to_bits(), Relaxed);
@@ -678,9 +694,21 @@ fn threads_now() -> Vec<ThreadInfo> {
 /// The sections that close a file: tables, info and END.
 fn trailer(chunks: u32, events: u64) -> Vec<u8> {
     let mut out = Vec::new();
-    format::write_section(&mut out, format::section::LABELS, &format::labels_payload(&labels()));
-    format::write_section(&mut out, format::section::THREADS, &format::threads_payload(&threads_now()));
-    format::write_section(&mut out, format::section::MODULES, &format::modules_payload(&modules()));
+    format::write_section(
+        &mut out,
+        format::section::LABELS,
+        &format::labels_payload(&labels()),
+    );
+    format::write_section(
+        &mut out,
+        format::section::THREADS,
+        &format::threads_payload(&threads_now()),
+    );
+    format::write_section(
+        &mut out,
+        format::section::MODULES,
+        &format::modules_payload(&modules()),
+    );
     let info = RecordingInfo {
         tsc_hz: tsc_hz(),
         start_tsc: START_TSC.load(Relaxed),
@@ -691,8 +719,16 @@ fn trailer(chunks: u32, events: u64) -> Vec<u8> {
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
     };
-    format::write_section(&mut out, format::section::INFO, &format::info_payload(&info));
-    format::write_section(&mut out, format::section::END, &format::end_payload(chunks, events));
+    format::write_section(
+        &mut out,
+        format::section::INFO,
+        &format::info_payload(&info),
+    );
+    format::write_section(
+        &mut out,
+        format::section::END,
+        &format::end_payload(chunks, events),
+    );
     out
 }
 

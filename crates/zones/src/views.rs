@@ -446,10 +446,21 @@ pub fn render_flat(rows: &[FlatRow], rec: &Recording, unit: Unit, out: &mut Stri
 
 /// Renders one thread's timeline: every span with its start (from the
 /// recording's start) and duration, indented by depth.
-pub fn render_timeline(t: &ThreadTrace, rec: &Recording, unit: Unit, limit: usize, out: &mut String) {
+pub fn render_timeline(
+    t: &ThreadTrace,
+    rec: &Recording,
+    unit: Unit,
+    limit: usize,
+    out: &mut String,
+) {
     let hz = rec.tsc_hz;
     let u = unit.suffix();
-    let _ = writeln!(out, "{:>14} {:>12}  zone", format!("start {u}"), format!("dur {u}"));
+    let _ = writeln!(
+        out,
+        "{:>14} {:>12}  zone",
+        format!("start {u}"),
+        format!("dur {u}")
+    );
     for s in t.spans.iter().take(limit) {
         let _ = writeln!(
             out,
@@ -458,7 +469,11 @@ pub fn render_timeline(t: &ThreadTrace, rec: &Recording, unit: Unit, limit: usiz
             fmt_val(unit.of(s.ticks() as f64, hz)),
             "  ".repeat(s.depth as usize),
             rec.name(s.key),
-            if s.closed_by_parser { "  (end not recorded)" } else { "" }
+            if s.closed_by_parser {
+                "  (end not recorded)"
+            } else {
+                ""
+            }
         );
     }
     if t.spans.len() > limit {
