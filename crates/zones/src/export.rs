@@ -71,17 +71,16 @@ pub fn speedscope(rec: &Recording, name: &str) -> Value {
         let mut events = Vec::new();
         let mut stack: Vec<(usize, usize)> = Vec::new();
         // Stack of (span index, frame index).
-        let close_until = |depth: usize,
-                           stack: &mut Vec<(usize, usize)>,
-                           events: &mut Vec<Value>| {
-            while stack.len() > depth {
-                let (i, f) = stack.pop().unwrap();
-                let s = &t.spans[i];
-                events.push(
+        let close_until =
+            |depth: usize, stack: &mut Vec<(usize, usize)>, events: &mut Vec<Value>| {
+                while stack.len() > depth {
+                    let (i, f) = stack.pop().unwrap();
+                    let s = &t.spans[i];
+                    events.push(
                     json!({"type": "C", "frame": f, "at": ns(s.end.saturating_sub(rec.start_tsc))}),
                 );
-            }
-        };
+                }
+            };
         for (i, s) in t.spans.iter().enumerate() {
             close_until(s.depth as usize, &mut stack, &mut events);
             let f = *frame_ix.entry(s.key).or_insert_with(|| {
