@@ -110,9 +110,11 @@ struct RecordArgs {
     /// Also write the spike log as JSON lines here.
     #[arg(long, value_name = "FILE")]
     spike_json: Option<PathBuf>,
-    /// Stream full chunks to the file while the program runs.
+    /// Write the recording only at exit, instead of streaming full chunks
+    /// to the file from a background thread while the program runs (which
+    /// reuses written chunks, so memory stays bounded by --arena).
     #[arg(long)]
-    stream: bool,
+    no_stream: bool,
     /// Recording arena size (e.g. 256M, 4G); events past it are dropped.
     #[arg(long, value_name = "SIZE")]
     arena: Option<String>,
@@ -308,7 +310,7 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
     if !a.zone_threshold.is_empty() {
         cmd.env("COLDCACHE_SPIKE_ZONES", a.zone_threshold.join(","));
     }
-    if a.stream {
+    if !a.no_stream {
         cmd.env("COLDCACHE_ZONES_STREAM", "1");
     }
     if let Some(s) = &a.arena {
@@ -328,18 +330,26 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
     let spikes_path = dir.path().join(format!("spikes.{pid}.jsonl"));
     let mut modules: Vec<ModuleInfo> = Vec::new();
     if rec_path.is_file() {
-        let bytes = std::fs::read(&rec_path)
-            .with_context(|| format!("cannot read {}", rec_path.display()))?;
-        let d = format::decode(&bytes);
-        modules = d.modules.clone();
-        let events: usize = d.chunks.iter().map(|c| c.events.len()).sum();
-        record::write_atomically(&output, &bytes)
-            .with_context(|| format!("cannot write {}", output.display()))?;
+        let summary = std::fs::File::open(&rec_path)
+            .map_err(anyhow::Error::from)
+            .and_then(|f| Ok(format::summarize(&mut std::io::BufReader::new(f))?))
+            .with_context(|| format!("cannot read the recording {}", rec_path.display()))?;
+        modules = summary.tables.modules.clone();
+        // Same file system: a rename; otherwise a copy and a rename.
+        if std::fs::rename(&rec_path, &output).is_err() {
+            let tmp = output.with_extension("zones.partial");
+            std::fs::copy(&rec_path, &tmp)
+                .and_then(|_| std::fs::rename(&tmp, &output))
+                .with_context(|| format!("cannot write {}", output.display()))?;
+        }
         eprintln!(
-            "coldcache: {events} events from {} thread(s) recorded in {}{}",
-            d.threads.len(),
+            "coldcache: {} events from {} thread(s) recorded in {}{}",
+            summary.events,
+            summary.tables.threads.len(),
             output.display(),
-            d.info
+            summary
+                .tables
+                .info
                 .as_ref()
                 .filter(|i| i.dropped_events > 0)
                 .map(|i| format!(

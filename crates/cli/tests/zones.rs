@@ -381,3 +381,37 @@ fn bad_input_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--threshold") && err.contains("soon"), "{err}");
 }
+
+#[test]
+fn streaming_reuses_chunks_and_accounts_for_every_event() {
+    lib_dir();
+    let d = dir("stream");
+    let exe = d.join("many_calls");
+    gcc("gcc", "many_calls.c", &exe, &["-finstrument-functions"]);
+    let rec = d.join("many.zones");
+    let out = ok(
+        bin()
+            .args(["zones", "record", "--arena", "16M", "-o"])
+            .arg(&rec)
+            .arg("--")
+            .arg(&exe)
+            .output()
+            .unwrap(),
+        "zones record many_calls",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let bytes = std::fs::read(&rec).unwrap();
+    let d = coldcache_zones::format::decode(&bytes);
+    assert!(d.error.is_none() && d.complete, "{:?}", d.error);
+    let events: u64 = d.chunks.iter().map(|c| c.events.len() as u64).sum();
+    let dropped = d.info.as_ref().unwrap().dropped_events;
+    // Every event is either in the file or counted as dropped.
+    assert_eq!(events + dropped, 2 + 2 * 5_000_000, "{err}");
+    // 16 MiB holds 256 chunks: more in the file means chunks were reused.
+    assert!(d.chunks.len() > 256, "{} chunks", d.chunks.len());
+    if dropped == 0 {
+        let rec = coldcache_zones::parse::parse(&d);
+        assert!(rec.problems.is_empty(), "{:?}", rec.problems);
+        assert_eq!(rec.threads[0].spans.len(), 5_000_001);
+    }
+}

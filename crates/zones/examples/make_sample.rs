@@ -1,7 +1,10 @@
-//! Writes `tests/data/sample-v1.zones`, the committed sample of zones
-//! format version 1 (run once when the version was made; the file is kept,
-//! not regenerated, so that tests prove old files stay readable):
-//! `cargo run -p coldcache-zones --example make_sample -- crates/zones/tests/data/sample-v1.zones`
+//! Writes the committed sample of the current zones format version
+//! (`tests/data/sample-vN.zones`; run once when a version is made; the
+//! files are kept, not regenerated, so that tests prove old files stay
+//! readable):
+//! `cargo run -p coldcache-zones --example make_sample -- crates/zones/tests/data/sample-v2.zones`
+//! (`sample-v1.zones` was written by this program before version 2, with
+//! plain `CHUNK` sections.)
 
 use coldcache_zones::format::{
     self, kind, Chunk, Decoded, Event, LabelInfo, ModuleInfo, RecordingInfo, ThreadInfo,

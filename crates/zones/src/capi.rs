@@ -23,14 +23,21 @@ use std::ffi::{c_char, c_double, c_int, c_void, CStr};
 /// only recorded, never dereferenced.
 #[no_mangle]
 pub unsafe extern "C" fn __cyg_profile_func_enter(this_fn: *mut c_void, _call_site: *mut c_void) {
-    record::guarded(|| {
-        let addr = this_fn as u64;
-        record::ensure_init();
-        if spike::on() {
+    let addr = this_fn as u64;
+    if !record::ready() {
+        // The first event initializes, which may turn spike detection on.
+        record::guarded(|| {
+            record::ensure_init();
+        });
+    }
+    if spike::on() {
+        record::guarded(|| {
             spike::enter(ZoneKey::Function(addr));
-        }
-        record::emit(pack(kind::FUNC_ENTER, addr));
-    });
+            record::emit(pack(kind::FUNC_ENTER, addr));
+        });
+    } else {
+        record::emit_unless_in_hook(pack(kind::FUNC_ENTER, addr));
+    }
 }
 
 /// Called by `-finstrument-functions` code on exit from every function.
@@ -39,13 +46,15 @@ pub unsafe extern "C" fn __cyg_profile_func_enter(this_fn: *mut c_void, _call_si
 /// As [`__cyg_profile_func_enter`].
 #[no_mangle]
 pub unsafe extern "C" fn __cyg_profile_func_exit(this_fn: *mut c_void, _call_site: *mut c_void) {
-    record::guarded(|| {
-        let addr = this_fn as u64;
-        record::emit(pack(kind::FUNC_EXIT, addr));
-        if spike::on() {
+    let addr = this_fn as u64;
+    if spike::on() {
+        record::guarded(|| {
+            record::emit(pack(kind::FUNC_EXIT, addr));
             spike::exit(ZoneKey::Function(addr));
-        }
-    });
+        });
+    } else {
+        record::emit_unless_in_hook(pack(kind::FUNC_EXIT, addr));
+    }
 }
 
 /// Begins a zone (`COLDCACHE_ZONE` expands to this and its end).

@@ -25,7 +25,9 @@
 //!   write-combining buffers), and of a thread still recording at that
 //!   moment only its last few events may be missing. Arena words are
 //!   `AtomicU64` so these racy reads are defined behaviour.
-//! * When the arena is exhausted, events are dropped and counted.
+//! * When the arena is exhausted, events are dropped and counted. A
+//!   streaming writer hands the chunks it has written back (cleared) for
+//!   reuse, so a streamed recording is bounded by the file, not the arena.
 //!
 //! Labels (name, file, line) are registered once per call site; the static
 //! [`Label`] keeps its id. Threads get a small index on their first event.
@@ -188,6 +190,10 @@ static START_TSC: AtomicU64 = AtomicU64::new(0);
 static START_NS: AtomicU64 = AtomicU64::new(0);
 static TSC_HZ: AtomicU64 = AtomicU64::new(0); // f64 bits
 static OWNER_PID: AtomicU32 = AtomicU32::new(0);
+/// Chunks the streaming writer has written and cleared, ready for reuse
+/// (taken under the lock once per chunk, never per event).
+static FREE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+static FREE_LEN: AtomicUsize = AtomicUsize::new(0);
 static CAL_SPAN_NS: AtomicU64 = AtomicU64::new(0);
 
 struct ThreadSlot {
@@ -255,6 +261,41 @@ pub fn emit(word: u64) {
     })
 }
 
+/// The `-finstrument-functions` fast path: [`emit`] unless the calling
+/// thread is inside a hook already, with one thread-local access; the slow
+/// path (new chunk, initialization) runs inside the re-entrancy guard.
+#[inline(always)]
+pub fn emit_unless_in_hook(word: u64) {
+    if !ENABLED.load(Relaxed) {
+        return;
+    }
+    TLS.with(|t| {
+        if t.in_hook.get() {
+            return;
+        }
+        let p = t.ptr.get();
+        if p != t.end.get() {
+            let tsc = rdtsc();
+            // SAFETY: as in `emit`.
+            unsafe {
+                core::arch::x86_64::_mm_stream_si64(p.add(1) as *mut i64, tsc as i64);
+                core::arch::x86_64::_mm_stream_si64(p as *mut i64, word as i64);
+                t.ptr.set(p.add(2));
+            }
+        } else {
+            t.in_hook.set(true);
+            emit_slow(t, word);
+            t.in_hook.set(false);
+        }
+    })
+}
+
+/// Whether the recorder has been initialized.
+#[inline(always)]
+pub fn ready() -> bool {
+    STATE.load(Relaxed) == READY
+}
+
 /// Runs `f` unless the calling thread is already inside a hook (the
 /// re-entrancy guard of the `-finstrument-functions` hooks: anything the
 /// recorder calls that is itself instrumented is not recorded).
@@ -275,7 +316,8 @@ fn emit_slow(t: &ThreadState, word: u64) {
     if !ensure_init() || !ENABLED.load(Relaxed) {
         return;
     }
-    if t.ptr.get() == DEAD {
+    if t.ptr.get() == DEAD && FREE_LEN.load(Acquire) == 0 {
+        // Out of chunks, and the streaming writer (if any) has none back.
         DROPPED.fetch_add(1, Relaxed);
         return;
     }
@@ -296,10 +338,18 @@ fn emit_slow(t: &ThreadState, word: u64) {
         };
     }
     let n = N_CHUNKS.load(Relaxed);
-    let i = if NEXT_CHUNK.load(Relaxed) < n {
-        NEXT_CHUNK.fetch_add(1, AcqRel)
+    let recycled = if FREE_LEN.load(Acquire) > 0 {
+        let mut free = lock(&FREE);
+        let c = free.pop();
+        FREE_LEN.store(free.len(), Release);
+        c
     } else {
-        n
+        None
+    };
+    let i = match recycled {
+        Some(i) => i,
+        None if NEXT_CHUNK.load(Relaxed) < n => NEXT_CHUNK.fetch_add(1, AcqRel),
+        None => n,
     };
     if i >= n {
         t.ptr.set(DEAD);
@@ -491,6 +541,10 @@ fn init_slow() -> bool {
         STATE.store(FAILED, Release);
         return false;
     }
+    // Fewer page faults while the arena fills (2 MiB pages where the kernel
+    // allows them); advice only, failure is harmless.
+    // SAFETY: p..p+bytes is the mapping just made.
+    unsafe { libc::madvise(p, bytes, libc::MADV_HUGEPAGE) };
     ARENA.store(p.cast(), Release);
     N_CHUNKS.store(chunks, Relaxed);
     if !cfg.recording {
@@ -596,17 +650,21 @@ pub fn tsc_hz() -> f64 {
 
 // ---- reading the arena and writing files --------------------------------
 
-/// One chunk as read from the arena.
-struct RawChunk {
-    index: usize,
-    thread: u32,
-    seq: u32,
+/// What [`chunk_section`] read.
+struct ChunkMeta {
     sealed: bool,
-    words: Vec<u64>,
+    events: u64,
 }
 
-/// Reads chunk `i` (its filled part). None for a chunk being claimed.
-fn read_chunk(base: *mut AtomicU64, i: usize) -> Option<RawChunk> {
+/// Reads chunk `i` of the arena (its filled part) and writes it as a whole
+/// `CHUNK` section into `buf` (cleared first). None for a chunk being
+/// claimed, or an empty one. `words` is scratch space.
+fn chunk_section(
+    base: *mut AtomicU64,
+    i: usize,
+    words: &mut Vec<u64>,
+    buf: &mut Vec<u8>,
+) -> Option<ChunkMeta> {
     // SAFETY: callers pass i < NEXT_CHUNK.min(N_CHUNKS): inside the arena.
     let chunk = unsafe { std::slice::from_raw_parts(base.add(i * CHUNK_WORDS), CHUNK_WORDS) };
     let header = chunk[0].load(Acquire);
@@ -622,18 +680,39 @@ fn read_chunk(base: *mut AtomicU64, i: usize) -> Option<RawChunk> {
             .take_while(|e| e[0].load(Acquire) != 0)
             .count()
     };
-    let mut words = Vec::with_capacity(n * 2);
-    for e in chunk[2..].chunks_exact(2).take(n) {
-        let w = e[0].load(Acquire);
-        words.push(w);
-        words.push(e[1].load(Relaxed));
+    if n == 0 {
+        return None;
     }
-    Some(RawChunk {
-        index: i,
-        thread: (header & 0xffff_ffff) as u32,
-        seq: ((header >> 32) & 0x7fff_ffff) as u32,
+    let thread = (header & 0xffff_ffff) as u32;
+    let seq = ((header >> 32) & 0x7fff_ffff) as u32;
+    words.clear();
+    if sealed > 0 {
+        // A sealed chunk is no longer written (its seal was read with
+        // acquire ordering after the owner's sfence): copy it plainly.
+        words.resize(2 * n, 0);
+        // SAFETY: the source is 2n initialized words inside the chunk that
+        // no thread writes any more; the destination was just sized.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                chunk[2..].as_ptr() as *const u64,
+                words.as_mut_ptr(),
+                2 * n,
+            )
+        };
+    } else {
+        words.extend(chunk[2..2 + 2 * n].iter().map(|w| w.load(Relaxed)));
+    }
+    buf.clear();
+    buf.extend_from_slice(&format::section::CHUNK_PACKED.to_le_bytes());
+    buf.extend_from_slice(&0u64.to_le_bytes());
+    format::packed_chunk_payload(thread, seq, words, buf);
+    let len = (buf.len() - 12) as u64;
+    buf[4..12].copy_from_slice(&len.to_le_bytes());
+    let crc = crc32fast::hash(&buf[12..]);
+    buf.extend_from_slice(&crc.to_le_bytes());
+    Some(ChunkMeta {
         sealed: sealed > 0,
-        words,
+        events: n as u64,
     })
 }
 
@@ -745,29 +824,49 @@ fn trailer(chunks: u32, events: u64) -> Vec<u8> {
     out
 }
 
-/// The whole recording so far as a zones file.
-pub fn snapshot() -> Vec<u8> {
+/// Writes the whole recording so far as a zones file to `w`, chunk by
+/// chunk (no copy of the whole recording is made).
+pub fn write_recording(w: &mut impl Write) -> std::io::Result<()> {
     // The calling thread's own non-temporal stores, in order before reads.
     // SAFETY: sfence has no preconditions.
     unsafe { core::arch::x86_64::_mm_sfence() };
-    let mut out = format::header();
+    w.write_all(&format::header())?;
     let (mut chunks, mut events) = (0u32, 0u64);
     if ensure_init() {
         let base = ARENA.load(Acquire);
+        let (mut words, mut buf) = (Vec::new(), Vec::new());
         for i in 0..allocated_chunks() {
-            if let Some(c) = read_chunk(base, i) {
-                format::write_section(
-                    &mut out,
-                    format::section::CHUNK,
-                    &format::chunk_payload(c.thread, c.seq, &c.words),
-                );
+            if let Some(c) = chunk_section(base, i, &mut words, &mut buf) {
+                w.write_all(&buf)?;
                 chunks += 1;
-                events += c.words.len() as u64 / 2;
+                events += c.events;
             }
         }
     }
-    out.extend_from_slice(&trailer(chunks, events));
+    w.write_all(&trailer(chunks, events))
+}
+
+/// The whole recording so far as a zones file in memory.
+pub fn snapshot() -> Vec<u8> {
+    let mut out = Vec::new();
+    write_recording(&mut out).expect("writing to a Vec cannot fail");
     out
+}
+
+/// Writes the recording to `path` atomically (a temporary file, then a
+/// rename), without holding the whole file in memory.
+fn write_recording_to(path: &Path) -> std::io::Result<()> {
+    let tmp = tmp_path(path, "tmp");
+    let r = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        write_recording(&mut f)?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
 }
 
 /// Writes `bytes` to `path` atomically (a temporary file in the same
@@ -776,7 +875,6 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = tmp_path(path, "tmp");
     let mut f = std::fs::File::create(&tmp)?;
     f.write_all(bytes)?;
-    f.sync_all().ok();
     drop(f);
     std::fs::rename(&tmp, path)
 }
@@ -799,7 +897,7 @@ pub fn write_to(path: &Path) -> std::io::Result<()> {
         }
     }
     drop(stream);
-    write_atomically(path, &snapshot())
+    write_recording_to(path)
 }
 
 // ---- streaming ----------------------------------------------------------
@@ -809,6 +907,8 @@ struct Stream {
     partial: PathBuf,
     file: std::fs::File,
     written: Vec<bool>,
+    words: Vec<u64>,
+    buf: Vec<u8>,
     chunks: u32,
     events: u64,
 }
@@ -817,39 +917,64 @@ impl Stream {
     /// Appends the chunks that are sealed (or all, at the end) and not yet
     /// written.
     fn flush(&mut self, all: bool) -> std::io::Result<()> {
+        if all {
+            // SAFETY: sfence has no preconditions.
+            unsafe { core::arch::x86_64::_mm_sfence() };
+        }
         let base = ARENA.load(Acquire);
         let n = allocated_chunks();
         if self.written.len() < n {
             self.written.resize(n, false);
         }
-        let mut buf = Vec::new();
         for i in 0..n {
             if self.written[i] {
                 continue;
             }
-            let Some(c) = read_chunk(base, i) else {
-                continue;
-            };
-            if !c.sealed && !all {
+            // Unsealed chunks are still being filled: leave them for later
+            // (peek at the seal before copying anything).
+            // SAFETY: i < allocated chunks: inside the arena.
+            let sealed = unsafe { (*base.add(i * CHUNK_WORDS + 1)).load(Acquire) } > 0;
+            if !sealed && !all {
                 continue;
             }
-            format::write_section(
-                &mut buf,
-                format::section::CHUNK,
-                &format::chunk_payload(c.thread, c.seq, &c.words),
-            );
-            self.written[c.index] = true;
+            let Some(c) = chunk_section(base, i, &mut self.words, &mut self.buf) else {
+                continue;
+            };
+            self.file.write_all(&self.buf)?;
             self.chunks += 1;
-            self.events += c.words.len() as u64 / 2;
+            self.events += c.events;
+            if c.sealed && !all {
+                // Written: clear it and hand it back for reuse, so a
+                // streamed recording needs only as much arena as the writer
+                // lags behind (and touches no new memory).
+                // SAFETY: chunk i is sealed: its thread has moved on and no
+                // one else writes it until it is taken from FREE again.
+                let words =
+                    unsafe { std::slice::from_raw_parts(base.add(i * CHUNK_WORDS), CHUNK_WORDS) };
+                // SAFETY: as above; the events are 2n words after the header.
+                unsafe {
+                    std::ptr::write_bytes(
+                        words[2..].as_ptr() as *mut AtomicU64,
+                        0,
+                        2 * c.events as usize,
+                    )
+                };
+                words[1].store(0, Relaxed);
+                words[0].store(0, Release);
+                let mut free = lock(&FREE);
+                free.push(i);
+                FREE_LEN.store(free.len(), Release);
+            } else {
+                self.written[i] = true;
+            }
         }
-        self.file.write_all(&buf)
+        Ok(())
     }
 
     fn finish(&mut self) -> std::io::Result<()> {
         self.flush(true)?;
         let t = trailer(self.chunks, self.events);
         self.file.write_all(&t)?;
-        self.file.sync_all().ok();
         std::fs::rename(&self.partial, &self.path)
     }
 }
@@ -876,22 +1001,30 @@ pub fn start_streaming(path: PathBuf) {
         partial,
         file,
         written: Vec::new(),
+        words: Vec::new(),
+        buf: Vec::new(),
         chunks: 0,
         events: 0,
     });
     let spawned = std::thread::Builder::new()
         .name("coldcache-stream".into())
         .spawn(|| loop {
-            std::thread::sleep(std::time::Duration::from_millis(50));
             let mut s = lock(&STREAM);
-            match s.as_mut() {
+            let before = match s.as_mut() {
                 Some(st) => {
+                    let before = st.chunks;
                     if st.flush(false).is_err() {
                         *s = None;
                         return;
                     }
+                    st.chunks - before
                 }
                 None => return,
+            };
+            drop(s);
+            // Keep going while there is work; otherwise look again soon.
+            if before == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(2));
             }
         });
     if spawned.is_err() {

@@ -315,8 +315,9 @@ fn file_round_trip_and_truncation_keep_what_was_read() {
     assert_eq!(back.chunks, d.chunks);
     assert_eq!(back.labels, d.labels);
     // Cut inside the second chunk: the first is still there, the error
-    // names the offset of the damaged section.
-    let first_len = 16 + 12 + 12 + two_frames().len() * 16 + 4;
+    // names the offset of the damaged section (the first section's length
+    // is its header's length field plus 12 + 4).
+    let first_len = 16 + 12 + u64::from_le_bytes(bytes[20..28].try_into().unwrap()) as usize + 4;
     let cut = &bytes[..first_len + 20];
     let back = format::decode(cut);
     assert_eq!(back.chunks.len(), 1);
@@ -364,11 +365,9 @@ fn damaged_files_never_panic() {
     }
 }
 
-/// The committed sample of format version 1 stays readable, with the
-/// contents written down when it was made (tests/data/README.md).
-#[test]
-fn committed_v1_sample_still_reads() {
-    let bytes = include_bytes!("data/sample-v1.zones");
+/// The committed samples of every format version stay readable, with the
+/// contents written down when they were made (tests/data/README.md).
+fn check_sample(bytes: &[u8]) {
     let d = format::decode(bytes);
     assert!(d.error.is_none() && d.complete, "{:?}", d.error);
     let rec = parse(&d);
@@ -378,11 +377,83 @@ fn committed_v1_sample_still_reads() {
     assert_eq!(rec.threads[1].name, "worker");
     assert_eq!(rec.name(ZoneKey::Label(1)), "frame");
     assert_eq!(rec.threads[0].spans.len(), 7);
+    assert_eq!(rec.threads[0].frames, vec![(2000, 1), (2600, 2)]);
     assert_eq!(rec.threads[1].spans.len(), 1);
+    assert_eq!(rec.threads[1].spans[0].bytes, 4096);
     let tree = views::top_down(&[&rec.threads[0]]);
     let frame = tree.find(0, ZoneKey::Label(1)).unwrap();
     assert_eq!(tree.nodes[frame].total, 1600);
     assert_eq!(d.modules[0].path, "/usr/bin/game");
+    let s = format::summarize(&mut std::io::Cursor::new(bytes)).unwrap();
+    assert_eq!((s.chunks, s.events, s.tables.threads.len()), (2, 19, 2));
+    assert!(s.tables.complete);
+}
+
+#[test]
+fn committed_v1_sample_still_reads() {
+    let bytes = include_bytes!("data/sample-v1.zones");
+    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 1);
+    check_sample(bytes);
+}
+
+#[test]
+fn committed_v2_sample_still_reads() {
+    let bytes = include_bytes!("data/sample-v2.zones");
+    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 2);
+    check_sample(bytes);
+}
+
+#[test]
+fn packed_chunk_bytes_by_hand() {
+    // BEGIN label 1 at 100, END label 1 at 150:
+    // event 1: zigzag(1 - 0) = 2, (2 << 3) | 1 = 0x11; zigzag(100) = 200 = 0xc8 0x01
+    // event 2: zigzag(0) = 0, (0 << 3) | 2 = 0x02; zigzag(50) = 100 = 0x64
+    let words = [
+        format::pack(kind::BEGIN, 1),
+        100,
+        format::pack(kind::END, 1),
+        150,
+    ];
+    let mut p = Vec::new();
+    format::packed_chunk_payload(7, 3, &words, &mut p);
+    let mut want = vec![7, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0];
+    want.extend_from_slice(&[0x11, 0xc8, 0x01, 0x02, 0x64]);
+    assert_eq!(p, want);
+    // A time stamp going back (migration) and a large address still round trip.
+    let words = [
+        format::pack(kind::FUNC_ENTER, 0x7fff_1234_5678),
+        1 << 40,
+        format::pack(kind::FUNC_EXIT, 0x7fff_1234_5678),
+        (1 << 40) - 5,
+    ];
+    let mut p = Vec::new();
+    format::packed_chunk_payload(1, 0, &words, &mut p);
+    let mut file = format::header();
+    format::write_section(&mut file, format::section::CHUNK_PACKED, &p);
+    let d = format::decode(&file);
+    assert_eq!(d.error, None);
+    assert_eq!(
+        d.chunks[0].events[1],
+        Event {
+            kind: kind::FUNC_EXIT,
+            payload: 0x7fff_1234_5678,
+            tsc: (1 << 40) - 5
+        }
+    );
+}
+
+#[test]
+fn summarize_reports_truncation() {
+    let bytes = include_bytes!("data/sample-v2.zones");
+    let cut = &bytes[..bytes.len() - 30];
+    assert!(matches!(
+        format::summarize(&mut std::io::Cursor::new(cut)),
+        Err(format::FormatError::Truncated { .. })
+    ));
+    assert_eq!(
+        format::summarize(&mut std::io::Cursor::new(b"nope")).unwrap_err(),
+        format::FormatError::BadMagic
+    );
 }
 
 #[test]

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Added time per instrumented function call: coldcache's -finstrument-functions
+# hooks (libcoldcache.so, recording every call) against `uftrace record` on the
+# same binary: Lua 5.4.7 from the lua-src crate's bundled sources, built with
+# gcc -O2 -finstrument-functions, running scripts/zones-bench/work.lua.
+#
+#   scripts/zones-bench.sh            # needs gcc, cargo, uftrace (apt-get install uftrace)
+#   RUNS=7 scripts/zones-bench.sh
+#
+# Each configuration runs RUNS times; the fastest run counts. Added time per
+# call = (time with the tool - time of the same binary with glibc's no-op hooks)
+# / calls, where calls is the number of function entries coldcache recorded
+# (checked: no event dropped).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+RUNS=${RUNS:-5}
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+WORK=$(mktemp -d /tmp/coldcache-zones-bench.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+command -v uftrace >/dev/null || { echo "uftrace is missing: apt-get install uftrace" >&2; exit 1; }
+
+echo "== building coldcache and libcoldcache.so" >&2
+(cd "$ROOT" && cargo build --release -q -p coldcache-cli -p libcoldcache)
+CC_BIN="$TARGET/release/coldcache"
+
+echo "== fetching Lua sources (lua-src crate)" >&2
+mkdir -p "$WORK/fetch/src"
+cat > "$WORK/fetch/Cargo.toml" <<'TOML'
+[package]
+name = "luafetch"
+version = "0.0.0"
+edition = "2021"
+[dependencies]
+lua-src = "=547.1.0"
+TOML
+: > "$WORK/fetch/src/lib.rs"
+cargo fetch -q --manifest-path "$WORK/fetch/Cargo.toml"
+LUA_SRC=$(dirname "$(cargo metadata -q --format-version 1 --manifest-path "$WORK/fetch/Cargo.toml" |
+  python3 -c 'import json,sys; print([p["manifest_path"] for p in json.load(sys.stdin)["packages"] if p["name"]=="lua-src"][0])')")/lua-5.4.7
+echo "   $LUA_SRC" >&2
+
+build() { # OUT EXTRA-FLAGS...
+  local out=$1; shift
+  gcc -O2 -g -DLUA_USE_LINUX "$@" -I"$LUA_SRC" -o "$out" \
+    "$ROOT/scripts/zones-bench/host.c" $(ls "$LUA_SRC"/*.c | grep -v -e '/lua\.c$' -e '/luac\.c$') -lm -ldl
+}
+echo "== building Lua (plain and -finstrument-functions)" >&2
+build "$WORK/lua-plain"
+build "$WORK/lua-instr" -finstrument-functions
+SCRIPT="$ROOT/scripts/zones-bench/work.lua"
+
+best() { # runs "$@" RUNS times, prints the fastest wall time in ns
+  local best=""
+  for _ in $(seq "$RUNS"); do
+    local t0 t1
+    t0=$(date +%s%N); "$@" >/dev/null 2>&1; t1=$(date +%s%N)
+    local d=$((t1 - t0))
+    if [ -z "$best" ] || [ "$d" -lt "$best" ]; then best=$d; fi
+  done
+  echo "$best"
+}
+
+cd "$WORK"
+echo "== counting calls" >&2
+"$CC_BIN" zones record --arena 8G -o "$WORK/count.zones" -- "$WORK/lua-instr" "$SCRIPT" >/dev/null 2>"$WORK/count.log"
+cat "$WORK/count.log" >&2
+EVENTS=$(sed -n 's/^coldcache: \([0-9]*\) events.*/\1/p' "$WORK/count.log")
+grep -q dropped "$WORK/count.log" && { echo "events were dropped: raise --arena" >&2; exit 1; }
+CALLS=$((EVENTS / 2))
+
+echo "== timing ($RUNS runs each, fastest kept)" >&2
+T_PLAIN=$(best "$WORK/lua-plain" "$SCRIPT")
+T_NOOP=$(best "$WORK/lua-instr" "$SCRIPT")
+T_CC=$(best "$CC_BIN" zones record --arena 8G -o "$WORK/run.zones" -- "$WORK/lua-instr" "$SCRIPT")
+T_CC_SPIKE=$(best "$CC_BIN" zones record --arena 8G --threshold 1s -o "$WORK/run.zones" -- "$WORK/lua-instr" "$SCRIPT")
+T_UF=$(best uftrace record -d "$WORK/uftrace.data" "$WORK/lua-instr" "$SCRIPT")
+
+python3 - "$CALLS" "$T_PLAIN" "$T_NOOP" "$T_CC" "$T_CC_SPIKE" "$T_UF" <<'PY'
+import sys
+calls, plain, noop, cc, ccs, uf = map(int, sys.argv[1:])
+per = lambda t: (t - noop) / calls
+print(f"instrumented calls per run: {calls}")
+print(f"{'configuration':<52} {'time ms':>9} {'added ns/call':>14}")
+print(f"{'lua, not instrumented':<52} {plain/1e6:9.1f}")
+print(f"{'lua -finstrument-functions, glibc no-op hooks':<52} {noop/1e6:9.1f} {'(baseline)':>14}")
+print(f"{'coldcache zones record (every call recorded)':<52} {cc/1e6:9.1f} {per(cc):14.1f}")
+print(f"{'coldcache zones record --threshold 1s (+ spikes)':<52} {ccs/1e6:9.1f} {per(ccs):14.1f}")
+print(f"{'uftrace record':<52} {uf/1e6:9.1f} {per(uf):14.1f}")
+print(f"uftrace / coldcache added time per call: {per(uf)/per(cc):.1f}x (recording), {per(uf)/per(ccs):.1f}x (with spike detection)")
+PY
