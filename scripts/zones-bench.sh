@@ -7,7 +7,10 @@
 #   scripts/zones-bench.sh            # needs gcc, cargo, uftrace (apt-get install uftrace)
 #   RUNS=7 scripts/zones-bench.sh
 #
-# Each configuration runs RUNS times; the fastest run counts. Added time per
+# coldcache streams the recording to its file from a background thread
+# (the default of `zones record`), like uftrace's writer; the --no-stream row
+# writes it at exit instead. Each configuration runs RUNS times; the fastest
+# run counts. Added time per
 # call = (time with the tool - time of the same binary with glibc's no-op hooks)
 # / calls, where calls is the number of function entries coldcache recorded
 # (checked: no event dropped).
@@ -62,7 +65,7 @@ best() { # runs "$@" RUNS times, prints the fastest wall time in ns
 
 cd "$WORK"
 echo "== counting calls" >&2
-"$CC_BIN" zones record --arena 8G -o "$WORK/count.zones" -- "$WORK/lua-instr" "$SCRIPT" >/dev/null 2>"$WORK/count.log"
+"$CC_BIN" zones record -o "$WORK/count.zones" -- "$WORK/lua-instr" "$SCRIPT" >/dev/null 2>"$WORK/count.log"
 cat "$WORK/count.log" >&2
 EVENTS=$(sed -n 's/^coldcache: \([0-9]*\) events.*/\1/p' "$WORK/count.log")
 grep -q dropped "$WORK/count.log" && { echo "events were dropped: raise --arena" >&2; exit 1; }
@@ -71,13 +74,16 @@ CALLS=$((EVENTS / 2))
 echo "== timing ($RUNS runs each, fastest kept)" >&2
 T_PLAIN=$(best "$WORK/lua-plain" "$SCRIPT")
 T_NOOP=$(best "$WORK/lua-instr" "$SCRIPT")
-T_CC=$(best "$CC_BIN" zones record --arena 8G -o "$WORK/run.zones" -- "$WORK/lua-instr" "$SCRIPT")
-T_CC_SPIKE=$(best "$CC_BIN" zones record --arena 8G --threshold 1s -o "$WORK/run.zones" -- "$WORK/lua-instr" "$SCRIPT")
+T_CC=$(best "$CC_BIN" zones record -o "$WORK/run.zones" -- "$WORK/lua-instr" "$SCRIPT")
+T_CC_SPIKE=$(best "$CC_BIN" zones record --threshold 1s -o "$WORK/run.zones" -- "$WORK/lua-instr" "$SCRIPT")
+T_CC_EXIT=$(best "$CC_BIN" zones record --no-stream --arena 3G -o "$WORK/run.zones" -- "$WORK/lua-instr" "$SCRIPT")
 T_UF=$(best uftrace record -d "$WORK/uftrace.data" "$WORK/lua-instr" "$SCRIPT")
 
-python3 - "$CALLS" "$T_PLAIN" "$T_NOOP" "$T_CC" "$T_CC_SPIKE" "$T_UF" <<'PY'
+SIZE_CC=$(stat -c %s "$WORK/count.zones")
+SIZE_UF=$(du -sb "$WORK/uftrace.data" | cut -f1)
+python3 - "$CALLS" "$T_PLAIN" "$T_NOOP" "$T_CC" "$T_CC_SPIKE" "$T_CC_EXIT" "$T_UF" "$SIZE_CC" "$SIZE_UF" <<'PY'
 import sys
-calls, plain, noop, cc, ccs, uf = map(int, sys.argv[1:])
+calls, plain, noop, cc, ccs, cce, uf, scc, suf = map(int, sys.argv[1:])
 per = lambda t: (t - noop) / calls
 print(f"instrumented calls per run: {calls}")
 print(f"{'configuration':<52} {'time ms':>9} {'added ns/call':>14}")
@@ -85,6 +91,8 @@ print(f"{'lua, not instrumented':<52} {plain/1e6:9.1f}")
 print(f"{'lua -finstrument-functions, glibc no-op hooks':<52} {noop/1e6:9.1f} {'(baseline)':>14}")
 print(f"{'coldcache zones record (every call recorded)':<52} {cc/1e6:9.1f} {per(cc):14.1f}")
 print(f"{'coldcache zones record --threshold 1s (+ spikes)':<52} {ccs/1e6:9.1f} {per(ccs):14.1f}")
+print(f"{'coldcache zones record --no-stream (write at exit)':<52} {cce/1e6:9.1f} {per(cce):14.1f}")
 print(f"{'uftrace record':<52} {uf/1e6:9.1f} {per(uf):14.1f}")
+print(f"data written: coldcache {scc/1e6:.0f} MB, uftrace {suf/1e6:.0f} MB")
 print(f"uftrace / coldcache added time per call: {per(uf)/per(cc):.1f}x (recording), {per(uf)/per(ccs):.1f}x (with spike detection)")
 PY

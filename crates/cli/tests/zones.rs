@@ -300,7 +300,7 @@ fn cpp_scoped_zone_writes_on_demand() {
     let text = String::from_utf8_lossy(&out.stdout);
     let line = line_of("scoped.cpp", "COLDCACHE_ZONE(\"inner\")");
     assert!(
-        text.contains(&format!("inner  (")) && text.contains(&format!("scoped.cpp:{line})")),
+        text.contains("inner  (") && text.contains(&format!("scoped.cpp:{line})")),
         "{text}"
     );
     // inner (2 ms) spikes over 1 ms twice with its message; outer has its

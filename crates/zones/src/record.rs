@@ -233,7 +233,7 @@ thread_local! {
 }
 
 /// Sentinel for "no space": never dereferenced, only compared.
-const DEAD: *mut AtomicU64 = 8 as *mut AtomicU64;
+const DEAD: *mut AtomicU64 = std::ptr::dangling_mut::<AtomicU64>();
 
 /// Appends one event (`word` from [`format::pack`]) with the current time
 /// stamp to the calling thread's chunk. The whole hot path.
