@@ -9,8 +9,9 @@
 #
 # coldcache streams the recording to its file from a background thread
 # (the default of `zones record`), like uftrace's writer; the --no-stream row
-# writes it at exit instead. Each configuration runs RUNS times; the fastest
-# run counts. Added time per
+# writes it at exit instead. RUNS rounds run every configuration once each
+# (interleaved, so drift in the machine's speed hits all alike, and after a
+# `sync`); the fastest run of each counts. Added time per
 # call = (time with the tool - time of the same binary with glibc's no-op hooks)
 # / calls, where calls is the number of function entries coldcache recorded
 # (checked: no event dropped).
@@ -52,15 +53,11 @@ build "$WORK/lua-plain"
 build "$WORK/lua-instr" -finstrument-functions
 SCRIPT="$ROOT/scripts/zones-bench/work.lua"
 
-best() { # runs "$@" RUNS times, prints the fastest wall time in ns
-  local best=""
-  for _ in $(seq "$RUNS"); do
-    local t0 t1
-    t0=$(date +%s%N); "$@" >/dev/null 2>&1; t1=$(date +%s%N)
-    local d=$((t1 - t0))
-    if [ -z "$best" ] || [ "$d" -lt "$best" ]; then best=$d; fi
-  done
-  echo "$best"
+# Wall time of one run in ns.
+once() {
+  local t0 t1
+  t0=$(date +%s%N); "$@" >/dev/null 2>&1; t1=$(date +%s%N)
+  echo $((t1 - t0))
 }
 
 cd "$WORK"
@@ -71,13 +68,29 @@ EVENTS=$(sed -n 's/^coldcache: \([0-9]*\) events.*/\1/p' "$WORK/count.log")
 grep -q dropped "$WORK/count.log" && { echo "events were dropped: raise --arena" >&2; exit 1; }
 CALLS=$((EVENTS / 2))
 
-echo "== timing ($RUNS runs each, fastest kept)" >&2
-T_PLAIN=$(best "$WORK/lua-plain" "$SCRIPT")
-T_NOOP=$(best "$WORK/lua-instr" "$SCRIPT")
-T_CC=$(best "$CC_BIN" zones record -o "$WORK/run.zones" -- "$WORK/lua-instr" "$SCRIPT")
-T_CC_SPIKE=$(best "$CC_BIN" zones record --threshold 1s -o "$WORK/run.zones" -- "$WORK/lua-instr" "$SCRIPT")
-T_CC_EXIT=$(best "$CC_BIN" zones record --no-stream --arena 3G -o "$WORK/run.zones" -- "$WORK/lua-instr" "$SCRIPT")
-T_UF=$(best uftrace record -d "$WORK/uftrace.data" "$WORK/lua-instr" "$SCRIPT")
+echo "== timing ($RUNS rounds, every configuration once per round, fastest kept)" >&2
+declare -A BEST
+CONFIGS=(plain noop cc cc_spike cc_exit uf)
+run_config() {
+  case $1 in
+    plain) once "$WORK/lua-plain" "$SCRIPT" ;;
+    noop) once "$WORK/lua-instr" "$SCRIPT" ;;
+    cc) once "$CC_BIN" zones record -o "$WORK/run.zones" -- "$WORK/lua-instr" "$SCRIPT" ;;
+    cc_spike) once "$CC_BIN" zones record --threshold 1s -o "$WORK/run.zones" -- "$WORK/lua-instr" "$SCRIPT" ;;
+    cc_exit) once "$CC_BIN" zones record --no-stream --arena 3G -o "$WORK/run.zones" -- "$WORK/lua-instr" "$SCRIPT" ;;
+    uf) rm -rf "$WORK/uftrace.data"; once uftrace record -d "$WORK/uftrace.data" "$WORK/lua-instr" "$SCRIPT" ;;
+  esac
+}
+for r in $(seq "$RUNS"); do
+  for c in "${CONFIGS[@]}"; do
+    sync # start each run with no dirty pages left by the one before
+    t=$(run_config "$c")
+    if [ -z "${BEST[$c]:-}" ] || [ "$t" -lt "${BEST[$c]}" ]; then BEST[$c]=$t; fi
+  done
+  echo "   round $r: $(for c in "${CONFIGS[@]}"; do printf '%s=%dms ' "$c" $((BEST[$c] / 1000000)); done)" >&2
+done
+T_PLAIN=${BEST[plain]}; T_NOOP=${BEST[noop]}; T_CC=${BEST[cc]}; T_CC_SPIKE=${BEST[cc_spike]}
+T_CC_EXIT=${BEST[cc_exit]}; T_UF=${BEST[uf]}
 
 SIZE_CC=$(stat -c %s "$WORK/count.zones")
 SIZE_UF=$(du -sb "$WORK/uftrace.data" | cut -f1)

@@ -154,6 +154,23 @@ fn planted_stall_names_exactly_its_function_and_parents() {
     for f in ["stall_5ms", "quick_work", "draw", "main"] {
         assert!(flat.contains(f), "{flat}");
     }
+    // A flame graph of it.
+    let svg = d.join("planted.svg");
+    ok(
+        bin()
+            .args(["zones", "--format", "flamegraph", "-o"])
+            .arg(&svg)
+            .arg(&rec)
+            .output()
+            .unwrap(),
+        "flamegraph",
+    );
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        svg.contains("<svg") && svg.contains("stall_5ms"),
+        "{}",
+        &svg[..svg.len().min(300)]
+    );
 }
 
 #[test]
@@ -205,6 +222,17 @@ fn eight_c_threads_with_hooks_and_labels() {
     for t in 0..8 {
         assert!(names.contains(&format!("worker-{t}").as_str()), "{names:?}");
     }
+    // The constructor ran (instrumented) before main, on the main thread.
+    let early = evs
+        .iter()
+        .find(|e| e["ph"] == "X" && e["name"] == "early_init")
+        .expect("early_init recorded");
+    let main = evs
+        .iter()
+        .find(|e| e["ph"] == "X" && e["name"] == "main")
+        .unwrap();
+    assert_eq!(early["tid"], main["tid"]);
+    assert!(early["ts"].as_f64().unwrap() < main["ts"].as_f64().unwrap());
     // Per worker thread: worker > 50 x (job fn > job zone > copy_block fn > copy zone).
     for t in 0..8 {
         let tid = evs

@@ -1,7 +1,7 @@
 /* Eight pthreads, each named, run zones from coldcache.h (the C form with
  * the cleanup attribute) inside functions instrumented with
  * -finstrument-functions: threads created after start-up, labels and
- * function hooks mixed. Each thread: 50 x job > copy (4096 bytes), inside
+ * function hooks mixed; a constructor runs instrumented before main. Each thread: 50 x job > copy (4096 bytes), inside
  * worker(). Then the main thread writes the recording on demand with
  * coldcache_write(argv[1]) as well as at exit. */
 #include "coldcache.h"
@@ -10,6 +10,12 @@
 #include <string.h>
 
 static char src[8][4096], dst[8][4096];
+
+/* Instrumented code that runs before main (and before any constructor of
+ * libcoldcache itself would): the hooks must record it. */
+__attribute__((constructor)) void early_init(void) {
+    for (int t = 0; t < 8; t++) src[t][0] = (char)t;
+}
 
 __attribute__((noinline)) void copy_block(int t) {
     COLDCACHE_ZONE_BYTES("copy", sizeof src[t]);
