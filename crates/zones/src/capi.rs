@@ -32,8 +32,9 @@ pub unsafe extern "C" fn __cyg_profile_func_enter(this_fn: *mut c_void, _call_si
     }
     if spike::on() {
         record::guarded(|| {
-            spike::enter(ZoneKey::Function(addr));
-            record::emit(pack(kind::FUNC_ENTER, addr));
+            let tsc = record::rdtsc();
+            spike::enter_at(ZoneKey::Function(addr), tsc);
+            record::emit_at(pack(kind::FUNC_ENTER, addr), tsc);
         });
     } else {
         record::emit_unless_in_hook(pack(kind::FUNC_ENTER, addr));
@@ -49,8 +50,9 @@ pub unsafe extern "C" fn __cyg_profile_func_exit(this_fn: *mut c_void, _call_sit
     let addr = this_fn as u64;
     if spike::on() {
         record::guarded(|| {
-            record::emit(pack(kind::FUNC_EXIT, addr));
-            spike::exit(ZoneKey::Function(addr));
+            let tsc = record::rdtsc();
+            record::emit_at(pack(kind::FUNC_EXIT, addr), tsc);
+            spike::exit_at(ZoneKey::Function(addr), tsc);
         });
     } else {
         record::emit_unless_in_hook(pack(kind::FUNC_EXIT, addr));

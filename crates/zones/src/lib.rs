@@ -66,9 +66,12 @@ pub fn begin(label: &'static Label) -> ZoneGuard {
     // detector on: do it before asking whether it is on.
     record::ensure_init();
     if spike::on() {
-        spike::enter(ZoneKey::Label(id));
+        let tsc = record::rdtsc();
+        spike::enter_at(ZoneKey::Label(id), tsc);
+        record::emit_at(pack(kind::BEGIN, id as u64), tsc);
+    } else {
+        record::emit(pack(kind::BEGIN, id as u64));
     }
-    record::emit(pack(kind::BEGIN, id as u64));
     ZoneGuard { id }
 }
 
@@ -83,9 +86,12 @@ pub fn begin_bytes(label: &'static Label, bytes: u64) -> ZoneGuard {
 impl Drop for ZoneGuard {
     #[inline(always)]
     fn drop(&mut self) {
-        record::emit(pack(kind::END, self.id as u64));
         if spike::on() {
-            spike::exit(ZoneKey::Label(self.id));
+            let tsc = record::rdtsc();
+            record::emit_at(pack(kind::END, self.id as u64), tsc);
+            spike::exit_at(ZoneKey::Label(self.id), tsc);
+        } else {
+            record::emit(pack(kind::END, self.id as u64));
         }
     }
 }

@@ -239,13 +239,25 @@ const DEAD: *mut AtomicU64 = std::ptr::dangling_mut::<AtomicU64>();
 /// stamp to the calling thread's chunk. The whole hot path.
 #[inline(always)]
 pub fn emit(word: u64) {
+    emit_inner(word, None)
+}
+
+/// [`emit`] with a time stamp the caller has read (the spike detector and
+/// the recording then share one `rdtsc`).
+#[inline(always)]
+pub fn emit_at(word: u64, tsc: u64) {
+    emit_inner(word, Some(tsc))
+}
+
+#[inline(always)]
+fn emit_inner(word: u64, tsc: Option<u64>) {
     if !ENABLED.load(Relaxed) {
         return;
     }
     TLS.with(|t| {
         let p = t.ptr.get();
         if p != t.end.get() {
-            let tsc = rdtsc();
+            let tsc = tsc.unwrap_or_else(rdtsc);
             // SAFETY: `p < end` and both lie in this thread's chunk, which is
             // an even number of words past `p`, so `p` and `p + 1` are in
             // bounds and 8-byte aligned; no other thread writes this chunk.
@@ -256,7 +268,7 @@ pub fn emit(word: u64) {
                 t.ptr.set(p.add(2));
             }
         } else {
-            emit_slow(t, word);
+            emit_slow(t, word, tsc);
         }
     })
 }
@@ -284,7 +296,7 @@ pub fn emit_unless_in_hook(word: u64) {
             }
         } else {
             t.in_hook.set(true);
-            emit_slow(t, word);
+            emit_slow(t, word, None);
             t.in_hook.set(false);
         }
     })
@@ -312,7 +324,7 @@ pub fn guarded(f: impl FnOnce()) {
 
 #[cold]
 #[inline(never)]
-fn emit_slow(t: &ThreadState, word: u64) {
+fn emit_slow(t: &ThreadState, word: u64, tsc: Option<u64>) {
     if !ensure_init() || !ENABLED.load(Relaxed) {
         return;
     }
@@ -371,7 +383,7 @@ fn emit_slow(t: &ThreadState, word: u64) {
         t.ptr.set(chunk.add(2));
         t.end.set(chunk.add(CHUNK_WORDS));
     }
-    emit(word);
+    emit_inner(word, tsc);
 }
 
 fn register_thread(t: &ThreadState) {

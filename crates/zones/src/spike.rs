@@ -248,7 +248,11 @@ fn threshold_of(e: &Entry) -> u64 {
 
 /// A zone begins (called by the recorder's zone guards when [`on`]).
 pub fn enter(key: ZoneKey) {
-    let start = record::rdtsc();
+    enter_at(key, record::rdtsc())
+}
+
+/// [`enter`] with the time stamp the recording uses for the same event.
+pub fn enter_at(key: ZoneKey, start: u64) {
     let pushed = STATE.try_with(|s| {
         let Ok(mut s) = s.try_borrow_mut() else {
             return false;
@@ -288,7 +292,11 @@ pub fn enter(key: ZoneKey) {
 
 /// A zone ends: pops it and logs a spike if it ran over its threshold.
 pub fn exit(key: ZoneKey) {
-    let end = record::rdtsc();
+    exit_at(key, record::rdtsc())
+}
+
+/// [`exit`] with the time stamp the recording uses for the same event.
+pub fn exit_at(key: ZoneKey, end: u64) {
     if let Ok(true) = DEPTH_OVERFLOW.try_with(|d| {
         if d.get() > 0 {
             d.set(d.get() - 1);
