@@ -6,6 +6,7 @@
 mod probe_cmd;
 mod record_cmd;
 mod sim_cmd;
+mod zones_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -30,6 +31,8 @@ enum Command {
     Trigger(record_cmd::TriggerArgs),
     /// Measure this machine's caches by timing, and compare with sysfs/CPUID.
     Probe(Box<probe_cmd::ProbeArgs>),
+    /// Zones and spikes: view a zones recording, or record a program.
+    Zones(Box<zones_cmd::ZonesArgs>),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -38,6 +41,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Record(args) => record_cmd::run(*args),
         Command::Trigger(args) => record_cmd::trigger(args),
         Command::Probe(args) => probe_cmd::run(*args),
+        Command::Zones(args) => zones_cmd::run(*args),
         Command::Presets => {
             for (name, about) in coldcache_config::names() {
                 println!("{name:<16} {about}");

@@ -9,6 +9,10 @@
 //!   dump (`capture::start(options)` returns a guard that stops on drop);
 //! - [`dump`]: the dump format.
 //!
+//! - [`zones`]: the zones profiler and spike detector; its macros are at the
+//!   root: `coldcache::zone!("name")`, `coldcache::zone_bytes!("name", n)`,
+//!   `coldcache::frame_mark()` (feature `zones-disabled` compiles them out).
+//!
 //! ```no_run
 //! let cfg = coldcache::config::resolve("jaguar").unwrap();
 //! let cap = coldcache::capture::start(coldcache::capture::Options::new(cfg, "frame.ccdump")).unwrap();
@@ -22,3 +26,5 @@ pub use coldcache_config as config;
 pub use coldcache_dump as dump;
 pub use coldcache_sim as sim;
 pub use coldcache_trace as trace;
+pub use coldcache_zones as zones;
+pub use coldcache_zones::{frame_mark, zone, zone_bytes, zone_describe, zone_if, zone_message};

@@ -1,8 +1,16 @@
-//! `libcoldcache.so`: the shared library programs link, or that
-//! `coldcache record` preloads. It is a thin shell: the C functions are
-//! defined in `coldcache-capture` (`capi`, the engine's assembly entry
-//! points) and exported from here; its constructor arms a capture when the
-//! environment asks for one (`coldcache record`).
+//! `libcoldcache.so`: the shared library C and C++ programs link, or that
+//! `coldcache record` and `coldcache zones record` preload.
+//!
+//! A thin shell. The C functions are `#[no_mangle] pub extern "C"` items of
+//! linked crates, exported from this cdylib:
+//! - captures: `coldcache_capture::capi` and the engine's naked entry points
+//!   (`coldcache_start`, `coldcache_stop`, ...);
+//! - zones and spikes: `coldcache_zones::capi` (`COLDCACHE_ZONE`, ...) and
+//!   the `__cyg_profile_func_enter/exit` hooks.
+//!
+//! Its constructor arms a capture when the environment asks for one
+//! (`coldcache record`), and every allocation of the library goes to its
+//! own mmap-backed allocator so the program's heap is left as it would be.
 
 mod alloc;
 
@@ -10,8 +18,8 @@ mod alloc;
 #[global_allocator]
 static ALLOC: alloc::MmapAlloc = alloc::MmapAlloc::new();
 
-// Referencing the crate keeps its `#[no_mangle]` C API in this library.
-pub use coldcache_capture::capi;
+pub use coldcache_capture::capi as capture_capi;
+pub use coldcache_zones::capi as zones_capi;
 
 extern "C" fn init() {
     coldcache_capture::engine::set_own_allocator();

@@ -1,0 +1,495 @@
+//! `coldcache zones`: views and exports of a zones recording, and
+//! `coldcache zones record -- PROGRAM`, which runs a program with
+//! `libcoldcache.so` preloaded (zones from `coldcache.h`, and every
+//! function of a `-finstrument-functions` build), then symbolizes the
+//! recording and the spike log.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use coldcache_zones::format::{self, ModuleInfo};
+use coldcache_zones::parse::{self, Recording, ZoneName};
+use coldcache_zones::symbols::Symbolizer;
+use coldcache_zones::views::{self, Unit};
+use coldcache_zones::{export, record, spike};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `coldcache zones`.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ZonesArgs {
+    #[command(subcommand)]
+    command: Option<ZonesCommand>,
+    #[command(flatten)]
+    view: ViewArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum ZonesCommand {
+    /// Run a program with libcoldcache.so preloaded: record its zones and
+    /// functions (-finstrument-functions builds), detect spikes.
+    Record(RecordArgs),
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+enum View {
+    /// Call tree: total, self, calls, min/mean/max, percentiles.
+    TopDown,
+    /// Self time of each zone, split by its callers.
+    BottomUp,
+    /// One row per zone.
+    Flat,
+    /// Every zone instance per thread, in time order.
+    Timeline,
+    /// Only what did not add up in the recording.
+    Problems,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+enum OutFormat {
+    /// Tables.
+    Text,
+    /// Chrome / Perfetto trace event JSON.
+    Chrome,
+    /// speedscope JSON.
+    Speedscope,
+    /// Folded stacks (flamegraph.pl, inferno).
+    Folded,
+    /// Flame graph SVG.
+    Flamegraph,
+    /// Graphviz DOT of the call tree.
+    Dot,
+}
+
+#[derive(Args, Debug)]
+struct ViewArgs {
+    /// A zones recording (from `coldcache zones record`, COLDCACHE_ZONES_OUT
+    /// or coldcache_write()).
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// Which view (text format).
+    #[arg(long, value_enum, default_value = "top-down")]
+    view: View,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: OutFormat,
+    /// Time unit: clocks, ns, us, ms or s (per byte: clocks or ns per byte).
+    #[arg(long, default_value = "ms")]
+    unit: String,
+    /// Only this thread (recorder index, OS thread id or name); the default
+    /// is each thread in turn, and `all` merges them.
+    #[arg(long)]
+    thread: Option<String>,
+    /// Write the output here instead of stdout (atomically).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Do not read binaries to name function addresses.
+    #[arg(long)]
+    no_symbols: bool,
+    /// Timeline: most zones to list per thread.
+    #[arg(long, default_value_t = 200)]
+    limit: usize,
+}
+
+#[derive(Args, Debug)]
+struct RecordArgs {
+    /// Global spike threshold (e.g. 1ms, 500us); no spike detection without.
+    #[arg(long, value_name = "DURATION")]
+    threshold: Option<String>,
+    /// Per-zone threshold by name (zone label or exported function name).
+    #[arg(long = "zone-threshold", value_name = "NAME=DURATION")]
+    zone_threshold: Vec<String>,
+    /// Where to write the recording (default coldcache-PROGRAM.zones).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Write the symbolized spike log here instead of stderr.
+    #[arg(long, value_name = "FILE")]
+    spike_log: Option<PathBuf>,
+    /// Also write the spike log as JSON lines here.
+    #[arg(long, value_name = "FILE")]
+    spike_json: Option<PathBuf>,
+    /// Write the recording only at exit, instead of streaming full chunks
+    /// to the file from a background thread while the program runs (which
+    /// reuses written chunks, so memory stays bounded by --arena).
+    #[arg(long)]
+    no_stream: bool,
+    /// Recording arena size (e.g. 256M, 4G); events past it are dropped.
+    #[arg(long, value_name = "SIZE")]
+    arena: Option<String>,
+    /// Spike detection only: do not record events.
+    #[arg(long)]
+    no_record: bool,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, value_name = "PROGRAM")]
+    program: Vec<String>,
+}
+
+/// Runs `coldcache zones ...`.
+pub fn run(args: ZonesArgs) -> Result<()> {
+    match args.command {
+        Some(ZonesCommand::Record(r)) => record_cmd(r),
+        None => view_cmd(args.view),
+    }
+}
+
+/// Reads, decodes, parses and symbolizes a recording; warns about problems.
+fn load(path: &Path, symbols: bool) -> Result<Recording> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let decoded = format::decode(&bytes);
+    if let Some(e) = &decoded.error {
+        if decoded.chunks.is_empty() && decoded.labels.is_empty() {
+            bail!("{}: {e}", path.display());
+        }
+    }
+    let mut rec = parse::parse(&decoded);
+    for p in &rec.problems {
+        eprintln!("coldcache: warning: {}: {p}", path.display());
+    }
+    if symbols {
+        for f in coldcache_zones::symbols::symbolize(&mut rec) {
+            eprintln!("coldcache: warning: cannot read symbols of {f}");
+        }
+    }
+    Ok(rec)
+}
+
+fn view_cmd(a: ViewArgs) -> Result<()> {
+    let Some(path) = a.file.clone() else {
+        bail!("give a zones recording: coldcache zones FILE, or coldcache zones record -- PROGRAM");
+    };
+    let unit: Unit = a.unit.parse().map_err(anyhow::Error::msg)?;
+    let mut rec = load(&path, !a.no_symbols)?;
+    if let Some(sel) = &a.thread {
+        if sel != "all" {
+            rec.threads.retain(|t| {
+                t.index.to_string() == *sel || t.tid.to_string() == *sel || t.name == *sel
+            });
+            if rec.threads.is_empty() {
+                bail!("{}: no thread {sel:?} in the recording", path.display());
+            }
+        }
+    }
+    let out: Vec<u8> = match a.format {
+        OutFormat::Chrome => serde_json::to_vec_pretty(&export::chrome(&rec))?,
+        OutFormat::Speedscope => {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            serde_json::to_vec(&export::speedscope(&rec, &name))?
+        }
+        OutFormat::Folded => export::folded(&rec, unit).into_bytes(),
+        OutFormat::Flamegraph => export::flamegraph(&rec, &path.display().to_string())
+            .with_context(|| format!("cannot draw a flame graph of {}", path.display()))?,
+        OutFormat::Dot => export::dot(&rec, unit).into_bytes(),
+        OutFormat::Text => text_view(&rec, &a, unit).into_bytes(),
+    };
+    match &a.output {
+        Some(o) => record::write_atomically(o, &out)
+            .with_context(|| format!("cannot write {}", o.display())),
+        None => {
+            std::io::stdout().write_all(&out)?;
+            Ok(())
+        }
+    }
+}
+
+fn text_view(rec: &Recording, a: &ViewArgs, unit: Unit) -> String {
+    let mut out = String::new();
+    let merged = a.thread.as_deref() == Some("all");
+    let groups: Vec<(String, Vec<&parse::ThreadTrace>)> = if merged {
+        vec![("all threads".into(), rec.threads.iter().collect())]
+    } else {
+        rec.threads
+            .iter()
+            .map(|t| {
+                (
+                    format!("{} (index {}, tid {})", t.label(), t.index, t.tid),
+                    vec![t],
+                )
+            })
+            .collect()
+    };
+    if a.view == View::Problems {
+        for p in &rec.problems {
+            out.push_str(&format!("{p}\n"));
+        }
+        if rec.problems.is_empty() {
+            out.push_str("no problems\n");
+        }
+        return out;
+    }
+    for (title, threads) in groups {
+        out.push_str(&format!("== {title}\n"));
+        match a.view {
+            View::TopDown => views::render_tree(&views::top_down(&threads), rec, unit, &mut out),
+            View::BottomUp => views::render_tree(&views::bottom_up(&threads), rec, unit, &mut out),
+            View::Flat => views::render_flat(&views::flat(&threads), rec, unit, &mut out),
+            View::Timeline => {
+                for t in threads {
+                    views::render_timeline(t, rec, unit, a.limit, &mut out)
+                }
+            }
+            View::Problems => {}
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Where libcoldcache.so is: $COLDCACHE_LIB, or next to this executable.
+fn find_library() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("COLDCACHE_LIB") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p);
+        }
+        bail!("COLDCACHE_LIB={} is not a file", p.display());
+    }
+    let exe = std::env::current_exe().context("cannot find the coldcache executable")?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    for cand in [dir.join("libcoldcache.so"), dir.join("../libcoldcache.so")] {
+        if cand.is_file() {
+            return Ok(cand);
+        }
+    }
+    bail!(
+        "libcoldcache.so is not next to {} (build it with `cargo build --release -p libcoldcache`, or point COLDCACHE_LIB at it)",
+        exe.display()
+    )
+}
+
+fn record_cmd(a: RecordArgs) -> Result<()> {
+    let lib = find_library()?;
+    if let Some(t) = &a.threshold {
+        if spike::parse_duration_ms(t).is_none() {
+            bail!("--threshold {t:?} is not a duration (e.g. 1ms, 500us, 0.2s)");
+        }
+    }
+    for z in &a.zone_threshold {
+        if z.split_once('=')
+            .and_then(|(_, d)| spike::parse_duration_ms(d))
+            .is_none()
+        {
+            bail!("--zone-threshold {z:?} is not NAME=DURATION (e.g. tick=16ms)");
+        }
+    }
+    if let Some(s) = &a.arena {
+        if record::parse_size(s).is_none() {
+            bail!("--arena {s:?} is not a size (e.g. 256M, 4G)");
+        }
+    }
+    let program = &a.program[0];
+    let base = Path::new(program)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "program".into());
+    let output = a
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("coldcache-{base}.zones")));
+    let dir = tempfile::Builder::new()
+        .prefix("coldcache-zones-")
+        .tempdir()
+        .context("cannot create a temporary directory")?;
+    let mut preload = lib.display().to_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD") {
+        preload = format!("{preload}:{}", old.to_string_lossy());
+    }
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(&a.program[1..])
+        .env("LD_PRELOAD", &preload)
+        .env("COLDCACHE_ZONES_OUT", dir.path().join("rec.%p.zones"))
+        .env("COLDCACHE_SPIKE_JSON", dir.path().join("spikes.%p.jsonl"))
+        .env("COLDCACHE_SPIKE_LOG", "off");
+    if let Some(t) = &a.threshold {
+        cmd.env("COLDCACHE_SPIKE_THRESHOLD", t);
+    }
+    if !a.zone_threshold.is_empty() {
+        cmd.env("COLDCACHE_SPIKE_ZONES", a.zone_threshold.join(","));
+    }
+    if !a.no_stream {
+        cmd.env("COLDCACHE_ZONES_STREAM", "1");
+    }
+    if let Some(s) = &a.arena {
+        cmd.env("COLDCACHE_ZONES_ARENA", s);
+    }
+    if a.no_record {
+        cmd.env("COLDCACHE_ZONES", "0");
+    }
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot run {program}"))?;
+    let pid = child.id();
+    let status = child
+        .wait()
+        .with_context(|| format!("waiting for {program}"))?;
+    let rec_path = dir.path().join(format!("rec.{pid}.zones"));
+    let spikes_path = dir.path().join(format!("spikes.{pid}.jsonl"));
+    let mut modules: Vec<ModuleInfo> = Vec::new();
+    if rec_path.is_file() {
+        let summary = std::fs::File::open(&rec_path)
+            .map_err(anyhow::Error::from)
+            .and_then(|f| Ok(format::summarize(&mut std::io::BufReader::new(f))?))
+            .with_context(|| format!("cannot read the recording {}", rec_path.display()))?;
+        modules = summary.tables.modules.clone();
+        // Same file system: a rename; otherwise a copy and a rename.
+        if std::fs::rename(&rec_path, &output).is_err() {
+            let tmp = output.with_extension("zones.partial");
+            std::fs::copy(&rec_path, &tmp)
+                .and_then(|_| std::fs::rename(&tmp, &output))
+                .with_context(|| format!("cannot write {}", output.display()))?;
+        }
+        eprintln!(
+            "coldcache: {} events from {} thread(s) recorded in {}{}",
+            summary.events,
+            summary.tables.threads.len(),
+            output.display(),
+            summary
+                .tables
+                .info
+                .as_ref()
+                .filter(|i| i.dropped_events > 0)
+                .map(|i| format!(
+                    " ({} dropped: the arena was full, see --arena)",
+                    i.dropped_events
+                ))
+                .unwrap_or_default()
+        );
+    } else {
+        eprintln!(
+            "coldcache: {program} wrote no recording (it did not exit normally, was not dynamically linked, or never reached an instrumented function or zone)"
+        );
+    }
+    if a.threshold.is_some() {
+        let lines = std::fs::read_to_string(&spikes_path).unwrap_or_default();
+        let (text, json) = render_spikes(&lines, modules)?;
+        match &a.spike_log {
+            Some(p) => record::write_atomically(p, text.as_bytes())
+                .with_context(|| format!("cannot write {}", p.display()))?,
+            None => std::io::stderr().write_all(text.as_bytes())?,
+        }
+        if let Some(p) = &a.spike_json {
+            record::write_atomically(p, json.as_bytes())
+                .with_context(|| format!("cannot write {}", p.display()))?;
+        }
+    }
+    if !status.success() {
+        match status.code() {
+            Some(c) => std::process::exit(c),
+            None => bail!("{program} was killed by a signal ({status})"),
+        }
+    }
+    Ok(())
+}
+
+fn frame_name(
+    f: &Value,
+    sym: &mut Symbolizer,
+    cache: &mut HashMap<u64, Option<ZoneName>>,
+) -> (String, String, u64) {
+    match f["kind"].as_str() {
+        Some("function") => {
+            let addr = f["addr"].as_u64().unwrap_or(0);
+            let n = cache
+                .entry(addr)
+                .or_insert_with(|| sym.resolve(addr))
+                .clone();
+            match n {
+                Some(n) => (n.name, n.file, n.line as u64),
+                None => (format!("0x{addr:x}"), String::new(), 0),
+            }
+        }
+        _ => (
+            f["name"].as_str().unwrap_or("?").to_string(),
+            f["file"].as_str().unwrap_or("").to_string(),
+            f["line"].as_u64().unwrap_or(0),
+        ),
+    }
+}
+
+fn place(name: &str, file: &str, line: u64) -> String {
+    if file.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name} ({file}:{line})")
+    }
+}
+
+/// Turns the library's JSON lines (addresses) into the symbolized text log,
+/// symbolized JSON lines, and the suggestions of functions worth marking up.
+pub fn render_spikes(lines: &str, modules: Vec<ModuleInfo>) -> Result<(String, String)> {
+    let mut sym = Symbolizer::new(modules);
+    let mut cache = HashMap::new();
+    let mut text = String::new();
+    let mut json = String::new();
+    let mut peaks: Vec<(String, u64, f64)> = Vec::new();
+    let mut n = 0;
+    for (i, line) in lines.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut v: Value = serde_json::from_str(line)
+            .with_context(|| format!("spike log line {} is not JSON", i + 1))?;
+        n += 1;
+        let mut names = Vec::new();
+        if let Some(stack) = v["stack"].as_array_mut() {
+            for f in stack.iter_mut() {
+                let (name, file, line) = frame_name(f, &mut sym, &mut cache);
+                f["name"] = Value::from(name.clone());
+                f["file"] = Value::from(file.clone());
+                f["line"] = Value::from(line);
+                names.push(place(&name, &file, line));
+            }
+        }
+        let ms = v["duration_ms"].as_f64().unwrap_or(0.0);
+        let thr = v["threshold_ms"].as_f64().unwrap_or(0.0);
+        let thread = v["thread"].as_str().unwrap_or("?").to_string();
+        let tid = v["tid"].as_u64().unwrap_or(0);
+        let depth = v["depth"].as_u64().unwrap_or(0) as usize;
+        if v["peak"].as_bool() == Some(true) {
+            text.push_str(&format!(
+                "coldcache spike: zone took too long: {ms:.3} ms (threshold {thr:.3} ms)  thread: {thread} (tid {tid})  PEAK CHILD @ frame {}\n  zone stack:\n",
+                v["frame"].as_u64().unwrap_or(0)
+            ));
+            for (i, n) in names.iter().enumerate() {
+                text.push_str(&format!("    {i}) {n}\n"));
+            }
+            if let Some(last) = names.last() {
+                match peaks.iter_mut().find(|p| &p.0 == last) {
+                    Some(p) => {
+                        p.1 += 1;
+                        p.2 += ms;
+                    }
+                    None => peaks.push((last.clone(), 1, ms)),
+                }
+            }
+        } else {
+            text.push_str(&format!(
+                "coldcache spike: thread {thread} (tid {tid}) zone took too long: {ms:.3} ms (threshold {thr:.3} ms)\n    {depth}) {}\n",
+                names.get(depth).map(String::as_str).unwrap_or("?")
+            ));
+        }
+        for key in ["description", "message"] {
+            if let Some(m) = v[key].as_str() {
+                text.push_str(&format!("  {key}: {m}\n"));
+            }
+        }
+        json.push_str(&serde_json::to_string(&v)?);
+        json.push('\n');
+    }
+    if n == 0 {
+        text.push_str("coldcache spike: nothing over the threshold\n");
+    } else {
+        peaks.sort_by(|a, b| b.2.total_cmp(&a.2));
+        text.push_str("coldcache spike: worth marking up (the deepest function or zone of each spike; add zones inside them, or give them their own threshold):\n");
+        for (name, count, ms) in peaks {
+            text.push_str(&format!(
+                "    {name} — {count} spike(s), {ms:.3} ms in all\n"
+            ));
+        }
+    }
+    Ok((text, json))
+}

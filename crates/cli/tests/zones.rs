@@ -1,0 +1,445 @@
+//! `coldcache zones` end to end on C and C++ programs built here with gcc:
+//! the planted-stall spike test, eight threads with the C API and
+//! `-finstrument-functions`, the C++ scoped zone, and bad input as a user
+//! sees it. Needs `libcoldcache.so` next to the `coldcache` binary, which
+//! `cargo test --workspace` builds.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const PROGRAMS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../zones/tests/programs");
+const INCLUDE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../include");
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_coldcache"))
+}
+
+fn lib_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_BIN_EXE_coldcache"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    assert!(
+        dir.join("libcoldcache.so").is_file(),
+        "libcoldcache.so is not in {}: run `cargo build -p libcoldcache` (with --release for release tests) or `cargo test --workspace`",
+        dir.display()
+    );
+    dir
+}
+
+fn dir(name: &str) -> PathBuf {
+    let d =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("zones-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn ok(out: Output, what: &str) -> Output {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn gcc(compiler: &str, src: &str, out: &Path, extra: &[&str]) {
+    let o = Command::new(compiler)
+        .args(["-O1", "-g", "-o"])
+        .arg(out)
+        .arg(Path::new(PROGRAMS).join(src))
+        .arg(format!("-I{INCLUDE}"))
+        .args(extra)
+        .output()
+        .expect("run gcc");
+    ok(o, &format!("{compiler} {src}"));
+}
+
+/// The line of the first source line containing `needle`, counted by hand
+/// from the file (not from any debug information).
+fn line_of(src: &str, needle: &str) -> u64 {
+    let text = std::fs::read_to_string(Path::new(PROGRAMS).join(src)).unwrap();
+    text.lines().position(|l| l.contains(needle)).unwrap() as u64 + 1
+}
+
+#[test]
+fn planted_stall_names_exactly_its_function_and_parents() {
+    lib_dir();
+    let d = dir("planted");
+    let exe = d.join("planted");
+    gcc("gcc", "planted_stall.c", &exe, &["-finstrument-functions"]);
+    let json = d.join("spikes.jsonl");
+    let log = d.join("spikes.txt");
+    let rec = d.join("planted.zones");
+    ok(
+        bin()
+            .args(["zones", "record", "--threshold", "3ms", "-o"])
+            .arg(&rec)
+            .arg("--spike-json")
+            .arg(&json)
+            .arg("--spike-log")
+            .arg(&log)
+            .arg("--")
+            .arg(&exe)
+            .output()
+            .unwrap(),
+        "zones record",
+    );
+    let spikes: Vec<Value> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let chain = [
+        "main",
+        "run_frame",
+        "update_world",
+        "load_asset",
+        "stall_5ms",
+    ];
+    let defs = [
+        "int main(void)",
+        "void run_frame(int frame)",
+        "void update_world(int frame)",
+        "void load_asset(int planted)",
+        "void stall_5ms(void)",
+    ];
+    // One peak (the stall, full stack) then each parent, innermost first.
+    assert_eq!(spikes.len(), 5, "{spikes:#?}");
+    let peak = &spikes[0];
+    assert_eq!(peak["peak"], true);
+    let stack = peak["stack"].as_array().unwrap();
+    assert_eq!(stack.len(), 5);
+    for (i, f) in stack.iter().enumerate() {
+        assert_eq!(f["name"], chain[i], "{f}");
+        assert!(
+            f["file"].as_str().unwrap().ends_with("planted_stall.c"),
+            "{f}"
+        );
+        assert_eq!(
+            f["line"].as_u64().unwrap(),
+            line_of("planted_stall.c", defs[i]),
+            "{f}"
+        );
+    }
+    let ms = peak["duration_ms"].as_f64().unwrap();
+    assert!((4.9..50.0).contains(&ms), "stall took {ms} ms");
+    for (k, s) in spikes[1..].iter().enumerate() {
+        let depth = 3 - k;
+        assert_eq!(s["peak"], false);
+        assert_eq!(s["depth"].as_u64().unwrap() as usize, depth);
+        assert_eq!(s["stack"][depth]["name"], chain[depth]);
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("PEAK CHILD"), "{text}");
+    assert!(text.contains("4) stall_5ms ("), "{text}");
+    assert!(
+        !text.contains("draw") && !text.contains("quick_work"),
+        "{text}"
+    );
+    assert!(text.contains("worth marking up"), "{text}");
+    // The recording views name the functions too.
+    let out = ok(
+        bin()
+            .args(["zones", "--view", "flat", "--unit", "us"])
+            .arg(&rec)
+            .output()
+            .unwrap(),
+        "zones view",
+    );
+    let flat = String::from_utf8_lossy(&out.stdout);
+    for f in ["stall_5ms", "quick_work", "draw", "main"] {
+        assert!(flat.contains(f), "{flat}");
+    }
+    // A flame graph of it.
+    let svg = d.join("planted.svg");
+    ok(
+        bin()
+            .args(["zones", "--format", "flamegraph", "-o"])
+            .arg(&svg)
+            .arg(&rec)
+            .output()
+            .unwrap(),
+        "flamegraph",
+    );
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        svg.contains("<svg") && svg.contains("stall_5ms"),
+        "{}",
+        &svg[..svg.len().min(300)]
+    );
+}
+
+#[test]
+fn eight_c_threads_with_hooks_and_labels() {
+    let libs = lib_dir();
+    let d = dir("threads");
+    let exe = d.join("threads");
+    gcc(
+        "gcc",
+        "threads.c",
+        &exe,
+        &[
+            "-finstrument-functions",
+            "-pthread",
+            &format!("-L{}", libs.display()),
+            "-lcoldcache",
+        ],
+    );
+    let rec = d.join("threads.zones");
+    let on_demand = d.join("on-demand.zones");
+    ok(
+        bin()
+            .env("LD_LIBRARY_PATH", &libs)
+            .args(["zones", "record", "-o"])
+            .arg(&rec)
+            .arg("--")
+            .arg(&exe)
+            .arg(&on_demand)
+            .output()
+            .unwrap(),
+        "zones record threads",
+    );
+    assert!(on_demand.is_file());
+    let out = ok(
+        bin()
+            .args(["zones", "--format", "chrome"])
+            .arg(&rec)
+            .output()
+            .unwrap(),
+        "chrome export",
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let evs = v["traceEvents"].as_array().unwrap();
+    let names: Vec<&str> = evs
+        .iter()
+        .filter(|e| e["ph"] == "M")
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    for t in 0..8 {
+        assert!(names.contains(&format!("worker-{t}").as_str()), "{names:?}");
+    }
+    // The constructor ran (instrumented) before main, on the main thread.
+    let early = evs
+        .iter()
+        .find(|e| e["ph"] == "X" && e["name"] == "early_init")
+        .expect("early_init recorded");
+    let main = evs
+        .iter()
+        .find(|e| e["ph"] == "X" && e["name"] == "main")
+        .unwrap();
+    assert_eq!(early["tid"], main["tid"]);
+    assert!(early["ts"].as_f64().unwrap() < main["ts"].as_f64().unwrap());
+    // Per worker thread: worker > 50 x (job fn > job zone > copy_block fn > copy zone).
+    for t in 0..8 {
+        let tid = evs
+            .iter()
+            .find(|e| e["ph"] == "M" && e["args"]["name"] == format!("worker-{t}"))
+            .unwrap()["tid"]
+            .clone();
+        let count = |name: &str| {
+            evs.iter()
+                .filter(|e| e["ph"] == "X" && e["tid"] == tid && e["name"] == name)
+                .count()
+        };
+        assert_eq!(count("worker"), 1);
+        assert_eq!(count("job"), 100, "job function and job zone");
+        assert_eq!(count("copy_block"), 50);
+        assert_eq!(count("copy"), 50);
+        let copy = evs
+            .iter()
+            .find(|e| e["ph"] == "X" && e["tid"] == tid && e["name"] == "copy")
+            .unwrap();
+        assert_eq!(copy["args"]["bytes"], 4096);
+        assert_eq!(
+            copy["args"]["line"].as_u64().unwrap(),
+            line_of("threads.c", "COLDCACHE_ZONE_BYTES(\"copy\"")
+        );
+    }
+    // The top-down view of one thread is the nesting above.
+    let out = ok(
+        bin()
+            .args(["zones", "--thread", "worker-3"])
+            .arg(&rec)
+            .output()
+            .unwrap(),
+        "top-down",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<(usize, &str, &str)> = text
+        .lines()
+        .skip(2)
+        .filter(|l| !l.trim().is_empty() && !l.trim_end().ends_with("[self]"))
+        .map(|l| {
+            // Columns: 8 right-aligned numbers (widths 12 12 9 10 10 10 10
+            // 10, one space apart), two spaces, per byte (14), one space:
+            // the indented name starts at column 107.
+            let name = &l[107..];
+            let calls = l.split_whitespace().nth(2).unwrap();
+            (name.len() - name.trim_start().len(), name.trim(), calls)
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (0, "worker", "1"),
+            (2, "job", "50"),
+            (4, "job", "50"),
+            (6, "copy_block", "50"),
+            (8, "copy", "50")
+        ],
+        "{text}"
+    );
+}
+
+#[test]
+fn cpp_scoped_zone_writes_on_demand() {
+    let libs = lib_dir();
+    let d = dir("cpp");
+    let exe = d.join("scoped");
+    gcc(
+        "g++",
+        "scoped.cpp",
+        &exe,
+        &[&format!("-L{}", libs.display()), "-lcoldcache"],
+    );
+    let rec = d.join("scoped.zones");
+    let out = ok(
+        Command::new(&exe)
+            .env("LD_LIBRARY_PATH", &libs)
+            .env("COLDCACHE_SPIKE_LOG", d.join("log.txt"))
+            .arg(&rec)
+            .output()
+            .unwrap(),
+        "scoped",
+    );
+    drop(out);
+    let out = ok(
+        bin()
+            .args(["zones", "--view", "flat"])
+            .arg(&rec)
+            .output()
+            .unwrap(),
+        "view",
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = line_of("scoped.cpp", "COLDCACHE_ZONE(\"inner\")");
+    assert!(
+        text.contains("inner  (") && text.contains(&format!("scoped.cpp:{line})")),
+        "{text}"
+    );
+    // inner (2 ms) spikes over 1 ms twice with its message; outer has its
+    // own 1 s threshold.
+    let log = std::fs::read_to_string(d.join("log.txt")).unwrap();
+    assert_eq!(log.matches("PEAK CHILD").count(), 2, "{log}");
+    assert_eq!(log.matches("message: inner slept 2 ms").count(), 2, "{log}");
+    assert!(
+        !log.contains("coldcache spike: thread"),
+        "outer must not spike: {log}"
+    );
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let d = dir("bad");
+    let out = bin()
+        .args(["zones"])
+        .arg(d.join("missing.zones"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot read") && err.contains("missing.zones"),
+        "{err}"
+    );
+
+    std::fs::write(d.join("text.zones"), "hello").unwrap();
+    let out = bin()
+        .args(["zones"])
+        .arg(d.join("text.zones"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("text.zones") && err.contains("not a coldcache zones file"),
+        "{err}"
+    );
+
+    // A truncated recording: warned about, the rest still shown.
+    let sample = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../zones/tests/data/sample-v1.zones"
+    ))
+    .unwrap();
+    std::fs::write(d.join("cut.zones"), &sample[..sample.len() - 100]).unwrap();
+    let out = ok(
+        bin()
+            .args(["zones"])
+            .arg(d.join("cut.zones"))
+            .output()
+            .unwrap(),
+        "cut",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cut.zones") && err.contains("truncated at byte"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("physics"));
+
+    let out = bin()
+        .env("COLDCACHE_LIB", d.join("nope.so"))
+        .args(["zones", "record", "--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("COLDCACHE_LIB") && err.contains("nope.so"),
+        "{err}"
+    );
+
+    let out = bin()
+        .args(["zones", "record", "--threshold", "soon", "--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--threshold") && err.contains("soon"), "{err}");
+}
+
+#[test]
+fn streaming_reuses_chunks_and_accounts_for_every_event() {
+    lib_dir();
+    let d = dir("stream");
+    let exe = d.join("many_calls");
+    gcc("gcc", "many_calls.c", &exe, &["-finstrument-functions"]);
+    let rec = d.join("many.zones");
+    let out = ok(
+        bin()
+            .args(["zones", "record", "--arena", "16M", "-o"])
+            .arg(&rec)
+            .arg("--")
+            .arg(&exe)
+            .output()
+            .unwrap(),
+        "zones record many_calls",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let bytes = std::fs::read(&rec).unwrap();
+    let d = coldcache_zones::format::decode(&bytes);
+    assert!(d.error.is_none() && d.complete, "{:?}", d.error);
+    let events: u64 = d.chunks.iter().map(|c| c.events.len() as u64).sum();
+    let dropped = d.info.as_ref().unwrap().dropped_events;
+    // Every event is either in the file or counted as dropped.
+    assert_eq!(events + dropped, 2 + 2 * 5_000_000, "{err}");
+    // 16 MiB holds 256 chunks: more in the file means chunks were reused.
+    assert!(d.chunks.len() > 256, "{} chunks", d.chunks.len());
+    if dropped == 0 {
+        let rec = coldcache_zones::parse::parse(&d);
+        assert!(rec.problems.is_empty(), "{:?}", rec.problems);
+        assert_eq!(rec.threads[0].spans.len(), 5_000_001);
+    }
+}
