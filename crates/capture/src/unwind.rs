@@ -199,14 +199,23 @@ impl StackUnwinder {
 }
 
 /// The load bias of an executable mapping of `file`: runtime address minus
-/// the address the file states, from the `PT_LOAD` segment that contains
-/// the mapping's file offset.
+/// the address the file states, from the executable `PT_LOAD` segment
+/// that contains the mapping's file offset.
 fn load_bias(file: &object::File<'_>, m: &Mapping) -> Option<u64> {
     if file.kind() != object::ObjectKind::Dynamic {
         // ET_EXEC: stated addresses are runtime addresses.
         return Some(0);
     }
+    // The mapping's first page can also belong to the read-only segment
+    // before it (segments share pages in the file): only an executable
+    // segment may place an executable mapping.
     file.segments().find_map(|s| {
+        let object::SegmentFlags::Elf { p_flags } = s.flags() else {
+            return None;
+        };
+        if p_flags & object::elf::PF_X == 0 {
+            return None;
+        }
         let (off, size) = s.file_range();
         let page_off = off & !0xFFF;
         (m.offset >= page_off && m.offset < off + size).then(|| {
