@@ -1672,8 +1672,13 @@ fn untrapped(inner: &mut Inner, ti: usize, ip: u64, machine: &ContextMachine<'_>
 fn seed(inner: &mut Inner, ti: usize, rip: u64, rsp: u64, rbp: u64) {
     let mut chain = [(0u64, 0u64); 64];
     // At a function-entry breakpoint RIP is the entry, where the CFI says
-    // the return address is at [RSP], as the frame-pointer walk assumes.
+    // the return address is at [RSP], as the frame-pointer walk assumes. An
+    // entry without CFI (framehop's fallback there is the frame-pointer rule,
+    // which would skip the direct caller) takes the frame-pointer path.
     let mut n = inner.unwinder.unwind(rip, rsp, rbp, &mut chain);
+    if inner.threads[ti].at_entry && chain[0].1 != rsp {
+        n = 0;
+    }
     let walk_fp = n == 0;
     let in_exec = |a: u64| inner.exec_ranges.iter().any(|&(s, e)| a >= s && a < e);
     if walk_fp && inner.threads[ti].at_entry {
