@@ -357,6 +357,8 @@ struct Inner {
     max_instructions: u64,
     cut_short: Option<&'static str>,
     exec_ranges: Vec<(u64, u64)>,
+    /// DWARF CFI of the mapped files, for seeding shadow stacks.
+    unwinder: crate::unwind::StackUnwinder,
     func: Option<(u64, u64, u64, u64)>,
     calls_seen: u64,
     calls_done: u64,
@@ -602,6 +604,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         max_instructions: options.max_instructions,
         cut_short: None,
         exec_ranges,
+        unwinder: crate::unwind::StackUnwinder::new(&procfs::self_maps()),
         func,
         calls_seen: 0,
         calls_done: 0,
@@ -1269,7 +1272,7 @@ fn step(inner: &mut Inner, uc: &mut libc::ucontext_t) {
         });
     }
     if !inner.threads[ti].seeded {
-        seed(inner, ti, rsp, rbp);
+        seed(inner, ti, rip, rsp, rbp);
     }
     {
         let t = &mut inner.threads[ti];
@@ -1662,14 +1665,24 @@ fn untrapped(inner: &mut Inner, ti: usize, ip: u64, machine: &ContextMachine<'_>
     }
 }
 
-/// Seeds a thread's shadow stack by walking frame pointers from the state
-/// at its first trap. Frames are accepted only while the chain climbs the
-/// stack and every return address lies in an executable mapping.
-fn seed(inner: &mut Inner, ti: usize, rsp: u64, rbp: u64) {
+/// Seeds a thread's shadow stack from the state at its first trap: with
+/// the DWARF CFI of the mapped files ([`crate::unwind`]), else, when that
+/// finds no frame, by walking frame pointers. Frames are accepted only while
+/// the chain climbs the stack and every return address lies in an
+/// executable mapping.
+fn seed(inner: &mut Inner, ti: usize, rip: u64, rsp: u64, rbp: u64) {
     let mut chain = [(0u64, 0u64); 64];
-    let mut n = 0;
+    // At a function-entry breakpoint RIP is the entry, where the CFI says
+    // the return address is at [RSP], as the frame-pointer walk assumes. An
+    // entry without CFI (framehop's fallback there is the frame-pointer rule,
+    // which would skip the direct caller) takes the frame-pointer path.
+    let mut n = inner.unwinder.unwind(rip, rsp, rbp, &mut chain);
+    if inner.threads[ti].at_entry && chain[0].1 != rsp {
+        n = 0;
+    }
+    let walk_fp = n == 0;
     let in_exec = |a: u64| inner.exec_ranges.iter().any(|&(s, e)| a >= s && a < e);
-    if inner.threads[ti].at_entry {
+    if walk_fp && inner.threads[ti].at_entry {
         if let Some(ret) = read_word(rsp) {
             if in_exec(ret) {
                 chain[n] = (ret, rsp);
@@ -1678,7 +1691,7 @@ fn seed(inner: &mut Inner, ti: usize, rsp: u64, rbp: u64) {
         }
     }
     let mut fp = rbp;
-    while n < chain.len() {
+    while walk_fp && n < chain.len() {
         if fp < rsp || fp & 7 != 0 || fp - rsp > (64 << 20) {
             break;
         }
