@@ -335,6 +335,22 @@ struct ThreadState {
     rep_kind: Rep,
 }
 
+impl ThreadState {
+    /// Starts tracing this thread afresh (its frames' memory is kept). At a
+    /// function-entry breakpoint `at_entry` is set and `func_ret_slot` is the
+    /// slot of the function's return address.
+    fn restart(&mut self, at_entry: bool, func_ret_slot: u64) {
+        self.active = true;
+        self.seeded = false;
+        self.at_entry = at_entry;
+        self.frames.clear();
+        self.pending_call = 0;
+        self.after_syscall = 0;
+        self.rep_ip = 0;
+        self.func_ret_slot = func_ret_slot;
+    }
+}
+
 struct Inner {
     hier: Hierarchy,
     model: Model,
@@ -678,14 +694,7 @@ fn claim_thread(inner: &mut Inner, tid: u32) -> Option<usize> {
     let t = &mut inner.threads[i];
     t.tid = tid;
     t.core = core;
-    t.active = true;
-    t.seeded = false;
-    t.at_entry = false;
-    t.frames.clear();
-    t.pending_call = 0;
-    t.after_syscall = 0;
-    t.func_ret_slot = 0;
-    t.rep_ip = 0;
+    t.restart(false, 0);
     Some(i)
 }
 
@@ -1035,15 +1044,7 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
                 return;
             };
             let rsp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as u64;
-            let t = &mut inner.threads[i];
-            t.active = true;
-            t.seeded = false;
-            t.at_entry = true;
-            t.frames.clear();
-            t.pending_call = 0;
-            t.after_syscall = 0;
-            t.rep_ip = 0;
-            t.func_ret_slot = rsp;
+            inner.threads[i].restart(true, rsp);
             for (j, s) in SELECTED.iter().enumerate() {
                 s.store(if j == 0 { tid } else { 0 }, Ordering::Relaxed);
             }

@@ -76,27 +76,39 @@ fn scratch() -> PathBuf {
     .clone()
 }
 
+/// Compiles `source` (relative to the repository) with `compiler` and
+/// `flags`, linked against libcoldcache.so, into the scratch directory.
+fn build_c(compiler: &str, source: &str, flags: &[&str], name: &str) -> PathBuf {
+    let lib = library();
+    let out = scratch().join(name);
+    let st = Command::new(compiler)
+        .args(flags)
+        .arg("-I")
+        .arg(repo().join("include"))
+        .arg(repo().join(source))
+        .arg("-L")
+        .arg(lib.parent().unwrap())
+        .args(["-Wl,--no-as-needed", "-lcoldcache"])
+        .arg(format!("-Wl,-rpath,{}", lib.parent().unwrap().display()))
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
+    assert!(st.success(), "compiling {source} failed");
+    out
+}
+
 /// Builds the kernels program once (no PIE, so globals and code are at the
 /// same addresses natively and under Valgrind).
 fn kernels() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let lib = library();
-        let out = scratch().join("kernels");
-        let st = Command::new("gcc")
-            .args(["-O1", "-g", "-fno-pie", "-no-pie", "-I"])
-            .arg(repo().join("include"))
-            .arg(repo().join("tests-programs/capture/kernels.c"))
-            .arg("-L")
-            .arg(lib.parent().unwrap())
-            .arg("-lcoldcache")
-            .arg(format!("-Wl,-rpath,{}", lib.parent().unwrap().display()))
-            .arg("-o")
-            .arg(&out)
-            .status()
-            .expect("run gcc");
-        assert!(st.success(), "compiling kernels.c failed");
-        out
+        build_c(
+            "gcc",
+            "tests-programs/capture/kernels.c",
+            &["-O1", "-g", "-fno-pie", "-no-pie"],
+            "kernels",
+        )
     })
     .clone()
 }
@@ -535,22 +547,12 @@ fn xlat_reads_the_table_entry_of_al() {
 }
 
 fn build_threads() -> PathBuf {
-    let lib = library();
-    let out = scratch().join("threads");
-    let st = Command::new("gcc")
-        .args(["-O1", "-g", "-pthread", "-I"])
-        .arg(repo().join("include"))
-        .arg(repo().join("tests-programs/capture/threads.c"))
-        .arg("-L")
-        .arg(lib.parent().unwrap())
-        .arg("-lcoldcache")
-        .arg(format!("-Wl,-rpath,{}", lib.parent().unwrap().display()))
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run gcc");
-    assert!(st.success(), "compiling threads.c failed");
-    out
+    build_c(
+        "gcc",
+        "tests-programs/capture/threads.c",
+        &["-O1", "-g", "-pthread"],
+        "threads",
+    )
 }
 
 /// Runs with a deadline: a hang is a failure, not a stuck test.
@@ -661,22 +663,14 @@ fn whole_program_capture_counts_the_instructions_callgrind_counts() {
     if !tools_or_skip("whole_program_capture_counts_the_instructions_callgrind_counts") {
         return;
     }
-    let lib = library();
     let mut bad = Vec::new();
     for name in ["matmul", "listchase", "hashtable"] {
-        let bin = scratch().join(format!("whole-{name}"));
-        let st = Command::new("gcc")
-            .args(["-O1", "-g", "-fno-pie", "-no-pie"])
-            .arg(repo().join(format!("tests-programs/{name}.c")))
-            .arg("-L")
-            .arg(lib.parent().unwrap())
-            .args(["-Wl,--no-as-needed", "-lcoldcache"])
-            .arg(format!("-Wl,-rpath,{}", lib.parent().unwrap().display()))
-            .arg("-o")
-            .arg(&bin)
-            .status()
-            .expect("run gcc");
-        assert!(st.success());
+        let bin = build_c(
+            "gcc",
+            &format!("tests-programs/{name}.c"),
+            &["-O1", "-g", "-fno-pie", "-no-pie"],
+            &format!("whole-{name}"),
+        );
         let env = |c: &mut Command| {
             c.env_clear()
                 .env("PATH", "/usr/bin:/bin")
@@ -747,22 +741,13 @@ fn c_and_cpp_api_examples_build_and_capture() {
         eprintln!("SKIP c_and_cpp_api_examples_build_and_capture: gcc/g++ missing");
         return;
     }
-    let lib = library();
     for (compiler, src) in [("gcc", "api.c"), ("g++", "api.cpp")] {
-        let bin = scratch().join(format!("example-{src}"));
-        let st = Command::new(compiler)
-            .args(["-O1", "-g", "-I"])
-            .arg(repo().join("include"))
-            .arg(repo().join("examples/capture").join(src))
-            .arg("-L")
-            .arg(lib.parent().unwrap())
-            .arg("-lcoldcache")
-            .arg(format!("-Wl,-rpath,{}", lib.parent().unwrap().display()))
-            .arg("-o")
-            .arg(&bin)
-            .status()
-            .expect("run compiler");
-        assert!(st.success(), "{src} did not build");
+        let bin = build_c(
+            compiler,
+            &format!("examples/capture/{src}"),
+            &["-O1", "-g"],
+            &format!("example-{src}"),
+        );
         let plain = run(Command::new(&bin));
         let dump_path = scratch().join(format!("example-{src}.ccdump"));
         let mut c = Command::new(&bin);
