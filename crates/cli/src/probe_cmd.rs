@@ -38,29 +38,11 @@ pub struct ProbeArgs {
 /// Writes `bytes` to `path` atomically: a temporary file in the same
 /// directory, then a rename, so a reader never sees half a file.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .with_context(|| format!("{}: not a file name", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("{}: cannot write", path.display()));
+    if path.file_name().is_none() {
+        anyhow::bail!("{}: not a file name", path.display());
     }
-    Ok(())
+    coldcache_capture::engine::write_atomically(path, bytes)
+        .with_context(|| format!("{}: cannot write", path.display()))
 }
 
 pub fn run(args: ProbeArgs) -> Result<()> {
