@@ -268,6 +268,16 @@ static OWN_ALLOCATOR: AtomicBool = AtomicBool::new(false);
 static REDIRECTED: AtomicBool = AtomicBool::new(false);
 /// Where a thread redirected to [`coldcache_finish_trampoline`] resumes.
 static RESUME_RIP: AtomicU64 = AtomicU64::new(0);
+/// Top of the stack the trap handler's work runs on (see `run_on_stack`).
+static HANDLER_STACK_TOP: AtomicU64 = AtomicU64::new(0);
+/// Top of the stack `coldcache_finish_trampoline` runs `finish` on.
+static TRAMPOLINE_STACK_TOP: AtomicU64 = AtomicU64::new(0);
+/// The last breakpoint address, never cleared: an `int3` of ours that a
+/// thread hits while another removes it is recognised by it.
+static BP_LAST: AtomicU64 = AtomicU64::new(0);
+/// Executable range of the code this engine is part of: a thread stopped
+/// inside it is never redirected to `finish` (it may hold our locks).
+static OWN_TEXT: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 static BP_ADDR: AtomicU64 = AtomicU64::new(0);
 static BP_ORIG: AtomicU8 = AtomicU8::new(0);
 static BP_PLANTED: AtomicBool = AtomicBool::new(false);
@@ -295,6 +305,61 @@ fn with_inner<R>(f: impl FnOnce(&mut Option<Box<Inner>>) -> R) -> R {
     let r = f(unsafe { &mut *INNER.0.get() });
     LOCK.store(false, Ordering::Release);
     r
+}
+
+/// Calls `f(arg)` with RSP switched to `top` (16-byte aligned by this
+/// function), then switches back.
+///
+/// # Safety
+/// `top` is the top of a mapped, writable stack nobody else uses during the
+/// call, large enough for `f`.
+#[unsafe(naked)]
+unsafe extern "C" fn run_on_stack(
+    arg: *mut libc::c_void,
+    f: extern "C" fn(*mut libc::c_void),
+    top: u64,
+) {
+    core::arch::naked_asm!(
+        "push rbp",
+        "mov rbp, rsp",
+        "mov rsp, rdx",
+        "and rsp, -16",
+        "call rsi",
+        "mov rsp, rbp",
+        "pop rbp",
+        "ret",
+    )
+}
+
+struct StepArgs<'a> {
+    inner: &'a mut Inner,
+    uc: &'a mut libc::ucontext_t,
+}
+
+extern "C" fn step_thunk(p: *mut libc::c_void) {
+    // SAFETY: `p` is the `StepArgs` passed by `step_switched`, alive for
+    // the call.
+    let a = unsafe { &mut *(p as *mut StepArgs<'_>) };
+    step(a.inner, a.uc);
+}
+
+/// [`step`] on the handler stack (the caller holds `LOCK`, so only one
+/// thread uses that stack at a time).
+fn step_switched(inner: &mut Inner, uc: &mut libc::ucontext_t) {
+    let top = HANDLER_STACK_TOP.load(Ordering::Acquire);
+    if top == 0 {
+        return step(inner, uc);
+    }
+    let mut args = StepArgs { inner, uc };
+    // SAFETY: the handler stack is reserved for the process and only used
+    // with `LOCK` held, which the caller holds.
+    unsafe {
+        run_on_stack(
+            &mut args as *mut StepArgs<'_> as *mut libc::c_void,
+            step_thunk,
+            top,
+        )
+    };
 }
 
 /// Like [`with_inner`], but gives up after a bounded number of attempts.
@@ -718,6 +783,39 @@ fn install_handlers() -> Result<(), CaptureError> {
     if *done {
         return Ok(());
     }
+    // The handler's work and `finish` after a redirect run on stacks of
+    // their own, so a traced thread with a small stack (glibc allows 16 KiB)
+    // only holds the signal frame. Both are used under the engine's lock or
+    // by one redirected thread at a time, and live for the process.
+    for (top, what) in [
+        (&HANDLER_STACK_TOP, "reserving the handler stack"),
+        (&TRAMPOLINE_STACK_TOP, "reserving the finish stack"),
+    ] {
+        const LEN: usize = 2 << 20;
+        // SAFETY: an anonymous private mapping has no preconditions.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(os(what));
+        }
+        top.store((p as u64 + LEN as u64) & !63, Ordering::Release);
+    }
+    let own = on_sigtrap as *const () as usize as u64;
+    if let Some(m) = procfs::self_maps()
+        .into_iter()
+        .find(|m| m.perms.contains('x') && (m.start..m.end).contains(&own))
+    {
+        OWN_TEXT[0].store(m.start, Ordering::Relaxed);
+        OWN_TEXT[1].store(m.end, Ordering::Relaxed);
+    }
     let sync = libc::SIGRTMIN() + 6;
     install(sync, on_sync as *const () as usize)?;
     SYNC_SIGNAL.store(sync, Ordering::Relaxed);
@@ -851,8 +949,10 @@ fn writer_loop(fd: i32) {
 }
 
 fn report_async_finish(r: &Result<Summary, CaptureError>) {
-    if let Ok(mut g) = FINISH.lock() {
-        *g = Some(r.clone().map_err(|e| e.to_string()));
+    if !matches!(r, Err(CaptureError::NotRunning)) {
+        if let Ok(mut g) = FINISH.lock() {
+            *g = Some(r.clone().map_err(|e| e.to_string()));
+        }
     }
     if std::env::var_os("COLDCACHE_QUIET").is_none() {
         match r {
@@ -916,6 +1016,12 @@ extern "C" fn on_sync(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_
             || SELECTED.iter().any(|s| s.load(Ordering::Relaxed) == tid));
     let was_on = uc.uc_mcontext.gregs[libc::REG_EFL as usize] & TF != 0;
     set_tf(uc, on);
+    if on {
+        // The interrupted code may have SIGTRAP blocked (a program signal
+        // handler's mask): the first trap would then kill the process.
+        // SAFETY: uc_sigmask is a sigset_t inside the live context.
+        unsafe { libc::sigdelset(&mut uc.uc_sigmask, libc::SIGTRAP) };
+    }
     if on && !was_on {
         // The trap comes after the interrupted instruction runs: account
         // for it now, from the state before it. The lock is only tried: a
@@ -923,7 +1029,7 @@ extern "C" fn on_sync(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_
         // one instruction rather than deadlocking.
         IN_HANDLER.fetch_add(1, Ordering::SeqCst);
         try_with_inner(|cell| match cell {
-            Some(inner) if STATE.load(Ordering::Acquire) == RUNNING => step(inner, uc),
+            Some(inner) if STATE.load(Ordering::Acquire) == RUNNING => step_switched(inner, uc),
             _ => {}
         });
         IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
@@ -937,30 +1043,39 @@ extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::
     let (uc, code) = unsafe { (&mut *(ctx as *mut libc::ucontext_t), (*info).si_code) };
     let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
     let bp = BP_ADDR.load(Ordering::Acquire);
+    let last = BP_LAST.load(Ordering::Acquire);
     if bp != 0 && rip == bp.wrapping_add(1) && code == libc::SI_KERNEL {
         on_breakpoint(uc, bp);
+    } else if last != 0 && rip == last.wrapping_add(1) && code == libc::SI_KERNEL {
+        // Our int3, removed by another thread (or by `finish`) between the
+        // hit and now: run the original instruction.
+        // SAFETY: `last` is an address of mapped code of this process.
+        if unsafe { core::ptr::read_volatile(last as *const u8) } != 0xCC {
+            uc.uc_mcontext.gregs[libc::REG_RIP as usize] = last as i64;
+        }
     } else if code == libc::TRAP_TRACE || code == libc::TRAP_BRKPT || code == 4
     /* TRAP_HWBKPT */
     {
         let replant = REPLANT_TID.load(Ordering::Acquire);
-        if replant != 0 && replant == gettid() {
+        if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
+            // A child forked (or vforked: it shares our memory, so no state
+            // is written) during the capture inherited TF: it is not traced.
+            set_tf(uc, false);
+        } else if replant != 0 && replant == gettid() {
             REPLANT_TID.store(0, Ordering::Release);
             set_tf(uc, false);
-            let addr = BP_ADDR.load(Ordering::Acquire);
-            if addr != 0 && STATE.load(Ordering::Acquire) == ARMED {
-                write_code_byte(addr, 0xCC);
-                BP_PLANTED.store(true, Ordering::Release);
-            }
+            with_inner(|_| {
+                let addr = BP_ADDR.load(Ordering::Acquire);
+                if addr != 0 && STATE.load(Ordering::Acquire) == ARMED {
+                    write_code_byte(addr, 0xCC);
+                    BP_PLANTED.store(true, Ordering::Release);
+                }
+            });
         } else if STATE.load(Ordering::Acquire) != RUNNING {
-            set_tf(uc, false);
-        } else if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
-            // A child forked during the capture inherited TF and a copy of
-            // our state: it is not traced, and it must not write a dump.
-            STATE.store(IDLE, Ordering::Release);
             set_tf(uc, false);
         } else {
             with_inner(|cell| match cell {
-                Some(inner) if STATE.load(Ordering::Acquire) == RUNNING => step(inner, uc),
+                Some(inner) if STATE.load(Ordering::Acquire) == RUNNING => step_switched(inner, uc),
                 _ => set_tf(uc, false),
             });
         }
@@ -1009,6 +1124,7 @@ fn plant_breakpoint(addr: u64) -> Result<(), CaptureError> {
     // mapping of this process; reading one byte of it is valid.
     let orig = unsafe { core::ptr::read_volatile(addr as *const u8) };
     BP_ORIG.store(orig, Ordering::Release);
+    BP_LAST.store(addr, Ordering::Release);
     BP_ADDR.store(addr, Ordering::Release);
     write_code_byte(addr, 0xCC);
     BP_PLANTED.store(true, Ordering::Release);
@@ -1023,9 +1139,19 @@ fn unplant_breakpoint() {
 }
 
 fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
-    // Re-execute the original instruction in every case.
+    // Re-execute the original instruction in every case. A thread that
+    // loses the race to remove the breakpoint waits until the winner has
+    // put the original byte back, or it would hit the int3 again.
     if BP_PLANTED.swap(false, Ordering::AcqRel) {
         write_code_byte(bp, BP_ORIG.load(Ordering::Acquire));
+    } else {
+        for _ in 0..1_000_000 {
+            // SAFETY: `bp` is an address of mapped code of this process.
+            if unsafe { core::ptr::read_volatile(bp as *const u8) } != 0xCC {
+                break;
+            }
+            std::hint::spin_loop();
+        }
     }
     uc.uc_mcontext.gregs[libc::REG_RIP as usize] = bp as i64;
     if STATE.load(Ordering::Acquire) != ARMED {
@@ -1034,12 +1160,15 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
     let tid = gettid();
     with_inner(|cell| {
         let Some(inner) = cell.as_mut() else { return };
+        if STATE.load(Ordering::Acquire) != ARMED {
+            return;
+        }
         let Some((_, first, count, _)) = inner.func else {
             return;
         };
         inner.calls_seen += 1;
         let n = inner.calls_seen;
-        if n >= first && n < first + count {
+        if n >= first && n < first.saturating_add(count) {
             let Some(i) = claim_thread(inner, tid) else {
                 return;
             };
@@ -1052,7 +1181,7 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
             set_tf(uc, true);
             // The trap comes after the instruction at the entry runs:
             // account for it now, from the state before it.
-            step(inner, uc);
+            step_switched(inner, uc);
         } else {
             // Step over the original instruction, then plant again.
             REPLANT_TID.store(tid, Ordering::Release);
@@ -1105,9 +1234,12 @@ fn stop_from_handler(inner: &mut Inner, uc: &mut libc::ucontext_t, why: Option<&
 /// its own allocator, so `finish` cannot wait for a lock the interrupted
 /// code holds); else at the next `coldcache_stop` or at exit.
 fn finish_soon(uc: &mut libc::ucontext_t, safe_point: bool) {
+    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+    let in_own_code =
+        rip >= OWN_TEXT[0].load(Ordering::Relaxed) && rip < OWN_TEXT[1].load(Ordering::Relaxed);
     if WAKE_FD.load(Ordering::Acquire) >= 0 {
         wake(1);
-    } else if safe_point || OWN_ALLOCATOR.load(Ordering::Relaxed) {
+    } else if safe_point || (OWN_ALLOCATOR.load(Ordering::Relaxed) && !in_own_code) {
         redirect_to_finish(uc);
     }
 }
@@ -1117,7 +1249,8 @@ fn finish_soon(uc: &mut libc::ucontext_t, safe_point: bool) {
 /// original RSP on its stack (256 bytes below, past the red zone) and the
 /// original RIP in `RESUME_RIP`.
 fn redirect_to_finish(uc: &mut libc::ucontext_t) {
-    if REDIRECTED.swap(true, Ordering::AcqRel) {
+    if TRAMPOLINE_STACK_TOP.load(Ordering::Acquire) == 0 || REDIRECTED.swap(true, Ordering::AcqRel)
+    {
         return;
     }
     let g = &mut uc.uc_mcontext.gregs;
@@ -1170,6 +1303,9 @@ pub extern "C" fn coldcache_finish_trampoline() {
         "push r14",
         "push r15",
         "mov rbp, rsp",
+        // `finish` and the XSAVE area go on the finish stack, not on the
+        // interrupted thread's (which may be small).
+        "mov rsp, qword ptr [rip + {stack}]",
         "sub rsp, 16384",
         "and rsp, -64",
         // XRSTOR needs the header's reserved bytes zero.
@@ -1212,6 +1348,7 @@ pub extern "C" fn coldcache_finish_trampoline() {
         "jmp qword ptr [rip + {resume}]",
         finish = sym finish_from_trampoline,
         resume = sym RESUME_RIP,
+        stack = sym TRAMPOLINE_STACK_TOP,
     )
 }
 
@@ -1286,14 +1423,21 @@ fn step(inner: &mut Inner, uc: &mut libc::ucontext_t) {
             t.active = false;
             set_tf(uc, false);
             inner.calls_done += 1;
-            let more = inner
-                .func
-                .is_some_and(|(_, first, count, _)| inner.calls_seen < first + count - 1);
+            let more = inner.func.is_some_and(|(_, first, count, _)| {
+                inner.calls_seen < first.saturating_add(count) - 1
+            });
             if more && inner.cut_short.is_none() {
-                STATE.store(ARMED, Ordering::Release);
-                let addr = BP_ADDR.load(Ordering::Acquire);
-                write_code_byte(addr, 0xCC);
-                BP_PLANTED.store(true, Ordering::Release);
+                // `finish` may have begun: only a running capture re-arms.
+                if STATE
+                    .compare_exchange(RUNNING, ARMED, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    let addr = BP_ADDR.load(Ordering::Acquire);
+                    if addr != 0 {
+                        write_code_byte(addr, 0xCC);
+                        BP_PLANTED.store(true, Ordering::Release);
+                    }
+                }
             } else {
                 STATE.store(STOPPING, Ordering::Release);
                 finish_soon(uc, true);
@@ -1427,15 +1571,21 @@ fn decoded(inner: &mut Inner, ip: u64) -> Option<Decoded> {
     let mut decoder = Decoder::with_ip(64, &bytes[..first], ip, DecoderOptions::NONE);
     let mut instr = decoder.decode();
     if instr.is_invalid() && first < 15 {
-        // SAFETY: the instruction spans into the next page, which the CPU
-        // is about to fetch from, so it is mapped.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                (ip + first as u64) as *const u8,
-                bytes.as_mut_ptr().add(first),
-                15 - first,
-            )
+        // The rest may lie on the next page, which need not be mapped (an
+        // invalid instruction at a page end): read it safely; unreadable
+        // bytes stay zero and decoding fails as it would on the CPU.
+        let tail = &mut bytes[first..];
+        let local = libc::iovec {
+            iov_base: tail.as_mut_ptr() as *mut libc::c_void,
+            iov_len: tail.len(),
         };
+        let remote = libc::iovec {
+            iov_base: (ip + first as u64) as *mut libc::c_void,
+            iov_len: tail.len(),
+        };
+        // SAFETY: process_vm_readv on our own pid copies into a live local
+        // buffer and reports unreadable addresses as an error.
+        unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
         let mut decoder = Decoder::with_ip(64, &bytes, ip, DecoderOptions::NONE);
         instr = decoder.decode();
     }
@@ -1739,35 +1889,23 @@ fn seed(inner: &mut Inner, ti: usize, rip: u64, rsp: u64, rbp: u64) {
 pub fn finish() -> Result<Summary, CaptureError> {
     static ONE: Mutex<()> = Mutex::new(());
     let _g = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
+        // A forked child: the capture (and its dump) belong to the parent.
+        return Err(CaptureError::NotRunning);
+    }
     let s = STATE.load(Ordering::Acquire);
     if !matches!(s, ARMED | RUNNING | STOPPING) {
         return Err(CaptureError::NotRunning);
     }
-    STATE.store(STOPPING, Ordering::Release);
-    unplant_breakpoint();
-    BP_ADDR.store(0, Ordering::Release);
-    REPLANT_TID.store(0, Ordering::Release);
-    // Make every traced thread clear TF now, even one blocked in a syscall.
-    let tids: Vec<u32> = with_inner(|cell| {
-        cell.as_ref()
-            .map(|i| {
-                i.threads
-                    .iter()
-                    .filter(|t| t.tid != 0)
-                    .map(|t| t.tid)
-                    .collect()
-            })
-            .unwrap_or_default()
+    with_inner(|_| {
+        STATE.store(STOPPING, Ordering::Release);
+        unplant_breakpoint();
+        BP_ADDR.store(0, Ordering::Release);
+        REPLANT_TID.store(0, Ordering::Release);
     });
-    let me = gettid();
-    let sig = SYNC_SIGNAL.load(Ordering::Relaxed);
-    let pid = std::process::id() as i32;
-    for tid in tids {
-        if tid != me {
-            // SAFETY: tgkill to a thread of ours; ESRCH if it has exited.
-            unsafe { libc::syscall(libc::SYS_tgkill, pid, tid as i32, sig) };
-        }
-    }
+    // Traced threads clear TF at their next trap (the state is no longer
+    // RUNNING). They are not signalled: a signal would cut short the
+    // program's poll/sleep/epoll_wait with EINTR.
     while IN_HANDLER.load(Ordering::SeqCst) != 0 {
         std::thread::yield_now();
     }

@@ -871,3 +871,45 @@ fn longjmp_out_of_a_recursion_leaves_no_stale_frames() {
     // below the abandoned recursion.
     assert_eq!(leaf, vec![top[0] + 1]);
 }
+
+/// Regressions from review: posix_spawn (a vfork child sharing our memory)
+/// once ended the capture; a forked child could hang at exit or overwrite
+/// the dump; a 16 KiB thread stack overflowed in the handler.
+#[test]
+fn spawn_fork_and_small_stacks_during_a_capture() {
+    if !have("gcc") {
+        eprintln!("SKIP spawn_fork_and_small_stacks_during_a_capture: gcc missing");
+        return;
+    }
+    let bin = build_c(
+        "gcc",
+        "tests-programs/capture/hostile.c",
+        &["-O1", "-g", "-pthread"],
+        "hostile",
+    );
+    let plain = run_with_deadline(Command::new(&bin), 60);
+    assert!(plain.status.success());
+    let dump = scratch().join("hostile.ccdump");
+    let _ = std::fs::remove_file(&dump);
+    let mut c = Command::new(&bin);
+    c.arg(&dump);
+    let traced = run_with_deadline(c, 300);
+    assert!(
+        traced.status.success(),
+        "{}",
+        String::from_utf8_lossy(&traced.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&traced.stdout),
+        String::from_utf8_lossy(&plain.stdout)
+    );
+    assert!(String::from_utf8_lossy(&traced.stdout).ends_with("stop 0\n"));
+    let d = Dump::from_bytes(&std::fs::read(&dump).unwrap()).unwrap();
+    assert_eq!(d.meta.cut_short, None);
+    assert!(
+        d.threads.len() >= 2,
+        "the 16 KiB thread was traced: {:?}",
+        d.threads
+    );
+    assert!(d.threads.iter().all(|t| t.tid != 0));
+}
