@@ -240,17 +240,6 @@ const RUNNING: u8 = 3;
 const STOPPING: u8 = 4;
 
 const TF: i64 = 0x100;
-/// Number of [`Unmodelled`] variants (counted separately in the dump).
-const UNMODELLED_KINDS: usize = 7;
-const UNMODELLED_ALL: [Unmodelled; UNMODELLED_KINDS] = [
-    Unmodelled::Unsupported,
-    Unmodelled::TooManyAccesses,
-    Unmodelled::MissingRegister,
-    Unmodelled::PartialMask,
-    Unmodelled::NeedsMemory,
-    Unmodelled::UnknownXsaveLayout,
-    Unmodelled::NotExactAfter,
-];
 const MAX_SELECTED: usize = 256;
 
 static STATE: AtomicU8 = AtomicU8::new(IDLE);
@@ -416,6 +405,22 @@ impl ThreadState {
     }
 }
 
+/// The calls a function trigger captures (1-based, `first..first + count`).
+#[derive(Clone, Copy, Debug)]
+struct FunctionCalls {
+    /// Entry address of the function.
+    address: u64,
+    first: u64,
+    count: u64,
+}
+
+impl FunctionCalls {
+    /// One past the last call to capture.
+    fn end(&self) -> u64 {
+        self.first.saturating_add(self.count)
+    }
+}
+
 struct Inner {
     hier: Hierarchy,
     model: Model,
@@ -434,13 +439,13 @@ struct Inner {
     accesses: AccessList,
     instructions: u64,
     untrapped: u64,
-    unmodelled: [u64; UNMODELLED_KINDS],
+    unmodelled: [u64; Unmodelled::ALL.len()],
     max_instructions: u64,
     cut_short: Option<&'static str>,
     exec_ranges: Vec<(u64, u64)>,
     /// DWARF CFI of the mapped files, for seeding shadow stacks.
     unwinder: crate::unwind::StackUnwinder,
-    func: Option<(u64, u64, u64, u64)>,
+    func: Option<FunctionCalls>,
     calls_seen: u64,
     calls_done: u64,
     meta: Meta,
@@ -656,7 +661,11 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
             count,
         } => (
             format!("function:{name}"),
-            Some((*address, *first.max(&1), *count.max(&1), 0)),
+            Some(FunctionCalls {
+                address: *address,
+                first: (*first).max(1),
+                count: (*count).max(1),
+            }),
         ),
     };
     let mut inner = Box::new(Inner {
@@ -681,7 +690,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         accesses: AccessList::default(),
         instructions: 0,
         untrapped: 0,
-        unmodelled: [0; UNMODELLED_KINDS],
+        unmodelled: [0; Unmodelled::ALL.len()],
         max_instructions: options.max_instructions,
         cut_short: None,
         exec_ranges,
@@ -722,8 +731,8 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     with_inner(|cell| *cell = Some(inner));
-    if let Some((address, ..)) = func {
-        plant_breakpoint(address)?;
+    if let Some(calls) = func {
+        plant_breakpoint(calls.address)?;
         STATE.store(ARMED, Ordering::Release);
         return Ok(false);
     }
@@ -1163,12 +1172,12 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
         if STATE.load(Ordering::Acquire) != ARMED {
             return;
         }
-        let Some((_, first, count, _)) = inner.func else {
+        let Some(calls) = inner.func else {
             return;
         };
         inner.calls_seen += 1;
         let n = inner.calls_seen;
-        if n >= first && n < first.saturating_add(count) {
+        if n >= calls.first && n < calls.end() {
             let Some(i) = claim_thread(inner, tid) else {
                 return;
             };
@@ -1190,21 +1199,28 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
     });
 }
 
-/// Safe read of a word of this process's memory (EFAULT instead of a crash).
-pub(crate) fn read_word(addr: u64) -> Option<u64> {
-    let mut v: u64 = 0;
+/// Safe read of this process's memory into `buf`: an unreadable address is
+/// an error (false), not a fault.
+fn read_bytes(addr: u64, buf: &mut [u8]) -> bool {
     let local = libc::iovec {
-        iov_base: &mut v as *mut u64 as *mut libc::c_void,
-        iov_len: 8,
+        iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+        iov_len: buf.len(),
     };
     let remote = libc::iovec {
         iov_base: addr as *mut libc::c_void,
-        iov_len: 8,
+        iov_len: buf.len(),
     };
-    // SAFETY: process_vm_readv on our own pid copies into a live local and
-    // reports unreadable addresses as an error instead of faulting.
+    // SAFETY: process_vm_readv on our own pid copies into `buf`, a live
+    // local buffer of the given length, and reports unreadable addresses as
+    // an error instead of faulting.
     let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    (n == 8).then_some(v)
+    n == buf.len() as isize
+}
+
+/// Safe read of a word of this process's memory.
+pub(crate) fn read_word(addr: u64) -> Option<u64> {
+    let mut b = [0u8; 8];
+    read_bytes(addr, &mut b).then(|| u64::from_ne_bytes(b))
 }
 
 /// The counter slot for what served an access: the level's index, or
@@ -1423,9 +1439,9 @@ fn step(inner: &mut Inner, uc: &mut libc::ucontext_t) {
             t.active = false;
             set_tf(uc, false);
             inner.calls_done += 1;
-            let more = inner.func.is_some_and(|(_, first, count, _)| {
-                inner.calls_seen < first.saturating_add(count) - 1
-            });
+            let more = inner
+                .func
+                .is_some_and(|calls| inner.calls_seen < calls.end() - 1);
             if more && inner.cut_short.is_none() {
                 // `finish` may have begun: only a running capture re-arms.
                 if STATE
@@ -1574,18 +1590,7 @@ fn decoded(inner: &mut Inner, ip: u64) -> Option<Decoded> {
         // The rest may lie on the next page, which need not be mapped (an
         // invalid instruction at a page end): read it safely; unreadable
         // bytes stay zero and decoding fails as it would on the CPU.
-        let tail = &mut bytes[first..];
-        let local = libc::iovec {
-            iov_base: tail.as_mut_ptr() as *mut libc::c_void,
-            iov_len: tail.len(),
-        };
-        let remote = libc::iovec {
-            iov_base: (ip + first as u64) as *mut libc::c_void,
-            iov_len: tail.len(),
-        };
-        // SAFETY: process_vm_readv on our own pid copies into a live local
-        // buffer and reports unreadable addresses as an error.
-        unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        read_bytes(ip + first as u64, &mut bytes[first..]);
         let mut decoder = Decoder::with_ip(64, &bytes, ip, DecoderOptions::NONE);
         instr = decoder.decode();
     }
@@ -1593,7 +1598,6 @@ fn decoded(inner: &mut Inner, ip: u64) -> Option<Decoded> {
         FlowControl::Call | FlowControl::IndirectCall if instr.mnemonic() == Mnemonic::Call => {
             Flow::Call
         }
-        FlowControl::Return => Flow::Return,
         _ if instr.mnemonic() == Mnemonic::Syscall => Flow::Syscall,
         _ => Flow::Other,
     };
@@ -1793,7 +1797,7 @@ fn count_instruction(
         }
         Err(why) => {
             c[1] += 1;
-            if let Some(i) = UNMODELLED_ALL.iter().position(|&u| u == why) {
+            if let Some(i) = Unmodelled::ALL.iter().position(|&u| u == why) {
                 inner.unmodelled[i] += 1;
             }
         }
@@ -1859,7 +1863,7 @@ fn seed(inner: &mut Inner, ti: usize, rip: u64, rsp: u64, rbp: u64) {
         }
         fp = next;
     }
-    let entry = inner.func.map(|f| f.0).unwrap_or(0);
+    let entry = inner.func.map(|f| f.address).unwrap_or(0);
     let at_entry = inner.threads[ti].at_entry;
     let mut parent = 0;
     let t = &mut inner.threads[ti];
@@ -1951,13 +1955,13 @@ fn write_dump(inner: Inner, duration: std::time::Duration) -> Result<Summary, Ca
     meta.instructions = instructions;
     meta.untrapped = untrapped;
     meta.cut_short = cut_short.map(String::from);
-    meta.unmodelled = UNMODELLED_ALL
+    meta.unmodelled = Unmodelled::ALL
         .iter()
         .zip(unmodelled.iter())
         .filter(|&(_, &n)| n > 0)
         .map(|(why, &n)| (why.reason().to_string(), n))
         .collect();
-    if let Some((_, first, count, _)) = func {
+    if let Some(FunctionCalls { first, count, .. }) = func {
         if calls_done < count {
             let note = format!(
                 "the function was called {calls_seen} times; calls {first} to {} were to be \

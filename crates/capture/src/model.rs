@@ -198,6 +198,17 @@ pub enum Unmodelled {
 }
 
 impl Unmodelled {
+    /// Every reason, in declaration order (the engine counts each).
+    pub const ALL: [Unmodelled; 7] = [
+        Unmodelled::Unsupported,
+        Unmodelled::TooManyAccesses,
+        Unmodelled::MissingRegister,
+        Unmodelled::PartialMask,
+        Unmodelled::NeedsMemory,
+        Unmodelled::UnknownXsaveLayout,
+        Unmodelled::NotExactAfter,
+    ];
+
     /// A short reason for reports.
     pub fn reason(self) -> &'static str {
         match self {

@@ -27,8 +27,6 @@ pub enum Flow {
     Other,
     /// A near call (the next instruction is the callee's first).
     Call,
-    /// A return.
-    Return,
     /// `syscall`: the instruction after it runs without a trap.
     Syscall,
 }
