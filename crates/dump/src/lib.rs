@@ -17,10 +17,15 @@
 //! ```
 //!
 //! Sections of version 1, in this order: `META` (JSON), `MODS`, `THRD`,
-//! `STKS`, `RECS`. Unknown sections are skipped, so later versions can add
-//! sections that older readers ignore.
+//! `STKS`, `RECS`. Version 2 adds an optional `SYMS` section after `RECS`:
+//! the embedded symbol tables ([`Symbols`]). Unknown sections are skipped, so
+//! later versions can add sections that older readers ignore; every older
+//! version keeps loading (samples of each are under test).
 
+pub mod symbols;
 mod varint;
+
+pub use symbols::{Frame, Function, Location, ModuleStatus, ModuleSymbols, Symbols};
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -30,7 +35,7 @@ pub const MAGIC: &[u8; 8] = b"COLDDUMP";
 /// The trailer magic, followed by the CRC-32 of everything before it.
 pub const TRAILER: &[u8; 8] = b"CRC32\0\0\0";
 /// The format version this crate writes.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Stack id of the empty stack (the root of the stack tree).
 pub const ROOT_STACK: u32 = 0;
 
@@ -169,6 +174,8 @@ pub struct Dump {
     pub stacks: Vec<StackNode>,
     /// Counter records.
     pub records: Vec<Record>,
+    /// Embedded symbol tables, once the dump has been resolved.
+    pub symbols: Option<Symbols>,
 }
 
 /// Counter naming: the layout of [`Record::counters`] for a hierarchy of
@@ -249,6 +256,28 @@ impl Dump {
         v
     }
 
+    /// The module containing `addr`, as an index into [`Dump::modules`].
+    pub fn module_of(&self, addr: u64) -> Option<usize> {
+        self.modules
+            .iter()
+            .position(|m| m.start <= addr && addr < m.end)
+    }
+
+    /// Every distinct address the dump mentions: record instructions, call
+    /// sites and callee entries, sorted. These are what the resolver resolves.
+    pub fn addresses(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.records.iter().map(|r| r.ip).collect();
+        for s in self.stacks.iter().skip(1) {
+            v.push(s.call_site);
+            if s.callee != 0 {
+                v.push(s.callee);
+            }
+        }
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
     /// Encodes the dump in the current format version.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 + self.records.len() * 24);
@@ -303,6 +332,12 @@ impl Dump {
             }
         }
         section(&mut out, b"RECS", &b);
+
+        if let Some(syms) = &self.symbols {
+            b.clear();
+            syms.encode(&mut b);
+            section(&mut out, b"SYMS", &b);
+        }
 
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(TRAILER);
@@ -456,12 +491,17 @@ impl Dump {
             });
         }
         r.finish()?;
+        let symbols = match get("SYMS") {
+            Ok(b) if version >= 2 => Some(Symbols::decode(b, modules.len())?),
+            _ => None,
+        };
         Ok(Dump {
             meta,
             modules,
             threads,
             stacks,
             records,
+            symbols,
         })
     }
 }

@@ -1,6 +1,10 @@
 //! Dump format tests: round trip, and refusal of truncated or corrupted input.
 
-use coldcache_dump::{counters, Dump, DumpError, Meta, Module, Record, StackNode, Thread};
+use coldcache_dump::symbols::{NO_FILE, NO_MODULE};
+use coldcache_dump::{
+    counters, Dump, DumpError, Frame, Function, Location, Meta, Module, ModuleStatus,
+    ModuleSymbols, Record, StackNode, Symbols, Thread,
+};
 
 fn sample() -> Dump {
     let levels = vec!["L1".to_string(), "L2".to_string()];
@@ -53,6 +57,111 @@ fn sample() -> Dump {
                 counters: vec![u64::MAX; n],
             },
         ],
+        symbols: None,
+    }
+}
+
+/// `sample()` resolved: an inlined frame, a symbol-table-only function, an
+/// address with nothing known.
+fn sample_v2() -> Dump {
+    let mut d = sample();
+    d.symbols = Some(Symbols {
+        files: vec!["/src/a.c".into(), "/src/a.h".into()],
+        functions: vec![
+            Function {
+                name: "main".into(),
+                module: 0,
+                entry: 0x5555_1000,
+                file: 0,
+                line: 10,
+            },
+            Function {
+                name: "inlined_helper".into(),
+                module: 0,
+                entry: 0,
+                file: 1,
+                line: 3,
+            },
+            Function {
+                name: "no_lines".into(),
+                module: NO_MODULE,
+                entry: 0x5555_2000,
+                file: NO_FILE,
+                line: 0,
+            },
+        ],
+        locations: vec![
+            Location {
+                addr: 0x5555_1000,
+                frames: vec![Frame {
+                    function: 0,
+                    file: 0,
+                    line: 11,
+                }],
+                code: vec![0x55],
+            },
+            Location {
+                addr: 0x5555_1234,
+                frames: vec![
+                    Frame {
+                        function: 1,
+                        file: 1,
+                        line: 4,
+                    },
+                    Frame {
+                        function: 0,
+                        file: 0,
+                        line: 12,
+                    },
+                ],
+                code: vec![0xe8, 1, 2, 3, 4],
+            },
+            Location {
+                addr: 0x5555_2000,
+                frames: vec![Frame {
+                    function: 2,
+                    file: NO_FILE,
+                    line: 0,
+                }],
+                code: vec![],
+            },
+            Location {
+                addr: 0x7777_0000,
+                frames: vec![],
+                code: vec![],
+            },
+        ],
+        modules: vec![ModuleSymbols {
+            status: ModuleStatus::Lines,
+            detail: "/usr/lib/debug/x.debug".into(),
+        }],
+    });
+    d
+}
+
+#[test]
+fn symbols_round_trip_and_lookup() {
+    let d = sample_v2();
+    let back = Dump::from_bytes(&d.to_bytes()).unwrap();
+    assert_eq!(back, d);
+    let s = back.symbols.unwrap();
+    assert_eq!(s.location(0x5555_1234).unwrap().frames.len(), 2);
+    assert!(s.location(0x5555_1235).is_none());
+    assert_eq!(d.addresses(), vec![0x5555_1000, 0x5555_1234, 0x5555_2000]);
+    assert_eq!(d.module_of(0x5555_1234), Some(0));
+    assert_eq!(d.module_of(0x1), None);
+}
+
+#[test]
+fn every_truncation_and_flipped_bit_of_a_resolved_dump_is_refused() {
+    let bytes = sample_v2().to_bytes();
+    for len in 0..bytes.len() {
+        assert!(Dump::from_bytes(&bytes[..len]).is_err(), "length {len}");
+    }
+    for i in 0..bytes.len() {
+        let mut b = bytes.clone();
+        b[i] ^= 0x10;
+        assert!(Dump::from_bytes(&b).is_err(), "byte {i} accepted");
     }
 }
 
@@ -104,16 +213,25 @@ fn newer_version_is_refused_by_number() {
     }
 }
 
-/// A dump written by format version 1, committed: every later coldcache
-/// must keep reading it. Regenerate (only when adding a new version's
-/// sample) with `COLDCACHE_WRITE_SAMPLES=1 cargo test -p coldcache-dump`.
+/// Dumps written by each format version, committed: every later coldcache
+/// must keep reading them. The newest one is regenerated (only when adding a
+/// new version's sample) with `COLDCACHE_WRITE_SAMPLES=1 cargo test -p
+/// coldcache-dump`; older ones are never rewritten.
 #[test]
 fn committed_version_1_sample_still_loads() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1.ccdump");
-    if std::env::var_os("COLDCACHE_WRITE_SAMPLES").is_some() {
-        std::fs::write(&path, sample().to_bytes()).unwrap();
-    }
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(&bytes[8..12], &1u32.to_le_bytes(), "sample is version 1");
     assert_eq!(Dump::from_bytes(&bytes).unwrap(), sample());
+}
+
+#[test]
+fn committed_version_2_sample_still_loads() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v2.ccdump");
+    if std::env::var_os("COLDCACHE_WRITE_SAMPLES").is_some() {
+        std::fs::write(&path, sample_v2().to_bytes()).unwrap();
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[8..12], &2u32.to_le_bytes(), "sample is version 2");
+    assert_eq!(Dump::from_bytes(&bytes).unwrap(), sample_v2());
 }
