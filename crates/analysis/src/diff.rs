@@ -1,0 +1,206 @@
+//! `coldcache diff`: two profiles compared per function or per source line.
+//!
+//! Rows are matched by function name and module (or by file and line), so
+//! two builds of the same program compare even though their addresses
+//! differ. Columns are matched by name: two dumps simulated with different
+//! hierarchies compare on the columns they share.
+
+use crate::profile::{add_row, Profile};
+use crate::views::{fn_label, short_path, values, By, ColumnHead, Num};
+use crate::AnalysisError;
+use coldcache_dump::symbols::NO_FILE;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// A comparison query.
+#[derive(Clone, Debug, Default)]
+pub struct DiffQuery {
+    /// Per function or per line (instructions are not comparable).
+    pub by: By,
+    /// Column whose change orders the rows (default `mem`).
+    pub sort: Option<String>,
+    /// Keep rows whose label matches.
+    pub filter: Option<String>,
+    /// Keep the first N rows.
+    pub limit: Option<usize>,
+}
+
+/// One compared row.
+#[derive(Clone, Debug, Serialize)]
+pub struct DiffRow {
+    /// Function or line.
+    pub label: String,
+    /// Values before (self costs), per column; zeros when absent.
+    pub before: Vec<Num>,
+    /// Values after.
+    pub after: Vec<Num>,
+    /// Change of the sort column (after − before).
+    pub change: f64,
+    /// Relative change of the sort column in percent (`None` from zero).
+    pub relative: Option<f64>,
+    /// `changed`, `new` (only after) or `gone` (only before).
+    pub status: &'static str,
+}
+
+/// The comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct DiffView {
+    /// Columns both dumps have.
+    pub columns: Vec<ColumnHead>,
+    /// Row granularity.
+    pub by: By,
+    /// Sort column.
+    pub sort: String,
+    /// Totals before.
+    pub before_totals: Vec<Num>,
+    /// Totals after.
+    pub after_totals: Vec<Num>,
+    /// Rows matching the filter, before the limit.
+    pub matched: usize,
+    /// Rows by decreasing absolute change of the sort column.
+    pub rows: Vec<DiffRow>,
+}
+
+fn rows_of(p: &Profile, by: By) -> BTreeMap<String, Vec<u64>> {
+    let nc = p.counters();
+    let mut m: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    match by {
+        By::Function | By::Instruction => {
+            for f in 0..p.functions().len() as u32 {
+                let s = p.fn_self(f);
+                if s.iter().all(|&v| v == 0) {
+                    continue;
+                }
+                let info = p.function(f);
+                let key = if info.module.is_empty() || !info.resolved {
+                    fn_label(p, f)
+                } else {
+                    format!("{} ({})", info.name, info.module)
+                };
+                add_row(m.entry(key).or_insert_with(|| vec![0; nc]), s);
+            }
+        }
+        By::Line => {
+            let mut acc: HashMap<(u32, u32, u32), Vec<u64>> = HashMap::new();
+            for i in 0..p.record_count() {
+                if !p.record_kept(i) {
+                    continue;
+                }
+                let fr = *p.record_frames(i).last().expect("a path has a frame");
+                let key = if fr.file == NO_FILE {
+                    (NO_FILE, 0, fr.function)
+                } else {
+                    (fr.file, fr.line, 0)
+                };
+                add_row(
+                    acc.entry(key).or_insert_with(|| vec![0; nc]),
+                    &p.dump().records[i].counters,
+                );
+            }
+            for ((file, line, f), v) in acc {
+                let key = match p.file(file) {
+                    Some(path) => format!("{}:{line}", short_path(path)),
+                    None => format!("{} (no line info)", fn_label(p, f)),
+                };
+                add_row(m.entry(key).or_insert_with(|| vec![0; nc]), &v);
+            }
+        }
+    }
+    m
+}
+
+/// Compares `before` with `after`.
+pub fn diff(before: &Profile, after: &Profile, q: &DiffQuery) -> Result<DiffView, AnalysisError> {
+    // Columns both have, in `after`'s order.
+    let common: Vec<(usize, usize)> = after
+        .columns()
+        .iter()
+        .enumerate()
+        .filter_map(|(ai, c)| {
+            before
+                .columns()
+                .iter()
+                .position(|b| b.name == c.name)
+                .map(|bi| (bi, ai))
+        })
+        .collect();
+    let sort = q
+        .sort
+        .clone()
+        .unwrap_or_else(|| crate::views::default_sort(after));
+    let sc = common
+        .iter()
+        .position(|&(_, ai)| after.columns()[ai].name == sort)
+        .ok_or_else(|| AnalysisError::NoSuchColumn {
+            name: sort.clone(),
+            known: common
+                .iter()
+                .map(|&(_, ai)| after.columns()[ai].name.clone())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+    let pick = |vals: Vec<Num>, before_side: bool| -> Vec<Num> {
+        common
+            .iter()
+            .map(|&(bi, ai)| vals[if before_side { bi } else { ai }])
+            .collect()
+    };
+    let re = q.filter.as_deref().map(crate::regex).transpose()?;
+    let b = rows_of(before, q.by);
+    let a = rows_of(after, q.by);
+    let zero_b = vec![0u64; before.counters()];
+    let zero_a = vec![0u64; after.counters()];
+    let mut keys: Vec<&String> = b.keys().chain(a.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut rows = Vec::new();
+    for k in keys {
+        if re.as_ref().is_some_and(|r| !r.is_match(k)) {
+            continue;
+        }
+        let bv = pick(values(before.columns(), b.get(k).unwrap_or(&zero_b)), true);
+        let av = pick(values(after.columns(), a.get(k).unwrap_or(&zero_a)), false);
+        let (x, y) = (bv[sc].as_f64(), av[sc].as_f64());
+        let status = match (b.contains_key(k), a.contains_key(k)) {
+            (true, false) => "gone",
+            (false, true) => "new",
+            _ => "changed",
+        };
+        rows.push(DiffRow {
+            label: k.clone(),
+            change: y - x,
+            relative: (x != 0.0).then(|| ((y - x) / x * 1000.0).round() / 10.0),
+            before: bv,
+            after: av,
+            status,
+        });
+    }
+    rows.sort_by(|p, q| {
+        q.change
+            .abs()
+            .total_cmp(&p.change.abs())
+            .then_with(|| p.label.cmp(&q.label))
+    });
+    let matched = rows.len();
+    if let Some(n) = q.limit {
+        rows.truncate(n);
+    }
+    Ok(DiffView {
+        columns: common
+            .iter()
+            .map(|&(_, ai)| {
+                let c = &after.columns()[ai];
+                ColumnHead {
+                    name: c.name.clone(),
+                    description: c.description.clone(),
+                }
+            })
+            .collect(),
+        by: q.by,
+        sort,
+        before_totals: pick(values(before.columns(), before.totals()), true),
+        after_totals: pick(values(after.columns(), after.totals()), false),
+        matched,
+        rows,
+    })
+}

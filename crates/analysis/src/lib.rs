@@ -1,0 +1,55 @@
+//! coldcache-analysis: turns a capture dump into the views a person reads.
+//!
+//! Pure: no file or network I/O (source text for the annotate view comes
+//! through a caller-supplied function). One source of truth for every number
+//! the CLI reports, the exports write and the web UI shows:
+//!
+//! - [`Profile::new`] indexes a [`coldcache_dump::Dump`]: every record is
+//!   mapped to a path of functions (inlined frames included) in one call
+//!   tree, and self and inclusive costs are summed per node and function.
+//! - [`columns`]: raw counters and derived measures (misses per level,
+//!   accesses served by memory, the badness factor).
+//! - [`views`]: flat (per function, line or instruction), top-down,
+//!   bottom-up, callers of a function, annotated source, disassembly,
+//!   threads and cores; [`diff`] compares two profiles.
+//! - [`render`]: the text tables of `coldcache report` and `coldcache diff`.
+
+pub mod columns;
+pub mod diff;
+pub mod profile;
+pub mod render;
+pub mod views;
+
+pub use columns::{Column, Formula};
+pub use profile::{CallNode, FnId, FunctionInfo, NodeId, PathFrame, Profile, ProfileOptions};
+
+/// Errors of the analysis (bad queries).
+#[derive(Debug, thiserror::Error)]
+pub enum AnalysisError {
+    /// A column name that the dump does not have.
+    #[error("no column named '{name}'; the columns are: {known}")]
+    NoSuchColumn {
+        /// The name asked for.
+        name: String,
+        /// The columns available.
+        known: String,
+    },
+    /// No function matches.
+    #[error("no function matches '{0}'")]
+    NoSuchFunction(String),
+    /// A bad regular expression.
+    #[error("invalid regular expression '{pattern}': {message}")]
+    BadRegex {
+        /// The pattern.
+        pattern: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+pub(crate) fn regex(pattern: &str) -> Result<regex::Regex, AnalysisError> {
+    regex::Regex::new(pattern).map_err(|e| AnalysisError::BadRegex {
+        pattern: pattern.to_string(),
+        message: e.to_string(),
+    })
+}

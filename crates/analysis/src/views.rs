@@ -1,0 +1,1043 @@
+//! The views: flat, top-down, bottom-up, callers, annotate, disassembly,
+//! threads. Each takes a query and returns a serializable result whose rows
+//! carry values for every column (in [`Profile::columns`] order), so the
+//! text renderer, `--json` and the web UI show the same numbers.
+
+use crate::columns::Column;
+use crate::profile::{add_row, FnId, NodeId, Profile, NO_FN, ROOT};
+use crate::AnalysisError;
+use coldcache_dump::symbols::NO_FILE;
+use serde::{Serialize, Serializer};
+use std::collections::HashMap;
+
+/// A value of a column: an integer count or a ratio.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Num {
+    /// A count.
+    Int(u64),
+    /// A ratio (badness).
+    Float(f64),
+}
+
+impl Num {
+    /// As a float.
+    pub fn as_f64(self) -> f64 {
+        match self {
+            Num::Int(i) => i as f64,
+            Num::Float(f) => f,
+        }
+    }
+}
+
+impl Serialize for Num {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Num::Int(i) => s.serialize_u64(i),
+            Num::Float(f) => s.serialize_f64((f * 1000.0).round() / 1000.0),
+        }
+    }
+}
+
+/// Column values of a raw counter row, in column order.
+pub fn values(columns: &[Column], row: &[u64]) -> Vec<Num> {
+    columns
+        .iter()
+        .map(|c| {
+            if c.is_ratio() {
+                Num::Float(c.value(row))
+            } else {
+                Num::Int(c.int_value(row))
+            }
+        })
+        .collect()
+}
+
+/// A column's name and meaning, as the views list them.
+#[derive(Clone, Debug, Serialize)]
+pub struct ColumnHead {
+    /// Name.
+    pub name: String,
+    /// Meaning.
+    pub description: String,
+}
+
+fn heads(p: &Profile) -> Vec<ColumnHead> {
+    p.columns()
+        .iter()
+        .map(|c| ColumnHead {
+            name: c.name.clone(),
+            description: c.description.clone(),
+        })
+        .collect()
+}
+
+/// Resolves a column name to its index.
+pub fn column_index(p: &Profile, name: &str) -> Result<usize, AnalysisError> {
+    p.columns()
+        .iter()
+        .position(|c| c.name == name)
+        .ok_or_else(|| AnalysisError::NoSuchColumn {
+            name: name.to_string(),
+            known: p
+                .columns()
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// The default sort column: `mem` when the dump has it, else instructions.
+pub fn default_sort(p: &Profile) -> String {
+    if p.column("mem").is_some() {
+        "mem".into()
+    } else {
+        p.columns()
+            .first()
+            .map(|c| c.name.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// What a flat row stands for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum By {
+    /// One row per function (self and inclusive costs).
+    #[default]
+    Function,
+    /// One row per source line (of the innermost frame).
+    Line,
+    /// One row per instruction address.
+    Instruction,
+}
+
+/// A flat-profile query.
+#[derive(Clone, Debug, Default)]
+pub struct FlatQuery {
+    /// Row granularity.
+    pub by: By,
+    /// Column to sort by, descending (default: [`default_sort`]).
+    pub sort: Option<String>,
+    /// Sort by inclusive instead of self costs (functions only).
+    pub inclusive: bool,
+    /// Keep rows whose label matches this regex.
+    pub filter: Option<String>,
+    /// Keep the first N rows after sorting.
+    pub limit: Option<usize>,
+}
+
+/// One row of the flat profile.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlatRow {
+    /// What the row is, as shown.
+    pub label: String,
+    /// The function (for lines and instructions: the innermost one).
+    pub function: Option<FnId>,
+    /// Its name.
+    pub name: String,
+    /// Its module.
+    pub module: String,
+    /// Source file (lines, instructions; functions: declaring file).
+    pub file: Option<String>,
+    /// Source line (0 when unknown).
+    pub line: u32,
+    /// Instruction address (instructions only).
+    pub addr: Option<u64>,
+    /// Disassembly (instructions only, when the dump has the bytes).
+    pub asm: Option<String>,
+    /// Self costs, per column.
+    #[serde(rename = "self")]
+    pub self_: Vec<Num>,
+    /// Inclusive costs, per column (functions only).
+    pub incl: Option<Vec<Num>>,
+}
+
+/// The flat profile.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlatView {
+    /// Columns, in the order of every row's values.
+    pub columns: Vec<ColumnHead>,
+    /// Row granularity.
+    pub by: By,
+    /// Sort column.
+    pub sort: String,
+    /// Whether sorted by inclusive costs.
+    pub inclusive: bool,
+    /// Totals of the profile.
+    pub totals: Vec<Num>,
+    /// Rows matching the filter, before the limit.
+    pub matched: usize,
+    /// The rows, sorted.
+    pub rows: Vec<FlatRow>,
+}
+
+/// Where a record's line is: the innermost frame with a file, if any.
+fn line_key(p: &Profile, i: usize) -> (FnId, u32, u32) {
+    let frames = p.record_frames(i);
+    let inner = frames[frames.len() - 1];
+    (inner.function, inner.file, inner.line)
+}
+
+/// Builds the flat profile.
+pub fn flat(p: &Profile, q: &FlatQuery) -> Result<FlatView, AnalysisError> {
+    let cols = p.columns();
+    let sort = q.sort.clone().unwrap_or_else(|| default_sort(p));
+    let sc = column_index(p, &sort)?;
+    let re = q.filter.as_deref().map(crate::regex).transpose()?;
+    let nc = p.counters();
+    let mut rows: Vec<(f64, FlatRow)> = Vec::new();
+    match q.by {
+        By::Function => {
+            for f in 0..p.functions().len() as FnId {
+                let s = p.fn_self(f);
+                let inc = p.fn_incl(f);
+                if inc.iter().all(|&v| v == 0) {
+                    continue;
+                }
+                let info = p.function(f);
+                let label = fn_label(p, f);
+                if re.as_ref().is_some_and(|r| !r.is_match(&label)) {
+                    continue;
+                }
+                let key = if q.inclusive { inc } else { s };
+                rows.push((
+                    cols[sc].value(key),
+                    FlatRow {
+                        label,
+                        function: Some(f),
+                        name: info.name.clone(),
+                        module: info.module.clone(),
+                        file: info.file.clone(),
+                        line: info.line,
+                        addr: None,
+                        asm: None,
+                        self_: values(cols, s),
+                        incl: Some(values(cols, inc)),
+                    },
+                ));
+            }
+        }
+        By::Line | By::Instruction => {
+            let mut acc: HashMap<(u64, u32, u32), (FnId, Vec<u64>)> = HashMap::new();
+            for i in 0..p.record_count() {
+                if !p.record_kept(i) {
+                    continue;
+                }
+                let (f, file, line) = line_key(p, i);
+                let key = if q.by == By::Line {
+                    // Lines without a file are kept apart per function.
+                    if file == NO_FILE {
+                        (u64::from(f), file, 0)
+                    } else {
+                        (0, file, line)
+                    }
+                } else {
+                    (p.dump().records[i].ip, 0, 0)
+                };
+                let e = acc.entry(key).or_insert_with(|| (f, vec![0; nc]));
+                add_row(&mut e.1, &p.dump().records[i].counters);
+            }
+            for ((k, file, line), (f, costs)) in acc {
+                let info = p.function(f);
+                let (label, addr, asm, file_s, line_n) = if q.by == By::Line {
+                    let fs = p.file(file).map(str::to_string);
+                    let label = match &fs {
+                        Some(path) => format!("{}:{} ({})", short_path(path), line, info.name),
+                        None => format!("{} (no line info)", fn_label(p, f)),
+                    };
+                    (label, None, None, fs, line)
+                } else {
+                    let i = record_at(p, k);
+                    let (_, fl, ln) = line_key(p, i);
+                    let fs = p.file(fl).map(str::to_string);
+                    let asm = disasm_at(p, k);
+                    let label = format!(
+                        "{k:#x} {}{}",
+                        info.name,
+                        fs.as_deref()
+                            .map(|s| format!(" {}:{ln}", short_path(s)))
+                            .unwrap_or_default()
+                    );
+                    (label, Some(k), asm, fs, ln)
+                };
+                if re.as_ref().is_some_and(|r| !r.is_match(&label)) {
+                    continue;
+                }
+                rows.push((
+                    cols[sc].value(&costs),
+                    FlatRow {
+                        label,
+                        function: Some(f),
+                        name: info.name.clone(),
+                        module: info.module.clone(),
+                        file: file_s,
+                        line: line_n,
+                        addr,
+                        asm,
+                        self_: values(cols, &costs),
+                        incl: None,
+                    },
+                ));
+            }
+        }
+    }
+    // Descending by the sort column, then by instructions, then by label so
+    // the order is deterministic.
+    rows.sort_by(|a, b| {
+        b.0.total_cmp(&a.0)
+            .then_with(|| b.1.self_[0].as_f64().total_cmp(&a.1.self_[0].as_f64()))
+            .then_with(|| a.1.label.cmp(&b.1.label))
+    });
+    let matched = rows.len();
+    if let Some(n) = q.limit {
+        rows.truncate(n);
+    }
+    Ok(FlatView {
+        columns: heads(p),
+        by: q.by,
+        sort,
+        inclusive: q.inclusive && q.by == By::Function,
+        totals: values(cols, p.totals()),
+        matched,
+        rows: rows.into_iter().map(|r| r.1).collect(),
+    })
+}
+
+/// A function's label: its name, with its module for unnamed code.
+pub fn fn_label(p: &Profile, f: FnId) -> String {
+    let info = p.function(f);
+    if info.resolved || info.module.is_empty() {
+        info.name.clone()
+    } else {
+        format!("{} in {}", info.name, info.module)
+    }
+}
+
+/// The last two components of a path, enough to recognise a file.
+pub fn short_path(path: &str) -> &str {
+    let mut it = path.rmatch_indices('/');
+    it.next();
+    match it.next() {
+        Some((i, _)) => &path[i + 1..],
+        None => path,
+    }
+}
+
+fn record_at(p: &Profile, ip: u64) -> usize {
+    let recs = &p.dump().records;
+    match recs.binary_search_by_key(&ip, |r| r.ip) {
+        Ok(i) => i,
+        Err(_) => recs.iter().position(|r| r.ip == ip).unwrap_or(0),
+    }
+}
+
+/// Disassembles the instruction at `addr` from the dump's embedded bytes.
+pub fn disasm_at(p: &Profile, addr: u64) -> Option<String> {
+    use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter};
+    let loc = p.dump().symbols.as_ref()?.location(addr)?;
+    if loc.code.is_empty() {
+        return None;
+    }
+    let mut d = Decoder::with_ip(64, &loc.code, addr, DecoderOptions::NONE);
+    let ins = d.decode();
+    if ins.is_invalid() {
+        return None;
+    }
+    let mut out = String::new();
+    let mut f = IntelFormatter::new();
+    f.options_mut().set_first_operand_char_index(8);
+    f.format(&ins, &mut out);
+    Some(out)
+}
+
+/// Which tree.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TreeKind {
+    /// From the roots down to the functions called.
+    #[default]
+    TopDown,
+    /// From each function where the cost was spent up through its callers.
+    BottomUp,
+    /// From one function up through its callers (its inclusive costs).
+    Callers,
+}
+
+/// A tree query.
+#[derive(Clone, Debug, Default)]
+pub struct TreeQuery {
+    /// Column the children are sorted by and percentages are of.
+    pub sort: Option<String>,
+    /// Leave out nodes below this percentage of the total.
+    pub min_percent: f64,
+    /// Leave out nodes deeper than this.
+    pub max_depth: Option<u32>,
+}
+
+/// One row of a tree, in pre-order.
+#[derive(Clone, Debug, Serialize)]
+pub struct TreeRow {
+    /// Node id (stable for a given profile and tree kind).
+    pub id: u32,
+    /// Parent's node id (the root's is itself).
+    pub parent: u32,
+    /// Depth (1 for the first level).
+    pub depth: u32,
+    /// The function.
+    pub function: FnId,
+    /// Its label.
+    pub name: String,
+    /// Share of the tree total, in percent, in the sort column.
+    pub percent: f64,
+    /// Self costs (top-down only; in inverted trees the cost spent there).
+    #[serde(rename = "self")]
+    pub self_: Vec<Num>,
+    /// Inclusive costs.
+    pub incl: Vec<Num>,
+    /// Whether it has children (shown or cut off).
+    pub has_children: bool,
+}
+
+/// A tree view.
+#[derive(Clone, Debug, Serialize)]
+pub struct TreeView {
+    /// Columns.
+    pub columns: Vec<ColumnHead>,
+    /// Which tree.
+    pub kind: TreeKind,
+    /// Sort column.
+    pub sort: String,
+    /// For [`TreeKind::Callers`]: the functions whose callers are shown.
+    pub functions: Vec<FnId>,
+    /// The tree's total (100 %), per column.
+    pub totals: Vec<Num>,
+    /// Rows in pre-order, children by decreasing sort column.
+    pub rows: Vec<TreeRow>,
+}
+
+/// A tree built apart from the call tree: the bottom-up tree, or the
+/// callers of a function. Node 0 is the root.
+pub struct InvTree {
+    parent: Vec<u32>,
+    function: Vec<FnId>,
+    depth: Vec<u32>,
+    incl: Vec<u64>,
+    selfc: Vec<u64>,
+    child_start: Vec<u32>,
+    child_list: Vec<u32>,
+    nc: usize,
+}
+
+impl InvTree {
+    fn build(p: &Profile, seeds: &[(NodeId, bool)]) -> InvTree {
+        let nc = p.counters();
+        let mut parent = vec![0u32];
+        let mut function = vec![NO_FN];
+        let mut depth = vec![0u32];
+        let mut incl = vec![0u64; nc];
+        let mut selfc = vec![0u64; nc];
+        let mut memo: HashMap<(u32, FnId), u32> = HashMap::new();
+        for &(seed, inclusive) in seeds {
+            let cost = if inclusive {
+                p.node_incl(seed)
+            } else {
+                p.node_self(seed)
+            };
+            if cost.iter().all(|&v| v == 0) {
+                continue;
+            }
+            add_row(&mut incl[..nc], cost);
+            let mut inv = 0u32;
+            let mut n = seed;
+            let mut first = true;
+            while n != ROOT {
+                let f = p.node(n).function;
+                let next = parent.len() as u32;
+                let c = *memo.entry((inv, f)).or_insert(next);
+                if c == next {
+                    parent.push(inv);
+                    function.push(f);
+                    depth.push(depth[inv as usize] + 1);
+                    incl.extend(std::iter::repeat_n(0, nc));
+                    selfc.extend(std::iter::repeat_n(0, nc));
+                }
+                let ci = c as usize;
+                add_row(&mut incl[ci * nc..(ci + 1) * nc], cost);
+                if first {
+                    add_row(&mut selfc[ci * nc..(ci + 1) * nc], cost);
+                    first = false;
+                }
+                inv = c;
+                n = p.node(n).parent;
+            }
+        }
+        let nn = parent.len();
+        let mut child_start = vec![0u32; nn + 1];
+        for &pa in parent.iter().skip(1) {
+            child_start[pa as usize + 1] += 1;
+        }
+        for i in 0..nn {
+            child_start[i + 1] += child_start[i];
+        }
+        let mut fill = child_start.clone();
+        let mut child_list = vec![0u32; nn.saturating_sub(1)];
+        for (i, &pa) in parent.iter().enumerate().skip(1) {
+            child_list[fill[pa as usize] as usize] = i as u32;
+            fill[pa as usize] += 1;
+        }
+        InvTree {
+            parent,
+            function,
+            depth,
+            incl,
+            selfc,
+            child_start,
+            child_list,
+            nc,
+        }
+    }
+
+    /// The bottom-up tree: the first level is every function where cost was
+    /// spent (self), below it its callers, their callers, and so on.
+    pub fn bottom_up(p: &Profile) -> InvTree {
+        let seeds: Vec<(NodeId, bool)> =
+            (1..p.node_count() as NodeId).map(|n| (n, false)).collect();
+        InvTree::build(p, &seeds)
+    }
+
+    /// The callers tree of the functions `fs`: the first level is the
+    /// functions themselves with their inclusive costs (recursion counted
+    /// once), below them who called them, and so on up to the roots.
+    pub fn callers(p: &Profile, fs: &[FnId]) -> InvTree {
+        let mut want = vec![false; p.functions().len()];
+        for &f in fs {
+            want[f as usize] = true;
+        }
+        // First occurrences on each path: a node of a wanted function with
+        // no wanted function above it.
+        let mut seeds = Vec::new();
+        let mut stack: Vec<(NodeId, bool)> = vec![(ROOT, false)];
+        while let Some((n, above)) = stack.pop() {
+            for &c in p.children(n) {
+                let f = p.node(c).function;
+                let w = want[f as usize];
+                if w && !above {
+                    seeds.push((c, true));
+                }
+                stack.push((c, above || w));
+            }
+        }
+        InvTree::build(p, &seeds)
+    }
+
+    fn children(&self, n: u32) -> &[u32] {
+        &self.child_list
+            [self.child_start[n as usize] as usize..self.child_start[n as usize + 1] as usize]
+    }
+}
+
+/// Source of a tree's shape and costs for the generic renderer.
+trait TreeSource {
+    fn children(&self, n: u32) -> &[u32];
+    fn function(&self, n: u32) -> FnId;
+    fn parent(&self, n: u32) -> u32;
+    fn depth(&self, n: u32) -> u32;
+    fn incl(&self, n: u32) -> &[u64];
+    fn selfc(&self, n: u32) -> &[u64];
+}
+
+impl TreeSource for Profile {
+    fn children(&self, n: u32) -> &[u32] {
+        Profile::children(self, n)
+    }
+    fn function(&self, n: u32) -> FnId {
+        self.node(n).function
+    }
+    fn parent(&self, n: u32) -> u32 {
+        self.node(n).parent
+    }
+    fn depth(&self, n: u32) -> u32 {
+        self.node(n).depth
+    }
+    fn incl(&self, n: u32) -> &[u64] {
+        self.node_incl(n)
+    }
+    fn selfc(&self, n: u32) -> &[u64] {
+        self.node_self(n)
+    }
+}
+
+impl TreeSource for InvTree {
+    fn children(&self, n: u32) -> &[u32] {
+        InvTree::children(self, n)
+    }
+    fn function(&self, n: u32) -> FnId {
+        self.function[n as usize]
+    }
+    fn parent(&self, n: u32) -> u32 {
+        self.parent[n as usize]
+    }
+    fn depth(&self, n: u32) -> u32 {
+        self.depth[n as usize]
+    }
+    fn incl(&self, n: u32) -> &[u64] {
+        &self.incl[n as usize * self.nc..(n as usize + 1) * self.nc]
+    }
+    fn selfc(&self, n: u32) -> &[u64] {
+        &self.selfc[n as usize * self.nc..(n as usize + 1) * self.nc]
+    }
+}
+
+fn render_tree(
+    p: &Profile,
+    t: &dyn TreeSource,
+    from: u32,
+    sc: usize,
+    q: &TreeQuery,
+) -> (Vec<Num>, Vec<TreeRow>) {
+    let cols = p.columns();
+    let root_incl = t.incl(ROOT);
+    let total = cols[sc].value(root_incl);
+    let pct = |v: f64| if total > 0.0 { 100.0 * v / total } else { 0.0 };
+    let mut rows = Vec::new();
+    let sorted_children = |n: u32| -> Vec<u32> {
+        let mut c: Vec<u32> = t
+            .children(n)
+            .iter()
+            .copied()
+            .filter(|&c| t.incl(c).iter().any(|&v| v != 0))
+            .collect();
+        c.sort_by(|&a, &b| {
+            cols[sc]
+                .value(t.incl(b))
+                .total_cmp(&cols[sc].value(t.incl(a)))
+                .then_with(|| t.incl(b)[0].cmp(&t.incl(a)[0]))
+                .then(a.cmp(&b))
+        });
+        c
+    };
+    let mut stack: Vec<u32> = sorted_children(from).into_iter().rev().collect();
+    while let Some(n) = stack.pop() {
+        let v = cols[sc].value(t.incl(n));
+        let share = pct(v);
+        if share < q.min_percent || (q.min_percent > 0.0 && v == 0.0) {
+            continue;
+        }
+        let kids = sorted_children(n);
+        let f = t.function(n);
+        rows.push(TreeRow {
+            id: n,
+            parent: t.parent(n),
+            depth: t.depth(n),
+            function: f,
+            name: fn_label(p, f),
+            percent: (share * 100.0).round() / 100.0,
+            self_: values(cols, t.selfc(n)),
+            incl: values(cols, t.incl(n)),
+            has_children: !kids.is_empty(),
+        });
+        if q.max_depth.is_none_or(|d| t.depth(n) < d) {
+            stack.extend(kids.into_iter().rev());
+        }
+    }
+    (values(cols, root_incl), rows)
+}
+
+/// The top-down tree (from the roots, all threads together).
+pub fn top_down(p: &Profile, q: &TreeQuery) -> Result<TreeView, AnalysisError> {
+    subtree(p, TreeKind::TopDown, None, ROOT, q)
+}
+
+/// The bottom-up tree (from the functions where cost was spent up to the
+/// roots).
+pub fn bottom_up(p: &Profile, q: &TreeQuery) -> Result<TreeView, AnalysisError> {
+    subtree(p, TreeKind::BottomUp, None, ROOT, q)
+}
+
+/// The callers of the functions `fs` (all with the same name, usually one):
+/// which callers and call paths their inclusive costs came through.
+pub fn callers(p: &Profile, fs: &[FnId], q: &TreeQuery) -> Result<TreeView, AnalysisError> {
+    subtree(p, TreeKind::Callers, Some(fs), ROOT, q)
+}
+
+/// Any tree below node `from` (for the web UI's lazy expansion: ask for the
+/// rows under one node, with `max_depth` relative to the whole tree).
+pub fn subtree(
+    p: &Profile,
+    kind: TreeKind,
+    fs: Option<&[FnId]>,
+    from: u32,
+    q: &TreeQuery,
+) -> Result<TreeView, AnalysisError> {
+    let sort = q.sort.clone().unwrap_or_else(|| default_sort(p));
+    let sc = column_index(p, &sort)?;
+    let inv;
+    let src: &dyn TreeSource = match kind {
+        TreeKind::TopDown => p,
+        TreeKind::BottomUp => {
+            inv = InvTree::bottom_up(p);
+            &inv
+        }
+        TreeKind::Callers => {
+            inv = InvTree::callers(p, fs.unwrap_or(&[]));
+            &inv
+        }
+    };
+    let (totals, rows) = render_tree(p, src, from, sc, q);
+    Ok(TreeView {
+        columns: heads(p),
+        kind,
+        sort,
+        functions: fs.map(<[FnId]>::to_vec).unwrap_or_default(),
+        totals,
+        rows,
+    })
+}
+
+/// One source line of an annotated function.
+#[derive(Clone, Debug, Serialize)]
+pub struct SourceLine {
+    /// Line number.
+    pub line: u32,
+    /// The source text, when the file could be read.
+    pub text: Option<String>,
+    /// Costs of the function's instructions at this line (code inlined into
+    /// the function counts at the line of the inlined call).
+    pub costs: Vec<Num>,
+    /// Badness of the line.
+    pub badness: f64,
+    /// 1 for the worst line by badness, 2 for the next, ...; 0 unmarked.
+    pub worst: u32,
+    /// Functions inlined at this line.
+    pub inlined: Vec<String>,
+}
+
+/// The lines of one file of an annotated function.
+#[derive(Clone, Debug, Serialize)]
+pub struct SourceFile {
+    /// File path, `None` for code without line information.
+    pub path: Option<String>,
+    /// Whether the source text was available.
+    pub readable: bool,
+    /// Lines: those with costs, and around them the source context.
+    pub lines: Vec<SourceLine>,
+}
+
+/// A function's annotated source.
+#[derive(Clone, Debug, Serialize)]
+pub struct AnnotateView {
+    /// Columns.
+    pub columns: Vec<ColumnHead>,
+    /// The functions annotated.
+    pub functions: Vec<FnId>,
+    /// Their label.
+    pub name: String,
+    /// Self costs of the functions (the sum of every line).
+    pub totals: Vec<Num>,
+    /// Per file.
+    pub files: Vec<SourceFile>,
+}
+
+/// How many lines are marked as the worst.
+pub const WORST_MARKED: usize = 3;
+/// Lines of source context shown around lines with costs.
+pub const CONTEXT: u32 = 2;
+
+/// Annotates the functions `fs` line by line. `source` returns a file's
+/// text by path (the caller does the reading, or returns `None`).
+pub fn annotate(p: &Profile, fs: &[FnId], source: &dyn Fn(&str) -> Option<String>) -> AnnotateView {
+    let cols = p.columns();
+    let nc = p.counters();
+    let want = |f: FnId| fs.contains(&f);
+    // (file, line) -> (costs, inlined callee names)
+    let mut acc: HashMap<(u32, u32), (Vec<u64>, Vec<FnId>)> = HashMap::new();
+    let mut total = vec![0u64; nc];
+    for i in 0..p.record_count() {
+        if !p.record_kept(i) {
+            continue;
+        }
+        let frames = p.record_frames(i);
+        let Some(j) = frames.iter().rposition(|fr| want(fr.function)) else {
+            continue;
+        };
+        let fr = frames[j];
+        let e = acc
+            .entry((fr.file, fr.line))
+            .or_insert_with(|| (vec![0; nc], Vec::new()));
+        add_row(&mut e.0, &p.dump().records[i].counters);
+        add_row(&mut total, &p.dump().records[i].counters);
+        if let Some(inl) = frames.get(j + 1) {
+            if !e.1.contains(&inl.function) {
+                e.1.push(inl.function);
+            }
+        }
+    }
+    let bad = cols.iter().position(|c| c.name == "badness");
+    // Worst lines by badness.
+    let mut ranked: Vec<((u32, u32), f64)> = acc
+        .iter()
+        .map(|(k, v)| (*k, bad.map(|b| cols[b].value(&v.0)).unwrap_or(0.0)))
+        .filter(|(_, b)| *b > 0.0)
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let worst: HashMap<(u32, u32), u32> = ranked
+        .iter()
+        .take(WORST_MARKED)
+        .enumerate()
+        .map(|(i, (k, _))| (*k, i as u32 + 1))
+        .collect();
+    let mut by_file: HashMap<u32, Vec<u32>> = HashMap::new();
+    for &(file, line) in acc.keys() {
+        by_file.entry(file).or_default().push(line);
+    }
+    let mut files: Vec<(u64, SourceFile)> = Vec::new();
+    for (file, mut lines) in by_file {
+        lines.sort_unstable();
+        let path = p.file(file).map(str::to_string);
+        let text = path.as_deref().and_then(source);
+        let src_lines: Vec<&str> = text
+            .as_deref()
+            .map(|t| t.lines().collect())
+            .unwrap_or_default();
+        let mut shown: Vec<u32> = Vec::new();
+        if src_lines.is_empty() {
+            shown = lines.clone();
+        } else {
+            for &l in &lines {
+                let lo = l.saturating_sub(CONTEXT).max(1);
+                let hi = (l + CONTEXT).min(src_lines.len() as u32).max(l);
+                shown.extend(lo..=hi);
+            }
+            shown.sort_unstable();
+            shown.dedup();
+        }
+        let mut weight = 0u64;
+        let rows = shown
+            .into_iter()
+            .map(|l| {
+                let entry = acc.get(&(file, l));
+                let costs = entry.map(|e| e.0.clone()).unwrap_or_else(|| vec![0; nc]);
+                weight += costs.first().copied().unwrap_or(0);
+                SourceLine {
+                    line: l,
+                    text: src_lines
+                        .get((l as usize).wrapping_sub(1))
+                        .map(|s| s.to_string()),
+                    badness: bad.map(|b| cols[b].value(&costs)).unwrap_or(0.0),
+                    costs: values(cols, &costs),
+                    worst: worst.get(&(file, l)).copied().unwrap_or(0),
+                    inlined: entry
+                        .map(|e| e.1.iter().map(|&f| fn_label(p, f)).collect())
+                        .unwrap_or_default(),
+                }
+            })
+            .collect();
+        files.push((
+            weight,
+            SourceFile {
+                path,
+                readable: !src_lines.is_empty(),
+                lines: rows,
+            },
+        ));
+    }
+    files.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.path.cmp(&b.1.path)));
+    AnnotateView {
+        columns: heads(p),
+        functions: fs.to_vec(),
+        name: fs.first().map(|&f| fn_label(p, f)).unwrap_or_default(),
+        totals: values(cols, &total),
+        files: files.into_iter().map(|f| f.1).collect(),
+    }
+}
+
+/// One instruction of a function's disassembly.
+#[derive(Clone, Debug, Serialize)]
+pub struct AsmRow {
+    /// Address.
+    pub addr: u64,
+    /// Instruction bytes, hex.
+    pub bytes: String,
+    /// Intel-syntax disassembly, `None` without the bytes.
+    pub text: Option<String>,
+    /// Source file and line of the innermost frame.
+    pub file: Option<String>,
+    /// Line.
+    pub line: u32,
+    /// The inlined function the instruction belongs to, if not the
+    /// annotated one.
+    pub inlined: Option<String>,
+    /// Costs.
+    pub costs: Vec<Num>,
+    /// Whether instructions that never ran (or are unknown) precede it.
+    pub gap_before: bool,
+}
+
+/// A function's executed instructions with their costs.
+#[derive(Clone, Debug, Serialize)]
+pub struct AsmView {
+    /// Columns.
+    pub columns: Vec<ColumnHead>,
+    /// The functions.
+    pub functions: Vec<FnId>,
+    /// Label.
+    pub name: String,
+    /// Instructions by address.
+    pub rows: Vec<AsmRow>,
+}
+
+/// The executed instructions of the functions `fs` (inlined code included).
+pub fn disassembly(p: &Profile, fs: &[FnId]) -> AsmView {
+    let cols = p.columns();
+    let nc = p.counters();
+    let mut acc: HashMap<u64, (usize, Vec<u64>)> = HashMap::new();
+    for i in 0..p.record_count() {
+        if !p.record_kept(i) {
+            continue;
+        }
+        let frames = p.record_frames(i);
+        if !frames.iter().any(|fr| fs.contains(&fr.function)) {
+            continue;
+        }
+        let ip = p.dump().records[i].ip;
+        let e = acc.entry(ip).or_insert_with(|| (i, vec![0; nc]));
+        add_row(&mut e.1, &p.dump().records[i].counters);
+    }
+    let mut addrs: Vec<u64> = acc.keys().copied().collect();
+    addrs.sort_unstable();
+    let syms = p.dump().symbols.as_ref();
+    let mut rows = Vec::with_capacity(addrs.len());
+    let mut next_expected: Option<u64> = None;
+    for a in addrs {
+        let (i, costs) = &acc[&a];
+        let frames = p.record_frames(*i);
+        let inner = frames[frames.len() - 1];
+        let code = syms
+            .and_then(|s| s.location(a))
+            .map(|l| l.code.clone())
+            .unwrap_or_default();
+        let len = code_len(&code, a);
+        rows.push(AsmRow {
+            addr: a,
+            bytes: code
+                .iter()
+                .take(len.max(1).min(code.len()))
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+            text: disasm_at(p, a),
+            file: p.file(inner.file).map(str::to_string),
+            line: inner.line,
+            inlined: (!fs.contains(&inner.function)).then(|| fn_label(p, inner.function)),
+            costs: values(cols, costs),
+            gap_before: next_expected.is_some_and(|n| n != a),
+        });
+        next_expected = (len > 0).then(|| a + len as u64);
+    }
+    AsmView {
+        columns: heads(p),
+        functions: fs.to_vec(),
+        name: fs.first().map(|&f| fn_label(p, f)).unwrap_or_default(),
+        rows,
+    }
+}
+
+fn code_len(code: &[u8], addr: u64) -> usize {
+    if code.is_empty() {
+        return 0;
+    }
+    let mut d = iced_x86::Decoder::with_ip(64, code, addr, iced_x86::DecoderOptions::NONE);
+    let ins = d.decode();
+    if ins.is_invalid() {
+        0
+    } else {
+        ins.len()
+    }
+}
+
+/// One thread's costs.
+#[derive(Clone, Debug, Serialize)]
+pub struct ThreadRow {
+    /// Kernel thread id.
+    pub tid: u32,
+    /// Name.
+    pub name: String,
+    /// Simulated core.
+    pub core: u32,
+    /// Costs.
+    pub costs: Vec<Num>,
+}
+
+/// One simulated core's costs.
+#[derive(Clone, Debug, Serialize)]
+pub struct CoreRow {
+    /// Core number.
+    pub core: u32,
+    /// Threads that ran on it.
+    pub threads: Vec<u32>,
+    /// Costs.
+    pub costs: Vec<Num>,
+}
+
+/// Per thread and per simulated core.
+#[derive(Clone, Debug, Serialize)]
+pub struct ThreadsView {
+    /// Columns.
+    pub columns: Vec<ColumnHead>,
+    /// Totals.
+    pub totals: Vec<Num>,
+    /// Threads in dump order.
+    pub threads: Vec<ThreadRow>,
+    /// Cores by number.
+    pub cores: Vec<CoreRow>,
+}
+
+/// Costs per thread and per simulated core.
+pub fn threads(p: &Profile) -> ThreadsView {
+    let cols = p.columns();
+    let nc = p.counters();
+    let d = p.dump();
+    let mut per = vec![vec![0u64; nc]; d.threads.len()];
+    for (i, r) in d.records.iter().enumerate() {
+        if p.record_kept(i) {
+            if let Some(row) = per.get_mut(r.thread as usize) {
+                add_row(row, &r.counters);
+            }
+        }
+    }
+    let mut cores: Vec<(u32, Vec<u32>, Vec<u64>)> = Vec::new();
+    for (t, row) in d.threads.iter().zip(&per) {
+        match cores.iter_mut().find(|c| c.0 == t.core) {
+            Some(c) => {
+                c.1.push(t.tid);
+                add_row(&mut c.2, row);
+            }
+            None => cores.push((t.core, vec![t.tid], row.clone())),
+        }
+    }
+    cores.sort_by_key(|c| c.0);
+    ThreadsView {
+        columns: heads(p),
+        totals: values(cols, p.totals()),
+        threads: d
+            .threads
+            .iter()
+            .zip(&per)
+            .map(|(t, row)| ThreadRow {
+                tid: t.tid,
+                name: t.name.clone(),
+                core: t.core,
+                costs: values(cols, row),
+            })
+            .collect(),
+        cores: cores
+            .into_iter()
+            .map(|(core, threads, row)| CoreRow {
+                core,
+                threads,
+                costs: values(cols, &row),
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,503 @@
+//! Views of a small hand-built dump, checked against costs computed by hand.
+//!
+//! The dump: `main` calls `update` and `render`, both of which inline the
+//! getter `get_pos`; `main` also calls `rec`, which calls itself once.
+//! Records (instructions / accesses served by memory):
+//!
+//! | ip     | stack              | frames (inner first)        | instr | mem | thread |
+//! |--------|--------------------|-----------------------------|-------|-----|--------|
+//! | 0x1000 | root               | main m.c:9                  | 1     | 0   | 0 |
+//! | 0x2004 | main→update        | get_pos pos.h:3, update u.c:20 | 10 | 8   | 0 |
+//! | 0x2008 | main→update        | update u.c:21               | 5     | 0   | 0 |
+//! | 0x3004 | main→render        | get_pos pos.h:3, render r.c:30 | 10 | 2   | 0 |
+//! | 0x4004 | main→rec           | rec r.c:40                  | 2     | 0   | 0 |
+//! | 0x4004 | main→rec→rec       | rec r.c:40                  | 2     | 1   | 1 |
+
+use coldcache_analysis::diff::{diff, DiffQuery};
+use coldcache_analysis::views::{self, By, FlatQuery, Num, TreeQuery};
+use coldcache_analysis::{Profile, ProfileOptions};
+use coldcache_dump::symbols::NO_FILE;
+use coldcache_dump::*;
+
+const NC: usize = 15; // 2 levels
+
+fn counters(instr: u64, r_l1: u64, r_mem: u64, w_l1: u64, w_mem: u64) -> Vec<u64> {
+    let mut c = vec![0u64; NC];
+    c[0] = instr;
+    c[2] = instr; // i_L1: every fetch hits
+    c[5] = r_l1;
+    c[7] = r_mem;
+    c[8] = w_l1;
+    c[10] = w_mem;
+    c
+}
+
+fn f(name: &str, entry: u64, file: u32, line: u32) -> Function {
+    Function {
+        name: name.into(),
+        module: 0,
+        entry,
+        file,
+        line,
+    }
+}
+
+fn loc(addr: u64, frames: &[(u32, u32, u32)]) -> Location {
+    Location {
+        addr,
+        frames: frames
+            .iter()
+            .map(|&(function, file, line)| Frame {
+                function,
+                file,
+                line,
+            })
+            .collect(),
+        code: vec![0x90],
+    }
+}
+
+pub fn dump(b_mem: u64) -> Dump {
+    let levels = vec!["L1".to_string(), "L2".to_string()];
+    let names = counters::names(&levels);
+    assert_eq!(names.len(), NC);
+    // files: 0 m.c, 1 u.c, 2 r.c, 3 pos.h
+    let symbols = Symbols {
+        files: vec![
+            "/s/m.c".into(),
+            "/s/u.c".into(),
+            "/s/r.c".into(),
+            "/s/pos.h".into(),
+        ],
+        functions: vec![
+            f("main", 0x1000, 0, 8),
+            f("update", 0x2000, 1, 19),
+            f("get_pos", 0, 3, 2),
+            f("render", 0x3000, 2, 29),
+            f("rec", 0x4000, 2, 39),
+        ],
+        locations: vec![
+            loc(0x1000, &[(0, 0, 9)]),
+            loc(0x1010, &[(0, 0, 10)]),
+            loc(0x1020, &[(0, 0, 11)]),
+            loc(0x1030, &[(0, 0, 12)]),
+            loc(0x2000, &[(1, 1, 19)]),
+            loc(0x2004, &[(2, 3, 3), (1, 1, 20)]),
+            loc(0x2008, &[(1, 1, 21)]),
+            loc(0x3000, &[(3, 2, 29)]),
+            loc(0x3004, &[(2, 3, 3), (3, 2, 30)]),
+            loc(0x4000, &[(4, 2, 39)]),
+            loc(0x4004, &[(4, 2, 40)]),
+            loc(0x4010, &[(4, 2, 41)]),
+        ],
+        modules: vec![ModuleSymbols {
+            status: ModuleStatus::Lines,
+            detail: String::new(),
+        }],
+    };
+    Dump {
+        meta: Meta {
+            program: vec!["prog".into()],
+            cache_name: "test".into(),
+            levels,
+            cores: 2,
+            counters: names,
+            ..Meta::default()
+        },
+        modules: vec![Module {
+            path: "/bin/prog".into(),
+            build_id: vec![],
+            start: 0,
+            end: 0x10000,
+            file_offset: 0,
+        }],
+        threads: vec![
+            Thread {
+                tid: 100,
+                name: "main".into(),
+                core: 0,
+            },
+            Thread {
+                tid: 101,
+                name: "worker".into(),
+                core: 1,
+            },
+        ],
+        stacks: vec![
+            StackNode::default(),
+            StackNode {
+                parent: 0,
+                call_site: 0x1010,
+                callee: 0x2000,
+            },
+            StackNode {
+                parent: 0,
+                call_site: 0x1020,
+                callee: 0x3000,
+            },
+            StackNode {
+                parent: 0,
+                call_site: 0x1030,
+                callee: 0x4000,
+            },
+            StackNode {
+                parent: 3,
+                call_site: 0x4010,
+                callee: 0x4000,
+            },
+        ],
+        records: vec![
+            Record {
+                ip: 0x1000,
+                stack: 0,
+                thread: 0,
+                counters: counters(1, 0, 0, 0, 0),
+            },
+            Record {
+                ip: 0x2004,
+                stack: 1,
+                thread: 0,
+                counters: counters(10, 10 - b_mem, b_mem, 0, 0),
+            },
+            Record {
+                ip: 0x2008,
+                stack: 1,
+                thread: 0,
+                counters: counters(5, 5, 0, 0, 0),
+            },
+            Record {
+                ip: 0x3004,
+                stack: 2,
+                thread: 0,
+                counters: counters(10, 8, 2, 0, 0),
+            },
+            Record {
+                ip: 0x4004,
+                stack: 3,
+                thread: 0,
+                counters: counters(2, 0, 0, 2, 0),
+            },
+            Record {
+                ip: 0x4004,
+                stack: 4,
+                thread: 1,
+                counters: counters(2, 0, 0, 1, 1),
+            },
+        ],
+        symbols: Some(symbols),
+    }
+}
+
+fn profile() -> Profile {
+    Profile::new(dump(8), ProfileOptions::default())
+}
+
+fn col(p: &Profile, name: &str) -> usize {
+    views::column_index(p, name).unwrap()
+}
+
+fn int(v: Num) -> u64 {
+    match v {
+        Num::Int(i) => i,
+        Num::Float(f) => panic!("float {f}"),
+    }
+}
+
+#[test]
+fn flat_by_function_self_and_inclusive() {
+    let p = profile();
+    let (ins, mem) = (col(&p, "instructions"), col(&p, "mem"));
+    let v = views::flat(&p, &FlatQuery::default()).unwrap();
+    assert_eq!(v.sort, "mem");
+    assert_eq!(int(v.totals[ins]), 30);
+    assert_eq!(int(v.totals[mem]), 11);
+    let row = |n: &str| v.rows.iter().find(|r| r.name == n).unwrap();
+    let expect = [
+        // name, self instr, self mem, incl instr, incl mem
+        ("main", 1, 0, 30, 11),
+        ("update", 5, 0, 15, 8),
+        ("get_pos", 20, 10, 20, 10),
+        ("render", 0, 0, 10, 2),
+        ("rec", 4, 1, 4, 1), // recursion counted once
+    ];
+    for (n, si, sm, ii, im) in expect {
+        let r = row(n);
+        let inc = r.incl.as_ref().unwrap();
+        assert_eq!(
+            (
+                int(r.self_[ins]),
+                int(r.self_[mem]),
+                int(inc[ins]),
+                int(inc[mem])
+            ),
+            (si, sm, ii, im),
+            "{n}"
+        );
+    }
+    // Sorted by self mem: get_pos (10) first, rec (1) next.
+    assert_eq!(v.rows[0].name, "get_pos");
+    assert_eq!(v.rows[1].name, "rec");
+    // Badness of get_pos = 10² / 20.
+    let b = col(&p, "badness");
+    assert_eq!(v.rows[0].self_[b], Num::Float(5.0));
+    // Derived columns: d_miss_L1 of get_pos = reads served by L2 or memory.
+    assert_eq!(int(v.rows[0].self_[col(&p, "d_miss_L1")]), 10);
+    assert_eq!(int(v.rows[0].self_[col(&p, "d_refs")]), 20);
+
+    let v = views::flat(
+        &p,
+        &FlatQuery {
+            inclusive: true,
+            sort: Some("instructions".into()),
+            filter: Some("^(update|render)$".into()),
+            limit: Some(1),
+            ..FlatQuery::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(v.matched, 2);
+    assert_eq!(v.rows.len(), 1);
+    assert_eq!(v.rows[0].name, "update");
+}
+
+#[test]
+fn flat_by_line_merges_the_inlined_getter_and_by_instruction_keeps_addresses() {
+    let p = profile();
+    let (ins, mem) = (col(&p, "instructions"), col(&p, "mem"));
+    let v = views::flat(
+        &p,
+        &FlatQuery {
+            by: By::Line,
+            ..FlatQuery::default()
+        },
+    )
+    .unwrap();
+    let top = &v.rows[0];
+    assert_eq!((top.file.as_deref(), top.line), (Some("/s/pos.h"), 3));
+    assert_eq!((int(top.self_[ins]), int(top.self_[mem])), (20, 10));
+    assert_eq!(v.rows.len(), 4); // m.c:9, pos.h:3, u.c:21, r.c:40; no r.c:30 (all of it inlined code)
+    let v = views::flat(
+        &p,
+        &FlatQuery {
+            by: By::Instruction,
+            ..FlatQuery::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(v.rows[0].addr, Some(0x2004));
+    assert_eq!(v.rows[0].asm.as_deref(), Some("nop"));
+    let r4 = v.rows.iter().find(|r| r.addr == Some(0x4004)).unwrap();
+    assert_eq!(int(r4.self_[ins]), 4);
+}
+
+#[test]
+fn top_down_tree_is_hand_computed() {
+    let p = profile();
+    let mem = col(&p, "mem");
+    let v = views::top_down(&p, &TreeQuery::default()).unwrap();
+    let got: Vec<(u32, String, u64)> = v
+        .rows
+        .iter()
+        .map(|r| (r.depth, r.name.clone(), int(r.incl[mem])))
+        .collect();
+    let want = [
+        (1, "main", 11),
+        (2, "update", 8),
+        (3, "get_pos", 8),
+        (2, "render", 2),
+        (3, "get_pos", 2),
+        (2, "rec", 1),
+        (3, "rec", 1),
+    ];
+    assert_eq!(
+        got,
+        want.iter()
+            .map(|(d, n, m)| (*d, n.to_string(), *m))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(v.rows[1].percent, 72.73);
+    // A cut-off at 15 % keeps main, update, get_pos, render, get_pos.
+    let v = views::top_down(
+        &p,
+        &TreeQuery {
+            min_percent: 15.0,
+            ..TreeQuery::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(v.rows.len(), 5);
+}
+
+#[test]
+fn callers_of_the_getter_name_the_responsible_caller() {
+    let p = profile();
+    let mem = col(&p, "mem");
+    let fs = p.find_functions("get_pos").unwrap();
+    let v = views::callers(&p, &fs, &TreeQuery::default()).unwrap();
+    let got: Vec<(u32, String, u64, f64)> = v
+        .rows
+        .iter()
+        .map(|r| (r.depth, r.name.clone(), int(r.incl[mem]), r.percent))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (1, "get_pos".to_string(), 10, 100.0),
+            (2, "update".to_string(), 8, 80.0),
+            (3, "main".to_string(), 8, 80.0),
+            (2, "render".to_string(), 2, 20.0),
+            (3, "main".to_string(), 2, 20.0),
+        ]
+    );
+}
+
+#[test]
+fn bottom_up_starts_from_self_costs() {
+    let p = profile();
+    let mem = col(&p, "mem");
+    let ins = col(&p, "instructions");
+    let v = views::bottom_up(&p, &TreeQuery::default()).unwrap();
+    let first: Vec<(String, u64, u64)> = v
+        .rows
+        .iter()
+        .filter(|r| r.depth == 1)
+        .map(|r| (r.name.clone(), int(r.incl[mem]), int(r.incl[ins])))
+        .collect();
+    assert_eq!(
+        first,
+        vec![
+            ("get_pos".to_string(), 10, 20),
+            ("rec".to_string(), 1, 4),
+            ("update".to_string(), 0, 5),
+            ("main".to_string(), 0, 1),
+        ]
+    );
+    // rec's self costs came through rec (recursive call) and main.
+    let rec_children: Vec<&str> = v
+        .rows
+        .iter()
+        .skip_while(|r| r.name != "rec")
+        .skip(1)
+        .take_while(|r| r.depth > 1)
+        .map(|r| r.name.as_str())
+        .collect();
+    assert_eq!(rec_children, vec!["rec", "main", "main"]);
+}
+
+#[test]
+fn annotate_marks_the_inlined_getter_call_line_as_worst() {
+    let p = profile();
+    let ins = col(&p, "instructions");
+    let fs = p.find_functions("update").unwrap();
+    let src = |path: &str| -> Option<String> {
+        (path == "/s/u.c").then(|| (1..=30).map(|i| format!("line {i}\n")).collect())
+    };
+    let v = views::annotate(&p, &fs, &src);
+    assert_eq!(v.files.len(), 1);
+    let file = &v.files[0];
+    assert!(file.readable);
+    // Lines 18..=23 shown (context 2 around 20 and 21).
+    let shown: Vec<u32> = file.lines.iter().map(|l| l.line).collect();
+    assert_eq!(shown, vec![18, 19, 20, 21, 22, 23]);
+    let l20 = &file.lines[2];
+    assert_eq!(int(l20.costs[ins]), 10);
+    assert_eq!(l20.worst, 1);
+    assert_eq!(l20.badness, 6.4);
+    assert_eq!(l20.inlined, vec!["get_pos".to_string()]);
+    assert_eq!(l20.text.as_deref(), Some("line 20"));
+    assert_eq!(file.lines[3].worst, 0);
+    let asm = views::disassembly(&p, &fs);
+    assert_eq!(
+        asm.rows.iter().map(|r| r.addr).collect::<Vec<_>>(),
+        vec![0x2004, 0x2008]
+    );
+    assert_eq!(asm.rows[0].inlined.as_deref(), Some("get_pos"));
+    assert!(asm.rows[1].gap_before);
+}
+
+#[test]
+fn threads_and_thread_filter() {
+    let p = profile();
+    let ins = col(&p, "instructions");
+    let t = views::threads(&p);
+    assert_eq!(int(t.threads[0].costs[ins]), 28);
+    assert_eq!(int(t.threads[1].costs[ins]), 2);
+    assert_eq!(t.cores.len(), 2);
+    let q = Profile::new(
+        dump(8),
+        ProfileOptions {
+            threads: Some(vec![100]),
+            ..ProfileOptions::default()
+        },
+    );
+    assert_eq!(q.totals()[0], 28);
+    let rec = q.find_functions("rec").unwrap()[0];
+    assert_eq!(q.fn_self(rec)[0], 2);
+}
+
+#[test]
+fn without_inlining_the_getter_counts_to_its_callers() {
+    let p = Profile::new(
+        dump(8),
+        ProfileOptions {
+            inline: false,
+            ..ProfileOptions::default()
+        },
+    );
+    let v = views::flat(&p, &FlatQuery::default()).unwrap();
+    assert_eq!(v.rows[0].name, "update");
+    assert!(v.rows.iter().all(|r| r.name != "get_pos"));
+}
+
+#[test]
+fn diff_shows_the_fix() {
+    let before = profile();
+    let after = Profile::new(dump(0), ProfileOptions::default());
+    let v = diff(&before, &after, &DiffQuery::default()).unwrap();
+    assert_eq!(v.rows[0].label, "get_pos (prog)");
+    assert_eq!(v.rows[0].change, -8.0);
+    assert_eq!(v.rows[0].relative, Some(-80.0));
+    let v = diff(
+        &before,
+        &after,
+        &DiffQuery {
+            by: By::Line,
+            ..DiffQuery::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(v.rows[0].label, "s/pos.h:3");
+    assert_eq!(v.rows[0].change, -8.0);
+}
+
+#[test]
+fn unresolved_dump_groups_by_called_entry() {
+    let mut d = dump(8);
+    d.symbols = None;
+    let p = Profile::new(d, ProfileOptions::default());
+    let names: Vec<String> = views::flat(&p, &FlatQuery::default())
+        .unwrap()
+        .rows
+        .iter()
+        .map(|r| r.label.clone())
+        .collect();
+    assert_eq!(names[0], "0x2000 in prog"); // update's 8 misses
+    assert!(names.contains(&"[unknown] in prog".to_string())); // the root-level main code
+    let _ = NO_FILE;
+}
+
+#[test]
+fn bad_queries_are_errors() {
+    let p = profile();
+    let e = views::flat(
+        &p,
+        &FlatQuery {
+            sort: Some("nope".into()),
+            ..FlatQuery::default()
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("no column named 'nope'"), "{e}");
+    assert!(p.find_functions("(").is_err());
+    assert!(p.find_functions("zzz").is_err());
+}
