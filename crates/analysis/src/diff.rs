@@ -9,8 +9,9 @@ use crate::profile::{add_row, Profile};
 use crate::views::{fn_label, short_path, values, By, ColumnHead, Num};
 use crate::AnalysisError;
 use coldcache_dump::symbols::NO_FILE;
+use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// A comparison query.
 #[derive(Clone, Debug, Default)]
@@ -81,7 +82,7 @@ fn rows_of(p: &Profile, by: By) -> BTreeMap<String, Vec<u64>> {
             }
         }
         By::Line => {
-            let mut acc: HashMap<(u32, u32, u32), Vec<u64>> = HashMap::new();
+            let mut acc: HashMap<(u32, u32, u32), Vec<u64>> = HashMap::default();
             for i in 0..p.record_count() {
                 if !p.record_kept(i) {
                     continue;

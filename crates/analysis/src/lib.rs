@@ -18,6 +18,7 @@ pub mod columns;
 pub mod diff;
 pub mod profile;
 pub mod render;
+pub mod synthetic;
 pub mod views;
 
 pub use columns::{Column, Formula};
@@ -37,6 +38,9 @@ pub enum AnalysisError {
     /// No function matches.
     #[error("no function matches '{0}'")]
     NoSuchFunction(String),
+    /// A tree node id that the profile does not have.
+    #[error("no call-tree node {0}")]
+    NoSuchNode(u32),
     /// A bad regular expression.
     #[error("invalid regular expression '{pattern}': {message}")]
     BadRegex {

@@ -13,8 +13,8 @@
 use crate::columns::{columns, Column};
 use coldcache_dump::symbols::NO_FILE;
 use coldcache_dump::{Dump, Symbols, ROOT_STACK};
+use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
-use std::collections::HashMap;
 
 /// Index of a function in [`Profile::functions`].
 pub type FnId = u32;
@@ -240,15 +240,15 @@ impl Profile {
             syms,
             inline: options.inline,
             functions,
-            synthetic: HashMap::new(),
+            synthetic: HashMap::default(),
             chains: Vec::new(),
-            chain_memo: HashMap::new(),
+            chain_memo: HashMap::default(),
             nodes: vec![CallNode {
                 parent: ROOT,
                 function: NO_FN,
                 depth: 0,
             }],
-            child_memo: HashMap::new(),
+            child_memo: HashMap::default(),
         };
 
         let stacks = &dump.stacks;

@@ -4,11 +4,11 @@
 //! text renderer, `--json` and the web UI show the same numbers.
 
 use crate::columns::Column;
-use crate::profile::{add_row, FnId, NodeId, Profile, NO_FN, ROOT};
+use crate::profile::{add_row, FnId, NodeId, Profile, ROOT};
 use crate::AnalysisError;
 use coldcache_dump::symbols::NO_FILE;
+use rustc_hash::FxHashMap as HashMap;
 use serde::{Serialize, Serializer};
-use std::collections::HashMap;
 
 /// A value of a column: an integer count or a ratio.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -179,47 +179,70 @@ fn line_key(p: &Profile, i: usize) -> (FnId, u32, u32) {
     (inner.function, inner.file, inner.line)
 }
 
+/// A flat row before it is materialised: what it is and its costs.
+enum Key {
+    Function(FnId),
+    /// A line: function, file, line.
+    Line(FnId, u32, u32),
+    /// An instruction: address, function, first record.
+    Instruction(u64, FnId, usize),
+}
+
+impl Key {
+    fn order(&self) -> (u64, u64) {
+        match *self {
+            Key::Function(f) => (u64::from(f), 0),
+            Key::Line(f, file, line) => ((u64::from(file) << 32) | u64::from(line), u64::from(f)),
+            Key::Instruction(a, _, _) => (a, 0),
+        }
+    }
+}
+
+fn flat_label(p: &Profile, k: &Key) -> String {
+    match *k {
+        Key::Function(f) => fn_label(p, f),
+        Key::Line(f, file, line) => match p.file(file) {
+            Some(path) => format!("{}:{} ({})", short_path(path), line, p.function(f).name),
+            None => format!("{} (no line info)", fn_label(p, f)),
+        },
+        Key::Instruction(a, f, first) => {
+            let (_, fl, ln) = line_key(p, first);
+            format!(
+                "{a:#x} {}{}",
+                p.function(f).name,
+                p.file(fl)
+                    .map(|s| format!(" {}:{ln}", short_path(s)))
+                    .unwrap_or_default()
+            )
+        }
+    }
+}
+
 /// Builds the flat profile.
+///
+/// Rows are gathered as keys with costs, filtered, sorted and cut to the
+/// limit before any label or disassembly is made, so a million-record dump
+/// answers quickly even per instruction.
 pub fn flat(p: &Profile, q: &FlatQuery) -> Result<FlatView, AnalysisError> {
     let cols = p.columns();
     let sort = q.sort.clone().unwrap_or_else(|| default_sort(p));
     let sc = column_index(p, &sort)?;
     let re = q.filter.as_deref().map(crate::regex).transpose()?;
     let nc = p.counters();
-    let mut rows: Vec<(f64, FlatRow)> = Vec::new();
+    // (key, self costs, inclusive costs)
+    let mut cands: Vec<(Key, Vec<u64>, Option<Vec<u64>>)> = Vec::new();
     match q.by {
         By::Function => {
             for f in 0..p.functions().len() as FnId {
-                let s = p.fn_self(f);
                 let inc = p.fn_incl(f);
                 if inc.iter().all(|&v| v == 0) {
                     continue;
                 }
-                let info = p.function(f);
-                let label = fn_label(p, f);
-                if re.as_ref().is_some_and(|r| !r.is_match(&label)) {
-                    continue;
-                }
-                let key = if q.inclusive { inc } else { s };
-                rows.push((
-                    cols[sc].value(key),
-                    FlatRow {
-                        label,
-                        function: Some(f),
-                        name: info.name.clone(),
-                        module: info.module.clone(),
-                        file: info.file.clone(),
-                        line: info.line,
-                        addr: None,
-                        asm: None,
-                        self_: values(cols, s),
-                        incl: Some(values(cols, inc)),
-                    },
-                ));
+                cands.push((Key::Function(f), p.fn_self(f).to_vec(), Some(inc.to_vec())));
             }
         }
         By::Line | By::Instruction => {
-            let mut acc: HashMap<(u64, u32, u32), (FnId, Vec<u64>)> = HashMap::new();
+            let mut acc: HashMap<(u64, u32, u32), usize> = HashMap::default();
             for i in 0..p.record_count() {
                 if !p.record_kept(i) {
                     continue;
@@ -235,63 +258,80 @@ pub fn flat(p: &Profile, q: &FlatQuery) -> Result<FlatView, AnalysisError> {
                 } else {
                     (p.dump().records[i].ip, 0, 0)
                 };
-                let e = acc.entry(key).or_insert_with(|| (f, vec![0; nc]));
-                add_row(&mut e.1, &p.dump().records[i].counters);
-            }
-            for ((k, file, line), (f, costs)) in acc {
-                let info = p.function(f);
-                let (label, addr, asm, file_s, line_n) = if q.by == By::Line {
-                    let fs = p.file(file).map(str::to_string);
-                    let label = match &fs {
-                        Some(path) => format!("{}:{} ({})", short_path(path), line, info.name),
-                        None => format!("{} (no line info)", fn_label(p, f)),
+                let slot = *acc.entry(key).or_insert_with(|| {
+                    let k = if q.by == By::Line {
+                        Key::Line(f, file, line)
+                    } else {
+                        Key::Instruction(p.dump().records[i].ip, f, i)
                     };
-                    (label, None, None, fs, line)
-                } else {
-                    let i = record_at(p, k);
-                    let (_, fl, ln) = line_key(p, i);
-                    let fs = p.file(fl).map(str::to_string);
-                    let asm = disasm_at(p, k);
-                    let label = format!(
-                        "{k:#x} {}{}",
-                        info.name,
-                        fs.as_deref()
-                            .map(|s| format!(" {}:{ln}", short_path(s)))
-                            .unwrap_or_default()
-                    );
-                    (label, Some(k), asm, fs, ln)
-                };
-                if re.as_ref().is_some_and(|r| !r.is_match(&label)) {
-                    continue;
-                }
-                rows.push((
-                    cols[sc].value(&costs),
-                    FlatRow {
-                        label,
-                        function: Some(f),
-                        name: info.name.clone(),
-                        module: info.module.clone(),
-                        file: file_s,
-                        line: line_n,
-                        addr,
-                        asm,
-                        self_: values(cols, &costs),
-                        incl: None,
-                    },
-                ));
+                    cands.push((k, vec![0; nc], None));
+                    cands.len() - 1
+                });
+                add_row(&mut cands[slot].1, &p.dump().records[i].counters);
             }
         }
     }
-    // Descending by the sort column, then by instructions, then by label so
-    // the order is deterministic.
-    rows.sort_by(|a, b| {
-        b.0.total_cmp(&a.0)
-            .then_with(|| b.1.self_[0].as_f64().total_cmp(&a.1.self_[0].as_f64()))
-            .then_with(|| a.1.label.cmp(&b.1.label))
-    });
-    let matched = rows.len();
+    let mut labels: Vec<Option<String>> = Vec::new();
+    if let Some(re) = &re {
+        let mut kept = Vec::new();
+        for c in cands {
+            let l = flat_label(p, &c.0);
+            if re.is_match(&l) {
+                kept.push(c);
+                labels.push(Some(l));
+            }
+        }
+        cands = kept;
+    } else {
+        labels.resize(cands.len(), None);
+    }
+    let mut order: Vec<(f64, u64, (u64, u64), usize)> = cands
+        .iter()
+        .enumerate()
+        .map(|(i, (k, s, inc))| {
+            let key = if q.inclusive && inc.is_some() {
+                inc.as_deref().unwrap_or(s)
+            } else {
+                s
+            };
+            (cols[sc].value(key), s[0], k.order(), i)
+        })
+        .collect();
+    // Descending by the sort column, then by instructions; ties in a fixed
+    // order so the output is deterministic.
+    order.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+    let matched = order.len();
     if let Some(n) = q.limit {
-        rows.truncate(n);
+        order.truncate(n);
+    }
+    let mut rows = Vec::with_capacity(order.len());
+    for &(_, _, _, i) in &order {
+        let (k, s, inc) = &cands[i];
+        let label = labels[i].take().unwrap_or_else(|| flat_label(p, k));
+        let (f, file, line, addr) = match *k {
+            Key::Function(f) => {
+                let info = p.function(f);
+                (f, info.file.clone(), info.line, None)
+            }
+            Key::Line(f, file, line) => (f, p.file(file).map(str::to_string), line, None),
+            Key::Instruction(a, f, first) => {
+                let (_, fl, ln) = line_key(p, first);
+                (f, p.file(fl).map(str::to_string), ln, Some(a))
+            }
+        };
+        let info = p.function(f);
+        rows.push(FlatRow {
+            label,
+            function: Some(f),
+            name: info.name.clone(),
+            module: info.module.clone(),
+            file,
+            line,
+            addr,
+            asm: addr.and_then(|a| disasm_at(p, a)),
+            self_: values(cols, s),
+            incl: inc.as_ref().map(|v| values(cols, v)),
+        });
     }
     Ok(FlatView {
         columns: heads(p),
@@ -300,7 +340,7 @@ pub fn flat(p: &Profile, q: &FlatQuery) -> Result<FlatView, AnalysisError> {
         inclusive: q.inclusive && q.by == By::Function,
         totals: values(cols, p.totals()),
         matched,
-        rows: rows.into_iter().map(|r| r.1).collect(),
+        rows,
     })
 }
 
@@ -321,14 +361,6 @@ pub fn short_path(path: &str) -> &str {
     match it.next() {
         Some((i, _)) => &path[i + 1..],
         None => path,
-    }
-}
-
-fn record_at(p: &Profile, ip: u64) -> usize {
-    let recs = &p.dump().records;
-    match recs.binary_search_by_key(&ip, |r| r.ip) {
-        Ok(i) => i,
-        Err(_) => recs.iter().position(|r| r.ip == ip).unwrap_or(0),
     }
 }
 
@@ -416,228 +448,242 @@ pub struct TreeView {
     pub rows: Vec<TreeRow>,
 }
 
-/// A tree built apart from the call tree: the bottom-up tree, or the
-/// callers of a function. Node 0 is the root.
-pub struct InvTree {
-    parent: Vec<u32>,
-    function: Vec<FnId>,
-    depth: Vec<u32>,
-    incl: Vec<u64>,
-    selfc: Vec<u64>,
-    child_start: Vec<u32>,
-    child_list: Vec<u32>,
-    nc: usize,
+/// An entry of an inverted-tree node: the call-tree node whose cost it
+/// carries (the seed) and the next call-tree node up its path (the cursor).
+type Entry = (NodeId, NodeId);
+
+/// Seeds of the bottom-up tree: every call-tree node with self costs.
+fn bottom_up_seeds(p: &Profile) -> Vec<Entry> {
+    (1..p.node_count() as NodeId)
+        .filter(|&n| p.node_self(n).iter().any(|&v| v != 0))
+        .map(|n| (n, n))
+        .collect()
 }
 
-impl InvTree {
-    fn build(p: &Profile, seeds: &[(NodeId, bool)]) -> InvTree {
-        let nc = p.counters();
-        let mut parent = vec![0u32];
-        let mut function = vec![NO_FN];
-        let mut depth = vec![0u32];
-        let mut incl = vec![0u64; nc];
-        let mut selfc = vec![0u64; nc];
-        let mut memo: HashMap<(u32, FnId), u32> = HashMap::new();
-        for &(seed, inclusive) in seeds {
-            let cost = if inclusive {
-                p.node_incl(seed)
-            } else {
-                p.node_self(seed)
-            };
-            if cost.iter().all(|&v| v == 0) {
-                continue;
+/// Seeds of the callers tree of `fs`: each node of a wanted function with no
+/// wanted function above it (recursion counted once).
+fn callers_seeds(p: &Profile, fs: &[FnId]) -> Vec<Entry> {
+    let mut want = vec![false; p.functions().len()];
+    for &f in fs {
+        if let Some(w) = want.get_mut(f as usize) {
+            *w = true;
+        }
+    }
+    let mut seeds = Vec::new();
+    let mut stack: Vec<(NodeId, bool)> = vec![(ROOT, false)];
+    while let Some((n, above)) = stack.pop() {
+        for &c in p.children(n) {
+            let w = want[p.node(c).function as usize];
+            if w && !above {
+                seeds.push((c, c));
             }
-            add_row(&mut incl[..nc], cost);
-            let mut inv = 0u32;
-            let mut n = seed;
-            let mut first = true;
-            while n != ROOT {
-                let f = p.node(n).function;
-                let next = parent.len() as u32;
-                let c = *memo.entry((inv, f)).or_insert(next);
-                if c == next {
-                    parent.push(inv);
-                    function.push(f);
-                    depth.push(depth[inv as usize] + 1);
-                    incl.extend(std::iter::repeat_n(0, nc));
-                    selfc.extend(std::iter::repeat_n(0, nc));
-                }
-                let ci = c as usize;
-                add_row(&mut incl[ci * nc..(ci + 1) * nc], cost);
-                if first {
-                    add_row(&mut selfc[ci * nc..(ci + 1) * nc], cost);
-                    first = false;
-                }
-                inv = c;
-                n = p.node(n).parent;
-            }
-        }
-        let nn = parent.len();
-        let mut child_start = vec![0u32; nn + 1];
-        for &pa in parent.iter().skip(1) {
-            child_start[pa as usize + 1] += 1;
-        }
-        for i in 0..nn {
-            child_start[i + 1] += child_start[i];
-        }
-        let mut fill = child_start.clone();
-        let mut child_list = vec![0u32; nn.saturating_sub(1)];
-        for (i, &pa) in parent.iter().enumerate().skip(1) {
-            child_list[fill[pa as usize] as usize] = i as u32;
-            fill[pa as usize] += 1;
-        }
-        InvTree {
-            parent,
-            function,
-            depth,
-            incl,
-            selfc,
-            child_start,
-            child_list,
-            nc,
+            stack.push((c, above || w));
         }
     }
-
-    /// The bottom-up tree: the first level is every function where cost was
-    /// spent (self), below it its callers, their callers, and so on.
-    pub fn bottom_up(p: &Profile) -> InvTree {
-        let seeds: Vec<(NodeId, bool)> =
-            (1..p.node_count() as NodeId).map(|n| (n, false)).collect();
-        InvTree::build(p, &seeds)
-    }
-
-    /// The callers tree of the functions `fs`: the first level is the
-    /// functions themselves with their inclusive costs (recursion counted
-    /// once), below them who called them, and so on up to the roots.
-    pub fn callers(p: &Profile, fs: &[FnId]) -> InvTree {
-        let mut want = vec![false; p.functions().len()];
-        for &f in fs {
-            want[f as usize] = true;
-        }
-        // First occurrences on each path: a node of a wanted function with
-        // no wanted function above it.
-        let mut seeds = Vec::new();
-        let mut stack: Vec<(NodeId, bool)> = vec![(ROOT, false)];
-        while let Some((n, above)) = stack.pop() {
-            for &c in p.children(n) {
-                let f = p.node(c).function;
-                let w = want[f as usize];
-                if w && !above {
-                    seeds.push((c, true));
-                }
-                stack.push((c, above || w));
-            }
-        }
-        InvTree::build(p, &seeds)
-    }
-
-    fn children(&self, n: u32) -> &[u32] {
-        &self.child_list
-            [self.child_start[n as usize] as usize..self.child_start[n as usize + 1] as usize]
-    }
+    seeds.sort_unstable();
+    seeds
 }
 
-/// Source of a tree's shape and costs for the generic renderer.
-trait TreeSource {
-    fn children(&self, n: u32) -> &[u32];
-    fn function(&self, n: u32) -> FnId;
-    fn parent(&self, n: u32) -> u32;
-    fn depth(&self, n: u32) -> u32;
-    fn incl(&self, n: u32) -> &[u64];
-    fn selfc(&self, n: u32) -> &[u64];
+/// One node of an inverted tree: a function reached through the entries'
+/// paths, with their summed costs.
+struct Group {
+    function: FnId,
+    entries: Vec<Entry>,
+    cost: Vec<u64>,
 }
 
-impl TreeSource for Profile {
-    fn children(&self, n: u32) -> &[u32] {
-        Profile::children(self, n)
+/// Groups `entries` by the function of their cursor, moving each cursor one
+/// node up. Entries whose cursor is the root end there.
+fn group(p: &Profile, entries: &[Entry], inclusive: bool) -> Vec<Group> {
+    let nc = p.counters();
+    let mut index: HashMap<FnId, usize> = HashMap::default();
+    let mut groups: Vec<Group> = Vec::new();
+    for &(seed, cursor) in entries {
+        if cursor == ROOT {
+            continue;
+        }
+        let node = p.node(cursor);
+        let g = *index.entry(node.function).or_insert_with(|| {
+            groups.push(Group {
+                function: node.function,
+                entries: Vec::new(),
+                cost: vec![0; nc],
+            });
+            groups.len() - 1
+        });
+        groups[g].entries.push((seed, node.parent));
+        let c = if inclusive {
+            p.node_incl(seed)
+        } else {
+            p.node_self(seed)
+        };
+        add_row(&mut groups[g].cost, c);
     }
-    fn function(&self, n: u32) -> FnId {
-        self.node(n).function
-    }
-    fn parent(&self, n: u32) -> u32 {
-        self.node(n).parent
-    }
-    fn depth(&self, n: u32) -> u32 {
-        self.node(n).depth
-    }
-    fn incl(&self, n: u32) -> &[u64] {
-        self.node_incl(n)
-    }
-    fn selfc(&self, n: u32) -> &[u64] {
-        self.node_self(n)
-    }
+    groups
 }
 
-impl TreeSource for InvTree {
-    fn children(&self, n: u32) -> &[u32] {
-        InvTree::children(self, n)
-    }
-    fn function(&self, n: u32) -> FnId {
-        self.function[n as usize]
-    }
-    fn parent(&self, n: u32) -> u32 {
-        self.parent[n as usize]
-    }
-    fn depth(&self, n: u32) -> u32 {
-        self.depth[n as usize]
-    }
-    fn incl(&self, n: u32) -> &[u64] {
-        &self.incl[n as usize * self.nc..(n as usize + 1) * self.nc]
-    }
-    fn selfc(&self, n: u32) -> &[u64] {
-        &self.selfc[n as usize * self.nc..(n as usize + 1) * self.nc]
-    }
-}
-
-fn render_tree(
+/// Renders an inverted tree (bottom-up or callers) below the node reached
+/// by following `path` (functions from the inverted root).
+fn render_inverted(
     p: &Profile,
-    t: &dyn TreeSource,
-    from: u32,
+    seeds: Vec<Entry>,
+    inclusive: bool,
+    path: &[FnId],
     sc: usize,
     q: &TreeQuery,
 ) -> (Vec<Num>, Vec<TreeRow>) {
     let cols = p.columns();
-    let root_incl = t.incl(ROOT);
+    let nc = p.counters();
+    let mut total = vec![0u64; nc];
+    for &(s, _) in &seeds {
+        add_row(
+            &mut total,
+            if inclusive {
+                p.node_incl(s)
+            } else {
+                p.node_self(s)
+            },
+        );
+    }
+    let total_v = cols[sc].value(&total);
+    let pct = |v: f64| {
+        if total_v > 0.0 {
+            100.0 * v / total_v
+        } else {
+            0.0
+        }
+    };
+    let mut entries = seeds;
+    for &f in path {
+        entries = group(p, &entries, inclusive)
+            .into_iter()
+            .find(|g| g.function == f)
+            .map(|g| g.entries)
+            .unwrap_or_default();
+    }
+    let base_depth = path.len() as u32;
+    let sorted = |groups: Vec<Group>| -> Vec<Group> {
+        let mut g: Vec<Group> = groups
+            .into_iter()
+            .filter(|g| {
+                let v = cols[sc].value(&g.cost);
+                pct(v) >= q.min_percent && !(q.min_percent > 0.0 && v == 0.0)
+            })
+            .collect();
+        g.sort_by(|a, b| {
+            cols[sc]
+                .value(&b.cost)
+                .total_cmp(&cols[sc].value(&a.cost))
+                .then_with(|| b.cost[0].cmp(&a.cost[0]))
+                .then(a.function.cmp(&b.function))
+        });
+        g
+    };
+    let mut rows = Vec::new();
+    // Explicit stack (deep recursion makes deep inverted trees): each level
+    // holds its remaining children, reversed, and its row id.
+    let mut stack: Vec<(Vec<Group>, u32)> = Vec::new();
+    let mut first = sorted(group(p, &entries, inclusive));
+    first.reverse();
+    stack.push((first, 0));
+    while let Some((pending, parent_id)) = stack.last_mut() {
+        let Some(g) = pending.pop() else {
+            stack.pop();
+            continue;
+        };
+        let parent_id = *parent_id;
+        let depth = base_depth + stack.len() as u32;
+        let id = rows.len() as u32 + 1;
+        let v = cols[sc].value(&g.cost);
+        let expand = q.max_depth.is_none_or(|d| depth < d);
+        let children = if expand {
+            sorted(group(p, &g.entries, inclusive))
+        } else {
+            Vec::new()
+        };
+        let has_children = if expand {
+            !children.is_empty()
+        } else {
+            g.entries.iter().any(|&(_, c)| c != ROOT)
+        };
+        rows.push(TreeRow {
+            id,
+            parent: parent_id,
+            depth,
+            function: g.function,
+            name: fn_label(p, g.function),
+            percent: (pct(v) * 100.0).round() / 100.0,
+            self_: if depth == 1 {
+                values(cols, &g.cost)
+            } else {
+                values(cols, &vec![0; nc])
+            },
+            incl: values(cols, &g.cost),
+            has_children,
+        });
+        if !children.is_empty() {
+            let mut c = children;
+            c.reverse();
+            stack.push((c, id));
+        }
+    }
+    (values(cols, &total), rows)
+}
+
+fn render_top_down(
+    p: &Profile,
+    from: NodeId,
+    sc: usize,
+    q: &TreeQuery,
+) -> (Vec<Num>, Vec<TreeRow>) {
+    let cols = p.columns();
+    let root_incl = p.node_incl(ROOT);
     let total = cols[sc].value(root_incl);
     let pct = |v: f64| if total > 0.0 { 100.0 * v / total } else { 0.0 };
     let mut rows = Vec::new();
-    let sorted_children = |n: u32| -> Vec<u32> {
-        let mut c: Vec<u32> = t
+    let sorted_children = |n: NodeId| -> Vec<NodeId> {
+        let mut c: Vec<NodeId> = p
             .children(n)
             .iter()
             .copied()
-            .filter(|&c| t.incl(c).iter().any(|&v| v != 0))
+            .filter(|&c| {
+                let v = cols[sc].value(p.node_incl(c));
+                p.node_incl(c).iter().any(|&x| x != 0)
+                    && pct(v) >= q.min_percent
+                    && !(q.min_percent > 0.0 && v == 0.0)
+            })
             .collect();
         c.sort_by(|&a, &b| {
             cols[sc]
-                .value(t.incl(b))
-                .total_cmp(&cols[sc].value(t.incl(a)))
-                .then_with(|| t.incl(b)[0].cmp(&t.incl(a)[0]))
+                .value(p.node_incl(b))
+                .total_cmp(&cols[sc].value(p.node_incl(a)))
+                .then_with(|| p.node_incl(b)[0].cmp(&p.node_incl(a)[0]))
                 .then(a.cmp(&b))
         });
         c
     };
-    let mut stack: Vec<u32> = sorted_children(from).into_iter().rev().collect();
+    let mut stack: Vec<NodeId> = sorted_children(from).into_iter().rev().collect();
     while let Some(n) = stack.pop() {
-        let v = cols[sc].value(t.incl(n));
-        let share = pct(v);
-        if share < q.min_percent || (q.min_percent > 0.0 && v == 0.0) {
-            continue;
-        }
+        let node = p.node(n);
+        let v = cols[sc].value(p.node_incl(n));
         let kids = sorted_children(n);
-        let f = t.function(n);
+        let expand = q.max_depth.is_none_or(|d| node.depth < d);
         rows.push(TreeRow {
             id: n,
-            parent: t.parent(n),
-            depth: t.depth(n),
-            function: f,
-            name: fn_label(p, f),
-            percent: (share * 100.0).round() / 100.0,
-            self_: values(cols, t.selfc(n)),
-            incl: values(cols, t.incl(n)),
-            has_children: !kids.is_empty(),
+            parent: node.parent,
+            depth: node.depth,
+            function: node.function,
+            name: fn_label(p, node.function),
+            percent: (pct(v) * 100.0).round() / 100.0,
+            self_: values(cols, p.node_self(n)),
+            incl: values(cols, p.node_incl(n)),
+            has_children: if expand {
+                !kids.is_empty()
+            } else {
+                !p.children(n).is_empty()
+            },
         });
-        if q.max_depth.is_none_or(|d| t.depth(n) < d) {
+        if expand {
             stack.extend(kids.into_iter().rev());
         }
     }
@@ -646,45 +692,51 @@ fn render_tree(
 
 /// The top-down tree (from the roots, all threads together).
 pub fn top_down(p: &Profile, q: &TreeQuery) -> Result<TreeView, AnalysisError> {
-    subtree(p, TreeKind::TopDown, None, ROOT, q)
+    subtree(p, TreeKind::TopDown, None, &[], q)
 }
 
 /// The bottom-up tree (from the functions where cost was spent up to the
 /// roots).
 pub fn bottom_up(p: &Profile, q: &TreeQuery) -> Result<TreeView, AnalysisError> {
-    subtree(p, TreeKind::BottomUp, None, ROOT, q)
+    subtree(p, TreeKind::BottomUp, None, &[], q)
 }
 
 /// The callers of the functions `fs` (all with the same name, usually one):
 /// which callers and call paths their inclusive costs came through.
 pub fn callers(p: &Profile, fs: &[FnId], q: &TreeQuery) -> Result<TreeView, AnalysisError> {
-    subtree(p, TreeKind::Callers, Some(fs), ROOT, q)
+    subtree(p, TreeKind::Callers, Some(fs), &[], q)
 }
 
-/// Any tree below node `from` (for the web UI's lazy expansion: ask for the
-/// rows under one node, with `max_depth` relative to the whole tree).
+/// The rows of a tree below one node, for lazy expansion (the web UI).
+///
+/// `from` names the node: for the top-down tree, empty (the root) or one
+/// call-tree node id (a row's `id`); for the inverted trees (bottom-up,
+/// callers), the functions on the path from the inverted root to the node
+/// (the `function` of each row down to it). Rows' depths are absolute;
+/// `max_depth` is absolute too. In inverted trees, row ids number the rows
+/// of this answer only.
 pub fn subtree(
     p: &Profile,
     kind: TreeKind,
     fs: Option<&[FnId]>,
-    from: u32,
+    from: &[u32],
     q: &TreeQuery,
 ) -> Result<TreeView, AnalysisError> {
     let sort = q.sort.clone().unwrap_or_else(|| default_sort(p));
     let sc = column_index(p, &sort)?;
-    let inv;
-    let src: &dyn TreeSource = match kind {
-        TreeKind::TopDown => p,
-        TreeKind::BottomUp => {
-            inv = InvTree::bottom_up(p);
-            &inv
+    let (totals, rows) = match kind {
+        TreeKind::TopDown => {
+            let from = from.first().copied().unwrap_or(ROOT);
+            if from as usize >= p.node_count() {
+                return Err(AnalysisError::NoSuchNode(from));
+            }
+            render_top_down(p, from, sc, q)
         }
+        TreeKind::BottomUp => render_inverted(p, bottom_up_seeds(p), false, from, sc, q),
         TreeKind::Callers => {
-            inv = InvTree::callers(p, fs.unwrap_or(&[]));
-            &inv
+            render_inverted(p, callers_seeds(p, fs.unwrap_or(&[])), true, from, sc, q)
         }
     };
-    let (totals, rows) = render_tree(p, src, from, sc, q);
     Ok(TreeView {
         columns: heads(p),
         kind,
@@ -751,7 +803,7 @@ pub fn annotate(p: &Profile, fs: &[FnId], source: &dyn Fn(&str) -> Option<String
     let nc = p.counters();
     let want = |f: FnId| fs.contains(&f);
     // (file, line) -> (costs, inlined callee names)
-    let mut acc: HashMap<(u32, u32), (Vec<u64>, Vec<FnId>)> = HashMap::new();
+    let mut acc: HashMap<(u32, u32), (Vec<u64>, Vec<FnId>)> = HashMap::default();
     let mut total = vec![0u64; nc];
     for i in 0..p.record_count() {
         if !p.record_kept(i) {
@@ -787,7 +839,7 @@ pub fn annotate(p: &Profile, fs: &[FnId], source: &dyn Fn(&str) -> Option<String
         .enumerate()
         .map(|(i, (k, _))| (*k, i as u32 + 1))
         .collect();
-    let mut by_file: HashMap<u32, Vec<u32>> = HashMap::new();
+    let mut by_file: HashMap<u32, Vec<u32>> = HashMap::default();
     for &(file, line) in acc.keys() {
         by_file.entry(file).or_default().push(line);
     }
@@ -891,7 +943,7 @@ pub struct AsmView {
 pub fn disassembly(p: &Profile, fs: &[FnId]) -> AsmView {
     let cols = p.columns();
     let nc = p.counters();
-    let mut acc: HashMap<u64, (usize, Vec<u64>)> = HashMap::new();
+    let mut acc: HashMap<u64, (usize, Vec<u64>)> = HashMap::default();
     for i in 0..p.record_count() {
         if !p.record_kept(i) {
             continue;

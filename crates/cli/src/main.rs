@@ -5,6 +5,7 @@
 
 mod probe_cmd;
 mod record_cmd;
+mod report_cmd;
 mod sim_cmd;
 mod zones_cmd;
 
@@ -33,6 +34,10 @@ enum Command {
     Probe(Box<probe_cmd::ProbeArgs>),
     /// Zones and spikes: view a zones recording, or record a program.
     Zones(Box<zones_cmd::ZonesArgs>),
+    /// Show a dump: flat profile, call trees, callers, annotated source, threads.
+    Report(Box<report_cmd::ReportArgs>),
+    /// Compare two dumps per function or per line.
+    Diff(Box<report_cmd::DiffArgs>),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -42,6 +47,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Trigger(args) => record_cmd::trigger(args),
         Command::Probe(args) => probe_cmd::run(*args),
         Command::Zones(args) => zones_cmd::run(*args),
+        Command::Report(args) => report_cmd::report(*args),
+        Command::Diff(args) => report_cmd::diff(*args),
         Command::Presets => {
             for (name, about) in coldcache_config::names() {
                 println!("{name:<16} {about}");

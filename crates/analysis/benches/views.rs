@@ -1,0 +1,132 @@
+//! Time to load a dump with one million (instruction, stack) records and to
+//! produce each view (goal: under one second each).
+//!
+//! `cargo bench -p coldcache-analysis --bench views [-- RECORDS] [--write FILE]`
+//! (`--write` also saves the synthetic dump, to time `coldcache report` or
+//! the web UI on it).
+//!
+//! Prints the time of each step and, as a floor measured in the same run,
+//! the time to merely sum every record's counters (`Dump::totals`), so the
+//! figures can be compared across noisy machines as ratios.
+
+use coldcache_analysis::diff::{diff, DiffQuery};
+use coldcache_analysis::synthetic::{self, Shape};
+use coldcache_analysis::views::{self, By, FlatQuery, TreeQuery};
+use coldcache_analysis::{Profile, ProfileOptions};
+use coldcache_dump::Dump;
+use std::time::Instant;
+
+fn time<T>(label: &str, floor: Option<f64>, f: impl FnOnce() -> T) -> (T, f64) {
+    let t = Instant::now();
+    let v = f();
+    let s = t.elapsed().as_secs_f64();
+    match floor {
+        Some(fl) => println!("{label:<34} {:>9.1} ms  {:>7.1}x floor", s * 1e3, s / fl),
+        None => println!("{label:<34} {:>9.1} ms", s * 1e3),
+    }
+    (v, s)
+}
+
+fn main() {
+    let records = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse::<u32>().ok())
+        .unwrap_or(1_000_000);
+    let shape = Shape {
+        records,
+        ..Shape::default()
+    };
+    let d = synthetic::dump(shape);
+    let bytes = d.to_bytes();
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--write") {
+        let path = args.get(i + 1).expect("--write needs a path");
+        std::fs::write(path, &bytes).expect("writes the dump");
+        println!("wrote {path}");
+    }
+    println!(
+        "synthetic dump: {} records, {} stacks, {} functions, {:.1} MB",
+        d.records.len(),
+        d.stacks.len(),
+        shape.functions,
+        bytes.len() as f64 / 1e6
+    );
+    drop(d);
+    let (d, _) = time("decode (Dump::from_bytes)", None, || {
+        Dump::from_bytes(&bytes).expect("decodes")
+    });
+    let (_, floor) = time("floor: sum all counters", None, || d.totals());
+    let d2 = d.clone();
+    let (p, _) = time("index (Profile::new)", Some(floor), || {
+        Profile::new(d, ProfileOptions::default())
+    });
+    time("flat by function", Some(floor), || {
+        views::flat(&p, &FlatQuery::default()).unwrap()
+    });
+    time("flat by line", Some(floor), || {
+        views::flat(
+            &p,
+            &FlatQuery {
+                by: By::Line,
+                ..FlatQuery::default()
+            },
+        )
+        .unwrap()
+    });
+    time("flat by instruction", Some(floor), || {
+        views::flat(
+            &p,
+            &FlatQuery {
+                by: By::Instruction,
+                limit: Some(100),
+                ..FlatQuery::default()
+            },
+        )
+        .unwrap()
+    });
+    let q = TreeQuery {
+        min_percent: 0.5,
+        ..TreeQuery::default()
+    };
+    time("top-down (cut at 0.5%)", Some(floor), || {
+        views::top_down(&p, &q).unwrap()
+    });
+    time("bottom-up (cut at 0.5%)", Some(floor), || {
+        views::bottom_up(&p, &q).unwrap()
+    });
+    let all = TreeQuery::default();
+    let (v, _) = time("top-down, whole tree", Some(floor), || {
+        views::top_down(&p, &all).unwrap()
+    });
+    println!("  ({} rows)", v.rows.len());
+    let (v, _) = time("bottom-up, whole tree", Some(floor), || {
+        views::bottom_up(&p, &all).unwrap()
+    });
+    println!("  ({} rows)", v.rows.len());
+    let f = p.find_functions("ns::function_7(int)").unwrap();
+    time("callers of one function", Some(floor), || {
+        views::callers(&p, &f, &TreeQuery::default()).unwrap()
+    });
+    time("annotate one function", Some(floor), || {
+        views::annotate(&p, &f, &|_| None)
+    });
+    time("disassemble one function", Some(floor), || {
+        views::disassembly(&p, &f)
+    });
+    time("threads", Some(floor), || views::threads(&p));
+    let p2 = Profile::new(d2, ProfileOptions::default());
+    time("diff by function", Some(floor), || {
+        diff(&p, &p2, &DiffQuery::default()).unwrap()
+    });
+    time("diff by line", Some(floor), || {
+        diff(
+            &p,
+            &p2,
+            &DiffQuery {
+                by: By::Line,
+                ..DiffQuery::default()
+            },
+        )
+        .unwrap()
+    });
+}

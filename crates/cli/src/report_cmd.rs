@@ -1,0 +1,347 @@
+//! `coldcache report DUMP` and `coldcache diff BEFORE AFTER`: the analysis
+//! views as text tables or JSON. All aggregation is in `coldcache-analysis`;
+//! this module parses arguments, loads dumps and reads source files.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use coldcache_analysis::diff::{self, DiffQuery};
+use coldcache_analysis::render;
+use coldcache_analysis::views::{self, By, FlatQuery, TreeQuery};
+use coldcache_analysis::{Profile, ProfileOptions};
+use coldcache_dump::Dump;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Which view `report` shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum View {
+    /// One row per function, line or instruction.
+    Flat,
+    /// The call tree from the roots, inclusive and self costs.
+    TopDown,
+    /// From the functions where costs were spent up through their callers.
+    BottomUp,
+    /// Who called a function, with their shares of its costs (`--callers`).
+    Callers,
+    /// A function's source lines (or instructions with `--asm`).
+    Annotate,
+    /// Per thread and per simulated core.
+    Threads,
+}
+
+/// Row granularity of the flat view and of `diff`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ByArg {
+    /// Functions.
+    Function,
+    /// Source lines.
+    Line,
+    /// Instructions (flat view only).
+    Instruction,
+}
+
+impl From<ByArg> for By {
+    fn from(b: ByArg) -> By {
+        match b {
+            ByArg::Function => By::Function,
+            ByArg::Line => By::Line,
+            ByArg::Instruction => By::Instruction,
+        }
+    }
+}
+
+/// Options shared by `report` and `diff`.
+#[derive(Args, Debug)]
+pub struct Common {
+    /// Column to sort by (`--columns all` lists them; default `mem`).
+    #[arg(long)]
+    sort: Option<String>,
+    /// Keep only rows whose label matches this regular expression.
+    #[arg(long)]
+    filter: Option<String>,
+    /// Show at most N rows (default 30 in text, all with --json).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Columns to show in text: `all`, or names separated by commas.
+    #[arg(long)]
+    columns: Option<String>,
+    /// Print JSON (documented in docs/report.md) instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Count code inlined into a function to that function instead of
+    /// showing inlined functions as functions of their own.
+    #[arg(long)]
+    no_inline: bool,
+    /// Keep only these threads (kernel tids, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    thread: Vec<u32>,
+}
+
+/// `coldcache report`.
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// The dump (`.ccdump`) to read.
+    dump: PathBuf,
+    /// The function for `--view annotate` (a name, or a regex).
+    symbol: Option<String>,
+    /// The view.
+    #[arg(long, value_enum, default_value = "flat")]
+    view: View,
+    /// Show who called SYMBOL and their shares of its costs (the callers
+    /// view).
+    #[arg(long, value_name = "SYMBOL")]
+    callers: Option<String>,
+    /// Flat view rows: functions, source lines or instructions.
+    #[arg(long, value_enum, default_value = "function")]
+    by: ByArg,
+    /// Flat view: sort by inclusive instead of self costs.
+    #[arg(long)]
+    inclusive: bool,
+    /// Trees: leave out nodes under this percentage of the total.
+    #[arg(long, default_value_t = 1.0)]
+    min_percent: f64,
+    /// Trees: leave out nodes deeper than this.
+    #[arg(long)]
+    max_depth: Option<u32>,
+    /// Annotate: per-instruction disassembly instead of source lines.
+    #[arg(long)]
+    asm: bool,
+    /// Where to find source files whose recorded path moved: FROM=TO
+    /// replaces a path prefix (repeatable).
+    #[arg(long, value_name = "FROM=TO")]
+    source_map: Vec<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// `coldcache diff`.
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The dump before the change.
+    before: PathBuf,
+    /// The dump after the change.
+    after: PathBuf,
+    /// Compare per function or per source line.
+    #[arg(long, value_enum, default_value = "function")]
+    by: ByArg,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Reads and decodes a dump, naming the file in any error.
+pub fn load_dump(path: &Path) -> Result<Dump> {
+    let bytes =
+        std::fs::read(path).with_context(|| format!("cannot read dump {}", path.display()))?;
+    Dump::from_bytes(&bytes).with_context(|| format!("cannot load dump {}", path.display()))
+}
+
+fn profile(path: &Path, c: &Common) -> Result<Profile> {
+    let dump = load_dump(path)?;
+    if !c.thread.is_empty() {
+        for t in &c.thread {
+            if !dump.threads.iter().any(|x| x.tid == *t) {
+                bail!(
+                    "dump {} has no thread {t} (its threads: {})",
+                    path.display(),
+                    dump.threads
+                        .iter()
+                        .map(|x| x.tid.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+    }
+    Ok(Profile::new(
+        dump,
+        ProfileOptions {
+            inline: !c.no_inline,
+            threads: (!c.thread.is_empty()).then(|| c.thread.clone()),
+        },
+    ))
+}
+
+fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, v)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+fn print_text(s: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(s.as_bytes())?;
+    Ok(())
+}
+
+/// Runs `coldcache report`.
+pub fn report(a: ReportArgs) -> Result<()> {
+    let p = profile(&a.dump, &a.common)?;
+    let c = &a.common;
+    let limit = c.limit.or((!c.json).then_some(30));
+    let tree_q = TreeQuery {
+        sort: c.sort.clone(),
+        min_percent: a.min_percent,
+        max_depth: a.max_depth,
+    };
+    let view = if a.callers.is_some() {
+        View::Callers
+    } else {
+        a.view
+    };
+    let header = render::header(&p);
+    let function = |what: &str| -> Result<Vec<u32>> {
+        let Some(name) = a.callers.as_deref().or(a.symbol.as_deref()) else {
+            bail!("the {what} view needs a function: give its name (or a regex) after the dump");
+        };
+        Ok(p.find_functions(name)
+            .with_context(|| format!("in dump {}", a.dump.display()))?)
+    };
+    match view {
+        View::Flat => {
+            let v = views::flat(
+                &p,
+                &FlatQuery {
+                    by: a.by.into(),
+                    sort: c.sort.clone(),
+                    inclusive: a.inclusive,
+                    filter: c.filter.clone(),
+                    limit,
+                },
+            )?;
+            if c.json {
+                return print_json(&v);
+            }
+            let cols = render::pick_columns(&v.columns, c.columns.as_deref())?;
+            print_text(&format!("{header}\n{}", render::flat(&v, &cols)))
+        }
+        View::TopDown | View::BottomUp | View::Callers => {
+            let v = match view {
+                View::TopDown => views::top_down(&p, &tree_q)?,
+                View::BottomUp => views::bottom_up(&p, &tree_q)?,
+                _ => views::callers(&p, &function("callers")?, &tree_q)?,
+            };
+            let v = filter_tree(v, c.filter.as_deref(), limit)?;
+            if c.json {
+                return print_json(&v);
+            }
+            let cols = render::pick_columns(&v.columns, c.columns.as_deref())?;
+            print_text(&format!("{header}\n{}", render::tree(&v, &cols)))
+        }
+        View::Annotate => {
+            let fs = function("annotate")?;
+            if a.asm {
+                let v = views::disassembly(&p, &fs);
+                if c.json {
+                    return print_json(&v);
+                }
+                let cols = render::pick_columns(&v.columns, c.columns.as_deref())?;
+                return print_text(&format!("{header}\n{}", render::asm(&v, &cols)));
+            }
+            let maps: Vec<(String, String)> = a
+                .source_map
+                .iter()
+                .map(|m| {
+                    m.split_once('=')
+                        .map(|(f, t)| (f.to_string(), t.to_string()))
+                        .with_context(|| format!("--source-map '{m}' is not FROM=TO"))
+                })
+                .collect::<Result<_>>()?;
+            let read = |path: &str| -> Option<String> {
+                for (from, to) in &maps {
+                    if let Some(rest) = path.strip_prefix(from.as_str()) {
+                        if let Ok(t) = std::fs::read_to_string(format!("{to}{rest}")) {
+                            return Some(t);
+                        }
+                    }
+                }
+                std::fs::read_to_string(path).ok()
+            };
+            let v = views::annotate(&p, &fs, &read);
+            if c.json {
+                return print_json(&v);
+            }
+            let cols = render::pick_columns(&v.columns, c.columns.as_deref())?;
+            print_text(&format!("{header}\n{}", render::annotate(&v, &cols)))
+        }
+        View::Threads => {
+            let v = views::threads(&p);
+            if c.json {
+                return print_json(&v);
+            }
+            let cols = render::pick_columns(&v.columns, c.columns.as_deref())?;
+            print_text(&format!("{header}\n{}", render::threads(&v, &cols)))
+        }
+    }
+}
+
+/// Applies `--filter` (keeps rows matching and their ancestors) and
+/// `--limit` (first N rows in pre-order) to a tree.
+fn filter_tree(
+    mut v: views::TreeView,
+    filter: Option<&str>,
+    limit: Option<usize>,
+) -> Result<views::TreeView> {
+    if let Some(f) = filter {
+        let re = regex_lite(f)?;
+        let mut keep = vec![false; v.rows.len()];
+        // Pre-order: a row's ancestors are the nearest earlier rows of
+        // smaller depth.
+        let mut path: Vec<usize> = Vec::new();
+        for i in 0..v.rows.len() {
+            while path
+                .last()
+                .is_some_and(|&j| v.rows[j].depth >= v.rows[i].depth)
+            {
+                path.pop();
+            }
+            path.push(i);
+            if re.is_match(&v.rows[i].name) {
+                for &j in &path {
+                    keep[j] = true;
+                }
+            }
+        }
+        let mut k = keep.into_iter();
+        v.rows.retain(|_| k.next().unwrap_or(false));
+    }
+    if let Some(n) = limit {
+        v.rows.truncate(n.max(1) * 4);
+    }
+    Ok(v)
+}
+
+fn regex_lite(p: &str) -> Result<regex::Regex> {
+    regex::Regex::new(p)
+        .with_context(|| format!("--filter '{p}' is not a valid regular expression"))
+}
+
+/// Runs `coldcache diff`.
+pub fn diff(a: DiffArgs) -> Result<()> {
+    let before = profile(&a.before, &a.common)?;
+    let after = profile(&a.after, &a.common)?;
+    let c = &a.common;
+    if a.by == ByArg::Instruction {
+        bail!("diff compares functions or lines: instructions move between builds");
+    }
+    let v = diff::diff(
+        &before,
+        &after,
+        &DiffQuery {
+            by: a.by.into(),
+            sort: c.sort.clone(),
+            filter: c.filter.clone(),
+            limit: c.limit.or((!c.json).then_some(30)),
+        },
+    )?;
+    if c.json {
+        return print_json(&v);
+    }
+    let cols = render::pick_columns(&v.columns, c.columns.as_deref())?;
+    print_text(&format!(
+        "before: {}\nafter:  {}\n\n{}",
+        a.before.display(),
+        a.after.display(),
+        render::diff(&v, &cols)
+    ))
+}
