@@ -194,8 +194,8 @@ pub fn report(a: ReportArgs) -> Result<()> {
         let Some(name) = a.callers.as_deref().or(a.symbol.as_deref()) else {
             bail!("the {what} view needs a function: give its name (or a regex) after the dump");
         };
-        Ok(p.find_functions(name)
-            .with_context(|| format!("in dump {}", a.dump.display()))?)
+        p.find_functions(name)
+            .with_context(|| format!("in dump {}", a.dump.display()))
     };
     match view {
         View::Flat => {
