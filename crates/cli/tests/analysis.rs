@@ -1,0 +1,338 @@
+//! The analysis end to end, on the CacheSim talk's two examples recorded by
+//! `coldcache record` (examples/programs/pushbuffer.c and getposition.cpp,
+//! simulated with examples/caches/talk-scaled.toml):
+//!
+//! - pushbuffer: the worst line by badness is the test of the flag that
+//!   drifted into the cold line (the line is found in the source by its
+//!   text); after swapping the two fields (-DFIXED) `coldcache diff` shows
+//!   that line's misses gone but for the first frame's compulsory ones.
+//!   Hand count: 768 textures, 8 frames; unfixed, every frame misses the
+//!   flag's line of every texture; fixed, the touched set fits the L2, so
+//!   only the first frame misses (768 lines).
+//! - getposition: `--callers GetPosition` names UpdateAI as the caller
+//!   responsible for most of the getter's misses. Hand count: UpdateAI calls
+//!   it on 2048 objects in shuffled order (one miss each), CullForRendering
+//!   on 384 (one miss each): 2048 / 2432 = 84.2 %.
+//! - A dump still shows names and lines after its binary is deleted.
+//! - Corrupted and truncated dumps get a clear error naming the file.
+//!
+//! Skipped with a message when gcc/g++ are missing.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+const COLDCACHE: &str = env!("CARGO_BIN_EXE_coldcache");
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// `libcoldcache.so` next to the `coldcache` binary, built if missing.
+fn library() -> PathBuf {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let dir = Path::new(COLDCACHE).parent().unwrap().to_path_buf();
+        let lib = dir.join("libcoldcache.so");
+        if !lib.exists() {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let mut cmd = Command::new(cargo);
+            cmd.args(["build", "-p", "libcoldcache", "--target-dir"])
+                .arg(dir.parent().unwrap())
+                .current_dir(repo());
+            if dir.file_name().unwrap() == "release" {
+                cmd.arg("--release");
+            }
+            assert!(
+                cmd.status().unwrap().success(),
+                "building libcoldcache failed"
+            );
+        }
+        lib
+    })
+    .clone()
+}
+
+fn scratch() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("coldcache-analysis-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    })
+    .clone()
+}
+
+fn skip(test: &str) -> bool {
+    if have("gcc") && have("g++") {
+        false
+    } else {
+        eprintln!("SKIP {test}: gcc or g++ missing");
+        true
+    }
+}
+
+fn build(compiler: &str, source: &str, flags: &[&str], name: &str) -> PathBuf {
+    let out = scratch().join(name);
+    let st = Command::new(compiler)
+        .args(["-O2", "-g"])
+        .args(flags)
+        .arg(repo().join(source))
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success(), "compiling {source} failed");
+    out
+}
+
+fn run(args: &[&str]) -> Output {
+    let out = Command::new(COLDCACHE)
+        .args(args)
+        .current_dir(scratch())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "coldcache {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn json(args: &[&str]) -> Value {
+    serde_json::from_slice(&run(args).stdout).expect("valid JSON")
+}
+
+fn record(bin: &Path, function: &str, dump: &str) -> String {
+    library();
+    let cache = repo().join("examples/caches/talk-scaled.toml");
+    let d = scratch().join(dump);
+    run(&[
+        "record",
+        "--cache",
+        cache.to_str().unwrap(),
+        "--function",
+        function,
+        "-o",
+        d.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+    ]);
+    d.to_str().unwrap().to_string()
+}
+
+/// The line of `source` containing `text` (1-based).
+fn line_of(source: &str, text: &str) -> u64 {
+    let s = std::fs::read_to_string(repo().join(source)).unwrap();
+    s.lines()
+        .position(|l| l.contains(text))
+        .expect("text in source") as u64
+        + 1
+}
+
+fn col(v: &Value, name: &str) -> usize {
+    v["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no column {name}"))
+}
+
+fn pushbuffer_dumps() -> &'static (String, String) {
+    static D: OnceLock<(String, String)> = OnceLock::new();
+    D.get_or_init(|| {
+        let src = "examples/programs/pushbuffer.c";
+        let before = build("gcc", src, &[], "pushbuffer");
+        let after = build("gcc", src, &["-DFIXED"], "pushbuffer-fixed");
+        (
+            record(&before, "run_frames", "pushbuffer.ccdump"),
+            record(&after, "run_frames", "pushbuffer-fixed.ccdump"),
+        )
+    })
+}
+
+#[test]
+fn hot_flag_in_the_cold_line_is_the_worst_line_and_the_fix_removes_its_misses() {
+    if skip("hot_flag") {
+        return;
+    }
+    let (before, after) = pushbuffer_dumps();
+    let flag_line = line_of(
+        "examples/programs/pushbuffer.c",
+        "if (t[i].flags & VISIBLE)",
+    );
+    let v = json(&[
+        "report", before, "--by", "line", "--sort", "badness", "--json",
+    ]);
+    let top = &v["rows"][0];
+    assert_eq!(top["line"], flag_line, "worst line: {top}");
+    assert!(top["file"].as_str().unwrap().ends_with("pushbuffer.c"));
+    let mem = col(&v, "mem");
+    let misses = top["self"][mem].as_u64().unwrap();
+    assert!(misses >= 6 * 768, "flag line misses {misses}");
+
+    // The annotate view marks it as the worst line too.
+    let a = json(&[
+        "report",
+        before,
+        "--view",
+        "annotate",
+        "build_push_buffer",
+        "--json",
+    ]);
+    let lines = a["files"][0]["lines"].as_array().unwrap();
+    let worst = lines.iter().find(|l| l["worst"] == 1).unwrap();
+    assert_eq!(worst["line"], flag_line);
+    assert!(worst["text"].as_str().unwrap().contains("flags & VISIBLE"));
+    let text = String::from_utf8(
+        run(&["report", before, "--view", "annotate", "build_push_buffer"]).stdout,
+    )
+    .unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.contains(&format!(">>{flag_line}")) && l.contains("flags & VISIBLE")),
+        "{text}"
+    );
+
+    // After the fix, the flag line misses only in the first frame.
+    let d = json(&["diff", before, after, "--by", "line", "--json"]);
+    let dm = col(&d, "mem");
+    let row = d["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            r["label"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("pushbuffer.c:{flag_line}"))
+        })
+        .expect("flag line in the diff");
+    let (b, a) = (
+        row["before"][dm].as_u64().unwrap(),
+        row["after"][dm].as_u64().unwrap(),
+    );
+    assert_eq!(b, misses);
+    assert!(
+        a <= 768 + 16,
+        "after the fix the flag line still misses {a} times"
+    );
+    assert_eq!(
+        d["rows"][0]["label"], row["label"],
+        "the largest change is the flag line"
+    );
+    let total_after = d["after_totals"][dm].as_u64().unwrap();
+    assert!(total_after <= 768 + 64, "total misses after {total_after}");
+}
+
+#[test]
+fn callers_of_the_getter_name_the_caller_responsible() {
+    if skip("callers") {
+        return;
+    }
+    let bin = build(
+        "g++",
+        "examples/programs/getposition.cpp",
+        &[],
+        "getposition",
+    );
+    let dump = record(&bin, "frame", "getposition.ccdump");
+    let v = json(&["report", &dump, "--callers", "GetPosition", "--json"]);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows[0]["name"], "SceneObject::GetPosition() const");
+    let callers: Vec<(&str, f64)> = rows
+        .iter()
+        .filter(|r| r["depth"] == 2)
+        .map(|r| (r["name"].as_str().unwrap(), r["percent"].as_f64().unwrap()))
+        .collect();
+    assert!(callers[0].0.starts_with("UpdateAI("), "{callers:?}");
+    assert!((callers[0].1 - 84.2).abs() < 2.0, "{callers:?}");
+    assert!(callers[1].0.starts_with("CullForRendering("), "{callers:?}");
+    let text =
+        String::from_utf8(run(&["report", &dump, "--callers", "GetPosition"]).stdout).unwrap();
+    assert!(text.contains("UpdateAI("), "{text}");
+}
+
+#[test]
+fn names_and_lines_survive_deleting_the_binary() {
+    if skip("deleted binary") {
+        return;
+    }
+    let bin = build(
+        "gcc",
+        "examples/programs/pushbuffer.c",
+        &[],
+        "pushbuffer-deleted",
+    );
+    let dump = record(&bin, "run_frames", "deleted.ccdump");
+    std::fs::remove_file(&bin).unwrap();
+    let v = json(&["report", &dump, "--by", "line", "--json"]);
+    let top = &v["rows"][0];
+    assert_eq!(top["name"], "build_push_buffer");
+    assert!(top["line"].as_u64().unwrap() > 0);
+    let asm = String::from_utf8(
+        run(&[
+            "report",
+            &dump,
+            "--view",
+            "annotate",
+            "build_push_buffer",
+            "--asm",
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert!(asm.contains("test"), "{asm}");
+}
+
+#[test]
+fn corrupted_and_truncated_dumps_are_refused_with_the_file_named() {
+    if skip("corrupted") {
+        return;
+    }
+    let (before, _) = pushbuffer_dumps();
+    let bytes = std::fs::read(before).unwrap();
+    let cases = [
+        (
+            "truncated.ccdump",
+            bytes[..bytes.len() / 2].to_vec(),
+            "truncated",
+        ),
+        (
+            "flipped.ccdump",
+            {
+                let mut b = bytes.clone();
+                b[bytes.len() / 3] ^= 0x40;
+                b
+            },
+            "corrupted",
+        ),
+        ("text.ccdump", b"hello".to_vec(), "not a coldcache dump"),
+    ];
+    for (name, content, what) in cases {
+        let p = scratch().join(name);
+        std::fs::write(&p, content).unwrap();
+        let out = Command::new(COLDCACHE)
+            .arg("report")
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(name) && err.contains(what), "{name}: {err}");
+    }
+}
