@@ -501,3 +501,40 @@ fn bad_queries_are_errors() {
     assert!(p.find_functions("(").is_err());
     assert!(p.find_functions("zzz").is_err());
 }
+
+#[test]
+fn text_tables_show_the_same_numbers_as_the_views() {
+    use coldcache_analysis::render;
+    let p = profile();
+    let v = views::flat(&p, &FlatQuery::default()).unwrap();
+    let cols = render::pick_columns(&v.columns, Some("instructions,mem,badness")).unwrap();
+    let t = render::flat(&v, &cols);
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(
+        lines[0].split_whitespace().collect::<Vec<_>>(),
+        ["instructions", "mem", "badness", "incl:mem", "function"]
+    );
+    assert_eq!(
+        lines[1].split_whitespace().collect::<Vec<_>>(),
+        ["20", "10", "5.0", "10", "get_pos"]
+    );
+    assert!(lines.last().unwrap().ends_with("TOTAL"));
+    assert!(render::pick_columns(&v.columns, Some("nope")).is_err());
+
+    let fs = p.find_functions("get_pos").unwrap();
+    let c = views::callers(&p, &fs, &TreeQuery::default()).unwrap();
+    let t = render::tree(&c, &cols);
+    assert!(
+        t.lines()
+            .any(|l| l.trim_start().starts_with("80.0") && l.ends_with("  update")),
+        "{t}"
+    );
+
+    let after = Profile::new(dump(0), ProfileOptions::default());
+    let d = diff(&p, &after, &DiffQuery::default()).unwrap();
+    let t = render::diff(&d, &cols);
+    assert!(
+        t.lines().nth(1).unwrap().contains("-8") && t.lines().nth(1).unwrap().contains("-80.0%"),
+        "{t}"
+    );
+}
