@@ -96,6 +96,7 @@ pub struct Sym {
 #[derive(Debug, Default)]
 pub struct SymbolTable {
     syms: Vec<Sym>,
+    by_name: std::collections::HashMap<String, usize>,
     /// Which table it came from, for messages (`.symtab of /bin/x`).
     pub source: String,
 }
@@ -120,7 +121,15 @@ impl SymbolTable {
                 next = syms[i].addr;
             }
         }
-        SymbolTable { syms, source }
+        let mut by_name = std::collections::HashMap::new();
+        for (i, s) in syms.iter().enumerate() {
+            by_name.entry(s.name.clone()).or_insert(i);
+        }
+        SymbolTable {
+            syms,
+            by_name,
+            source,
+        }
     }
 
     /// Whether there are no function symbols at all.
@@ -148,7 +157,7 @@ impl SymbolTable {
     /// The address of a symbol by exact name (used to find the parent of
     /// `f.cold` parts).
     pub fn by_name(&self, name: &str) -> Option<&Sym> {
-        self.syms.iter().find(|s| s.name == name)
+        self.by_name.get(name).map(|&i| &self.syms[i])
     }
 }
 

@@ -280,11 +280,17 @@ fn resolve_one(
     if let Some((loader, _)) = &bin.dwarf {
         // (name, file, line) innermost first.
         let mut raw: Vec<(Option<String>, Option<String>, u32)> = Vec::new();
+        let mut outer_mangled = false;
         if let Ok(mut it) = loader.find_frames(vaddr) {
             while let Ok(Some(f)) = it.next() {
+                outer_mangled = f
+                    .function
+                    .as_ref()
+                    .and_then(|n| n.raw_name().ok())
+                    .is_some_and(|r| is_mangled(&r));
                 let name = f.function.as_ref().map(|n| match n.demangle() {
-                    Ok(s) => s.into_owned(),
-                    Err(_) => n.raw_name().map(|s| s.into_owned()).unwrap_or_default(),
+                    Ok(s) if !is_mangled(&s) => s.into_owned(),
+                    _ => demangle(&n.raw_name().unwrap_or_default()),
                 });
                 let (file, line) = match &f.location {
                     Some(l) => (l.file.map(str::to_string), l.line.unwrap_or(0)),
@@ -298,7 +304,20 @@ fn resolve_one(
             for (i, (name, file, line)) in raw.into_iter().enumerate() {
                 let outermost = i + 1 == n;
                 let entry_v = sym.map(|(_, e)| e).filter(|_| outermost);
-                let name = name.unwrap_or_else(|| "??".into());
+                // Like binutils: when DWARF names the real function without
+                // its linkage name (C++ functions in an anonymous namespace),
+                // the symbol table's mangled name says more.
+                let name = match (outermost && !outer_mangled, sym) {
+                    (true, Some((s, ev))) if is_mangled(&s.name) => {
+                        let base = if ev == s.addr {
+                            &s.name
+                        } else {
+                            bin.symbols.find(ev).map_or(&s.name, |p| &p.name)
+                        };
+                        demangle(base)
+                    }
+                    _ => name.unwrap_or_else(|| "??".into()),
+                };
                 let function = match entry_v {
                     Some(ev) => b.function(&name, mi, runtime(ev), || decl(ev)),
                     None => b.function(&name, mi, 0, || None),
@@ -341,9 +360,62 @@ fn resolve_one(
     loc
 }
 
-/// Demangles a symbol name (C++ `_Z…`, Rust `_R…`/legacy), or returns it.
-fn demangle(name: &str) -> String {
-    addr2line::demangle_auto(std::borrow::Cow::Borrowed(name), None).into_owned()
+/// Whether a symbol name is mangled (C++ Itanium or Rust v0/legacy).
+fn is_mangled(name: &str) -> bool {
+    name.starts_with("_Z") || name.starts_with("_R")
+}
+
+/// Demangles a symbol name (C++ `_Z…`, Rust `_R…`/legacy), or returns it:
+/// `rustc-demangle` and `cpp_demangle` (through addr2line), then, for the
+/// C++ names `cpp_demangle` cannot parse (some template expressions,
+/// `srSt…`), the C++ runtime's own `abi::__cxa_demangle`, which is what
+/// `c++filt` uses.
+pub fn demangle(name: &str) -> String {
+    let d = addr2line::demangle_auto(std::borrow::Cow::Borrowed(name), None);
+    if !d.starts_with("_Z") {
+        return d.into_owned();
+    }
+    cxa::demangle(name).unwrap_or_else(|| name.to_string())
+}
+
+/// `abi::__cxa_demangle` from libstdc++.
+mod cxa {
+    use std::ffi::{c_char, c_int, c_void, CStr, CString};
+
+    #[link(name = "stdc++")]
+    unsafe extern "C" {
+        fn __cxa_demangle(
+            mangled: *const c_char,
+            buf: *mut c_char,
+            len: *mut usize,
+            status: *mut c_int,
+        ) -> *mut c_char;
+    }
+    unsafe extern "C" {
+        fn free(p: *mut c_void);
+    }
+
+    pub fn demangle(name: &str) -> Option<String> {
+        let c = CString::new(name).ok()?;
+        let mut status: c_int = -1;
+        // SAFETY: a NUL-terminated input, no caller buffer (the function
+        // allocates with malloc), a valid status pointer; the result is
+        // copied, then freed with free(3) as the ABI requires.
+        unsafe {
+            let p = __cxa_demangle(
+                c.as_ptr(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                &mut status,
+            );
+            if p.is_null() {
+                return None;
+            }
+            let s = (status == 0).then(|| CStr::from_ptr(p).to_string_lossy().into_owned());
+            free(p.cast());
+            s
+        }
+    }
 }
 
 /// The bytes of the instruction at file offset `off` (run-time address
