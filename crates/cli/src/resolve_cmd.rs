@@ -31,13 +31,17 @@ pub struct ResolveArgs {
 }
 
 pub fn run(args: ResolveArgs) -> Result<()> {
-    let mut opts = ResolveOptions::default();
-    opts.search = args.search;
+    let mut opts = ResolveOptions {
+        search: args.search,
+        ..ResolveOptions::default()
+    };
     if !args.debug_dir.is_empty() {
         opts.debug_dirs = args.debug_dir;
     }
     for r in &args.remap {
-        let Some((old, new)) = r.split_once('=').filter(|(o, n)| !o.is_empty() && !n.is_empty())
+        let Some((old, new)) = r
+            .split_once('=')
+            .filter(|(o, n)| !o.is_empty() && !n.is_empty())
         else {
             bail!("--remap {r}: expected OLD=NEW");
         };

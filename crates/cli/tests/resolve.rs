@@ -73,10 +73,7 @@ fn library() -> PathBuf {
 
 /// A fresh directory per test.
 fn scratch(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "coldcache-resolve-{}-{test}",
-        std::process::id()
-    ));
+    let d = std::env::temp_dir().join(format!("coldcache-resolve-{}-{test}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -199,14 +196,21 @@ fn binutils_frames(bin: &Path, addrs: &[u64]) -> HashMap<u64, Vec<(String, Strin
         let loc = loc.split(" (discriminator").next().unwrap();
         let (file, line) = loc.rsplit_once(':').unwrap();
         let line = line.parse().unwrap_or(0);
-        out.get_mut(&cur).unwrap().push((func, file.to_string(), line));
+        out.get_mut(&cur)
+            .unwrap()
+            .push((func, file.to_string(), line));
     }
     out
 }
 
 fn inline_program(dir: &Path) -> PathBuf {
     let bin = dir.join("inline");
-    build("gcc", "tests-programs/symbols/inline.c", &["-O2", "-g"], &bin);
+    build(
+        "gcc",
+        "tests-programs/symbols/inline.c",
+        &["-O2", "-g"],
+        &bin,
+    );
     bin
 }
 
@@ -248,7 +252,12 @@ fn compare_with_binutils(d: &Dump, mi: usize, bin: &Path, files: bool) -> (usize
             );
             continue;
         }
-        assert_eq!(ours, theirs, "address {a:#x} (file address {f:#x}) of {}", bin.display());
+        assert_eq!(
+            ours,
+            theirs,
+            "address {a:#x} (file address {f:#x}) of {}",
+            bin.display()
+        );
         if record_ips.contains(&a) {
             deepest = deepest.max(ours.len());
         }
@@ -269,7 +278,12 @@ fn inlined_frames_equal_binutils_addr2line() {
     let d = load(&dump);
     let s = d.symbols.as_ref().expect("record embedded symbols");
     let mi = module(&d, &bin);
-    assert_eq!(s.modules[mi].status, ModuleStatus::Lines, "{:?}", s.modules[mi]);
+    assert_eq!(
+        s.modules[mi].status,
+        ModuleStatus::Lines,
+        "{:?}",
+        s.modules[mi]
+    );
     let (compared, deepest) = compare_with_binutils(&d, mi, &bin, true);
     assert!(compared > 30, "only {compared} addresses compared");
     assert!(
@@ -332,7 +346,12 @@ fn cpp_names_equal_cxxfilt() {
     }
     let dir = scratch("cpp");
     let bin = dir.join("names");
-    build("g++", "tests-programs/symbols/names.cpp", &["-O2", "-g"], &bin);
+    build(
+        "g++",
+        "tests-programs/symbols/names.cpp",
+        &["-O2", "-g"],
+        &bin,
+    );
     let (dump, _) = record(&bin, "run", &[]);
     let d = load(&dump);
     let s = d.symbols.as_ref().unwrap();
@@ -354,7 +373,12 @@ fn cpp_names_equal_cxxfilt() {
         .spawn()
         .unwrap();
     let input: String = mangled.iter().map(|m| format!("{m}\n")).collect();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
     let out = String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap();
     let demangled: HashMap<&str, &str> = mangled
         .iter()
@@ -386,7 +410,10 @@ fn cpp_names_equal_cxxfilt() {
         "geo::(anonymous namespace)::scale(long)",
         "run",
     ] {
-        assert!(checked.iter().any(|n| n == want), "{want} not among {checked:?}");
+        assert!(
+            checked.iter().any(|n| n == want),
+            "{want} not among {checked:?}"
+        );
     }
     assert!(
         checked.iter().any(|n| n.contains("geo::total<geo::Vec2>")),
@@ -414,11 +441,20 @@ fn stripped_binary_gives_names_from_the_symbol_table() {
     let d = load(&dump);
     let s = d.symbols.as_ref().unwrap();
     let mi = module(&d, &bin);
-    assert_eq!(s.modules[mi].status, ModuleStatus::SymbolsOnly, "{:?}", s.modules[mi]);
+    assert_eq!(
+        s.modules[mi].status,
+        ModuleStatus::SymbolsOnly,
+        "{:?}",
+        s.modules[mi]
+    );
     let data = std::fs::read(&bin).unwrap();
     let nm = nm_symbols(&bin, false);
     let mut named = 0;
-    for l in s.locations.iter().filter(|l| d.module_of(l.addr) == Some(mi)) {
+    for l in s
+        .locations
+        .iter()
+        .filter(|l| d.module_of(l.addr) == Some(mi))
+    {
         let fa = file_address(&d, mi, &data, l.addr).unwrap();
         let covering: Vec<&String> = nm
             .iter()
@@ -462,7 +498,12 @@ fn symbols_survive_the_binary_being_deleted() {
     std::fs::remove_file(&bin).unwrap();
     let check = |d: &Dump| {
         let s = d.symbols.as_ref().unwrap();
-        assert_eq!(s.modules[mi].status, ModuleStatus::Lines, "{:?}", s.modules[mi]);
+        assert_eq!(
+            s.modules[mi].status,
+            ModuleStatus::Lines,
+            "{:?}",
+            s.modules[mi]
+        );
         let work: Vec<_> = d
             .records
             .iter()
@@ -490,7 +531,10 @@ fn a_rebuilt_binary_is_reported_not_used() {
     let dir = scratch("rebuilt");
     let bin = inline_program(&dir);
     let (dump, _) = record(&bin, "work", &["--no-resolve"]);
-    assert!(load(&dump).symbols.is_none(), "--no-resolve leaves it unresolved");
+    assert!(
+        load(&dump).symbols.is_none(),
+        "--no-resolve leaves it unresolved"
+    );
     let keep = dir.join("original");
     std::fs::create_dir(&keep).unwrap();
     std::fs::copy(&bin, keep.join("inline")).unwrap();
@@ -507,14 +551,27 @@ fn a_rebuilt_binary_is_reported_not_used() {
     let s = d.symbols.as_ref().unwrap();
     let mi = module(&d, &bin);
     assert_eq!(s.modules[mi].status, ModuleStatus::Mismatch);
-    for l in s.locations.iter().filter(|l| d.module_of(l.addr) == Some(mi)) {
-        assert!(l.frames.is_empty() && l.code.is_empty(), "{:#x} named from the wrong binary", l.addr);
+    for l in s
+        .locations
+        .iter()
+        .filter(|l| d.module_of(l.addr) == Some(mi))
+    {
+        assert!(
+            l.frames.is_empty() && l.code.is_empty(),
+            "{:#x} named from the wrong binary",
+            l.addr
+        );
     }
     // With the original found by --search, it resolves.
     let out = dir.join("resolved.ccdump");
     let err = resolve(
         &dump,
-        &["--search", keep.to_str().unwrap(), "-o", out.to_str().unwrap()],
+        &[
+            "--search",
+            keep.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
     );
     let d = load(&out);
     let s = d.symbols.as_ref().unwrap();
@@ -549,7 +606,10 @@ fn libc_addresses_resolve_to_libc_symbols() {
         let d = load(&out);
         let s = d.symbols.as_ref().unwrap();
         assert!(
-            matches!(s.modules[li].status, ModuleStatus::Lines | ModuleStatus::SymbolsOnly),
+            matches!(
+                s.modules[li].status,
+                ModuleStatus::Lines | ModuleStatus::SymbolsOnly
+            ),
             "{err}"
         );
         if s.modules[li].status == ModuleStatus::Lines {
@@ -561,8 +621,14 @@ fn libc_addresses_resolve_to_libc_symbols() {
             assert!(compared > 30, "only {compared} libc addresses compared");
         }
         let mut getenv = 0;
-        for l in s.locations.iter().filter(|l| d.module_of(l.addr) == Some(li)) {
-            let Some(last) = l.frames.last() else { continue };
+        for l in s
+            .locations
+            .iter()
+            .filter(|l| d.module_of(l.addr) == Some(li))
+        {
+            let Some(last) = l.frames.last() else {
+                continue;
+            };
             let name = &s.functions[last.function as usize].name;
             let fa = file_address(&d, li, &data, l.addr).unwrap();
             if name == "getenv" || name == "__GI_getenv" {
@@ -574,7 +640,10 @@ fn libc_addresses_resolve_to_libc_symbols() {
                 let (a, size) = *nm
                     .get(name)
                     .unwrap_or_else(|| panic!("{name} is not a dynamic symbol of libc"));
-                assert!(a <= fa && fa < a + size.max(1), "{name} does not cover {fa:#x}");
+                assert!(
+                    a <= fa && fa < a + size.max(1),
+                    "{name} does not cover {fa:#x}"
+                );
             }
         }
         assert!(getenv > 0, "no getenv address in libc:\n{err}");

@@ -23,7 +23,7 @@ impl Rng {
     }
 }
 
-fn fix_crc(v: &mut Vec<u8>) {
+fn fix_crc(v: &mut [u8]) {
     if v.len() < 28 {
         return;
     }
@@ -38,7 +38,11 @@ fn mutate(rng: &mut Rng, v: &mut Vec<u8>) {
     // what the decoders read.
     for _ in 0..1 + rng.below(4) {
         let n = v.len();
-        let at = if n > 28 { 16 + rng.below(n - 28) } else { rng.below(n) };
+        let at = if n > 28 {
+            16 + rng.below(n - 28)
+        } else {
+            rng.below(n)
+        };
         match rng.below(7) {
             0 => v[at] ^= 1 << rng.below(8),
             1 => v[at] = rng.next() as u8,
@@ -99,6 +103,12 @@ fn a_hundred_thousand_mutations_never_panic() {
         }
     }
     eprintln!("{loaded} mutated dumps loaded, {refused} refused");
-    assert!(refused > 50_000, "the mutations should mostly break something");
-    assert!(loaded > 0, "some mutations (counter values, strings) stay valid");
+    assert!(
+        refused > 50_000,
+        "the mutations should mostly break something"
+    );
+    assert!(
+        loaded > 0,
+        "some mutations (counter values, strings) stay valid"
+    );
 }

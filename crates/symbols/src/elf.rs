@@ -375,10 +375,7 @@ fn debug_file(bin: &Path, obj: &object::File, search: &Search) -> Option<PathBuf
     let dir = bin.parent().unwrap_or(Path::new("/"));
     let mut cands = vec![dir.join(name), dir.join(".debug").join(name)];
     for root in search.debug_dirs {
-        cands.push(
-            root.join(dir.strip_prefix("/").unwrap_or(dir))
-                .join(name),
-        );
+        cands.push(root.join(dir.strip_prefix("/").unwrap_or(dir)).join(name));
     }
     cands.into_iter().find(|p| {
         p != bin
@@ -458,7 +455,11 @@ mod tests {
         assert!(t.find(0x110).is_none(), "past a's size");
         assert!(t.find(0xff).is_none());
         assert_eq!(t.find(0x21f).unwrap().name, "b");
-        assert_eq!(t.find(0x3ef).unwrap().name, "c", "size 0 runs to its section's end");
+        assert_eq!(
+            t.find(0x3ef).unwrap().name,
+            "c",
+            "size 0 runs to its section's end"
+        );
         assert!(t.find(0x3f0).is_none());
         assert_eq!(t.find(0x407).unwrap().name, "d");
         assert!(t.find(0x408).is_none());

@@ -22,9 +22,7 @@ mod elf;
 pub use elf::{hex, ModuleError};
 
 use coldcache_dump::symbols::{NO_FILE, NO_MODULE};
-use coldcache_dump::{
-    Dump, Frame, Function, Location, ModuleStatus, ModuleSymbols, Symbols,
-};
+use coldcache_dump::{Dump, Frame, Function, Location, ModuleStatus, ModuleSymbols, Symbols};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -198,7 +196,10 @@ pub fn resolve(dump: &Dump, opts: &ResolveOptions) -> Symbols {
                     }
                     b.symbols.modules[mi] = ModuleSymbols {
                         status: om.status,
-                        detail: format!("{} (kept from an earlier resolution; now: {e})", om.detail),
+                        detail: format!(
+                            "{} (kept from an earlier resolution; now: {e})",
+                            om.detail
+                        ),
                     };
                 } else {
                     locations.extend(by_module[mi].iter().map(|&addr| Location {
@@ -473,7 +474,11 @@ pub fn summarize(dump: &Dump) -> (Vec<ModuleSummary>, usize) {
             module: mi,
             path: dump.modules[mi].path.clone(),
             status: s.modules.get(mi).map(|m| m.status).unwrap_or_default(),
-            detail: s.modules.get(mi).map(|m| m.detail.clone()).unwrap_or_default(),
+            detail: s
+                .modules
+                .get(mi)
+                .map(|m| m.detail.clone())
+                .unwrap_or_default(),
             lines: 0,
             names_only: 0,
             nothing: 0,

@@ -66,7 +66,12 @@ fn hundred_thousand_addresses_of_a_rust_binary() {
         s.files.len()
     );
     assert_eq!(s.locations.len(), distinct);
-    assert_eq!(s.modules[0].status, ModuleStatus::Lines, "{:?}", s.modules[0]);
+    assert_eq!(
+        s.modules[0].status,
+        ModuleStatus::Lines,
+        "{:?}",
+        s.modules[0]
+    );
     let named = s.locations.iter().filter(|l| !l.frames.is_empty()).count();
     assert!(
         named * 10 >= distinct * 9,
@@ -98,7 +103,10 @@ fn hundred_thousand_addresses_of_a_rust_binary() {
     let (mods, outside) = summarize(&back);
     assert_eq!(outside, 0);
     assert_eq!(mods.len(), 1);
-    assert_eq!(mods[0].lines + mods[0].names_only + mods[0].nothing, distinct);
+    assert_eq!(
+        mods[0].lines + mods[0].names_only + mods[0].nothing,
+        distinct
+    );
 }
 
 #[test]
@@ -143,7 +151,9 @@ fn unreadable_modules_are_reported_with_what_is_wrong() {
     assert!(s.modules[1].detail.contains("is not a readable ELF file"));
     assert!(s.modules[1].detail.contains("notes.txt"));
     assert!(
-        s.modules[2].detail.starts_with("cannot read /nonexistent/prog: "),
+        s.modules[2]
+            .detail
+            .starts_with("cannot read /nonexistent/prog: "),
         "{}",
         s.modules[2].detail
     );
