@@ -6,6 +6,7 @@
 mod probe_cmd;
 mod record_cmd;
 mod report_cmd;
+mod resolve_cmd;
 mod sim_cmd;
 mod zones_cmd;
 
@@ -28,6 +29,8 @@ enum Command {
     Presets,
     /// Run a program and capture its cache behaviour (libcoldcache.so preloaded).
     Record(Box<record_cmd::RecordArgs>),
+    /// Embed symbols (names, inlined frames, lines, instruction bytes) in a dump.
+    Resolve(resolve_cmd::ResolveArgs),
     /// Start or stop a capture in a program run by `record --signal`.
     Trigger(record_cmd::TriggerArgs),
     /// Measure this machine's caches by timing, and compare with sysfs/CPUID.
@@ -44,6 +47,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Sim(args) => sim_cmd::run(*args),
         Command::Record(args) => record_cmd::run(*args),
+        Command::Resolve(args) => resolve_cmd::run(args),
         Command::Trigger(args) => record_cmd::trigger(args),
         Command::Probe(args) => probe_cmd::run(*args),
         Command::Zones(args) => zones_cmd::run(*args),

@@ -37,7 +37,7 @@ pub struct ProbeArgs {
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same
 /// directory, then a rename, so a reader never sees half a file.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     if path.file_name().is_none() {
         anyhow::bail!("{}: not a file name", path.display());
     }

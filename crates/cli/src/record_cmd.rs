@@ -59,6 +59,11 @@ pub struct RecordArgs {
     /// Reserve sizes: `instructions=N,stacks=N,records=N,threads=N,depth=N,trace=N`.
     #[arg(long, value_name = "KEY=N,...")]
     reserve: Option<String>,
+    /// Leave the dump unresolved (by default its addresses are resolved to
+    /// names, lines and instruction bytes once the program exits, while
+    /// its binaries are still there; see `coldcache resolve`).
+    #[arg(long)]
+    no_resolve: bool,
     /// Print progress on stderr while capturing.
     #[arg(long)]
     progress: bool,
@@ -255,6 +260,15 @@ pub fn run(args: RecordArgs) -> Result<()> {
         let dump =
             Dump::from_bytes(&bytes).with_context(|| format!("reading {}", output.display()))?;
         eprint!("{}", summary(&dump, &output));
+        if !args.no_resolve {
+            let text = crate::resolve_cmd::resolve_file(
+                &output,
+                &output,
+                &coldcache_symbols::ResolveOptions::default(),
+            )
+            .with_context(|| format!("resolving the symbols of {}", output.display()))?;
+            eprint!("{text}");
+        }
     } else {
         eprintln!(
             "coldcache: no capture was written (the program never started one{})",
