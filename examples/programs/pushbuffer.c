@@ -7,12 +7,12 @@
  * line with what this loop reads, two cold lines for loading and debugging.
  * During maintenance `flags` ended up in the cold part and the cold
  * `debug_id` in the hot line, so the loop touches two lines per visible
- * texture where one would do: 1.75 lines per texture instead of 1, and with
- * 768 textures the working set (168 KiB touched of 144 KiB... per frame: 1344
- * lines) no longer fits a 64 KiB L2, which then misses on every line of
- * every frame. Swapping the two fields (build with -DFIXED) brings the
- * touched set down to 768 lines (48 KiB) which fits: after the first frame
- * the loop no longer misses at all.
+ * texture where one would do: 1.75 lines per texture instead of 1. With 768
+ * textures a frame touches 1344 lines (84 KiB), more than a 64 KiB L2 holds,
+ * and the L2 misses on most of them every frame (the talk: 2,800 L2 misses
+ * a frame on that flag). Swapping the two fields (build with -DFIXED) brings
+ * the frame down to 768 lines (48 KiB), which fit: after the first frame the
+ * loop no longer misses at all.
  *
  * Run: coldcache record --cache examples/caches/talk-scaled.toml \
  *        --function run_frames -- ./pushbuffer
