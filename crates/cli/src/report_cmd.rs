@@ -135,8 +135,23 @@ pub fn load_dump(path: &Path) -> Result<Dump> {
     Dump::from_bytes(&bytes).with_context(|| format!("cannot load dump {}", path.display()))
 }
 
+/// Loads a dump for the views. A dump without embedded symbols (captured
+/// through the API, never resolved) is resolved in memory when its binaries
+/// are still there, with a note; the file is left as it is.
+pub fn load_for_views(path: &Path) -> Result<Dump> {
+    let mut dump = load_dump(path)?;
+    if dump.symbols.is_none() {
+        coldcache_symbols::resolve_dump(&mut dump, &coldcache_symbols::ResolveOptions::default());
+        dump.meta.notes.push(format!(
+            "symbols resolved now from the binaries on disk; run `coldcache resolve {}` to embed them",
+            path.display()
+        ));
+    }
+    Ok(dump)
+}
+
 fn profile(path: &Path, c: &Common) -> Result<Profile> {
-    let dump = load_dump(path)?;
+    let dump = load_for_views(path)?;
     if !c.thread.is_empty() {
         for t in &c.thread {
             if !dump.threads.iter().any(|x| x.tid == *t) {
