@@ -514,6 +514,12 @@ impl Profile {
         &self.chains[self.record_chain[i] as usize]
     }
 
+    /// Identity of record `i`'s own frames: records with equal stacks and
+    /// equal chain ids have equal paths.
+    pub fn record_chain(&self, i: usize) -> u32 {
+        self.record_chain[i]
+    }
+
     /// The full path of record `i`, outermost first: for every stack frame
     /// the function and call site, then the instruction's own frames.
     pub fn record_path(&self, i: usize) -> Vec<PathFrame> {

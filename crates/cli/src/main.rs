@@ -3,6 +3,7 @@
 //! one, prints the whole chain of causes of an error once, and treats a
 //! closed stdout (`coldcache sim ... | head`) as success.
 
+mod export_cmd;
 mod probe_cmd;
 mod record_cmd;
 mod report_cmd;
@@ -41,6 +42,8 @@ enum Command {
     Report(Box<report_cmd::ReportArgs>),
     /// Compare two dumps per function or per line.
     Diff(Box<report_cmd::DiffArgs>),
+    /// Write a dump as Callgrind, folded stacks, a flame graph, speedscope or JSON.
+    Export(Box<export_cmd::ExportArgs>),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -53,6 +56,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Zones(args) => zones_cmd::run(*args),
         Command::Report(args) => report_cmd::report(*args),
         Command::Diff(args) => report_cmd::diff(*args),
+        Command::Export(args) => export_cmd::run(*args),
         Command::Presets => {
             for (name, about) in coldcache_config::names() {
                 println!("{name:<16} {about}");

@@ -360,3 +360,100 @@ fn corrupted_and_truncated_dumps_are_refused_with_the_file_named() {
         assert!(err.contains(name) && err.contains(what), "{name}: {err}");
     }
 }
+
+#[test]
+fn exports_of_a_recorded_dump_are_read_by_their_tools() {
+    if skip("exports") {
+        return;
+    }
+    let bin = build(
+        "g++",
+        "examples/programs/getposition.cpp",
+        &[],
+        "getposition-export",
+    );
+    let dump = record(&bin, "frame", "getposition-export.ccdump");
+    let d = coldcache_dump::Dump::from_bytes(&std::fs::read(&dump).unwrap()).unwrap();
+    let totals = d.totals();
+    let out = |ext: &str| {
+        scratch()
+            .join(format!("gp.{ext}"))
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+
+    // Callgrind: callgrind_annotate reads it silently; its totals are the dump's.
+    let cg = out("callgrind");
+    run(&["export", &dump, "--format", "callgrind", "-o", &cg]);
+    if have("valgrind") {
+        let a = Command::new("callgrind_annotate")
+            .arg(&cg)
+            .output()
+            .unwrap();
+        assert!(a.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&a.stderr),
+            "",
+            "callgrind_annotate warned"
+        );
+        let text = String::from_utf8(a.stdout).unwrap();
+        let line = text.lines().find(|l| l.contains("PROGRAM TOTALS")).unwrap();
+        let nums: Vec<u64> = line
+            .split_whitespace()
+            .filter(|w| !w.starts_with('('))
+            .map_while(|w| w.replace(',', "").parse().ok())
+            .collect();
+        // The first 15 events are the dump's raw counters, in order.
+        assert_eq!(&nums[..totals.len()], &totals[..], "{line}");
+        assert!(text.contains("SceneObject::GetPosition() const"));
+    }
+
+    // Folded: weights add up to the dump's total of the column.
+    let folded = out("folded");
+    run(&[
+        "export",
+        &dump,
+        "--format",
+        "folded",
+        "--weight",
+        "instructions",
+        "-o",
+        &folded,
+    ]);
+    let sum: u64 = std::fs::read_to_string(&folded)
+        .unwrap()
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(sum, totals[0]);
+
+    let svg = out("svg");
+    run(&["export", &dump, "--format", "flamegraph", "-o", &svg]);
+    let s = std::fs::read_to_string(&svg).unwrap();
+    assert!(s.trim_end().ends_with("</svg>") && s.contains("UpdateAI"));
+
+    let ss = out("speedscope.json");
+    run(&["export", &dump, "--format", "speedscope", "-o", &ss]);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&ss).unwrap()).unwrap();
+    assert_eq!(v["profiles"][0]["type"], "sampled");
+
+    let js = out("json");
+    run(&["export", &dump, "--format", "json", "-o", &js]);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&js).unwrap()).unwrap();
+    assert_eq!(v["format"], "coldcache-profile");
+    assert_eq!(v["totals"][0].as_u64().unwrap(), totals[0]);
+
+    // Bad requests are refused with the reason, and nothing is written.
+    let bad = scratch().join("bad.folded");
+    let o = Command::new(COLDCACHE)
+        .args([
+            "export", &dump, "--format", "folded", "--weight", "badness", "-o",
+        ])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("ratio"));
+    assert!(!bad.exists());
+}

@@ -1,0 +1,270 @@
+//! The Callgrind profile format (Valgrind's "Callgrind Format
+//! Specification"), as `callgrind_annotate` and KCachegrind read it.
+//!
+//! - Header: `version`, `creator`, `pid`, `cmd`, `part`, `desc` lines (the
+//!   capture and cache settings), `positions: instr line`, one `event:` line
+//!   per event with its description, and `events:` last (callgrind_annotate
+//!   stops reading the header there).
+//! - Events: every column of the profile that is a count (raw counters and
+//!   derived misses; `badness` is a ratio and is left out).
+//! - Per function (`ob=`, `fl=`, `fn=`): one cost line per executed
+//!   instruction, `0xADDR LINE costs`, its self costs summed over stacks
+//!   and threads; lines of other files (code inlined from a header) are
+//!   switched to with `fi=` and back with `fe=`.
+//! - Per call arc: `cfi=`/`cfn=`, `calls=N 0xTARGET LINE`, then the call
+//!   site `0xADDR LINE` with the arc's inclusive costs. Captures do not count
+//!   calls: N is the number of distinct paths (stack and instruction frames)
+//!   through the arc, a lower bound that says how many ways it was reached.
+//!   Recursion counts an arc once per stack, so inclusive costs never exceed
+//!   the totals.
+//! - `totals:` at the end: the profile's totals, which equal the sum of
+//!   every self cost line.
+//!
+//! Names are compressed (`(3) name` the first time, `(3)` after).
+
+use coldcache_analysis::{FnId, Formula, Profile};
+use coldcache_dump::symbols::NO_FILE;
+use rustc_hash::FxHashMap as HashMap;
+use std::fmt::Write;
+
+/// Name compression for one of the `fl`, `fn`, `ob` contexts.
+#[derive(Default)]
+struct Names {
+    ids: HashMap<String, usize>,
+}
+
+impl Names {
+    fn get(&mut self, name: &str) -> String {
+        let n = self.ids.len() + 1;
+        match self.ids.get(name) {
+            Some(i) => format!("({i})"),
+            None => {
+                self.ids.insert(name.to_string(), n);
+                format!("({n}) {name}")
+            }
+        }
+    }
+}
+
+/// An event name callgrind accepts: letters, digits and `_`.
+fn event_name(s: &str) -> String {
+    let mut e: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if e.chars().next().is_none_or(|c| c.is_ascii_digit()) {
+        e.insert(0, 'e');
+    }
+    e
+}
+
+fn one_line(s: &str) -> String {
+    s.replace(['\n', '\r'], " ")
+}
+
+/// A function's executed instructions (address, file, line, self costs)
+/// and its outgoing arcs (call site, callee, arc).
+type FnBody = (Vec<(u64, u32, u32, Vec<u64>)>, Vec<(u64, FnId, Arc)>);
+
+struct Arc {
+    file: u32,
+    line: u32,
+    stacks: u64,
+    costs: Vec<u64>,
+}
+
+/// The profile in the Callgrind format.
+pub fn callgrind(p: &Profile) -> String {
+    let d = p.dump();
+    let nc = p.counters();
+    let events: Vec<usize> = p
+        .columns()
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| matches!(c.formula, Formula::Sum(_)))
+        .map(|(i, _)| i)
+        .collect();
+    let cost_line = |row: &[u64]| -> String {
+        let mut s = String::new();
+        for &e in &events {
+            let _ = write!(s, " {}", p.columns()[e].int_value(row));
+        }
+        s
+    };
+
+    // Self costs per (function, instruction).
+    let mut own: HashMap<(FnId, u64), (u32, u32, Vec<u64>)> = HashMap::default();
+    // Records grouped by (stack, leaf chain) for the arcs.
+    let mut groups: HashMap<(u32, u32), (usize, Vec<u64>)> = HashMap::default();
+    for i in 0..p.record_count() {
+        if !p.record_kept(i) {
+            continue;
+        }
+        let r = &d.records[i];
+        let frames = p.record_frames(i);
+        let leaf = frames[frames.len() - 1];
+        let e = own
+            .entry((leaf.function, r.ip))
+            .or_insert_with(|| (leaf.file, leaf.line, vec![0; nc]));
+        add(&mut e.2, &r.counters);
+        let g = groups
+            .entry((r.stack, p.record_chain(i)))
+            .or_insert_with(|| (i, vec![0; nc]));
+        add(&mut g.1, &r.counters);
+    }
+    let mut arcs: HashMap<(FnId, u64, FnId), Arc> = HashMap::default();
+    let mut seen: Vec<(FnId, u64, FnId)> = Vec::new();
+    for (rep, costs) in groups.values() {
+        let path = p.record_path(*rep);
+        seen.clear();
+        for w in path.windows(2) {
+            let key = (w[0].function, w[0].addr, w[1].function);
+            if seen.contains(&key) {
+                continue;
+            }
+            seen.push(key);
+            let a = arcs.entry(key).or_insert_with(|| Arc {
+                file: w[0].file,
+                line: w[0].line,
+                stacks: 0,
+                costs: vec![0; nc],
+            });
+            a.stacks += 1;
+            add(&mut a.costs, costs);
+        }
+    }
+
+    // Per function: its instructions and its outgoing arcs, by address.
+    let mut by_fn: HashMap<FnId, FnBody> = HashMap::default();
+    for ((f, addr), (file, line, c)) in own {
+        by_fn.entry(f).or_default().0.push((addr, file, line, c));
+    }
+    for ((f, addr, callee), a) in arcs {
+        by_fn.entry(f).or_default().1.push((addr, callee, a));
+    }
+    let mut fns: Vec<FnId> = by_fn.keys().copied().collect();
+    fns.sort_by(|a, b| p.function(*a).name.cmp(&p.function(*b).name).then(a.cmp(b)));
+
+    let mut out = String::new();
+    let m = &d.meta;
+    out.push_str("# callgrind format\nversion: 1\n");
+    let _ = writeln!(out, "creator: coldcache {}", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(out, "pid: {}", m.pid);
+    let _ = writeln!(out, "cmd: {}", one_line(&m.program.join(" ")));
+    out.push_str("part: 1\n\n");
+    let _ = writeln!(
+        out,
+        "desc: Cache: {} (levels {}, {} cores)",
+        one_line(&m.cache_name),
+        m.levels.join(", "),
+        m.cores
+    );
+    let _ = writeln!(
+        out,
+        "desc: Trigger: {}, threads {}",
+        one_line(&m.trigger),
+        one_line(&m.threads)
+    );
+    if let Some(c) = &m.cut_short {
+        let _ = writeln!(out, "desc: Cut short: {}", one_line(c));
+    }
+    out.push_str("\npositions: instr line\n");
+    for &e in &events {
+        let c = &p.columns()[e];
+        let _ = writeln!(
+            out,
+            "event: {} : {}",
+            event_name(&c.name),
+            one_line(&c.description)
+        );
+    }
+    out.push_str("events:");
+    for &e in &events {
+        let _ = write!(out, " {}", event_name(&p.columns()[e].name));
+    }
+    out.push_str("\n\n");
+
+    let mut fl = Names::default();
+    let mut fnn = Names::default();
+    let mut ob = Names::default();
+    let file_name = |i: u32| -> String {
+        p.file(i)
+            .map(str::to_string)
+            .unwrap_or_else(|| "???".into())
+    };
+    let module_path = |f: FnId| -> String {
+        let base = &p.function(f).module;
+        d.modules
+            .iter()
+            .find(|m| !base.is_empty() && m.path.rsplit('/').next() == Some(base.as_str()))
+            .map(|m| m.path.clone())
+            .unwrap_or_else(|| {
+                if base.is_empty() {
+                    "???".into()
+                } else {
+                    base.clone()
+                }
+            })
+    };
+    let home_file =
+        |f: FnId| -> String { p.function(f).file.clone().unwrap_or_else(|| "???".into()) };
+    let fn_name = |f: FnId| -> String {
+        let info = p.function(f);
+        if info.resolved || info.module.is_empty() {
+            one_line(&info.name)
+        } else {
+            format!("{} [{}]", one_line(&info.name), info.module)
+        }
+    };
+    for f in fns {
+        let (mut ins, mut calls) = by_fn.remove(&f).unwrap_or_default();
+        ins.sort_by_key(|x| x.0);
+        calls.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        let home = home_file(f);
+        let _ = writeln!(out, "ob={}", ob.get(&module_path(f)));
+        let _ = writeln!(out, "fl={}", fl.get(&home));
+        let _ = writeln!(out, "fn={}", fnn.get(&fn_name(f)));
+        let mut current = home.clone();
+        let mut switch = |out: &mut String, file: u32, fl: &mut Names| {
+            let name = if file == NO_FILE {
+                home.clone()
+            } else {
+                file_name(file)
+            };
+            if name != current {
+                let key = if name == home { "fe" } else { "fi" };
+                let _ = writeln!(out, "{key}={}", fl.get(&name));
+                current = name;
+            }
+        };
+        for (addr, file, line, c) in &ins {
+            switch(&mut out, *file, &mut fl);
+            let _ = writeln!(out, "{addr:#x} {line}{}", cost_line(c));
+        }
+        for (addr, callee, a) in &calls {
+            switch(&mut out, a.file, &mut fl);
+            let _ = writeln!(out, "cob={}", ob.get(&module_path(*callee)));
+            let _ = writeln!(out, "cfi={}", fl.get(&home_file(*callee)));
+            let _ = writeln!(out, "cfn={}", fnn.get(&fn_name(*callee)));
+            let info = p.function(*callee);
+            let target = if info.entry != 0 { info.entry } else { *addr };
+            let _ = writeln!(out, "calls={} {target:#x} {}", a.stacks.max(1), info.line);
+            let _ = writeln!(out, "{addr:#x} {}{}", a.line, cost_line(&a.costs));
+        }
+        out.push('\n');
+    }
+    let _ = writeln!(out, "totals:{}", cost_line(p.totals()));
+    out
+}
+
+fn add(a: &mut [u64], b: &[u64]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x = x.saturating_add(*y);
+    }
+}

@@ -1,0 +1,228 @@
+//! Exports of the hand-computed dump of `crates/analysis/tests/hand.rs`
+//! (main → update → inlined get_pos: 8 misses; main → render → inlined
+//! get_pos: 2; main → rec → rec: 1; 30 instructions), checked against the
+//! hand counts and, for the Callgrind format, against `callgrind_annotate`
+//! (Valgrind's own reader) when it is installed.
+
+#[path = "../../analysis/tests/common/hand_dump.rs"]
+mod hand_dump;
+
+use coldcache_analysis::{Profile, ProfileOptions};
+use std::collections::BTreeMap;
+use std::process::Command;
+
+fn profile() -> Profile {
+    Profile::new(hand_dump::dump(8), ProfileOptions::default())
+}
+
+#[test]
+fn folded_stacks_are_the_hand_counted_paths() {
+    let p = profile();
+    let f = coldcache_export::folded(&p, None).unwrap();
+    assert_eq!(
+        f,
+        "main;rec;rec 1\nmain;render;get_pos 2\nmain;update;get_pos 8\n"
+    );
+    let f = coldcache_export::folded(&p, Some("instructions")).unwrap();
+    let total: u64 = f
+        .lines()
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, 30);
+    assert!(
+        f.contains("main;update 5\n") && f.contains("main 1\n"),
+        "{f}"
+    );
+    let e = coldcache_export::folded(&p, Some("badness")).unwrap_err();
+    assert!(e.to_string().contains("ratio"), "{e}");
+    let e = coldcache_export::folded(&p, Some("nope")).unwrap_err();
+    assert!(e.to_string().contains("no column named 'nope'"), "{e}");
+    let e = coldcache_export::folded(&p, Some("false_sharing")).unwrap_err();
+    assert!(e.to_string().contains("nothing to draw"), "{e}");
+}
+
+#[test]
+fn flamegraph_is_an_svg_with_the_functions() {
+    let svg = String::from_utf8(coldcache_export::flamegraph(&profile(), None).unwrap()).unwrap();
+    assert!(svg.starts_with("<?xml"), "{}", &svg[..40]);
+    assert!(svg.trim_end().ends_with("</svg>"));
+    for name in ["main", "update", "render", "get_pos", "rec"] {
+        assert!(
+            svg.contains(&format!(">{name}<")) || svg.contains(&format!("{name} (")),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn speedscope_has_the_schema_fields_and_weights_sum_to_the_total() {
+    let v = coldcache_export::speedscope(&profile(), Some("mem")).unwrap();
+    assert_eq!(
+        v["$schema"],
+        "https://www.speedscope.app/file-format-schema.json"
+    );
+    let frames = v["shared"]["frames"].as_array().unwrap();
+    assert!(frames.iter().all(|f| f["name"].is_string()));
+    let mut total = 0;
+    for prof in v["profiles"].as_array().unwrap() {
+        assert_eq!(prof["type"], "sampled");
+        assert_eq!(prof["unit"], "none");
+        let w: u64 = prof["weights"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .sum();
+        assert_eq!(prof["endValue"].as_u64().unwrap(), w);
+        assert_eq!(
+            prof["samples"].as_array().unwrap().len(),
+            prof["weights"].as_array().unwrap().len()
+        );
+        for s in prof["samples"].as_array().unwrap() {
+            for i in s.as_array().unwrap() {
+                assert!((i.as_u64().unwrap() as usize) < frames.len());
+            }
+        }
+        total += w;
+    }
+    assert_eq!(total, 11);
+    // Thread 101 ran only the recursive call: one profile per thread.
+    assert_eq!(v["profiles"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn json_call_tree_has_the_hand_counted_costs() {
+    let p = profile();
+    let v = coldcache_export::json(&p);
+    let cols: Vec<&str> = v["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    let mem = cols.iter().position(|c| *c == "mem").unwrap();
+    let fname = |id: &serde_json::Value| {
+        v["functions"][id.as_u64().unwrap() as usize]["name"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let nodes = v["call_tree"].as_array().unwrap();
+    let main = nodes.iter().find(|n| n["parent"] == 0).unwrap();
+    assert_eq!(fname(&main["function"]), "main");
+    assert_eq!(main["incl"][mem], 11);
+    assert_eq!(v["totals"][mem], 11);
+    let update = nodes
+        .iter()
+        .find(|n| fname(&n["function"]) == "update")
+        .unwrap();
+    assert_eq!(update["incl"][mem], 8);
+    assert_eq!(update["self"][mem], 0);
+    // Round trip through text.
+    let back: serde_json::Value =
+        serde_json::from_str(&serde_json::to_string(&v).unwrap()).unwrap();
+    assert_eq!(back, v);
+}
+
+/// callgrind_annotate's table (function name → event values), its totals
+/// and its stderr.
+type Annotated = (BTreeMap<String, Vec<u64>>, Vec<u64>, String);
+
+/// Runs callgrind_annotate on `path`; `None` when it is not installed.
+fn annotate(path: &std::path::Path, inclusive: bool) -> Option<Annotated> {
+    let out = Command::new("callgrind_annotate")
+        .arg(format!(
+            "--inclusive={}",
+            if inclusive { "yes" } else { "no" }
+        ))
+        .arg("--threshold=100")
+        .arg(path)
+        .output()
+        .ok()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let nums = |l: &str| -> Vec<u64> {
+        l.split_whitespace()
+            .filter(|w| !w.starts_with('('))
+            .map_while(|w| w.replace(',', "").parse::<u64>().ok())
+            .collect()
+    };
+    let mut fns = BTreeMap::new();
+    let mut totals = Vec::new();
+    for l in text.lines() {
+        if l.contains("PROGRAM TOTALS") {
+            totals = nums(l);
+        } else if let Some((_, name)) = l.rsplit_once(':') {
+            let v = nums(l);
+            if !v.is_empty()
+                && l.trim_start()
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_digit())
+            {
+                let name = name.split(" [").next().unwrap().trim().to_string();
+                let e: &mut Vec<u64> = fns.entry(name).or_insert_with(|| vec![0; v.len()]);
+                for (a, b) in e.iter_mut().zip(&v) {
+                    *a += b;
+                }
+            }
+        }
+    }
+    Some((fns, totals, stderr))
+}
+
+#[test]
+fn callgrind_annotate_reads_it_without_warnings_with_equal_totals() {
+    let p = profile();
+    let text = coldcache_export::callgrind(&p);
+    let dir = std::env::temp_dir().join(format!("coldcache-export-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("hand.callgrind");
+    std::fs::write(&path, &text).unwrap();
+    // The events: every count column, in column order.
+    let events_line = text.lines().find(|l| l.starts_with("events:")).unwrap();
+    let events: Vec<&str> = events_line["events:".len()..].split_whitespace().collect();
+    assert_eq!(events[0], "instructions");
+    assert!(!events.contains(&"badness"));
+    let Some((fns, totals, stderr)) = annotate(&path, false) else {
+        eprintln!("SKIP: callgrind_annotate not installed");
+        return;
+    };
+    assert_eq!(stderr, "", "callgrind_annotate warned");
+    let want: Vec<u64> = events
+        .iter()
+        .map(|e| p.column(e).unwrap().int_value(p.totals()))
+        .collect();
+    assert_eq!(totals, want);
+    let ins = 0;
+    let mem = events.iter().position(|e| *e == "mem").unwrap();
+    assert_eq!((fns["get_pos"][ins], fns["get_pos"][mem]), (20, 10));
+    assert_eq!(fns["update"][ins], 5);
+    // Inclusive: self plus the arcs' inclusive costs (non-recursive ones).
+    let (incl, _, stderr) = annotate(&path, true).unwrap();
+    assert_eq!(stderr, "");
+    for (name, i, m) in [("main", 30, 11), ("update", 15, 8), ("render", 10, 2)] {
+        assert_eq!((incl[name][ins], incl[name][mem]), (i, m), "{name}");
+    }
+    // Without inlining, get_pos's code counts to its callers, in its own
+    // file (fi= lines), and the totals are unchanged.
+    let p2 = Profile::new(
+        hand_dump::dump(8),
+        ProfileOptions {
+            inline: false,
+            threads: None,
+        },
+    );
+    let text2 = coldcache_export::callgrind(&p2);
+    assert!(text2.contains("\nfi="), "{text2}");
+    std::fs::write(&path, &text2).unwrap();
+    let (fns2, totals2, stderr2) = annotate(&path, false).unwrap();
+    assert_eq!(stderr2, "");
+    assert_eq!(totals2, want);
+    assert!(!fns2.contains_key("get_pos"));
+}
