@@ -791,7 +791,8 @@ pub struct AnnotateView {
     pub files: Vec<SourceFile>,
 }
 
-/// How many lines are marked as the worst.
+/// How many lines are marked as the worst (at most; only lines with at
+/// least a tenth of the worst line's badness are marked).
 pub const WORST_MARKED: usize = 3;
 /// Lines of source context shown around lines with costs.
 pub const CONTEXT: u32 = 2;
@@ -833,8 +834,12 @@ pub fn annotate(p: &Profile, fs: &[FnId], source: &dyn Fn(&str) -> Option<String
         .filter(|(_, b)| *b > 0.0)
         .collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    // At most WORST_MARKED lines, and only lines within a tenth of the
+    // worst: a line far below it is not worth the reader's attention.
+    let top = ranked.first().map(|r| r.1).unwrap_or(0.0);
     let worst: HashMap<(u32, u32), u32> = ranked
         .iter()
+        .filter(|r| r.1 >= top / 10.0)
         .take(WORST_MARKED)
         .enumerate()
         .map(|(i, (k, _))| (*k, i as u32 + 1))
