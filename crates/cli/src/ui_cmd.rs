@@ -67,6 +67,7 @@ pub fn run(a: UiArgs) -> Result<()> {
         libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
         libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut());
     }
+    server.warm_in_background();
     println!("coldcache ui: {}", server.url);
     println!("(Ctrl-C stops the server)");
     use std::io::Write;

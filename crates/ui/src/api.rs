@@ -21,13 +21,14 @@ use coldcache_analysis::views::{self, values, By, FlatQuery, TreeKind, TreeQuery
 use coldcache_analysis::{FnId, Profile};
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const APP_JS: &str = include_str!("assets/app.js");
 const APP_CSS: &str = include_str!("assets/app.css");
 
 /// An answer.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Reply {
     /// HTTP status.
     pub status: u16,
@@ -69,11 +70,16 @@ impl Reply {
     }
 }
 
-/// The application: the profiles being shown and the token.
+/// The application: the profiles being shown, the token, and a cache of
+/// answers (profiles never change, so an answer depends only on its URL).
 pub struct App {
     profiles: Vec<(String, Profile)>,
     token: String,
+    cache: Mutex<(HashMap<String, Reply>, usize)>,
 }
+
+/// Bytes of answers kept before the cache is emptied.
+const CACHE_BYTES: usize = 256 << 20;
 
 type Query = HashMap<String, String>;
 
@@ -87,7 +93,33 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 impl App {
     /// An application over `profiles` (name, profile), protected by `token`.
     pub fn new(profiles: Vec<(String, Profile)>, token: String) -> App {
-        App { profiles, token }
+        App {
+            profiles,
+            token,
+            cache: Mutex::new((HashMap::new(), 0)),
+        }
+    }
+
+    /// Computes the answers that take longest (the flame graph of the
+    /// default weight, flat by line and instruction, the comparison by line)
+    /// ahead of the first click; `coldcache ui` runs it on a thread of its
+    /// own at start-up.
+    pub fn warm(&self) {
+        let t = self.token.clone();
+        let mut urls = Vec::new();
+        for i in 0..self.profiles.len() {
+            urls.push(format!("/api/flame?dump={i}&token={t}"));
+            urls.push(format!("/api/flat?dump={i}&by=line&limit=300&token={t}"));
+            urls.push(format!(
+                "/api/flat?dump={i}&by=instruction&limit=300&token={t}"
+            ));
+        }
+        if self.profiles.len() > 1 {
+            urls.push(format!("/api/diff?by=line&limit=300&token={t}"));
+        }
+        for u in urls {
+            let _ = self.handle(&u, None);
+        }
     }
 
     /// The token.
@@ -111,10 +143,36 @@ impl App {
                 "missing or wrong token: open the URL coldcache ui printed",
             );
         }
-        match self.route(path, &q) {
+        // Answers of the API are cached by URL without the token, except
+        // those that read files (which may change).
+        let cacheable =
+            path.starts_with("/api/") && path != "/api/source" && path != "/api/annotate";
+        let key = {
+            let mut pairs: Vec<(&String, &String)> =
+                q.iter().filter(|(k, _)| k.as_str() != "token").collect();
+            pairs.sort();
+            format!("{path}?{pairs:?}")
+        };
+        if cacheable {
+            if let Some(r) = self.cache.lock().ok().and_then(|c| c.0.get(&key).cloned()) {
+                return r;
+            }
+        }
+        let reply = match self.route(path, &q) {
             Ok(r) => r,
             Err((status, msg)) => Reply::error(status, &msg),
+        };
+        if cacheable && reply.status == 200 {
+            if let Ok(mut c) = self.cache.lock() {
+                if c.1 + reply.body.len() > CACHE_BYTES {
+                    c.0.clear();
+                    c.1 = 0;
+                }
+                c.1 += reply.body.len();
+                c.0.insert(key, reply.clone());
+            }
         }
+        reply
     }
 
     fn route(&self, path: &str, q: &Query) -> Result<Reply, (u16, String)> {

@@ -5,7 +5,7 @@
 //!   comes from `coldcache-analysis`; the browser only renders what the API
 //!   returns, so aggregation stays on the server and a million-record dump
 //!   answers quickly.
-//! - [`serve`] binds 127.0.0.1 (a free port unless one is asked for), prints
+//! - [`Server`] binds 127.0.0.1 (a free port unless one is asked for), makes
 //!   the URL with its random token, and serves until stopped.
 //! - The front end (`assets/`) is one HTML page with its CSS and JavaScript,
 //!   embedded in the binary: no CDN, works offline.
@@ -50,7 +50,7 @@ pub struct ServeOptions {
 /// A running server: its URL, and a way to stop it.
 pub struct Server {
     http: Arc<tiny_http::Server>,
-    app: App,
+    app: Arc<App>,
     /// The address bound.
     pub addr: SocketAddr,
     /// The URL to open (with the token).
@@ -86,10 +86,17 @@ impl Server {
         let url = format!("http://{bound}/?token={token}");
         Ok(Server {
             http: Arc::new(http),
-            app: App::new(profiles, token),
+            app: Arc::new(App::new(profiles, token)),
             addr: bound,
             url,
         })
+    }
+
+    /// Computes the slowest answers on a thread of its own (see
+    /// [`App::warm`]), so that the first clicks answer quickly too.
+    pub fn warm_in_background(&self) {
+        let app = Arc::clone(&self.app);
+        std::thread::spawn(move || app.warm());
     }
 
     /// A handle that makes [`Server::run`] return.
@@ -130,17 +137,4 @@ impl Server {
             let _ = req.respond(resp);
         }
     }
-}
-
-/// Binds, prints the URL, and serves until `stop` is set.
-pub fn serve(
-    profiles: Vec<(String, Profile)>,
-    opts: &ServeOptions,
-    stop: Arc<AtomicBool>,
-) -> Result<(), UiError> {
-    let server = Server::bind(profiles, opts)?;
-    println!("coldcache ui: {}", server.url);
-    println!("(Ctrl-C stops the server)");
-    server.run(&stop);
-    Ok(())
 }
