@@ -36,7 +36,7 @@ fn have(tool: &str) -> bool {
 }
 
 fn tools_or_skip(test: &str) -> bool {
-    let ok = ["gcc", "g++", "addr2line", "nm", "c++filt", "strip"]
+    let ok = ["gcc", "g++", "addr2line", "nm", "c++filt", "strip", "objdump"]
         .iter()
         .all(|t| have(t));
     if !ok {
@@ -174,6 +174,24 @@ fn frames(s: &Symbols, addr: u64) -> Vec<(String, String, u32)> {
         .collect()
 }
 
+/// `objdump -d -C`'s labels of PLT stubs (`getenv@plt`), by address.
+fn objdump_plt_labels(bin: &Path) -> Vec<(u64, String)> {
+    let mut cmd = Command::new("objdump");
+    cmd.args(["-d", "-C", "-j", ".plt", "-j", ".plt.sec", "-j", ".plt.got"])
+        .arg(bin);
+    let text = String::from_utf8(run(cmd).stdout).unwrap();
+    let mut v: Vec<(u64, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let (addr, rest) = l.split_once(" <")?;
+            let name = rest.strip_suffix(">:")?;
+            Some((u64::from_str_radix(addr, 16).ok()?, name.to_string()))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 /// binutils: `addr2line -a -f -i -C -e BIN` frames of each address.
 fn binutils_frames(bin: &Path, addrs: &[u64]) -> HashMap<u64, Vec<(String, String, u32)>> {
     let mut cmd = Command::new("addr2line");
@@ -233,6 +251,7 @@ fn compare_with_binutils(d: &Dump, mi: usize, bin: &Path, files: bool) -> (usize
         .map(|&a| file_address(d, mi, &data, a).unwrap())
         .collect();
     let truth = binutils_frames(bin, &fa);
+    let plt = objdump_plt_labels(bin);
     let mut deepest = 0;
     let mut compared = 0;
     for (&a, f) in addrs.iter().zip(&fa) {
@@ -241,6 +260,17 @@ fn compare_with_binutils(d: &Dump, mi: usize, bin: &Path, files: bool) -> (usize
         if !files {
             for f in ours.iter_mut().chain(theirs.iter_mut()) {
                 f.1.clear();
+            }
+        }
+        if let [(name, file, 0)] = ours.as_slice() {
+            if name.ends_with("@plt") {
+                // PLT stubs: binutils addr2line has no name, objdump has.
+                assert!(!files || file == "??");
+                assert_eq!(theirs[0].0, "??", "{a:#x}");
+                let label = plt.iter().rev().find(|(at, _)| at <= f).map(|l| &l.1);
+                assert_eq!(label, Some(name), "{a:#x} ({f:#x}) in the PLT");
+                compared += 1;
+                continue;
             }
         }
         if ours.is_empty() {
@@ -389,7 +419,7 @@ fn cpp_names_equal_cxxfilt() {
     for f in s
         .functions
         .iter()
-        .filter(|f| f.entry != 0 && f.module as usize == mi)
+        .filter(|f| f.entry != 0 && f.module as usize == mi && !f.name.ends_with("@plt"))
     {
         let fa = file_address(&d, mi, &data, f.entry).unwrap();
         let names: Vec<&str> = by_addr
@@ -449,6 +479,7 @@ fn stripped_binary_gives_names_from_the_symbol_table() {
     );
     let data = std::fs::read(&bin).unwrap();
     let nm = nm_symbols(&bin, false);
+    let plt = objdump_plt_labels(&bin);
     let mut named = 0;
     for l in s
         .locations
@@ -470,6 +501,11 @@ fn stripped_binary_gives_names_from_the_symbol_table() {
                 assert_eq!(f.file, NO_FILE);
                 assert_eq!(f.line, 0);
                 let name = &s.functions[f.function as usize].name;
+                if name.ends_with("@plt") {
+                    let label = plt.iter().rev().find(|(at, _)| *at <= fa).map(|l| &l.1);
+                    assert_eq!(label, Some(name), "{fa:#x} in the PLT");
+                    continue;
+                }
                 assert!(
                     covering.contains(&name),
                     "{fa:#x}: we say {name}, nm says {covering:?}"
@@ -596,6 +632,7 @@ fn libc_addresses_resolve_to_libc_symbols() {
     let libc = PathBuf::from(&d.modules[li].path);
     let data = std::fs::read(&libc).unwrap();
     let nm = nm_symbols(&libc, true);
+    let plt = objdump_plt_labels(&libc);
     // Twice: with whatever debug files the system has, and with none
     // (names from .dynsym only).
     for extra in [&[][..], &["--debug-dir", "/nonexistent"][..]] {
@@ -636,7 +673,10 @@ fn libc_addresses_resolve_to_libc_symbols() {
                 assert!(a <= fa && fa < a + size, "{fa:#x} is not in nm's getenv");
                 getenv += 1;
             }
-            if s.modules[li].status == ModuleStatus::SymbolsOnly {
+            if name.ends_with("@plt") {
+                let label = plt.iter().rev().find(|(at, _)| *at <= fa).map(|l| &l.1);
+                assert_eq!(label, Some(name), "{fa:#x} in libc's PLT");
+            } else if s.modules[li].status == ModuleStatus::SymbolsOnly {
                 let (a, size) = *nm
                     .get(name)
                     .unwrap_or_else(|| panic!("{name} is not a dynamic symbol of libc"));

@@ -332,10 +332,12 @@ fn resolve_one(
             }
             return loc;
         }
-        // DWARF has no function here (startup code, assembly): the symbol
-        // names it, the line table may still place it.
-        if let Some((s, ev)) = sym {
-            let name = demangle(&s.name);
+        // DWARF has no function here (startup code, assembly, PLT): the
+        // symbol names it, the line table may still place it.
+        let named = sym
+            .map(|(s, ev)| (demangle(&s.name), ev))
+            .or_else(|| bin.plt.find(vaddr).map(|p| (p.name.clone(), p.addr)));
+        if let Some((name, ev)) = named {
             let function = b.function(&name, mi, runtime(ev), || decl(ev));
             let (file, line) = match raw.first() {
                 Some((_, Some(f), l)) => (b.file(f), *l),
@@ -349,9 +351,11 @@ fn resolve_one(
         }
         return loc;
     }
-    if let Some((s, _)) = sym {
-        let name = demangle(&s.name);
-        let function = b.function(&name, mi, runtime(s.addr), || None);
+    let named = sym
+        .map(|(s, _)| (demangle(&s.name), s.addr))
+        .or_else(|| bin.plt.find(vaddr).map(|p| (p.name.clone(), p.addr)));
+    if let Some((name, ev)) = named {
+        let function = b.function(&name, mi, runtime(ev), || None);
         loc.frames.push(Frame {
             function,
             file: NO_FILE,
