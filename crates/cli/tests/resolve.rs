@@ -36,9 +36,17 @@ fn have(tool: &str) -> bool {
 }
 
 fn tools_or_skip(test: &str) -> bool {
-    let ok = ["gcc", "g++", "addr2line", "nm", "c++filt", "strip", "objdump"]
-        .iter()
-        .all(|t| have(t));
+    let ok = [
+        "gcc",
+        "g++",
+        "addr2line",
+        "nm",
+        "c++filt",
+        "strip",
+        "objdump",
+    ]
+    .iter()
+    .all(|t| have(t));
     if !ok {
         eprintln!("SKIP {test}: gcc, g++ or binutils missing");
     }
@@ -687,5 +695,65 @@ fn libc_addresses_resolve_to_libc_symbols() {
             }
         }
         assert!(getenv > 0, "no getenv address in libc:\n{err}");
+    }
+}
+
+#[test]
+fn separate_debug_files_by_debuglink_and_build_id() {
+    if !tools_or_skip("separate_debug_files_by_debuglink_and_build_id") || !have("objcopy") {
+        return;
+    }
+    let dir = scratch("debugfile");
+    let full = inline_program(&dir);
+    let dbg = dir.join("inline.debug");
+    let tool = |args: &[&str]| {
+        let mut c = Command::new(args[0]);
+        c.args(&args[1..]).current_dir(&dir);
+        run(c);
+    };
+    tool(&["objcopy", "--only-keep-debug", "inline", "inline.debug"]);
+    tool(&["strip", "--strip-debug", "inline"]);
+    tool(&["objcopy", "--add-gnu-debuglink=inline.debug", "inline"]);
+    let (dump, err) = record(&full, "work", &[]);
+    let d = load(&dump);
+    let mi = module(&d, &full);
+    let s = d.symbols.as_ref().unwrap();
+    assert_eq!(s.modules[mi].status, ModuleStatus::Lines, "{err}");
+    assert!(s.modules[mi].detail.ends_with("inline.debug"), "{err}");
+    // binutils follows the debuglink too.
+    let (compared, deepest) = compare_with_binutils(&d, mi, &full, true);
+    assert!(compared > 30 && deepest >= 3);
+
+    // By build id under a debug root, the debuglink's file gone.
+    let id = coldcache_symbols::hex(&d.modules[mi].build_id);
+    let root = dir.join("debugroot");
+    let at = root.join(".build-id").join(&id[..2]);
+    std::fs::create_dir_all(&at).unwrap();
+    std::fs::rename(&dbg, at.join(format!("{}.debug", &id[2..]))).unwrap();
+    let out = dir.join("byid.ccdump");
+    let err = resolve(
+        &dump,
+        &[
+            "--debug-dir",
+            root.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    let d2 = load(&out);
+    let s2 = d2.symbols.as_ref().unwrap();
+    assert_eq!(s2.modules[mi].status, ModuleStatus::Lines, "{err}");
+    assert!(s2.modules[mi].detail.contains(".build-id"), "{err}");
+    for l in s
+        .locations
+        .iter()
+        .filter(|l| d.module_of(l.addr) == Some(mi))
+    {
+        assert_eq!(
+            frames(s2, l.addr),
+            frames(s, l.addr),
+            "same frames from the same debug info"
+        );
+        assert_eq!(s2.location(l.addr).unwrap().code, l.code);
     }
 }

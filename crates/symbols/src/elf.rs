@@ -116,9 +116,9 @@ impl SymbolTable {
                 let limit = if next > syms[i].addr {
                     next
                 } else {
-                    syms[i].addr + 1
+                    syms[i].addr.saturating_add(1)
                 };
-                syms[i].end = syms[i].end.min(limit).max(syms[i].addr + 1);
+                syms[i].end = syms[i].end.min(limit).max(syms[i].addr.saturating_add(1));
             }
             if i == 0 || syms[i - 1].addr != syms[i].addr {
                 next = syms[i].addr;
@@ -189,7 +189,7 @@ impl Binary {
         self.segments
             .iter()
             .find(|s| s.offset <= off && off - s.offset < s.filesz)
-            .map(|s| (s.vaddr + (off - s.offset), *s))
+            .map(|s| (s.vaddr.wrapping_add(off - s.offset), *s))
     }
 }
 
@@ -401,8 +401,7 @@ fn debug_file(bin: &Path, obj: &object::File, search: &Search) -> Option<PathBuf
 fn plt_stubs(obj: &object::File) -> SymbolTable {
     use iced_x86::{Decoder, DecoderOptions, Mnemonic};
     let mut slots: std::collections::HashMap<u64, String> = Default::default();
-    if let (Some(relocs), Some(dynsym)) = (obj.dynamic_relocations(), obj.dynamic_symbol_table())
-    {
+    if let (Some(relocs), Some(dynsym)) = (obj.dynamic_relocations(), obj.dynamic_symbol_table()) {
         for (slot, r) in relocs {
             match r.target() {
                 RelocationTarget::Symbol(i) => {
