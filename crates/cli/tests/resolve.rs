@@ -621,6 +621,14 @@ fn a_rebuilt_binary_is_reported_not_used() {
     let s = d.symbols.as_ref().unwrap();
     assert_eq!(s.modules[mi].status, ModuleStatus::Lines, "{err}");
     assert!(s.modules[mi].detail.contains("original"), "{err}");
+    // And with the directory remapped.
+    let out = dir.join("remapped.ccdump");
+    let remap = format!("{}={}", dir.display(), keep.display());
+    let err = resolve(&dump, &["--remap", &remap, "-o", out.to_str().unwrap()]);
+    let d = load(&out);
+    let s = d.symbols.as_ref().unwrap();
+    assert_eq!(s.modules[mi].status, ModuleStatus::Lines, "{err}");
+    assert!(s.modules[mi].detail.contains("original"), "{err}");
 }
 
 #[test]
