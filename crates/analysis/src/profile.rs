@@ -51,9 +51,9 @@ pub struct FunctionInfo {
     pub name: String,
     /// File name of its module (no directory), empty when unknown.
     pub module: String,
-    /// Declaring source file, when known.
+    /// Source file of its entry, when known.
     pub file: Option<String>,
-    /// Declaration line, 0 when unknown.
+    /// Line of its entry, 0 when unknown.
     pub line: u32,
     /// Run-time entry address, 0 for inlined-only or unknown functions.
     pub entry: u64,

@@ -73,9 +73,10 @@ pub struct Function {
     pub module: u32,
     /// Run-time address of its entry (0 for functions only seen inlined).
     pub entry: u64,
-    /// Declaring source file (index into [`Symbols::files`]) or [`NO_FILE`].
+    /// Source file of its entry instruction (index into [`Symbols::files`]),
+    /// or [`NO_FILE`] (unknown, or only seen inlined).
     pub file: u32,
-    /// Declaration line, 0 when unknown.
+    /// Line of its entry instruction, 0 when unknown.
     pub line: u32,
 }
 
