@@ -323,3 +323,39 @@ fn callgrind_addresses_drop_the_load_bias_of_their_module() {
     };
     assert_eq!(strip(&plain), strip(&text));
 }
+
+#[test]
+fn json_functions_carry_self_and_inclusive_costs() {
+    let v = coldcache_export::json(&profile());
+    let cols: Vec<&str> = v["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    let ins = cols.iter().position(|c| *c == "instructions").unwrap();
+    let mem = cols.iter().position(|c| *c == "mem").unwrap();
+    let funcs = v["functions"].as_array().unwrap();
+    let by_name = |n: &str| funcs.iter().find(|f| f["name"] == n).unwrap();
+    // Hand counts (crates/analysis/tests/hand.rs): self and inclusive
+    // instructions and mem; rec's recursion counts once.
+    for (n, si, sm, ii, im) in [
+        ("main", 1, 0, 30, 11),
+        ("update", 5, 0, 15, 8),
+        ("get_pos", 20, 10, 20, 10),
+        ("render", 0, 0, 10, 2),
+        ("rec", 4, 1, 4, 1),
+    ] {
+        let f = by_name(n);
+        assert_eq!(
+            (
+                f["self"][ins].as_u64(),
+                f["self"][mem].as_u64(),
+                f["incl"][ins].as_u64(),
+                f["incl"][mem].as_u64()
+            ),
+            (Some(si), Some(sm), Some(ii), Some(im)),
+            "{n}"
+        );
+    }
+}
