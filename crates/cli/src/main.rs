@@ -9,6 +9,7 @@ mod record_cmd;
 mod report_cmd;
 mod resolve_cmd;
 mod sim_cmd;
+mod ui_cmd;
 mod zones_cmd;
 
 use clap::{Parser, Subcommand};
@@ -44,6 +45,8 @@ enum Command {
     Diff(Box<report_cmd::DiffArgs>),
     /// Write a dump as Callgrind, folded stacks, a flame graph, speedscope or JSON.
     Export(Box<export_cmd::ExportArgs>),
+    /// Browse one dump, or compare two, in a local web UI.
+    Ui(Box<ui_cmd::UiArgs>),
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -57,6 +60,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Report(args) => report_cmd::report(*args),
         Command::Diff(args) => report_cmd::diff(*args),
         Command::Export(args) => export_cmd::run(*args),
+        Command::Ui(args) => ui_cmd::run(*args),
         Command::Presets => {
             for (name, about) in coldcache_config::names() {
                 println!("{name:<16} {about}");

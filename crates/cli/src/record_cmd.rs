@@ -261,13 +261,19 @@ pub fn run(args: RecordArgs) -> Result<()> {
             Dump::from_bytes(&bytes).with_context(|| format!("reading {}", output.display()))?;
         eprint!("{}", summary(&dump, &output));
         if !args.no_resolve {
-            let text = crate::resolve_cmd::resolve_file(
+            // The capture is written: a failure here loses nothing, so it
+            // is reported and the program's own status still decides.
+            match crate::resolve_cmd::resolve_file(
                 &output,
                 &output,
                 &coldcache_symbols::ResolveOptions::default(),
-            )
-            .with_context(|| format!("resolving the symbols of {}", output.display()))?;
-            eprint!("{text}");
+            ) {
+                Ok(text) => eprint!("{text}"),
+                Err(e) => eprintln!(
+                    "coldcache: warning: the dump is left unresolved (run `coldcache resolve {}`): {e:#}",
+                    output.display()
+                ),
+            }
         }
     } else {
         eprintln!(

@@ -72,7 +72,7 @@ fn status_name(s: ModuleStatus) -> &'static str {
         ModuleStatus::Lines => "lines",
         ModuleStatus::SymbolsOnly => "names only",
         ModuleStatus::NotFound => "not found",
-        ModuleStatus::Mismatch => "REBUILT",
+        ModuleStatus::Mismatch => "rebuilt, not used",
     }
 }
 

@@ -36,9 +36,17 @@ fn have(tool: &str) -> bool {
 }
 
 fn tools_or_skip(test: &str) -> bool {
-    let ok = ["gcc", "g++", "addr2line", "nm", "c++filt", "strip"]
-        .iter()
-        .all(|t| have(t));
+    let ok = [
+        "gcc",
+        "g++",
+        "addr2line",
+        "nm",
+        "c++filt",
+        "strip",
+        "objdump",
+    ]
+    .iter()
+    .all(|t| have(t));
     if !ok {
         eprintln!("SKIP {test}: gcc, g++ or binutils missing");
     }
@@ -174,6 +182,24 @@ fn frames(s: &Symbols, addr: u64) -> Vec<(String, String, u32)> {
         .collect()
 }
 
+/// `objdump -d -C`'s labels of PLT stubs (`getenv@plt`), by address.
+fn objdump_plt_labels(bin: &Path) -> Vec<(u64, String)> {
+    let mut cmd = Command::new("objdump");
+    cmd.args(["-d", "-C", "-j", ".plt", "-j", ".plt.sec", "-j", ".plt.got"])
+        .arg(bin);
+    let text = String::from_utf8(run(cmd).stdout).unwrap();
+    let mut v: Vec<(u64, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let (addr, rest) = l.split_once(" <")?;
+            let name = rest.strip_suffix(">:")?;
+            Some((u64::from_str_radix(addr, 16).ok()?, name.to_string()))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 /// binutils: `addr2line -a -f -i -C -e BIN` frames of each address.
 fn binutils_frames(bin: &Path, addrs: &[u64]) -> HashMap<u64, Vec<(String, String, u32)>> {
     let mut cmd = Command::new("addr2line");
@@ -233,6 +259,7 @@ fn compare_with_binutils(d: &Dump, mi: usize, bin: &Path, files: bool) -> (usize
         .map(|&a| file_address(d, mi, &data, a).unwrap())
         .collect();
     let truth = binutils_frames(bin, &fa);
+    let plt = objdump_plt_labels(bin);
     let mut deepest = 0;
     let mut compared = 0;
     for (&a, f) in addrs.iter().zip(&fa) {
@@ -241,6 +268,17 @@ fn compare_with_binutils(d: &Dump, mi: usize, bin: &Path, files: bool) -> (usize
         if !files {
             for f in ours.iter_mut().chain(theirs.iter_mut()) {
                 f.1.clear();
+            }
+        }
+        if let [(name, file, 0)] = ours.as_slice() {
+            if name.ends_with("@plt") {
+                // PLT stubs: binutils addr2line has no name, objdump has.
+                assert!(!files || file == "??");
+                assert_eq!(theirs[0].0, "??", "{a:#x}");
+                let label = plt.iter().rev().find(|(at, _)| at <= f).map(|l| &l.1);
+                assert_eq!(label, Some(name), "{a:#x} ({f:#x}) in the PLT");
+                compared += 1;
+                continue;
             }
         }
         if ours.is_empty() {
@@ -389,7 +427,7 @@ fn cpp_names_equal_cxxfilt() {
     for f in s
         .functions
         .iter()
-        .filter(|f| f.entry != 0 && f.module as usize == mi)
+        .filter(|f| f.entry != 0 && f.module as usize == mi && !f.name.ends_with("@plt"))
     {
         let fa = file_address(&d, mi, &data, f.entry).unwrap();
         let names: Vec<&str> = by_addr
@@ -449,6 +487,7 @@ fn stripped_binary_gives_names_from_the_symbol_table() {
     );
     let data = std::fs::read(&bin).unwrap();
     let nm = nm_symbols(&bin, false);
+    let plt = objdump_plt_labels(&bin);
     let mut named = 0;
     for l in s
         .locations
@@ -470,6 +509,11 @@ fn stripped_binary_gives_names_from_the_symbol_table() {
                 assert_eq!(f.file, NO_FILE);
                 assert_eq!(f.line, 0);
                 let name = &s.functions[f.function as usize].name;
+                if name.ends_with("@plt") {
+                    let label = plt.iter().rev().find(|(at, _)| *at <= fa).map(|l| &l.1);
+                    assert_eq!(label, Some(name), "{fa:#x} in the PLT");
+                    continue;
+                }
                 assert!(
                     covering.contains(&name),
                     "{fa:#x}: we say {name}, nm says {covering:?}"
@@ -577,6 +621,14 @@ fn a_rebuilt_binary_is_reported_not_used() {
     let s = d.symbols.as_ref().unwrap();
     assert_eq!(s.modules[mi].status, ModuleStatus::Lines, "{err}");
     assert!(s.modules[mi].detail.contains("original"), "{err}");
+    // And with the directory remapped.
+    let out = dir.join("remapped.ccdump");
+    let remap = format!("{}={}", dir.display(), keep.display());
+    let err = resolve(&dump, &["--remap", &remap, "-o", out.to_str().unwrap()]);
+    let d = load(&out);
+    let s = d.symbols.as_ref().unwrap();
+    assert_eq!(s.modules[mi].status, ModuleStatus::Lines, "{err}");
+    assert!(s.modules[mi].detail.contains("original"), "{err}");
 }
 
 #[test]
@@ -596,6 +648,7 @@ fn libc_addresses_resolve_to_libc_symbols() {
     let libc = PathBuf::from(&d.modules[li].path);
     let data = std::fs::read(&libc).unwrap();
     let nm = nm_symbols(&libc, true);
+    let plt = objdump_plt_labels(&libc);
     // Twice: with whatever debug files the system has, and with none
     // (names from .dynsym only).
     for extra in [&[][..], &["--debug-dir", "/nonexistent"][..]] {
@@ -636,7 +689,10 @@ fn libc_addresses_resolve_to_libc_symbols() {
                 assert!(a <= fa && fa < a + size, "{fa:#x} is not in nm's getenv");
                 getenv += 1;
             }
-            if s.modules[li].status == ModuleStatus::SymbolsOnly {
+            if name.ends_with("@plt") {
+                let label = plt.iter().rev().find(|(at, _)| *at <= fa).map(|l| &l.1);
+                assert_eq!(label, Some(name), "{fa:#x} in libc's PLT");
+            } else if s.modules[li].status == ModuleStatus::SymbolsOnly {
                 let (a, size) = *nm
                     .get(name)
                     .unwrap_or_else(|| panic!("{name} is not a dynamic symbol of libc"));
@@ -647,5 +703,65 @@ fn libc_addresses_resolve_to_libc_symbols() {
             }
         }
         assert!(getenv > 0, "no getenv address in libc:\n{err}");
+    }
+}
+
+#[test]
+fn separate_debug_files_by_debuglink_and_build_id() {
+    if !tools_or_skip("separate_debug_files_by_debuglink_and_build_id") || !have("objcopy") {
+        return;
+    }
+    let dir = scratch("debugfile");
+    let full = inline_program(&dir);
+    let dbg = dir.join("inline.debug");
+    let tool = |args: &[&str]| {
+        let mut c = Command::new(args[0]);
+        c.args(&args[1..]).current_dir(&dir);
+        run(c);
+    };
+    tool(&["objcopy", "--only-keep-debug", "inline", "inline.debug"]);
+    tool(&["strip", "--strip-debug", "inline"]);
+    tool(&["objcopy", "--add-gnu-debuglink=inline.debug", "inline"]);
+    let (dump, err) = record(&full, "work", &[]);
+    let d = load(&dump);
+    let mi = module(&d, &full);
+    let s = d.symbols.as_ref().unwrap();
+    assert_eq!(s.modules[mi].status, ModuleStatus::Lines, "{err}");
+    assert!(s.modules[mi].detail.ends_with("inline.debug"), "{err}");
+    // binutils follows the debuglink too.
+    let (compared, deepest) = compare_with_binutils(&d, mi, &full, true);
+    assert!(compared > 30 && deepest >= 3);
+
+    // By build id under a debug root, the debuglink's file gone.
+    let id = coldcache_symbols::hex(&d.modules[mi].build_id);
+    let root = dir.join("debugroot");
+    let at = root.join(".build-id").join(&id[..2]);
+    std::fs::create_dir_all(&at).unwrap();
+    std::fs::rename(&dbg, at.join(format!("{}.debug", &id[2..]))).unwrap();
+    let out = dir.join("byid.ccdump");
+    let err = resolve(
+        &dump,
+        &[
+            "--debug-dir",
+            root.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
+    let d2 = load(&out);
+    let s2 = d2.symbols.as_ref().unwrap();
+    assert_eq!(s2.modules[mi].status, ModuleStatus::Lines, "{err}");
+    assert!(s2.modules[mi].detail.contains(".build-id"), "{err}");
+    for l in s
+        .locations
+        .iter()
+        .filter(|l| d.module_of(l.addr) == Some(mi))
+    {
+        assert_eq!(
+            frames(s2, l.addr),
+            frames(s, l.addr),
+            "same frames from the same debug info"
+        );
+        assert_eq!(s2.location(l.addr).unwrap().code, l.code);
     }
 }

@@ -7,7 +7,10 @@
 //! Everything here reads files; the address arithmetic it offers
 //! ([`Binary::file_to_vaddr`]) is plain.
 
-use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionKind, SymbolKind};
+use object::{
+    Object, ObjectSection, ObjectSegment, ObjectSymbol, ObjectSymbolTable, RelocationTarget,
+    SectionKind, SymbolKind,
+};
 use std::path::{Path, PathBuf};
 
 /// Why a module's binary could not be used.
@@ -113,9 +116,9 @@ impl SymbolTable {
                 let limit = if next > syms[i].addr {
                     next
                 } else {
-                    syms[i].addr + 1
+                    syms[i].addr.saturating_add(1)
                 };
-                syms[i].end = syms[i].end.min(limit).max(syms[i].addr + 1);
+                syms[i].end = syms[i].end.min(limit).max(syms[i].addr.saturating_add(1));
             }
             if i == 0 || syms[i - 1].addr != syms[i].addr {
                 next = syms[i].addr;
@@ -171,6 +174,8 @@ pub struct Binary {
     pub segments: Vec<Segment>,
     /// Function symbols.
     pub symbols: SymbolTable,
+    /// PLT stubs, named `NAME@plt` as objdump names them.
+    pub plt: SymbolTable,
     /// DWARF reader and the file it reads, when there is debug information.
     pub dwarf: Option<(addr2line::Loader, PathBuf)>,
     /// Why there is no DWARF, or a note on the debug file, for messages.
@@ -184,7 +189,7 @@ impl Binary {
         self.segments
             .iter()
             .find(|s| s.offset <= off && off - s.offset < s.filesz)
-            .map(|s| (s.vaddr + (off - s.offset), *s))
+            .map(|s| (s.vaddr.wrapping_add(off - s.offset), *s))
     }
 }
 
@@ -299,12 +304,14 @@ pub fn open(path: &str, build_id: &[u8], search: &Search) -> Result<Binary, Modu
                 }
             }
         }
+        let plt = plt_stubs(&obj);
         drop(obj);
         return Ok(Binary {
             path: c.clone(),
             data,
             segments,
             symbols,
+            plt,
             dwarf,
             note,
         });
@@ -382,6 +389,76 @@ fn debug_file(bin: &Path, obj: &object::File, search: &Search) -> Option<PathBuf
             && usable(p)
             && (id.is_some() || std::fs::read(p).is_ok_and(|d| crc32fast::hash(&d) == crc))
     })
+}
+
+/// The PLT stubs of an object, as sized symbols `NAME@plt` (NAME
+/// demangled, as `objdump -C` names them): each
+/// `jmp *SLOT(%rip)` in `.plt`, `.plt.sec` or `.plt.got` whose GOT slot a
+/// dynamic relocation binds to symbol NAME starts a stub (at the `endbr64`
+/// before it, when there is one) that runs to the next stub or the
+/// section's end. The PLT's first entry (the lazy resolver trampoline) is
+/// left unnamed.
+fn plt_stubs(obj: &object::File) -> SymbolTable {
+    use iced_x86::{Decoder, DecoderOptions, Mnemonic};
+    let mut slots: std::collections::HashMap<u64, String> = Default::default();
+    if let (Some(relocs), Some(dynsym)) = (obj.dynamic_relocations(), obj.dynamic_symbol_table()) {
+        for (slot, r) in relocs {
+            match r.target() {
+                RelocationTarget::Symbol(i) => {
+                    if let Some(name) = dynsym
+                        .symbol_by_index(i)
+                        .ok()
+                        .and_then(|s| s.name().ok().map(str::to_string))
+                        .filter(|n| !n.is_empty())
+                    {
+                        slots.insert(slot, name);
+                    }
+                }
+                // IRELATIVE: an IFUNC resolved at load time; objdump
+                // names its stub after the resolver's address.
+                RelocationTarget::Absolute => {
+                    slots.insert(slot, format!("*ABS*+{:#x}", r.addend()));
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut stubs: Vec<Sym> = Vec::new();
+    for name in [".plt", ".plt.sec", ".plt.got"] {
+        let Some(sec) = obj.section_by_name(name) else {
+            continue;
+        };
+        let Ok(bytes) = sec.data() else { continue };
+        let end = sec.address() + bytes.len() as u64;
+        let first = stubs.len();
+        let mut d = Decoder::with_ip(64, bytes, sec.address(), DecoderOptions::NONE);
+        let mut prev_endbr = None;
+        while d.can_decode() {
+            let ins = d.decode();
+            if ins.mnemonic() == Mnemonic::Endbr64 {
+                prev_endbr = Some(ins.ip());
+                continue;
+            }
+            if ins.mnemonic() == Mnemonic::Jmp && ins.is_ip_rel_memory_operand() {
+                // Every jump through the GOT starts a stub (an unnamed one
+                // still ends the previous stub).
+                let name = slots.get(&ins.ip_rel_memory_address());
+                stubs.push(Sym {
+                    addr: prev_endbr.unwrap_or(ins.ip()),
+                    end,
+                    sized: true,
+                    name: name.map_or(String::new(), |n| format!("{}@plt", crate::demangle(n))),
+                    rank: 0,
+                });
+            }
+            prev_endbr = None;
+        }
+        for i in first..stubs.len().saturating_sub(1) {
+            stubs[i].end = stubs[i + 1].addr;
+        }
+    }
+    stubs.retain(|s| !s.name.is_empty());
+    SymbolTable::new(stubs, "PLT".into())
 }
 
 /// The function symbols of an object: `.symtab`, else `.dynsym`.

@@ -258,11 +258,13 @@ fn resolve_one(
         addr,
         ..Location::default()
     };
-    let off = addr - m.start + m.file_offset;
+    let Some(off) = (addr - m.start).checked_add(m.file_offset) else {
+        return loc;
+    };
     let Some((vaddr, seg)) = bin.file_to_vaddr(off) else {
         return loc;
     };
-    loc.code = instruction_bytes(&bin.data, off, seg.offset + seg.filesz, addr);
+    loc.code = instruction_bytes(&bin.data, off, seg.offset.saturating_add(seg.filesz), addr);
     // Run-time address of a stated address in the same segment.
     let runtime = |v: u64| addr.wrapping_sub(vaddr).wrapping_add(v);
     let sym = bin.symbols.find(vaddr).map(|s| {
@@ -332,10 +334,12 @@ fn resolve_one(
             }
             return loc;
         }
-        // DWARF has no function here (startup code, assembly): the symbol
-        // names it, the line table may still place it.
-        if let Some((s, ev)) = sym {
-            let name = demangle(&s.name);
+        // DWARF has no function here (startup code, assembly, PLT): the
+        // symbol names it, the line table may still place it.
+        let named = sym
+            .map(|(s, ev)| (demangle(&s.name), ev))
+            .or_else(|| bin.plt.find(vaddr).map(|p| (p.name.clone(), p.addr)));
+        if let Some((name, ev)) = named {
             let function = b.function(&name, mi, runtime(ev), || decl(ev));
             let (file, line) = match raw.first() {
                 Some((_, Some(f), l)) => (b.file(f), *l),
@@ -349,9 +353,11 @@ fn resolve_one(
         }
         return loc;
     }
-    if let Some((s, _)) = sym {
-        let name = demangle(&s.name);
-        let function = b.function(&name, mi, runtime(s.addr), || None);
+    let named = sym
+        .map(|(s, _)| (demangle(&s.name), s.addr))
+        .or_else(|| bin.plt.find(vaddr).map(|p| (p.name.clone(), p.addr)));
+    if let Some((name, ev)) = named {
+        let function = b.function(&name, mi, runtime(ev), || None);
         loc.frames.push(Frame {
             function,
             file: NO_FILE,
@@ -423,7 +429,8 @@ mod cxa {
 /// `addr`), not reading past `limit`: decoded as x86-64 to find its length;
 /// empty when they do not decode.
 fn instruction_bytes(data: &[u8], off: u64, limit: u64, addr: u64) -> Vec<u8> {
-    let end = (off + coldcache_dump::symbols::MAX_CODE as u64)
+    let end = off
+        .saturating_add(coldcache_dump::symbols::MAX_CODE as u64)
         .min(limit)
         .min(data.len() as u64);
     if off >= end {

@@ -1,0 +1,543 @@
+//! The web UI's requests, answered without any I/O but reading the source
+//! files a dump names (pure otherwise, so it is tested without a network).
+//!
+//! Endpoints (all `GET`, all need the token):
+//!
+//! | path | answer |
+//! |---|---|
+//! | `/` | the page (HTML with its CSS and JavaScript) |
+//! | `/api/meta` | the dumps: capture settings, cache configuration, threads, modules, columns |
+//! | `/api/flat?dump&by&sort&inclusive&filter&limit` | `views::flat` |
+//! | `/api/tree?dump&kind&fn&node&path&sort&min_percent&hot&reveal` | one level of a tree below a node (`node` for top-down, `path` of function ids for bottom-up and callers); `hot=1` also opens the hottest path below it; `reveal=FN` (top-down) opens the tree down to FN's hottest node |
+//! | `/api/function?dump&fn` | a function: its info, self and inclusive values, and the same function's id in the other dump |
+//! | `/api/annotate?dump&fn`, `/api/asm?dump&fn` | `views::annotate`, `views::disassembly` |
+//! | `/api/threads?dump` | `views::threads` |
+//! | `/api/flame?dump&weight` | an SVG flame graph (`coldcache-export`) |
+//! | `/api/diff?by&sort&filter&limit` | `diff::diff` of dump 0 → dump 1 |
+//! | `/api/source?dump&file` | a source file, only when the dump's line tables name it |
+
+use coldcache_analysis::diff::{self, DiffQuery};
+use coldcache_analysis::views::{self, values, By, FlatQuery, TreeKind, TreeQuery, TreeRow};
+use coldcache_analysis::{FnId, Profile};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const APP_CSS: &str = include_str!("assets/app.css");
+
+/// An answer.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// Content type.
+    pub content_type: String,
+    /// Body.
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    fn json(v: &Value) -> Reply {
+        Reply {
+            status: 200,
+            content_type: "application/json".into(),
+            body: serde_json::to_vec(v).unwrap_or_default(),
+        }
+    }
+
+    fn of<T: serde::Serialize>(v: &T) -> Reply {
+        Reply {
+            status: 200,
+            content_type: "application/json".into(),
+            body: serde_json::to_vec(v).unwrap_or_default(),
+        }
+    }
+
+    /// An error with a JSON body `{ "error": message }`.
+    pub fn error(status: u16, message: &str) -> Reply {
+        Reply {
+            status,
+            content_type: "application/json".into(),
+            body: serde_json::to_vec(&json!({ "error": message })).unwrap_or_default(),
+        }
+    }
+
+    /// The body as text (tests).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// The application: the profiles being shown, the token, and a cache of
+/// answers (profiles never change, so an answer depends only on its URL).
+pub struct App {
+    profiles: Vec<(String, Profile)>,
+    token: String,
+    cache: Mutex<(HashMap<String, Reply>, usize)>,
+}
+
+/// Bytes of answers kept before the cache is emptied.
+const CACHE_BYTES: usize = 256 << 20;
+
+type Query = HashMap<String, String>;
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl App {
+    /// An application over `profiles` (name, profile), protected by `token`.
+    pub fn new(profiles: Vec<(String, Profile)>, token: String) -> App {
+        App {
+            profiles,
+            token,
+            cache: Mutex::new((HashMap::new(), 0)),
+        }
+    }
+
+    /// Computes the answers that take longest (the flame graph of the
+    /// default weight, flat by line and instruction, the comparison by line)
+    /// ahead of the first click; `coldcache ui` runs it on a thread of its
+    /// own at start-up.
+    pub fn warm(&self) {
+        let t = self.token.clone();
+        let mut urls = Vec::new();
+        for i in 0..self.profiles.len() {
+            urls.push(format!("/api/flame?dump={i}&token={t}"));
+            urls.push(format!("/api/flat?dump={i}&by=line&limit=300&token={t}"));
+            urls.push(format!(
+                "/api/flat?dump={i}&by=instruction&limit=300&token={t}"
+            ));
+        }
+        if self.profiles.len() > 1 {
+            urls.push(format!("/api/diff?by=line&limit=300&token={t}"));
+        }
+        for u in urls {
+            let _ = self.handle(&u, None);
+        }
+    }
+
+    /// The token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Answers `url` (path and query); `header_token` is the
+    /// `X-Coldcache-Token` header, if any.
+    pub fn handle(&self, url: &str, header_token: Option<&str>) -> Reply {
+        let (path, query) = url.split_once('?').unwrap_or((url, ""));
+        let q: Query = form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
+        let given = header_token
+            .or(q.get("token").map(String::as_str))
+            .unwrap_or("");
+        if !constant_time_eq(given.as_bytes(), self.token.as_bytes()) {
+            return Reply::error(
+                403,
+                "missing or wrong token: open the URL coldcache ui printed",
+            );
+        }
+        // Answers of the API are cached by URL without the token, except
+        // those that read files (which may change).
+        let cacheable =
+            path.starts_with("/api/") && path != "/api/source" && path != "/api/annotate";
+        let key = {
+            let mut pairs: Vec<(&String, &String)> =
+                q.iter().filter(|(k, _)| k.as_str() != "token").collect();
+            pairs.sort();
+            format!("{path}?{pairs:?}")
+        };
+        if cacheable {
+            if let Some(r) = self.cache.lock().ok().and_then(|c| c.0.get(&key).cloned()) {
+                return r;
+            }
+        }
+        let reply = match self.route(path, &q) {
+            Ok(r) => r,
+            Err((status, msg)) => Reply::error(status, &msg),
+        };
+        if cacheable && reply.status == 200 {
+            if let Ok(mut c) = self.cache.lock() {
+                if c.1 + reply.body.len() > CACHE_BYTES {
+                    c.0.clear();
+                    c.1 = 0;
+                }
+                c.1 += reply.body.len();
+                c.0.insert(key, reply.clone());
+            }
+        }
+        reply
+    }
+
+    fn route(&self, path: &str, q: &Query) -> Result<Reply, (u16, String)> {
+        match path {
+            "/" | "/index.html" => Ok(Reply {
+                status: 200,
+                content_type: "text/html; charset=utf-8".into(),
+                body: INDEX_HTML
+                    .replace("/*APP_CSS*/", APP_CSS)
+                    .replace("/*APP_JS*/", APP_JS)
+                    .into_bytes(),
+            }),
+            "/api/meta" => Ok(Reply::json(&self.meta())),
+            "/api/flat" => {
+                let p = self.profile(q)?;
+                let v = views::flat(
+                    p,
+                    &FlatQuery {
+                        by: by(q)?,
+                        sort: q.get("sort").filter(|s| !s.is_empty()).cloned(),
+                        inclusive: q.get("inclusive").is_some_and(|v| v == "1"),
+                        filter: q.get("filter").filter(|s| !s.is_empty()).cloned(),
+                        limit: Some(num(q, "limit", 200)?),
+                    },
+                )
+                .map_err(bad)?;
+                Ok(Reply::of(&v))
+            }
+            "/api/tree" => self.tree(q),
+            "/api/function" => {
+                let p = self.profile(q)?;
+                let f = self.function(p, q)?;
+                let info = p.function(f);
+                let other = self
+                    .profiles
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (_, o))| {
+                        o.functions()
+                            .iter()
+                            .position(|g| g.name == info.name && g.module == info.module)
+                            .map(|x| json!({ "dump": i, "fn": x }))
+                            .unwrap_or(Value::Null)
+                    })
+                    .collect::<Vec<_>>();
+                Ok(Reply::json(&json!({
+                    "id": f,
+                    "info": info,
+                    "label": views::fn_label(p, f),
+                    "self": values(p.columns(), p.fn_self(f)),
+                    "incl": values(p.columns(), p.fn_incl(f)),
+                    "in_dumps": other,
+                })))
+            }
+            "/api/annotate" => {
+                let p = self.profile(q)?;
+                let f = self.function(p, q)?;
+                let files = p.files();
+                let read = |path: &str| -> Option<String> {
+                    // Only files of this dump's line tables.
+                    files
+                        .iter()
+                        .any(|x| x == path)
+                        .then(|| std::fs::read_to_string(path).ok())
+                        .flatten()
+                };
+                Ok(Reply::of(&views::annotate(p, &[f], &read)))
+            }
+            "/api/asm" => {
+                let p = self.profile(q)?;
+                let f = self.function(p, q)?;
+                Ok(Reply::of(&views::disassembly(p, &[f])))
+            }
+            "/api/threads" => Ok(Reply::of(&views::threads(self.profile(q)?))),
+            "/api/flame" => {
+                let p = self.profile(q)?;
+                let w = q
+                    .get("weight")
+                    .filter(|s| !s.is_empty())
+                    .map(String::as_str);
+                let svg = coldcache_export::flamegraph(p, w).map_err(bad)?;
+                Ok(Reply {
+                    status: 200,
+                    content_type: "image/svg+xml".into(),
+                    body: svg,
+                })
+            }
+            "/api/diff" => {
+                if self.profiles.len() < 2 {
+                    return Err((
+                        400,
+                        "comparison needs two dumps: coldcache ui BEFORE AFTER".into(),
+                    ));
+                }
+                let v = diff::diff(
+                    &self.profiles[0].1,
+                    &self.profiles[1].1,
+                    &DiffQuery {
+                        by: by(q)?,
+                        sort: q.get("sort").filter(|s| !s.is_empty()).cloned(),
+                        filter: q.get("filter").filter(|s| !s.is_empty()).cloned(),
+                        limit: Some(num(q, "limit", 200)?),
+                    },
+                )
+                .map_err(bad)?;
+                Ok(Reply::of(&v))
+            }
+            "/api/source" => {
+                let p = self.profile(q)?;
+                let file = q.get("file").ok_or((400, "file= is missing".to_string()))?;
+                if !p.files().iter().any(|f| f == file) {
+                    return Err((403, format!("{file} is not a source file of this dump")));
+                }
+                let text = std::fs::read(file).map_err(|e| (404, format!("{file}: {e}")))?;
+                Ok(Reply {
+                    status: 200,
+                    content_type: "text/plain; charset=utf-8".into(),
+                    body: text,
+                })
+            }
+            _ => Err((404, format!("no such page: {path}"))),
+        }
+    }
+
+    fn meta(&self) -> Value {
+        let dumps: Vec<Value> = self
+            .profiles
+            .iter()
+            .map(|(name, p)| {
+                let d = p.dump();
+                let m = &d.meta;
+                let status: Vec<Value> = d
+                    .modules
+                    .iter()
+                    .enumerate()
+                    .map(|(i, mo)| {
+                        let s = d.symbols.as_ref().and_then(|s| s.modules.get(i));
+                        json!({
+                            "path": mo.path,
+                            "status": s.map(|s| s.status),
+                            "detail": s.map(|s| s.detail.clone()),
+                        })
+                    })
+                    .collect();
+                json!({
+                    "name": name,
+                    "program": m.program,
+                    "pid": m.pid,
+                    "cache_name": m.cache_name,
+                    "cache_toml": m.cache_toml,
+                    "levels": m.levels,
+                    "cores": m.cores,
+                    "threads_selected": m.threads,
+                    "trigger": m.trigger,
+                    "duration_ns": m.duration_ns,
+                    "instructions": m.instructions,
+                    "cut_short": m.cut_short,
+                    "unmodelled": m.unmodelled,
+                    "untrapped": m.untrapped,
+                    "notes": m.notes,
+                    "threads": d.threads.iter().map(|t| json!({"tid": t.tid, "name": t.name, "core": t.core})).collect::<Vec<_>>(),
+                    "modules": status,
+                    "records": d.records.len(),
+                    "resolved": d.symbols.is_some(),
+                    "columns": p.columns().iter().map(|c| json!({"name": c.name, "description": c.description})).collect::<Vec<_>>(),
+                    "default_sort": views::default_sort(p),
+                    "totals": values(p.columns(), p.totals()),
+                })
+            })
+            .collect();
+        json!({ "dumps": dumps, "compare": self.profiles.len() >= 2 })
+    }
+
+    fn profile(&self, q: &Query) -> Result<&Profile, (u16, String)> {
+        let i = num(q, "dump", 0)?;
+        self.profiles.get(i).map(|p| &p.1).ok_or((
+            404,
+            format!("no dump {i} (there are {})", self.profiles.len()),
+        ))
+    }
+
+    fn function(&self, p: &Profile, q: &Query) -> Result<FnId, (u16, String)> {
+        let f = num(q, "fn", usize::MAX)?;
+        if f >= p.functions().len() {
+            return Err((404, format!("no function {f} in this dump")));
+        }
+        Ok(f as FnId)
+    }
+
+    fn tree(&self, q: &Query) -> Result<Reply, (u16, String)> {
+        let p = self.profile(q)?;
+        let kind = match q.get("kind").map(String::as_str).unwrap_or("top_down") {
+            "top_down" => TreeKind::TopDown,
+            "bottom_up" => TreeKind::BottomUp,
+            "callers" => TreeKind::Callers,
+            k => {
+                return Err((
+                    400,
+                    format!("kind={k}: expected top_down, bottom_up or callers"),
+                ))
+            }
+        };
+        let fs: Vec<FnId> = if kind == TreeKind::Callers {
+            vec![self.function(p, q)?]
+        } else {
+            Vec::new()
+        };
+        let sort = q.get("sort").filter(|s| !s.is_empty()).cloned();
+        let min_percent: f64 = q
+            .get("min_percent")
+            .map(|s| {
+                s.parse()
+                    .map_err(|_| (400, format!("min_percent={s} is not a number")))
+            })
+            .transpose()?
+            .unwrap_or(0.0);
+        // Where to start: a call-tree node, or a path of functions.
+        let mut from: Vec<u32> = match kind {
+            TreeKind::TopDown => vec![num(q, "node", 0)? as u32],
+            _ => q
+                .get("path")
+                .filter(|s| !s.is_empty())
+                .map(|s| {
+                    s.split(',')
+                        .map(|x| {
+                            x.parse::<u32>().map_err(|_| {
+                                (400, format!("path={s} is not a list of function ids"))
+                            })
+                        })
+                        .collect::<Result<Vec<u32>, _>>()
+                })
+                .transpose()?
+                .unwrap_or_default(),
+        };
+        let hot = q.get("hot").is_some_and(|v| v == "1");
+        // `reveal=FN` (top-down): open the tree down to the hottest node of
+        // function FN, one level below each of its ancestors.
+        let mut starts: Vec<Vec<u32>> = Vec::new();
+        if let (TreeKind::TopDown, Some(r)) = (kind, q.get("reveal")) {
+            let f: u32 = r
+                .parse()
+                .map_err(|_| (400, format!("reveal={r} is not a function id")))?;
+            let sc =
+                views::column_index(p, &sort.clone().unwrap_or_else(|| views::default_sort(p)))
+                    .map_err(bad)?;
+            let col = &p.columns()[sc];
+            let target = (1..p.node_count() as u32)
+                .filter(|&n| p.node(n).function == f)
+                .max_by(|&a, &b| {
+                    col.value(p.node_incl(a))
+                        .total_cmp(&col.value(p.node_incl(b)))
+                        .then(b.cmp(&a))
+                });
+            if let Some(mut n) = target {
+                let mut chain = Vec::new();
+                while n != 0 {
+                    n = p.node(n).parent;
+                    chain.push(n);
+                }
+                chain.reverse();
+                starts = chain.into_iter().map(|a| vec![a]).collect();
+            }
+        } else {
+            starts.push(from.clone());
+        }
+        let mut rows: Vec<Value> = Vec::new();
+        let mut totals = Value::Null;
+        let mut columns = Value::Null;
+        let mut sort_name = String::new();
+        let mut level = 0;
+        while let Some(start) = (level < starts.len()).then(|| starts[level].clone()) {
+            level += 1;
+            from = start;
+            let depth = match kind {
+                TreeKind::TopDown => p.node(from[0].min(p.node_count() as u32 - 1)).depth,
+                _ => from.len() as u32,
+            };
+            let v = views::subtree(
+                p,
+                kind,
+                Some(&fs),
+                &from,
+                &TreeQuery {
+                    sort: sort.clone(),
+                    min_percent,
+                    max_depth: Some(depth + 1),
+                },
+            )
+            .map_err(bad)?;
+            if level == 1 {
+                totals = json!(v.totals);
+                columns = json!(v.columns);
+                sort_name = v.sort.clone();
+            }
+            let first: Option<TreeRow> = v.rows.first().cloned();
+            let parent_key = match kind {
+                TreeKind::TopDown => from[0].to_string(),
+                _ => from
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+            };
+            for r in v.rows {
+                let key = match kind {
+                    TreeKind::TopDown => r.id.to_string(),
+                    _ => from
+                        .iter()
+                        .chain(std::iter::once(&r.function))
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(","),
+                };
+                let mut row = serde_json::to_value(&r).unwrap_or(Value::Null);
+                row["key"] = json!(key);
+                row["parent_key"] = json!(parent_key);
+                rows.push(row);
+            }
+            // The hottest path: keep opening the first child (at most 12
+            // levels, while it carries at least 1 %).
+            if hot && level == starts.len() && level < 12 {
+                if let Some(r) = first.filter(|r| r.has_children && r.percent >= 1.0) {
+                    let next = match kind {
+                        TreeKind::TopDown => vec![r.id],
+                        _ => from
+                            .iter()
+                            .copied()
+                            .chain(std::iter::once(r.function))
+                            .collect(),
+                    };
+                    starts.push(next);
+                }
+            }
+        }
+        Ok(Reply::json(&json!({
+            "kind": kind,
+            "sort": sort_name,
+            "columns": columns,
+            "totals": totals,
+            "rows": rows,
+        })))
+    }
+}
+
+fn by(q: &Query) -> Result<By, (u16, String)> {
+    match q.get("by").map(String::as_str).unwrap_or("function") {
+        "function" => Ok(By::Function),
+        "line" => Ok(By::Line),
+        "instruction" => Ok(By::Instruction),
+        b => Err((
+            400,
+            format!("by={b}: expected function, line or instruction"),
+        )),
+    }
+}
+
+fn num(q: &Query, key: &str, default: usize) -> Result<usize, (u16, String)> {
+    match q.get(key) {
+        None => Ok(default),
+        Some(s) => s
+            .parse()
+            .map_err(|_| (400, format!("{key}={s} is not a number"))),
+    }
+}
+
+fn bad(e: impl std::fmt::Display) -> (u16, String) {
+    (400, e.to_string())
+}

@@ -1,0 +1,379 @@
+// coldcache ui: renders what the server's JSON API returns. No framework;
+// all state is in the URL hash so views are shareable and the back button
+// works. Aggregation, sorting and filtering happen on the server.
+"use strict";
+const TOKEN = new URLSearchParams(location.search).get("token") || "";
+let META = null;
+const $ = (sel) => document.querySelector(sel);
+const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+const fmt = (v) => (typeof v === "number" && !Number.isInteger(v) ? v.toFixed(1) : String(v));
+
+function state() {
+  const h = new URLSearchParams(location.hash.slice(1));
+  return {
+    view: h.get("view") || "flat",
+    dump: +(h.get("dump") || 0),
+    by: h.get("by") || "function",
+    sort: h.get("sort") || "",
+    incl: h.get("incl") === "1",
+    filter: h.get("filter") || "",
+    fn: h.has("fn") ? +h.get("fn") : null,
+    cols: h.get("cols") || "",
+    weight: h.get("weight") || "",
+    min: h.get("min") || "0.5",
+  };
+}
+
+function setState(patch) {
+  const s = Object.assign(state(), patch);
+  const h = new URLSearchParams();
+  for (const [k, v] of Object.entries(s)) {
+    if (v === null || v === "" || v === false) continue;
+    h.set(k, v === true ? "1" : v);
+  }
+  location.hash = h.toString();
+}
+
+async function api(path, params) {
+  const q = new URLSearchParams(params || {});
+  const t0 = performance.now();
+  const r = await fetch(path + "?" + q.toString(), { headers: { "X-Coldcache-Token": TOKEN } });
+  const ms = (performance.now() - t0).toFixed(0);
+  $("#status").textContent = `${path} ${ms} ms`;
+  const body = await r.json();
+  if (!r.ok) throw new Error(body.error || r.statusText);
+  return body;
+}
+
+function dumpMeta(s) { return META.dumps[Math.min(s.dump, META.dumps.length - 1)]; }
+function columns(s) { return dumpMeta(s).columns; }
+function sortName(s) { return s.sort || dumpMeta(s).default_sort; }
+
+// Visible columns: from the URL, else the report's default.
+function visibleCols(s) {
+  const cols = columns(s);
+  if (s.cols) {
+    const want = s.cols.split(",");
+    const v = cols.map((c, i) => (want.includes(c.name) ? i : -1)).filter((i) => i >= 0);
+    if (v.length) return v;
+  }
+  const pick = [];
+  const add = (pred) => cols.forEach((c, i) => { if (pred(c.name) && !pick.includes(i)) pick.push(i); });
+  add((n) => n === "instructions");
+  add((n) => n === "d_refs");
+  add((n) => n.startsWith("d_miss_"));
+  const firstI = cols.find((c) => c.name.startsWith("i_miss_"));
+  add((n) => firstI && n === firstI.name);
+  add((n) => n === "mem" || n === "badness");
+  return pick.length ? pick : cols.map((_, i) => i);
+}
+
+function colIndex(s, name) { return columns(s).findIndex((c) => c.name === name); }
+
+function controls(html) { $("#controls").innerHTML = html; }
+
+function columnsMenu(s) {
+  const vis = visibleCols(s);
+  const items = columns(s).map((c, i) =>
+    `<label title="${esc(c.description)}"><input type="checkbox" data-col="${esc(c.name)}" ${vis.includes(i) ? "checked" : ""}> ${esc(c.name)}</label>`).join("");
+  return `<span class="cols" id="cols"><button id="cols-btn" data-test="columns">Columns ▾</button><span class="menu">${items}</span></span>`;
+}
+
+function wireColumns() {
+  const box = $("#cols");
+  if (!box) return;
+  $("#cols-btn").onclick = () => box.classList.toggle("open");
+  box.querySelectorAll("input[data-col]").forEach((cb) => {
+    cb.onchange = () => {
+      const names = [...box.querySelectorAll("input[data-col]:checked")].map((x) => x.dataset.col);
+      setState({ cols: names.join(",") });
+    };
+  });
+}
+
+async function renderSelection(s) {
+  const el = $("#selection");
+  if (s.fn === null) { el.innerHTML = `<span class="muted">Click a function to select it; its source, callers and place in the tree follow it across views.</span>`; return; }
+  try {
+    const f = await api("/api/function", { dump: s.dump, fn: s.fn });
+    const m = colIndex(s, sortName(s));
+    el.innerHTML = `Selected: <span class="name" data-test="selected">${esc(f.label)}</span>
+      <span class="muted">${esc(f.info.file || "")}${f.info.line ? ":" + f.info.line : ""} · self ${esc(sortName(s))} ${fmt(f.self[m])}, inclusive ${fmt(f.incl[m])}</span>
+      <button data-go="source">Source</button><button data-go="asm">Disassembly</button>
+      <button data-go="callers">Callers</button><button data-go="top_down">In the tree</button>
+      ${META.compare ? f.in_dumps.map((x, i) => (x && i !== s.dump ? `<button data-dump="${i}" data-fn="${x.fn}">In ${esc(META.dumps[i].name)}</button>` : "")).join("") : ""}`;
+    el.querySelectorAll("button[data-go]").forEach((b) => (b.onclick = () => setState({ view: b.dataset.go, reveal: null })));
+    el.querySelectorAll("button[data-dump]").forEach((b) => (b.onclick = () => setState({ dump: +b.dataset.dump, fn: +b.dataset.fn })));
+  } catch (e) { el.innerHTML = `<span class="error">${esc(e.message)}</span>`; }
+}
+
+function header(s, cols, extra, label, sortable) {
+  const sn = sortName(s);
+  const ths = cols.map((i) => {
+    const c = columns(s)[i];
+    return `<th data-sort="${esc(c.name)}" title="${esc(c.description)}" class="${c.name === sn ? "sorted" : ""}">${esc(c.name)}</th>`;
+  }).join("");
+  return `<tr>${extra || ""}${ths}<th class="label">${esc(label)}</th></tr>`;
+}
+
+function wireSort(root) {
+  root.querySelectorAll("th[data-sort]").forEach((th) => (th.onclick = () => setState({ sort: th.dataset.sort })));
+}
+
+// ---- flat ----
+async function viewFlat(s) {
+  controls(`<label>rows <select id="by" data-test="by">
+      ${["function", "line", "instruction"].map((b) => `<option ${b === s.by ? "selected" : ""}>${b}</option>`).join("")}</select></label>
+    <label>filter <input id="filter" data-test="filter" value="${esc(s.filter)}" placeholder="regex"></label>
+    <label><input type="checkbox" id="incl" ${s.incl ? "checked" : ""}> sort by inclusive</label>
+    ${columnsMenu(s)}`);
+  $("#by").onchange = (e) => setState({ by: e.target.value });
+  let timer = null;
+  $("#filter").oninput = (e) => { clearTimeout(timer); timer = setTimeout(() => setState({ filter: e.target.value }), 300); };
+  $("#incl").onchange = (e) => setState({ incl: e.target.checked });
+  wireColumns();
+  const v = await api("/api/flat", { dump: s.dump, by: s.by, sort: sortName(s), inclusive: s.incl ? 1 : 0, filter: s.filter, limit: 300 });
+  const cols = visibleCols(s);
+  const sc = colIndex(s, v.sort);
+  const rows = v.rows.map((r, k) => {
+    const sel = r.function === s.fn && s.by === "function" ? "selected" : "";
+    const inc = r.incl ? `<td class="num">${fmt(r.incl[sc])}</td>` : "";
+    const label = esc(r.label) + (r.asm ? ` <span class="muted">${esc(r.asm)}</span>` : "");
+    return `<tr class="clickable ${sel}" data-fn="${r.function}" data-row="${k}">${cols.map((i) => `<td class="num">${fmt(r.self[i])}</td>`).join("")}${inc}<td class="label">${label}</td></tr>`;
+  }).join("");
+  const inclHead = v.rows.length && v.rows[0].incl ? `<th>incl:${esc(v.sort)}</th>` : "";
+  const total = `<tr class="total">${cols.map((i) => `<td class="num">${fmt(v.totals[i])}</td>`).join("")}${inclHead ? "<td></td>" : ""}<td class="label">TOTAL</td></tr>`;
+  const head = header(s, cols, "", s.by, true).replace(`<th class="label">`, `${inclHead}<th class="label">`);
+  $("#main").innerHTML = `<table data-test="flat"><thead>${head}</thead><tbody>${rows}${total}</tbody></table>
+    <p class="muted">${v.rows.length} of ${v.matched} rows · sorted by ${esc(v.sort)}${v.inclusive ? " (inclusive)" : ""} · click a row to select, double-click for its source</p>`;
+  wireSort($("#main"));
+  $("#main").querySelectorAll("tr[data-fn]").forEach((tr) => {
+    tr.onclick = () => setState({ fn: +tr.dataset.fn });
+    tr.ondblclick = () => setState({ fn: +tr.dataset.fn, view: "source" });
+  });
+}
+
+// ---- trees ----
+const TREE = { rows: new Map(), children: new Map(), open: new Set(), key: "" };
+
+function treeParams(s, kind) {
+  const p = { dump: s.dump, kind, sort: sortName(s), min_percent: s.min };
+  if (kind === "callers") p.fn = s.fn;
+  return p;
+}
+
+function addRows(rows) {
+  for (const r of rows) {
+    if (!TREE.rows.has(r.key)) {
+      TREE.rows.set(r.key, r);
+      const list = TREE.children.get(r.parent_key) || [];
+      list.push(r.key);
+      TREE.children.set(r.parent_key, list);
+    }
+    TREE.open.add(r.parent_key);
+  }
+}
+
+async function viewTree(s, kind) {
+  controls(`<label>hide below <input id="min" data-test="min" size="4" value="${esc(s.min)}"> %</label>
+    ${columnsMenu(s)} <span class="muted">${kind === "top_down" ? "callers above callees, all threads" : kind === "bottom_up" ? "where costs were spent, then who called" : "the selected function, then the callers its costs came through"}</span>`);
+  $("#min").onchange = (e) => setState({ min: e.target.value });
+  wireColumns();
+  if (kind === "callers" && s.fn === null) { $("#main").innerHTML = `<p class="muted">Select a function first (Flat view).</p>`; return; }
+  const key = JSON.stringify([s.dump, kind, s.fn, sortName(s), s.min]);
+  const base = treeParams(s, kind);
+  if (TREE.key !== key) {
+    TREE.rows = new Map(); TREE.children = new Map(); TREE.open = new Set(); TREE.key = key;
+    const first = await api("/api/tree", Object.assign({ hot: 1 }, base));
+    TREE.totals = first.totals;
+    addRows(first.rows);
+  }
+  if (kind === "top_down" && s.fn !== null && TREE.revealed !== s.fn) {
+    TREE.revealed = s.fn;
+    const r = await api("/api/tree", Object.assign({ reveal: s.fn }, base));
+    addRows(r.rows);
+  }
+  drawTree(s, kind);
+}
+
+function drawTree(s, kind) {
+  const cols = visibleCols(s);
+  const sc = colIndex(s, sortName(s));
+  const root = kind === "top_down" ? "0" : "";
+  const out = [];
+  const walk = (pk) => {
+    for (const k of TREE.children.get(pk) || []) {
+      const r = TREE.rows.get(k);
+      const open = TREE.open.has(k) && TREE.children.has(k);
+      const tw = r.has_children ? (open ? "▾" : "▸") : "";
+      const sel = r.function === s.fn ? "selected" : "";
+      out.push(`<tr class="clickable ${sel}" data-key="${esc(k)}" data-fn="${r.function}">
+        <td class="num"><span class="bar" style="width:${Math.max(1, Math.round(r.percent / 2))}px"></span>${r.percent.toFixed(1)}</td>
+        ${cols.map((i) => `<td class="num">${fmt(r.incl[i])}</td>`).join("")}<td class="num">${fmt(r.self[sc])}</td>
+        <td class="label" style="padding-left:${(r.depth - 1) * 16 + 8}px"><span class="twisty" data-test="twisty">${tw}</span><span class="fname">${esc(r.name)}</span></td></tr>`);
+      if (open) walk(k);
+    }
+  };
+  walk(root);
+  const head = header(s, cols, `<th>%</th>`, "function", true).replace(`<th class="label">`, `<th>self:${esc(sortName(s))}</th><th class="label">`);
+  $("#main").innerHTML = `<table data-test="tree" data-kind="${kind}"><thead>${head}</thead><tbody>${out.join("")}</tbody></table>
+    <p class="muted">inclusive columns; ▸ expands (the hottest path is open); 100% = ${fmt(TREE.totals[sc])} ${esc(sortName(s))}</p>`;
+  wireSort($("#main"));
+  $("#main").querySelectorAll("tr[data-key]").forEach((tr) => {
+    const k = tr.dataset.key;
+    tr.querySelector(".twisty").onclick = async (ev) => {
+      ev.stopPropagation();
+      if (TREE.open.has(k) && TREE.children.has(k)) { TREE.open.delete(k); drawTree(state(), kind); return; }
+      if (!TREE.children.has(k)) {
+        const p = treeParams(state(), kind);
+        if (kind === "top_down") p.node = k; else p.path = k;
+        const r = await api("/api/tree", p);
+        addRows(r.rows);
+      }
+      TREE.open.add(k);
+      drawTree(state(), kind);
+    };
+    tr.onclick = () => setState({ fn: +tr.dataset.fn });
+  });
+}
+
+// ---- source and disassembly ----
+async function viewSource(s) {
+  controls(`${columnsMenu(s)} <span class="muted">line shading: badness (mem² / instructions); ▶ marks the worst lines</span>`);
+  wireColumns();
+  if (s.fn === null) { $("#main").innerHTML = `<p class="muted">Select a function first (Flat view).</p>`; return; }
+  const v = await api("/api/annotate", { dump: s.dump, fn: s.fn });
+  const cols = visibleCols(s);
+  let max = 0;
+  v.files.forEach((f) => f.lines.forEach((l) => (max = Math.max(max, l.badness))));
+  const parts = v.files.map((f) => {
+    const rows = f.lines.map((l) => {
+      const has = l.costs.some((c) => c !== 0);
+      const shade = max > 0 ? (l.badness / max) * 0.55 : 0;
+      const style = shade > 0.01 ? `style="background: rgba(var(--hot), ${shade.toFixed(3)})"` : "";
+      const inl = l.inlined.length ? ` <span class="inl">[inlined: ${esc(l.inlined.join(", "))}]</span>` : "";
+      return `<tr class="${l.worst ? "worst" : ""}" ${style} data-line="${l.line}">${cols.map((i) => `<td class="num">${has ? fmt(l.costs[i]) : ""}</td>`).join("")}
+        <td class="lineno">${l.worst ? "▶" : ""}${l.line}</td><td class="code">${esc(l.text ?? "")}${inl}</td></tr>`;
+    }).join("");
+    return `<h3>${esc(f.path || "(no line information)")} ${f.readable || !f.path ? "" : '<span class="muted">(source not available)</span>'}</h3>
+      <table class="src" data-test="source"><thead><tr>${cols.map((i) => `<th>${esc(columns(s)[i].name)}</th>`).join("")}<th>line</th><th class="label">source</th></tr></thead><tbody>${rows}</tbody></table>`;
+  }).join("");
+  $("#main").innerHTML = parts || `<p class="muted">No costs in this function.</p>`;
+}
+
+async function viewAsm(s) {
+  controls(`${columnsMenu(s)}`);
+  wireColumns();
+  if (s.fn === null) { $("#main").innerHTML = `<p class="muted">Select a function first (Flat view).</p>`; return; }
+  const v = await api("/api/asm", { dump: s.dump, fn: s.fn });
+  const cols = visibleCols(s);
+  const rows = v.rows.map((r) => `${r.gap_before ? `<tr><td colspan="${cols.length + 3}" class="muted">…</td></tr>` : ""}
+    <tr>${cols.map((i) => `<td class="num">${fmt(r.costs[i])}</td>`).join("")}<td class="num">0x${r.addr.toString(16)}</td>
+    <td class="label">${esc(r.text || "(bytes unknown)")}</td><td class="label muted">${esc((r.file || "").split("/").slice(-2).join("/"))}${r.line ? ":" + r.line : ""}${r.inlined ? " [" + esc(r.inlined) + "]" : ""}</td></tr>`).join("");
+  $("#main").innerHTML = `<table data-test="asm"><thead><tr>${cols.map((i) => `<th>${esc(columns(s)[i].name)}</th>`).join("")}<th>address</th><th class="label">instruction</th><th class="label">line</th></tr></thead><tbody>${rows}</tbody></table>`;
+}
+
+// ---- threads, flame graph, capture ----
+async function viewThreads(s) {
+  controls(columnsMenu(s));
+  wireColumns();
+  const v = await api("/api/threads", { dump: s.dump });
+  const cols = visibleCols(s);
+  const head = (l) => `<tr>${cols.map((i) => `<th>${esc(columns(s)[i].name)}</th>`).join("")}<th class="label">${l}</th></tr>`;
+  const line = (vals, label) => `<tr>${cols.map((i) => `<td class="num">${fmt(vals[i])}</td>`).join("")}<td class="label">${esc(label)}</td></tr>`;
+  $("#main").innerHTML = `<h3>Threads</h3><table data-test="threads">${head("thread")}${v.threads.map((t) => line(t.costs, `${t.tid} ${t.name} (core ${t.core})`)).join("")}</table>
+    <h3>Simulated cores</h3><table>${head("core")}${v.cores.map((c) => line(c.costs, `core ${c.core} (threads ${c.threads.join(", ")})`)).join("")}</table>`;
+}
+
+function viewFlame(s) {
+  const counts = columns(s).filter((c) => c.name !== "badness");
+  const w = s.weight || (dumpMeta(s).default_sort === "mem" ? "mem" : "instructions");
+  controls(`<label>weight <select id="weight" data-test="weight">${counts.map((c) => `<option ${c.name === w ? "selected" : ""}>${esc(c.name)}</option>`).join("")}</select></label>
+    <span class="muted">click a frame to zoom; the SVG is drawn by the server (inferno)</span>`);
+  $("#weight").onchange = (e) => setState({ weight: e.target.value });
+  const q = new URLSearchParams({ dump: s.dump, weight: w, token: TOKEN });
+  $("#main").innerHTML = `<iframe class="flame" data-test="flame" src="/api/flame?${q}"></iframe>`;
+}
+
+function viewCapture(s) {
+  controls("");
+  const d = dumpMeta(s);
+  const kv = (k, v) => `<tr><td>${esc(k)}</td><td>${v}</td></tr>`;
+  $("#main").innerHTML = `<table class="kv" data-test="capture">
+    ${kv("dump", esc(d.name))}${kv("program", esc(d.program.join(" ")))}${kv("pid", d.pid)}
+    ${kv("trigger", esc(d.trigger))}${kv("threads traced", esc(d.threads_selected))}
+    ${kv("instructions", d.instructions)}${kv("duration", (d.duration_ns / 1e6).toFixed(3) + " ms")}
+    ${kv("cut short", esc(d.cut_short || "no"))}${kv("records", d.records)}
+    ${kv("cache", esc(d.cache_name) + ` (levels ${esc(d.levels.join(", "))}, ${d.cores} cores)`)}
+    ${kv("unmodelled", esc(d.unmodelled.map((u) => u[0] + ": " + u[1]).join(", ") || "none"))}
+    ${kv("notes", d.notes.map(esc).join("<br>") || "none")}
+    ${kv("threads", d.threads.map((t) => `${t.tid} ${esc(t.name)} → core ${t.core}`).join("<br>"))}
+    ${kv("modules", d.modules.map((m) => `${esc(m.path)} <span class="muted">${esc(m.status || "unresolved")} ${esc(m.detail || "")}</span>`).join("<br>"))}
+    </table><h3>Cache configuration</h3><pre data-test="cache-toml">${esc(d.cache_toml || "(not recorded)")}</pre>`;
+}
+
+// ---- comparison ----
+async function viewCompare(s) {
+  if (!META.compare) { controls(""); $("#main").innerHTML = `<p class="muted">Start coldcache ui with two dumps to compare them.</p>`; return; }
+  controls(`<label>rows <select id="by">${["function", "line"].map((b) => `<option ${b === (s.by === "instruction" ? "function" : s.by) ? "selected" : ""}>${b}</option>`).join("")}</select></label>
+    <label>ordered by the change of <select id="sort" data-test="sort">${columns(s).filter((c) => c.name !== "badness").map((c) => `<option ${c.name === sortName(s) ? "selected" : ""}>${esc(c.name)}</option>`).join("")}</select></label>
+    <label>filter <input id="filter" value="${esc(s.filter)}" placeholder="regex"></label> ${columnsMenu(s)}`);
+  $("#by").onchange = (e) => setState({ by: e.target.value });
+  $("#sort").onchange = (e) => setState({ sort: e.target.value });
+  $("#filter").onchange = (e) => setState({ filter: e.target.value });
+  wireColumns();
+  const v = await api("/api/diff", { by: s.by === "instruction" ? "function" : s.by, sort: sortName(s), filter: s.filter, limit: 300 });
+  const names = v.columns.map((c) => c.name);
+  const vis = visibleCols(s).map((i) => columns(s)[i].name).filter((n) => names.includes(n)).map((n) => names.indexOf(n));
+  const sc = names.indexOf(v.sort);
+  const cls = (c) => (c < 0 ? "neg" : c > 0 ? "pos" : "");
+  const rows = v.rows.map((r) => `<tr><td class="label">${esc(r.label)}</td>
+      <td class="num">${fmt(r.before[sc])}</td><td class="num">${fmt(r.after[sc])}</td>
+      <td class="num ${cls(r.change)}">${r.change > 0 ? "+" : ""}${fmt(r.change)}</td>
+      <td class="num">${r.status !== "changed" ? r.status : r.relative === null ? "" : (r.relative > 0 ? "+" : "") + r.relative.toFixed(1) + "%"}</td>
+      ${vis.filter((i) => i !== sc).map((i) => `<td class="num">${fmt(r.before[i])}</td><td class="num">${fmt(r.after[i])}</td>`).join("")}</tr>`).join("");
+  const other = vis.filter((i) => i !== sc).map((i) => `<th>${esc(names[i])} A</th><th>${esc(names[i])} B</th>`).join("");
+  $("#main").innerHTML = `<p>A = <b>${esc(META.dumps[0].name)}</b> (before), B = <b>${esc(META.dumps[1].name)}</b> (after); rows by the largest change of ${esc(v.sort)}</p>
+    <table data-test="compare"><thead><tr><th class="label">${esc(s.by === "line" ? "line" : "function")}</th><th>${esc(v.sort)} A</th><th>${esc(v.sort)} B</th><th>change</th><th>%</th>${other}</tr></thead>
+    <tbody>${rows}<tr class="total"><td class="label">TOTAL</td><td class="num">${fmt(v.before_totals[sc])}</td><td class="num">${fmt(v.after_totals[sc])}</td><td></td><td></td>${vis.filter((i) => i !== sc).map((i) => `<td class="num">${fmt(v.before_totals[i])}</td><td class="num">${fmt(v.after_totals[i])}</td>`).join("")}</tr></tbody></table>`;
+}
+
+// ---- frame ----
+async function render() {
+  const s = state();
+  document.querySelectorAll("#tabs a").forEach((a) => a.classList.toggle("active", a.dataset.view === s.view));
+  $("#tab-compare").classList.toggle("disabled", !META.compare);
+  $("#dumps").innerHTML = META.dumps.length > 1
+    ? `dump <select id="dump" data-test="dump">${META.dumps.map((d, i) => `<option value="${i}" ${i === s.dump ? "selected" : ""}>${"AB"[i] || i}: ${esc(d.name)}</option>`).join("")}</select>`
+    : esc(META.dumps[0].name);
+  const ds = $("#dump");
+  if (ds) ds.onchange = (e) => setState({ dump: +e.target.value, fn: null });
+  renderSelection(s);
+  try {
+    switch (s.view) {
+      case "top_down": case "bottom_up": case "callers": await viewTree(s, s.view); break;
+      case "source": await viewSource(s); break;
+      case "asm": await viewAsm(s); break;
+      case "threads": await viewThreads(s); break;
+      case "flame": viewFlame(s); break;
+      case "capture": viewCapture(s); break;
+      case "compare": await viewCompare(s); break;
+      default: await viewFlat(s);
+    }
+  } catch (e) {
+    $("#main").innerHTML = `<p class="error" data-test="error">${esc(e.message)}</p>`;
+  }
+}
+
+async function main() {
+  document.querySelectorAll("#tabs a").forEach((a) => (a.onclick = (e) => { e.preventDefault(); setState({ view: a.dataset.view }); }));
+  try {
+    META = await api("/api/meta", {});
+  } catch (e) {
+    $("#main").innerHTML = `<p class="error">${esc(e.message)}</p>`;
+    return;
+  }
+  window.addEventListener("hashchange", render);
+  render();
+}
+main();

@@ -1,0 +1,216 @@
+//! The web UI's API, in-process and over a real socket: the token is
+//! required, only the dump's source files are served, and every answer is
+//! the analysis crate's view (one source of truth), checked on the
+//! hand-computed dump of `crates/analysis/tests/hand.rs`.
+
+#[path = "../../analysis/tests/common/hand_dump.rs"]
+mod hand_dump;
+
+use coldcache_analysis::views::{self, FlatQuery};
+use coldcache_analysis::{Profile, ProfileOptions};
+use coldcache_ui::{App, Reply, ServeOptions, Server};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+fn profile(b_mem: u64, source: Option<&std::path::Path>) -> Profile {
+    let mut d = hand_dump::dump(b_mem);
+    if let Some(src) = source {
+        d.symbols.as_mut().unwrap().files[1] = src.to_str().unwrap().to_string();
+    }
+    Profile::new(d, ProfileOptions::default())
+}
+
+fn app(source: Option<&std::path::Path>) -> App {
+    App::new(
+        vec![
+            ("before.ccdump".into(), profile(8, source)),
+            ("after.ccdump".into(), profile(0, source)),
+        ],
+        TOKEN.into(),
+    )
+}
+
+fn get(app: &App, url: &str) -> Reply {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    app.handle(&format!("{url}{sep}token={TOKEN}"), None)
+}
+
+fn json(r: &Reply) -> Value {
+    assert_eq!(r.status, 200, "{}", r.text());
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+#[test]
+fn requests_without_the_right_token_are_refused() {
+    let a = app(None);
+    for url in [
+        "/",
+        "/api/meta",
+        "/api/flat",
+        "/api/source?file=/etc/passwd",
+    ] {
+        assert_eq!(a.handle(url, None).status, 403, "{url}");
+        assert_eq!(
+            a.handle(
+                &format!("{url}{}token=x", if url.contains('?') { "&" } else { "?" }),
+                None
+            )
+            .status,
+            403
+        );
+    }
+    let wrong = format!("{}0", &TOKEN[..TOKEN.len() - 1]);
+    assert_eq!(a.handle("/api/meta", Some(&wrong)).status, 403);
+    assert_eq!(a.handle("/api/meta", Some(TOKEN)).status, 200);
+    assert_eq!(get(&a, "/").status, 200);
+    assert!(get(&a, "/").text().contains("<script>"));
+}
+
+#[test]
+fn only_the_dumps_source_files_are_served() {
+    let dir = std::env::temp_dir().join(format!("coldcache-ui-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("u.c");
+    std::fs::write(&src, "line 1\n").unwrap();
+    let secret = dir.join("secret.txt");
+    std::fs::write(&secret, "secret\n").unwrap();
+    let a = app(Some(&src));
+    let ok = get(&a, &format!("/api/source?file={}", src.display()));
+    assert_eq!((ok.status, ok.text().as_str()), (200, "line 1\n"));
+    for f in [
+        secret.display().to_string(),
+        "/etc/passwd".into(),
+        format!("{}/../secret.txt", dir.join("x").display()),
+        format!("{}/./u.c", dir.display()),
+    ] {
+        let r = get(&a, &format!("/api/source?file={f}"));
+        assert_eq!(r.status, 403, "{f}: {}", r.text());
+    }
+    // The annotate view reads the file too.
+    let v = json(&get(&a, "/api/annotate?fn=1"));
+    assert_eq!(v["files"][0]["readable"], true);
+}
+
+#[test]
+fn answers_are_the_analysis_views() {
+    let a = app(None);
+    let p = profile(8, None);
+    let v = json(&get(&a, "/api/flat?by=function&sort=mem&limit=200"));
+    let want = serde_json::to_value(
+        views::flat(
+            &p,
+            &FlatQuery {
+                limit: Some(200),
+                ..FlatQuery::default()
+            },
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(v, want);
+    let m = json(&get(&a, "/api/meta"));
+    assert_eq!(m["compare"], true);
+    assert_eq!(m["dumps"][1]["name"], "after.ccdump");
+    // The hot path of the top-down tree: main → update → get_pos.
+    let t = json(&get(&a, "/api/tree?kind=top_down&hot=1"));
+    let names: Vec<&str> = t["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["main", "update", "render", "rec", "get_pos"]);
+    // Callers of get_pos (function 2), one level: update 80 %, render 20 %.
+    let c = json(&get(&a, "/api/tree?kind=callers&fn=2&path=2"));
+    let shares: Vec<(String, f64)> = c["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                r["percent"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shares,
+        [("update".to_string(), 80.0), ("render".to_string(), 20.0)]
+    );
+    assert_eq!(c["rows"][0]["key"], "2,1");
+    // Reveal rec (function 4) in the top-down tree: main's children are listed.
+    let r = json(&get(&a, "/api/tree?kind=top_down&reveal=4"));
+    assert!(r["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|x| x["name"] == "rec"));
+    // The comparison: get_pos lost 8 misses.
+    let d = json(&get(&a, "/api/diff?by=function"));
+    assert_eq!(d["rows"][0]["label"], "get_pos (prog)");
+    assert_eq!(d["rows"][0]["change"], -8.0);
+    let f = json(&get(&a, "/api/function?fn=2"));
+    assert_eq!(f["label"], "get_pos");
+    assert_eq!(f["in_dumps"][1]["fn"], 2);
+    let svg = get(&a, "/api/flame?weight=instructions");
+    assert_eq!(svg.content_type, "image/svg+xml");
+    assert!(svg.text().contains("get_pos"));
+}
+
+#[test]
+fn bad_requests_get_clear_errors() {
+    let a = app(None);
+    for (url, status, text) in [
+        ("/api/flat?by=page", 400, "by=page"),
+        ("/api/flat?sort=nope", 400, "no column named 'nope'"),
+        ("/api/flat?filter=(", 400, "invalid regular expression"),
+        ("/api/flat?dump=7", 404, "no dump 7"),
+        ("/api/annotate?fn=999", 404, "no function 999"),
+        ("/api/tree?kind=sideways", 400, "kind=sideways"),
+        ("/api/tree?node=99999", 400, "no call-tree node"),
+        ("/api/flame?weight=badness", 400, "ratio"),
+        ("/nope", 404, "no such page"),
+    ] {
+        let r = get(&a, url);
+        assert_eq!(r.status, status, "{url}: {}", r.text());
+        assert!(r.text().contains(text), "{url}: {}", r.text());
+    }
+    let one = App::new(vec![("a".into(), profile(8, None))], TOKEN.into());
+    assert!(get(&one, "/api/diff").text().contains("two dumps"));
+}
+
+fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let status = out.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, out)
+}
+
+#[test]
+fn the_server_listens_on_loopback_and_checks_the_token() {
+    let server = Server::bind(
+        vec![("a".into(), profile(8, None))],
+        &ServeOptions::default(),
+    )
+    .unwrap();
+    assert!(server.addr.ip().is_loopback());
+    let url = server.url.clone();
+    let token = url.split("token=").nth(1).unwrap().to_string();
+    assert_eq!(token.len(), 32);
+    let addr = server.addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let t = std::thread::spawn(move || server.run(&flag));
+    assert_eq!(http_get(addr, "/api/meta").0, 403);
+    let (status, body) = http_get(addr, &format!("/api/meta?token={token}"));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("nosniff"));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    t.join().unwrap();
+}

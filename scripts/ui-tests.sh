@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# End-to-end tests of `coldcache ui` in a real browser: Debian's chromium
+# driven by playwright-core (ui-tests/). Installs both when missing, records
+# the pushbuffer example before and after its fix (scripts/demo.sh), serves
+# the two dumps, runs ui-tests/e2e.mjs, and stops the server with SIGINT
+# (it must stop cleanly). Screenshots: target/ui-screenshots/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v chromium >/dev/null; then
+  echo "== installing chromium (Debian)"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  ($sudo apt-get update -qq && $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null) \
+    || { echo "chromium is missing and could not be installed" >&2; exit 1; }
+fi
+echo "== ui-tests: npm ci"
+(cd ui-tests && npm ci --no-audit --no-fund --silent)
+
+scripts/demo.sh target/demo >/dev/null
+shots=target/ui-screenshots
+rm -rf "$shots"; mkdir -p "$shots"
+log=target/ui-server.log
+target/release/coldcache ui target/demo/before.ccdump target/demo/after.ccdump >"$log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do grep -q "token=" "$log" && break; sleep 0.1; done
+url=$(grep -o 'http://[^ ]*token=[0-9a-f]*' "$log")
+echo "== server at $url"
+COLDCACHE_UI_URL="$url" SCREENSHOTS="$shots" node ui-tests/e2e.mjs
+kill -INT $server
+for _ in $(seq 1 50); do kill -0 $server 2>/dev/null || break; sleep 0.1; done
+if kill -0 $server 2>/dev/null; then echo "the server did not stop on SIGINT" >&2; exit 1; fi
+wait $server || { echo "the server exited with an error" >&2; cat "$log" >&2; exit 1; }
+grep -q "coldcache ui: stopped" "$log"
+echo "== ui tests passed; screenshots in $shots"

@@ -1,0 +1,189 @@
+// End-to-end tests of `coldcache ui` in a real browser (Debian's chromium,
+// driven by playwright-core). Run by scripts/ui-tests.sh, which starts the
+// server on two dumps (before and after the pushbuffer fix) and passes:
+//   COLDCACHE_UI_URL   the URL the server printed (with its token)
+//   SCREENSHOTS        directory for the screenshots
+// Each step checks what the page shows against what the API answers (the
+// API is checked against the analysis crate by the Rust tests).
+import { chromium } from "playwright-core";
+import assert from "node:assert/strict";
+import { mkdirSync } from "node:fs";
+
+const url = process.env.COLDCACHE_UI_URL;
+const shots = process.env.SCREENSHOTS || "screenshots";
+assert.ok(url, "COLDCACHE_UI_URL is not set");
+mkdirSync(shots, { recursive: true });
+const origin = new URL(url).origin;
+const token = new URL(url).searchParams.get("token");
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+const errors = [];
+page.on("pageerror", (e) => errors.push(String(e)));
+const step = async (name, fn) => {
+  const t0 = Date.now();
+  await fn();
+  await page.screenshot({ path: `${shots}/${name}.png`, fullPage: false });
+  console.log(`ok   ${name} (${Date.now() - t0} ms)`);
+};
+const cellTexts = (sel) => page.$$eval(sel, (els) => els.map((e) => e.textContent.trim()));
+const num = (s) => Number(String(s).replace(/[^0-9.\-]/g, ""));
+
+try {
+  await step("01-flat", async () => {
+    await page.goto(url);
+    await page.waitForSelector("table[data-test=flat] tbody tr");
+    const labels = await cellTexts("table[data-test=flat] tbody tr td.label");
+    assert.ok(labels.includes("build_push_buffer"), labels.join(","));
+    assert.equal(labels.at(-1), "TOTAL");
+  });
+
+  await step("02-sort-by-instructions", async () => {
+    await page.click("table[data-test=flat] th[data-sort=instructions]");
+    await page.waitForSelector("table[data-test=flat] th.sorted[data-sort=instructions]");
+    await page.waitForFunction(() => location.hash.includes("sort=instructions"));
+    const idx = await page.$$eval("table[data-test=flat] thead th", (ths) => ths.findIndex((t) => t.dataset.sort === "instructions"));
+    const vals = (await page.$$eval(`table[data-test=flat] tbody tr:not(.total) td:nth-child(${idx + 1})`, (tds) => tds.map((t) => t.textContent))).map(num);
+    assert.ok(vals.length > 3);
+    for (let i = 1; i < vals.length; i++) assert.ok(vals[i - 1] >= vals[i], `not sorted: ${vals}`);
+  });
+
+  await step("03-filter", async () => {
+    await page.fill("input[data-test=filter]", "push");
+    await page.waitForFunction(() => location.hash.includes("filter=push"));
+    await page.waitForFunction(() => [...document.querySelectorAll("table[data-test=flat] tbody tr:not(.total) td.label")].every((td) => /push/.test(td.textContent)));
+    const labels = await cellTexts("table[data-test=flat] tbody tr:not(.total) td.label");
+    assert.deepEqual(labels, ["build_push_buffer"]);
+  });
+
+  await step("04-select", async () => {
+    await page.click("table[data-test=flat] tbody tr[data-fn]");
+    await page.waitForSelector("[data-test=selected]");
+    assert.equal(await page.textContent("[data-test=selected]"), "build_push_buffer");
+  });
+
+  await step("05-source", async () => {
+    await page.click("#selection button[data-go=source]");
+    await page.waitForSelector("table[data-test=source] tr.worst");
+    const worst = await cellTexts("table[data-test=source] tr.worst td.code");
+    assert.ok(worst.some((t) => t.includes("flags & VISIBLE")), worst.join(" | "));
+    // The flag line is the most shaded one.
+    const shaded = await page.$$eval("table[data-test=source] tbody tr", (trs) => trs.map((tr) => [tr.querySelector("td.code").textContent, parseFloat((tr.getAttribute("style") || "").split(",").pop()) || 0]));
+    shaded.sort((a, b) => b[1] - a[1]);
+    assert.ok(shaded[0][0].includes("flags & VISIBLE"), JSON.stringify(shaded.slice(0, 3)));
+  });
+
+  await step("06-asm", async () => {
+    await page.click("#tabs a[data-view=asm]");
+    await page.waitForSelector("table[data-test=asm] tbody tr");
+    const text = await page.textContent("table[data-test=asm]");
+    assert.match(text, /test\s+byte ptr/);
+  });
+
+  await step("07-top-down", async () => {
+    await page.click("#tabs a[data-view=top_down]");
+    await page.waitForSelector("table[data-test=tree][data-kind=top_down] tbody tr");
+    // The hot path is open down to build_push_buffer, which is selected.
+    const names = await cellTexts("table[data-test=tree] tbody td.label .fname");
+    assert.ok(names.includes("build_push_buffer"), names.join(","));
+    assert.ok(await page.$("table[data-test=tree] tr.selected"));
+  });
+
+  await step("08-collapse", async () => {
+    // Collapse main (the hot path is open below it), then open it again.
+    const rows = () => page.$$eval("table[data-test=tree] tbody tr", (t) => t.length);
+    const before = await rows();
+    const mainRow = page.locator("table[data-test=tree] tbody tr", { hasText: "main" }).first();
+    await mainRow.locator(".twisty").click();
+    await page.waitForFunction((n) => document.querySelectorAll("table[data-test=tree] tbody tr").length < n, before);
+    await mainRow.locator(".twisty").click();
+    await page.waitForFunction((n) => document.querySelectorAll("table[data-test=tree] tbody tr").length === n, before);
+  });
+
+  await step("09-bottom-up-expand", async () => {
+    // Bottom-up with nothing hidden: run_frames' own cost is a second root,
+    // collapsed; opening it asks the server for its callers.
+    await page.click("#tabs a[data-view=bottom_up]");
+    await page.waitForSelector("table[data-test=tree][data-kind=bottom_up]");
+    await page.fill("input[data-test=min]", "0");
+    await page.press("input[data-test=min]", "Enter");
+    await page.waitForFunction(() => location.hash.includes("min=0&") || location.hash.endsWith("min=0"));
+    await page.waitForSelector("table[data-test=tree] tbody tr");
+    const first = await page.textContent("table[data-test=tree] tbody tr td.label .fname");
+    assert.match(first, /build_push_buffer/);
+    const before = (await page.$$("table[data-test=tree] tbody tr")).length;
+    const closed = page.locator("table[data-test=tree] tbody tr .twisty", { hasText: "▸" }).first();
+    await closed.click();
+    await page.waitForFunction((n) => document.querySelectorAll("table[data-test=tree] tbody tr").length > n, before);
+  });
+
+  await step("10-callers", async () => {
+    await page.click("#tabs a[data-view=callers]");
+    await page.waitForFunction(() => document.querySelectorAll("table[data-test=tree][data-kind=callers] tbody tr").length >= 2);
+    const names = await cellTexts("table[data-test=tree] tbody td.label .fname");
+    assert.equal(names[0], "build_push_buffer");
+    assert.equal(names[1], "run_frames");
+  });
+
+  await step("11-threads", async () => {
+    await page.click("#tabs a[data-view=threads]");
+    await page.waitForSelector("table[data-test=threads] tr td.label");
+  });
+
+  await step("12-flame", async () => {
+    await page.click("#tabs a[data-view=flame]");
+    const frame = await (await page.waitForSelector("iframe[data-test=flame]")).contentFrame();
+    await frame.waitForSelector("svg");
+    assert.match(await frame.content(), /build_push_buffer/);
+  });
+
+  await step("13-capture", async () => {
+    await page.click("#tabs a[data-view=capture]");
+    await page.waitForSelector("[data-test=cache-toml]");
+    assert.match(await page.textContent("[data-test=cache-toml]"), /\[\[level\]\]/);
+  });
+
+  await step("14-compare", async () => {
+    await page.click("#tabs a[data-view=compare]");
+    await page.waitForSelector("table[data-test=compare] tbody tr");
+    await page.selectOption("#controls select#by", "line");
+    await page.waitForFunction(() => location.hash.includes("by=line"));
+    await page.selectOption("#controls select#sort", "mem");
+    await page.waitForFunction(() => location.hash.includes("sort=mem"));
+    await page.waitForFunction(() => (document.querySelector("table[data-test=compare] tbody tr td.label") || {}).textContent?.includes("pushbuffer.c"));
+    const labels = (await cellTexts("table[data-test=compare] tbody tr td.label")).slice(0, 2).sort();
+    assert.ok(labels.every((l) => /pushbuffer\.c:(59|61)$/.test(l)), labels.join(","));
+    const change = num(await page.textContent("table[data-test=compare] tbody tr td:nth-child(4)"));
+    assert.ok(change < -4000, `change ${change}`);
+  });
+
+  await step("15-shared-url", async () => {
+    // A shared URL opens the same view with the same selection.
+    const shared = page.url().replace(/view=compare/, "view=source");
+    const other = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    await other.goto(shared);
+    await other.waitForSelector("table[data-test=source] tr.worst");
+    assert.equal(await other.textContent("[data-test=selected]"), "build_push_buffer");
+    await other.close();
+  });
+
+  // Refusals.
+  let r = await page.request.get(`${origin}/api/meta`);
+  assert.equal(r.status(), 403, "a request without the token");
+  r = await page.request.get(`${origin}/?token=wrong${token.slice(5)}`);
+  assert.equal(r.status(), 403, "a wrong token");
+  r = await page.request.get(`${origin}/api/source?token=${token}&file=/etc/passwd`);
+  assert.equal(r.status(), 403, "a file outside the dump's sources");
+  console.log("ok   refusals (no token, wrong token, /etc/passwd)");
+  assert.deepEqual(errors, [], "page errors");
+} catch (e) {
+  await page.screenshot({ path: `${shots}/failure.png` });
+  console.error(e);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
