@@ -56,7 +56,12 @@ pub fn run(a: ExportArgs) -> Result<()> {
     );
     let ctx = || format!("exporting {}", a.dump.display());
     let bytes: Vec<u8> = match a.format {
-        Format::Callgrind => coldcache_export::callgrind(&p).into_bytes(),
+        Format::Callgrind => {
+            let opts = coldcache_export::CallgrindOptions {
+                load_bias: p.dump().modules.iter().map(load_bias).collect(),
+            };
+            coldcache_export::callgrind_with(&p, &opts).into_bytes()
+        }
         Format::Folded => coldcache_export::folded(&p, a.weight.as_deref())
             .with_context(ctx)?
             .into_bytes(),
@@ -76,4 +81,29 @@ pub fn run(a: ExportArgs) -> Result<()> {
         bytes.len()
     );
     Ok(())
+}
+
+/// The load bias of a module (run-time address minus ELF virtual address),
+/// read from its file's `PT_LOAD` segments; `None` when the file is gone,
+/// unreadable, not ELF, or of another build.
+fn load_bias(m: &coldcache_dump::Module) -> Option<u64> {
+    use object::{Object, ObjectSegment};
+    if !m.path.starts_with('/') {
+        return None;
+    }
+    let data = std::fs::read(&m.path).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    if !m.build_id.is_empty() && file.build_id().ok()?? != m.build_id.as_slice() {
+        return None;
+    }
+    const PAGE: u64 = 0xfff;
+    let off = m.file_offset;
+    file.segments().find_map(|s| {
+        let (start, size) = s.file_range();
+        let aligned = start & !PAGE;
+        (aligned <= off && off < start + size).then(|| {
+            m.start
+                .wrapping_sub((s.address() & !PAGE) + (off - aligned))
+        })
+    })
 }

@@ -13,18 +13,29 @@
 //!   switched to with `fi=` and back with `fe=`.
 //! - Per call arc: `cfi=`/`cfn=`, `calls=N 0xTARGET LINE`, then the call
 //!   site `0xADDR LINE` with the arc's inclusive costs. Captures do not count
-//!   calls: N is the number of distinct paths (stack and instruction frames)
-//!   through the arc, a lower bound that says how many ways it was reached.
-//!   Recursion counts an arc once per stack, so inclusive costs never exceed
-//!   the totals.
+//!   calls: N is the number of distinct calling contexts of the callee
+//!   through the arc (call-tree nodes: the callee under one path of
+//!   callers), a lower bound of the calls (1 for a function called once or
+//!   many times from one place; KCachegrind shows it as the call count and
+//!   divides by it for "per call" costs). Recursion counts an arc's costs
+//!   once per stack, so inclusive costs never exceed the totals.
 //! - `totals:` at the end: the profile's totals, which equal the sum of
 //!   every self cost line.
 //!
 //! Names are compressed (`(3) name` the first time, `(3)` after).
+//!
+//! Addresses: Callgrind writes an instruction's address as the ELF file
+//! states it (run-time address minus the module's load bias), which is
+//! what `objdump` prints and what KCachegrind's Machine Code view asks
+//! `objdump` for. A dump holds run-time addresses; [`callgrind_with`] takes
+//! each module's load bias (the CLI reads it from the module's `PT_LOAD`
+//! segments) and writes file addresses; modules without a known bias keep
+//! their run-time addresses (a `desc:` line says which).
 
-use coldcache_analysis::{FnId, Formula, Profile};
+use coldcache_analysis::profile::ROOT;
+use coldcache_analysis::{FnId, Formula, NodeId, Profile};
 use coldcache_dump::symbols::NO_FILE;
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 use std::fmt::Write;
 
 /// Name compression for one of the `fl`, `fn`, `ob` contexts.
@@ -75,13 +86,38 @@ type FnBody = (Vec<(u64, u32, u32, Vec<u64>)>, Vec<(u64, FnId, Arc)>);
 struct Arc {
     file: u32,
     line: u32,
-    stacks: u64,
+    /// Call-tree nodes of the callee reached through the arc.
+    contexts: FxHashSet<NodeId>,
     costs: Vec<u64>,
 }
 
-/// The profile in the Callgrind format.
+/// Options of the Callgrind export.
+#[derive(Clone, Debug, Default)]
+pub struct CallgrindOptions {
+    /// Per module of the dump (same index): its load bias, run-time address
+    /// minus ELF virtual address, when known. Missing or `None`: addresses
+    /// of that module are written as run-time addresses.
+    pub load_bias: Vec<Option<u64>>,
+}
+
+/// The profile in the Callgrind format, with run-time addresses.
 pub fn callgrind(p: &Profile) -> String {
+    callgrind_with(p, &CallgrindOptions::default())
+}
+
+/// The profile in the Callgrind format, addresses of modules with a known
+/// load bias written as the ELF file's addresses.
+pub fn callgrind_with(p: &Profile, opts: &CallgrindOptions) -> String {
     let d = p.dump();
+    let file_addr = |a: u64| -> u64 {
+        match d
+            .module_of(a)
+            .and_then(|m| opts.load_bias.get(m).copied().flatten())
+        {
+            Some(bias) => a.wrapping_sub(bias),
+            None => a,
+        }
+    };
     let nc = p.counters();
     let events: Vec<usize> = p
         .columns()
@@ -120,22 +156,33 @@ pub fn callgrind(p: &Profile) -> String {
     }
     let mut arcs: HashMap<(FnId, u64, FnId), Arc> = HashMap::default();
     let mut seen: Vec<(FnId, u64, FnId)> = Vec::new();
+    let mut nodes: Vec<NodeId> = Vec::new();
     for (rep, costs) in groups.values() {
         let path = p.record_path(*rep);
+        // The call-tree node of each frame of the path, outermost first.
+        nodes.clear();
+        let mut n = p.record_node(*rep);
+        while n != ROOT {
+            nodes.push(n);
+            n = p.node(n).parent;
+        }
+        nodes.reverse();
         seen.clear();
-        for w in path.windows(2) {
+        for (j, w) in path.windows(2).enumerate() {
             let key = (w[0].function, w[0].addr, w[1].function);
+            let a = arcs.entry(key).or_insert_with(|| Arc {
+                file: w[0].file,
+                line: w[0].line,
+                contexts: FxHashSet::default(),
+                costs: vec![0; nc],
+            });
+            if let Some(&callee) = nodes.get(j + 1) {
+                a.contexts.insert(callee);
+            }
             if seen.contains(&key) {
                 continue;
             }
             seen.push(key);
-            let a = arcs.entry(key).or_insert_with(|| Arc {
-                file: w[0].file,
-                line: w[0].line,
-                stacks: 0,
-                costs: vec![0; nc],
-            });
-            a.stacks += 1;
             add(&mut a.costs, costs);
         }
     }
@@ -173,6 +220,15 @@ pub fn callgrind(p: &Profile) -> String {
     );
     if let Some(c) = &m.cut_short {
         let _ = writeln!(out, "desc: Cut short: {}", one_line(c));
+    }
+    for (i, md) in d.modules.iter().enumerate() {
+        if md.path.starts_with('/') && opts.load_bias.get(i).copied().flatten().is_none() {
+            let _ = writeln!(
+                out,
+                "desc: Run-time addresses: {} (load bias unknown)",
+                one_line(&md.path)
+            );
+        }
     }
     out.push_str("\npositions: instr line\n");
     for &e in &events {
@@ -245,7 +301,7 @@ pub fn callgrind(p: &Profile) -> String {
         };
         for (addr, file, line, c) in &ins {
             switch(&mut out, *file, &mut fl);
-            let _ = writeln!(out, "{addr:#x} {line}{}", cost_line(c));
+            let _ = writeln!(out, "{:#x} {line}{}", file_addr(*addr), cost_line(c));
         }
         for (addr, callee, a) in &calls {
             switch(&mut out, a.file, &mut fl);
@@ -254,8 +310,20 @@ pub fn callgrind(p: &Profile) -> String {
             let _ = writeln!(out, "cfn={}", fnn.get(&fn_name(*callee)));
             let info = p.function(*callee);
             let target = if info.entry != 0 { info.entry } else { *addr };
-            let _ = writeln!(out, "calls={} {target:#x} {}", a.stacks.max(1), info.line);
-            let _ = writeln!(out, "{addr:#x} {}{}", a.line, cost_line(&a.costs));
+            let _ = writeln!(
+                out,
+                "calls={} {:#x} {}",
+                a.contexts.len().max(1),
+                file_addr(target),
+                info.line
+            );
+            let _ = writeln!(
+                out,
+                "{:#x} {}{}",
+                file_addr(*addr),
+                a.line,
+                cost_line(&a.costs)
+            );
         }
         out.push('\n');
     }

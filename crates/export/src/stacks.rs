@@ -69,7 +69,8 @@ pub fn folded(p: &Profile, weight: Option<&str>) -> Result<String, ExportError> 
             .iter()
             .map(|f| frame_name(p, f.function))
             .collect();
-        *acc.entry(names.join(";")).or_insert(0) += w;
+        let e = acc.entry(names.join(";")).or_insert(0);
+        *e = e.saturating_add(w);
     }
     if acc.is_empty() {
         return Err(ExportError::Empty(col.name.clone()));
@@ -200,7 +201,16 @@ pub fn json(p: &Profile) -> Value {
     let fns: Vec<Value> = p
         .functions()
         .iter()
-        .map(|f| serde_json::to_value(f).unwrap_or(Value::Null))
+        .enumerate()
+        .map(|(i, f)| {
+            let mut v = serde_json::to_value(f).unwrap_or(Value::Null);
+            if let Value::Object(m) = &mut v {
+                let id = i as u32;
+                m.insert("self".into(), json!(values(cols, p.fn_self(id))));
+                m.insert("incl".into(), json!(values(cols, p.fn_incl(id))));
+            }
+            v
+        })
         .collect();
     let totals: Vec<Num> = values(cols, p.totals());
     json!({

@@ -226,3 +226,136 @@ fn callgrind_annotate_reads_it_without_warnings_with_equal_totals() {
     assert_eq!(totals2, want);
     assert!(!fns2.contains_key("get_pos"));
 }
+
+/// `calls=` lines of a Callgrind text: (caller block's `fn=` id, callee
+/// `cfn=` id, the `calls=` line).
+fn calls_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with("calls="))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn callgrind_calls_count_the_callees_calling_contexts() {
+    // Every arc of the hand dump reaches its callee in one context.
+    for inline in [true, false] {
+        let p = Profile::new(
+            hand_dump::dump(8),
+            ProfileOptions {
+                inline,
+                threads: None,
+            },
+        );
+        let calls = calls_lines(&coldcache_export::callgrind(&p));
+        assert!(!calls.is_empty());
+        for c in &calls {
+            assert!(c.starts_with("calls=1 "), "inline {inline}: {c}");
+        }
+    }
+    // One more level of recursion (main → rec → rec → rec, 2 instructions):
+    // the arc rec → rec (call site 0x4010) reaches rec in two contexts, and
+    // its inclusive cost counts each record once (2 + 2 instructions).
+    let mut d = hand_dump::dump(8);
+    d.stacks.push(coldcache_dump::StackNode {
+        parent: 4,
+        call_site: 0x4010,
+        callee: 0x4000,
+    });
+    let mut r = d.records[5].clone();
+    r.stack = 5;
+    d.records.push(r);
+    let p = Profile::new(d, ProfileOptions::default());
+    let text = coldcache_export::callgrind(&p);
+    let lines: Vec<&str> = text.lines().collect();
+    let rec_rec = lines
+        .iter()
+        .position(|l| l.starts_with("0x4010 "))
+        .expect("the recursive call site");
+    assert!(lines[rec_rec - 1].starts_with("calls=2 "), "{text}");
+    assert!(
+        lines[rec_rec].starts_with("0x4010 41 4 "),
+        "{}",
+        lines[rec_rec]
+    );
+    let main_rec = lines.iter().position(|l| l.starts_with("0x1030 ")).unwrap();
+    assert!(lines[main_rec - 1].starts_with("calls=1 "), "{text}");
+    assert!(
+        lines[main_rec].starts_with("0x1030 12 6 "),
+        "{}",
+        lines[main_rec]
+    );
+    assert!(text.contains("\ntotals: 32 "), "{text}");
+}
+
+#[test]
+fn callgrind_addresses_drop_the_load_bias_of_their_module() {
+    let p = profile();
+    let plain = coldcache_export::callgrind(&p);
+    assert!(plain.contains("desc: Run-time addresses: /bin/prog (load bias unknown)"));
+    let opts = coldcache_export::CallgrindOptions {
+        load_bias: vec![Some(0x1000)],
+    };
+    let text = coldcache_export::callgrind_with(&p, &opts);
+    assert!(!text.contains("desc: Run-time addresses"));
+    // main's instruction 0x1000 (m.c:9) is the file's address 0x0; the call
+    // to update targets its entry 0x2000 - 0x1000.
+    assert!(text.lines().any(|l| l.starts_with("0x0 9 1 ")), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("calls=1 0x1000 19")),
+        "{text}"
+    );
+    // Only addresses change: the same lines with the addresses removed.
+    let strip = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| !l.starts_with("desc: Run-time"))
+            .map(|l| {
+                if l.starts_with("0x") || l.starts_with("calls=") {
+                    l.split(' ')
+                        .filter(|w| !w.contains("0x"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect()
+    };
+    assert_eq!(strip(&plain), strip(&text));
+}
+
+#[test]
+fn json_functions_carry_self_and_inclusive_costs() {
+    let v = coldcache_export::json(&profile());
+    let cols: Vec<&str> = v["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    let ins = cols.iter().position(|c| *c == "instructions").unwrap();
+    let mem = cols.iter().position(|c| *c == "mem").unwrap();
+    let funcs = v["functions"].as_array().unwrap();
+    let by_name = |n: &str| funcs.iter().find(|f| f["name"] == n).unwrap();
+    // Hand counts (crates/analysis/tests/hand.rs): self and inclusive
+    // instructions and mem; rec's recursion counts once.
+    for (n, si, sm, ii, im) in [
+        ("main", 1, 0, 30, 11),
+        ("update", 5, 0, 15, 8),
+        ("get_pos", 20, 10, 20, 10),
+        ("render", 0, 0, 10, 2),
+        ("rec", 4, 1, 4, 1),
+    ] {
+        let f = by_name(n);
+        assert_eq!(
+            (
+                f["self"][ins].as_u64(),
+                f["self"][mem].as_u64(),
+                f["incl"][ins].as_u64(),
+                f["incl"][mem].as_u64()
+            ),
+            (Some(si), Some(sm), Some(ii), Some(im)),
+            "{n}"
+        );
+    }
+}
