@@ -44,8 +44,7 @@ try {
 
   await step("02-sort-by-instructions", async () => {
     await page.click("table[data-test=flat] th[data-sort=instructions]");
-    await page.waitForSelector("table[data-test=flat] th.sorted[data-sort=instructions]");
-    await page.waitForFunction(() => location.hash.includes("sort=instructions"));
+    await page.waitForSelector("table[data-test=flat][data-sort=instructions] th.sorted[data-sort=instructions]");
     const idx = await page.$$eval("table[data-test=flat] thead th", (ths) => ths.findIndex((t) => t.dataset.sort === "instructions"));
     const vals = (await page.$$eval(`table[data-test=flat] tbody tr:not(.total) td:nth-child(${idx + 1})`, (tds) => tds.map((t) => t.textContent))).map(num);
     assert.ok(vals.length > 3);
@@ -54,7 +53,7 @@ try {
 
   await step("03-filter", async () => {
     await page.fill("input[data-test=filter]", "push");
-    await page.waitForFunction(() => location.hash.includes("filter=push"));
+    await page.waitForSelector("table[data-test=flat][data-filter=push]");
     await page.waitForFunction(() => [...document.querySelectorAll("table[data-test=flat] tbody tr:not(.total) td.label")].every((td) => /push/.test(td.textContent)));
     const labels = await cellTexts("table[data-test=flat] tbody tr:not(.total) td.label");
     assert.deepEqual(labels, ["build_push_buffer"]);
@@ -111,8 +110,7 @@ try {
     await page.waitForSelector("table[data-test=tree][data-kind=bottom_up]");
     await page.fill("input[data-test=min]", "0");
     await page.press("input[data-test=min]", "Enter");
-    await page.waitForFunction(() => location.hash.includes("min=0&") || location.hash.endsWith("min=0"));
-    await page.waitForSelector("table[data-test=tree] tbody tr");
+    await page.waitForSelector("table[data-test=tree][data-kind=bottom_up][data-min='0'] tbody tr");
     const first = await page.textContent("table[data-test=tree] tbody tr td.label .fname");
     assert.match(first, /build_push_buffer/);
     const before = (await page.$$("table[data-test=tree] tbody tr")).length;
@@ -153,8 +151,8 @@ try {
     await page.selectOption("#controls select#by", "line");
     await page.waitForFunction(() => location.hash.includes("by=line"));
     await page.selectOption("#controls select#sort", "mem");
-    await page.waitForFunction(() => location.hash.includes("sort=mem"));
-    await page.waitForFunction(() => (document.querySelector("table[data-test=compare] tbody tr td.label") || {}).textContent?.includes("pushbuffer.c"));
+    // Wait for the table of this query (not the one drawn before it).
+    await page.waitForSelector("table[data-test=compare][data-sort=mem][data-by=line]");
     const labels = (await cellTexts("table[data-test=compare] tbody tr td.label")).slice(0, 2).sort();
     assert.ok(labels.every((l) => /pushbuffer\.c:(59|61)$/.test(l)), labels.join(","));
     const change = num(await page.textContent("table[data-test=compare] tbody tr td:nth-child(4)"));

@@ -144,7 +144,7 @@ async function viewFlat(s) {
   const inclHead = v.rows.length && v.rows[0].incl ? `<th>incl:${esc(v.sort)}</th>` : "";
   const total = `<tr class="total">${cols.map((i) => `<td class="num">${fmt(v.totals[i])}</td>`).join("")}${inclHead ? "<td></td>" : ""}<td class="label">TOTAL</td></tr>`;
   const head = header(s, cols, "", s.by, true).replace(`<th class="label">`, `${inclHead}<th class="label">`);
-  $("#main").innerHTML = `<table data-test="flat"><thead>${head}</thead><tbody>${rows}${total}</tbody></table>
+  $("#main").innerHTML = `<table data-test="flat" data-sort="${esc(v.sort)}" data-by="${esc(v.by)}" data-filter="${esc(s.filter)}"><thead>${head}</thead><tbody>${rows}${total}</tbody></table>
     <p class="muted">${v.rows.length} of ${v.matched} rows · sorted by ${esc(v.sort)}${v.inclusive ? " (inclusive)" : ""} · click a row to select, double-click for its source</p>`;
   wireSort($("#main"));
   $("#main").querySelectorAll("tr[data-fn]").forEach((tr) => {
@@ -216,7 +216,7 @@ function drawTree(s, kind) {
   };
   walk(root);
   const head = header(s, cols, `<th>%</th>`, "function", true).replace(`<th class="label">`, `<th>self:${esc(sortName(s))}</th><th class="label">`);
-  $("#main").innerHTML = `<table data-test="tree" data-kind="${kind}"><thead>${head}</thead><tbody>${out.join("")}</tbody></table>
+  $("#main").innerHTML = `<table data-test="tree" data-kind="${kind}" data-min="${esc(s.min)}"><thead>${head}</thead><tbody>${out.join("")}</tbody></table>
     <p class="muted">inclusive columns; ▸ expands (the hottest path is open); 100% = ${fmt(TREE.totals[sc])} ${esc(sortName(s))}</p>`;
   wireSort($("#main"));
   $("#main").querySelectorAll("tr[data-key]").forEach((tr) => {
@@ -334,7 +334,7 @@ async function viewCompare(s) {
       ${vis.filter((i) => i !== sc).map((i) => `<td class="num">${fmt(r.before[i])}</td><td class="num">${fmt(r.after[i])}</td>`).join("")}</tr>`).join("");
   const other = vis.filter((i) => i !== sc).map((i) => `<th>${esc(names[i])} A</th><th>${esc(names[i])} B</th>`).join("");
   $("#main").innerHTML = `<p>A = <b>${esc(META.dumps[0].name)}</b> (before), B = <b>${esc(META.dumps[1].name)}</b> (after); rows by the largest change of ${esc(v.sort)}</p>
-    <table data-test="compare"><thead><tr><th class="label">${esc(s.by === "line" ? "line" : "function")}</th><th>${esc(v.sort)} A</th><th>${esc(v.sort)} B</th><th>change</th><th>%</th>${other}</tr></thead>
+    <table data-test="compare" data-sort="${esc(v.sort)}" data-by="${esc(v.by)}"><thead><tr><th class="label">${esc(s.by === "line" ? "line" : "function")}</th><th>${esc(v.sort)} A</th><th>${esc(v.sort)} B</th><th>change</th><th>%</th>${other}</tr></thead>
     <tbody>${rows}<tr class="total"><td class="label">TOTAL</td><td class="num">${fmt(v.before_totals[sc])}</td><td class="num">${fmt(v.after_totals[sc])}</td><td></td><td></td>${vis.filter((i) => i !== sc).map((i) => `<td class="num">${fmt(v.before_totals[i])}</td><td class="num">${fmt(v.after_totals[i])}</td>`).join("")}</tr></tbody></table>`;
 }
 
