@@ -7,8 +7,9 @@
 //! - [`config`]: cache configurations from presets, TOML files and the host;
 //! - [`capture`]: single-step chosen threads of this process and write a
 //!   dump (`capture::start(options)` returns a guard that stops on drop);
-//! - [`dump`]: the dump format.
-//!
+//! - [`dump`]: the dump format;
+//! - [`analysis`]: a dump's views (flat, trees, callers, annotate, diff),
+//!   the numbers `coldcache report` and the web UI show;
 //! - [`zones`]: the zones profiler and spike detector; its macros are at the
 //!   root: `coldcache::zone!("name")`, `coldcache::zone_bytes!("name", n)`,
 //!   `coldcache::frame_mark()` (feature `zones-disabled` compiles them out).
@@ -21,6 +22,7 @@
 //! println!("{} instructions", summary.instructions);
 //! ```
 
+pub use coldcache_analysis as analysis;
 pub use coldcache_capture as capture;
 pub use coldcache_config as config;
 pub use coldcache_dump as dump;
