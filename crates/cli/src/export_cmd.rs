@@ -46,6 +46,12 @@ pub struct ExportArgs {
 
 /// Runs `coldcache export`.
 pub fn run(a: ExportArgs) -> Result<()> {
+    if a.weight.is_some() && matches!(a.format, Format::Callgrind | Format::Json) {
+        anyhow::bail!(
+            "--weight applies to folded, flamegraph and speedscope; the {} export carries every column",
+            if a.format == Format::Callgrind { "callgrind" } else { "json" }
+        );
+    }
     let dump = load_for_views(&a.dump)?;
     let p = Profile::new(
         dump,
