@@ -33,7 +33,7 @@
 //! their run-time addresses (a `desc:` line says which).
 
 use coldcache_analysis::profile::ROOT;
-use coldcache_analysis::{FnId, Formula, NodeId, Profile};
+use coldcache_analysis::{FnId, Formula, NodeId, PathFrame, Profile};
 use coldcache_dump::symbols::NO_FILE;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 use std::fmt::Write;
@@ -154,36 +154,89 @@ pub fn callgrind_with(p: &Profile, opts: &CallgrindOptions) -> String {
             .or_insert_with(|| (i, vec![0; nc]));
         add(&mut g.1, &r.counters);
     }
+    // Arcs. Every group of a stack shares the stack's part of the path (the
+    // call sites), so those arcs are counted once per stack with the summed
+    // cost of its groups; only the arcs into and inside each group's own
+    // frames (the instruction's inline chain) are counted per group. An arc
+    // counts once per path (recursion), as if each path were walked alone.
     let mut arcs: HashMap<(FnId, u64, FnId), Arc> = HashMap::default();
+    let mut by_stack: HashMap<u32, Vec<(usize, Vec<u64>)>> = HashMap::default();
+    for ((stack, _), g) in groups {
+        by_stack.entry(stack).or_default().push(g);
+    }
+    let mut stacks: Vec<u32> = by_stack.keys().copied().collect();
+    stacks.sort_unstable();
+    let mut seen_prefix: Vec<(FnId, u64, FnId)> = Vec::new();
     let mut seen: Vec<(FnId, u64, FnId)> = Vec::new();
     let mut nodes: Vec<NodeId> = Vec::new();
-    for (rep, costs) in groups.values() {
-        let path = p.record_path(*rep);
-        // The call-tree node of each frame of the path, outermost first.
+    let mut tail_nodes: Vec<NodeId> = Vec::new();
+    let mut sum = vec![0u64; nc];
+    fn arc(
+        arcs: &mut HashMap<(FnId, u64, FnId), Arc>,
+        key: (FnId, u64, FnId),
+        at: PathFrame,
+        nc: usize,
+    ) -> &mut Arc {
+        arcs.entry(key).or_insert_with(|| Arc {
+            file: at.file,
+            line: at.line,
+            contexts: FxHashSet::default(),
+            costs: vec![0; nc],
+        })
+    }
+    for s in stacks {
+        let gs = &by_stack[&s];
+        let rep = gs[0].0;
+        let path = p.record_path(rep);
+        let prefix_len = path.len() - p.record_frames(rep).len();
+        // The call-tree node of each frame of the representative's path.
         nodes.clear();
-        let mut n = p.record_node(*rep);
+        let mut n = p.record_node(rep);
         while n != ROOT {
             nodes.push(n);
             n = p.node(n).parent;
         }
         nodes.reverse();
-        seen.clear();
-        for (j, w) in path.windows(2).enumerate() {
-            let key = (w[0].function, w[0].addr, w[1].function);
-            let a = arcs.entry(key).or_insert_with(|| Arc {
-                file: w[0].file,
-                line: w[0].line,
-                contexts: FxHashSet::default(),
-                costs: vec![0; nc],
-            });
+        sum.iter_mut().for_each(|x| *x = 0);
+        for (_, c) in gs {
+            add(&mut sum, c);
+        }
+        seen_prefix.clear();
+        for j in 0..prefix_len.saturating_sub(1) {
+            let key = (path[j].function, path[j].addr, path[j + 1].function);
+            let a = arc(&mut arcs, key, path[j], nc);
             if let Some(&callee) = nodes.get(j + 1) {
                 a.contexts.insert(callee);
             }
-            if seen.contains(&key) {
-                continue;
+            if !seen_prefix.contains(&key) {
+                seen_prefix.push(key);
+                add(&mut a.costs, &sum);
             }
-            seen.push(key);
-            add(&mut a.costs, costs);
+        }
+        for (g_rep, costs) in gs {
+            let own = p.record_frames(*g_rep);
+            // The call-tree nodes of the group's own frames.
+            tail_nodes.clear();
+            let mut n = p.record_node(*g_rep);
+            for _ in 0..own.len() {
+                tail_nodes.push(n);
+                n = p.node(n).parent;
+            }
+            tail_nodes.reverse();
+            seen.clear();
+            let join = prefix_len.checked_sub(1).map(|j| path[j]);
+            let frames = join.iter().chain(own.iter());
+            let callees = own.iter().zip(tail_nodes.iter());
+            let skip = usize::from(join.is_none());
+            for (from, (to, &to_node)) in frames.zip(callees.skip(skip)) {
+                let key = (from.function, from.addr, to.function);
+                let a = arc(&mut arcs, key, *from, nc);
+                a.contexts.insert(to_node);
+                if !seen_prefix.contains(&key) && !seen.contains(&key) {
+                    seen.push(key);
+                    add(&mut a.costs, costs);
+                }
+            }
         }
     }
 
