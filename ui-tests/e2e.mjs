@@ -159,6 +159,19 @@ try {
     assert.ok(change < -4000, `change ${change}`);
   });
 
+  await step("14b-side-by-side", async () => {
+    await page.selectOption("#controls select#layout", "side by side");
+    await page.waitForSelector("table[data-test=side-0] tbody tr");
+    await page.waitForSelector("table[data-test=side-1] tbody tr");
+    const a = await cellTexts("table[data-test=side-0] tbody tr td.label");
+    const b = await cellTexts("table[data-test=side-1] tbody tr td.label");
+    assert.ok(a.length > 1 && b.length > 1);
+    assert.match(a[0], /pushbuffer\.c:(59|61)/);
+    await page.screenshot({ path: `${shots}/14b-side-by-side-panes.png` });
+    await page.selectOption("#controls select#layout", "changes");
+    await page.waitForSelector("table[data-test=compare]");
+  });
+
   await step("15-shared-url", async () => {
     // A shared URL opens the same view with the same selection.
     const shared = page.url().replace(/view=compare/, "view=source");

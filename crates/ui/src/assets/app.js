@@ -21,6 +21,7 @@ function state() {
     cols: h.get("cols") || "",
     weight: h.get("weight") || "",
     min: h.get("min") || "0.5",
+    layout: h.get("layout") || "changes",
   };
 }
 
@@ -317,11 +318,14 @@ async function viewCompare(s) {
   if (!META.compare) { controls(""); $("#main").innerHTML = `<p class="muted">Start coldcache ui with two dumps to compare them.</p>`; return; }
   controls(`<label>rows <select id="by">${["function", "line"].map((b) => `<option ${b === (s.by === "instruction" ? "function" : s.by) ? "selected" : ""}>${b}</option>`).join("")}</select></label>
     <label>ordered by the change of <select id="sort" data-test="sort">${columns(s).filter((c) => c.name !== "badness").map((c) => `<option ${c.name === sortName(s) ? "selected" : ""}>${esc(c.name)}</option>`).join("")}</select></label>
-    <label>filter <input id="filter" value="${esc(s.filter)}" placeholder="regex"></label> ${columnsMenu(s)}`);
+    <label>filter <input id="filter" value="${esc(s.filter)}" placeholder="regex"></label> ${columnsMenu(s)}
+    <label>layout <select id="layout" data-test="layout">${["changes", "side by side"].map((l) => `<option ${l === s.layout ? "selected" : ""}>${l}</option>`).join("")}</select></label>`);
   $("#by").onchange = (e) => setState({ by: e.target.value });
   $("#sort").onchange = (e) => setState({ sort: e.target.value });
   $("#filter").onchange = (e) => setState({ filter: e.target.value });
+  $("#layout").onchange = (e) => setState({ layout: e.target.value });
   wireColumns();
+  if (s.layout === "side by side") return viewSideBySide(s);
   const v = await api("/api/diff", { by: s.by === "instruction" ? "function" : s.by, sort: sortName(s), filter: s.filter, limit: 300 });
   const names = v.columns.map((c) => c.name);
   const vis = visibleCols(s).map((i) => columns(s)[i].name).filter((n) => names.includes(n)).map((n) => names.indexOf(n));
@@ -336,6 +340,20 @@ async function viewCompare(s) {
   $("#main").innerHTML = `<p>A = <b>${esc(META.dumps[0].name)}</b> (before), B = <b>${esc(META.dumps[1].name)}</b> (after); rows by the largest change of ${esc(v.sort)}</p>
     <table data-test="compare" data-sort="${esc(v.sort)}" data-by="${esc(v.by)}"><thead><tr><th class="label">${esc(s.by === "line" ? "line" : "function")}</th><th>${esc(v.sort)} A</th><th>${esc(v.sort)} B</th><th>change</th><th>%</th>${other}</tr></thead>
     <tbody>${rows}<tr class="total"><td class="label">TOTAL</td><td class="num">${fmt(v.before_totals[sc])}</td><td class="num">${fmt(v.after_totals[sc])}</td><td></td><td></td>${vis.filter((i) => i !== sc).map((i) => `<td class="num">${fmt(v.before_totals[i])}</td><td class="num">${fmt(v.after_totals[i])}</td>`).join("")}</tr></tbody></table>`;
+}
+
+// Both dumps' flat profiles next to each other, same rows, sort and filter.
+async function viewSideBySide(s) {
+  const by = s.by === "instruction" ? "function" : s.by;
+  const q = (d) => api("/api/flat", { dump: d, by, sort: sortName(s), filter: s.filter, limit: 100 });
+  const [a, b] = await Promise.all([q(0), q(1)]);
+  const cols = visibleCols(s);
+  const pane = (v, d) => `<div class="pane"><h3>${"AB"[d]}: ${esc(META.dumps[d].name)}</h3>
+    <table data-test="side-${d}"><thead><tr><th class="label">${esc(by)}</th>${cols.map((i) => `<th>${esc(columns(s)[i].name)}</th>`).join("")}</tr></thead>
+    <tbody>${v.rows.map((r) => `<tr class="clickable" data-dump="${d}" data-fn="${r.function}"><td class="label" title="${esc(r.label)}">${esc(by === "line" ? r.label.replace(/^.*\//, "") : r.label)}</td>${cols.map((i) => `<td class="num">${fmt(r.self[i])}</td>`).join("")}</tr>`).join("")}
+    <tr class="total"><td class="label">TOTAL</td>${cols.map((i) => `<td class="num">${fmt(v.totals[i])}</td>`).join("")}</tr></tbody></table></div>`;
+  $("#main").innerHTML = `<div class="panes">${pane(a, 0)}${pane(b, 1)}</div>`;
+  $("#main").querySelectorAll("tr[data-fn]").forEach((tr) => (tr.onclick = () => setState({ dump: +tr.dataset.dump, fn: +tr.dataset.fn })));
 }
 
 // ---- frame ----
