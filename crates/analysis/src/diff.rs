@@ -1,8 +1,9 @@
 //! `coldcache diff`: two profiles compared per function or per source line.
 //!
-//! Rows are matched by function name and module (or by file and line), so
-//! two builds of the same program compare even though their addresses
-//! differ. Columns are matched by name: two dumps simulated with different
+//! Rows are matched by function name, module and source file (or by file
+//! and line), so two builds of the same program compare even though their
+//! addresses differ; the program's own executable matches across builds
+//! whatever its file is called ([`module_key`]). Columns are matched by name: two dumps simulated with different
 //! hierarchies compare on the columns they share.
 
 use crate::profile::{add_row, Profile};
@@ -62,9 +63,22 @@ pub struct DiffView {
     pub rows: Vec<DiffRow>,
 }
 
-fn rows_of(p: &Profile, by: By) -> BTreeMap<String, Vec<u64>> {
+/// Rows of one side: identity → (label, costs). Functions are identified by
+/// name, module (the program's own executable counts as one module whatever
+/// its file is called, so two builds compare) and source file; lines by full
+/// path and line.
+fn rows_of(p: &Profile, by: By) -> BTreeMap<String, (String, Vec<u64>)> {
     let nc = p.counters();
-    let mut m: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut m: BTreeMap<String, (String, Vec<u64>)> = BTreeMap::new();
+    let fn_identity = |f: u32| -> String {
+        let info = p.function(f);
+        format!(
+            "{}\u{0}{}\u{0}{}",
+            info.name,
+            module_key(p, f),
+            info.file.as_deref().unwrap_or("")
+        )
+    };
     match by {
         By::Function | By::Instruction => {
             for f in 0..p.functions().len() as u32 {
@@ -73,12 +87,15 @@ fn rows_of(p: &Profile, by: By) -> BTreeMap<String, Vec<u64>> {
                     continue;
                 }
                 let info = p.function(f);
-                let key = if info.module.is_empty() || !info.resolved {
+                let label = if info.module.is_empty() || !info.resolved {
                     fn_label(p, f)
                 } else {
                     format!("{} ({})", info.name, info.module)
                 };
-                add_row(m.entry(key).or_insert_with(|| vec![0; nc]), s);
+                let e = m
+                    .entry(fn_identity(f))
+                    .or_insert_with(|| (label, vec![0; nc]));
+                add_row(&mut e.1, s);
             }
         }
         By::Line => {
@@ -99,15 +116,40 @@ fn rows_of(p: &Profile, by: By) -> BTreeMap<String, Vec<u64>> {
                 );
             }
             for ((file, line, f), v) in acc {
-                let key = match p.file(file) {
-                    Some(path) => format!("{}:{line}", short_path(path)),
-                    None => format!("{} (no line info)", fn_label(p, f)),
+                let (id, label) = match p.file(file) {
+                    Some(path) => (
+                        format!("{path}:{line}"),
+                        format!("{}:{line}", short_path(path)),
+                    ),
+                    None => (
+                        format!("{}\u{0}noline", fn_identity(f)),
+                        format!("{} (no line info)", fn_label(p, f)),
+                    ),
                 };
-                add_row(m.entry(key).or_insert_with(|| vec![0; nc]), &v);
+                let e = m.entry(id).or_insert_with(|| (label, vec![0; nc]));
+                add_row(&mut e.1, &v);
             }
         }
     }
     m
+}
+
+/// The module a function is compared under: its file name, except that the
+/// program's own executable is `<program>` (its name may differ between the
+/// two builds compared).
+pub fn module_key(p: &Profile, f: u32) -> String {
+    let info = p.function(f);
+    let program = p
+        .dump()
+        .meta
+        .program
+        .first()
+        .map(|s| s.rsplit('/').next().unwrap_or(s));
+    if !info.module.is_empty() && program == Some(info.module.as_str()) {
+        "<program>".into()
+    } else {
+        info.module.clone()
+    }
 }
 
 /// Compares `before` with `after`.
@@ -154,13 +196,40 @@ pub fn diff(before: &Profile, after: &Profile, q: &DiffQuery) -> Result<DiffView
     let mut keys: Vec<&String> = b.keys().chain(a.keys()).collect();
     keys.sort();
     keys.dedup();
+    // Labels shown: the after side's (else the before side's); when two
+    // rows would read the same (same name and module, different source
+    // files), the file is added.
+    let label_of = |k: &String| -> String {
+        a.get(k)
+            .or_else(|| b.get(k))
+            .map(|e| e.0.clone())
+            .unwrap_or_default()
+    };
+    let mut seen_labels: HashMap<String, usize> = HashMap::default();
+    for k in &keys {
+        *seen_labels.entry(label_of(k)).or_insert(0) += 1;
+    }
     let mut rows = Vec::new();
     for k in keys {
-        if re.as_ref().is_some_and(|r| !r.is_match(k)) {
+        let mut label = label_of(k);
+        if seen_labels.get(&label).copied().unwrap_or(0) > 1 {
+            if let Some(file) = k.split('\u{0}').nth(2).filter(|f| !f.is_empty()) {
+                label = format!("{label} [{}]", short_path(file));
+            } else if q.by == By::Line {
+                label = k.clone();
+            }
+        }
+        if re.as_ref().is_some_and(|r| !r.is_match(&label)) {
             continue;
         }
-        let bv = pick(values(before.columns(), b.get(k).unwrap_or(&zero_b)), true);
-        let av = pick(values(after.columns(), a.get(k).unwrap_or(&zero_a)), false);
+        let bv = pick(
+            values(before.columns(), b.get(k).map(|e| &e.1).unwrap_or(&zero_b)),
+            true,
+        );
+        let av = pick(
+            values(after.columns(), a.get(k).map(|e| &e.1).unwrap_or(&zero_a)),
+            false,
+        );
         let (x, y) = (bv[sc].as_f64(), av[sc].as_f64());
         let status = match (b.contains_key(k), a.contains_key(k)) {
             (true, false) => "gone",
@@ -168,7 +237,7 @@ pub fn diff(before: &Profile, after: &Profile, q: &DiffQuery) -> Result<DiffView
             _ => "changed",
         };
         rows.push(DiffRow {
-            label: k.clone(),
+            label,
             change: y - x,
             relative: (x != 0.0).then(|| ((y - x) / x * 1000.0).round() / 10.0),
             before: bv,

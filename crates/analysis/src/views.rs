@@ -677,11 +677,7 @@ fn render_top_down(
             percent: (pct(v) * 100.0).round() / 100.0,
             self_: values(cols, p.node_self(n)),
             incl: values(cols, p.node_incl(n)),
-            has_children: if expand {
-                !kids.is_empty()
-            } else {
-                !p.children(n).is_empty()
-            },
+            has_children: !kids.is_empty(),
         });
         if expand {
             stack.extend(kids.into_iter().rev());
@@ -861,10 +857,15 @@ pub fn annotate(p: &Profile, fs: &[FnId], source: &dyn Fn(&str) -> Option<String
         if src_lines.is_empty() {
             shown = lines.clone();
         } else {
+            // Every line with costs (line 0, "no line", included), and
+            // source context around the real ones.
             for &l in &lines {
-                let lo = l.saturating_sub(CONTEXT).max(1);
-                let hi = (l + CONTEXT).min(src_lines.len() as u32).max(l);
-                shown.extend(lo..=hi);
+                shown.push(l);
+                if l >= 1 {
+                    let lo = l.saturating_sub(CONTEXT).max(1);
+                    let hi = l.saturating_add(CONTEXT).min(src_lines.len() as u32).max(l);
+                    shown.extend(lo..=hi);
+                }
             }
             shown.sort_unstable();
             shown.dedup();

@@ -370,3 +370,55 @@ fn text_tables_show_the_same_numbers_as_the_views() {
         "{t}"
     );
 }
+
+#[test]
+fn diff_matches_the_program_across_renamed_builds_and_keeps_same_named_functions_apart() {
+    // The fixed build's executable has another name: still one row per function.
+    let before = profile();
+    let mut d = dump(0);
+    d.modules[0].path = "/bin/prog-fixed".into();
+    d.meta.program = vec!["/bin/prog-fixed".into()];
+    let after = Profile::new(d, ProfileOptions::default());
+    let v = diff(&before, &after, &DiffQuery::default()).unwrap();
+    assert!(v.rows.iter().all(|r| r.status == "changed"), "{:?}", v.rows);
+    assert_eq!(v.rows[0].label, "get_pos (prog-fixed)");
+    assert_eq!(v.rows[0].change, -8.0);
+
+    // Two functions named get_pos in one module, in different files.
+    let renamed = |b_mem| {
+        let mut d = dump(b_mem);
+        d.symbols.as_mut().unwrap().functions[4].name = "get_pos".into();
+        Profile::new(d, ProfileOptions::default())
+    };
+    let v = diff(&renamed(8), &renamed(0), &DiffQuery::default()).unwrap();
+    let labels: Vec<&str> = v.rows.iter().map(|r| r.label.as_str()).collect();
+    assert!(labels.contains(&"get_pos (prog) [s/pos.h]"), "{labels:?}");
+    assert!(labels.contains(&"get_pos (prog) [s/r.c]"), "{labels:?}");
+    assert_eq!(v.rows[0].label, "get_pos (prog) [s/pos.h]");
+}
+
+#[test]
+fn annotate_keeps_line_zero_costs_when_the_source_is_readable() {
+    let mut d = dump(8);
+    // update's own instruction at 0x2008 has no line (DWARF line 0).
+    let syms = d.symbols.as_mut().unwrap();
+    let i = syms
+        .locations
+        .iter()
+        .position(|l| l.addr == 0x2008)
+        .unwrap();
+    syms.locations[i].frames[0].line = 0;
+    let p = Profile::new(d, ProfileOptions::default());
+    let ins = col(&p, "instructions");
+    let fs = p.find_functions("update").unwrap();
+    let src = |path: &str| -> Option<String> {
+        (path == "/s/u.c").then(|| (1..=30).map(|i| format!("line {i}\n")).collect())
+    };
+    let v = views::annotate(&p, &fs, &src);
+    let lines = &v.files[0].lines;
+    let sum: u64 = lines.iter().map(|l| int(l.costs[ins])).sum();
+    assert_eq!(sum, 15, "every cost is on a shown line");
+    assert_eq!(lines[0].line, 0);
+    assert_eq!(int(lines[0].costs[ins]), 5);
+    assert!(lines[0].text.is_none());
+}

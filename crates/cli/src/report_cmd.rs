@@ -236,12 +236,22 @@ pub fn report(a: ReportArgs) -> Result<()> {
                 View::BottomUp => views::bottom_up(&p, &tree_q)?,
                 _ => views::callers(&p, &function("callers")?, &tree_q)?,
             };
-            let v = filter_tree(v, c.filter.as_deref(), limit)?;
+            let all = v.rows.len();
+            let tree_limit = c.limit.or((!c.json).then_some(100));
+            let v = filter_tree(v, c.filter.as_deref(), tree_limit)?;
             if c.json {
                 return print_json(&v);
             }
             let cols = render::pick_columns(&v.columns, c.columns.as_deref())?;
-            print_text(&format!("{header}\n{}", render::tree(&v, &cols)))
+            let cut = if v.rows.len() < all && c.filter.is_none() {
+                format!(
+                    "({} of {all} rows shown; --limit N, --min-percent P)\n",
+                    v.rows.len()
+                )
+            } else {
+                String::new()
+            };
+            print_text(&format!("{header}\n{}{cut}", render::tree(&v, &cols)))
         }
         View::Annotate => {
             let fs = function("annotate")?;
@@ -291,7 +301,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
 }
 
 /// Applies `--filter` (keeps rows matching and their ancestors) and
-/// `--limit` (first N rows in pre-order) to a tree.
+/// `--limit` (the first N rows in pre-order) to a tree.
 fn filter_tree(
     mut v: views::TreeView,
     filter: Option<&str>,
@@ -321,7 +331,7 @@ fn filter_tree(
         v.rows.retain(|_| k.next().unwrap_or(false));
     }
     if let Some(n) = limit {
-        v.rows.truncate(n.max(1) * 4);
+        v.rows.truncate(n);
     }
     Ok(v)
 }
@@ -333,6 +343,9 @@ fn regex_lite(p: &str) -> Result<regex::Regex> {
 
 /// Runs `coldcache diff`.
 pub fn diff(a: DiffArgs) -> Result<()> {
+    if !a.common.thread.is_empty() {
+        bail!("diff compares whole captures: thread ids differ between runs, so --thread does not apply (use report --thread on each dump)");
+    }
     let before = profile(&a.before, &a.common)?;
     let after = profile(&a.after, &a.common)?;
     let c = &a.common;

@@ -147,12 +147,7 @@ impl App {
         // those that read files (which may change).
         let cacheable =
             path.starts_with("/api/") && path != "/api/source" && path != "/api/annotate";
-        let key = {
-            let mut pairs: Vec<(&String, &String)> =
-                q.iter().filter(|(k, _)| k.as_str() != "token").collect();
-            pairs.sort();
-            format!("{path}?{pairs:?}")
-        };
+        let key = self.cache_key(path, &q);
         if cacheable {
             if let Some(r) = self.cache.lock().ok().and_then(|c| c.0.get(&key).cloned()) {
                 return r;
@@ -213,7 +208,12 @@ impl App {
                     .map(|(i, (_, o))| {
                         o.functions()
                             .iter()
-                            .position(|g| g.name == info.name && g.module == info.module)
+                            .enumerate()
+                            .position(|(x, g)| {
+                                g.name == info.name
+                                    && g.file == info.file
+                                    && diff::module_key(o, x as FnId) == diff::module_key(p, f)
+                            })
                             .map(|x| json!({ "dump": i, "fn": x }))
                             .unwrap_or(Value::Null)
                     })
@@ -295,6 +295,55 @@ impl App {
             }
             _ => Err((404, format!("no such page: {path}"))),
         }
+    }
+
+    /// Whether the answer to `url` is in the cache (tests).
+    pub fn is_cached(&self, url: &str) -> bool {
+        let (path, query) = url.split_once('?').unwrap_or((url, ""));
+        let q: Query = form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
+        let key = self.cache_key(path, &q);
+        self.cache
+            .lock()
+            .map(|c| c.0.contains_key(&key))
+            .unwrap_or(false)
+    }
+
+    /// The cache key of a request: its path and parameters without the
+    /// token, empty values and defaults (`inclusive=0`, `hot=0`), with the
+    /// default sort column and flame-graph weight spelt out, so that the
+    /// page's requests and `warm`'s meet in the cache.
+    fn cache_key(&self, path: &str, q: &Query) -> String {
+        let mut m: std::collections::BTreeMap<&str, String> = q
+            .iter()
+            .filter(|(k, v)| k.as_str() != "token" && !v.is_empty())
+            .filter(|(k, v)| {
+                !((k.as_str() == "inclusive" || k.as_str() == "hot") && v.as_str() == "0")
+            })
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        let dump = m
+            .get("dump")
+            .and_then(|d| d.parse::<usize>().ok())
+            .unwrap_or(0);
+        if let Some((_, p)) = self.profiles.get(dump) {
+            if path != "/api/diff" {
+                m.insert("dump", dump.to_string());
+            }
+            if matches!(path, "/api/flat" | "/api/tree" | "/api/diff") && !m.contains_key("sort") {
+                m.insert("sort", views::default_sort(p));
+            }
+            if matches!(path, "/api/flat" | "/api/diff") && !m.contains_key("by") {
+                m.insert("by", "function".into());
+            }
+            if path == "/api/flame" && !m.contains_key("weight") {
+                if let Ok(c) = coldcache_export::weight_column(p, None) {
+                    m.insert("weight", c.name.clone());
+                }
+            }
+        }
+        format!("{path}?{m:?}")
     }
 
     fn meta(&self) -> Value {
@@ -391,7 +440,8 @@ impl App {
             .unwrap_or(0.0);
         // Where to start: a call-tree node, or a path of functions.
         let mut from: Vec<u32> = match kind {
-            TreeKind::TopDown => vec![num(q, "node", 0)? as u32],
+            TreeKind::TopDown => vec![u32::try_from(num(q, "node", 0)?)
+                .map_err(|_| (400, "node= is out of range".to_string()))?],
             _ => q
                 .get("path")
                 .filter(|s| !s.is_empty())

@@ -214,3 +214,41 @@ fn the_server_listens_on_loopback_and_checks_the_token() {
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     t.join().unwrap();
 }
+
+#[test]
+fn the_warm_up_answers_the_pages_own_requests() {
+    let a = app(None);
+    let page_urls = [
+        "/api/flat?dump=0&by=line&sort=mem&inclusive=0&filter=&limit=300",
+        "/api/flat?dump=1&by=instruction&sort=mem&inclusive=0&filter=&limit=300",
+        "/api/flame?dump=0&weight=mem",
+        "/api/diff?by=line&sort=mem&filter=&limit=300",
+    ];
+    for u in page_urls {
+        assert!(!a.is_cached(u), "{u}");
+    }
+    a.warm();
+    for u in page_urls {
+        assert!(a.is_cached(u), "{u} not warmed");
+    }
+    // A different query is another answer.
+    assert!(!a.is_cached("/api/flat?dump=0&by=line&sort=instructions&limit=300"));
+    // Node ids beyond 32 bits are refused, not wrapped to the root.
+    assert_eq!(get(&a, "/api/tree?node=4294967296").status, 400);
+}
+
+#[test]
+fn the_same_function_in_the_other_dump_is_found_by_name_module_and_file() {
+    let mut d = hand_dump::dump(0);
+    d.modules[0].path = "/bin/prog-fixed".into();
+    d.meta.program = vec!["/bin/prog-fixed".into()];
+    let a = App::new(
+        vec![
+            ("before".into(), profile(8, None)),
+            ("after".into(), Profile::new(d, ProfileOptions::default())),
+        ],
+        TOKEN.into(),
+    );
+    let f = json(&get(&a, "/api/function?fn=2"));
+    assert_eq!(f["in_dumps"][1]["fn"], 2, "{f}");
+}

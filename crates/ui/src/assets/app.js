@@ -184,7 +184,7 @@ async function viewTree(s, kind) {
   const key = JSON.stringify([s.dump, kind, s.fn, sortName(s), s.min]);
   const base = treeParams(s, kind);
   if (TREE.key !== key) {
-    TREE.rows = new Map(); TREE.children = new Map(); TREE.open = new Set(); TREE.key = key;
+    TREE.rows = new Map(); TREE.children = new Map(); TREE.open = new Set(); TREE.key = key; TREE.revealed = undefined;
     const first = await api("/api/tree", Object.assign({ hot: 1 }, base));
     TREE.totals = first.totals;
     addRows(first.rows);
