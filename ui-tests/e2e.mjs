@@ -134,9 +134,38 @@ try {
 
   await step("12-flame", async () => {
     await page.click("#tabs a[data-view=flame]");
-    const frame = await (await page.waitForSelector("iframe[data-test=flame]")).contentFrame();
-    await frame.waitForSelector("svg");
-    assert.match(await frame.content(), /build_push_buffer/);
+    await page.waitForSelector("canvas[data-test=flame][data-root='0']");
+    // The frames drawn are the API's: the hot function is there, and its
+    // box on the canvas is where a click lands.
+    const hot = await page.evaluate(() => {
+      const r = FLAME.rows.find((x) => x.label === "build_push_buffer");
+      const b = flameBox(r, document.querySelector("canvas[data-test=flame]").clientWidth);
+      return { node: r.node, fn: r.function, x: b.x + b.w / 2, y: b.y + 9, value: r.value };
+    });
+    assert.ok(hot.value > 0);
+    const canvas = await page.$("canvas[data-test=flame]");
+    await canvas.hover({ position: { x: hot.x, y: hot.y } });
+    await page.waitForSelector("#flame-tip:has-text('build_push_buffer')");
+    await page.screenshot({ path: `${shots}/12-flame-whole.png` });
+    // Click: zoom into that frame and select its function.
+    await canvas.click({ position: { x: hot.x, y: hot.y } });
+    await page.waitForSelector(`canvas[data-test=flame][data-root='${hot.node}']`);
+    assert.equal(await page.textContent("[data-test=selected]"), "build_push_buffer");
+    const z = await page.evaluate(() => ({ rv: FLAME.v.root_value, top: FLAME.v.path.at(-1).function }));
+    assert.equal(z.rv, hot.value);
+    assert.equal(z.top, hot.fn);
+    // Search marks matching frames and sums their weight.
+    await page.click("[data-test=unzoom]");
+    await page.waitForSelector("canvas[data-test=flame][data-root='0']");
+    await page.fill("input[data-test=find]", "push_buffer");
+    await page.waitForSelector("canvas[data-test=flame][data-find=push_buffer]");
+    const matched = num(await page.getAttribute("canvas[data-test=flame]", "data-matched"));
+    assert.equal(matched, hot.value);
+    // Another weight redraws from the server.
+    await page.selectOption("select[data-test=weight]", "instructions");
+    await page.waitForSelector("canvas[data-test=flame][data-weight=instructions]");
+    await page.fill("input[data-test=find]", "");
+    await page.waitForSelector("canvas[data-test=flame][data-find='']");
   });
 
   await step("13-capture", async () => {

@@ -114,6 +114,16 @@ fn main() {
         views::disassembly(&p, &f)
     });
     time("threads", Some(floor), || views::threads(&p));
+    let mem = views::column_index(&p, "mem").unwrap();
+    let (v, _) = time("flame graph layout (mem, whole width)", Some(floor), || {
+        coldcache_analysis::flame::flame(&p, &coldcache_analysis::flame::FlameQuery::new(mem))
+            .unwrap()
+    });
+    println!(
+        "    ({} frames drawn, {} left out)",
+        v.frames.len(),
+        v.hidden_frames
+    );
     let p2 = Profile::new(d2, ProfileOptions::default());
     time("diff by function", Some(floor), || {
         diff(&p, &p2, &DiffQuery::default()).unwrap()

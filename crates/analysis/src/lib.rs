@@ -12,10 +12,12 @@
 //! - [`views`]: flat (per function, line or instruction), top-down,
 //!   bottom-up, callers of a function, annotated source, disassembly,
 //!   threads and cores; [`diff`] compares two profiles.
+//! - [`flame`]: the flame graph's layout below any call-tree node.
 //! - [`render`]: the text tables of `coldcache report` and `coldcache diff`.
 
 pub mod columns;
 pub mod diff;
+pub mod flame;
 pub mod profile;
 pub mod render;
 pub mod synthetic;

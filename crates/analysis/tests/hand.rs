@@ -422,3 +422,88 @@ fn annotate_keeps_line_zero_costs_when_the_source_is_readable() {
     assert_eq!(int(lines[0].costs[ins]), 5);
     assert!(lines[0].text.is_none());
 }
+
+#[test]
+fn flame_layout_by_hand() {
+    use coldcache_analysis::flame::{flame, FlameQuery};
+    let p = profile();
+    let ins = col(&p, "instructions");
+    let v = flame(&p, &FlameQuery::new(ins)).unwrap();
+    assert_eq!((v.total, v.root_value), (30, 30));
+    assert!(v.path.is_empty());
+    let name = |f: u32| v.names[&f].as_str();
+    // (depth, name, start, width, self): children side by side from the
+    // parent's left edge in alphabetical order, self weight on the right.
+    let got: Vec<(u32, &str, u64, u64, u64)> = v
+        .frames
+        .iter()
+        .map(|f| (f.depth, name(f.function), f.start, f.value, f.self_))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1, "main", 0, 30, 1),
+            (2, "rec", 0, 4, 2),
+            (2, "render", 4, 10, 0),
+            (2, "update", 14, 15, 5),
+            (3, "rec", 0, 2, 2),
+            (3, "get_pos", 4, 10, 10),
+            (3, "get_pos", 14, 10, 10),
+        ]
+    );
+    assert_eq!((v.max_depth, v.hidden_frames, v.cut_depth), (3, 0, None));
+    // Frame ids are the top-down tree's node ids.
+    let td = views::top_down(&p, &TreeQuery::default()).unwrap();
+    let update = td.rows.iter().find(|r| r.name == "update").unwrap().id;
+    assert_eq!(v.frames[3].node, update);
+    assert_eq!(v.frames[6].parent, update);
+    assert_eq!(v.frames[0].parent, 0);
+
+    // Zoomed into update: the path above it spans the width.
+    let mut q = FlameQuery::new(ins);
+    q.root = update;
+    let z = flame(&p, &q).unwrap();
+    assert_eq!(z.root_value, 15);
+    let path: Vec<(&str, u64)> = z
+        .path
+        .iter()
+        .map(|f| (z.names[&f.function].as_str(), f.value))
+        .collect();
+    assert_eq!(path, [("main", 30), ("update", 15)]);
+    assert_eq!(z.frames.len(), 1);
+    assert_eq!(
+        (z.frames[0].depth, z.frames[0].start, z.frames[0].value),
+        (3, 0, 10)
+    );
+
+    // By mem (11) with frames under a tenth left out: rec (1) is hidden.
+    let mut q = FlameQuery::new(col(&p, "mem"));
+    q.min_fraction = 0.1;
+    let m = flame(&p, &q).unwrap();
+    let got: Vec<(&str, u64, u64)> = m
+        .frames
+        .iter()
+        .map(|f| (m.names[&f.function].as_str(), f.start, f.value))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("main", 0, 11),
+            ("render", 0, 2),
+            ("update", 2, 8),
+            ("get_pos", 0, 2),
+            ("get_pos", 2, 8)
+        ]
+    );
+    assert_eq!((m.hidden_frames, m.hidden_value), (1, 1));
+
+    // At most 4 frames: the third level is cut whole.
+    let mut q = FlameQuery::new(ins);
+    q.max_frames = 4;
+    let c = flame(&p, &q).unwrap();
+    assert_eq!((c.frames.len(), c.max_depth, c.cut_depth), (4, 2, Some(3)));
+
+    // A node that does not exist is refused.
+    q.root = 1000;
+    assert!(flame(&p, &q).is_err());
+}

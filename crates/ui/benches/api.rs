@@ -69,7 +69,7 @@ fn main() {
     let t = Instant::now();
     warm.warm();
     println!(
-        "warm-up (flame graphs, flat by line and instruction, compare by line): {:.0} ms",
+        "warm-up (flat by line and instruction, compare by line): {:.0} ms",
         t.elapsed().as_secs_f64() * 1e3
     );
     let _ = built;
@@ -140,6 +140,14 @@ fn main() {
         ("threads", "/api/threads".to_string()),
         ("flame graph (mem)", "/api/flame?weight=mem".to_string()),
         (
+            "flame graph (instructions)",
+            "/api/flame?weight=instructions".to_string(),
+        ),
+        (
+            "flame graph, zoomed",
+            "/api/flame?weight=mem&node=1".to_string(),
+        ),
+        (
             "compare by function",
             "/api/diff?by=function&limit=300".to_string(),
         ),
@@ -174,6 +182,14 @@ fn main() {
         );
     }
     println!("slowest first answer: {} ({:.1} ms)", worst.1, worst.0);
+    // Not an interaction: the SVG file the page offers to save.
+    let t = Instant::now();
+    let (status, n) = get(addr, &format!("/api/flame.svg?weight=mem&token={token}"));
+    assert_eq!(status, 200);
+    println!(
+        "flame graph SVG to save (inferno): {:.0} ms, {n} bytes",
+        t.elapsed().as_secs_f64() * 1e3
+    );
     stop.store(true, Ordering::SeqCst);
     let _ = th.join();
 }

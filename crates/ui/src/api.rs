@@ -12,11 +12,13 @@
 //! | `/api/function?dump&fn` | a function: its info, self and inclusive values, and the same function's id in the other dump |
 //! | `/api/annotate?dump&fn`, `/api/asm?dump&fn` | `views::annotate`, `views::disassembly` |
 //! | `/api/threads?dump` | `views::threads` |
-//! | `/api/flame?dump&weight` | an SVG flame graph (`coldcache-export`) |
+//! | `/api/flame?dump&weight&node` | `flame::flame`: the flame graph's frames below a call-tree node, laid out |
+//! | `/api/flame.svg?dump&weight` | the whole flame graph as an SVG file (`coldcache-export`, inferno), to save |
 //! | `/api/diff?by&sort&filter&limit` | `diff::diff` of dump 0 → dump 1 |
 //! | `/api/source?dump&file` | a source file, only when the dump's line tables name it |
 
 use coldcache_analysis::diff::{self, DiffQuery};
+use coldcache_analysis::flame::{self, FlameQuery};
 use coldcache_analysis::views::{self, values, By, FlatQuery, TreeKind, TreeQuery, TreeRow};
 use coldcache_analysis::{FnId, Profile};
 use serde_json::{json, Value};
@@ -100,15 +102,14 @@ impl App {
         }
     }
 
-    /// Computes the answers that take longest (the flame graph of the
-    /// default weight, flat by line and instruction, the comparison by line)
+    /// Computes the answers that take longest (flat by line and
+    /// instruction, the comparison by line)
     /// ahead of the first click; `coldcache ui` runs it on a thread of its
     /// own at start-up.
     pub fn warm(&self) {
         let t = self.token.clone();
         let mut urls = Vec::new();
         for i in 0..self.profiles.len() {
-            urls.push(format!("/api/flame?dump={i}&token={t}"));
             urls.push(format!("/api/flat?dump={i}&by=line&limit=300&token={t}"));
             urls.push(format!(
                 "/api/flat?dump={i}&by=instruction&limit=300&token={t}"
@@ -253,6 +254,21 @@ impl App {
                     .get("weight")
                     .filter(|s| !s.is_empty())
                     .map(String::as_str);
+                let col = coldcache_export::weight_column(p, w).map_err(bad)?;
+                let mut fq = FlameQuery::new(views::column_index(p, &col.name).map_err(bad)?);
+                fq.root = u32::try_from(num(q, "node", 0)?)
+                    .map_err(|_| (400, "node= is out of range".to_string()))?;
+                if fq.root as usize >= p.node_count() {
+                    return Err((404, format!("no call-tree node {}", fq.root)));
+                }
+                Ok(Reply::of(&flame::flame(p, &fq).map_err(bad)?))
+            }
+            "/api/flame.svg" => {
+                let p = self.profile(q)?;
+                let w = q
+                    .get("weight")
+                    .filter(|s| !s.is_empty())
+                    .map(String::as_str);
                 let svg = coldcache_export::flamegraph(p, w).map_err(bad)?;
                 Ok(Reply {
                     status: 200,
@@ -337,7 +353,7 @@ impl App {
             if matches!(path, "/api/flat" | "/api/diff") && !m.contains_key("by") {
                 m.insert("by", "function".into());
             }
-            if path == "/api/flame" && !m.contains_key("weight") {
+            if path.starts_with("/api/flame") && !m.contains_key("weight") {
                 if let Ok(c) = coldcache_export::weight_column(p, None) {
                     m.insert("weight", c.name.clone());
                 }

@@ -6,6 +6,7 @@
 #[path = "../../analysis/tests/common/hand_dump.rs"]
 mod hand_dump;
 
+use coldcache_analysis::flame::FlameQuery;
 use coldcache_analysis::views::{self, FlatQuery};
 use coldcache_analysis::{Profile, ProfileOptions};
 use coldcache_ui::{App, Reply, ServeOptions, Server};
@@ -156,7 +157,28 @@ fn answers_are_the_analysis_views() {
     let f = json(&get(&a, "/api/function?fn=2"));
     assert_eq!(f["label"], "get_pos");
     assert_eq!(f["in_dumps"][1]["fn"], 2);
-    let svg = get(&a, "/api/flame?weight=instructions");
+    // The flame graph: the analysis crate's layout, unchanged; zooming
+    // into update (node of the top-down tree) keeps main above it.
+    let fl = json(&get(&a, "/api/flame?weight=instructions"));
+    let p = profile(8, None);
+    let ins = views::column_index(&p, "instructions").unwrap();
+    let expect = coldcache_analysis::flame::flame(&p, &FlameQuery::new(ins)).unwrap();
+    assert_eq!(fl, serde_json::to_value(&expect).unwrap());
+    assert_eq!(fl["root_value"], 30);
+    let update = fl["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| fl["names"][f["function"].to_string()] == "update")
+        .unwrap()["node"]
+        .clone();
+    let z = json(&get(
+        &a,
+        &format!("/api/flame?weight=instructions&node={update}"),
+    ));
+    assert_eq!(z["root_value"], 15);
+    assert_eq!(z["path"].as_array().unwrap().len(), 2);
+    let svg = get(&a, "/api/flame.svg?weight=instructions");
     assert_eq!(svg.content_type, "image/svg+xml");
     assert!(svg.text().contains("get_pos"));
 }
@@ -173,6 +195,9 @@ fn bad_requests_get_clear_errors() {
         ("/api/tree?kind=sideways", 400, "kind=sideways"),
         ("/api/tree?node=99999", 400, "no call-tree node"),
         ("/api/flame?weight=badness", 400, "ratio"),
+        ("/api/flame.svg?weight=badness", 400, "ratio"),
+        ("/api/flame?node=99999", 404, "no call-tree node"),
+        ("/api/flame?node=4294967296", 400, "out of range"),
         ("/nope", 404, "no such page"),
     ] {
         let r = get(&a, url);
@@ -221,7 +246,6 @@ fn the_warm_up_answers_the_pages_own_requests() {
     let page_urls = [
         "/api/flat?dump=0&by=line&sort=mem&inclusive=0&filter=&limit=300",
         "/api/flat?dump=1&by=instruction&sort=mem&inclusive=0&filter=&limit=300",
-        "/api/flame?dump=0&weight=mem",
         "/api/diff?by=line&sort=mem&filter=&limit=300",
     ];
     for u in page_urls {

@@ -22,6 +22,8 @@ function state() {
     weight: h.get("weight") || "",
     min: h.get("min") || "0.5",
     layout: h.get("layout") || "changes",
+    node: h.get("node") || "",
+    find: h.get("find") || "",
   };
 }
 
@@ -104,7 +106,7 @@ async function renderSelection(s) {
       <button data-go="callers">Callers</button><button data-go="top_down">In the tree</button>
       ${META.compare ? f.in_dumps.map((x, i) => (x && i !== s.dump ? `<button data-dump="${i}" data-fn="${x.fn}">In ${esc(META.dumps[i].name)}</button>` : "")).join("") : ""}`;
     el.querySelectorAll("button[data-go]").forEach((b) => (b.onclick = () => setState({ view: b.dataset.go, reveal: null })));
-    el.querySelectorAll("button[data-dump]").forEach((b) => (b.onclick = () => setState({ dump: +b.dataset.dump, fn: +b.dataset.fn })));
+    el.querySelectorAll("button[data-dump]").forEach((b) => (b.onclick = () => setState({ dump: +b.dataset.dump, fn: +b.dataset.fn, node: null })));
   } catch (e) { el.innerHTML = `<span class="error">${esc(e.message)}</span>`; }
 }
 
@@ -286,14 +288,137 @@ async function viewThreads(s) {
     <h3>Simulated cores</h3><table>${head("core")}${v.cores.map((c) => line(c.costs, `core ${c.core} (threads ${c.threads.join(", ")})`)).join("")}</table>`;
 }
 
-function viewFlame(s) {
+// The flame graph: the server lays out the frames below the zoomed node
+// (GET /api/flame, frames under 1/2000 of the width left out); the page
+// draws them on a canvas, root at the bottom as in inferno's SVG.
+const FLAME = { v: null, rows: [], hover: null };
+const FLAME_ROW = 18;
+
+function flameColor(name, matched) {
+  if (matched) return "rgb(230,0,230)";
+  if (/^0x[0-9a-f]+ /.test(name) || name.startsWith("[")) return "rgb(190,190,190)";
+  let h = 2166136261;
+  for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619);
+  const u = (k) => ((h >>> k) & 255) / 255;
+  return `rgb(${205 + Math.round(50 * u(0))},${Math.round(230 * u(8))},${Math.round(55 * u(16))})`;
+}
+
+async function viewFlame(s) {
   const counts = columns(s).filter((c) => c.name !== "badness");
   const w = s.weight || (dumpMeta(s).default_sort === "mem" ? "mem" : "instructions");
+  const svg = new URLSearchParams({ dump: s.dump, weight: w, token: TOKEN });
   controls(`<label>weight <select id="weight" data-test="weight">${counts.map((c) => `<option ${c.name === w ? "selected" : ""}>${esc(c.name)}</option>`).join("")}</select></label>
-    <span class="muted">click a frame to zoom; the SVG is drawn by the server (inferno)</span>`);
+    <label>search <input id="find" data-test="find" value="${esc(s.find)}" placeholder="regex"></label>
+    <button id="unzoom" data-test="unzoom" ${s.node ? "" : "disabled"}>Reset zoom</button>
+    <a href="/api/flame.svg?${svg}" download="flamegraph.svg">SVG</a>
+    <span class="muted">click a frame to zoom into it and select its function</span>`);
   $("#weight").onchange = (e) => setState({ weight: e.target.value });
-  const q = new URLSearchParams({ dump: s.dump, weight: w, token: TOKEN });
-  $("#main").innerHTML = `<iframe class="flame" data-test="flame" src="/api/flame?${q}"></iframe>`;
+  let timer = null;
+  $("#find").oninput = (e) => { clearTimeout(timer); timer = setTimeout(() => setState({ find: e.target.value }), 300); };
+  $("#unzoom").onclick = () => setState({ node: null });
+  const v = await api("/api/flame", { dump: s.dump, weight: w, node: s.node || 0 });
+  let re = null;
+  if (s.find) { try { re = new RegExp(s.find); } catch (e) { re = null; } }
+  // Rows to draw: "all", the path down to the zoomed node (full width),
+  // then the frames below it.
+  const name = (f) => v.names[f.function] ?? "";
+  const rows = [{ node: 0, parent: null, function: null, depth: 0, start: 0, value: v.total, self: 0, label: "all", full: true }];
+  for (const f of v.path) rows.push(Object.assign({ label: name(f), full: true }, f));
+  for (const f of v.frames) rows.push(Object.assign({ label: name(f), full: false }, f));
+  // Search: frames whose label matches, and the weight under them (a
+  // match inside another match counts once).
+  const byNode = new Map(rows.map((r) => [r.node, r]));
+  let matched = 0;
+  for (const r of rows) {
+    r.match = !!(re && r.node !== 0 && re.test(r.label));
+    if (!r.match || r.full) continue;
+    let p = byNode.get(r.parent), inner = false;
+    while (p && !p.full) { if (p.match) { inner = true; break; } p = byNode.get(p.parent); }
+    if (!inner) matched += r.value;
+  }
+  const pathMatch = v.path.some((f) => re && re.test(name(f)));
+  if (pathMatch) matched = v.root_value;
+  FLAME.v = v; FLAME.rows = rows;
+  const pct = (x, of) => (of > 0 ? ((100 * x) / of).toFixed(2) : "0.00");
+  const notes = [];
+  if (v.hidden_frames) notes.push(`${v.hidden_frames} frames narrower than 1/2000 of the width left out (${fmt(v.hidden_value)} ${esc(v.weight)}, ${pct(v.hidden_value, v.root_value)}%)`);
+  if (v.cut_depth !== null) notes.push(`cut at depth ${v.cut_depth} (too many frames): zoom in to see deeper`);
+  $("#main").innerHTML = `<div class="flame-wrap"><canvas data-test="flame" data-root="${v.root}" data-weight="${esc(v.weight)}" data-frames="${v.frames.length}" data-find="${esc(s.find)}" data-matched="${matched}"></canvas><div class="flame-tip" id="flame-tip"></div></div>
+    <p class="muted">${esc(v.weight)}: ${fmt(v.root_value)} in view of ${fmt(v.total)} (${pct(v.root_value, v.total)}%)${re ? ` · <span data-test="matched">matched ${fmt(matched)} (${pct(matched, v.root_value)}% of the view)</span>` : ""}${notes.length ? " · " + notes.join(" · ") : ""}</p>`;
+  const canvas = $("#main canvas");
+  drawFlame(canvas, s);
+  const at = (ev) => {
+    const b = canvas.getBoundingClientRect();
+    return flameHit(canvas, ev.clientX - b.left, ev.clientY - b.top);
+  };
+  const tip = $("#flame-tip");
+  canvas.onmousemove = (ev) => {
+    const r = at(ev);
+    if (!r) { tip.style.display = "none"; canvas.style.cursor = ""; return; }
+    canvas.style.cursor = "pointer";
+    tip.style.display = "block";
+    tip.innerHTML = `<b>${esc(r.label)}</b><br>${esc(v.weight)} ${fmt(r.value)} · ${pct(r.value, v.total)}% of all${r.full ? "" : ` · ${pct(r.value, v.root_value)}% of view`}<br>self ${fmt(r.self)}`;
+    const b = canvas.parentElement.getBoundingClientRect();
+    tip.style.left = Math.min(ev.clientX - b.left + 12, b.width - 320) + "px";
+    tip.style.top = ev.clientY - b.top + 14 + "px";
+  };
+  canvas.onmouseleave = () => (tip.style.display = "none");
+  canvas.onclick = (ev) => {
+    const r = at(ev);
+    if (!r) return;
+    if (r.node === 0) setState({ node: null });
+    else setState({ node: r.node, fn: r.function });
+  };
+  window.onresize = () => { if (state().view === "flame" && FLAME.v === v) drawFlame(canvas, state()); };
+}
+
+// Row geometry in CSS pixels: x, width, y of a frame on a canvas `width` wide.
+function flameBox(r, width) {
+  const v = FLAME.v;
+  const maxDepth = Math.max(v.max_depth, ...v.path.map((f) => f.depth), 0);
+  const x = r.full || v.root_value === 0 ? 0 : (r.start / v.root_value) * width;
+  const w = r.full ? width : (r.value / Math.max(1, v.root_value)) * width;
+  return { x, w, y: (maxDepth - r.depth) * FLAME_ROW };
+}
+
+function drawFlame(canvas, s) {
+  const v = FLAME.v;
+  const width = canvas.parentElement.clientWidth;
+  const maxDepth = Math.max(v.max_depth, ...v.path.map((f) => f.depth), 0);
+  const height = (maxDepth + 1) * FLAME_ROW;
+  const dpr = window.devicePixelRatio || 1;
+  canvas.width = Math.round(width * dpr); canvas.height = Math.round(height * dpr);
+  canvas.style.width = width + "px"; canvas.style.height = height + "px";
+  const ctx = canvas.getContext("2d");
+  ctx.scale(dpr, dpr);
+  ctx.font = "11px ui-monospace, monospace";
+  ctx.textBaseline = "middle";
+  const cw = ctx.measureText("M").width || 7;
+  for (const r of FLAME.rows) {
+    const b = flameBox(r, width);
+    if (b.w < 0.3) continue;
+    ctx.fillStyle = r.node === 0 ? "rgb(230,230,230)" : flameColor(r.label, r.match);
+    ctx.fillRect(b.x, b.y, Math.max(b.w - 0.5, 0.3), FLAME_ROW - 1);
+    if (s.fn !== null && r.function === s.fn) {
+      ctx.strokeStyle = "#1f3fbf"; ctx.lineWidth = 2;
+      ctx.strokeRect(b.x + 1, b.y + 1, Math.max(b.w - 2.5, 0.5), FLAME_ROW - 3);
+    }
+    const fit = Math.floor((b.w - 6) / cw);
+    if (fit >= 3) {
+      const t = r.label.length > fit ? r.label.slice(0, fit - 1) + "…" : r.label;
+      ctx.fillStyle = "#000";
+      ctx.fillText(t, b.x + 3, b.y + FLAME_ROW / 2);
+    }
+  }
+}
+
+function flameHit(canvas, x, y) {
+  const width = canvas.clientWidth;
+  for (const r of FLAME.rows) {
+    const b = flameBox(r, width);
+    if (y >= b.y && y < b.y + FLAME_ROW && x >= b.x && x < b.x + b.w) return r;
+  }
+  return null;
 }
 
 function viewCapture(s) {
@@ -353,7 +478,7 @@ async function viewSideBySide(s) {
     <tbody>${v.rows.map((r) => `<tr class="clickable" data-dump="${d}" data-fn="${r.function}"><td class="label" title="${esc(r.label)}">${esc(by === "line" ? r.label.replace(/^.*\//, "") : r.label)}</td>${cols.map((i) => `<td class="num">${fmt(r.self[i])}</td>`).join("")}</tr>`).join("")}
     <tr class="total"><td class="label">TOTAL</td>${cols.map((i) => `<td class="num">${fmt(v.totals[i])}</td>`).join("")}</tr></tbody></table></div>`;
   $("#main").innerHTML = `<div class="panes">${pane(a, 0)}${pane(b, 1)}</div>`;
-  $("#main").querySelectorAll("tr[data-fn]").forEach((tr) => (tr.onclick = () => setState({ dump: +tr.dataset.dump, fn: +tr.dataset.fn })));
+  $("#main").querySelectorAll("tr[data-fn]").forEach((tr) => (tr.onclick = () => setState({ dump: +tr.dataset.dump, fn: +tr.dataset.fn, node: null })));
 }
 
 // ---- frame ----
@@ -365,7 +490,7 @@ async function render() {
     ? `dump <select id="dump" data-test="dump">${META.dumps.map((d, i) => `<option value="${i}" ${i === s.dump ? "selected" : ""}>${"AB"[i] || i}: ${esc(d.name)}</option>`).join("")}</select>`
     : esc(META.dumps[0].name);
   const ds = $("#dump");
-  if (ds) ds.onchange = (e) => setState({ dump: +e.target.value, fn: null });
+  if (ds) ds.onchange = (e) => setState({ dump: +e.target.value, fn: null, node: null });
   renderSelection(s);
   try {
     switch (s.view) {
@@ -373,7 +498,7 @@ async function render() {
       case "source": await viewSource(s); break;
       case "asm": await viewAsm(s); break;
       case "threads": await viewThreads(s); break;
-      case "flame": viewFlame(s); break;
+      case "flame": await viewFlame(s); break;
       case "capture": viewCapture(s); break;
       case "compare": await viewCompare(s); break;
       default: await viewFlat(s);

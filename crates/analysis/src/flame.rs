@@ -1,0 +1,197 @@
+//! The flame graph's layout: the call tree as nested spans, weighted by one
+//! count column, below any node (zooming), with frames too narrow to see
+//! left out and accounted for.
+//!
+//! The web UI draws it on a canvas; the layout is computed here so that the
+//! numbers are the call tree's own (the same as the top-down view) and a
+//! million-record capture answers in milliseconds: the walk only visits the
+//! nodes that are drawn and their direct children.
+//!
+//! Layout rules (those of inferno and Brendan Gregg's flamegraph.pl, so the
+//! picture matches `coldcache export --format flamegraph`): a frame's width
+//! is its inclusive weight; its children sit side by side from its left
+//! edge in alphabetical order of their labels; what remains on the right is
+//! its self weight.
+
+use crate::profile::{FnId, NodeId, Profile, ROOT};
+use crate::views::fn_label;
+use crate::AnalysisError;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// A flame-graph query.
+#[derive(Clone, Debug)]
+pub struct FlameQuery {
+    /// The weight column's index in [`Profile::columns`] (a count, not a
+    /// ratio: the caller checks).
+    pub weight: usize,
+    /// The node whose subtree fills the width ([`ROOT`]: everything).
+    pub root: NodeId,
+    /// Frames narrower than this fraction of the root's weight are left
+    /// out (with their subtrees); 0 keeps every frame of non-zero weight.
+    pub min_fraction: f64,
+    /// At most this many frames; whole levels are kept, deeper levels are
+    /// cut (see [`FlameView::cut_depth`]).
+    pub max_frames: usize,
+}
+
+impl FlameQuery {
+    /// Everything, weighted by column `weight`, frames under 1/2000 of the
+    /// width left out, at most 50,000 frames.
+    pub fn new(weight: usize) -> FlameQuery {
+        FlameQuery {
+            weight,
+            root: ROOT,
+            min_fraction: 1.0 / 2000.0,
+            max_frames: 50_000,
+        }
+    }
+}
+
+/// One drawn frame.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FlameFrame {
+    /// Its call-tree node (the top-down view's row id).
+    pub node: NodeId,
+    /// Its parent's node ([`ROOT`] for the outermost functions).
+    pub parent: NodeId,
+    /// Its function.
+    pub function: FnId,
+    /// Depth in the call tree (1 for the outermost functions; the root,
+    /// "all", is depth 0).
+    pub depth: u32,
+    /// Left edge, in weight units from the root's left edge.
+    pub start: u64,
+    /// Width: the node's inclusive weight.
+    pub value: u64,
+    /// The node's self weight.
+    #[serde(rename = "self")]
+    pub self_: u64,
+}
+
+/// The layout.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlameView {
+    /// The weight column's name.
+    pub weight: String,
+    /// The whole profile's weight.
+    pub total: u64,
+    /// The node filling the width.
+    pub root: NodeId,
+    /// Its weight (the width).
+    pub root_value: u64,
+    /// The nodes from the outermost function down to the root (empty when
+    /// the root is [`ROOT`]), each drawn across the whole width: clicking
+    /// one zooms out to it. Their `start` is 0 and `value` their own
+    /// inclusive weight.
+    pub path: Vec<FlameFrame>,
+    /// Frames below the root, level by level, left to right.
+    pub frames: Vec<FlameFrame>,
+    /// Deepest depth drawn.
+    pub max_depth: u32,
+    /// Frames left out for being too narrow (tops of left-out subtrees).
+    pub hidden_frames: usize,
+    /// Their summed weight.
+    pub hidden_value: u64,
+    /// When `max_frames` was reached: the first depth not drawn.
+    pub cut_depth: Option<u32>,
+    /// Labels of the functions drawn, by id.
+    pub names: BTreeMap<FnId, String>,
+}
+
+/// Lays out the flame graph.
+pub fn flame(p: &Profile, q: &FlameQuery) -> Result<FlameView, AnalysisError> {
+    if q.root as usize >= p.node_count() {
+        return Err(AnalysisError::NoSuchNode(q.root));
+    }
+    let col = &p.columns()[q.weight];
+    let weight = |n: NodeId| col.int_value(p.node_incl(n));
+    let self_weight = |n: NodeId| col.int_value(p.node_self(n));
+    let root_value = weight(q.root);
+    let min = ((q.min_fraction.max(0.0) * root_value as f64).ceil() as u64).max(1);
+    let mut names: BTreeMap<FnId, String> = BTreeMap::new();
+    let mut label =
+        |f: FnId| -> String { names.entry(f).or_insert_with(|| fn_label(p, f)).clone() };
+
+    let mut path = Vec::new();
+    let mut n = q.root;
+    while n != ROOT {
+        let node = p.node(n);
+        label(node.function);
+        path.push(FlameFrame {
+            node: n,
+            parent: node.parent,
+            function: node.function,
+            depth: node.depth,
+            start: 0,
+            value: weight(n),
+            self_: self_weight(n),
+        });
+        n = node.parent;
+    }
+    path.reverse();
+
+    let mut frames: Vec<FlameFrame> = Vec::new();
+    let mut hidden_frames = 0;
+    let mut hidden_value = 0u64;
+    let mut cut_depth = None;
+    let mut max_depth = p.node(q.root).depth;
+    // Level by level: (node, left edge) of the frames of the current level.
+    let mut level: Vec<(NodeId, u64)> = vec![(q.root, 0)];
+    while !level.is_empty() {
+        let mut next: Vec<FlameFrame> = Vec::new();
+        for &(parent, start) in &level {
+            let mut kids: Vec<(String, NodeId, u64)> = Vec::new();
+            for &c in p.children(parent) {
+                let v = weight(c);
+                if v == 0 {
+                    continue;
+                }
+                if v < min {
+                    hidden_frames += 1;
+                    hidden_value = hidden_value.saturating_add(v);
+                    continue;
+                }
+                kids.push((label(p.node(c).function), c, v));
+            }
+            kids.sort();
+            let mut x = start;
+            for (_, c, v) in kids {
+                let node = p.node(c);
+                next.push(FlameFrame {
+                    node: c,
+                    parent,
+                    function: node.function,
+                    depth: node.depth,
+                    start: x,
+                    value: v,
+                    self_: self_weight(c),
+                });
+                x = x.saturating_add(v);
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        if frames.len() + next.len() > q.max_frames {
+            cut_depth = Some(next[0].depth);
+            break;
+        }
+        max_depth = next[0].depth;
+        level = next.iter().map(|f| (f.node, f.start)).collect();
+        frames.extend(next);
+    }
+    Ok(FlameView {
+        weight: col.name.clone(),
+        total: weight(ROOT),
+        root: q.root,
+        root_value,
+        path,
+        frames,
+        max_depth,
+        hidden_frames,
+        hidden_value,
+        cut_depth,
+        names,
+    })
+}
