@@ -161,11 +161,28 @@ try {
     await page.waitForSelector("canvas[data-test=flame][data-find=push_buffer]");
     const matched = num(await page.getAttribute("canvas[data-test=flame]", "data-matched"));
     assert.equal(matched, hot.value);
+    // Compared with the fixed build: the hot function's misses are mostly
+    // gone, drawn blue, and the tooltip gives both sides.
+    await page.fill("input[data-test=find]", "");
+    await page.waitForSelector("canvas[data-test=flame][data-find='']");
+    await page.check("input[data-test=flame-compare]");
+    await page.waitForSelector("canvas[data-test=flame][data-compare='1']");
+    const cmp = await page.evaluate(() => {
+      const r = FLAME.rows.find((x) => x.label === "build_push_buffer");
+      const b = flameBox(r, document.querySelector("canvas[data-test=flame]").clientWidth);
+      return { a: r.value, b: r.other, x: b.x + b.w / 2, y: b.y + 9, colour: diffColor(FLAME.delta(r) / FLAME.maxDelta) };
+    });
+    assert.equal(cmp.a, hot.value);
+    assert.ok(cmp.b > 0 && cmp.b < cmp.a / 4, `after ${cmp.b}, before ${cmp.a}`);
+    assert.match(cmp.colour, /^rgb\(\d+,\d+,255\)$/);
+    await page.hover("canvas[data-test=flame]", { position: { x: cmp.x, y: cmp.y } });
+    await page.waitForSelector(`#flame-tip:has-text('change -${cmp.a - cmp.b}')`);
+    await page.screenshot({ path: `${shots}/12-flame-compare.png` });
+    await page.uncheck("input[data-test=flame-compare]");
+    await page.waitForSelector("canvas[data-test=flame][data-compare='0']");
     // Another weight redraws from the server.
     await page.selectOption("select[data-test=weight]", "instructions");
     await page.waitForSelector("canvas[data-test=flame][data-weight=instructions]");
-    await page.fill("input[data-test=find]", "");
-    await page.waitForSelector("canvas[data-test=flame][data-find='']");
   });
 
   await step("13-capture", async () => {

@@ -70,15 +70,7 @@ pub struct DiffView {
 fn rows_of(p: &Profile, by: By) -> BTreeMap<String, (String, Vec<u64>)> {
     let nc = p.counters();
     let mut m: BTreeMap<String, (String, Vec<u64>)> = BTreeMap::new();
-    let fn_identity = |f: u32| -> String {
-        let info = p.function(f);
-        format!(
-            "{}\u{0}{}\u{0}{}",
-            info.name,
-            module_key(p, f),
-            info.file.as_deref().unwrap_or("")
-        )
-    };
+    let fn_identity = |f: u32| function_identity(p, f);
     match by {
         By::Function | By::Instruction => {
             for f in 0..p.functions().len() as u32 {
@@ -150,6 +142,18 @@ pub fn module_key(p: &Profile, f: u32) -> String {
     } else {
         info.module.clone()
     }
+}
+
+/// What makes a function the same function in another profile: its name,
+/// its [`module_key`] and its source file.
+pub fn function_identity(p: &Profile, f: u32) -> String {
+    let info = p.function(f);
+    format!(
+        "{}\u{0}{}\u{0}{}",
+        info.name,
+        module_key(p, f),
+        info.file.as_deref().unwrap_or("")
+    )
 }
 
 /// Compares `before` with `after`.

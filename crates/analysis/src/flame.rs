@@ -16,6 +16,7 @@
 use crate::profile::{FnId, NodeId, Profile, ROOT};
 use crate::views::fn_label;
 use crate::AnalysisError;
+use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -67,6 +68,10 @@ pub struct FlameFrame {
     /// The node's self weight.
     #[serde(rename = "self")]
     pub self_: u64,
+    /// With [`flame_compare`]: the inclusive weight of the same call path
+    /// in the other profile (0 when it has no such path).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other: Option<u64>,
 }
 
 /// The layout.
@@ -97,6 +102,9 @@ pub struct FlameView {
     pub cut_depth: Option<u32>,
     /// Labels of the functions drawn, by id.
     pub names: BTreeMap<FnId, String>,
+    /// With [`flame_compare`]: the other profile's whole weight.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other_total: Option<u64>,
 }
 
 /// Lays out the flame graph.
@@ -126,6 +134,7 @@ pub fn flame(p: &Profile, q: &FlameQuery) -> Result<FlameView, AnalysisError> {
             start: 0,
             value: weight(n),
             self_: self_weight(n),
+            other: None,
         });
         n = node.parent;
     }
@@ -166,6 +175,7 @@ pub fn flame(p: &Profile, q: &FlameQuery) -> Result<FlameView, AnalysisError> {
                     start: x,
                     value: v,
                     self_: self_weight(c),
+                    other: None,
                 });
                 x = x.saturating_add(v);
             }
@@ -193,5 +203,57 @@ pub fn flame(p: &Profile, q: &FlameQuery) -> Result<FlameView, AnalysisError> {
         hidden_value,
         cut_depth,
         names,
+        other_total: None,
     })
+}
+
+/// [`flame`] of `layout` with, on every frame, the weight of the same call
+/// path in `other` (another capture of the same program: a differential
+/// flame graph). Call paths are matched function by function from the root
+/// by [`crate::diff::function_identity`] (name, module, source file), so
+/// two builds of the program match. The layout is `layout`'s: paths only
+/// `other` has are not drawn (lay out the other profile to see them).
+pub fn flame_compare(
+    layout: &Profile,
+    other: &Profile,
+    q: &FlameQuery,
+) -> Result<FlameView, AnalysisError> {
+    let mut v = flame(layout, q)?;
+    let name = &layout.columns()[q.weight].name;
+    let oc = &other.columns()[crate::views::column_index(other, name)?];
+    let ow = |n: NodeId| oc.int_value(other.node_incl(n));
+    // Children of an `other` node by function identity, built on demand.
+    let mut kids: HashMap<NodeId, HashMap<String, NodeId>> = HashMap::default();
+    let mut child_of = |n: NodeId, id: &str| -> Option<NodeId> {
+        kids.entry(n)
+            .or_insert_with(|| {
+                other
+                    .children(n)
+                    .iter()
+                    .map(|&c| {
+                        (
+                            crate::diff::function_identity(other, other.node(c).function),
+                            c,
+                        )
+                    })
+                    .collect()
+            })
+            .get(id)
+            .copied()
+    };
+    // Layout node -> other node; parents come before their children (the
+    // path from the root, then the frames level by level).
+    let mut matched: HashMap<NodeId, Option<NodeId>> = HashMap::default();
+    matched.insert(ROOT, Some(ROOT));
+    for f in v.path.iter_mut().chain(v.frames.iter_mut()) {
+        let m = matched
+            .get(&f.parent)
+            .copied()
+            .flatten()
+            .and_then(|op| child_of(op, &crate::diff::function_identity(layout, f.function)));
+        matched.insert(f.node, m);
+        f.other = Some(m.map(ow).unwrap_or(0));
+    }
+    v.other_total = Some(ow(ROOT));
+    Ok(v)
 }

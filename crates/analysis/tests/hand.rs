@@ -507,3 +507,55 @@ fn flame_layout_by_hand() {
     q.root = 1000;
     assert!(flame(&p, &q).is_err());
 }
+
+#[test]
+fn flame_compare_matches_call_paths_by_hand() {
+    use coldcache_analysis::flame::{flame_compare, FlameQuery};
+    // Before: update's inlined get_pos has 8 misses; after: none.
+    let before = profile();
+    let after = Profile::new(dump(0), ProfileOptions::default());
+    let q = FlameQuery::new(col(&before, "mem"));
+    let v = flame_compare(&before, &after, &q).unwrap();
+    assert_eq!((v.total, v.other_total), (11, Some(3)));
+    let got: Vec<(u32, &str, u64, Option<u64>)> = v
+        .frames
+        .iter()
+        .map(|f| (f.depth, v.names[&f.function].as_str(), f.value, f.other))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1, "main", 11, Some(3)),
+            (2, "rec", 1, Some(1)),
+            (2, "render", 2, Some(2)),
+            (2, "update", 8, Some(0)),
+            (3, "rec", 1, Some(1)),
+            (3, "get_pos", 2, Some(2)),
+            (3, "get_pos", 8, Some(0)),
+        ]
+    );
+    // The other way round, update has no misses left and is not drawn.
+    let v = flame_compare(&after, &before, &FlameQuery::new(col(&after, "mem"))).unwrap();
+    let got: Vec<(&str, u64, Option<u64>)> = v
+        .frames
+        .iter()
+        .map(|f| (v.names[&f.function].as_str(), f.value, f.other))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("main", 3, Some(11)),
+            ("rec", 1, Some(1)),
+            ("render", 2, Some(2)),
+            ("rec", 1, Some(1)),
+            ("get_pos", 2, Some(2)),
+        ]
+    );
+    // Zoomed into render: the path's frames carry the other side too.
+    let render = v.frames[2].node;
+    let mut q = FlameQuery::new(col(&after, "mem"));
+    q.root = render;
+    let z = flame_compare(&after, &before, &q).unwrap();
+    let path: Vec<Option<u64>> = z.path.iter().map(|f| f.other).collect();
+    assert_eq!(path, [Some(11), Some(2)]);
+}

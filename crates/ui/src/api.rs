@@ -12,7 +12,7 @@
 //! | `/api/function?dump&fn` | a function: its info, self and inclusive values, and the same function's id in the other dump |
 //! | `/api/annotate?dump&fn`, `/api/asm?dump&fn` | `views::annotate`, `views::disassembly` |
 //! | `/api/threads?dump` | `views::threads` |
-//! | `/api/flame?dump&weight&node` | `flame::flame`: the flame graph's frames below a call-tree node, laid out |
+//! | `/api/flame?dump&weight&node&compare` | `flame::flame`: the flame graph's frames below a call-tree node, laid out; `compare=1`: `flame::flame_compare` with the other dump |
 //! | `/api/flame.svg?dump&weight` | the whole flame graph as an SVG file (`coldcache-export`, inferno), to save |
 //! | `/api/diff?by&sort&filter&limit` | `diff::diff` of dump 0 → dump 1 |
 //! | `/api/source?dump&file` | a source file, only when the dump's line tables name it |
@@ -261,6 +261,24 @@ impl App {
                 if fq.root as usize >= p.node_count() {
                     return Err((404, format!("no call-tree node {}", fq.root)));
                 }
+                if q.get("compare").is_some_and(|v| v == "1") {
+                    // A differential flame graph: this dump's layout with
+                    // the other dump's weight of each call path.
+                    let i = num(q, "dump", 0)?;
+                    let Some((_, other)) = self
+                        .profiles
+                        .get(1 - i.min(1))
+                        .filter(|_| self.profiles.len() > 1)
+                    else {
+                        return Err((
+                            400,
+                            "comparison needs two dumps: coldcache ui BEFORE AFTER".into(),
+                        ));
+                    };
+                    return Ok(Reply::of(
+                        &flame::flame_compare(p, other, &fq).map_err(bad)?,
+                    ));
+                }
                 Ok(Reply::of(&flame::flame(p, &fq).map_err(bad)?))
             }
             "/api/flame.svg" => {
@@ -335,7 +353,8 @@ impl App {
             .iter()
             .filter(|(k, v)| k.as_str() != "token" && !v.is_empty())
             .filter(|(k, v)| {
-                !((k.as_str() == "inclusive" || k.as_str() == "hot") && v.as_str() == "0")
+                !((k.as_str() == "inclusive" || k.as_str() == "hot" || k.as_str() == "compare")
+                    && v.as_str() == "0")
             })
             .map(|(k, v)| (k.as_str(), v.clone()))
             .collect();

@@ -178,6 +178,22 @@ fn answers_are_the_analysis_views() {
     ));
     assert_eq!(z["root_value"], 15);
     assert_eq!(z["path"].as_array().unwrap().len(), 2);
+    // Compared with the other dump: get_pos under update lost its 8 misses.
+    let c = json(&get(&a, "/api/flame?weight=mem&compare=1"));
+    assert_eq!(
+        (c["total"].clone(), c["other_total"].clone()),
+        (11.into(), 3.into())
+    );
+    let gp = c["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| c["names"][f["function"].to_string()] == "get_pos")
+        .map(|f| (f["value"].as_u64().unwrap(), f["other"].as_u64().unwrap()))
+        .collect::<Vec<_>>();
+    assert_eq!(gp, [(2, 2), (8, 0)]);
+    let c = json(&get(&a, "/api/flame?dump=1&weight=mem&compare=1"));
+    assert_eq!(c["other_total"], 11);
     let svg = get(&a, "/api/flame.svg?weight=instructions");
     assert_eq!(svg.content_type, "image/svg+xml");
     assert!(svg.text().contains("get_pos"));
@@ -206,6 +222,9 @@ fn bad_requests_get_clear_errors() {
     }
     let one = App::new(vec![("a".into(), profile(8, None))], TOKEN.into());
     assert!(get(&one, "/api/diff").text().contains("two dumps"));
+    assert!(get(&one, "/api/flame?compare=1")
+        .text()
+        .contains("two dumps"));
 }
 
 fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {

@@ -24,6 +24,7 @@ function state() {
     layout: h.get("layout") || "changes",
     node: h.get("node") || "",
     find: h.get("find") || "",
+    fcmp: h.get("fcmp") === "1",
   };
 }
 
@@ -309,6 +310,7 @@ async function viewFlame(s) {
   const svg = new URLSearchParams({ dump: s.dump, weight: w, token: TOKEN });
   controls(`<label>weight <select id="weight" data-test="weight">${counts.map((c) => `<option ${c.name === w ? "selected" : ""}>${esc(c.name)}</option>`).join("")}</select></label>
     <label>search <input id="find" data-test="find" value="${esc(s.find)}" placeholder="regex"></label>
+    ${META.compare ? `<label title="colour each frame by the change of its call path between the two dumps"><input type="checkbox" id="fcmp" data-test="flame-compare" ${s.fcmp ? "checked" : ""}> compare with ${esc(META.dumps[1 - Math.min(s.dump, 1)].name)}</label>` : ""}
     <button id="unzoom" data-test="unzoom" ${s.node ? "" : "disabled"}>Reset zoom</button>
     <a href="/api/flame.svg?${svg}" download="flamegraph.svg">SVG</a>
     <span class="muted">click a frame to zoom into it and select its function</span>`);
@@ -316,13 +318,17 @@ async function viewFlame(s) {
   let timer = null;
   $("#find").oninput = (e) => { clearTimeout(timer); timer = setTimeout(() => setState({ find: e.target.value }), 300); };
   $("#unzoom").onclick = () => setState({ node: null });
-  const v = await api("/api/flame", { dump: s.dump, weight: w, node: s.node || 0 });
+  if ($("#fcmp")) $("#fcmp").onchange = (e) => setState({ fcmp: e.target.checked });
+  const cmp = META.compare && s.fcmp;
+  const v = await api("/api/flame", { dump: s.dump, weight: w, node: s.node || 0, compare: cmp ? 1 : 0 });
+  // Compared: B − A of every frame (A = dump 0, before; B = dump 1).
+  const delta = (r) => (r.other === undefined ? 0 : s.dump === 1 ? r.value - r.other : r.other - r.value);
   let re = null;
   if (s.find) { try { re = new RegExp(s.find); } catch (e) { re = null; } }
   // Rows to draw: "all", the path down to the zoomed node (full width),
   // then the frames below it.
   const name = (f) => v.names[f.function] ?? "";
-  const rows = [{ node: 0, parent: null, function: null, depth: 0, start: 0, value: v.total, self: 0, label: "all", full: true }];
+  const rows = [{ node: 0, parent: null, function: null, depth: 0, start: 0, value: v.total, self: 0, other: v.other_total, label: "all", full: true }];
   for (const f of v.path) rows.push(Object.assign({ label: name(f), full: true }, f));
   for (const f of v.frames) rows.push(Object.assign({ label: name(f), full: false }, f));
   // Search: frames whose label matches, and the weight under them (a
@@ -339,11 +345,14 @@ async function viewFlame(s) {
   const pathMatch = v.path.some((f) => re && re.test(name(f)));
   if (pathMatch) matched = v.root_value;
   FLAME.v = v; FLAME.rows = rows;
+  FLAME.maxDelta = cmp ? Math.max(1, ...rows.filter((r) => r.node !== 0).map((r) => Math.abs(delta(r)))) : 0;
+  FLAME.delta = cmp ? delta : null;
   const pct = (x, of) => (of > 0 ? ((100 * x) / of).toFixed(2) : "0.00");
   const notes = [];
   if (v.hidden_frames) notes.push(`${v.hidden_frames} frames narrower than 1/2000 of the width left out (${fmt(v.hidden_value)} ${esc(v.weight)}, ${pct(v.hidden_value, v.root_value)}%)`);
+  if (cmp) notes.push(`<span data-test="flame-legend">widths: ${esc(dumpMeta(s).name)}; <span style="color:rgb(220,40,40)">red</span>: more in B, <span style="color:rgb(60,60,255)">blue</span>: less in B (full colour: ±${fmt(FLAME.maxDelta)}); paths only in ${esc(META.dumps[1 - Math.min(s.dump, 1)].name)} are not drawn: switch the dump to see them</span>`);
   if (v.cut_depth !== null) notes.push(`cut at depth ${v.cut_depth} (too many frames): zoom in to see deeper`);
-  $("#main").innerHTML = `<div class="flame-wrap"><canvas data-test="flame" data-root="${v.root}" data-weight="${esc(v.weight)}" data-frames="${v.frames.length}" data-find="${esc(s.find)}" data-matched="${matched}"></canvas><div class="flame-tip" id="flame-tip"></div></div>
+  $("#main").innerHTML = `<div class="flame-wrap"><canvas data-test="flame" data-root="${v.root}" data-weight="${esc(v.weight)}" data-frames="${v.frames.length}" data-find="${esc(s.find)}" data-matched="${matched}" data-compare="${cmp ? 1 : 0}"></canvas><div class="flame-tip" id="flame-tip"></div></div>
     <p class="muted">${esc(v.weight)}: ${fmt(v.root_value)} in view of ${fmt(v.total)} (${pct(v.root_value, v.total)}%)${re ? ` · <span data-test="matched">matched ${fmt(matched)} (${pct(matched, v.root_value)}% of the view)</span>` : ""}${notes.length ? " · " + notes.join(" · ") : ""}</p>`;
   const canvas = $("#main canvas");
   drawFlame(canvas, s);
@@ -357,7 +366,13 @@ async function viewFlame(s) {
     if (!r) { tip.style.display = "none"; canvas.style.cursor = ""; return; }
     canvas.style.cursor = "pointer";
     tip.style.display = "block";
-    tip.innerHTML = `<b>${esc(r.label)}</b><br>${esc(v.weight)} ${fmt(r.value)} · ${pct(r.value, v.total)}% of all${r.full ? "" : ` · ${pct(r.value, v.root_value)}% of view`}<br>self ${fmt(r.self)}`;
+    let cmpLine = "";
+    if (cmp) {
+      const [a, b] = s.dump === 1 ? [r.other, r.value] : [r.value, r.other];
+      const d = b - a;
+      cmpLine = `<br>A ${fmt(a)} → B ${fmt(b)}: change ${d > 0 ? "+" : ""}${fmt(d)}${a > 0 ? ` (${d > 0 ? "+" : ""}${((100 * d) / a).toFixed(1)}%)` : ""}`;
+    }
+    tip.innerHTML = `<b>${esc(r.label)}</b><br>${esc(v.weight)} ${fmt(r.value)} · ${pct(r.value, v.total)}% of all${r.full ? "" : ` · ${pct(r.value, v.root_value)}% of view`}<br>self ${fmt(r.self)}${cmpLine}`;
     const b = canvas.parentElement.getBoundingClientRect();
     tip.style.left = Math.min(ev.clientX - b.left + 12, b.width - 320) + "px";
     tip.style.top = ev.clientY - b.top + 14 + "px";
@@ -397,7 +412,7 @@ function drawFlame(canvas, s) {
   for (const r of FLAME.rows) {
     const b = flameBox(r, width);
     if (b.w < 0.3) continue;
-    ctx.fillStyle = r.node === 0 ? "rgb(230,230,230)" : flameColor(r.label, r.match);
+    ctx.fillStyle = r.node === 0 ? "rgb(230,230,230)" : FLAME.delta && !r.match ? diffColor(FLAME.delta(r) / FLAME.maxDelta) : flameColor(r.label, r.match);
     ctx.fillRect(b.x, b.y, Math.max(b.w - 0.5, 0.3), FLAME_ROW - 1);
     if (s.fn !== null && r.function === s.fn) {
       ctx.strokeStyle = "#1f3fbf"; ctx.lineWidth = 2;
@@ -410,6 +425,14 @@ function drawFlame(canvas, s) {
       ctx.fillText(t, b.x + 3, b.y + FLAME_ROW / 2);
     }
   }
+}
+
+// A change from −1 (all of the largest drop: blue) to +1 (red); 0 is grey.
+function diffColor(t) {
+  const k = Math.round(225 - 145 * Math.min(1, Math.abs(t)));
+  if (t > 0) return `rgb(255,${k},${k})`;
+  if (t < 0) return `rgb(${k},${k},255)`;
+  return "rgb(225,225,225)";
 }
 
 function flameHit(canvas, x, y) {
