@@ -180,6 +180,9 @@ try {
     await page.screenshot({ path: `${shots}/12-flame-compare.png` });
     await page.uncheck("input[data-test=flame-compare]");
     await page.waitForSelector("canvas[data-test=flame][data-compare='0']");
+    // "In the flame graph" zooms into the selected function's heaviest node.
+    await page.click("[data-test=to-flame]");
+    await page.waitForSelector(`canvas[data-test=flame][data-root='${hot.node}']`);
     // Another weight redraws from the server.
     await page.selectOption("select[data-test=weight]", "instructions");
     await page.waitForSelector("canvas[data-test=flame][data-weight=instructions]");

@@ -12,7 +12,7 @@
 //! | `/api/function?dump&fn` | a function: its info, self and inclusive values, and the same function's id in the other dump |
 //! | `/api/annotate?dump&fn`, `/api/asm?dump&fn` | `views::annotate`, `views::disassembly` |
 //! | `/api/threads?dump` | `views::threads` |
-//! | `/api/flame?dump&weight&node&compare` | `flame::flame`: the flame graph's frames below a call-tree node, laid out; `compare=1`: `flame::flame_compare` with the other dump |
+//! | `/api/flame?dump&weight&node&focus&compare` | `flame::flame`: the flame graph's frames below a call-tree node (`focus=FN`: FN's heaviest node), laid out; `compare=1`: `flame::flame_compare` with the other dump |
 //! | `/api/flame.svg?dump&weight` | the whole flame graph as an SVG file (`coldcache-export`, inferno), to save |
 //! | `/api/diff?by&sort&filter&limit` | `diff::diff` of dump 0 → dump 1 |
 //! | `/api/source?dump&file` | a source file, only when the dump's line tables name it |
@@ -261,6 +261,13 @@ impl App {
                 if fq.root as usize >= p.node_count() {
                     return Err((404, format!("no call-tree node {}", fq.root)));
                 }
+                if q.contains_key("focus") {
+                    // Zoomed into the selected function's heaviest node.
+                    let mut fnq = q.clone();
+                    fnq.insert("fn".into(), q["focus"].clone());
+                    let f = self.function(p, &fnq)?;
+                    fq.root = hottest_node(p, f, fq.weight).unwrap_or(0);
+                }
                 if q.get("compare").is_some_and(|v| v == "1") {
                     // A differential flame graph: this dump's layout with
                     // the other dump's weight of each call path.
@@ -503,15 +510,7 @@ impl App {
             let sc =
                 views::column_index(p, &sort.clone().unwrap_or_else(|| views::default_sort(p)))
                     .map_err(bad)?;
-            let col = &p.columns()[sc];
-            let target = (1..p.node_count() as u32)
-                .filter(|&n| p.node(n).function == f)
-                .max_by(|&a, &b| {
-                    col.value(p.node_incl(a))
-                        .total_cmp(&col.value(p.node_incl(b)))
-                        .then(b.cmp(&a))
-                });
-            if let Some(mut n) = target {
+            if let Some(mut n) = hottest_node(p, f, sc) {
                 let mut chain = Vec::new();
                 while n != 0 {
                     n = p.node(n).parent;
@@ -600,6 +599,19 @@ impl App {
             "rows": rows,
         })))
     }
+}
+
+/// The call-tree node of function `f` with the largest value of column
+/// `col` (the first such node on ties).
+fn hottest_node(p: &Profile, f: FnId, col: usize) -> Option<u32> {
+    let col = &p.columns()[col];
+    (1..p.node_count() as u32)
+        .filter(|&n| p.node(n).function == f)
+        .max_by(|&a, &b| {
+            col.value(p.node_incl(a))
+                .total_cmp(&col.value(p.node_incl(b)))
+                .then(b.cmp(&a))
+        })
 }
 
 fn by(q: &Query) -> Result<By, (u16, String)> {

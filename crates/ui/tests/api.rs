@@ -194,6 +194,16 @@ fn answers_are_the_analysis_views() {
     assert_eq!(gp, [(2, 2), (8, 0)]);
     let c = json(&get(&a, "/api/flame?dump=1&weight=mem&compare=1"));
     assert_eq!(c["other_total"], 11);
+    // Focus on get_pos (function 2): its heaviest node by mem is update's.
+    let f = json(&get(&a, "/api/flame?weight=mem&focus=2"));
+    let path: Vec<&str> = f["path"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| f["names"][x["function"].to_string()].as_str().unwrap())
+        .collect();
+    assert_eq!(path, ["main", "update", "get_pos"]);
+    assert_eq!(f["root_value"], 8);
     let svg = get(&a, "/api/flame.svg?weight=instructions");
     assert_eq!(svg.content_type, "image/svg+xml");
     assert!(svg.text().contains("get_pos"));
@@ -214,6 +224,7 @@ fn bad_requests_get_clear_errors() {
         ("/api/flame.svg?weight=badness", 400, "ratio"),
         ("/api/flame?node=99999", 404, "no call-tree node"),
         ("/api/flame?node=4294967296", 400, "out of range"),
+        ("/api/flame?focus=77", 404, "no function 77"),
         ("/nope", 404, "no such page"),
     ] {
         let r = get(&a, url);

@@ -104,9 +104,15 @@ async function renderSelection(s) {
     el.innerHTML = `Selected: <span class="name" data-test="selected">${esc(f.label)}</span>
       <span class="muted">${esc(f.info.file || "")}${f.info.line ? ":" + f.info.line : ""} · self ${esc(sortName(s))} ${fmt(f.self[m])}, inclusive ${fmt(f.incl[m])}</span>
       <button data-go="source">Source</button><button data-go="asm">Disassembly</button>
-      <button data-go="callers">Callers</button><button data-go="top_down">In the tree</button>
+      <button data-go="callers">Callers</button><button data-go="top_down">In the tree</button><button data-test="to-flame" id="to-flame">In the flame graph</button>
       ${META.compare ? f.in_dumps.map((x, i) => (x && i !== s.dump ? `<button data-dump="${i}" data-fn="${x.fn}">In ${esc(META.dumps[i].name)}</button>` : "")).join("") : ""}`;
     el.querySelectorAll("button[data-go]").forEach((b) => (b.onclick = () => setState({ view: b.dataset.go, reveal: null })));
+    $("#to-flame").onclick = async () => {
+      // Zoom into the function's heaviest node for the current weight.
+      const cur = state();
+      const v = await api("/api/flame", { dump: cur.dump, weight: flameWeight(cur), focus: cur.fn });
+      setState({ view: "flame", node: v.root || null });
+    };
     el.querySelectorAll("button[data-dump]").forEach((b) => (b.onclick = () => setState({ dump: +b.dataset.dump, fn: +b.dataset.fn, node: null })));
   } catch (e) { el.innerHTML = `<span class="error">${esc(e.message)}</span>`; }
 }
@@ -304,9 +310,11 @@ function flameColor(name, matched) {
   return `rgb(${205 + Math.round(50 * u(0))},${Math.round(230 * u(8))},${Math.round(55 * u(16))})`;
 }
 
+function flameWeight(s) { return s.weight || (dumpMeta(s).default_sort === "mem" ? "mem" : "instructions"); }
+
 async function viewFlame(s) {
   const counts = columns(s).filter((c) => c.name !== "badness");
-  const w = s.weight || (dumpMeta(s).default_sort === "mem" ? "mem" : "instructions");
+  const w = flameWeight(s);
   const svg = new URLSearchParams({ dump: s.dump, weight: w, token: TOKEN });
   controls(`<label>weight <select id="weight" data-test="weight">${counts.map((c) => `<option ${c.name === w ? "selected" : ""}>${esc(c.name)}</option>`).join("")}</select></label>
     <label>search <input id="find" data-test="find" value="${esc(s.find)}" placeholder="regex"></label>
