@@ -74,6 +74,8 @@ try {
     const shaded = await page.$$eval("table[data-test=source] tbody tr", (trs) => trs.map((tr) => [tr.querySelector("td.code").textContent, parseFloat((tr.getAttribute("style") || "").split(",").pop()) || 0]));
     shaded.sort((a, b) => b[1] - a[1]);
     assert.ok(shaded[0][0].includes("flags & VISIBLE"), JSON.stringify(shaded.slice(0, 3)));
+    // `coldcache record` embedded the source: the text shown is the dump's.
+    await page.waitForSelector("[data-test=embedded]");
   });
 
   await step("06-asm", async () => {

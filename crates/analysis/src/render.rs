@@ -258,7 +258,9 @@ pub fn annotate(v: &AnnotateView, cols: &[usize]) -> String {
             s,
             "\n-- {}{}",
             f.path.as_deref().unwrap_or("(no line information)"),
-            if f.readable || f.path.is_none() {
+            if f.embedded {
+                "  (as captured: embedded in the dump)"
+            } else if f.readable || f.path.is_none() {
                 ""
             } else {
                 "  (source not available)"

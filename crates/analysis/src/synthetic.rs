@@ -205,5 +205,6 @@ pub fn dump(shape: Shape) -> Dump {
                 detail: "synthetic".into(),
             }],
         }),
+        sources: Vec::new(),
     }
 }

@@ -768,6 +768,9 @@ pub struct SourceFile {
     pub path: Option<String>,
     /// Whether the source text was available.
     pub readable: bool,
+    /// Whether the text came from the dump (embedded when it was resolved)
+    /// rather than from the disk.
+    pub embedded: bool,
     /// Lines: those with costs, and around them the source context.
     pub lines: Vec<SourceLine>,
 }
@@ -793,8 +796,9 @@ pub const WORST_MARKED: usize = 3;
 /// Lines of source context shown around lines with costs.
 pub const CONTEXT: u32 = 2;
 
-/// Annotates the functions `fs` line by line. `source` returns a file's
-/// text by path (the caller does the reading, or returns `None`).
+/// Annotates the functions `fs` line by line. A file's text is the one
+/// embedded in the dump, else what `source` returns for its path (the
+/// caller does the reading, or returns `None`).
 pub fn annotate(p: &Profile, fs: &[FnId], source: &dyn Fn(&str) -> Option<String>) -> AnnotateView {
     let cols = p.columns();
     let nc = p.counters();
@@ -848,7 +852,12 @@ pub fn annotate(p: &Profile, fs: &[FnId], source: &dyn Fn(&str) -> Option<String
     for (file, mut lines) in by_file {
         lines.sort_unstable();
         let path = p.file(file).map(str::to_string);
-        let text = path.as_deref().and_then(source);
+        // The text embedded in the dump first (the code as captured),
+        // else the caller's reader.
+        let embedded = path.as_deref().and_then(|f| p.dump().source(f));
+        let text = embedded
+            .map(str::to_string)
+            .or_else(|| path.as_deref().and_then(source));
         let src_lines: Vec<&str> = text
             .as_deref()
             .map(|t| t.lines().collect())
@@ -896,6 +905,7 @@ pub fn annotate(p: &Profile, fs: &[FnId], source: &dyn Fn(&str) -> Option<String
             SourceFile {
                 path,
                 readable: !src_lines.is_empty(),
+                embedded: embedded.is_some(),
                 lines: rows,
             },
         ));

@@ -2031,6 +2031,7 @@ fn write_dump(inner: Inner, duration: std::time::Duration) -> Result<Summary, Ca
             .collect(),
         records,
         symbols: None,
+        sources: Vec::new(),
     };
     let bytes = dump.to_bytes();
     write_atomically(&output, &bytes).map_err(|source| CaptureError::Write {

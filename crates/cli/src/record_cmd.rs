@@ -64,6 +64,10 @@ pub struct RecordArgs {
     /// its binaries are still there; see `coldcache resolve`).
     #[arg(long)]
     no_resolve: bool,
+    /// Resolve, but do not embed the source files' text in the dump (see
+    /// `coldcache resolve --no-sources`).
+    #[arg(long)]
+    no_sources: bool,
     /// Print progress on stderr while capturing.
     #[arg(long)]
     progress: bool,
@@ -267,6 +271,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
                 &output,
                 &output,
                 &coldcache_symbols::ResolveOptions::default(),
+                !args.no_sources,
             ) {
                 Ok(text) => eprint!("{text}"),
                 Err(e) => eprintln!(

@@ -1,13 +1,14 @@
 //! `coldcache resolve`: embeds symbols in a dump (function names, inlined
-//! frames, files, lines, instruction bytes; `coldcache-symbols`), so it
-//! reads the same after the binaries are gone, and prints how each module
+//! frames, files, lines, instruction bytes; `coldcache-symbols`) and the
+//! source files' text, so it reads the same after the binaries and sources
+//! are gone, and prints how each module
 //! resolved. `coldcache record` calls [`resolve_file`] after the program
 //! exits.
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use coldcache_dump::{Dump, ModuleStatus};
-use coldcache_symbols::{ModuleSummary, ResolveOptions};
+use coldcache_symbols::{ModuleSummary, ResolveOptions, SourceLimits, SourcesSummary};
 use std::path::{Path, PathBuf};
 
 /// Arguments of `coldcache resolve`.
@@ -28,6 +29,11 @@ pub struct ResolveArgs {
     /// Root of separate debug files (repeatable; default /usr/lib/debug).
     #[arg(long, value_name = "DIR")]
     debug_dir: Vec<PathBuf>,
+    /// Do not embed the source files (by default the text of every source
+    /// file the line tables name is copied into the dump, up to 4 MiB per
+    /// file and 64 MiB in all; removes sources embedded before).
+    #[arg(long)]
+    no_sources: bool,
 }
 
 pub fn run(args: ResolveArgs) -> Result<()> {
@@ -48,22 +54,92 @@ pub fn run(args: ResolveArgs) -> Result<()> {
         opts.remap.push((old.to_string(), PathBuf::from(new)));
     }
     let out = args.output.as_deref().unwrap_or(&args.dump);
-    let text = resolve_file(&args.dump, out, &opts)?;
+    let text = resolve_file(&args.dump, out, &opts, !args.no_sources)?;
     eprint!("{text}");
     Ok(())
 }
 
-/// Reads the dump at `input`, resolves it, writes it to `output`
-/// atomically, and returns the per-module summary text.
-pub fn resolve_file(input: &Path, output: &Path, opts: &ResolveOptions) -> Result<String> {
+/// Reads the dump at `input`, resolves it, embeds its source files when
+/// `sources` (else removes any), writes it to `output` atomically, and
+/// returns the per-module summary text.
+pub fn resolve_file(
+    input: &Path,
+    output: &Path,
+    opts: &ResolveOptions,
+    sources: bool,
+) -> Result<String> {
     let bytes = std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
     let mut dump =
         Dump::from_bytes(&bytes).with_context(|| format!("reading {}", input.display()))?;
     let t = std::time::Instant::now();
     coldcache_symbols::resolve_dump(&mut dump, opts);
+    let src = if sources {
+        Some(coldcache_symbols::embed_sources(
+            &mut dump,
+            &SourceLimits::default(),
+        ))
+    } else {
+        dump.sources.clear();
+        None
+    };
     let took = t.elapsed();
     crate::probe_cmd::write_atomically(output, &dump.to_bytes())?;
-    Ok(summary(&dump, output, took))
+    let mut text = summary(&dump, output, took);
+    text += &sources_text(&dump, src.as_ref());
+    Ok(text)
+}
+
+/// The line about embedded sources.
+fn sources_text(dump: &Dump, s: Option<&SourcesSummary>) -> String {
+    let files = dump.symbols.as_ref().map_or(0, |s| s.files.len());
+    let Some(s) = s else {
+        return format!(
+            "  sources: not embedded (--no-sources); {files} files named by the line tables
+"
+        );
+    };
+    let mut t = format!(
+        "  sources: {} of {files} files embedded ({} KiB){}
+",
+        s.embedded,
+        s.bytes.div_ceil(1024),
+        if s.kept > 0 {
+            format!(", {} kept from before (not readable now)", s.kept)
+        } else {
+            String::new()
+        }
+    );
+    let list = |v: &[String]| -> String {
+        let mut l = v.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+        if v.len() > 3 {
+            l += &format!(", … ({} more)", v.len() - 3);
+        }
+        l
+    };
+    if !s.unreadable.is_empty() {
+        let paths: Vec<String> = s.unreadable.iter().map(|(p, _)| p.clone()).collect();
+        t += &format!(
+            "      not readable here ({}): {}
+",
+            s.unreadable.len(),
+            list(&paths)
+        );
+    }
+    if !s.too_large.is_empty() {
+        t += &format!(
+            "      over 4 MiB, left out: {}
+",
+            list(&s.too_large)
+        );
+    }
+    if !s.over_budget.is_empty() {
+        t += &format!(
+            "      left out, 64 MiB embedded already: {}
+",
+            list(&s.over_budget)
+        );
+    }
+    t
 }
 
 fn status_name(s: ModuleStatus) -> &'static str {

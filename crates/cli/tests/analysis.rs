@@ -292,18 +292,85 @@ fn callers_of_the_getter_name_the_caller_responsible() {
 }
 
 #[test]
-fn names_and_lines_survive_deleting_the_binary() {
+fn names_lines_and_sources_survive_deleting_the_binary_and_the_source() {
     if skip("deleted binary") {
         return;
     }
-    let bin = build(
-        "gcc",
-        "examples/programs/pushbuffer.c",
-        &[],
-        "pushbuffer-deleted",
-    );
+    // Built from a copy of the source, which is deleted with the binary.
+    let dir = scratch().join("deleted-src");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("pushbuffer.c");
+    std::fs::copy(repo().join("examples/programs/pushbuffer.c"), &src).unwrap();
+    let bin = scratch().join("pushbuffer-deleted");
+    let st = Command::new("gcc")
+        .args(["-O2", "-g"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&bin)
+        .status()
+        .unwrap();
+    assert!(st.success());
     let dump = record(&bin, "run_frames", "deleted.ccdump");
     std::fs::remove_file(&bin).unwrap();
+    std::fs::remove_file(&src).unwrap();
+    // The source view shows the flag line's text from the dump.
+    let flag = line_of(
+        "examples/programs/pushbuffer.c",
+        "if (t[i].flags & VISIBLE)",
+    );
+    let v = json(&[
+        "report",
+        &dump,
+        "--view",
+        "annotate",
+        "build_push_buffer",
+        "--json",
+    ]);
+    let file = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == src.to_str().unwrap())
+        .expect("the copied source is annotated");
+    assert_eq!(file["embedded"], true);
+    let line = file["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["line"] == flag)
+        .unwrap();
+    assert!(
+        line["text"]
+            .as_str()
+            .unwrap()
+            .contains("t[i].flags & VISIBLE"),
+        "{line}"
+    );
+    assert_eq!(line["worst"], 1);
+    // `resolve --no-sources` takes them out again; the binary is gone, so
+    // the symbols resolved before are kept rather than lost.
+    let out = run(&["resolve", &dump, "--no-sources"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("kept from an earlier resolution"), "{err}");
+    assert!(err.contains("sources: not embedded"), "{err}");
+    let v = json(&[
+        "report",
+        &dump,
+        "--view",
+        "annotate",
+        "build_push_buffer",
+        "--json",
+    ]);
+    let file = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == src.to_str().unwrap())
+        .unwrap();
+    assert_eq!(
+        (&file["embedded"], &file["readable"]),
+        (&false.into(), &false.into())
+    );
     let v = json(&["report", &dump, "--by", "line", "--json"]);
     let top = &v["rows"][0];
     assert_eq!(top["name"], "build_push_buffer");

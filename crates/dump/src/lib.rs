@@ -18,7 +18,9 @@
 //!
 //! Sections of version 1, in this order: `META` (JSON), `MODS`, `THRD`,
 //! `STKS`, `RECS`. Version 2 adds an optional `SYMS` section after `RECS`:
-//! the embedded symbol tables ([`Symbols`]). Unknown sections are skipped, so
+//! the embedded symbol tables ([`Symbols`]). Version 3 adds an optional
+//! `SRCS` section after it: the text of the source files the line tables
+//! name ([`SourceText`]). Unknown sections are skipped, so
 //! later versions can add sections that older readers ignore; every older
 //! version keeps loading (samples of each are under test).
 
@@ -35,7 +37,7 @@ pub const MAGIC: &[u8; 8] = b"COLDDUMP";
 /// The trailer magic, followed by the CRC-32 of everything before it.
 pub const TRAILER: &[u8; 8] = b"CRC32\0\0\0";
 /// The format version this crate writes.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Stack id of the empty stack (the root of the stack tree).
 pub const ROOT_STACK: u32 = 0;
 
@@ -176,6 +178,18 @@ pub struct Dump {
     pub records: Vec<Record>,
     /// Embedded symbol tables, once the dump has been resolved.
     pub symbols: Option<Symbols>,
+    /// Embedded source files (version 3), so the source view works where
+    /// the sources are not (empty when none were embedded).
+    pub sources: Vec<SourceText>,
+}
+
+/// The text of one source file, as it was when the dump was resolved.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SourceText {
+    /// The path, exactly as the line tables name it ([`Symbols::files`]).
+    pub path: String,
+    /// Its text (UTF-8; invalid bytes were replaced).
+    pub text: String,
 }
 
 /// Counter naming: the layout of [`Record::counters`] for a hierarchy of
@@ -263,6 +277,14 @@ impl Dump {
             .position(|m| m.start <= addr && addr < m.end)
     }
 
+    /// The embedded text of source file `path`, if the dump has it.
+    pub fn source(&self, path: &str) -> Option<&str> {
+        self.sources
+            .iter()
+            .find(|s| s.path == path)
+            .map(|s| s.text.as_str())
+    }
+
     /// Every distinct address the dump mentions: record instructions, call
     /// sites and callee entries, sorted. These are what the resolver resolves.
     pub fn addresses(&self) -> Vec<u64> {
@@ -337,6 +359,16 @@ impl Dump {
             b.clear();
             syms.encode(&mut b);
             section(&mut out, b"SYMS", &b);
+        }
+
+        if !self.sources.is_empty() {
+            b.clear();
+            varint::put(&mut b, self.sources.len() as u64);
+            for src in &self.sources {
+                varint::put_bytes(&mut b, src.path.as_bytes());
+                varint::put_bytes(&mut b, src.text.as_bytes());
+            }
+            section(&mut out, b"SRCS", &b);
         }
 
         let crc = crc32fast::hash(&out);
@@ -495,6 +527,18 @@ impl Dump {
             Ok(b) if version >= 2 => Some(Symbols::decode(b, modules.len())?),
             _ => None,
         };
+        let mut sources = Vec::new();
+        if let (Ok(b), true) = (get("SRCS"), version >= 3) {
+            let mut r = varint::Reader::new(b, "SRCS");
+            let n = r.count(2)?;
+            for _ in 0..n {
+                sources.push(SourceText {
+                    path: r.string()?,
+                    text: r.string()?,
+                });
+            }
+            r.finish()?;
+        }
         Ok(Dump {
             meta,
             modules,
@@ -502,6 +546,7 @@ impl Dump {
             stacks,
             records,
             symbols,
+            sources,
         })
     }
 }

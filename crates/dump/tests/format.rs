@@ -3,7 +3,7 @@
 use coldcache_dump::symbols::{NO_FILE, NO_MODULE};
 use coldcache_dump::{
     counters, Dump, DumpError, Frame, Function, Location, Meta, Module, ModuleStatus,
-    ModuleSymbols, Record, StackNode, Symbols, Thread,
+    ModuleSymbols, Record, SourceText, StackNode, Symbols, Thread,
 };
 
 fn sample() -> Dump {
@@ -58,6 +58,7 @@ fn sample() -> Dump {
             },
         ],
         symbols: None,
+        sources: Vec::new(),
     }
 }
 
@@ -228,10 +229,60 @@ fn committed_version_1_sample_still_loads() {
 #[test]
 fn committed_version_2_sample_still_loads() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v2.ccdump");
-    if std::env::var_os("COLDCACHE_WRITE_SAMPLES").is_some() {
-        std::fs::write(&path, sample_v2().to_bytes()).unwrap();
-    }
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(&bytes[8..12], &2u32.to_le_bytes(), "sample is version 2");
     assert_eq!(Dump::from_bytes(&bytes).unwrap(), sample_v2());
+}
+
+/// Version 3: the version 2 sample with two embedded source files.
+fn sample_v3() -> Dump {
+    let mut d = sample_v2();
+    d.sources = vec![
+        SourceText {
+            path: "/src/a.c".into(),
+            text: "int main(void)\n{\n    return helper();\n}\n".into(),
+        },
+        SourceText {
+            path: "/src/a.h".into(),
+            text: "static inline int helper(void) { return 0; } /* ünïcode */\n".into(),
+        },
+    ];
+    d
+}
+
+#[test]
+fn committed_version_3_sample_still_loads() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v3.ccdump");
+    if std::env::var_os("COLDCACHE_WRITE_SAMPLES").is_some() {
+        std::fs::write(&path, sample_v3().to_bytes()).unwrap();
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[8..12], &3u32.to_le_bytes(), "sample is version 3");
+    let d = Dump::from_bytes(&bytes).unwrap();
+    assert_eq!(d, sample_v3());
+    assert_eq!(d.source("/src/a.h").map(|t| t.lines().count()), Some(1));
+    assert_eq!(d.source("/src/b.c"), None);
+}
+
+#[test]
+fn sources_round_trip_and_bad_sources_are_refused() {
+    let d = sample_v3();
+    let b = d.to_bytes();
+    assert_eq!(Dump::from_bytes(&b).unwrap(), d);
+    // Without sources, no SRCS section is written.
+    let mut plain = d.clone();
+    plain.sources.clear();
+    let pb = plain.to_bytes();
+    assert!(!pb.windows(4).any(|w| w == b"SRCS"));
+    assert_eq!(Dump::from_bytes(&pb).unwrap(), plain);
+    // A source text that is not UTF-8 is refused with the section named
+    // (the checksum recomputed so the decoder sees it).
+    let at = b.windows(3).position(|w| w == "ün".as_bytes()).unwrap();
+    let mut bad = b.clone();
+    bad[at] = 0xff;
+    let n = bad.len();
+    let crc = crc32fast::hash(&bad[..n - 12]);
+    bad[n - 4..].copy_from_slice(&crc.to_le_bytes());
+    let e = Dump::from_bytes(&bad).unwrap_err().to_string();
+    assert!(e.contains("SRCS") && e.contains("UTF-8"), "{e}");
 }

@@ -72,17 +72,22 @@ fn mutate(rng: &mut Rng, v: &mut Vec<u8>) {
 
 #[test]
 fn a_hundred_thousand_mutations_never_panic() {
-    let samples: Vec<Vec<u8>> = ["v1.ccdump", "v2.ccdump", "v2-resolved-real.ccdump"]
-        .iter()
-        .map(|n| {
-            std::fs::read(
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("tests/data")
-                    .join(n),
-            )
-            .unwrap()
-        })
-        .collect();
+    let samples: Vec<Vec<u8>> = [
+        "v1.ccdump",
+        "v2.ccdump",
+        "v2-resolved-real.ccdump",
+        "v3.ccdump",
+    ]
+    .iter()
+    .map(|n| {
+        std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data")
+                .join(n),
+        )
+        .unwrap()
+    })
+    .collect();
     let mut rng = Rng(0x00c0_1dca_c4e5_eed1);
     let (mut loaded, mut refused) = (0, 0);
     for i in 0..100_000 {

@@ -14,12 +14,17 @@
 //! inline chain; without DWARF the symbol table names the function
 //! ([`ModuleStatus::SymbolsOnly`]).
 //!
-//! The file I/O is in `elf`; the interning of files and functions and the
+//! [`embed_sources`] (`sources`) then copies the text of the line tables'
+//! source files into the dump.
+//!
+//! The file I/O is in `elf` and `sources`; the interning of files and functions and the
 //! per-module counts ([`summarize`]) are pure.
 
 mod elf;
+mod sources;
 
 pub use elf::{hex, ModuleError};
+pub use sources::{embed_sources, SourceLimits, SourcesSummary};
 
 use coldcache_dump::symbols::{NO_FILE, NO_MODULE};
 use coldcache_dump::{Dump, Frame, Function, Location, ModuleStatus, ModuleSymbols, Symbols};

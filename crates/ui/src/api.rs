@@ -15,7 +15,7 @@
 //! | `/api/flame?dump&weight&node&focus&compare` | `flame::flame`: the flame graph's frames below a call-tree node (`focus=FN`: FN's heaviest node), laid out; `compare=1`: `flame::flame_compare` with the other dump |
 //! | `/api/flame.svg?dump&weight` | the whole flame graph as an SVG file (`coldcache-export`, inferno), to save |
 //! | `/api/diff?by&sort&filter&limit` | `diff::diff` of dump 0 → dump 1 |
-//! | `/api/source?dump&file` | a source file, only when the dump's line tables name it |
+//! | `/api/source?dump&file` | a source file, only when the dump's line tables name it: its text embedded in the dump, else read from disk |
 
 use coldcache_analysis::diff::{self, DiffQuery};
 use coldcache_analysis::flame::{self, FlameQuery};
@@ -327,7 +327,11 @@ impl App {
                 if !p.files().iter().any(|f| f == file) {
                     return Err((403, format!("{file} is not a source file of this dump")));
                 }
-                let text = std::fs::read(file).map_err(|e| (404, format!("{file}: {e}")))?;
+                // The text embedded in the dump first, else the disk.
+                let text = match p.dump().source(file) {
+                    Some(t) => t.as_bytes().to_vec(),
+                    None => std::fs::read(file).map_err(|e| (404, format!("{file}: {e}")))?,
+                };
                 Ok(Reply {
                     status: 200,
                     content_type: "text/plain; charset=utf-8".into(),

@@ -94,6 +94,33 @@ fn only_the_dumps_source_files_are_served() {
     // The annotate view reads the file too.
     let v = json(&get(&a, "/api/annotate?fn=1"));
     assert_eq!(v["files"][0]["readable"], true);
+    assert_eq!(v["files"][0]["embedded"], false);
+}
+
+#[test]
+fn sources_embedded_in_the_dump_are_served_without_the_disk() {
+    // u.c exists only inside the dump.
+    let mut d = hand_dump::dump(8);
+    d.sources = vec![coldcache_dump::SourceText {
+        path: "/s/u.c".into(),
+        text: "// u.c as captured\n".repeat(25),
+    }];
+    let a = App::new(
+        vec![("a".into(), Profile::new(d, ProfileOptions::default()))],
+        TOKEN.into(),
+    );
+    let r = get(&a, "/api/source?file=/s/u.c");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().starts_with("// u.c as captured\n"));
+    let v = json(&get(&a, "/api/annotate?fn=1"));
+    let f = &v["files"][0];
+    assert_eq!(
+        (&f["path"], &f["embedded"]),
+        (&"/s/u.c".into(), &true.into())
+    );
+    assert_eq!(f["lines"][0]["text"], "// u.c as captured");
+    // Still only the dump's files.
+    assert_eq!(get(&a, "/api/source?file=/etc/passwd").status, 403);
 }
 
 #[test]

@@ -171,5 +171,6 @@ pub fn dump(b_mem: u64) -> Dump {
             },
         ],
         symbols: Some(symbols),
+        sources: Vec::new(),
     }
 }

@@ -265,7 +265,7 @@ async function viewSource(s) {
       return `<tr class="${l.worst ? "worst" : ""}" ${style} data-line="${l.line}">${cols.map((i) => `<td class="num">${has ? fmt(l.costs[i]) : ""}</td>`).join("")}
         <td class="lineno">${l.worst ? "▶" : ""}${l.line}</td><td class="code">${esc(l.text ?? "")}${inl}</td></tr>`;
     }).join("");
-    return `<h3>${esc(f.path || "(no line information)")} ${f.readable || !f.path ? "" : '<span class="muted">(source not available)</span>'}</h3>
+    return `<h3>${esc(f.path || "(no line information)")} ${f.readable || !f.path ? (f.embedded ? '<span class="muted" data-test="embedded">(as captured: embedded in the dump)</span>' : "") : '<span class="muted">(source not available)</span>'}</h3>
       <table class="src" data-test="source"><thead><tr>${cols.map((i) => `<th>${esc(columns(s)[i].name)}</th>`).join("")}<th>line</th><th class="label">source</th></tr></thead><tbody>${rows}</tbody></table>`;
   }).join("");
   $("#main").innerHTML = parts || `<p class="muted">No costs in this function.</p>`;
