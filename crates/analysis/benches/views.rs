@@ -122,6 +122,18 @@ fn main() {
         )
         .unwrap()
     });
+    time("flat by instruction, filtered", Some(floor), || {
+        views::flat(
+            &p,
+            &FlatQuery {
+                by: By::Instruction,
+                filter: Some("function_1[0-9]+".into()),
+                limit: Some(300),
+                ..FlatQuery::default()
+            },
+        )
+        .unwrap()
+    });
     let q = TreeQuery {
         min_percent: 0.5,
         ..TreeQuery::default()
