@@ -84,6 +84,56 @@ fn main() {
         )
         .unwrap()
     });
+    // The same granularities again with another sort column (what the web
+    // UI asks when a column header is clicked), then with a filter.
+    time("flat by line, another sort", Some(floor), || {
+        views::flat(
+            &p,
+            &FlatQuery {
+                by: By::Line,
+                sort: Some("instructions".into()),
+                limit: Some(300),
+                ..FlatQuery::default()
+            },
+        )
+        .unwrap()
+    });
+    time("flat by instruction, another sort", Some(floor), || {
+        views::flat(
+            &p,
+            &FlatQuery {
+                by: By::Instruction,
+                sort: Some("instructions".into()),
+                limit: Some(300),
+                ..FlatQuery::default()
+            },
+        )
+        .unwrap()
+    });
+    time("flat by line, filtered", Some(floor), || {
+        views::flat(
+            &p,
+            &FlatQuery {
+                by: By::Line,
+                filter: Some("function_1[0-9]+".into()),
+                limit: Some(300),
+                ..FlatQuery::default()
+            },
+        )
+        .unwrap()
+    });
+    time("flat by instruction, filtered", Some(floor), || {
+        views::flat(
+            &p,
+            &FlatQuery {
+                by: By::Instruction,
+                filter: Some("function_1[0-9]+".into()),
+                limit: Some(300),
+                ..FlatQuery::default()
+            },
+        )
+        .unwrap()
+    });
     let q = TreeQuery {
         min_percent: 0.5,
         ..TreeQuery::default()

@@ -6,15 +6,23 @@
 //! inclusive costs are then summed per call-tree node and per function once;
 //! every view is a cheap walk over these tables.
 //!
+//! The flat profile by line and by instruction needs every record summed per
+//! line or per instruction; that table is built the first time a view asks
+//! for it ([`Profile::flat_table`], one per granularity, kept in a
+//! `OnceLock` so a profile shared between threads builds it once) and every
+//! later query only filters and sorts its rows.
+//!
 //! Addresses the dump's symbols cannot name get a synthetic function: the
 //! entry address their stack frame was called at (`0x401136`, in its module),
 //! or `[unknown]` when even that is not known.
 
 use crate::columns::{columns, Column};
+use crate::views::{self, By, FlatTable};
 use coldcache_dump::symbols::NO_FILE;
 use coldcache_dump::{Dump, Symbols, ROOT_STACK};
 use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
+use std::sync::OnceLock;
 
 /// Index of a function in [`Profile::functions`].
 pub type FnId = u32;
@@ -105,7 +113,17 @@ pub struct Profile {
     pub(crate) fn_self: Vec<u64>,
     pub(crate) fn_incl: Vec<u64>,
     pub(crate) options: ProfileOptions,
+    /// Kept records summed per source line, built on first use.
+    flat_lines: OnceLock<FlatTable>,
+    /// Kept records summed per instruction, built on first use.
+    flat_instructions: OnceLock<FlatTable>,
 }
+
+// The web UI shares one profile between its worker threads.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<Profile>();
+};
 
 struct Builder<'a> {
     dump: &'a Dump,
@@ -392,7 +410,27 @@ impl Profile {
             fn_incl,
             options,
             dump,
+            flat_lines: OnceLock::new(),
+            flat_instructions: OnceLock::new(),
         }
+    }
+
+    /// The kept records summed per line (`By::Line`) or per instruction
+    /// (`By::Instruction`), aggregated on the first call and kept; `None`
+    /// for `By::Function` (functions have their own tables).
+    pub(crate) fn flat_table(&self, by: By) -> Option<&FlatTable> {
+        let cell = match by {
+            By::Function => return None,
+            By::Line => &self.flat_lines,
+            By::Instruction => &self.flat_instructions,
+        };
+        Some(cell.get_or_init(|| views::aggregate(self, by)))
+    }
+
+    /// Number of distinct instruction frame chains ([`Profile::record_chain`]
+    /// is below it).
+    pub(crate) fn chain_count(&self) -> usize {
+        self.chains.len()
     }
 
     /// The dump this profile was built from.

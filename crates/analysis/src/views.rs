@@ -179,8 +179,9 @@ fn line_key(p: &Profile, i: usize) -> (FnId, u32, u32) {
     (inner.function, inner.file, inner.line)
 }
 
-/// A flat row before it is materialised: what it is and its costs.
-enum Key {
+/// A flat row before it is materialised: what it is.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Key {
     Function(FnId),
     /// A line: function, file, line.
     Line(FnId, u32, u32),
@@ -189,6 +190,8 @@ enum Key {
 }
 
 impl Key {
+    /// Order among rows of equal costs; no two rows of a view share it, so
+    /// the rows' order is total.
     fn order(&self) -> (u64, u64) {
         match *self {
             Key::Function(f) => (u64::from(f), 0),
@@ -198,117 +201,189 @@ impl Key {
     }
 }
 
+/// The kept records summed per line or per instruction: what the flat
+/// profile of that granularity sorts and filters. Built once per profile
+/// ([`Profile::flat_table`]).
+pub(crate) struct FlatTable {
+    /// What each row is, in order of first appearance in the records.
+    keys: Vec<Key>,
+    /// Self costs, row after row (`keys.len()` × the profile's counters).
+    costs: Vec<u64>,
+}
+
+impl FlatTable {
+    fn row(&self, i: usize, nc: usize) -> &[u64] {
+        &self.costs[i * nc..(i + 1) * nc]
+    }
+}
+
+/// Sums the kept records per line (`by` = [`By::Line`]) or per instruction.
+///
+/// Both keys depend only on a record's own frame chain (a chain has one
+/// address and one innermost frame), so each chain is looked up in the key
+/// map once. A first pass gives every chain its row (the row's key made
+/// from the first record that has it, as the rows are shown), a second adds
+/// each record's counters to its chain's row: the costs are allocated once,
+/// at their final size.
+pub(crate) fn aggregate(p: &Profile, by: By) -> FlatTable {
+    let nc = p.counters();
+    let records = &p.dump().records;
+    let kept = || {
+        records
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| p.record_kept(i))
+    };
+    let mut keys = Vec::new();
+    let mut chain_row = vec![usize::MAX; p.chain_count()];
+    let mut row_of: HashMap<(u64, u32, u32), usize> = HashMap::default();
+    for (i, r) in kept() {
+        let c = p.record_chain(i) as usize;
+        if chain_row[c] != usize::MAX {
+            continue;
+        }
+        let (f, file, line) = line_key(p, i);
+        let key = if by == By::Line {
+            // Lines without a file are kept apart per function.
+            if file == NO_FILE {
+                (u64::from(f), file, 0)
+            } else {
+                (0, file, line)
+            }
+        } else {
+            (r.ip, 0, 0)
+        };
+        chain_row[c] = *row_of.entry(key).or_insert_with(|| {
+            keys.push(if by == By::Line {
+                Key::Line(f, file, line)
+            } else {
+                Key::Instruction(r.ip, f, i)
+            });
+            keys.len() - 1
+        });
+    }
+    drop(row_of);
+    keys.shrink_to_fit();
+    let mut costs = vec![0u64; keys.len() * nc];
+    for (i, r) in kept() {
+        let row = chain_row[p.record_chain(i) as usize];
+        add_row(&mut costs[row * nc..(row + 1) * nc], &r.counters);
+    }
+    FlatTable { keys, costs }
+}
+
 fn flat_label(p: &Profile, k: &Key) -> String {
+    let mut out = String::new();
+    write_flat_label(&mut out, p, k);
+    out
+}
+
+/// Appends a flat row's label to `out` (what [`flat_label`] returns).
+fn write_flat_label(out: &mut String, p: &Profile, k: &Key) {
+    use std::fmt::Write;
+    // Writing to a String cannot fail: the results are ignored.
     match *k {
-        Key::Function(f) => fn_label(p, f),
+        Key::Function(f) => write_fn_label(out, p, f),
         Key::Line(f, file, line) => match p.file(file) {
-            Some(path) => format!("{}:{} ({})", short_path(path), line, p.function(f).name),
-            None => format!("{} (no line info)", fn_label(p, f)),
+            Some(path) => {
+                let name = &p.function(f).name;
+                let _ = write!(out, "{}:{line} ({name})", short_path(path));
+            }
+            None => {
+                write_fn_label(out, p, f);
+                out.push_str(" (no line info)");
+            }
         },
         Key::Instruction(a, f, first) => {
             let (_, fl, ln) = line_key(p, first);
-            format!(
-                "{a:#x} {}{}",
-                p.function(f).name,
-                p.file(fl)
-                    .map(|s| format!(" {}:{ln}", short_path(s)))
-                    .unwrap_or_default()
-            )
+            let _ = write!(out, "{a:#x} {}", p.function(f).name);
+            if let Some(path) = p.file(fl) {
+                let _ = write!(out, " {}:{ln}", short_path(path));
+            }
         }
     }
 }
 
+/// A candidate row of the flat profile: (sort value, instructions, order
+/// among equals, row index: a function id or a [`FlatTable`] row).
+type Candidate = (f64, u64, (u64, u64), usize);
+
 /// Builds the flat profile.
 ///
-/// Rows are gathered as keys with costs, filtered, sorted and cut to the
-/// limit before any label or disassembly is made, so a million-record dump
-/// answers quickly even per instruction.
+/// Rows by line or instruction come from the profile's [`FlatTable`]
+/// (aggregated on the first query of that granularity); each query then
+/// filters, sorts and cuts them to the limit before any label or
+/// disassembly is made, so a million-record dump answers quickly even per
+/// instruction.
 pub fn flat(p: &Profile, q: &FlatQuery) -> Result<FlatView, AnalysisError> {
     let cols = p.columns();
     let sort = q.sort.clone().unwrap_or_else(|| default_sort(p));
     let sc = column_index(p, &sort)?;
     let re = q.filter.as_deref().map(crate::regex).transpose()?;
     let nc = p.counters();
-    // (key, self costs, inclusive costs)
-    let mut cands: Vec<(Key, Vec<u64>, Option<Vec<u64>>)> = Vec::new();
-    match q.by {
-        By::Function => {
-            for f in 0..p.functions().len() as FnId {
-                let inc = p.fn_incl(f);
-                if inc.iter().all(|&v| v == 0) {
-                    continue;
-                }
-                cands.push((Key::Function(f), p.fn_self(f).to_vec(), Some(inc.to_vec())));
+    let table = p.flat_table(q.by);
+    let key_of = |i: usize| match table {
+        Some(t) => t.keys[i],
+        None => Key::Function(i as FnId),
+    };
+    // Self costs (and inclusive costs, functions only) of a row.
+    let costs_of = |i: usize| -> (&[u64], Option<&[u64]>) {
+        match table {
+            Some(t) => (t.row(i, nc), None),
+            None => (p.fn_self(i as FnId), Some(p.fn_incl(i as FnId))),
+        }
+    };
+    let rows_total = match table {
+        Some(t) => t.keys.len(),
+        None => p.functions().len(),
+    };
+    let mut label = String::new();
+    let mut order: Vec<Candidate> = Vec::with_capacity(if re.is_some() { 0 } else { rows_total });
+    for i in 0..rows_total {
+        let (s, inc) = costs_of(i);
+        if inc.is_some_and(|inc| inc.iter().all(|&v| v == 0)) {
+            continue;
+        }
+        let k = key_of(i);
+        if let Some(re) = &re {
+            label.clear();
+            write_flat_label(&mut label, p, &k);
+            if !re.is_match(&label) {
+                continue;
             }
         }
-        By::Line | By::Instruction => {
-            let mut acc: HashMap<(u64, u32, u32), usize> = HashMap::default();
-            for i in 0..p.record_count() {
-                if !p.record_kept(i) {
-                    continue;
-                }
-                let (f, file, line) = line_key(p, i);
-                let key = if q.by == By::Line {
-                    // Lines without a file are kept apart per function.
-                    if file == NO_FILE {
-                        (u64::from(f), file, 0)
-                    } else {
-                        (0, file, line)
-                    }
-                } else {
-                    (p.dump().records[i].ip, 0, 0)
-                };
-                let slot = *acc.entry(key).or_insert_with(|| {
-                    let k = if q.by == By::Line {
-                        Key::Line(f, file, line)
-                    } else {
-                        Key::Instruction(p.dump().records[i].ip, f, i)
-                    };
-                    cands.push((k, vec![0; nc], None));
-                    cands.len() - 1
-                });
-                add_row(&mut cands[slot].1, &p.dump().records[i].counters);
-            }
-        }
+        let by = match inc {
+            Some(inc) if q.inclusive => inc,
+            _ => s,
+        };
+        order.push((
+            cols[sc].value(by),
+            s.first().copied().unwrap_or(0),
+            k.order(),
+            i,
+        ));
     }
-    let mut labels: Vec<Option<String>> = Vec::new();
-    if let Some(re) = &re {
-        let mut kept = Vec::new();
-        for c in cands {
-            let l = flat_label(p, &c.0);
-            if re.is_match(&l) {
-                kept.push(c);
-                labels.push(Some(l));
-            }
-        }
-        cands = kept;
-    } else {
-        labels.resize(cands.len(), None);
-    }
-    let mut order: Vec<(f64, u64, (u64, u64), usize)> = cands
-        .iter()
-        .enumerate()
-        .map(|(i, (k, s, inc))| {
-            let key = if q.inclusive && inc.is_some() {
-                inc.as_deref().unwrap_or(s)
-            } else {
-                s
-            };
-            (cols[sc].value(key), s[0], k.order(), i)
-        })
-        .collect();
     // Descending by the sort column, then by instructions; ties in a fixed
-    // order so the output is deterministic.
-    order.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+    // order so the output is deterministic. No two rows compare equal, so
+    // selecting the first `limit` rows and sorting only those gives the
+    // same rows as sorting all.
+    let cmp =
+        |a: &Candidate, b: &Candidate| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2));
     let matched = order.len();
     if let Some(n) = q.limit {
-        order.truncate(n);
+        if n == 0 {
+            order.clear();
+        } else if n < order.len() {
+            order.select_nth_unstable_by(n - 1, cmp);
+            order.truncate(n);
+        }
     }
+    order.sort_unstable_by(cmp);
     let mut rows = Vec::with_capacity(order.len());
     for &(_, _, _, i) in &order {
-        let (k, s, inc) = &cands[i];
-        let label = labels[i].take().unwrap_or_else(|| flat_label(p, k));
-        let (f, file, line, addr) = match *k {
+        let k = key_of(i);
+        let (s, inc) = costs_of(i);
+        let (f, file, line, addr) = match k {
             Key::Function(f) => {
                 let info = p.function(f);
                 (f, info.file.clone(), info.line, None)
@@ -321,7 +396,7 @@ pub fn flat(p: &Profile, q: &FlatQuery) -> Result<FlatView, AnalysisError> {
         };
         let info = p.function(f);
         rows.push(FlatRow {
-            label,
+            label: flat_label(p, &k),
             function: Some(f),
             name: info.name.clone(),
             module: info.module.clone(),
@@ -330,7 +405,7 @@ pub fn flat(p: &Profile, q: &FlatQuery) -> Result<FlatView, AnalysisError> {
             addr,
             asm: addr.and_then(|a| disasm_at(p, a)),
             self_: values(cols, s),
-            incl: inc.as_ref().map(|v| values(cols, v)),
+            incl: inc.map(|v| values(cols, v)),
         });
     }
     Ok(FlatView {
@@ -351,6 +426,16 @@ pub fn fn_label(p: &Profile, f: FnId) -> String {
         info.name.clone()
     } else {
         format!("{} in {}", info.name, info.module)
+    }
+}
+
+/// Appends [`fn_label`] to `out`.
+fn write_fn_label(out: &mut String, p: &Profile, f: FnId) {
+    let info = p.function(f);
+    out.push_str(&info.name);
+    if !(info.resolved || info.module.is_empty()) {
+        out.push_str(" in ");
+        out.push_str(&info.module);
     }
 }
 

@@ -123,6 +123,65 @@ fn flat_by_line_merges_the_inlined_getter_and_by_instruction_keeps_addresses() {
     assert_eq!(int(r4.self_[ins]), 4);
 }
 
+/// The rows by line and by instruction are aggregated once per profile and
+/// kept: a later query with another sort, filter or limit must answer as a
+/// fresh profile does, with nothing of the earlier query left in the table.
+#[test]
+fn flat_by_line_and_instruction_asked_again_answer_as_a_fresh_profile() {
+    let shared = profile();
+    let json = |v: views::FlatView| serde_json::to_string(&v).unwrap();
+    for by in [By::Line, By::Instruction] {
+        let first = FlatQuery {
+            by,
+            sort: Some("mem".into()),
+            filter: Some("pos".into()),
+            limit: Some(1),
+            ..FlatQuery::default()
+        };
+        let a = views::flat(&shared, &first).unwrap();
+        assert_eq!(
+            (a.matched, a.rows.len()),
+            (if by == By::Line { 1 } else { 2 }, 1)
+        );
+        for second in [
+            FlatQuery {
+                by,
+                sort: Some("instructions".into()),
+                ..FlatQuery::default()
+            },
+            FlatQuery {
+                by,
+                sort: Some("badness".into()),
+                filter: Some("r\\.c|main".into()),
+                limit: Some(2),
+                ..FlatQuery::default()
+            },
+            FlatQuery {
+                by,
+                limit: Some(0),
+                ..FlatQuery::default()
+            },
+            first.clone(),
+        ] {
+            let again = views::flat(&shared, &second).unwrap();
+            let fresh = views::flat(&profile(), &second).unwrap();
+            assert_eq!(json(again), json(fresh), "{by:?} {second:?}");
+        }
+        // Every row, unfiltered, in both orders.
+        let all = views::flat(
+            &shared,
+            &FlatQuery {
+                by,
+                sort: Some("instructions".into()),
+                ..FlatQuery::default()
+            },
+        )
+        .unwrap();
+        let n = if by == By::Line { 4 } else { 5 };
+        assert_eq!((all.matched, all.rows.len()), (n, n));
+    }
+}
+
 #[test]
 fn top_down_tree_is_hand_computed() {
     let p = profile();

@@ -110,6 +110,16 @@ fn main() {
             "flat by instruction",
             "/api/flat?by=instruction&limit=300".to_string(),
         ),
+        // Another sort column of the same granularities: a new answer
+        // (not in the answer cache), as when a column header is clicked.
+        (
+            "flat by line, new sort",
+            "/api/flat?by=line&sort=instructions&limit=300".to_string(),
+        ),
+        (
+            "flat by instruction, new sort",
+            "/api/flat?by=instruction&sort=instructions&limit=300".to_string(),
+        ),
         (
             "top-down, hot path",
             "/api/tree?kind=top_down&hot=1&min_percent=0.5".to_string(),

@@ -297,6 +297,108 @@ fn the_server_listens_on_loopback_and_checks_the_token() {
     t.join().unwrap();
 }
 
+/// Starts `server.run` on a thread; the receiver gets a message when `run`
+/// returns.
+fn run_in_background(server: Server, stop: Arc<AtomicBool>) -> std::sync::mpsc::Receiver<()> {
+    let (done, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        server.run(&stop);
+        let _ = done.send(());
+    });
+    ended
+}
+
+/// Waits for `run` to return; a generous bound turns a server that never
+/// stops into a failure instead of a hung test (not a timing assertion).
+fn wait_for_run(ended: std::sync::mpsc::Receiver<()>, how: &str) {
+    ended
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("run did not return after {how}"));
+}
+
+/// One worker is held by an answer it cannot finish (a source file larger
+/// than the kernel can buffer, sent to a client that reads only its status
+/// line); a second request on another connection is answered meanwhile.
+///
+/// (A client that sends only half a request would hold no worker: tiny_http
+/// reads and parses requests on threads of its own and hands a worker only
+/// complete ones, so that test passes with a single-threaded server too.)
+#[test]
+fn a_request_is_answered_while_a_worker_is_busy_with_another() {
+    let dir = std::env::temp_dir().join(format!("coldcache-ui-busy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let big = dir.join("big.c");
+    // 48 MiB: more than the socket buffers of both ends can hold (Linux
+    // caps them at tcp_wmem and tcp_rmem, 4 and 32 MiB at most by default).
+    let line = format!("{}\n", "x".repeat(1023));
+    std::fs::write(&big, line.repeat(48 << 10)).unwrap();
+    let server = Server::bind(
+        vec![("a".into(), profile(8, Some(&big)))],
+        &ServeOptions::default(),
+    )
+    .unwrap();
+    let token = server.url.split("token=").nth(1).unwrap().to_string();
+    let addr = server.addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    let ended = run_in_background(server, Arc::clone(&stop));
+
+    let mut busy = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        busy,
+        "GET /api/source?file={}&token={token} HTTP/1.0\r\nHost: localhost\r\n\r\n",
+        big.display()
+    )
+    .unwrap();
+    // The status line: a worker is writing this answer, and cannot finish
+    // until the rest is read.
+    let mut head = [0u8; 12];
+    busy.read_exact(&mut head).unwrap();
+    assert_eq!(&head[9..], b"200", "{}", String::from_utf8_lossy(&head));
+
+    let mut other = std::net::TcpStream::connect(addr).unwrap();
+    other
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        other,
+        "GET /api/meta?token={token} HTTP/1.0\r\nHost: localhost\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    other
+        .read_to_string(&mut out)
+        .expect("an answer while another worker is busy");
+    assert_eq!(out.split_whitespace().nth(1), Some("200"), "{out}");
+
+    // The busy answer is still whole, then every worker stops on the flag.
+    let mut rest = Vec::new();
+    busy.read_to_end(&mut rest).unwrap();
+    assert!(rest.ends_with(line.as_bytes()));
+    assert!(rest.len() > 48 << 20);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    wait_for_run(ended, "the stop flag");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Regression: `stopper()` woke one `recv_timeout`, which returns "no
+/// request" then, so `run` went on serving until its flag was set; it must
+/// end `run` (every worker) without the flag.
+#[test]
+fn the_stopper_ends_run_without_the_flag() {
+    let server = Server::bind(
+        vec![("a".into(), profile(8, None))],
+        &ServeOptions::default(),
+    )
+    .unwrap();
+    let token = server.url.split("token=").nth(1).unwrap().to_string();
+    let addr = server.addr;
+    let stop_now = server.stopper();
+    let ended = run_in_background(server, Arc::new(AtomicBool::new(false)));
+    assert_eq!(http_get(addr, &format!("/api/meta?token={token}")).0, 200);
+    stop_now();
+    wait_for_run(ended, "the stopper");
+}
+
 #[test]
 fn the_warm_up_answers_the_pages_own_requests() {
     let a = app(None);
