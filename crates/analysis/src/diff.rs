@@ -7,9 +7,8 @@
 //! hierarchies compare on the columns they share.
 
 use crate::profile::{add_row, Profile};
-use crate::views::{fn_label, short_path, values, By, ColumnHead, Num};
+use crate::views::{fn_label, short_path, values, By, ColumnHead, Key, Num};
 use crate::AnalysisError;
-use coldcache_dump::symbols::NO_FILE;
 use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -91,23 +90,12 @@ fn rows_of(p: &Profile, by: By) -> BTreeMap<String, (String, Vec<u64>)> {
             }
         }
         By::Line => {
-            let mut acc: HashMap<(u32, u32, u32), Vec<u64>> = HashMap::default();
-            for i in 0..p.record_count() {
-                if !p.record_kept(i) {
+            // The flat profile's per-line table, summed once per profile.
+            let table = p.flat_table(By::Line).expect("lines have a table");
+            for (key, v) in table.rows(nc) {
+                let Key::Line(f, file, line) = key else {
                     continue;
-                }
-                let fr = *p.record_frames(i).last().expect("a path has a frame");
-                let key = if fr.file == NO_FILE {
-                    (NO_FILE, 0, fr.function)
-                } else {
-                    (fr.file, fr.line, 0)
                 };
-                add_row(
-                    acc.entry(key).or_insert_with(|| vec![0; nc]),
-                    &p.dump().records[i].counters,
-                );
-            }
-            for ((file, line, f), v) in acc {
                 let (id, label) = match p.file(file) {
                     Some(path) => (
                         format!("{path}:{line}"),
@@ -119,7 +107,7 @@ fn rows_of(p: &Profile, by: By) -> BTreeMap<String, (String, Vec<u64>)> {
                     ),
                 };
                 let e = m.entry(id).or_insert_with(|| (label, vec![0; nc]));
-                add_row(&mut e.1, &v);
+                add_row(&mut e.1, v);
             }
         }
     }

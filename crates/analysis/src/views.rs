@@ -215,6 +215,14 @@ impl FlatTable {
     fn row(&self, i: usize, nc: usize) -> &[u64] {
         &self.costs[i * nc..(i + 1) * nc]
     }
+
+    /// Every row: what it is and its self costs (`nc` counters).
+    pub(crate) fn rows(&self, nc: usize) -> impl Iterator<Item = (Key, &[u64])> + '_ {
+        self.keys
+            .iter()
+            .enumerate()
+            .map(move |(i, &k)| (k, self.row(i, nc)))
+    }
 }
 
 /// Sums the kept records per line (`by` = [`By::Line`]) or per instruction.
