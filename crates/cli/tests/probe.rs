@@ -124,14 +124,24 @@ fn quick_probe_writes_json_plot_and_a_configuration_sim_accepts() {
             .map(|p| p["miss_rate"].clone())
             .unwrap()
     };
-    // Independent truth: an LRU cache under a cyclic pattern hits
-    // everything that fits and misses everything else (the L1d); the L2
-    // (tree-PLRU) holds what fits.
+    // Independent truth: an LRU cache under a cyclic pattern of distinct
+    // lines hits everything that fits and misses everything else (the L1d);
+    // the L2 (tree-PLRU) holds what fits. The patterns step by the measured
+    // line size; when a noisy quick run measures less than the
+    // configuration's 64 bytes, a line is visited more than once per cycle
+    // and only the bounds hold.
+    let stride = v["line_size"]["detected"].as_u64().unwrap_or(64);
     assert_eq!(at(4096), serde_json::json!([0.0, 0.0]));
-    assert_eq!(at(8192), serde_json::json!([1.0, 0.0]));
-    assert_eq!(at(64 << 10), serde_json::json!([1.0, 0.0]));
-    assert_eq!(at(128 << 10)[0], 1.0);
+    assert_eq!(at(64 << 10)[1], 0.0);
+    assert!(at(128 << 10)[0].as_f64().unwrap() > 0.5);
     assert!(at(128 << 10)[1].as_f64().unwrap() > 0.5);
+    if stride >= 64 {
+        assert_eq!(at(8192), serde_json::json!([1.0, 0.0]));
+        assert_eq!(at(64 << 10), serde_json::json!([1.0, 0.0]));
+        assert_eq!(at(128 << 10)[0], 1.0);
+    } else {
+        assert!(at(8192)[0].as_f64().unwrap() > 0.0, "stride {stride}");
+    }
     assert_eq!(sim["capacity"][0], 4096);
     assert_eq!(sim["assoc"], 4);
 
