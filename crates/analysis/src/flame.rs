@@ -7,11 +7,14 @@
 //! million-record capture answers in milliseconds: the walk only visits the
 //! nodes that are drawn and their direct children.
 //!
-//! Layout rules (those of inferno and Brendan Gregg's flamegraph.pl, so the
-//! picture matches `coldcache export --format flamegraph`): a frame's width
-//! is its inclusive weight; its children sit side by side from its left
-//! edge in alphabetical order of their labels; what remains on the right is
-//! its self weight.
+//! Layout rules (those of inferno and Brendan Gregg's flamegraph.pl): a
+//! frame's width is its inclusive weight; its children sit side by side
+//! from its left edge in alphabetical order of their labels; what remains
+//! on the right is its self weight. One difference with
+//! `coldcache export --format flamegraph`: the export joins stacks by their
+//! text, so two sibling functions with the same label (closures of one
+//! function) become one frame there, and stay two frames here, as in the
+//! call tree.
 
 use crate::profile::{FnId, NodeId, Profile, ROOT};
 use crate::views::fn_label;
@@ -149,6 +152,8 @@ pub fn flame(p: &Profile, q: &FlameQuery) -> Result<FlameView, AnalysisError> {
     let mut level: Vec<(NodeId, u64)> = vec![(q.root, 0)];
     while !level.is_empty() {
         let mut next: Vec<FlameFrame> = Vec::new();
+        // Counted only if this level is drawn.
+        let (mut level_hidden, mut level_hidden_value) = (0, 0u64);
         for &(parent, start) in &level {
             let mut kids: Vec<(String, NodeId, u64)> = Vec::new();
             for &c in p.children(parent) {
@@ -157,8 +162,8 @@ pub fn flame(p: &Profile, q: &FlameQuery) -> Result<FlameView, AnalysisError> {
                     continue;
                 }
                 if v < min {
-                    hidden_frames += 1;
-                    hidden_value = hidden_value.saturating_add(v);
+                    level_hidden += 1;
+                    level_hidden_value = level_hidden_value.saturating_add(v);
                     continue;
                 }
                 kids.push((label(p.node(c).function), c, v));
@@ -181,12 +186,16 @@ pub fn flame(p: &Profile, q: &FlameQuery) -> Result<FlameView, AnalysisError> {
             }
         }
         if next.is_empty() {
+            hidden_frames += level_hidden;
+            hidden_value = hidden_value.saturating_add(level_hidden_value);
             break;
         }
         if frames.len() + next.len() > q.max_frames {
             cut_depth = Some(next[0].depth);
             break;
         }
+        hidden_frames += level_hidden;
+        hidden_value = hidden_value.saturating_add(level_hidden_value);
         max_depth = next[0].depth;
         level = next.iter().map(|f| (f.node, f.start)).collect();
         frames.extend(next);
@@ -211,8 +220,12 @@ pub fn flame(p: &Profile, q: &FlameQuery) -> Result<FlameView, AnalysisError> {
 /// path in `other` (another capture of the same program: a differential
 /// flame graph). Call paths are matched function by function from the root
 /// by [`crate::diff::function_identity`] (name, module, source file), so
-/// two builds of the program match. The layout is `layout`'s: paths only
-/// `other` has are not drawn (lay out the other profile to see them).
+/// two builds of the program match. Functions of one identity (closures of
+/// one function, a static helper defined in a header) are told apart by
+/// their entry line when the other profile has that line, and summed
+/// otherwise, as the comparison by function sums them. The layout is
+/// `layout`'s: paths only `other` has are not drawn (lay out the other
+/// profile to see them).
 pub fn flame_compare(
     layout: &Profile,
     other: &Profile,
@@ -222,37 +235,43 @@ pub fn flame_compare(
     let name = &layout.columns()[q.weight].name;
     let oc = &other.columns()[crate::views::column_index(other, name)?];
     let ow = |n: NodeId| oc.int_value(other.node_incl(n));
-    // Children of an `other` node by function identity, built on demand.
-    let mut kids: HashMap<NodeId, HashMap<String, NodeId>> = HashMap::default();
-    let mut child_of = |n: NodeId, id: &str| -> Option<NodeId> {
-        kids.entry(n)
-            .or_insert_with(|| {
-                other
-                    .children(n)
-                    .iter()
-                    .map(|&c| {
-                        (
-                            crate::diff::function_identity(other, other.node(c).function),
-                            c,
-                        )
-                    })
-                    .collect()
-            })
-            .get(id)
-            .copied()
-    };
-    // Layout node -> other node; parents come before their children (the
-    // path from the root, then the frames level by level).
-    let mut matched: HashMap<NodeId, Option<NodeId>> = HashMap::default();
-    matched.insert(ROOT, Some(ROOT));
+    // Children of an `other` node by function identity, with their entry
+    // lines, built on demand.
+    type Kids = HashMap<String, Vec<(u32, NodeId)>>;
+    let mut kids: HashMap<NodeId, Kids> = HashMap::default();
+    // Layout node -> the `other` nodes of its call path; parents come
+    // before their children (the path from the root, then the frames level
+    // by level).
+    let mut matched: HashMap<NodeId, Vec<NodeId>> = HashMap::default();
+    matched.insert(ROOT, vec![ROOT]);
+    let mut found: Vec<(u32, NodeId)> = Vec::new();
     for f in v.path.iter_mut().chain(v.frames.iter_mut()) {
-        let m = matched
-            .get(&f.parent)
-            .copied()
-            .flatten()
-            .and_then(|op| child_of(op, &crate::diff::function_identity(layout, f.function)));
+        let id = crate::diff::function_identity(layout, f.function);
+        let line = layout.function(f.function).line;
+        found.clear();
+        for &op in matched.get(&f.parent).map_or(&[][..], Vec::as_slice) {
+            let by_id = kids.entry(op).or_insert_with(|| {
+                let mut m = Kids::default();
+                for &c in other.children(op) {
+                    let g = other.node(c).function;
+                    m.entry(crate::diff::function_identity(other, g))
+                        .or_default()
+                        .push((other.function(g).line, c));
+                }
+                m
+            });
+            if let Some(cs) = by_id.get(&id) {
+                found.extend_from_slice(cs);
+            }
+        }
+        let same_line = found.iter().any(|&(l, _)| l == line);
+        let m: Vec<NodeId> = found
+            .iter()
+            .filter(|&&(l, _)| !same_line || l == line)
+            .map(|&(_, c)| c)
+            .collect();
+        f.other = Some(m.iter().fold(0u64, |s, &c| s.saturating_add(ow(c))));
         matched.insert(f.node, m);
-        f.other = Some(m.map(ow).unwrap_or(0));
     }
     v.other_total = Some(ow(ROOT));
     Ok(v)

@@ -172,7 +172,9 @@ pub struct FlatView {
     pub rows: Vec<FlatRow>,
 }
 
-/// Where a record's line is: the innermost frame with a file, if any.
+/// Where a record's line is: its innermost frame's function, file and line
+/// (the file may be [`NO_FILE`]: such
+/// costs are kept apart per function).
 fn line_key(p: &Profile, i: usize) -> (FnId, u32, u32) {
     let frames = p.record_frames(i);
     let inner = frames[frames.len() - 1];

@@ -561,6 +561,12 @@ fn flame_layout_by_hand() {
     q.max_frames = 4;
     let c = flame(&p, &q).unwrap();
     assert_eq!((c.frames.len(), c.max_depth, c.cut_depth), (4, 2, Some(3)));
+    // With frames under 3 left out as well: the narrow rec (2) of the cut
+    // level is not counted as left out for narrowness (its level is cut).
+    q.min_fraction = 0.1;
+    let c = flame(&p, &q).unwrap();
+    assert_eq!((c.frames.len(), c.cut_depth), (4, Some(3)));
+    assert_eq!((c.hidden_frames, c.hidden_value), (0, 0));
 
     // A node that does not exist is refused.
     q.root = 1000;
@@ -617,4 +623,62 @@ fn flame_compare_matches_call_paths_by_hand() {
     let z = flame_compare(&after, &before, &q).unwrap();
     let path: Vec<Option<u64>> = z.path.iter().map(|f| f.other).collect();
     assert_eq!(path, [Some(11), Some(2)]);
+}
+
+#[test]
+fn flame_compare_tells_functions_of_one_identity_apart_by_entry_line() {
+    use coldcache_analysis::flame::{flame_compare, FlameQuery};
+    // render renamed `update` and moved into u.c: main calls two functions
+    // of one identity (name, module, file), entered at lines 19 and 29, as
+    // two closures of one function would be.
+    let twin = |b_mem, render_line| {
+        let mut d = dump(b_mem);
+        let f = &mut d.symbols.as_mut().unwrap().functions[3];
+        f.name = "update".into();
+        f.file = 1;
+        f.line = render_line;
+        Profile::new(d, ProfileOptions::default())
+    };
+    let frames =
+        |v: &coldcache_analysis::flame::FlameView| -> Vec<(u32, String, u64, Option<u64>)> {
+            v.frames
+                .iter()
+                .map(|f| (f.depth, v.names[&f.function].clone(), f.value, f.other))
+                .collect()
+        };
+    let (before, after) = (twin(8, 29), twin(0, 29));
+    let q = FlameQuery::new(col(&before, "mem"));
+    let v = flame_compare(&before, &after, &q).unwrap();
+    // Each update keeps its own other side: 8 → 0 and 2 → 2 (one map by
+    // identity gave both the same node).
+    let got = frames(&v);
+    let updates: Vec<(u64, Option<u64>)> = got
+        .iter()
+        .filter(|f| f.0 == 2 && f.1.starts_with("update"))
+        .map(|f| (f.2, f.3))
+        .collect();
+    assert_eq!(updates.len(), 2, "{got:?}");
+    assert!(updates.contains(&(8, Some(0))), "{got:?}");
+    assert!(updates.contains(&(2, Some(2))), "{got:?}");
+    let getters: Vec<(u64, Option<u64>)> = got
+        .iter()
+        .filter(|f| f.0 == 3 && f.1 == "get_pos")
+        .map(|f| (f.2, f.3))
+        .collect();
+    assert_eq!(getters.len(), 2, "{got:?}");
+    assert!(getters.contains(&(8, Some(0))), "{got:?}");
+    assert!(getters.contains(&(2, Some(2))), "{got:?}");
+
+    // The second moved to line 31 in the other build: no line to match, so
+    // it gets both candidates' sum (0 + 2), the first still its own line.
+    let moved = twin(0, 31);
+    let v = flame_compare(&before, &moved, &q).unwrap();
+    let got = frames(&v);
+    let updates: Vec<(u64, Option<u64>)> = got
+        .iter()
+        .filter(|f| f.0 == 2 && f.1.starts_with("update"))
+        .map(|f| (f.2, f.3))
+        .collect();
+    assert!(updates.contains(&(8, Some(0))), "{got:?}");
+    assert!(updates.contains(&(2, Some(2))), "{got:?}");
 }

@@ -8,7 +8,7 @@ use coldcache_analysis::diff::{self, DiffQuery};
 use coldcache_analysis::render;
 use coldcache_analysis::views::{self, By, FlatQuery, TreeQuery};
 use coldcache_analysis::{Profile, ProfileOptions};
-use coldcache_dump::Dump;
+use coldcache_dump::{Dump, SourceText, MAX_SOURCE_FILE};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -272,15 +272,19 @@ pub fn report(a: ReportArgs) -> Result<()> {
                         .with_context(|| format!("--source-map '{m}' is not FROM=TO"))
                 })
                 .collect::<Result<_>>()?;
+            // Regular files only, at most MAX_SOURCE_FILE bytes: the paths
+            // come from the dump.
+            let read_file =
+                |path: &str| SourceText::read(path, MAX_SOURCE_FILE).ok().map(|s| s.text);
             let read = |path: &str| -> Option<String> {
                 for (from, to) in &maps {
                     if let Some(rest) = path.strip_prefix(from.as_str()) {
-                        if let Ok(t) = std::fs::read_to_string(format!("{to}{rest}")) {
+                        if let Some(t) = read_file(&format!("{to}{rest}")) {
                             return Some(t);
                         }
                     }
                 }
-                std::fs::read_to_string(path).ok()
+                read_file(path)
             };
             let v = views::annotate(&p, &fs, &read);
             if c.json {

@@ -192,6 +192,49 @@ pub struct SourceText {
     pub text: String,
 }
 
+/// Largest source file read, in bytes (sqlite's 9 MB amalgamation fits).
+pub const MAX_SOURCE_FILE: u64 = 16 << 20;
+
+/// Why [`SourceText::read`] read nothing (the message names no path).
+#[derive(Debug, thiserror::Error)]
+pub enum SourceReadError {
+    #[error("not a regular file")]
+    NotAFile,
+    #[error("larger than {0} bytes")]
+    TooLarge(u64),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl SourceText {
+    /// Reads source file `path` from disk as the `SRCS` section keeps it
+    /// (invalid UTF-8 replaced). A dump names its files itself, so a
+    /// crafted one could name `/dev/zero` or a pipe: only regular files
+    /// (after symlinks) are read, and never more than `max_bytes` bytes
+    /// (checked while reading, so a file growing meanwhile cannot pass).
+    pub fn read(path: &str, max_bytes: u64) -> Result<SourceText, SourceReadError> {
+        use std::io::Read;
+        let meta = std::fs::metadata(path)?;
+        if !meta.is_file() {
+            return Err(SourceReadError::NotAFile);
+        }
+        if meta.len() > max_bytes {
+            return Err(SourceReadError::TooLarge(max_bytes));
+        }
+        let file = std::fs::File::open(path)?;
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        file.take(max_bytes.saturating_add(1))
+            .read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > max_bytes {
+            return Err(SourceReadError::TooLarge(max_bytes));
+        }
+        Ok(SourceText {
+            path: path.to_string(),
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+        })
+    }
+}
+
 /// Counter naming: the layout of [`Record::counters`] for a hierarchy of
 /// `levels` levels.
 pub mod counters {

@@ -9,7 +9,7 @@
 //! ([`SourceLimits::max_total`]) is spent, the most-referenced files first.
 
 use coldcache_dump::symbols::NO_FILE;
-use coldcache_dump::{Dump, SourceText, Symbols};
+use coldcache_dump::{Dump, SourceReadError, SourceText, Symbols, MAX_SOURCE_FILE};
 use std::collections::HashMap;
 
 /// How much source text a dump may carry.
@@ -22,10 +22,10 @@ pub struct SourceLimits {
 }
 
 impl Default for SourceLimits {
-    /// 4 MiB per file, 64 MiB in all.
+    /// [`MAX_SOURCE_FILE`] (16 MiB) per file, 64 MiB in all.
     fn default() -> Self {
         SourceLimits {
-            max_file: 4 << 20,
+            max_file: MAX_SOURCE_FILE,
             max_total: 64 << 20,
         }
     }
@@ -87,25 +87,29 @@ pub fn embed_sources(dump: &mut Dump, limits: &SourceLimits) -> SourcesSummary {
         .collect();
     let mut sources = Vec::new();
     for path in files_by_use(syms) {
-        let text = match std::fs::metadata(path) {
-            Ok(m) if !m.is_file() => Err("not a regular file".to_string()),
-            Ok(m) if m.len() > limits.max_file => {
+        let text = match (SourceText::read(path, limits.max_file), old.get(path)) {
+            // The limit is on the bytes read: replacing invalid UTF-8 may
+            // make the text larger, and text kept from an earlier
+            // embedding was checked against another limit.
+            (Ok(t), _) if t.text.len() as u64 <= limits.max_file => t.text,
+            (Ok(_), _) => {
                 out.too_large.push(path.to_string());
                 continue;
             }
-            Ok(_) => std::fs::read(path)
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
-        let text = match (text, old.get(path)) {
-            (Ok(t), _) => t,
+            (Err(_), Some(t)) if t.len() as u64 > limits.max_file => {
+                out.too_large.push(path.to_string());
+                continue;
+            }
             (Err(_), Some(t)) => {
                 out.kept += 1;
                 t.clone()
             }
+            (Err(SourceReadError::TooLarge(_)), None) => {
+                out.too_large.push(path.to_string());
+                continue;
+            }
             (Err(e), None) => {
-                out.unreadable.push((path.to_string(), e));
+                out.unreadable.push((path.to_string(), e.to_string()));
                 continue;
             }
         };

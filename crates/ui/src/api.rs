@@ -21,6 +21,7 @@ use coldcache_analysis::diff::{self, DiffQuery};
 use coldcache_analysis::flame::{self, FlameQuery};
 use coldcache_analysis::views::{self, values, By, FlatQuery, TreeKind, TreeQuery, TreeRow};
 use coldcache_analysis::{FnId, Profile};
+use coldcache_dump::{SourceText, MAX_SOURCE_FILE};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -158,8 +159,13 @@ impl App {
             Ok(r) => r,
             Err((status, msg)) => Reply::error(status, &msg),
         };
-        if cacheable && reply.status == 200 {
+        if cacheable && reply.status == 200 && reply.body.len() <= CACHE_BYTES {
             if let Ok(mut c) = self.cache.lock() {
+                // Two workers may have computed the same answer: the second
+                // replaces the first, whose bytes are no longer held.
+                if let Some(old) = c.0.remove(&key) {
+                    c.1 -= old.body.len();
+                }
                 if c.1 + reply.body.len() > CACHE_BYTES {
                     c.0.clear();
                     c.1 = 0;
@@ -237,8 +243,9 @@ impl App {
                     files
                         .iter()
                         .any(|x| x == path)
-                        .then(|| std::fs::read_to_string(path).ok())
+                        .then(|| SourceText::read(path, MAX_SOURCE_FILE).ok())
                         .flatten()
+                        .map(|s| s.text)
                 };
                 Ok(Reply::of(&views::annotate(p, &[f], &read)))
             }
@@ -330,7 +337,10 @@ impl App {
                 // The text embedded in the dump first, else the disk.
                 let text = match p.dump().source(file) {
                     Some(t) => t.as_bytes().to_vec(),
-                    None => std::fs::read(file).map_err(|e| (404, format!("{file}: {e}")))?,
+                    None => SourceText::read(file, MAX_SOURCE_FILE)
+                        .map_err(|e| (404, format!("{file}: {e}")))?
+                        .text
+                        .into_bytes(),
                 };
                 Ok(Reply {
                     status: 200,
@@ -369,11 +379,14 @@ impl App {
             })
             .map(|(k, v)| (k.as_str(), v.clone()))
             .collect();
-        let dump = m
-            .get("dump")
-            .and_then(|d| d.parse::<usize>().ok())
-            .unwrap_or(0);
-        if let Some((_, p)) = self.profiles.get(dump) {
+        // A `dump=` that is not a number stays as given (the request is
+        // refused): it must not meet dump 0's answers.
+        let dump = match m.get("dump").map(|d| d.parse::<usize>()) {
+            None => Some(0),
+            Some(Ok(d)) => Some(d),
+            Some(Err(_)) => None,
+        };
+        if let Some((dump, (_, p))) = dump.and_then(|d| self.profiles.get(d).map(|e| (d, e))) {
             if path != "/api/diff" {
                 m.insert("dump", dump.to_string());
             }

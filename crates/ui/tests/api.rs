@@ -98,6 +98,30 @@ fn only_the_dumps_source_files_are_served() {
 }
 
 #[test]
+fn a_dump_naming_a_device_gets_an_error_not_a_read() {
+    // A crafted dump may name /dev/zero as a source file: reading it would
+    // fill the memory of the server (and a pipe would block a worker).
+    let a = app(Some(std::path::Path::new("/dev/zero")));
+    let r = get(&a, "/api/source?file=/dev/zero");
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert!(r.text().contains("not a regular file"), "{}", r.text());
+    let v = json(&get(&a, "/api/annotate?fn=1"));
+    assert_eq!(v["files"][0]["path"], "/dev/zero");
+    assert_eq!(v["files"][0]["readable"], false);
+
+    // A regular file over 16 MiB is refused too.
+    let dir = std::env::temp_dir().join(format!("coldcache-ui-big-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let big = dir.join("big.c");
+    std::fs::write(&big, vec![b'x'; (16 << 20) + 1]).unwrap();
+    let a = app(Some(&big));
+    let r = get(&a, &format!("/api/source?file={}", big.display()));
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert!(r.text().contains("larger than 16777216 bytes"), "{}", r.text());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn sources_embedded_in_the_dump_are_served_without_the_disk() {
     // u.c exists only inside the dump.
     let mut d = hand_dump::dump(8);
@@ -239,7 +263,11 @@ fn answers_are_the_analysis_views() {
 #[test]
 fn bad_requests_get_clear_errors() {
     let a = app(None);
+    // Dump 0's flat profile in the cache must not answer a dump= that is
+    // not a number.
+    json(&get(&a, "/api/flat"));
     for (url, status, text) in [
+        ("/api/flat?dump=abc", 400, "dump"),
         ("/api/flat?by=page", 400, "by=page"),
         ("/api/flat?sort=nope", 400, "no column named 'nope'"),
         ("/api/flat?filter=(", 400, "invalid regular expression"),
@@ -316,24 +344,27 @@ fn wait_for_run(ended: std::sync::mpsc::Receiver<()>, how: &str) {
         .unwrap_or_else(|_| panic!("run did not return after {how}"));
 }
 
-/// One worker is held by an answer it cannot finish (a source file larger
-/// than the kernel can buffer, sent to a client that reads only its status
-/// line); a second request on another connection is answered meanwhile.
+/// One worker is held by an answer it cannot finish (a source file embedded
+/// in the dump, larger than the kernel can buffer, sent to a client that
+/// reads only its status line); a second request on another connection is
+/// answered meanwhile.
 ///
 /// (A client that sends only half a request would hold no worker: tiny_http
 /// reads and parses requests on threads of its own and hands a worker only
 /// complete ones, so that test passes with a single-threaded server too.)
 #[test]
 fn a_request_is_answered_while_a_worker_is_busy_with_another() {
-    let dir = std::env::temp_dir().join(format!("coldcache-ui-busy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let big = dir.join("big.c");
     // 48 MiB: more than the socket buffers of both ends can hold (Linux
     // caps them at tcp_wmem and tcp_rmem, 4 and 32 MiB at most by default).
     let line = format!("{}\n", "x".repeat(1023));
-    std::fs::write(&big, line.repeat(48 << 10)).unwrap();
+    let mut d = hand_dump::dump(8);
+    let big = d.symbols.as_ref().unwrap().files[1].clone();
+    d.sources = vec![coldcache_dump::SourceText {
+        path: big.clone(),
+        text: line.repeat(48 << 10),
+    }];
     let server = Server::bind(
-        vec![("a".into(), profile(8, Some(&big)))],
+        vec![("a".into(), Profile::new(d, ProfileOptions::default()))],
         &ServeOptions::default(),
     )
     .unwrap();
@@ -345,8 +376,7 @@ fn a_request_is_answered_while_a_worker_is_busy_with_another() {
     let mut busy = std::net::TcpStream::connect(addr).unwrap();
     write!(
         busy,
-        "GET /api/source?file={}&token={token} HTTP/1.0\r\nHost: localhost\r\n\r\n",
-        big.display()
+        "GET /api/source?file={big}&token={token} HTTP/1.0\r\nHost: localhost\r\n\r\n"
     )
     .unwrap();
     // The status line: a worker is writing this answer, and cannot finish
@@ -377,7 +407,6 @@ fn a_request_is_answered_while_a_worker_is_busy_with_another() {
     assert!(rest.len() > 48 << 20);
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     wait_for_run(ended, "the stop flag");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Regression: `stopper()` woke one `recv_timeout`, which returns "no
