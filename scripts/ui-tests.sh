@@ -32,4 +32,18 @@ for _ in $(seq 1 50); do kill -0 $server 2>/dev/null || break; sleep 0.1; done
 if kill -0 $server 2>/dev/null; then echo "the server did not stop on SIGINT" >&2; exit 1; fi
 wait $server || { echo "the server exited with an error" >&2; cat "$log" >&2; exit 1; }
 grep -q "coldcache ui: stopped" "$log"
+
+# A hostile dump (HTML in every string, and in the second dump's file name):
+# shown as text, nothing runs.
+hostile=target/ui-hostile
+rm -rf "$hostile"; mkdir -p "$hostile"
+cargo run --release -q -p coldcache-ui --example hostile_dump -- "$hostile/a.ccdump"
+cp "$hostile/a.ccdump" "$hostile/b<img src=x onerror=\"window.__xss=1\">.ccdump"
+target/release/coldcache ui "$hostile"/a.ccdump "$hostile"/b*.ccdump >"$log" 2>&1 &
+server=$!
+for _ in $(seq 1 100); do grep -q "token=" "$log" && break; sleep 0.1; done
+url=$(grep -o 'http://[^ ]*token=[0-9a-f]*' "$log")
+COLDCACHE_UI_URL="$url" SCREENSHOTS="$shots" node ui-tests/hostile.mjs
+kill -INT $server
+wait $server || { echo "the server exited with an error" >&2; cat "$log" >&2; exit 1; }
 echo "== ui tests passed; screenshots in $shots"

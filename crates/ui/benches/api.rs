@@ -158,6 +158,10 @@ fn main() {
             "/api/flame?weight=mem&node=1".to_string(),
         ),
         (
+            "flame graph compared with B",
+            "/api/flame?weight=mem&compare=1".to_string(),
+        ),
+        (
             "compare by function",
             "/api/diff?by=function&limit=300".to_string(),
         ),

@@ -117,7 +117,11 @@ fn a_dump_naming_a_device_gets_an_error_not_a_read() {
     let a = app(Some(&big));
     let r = get(&a, &format!("/api/source?file={}", big.display()));
     assert_eq!(r.status, 404, "{}", r.text());
-    assert!(r.text().contains("larger than 16777216 bytes"), "{}", r.text());
+    assert!(
+        r.text().contains("larger than 16777216 bytes"),
+        "{}",
+        r.text()
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
