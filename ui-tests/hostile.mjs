@@ -8,7 +8,7 @@
 // ran, none became an element, and the text is shown literally.
 //   COLDCACHE_UI_URL   the URL the server printed (with its token)
 //   SCREENSHOTS        directory for the screenshots
-import { chromium } from "playwright-core";
+import { launch } from "./browser.mjs";
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 
@@ -17,14 +17,7 @@ const shots = process.env.SCREENSHOTS || "screenshots";
 assert.ok(url, "COLDCACHE_UI_URL is not set");
 mkdirSync(shots, { recursive: true });
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
-const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-const errors = [];
-page.on("pageerror", (e) => errors.push(String(e)));
+const { browser, page, errors } = await launch();
 page.on("dialog", (d) => { errors.push(`dialog: ${d.message()}`); d.dismiss(); });
 let checks = 0;
 const guard = async (where) => {
@@ -101,6 +94,9 @@ try {
     }));
     assert.ok(boxes.length >= 5, `frames ${boxes.length}`);
     for (const b of boxes) {
+      // From outside the canvas: a hover where the mouse already is moves
+      // nothing, and the tooltip would not be drawn again.
+      await page.mouse.move(0, 0);
       await page.hover("canvas[data-test=flame]", { position: { x: b.x, y: b.y } });
       await page.waitForFunction((l) => document.querySelector("#flame-tip")?.textContent.includes(l), b.label);
       await guard(`flame tip ${b.label}`);
