@@ -5,7 +5,7 @@
 //   SCREENSHOTS        directory for the screenshots
 // Each step checks what the page shows against what the API answers (the
 // API is checked against the analysis crate by the Rust tests).
-import { chromium } from "playwright-core";
+import { launch } from "./browser.mjs";
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 
@@ -16,14 +16,7 @@ mkdirSync(shots, { recursive: true });
 const origin = new URL(url).origin;
 const token = new URL(url).searchParams.get("token");
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-});
-const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-const errors = [];
-page.on("pageerror", (e) => errors.push(String(e)));
+const { browser, page, errors } = await launch();
 const step = async (name, fn) => {
   const t0 = Date.now();
   await fn();

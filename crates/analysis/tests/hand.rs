@@ -639,46 +639,32 @@ fn flame_compare_tells_functions_of_one_identity_apart_by_entry_line() {
         f.line = render_line;
         Profile::new(d, ProfileOptions::default())
     };
-    let frames =
-        |v: &coldcache_analysis::flame::FlameView| -> Vec<(u32, String, u64, Option<u64>)> {
-            v.frames
-                .iter()
-                .map(|f| (f.depth, v.names[&f.function].clone(), f.value, f.other))
-                .collect()
-        };
+    // (width, other side) of the frames at `depth` whose label starts
+    // with `name`.
+    let at = |v: &coldcache_analysis::flame::FlameView, depth: u32, name: &str| {
+        v.frames
+            .iter()
+            .filter(|f| f.depth == depth && v.names[&f.function].starts_with(name))
+            .map(|f| (f.value, f.other))
+            .collect::<Vec<_>>()
+    };
     let (before, after) = (twin(8, 29), twin(0, 29));
     let q = FlameQuery::new(col(&before, "mem"));
     let v = flame_compare(&before, &after, &q).unwrap();
     // Each update keeps its own other side: 8 → 0 and 2 → 2 (one map by
     // identity gave both the same node).
-    let got = frames(&v);
-    let updates: Vec<(u64, Option<u64>)> = got
-        .iter()
-        .filter(|f| f.0 == 2 && f.1.starts_with("update"))
-        .map(|f| (f.2, f.3))
-        .collect();
-    assert_eq!(updates.len(), 2, "{got:?}");
-    assert!(updates.contains(&(8, Some(0))), "{got:?}");
-    assert!(updates.contains(&(2, Some(2))), "{got:?}");
-    let getters: Vec<(u64, Option<u64>)> = got
-        .iter()
-        .filter(|f| f.0 == 3 && f.1 == "get_pos")
-        .map(|f| (f.2, f.3))
-        .collect();
-    assert_eq!(getters.len(), 2, "{got:?}");
-    assert!(getters.contains(&(8, Some(0))), "{got:?}");
-    assert!(getters.contains(&(2, Some(2))), "{got:?}");
+    for (depth, name) in [(2, "update"), (3, "get_pos")] {
+        let got = at(&v, depth, name);
+        assert_eq!(got.len(), 2, "{name}: {got:?}");
+        assert!(got.contains(&(8, Some(0))), "{name}: {got:?}");
+        assert!(got.contains(&(2, Some(2))), "{name}: {got:?}");
+    }
 
     // The second moved to line 31 in the other build: no line to match, so
     // it gets both candidates' sum (0 + 2), the first still its own line.
     let moved = twin(0, 31);
     let v = flame_compare(&before, &moved, &q).unwrap();
-    let got = frames(&v);
-    let updates: Vec<(u64, Option<u64>)> = got
-        .iter()
-        .filter(|f| f.0 == 2 && f.1.starts_with("update"))
-        .map(|f| (f.2, f.3))
-        .collect();
-    assert!(updates.contains(&(8, Some(0))), "{got:?}");
-    assert!(updates.contains(&(2, Some(2))), "{got:?}");
+    let got = at(&v, 2, "update");
+    assert!(got.contains(&(8, Some(0))), "{got:?}");
+    assert!(got.contains(&(2, Some(2))), "{got:?}");
 }

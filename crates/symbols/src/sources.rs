@@ -87,23 +87,9 @@ pub fn embed_sources(dump: &mut Dump, limits: &SourceLimits) -> SourcesSummary {
         .collect();
     let mut sources = Vec::new();
     for path in files_by_use(syms) {
-        let text = match (SourceText::read(path, limits.max_file), old.get(path)) {
-            // The limit is on the bytes read: replacing invalid UTF-8 may
-            // make the text larger, and text kept from an earlier
-            // embedding was checked against another limit.
-            (Ok(t), _) if t.text.len() as u64 <= limits.max_file => t.text,
-            (Ok(_), _) => {
-                out.too_large.push(path.to_string());
-                continue;
-            }
-            (Err(_), Some(t)) if t.len() as u64 > limits.max_file => {
-                out.too_large.push(path.to_string());
-                continue;
-            }
-            (Err(_), Some(t)) => {
-                out.kept += 1;
-                t.clone()
-            }
+        let (text, kept) = match (SourceText::read(path, limits.max_file), old.get(path)) {
+            (Ok(t), _) => (t.text, false),
+            (Err(_), Some(t)) => (t.clone(), true),
             (Err(SourceReadError::TooLarge(_)), None) => {
                 out.too_large.push(path.to_string());
                 continue;
@@ -113,6 +99,14 @@ pub fn embed_sources(dump: &mut Dump, limits: &SourceLimits) -> SourcesSummary {
                 continue;
             }
         };
+        // The limit holds for the text too: replacing invalid UTF-8 may
+        // make it larger than the bytes read, and text kept from an earlier
+        // embedding was checked against another limit.
+        if text.len() as u64 > limits.max_file {
+            out.too_large.push(path.to_string());
+            continue;
+        }
+        out.kept += usize::from(kept);
         if out.bytes + text.len() as u64 > limits.max_total {
             out.over_budget.push(path.to_string());
             continue;
