@@ -25,6 +25,7 @@ pub mod cache;
 mod coherence;
 pub mod config;
 pub mod coremap;
+pub mod counters;
 mod hierarchy;
 mod prefetch;
 pub mod presets;
@@ -36,6 +37,7 @@ pub use config::{
     PrefetcherKind, ReplacementPolicy, Sharing, StraddleMode, WritePolicy,
 };
 pub use coremap::CoreMap;
+pub use counters::{CounterLayout, Side};
 pub use hierarchy::{Hierarchy, InstanceInfo};
 pub use stats::{CoherenceStats, LevelStats, LineSharing, MissClasses, PrefetchStats, Stats};
 
