@@ -5,7 +5,8 @@
 //! `coldcache_start` is written in assembly so that TF is set by its very
 //! last instructions: the first traced instruction is the caller's.
 
-use crate::engine::{self, Options, Reserves, Threads, Trigger};
+use crate::lifecycle as engine;
+use crate::options::{Options, Reserves, Threads, Trigger};
 use std::ffi::{c_char, CStr, CString};
 use std::path::PathBuf;
 use std::sync::Mutex;

@@ -1,25 +1,47 @@
 //! coldcache-capture: the in-process capture engine.
 //!
+//! One accounting core, front ends around it:
+//! - [`account`]: the sans-I/O accountant — per executed instruction:
+//!   decode, access model, simulation through the one driver
+//!   ([`coldcache_sim::Driver`]), counters per (instruction, stack, thread),
+//!   shadow stacks. It takes a register source and returns a verdict.
 //! - [`model`]: the pure x86-64 access model (instruction + registers → accesses).
-//! - [`tables`]: fixed-capacity tables the trap handler fills.
-//! - [`machine`]: registers of a trapped thread, read from its `ucontext_t`.
-//! - [`engine`]: trap-flag single-stepping, the signal handlers, start/stop.
+//! - [`tables`]: fixed-capacity tables the accountant fills.
+//! - The trap front end: `engine.rs` (the signal shell: handlers, trap
+//!   flag, trampolines, writer thread) over `lifecycle.rs` (prepare, start,
+//!   stop, finish), `state.rs` (state machine, lock, session),
+//!   `breakpoint.rs`, `sysemu.rs` (`rt_sigprocmask` emulation) and
+//!   `output.rs` (dump and trace files).
+//! - [`machine`]: registers of a trapped thread, read from its `ucontext_t`;
+//!   [`memory`]: reads and writes of this process that cannot fault.
 //! - [`procfs`]: what the engine reads about its process (maps, threads, symbols).
 //! - [`unwind`]: DWARF CFI unwinding (framehop) that seeds a thread's call stack.
+//! - [`capi`] and [`preload`]: the C ABI and the environment protocol of
+//!   `coldcache record`.
 //!
 //! The simulator and the dump format know nothing of this crate; this crate
 //! is where the unsafe, OS-specific code lives.
 
+pub mod account;
+mod breakpoint;
+pub mod capi;
 pub mod engine;
+mod lifecycle;
 pub mod machine;
+pub mod memory;
 pub mod model;
+mod options;
+mod output;
+pub mod preload;
 pub mod procfs;
+mod state;
+mod sysemu;
 pub mod tables;
 pub mod unwind;
 
-pub use engine::{
-    finish, is_active, prepare, start, stop, Capture, CaptureError, Options, Reserves, Summary,
-    Threads, Trigger,
+pub use account::{Accountant, Entry, FunctionCalls, Setup, Verdict};
+pub use lifecycle::{
+    finish, finish_at_exit, instructions_traced, is_active, prepare, start, stop, Capture,
 };
-pub mod capi;
-pub mod preload;
+pub use options::{CaptureError, Options, Reserves, Summary, Threads, Trigger};
+pub use output::write_atomically;

@@ -217,7 +217,22 @@ impl Machine for ContextMachine<'_> {
     }
 
     fn read_u64(&self, addr: u64) -> Option<u64> {
-        crate::engine::read_word(addr)
+        crate::memory::read_word(addr)
+    }
+
+    fn read_memory(&self, addr: u64, buf: &mut [u8]) -> bool {
+        crate::memory::read_bytes(addr, buf)
+    }
+
+    fn read_code(&self, addr: u64, buf: &mut [u8]) -> bool {
+        if buf.len() > (0x1000 - (addr & 0xFFF)) as usize {
+            return crate::memory::read_bytes(addr, buf);
+        }
+        // SAFETY: the thread is about to execute the instruction at `addr`,
+        // so the page of its first byte is mapped and readable code of this
+        // process, and `buf` does not reach past that page (checked above).
+        unsafe { core::ptr::copy_nonoverlapping(addr as *const u8, buf.as_mut_ptr(), buf.len()) };
+        true
     }
 
     fn xinuse(&self) -> Option<u64> {

@@ -157,8 +157,23 @@ pub trait Machine {
     /// it reads, and where, depends on the XSAVE header it is given
     /// (`XSTATE_BV` at +512 and `XCOMP_BV` at +520), which the instruction
     /// itself is about to read.
-    fn read_u64(&self, _addr: u64) -> Option<u64> {
-        None
+    fn read_u64(&self, addr: u64) -> Option<u64> {
+        let mut b = [0u8; 8];
+        self.read_memory(addr, &mut b)
+            .then(|| u64::from_le_bytes(b))
+    }
+    /// Reads `buf.len()` bytes of the traced program's memory at `addr`;
+    /// false when any of them cannot be read (the default: a source without
+    /// memory). Never faults.
+    fn read_memory(&self, _addr: u64, _buf: &mut [u8]) -> bool {
+        false
+    }
+    /// Reads the bytes of the instruction the thread is about to execute at
+    /// `addr` (at most up to the end of its page), as the CPU will fetch
+    /// them. The default reads them as memory; a source that knows the page
+    /// is mapped code may read them directly.
+    fn read_code(&self, addr: u64, buf: &mut [u8]) -> bool {
+        self.read_memory(addr, buf)
     }
     /// XINUSE: the XSAVE state components that are not in their initial
     /// configuration, or `None` (the default). Only `xsavec` needs it: it

@@ -3,7 +3,8 @@
 //! variables). Runs from the library's constructor, before `main`.
 
 use crate::capi;
-use crate::engine::{self, Options, Reserves, Threads, Trigger};
+use crate::lifecycle as engine;
+use crate::options::{Options, Reserves, Threads, Trigger};
 use std::path::PathBuf;
 
 /// Environment variables `coldcache record` sets, removed from the
@@ -211,7 +212,7 @@ pub fn init_from_env() {
             if o.threads == Threads::Caller {
                 o.threads = Threads::All;
             }
-            engine::install_trigger_signal(sig, o).map_err(|e| e.to_string())
+            crate::engine::install_trigger_signal(sig, o).map_err(|e| e.to_string())
         }
     };
     if let Err(e) = result {

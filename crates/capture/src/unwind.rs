@@ -9,13 +9,13 @@
 //! fixed-size arrays, allocated once with the cache).
 //!
 //! [`StackUnwinder::unwind`] runs inside the SIGTRAP handler. It allocates
-//! nothing, reads stack memory only through [`crate::engine::read_word`]
-//! (`process_vm_readv`, so a wild address is an error, not a fault), and
+//! nothing, reads stack memory only through the reader it is given (the
+//! trap engine's is `process_vm_readv`, so a wild address is an error, not a
+//! fault), and
 //! accepts a frame only while the return-address slots climb the stack, each
 //! slot holds the return address it reports, and each return address lies in
 //! an executable mapping.
 
-use crate::engine::read_word;
 use crate::procfs::Mapping;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::Unwinder;
@@ -142,7 +142,14 @@ impl StackUnwinder {
     /// stack, is misaligned, lies more than 64 MiB above `rsp`, or does not
     /// hold the return address; a return address outside the executable
     /// mappings.
-    pub fn unwind(&mut self, rip: u64, rsp: u64, rbp: u64, out: &mut [(u64, u64)]) -> usize {
+    pub fn unwind(
+        &mut self,
+        rip: u64,
+        rsp: u64,
+        rbp: u64,
+        read_word: &mut impl FnMut(u64) -> Option<u64>,
+        out: &mut [(u64, u64)],
+    ) -> usize {
         let mut regs = UnwindRegsX86_64::new(rip, rsp, rbp);
         // The last word read: framehop reads the return address last, so
         // checking that the slot holds it usually costs no extra read.

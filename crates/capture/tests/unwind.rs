@@ -7,6 +7,7 @@
 //! Run with `--release` too: release builds omit frame pointers, so only
 //! the CFI can find the callers there.
 
+use coldcache_capture::memory::read_word;
 use coldcache_capture::procfs;
 use coldcache_capture::unwind::StackUnwinder;
 use object::{Object, ObjectSymbol};
@@ -139,11 +140,11 @@ fn unwind_chain_inner(u: &mut StackUnwinder, limit: u64) -> Seen {
         held: [0; 3],
     };
     let before = allocations();
-    s.n = u.unwind(rip, rsp, rbp, &mut s.frames);
+    s.n = u.unwind(rip, rsp, rbp, &mut read_word, &mut s.frames);
     s.allocations = allocations() - before;
     if s.n > 0 {
         let entry = unwind_chain_inner as fn(&mut StackUnwinder, u64) -> Seen as usize as u64;
-        s.at_entry_n = u.unwind(entry, s.frames[0].1, rbp, &mut s.at_entry);
+        s.at_entry_n = u.unwind(entry, s.frames[0].1, rbp, &mut read_word, &mut s.at_entry);
     }
     for (h, &(_, slot)) in s.held.iter_mut().zip(&s.frames[..s.n]) {
         if slot >= rsp && slot < limit && slot & 7 == 0 {
@@ -268,12 +269,21 @@ fn unwind_works_on_a_small_thread_stack() {
 fn wild_registers_give_no_frames_and_no_fault() {
     let mut u = StackUnwinder::new(&procfs::self_maps());
     let mut out = [(0, 0); 8];
-    assert_eq!(u.unwind(0, 0, 0, &mut out), 0);
-    assert_eq!(u.unwind(0x1234, 0x10, 0x20, &mut out), 0);
-    assert_eq!(u.unwind(u64::MAX - 7, u64::MAX - 7, u64::MAX, &mut out), 0);
+    assert_eq!(u.unwind(0, 0, 0, &mut read_word, &mut out), 0);
+    assert_eq!(u.unwind(0x1234, 0x10, 0x20, &mut read_word, &mut out), 0);
+    assert_eq!(
+        u.unwind(
+            u64::MAX - 7,
+            u64::MAX - 7,
+            u64::MAX,
+            &mut read_word,
+            &mut out
+        ),
+        0
+    );
     // A real code address with a stack pointer into unmapped memory.
     let code = unwind_chain_inner as fn(&mut StackUnwinder, u64) -> Seen as usize as u64;
-    assert_eq!(u.unwind(code + 1, 0x8, 0x8, &mut out), 0);
+    assert_eq!(u.unwind(code + 1, 0x8, 0x8, &mut read_word, &mut out), 0);
     // No room: nothing written.
-    assert_eq!(u.unwind(code + 1, 0x8, 0x8, &mut []), 0);
+    assert_eq!(u.unwind(code + 1, 0x8, 0x8, &mut read_word, &mut []), 0);
 }

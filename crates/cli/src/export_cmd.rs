@@ -79,7 +79,7 @@ pub fn run(a: ExportArgs) -> Result<()> {
         )?,
         Format::Json => serde_json::to_vec_pretty(&coldcache_export::json(&p))?,
     };
-    coldcache_capture::engine::write_atomically(&a.output, &bytes)
+    coldcache_capture::write_atomically(&a.output, &bytes)
         .with_context(|| format!("cannot write {}", a.output.display()))?;
     eprintln!(
         "coldcache: wrote {} ({} bytes)",

@@ -41,7 +41,7 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     if path.file_name().is_none() {
         anyhow::bail!("{}: not a file name", path.display());
     }
-    coldcache_capture::engine::write_atomically(path, bytes)
+    coldcache_capture::write_atomically(path, bytes)
         .with_context(|| format!("{}: cannot write", path.display()))
 }
 

@@ -26,6 +26,7 @@ mod coherence;
 pub mod config;
 pub mod coremap;
 pub mod counters;
+mod driver;
 mod hierarchy;
 mod prefetch;
 pub mod presets;
@@ -38,6 +39,7 @@ pub use config::{
 };
 pub use coremap::CoreMap;
 pub use counters::{CounterLayout, Side};
+pub use driver::{Driver, Tally};
 pub use hierarchy::{Hierarchy, InstanceInfo};
 pub use stats::{CoherenceStats, LevelStats, LineSharing, MissClasses, PrefetchStats, Stats};
 

@@ -1,0 +1,887 @@
+//! The accountant: everything a capture does per executed instruction, as
+//! plain logic over a register source. Sans-I/O: it touches no `ucontext`,
+//! no static, no signal and no file; a front end (the trap engine's signal
+//! shell today, a translator tomorrow) calls [`Accountant::step`] once per
+//! instruction a traced thread is about to execute and acts on the
+//! [`Verdict`].
+//!
+//! Per step, for the thread's slot:
+//! 1. the instruction that ran *untraced* after a `syscall` (the kernel does
+//!    not trap on it) is counted first, from the state after it ran
+//!    ([`crate::model::Plan::eval_after`]);
+//! 2. a repeated string instruction that stopped repeating is counted once
+//!    more without data access when it ended on its count, as Valgrind
+//!    counts the final check (`docs/capture.md`);
+//! 3. a pending call pushes a shadow frame (call site, callee = this
+//!    instruction); frames whose return-address slot lies below RSP are
+//!    popped (returns, `longjmp`, exceptions); a thread's first step seeds
+//!    its frames from DWARF CFI, else frame pointers;
+//! 4. the watched function returning ends that thread's window;
+//! 5. the instruction is decoded (once per address), its accesses computed
+//!    by the model, the fetch and then the data accesses simulated through
+//!    the [`Driver`] and added to the counters of (ip, stack, thread), and
+//!    appended to the trace when one is kept.
+//!
+//! # Invariants
+//! - Once built it never allocates, locks or panics: every table is reserved
+//!   by [`Accountant::new`]; a full table ends the capture with a reason
+//!   ([`Verdict::StopCapture`]). `tests/account.rs` counts allocations.
+//! - Memory of the traced program is read only through the [`Machine`]
+//!   (`read_code`, `read_memory`), so a wild address is an answer, not a
+//!   fault.
+
+use crate::model::{AccessList, CpuFacts, Machine, Model, Unmodelled};
+use crate::tables::{CounterTable, DecodeCache, Decoded, Flow, Rep, StackTable};
+use crate::unwind::StackUnwinder;
+use coldcache_dump::{Dump, Meta, Record, StackNode, Thread};
+use coldcache_sim::{Access, AccessKind, ConfigError, CounterLayout, Driver, HierarchyConfig};
+use coldcache_trace::{Record as TraceRecord, RecordKind};
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Mnemonic, OpKind, Register};
+
+/// What the front end does after a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Keep tracing this thread.
+    Continue,
+    /// Stop tracing this thread (it left the window, is not ours, or there
+    /// is no slot for it); the capture goes on.
+    StopThread,
+    /// Stop the capture, cut short for this reason.
+    StopCapture(&'static str),
+    /// The instruction just counted is a `syscall`; the next instruction is
+    /// at `next`. The front end lets it run (the instruction after it runs
+    /// untraced and is counted at the next step) or emulates it, moves the
+    /// thread to `next` and steps again.
+    Syscall {
+        /// Address of the instruction after the `syscall`.
+        next: u64,
+    },
+    /// The watched function returned on this thread, whose tracing ends.
+    /// `more`: further calls are to be captured (re-arm the breakpoint);
+    /// otherwise the capture is over.
+    FunctionReturned {
+        /// Whether another call is to be captured.
+        more: bool,
+    },
+}
+
+/// What the front end does at the watched function's entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// This call is captured: trace the thread from the entry (step it now).
+    Capture,
+    /// Not a call to capture: step over the entry and re-arm.
+    Skip,
+    /// A call to capture, but no thread slot is left.
+    NoSlot,
+}
+
+/// How much memory the accountant may use; all of it is reserved when it is
+/// built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reserves {
+    /// Distinct instruction addresses.
+    pub instructions: usize,
+    /// Distinct call stacks.
+    pub stacks: usize,
+    /// Distinct (instruction, stack, thread) records.
+    pub records: usize,
+    /// Traced threads.
+    pub threads: usize,
+    /// Call depth per thread.
+    pub depth: usize,
+    /// Trace records (instruction fetches and data accesses) kept when a
+    /// trace is asked for.
+    pub trace: usize,
+}
+
+impl Default for Reserves {
+    fn default() -> Self {
+        Reserves {
+            instructions: 1 << 16,
+            stacks: 1 << 16,
+            records: 1 << 20,
+            threads: 64,
+            depth: 1024,
+            trace: 1 << 21,
+        }
+    }
+}
+
+/// The calls a function trigger captures (1-based, `first..first + count`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FunctionCalls {
+    /// Entry address of the function.
+    pub address: u64,
+    /// First call to capture (1 = the first call).
+    pub first: u64,
+    /// Number of calls to capture.
+    pub count: u64,
+}
+
+impl FunctionCalls {
+    /// One past the last call to capture.
+    fn end(&self) -> u64 {
+        self.first.saturating_add(self.count)
+    }
+}
+
+/// Everything an accountant is built from.
+pub struct Setup {
+    /// The simulated hierarchy.
+    pub cache: HierarchyConfig,
+    /// Memory reserves.
+    pub reserves: Reserves,
+    /// Explicit thread → core assignments; other threads round-robin.
+    pub core_map: Vec<(u32, u32)>,
+    /// Threads not yet claimed are claimed at their first step.
+    pub all_threads: bool,
+    /// Stop after this many instructions (0 = no limit).
+    pub max_instructions: u64,
+    /// Keep every access for a trace.
+    pub trace: bool,
+    /// The function trigger, if any.
+    pub function: Option<FunctionCalls>,
+    /// An address where a traced thread leaves the capture (the front end's
+    /// own stop path), or 0.
+    pub stop_entry: u64,
+    /// Executable ranges of the process: a frame-pointer walk accepts only
+    /// return addresses inside them.
+    pub exec_ranges: Vec<(u64, u64)>,
+    /// DWARF CFI of the mapped files, for seeding shadow stacks.
+    pub unwinder: StackUnwinder,
+    /// The CPU the model describes.
+    pub cpu: CpuFacts,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    stack: u32,
+    ret_slot: u64,
+}
+
+struct ThreadState {
+    tid: u32,
+    core: u32,
+    active: bool,
+    seeded: bool,
+    at_entry: bool,
+    frames: Vec<Frame>,
+    pending_call: u64,
+    after_syscall: u64,
+    func_ret_slot: u64,
+    /// A repeated string instruction that ran an iteration at the previous
+    /// step (see `finish_rep`).
+    rep_ip: u64,
+    rep_kind: Rep,
+}
+
+impl ThreadState {
+    /// Starts tracing this thread afresh (its frames' memory is kept). At a
+    /// function-entry breakpoint `at_entry` is set and `func_ret_slot` is the
+    /// slot of the function's return address.
+    fn restart(&mut self, at_entry: bool, func_ret_slot: u64) {
+        self.active = true;
+        self.seeded = false;
+        self.at_entry = at_entry;
+        self.frames.clear();
+        self.pending_call = 0;
+        self.after_syscall = 0;
+        self.rep_ip = 0;
+        self.func_ret_slot = func_ret_slot;
+    }
+}
+
+/// Where the machine state of a counted instruction comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// The state before it runs (the normal case).
+    Before,
+    /// The state after it ran (the instruction after a `syscall`).
+    After,
+    /// No data access: the final check of a repeated string instruction.
+    NoData,
+}
+
+/// What a finished capture's accounting produced.
+pub struct Finished {
+    /// The dump (symbols not resolved).
+    pub dump: Dump,
+    /// Every access in order, when a trace was kept, with the thread slots
+    /// (index, thread id) the records name.
+    pub trace: Option<(Vec<TraceRecord>, Vec<(u32, u32)>)>,
+    /// Instructions whose accesses were not modelled.
+    pub unmodelled: u64,
+}
+
+/// The per-instruction accounting of a capture; see the module doc.
+pub struct Accountant {
+    driver: Driver,
+    layout: CounterLayout,
+    model: Model,
+    decode: DecodeCache,
+    stacks: StackTable,
+    counters: CounterTable,
+    threads: Vec<ThreadState>,
+    trace: Option<Vec<TraceRecord>>,
+    depth: usize,
+    accesses: AccessList,
+    instructions: u64,
+    untrapped: u64,
+    unmodelled: [u64; Unmodelled::ALL.len()],
+    max_instructions: u64,
+    cut_short: Option<&'static str>,
+    exec_ranges: Vec<(u64, u64)>,
+    unwinder: StackUnwinder,
+    func: Option<FunctionCalls>,
+    calls_seen: u64,
+    calls_done: u64,
+    all_threads: bool,
+    stop_entry: u64,
+}
+
+impl Accountant {
+    /// Builds an accountant, reserving every table at its full size.
+    pub fn new(setup: Setup) -> Result<Accountant, ConfigError> {
+        let mut driver = Driver::new(&setup.cache)?;
+        let layout = driver.layout();
+        let cores = driver.cores().cores();
+        let threads_max = setup.reserves.threads.max(1);
+        driver
+            .cores_mut()
+            .reserve(threads_max + setup.core_map.len());
+        for &(tid, core) in &setup.core_map {
+            driver
+                .cores_mut()
+                .assign(u64::from(tid), core as usize % cores);
+        }
+        let depth = setup.reserves.depth.max(1);
+        // Thread slots are reserved now, frames included, so a thread that
+        // appears during the capture needs no allocation.
+        let threads = (0..threads_max)
+            .map(|_| ThreadState {
+                tid: 0,
+                core: 0,
+                active: false,
+                seeded: false,
+                at_entry: false,
+                frames: Vec::with_capacity(depth),
+                pending_call: 0,
+                after_syscall: 0,
+                func_ret_slot: 0,
+                rep_ip: 0,
+                rep_kind: Rep::None,
+            })
+            .collect();
+        let func = setup.function.map(|f| FunctionCalls {
+            address: f.address,
+            first: f.first.max(1),
+            count: f.count.max(1),
+        });
+        Ok(Accountant {
+            driver,
+            layout,
+            model: Model::new(setup.cpu),
+            decode: DecodeCache::new(setup.reserves.instructions),
+            stacks: StackTable::new(setup.reserves.stacks),
+            counters: CounterTable::new(setup.reserves.records, layout.len()),
+            threads,
+            trace: setup
+                .trace
+                .then(|| Vec::with_capacity(setup.reserves.trace)),
+            depth,
+            accesses: AccessList::default(),
+            instructions: 0,
+            untrapped: 0,
+            unmodelled: [0; Unmodelled::ALL.len()],
+            max_instructions: setup.max_instructions,
+            cut_short: None,
+            exec_ranges: setup.exec_ranges,
+            unwinder: setup.unwinder,
+            func,
+            calls_seen: 0,
+            calls_done: 0,
+            all_threads: setup.all_threads,
+            stop_entry: setup.stop_entry,
+        })
+    }
+
+    /// The counter layout of the records.
+    pub fn layout(&self) -> CounterLayout {
+        self.layout
+    }
+
+    /// Instructions counted so far.
+    #[inline]
+    pub fn instructions(&self) -> u64 {
+        self.instructions
+    }
+
+    /// Why the capture was cut short, if it was.
+    pub fn cut_short(&self) -> Option<&'static str> {
+        self.cut_short
+    }
+
+    /// Records why the capture ends early (the first reason is kept).
+    pub fn set_cut_short(&mut self, why: &'static str) {
+        self.cut_short.get_or_insert(why);
+    }
+
+    /// The watched function, if the capture has a function trigger.
+    pub fn function(&self) -> Option<FunctionCalls> {
+        self.func
+    }
+
+    /// Claims (or finds) the slot of a thread and starts tracing it; `None`
+    /// when the slots are full.
+    pub fn claim(&mut self, tid: u32) -> Option<usize> {
+        let i = self.slot_of(tid).or_else(|| self.claim_new(tid))?;
+        Some(i)
+    }
+
+    fn slot_of(&self, tid: u32) -> Option<usize> {
+        self.threads.iter().position(|t| t.tid == tid)
+    }
+
+    fn claim_new(&mut self, tid: u32) -> Option<usize> {
+        let i = self.threads.iter().position(|t| t.tid == 0)?;
+        let core = self.driver.core_of(u64::from(tid)) as u32;
+        let t = &mut self.threads[i];
+        t.tid = tid;
+        t.core = core;
+        t.restart(false, 0);
+        Some(i)
+    }
+
+    /// The watched function's entry was hit by thread `tid` with stack
+    /// pointer `rsp` (pointing at the return address). Counts the call and
+    /// says whether it is captured; a captured call restarts the thread's
+    /// tracing at the entry, ending when `rsp` is popped.
+    pub fn function_entered(&mut self, tid: u32, rsp: u64) -> Entry {
+        let Some(calls) = self.func else {
+            return Entry::Skip;
+        };
+        self.calls_seen += 1;
+        let n = self.calls_seen;
+        if n < calls.first || n >= calls.end() {
+            return Entry::Skip;
+        }
+        let Some(i) = self.claim(tid) else {
+            return Entry::NoSlot;
+        };
+        self.threads[i].restart(true, rsp);
+        Entry::Capture
+    }
+
+    /// One instruction of thread `tid` is about to execute at `ip`, with
+    /// stack pointer `sp`, frame pointer `fp` and the rest of its state in
+    /// `m`. Counts it (and what ran untraced since the previous step) and
+    /// says what the front end does next.
+    pub fn step<M: Machine + ?Sized>(
+        &mut self,
+        tid: u32,
+        ip: u64,
+        sp: u64,
+        fp: u64,
+        m: &M,
+    ) -> Verdict {
+        let ti = match self.slot_of(tid) {
+            Some(i) => i,
+            None if self.all_threads => match self.claim_new(tid) {
+                Some(i) => i,
+                None => {
+                    self.set_cut_short("more threads than reserved");
+                    return Verdict::StopThread;
+                }
+            },
+            None => return Verdict::StopThread,
+        };
+        if !self.threads[ti].active || ip == self.stop_entry {
+            self.threads[ti].active = false;
+            return Verdict::StopThread;
+        }
+        // The instruction after a `syscall` ran without a trap.
+        let after = std::mem::take(&mut self.threads[ti].after_syscall);
+        if after != 0 && after != ip {
+            self.untraced_after_syscall(ti, after, m);
+        }
+        // A repeated string instruction ended at the previous step.
+        let rep_ip = std::mem::take(&mut self.threads[ti].rep_ip);
+        if rep_ip != 0 && rep_ip != ip {
+            self.finish_rep(ti, rep_ip, m);
+        }
+        // A call completed: the callee's first instruction is at `ip`.
+        let site = std::mem::take(&mut self.threads[ti].pending_call);
+        if site != 0 {
+            let parent = current_stack(&self.threads[ti]);
+            let Some(id) = self.stacks.intern(parent, site, ip) else {
+                return self.stop("stack reserve exhausted");
+            };
+            let depth = self.depth;
+            let t = &mut self.threads[ti];
+            if t.frames.len() >= depth {
+                return self.stop("call depth reserve exhausted");
+            }
+            t.frames.push(Frame {
+                stack: id,
+                ret_slot: sp,
+            });
+        }
+        if !self.threads[ti].seeded {
+            self.seed(ti, ip, sp, fp, m);
+        }
+        {
+            let t = &mut self.threads[ti];
+            while t.frames.last().is_some_and(|f| f.ret_slot < sp) {
+                t.frames.pop();
+            }
+            if t.func_ret_slot != 0 && sp > t.func_ret_slot {
+                // The watched function returned.
+                t.func_ret_slot = 0;
+                t.active = false;
+                self.calls_done += 1;
+                let more = self
+                    .func
+                    .is_some_and(|calls| self.calls_seen < calls.end() - 1)
+                    && self.cut_short.is_none();
+                return Verdict::FunctionReturned { more };
+            }
+        }
+        let Some(d) = self.decoded(ip, m) else {
+            return self.stop("instruction reserve exhausted");
+        };
+        let stack = current_stack(&self.threads[ti]);
+        if !self.count(ti, ip, stack, &d, m, Mode::Before) {
+            return self.stop("record or trace reserve exhausted");
+        }
+        if d.rep != Rep::None && count_register(&d, m) != 0 {
+            self.threads[ti].rep_ip = ip;
+            self.threads[ti].rep_kind = d.rep;
+        }
+        let next = ip + u64::from(d.len);
+        let syscall = match d.flow {
+            Flow::Call => {
+                self.threads[ti].pending_call = next - 1;
+                false
+            }
+            Flow::Syscall => {
+                self.threads[ti].after_syscall = next;
+                true
+            }
+            Flow::Other => false,
+        };
+        if self.max_instructions != 0 && self.instructions >= self.max_instructions {
+            self.stop("instruction limit reached")
+        } else if syscall {
+            Verdict::Syscall { next }
+        } else {
+            Verdict::Continue
+        }
+    }
+
+    fn stop(&mut self, why: &'static str) -> Verdict {
+        self.set_cut_short(why);
+        Verdict::StopCapture(why)
+    }
+
+    /// Decodes (or finds) the instruction at `ip`.
+    fn decoded<M: Machine + ?Sized>(&mut self, ip: u64, m: &M) -> Option<Decoded> {
+        if let Some(d) = self.decode.get(ip) {
+            return Some(*d);
+        }
+        // Read up to 15 bytes without crossing into a page the instruction
+        // does not use: a first read stops at the page end; an instruction
+        // that continues on the next page proves that page is mapped.
+        let mut bytes = [0u8; 15];
+        let to_page_end = (0x1000 - (ip & 0xFFF)) as usize;
+        let first = to_page_end.min(15);
+        if !m.read_code(ip, &mut bytes[..first]) {
+            bytes[..first].fill(0);
+        }
+        let mut decoder = Decoder::with_ip(64, &bytes[..first], ip, DecoderOptions::NONE);
+        let mut instr = decoder.decode();
+        if instr.is_invalid() && first < 15 {
+            // The rest may lie on the next page, which need not be mapped
+            // (an invalid instruction at a page end): unreadable bytes stay
+            // zero and decoding fails as it would on the CPU.
+            if !m.read_memory(ip + first as u64, &mut bytes[first..]) {
+                bytes[first..].fill(0);
+            }
+            let mut decoder = Decoder::with_ip(64, &bytes, ip, DecoderOptions::NONE);
+            instr = decoder.decode();
+        }
+        let flow = match instr.flow_control() {
+            FlowControl::Call | FlowControl::IndirectCall if instr.mnemonic() == Mnemonic::Call => {
+                Flow::Call
+            }
+            _ if instr.mnemonic() == Mnemonic::Syscall => Flow::Syscall,
+            _ => Flow::Other,
+        };
+        let plan = self.model.plan(&instr);
+        let d = Decoded {
+            instr,
+            plan,
+            len: instr.len().max(1) as u8,
+            flow,
+            rep: rep_kind(&instr),
+        };
+        self.decode.insert(ip, d).copied()
+    }
+
+    /// A repeated string instruction at `ip` stopped repeating. Valgrind
+    /// (and so Callgrind's Ir) executes it once more when the repetition
+    /// ends on the count (the check that finds RCX = 0); the hardware does
+    /// not trap for that check. It is counted as one more execution without
+    /// data access, so instruction counts agree with Valgrind's.
+    fn finish_rep<M: Machine + ?Sized>(&mut self, ti: usize, ip: u64, m: &M) {
+        let kind = self.threads[ti].rep_kind;
+        let Some(d) = self.decode.get(ip).copied() else {
+            return;
+        };
+        let zf = m.rflags() & 0x40 != 0;
+        let ended_on_count = count_register(&d, m) == 0
+            && match kind {
+                Rep::Count => true,
+                Rep::WhileEqual => zf,
+                Rep::WhileNotEqual => !zf,
+                Rep::None => false,
+            };
+        if ended_on_count {
+            let stack = current_stack(&self.threads[ti]);
+            self.count(ti, ip, stack, &d, m, Mode::NoData);
+        }
+    }
+
+    /// Accounts for the instruction at `ip` that ran untraced after a
+    /// `syscall`; the machine state is the one after it ran.
+    fn untraced_after_syscall<M: Machine + ?Sized>(&mut self, ti: usize, ip: u64, m: &M) {
+        let Some(d) = self.decoded(ip, m) else { return };
+        let stack = current_stack(&self.threads[ti]);
+        if self.count(ti, ip, stack, &d, m, Mode::After) {
+            self.untrapped += 1;
+        }
+        if d.flow == Flow::Call {
+            self.threads[ti].pending_call = ip + u64::from(d.len) - 1;
+        }
+    }
+
+    /// Counts one execution of `d` at `ip`. Returns false when the record
+    /// or trace reserve is exhausted.
+    fn count<M: Machine + ?Sized>(
+        &mut self,
+        ti: usize,
+        ip: u64,
+        stack: u32,
+        d: &Decoded,
+        m: &M,
+        mode: Mode,
+    ) -> bool {
+        let core = self.threads[ti].core as usize;
+        self.accesses.clear();
+        let modelled = match mode {
+            Mode::Before => d.plan.eval(&d.instr, m, &mut self.accesses),
+            Mode::NoData => Ok(()),
+            Mode::After => d.plan.eval_after(&d.instr, m, &mut self.accesses),
+        };
+        let Some(c) = self.counters.counters(ip, stack, ti as u32) else {
+            return false;
+        };
+        c[CounterLayout::INSTRUCTIONS] += 1;
+        let fetch = Access {
+            kind: AccessKind::InstrFetch,
+            addr: ip,
+            size: u32::from(d.len),
+            ip,
+        };
+        self.driver.attribute(core, fetch, c);
+        if let Some(trace) = &mut self.trace {
+            let n = 1 + if modelled.is_ok() {
+                self.accesses.as_slice().len()
+            } else {
+                0
+            };
+            if trace.len() + n > trace.capacity() {
+                return false;
+            }
+            trace.push(TraceRecord {
+                kind: RecordKind::Instr,
+                addr: ip,
+                size: u32::from(d.len),
+                ip,
+                thread: ti as u32,
+            });
+            if modelled.is_ok() {
+                for a in self.accesses.as_slice() {
+                    trace.push(TraceRecord {
+                        kind: record_kind(a.kind),
+                        addr: a.addr,
+                        size: a.size.clamp(1, coldcache_trace::MAX_ACCESS_SIZE),
+                        ip,
+                        thread: ti as u32,
+                    });
+                }
+            }
+        }
+        match modelled {
+            Ok(()) => {
+                for a in self.accesses.as_slice() {
+                    let access = Access {
+                        kind: a.kind,
+                        addr: a.addr,
+                        size: a.size,
+                        ip,
+                    };
+                    self.driver.attribute(core, access, c);
+                }
+            }
+            Err(why) => {
+                c[CounterLayout::UNMODELLED] += 1;
+                if let Some(i) = Unmodelled::ALL.iter().position(|&u| u == why) {
+                    self.unmodelled[i] += 1;
+                }
+            }
+        }
+        self.instructions += 1;
+        true
+    }
+
+    /// Seeds a thread's shadow stack from the state at its first step: with
+    /// the DWARF CFI of the mapped files ([`crate::unwind`]), else, when that
+    /// finds no frame, by walking frame pointers. Frames are accepted only
+    /// while the chain climbs the stack and every return address lies in an
+    /// executable mapping.
+    fn seed<M: Machine + ?Sized>(&mut self, ti: usize, rip: u64, rsp: u64, rbp: u64, m: &M) {
+        let mut chain = [(0u64, 0u64); 64];
+        let mut read = |a: u64| m.read_u64(a);
+        // At a function-entry breakpoint RIP is the entry, where the CFI
+        // says the return address is at [RSP], as the frame-pointer walk
+        // assumes. An entry without CFI (framehop's fallback there is the
+        // frame-pointer rule, which would skip the direct caller) takes the
+        // frame-pointer path.
+        let mut n = self.unwinder.unwind(rip, rsp, rbp, &mut read, &mut chain);
+        if self.threads[ti].at_entry && chain[0].1 != rsp {
+            n = 0;
+        }
+        let walk_fp = n == 0;
+        let exec = &self.exec_ranges;
+        let in_exec = |a: u64| exec.iter().any(|&(s, e)| a >= s && a < e);
+        if walk_fp && self.threads[ti].at_entry {
+            if let Some(ret) = m.read_u64(rsp) {
+                if in_exec(ret) {
+                    chain[n] = (ret, rsp);
+                    n += 1;
+                }
+            }
+        }
+        let mut fp = rbp;
+        while walk_fp && n < chain.len() {
+            if fp < rsp || fp & 7 != 0 || fp - rsp > (64 << 20) {
+                break;
+            }
+            let (Some(next), Some(ret)) = (m.read_u64(fp), m.read_u64(fp + 8)) else {
+                break;
+            };
+            if !in_exec(ret) {
+                break;
+            }
+            chain[n] = (ret, fp + 8);
+            n += 1;
+            if next <= fp {
+                break;
+            }
+            fp = next;
+        }
+        let entry = self.func.map(|f| f.address).unwrap_or(0);
+        let at_entry = self.threads[ti].at_entry;
+        let mut parent = 0;
+        let t = &mut self.threads[ti];
+        t.frames.clear();
+        for (k, &(ret, slot)) in chain[..n].iter().enumerate().rev() {
+            let callee = if k == 0 && at_entry { entry } else { 0 };
+            let Some(id) = self.stacks.intern(parent, ret - 1, callee) else {
+                break;
+            };
+            if t.frames.len() >= self.depth {
+                break;
+            }
+            t.frames.push(Frame {
+                stack: id,
+                ret_slot: slot,
+            });
+            parent = id;
+        }
+        t.seeded = true;
+    }
+
+    /// Turns the accounting into a dump: `meta` gets the counts, notes and
+    /// reasons; `modules` are the process's mappings; `thread_name` names a
+    /// thread id. Records are sorted by (ip, stack, thread); threads are
+    /// numbered in slot order, leaving out slots never used.
+    pub fn finish(
+        self,
+        mut meta: Meta,
+        modules: Vec<coldcache_dump::Module>,
+        thread_name: impl Fn(u32) -> String,
+    ) -> Finished {
+        let Accountant {
+            layout,
+            stacks,
+            counters: table,
+            threads,
+            trace,
+            instructions,
+            untrapped,
+            func,
+            calls_seen,
+            calls_done,
+            unmodelled,
+            cut_short,
+            ..
+        } = self;
+        let _ = layout;
+        meta.instructions = instructions;
+        meta.untrapped = untrapped;
+        meta.cut_short = cut_short.map(String::from);
+        meta.unmodelled = Unmodelled::ALL
+            .iter()
+            .zip(unmodelled.iter())
+            .filter(|&(_, &n)| n > 0)
+            .map(|(why, &n)| (why.reason().to_string(), n))
+            .collect();
+        if let Some(FunctionCalls { first, count, .. }) = func {
+            if calls_done < count {
+                let note = format!(
+                    "the function was called {calls_seen} times; calls {first} to {} were to be \
+                     captured and {calls_done} were",
+                    first + count - 1
+                );
+                if meta.cut_short.is_none() {
+                    meta.cut_short = Some(if calls_done == 0 {
+                        "the function was not called (often enough) before the program ended"
+                            .to_string()
+                    } else {
+                        "the program ended before every requested call was captured".to_string()
+                    });
+                }
+                meta.notes.push(note);
+            }
+        }
+        if untrapped > 0 {
+            meta.notes.push(format!(
+                "{untrapped} instructions ran untrapped right after a syscall; their accesses \
+                 were computed from the state after they ran, or counted unmodelled"
+            ));
+        }
+        let used: Vec<usize> = (0..threads.len())
+            .filter(|&i| threads[i].tid != 0)
+            .collect();
+        let dump_threads: Vec<Thread> = threads
+            .iter()
+            .filter(|t| t.tid != 0)
+            .map(|t| Thread {
+                tid: t.tid,
+                name: thread_name(t.tid),
+                core: t.core,
+            })
+            .collect();
+        let mut records: Vec<Record> = table
+            .iter()
+            .map(|((ip, stack, thread), c)| Record {
+                ip,
+                stack,
+                thread: used.iter().position(|&u| u == thread as usize).unwrap_or(0) as u32,
+                counters: c.to_vec(),
+            })
+            .collect();
+        records.sort_by_key(|r| (r.ip, r.stack, r.thread));
+        let slots: Vec<(u32, u32)> = threads
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.tid != 0)
+            .map(|(i, t)| (i as u32, t.tid))
+            .collect();
+        let dump = Dump {
+            meta,
+            modules,
+            threads: dump_threads,
+            stacks: stacks
+                .nodes()
+                .iter()
+                .map(|s| StackNode {
+                    parent: s.parent,
+                    call_site: s.call_site,
+                    callee: s.callee,
+                })
+                .collect(),
+            records,
+            symbols: None,
+            sources: Vec::new(),
+        };
+        Finished {
+            dump,
+            trace: trace.map(|t| (t, slots)),
+            unmodelled: unmodelled.iter().sum(),
+        }
+    }
+}
+
+fn current_stack(t: &ThreadState) -> u32 {
+    t.frames.last().map(|f| f.stack).unwrap_or(0)
+}
+
+/// How a string instruction's repetition ends.
+fn rep_kind(instr: &iced_x86::Instruction) -> Rep {
+    if !instr.is_string_instruction() {
+        Rep::None
+    } else if instr.has_repe_prefix()
+        && matches!(
+            instr.mnemonic(),
+            Mnemonic::Cmpsb
+                | Mnemonic::Cmpsw
+                | Mnemonic::Cmpsd
+                | Mnemonic::Cmpsq
+                | Mnemonic::Scasb
+                | Mnemonic::Scasw
+                | Mnemonic::Scasd
+                | Mnemonic::Scasq
+        )
+    {
+        Rep::WhileEqual
+    } else if instr.has_repne_prefix() {
+        Rep::WhileNotEqual
+    } else if instr.has_rep_prefix() || instr.has_repe_prefix() {
+        Rep::Count
+    } else {
+        Rep::None
+    }
+}
+
+/// The count register of a string instruction (RCX, or ECX with an
+/// address-size prefix).
+fn count_register<M: Machine + ?Sized>(d: &Decoded, m: &M) -> u64 {
+    let rcx = m.gpr(Register::RCX);
+    let ecx_only = (0..d.instr.op_count()).any(|i| {
+        matches!(
+            d.instr.op_kind(i),
+            OpKind::MemoryESEDI | OpKind::MemorySegESI
+        )
+    });
+    if ecx_only {
+        rcx & 0xFFFF_FFFF
+    } else {
+        rcx
+    }
+}
+
+/// The trace record kind of an access kind.
+fn record_kind(k: AccessKind) -> RecordKind {
+    match k {
+        AccessKind::Read => RecordKind::Load,
+        AccessKind::Write => RecordKind::Store,
+        AccessKind::ReadModifyWrite => RecordKind::Modify,
+        AccessKind::Prefetch => RecordKind::Prefetch,
+        AccessKind::NonTemporalStore => RecordKind::NtStore,
+        AccessKind::Flush => RecordKind::Flush,
+        AccessKind::InstrFetch => RecordKind::Instr,
+    }
+}

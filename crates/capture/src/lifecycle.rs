@@ -1,0 +1,314 @@
+//! The life cycle of a capture: [`prepare`] (normal context) checks the
+//! process can be traced, builds the accountant with every table at its
+//! full size, installs the handlers and marks the capture running (or armed,
+//! waiting for the function breakpoint); [`start`] arms the calling thread;
+//! [`stop`] and [`finish`] end the capture and write its dump.
+//!
+//! IDLE → PREPARING → ARMED ⇄ RUNNING → STOPPING → IDLE (see `state.rs`).
+
+use crate::account::{Accountant, FunctionCalls, Setup};
+use crate::breakpoint;
+use crate::engine::{self, coldcache_arm_current_thread, coldcache_stop};
+use crate::machine::XsaveLayout;
+use crate::model::CpuFacts;
+use crate::options::{CaptureError, Options, Summary, Threads, Trigger};
+use crate::output;
+use crate::procfs;
+use crate::state::{
+    gettid, with_session, Session, ALL_THREADS, ARMED, CAPTURE_PID, FINISH, IDLE, INSTRUCTIONS,
+    IN_HANDLER, MAX_SELECTED, PREPARING, RUNNING, SELECTED, STATE, STOPPING,
+};
+use coldcache_dump::Meta;
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime};
+
+/// A running capture; stops it when dropped.
+#[must_use = "the capture stops when this guard is dropped"]
+pub struct Capture {
+    stopped: bool,
+}
+
+impl Capture {
+    /// Stops the capture and writes the dump.
+    #[inline(always)]
+    pub fn stop(mut self) -> Result<Summary, CaptureError> {
+        self.stopped = true;
+        stop()
+    }
+}
+
+impl Drop for Capture {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if !self.stopped {
+            let _ = stop();
+        }
+    }
+}
+
+/// Starts a capture. With [`Threads::Caller`] or a selection that includes
+/// the caller, tracing of the calling thread begins at the instruction after
+/// this call returns.
+#[inline(always)]
+pub fn start(options: Options) -> Result<Capture, CaptureError> {
+    let trace_caller = prepare(options)?;
+    if trace_caller {
+        // SAFETY: the assembly routine only sets TF and returns.
+        unsafe { coldcache_arm_current_thread() };
+    }
+    Ok(Capture { stopped: false })
+}
+
+/// Stops the capture in progress and writes its dump.
+#[inline(always)]
+pub fn stop() -> Result<Summary, CaptureError> {
+    let code = coldcache_stop();
+    let r = FINISH.lock().ok().and_then(|mut g| g.take());
+    match r {
+        Some(Ok(s)) => Ok(s),
+        Some(Err(e)) if code != 0 && e == CaptureError::NotRunning.to_string() => {
+            Err(CaptureError::NotRunning)
+        }
+        Some(Err(e)) => Err(CaptureError::Os {
+            what: "finishing the capture",
+            source: std::io::Error::other(e),
+        }),
+        None => Err(CaptureError::NotRunning),
+    }
+}
+
+/// True while a capture is armed or running.
+pub fn is_active() -> bool {
+    matches!(STATE.load(Ordering::Acquire), ARMED | RUNNING | STOPPING)
+}
+
+/// Instructions traced so far by the capture in progress.
+pub fn instructions_traced() -> u64 {
+    INSTRUCTIONS.load(Ordering::Relaxed)
+}
+
+/// Prepares a capture; returns whether the calling thread is to be traced
+/// (the caller then arms itself). For a function trigger the capture is
+/// armed and starts at the breakpoint.
+pub fn prepare(options: Options) -> Result<bool, CaptureError> {
+    if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        return Err(CaptureError::Unsupported);
+    }
+    if STATE
+        .compare_exchange(IDLE, PREPARING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return Err(CaptureError::AlreadyRunning);
+    }
+    match prepare_inner(options) {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            STATE.store(IDLE, Ordering::Release);
+            Err(e)
+        }
+    }
+}
+
+fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
+    if let Some(pid) = procfs::tracer_pid() {
+        return Err(CaptureError::Traced(pid));
+    }
+    engine::install_handlers()?;
+    let me = gettid();
+    let writer = engine::writer_tid();
+    let tasks: Vec<u32> = procfs::tasks()
+        .into_iter()
+        .filter(|&t| t != writer)
+        .collect();
+    let selected: Vec<u32> = match &options.threads {
+        Threads::All => tasks.clone(),
+        Threads::Caller => vec![me],
+        Threads::Tids(t) => t.iter().copied().filter(|x| tasks.contains(x)).collect(),
+        Threads::Names(n) => tasks
+            .iter()
+            .copied()
+            .filter(|&t| n.contains(&procfs::thread_name(t)))
+            .collect(),
+    };
+    let is_function = matches!(options.trigger, Trigger::Function { .. });
+    if selected.is_empty() && !is_function && options.threads != Threads::All {
+        return Err(CaptureError::NoThreads(options.threads.describe()));
+    }
+    if selected.len() > MAX_SELECTED.min(options.reserves.threads) {
+        return Err(CaptureError::NoThreads(format!(
+            "{}: {} threads selected, more than the {} reserved",
+            options.threads.describe(),
+            selected.len(),
+            MAX_SELECTED.min(options.reserves.threads)
+        )));
+    }
+    let (trigger, function) = match &options.trigger {
+        Trigger::Api => ("api".to_string(), None),
+        Trigger::Signal => ("signal".to_string(), None),
+        Trigger::Function {
+            name,
+            address,
+            first,
+            count,
+        } => (
+            format!("function:{name}"),
+            Some(FunctionCalls {
+                address: *address,
+                first: *first,
+                count: *count,
+            }),
+        ),
+    };
+    let modules = procfs::modules();
+    let mut reserves = options.reserves;
+    reserves.threads = reserves.threads.clamp(1, MAX_SELECTED);
+    let mut acc = Accountant::new(Setup {
+        cache: options.cache.clone(),
+        reserves,
+        core_map: options.core_map.clone(),
+        all_threads: options.threads == Threads::All,
+        max_instructions: options.max_instructions,
+        trace: options.trace.is_some(),
+        function,
+        stop_entry: coldcache_stop as *const () as usize as u64,
+        exec_ranges: modules.iter().map(|m| (m.start, m.end)).collect(),
+        unwinder: crate::unwind::StackUnwinder::new(&procfs::self_maps()),
+        cpu: CpuFacts::detect(),
+    })?;
+    let layout = acc.layout();
+    let level_names: Vec<String> = (1..=layout.levels()).map(|l| format!("L{l}")).collect();
+    let cores = options.cache.cores.max(1) as u32;
+    let meta = Meta {
+        program: options.program.clone(),
+        pid: std::process::id(),
+        cache_name: options.cache_name.clone(),
+        cache_toml: coldcache_config::to_toml(&options.cache),
+        counters: layout.names(&level_names),
+        levels: level_names,
+        cores,
+        threads: options.threads.describe(),
+        trigger,
+        start_unix_ns: SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+        ..Meta::default()
+    };
+    if !is_function {
+        for &tid in &selected {
+            acc.claim(tid);
+        }
+    }
+    let session = Box::new(Session {
+        acc,
+        layout: XsaveLayout::detect(),
+        meta,
+        modules,
+        output: options.output.clone(),
+        trace_path: options.trace.clone(),
+        started: Instant::now(),
+    });
+    INSTRUCTIONS.store(0, Ordering::Relaxed);
+    CAPTURE_PID.store(std::process::id(), Ordering::Relaxed);
+    for (i, s) in SELECTED.iter().enumerate() {
+        s.store(selected.get(i).copied().unwrap_or(0), Ordering::Relaxed);
+    }
+    ALL_THREADS.store(options.threads == Threads::All, Ordering::Relaxed);
+    with_session(|cell| *cell = Some(session));
+    if let Some(calls) = function {
+        breakpoint::plant(calls.address);
+        STATE.store(ARMED, Ordering::Release);
+        return Ok(false);
+    }
+    STATE.store(RUNNING, Ordering::Release);
+    for &tid in &selected {
+        if tid != me {
+            engine::signal_thread(tid);
+        }
+    }
+    Ok(selected.contains(&me))
+}
+
+/// Stops the capture (if it is still running), waits until no handler
+/// runs, and writes the dump atomically.
+pub fn finish() -> Result<Summary, CaptureError> {
+    static ONE: Mutex<()> = Mutex::new(());
+    let _g = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
+        // A forked child: the capture (and its dump) belong to the parent.
+        return Err(CaptureError::NotRunning);
+    }
+    let s = STATE.load(Ordering::Acquire);
+    if !matches!(s, ARMED | RUNNING | STOPPING) {
+        return Err(CaptureError::NotRunning);
+    }
+    with_session(|_| {
+        STATE.store(STOPPING, Ordering::Release);
+        breakpoint::clear();
+    });
+    // Traced threads clear TF at their next trap (the state is no longer
+    // RUNNING). They are not signalled: a signal would cut short the
+    // program's poll/sleep/epoll_wait with EINTR.
+    while IN_HANDLER.load(Ordering::SeqCst) != 0 {
+        std::thread::yield_now();
+    }
+    let session = with_session(|cell| cell.take());
+    for s in &SELECTED {
+        s.store(0, Ordering::Relaxed);
+    }
+    ALL_THREADS.store(false, Ordering::Relaxed);
+    let Some(session) = session else {
+        STATE.store(IDLE, Ordering::Release);
+        return Err(CaptureError::NotRunning);
+    };
+    let Session {
+        acc,
+        mut meta,
+        modules,
+        output,
+        trace_path,
+        started,
+        ..
+    } = *session;
+    meta.duration_ns = started.elapsed().as_nanos() as u64;
+    let finished = acc.finish(meta, modules, procfs::thread_name);
+    let result = output::write(finished, output, trace_path.as_deref());
+    STATE.store(IDLE, Ordering::Release);
+    result
+}
+
+/// Records the result of a finish made outside `stop` (by the writer
+/// thread, a redirected thread or at exit) and says what happened.
+pub(crate) fn report_async_finish(r: &Result<Summary, CaptureError>) {
+    if !matches!(r, Err(CaptureError::NotRunning)) {
+        if let Ok(mut g) = FINISH.lock() {
+            *g = Some(r.clone().map_err(|e| e.to_string()));
+        }
+    }
+    if std::env::var_os("COLDCACHE_QUIET").is_none() {
+        match r {
+            Ok(s) => eprintln!(
+                "coldcache: capture written to {} ({} instructions{})",
+                s.path.display(),
+                s.instructions,
+                s.cut_short
+                    .as_deref()
+                    .map(|c| format!(", cut short: {c}"))
+                    .unwrap_or_default()
+            ),
+            Err(CaptureError::NotRunning) => {}
+            Err(e) => eprintln!("coldcache: capture failed: {e}"),
+        }
+    }
+}
+
+/// Waits until the breakpoint-armed or signal-started capture has finished
+/// (used at process exit). Returns the summary if one was written.
+pub fn finish_at_exit() -> Option<Result<Summary, String>> {
+    if is_active() {
+        let r = finish();
+        report_async_finish(&r);
+    }
+    FINISH.lock().ok().and_then(|mut g| g.take())
+}

@@ -1,0 +1,81 @@
+//! Writing what a capture produced: the dump (with the modules mapped at
+//! the end added to those mapped at the start) and, when asked, the trace of
+//! every access, each atomically.
+
+use crate::account::Finished;
+use crate::options::{CaptureError, Summary};
+use crate::procfs;
+use coldcache_trace::Record as TraceRecord;
+use std::path::{Path, PathBuf};
+
+/// Writes the trace (if one was kept) and the dump of a finished capture.
+pub fn write(
+    mut finished: Finished,
+    output: PathBuf,
+    trace_path: Option<&Path>,
+) -> Result<Summary, CaptureError> {
+    if let (Some(path), Some((records, slots))) = (trace_path, &finished.trace) {
+        write_trace(path, records, slots).map_err(|source| CaptureError::Write {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    }
+    // Modules mapped since the start are added; those unmapped are kept.
+    for m in procfs::modules() {
+        if !finished
+            .dump
+            .modules
+            .iter()
+            .any(|x| x.start == m.start && x.path == m.path)
+        {
+            finished.dump.modules.push(m);
+        }
+    }
+    let dump = &finished.dump;
+    let bytes = dump.to_bytes();
+    write_atomically(&output, &bytes).map_err(|source| CaptureError::Write {
+        path: output.clone(),
+        source,
+    })?;
+    Ok(Summary {
+        path: output,
+        instructions: dump.meta.instructions,
+        unmodelled: finished.unmodelled,
+        records: dump.records.len(),
+        threads: dump.threads.len(),
+        cut_short: dump.meta.cut_short.clone(),
+    })
+}
+
+fn write_trace(path: &Path, records: &[TraceRecord], slots: &[(u32, u32)]) -> std::io::Result<()> {
+    let mut w = coldcache_trace::TraceWriter::new(Vec::new()).map_err(std::io::Error::other)?;
+    for &(slot, tid) in slots {
+        w.define_thread(slot, u64::from(tid))
+            .map_err(std::io::Error::other)?;
+    }
+    w.write_all(records).map_err(std::io::Error::other)?;
+    let bytes = w.finish().map_err(std::io::Error::other)?;
+    write_atomically(path, &bytes)
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory
+/// and a rename, so readers never see a partial dump.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "dump".into());
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}

@@ -1,0 +1,108 @@
+//! The capture's global state: the life-cycle state machine, the spin lock
+//! and the session it guards, and the few atomics the signal handlers read
+//! without the lock.
+//!
+//! # Invariants
+//! - `SESSION` is only touched with `LOCK` held ([`with_session`]) and only
+//!   while the state is `ARMED` or `RUNNING`, or by `finish` once no
+//!   handler is running (`IN_HANDLER` is zero).
+//! - `LOCK` is never held outside a handler, `prepare` or `finish`, and
+//!   never across a call that could block.
+
+use crate::account::Accountant;
+use crate::machine::XsaveLayout;
+use crate::options::{Options, Summary};
+use coldcache_dump::{Meta, Module};
+use std::cell::UnsafeCell;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// No capture.
+pub(crate) const IDLE: u8 = 0;
+/// `prepare` is building a capture.
+pub(crate) const PREPARING: u8 = 1;
+/// Waiting for the function breakpoint.
+pub(crate) const ARMED: u8 = 2;
+/// Threads are traced.
+pub(crate) const RUNNING: u8 = 3;
+/// Tracing ends; `finish` is writing (or about to write) the dump.
+pub(crate) const STOPPING: u8 = 4;
+
+/// The most thread ids a selection may name.
+pub(crate) const MAX_SELECTED: usize = 256;
+
+pub(crate) static STATE: AtomicU8 = AtomicU8::new(IDLE);
+/// Handlers running now; `finish` waits for zero.
+pub(crate) static IN_HANDLER: AtomicU32 = AtomicU32::new(0);
+static LOCK: AtomicBool = AtomicBool::new(false);
+/// Every thread is traced (`Threads::All`).
+pub(crate) static ALL_THREADS: AtomicBool = AtomicBool::new(false);
+/// The selected thread ids (0: free).
+pub(crate) static SELECTED: [AtomicU32; MAX_SELECTED] = [const { AtomicU32::new(0) }; MAX_SELECTED];
+/// Instructions counted so far (for progress, read without the lock).
+pub(crate) static INSTRUCTIONS: AtomicU64 = AtomicU64::new(0);
+/// The process that prepared the capture: a forked child is not it.
+pub(crate) static CAPTURE_PID: AtomicU32 = AtomicU32::new(0);
+/// The result of the last `finish`, for `stop` and `finish_at_exit`.
+pub(crate) static FINISH: Mutex<Option<Result<Summary, String>>> = Mutex::new(None);
+/// Options kept for a signal-triggered capture, started by the writer.
+pub(crate) static PENDING: Mutex<Option<Options>> = Mutex::new(None);
+
+/// A capture in progress: the accountant and what the dump needs besides.
+pub(crate) struct Session {
+    pub acc: Accountant,
+    pub layout: XsaveLayout,
+    pub meta: Meta,
+    pub modules: Vec<Module>,
+    pub output: PathBuf,
+    pub trace_path: Option<PathBuf>,
+    pub started: Instant,
+}
+
+struct SessionCell(UnsafeCell<Option<Box<Session>>>);
+// SAFETY: the cell is only accessed with `LOCK` held (see `with_session`).
+unsafe impl Sync for SessionCell {}
+static SESSION: SessionCell = SessionCell(UnsafeCell::new(None));
+
+/// Runs `f` on the session with the spin lock held.
+pub(crate) fn with_session<R>(f: impl FnOnce(&mut Option<Box<Session>>) -> R) -> R {
+    while LOCK
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        std::hint::spin_loop();
+    }
+    // SAFETY: the lock is held, so no other reference to the cell exists.
+    let r = f(unsafe { &mut *SESSION.0.get() });
+    LOCK.store(false, Ordering::Release);
+    r
+}
+
+/// Like [`with_session`], but gives up after a bounded number of attempts.
+pub(crate) fn try_with_session(f: impl FnOnce(&mut Option<Box<Session>>)) {
+    for _ in 0..100_000 {
+        if LOCK
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            // SAFETY: the lock is held, so no other reference to the cell exists.
+            f(unsafe { &mut *SESSION.0.get() });
+            LOCK.store(false, Ordering::Release);
+            return;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Whether thread `tid` is selected for tracing now.
+pub(crate) fn selected(tid: u32) -> bool {
+    ALL_THREADS.load(Ordering::Relaxed) || SELECTED.iter().any(|s| s.load(Ordering::Relaxed) == tid)
+}
+
+/// The calling thread's id.
+pub(crate) fn gettid() -> u32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Behaviour-unchanged check for refactorings of the capture engine: records
+# every single-threaded program of tests-programs/ (and a few kernels of
+# tests-programs/capture/kernels.c) with two builds of coldcache, with the
+# `jaguar` and `cachegrind` presets, and compares the dumps and their traces
+# record for record. Only what legitimately differs between two runs is
+# left out: the pid, the start time and the duration (and thread ids in the
+# trace). Address-space randomisation is turned off (setarch -R) so both runs
+# see the same addresses.
+#
+#   scripts/capture-identity.sh OLD_DIR NEW_DIR [WORKDIR]
+#
+# OLD_DIR and NEW_DIR each hold a `coldcache` binary and `libcoldcache.so`
+# (copy them from target/release before and after the change). Exits 1 and
+# prints the first differences when a dump differs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+old="$(cd "$1" && pwd)"; new="$(cd "$2" && pwd)"
+work="${3:-target/capture-identity}"
+mkdir -p "$work"
+work="$(cd "$work" && pwd)"
+cargo build --release -q -p coldcache-dump --example dump_records
+printer=target/release/examples/dump_records
+
+progs=()
+for src in tests-programs/*.c; do
+  name=$(basename "$src" .c)
+  # x86isms from main to exit is not repeatable: two runs of one build
+  # differ in a libc loop (its kernel is compared below, k_x86isms).
+  [ "$name" = x86isms ] && continue
+  gcc -O1 -g -fno-pie -no-pie -o "$work/$name" "$src"
+  progs+=("$name::--all")
+done
+gcc -O1 -g -fno-pie -no-pie -Iinclude -o "$work/kernels" tests-programs/capture/kernels.c \
+  -L"$new" -lcoldcache -Wl,-rpath,"$new"
+for k in strided struct_walk strings stack x86isms bits xlat longjmp libc; do
+  if grep -q "k_$k" tests-programs/capture/kernels.c; then
+    progs+=("kernels:plain $k:--function k_$k")
+  fi
+done
+
+# A normalised text of a dump: everything but pid, start time and duration.
+show() {
+  "$printer" "$1" | grep -v -E '^\s*(pid|start_unix_ns|duration_ns):'
+}
+
+fail=0
+for entry in "${progs[@]}"; do
+  IFS=: read -r name args how <<<"$entry"
+  for cache in jaguar cachegrind; do
+    for side in old new; do
+      dir=$old; [ $side = new ] && dir=$new
+      out="$work/x.ccdump"; trace="$work/x.cctrace"
+      rm -f "$out" "$trace"
+      # shellcheck disable=SC2086
+      COLDCACHE_LIB="$dir/libcoldcache.so" setarch -R "$dir/coldcache" record --cache $cache \
+        --no-resolve --trace "$trace" -o "$out" $how -- "$work/$name" $args >/dev/null 2>&1
+      show "$out" >"$work/$name-$cache-$side.txt"
+      "$dir/coldcache" sim --cache jaguar --json --no-progress "$trace" \
+        | grep -v elapsed >"$work/$name-$cache-$side.sim.json"
+    done
+    if cmp -s "$work/$name-$cache-old.txt" "$work/$name-$cache-new.txt" &&
+       cmp -s "$work/$name-$cache-old.sim.json" "$work/$name-$cache-new.sim.json"; then
+      echo "same       $name $args ($how, $cache): $(wc -l <"$work/$name-$cache-new.txt") lines"
+    else
+      echo "DIFFERENT  $name $args ($how, $cache)"
+      diff "$work/$name-$cache-old.txt" "$work/$name-$cache-new.txt" | head -20 || true
+      fail=1
+    fi
+  done
+done
+exit $fail
