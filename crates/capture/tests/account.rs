@@ -1,0 +1,511 @@
+//! The accountant without a trap: hand-written machine code in a fake
+//! memory, a fake register source, and counts computed by hand.
+//!
+//! Every case drives [`Accountant::step`] as a front end would, one call per
+//! instruction about to execute, and checks the verdicts, the records (per
+//! instruction and stack), the stack tree and the trace against what the
+//! instructions do. The hierarchy is Cachegrind's (cold at the start), so
+//! the first touch of a line goes to memory and the second hits L1.
+//! A counting global allocator proves that stepping allocates nothing.
+
+use coldcache_capture::account::{Accountant, Entry, FunctionCalls, Reserves, Setup, Verdict};
+use coldcache_capture::model::{CpuFacts, Machine};
+use coldcache_capture::unwind::StackUnwinder;
+use coldcache_dump::{Dump, Meta};
+use coldcache_sim::{presets, CounterLayout, Side};
+use coldcache_trace::RecordKind;
+use iced_x86::Register;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+struct Counting;
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: forwarded with the caller's pointer and layout.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: forwarded with the caller's pointer, layout and size.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// The tests share the allocation counter: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+const TID: u32 = 4242;
+/// The initial stack pointer of every case.
+const SP: u64 = 0x7000_1000;
+
+/// Registers and memory of a pretend thread.
+#[derive(Clone)]
+struct Fake {
+    regs: [u64; 16],
+    rflags: u64,
+    memory: Vec<(u64, Vec<u8>)>,
+}
+
+impl Fake {
+    fn new() -> Fake {
+        Fake {
+            regs: [0; 16],
+            rflags: 0x202,
+            memory: Vec::new(),
+        }
+    }
+
+    fn code(mut self, at: u64, bytes: &[u8]) -> Fake {
+        self.memory.push((at, bytes.to_vec()));
+        self
+    }
+
+    fn set(&mut self, r: Register, v: u64) -> &mut Fake {
+        self.regs[r.number()] = v;
+        self
+    }
+}
+
+impl Machine for Fake {
+    fn gpr(&self, reg: Register) -> u64 {
+        let v = self.regs[reg.full_register().number()];
+        match reg.size() {
+            1 => v & 0xFF,
+            2 => v & 0xFFFF,
+            4 => v & 0xFFFF_FFFF,
+            _ => v,
+        }
+    }
+    fn rflags(&self) -> u64 {
+        self.rflags
+    }
+    fn segment_base(&self, _seg: Register) -> u64 {
+        0
+    }
+    fn vector(&self, _reg: Register) -> Option<[u8; 64]> {
+        None
+    }
+    fn opmask(&self, _reg: Register) -> Option<u64> {
+        None
+    }
+    fn read_memory(&self, addr: u64, buf: &mut [u8]) -> bool {
+        for (at, bytes) in &self.memory {
+            if addr >= *at && addr + buf.len() as u64 <= at + bytes.len() as u64 {
+                let o = (addr - at) as usize;
+                buf.copy_from_slice(&bytes[o..o + buf.len()]);
+                return true;
+            }
+        }
+        false
+    }
+    fn read_code(&self, addr: u64, buf: &mut [u8]) -> bool {
+        // Code regions are padded with `int3` up to the page end, as the
+        // first read of a decode may ask for up to 15 bytes.
+        for (at, bytes) in &self.memory {
+            if addr >= *at && addr < at + bytes.len() as u64 {
+                let o = (addr - at) as usize;
+                for (i, b) in buf.iter_mut().enumerate() {
+                    *b = bytes.get(o + i).copied().unwrap_or(0xCC);
+                }
+                return true;
+            }
+        }
+        false
+    }
+}
+
+fn setup(reserves: Reserves, trace: bool, function: Option<FunctionCalls>) -> Setup {
+    Setup {
+        cache: presets::cachegrind_default(),
+        reserves,
+        core_map: Vec::new(),
+        all_threads: false,
+        max_instructions: 0,
+        trace,
+        function,
+        stop_entry: 0,
+        exec_ranges: Vec::new(),
+        unwinder: StackUnwinder::new(&[]),
+        cpu: CpuFacts::detect(),
+    }
+}
+
+fn accountant(trace: bool) -> Accountant {
+    let mut a = Accountant::new(setup(Reserves::default(), trace, None)).unwrap();
+    a.claim(TID).unwrap();
+    a
+}
+
+/// Steps `m` at `ip` with its own RSP and RBP.
+fn step(a: &mut Accountant, ip: u64, m: &Fake) -> Verdict {
+    let sp = m.gpr(Register::RSP);
+    let fp = m.gpr(Register::RBP);
+    a.step(TID, ip, sp, fp, m)
+}
+
+fn finish(a: Accountant) -> (Dump, Option<Vec<coldcache_trace::Record>>) {
+    let f = a.finish(Meta::default(), Vec::new(), |_| "t".into());
+    (f.dump, f.trace.map(|(t, _)| t))
+}
+
+/// The counters of the record at `ip` with call stack `stack`.
+fn record(d: &Dump, ip: u64, stack: u32) -> Vec<u64> {
+    d.records
+        .iter()
+        .find(|r| r.ip == ip && r.stack == stack)
+        .unwrap_or_else(|| panic!("no record at {ip:#x} stack {stack}"))
+        .counters
+        .clone()
+}
+
+fn layout() -> CounterLayout {
+    CounterLayout::new(2)
+}
+
+/// `call f; nop` with `f: ret`: the callee's instruction is counted under
+/// a new stack (call site = the call's last byte, callee = f), the call
+/// writes the return address (a cold miss), `ret` reads it back (an L1 hit),
+/// and the frame is popped when RSP climbs above its slot.
+#[test]
+fn call_and_return() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // 0x1000: call 0x2000 (e8 rel32 = 0x2000 - 0x1005); 0x1005: nop.
+    let mut m = Fake::new()
+        .code(0x1000, &[0xE8, 0xFB, 0x0F, 0x00, 0x00, 0x90])
+        .code(0x2000, &[0xC3]);
+    let mut a = accountant(true);
+    m.set(Register::RSP, SP);
+    assert_eq!(step(&mut a, 0x1000, &m), Verdict::Continue);
+    m.set(Register::RSP, SP - 8);
+    assert_eq!(step(&mut a, 0x2000, &m), Verdict::Continue);
+    m.set(Register::RSP, SP);
+    assert_eq!(step(&mut a, 0x1005, &m), Verdict::Continue);
+    assert_eq!(a.instructions(), 3);
+    let (d, trace) = finish(a);
+    let l = layout();
+    assert_eq!(d.stacks.len(), 2, "root and one call");
+    assert_eq!(d.stacks[1].call_site, 0x1004);
+    assert_eq!(d.stacks[1].callee, 0x2000);
+    assert_eq!(d.stacks[1].parent, 0);
+    let call = record(&d, 0x1000, 0);
+    assert_eq!(call[CounterLayout::INSTRUCTIONS], 1);
+    assert_eq!(call[l.memory(Side::Write)], 1, "the pushed return address");
+    let ret = record(&d, 0x2000, 1);
+    assert_eq!(
+        ret[l.served(Side::Read, 0)],
+        1,
+        "the return address, just written"
+    );
+    let nop = record(&d, 0x1005, 0);
+    assert_eq!(nop[CounterLayout::INSTRUCTIONS], 1);
+    assert_eq!(d.records.len(), 3);
+    let t = trace.unwrap();
+    let kinds: Vec<(RecordKind, u64)> = t.iter().map(|r| (r.kind, r.addr)).collect();
+    assert_eq!(
+        kinds,
+        [
+            (RecordKind::Instr, 0x1000),
+            (RecordKind::Store, SP - 8),
+            (RecordKind::Instr, 0x2000),
+            (RecordKind::Load, SP - 8),
+            (RecordKind::Instr, 0x1005),
+        ]
+    );
+}
+
+/// `rep movsb` with RCX = 2 traps twice at its own address, one byte each;
+/// the check that finds RCX = 0 (no trap on the hardware, one more
+/// execution for Valgrind) is counted when the next instruction is stepped:
+/// three executions, two reads, two writes.
+#[test]
+fn rep_movsb_counts_the_final_check() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (src, dst) = (0x50_0000u64, 0x60_0000u64);
+    let mut m = Fake::new().code(0x1000, &[0xF3, 0xA4, 0x90]);
+    let mut a = accountant(false);
+    m.set(Register::RSP, SP);
+    for (i, rcx) in [2u64, 1].into_iter().enumerate() {
+        m.set(Register::RCX, rcx)
+            .set(Register::RSI, src + i as u64)
+            .set(Register::RDI, dst + i as u64);
+        assert_eq!(step(&mut a, 0x1000, &m), Verdict::Continue);
+    }
+    m.set(Register::RCX, 0)
+        .set(Register::RSI, src + 2)
+        .set(Register::RDI, dst + 2);
+    assert_eq!(step(&mut a, 0x1002, &m), Verdict::Continue);
+    let (d, _) = finish(a);
+    let l = layout();
+    let rep = record(&d, 0x1000, 0);
+    assert_eq!(rep[CounterLayout::INSTRUCTIONS], 3);
+    let reads: u64 = l.served_from(Side::Read, 1).map(|i| rep[i]).sum();
+    let writes: u64 = l.served_from(Side::Write, 1).map(|i| rep[i]).sum();
+    assert_eq!((reads, writes), (2, 2));
+    assert_eq!(
+        rep[l.memory(Side::Read)],
+        1,
+        "the second byte is in the same line"
+    );
+    assert_eq!(rep[l.memory(Side::Write)], 1);
+}
+
+/// A `rep movsb` that ends because RCX was 0 from the start is stepped
+/// once and has no final check to add (it did not repeat).
+#[test]
+fn rep_movsb_with_zero_count_runs_once() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut m = Fake::new().code(0x1000, &[0xF3, 0xA4, 0x90]);
+    let mut a = accountant(false);
+    m.set(Register::RSP, SP).set(Register::RCX, 0);
+    step(&mut a, 0x1000, &m);
+    step(&mut a, 0x1002, &m);
+    let (d, _) = finish(a);
+    assert_eq!(record(&d, 0x1000, 0)[CounterLayout::INSTRUCTIONS], 1);
+}
+
+/// `syscall; push rax; nop`: the push runs without a trap after the system
+/// call, so it is counted at the next step from the state after it ran (its
+/// store at the new RSP) and marked untrapped.
+#[test]
+fn the_instruction_after_a_syscall_is_counted_from_the_state_after_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut m = Fake::new().code(0x1000, &[0x0F, 0x05, 0x50, 0x90]);
+    let mut a = accountant(true);
+    m.set(Register::RSP, SP).set(Register::RAX, 39);
+    assert_eq!(step(&mut a, 0x1000, &m), Verdict::Syscall { next: 0x1002 });
+    // The push ran: RSP went down by 8.
+    m.set(Register::RSP, SP - 8);
+    assert_eq!(step(&mut a, 0x1003, &m), Verdict::Continue);
+    assert_eq!(a.instructions(), 3);
+    let (d, trace) = finish(a);
+    assert_eq!(d.meta.untrapped, 1);
+    let push = record(&d, 0x1002, 0);
+    assert_eq!(push[layout().memory(Side::Write)], 1);
+    let t = trace.unwrap();
+    assert!(t
+        .iter()
+        .any(|r| r.kind == RecordKind::Store && r.addr == SP - 8 && r.ip == 0x1002));
+}
+
+/// When the front end emulates the system call and steps again at the next
+/// instruction, nothing ran untraced: the push is counted once, from the
+/// state before it.
+#[test]
+fn an_emulated_syscall_leaves_nothing_untraced() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut m = Fake::new().code(0x1000, &[0x0F, 0x05, 0x50, 0x90]);
+    let mut a = accountant(false);
+    m.set(Register::RSP, SP);
+    step(&mut a, 0x1000, &m);
+    step(&mut a, 0x1002, &m);
+    m.set(Register::RSP, SP - 8);
+    step(&mut a, 0x1003, &m);
+    let (d, _) = finish(a);
+    assert_eq!(d.meta.untrapped, 0);
+    assert_eq!(record(&d, 0x1002, 0)[CounterLayout::INSTRUCTIONS], 1);
+}
+
+/// Two nested calls, then a `longjmp` straight back to the outer frame's
+/// RSP: both shadow frames are popped, and the landing instruction is
+/// counted at the root.
+#[test]
+fn a_longjmp_pops_every_frame_it_skips() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // 0x1000: call 0x2000; 0x2000: call 0x3000; 0x3000: nop (then longjmp).
+    let mut m = Fake::new()
+        .code(0x1000, &[0xE8, 0xFB, 0x0F, 0x00, 0x00, 0x90])
+        .code(0x2000, &[0xE8, 0xFB, 0x0F, 0x00, 0x00])
+        .code(0x3000, &[0x90])
+        .code(0x4000, &[0x90]);
+    let mut a = accountant(false);
+    m.set(Register::RSP, SP);
+    step(&mut a, 0x1000, &m);
+    m.set(Register::RSP, SP - 8);
+    step(&mut a, 0x2000, &m);
+    m.set(Register::RSP, SP - 16);
+    step(&mut a, 0x3000, &m);
+    // longjmp: RSP back above both slots, at a landing pad.
+    m.set(Register::RSP, SP + 16);
+    step(&mut a, 0x4000, &m);
+    let (d, _) = finish(a);
+    assert_eq!(d.stacks.len(), 3);
+    assert_eq!(record(&d, 0x3000, 2)[CounterLayout::INSTRUCTIONS], 1);
+    assert_eq!(d.stacks[2].parent, 1);
+    assert_eq!(record(&d, 0x4000, 0)[CounterLayout::INSTRUCTIONS], 1);
+}
+
+/// With room for two records, the third distinct instruction stops the
+/// capture with the reserve named; the counted two are kept.
+#[test]
+fn a_full_record_reserve_stops_the_capture() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let reserves = Reserves {
+        records: 2,
+        ..Reserves::default()
+    };
+    let mut a = Accountant::new(setup(reserves, false, None)).unwrap();
+    a.claim(TID).unwrap();
+    let mut m = Fake::new().code(0x1000, &[0x90, 0x90, 0x90]);
+    m.set(Register::RSP, SP);
+    assert_eq!(step(&mut a, 0x1000, &m), Verdict::Continue);
+    assert_eq!(step(&mut a, 0x1001, &m), Verdict::Continue);
+    assert_eq!(step(&mut a, 0x1000, &m), Verdict::Continue);
+    let v = step(&mut a, 0x1002, &m);
+    assert_eq!(v, Verdict::StopCapture("record or trace reserve exhausted"));
+    assert_eq!(a.cut_short(), Some("record or trace reserve exhausted"));
+    let (d, _) = finish(a);
+    assert_eq!(d.records.len(), 2);
+    assert_eq!(record(&d, 0x1000, 0)[CounterLayout::INSTRUCTIONS], 2);
+    assert_eq!(
+        d.meta.cut_short.as_deref(),
+        Some("record or trace reserve exhausted")
+    );
+}
+
+/// `--instructions 2`: the second instruction is counted, then the
+/// capture stops.
+#[test]
+fn the_instruction_limit_stops_after_the_last_counted() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut s = setup(Reserves::default(), false, None);
+    s.max_instructions = 2;
+    let mut a = Accountant::new(s).unwrap();
+    a.claim(TID).unwrap();
+    let mut m = Fake::new().code(0x1000, &[0x90, 0x90, 0x90]);
+    m.set(Register::RSP, SP);
+    assert_eq!(step(&mut a, 0x1000, &m), Verdict::Continue);
+    assert_eq!(
+        step(&mut a, 0x1001, &m),
+        Verdict::StopCapture("instruction limit reached")
+    );
+    assert_eq!(a.instructions(), 2);
+}
+
+/// A function trigger for calls 2 and 3 of `f` (at 0x2000): the first call
+/// is skipped; the second is traced from the entry (its stack names f as
+/// the callee) until RSP climbs above the return-address slot, and the
+/// verdict asks for one more call; after the third, none.
+#[test]
+fn the_watched_function_returning_ends_its_window() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let f = FunctionCalls {
+        address: 0x2000,
+        first: 2,
+        count: 2,
+    };
+    let mut s = setup(Reserves::default(), false, Some(f));
+    s.exec_ranges = vec![(0x1000, 0x5000)];
+    let mut a = Accountant::new(s).unwrap();
+    let mut m = Fake::new()
+        .code(0x1000, &[0xE8, 0xFB, 0x0F, 0x00, 0x00, 0x90])
+        .code(0x2000, &[0x90, 0xC3]);
+    // At the entry RSP points at the return address 0x1005.
+    m.memory.push((SP - 8, 0x1005u64.to_le_bytes().to_vec()));
+    m.set(Register::RSP, SP - 8);
+    assert_eq!(a.function_entered(TID, SP - 8), Entry::Skip);
+    for (call, more) in [(2, true), (3, false)] {
+        assert_eq!(
+            a.function_entered(TID, SP - 8),
+            Entry::Capture,
+            "call {call}"
+        );
+        m.set(Register::RSP, SP - 8);
+        assert_eq!(step(&mut a, 0x2000, &m), Verdict::Continue);
+        assert_eq!(step(&mut a, 0x2001, &m), Verdict::Continue);
+        m.set(Register::RSP, SP);
+        assert_eq!(step(&mut a, 0x1005, &m), Verdict::FunctionReturned { more });
+        // The thread is no longer traced until the next captured call.
+        assert_eq!(step(&mut a, 0x1005, &m), Verdict::StopThread);
+    }
+    let (d, _) = finish(a);
+    // Without CFI the seed takes the caller's return address at [RSP] (it
+    // lies in an executable range): one frame, call site 0x1004, callee f.
+    // Both calls' instructions add up under it.
+    assert_eq!(d.stacks.len(), 2);
+    assert_eq!(
+        (d.stacks[1].call_site, d.stacks[1].callee),
+        (0x1004, 0x2000)
+    );
+    assert_eq!(record(&d, 0x2000, 1)[CounterLayout::INSTRUCTIONS], 2);
+    assert_eq!(record(&d, 0x2001, 1)[CounterLayout::INSTRUCTIONS], 2);
+    assert!(d.meta.cut_short.is_none());
+    assert!(d.records.iter().all(|r| r.ip != 0x1005));
+}
+
+/// A thread that was not claimed is not traced; with every thread
+/// selected it is claimed at its first step; past the thread reserve the
+/// capture is marked cut short but goes on.
+#[test]
+fn threads_are_claimed_up_to_the_reserve() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut m = Fake::new().code(0x1000, &[0x90]);
+    m.set(Register::RSP, SP);
+    let mut a = Accountant::new(setup(Reserves::default(), false, None)).unwrap();
+    assert_eq!(a.step(7, 0x1000, SP, 0, &m), Verdict::StopThread);
+    let mut s = setup(
+        Reserves {
+            threads: 1,
+            ..Reserves::default()
+        },
+        false,
+        None,
+    );
+    s.all_threads = true;
+    let mut a = Accountant::new(s).unwrap();
+    assert_eq!(a.step(7, 0x1000, SP, 0, &m), Verdict::Continue);
+    assert_eq!(a.step(8, 0x1000, SP, 0, &m), Verdict::StopThread);
+    assert_eq!(a.cut_short(), Some("more threads than reserved"));
+    assert_eq!(a.step(7, 0x1000, SP, 0, &m), Verdict::Continue);
+}
+
+/// Once built, stepping allocates nothing: calls, returns, string
+/// instructions, syscalls and a trace, over thousands of steps.
+#[test]
+fn stepping_allocates_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut m = Fake::new()
+        .code(
+            0x1000,
+            &[0xE8, 0xFB, 0x0F, 0x00, 0x00, 0x0F, 0x05, 0x50, 0x90],
+        )
+        .code(0x2000, &[0xF3, 0xA4, 0xC3]);
+    let mut a = accountant(true);
+    COUNTING.store(true, Ordering::SeqCst);
+    ALLOCATIONS.store(0, Ordering::SeqCst);
+    for i in 0..2000u64 {
+        m.set(Register::RSP, SP);
+        step(&mut a, 0x1000, &m);
+        m.set(Register::RSP, SP - 8)
+            .set(Register::RCX, 1)
+            .set(Register::RSI, 0x50_0000 + i)
+            .set(Register::RDI, 0x60_0000 + i);
+        step(&mut a, 0x2000, &m);
+        m.set(Register::RCX, 0);
+        step(&mut a, 0x2002, &m);
+        m.set(Register::RSP, SP);
+        step(&mut a, 0x1005, &m);
+        m.set(Register::RSP, SP - 8);
+        step(&mut a, 0x1008, &m);
+    }
+    COUNTING.store(false, Ordering::SeqCst);
+    assert_eq!(ALLOCATIONS.load(Ordering::SeqCst), 0);
+    // Per round: call, rep movsb, its final check, ret, syscall, the push
+    // that ran untraced after it, nop.
+    assert_eq!(a.instructions(), 2000 * 7);
+}
