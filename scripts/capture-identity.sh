@@ -39,9 +39,10 @@ for k in strided struct_walk strings stack x86isms bits xlat longjmp libc; do
   fi
 done
 
-# A normalised text of a dump: everything but pid, start time and duration.
+# A normalised text of a dump: everything but pid, start time, duration and
+# the directory the library was loaded from.
 show() {
-  "$printer" "$1" | grep -v -E '^\s*(pid|start_unix_ns|duration_ns):'
+  "$printer" "$1" | grep -v -E '^\s*(pid|start_unix_ns|duration_ns):' | sed "s|$2/libcoldcache.so|LIB|"
 }
 
 fail=0
@@ -55,7 +56,7 @@ for entry in "${progs[@]}"; do
       # shellcheck disable=SC2086
       COLDCACHE_LIB="$dir/libcoldcache.so" setarch -R "$dir/coldcache" record --cache $cache \
         --no-resolve --trace "$trace" -o "$out" $how -- "$work/$name" $args >/dev/null 2>&1
-      show "$out" >"$work/$name-$cache-$side.txt"
+      show "$out" "$dir" >"$work/$name-$cache-$side.txt"
       "$dir/coldcache" sim --cache jaguar --json --no-progress "$trace" \
         | grep -v elapsed >"$work/$name-$cache-$side.sim.json"
     done

@@ -1,0 +1,734 @@
+//! coldcache-replay: simulates recorded traces — the driver behind
+//! `coldcache sim`, usable from Rust through the `coldcache` facade.
+//!
+//! Every input (a lackey, Dinero IV or cctrace file, see `coldcache-trace`)
+//! is one or more threads; inputs take turns of `quantum` records, so the
+//! simulated cores see their accesses interleaved. Threads map to cores
+//! round-robin unless pinned ([`parse_pins`]). Each input is parsed on a
+//! thread of its own and handed over in batches, so parsing overlaps
+//! simulation. Accesses go through the one simulator driver,
+//! [`coldcache_sim::Driver`], which also counts them by kind and serving
+//! level; the [`Outcome`] prints that tally per level and per kind, as JSON,
+//! as Cachegrind's nine events or as Cache Lab's line.
+
+use coldcache_sim::{
+    Access, AccessKind, ConfigError, Driver, HierarchyConfig, LevelStats, ServedBy, StraddleMode,
+    Tally, MAX_LEVELS,
+};
+use coldcache_trace::{Format, Record, RecordKind, TraceError, TraceReader};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::sync::mpsc;
+use std::time::Instant;
+
+/// Why a replay could not run or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// A trace could not be read.
+    #[error("reading {name}: {source}")]
+    Trace {
+        /// The input's name.
+        name: String,
+        /// What went wrong, with the line or offset.
+        source: TraceError,
+    },
+    /// An input's reader thread stopped without a word.
+    #[error("{0}: the reader thread stopped unexpectedly")]
+    ReaderStopped(String),
+    /// An input's reader thread could not be started.
+    #[error("{0}: starting its reader thread: {1}")]
+    Spawn(String, std::io::Error),
+    /// The configuration is invalid.
+    #[error("cache configuration {name:?}: {source}")]
+    Config {
+        /// The configuration's name.
+        name: String,
+        /// What is wrong.
+        source: ConfigError,
+    },
+    /// A thread → core pin is malformed or out of range.
+    #[error("{0}")]
+    Pin(String),
+    /// The quantum is zero.
+    #[error("--quantum must be at least 1")]
+    Quantum,
+}
+
+/// Cache Lab's `-s S -E E -b B`.
+pub type CacheLabParams = (u32, u32, u32);
+
+/// How to replay.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Records an input runs before the next input takes its turn.
+    pub quantum: u64,
+    /// Leave instruction-fetch records out (counted, not simulated).
+    pub ignore_ifetch: bool,
+    /// (thread key, core) pins, from [`parse_pins`].
+    pub pins: Vec<(u64, usize)>,
+    /// Cache Lab semantics with these parameters.
+    pub cachelab: Option<CacheLabParams>,
+}
+
+/// The access kind a trace record kind stands for.
+pub fn access_kind(k: RecordKind) -> AccessKind {
+    match k {
+        RecordKind::Instr => AccessKind::InstrFetch,
+        RecordKind::Load => AccessKind::Read,
+        RecordKind::Store => AccessKind::Write,
+        RecordKind::Modify => AccessKind::ReadModifyWrite,
+        RecordKind::Prefetch => AccessKind::Prefetch,
+        RecordKind::NtStore => AccessKind::NonTemporalStore,
+        RecordKind::Flush => AccessKind::Flush,
+    }
+}
+
+/// The size Cachegrind simulates for a data access that lackey logged with
+/// `size`: at most the smallest line size of its caches. Cachegrind refuses
+/// lines narrower than the widest register, so only Valgrind's "dirty
+/// helper" accesses (fxsave 512 B, fnsave 108 B, fnstenv 28 B, ...) are
+/// ever cut; lackey logs their full size.
+fn cachegrind_data_size(size: u32, min_line: u32) -> u32 {
+    size.min(min_line)
+}
+
+/// Records per batch a reader thread parses and hands over.
+const BATCH: usize = 1 << 16;
+
+/// A batch parsed on an input's reader thread; an empty batch ends the
+/// input.
+struct Batch {
+    records: Vec<Record>,
+    bytes_read: u64,
+    skipped: u64,
+}
+
+/// One trace being read: its reader runs on a thread of its own, so that
+/// parsing (the larger cost for text traces) overlaps simulation.
+struct Input {
+    name: String,
+    /// Cachegrind's clamp of data sizes to its smallest line size (lackey
+    /// input simulated with the `cachegrind` preset), or `u32::MAX`.
+    clamp: u32,
+    batches: mpsc::Receiver<Result<Batch, TraceError>>,
+    /// Emptied batches go back to the reader thread for reuse.
+    spent: mpsc::SyncSender<Vec<Record>>,
+    buf: Vec<Record>,
+    pos: usize,
+    done: bool,
+    bytes_read: u64,
+    total_bytes: Option<u64>,
+    skipped: u64,
+}
+
+impl Input {
+    fn new(name: String, clamp: u32, mut reader: TraceReader) -> Result<Input, ReplayError> {
+        let name2 = name.clone();
+        let total_bytes = reader.total_bytes();
+        let (tx, batches) = mpsc::sync_channel(4);
+        let (spent, spent_rx) = mpsc::sync_channel::<Vec<Record>>(8);
+        std::thread::Builder::new()
+            .name(format!("read {name}"))
+            .spawn(move || loop {
+                let mut records = spent_rx
+                    .try_recv()
+                    .unwrap_or_else(|_| Vec::with_capacity(BATCH));
+                let batch = reader.read_batch(&mut records, BATCH).map(|n| Batch {
+                    records: if n == 0 { Vec::new() } else { records },
+                    bytes_read: reader.bytes_read(),
+                    skipped: reader.skipped(),
+                });
+                let last = !matches!(&batch, Ok(b) if !b.records.is_empty());
+                if tx.send(batch).is_err() || last {
+                    break;
+                }
+            })
+            .map_err(|e| ReplayError::Spawn(name2, e))?;
+        Ok(Input {
+            name,
+            clamp,
+            batches,
+            spent,
+            buf: Vec::new(),
+            pos: 0,
+            done: false,
+            bytes_read: 0,
+            total_bytes,
+            skipped: 0,
+        })
+    }
+
+    /// The next record, taking the next batch when needed.
+    #[inline]
+    fn next(&mut self) -> Result<Option<Record>, ReplayError> {
+        if self.pos == self.buf.len() {
+            if self.done {
+                return Ok(None);
+            }
+            let _ = self.spent.try_send(std::mem::take(&mut self.buf));
+            self.pos = 0;
+            let batch = self
+                .batches
+                .recv()
+                .map_err(|_| ReplayError::ReaderStopped(self.name.clone()))?
+                .map_err(|source| ReplayError::Trace {
+                    name: self.name.clone(),
+                    source,
+                })?;
+            self.bytes_read = batch.bytes_read;
+            self.skipped = batch.skipped;
+            if batch.records.is_empty() {
+                self.done = true;
+                return Ok(None);
+            }
+            self.buf = batch.records;
+        }
+        let r = self.buf[self.pos];
+        self.pos += 1;
+        Ok(Some(r))
+    }
+}
+
+/// (input, thread) → core pins from `--thread-core`.
+pub fn parse_pins(
+    specs: &[String],
+    inputs: usize,
+    cores: usize,
+) -> Result<Vec<(u64, usize)>, ReplayError> {
+    let mut pins = Vec::new();
+    for spec in specs {
+        let bad = |why: &str| ReplayError::Pin(format!("--thread-core {spec:?}: {why}"));
+        let (who, core) = spec
+            .split_once('=')
+            .ok_or_else(|| bad("expected INPUT[:THREAD]=CORE"))?;
+        let (input, thread) = match who.split_once(':') {
+            Some((i, t)) => (i, t),
+            None => (who, "0"),
+        };
+        let input: usize = input
+            .trim()
+            .parse()
+            .map_err(|_| bad("INPUT is not a number"))?;
+        let thread: u32 = thread
+            .trim()
+            .parse()
+            .map_err(|_| bad("THREAD is not a number"))?;
+        let core: usize = core
+            .trim()
+            .parse()
+            .map_err(|_| bad("CORE is not a number"))?;
+        if input >= inputs {
+            return Err(bad(&format!(
+                "there are only {inputs} traces (numbered from 0)"
+            )));
+        }
+        if core >= cores {
+            return Err(bad(&format!(
+                "the configuration has {cores} cores (numbered from 0)"
+            )));
+        }
+        pins.push((thread_key(input, thread), core));
+    }
+    Ok(pins)
+}
+
+/// The key of thread `thread` of input `input` in the core map.
+pub fn thread_key(input: usize, thread: u32) -> u64 {
+    ((input as u64) << 32) | u64::from(thread)
+}
+
+/// Cache Lab's counts.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct CacheLabCounts {
+    /// Accesses that hit.
+    pub hits: u64,
+    /// Accesses that missed.
+    pub misses: u64,
+}
+
+/// Cache Lab: instruction records are ignored, the size is ignored (the
+/// address alone picks the block), and `M` is a load then a store.
+fn cachelab_record(h: &mut Driver, rec: &Record, cl: &mut CacheLabCounts) {
+    let mut one = |kind| {
+        if h.access(0, Access::new(kind, rec.addr, 1)).served_by == ServedBy::L1 {
+            cl.hits += 1;
+        } else {
+            cl.misses += 1;
+        }
+    };
+    match rec.kind {
+        RecordKind::Load => one(AccessKind::Read),
+        RecordKind::Store => one(AccessKind::Write),
+        RecordKind::Modify => {
+            one(AccessKind::Read);
+            one(AccessKind::Write);
+        }
+        _ => {}
+    }
+}
+
+/// Replays `traces` (name and open reader each) through a hierarchy for
+/// `cfg`. `progress` is called now and then with the bytes read so far and
+/// the total when known.
+pub fn replay(
+    cfg: &HierarchyConfig,
+    traces: Vec<(String, TraceReader)>,
+    opts: &Options,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<Outcome, ReplayError> {
+    if opts.quantum == 0 {
+        return Err(ReplayError::Quantum);
+    }
+    let mut driver = Driver::new(cfg).map_err(|source| ReplayError::Config {
+        name: cfg.name.clone(),
+        source,
+    })?;
+    for &(key, core) in &opts.pins {
+        driver.cores_mut().assign(key, core);
+    }
+    let min_line = cfg
+        .levels
+        .iter()
+        .map(|l| l.line_size)
+        .min()
+        .unwrap_or(u32::MAX);
+    let mut inputs = Vec::new();
+    for (name, reader) in traces {
+        let clamp = if cfg.name == "cachegrind" && reader.format() == Format::Lackey {
+            min_line
+        } else {
+            u32::MAX
+        };
+        inputs.push(Input::new(name, clamp, reader)?);
+    }
+    let total_bytes: u64 = inputs.iter().filter_map(|i| i.total_bytes).sum();
+    let started = Instant::now();
+    let mut ignored_ifetch = 0u64;
+    let mut cl = CacheLabCounts::default();
+    let mut last_key = u64::MAX;
+    let mut last_core = 0usize;
+    let mut live = inputs.len();
+    let mut turns = 0u64;
+    while live > 0 {
+        live = 0;
+        for (i, input) in inputs.iter_mut().enumerate() {
+            let mut n = 0;
+            while n < opts.quantum {
+                let Some(rec) = input.next()? else {
+                    break;
+                };
+                n += 1;
+                if opts.cachelab.is_some() {
+                    cachelab_record(&mut driver, &rec, &mut cl);
+                    continue;
+                }
+                if rec.kind == RecordKind::Instr && opts.ignore_ifetch {
+                    ignored_ifetch += 1;
+                    continue;
+                }
+                let key = thread_key(i, rec.thread);
+                if key != last_key {
+                    last_key = key;
+                    last_core = driver.core_of(key);
+                }
+                let size = if rec.kind == RecordKind::Instr {
+                    rec.size
+                } else {
+                    cachegrind_data_size(rec.size, input.clamp)
+                };
+                driver.access(
+                    last_core,
+                    Access::new(access_kind(rec.kind), rec.addr, size).with_ip(rec.ip),
+                );
+            }
+            if !input.done {
+                live += 1;
+            }
+        }
+        turns += 1;
+        if turns.is_multiple_of(64) {
+            progress(inputs.iter().map(|i| i.bytes_read).sum(), total_bytes);
+        }
+    }
+    Ok(Outcome {
+        cfg: cfg.clone(),
+        driver,
+        ignored_ifetch,
+        inputs: inputs.iter().map(|i| i.name.clone()).collect(),
+        skipped: inputs.iter().map(|i| i.skipped).sum(),
+        elapsed: started.elapsed().as_secs_f64(),
+        cachelab: opts.cachelab.map(|p| (p, cl)),
+    })
+}
+
+/// What a replay produced: the driver (hierarchy statistics and the
+/// tally) and what the report says about the inputs.
+pub struct Outcome {
+    cfg: HierarchyConfig,
+    driver: Driver,
+    ignored_ifetch: u64,
+    inputs: Vec<String>,
+    skipped: u64,
+    elapsed: f64,
+    cachelab: Option<(CacheLabParams, CacheLabCounts)>,
+}
+
+impl Outcome {
+    /// The driver: the hierarchy's statistics and the tally by kind.
+    pub fn driver(&self) -> &Driver {
+        &self.driver
+    }
+
+    /// Malformed lines skipped (`--skip-bad`).
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// Cache Lab's counts and evictions, in Cache Lab mode.
+    pub fn cachelab(&self) -> Option<(CacheLabParams, CacheLabCounts, u64)> {
+        self.cachelab.map(|(p, c)| {
+            let ev = self
+                .driver
+                .hierarchy()
+                .level_totals()
+                .iter()
+                .map(|l| l.evictions)
+                .sum();
+            (p, c, ev)
+        })
+    }
+}
+
+/// Cachegrind's nine totals from the tally (Whole straddle mode: one count
+/// per access). A modify counts as a read, as Cachegrind counts it.
+pub fn cachegrind_events(t: &Tally) -> [(&'static str, u64); 9] {
+    use AccessKind::{InstrFetch as I, Read as L, ReadModifyWrite as M, Write as S};
+    let miss1 = |k| t.first_level_misses(k);
+    let mem = |k| t.memory(k);
+    [
+        ("Ir", t.of(I)),
+        ("I1mr", miss1(I)),
+        ("ILmr", mem(I)),
+        ("Dr", t.of(L) + t.of(M)),
+        ("D1mr", miss1(L) + miss1(M)),
+        ("DLmr", mem(L) + mem(M)),
+        ("Dw", t.of(S)),
+        ("D1mw", miss1(S)),
+        ("DLmw", mem(S)),
+    ]
+}
+
+/// `n` with thousands separators.
+pub fn group(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn pct(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".into()
+    } else {
+        format!("{:.2}%", 100.0 * part as f64 / whole as f64)
+    }
+}
+
+impl Outcome {
+    fn is_cachegrind(&self) -> bool {
+        self.cfg.name == "cachegrind"
+    }
+
+    fn level_rows(&self) -> Vec<(String, usize, LevelStats)> {
+        let infos = self.driver.hierarchy().instances();
+        self.driver
+            .hierarchy()
+            .level_totals()
+            .into_iter()
+            .enumerate()
+            .map(|(li, s)| {
+                let n = infos.iter().filter(|i| i.level_index == li).count();
+                (self.cfg.levels[li].name.clone(), n, s)
+            })
+            .collect()
+    }
+
+    fn slot_names(&self) -> Vec<String> {
+        let n = self.driver.hierarchy().levels();
+        (1..=n)
+            .map(|l| format!("L{l}"))
+            .chain(std::iter::once("memory".to_string()))
+            .collect()
+    }
+
+    fn slots(&self) -> Vec<usize> {
+        (0..self.driver.hierarchy().levels())
+            .chain(std::iter::once(MAX_LEVELS))
+            .collect()
+    }
+
+    fn records(&self) -> u64 {
+        self.driver.tally().accesses.iter().sum::<u64>() + self.ignored_ifetch
+    }
+
+    /// The report as JSON (the schema of docs/sim.md).
+    pub fn json(&self) -> Value {
+        let stats = self.driver.hierarchy().stats();
+        let infos = self.driver.hierarchy().instances();
+        let slot_names = self.slot_names();
+        let slots = self.slots();
+        let mut served = serde_json::Map::new();
+        let tally = self.driver.tally();
+        for kind in RecordKind::ALL {
+            let k = access_kind(kind);
+            if tally.of(k) == 0 {
+                continue;
+            }
+            let mut row = serde_json::Map::new();
+            row.insert("records".into(), json!(tally.of(k)));
+            for (name, &s) in slot_names.iter().zip(&slots) {
+                row.insert(name.clone(), json!(tally.served_at(k, s)));
+            }
+            served.insert(kind.name().into(), Value::Object(row));
+        }
+        let levels: Vec<Value> = self
+            .level_rows()
+            .into_iter()
+            .map(|(name, n, s)| {
+                json!({"name": name, "instances": n, "accesses": s.accesses(), "hits": s.hits(),
+                       "misses": s.miss_count(), "stats": s})
+            })
+            .collect();
+        let instances: Vec<Value> = infos
+            .iter()
+            .zip(&stats.instances)
+            .map(|(i, s)| json!({"info": i, "stats": s}))
+            .collect();
+        let mut v = json!({
+            "config": self.cfg,
+            "inputs": self.inputs,
+            "threads": self.driver.cores().assignments().iter().map(|(k, c)| json!({"input": k >> 32, "thread": k & 0xFFFF_FFFF, "core": c})).collect::<Vec<_>>(),
+            "records": self.records(),
+            "skipped_lines": self.skipped,
+            "ignored_ifetch": self.ignored_ifetch,
+            "elapsed_seconds": self.elapsed,
+            "served": served,
+            "levels": levels,
+            "instances": instances,
+            "software_prefetch": stats.software_prefetch,
+            "hardware_prefetch": stats.hardware_prefetch,
+            "coherence": stats.coherence,
+            "shared_lines": self.driver.hierarchy().line_sharing().into_iter().take(100).collect::<Vec<_>>(),
+            "nt_stores": stats.nt_stores,
+            "flushes": stats.flushes,
+        });
+        if self.is_cachegrind() {
+            let mut cg = serde_json::Map::new();
+            for (name, value) in cachegrind_events(self.driver.tally()) {
+                cg.insert(name.into(), json!(value));
+            }
+            v["cachegrind"] = Value::Object(cg);
+        }
+        v
+    }
+
+    /// The report as text tables.
+    pub fn text(&self, out: &mut impl Write) -> std::io::Result<()> {
+        let records = self.records();
+        writeln!(
+            out,
+            "coldcache sim: {} ({} core{}), {} trace{}, {} records in {:.2} s ({:.1} M records/s)",
+            self.cfg.name,
+            self.cfg.cores,
+            if self.cfg.cores == 1 { "" } else { "s" },
+            self.inputs.len(),
+            if self.inputs.len() == 1 { "" } else { "s" },
+            group(records),
+            self.elapsed,
+            records as f64 / self.elapsed.max(1e-9) / 1e6
+        )?;
+        if self.skipped > 0 {
+            writeln!(
+                out,
+                "  {} malformed lines skipped (--skip-bad)",
+                group(self.skipped)
+            )?;
+        }
+        if self.ignored_ifetch > 0 {
+            writeln!(
+                out,
+                "  {} instruction fetches ignored",
+                group(self.ignored_ifetch)
+            )?;
+        }
+        writeln!(out)?;
+        let classify = self.cfg.classify_misses;
+        write!(
+            out,
+            "{:<8} {:>4} {:>15} {:>15} {:>13} {:>8} {:>13} {:>12}",
+            "level", "inst", "accesses", "hits", "misses", "miss%", "evictions", "write-backs"
+        )?;
+        if classify {
+            write!(
+                out,
+                " {:>12} {:>12} {:>12}",
+                "compulsory", "capacity", "conflict"
+            )?;
+        }
+        writeln!(out)?;
+        for (name, n, s) in self.level_rows() {
+            write!(
+                out,
+                "{:<8} {:>4} {:>15} {:>15} {:>13} {:>8} {:>13} {:>12}",
+                name,
+                n,
+                group(s.accesses()),
+                group(s.hits()),
+                group(s.miss_count()),
+                pct(s.miss_count(), s.accesses()),
+                group(s.evictions),
+                group(s.writebacks)
+            )?;
+            if classify {
+                write!(
+                    out,
+                    " {:>12} {:>12} {:>12}",
+                    group(s.misses.compulsory),
+                    group(s.misses.capacity),
+                    group(s.misses.conflict)
+                )?;
+            }
+            writeln!(out)?;
+        }
+        writeln!(out)?;
+        if self.cfg.straddle == StraddleMode::PerLine {
+            writeln!(
+                out,
+                "(per-line mode: an access straddling lines counts each line where it was found)"
+            )?;
+        }
+        write!(out, "{:<10} {:>15}", "served by", "records")?;
+        let slot_names = self.slot_names();
+        for n in &slot_names {
+            write!(out, " {n:>14}")?;
+        }
+        writeln!(out)?;
+        let tally = self.driver.tally();
+        for kind in RecordKind::ALL {
+            let k = access_kind(kind);
+            if tally.of(k) == 0 {
+                continue;
+            }
+            write!(out, "{:<10} {:>15}", kind.name(), group(tally.of(k)))?;
+            for s in self.slots() {
+                write!(out, " {:>14}", group(tally.served_at(k, s)))?;
+            }
+            writeln!(out)?;
+        }
+        let st = self.driver.hierarchy().stats();
+        for (what, p) in [
+            ("software prefetch", st.software_prefetch),
+            ("hardware prefetch", st.hardware_prefetch),
+        ] {
+            if p.issued + p.redundant > 0 {
+                writeln!(
+                    out,
+                    "\n{what}: {} issued, {} redundant, {} useful, {} late, {} wasted",
+                    group(p.issued),
+                    group(p.redundant),
+                    group(p.useful),
+                    group(p.late),
+                    group(p.wasted)
+                )?;
+            }
+        }
+        let c = &st.coherence;
+        if c.invalidations > 0 {
+            writeln!(
+                out,
+                "\ncoherence: {} invalidations, {} false sharing ({} untracked)",
+                group(c.invalidations),
+                group(c.false_sharing),
+                group(c.untracked)
+            )?;
+            writeln!(
+                out,
+                "  {:<18} {:>10} {:>10} {:>14}",
+                "line", "writes", "copies", "false sharing"
+            )?;
+            for l in self.driver.hierarchy().line_sharing().into_iter().take(10) {
+                writeln!(
+                    out,
+                    "  {:<#18x} {:>10} {:>10} {:>14}",
+                    l.line,
+                    group(l.sent),
+                    group(l.received),
+                    group(l.false_sharing)
+                )?;
+            }
+        }
+        if st.nt_stores + st.flushes > 0 {
+            writeln!(
+                out,
+                "\nnon-temporal stores: {}, flushes: {}",
+                group(st.nt_stores),
+                group(st.flushes)
+            )?;
+        }
+        if self.is_cachegrind() {
+            writeln!(out, "\nCachegrind events:")?;
+            let ev = cachegrind_events(self.driver.tally());
+            for (name, v) in ev {
+                writeln!(out, "  {name:<5} {:>15}", group(v))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_thousands() {
+        assert_eq!(group(0), "0");
+        assert_eq!(group(999), "999");
+        assert_eq!(group(1000), "1,000");
+        assert_eq!(group(1234567), "1,234,567");
+    }
+
+    #[test]
+    fn pins_are_checked() {
+        assert_eq!(
+            parse_pins(&["1:2=3".into()], 2, 4).unwrap(),
+            vec![(thread_key(1, 2), 3)]
+        );
+        assert!(parse_pins(&["2=0".into()], 2, 4)
+            .unwrap_err()
+            .to_string()
+            .contains("only 2 traces"));
+        assert!(parse_pins(&["0=4".into()], 2, 4)
+            .unwrap_err()
+            .to_string()
+            .contains("4 cores"));
+        assert!(parse_pins(&["0".into()], 2, 4).is_err());
+    }
+
+    #[test]
+    fn cachegrind_clamps_to_its_smallest_line() {
+        // Ordinary accesses (at most 32 bytes) fit every line Cachegrind
+        // accepts; fnstenv 28, fnsave 108, fxsave 512 are cut to the line.
+        for ordinary in [1, 2, 4, 8, 10, 16, 32] {
+            assert_eq!(cachegrind_data_size(ordinary, 32), ordinary);
+        }
+        assert_eq!(cachegrind_data_size(108, 32), 32);
+        assert_eq!(cachegrind_data_size(512, 64), 64);
+        assert_eq!(cachegrind_data_size(28, 64), 28);
+    }
+}
