@@ -52,7 +52,7 @@ const FN_SIZE: u64 = 0x100;
 pub fn dump(shape: Shape) -> Dump {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let levels = vec!["L1".to_string(), "L2".to_string()];
-    let names = counters::names(&levels);
+    let names = CounterLayout::new(levels.len()).names(&levels);
     let nc = names.len();
     let nf = shape.functions.max(1) as u64;
     let ninl = (nf / 10).max(1);

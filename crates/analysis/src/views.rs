@@ -87,16 +87,10 @@ pub fn column_index(p: &Profile, name: &str) -> Result<usize, AnalysisError> {
         })
 }
 
-/// The default sort column: `mem` when the dump has it, else instructions.
+/// The default sort column: [`Profile::default_weight`] (`mem` when
+/// non-zero in total, else instructions).
 pub fn default_sort(p: &Profile) -> String {
-    if p.column("mem").is_some() {
-        "mem".into()
-    } else {
-        p.columns()
-            .first()
-            .map(|c| c.name.clone())
-            .unwrap_or_default()
-    }
+    p.default_weight().name.clone()
 }
 
 /// What a flat row stands for.
@@ -921,7 +915,7 @@ pub fn annotate(p: &Profile, fs: &[FnId], source: &dyn Fn(&str) -> Option<String
             }
         }
     }
-    let bad = cols.iter().position(|c| c.name == "badness");
+    let bad = cols.iter().position(|c| c.name == crate::columns::BADNESS);
     // Worst lines by badness.
     let mut ranked: Vec<((u32, u32), f64)> = acc
         .iter()
