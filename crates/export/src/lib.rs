@@ -17,7 +17,7 @@
 mod callgrind;
 mod stacks;
 
-pub use callgrind::{callgrind, callgrind_with, CallgrindOptions};
+pub use callgrind::{callgrind, callgrind_with, CallgrindOptions, VALGRIND_EVENTS};
 pub use stacks::{flamegraph, folded, json, speedscope};
 
 use coldcache_analysis::{Column, Formula, Profile};
