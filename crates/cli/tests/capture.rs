@@ -12,7 +12,10 @@
 //! - Cache misses: a region captured from a cold cache with the C API and
 //!   `cachegrind` geometry must have the same nine Cachegrind events as
 //!   Callgrind's for the same region started cold with
-//!   `CALLGRIND_START_INSTRUMENTATION` (`--instr-atstart=no`).
+//!   `CALLGRIND_START_INSTRUMENTATION` (`--instr-atstart=no`); the dump's
+//!   counts are read through `coldcache export --format callgrind` and
+//!   `callgrind_annotate --show=…` under Valgrind's event names, and must
+//!   equal the counts summed from the dump by counter name.
 //!
 //! Skipped with a message when gcc or valgrind is missing.
 
@@ -428,11 +431,21 @@ fn annotated_events(file: &Path, kernel: &str, show: Option<&str>) -> BTreeMap<S
         .find(|l| l.contains(&format!(":k_{kernel} ")) || l.ends_with(&format!(":k_{kernel}")))
         .unwrap_or_else(|| panic!("no k_{kernel} row in:\n{text}"));
     // Each event column is a number with commas, possibly followed by a
-    // percentage in parentheses.
+    // percentage in parentheses, or `.` for an event the file leaves out
+    // (Callgrind drops trailing zeros): zero, in its place.
     let nums: Vec<u64> = row
         .split_whitespace()
-        .filter(|t| t.chars().next().is_some_and(|c| c.is_ascii_digit()) && !t.ends_with("%)"))
-        .map(|t| t.replace(',', "").parse().unwrap())
+        .filter(|t| {
+            (*t == "." || t.chars().next().is_some_and(|c| c.is_ascii_digit()))
+                && !t.ends_with("%)")
+        })
+        .map(|t| {
+            if t == "." {
+                0
+            } else {
+                t.replace(',', "").parse().unwrap()
+            }
+        })
         .take(events.len())
         .collect();
     events.into_iter().zip(nums).collect()
