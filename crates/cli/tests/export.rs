@@ -13,6 +13,10 @@
 //! checks: when valgrind is missing).
 
 use coldcache_dump::Dump;
+
+#[path = "common/callgrind_totals.rs"]
+mod callgrind_totals;
+use callgrind_totals::callgrind_totals;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -172,47 +176,6 @@ fn export(dump: &str, format: &str, extra: &[&str]) -> String {
     args.extend_from_slice(extra);
     run(&args);
     std::fs::read_to_string(&out).unwrap()
-}
-
-/// The Callgrind export's event totals, computed here from the dump's raw
-/// totals by counter name: Valgrind's nine (`Ir` instructions; `Dr`, `Dw`
-/// every read or write; `I1mr`, `D1mr`, `D1mw` those not served by the
-/// first level; `ILmr`, `DLmr`, `DLmw` those served by memory), then the
-/// counters served by each level after the first, then the other counters.
-fn callgrind_totals(d: &Dump) -> Vec<u64> {
-    let t = d.totals();
-    let c = |n: &str| t[d.counter(n).unwrap()];
-    let levels = &d.meta.levels;
-    let all = |s: &str| -> u64 {
-        levels.iter().map(|l| c(&format!("{s}_{l}"))).sum::<u64>() + c(&format!("{s}_mem"))
-    };
-    let beyond_l1 = |s: &str| all(s) - c(&format!("{s}_{}", levels[0]));
-    let mut v = vec![
-        c("instructions"),
-        all("r"),
-        all("w"),
-        beyond_l1("i"),
-        beyond_l1("r"),
-        beyond_l1("w"),
-        c("i_mem"),
-        c("r_mem"),
-        c("w_mem"),
-    ];
-    for l in &levels[1..] {
-        for s in ["i", "r", "w"] {
-            v.push(c(&format!("{s}_{l}")));
-        }
-    }
-    for n in [
-        "unmodelled",
-        "prefetch_issued",
-        "prefetch_redundant",
-        "invalidations",
-        "false_sharing",
-    ] {
-        v.push(c(n));
-    }
-    v
 }
 
 /// The PROGRAM TOTALS line of callgrind_annotate on `text`, with `args`.
