@@ -19,7 +19,7 @@ pub enum Formula {
     /// The sum of these raw counters.
     Sum(Vec<usize>),
     /// Badness: the square of the sum of these counters (accesses served by
-    /// memory) divided by instructions (counter 0). The talk's "L2 misses
+    /// memory) divided by instructions ([`CounterLayout::INSTRUCTIONS`]). The talk's "L2 misses
     /// squared over instructions", with the last cache level's misses.
     Badness(Vec<usize>),
 }
@@ -40,7 +40,10 @@ impl Column {
     pub fn value(&self, row: &[u64]) -> f64 {
         match &self.formula {
             Formula::Sum(t) => sum(row, t) as f64,
-            Formula::Badness(t) => badness(sum(row, t), row.first().copied().unwrap_or(0)),
+            Formula::Badness(t) => badness(
+                sum(row, t),
+                row.get(CounterLayout::INSTRUCTIONS).copied().unwrap_or(0),
+            ),
         }
     }
 
