@@ -2,7 +2,8 @@
 # The KCachegrind check of the Callgrind export (docs/export.md): capture the
 # CacheSim talk's getter example, export it, open it in KCachegrind under
 # Xvfb, select SceneObject::GetPosition, show its Machine Code, switch the
-# event to `mem` and take a screenshot. Not run by CI (needs kcachegrind,
+# event to KCachegrind's derived `LLm` (ILmr + DLmr + DLmw: the accesses
+# served by memory, coldcache's `mem`) and take a screenshot. Not run by CI (needs kcachegrind,
 # xvfb, xdotool, imagemagick: apt-get install kcachegrind xvfb xdotool
 # imagemagick dbus).
 #
@@ -40,9 +41,9 @@ xdotool key Down Return                   # select the getter
 sleep 1
 xdotool mousemove 815 846 click 1         # Machine Code tab
 sleep 3
-xdotool mousemove 900 38 click 1          # event list: the last event, mem
+xdotool mousemove 900 38 click 1          # event list: ... L1m, LLm, CEst (derived)
 sleep 1
-xdotool key End Return
+xdotool key End Up Return                 # LLm = ILmr + DLmr + DLmw (coldcache's mem)
 sleep 3
 import -window root kcachegrind.png
 kill "$k" 2>/dev/null || true

@@ -16,9 +16,10 @@
 //! entry address their stack frame was called at (`0x401136`, in its module),
 //! or `[unknown]` when even that is not known.
 
-use crate::columns::{columns, Column};
+use crate::columns::{columns, default_weight, Column};
 use crate::views::{self, By, FlatTable};
 use coldcache_dump::symbols::NO_FILE;
+use coldcache_dump::CounterLayout;
 use coldcache_dump::{Dump, Symbols, ROOT_STACK};
 use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
@@ -446,6 +447,21 @@ impl Profile {
     /// Every column (raw counters, then derived measures).
     pub fn columns(&self) -> &[Column] {
         &self.columns
+    }
+
+    /// The dump's counter layout, when it has coldcache's (see
+    /// [`Dump::layout`]); `None` for a dump of another layout, which has
+    /// raw columns only.
+    pub fn layout(&self) -> Option<CounterLayout> {
+        self.dump.layout()
+    }
+
+    /// The default weight: the column every view sorts by, and the flame
+    /// graph and the exports weigh by, when none is asked for
+    /// ([`crate::columns::default_weight`]: `mem` when non-zero in total,
+    /// else `instructions`).
+    pub fn default_weight(&self) -> &Column {
+        &self.columns[default_weight(&self.columns, self.totals())]
     }
 
     /// A column by name.

@@ -11,30 +11,12 @@ use crate::views::{
 use crate::AnalysisError;
 use std::fmt::Write;
 
-/// The columns shown by default: instructions, data accesses, data misses
-/// per level, instruction misses of the first level, memory, badness.
+/// The columns shown by default ([`crate::columns::default_shown`]):
+/// instructions, data accesses, data misses per level, instruction misses of
+/// the first level, memory, badness.
 pub fn default_columns(columns: &[ColumnHead]) -> Vec<usize> {
-    let mut v = Vec::new();
-    let mut add = |pred: &dyn Fn(&str) -> bool| {
-        for (i, c) in columns.iter().enumerate() {
-            if pred(&c.name) && !v.contains(&i) {
-                v.push(i);
-            }
-        }
-    };
-    add(&|n| n == "instructions");
-    add(&|n| n == "d_refs");
-    add(&|n| n.starts_with("d_miss_"));
-    let first_i = columns
-        .iter()
-        .find(|c| c.name.starts_with("i_miss_"))
-        .map(|c| c.name.clone());
-    add(&|n| Some(n) == first_i.as_deref());
-    add(&|n| n == "mem" || n == "badness");
-    if v.is_empty() {
-        v = (0..columns.len()).collect();
-    }
-    v
+    let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+    crate::columns::default_shown(&names)
 }
 
 /// Parses `--columns`: `all`, or names separated by commas.

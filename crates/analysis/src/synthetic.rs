@@ -52,7 +52,8 @@ const FN_SIZE: u64 = 0x100;
 pub fn dump(shape: Shape) -> Dump {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let levels = vec!["L1".to_string(), "L2".to_string()];
-    let names = counters::names(&levels);
+    let layout = CounterLayout::new(levels.len());
+    let names = layout.names(&levels);
     let nc = names.len();
     let nf = shape.functions.max(1) as u64;
     let ninl = (nf / 10).max(1);
@@ -153,13 +154,13 @@ pub fn dump(shape: Shape) -> Dump {
         .map(|(ip, stack, thread)| {
             let mut c = vec![0u64; nc];
             let n = 1 + rng.below(20);
-            c[0] = n;
-            c[2] = n;
+            c[CounterLayout::INSTRUCTIONS] = n;
+            c[layout.served(Side::Instr, 0)] = n;
             let reads = rng.below(3);
             let missed = if rng.below(8) == 0 { reads } else { 0 };
-            c[5] = reads - missed;
-            c[7] = missed;
-            c[8] = rng.below(2);
+            c[layout.served(Side::Read, 0)] = reads - missed;
+            c[layout.memory(Side::Read)] = missed;
+            c[layout.served(Side::Write, 0)] = rng.below(2);
             Record {
                 ip,
                 stack,

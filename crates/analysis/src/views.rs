@@ -10,6 +10,11 @@ use coldcache_dump::symbols::NO_FILE;
 use rustc_hash::FxHashMap as HashMap;
 use serde::{Serialize, Serializer};
 
+/// The raw counter that breaks ties and weighs annotated lines: the first
+/// one, `instructions` in coldcache's layout
+/// ([`coldcache_dump::CounterLayout::INSTRUCTIONS`]).
+const FIRST: usize = coldcache_dump::CounterLayout::INSTRUCTIONS;
+
 /// A value of a column: an integer count or a ratio.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Num {
@@ -87,16 +92,10 @@ pub fn column_index(p: &Profile, name: &str) -> Result<usize, AnalysisError> {
         })
 }
 
-/// The default sort column: `mem` when the dump has it, else instructions.
+/// The default sort column: [`Profile::default_weight`] (`mem` when
+/// non-zero in total, else instructions).
 pub fn default_sort(p: &Profile) -> String {
-    if p.column("mem").is_some() {
-        "mem".into()
-    } else {
-        p.columns()
-            .first()
-            .map(|c| c.name.clone())
-            .unwrap_or_default()
-    }
+    p.default_weight().name.clone()
 }
 
 /// What a flat row stands for.
@@ -368,7 +367,7 @@ pub fn flat(p: &Profile, q: &FlatQuery) -> Result<FlatView, AnalysisError> {
         };
         order.push((
             cols[sc].value(by),
-            s.first().copied().unwrap_or(0),
+            s.get(FIRST).copied().unwrap_or(0),
             k.order(),
             i,
         ));
@@ -669,7 +668,7 @@ fn render_inverted(
             cols[sc]
                 .value(&b.cost)
                 .total_cmp(&cols[sc].value(&a.cost))
-                .then_with(|| b.cost[0].cmp(&a.cost[0]))
+                .then_with(|| b.cost[FIRST].cmp(&a.cost[FIRST]))
                 .then(a.function.cmp(&b.function))
         });
         g
@@ -752,7 +751,7 @@ fn render_top_down(
             cols[sc]
                 .value(p.node_incl(b))
                 .total_cmp(&cols[sc].value(p.node_incl(a)))
-                .then_with(|| p.node_incl(b)[0].cmp(&p.node_incl(a)[0]))
+                .then_with(|| p.node_incl(b)[FIRST].cmp(&p.node_incl(a)[FIRST]))
                 .then(a.cmp(&b))
         });
         c
@@ -921,7 +920,7 @@ pub fn annotate(p: &Profile, fs: &[FnId], source: &dyn Fn(&str) -> Option<String
             }
         }
     }
-    let bad = cols.iter().position(|c| c.name == "badness");
+    let bad = cols.iter().position(|c| c.name == crate::columns::BADNESS);
     // Worst lines by badness.
     let mut ranked: Vec<((u32, u32), f64)> = acc
         .iter()
@@ -980,7 +979,7 @@ pub fn annotate(p: &Profile, fs: &[FnId], source: &dyn Fn(&str) -> Option<String
             .map(|l| {
                 let entry = acc.get(&(file, l));
                 let costs = entry.map(|e| e.0.clone()).unwrap_or_else(|| vec![0; nc]);
-                weight += costs.first().copied().unwrap_or(0);
+                weight += costs.get(FIRST).copied().unwrap_or(0);
                 SourceLine {
                     line: l,
                     text: src_lines

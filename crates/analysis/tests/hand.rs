@@ -14,6 +14,7 @@
 //! | 0x4004 | main→rec→rec       | rec r.c:40                  | 2     | 1   | 1 |
 
 use coldcache_analysis::diff::{diff, DiffQuery};
+use coldcache_analysis::render;
 use coldcache_analysis::views::{self, By, FlatQuery, Num, TreeQuery};
 use coldcache_analysis::{Profile, ProfileOptions};
 
@@ -667,4 +668,66 @@ fn flame_compare_tells_functions_of_one_identity_apart_by_entry_line() {
     let got = at(&v, 2, "update");
     assert!(got.contains(&(8, Some(0))), "{got:?}");
     assert!(got.contains(&(2, Some(2))), "{got:?}");
+}
+
+/// A dump whose counter names are not coldcache's layout for its levels (a
+/// foreign or older writer) gets its raw counters only, no derived column,
+/// and the documented default weight: instructions when it has a counter of
+/// that name, else its first counter.
+#[test]
+fn a_foreign_counter_list_gets_raw_columns_and_the_documented_default() {
+    use coldcache_analysis::columns;
+    let mut d = dump(8);
+    // Same count, one name changed: not the standard list any more.
+    d.meta.counters[4] = "i_dram".into();
+    let names = d.meta.counters.clone();
+    let p = Profile::new(d, ProfileOptions::default());
+    assert_eq!(p.layout(), None);
+    let got: Vec<&str> = p.columns().iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(got, names.iter().map(String::as_str).collect::<Vec<_>>());
+    for derived in ["d_refs", "d_miss_L1", "i_miss_L1", "mem", "badness"] {
+        assert!(p.column(derived).is_none(), "{derived}");
+    }
+    assert_eq!(p.default_weight().name, "instructions");
+    let v = views::flat(&p, &FlatQuery::default()).unwrap();
+    assert_eq!(v.sort, "instructions");
+    // By self instructions (hand table): get_pos 20, then update 5.
+    assert_eq!(v.rows[0].name, "get_pos");
+    assert_eq!(v.rows[1].name, "update");
+    // Every raw column is shown by default.
+    let all: Vec<usize> = (0..names.len()).collect();
+    assert_eq!(render::default_columns(&v.columns), all);
+
+    // Without a counter named instructions: the first counter.
+    let mut d = dump(8);
+    for (i, n) in d.meta.counters.iter_mut().enumerate() {
+        *n = format!("ev{i}");
+    }
+    let p = Profile::new(d, ProfileOptions::default());
+    assert_eq!(p.default_weight().name, "ev0");
+    assert_eq!(
+        columns::default_weight(p.columns(), p.totals()),
+        0,
+        "first column"
+    );
+}
+
+/// The default weight is `mem` only when something was served by memory:
+/// a dump whose accesses all hit sorts by instructions.
+#[test]
+fn the_default_weight_is_instructions_when_nothing_reached_memory() {
+    let p = profile();
+    assert_eq!(p.default_weight().name, "mem");
+    let mut d = dump(8);
+    for r in &mut d.records {
+        // i_mem, r_mem, w_mem of the 2-level layout (hand-counted offsets).
+        for i in [4, 7, 10] {
+            r.counters[i] = 0;
+        }
+    }
+    let p = Profile::new(d, ProfileOptions::default());
+    assert!(p.layout().is_some());
+    assert!(p.column("mem").is_some());
+    assert_eq!(p.default_weight().name, "instructions");
+    assert_eq!(views::default_sort(&p), "instructions");
 }

@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use coldcache_dump::{counters, Dump};
+use coldcache_dump::{Dump, Side};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -318,20 +318,27 @@ pub fn summary(d: &Dump, path: &Path) -> String {
         d.meta.cache_name,
         d.meta.trigger
     );
-    for (side, name) in ["instruction fetches", "data reads", "data writes"]
-        .iter()
-        .enumerate()
-    {
-        let base = counters::side_base(levels, side);
-        let parts: Vec<String> = (0..=levels)
-            .map(|l| {
-                let label = d.meta.levels.get(l).map(String::as_str).unwrap_or("memory");
-                format!("{label} {}", t.get(base + l).copied().unwrap_or(0))
-            })
-            .collect();
-        s += &format!("  {name:<20} served by {}\n", parts.join(", "));
+    // A dump of another layout (not written by this version) has no
+    // per-level lines.
+    if let Some(l) = d.layout() {
+        for (side, name) in
+            Side::ALL
+                .into_iter()
+                .zip(["instruction fetches", "data reads", "data writes"])
+        {
+            let parts: Vec<String> = (0..=levels)
+                .map(|k| {
+                    let label = d.meta.levels.get(k).map(String::as_str).unwrap_or("memory");
+                    format!("{label} {}", t.get(l.served(side, k)).copied().unwrap_or(0))
+                })
+                .collect();
+            s += &format!("  {name:<20} served by {}\n", parts.join(", "));
+        }
     }
-    let un = t.get(1).copied().unwrap_or(0);
+    let un = t
+        .get(coldcache_dump::CounterLayout::UNMODELLED)
+        .copied()
+        .unwrap_or(0);
     if un > 0 {
         s += &format!("  {un} instructions unmodelled: {:?}\n", d.meta.unmodelled);
     }

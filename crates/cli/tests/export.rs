@@ -1,8 +1,9 @@
 //! `coldcache export` end to end on a real capture: the CacheSim talk's
 //! getter example (examples/programs/getposition.cpp) recorded by
 //! `coldcache record`, exported in every format and read back by
-//! independent readers: `callgrind_annotate` (totals equal the dump's
-//! `Dump::totals()`, no warnings), the folded and speedscope weights (sum to
+//! independent readers: `callgrind_annotate` (totals under Valgrind's event
+//! names equal the dump's `Dump::totals()` summed by counter name, also with
+//! `--show=D1mr` on a capture with the `cachegrind` preset; no warnings), the folded and speedscope weights (sum to
 //! the accesses served by memory, summed here from the raw counters), the
 //! JSON export (totals). Callgrind addresses are the ELF file's, as `nm`
 //! prints them (what KCachegrind's Machine Code view asks objdump for).
@@ -12,6 +13,10 @@
 //! checks: when valgrind is missing).
 
 use coldcache_dump::Dump;
+
+#[path = "common/callgrind_totals.rs"]
+mod callgrind_totals;
+use callgrind_totals::callgrind_totals;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -107,13 +112,17 @@ fn run(args: &[&str]) -> Output {
 }
 
 fn record(bin: &Path, function: &str, dump: &str) -> String {
-    library();
     let cache = repo().join("examples/caches/talk-scaled.toml");
+    record_with(bin, function, dump, cache.to_str().unwrap())
+}
+
+fn record_with(bin: &Path, function: &str, dump: &str, cache: &str) -> String {
+    library();
     let d = scratch().join(dump);
     run(&[
         "record",
         "--cache",
-        cache.to_str().unwrap(),
+        cache,
         "--function",
         function,
         "-o",
@@ -154,7 +163,8 @@ fn getposition() -> Option<String> {
 }
 
 fn export(dump: &str, format: &str, extra: &[&str]) -> String {
-    let out = scratch().join(format!("gp-{format}-{}.out", extra.join("")));
+    let stem = Path::new(dump).file_stem().unwrap().to_string_lossy();
+    let out = scratch().join(format!("{stem}-{format}-{}.out", extra.join("")));
     let mut args = vec![
         "export",
         dump,
@@ -166,6 +176,81 @@ fn export(dump: &str, format: &str, extra: &[&str]) -> String {
     args.extend_from_slice(extra);
     run(&args);
     std::fs::read_to_string(&out).unwrap()
+}
+
+/// The PROGRAM TOTALS line of callgrind_annotate on `text`, with `args`.
+fn annotate_totals(text: &str, args: &[&str]) -> Vec<u64> {
+    // A file per call: tests run in parallel.
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = scratch().join(format!("check-{n}.callgrind"));
+    std::fs::write(&path, text).unwrap();
+    let out = Command::new("callgrind_annotate")
+        .arg("--threshold=100")
+        .args(args)
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.is_empty(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_end().ends_with("PROGRAM TOTALS"))
+        .unwrap();
+    // Numbers (with thousands separators), skipping `(100.0%)`.
+    line.split_whitespace()
+        .filter(|t| !t.starts_with('(') && !t.ends_with("%)") && *t != "PROGRAM" && *t != "TOTALS")
+        .map(|t| {
+            if t == "." {
+                0
+            } else {
+                t.replace(',', "").parse().unwrap()
+            }
+        })
+        .collect()
+}
+
+/// A capture recorded with the `cachegrind` preset, exported: Valgrind's
+/// event names select the same totals as the dump's counters
+/// (`--show=D1mr`, and the nine), and KCachegrind's derived events have
+/// what they need.
+#[test]
+fn callgrind_export_of_a_cachegrind_capture_shows_valgrinds_events() {
+    if skip("callgrind_export_of_a_cachegrind_capture_shows_valgrinds_events") {
+        return;
+    }
+    if !have("valgrind") {
+        eprintln!("SKIP: valgrind (callgrind_annotate) missing");
+        return;
+    }
+    let bin = build(
+        "g++",
+        "examples/programs/getposition.cpp",
+        &[],
+        "getposition-cg",
+    );
+    let dump = record_with(&bin, "frame", "gp-cachegrind.ccdump", "cachegrind");
+    let d = Dump::from_bytes(&std::fs::read(&dump).unwrap()).unwrap();
+    assert_eq!(d.meta.levels.len(), 2, "the cachegrind preset: L1 and LL");
+    let want = callgrind_totals(&d);
+    assert!(want[4] > 0 && want[7] > 0, "some read misses: {want:?}");
+    assert!(want[4] > want[7], "some L1 read misses served by LL");
+    let text = export(&dump, "callgrind", &[]);
+    let events = text
+        .lines()
+        .find_map(|l| l.strip_prefix("events: "))
+        .unwrap();
+    assert!(
+        events.starts_with("Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw "),
+        "{events}"
+    );
+    assert_eq!(annotate_totals(&text, &["--show=D1mr"]), [want[4]]);
+    assert_eq!(
+        annotate_totals(&text, &["--show=Ir,Dr,Dw,I1mr,D1mr,D1mw,ILmr,DLmr,DLmw"]),
+        want[..9]
+    );
+    assert_eq!(annotate_totals(&text, &[]), want);
 }
 
 /// accesses served by memory: i_mem + r_mem + w_mem of the raw totals.
@@ -185,9 +270,10 @@ fn callgrind_of_a_real_capture_is_read_by_callgrind_annotate() {
         return;
     }
     let d = Dump::from_bytes(&std::fs::read(&dump).unwrap()).unwrap();
-    let totals = d.totals();
+    let want = callgrind_totals(&d);
     for extra in [&[][..], &["--no-inline"][..]] {
         let text = export(&dump, "callgrind", extra);
+        assert_eq!(annotate_totals(&text, &[]), want, "{extra:?}");
         let path = scratch().join("check.callgrind");
         std::fs::write(&path, &text).unwrap();
         let out = Command::new("callgrind_annotate")
@@ -195,28 +281,7 @@ fn callgrind_of_a_real_capture_is_read_by_callgrind_annotate() {
             .arg(&path)
             .output()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success() && stderr.is_empty(), "{stderr}");
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let line = stdout
-            .lines()
-            .find(|l| l.trim_end().ends_with("PROGRAM TOTALS"))
-            .unwrap();
-        // Numbers (with thousands separators), skipping `(100.0%)`.
-        let nums: Vec<u64> = line
-            .split_whitespace()
-            .filter(|t| {
-                !t.starts_with('(') && !t.ends_with("%)") && *t != "PROGRAM" && *t != "TOTALS"
-            })
-            .map(|t| {
-                if t == "." {
-                    0
-                } else {
-                    t.replace(',', "").parse().unwrap()
-                }
-            })
-            .collect();
-        assert_eq!(&nums[..totals.len()], &totals[..], "{extra:?}: {line}");
         assert!(stdout.contains("SceneObject::GetPosition() const"));
         assert!(stdout.contains("UpdateAI("));
     }

@@ -235,54 +235,51 @@ impl SourceText {
     }
 }
 
-/// Counter naming: the layout of [`Record::counters`] for a hierarchy of
-/// `levels` levels.
-pub mod counters {
-    /// Instructions executed.
-    pub const INSTRUCTIONS: &str = "instructions";
-    /// Instructions whose accesses could not be computed.
-    pub const UNMODELLED: &str = "unmodelled";
+/// The layout of [`Record::counters`]: [`CounterLayout`] (owned by
+/// `coldcache-sim`, re-exported here) names every counter and gives every
+/// offset; [`Dump::layout`] recovers it from a dump's names.
+pub use coldcache_sim::{CounterLayout, Side};
 
-    /// The counter names, in record order, for level names `levels`:
-    /// instructions, unmodelled, then for each of ifetch (`i`), data reads
-    /// (`r`, read-modify-writes included, as Cachegrind counts them) and data
-    /// writes (`w`): one counter per level that served the access
-    /// (`i_L1`, …) and one for memory (`i_mem`); then software prefetches
-    /// issued and redundant, coherence invalidations sent, false-sharing
-    /// events.
+/// Counter naming, kept as thin wrappers over [`CounterLayout`] for the
+/// callers that still use them; new code uses [`CounterLayout`].
+pub mod counters {
+    use coldcache_sim::{CounterLayout, Side};
+
+    /// Instructions executed ([`CounterLayout::INSTRUCTIONS_NAME`]).
+    pub const INSTRUCTIONS: &str = CounterLayout::INSTRUCTIONS_NAME;
+    /// Instructions whose accesses could not be computed
+    /// ([`CounterLayout::UNMODELLED_NAME`]).
+    pub const UNMODELLED: &str = CounterLayout::UNMODELLED_NAME;
+
+    /// The counter names, in record order, for level names `levels`: use
+    /// [`CounterLayout::names`].
     pub fn names(levels: &[String]) -> Vec<String> {
-        let mut v = vec![INSTRUCTIONS.to_string(), UNMODELLED.to_string()];
-        for side in ["i", "r", "w"] {
-            for l in levels {
-                v.push(format!("{side}_{l}"));
-            }
-            v.push(format!("{side}_mem"));
-        }
-        v.extend(
-            [
-                "prefetch_issued",
-                "prefetch_redundant",
-                "invalidations",
-                "false_sharing",
-            ]
-            .map(String::from),
-        );
-        v
+        CounterLayout::new(levels.len()).names(levels)
     }
 
-    /// Index of the first `side` counter (`0` ifetch, `1` read, `2` write).
+    /// Index of the first `side` counter (`0` ifetch, `1` read, `2`
+    /// write): use [`CounterLayout::served`].
     pub fn side_base(levels: usize, side: usize) -> usize {
-        2 + side * (levels + 1)
+        let side = Side::ALL[side.min(2)];
+        CounterLayout::new(levels).served(side, 0)
     }
 
     /// Index of the prefetch-issued counter; redundant, invalidations and
-    /// false sharing follow.
+    /// false sharing follow: use [`CounterLayout::prefetch_issued`].
     pub fn tail_base(levels: usize) -> usize {
-        2 + 3 * (levels + 1)
+        CounterLayout::new(levels).prefetch_issued()
     }
 }
 
 impl Dump {
+    /// The standard counter layout of this dump, when its counter names
+    /// are exactly [`CounterLayout::names`] for its levels; `None` for a
+    /// dump of another layout (another tool, a later version), whose
+    /// counters are then only known by name.
+    pub fn layout(&self) -> Option<CounterLayout> {
+        CounterLayout::from_names(&self.meta.counters, &self.meta.levels)
+    }
+
     /// Index of a counter by name.
     pub fn counter(&self, name: &str) -> Option<usize> {
         self.meta.counters.iter().position(|c| c == name)

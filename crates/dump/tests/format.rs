@@ -2,13 +2,13 @@
 
 use coldcache_dump::symbols::{NO_FILE, NO_MODULE};
 use coldcache_dump::{
-    counters, Dump, DumpError, Frame, Function, Location, Meta, Module, ModuleStatus,
-    ModuleSymbols, Record, SourceText, StackNode, Symbols, Thread,
+    CounterLayout, Dump, DumpError, Frame, Function, Location, Meta, Module, ModuleStatus,
+    ModuleSymbols, Record, Side, SourceText, StackNode, Symbols, Thread,
 };
 
 fn sample() -> Dump {
     let levels = vec!["L1".to_string(), "L2".to_string()];
-    let names = counters::names(&levels);
+    let names = CounterLayout::new(levels.len()).names(&levels);
     let n = names.len();
     Dump {
         meta: Meta {
@@ -173,8 +173,32 @@ fn round_trip_keeps_everything() {
     assert_eq!(back, d);
     // Counter layout: 2 + 3 sides x (2 levels + memory) + 4 = 15 counters.
     assert_eq!(d.meta.counters.len(), 15);
-    assert_eq!(d.meta.counters[counters::side_base(2, 1)], "r_L1");
-    assert_eq!(d.meta.counters[counters::tail_base(2)], "prefetch_issued");
+    let l = d.layout().expect("standard layout");
+    assert_eq!(l, CounterLayout::new(2));
+    assert_eq!(d.meta.counters[l.served(Side::Read, 0)], "r_L1");
+    assert_eq!(d.meta.counters[l.prefetch_issued()], "prefetch_issued");
+    // The thin wrappers still agree with the layout until their last user
+    // moves to it.
+    {
+        use coldcache_dump::counters;
+        assert_eq!(counters::names(&d.meta.levels), d.meta.counters);
+        assert_eq!(counters::side_base(2, 1), l.served(Side::Read, 0));
+        assert_eq!(counters::tail_base(2), l.prefetch_issued());
+    }
+}
+
+/// A dump whose counters are not the standard list for its levels (an older
+/// or foreign writer) has no layout; it still loads and keeps its names.
+#[test]
+fn a_foreign_counter_list_has_no_layout() {
+    let mut d = sample();
+    d.meta.counters.swap(5, 6);
+    let back = Dump::from_bytes(&d.to_bytes()).unwrap();
+    assert_eq!(back.layout(), None);
+    assert_eq!(back.meta.counters[5], "r_L2");
+    let mut d = sample();
+    d.meta.levels.push("L3".into());
+    assert_eq!(d.layout(), None);
 }
 
 #[test]
@@ -223,7 +247,9 @@ fn committed_version_1_sample_still_loads() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1.ccdump");
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(&bytes[8..12], &1u32.to_le_bytes(), "sample is version 1");
-    assert_eq!(Dump::from_bytes(&bytes).unwrap(), sample());
+    let d = Dump::from_bytes(&bytes).unwrap();
+    assert_eq!(d, sample());
+    assert_eq!(d.layout(), Some(CounterLayout::new(2)));
 }
 
 #[test]
@@ -231,7 +257,9 @@ fn committed_version_2_sample_still_loads() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v2.ccdump");
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(&bytes[8..12], &2u32.to_le_bytes(), "sample is version 2");
-    assert_eq!(Dump::from_bytes(&bytes).unwrap(), sample_v2());
+    let d = Dump::from_bytes(&bytes).unwrap();
+    assert_eq!(d, sample_v2());
+    assert_eq!(d.layout(), Some(CounterLayout::new(2)));
 }
 
 /// Version 3: the version 2 sample with two embedded source files.
@@ -260,6 +288,7 @@ fn committed_version_3_sample_still_loads() {
     assert_eq!(&bytes[8..12], &3u32.to_le_bytes(), "sample is version 3");
     let d = Dump::from_bytes(&bytes).unwrap();
     assert_eq!(d, sample_v3());
+    assert_eq!(d.layout(), Some(CounterLayout::new(2)));
     assert_eq!(d.source("/src/a.h").map(|t| t.lines().count()), Some(1));
     assert_eq!(d.source("/src/b.c"), None);
 }

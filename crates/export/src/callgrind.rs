@@ -5,8 +5,13 @@
 //!   capture and cache settings), `positions: instr line`, one `event:` line
 //!   per event with its description, and `events:` last (callgrind_annotate
 //!   stops reading the header there).
-//! - Events: every column of the profile that is a count (raw counters and
-//!   derived misses; `badness` is a ratio and is left out).
+//! - Events: Valgrind's nine cache events under Valgrind's names (`Ir Dr Dw
+//!   I1mr D1mr D1mw ILmr DLmr DLmw`, mapped exactly from the counter layout,
+//!   so `callgrind_annotate --show=D1mr` and KCachegrind's derived events
+//!   `L1m`, `LLm` and `CEst` work), then coldcache's own events (see
+//!   [`VALGRIND_EVENTS`] and `events`); a dump of another counter layout
+//!   exports its raw counters. Only coldcache's events get an `event:` line
+//!   (Valgrind writes none for its own, KCachegrind knows their long names).
 //! - Per function (`ob=`, `fl=`, `fn=`): one cost line per executed
 //!   instruction, `0xADDR LINE costs`, its self costs summed over stacks
 //!   and threads; lines of other files (code inlined from a header) are
@@ -35,6 +40,7 @@
 use coldcache_analysis::profile::ROOT;
 use coldcache_analysis::{FnId, Formula, NodeId, PathFrame, Profile};
 use coldcache_dump::symbols::NO_FILE;
+use coldcache_dump::{CounterLayout, Side};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 use std::fmt::Write;
 
@@ -73,6 +79,92 @@ fn event_name(s: &str) -> String {
         e.insert(0, 'e');
     }
     e
+}
+
+/// One event of the export: its name, its long name (`None` for
+/// Valgrind's own events, whose long names and derived events KCachegrind
+/// knows), and the raw counters it sums.
+struct Event {
+    name: String,
+    description: Option<String>,
+    terms: Vec<usize>,
+}
+
+/// Valgrind's nine cache events, as Cachegrind and `callgrind
+/// --cache-sim=yes` name them, in their order.
+pub const VALGRIND_EVENTS: [&str; 9] = [
+    "Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw",
+];
+
+/// The events of the export.
+///
+/// With coldcache's counter layout: Valgrind's nine events first, mapped
+/// exactly (`Ir` instructions; `Dr`/`Dw` every read/write; `I1mr`, `D1mr`,
+/// `D1mw` those served beyond L1; `ILmr`, `DLmr`, `DLmw` those served by
+/// memory, i.e. missed the last level), then coldcache's own: the accesses
+/// served by each level after L1 (`i_L2`, `r_L2`, `w_L2`, …), `unmodelled`,
+/// the prefetch, invalidation and false-sharing counters. Their names keep
+/// coldcache's lower-case spelling with an `_`, which no Valgrind or
+/// KCachegrind event has. A dump of another layout: its raw counters.
+fn events(p: &Profile) -> Vec<Event> {
+    let mut v: Vec<Event> = Vec::new();
+    let mut used: FxHashSet<String> = FxHashSet::default();
+    let mut push = |name: String, description: Option<String>, terms: Vec<usize>| {
+        let mut n = name.clone();
+        let mut k = 2;
+        while !used.insert(n.clone()) {
+            n = format!("{name}_{k}");
+            k += 1;
+        }
+        v.push(Event {
+            name: n,
+            description,
+            terms,
+        });
+    };
+    let columns = p.columns();
+    let raw = |i: usize| (event_name(&columns[i].name), columns[i].description.clone());
+    let Some(l) = p.layout() else {
+        for c in columns {
+            if let Formula::Sum(t) = &c.formula {
+                push(event_name(&c.name), Some(c.description.clone()), t.clone());
+            }
+        }
+        return v;
+    };
+    let from = |side, level| l.served_from(side, level).collect::<Vec<usize>>();
+    let valgrind: [Vec<usize>; 9] = [
+        vec![CounterLayout::INSTRUCTIONS],
+        from(Side::Read, 1),
+        from(Side::Write, 1),
+        from(Side::Instr, 2),
+        from(Side::Read, 2),
+        from(Side::Write, 2),
+        vec![l.memory(Side::Instr)],
+        vec![l.memory(Side::Read)],
+        vec![l.memory(Side::Write)],
+    ];
+    for (name, terms) in VALGRIND_EVENTS.iter().zip(valgrind) {
+        push(name.to_string(), None, terms);
+    }
+    for level in 1..l.levels() {
+        for side in Side::ALL {
+            let i = l.served(side, level);
+            let (n, d) = raw(i);
+            push(n, Some(d), vec![i]);
+        }
+    }
+    for i in [
+        CounterLayout::UNMODELLED,
+        l.prefetch_issued(),
+        l.prefetch_redundant(),
+        l.invalidations(),
+        l.false_sharing(),
+    ] {
+        let (n, d) = raw(i);
+        push(n, Some(d), vec![i]);
+    }
+    v
 }
 
 fn one_line(s: &str) -> String {
@@ -119,17 +211,16 @@ pub fn callgrind_with(p: &Profile, opts: &CallgrindOptions) -> String {
         }
     };
     let nc = p.counters();
-    let events: Vec<usize> = p
-        .columns()
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| matches!(c.formula, Formula::Sum(_)))
-        .map(|(i, _)| i)
-        .collect();
+    let events = events(p);
     let cost_line = |row: &[u64]| -> String {
         let mut s = String::new();
-        for &e in &events {
-            let _ = write!(s, " {}", p.columns()[e].int_value(row));
+        for e in &events {
+            let v = e
+                .terms
+                .iter()
+                .map(|&i| row.get(i).copied().unwrap_or(0))
+                .fold(0u64, u64::saturating_add);
+            let _ = write!(s, " {v}");
         }
         s
     };
@@ -284,18 +375,14 @@ pub fn callgrind_with(p: &Profile, opts: &CallgrindOptions) -> String {
         }
     }
     out.push_str("\npositions: instr line\n");
-    for &e in &events {
-        let c = &p.columns()[e];
-        let _ = writeln!(
-            out,
-            "event: {} : {}",
-            event_name(&c.name),
-            one_line(&c.description)
-        );
+    for e in &events {
+        if let Some(d) = &e.description {
+            let _ = writeln!(out, "event: {} : {}", e.name, one_line(d));
+        }
     }
     out.push_str("events:");
-    for &e in &events {
-        let _ = write!(out, " {}", event_name(&p.columns()[e].name));
+    for e in &events {
+        let _ = write!(out, " {}", e.name);
     }
     out.push_str("\n\n");
 

@@ -17,7 +17,7 @@
 mod callgrind;
 mod stacks;
 
-pub use callgrind::{callgrind, callgrind_with, CallgrindOptions};
+pub use callgrind::{callgrind, callgrind_with, CallgrindOptions, VALGRIND_EVENTS};
 pub use stacks::{flamegraph, folded, json, speedscope};
 
 use coldcache_analysis::{Column, Formula, Profile};
@@ -44,22 +44,12 @@ pub enum ExportError {
     Flamegraph(String),
 }
 
-/// Resolves a weight column by name (`None`: `mem` when it is non-zero in
-/// total, else `instructions`).
+/// Resolves a weight column by name (`None`: [`Profile::default_weight`],
+/// `mem` when it is non-zero in total, else `instructions`).
 pub fn weight_column<'p>(p: &'p Profile, name: Option<&str>) -> Result<&'p Column, ExportError> {
     let name = match name {
         Some(n) => n.to_string(),
-        None => {
-            let mem = p.column("mem");
-            match mem {
-                Some(c) if c.int_value(p.totals()) > 0 => "mem".into(),
-                _ => p
-                    .columns()
-                    .first()
-                    .map(|c| c.name.clone())
-                    .unwrap_or_default(),
-            }
-        }
+        None => p.default_weight().name.clone(),
     };
     let c = p.column(&name).ok_or_else(|| ExportError::NoSuchColumn {
         name: name.clone(),

@@ -445,8 +445,10 @@ impl App {
                     "modules": status,
                     "records": d.records.len(),
                     "resolved": d.symbols.is_some(),
-                    "columns": p.columns().iter().map(|c| json!({"name": c.name, "description": c.description})).collect::<Vec<_>>(),
+                    "columns": p.columns().iter().map(|c| json!({"name": c.name, "description": c.description, "ratio": c.is_ratio()})).collect::<Vec<_>>(),
                     "default_sort": views::default_sort(p),
+                    "default_weight": p.default_weight().name,
+                    "default_columns": default_columns(p),
                     "totals": values(p.columns(), p.totals()),
                 })
             })
@@ -641,6 +643,16 @@ fn by(q: &Query) -> Result<By, (u16, String)> {
             format!("by={b}: expected function, line or instruction"),
         )),
     }
+}
+
+/// The names of the columns shown by default
+/// ([`coldcache_analysis::columns::default_shown`]), for the page.
+fn default_columns(p: &Profile) -> Vec<&str> {
+    let names: Vec<&str> = p.columns().iter().map(|c| c.name.as_str()).collect();
+    coldcache_analysis::columns::default_shown(&names)
+        .into_iter()
+        .map(|i| names[i])
+        .collect()
 }
 
 fn num(q: &Query, key: &str, default: usize) -> Result<usize, (u16, String)> {

@@ -468,3 +468,58 @@ fn the_same_function_in_the_other_dump_is_found_by_name_module_and_file() {
     let f = json(&get(&a, "/api/function?fn=2"));
     assert_eq!(f["in_dumps"][1]["fn"], 2, "{f}");
 }
+
+/// The page takes its column facts from `/api/meta`: the default weight
+/// (`mem` when non-zero, else instructions, as `coldcache report`), the
+/// columns shown by default (the report's), and which columns are ratios.
+/// A dump of another counter layout gets its raw columns only, all shown,
+/// weighted by instructions.
+#[test]
+fn meta_gives_the_default_weight_and_columns_of_each_dump() {
+    let mut foreign = hand_dump::dump(8);
+    foreign.meta.counters[4] = "i_dram".into();
+    let a = App::new(
+        vec![
+            ("std.ccdump".into(), profile(8, None)),
+            (
+                "foreign.ccdump".into(),
+                Profile::new(foreign, ProfileOptions::default()),
+            ),
+        ],
+        TOKEN.into(),
+    );
+    let m = json(&get(&a, "/api/meta"));
+    let std = &m["dumps"][0];
+    assert_eq!(std["default_weight"], "mem");
+    assert_eq!(std["default_sort"], "mem");
+    // The report's defaults, written out by hand for two levels.
+    assert_eq!(
+        std["default_columns"],
+        serde_json::json!([
+            "instructions",
+            "d_refs",
+            "d_miss_L1",
+            "d_miss_L2",
+            "i_miss_L1",
+            "mem",
+            "badness"
+        ])
+    );
+    let ratios: Vec<&str> = std["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["ratio"] == true)
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(ratios, ["badness"]);
+    let f = &m["dumps"][1];
+    assert_eq!(f["default_weight"], "instructions");
+    let cols = f["columns"].as_array().unwrap();
+    assert_eq!(cols.len(), 15, "raw counters only");
+    assert_eq!(f["default_columns"].as_array().unwrap().len(), 15);
+    // The flame graph's default weight is the same.
+    let fl = json(&get(&a, "/api/flame?dump=1"));
+    let want = json(&get(&a, "/api/flame?dump=1&weight=instructions"));
+    assert_eq!(fl, want);
+}

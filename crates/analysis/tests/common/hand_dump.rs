@@ -45,7 +45,7 @@ fn loc(addr: u64, frames: &[(u32, u32, u32)]) -> Location {
 
 pub fn dump(b_mem: u64) -> Dump {
     let levels = vec!["L1".to_string(), "L2".to_string()];
-    let names = counters::names(&levels);
+    let names = CounterLayout::new(levels.len()).names(&levels);
     assert_eq!(names.len(), NC);
     // files: 0 m.c, 1 u.c, 2 r.c, 3 pos.h
     let symbols = Symbols {

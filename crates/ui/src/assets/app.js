@@ -61,14 +61,8 @@ function visibleCols(s) {
     const v = cols.map((c, i) => (want.includes(c.name) ? i : -1)).filter((i) => i >= 0);
     if (v.length) return v;
   }
-  const pick = [];
-  const add = (pred) => cols.forEach((c, i) => { if (pred(c.name) && !pick.includes(i)) pick.push(i); });
-  add((n) => n === "instructions");
-  add((n) => n === "d_refs");
-  add((n) => n.startsWith("d_miss_"));
-  const firstI = cols.find((c) => c.name.startsWith("i_miss_"));
-  add((n) => firstI && n === firstI.name);
-  add((n) => n === "mem" || n === "badness");
+  // The API's default_columns (the same choice as `coldcache report`).
+  const pick = dumpMeta(s).default_columns.map((n) => cols.findIndex((c) => c.name === n)).filter((i) => i >= 0);
   return pick.length ? pick : cols.map((_, i) => i);
 }
 
@@ -310,10 +304,10 @@ function flameColor(name, matched) {
   return `rgb(${205 + Math.round(50 * u(0))},${Math.round(230 * u(8))},${Math.round(55 * u(16))})`;
 }
 
-function flameWeight(s) { return s.weight || (dumpMeta(s).default_sort === "mem" ? "mem" : "instructions"); }
+function flameWeight(s) { return s.weight || dumpMeta(s).default_weight; }
 
 async function viewFlame(s) {
-  const counts = columns(s).filter((c) => c.name !== "badness");
+  const counts = columns(s).filter((c) => !c.ratio);
   const w = flameWeight(s);
   const svg = new URLSearchParams({ dump: s.dump, weight: w, token: TOKEN });
   controls(`<label>weight <select id="weight" data-test="weight">${counts.map((c) => `<option ${c.name === w ? "selected" : ""}>${esc(c.name)}</option>`).join("")}</select></label>
@@ -473,7 +467,7 @@ function viewCapture(s) {
 async function viewCompare(s) {
   if (!META.compare) { controls(""); $("#main").innerHTML = `<p class="muted">Start coldcache ui with two dumps to compare them.</p>`; return; }
   controls(`<label>rows <select id="by">${["function", "line"].map((b) => `<option ${b === (s.by === "instruction" ? "function" : s.by) ? "selected" : ""}>${b}</option>`).join("")}</select></label>
-    <label>ordered by the change of <select id="sort" data-test="sort">${columns(s).filter((c) => c.name !== "badness").map((c) => `<option ${c.name === sortName(s) ? "selected" : ""}>${esc(c.name)}</option>`).join("")}</select></label>
+    <label>ordered by the change of <select id="sort" data-test="sort">${columns(s).filter((c) => !c.ratio).map((c) => `<option ${c.name === sortName(s) ? "selected" : ""}>${esc(c.name)}</option>`).join("")}</select></label>
     <label>filter <input id="filter" value="${esc(s.filter)}" placeholder="regex"></label> ${columnsMenu(s)}
     <label>layout <select id="layout" data-test="layout">${["changes", "side by side"].map((l) => `<option ${l === s.layout ? "selected" : ""}>${l}</option>`).join("")}</select></label>`);
   $("#by").onchange = (e) => setState({ by: e.target.value });
