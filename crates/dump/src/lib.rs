@@ -240,37 +240,6 @@ impl SourceText {
 /// offset; [`Dump::layout`] recovers it from a dump's names.
 pub use coldcache_sim::{CounterLayout, Side};
 
-/// Counter naming, kept as thin wrappers over [`CounterLayout`] for the
-/// callers that still use them; new code uses [`CounterLayout`].
-pub mod counters {
-    use coldcache_sim::{CounterLayout, Side};
-
-    /// Instructions executed ([`CounterLayout::INSTRUCTIONS_NAME`]).
-    pub const INSTRUCTIONS: &str = CounterLayout::INSTRUCTIONS_NAME;
-    /// Instructions whose accesses could not be computed
-    /// ([`CounterLayout::UNMODELLED_NAME`]).
-    pub const UNMODELLED: &str = CounterLayout::UNMODELLED_NAME;
-
-    /// The counter names, in record order, for level names `levels`: use
-    /// [`CounterLayout::names`].
-    pub fn names(levels: &[String]) -> Vec<String> {
-        CounterLayout::new(levels.len()).names(levels)
-    }
-
-    /// Index of the first `side` counter (`0` ifetch, `1` read, `2`
-    /// write): use [`CounterLayout::served`].
-    pub fn side_base(levels: usize, side: usize) -> usize {
-        let side = Side::ALL[side.min(2)];
-        CounterLayout::new(levels).served(side, 0)
-    }
-
-    /// Index of the prefetch-issued counter; redundant, invalidations and
-    /// false sharing follow: use [`CounterLayout::prefetch_issued`].
-    pub fn tail_base(levels: usize) -> usize {
-        CounterLayout::new(levels).prefetch_issued()
-    }
-}
-
 impl Dump {
     /// The standard counter layout of this dump, when its counter names
     /// are exactly [`CounterLayout::names`] for its levels; `None` for a
