@@ -299,7 +299,7 @@ fn bad_requests_get_clear_errors() {
 
 fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     let status = out.split_whitespace().nth(1).unwrap().parse().unwrap();
@@ -380,7 +380,7 @@ fn a_request_is_answered_while_a_worker_is_busy_with_another() {
     let mut busy = std::net::TcpStream::connect(addr).unwrap();
     write!(
         busy,
-        "GET /api/source?file={big}&token={token} HTTP/1.0\r\nHost: localhost\r\n\r\n"
+        "GET /api/source?file={big}&token={token} HTTP/1.0\r\nHost: {addr}\r\n\r\n"
     )
     .unwrap();
     // The status line: a worker is writing this answer, and cannot finish
@@ -395,7 +395,7 @@ fn a_request_is_answered_while_a_worker_is_busy_with_another() {
         .unwrap();
     write!(
         other,
-        "GET /api/meta?token={token} HTTP/1.0\r\nHost: localhost\r\n\r\n"
+        "GET /api/meta?token={token} HTTP/1.0\r\nHost: {addr}\r\n\r\n"
     )
     .unwrap();
     let mut out = String::new();
