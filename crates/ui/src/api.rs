@@ -1,11 +1,13 @@
 //! The web UI's requests, answered without any I/O but reading the source
 //! files a dump names (pure otherwise, so it is tested without a network).
 //!
-//! Endpoints (all `GET`, all need the token):
+//! Endpoints (all `GET`, all need the token; a parameter a path does not
+//! take is refused with 400, so that junk neither fills the answer cache nor
+//! passes unnoticed):
 //!
 //! | path | answer |
 //! |---|---|
-//! | `/` | the page (HTML with its CSS and JavaScript) |
+//! | `/` | the page (HTML with its CSS and JavaScript inlined; its Content-Security-Policy, [`App::page_policy`], allows those two by their SHA-256) |
 //! | `/api/meta` | the dumps: capture settings, cache configuration, threads, modules, columns |
 //! | `/api/flat?dump&by&sort&inclusive&filter&limit` | `views::flat` |
 //! | `/api/tree?dump&kind&fn&node&path&sort&min_percent&hot&reveal` | one level of a tree below a node (`node` for top-down, `path` of function ids for bottom-up and callers); `hot=1` also opens the hottest path below it; `reveal=FN` (top-down) opens the tree down to FN's hottest node |

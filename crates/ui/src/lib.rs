@@ -6,22 +6,33 @@
 //!   returns, so aggregation stays on the server and a million-record dump
 //!   answers quickly.
 //! - [`Server`] binds 127.0.0.1 (a free port unless one is asked for), makes
-//!   the URL with its random token, and serves until stopped, on
-//!   [`WORKERS`] threads: a slow answer (an uncached flame graph takes most
-//!   of a second on a million records) holds one of them while the others
-//!   go on answering. The [`App`] is shared by reference; its answer cache is
-//!   locked only to look up and to store, never while an answer is computed.
+//!   the URL with its random token, and serves until stopped (`http.rs`, a
+//!   server of its own over `std::net`): one thread owns the connections
+//!   and moves their bytes without ever waiting for one client, and
+//!   [`WORKERS`] threads compute the answers: a slow answer (an uncached
+//!   flame graph takes most of a second on a million records) holds one of
+//!   them while the others go on answering, and a client that does not
+//!   read its answer holds none. The [`App`] is shared by reference; its
+//!   answer cache is locked only to look up and to store, never while an
+//!   answer is computed.
 //! - The front end (`assets/`) is one HTML page with its CSS and JavaScript,
 //!   embedded in the binary: no CDN, works offline.
 //!
 //! Security: every request must carry the token (`?token=` or the
-//! `X-Coldcache-Token` header); the source endpoint serves only files named
-//! in a dump's line tables.
+//! `X-Coldcache-Token` header) and name the server in `Host` (127.0.0.1 or
+//! localhost and its port: DNS rebinding); every answer forbids a
+//! `Referer` (the token is in the page's URL) and carries a
+//! Content-Security-Policy (the page's script and style allowed by their
+//! SHA-256, nothing else); the source endpoint serves only files named in a
+//! dump's line tables. Bounds: [`MAX_HEAD`] bytes of request line and
+//! headers, [`MAX_CONNECTIONS`] connections, read and write deadlines
+//! ([`ServeOptions`]), a fixed number of threads, and an answer cache of
+//! [`CACHE_BYTES`] counting its keys.
 
 mod api;
 mod http;
 
-pub use api::{App, Reply};
+pub use api::{App, Reply, CACHE_BYTES};
 pub use http::{MAX_CONNECTIONS, MAX_HEAD};
 
 use coldcache_analysis::Profile;
