@@ -348,14 +348,14 @@ fn wait_for_run(ended: std::sync::mpsc::Receiver<()>, how: &str) {
         .unwrap_or_else(|_| panic!("run did not return after {how}"));
 }
 
-/// One worker is held by an answer it cannot finish (a source file embedded
-/// in the dump, larger than the kernel can buffer, sent to a client that
-/// reads only its status line); a second request on another connection is
-/// answered meanwhile.
+/// An answer that cannot be sent whole (a source file embedded in the dump,
+/// larger than the kernel can buffer, sent to a client that reads only its
+/// status line) is still being sent while a second request on another
+/// connection is answered, and arrives whole once read.
 ///
-/// (A client that sends only half a request would hold no worker: tiny_http
-/// reads and parses requests on threads of its own and hands a worker only
-/// complete ones, so that test passes with a single-threaded server too.)
+/// (A client that sends only half a request holds no worker either: the
+/// connection thread reads requests and hands a worker only complete ones;
+/// see `slow_connections_make_no_threads`.)
 #[test]
 fn a_request_is_answered_while_a_worker_is_busy_with_another() {
     // 48 MiB: more than the socket buffers of both ends can hold (Linux
