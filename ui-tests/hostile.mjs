@@ -104,8 +104,14 @@ try {
     await page.fill("input[data-test=find]", "<img");
     await page.waitForSelector("canvas[data-test=flame][data-find='<img']");
     await guard("flame search");
+    // Each change redraws the graph after a moment: wait for it, or the
+    // redraw lands during the next hovers (a flake seen locally).
     await page.fill("input[data-test=find]", "");
-    if (compare) await page.uncheck("input[data-test=flame-compare]");
+    await page.waitForSelector("canvas[data-test=flame][data-find='']");
+    if (compare) {
+      await page.uncheck("input[data-test=flame-compare]");
+      await page.waitForSelector("canvas[data-test=flame][data-compare='0']");
+    }
   }
   await page.screenshot({ path: `${shots}/hostile-flame.png` });
 
