@@ -1,6 +1,8 @@
 // The browser both UI test scripts drive: Debian's chromium (or $CHROMIUM)
 // headless through playwright-core, one 1400×900 page, and the page's
-// uncaught errors collected in `errors` (each script asserts it is empty).
+// uncaught errors collected in `errors` (each script asserts it is empty),
+// with every Content-Security-Policy violation chromium reports (an inline
+// style or script the page's policy refuses).
 import { chromium } from "playwright-core";
 
 export async function launch() {
@@ -12,5 +14,6 @@ export async function launch() {
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   const errors = [];
   page.on("pageerror", (e) => errors.push(String(e)));
+  page.on("console", (m) => { if (/Content Security Policy/i.test(m.text())) errors.push(`CSP: ${m.text()}`); });
   return { browser, page, errors };
 }

@@ -28,7 +28,11 @@ const num = (s) => Number(String(s).replace(/[^0-9.\-]/g, ""));
 
 try {
   await step("01-flat", async () => {
-    await page.goto(url);
+    const resp = await page.goto(url);
+    // The token is in the URL: no Referer may carry it anywhere, and only
+    // the page's own script (by its hash) runs.
+    assert.equal(resp.headers()["referrer-policy"], "no-referrer");
+    assert.match(resp.headers()["content-security-policy"], /script-src 'sha256-[^']+';/);
     await page.waitForSelector("table[data-test=flat] tbody tr");
     const labels = await cellTexts("table[data-test=flat] tbody tr td.label");
     assert.ok(labels.includes("build_push_buffer"), labels.join(","));

@@ -49,12 +49,13 @@ try {
   for (const prefix of ["update", "get_pos", "render"]) {
     await page.click("#tabs a[data-view=flat]");
     await page.waitForSelector("table[data-test=flat] tbody tr[data-fn]");
-    const rows = await page.$$("table[data-test=flat] tbody tr[data-fn]");
-    let row;
-    for (const r of rows) if ((await r.textContent()).includes(prefix + "<") || (await r.textContent()).includes(prefix + '"')) row = r;
-    assert.ok(row, `a row for ${prefix}`);
+    // A locator, not an element handle: the table may be drawn again
+    // between finding the row and clicking it (a flake seen locally), and
+    // the previous selection is shown until the new one is answered.
+    const row = page.locator("table[data-test=flat] tbody tr[data-fn]").filter({ hasText: new RegExp(`${prefix}[<"]`) }).last();
+    assert.ok(await row.count(), `a row for ${prefix}`);
     await row.click();
-    await page.waitForSelector("[data-test=selected]");
+    await page.waitForFunction((p) => (document.querySelector("[data-test=selected]")?.textContent || "").startsWith(p), prefix);
     assert.ok((await page.textContent("[data-test=selected]")).startsWith(prefix), "selected");
     await guard(`select ${prefix}`);
     await view("source", "table[data-test=source]");
@@ -66,9 +67,8 @@ try {
   // update's source is the embedded hostile text, shown as text.
   await page.click("#tabs a[data-view=flat]");
   await page.waitForSelector("table[data-test=flat] tbody tr[data-fn]");
-  for (const r of await page.$$("table[data-test=flat] tbody tr[data-fn]")) {
-    if ((await r.textContent()).startsWith("update<")) { await r.click(); break; }
-  }
+  await page.locator("table[data-test=flat] tbody tr[data-fn]").filter({ hasText: /update</ }).first().click();
+  await page.waitForFunction(() => (document.querySelector("[data-test=selected]")?.textContent || "").startsWith("update<"));
   await view("source", "table[data-test=source] td.code");
   const code = await page.$$eval("table[data-test=source] td.code", (els) => els.map((e) => e.textContent));
   assert.ok(code.some((c) => c.includes("<script>window.__xss")), code.join("\n"));
@@ -104,8 +104,14 @@ try {
     await page.fill("input[data-test=find]", "<img");
     await page.waitForSelector("canvas[data-test=flame][data-find='<img']");
     await guard("flame search");
+    // Each change redraws the graph after a moment: wait for it, or the
+    // redraw lands during the next hovers (a flake seen locally).
     await page.fill("input[data-test=find]", "");
-    if (compare) await page.uncheck("input[data-test=flame-compare]");
+    await page.waitForSelector("canvas[data-test=flame][data-find='']");
+    if (compare) {
+      await page.uncheck("input[data-test=flame-compare]");
+      await page.waitForSelector("canvas[data-test=flame][data-compare='0']");
+    }
   }
   await page.screenshot({ path: `${shots}/hostile-flame.png` });
 

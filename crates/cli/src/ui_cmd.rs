@@ -53,11 +53,16 @@ pub fn run(a: UiArgs) -> Result<()> {
             ),
         ));
     }
-    let server =
-        match coldcache_ui::Server::bind(profiles, &coldcache_ui::ServeOptions { port: a.port }) {
-            Ok(s) => s,
-            Err(e) => bail!(e),
-        };
+    let server = match coldcache_ui::Server::bind(
+        profiles,
+        &coldcache_ui::ServeOptions {
+            port: a.port,
+            ..Default::default()
+        },
+    ) {
+        Ok(s) => s,
+        Err(e) => bail!(e),
+    };
     // SAFETY: installs a handler that only stores to an atomic; the
     // sigaction struct is fully initialised.
     unsafe {

@@ -22,7 +22,7 @@ use std::time::Instant;
 
 fn get(addr: std::net::SocketAddr, path: &str) -> (u16, usize) {
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").expect("send");
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("send");
     let mut out = Vec::new();
     s.read_to_end(&mut out).expect("read");
     let text = String::from_utf8_lossy(&out[..out.len().min(64)]).to_string();

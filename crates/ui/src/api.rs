@@ -1,11 +1,13 @@
 //! The web UI's requests, answered without any I/O but reading the source
 //! files a dump names (pure otherwise, so it is tested without a network).
 //!
-//! Endpoints (all `GET`, all need the token):
+//! Endpoints (all `GET`, all need the token; a parameter a path does not
+//! take is refused with 400, so that junk neither fills the answer cache nor
+//! passes unnoticed):
 //!
 //! | path | answer |
 //! |---|---|
-//! | `/` | the page (HTML with its CSS and JavaScript) |
+//! | `/` | the page (HTML with its CSS and JavaScript inlined; its Content-Security-Policy, [`App::page_policy`], allows those two by their SHA-256) |
 //! | `/api/meta` | the dumps: capture settings, cache configuration, threads, modules, columns |
 //! | `/api/flat?dump&by&sort&inclusive&filter&limit` | `views::flat` |
 //! | `/api/tree?dump&kind&fn&node&path&sort&min_percent&hot&reveal` | one level of a tree below a node (`node` for top-down, `path` of function ids for bottom-up and callers); `hot=1` also opens the hottest path below it; `reveal=FN` (top-down) opens the tree down to FN's hottest node |
@@ -78,11 +80,63 @@ impl Reply {
 pub struct App {
     profiles: Vec<(String, Profile)>,
     token: String,
+    /// The page, its CSS and JavaScript inlined.
+    page: String,
+    /// The page's Content-Security-Policy.
+    page_policy: String,
+    /// The answers, and the bytes they take (see [`entry_bytes`]).
     cache: Mutex<(HashMap<String, Reply>, usize)>,
+    cache_limit: usize,
 }
 
-/// Bytes of answers kept before the cache is emptied.
-const CACHE_BYTES: usize = 256 << 20;
+/// Bytes of the answer cache (keys, answers and a per-entry overhead)
+/// before it is emptied.
+pub const CACHE_BYTES: usize = 256 << 20;
+
+/// What an entry of the answer cache is counted for: its key, its answer
+/// and the bookkeeping around them (the map's slot, the strings' and
+/// vector's headers), rounded up.
+fn entry_bytes(key: &str, r: &Reply) -> usize {
+    key.len() + r.body.len() + r.content_type.len() + 128
+}
+
+/// The parameters each path reads (besides `token`); any other is refused,
+/// so that junk parameters neither make cache entries nor pass unnoticed.
+fn parameters(path: &str) -> Option<&'static [&'static str]> {
+    Some(match path {
+        "/" | "/index.html" | "/api/meta" => &[],
+        "/api/flat" => &["dump", "by", "sort", "inclusive", "filter", "limit"],
+        "/api/tree" => &[
+            "dump",
+            "kind",
+            "fn",
+            "node",
+            "path",
+            "sort",
+            "min_percent",
+            "hot",
+            "reveal",
+        ],
+        "/api/function" | "/api/annotate" | "/api/asm" => &["dump", "fn"],
+        "/api/threads" => &["dump"],
+        "/api/flame" => &["dump", "weight", "node", "focus", "compare"],
+        "/api/flame.svg" => &["dump", "weight"],
+        "/api/diff" => &["by", "sort", "filter", "limit"],
+        "/api/source" => &["dump", "file"],
+        _ => return None,
+    })
+}
+
+/// The SHA-256 of `text` as a CSP hash source.
+fn csp_hash(text: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    let h = sha2::Sha256::digest(text.as_bytes());
+    format!(
+        "'sha256-{}'",
+        base64::engine::general_purpose::STANDARD.encode(h)
+    )
+}
 
 type Query = HashMap<String, String>;
 
@@ -96,11 +150,41 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 impl App {
     /// An application over `profiles` (name, profile), protected by `token`.
     pub fn new(profiles: Vec<(String, Profile)>, token: String) -> App {
+        // The page's one script and one style are allowed by their hashes:
+        // nothing else inline runs or applies (an injected element or
+        // attribute, were `esc()` ever forgotten), and no script is loaded
+        // from anywhere. The page reaches only its own server (`fetch`).
+        let page = INDEX_HTML
+            .replace("/*APP_CSS*/", APP_CSS)
+            .replace("/*APP_JS*/", APP_JS);
+        let page_policy = format!(
+            "default-src 'none'; script-src {}; style-src {}; connect-src 'self'; \
+             base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+            csp_hash(APP_JS),
+            csp_hash(APP_CSS)
+        );
         App {
             profiles,
             token,
+            page,
+            page_policy,
             cache: Mutex::new((HashMap::new(), 0)),
+            cache_limit: CACHE_BYTES,
         }
+    }
+
+    /// The same application with an answer cache of at most `bytes`
+    /// (counted by `entry_bytes`: keys, answers and overhead) instead of
+    /// [`CACHE_BYTES`].
+    pub fn with_cache_limit(mut self, bytes: usize) -> App {
+        self.cache_limit = bytes;
+        self
+    }
+
+    /// The Content-Security-Policy of the page (the server sends it with
+    /// every HTML answer).
+    pub fn page_policy(&self) -> &str {
+        &self.page_policy
     }
 
     /// Computes the answers that take longest (flat by line and
@@ -145,6 +229,24 @@ impl App {
                 "missing or wrong token: open the URL coldcache ui printed",
             );
         }
+        if let Some(known) = parameters(path) {
+            if let Some(k) = q
+                .keys()
+                .find(|k| *k != "token" && !known.contains(&k.as_str()))
+            {
+                return Reply::error(
+                    400,
+                    &format!(
+                        "unknown parameter '{k}' for {path} (it takes: {})",
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                );
+            }
+        }
         // Answers of the API are cached by URL without the token, except
         // those that read files (which may change).
         let cacheable =
@@ -159,18 +261,19 @@ impl App {
             Ok(r) => r,
             Err((status, msg)) => Reply::error(status, &msg),
         };
-        if cacheable && reply.status == 200 && reply.body.len() <= CACHE_BYTES {
+        let bytes = entry_bytes(&key, &reply);
+        if cacheable && reply.status == 200 && bytes <= self.cache_limit {
             if let Ok(mut c) = self.cache.lock() {
                 // Two workers may have computed the same answer: the second
                 // replaces the first, whose bytes are no longer held.
                 if let Some(old) = c.0.remove(&key) {
-                    c.1 -= old.body.len();
+                    c.1 -= entry_bytes(&key, &old);
                 }
-                if c.1 + reply.body.len() > CACHE_BYTES {
+                if c.1 + bytes > self.cache_limit {
                     c.0.clear();
                     c.1 = 0;
                 }
-                c.1 += reply.body.len();
+                c.1 += bytes;
                 c.0.insert(key, reply.clone());
             }
         }
@@ -182,10 +285,7 @@ impl App {
             "/" | "/index.html" => Ok(Reply {
                 status: 200,
                 content_type: "text/html; charset=utf-8".into(),
-                body: INDEX_HTML
-                    .replace("/*APP_CSS*/", APP_CSS)
-                    .replace("/*APP_JS*/", APP_JS)
-                    .into_bytes(),
+                body: self.page.clone().into_bytes(),
             }),
             "/api/meta" => Ok(Reply::json(&self.meta())),
             "/api/flat" => {

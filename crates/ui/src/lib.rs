@@ -6,24 +6,38 @@
 //!   returns, so aggregation stays on the server and a million-record dump
 //!   answers quickly.
 //! - [`Server`] binds 127.0.0.1 (a free port unless one is asked for), makes
-//!   the URL with its random token, and serves until stopped, on
-//!   [`WORKERS`] threads: a slow answer (an uncached flame graph takes most
-//!   of a second on a million records) holds one of them while the others
-//!   go on answering. The [`App`] is shared by reference; its answer cache is
-//!   locked only to look up and to store, never while an answer is computed.
+//!   the URL with its random token, and serves until stopped (`http.rs`, a
+//!   server of its own over `std::net`): one thread owns the connections
+//!   and moves their bytes without ever waiting for one client, and
+//!   [`WORKERS`] threads compute the answers: a slow answer (an uncached
+//!   flame graph takes most of a second on a million records) holds one of
+//!   them while the others go on answering, and a client that does not
+//!   read its answer holds none. The [`App`] is shared by reference; its
+//!   answer cache is locked only to look up and to store, never while an
+//!   answer is computed.
 //! - The front end (`assets/`) is one HTML page with its CSS and JavaScript,
 //!   embedded in the binary: no CDN, works offline.
 //!
 //! Security: every request must carry the token (`?token=` or the
-//! `X-Coldcache-Token` header); the source endpoint serves only files named
-//! in a dump's line tables.
+//! `X-Coldcache-Token` header) and name the server in `Host` (127.0.0.1 or
+//! localhost and its port: DNS rebinding); every answer forbids a
+//! `Referer` (the token is in the page's URL) and carries a
+//! Content-Security-Policy (the page's script and style allowed by their
+//! SHA-256, nothing else); the source endpoint serves only files named in a
+//! dump's line tables. Bounds: [`MAX_HEAD`] bytes of request line and
+//! headers, [`MAX_CONNECTIONS`] connections, read and write deadlines
+//! ([`ServeOptions`]), a fixed number of threads, and an answer cache of
+//! [`CACHE_BYTES`] counting its keys.
 
 mod api;
+mod http;
 
-pub use api::{App, Reply};
+pub use api::{App, Reply, CACHE_BYTES};
+pub use http::{MAX_CONNECTIONS, MAX_HEAD};
 
 use coldcache_analysis::Profile;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,19 +68,39 @@ const _: fn() = || {
 };
 
 /// How to serve.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ServeOptions {
     /// Port on 127.0.0.1; `None` picks a free one.
     pub port: Option<u16>,
+    /// How long a connection may take to send its request line and
+    /// headers, from its accept (then 408 and closed).
+    pub read_timeout: Duration,
+    /// How long an answer may take to be sent, from the moment it is ready
+    /// (then the connection is closed).
+    pub write_timeout: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> ServeOptions {
+        ServeOptions {
+            port: None,
+            read_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(60),
+        }
+    }
 }
 
 /// A running server: its URL, and a way to stop it.
 pub struct Server {
-    http: Arc<tiny_http::Server>,
+    listener: TcpListener,
     app: Arc<App>,
-    /// Set by the stopper: `recv_timeout` returns "no request" when
-    /// unblocked, so the workers need a flag to tell a stop from a timeout.
+    /// Set by the stopper, which then wakes the connection thread.
     stopped: Arc<AtomicBool>,
+    /// The socket pair that wakes the connection thread: its read end...
+    wakeup: UnixStream,
+    /// ... and its write end (the workers' and the stopper's).
+    waker: Arc<UnixStream>,
+    timeouts: http::Timeouts,
     /// The address bound.
     pub addr: SocketAddr,
     /// The URL to open (with the token).
@@ -85,25 +119,27 @@ impl Server {
     pub fn bind(profiles: Vec<(String, Profile)>, opts: &ServeOptions) -> Result<Server, UiError> {
         let token = token()?;
         let addr = format!("127.0.0.1:{}", opts.port.unwrap_or(0));
-        let http = tiny_http::Server::http(&addr).map_err(|e| UiError::Bind {
+        let fail = |e: std::io::Error| UiError::Bind {
             addr: addr.clone(),
             message: e.to_string(),
-        })?;
-        let bound = match http.server_addr() {
-            tiny_http::ListenAddr::IP(a) => a,
-            #[allow(unreachable_patterns)]
-            _ => {
-                return Err(UiError::Bind {
-                    addr,
-                    message: "not an IP address".into(),
-                })
-            }
         };
+        let listener = TcpListener::bind(&addr).map_err(fail)?;
+        listener.set_nonblocking(true).map_err(fail)?;
+        let bound = listener.local_addr().map_err(fail)?;
+        let (wakeup, waker) = UnixStream::pair().map_err(fail)?;
+        wakeup.set_nonblocking(true).map_err(fail)?;
+        waker.set_nonblocking(true).map_err(fail)?;
         let url = format!("http://{bound}/?token={token}");
         Ok(Server {
-            http: Arc::new(http),
+            listener,
             app: Arc::new(App::new(profiles, token)),
             stopped: Arc::new(AtomicBool::new(false)),
+            wakeup,
+            waker: Arc::new(waker),
+            timeouts: http::Timeouts {
+                read: opts.read_timeout,
+                write: opts.write_timeout,
+            },
             addr: bound,
             url,
         })
@@ -116,68 +152,33 @@ impl Server {
         std::thread::spawn(move || app.warm());
     }
 
-    /// A handle that makes [`Server::run`] return (once the requests being
-    /// answered are answered).
+    /// A handle that makes [`Server::run`] return (once the answers being
+    /// computed and sent are done).
     pub fn stopper(&self) -> impl Fn() + Send + Sync + 'static {
-        let http = Arc::clone(&self.http);
+        let waker = Arc::clone(&self.waker);
         let stopped = Arc::clone(&self.stopped);
         move || {
             stopped.store(true, Ordering::SeqCst);
-            http.unblock();
+            http::wake(&waker);
         }
     }
 
-    /// Serves requests on [`WORKERS`] threads until `stop` is set (checked
-    /// every 200 ms), the stopper is called or the listener fails; returns
-    /// when every worker has finished the request it was answering.
+    /// Serves until `stop` is set (checked every 200 ms) or the stopper is
+    /// called: connections on this thread, answers computed on [`WORKERS`]
+    /// threads (see the `http` module for the bounds). Returns when the
+    /// answers being computed are computed and sent (those being sent get
+    /// a few seconds).
     pub fn run(&self, stop: &AtomicBool) {
-        // Set when the listener fails: every worker ends, as the stop does.
-        let failed = AtomicBool::new(false);
-        let done = || {
-            stop.load(Ordering::SeqCst)
-                || self.stopped.load(Ordering::SeqCst)
-                || failed.load(Ordering::SeqCst)
+        let serving = http::Serving {
+            listener: &self.listener,
+            addr: self.addr,
+            app: &self.app,
+            wakeup: &self.wakeup,
+            waker: &self.waker,
+            timeouts: self.timeouts,
         };
-        std::thread::scope(|s| {
-            for _ in 0..WORKERS {
-                s.spawn(|| {
-                    while !done() {
-                        match self.http.recv_timeout(Duration::from_millis(200)) {
-                            Ok(Some(req)) => self.answer(req),
-                            Ok(None) => continue,
-                            Err(_) => failed.store(true, Ordering::SeqCst),
-                        }
-                    }
-                    // `unblock` wakes one waiting worker: each one leaving
-                    // wakes the next, so they all see the flag at once.
-                    self.http.unblock();
-                });
-            }
+        http::serve(&serving, &|| {
+            stop.load(Ordering::SeqCst) || self.stopped.load(Ordering::SeqCst)
         });
-    }
-
-    /// Answers one request.
-    fn answer(&self, req: tiny_http::Request) {
-        let token_header = req
-            .headers()
-            .iter()
-            .find(|h| h.field.equiv("X-Coldcache-Token"))
-            .map(|h| h.value.as_str().to_string());
-        let reply = if *req.method() == tiny_http::Method::Get {
-            self.app.handle(req.url(), token_header.as_deref())
-        } else {
-            Reply::error(405, "only GET requests are served")
-        };
-        let header =
-            tiny_http::Header::from_bytes(&b"Content-Type"[..], reply.content_type.as_bytes())
-                .expect("a valid header");
-        let nosniff =
-            tiny_http::Header::from_bytes(&b"X-Content-Type-Options"[..], &b"nosniff"[..])
-                .expect("a valid header");
-        let resp = tiny_http::Response::from_data(reply.body)
-            .with_status_code(reply.status)
-            .with_header(header)
-            .with_header(nosniff);
-        let _ = req.respond(resp);
     }
 }

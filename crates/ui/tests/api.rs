@@ -299,7 +299,7 @@ fn bad_requests_get_clear_errors() {
 
 fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     let status = out.split_whitespace().nth(1).unwrap().parse().unwrap();
@@ -348,14 +348,14 @@ fn wait_for_run(ended: std::sync::mpsc::Receiver<()>, how: &str) {
         .unwrap_or_else(|_| panic!("run did not return after {how}"));
 }
 
-/// One worker is held by an answer it cannot finish (a source file embedded
-/// in the dump, larger than the kernel can buffer, sent to a client that
-/// reads only its status line); a second request on another connection is
-/// answered meanwhile.
+/// An answer that cannot be sent whole (a source file embedded in the dump,
+/// larger than the kernel can buffer, sent to a client that reads only its
+/// status line) is still being sent while a second request on another
+/// connection is answered, and arrives whole once read.
 ///
-/// (A client that sends only half a request would hold no worker: tiny_http
-/// reads and parses requests on threads of its own and hands a worker only
-/// complete ones, so that test passes with a single-threaded server too.)
+/// (A client that sends only half a request holds no worker either: the
+/// connection thread reads requests and hands a worker only complete ones;
+/// see `slow_connections_make_no_threads`.)
 #[test]
 fn a_request_is_answered_while_a_worker_is_busy_with_another() {
     // 48 MiB: more than the socket buffers of both ends can hold (Linux
@@ -380,7 +380,7 @@ fn a_request_is_answered_while_a_worker_is_busy_with_another() {
     let mut busy = std::net::TcpStream::connect(addr).unwrap();
     write!(
         busy,
-        "GET /api/source?file={big}&token={token} HTTP/1.0\r\nHost: localhost\r\n\r\n"
+        "GET /api/source?file={big}&token={token} HTTP/1.0\r\nHost: {addr}\r\n\r\n"
     )
     .unwrap();
     // The status line: a worker is writing this answer, and cannot finish
@@ -395,7 +395,7 @@ fn a_request_is_answered_while_a_worker_is_busy_with_another() {
         .unwrap();
     write!(
         other,
-        "GET /api/meta?token={token} HTTP/1.0\r\nHost: localhost\r\n\r\n"
+        "GET /api/meta?token={token} HTTP/1.0\r\nHost: {addr}\r\n\r\n"
     )
     .unwrap();
     let mut out = String::new();
@@ -522,4 +522,516 @@ fn meta_gives_the_default_weight_and_columns_of_each_dump() {
     let fl = json(&get(&a, "/api/flame?dump=1"));
     let want = json(&get(&a, "/api/flame?dump=1&weight=instructions"));
     assert_eq!(fl, want);
+}
+
+// ---- Issue 17: the server's bounds, over real loopback sockets ----
+
+/// How long a test waits for an answer that should come in milliseconds:
+/// a hang becomes a failure (not a timing assertion).
+const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Sends `head` (the request line and headers, without the blank line
+/// that ends them) and returns the status and the whole answer.
+fn raw_request(addr: std::net::SocketAddr, head: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(s, "{head}\r\n\r\n").unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out)
+        .unwrap_or_else(|e| panic!("no answer to {head:?}: {e}"));
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer to {head:?}: {out:?}"));
+    (status, out)
+}
+
+/// A `GET` of `path` naming the server in `Host`, as a browser does.
+fn get_from(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    raw_request(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close"),
+    )
+}
+
+/// The value of header `name` in an answer (case-insensitive name).
+fn header<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
+    let head = answer.split("\r\n\r\n").next()?;
+    head.lines().skip(1).find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// A server of the hand dump on a thread of this process; stopped when
+/// dropped.
+struct Running {
+    addr: std::net::SocketAddr,
+    token: String,
+    stop: Arc<AtomicBool>,
+}
+
+impl Running {
+    fn start(profiles: Vec<(String, Profile)>) -> Running {
+        let server = Server::bind(profiles, &ServeOptions::default()).unwrap();
+        let token = server.url.split("token=").nth(1).unwrap().to_string();
+        let addr = server.addr;
+        let stop = Arc::new(AtomicBool::new(false));
+        run_in_background(server, Arc::clone(&stop));
+        Running { addr, token, stop }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// DNS rebinding: a page of attacker.example whose name was made to
+/// resolve to 127.0.0.1 reaches the server with `Host: attacker.example`.
+/// The server answers only requests naming it (127.0.0.1 or localhost,
+/// and its port), token or not.
+#[test]
+fn a_request_naming_another_host_is_refused() {
+    let s = Running::start(vec![("a".into(), profile(8, None))]);
+    let (addr, port) = (s.addr, s.addr.port());
+    let path = format!("/api/meta?token={}", s.token);
+    for host in [
+        "attacker.example".to_string(),
+        format!("attacker.example:{port}"),
+        format!("127.0.0.1:{}", port.wrapping_add(1)),
+        format!("127.0.0.1.attacker.example:{port}"),
+    ] {
+        let (status, out) = raw_request(
+            addr,
+            &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close"),
+        );
+        assert_eq!(status, 403, "Host: {host}: {out}");
+        assert!(out.contains("Host"), "the refusal names the header: {out}");
+    }
+    // No Host at all (HTTP/1.1 requires one; a browser always sends it).
+    let (status, out) = raw_request(addr, &format!("GET {path} HTTP/1.1\r\nConnection: close"));
+    assert_eq!(status, 400, "{out}");
+    for host in [format!("127.0.0.1:{port}"), format!("LocalHost:{port}")] {
+        let (status, out) = raw_request(
+            addr,
+            &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close"),
+        );
+        assert_eq!(status, 200, "Host: {host}: {out}");
+    }
+}
+
+/// The token is in the page's URL: no request the page makes may carry it
+/// to another site in a `Referer`, and no script but the page's own may
+/// run. Every answer says so; the policy allows the page's one inline
+/// script and style by their SHA-256 (computed here from the page as
+/// served), and nothing inline otherwise.
+#[test]
+fn answers_carry_a_content_security_policy_and_no_referrer() {
+    use base64::Engine;
+    use sha2::Digest;
+    let s = Running::start(vec![("a".into(), profile(8, None))]);
+    let (status, page) = get_from(s.addr, &format!("/?token={}", s.token));
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(
+        header(&page, "Referrer-Policy"),
+        Some("no-referrer"),
+        "{page}"
+    );
+    let csp = header(&page, "Content-Security-Policy").unwrap_or_else(|| panic!("{page}"));
+    let directive = |name: &str| -> Vec<String> {
+        csp.split(';')
+            .map(str::trim)
+            .find_map(|d| d.strip_prefix(name).filter(|r| r.starts_with(' ')))
+            .unwrap_or_else(|| panic!("no {name} in {csp}"))
+            .split_whitespace()
+            .map(String::from)
+            .collect()
+    };
+    assert_eq!(directive("default-src"), ["'none'"], "{csp}");
+    let body = page.split("\r\n\r\n").nth(1).unwrap();
+    for (tag, dir) in [("script", "script-src"), ("style", "style-src")] {
+        let allowed = directive(dir);
+        assert!(
+            !allowed.iter().any(|a| a.contains("unsafe")),
+            "{dir}: {allowed:?}"
+        );
+        let open = format!("<{tag}>");
+        let blocks: Vec<&str> = body
+            .split(open.as_str())
+            .skip(1)
+            .map(|b| b.split(&format!("</{tag}>")).next().unwrap())
+            .collect();
+        assert_eq!(blocks.len(), 1, "one inline {tag}");
+        for b in blocks {
+            let h = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(b));
+            assert_eq!(allowed, [format!("'sha256-{h}'")], "{dir}");
+        }
+    }
+    assert_eq!(directive("frame-ancestors"), ["'none'"], "{csp}");
+    // The API's answers and the refusals too.
+    for path in [
+        format!("/api/meta?token={}", s.token),
+        "/api/meta".to_string(),
+    ] {
+        let (_, out) = get_from(s.addr, &path);
+        assert_eq!(
+            header(&out, "Referrer-Policy"),
+            Some("no-referrer"),
+            "{out}"
+        );
+        assert!(
+            header(&out, "Content-Security-Policy")
+                .is_some_and(|c| c.contains("default-src 'none'")),
+            "{out}"
+        );
+    }
+}
+
+/// A server in a process of its own (this test binary, running
+/// `child_server`), so that its memory and threads are measured alone;
+/// killed when dropped.
+struct ChildServer {
+    child: std::process::Child,
+    addr: std::net::SocketAddr,
+    token: String,
+}
+
+impl ChildServer {
+    fn start() -> ChildServer {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_server", "--ignored", "--nocapture"])
+            .env("COLDCACHE_UI_CHILD", "1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let url = out
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| l.strip_prefix("URL ").map(String::from))
+            .expect("the child server's URL");
+        let rest = url.strip_prefix("http://").unwrap();
+        let (addr, token) = rest.split_once("/?token=").unwrap();
+        let c = ChildServer {
+            child,
+            addr: addr.parse().unwrap(),
+            token: token.to_string(),
+        };
+        // Every worker has started once an answer came.
+        assert_eq!(c.get("/api/meta").0, 200);
+        c
+    }
+
+    fn get(&self, path_and_query: &str) -> (u16, String) {
+        let sep = if path_and_query.contains('?') {
+            '&'
+        } else {
+            '?'
+        };
+        get_from(
+            self.addr,
+            &format!("{path_and_query}{sep}token={}", self.token),
+        )
+    }
+
+    /// A field of /proc/PID/status (a number, the unit dropped).
+    fn status(&self, field: &str) -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        s.lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.trim_start_matches(':').split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in {s}"))
+    }
+
+    fn rss_kib(&self) -> u64 {
+        self.status("VmRSS")
+    }
+}
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The child side of `ChildServer`: serves the hand dump on a free port,
+/// prints its URL and serves until its standard input closes. It does
+/// nothing unless started as that child.
+#[test]
+#[ignore = "the server process of the tests that measure one; they start it"]
+fn child_server() {
+    if std::env::var_os("COLDCACHE_UI_CHILD").is_none() {
+        return;
+    }
+    let server = Server::bind(
+        vec![("a".into(), profile(8, None))],
+        &ServeOptions::default(),
+    )
+    .unwrap();
+    println!("URL {}", server.url);
+    std::io::stdout().flush().unwrap();
+    let stop = server.stopper();
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        stop();
+    });
+    server.run(&AtomicBool::new(false));
+}
+
+/// 40 MB of headers without the token: the server reads no more than its
+/// limit of a request's head and drops the rest (it grew from 25 MB to
+/// 600 MB, memory never returned). The server's resident memory is
+/// measured before and after.
+#[test]
+fn forty_megabytes_of_headers_do_not_grow_the_server() {
+    let c = ChildServer::start();
+    let before = c.rss_kib();
+    let mut s = std::net::TcpStream::connect(c.addr).unwrap();
+    s.set_write_timeout(Some(PATIENCE)).unwrap();
+    let line = format!("X-Junk: {}\r\n", "j".repeat(1014));
+    let mut sent = 0usize;
+    if s.write_all(b"GET /api/meta HTTP/1.1\r\n").is_ok() {
+        for _ in 0..40 << 10 {
+            // The server may refuse and close before the end: writes fail
+            // then.
+            if s.write_all(line.as_bytes()).is_err() {
+                break;
+            }
+            sent += line.len();
+        }
+    }
+    // Whatever happened to that connection, the server still answers...
+    assert_eq!(c.get("/api/meta").0, 200);
+    // ... and did not keep the headers.
+    let grown = c.rss_kib().saturating_sub(before);
+    eprintln!("{sent} bytes of headers sent: the server grew by {grown} KiB");
+    assert!(
+        grown < 16 << 10,
+        "{sent} bytes of headers sent: the server grew by {grown} KiB"
+    );
+    drop(s);
+}
+
+/// 2,000 connections that never finish their request (the issue saw
+/// 5,000 make 5,000 threads): the server's thread count stays what it was,
+/// and a request on a new connection is answered meanwhile.
+#[test]
+fn slow_connections_make_no_threads() {
+    let c = ChildServer::start();
+    let before = c.status("Threads");
+    let slow: Vec<std::net::TcpStream> = (0..2000)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(c.addr).unwrap();
+            let _ = s.write_all(b"GET /api/meta?tok");
+            s
+        })
+        .collect();
+    assert_eq!(c.get("/api/meta").0, 200, "answered beside the slow ones");
+    let after = c.status("Threads");
+    eprintln!(
+        "{} slow connections: {before} threads, then {after}",
+        slow.len()
+    );
+    assert!(
+        after <= before + 1,
+        "{} slow connections: {before} threads became {after}",
+        slow.len()
+    );
+}
+
+/// As many clients as there are workers ask for an answer larger than the
+/// socket buffers and read only its first bytes: they held every worker
+/// (each blocked writing), so nobody else was served. Another client is
+/// served meanwhile.
+#[test]
+fn clients_that_do_not_read_their_answers_hold_no_worker() {
+    // 16 MiB: more than the server's send buffer (tcp_wmem caps it at
+    // 4 MiB by default) and a receive buffer that never grows because
+    // nothing is read.
+    let mut d = hand_dump::dump(8);
+    let big = d.symbols.as_ref().unwrap().files[1].clone();
+    d.sources = vec![coldcache_dump::SourceText {
+        path: big.clone(),
+        text: format!("{}\n", "x".repeat(1023)).repeat(16 << 10),
+    }];
+    let s = Running::start(vec![(
+        "a".into(),
+        Profile::new(d, ProfileOptions::default()),
+    )]);
+    let stuck: Vec<std::net::TcpStream> = (0..coldcache_ui::WORKERS)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(s.addr).unwrap();
+            c.set_read_timeout(Some(PATIENCE)).unwrap();
+            write!(
+                c,
+                "GET /api/source?file={big}&token={} HTTP/1.1\r\nHost: {}\r\n\r\n",
+                s.token, s.addr
+            )
+            .unwrap();
+            let mut head = [0u8; 12];
+            c.read_exact(&mut head).unwrap();
+            assert_eq!(&head[9..], b"200");
+            c
+        })
+        .collect();
+    let (status, out) = get_from(s.addr, &format!("/api/meta?token={}", s.token));
+    assert_eq!(status, 200, "{out}");
+    drop(stuck);
+}
+
+/// Junk query parameters made a new cache entry each (the cache counted
+/// answers' bytes, not its keys'): 2,000 requests with 16 KiB of junk each
+/// must not grow the server by their 32 MB.
+#[test]
+fn junk_query_parameters_do_not_grow_the_cache() {
+    let c = ChildServer::start();
+    let before = c.rss_kib();
+    let junk = "j".repeat(16 << 10);
+    for i in 0..2000 {
+        let (status, out) = c.get(&format!("/api/meta?junk{i}={junk}"));
+        assert!(status == 200 || status == 400, "{out}");
+    }
+    let grown = c.rss_kib().saturating_sub(before);
+    eprintln!("2,000 requests with 16 KiB of junk: the server grew by {grown} KiB");
+    assert!(grown < 16 << 10, "the server grew by {grown} KiB");
+}
+
+/// A parameter the path does not take is refused and named (it made a
+/// cache entry of its own before), the page's own are taken.
+#[test]
+fn unknown_parameters_are_refused_and_named() {
+    let a = app(None);
+    let r = get(&a, "/api/flat?by=line&sotr=mem");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text().contains("unknown parameter 'sotr' for /api/flat"),
+        "{}",
+        r.text()
+    );
+    assert!(!a.is_cached("/api/flat?by=line&sotr=mem"));
+    let r = get(&a, "/api/meta?x=1");
+    assert!(r.text().contains("it takes: none"), "{}", r.text());
+    // Every parameter the page sends (ui/src/assets/app.js) is taken.
+    for url in [
+        "/api/flat?dump=0&by=function&sort=mem&inclusive=0&filter=&limit=300",
+        "/api/tree?dump=0&kind=callers&sort=mem&min_percent=0.5&fn=2&hot=1",
+        "/api/tree?dump=0&kind=top_down&sort=mem&min_percent=0.5&reveal=2&node=0",
+        "/api/tree?dump=0&kind=bottom_up&sort=mem&min_percent=0.5&path=2",
+        "/api/flame?dump=0&weight=mem&node=0&compare=0",
+        "/api/flame?dump=0&weight=mem&focus=2",
+        "/api/flame.svg?dump=0&weight=mem",
+        "/api/diff?by=line&sort=mem&filter=&limit=300",
+        "/api/function?dump=0&fn=2",
+        "/api/annotate?dump=0&fn=2",
+        "/api/asm?dump=0&fn=2",
+        "/api/threads?dump=0",
+        "/api/meta",
+        "/",
+    ] {
+        assert_eq!(get(&a, url).status, 200, "{url}: {}", get(&a, url).text());
+    }
+}
+
+/// The cache's size counts its keys: with a 64 KiB cache, answers whose
+/// keys alone are over 4 KiB (function 2 spelt with thousands of leading
+/// zeros, a different number of them each time) cannot be more than 16 in
+/// it at once, however small the answers. Counting answers' bytes only,
+/// about a hundred were.
+#[test]
+fn the_cache_counts_its_keys_against_its_size() {
+    let a = app(None).with_cache_limit(64 << 10);
+    let urls: Vec<String> = (0..300)
+        .map(|i| format!("/api/function?fn={}2", "0".repeat(4096 + i)))
+        .collect();
+    for u in &urls {
+        let r = get(&a, u);
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert!(r.body.len() < 1024, "a small answer");
+    }
+    let held = urls.iter().filter(|u| a.is_cached(u)).count();
+    assert!((1..=16).contains(&held), "{held} answers held");
+    // The newest is held: the cache still works.
+    assert!(a.is_cached(urls.last().unwrap()));
+}
+
+/// A client that sends half a request is told 408 and closed once the
+/// read deadline has passed (the whole head must arrive in time, so one
+/// byte now and then does not keep a connection open).
+#[test]
+fn a_request_that_does_not_arrive_in_time_gets_408() {
+    let server = Server::bind(
+        vec![("a".into(), profile(8, None))],
+        &ServeOptions {
+            read_timeout: std::time::Duration::from_secs(1),
+            ..ServeOptions::default()
+        },
+    )
+    .unwrap();
+    let addr = server.addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    let ended = run_in_background(server, Arc::clone(&stop));
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    s.write_all(b"GET /api/meta HTTP/1.1\r\nHost: ").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("closed by the server");
+    assert!(out.starts_with("HTTP/1.1 408 "), "{out}");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    wait_for_run(ended, "the stop flag");
+}
+
+/// A client that stops reading its answer is dropped once the write
+/// deadline has passed: it gets what the socket buffers held, not the
+/// whole answer. (It waits five times the deadline before reading.)
+#[test]
+fn an_answer_not_read_in_time_is_cut() {
+    let mut d = hand_dump::dump(8);
+    let big = d.symbols.as_ref().unwrap().files[1].clone();
+    let text = format!("{}\n", "x".repeat(1023)).repeat(16 << 10);
+    d.sources = vec![coldcache_dump::SourceText {
+        path: big.clone(),
+        text: text.clone(),
+    }];
+    let server = Server::bind(
+        vec![("a".into(), Profile::new(d, ProfileOptions::default()))],
+        &ServeOptions {
+            write_timeout: std::time::Duration::from_secs(1),
+            ..ServeOptions::default()
+        },
+    )
+    .unwrap();
+    let token = server.url.split("token=").nth(1).unwrap().to_string();
+    let addr = server.addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    let ended = run_in_background(server, Arc::clone(&stop));
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(
+        s,
+        "GET /api/source?file={big}&token={token} HTTP/1.1\r\nHost: {addr}\r\n\r\n"
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    let mut out = Vec::new();
+    // The end is a close (EOF) or a reset, not a timeout.
+    if let Err(e) = s.read_to_end(&mut out) {
+        assert_ne!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}");
+    }
+    assert!(out.starts_with(b"HTTP/1.1 200 "));
+    assert!(
+        out.len() < text.len(),
+        "{} of {} bytes",
+        out.len(),
+        text.len()
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    wait_for_run(ended, "the stop flag");
 }

@@ -38,6 +38,15 @@ function setState(patch) {
   location.hash = h.toString();
 }
 
+// The page's Content-Security-Policy applies no style="" attribute: sizes
+// and shades computed here are set through the DOM (el.style), from data-
+// attributes the markup carries (numbers made here, never dump text).
+function applyStyles(root) {
+  root.querySelectorAll("[data-width]").forEach((e) => (e.style.width = `${+e.dataset.width}px`));
+  root.querySelectorAll("[data-indent]").forEach((e) => (e.style.paddingLeft = `${+e.dataset.indent}px`));
+  root.querySelectorAll("[data-shade]").forEach((e) => (e.style.backgroundColor = `rgba(var(--hot), ${+e.dataset.shade})`));
+}
+
 async function api(path, params) {
   const q = new URLSearchParams(params || {});
   const t0 = performance.now();
@@ -212,9 +221,9 @@ function drawTree(s, kind) {
       const tw = r.has_children ? (open ? "▾" : "▸") : "";
       const sel = r.function === s.fn ? "selected" : "";
       out.push(`<tr class="clickable ${sel}" data-key="${esc(k)}" data-fn="${r.function}">
-        <td class="num"><span class="bar" style="width:${Math.max(1, Math.round(r.percent / 2))}px"></span>${r.percent.toFixed(1)}</td>
+        <td class="num"><span class="bar" data-width="${Math.max(1, Math.round(r.percent / 2))}"></span>${r.percent.toFixed(1)}</td>
         ${cols.map((i) => `<td class="num">${fmt(r.incl[i])}</td>`).join("")}<td class="num">${fmt(r.self[sc])}</td>
-        <td class="label" style="padding-left:${(r.depth - 1) * 16 + 8}px"><span class="twisty" data-test="twisty">${tw}</span><span class="fname">${esc(r.name)}</span></td></tr>`);
+        <td class="label" data-indent="${(r.depth - 1) * 16 + 8}"><span class="twisty" data-test="twisty">${tw}</span><span class="fname">${esc(r.name)}</span></td></tr>`);
       if (open) walk(k);
     }
   };
@@ -222,6 +231,7 @@ function drawTree(s, kind) {
   const head = header(s, cols, `<th>%</th>`, "function", true).replace(`<th class="label">`, `<th>self:${esc(sortName(s))}</th><th class="label">`);
   $("#main").innerHTML = `<table data-test="tree" data-kind="${kind}" data-min="${esc(s.min)}"><thead>${head}</thead><tbody>${out.join("")}</tbody></table>
     <p class="muted">inclusive columns; ▸ expands (the hottest path is open); 100% = ${fmt(TREE.totals[sc])} ${esc(sortName(s))}</p>`;
+  applyStyles($("#main"));
   wireSort($("#main"));
   $("#main").querySelectorAll("tr[data-key]").forEach((tr) => {
     const k = tr.dataset.key;
@@ -254,7 +264,7 @@ async function viewSource(s) {
     const rows = f.lines.map((l) => {
       const has = l.costs.some((c) => c !== 0);
       const shade = max > 0 ? (l.badness / max) * 0.55 : 0;
-      const style = shade > 0.01 ? `style="background: rgba(var(--hot), ${shade.toFixed(3)})"` : "";
+      const style = shade > 0.01 ? `data-shade="${shade.toFixed(3)}"` : "";
       const inl = l.inlined.length ? ` <span class="inl">[inlined: ${esc(l.inlined.join(", "))}]</span>` : "";
       return `<tr class="${l.worst ? "worst" : ""}" ${style} data-line="${l.line}">${cols.map((i) => `<td class="num">${has ? fmt(l.costs[i]) : ""}</td>`).join("")}
         <td class="lineno">${l.worst ? "▶" : ""}${l.line}</td><td class="code">${esc(l.text ?? "")}${inl}</td></tr>`;
@@ -263,6 +273,7 @@ async function viewSource(s) {
       <table class="src" data-test="source"><thead><tr>${cols.map((i) => `<th>${esc(columns(s)[i].name)}</th>`).join("")}<th>line</th><th class="label">source</th></tr></thead><tbody>${rows}</tbody></table>`;
   }).join("");
   $("#main").innerHTML = parts || `<p class="muted">No costs in this function.</p>`;
+  applyStyles($("#main"));
 }
 
 async function viewAsm(s) {
@@ -352,7 +363,7 @@ async function viewFlame(s) {
   const pct = (x, of) => (of > 0 ? ((100 * x) / of).toFixed(2) : "0.00");
   const notes = [];
   if (v.hidden_frames) notes.push(`${v.hidden_frames} frames narrower than 1/2000 of the width left out (${fmt(v.hidden_value)} ${esc(v.weight)}, ${pct(v.hidden_value, v.root_value)}%)`);
-  if (cmp) notes.push(`<span data-test="flame-legend">widths: ${esc(dumpMeta(s).name)}; <span style="color:rgb(220,40,40)">red</span>: more in B, <span style="color:rgb(60,60,255)">blue</span>: less in B (full colour: ±${fmt(FLAME.maxDelta)}); paths only in ${esc(META.dumps[1 - Math.min(s.dump, 1)].name)} are not drawn: switch the dump to see them</span>`);
+  if (cmp) notes.push(`<span data-test="flame-legend">widths: ${esc(dumpMeta(s).name)}; <span class="more">red</span>: more in B, <span class="less">blue</span>: less in B (full colour: ±${fmt(FLAME.maxDelta)}); paths only in ${esc(META.dumps[1 - Math.min(s.dump, 1)].name)} are not drawn: switch the dump to see them</span>`);
   if (v.cut_depth !== null) notes.push(`cut at depth ${v.cut_depth} (too many frames): zoom in to see deeper`);
   $("#main").innerHTML = `<div class="flame-wrap"><canvas data-test="flame" data-root="${v.root}" data-weight="${esc(v.weight)}" data-frames="${v.frames.length}" data-find="${esc(s.find)}" data-matched="${matched}" data-compare="${cmp ? 1 : 0}"></canvas><div class="flame-tip" id="flame-tip"></div></div>
     <p class="muted">${esc(v.weight)}: ${fmt(v.root_value)} in view of ${fmt(v.total)} (${pct(v.root_value, v.total)}%)${re ? ` · <span data-test="matched">matched ${fmt(matched)} (${pct(matched, v.root_value)}% of the view)</span>` : ""}${notes.length ? " · " + notes.join(" · ") : ""}</p>`;
