@@ -15,6 +15,9 @@
 //! - [`flame`]: the flame graph's layout below any call-tree node.
 //! - [`render`]: the text tables of `coldcache report` and `coldcache diff`.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod columns;
 pub mod diff;
 pub mod flame;

@@ -203,13 +203,20 @@ enum Mode {
     NoData,
 }
 
+/// Every access of a capture in order, kept for a trace file.
+pub struct KeptTrace {
+    /// The records (instruction fetches and data accesses).
+    pub records: Vec<TraceRecord>,
+    /// The thread slots the records name: (slot, thread id).
+    pub threads: Vec<(u32, u32)>,
+}
+
 /// What a finished capture's accounting produced.
 pub struct Finished {
     /// The dump (symbols not resolved).
     pub dump: Dump,
-    /// Every access in order, when a trace was kept, with the thread slots
-    /// (index, thread id) the records name.
-    pub trace: Option<(Vec<TraceRecord>, Vec<(u32, u32)>)>,
+    /// Every access in order, when a trace was kept.
+    pub trace: Option<KeptTrace>,
     /// Instructions whose accesses were not modelled.
     pub unmodelled: u64,
 }
@@ -819,7 +826,10 @@ impl Accountant {
         };
         Finished {
             dump,
-            trace: trace.map(|t| (t, slots)),
+            trace: trace.map(|records| KeptTrace {
+                records,
+                threads: slots,
+            }),
             unmodelled: unmodelled.iter().sum(),
         }
     }

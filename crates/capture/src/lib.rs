@@ -22,6 +22,8 @@
 //! The simulator and the dump format know nothing of this crate; this crate
 //! is where the unsafe, OS-specific code lives.
 
+#![warn(missing_docs)]
+
 pub mod account;
 mod breakpoint;
 pub mod capi;

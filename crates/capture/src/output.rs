@@ -14,8 +14,8 @@ pub fn write(
     output: PathBuf,
     trace_path: Option<&Path>,
 ) -> Result<Summary, CaptureError> {
-    if let (Some(path), Some((records, slots))) = (trace_path, &finished.trace) {
-        write_trace(path, records, slots).map_err(|source| CaptureError::Write {
+    if let (Some(path), Some(t)) = (trace_path, &finished.trace) {
+        write_trace(path, &t.records, &t.threads).map_err(|source| CaptureError::Write {
             path: path.to_path_buf(),
             source,
         })?;

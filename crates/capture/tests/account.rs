@@ -161,7 +161,7 @@ fn step(a: &mut Accountant, ip: u64, m: &Fake) -> Verdict {
 
 fn finish(a: Accountant) -> (Dump, Option<Vec<coldcache_trace::Record>>) {
     let f = a.finish(Meta::default(), Vec::new(), |_| "t".into());
-    (f.dump, f.trace.map(|(t, _)| t))
+    (f.dump, f.trace.map(|t| t.records))
 }
 
 /// The counters of the record at `ip` with call stack `stack`.

@@ -22,6 +22,9 @@
 //! println!("{} instructions", summary.instructions);
 //! ```
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub use coldcache_analysis as analysis;
 pub use coldcache_capture as capture;
 pub use coldcache_config as config;

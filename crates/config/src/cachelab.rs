@@ -15,9 +15,13 @@ use coldcache_sim::{
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("cache lab -s {s} -E {e} -b {b}: {problem}")]
 pub struct CacheLabError {
+    /// Set-index bits.
     pub s: u32,
+    /// Lines per set.
     pub e: u32,
+    /// Block-offset bits.
     pub b: u32,
+    /// What is wrong.
     pub problem: String,
 }
 

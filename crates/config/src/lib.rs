@@ -22,6 +22,9 @@
 //! assert_eq!(zen4, again);
 //! ```
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -58,7 +61,9 @@ pub enum Error {
     /// A configuration file could not be read.
     #[error("{}: cannot read: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read.
         #[source]
         source: io::Error,
     },
@@ -77,13 +82,16 @@ pub enum Error {
     /// A built-in preset failed validation (a bug in the preset).
     #[error("cache preset {name:?}: {source}")]
     Invalid {
+        /// The preset.
         name: String,
+        /// What is wrong.
         #[source]
         source: ConfigError,
     },
     /// Neither a preset, `host`, nor a file.
     #[error("{}", unknown_message(.spec, .suggestion.as_deref()))]
     Unknown {
+        /// The argument as given.
         spec: String,
         /// The closest preset name, if the spec looks like a misspelling.
         suggestion: Option<String>,

@@ -47,7 +47,9 @@ pub const SYSFS_CPU_ROOT: &str = "/sys/devices/system/cpu";
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{}: {problem}", path.display())]
 pub struct SysfsError {
+    /// The sysfs file or directory.
     pub path: PathBuf,
+    /// What is wrong with it.
     pub problem: String,
 }
 

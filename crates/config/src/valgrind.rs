@@ -29,6 +29,7 @@ pub struct GeometryError {
 pub struct OptionError {
     /// The option as spelt on the command line: `--I1`, `--D1` or `--LL`.
     pub option: String,
+    /// What is wrong with its value.
     pub problem: String,
 }
 

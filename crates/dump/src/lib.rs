@@ -24,6 +24,9 @@
 //! later versions can add sections that older readers ignore; every older
 //! version keeps loading (samples of each are under test).
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod symbols;
 mod varint;
 
@@ -198,10 +201,13 @@ pub const MAX_SOURCE_FILE: u64 = 16 << 20;
 /// Why [`SourceText::read`] read nothing (the message names no path).
 #[derive(Debug, thiserror::Error)]
 pub enum SourceReadError {
+    /// A directory, device, FIFO or socket.
     #[error("not a regular file")]
     NotAFile,
+    /// Over the size limit (the limit in bytes).
     #[error("larger than {0} bytes")]
     TooLarge(u64),
+    /// The read failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }

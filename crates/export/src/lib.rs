@@ -14,6 +14,9 @@
 //!   thread.
 //! - [`json`]: the profile as documented JSON (docs/export.md).
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 mod callgrind;
 mod stacks;
 

@@ -11,6 +11,9 @@
 //! level; the [`Outcome`] prints that tally per level and per kind, as JSON,
 //! as Cachegrind's nine events or as Cache Lab's line.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 use coldcache_sim::{
     Access, AccessKind, ConfigError, Driver, HierarchyConfig, LevelStats, ServedBy, StraddleMode,
     Tally, MAX_LEVELS,

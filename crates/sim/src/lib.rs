@@ -21,6 +21,8 @@
 //! level. Coherence, inclusion and prefetchers are rules applied on top of
 //! those paths.
 
+#![forbid(unsafe_code)]
+
 pub mod cache;
 mod coherence;
 pub mod config;

@@ -20,6 +20,8 @@
 //! The file I/O is in `elf` and `sources`; the interning of files and functions and the
 //! per-module counts ([`summarize`]) are pure.
 
+#![warn(missing_docs)]
+
 mod elf;
 mod sources;
 

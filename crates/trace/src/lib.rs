@@ -27,6 +27,9 @@
 //! simulator pays the reader's per-call overhead once per few thousand
 //! records; [`TraceReader`] is also an [`Iterator`] for convenience.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 mod binary;
 mod error;
 mod input;

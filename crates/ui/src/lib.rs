@@ -29,6 +29,8 @@
 //! ([`ServeOptions`]), a fixed number of threads, and an answer cache of
 //! [`CACHE_BYTES`] counting its keys.
 
+#![warn(missing_docs)]
+
 mod api;
 mod http;
 

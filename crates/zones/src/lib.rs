@@ -35,6 +35,8 @@
 //!
 //! With the feature `disabled`, every zone macro compiles to nothing.
 
+#![warn(missing_docs)]
+
 pub mod export;
 pub mod format;
 pub mod parse;
