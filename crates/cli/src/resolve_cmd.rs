@@ -83,7 +83,7 @@ pub fn resolve_file(
         None
     };
     let took = t.elapsed();
-    crate::probe_cmd::write_atomically(output, &dump.to_bytes())?;
+    crate::write_output(output, &dump.to_bytes())?;
     let mut text = summary(&dump, output, took);
     text += &sources_text(&dump, src.as_ref());
     Ok(text)

@@ -5,7 +5,8 @@
 //!   directory, fsynced, then renamed over the target; removed on every
 //!   error path; devices and FIFOs written in place; symbolic links
 //!   followed, never replaced) and [`write_output`] (the same, with `-`
-//!   meaning standard output), for every file coldcache writes.
+//!   meaning standard output), for every file coldcache writes;
+//!   [`move_file`] puts a finished file in place by the same rules.
 //! - [`read`]: [`read_regular`] and [`open_regular`], for every file
 //!   coldcache reads whose name comes from a user or a dump: only regular
 //!   files (after symbolic links), opened without blocking on a FIFO, and
@@ -25,4 +26,4 @@ pub mod varint;
 pub mod write;
 
 pub use read::{open_regular, read_regular, ReadError};
-pub use write::{write_atomically, write_atomically_with, write_output};
+pub use write::{move_file, write_atomically, write_atomically_with, write_output};

@@ -51,6 +51,24 @@ pub fn write_atomically_with(
     }
 }
 
+/// Moves the finished file `from` to `to` as [`write_atomically`] would
+/// write it: a rename when `to` is a regular file (or new) on the same
+/// file system, otherwise a copy through [`write_atomically_with`] and
+/// the removal of `from`. `from` is removed on success only.
+pub fn move_file(from: &Path, to: &Path) -> io::Result<()> {
+    if let Target::Replace { path, mode } = target(to)? {
+        if let Some(m) = mode {
+            let _ = std::fs::set_permissions(from, std::fs::Permissions::from_mode(m));
+        }
+        if std::fs::rename(from, &path).is_ok() {
+            return Ok(());
+        }
+    }
+    let mut src = File::open(from).map_err(|e| step(e, "opening", from))?;
+    write_atomically_with(to, |f| io::copy(&mut src, f).map(drop))?;
+    std::fs::remove_file(from).map_err(|e| step(e, "removing", from))
+}
+
 /// [`write_atomically`], except that `-` is standard output.
 pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
     if path.as_os_str() == "-" {

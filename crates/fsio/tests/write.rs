@@ -152,3 +152,39 @@ fn a_directory_that_refuses_files_is_named_in_the_error() {
     );
     assert!(msg.contains("os error"), "{msg}");
 }
+
+#[test]
+fn move_file_renames_onto_a_regular_file_and_copies_into_a_fifo() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = dir.path().join("rec");
+    std::fs::write(&from, b"events").unwrap();
+    let to = dir.path().join("out.zones");
+    std::fs::write(&to, b"old").unwrap();
+    coldcache_fsio::move_file(&from, &to).unwrap();
+    assert_eq!(std::fs::read(&to).unwrap(), b"events");
+    assert!(!from.exists());
+
+    std::fs::write(&from, b"piped").unwrap();
+    let fifo = dir.path().join("pipe");
+    mkfifo(&fifo);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(&fifo).unwrap())
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (f2, p2) = (from.clone(), fifo.clone());
+    std::thread::spawn(move || tx.send(coldcache_fsio::move_file(&f2, &p2)));
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the move hung")
+        .unwrap();
+    assert_eq!(reader.join().unwrap(), b"piped");
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    assert!(!from.exists());
+    assert_eq!(
+        leftovers(dir.path(), &["out.zones", "pipe"]),
+        Vec::<String>::new()
+    );
+}
