@@ -99,7 +99,7 @@ fn load_bias(m: &coldcache_dump::Module) -> Option<u64> {
     if !m.path.starts_with('/') {
         return None;
     }
-    let data = coldcache_fsio::read_regular(&m.path, MAX_BINARY).ok()?;
+    let data = coldcache_fsio::read_regular(&m.path, coldcache_fsio::elf::MAX_ELF_FILE).ok()?;
     let file = object::File::parse(&*data).ok()?;
     if !m.build_id.is_empty() && file.build_id().ok()?? != m.build_id.as_slice() {
         return None;
@@ -107,6 +107,3 @@ fn load_bias(m: &coldcache_dump::Module) -> Option<u64> {
     // Dump modules are the executable mappings.
     coldcache_fsio::elf::LoadSegments::of(&file).load_bias(m.start, m.file_offset, true)
 }
-
-/// Largest binary read for its segments (a dump names its modules itself).
-const MAX_BINARY: u64 = 4 << 30;

@@ -204,8 +204,14 @@ pub fn run(args: RecordArgs) -> Result<()> {
         }
         cores.push(tc.clone());
     }
-    // A stale dump must not pass for this run's.
-    let _ = std::fs::remove_file(&output);
+    // A stale dump must not pass for this run's. Only a regular file (the
+    // target, if -o is a link) is removed: `-o /dev/null` run as root
+    // removed /dev/null.
+    if let Ok(real) = std::fs::canonicalize(&output) {
+        if std::fs::metadata(&real).is_ok_and(|m| m.is_file()) {
+            let _ = std::fs::remove_file(&real);
+        }
+    }
 
     let mut cmd = Command::new(&program);
     cmd.args(&args.program[1..]);
@@ -274,11 +280,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
         );
     }
     let status = child.wait().context("waiting for the program")?;
-    if output.exists() {
-        let bytes =
-            std::fs::read(&output).with_context(|| format!("reading {}", output.display()))?;
-        let dump =
-            Dump::from_bytes(&bytes).with_context(|| format!("reading {}", output.display()))?;
+    // A device or FIFO given as -o was written through: nothing to read.
+    if std::fs::metadata(&output).is_ok_and(|m| m.is_file()) {
+        let dump = crate::report_cmd::load_dump(&output)?;
         eprint!("{}", summary(&dump, &output));
         if !args.no_resolve {
             // The capture is written: a failure here loses nothing, so it

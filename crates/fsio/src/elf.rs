@@ -18,6 +18,10 @@
 
 use object::{Object, ObjectSegment};
 
+/// Largest binary or debug file read (`crate::read_regular`): a dump or a
+/// zones recording names its modules itself, so the name may be a device.
+pub const MAX_ELF_FILE: u64 = 4 << 30;
+
 /// Page size the loader aligns mappings to (x86-64).
 const PAGE_MASK: u64 = 0xfff;
 

@@ -25,5 +25,5 @@ pub mod read;
 pub mod varint;
 pub mod write;
 
-pub use read::{open_regular, read_regular, ReadError};
+pub use read::{open_regular, read_regular, read_regular_to_string, ReadError};
 pub use write::{move_file, write_atomically, write_atomically_with, write_output};
