@@ -43,7 +43,7 @@ pub fn put(out: &mut Vec<u8>, mut v: u64) {
 
 /// Reads an unsigned LEB128 number at `*pos` and advances `*pos` past it.
 /// On error `*pos` is left after the last byte looked at.
-#[inline]
+#[inline(always)]
 pub fn get(buf: &[u8], pos: &mut usize) -> Result<u64, VarintError> {
     let mut v = 0u64;
     let mut shift = 0u32;
@@ -60,6 +60,13 @@ pub fn get(buf: &[u8], pos: &mut usize) -> Result<u64, VarintError> {
             return Ok(v);
         }
         shift += 7;
+        // Never true (the tenth byte ended the number or was refused
+        // above), but it bounds the loop for the optimizer: without it,
+        // and without `inline(always)`, cctrace decoding was 10–20 %
+        // slower than with the trace crate's own copy.
+        if shift > 63 {
+            return Err(VarintError::TooLarge);
+        }
     }
 }
 
