@@ -869,7 +869,7 @@ pub fn snapshot() -> Vec<u8> {
 /// temporary file, then a rename; a device or FIFO written in place),
 /// without holding the whole file in memory.
 fn write_recording_to(path: &Path) -> std::io::Result<()> {
-    coldcache_fsio::write_atomically_with(path, |f| write_recording(f))
+    coldcache_fsio::write_atomically_with(path, write_recording)
 }
 
 fn tmp_path(path: &Path, what: &str) -> PathBuf {
