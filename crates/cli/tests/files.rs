@@ -385,3 +385,50 @@ fn a_small_stack_limit_does_not_crash_the_commands() {
         assert!(!r.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// Regression: `record`'s resolution step overflowed the main thread's
+/// stack under `ulimit -s 64`. Needs gcc and `libcoldcache.so` next to
+/// the binary (built by the capture tests); skipped without them.
+#[test]
+fn record_resolves_under_a_small_stack_limit() {
+    let lib = Path::new(BIN).parent().unwrap().join("libcoldcache.so");
+    let have_gcc = Command::new("gcc")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok();
+    if !have_gcc || !lib.is_file() {
+        eprintln!("SKIP record_resolves_under_a_small_stack_limit: gcc or libcoldcache.so missing");
+        return;
+    }
+    let d = scratch("record-stack");
+    let st = Command::new("gcc")
+        .args(["-O1", "-g", "-o"])
+        .arg(d.join("ex"))
+        .arg(repo().join("examples/programs/example.c"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let r = coldcache_limited(
+        &d,
+        "ulimit -s 64",
+        &[
+            "record",
+            "--function",
+            "main",
+            "-o",
+            "ex.ccdump",
+            "--",
+            "./ex",
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("lines"),
+        "no resolution summary: {}",
+        r.stderr
+    );
+    let dump =
+        coldcache_dump::Dump::from_bytes(&std::fs::read(d.join("ex.ccdump")).unwrap()).unwrap();
+    assert!(dump.symbols.is_some(), "the dump was not resolved");
+}
