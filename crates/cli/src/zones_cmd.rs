@@ -134,9 +134,15 @@ pub fn run(args: ZonesArgs) -> Result<()> {
     }
 }
 
+/// Largest zones file read. The format states no limit (a streamed
+/// recording grows with the run); this one only stops a wrong file.
+const MAX_ZONES_FILE: u64 = 64 << 30;
+
 /// Reads, decodes, parses and symbolizes a recording; warns about problems.
+/// Only a regular file is read (`coldcache_fsio::read_regular`).
 fn load(path: &Path, symbols: bool) -> Result<Recording> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = coldcache_fsio::read_regular(path, MAX_ZONES_FILE)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let decoded = format::decode(&bytes);
     if let Some(e) = &decoded.error {
         if decoded.chunks.is_empty() && decoded.labels.is_empty() {

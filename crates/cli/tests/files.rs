@@ -315,6 +315,24 @@ fn sim_refuses_a_device_or_fifo_as_configuration_or_trace() {
     }
 }
 
+/// Regression: a device or FIFO as a zones recording was read without end.
+#[test]
+fn zones_refuses_a_device_or_fifo_as_a_recording() {
+    let d = scratch("zones-bad");
+    let fifo = d.join("pipe");
+    mkfifo(&fifo);
+    for bad in ["/dev/zero", p(&fifo)] {
+        let r = coldcache(&d, &["zones", bad]);
+        assert_eq!(r.code, Some(2), "{bad}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!("cannot read {bad}"))
+                && r.stderr.contains("not a regular file"),
+            "{bad}: {}",
+            r.stderr
+        );
+    }
+}
+
 /// Regression: `record --cache /dev/zero` hung before starting anything.
 #[test]
 fn record_refuses_a_device_as_configuration() {
