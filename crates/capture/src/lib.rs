@@ -46,4 +46,3 @@ pub use lifecycle::{
     finish, finish_at_exit, instructions_traced, is_active, prepare, start, stop, Capture,
 };
 pub use options::{CaptureError, Options, Reserves, Summary, Threads, Trigger};
-pub use output::write_atomically;

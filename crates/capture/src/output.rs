@@ -5,6 +5,7 @@
 use crate::account::Finished;
 use crate::options::{CaptureError, Summary};
 use crate::procfs;
+use coldcache_fsio::write_atomically;
 use coldcache_trace::Record as TraceRecord;
 use std::path::{Path, PathBuf};
 
@@ -56,26 +57,4 @@ fn write_trace(path: &Path, records: &[TraceRecord], slots: &[(u32, u32)]) -> st
     w.write_all(records).map_err(std::io::Error::other)?;
     let bytes = w.finish().map_err(std::io::Error::other)?;
     write_atomically(path, &bytes)
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory
-/// and a rename, so readers never see a partial dump.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "dump".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
 }

@@ -7,7 +7,7 @@
 //! prepared or finished, never in a signal handler.
 
 use coldcache_dump::Module;
-use object::{Object, ObjectSegment, ObjectSymbol};
+use object::{Object, ObjectSymbol};
 use std::path::Path;
 
 /// One line of `/proc/self/maps`.
@@ -189,20 +189,15 @@ pub fn find_function(name: &str) -> Result<FoundSymbol, String> {
         let Some(sym) = found else {
             continue;
         };
-        // Load bias: where the file's lowest loadable segment was mapped.
-        let first_vaddr = file.segments().map(|s| s.address()).min().unwrap_or(0) & !0xFFF;
-        let Some(base) = maps
+        // Load bias (`coldcache_fsio::elf`) from the file's executable
+        // mapping, where a text symbol is.
+        let segments = coldcache_fsio::elf::LoadSegments::of(&file);
+        let Some(bias) = maps
             .iter()
-            .filter(|x| x.path == m.path)
-            .map(|x| x.start - x.offset)
-            .min()
+            .filter(|x| x.path == m.path && x.perms.contains('x'))
+            .find_map(|x| segments.load_bias(x.start, x.offset, true))
         else {
             continue;
-        };
-        let bias = if file.kind() == object::ObjectKind::Dynamic {
-            base.wrapping_sub(first_vaddr)
-        } else {
-            0
         };
         return Ok(FoundSymbol {
             address: sym.address().wrapping_add(bias),

@@ -20,7 +20,7 @@ use crate::procfs::Mapping;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::Unwinder;
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, MustNotAllocateDuringUnwind};
-use object::{Object, ObjectSection, ObjectSegment};
+use object::{Object, ObjectSection};
 use std::cell::Cell;
 use std::ops::Range;
 
@@ -83,12 +83,13 @@ impl StackUnwinder {
             if file.format() != object::BinaryFormat::Elf {
                 continue;
             }
+            let segments = coldcache_fsio::elf::LoadSegments::of(&file);
             files.clear();
             for x in maps
                 .iter()
                 .filter(|x| x.path == m.path && x.perms.contains('x'))
             {
-                let Some(bias) = load_bias(&file, x) else {
+                let Some(bias) = segments.load_bias(x.start, x.offset, true) else {
                     continue;
                 };
                 match files.iter_mut().find(|f| f.1 == bias) {
@@ -203,33 +204,6 @@ impl StackUnwinder {
         }
         n
     }
-}
-
-/// The load bias of an executable mapping of `file`: runtime address minus
-/// the address the file states, from the executable `PT_LOAD` segment
-/// that contains the mapping's file offset.
-fn load_bias(file: &object::File<'_>, m: &Mapping) -> Option<u64> {
-    if file.kind() != object::ObjectKind::Dynamic {
-        // ET_EXEC: stated addresses are runtime addresses.
-        return Some(0);
-    }
-    // The mapping's first page can also belong to the read-only segment
-    // before it (segments share pages in the file): only an executable
-    // segment may place an executable mapping.
-    file.segments().find_map(|s| {
-        let object::SegmentFlags::Elf { p_flags } = s.flags() else {
-            return None;
-        };
-        if p_flags & object::elf::PF_X == 0 {
-            return None;
-        }
-        let (off, size) = s.file_range();
-        let page_off = off & !0xFFF;
-        (m.offset >= page_off && m.offset < off + size).then(|| {
-            let svma_at_start = s.address().wrapping_sub(off).wrapping_add(m.offset);
-            m.start.wrapping_sub(svma_at_start)
-        })
-    })
 }
 
 /// The sections framehop needs from an ELF file, or `None` without

@@ -30,7 +30,8 @@ pub struct ExportArgs {
     /// Output format.
     #[arg(long, value_enum)]
     format: Format,
-    /// Output file.
+    /// Output file (`-`: standard output; a device or FIFO is written in
+    /// place, a symbolic link followed).
     #[arg(short, long)]
     output: PathBuf,
     /// Column weighting folded stacks, flame graphs and speedscope (any
@@ -79,37 +80,30 @@ pub fn run(a: ExportArgs) -> Result<()> {
         )?,
         Format::Json => serde_json::to_vec_pretty(&coldcache_export::json(&p))?,
     };
-    coldcache_capture::write_atomically(&a.output, &bytes)
-        .with_context(|| format!("cannot write {}", a.output.display()))?;
-    eprintln!(
-        "coldcache: wrote {} ({} bytes)",
-        a.output.display(),
-        bytes.len()
-    );
+    crate::write_output(&a.output, &bytes)?;
+    if a.output.as_os_str() != "-" {
+        eprintln!(
+            "coldcache: wrote {} ({} bytes)",
+            a.output.display(),
+            bytes.len()
+        );
+    }
     Ok(())
 }
 
 /// The load bias of a module (run-time address minus ELF virtual address),
-/// read from its file's `PT_LOAD` segments; `None` when the file is gone,
-/// unreadable, not ELF, or of another build.
+/// from its file's `PT_LOAD` segments (`coldcache_fsio::elf`); `None` when
+/// the file is gone, unreadable, not ELF, or of another build.
 fn load_bias(m: &coldcache_dump::Module) -> Option<u64> {
-    use object::{Object, ObjectSegment};
+    use object::Object;
     if !m.path.starts_with('/') {
         return None;
     }
-    let data = std::fs::read(&m.path).ok()?;
+    let data = coldcache_fsio::read_regular(&m.path, coldcache_fsio::elf::MAX_ELF_FILE).ok()?;
     let file = object::File::parse(&*data).ok()?;
     if !m.build_id.is_empty() && file.build_id().ok()?? != m.build_id.as_slice() {
         return None;
     }
-    const PAGE: u64 = 0xfff;
-    let off = m.file_offset;
-    file.segments().find_map(|s| {
-        let (start, size) = s.file_range();
-        let aligned = start & !PAGE;
-        (aligned <= off && off < start + size).then(|| {
-            m.start
-                .wrapping_sub((s.address() & !PAGE) + (off - aligned))
-        })
-    })
+    // Dump modules are the executable mappings.
+    coldcache_fsio::elf::LoadSegments::of(&file).load_bias(m.start, m.file_offset, true)
 }

@@ -2,6 +2,12 @@
 //! the library crates. Each subcommand lives in its own module; `main` runs
 //! one, prints the whole chain of causes of an error once, and treats a
 //! closed stdout (`coldcache sim ... | head`) as success.
+//!
+//! The command runs on a thread of its own with a [`STACK`]-byte stack, so
+//! that `ulimit -s` (the main thread's stack) cannot make it overflow;
+//! `SIGXFSZ` is ignored, so a file size limit is an error naming the file
+//! (and the temporary file is removed) rather than death by signal. Every
+//! file a command writes goes through [`write_output`].
 
 mod export_cmd;
 mod probe_cmd;
@@ -78,7 +84,46 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
     })
 }
 
+/// Writes an output file whole or not at all (`coldcache_fsio`: `-` is
+/// standard output, devices and FIFOs are written in place, symbolic links
+/// followed), naming the file in the error.
+pub(crate) fn write_output(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    coldcache_fsio::write_output(path, bytes).with_context(|| {
+        if path.as_os_str() == "-" {
+            "cannot write to standard output".to_string()
+        } else {
+            format!("cannot write {}", path.display())
+        }
+    })
+}
+
+/// Stack of the thread that runs the command. Only touched pages cost
+/// memory; deep recursions (clap's parser, the resolver's DWARF walk, the
+/// views' trees) stay far from it.
+const STACK: usize = 256 << 20;
+
 fn main() -> ExitCode {
+    // SAFETY: setting a signal's disposition to SIG_IGN has no
+    // preconditions; no handler is installed.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+    let worker = std::thread::Builder::new()
+        .name("coldcache".into())
+        .stack_size(STACK)
+        .spawn(command);
+    match worker.map(|w| w.join()) {
+        Ok(Ok(code)) => code,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(e) => {
+            eprintln!("coldcache: error: cannot start the command's thread: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Parses the arguments and runs the command: the whole program but for
+/// the thread it runs on.
+fn command() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -95,5 +140,26 @@ fn main() -> ExitCode {
             eprintln!();
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_files_are_replaced_whole_and_errors_name_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.toml");
+        write_output(&p, b"one").unwrap();
+        write_output(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        let err = write_output(&dir.path().join("no/such/dir.svg"), b"x").unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(
+            msg.contains("cannot write") && msg.contains("no/such/dir.svg"),
+            "{msg}"
+        );
     }
 }

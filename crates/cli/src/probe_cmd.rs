@@ -4,7 +4,7 @@
 //! simulator's predictions for the same access patterns.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -33,16 +33,6 @@ pub struct ProbeArgs {
     /// No progress bar.
     #[arg(long)]
     pub no_progress: bool,
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file in the same
-/// directory, then a rename, so a reader never sees half a file.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    if path.file_name().is_none() {
-        anyhow::bail!("{}: not a file name", path.display());
-    }
-    coldcache_capture::write_atomically(path, bytes)
-        .with_context(|| format!("{}: cannot write", path.display()))
 }
 
 pub fn run(args: ProbeArgs) -> Result<()> {
@@ -118,12 +108,12 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         if back != cfg {
             bail!("the measured configuration does not round-trip (a bug)");
         }
-        write_atomically(path, text.as_bytes())?;
+        crate::write_output(path, text.as_bytes())?;
         config_notes = notes;
     }
     if let Some(path) = &args.plot {
         let svg = plot_svg(&report)?;
-        write_atomically(path, svg.as_bytes())?;
+        crate::write_output(path, svg.as_bytes())?;
     }
 
     let stdout = std::io::stdout();
@@ -586,24 +576,4 @@ fn plot_svg(r: &Report) -> Result<String> {
 
 fn plot_err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow::anyhow!("drawing the plot: {e}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn atomic_write_replaces_and_leaves_no_temporary() {
-        let dir = std::env::temp_dir().join(format!("cc-probe-atomic-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let p = dir.join("x.toml");
-        write_atomically(&p, b"one").unwrap();
-        write_atomically(&p, b"two").unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"two");
-        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
-        assert_eq!(names.len(), 1);
-        let err = write_atomically(&dir.join("no/such/dir.svg"), b"x").unwrap_err();
-        assert!(format!("{err:#}").contains("no/such/dir.svg"));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 }

@@ -88,21 +88,37 @@ impl std::fmt::Display for ChildFailed {
 
 impl std::error::Error for ChildFailed {}
 
-/// Finds `libcoldcache.so`: `$COLDCACHE_LIB`, then next to this executable
-/// (and in its parent, for `target/release/deps` layouts).
+/// Finds `libcoldcache.so` for `record` and `zones record`:
+/// `$COLDCACHE_LIB`, then next to this executable, then in its parent
+/// directory (`target/release/deps` layouts). The path is made canonical
+/// (absolute): the loader resolves `LD_PRELOAD` in the program's working
+/// directory, which may not be ours. (Of the two copies this replaces,
+/// `record`'s canonicalized and `zones record`'s did not; `zones record`'s
+/// told a directory from a missing file.)
 pub fn find_library() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("COLDCACHE_LIB") {
+    library_from(std::env::var_os("COLDCACHE_LIB"), std::env::current_exe())
+}
+
+fn library_from(env: Option<std::ffi::OsString>, exe: std::io::Result<PathBuf>) -> Result<PathBuf> {
+    if let Some(p) = env {
         let p = PathBuf::from(p);
         if p.is_file() {
-            return Ok(p.canonicalize().unwrap_or(p));
+            return p
+                .canonicalize()
+                .with_context(|| format!("COLDCACHE_LIB={}", p.display()));
+        }
+        if p.exists() {
+            bail!("COLDCACHE_LIB={} is not a file", p.display());
         }
         bail!("COLDCACHE_LIB={} does not exist", p.display());
     }
-    let exe = std::env::current_exe().context("locating the coldcache executable")?;
+    let exe = exe.context("locating the coldcache executable")?;
     for dir in exe.ancestors().skip(1).take(2) {
         let p = dir.join("libcoldcache.so");
         if p.is_file() {
-            return Ok(p);
+            return p
+                .canonicalize()
+                .with_context(|| format!("locating {}", p.display()));
         }
     }
     bail!(
@@ -188,8 +204,14 @@ pub fn run(args: RecordArgs) -> Result<()> {
         }
         cores.push(tc.clone());
     }
-    // A stale dump must not pass for this run's.
-    let _ = std::fs::remove_file(&output);
+    // A stale dump must not pass for this run's. Only a regular file (the
+    // target, if -o is a link) is removed: `-o /dev/null` run as root
+    // removed /dev/null.
+    if let Ok(real) = std::fs::canonicalize(&output) {
+        if std::fs::metadata(&real).is_ok_and(|m| m.is_file()) {
+            let _ = std::fs::remove_file(&real);
+        }
+    }
 
     let mut cmd = Command::new(&program);
     cmd.args(&args.program[1..]);
@@ -258,11 +280,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
         );
     }
     let status = child.wait().context("waiting for the program")?;
-    if output.exists() {
-        let bytes =
-            std::fs::read(&output).with_context(|| format!("reading {}", output.display()))?;
-        let dump =
-            Dump::from_bytes(&bytes).with_context(|| format!("reading {}", output.display()))?;
+    // A device or FIFO given as -o was written through: nothing to read.
+    if std::fs::metadata(&output).is_ok_and(|m| m.is_file()) {
+        let dump = crate::report_cmd::load_dump(&output)?;
         eprint!("{}", summary(&dump, &output));
         if !args.no_resolve {
             // The capture is written: a failure here loses nothing, so it
@@ -368,4 +388,48 @@ pub fn trigger(args: TriggerArgs) -> Result<()> {
             .with_context(|| format!("signalling process {}", args.pid));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_library_path_is_absolute_and_a_directory_is_not_taken_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("libcoldcache.so");
+        std::fs::write(&lib, b"").unwrap();
+        let deps = dir.path().join("deps");
+        std::fs::create_dir(&deps).unwrap();
+        // Next to the executable's directory (target/release/deps layout).
+        let found = library_from(None, Ok(deps.join("coldcache"))).unwrap();
+        assert_eq!(found, lib.canonicalize().unwrap());
+        // A relative COLDCACHE_LIB comes back absolute.
+        let cwd = std::env::current_dir().unwrap();
+        let rel = pathdiff(&lib, &cwd);
+        let found = library_from(Some(rel.into()), Ok(PathBuf::from("/x"))).unwrap();
+        assert!(found.is_absolute(), "{}", found.display());
+        assert_eq!(found, lib.canonicalize().unwrap());
+        let e = library_from(Some(deps.clone().into()), Ok(PathBuf::from("/x"))).unwrap_err();
+        assert!(e.to_string().ends_with("is not a file"), "{e}");
+        let e = library_from(Some(deps.join("no").into()), Ok(PathBuf::from("/x"))).unwrap_err();
+        assert!(e.to_string().ends_with("does not exist"), "{e}");
+        let e = library_from(None, Ok(dir.path().join("a/b/c"))).unwrap_err();
+        assert!(e.to_string().contains("was not found next to"), "{e}");
+    }
+
+    /// `to` relative to `from` (both absolute), through `..` as needed.
+    fn pathdiff(to: &Path, from: &Path) -> PathBuf {
+        let to: Vec<_> = to.components().collect();
+        let from: Vec<_> = from.components().collect();
+        let common = to.iter().zip(&from).take_while(|(a, b)| a == b).count();
+        let mut p = PathBuf::new();
+        for _ in common..from.len() {
+            p.push("..");
+        }
+        for c in &to[common..] {
+            p.push(c);
+        }
+        p
+    }
 }

@@ -128,10 +128,17 @@ pub struct DiffArgs {
     common: Common,
 }
 
-/// Reads and decodes a dump, naming the file in any error.
+/// Largest dump read. The format states no limit; this one only keeps a
+/// wrong file from exhausting memory (the largest dumps measured, 1M
+/// records with symbols, are a few hundred megabytes).
+pub const MAX_DUMP: u64 = 16 << 30;
+
+/// Reads and decodes a dump, naming the file in any error. Only regular
+/// files are read (`coldcache_fsio::read_regular`): a FIFO or a device
+/// (`/dev/urandom`) is refused before anything is read.
 pub fn load_dump(path: &Path) -> Result<Dump> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("cannot read dump {}", path.display()))?;
+    let bytes = coldcache_fsio::read_regular(path, MAX_DUMP)
+        .with_context(|| format!("cannot read dump {}", path.display()))?;
     Dump::from_bytes(&bytes).with_context(|| format!("cannot load dump {}", path.display()))
 }
 
@@ -176,17 +183,22 @@ fn profile(path: &Path, c: &Common) -> Result<Profile> {
     ))
 }
 
+/// Prints JSON on standard output, flushed here: an error at the exit's
+/// implicit flush (a full disk under `> file`) would go unreported.
 fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, v)?;
-    writeln!(out)?;
-    Ok(())
+    serde_json::to_writer_pretty(&mut out, v)
+        .map_err(std::io::Error::from)
+        .and_then(|()| writeln!(out))
+        .and_then(|()| out.flush())
+        .context("cannot write to standard output")
 }
 
 fn print_text(s: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    out.write_all(s.as_bytes())?;
-    Ok(())
+    out.write_all(s.as_bytes())
+        .and_then(|()| out.flush())
+        .context("cannot write to standard output")
 }
 
 /// Runs `coldcache report`.

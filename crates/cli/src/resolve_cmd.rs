@@ -5,7 +5,7 @@
 //! resolved. `coldcache record` calls [`resolve_file`] after the program
 //! exits.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use coldcache_dump::{Dump, ModuleStatus};
 use coldcache_symbols::{ModuleSummary, ResolveOptions, SourceLimits, SourcesSummary};
@@ -68,9 +68,7 @@ pub fn resolve_file(
     opts: &ResolveOptions,
     sources: bool,
 ) -> Result<String> {
-    let bytes = std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
-    let mut dump =
-        Dump::from_bytes(&bytes).with_context(|| format!("reading {}", input.display()))?;
+    let mut dump = crate::report_cmd::load_dump(input)?;
     let t = std::time::Instant::now();
     coldcache_symbols::resolve_dump(&mut dump, opts);
     let src = if sources {
@@ -83,7 +81,7 @@ pub fn resolve_file(
         None
     };
     let took = t.elapsed();
-    crate::probe_cmd::write_atomically(output, &dump.to_bytes())?;
+    crate::write_output(output, &dump.to_bytes())?;
     let mut text = summary(&dump, output, took);
     text += &sources_text(&dump, src.as_ref());
     Ok(text)

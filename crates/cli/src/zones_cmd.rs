@@ -134,9 +134,15 @@ pub fn run(args: ZonesArgs) -> Result<()> {
     }
 }
 
+/// Largest zones file read. The format states no limit (a streamed
+/// recording grows with the run); this one only stops a wrong file.
+const MAX_ZONES_FILE: u64 = 64 << 30;
+
 /// Reads, decodes, parses and symbolizes a recording; warns about problems.
+/// Only a regular file is read (`coldcache_fsio::read_regular`).
 fn load(path: &Path, symbols: bool) -> Result<Recording> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = coldcache_fsio::read_regular(path, MAX_ZONES_FILE)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let decoded = format::decode(&bytes);
     if let Some(e) = &decoded.error {
         if decoded.chunks.is_empty() && decoded.labels.is_empty() {
@@ -187,8 +193,7 @@ fn view_cmd(a: ViewArgs) -> Result<()> {
         OutFormat::Text => text_view(&rec, &a, unit).into_bytes(),
     };
     match &a.output {
-        Some(o) => record::write_atomically(o, &out)
-            .with_context(|| format!("cannot write {}", o.display())),
+        Some(o) => crate::write_output(o, &out),
         None => {
             std::io::stdout().write_all(&out)?;
             Ok(())
@@ -239,30 +244,8 @@ fn text_view(rec: &Recording, a: &ViewArgs, unit: Unit) -> String {
     out
 }
 
-/// Where libcoldcache.so is: $COLDCACHE_LIB, or next to this executable.
-fn find_library() -> Result<PathBuf> {
-    if let Some(p) = std::env::var_os("COLDCACHE_LIB") {
-        let p = PathBuf::from(p);
-        if p.is_file() {
-            return Ok(p);
-        }
-        bail!("COLDCACHE_LIB={} is not a file", p.display());
-    }
-    let exe = std::env::current_exe().context("cannot find the coldcache executable")?;
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    for cand in [dir.join("libcoldcache.so"), dir.join("../libcoldcache.so")] {
-        if cand.is_file() {
-            return Ok(cand);
-        }
-    }
-    bail!(
-        "libcoldcache.so is not next to {} (build it with `cargo build --release -p libcoldcache`, or point COLDCACHE_LIB at it)",
-        exe.display()
-    )
-}
-
 fn record_cmd(a: RecordArgs) -> Result<()> {
-    let lib = find_library()?;
+    let lib = crate::record_cmd::find_library()?;
     if let Some(t) = &a.threshold {
         if spike::parse_duration_ms(t).is_none() {
             bail!("--threshold {t:?} is not a duration (e.g. 1ms, 500us, 0.2s)");
@@ -335,13 +318,10 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
             .and_then(|f| Ok(format::summarize(&mut std::io::BufReader::new(f))?))
             .with_context(|| format!("cannot read the recording {}", rec_path.display()))?;
         modules = summary.tables.modules.clone();
-        // Same file system: a rename; otherwise a copy and a rename.
-        if std::fs::rename(&rec_path, &output).is_err() {
-            let tmp = output.with_extension("zones.partial");
-            std::fs::copy(&rec_path, &tmp)
-                .and_then(|_| std::fs::rename(&tmp, &output))
-                .with_context(|| format!("cannot write {}", output.display()))?;
-        }
+        // A rename when it can (same file system), else a copy; a device
+        // or FIFO is written in place.
+        coldcache_fsio::move_file(&rec_path, &output)
+            .with_context(|| format!("cannot write {}", output.display()))?;
         eprintln!(
             "coldcache: {} events from {} thread(s) recorded in {}{}",
             summary.events,
@@ -367,18 +347,20 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
         let lines = std::fs::read_to_string(&spikes_path).unwrap_or_default();
         let (text, json) = render_spikes(&lines, modules)?;
         match &a.spike_log {
-            Some(p) => record::write_atomically(p, text.as_bytes())
-                .with_context(|| format!("cannot write {}", p.display()))?,
+            Some(p) => crate::write_output(p, text.as_bytes())?,
             None => std::io::stderr().write_all(text.as_bytes())?,
         }
         if let Some(p) = &a.spike_json {
-            record::write_atomically(p, json.as_bytes())
-                .with_context(|| format!("cannot write {}", p.display()))?;
+            crate::write_output(p, json.as_bytes())?;
         }
     }
     if !status.success() {
         match status.code() {
-            Some(c) => std::process::exit(c),
+            Some(c) => {
+                // exit() runs no destructors: remove the directory first.
+                drop(dir);
+                std::process::exit(c)
+            }
             None => bail!("{program} was killed by a signal ({status})"),
         }
     }

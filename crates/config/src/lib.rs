@@ -151,12 +151,19 @@ pub fn resolve(spec: &str) -> Result<HierarchyConfig, Error> {
     })
 }
 
+/// Largest configuration file read, in bytes (the largest example is
+/// about 2 KiB).
+pub const MAX_CONFIG_FILE: u64 = 1 << 20;
+
 /// Reads and validates a TOML configuration file (schema in
-/// `docs/cache-config.md`). Errors name `path` as given.
+/// `docs/cache-config.md`). Errors name `path` as given. Only a regular
+/// file of at most [`MAX_CONFIG_FILE`] bytes is read (`/dev/zero` or a
+/// FIFO is refused, never read).
 pub fn load_file(path: &Path) -> Result<HierarchyConfig, Error> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text =
+        coldcache_fsio::read_regular_to_string(path, MAX_CONFIG_FILE).map_err(|e| Error::Io {
+            path: path.to_path_buf(),
+            source: e.into(),
+        })?;
     Ok(from_toml_str(&text, path)?)
 }

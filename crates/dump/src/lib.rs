@@ -217,23 +217,15 @@ impl SourceText {
     /// (invalid UTF-8 replaced). A dump names its files itself, so a
     /// crafted one could name `/dev/zero` or a pipe: only regular files
     /// (after symlinks) are read, and never more than `max_bytes` bytes
-    /// (checked while reading, so a file growing meanwhile cannot pass).
+    /// (checked while reading, so a file growing meanwhile cannot pass):
+    /// `coldcache_fsio::read_regular`, which also opens a FIFO without
+    /// blocking.
     pub fn read(path: &str, max_bytes: u64) -> Result<SourceText, SourceReadError> {
-        use std::io::Read;
-        let meta = std::fs::metadata(path)?;
-        if !meta.is_file() {
-            return Err(SourceReadError::NotAFile);
-        }
-        if meta.len() > max_bytes {
-            return Err(SourceReadError::TooLarge(max_bytes));
-        }
-        let file = std::fs::File::open(path)?;
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
-        file.take(max_bytes.saturating_add(1))
-            .read_to_end(&mut bytes)?;
-        if bytes.len() as u64 > max_bytes {
-            return Err(SourceReadError::TooLarge(max_bytes));
-        }
+        let bytes = coldcache_fsio::read_regular(path, max_bytes).map_err(|e| match e {
+            coldcache_fsio::ReadError::NotRegular(_) => SourceReadError::NotAFile,
+            coldcache_fsio::ReadError::TooLarge(n) => SourceReadError::TooLarge(n),
+            coldcache_fsio::ReadError::Io(e) => SourceReadError::Io(e),
+        })?;
         Ok(SourceText {
             path: path.to_string(),
             text: String::from_utf8_lossy(&bytes).into_owned(),

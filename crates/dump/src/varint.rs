@@ -1,34 +1,15 @@
-//! LEB128 variable-length integers and a bounds-checked section reader.
+//! The dump's bounds-checked section reader over LEB128 numbers (the
+//! numbers themselves are coded by `coldcache_fsio::varint`).
 
 use crate::DumpError;
+use coldcache_fsio::varint::VarintError;
 
-/// Appends `v` as unsigned LEB128.
-pub fn put(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let byte = (v & 0x7F) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
-}
+pub use coldcache_fsio::varint::{put, unzigzag, zigzag};
 
 /// Appends a length-prefixed byte string.
 pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put(out, b.len() as u64);
     out.extend_from_slice(b);
-}
-
-/// Maps a signed value to an unsigned one with small magnitudes small.
-pub fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-/// Inverse of [`zigzag`].
-pub fn unzigzag(v: u64) -> i64 {
-    ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
 /// Reads one section's payload.
@@ -55,25 +36,14 @@ impl<'a> Reader<'a> {
     }
 
     pub fn get(&mut self) -> Result<u64, DumpError> {
-        let mut v = 0u64;
-        let mut shift = 0;
-        loop {
-            let Some(&byte) = self.buf.get(self.pos) else {
-                return Err(self.malformed(format!("ends inside a number at byte {}", self.pos)));
-            };
-            self.pos += 1;
-            if shift == 63 && byte > 1 {
-                return Err(self.malformed(format!("number too large at byte {}", self.pos - 1)));
+        coldcache_fsio::varint::get(self.buf, &mut self.pos).map_err(|e| match e {
+            VarintError::Truncated => {
+                self.malformed(format!("ends inside a number at byte {}", self.pos))
             }
-            v |= u64::from(byte & 0x7F) << shift;
-            if byte & 0x80 == 0 {
-                return Ok(v);
+            VarintError::TooLarge => {
+                self.malformed(format!("number too large at byte {}", self.pos - 1))
             }
-            shift += 7;
-            if shift > 63 {
-                return Err(self.malformed(format!("number too long at byte {}", self.pos - 1)));
-            }
-        }
+        })
     }
 
     pub fn get_u32(&mut self) -> Result<u32, DumpError> {

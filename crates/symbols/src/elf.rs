@@ -8,8 +8,8 @@
 //! ([`Binary::file_to_vaddr`]) is plain.
 
 use object::{
-    Object, ObjectSection, ObjectSegment, ObjectSymbol, ObjectSymbolTable, RelocationTarget,
-    SectionKind, SymbolKind,
+    Object, ObjectSection, ObjectSymbol, ObjectSymbolTable, RelocationTarget, SectionKind,
+    SymbolKind,
 };
 use std::path::{Path, PathBuf};
 
@@ -63,21 +63,24 @@ impl ModuleError {
     }
 }
 
+/// Reads a binary or debug file: a regular file only, at most
+/// `coldcache_fsio::elf::MAX_ELF_FILE` bytes (a dump names its modules
+/// itself, so a module's path may be `/dev/zero` or a FIFO).
+fn read_binary(p: &Path) -> std::io::Result<Vec<u8>> {
+    Ok(coldcache_fsio::read_regular(
+        p,
+        coldcache_fsio::elf::MAX_ELF_FILE,
+    )?)
+}
+
 /// Lowercase hex of a byte string.
 pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// One loadable segment: `filesz` bytes at file `offset`, stated at `vaddr`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Segment {
-    /// File offset.
-    pub offset: u64,
-    /// Bytes in the file.
-    pub filesz: u64,
-    /// Virtual address the ELF file states for `offset`.
-    pub vaddr: u64,
-}
+/// One loadable segment (`coldcache_fsio::elf`, the one home of the
+/// `PT_LOAD` arithmetic).
+pub use coldcache_fsio::elf::{LoadSegments, Segment};
 
 /// One function symbol.
 #[derive(Clone, Debug)]
@@ -171,7 +174,7 @@ pub struct Binary {
     /// Its bytes (instruction bytes are read from here).
     pub data: Vec<u8>,
     /// Its `PT_LOAD` segments.
-    pub segments: Vec<Segment>,
+    pub segments: LoadSegments,
     /// Function symbols.
     pub symbols: SymbolTable,
     /// PLT stubs, named `NAME@plt` as objdump names them.
@@ -186,10 +189,7 @@ impl Binary {
     /// The ELF virtual address of file offset `off`, through the `PT_LOAD`
     /// segment holding it.
     pub fn file_to_vaddr(&self, off: u64) -> Option<(u64, Segment)> {
-        self.segments
-            .iter()
-            .find(|s| s.offset <= off && off - s.offset < s.filesz)
-            .map(|s| (s.vaddr.wrapping_add(off - s.offset), *s))
+        self.segments.file_to_vaddr(off)
     }
 }
 
@@ -230,7 +230,7 @@ pub fn open(path: &str, build_id: &[u8], search: &Search) -> Result<Binary, Modu
     let mut mismatch: Option<ModuleError> = None;
     let mut not_elf: Option<ModuleError> = None;
     for c in &candidates {
-        let data = match std::fs::read(c) {
+        let data = match read_binary(c) {
             Ok(d) => d,
             Err(e) => {
                 first_err.get_or_insert(e);
@@ -260,17 +260,7 @@ pub fn open(path: &str, build_id: &[u8], search: &Search) -> Result<Binary, Modu
             });
             continue;
         }
-        let segments = obj
-            .segments()
-            .map(|s| {
-                let (offset, filesz) = s.file_range();
-                Segment {
-                    offset,
-                    filesz,
-                    vaddr: s.address(),
-                }
-            })
-            .collect();
+        let segments = LoadSegments::of(&obj);
         let debug = debug_file(c, &obj, search);
         let (dwarf_path, note) = match (&debug, has_dwarf(&obj)) {
             (_, true) => (Some(c.clone()), String::new()),
@@ -294,7 +284,7 @@ pub fn open(path: &str, build_id: &[u8], search: &Search) -> Result<Binary, Modu
         if symbols.is_empty() || symbols.source.starts_with(".dynsym") {
             // A stripped binary's full symbol table may be in its debug file.
             if let Some(d) = &debug {
-                if let Ok(dd) = std::fs::read(d) {
+                if let Ok(dd) = read_binary(d) {
                     if let Ok(dobj) = object::File::parse(&*dd) {
                         let t = symbol_table(&dobj, d);
                         if !t.is_empty() && t.source.starts_with(".symtab") {
@@ -357,7 +347,7 @@ fn has_dwarf(obj: &object::File) -> bool {
 fn debug_file(bin: &Path, obj: &object::File, search: &Search) -> Option<PathBuf> {
     let id = obj.build_id().ok().flatten().filter(|id| id.len() >= 2);
     let usable = |p: &Path| -> bool {
-        let Ok(d) = std::fs::read(p) else {
+        let Ok(d) = read_binary(p) else {
             return false;
         };
         let Ok(o) = object::File::parse(&*d) else {
@@ -387,7 +377,7 @@ fn debug_file(bin: &Path, obj: &object::File, search: &Search) -> Option<PathBuf
     cands.into_iter().find(|p| {
         p != bin
             && usable(p)
-            && (id.is_some() || std::fs::read(p).is_ok_and(|d| crc32fast::hash(&d) == crc))
+            && (id.is_some() || read_binary(p).is_ok_and(|d| crc32fast::hash(&d) == crc))
     })
 }
 

@@ -70,47 +70,24 @@ fn class(kind: RecordKind) -> usize {
     (kind != RecordKind::Instr) as usize
 }
 
+/// Zigzag of a wrapping difference (the encoder's deltas are `u64`).
 #[inline]
 fn zigzag(v: u64) -> u64 {
-    let v = v as i64;
-    ((v << 1) ^ (v >> 63)) as u64
+    varint::zigzag(v as i64)
 }
 
+/// Inverse of [`zigzag`], as a wrapping difference.
 #[inline]
 fn unzigzag(v: u64) -> u64 {
-    (v >> 1) ^ (v & 1).wrapping_neg()
+    varint::unzigzag(v) as u64
 }
 
-#[inline]
-fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        buf.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    buf.push(v as u8);
-}
+use coldcache_fsio::varint::{self, put as put_varint};
 
-/// Reads a LEB128 varint of at most 10 bytes; None if truncated or over
-/// 64 bits.
+/// Reads a LEB128 varint; None if truncated or over 64 bits.
 #[inline]
 fn get_varint(p: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    let mut shift = 0u32;
-    loop {
-        let b = *p.get(*pos)?;
-        *pos += 1;
-        if shift == 63 && b > 1 {
-            return None;
-        }
-        v |= ((b & 0x7f) as u64) << shift;
-        if b < 0x80 {
-            return Some(v);
-        }
-        shift += 7;
-        if shift > 63 {
-            return None;
-        }
-    }
+    varint::get(p, pos).ok()
 }
 
 /// Writes a cctrace file.

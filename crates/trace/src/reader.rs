@@ -2,7 +2,6 @@
 //! cctrace), detects its format, and hands out records in batches.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,20 +25,19 @@ const ITER_BATCH: usize = 4096;
 /// Opens the trace file at `path`, decompressing gzip or zstd as its first
 /// bytes call for, and detecting the format unless `format` forces one (a
 /// file starting with the cctrace magic is read as cctrace whatever
-/// `format` says). Errors name the file as `path` shows.
+/// `format` says). Errors name the file as `path` shows. Only regular
+/// files are opened (a FIFO or device is refused at once).
 pub fn open(path: &Path, format: Option<Format>) -> Result<TraceReader, TraceError> {
     let name = path.display().to_string();
-    let file = File::open(path).map_err(|error| TraceError::Io {
+    // Regular files only (`coldcache_fsio::open_regular`): a FIFO would
+    // block the open and `/dev/zero` read forever. A pipe can still be
+    // read through [`TraceReader::from_reader`].
+    let (file, len) = coldcache_fsio::open_regular(path).map_err(|e| TraceError::Io {
         name: name.clone(),
-        error,
+        error: e.into(),
     })?;
-    let total = file
-        .metadata()
-        .ok()
-        .filter(|m| m.is_file())
-        .map(|m| m.len());
     let mut r = TraceReader::from_reader(name, file, format)?;
-    r.total = total;
+    r.total = Some(len);
     Ok(r)
 }
 

@@ -311,21 +311,7 @@ pub fn chunk_payload(thread: u32, seq: u32, words: &[u64]) -> Vec<u8> {
     p
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-fn unzigzag(v: u64) -> i64 {
-    (v >> 1) as i64 ^ -((v & 1) as i64)
-}
+use coldcache_fsio::varint::{self, put as put_varint, unzigzag, zigzag};
 
 /// Appends a `CHUNK_PACKED` payload (version 2) for raw event words:
 /// thread `u32`, seq `u32`, event count `u32`, then per event two LEB128
@@ -427,19 +413,14 @@ impl<'a> Cursor<'a> {
         let b = self.take(n)?;
         Ok(String::from_utf8_lossy(b).into_owned())
     }
+    /// A LEB128 number (`coldcache_fsio::varint`: more than 64 bits is an
+    /// error, never silently cut).
+    fn varint(&mut self) -> Result<u64, String> {
+        let at = self.pos;
+        varint::get(self.buf, &mut self.pos).map_err(|e| format!("varint at byte {at}: {e}"))
+    }
     /// A count of items each at least `min` bytes long, checked against
     /// what is left so that a corrupt count cannot make us allocate.
-    fn varint(&mut self) -> Result<u64, String> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.take(1)?[0];
-            v |= ((b & 0x7f) as u64) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(format!("varint longer than 10 bytes at byte {}", self.pos))
-    }
     fn count(&mut self, min: usize) -> Result<usize, String> {
         let n = self.u32()? as usize;
         if n.saturating_mul(min) > self.buf.len() - self.pos {

@@ -865,30 +865,11 @@ pub fn snapshot() -> Vec<u8> {
     out
 }
 
-/// Writes the recording to `path` atomically (a temporary file, then a
-/// rename), without holding the whole file in memory.
+/// Writes the recording to `path` atomically (`coldcache_fsio`: a
+/// temporary file, then a rename; a device or FIFO written in place),
+/// without holding the whole file in memory.
 fn write_recording_to(path: &Path) -> std::io::Result<()> {
-    let tmp = tmp_path(path, "tmp");
-    let r = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        write_recording(&mut f)?;
-        drop(f);
-        std::fs::rename(&tmp, path)
-    })();
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
-}
-
-/// Writes `bytes` to `path` atomically (a temporary file in the same
-/// directory, then a rename).
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = tmp_path(path, "tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    drop(f);
-    std::fs::rename(&tmp, path)
+    coldcache_fsio::write_atomically_with(path, write_recording)
 }
 
 fn tmp_path(path: &Path, what: &str) -> PathBuf {

@@ -11,13 +11,13 @@
 
 use crate::format::{ModuleInfo, ZoneKey};
 use crate::parse::{Recording, ZoneName};
-use object::{Object, ObjectSegment};
+use coldcache_fsio::elf::LoadSegments;
 use std::collections::HashMap;
 
 struct Binary {
     loader: addr2line::Loader,
-    /// (file offset, file size, stated address) of each loadable segment.
-    segments: Vec<(u64, u64, u64)>,
+    /// Its `PT_LOAD` segments (`coldcache_fsio::elf`).
+    segments: LoadSegments,
 }
 
 /// Resolves addresses against a set of mappings, loading each binary once.
@@ -61,11 +61,7 @@ impl Symbolizer {
             .clone();
         let file_off = addr - m.start + m.file_offset;
         let b = self.binary(&m.path)?;
-        let &(off, _, vaddr) = b
-            .segments
-            .iter()
-            .find(|&&(off, size, _)| off <= file_off && file_off < off + size)?;
-        let probe = vaddr + (file_off - off);
+        let (probe, _) = b.segments.file_to_vaddr(file_off)?;
         let mut name = None;
         let mut file = String::new();
         let mut line = 0;
@@ -108,15 +104,10 @@ impl Symbolizer {
 }
 
 fn load(path: &str) -> Result<Binary, String> {
-    let data = std::fs::read(path).map_err(|e| e.to_string())?;
+    let data = coldcache_fsio::read_regular(path, coldcache_fsio::elf::MAX_ELF_FILE)
+        .map_err(|e| e.to_string())?;
     let obj = object::File::parse(&*data).map_err(|e| e.to_string())?;
-    let segments = obj
-        .segments()
-        .map(|s| {
-            let (off, size) = s.file_range();
-            (off, size, s.address())
-        })
-        .collect();
+    let segments = LoadSegments::of(&obj);
     let loader = addr2line::Loader::new(path).map_err(|e| e.to_string())?;
     Ok(Binary { loader, segments })
 }

@@ -506,3 +506,31 @@ fn speedscope_events_open_and_close_in_order() {
     }
     assert_eq!(depth, 0);
 }
+
+/// Regression: the packed-chunk reader took a ten-byte varint whose last
+/// byte held bits past the 64th and dropped them silently; it now uses
+/// the one LEB128 reader (`coldcache_fsio::varint`), which refuses it.
+#[test]
+fn a_packed_time_stamp_over_64_bits_is_a_damaged_section() {
+    let mut p = Vec::new();
+    p.extend_from_slice(&0u32.to_le_bytes()); // thread
+    p.extend_from_slice(&0u32.to_le_bytes()); // seq
+    p.extend_from_slice(&1u32.to_le_bytes()); // one event
+                                              // Tag: zigzag(payload 1 - 0) = 2, shifted past the 3 kind bits.
+    p.push(2 << 3 | kind::BEGIN as u8);
+    p.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]);
+    let mut file = format::header();
+    format::write_section(&mut file, format::section::CHUNK_PACKED, &p);
+    let d = format::decode(&file);
+    let e = d.error.expect("a damaged section").to_string();
+    assert!(e.contains("varint") && e.contains("64 bits"), "{e}");
+    assert!(d.chunks.is_empty());
+    // With the tenth byte 0x01 the number is u64::MAX, read: zigzag
+    // decodes it to i64::MIN, a time stamp of 2^63 after 0.
+    *p.last_mut().unwrap() = 0x01;
+    let mut file = format::header();
+    format::write_section(&mut file, format::section::CHUNK_PACKED, &p);
+    let d = format::decode(&file);
+    assert!(d.error.is_none(), "{:?}", d.error);
+    assert_eq!(d.chunks[0].events[0].tsc, 1u64 << 63);
+}

@@ -1,0 +1,452 @@
+//! Files as a user meets them (issue 17): outputs written whole or not at
+//! all and never renamed over a device, a FIFO or a link; errors naming
+//! the file and the OS error, with nothing left behind; bad inputs (a
+//! device, a FIFO, random bytes) refused by name, never a hang; a small
+//! `ulimit -s` no reason to crash. Every command runs under a deadline so
+//! a hang fails the test instead of stalling it.
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_coldcache");
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A resolved dump committed with the dump crate's tests.
+fn sample_dump() -> PathBuf {
+    repo().join("crates/dump/tests/data/v2-resolved-real.ccdump")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("files-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Names in `dir` other than `keep`.
+fn leftovers(dir: &Path, keep: &[&str]) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !keep.contains(&n.as_str()))
+        .collect()
+}
+
+fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+struct Run {
+    /// Exit code; `None` if killed by a signal.
+    code: Option<i32>,
+    stdout: Vec<u8>,
+    stderr: String,
+}
+
+/// Runs `cmd` with stdout and stderr in files, failing the test if it
+/// takes more than 60 s (it is then killed).
+fn run_within(mut cmd: Command, dir: &Path) -> Run {
+    let (out, err) = (dir.join(".stdout"), dir.join(".stderr"));
+    cmd.stdout(std::fs::File::create(&out).unwrap());
+    cmd.stderr(std::fs::File::create(&err).unwrap());
+    let mut child = cmd.stdin(Stdio::null()).spawn().expect("start coldcache");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} hung (killed after 60 s)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let r = Run {
+        code: status.code(),
+        stdout: std::fs::read(&out).unwrap_or_default(),
+        stderr: std::fs::read_to_string(&err).unwrap_or_default(),
+    };
+    let _ = std::fs::remove_file(&out);
+    let _ = std::fs::remove_file(&err);
+    r
+}
+
+fn coldcache(dir: &Path, args: &[&str]) -> Run {
+    let mut c = Command::new(BIN);
+    c.args(args).current_dir(dir);
+    run_within(c, dir)
+}
+
+/// Runs coldcache through `sh -c` after `limits` (`ulimit ...; `).
+fn coldcache_limited(dir: &Path, limits: &str, args: &[&str]) -> Run {
+    let mut script = format!("{limits}; exec '{BIN}'");
+    for a in args {
+        script.push_str(&format!(" '{a}'"));
+    }
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(script).current_dir(dir);
+    run_within(c, dir)
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// Regression: `export -o` renamed its temporary file over whatever was
+/// there, so a link to `/dev/null` became a regular file (and, as root,
+/// `-o /dev/null` replaced the device for every process).
+#[test]
+fn export_through_a_link_to_dev_null_keeps_the_link_and_the_device() {
+    let d = scratch("devnull");
+    let link = d.join("null");
+    std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+    let r = coldcache(
+        &d,
+        &[
+            "export",
+            p(&sample_dump()),
+            "--format",
+            "json",
+            "-o",
+            p(&link),
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    assert_eq!(leftovers(&d, &["null"]), Vec::<String>::new());
+}
+
+#[test]
+fn export_into_a_fifo_writes_through_it() {
+    let d = scratch("fifo-out");
+    let fifo = d.join("pipe");
+    mkfifo(&fifo);
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || tx.send(std::fs::read(&fifo).unwrap()));
+    }
+    let r = coldcache(
+        &d,
+        &[
+            "export",
+            p(&sample_dump()),
+            "--format",
+            "json",
+            "-o",
+            p(&fifo),
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let bytes = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("nothing came through the FIFO (was it replaced?)");
+    let v: serde_json::Value = serde_json::from_slice(&bytes).expect("JSON through the FIFO");
+    assert!(v.is_object());
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    assert_eq!(leftovers(&d, &["pipe"]), Vec::<String>::new());
+}
+
+/// Regression: `export -o -` wrote a file named `-`.
+#[test]
+fn export_to_dash_writes_standard_output() {
+    let d = scratch("dash");
+    let r = coldcache(
+        &d,
+        &["export", p(&sample_dump()), "--format", "json", "-o", "-"],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).expect("JSON on stdout");
+    assert!(v.is_object());
+    assert_eq!(leftovers(&d, &[]), Vec::<String>::new());
+}
+
+/// Regression: past a file size limit (a full disk, as the process sees
+/// it) the export died of SIGXFSZ and left its temporary file behind.
+#[test]
+fn a_file_size_limit_fails_export_by_name_and_leaves_nothing() {
+    let d = scratch("fsize");
+    std::fs::write(d.join("out.json"), b"old").unwrap();
+    let r = coldcache_limited(
+        &d,
+        "ulimit -f 2",
+        &[
+            "export",
+            p(&sample_dump()),
+            "--format",
+            "json",
+            "-o",
+            "out.json",
+        ],
+    );
+    assert_eq!(r.code, Some(2), "killed? {}", r.stderr);
+    assert!(
+        r.stderr.contains("cannot write out.json") && r.stderr.contains("File too large"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read(d.join("out.json")).unwrap(), b"old");
+    assert_eq!(leftovers(&d, &["out.json"]), Vec::<String>::new());
+}
+
+/// A directory where no file can be created, even by root (sysfs).
+#[test]
+fn an_unwritable_directory_fails_export_by_name() {
+    let d = scratch("rodir");
+    let r = coldcache(
+        &d,
+        &[
+            "export",
+            p(&sample_dump()),
+            "--format",
+            "json",
+            "-o",
+            "/sys/coldcache-export.json",
+        ],
+    );
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("cannot write /sys/coldcache-export.json")
+            && r.stderr.contains("os error"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// Regression: `report --json > full-disk` exited 0 (the last bytes were
+/// lost at the implicit flush at exit).
+#[test]
+fn report_json_to_a_full_device_fails_naming_standard_output() {
+    let d = scratch("full");
+    let mut c = Command::new(BIN);
+    c.args(["report", p(&sample_dump()), "--json"])
+        .current_dir(&d);
+    c.stdout(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap(),
+    );
+    let err = d.join(".stderr");
+    c.stderr(std::fs::File::create(&err).unwrap());
+    let mut child = c.spawn().unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "report hung");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("standard output") && stderr.contains("No space left"),
+        "{stderr}"
+    );
+}
+
+/// Through a link in a temporary directory: a writer that renamed over
+/// its target would replace the link, never the real `/dev/full`.
+#[test]
+fn zones_output_to_a_full_device_fails_by_name() {
+    let d = scratch("zones-full");
+    let link = d.join("full");
+    std::os::unix::fs::symlink("/dev/full", &link).unwrap();
+    let sample = repo().join("crates/zones/tests/data/sample-v2.zones");
+    let r = coldcache(&d, &["zones", p(&sample), "-o", "full"]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("cannot write full") && r.stderr.contains("No space left"),
+        "{}",
+        r.stderr
+    );
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::metadata("/dev/full")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    assert_eq!(leftovers(&d, &["full"]), Vec::<String>::new());
+}
+
+/// Regression: `--cache /dev/zero` (or a FIFO) hung `sim`; a FIFO as a
+/// trace too.
+#[test]
+fn sim_refuses_a_device_or_fifo_as_configuration_or_trace() {
+    let d = scratch("sim-bad");
+    std::fs::write(d.join("t.din"), "0 0\n").unwrap();
+    let fifo = d.join("pipe");
+    mkfifo(&fifo);
+    for (args, named) in [
+        (vec!["sim", "--cache", "/dev/zero", "t.din"], "/dev/zero"),
+        (vec!["sim", "--cache", p(&fifo), "t.din"], "pipe"),
+        (vec!["sim", p(&fifo)], "pipe"),
+        (vec!["sim", "/dev/zero"], "/dev/zero"),
+    ] {
+        let r = coldcache(&d, &args);
+        assert_eq!(r.code, Some(2), "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(named) && r.stderr.contains("not a regular file"),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+}
+
+/// Regression: a device or FIFO as a zones recording was read without end.
+#[test]
+fn zones_refuses_a_device_or_fifo_as_a_recording() {
+    let d = scratch("zones-bad");
+    let fifo = d.join("pipe");
+    mkfifo(&fifo);
+    for bad in ["/dev/zero", p(&fifo)] {
+        let r = coldcache(&d, &["zones", bad]);
+        assert_eq!(r.code, Some(2), "{bad}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!("cannot read {bad}"))
+                && r.stderr.contains("not a regular file"),
+            "{bad}: {}",
+            r.stderr
+        );
+    }
+}
+
+/// Regression: `record --cache /dev/zero` hung before starting anything.
+#[test]
+fn record_refuses_a_device_as_configuration() {
+    let d = scratch("record-bad");
+    let r = coldcache(&d, &["record", "--cache", "/dev/zero", "--", "/bin/true"]);
+    assert_ne!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("/dev/zero") && r.stderr.contains("not a regular file")
+            || r.stderr.contains("libcoldcache.so"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// Regression: `/dev/urandom` as a dump made report, export, resolve,
+/// diff and ui read without end.
+#[test]
+fn a_device_or_fifo_as_a_dump_is_refused_by_every_reader() {
+    let d = scratch("dump-bad");
+    let fifo = d.join("pipe");
+    mkfifo(&fifo);
+    let dump = sample_dump();
+    for bad in ["/dev/urandom", p(&fifo)] {
+        for args in [
+            vec!["report", bad],
+            vec!["export", bad, "--format", "json", "-o", "x.json"],
+            vec!["resolve", bad, "-o", "x.ccdump"],
+            vec!["diff", p(&dump), bad],
+            vec!["ui", bad],
+        ] {
+            let r = coldcache(&d, &args);
+            assert_eq!(r.code, Some(2), "{args:?}: {}", r.stderr);
+            assert!(
+                r.stderr.contains(&format!("cannot read dump {bad}"))
+                    && r.stderr.contains("not a regular file"),
+                "{args:?}: {}",
+                r.stderr
+            );
+        }
+    }
+    assert_eq!(leftovers(&d, &["pipe"]), Vec::<String>::new());
+}
+
+/// Regression: "thread 'main' has overflowed its stack" under a small
+/// `ulimit -s` (presets at 48 KiB; report and sim at 64 KiB).
+#[test]
+fn a_small_stack_limit_does_not_crash_the_commands() {
+    let d = scratch("stack");
+    std::fs::write(d.join("t.din"), "0 0\n0 40\n1 80\n").unwrap();
+    let r = coldcache_limited(&d, "ulimit -s 48", &["presets"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(String::from_utf8_lossy(&r.stdout).contains("cachegrind"));
+    for args in [
+        vec!["report", p(&sample_dump())],
+        vec!["report", p(&sample_dump()), "--view", "top-down", "--json"],
+        vec!["sim", "t.din"],
+        vec![
+            "export",
+            p(&sample_dump()),
+            "--format",
+            "callgrind",
+            "-o",
+            "-",
+        ],
+    ] {
+        let r = coldcache_limited(&d, "ulimit -s 64", &args);
+        assert_eq!(r.code, Some(0), "{args:?}: {}", r.stderr);
+        assert!(!r.stdout.is_empty(), "{args:?}");
+    }
+}
+
+/// Regression: `record`'s resolution step overflowed the main thread's
+/// stack under `ulimit -s 64`. Needs gcc and `libcoldcache.so` next to
+/// the binary (built by the capture tests); skipped without them.
+#[test]
+fn record_resolves_under_a_small_stack_limit() {
+    let lib = Path::new(BIN).parent().unwrap().join("libcoldcache.so");
+    let have_gcc = Command::new("gcc")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok();
+    if !have_gcc || !lib.is_file() {
+        eprintln!("SKIP record_resolves_under_a_small_stack_limit: gcc or libcoldcache.so missing");
+        return;
+    }
+    let d = scratch("record-stack");
+    let st = Command::new("gcc")
+        .args(["-O1", "-g", "-o"])
+        .arg(d.join("ex"))
+        .arg(repo().join("examples/programs/example.c"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let r = coldcache_limited(
+        &d,
+        "ulimit -s 64",
+        &[
+            "record",
+            "--function",
+            "main",
+            "-o",
+            "ex.ccdump",
+            "--",
+            "./ex",
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("lines"),
+        "no resolution summary: {}",
+        r.stderr
+    );
+    let dump =
+        coldcache_dump::Dump::from_bytes(&std::fs::read(d.join("ex.ccdump")).unwrap()).unwrap();
+    assert!(dump.symbols.is_some(), "the dump was not resolved");
+}

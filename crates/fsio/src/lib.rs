@@ -1,0 +1,29 @@
+//! coldcache-fsio: the one home of facts about files that several crates
+//! need, so that each is written once and behaves the same everywhere.
+//!
+//! - [`write`]: [`write_atomically`] (a temporary file in the target's
+//!   directory, fsynced, then renamed over the target; removed on every
+//!   error path; devices and FIFOs written in place; symbolic links
+//!   followed, never replaced) and [`write_output`] (the same, with `-`
+//!   meaning standard output), for every file coldcache writes;
+//!   [`move_file`] puts a finished file in place by the same rules.
+//! - [`read`]: [`read_regular`] and [`open_regular`], for every file
+//!   coldcache reads whose name comes from a user or a dump: only regular
+//!   files (after symbolic links), opened without blocking on a FIFO, and
+//!   never more than a stated number of bytes, counted while reading.
+//! - [`varint`]: LEB128 and zigzag, as the dump, trace and zones formats
+//!   encode integers (pure; no I/O).
+//! - [`elf`] (feature `elf`): `PT_LOAD` segments of an ELF file, file
+//!   offset → stated address, and the load bias of a mapping.
+//!
+//! The crate depends on `std` and `libc` only (and `object` with `elf`),
+//! since the preloaded `libcoldcache.so` links it: it must stay small.
+
+#[cfg(feature = "elf")]
+pub mod elf;
+pub mod read;
+pub mod varint;
+pub mod write;
+
+pub use read::{open_regular, read_regular, read_regular_to_string, ReadError};
+pub use write::{move_file, write_atomically, write_atomically_with, write_output};

@@ -1,0 +1,205 @@
+//! Writing a file whole or not at all.
+//!
+//! [`write_atomically`] writes a temporary file next to the target
+//! (`.NAME.PID.N.tmp`, created exclusively so nothing already there is
+//! followed or overwritten), fsyncs it, renames it over the target and
+//! fsyncs the directory; on every error path (and if the filling closure
+//! panics) the temporary file is removed, so a full disk or a file size
+//! limit leaves the old target and nothing else. The error names the step
+//! and the file, with the operating system's message.
+//!
+//! Temp-and-rename is for regular files only. An existing target that is
+//! a character or block device or a FIFO (`/dev/null`, `/dev/stdout`, a
+//! pipe) is written in place: renaming over `/dev/null` would turn it into
+//! a regular file for every process on the machine. A symbolic link is
+//! followed to its target, which is replaced (the link stays a link); a
+//! link to nothing, a directory or a socket is refused. A regular target's
+//! permission bits are kept.
+//!
+//! [`write_output`] adds the command-line convention that `-` is standard
+//! output.
+
+use crate::read::describe;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Writes `bytes` to `path` whole or not at all (see the module doc).
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomically_with(path, |f| f.write_all(bytes))
+}
+
+/// Writes `path` through `fill` whole or not at all (see the module doc):
+/// for writers that stream (no copy of the whole file in memory). For a
+/// target written in place, `fill` writes to it directly.
+pub fn write_atomically_with(
+    path: &Path,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
+    match target(path)? {
+        Target::InPlace(p) => {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .map_err(|e| step(e, "opening", &p))?;
+            fill(&mut f)?;
+            f.flush()
+        }
+        Target::Replace { path, mode } => replace(&path, mode, fill),
+    }
+}
+
+/// Moves the finished file `from` to `to` as [`write_atomically`] would
+/// write it: a rename when `to` is a regular file (or new) on the same
+/// file system, otherwise a copy through [`write_atomically_with`] and
+/// the removal of `from`. `from` is removed on success only.
+pub fn move_file(from: &Path, to: &Path) -> io::Result<()> {
+    if let Target::Replace { path, mode } = target(to)? {
+        if let Some(m) = mode {
+            let _ = std::fs::set_permissions(from, std::fs::Permissions::from_mode(m));
+        }
+        if std::fs::rename(from, &path).is_ok() {
+            return Ok(());
+        }
+    }
+    let mut src = File::open(from).map_err(|e| step(e, "opening", from))?;
+    write_atomically_with(to, |f| io::copy(&mut src, f).map(drop))?;
+    std::fs::remove_file(from).map_err(|e| step(e, "removing", from))
+}
+
+/// [`write_atomically`], except that `-` is standard output.
+pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if path.as_os_str() == "-" {
+        let mut out = io::stdout().lock();
+        out.write_all(bytes)?;
+        return out.flush();
+    }
+    write_atomically(path, bytes)
+}
+
+enum Target {
+    /// A device or FIFO: written through, never replaced.
+    InPlace(PathBuf),
+    /// A regular file (existing with `mode`, or new): replaced by rename.
+    Replace { path: PathBuf, mode: Option<u32> },
+}
+
+fn invalid(path: &Path, what: impl std::fmt::Display) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{}: {what}", path.display()),
+    )
+}
+
+/// An OS error with the step and the file it happened to.
+fn step(e: io::Error, what: &str, path: &Path) -> io::Error {
+    io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
+}
+
+/// What writing `path` means: see the module doc.
+fn target(path: &Path) -> io::Result<Target> {
+    if path.file_name().is_none() {
+        return Err(invalid(path, "not a file name"));
+    }
+    let lmeta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Ok(Target::Replace {
+                path: path.to_path_buf(),
+                mode: None,
+            })
+        }
+        Err(e) => return Err(step(e, "examining", path)),
+    };
+    let (path, meta) = if lmeta.file_type().is_symlink() {
+        let real = std::fs::canonicalize(path).map_err(|e| {
+            let to = std::fs::read_link(path).unwrap_or_default();
+            invalid(
+                path,
+                format!(
+                    "a symbolic link to {}, which cannot be followed ({e})",
+                    to.display()
+                ),
+            )
+        })?;
+        let meta = std::fs::metadata(&real).map_err(|e| step(e, "examining", &real))?;
+        (real, meta)
+    } else {
+        (path.to_path_buf(), lmeta)
+    };
+    let t = meta.file_type();
+    if t.is_file() {
+        Ok(Target::Replace {
+            path,
+            mode: Some(meta.permissions().mode() & 0o777),
+        })
+    } else if t.is_char_device() || t.is_block_device() || t.is_fifo() {
+        Ok(Target::InPlace(path))
+    } else {
+        Err(invalid(
+            &path,
+            format!("is {}, not a file that can be written", describe(t)),
+        ))
+    }
+}
+
+/// Removes the temporary file unless disarmed (every early return and a
+/// panic in the filling closure).
+struct TempGuard<'a>(Option<&'a Path>);
+
+impl Drop for TempGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Per-process counter making temporary names unique between threads.
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+fn replace(
+    path: &Path,
+    mode: Option<u32>,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let (tmp, mut file) = loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode.unwrap_or(0o666))
+            .open(&tmp)
+        {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < u32::MAX => continue,
+            Err(e) => return Err(step(e, "creating temporary file", &tmp)),
+        }
+    };
+    let mut guard = TempGuard(Some(&tmp));
+    if let Some(m) = mode {
+        // The umask applied at creation: give the target's bits back.
+        file.set_permissions(std::fs::Permissions::from_mode(m))
+            .map_err(|e| step(e, "setting the permissions of", &tmp))?;
+    }
+    fill(&mut file).map_err(|e| step(e, "writing", &tmp))?;
+    file.sync_all().map_err(|e| step(e, "flushing", &tmp))?;
+    drop(file);
+    std::fs::rename(&tmp, path)
+        .map_err(|e| step(e, &format!("renaming {} to", tmp.display()), path))?;
+    guard.0 = None;
+    // The rename itself is durable once the directory is synced; a
+    // directory that cannot be opened or synced leaves the file written.
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}

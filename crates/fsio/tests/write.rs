@@ -1,0 +1,190 @@
+//! `write_atomically`: files written whole or not at all, devices and
+//! FIFOs written in place, symbolic links followed, nothing left behind.
+
+use coldcache_fsio::{write_atomically, write_atomically_with};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::Path;
+use std::time::Duration;
+
+/// Names in `dir` other than `keep`.
+fn leftovers(dir: &Path, keep: &[&str]) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !keep.contains(&n.as_str()))
+        .collect()
+}
+
+fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+#[test]
+fn a_regular_file_is_replaced_whole_and_keeps_its_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("out.json");
+    write_atomically(&p, b"one").unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+    write_atomically(&p, b"two").unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), b"two");
+    assert_eq!(
+        std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+        0o640
+    );
+    assert_eq!(leftovers(dir.path(), &["out.json"]), Vec::<String>::new());
+}
+
+#[test]
+fn a_symbolic_link_is_followed_and_stays_a_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real.txt");
+    std::fs::write(&real, b"old").unwrap();
+    let link = dir.path().join("link.txt");
+    std::os::unix::fs::symlink("real.txt", &link).unwrap();
+    write_atomically(&link, b"new").unwrap();
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read(&real).unwrap(), b"new");
+    assert_eq!(
+        leftovers(dir.path(), &["real.txt", "link.txt"]),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_link_to_nothing_a_directory_and_no_file_name_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("dangling");
+    std::os::unix::fs::symlink("nowhere/x", &link).unwrap();
+    let e = write_atomically(&link, b"x").unwrap_err().to_string();
+    assert!(e.contains("dangling") && e.contains("symbolic link"), "{e}");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let e = write_atomically(dir.path(), b"x").unwrap_err().to_string();
+    assert!(e.contains("is a directory"), "{e}");
+    let e = write_atomically(Path::new("/"), b"x")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a file name"), "{e}");
+    assert_eq!(leftovers(dir.path(), &["dangling"]), Vec::<String>::new());
+}
+
+/// Regression: a rename over `/dev/null` (as root) made it a regular file.
+/// Written through a link in a temporary directory, so that the real
+/// `/dev/null` is only written to, never a rename target.
+#[test]
+fn dev_null_through_a_link_stays_a_character_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("null");
+    std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+    write_atomically(&link, b"discarded").unwrap();
+    assert!(std::fs::metadata("/dev/null")
+        .unwrap()
+        .file_type()
+        .is_char_device());
+    assert_eq!(leftovers(dir.path(), &["null"]), Vec::<String>::new());
+    // /dev itself got no temporary file either.
+    assert!(leftovers(Path::new("/dev"), &[])
+        .iter()
+        .all(|n| !n.starts_with(".null.")));
+}
+
+#[test]
+fn a_fifo_is_written_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe");
+    mkfifo(&fifo);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(&fifo).unwrap())
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writer = std::thread::spawn(move || tx.send(write_atomically(&fifo, b"through the pipe")));
+    let r = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the write hung");
+    r.unwrap();
+    writer.join().unwrap().ok();
+    assert_eq!(reader.join().unwrap(), b"through the pipe");
+    let t = std::fs::symlink_metadata(dir.path().join("pipe"))
+        .unwrap()
+        .file_type();
+    assert!(t.is_fifo());
+    assert_eq!(leftovers(dir.path(), &["pipe"]), Vec::<String>::new());
+}
+
+#[test]
+fn a_failing_or_panicking_writer_leaves_the_old_file_and_no_temporary() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("out");
+    std::fs::write(&p, b"old").unwrap();
+    let e = write_atomically_with(&p, |f| {
+        use std::io::Write;
+        f.write_all(b"partial")?;
+        Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
+    })
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("writing") && msg.contains(".out."), "{msg}");
+    assert_eq!(e.kind(), std::io::ErrorKind::StorageFull);
+    let caught = std::panic::catch_unwind(|| {
+        let _ = write_atomically_with(&p, |_| panic!("filling failed"));
+    });
+    assert!(caught.is_err());
+    assert_eq!(std::fs::read(&p).unwrap(), b"old");
+    assert_eq!(leftovers(dir.path(), &["out"]), Vec::<String>::new());
+}
+
+/// A directory no one may create files in, even root: sysfs.
+#[test]
+fn a_directory_that_refuses_files_is_named_in_the_error() {
+    let e = write_atomically(Path::new("/sys/coldcache-out.json"), b"x").unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("creating temporary file /sys/.coldcache-out.json."),
+        "{msg}"
+    );
+    assert!(msg.contains("os error"), "{msg}");
+}
+
+#[test]
+fn move_file_renames_onto_a_regular_file_and_copies_into_a_fifo() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = dir.path().join("rec");
+    std::fs::write(&from, b"events").unwrap();
+    let to = dir.path().join("out.zones");
+    std::fs::write(&to, b"old").unwrap();
+    coldcache_fsio::move_file(&from, &to).unwrap();
+    assert_eq!(std::fs::read(&to).unwrap(), b"events");
+    assert!(!from.exists());
+
+    std::fs::write(&from, b"piped").unwrap();
+    let fifo = dir.path().join("pipe");
+    mkfifo(&fifo);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(&fifo).unwrap())
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (f2, p2) = (from.clone(), fifo.clone());
+    std::thread::spawn(move || tx.send(coldcache_fsio::move_file(&f2, &p2)));
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the move hung")
+        .unwrap();
+    assert_eq!(reader.join().unwrap(), b"piped");
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    assert!(!from.exists());
+    assert_eq!(
+        leftovers(dir.path(), &["out.zones", "pipe"]),
+        Vec::<String>::new()
+    );
+}
