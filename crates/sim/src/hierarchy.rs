@@ -198,10 +198,80 @@ fn byte_mask(addr: u64, size: u64, line: u64, shift: u32) -> u64 {
     bits << first
 }
 
+/// `n` bytes for a message: the exact count and a rounded figure.
+fn bytes_figure(n: u64) -> String {
+    const GIB: f64 = (1u64 << 30) as f64;
+    const MIB: f64 = (1u64 << 20) as f64;
+    if n >= 1 << 30 {
+        format!("{n} bytes, {:.1} GiB", n as f64 / GIB)
+    } else {
+        format!("{n} bytes, {:.1} MiB", n as f64 / MIB)
+    }
+}
+
+/// Cores sharing one instance of level `l`.
+fn group_of(l: &LevelConfig, cores: usize) -> usize {
+    match l.sharing {
+        Sharing::Core => 1,
+        Sharing::Group { cores } => cores,
+        Sharing::All => cores,
+    }
+}
+
+impl HierarchyConfig {
+    /// Bytes of simulator state whose size the configuration chooses, which
+    /// [`Hierarchy::new`] allocates before the first access: every cache
+    /// instance's lines and replacement state, the miss-classification
+    /// shadows (their preallocated part; the set of lines ever seen grows
+    /// with the run), the per-line coherence table and the prefetcher
+    /// tables. Saturates rather than overflows. Meaningful for a
+    /// configuration that [`HierarchyConfig::validate`] accepts.
+    pub fn state_bytes(&self) -> u64 {
+        let coherent = self.coherence && self.cores > 1;
+        let mut total = 0u64;
+        for l in &self.levels {
+            let instances = (self.cores / group_of(l, self.cores).max(1)) as u64;
+            let first = l.level == 1 && l.kind != CacheKind::Instruction;
+            let mut one = Cache::state_bytes(l.sets(), l.assoc, l.policy, coherent && first, first);
+            if self.classify_misses {
+                let lines = l.sets().saturating_mul(u64::from(l.assoc));
+                one = one.saturating_add(Shadow::bytes_for(lines as usize));
+            }
+            total = total.saturating_add(one.saturating_mul(instances));
+        }
+        if coherent {
+            total = total.saturating_add(LineTable::bytes_for(self.coherence_table));
+        }
+        for p in &self.prefetchers {
+            let instances = self
+                .levels
+                .iter()
+                .filter(|l| l.level == p.level && l.kind != CacheKind::Instruction)
+                .map(|l| (self.cores / group_of(l, self.cores).max(1)) as u64)
+                .sum::<u64>();
+            total = total.saturating_add(Prefetcher::table_bytes(p).saturating_mul(instances));
+        }
+        total
+    }
+}
+
 impl Hierarchy {
-    /// Builds a hierarchy; the configuration is validated first.
+    /// Builds a hierarchy; the configuration is validated first. The state
+    /// it needs ([`HierarchyConfig::state_bytes`]) is allocated fallibly: a
+    /// configuration too big for the memory available is refused with a
+    /// [`ConfigError`] giving the figure, not an abort.
     pub fn new(cfg: &HierarchyConfig) -> Result<Hierarchy, ConfigError> {
         cfg.validate()?;
+        let need = cfg.state_bytes();
+        let refuse = |key: String| {
+            ConfigError {
+            key,
+            problem: format!(
+                "the simulator state of this hierarchy needs {} in all, which could not be allocated",
+                bytes_figure(need)
+            ),
+        }
+        };
         let cores = cfg.cores;
         let coherent = cfg.coherence && cores > 1;
         let mut inst: Vec<Instance> = Vec::new();
@@ -211,11 +281,7 @@ impl Hierarchy {
         let max_level = cfg.levels.iter().map(|l| l.level).max().unwrap_or(0);
         for n in 1..=max_level {
             for (li, l) in cfg.levels.iter().enumerate().filter(|(_, l)| l.level == n) {
-                let group = match l.sharing {
-                    Sharing::Core => 1,
-                    Sharing::Group { cores } => cores,
-                    Sharing::All => cores,
-                };
+                let group = group_of(l, cores);
                 let count = cores / group;
                 for g in 0..count {
                     let idx = inst.len();
@@ -226,15 +292,23 @@ impl Hierarchy {
                     };
                     let track_touched = coherent && n == 1 && l.kind != CacheKind::Instruction;
                     let track_ip = n == 1 && l.kind != CacheKind::Instruction;
+                    let cache = Cache::try_new(
+                        l.sets(),
+                        l.assoc,
+                        l.line_size.trailing_zeros(),
+                        l.policy,
+                        track_touched,
+                        track_ip,
+                    )
+                    .map_err(|_| refuse(format!("levels[{li}]")))?;
+                    let shadow = if cfg.classify_misses {
+                        let lines = (l.sets() * u64::from(l.assoc)) as usize;
+                        Some(Shadow::try_new(lines).map_err(|_| refuse(format!("levels[{li}]")))?)
+                    } else {
+                        None
+                    };
                     inst.push(Instance {
-                        cache: Cache::new(
-                            l.sets(),
-                            l.assoc,
-                            l.line_size.trailing_zeros(),
-                            l.policy,
-                            track_touched,
-                            track_ip,
-                        ),
+                        cache,
                         info: InstanceInfo {
                             name,
                             level_index: li,
@@ -251,9 +325,7 @@ impl Hierarchy {
                         },
                         private: group == 1,
                         stats: LevelStats::default(),
-                        shadow: cfg
-                            .classify_misses
-                            .then(|| Shadow::new((l.sets() * u64::from(l.assoc)) as usize)),
+                        shadow,
                         above: Vec::new(),
                         prefetchers: Vec::new(),
                         hits_fast: [0; 4],
@@ -305,12 +377,15 @@ impl Hierarchy {
             }
         }
         let mut prefetchers = Vec::new();
-        for p in &cfg.prefetchers {
+        for (pi, p) in cfg.prefetchers.iter().enumerate() {
             for x in inst.iter_mut() {
                 if x.info.level == p.level && x.info.kind != CacheKind::Instruction {
                     x.prefetchers.push(prefetchers.len());
                     x.fast = false;
-                    prefetchers.push(Prefetcher::new(*p));
+                    prefetchers.push(
+                        Prefetcher::try_new(*p)
+                            .map_err(|_| refuse(format!("prefetchers[{pi}]")))?,
+                    );
                 }
             }
         }
@@ -329,13 +404,15 @@ impl Hierarchy {
             })
             .collect();
 
+        let lines = LineTable::try_new(if coherent { cfg.coherence_table } else { 0 })
+            .map_err(|_| refuse("coherence_table".into()))?;
         Ok(Hierarchy {
             coh: CoherenceStats {
                 sent_by_core: vec![0; cores],
                 received_by_core: vec![0; cores],
                 ..CoherenceStats::default()
             },
-            lines: LineTable::new(if coherent { cfg.coherence_table } else { 0 }),
+            lines,
             cfg: cfg.clone(),
             inst,
             ipath,
