@@ -10,7 +10,9 @@
 //! Arguments: the trace, the preset (`cachegrind` on one core, `jaguar`
 //! with records dealt to four cores in turns of 64 and each core's data
 //! moved to a region of its own, `jaguar-shared` the same without moving
-//! the data), and how many records to replay (default: all). The trace is
+//! the data), how many records to replay (default: all), and `batch` to
+//! simulate through `Hierarchy::access_batch` (`--toggle-collect` then
+//! names `replay::simulate_batch*`). The trace is
 //! parsed before `simulate` runs, so only the simulation is collected.
 //! Prints the accesses replayed and how many each level served.
 
@@ -62,6 +64,33 @@ fn simulate(h: &mut Hierarchy, trace: &[(u8, Access)], threads: bool) -> [u64; M
     served
 }
 
+/// The same through [`Hierarchy::access_batch`], one batch per run of one
+/// core's accesses (at most 256).
+#[inline(never)]
+fn simulate_batch(
+    h: &mut Hierarchy,
+    trace: &[(u8, Access)],
+    threads: bool,
+) -> [u64; MAX_LEVELS + 1] {
+    let mut served = [0u64; MAX_LEVELS + 1];
+    let mut accesses = Vec::with_capacity(256);
+    let mut results = vec![AccessResult::default(); 256];
+    let mut i = 0;
+    while i < trace.len() {
+        let core = if threads { trace[i].0 } else { 0 };
+        accesses.clear();
+        while i < trace.len() && accesses.len() < 256 && (!threads || trace[i].0 == core) {
+            accesses.push(trace[i].1);
+            i += 1;
+        }
+        h.access_batch(usize::from(core), &accesses, &mut results);
+        for r in &results[..accesses.len()] {
+            served[r.served_by.slot()] += 1;
+        }
+    }
+    served
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let path = args.get(1).expect("usage: replay TRACE PRESET [RECORDS]");
@@ -83,7 +112,11 @@ fn main() {
         }
     }
     let mut h = Hierarchy::new(&cfg).expect("preset");
-    let served = simulate(&mut h, &trace, threads);
+    let served = if args.get(4).is_some_and(|m| m == "batch") {
+        simulate_batch(&mut h, &trace, threads)
+    } else {
+        simulate(&mut h, &trace, threads)
+    };
     println!(
         "{} accesses; served by slot (L1.., memory): {served:?}",
         trace.len()

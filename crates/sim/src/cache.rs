@@ -375,6 +375,45 @@ impl Cache {
         self.lookup_scan(line, set, base)
     }
 
+    /// [`Cache::lookup`] for a cache whose policy is not SRRIP (the only one
+    /// whose state a hit on the most recently used way changes).
+    #[inline(always)]
+    pub(crate) fn lookup_not_srrip(&mut self, line: u64) -> Option<usize> {
+        debug_assert!(self.rrpv.is_empty());
+        if self.memo_line == line {
+            return Some(self.memo_idx);
+        }
+        let set = self.set_of(line);
+        let base = set * self.ways;
+        let hint = base + self.mru_of(set);
+        if self.tags[hint] == line {
+            self.memo_line = line;
+            self.memo_idx = hint;
+            return Some(hint);
+        }
+        self.lookup_scan(line, set, base)
+    }
+
+    /// The index of `line` if it is the line touched last or its set's
+    /// most recently used way, else `None` with nothing changed. Either
+    /// hit needs no replacement update but for SRRIP, which the caller
+    /// must not use this for.
+    #[inline(always)]
+    pub(crate) fn lookup_mru(&mut self, line: u64) -> Option<usize> {
+        debug_assert!(self.rrpv.is_empty());
+        if self.memo_line == line {
+            return Some(self.memo_idx);
+        }
+        let set = self.set_of(line);
+        let hint = set * self.ways + self.mru_of(set);
+        if self.tags[hint] == line {
+            self.memo_line = line;
+            self.memo_idx = hint;
+            return Some(hint);
+        }
+        None
+    }
+
     /// A hit on the most recently used way of its set: LRU, PLRU and FIFO
     /// state is right as it is; SRRIP promotes on every hit.
     #[inline(always)]
