@@ -428,12 +428,12 @@ impl Cache {
     fn lookup_scan(&mut self, line: u64, set: usize, base: usize) -> Option<usize> {
         let w = way_of(&self.tags[base..base + self.ways], line)?;
         let idx = base + w;
-        self.touch(set, idx);
         if self.ordered {
             if self.policy == ReplacementPolicy::Lru {
                 self.meta[set] = promote(self.meta[set], w as u64);
             }
         } else {
+            self.touch(set, idx);
             self.meta[set] = w as u64;
         }
         self.memo_line = line;
@@ -442,7 +442,7 @@ impl Cache {
     }
 
     /// Marks way `idx` of `set` as used (all but the packed recency list).
-    #[inline]
+    #[inline(never)]
     fn touch(&mut self, set: usize, idx: usize) {
         match self.policy {
             ReplacementPolicy::Lru if !self.ordered => {
@@ -565,15 +565,19 @@ impl Cache {
         let set = self.set_of(line);
         let w = self.victim(set);
         let idx = set * self.ways + w;
-        let old = self.tags[idx];
-        let evicted = (old != INVALID).then(|| self.evicted_at(idx));
-        self.tags[idx] = line;
-        self.flags[idx] = flags;
-        if !self.touched.is_empty() {
-            self.touched[idx] = 0;
+        let old = std::mem::replace(&mut self.tags[idx], line);
+        let old_flags = std::mem::replace(&mut self.flags[idx], flags);
+        let evicted = (old != INVALID).then(|| Evicted {
+            line: old,
+            flags: old_flags,
+            touched: self.touched.get(idx).copied().unwrap_or(0),
+            prefetch_ip: self.prefetch_ip.get(idx).copied().unwrap_or(0),
+        });
+        if let Some(t) = self.touched.get_mut(idx) {
+            *t = 0;
         }
-        if !self.prefetch_ip.is_empty() {
-            self.prefetch_ip[idx] = 0;
+        if let Some(p) = self.prefetch_ip.get_mut(idx) {
+            *p = 0;
         }
         if self.ordered {
             self.meta[set] = promote(self.meta[set], w as u64);
