@@ -620,7 +620,7 @@ impl Cache {
             self.stamp[idx] = 0;
         }
         if self.ordered {
-            let set = idx / self.ways;
+            let set = self.set_of(line);
             let w = (idx - set * self.ways) as u64;
             self.meta[set] = demote(self.meta[set], w, self.ways);
         }

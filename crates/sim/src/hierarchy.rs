@@ -580,9 +580,16 @@ impl Hierarchy {
         if self.plain {
             self.batch_plain(core, fast, accesses, results);
         } else {
-            for (a, r) in accesses.iter().zip(results.iter_mut()) {
-                *r = self.access(core, *a);
-            }
+            self.batch_general(core, accesses, results);
+        }
+    }
+
+    /// The batch loop of any other configuration: [`Hierarchy::access`]
+    /// on each access.
+    #[inline(never)]
+    fn batch_general(&mut self, core: usize, accesses: &[Access], results: &mut [AccessResult]) {
+        for (a, r) in accesses.iter().zip(results.iter_mut()) {
+            *r = self.access(core, *a);
         }
     }
 
@@ -592,6 +599,7 @@ impl Hierarchy {
     /// state change as [`Hierarchy::plain_hit`]: the dirty bit for a write,
     /// the hits counted); anything else takes [`Hierarchy::access`], which
     /// that quick look leaves with nothing to undo.
+    #[inline(never)]
     fn batch_plain(
         &mut self,
         core: usize,
@@ -714,9 +722,9 @@ impl Hierarchy {
     /// model): whether the levels below the first all hit too, counting
     /// them as the full walk does (after the first level took a write, the
     /// levels below see a read).
-    #[inline]
     /// `count` is the lookups to count at each level: 1, or in
     /// [`StraddleMode::PerLine`] one per first-level line.
+    #[inline(always)]
     fn lower_levels_hit(&mut self, core: usize, k: usize, addr: u64, end: u64, count: u64) -> bool {
         let path = if k == 0 {
             self.ipath[core]
@@ -727,10 +735,15 @@ impl Hierarchy {
         for pos in 1..len {
             let y = &mut self.inst[path.get(pos)];
             let sh = y.cache.line_shift();
-            for line in (addr >> sh)..=(end >> sh) {
+            let (mut line, last) = (addr >> sh, end >> sh);
+            loop {
                 if y.cache.lookup(line).is_none() {
                     return false;
                 }
+                if line == last {
+                    break;
+                }
+                line += 1;
             }
         }
         let lk = usize::from(k != 0);
