@@ -599,7 +599,6 @@ impl Hierarchy {
     /// state change as [`Hierarchy::plain_hit`]: the dirty bit for a write,
     /// the hits counted); anything else takes [`Hierarchy::access`], which
     /// that quick look leaves with nothing to undo.
-    #[inline(never)]
     fn batch_plain(
         &mut self,
         core: usize,
@@ -647,8 +646,14 @@ impl Hierarchy {
                     }
                 }
             }
-            *r = self.access(core, *a);
+            *r = self.access_outlined(core, *a);
         }
+    }
+
+    /// [`Hierarchy::access`] as a call, keeping the batch loop small.
+    #[inline(never)]
+    fn access_outlined(&mut self, core: usize, a: Access) -> AccessResult {
+        self.access(core, a)
     }
 
     /// The fast path of a plain configuration (no coherence, no all-levels
