@@ -607,9 +607,18 @@ impl Cache {
         }
     }
 
-    /// Removes `line` if present, returning what it held.
+    /// Removes `line` if present, returning what it held. Most calls (the
+    /// snoops of coherence) find nothing: the search is inlined, the
+    /// removal is not.
+    #[inline]
     pub fn invalidate(&mut self, line: u64) -> Option<Evicted> {
         let idx = self.find(line)?;
+        Some(self.remove_at(line, idx))
+    }
+
+    /// Removes `line`, found at `idx`.
+    #[inline(never)]
+    fn remove_at(&mut self, line: u64, idx: usize) -> Evicted {
         let e = self.evicted_at(idx);
         self.tags[idx] = INVALID;
         self.flags[idx] = 0;
@@ -627,7 +636,7 @@ impl Cache {
         if self.memo_idx == idx {
             self.memo_line = INVALID;
         }
-        Some(e)
+        e
     }
 
     #[inline]
