@@ -36,7 +36,7 @@ fn parse(path: &str, limit: usize) -> Vec<(u8, Access)> {
             (b' ', b'M') => AccessKind::ReadModifyWrite,
             _ => continue,
         };
-        let Some((a, s)) = line[2..].trim().split_once(',') else {
+        let Some((a, s)) = line.get(2..).and_then(|r| r.trim().split_once(',')) else {
             continue;
         };
         let (Ok(addr), Ok(size)) = (u64::from_str_radix(a, 16), s.trim().parse::<u32>()) else {
