@@ -14,7 +14,11 @@
 //!   are moved to their own region);
 //! - `jaguar-4t-shared`: the same split with the data left shared, so the
 //!   four "threads" write each other's lines all the time (a worst case for
-//!   coherence, not a realistic program).
+//!   coherence, not a realistic program);
+//! - the same five through `Hierarchy::access_batch` (`batch/...`): the
+//!   trace cut beforehand into runs of one thread, at most 256 accesses
+//!   each, as a capture consumer or `coldcache sim` would pass them; the
+//!   attribution then reads the batch's results.
 //!
 //! With `COLDCACHE_BENCH_TRACE=FILE` (a lackey trace, plain or compressed)
 //! the trace is that program's instead: its first 20 million records are
@@ -124,6 +128,57 @@ fn run_attributed(
     }
 }
 
+/// The trace cut into runs of one thread of at most 256 accesses:
+/// (thread, accesses, instruction indices).
+type Batches = Vec<(u8, Vec<Access>, Vec<u32>)>;
+
+fn batches(trace: &[(u8, Access, u32)], threads: bool) -> Batches {
+    let mut out: Batches = Vec::new();
+    for &(t, a, i) in trace {
+        let t = if threads { t } else { 0 };
+        match out.last_mut() {
+            Some((bt, acc, idx)) if *bt == t && acc.len() < 256 => {
+                acc.push(a);
+                idx.push(i);
+            }
+            _ => out.push((t, vec![a], vec![i])),
+        }
+    }
+    out
+}
+
+fn run_batches(h: &mut Hierarchy, b: &Batches, results: &mut [AccessResult]) -> u64 {
+    let mut mem = 0u64;
+    for (t, acc, _) in b {
+        h.access_batch(usize::from(*t), acc, results);
+        for r in &results[..acc.len()] {
+            mem += u64::from(r.served_by.is_memory());
+        }
+    }
+    mem
+}
+
+fn run_batches_attributed(
+    h: &mut Hierarchy,
+    b: &Batches,
+    results: &mut [AccessResult],
+    counters: &mut [[u32; MAX_LEVELS + 1]],
+) {
+    for (t, acc, idx) in b {
+        h.access_batch(usize::from(*t), acc, results);
+        for (r, &i) in results[..acc.len()].iter().zip(idx) {
+            let c = &mut counters[i as usize];
+            if r.lines() == 1 {
+                c[r.served_by.slot()] += 1;
+            } else {
+                for (s, n) in c.iter_mut().zip(r.per_slot()) {
+                    *s += n;
+                }
+            }
+        }
+    }
+}
+
 /// A recorded trace, when `COLDCACHE_BENCH_TRACE` names one.
 fn load_trace() -> Option<Vec<(u8, Access, u32)>> {
     let path = std::env::var_os("COLDCACHE_BENCH_TRACE")?;
@@ -221,6 +276,31 @@ fn bench(c: &mut Criterion) {
     g.bench_function("jaguar-4t-shared", |b| {
         let mut h = Hierarchy::new(&jag).unwrap();
         b.iter(|| run(&mut h, black_box(&trace), true))
+    });
+
+    let one_core = batches(&trace, false);
+    let four = batches(&private, true);
+    let four_shared = batches(&trace, true);
+    let mut results = vec![AccessResult::default(); 256];
+    g.bench_function("batch/cachegrind", |b| {
+        let mut h = Hierarchy::new(&cg).unwrap();
+        b.iter(|| run_batches(&mut h, black_box(&one_core), &mut results))
+    });
+    g.bench_function("batch/cachegrind+attribution", |b| {
+        let mut h = Hierarchy::new(&cg).unwrap();
+        b.iter(|| run_batches_attributed(&mut h, black_box(&one_core), &mut results, &mut counters))
+    });
+    g.bench_function("batch/jaguar-4t", |b| {
+        let mut h = Hierarchy::new(&jag).unwrap();
+        b.iter(|| run_batches(&mut h, black_box(&four), &mut results))
+    });
+    g.bench_function("batch/jaguar-4t+attribution", |b| {
+        let mut h = Hierarchy::new(&jag).unwrap();
+        b.iter(|| run_batches_attributed(&mut h, black_box(&four), &mut results, &mut counters))
+    });
+    g.bench_function("batch/jaguar-4t-shared", |b| {
+        let mut h = Hierarchy::new(&jag).unwrap();
+        b.iter(|| run_batches(&mut h, black_box(&four_shared), &mut results))
     });
     g.finish();
 }

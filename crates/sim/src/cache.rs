@@ -8,12 +8,24 @@
 //! (consecutive instruction fetches, fields of one struct, a loop's stack
 //! slots) is one compare and, for every policy but SRRIP, no state change,
 //! since that way is already the most recently used of its set.
+//!
+//! LRU and FIFO sets of up to 16 ways keep their replacement order as a
+//! recency list packed in one `u64` per set (4 bits per rank, the most
+//! recent way in the low bits): a use moves a way to the front and the
+//! victim is the last rank, each a few instructions whatever the
+//! associativity. Empty ways sit at the back of the list, so they are
+//! filled before any valid line is evicted. Wider LRU and FIFO sets keep a
+//! time stamp per way instead.
 
 use crate::config::ReplacementPolicy;
+use std::collections::TryReserveError;
 
 /// Tag of an empty way. Line addresses are `addr >> line_shift`, so a real
 /// line can only equal this with a 1-byte line at the last byte of memory.
 pub const INVALID: u64 = u64::MAX;
+
+/// The widest set whose order fits a packed recency list.
+pub const MAX_ORDERED_WAYS: usize = 16;
 
 /// Line state flags.
 pub mod flags {
@@ -25,6 +37,62 @@ pub mod flags {
     pub const HW_PREFETCHED: u8 = 4;
     /// Either prefetch mark.
     pub const PREFETCHED: u8 = SW_PREFETCHED | HW_PREFETCHED;
+}
+
+/// Every nibble 1.
+const NIBBLES_1: u64 = 0x1111_1111_1111_1111;
+/// The high bit of every nibble.
+const NIBBLES_8: u64 = 0x8888_8888_8888_8888;
+
+/// Bit position (4 x rank) of way `w` in the packed recency list `order`.
+/// `w` must occur exactly once among the used nibbles, and unused nibbles
+/// hold 0xF, which is never a way of a set of fewer than 16 ways.
+#[inline(always)]
+fn rank_shift(order: u64, w: u64) -> u32 {
+    let x = order ^ (w * NIBBLES_1);
+    // The lowest zero nibble of `x` is exactly the lowest flagged one
+    // (borrows only reach nibbles above it).
+    let z = x.wrapping_sub(NIBBLES_1) & !x & NIBBLES_8;
+    z.trailing_zeros() & !3
+}
+
+/// `order` with way `w` moved to the front (rank 0).
+#[inline(always)]
+fn promote(order: u64, w: u64) -> u64 {
+    let r4 = rank_shift(order, w);
+    let below = (1u64 << r4) - 1;
+    let upto = below | (0xF << r4);
+    (order & !upto) | ((order & below) << 4) | w
+}
+
+/// `order` with way `w` moved to the back (rank `ways - 1`).
+#[inline]
+fn demote(order: u64, w: u64, ways: usize) -> u64 {
+    let r4 = rank_shift(order, w);
+    let l4 = 4 * (ways as u32 - 1);
+    let below = (1u64 << r4) - 1;
+    let mid = ((1u64 << l4) - 1) & !below;
+    let high = u64::MAX.checked_shl(l4 + 4).unwrap_or(0);
+    (order & below) | ((order >> 4) & mid) | (order & high) | (w << l4)
+}
+
+/// The recency list of an empty set: way 0 last, so filled first.
+fn initial_order(ways: usize) -> u64 {
+    let mut o = u64::MAX;
+    for rank in 0..ways {
+        let way = (ways - 1 - rank) as u64;
+        o &= !(0xF << (4 * rank));
+        o |= way << (4 * rank);
+    }
+    o
+}
+
+/// A vector of `n` copies of `v`, or the allocation error.
+fn filled<T: Clone>(n: usize, v: T) -> Result<Vec<T>, TryReserveError> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n)?;
+    out.resize(n, v);
+    Ok(out)
 }
 
 /// The way of `set` holding `line`. Compares four ways per step without a
@@ -70,9 +138,18 @@ pub struct Cache {
     set_mask: u64,
     line_shift: u32,
     policy: ReplacementPolicy,
+    /// LRU or FIFO with at most [`MAX_ORDERED_WAYS`] ways: `meta` holds
+    /// each set's packed recency list.
+    ordered: bool,
+    /// Mask of `meta` giving the set's most recently used way (or, for
+    /// FIFO, the way filled last): 0xF when ordered, else 0xFFFF.
+    mru_mask: u64,
     tags: Vec<u64>,
     flags: Vec<u8>,
-    /// LRU: last use; FIFO: fill time.
+    /// Per set: the packed recency list when `ordered`, else the most
+    /// recently used way.
+    meta: Vec<u64>,
+    /// Unordered LRU: last use; unordered FIFO: fill time.
     stamp: Vec<u64>,
     /// SRRIP re-reference prediction values.
     rrpv: Vec<u8>,
@@ -86,8 +163,6 @@ pub struct Cache {
     touched: Vec<u64>,
     /// Per-line software prefetch sites (empty when not tracked).
     prefetch_ip: Vec<u64>,
-    /// Per set, the most recently used way.
-    mru: Vec<u16>,
     /// The line touched last, and its index (`INVALID` when none).
     memo_line: u64,
     memo_idx: usize,
@@ -97,6 +172,9 @@ impl Cache {
     /// A cache of `sets` sets of `ways` ways of `1 << line_shift`-byte lines.
     /// `track_touched` and `track_prefetch_ip` allocate the optional side
     /// arrays.
+    ///
+    /// # Panics
+    /// If the state cannot be allocated (see [`Cache::try_new`]).
     pub fn new(
         sets: u64,
         ways: u32,
@@ -105,6 +183,61 @@ impl Cache {
         track_touched: bool,
         track_prefetch_ip: bool,
     ) -> Cache {
+        Cache::try_new(
+            sets,
+            ways,
+            line_shift,
+            policy,
+            track_touched,
+            track_prefetch_ip,
+        )
+        .expect("cache state allocation")
+    }
+
+    /// Bytes of state [`Cache::try_new`] allocates for this geometry.
+    pub fn state_bytes(
+        sets: u64,
+        ways: u32,
+        policy: ReplacementPolicy,
+        track_touched: bool,
+        track_prefetch_ip: bool,
+    ) -> u64 {
+        let n = sets.saturating_mul(u64::from(ways));
+        let ordered = Cache::is_ordered(policy, ways as usize);
+        // Tags and flags; a meta word per set.
+        let mut per_line = 8 + 1;
+        let mut per_set = 8;
+        match policy {
+            ReplacementPolicy::Lru | ReplacementPolicy::Fifo if !ordered => per_line += 8,
+            ReplacementPolicy::Srrip { .. } => per_line += 1,
+            ReplacementPolicy::TreePlru => per_set += 8,
+            _ => {}
+        }
+        if track_touched {
+            per_line += 8;
+        }
+        if track_prefetch_ip {
+            per_line += 8;
+        }
+        n.saturating_mul(per_line)
+            .saturating_add(sets.saturating_mul(per_set))
+    }
+
+    fn is_ordered(policy: ReplacementPolicy, ways: usize) -> bool {
+        matches!(policy, ReplacementPolicy::Lru | ReplacementPolicy::Fifo)
+            && ways <= MAX_ORDERED_WAYS
+    }
+
+    /// [`Cache::new`] with fallible allocation: an error when the state
+    /// ([`Cache::state_bytes`]) cannot be allocated.
+    pub fn try_new(
+        sets: u64,
+        ways: u32,
+        line_shift: u32,
+        policy: ReplacementPolicy,
+        track_touched: bool,
+        track_prefetch_ip: bool,
+    ) -> Result<Cache, TryReserveError> {
         let ways = ways as usize;
         let n = sets as usize * ways;
         let set_mask = if sets.is_power_of_two() {
@@ -112,21 +245,22 @@ impl Cache {
         } else {
             u64::MAX
         };
+        let ordered = Cache::is_ordered(policy, ways);
         let (rrpv, rrpv_max) = match policy {
             ReplacementPolicy::Srrip { bits } => {
                 let max = ((1u16 << bits) - 1) as u8;
-                (vec![max; n], max)
+                (filled(n, max)?, max)
             }
             _ => (Vec::new(), 0),
         };
         let plru_leaves = ways.next_power_of_two();
         let plru = if policy == ReplacementPolicy::TreePlru {
-            vec![0; sets as usize]
+            filled(sets as usize, 0)?
         } else {
             Vec::new()
         };
         let stamp = match policy {
-            ReplacementPolicy::Lru | ReplacementPolicy::Fifo => vec![0; n],
+            ReplacementPolicy::Lru | ReplacementPolicy::Fifo if !ordered => filled(n, 0)?,
             _ => Vec::new(),
         };
         let rng = match policy {
@@ -140,14 +274,22 @@ impl Cache {
             }
             _ => 1,
         };
-        Cache {
+        let meta = if ordered {
+            filled(sets as usize, initial_order(ways))?
+        } else {
+            filled(sets as usize, 0)?
+        };
+        Ok(Cache {
             ways,
             sets,
             set_mask,
             line_shift,
             policy,
-            tags: vec![INVALID; n],
-            flags: vec![0; n],
+            ordered,
+            mru_mask: if ordered { 0xF } else { 0xFFFF },
+            tags: filled(n, INVALID)?,
+            flags: filled(n, 0)?,
+            meta,
             stamp,
             rrpv,
             rrpv_max,
@@ -156,19 +298,18 @@ impl Cache {
             clock: 0,
             rng,
             touched: if track_touched {
-                vec![0; n]
+                filled(n, 0)?
             } else {
                 Vec::new()
             },
             prefetch_ip: if track_prefetch_ip {
-                vec![0; n]
+                filled(n, 0)?
             } else {
                 Vec::new()
             },
-            mru: vec![0; sets as usize],
             memo_line: INVALID,
             memo_idx: 0,
-        }
+        })
     }
 
     #[inline]
@@ -188,7 +329,7 @@ impl Cache {
         self.tags.len()
     }
 
-    #[inline]
+    #[inline(always)]
     fn set_of(&self, line: u64) -> usize {
         if self.set_mask != u64::MAX {
             (line & self.set_mask) as usize
@@ -197,12 +338,18 @@ impl Cache {
         }
     }
 
+    /// The most recently used way of `set` (FIFO: the way filled last).
+    #[inline(always)]
+    fn mru_of(&self, set: usize) -> usize {
+        (self.meta[set] & self.mru_mask) as usize
+    }
+
     /// Index of `line` if present, without changing replacement state.
     #[inline]
     pub fn find(&self, line: u64) -> Option<usize> {
         let set = self.set_of(line);
         let base = set * self.ways;
-        let hint = base + usize::from(self.mru[set]);
+        let hint = base + self.mru_of(set);
         if self.tags[hint] == line {
             return Some(hint);
         }
@@ -219,13 +366,52 @@ impl Cache {
         }
         let set = self.set_of(line);
         let base = set * self.ways;
-        let hint = base + usize::from(self.mru[set]);
+        let hint = base + self.mru_of(set);
         if self.tags[hint] == line {
             self.memo_line = line;
             self.memo_idx = hint;
             return Some(self.hit_mru(hint));
         }
         self.lookup_scan(line, set, base)
+    }
+
+    /// [`Cache::lookup`] for a cache whose policy is not SRRIP (the only one
+    /// whose state a hit on the most recently used way changes).
+    #[inline(always)]
+    pub(crate) fn lookup_not_srrip(&mut self, line: u64) -> Option<usize> {
+        debug_assert!(self.rrpv.is_empty());
+        if self.memo_line == line {
+            return Some(self.memo_idx);
+        }
+        let set = self.set_of(line);
+        let base = set * self.ways;
+        let hint = base + self.mru_of(set);
+        if self.tags[hint] == line {
+            self.memo_line = line;
+            self.memo_idx = hint;
+            return Some(hint);
+        }
+        self.lookup_scan(line, set, base)
+    }
+
+    /// The index of `line` if it is the line touched last or its set's
+    /// most recently used way, else `None` with nothing changed. Either
+    /// hit needs no replacement update but for SRRIP, which the caller
+    /// must not use this for.
+    #[inline(always)]
+    pub(crate) fn lookup_mru(&mut self, line: u64) -> Option<usize> {
+        debug_assert!(self.rrpv.is_empty());
+        if self.memo_line == line {
+            return Some(self.memo_idx);
+        }
+        let set = self.set_of(line);
+        let hint = set * self.ways + self.mru_of(set);
+        if self.tags[hint] == line {
+            self.memo_line = line;
+            self.memo_idx = hint;
+            return Some(hint);
+        }
+        None
     }
 
     /// A hit on the most recently used way of its set: LRU, PLRU and FIFO
@@ -242,30 +428,34 @@ impl Cache {
     fn lookup_scan(&mut self, line: u64, set: usize, base: usize) -> Option<usize> {
         let w = way_of(&self.tags[base..base + self.ways], line)?;
         let idx = base + w;
-        self.touch(idx);
-        self.mru[set] = w as u16;
+        if self.ordered {
+            if self.policy == ReplacementPolicy::Lru {
+                self.meta[set] = promote(self.meta[set], w as u64);
+            }
+        } else {
+            self.touch(set, idx);
+            self.meta[set] = w as u64;
+        }
         self.memo_line = line;
         self.memo_idx = idx;
         Some(idx)
     }
 
-    /// Marks way `idx` as used.
-    #[inline]
-    fn touch(&mut self, idx: usize) {
+    /// Marks way `idx` of `set` as used (all but the packed recency list).
+    #[inline(never)]
+    fn touch(&mut self, set: usize, idx: usize) {
         match self.policy {
-            ReplacementPolicy::Lru => {
+            ReplacementPolicy::Lru if !self.ordered => {
                 self.clock += 1;
                 self.stamp[idx] = self.clock;
             }
-            ReplacementPolicy::TreePlru => self.plru_touch(idx),
+            ReplacementPolicy::TreePlru => self.plru_touch(set, idx - set * self.ways),
             ReplacementPolicy::Srrip { .. } => self.rrpv[idx] = 0,
-            ReplacementPolicy::Fifo | ReplacementPolicy::Random { .. } => {}
+            _ => {}
         }
     }
 
-    fn plru_touch(&mut self, idx: usize) {
-        let set = idx / self.ways;
-        let way = idx % self.ways;
+    fn plru_touch(&mut self, set: usize, way: usize) {
         let mut bits = self.plru[set];
         // Walk from the root (node 1) to the leaf; at each node point away
         // from the half that holds `way` (bit 1 = victim on the right).
@@ -319,7 +509,16 @@ impl Cache {
     }
 
     /// Way to replace in `set`: an invalid way if any, else the policy's pick.
+    #[inline]
     fn victim(&mut self, set: usize) -> usize {
+        if self.ordered {
+            // Empty ways are at the back of the list.
+            return ((self.meta[set] >> (4 * (self.ways - 1))) & 0xF) as usize;
+        }
+        self.victim_unordered(set)
+    }
+
+    fn victim_unordered(&mut self, set: usize) -> usize {
         let base = set * self.ways;
         if let ReplacementPolicy::Lru | ReplacementPolicy::Fifo = self.policy {
             // Invalid ways have stamp 0 and valid ones at least 1: one scan
@@ -364,27 +563,36 @@ impl Cache {
     pub fn insert(&mut self, line: u64, flags: u8) -> (usize, Option<Evicted>) {
         debug_assert!(self.find(line).is_none());
         let set = self.set_of(line);
-        let idx = set * self.ways + self.victim(set);
-        let old = self.tags[idx];
-        let evicted = (old != INVALID).then(|| self.evicted_at(idx));
-        self.tags[idx] = line;
-        self.flags[idx] = flags;
-        if !self.touched.is_empty() {
-            self.touched[idx] = 0;
+        let w = self.victim(set);
+        let idx = set * self.ways + w;
+        let old = std::mem::replace(&mut self.tags[idx], line);
+        let old_flags = std::mem::replace(&mut self.flags[idx], flags);
+        let evicted = (old != INVALID).then(|| Evicted {
+            line: old,
+            flags: old_flags,
+            touched: self.touched.get(idx).copied().unwrap_or(0),
+            prefetch_ip: self.prefetch_ip.get(idx).copied().unwrap_or(0),
+        });
+        if let Some(t) = self.touched.get_mut(idx) {
+            *t = 0;
         }
-        if !self.prefetch_ip.is_empty() {
-            self.prefetch_ip[idx] = 0;
+        if let Some(p) = self.prefetch_ip.get_mut(idx) {
+            *p = 0;
         }
-        match self.policy {
-            ReplacementPolicy::Lru | ReplacementPolicy::Fifo => {
-                self.clock += 1;
-                self.stamp[idx] = self.clock;
+        if self.ordered {
+            self.meta[set] = promote(self.meta[set], w as u64);
+        } else {
+            match self.policy {
+                ReplacementPolicy::Lru | ReplacementPolicy::Fifo => {
+                    self.clock += 1;
+                    self.stamp[idx] = self.clock;
+                }
+                ReplacementPolicy::TreePlru => self.plru_touch(set, w),
+                ReplacementPolicy::Srrip { .. } => self.rrpv[idx] = self.rrpv_max - 1,
+                ReplacementPolicy::Random { .. } => {}
             }
-            ReplacementPolicy::TreePlru => self.plru_touch(idx),
-            ReplacementPolicy::Srrip { .. } => self.rrpv[idx] = self.rrpv_max - 1,
-            ReplacementPolicy::Random { .. } => {}
+            self.meta[set] = w as u64;
         }
-        self.mru[set] = (idx - set * self.ways) as u16;
         self.memo_line = line;
         self.memo_idx = idx;
         (idx, evicted)
@@ -399,9 +607,18 @@ impl Cache {
         }
     }
 
-    /// Removes `line` if present, returning what it held.
+    /// Removes `line` if present, returning what it held. Most calls (the
+    /// snoops of coherence) find nothing: the search is inlined, the
+    /// removal is not.
+    #[inline]
     pub fn invalidate(&mut self, line: u64) -> Option<Evicted> {
         let idx = self.find(line)?;
+        Some(self.remove_at(line, idx))
+    }
+
+    /// Removes `line`, found at `idx`.
+    #[inline(never)]
+    fn remove_at(&mut self, line: u64, idx: usize) -> Evicted {
         let e = self.evicted_at(idx);
         self.tags[idx] = INVALID;
         self.flags[idx] = 0;
@@ -411,10 +628,15 @@ impl Cache {
         if !self.stamp.is_empty() {
             self.stamp[idx] = 0;
         }
+        if self.ordered {
+            let set = self.set_of(line);
+            let w = (idx - set * self.ways) as u64;
+            self.meta[set] = demote(self.meta[set], w, self.ways);
+        }
         if self.memo_idx == idx {
             self.memo_line = INVALID;
         }
-        Some(e)
+        e
     }
 
     #[inline]
@@ -581,6 +803,99 @@ mod tests {
         assert!(c.contains(0) && c.contains(1));
         let (_, e) = c.insert(3, 0);
         assert_eq!(e.unwrap().line, 0);
+    }
+
+    #[test]
+    fn packed_recency_list_moves_one_way_and_keeps_the_rest_in_order() {
+        // Ways 0..4 of a 5-way set, most recent first: 3 1 4 0 2.
+        let ranks =
+            |o: u64, n: usize| -> Vec<u64> { (0..n).map(|r| (o >> (4 * r)) & 0xF).collect() };
+        let mut o = u64::MAX;
+        for (r, w) in [3u64, 1, 4, 0, 2].iter().enumerate() {
+            o &= !(0xF << (4 * r));
+            o |= w << (4 * r);
+        }
+        assert_eq!(ranks(promote(o, 0), 5), vec![0, 3, 1, 4, 2]);
+        assert_eq!(ranks(promote(o, 3), 5), vec![3, 1, 4, 0, 2]);
+        assert_eq!(ranks(promote(o, 2), 5), vec![2, 3, 1, 4, 0]);
+        assert_eq!(ranks(demote(o, 1, 5), 5), vec![3, 4, 0, 2, 1]);
+        assert_eq!(ranks(demote(o, 2, 5), 5), vec![3, 1, 4, 0, 2]);
+        // Unused nibbles stay 0xF.
+        assert_eq!(promote(o, 0) >> 20, u64::MAX >> 20);
+        assert_eq!(demote(o, 3, 5) >> 20, u64::MAX >> 20);
+        // A full 16-way list: every position.
+        let full = initial_order(16);
+        assert_eq!(ranks(full, 16), (0..16).rev().collect::<Vec<_>>());
+        for w in 0..16 {
+            let p = ranks(promote(full, w), 16);
+            assert_eq!(p[0], w);
+            let d = ranks(demote(full, w, 16), 16);
+            assert_eq!(d[15], w);
+            let mut rest: Vec<u64> = (0..16).rev().filter(|&x| x != w).collect();
+            assert_eq!(&p[1..], &rest[..]);
+            assert_eq!(&d[..15], &rest[..]);
+            rest.clear();
+        }
+    }
+
+    /// LRU and FIFO (packed lists up to 16 ways, stamps above) against a
+    /// naive model: per set a list of lines, most recent (LRU) or newest
+    /// fill (FIFO) first, with lookups, fills and invalidations.
+    #[test]
+    fn lru_and_fifo_agree_with_naive_lists_for_every_width() {
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for policy in [P::Lru, P::Fifo] {
+            for ways in 1..=40usize {
+                for sets in [1u64, 3, 4] {
+                    let mut c = Cache::new(sets, ways as u32, 0, policy, false, false);
+                    let mut naive: Vec<Vec<u64>> = vec![Vec::new(); sets as usize];
+                    let universe = (ways as u64 + 3) * sets;
+                    for step in 0..3000 {
+                        let line = next() % universe;
+                        let set = &mut naive[(line % sets) as usize];
+                        let pos = set.iter().position(|&l| l == line);
+                        if next() % 8 == 0 {
+                            let got = c.invalidate(line).map(|e| e.line);
+                            assert_eq!(
+                                got,
+                                pos.map(|_| line),
+                                "{policy:?} {ways} ways step {step}"
+                            );
+                            if let Some(p) = pos {
+                                set.remove(p);
+                            }
+                            continue;
+                        }
+                        let hit = c.lookup(line).is_some();
+                        assert_eq!(hit, pos.is_some(), "{policy:?} {ways} ways step {step}");
+                        match pos {
+                            Some(p) => {
+                                if policy == P::Lru {
+                                    set.remove(p);
+                                    set.insert(0, line);
+                                }
+                            }
+                            None => {
+                                let (_, e) = c.insert(line, 0);
+                                let want = (set.len() == ways).then(|| set.pop().unwrap());
+                                assert_eq!(
+                                    e.map(|e| e.line),
+                                    want,
+                                    "{policy:?} {ways} ways step {step}"
+                                );
+                                set.insert(0, line);
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! table, and the table of lines a core owns alone.
 
 use crate::stats::LineSharing;
+use std::collections::TryReserveError;
 
 const EMPTY: u64 = u64::MAX;
 
@@ -16,27 +17,43 @@ pub(crate) struct LineTable {
 
 impl LineTable {
     /// A table for up to `capacity` lines (0 disables per-line tracking).
-    pub fn new(capacity: usize) -> LineTable {
+    pub fn try_new(capacity: usize) -> Result<LineTable, TryReserveError> {
         if capacity == 0 {
-            return LineTable {
+            return Ok(LineTable {
                 slots: Vec::new(),
                 mask: 0,
                 used: 0,
                 limit: 0,
-            };
+            });
         }
-        // Keep the load factor at or under 1/2 for short probe runs.
-        let n = (capacity * 2).next_power_of_two();
+        let n = LineTable::slots_for(capacity);
         let empty = LineSharing {
             line: EMPTY,
             ..LineSharing::default()
         };
-        LineTable {
-            slots: vec![empty; n],
+        let mut slots = Vec::new();
+        slots.try_reserve_exact(n)?;
+        slots.resize(n, empty);
+        Ok(LineTable {
+            slots,
             mask: n - 1,
             used: 0,
             limit: capacity,
+        })
+    }
+
+    /// Slots allocated for `capacity` lines: the load factor stays at or
+    /// under 1/2 for short probe runs.
+    fn slots_for(capacity: usize) -> usize {
+        (capacity * 2).next_power_of_two()
+    }
+
+    /// Bytes [`LineTable::try_new`] allocates for `capacity` lines.
+    pub fn bytes_for(capacity: usize) -> u64 {
+        if capacity == 0 {
+            return 0;
         }
+        LineTable::slots_for(capacity) as u64 * std::mem::size_of::<LineSharing>() as u64
     }
 
     /// The entry for `line`, created if there is room; `None` when full.
@@ -137,7 +154,7 @@ mod tests {
 
     #[test]
     fn full_table_refuses_new_lines_but_keeps_old_ones() {
-        let mut t = LineTable::new(2);
+        let mut t = LineTable::try_new(2).unwrap();
         t.entry(10).unwrap().sent += 1;
         t.entry(20).unwrap().sent += 1;
         assert!(t.entry(30).is_none());

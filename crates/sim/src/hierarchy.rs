@@ -134,6 +134,9 @@ pub struct Hierarchy {
     /// None of coherence, all-levels lookup, hardware prefetchers or SRRIP
     /// first levels: hits take `plain_hit`.
     plain: bool,
+    /// No miss classification, hardware prefetcher, exclusive level or
+    /// all-levels lookup: demand accesses take `walk_simple`.
+    simple_walk: bool,
     /// Whether a walk can refill a line it evicted (hardware prefetchers,
     /// exclusive levels), so queued victims must be checked for staleness.
     refills: bool,
@@ -198,10 +201,80 @@ fn byte_mask(addr: u64, size: u64, line: u64, shift: u32) -> u64 {
     bits << first
 }
 
+/// `n` bytes for a message: the exact count and a rounded figure.
+fn bytes_figure(n: u64) -> String {
+    const GIB: f64 = (1u64 << 30) as f64;
+    const MIB: f64 = (1u64 << 20) as f64;
+    if n >= 1 << 30 {
+        format!("{n} bytes, {:.1} GiB", n as f64 / GIB)
+    } else {
+        format!("{n} bytes, {:.1} MiB", n as f64 / MIB)
+    }
+}
+
+/// Cores sharing one instance of level `l`.
+fn group_of(l: &LevelConfig, cores: usize) -> usize {
+    match l.sharing {
+        Sharing::Core => 1,
+        Sharing::Group { cores } => cores,
+        Sharing::All => cores,
+    }
+}
+
+impl HierarchyConfig {
+    /// Bytes of simulator state whose size the configuration chooses, which
+    /// [`Hierarchy::new`] allocates before the first access: every cache
+    /// instance's lines and replacement state, the miss-classification
+    /// shadows (their preallocated part; the set of lines ever seen grows
+    /// with the run), the per-line coherence table and the prefetcher
+    /// tables. Saturates rather than overflows. Meaningful for a
+    /// configuration that [`HierarchyConfig::validate`] accepts.
+    pub fn state_bytes(&self) -> u64 {
+        let coherent = self.coherence && self.cores > 1;
+        let mut total = 0u64;
+        for l in &self.levels {
+            let instances = (self.cores / group_of(l, self.cores).max(1)) as u64;
+            let first = l.level == 1 && l.kind != CacheKind::Instruction;
+            let mut one = Cache::state_bytes(l.sets(), l.assoc, l.policy, coherent && first, first);
+            if self.classify_misses {
+                let lines = l.sets().saturating_mul(u64::from(l.assoc));
+                one = one.saturating_add(Shadow::bytes_for(lines as usize));
+            }
+            total = total.saturating_add(one.saturating_mul(instances));
+        }
+        if coherent {
+            total = total.saturating_add(LineTable::bytes_for(self.coherence_table));
+        }
+        for p in &self.prefetchers {
+            let instances = self
+                .levels
+                .iter()
+                .filter(|l| l.level == p.level && l.kind != CacheKind::Instruction)
+                .map(|l| (self.cores / group_of(l, self.cores).max(1)) as u64)
+                .sum::<u64>();
+            total = total.saturating_add(Prefetcher::table_bytes(p).saturating_mul(instances));
+        }
+        total
+    }
+}
+
 impl Hierarchy {
-    /// Builds a hierarchy; the configuration is validated first.
+    /// Builds a hierarchy; the configuration is validated first. The state
+    /// it needs ([`HierarchyConfig::state_bytes`]) is allocated fallibly: a
+    /// configuration too big for the memory available is refused with a
+    /// [`ConfigError`] giving the figure, not an abort.
     pub fn new(cfg: &HierarchyConfig) -> Result<Hierarchy, ConfigError> {
         cfg.validate()?;
+        let need = cfg.state_bytes();
+        let refuse = |key: String| {
+            ConfigError {
+            key,
+            problem: format!(
+                "the simulator state of this hierarchy needs {} in all, which could not be allocated",
+                bytes_figure(need)
+            ),
+        }
+        };
         let cores = cfg.cores;
         let coherent = cfg.coherence && cores > 1;
         let mut inst: Vec<Instance> = Vec::new();
@@ -211,11 +284,7 @@ impl Hierarchy {
         let max_level = cfg.levels.iter().map(|l| l.level).max().unwrap_or(0);
         for n in 1..=max_level {
             for (li, l) in cfg.levels.iter().enumerate().filter(|(_, l)| l.level == n) {
-                let group = match l.sharing {
-                    Sharing::Core => 1,
-                    Sharing::Group { cores } => cores,
-                    Sharing::All => cores,
-                };
+                let group = group_of(l, cores);
                 let count = cores / group;
                 for g in 0..count {
                     let idx = inst.len();
@@ -226,15 +295,23 @@ impl Hierarchy {
                     };
                     let track_touched = coherent && n == 1 && l.kind != CacheKind::Instruction;
                     let track_ip = n == 1 && l.kind != CacheKind::Instruction;
+                    let cache = Cache::try_new(
+                        l.sets(),
+                        l.assoc,
+                        l.line_size.trailing_zeros(),
+                        l.policy,
+                        track_touched,
+                        track_ip,
+                    )
+                    .map_err(|_| refuse(format!("levels[{li}]")))?;
+                    let shadow = if cfg.classify_misses {
+                        let lines = (l.sets() * u64::from(l.assoc)) as usize;
+                        Some(Shadow::try_new(lines).map_err(|_| refuse(format!("levels[{li}]")))?)
+                    } else {
+                        None
+                    };
                     inst.push(Instance {
-                        cache: Cache::new(
-                            l.sets(),
-                            l.assoc,
-                            l.line_size.trailing_zeros(),
-                            l.policy,
-                            track_touched,
-                            track_ip,
-                        ),
+                        cache,
                         info: InstanceInfo {
                             name,
                             level_index: li,
@@ -251,9 +328,7 @@ impl Hierarchy {
                         },
                         private: group == 1,
                         stats: LevelStats::default(),
-                        shadow: cfg
-                            .classify_misses
-                            .then(|| Shadow::new((l.sets() * u64::from(l.assoc)) as usize)),
+                        shadow,
                         above: Vec::new(),
                         prefetchers: Vec::new(),
                         hits_fast: [0; 4],
@@ -305,12 +380,15 @@ impl Hierarchy {
             }
         }
         let mut prefetchers = Vec::new();
-        for p in &cfg.prefetchers {
+        for (pi, p) in cfg.prefetchers.iter().enumerate() {
             for x in inst.iter_mut() {
                 if x.info.level == p.level && x.info.kind != CacheKind::Instruction {
                     x.prefetchers.push(prefetchers.len());
                     x.fast = false;
-                    prefetchers.push(Prefetcher::new(*p));
+                    prefetchers.push(
+                        Prefetcher::try_new(*p)
+                            .map_err(|_| refuse(format!("prefetchers[{pi}]")))?,
+                    );
                 }
             }
         }
@@ -329,13 +407,15 @@ impl Hierarchy {
             })
             .collect();
 
+        let lines = LineTable::try_new(if coherent { cfg.coherence_table } else { 0 })
+            .map_err(|_| refuse("coherence_table".into()))?;
         Ok(Hierarchy {
             coh: CoherenceStats {
                 sent_by_core: vec![0; cores],
                 received_by_core: vec![0; cores],
                 ..CoherenceStats::default()
             },
-            lines: LineTable::new(if coherent { cfg.coherence_table } else { 0 }),
+            lines,
             cfg: cfg.clone(),
             inst,
             ipath,
@@ -361,6 +441,13 @@ impl Hierarchy {
             fast_dirty: [0, 0, flags::DIRTY, flags::DIRTY],
             per_line: cfg.straddle == StraddleMode::PerLine,
             all_levels: cfg.lookup == LookupMode::AllLevels,
+            simple_walk: !cfg.classify_misses
+                && cfg.prefetchers.is_empty()
+                && cfg.lookup == LookupMode::OnMiss
+                && !cfg
+                    .levels
+                    .iter()
+                    .any(|l| l.level > 1 && l.inclusion == Inclusion::Exclusive),
             refills: !cfg.prefetchers.is_empty()
                 || cfg
                     .levels
@@ -477,6 +564,98 @@ impl Hierarchy {
         self.access_slow(core, a.kind, a.addr, u64::from(a.size.max(1)), a.ip)
     }
 
+    /// Simulates `accesses` in order, all by `core`, writing the result of
+    /// `accesses[i]` to `results[i]`: exactly what calling
+    /// [`Hierarchy::access`] on each would do and return, with the checks
+    /// that depend only on the core and the configuration made once per
+    /// batch. A caller with a buffer of accesses from several threads
+    /// passes each run of one core's accesses (see [`CoreMap`]).
+    ///
+    /// # Panics
+    /// If `core` is out of range or `results` is shorter than `accesses`.
+    pub fn access_batch(&mut self, core: usize, accesses: &[Access], results: &mut [AccessResult]) {
+        assert!(core < self.cfg.cores, "core {core} out of range");
+        let results = &mut results[..accesses.len()];
+        let fast = self.fast[core];
+        if self.plain {
+            self.batch_plain(core, fast, accesses, results);
+        } else {
+            self.batch_general(core, accesses, results);
+        }
+    }
+
+    /// The batch loop of any other configuration: [`Hierarchy::access`]
+    /// on each access.
+    #[inline(never)]
+    fn batch_general(&mut self, core: usize, accesses: &[Access], results: &mut [AccessResult]) {
+        for (a, r) in accesses.iter().zip(results.iter_mut()) {
+            *r = self.access(core, *a);
+        }
+    }
+
+    /// The batch loop of a plain configuration: a demand access to one or
+    /// two first-level lines, each the line touched last or its set's most
+    /// recently used way, with no prefetch mark, is decided here (the same
+    /// state change as [`Hierarchy::plain_hit`]: the dirty bit for a write,
+    /// the hits counted); anything else takes [`Hierarchy::access`], which
+    /// that quick look leaves with nothing to undo.
+    fn batch_plain(
+        &mut self,
+        core: usize,
+        fast: [u16; 4],
+        accesses: &[Access],
+        results: &mut [AccessResult],
+    ) {
+        const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
+        for (a, r) in accesses.iter().zip(results.iter_mut()) {
+            let k = a.kind as usize;
+            if a.addr < TOP_REGION && k <= AccessKind::ReadModifyWrite as usize {
+                let f = fast[k];
+                if f != NO_FAST {
+                    let x = &mut self.inst[usize::from(f)];
+                    let shift = x.cache.line_shift();
+                    let line = a.addr >> shift;
+                    let end = a.addr + u64::from(a.size.saturating_sub(1));
+                    if end >> shift == line {
+                        if let Some(idx) = x.cache.lookup_mru(line) {
+                            let fl = x.cache.flags(idx);
+                            if fl & flags::PREFETCHED == 0 {
+                                x.cache.set_flags(idx, self.fast_dirty[k]);
+                                x.hits_fast[k] += 1;
+                                *r = L1_HIT;
+                                continue;
+                            }
+                        }
+                    } else if end >> shift == line + 1 {
+                        // Two lines, each the most recent of its set once
+                        // looked up (a set holding both leaves the second
+                        // to the full path).
+                        if let Some(i0) = x.cache.lookup_mru(line) {
+                            if let Some(i1) = x.cache.lookup_mru(line + 1) {
+                                let fl = x.cache.flags(i0) | x.cache.flags(i1);
+                                if fl & flags::PREFETCHED == 0 {
+                                    x.cache.set_flags(i0, self.fast_dirty[k]);
+                                    x.cache.set_flags(i1, self.fast_dirty[k]);
+                                    let n = if self.per_line { 2 } else { 1 };
+                                    x.hits_fast[k] += n;
+                                    *r = AccessResult::new(ServedBy::L1, n);
+                                    continue;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            *r = self.access_outlined(core, *a);
+        }
+    }
+
+    /// [`Hierarchy::access`] as a call, keeping the batch loop small.
+    #[inline(never)]
+    fn access_outlined(&mut self, core: usize, a: Access) -> AccessResult {
+        self.access(core, a)
+    }
+
     /// The fast path of a plain configuration (no coherence, no all-levels
     /// lookup, no hardware prefetcher, no SRRIP first level): a one-line
     /// access that hits the first level with no prefetch mark on its line.
@@ -490,7 +669,7 @@ impl Hierarchy {
             // No tick is counted in a plain configuration: any core will do.
             return self.first_level_hit_lines(fast, 0, k, addr, end);
         }
-        let idx = x.cache.lookup(line)?;
+        let idx = x.cache.lookup_not_srrip(line)?;
         if x.cache.flags(idx) & flags::PREFETCHED != 0 {
             return None;
         }
@@ -548,9 +727,9 @@ impl Hierarchy {
     /// model): whether the levels below the first all hit too, counting
     /// them as the full walk does (after the first level took a write, the
     /// levels below see a read).
-    #[inline]
     /// `count` is the lookups to count at each level: 1, or in
     /// [`StraddleMode::PerLine`] one per first-level line.
+    #[inline(always)]
     fn lower_levels_hit(&mut self, core: usize, k: usize, addr: u64, end: u64, count: u64) -> bool {
         let path = if k == 0 {
             self.ipath[core]
@@ -561,10 +740,15 @@ impl Hierarchy {
         for pos in 1..len {
             let y = &mut self.inst[path.get(pos)];
             let sh = y.cache.line_shift();
-            for line in (addr >> sh)..=(end >> sh) {
+            let (mut line, last) = (addr >> sh, end >> sh);
+            loop {
                 if y.cache.lookup(line).is_none() {
                     return false;
                 }
+                if line == last {
+                    break;
+                }
+                line += 1;
             }
         }
         let lk = usize::from(k != 0);
@@ -663,7 +847,11 @@ impl Hierarchy {
         }
         match self.cfg.straddle {
             StraddleMode::Whole => {
-                let s = self.walk(core, path, 0, kind, addr, size, ip, 0, true);
+                let s = if self.simple_walk {
+                    self.walk_simple(core, path, kind, addr, size)
+                } else {
+                    self.walk(core, path, 0, kind, addr, size, ip, 0, true)
+                };
                 r = AccessResult::new(s, 1);
                 if kind != AccessKind::InstrFetch {
                     self.after_data_access(core, kind, addr, size, &mut r);
@@ -676,7 +864,11 @@ impl Hierarchy {
                 for line in (addr >> shift)..=(last >> shift) {
                     let at = addr.max(line << shift);
                     let seg = last.min((line << shift) + ((1 << shift) - 1)) - at + 1;
-                    let s = self.walk(core, path, 0, kind, at, seg, ip, 0, true);
+                    let s = if self.simple_walk {
+                        self.walk_simple(core, path, kind, at, seg)
+                    } else {
+                        self.walk(core, path, 0, kind, at, seg, ip, 0, true)
+                    };
                     r.add_line(s);
                     if s.slot() > worst.slot() {
                         worst = s;
@@ -716,6 +908,109 @@ impl Hierarchy {
                 }
             }
         }
+    }
+
+    /// The demand walk of a hierarchy without the rules that make
+    /// [`Hierarchy::walk`] general: no miss classification, no hardware
+    /// prefetcher, no exclusive level, lower levels looked up only on a
+    /// miss (`simple_walk`). The same rules otherwise, in the same order;
+    /// `tests/properties.rs` checks the two agree.
+    #[inline(never)]
+    fn walk_simple(
+        &mut self,
+        core: usize,
+        path: Path,
+        kind: AccessKind,
+        addr: u64,
+        size: u64,
+    ) -> ServedBy {
+        let mut write_pending = kind.writes();
+        let mut filled = false;
+        let last_byte = addr + (size - 1);
+        let len = path.len as usize;
+        let mut served = ServedBy::MEMORY;
+        for pos in 0..len {
+            let ii = path.get(pos);
+            let x = &mut self.inst[ii];
+            let shift = x.cache.line_shift();
+            let write_back = x.write == WritePolicy::WriteBack;
+            let inclusive = x.inclusion == Inclusion::Inclusive;
+            let as_write = write_pending;
+            let dirty = if as_write && write_back {
+                flags::DIRTY
+            } else {
+                0
+            };
+            let allocate = write_back || !as_write;
+            let (first, last) = (addr >> shift, last_byte >> shift);
+            let mut miss = false;
+            let mut line = first;
+            loop {
+                let x = &mut self.inst[ii];
+                match x.cache.lookup(line) {
+                    Some(idx) => {
+                        let f = x.cache.flags(idx);
+                        x.cache.set_flags(idx, dirty);
+                        if f & flags::PREFETCHED != 0 {
+                            self.prefetched_line_used(core, ii, idx, line, f);
+                        }
+                    }
+                    None => {
+                        miss = true;
+                        if allocate {
+                            if let (_, Some(mut ev)) = x.cache.insert(line, dirty) {
+                                x.stats.evictions += 1;
+                                if inclusive && self.back_invalidate(ii, ev) {
+                                    ev.flags |= flags::DIRTY;
+                                }
+                                self.pending.push(Pending { path, pos, ev });
+                            }
+                        }
+                    }
+                }
+                if line == last {
+                    break;
+                }
+                line += 1;
+            }
+            let st = &mut self.inst[ii].stats;
+            let m = u64::from(miss);
+            match kind {
+                AccessKind::InstrFetch => {
+                    st.ifetch += 1;
+                    st.ifetch_misses += m;
+                }
+                _ if as_write => {
+                    st.writes += 1;
+                    st.write_misses += m;
+                }
+                _ => {
+                    st.reads += 1;
+                    st.read_misses += m;
+                }
+            }
+            filled |= miss;
+            if as_write {
+                if write_back {
+                    write_pending = false;
+                } else if pos + 1 < len {
+                    st.write_throughs += 1;
+                }
+            }
+            if !miss && served.is_memory() {
+                served = ServedBy::level_n(self.inst[ii].info.level);
+            }
+            if !served.is_memory() && !write_pending {
+                break;
+            }
+        }
+        if !self.pending.is_empty() {
+            self.handle_victims();
+        }
+        if filled && self.coherent {
+            self.drop_ownership_of_others(core, addr, size);
+        }
+        served
     }
 
     /// Walks `path` from `start`: looks the access up level by level, fills

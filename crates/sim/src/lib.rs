@@ -4,7 +4,8 @@
 //! The simulator does no I/O and makes no OS calls: it is fed accesses and
 //! returns which level served each one. One call per access,
 //! [`Hierarchy::access`], is cheap enough to be made for every instruction a
-//! traced program executes.
+//! traced program executes; [`Hierarchy::access_batch`] takes a run of one
+//! core's accesses at once, with the same results.
 //!
 //! ```
 //! use coldcache_sim::{presets, Access, AccessKind, Hierarchy};

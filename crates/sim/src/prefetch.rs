@@ -3,6 +3,7 @@
 //! hierarchy fills them and keeps the issued/useful/late/wasted counts.
 
 use crate::config::{PrefetcherConfig, PrefetcherKind};
+use std::collections::TryReserveError;
 
 /// Candidate lines proposed by one observation (at most 64, the degree limit).
 pub(crate) struct Candidates {
@@ -61,17 +62,33 @@ pub(crate) struct Prefetcher {
 const PAGE_SHIFT: u32 = 12;
 
 impl Prefetcher {
-    pub fn new(cfg: PrefetcherConfig) -> Prefetcher {
+    /// A prefetcher with its table allocated, or the allocation error.
+    pub fn try_new(cfg: PrefetcherConfig) -> Result<Prefetcher, TryReserveError> {
+        fn table<T: Clone + Default>(n: u32) -> Result<Vec<T>, TryReserveError> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(n as usize)?;
+            v.resize(n as usize, T::default());
+            Ok(v)
+        }
         let engine = match cfg.kind {
             PrefetcherKind::NextLine { .. } => Engine::NextLine,
+            PrefetcherKind::IpStride { entries, .. } => Engine::IpStride(table(entries)?),
+            PrefetcherKind::Stream { streams, .. } => Engine::Stream(table(streams)?, 0),
+        };
+        Ok(Prefetcher { cfg, engine })
+    }
+
+    /// Bytes of table [`Prefetcher::try_new`] allocates for `cfg`.
+    pub fn table_bytes(cfg: &PrefetcherConfig) -> u64 {
+        match cfg.kind {
+            PrefetcherKind::NextLine { .. } => 0,
             PrefetcherKind::IpStride { entries, .. } => {
-                Engine::IpStride(vec![StrideEntry::default(); entries as usize])
+                u64::from(entries) * std::mem::size_of::<StrideEntry>() as u64
             }
             PrefetcherKind::Stream { streams, .. } => {
-                Engine::Stream(vec![StreamEntry::default(); streams as usize], 0)
+                u64::from(streams) * std::mem::size_of::<StreamEntry>() as u64
             }
-        };
-        Prefetcher { cfg, engine }
+        }
     }
 
     /// Observes a demand access to byte `addr` (line `addr >> shift`) by the
@@ -221,7 +238,7 @@ mod tests {
 
     #[test]
     fn next_line_stays_in_page() {
-        let mut p = Prefetcher::new(cfg(PrefetcherKind::NextLine { degree: 2 }));
+        let mut p = Prefetcher::try_new(cfg(PrefetcherKind::NextLine { degree: 2 })).unwrap();
         let mut c = Candidates::new();
         p.observe(0, 0x1000, 6, true, false, &mut c);
         assert_eq!(&c.lines[..c.len], &[0x41, 0x42]);
@@ -238,7 +255,7 @@ mod tests {
             degree: 1,
             distance: 2,
         };
-        let mut p = Prefetcher::new(cfg(kind));
+        let mut p = Prefetcher::try_new(cfg(kind)).unwrap();
         let mut c = Candidates::new();
         let mut got = Vec::new();
         for i in 0..5u64 {
@@ -259,7 +276,7 @@ mod tests {
             degree: 4,
             distance: 1,
         };
-        let mut p = Prefetcher::new(cfg(kind));
+        let mut p = Prefetcher::try_new(cfg(kind)).unwrap();
         let mut c = Candidates::new();
         // Ascending misses near the end of page 0x5000.
         for line in [

@@ -3,7 +3,7 @@
 //! miss; one it also misses is a capacity miss; a first reference is
 //! compulsory. O(1) per access: a hash map into an intrusive LRU list.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, TryReserveError};
 
 const NIL: u32 = u32::MAX;
 
@@ -27,9 +27,12 @@ pub(crate) struct ShadowResult {
 }
 
 impl Shadow {
-    pub fn new(capacity: usize) -> Shadow {
-        Shadow {
-            capacity: capacity.max(1),
+    /// A shadow of `capacity` lines, its list and index allocated up front
+    /// (the set of lines ever seen grows with the run).
+    pub fn try_new(capacity: usize) -> Result<Shadow, TryReserveError> {
+        let capacity = capacity.max(1);
+        let mut s = Shadow {
+            capacity,
             index: HashMap::new(),
             line: Vec::new(),
             prev: Vec::new(),
@@ -37,7 +40,20 @@ impl Shadow {
             head: NIL,
             tail: NIL,
             seen: HashSet::new(),
-        }
+        };
+        s.line.try_reserve_exact(capacity)?;
+        s.prev.try_reserve_exact(capacity)?;
+        s.next.try_reserve_exact(capacity)?;
+        s.index.try_reserve(capacity)?;
+        Ok(s)
+    }
+
+    /// About the bytes [`Shadow::try_new`] allocates for `capacity` lines:
+    /// the list (16 bytes a line) and the index (12 bytes an entry and a
+    /// control byte, at a load of at most 7/8).
+    pub fn bytes_for(capacity: usize) -> u64 {
+        let c = capacity.max(1) as u64;
+        c * 16 + c.div_ceil(7) * 8 * 13
     }
 
     fn unlink(&mut self, n: u32) {
@@ -121,7 +137,7 @@ mod tests {
 
     #[test]
     fn lru_of_capacity_two() {
-        let mut s = Shadow::new(2);
+        let mut s = Shadow::try_new(2).unwrap();
         let r: Vec<(bool, bool)> = [1, 2, 1, 3, 2, 1, 1]
             .iter()
             .map(|&l| {

@@ -425,3 +425,101 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// `access_batch` is `access` on each access in turn: the same results
+    /// and the same counters, for plain hierarchies (which take the batch
+    /// loop's own fast path) and every other kind, however the accesses
+    /// are cut into batches.
+    #[test]
+    fn batch_is_exact(
+        cfg in prop_oneof![
+            random_hierarchy(Inclusion::NonInclusive),
+            random_hierarchy(Inclusion::Inclusive),
+            random_hierarchy(Inclusion::Exclusive),
+        ],
+        preset in 0u8..4,
+        plain in any::<bool>(),
+        ops in prop::collection::vec(mop(8), 1..600),
+        cuts in prop::collection::vec(1usize..40, 1..40),
+    ) {
+        let mut cfg = match preset {
+            0 => presets::jaguar(),
+            1 => presets::cachegrind(
+                Geometry::new(1024, 2, 64),
+                Geometry::new(2048, 4, 64),
+                Geometry::new(8192, 8, 64),
+            ),
+            _ => cfg,
+        };
+        cfg.classify_misses = false;
+        if plain {
+            cfg.coherence = false;
+            cfg.lookup = LookupMode::OnMiss;
+            cfg.prefetchers.clear();
+        }
+        let mut one = Hierarchy::new(&cfg).unwrap();
+        let mut batched = Hierarchy::new(&cfg).unwrap();
+        let accesses: Vec<(usize, Access)> = ops
+            .iter()
+            .map(|o| {
+                let a = Access::new(o.kind, o.addr % 2048, o.size).with_ip(0x400 + o.addr % 3);
+                (o.core % cfg.cores, a)
+            })
+            .collect();
+        let want: Vec<AccessResult> = accesses.iter().map(|&(c, a)| one.access(c, a)).collect();
+        // Cut into runs of one core, at most `cuts[j]` long.
+        let mut got = vec![AccessResult::default(); accesses.len()];
+        let (mut i, mut j) = (0, 0);
+        while i < accesses.len() {
+            let core = accesses[i].0;
+            let limit = cuts[j % cuts.len()];
+            j += 1;
+            let mut end = i;
+            while end < accesses.len() && end - i < limit && accesses[end].0 == core {
+                end += 1;
+            }
+            let run: Vec<Access> = accesses[i..end].iter().map(|&(_, a)| a).collect();
+            batched.access_batch(core, &run, &mut got[i..end]);
+            i = end;
+        }
+        for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+            prop_assert_eq!(g, w, "access {} {:?}", n, accesses[n]);
+        }
+        prop_assert_eq!(batched.stats(), one.stats());
+        prop_assert_eq!(batched.line_sharing(), one.line_sharing());
+        for t in 0..batched.instances().len() {
+            let (mut a, mut b) = (batched.instance_lines(t), one.instance_lines(t));
+            a.sort_unstable();
+            b.sort_unstable();
+            prop_assert_eq!(a, b, "instance {}", t);
+        }
+    }
+}
+
+/// A batch with a result buffer longer than the accesses fills only the
+/// first results; one shorter is a caller bug and panics.
+#[test]
+fn batch_writes_one_result_per_access() {
+    let mut h = Hierarchy::new(&presets::cachegrind_default()).unwrap();
+    let a = [
+        Access::new(AccessKind::Read, 0x1000, 8),
+        Access::new(AccessKind::Read, 0x1008, 8),
+    ];
+    // A result unlike the default (memory) to find untouched.
+    let mut other = Hierarchy::new(&presets::cachegrind_default()).unwrap();
+    other.access(0, a[0]);
+    let sentinel = other.access(0, a[0]);
+    assert_ne!(sentinel, AccessResult::default());
+    let mut out = [AccessResult::default(), AccessResult::default(), sentinel];
+    h.access_batch(0, &a, &mut out);
+    assert!(out[0].served_by.is_memory());
+    assert_eq!(out[1].served_by.level(), Some(1));
+    assert_eq!(out[2], sentinel);
+    let short = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        h.access_batch(0, &a, &mut [AccessResult::default(); 1]);
+    }));
+    assert!(short.is_err());
+}
