@@ -19,6 +19,8 @@
 //! time) within its share of the budget: about 25 s by default, 4 s with
 //! [`Options::quick`].
 
+#![warn(missing_docs)]
+
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 compile_error!(
     "coldcache-probe measures Linux on x86-64 only (sysfs, mmap/madvise, CPUID, clflush)"
