@@ -51,7 +51,7 @@ pub struct CpuidInfo {
     /// 0x8000001D on AMD with topology extensions); empty when neither is
     /// available.
     pub caches: Vec<CpuidCache>,
-    /// The data TLBs, L1 then L2 (AMD only; empty on Intel).
+    /// The data TLBs, L1 then L2 (AMD and Hygon only; empty elsewhere).
     pub tlbs: Vec<CpuidTlb>,
 }
 

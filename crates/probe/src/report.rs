@@ -79,7 +79,8 @@ pub struct Machine {
     /// running shares the caches it shares a core or a chip with: an SMT
     /// sibling's L1 and L2, the L3).
     pub cpus: usize,
-    /// `None` when `/proc/loadavg` could not be read.
+    /// The one-minute load average (see `cpus`); `None` when
+    /// `/proc/loadavg` could not be read.
     pub load_average: Option<f64>,
 }
 

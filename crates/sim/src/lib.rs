@@ -303,7 +303,8 @@ pub enum PrefetchOutcome {
 /// A resolved software prefetch: the instruction that issued it and the outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PrefetchResolution {
-    /// Address of the prefetch instruction ([`Access::ip`] of the prefetch).
+    /// Address of the prefetch instruction ([`Access::ip`] of the prefetch);
+    /// 0 when unknown (only first-level data caches record it).
     pub ip: u64,
     /// The core that issued the prefetch.
     pub core: u16,

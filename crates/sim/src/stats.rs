@@ -134,7 +134,7 @@ pub struct CoherenceStats {
     /// invalidated at least one copy elsewhere.
     pub sent_by_core: Vec<u64>,
     /// Per core: lines removed from that core's private caches by other
-    /// cores' writes.
+    /// cores' writes and non-temporal stores.
     pub received_by_core: Vec<u64>,
     /// Copies invalidated in all, over every core and line.
     pub invalidations: u64,
