@@ -10,12 +10,17 @@ use serde::Serialize;
 /// One cache as CPUID describes it (leaf 4 on Intel, 0x8000001D on AMD).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CpuidCache {
+    /// Level number, 1 for L1.
     pub level: u8,
     /// "data", "instruction" or "unified".
     pub kind: &'static str,
+    /// Capacity, bytes: line x partitions x ways x sets.
     pub size: u64,
+    /// Line size, bytes.
     pub line: u32,
+    /// Ways per set; 0 for a fully associative cache.
     pub assoc: u32,
+    /// Number of sets.
     pub sets: u32,
     /// Logical CPUs sharing it.
     pub shared_by: u32,
@@ -35,11 +40,18 @@ pub struct CpuidTlb {
 /// What CPUID reports.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CpuidInfo {
+    /// The vendor string of leaf 0 ("GenuineIntel", "AuthenticAMD").
     pub vendor: String,
+    /// The processor brand string (leaves 0x80000002-4); empty when the CPU
+    /// has none.
     pub brand: String,
     /// The hypervisor's signature when running in a virtual machine.
     pub hypervisor: Option<String>,
+    /// Every cache of the deterministic cache parameters leaf (4 on Intel,
+    /// 0x8000001D on AMD with topology extensions); empty when neither is
+    /// available.
     pub caches: Vec<CpuidCache>,
+    /// The data TLBs, L1 then L2 (AMD and Hygon only; empty elsewhere).
     pub tlbs: Vec<CpuidTlb>,
 }
 

@@ -60,7 +60,9 @@ impl Default for Params {
 /// One flat part of a curve: points `first..=last`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Plateau {
+    /// Index of the plateau's first point in the curve.
     pub first: usize,
+    /// Index of its last point (inclusive).
     pub last: usize,
     /// The median of the plateau's (unfiltered) values.
     pub value: f64,

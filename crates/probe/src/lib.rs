@@ -19,6 +19,8 @@
 //! time) within its share of the budget: about 25 s by default, 4 s with
 //! [`Options::quick`].
 
+#![warn(missing_docs)]
+
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 compile_error!(
     "coldcache-probe measures Linux on x86-64 only (sysfs, mmap/madvise, CPUID, clflush)"
@@ -51,13 +53,21 @@ pub enum ProbeError {
     /// The measurement buffer could not be mapped.
     #[error("cannot map {bytes} bytes for the measurement buffer: {source}")]
     Memory {
+        /// Bytes asked of `mmap`: the buffer rounded up to whole pages, plus
+        /// one page (huge or base) of alignment slack.
         bytes: usize,
+        /// The error `mmap` returned.
         #[source]
         source: std::io::Error,
     },
     /// A configuration the simulator rejects.
     #[error("cache configuration {name:?}: {problem}")]
-    Config { name: String, problem: String },
+    Config {
+        /// The configuration's name (preset or file).
+        name: String,
+        /// Why the simulator rejects it.
+        problem: String,
+    },
 }
 
 /// How to probe.

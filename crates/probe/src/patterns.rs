@@ -10,9 +10,12 @@ use crate::os::PAGE;
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator starting from `seed`; the same seed gives the same
+    /// sequence.
     pub fn new(seed: u64) -> Rng {
         Rng(seed)
     }
+    /// The next 64 uniformly distributed bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;

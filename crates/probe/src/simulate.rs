@@ -17,15 +17,23 @@ const BASE: u64 = 1 << 40;
 /// What to simulate: the sweep's sizes and the associativity test's lines.
 #[derive(Clone, Debug)]
 pub struct SimPlan {
+    /// Working sets of the sweep to replay, bytes.
     pub sizes: Vec<u64>,
+    /// Distance between the sweep's nodes, bytes: the measured line size (64
+    /// when none was detected).
     pub line: usize,
+    /// Seed of the random permutations, as in the timed run.
     pub seed: u64,
+    /// Distance between the associativity test's lines, bytes.
     pub assoc_stride: u64,
+    /// Numbers of lines of the associativity test to replay.
     pub assoc_lines: Vec<u32>,
 }
 
+/// The predicted miss rates at one working set of the sweep.
 #[derive(Clone, Debug, Serialize)]
 pub struct SimPoint {
+    /// Working set, bytes.
     pub size: u64,
     /// Per level (index 0 = L1): the fraction of accesses that missed that
     /// level (and every level above it).
@@ -39,6 +47,7 @@ pub struct Simulation {
     pub config: String,
     /// The data-side level names, L1 first.
     pub levels: Vec<String>,
+    /// Miss rates per working set, in the order of [`SimPlan::sizes`].
     pub sweep: Vec<SimPoint>,
     /// Working sets where the predicted miss rate of each level first
     /// exceeds one half (the simulated capacity), per level.

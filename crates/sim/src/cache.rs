@@ -121,7 +121,9 @@ fn way_of(set: &[u64], line: u64) -> Option<usize> {
 /// A line removed from a cache, with what the hierarchy needs to handle it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Evicted {
+    /// Line address of the removed line (byte address `>> line_shift`).
     pub line: u64,
+    /// Its [`flags`] when it left (dirty, prefetched).
     pub flags: u8,
     /// Bytes touched by the owning core (bit per 1/64 of the line), if tracked.
     pub touched: u64,
@@ -312,14 +314,18 @@ impl Cache {
         })
     }
 
+    /// Log2 of the line size: a byte address `>> line_shift` is a line
+    /// address.
     #[inline]
     pub fn line_shift(&self) -> u32 {
         self.line_shift
     }
+    /// Ways per set (associativity).
     #[inline]
     pub fn ways(&self) -> usize {
         self.ways
     }
+    /// Number of sets; need not be a power of two.
     #[inline]
     pub fn sets(&self) -> u64 {
         self.sets
@@ -639,14 +645,19 @@ impl Cache {
         e
     }
 
+    /// The [`flags`] of the line at index `idx` (as returned by
+    /// [`find`](Cache::find), [`lookup`](Cache::lookup) or
+    /// [`insert`](Cache::insert)).
     #[inline]
     pub fn flags(&self, idx: usize) -> u8 {
         self.flags[idx]
     }
+    /// Sets the [`flags`] in `f` on the line at index `idx`, keeping the others.
     #[inline]
     pub fn set_flags(&mut self, idx: usize, f: u8) {
         self.flags[idx] |= f;
     }
+    /// Clears the [`flags`] in `f` on the line at index `idx`.
     #[inline]
     pub fn clear_flags(&mut self, idx: usize, f: u8) {
         self.flags[idx] &= !f;
@@ -658,9 +669,13 @@ impl Cache {
             *t |= mask;
         }
     }
+    /// The touched-bytes mask of way `idx`, one bit per 1/64 of the line
+    /// (0 when not tracked).
     pub fn touched(&self, idx: usize) -> u64 {
         self.touched.get(idx).copied().unwrap_or(0)
     }
+    /// Whether this cache was built with `track_touched` (false sharing
+    /// detection needs it).
     pub fn tracks_touched(&self) -> bool {
         !self.touched.is_empty()
     }
@@ -668,6 +683,8 @@ impl Cache {
     pub fn prefetch_ip(&self, idx: usize) -> u64 {
         self.prefetch_ip.get(idx).copied().unwrap_or(0)
     }
+    /// Records `ip` as the software prefetch site of way `idx` (ignored when
+    /// not tracked).
     pub fn set_prefetch_ip(&mut self, idx: usize, ip: u64) {
         if let Some(p) = self.prefetch_ip.get_mut(idx) {
             *p = ip;

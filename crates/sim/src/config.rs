@@ -12,8 +12,13 @@ use serde::{Deserialize, Serialize};
 #[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum CacheKind {
+    /// Instruction cache: serves only instruction fetches (the "I" half of a
+    /// split level).
     Instruction,
+    /// Data cache: serves every other access kind (the "D" half of a split
+    /// level).
     Data,
+    /// Holds instructions and data: on both paths of the cores it serves.
     Unified,
 }
 
@@ -30,10 +35,16 @@ pub enum ReplacementPolicy {
     /// First in, first out (hits do not change the order).
     Fifo,
     /// Uniformly random victim from a xorshift generator with a fixed seed.
-    Random { seed: u64 },
+    Random {
+        /// Seed of the generator; the same seed gives the same victims.
+        seed: u64,
+    },
     /// Static re-reference interval prediction (Jaleel et al., 2010) with
     /// `bits`-bit re-reference prediction values; hit-priority promotion.
-    Srrip { bits: u8 },
+    Srrip {
+        /// Width of the prediction value per way, 1..=7.
+        bits: u8,
+    },
 }
 
 /// Write policy of a level.
@@ -72,7 +83,10 @@ pub enum Sharing {
     /// One instance per core.
     Core,
     /// One instance per group of `cores` consecutive cores (a module or cluster).
-    Group { cores: usize },
+    Group {
+        /// Cores per instance; must divide the hierarchy's `cores`.
+        cores: usize,
+    },
     /// One instance shared by every core.
     All,
 }
@@ -86,6 +100,7 @@ pub struct LevelConfig {
     /// Level number, 1 for the first level. A level number may hold one
     /// unified level, or one instruction and one data level (split).
     pub level: u8,
+    /// Instruction, data or unified: which accesses this level serves.
     pub kind: CacheKind,
     /// Capacity in bytes; must equal `line_size * assoc * sets` for a whole `sets`.
     pub size: u64,
@@ -93,9 +108,14 @@ pub struct LevelConfig {
     pub line_size: u32,
     /// Ways per set, any positive integer.
     pub assoc: u32,
+    /// How a victim is chosen in a full set.
     pub policy: ReplacementPolicy,
+    /// Write-back or write-through.
     pub write: WritePolicy,
+    /// Relation to the levels above (ignored for a first level).
     pub inclusion: Inclusion,
+    /// Which cores share one instance; the groups of a level must nest those
+    /// of the level above.
     pub sharing: Sharing,
     /// Load-to-use latency in cycles, informative only (reports, probe).
     pub latency: Option<u32>,
@@ -141,28 +161,40 @@ pub enum LookupMode {
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case", tag = "kind"))]
 pub enum PrefetcherKind {
     /// On a demand miss to line X, prefetch X+1 .. X+degree.
-    NextLine { degree: u32 },
+    NextLine {
+        /// Lines prefetched per miss, 1..=64.
+        degree: u32,
+    },
     /// A direct-mapped table of `entries` keyed by instruction address learns
     /// each instruction's stride; after two confirmations it prefetches
     /// `degree` strides starting `distance` strides ahead.
     IpStride {
+        /// Entries of the direct-mapped table, 1..=2^20.
         entries: u32,
+        /// Strides prefetched per trigger, 1..=64.
         degree: u32,
+        /// How many strides ahead of the access the first prefetch lands.
         distance: u32,
     },
     /// Tracks up to `streams` ascending or descending miss streams, one per
     /// 4 KiB page; a confirmed stream prefetches `degree` lines starting
     /// `distance` lines ahead, never crossing its page.
     Stream {
+        /// Streams tracked at once, 1..=2^20.
         streams: u32,
+        /// Lines prefetched per trigger, 1..=64.
         degree: u32,
+        /// How many lines ahead of the triggering line the first prefetch
+        /// lands, in the stream's direction.
         distance: u32,
     },
 }
 
+/// One hardware prefetcher: its algorithm and the level it serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(Serialize, Deserialize))]
 pub struct PrefetcherConfig {
+    /// The algorithm and its table sizes.
     #[cfg_attr(feature = "serde", serde(flatten))]
     pub kind: PrefetcherKind,
     /// Level number the prefetcher observes and fills (data side).
@@ -181,10 +213,13 @@ pub struct HierarchyConfig {
     pub cores: usize,
     /// Levels, in any order; validated for a consistent topology.
     pub levels: Vec<LevelConfig>,
+    /// How an access that straddles cache lines is counted.
     pub straddle: StraddleMode,
+    /// When levels below the first are looked up.
     pub lookup: LookupMode,
     /// Whether writes invalidate the line in caches off the writer's path.
     pub coherence: bool,
+    /// Hardware prefetchers, any number per level.
     pub prefetchers: Vec<PrefetcherConfig>,
     /// A hardware prefetch is "late" when the demand access that uses it comes
     /// fewer than this many accesses (of the issuing core) after it was issued.
@@ -226,7 +261,10 @@ pub const MAX_COHERENCE_TABLE: usize = 1 << 24;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{key}: {problem}")]
 pub struct ConfigError {
+    /// The offending key as a path into the configuration
+    /// (`levels[1].assoc`, `prefetchers[0].degree`, `cores`).
     pub key: String,
+    /// What is wrong with its value, in words.
     pub problem: String,
 }
 

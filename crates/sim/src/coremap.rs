@@ -52,6 +52,7 @@ impl CoreMap {
         c
     }
 
+    /// Number of simulated cores threads are spread over.
     pub fn cores(&self) -> usize {
         self.cores
     }

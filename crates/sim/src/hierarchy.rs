@@ -37,10 +37,13 @@ pub struct InstanceInfo {
     pub name: String,
     /// Index of the [`LevelConfig`] in the configuration.
     pub level_index: usize,
+    /// Level number, 1 for the first level ([`LevelConfig::level`]).
     pub level: u8,
+    /// Instruction, data or unified, as configured.
     pub kind: CacheKind,
     /// First core and number of cores sharing this instance.
     pub first_core: usize,
+    /// Cores sharing this instance: `first_core..first_core + cores`.
     pub cores: usize,
 }
 
@@ -472,6 +475,7 @@ impl Hierarchy {
         })
     }
 
+    /// The configuration this hierarchy was built from.
     pub fn config(&self) -> &HierarchyConfig {
         &self.cfg
     }

@@ -23,6 +23,7 @@
 //! those paths.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod cache;
 mod coherence;
@@ -71,6 +72,7 @@ pub enum AccessKind {
 }
 
 impl AccessKind {
+    /// Every kind, in discriminant order (`ALL[k as usize] == k`).
     pub const ALL: [AccessKind; 7] = [
         AccessKind::InstrFetch,
         AccessKind::Read,
@@ -107,6 +109,8 @@ impl AccessKind {
 /// One memory access by one core.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Access {
+    /// What the access does: decides the path (instruction or data side)
+    /// and whether it writes.
     pub kind: AccessKind,
     /// First byte touched.
     pub addr: u64,
@@ -118,6 +122,8 @@ pub struct Access {
 }
 
 impl Access {
+    /// An access of `size` bytes at `addr` with no instruction address
+    /// (`ip` 0).
     #[inline]
     pub fn new(kind: AccessKind, addr: u64, size: u32) -> Self {
         Access {
@@ -127,6 +133,7 @@ impl Access {
             ip: 0,
         }
     }
+    /// The same access, made by the instruction at `ip`.
     #[inline]
     pub fn with_ip(mut self, ip: u64) -> Self {
         self.ip = ip;
@@ -160,6 +167,7 @@ impl ServedBy {
     pub fn level(self) -> Option<u8> {
         (self != ServedBy::MEMORY).then_some(self.0.get())
     }
+    /// Whether main memory served the access (it missed in every level).
     #[inline]
     pub fn is_memory(self) -> bool {
         self == ServedBy::MEMORY
@@ -213,6 +221,8 @@ pub struct AccessResult {
     /// The level that served the access; for a straddling access, the
     /// farthest level any of its lines came from.
     pub served_by: ServedBy,
+    /// For a software prefetch, whether it was issued or redundant;
+    /// [`PrefetchIssue::NotPrefetch`] for every other kind.
     pub prefetch: PrefetchIssue,
     /// Invalidations this access sent to other caches (coherence).
     pub invalidations: u16,
@@ -293,7 +303,11 @@ pub enum PrefetchOutcome {
 /// A resolved software prefetch: the instruction that issued it and the outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PrefetchResolution {
+    /// Address of the prefetch instruction ([`Access::ip`] of the prefetch);
+    /// 0 when unknown (only first-level data caches record it).
     pub ip: u64,
+    /// The core that issued the prefetch.
     pub core: u16,
+    /// Whether the prefetched line was used or lost.
     pub outcome: PrefetchOutcome,
 }

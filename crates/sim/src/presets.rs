@@ -38,12 +38,17 @@ pub fn by_name(name: &str) -> Option<HierarchyConfig> {
 /// A cache geometry spelled as Valgrind spells it: size, associativity, line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Geometry {
+    /// Capacity in bytes.
     pub size: u64,
+    /// Ways per set.
     pub assoc: u32,
+    /// Line size in bytes.
     pub line: u32,
 }
 
 impl Geometry {
+    /// `size` bytes, `assoc` ways, `line`-byte lines, in the order of
+    /// Valgrind's `--D1=size,assoc,line`.
     pub const fn new(size: u64, assoc: u32, line: u32) -> Self {
         Geometry { size, assoc, line }
     }

@@ -10,8 +10,13 @@ use serde::Serialize;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(Serialize))]
 pub struct MissClasses {
+    /// Misses on the first reference to a line by this instance.
     pub compulsory: u64,
+    /// Misses that a fully-associative LRU cache of the same capacity would
+    /// also have taken.
     pub capacity: u64,
+    /// Misses that a fully-associative LRU cache of the same capacity would
+    /// have hit: caused by the set mapping or the replacement policy.
     pub conflict: u64,
 }
 
@@ -21,12 +26,18 @@ pub struct MissClasses {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(Serialize))]
 pub struct PrefetchStats {
+    /// Prefetches that fetched a line not yet in the cache they target.
     pub issued: u64,
+    /// Prefetches dropped because the line was already there (see above).
     pub redundant: u64,
+    /// Prefetched lines later used by a demand access (for hardware
+    /// prefetchers, used after `prefetch_lag` accesses: not late).
     pub useful: u64,
     /// Used by a demand access that came within `prefetch_lag` accesses of
     /// the prefetch (hardware prefetchers only).
     pub late: u64,
+    /// Prefetched lines evicted, invalidated or flushed before any demand
+    /// access used them.
     pub wasted: u64,
 }
 
@@ -37,10 +48,17 @@ pub struct LevelStats {
     /// Lookups by kind: instruction fetches, reads, writes (including
     /// read-modify-writes and write-throughs from above).
     pub ifetch: u64,
+    /// Instruction fetches that missed in this instance.
     pub ifetch_misses: u64,
+    /// Data lookups that do not write here: loads, and the fills below a
+    /// write-back level for a write that level absorbs.
     pub reads: u64,
+    /// Reads that missed in this instance.
     pub read_misses: u64,
+    /// Lookups that write here: stores, read-modify-writes, and writes
+    /// passed through from a write-through level above.
     pub writes: u64,
+    /// Writes that missed in this instance.
     pub write_misses: u64,
     /// Valid lines replaced to make room.
     pub evictions: u64,
@@ -54,19 +72,27 @@ pub struct LevelStats {
     pub invalidations_received: u64,
     /// Lines removed by non-temporal stores and flushes.
     pub flushed: u64,
+    /// The misses split into compulsory, capacity and conflict; all zero
+    /// unless the configuration sets `classify_misses`.
     pub misses: MissClasses,
 }
 
 impl LevelStats {
+    /// Lookups of every kind: `ifetch + reads + writes`.
     pub fn accesses(&self) -> u64 {
         self.ifetch + self.reads + self.writes
     }
+    /// Misses of every kind: `ifetch_misses + read_misses + write_misses`.
     pub fn miss_count(&self) -> u64 {
         self.ifetch_misses + self.read_misses + self.write_misses
     }
+    /// Lookups that hit: [`accesses`](Self::accesses) minus
+    /// [`miss_count`](Self::miss_count).
     pub fn hits(&self) -> u64 {
         self.accesses() - self.miss_count()
     }
+    /// Adds every counter of `o` to this one (used to total the instances
+    /// of one level).
     pub fn add(&mut self, o: &LevelStats) {
         self.ifetch += o.ifetch;
         self.ifetch_misses += o.ifetch_misses;
@@ -104,10 +130,16 @@ pub struct LineSharing {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(Serialize))]
 pub struct CoherenceStats {
-    /// Per core: invalidating writes sent, copies invalidated by others.
+    /// Per core: writes (and non-temporal stores) by that core that
+    /// invalidated at least one copy elsewhere.
     pub sent_by_core: Vec<u64>,
+    /// Per core: lines removed from that core's private caches by other
+    /// cores' writes and non-temporal stores.
     pub received_by_core: Vec<u64>,
+    /// Copies invalidated in all, over every core and line.
     pub invalidations: u64,
+    /// Of `invalidations`, those where the victim's touched bytes and the
+    /// writer's were disjoint: false sharing.
     pub false_sharing: u64,
     /// Invalidation events on lines that did not fit the per-line table.
     pub untracked: u64,
@@ -119,10 +151,15 @@ pub struct CoherenceStats {
 pub struct Stats {
     /// One entry per cache instance, in [`crate::Hierarchy::instances`] order.
     pub instances: Vec<LevelStats>,
+    /// Outcomes of software prefetch instructions ([`crate::AccessKind::Prefetch`]).
     pub software_prefetch: PrefetchStats,
+    /// Outcomes of the configured hardware prefetchers, all together.
     pub hardware_prefetch: PrefetchStats,
+    /// Invalidations between cores; all zero in a non-coherent hierarchy.
     pub coherence: CoherenceStats,
+    /// Non-temporal stores simulated ([`crate::AccessKind::NonTemporalStore`]).
     pub nt_stores: u64,
+    /// Cache-line flushes simulated ([`crate::AccessKind::Flush`]).
     pub flushes: u64,
     /// Software prefetch resolutions dropped because the caller did not drain
     /// them (counted, never lost silently).
