@@ -6,7 +6,10 @@
 # record for record. Only what legitimately differs between two runs is
 # left out: the pid, the start time and the duration (and thread ids in the
 # trace). Address-space randomisation is turned off (setarch -R) so both runs
-# see the same addresses.
+# see the same addresses, the programs are linked with `-z now` (a lazy
+# binding inside the window reads the preloaded library's `.dynamic`, whose
+# address moves with the library's size), and both builds are given paths of
+# the same length (they reach the program's environment, so the stack).
 #
 #   scripts/capture-identity.sh OLD_DIR NEW_DIR [WORKDIR]
 #
@@ -16,6 +19,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old="$(cd "$1" && pwd)"; new="$(cd "$2" && pwd)"
+if [ ${#old} != ${#new} ]; then
+  echo "capture-identity: give OLD_DIR and NEW_DIR paths of the same length" >&2
+  exit 2
+fi
 work="${3:-target/capture-identity}"
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
@@ -28,10 +35,10 @@ for src in tests-programs/*.c; do
   # x86isms from main to exit is not repeatable: two runs of one build
   # differ in a libc loop (its kernel is compared below, k_x86isms).
   [ "$name" = x86isms ] && continue
-  gcc -O1 -g -fno-pie -no-pie -o "$work/$name" "$src"
+  gcc -O1 -g -fno-pie -no-pie -Wl,-z,now -o "$work/$name" "$src"
   progs+=("$name::--all")
 done
-gcc -O1 -g -fno-pie -no-pie -Iinclude -o "$work/kernels" tests-programs/capture/kernels.c \
+gcc -O1 -g -fno-pie -no-pie -Wl,-z,now -Iinclude -o "$work/kernels" tests-programs/capture/kernels.c \
   -L"$new" -lcoldcache -Wl,-rpath,"$new"
 for k in strided struct_walk strings stack x86isms bits xlat longjmp libc; do
   if grep -q "k_$k" tests-programs/capture/kernels.c; then
