@@ -142,9 +142,9 @@ pub struct Setup {
     pub trace: bool,
     /// The function trigger, if any.
     pub function: Option<FunctionCalls>,
-    /// An address where a traced thread leaves the capture (the front end's
-    /// own stop path), or 0.
-    pub stop_entry: u64,
+    /// Addresses where a traced thread leaves the capture: the front end's
+    /// own stop path, its exit hook. Reaching one stops tracing the thread.
+    pub stop_entries: [u64; 2],
     /// Executable ranges of the process: a frame-pointer walk accepts only
     /// return addresses inside them.
     pub exec_ranges: Vec<(u64, u64)>,
@@ -244,7 +244,7 @@ pub struct Accountant {
     calls_seen: u64,
     calls_done: u64,
     all_threads: bool,
-    stop_entry: u64,
+    stop_entries: [u64; 2],
 }
 
 impl Accountant {
@@ -309,7 +309,7 @@ impl Accountant {
             calls_seen: 0,
             calls_done: 0,
             all_threads: setup.all_threads,
-            stop_entry: setup.stop_entry,
+            stop_entries: setup.stop_entries,
         })
     }
 
@@ -403,7 +403,7 @@ impl Accountant {
             },
             None => return Verdict::StopThread,
         };
-        if !self.threads[ti].active || ip == self.stop_entry {
+        if !self.threads[ti].active || (ip != 0 && self.stop_entries.contains(&ip)) {
             self.threads[ti].active = false;
             return Verdict::StopThread;
         }

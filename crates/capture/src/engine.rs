@@ -647,6 +647,20 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 // instruction there runs before the next trap, so account
                 // for it now.
                 step(s, uc);
+            } else if let Some(why) = sysemu::ends_process(uc) {
+                // `_exit` or `exec`: no exit hook will run. The dump is
+                // written now, on this thread, before the call is made
+                // (with the library's own allocator nothing the program
+                // holds can block it); otherwise by the writer, if there
+                // is time.
+                s.acc.set_cut_short(why);
+                STATE.store(STOPPING, Ordering::Release);
+                set_tf(uc, false);
+                if OWN_ALLOCATOR.load(Ordering::Relaxed) {
+                    redirect_to_finish(uc);
+                } else {
+                    finish_soon(uc, false);
+                }
             }
         }
         Verdict::FunctionReturned { more } => {

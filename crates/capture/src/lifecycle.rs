@@ -171,7 +171,13 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         max_instructions: options.max_instructions,
         trace: options.trace.is_some(),
         function,
-        stop_entry: coldcache_stop as *const () as usize as u64,
+        // A traced thread that reaches `coldcache_stop` or the exit hook
+        // (`exit()` called during the capture) leaves it there, so nothing
+        // of ours runs traced.
+        stop_entries: [
+            coldcache_stop as *const () as usize as u64,
+            crate::preload::at_exit as *const () as usize as u64,
+        ],
         exec_ranges: modules.iter().map(|m| (m.start, m.end)).collect(),
         unwinder: crate::unwind::StackUnwinder::new(&procfs::self_maps()),
         cpu: CpuFacts::detect(),
@@ -306,6 +312,13 @@ pub(crate) fn report_async_finish(r: &Result<Summary, CaptureError>) {
 /// Waits until the breakpoint-armed or signal-started capture has finished
 /// (used at process exit). Returns the summary if one was written.
 pub fn finish_at_exit() -> Option<Result<Summary, String>> {
+    if STATE.load(Ordering::Acquire) == RUNNING {
+        with_session(|cell| {
+            if let Some(s) = cell {
+                s.acc.set_cut_short("the program exited");
+            }
+        });
+    }
     if is_active() {
         let r = finish();
         report_async_finish(&r);

@@ -166,7 +166,10 @@ fn scrub_environment() {
     }
 }
 
-extern "C" fn at_exit() {
+/// The exit hook: writes the dump of a capture still running or armed.
+/// A traced thread that reaches it stops being traced first (it is one of
+/// the accountant's stop entries).
+pub(crate) extern "C" fn at_exit() {
     engine::finish_at_exit();
 }
 

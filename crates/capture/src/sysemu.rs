@@ -53,6 +53,18 @@ pub fn emulate_sigprocmask(uc: &mut libc::ucontext_t, next: u64) -> bool {
     done(uc, 0)
 }
 
+/// Why the process ends if the thread of `uc` (RIP at a `syscall`) makes
+/// its system call: `exit_group` and `execve`/`execveat` end every thread's
+/// tracing, so the capture is written before them. `None` for any other
+/// call.
+pub fn ends_process(uc: &libc::ucontext_t) -> Option<&'static str> {
+    match uc.uc_mcontext.gregs[libc::REG_RAX as usize] {
+        n if n == libc::SYS_exit_group => Some("the program exited (exit_group)"),
+        n if n == libc::SYS_execve || n == libc::SYS_execveat => Some("the program called execve"),
+        _ => None,
+    }
+}
+
 /// Signals 1..=64 of the context's mask (bit n-1 for signal n).
 fn mask_word(uc: &libc::ucontext_t) -> u64 {
     // SAFETY: uc_sigmask is a sigset_t of at least 8 bytes, its first word

@@ -139,7 +139,7 @@ fn setup(reserves: Reserves, trace: bool, function: Option<FunctionCalls>) -> Se
         max_instructions: 0,
         trace,
         function,
-        stop_entry: 0,
+        stop_entries: [0; 2],
         exec_ranges: Vec::new(),
         unwinder: StackUnwinder::new(&[]),
         cpu: CpuFacts::detect(),

@@ -268,6 +268,22 @@ pub fn run(args: RecordArgs) -> Result<()> {
         "api"
     };
     cmd.env("COLDCACHE_TRIGGER", trigger);
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the closure runs in the child between fork and exec and
+        // only makes async-signal-safe system calls (prctl, getppid, kill).
+        unsafe {
+            cmd.pre_exec(|| {
+                // The program never outlives `record`: killed with it rather
+                // than left behind, orphaned.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() == 1 {
+                    libc::kill(libc::getpid(), libc::SIGKILL);
+                }
+                Ok(())
+            })
+        };
+    }
 
     let mut child = cmd
         .spawn()

@@ -1,0 +1,222 @@
+//! Hostile programs under `coldcache record`: the program must end as it
+//! would natively — same standard output, same exit status — never hang,
+//! and the capture must be kept with the reason it was cut short.
+//!
+//! Each case runs the program plain once, then captured several times,
+//! under a deadline: a hang fails the test instead of blocking CI. Programs
+//! are in `tests-programs/capture/`. Skipped with a message when gcc is
+//! missing.
+
+#[path = "common/library.rs"]
+mod library;
+use library::{have, library, repo, COLDCACHE};
+
+use coldcache_dump::Dump;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longer than any case takes on a loaded 2-core machine; shorter than
+/// forever.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("coldcache-hostile-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn build(source: &str, dir: &Path) -> PathBuf {
+    let out = dir.join(Path::new(source).file_stem().unwrap());
+    let st = Command::new("gcc")
+        .args(["-O1", "-g", "-o"])
+        .arg(&out)
+        .arg(repo().join(source))
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "compiling {source} failed");
+    out
+}
+
+/// Runs `cmd` to its end, or kills it at the deadline and fails.
+fn run_with_deadline(mut cmd: Command, what: &str) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let start = Instant::now();
+    loop {
+        if let Some(_status) = child.try_wait().unwrap() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{what}: still running after {DEADLINE:?} (a hang)\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn record(dir: &Path, dump: &Path, trigger: &[&str], program: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(COLDCACHE);
+    cmd.current_dir(dir)
+        .env("COLDCACHE_LIB", library())
+        .args(["record", "--cache", "jaguar", "--no-resolve", "-o"])
+        .arg(dump)
+        .args(trigger)
+        .arg("--")
+        .arg(program)
+        .args(args);
+    cmd
+}
+
+/// Plain once, captured `runs` times: output and status byte for byte, a
+/// dump every time, cut short with `reason`.
+fn survives(case: &str, trigger: &[&str], args: &[&str], runs: usize, reason: &str) {
+    if !have("gcc") {
+        eprintln!("SKIP {case}: gcc missing");
+        return;
+    }
+    let dir = scratch(case);
+    let program = build("tests-programs/capture/exits.c", &dir);
+    let mut plain = Command::new(&program);
+    plain.args(args);
+    let native = run_with_deadline(plain, &format!("{case}: plain run"));
+    for i in 0..runs {
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run_with_deadline(
+            record(&dir, &dump, trigger, &program, args),
+            &format!("{case}: captured run {i}"),
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&native.stdout),
+            "{case}: run {i}: standard output differs\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            out.status.code(),
+            native.status.code(),
+            "{case}: run {i}: exit status differs\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let bytes = std::fs::read(&dump).unwrap_or_else(|e| {
+            panic!(
+                "{case}: run {i}: no dump ({e})\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        let d = Dump::from_bytes(&bytes).unwrap();
+        assert!(d.meta.instructions > 0, "{case}: run {i}: an empty capture");
+        assert_eq!(
+            d.meta.cut_short.as_deref(),
+            Some(reason),
+            "{case}: run {i}: reason"
+        );
+    }
+}
+
+/// `--all` and `exit()` from `main`: `main` never returns, the exit hook
+/// ran on the traced thread and spun on the engine's lock forever.
+#[test]
+fn exit_from_main_during_an_all_capture_ends_it() {
+    survives(
+        "exit_from_main",
+        &["--all"],
+        &["main-exit"],
+        5,
+        "the program exited",
+    );
+}
+
+/// `exit()` from inside the captured function.
+#[test]
+fn exit_from_the_captured_function_ends_the_capture() {
+    survives(
+        "exit_from_function",
+        &["--function", "frame"],
+        &["function-exit"],
+        5,
+        "the program exited",
+    );
+}
+
+/// `_exit()` runs no exit hook: the dump is written before `exit_group`.
+#[test]
+fn underscore_exit_during_a_capture_keeps_the_dump() {
+    survives(
+        "underscore_exit",
+        &["--function", "frame"],
+        &["function-_exit"],
+        5,
+        "the program exited (exit_group)",
+    );
+}
+
+/// A `--signal` capture still running when the program calls `exit()`.
+#[test]
+fn a_signal_capture_running_at_exit_is_written() {
+    if !have("gcc") {
+        eprintln!("SKIP a_signal_capture_running_at_exit_is_written: gcc missing");
+        return;
+    }
+    let dir = scratch("signal_exit");
+    let program = build("tests-programs/capture/exits.c", &dir);
+    for i in 0..3 {
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let mut cmd = record(&dir, &dump, &["--signal"], &program, &["signal-exit"]);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        // The program prints its first line, then spins for 1.5 s: find it
+        // and start a capture.
+        let start = Instant::now();
+        let pid = loop {
+            let out = Command::new("pgrep")
+                .args(["-P", &child.id().to_string()])
+                .output()
+                .unwrap();
+            if let Some(p) = String::from_utf8_lossy(&out.stdout)
+                .split_whitespace()
+                .next()
+            {
+                break p.to_string();
+            }
+            assert!(start.elapsed() < DEADLINE, "the program never started");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        let t = Command::new(COLDCACHE)
+            .args(["trigger", &pid])
+            .status()
+            .unwrap();
+        assert!(t.success());
+        let deadline = Instant::now() + DEADLINE;
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("run {i}: a hang");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(status.code(), Some(6), "run {i}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.starts_with("waiting ") && text.contains("\nspun "),
+            "{text}"
+        );
+        let d = Dump::from_bytes(&std::fs::read(&dump).expect("a dump")).unwrap();
+        assert_eq!(d.meta.cut_short.as_deref(), Some("the program exited"));
+        assert!(d.meta.instructions > 0);
+    }
+}
