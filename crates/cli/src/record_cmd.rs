@@ -43,9 +43,11 @@ pub struct RecordArgs {
     /// Start (and stop) a capture when `coldcache trigger PID` signals the program.
     #[arg(long, conflicts_with = "all")]
     signal: bool,
-    /// The signal used by --signal (number).
-    #[arg(long, value_name = "SIGNAL", default_value_t = libc::SIGUSR2)]
-    trigger_signal: i32,
+    /// The signal used by --signal: a name (`USR2`, `SIGUSR1`, `RTMIN+3`) or
+    /// a number. Signals that cannot be caught, that the capture engine
+    /// uses, or that report the program's own faults are refused.
+    #[arg(long, value_name = "SIGNAL", default_value = "USR2")]
+    trigger_signal: String,
     /// Capture the whole program from `main` to its return.
     #[arg(long)]
     all: bool,
@@ -191,6 +193,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
             .map_err(anyhow::Error::msg)
             .context("--reserve")?;
     }
+    let trigger_sig = trigger_signal(&args.trigger_signal).context("--trigger-signal")?;
     coldcache_capture::preload::parse_threads(&args.threads)
         .map_err(anyhow::Error::msg)
         .context("--threads")?;
@@ -262,7 +265,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
             .env("COLDCACHE_CALLS", "1");
         "function"
     } else if args.signal {
-        cmd.env("COLDCACHE_SIGNAL", args.trigger_signal.to_string());
+        cmd.env("COLDCACHE_SIGNAL", trigger_sig.to_string());
         "signal"
     } else {
         "api"
@@ -389,17 +392,118 @@ pub fn summary(d: &Dump, path: &Path) -> String {
 pub struct TriggerArgs {
     /// Process recorded with `coldcache record --signal`.
     pid: i32,
-    /// The signal to send (must match `record --trigger-signal`).
-    #[arg(long, default_value_t = libc::SIGUSR2)]
-    signal: i32,
+    /// The signal to send (must match `record --trigger-signal`): a name
+    /// or a number.
+    #[arg(long, default_value = "USR2")]
+    signal: String,
+}
+
+/// The classic signals by name, as `kill -l` spells them.
+const SIGNAL_NAMES: &[(&str, i32)] = &[
+    ("HUP", libc::SIGHUP),
+    ("INT", libc::SIGINT),
+    ("QUIT", libc::SIGQUIT),
+    ("ILL", libc::SIGILL),
+    ("TRAP", libc::SIGTRAP),
+    ("ABRT", libc::SIGABRT),
+    ("BUS", libc::SIGBUS),
+    ("FPE", libc::SIGFPE),
+    ("KILL", libc::SIGKILL),
+    ("USR1", libc::SIGUSR1),
+    ("SEGV", libc::SIGSEGV),
+    ("USR2", libc::SIGUSR2),
+    ("PIPE", libc::SIGPIPE),
+    ("ALRM", libc::SIGALRM),
+    ("TERM", libc::SIGTERM),
+    ("STKFLT", libc::SIGSTKFLT),
+    ("CHLD", libc::SIGCHLD),
+    ("CONT", libc::SIGCONT),
+    ("STOP", libc::SIGSTOP),
+    ("TSTP", libc::SIGTSTP),
+    ("TTIN", libc::SIGTTIN),
+    ("TTOU", libc::SIGTTOU),
+    ("URG", libc::SIGURG),
+    ("XCPU", libc::SIGXCPU),
+    ("XFSZ", libc::SIGXFSZ),
+    ("VTALRM", libc::SIGVTALRM),
+    ("PROF", libc::SIGPROF),
+    ("WINCH", libc::SIGWINCH),
+    ("IO", libc::SIGIO),
+    ("PWR", libc::SIGPWR),
+    ("SYS", libc::SIGSYS),
+];
+
+/// The name of signal `sig` (`SIGUSR2`, `SIGRTMIN+3`).
+fn signal_name(sig: i32) -> String {
+    match SIGNAL_NAMES.iter().find(|&&(_, n)| n == sig) {
+        Some((name, _)) => format!("SIG{name}"),
+        None if sig >= libc::SIGRTMIN() => format!("SIGRTMIN+{}", sig - libc::SIGRTMIN()),
+        None => format!("signal {sig}"),
+    }
+}
+
+/// Parses a trigger signal given by name (with or without `SIG`, any case;
+/// `RTMIN+N`, `RTMAX-N`) or number, and refuses the signals a trigger must
+/// not be: those that cannot be caught (KILL, STOP), the capture engine's
+/// own (TRAP, RTMIN+6), and those that report the program's own faults
+/// (SEGV, BUS, FPE, ILL, ABRT, SYS), whose handler would turn a crash into
+/// a capture.
+pub fn trigger_signal(text: &str) -> Result<i32> {
+    let t = text.trim();
+    let upper = t.to_ascii_uppercase();
+    let name = upper.strip_prefix("SIG").unwrap_or(&upper);
+    let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+    let sig = if let Ok(n) = t.parse::<i32>() {
+        n
+    } else if let Some(&(_, n)) = SIGNAL_NAMES.iter().find(|&&(s, _)| s == name) {
+        n
+    } else if let Some(k) = name.strip_prefix("RTMIN") {
+        let off = if k.is_empty() {
+            0
+        } else {
+            k.strip_prefix('+')
+                .and_then(|x| x.parse().ok())
+                .ok_or_else(|| anyhow::anyhow!("{t:?}: expected RTMIN+N"))?
+        };
+        min + off
+    } else if let Some(k) = name.strip_prefix("RTMAX") {
+        let off = if k.is_empty() {
+            0
+        } else {
+            k.strip_prefix('-')
+                .and_then(|x| x.parse().ok())
+                .ok_or_else(|| anyhow::anyhow!("{t:?}: expected RTMAX-N"))?
+        };
+        max - off
+    } else {
+        bail!("{t:?} is not a signal name or number (for example USR2, SIGUSR1, RTMIN+3, 12)");
+    };
+    if sig <= 0 || sig > max {
+        bail!("{t:?}: signals are numbered 1 to {max}");
+    }
+    let why = match sig {
+        libc::SIGKILL | libc::SIGSTOP => Some("it cannot be caught"),
+        libc::SIGTRAP => Some("the capture engine single-steps with it"),
+        libc::SIGSEGV | libc::SIGBUS | libc::SIGFPE | libc::SIGILL | libc::SIGABRT | libc::SIGSYS => {
+            Some("it reports the program's own faults, which would then start a capture instead of ending the program")
+        }
+        s if s == min + 6 => Some("the capture engine uses it to start tracing other threads"),
+        s if s > libc::SIGSYS && s < min => Some("glibc reserves it for its threads"),
+        _ => None,
+    };
+    if let Some(why) = why {
+        bail!("{} ({sig}) cannot be the trigger: {why}; SIGUSR2 (the default) or SIGUSR1 are the usual choices", signal_name(sig));
+    }
+    Ok(sig)
 }
 
 pub fn trigger(args: TriggerArgs) -> Result<()> {
     if args.pid <= 0 {
         bail!("pid {} is not a process id", args.pid);
     }
-    // SAFETY: kill(2) with a checked positive pid.
-    if unsafe { libc::kill(args.pid, args.signal) } != 0 {
+    let sig = trigger_signal(&args.signal).context("--signal")?;
+    // SAFETY: kill(2) with a checked positive pid and a checked signal.
+    if unsafe { libc::kill(args.pid, sig) } != 0 {
         return Err(std::io::Error::last_os_error())
             .with_context(|| format!("signalling process {}", args.pid));
     }
@@ -409,6 +513,29 @@ pub fn trigger(args: TriggerArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Names and numbers as `kill -l` spells them; the refused ones named.
+    #[test]
+    fn trigger_signals_by_name_and_number() {
+        assert_eq!(trigger_signal("USR2").unwrap(), 12);
+        assert_eq!(trigger_signal("sigusr1").unwrap(), 10);
+        assert_eq!(trigger_signal("12").unwrap(), 12);
+        assert_eq!(trigger_signal("RTMIN+3").unwrap(), libc::SIGRTMIN() + 3);
+        assert_eq!(trigger_signal("SIGRTMAX-1").unwrap(), libc::SIGRTMAX() - 1);
+        for (bad, says) in [
+            ("0", "numbered 1 to"),
+            ("99", "numbered 1 to"),
+            ("9", "SIGKILL (9) cannot be the trigger"),
+            ("11", "SIGSEGV (11) cannot be the trigger"),
+            ("SEGV", "the program's own faults"),
+            ("TRAP", "single-steps"),
+            ("RTMIN+6", "start tracing other threads"),
+            ("USR3", "not a signal name"),
+        ] {
+            let e = format!("{:#}", trigger_signal(bad).unwrap_err());
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn the_library_path_is_absolute_and_a_directory_is_not_taken_for_it() {

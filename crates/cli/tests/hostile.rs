@@ -220,3 +220,39 @@ fn a_signal_capture_running_at_exit_is_written() {
         assert!(d.meta.instructions > 0);
     }
 }
+
+/// A trigger signal that cannot or must not be used is refused by name
+/// before the program runs, with a non-zero exit (it used to start the
+/// program and exit 0; SIGSEGV turned the program's own crash into a hang).
+#[test]
+fn bad_trigger_signals_are_refused_before_the_program_runs() {
+    let dir = scratch("bad_signals");
+    let marker = dir.join("ran");
+    for (sig, says) in [
+        ("0", "numbered 1 to"),
+        ("9", "SIGKILL (9)"),
+        ("99", "numbered 1 to"),
+        ("11", "SIGSEGV (11)"),
+        ("TRAP", "SIGTRAP (5)"),
+    ] {
+        let out = Command::new(COLDCACHE)
+            .current_dir(&dir)
+            .env("COLDCACHE_LIB", library())
+            .args([
+                "record",
+                "--signal",
+                "--trigger-signal",
+                sig,
+                "--",
+                "sh",
+                "-c",
+            ])
+            .arg(format!("touch {}", marker.display()))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{sig}: exit 0\n{err}");
+        assert!(err.contains(says), "{sig}: {err}");
+        assert!(!marker.exists(), "{sig}: the program ran");
+    }
+}
