@@ -486,15 +486,35 @@ impl Accountant {
         }
     }
 
+    /// Whether `ip` lies in a file-backed module mapped at the start, whose
+    /// code does not change under us.
+    fn in_module(&self, ip: u64) -> bool {
+        self.exec_ranges.iter().any(|&(s, e)| ip >= s && ip < e)
+    }
+
     fn stop(&mut self, why: &'static str) -> Verdict {
         self.set_cut_short(why);
         Verdict::StopCapture(why)
     }
 
-    /// Decodes (or finds) the instruction at `ip`.
+    /// Decodes (or finds) the instruction at `ip`. A decode of code outside
+    /// the file-backed modules (a JIT's buffer, rewritten in place) is
+    /// trusted only while the bytes there are the ones decoded.
     fn decoded<M: Machine + ?Sized>(&mut self, ip: u64, m: &M) -> Option<Decoded> {
         if let Some(d) = self.decode.get(ip) {
-            return Some(*d);
+            let len = usize::from(d.len).min(15);
+            if self.in_module(ip) {
+                return Some(*d);
+            }
+            let mut now = [0u8; 15];
+            let to_page_end = (0x1000 - (ip & 0xFFF)) as usize;
+            let first = len.min(to_page_end);
+            let same = m.read_code(ip, &mut now[..first])
+                && (first == len || m.read_memory(ip + first as u64, &mut now[first..len]))
+                && now[..len] == d.bytes[..len];
+            if same {
+                return Some(*d);
+            }
         }
         // Read up to 15 bytes without crossing into a page the instruction
         // does not use: a first read stops at the page end; an instruction
@@ -531,6 +551,7 @@ impl Accountant {
             len: instr.len().max(1) as u8,
             flow,
             rep: rep_kind(&instr),
+            bytes,
         };
         self.decode.insert(ip, d).copied()
     }

@@ -44,6 +44,10 @@ pub struct Decoded {
     pub flow: Flow,
     /// For a repeated string instruction: how the repetition ends.
     pub rep: Rep,
+    /// The instruction's bytes as decoded (the first `len`), to check a
+    /// decode of code that can change (JIT buffers) against the bytes there
+    /// now.
+    pub bytes: [u8; 15],
 }
 
 /// The repeat prefix of a string instruction.

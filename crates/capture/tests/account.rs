@@ -509,3 +509,34 @@ fn stepping_allocates_nothing() {
     // that ran untraced after it, nop.
     assert_eq!(a.instructions(), 2000 * 7);
 }
+
+/// Code rewritten in place (a JIT reusing its buffer): the decode of an
+/// address outside the file-backed modules is checked against the bytes
+/// there now, so `mov eax, 39; syscall` rewritten as `mov eax, 14; inc
+/// eax` is not taken for a `syscall` any more (the trap engine would
+/// have emulated an `rt_sigprocmask` that was never made). Code of a
+/// file-backed module is trusted.
+#[test]
+fn a_decode_is_checked_against_rewritten_code() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let first = [0xB8, 0x27, 0x00, 0x00, 0x00, 0x0F, 0x05, 0xC3];
+    let second = [0xB8, 0x0E, 0x00, 0x00, 0x00, 0xFF, 0xC0, 0xC3];
+    for (module, expected) in [
+        (false, Verdict::Continue),
+        (true, Verdict::Syscall { next: 0x1007 }),
+    ] {
+        let mut s = setup(Reserves::default(), false, None);
+        if module {
+            s.exec_ranges = vec![(0x1000, 0x2000)];
+        }
+        let mut a = Accountant::new(s).unwrap();
+        a.claim(TID).unwrap();
+        let mut m = Fake::new().code(0x1000, &first);
+        m.set(Register::RSP, SP);
+        assert_eq!(step(&mut a, 0x1000, &m), Verdict::Continue);
+        assert_eq!(step(&mut a, 0x1005, &m), Verdict::Syscall { next: 0x1007 });
+        m.memory[0].1.copy_from_slice(&second);
+        assert_eq!(step(&mut a, 0x1000, &m), Verdict::Continue);
+        assert_eq!(step(&mut a, 0x1005, &m), expected, "module: {module}");
+    }
+}

@@ -256,3 +256,34 @@ fn bad_trigger_signals_are_refused_before_the_program_runs() {
         assert!(!marker.exists(), "{sig}: the program ran");
     }
 }
+
+/// A JIT that rewrites its buffer in place with another function: the
+/// capture must not act on its first decode of the rewritten bytes (it
+/// took a 2-byte `inc eax` for the `syscall` that was there before and
+/// "emulated" an `rt_sigprocmask`: the program printed -14 instead of 15).
+#[test]
+fn a_jit_rewriting_its_buffer_keeps_its_results() {
+    if !have("gcc") {
+        eprintln!("SKIP a_jit_rewriting_its_buffer_keeps_its_results: gcc missing");
+        return;
+    }
+    let dir = scratch("jit");
+    let program = build("tests-programs/capture/jit.c", &dir);
+    let native = run_with_deadline(Command::new(&program), "jit: plain run");
+    assert!(String::from_utf8_lossy(&native.stdout).contains("fifteen 15"));
+    for i in 0..5 {
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run_with_deadline(
+            record(&dir, &dump, &["--all"], &program, &[]),
+            &format!("jit: captured run {i}"),
+        );
+        assert_eq!(out.status.code(), native.status.code(), "run {i}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&native.stdout),
+            "run {i}"
+        );
+        let d = Dump::from_bytes(&std::fs::read(&dump).expect("a dump")).unwrap();
+        assert!(d.meta.cut_short.is_none(), "{:?}", d.meta.cut_short);
+    }
+}
