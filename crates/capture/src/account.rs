@@ -162,6 +162,10 @@ struct Frame {
 
 struct ThreadState {
     tid: u32,
+    /// The thread's number in the capture (an index into `seen`): records
+    /// and trace records name it, so a slot can be reused by a thread
+    /// created later.
+    serial: u32,
     core: u32,
     active: bool,
     seeded: bool,
@@ -245,7 +249,14 @@ pub struct Accountant {
     calls_done: u64,
     all_threads: bool,
     stop_entries: [u64; 2],
+    /// Every thread traced so far, in claim order: (thread id, core). Slots
+    /// of `threads` are reused when a thread exits; this list is not.
+    seen: Vec<(u32, u32)>,
 }
+
+/// The most threads one capture can trace over its life (threads alive at
+/// once are bounded by [`Reserves::threads`]). 512 KiB reserved.
+pub const MAX_THREADS_SEEN: usize = 1 << 16;
 
 impl Accountant {
     /// Builds an accountant, reserving every table at its full size.
@@ -268,6 +279,7 @@ impl Accountant {
         let threads = (0..threads_max)
             .map(|_| ThreadState {
                 tid: 0,
+                serial: 0,
                 core: 0,
                 active: false,
                 seeded: false,
@@ -310,6 +322,7 @@ impl Accountant {
             calls_done: 0,
             all_threads: setup.all_threads,
             stop_entries: setup.stop_entries,
+            seen: Vec::with_capacity(MAX_THREADS_SEEN),
         })
     }
 
@@ -352,12 +365,27 @@ impl Accountant {
 
     fn claim_new(&mut self, tid: u32) -> Option<usize> {
         let i = self.threads.iter().position(|t| t.tid == 0)?;
-        let core = self.driver.core_of(u64::from(tid)) as u32;
+        if self.seen.len() == self.seen.capacity() {
+            return None;
+        }
+        let core = self.driver.cores_mut().next_core(u64::from(tid)) as u32;
+        self.seen.push((tid, core));
         let t = &mut self.threads[i];
         t.tid = tid;
+        t.serial = (self.seen.len() - 1) as u32;
         t.core = core;
         t.restart(false, 0);
         Some(i)
+    }
+
+    /// Thread `tid` is exiting: its slot is free for a thread created
+    /// later (what it counted stays, under its own number).
+    pub fn release(&mut self, tid: u32) {
+        if let Some(i) = self.slot_of(tid) {
+            let t = &mut self.threads[i];
+            t.tid = 0;
+            t.active = false;
+        }
     }
 
     /// The watched function's entry was hit by thread `tid` with stack
@@ -605,13 +633,14 @@ impl Accountant {
         mode: Mode,
     ) -> bool {
         let core = self.threads[ti].core as usize;
+        let serial = self.threads[ti].serial;
         self.accesses.clear();
         let modelled = match mode {
             Mode::Before => d.plan.eval(&d.instr, m, &mut self.accesses),
             Mode::NoData => Ok(()),
             Mode::After => d.plan.eval_after(&d.instr, m, &mut self.accesses),
         };
-        let Some(c) = self.counters.counters(ip, stack, ti as u32) else {
+        let Some(c) = self.counters.counters(ip, stack, serial) else {
             return false;
         };
         c[CounterLayout::INSTRUCTIONS] += 1;
@@ -636,7 +665,7 @@ impl Accountant {
                 addr: ip,
                 size: u32::from(d.len),
                 ip,
-                thread: ti as u32,
+                thread: serial,
             });
             if modelled.is_ok() {
                 for a in self.accesses.as_slice() {
@@ -645,7 +674,7 @@ impl Accountant {
                         addr: a.addr,
                         size: a.size.clamp(1, coldcache_trace::MAX_ACCESS_SIZE),
                         ip,
-                        thread: ti as u32,
+                        thread: serial,
                     });
                 }
             }
@@ -755,8 +784,8 @@ impl Accountant {
             layout,
             stacks,
             counters: table,
-            threads,
             trace,
+            seen,
             instructions,
             untrapped,
             func,
@@ -800,16 +829,12 @@ impl Accountant {
                  were computed from the state after they ran, or counted unmodelled"
             ));
         }
-        let used: Vec<usize> = (0..threads.len())
-            .filter(|&i| threads[i].tid != 0)
-            .collect();
-        let dump_threads: Vec<Thread> = threads
+        let dump_threads: Vec<Thread> = seen
             .iter()
-            .filter(|t| t.tid != 0)
-            .map(|t| Thread {
-                tid: t.tid,
-                name: thread_name(t.tid),
-                core: t.core,
+            .map(|&(tid, core)| Thread {
+                tid,
+                name: thread_name(tid),
+                core,
             })
             .collect();
         let mut records: Vec<Record> = table
@@ -817,16 +842,15 @@ impl Accountant {
             .map(|((ip, stack, thread), c)| Record {
                 ip,
                 stack,
-                thread: used.iter().position(|&u| u == thread as usize).unwrap_or(0) as u32,
+                thread,
                 counters: c.to_vec(),
             })
             .collect();
         records.sort_by_key(|r| (r.ip, r.stack, r.thread));
-        let slots: Vec<(u32, u32)> = threads
+        let slots: Vec<(u32, u32)> = seen
             .iter()
             .enumerate()
-            .filter(|(_, t)| t.tid != 0)
-            .map(|(i, t)| (i as u32, t.tid))
+            .map(|(i, &(tid, _))| (i as u32, tid))
             .collect();
         let dump = Dump {
             meta,

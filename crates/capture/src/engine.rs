@@ -647,6 +647,11 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 // instruction there runs before the next trap, so account
                 // for it now.
                 step(s, uc);
+            } else if sysemu::ends_thread(uc) {
+                // Its slot is free for a thread created later: a pool that
+                // churns is traced for as long as asked, bounded by the
+                // threads alive at once, not the threads ever created.
+                s.acc.release(tid);
             } else if let Some(why) = sysemu::ends_process(uc) {
                 // `_exit` or `exec`: no exit hook will run. The dump is
                 // written now, on this thread, before the call is made

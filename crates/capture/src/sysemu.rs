@@ -65,6 +65,12 @@ pub fn ends_process(uc: &libc::ucontext_t) -> Option<&'static str> {
     }
 }
 
+/// Whether the thread of `uc` (RIP at a `syscall`) is about to end itself
+/// (`exit`, which ends one thread; glibc's `pthread_exit` makes it).
+pub fn ends_thread(uc: &libc::ucontext_t) -> bool {
+    uc.uc_mcontext.gregs[libc::REG_RAX as usize] == libc::SYS_exit
+}
+
 /// Signals 1..=64 of the context's mask (bit n-1 for signal n).
 fn mask_word(uc: &libc::ucontext_t) -> u64 {
     // SAFETY: uc_sigmask is a sigset_t of at least 8 bytes, its first word

@@ -287,3 +287,54 @@ fn a_jit_rewriting_its_buffer_keeps_its_results() {
         assert!(d.meta.cut_short.is_none(), "{:?}", d.meta.cut_short);
     }
 }
+
+/// A thread pool that churns: 100 threads created and joined one after
+/// another inside one capture of every thread. Each used to keep its slot
+/// for good, so the capture was cut short after 64 creations; slots are now
+/// freed when a thread exits, and every thread is in the dump.
+#[test]
+fn a_churning_thread_pool_is_captured_whole() {
+    if !have("gcc") {
+        eprintln!("SKIP a_churning_thread_pool_is_captured_whole: gcc missing");
+        return;
+    }
+    let dir = scratch("churn");
+    let lib = library();
+    let libdir = lib.parent().unwrap();
+    let program = dir.join("churn");
+    let st = Command::new("gcc")
+        .args(["-O1", "-g", "-pthread", "-I"])
+        .arg(repo().join("include"))
+        .arg(repo().join("tests-programs/capture/churn.c"))
+        .arg("-L")
+        .arg(libdir)
+        .args(["-Wl,--no-as-needed", "-lcoldcache"])
+        .arg(format!("-Wl,-rpath,{}", libdir.display()))
+        .arg("-o")
+        .arg(&program)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let mut plain = Command::new(&program);
+    plain.args(["plain", "100"]);
+    let native = run_with_deadline(plain, "churn: plain");
+    let dump = dir.join("churn.ccdump");
+    let mut captured = Command::new(&program);
+    captured.args(["capture", "100"]).arg(&dump);
+    let out = run_with_deadline(captured, "churn: captured");
+    assert_eq!(out.stdout, native.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    let d = Dump::from_bytes(&std::fs::read(&dump).unwrap()).unwrap();
+    assert_eq!(d.meta.cut_short, None);
+    assert_eq!(d.threads.len(), 101, "main and the 100 workers");
+    let mut tids: Vec<u32> = d.threads.iter().map(|t| t.tid).collect();
+    tids.sort_unstable();
+    tids.dedup();
+    assert_eq!(tids.len(), 101);
+    // Every worker counted its own instructions under its own number.
+    let mut per_thread = vec![0u64; d.threads.len()];
+    for r in &d.records {
+        per_thread[r.thread as usize] += r.counters[0];
+    }
+    assert!(per_thread.iter().all(|&n| n > 0), "{per_thread:?}");
+}

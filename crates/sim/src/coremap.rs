@@ -52,6 +52,18 @@ impl CoreMap {
         c
     }
 
+    /// The core of `tid` — its pinned core, else the next round-robin one —
+    /// without remembering the thread: for callers that keep the core
+    /// themselves and see unboundedly many threads (allocates nothing).
+    pub fn next_core(&mut self, tid: u64) -> usize {
+        if let Some(&(_, c)) = self.map.iter().find(|(t, _)| *t == tid) {
+            return usize::from(c);
+        }
+        let c = self.next_rr % self.cores;
+        self.next_rr += 1;
+        c
+    }
+
     /// Number of simulated cores threads are spread over.
     pub fn cores(&self) -> usize {
         self.cores
