@@ -1,6 +1,6 @@
 //! coldcache-config-base: the parts of cache configurations that need no
 //! parser of configuration files, small enough for the preloaded library:
-//! - [`to_toml`] writes a [`HierarchyConfig`] in the TOML schema of
+//! - [`to_toml`] writes a [`coldcache_sim::HierarchyConfig`] in the TOML schema of
 //!   `docs/cache-config.md` (string formatting; no TOML library);
 //! - [`host`] / [`host_from_sysfs`] read the `host` preset from
 //!   `/sys/devices/system/cpu`;
