@@ -8,7 +8,7 @@
  *
  *     struct coldcache_options o;
  *     coldcache_options_init(&o);
- *     o.cache = "jaguar";           // preset name or TOML file
+ *     o.cache = "jaguar";           // preset name or "host"
  *     o.output = "frame.ccdump";
  *     if (coldcache_start(&o) != 0) fprintf(stderr, "%s\n", coldcache_last_error());
  *     do_the_frame();
@@ -48,7 +48,10 @@ extern "C" {
 struct coldcache_options {
     uint32_t size;             /* sizeof(struct coldcache_options); set by coldcache_options_init */
     int32_t threads;           /* COLDCACHE_THREADS_CALLER or COLDCACHE_THREADS_ALL */
-    const char *cache;         /* preset name or TOML file; NULL: default (jaguar, or coldcache record's --cache) */
+    const char *cache;         /* preset name or "host" (sysfs); NULL: default (jaguar, or coldcache record's --cache).
+                                  A TOML file is refused (coldcache_last_error names it): the library reads no
+                                  configuration files; run the program under `coldcache record --cache FILE`
+                                  and leave cache NULL. */
     const char *output;        /* dump path; NULL: default (coldcache.ccdump, or record's -o) */
     const uint32_t *tids;      /* explicit thread ids to trace, or NULL */
     size_t tid_count;          /* entries in tids */

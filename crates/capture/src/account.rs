@@ -33,9 +33,9 @@
 use crate::model::{AccessList, CpuFacts, Machine, Model, Unmodelled};
 use crate::tables::{CounterTable, DecodeCache, Decoded, Flow, Rep, StackTable};
 use crate::unwind::StackUnwinder;
+use coldcache_cctrace::{Record as TraceRecord, RecordKind};
 use coldcache_dump::{Dump, Meta, Record, StackNode, Thread};
 use coldcache_sim::{Access, AccessKind, ConfigError, CounterLayout, Driver, HierarchyConfig};
-use coldcache_trace::{Record as TraceRecord, RecordKind};
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Mnemonic, OpKind, Register};
 
 /// What the front end does after a step.
@@ -672,7 +672,7 @@ impl Accountant {
                     trace.push(TraceRecord {
                         kind: record_kind(a.kind),
                         addr: a.addr,
-                        size: a.size.clamp(1, coldcache_trace::MAX_ACCESS_SIZE),
+                        size: a.size.clamp(1, coldcache_cctrace::MAX_ACCESS_SIZE),
                         ip,
                         thread: serial,
                     });

@@ -60,10 +60,39 @@ pub fn default_options() -> Result<Options, String> {
         return Ok(o);
     }
     let cache = std::env::var("COLDCACHE_CACHE").unwrap_or_else(|_| "jaguar".into());
-    let cfg = coldcache_config::resolve(&cache).map_err(|e| e.to_string())?;
+    let cfg = resolve_cache(&cache).map_err(|e| format!("COLDCACHE_CACHE: {e}"))?;
     let mut o = Options::new(cfg, "coldcache.ccdump");
     o.cache_name = cache;
     Ok(o)
+}
+
+/// Resolves the C API's `cache` string (and `COLDCACHE_CACHE`): a preset of
+/// the simulator or `host` (sysfs). Configuration files are read by
+/// `coldcache record --cache FILE` only: the library links no TOML parser,
+/// so a file is refused with an error naming it.
+pub fn resolve_cache(spec: &str) -> Result<coldcache_sim::HierarchyConfig, String> {
+    use coldcache_sim::presets;
+    if spec == coldcache_config_base::HOST {
+        return coldcache_config_base::host().map_err(|e| format!("cache preset \"host\": {e}"));
+    }
+    if let Some(cfg) = presets::by_name(spec) {
+        cfg.validate()
+            .map_err(|e| format!("cache preset {spec:?}: {e}"))?;
+        return Ok(cfg);
+    }
+    let mut names: Vec<&str> = presets::NAMES.iter().map(|(n, _)| *n).collect();
+    names.push(coldcache_config_base::HOST);
+    if spec.contains('/') || spec.ends_with(".toml") || std::path::Path::new(spec).is_file() {
+        return Err(format!(
+            "cache {spec:?}: configuration files are read by `coldcache record --cache FILE`, \
+             not by the library; give a preset ({})",
+            names.join(", ")
+        ));
+    }
+    Err(format!(
+        "unknown cache preset {spec:?}: expected one of {}",
+        names.join(", ")
+    ))
 }
 
 /// Fills `opts` with the defaults.
@@ -139,7 +168,7 @@ extern "C" fn prepare_from_c(opts: *const CaptureOptions) -> i32 {
                 ));
             }
             if let Some(cache) = c_str(c.cache) {
-                o.cache = coldcache_config::resolve(&cache).map_err(|e| e.to_string())?;
+                o.cache = resolve_cache(&cache)?;
                 o.cache_name = cache;
             }
             if let Some(out) = c_str(c.output) {

@@ -5,8 +5,8 @@
 use crate::account::Finished;
 use crate::options::{CaptureError, Summary};
 use crate::procfs;
+use coldcache_cctrace::Record as TraceRecord;
 use coldcache_fsio::write_atomically;
-use coldcache_trace::Record as TraceRecord;
 use std::path::{Path, PathBuf};
 
 /// Writes the trace (if one was kept) and the dump of a finished capture.
@@ -49,7 +49,7 @@ pub fn write(
 }
 
 fn write_trace(path: &Path, records: &[TraceRecord], slots: &[(u32, u32)]) -> std::io::Result<()> {
-    let mut w = coldcache_trace::TraceWriter::new(Vec::new()).map_err(std::io::Error::other)?;
+    let mut w = coldcache_cctrace::TraceWriter::new(Vec::new()).map_err(std::io::Error::other)?;
     for &(slot, tid) in slots {
         w.define_thread(slot, u64::from(tid))
             .map_err(std::io::Error::other)?;

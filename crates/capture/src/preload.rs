@@ -12,7 +12,7 @@ use std::path::PathBuf;
 /// captured too.
 pub const VARS: &[&str] = &[
     "COLDCACHE_RECORD",
-    "COLDCACHE_CACHE_TOML",
+    "COLDCACHE_CACHE_JSON",
     "COLDCACHE_CACHE_NAME",
     "COLDCACHE_OUTPUT",
     "COLDCACHE_TRIGGER",
@@ -76,14 +76,25 @@ fn number<T: std::str::FromStr>(name: &str, default: T) -> Result<T, String> {
     }
 }
 
+/// The configuration `coldcache record` resolved (presets, `host`, TOML
+/// files and overrides are all read there), handed over as the JSON of
+/// `HierarchyConfig` in `COLDCACHE_CACHE_JSON`, and validated again here:
+/// the library links no configuration-file parser.
+pub fn cache_from_json(json: &str) -> Result<coldcache_sim::HierarchyConfig, String> {
+    let cfg: coldcache_sim::HierarchyConfig = serde_json::from_str(json)
+        .map_err(|e| format!("COLDCACHE_CACHE_JSON is not a cache configuration: {e}"))?;
+    cfg.validate()
+        .map_err(|e| format!("COLDCACHE_CACHE_JSON: invalid cache configuration: {e}"))?;
+    Ok(cfg)
+}
+
 fn options_from_env() -> Result<Option<(Options, TriggerSpec)>, String> {
     if var("COLDCACHE_RECORD").is_none() {
         return Ok(None);
     }
-    let toml = var("COLDCACHE_CACHE_TOML").ok_or("COLDCACHE_CACHE_TOML is not set")?;
+    let json = var("COLDCACHE_CACHE_JSON").ok_or("COLDCACHE_CACHE_JSON is not set")?;
     let name = var("COLDCACHE_CACHE_NAME").unwrap_or_else(|| "cache".into());
-    let cfg = coldcache_config::from_toml_str(&toml, std::path::Path::new(&name))
-        .map_err(|e| e.to_string())?;
+    let cfg = cache_from_json(&json)?;
     let mut o = Options::new(
         cfg,
         var("COLDCACHE_OUTPUT").unwrap_or_else(|| "coldcache.ccdump".into()),

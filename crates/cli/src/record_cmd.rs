@@ -185,7 +185,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
     check_program(&program)?;
     let cfg = coldcache_config::resolve(&args.cache)
         .with_context(|| format!("cache configuration {}", args.cache))?;
-    let toml = coldcache_config::to_toml(&cfg);
+    // The library links no configuration parser: it gets the resolved
+    // configuration as JSON (and writes its TOML into the dump itself).
+    let cache_json = serde_json::to_string(&cfg).context("cache configuration as JSON")?;
     let cwd = std::env::current_dir()?;
     let output = cwd.join(&args.output);
     if let Some(reserve) = &args.reserve {
@@ -226,7 +228,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .env("COLDCACHE_LIB", &lib)
         .env("COLDCACHE_RECORD", "1")
         .env("COLDCACHE_QUIET", "1")
-        .env("COLDCACHE_CACHE_TOML", &toml)
+        .env("COLDCACHE_CACHE_JSON", &cache_json)
         .env("COLDCACHE_CACHE_NAME", &args.cache)
         .env("COLDCACHE_OUTPUT", &output)
         .env("COLDCACHE_THREADS", &args.threads)

@@ -817,12 +817,23 @@ fn signal_trigger_starts_a_capture_of_n_instructions() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let child = rec.spawn().unwrap();
-    // The program's pid: the only child of `coldcache record`.
+    // The program's pid: the only child of `coldcache record`, spawned by
+    // whichever of its threads runs the command (not the main thread since
+    // the CLI runs commands on a large-stack thread), so every task's
+    // children are read. Bounded: a `record` that exits early fails here.
+    let mut waited = 0;
     let pid = loop {
         std::thread::sleep(std::time::Duration::from_millis(200));
-        let children =
-            std::fs::read_to_string(format!("/proc/{}/task/{}/children", child.id(), child.id()))
-                .unwrap_or_default();
+        waited += 1;
+        assert!(waited < 150, "coldcache record started no program");
+        let children: String = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+            .map(|tasks| {
+                tasks
+                    .flatten()
+                    .map(|t| std::fs::read_to_string(t.path().join("children")).unwrap_or_default())
+                    .collect()
+            })
+            .unwrap_or_default();
         if let Some(p) = children.split_whitespace().next() {
             break p.to_string();
         }

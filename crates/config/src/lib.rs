@@ -35,25 +35,20 @@ mod cachelab;
 mod schema;
 mod size;
 mod suggest;
-mod sysfs;
 mod valgrind;
-mod writer;
 
 pub use cachelab::{cachelab, cachelab_params, CacheLabError};
-pub use schema::{from_toml_str, FileError, LEVEL_KEYS, PREFETCHER_KEYS, TOP_KEYS};
-pub use size::{format_size, parse_size, SizeError, SIZE_UNITS};
-pub use sysfs::{
-    host, host_from_sysfs, host_info_from_sysfs, parse_cpu_list, parse_cpu_map, HostInfo,
-    SysfsError, SYSFS_CPU_ROOT,
+/// The writer, sizes and the sysfs reader live in `coldcache-config-base`
+/// (no TOML parser, so the preloaded library can link them).
+pub use coldcache_config_base::{
+    format_size, host, host_from_sysfs, host_info_from_sysfs, parse_cpu_list, parse_cpu_map,
+    parse_size, to_toml, HostInfo, SizeError, SysfsError, HOST, SIZE_UNITS, SYSFS_CPU_ROOT,
 };
+pub use schema::{from_toml_str, FileError, LEVEL_KEYS, PREFETCHER_KEYS, TOP_KEYS};
 pub use valgrind::{
     apply_cachegrind_overrides, parse_valgrind_geometry, parse_valgrind_option, GeometryError,
     OptionError,
 };
-pub use writer::to_toml;
-
-/// The name of the preset read from sysfs.
-pub const HOST: &str = "host";
 
 /// Any problem turning a `--cache` argument or option into a configuration.
 #[derive(Debug, thiserror::Error)]

@@ -124,6 +124,9 @@ macro_rules! str_enum {
                 None
             }
 
+            // Messages use it for some enums only (the writer spells the
+            // schema in coldcache-config-base).
+            #[allow(dead_code)]
             pub(crate) fn spelling(self) -> &'static str {
                 match self { $(Self::$variant => $spelling),+ }
             }
@@ -641,14 +644,7 @@ fn serde_error(doc: &Doc<'_>, e: serde_path_to_error::Error<toml::de::Error>) ->
     doc.error_at(line, &path, problem)
 }
 
-/// Default level names: `L1d`, `L1i`, `L2`.
-pub(crate) fn default_level_name(level: u8, kind: CacheKind) -> String {
-    match kind {
-        CacheKind::Instruction => format!("L{level}i"),
-        CacheKind::Data => format!("L{level}d"),
-        CacheKind::Unified => format!("L{level}"),
-    }
-}
+pub(crate) use coldcache_config_base::default_level_name;
 
 /// Pass 3: raw structs to the simulator's configuration.
 fn build(doc: &Doc<'_>, raw: RawFile) -> Result<HierarchyConfig, FileError> {

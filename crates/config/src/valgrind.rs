@@ -10,7 +10,7 @@
 use coldcache_sim::presets::Geometry;
 use coldcache_sim::{CacheKind, HierarchyConfig};
 
-use crate::size::parse_size;
+use crate::parse_size;
 
 /// A geometry string that is not `SIZE,ASSOC,LINE`, or not a cache.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

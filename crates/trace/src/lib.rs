@@ -31,7 +31,6 @@
 #![warn(missing_docs)]
 
 mod binary;
-mod error;
 mod input;
 mod reader;
 mod text;
@@ -39,120 +38,13 @@ mod text;
 use std::fmt;
 use std::str::FromStr;
 
-pub use binary::{TraceWriter, FORMAT_VERSION, MAGIC};
-pub use error::{BinaryError, ParseError, TraceError};
+/// The trace format core (records, the cctrace writer, errors), kept in
+/// `coldcache-cctrace` so the preloaded library links no reader.
+pub use coldcache_cctrace::{
+    BinaryError, ParseError, Record, RecordKind, TraceError, TraceWriter, FORMAT_VERSION, MAGIC,
+    MAX_ACCESS_SIZE,
+};
 pub use reader::{open, TraceReader};
-
-/// Largest access size accepted in any format (1 MiB). Larger sizes, and
-/// size 0, are errors: no single instruction touches that much memory, so
-/// such a record is a corrupt or misparsed line.
-pub const MAX_ACCESS_SIZE: u32 = 1 << 20;
-
-/// What a record does to memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum RecordKind {
-    /// Instruction fetch of `size` bytes at `addr`.
-    Instr,
-    /// Data load.
-    Load,
-    /// Data store.
-    Store,
-    /// A load and a store of the same address by one instruction (lackey
-    /// `M`, e.g. `inc [mem]`). Kept distinct: callers decide whether it is
-    /// one access or a load followed by a store.
-    Modify,
-    /// Software prefetch hint.
-    Prefetch,
-    /// Non-temporal (streaming) store that bypasses the caches.
-    NtStore,
-    /// Flush of the cache line(s) holding `addr`..`addr+size` (clflush).
-    /// Dinero's label 4 (an escape that the Dinero simulators take as "flush
-    /// the cache") is read as this kind too, with the address the line has.
-    Flush,
-}
-
-impl RecordKind {
-    /// All kinds, in the order of their binary encoding (0..=6).
-    pub const ALL: [RecordKind; 7] = [
-        RecordKind::Instr,
-        RecordKind::Load,
-        RecordKind::Store,
-        RecordKind::Modify,
-        RecordKind::Prefetch,
-        RecordKind::NtStore,
-        RecordKind::Flush,
-    ];
-
-    /// True for [`RecordKind::Instr`].
-    #[inline]
-    pub fn is_instr(self) -> bool {
-        matches!(self, RecordKind::Instr)
-    }
-
-    /// Short lower-case name ("instr", "load", …).
-    pub fn name(self) -> &'static str {
-        match self {
-            RecordKind::Instr => "instr",
-            RecordKind::Load => "load",
-            RecordKind::Store => "store",
-            RecordKind::Modify => "modify",
-            RecordKind::Prefetch => "prefetch",
-            RecordKind::NtStore => "ntstore",
-            RecordKind::Flush => "flush",
-        }
-    }
-}
-
-impl fmt::Display for RecordKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// One memory access of a trace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Record {
-    /// What the access does.
-    pub kind: RecordKind,
-    /// First byte accessed.
-    pub addr: u64,
-    /// Bytes accessed, `1..=MAX_ACCESS_SIZE` for every record a reader
-    /// returns.
-    pub size: u32,
-    /// Address of the instruction that made the access, 0 if unknown.
-    pub ip: u64,
-    /// Thread: an index into the thread table of a cctrace file
-    /// ([`TraceReader::thread_os_id`]); always 0 for the text formats.
-    pub thread: u32,
-}
-
-impl Record {
-    /// A record with unknown ip (0) on thread 0.
-    #[inline]
-    pub const fn new(kind: RecordKind, addr: u64, size: u32) -> Record {
-        Record {
-            kind,
-            addr,
-            size,
-            ip: 0,
-            thread: 0,
-        }
-    }
-
-    /// The same record with `ip` set.
-    #[inline]
-    pub const fn with_ip(mut self, ip: u64) -> Record {
-        self.ip = ip;
-        self
-    }
-
-    /// The same record with `thread` set.
-    #[inline]
-    pub const fn with_thread(mut self, thread: u32) -> Record {
-        self.thread = thread;
-        self
-    }
-}
 
 /// A trace format. Parsed from "lackey", "dinero" / "din", "binary" /
 /// "cctrace" (case-insensitive).
@@ -204,13 +96,6 @@ impl FromStr for Format {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kind_encoding_order() {
-        for (i, k) in RecordKind::ALL.iter().enumerate() {
-            assert_eq!(*k as usize, i);
-        }
-    }
 
     #[test]
     fn format_names_parse() {

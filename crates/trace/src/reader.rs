@@ -7,11 +7,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::binary::{BinaryDecoder, MAGIC};
-use crate::error::{show, ParseError, TraceError};
+use crate::binary::BinaryDecoder;
 use crate::input::{decompress, Compression, Counting, Input};
 use crate::text::{self, Line, TextParser, MAX_LINE};
+use crate::MAGIC;
 use crate::{Format, Record};
+use coldcache_cctrace::{show, ParseError, TraceError};
 
 /// How much of a text input is looked at to tell text from binary data.
 const SNIFF: usize = 64 * 1024;

@@ -12,8 +12,8 @@
 //! fetch, 4 flush (label 3, an access of unknown type, is rejected); hex
 //! address with or without `0x`; decimal size, 4 when absent.
 
-use crate::error::{show, ParseError};
 use crate::{Format, Record, RecordKind, MAX_ACCESS_SIZE};
+use coldcache_cctrace::{show, ParseError};
 
 /// Longest line the parser buffers before declaring the input not a text
 /// trace.

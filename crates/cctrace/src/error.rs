@@ -294,7 +294,7 @@ fn quote_byte(b: u8) -> String {
 
 /// Text of `bytes` for an error message: printable ASCII as is, anything
 /// else escaped, shortened to 40 characters.
-pub(crate) fn show(bytes: &[u8]) -> String {
+pub fn show(bytes: &[u8]) -> String {
     const MAX: usize = 40;
     let mut s = String::new();
     for &b in bytes.iter().take(MAX) {

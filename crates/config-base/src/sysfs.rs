@@ -36,7 +36,7 @@ use coldcache_sim::{
     StraddleMode, WritePolicy,
 };
 
-use crate::schema::default_level_name;
+use crate::default_level_name;
 use crate::size::parse_size;
 
 /// Where Linux publishes the CPUs' caches.

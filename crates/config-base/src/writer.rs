@@ -1,12 +1,54 @@
 //! Writing a [`HierarchyConfig`] as a TOML file in the schema that
-//! [`crate::from_toml_str`] reads (docs/cache-config.md).
+//! `coldcache_config::from_toml_str` reads (docs/cache-config.md): string
+//! formatting only, no TOML library. The spellings written here are the
+//! canonical ones of that schema; `coldcache-config`'s round-trip tests
+//! read every preset and random configurations back.
 
 use std::fmt::Write as _;
 
-use coldcache_sim::{HierarchyConfig, PrefetcherKind, ReplacementPolicy, Sharing};
+use coldcache_sim::{
+    CacheKind, HierarchyConfig, Inclusion, LookupMode, PrefetcherKind, ReplacementPolicy, Sharing,
+    StraddleMode, WritePolicy,
+};
 
-use crate::schema::{Incl, Kind, Lookup, PfKind, Policy, Straddle, Write};
 use crate::size::format_size;
+
+fn straddle(s: StraddleMode) -> &'static str {
+    match s {
+        StraddleMode::PerLine => "per-line",
+        StraddleMode::Whole => "whole",
+    }
+}
+
+fn lookup(l: LookupMode) -> &'static str {
+    match l {
+        LookupMode::OnMiss => "on-miss",
+        LookupMode::AllLevels => "all-levels",
+    }
+}
+
+fn kind(k: CacheKind) -> &'static str {
+    match k {
+        CacheKind::Instruction => "instruction",
+        CacheKind::Data => "data",
+        CacheKind::Unified => "unified",
+    }
+}
+
+fn write_policy(w: WritePolicy) -> &'static str {
+    match w {
+        WritePolicy::WriteBack => "write-back",
+        WritePolicy::WriteThrough => "write-through",
+    }
+}
+
+fn inclusion(i: Inclusion) -> &'static str {
+    match i {
+        Inclusion::Inclusive => "inclusive",
+        Inclusion::NonInclusive => "non-inclusive",
+        Inclusion::Exclusive => "exclusive",
+    }
+}
 
 /// A TOML basic string, quoted and escaped.
 fn quote(s: &str) -> String {
@@ -32,7 +74,7 @@ fn quote(s: &str) -> String {
 /// Writes `cfg` as a cache-configuration file. Every key is written out
 /// (defaults included) except `coherence_table` when it has its default and
 /// `latency` when unknown, so the file documents itself; reading it back
-/// with [`crate::from_toml_str`] gives a configuration equal to `cfg`.
+/// with `coldcache_config::from_toml_str` gives a configuration equal to `cfg`.
 pub fn to_toml(cfg: &HierarchyConfig) -> String {
     let mut s = String::new();
     let defaults = HierarchyConfig::default();
@@ -43,12 +85,8 @@ pub fn to_toml(cfg: &HierarchyConfig) -> String {
     );
     let _ = writeln!(s, "name = {}", quote(&cfg.name));
     let _ = writeln!(s, "cores = {}", cfg.cores);
-    let _ = writeln!(
-        s,
-        "straddle = {}",
-        quote(Straddle::from(cfg.straddle).spelling())
-    );
-    let _ = writeln!(s, "lookup = {}", quote(Lookup::from(cfg.lookup).spelling()));
+    let _ = writeln!(s, "straddle = {}", quote(straddle(cfg.straddle)));
+    let _ = writeln!(s, "lookup = {}", quote(lookup(cfg.lookup)));
     let _ = writeln!(s, "coherence = {}", cfg.coherence);
     let _ = writeln!(s, "classify_misses = {}", cfg.classify_misses);
     let _ = writeln!(s, "prefetch_lag = {}", cfg.prefetch_lag);
@@ -59,29 +97,23 @@ pub fn to_toml(cfg: &HierarchyConfig) -> String {
         let _ = writeln!(s, "\n[[level]]");
         let _ = writeln!(s, "name = {}", quote(&l.name));
         let _ = writeln!(s, "level = {}", l.level);
-        let _ = writeln!(s, "kind = {}", quote(Kind::from(l.kind).spelling()));
+        let _ = writeln!(s, "kind = {}", quote(kind(l.kind)));
         let _ = writeln!(s, "size = {}", quote(&format_size(l.size)));
         let _ = writeln!(s, "line = {}", l.line_size);
         let _ = writeln!(s, "assoc = {}", l.assoc);
         let (policy, param) = match l.policy {
-            ReplacementPolicy::Lru => (Policy::Lru, None),
-            ReplacementPolicy::TreePlru => (Policy::TreePlru, None),
-            ReplacementPolicy::Fifo => (Policy::Fifo, None),
-            ReplacementPolicy::Random { seed } => (Policy::Random, Some(format!("seed = {seed}"))),
-            ReplacementPolicy::Srrip { bits } => {
-                (Policy::Srrip, Some(format!("rrpv_bits = {bits}")))
-            }
+            ReplacementPolicy::Lru => ("lru", None),
+            ReplacementPolicy::TreePlru => ("tree-plru", None),
+            ReplacementPolicy::Fifo => ("fifo", None),
+            ReplacementPolicy::Random { seed } => ("random", Some(format!("seed = {seed}"))),
+            ReplacementPolicy::Srrip { bits } => ("srrip", Some(format!("rrpv_bits = {bits}"))),
         };
-        let _ = writeln!(s, "policy = {}", quote(policy.spelling()));
+        let _ = writeln!(s, "policy = {}", quote(policy));
         if let Some(param) = param {
             let _ = writeln!(s, "{param}");
         }
-        let _ = writeln!(s, "write = {}", quote(Write::from(l.write).spelling()));
-        let _ = writeln!(
-            s,
-            "inclusion = {}",
-            quote(Incl::from(l.inclusion).spelling())
-        );
+        let _ = writeln!(s, "write = {}", quote(write_policy(l.write)));
+        let _ = writeln!(s, "inclusion = {}", quote(inclusion(l.inclusion)));
         match l.sharing {
             Sharing::Core => {
                 let _ = writeln!(s, "shared_by = \"core\"");
@@ -100,11 +132,11 @@ pub fn to_toml(cfg: &HierarchyConfig) -> String {
     for p in &cfg.prefetchers {
         let _ = writeln!(s, "\n[[prefetcher]]");
         let kind = match p.kind {
-            PrefetcherKind::NextLine { .. } => PfKind::NextLine,
-            PrefetcherKind::IpStride { .. } => PfKind::IpStride,
-            PrefetcherKind::Stream { .. } => PfKind::Stream,
+            PrefetcherKind::NextLine { .. } => "next-line",
+            PrefetcherKind::IpStride { .. } => "ip-stride",
+            PrefetcherKind::Stream { .. } => "stream",
         };
-        let _ = writeln!(s, "kind = {}", quote(kind.spelling()));
+        let _ = writeln!(s, "kind = {}", quote(kind));
         let _ = writeln!(s, "level = {}", p.level);
         match p.kind {
             PrefetcherKind::NextLine { degree } => {
