@@ -11,7 +11,10 @@
 # address moves with the library's size), and both builds are given paths of
 # the same length (they reach the program's environment, so the stack).
 #
-#   scripts/capture-identity.sh OLD_DIR NEW_DIR [WORKDIR]
+#   scripts/capture-identity.sh OLD_DIR NEW_DIR [WORKDIR [kernels]]
+#
+# With `kernels` only the kernels are compared (the `--all` programs take
+# minutes each under single-stepping).
 #
 # OLD_DIR and NEW_DIR each hold a `coldcache` binary and `libcoldcache.so`
 # (copy them from target/release before and after the change). Exits 1 and
@@ -38,18 +41,28 @@ for src in tests-programs/*.c; do
   gcc -O1 -g -fno-pie -no-pie -Wl,-z,now -o "$work/$name" "$src"
   progs+=("$name::--all")
 done
-gcc -O1 -g -fno-pie -no-pie -Wl,-z,now -Iinclude -o "$work/kernels" tests-programs/capture/kernels.c \
-  -L"$new" -lcoldcache -Wl,-rpath,"$new"
+[ "${4:-}" = kernels ] && progs=()
+# The kernels link libcoldcache.so: one binary per build, each linked to its
+# own library (two different libraries in one process would clash).
+for side in old new; do
+  dir=$old; [ $side = new ] && dir=$new
+  gcc -O1 -g -fno-pie -no-pie -Wl,-z,now -Iinclude -o "$work/kernels-$side" \
+    tests-programs/capture/kernels.c -L"$dir" -lcoldcache -Wl,-rpath,"$dir"
+done
 for k in strided struct_walk strings stack x86isms bits xlat longjmp libc; do
   if grep -q "k_$k" tests-programs/capture/kernels.c; then
-    progs+=("kernels:plain $k:--function k_$k")
+    progs+=("kernels-SIDE:plain $k:--function k_$k")
   fi
 done
 
-# A normalised text of a dump: everything but pid, start time, duration and
-# the directory the library was loaded from.
+# A normalised text of a dump: everything but pid, start time, duration,
+# the library's own mapping (its size differs between builds) and the name
+# of the per-build kernels binary.
 show() {
-  "$printer" "$1" | grep -v -E '^\s*(pid|start_unix_ns|duration_ns):' | sed "s|$2/libcoldcache.so|LIB|"
+  "$printer" "$1" | grep -v -E '^\s*(pid|start_unix_ns|duration_ns):' \
+    | sed -E -e "s|$2/libcoldcache.so|LIB|" \
+        -e 's/^module 0x[0-9a-f]+-0x[0-9a-f]+ off 0x[0-9a-f]+ LIB$/module LIB/' \
+        -e 's/kernels-(old|new)/kernels/g'
 }
 
 fail=0
@@ -62,16 +75,16 @@ for entry in "${progs[@]}"; do
       rm -f "$out" "$trace"
       # shellcheck disable=SC2086
       COLDCACHE_LIB="$dir/libcoldcache.so" setarch -R "$dir/coldcache" record --cache $cache \
-        --no-resolve --trace "$trace" -o "$out" $how -- "$work/$name" $args >/dev/null 2>&1
+        --no-resolve --trace "$trace" -o "$out" $how -- "$work/${name/SIDE/$side}" $args >/dev/null 2>&1
       show "$out" "$dir" >"$work/$name-$cache-$side.txt"
       "$dir/coldcache" sim --cache jaguar --json --no-progress "$trace" \
         | grep -v elapsed >"$work/$name-$cache-$side.sim.json"
     done
     if cmp -s "$work/$name-$cache-old.txt" "$work/$name-$cache-new.txt" &&
        cmp -s "$work/$name-$cache-old.sim.json" "$work/$name-$cache-new.sim.json"; then
-      echo "same       $name $args ($how, $cache): $(wc -l <"$work/$name-$cache-new.txt") lines"
+      echo "same       ${name/-SIDE/} $args ($how, $cache): $(wc -l <"$work/$name-$cache-new.txt") lines"
     else
-      echo "DIFFERENT  $name $args ($how, $cache)"
+      echo "DIFFERENT  ${name/-SIDE/} $args ($how, $cache)"
       diff "$work/$name-$cache-old.txt" "$work/$name-$cache-new.txt" | head -20 || true
       fail=1
     fi
