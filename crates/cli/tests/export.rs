@@ -22,45 +22,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
-const COLDCACHE: &str = env!("CARGO_BIN_EXE_coldcache");
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
-
-/// `libcoldcache.so` next to the `coldcache` binary, built if missing.
-fn library() -> PathBuf {
-    static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let dir = Path::new(COLDCACHE).parent().unwrap().to_path_buf();
-        let lib = dir.join("libcoldcache.so");
-        if !lib.exists() {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let mut cmd = Command::new(cargo);
-            cmd.args(["build", "-p", "libcoldcache", "--target-dir"])
-                .arg(dir.parent().unwrap())
-                .current_dir(repo());
-            if dir.file_name().unwrap() == "release" {
-                cmd.arg("--release");
-            }
-            assert!(
-                cmd.status().unwrap().success(),
-                "building libcoldcache failed"
-            );
-        }
-        lib
-    })
-    .clone()
-}
+#[path = "common/library.rs"]
+mod library;
+use library::{have, library, repo, COLDCACHE};
 
 fn scratch() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();

@@ -15,25 +15,10 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 
-const COLDCACHE: &str = env!("CARGO_BIN_EXE_coldcache");
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-fn have(tool: &str) -> bool {
-    Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
+#[path = "common/library.rs"]
+mod library;
+use library::{have, library, repo, COLDCACHE};
 
 fn tools_or_skip(test: &str) -> bool {
     let ok = [
@@ -51,32 +36,6 @@ fn tools_or_skip(test: &str) -> bool {
         eprintln!("SKIP {test}: gcc, g++ or binutils missing");
     }
     ok
-}
-
-/// `libcoldcache.so` next to the `coldcache` binary, built if missing.
-fn library() -> PathBuf {
-    static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let dir = Path::new(COLDCACHE).parent().unwrap().to_path_buf();
-        let lib = dir.join("libcoldcache.so");
-        if !lib.exists() {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let target_dir = dir.parent().unwrap();
-            let profile = dir.file_name().unwrap().to_str().unwrap();
-            let mut cmd = Command::new(cargo);
-            cmd.args(["build", "-p", "libcoldcache", "--target-dir"])
-                .arg(target_dir)
-                .current_dir(repo());
-            if profile == "release" {
-                cmd.arg("--release");
-            }
-            let st = cmd.status().expect("run cargo build -p libcoldcache");
-            assert!(st.success(), "building libcoldcache failed");
-        }
-        assert!(lib.exists(), "{} missing", lib.display());
-        lib
-    })
-    .clone()
 }
 
 /// A fresh directory per test.

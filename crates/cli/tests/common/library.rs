@@ -9,9 +9,12 @@ use std::sync::OnceLock;
 /// The `coldcache` binary under test.
 pub const COLDCACHE: &str = env!("CARGO_BIN_EXE_coldcache");
 
-/// The repository's root.
+/// The repository's root, canonical (tests compare paths a dump records).
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// `libcoldcache.so` next to the `coldcache` binary.
