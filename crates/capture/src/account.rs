@@ -228,7 +228,6 @@ pub struct Finished {
 /// The per-instruction accounting of a capture; see the module doc.
 pub struct Accountant {
     driver: Driver,
-    layout: CounterLayout,
     model: Model,
     decode: DecodeCache,
     stacks: StackTable,
@@ -299,7 +298,6 @@ impl Accountant {
         });
         Ok(Accountant {
             driver,
-            layout,
             model: Model::new(setup.cpu),
             decode: DecodeCache::new(setup.reserves.instructions),
             stacks: StackTable::new(setup.reserves.stacks),
@@ -328,7 +326,7 @@ impl Accountant {
 
     /// The counter layout of the records.
     pub fn layout(&self) -> CounterLayout {
-        self.layout
+        self.driver.layout()
     }
 
     /// Instructions counted so far.
@@ -355,8 +353,7 @@ impl Accountant {
     /// Claims (or finds) the slot of a thread and starts tracing it; `None`
     /// when the slots are full.
     pub fn claim(&mut self, tid: u32) -> Option<usize> {
-        let i = self.slot_of(tid).or_else(|| self.claim_new(tid))?;
-        Some(i)
+        self.slot_of(tid).or_else(|| self.claim_new(tid))
     }
 
     fn slot_of(&self, tid: u32) -> Option<usize> {
@@ -530,10 +527,10 @@ impl Accountant {
     /// trusted only while the bytes there are the ones decoded.
     fn decoded<M: Machine + ?Sized>(&mut self, ip: u64, m: &M) -> Option<Decoded> {
         if let Some(d) = self.decode.get(ip) {
-            let len = usize::from(d.len).min(15);
-            if self.in_module(ip) {
+            if d.trusted {
                 return Some(*d);
             }
+            let len = usize::from(d.len).min(15);
             let mut now = [0u8; 15];
             let to_page_end = (0x1000 - (ip & 0xFFF)) as usize;
             let first = len.min(to_page_end);
@@ -580,6 +577,7 @@ impl Accountant {
             flow,
             rep: rep_kind(&instr),
             bytes,
+            trusted: self.in_module(ip),
         };
         self.decode.insert(ip, d).copied()
     }
@@ -781,7 +779,6 @@ impl Accountant {
         thread_name: impl Fn(u32) -> String,
     ) -> Finished {
         let Accountant {
-            layout,
             stacks,
             counters: table,
             trace,
@@ -795,7 +792,6 @@ impl Accountant {
             cut_short,
             ..
         } = self;
-        let _ = layout;
         meta.instructions = instructions;
         meta.untrapped = untrapped;
         meta.cut_short = cut_short.map(String::from);

@@ -48,6 +48,9 @@ pub struct Decoded {
     /// decode of code that can change (JIT buffers) against the bytes there
     /// now.
     pub bytes: [u8; 15],
+    /// Whether the code lies in a file-backed module mapped at the start,
+    /// whose bytes are not checked again (decided once, at decode time).
+    pub trusted: bool,
 }
 
 /// The repeat prefix of a string instruction.

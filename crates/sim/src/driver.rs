@@ -32,7 +32,7 @@ impl Tally {
         let k = kind as usize;
         self.accesses[k] += 1;
         let row = &mut self.served[k];
-        if r.lines() == 1 {
+        if r.is_single_line() {
             row[r.served_by.slot()] += 1;
         } else {
             for (s, c) in row.iter_mut().zip(r.per_slot()) {

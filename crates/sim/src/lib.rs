@@ -280,6 +280,13 @@ impl AccessResult {
         std::array::from_fn(|i| self.lines_at(i))
     }
 
+    /// Whether exactly one line was counted, at [`served_by`](Self::served_by)
+    /// (one compare, for hot paths that only need to know this).
+    #[inline]
+    pub fn is_single_line(&self) -> bool {
+        self.per_slot == 1 << (8 * self.served_by.slot())
+    }
+
     /// Lines counted in all.
     #[inline]
     pub fn lines(&self) -> u32 {
