@@ -26,14 +26,39 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// Whether gcc is there; says which test is skipped when not.
+fn gcc_or_skip(test: &str) -> bool {
+    let ok = have("gcc");
+    if !ok {
+        eprintln!("SKIP {test}: gcc missing");
+    }
+    ok
+}
+
 fn build(source: &str, dir: &Path) -> PathBuf {
+    build_with(source, dir, false)
+}
+
+/// Compiles `source` into `dir`; with `api`, against `libcoldcache.so`
+/// (the C API) and with threads.
+fn build_with(source: &str, dir: &Path, api: bool) -> PathBuf {
     let out = dir.join(Path::new(source).file_stem().unwrap());
-    let st = Command::new("gcc")
-        .args(["-O1", "-g", "-o"])
+    let mut cmd = Command::new("gcc");
+    cmd.args(["-O1", "-g", "-o"])
         .arg(&out)
-        .arg(repo().join(source))
-        .status()
-        .expect("run gcc");
+        .arg(repo().join(source));
+    if api {
+        let lib = library();
+        let libdir = lib.parent().unwrap();
+        cmd.arg("-pthread")
+            .arg("-I")
+            .arg(repo().join("include"))
+            .arg("-L")
+            .arg(libdir)
+            .args(["-Wl,--no-as-needed", "-lcoldcache"])
+            .arg(format!("-Wl,-rpath,{}", libdir.display()));
+    }
+    let st = cmd.status().expect("run gcc");
     assert!(st.success(), "compiling {source} failed");
     out
 }
@@ -43,7 +68,12 @@ fn run_with_deadline(mut cmd: Command, what: &str) -> Output {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
+    wait_with_deadline(child, what)
+}
+
+/// Waits for `child` to end, or kills it at the deadline and fails.
+fn wait_with_deadline(mut child: std::process::Child, what: &str) -> Output {
     let start = Instant::now();
     loop {
         if let Some(_status) = child.try_wait().unwrap() {
@@ -78,8 +108,7 @@ fn record(dir: &Path, dump: &Path, trigger: &[&str], program: &Path, args: &[&st
 /// Plain once, captured `runs` times: output and status byte for byte, a
 /// dump every time, cut short with `reason`.
 fn survives(case: &str, trigger: &[&str], args: &[&str], runs: usize, reason: &str) {
-    if !have("gcc") {
-        eprintln!("SKIP {case}: gcc missing");
+    if !gcc_or_skip(case) {
         return;
     }
     let dir = scratch(case);
@@ -161,8 +190,7 @@ fn underscore_exit_during_a_capture_keeps_the_dump() {
 /// A `--signal` capture still running when the program calls `exit()`.
 #[test]
 fn a_signal_capture_running_at_exit_is_written() {
-    if !have("gcc") {
-        eprintln!("SKIP a_signal_capture_running_at_exit_is_written: gcc missing");
+    if !gcc_or_skip("a_signal_capture_running_at_exit_is_written") {
         return;
     }
     let dir = scratch("signal_exit");
@@ -173,7 +201,7 @@ fn a_signal_capture_running_at_exit_is_written() {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
+        let child = cmd.spawn().unwrap();
         // The program prints its first line, then spins for 1.5 s: find it
         // and start a capture.
         let start = Instant::now();
@@ -197,19 +225,8 @@ fn a_signal_capture_running_at_exit_is_written() {
             .status()
             .unwrap();
         assert!(t.success());
-        let deadline = Instant::now() + DEADLINE;
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("run {i}: a hang");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let out = child.wait_with_output().unwrap();
-        assert_eq!(status.code(), Some(6), "run {i}");
+        let out = wait_with_deadline(child, &format!("signal_exit: run {i}"));
+        assert_eq!(out.status.code(), Some(6), "run {i}");
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
             text.starts_with("waiting ") && text.contains("\nspun "),
@@ -263,8 +280,7 @@ fn bad_trigger_signals_are_refused_before_the_program_runs() {
 /// "emulated" an `rt_sigprocmask`: the program printed -14 instead of 15).
 #[test]
 fn a_jit_rewriting_its_buffer_keeps_its_results() {
-    if !have("gcc") {
-        eprintln!("SKIP a_jit_rewriting_its_buffer_keeps_its_results: gcc missing");
+    if !gcc_or_skip("a_jit_rewriting_its_buffer_keeps_its_results") {
         return;
     }
     let dir = scratch("jit");
@@ -294,27 +310,11 @@ fn a_jit_rewriting_its_buffer_keeps_its_results() {
 /// freed when a thread exits, and every thread is in the dump.
 #[test]
 fn a_churning_thread_pool_is_captured_whole() {
-    if !have("gcc") {
-        eprintln!("SKIP a_churning_thread_pool_is_captured_whole: gcc missing");
+    if !gcc_or_skip("a_churning_thread_pool_is_captured_whole") {
         return;
     }
     let dir = scratch("churn");
-    let lib = library();
-    let libdir = lib.parent().unwrap();
-    let program = dir.join("churn");
-    let st = Command::new("gcc")
-        .args(["-O1", "-g", "-pthread", "-I"])
-        .arg(repo().join("include"))
-        .arg(repo().join("tests-programs/capture/churn.c"))
-        .arg("-L")
-        .arg(libdir)
-        .args(["-Wl,--no-as-needed", "-lcoldcache"])
-        .arg(format!("-Wl,-rpath,{}", libdir.display()))
-        .arg("-o")
-        .arg(&program)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let program = build_with("tests-programs/capture/churn.c", &dir, true);
     let mut plain = Command::new(&program);
     plain.args(["plain", "100"]);
     let native = run_with_deadline(plain, "churn: plain");
