@@ -86,7 +86,7 @@ pub struct Reserves {
     pub stacks: usize,
     /// Distinct (instruction, stack, thread) records.
     pub records: usize,
-    /// Traced threads.
+    /// Threads traced at once (a slot is freed when its thread exits).
     pub threads: usize,
     /// Call depth per thread.
     pub depth: usize,
