@@ -385,6 +385,22 @@ impl Accountant {
         }
     }
 
+    /// Whether thread `tid` may leave the trap engine for translated code
+    /// at its next instruction: it is traced, its shadow stack is seeded
+    /// and nothing ran untraced since its last step (no `syscall`, no `rep`
+    /// string mid-repetition). Gives the RSP above which its window ends
+    /// (the watched function returned; 0: no such limit).
+    pub fn hand_over_ready(&self, tid: u32) -> Option<u64> {
+        let t = &self.threads[self.slot_of(tid)?];
+        (t.active && t.seeded && t.after_syscall == 0 && t.rep_ip == 0).then_some(t.func_ret_slot)
+    }
+
+    /// Whether `ip` lies in a file-backed module mapped when the capture
+    /// started (code the accountant decodes once and trusts).
+    pub fn trusted(&self, ip: u64) -> bool {
+        self.in_module(ip)
+    }
+
     /// The watched function's entry was hit by thread `tid` with stack
     /// pointer `rsp` (pointing at the return address). Counts the call and
     /// says whether it is captured; a captured call restarts the thread's

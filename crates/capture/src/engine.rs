@@ -377,6 +377,10 @@ fn set_tf(uc: &mut libc::ucontext_t, on: bool) {
 extern "C" fn on_sync(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO handler.
     let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
+    if crate::jit::in_translation() {
+        // Translated code is traced without TF.
+        return;
+    }
     let tid = gettid();
     let on = STATE.load(Ordering::Acquire) == RUNNING
         && tid != WRITER_TID.load(Ordering::Relaxed)
@@ -422,6 +426,11 @@ extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::
     } else if code == libc::TRAP_TRACE || code == libc::TRAP_BRKPT || code == 4
     /* TRAP_HWBKPT */
     {
+        if crate::jit::is_on() {
+            // A thread the dispatcher handed back: step the program
+            // instruction it was jumping to.
+            crate::jit::take_back(uc);
+        }
         let replant = REPLANT_TID.load(Ordering::Acquire);
         if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
             // A child forked (or vforked: it shares our memory, so no state
@@ -531,6 +540,19 @@ fn redirect_to_finish(uc: &mut libc::ucontext_t) {
     g[libc::REG_RIP as usize] = coldcache_finish_trampoline as *const () as usize as i64;
 }
 
+/// A capture stopped while a translated thread replayed its records (in the
+/// dispatcher, on the thread's dispatcher stack, outside any handler): the
+/// writer writes the dump, or this thread does when the library runs on its
+/// own allocator; otherwise the next `coldcache_stop` or the exit hook.
+pub(crate) fn finish_from_dispatcher() {
+    if WAKE_FD.load(Ordering::Acquire) >= 0 {
+        wake(1);
+    } else if OWN_ALLOCATOR.load(Ordering::Relaxed) {
+        let r = finish();
+        report_async_finish(&r);
+    }
+}
+
 /// Declares that this process's Rust allocator is the library's own (not
 /// the program's `malloc`), so a capture stopped anywhere may be finished
 /// by the interrupted thread itself. Called by `libcoldcache.so`.
@@ -621,6 +643,9 @@ pub extern "C" fn coldcache_finish_trampoline() {
 /// carried out on the saved context.
 fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
     let tid = gettid();
+    if crate::jit::is_on() && crate::jit::try_hand_over(uc, tid, &s.acc) {
+        return;
+    }
     let g = &uc.uc_mcontext.gregs;
     let (rip, rsp, rbp) = (
         g[libc::REG_RIP as usize] as u64,
@@ -652,6 +677,7 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 // churns is traced for as long as asked, bounded by the
                 // threads alive at once, not the threads ever created.
                 s.acc.release(tid);
+                crate::jit::release_thread();
             } else if let Some(why) = sysemu::ends_process(uc) {
                 // `_exit` or `exec`: no exit hook will run. The dump is
                 // written now, on this thread, before the call is made

@@ -12,6 +12,10 @@
 //!   stop, finish), `state.rs` (state machine, lock, session),
 //!   `breakpoint.rs`, `sysemu.rs` (`rt_sigprocmask` emulation) and
 //!   `output.rs` (dump and trace files).
+//! - The fast front end: `jit/` (dynamic binary translation: translated
+//!   blocks record the model's inputs into per-thread buffers, replayed
+//!   through the same accountant; the trap engine starts threads and runs
+//!   what the translator refuses).
 //! - [`machine`]: registers of a trapped thread, read from its `ucontext_t`;
 //!   [`memory`]: reads and writes of this process that cannot fault.
 //! - [`procfs`]: what the engine reads about its process (maps, threads, symbols).
@@ -28,6 +32,7 @@ pub mod account;
 mod breakpoint;
 pub mod capi;
 pub mod engine;
+mod jit;
 mod lifecycle;
 pub mod machine;
 pub mod memory;
@@ -45,4 +50,4 @@ pub use account::{Accountant, Entry, FunctionCalls, Setup, Verdict};
 pub use lifecycle::{
     finish, finish_at_exit, instructions_traced, is_active, prepare, start, stop, Capture,
 };
-pub use options::{CaptureError, Options, Reserves, Summary, Threads, Trigger};
+pub use options::{CaptureError, Mode, Options, Reserves, Summary, Threads, Trigger};

@@ -11,7 +11,7 @@ use crate::breakpoint;
 use crate::engine::{self, coldcache_arm_current_thread, coldcache_stop};
 use crate::machine::XsaveLayout;
 use crate::model::CpuFacts;
-use crate::options::{CaptureError, Options, Summary, Threads, Trigger};
+use crate::options::{CaptureError, Mode, Options, Summary, Threads, Trigger};
 use crate::output;
 use crate::procfs;
 use crate::state::{
@@ -161,6 +161,12 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         ),
     };
     let modules = procfs::modules();
+    let exec_ranges: Vec<(u64, u64)> = modules.iter().map(|m| (m.start, m.end)).collect();
+    let stop_entries = [
+        coldcache_stop as *const () as usize as u64,
+        crate::preload::at_exit as *const () as usize as u64,
+    ];
+    let cpu = CpuFacts::detect();
     let mut reserves = options.reserves;
     reserves.threads = reserves.threads.clamp(1, MAX_SELECTED);
     let mut acc = Accountant::new(Setup {
@@ -174,14 +180,15 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         // A traced thread that reaches `coldcache_stop` or the exit hook
         // (`exit()` called during the capture) leaves it there, so nothing
         // of ours runs traced.
-        stop_entries: [
-            coldcache_stop as *const () as usize as u64,
-            crate::preload::at_exit as *const () as usize as u64,
-        ],
-        exec_ranges: modules.iter().map(|m| (m.start, m.end)).collect(),
+        stop_entries,
+        exec_ranges: exec_ranges.clone(),
         unwinder: crate::unwind::StackUnwinder::new(&procfs::self_maps()),
-        cpu: CpuFacts::detect(),
+        cpu,
     })?;
+    if options.mode == Mode::Fast {
+        crate::jit::prepare(&exec_ranges, stop_entries, cpu, reserves.instructions)
+            .map_err(CaptureError::FastMode)?;
+    }
     let layout = acc.layout();
     let level_names: Vec<String> = (1..=layout.levels()).map(|l| format!("L{l}")).collect();
     let cores = options.cache.cores.max(1) as u32;
@@ -259,6 +266,9 @@ pub fn finish() -> Result<Summary, CaptureError> {
     while IN_HANDLER.load(Ordering::SeqCst) != 0 {
         std::thread::yield_now();
     }
+    // Translated threads replay their buffers and leave at their next
+    // block boundary.
+    let fast = crate::jit::finish();
     let session = with_session(|cell| cell.take());
     for s in &SELECTED {
         s.store(0, Ordering::Relaxed);
@@ -278,6 +288,13 @@ pub fn finish() -> Result<Summary, CaptureError> {
         ..
     } = *session;
     meta.duration_ns = started.elapsed().as_nanos() as u64;
+    if let Some((trapped, dispatches)) = fast {
+        meta.notes.push(format!(
+            "capture mode fast: {trapped} instructions ran under the trap engine (blocks the \
+             translator refuses, the first instruction of each thread, the instruction after \
+             each system call); {dispatches} dispatcher entries"
+        ));
+    }
     let finished = acc.finish(meta, modules, procfs::thread_name);
     let result = output::write(finished, output, trace_path.as_deref());
     STATE.store(IDLE, Ordering::Release);

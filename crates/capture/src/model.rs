@@ -1113,6 +1113,54 @@ impl Plan {
         }
     }
 
+    /// The general registers [`Plan::eval`] reads, when those (with the
+    /// FS/GS bases) are all it reads: the inputs a translator records for
+    /// the instruction. `None` when evaluation also needs vector, mask or
+    /// flag registers or memory (masked, gather, `xsave` forms, `rep`
+    /// strings), which only a trapped context holds. Unused entries are
+    /// [`Register::None`]; registers are given as the plan names them
+    /// (a sub-register reads its full register).
+    pub fn gpr_inputs(&self) -> Option<[Register; 4]> {
+        let mut regs = [Register::None; 4];
+        let mut n = 0;
+        let mut add = |r: Register| {
+            if r == Register::None || r == Register::RIP || r == Register::EIP {
+                return true;
+            }
+            let full = r.full_register();
+            if regs[..n].contains(&full) {
+                return true;
+            }
+            if n == regs.len() {
+                return false;
+            }
+            regs[n] = full;
+            n += 1;
+            true
+        };
+        match self.special {
+            Special::None => {}
+            Special::Unmodelled(_) => return Some(regs),
+            Special::BitTest { offset } => {
+                if !add(offset) {
+                    return None;
+                }
+            }
+            Special::Enter { .. } => {
+                add(Register::RSP);
+                add(Register::RBP);
+                return Some(regs);
+            }
+            _ => return None,
+        }
+        for t in &self.templates[..self.count as usize] {
+            if !add(t.base) || !add(t.index) {
+                return None;
+            }
+        }
+        Some(regs)
+    }
+
     /// True when [`Plan::eval_after`] can give this instruction's accesses
     /// from the state after it ran.
     pub fn is_exact_after(&self) -> bool {

@@ -60,6 +60,36 @@ pub enum Trigger {
     Signal,
 }
 
+/// How traced threads are followed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Single-stepping with the trap flag: one signal per instruction.
+    #[default]
+    Trap,
+    /// Dynamic binary translation, with the trap engine for what the
+    /// translator refuses (`docs/capture.md`).
+    Fast,
+}
+
+impl Mode {
+    /// Parses `trap` or `fast`.
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "trap" => Some(Mode::Trap),
+            "fast" => Some(Mode::Fast),
+            _ => None,
+        }
+    }
+
+    /// The mode's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Trap => "trap",
+            Mode::Fast => "fast",
+        }
+    }
+}
+
 /// Everything a capture needs to know.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -83,6 +113,8 @@ pub struct Options {
     pub program: Vec<String>,
     /// Also write every access, in order, to this cctrace file.
     pub trace: Option<PathBuf>,
+    /// How threads are followed.
+    pub mode: Mode,
 }
 
 impl Options {
@@ -100,6 +132,7 @@ impl Options {
             trigger: Trigger::Api,
             program: std::env::args().collect(),
             trace: None,
+            mode: Mode::Trap,
         }
     }
 }
@@ -116,6 +149,9 @@ pub enum CaptureError {
     /// A debugger or tracer is attached.
     #[error("process is traced by pid {0} (a debugger?): single-stepping would fight it")]
     Traced(u32),
+    /// Fast mode cannot run in this process.
+    #[error("fast capture mode is not available here: {0} (use --mode trap)")]
+    FastMode(&'static str),
     /// The program handles SIGTRAP itself.
     #[error(
         "the program has its own SIGTRAP handler; coldcache needs SIGTRAP for single-stepping"

@@ -27,6 +27,7 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_RESERVES",
     "COLDCACHE_ARGV",
     "COLDCACHE_LIB",
+    "COLDCACHE_MODE",
 ];
 
 fn var(name: &str) -> Option<String> {
@@ -119,6 +120,10 @@ fn options_from_env() -> Result<Option<(Options, TriggerSpec)>, String> {
     }
     o.max_instructions = number("COLDCACHE_MAX_INSTRUCTIONS", 0u64)?;
     o.trace = var("COLDCACHE_TRACE").map(PathBuf::from);
+    if let Some(m) = var("COLDCACHE_MODE") {
+        o.mode = crate::options::Mode::parse(&m)
+            .ok_or_else(|| format!("COLDCACHE_MODE `{m}` is not trap or fast"))?;
+    }
     if let Some(r) = var("COLDCACHE_RESERVES") {
         o.reserves = capi::parse_reserves(&r, Reserves::default())?;
     }

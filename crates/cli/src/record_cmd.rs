@@ -73,6 +73,12 @@ pub struct RecordArgs {
     /// Print progress on stderr while capturing.
     #[arg(long)]
     progress: bool,
+    /// How traced threads are followed: `trap` single-steps every
+    /// instruction (the oracle); `fast` runs translated copies of the
+    /// program's code that record what the access model needs, with the
+    /// trap engine for what the translator refuses (docs/capture.md).
+    #[arg(long, value_name = "MODE", default_value = "trap", value_parser = ["trap", "fast"])]
+    mode: String,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]
     program: Vec<String>,
@@ -232,7 +238,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .env("COLDCACHE_CACHE_NAME", &args.cache)
         .env("COLDCACHE_OUTPUT", &output)
         .env("COLDCACHE_THREADS", &args.threads)
-        .env("COLDCACHE_ARGV", args.program.join("\x1f"));
+        .env("COLDCACHE_ARGV", args.program.join("\x1f"))
+        .env("COLDCACHE_MODE", &args.mode);
     if !cores.is_empty() {
         cmd.env("COLDCACHE_CORES", cores.join(","));
     }

@@ -1,0 +1,765 @@
+//! The fast front end: in-process dynamic binary translation.
+//!
+//! A traced thread runs copies of the program's basic blocks from a code
+//! cache ([`translate`]); each copy stores, before every instruction, the
+//! registers the access model reads for it into a per-thread buffer. When a
+//! buffer fills, when the thread leaves translated code, and when the
+//! capture stops, the buffer is *replayed*: every recorded instruction goes
+//! through the same [`Accountant::step`](crate::account::Accountant::step)
+//! as in the trap engine, over a [`RecordedMachine`] that answers with the
+//! recorded values. Same decoder, same model, same simulator, same
+//! counters: both modes count the same accesses by construction.
+//!
+//! # How a thread moves between the engines
+//! - The trap engine starts every capture and every thread exactly as in
+//!   trap mode (the first step seeds the shadow stack from the live
+//!   context). At a later trap, when the accountant has nothing pending for
+//!   the thread ([`Accountant::hand_over_ready`]) and the next instruction
+//!   lies in a module mapped at the start, the SIGTRAP handler clears TF and
+//!   sends the thread to the dispatcher instead of stepping it
+//!   ([`try_hand_over`]).
+//! - The dispatcher (generated code saving every register and the XSAVE
+//!   state, then [`dispatch`] on a stack of ours) finds or translates the
+//!   block at the program address and jumps to it. A block it cannot
+//!   translate (system calls, `rep` strings, ...), the function trigger's
+//!   entry and return, and the stop entries go back to the trap engine: the
+//!   buffer is replayed, then the thread resumes natively with TF set; the
+//!   first trap lands on the dispatcher's last instruction and is turned
+//!   into a normal step of that program instruction.
+//! - When the capture stops, each translated thread replays its buffer and
+//!   resumes natively, untraced, at its next block boundary.
+//!
+//! # Invariants
+//! - Translated code writes no flag, no vector register and no program
+//!   memory beyond what the program's instructions write (return addresses
+//!   are the program's own).
+//! - The dispatcher never allocates: tables are reserved in [`prepare`],
+//!   code memory and buffers are mapped with system calls.
+//! - Locks: the session's (`state.rs`) before the translator's, never the
+//!   other way round.
+
+mod cache;
+mod emit;
+mod tls;
+mod translate;
+
+use crate::account::Verdict;
+use crate::breakpoint::{self, BP_ADDR};
+use crate::model::{CpuFacts, Machine};
+use crate::state::{with_session, ARMED, INSTRUCTIONS, RUNNING, STATE, STOPPING};
+use cache::CodeCache;
+use emit::{at, fs, jmp_mem, load, pop, push, store, store_simm32, Asm};
+use iced_x86::{Code, Instruction, Register};
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use tls::{off, Tls};
+use translate::{Block, BlockInstr, Translator, MAX_INSTRUCTIONS, MAX_RECORD};
+
+/// The capture in progress runs in fast mode.
+static FAST: AtomicBool = AtomicBool::new(false);
+/// Numbers captures, so a record of an earlier one is never replayed.
+static EPOCH: AtomicU64 = AtomicU64::new(0);
+/// Threads in translated code or the dispatcher now.
+static ACTIVE: AtomicU32 = AtomicU32::new(0);
+/// The dispatcher's entries and the address of its final jump.
+static DISPATCH_ENTRY: AtomicU64 = AtomicU64::new(0);
+static DISPATCH_FULL: AtomicU64 = AtomicU64::new(0);
+static TRAP_JMP: AtomicU64 = AtomicU64::new(0);
+/// The per-thread state's offset from the thread pointer.
+static TLS_OFFSET: AtomicI64 = AtomicI64::new(i64::MIN);
+/// Instructions the trap engine stepped in this fast-mode capture.
+static TRAPPED: AtomicU64 = AtomicU64::new(0);
+/// Dispatcher entries in this capture (for the summary).
+static DISPATCHES: AtomicU64 = AtomicU64::new(0);
+
+/// Bytes of a thread's record buffer, and of the non-zero tail after it.
+const BUFFER: usize = 1 << 20;
+const TAIL: usize = 4096;
+/// Bytes of a thread's dispatcher stack.
+const STACK: usize = 1 << 20;
+/// Bytes reserved on that stack for the XSAVE area.
+const XSAVE_AREA: i32 = 8192;
+const TF: u64 = 0x100;
+
+/// Everything the translator keeps, reserved at [`prepare`].
+struct JitState {
+    cache: CodeCache,
+    translator: Translator,
+    blocks: Vec<Block>,
+    instrs: Vec<BlockInstr>,
+    /// Open addressing: program address → block index + 1 (0: empty).
+    keys: Vec<u64>,
+    vals: Vec<u32>,
+    exec: Vec<(u64, u64)>,
+    stop_entries: [u64; 2],
+    scratch: [BlockInstr; MAX_INSTRUCTIONS],
+}
+
+struct JitCell(UnsafeCell<Option<Box<JitState>>>);
+// SAFETY: only accessed with `JIT_LOCK` held (see `with_jit`).
+unsafe impl Sync for JitCell {}
+static JIT: JitCell = JitCell(UnsafeCell::new(None));
+static JIT_LOCK: AtomicBool = AtomicBool::new(false);
+
+fn with_jit<R>(f: impl FnOnce(&mut Option<Box<JitState>>) -> R) -> R {
+    while JIT_LOCK
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        std::hint::spin_loop();
+    }
+    // SAFETY: the lock is held: no other reference to the cell exists.
+    let r = f(unsafe { &mut *JIT.0.get() });
+    JIT_LOCK.store(false, Ordering::Release);
+    r
+}
+
+fn mix(x: u64) -> usize {
+    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize
+}
+
+impl JitState {
+    fn lookup(&self, pc: u64) -> Option<usize> {
+        let mask = self.keys.len() - 1;
+        let mut i = mix(pc) & mask;
+        loop {
+            match self.keys[i] {
+                0 => return None,
+                k if k == pc => return Some(self.vals[i] as usize),
+                _ => i = (i + 1) & mask,
+            }
+        }
+    }
+
+    fn insert(&mut self, pc: u64, block: usize) {
+        let mask = self.keys.len() - 1;
+        let mut i = mix(pc) & mask;
+        while self.keys[i] != 0 {
+            i = (i + 1) & mask;
+        }
+        self.keys[i] = pc;
+        self.vals[i] = block as u32;
+    }
+
+    fn module_end(&self, pc: u64) -> Option<u64> {
+        self.exec
+            .iter()
+            .find(|&&(s, e)| pc >= s && pc < e)
+            .map(|&(_, e)| e)
+    }
+
+    /// The code of the block at `pc`, translated now if needed; `None`
+    /// when it runs under the trap engine.
+    fn code_for(&mut self, pc: u64) -> Option<u64> {
+        if let Some(b) = self.lookup(pc) {
+            let code = self.blocks[b].code;
+            return (code != 0).then_some(code);
+        }
+        let end = self.module_end(pc)?;
+        // Keep a fifth of the map empty, and room for a full block.
+        if self.blocks.len() == self.blocks.capacity()
+            || self.instrs.len() + MAX_INSTRUCTIONS > self.instrs.capacity()
+            || self.blocks.len() * 5 >= self.keys.len() * 4
+        {
+            return None;
+        }
+        let id = self.blocks.len();
+        let tls = TLS_OFFSET.load(Ordering::Relaxed) as i32;
+        let avoid = BP_ADDR.load(Ordering::Acquire);
+        let t = self
+            .translator
+            .translate(pc, end, avoid, id as u32, tls, &mut self.cache, &mut self.scratch);
+        let (code, count, size) = match t {
+            Some(t) => (t.code, t.count, t.size),
+            None => (0, 0, 0),
+        };
+        let first = self.instrs.len() as u32;
+        self.instrs.extend_from_slice(&self.scratch[..count]);
+        self.blocks.push(Block {
+            pc,
+            code,
+            first,
+            count: count as u16,
+            size: size as u16,
+        });
+        self.insert(pc, id);
+        (code != 0).then_some(code)
+    }
+
+    /// Whether the trap engine should keep stepping at `pc`.
+    fn stays_trapped(&self, pc: u64) -> bool {
+        debug_assert!(self.lookup(pc).is_none_or(|b| self.blocks[b].pc == pc));
+        self.module_end(pc).is_none()
+            || self.stop_entries.contains(&pc)
+            || self
+                .lookup(pc)
+                .is_some_and(|b| self.blocks[b].code == 0)
+    }
+}
+
+/// Whether the capture in progress runs in fast mode.
+#[inline]
+pub(crate) fn is_on() -> bool {
+    FAST.load(Ordering::Relaxed)
+}
+
+/// Whether the calling thread runs translated code (or the dispatcher):
+/// the sync signal must then leave it alone.
+#[inline]
+pub(crate) fn in_translation() -> bool {
+    // SAFETY: reading a field of this thread's own state.
+    is_on() && unsafe { (*tls::this()).active } != 0
+}
+
+/// Prepares a fast-mode capture (normal context): reserves the tables,
+/// generates the dispatcher once per process. `exec`: the file-backed
+/// executable ranges; `stop_entries`: where a traced thread leaves.
+pub(crate) fn prepare(
+    exec: &[(u64, u64)],
+    stop_entries: [u64; 2],
+    cpu: CpuFacts,
+    instructions: usize,
+) -> Result<(), &'static str> {
+    let off = tls::offset().ok_or("the translator's thread state is not in static TLS")?;
+    if xsave_size() > XSAVE_AREA as u32 - 64 {
+        return Err("this processor's XSAVE state is larger than the dispatcher reserves");
+    }
+    with_jit(|cell| {
+        let old = TLS_OFFSET.swap(i64::from(off), Ordering::Relaxed);
+        if old != i64::MIN && old != i64::from(off) {
+            return Err("the translator's thread state moved");
+        }
+        let reuse = ACTIVE.load(Ordering::Acquire) == 0;
+        let j = match cell {
+            Some(j) if reuse => {
+                j.blocks.clear();
+                j.instrs.clear();
+                j.keys.fill(0);
+                j.cache.clear();
+                j
+            }
+            Some(j) => j,
+            None => {
+                let blocks = (instructions / 2).clamp(1 << 12, 1 << 20);
+                *cell = Some(Box::new(JitState {
+                    cache: CodeCache::new(),
+                    translator: Translator::new(cpu),
+                    blocks: Vec::with_capacity(blocks),
+                    instrs: Vec::with_capacity(blocks * 4),
+                    keys: vec![0; (blocks * 2).next_power_of_two()],
+                    vals: vec![0; (blocks * 2).next_power_of_two()],
+                    exec: Vec::new(),
+                    stop_entries,
+                    scratch: [BlockInstr {
+                        ip: 0,
+                        sp_delta: 0,
+                        inputs: [Register::None; 4],
+                        offset: 0,
+                    }; MAX_INSTRUCTIONS],
+                }));
+                cell.as_mut().expect("just set")
+            }
+        };
+        j.exec.clear();
+        j.exec.extend_from_slice(exec);
+        j.stop_entries = stop_entries;
+        if DISPATCH_ENTRY.load(Ordering::Relaxed) == 0 {
+            generate_dispatcher(&mut j.cache, off)?;
+        }
+        Ok(())
+    })?;
+    EPOCH.fetch_add(1, Ordering::AcqRel);
+    TRAPPED.store(0, Ordering::Relaxed);
+    DISPATCHES.store(0, Ordering::Relaxed);
+    FAST.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// The capture is over: waits (briefly) until every translated thread has
+/// replayed its buffer and left, and returns (instructions stepped by the
+/// trap engine, dispatcher entries) when the capture ran in fast mode.
+pub(crate) fn finish() -> Option<(u64, u64)> {
+    if !FAST.load(Ordering::Acquire) {
+        return None;
+    }
+    let t0 = std::time::Instant::now();
+    while ACTIVE.load(Ordering::Acquire) != 0 && t0.elapsed().as_millis() < 500 {
+        std::thread::yield_now();
+    }
+    FAST.store(false, Ordering::Release);
+    Some((
+        TRAPPED.load(Ordering::Relaxed),
+        DISPATCHES.load(Ordering::Relaxed),
+    ))
+}
+
+/// The trap engine is about to step the thread at `uc`'s RIP. In fast
+/// mode, when the thread can leave for translated code there, sends it to
+/// the dispatcher instead (TF cleared) and returns true.
+pub(crate) fn try_hand_over(
+    uc: &mut libc::ucontext_t,
+    tid: u32,
+    acc: &crate::account::Accountant,
+) -> bool {
+    // SAFETY: this thread's own state; the handler runs on the thread.
+    let t = unsafe { &mut *tls::this() };
+    if std::mem::take(&mut t.trap_once) != 0 {
+        TRAPPED.fetch_add(1, Ordering::Relaxed);
+        return false;
+    }
+    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+    let ready = acc.hand_over_ready(tid);
+    let stays = ready.is_none()
+        || rip == BP_ADDR.load(Ordering::Acquire)
+        || i64::from(tls::offset().unwrap_or(i32::MIN)) != TLS_OFFSET.load(Ordering::Relaxed)
+        || with_jit(|j| j.as_ref().is_none_or(|j| j.stays_trapped(rip)));
+    if stays || !thread_resources(t) {
+        TRAPPED.fetch_add(1, Ordering::Relaxed);
+        return false;
+    }
+    t.cursor = t.buf_start;
+    t.next = rip;
+    t.window = ready.unwrap_or(0);
+    t.epoch = EPOCH.load(Ordering::Acquire);
+    t.dispatch = DISPATCH_ENTRY.load(Ordering::Relaxed);
+    t.dispatch_full = DISPATCH_FULL.load(Ordering::Relaxed);
+    t.tid = u64::from(tid);
+    t.active = 1;
+    ACTIVE.fetch_add(1, Ordering::AcqRel);
+    let g = &mut uc.uc_mcontext.gregs;
+    g[libc::REG_RIP as usize] = t.dispatch as i64;
+    g[libc::REG_EFL as usize] &= !(TF as i64);
+    true
+}
+
+/// A trap at the dispatcher's final jump (a thread handed back with TF
+/// set): moves RIP to the program instruction it was jumping to and says
+/// so; the caller then steps that instruction as usual.
+pub(crate) fn take_back(uc: &mut libc::ucontext_t) -> bool {
+    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+    let at = TRAP_JMP.load(Ordering::Relaxed);
+    if at == 0 || rip != at {
+        return false;
+    }
+    // SAFETY: this thread's own state.
+    let t = unsafe { &*tls::this() };
+    uc.uc_mcontext.gregs[libc::REG_RIP as usize] = t.target as i64;
+    true
+}
+
+/// The calling thread is exiting: its buffer and dispatcher stack go.
+pub(crate) fn release_thread() {
+    // SAFETY: this thread's own state.
+    let t = unsafe { &mut *tls::this() };
+    for (map, len) in [(&mut t.stack_map, STACK), (&mut t.buf_map, BUFFER + TAIL)] {
+        if *map != 0 {
+            // SAFETY: unmapping a mapping this thread made and no longer
+            // uses (it is in the trap engine's handler, on another stack).
+            unsafe { libc::munmap(*map as *mut libc::c_void, len) };
+            *map = 0;
+        }
+    }
+    t.buf_start = 0;
+    t.buf_end = 0;
+    t.stack_top = 0;
+}
+
+/// Maps the thread's dispatcher stack and record buffer if it has none.
+fn thread_resources(t: &mut Tls) -> bool {
+    let map = |len: usize| {
+        // SAFETY: an anonymous private mapping has no preconditions;
+        // mmap is async-signal-safe.
+        let p = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        (p != libc::MAP_FAILED).then_some(p as u64)
+    };
+    if t.stack_map == 0 {
+        let Some(p) = map(STACK) else { return false };
+        t.stack_map = p;
+        t.stack_top = (p + STACK as u64) & !63;
+    }
+    if t.buf_map == 0 {
+        let Some(p) = map(BUFFER + TAIL) else {
+            return false;
+        };
+        t.buf_map = p;
+        t.buf_start = p;
+        t.buf_end = p + BUFFER as u64;
+        // SAFETY: the tail lies inside the mapping just made.
+        unsafe { core::ptr::write_bytes((p + BUFFER as u64) as *mut u8, 0xFF, TAIL) };
+    }
+    true
+}
+
+/// The general registers and flags the dispatcher saved, as it pushed them.
+#[repr(C)]
+struct Frame {
+    r15: u64,
+    r14: u64,
+    r13: u64,
+    r12: u64,
+    r11: u64,
+    r10: u64,
+    r9: u64,
+    r8: u64,
+    rdi: u64,
+    rsi: u64,
+    rbp: u64,
+    rbx: u64,
+    rdx: u64,
+    rcx: u64,
+    rax: u64,
+    rflags: u64,
+}
+
+/// What replaying a buffer decided for the thread.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Replayed {
+    /// Keep tracing.
+    Go,
+    /// This thread is no longer traced.
+    Leave,
+    /// The capture stops.
+    Stop,
+}
+
+/// The dispatcher's work, on the thread's dispatcher stack with every
+/// register saved in `frame` (general, flags) and the XSAVE area.
+extern "C" fn dispatch(frame: *mut Frame) {
+    // SAFETY: the generated dispatcher passes the frame it pushed on this
+    // thread's dispatcher stack; this thread's own state.
+    let (frame, t) = unsafe { (&mut *frame, &mut *tls::this()) };
+    DISPATCHES.fetch_add(1, Ordering::Relaxed);
+    let next = t.next;
+    let state = STATE.load(Ordering::Acquire);
+    if t.epoch != EPOCH.load(Ordering::Acquire) || !(state == RUNNING || state == STOPPING) {
+        discard(t);
+        return leave(t, frame, next);
+    }
+    if state == STOPPING {
+        flush(t);
+        return leave(t, frame, next);
+    }
+    if t.reason == 1 {
+        match flush(t) {
+            Replayed::Go => {}
+            Replayed::Leave => return leave(t, frame, next),
+            Replayed::Stop => return stop(t, frame, next),
+        }
+    }
+    let window_over = t.window != 0 && t.app_rsp > t.window;
+    let code = if window_over || next == BP_ADDR.load(Ordering::Acquire) {
+        None
+    } else {
+        with_jit(|j| match j.as_mut() {
+            Some(j) if !j.stop_entries.contains(&next) => j.code_for(next),
+            _ => None,
+        })
+    };
+    match code {
+        Some(code) => t.target = code,
+        None => match flush(t) {
+            Replayed::Go => {
+                // Back to the trap engine for this instruction.
+                t.target = next;
+                t.trap_once = 1;
+                frame.rflags |= TF;
+                t.active = 0;
+                ACTIVE.fetch_sub(1, Ordering::AcqRel);
+            }
+            Replayed::Leave => leave(t, frame, next),
+            Replayed::Stop => stop(t, frame, next),
+        },
+    }
+}
+
+/// The thread goes on natively, untraced.
+fn leave(t: &mut Tls, frame: &mut Frame, next: u64) {
+    t.target = next;
+    frame.rflags &= !TF;
+    if t.active != 0 {
+        t.active = 0;
+        ACTIVE.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The capture stopped while replaying this thread's buffer: the thread
+/// goes on untraced and the dump is written (as the trap engine does).
+fn stop(t: &mut Tls, frame: &mut Frame, next: u64) {
+    leave(t, frame, next);
+    crate::engine::finish_from_dispatcher();
+}
+
+/// Forgets the thread's records.
+fn discard(t: &mut Tls) {
+    let (start, end) = (t.buf_start, t.cursor);
+    if end > start {
+        // SAFETY: the thread's own buffer, written up to the cursor.
+        unsafe { core::ptr::write_bytes(start as *mut u8, 0, (end - start) as usize) };
+    }
+    t.cursor = start;
+}
+
+/// Replays the thread's records through the accountant, then empties the
+/// buffer (its words back to 0, which the blocks' full check relies on).
+fn flush(t: &mut Tls) -> Replayed {
+    let (start, end) = (t.buf_start, t.cursor);
+    if end <= start {
+        return Replayed::Go;
+    }
+    let tid = t.tid as u32;
+    let epoch = t.epoch;
+    let r = with_session(|cell| match cell {
+        Some(s) if epoch == EPOCH.load(Ordering::Acquire) => with_jit(|j| match j {
+            Some(j) => replay(&mut s.acc, j, tid, start, end),
+            None => Replayed::Leave,
+        }),
+        _ => Replayed::Leave,
+    });
+    discard(t);
+    r
+}
+
+/// Steps every instruction recorded in `start..end`.
+fn replay(
+    acc: &mut crate::account::Accountant,
+    j: &JitState,
+    tid: u32,
+    start: u64,
+    end: u64,
+) -> Replayed {
+    let mut m = RecordedMachine {
+        regs: [0; 16],
+        fs: tls::thread_pointer(),
+        gs: gs_base(),
+    };
+    let mut p = start;
+    let mut out = Replayed::Go;
+    'records: while p + 16 <= end {
+        // SAFETY: `p..p + size` lies in the thread's buffer below the
+        // cursor, written by a block whose record starts there.
+        let (id, rsp) = unsafe { (*(p as *const u64), *((p + 8) as *const u64)) };
+        let Some(b) = j.blocks.get(id as usize) else {
+            break;
+        };
+        let first = b.first as usize;
+        for bi in &j.instrs[first..first + usize::from(b.count)] {
+            let mut q = p + u64::from(bi.offset);
+            for &r in bi.inputs.iter().filter(|&&r| r != Register::None) {
+                // SAFETY: inside the record (offsets fixed at translation).
+                m.regs[r.number()] = unsafe { *(q as *const u64) };
+                q += 8;
+            }
+            let sp = rsp.wrapping_add(bi.sp_delta as u64);
+            match acc.step(tid, bi.ip, sp, 0, &m) {
+                Verdict::Continue | Verdict::Syscall { .. } => {}
+                Verdict::StopThread => {
+                    out = Replayed::Leave;
+                    break 'records;
+                }
+                Verdict::StopCapture(_) => {
+                    STATE.store(STOPPING, Ordering::Release);
+                    out = Replayed::Stop;
+                    break 'records;
+                }
+                Verdict::FunctionReturned { more } => {
+                    if more
+                        && STATE
+                            .compare_exchange(RUNNING, ARMED, Ordering::AcqRel, Ordering::Acquire)
+                            .is_ok()
+                    {
+                        breakpoint::replant();
+                        out = Replayed::Leave;
+                    } else if more {
+                        out = Replayed::Leave;
+                    } else {
+                        STATE.store(STOPPING, Ordering::Release);
+                        out = Replayed::Stop;
+                    }
+                    break 'records;
+                }
+            }
+        }
+        p += u64::from(b.size);
+        if b.size == 0 || p > end {
+            debug_assert!(false, "a record overran the buffer");
+            break;
+        }
+    }
+    INSTRUCTIONS.store(acc.instructions(), Ordering::Relaxed);
+    out
+}
+
+/// The registers an instruction's plan reads, as its block recorded them.
+struct RecordedMachine {
+    regs: [u64; 16],
+    fs: u64,
+    gs: u64,
+}
+
+impl Machine for RecordedMachine {
+    fn gpr(&self, reg: Register) -> u64 {
+        let full = reg.full_register();
+        if !full.is_gpr64() {
+            return 0;
+        }
+        let v = self.regs[full.number()];
+        match reg {
+            Register::AH | Register::BH | Register::CH | Register::DH => (v >> 8) & 0xFF,
+            _ => match reg.size() {
+                1 => v & 0xFF,
+                2 => v & 0xFFFF,
+                4 => v & 0xFFFF_FFFF,
+                _ => v,
+            },
+        }
+    }
+    fn rflags(&self) -> u64 {
+        0
+    }
+    fn segment_base(&self, seg: Register) -> u64 {
+        match seg {
+            Register::FS => self.fs,
+            Register::GS => self.gs,
+            _ => 0,
+        }
+    }
+    fn vector(&self, _reg: Register) -> Option<[u8; 64]> {
+        None
+    }
+    fn opmask(&self, _reg: Register) -> Option<u64> {
+        None
+    }
+    fn read_memory(&self, addr: u64, buf: &mut [u8]) -> bool {
+        crate::memory::read_bytes(addr, buf)
+    }
+}
+
+/// The calling thread's GS base.
+fn gs_base() -> u64 {
+    let mut v: u64 = 0;
+    // SAFETY: ARCH_GET_GS writes the GS base to a live local.
+    unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1004, &mut v as *mut u64) };
+    v
+}
+
+/// Size of the XSAVE area for the features the OS enabled.
+fn xsave_size() -> u32 {
+    #[allow(unused_unsafe)] // CPUID intrinsics became safe fns in newer Rust.
+    // SAFETY: CPUID leaf 0xD exists where XSAVE does (every x86-64 Linux
+    // machine coldcache runs on checks it at start).
+    unsafe {
+        core::arch::x86_64::__cpuid_count(0xD, 0).ebx
+    }
+}
+
+/// Generates the dispatcher (once per process): entries that save the
+/// program's registers on the thread's dispatcher stack, call [`dispatch`],
+/// restore them and jump to `T.target`.
+fn generate_dispatcher(cache: &mut CodeCache, tls: i32) -> Result<(), &'static str> {
+    const SIZE: u64 = 1024;
+    let base = cache
+        .reserve(0, SIZE)
+        .ok_or("no memory for the translator's code cache")?;
+    let t = |o: i32| fs(tls + o);
+    let mut a = Asm::new(SIZE as usize);
+    a.reset(base);
+    let entry = a.ip();
+    a.emit(store_simm32(t(off::REASON), 0));
+    a.emit(Instruction::with_branch(Code::Jmp_rel32_64, a.ip()));
+    let jmp_end = a.len();
+    let full = a.ip();
+    a.emit(store_simm32(t(off::REASON), 1));
+    let common = a.ip();
+    a.patch_rel32(jmp_end, common);
+    a.emit(store(t(off::APP_RSP), Register::RSP));
+    a.emit(load(Register::RSP, t(off::STACK_TOP)));
+    a.emit(Ok(Instruction::with(Code::Pushfq)));
+    const SAVED: [Register; 15] = [
+        Register::RAX,
+        Register::RCX,
+        Register::RDX,
+        Register::RBX,
+        Register::RBP,
+        Register::RSI,
+        Register::RDI,
+        Register::R8,
+        Register::R9,
+        Register::R10,
+        Register::R11,
+        Register::R12,
+        Register::R13,
+        Register::R14,
+        Register::R15,
+    ];
+    for r in SAVED {
+        a.emit(push(r));
+    }
+    a.emit(Instruction::with2(Code::Mov_r64_rm64, Register::RBP, Register::RSP));
+    a.emit(emit::lea(Register::RSP, Register::RSP, -XSAVE_AREA));
+    a.emit(Instruction::with2(Code::And_rm64_imm8, Register::RSP, -64i32));
+    a.emit(Instruction::with2(Code::Xor_r32_rm32, Register::EAX, Register::EAX));
+    for k in 0..8 {
+        a.emit(store(at(Register::RSP, 512 + 8 * k), Register::RAX));
+    }
+    let all_ones = |a: &mut Asm| {
+        a.emit(Instruction::with2(Code::Mov_r32_imm32, Register::EAX, -1i32));
+        a.emit(Instruction::with2(Code::Mov_r32_imm32, Register::EDX, -1i32));
+    };
+    all_ones(&mut a);
+    a.emit(Instruction::with1(
+        Code::Xsave64_mem,
+        iced_x86::MemoryOperand::with_base(Register::RSP),
+    ));
+    a.emit(Ok(Instruction::with(Code::Cld)));
+    a.emit(Instruction::with2(Code::Mov_r64_rm64, Register::RDI, Register::RBP));
+    a.emit(emit::mov_imm64(
+        Register::RAX,
+        dispatch as extern "C" fn(*mut Frame) as usize as u64,
+    ));
+    a.emit(Instruction::with1(Code::Call_rm64, Register::RAX));
+    all_ones(&mut a);
+    a.emit(Instruction::with1(
+        Code::Xrstor64_mem,
+        iced_x86::MemoryOperand::with_base(Register::RSP),
+    ));
+    a.emit(Instruction::with2(Code::Mov_r64_rm64, Register::RSP, Register::RBP));
+    for r in SAVED.iter().rev() {
+        a.emit(pop(*r));
+    }
+    a.emit(Ok(Instruction::with(Code::Popfq)));
+    a.emit(load(Register::RSP, t(off::APP_RSP)));
+    let trap_jmp = a.ip();
+    a.emit(jmp_mem(t(off::TARGET)));
+    if !a.ok() {
+        return Err("the dispatcher could not be assembled");
+    }
+    let code = a.take();
+    if !cache.write(base, &code) {
+        return Err("the dispatcher could not be written");
+    }
+    DISPATCH_ENTRY.store(entry, Ordering::Release);
+    DISPATCH_FULL.store(full, Ordering::Release);
+    TRAP_JMP.store(trap_jmp, Ordering::Release);
+    let _ = MAX_RECORD;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_dispatcher_assembles() {
+        let mut cache = CodeCache::new();
+        generate_dispatcher(&mut cache, -0x1000).expect("assembles");
+    }
+}

@@ -1,0 +1,119 @@
+//! The translator's per-thread state, in static TLS of this library so
+//! translated code reaches it with one `fs`-relative operand (no register,
+//! no flags): glibc gives every thread its own copy, `clone` needs nothing.
+//!
+//! The offset of the state from the thread pointer is the same in every
+//! thread (static TLS); it is measured once per capture and checked on each
+//! thread that enters translated code.
+
+use std::cell::UnsafeCell;
+
+/// Field offsets, as the generated code addresses them.
+pub(crate) mod off {
+    /// The block's scratch register, saved.
+    pub const S_SPILL: i32 = 0;
+    /// RCX, saved around the buffer check.
+    pub const RCX_SPILL: i32 = 8;
+    /// Where the next block record goes.
+    pub const CURSOR: i32 = 16;
+    /// The program address the dispatcher continues at.
+    pub const NEXT: i32 = 24;
+    /// The program's RSP while the dispatcher runs.
+    pub const APP_RSP: i32 = 32;
+    /// Top of the dispatcher's stack.
+    pub const STACK_TOP: i32 = 40;
+    /// The dispatcher's entry.
+    pub const DISPATCH: i32 = 48;
+    /// Where the dispatcher jumps when it returns.
+    pub const TARGET: i32 = 56;
+    /// Why the dispatcher was entered (0: a block's exit, 1: buffer full).
+    pub const REASON: i32 = 64;
+    /// The dispatcher's entry for a full buffer.
+    pub const DISPATCH_FULL: i32 = 72;
+}
+
+/// One thread's translator state (layout fixed by [`off`]).
+#[repr(C)]
+pub(crate) struct Tls {
+    pub s_spill: u64,
+    pub rcx_spill: u64,
+    pub cursor: u64,
+    pub next: u64,
+    pub app_rsp: u64,
+    pub stack_top: u64,
+    pub dispatch: u64,
+    pub target: u64,
+    pub reason: u64,
+    pub dispatch_full: u64,
+    /// Start of the record buffer.
+    pub buf_start: u64,
+    /// End of the buffer's usable part (a tail of non-zero words follows).
+    pub buf_end: u64,
+    /// The thread runs translated code (or the dispatcher).
+    pub active: u64,
+    /// RSP above which the watched function has returned (0: none).
+    pub window: u64,
+    /// The capture this thread's records belong to.
+    pub epoch: u64,
+    /// The next trap is the dispatcher's hand-back: step it, do not hand
+    /// the thread over again.
+    pub trap_once: u64,
+    /// The dispatcher stack's mapping.
+    pub stack_map: u64,
+    /// The buffer's mapping.
+    pub buf_map: u64,
+    /// Thread id.
+    pub tid: u64,
+}
+
+thread_local! {
+    static TLS: UnsafeCell<Tls> = const {
+        UnsafeCell::new(Tls {
+            s_spill: 0,
+            rcx_spill: 0,
+            cursor: 0,
+            next: 0,
+            app_rsp: 0,
+            stack_top: 0,
+            dispatch: 0,
+            target: 0,
+            reason: 0,
+            dispatch_full: 0,
+            buf_start: 0,
+            buf_end: 0,
+            active: 0,
+            window: 0,
+            epoch: 0,
+            trap_once: 0,
+            stack_map: 0,
+            buf_map: 0,
+            tid: 0,
+        })
+    };
+}
+
+/// The calling thread's state.
+#[inline]
+pub(crate) fn this() -> *mut Tls {
+    TLS.with(|c| c.get())
+}
+
+/// The thread pointer (FS base) of the calling thread: glibc and musl keep
+/// it at `fs:0` (the TCB's self pointer).
+#[inline]
+pub(crate) fn thread_pointer() -> u64 {
+    let v: u64;
+    // SAFETY: reads the TCB self pointer at fs:0, present in every thread
+    // of an x86-64 glibc or musl process.
+    unsafe {
+        core::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) v, options(nostack, readonly, preserves_flags))
+    };
+    v
+}
+
+/// The offset of this thread's state from its thread pointer, if it fits
+/// a 32-bit displacement.
+pub(crate) fn offset() -> Option<i32> {
+    let d = (this() as u64).wrapping_sub(thread_pointer()) as i64;
+    i32::try_from(d).ok()
+}

@@ -1,0 +1,524 @@
+//! The translator: one basic block of the program at a time, copied into
+//! the code cache with inline recording of what the access model needs.
+//!
+//! A block is a straight run of instructions ending at the first control
+//! transfer (kept as the block's last instruction), before an instruction
+//! it cannot handle, after an instruction that moves RSP by an amount not
+//! known statically, or at a size cap. For every instruction the block
+//! stores, right before the instruction runs, the general registers its
+//! [`Plan`](crate::model::Plan) reads ([`Plan::gpr_inputs`]); the block's
+//! record starts with the block's number and RSP at entry, from which the
+//! replay rebuilds RSP at every instruction.
+//!
+//! Translated code, per block (S is a register the block does not use;
+//! `T` the thread's translator state, `fs`-relative):
+//! ```text
+//! mov T.s, S ; mov S, T.cursor          ; S = where this record goes
+//! mov T.rcx, rcx ; mov rcx, [S + size]  ; the word after the record: 0 in
+//! jrcxz body                            ; the buffer, not 0 past its end
+//! (full) restore rcx, S ; T.next = pc ; jmp T.dispatch_full
+//! body: restore rcx ; [S] = block ; [S+8] = rsp
+//! per instruction: [S + k] = input registers ; the instruction, copied
+//! lea S, [S + size] ; T.cursor = S      ; commit (no flag is touched)
+//! the block's exit: direct (T.next = target ; jmp T.dispatch), indirect
+//! (target computed into S), calls pushing the program's return address.
+//! ```
+//! Nothing in it writes RFLAGS, vector registers or the program's stack
+//! beyond what the program's own instructions do, so flags and vector
+//! state need no saving; `call` and `ret` push and pop the program's own
+//! return addresses, so unwinders, exceptions and `longjmp` see the stack
+//! they would natively.
+//!
+//! Refused (the block ends before it; a block that would start with it runs
+//! under the trap engine): system calls and interrupts, `rep` strings,
+//! `loop`/`jrcxz`, far and transactional control flow, invalid
+//! instructions, FS/GS base writes, instructions whose plan needs more than
+//! general registers (masked, gather, `xsave` forms), RIP-relative operands
+//! out of reach of the code cache, the function trigger's breakpoint.
+
+use super::cache::{CodeCache, CHUNK, REACH};
+use super::emit::{at, fs, jmp_mem, lea, load, mov_imm64, store, store_imm32, store_simm32, Asm};
+use super::tls::off;
+use crate::model::Model;
+use iced_x86::{
+    Code, Decoder, DecoderOptions, FlowControl, InstructionInfoFactory, Mnemonic, OpAccess, OpKind,
+    Register,
+};
+
+/// Instructions per block at most.
+pub(crate) const MAX_INSTRUCTIONS: usize = 32;
+/// Bytes of one block's record at most.
+pub(crate) const MAX_RECORD: usize = 1024;
+/// Bytes of code one block may take at most.
+const MAX_CODE: u64 = 8192;
+
+/// One instruction of a translated block, as the replay needs it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BlockInstr {
+    /// Its address.
+    pub ip: u64,
+    /// RSP before it, minus RSP at the block's entry.
+    pub sp_delta: i64,
+    /// The registers recorded for it, in record order.
+    pub inputs: [Register; 4],
+    /// Offset of its first input in the block's record.
+    pub offset: u16,
+}
+
+/// A translated block.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Block {
+    /// The program address it starts at.
+    pub pc: u64,
+    /// Its code in the cache (0: it runs under the trap engine).
+    pub code: u64,
+    /// Index of its first instruction in the instruction table.
+    pub first: u32,
+    /// Instructions in it.
+    pub count: u16,
+    /// Bytes of its record.
+    pub size: u16,
+}
+
+/// How a block ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Exit {
+    /// Falls through to the next instruction (cap reached or refused next).
+    Next(u64),
+    /// `jmp rel`.
+    Jump(u64),
+    /// `jcc rel`: (taken target, fall-through).
+    Cond(u64, u64),
+    /// `call rel`: (target, return address).
+    Call(u64, u64),
+    /// `call r/m`: return address.
+    CallIndirect(u64),
+    /// `jmp r/m`.
+    JumpIndirect,
+    /// `ret imm16`.
+    Ret(u16),
+}
+
+/// Registers S may be, in order of preference.
+const SCRATCH: [Register; 13] = [
+    Register::R11,
+    Register::R10,
+    Register::R9,
+    Register::R8,
+    Register::RDI,
+    Register::RSI,
+    Register::RDX,
+    Register::RBX,
+    Register::RAX,
+    Register::R12,
+    Register::R13,
+    Register::R14,
+    Register::R15,
+];
+
+/// The translator's reusable parts, reserved once.
+pub(crate) struct Translator {
+    asm: Asm,
+    model: Model,
+    factory: InstructionInfoFactory,
+    instrs: [iced_x86::Instruction; MAX_INSTRUCTIONS],
+    bytes: [u8; MAX_INSTRUCTIONS * 16],
+}
+
+/// What a translation produced.
+pub(crate) struct Translation {
+    /// Its code's address in the cache.
+    pub code: u64,
+    /// Instructions in it.
+    pub count: usize,
+    /// Bytes of its record.
+    pub size: usize,
+}
+
+impl Translator {
+    /// A translator for a processor with these facts.
+    pub(crate) fn new(cpu: crate::model::CpuFacts) -> Translator {
+        Translator {
+            asm: Asm::new(MAX_CODE as usize * 2),
+            model: Model::new(cpu),
+            factory: InstructionInfoFactory::new(),
+            instrs: [iced_x86::Instruction::default(); MAX_INSTRUCTIONS],
+            bytes: [0; MAX_INSTRUCTIONS * 16],
+        }
+    }
+
+    /// Translates the block at `pc` (whose code lies in a mapped module
+    /// ending at `end`) as block number `id`, into `cache`, describing its
+    /// instructions in `out`. `None`: the block's first instruction is
+    /// refused, the block runs under the trap engine. `avoid`: an address
+    /// no block may contain past its start (the function breakpoint).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn translate(
+        &mut self,
+        pc: u64,
+        end: u64,
+        avoid: u64,
+        id: u32,
+        tls: i32,
+        cache: &mut CodeCache,
+        out: &mut [BlockInstr; MAX_INSTRUCTIONS],
+    ) -> Option<Translation> {
+        if pc == avoid {
+            return None;
+        }
+        let avail = (end.saturating_sub(pc)).min(self.bytes.len() as u64) as usize;
+        if avail == 0 || !crate::memory::read_bytes(pc, &mut self.bytes[..avail]) {
+            return None;
+        }
+        let at_code = cache.reserve(pc, MAX_CODE)?;
+        let mut n = self.scan(pc, avail, avoid, at_code);
+        while n > 0 {
+            if let Some(t) = self.emit(n, id, tls, at_code, cache, out) {
+                cache.trim(at_code, MAX_CODE, self.asm.len() as u64);
+                return Some(t);
+            }
+            n -= 1;
+        }
+        cache.trim(at_code, MAX_CODE, 0);
+        None
+    }
+
+    /// Decodes the block's instructions into `self.instrs`; returns how many
+    /// it keeps.
+    fn scan(&mut self, pc: u64, avail: usize, avoid: u64, code_at: u64) -> usize {
+        let mut decoder = Decoder::with_ip(64, &self.bytes[..avail], pc, DecoderOptions::NONE);
+        let mut n = 0;
+        let mut record = 16usize;
+        while n < MAX_INSTRUCTIONS && decoder.can_decode() {
+            let instr = decoder.decode();
+            if instr.is_invalid() || (instr.ip() == avoid && n > 0) {
+                break;
+            }
+            let Some(exit) = classify(&instr) else { break };
+            let plan = self.model.plan(&instr);
+            let Some(inputs) = plan.gpr_inputs() else {
+                break;
+            };
+            if instr.is_string_instruction()
+                && (instr.has_rep_prefix() || instr.has_repe_prefix() || instr.has_repne_prefix())
+            {
+                break;
+            }
+            if instr.is_ip_rel_memory_operand()
+                && instr.ip_rel_memory_address().abs_diff(code_at) + CHUNK >= (REACH << 1) - CHUNK
+            {
+                break;
+            }
+            let k = inputs.iter().filter(|&&r| r != Register::None).count();
+            if record + 8 * k > MAX_RECORD {
+                break;
+            }
+            record += 8 * k;
+            self.instrs[n] = instr;
+            n += 1;
+            if exit.is_some() || rsp_delta(&instr, &mut self.factory).is_none() {
+                break;
+            }
+        }
+        n
+    }
+
+    /// Emits the first `n` scanned instructions as a block at `code_at`.
+    fn emit(
+        &mut self,
+        n: usize,
+        id: u32,
+        tls: i32,
+        code_at: u64,
+        cache: &mut CodeCache,
+        out: &mut [BlockInstr; MAX_INSTRUCTIONS],
+    ) -> Option<Translation> {
+        let instrs = self.instrs;
+        let instrs = &instrs[..n];
+        let last = instrs[n - 1];
+        let exit = classify(&last)
+            .flatten()
+            .unwrap_or(Exit::Next(last.next_ip()));
+        let s = self.scratch(instrs)?;
+        let t = |o: i32| fs(tls + o);
+        let pc = instrs[0].ip();
+        // Describe the instructions and size the record.
+        let mut offset = 16u16;
+        let mut sp = 0i64;
+        for (k, i) in instrs.iter().enumerate() {
+            let inputs = self.model.plan(i).gpr_inputs()?;
+            out[k] = BlockInstr {
+                ip: i.ip(),
+                sp_delta: sp,
+                inputs,
+                offset,
+            };
+            offset += 8 * inputs.iter().filter(|&&r| r != Register::None).count() as u16;
+            sp += rsp_delta(i, &mut self.factory).unwrap_or(0);
+        }
+        let size = offset;
+        let a = &mut self.asm;
+        a.reset(code_at);
+        a.emit(store(t(off::S_SPILL), s));
+        a.emit(load(s, t(off::CURSOR)));
+        a.emit(store(t(off::RCX_SPILL), Register::RCX));
+        a.emit(load(Register::RCX, at(s, i32::from(size))));
+        a.emit(iced_x86::Instruction::with_branch(Code::Jrcxz_rel8_64, a.ip() + 2));
+        let jrcxz_end = a.len();
+        // The buffer is full: back to the dispatcher, which hands the
+        // buffer over and re-enters this block.
+        a.emit(load(Register::RCX, t(off::RCX_SPILL)));
+        a.emit(load(s, t(off::S_SPILL)));
+        direct_exit(a, tls, pc, off::DISPATCH_FULL);
+        let body = a.len();
+        a.patch_rel8(jrcxz_end, body);
+        a.emit(load(Register::RCX, t(off::RCX_SPILL)));
+        a.emit(store_simm32(at(s, 0), id as i32));
+        a.emit(store(at(s, 8), Register::RSP));
+        let mut copied = 0usize;
+        for (k, i) in instrs.iter().enumerate() {
+            let d = &out[k];
+            let mut o = i32::from(d.offset);
+            for &r in d.inputs.iter().filter(|&&r| r != Register::None) {
+                a.emit(store(at(s, o), r));
+                o += 8;
+            }
+            let len = i.len();
+            if k + 1 == n && classify(i).flatten().is_some() {
+                // The control transfer is done by the exit code below.
+            } else if i.is_ip_rel_memory_operand() {
+                a.emit(Ok(*i));
+            } else {
+                a.bytes(&self.bytes[copied..copied + len]);
+            }
+            copied += len;
+        }
+        // Commit the record.
+        a.emit(lea(s, s, i32::from(size)));
+        a.emit(store(t(off::CURSOR), s));
+        match exit {
+            Exit::Next(to) | Exit::Jump(to) => {
+                a.emit(load(s, t(off::S_SPILL)));
+                direct_exit(a, tls, to, off::DISPATCH);
+            }
+            Exit::Cond(taken, fall) => {
+                a.emit(load(s, t(off::S_SPILL)));
+                let mut j = last;
+                j.as_near_branch();
+                j.set_near_branch64(a.ip());
+                a.emit(Ok(j));
+                let jcc_end = a.len();
+                direct_exit(a, tls, fall, off::DISPATCH);
+                let taken_at = a.ip();
+                a.patch_rel32(jcc_end, taken_at);
+                direct_exit(a, tls, taken, off::DISPATCH);
+            }
+            Exit::Call(to, ret) => {
+                push_return(a, s, ret);
+                a.emit(load(s, t(off::S_SPILL)));
+                direct_exit(a, tls, to, off::DISPATCH);
+            }
+            Exit::CallIndirect(ret) => {
+                a.emit(target_into(&last, s));
+                a.emit(store(t(off::NEXT), s));
+                push_return(a, s, ret);
+                a.emit(load(s, t(off::S_SPILL)));
+                a.emit(jmp_mem(t(off::DISPATCH)));
+            }
+            Exit::JumpIndirect => {
+                a.emit(target_into(&last, s));
+                a.emit(store(t(off::NEXT), s));
+                a.emit(load(s, t(off::S_SPILL)));
+                a.emit(jmp_mem(t(off::DISPATCH)));
+            }
+            Exit::Ret(imm) => {
+                a.emit(load(s, at(Register::RSP, 0)));
+                a.emit(store(t(off::NEXT), s));
+                a.emit(lea(Register::RSP, Register::RSP, 8 + i32::from(imm)));
+                a.emit(load(s, t(off::S_SPILL)));
+                a.emit(jmp_mem(t(off::DISPATCH)));
+            }
+        }
+        if !a.ok() || a.len() as u64 > MAX_CODE {
+            return None;
+        }
+        let code = a.take();
+        let written = cache.write(code_at, &code);
+        a.give_back(code);
+        written.then_some(Translation {
+            code: code_at,
+            count: n,
+            size: usize::from(size),
+        })
+    }
+
+    /// A register no instruction of the block reads or writes.
+    fn scratch(&mut self, instrs: &[iced_x86::Instruction]) -> Option<Register> {
+        let mut used = 0u32;
+        for i in instrs {
+            let info = self.factory.info(i);
+            for u in info.used_registers() {
+                let r = u.register();
+                if r.is_gpr() {
+                    used |= 1 << r.full_register().number();
+                }
+            }
+            for m in info.used_memory() {
+                for r in [m.base(), m.index()] {
+                    if r.is_gpr() {
+                        used |= 1 << r.full_register().number();
+                    }
+                }
+            }
+        }
+        SCRATCH
+            .iter()
+            .copied()
+            .find(|r| used & (1 << r.number()) == 0)
+    }
+}
+
+/// `T.next = to ; jmp T.<via>`.
+fn direct_exit(a: &mut Asm, tls: i32, to: u64, via: i32) {
+    a.emit(store_imm32(fs(tls + off::NEXT), to as u32));
+    a.emit(store_imm32(fs(tls + off::NEXT + 4), (to >> 32) as u32));
+    a.emit(jmp_mem(fs(tls + via)));
+}
+
+/// Pushes the program's return address `ret` with S as scratch.
+fn push_return(a: &mut Asm, s: Register, ret: u64) {
+    a.emit(mov_imm64(s, ret));
+    a.emit(lea(Register::RSP, Register::RSP, -8));
+    a.emit(store(at(Register::RSP, 0), s));
+}
+
+/// `mov S, <operand 0 of an indirect jmp/call>`.
+fn target_into(
+    i: &iced_x86::Instruction,
+    s: Register,
+) -> Result<iced_x86::Instruction, iced_x86::IcedError> {
+    if i.op0_kind() == OpKind::Register {
+        return iced_x86::Instruction::with2(Code::Mov_r64_rm64, s, i.op0_register());
+    }
+    let mut m = iced_x86::Instruction::with2(
+        Code::Mov_r64_rm64,
+        s,
+        iced_x86::MemoryOperand::with_base(Register::RAX),
+    )?;
+    m.set_memory_base(i.memory_base());
+    m.set_memory_index(i.memory_index());
+    m.set_memory_index_scale(i.memory_index_scale());
+    m.set_memory_displacement64(i.memory_displacement64());
+    m.set_memory_displ_size(i.memory_displ_size());
+    m.set_segment_prefix(i.segment_prefix());
+    Ok(m)
+}
+
+/// `None`: refused. `Some(None)`: an ordinary instruction. `Some(Some(e))`:
+/// a control transfer the block ends with.
+fn classify(i: &iced_x86::Instruction) -> Option<Option<Exit>> {
+    use Mnemonic::*;
+    if matches!(
+        i.mnemonic(),
+        Syscall
+            | Sysenter
+            | Sysexit
+            | Sysret
+            | Int
+            | Int1
+            | Int3
+            | Into
+            | Iret
+            | Iretd
+            | Iretq
+            | Ud0
+            | Ud1
+            | Ud2
+            | Hlt
+            | Xbegin
+            | Xabort
+            | Xend
+            | Wrfsbase
+            | Wrgsbase
+            | Loop
+            | Loope
+            | Loopne
+            | Jrcxz
+            | Jecxz
+            | Jcxz
+    ) {
+        return None;
+    }
+    let near = |k: OpKind| k == OpKind::NearBranch64;
+    match i.flow_control() {
+        FlowControl::Next => Some(None),
+        FlowControl::UnconditionalBranch if near(i.op0_kind()) => {
+            Some(Some(Exit::Jump(i.near_branch64())))
+        }
+        FlowControl::ConditionalBranch if near(i.op0_kind()) && i.mnemonic() != Jmpe => Some(
+            Some(Exit::Cond(i.near_branch64(), i.next_ip())),
+        ),
+        FlowControl::Call if near(i.op0_kind()) && i.mnemonic() == Call => {
+            Some(Some(Exit::Call(i.near_branch64(), i.next_ip())))
+        }
+        FlowControl::IndirectCall if i.mnemonic() == Call && i.code() == Code::Call_rm64 => {
+            Some(Some(Exit::CallIndirect(i.next_ip())))
+        }
+        FlowControl::IndirectBranch if i.mnemonic() == Jmp && i.code() == Code::Jmp_rm64 => {
+            Some(Some(Exit::JumpIndirect))
+        }
+        FlowControl::Return if i.code() == Code::Retnq => Some(Some(Exit::Ret(0))),
+        FlowControl::Return if i.code() == Code::Retnq_imm16 => {
+            Some(Some(Exit::Ret(i.immediate16())))
+        }
+        _ => None,
+    }
+}
+
+/// How an instruction moves RSP, when that is known statically; `None`
+/// when it writes RSP otherwise (the block ends after it).
+fn rsp_delta(i: &iced_x86::Instruction, factory: &mut InstructionInfoFactory) -> Option<i64> {
+    let writes_rsp = factory.info(i).used_registers().iter().any(|u| {
+        u.register().is_gpr()
+            && u.register().full_register() == Register::RSP
+            && matches!(
+                u.access(),
+                OpAccess::Write | OpAccess::ReadWrite | OpAccess::CondWrite | OpAccess::ReadCondWrite
+            )
+    });
+    if !writes_rsp {
+        return Some(0);
+    }
+    let rsp_op0 = i.op_count() > 0 && i.op0_kind() == OpKind::Register && i.op0_register() == Register::RSP;
+    match i.mnemonic() {
+        Mnemonic::Enter | Mnemonic::Leave => None,
+        Mnemonic::Pop if rsp_op0 => None,
+        Mnemonic::Add | Mnemonic::Sub if rsp_op0 && is_immediate(i.op1_kind()) => {
+            let v = i.immediate(1) as i64;
+            Some(if i.mnemonic() == Mnemonic::Add { v } else { -v })
+        }
+        Mnemonic::Lea
+            if rsp_op0
+                && i.memory_base() == Register::RSP
+                && i.memory_index() == Register::None =>
+        {
+            Some(i.memory_displacement64() as i64)
+        }
+        Mnemonic::Add | Mnemonic::Sub | Mnemonic::Lea | Mnemonic::Mov | Mnemonic::And => None,
+        _ if i.stack_pointer_increment() != 0 && !rsp_op0 => {
+            Some(i64::from(i.stack_pointer_increment()))
+        }
+        _ => None,
+    }
+}
+
+fn is_immediate(k: OpKind) -> bool {
+    matches!(
+        k,
+        OpKind::Immediate8
+            | OpKind::Immediate8to64
+            | OpKind::Immediate32to64
+            | OpKind::Immediate32
+            | OpKind::Immediate16
+    )
+}
