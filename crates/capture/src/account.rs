@@ -495,19 +495,27 @@ impl Accountant {
                 return Verdict::FunctionReturned { more };
             }
         }
-        let Some(d) = self.decoded(ip, m) else {
+        let Some(di) = self.decoded(ip, m) else {
             return self.stop("instruction reserve exhausted");
         };
         let stack = current_stack(&self.threads[ti]);
-        if !self.count(ti, ip, stack, &d, m, Mode::Before) {
+        // The cache is moved out while counting (a few words) so the
+        // decoded instruction is borrowed, not copied, on this hot path.
+        let decode = std::mem::take(&mut self.decode);
+        let d = decode.at(di);
+        let counted = self.count(ti, ip, stack, d, m, Mode::Before);
+        let (rep, len, flow) = (d.rep, d.len, d.flow);
+        let rep_live = rep != Rep::None && count_register(d, m) != 0;
+        self.decode = decode;
+        if !counted {
             return self.stop("record or trace reserve exhausted");
         }
-        if d.rep != Rep::None && count_register(&d, m) != 0 {
+        if rep_live {
             self.threads[ti].rep_ip = ip;
-            self.threads[ti].rep_kind = d.rep;
+            self.threads[ti].rep_kind = rep;
         }
-        let next = ip + u64::from(d.len);
-        let syscall = match d.flow {
+        let next = ip + u64::from(len);
+        let syscall = match flow {
             Flow::Call => {
                 self.threads[ti].pending_call = next - 1;
                 false
@@ -541,10 +549,11 @@ impl Accountant {
     /// Decodes (or finds) the instruction at `ip`. A decode of code outside
     /// the file-backed modules (a JIT's buffer, rewritten in place) is
     /// trusted only while the bytes there are the ones decoded.
-    fn decoded<M: Machine + ?Sized>(&mut self, ip: u64, m: &M) -> Option<Decoded> {
-        if let Some(d) = self.decode.get(ip) {
+    fn decoded<M: Machine + ?Sized>(&mut self, ip: u64, m: &M) -> Option<usize> {
+        if let Some(i) = self.decode.index(ip) {
+            let d = self.decode.at(i);
             if d.trusted {
-                return Some(*d);
+                return Some(i);
             }
             let len = usize::from(d.len).min(15);
             let mut now = [0u8; 15];
@@ -554,7 +563,7 @@ impl Accountant {
                 && (first == len || m.read_memory(ip + first as u64, &mut now[first..len]))
                 && now[..len] == d.bytes[..len];
             if same {
-                return Some(*d);
+                return Some(i);
             }
         }
         // Read up to 15 bytes without crossing into a page the instruction
@@ -595,7 +604,7 @@ impl Accountant {
             bytes,
             trusted: self.in_module(ip),
         };
-        self.decode.insert(ip, d).copied()
+        self.decode.insert_index(ip, d)
     }
 
     /// A repeated string instruction at `ip` stopped repeating. Valgrind
@@ -625,7 +634,8 @@ impl Accountant {
     /// Accounts for the instruction at `ip` that ran untraced after a
     /// `syscall`; the machine state is the one after it ran.
     fn untraced_after_syscall<M: Machine + ?Sized>(&mut self, ti: usize, ip: u64, m: &M) {
-        let Some(d) = self.decoded(ip, m) else { return };
+        let Some(di) = self.decoded(ip, m) else { return };
+        let d = *self.decode.at(di);
         let stack = current_stack(&self.threads[ti]);
         if self.count(ti, ip, stack, &d, m, Mode::After) {
             self.untrapped += 1;

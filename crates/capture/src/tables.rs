@@ -67,6 +67,7 @@ pub enum Rep {
 }
 
 /// Decoded instructions keyed by address.
+#[derive(Default)]
 pub struct DecodeCache {
     slot_of: Vec<u32>,
     keys: Vec<u64>,
@@ -120,12 +121,29 @@ impl DecodeCache {
         self.find(ip).ok().map(|r| &self.values[r])
     }
 
+    /// The index of the cached instruction at `ip` (see [`DecodeCache::at`]).
+    #[inline]
+    pub fn index(&self, ip: u64) -> Option<usize> {
+        self.find(ip).ok()
+    }
+
+    /// The cached instruction with this index.
+    #[inline]
+    pub fn at(&self, index: usize) -> &Decoded {
+        &self.values[index]
+    }
+
     /// Caches `d` at `ip` (replacing what was there); `None` when full.
     pub fn insert(&mut self, ip: u64, d: Decoded) -> Option<&Decoded> {
+        self.insert_index(ip, d).map(|r| &self.values[r])
+    }
+
+    /// [`DecodeCache::insert`], giving the index.
+    pub fn insert_index(&mut self, ip: u64, d: Decoded) -> Option<usize> {
         match self.find(ip) {
             Ok(r) => {
                 self.values[r] = d;
-                Some(&self.values[r])
+                Some(r)
             }
             Err(i) => {
                 if self.values.len() >= self.limit {
@@ -134,7 +152,7 @@ impl DecodeCache {
                 self.slot_of[i] = self.values.len() as u32;
                 self.keys.push(ip);
                 self.values.push(d);
-                self.values.last()
+                Some(self.values.len() - 1)
             }
         }
     }

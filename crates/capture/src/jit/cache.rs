@@ -83,6 +83,24 @@ impl CodeCache {
         }
     }
 
+    /// Replaces the 8 bytes at executable address `at` (8-byte aligned) in
+    /// one store, so a thread running them sees the old or the new bytes.
+    pub(crate) fn write8(&self, at: u64, bytes: [u8; 8]) -> bool {
+        let Some(c) = self.chunks[..self.n]
+            .iter()
+            .find(|c| at >= c.rx && at + 8 <= c.rx + CHUNK)
+        else {
+            return false;
+        };
+        if at % 8 != 0 {
+            return false;
+        }
+        let dst = (c.rw + (at - c.rx)) as *const std::sync::atomic::AtomicU64;
+        // SAFETY: an aligned word of the writable view of a chunk we mapped.
+        unsafe { (*dst).store(u64::from_le_bytes(bytes), std::sync::atomic::Ordering::Release) };
+        true
+    }
+
     /// Writes `code` at executable address `at` through the writable view.
     pub(crate) fn write(&self, at: u64, code: &[u8]) -> bool {
         let Some(c) = self.chunks[..self.n]

@@ -71,6 +71,9 @@ static TLS_OFFSET: AtomicI64 = AtomicI64::new(i64::MIN);
 static TRAPPED: AtomicU64 = AtomicU64::new(0);
 /// Dispatcher entries in this capture (for the summary).
 static DISPATCHES: AtomicU64 = AtomicU64::new(0);
+/// The state of every thread in translated code (0: free slot), so a stop
+/// can send them back to the dispatcher.
+static RUNNERS: [AtomicU64; 256] = [const { AtomicU64::new(0) }; 256];
 
 /// Bytes of a thread's record buffer, and of the non-zero tail after it.
 const BUFFER: usize = 1 << 20;
@@ -186,6 +189,18 @@ impl JitState {
         (code != 0).then_some(code)
     }
 
+    /// Makes the direct exit at `from` jump straight to `code`.
+    fn link(&mut self, from: u64, code: u64) {
+        let rel = code.wrapping_sub(from + 5) as i64;
+        let Ok(rel) = i32::try_from(rel) else { return };
+        // SAFETY: `from` is an 8-byte aligned exit stub of ours (it said so
+        // in T.from), at least 8 bytes long, in a mapped chunk.
+        let mut bytes = unsafe { *(from as *const [u8; 8]) };
+        bytes[0] = 0xE9;
+        bytes[1..5].copy_from_slice(&rel.to_le_bytes());
+        self.cache.write8(from, bytes);
+    }
+
     /// Whether the trap engine should keep stepping at `pc`.
     fn stays_trapped(&self, pc: u64) -> bool {
         debug_assert!(self.lookup(pc).is_none_or(|b| self.blocks[b].pc == pc));
@@ -282,6 +297,29 @@ pub(crate) fn finish() -> Option<(u64, u64)> {
     if !FAST.load(Ordering::Acquire) {
         return None;
     }
+    // Threads looping in linked blocks never reach the dispatcher on their
+    // own: make their next buffer check fail. Every word past the block in
+    // flight (records start at the cursor, at most MAX_RECORD bytes) reads
+    // non-zero, so the next check that reaches it goes to the dispatcher,
+    // which replays the buffer and leaves.
+    for r in &RUNNERS {
+        let p = r.load(Ordering::Acquire);
+        if p == 0 {
+            continue;
+        }
+        // SAFETY: a registered state belongs to a thread in translated
+        // code; its buffer stays mapped until that thread exits, which it
+        // does through the trap engine, after leaving (and deregistering).
+        unsafe {
+            let t = p as *const Tls;
+            let cursor = core::ptr::read_volatile(&(*t).cursor);
+            let end = core::ptr::read_volatile(&(*t).buf_end);
+            let from = (cursor + MAX_RECORD as u64 + 8).next_multiple_of(8);
+            if cursor != 0 && from < end {
+                core::ptr::write_bytes(from as *mut u8, 0xFF, (end - from) as usize);
+            }
+        }
+    }
     let t0 = std::time::Instant::now();
     while ACTIVE.load(Ordering::Acquire) != 0 && t0.elapsed().as_millis() < 500 {
         std::thread::yield_now();
@@ -318,6 +356,7 @@ pub(crate) fn try_hand_over(
         return false;
     }
     t.cursor = t.buf_start;
+    t.from = 0;
     t.next = rip;
     t.window = ready.unwrap_or(0);
     t.epoch = EPOCH.load(Ordering::Acquire);
@@ -326,6 +365,7 @@ pub(crate) fn try_hand_over(
     t.tid = u64::from(tid);
     t.active = 1;
     ACTIVE.fetch_add(1, Ordering::AcqRel);
+    register(t);
     let g = &mut uc.uc_mcontext.gregs;
     g[libc::REG_RIP as usize] = t.dispatch as i64;
     g[libc::REG_EFL as usize] &= !(TF as i64);
@@ -441,11 +481,12 @@ extern "C" fn dispatch(frame: *mut Frame) {
     let next = t.next;
     let state = STATE.load(Ordering::Acquire);
     if t.epoch != EPOCH.load(Ordering::Acquire) || !(state == RUNNING || state == STOPPING) {
-        discard(t);
+        wipe(t);
         return leave(t, frame, next);
     }
     if state == STOPPING {
         flush(t);
+        wipe(t);
         return leave(t, frame, next);
     }
     if t.reason == 1 {
@@ -459,8 +500,15 @@ extern "C" fn dispatch(frame: *mut Frame) {
     let code = if window_over || next == BP_ADDR.load(Ordering::Acquire) {
         None
     } else {
+        let from = std::mem::take(&mut t.from);
         with_jit(|j| match j.as_mut() {
-            Some(j) if !j.stop_entries.contains(&next) => j.code_for(next),
+            Some(j) if !j.stop_entries.contains(&next) => {
+                let code = j.code_for(next);
+                if let (Some(code), true) = (code, from != 0) {
+                    j.link(from, code);
+                }
+                code
+            }
             _ => None,
         })
     };
@@ -472,8 +520,7 @@ extern "C" fn dispatch(frame: *mut Frame) {
                 t.target = next;
                 t.trap_once = 1;
                 frame.rflags |= TF;
-                t.active = 0;
-                ACTIVE.fetch_sub(1, Ordering::AcqRel);
+                deactivate(t);
             }
             Replayed::Leave => leave(t, frame, next),
             Replayed::Stop => stop(t, frame, next),
@@ -485,10 +532,45 @@ extern "C" fn dispatch(frame: *mut Frame) {
 fn leave(t: &mut Tls, frame: &mut Frame, next: u64) {
     t.target = next;
     frame.rflags &= !TF;
+    deactivate(t);
+}
+
+/// The thread no longer runs translated code.
+fn deactivate(t: &mut Tls) {
     if t.active != 0 {
         t.active = 0;
+        let me = t as *mut Tls as u64;
+        if let Some(r) = RUNNERS.iter().find(|r| r.load(Ordering::Relaxed) == me) {
+            r.store(0, Ordering::Release);
+        }
         ACTIVE.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// Lists the thread among those in translated code.
+fn register(t: &mut Tls) {
+    let me = t as *mut Tls as u64;
+    for r in &RUNNERS {
+        if r
+            .compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            return;
+        }
+    }
+}
+
+/// Zeroes the whole buffer (a stop may have filled its free part).
+fn wipe(t: &mut Tls) {
+    // SAFETY: the thread's own buffer.
+    unsafe {
+        core::ptr::write_bytes(
+            t.buf_start as *mut u8,
+            0,
+            (t.buf_end - t.buf_start) as usize,
+        )
+    };
+    t.cursor = t.buf_start;
 }
 
 /// The capture stopped while replaying this thread's buffer: the thread

@@ -30,6 +30,9 @@ pub(crate) mod off {
     pub const REASON: i32 = 64;
     /// The dispatcher's entry for a full buffer.
     pub const DISPATCH_FULL: i32 = 72;
+    /// The direct exit the dispatcher was entered from (0: none), which it
+    /// links to the target block.
+    pub const FROM: i32 = 80;
 }
 
 /// One thread's translator state (layout fixed by [`off`]).
@@ -45,6 +48,7 @@ pub(crate) struct Tls {
     pub target: u64,
     pub reason: u64,
     pub dispatch_full: u64,
+    pub from: u64,
     /// Start of the record buffer.
     pub buf_start: u64,
     /// End of the buffer's usable part (a tail of non-zero words follows).
@@ -79,6 +83,7 @@ thread_local! {
             target: 0,
             reason: 0,
             dispatch_full: 0,
+            from: 0,
             buf_start: 0,
             buf_end: 0,
             active: 0,

@@ -269,7 +269,7 @@ impl Translator {
         // buffer over and re-enters this block.
         a.emit(load(Register::RCX, t(off::RCX_SPILL)));
         a.emit(load(s, t(off::S_SPILL)));
-        direct_exit(a, tls, pc, off::DISPATCH_FULL);
+        direct_exit(a, tls, pc, off::DISPATCH_FULL, false);
         let body = a.len();
         a.patch_rel8(jrcxz_end, body);
         a.emit(load(Register::RCX, t(off::RCX_SPILL)));
@@ -299,7 +299,7 @@ impl Translator {
         match exit {
             Exit::Next(to) | Exit::Jump(to) => {
                 a.emit(load(s, t(off::S_SPILL)));
-                direct_exit(a, tls, to, off::DISPATCH);
+                direct_exit(a, tls, to, off::DISPATCH, true);
             }
             Exit::Cond(taken, fall) => {
                 a.emit(load(s, t(off::S_SPILL)));
@@ -308,15 +308,16 @@ impl Translator {
                 j.set_near_branch64(a.ip());
                 a.emit(Ok(j));
                 let jcc_end = a.len();
-                direct_exit(a, tls, fall, off::DISPATCH);
+                direct_exit(a, tls, fall, off::DISPATCH, true);
+                align8(a);
                 let taken_at = a.ip();
                 a.patch_rel32(jcc_end, taken_at);
-                direct_exit(a, tls, taken, off::DISPATCH);
+                direct_exit(a, tls, taken, off::DISPATCH, true);
             }
             Exit::Call(to, ret) => {
                 push_return(a, s, ret);
                 a.emit(load(s, t(off::S_SPILL)));
-                direct_exit(a, tls, to, off::DISPATCH);
+                direct_exit(a, tls, to, off::DISPATCH, true);
             }
             Exit::CallIndirect(ret) => {
                 a.emit(target_into(&last, s));
@@ -378,11 +379,29 @@ impl Translator {
     }
 }
 
-/// `T.next = to ; jmp T.<via>`.
-fn direct_exit(a: &mut Asm, tls: i32, to: u64, via: i32) {
-    a.emit(store_imm32(fs(tls + off::NEXT), to as u32));
-    a.emit(store_imm32(fs(tls + off::NEXT + 4), (to >> 32) as u32));
+/// `T.next = to ; jmp T.<via>`. A linkable exit also says where it is
+/// (`T.from`) and starts 8-byte aligned, so the dispatcher can replace its
+/// first 8 bytes with a `jmp rel32` to the target's code in one store.
+fn direct_exit(a: &mut Asm, tls: i32, to: u64, via: i32, link: bool) {
+    if link {
+        align8(a);
+        let here = a.ip();
+        a.emit(store_imm32(fs(tls + off::NEXT), to as u32));
+        a.emit(store_imm32(fs(tls + off::NEXT + 4), (to >> 32) as u32));
+        a.emit(store_imm32(fs(tls + off::FROM), here as u32));
+        a.emit(store_imm32(fs(tls + off::FROM + 4), (here >> 32) as u32));
+    } else {
+        a.emit(store_imm32(fs(tls + off::NEXT), to as u32));
+        a.emit(store_imm32(fs(tls + off::NEXT + 4), (to >> 32) as u32));
+    }
     a.emit(jmp_mem(fs(tls + via)));
+}
+
+/// Pads with `nop`s to an 8-byte boundary.
+fn align8(a: &mut Asm) {
+    while a.ip() % 8 != 0 {
+        a.bytes(&[0x90]);
+    }
 }
 
 /// Pushes the program's return address `ret` with S as scratch.
