@@ -57,6 +57,8 @@ struct coldcache_options {
     size_t tid_count;          /* entries in tids */
     uint64_t max_instructions; /* stop after this many instructions; 0: no limit */
     const char *trace;         /* also write every access to this cctrace file; NULL: none */
+    const char *mode;          /* "trap" (single-step, the default) or "fast" (binary translation);
+                                  NULL: default ($COLDCACHE_MODE, or coldcache record's --mode) */
 };
 
 /* Fills *options with the defaults. */

@@ -76,6 +76,43 @@ pub enum Entry {
     NoSlot,
 }
 
+/// One instruction of a translated block as [`Accountant::step_block`]
+/// sees it: its address, its RSP relative to the block's entry, and where
+/// its decode and its last counter row are (remembered between executions
+/// of the block, within one capture).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockSlot {
+    /// The instruction's address.
+    pub ip: u64,
+    /// RSP before it, minus RSP at the block's entry.
+    pub sp_delta: i64,
+    decoded: u32,
+    stack: u32,
+    serial: u32,
+    row: u32,
+}
+
+impl BlockSlot {
+    const NONE: u32 = u32::MAX;
+
+    /// A slot with nothing remembered.
+    pub fn new(ip: u64, sp_delta: i64) -> BlockSlot {
+        BlockSlot {
+            ip,
+            sp_delta,
+            decoded: Self::NONE,
+            stack: 0,
+            serial: 0,
+            row: Self::NONE,
+        }
+    }
+
+    /// Forgets what was remembered (a new capture, a new accountant).
+    pub fn forget(&mut self) {
+        *self = BlockSlot::new(self.ip, self.sp_delta);
+    }
+}
+
 /// How much memory the accountant may use; all of it is reserved when it is
 /// built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -535,6 +572,118 @@ impl Accountant {
         }
     }
 
+    /// The instructions of one execution of a translated block, in order:
+    /// the same as [`Accountant::step`] on each (`fill(k, m)` loads the
+    /// registers recorded for instruction `k` into `m`; RSP at instruction
+    /// `k` is `rsp` plus its slot's delta), with the per-instruction lookups
+    /// (thread slot, decode, counter row) done once and remembered in the
+    /// slots. A block never holds a system call or a `rep` string, and only
+    /// starts where nothing is pending; otherwise, or for a thread not yet
+    /// seeded, every instruction goes through [`Accountant::step`].
+    /// Stops at the first verdict other than `Continue`.
+    pub fn step_block<M: Machine>(
+        &mut self,
+        tid: u32,
+        rsp: u64,
+        slots: &mut [BlockSlot],
+        m: &mut M,
+        mut fill: impl FnMut(usize, &mut M),
+    ) -> Verdict {
+        let fast = slots.first().and_then(|s0| {
+            let ti = self.slot_of(tid)?;
+            let t = &self.threads[ti];
+            (t.active
+                && t.seeded
+                && t.after_syscall == 0
+                && t.rep_ip == 0
+                && !self.stop_entries.contains(&s0.ip))
+            .then_some(ti)
+        });
+        let Some(ti) = fast else {
+            for (k, s) in slots.iter().enumerate() {
+                fill(k, m);
+                let v = self.step(tid, s.ip, rsp.wrapping_add(s.sp_delta as u64), 0, m);
+                if v != Verdict::Continue {
+                    return v;
+                }
+            }
+            return Verdict::Continue;
+        };
+        let serial = self.threads[ti].serial;
+        for (k, s) in slots.iter_mut().enumerate() {
+            fill(k, m);
+            let (ip, sp) = (s.ip, rsp.wrapping_add(s.sp_delta as u64));
+            let site = std::mem::take(&mut self.threads[ti].pending_call);
+            if site != 0 {
+                let parent = current_stack(&self.threads[ti]);
+                let Some(id) = self.stacks.intern(parent, site, ip) else {
+                    return self.stop("stack reserve exhausted");
+                };
+                let depth = self.depth;
+                let t = &mut self.threads[ti];
+                if t.frames.len() >= depth {
+                    return self.stop("call depth reserve exhausted");
+                }
+                t.frames.push(Frame {
+                    stack: id,
+                    ret_slot: sp,
+                });
+            }
+            {
+                let t = &mut self.threads[ti];
+                while t.frames.last().is_some_and(|f| f.ret_slot < sp) {
+                    t.frames.pop();
+                }
+                if t.func_ret_slot != 0 && sp > t.func_ret_slot {
+                    t.func_ret_slot = 0;
+                    t.active = false;
+                    self.calls_done += 1;
+                    let more = self
+                        .func
+                        .is_some_and(|calls| self.calls_seen < calls.end() - 1)
+                        && self.cut_short.is_none();
+                    return Verdict::FunctionReturned { more };
+                }
+            }
+            let di = if s.decoded != BlockSlot::NONE {
+                s.decoded as usize
+            } else {
+                let Some(di) = self.decoded(ip, m) else {
+                    return self.stop("instruction reserve exhausted");
+                };
+                if self.decode.at(di).trusted {
+                    s.decoded = di as u32;
+                }
+                di
+            };
+            let stack = current_stack(&self.threads[ti]);
+            let row = if s.row != BlockSlot::NONE && s.stack == stack && s.serial == serial {
+                s.row as usize
+            } else {
+                let Some(row) = self.counters.row_index(ip, stack, serial) else {
+                    return self.stop("record or trace reserve exhausted");
+                };
+                (s.row, s.stack, s.serial) = (row as u32, stack, serial);
+                row
+            };
+            let decode = std::mem::take(&mut self.decode);
+            let d = decode.at(di);
+            let counted = self.count_row(ti, ip, row, d, m, Mode::Before);
+            let (len, flow) = (d.len, d.flow);
+            self.decode = decode;
+            if !counted {
+                return self.stop("record or trace reserve exhausted");
+            }
+            if flow == Flow::Call {
+                self.threads[ti].pending_call = ip + u64::from(len) - 1;
+            }
+            if self.max_instructions != 0 && self.instructions >= self.max_instructions {
+                return self.stop("instruction limit reached");
+            }
+        }
+        Verdict::Continue
+    }
+
     /// Whether `ip` lies in a file-backed module mapped at the start, whose
     /// code does not change under us.
     fn in_module(&self, ip: u64) -> bool {
@@ -656,6 +805,23 @@ impl Accountant {
         m: &M,
         mode: Mode,
     ) -> bool {
+        let serial = self.threads[ti].serial;
+        let Some(row) = self.counters.row_index(ip, stack, serial) else {
+            return false;
+        };
+        self.count_row(ti, ip, row, d, m, mode)
+    }
+
+    /// [`Accountant::count`] into counter row `row`.
+    fn count_row<M: Machine + ?Sized>(
+        &mut self,
+        ti: usize,
+        ip: u64,
+        row: usize,
+        d: &Decoded,
+        m: &M,
+        mode: Mode,
+    ) -> bool {
         let core = self.threads[ti].core as usize;
         let serial = self.threads[ti].serial;
         self.accesses.clear();
@@ -664,9 +830,7 @@ impl Accountant {
             Mode::NoData => Ok(()),
             Mode::After => d.plan.eval_after(&d.instr, m, &mut self.accesses),
         };
-        let Some(c) = self.counters.counters(ip, stack, serial) else {
-            return false;
-        };
+        let c = self.counters.row(row);
         c[CounterLayout::INSTRUCTIONS] += 1;
         let fetch = Access {
             kind: AccessKind::InstrFetch,

@@ -6,7 +6,7 @@
 //! last instructions: the first traced instruction is the caller's.
 
 use crate::lifecycle as engine;
-use crate::options::{Options, Reserves, Threads, Trigger};
+use crate::options::{Mode, Options, Reserves, Threads, Trigger};
 use std::ffi::{c_char, CStr, CString};
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -36,7 +36,15 @@ pub struct CaptureOptions {
     pub max_instructions: u64,
     /// Also write every access to this cctrace file; NULL for none.
     pub trace: *const c_char,
+    /// `"trap"` or `"fast"`; NULL for the default. Absent from structs of
+    /// programs built against an older header (their `size` ends before
+    /// it): those get the default.
+    pub mode: *const c_char,
 }
+
+/// The size of the struct before `mode` was added: programs built against
+/// that header still work.
+const SIZE_BEFORE_MODE: usize = std::mem::offset_of!(CaptureOptions, mode);
 
 /// Defaults that `coldcache record` (or the environment) set for captures
 /// the program starts itself.
@@ -63,6 +71,9 @@ pub fn default_options() -> Result<Options, String> {
     let cfg = resolve_cache(&cache).map_err(|e| format!("COLDCACHE_CACHE: {e}"))?;
     let mut o = Options::new(cfg, "coldcache.ccdump");
     o.cache_name = cache;
+    if let Some(m) = crate::preload::env_mode() {
+        o.mode = Mode::parse(&m).ok_or_else(|| format!("COLDCACHE_MODE {m:?} is not trap or fast"))?;
+    }
     Ok(o)
 }
 
@@ -115,6 +126,7 @@ pub unsafe extern "C" fn coldcache_options_init(opts: *mut CaptureOptions) {
             tid_count: 0,
             max_instructions: 0,
             trace: std::ptr::null(),
+            mode: std::ptr::null(),
         })
     };
 }
@@ -160,12 +172,18 @@ extern "C" fn prepare_from_c(opts: *const CaptureOptions) -> i32 {
             // SAFETY: a non-null pointer from the caller to an initialised
             // struct; `size` guards against an older, smaller layout.
             let c = unsafe { &*opts };
-            if (c.size as usize) < std::mem::size_of::<CaptureOptions>() {
+            if (c.size as usize) < SIZE_BEFORE_MODE {
                 return Err(format!(
                     "coldcache_options.size is {}, expected {} (call coldcache_options_init)",
                     c.size,
                     std::mem::size_of::<CaptureOptions>()
                 ));
+            }
+            if c.size as usize >= std::mem::size_of::<CaptureOptions>() {
+                if let Some(m) = c_str(c.mode) {
+                    o.mode = Mode::parse(&m)
+                        .ok_or_else(|| format!("mode {m:?} is not \"trap\" or \"fast\""))?;
+                }
             }
             if let Some(cache) = c_str(c.cache) {
                 o.cache = resolve_cache(&cache)?;

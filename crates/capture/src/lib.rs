@@ -46,7 +46,7 @@ mod sysemu;
 pub mod tables;
 pub mod unwind;
 
-pub use account::{Accountant, Entry, FunctionCalls, Setup, Verdict};
+pub use account::{Accountant, BlockSlot, Entry, FunctionCalls, Setup, Verdict};
 pub use lifecycle::{
     finish, finish_at_exit, instructions_traced, is_active, prepare, start, stop, Capture,
 };

@@ -182,6 +182,18 @@ fn scrub_environment() {
     }
 }
 
+/// `COLDCACHE_MODE` as the process started with it (the variable itself is
+/// removed from the environment with the others).
+static ENV_MODE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// The capture mode `COLDCACHE_MODE` asked for at start, if any.
+pub fn env_mode() -> Option<String> {
+    ENV_MODE
+        .get()
+        .cloned()
+        .unwrap_or_else(|| var("COLDCACHE_MODE"))
+}
+
 /// The exit hook: writes the dump of a capture still running or armed.
 /// A traced thread that reaches it stops being traced first (it is one of
 /// the accountant's stop entries).
@@ -192,6 +204,7 @@ pub(crate) extern "C" fn at_exit() {
 /// Reads the environment and arms the requested capture. Errors are
 /// printed; the program then runs uncaptured.
 pub fn init_from_env() {
+    let _ = ENV_MODE.set(var("COLDCACHE_MODE"));
     let parsed = options_from_env();
     scrub_environment();
     let (mut o, trigger) = match parsed {

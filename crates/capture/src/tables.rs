@@ -262,6 +262,22 @@ impl CounterTable {
     /// table is full.
     #[inline]
     pub fn counters(&mut self, ip: u64, stack: u32, thread: u32) -> Option<&mut [u64]> {
+        let r = self.row_index(ip, stack, thread)?;
+        Some(self.row(r))
+    }
+
+    /// The counters of row `r` (an index [`CounterTable::row_index`] gave;
+    /// rows never move).
+    #[inline]
+    pub fn row(&mut self, r: usize) -> &mut [u64] {
+        let s = r * self.stride;
+        &mut self.values[s..s + self.stride]
+    }
+
+    /// The row of a key, created zeroed on first use; `None` when the table
+    /// is full.
+    #[inline]
+    pub fn row_index(&mut self, ip: u64, stack: u32, thread: u32) -> Option<usize> {
         let key = (ip, stack, thread);
         let mut i = mix(ip ^ (u64::from(stack) << 32) ^ u64::from(thread).rotate_left(17)) as usize
             & self.mask;
@@ -271,8 +287,7 @@ impl CounterTable {
                 break;
             }
             if self.keys[r as usize] == key {
-                let s = r as usize * self.stride;
-                return Some(&mut self.values[s..s + self.stride]);
+                return Some(r as usize);
             }
             i = (i + 1) & self.mask;
         }
@@ -284,8 +299,7 @@ impl CounterTable {
         self.slot_of[i] = r as u32;
         self.keys.push(key);
         self.values.extend(std::iter::repeat_n(0, self.stride));
-        let s = r * self.stride;
-        Some(&mut self.values[s..s + self.stride])
+        Some(r)
     }
 
     /// Records kept.

@@ -18,6 +18,8 @@ struct Chunk {
     rx: u64,
     rw: u64,
     used: u64,
+    /// Bytes at the start that `clear` keeps (the dispatcher).
+    kept: u64,
 }
 
 /// The chunks mapped so far.
@@ -34,15 +36,24 @@ impl CodeCache {
                 rx: 0,
                 rw: 0,
                 used: 0,
+                kept: 0,
             }; MAX_CHUNKS],
             n: 0,
         }
     }
 
-    /// Forgets what the chunks hold (their memory is reused).
+    /// Forgets what the chunks hold (their memory is reused), except what
+    /// [`CodeCache::keep`] kept.
     pub(crate) fn clear(&mut self) {
         for c in &mut self.chunks[..self.n] {
-            c.used = 0;
+            c.used = c.kept;
+        }
+    }
+
+    /// Makes everything written so far permanent (`clear` keeps it).
+    pub(crate) fn keep(&mut self) {
+        for c in &mut self.chunks[..self.n] {
+            c.kept = c.used;
         }
     }
 
@@ -59,7 +70,12 @@ impl CodeCache {
                     return None;
                 }
                 let (rx, rw) = map_chunk(near)?;
-                self.chunks[self.n] = Chunk { rx, rw, used: 0 };
+                self.chunks[self.n] = Chunk {
+                    rx,
+                    rw,
+                    used: 0,
+                    kept: 0,
+                };
                 self.n += 1;
                 self.n - 1
             }

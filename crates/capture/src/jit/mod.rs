@@ -43,7 +43,7 @@ mod emit;
 mod tls;
 mod translate;
 
-use crate::account::Verdict;
+use crate::account::{BlockSlot, Verdict};
 use crate::breakpoint::{self, BP_ADDR};
 use crate::model::{CpuFacts, Machine};
 use crate::state::{with_session, ARMED, INSTRUCTIONS, RUNNING, STATE, STOPPING};
@@ -90,6 +90,8 @@ struct JitState {
     translator: Translator,
     blocks: Vec<Block>,
     instrs: Vec<BlockInstr>,
+    /// What the accountant remembers per instruction (parallel to `instrs`).
+    slots: Vec<BlockSlot>,
     /// Open addressing: program address → block index + 1 (0: empty).
     keys: Vec<u64>,
     vals: Vec<u32>,
@@ -178,6 +180,11 @@ impl JitState {
         };
         let first = self.instrs.len() as u32;
         self.instrs.extend_from_slice(&self.scratch[..count]);
+        self.slots.extend(
+            self.scratch[..count]
+                .iter()
+                .map(|i| BlockSlot::new(i.ip, i.sp_delta)),
+        );
         self.blocks.push(Block {
             pc,
             code,
@@ -249,11 +256,17 @@ pub(crate) fn prepare(
             Some(j) if reuse => {
                 j.blocks.clear();
                 j.instrs.clear();
+                j.slots.clear();
                 j.keys.fill(0);
                 j.cache.clear();
                 j
             }
-            Some(j) => j,
+            Some(j) => {
+                // Blocks stay (a thread of the last capture may still run
+                // one); what the last accountant remembered goes.
+                j.slots.iter_mut().for_each(BlockSlot::forget);
+                j
+            }
             None => {
                 let blocks = (instructions / 2).clamp(1 << 12, 1 << 20);
                 *cell = Some(Box::new(JitState {
@@ -261,6 +274,7 @@ pub(crate) fn prepare(
                     translator: Translator::new(cpu),
                     blocks: Vec::with_capacity(blocks),
                     instrs: Vec::with_capacity(blocks * 4),
+                    slots: Vec::with_capacity(blocks * 4),
                     keys: vec![0; (blocks * 2).next_power_of_two()],
                     vals: vec![0; (blocks * 2).next_power_of_two()],
                     exec: Vec::new(),
@@ -613,7 +627,7 @@ fn flush(t: &mut Tls) -> Replayed {
 /// Steps every instruction recorded in `start..end`.
 fn replay(
     acc: &mut crate::account::Accountant,
-    j: &JitState,
+    j: &mut JitState,
     tid: u32,
     start: u64,
     end: u64,
@@ -632,16 +646,19 @@ fn replay(
         let Some(b) = j.blocks.get(id as usize) else {
             break;
         };
-        let first = b.first as usize;
-        for bi in &j.instrs[first..first + usize::from(b.count)] {
+        let range = b.first as usize..b.first as usize + usize::from(b.count);
+        let instrs = &j.instrs[range.clone()];
+        let verdict = acc.step_block(tid, rsp, &mut j.slots[range], &mut m, |k, m| {
+            let bi = &instrs[k];
             let mut q = p + u64::from(bi.offset);
             for &r in bi.inputs.iter().filter(|&&r| r != Register::None) {
                 // SAFETY: inside the record (offsets fixed at translation).
                 m.regs[r.number()] = unsafe { *(q as *const u64) };
                 q += 8;
             }
-            let sp = rsp.wrapping_add(bi.sp_delta as u64);
-            match acc.step(tid, bi.ip, sp, 0, &m) {
+        });
+        {
+            match verdict {
                 Verdict::Continue | Verdict::Syscall { .. } => {}
                 Verdict::StopThread => {
                     out = Replayed::Leave;
@@ -828,6 +845,7 @@ fn generate_dispatcher(cache: &mut CodeCache, tls: i32) -> Result<(), &'static s
     if !cache.write(base, &code) {
         return Err("the dispatcher could not be written");
     }
+    cache.keep();
     DISPATCH_ENTRY.store(entry, Ordering::Release);
     DISPATCH_FULL.store(full, Ordering::Release);
     TRAP_JMP.store(trap_jmp, Ordering::Release);
