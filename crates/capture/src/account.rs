@@ -783,7 +783,9 @@ impl Accountant {
     /// Accounts for the instruction at `ip` that ran untraced after a
     /// `syscall`; the machine state is the one after it ran.
     fn untraced_after_syscall<M: Machine + ?Sized>(&mut self, ti: usize, ip: u64, m: &M) {
-        let Some(di) = self.decoded(ip, m) else { return };
+        let Some(di) = self.decoded(ip, m) else {
+            return;
+        };
         let d = *self.decode.at(di);
         let stack = current_stack(&self.threads[ti]);
         if self.count(ti, ip, stack, &d, m, Mode::After) {

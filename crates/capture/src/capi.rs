@@ -72,7 +72,8 @@ pub fn default_options() -> Result<Options, String> {
     let mut o = Options::new(cfg, "coldcache.ccdump");
     o.cache_name = cache;
     if let Some(m) = crate::preload::env_mode() {
-        o.mode = Mode::parse(&m).ok_or_else(|| format!("COLDCACHE_MODE {m:?} is not trap or fast"))?;
+        o.mode =
+            Mode::parse(&m).ok_or_else(|| format!("COLDCACHE_MODE {m:?} is not trap or fast"))?;
     }
     Ok(o)
 }

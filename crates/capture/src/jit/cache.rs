@@ -113,7 +113,12 @@ impl CodeCache {
         }
         let dst = (c.rw + (at - c.rx)) as *const std::sync::atomic::AtomicU64;
         // SAFETY: an aligned word of the writable view of a chunk we mapped.
-        unsafe { (*dst).store(u64::from_le_bytes(bytes), std::sync::atomic::Ordering::Release) };
+        unsafe {
+            (*dst).store(
+                u64::from_le_bytes(bytes),
+                std::sync::atomic::Ordering::Release,
+            )
+        };
         true
     }
 
@@ -131,6 +136,50 @@ impl CodeCache {
         unsafe { core::ptr::copy_nonoverlapping(code.as_ptr(), dst as *mut u8, code.len()) };
         true
     }
+}
+
+/// Where the next mapping of ours that need not be near code goes: far
+/// below where the kernel places the program's own mappings (top-down
+/// from just under the stack) and far above its heap, so that fast mode
+/// leaves the addresses the program's `mmap` and `malloc` return as they
+/// are without it.
+static FAR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0x1000_0000_0000);
+
+/// Maps `len` bytes (private anonymous, or `fd` shared when not negative)
+/// in the far region; anywhere if that fails.
+pub(crate) fn map_far(len: u64, prot: i32, fd: i32) -> Option<u64> {
+    use std::sync::atomic::Ordering;
+    let len = len.next_multiple_of(1 << 21);
+    let flags = if fd >= 0 {
+        libc::MAP_SHARED
+    } else {
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE
+    };
+    for _ in 0..64 {
+        let at = FAR.fetch_add(len, Ordering::Relaxed);
+        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
+        let p = unsafe {
+            libc::mmap(
+                at as *mut libc::c_void,
+                len as usize,
+                prot,
+                flags | libc::MAP_FIXED_NOREPLACE,
+                fd,
+                0,
+            )
+        };
+        if p != libc::MAP_FAILED {
+            if p as u64 == at {
+                return Some(at);
+            }
+            // An old kernel took the address as a hint only.
+            // SAFETY: unmapping what was just mapped elsewhere.
+            unsafe { libc::munmap(p, len as usize) };
+        }
+    }
+    // SAFETY: a plain mapping at a kernel-chosen address.
+    let p = unsafe { libc::mmap(core::ptr::null_mut(), len as usize, prot, flags, fd, 0) };
+    (p != libc::MAP_FAILED).then_some(p as u64)
 }
 
 /// Maps a chunk twice; the executable view within reach of `near`.
@@ -156,20 +205,10 @@ fn map_chunk(near: u64) -> Option<(u64, u64)> {
     if unsafe { libc::ftruncate(fd, CHUNK as libc::off_t) } != 0 {
         return done(None);
     }
-    // SAFETY: a shared mapping of our memfd at a kernel-chosen address.
-    let rw = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            CHUNK as usize,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        )
-    };
-    if rw == libc::MAP_FAILED {
+    let Some(rw) = map_far(CHUNK, libc::PROT_READ | libc::PROT_WRITE, fd) else {
         return done(None);
-    }
+    };
+    let rw = rw as *mut libc::c_void;
     let rx_at = |hint: u64, fixed: bool| -> Option<u64> {
         let flags = libc::MAP_SHARED | if fixed { libc::MAP_FIXED_NOREPLACE } else { 0 };
         // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping;
@@ -187,11 +226,14 @@ fn map_chunk(near: u64) -> Option<(u64, u64)> {
         (p != libc::MAP_FAILED).then_some(p as u64)
     };
     let rx = if near == 0 {
-        rx_at(0, false)
+        map_far(CHUNK, libc::PROT_READ | libc::PROT_EXEC, fd)
     } else {
+        // As far from the code as reach allows first: the program's own
+        // mappings grow down from below its libraries and its heap grows up
+        // from its executable, and a chunk in their way would move them.
         let base = near & !((2 << 20) - 1);
         let mut found = None;
-        'search: for k in 1..=14u64 {
+        'search: for k in (1..=14u64).rev() {
             for hint in [
                 base.wrapping_sub(k * (64 << 20)),
                 base.wrapping_add(k * (64 << 20)),

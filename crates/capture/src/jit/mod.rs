@@ -171,9 +171,15 @@ impl JitState {
         let id = self.blocks.len();
         let tls = TLS_OFFSET.load(Ordering::Relaxed) as i32;
         let avoid = BP_ADDR.load(Ordering::Acquire);
-        let t = self
-            .translator
-            .translate(pc, end, avoid, id as u32, tls, &mut self.cache, &mut self.scratch);
+        let t = self.translator.translate(
+            pc,
+            end,
+            avoid,
+            id as u32,
+            tls,
+            &mut self.cache,
+            &mut self.scratch,
+        );
         let (code, count, size) = match t {
             Some(t) => (t.code, t.count, t.size),
             None => (0, 0, 0),
@@ -213,9 +219,7 @@ impl JitState {
         debug_assert!(self.lookup(pc).is_none_or(|b| self.blocks[b].pc == pc));
         self.module_end(pc).is_none()
             || self.stop_entries.contains(&pc)
-            || self
-                .lookup(pc)
-                .is_some_and(|b| self.blocks[b].code == 0)
+            || self.lookup(pc).is_some_and(|b| self.blocks[b].code == 0)
     }
 }
 
@@ -405,7 +409,10 @@ pub(crate) fn take_back(uc: &mut libc::ucontext_t) -> bool {
 pub(crate) fn release_thread() {
     // SAFETY: this thread's own state.
     let t = unsafe { &mut *tls::this() };
-    for (map, len) in [(&mut t.stack_map, STACK), (&mut t.buf_map, BUFFER + TAIL)] {
+    for (map, len) in [
+        (&mut t.stack_map, STACK.next_multiple_of(1 << 21)),
+        (&mut t.buf_map, (BUFFER + TAIL).next_multiple_of(1 << 21)),
+    ] {
         if *map != 0 {
             // SAFETY: unmapping a mapping this thread made and no longer
             // uses (it is in the trap engine's handler, on another stack).
@@ -420,21 +427,9 @@ pub(crate) fn release_thread() {
 
 /// Maps the thread's dispatcher stack and record buffer if it has none.
 fn thread_resources(t: &mut Tls) -> bool {
-    let map = |len: usize| {
-        // SAFETY: an anonymous private mapping has no preconditions;
-        // mmap is async-signal-safe.
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        (p != libc::MAP_FAILED).then_some(p as u64)
-    };
+    // mmap is async-signal-safe; the far region keeps the program's own
+    // mappings where they would be without us.
+    let map = |len: usize| cache::map_far(len as u64, libc::PROT_READ | libc::PROT_WRITE, -1);
     if t.stack_map == 0 {
         let Some(p) = map(STACK) else { return false };
         t.stack_map = p;
@@ -565,8 +560,7 @@ fn deactivate(t: &mut Tls) {
 fn register(t: &mut Tls) {
     let me = t as *mut Tls as u64;
     for r in &RUNNERS {
-        if r
-            .compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed)
+        if r.compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
             return;
@@ -802,16 +796,36 @@ fn generate_dispatcher(cache: &mut CodeCache, tls: i32) -> Result<(), &'static s
     for r in SAVED {
         a.emit(push(r));
     }
-    a.emit(Instruction::with2(Code::Mov_r64_rm64, Register::RBP, Register::RSP));
+    a.emit(Instruction::with2(
+        Code::Mov_r64_rm64,
+        Register::RBP,
+        Register::RSP,
+    ));
     a.emit(emit::lea(Register::RSP, Register::RSP, -XSAVE_AREA));
-    a.emit(Instruction::with2(Code::And_rm64_imm8, Register::RSP, -64i32));
-    a.emit(Instruction::with2(Code::Xor_r32_rm32, Register::EAX, Register::EAX));
+    a.emit(Instruction::with2(
+        Code::And_rm64_imm8,
+        Register::RSP,
+        -64i32,
+    ));
+    a.emit(Instruction::with2(
+        Code::Xor_r32_rm32,
+        Register::EAX,
+        Register::EAX,
+    ));
     for k in 0..8 {
         a.emit(store(at(Register::RSP, 512 + 8 * k), Register::RAX));
     }
     let all_ones = |a: &mut Asm| {
-        a.emit(Instruction::with2(Code::Mov_r32_imm32, Register::EAX, -1i32));
-        a.emit(Instruction::with2(Code::Mov_r32_imm32, Register::EDX, -1i32));
+        a.emit(Instruction::with2(
+            Code::Mov_r32_imm32,
+            Register::EAX,
+            -1i32,
+        ));
+        a.emit(Instruction::with2(
+            Code::Mov_r32_imm32,
+            Register::EDX,
+            -1i32,
+        ));
     };
     all_ones(&mut a);
     a.emit(Instruction::with1(
@@ -819,7 +833,11 @@ fn generate_dispatcher(cache: &mut CodeCache, tls: i32) -> Result<(), &'static s
         iced_x86::MemoryOperand::with_base(Register::RSP),
     ));
     a.emit(Ok(Instruction::with(Code::Cld)));
-    a.emit(Instruction::with2(Code::Mov_r64_rm64, Register::RDI, Register::RBP));
+    a.emit(Instruction::with2(
+        Code::Mov_r64_rm64,
+        Register::RDI,
+        Register::RBP,
+    ));
     a.emit(emit::mov_imm64(
         Register::RAX,
         dispatch as extern "C" fn(*mut Frame) as usize as u64,
@@ -830,7 +848,11 @@ fn generate_dispatcher(cache: &mut CodeCache, tls: i32) -> Result<(), &'static s
         Code::Xrstor64_mem,
         iced_x86::MemoryOperand::with_base(Register::RSP),
     ));
-    a.emit(Instruction::with2(Code::Mov_r64_rm64, Register::RSP, Register::RBP));
+    a.emit(Instruction::with2(
+        Code::Mov_r64_rm64,
+        Register::RSP,
+        Register::RBP,
+    ));
     for r in SAVED.iter().rev() {
         a.emit(pop(*r));
     }

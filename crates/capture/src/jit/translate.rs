@@ -263,7 +263,10 @@ impl Translator {
         a.emit(load(s, t(off::CURSOR)));
         a.emit(store(t(off::RCX_SPILL), Register::RCX));
         a.emit(load(Register::RCX, at(s, i32::from(size))));
-        a.emit(iced_x86::Instruction::with_branch(Code::Jrcxz_rel8_64, a.ip() + 2));
+        a.emit(iced_x86::Instruction::with_branch(
+            Code::Jrcxz_rel8_64,
+            a.ip() + 2,
+        ));
         let jrcxz_end = a.len();
         // The buffer is full: back to the dispatcher, which hands the
         // buffer over and re-enters this block.
@@ -474,9 +477,9 @@ fn classify(i: &iced_x86::Instruction) -> Option<Option<Exit>> {
         FlowControl::UnconditionalBranch if near(i.op0_kind()) => {
             Some(Some(Exit::Jump(i.near_branch64())))
         }
-        FlowControl::ConditionalBranch if near(i.op0_kind()) && i.mnemonic() != Jmpe => Some(
-            Some(Exit::Cond(i.near_branch64(), i.next_ip())),
-        ),
+        FlowControl::ConditionalBranch if near(i.op0_kind()) && i.mnemonic() != Jmpe => {
+            Some(Some(Exit::Cond(i.near_branch64(), i.next_ip())))
+        }
         FlowControl::Call if near(i.op0_kind()) && i.mnemonic() == Call => {
             Some(Some(Exit::Call(i.near_branch64(), i.next_ip())))
         }
@@ -502,13 +505,17 @@ fn rsp_delta(i: &iced_x86::Instruction, factory: &mut InstructionInfoFactory) ->
             && u.register().full_register() == Register::RSP
             && matches!(
                 u.access(),
-                OpAccess::Write | OpAccess::ReadWrite | OpAccess::CondWrite | OpAccess::ReadCondWrite
+                OpAccess::Write
+                    | OpAccess::ReadWrite
+                    | OpAccess::CondWrite
+                    | OpAccess::ReadCondWrite
             )
     });
     if !writes_rsp {
         return Some(0);
     }
-    let rsp_op0 = i.op_count() > 0 && i.op0_kind() == OpKind::Register && i.op0_register() == Register::RSP;
+    let rsp_op0 =
+        i.op_count() > 0 && i.op0_kind() == OpKind::Register && i.op0_register() == Register::RSP;
     match i.mnemonic() {
         Mnemonic::Enter | Mnemonic::Leave => None,
         Mnemonic::Pop if rsp_op0 => None,
