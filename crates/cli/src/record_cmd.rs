@@ -176,6 +176,67 @@ fn check_program(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Refuses an output path the capture could not be written to, naming
+/// the path and the reason: a directory, a link to nothing, a missing
+/// parent directory, a parent that is not a directory or where no file can
+/// be created (permissions, a read-only file system). A device or FIFO is
+/// written through and accepted. The check creates (and removes) a
+/// temporary file next to the target, as the atomic write at the end does.
+pub fn check_output(path: &Path) -> Result<()> {
+    let meta = std::fs::metadata(path);
+    if let Ok(m) = &meta {
+        if m.is_dir() {
+            bail!("{} is a directory, not a file to write", path.display());
+        }
+        if !m.is_file() {
+            return Ok(()); // a device or FIFO: written in place
+        }
+    } else if std::fs::symlink_metadata(path).is_ok() {
+        bail!(
+            "{} is a symbolic link to nothing ({})",
+            path.display(),
+            std::fs::read_link(path).unwrap_or_default().display()
+        );
+    }
+    // The file that will be replaced: a link's target.
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let dir = match real.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    match std::fs::metadata(&dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!(
+                "cannot write {}: the directory {} does not exist",
+                path.display(),
+                dir.display()
+            )
+        }
+        Err(e) => bail!("cannot write {}: {}: {e}", path.display(), dir.display()),
+        Ok(m) if !m.is_dir() => bail!(
+            "cannot write {}: {} is not a directory",
+            path.display(),
+            dir.display()
+        ),
+        Ok(_) => {}
+    }
+    tempfile::Builder::new()
+        .prefix(".coldcache-check")
+        .tempfile_in(&dir)
+        .map(drop)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot write {}: no file can be created in {}: {}",
+                path.display(),
+                dir.display(),
+                e.raw_os_error().map_or_else(
+                    || std::io::Error::from(e.kind()),
+                    std::io::Error::from_raw_os_error
+                )
+            )
+        })
+}
+
 pub fn run(args: RecordArgs) -> Result<()> {
     if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
         bail!("coldcache record needs Linux on x86-64");
@@ -190,6 +251,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let cache_json = serde_json::to_string(&cfg).context("cache configuration as JSON")?;
     let cwd = std::env::current_dir()?;
     let output = cwd.join(&args.output);
+    // The whole run is lost if the dump cannot be written at its end:
+    // found out now, before the program starts.
+    check_output(&output).context("-o")?;
+    if let Some(t) = &args.trace {
+        check_output(&cwd.join(t)).context("--trace")?;
+    }
     if let Some(reserve) = &args.reserve {
         coldcache_capture::capi::parse_reserves(reserve, Default::default())
             .map_err(anyhow::Error::msg)
@@ -301,10 +368,14 @@ pub fn run(args: RecordArgs) -> Result<()> {
         );
     }
     let status = child.wait().context("waiting for the program")?;
+    let mut captured = true;
     // A device or FIFO given as -o was written through: nothing to read.
     if std::fs::metadata(&output).is_ok_and(|m| m.is_file()) {
         let dump = crate::report_cmd::load_dump(&output)?;
         eprint!("{}", summary(&dump, &output));
+        // An armed capture that never started is written empty, with the
+        // reason: kept, but no capture was made.
+        captured = dump.meta.instructions > 0;
         if !args.no_resolve {
             // The capture is written: a failure here loses nothing, so it
             // is reported and the program's own status still decides.
@@ -321,17 +392,25 @@ pub fn run(args: RecordArgs) -> Result<()> {
                 ),
             }
         }
-    } else {
-        eprintln!(
-            "coldcache: no capture was written (the program never started one{})",
-            if trigger == "function" {
-                ", or the function was never called"
-            } else {
-                ""
-            }
-        );
+    } else if std::fs::metadata(&output).is_err() {
+        captured = false;
     }
     match status.code() {
+        // A capture was asked for and none was made: a failure, even if
+        // the program succeeded (a script must not take it for a capture).
+        Some(0) if !captured => bail!(
+            "no capture was made ({}); {}",
+            match trigger {
+                "function" => "the function was never called",
+                "signal" => "no trigger signal started one",
+                _ => "the program never called coldcache_start",
+            },
+            if output.is_file() {
+                format!("the dump written to {} is empty", output.display())
+            } else {
+                format!("nothing was written to {}", output.display())
+            }
+        ),
         Some(0) => Ok(()),
         Some(c) => Err(ChildFailed(c.clamp(1, 255) as u8).into()),
         None => {
