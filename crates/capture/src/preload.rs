@@ -27,6 +27,7 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_RESERVES",
     "COLDCACHE_ARGV",
     "COLDCACHE_LIB",
+    "COLDCACHE_DUMPS",
 ];
 
 fn var(name: &str) -> Option<String> {
@@ -188,6 +189,9 @@ pub(crate) extern "C" fn at_exit() {
 /// printed; the program then runs uncaptured.
 pub fn init_from_env() {
     let parsed = options_from_env();
+    if let Some(m) = var("COLDCACHE_DUMPS") {
+        crate::output::set_manifest(PathBuf::from(m));
+    }
     scrub_environment();
     let (mut o, trigger) = match parsed {
         Ok(Some(x)) => x,

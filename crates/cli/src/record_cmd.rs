@@ -276,14 +276,13 @@ pub fn run(args: RecordArgs) -> Result<()> {
         }
         cores.push(tc.clone());
     }
-    // A stale dump must not pass for this run's. Only a regular file (the
-    // target, if -o is a link) is removed: `-o /dev/null` run as root
-    // removed /dev/null.
-    if let Ok(real) = std::fs::canonicalize(&output) {
-        if std::fs::metadata(&real).is_ok_and(|m| m.is_file()) {
-            let _ = std::fs::remove_file(&real);
-        }
-    }
+    // Every file the library writes is listed in this manifest (an
+    // earlier dump at -o is kept as .old by the library, never removed).
+    let manifest_dir = tempfile::Builder::new()
+        .prefix("coldcache-record")
+        .tempdir()
+        .context("creating a temporary directory")?;
+    let manifest = manifest_dir.path().join("dumps.jsonl");
 
     let mut cmd = Command::new(&program);
     cmd.args(&args.program[1..]);
@@ -298,6 +297,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .env("COLDCACHE_CACHE_JSON", &cache_json)
         .env("COLDCACHE_CACHE_NAME", &args.cache)
         .env("COLDCACHE_OUTPUT", &output)
+        .env("COLDCACHE_DUMPS", &manifest)
         .env("COLDCACHE_THREADS", &args.threads)
         .env("COLDCACHE_ARGV", args.program.join("\x1f"));
     if !cores.is_empty() {
@@ -368,36 +368,35 @@ pub fn run(args: RecordArgs) -> Result<()> {
         );
     }
     let status = child.wait().context("waiting for the program")?;
-    let mut captured = true;
-    // A device or FIFO given as -o was written through: nothing to read.
-    if std::fs::metadata(&output).is_ok_and(|m| m.is_file()) {
-        let dump = crate::report_cmd::load_dump(&output)?;
-        eprint!("{}", summary(&dump, &output));
-        // An armed capture that never started is written empty, with the
-        // reason: kept, but no capture was made.
-        captured = dump.meta.instructions > 0;
-        if !args.no_resolve {
-            // The capture is written: a failure here loses nothing, so it
-            // is reported and the program's own status still decides.
-            match crate::resolve_cmd::resolve_file(
-                &output,
-                &output,
-                &coldcache_symbols::ResolveOptions::default(),
-                !args.no_sources,
-            ) {
-                Ok(text) => eprint!("{text}"),
-                Err(e) => eprintln!(
-                    "coldcache: warning: the dump is left unresolved (run `coldcache resolve {}`): {e:#}",
-                    output.display()
-                ),
-            }
-        }
-    } else if std::fs::metadata(&output).is_err() {
-        captured = false;
-    }
+    let written = read_manifest(&manifest)?;
+    let captured = report_written(&written, &args);
     match status.code() {
         // A capture was asked for and none was made: a failure, even if
         // the program succeeded (a script must not take it for a capture).
+        Some(0) if !written.lost.is_empty() => bail!(
+            "the capture{} could not be written: {}",
+            if written.lost.len() == 1 { "" } else { "s" },
+            written
+                .lost
+                .iter()
+                .map(|(p, _)| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Some(0) if !written.failed.is_empty() => bail!(
+            "{} could not be written where asked ({})",
+            if written.failed.len() == 1 {
+                "a capture"
+            } else {
+                "captures"
+            },
+            written
+                .failed
+                .iter()
+                .map(|(asked, kept)| format!("{} kept in {}", asked.display(), kept.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         Some(0) if !captured => bail!(
             "no capture was made ({}); {}",
             match trigger {
@@ -405,10 +404,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
                 "signal" => "no trigger signal started one",
                 _ => "the program never called coldcache_start",
             },
-            if output.is_file() {
-                format!("the dump written to {} is empty", output.display())
-            } else {
-                format!("nothing was written to {}", output.display())
+            match written.dumps.first() {
+                Some(p) => format!("the dump written to {} is empty", p.display()),
+                None => format!("nothing was written to {}", output.display()),
             }
         ),
         Some(0) => Ok(()),
@@ -422,6 +420,123 @@ pub fn run(args: RecordArgs) -> Result<()> {
             Err(ChildFailed(128 + status.signal().unwrap_or(0).clamp(0, 127) as u8).into())
         }
     }
+}
+
+/// What the library wrote during one run, from its manifest
+/// (`COLDCACHE_DUMPS`, one JSON object a line; `coldcache_capture`'s
+/// `output` module writes it).
+#[derive(Debug, Default)]
+struct Written {
+    /// Dumps in the order written (those kept elsewhere included).
+    dumps: Vec<PathBuf>,
+    /// Traces in the order written.
+    traces: Vec<PathBuf>,
+    /// Earlier files kept: (the path, its `.old` copy).
+    kept: Vec<(PathBuf, PathBuf)>,
+    /// Dumps that could not be written where asked: (asked, kept in).
+    failed: Vec<(PathBuf, PathBuf)>,
+    /// Captures that could not be written anywhere: (asked, the error).
+    lost: Vec<(PathBuf, String)>,
+}
+
+/// Reads the manifest; a missing file is a run that wrote nothing.
+fn read_manifest(path: &Path) -> Result<Written> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Written::default()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let mut w = Written::default();
+    let get = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(PathBuf::from);
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .with_context(|| format!("{}: a line is not JSON: {line}", path.display()))?;
+        if let Some(d) = get(&v, "dump") {
+            if let Some(asked) = get(&v, "failed") {
+                w.failed.push((asked, d.clone()));
+            }
+            w.dumps.push(d);
+        } else if let Some(t) = get(&v, "trace") {
+            w.traces.push(t);
+        } else if let (Some(old), Some(was)) = (get(&v, "kept"), get(&v, "was")) {
+            w.kept.push((was, old));
+        } else if let Some(lost) = get(&v, "lost") {
+            let e = v.get("error").and_then(|x| x.as_str()).unwrap_or_default();
+            w.lost.push((lost, e.to_string()));
+        }
+    }
+    Ok(w)
+}
+
+/// Says what the run wrote: each dump's summary (resolved unless
+/// `--no-resolve`), earlier files kept as `.old`, dumps kept elsewhere,
+/// and the list when there are several. Returns whether any capture has
+/// instructions (an armed capture that never started is written empty,
+/// with the reason).
+fn report_written(w: &Written, args: &RecordArgs) -> bool {
+    for (was, old) in &w.kept {
+        eprintln!(
+            "coldcache: the earlier {} is kept as {}",
+            was.display(),
+            old.display()
+        );
+    }
+    for (asked, kept) in &w.failed {
+        eprintln!(
+            "coldcache: error: the capture could not be written to {}; it was kept in {}",
+            asked.display(),
+            kept.display()
+        );
+    }
+    for (asked, e) in &w.lost {
+        eprintln!(
+            "coldcache: error: the capture could not be written to {}: {e}",
+            asked.display()
+        );
+    }
+    let mut captured = false;
+    for dump_path in &w.dumps {
+        // A device or FIFO given as -o was written through: nothing to read.
+        if !std::fs::metadata(dump_path).is_ok_and(|m| m.is_file()) {
+            captured = true;
+            continue;
+        }
+        let dump = match crate::report_cmd::load_dump(dump_path) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("coldcache: error: {e:#}");
+                continue;
+            }
+        };
+        eprint!("{}", summary(&dump, dump_path));
+        captured |= dump.meta.instructions > 0;
+        if !args.no_resolve {
+            // The capture is written: a failure here loses nothing, so it
+            // is reported and the program's own status still decides.
+            match crate::resolve_cmd::resolve_file(
+                dump_path,
+                dump_path,
+                &coldcache_symbols::ResolveOptions::default(),
+                !args.no_sources,
+            ) {
+                Ok(text) => eprint!("{text}"),
+                Err(e) => eprintln!(
+                    "coldcache: warning: the dump is left unresolved (run `coldcache resolve {}`): {e:#}",
+                    dump_path.display()
+                ),
+            }
+        }
+    }
+    for t in &w.traces {
+        eprintln!("coldcache: trace written to {}", t.display());
+    }
+    if w.dumps.len() > 1 {
+        eprintln!("coldcache: {} dumps written by this run:", w.dumps.len());
+        for d in &w.dumps {
+            eprintln!("  {}", d.display());
+        }
+    }
+    captured
 }
 
 /// A few lines about a dump: totals per level and where it is.

@@ -11,10 +11,14 @@ mod library;
 #[path = "common/programs.rs"]
 mod programs;
 use library::{library, COLDCACHE};
-use programs::{build_with, gcc_or_skip, run_with_deadline, scratch_in};
+use programs::{
+    build_with, gcc_or_skip, program_of, run_with_deadline, scratch_in, wait_with_deadline,
+};
 
+use coldcache_dump::Dump;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 fn scratch(name: &str) -> PathBuf {
     scratch_in("workflow", name)
@@ -134,4 +138,174 @@ fn a_capture_asked_for_and_not_made_exits_non_zero() {
         );
         let _ = std::fs::remove_file(dir.join("x.ccdump"));
     }
+}
+
+fn load(path: &Path) -> Dump {
+    Dump::from_bytes(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .unwrap()
+}
+
+/// Regression: two `record`s to one path both reported it, and the first
+/// dump was lost. perf's habit: the earlier file is kept as `NAME.old`.
+#[test]
+fn an_earlier_dump_is_kept_as_old_not_overwritten() {
+    if !gcc_or_skip("an_earlier_dump_is_kept_as_old_not_overwritten") {
+        return;
+    }
+    let dir = scratch("old");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let p = program.to_str().unwrap();
+    let args = ["--function", "count_and_sort", "--", p, "once"];
+    let first = run_with_deadline(record(&dir, &args), "first");
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let earlier = std::fs::read(dir.join("coldcache.ccdump")).unwrap();
+    let second = run_with_deadline(record(&dir, &args), "second");
+    let err = text(&second.stderr);
+    assert!(second.status.success(), "{err}");
+    let old = dir.join("coldcache.ccdump.old");
+    assert_eq!(std::fs::read(&old).unwrap(), earlier, "{err}");
+    assert!(
+        err.contains(&format!(
+            "the earlier {} is kept as {}",
+            dir.join("coldcache.ccdump").display(),
+            old.display()
+        )),
+        "{err}"
+    );
+    // The new dump is this run's (its own start time), not the earlier.
+    let (a, b) = (
+        Dump::from_bytes(&earlier).unwrap(),
+        load(&dir.join("coldcache.ccdump")),
+    );
+    assert!(b.meta.start_unix_ns > a.meta.start_unix_ns);
+}
+
+/// Regression: each `--signal` window of one run replaced the previous
+/// one's dump. Two windows are two dumps, both listed by `record`.
+#[test]
+fn every_signal_window_of_a_run_is_its_own_dump() {
+    if !gcc_or_skip("every_signal_window_of_a_run_is_its_own_dump") {
+        return;
+    }
+    let dir = scratch("windows");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let _ = std::fs::remove_file(dir.join("stop"));
+    let mut cmd = record(
+        &dir,
+        &[
+            "--signal",
+            "--instructions",
+            "5000",
+            "-o",
+            "w.ccdump",
+            "--",
+            program.to_str().unwrap(),
+            "windows",
+        ],
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = program_of(child.id());
+    // Each window ends by itself after 5000 instructions, long before the
+    // next trigger.
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(500));
+        let t = Command::new(COLDCACHE)
+            .args(["trigger", &pid])
+            .output()
+            .unwrap();
+        assert!(t.status.success(), "{}", text(&t.stderr));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(dir.join("stop"), b"").unwrap();
+    let out = wait_with_deadline(child, "windows");
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let dumps = [dir.join("w.ccdump"), dir.join("w.2.ccdump")];
+    for d in &dumps {
+        let dump = load(d);
+        assert_eq!(dump.meta.trigger, "signal");
+        assert_eq!(dump.meta.instructions, 5000, "{}", d.display());
+        assert!(
+            err.contains(&format!("capture written to {}", d.display())),
+            "{err}"
+        );
+    }
+    assert!(
+        err.contains(&format!(
+            "2 dumps written by this run:\n  {}\n  {}\n",
+            dumps[0].display(),
+            dumps[1].display()
+        )),
+        "{err}"
+    );
+    assert!(!dir.join("w.3.ccdump").exists());
+}
+
+/// Regression: a program choosing its own dump path through the C API got
+/// "no capture was written" and an unresolved dump. Every dump of the run
+/// is found and resolved; one that cannot be written where the program
+/// asked is kept in the temporary directory, named, and the exit is
+/// non-zero.
+#[test]
+fn dumps_written_through_the_c_api_are_found_and_resolved() {
+    if !gcc_or_skip("dumps_written_through_the_c_api_are_found_and_resolved") {
+        return;
+    }
+    let dir = scratch("api");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, true);
+    let p = program.to_str().unwrap();
+    let mut cmd = record(
+        &dir,
+        &["-o", "default.ccdump", "--", p, "api", "own.ccdump"],
+    );
+    // Resolved this time: drop --no-resolve.
+    let args: Vec<_> = cmd
+        .get_args()
+        .filter(|a| *a != "--no-resolve")
+        .map(|a| a.to_owned())
+        .collect();
+    cmd = Command::new(COLDCACHE);
+    cmd.current_dir(&dir)
+        .env("COLDCACHE_LIB", library())
+        .args(&args);
+    let out = run_with_deadline(cmd, "api");
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for name in ["own.ccdump", "default.ccdump"] {
+        let path = dir.join(name);
+        let d = load(&path);
+        assert_eq!(d.meta.trigger, "api");
+        assert!(d.meta.instructions > 0);
+        let syms = d.symbols.as_ref().expect("resolved");
+        assert!(
+            syms.functions.iter().any(|f| f.name == "count_and_sort"),
+            "{name}: count_and_sort not among the resolved functions"
+        );
+        assert!(
+            err.contains(&format!("capture written to {}", path.display())),
+            "{err}"
+        );
+    }
+    // A path the program cannot write: the capture is kept elsewhere.
+    let out = run_with_deadline(
+        record(
+            &dir,
+            &["-o", "default.ccdump", "--", p, "api", "/sys/own.ccdump"],
+        ),
+        "api unwritable",
+    );
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let kept = err
+        .split("it was kept in ")
+        .nth(1)
+        .and_then(|r| r.lines().next())
+        .unwrap_or_else(|| panic!("where the capture was kept: {err}"));
+    let d = load(Path::new(kept));
+    assert!(d.meta.instructions > 0);
+    assert!(err.contains("/sys/own.ccdump"), "{err}");
+    std::fs::remove_file(kept).unwrap();
 }
