@@ -149,12 +149,14 @@ fn find_program(name: &str) -> Result<PathBuf> {
     bail!("program {name} was not found on PATH")
 }
 
-/// Refuses programs the library cannot be preloaded into.
-fn check_program(path: &Path) -> Result<()> {
+/// Refuses programs the library cannot be preloaded into. Returns whether
+/// `path` is an ELF program (not a `#!` script, whose interpreter is the
+/// program that will run).
+fn check_program(path: &Path) -> Result<bool> {
     use object::{Object, ObjectSegment};
     let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     if data.starts_with(b"#!") {
-        return Ok(()); // a script: its interpreter is checked by the loader
+        return Ok(false); // a script: its interpreter is checked by the loader
     }
     let file = object::File::parse(&*data)
         .with_context(|| format!("{} is not an executable this tool can read", path.display()))?;
@@ -173,7 +175,7 @@ fn check_program(path: &Path) -> Result<()> {
             path.display()
         );
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Refuses an output path the capture could not be written to, naming
@@ -243,7 +245,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     }
     let lib = find_library()?;
     let program = find_program(&args.program[0])?;
-    check_program(&program)?;
+    let elf = check_program(&program)?;
     let cfg = coldcache_config::resolve(&args.cache)
         .with_context(|| format!("cache configuration {}", args.cache))?;
     // The library links no configuration parser: it gets the resolved
@@ -266,6 +268,28 @@ pub fn run(args: RecordArgs) -> Result<()> {
     coldcache_capture::preload::parse_threads(&args.threads)
         .map_err(anyhow::Error::msg)
         .context("--threads")?;
+    // The function is found now, in the program and the libraries it
+    // links: a typo or a stripped binary is reported before the run.
+    let function = match (&args.function, args.all) {
+        (Some(_), _) | (None, true) if args.threads == "all" => bail!(
+            "{} traces the thread that calls the function; \
+             it cannot be combined with --threads all",
+            if args.all { "--all" } else { "--function" }
+        ),
+        (Some(f), _) if elf => Some(crate::record_function::resolve(
+            &program,
+            f,
+            "--function",
+            &lib,
+        )?),
+        (None, true) if elf => Some(crate::record_function::resolve(
+            &program, "main", "--all", &lib,
+        )?),
+        _ => None,
+    };
+    if let Some(note) = function.as_ref().and_then(|f| f.note.as_deref()) {
+        eprintln!("coldcache: {note}");
+    }
     let mut cores = Vec::new();
     for tc in &args.thread_core {
         let ok = tc
@@ -315,7 +339,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if args.progress {
         cmd.env("COLDCACHE_PROGRESS", "1");
     }
+    if let Some(f) = &function {
+        cmd.env("COLDCACHE_FUNCTION_MODULE", &f.module)
+            .env("COLDCACHE_FUNCTION_ADDRESS", format!("{:x}", f.address));
+    }
     let trigger = if let Some(f) = &args.function {
+        let f = function.as_ref().map_or(f.as_str(), |r| r.raw.as_str());
         let (first, count) = match (args.call, args.calls) {
             (Some(n), _) => (n, 1),
             (None, Some(k)) => (1, k),

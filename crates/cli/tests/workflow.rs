@@ -208,22 +208,26 @@ fn every_signal_window_of_a_run_is_its_own_dump() {
         .stderr(Stdio::piped());
     let child = cmd.spawn().unwrap();
     let pid = program_of(child.id());
-    // Each window ends by itself after 5000 instructions, long before the
-    // next trigger.
-    for _ in 0..2 {
-        std::thread::sleep(Duration::from_millis(500));
+    // Each window ends by itself after 5000 instructions; the next is
+    // opened once its dump is there (a trigger during a window ends it).
+    let dumps = [dir.join("w.ccdump"), dir.join("w.2.ccdump")];
+    for d in &dumps {
+        std::thread::sleep(Duration::from_millis(300));
         let t = Command::new(COLDCACHE)
             .args(["trigger", &pid])
             .output()
             .unwrap();
         assert!(t.status.success(), "{}", text(&t.stderr));
+        let start = std::time::Instant::now();
+        while !d.exists() {
+            assert!(start.elapsed() < programs::DEADLINE, "no {}", d.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
-    std::thread::sleep(Duration::from_millis(500));
     std::fs::write(dir.join("stop"), b"").unwrap();
     let out = wait_with_deadline(child, "windows");
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let dumps = [dir.join("w.ccdump"), dir.join("w.2.ccdump")];
     for d in &dumps {
         let dump = load(d);
         assert_eq!(dump.meta.trigger, "signal");
@@ -308,4 +312,235 @@ fn dumps_written_through_the_c_api_are_found_and_resolved() {
     assert!(d.meta.instructions > 0);
     assert!(err.contains("/sys/own.ccdump"), "{err}");
     std::fs::remove_file(kept).unwrap();
+}
+
+/// `record`'s error, the program not run: exit non-zero, its output empty.
+fn refused_with(out: &Output, says: &[&str], what: &str) {
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{what}: exit 0\n{err}");
+    assert!(out.stdout.is_empty(), "{what}: the program ran\n{err}");
+    for s in says {
+        assert!(err.contains(s), "{what}: no {s:?} in\n{err}");
+    }
+}
+
+/// Regression: `--function` was looked up only once the program ran; a
+/// typo, a stripped binary or `--threads all` was reported after the whole
+/// run, with exit 0.
+#[test]
+fn an_unknown_function_is_refused_before_the_program_runs() {
+    if !gcc_or_skip("an_unknown_function_is_refused_before_the_program_runs") {
+        return;
+    }
+    let dir = scratch("unknown_function");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let p = program.to_str().unwrap();
+    let out = run_with_deadline(
+        record(&dir, &["--function", "count_and_srot", "--", p, "once"]),
+        "typo",
+    );
+    refused_with(
+        &out,
+        &[
+            "--function count_and_srot: no function of that name in",
+            "did you mean `count_and_sort`?",
+        ],
+        "typo",
+    );
+    // Stripped: the program's own functions are gone from its tables.
+    let stripped = dir.join("stripped");
+    std::fs::copy(&program, &stripped).unwrap();
+    assert!(Command::new("strip")
+        .arg(&stripped)
+        .status()
+        .unwrap()
+        .success());
+    let s = stripped.to_str().unwrap();
+    for (args, says) in [
+        (
+            &["--function", "count_and_sort"][..],
+            "has no symbol table: it was stripped",
+        ),
+        (&["--all"][..], "--all main: no function of that name"),
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["--", s, "once"]);
+        let out = run_with_deadline(record(&dir, &a), "stripped");
+        refused_with(&out, &[says], &format!("stripped {args:?}"));
+    }
+    let out = run_with_deadline(
+        record(
+            &dir,
+            &[
+                "--function",
+                "count_and_sort",
+                "--threads",
+                "all",
+                "--",
+                p,
+                "once",
+            ],
+        ),
+        "threads all",
+    );
+    refused_with(
+        &out,
+        &["cannot be combined with --threads all"],
+        "threads all",
+    );
+}
+
+/// The mangled name of the symbol of `binary` that `c++filt` demangles
+/// to `demangled` (binutils as the independent truth).
+fn mangled_by_binutils(binary: &Path, demangled: &str) -> String {
+    let nm = Command::new("nm").arg(binary).output().unwrap();
+    let names: Vec<String> = text(&nm.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(String::from))
+        .collect();
+    let filt = Command::new("c++filt")
+        .args(&names)
+        .output()
+        .expect("c++filt");
+    let plain: Vec<String> = text(&filt.stdout).lines().map(String::from).collect();
+    let i = plain
+        .iter()
+        .position(|n| n == demangled)
+        .unwrap_or_else(|| panic!("{demangled} not in nm's list"));
+    names[i].clone()
+}
+
+/// `--function` takes C++ names as `report` prints them (with or without
+/// the signature, or their end after `::`), mangled names and wildcards;
+/// two functions matching is refused with both listed.
+#[test]
+fn cpp_names_and_wildcards_resolve_before_the_run() {
+    if !gcc_or_skip("cpp_names_and_wildcards_resolve_before_the_run")
+        || !library::have("g++")
+        || !library::have("c++filt")
+    {
+        return;
+    }
+    let dir = scratch("cpp_names");
+    let program = build_with("tests-programs/symbols/names.cpp", &dir, false);
+    let p = program.to_str().unwrap();
+    let dot = mangled_by_binutils(&program, "geo::Vec2::dot(geo::Vec2 const&) const");
+    for name in [
+        "geo::Vec2::dot",
+        "geo::Vec2::dot(geo::Vec2 const&) const",
+        "Vec2::dot",
+        dot.as_str(),
+        "geo::Vec2::do?",
+    ] {
+        let out = run_with_deadline(
+            record(&dir, &["--function", name, "-o", "dot.ccdump", "--", p]),
+            name,
+        );
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{name}: {err}");
+        let d = load(&dir.join("dot.ccdump"));
+        assert_eq!(d.meta.trigger, format!("function:{dot}"), "{name}");
+        assert!(d.meta.instructions > 0, "{name}");
+        if name != dot {
+            assert!(
+                err.contains(&format!(
+                    "capturing geo::Vec2::dot(geo::Vec2 const&) const [{dot}]"
+                )),
+                "{name}: {err}"
+            );
+        }
+    }
+    // total<geo::Vec2> and total<int>: ambiguous, both listed.
+    let out = run_with_deadline(
+        record(&dir, &["--function", "geo::total*", "--", p]),
+        "total",
+    );
+    refused_with(
+        &out,
+        &[
+            "--function geo::total*: 2 functions match",
+            "geo::Vec2 geo::total<geo::Vec2>(",
+            "int geo::total<int>(",
+        ],
+        "total",
+    );
+}
+
+/// C names with a wildcard (Callgrind's `--toggle-collect` spelling) and
+/// Rust paths without the crate name or hash.
+#[test]
+fn wildcards_and_rust_paths_resolve_before_the_run() {
+    if !gcc_or_skip("wildcards_and_rust_paths_resolve_before_the_run") {
+        return;
+    }
+    let dir = scratch("rust_names");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let out = run_with_deadline(
+        record(
+            &dir,
+            &[
+                "--function",
+                "count_and_so*",
+                "-o",
+                "c.ccdump",
+                "--",
+                program.to_str().unwrap(),
+                "once",
+            ],
+        ),
+        "wildcard",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        load(&dir.join("c.ccdump")).meta.trigger,
+        "function:count_and_sort"
+    );
+    let src = dir.join("counter.rs");
+    std::fs::write(
+        &src,
+        "mod ns {\n pub struct Counter(pub u64);\n impl Counter {\n  #[inline(never)]\n  \
+         pub fn bump(&mut self, k: u64) { self.0 = self.0.wrapping_mul(31).wrapping_add(k); }\n }\n}\n\
+         fn main() { let mut c = ns::Counter(1); for k in 0..std::hint::black_box(100) { c.bump(k); }\n \
+         println!(\"{}\", c.0); }\n",
+    )
+    .unwrap();
+    let bin = dir.join("counter");
+    let st = Command::new("rustc")
+        .args(["-O", "-g", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status();
+    if !st.is_ok_and(|s| s.success()) {
+        eprintln!("SKIP wildcards_and_rust_paths_resolve_before_the_run (Rust part): rustc failed");
+        return;
+    }
+    let out = run_with_deadline(
+        record(
+            &dir,
+            &[
+                "--function",
+                "ns::Counter::bump",
+                "-o",
+                "r.ccdump",
+                "--",
+                bin.to_str().unwrap(),
+            ],
+        ),
+        "rust",
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("--function ns::Counter::bump: capturing counter::ns::Counter::bump [_ZN"),
+        "{err}"
+    );
+    let d = load(&dir.join("r.ccdump"));
+    assert!(
+        d.meta
+            .trigger
+            .starts_with("function:_ZN7counter2ns7Counter4bump"),
+        "{}",
+        d.meta.trigger
+    );
+    assert!(d.meta.instructions > 0);
 }
