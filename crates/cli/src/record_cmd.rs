@@ -722,11 +722,69 @@ pub fn trigger_signal(text: &str) -> Result<i32> {
     Ok(sig)
 }
 
+/// Refuses to signal a process that would not take the signal as a
+/// trigger (whose default action, for USR1/USR2, ends it): one without
+/// `libcoldcache` mapped (`/proc/PID/maps`), or one that does not catch
+/// `sig` (`SigCgt` in `/proc/PID/status`: not recorded with `--signal`,
+/// or with another `--trigger-signal`). `proc` is `/proc` (a directory of
+/// the same layout in tests).
+fn check_trigger_target(pid: i32, sig: i32, proc: &Path) -> Result<()> {
+    let dir = proc.join(pid.to_string());
+    let maps = match std::fs::read_to_string(dir.join("maps")) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("there is no process {pid}")
+        }
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!("cannot tell whether process {pid} runs coldcache (reading its maps)")
+            })
+        }
+    };
+    let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+    let who = format!("process {pid} ({})", comm.trim());
+    let has_library = maps.lines().any(|l| {
+        let path = l.split_whitespace().skip(5).collect::<Vec<_>>().join(" ");
+        Path::new(&path)
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("libcoldcache"))
+    });
+    if !has_library {
+        bail!(
+            "{who} is not running coldcache (no libcoldcache.so in its memory map), \
+             so {} would not start a capture{}; run it with `coldcache record --signal`",
+            signal_name(sig),
+            if sig == libc::SIGUSR1 || sig == libc::SIGUSR2 {
+                " and would most likely end it"
+            } else {
+                ""
+            }
+        );
+    }
+    let status = std::fs::read_to_string(dir.join("status"))
+        .with_context(|| format!("reading the status of process {pid}"))?;
+    let caught = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+        .is_some_and(|mask| (1..=64).contains(&sig) && mask & (1u64 << (sig - 1)) != 0);
+    if !caught {
+        bail!(
+            "{who} runs coldcache but does not catch {}: it was not recorded with \
+             `coldcache record --signal` (or with another --trigger-signal), and the signal \
+             could end it",
+            signal_name(sig)
+        );
+    }
+    Ok(())
+}
+
 pub fn trigger(args: TriggerArgs) -> Result<()> {
     if args.pid <= 0 {
         bail!("pid {} is not a process id", args.pid);
     }
     let sig = trigger_signal(&args.signal).context("--signal")?;
+    check_trigger_target(args.pid, sig, Path::new("/proc"))?;
     // SAFETY: kill(2) with a checked positive pid and a checked signal.
     if unsafe { libc::kill(args.pid, sig) } != 0 {
         return Err(std::io::Error::last_os_error())
@@ -760,6 +818,36 @@ mod tests {
             let e = format!("{:#}", trigger_signal(bad).unwrap_err());
             assert!(e.contains(says), "{bad}: {e}");
         }
+    }
+
+    /// A fake `/proc`: the library mapped or not, the signal caught or not.
+    #[test]
+    fn trigger_targets_must_run_coldcache_and_catch_the_signal() {
+        let proc = tempfile::tempdir().unwrap();
+        let dir = proc.path().join("42");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("comm"), "prog\n").unwrap();
+        let lib = "7f0000000000-7f0000001000 r-xp 00000000 08:01 1234 /opt/cc/libcoldcache.so\n";
+        let plain = "55d000000000-55d000001000 r-xp 00000000 08:01 99 /usr/bin/prog\n";
+        // SIGUSR2 is 12: bit 11 of SigCgt.
+        let caught = "Name:\tprog\nSigCgt:\t0000000000000800\n";
+        let not_caught = "Name:\tprog\nSigCgt:\t0000000000004000\n";
+        let check = |maps: &str, status: &str| {
+            std::fs::write(dir.join("maps"), maps).unwrap();
+            std::fs::write(dir.join("status"), status).unwrap();
+            check_trigger_target(42, libc::SIGUSR2, proc.path()).map_err(|e| format!("{e:#}"))
+        };
+        check(&format!("{plain}{lib}"), caught).unwrap();
+        let e = check(plain, caught).unwrap_err();
+        assert!(
+            e.contains("process 42 (prog) is not running coldcache"),
+            "{e}"
+        );
+        assert!(e.contains("would most likely end it"), "{e}");
+        let e = check(&format!("{plain}{lib}"), not_caught).unwrap_err();
+        assert!(e.contains("does not catch SIGUSR2"), "{e}");
+        let e = check_trigger_target(43, libc::SIGUSR2, proc.path()).unwrap_err();
+        assert_eq!(e.to_string(), "there is no process 43");
     }
 
     #[test]

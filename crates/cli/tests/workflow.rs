@@ -544,3 +544,52 @@ fn wildcards_and_rust_paths_resolve_before_the_run() {
     );
     assert!(d.meta.instructions > 0);
 }
+
+/// Whether `child` is still running (not exited, not a zombie).
+fn alive(child: &mut std::process::Child) -> bool {
+    child.try_wait().unwrap().is_none()
+}
+
+/// Regression: `coldcache trigger` sent SIGUSR2 to any process and exited
+/// 0 (`sleep 100 & coldcache trigger $!` killed the sleep). A process
+/// without libcoldcache, or with it but not recorded with `--signal`, is
+/// refused and survives.
+#[test]
+fn trigger_refuses_a_process_not_running_coldcache() {
+    for (preload, says) in [
+        (false, "is not running coldcache"),
+        (true, "does not catch SIGUSR2"),
+    ] {
+        let mut sleep = Command::new("sleep");
+        sleep.arg("100");
+        if preload {
+            sleep.env("LD_PRELOAD", library());
+        }
+        let mut sleep = sleep.spawn().unwrap();
+        // Until the loader has mapped what it maps.
+        let maps = format!("/proc/{}/maps", sleep.id());
+        let start = std::time::Instant::now();
+        while preload
+            && !std::fs::read_to_string(&maps)
+                .unwrap_or_default()
+                .contains("libcoldcache")
+        {
+            assert!(start.elapsed() < programs::DEADLINE);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let out = Command::new(COLDCACHE)
+            .args(["trigger", &sleep.id().to_string()])
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            err.contains(&format!("process {} (sleep) ", sleep.id())) && err.contains(says),
+            "{err}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(alive(&mut sleep), "the sleep was killed");
+        sleep.kill().unwrap();
+        sleep.wait().unwrap();
+    }
+}
