@@ -73,10 +73,10 @@ pub fn linked_files(program: &Path) -> Result<Vec<PathBuf>> {
         .with_context(|| format!("running {} --list {}", interp.display(), program.display()))?;
     if !out.status.success() {
         bail!(
-            "{} --list {} failed: {}",
-            interp.display(),
+            "{} cannot be loaded, so it would not run either: {} (from `{} --list`)",
             program.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
+            String::from_utf8_lossy(&out.stderr).trim(),
+            interp.display()
         );
     }
     for line in String::from_utf8_lossy(&out.stdout).lines() {
@@ -88,7 +88,9 @@ pub fn linked_files(program: &Path) -> Result<Vec<PathBuf>> {
             None => line,
         };
         let path = path.rsplit_once(" (0x").map_or(path, |(p, _)| p).trim();
-        if !path.starts_with('/') {
+        // A relative path (an `LD_LIBRARY_PATH` of `.`) is relative to
+        // the working directory, which the loader shared with us.
+        if !path.contains('/') {
             continue;
         }
         if let Ok(p) = Path::new(path).canonicalize() {

@@ -593,3 +593,48 @@ fn trigger_refuses_a_process_not_running_coldcache() {
         sleep.wait().unwrap();
     }
 }
+
+/// A function of a library the program links, found where the loader
+/// will find it (here through a relative `LD_LIBRARY_PATH`), before the
+/// run; the capture is planted in that library.
+#[test]
+fn a_function_of_a_linked_library_is_found_as_the_loader_finds_it() {
+    if !gcc_or_skip("a_function_of_a_linked_library_is_found_as_the_loader_finds_it") {
+        return;
+    }
+    let dir = scratch("linked_library");
+    std::fs::write(
+        dir.join("l.c"),
+        "int lib_sum(int n){int s=0;for(int i=0;i<n;i++)s+=i*i;return s;}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("m.c"),
+        "#include <stdio.h>\nint lib_sum(int);\nint main(void){printf(\"%d\\n\",lib_sum(50));return 0;}\n",
+    )
+    .unwrap();
+    for args in [
+        &["-shared", "-fPIC", "-O1", "-o", "libl.so", "l.c"][..],
+        &["-O1", "-o", "m", "m.c", "-L.", "-ll"][..],
+    ] {
+        assert!(Command::new("gcc")
+            .args(args)
+            .current_dir(&dir)
+            .status()
+            .unwrap()
+            .success());
+    }
+    let mut cmd = record(
+        &dir,
+        &["--function", "lib_sum", "-o", "l.ccdump", "--", "./m"],
+    );
+    cmd.env("LD_LIBRARY_PATH", ".");
+    let out = run_with_deadline(cmd, "linked library");
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(text(&out.stdout), "40425\n");
+    let d = load(&dir.join("l.ccdump"));
+    assert_eq!(d.meta.trigger, "function:lib_sum");
+    // lib_sum(50): a loop of 50 iterations, so well over 50 instructions.
+    assert!(d.meta.instructions > 50, "{}", d.meta.instructions);
+}
