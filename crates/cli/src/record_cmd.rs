@@ -14,7 +14,9 @@ pub struct RecordArgs {
     /// Cache configuration: a preset name (`coldcache presets`) or a TOML file.
     #[arg(long, default_value = "jaguar")]
     cache: String,
-    /// Where to write the dump.
+    /// Where to write the dump (checked before the program starts). An
+    /// earlier file there is kept as PATH.old; further captures of the run
+    /// go to NAME.2.EXT, NAME.3.EXT, ...
     #[arg(short, long, default_value = "coldcache.ccdump")]
     output: PathBuf,
     /// Threads to trace: `all`, `caller` (the thread that starts the
@@ -26,7 +28,11 @@ pub struct RecordArgs {
     #[arg(long = "thread-core", value_name = "TID=CORE")]
     thread_core: Vec<String>,
     /// Capture calls of this function, from entry to return (no
-    /// recompilation: a breakpoint is planted at its entry).
+    /// recompilation: a breakpoint is planted at its entry). Found before
+    /// the program runs, in it and the libraries it links: a C name, a
+    /// mangled name, a demangled C++/Rust name with or without its
+    /// signature (`ns::Class::method`), its end after `::`, or a wildcard
+    /// (`count_and_sort*`); unknown or ambiguous names are refused.
     #[arg(long, value_name = "SYMBOL", conflicts_with_all = ["signal", "all"])]
     function: Option<String>,
     /// With --function: capture only the Nth call (1-based).
@@ -615,7 +621,8 @@ pub fn summary(d: &Dump, path: &Path) -> String {
 /// Arguments of `coldcache trigger`.
 #[derive(Args, Debug)]
 pub struct TriggerArgs {
-    /// Process recorded with `coldcache record --signal`.
+    /// Process recorded with `coldcache record --signal` (a process
+    /// without libcoldcache, or not catching the signal, is refused).
     pid: i32,
     /// The signal to send (must match `record --trigger-signal`): a name
     /// or a number.

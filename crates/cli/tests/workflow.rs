@@ -638,3 +638,49 @@ fn a_function_of_a_linked_library_is_found_as_the_loader_finds_it() {
     // lib_sum(50): a loop of 50 iterations, so well over 50 instructions.
     assert!(d.meta.instructions > 50, "{}", d.meta.instructions);
 }
+
+/// Regression: `coldcache trigger PID` during a `--function` capture
+/// killed the program (SIGUSR2 with no handler). It is refused, and the
+/// program runs on to its end.
+#[test]
+fn trigger_during_a_function_capture_is_refused_and_the_program_survives() {
+    if !gcc_or_skip("trigger_during_a_function_capture_is_refused_and_the_program_survives") {
+        return;
+    }
+    let dir = scratch("trigger_function");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let _ = std::fs::remove_file(dir.join("stop"));
+    // Armed on a call that never comes: the breakpoint stays planted.
+    let mut cmd = record(
+        &dir,
+        &[
+            "--function",
+            "cmp",
+            "--call",
+            "1000000000",
+            "-o",
+            "f.ccdump",
+            "--",
+            program.to_str().unwrap(),
+            "windows",
+        ],
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = program_of(child.id());
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Command::new(COLDCACHE)
+        .args(["trigger", &pid])
+        .output()
+        .unwrap();
+    let terr = text(&t.stderr);
+    assert!(!t.status.success(), "{terr}");
+    assert!(terr.contains("does not catch SIGUSR2"), "{terr}");
+    std::fs::write(dir.join("stop"), b"").unwrap();
+    let out = wait_with_deadline(child, "function capture");
+    // The program ended by itself: its last line printed, no signal.
+    assert_eq!(text(&out.stdout), "ready\n1\n", "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
