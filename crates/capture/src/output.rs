@@ -1,13 +1,37 @@
 //! Writing what a capture produced: the dump (with the modules mapped at
 //! the end added to those mapped at the start) and, when asked, the trace of
 //! every access, each atomically.
+//!
+//! A dump is never replaced silently (perf's habit): a file already at the
+//! path that this process did not write is kept as `PATH.old` first, and a
+//! second capture of the same process aimed at a path it already wrote
+//! (several `--signal` windows, repeated C API captures) goes to
+//! `NAME.2.EXT`, `NAME.3.EXT`, … beside it. A dump that cannot be written
+//! where asked is written to the temporary directory instead, and the
+//! error says where. Every file written is appended as one JSON line to
+//! the manifest named by `COLDCACHE_DUMPS` (`coldcache record` reads it to
+//! find, resolve and list every dump of the run; see `docs/capture.md`).
 
 use crate::account::Finished;
 use crate::options::{CaptureError, Summary};
 use crate::procfs;
 use coldcache_cctrace::Record as TraceRecord;
 use coldcache_fsio::write_atomically;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+/// The paths this process wrote (dumps and traces), absolute.
+static WRITTEN: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// The manifest file `coldcache record` asked for (`COLDCACHE_DUMPS`).
+static MANIFEST: OnceLock<PathBuf> = OnceLock::new();
+
+/// Sets the manifest every written file is reported to (once, from the
+/// environment `coldcache record` sets).
+pub(crate) fn set_manifest(path: PathBuf) {
+    let _ = MANIFEST.set(path);
+}
 
 /// Writes the trace (if one was kept) and the dump of a finished capture.
 pub fn write(
@@ -16,10 +40,12 @@ pub fn write(
     trace_path: Option<&Path>,
 ) -> Result<Summary, CaptureError> {
     if let (Some(path), Some(t)) = (trace_path, &finished.trace) {
-        write_trace(path, &t.records, &t.threads).map_err(|source| CaptureError::Write {
-            path: path.to_path_buf(),
+        let path = claim(path, "trace");
+        write_trace(&path, &t.records, &t.threads).map_err(|source| CaptureError::Write {
+            path: path.clone(),
             source,
         })?;
+        written(&path, "trace");
     }
     // Modules mapped since the start are added; those unmapped are kept.
     for m in procfs::modules() {
@@ -34,10 +60,40 @@ pub fn write(
     }
     let dump = &finished.dump;
     let bytes = dump.to_bytes();
-    write_atomically(&output, &bytes).map_err(|source| CaptureError::Write {
-        path: output.clone(),
-        source,
-    })?;
+    let output = claim(&output, "dump");
+    if let Err(source) = write_atomically(&output, &bytes) {
+        // The capture is not lost: kept where a file can be written.
+        let kept = fallback_path();
+        let source = match write_atomically(&kept, &bytes) {
+            Ok(()) => {
+                report(&serde_json::json!({
+                    "dump": kept,
+                    "failed": output,
+                    "error": source.to_string(),
+                }));
+                WRITTEN
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(kept.clone());
+                std::io::Error::new(
+                    source.kind(),
+                    format!("{source}; the capture was kept in {}", kept.display()),
+                )
+            }
+            Err(e) => {
+                report(&serde_json::json!({
+                    "lost": output,
+                    "error": format!("{source}; and in {}: {e}", kept.display()),
+                }));
+                source
+            }
+        };
+        return Err(CaptureError::Write {
+            path: output,
+            source,
+        });
+    }
+    written(&output, "dump");
     Ok(Summary {
         path: output,
         instructions: dump.meta.instructions,
@@ -46,6 +102,111 @@ pub fn write(
         threads: dump.threads.len(),
         cut_short: dump.meta.cut_short.clone(),
     })
+}
+
+/// The path to write `asked` to: absolute; numbered (`NAME.2.EXT`, …) when
+/// this process already wrote `asked`; an earlier regular file there (not
+/// ours) kept as `PATH.old` and reported as `kind`. A device or FIFO is
+/// written through, as asked.
+fn claim(asked: &Path, kind: &str) -> PathBuf {
+    let abs = std::path::absolute(asked).unwrap_or_else(|_| asked.to_path_buf());
+    let is_regular_or_new = std::fs::metadata(&abs).map_or(true, |m| m.is_file());
+    if !is_regular_or_new {
+        return abs;
+    }
+    let path = {
+        let done = WRITTEN.lock().unwrap_or_else(|e| e.into_inner());
+        if done.contains(&abs) {
+            (2u32..)
+                .map(|n| numbered(&abs, n))
+                .find(|p| !done.contains(p))
+                .unwrap_or(abs)
+        } else {
+            abs
+        }
+    };
+    if std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+        if let Some(old) = keep_old(&path) {
+            if std::env::var_os("COLDCACHE_QUIET").is_none() {
+                eprintln!(
+                    "coldcache: the earlier {} is kept as {}",
+                    path.display(),
+                    old.display()
+                );
+            }
+            report(&serde_json::json!({ "kept": old, "was": path, "kind": kind }));
+        }
+    }
+    path
+}
+
+/// `NAME.N.EXT` (or `NAME.N` without an extension) beside `path`.
+fn numbered(path: &Path, n: u32) -> PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.{n}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{n}"),
+    };
+    path.with_file_name(name)
+}
+
+/// Keeps the regular file at `path` (a link's target) as `TARGET.old`,
+/// replacing an earlier `.old`: a second name for the same file (a hard
+/// link), so the dump stays at `path` until the new one replaces it
+/// atomically; a copy where hard links are not possible.
+fn keep_old(path: &Path) -> Option<PathBuf> {
+    let real = std::fs::canonicalize(path).ok()?;
+    let mut old = real.clone().into_os_string();
+    old.push(".old");
+    let old = PathBuf::from(old);
+    let _ = std::fs::remove_file(&old);
+    if std::fs::hard_link(&real, &old).is_ok() || std::fs::copy(&real, &old).is_ok() {
+        Some(old)
+    } else {
+        None
+    }
+}
+
+/// Where a dump that could not be written where asked is kept:
+/// `coldcache.PID.ccdump` (numbered as needed) in the temporary directory.
+fn fallback_path() -> PathBuf {
+    let first = std::env::temp_dir().join(format!("coldcache.{}.ccdump", std::process::id()));
+    let done = WRITTEN.lock().unwrap_or_else(|e| e.into_inner());
+    std::iter::once(first.clone())
+        .chain((2u32..).map(|n| numbered(&first, n)))
+        .find(|p| !done.contains(p) && !p.exists())
+        .unwrap_or(first)
+}
+
+/// Notes `path` as written by this process and reports it as `kind`.
+fn written(path: &Path, kind: &str) {
+    WRITTEN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(path.to_path_buf());
+    report(&serde_json::json!({ kind: path }));
+}
+
+/// Appends one JSON line to the manifest, if there is one: a single
+/// `write(2)` of an `O_APPEND` file, so lines of concurrent writers do not
+/// interleave.
+fn report(entry: &serde_json::Value) {
+    let Some(manifest) = MANIFEST.get() else {
+        return;
+    };
+    let mut line = entry.to_string();
+    line.push('\n');
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(manifest);
+    if let Err(e) = file.and_then(|mut f| f.write_all(line.as_bytes())) {
+        eprintln!(
+            "coldcache: cannot report {} to {}: {e}",
+            entry,
+            manifest.display()
+        );
+    }
 }
 
 fn write_trace(path: &Path, records: &[TraceRecord], slots: &[(u32, u32)]) -> std::io::Result<()> {
@@ -57,4 +218,51 @@ fn write_trace(path: &Path, records: &[TraceRecord], slots: &[(u32, u32)]) -> st
     w.write_all(records).map_err(std::io::Error::other)?;
     let bytes = w.finish().map_err(std::io::Error::other)?;
     write_atomically(path, &bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbered_names_keep_the_extension() {
+        assert_eq!(
+            numbered(Path::new("/d/coldcache.ccdump"), 2),
+            Path::new("/d/coldcache.2.ccdump")
+        );
+        assert_eq!(numbered(Path::new("/d/out"), 3), Path::new("/d/out.3"));
+        assert_eq!(
+            numbered(Path::new("/d/a.b.ccdump"), 2),
+            Path::new("/d/a.b.2.ccdump")
+        );
+    }
+
+    /// A second write of the same path in one process goes beside it; a
+    /// file this process did not write is kept as `.old`, through a link.
+    #[test]
+    fn dumps_are_never_replaced_silently() {
+        let dir = std::env::temp_dir().join(format!("coldcache-output-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("x.ccdump");
+        std::fs::write(&p, b"earlier run").unwrap();
+        let link = dir.join("link.ccdump");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        let first = claim(&link, "dump");
+        assert_eq!(first, link);
+        assert_eq!(
+            std::fs::read(dir.join("x.ccdump.old")).unwrap(),
+            b"earlier run"
+        );
+        write_atomically(&first, b"one").unwrap();
+        written(&first, "dump");
+        assert_eq!(std::fs::read(&p).unwrap(), b"one");
+        let second = claim(&link, "dump");
+        assert_eq!(second, dir.join("link.2.ccdump"));
+        assert_eq!(
+            std::fs::read(dir.join("x.ccdump.old")).unwrap(),
+            b"earlier run"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -28,6 +28,9 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_ARGV",
     "COLDCACHE_LIB",
     "COLDCACHE_MODE",
+    "COLDCACHE_DUMPS",
+    "COLDCACHE_FUNCTION_MODULE",
+    "COLDCACHE_FUNCTION_ADDRESS",
 ];
 
 fn var(name: &str) -> Option<String> {
@@ -62,6 +65,9 @@ enum TriggerSpec {
     Api,
     Function {
         name: String,
+        /// Where `coldcache record` found it before the run: the file
+        /// (canonical) and the symbol's ELF address.
+        at: Option<(String, u64)>,
         first: u64,
         count: u64,
     },
@@ -134,6 +140,18 @@ fn options_from_env() -> Result<Option<(Options, TriggerSpec)>, String> {
         "api" => TriggerSpec::Api,
         "function" => TriggerSpec::Function {
             name: var("COLDCACHE_FUNCTION").ok_or("COLDCACHE_FUNCTION is not set")?,
+            at: match (
+                var("COLDCACHE_FUNCTION_MODULE"),
+                var("COLDCACHE_FUNCTION_ADDRESS"),
+            ) {
+                (Some(m), Some(a)) => Some((
+                    m,
+                    u64::from_str_radix(a.trim_start_matches("0x"), 16).map_err(|_| {
+                        format!("COLDCACHE_FUNCTION_ADDRESS `{a}` is not a hexadecimal address")
+                    })?,
+                )),
+                _ => None,
+            },
             first: number("COLDCACHE_FIRST_CALL", 1u64)?,
             count: number("COLDCACHE_CALLS", 1u64)?,
         },
@@ -145,6 +163,19 @@ fn options_from_env() -> Result<Option<(Options, TriggerSpec)>, String> {
         }
     };
     Ok(Some((o, trigger)))
+}
+
+/// The run-time address of ELF address `addr` of `module` (a canonical
+/// path, as `/proc/self/maps` names files), from the load bias of its
+/// executable mapping (`coldcache_fsio::elf`).
+fn runtime_address(module: &str, addr: u64) -> Result<u64, String> {
+    let maps = crate::procfs::self_maps();
+    let data = std::fs::read(module).map_err(|e| format!("reading {module}: {e}"))?;
+    maps.iter()
+        .filter(|m| m.path == module && m.perms.contains('x'))
+        .find_map(|m| coldcache_fsio::elf::load_bias(&data, m.start, m.offset, true))
+        .map(|bias| addr.wrapping_add(bias))
+        .ok_or_else(|| format!("{module} is not mapped executable in the program"))
 }
 
 /// Removes our variables, and our library from `LD_PRELOAD`, without
@@ -206,6 +237,9 @@ pub(crate) extern "C" fn at_exit() {
 pub fn init_from_env() {
     let _ = ENV_MODE.set(var("COLDCACHE_MODE"));
     let parsed = options_from_env();
+    if let Some(m) = var("COLDCACHE_DUMPS") {
+        crate::output::set_manifest(PathBuf::from(m));
+    }
     scrub_environment();
     let (mut o, trigger) = match parsed {
         Ok(Some(x)) => x,
@@ -224,16 +258,24 @@ pub fn init_from_env() {
             }
             Ok(())
         }
-        TriggerSpec::Function { name, first, count } => (|| {
+        TriggerSpec::Function {
+            name,
+            at,
+            first,
+            count,
+        } => (|| {
             if o.threads == Threads::All {
                 return Err("--function traces the thread that calls the function; \
                             it cannot be combined with --threads all"
                     .to_string());
             }
-            let f = crate::procfs::find_function(&name)?;
+            let address = match &at {
+                Some((module, addr)) => runtime_address(module, *addr)?,
+                None => crate::procfs::find_function(&name)?.address,
+            };
             o.trigger = Trigger::Function {
                 name,
-                address: f.address,
+                address,
                 first,
                 count,
             };

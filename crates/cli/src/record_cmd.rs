@@ -14,7 +14,9 @@ pub struct RecordArgs {
     /// Cache configuration: a preset name (`coldcache presets`) or a TOML file.
     #[arg(long, default_value = "jaguar")]
     cache: String,
-    /// Where to write the dump.
+    /// Where to write the dump (checked before the program starts). An
+    /// earlier file there is kept as PATH.old; further captures of the run
+    /// go to NAME.2.EXT, NAME.3.EXT, ...
     #[arg(short, long, default_value = "coldcache.ccdump")]
     output: PathBuf,
     /// Threads to trace: `all`, `caller` (the thread that starts the
@@ -26,7 +28,11 @@ pub struct RecordArgs {
     #[arg(long = "thread-core", value_name = "TID=CORE")]
     thread_core: Vec<String>,
     /// Capture calls of this function, from entry to return (no
-    /// recompilation: a breakpoint is planted at its entry).
+    /// recompilation: a breakpoint is planted at its entry). Found before
+    /// the program runs, in it and the libraries it links: a C name, a
+    /// mangled name, a demangled C++/Rust name with or without its
+    /// signature (`ns::Class::method`), its end after `::`, or a wildcard
+    /// (`count_and_sort*`); unknown or ambiguous names are refused.
     #[arg(long, value_name = "SYMBOL", conflicts_with_all = ["signal", "all"])]
     function: Option<String>,
     /// With --function: capture only the Nth call (1-based).
@@ -155,12 +161,14 @@ fn find_program(name: &str) -> Result<PathBuf> {
     bail!("program {name} was not found on PATH")
 }
 
-/// Refuses programs the library cannot be preloaded into.
-fn check_program(path: &Path) -> Result<()> {
+/// Refuses programs the library cannot be preloaded into. Returns whether
+/// `path` is an ELF program (not a `#!` script, whose interpreter is the
+/// program that will run).
+fn check_program(path: &Path) -> Result<bool> {
     use object::{Object, ObjectSegment};
     let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     if data.starts_with(b"#!") {
-        return Ok(()); // a script: its interpreter is checked by the loader
+        return Ok(false); // a script: its interpreter is checked by the loader
     }
     let file = object::File::parse(&*data)
         .with_context(|| format!("{} is not an executable this tool can read", path.display()))?;
@@ -179,7 +187,68 @@ fn check_program(path: &Path) -> Result<()> {
             path.display()
         );
     }
-    Ok(())
+    Ok(true)
+}
+
+/// Refuses an output path the capture could not be written to, naming
+/// the path and the reason: a directory, a link to nothing, a missing
+/// parent directory, a parent that is not a directory or where no file can
+/// be created (permissions, a read-only file system). A device or FIFO is
+/// written through and accepted. The check creates (and removes) a
+/// temporary file next to the target, as the atomic write at the end does.
+pub fn check_output(path: &Path) -> Result<()> {
+    let meta = std::fs::metadata(path);
+    if let Ok(m) = &meta {
+        if m.is_dir() {
+            bail!("{} is a directory, not a file to write", path.display());
+        }
+        if !m.is_file() {
+            return Ok(()); // a device or FIFO: written in place
+        }
+    } else if std::fs::symlink_metadata(path).is_ok() {
+        bail!(
+            "{} is a symbolic link to nothing ({})",
+            path.display(),
+            std::fs::read_link(path).unwrap_or_default().display()
+        );
+    }
+    // The file that will be replaced: a link's target.
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let dir = match real.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    match std::fs::metadata(&dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!(
+                "cannot write {}: the directory {} does not exist",
+                path.display(),
+                dir.display()
+            )
+        }
+        Err(e) => bail!("cannot write {}: {}: {e}", path.display(), dir.display()),
+        Ok(m) if !m.is_dir() => bail!(
+            "cannot write {}: {} is not a directory",
+            path.display(),
+            dir.display()
+        ),
+        Ok(_) => {}
+    }
+    tempfile::Builder::new()
+        .prefix(".coldcache-check")
+        .tempfile_in(&dir)
+        .map(drop)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot write {}: no file can be created in {}: {}",
+                path.display(),
+                dir.display(),
+                e.raw_os_error().map_or_else(
+                    || std::io::Error::from(e.kind()),
+                    std::io::Error::from_raw_os_error
+                )
+            )
+        })
 }
 
 pub fn run(args: RecordArgs) -> Result<()> {
@@ -188,7 +257,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     }
     let lib = find_library()?;
     let program = find_program(&args.program[0])?;
-    check_program(&program)?;
+    let elf = check_program(&program)?;
     let cfg = coldcache_config::resolve(&args.cache)
         .with_context(|| format!("cache configuration {}", args.cache))?;
     // The library links no configuration parser: it gets the resolved
@@ -196,6 +265,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let cache_json = serde_json::to_string(&cfg).context("cache configuration as JSON")?;
     let cwd = std::env::current_dir()?;
     let output = cwd.join(&args.output);
+    // The whole run is lost if the dump cannot be written at its end:
+    // found out now, before the program starts.
+    check_output(&output).context("-o")?;
+    if let Some(t) = &args.trace {
+        check_output(&cwd.join(t)).context("--trace")?;
+    }
     if let Some(reserve) = &args.reserve {
         coldcache_capture::capi::parse_reserves(reserve, Default::default())
             .map_err(anyhow::Error::msg)
@@ -205,6 +280,28 @@ pub fn run(args: RecordArgs) -> Result<()> {
     coldcache_capture::preload::parse_threads(&args.threads)
         .map_err(anyhow::Error::msg)
         .context("--threads")?;
+    // The function is found now, in the program and the libraries it
+    // links: a typo or a stripped binary is reported before the run.
+    let function = match (&args.function, args.all) {
+        (Some(_), _) | (None, true) if args.threads == "all" => bail!(
+            "{} traces the thread that calls the function; \
+             it cannot be combined with --threads all",
+            if args.all { "--all" } else { "--function" }
+        ),
+        (Some(f), _) if elf => Some(crate::record_function::resolve(
+            &program,
+            f,
+            "--function",
+            &lib,
+        )?),
+        (None, true) if elf => Some(crate::record_function::resolve(
+            &program, "main", "--all", &lib,
+        )?),
+        _ => None,
+    };
+    if let Some(note) = function.as_ref().and_then(|f| f.note.as_deref()) {
+        eprintln!("coldcache: {note}");
+    }
     let mut cores = Vec::new();
     for tc in &args.thread_core {
         let ok = tc
@@ -215,14 +312,13 @@ pub fn run(args: RecordArgs) -> Result<()> {
         }
         cores.push(tc.clone());
     }
-    // A stale dump must not pass for this run's. Only a regular file (the
-    // target, if -o is a link) is removed: `-o /dev/null` run as root
-    // removed /dev/null.
-    if let Ok(real) = std::fs::canonicalize(&output) {
-        if std::fs::metadata(&real).is_ok_and(|m| m.is_file()) {
-            let _ = std::fs::remove_file(&real);
-        }
-    }
+    // Every file the library writes is listed in this manifest (an
+    // earlier dump at -o is kept as .old by the library, never removed).
+    let manifest_dir = tempfile::Builder::new()
+        .prefix("coldcache-record")
+        .tempdir()
+        .context("creating a temporary directory")?;
+    let manifest = manifest_dir.path().join("dumps.jsonl");
 
     let mut cmd = Command::new(&program);
     cmd.args(&args.program[1..]);
@@ -237,6 +333,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .env("COLDCACHE_CACHE_JSON", &cache_json)
         .env("COLDCACHE_CACHE_NAME", &args.cache)
         .env("COLDCACHE_OUTPUT", &output)
+        .env("COLDCACHE_DUMPS", &manifest)
         .env("COLDCACHE_THREADS", &args.threads)
         .env("COLDCACHE_ARGV", args.program.join("\x1f"))
         .env("COLDCACHE_MODE", &args.mode);
@@ -255,7 +352,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if args.progress {
         cmd.env("COLDCACHE_PROGRESS", "1");
     }
+    if let Some(f) = &function {
+        cmd.env("COLDCACHE_FUNCTION_MODULE", &f.module)
+            .env("COLDCACHE_FUNCTION_ADDRESS", format!("{:x}", f.address));
+    }
     let trigger = if let Some(f) = &args.function {
+        let f = function.as_ref().map_or(f.as_str(), |r| r.raw.as_str());
         let (first, count) = match (args.call, args.calls) {
             (Some(n), _) => (n, 1),
             (None, Some(k)) => (1, k),
@@ -308,37 +410,47 @@ pub fn run(args: RecordArgs) -> Result<()> {
         );
     }
     let status = child.wait().context("waiting for the program")?;
-    // A device or FIFO given as -o was written through: nothing to read.
-    if std::fs::metadata(&output).is_ok_and(|m| m.is_file()) {
-        let dump = crate::report_cmd::load_dump(&output)?;
-        eprint!("{}", summary(&dump, &output));
-        if !args.no_resolve {
-            // The capture is written: a failure here loses nothing, so it
-            // is reported and the program's own status still decides.
-            match crate::resolve_cmd::resolve_file(
-                &output,
-                &output,
-                &coldcache_symbols::ResolveOptions::default(),
-                !args.no_sources,
-            ) {
-                Ok(text) => eprint!("{text}"),
-                Err(e) => eprintln!(
-                    "coldcache: warning: the dump is left unresolved (run `coldcache resolve {}`): {e:#}",
-                    output.display()
-                ),
-            }
-        }
-    } else {
-        eprintln!(
-            "coldcache: no capture was written (the program never started one{})",
-            if trigger == "function" {
-                ", or the function was never called"
-            } else {
-                ""
-            }
-        );
-    }
+    let written = read_manifest(&manifest)?;
+    let captured = report_written(&written, &args);
     match status.code() {
+        // A capture was asked for and none was made: a failure, even if
+        // the program succeeded (a script must not take it for a capture).
+        Some(0) if !written.lost.is_empty() => bail!(
+            "the capture{} could not be written: {}",
+            if written.lost.len() == 1 { "" } else { "s" },
+            written
+                .lost
+                .iter()
+                .map(|(p, _)| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Some(0) if !written.failed.is_empty() => bail!(
+            "{} could not be written where asked ({})",
+            if written.failed.len() == 1 {
+                "a capture"
+            } else {
+                "captures"
+            },
+            written
+                .failed
+                .iter()
+                .map(|(asked, kept)| format!("{} kept in {}", asked.display(), kept.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Some(0) if !captured => bail!(
+            "no capture was made ({}); {}",
+            match trigger {
+                "function" => "the function was never called",
+                "signal" => "no trigger signal started one",
+                _ => "the program never called coldcache_start",
+            },
+            match written.dumps.first() {
+                Some(p) => format!("the dump written to {} is empty", p.display()),
+                None => format!("nothing was written to {}", output.display()),
+            }
+        ),
         Some(0) => Ok(()),
         Some(c) => Err(ChildFailed(c.clamp(1, 255) as u8).into()),
         None => {
@@ -350,6 +462,123 @@ pub fn run(args: RecordArgs) -> Result<()> {
             Err(ChildFailed(128 + status.signal().unwrap_or(0).clamp(0, 127) as u8).into())
         }
     }
+}
+
+/// What the library wrote during one run, from its manifest
+/// (`COLDCACHE_DUMPS`, one JSON object a line; `coldcache_capture`'s
+/// `output` module writes it).
+#[derive(Debug, Default)]
+struct Written {
+    /// Dumps in the order written (those kept elsewhere included).
+    dumps: Vec<PathBuf>,
+    /// Traces in the order written.
+    traces: Vec<PathBuf>,
+    /// Earlier files kept: (the path, its `.old` copy).
+    kept: Vec<(PathBuf, PathBuf)>,
+    /// Dumps that could not be written where asked: (asked, kept in).
+    failed: Vec<(PathBuf, PathBuf)>,
+    /// Captures that could not be written anywhere: (asked, the error).
+    lost: Vec<(PathBuf, String)>,
+}
+
+/// Reads the manifest; a missing file is a run that wrote nothing.
+fn read_manifest(path: &Path) -> Result<Written> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Written::default()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let mut w = Written::default();
+    let get = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(PathBuf::from);
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .with_context(|| format!("{}: a line is not JSON: {line}", path.display()))?;
+        if let Some(d) = get(&v, "dump") {
+            if let Some(asked) = get(&v, "failed") {
+                w.failed.push((asked, d.clone()));
+            }
+            w.dumps.push(d);
+        } else if let Some(t) = get(&v, "trace") {
+            w.traces.push(t);
+        } else if let (Some(old), Some(was)) = (get(&v, "kept"), get(&v, "was")) {
+            w.kept.push((was, old));
+        } else if let Some(lost) = get(&v, "lost") {
+            let e = v.get("error").and_then(|x| x.as_str()).unwrap_or_default();
+            w.lost.push((lost, e.to_string()));
+        }
+    }
+    Ok(w)
+}
+
+/// Says what the run wrote: each dump's summary (resolved unless
+/// `--no-resolve`), earlier files kept as `.old`, dumps kept elsewhere,
+/// and the list when there are several. Returns whether any capture has
+/// instructions (an armed capture that never started is written empty,
+/// with the reason).
+fn report_written(w: &Written, args: &RecordArgs) -> bool {
+    for (was, old) in &w.kept {
+        eprintln!(
+            "coldcache: the earlier {} is kept as {}",
+            was.display(),
+            old.display()
+        );
+    }
+    for (asked, kept) in &w.failed {
+        eprintln!(
+            "coldcache: error: the capture could not be written to {}; it was kept in {}",
+            asked.display(),
+            kept.display()
+        );
+    }
+    for (asked, e) in &w.lost {
+        eprintln!(
+            "coldcache: error: the capture could not be written to {}: {e}",
+            asked.display()
+        );
+    }
+    let mut captured = false;
+    for dump_path in &w.dumps {
+        // A device or FIFO given as -o was written through: nothing to read.
+        if !std::fs::metadata(dump_path).is_ok_and(|m| m.is_file()) {
+            captured = true;
+            continue;
+        }
+        let dump = match crate::report_cmd::load_dump(dump_path) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("coldcache: error: {e:#}");
+                continue;
+            }
+        };
+        eprint!("{}", summary(&dump, dump_path));
+        captured |= dump.meta.instructions > 0;
+        if !args.no_resolve {
+            // The capture is written: a failure here loses nothing, so it
+            // is reported and the program's own status still decides.
+            match crate::resolve_cmd::resolve_file(
+                dump_path,
+                dump_path,
+                &coldcache_symbols::ResolveOptions::default(),
+                !args.no_sources,
+            ) {
+                Ok(text) => eprint!("{text}"),
+                Err(e) => eprintln!(
+                    "coldcache: warning: the dump is left unresolved (run `coldcache resolve {}`): {e:#}",
+                    dump_path.display()
+                ),
+            }
+        }
+    }
+    for t in &w.traces {
+        eprintln!("coldcache: trace written to {}", t.display());
+    }
+    if w.dumps.len() > 1 {
+        eprintln!("coldcache: {} dumps written by this run:", w.dumps.len());
+        for d in &w.dumps {
+            eprintln!("  {}", d.display());
+        }
+    }
+    captured
 }
 
 /// A few lines about a dump: totals per level and where it is.
@@ -399,7 +628,8 @@ pub fn summary(d: &Dump, path: &Path) -> String {
 /// Arguments of `coldcache trigger`.
 #[derive(Args, Debug)]
 pub struct TriggerArgs {
-    /// Process recorded with `coldcache record --signal`.
+    /// Process recorded with `coldcache record --signal` (a process
+    /// without libcoldcache, or not catching the signal, is refused).
     pid: i32,
     /// The signal to send (must match `record --trigger-signal`): a name
     /// or a number.
@@ -506,11 +736,69 @@ pub fn trigger_signal(text: &str) -> Result<i32> {
     Ok(sig)
 }
 
+/// Refuses to signal a process that would not take the signal as a
+/// trigger (whose default action, for USR1/USR2, ends it): one without
+/// `libcoldcache` mapped (`/proc/PID/maps`), or one that does not catch
+/// `sig` (`SigCgt` in `/proc/PID/status`: not recorded with `--signal`,
+/// or with another `--trigger-signal`). `proc` is `/proc` (a directory of
+/// the same layout in tests).
+fn check_trigger_target(pid: i32, sig: i32, proc: &Path) -> Result<()> {
+    let dir = proc.join(pid.to_string());
+    let maps = match std::fs::read_to_string(dir.join("maps")) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("there is no process {pid}")
+        }
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!("cannot tell whether process {pid} runs coldcache (reading its maps)")
+            })
+        }
+    };
+    let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+    let who = format!("process {pid} ({})", comm.trim());
+    let has_library = maps.lines().any(|l| {
+        let path = l.split_whitespace().skip(5).collect::<Vec<_>>().join(" ");
+        Path::new(&path)
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("libcoldcache"))
+    });
+    if !has_library {
+        bail!(
+            "{who} is not running coldcache (no libcoldcache.so in its memory map), \
+             so {} would not start a capture{}; run it with `coldcache record --signal`",
+            signal_name(sig),
+            if sig == libc::SIGUSR1 || sig == libc::SIGUSR2 {
+                " and would most likely end it"
+            } else {
+                ""
+            }
+        );
+    }
+    let status = std::fs::read_to_string(dir.join("status"))
+        .with_context(|| format!("reading the status of process {pid}"))?;
+    let caught = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+        .is_some_and(|mask| (1..=64).contains(&sig) && mask & (1u64 << (sig - 1)) != 0);
+    if !caught {
+        bail!(
+            "{who} runs coldcache but does not catch {}: it was not recorded with \
+             `coldcache record --signal` (or with another --trigger-signal), and the signal \
+             could end it",
+            signal_name(sig)
+        );
+    }
+    Ok(())
+}
+
 pub fn trigger(args: TriggerArgs) -> Result<()> {
     if args.pid <= 0 {
         bail!("pid {} is not a process id", args.pid);
     }
     let sig = trigger_signal(&args.signal).context("--signal")?;
+    check_trigger_target(args.pid, sig, Path::new("/proc"))?;
     // SAFETY: kill(2) with a checked positive pid and a checked signal.
     if unsafe { libc::kill(args.pid, sig) } != 0 {
         return Err(std::io::Error::last_os_error())
@@ -544,6 +832,36 @@ mod tests {
             let e = format!("{:#}", trigger_signal(bad).unwrap_err());
             assert!(e.contains(says), "{bad}: {e}");
         }
+    }
+
+    /// A fake `/proc`: the library mapped or not, the signal caught or not.
+    #[test]
+    fn trigger_targets_must_run_coldcache_and_catch_the_signal() {
+        let proc = tempfile::tempdir().unwrap();
+        let dir = proc.path().join("42");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("comm"), "prog\n").unwrap();
+        let lib = "7f0000000000-7f0000001000 r-xp 00000000 08:01 1234 /opt/cc/libcoldcache.so\n";
+        let plain = "55d000000000-55d000001000 r-xp 00000000 08:01 99 /usr/bin/prog\n";
+        // SIGUSR2 is 12: bit 11 of SigCgt.
+        let caught = "Name:\tprog\nSigCgt:\t0000000000000800\n";
+        let not_caught = "Name:\tprog\nSigCgt:\t0000000000004000\n";
+        let check = |maps: &str, status: &str| {
+            std::fs::write(dir.join("maps"), maps).unwrap();
+            std::fs::write(dir.join("status"), status).unwrap();
+            check_trigger_target(42, libc::SIGUSR2, proc.path()).map_err(|e| format!("{e:#}"))
+        };
+        check(&format!("{plain}{lib}"), caught).unwrap();
+        let e = check(plain, caught).unwrap_err();
+        assert!(
+            e.contains("process 42 (prog) is not running coldcache"),
+            "{e}"
+        );
+        assert!(e.contains("would most likely end it"), "{e}");
+        let e = check(&format!("{plain}{lib}"), not_caught).unwrap_err();
+        assert!(e.contains("does not catch SIGUSR2"), "{e}");
+        let e = check_trigger_target(43, libc::SIGUSR2, proc.path()).unwrap_err();
+        assert_eq!(e.to_string(), "there is no process 43");
     }
 
     #[test]

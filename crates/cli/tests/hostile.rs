@@ -9,87 +9,24 @@
 
 #[path = "common/library.rs"]
 mod library;
-use library::{have, library, repo, COLDCACHE};
+#[path = "common/programs.rs"]
+mod programs;
+use library::{library, COLDCACHE};
+use programs::{
+    build_with, gcc_or_skip, program_of, run_with_deadline, scratch_in, wait_with_deadline,
+};
 
 use coldcache_dump::Dump;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-/// Longer than any case takes on a loaded 2-core machine; shorter than
-/// forever.
-const DEADLINE: Duration = Duration::from_secs(60);
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("coldcache-hostile-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// Whether gcc is there; says which test is skipped when not.
-fn gcc_or_skip(test: &str) -> bool {
-    let ok = have("gcc");
-    if !ok {
-        eprintln!("SKIP {test}: gcc missing");
-    }
-    ok
+    scratch_in("hostile", name)
 }
 
 fn build(source: &str, dir: &Path) -> PathBuf {
     build_with(source, dir, false)
-}
-
-/// Compiles `source` into `dir`; with `api`, against `libcoldcache.so`
-/// (the C API) and with threads.
-fn build_with(source: &str, dir: &Path, api: bool) -> PathBuf {
-    let out = dir.join(Path::new(source).file_stem().unwrap());
-    let mut cmd = Command::new("gcc");
-    cmd.args(["-O1", "-g", "-o"])
-        .arg(&out)
-        .arg(repo().join(source));
-    if api {
-        let lib = library();
-        let libdir = lib.parent().unwrap();
-        cmd.arg("-pthread")
-            .arg("-I")
-            .arg(repo().join("include"))
-            .arg("-L")
-            .arg(libdir)
-            .args(["-Wl,--no-as-needed", "-lcoldcache"])
-            .arg(format!("-Wl,-rpath,{}", libdir.display()));
-    }
-    let st = cmd.status().expect("run gcc");
-    assert!(st.success(), "compiling {source} failed");
-    out
-}
-
-/// Runs `cmd` to its end, or kills it at the deadline and fails.
-fn run_with_deadline(mut cmd: Command, what: &str) -> Output {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
-    wait_with_deadline(child, what)
-}
-
-/// Waits for `child` to end, or kills it at the deadline and fails.
-fn wait_with_deadline(mut child: std::process::Child, what: &str) -> Output {
-    let start = Instant::now();
-    loop {
-        if let Some(_status) = child.try_wait().unwrap() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{what}: still running after {DEADLINE:?} (a hang)\nstdout:\n{}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn record(dir: &Path, dump: &Path, trigger: &[&str], program: &Path, args: &[&str]) -> Command {
@@ -204,21 +141,7 @@ fn a_signal_capture_running_at_exit_is_written() {
         let child = cmd.spawn().unwrap();
         // The program prints its first line, then spins for 1.5 s: find it
         // and start a capture.
-        let start = Instant::now();
-        let pid = loop {
-            let out = Command::new("pgrep")
-                .args(["-P", &child.id().to_string()])
-                .output()
-                .unwrap();
-            if let Some(p) = String::from_utf8_lossy(&out.stdout)
-                .split_whitespace()
-                .next()
-            {
-                break p.to_string();
-            }
-            assert!(start.elapsed() < DEADLINE, "the program never started");
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let pid = program_of(child.id());
         std::thread::sleep(Duration::from_millis(300));
         let t = Command::new(COLDCACHE)
             .args(["trigger", &pid])

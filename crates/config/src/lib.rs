@@ -37,6 +37,10 @@ mod size;
 mod suggest;
 mod valgrind;
 
+/// "Did you mean …?": the presets', the schema's and `record
+/// --function`'s suggestions.
+pub use suggest::{closest, closest_n};
+
 pub use cachelab::{cachelab, cachelab_params, CacheLabError};
 /// The writer, sizes and the sysfs reader live in `coldcache-config-base`
 /// (no TOML parser, so the preloaded library can link them).

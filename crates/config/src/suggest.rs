@@ -31,7 +31,18 @@ fn distance(a: &str, b: &str) -> usize {
 
 /// The candidate closest to `word` if it is close enough to be a likely
 /// misspelling (ignoring case and `-` versus `_`).
-pub(crate) fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    closest_n(word, candidates.iter().copied(), 1).pop()
+}
+
+/// Up to `n` distinct candidates close enough to `word` to be likely
+/// misspellings (as [`closest`] measures), closest first, ties in the
+/// candidates' order.
+pub fn closest_n<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+    n: usize,
+) -> Vec<&'a str> {
     let norm = |s: &str| s.to_ascii_lowercase().replace('-', "_");
     let w = norm(word);
     let max = match w.chars().count() {
@@ -39,12 +50,25 @@ pub(crate) fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str>
         3..=5 => 1,
         _ => 2,
     };
-    candidates
-        .iter()
-        .map(|c| (distance(&w, &norm(c)), *c))
+    let wlen = w.chars().count();
+    let mut close: Vec<(usize, &str)> = candidates
+        .into_iter()
+        // Length alone rules most out before the quadratic distance.
+        .filter(|c| c.chars().count().abs_diff(wlen) <= max)
+        .map(|c| (distance(&w, &norm(c)), c))
         .filter(|&(d, _)| d <= max)
-        .min_by_key(|&(d, _)| d)
-        .map(|(_, c)| c)
+        .collect();
+    close.sort_by_key(|&(d, _)| d);
+    let mut out: Vec<&str> = Vec::new();
+    for (_, c) in close {
+        if out.len() == n {
+            break;
+        }
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -64,5 +88,19 @@ mod tests {
         assert_eq!(closest("classify-miss", &keys), Some("classify_misses"));
         assert_eq!(closest("zzz", &keys), None);
         assert_eq!(closest("zen5", &["zen4", "jaguar"]), Some("zen4"));
+        assert_eq!(
+            closest_n(
+                "count_and_srot",
+                [
+                    "count_and_sort",
+                    "cmp",
+                    "count_and_sort",
+                    "count_or_sort",
+                    "count_and_sorts"
+                ],
+                3
+            ),
+            ["count_and_sort", "count_and_sorts"]
+        );
     }
 }

@@ -66,7 +66,7 @@ impl ModuleError {
 /// Reads a binary or debug file: a regular file only, at most
 /// `coldcache_fsio::elf::MAX_ELF_FILE` bytes (a dump names its modules
 /// itself, so a module's path may be `/dev/zero` or a FIFO).
-fn read_binary(p: &Path) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_binary(p: &Path) -> std::io::Result<Vec<u8>> {
     Ok(coldcache_fsio::read_regular(
         p,
         coldcache_fsio::elf::MAX_ELF_FILE,

@@ -17,12 +17,17 @@
 //! [`embed_sources`] (`sources`) then copies the text of the line tables'
 //! source files into the dump.
 //!
-//! The file I/O is in `elf` and `sources`; the interning of files and functions and the
+//! [`functions`] finds a function by the name a person types (mangled,
+//! demangled, a `::` suffix, a wildcard) in a program and its libraries,
+//! before a capture (`coldcache record --function`).
+//!
+//! The file I/O is in `elf`, `sources` and `functions::read_functions`; the interning of files and functions and the
 //! per-module counts ([`summarize`]) are pure.
 
 #![warn(missing_docs)]
 
 mod elf;
+pub mod functions;
 mod sources;
 
 pub use elf::{hex, ModuleError};

@@ -1,0 +1,305 @@
+//! `record --function NAME` (and `--all`, which is `main`) resolved before
+//! the program runs: the files searched are the program and the libraries
+//! it links, as its dynamic loader lists them (`ld.so --list PROGRAM`: the
+//! program's own interpreter, so `DT_NEEDED`, `RPATH`/`RUNPATH`,
+//! `LD_LIBRARY_PATH`, `LD_PRELOAD` and the loader cache count exactly as
+//! they will in the run); the name is matched by
+//! `coldcache_symbols::functions` (mangled, demangled with or without the
+//! signature, a `::` suffix, a wildcard). An unknown name is refused with
+//! "did you mean" suggestions (`coldcache_config::closest_n`, the presets'
+//! helper), an ambiguous one with the candidates. The library then plants
+//! its breakpoint at the function found here (file and ELF address), not
+//! at whatever a second lookup by name would find.
+//!
+//! Functions of libraries the program opens later with `dlopen` cannot be
+//! named: the capture is armed before `main`, when only the linked
+//! libraries are loaded. The refusal says so.
+
+use anyhow::{bail, Context, Result};
+use coldcache_symbols::functions::{
+    choose, find_function, read_functions, without_parameters, without_return_type, Candidate,
+    FileFunctions, MatchKind,
+};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The function to capture.
+#[derive(Debug)]
+pub struct Resolved {
+    /// Its symbol's own name (what the dump's trigger records).
+    pub raw: String,
+    /// The file defining it, canonical (as `/proc/PID/maps` names it).
+    pub module: PathBuf,
+    /// Its ELF address in that file.
+    pub address: u64,
+    /// What to tell the user about the choice, if anything.
+    pub note: Option<String>,
+}
+
+/// Candidates listed in a refusal at most.
+const LISTED: usize = 12;
+
+/// The program's ELF interpreter (`PT_INTERP`), if it has one.
+fn interpreter(data: &[u8]) -> Option<PathBuf> {
+    use object::read::elf::{ElfFile64, ProgramHeader};
+    let elf = ElfFile64::<object::Endianness>::parse(data).ok()?;
+    let endian = elf.endian();
+    elf.elf_program_headers()
+        .iter()
+        .find(|ph| ph.p_type(endian) == object::elf::PT_INTERP)
+        .and_then(|ph| ph.data(endian, data).ok())
+        .map(|bytes| {
+            let bytes = bytes.split(|&b| b == 0).next().unwrap_or_default();
+            PathBuf::from(String::from_utf8_lossy(bytes).into_owned())
+        })
+}
+
+/// The program and the libraries it links, program first, in the
+/// loader's order, each canonical. Libraries the loader cannot find are
+/// left out (the run itself will fail and say so).
+pub fn linked_files(program: &Path) -> Result<Vec<PathBuf>> {
+    let data = std::fs::read(program).with_context(|| format!("reading {}", program.display()))?;
+    let prog = program
+        .canonicalize()
+        .with_context(|| format!("locating {}", program.display()))?;
+    let mut files = vec![prog];
+    let Some(interp) = interpreter(&data) else {
+        return Ok(files);
+    };
+    let out = Command::new(&interp)
+        .arg("--list")
+        .arg(program)
+        .output()
+        .with_context(|| format!("running {} --list {}", interp.display(), program.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{} cannot be loaded, so it would not run either: {} (from `{} --list`)",
+            program.display(),
+            String::from_utf8_lossy(&out.stderr).trim(),
+            interp.display()
+        );
+    }
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        // `libc.so.6 => /lib/…/libc.so.6 (0x…)`, `/lib64/ld-linux….so.2
+        // (0x…)`, `linux-vdso.so.1 (0x…)`, `libx.so => not found`.
+        let line = line.trim();
+        let path = match line.split_once(" => ") {
+            Some((_, rest)) => rest,
+            None => line,
+        };
+        let path = path.rsplit_once(" (0x").map_or(path, |(p, _)| p).trim();
+        // A relative path (an `LD_LIBRARY_PATH` of `.`) is relative to
+        // the working directory, which the loader shared with us.
+        if !path.contains('/') {
+            continue;
+        }
+        if let Ok(p) = Path::new(path).canonicalize() {
+            if !files.contains(&p) {
+                files.push(p);
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// Resolves `query` in `program` and the libraries it links but
+/// `libcoldcache` (the capture's own code, never a function to capture).
+pub fn resolve(program: &Path, query: &str, option: &str, libcoldcache: &Path) -> Result<Resolved> {
+    let files: Vec<FileFunctions> = linked_files(program)?
+        .iter()
+        .filter(|p| p.as_path() != libcoldcache)
+        .enumerate()
+        .filter_map(|(i, p)| match read_functions(p) {
+            Ok(f) => Some(Ok(f)),
+            // The program must be readable; a library that is not is
+            // searched no further (it cannot hold the breakpoint either).
+            Err(e) if i == 0 => Some(Err(e)),
+            Err(_) => None,
+        })
+        .collect::<Result<_, _>>()?;
+    decide(&files, query, option)
+}
+
+/// The choice among `files` (program first) for `query`, or the refusal.
+fn decide(files: &[FileFunctions], query: &str, option: &str) -> Result<Resolved> {
+    let candidates = find_function(files, query);
+    let name = |c: &Candidate| files[c.file].path.display().to_string();
+    let describe = |c: &Candidate| {
+        if c.raw == c.demangled {
+            format!("{} in {}", c.raw, name(c))
+        } else {
+            format!("{} [{}] in {}", c.demangled, c.raw, name(c))
+        }
+    };
+    let Some(chosen) = choose(&candidates) else {
+        if candidates.is_empty() {
+            bail!("{}", not_found(files, query, option));
+        }
+        let mut list: Vec<String> = candidates
+            .iter()
+            .take(LISTED)
+            .map(|c| format!("  {}", describe(c)))
+            .collect();
+        if candidates.len() > LISTED {
+            list.push(format!("  … and {} more", candidates.len() - LISTED));
+        }
+        bail!(
+            "{option} {query}: {} functions match, and a capture watches one:\n{}\n\
+             give one of these names exactly (with its signature, or the mangled name in brackets)",
+            candidates.len(),
+            list.join("\n")
+        );
+    };
+    let others: Vec<&Candidate> = candidates
+        .iter()
+        .filter(|c| !std::ptr::eq(*c, chosen))
+        .collect();
+    let mut note = Vec::new();
+    if chosen.kind != MatchKind::Exact || !others.is_empty() {
+        note.push(format!("{option} {query}: capturing {}", describe(chosen)));
+    }
+    if !others.is_empty() {
+        note.push(format!(
+            "  (the program's own definition, which the loader binds first; also matched: {})",
+            others
+                .iter()
+                .take(LISTED)
+                .map(|c| describe(c))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    }
+    Ok(Resolved {
+        raw: chosen.raw.clone(),
+        module: files[chosen.file].path.clone(),
+        address: chosen.address,
+        note: (!note.is_empty()).then(|| note.join("\n")),
+    })
+}
+
+/// The refusal of a name nothing matches: where it was looked for, why
+/// a stripped program hides it, suggestions, and the dlopen case.
+fn not_found(files: &[FileFunctions], query: &str, option: &str) -> String {
+    let program = &files[0];
+    let mut msg = format!(
+        "{option} {query}: no function of that name in {} or the {} libraries it links",
+        program.path.display(),
+        files.len() - 1
+    );
+    if !program.has_symtab {
+        msg += &format!(
+            " ({} has no symbol table: it was stripped, so only its exported functions \
+             can be named; rebuild it without -s or strip)",
+            program.path.display()
+        );
+    }
+    // Suggestions: full names without parameters, and, for a name typed
+    // without `::`, their last component (mapped back to the full name).
+    let short = !query.contains("::");
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for f in files.iter().flat_map(|f| &f.functions) {
+        let bare = without_return_type(without_parameters(&f.demangled)).to_string();
+        if short {
+            if let Some((_, last)) = bare.rsplit_once("::") {
+                keys.push((last.to_string(), bare.clone()));
+            }
+        }
+        keys.push((bare.clone(), bare));
+    }
+    let close = coldcache_config::closest_n(query, keys.iter().map(|(k, _)| k.as_str()), 8);
+    let mut shown: Vec<&str> = Vec::new();
+    for k in close {
+        for (key, full) in &keys {
+            if key == k && !shown.contains(&full.as_str()) && shown.len() < 5 {
+                shown.push(full);
+            }
+        }
+    }
+    if !shown.is_empty() {
+        msg += &format!(
+            "; did you mean {}?",
+            shown
+                .iter()
+                .map(|s| format!("`{s}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if !msg.ends_with('?') {
+        msg.push('.');
+    }
+    msg += " A function of a library the program opens with dlopen cannot be named: \
+            the capture is armed before main, when only linked libraries are loaded \
+            (start it from the program with the C API instead, include/coldcache.h)";
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldcache_symbols::functions::FunctionSymbol;
+
+    fn file(path: &str, symtab: bool, names: &[(&str, &str, u64)]) -> FileFunctions {
+        FileFunctions {
+            path: path.into(),
+            has_symtab: symtab,
+            functions: names
+                .iter()
+                .map(|&(raw, demangled, address)| FunctionSymbol {
+                    raw: raw.into(),
+                    demangled: demangled.into(),
+                    address,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn refusals_explain_and_suggest() {
+        let files = [
+            file(
+                "/p/prog",
+                false,
+                &[
+                    ("count_and_sort", "count_and_sort", 0x10),
+                    (
+                        "_ZN3geo4Vec23dotERKS0_",
+                        "geo::Vec2::dot(geo::Vec2 const&)",
+                        0x30,
+                    ),
+                ],
+            ),
+            file("/lib/libc.so.6", true, &[("qsort", "qsort", 0x1000)]),
+        ];
+        let e = decide(&files, "count_and_srot", "--function")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("did you mean `count_and_sort`? A function"),
+            "{e}"
+        );
+        assert!(e.contains("/p/prog has no symbol table"), "{e}");
+        assert!(e.contains("the 1 libraries it links"), "{e}");
+        assert!(e.contains("dlopen"), "{e}");
+        let e = decide(&files, "dto", "--function").unwrap_err().to_string();
+        assert!(e.contains("did you mean `geo::Vec2::dot`?"), "{e}");
+        let r = decide(&files, "Vec2::dot", "--function").unwrap();
+        assert_eq!(
+            (r.raw.as_str(), r.address),
+            ("_ZN3geo4Vec23dotERKS0_", 0x30)
+        );
+        assert_eq!(
+            r.note.as_deref(),
+            Some(
+                "--function Vec2::dot: capturing geo::Vec2::dot(geo::Vec2 const&) \
+                 [_ZN3geo4Vec23dotERKS0_] in /p/prog"
+            )
+        );
+        assert!(decide(&files, "qsort", "--function")
+            .unwrap()
+            .note
+            .is_none());
+        let e = decide(&files, "*o*", "--function").unwrap_err().to_string();
+        assert!(e.contains("3 functions match"), "{e}");
+    }
+}

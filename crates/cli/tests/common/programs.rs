@@ -1,0 +1,109 @@
+//! Test programs built by gcc/g++ and run under a deadline: a hang fails
+//! the test instead of blocking CI. Shared by `hostile.rs` and
+//! `workflow.rs` (each includes `library.rs` as `library` first).
+
+use super::library::{have, library, repo};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longer than any case takes on a loaded 2-core machine; shorter than
+/// forever.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+/// A scratch directory of this test process for `name` (`suite` tells the
+/// test files apart).
+pub fn scratch_in(suite: &str, name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("coldcache-{suite}-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Whether gcc is there; says which test is skipped when not.
+pub fn gcc_or_skip(test: &str) -> bool {
+    let ok = have("gcc");
+    if !ok {
+        eprintln!("SKIP {test}: gcc missing");
+    }
+    ok
+}
+
+/// Compiles `source` (relative to the repository; `.cpp` with g++) into
+/// `dir`; with `api`, against `libcoldcache.so` (the C API, with
+/// `WITH_COLDCACHE_API` defined) and with threads.
+pub fn build_with(source: &str, dir: &Path, api: bool) -> PathBuf {
+    let out = dir.join(Path::new(source).file_stem().unwrap());
+    let compiler = if source.ends_with(".cpp") {
+        "g++"
+    } else {
+        "gcc"
+    };
+    let mut cmd = Command::new(compiler);
+    cmd.args(["-O1", "-g", "-o"])
+        .arg(&out)
+        .arg(repo().join(source));
+    if api {
+        let lib = library();
+        let libdir = lib.parent().unwrap();
+        cmd.args(["-pthread", "-DWITH_COLDCACHE_API"])
+            .arg("-I")
+            .arg(repo().join("include"))
+            .arg("-L")
+            .arg(libdir)
+            .args(["-Wl,--no-as-needed", "-lcoldcache"])
+            .arg(format!("-Wl,-rpath,{}", libdir.display()));
+    }
+    let st = cmd.status().expect("run the compiler");
+    assert!(st.success(), "compiling {source} failed");
+    out
+}
+
+/// Runs `cmd` to its end, or kills it at the deadline and fails.
+pub fn run_with_deadline(mut cmd: Command, what: &str) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
+    wait_with_deadline(child, what)
+}
+
+/// Waits for `child` to end, or kills it at the deadline and fails.
+pub fn wait_with_deadline(mut child: Child, what: &str) -> Output {
+    let start = Instant::now();
+    loop {
+        if let Some(_status) = child.try_wait().unwrap() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{what}: still running after {DEADLINE:?} (a hang)\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The pid of the program `coldcache record` (process `parent`) started,
+/// waiting for it until the deadline.
+#[allow(dead_code)] // not every test file opens signal windows
+pub fn program_of(parent: u32) -> String {
+    let start = Instant::now();
+    loop {
+        let out = Command::new("pgrep")
+            .args(["-P", &parent.to_string()])
+            .output()
+            .unwrap();
+        if let Some(p) = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .next()
+        {
+            return p.to_string();
+        }
+        assert!(start.elapsed() < DEADLINE, "the program never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

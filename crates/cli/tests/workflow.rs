@@ -1,0 +1,686 @@
+//! The capture workflow as a user lives it (issue 18): `record` fails
+//! before the program runs when it cannot succeed (an unwritable `-o`, an
+//! unknown `--function`), never loses or silently replaces a dump, exits
+//! non-zero when a capture asked for was not made, and `trigger` signals
+//! only programs that run coldcache. Programs: `tests-programs/capture/
+//! workflow.c` and `tests-programs/symbols/names.cpp`, built by gcc/g++
+//! (skipped with a message when missing), run under a deadline.
+
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
+use library::{library, COLDCACHE};
+use programs::{
+    build_with, gcc_or_skip, program_of, run_with_deadline, scratch_in, wait_with_deadline,
+};
+
+use coldcache_dump::Dump;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+fn scratch(name: &str) -> PathBuf {
+    scratch_in("workflow", name)
+}
+
+/// `coldcache record` in `dir` with `args` (the program and its arguments
+/// after `--`).
+fn record(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(COLDCACHE);
+    cmd.current_dir(dir)
+        .env("COLDCACHE_LIB", library())
+        .args(["record", "--cache", "jaguar", "--no-resolve"])
+        .args(args);
+    cmd
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The run failed with a message naming `path` and containing `reason`,
+/// and the program never ran (its output is empty).
+fn refused(out: &Output, path: &str, reason: &str, what: &str) {
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{what}: exit 0\n{err}");
+    assert!(err.contains(path) && err.contains(reason), "{what}: {err}");
+    assert!(
+        out.stdout.is_empty(),
+        "{what}: the program ran: {}",
+        text(&out.stdout)
+    );
+}
+
+/// Regression: an unwritable `-o` was found only after the whole program
+/// ran, reported as "the program never started one", with exit 0.
+#[test]
+fn an_unwritable_output_is_refused_before_the_program_runs() {
+    if !gcc_or_skip("an_unwritable_output_is_refused_before_the_program_runs") {
+        return;
+    }
+    let dir = scratch("unwritable");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let p = program.to_str().unwrap();
+    // A directory nobody may write to; root may write anywhere but in
+    // sysfs, which refuses new files to root too.
+    let ro = dir.join("read-only");
+    std::fs::create_dir_all(&ro).unwrap();
+    let mut perms = std::fs::metadata(&ro).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o555);
+    std::fs::set_permissions(&ro, perms).unwrap();
+    let ro = if std::fs::write(ro.join("probe"), b"").is_ok() {
+        PathBuf::from("/sys")
+    } else {
+        ro
+    };
+    let ro_dump = ro.join("x.ccdump");
+    for (output, reason) in [
+        ("no/such/dir/x.ccdump", "does not exist"),
+        (ro_dump.to_str().unwrap(), "no file can be created in"),
+        (dir.to_str().unwrap(), "is a directory"),
+    ] {
+        let out = run_with_deadline(
+            record(&dir, &["--all", "-o", output, "--", p, "once"]),
+            output,
+        );
+        refused(&out, output, reason, output);
+    }
+    // The same for --trace.
+    let out = run_with_deadline(
+        record(
+            &dir,
+            &["--all", "--trace", "gone/t.cctrace", "--", p, "once"],
+        ),
+        "--trace",
+    );
+    refused(&out, "gone/t.cctrace", "does not exist", "--trace");
+}
+
+/// Regression: a capture that was asked for and never made exited 0
+/// ("the program never started one").
+#[test]
+fn a_capture_asked_for_and_not_made_exits_non_zero() {
+    if !gcc_or_skip("a_capture_asked_for_and_not_made_exits_non_zero") {
+        return;
+    }
+    let dir = scratch("not_made");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let p = program.to_str().unwrap();
+    // The program's own output: its checksum, computed natively.
+    let native = run_with_deadline(
+        {
+            let mut c = Command::new(&program);
+            c.arg("once");
+            c
+        },
+        "plain",
+    );
+    assert!(native.status.success());
+    for (trigger, says) in [
+        // cmp is called fewer than a million times.
+        (
+            &["--function", "cmp", "--call", "1000000"][..],
+            "the function was never called",
+        ),
+        (&["--signal"][..], "no trigger signal started one"),
+        (&[][..], "never called coldcache_start"),
+    ] {
+        let mut args = trigger.to_vec();
+        args.extend(["-o", "x.ccdump", "--", p, "once"]);
+        let out = run_with_deadline(record(&dir, &args), &format!("{trigger:?}"));
+        let err = text(&out.stderr);
+        assert_eq!(out.stdout, native.stdout, "{trigger:?}: the program ran");
+        assert!(!out.status.success(), "{trigger:?}: exit 0\n{err}");
+        assert!(
+            err.contains("no capture was made") && err.contains(says),
+            "{trigger:?}: {err}"
+        );
+        let _ = std::fs::remove_file(dir.join("x.ccdump"));
+    }
+}
+
+fn load(path: &Path) -> Dump {
+    Dump::from_bytes(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .unwrap()
+}
+
+/// Regression: two `record`s to one path both reported it, and the first
+/// dump was lost. perf's habit: the earlier file is kept as `NAME.old`.
+#[test]
+fn an_earlier_dump_is_kept_as_old_not_overwritten() {
+    if !gcc_or_skip("an_earlier_dump_is_kept_as_old_not_overwritten") {
+        return;
+    }
+    let dir = scratch("old");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let p = program.to_str().unwrap();
+    let args = ["--function", "count_and_sort", "--", p, "once"];
+    let first = run_with_deadline(record(&dir, &args), "first");
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let earlier = std::fs::read(dir.join("coldcache.ccdump")).unwrap();
+    let second = run_with_deadline(record(&dir, &args), "second");
+    let err = text(&second.stderr);
+    assert!(second.status.success(), "{err}");
+    let old = dir.join("coldcache.ccdump.old");
+    assert_eq!(std::fs::read(&old).unwrap(), earlier, "{err}");
+    assert!(
+        err.contains(&format!(
+            "the earlier {} is kept as {}",
+            dir.join("coldcache.ccdump").display(),
+            old.display()
+        )),
+        "{err}"
+    );
+    // The new dump is this run's (its own start time), not the earlier.
+    let (a, b) = (
+        Dump::from_bytes(&earlier).unwrap(),
+        load(&dir.join("coldcache.ccdump")),
+    );
+    assert!(b.meta.start_unix_ns > a.meta.start_unix_ns);
+}
+
+/// Regression: each `--signal` window of one run replaced the previous
+/// one's dump. Two windows are two dumps, both listed by `record`.
+#[test]
+fn every_signal_window_of_a_run_is_its_own_dump() {
+    if !gcc_or_skip("every_signal_window_of_a_run_is_its_own_dump") {
+        return;
+    }
+    let dir = scratch("windows");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let _ = std::fs::remove_file(dir.join("stop"));
+    let mut cmd = record(
+        &dir,
+        &[
+            "--signal",
+            "--instructions",
+            "5000",
+            "-o",
+            "w.ccdump",
+            "--",
+            program.to_str().unwrap(),
+            "windows",
+        ],
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = program_of(child.id());
+    // Each window ends by itself after 5000 instructions; the next is
+    // opened once its dump is there (a trigger during a window ends it).
+    let dumps = [dir.join("w.ccdump"), dir.join("w.2.ccdump")];
+    for d in &dumps {
+        std::thread::sleep(Duration::from_millis(300));
+        let t = Command::new(COLDCACHE)
+            .args(["trigger", &pid])
+            .output()
+            .unwrap();
+        assert!(t.status.success(), "{}", text(&t.stderr));
+        let start = std::time::Instant::now();
+        while !d.exists() {
+            assert!(start.elapsed() < programs::DEADLINE, "no {}", d.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    std::fs::write(dir.join("stop"), b"").unwrap();
+    let out = wait_with_deadline(child, "windows");
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for d in &dumps {
+        let dump = load(d);
+        assert_eq!(dump.meta.trigger, "signal");
+        assert_eq!(dump.meta.instructions, 5000, "{}", d.display());
+        assert!(
+            err.contains(&format!("capture written to {}", d.display())),
+            "{err}"
+        );
+    }
+    assert!(
+        err.contains(&format!(
+            "2 dumps written by this run:\n  {}\n  {}\n",
+            dumps[0].display(),
+            dumps[1].display()
+        )),
+        "{err}"
+    );
+    assert!(!dir.join("w.3.ccdump").exists());
+}
+
+/// Regression: a program choosing its own dump path through the C API got
+/// "no capture was written" and an unresolved dump. Every dump of the run
+/// is found and resolved; one that cannot be written where the program
+/// asked is kept in the temporary directory, named, and the exit is
+/// non-zero.
+#[test]
+fn dumps_written_through_the_c_api_are_found_and_resolved() {
+    if !gcc_or_skip("dumps_written_through_the_c_api_are_found_and_resolved") {
+        return;
+    }
+    let dir = scratch("api");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, true);
+    let p = program.to_str().unwrap();
+    let mut cmd = record(
+        &dir,
+        &["-o", "default.ccdump", "--", p, "api", "own.ccdump"],
+    );
+    // Resolved this time: drop --no-resolve.
+    let args: Vec<_> = cmd
+        .get_args()
+        .filter(|a| *a != "--no-resolve")
+        .map(|a| a.to_owned())
+        .collect();
+    cmd = Command::new(COLDCACHE);
+    cmd.current_dir(&dir)
+        .env("COLDCACHE_LIB", library())
+        .args(&args);
+    let out = run_with_deadline(cmd, "api");
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for name in ["own.ccdump", "default.ccdump"] {
+        let path = dir.join(name);
+        let d = load(&path);
+        assert_eq!(d.meta.trigger, "api");
+        assert!(d.meta.instructions > 0);
+        let syms = d.symbols.as_ref().expect("resolved");
+        assert!(
+            syms.functions.iter().any(|f| f.name == "count_and_sort"),
+            "{name}: count_and_sort not among the resolved functions"
+        );
+        assert!(
+            err.contains(&format!("capture written to {}", path.display())),
+            "{err}"
+        );
+    }
+    // A path the program cannot write: the capture is kept elsewhere.
+    let out = run_with_deadline(
+        record(
+            &dir,
+            &["-o", "default.ccdump", "--", p, "api", "/sys/own.ccdump"],
+        ),
+        "api unwritable",
+    );
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let kept = err
+        .split("it was kept in ")
+        .nth(1)
+        .and_then(|r| r.lines().next())
+        .unwrap_or_else(|| panic!("where the capture was kept: {err}"));
+    let d = load(Path::new(kept));
+    assert!(d.meta.instructions > 0);
+    assert!(err.contains("/sys/own.ccdump"), "{err}");
+    std::fs::remove_file(kept).unwrap();
+}
+
+/// `record`'s error, the program not run: exit non-zero, its output empty.
+fn refused_with(out: &Output, says: &[&str], what: &str) {
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{what}: exit 0\n{err}");
+    assert!(out.stdout.is_empty(), "{what}: the program ran\n{err}");
+    for s in says {
+        assert!(err.contains(s), "{what}: no {s:?} in\n{err}");
+    }
+}
+
+/// Regression: `--function` was looked up only once the program ran; a
+/// typo, a stripped binary or `--threads all` was reported after the whole
+/// run, with exit 0.
+#[test]
+fn an_unknown_function_is_refused_before_the_program_runs() {
+    if !gcc_or_skip("an_unknown_function_is_refused_before_the_program_runs") {
+        return;
+    }
+    let dir = scratch("unknown_function");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let p = program.to_str().unwrap();
+    let out = run_with_deadline(
+        record(&dir, &["--function", "count_and_srot", "--", p, "once"]),
+        "typo",
+    );
+    refused_with(
+        &out,
+        &[
+            "--function count_and_srot: no function of that name in",
+            "did you mean `count_and_sort`?",
+        ],
+        "typo",
+    );
+    // Stripped: the program's own functions are gone from its tables.
+    let stripped = dir.join("stripped");
+    std::fs::copy(&program, &stripped).unwrap();
+    assert!(Command::new("strip")
+        .arg(&stripped)
+        .status()
+        .unwrap()
+        .success());
+    let s = stripped.to_str().unwrap();
+    for (args, says) in [
+        (
+            &["--function", "count_and_sort"][..],
+            "has no symbol table: it was stripped",
+        ),
+        (&["--all"][..], "--all main: no function of that name"),
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["--", s, "once"]);
+        let out = run_with_deadline(record(&dir, &a), "stripped");
+        refused_with(&out, &[says], &format!("stripped {args:?}"));
+    }
+    let out = run_with_deadline(
+        record(
+            &dir,
+            &[
+                "--function",
+                "count_and_sort",
+                "--threads",
+                "all",
+                "--",
+                p,
+                "once",
+            ],
+        ),
+        "threads all",
+    );
+    refused_with(
+        &out,
+        &["cannot be combined with --threads all"],
+        "threads all",
+    );
+}
+
+/// The mangled name of the symbol of `binary` that `c++filt` demangles
+/// to `demangled` (binutils as the independent truth).
+fn mangled_by_binutils(binary: &Path, demangled: &str) -> String {
+    let nm = Command::new("nm").arg(binary).output().unwrap();
+    let names: Vec<String> = text(&nm.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(String::from))
+        .collect();
+    let filt = Command::new("c++filt")
+        .args(&names)
+        .output()
+        .expect("c++filt");
+    let plain: Vec<String> = text(&filt.stdout).lines().map(String::from).collect();
+    let i = plain
+        .iter()
+        .position(|n| n == demangled)
+        .unwrap_or_else(|| panic!("{demangled} not in nm's list"));
+    names[i].clone()
+}
+
+/// `--function` takes C++ names as `report` prints them (with or without
+/// the signature, or their end after `::`), mangled names and wildcards;
+/// two functions matching is refused with both listed.
+#[test]
+fn cpp_names_and_wildcards_resolve_before_the_run() {
+    if !gcc_or_skip("cpp_names_and_wildcards_resolve_before_the_run")
+        || !library::have("g++")
+        || !library::have("c++filt")
+    {
+        return;
+    }
+    let dir = scratch("cpp_names");
+    let program = build_with("tests-programs/symbols/names.cpp", &dir, false);
+    let p = program.to_str().unwrap();
+    let dot = mangled_by_binutils(&program, "geo::Vec2::dot(geo::Vec2 const&) const");
+    for name in [
+        "geo::Vec2::dot",
+        "geo::Vec2::dot(geo::Vec2 const&) const",
+        "Vec2::dot",
+        dot.as_str(),
+        "geo::Vec2::do?",
+    ] {
+        let out = run_with_deadline(
+            record(&dir, &["--function", name, "-o", "dot.ccdump", "--", p]),
+            name,
+        );
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{name}: {err}");
+        let d = load(&dir.join("dot.ccdump"));
+        assert_eq!(d.meta.trigger, format!("function:{dot}"), "{name}");
+        assert!(d.meta.instructions > 0, "{name}");
+        if name != dot {
+            assert!(
+                err.contains(&format!(
+                    "capturing geo::Vec2::dot(geo::Vec2 const&) const [{dot}]"
+                )),
+                "{name}: {err}"
+            );
+        }
+    }
+    // total<geo::Vec2> and total<int>: ambiguous, both listed.
+    let out = run_with_deadline(
+        record(&dir, &["--function", "geo::total*", "--", p]),
+        "total",
+    );
+    refused_with(
+        &out,
+        &[
+            "--function geo::total*: 2 functions match",
+            "geo::Vec2 geo::total<geo::Vec2>(",
+            "int geo::total<int>(",
+        ],
+        "total",
+    );
+}
+
+/// C names with a wildcard (Callgrind's `--toggle-collect` spelling) and
+/// Rust paths without the crate name or hash.
+#[test]
+fn wildcards_and_rust_paths_resolve_before_the_run() {
+    if !gcc_or_skip("wildcards_and_rust_paths_resolve_before_the_run") {
+        return;
+    }
+    let dir = scratch("rust_names");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let out = run_with_deadline(
+        record(
+            &dir,
+            &[
+                "--function",
+                "count_and_so*",
+                "-o",
+                "c.ccdump",
+                "--",
+                program.to_str().unwrap(),
+                "once",
+            ],
+        ),
+        "wildcard",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        load(&dir.join("c.ccdump")).meta.trigger,
+        "function:count_and_sort"
+    );
+    let src = dir.join("counter.rs");
+    std::fs::write(
+        &src,
+        "mod ns {\n pub struct Counter(pub u64);\n impl Counter {\n  #[inline(never)]\n  \
+         pub fn bump(&mut self, k: u64) { self.0 = self.0.wrapping_mul(31).wrapping_add(k); }\n }\n}\n\
+         fn main() { let mut c = ns::Counter(1); for k in 0..std::hint::black_box(100) { c.bump(k); }\n \
+         println!(\"{}\", c.0); }\n",
+    )
+    .unwrap();
+    let bin = dir.join("counter");
+    let st = Command::new("rustc")
+        .args(["-O", "-g", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status();
+    if !st.is_ok_and(|s| s.success()) {
+        eprintln!("SKIP wildcards_and_rust_paths_resolve_before_the_run (Rust part): rustc failed");
+        return;
+    }
+    let out = run_with_deadline(
+        record(
+            &dir,
+            &[
+                "--function",
+                "ns::Counter::bump",
+                "-o",
+                "r.ccdump",
+                "--",
+                bin.to_str().unwrap(),
+            ],
+        ),
+        "rust",
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("--function ns::Counter::bump: capturing counter::ns::Counter::bump [_ZN"),
+        "{err}"
+    );
+    let d = load(&dir.join("r.ccdump"));
+    assert!(
+        d.meta
+            .trigger
+            .starts_with("function:_ZN7counter2ns7Counter4bump"),
+        "{}",
+        d.meta.trigger
+    );
+    assert!(d.meta.instructions > 0);
+}
+
+/// Whether `child` is still running (not exited, not a zombie).
+fn alive(child: &mut std::process::Child) -> bool {
+    child.try_wait().unwrap().is_none()
+}
+
+/// Regression: `coldcache trigger` sent SIGUSR2 to any process and exited
+/// 0 (`sleep 100 & coldcache trigger $!` killed the sleep). A process
+/// without libcoldcache, or with it but not recorded with `--signal`, is
+/// refused and survives.
+#[test]
+fn trigger_refuses_a_process_not_running_coldcache() {
+    for (preload, says) in [
+        (false, "is not running coldcache"),
+        (true, "does not catch SIGUSR2"),
+    ] {
+        let mut sleep = Command::new("sleep");
+        sleep.arg("100");
+        if preload {
+            sleep.env("LD_PRELOAD", library());
+        }
+        let mut sleep = sleep.spawn().unwrap();
+        // Until the loader has mapped what it maps.
+        let maps = format!("/proc/{}/maps", sleep.id());
+        let start = std::time::Instant::now();
+        while preload
+            && !std::fs::read_to_string(&maps)
+                .unwrap_or_default()
+                .contains("libcoldcache")
+        {
+            assert!(start.elapsed() < programs::DEADLINE);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let out = Command::new(COLDCACHE)
+            .args(["trigger", &sleep.id().to_string()])
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{err}");
+        assert!(
+            err.contains(&format!("process {} (sleep) ", sleep.id())) && err.contains(says),
+            "{err}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(alive(&mut sleep), "the sleep was killed");
+        sleep.kill().unwrap();
+        sleep.wait().unwrap();
+    }
+}
+
+/// A function of a library the program links, found where the loader
+/// will find it (here through a relative `LD_LIBRARY_PATH`), before the
+/// run; the capture is planted in that library.
+#[test]
+fn a_function_of_a_linked_library_is_found_as_the_loader_finds_it() {
+    if !gcc_or_skip("a_function_of_a_linked_library_is_found_as_the_loader_finds_it") {
+        return;
+    }
+    let dir = scratch("linked_library");
+    std::fs::write(
+        dir.join("l.c"),
+        "int lib_sum(int n){int s=0;for(int i=0;i<n;i++)s+=i*i;return s;}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("m.c"),
+        "#include <stdio.h>\nint lib_sum(int);\nint main(void){printf(\"%d\\n\",lib_sum(50));return 0;}\n",
+    )
+    .unwrap();
+    for args in [
+        &["-shared", "-fPIC", "-O1", "-o", "libl.so", "l.c"][..],
+        &["-O1", "-o", "m", "m.c", "-L.", "-ll"][..],
+    ] {
+        assert!(Command::new("gcc")
+            .args(args)
+            .current_dir(&dir)
+            .status()
+            .unwrap()
+            .success());
+    }
+    let mut cmd = record(
+        &dir,
+        &["--function", "lib_sum", "-o", "l.ccdump", "--", "./m"],
+    );
+    cmd.env("LD_LIBRARY_PATH", ".");
+    let out = run_with_deadline(cmd, "linked library");
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(text(&out.stdout), "40425\n");
+    let d = load(&dir.join("l.ccdump"));
+    assert_eq!(d.meta.trigger, "function:lib_sum");
+    // lib_sum(50): a loop of 50 iterations, so well over 50 instructions.
+    assert!(d.meta.instructions > 50, "{}", d.meta.instructions);
+}
+
+/// Regression: `coldcache trigger PID` during a `--function` capture
+/// killed the program (SIGUSR2 with no handler). It is refused, and the
+/// program runs on to its end.
+#[test]
+fn trigger_during_a_function_capture_is_refused_and_the_program_survives() {
+    if !gcc_or_skip("trigger_during_a_function_capture_is_refused_and_the_program_survives") {
+        return;
+    }
+    let dir = scratch("trigger_function");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let _ = std::fs::remove_file(dir.join("stop"));
+    // Armed on a call that never comes: the breakpoint stays planted.
+    let mut cmd = record(
+        &dir,
+        &[
+            "--function",
+            "cmp",
+            "--call",
+            "1000000000",
+            "-o",
+            "f.ccdump",
+            "--",
+            program.to_str().unwrap(),
+            "windows",
+        ],
+    );
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = program_of(child.id());
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Command::new(COLDCACHE)
+        .args(["trigger", &pid])
+        .output()
+        .unwrap();
+    let terr = text(&t.stderr);
+    assert!(!t.status.success(), "{terr}");
+    assert!(terr.contains("does not catch SIGUSR2"), "{terr}");
+    std::fs::write(dir.join("stop"), b"").unwrap();
+    let out = wait_with_deadline(child, "function capture");
+    // The program ended by itself: its last line printed, no signal.
+    assert_eq!(text(&out.stdout), "ready\n1\n", "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}

@@ -1,0 +1,455 @@
+//! Finding a function by the name a person types, before a capture: for
+//! `coldcache record --function NAME`, in the program and the libraries it
+//! links (the caller lists them; this module reads their symbol tables).
+//!
+//! A name is matched against every defined function symbol (`.symtab`,
+//! else `.dynsym`) of the files, in tiers; the first tier with a match
+//! decides, so a more literal reading always wins over a looser one:
+//!
+//! 1. [`MatchKind::Exact`]: the symbol's own (mangled) name, `cmp` or
+//!    `_ZNK3geo4Vec23dotERKS0_`;
+//! 2. [`MatchKind::Demangled`]: the demangled name as `coldcache report`
+//!    prints it (the same [`crate::demangle`]), with or without its
+//!    parameter list: `geo::Vec2::dot(geo::Vec2 const&) const` or
+//!    `geo::Vec2::dot`; Rust names without their hash;
+//! 3. [`MatchKind::Suffix`]: the end of the name without its parameters, on
+//!    a `::` boundary: `Vec2::dot`, `bump` for `prog::ns::Counter::bump`;
+//! 4. [`MatchKind::Wildcard`]: `*` (any run) and `?` (one character), as
+//!    Callgrind's `--toggle-collect`, over the mangled name, the demangled
+//!    name and the name without its parameters: `count_and_sort*`,
+//!    `geo::total*`.
+//!
+//! Symbols at one address of one file (aliases, C++ complete and base
+//! object constructors) are one candidate. [`choose`] takes a single
+//! candidate, or the program's own when only one of them is the program's
+//! (the definition the loader binds first); anything else is ambiguous:
+//! a breakpoint watches one address, and a capture of the wrong function
+//! is worse than a refusal naming the candidates.
+
+use std::path::{Path, PathBuf};
+
+/// A defined function symbol of one file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionSymbol {
+    /// The symbol's own name (mangled for C++ and Rust).
+    pub raw: String,
+    /// Its demangled name ([`crate::demangle`]; `raw` for C).
+    pub demangled: String,
+    /// Its ELF address (`st_value`).
+    pub address: u64,
+}
+
+/// The function symbols of one ELF file.
+#[derive(Clone, Debug)]
+pub struct FileFunctions {
+    /// The file.
+    pub path: PathBuf,
+    /// Whether it has a full symbol table (`.symtab`); without one only
+    /// its exported functions are known (a stripped binary).
+    pub has_symtab: bool,
+    /// Defined function symbols, `.symtab`'s and `.dynsym`'s.
+    pub functions: Vec<FunctionSymbol>,
+}
+
+/// Why a file's functions could not be listed.
+#[derive(Debug, thiserror::Error)]
+pub enum FunctionsError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The file is not an object file `object` can parse.
+    #[error("{path} is not an ELF file this tool can read: {reason}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        reason: String,
+    },
+}
+
+/// Reads the defined function symbols of the ELF file `path`.
+pub fn read_functions(path: &Path) -> Result<FileFunctions, FunctionsError> {
+    use object::{Object, ObjectSection, ObjectSymbol};
+    let data = crate::elf::read_binary(path).map_err(|source| FunctionsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let file = object::File::parse(&*data).map_err(|e| FunctionsError::Parse {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let has_symtab = file
+        .section_by_name(".symtab")
+        .is_some_and(|s| s.size() > 0);
+    let mut functions: Vec<FunctionSymbol> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for s in file.symbols().chain(file.dynamic_symbols()) {
+        if !s.is_definition() || s.kind() != object::SymbolKind::Text {
+            continue;
+        }
+        let Ok(raw) = s.name() else { continue };
+        if raw.is_empty() || !seen.insert((raw.to_string(), s.address())) {
+            continue;
+        }
+        functions.push(FunctionSymbol {
+            raw: raw.to_string(),
+            demangled: crate::demangle(raw),
+            address: s.address(),
+        });
+    }
+    Ok(FileFunctions {
+        path: path.to_path_buf(),
+        has_symtab,
+        functions,
+    })
+}
+
+/// How a name matched (see the module doc for the tiers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MatchKind {
+    /// The symbol's own name.
+    Exact,
+    /// The demangled name, with or without its parameters.
+    Demangled,
+    /// The end of the name on a `::` boundary.
+    Suffix,
+    /// A wildcard pattern.
+    Wildcard,
+}
+
+/// One function matching a name: a file and an address, with every
+/// symbol there that matched.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    /// Index of its file in the list searched.
+    pub file: usize,
+    /// Its ELF address.
+    pub address: u64,
+    /// The symbol's own name (the first that matched at this address).
+    pub raw: String,
+    /// Its demangled name.
+    pub demangled: String,
+    /// How it matched.
+    pub kind: MatchKind,
+}
+
+/// The name without its parameter list (and what follows it: `const`, a
+/// return type): `geo::Vec2::dot(geo::Vec2 const&) const` → `geo::Vec2::dot`.
+/// Parentheses inside template arguments or lambda names, of
+/// `(anonymous namespace)` and of `operator()` are not the list.
+pub fn without_parameters(name: &str) -> &str {
+    let b = name.as_bytes();
+    let mut depth = 0i32;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'<' | b'{' | b'[' => depth += 1,
+            b'>' | b'}' | b']' => depth -= 1,
+            b'(' if depth == 0 => {
+                let rest = &name[i..];
+                if rest.starts_with("(anonymous namespace)") {
+                    i += "(anonymous namespace)".len();
+                    continue;
+                }
+                if name[..i].ends_with("operator") && rest.starts_with("()") {
+                    i += 2;
+                    continue;
+                }
+                if i > 0 {
+                    return &name[..i];
+                }
+            }
+            _ => {}
+        }
+        // `operator<`, `operator<<`, `operator->`, `operator>=`…: their
+        // brackets are not template brackets.
+        if name[..=i].ends_with("operator") {
+            let ops = name[i + 1..]
+                .bytes()
+                .take_while(|c| b"<>=-".contains(c))
+                .count();
+            i += ops;
+        }
+        i += 1;
+    }
+    name
+}
+
+/// The name without the return type a template function's demangled name
+/// starts with: `int geo::total<int>` → `geo::total<int>` (the part after
+/// the last space outside brackets).
+pub fn without_return_type(name: &str) -> &str {
+    let mut depth = 0i32;
+    let mut cut = 0;
+    for (i, c) in name.char_indices() {
+        match c {
+            '<' | '(' | '{' | '[' => depth += 1,
+            '>' | ')' | '}' | ']' => depth -= 1,
+            ' ' if depth == 0 => cut = i + 1,
+            _ => {}
+        }
+    }
+    &name[cut..]
+}
+
+/// Whether `text` matches `pattern`, where `*` is any run of characters
+/// (none included) and `?` is one character.
+pub fn wildcard_match(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti) = (0, 0);
+    // The last `*` seen and the text position it was tried at.
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// How `f` matches `query`, if it does.
+fn matches(f: &FunctionSymbol, query: &str) -> Option<MatchKind> {
+    if f.raw == query {
+        return Some(MatchKind::Exact);
+    }
+    let base = without_parameters(&f.demangled);
+    let bare = without_return_type(base);
+    if f.demangled == query || base == query || bare == query {
+        return Some(MatchKind::Demangled);
+    }
+    if bare
+        .strip_suffix(query)
+        .is_some_and(|head| head.ends_with("::"))
+    {
+        return Some(MatchKind::Suffix);
+    }
+    if query.contains(['*', '?'])
+        && [f.raw.as_str(), &f.demangled, base, bare]
+            .iter()
+            .any(|t| wildcard_match(query, t))
+    {
+        return Some(MatchKind::Wildcard);
+    }
+    None
+}
+
+/// The functions of `files` that `query` names, in the best tier that has
+/// any (see the module doc), one per (file, address), in file order.
+pub fn find_function(files: &[FileFunctions], query: &str) -> Vec<Candidate> {
+    let query = query.trim();
+    let mut found: Vec<Candidate> = Vec::new();
+    for (i, file) in files.iter().enumerate() {
+        for f in &file.functions {
+            let Some(kind) = matches(f, query) else {
+                continue;
+            };
+            if let Some(best) = found.first() {
+                if kind > best.kind {
+                    continue;
+                }
+                if kind < best.kind {
+                    found.clear();
+                }
+            }
+            if found.iter().any(|c| c.file == i && c.address == f.address) {
+                continue;
+            }
+            found.push(Candidate {
+                file: i,
+                address: f.address,
+                raw: f.raw.clone(),
+                demangled: f.demangled.clone(),
+                kind,
+            });
+        }
+    }
+    found
+}
+
+/// The candidate to capture: the only one, or the only one in the program
+/// (file 0) — the definition the loader binds first; `None` when that
+/// leaves several (ambiguous) or there is none.
+pub fn choose(candidates: &[Candidate]) -> Option<&Candidate> {
+    match candidates {
+        [] => None,
+        [one] => Some(one),
+        _ => {
+            let mut own = candidates.iter().filter(|c| c.file == 0);
+            match (own.next(), own.next()) {
+                (Some(c), None) => Some(c),
+                _ => None,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_are_cut_where_the_list_starts() {
+        for (name, base) in [
+            ("geo::Vec2::dot(geo::Vec2 const&) const", "geo::Vec2::dot"),
+            ("count_and_sort", "count_and_sort"),
+            (
+                "geo::(anonymous namespace)::scale(int, int)",
+                "geo::(anonymous namespace)::scale",
+            ),
+            (
+                "geo::Vec2::operator+(geo::Vec2 const&) const",
+                "geo::Vec2::operator+",
+            ),
+            ("Functor::operator()(int)", "Functor::operator()"),
+            ("a::operator<<(std::ostream&)", "a::operator<<"),
+            ("a::operator<(a const&)", "a::operator<"),
+            ("a::operator->()", "a::operator->"),
+            (
+                "void std::__sort<int*>(int*, int*, std::function<void (int)>)",
+                "void std::__sort<int*>",
+            ),
+            (
+                "geo::total<double>(std::vector<double, std::allocator<double> > const&)",
+                "geo::total<double>",
+            ),
+            (
+                "main::{lambda(int)#1}::operator()(int) const",
+                "main::{lambda(int)#1}::operator()",
+            ),
+        ] {
+            assert_eq!(without_parameters(name), base, "{name}");
+        }
+    }
+
+    #[test]
+    fn return_types_are_cut_before_the_name() {
+        assert_eq!(
+            without_return_type("int geo::total<int>"),
+            "geo::total<int>"
+        );
+        assert_eq!(
+            without_return_type("unsigned long f<unsigned long>"),
+            "f<unsigned long>"
+        );
+        assert_eq!(
+            without_return_type("geo::(anonymous namespace)::scale"),
+            "geo::(anonymous namespace)::scale"
+        );
+    }
+
+    #[test]
+    fn wildcards_as_callgrind_takes_them() {
+        assert!(wildcard_match("count_and_sort*", "count_and_sort"));
+        assert!(wildcard_match("count_and_sort*", "count_and_sort_v2"));
+        assert!(!wildcard_match("count_and_sort*", "xcount_and_sort"));
+        assert!(wildcard_match("*sort*", "count_and_sort_v2"));
+        assert!(wildcard_match("c?p", "cmp"));
+        assert!(!wildcard_match("c?p", "cp"));
+        assert!(wildcard_match("a*b*c", "aXbYbZc"));
+        assert!(!wildcard_match("a*b*c", "aXbYbZ"));
+        assert!(wildcard_match("*", ""));
+    }
+
+    fn file(path: &str, names: &[(&str, &str, u64)]) -> FileFunctions {
+        FileFunctions {
+            path: path.into(),
+            has_symtab: true,
+            functions: names
+                .iter()
+                .map(|&(raw, demangled, address)| FunctionSymbol {
+                    raw: raw.into(),
+                    demangled: demangled.into(),
+                    address,
+                })
+                .collect(),
+        }
+    }
+
+    /// The tiers by hand: the most literal match wins; aliases are one
+    /// candidate; the program's own definition beats a library's; two in
+    /// the program are ambiguous.
+    #[test]
+    fn names_resolve_by_tier_and_ambiguity_is_refused() {
+        let files = [
+            file(
+                "prog",
+                &[
+                    ("count_and_sort", "count_and_sort", 0x10),
+                    ("count_and_sort_v2", "count_and_sort_v2", 0x20),
+                    (
+                        "_ZN3geo4Vec23dotERKS0_",
+                        "geo::Vec2::dot(geo::Vec2 const&)",
+                        0x30,
+                    ),
+                    ("_ZN3geo5totalIiEET_v", "int geo::total<int>()", 0x40),
+                    ("_ZN3geo5totalIdEET_v", "double geo::total<double>()", 0x50),
+                    ("_ZN3geo1CC1Ev", "geo::C::C()", 0x60),
+                    ("_ZN3geo1CC2Ev", "geo::C::C()", 0x60),
+                    (
+                        "_ZN4prog2ns7Counter4bump17h0123456789abcdefE",
+                        "prog::ns::Counter::bump",
+                        0x70,
+                    ),
+                    ("qsort", "qsort", 0x80),
+                ],
+            ),
+            file(
+                "libc.so.6",
+                &[("qsort", "qsort", 0x1000), ("cmp", "cmp", 0x2000)],
+            ),
+        ];
+        let one = |q: &str| {
+            let c = find_function(&files, q);
+            choose(&c).map(|c| (c.file, c.address, c.kind))
+        };
+        assert_eq!(one("count_and_sort"), Some((0, 0x10, MatchKind::Exact)));
+        assert_eq!(one("count_and_sort*"), None, "two match: ambiguous");
+        assert_eq!(find_function(&files, "count_and_sort*").len(), 2);
+        assert_eq!(
+            one("count_and_sort_v*"),
+            Some((0, 0x20, MatchKind::Wildcard))
+        );
+        assert_eq!(one("geo::Vec2::dot"), Some((0, 0x30, MatchKind::Demangled)));
+        assert_eq!(
+            one("geo::Vec2::dot(geo::Vec2 const&)"),
+            Some((0, 0x30, MatchKind::Demangled))
+        );
+        assert_eq!(one("Vec2::dot"), Some((0, 0x30, MatchKind::Suffix)));
+        assert_eq!(
+            one("_ZN3geo4Vec23dotERKS0_"),
+            Some((0, 0x30, MatchKind::Exact))
+        );
+        assert_eq!(one("geo::total*"), None);
+        assert_eq!(
+            one("geo::total<int>"),
+            Some((0, 0x40, MatchKind::Demangled))
+        );
+        assert_eq!(one("total<double>"), Some((0, 0x50, MatchKind::Suffix)));
+        assert_eq!(one("geo::C::C"), Some((0, 0x60, MatchKind::Demangled)));
+        assert_eq!(one("ns::Counter::bump"), Some((0, 0x70, MatchKind::Suffix)));
+        assert_eq!(one("bump"), Some((0, 0x70, MatchKind::Suffix)));
+        assert_eq!(
+            one("qsort"),
+            Some((0, 0x80, MatchKind::Exact)),
+            "the program's"
+        );
+        assert_eq!(one("cmp"), Some((1, 0x2000, MatchKind::Exact)));
+        assert_eq!(one("Counter::bum"), None);
+        assert!(find_function(&files, "nothing").is_empty());
+    }
+}
