@@ -83,7 +83,13 @@ pub struct RecordArgs {
     /// instruction (the oracle); `fast` runs translated copies of the
     /// program's code that record what the access model needs, with the
     /// trap engine for what the translator refuses (docs/capture.md).
-    #[arg(long, value_name = "MODE", default_value = "trap", value_parser = ["trap", "fast"])]
+    #[arg(
+        long,
+        value_name = "MODE",
+        env = "COLDCACHE_MODE",
+        default_value = "trap",
+        value_parser = ["trap", "fast"]
+    )]
     mode: String,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]

@@ -238,7 +238,8 @@ fn map_chunk(near: u64) -> Option<(u64, u64)> {
                 base.wrapping_sub(k * (64 << 20)),
                 base.wrapping_add(k * (64 << 20)),
             ] {
-                if !(0x10000..0x7fff_0000_0000).contains(&hint) {
+                // User space ends below 0x7fff_ffff_f000 (47-bit).
+                if hint < 0x10000 || hint.saturating_add(CHUNK) > 0x7fff_ffff_0000 {
                     continue;
                 }
                 if let Some(p) = rx_at(hint, true) {
