@@ -87,13 +87,20 @@ fn tools_or_skip(test: &str) -> bool {
     }
 }
 
+/// Passes `COLDCACHE_MODE` on: `COLDCACHE_MODE=fast cargo test --test
+/// capture` runs every test of this file in fast capture mode (CI does).
+fn keep_mode(cmd: &mut Command) {
+    if let Ok(m) = std::env::var("COLDCACHE_MODE") {
+        cmd.env("COLDCACHE_MODE", m);
+    }
+}
+
 /// Runs a command with a fixed, small environment (Valgrind and native runs
 /// must execute the same code paths in libc).
 fn run(mut cmd: Command) -> Output {
-    cmd.env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .current_dir(scratch())
-        .stdin(Stdio::null());
+    cmd.env_clear().env("PATH", "/usr/bin:/bin");
+    keep_mode(&mut cmd);
+    cmd.current_dir(scratch()).stdin(Stdio::null());
     let out = cmd.output().expect("run command");
     assert!(
         out.status.success(),
@@ -685,8 +692,9 @@ fn whole_program_capture_counts_the_instructions_callgrind_counts() {
             &format!("whole-{name}"),
         );
         let env = |c: &mut Command| {
-            c.env_clear()
-                .env("PATH", "/usr/bin:/bin")
+            c.env_clear();
+            keep_mode(c);
+            c.env("PATH", "/usr/bin:/bin")
                 .env("LD_BIND_NOW", "1")
                 .env("GLIBC_TUNABLES", SAME_GLIBC_PATHS)
                 .current_dir(scratch())

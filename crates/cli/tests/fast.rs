@@ -224,7 +224,9 @@ fn compare(args: &[&str], program: &[&str], tag: &str) -> Result<u64, String> {
         .and_then(|n| n.split(' ').next())
         .and_then(|n| n.parse::<u64>().ok())
     else {
-        return Err(format!("{tag}: the fast dump does not say it ran in fast mode"));
+        return Err(format!(
+            "{tag}: the fast dump does not say it ran in fast mode"
+        ));
     };
     // Fast mode must be fast: only what the translator refuses (system
     // calls, `rep` strings and their neighbours) runs under the trap engine.
