@@ -91,7 +91,7 @@ fn os(what: &'static str) -> CaptureError {
 /// `top` is the top of a mapped, writable stack nobody else uses during the
 /// call, large enough for `f`.
 #[unsafe(naked)]
-unsafe extern "C" fn run_on_stack(
+pub(crate) unsafe extern "C" fn run_on_stack(
     arg: *mut libc::c_void,
     f: extern "C" fn(*mut libc::c_void),
     top: u64,
@@ -260,6 +260,7 @@ fn ensure_writer() -> Result<(), CaptureError> {
     std::thread::Builder::new()
         .name("coldcache".into())
         .spawn(move || {
+            crate::fatal::block_in_own_thread();
             let _ = tx.send(gettid());
             writer_loop(read_fd)
         })
@@ -423,7 +424,12 @@ extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::
     /* TRAP_HWBKPT */
     {
         let replant = REPLANT_TID.load(Ordering::Acquire);
-        if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
+        let state = STATE.load(Ordering::Acquire);
+        if replant == 0 && (state == IDLE || state == STOPPING) {
+            // No system call on this path: after a seccomp stop, a thread's
+            // last trap must not make one.
+            set_tf(uc, false);
+        } else if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
             // A child forked (or vforked: it shares our memory, so no state
             // is written) during the capture inherited TF: it is not traced.
             set_tf(uc, false);
@@ -652,8 +658,11 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 // churns is traced for as long as asked, bounded by the
                 // threads alive at once, not the threads ever created.
                 s.acc.release(tid);
-            } else if let Some(why) = sysemu::ends_process(uc) {
-                // `_exit` or `exec`: no exit hook will run. The dump is
+            } else if let Some(why) =
+                sysemu::ends_process(uc).or_else(|| crate::seccomp::confines(uc))
+            {
+                // `_exit` or `exec`: no exit hook will run (seccomp: the
+                // engine's own system calls could be killed after it). The dump is
                 // written now, on this thread, before the call is made
                 // (with the library's own allocator nothing the program
                 // holds can block it); otherwise by the writer, if there

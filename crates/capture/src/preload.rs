@@ -187,6 +187,7 @@ pub(crate) extern "C" fn at_exit() {
 /// Reads the environment and arms the requested capture. Errors are
 /// printed; the program then runs uncaptured.
 pub fn init_from_env() {
+    crate::seccomp::note_inherited();
     let parsed = options_from_env();
     scrub_environment();
     let (mut o, trigger) = match parsed {
