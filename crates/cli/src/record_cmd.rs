@@ -321,6 +321,11 @@ pub fn run(args: RecordArgs) -> Result<()> {
                 ),
             }
         }
+    } else if let Some(how) = killed_by(&status) {
+        // Said instead of "never started one": a capture the program was
+        // killed in the middle of is written (cut short), so none means
+        // the signal came before one started, or could not be caught.
+        eprintln!("coldcache: no capture was written: the program was {how}");
     } else {
         eprintln!(
             "coldcache: no capture was written (the program never started one{})",
@@ -336,13 +341,28 @@ pub fn run(args: RecordArgs) -> Result<()> {
         Some(c) => Err(ChildFailed(c.clamp(1, 255) as u8).into()),
         None => {
             use std::os::unix::process::ExitStatusExt;
-            eprintln!(
-                "coldcache: the program was killed by signal {}",
-                status.signal().unwrap_or(0)
-            );
+            if let Some(how) = killed_by(&status) {
+                eprintln!("coldcache: the program was {how}");
+            }
             Err(ChildFailed(128 + status.signal().unwrap_or(0).clamp(0, 127) as u8).into())
         }
     }
+}
+
+/// How a program that a signal ended ended: `killed by SIGSEGV (11), core
+/// dumped`; `None` when it exited.
+fn killed_by(status: &std::process::ExitStatus) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt;
+    let sig = status.signal()?;
+    Some(format!(
+        "killed by {} ({sig}){}",
+        signal_name(sig),
+        if status.core_dumped() {
+            ", core dumped"
+        } else {
+            ""
+        }
+    ))
 }
 
 /// A few lines about a dump: totals per level and where it is.
