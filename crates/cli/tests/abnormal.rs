@@ -311,8 +311,7 @@ fn fatal_case(case: &str, mode: &str, trigger: &[&str], poke: Poke, runs: usize,
         );
         if let Some(sig) = native.status.signal() {
             assert!(
-                out.stderr
-                    .contains(&format!("the program was killed by SIG"))
+                out.stderr.contains("the program was killed by SIG")
                     && out.stderr.contains(&format!("({sig})")),
                 "{what}: record does not say how the program ended:\n{}",
                 out.stderr
