@@ -12,6 +12,12 @@
  *   handled       installs its own SIGSEGV handler during the capture,
  *                 faults, and the handler siglongjmps back: the program
  *                 goes on, prints and exits 0
+ *   query         reads back the dispositions of SIGTERM and SIGSEGV
+ *                 (sigaction with no new action, then signal(), which
+ *                 sets one and returns the old): SIG_DFL, as natively,
+ *                 whatever the capture engine installed; then SIGTERM's
+ *                 handler is the program's: it raises SIGTERM, prints from
+ *                 the handler and exits 0
  *   handled-early for `record --function frame`: main installs a SIGSEGV
  *                 handler before the capture; frame() faults inside the
  *                 capture and the handler prints and calls _exit(9)
@@ -50,6 +56,18 @@ static void say_and_leave(int sig)
     (void)sig;
     write(1, msg, sizeof msg - 1);
     _exit(9);
+}
+
+static void noted(int sig)
+{
+    static const char msg[] = "SIGTERM reached the program's handler\n";
+    (void)sig;
+    write(1, msg, sizeof msg - 1);
+}
+
+static const char *what(void (*h)(int))
+{
+    return h == SIG_DFL ? "default" : h == SIG_IGN ? "ignored" : "a handler";
 }
 
 static void on(int sig, void (*f)(int))
@@ -105,6 +123,17 @@ int main(int argc, char **argv)
             printf("not reached\n");
         }
         printf("back from the handler %lu\n", work(50));
+        return 0;
+    }
+    if (strcmp(mode, "query") == 0) {
+        struct sigaction old;
+        sigaction(SIGTERM, NULL, &old);
+        printf("SIGTERM: %s, flags %#x\n", what(old.sa_handler), (unsigned)old.sa_flags);
+        sigaction(SIGSEGV, NULL, &old);
+        printf("SIGSEGV: %s\n", what(old.sa_handler));
+        printf("signal(SIGTERM) returned %s\n", what(signal(SIGTERM, noted)));
+        raise(SIGTERM);
+        printf("SIGTERM now %s\n", what(signal(SIGTERM, noted)));
         return 0;
     }
     if (strcmp(mode, "term") == 0) {

@@ -648,7 +648,7 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
             finish_soon(uc, false);
         }
         Verdict::Syscall { next } => {
-            if sysemu::emulate_sigprocmask(uc, next) {
+            if sysemu::emulate_sigprocmask(uc, next) || crate::fatal::emulate_sigaction(uc, next) {
                 // The syscall was done here and RIP moved past it: the
                 // instruction there runs before the next trap, so account
                 // for it now.

@@ -7,7 +7,9 @@
 //! handler ([`arm`]); [`disarm`] gives them back `SIG_DFL` when the capture
 //! is written. Signals the program handles (or ignores) are never touched,
 //! and a handler the program installs later simply replaces ours: its
-//! signals keep going to it unchanged.
+//! signals keep going to it unchanged. A traced thread's `rt_sigaction` on
+//! one of them is performed by the trap handler ([`emulate_sigaction`]), so
+//! reading the disposition back gives the program the `SIG_DFL` it had.
 //!
 //! `on_fatal` writes the dump (cut short "the program was killed by
 //! SIGSEGV", ...) through [`finish`](crate::lifecycle::finish) on a stack of
@@ -32,6 +34,7 @@
 //! cannot deliver the SIGSEGV) and a fatal signal while the library itself
 //! is finishing on that thread still lose the capture.
 
+use crate::memory::{read_word, write_word};
 use crate::state::{gettid, with_session, ARMED, CAPTURE_PID, RUNNING, STATE, STOPPING};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -72,6 +75,10 @@ static WRITTEN: AtomicBool = AtomicBool::new(false);
 static FINISHING_TID: AtomicU32 = AtomicU32::new(0);
 /// Top of the stack `on_fatal` runs `finish` on.
 static STACK_TOP: AtomicU64 = AtomicU64::new(0);
+/// Per signal, the `SIG_DFL` disposition [`arm`] replaced, as the kernel's
+/// `struct sigaction` after its handler: flags, restorer, mask (signals
+/// 1..=64), so a traced thread reading it back gets exactly that.
+static ORIGINAL: [[AtomicU64; 3]; 65] = [const { [const { AtomicU64::new(0) }; 3] }; 65];
 
 /// The reason the dump gives when signal `sig` ends the program.
 pub(crate) fn reason(sig: i32) -> Option<&'static str> {
@@ -132,6 +139,18 @@ pub(crate) fn arm() {
         if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != ours {
             continue; // the program's own handler, or ignored, or the trigger
         }
+        if old.sa_sigaction == libc::SIG_DFL {
+            let o = &ORIGINAL[sig as usize];
+            o[0].store(old.sa_flags as u64, Ordering::Relaxed);
+            o[1].store(
+                old.sa_restorer.map_or(0, |f| f as usize as u64),
+                Ordering::Relaxed,
+            );
+            // SAFETY: sa_mask is a sigset_t of at least 8 bytes, its first
+            // word holding signals 1..=64.
+            let mask = unsafe { *(&old.sa_mask as *const libc::sigset_t as *const u64) };
+            o[2].store(mask, Ordering::Relaxed);
+        }
         // SAFETY: a zeroed sigaction is a valid starting point; the fields
         // used are set below.
         let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -180,6 +199,60 @@ pub(crate) fn block_in_own_thread() {
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
     }
+}
+
+/// Performs, for a traced thread, the `rt_sigaction` it is about to make
+/// (RIP at its `syscall`, `next` the instruction after it) when it names a
+/// signal [`arm`] took: a thread that reads the disposition gets back the
+/// `SIG_DFL` it had, not our handler; one that sets its own makes the
+/// signal its own again (ours is not put back). Returns false, changing
+/// nothing, for any other call, which then runs normally.
+pub(crate) fn emulate_sigaction(uc: &mut libc::ucontext_t, next: u64) -> bool {
+    let g = &uc.uc_mcontext.gregs;
+    if g[libc::REG_RAX as usize] != libc::SYS_rt_sigaction || g[libc::REG_R10 as usize] != 8 {
+        return false;
+    }
+    let sig = g[libc::REG_RDI as usize];
+    if !(1..=64).contains(&sig) || ARMED_SET.load(Ordering::Acquire) & (1 << sig) == 0 {
+        return false;
+    }
+    let (act, old) = (g[libc::REG_RSI as usize], g[libc::REG_RDX as usize]);
+    // SAFETY: errno is this thread's; it is put back below, so the program
+    // sees only what the system call itself returns.
+    let errno = unsafe { *libc::__errno_location() };
+    // SAFETY: the program's own call, made here with its own arguments; a
+    // bad pointer makes the kernel return EFAULT, as it would have.
+    let r = unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, act, old, 8) };
+    let result = if r == 0 {
+        0
+    } else {
+        // SAFETY: as above.
+        -i64::from(unsafe { *libc::__errno_location() })
+    };
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+    if result == 0 {
+        if act != 0 {
+            ARMED_SET.fetch_and(!(1 << sig), Ordering::AcqRel);
+        }
+        let ours = on_fatal as *const () as usize as u64;
+        if old != 0 && read_word(old as u64) == Some(ours) {
+            let o = &ORIGINAL[sig as usize];
+            let words = [
+                libc::SIG_DFL as u64,
+                o[0].load(Ordering::Relaxed),
+                o[1].load(Ordering::Relaxed),
+                o[2].load(Ordering::Relaxed),
+            ];
+            for (k, w) in words.into_iter().enumerate() {
+                write_word(old as u64 + 8 * k as u64, w);
+            }
+        }
+    }
+    let g = &mut uc.uc_mcontext.gregs;
+    g[libc::REG_RAX as usize] = result;
+    g[libc::REG_RIP as usize] = next as i64;
+    true
 }
 
 fn default_action(sig: i32) {

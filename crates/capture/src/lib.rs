@@ -10,8 +10,9 @@
 //! - The trap front end: `engine.rs` (the signal shell: handlers, trap
 //!   flag, trampolines, writer thread) over `lifecycle.rs` (prepare, start,
 //!   stop, finish), `state.rs` (state machine, lock, session),
-//!   `breakpoint.rs`, `sysemu.rs` (`rt_sigprocmask` emulation) and
-//!   `output.rs` (dump and trace files).
+//!   `breakpoint.rs`, `sysemu.rs` (`rt_sigprocmask` emulation),
+//!   `fatal.rs` (the dump on fatal signals), `seccomp.rs` (stopping before
+//!   a seccomp confinement) and `output.rs` (dump and trace files).
 //! - [`machine`]: registers of a trapped thread, read from its `ucontext_t`;
 //!   [`memory`]: reads and writes of this process that cannot fault.
 //! - [`procfs`]: what the engine reads about its process (maps, threads, symbols).
@@ -37,7 +38,7 @@ mod options;
 mod output;
 pub mod preload;
 pub mod procfs;
-pub mod seccomp;
+mod seccomp;
 mod state;
 mod sysemu;
 pub mod tables;

@@ -56,7 +56,7 @@ fn fields(status: &str) -> (Option<i64>, Option<i64>) {
 
 /// Notes the confinement the process already had when the library was
 /// loaded (called once, by the library's constructor).
-pub fn note_inherited() {
+pub(crate) fn note_inherited() {
     if let Ok(s) = std::fs::read_to_string("/proc/thread-self/status") {
         let (mode, filters) = fields(&s);
         INHERITED_MODE.store(mode.unwrap_or(0), Ordering::Relaxed);

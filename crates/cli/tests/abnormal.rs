@@ -612,3 +612,45 @@ fn a_trigger_while_threads_block_in_read_and_futex_does_not_hang() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The engine takes SIGTERM and SIGSEGV while a capture runs (to write the
+/// dump if they end the program); a traced thread reading their
+/// disposition back must still see the `SIG_DFL` it had (it saw the
+/// engine's handler), and its own handler, once set, gets the signal.
+#[test]
+fn a_traced_thread_reads_back_the_default_dispositions_it_had() {
+    if !gcc_or_skip("query") {
+        return;
+    }
+    let dir = scratch("query");
+    let program = build("tests-programs/capture/fatal.c", &dir);
+    let native = run(
+        with_cores(&dir, &program, &["query"]),
+        "query: plain",
+        Poke::Nothing,
+        own_pid,
+    );
+    assert!(
+        native.stdout.contains("SIGTERM: default, flags 0\n"),
+        "{}",
+        native.stdout
+    );
+    assert!(native
+        .stdout
+        .contains("SIGTERM reached the program's handler\n"));
+    for i in 0..20 {
+        let what = format!("query: run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run(
+            record(&dir, &dump, &["--all"], &program, &["query"]),
+            &what,
+            Poke::Nothing,
+            program_of,
+        );
+        assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{what}\n{}", out.stderr);
+        let d = load(&dump, &what, &out.stderr);
+        assert!(d.meta.instructions > 0, "{what}: an empty capture");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
