@@ -18,12 +18,17 @@
  *                 whatever the capture engine installed; then SIGTERM's
  *                 handler is the program's: it raises SIGTERM, prints from
  *                 the handler and exits 0
+ *   thread-segv   (record --signal) starts a worker, prints "ready"; both
+ *                 threads spin (the test starts a capture of every
+ *                 thread meanwhile) until, 2 s in, the worker stores
+ *                 through a null pointer: killed by SIGSEGV
  *   handled-early for `record --function frame`: main installs a SIGSEGV
  *                 handler before the capture; frame() faults inside the
  *                 capture and the handler prints and calls _exit(9)
  *
  * Every mode prints a checksum first, so lost standard output shows.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -56,6 +61,22 @@ static void say_and_leave(int sig)
     (void)sig;
     write(1, msg, sizeof msg - 1);
     _exit(9);
+}
+
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void *faulty_worker(void *arg)
+{
+    double t0 = *(double *)arg;
+    while (seconds() - t0 < 2.0)
+        sink = work(100);
+    *nowhere = 1;
+    return NULL;
 }
 
 static void noted(int sig)
@@ -105,6 +126,18 @@ int main(int argc, char **argv)
     }
     printf("main %lu\n", work(500));
     fflush(stdout);
+    if (strcmp(mode, "thread-segv") == 0) {
+        static double t0;
+        pthread_t w;
+        t0 = seconds();
+        pthread_create(&w, NULL, faulty_worker, &t0);
+        printf("ready\n");
+        fflush(stdout);
+        while (seconds() - t0 < 30.0)
+            sink = work(100);
+        printf("the worker never faulted\n");
+        return 1;
+    }
     if (strcmp(mode, "abort") == 0)
         abort();
     if (strcmp(mode, "segv") == 0) {

@@ -202,6 +202,10 @@ fn preloaded(dir: &Path, dump: &Path, trigger: &[&str], program: &Path, args: &[
             cmd.env("COLDCACHE_TRIGGER", "function")
                 .env("COLDCACHE_FUNCTION", f);
         }
+        ["--signal"] => {
+            cmd.env("COLDCACHE_TRIGGER", "signal")
+                .env("COLDCACHE_SIGNAL", libc::SIGUSR2.to_string());
+        }
         other => panic!("no preloaded form for {other:?}"),
     }
     cmd
@@ -233,21 +237,35 @@ fn remove_cores(dir: &Path) {
     }
 }
 
-/// What a test does to the program once it runs: nothing, or wait for
-/// "ready" and send it SIGTERM from here (another process).
+/// What a test does to the program once it runs: nothing, wait for
+/// "ready" and send it SIGTERM from here (another process), or wait for
+/// "ready" and start a capture with `coldcache trigger` (captured runs
+/// only: natively the program is left alone).
 #[derive(Clone, Copy)]
 enum Poke {
     Nothing,
     TermWhenReady,
+    TriggerWhenReady,
 }
 
 fn run(cmd: Command, what: &str, poke: Poke, pid_of: fn(&Running) -> i32) -> Ended {
     let r = spawn(cmd, what);
-    if let Poke::TermWhenReady = poke {
-        r.wait_for("ready\n");
-        let pid = pid_of(&r);
-        // SAFETY: kill(2) of a process we started and have not reaped.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    match poke {
+        Poke::Nothing => {}
+        Poke::TermWhenReady => {
+            r.wait_for("ready\n");
+            let pid = pid_of(&r);
+            // SAFETY: kill(2) of a process we started and have not reaped.
+            assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        }
+        Poke::TriggerWhenReady => {
+            r.wait_for("ready\n");
+            let t = Command::new(COLDCACHE)
+                .args(["trigger", &pid_of(&r).to_string()])
+                .status()
+                .unwrap();
+            assert!(t.success(), "{what}: coldcache trigger failed");
+        }
     }
     r.wait()
 }
@@ -271,10 +289,14 @@ fn fatal_case(case: &str, mode: &str, trigger: &[&str], poke: Poke, runs: usize,
     }
     let dir = scratch(case);
     let program = build("tests-programs/capture/fatal.c", &dir);
+    let native_poke = match poke {
+        Poke::TriggerWhenReady => Poke::Nothing,
+        p => p,
+    };
     let native = run(
         with_cores(&dir, &program, &[mode]),
         &format!("{case}: plain"),
-        poke,
+        native_poke,
         own_pid,
     );
     // The raw status comparison below covers the core dump bit only if
@@ -388,6 +410,21 @@ fn sigterm_from_another_process_keeps_the_dump_and_the_sigterm() {
         Poke::TermWhenReady,
         5,
         "the program was killed by SIGTERM",
+    );
+}
+
+/// A worker thread faults while every thread is traced (a `--signal`
+/// capture): the handler runs on the worker while the main thread keeps
+/// trapping, and the dump names the signal.
+#[test]
+fn a_worker_thread_segfault_during_an_all_threads_capture_keeps_the_dump() {
+    fatal_case(
+        "thread_segv",
+        "thread-segv",
+        &["--signal"],
+        Poke::TriggerWhenReady,
+        5,
+        "the program was killed by SIGSEGV",
     );
 }
 
