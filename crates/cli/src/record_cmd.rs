@@ -279,6 +279,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
         // only makes async-signal-safe system calls (prctl, getppid, kill).
         unsafe {
             cmd.pre_exec(|| {
+                // `main` ignores SIGXFSZ for coldcache; an ignored signal
+                // survives exec, and the program must get its own default.
+                libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
                 // The program never outlives `record`: killed with it rather
                 // than left behind, orphaned.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
@@ -300,7 +303,10 @@ pub fn run(args: RecordArgs) -> Result<()> {
             child.id()
         );
     }
-    let status = child.wait().context("waiting for the program")?;
+    forward_signals_to(child.id() as i32);
+    let status = child.wait();
+    forward_signals_to(0);
+    let status = status.context("waiting for the program")?;
     // A device or FIFO given as -o was written through: nothing to read.
     if std::fs::metadata(&output).is_ok_and(|m| m.is_file()) {
         let dump = crate::report_cmd::load_dump(&output)?;
@@ -346,6 +352,50 @@ pub fn run(args: RecordArgs) -> Result<()> {
             }
             Err(ChildFailed(128 + status.signal().unwrap_or(0).clamp(0, 127) as u8).into())
         }
+    }
+}
+
+/// The program `record` waits for (0: none).
+static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The signals that end `record` by default and that it passes on to the
+/// program while waiting for it.
+const FORWARDED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// While `pid` runs (non-zero), SIGINT, SIGTERM, SIGHUP and SIGQUIT sent
+/// to `record` go to the program instead of ending `record`: the program
+/// then writes its dump (the capture engine catches them) and dies of the
+/// signal, and `record` reports it. Otherwise `record` died first and took
+/// the program with it (`PR_SET_PDEATHSIG`), mid-dump. A signal from the
+/// terminal (Ctrl-C) reaches the whole process group, the program
+/// included, so it is not sent twice. `pid` 0 gives the defaults back.
+fn forward_signals_to(pid: i32) {
+    CHILD.store(pid, std::sync::atomic::Ordering::SeqCst);
+    for sig in FORWARDED {
+        // SAFETY: a zeroed sigaction is a valid starting point; the handler
+        // (or SIG_DFL) and flags are set before it is installed.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            if pid == 0 {
+                sa.sa_sigaction = libc::SIG_DFL;
+            } else {
+                sa.sa_sigaction = forward as *const () as usize;
+                sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            }
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+extern "C" fn forward(sig: i32, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo_t to an SA_SIGINFO handler.
+    if unsafe { (*info).si_code } == libc::SI_KERNEL {
+        return; // from the terminal: the program got it too
+    }
+    let pid = CHILD.load(std::sync::atomic::Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill(2) is async-signal-safe; `pid` is our unreaped child.
+        unsafe { libc::kill(pid, sig) };
     }
 }
 

@@ -691,3 +691,51 @@ fn a_traced_thread_reads_back_the_default_dispositions_it_had() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// SIGTERM sent to `record` itself (not to the program) during a capture:
+/// `record` died at once, and its death killed the program (SIGKILL, the
+/// parent-death signal) in the middle of the capture: no dump. It now
+/// passes the signal on, the program writes its dump and dies of it, and
+/// `record` reports that with the program's status.
+#[test]
+fn sigterm_to_record_reaches_the_program_and_the_dump_is_kept() {
+    if !gcc_or_skip("term_record") {
+        return;
+    }
+    let dir = scratch("term_record");
+    let program = build("tests-programs/capture/fatal.c", &dir);
+    let mut plain = Command::new(&program);
+    plain.arg("term");
+    let native = run(plain, "term_record: plain", Poke::TermWhenReady, own_pid);
+    assert_eq!(native.status.signal(), Some(libc::SIGTERM));
+    for i in 0..5 {
+        let what = format!("term_record: run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run(
+            record(&dir, &dump, &["--all"], &program, &["term"]),
+            &what,
+            Poke::TermWhenReady,
+            own_pid,
+        );
+        assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(128 + libc::SIGTERM),
+            "{what}\n{}",
+            out.stderr
+        );
+        assert!(
+            out.stderr
+                .contains("the program was killed by SIGTERM (15)"),
+            "{what}: {}",
+            out.stderr
+        );
+        let d = load(&dump, &what, &out.stderr);
+        assert_eq!(
+            d.meta.cut_short.as_deref(),
+            Some("the program was killed by SIGTERM"),
+            "{what}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
