@@ -213,7 +213,7 @@ pub(crate) fn emulate_sigaction(uc: &mut libc::ucontext_t, next: u64) -> bool {
         return false;
     }
     let sig = g[libc::REG_RDI as usize];
-    if !(1..=64).contains(&sig) || ARMED_SET.load(Ordering::Acquire) & (1 << sig) == 0 {
+    if !(1..64).contains(&sig) || ARMED_SET.load(Ordering::Acquire) & (1 << sig) == 0 {
         return false;
     }
     let (act, old) = (g[libc::REG_RSI as usize], g[libc::REG_RDX as usize]);
@@ -301,9 +301,11 @@ extern "C" fn on_fatal(sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_
                 }
             }
             let top = STACK_TOP.load(Ordering::Acquire);
-            // SAFETY: the stack is reserved by `arm` and used by the one
-            // thread that won `CLAIMED`.
-            unsafe { crate::engine::run_on_stack(std::ptr::null_mut(), finish_thunk, top) };
+            if top != 0 {
+                // SAFETY: the stack is reserved by `arm` and used by the one
+                // thread that won `CLAIMED`.
+                unsafe { crate::engine::run_on_stack(std::ptr::null_mut(), finish_thunk, top) };
+            }
             WRITTEN.store(true, Ordering::Release);
         }
     }
