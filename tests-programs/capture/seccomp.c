@@ -9,6 +9,11 @@
  *   filter   (record --all) prints, installs with seccomp(2) a filter
  *            that kills the process on any system call but write,
  *            exit_group and rt_sigreturn, prints again and exits 0
+ *   tsync    (record --signal) starts a worker that spins, prints
+ *            "ready", spins 1 s (the test starts a capture of every thread
+ *            meanwhile), installs the filter on every thread at once
+ *            (SECCOMP_FILTER_FLAG_TSYNC), spins 1.5 s more, prints and
+ *            exits 0 (the worker never makes a system call again)
  *   before   (record --signal) installs the same filter with
  *            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER) first, prints
  *            "ready", spins for 1.5 s (the test asks for a capture
@@ -16,6 +21,7 @@
  */
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +52,28 @@ static struct sock_fprog prog = {
     .len = sizeof allow_few / sizeof allow_few[0],
     .filter = allow_few,
 };
+
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void spin(double s)
+{
+    double t0 = seconds();
+    while (seconds() - t0 < s)
+        sink = work(100);
+}
+
+static void *spinner(void *arg)
+{
+    (void)arg;
+    for (;;)
+        spin(1.0);
+    return NULL;
+}
 
 static void say(const char *s)
 {
@@ -81,6 +109,20 @@ int main(int argc, char **argv)
         }
         say("filtered\n");
         sink = work(200);
+        printf("done %lu\n", sink);
+        return 0;
+    }
+    if (strcmp(mode, "tsync") == 0) {
+        pthread_t w;
+        pthread_create(&w, NULL, spinner, NULL);
+        say("ready\n");
+        spin(1.0);
+        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0) {
+            perror("filter");
+            return 3;
+        }
+        say("filtered every thread\n");
+        spin(1.5);
         printf("done %lu\n", sink);
         return 0;
     }

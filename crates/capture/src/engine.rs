@@ -303,7 +303,7 @@ extern "C" fn on_trigger_signal(_sig: i32, _info: *mut libc::siginfo_t, _ctx: *m
     wake(2);
 }
 
-fn wake(byte: u8) {
+pub(crate) fn wake(byte: u8) {
     let fd = WAKE_FD.load(Ordering::Acquire);
     if fd >= 0 {
         // SAFETY: write(2) of one byte from a live local; async-signal-safe.
@@ -348,6 +348,7 @@ fn writer_loop(fd: i32) {
                         }
                     }
                 }
+                3 => crate::seccomp::park_writer_here(),
                 _ => {}
             }
         } else if progress && STATE.load(Ordering::Acquire) == RUNNING {

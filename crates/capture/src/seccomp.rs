@@ -8,7 +8,9 @@
 //! - a traced thread's `seccomp(SECCOMP_SET_MODE_STRICT | _FILTER)` or
 //!   `prctl(PR_SET_SECCOMP, ...)` is seen coming ([`confines`], on the trap
 //!   engine's `Verdict::Syscall` path): the capture stops and its dump is
-//!   written, cut short with [`REASON`], before the call runs;
+//!   written, cut short with [`REASON`], before the call runs (a filter
+//!   synchronised to every thread first parks the engine's writer thread
+//!   in a call that never returns, [`park_writer`]);
 //! - a start requested once a filter is in place is refused
 //!   ([`refuse_if_confined`], from `prepare`): the `Seccomp:` and
 //!   `Seccomp_filters:` fields of every thread's `/proc` status are compared
@@ -18,7 +20,7 @@
 //!   a confinement added since refuses a capture.
 
 use crate::options::CaptureError;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 /// What the dump says when the program confined itself during a capture.
 pub(crate) const REASON: &str = "the program installed a seccomp filter";
@@ -26,20 +28,72 @@ pub(crate) const REASON: &str = "the program installed a seccomp filter";
 const SECCOMP_SET_MODE_STRICT: i64 = 0;
 const SECCOMP_SET_MODE_FILTER: i64 = 1;
 const PR_SET_SECCOMP: i64 = 22;
+const SECCOMP_FILTER_FLAG_TSYNC: i64 = 1;
 
 /// Mode and filter count when the library was loaded (-1: not noted yet).
 static INHERITED_MODE: AtomicI64 = AtomicI64::new(-1);
 static INHERITED_FILTERS: AtomicI64 = AtomicI64::new(-1);
 
 /// Whether the thread of `uc` (RIP at a `syscall`) is about to confine
-/// itself with seccomp; the reason to stop the capture if so.
+/// itself with seccomp; the reason to stop the capture if so. A filter
+/// synchronised to every thread (`SECCOMP_FILTER_FLAG_TSYNC`) also reaches
+/// the engine's writer thread, so it is parked first ([`park_writer`]).
 pub(crate) fn confines(uc: &libc::ucontext_t) -> Option<&'static str> {
     let g = &uc.uc_mcontext.gregs;
     let (nr, op) = (g[libc::REG_RAX as usize], g[libc::REG_RDI as usize]);
     let installs = (nr == libc::SYS_seccomp
         && (op == SECCOMP_SET_MODE_STRICT || op == SECCOMP_SET_MODE_FILTER))
         || (nr == libc::SYS_prctl && op == PR_SET_SECCOMP);
+    if installs
+        && nr == libc::SYS_seccomp
+        && op == SECCOMP_SET_MODE_FILTER
+        && g[libc::REG_RSI as usize] & SECCOMP_FILTER_FLAG_TSYNC != 0
+    {
+        park_writer();
+    }
     installs.then_some(REASON)
+}
+
+/// Set by the writer thread once it is parked for good.
+static PARKED: AtomicBool = AtomicBool::new(false);
+
+/// Parks the engine's writer thread (if there is one) inside a system call
+/// that never returns, and waits (a bounded time) until it is there: a
+/// filter applied to every thread then finds it already in the kernel, and
+/// its next poll can never be the call that kills the program. Later
+/// `--signal` triggers are then ignored (a start would be refused anyway).
+/// Called from the trap handler; the writer needs none of its locks to
+/// park, so the wait ends at once unless the writer is inside the engine's
+/// lock (progress printing), which the bound (1 s) covers.
+fn park_writer() {
+    if crate::engine::writer_tid() == 0 || PARKED.load(Ordering::Acquire) {
+        return;
+    }
+    crate::engine::wake(3);
+    let now = || {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes the live local.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+        t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128
+    };
+    let start = now();
+    while !PARKED.load(Ordering::Acquire) && now() - start < 1_000_000_000 {
+        // SAFETY: sched_yield has no preconditions; it lets the writer run.
+        unsafe { libc::sched_yield() };
+    }
+}
+
+/// The writer thread's end after a synchronised filter: every signal is
+/// blocked on it (`fatal::block_in_own_thread`), so `pause` never returns.
+pub(crate) fn park_writer_here() -> ! {
+    PARKED.store(true, Ordering::Release);
+    loop {
+        // SAFETY: pause has no preconditions.
+        unsafe { libc::pause() };
+    }
 }
 
 /// The `Seccomp:` mode and `Seccomp_filters:` count of a `/proc` status

@@ -739,3 +739,43 @@ fn sigterm_to_record_reaches_the_program_and_the_dump_is_kept() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A filter synchronised to every thread (`SECCOMP_FILTER_FLAG_TSYNC`)
+/// during a `--signal` capture of every thread: it also reached the
+/// engine's writer thread, whose next `poll` killed the program (status
+/// 159). The writer is now parked for good before the call runs.
+#[test]
+fn a_filter_on_every_thread_does_not_reach_the_engines_writer() {
+    if !gcc_or_skip("seccomp_tsync") {
+        return;
+    }
+    let dir = scratch("seccomp_tsync");
+    let program = build("tests-programs/capture/seccomp.c", &dir);
+    let native = run(
+        with_cores(&dir, &program, &["tsync"]),
+        "seccomp tsync: plain",
+        Poke::Nothing,
+        own_pid,
+    );
+    assert_eq!(native.status.code(), Some(0), "{}", native.stderr);
+    for i in 0..5 {
+        let what = format!("seccomp tsync: run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run(
+            record(&dir, &dump, &["--signal"], &program, &["tsync"]),
+            &what,
+            Poke::TriggerWhenReady,
+            program_of,
+        );
+        assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{what}\n{}", out.stderr);
+        let d = load(&dump, &what, &out.stderr);
+        assert_eq!(d.threads.len(), 2, "{what}: main and the worker traced");
+        assert_eq!(
+            d.meta.cut_short.as_deref(),
+            Some("the program installed a seccomp filter"),
+            "{what}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
