@@ -659,11 +659,8 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 // churns is traced for as long as asked, bounded by the
                 // threads alive at once, not the threads ever created.
                 s.acc.release(tid);
-            } else if let Some(why) =
-                sysemu::ends_process(uc).or_else(|| crate::seccomp::confines(uc))
-            {
-                // `_exit` or `exec`: no exit hook will run (seccomp: the
-                // engine's own system calls could be killed after it). The dump is
+            } else if let Some(why) = sysemu::ends_process(uc) {
+                // `_exit` or `exec`: no exit hook will run. The dump is
                 // written now, on this thread, before the call is made
                 // (with the library's own allocator nothing the program
                 // holds can block it); otherwise by the writer, if there

@@ -10,12 +10,14 @@
 //! - The trap front end: `engine.rs` (the signal shell: handlers, trap
 //!   flag, trampolines, writer thread) over `lifecycle.rs` (prepare, start,
 //!   stop, finish), `state.rs` (state machine, lock, session),
-//!   `breakpoint.rs`, `sysemu.rs` (`rt_sigprocmask` emulation),
-//!   `fatal.rs` (the dump on fatal signals), `seccomp.rs` (stopping before
-//!   a seccomp confinement) and `output.rs` (dump and trace files).
+//!   `breakpoint.rs`, `sysemu.rs` (`rt_sigprocmask` emulation) and
+//!   `output.rs` (dump and trace files).
 //! - [`machine`]: registers of a trapped thread, read from its `ucontext_t`;
 //!   [`memory`]: reads and writes of this process that cannot fault.
 //! - [`procfs`]: what the engine reads about its process (maps, threads, symbols).
+//! - `fatal.rs` (the dump on fatal signals the program leaves at `SIG_DFL`)
+//!   and `seccomp.rs` (stopping before a seccomp confinement, refusing a
+//!   start after one), for every front end.
 //! - [`unwind`]: DWARF CFI unwinding (framehop) that seeds a thread's call stack.
 //! - [`capi`] and [`preload`]: the C ABI and the environment protocol of
 //!   `coldcache record`.

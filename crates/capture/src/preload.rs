@@ -187,9 +187,10 @@ pub(crate) extern "C" fn at_exit() {
 /// Reads the environment and arms the requested capture. Errors are
 /// printed; the program then runs uncaptured.
 pub fn init_from_env() {
-    crate::seccomp::note_inherited();
     let parsed = options_from_env();
     scrub_environment();
+    // Before `main`: a seccomp filter in place now was inherited.
+    crate::seccomp::note_inherited();
     let (mut o, trigger) = match parsed {
         Ok(Some(x)) => x,
         Ok(None) => return,
