@@ -31,7 +31,6 @@ pub mod account;
 mod breakpoint;
 pub mod capi;
 pub mod engine;
-mod fatal;
 mod lifecycle;
 pub mod machine;
 pub mod memory;
@@ -40,11 +39,14 @@ mod options;
 mod output;
 pub mod preload;
 pub mod procfs;
-mod seccomp;
 mod state;
 mod sysemu;
 pub mod tables;
 pub mod unwind;
+
+// Shared by every front end.
+mod fatal;
+mod seccomp;
 
 pub use account::{Accountant, Entry, FunctionCalls, Setup, Verdict};
 pub use lifecycle::{
