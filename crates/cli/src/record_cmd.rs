@@ -296,6 +296,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let mut child = cmd
         .spawn()
         .with_context(|| format!("starting {}", program.display()))?;
+    forward_signals_to(child.id() as i32);
     if args.signal {
         eprintln!(
             "coldcache: recording pid {}; start and stop a capture with `coldcache trigger {}`",
@@ -303,10 +304,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
             child.id()
         );
     }
-    forward_signals_to(child.id() as i32);
-    let status = child.wait();
-    forward_signals_to(0);
-    let status = status.context("waiting for the program")?;
+    let status = child.wait().context("waiting for the program")?;
     // A device or FIFO given as -o was written through: nothing to read.
     if std::fs::metadata(&output).is_ok_and(|m| m.is_file()) {
         let dump = crate::report_cmd::load_dump(&output)?;
@@ -327,11 +325,6 @@ pub fn run(args: RecordArgs) -> Result<()> {
                 ),
             }
         }
-    } else if let Some(how) = killed_by(&status) {
-        // Said instead of "never started one": a capture the program was
-        // killed in the middle of is written (cut short), so none means
-        // the signal came before one started, or could not be caught.
-        eprintln!("coldcache: no capture was written: the program was {how}");
     } else {
         eprintln!(
             "coldcache: no capture was written (the program never started one{})",
@@ -353,66 +346,6 @@ pub fn run(args: RecordArgs) -> Result<()> {
             Err(ChildFailed(128 + status.signal().unwrap_or(0).clamp(0, 127) as u8).into())
         }
     }
-}
-
-/// The program `record` waits for (0: none).
-static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
-/// The signals that end `record` by default and that it passes on to the
-/// program while waiting for it.
-const FORWARDED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
-
-/// While `pid` runs (non-zero), SIGINT, SIGTERM, SIGHUP and SIGQUIT sent
-/// to `record` go to the program instead of ending `record`: the program
-/// then writes its dump (the capture engine catches them) and dies of the
-/// signal, and `record` reports it. Otherwise `record` died first and took
-/// the program with it (`PR_SET_PDEATHSIG`), mid-dump. A signal from the
-/// terminal (Ctrl-C) reaches the whole process group, the program
-/// included, so it is not sent twice. `pid` 0 gives the defaults back.
-fn forward_signals_to(pid: i32) {
-    CHILD.store(pid, std::sync::atomic::Ordering::SeqCst);
-    for sig in FORWARDED {
-        // SAFETY: a zeroed sigaction is a valid starting point; the handler
-        // (or SIG_DFL) and flags are set before it is installed.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            if pid == 0 {
-                sa.sa_sigaction = libc::SIG_DFL;
-            } else {
-                sa.sa_sigaction = forward as *const () as usize;
-                sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-            }
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
-}
-
-extern "C" fn forward(sig: i32, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
-    // SAFETY: the kernel passes a valid siginfo_t to an SA_SIGINFO handler.
-    if unsafe { (*info).si_code } == libc::SI_KERNEL {
-        return; // from the terminal: the program got it too
-    }
-    let pid = CHILD.load(std::sync::atomic::Ordering::SeqCst);
-    if pid > 0 {
-        // SAFETY: kill(2) is async-signal-safe; `pid` is our unreaped child.
-        unsafe { libc::kill(pid, sig) };
-    }
-}
-
-/// How a program that a signal ended ended: `killed by SIGSEGV (11), core
-/// dumped`; `None` when it exited.
-fn killed_by(status: &std::process::ExitStatus) -> Option<String> {
-    use std::os::unix::process::ExitStatusExt;
-    let sig = status.signal()?;
-    Some(format!(
-        "killed by {} ({sig}){}",
-        signal_name(sig),
-        if status.core_dumped() {
-            ", core dumped"
-        } else {
-            ""
-        }
-    ))
 }
 
 /// A few lines about a dump: totals per level and where it is.
@@ -457,6 +390,75 @@ pub fn summary(d: &Dump, path: &Path) -> String {
         s += &format!("  cut short: {c}\n");
     }
     s
+}
+
+/// The program `record` waits for.
+static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The signals that end `record` by default and that it passes on to the
+/// program while it runs.
+const FORWARDED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// From now on, while the program `pid` runs, SIGINT, SIGTERM, SIGHUP and
+/// SIGQUIT sent to `record` go to the program instead of ending `record`:
+/// the program then writes its dump (the capture engine catches them) and
+/// dies of the signal, and `record` reports it. Before, `record` died first
+/// and took the program with it (`PR_SET_PDEATHSIG`), mid-dump. A signal
+/// from the terminal (Ctrl-C) reaches the whole process group, the program
+/// included, so it is not sent twice. Once the program is gone (reaped),
+/// such a signal ends `record` as by default.
+fn forward_signals_to(pid: i32) {
+    CHILD.store(pid, std::sync::atomic::Ordering::SeqCst);
+    for sig in FORWARDED {
+        // SAFETY: a zeroed sigaction is a valid starting point; the handler
+        // and flags are set before it is installed.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = forward as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+extern "C" fn forward(sig: i32, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    let pid = CHILD.load(std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: waitid with WNOWAIT only asks whether `pid` is still a child
+    // of ours not yet reaped (a reused pid is not our child); kill, signal
+    // and raise are async-signal-safe; the kernel passes a valid siginfo_t
+    // to an SA_SIGINFO handler.
+    unsafe {
+        let mut si: libc::siginfo_t = std::mem::zeroed();
+        let ours = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut si,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        ) == 0;
+        if !ours {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        } else if (*info).si_code != libc::SI_KERNEL {
+            // (From the terminal, SI_KERNEL: the program got it too.)
+            libc::kill(pid, sig);
+        }
+    }
+}
+
+/// How a program that a signal ended ended: `killed by SIGSEGV (11), core
+/// dumped`; `None` when it exited.
+fn killed_by(status: &std::process::ExitStatus) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt;
+    let sig = status.signal()?;
+    Some(format!(
+        "killed by {} ({sig}){}",
+        signal_name(sig),
+        if status.core_dumped() {
+            ", core dumped"
+        } else {
+            ""
+        }
+    ))
 }
 
 /// Arguments of `coldcache trigger`.
