@@ -27,6 +27,10 @@
 
 #![warn(missing_docs)]
 
+// Shared by every front end.
+mod fatal;
+mod seccomp;
+
 pub mod account;
 mod breakpoint;
 pub mod capi;
@@ -43,10 +47,6 @@ mod state;
 mod sysemu;
 pub mod tables;
 pub mod unwind;
-
-// Shared by every front end.
-mod fatal;
-mod seccomp;
 
 pub use account::{Accountant, Entry, FunctionCalls, Setup, Verdict};
 pub use lifecycle::{
