@@ -91,7 +91,7 @@ fn os(what: &'static str) -> CaptureError {
 /// `top` is the top of a mapped, writable stack nobody else uses during the
 /// call, large enough for `f`.
 #[unsafe(naked)]
-unsafe extern "C" fn run_on_stack(
+pub(crate) unsafe extern "C" fn run_on_stack(
     arg: *mut libc::c_void,
     f: extern "C" fn(*mut libc::c_void),
     top: u64,
@@ -260,6 +260,7 @@ fn ensure_writer() -> Result<(), CaptureError> {
     std::thread::Builder::new()
         .name("coldcache".into())
         .spawn(move || {
+            crate::fatal::block_in_own_thread();
             let _ = tx.send(gettid());
             writer_loop(read_fd)
         })
@@ -302,7 +303,7 @@ extern "C" fn on_trigger_signal(_sig: i32, _info: *mut libc::siginfo_t, _ctx: *m
     wake(2);
 }
 
-fn wake(byte: u8) {
+pub(crate) fn wake(byte: u8) {
     let fd = WAKE_FD.load(Ordering::Acquire);
     if fd >= 0 {
         // SAFETY: write(2) of one byte from a live local; async-signal-safe.
@@ -347,6 +348,7 @@ fn writer_loop(fd: i32) {
                         }
                     }
                 }
+                3 => crate::seccomp::park_writer_here(),
                 _ => {}
             }
         } else if progress && STATE.load(Ordering::Acquire) == RUNNING {
@@ -432,7 +434,12 @@ extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::
             crate::jit::take_back(uc);
         }
         let replant = REPLANT_TID.load(Ordering::Acquire);
-        if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
+        let state = STATE.load(Ordering::Acquire);
+        if replant == 0 && (state == IDLE || state == STOPPING) {
+            // No system call on this path: after a seccomp stop, a thread's
+            // last trap must not make one.
+            set_tf(uc, false);
+        } else if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
             // A child forked (or vforked: it shares our memory, so no state
             // is written) during the capture inherited TF: it is not traced.
             set_tf(uc, false);
@@ -667,7 +674,7 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
             finish_soon(uc, false);
         }
         Verdict::Syscall { next } => {
-            if sysemu::emulate_sigprocmask(uc, next) {
+            if sysemu::emulate_sigprocmask(uc, next) || crate::fatal::emulate_sigaction(uc, next) {
                 // The syscall was done here and RIP moved past it: the
                 // instruction there runs before the next trap, so account
                 // for it now.

@@ -19,6 +19,9 @@
 //! - [`machine`]: registers of a trapped thread, read from its `ucontext_t`;
 //!   [`memory`]: reads and writes of this process that cannot fault.
 //! - [`procfs`]: what the engine reads about its process (maps, threads, symbols).
+//! - `fatal.rs` (the dump on fatal signals the program leaves at `SIG_DFL`)
+//!   and `seccomp.rs` (stopping before a seccomp confinement, refusing a
+//!   start after one), for every front end.
 //! - [`unwind`]: DWARF CFI unwinding (framehop) that seeds a thread's call stack.
 //! - [`capi`] and [`preload`]: the C ABI and the environment protocol of
 //!   `coldcache record`.
@@ -27,6 +30,10 @@
 //! is where the unsafe, OS-specific code lives.
 
 #![warn(missing_docs)]
+
+// Shared by every front end.
+mod fatal;
+mod seccomp;
 
 pub mod account;
 mod breakpoint;

@@ -114,6 +114,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     if let Some(pid) = procfs::tracer_pid() {
         return Err(CaptureError::Traced(pid));
     }
+    crate::seccomp::refuse_if_confined()?;
     engine::install_handlers()?;
     let me = gettid();
     let writer = engine::writer_tid();
@@ -229,6 +230,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     }
     ALL_THREADS.store(options.threads == Threads::All, Ordering::Relaxed);
     with_session(|cell| *cell = Some(session));
+    crate::fatal::arm();
     if let Some(calls) = function {
         breakpoint::plant(calls.address);
         STATE.store(ARMED, Ordering::Release);
@@ -248,6 +250,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
 pub fn finish() -> Result<Summary, CaptureError> {
     static ONE: Mutex<()> = Mutex::new(());
     let _g = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let _me = crate::fatal::Finishing::enter();
     if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
         // A forked child: the capture (and its dump) belong to the parent.
         return Err(CaptureError::NotRunning);
@@ -297,6 +300,7 @@ pub fn finish() -> Result<Summary, CaptureError> {
     }
     let finished = acc.finish(meta, modules, procfs::thread_name);
     let result = output::write(finished, output, trace_path.as_deref());
+    crate::fatal::disarm();
     STATE.store(IDLE, Ordering::Release);
     result
 }

@@ -179,6 +179,18 @@ pub enum CaptureError {
         /// The error.
         source: std::io::Error,
     },
+    /// A thread of the program confined its system calls with seccomp
+    /// since the library was loaded: the engine's own calls could be killed.
+    #[error(
+        "the program installed a seccomp filter (thread {tid}, {mode} mode): \
+         the capture engine's own system calls could be killed by it, so no capture is started"
+    )]
+    Seccomp {
+        /// The confined thread.
+        tid: u32,
+        /// `strict` or `filter`.
+        mode: &'static str,
+    },
     /// Not supported on this platform.
     #[error("capture needs Linux on x86-64")]
     Unsupported,

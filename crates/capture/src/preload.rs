@@ -241,6 +241,8 @@ pub fn init_from_env() {
         crate::output::set_manifest(PathBuf::from(m));
     }
     scrub_environment();
+    // Before `main`: a seccomp filter in place now was inherited.
+    crate::seccomp::note_inherited();
     let (mut o, trigger) = match parsed {
         Ok(Some(x)) => x,
         Ok(None) => return,

@@ -53,15 +53,16 @@ pub fn emulate_sigprocmask(uc: &mut libc::ucontext_t, next: u64) -> bool {
     done(uc, 0)
 }
 
-/// Why the process ends if the thread of `uc` (RIP at a `syscall`) makes
-/// its system call: `exit_group` and `execve`/`execveat` end every thread's
-/// tracing, so the capture is written before them. `None` for any other
-/// call.
+/// Why the capture must end before the thread of `uc` (RIP at a `syscall`)
+/// makes its system call: `exit_group` and `execve`/`execveat` end every
+/// thread's tracing, and a seccomp confinement (`crate::seccomp::confines`)
+/// could kill the engine's own system calls after it, so the capture is
+/// written before them. `None` for any other call.
 pub fn ends_process(uc: &libc::ucontext_t) -> Option<&'static str> {
     match uc.uc_mcontext.gregs[libc::REG_RAX as usize] {
         n if n == libc::SYS_exit_group => Some("the program exited (exit_group)"),
         n if n == libc::SYS_execve || n == libc::SYS_execveat => Some("the program called execve"),
-        _ => None,
+        _ => crate::seccomp::confines(uc),
     }
 }
 

@@ -394,6 +394,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
         // only makes async-signal-safe system calls (prctl, getppid, kill).
         unsafe {
             cmd.pre_exec(|| {
+                // `main` ignores SIGXFSZ for coldcache; an ignored signal
+                // survives exec, and the program must get its own default.
+                libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
                 // The program never outlives `record`: killed with it rather
                 // than left behind, orphaned.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
@@ -408,6 +411,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let mut child = cmd
         .spawn()
         .with_context(|| format!("starting {}", program.display()))?;
+    forward_signals_to(child.id() as i32);
     if args.signal {
         eprintln!(
             "coldcache: recording pid {}; start and stop a capture with `coldcache trigger {}`",
@@ -461,10 +465,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
         Some(c) => Err(ChildFailed(c.clamp(1, 255) as u8).into()),
         None => {
             use std::os::unix::process::ExitStatusExt;
-            eprintln!(
-                "coldcache: the program was killed by signal {}",
-                status.signal().unwrap_or(0)
-            );
+            if let Some(how) = killed_by(&status) {
+                eprintln!("coldcache: the program was {how}");
+            }
             Err(ChildFailed(128 + status.signal().unwrap_or(0).clamp(0, 127) as u8).into())
         }
     }
@@ -629,6 +632,75 @@ pub fn summary(d: &Dump, path: &Path) -> String {
         s += &format!("  cut short: {c}\n");
     }
     s
+}
+
+/// The program `record` waits for.
+static CHILD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The signals that end `record` by default and that it passes on to the
+/// program while it runs.
+const FORWARDED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// From now on, while the program `pid` runs, SIGINT, SIGTERM, SIGHUP and
+/// SIGQUIT sent to `record` go to the program instead of ending `record`:
+/// the program then writes its dump (the capture engine catches them) and
+/// dies of the signal, and `record` reports it. Before, `record` died first
+/// and took the program with it (`PR_SET_PDEATHSIG`), mid-dump. A signal
+/// from the terminal (Ctrl-C) reaches the whole process group, the program
+/// included, so it is not sent twice. Once the program is gone (reaped),
+/// such a signal ends `record` as by default.
+fn forward_signals_to(pid: i32) {
+    CHILD.store(pid, std::sync::atomic::Ordering::SeqCst);
+    for sig in FORWARDED {
+        // SAFETY: a zeroed sigaction is a valid starting point; the handler
+        // and flags are set before it is installed.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = forward as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+extern "C" fn forward(sig: i32, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    let pid = CHILD.load(std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: waitid with WNOWAIT only asks whether `pid` is still a child
+    // of ours not yet reaped (a reused pid is not our child); kill, signal
+    // and raise are async-signal-safe; the kernel passes a valid siginfo_t
+    // to an SA_SIGINFO handler.
+    unsafe {
+        let mut si: libc::siginfo_t = std::mem::zeroed();
+        let ours = libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut si,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        ) == 0;
+        if !ours {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        } else if (*info).si_code != libc::SI_KERNEL {
+            // (From the terminal, SI_KERNEL: the program got it too.)
+            libc::kill(pid, sig);
+        }
+    }
+}
+
+/// How a program that a signal ended ended: `killed by SIGSEGV (11), core
+/// dumped`; `None` when it exited.
+fn killed_by(status: &std::process::ExitStatus) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt;
+    let sig = status.signal()?;
+    Some(format!(
+        "killed by {} ({sig}){}",
+        signal_name(sig),
+        if status.core_dumped() {
+            ", core dumped"
+        } else {
+            ""
+        }
+    ))
 }
 
 /// Arguments of `coldcache trigger`.

@@ -1,0 +1,318 @@
+//! Fatal signals during a capture: the dump is written before the program
+//! dies, and the program dies exactly as it would have.
+//!
+//! While a capture is prepared, armed or running, every catchable signal
+//! whose default action ends the process (SIGSEGV, SIGABRT, SIGTERM, ...)
+//! and that the program leaves at `SIG_DFL` gets [`on_fatal`] as its
+//! handler ([`arm`]); [`disarm`] gives them back `SIG_DFL` when the capture
+//! is written. Signals the program handles (or ignores) are never touched,
+//! and a handler the program installs later simply replaces ours: its
+//! signals keep going to it unchanged. A traced thread's `rt_sigaction` on
+//! one of them is performed by the trap handler ([`emulate_sigaction`]), so
+//! reading the disposition back gives the program the `SIG_DFL` it had.
+//!
+//! `on_fatal` writes the dump (cut short "the program was killed by
+//! SIGSEGV", ...) through [`finish`](crate::lifecycle::finish) on a stack of
+//! its own, then restores `SIG_DFL` and sends the signal to its thread
+//! again: when the handler returns, the pending signal ends the process with
+//! the same signal, and the same core dump, as natively.
+//!
+//! # Async-signal safety
+//! The handler takes no lock the interrupted code can hold:
+//! - a thread inside `finish` (recorded in [`FINISHING_TID`]) or `prepare`
+//!   (state `PREPARING`) is not asked to write: it dies without a dump
+//!   rather than wait for itself;
+//! - the engine's writer thread blocks these signals ([`block_in_own_thread`]);
+//! - every other thread of the program holds none of the engine's locks
+//!   (the spin lock is only held inside the engine's own handlers, which run
+//!   with every signal blocked), and the library allocates from its own
+//!   allocator (`libcoldcache`'s `MmapAlloc`), never the program's `malloc`;
+//! - one thread writes ([`CLAIMED`]); another thread killed meanwhile waits
+//!   for it, then dies.
+//!
+//! A `SIGKILL`, a stack overflow without an alternate stack (the kernel
+//! cannot deliver the SIGSEGV) and a fatal signal while the library itself
+//! is finishing on that thread still lose the capture.
+
+use crate::memory::{read_word, write_word};
+use crate::state::{gettid, with_session, ARMED, CAPTURE_PID, RUNNING, STATE, STOPPING};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+/// The signals whose default action ends the process and that a program
+/// can catch, with the reason the dump gives when one ends it. SIGTRAP and
+/// the real-time signals are the engine's or left alone.
+const FATAL: &[(i32, &str)] = &[
+    (libc::SIGHUP, "the program was killed by SIGHUP"),
+    (libc::SIGINT, "the program was killed by SIGINT"),
+    (libc::SIGQUIT, "the program was killed by SIGQUIT"),
+    (libc::SIGILL, "the program was killed by SIGILL"),
+    (libc::SIGABRT, "the program was killed by SIGABRT"),
+    (libc::SIGBUS, "the program was killed by SIGBUS"),
+    (libc::SIGFPE, "the program was killed by SIGFPE"),
+    (libc::SIGUSR1, "the program was killed by SIGUSR1"),
+    (libc::SIGSEGV, "the program was killed by SIGSEGV"),
+    (libc::SIGUSR2, "the program was killed by SIGUSR2"),
+    (libc::SIGPIPE, "the program was killed by SIGPIPE"),
+    (libc::SIGALRM, "the program was killed by SIGALRM"),
+    (libc::SIGTERM, "the program was killed by SIGTERM"),
+    (libc::SIGSTKFLT, "the program was killed by SIGSTKFLT"),
+    (libc::SIGXCPU, "the program was killed by SIGXCPU"),
+    (libc::SIGXFSZ, "the program was killed by SIGXFSZ"),
+    (libc::SIGVTALRM, "the program was killed by SIGVTALRM"),
+    (libc::SIGPROF, "the program was killed by SIGPROF"),
+    (libc::SIGIO, "the program was killed by SIGIO"),
+    (libc::SIGPWR, "the program was killed by SIGPWR"),
+    (libc::SIGSYS, "the program was killed by SIGSYS"),
+];
+
+/// Signals (bit n for signal n) whose handler is [`on_fatal`] now.
+static ARMED_SET: AtomicU64 = AtomicU64::new(0);
+/// Set by the first thread that writes the dump from [`on_fatal`].
+static CLAIMED: AtomicBool = AtomicBool::new(false);
+/// Set once that thread is done (written or given up).
+static WRITTEN: AtomicBool = AtomicBool::new(false);
+/// The thread running `finish` now (0: none); see [`Finishing`].
+static FINISHING_TID: AtomicU32 = AtomicU32::new(0);
+/// Top of the stack `on_fatal` runs `finish` on.
+static STACK_TOP: AtomicU64 = AtomicU64::new(0);
+/// Per signal, the `SIG_DFL` disposition [`arm`] replaced, as the kernel's
+/// `struct sigaction` after its handler: flags, restorer, mask (signals
+/// 1..=64), so a traced thread reading it back gets exactly that.
+static ORIGINAL: [[AtomicU64; 3]; 65] = [const { [const { AtomicU64::new(0) }; 3] }; 65];
+
+/// The reason the dump gives when signal `sig` ends the program.
+pub(crate) fn reason(sig: i32) -> Option<&'static str> {
+    FATAL.iter().find(|&&(s, _)| s == sig).map(|&(_, r)| r)
+}
+
+/// Marks the calling thread as the one running `finish` for as long as the
+/// guard lives: a fatal signal on that thread then dies without waiting
+/// for the dump it is itself writing.
+pub(crate) struct Finishing;
+
+impl Finishing {
+    /// Marks the calling thread.
+    pub(crate) fn enter() -> Finishing {
+        FINISHING_TID.store(gettid(), Ordering::Release);
+        Finishing
+    }
+}
+
+impl Drop for Finishing {
+    fn drop(&mut self) {
+        FINISHING_TID.store(0, Ordering::Release);
+    }
+}
+
+/// Installs [`on_fatal`] for every fatal signal the program leaves at
+/// `SIG_DFL` (called by `prepare`). A signal that cannot be changed is left
+/// as it is: the capture is then lost if it ends the program, nothing else.
+pub(crate) fn arm() {
+    if STACK_TOP.load(Ordering::Acquire) == 0 {
+        const LEN: usize = 2 << 20;
+        // SAFETY: an anonymous private mapping has no preconditions.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return;
+        }
+        STACK_TOP.store((p as u64 + LEN as u64) & !63, Ordering::Release);
+    }
+    CLAIMED.store(false, Ordering::Release);
+    WRITTEN.store(false, Ordering::Release);
+    let ours = on_fatal as *const () as usize;
+    for &(sig, _) in FATAL {
+        // SAFETY: a zeroed sigaction is a valid out-parameter.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: a null new action only reads the current one.
+        if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
+            continue;
+        }
+        if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != ours {
+            continue; // the program's own handler, or ignored, or the trigger
+        }
+        if old.sa_sigaction == libc::SIG_DFL {
+            let o = &ORIGINAL[sig as usize];
+            o[0].store(old.sa_flags as u64, Ordering::Relaxed);
+            o[1].store(
+                old.sa_restorer.map_or(0, |f| f as usize as u64),
+                Ordering::Relaxed,
+            );
+            // SAFETY: sa_mask is a sigset_t of at least 8 bytes, its first
+            // word holding signals 1..=64.
+            let mask = unsafe { *(&old.sa_mask as *const libc::sigset_t as *const u64) };
+            o[2].store(mask, Ordering::Relaxed);
+        }
+        // SAFETY: a zeroed sigaction is a valid starting point; the fields
+        // used are set below.
+        let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+        sa.sa_sigaction = ours;
+        // SA_RESTART: until the signal is re-raised, a system call it
+        // interrupted must not see EINTR (natively the process just dies).
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        // SAFETY: sa_mask is a valid sigset_t inside `sa`.
+        unsafe { libc::sigfillset(&mut sa.sa_mask) };
+        // SAFETY: installing a handler with a fully initialised struct.
+        if unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) } == 0 {
+            ARMED_SET.fetch_or(1 << sig, Ordering::AcqRel);
+        }
+    }
+}
+
+/// Gives back `SIG_DFL` to every signal [`arm`] took, unless the program
+/// has installed a handler of its own since (called when the capture is
+/// written).
+pub(crate) fn disarm() {
+    let set = ARMED_SET.swap(0, Ordering::AcqRel);
+    let ours = on_fatal as *const () as usize;
+    for &(sig, _) in FATAL {
+        if set & (1 << sig) == 0 {
+            continue;
+        }
+        // SAFETY: a zeroed sigaction is a valid out-parameter.
+        let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: a null new action only reads the current one.
+        if unsafe { libc::sigaction(sig, std::ptr::null(), &mut cur) } == 0
+            && cur.sa_sigaction == ours
+        {
+            default_action(sig);
+        }
+    }
+}
+
+/// Blocks every signal on the calling thread: the engine's writer thread
+/// calls it, so the program's signals (and their handlers) are never
+/// delivered there, and a fatal one never interrupts it inside `finish`.
+pub(crate) fn block_in_own_thread() {
+    // SAFETY: a sigset_t filled by sigfillset, then the thread's mask set
+    // from it; SIGKILL and SIGSTOP are left out by the kernel.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, std::ptr::null_mut());
+    }
+}
+
+/// Performs, for a traced thread, the `rt_sigaction` it is about to make
+/// (RIP at its `syscall`, `next` the instruction after it) when it names a
+/// signal [`arm`] took: a thread that reads the disposition gets back the
+/// `SIG_DFL` it had, not our handler; one that sets its own makes the
+/// signal its own again (ours is not put back). Returns false, changing
+/// nothing, for any other call, which then runs normally.
+pub(crate) fn emulate_sigaction(uc: &mut libc::ucontext_t, next: u64) -> bool {
+    let g = &uc.uc_mcontext.gregs;
+    if g[libc::REG_RAX as usize] != libc::SYS_rt_sigaction || g[libc::REG_R10 as usize] != 8 {
+        return false;
+    }
+    let sig = g[libc::REG_RDI as usize];
+    if !(1..64).contains(&sig) || ARMED_SET.load(Ordering::Acquire) & (1 << sig) == 0 {
+        return false;
+    }
+    let (act, old) = (g[libc::REG_RSI as usize], g[libc::REG_RDX as usize]);
+    // SAFETY: errno is this thread's; it is put back below, so the program
+    // sees only what the system call itself returns.
+    let errno = unsafe { *libc::__errno_location() };
+    // SAFETY: the program's own call, made here with its own arguments; a
+    // bad pointer makes the kernel return EFAULT, as it would have.
+    let r = unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, act, old, 8) };
+    let result = if r == 0 {
+        0
+    } else {
+        // SAFETY: as above.
+        -i64::from(unsafe { *libc::__errno_location() })
+    };
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+    if result == 0 {
+        if act != 0 {
+            ARMED_SET.fetch_and(!(1 << sig), Ordering::AcqRel);
+        }
+        let ours = on_fatal as *const () as usize as u64;
+        if old != 0 && read_word(old as u64) == Some(ours) {
+            let o = &ORIGINAL[sig as usize];
+            let words = [
+                libc::SIG_DFL as u64,
+                o[0].load(Ordering::Relaxed),
+                o[1].load(Ordering::Relaxed),
+                o[2].load(Ordering::Relaxed),
+            ];
+            for (k, w) in words.into_iter().enumerate() {
+                write_word(old as u64 + 8 * k as u64, w);
+            }
+        }
+    }
+    let g = &mut uc.uc_mcontext.gregs;
+    g[libc::REG_RAX as usize] = result;
+    g[libc::REG_RIP as usize] = next as i64;
+    true
+}
+
+fn default_action(sig: i32) {
+    // SAFETY: a zeroed sigaction with SIG_DFL is the default disposition;
+    // sigaction(2) is async-signal-safe.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+    }
+}
+
+extern "C" fn finish_thunk(_: *mut libc::c_void) {
+    let r = crate::lifecycle::finish();
+    crate::lifecycle::report_async_finish(&r);
+}
+
+/// The handler of the fatal signals the program leaves at `SIG_DFL`.
+extern "C" fn on_fatal(sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO handler.
+    let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
+    // Nothing of this thread is traced any more.
+    uc.uc_mcontext.gregs[libc::REG_EFL as usize] &= !0x100;
+    let me = gettid();
+    let state = STATE.load(Ordering::Acquire);
+    let ours = CAPTURE_PID.load(Ordering::Relaxed) == std::process::id();
+    if ours
+        && matches!(state, ARMED | RUNNING | STOPPING)
+        && FINISHING_TID.load(Ordering::Acquire) != me
+    {
+        if CLAIMED.swap(true, Ordering::AcqRel) {
+            // Another thread is writing the dump: wait for it (it ends the
+            // process when done), then die the same way.
+            while !WRITTEN.load(Ordering::Acquire) {
+                // SAFETY: sched_yield has no preconditions.
+                unsafe { libc::sched_yield() };
+            }
+        } else {
+            if state == RUNNING {
+                if let Some(why) = reason(sig) {
+                    with_session(|cell| {
+                        if let Some(s) = cell {
+                            s.acc.set_cut_short(why);
+                        }
+                    });
+                }
+            }
+            let top = STACK_TOP.load(Ordering::Acquire);
+            if top != 0 {
+                // SAFETY: the stack is reserved by `arm` and used by the one
+                // thread that won `CLAIMED`.
+                unsafe { crate::engine::run_on_stack(std::ptr::null_mut(), finish_thunk, top) };
+            }
+            WRITTEN.store(true, Ordering::Release);
+        }
+    }
+    // The signal again, with its default action: pending (it is blocked
+    // while this handler runs), it ends the process when the handler
+    // returns, as it would have without us.
+    default_action(sig);
+    // SAFETY: tgkill to this very thread with the signal being handled.
+    unsafe { libc::syscall(libc::SYS_tgkill, std::process::id() as i32, me as i32, sig) };
+}

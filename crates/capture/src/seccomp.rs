@@ -1,0 +1,161 @@
+//! seccomp: a program that confines its system calls must never be killed
+//! by the capture engine's own.
+//!
+//! The engine's handlers make system calls (`gettid`, `getpid`, the
+//! `rt_sigreturn` that ends every signal handler, and many more while a dump
+//! is written). Under strict mode, or a filter that kills unknown calls,
+//! any of them would kill the program. So:
+//! - a traced thread's `seccomp(SECCOMP_SET_MODE_STRICT | _FILTER)` or
+//!   `prctl(PR_SET_SECCOMP, ...)` is seen coming ([`confines`], on the trap
+//!   engine's `Verdict::Syscall` path): the capture stops and its dump is
+//!   written, cut short with [`REASON`], before the call runs (a filter
+//!   synchronised to every thread first parks the engine's writer thread
+//!   in a call that never returns, [`park_writer`]);
+//! - a start requested once a filter is in place is refused
+//!   ([`refuse_if_confined`], from `prepare`): the `Seccomp:` and
+//!   `Seccomp_filters:` fields of every thread's `/proc` status are compared
+//!   with what the process had when the library was loaded
+//!   ([`note_inherited`]): a filter inherited from the parent (a container
+//!   runtime's, say) lets the program run, and the engine with it, so only
+//!   a confinement added since refuses a capture.
+
+use crate::options::CaptureError;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+
+/// What the dump says when the program confined itself during a capture.
+pub(crate) const REASON: &str = "the program installed a seccomp filter";
+
+const SECCOMP_SET_MODE_STRICT: i64 = 0;
+const SECCOMP_SET_MODE_FILTER: i64 = 1;
+const PR_SET_SECCOMP: i64 = 22;
+const SECCOMP_FILTER_FLAG_TSYNC: i64 = 1;
+
+/// Mode and filter count when the library was loaded (-1: not noted yet).
+static INHERITED_MODE: AtomicI64 = AtomicI64::new(-1);
+static INHERITED_FILTERS: AtomicI64 = AtomicI64::new(-1);
+
+/// Whether the thread of `uc` (RIP at a `syscall`) is about to confine
+/// itself with seccomp; the reason to stop the capture if so. A filter
+/// synchronised to every thread (`SECCOMP_FILTER_FLAG_TSYNC`) also reaches
+/// the engine's writer thread, so it is parked first ([`park_writer`]).
+pub(crate) fn confines(uc: &libc::ucontext_t) -> Option<&'static str> {
+    let g = &uc.uc_mcontext.gregs;
+    let (nr, op) = (g[libc::REG_RAX as usize], g[libc::REG_RDI as usize]);
+    let installs = (nr == libc::SYS_seccomp
+        && (op == SECCOMP_SET_MODE_STRICT || op == SECCOMP_SET_MODE_FILTER))
+        || (nr == libc::SYS_prctl && op == PR_SET_SECCOMP);
+    if installs
+        && nr == libc::SYS_seccomp
+        && op == SECCOMP_SET_MODE_FILTER
+        && g[libc::REG_RSI as usize] & SECCOMP_FILTER_FLAG_TSYNC != 0
+    {
+        park_writer();
+    }
+    installs.then_some(REASON)
+}
+
+/// Set by the writer thread once it is parked for good.
+static PARKED: AtomicBool = AtomicBool::new(false);
+
+/// Parks the engine's writer thread (if there is one) inside a system call
+/// that never returns, and waits (a bounded time) until it is there: a
+/// filter applied to every thread then finds it already in the kernel, and
+/// its next poll can never be the call that kills the program. Later
+/// `--signal` triggers are then ignored (a start would be refused anyway).
+/// Called from the trap handler; the writer needs none of its locks to
+/// park, so the wait ends at once unless the writer is inside the engine's
+/// lock (progress printing), which the bound (1 s) covers.
+fn park_writer() {
+    if crate::engine::writer_tid() == 0 || PARKED.load(Ordering::Acquire) {
+        return;
+    }
+    crate::engine::wake(3);
+    let now = || {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes the live local.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+        t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128
+    };
+    let start = now();
+    while !PARKED.load(Ordering::Acquire) && now() - start < 1_000_000_000 {
+        // SAFETY: sched_yield has no preconditions; it lets the writer run.
+        unsafe { libc::sched_yield() };
+    }
+}
+
+/// The writer thread's end after a synchronised filter: every signal is
+/// blocked on it (`fatal::block_in_own_thread`), so `pause` never returns.
+pub(crate) fn park_writer_here() -> ! {
+    PARKED.store(true, Ordering::Release);
+    loop {
+        // SAFETY: pause has no preconditions.
+        unsafe { libc::pause() };
+    }
+}
+
+/// The `Seccomp:` mode and `Seccomp_filters:` count of a `/proc` status
+/// file's text (`None` for a field the kernel does not give).
+fn fields(status: &str) -> (Option<i64>, Option<i64>) {
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    };
+    (field("Seccomp:"), field("Seccomp_filters:"))
+}
+
+/// Notes the confinement the process already had when the library was
+/// loaded (called once, by the library's constructor).
+pub(crate) fn note_inherited() {
+    if let Ok(s) = std::fs::read_to_string("/proc/thread-self/status") {
+        let (mode, filters) = fields(&s);
+        INHERITED_MODE.store(mode.unwrap_or(0), Ordering::Relaxed);
+        INHERITED_FILTERS.store(filters.unwrap_or(0), Ordering::Relaxed);
+    }
+}
+
+/// Refuses a capture when a thread of the process has confined itself
+/// since the library was loaded (strict mode, or more filters).
+pub(crate) fn refuse_if_confined() -> Result<(), CaptureError> {
+    if INHERITED_MODE.load(Ordering::Relaxed) < 0 {
+        // Not loaded as libcoldcache (the Rust API): what is there now is
+        // taken as inherited.
+        note_inherited();
+    }
+    let (base_mode, base_filters) = (
+        INHERITED_MODE.load(Ordering::Relaxed),
+        INHERITED_FILTERS.load(Ordering::Relaxed),
+    );
+    for tid in crate::procfs::tasks() {
+        let Ok(s) = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")) else {
+            continue; // the thread has exited
+        };
+        let (mode, filters) = fields(&s);
+        let mode = mode.unwrap_or(0);
+        let filters = filters.unwrap_or(0);
+        if mode == 1 || mode > base_mode || filters > base_filters {
+            return Err(CaptureError::Seccomp {
+                tid,
+                mode: if mode == 1 { "strict" } else { "filter" },
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_fields_are_read_and_missing_ones_are_none() {
+        let s = "Name:\tx\nSeccomp:\t2\nSeccomp_filters:\t3\nSpeculation_Store_Bypass:\tthread vulnerable\n";
+        assert_eq!(fields(s), (Some(2), Some(3)));
+        assert_eq!(fields("Name:\tx\nSeccomp:\t0\n"), (Some(0), None));
+        assert_eq!(fields("Name:\tx\n"), (None, None));
+    }
+}

@@ -1,0 +1,782 @@
+//! Abnormal ends, seccomp and blocked threads under `coldcache record`
+//! (issue 17): the program must end exactly as it would natively — same
+//! standard output, same exit status or killing signal and core dump bit —
+//! never hang and never be killed by the engine, and the capture must be
+//! kept with the reason it was cut short.
+//!
+//! Each case runs the program plain, then captured (20 times where a run
+//! is cheap), under a deadline: a hang fails the test instead of blocking
+//! CI. Programs are `tests-programs/capture/fatal.c`, `seccomp.c` and
+//! `blocked.c`. Skipped with a message when gcc is missing. (The same
+//! shape as `hostile.rs`.)
+
+#[path = "common/library.rs"]
+mod library;
+use library::{have, library, repo, COLDCACHE};
+
+use coldcache_dump::Dump;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Longer than any case takes on a loaded 2-core machine; shorter than
+/// forever.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("coldcache-abnormal-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn gcc_or_skip(test: &str) -> bool {
+    let ok = have("gcc");
+    if !ok {
+        eprintln!("SKIP {test}: gcc missing");
+    }
+    ok
+}
+
+fn build(source: &str, dir: &Path) -> PathBuf {
+    let out = dir.join(Path::new(source).file_stem().unwrap());
+    let st = Command::new("gcc")
+        .args(["-O1", "-g", "-pthread", "-o"])
+        .arg(&out)
+        .arg(repo().join(source))
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "compiling {source} failed");
+    out
+}
+
+/// A running program whose standard output and error are collected as
+/// they come, so a test can wait for a line before acting.
+struct Running {
+    child: Child,
+    stdout: Arc<Mutex<Vec<u8>>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+    what: String,
+}
+
+struct Ended {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+fn spawn(mut cmd: Command, what: &str) -> Running {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut readers = Vec::new();
+    let mut collect = |mut r: Box<dyn Read + Send>| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let b = buf.clone();
+        readers.push(std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = r.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                b.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        }));
+        buf
+    };
+    let stdout = collect(Box::new(child.stdout.take().unwrap()));
+    let stderr = collect(Box::new(child.stderr.take().unwrap()));
+    Running {
+        child,
+        stdout,
+        stderr,
+        readers,
+        what: what.to_string(),
+    }
+}
+
+impl Running {
+    /// Waits until standard output holds `line` (deadline).
+    fn wait_for(&self, line: &str) {
+        let start = Instant::now();
+        while !String::from_utf8_lossy(&self.stdout.lock().unwrap()).contains(line) {
+            assert!(
+                start.elapsed() < DEADLINE,
+                "{}: `{line}` never came; stderr:\n{}",
+                self.what,
+                String::from_utf8_lossy(&self.stderr.lock().unwrap())
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits for the end, or kills the program at the deadline and fails.
+    fn wait(mut self) -> Ended {
+        let start = Instant::now();
+        let status = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            if start.elapsed() > DEADLINE {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "{}: still running after {DEADLINE:?} (a hang)\nstdout:\n{}\nstderr:\n{}",
+                    self.what,
+                    String::from_utf8_lossy(&self.stdout.lock().unwrap()),
+                    String::from_utf8_lossy(&self.stderr.lock().unwrap())
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        for r in self.readers {
+            r.join().unwrap();
+        }
+        let text =
+            |b: &Arc<Mutex<Vec<u8>>>| String::from_utf8_lossy(&b.lock().unwrap()).into_owned();
+        Ended {
+            status,
+            stdout: text(&self.stdout),
+            stderr: text(&self.stderr),
+        }
+    }
+}
+
+/// The program `record` started (its only child), by pid.
+fn program_of(record: &Running) -> i32 {
+    let start = Instant::now();
+    loop {
+        let out = Command::new("pgrep")
+            .args(["-P", &record.child.id().to_string()])
+            .output()
+            .unwrap();
+        if let Some(p) = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .next()
+        {
+            return p.parse().unwrap();
+        }
+        assert!(start.elapsed() < DEADLINE, "the program never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn record(dir: &Path, dump: &Path, trigger: &[&str], program: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(COLDCACHE);
+    cmd.current_dir(dir)
+        .env("COLDCACHE_LIB", library())
+        .args(["record", "--cache", "jaguar", "--no-resolve", "-o"])
+        .arg(dump)
+        .args(trigger)
+        .arg("--")
+        .arg(program)
+        .args(args);
+    cmd
+}
+
+/// The program with the library preloaded and a capture armed exactly as
+/// `record` arms it, but as our own child: its raw wait status (signal and
+/// core dump bit) can be compared with the native one. Core files are
+/// allowed (in `dir`), so the core dump bit means something.
+fn preloaded(dir: &Path, dump: &Path, trigger: &[&str], program: &Path, args: &[&str]) -> Command {
+    let cfg = coldcache_config::resolve("jaguar").unwrap();
+    let mut cmd = with_cores(dir, program, args);
+    cmd.env("LD_PRELOAD", library())
+        .env("COLDCACHE_LIB", library())
+        .env("COLDCACHE_RECORD", "1")
+        .env("COLDCACHE_QUIET", "1")
+        .env("COLDCACHE_CACHE_JSON", serde_json::to_string(&cfg).unwrap())
+        .env("COLDCACHE_CACHE_NAME", "jaguar")
+        .env("COLDCACHE_OUTPUT", dump)
+        .env("COLDCACHE_THREADS", "caller");
+    match trigger {
+        ["--all"] => {
+            cmd.env("COLDCACHE_TRIGGER", "function")
+                .env("COLDCACHE_FUNCTION", "main");
+        }
+        ["--function", f] => {
+            cmd.env("COLDCACHE_TRIGGER", "function")
+                .env("COLDCACHE_FUNCTION", f);
+        }
+        ["--signal"] => {
+            cmd.env("COLDCACHE_TRIGGER", "signal")
+                .env("COLDCACHE_SIGNAL", libc::SIGUSR2.to_string());
+        }
+        other => panic!("no preloaded form for {other:?}"),
+    }
+    cmd
+}
+
+/// `program args` in `dir` with core files allowed.
+fn with_cores(dir: &Path, program: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.current_dir(dir).args(args);
+    // SAFETY: setrlimit is async-signal-safe and touches only the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: libc::RLIM_INFINITY,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &lim);
+            Ok(())
+        });
+    }
+    cmd
+}
+
+fn remove_cores(dir: &Path) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.file_name().to_string_lossy().starts_with("core") {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// What a test does to the program once it runs: nothing, wait for
+/// "ready" and send it SIGTERM from here (another process), or wait for
+/// "ready" and start a capture with `coldcache trigger` (captured runs
+/// only: natively the program is left alone).
+#[derive(Clone, Copy)]
+enum Poke {
+    Nothing,
+    TermWhenReady,
+    TriggerWhenReady,
+}
+
+fn run(cmd: Command, what: &str, poke: Poke, pid_of: fn(&Running) -> i32) -> Ended {
+    let r = spawn(cmd, what);
+    match poke {
+        Poke::Nothing => {}
+        Poke::TermWhenReady => {
+            r.wait_for("ready\n");
+            let pid = pid_of(&r);
+            // SAFETY: kill(2) of a process we started and have not reaped.
+            assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        }
+        Poke::TriggerWhenReady => {
+            r.wait_for("ready\n");
+            let t = Command::new(COLDCACHE)
+                .args(["trigger", &pid_of(&r).to_string()])
+                .status()
+                .unwrap();
+            assert!(t.success(), "{what}: coldcache trigger failed");
+        }
+    }
+    r.wait()
+}
+
+fn own_pid(r: &Running) -> i32 {
+    r.child.id() as i32
+}
+
+fn load(dump: &Path, what: &str, stderr: &str) -> Dump {
+    let bytes =
+        std::fs::read(dump).unwrap_or_else(|e| panic!("{what}: no dump ({e})\nstderr:\n{stderr}"));
+    Dump::from_bytes(&bytes).unwrap()
+}
+
+/// Runs `fatal MODE` natively, then captured `runs` times through `record`
+/// (output, exit code, the dump and its reason, what `record` says) and
+/// twice preloaded directly (the raw wait status, core dump bit included).
+fn fatal_case(case: &str, mode: &str, trigger: &[&str], poke: Poke, runs: usize, reason: &str) {
+    if !gcc_or_skip(case) {
+        return;
+    }
+    let dir = scratch(case);
+    let program = build("tests-programs/capture/fatal.c", &dir);
+    let native_poke = match poke {
+        Poke::TriggerWhenReady => Poke::Nothing,
+        p => p,
+    };
+    let native = run(
+        with_cores(&dir, &program, &[mode]),
+        &format!("{case}: plain"),
+        native_poke,
+        own_pid,
+    );
+    // The raw status comparison below covers the core dump bit only if
+    // cores are written here (a `core` pattern, not a pipe to a daemon).
+    let plain_cores = std::fs::read_to_string("/proc/sys/kernel/core_pattern")
+        .is_ok_and(|p| p.starts_with("core"));
+    if plain_cores && matches!(native.status.signal(), Some(libc::SIGSEGV | libc::SIGABRT)) {
+        assert!(native.status.core_dumped(), "{case}: no core natively");
+    }
+    remove_cores(&dir);
+    for i in 0..runs {
+        let what = format!("{case}: recorded run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run(
+            record(&dir, &dump, trigger, &program, &[mode]),
+            &what,
+            poke,
+            program_of,
+        );
+        assert_eq!(
+            out.stdout, native.stdout,
+            "{what}: standard output\n{}",
+            out.stderr
+        );
+        let expected = native
+            .status
+            .code()
+            .unwrap_or_else(|| 128 + native.status.signal().unwrap());
+        assert_eq!(
+            out.status.code(),
+            Some(expected),
+            "{what}: status\n{}",
+            out.stderr
+        );
+        if let Some(sig) = native.status.signal() {
+            assert!(
+                out.stderr.contains("the program was killed by SIG")
+                    && out.stderr.contains(&format!("({sig})")),
+                "{what}: record does not say how the program ended:\n{}",
+                out.stderr
+            );
+        }
+        let d = load(&dump, &what, &out.stderr);
+        assert!(d.meta.instructions > 0, "{what}: an empty capture");
+        assert_eq!(d.meta.cut_short.as_deref(), Some(reason), "{what}: reason");
+        remove_cores(&dir);
+    }
+    for i in 0..2 {
+        let what = format!("{case}: preloaded run {i}");
+        let dump = dir.join(format!("direct{i}.ccdump"));
+        let out = run(
+            preloaded(&dir, &dump, trigger, &program, &[mode]),
+            &what,
+            poke,
+            own_pid,
+        );
+        assert_eq!(
+            out.stdout, native.stdout,
+            "{what}: standard output\n{}",
+            out.stderr
+        );
+        assert_eq!(
+            out.status.into_raw(),
+            native.status.into_raw(),
+            "{what}: wait status (native {:?}, captured {:?})\n{}",
+            native.status,
+            out.status,
+            out.stderr
+        );
+        let d = load(&dump, &what, &out.stderr);
+        assert_eq!(d.meta.cut_short.as_deref(), Some(reason), "{what}: reason");
+        remove_cores(&dir);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `abort()` during a capture: the dump was lost and `record` said the
+/// program "never started" one.
+#[test]
+fn abort_during_a_capture_keeps_the_dump_and_the_sigabrt() {
+    fatal_case(
+        "abort",
+        "abort",
+        &["--all"],
+        Poke::Nothing,
+        20,
+        "the program was killed by SIGABRT",
+    );
+}
+
+/// An unhandled SIGSEGV (a store through a null pointer).
+#[test]
+fn an_unhandled_segfault_keeps_the_dump_and_the_sigsegv() {
+    fatal_case(
+        "segv",
+        "segv",
+        &["--all"],
+        Poke::Nothing,
+        20,
+        "the program was killed by SIGSEGV",
+    );
+}
+
+/// SIGTERM sent by another process while the capture runs.
+#[test]
+fn sigterm_from_another_process_keeps_the_dump_and_the_sigterm() {
+    fatal_case(
+        "term",
+        "term",
+        &["--all"],
+        Poke::TermWhenReady,
+        5,
+        "the program was killed by SIGTERM",
+    );
+}
+
+/// A worker thread faults while every thread is traced (a `--signal`
+/// capture): the handler runs on the worker while the main thread keeps
+/// trapping, and the dump names the signal.
+#[test]
+fn a_worker_thread_segfault_during_an_all_threads_capture_keeps_the_dump() {
+    fatal_case(
+        "thread_segv",
+        "thread-segv",
+        &["--signal"],
+        Poke::TriggerWhenReady,
+        5,
+        "the program was killed by SIGSEGV",
+    );
+}
+
+/// `execve` from the traced thread: the dump is written before the call
+/// and the new program runs (and ends) as natively.
+#[test]
+fn execve_from_a_traced_thread_keeps_the_dump() {
+    fatal_case(
+        "exec",
+        "exec",
+        &["--all"],
+        Poke::Nothing,
+        20,
+        "the program called execve",
+    );
+}
+
+/// A SIGSEGV handler the program installs during the capture gets the
+/// signal, and the program goes on (siglongjmp) to a normal exit.
+#[test]
+fn a_segv_handler_installed_during_the_capture_still_gets_the_signal() {
+    fatal_case(
+        "handled",
+        "handled",
+        &["--all"],
+        Poke::Nothing,
+        20,
+        "the program exited",
+    );
+}
+
+/// A SIGSEGV handler installed before the capture gets the fault raised
+/// inside it, and its `_exit(9)` is the program's status. (The handler
+/// runs untraced — the kernel clears TF for a signal handler — so its
+/// `_exit` is not seen and no dump is written: only the program's
+/// behaviour is checked.)
+#[test]
+fn a_segv_handler_installed_before_the_capture_still_gets_the_signal() {
+    if !gcc_or_skip("handled_early") {
+        return;
+    }
+    let dir = scratch("handled_early");
+    let program = build("tests-programs/capture/fatal.c", &dir);
+    let native = run(
+        with_cores(&dir, &program, &["handled-early"]),
+        "handled-early: plain",
+        Poke::Nothing,
+        own_pid,
+    );
+    assert_eq!(native.status.code(), Some(9));
+    for i in 0..20 {
+        let what = format!("handled-early: run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run(
+            preloaded(
+                &dir,
+                &dump,
+                &["--function", "frame"],
+                &program,
+                &["handled-early"],
+            ),
+            &what,
+            Poke::Nothing,
+            own_pid,
+        );
+        assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+        assert_eq!(
+            out.status.into_raw(),
+            native.status.into_raw(),
+            "{what}\n{}",
+            out.stderr
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Strict seccomp mode entered during a capture: the engine's next system
+/// call killed the program (status 137); the capture now stops before the
+/// `prctl` runs.
+#[test]
+fn strict_seccomp_during_a_capture_stops_it_instead_of_killing_the_program() {
+    seccomp_case("strict");
+}
+
+/// A filter that kills on unknown system calls, installed with seccomp(2)
+/// during a capture: the program died of SIGSYS (status 159).
+#[test]
+fn a_seccomp_filter_during_a_capture_stops_it_instead_of_killing_the_program() {
+    seccomp_case("filter");
+}
+
+fn seccomp_case(mode: &str) {
+    let case = format!("seccomp_{mode}");
+    if !gcc_or_skip(&case) {
+        return;
+    }
+    let dir = scratch(&case);
+    let program = build("tests-programs/capture/seccomp.c", &dir);
+    let native = run(
+        with_cores(&dir, &program, &[mode]),
+        &format!("{case}: plain"),
+        Poke::Nothing,
+        own_pid,
+    );
+    assert_eq!(native.status.code(), Some(0), "{}", native.stderr);
+    for i in 0..20 {
+        let what = format!("{case}: run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run(
+            record(&dir, &dump, &["--all"], &program, &[mode]),
+            &what,
+            Poke::Nothing,
+            program_of,
+        );
+        assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{what}\n{}", out.stderr);
+        let d = load(&dump, &what, &out.stderr);
+        assert!(d.meta.instructions > 0, "{what}: an empty capture");
+        assert_eq!(
+            d.meta.cut_short.as_deref(),
+            Some("the program installed a seccomp filter"),
+            "{what}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `--signal` capture asked for after the program installed a filter
+/// that kills unknown system calls: refused with the reason, the program
+/// runs on unharmed (it was killed by the engine's calls). The program is
+/// run preloaded, as `record` runs it, so its raw wait status is compared
+/// (and `record`'s own policy for a run without a capture does not enter).
+#[test]
+fn a_start_after_a_seccomp_filter_is_refused_with_the_reason() {
+    if !gcc_or_skip("seccomp_before") {
+        return;
+    }
+    let dir = scratch("seccomp_before");
+    let program = build("tests-programs/capture/seccomp.c", &dir);
+    let native = run(
+        with_cores(&dir, &program, &["before"]),
+        "seccomp before: plain",
+        Poke::Nothing,
+        own_pid,
+    );
+    assert_eq!(native.status.code(), Some(0));
+    for i in 0..5 {
+        let what = format!("seccomp before: run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let mut cmd = preloaded(&dir, &dump, &["--signal"], &program, &["before"]);
+        cmd.env("COLDCACHE_THREADS", "all");
+        let out = run(cmd, &what, Poke::TriggerWhenReady, own_pid);
+        assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+        assert_eq!(
+            out.status.into_raw(),
+            native.status.into_raw(),
+            "{what}: wait status (native {:?}, captured {:?})\n{}",
+            native.status,
+            out.status,
+            out.stderr
+        );
+        assert!(
+            out.stderr
+                .contains("capture not started: the program installed a seccomp filter"),
+            "{what}: {}",
+            out.stderr
+        );
+        assert!(!dump.exists(), "{what}: a dump");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `coldcache trigger` while the program's other threads are blocked in
+/// `read` on a pipe and in a futex wait: the capture starts (and, in half
+/// the runs, is stopped by a second trigger), the blocked calls are
+/// restarted, nothing hangs and the output is unchanged.
+#[test]
+fn a_trigger_while_threads_block_in_read_and_futex_does_not_hang() {
+    if !gcc_or_skip("blocked") {
+        return;
+    }
+    let dir = scratch("blocked");
+    let program = build("tests-programs/capture/blocked.c", &dir);
+    let native = run(
+        Command::new(&program),
+        "blocked: plain",
+        Poke::Nothing,
+        own_pid,
+    );
+    assert_eq!(native.status.code(), Some(0));
+    for i in 0..6 {
+        let what = format!("blocked: run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let r = spawn(record(&dir, &dump, &["--signal"], &program, &[]), &what);
+        r.wait_for("ready ");
+        let pid = program_of(&r).to_string();
+        let trigger = || {
+            let t = Command::new(COLDCACHE)
+                .args(["trigger", &pid])
+                .status()
+                .unwrap();
+            assert!(t.success());
+        };
+        trigger();
+        let stopped = i % 2 == 1;
+        if stopped {
+            std::thread::sleep(Duration::from_millis(300));
+            trigger();
+        }
+        let out = r.wait();
+        assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{what}\n{}", out.stderr);
+        let d = load(&dump, &what, &out.stderr);
+        assert!(d.meta.instructions > 0, "{what}: an empty capture");
+        assert_eq!(d.threads.len(), 3, "{what}: main, reader and waiter traced");
+        if !stopped {
+            assert_eq!(
+                d.meta.cut_short.as_deref(),
+                Some("the program exited"),
+                "{what}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The engine takes SIGTERM and SIGSEGV while a capture runs (to write the
+/// dump if they end the program); a traced thread reading their
+/// disposition back must still see the `SIG_DFL` it had (it saw the
+/// engine's handler), and its own handler, once set, gets the signal.
+#[test]
+fn a_traced_thread_reads_back_the_default_dispositions_it_had() {
+    if !gcc_or_skip("query") {
+        return;
+    }
+    let dir = scratch("query");
+    let program = build("tests-programs/capture/fatal.c", &dir);
+    let native = run(
+        with_cores(&dir, &program, &["query"]),
+        "query: plain",
+        Poke::Nothing,
+        own_pid,
+    );
+    assert!(
+        native.stdout.contains("SIGTERM: default, flags 0\n"),
+        "{}",
+        native.stdout
+    );
+    assert!(native
+        .stdout
+        .contains("SIGTERM reached the program's handler\n"));
+    for i in 0..20 {
+        let what = format!("query: run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run(
+            record(&dir, &dump, &["--all"], &program, &["query"]),
+            &what,
+            Poke::Nothing,
+            program_of,
+        );
+        assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{what}\n{}", out.stderr);
+        let d = load(&dump, &what, &out.stderr);
+        assert!(d.meta.instructions > 0, "{what}: an empty capture");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGTERM sent to `record` itself (not to the program) during a capture:
+/// `record` died at once, and its death killed the program (SIGKILL, the
+/// parent-death signal) in the middle of the capture: no dump. It now
+/// passes the signal on, the program writes its dump and dies of it, and
+/// `record` reports that with the program's status.
+#[test]
+fn sigterm_to_record_reaches_the_program_and_the_dump_is_kept() {
+    if !gcc_or_skip("term_record") {
+        return;
+    }
+    let dir = scratch("term_record");
+    let program = build("tests-programs/capture/fatal.c", &dir);
+    let mut plain = Command::new(&program);
+    plain.arg("term");
+    let native = run(plain, "term_record: plain", Poke::TermWhenReady, own_pid);
+    assert_eq!(native.status.signal(), Some(libc::SIGTERM));
+    for i in 0..5 {
+        let what = format!("term_record: run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run(
+            record(&dir, &dump, &["--all"], &program, &["term"]),
+            &what,
+            Poke::TermWhenReady,
+            own_pid,
+        );
+        assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(128 + libc::SIGTERM),
+            "{what}\n{}",
+            out.stderr
+        );
+        assert!(
+            out.stderr
+                .contains("the program was killed by SIGTERM (15)"),
+            "{what}: {}",
+            out.stderr
+        );
+        let d = load(&dump, &what, &out.stderr);
+        assert_eq!(
+            d.meta.cut_short.as_deref(),
+            Some("the program was killed by SIGTERM"),
+            "{what}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A filter synchronised to every thread (`SECCOMP_FILTER_FLAG_TSYNC`)
+/// during a `--signal` capture of every thread: it also reached the
+/// engine's writer thread, whose next `poll` killed the program (status
+/// 159). The writer is now parked for good before the call runs.
+#[test]
+fn a_filter_on_every_thread_does_not_reach_the_engines_writer() {
+    if !gcc_or_skip("seccomp_tsync") {
+        return;
+    }
+    let dir = scratch("seccomp_tsync");
+    let program = build("tests-programs/capture/seccomp.c", &dir);
+    let native = run(
+        with_cores(&dir, &program, &["tsync"]),
+        "seccomp tsync: plain",
+        Poke::Nothing,
+        own_pid,
+    );
+    assert_eq!(native.status.code(), Some(0), "{}", native.stderr);
+    for i in 0..5 {
+        let what = format!("seccomp tsync: run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run(
+            record(&dir, &dump, &["--signal"], &program, &["tsync"]),
+            &what,
+            Poke::TriggerWhenReady,
+            program_of,
+        );
+        assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{what}\n{}", out.stderr);
+        let d = load(&dump, &what, &out.stderr);
+        assert_eq!(d.threads.len(), 2, "{what}: main and the worker traced");
+        assert_eq!(
+            d.meta.cut_short.as_deref(),
+            Some("the program installed a seccomp filter"),
+            "{what}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
