@@ -32,6 +32,7 @@ pub mod coremap;
 pub mod counters;
 mod driver;
 mod hierarchy;
+mod lean;
 mod prefetch;
 pub mod presets;
 mod shadow;

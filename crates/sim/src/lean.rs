@@ -1,0 +1,390 @@
+//! The lean engine: the whole simulator for hierarchies of Cachegrind's
+//! shape, chosen once when the [`crate::Hierarchy`] is built.
+//!
+//! The shape: a private first level per core (split instruction and data,
+//! or unified) and at most one unified level below it shared by every
+//! core; true LRU everywhere; write-back and write-allocate; the level
+//! below looked up only on a first-level miss; no coherence, prefetchers,
+//! miss classification or inclusion rule; one line size; an access
+//! straddling lines counts once (`StraddleMode::Whole`). Cachegrind's own
+//! model and Cache Lab's are of this shape.
+//!
+//! Each set is its tags in recency order, most recent first, with the
+//! dirty bit in the tag's low bit (`line << 1 | dirty`): a first-level hit
+//! on the most recent line of its set is one load and one compare; a hit
+//! further back or a miss is one pass over the set that moves each tag one
+//! place back until it meets the line (Cachegrind's own layout). There are
+//! no flags, side arrays, memo or recency words.
+//!
+//! The rules are those of the general walk (`Hierarchy::walk_simple`) for
+//! this shape, in the same order: first-level lookups of every line the
+//! access touches, fills on a miss; then, after a miss, the same lookups
+//! below (as reads: the first level absorbed the write); then the victims,
+//! in order: a dirty first-level victim is written back (counted) and marks
+//! the copy below dirty if there is one. `tests/properties.rs` checks the
+//! engine against the general walk and against a naive Cachegrind model.
+//!
+//! Software prefetches, non-temporal stores and flushes are not handled
+//! here: the hierarchy hands the engine's state to the general caches
+//! ([`Lean::install`]) before the first one and never comes back.
+
+use crate::cache::{flags, Cache};
+use crate::stats::LevelStats;
+use crate::{Access, AccessKind, AccessResult, ServedBy};
+
+/// Tag of an empty way. Tags are `line << 1 | dirty` with lines of at least
+/// 4 bytes, so `line < 2^62` and no tag has its top bit set.
+const EMPTY: u64 = u64::MAX;
+
+/// No level below the first (an index into [`Lean::caches`]).
+pub(crate) const NONE: u16 = u16::MAX;
+
+/// The widest set the engine takes: a miss moves every tag of its set.
+pub(crate) const MAX_WAYS: u32 = 32;
+
+/// The largest instance the engine takes, in lines: its tags are allocated
+/// beside the general caches (which take over for prefetches and flushes).
+pub(crate) const MAX_LINES: u64 = 1 << 24;
+
+/// Bytes of tags the engine needs for a level of `lines` lines.
+pub(crate) fn bytes_for(lines: u64) -> u64 {
+    lines.saturating_mul(8)
+}
+
+/// One cache instance of the lean engine.
+pub(crate) struct LeanCache {
+    /// `sets * ways` tags, each set most recent first.
+    tags: Vec<u64>,
+    ways: usize,
+    sets: u64,
+    /// `sets - 1` when `sets` is a power of two, else `u64::MAX` (modulo).
+    set_mask: u64,
+    shift: u32,
+    /// Lookups by demand kind: instruction fetch, read, write,
+    /// read-modify-write (counted as writes).
+    acc: [u64; 4],
+    /// Misses by the same kinds.
+    miss: [u64; 4],
+    evictions: u64,
+    writebacks: u64,
+}
+
+/// What [`LeanCache::reference`] found.
+enum Found {
+    Hit,
+    /// A miss that filled an empty way.
+    Filled,
+    /// A miss that evicted this tag.
+    Evicted(u64),
+}
+
+impl LeanCache {
+    /// An empty instance, or the allocation error.
+    pub(crate) fn try_new(
+        sets: u64,
+        ways: u32,
+        shift: u32,
+    ) -> Result<LeanCache, std::collections::TryReserveError> {
+        let n = sets as usize * ways as usize;
+        let mut tags = Vec::new();
+        tags.try_reserve_exact(n)?;
+        tags.resize(n, EMPTY);
+        Ok(LeanCache {
+            tags,
+            ways: ways as usize,
+            sets,
+            set_mask: if sets.is_power_of_two() {
+                sets - 1
+            } else {
+                u64::MAX
+            },
+            shift,
+            acc: [0; 4],
+            miss: [0; 4],
+            evictions: 0,
+            writebacks: 0,
+        })
+    }
+
+    #[inline(always)]
+    fn base_of(&self, line: u64) -> usize {
+        let set = if self.set_mask != u64::MAX {
+            line & self.set_mask
+        } else {
+            line % self.sets
+        };
+        set as usize * self.ways
+    }
+
+    /// Looks `line` up and makes it the most recent of its set, ORing
+    /// `dirty` into it; on a miss fills it (with `dirty`), pushing the
+    /// others back one place. One pass: each tag moves back until the pass
+    /// meets the line or falls off the end (the victim).
+    #[inline]
+    fn reference(&mut self, line: u64, dirty: u64) -> Found {
+        let base = self.base_of(line);
+        let set = &mut self.tags[base..base + self.ways];
+        let first = set[0];
+        if first >> 1 == line {
+            set[0] = first | dirty;
+            return Found::Hit;
+        }
+        let mut carry = first;
+        set[0] = line << 1 | dirty;
+        for t in set[1..].iter_mut() {
+            let here = *t;
+            *t = carry;
+            if here >> 1 == line {
+                set[0] |= here & 1;
+                return Found::Hit;
+            }
+            carry = here;
+        }
+        if carry == EMPTY {
+            Found::Filled
+        } else {
+            Found::Evicted(carry)
+        }
+    }
+
+    /// Marks `line` dirty if present, with no change of recency.
+    #[inline]
+    fn mark_dirty(&mut self, line: u64) {
+        let base = self.base_of(line);
+        if let Some(t) = self.tags[base..base + self.ways]
+            .iter_mut()
+            .find(|t| **t >> 1 == line)
+        {
+            *t |= 1;
+        }
+    }
+
+    /// Whether `line` is present.
+    pub(crate) fn contains(&self, line: u64) -> bool {
+        let base = self.base_of(line);
+        self.tags[base..base + self.ways]
+            .iter()
+            .any(|&t| t >> 1 == line)
+    }
+
+    /// Every line held, as byte addresses.
+    pub(crate) fn lines(&self) -> Vec<u64> {
+        self.tags
+            .iter()
+            .filter(|&&t| t != EMPTY)
+            .map(|&t| (t >> 1) << self.shift)
+            .collect()
+    }
+
+    /// The counters, as the general caches keep them.
+    pub(crate) fn stats(&self) -> LevelStats {
+        LevelStats {
+            ifetch: self.acc[0],
+            ifetch_misses: self.miss[0],
+            reads: self.acc[1],
+            read_misses: self.miss[1],
+            writes: self.acc[2] + self.acc[3],
+            write_misses: self.miss[2] + self.miss[3],
+            evictions: self.evictions,
+            writebacks: self.writebacks,
+            ..LevelStats::default()
+        }
+    }
+
+    /// Puts this instance's lines into `c` (empty, of the same geometry)
+    /// in the same recency order, with their dirty bits.
+    pub(crate) fn install(&self, c: &mut Cache) {
+        for set in self.tags.chunks_exact(self.ways) {
+            for &t in set.iter().rev().filter(|&&t| t != EMPTY) {
+                let f = if t & 1 != 0 { flags::DIRTY } else { 0 };
+                let (_, ev) = c.insert(t >> 1, f);
+                debug_assert!(ev.is_none());
+            }
+        }
+    }
+}
+
+/// The lean engine's state: one [`LeanCache`] per instance of the
+/// hierarchy (same indices), and per core its first-level instances and
+/// the level below.
+pub(crate) struct Lean {
+    caches: Vec<LeanCache>,
+    /// Per core: instruction-side first level, data-side first level, the
+    /// level below or [`NONE`].
+    cores: Vec<[u16; 3]>,
+    /// Line shift (one for every level).
+    shift: u32,
+    /// First-level victims of the walk under way: (line, dirty).
+    victims: Vec<(u64, bool)>,
+}
+
+/// Addresses from here up may reach the end of the 64-bit address space
+/// (as in the hierarchy).
+const TOP_REGION: u64 = u64::MAX - (u32::MAX as u64) - 1;
+
+const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
+
+impl Lean {
+    /// An engine over `caches` (indexed as the hierarchy's instances) with
+    /// per-core first levels and level below `cores`.
+    pub(crate) fn new(caches: Vec<LeanCache>, cores: Vec<[u16; 3]>, shift: u32) -> Lean {
+        Lean {
+            caches,
+            cores,
+            shift,
+            victims: Vec::with_capacity(64),
+        }
+    }
+
+    /// The instance `i`.
+    pub(crate) fn cache(&self, i: usize) -> &LeanCache {
+        &self.caches[i]
+    }
+
+    /// Simulates one access by `core`; `None` (nothing done) for a kind
+    /// the engine leaves to the general caches.
+    #[inline(always)]
+    pub(crate) fn access(&mut self, core: usize, a: Access) -> Option<AccessResult> {
+        let k = a.kind as usize;
+        if k > AccessKind::ReadModifyWrite as usize {
+            return None;
+        }
+        let c = self.cores[core];
+        Some(self.demand(c, k, a.addr, a.size))
+    }
+
+    /// Simulates `accesses` by `core`, writing each result; returns how
+    /// many were done: all, or up to the first of a kind the engine leaves
+    /// to the general caches.
+    pub(crate) fn batch(
+        &mut self,
+        core: usize,
+        accesses: &[Access],
+        results: &mut [AccessResult],
+    ) -> usize {
+        let c = self.cores[core];
+        let shift = self.shift;
+        for (n, (a, r)) in accesses.iter().zip(results.iter_mut()).enumerate() {
+            let k = a.kind as usize;
+            if k > AccessKind::ReadModifyWrite as usize {
+                return n;
+            }
+            let x = &mut self.caches[usize::from(c[usize::from(k != 0)])];
+            let line = a.addr >> shift;
+            let end = a.addr.wrapping_add(u64::from(a.size.saturating_sub(1))) >> shift;
+            if line == end && a.addr < TOP_REGION {
+                let base = x.base_of(line);
+                let t = x.tags[base];
+                if t >> 1 == line {
+                    x.tags[base] = t | u64::from(k >= AccessKind::Write as usize);
+                    x.acc[k] += 1;
+                    *r = L1_HIT;
+                    continue;
+                }
+            }
+            *r = self.demand_outlined(c, k, a.addr, a.size);
+        }
+        accesses.len()
+    }
+
+    #[inline(never)]
+    fn demand_outlined(&mut self, c: [u16; 3], k: usize, addr: u64, size: u32) -> AccessResult {
+        self.demand(c, k, addr, size)
+    }
+
+    /// A demand access of kind `k` (instruction fetch, read, write,
+    /// read-modify-write) by the core whose instances are `c`.
+    #[inline(always)]
+    fn demand(&mut self, c: [u16; 3], k: usize, mut addr: u64, mut size: u32) -> AccessResult {
+        if addr >= TOP_REGION {
+            (addr, size) = crate::hierarchy::clamp_to_top(addr, size);
+        }
+        let x = &mut self.caches[usize::from(c[usize::from(k != 0)])];
+        let shift = self.shift;
+        let line = addr >> shift;
+        let last = (addr + u64::from(size.max(1) - 1)) >> shift;
+        if line == last {
+            let base = x.base_of(line);
+            let t = x.tags[base];
+            if t >> 1 == line {
+                x.tags[base] = t | u64::from(k >= AccessKind::Write as usize);
+                x.acc[k] += 1;
+                return L1_HIT;
+            }
+        }
+        AccessResult::new(self.walk(c, k, line, last), 1)
+    }
+
+    /// The walk of an access to lines `first..=last` that is not a hit on
+    /// the most recent line of its first-level set.
+    #[inline(never)]
+    fn walk(&mut self, c: [u16; 3], k: usize, first: u64, last: u64) -> ServedBy {
+        let l1 = usize::from(c[usize::from(k != 0)]);
+        let dirty = u64::from(k >= AccessKind::Write as usize);
+        let x = &mut self.caches[l1];
+        let mut miss = false;
+        let mut line = first;
+        loop {
+            match x.reference(line, dirty) {
+                Found::Hit => {}
+                Found::Filled => miss = true,
+                Found::Evicted(t) => {
+                    miss = true;
+                    x.evictions += 1;
+                    self.victims.push((t >> 1, t & 1 != 0));
+                }
+            }
+            if line == last {
+                break;
+            }
+            line += 1;
+        }
+        x.acc[k] += 1;
+        x.miss[k] += u64::from(miss);
+        if !miss {
+            return ServedBy::L1;
+        }
+        let below = c[2];
+        let mut served = ServedBy::MEMORY;
+        if below != NONE {
+            // The first level absorbed any write: below, a read.
+            let lk = usize::from(k != 0);
+            let y = &mut self.caches[usize::from(below)];
+            let mut miss2 = false;
+            let mut line = first;
+            loop {
+                match y.reference(line, 0) {
+                    Found::Hit => {}
+                    Found::Filled => miss2 = true,
+                    Found::Evicted(t) => {
+                        miss2 = true;
+                        y.evictions += 1;
+                        y.writebacks += t & 1;
+                    }
+                }
+                if line == last {
+                    break;
+                }
+                line += 1;
+            }
+            y.acc[lk] += 1;
+            y.miss[lk] += u64::from(miss2);
+            if !miss2 {
+                served = ServedBy::level_n(2);
+            }
+        }
+        // First-level victims, after the walk below: a dirty one is written
+        // back and marks the copy below, if any, dirty.
+        for i in 0..self.victims.len() {
+            let (v, d) = self.victims[i];
+            if d {
+                self.caches[l1].writebacks += 1;
+                if below != NONE {
+                    self.caches[usize::from(below)].mark_dirty(v);
+                }
+            }
+        }
+        self.victims.clear();
+        served
+    }
+}
