@@ -256,7 +256,8 @@ impl HierarchyConfig {
             for l in &self.levels {
                 let instances = (self.cores / group_of(l, self.cores).max(1)) as u64;
                 let lines = l.sets().saturating_mul(u64::from(l.assoc));
-                total = total.saturating_add(crate::lean::bytes_for(lines).saturating_mul(instances));
+                total =
+                    total.saturating_add(crate::lean::bytes_for(lines).saturating_mul(instances));
             }
         }
         for p in &self.prefetchers {
@@ -277,7 +278,7 @@ impl HierarchyConfig {
     /// (`lean.rs`): a private first level per core, split or unified, and
     /// at most one unified, non-inclusive level below shared by every
     /// core; LRU, write-back, at most 32 ways and 2^24 lines per instance
-    /// and one line size of at least 4 bytes everywhere; no coherence,
+    /// and lines of at least 4 bytes; no coherence,
     /// prefetchers, miss classification or all-levels lookup; an access
     /// straddling lines counting once.
     pub fn lean_shape(&self) -> bool {
@@ -290,15 +291,14 @@ impl HierarchyConfig {
         {
             return false;
         }
-        let Some(first) = self.levels.first() else {
+        if self.levels.is_empty() {
             return false;
-        };
+        }
         let each = self.levels.iter().all(|l| {
             l.policy == ReplacementPolicy::Lru
                 && l.write == WritePolicy::WriteBack
                 && l.assoc <= crate::lean::MAX_WAYS
                 && l.line_size >= 4
-                && l.line_size == first.line_size
                 && l.sets().saturating_mul(u64::from(l.assoc)) <= crate::lean::MAX_LINES
                 && (1..=2).contains(&l.level)
         });
@@ -524,8 +524,7 @@ impl Hierarchy {
                     [ipath[c].inst[0], dpath[c].inst[0], below]
                 })
                 .collect();
-            let shift = cfg.levels[0].line_size.trailing_zeros();
-            Some(Lean::new(caches, per_core, shift))
+            Some(Lean::new(caches, per_core))
         } else {
             None
         };
@@ -615,7 +614,9 @@ impl Hierarchy {
     /// A snapshot of every counter.
     pub fn stats(&self) -> Stats {
         Stats {
-            instances: (0..self.inst.len()).map(|i| self.instance_stats(i)).collect(),
+            instances: (0..self.inst.len())
+                .map(|i| self.instance_stats(i))
+                .collect(),
             software_prefetch: self.sw_pf,
             hardware_prefetch: self.hw_pf,
             coherence: self.coh.clone(),

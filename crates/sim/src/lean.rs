@@ -5,8 +5,8 @@
 //! or unified) and at most one unified level below it shared by every
 //! core; true LRU everywhere; write-back and write-allocate; the level
 //! below looked up only on a first-level miss; no coherence, prefetchers,
-//! miss classification or inclusion rule; one line size; an access
-//! straddling lines counts once (`StraddleMode::Whole`). Cachegrind's own
+//! miss classification or inclusion rule; lines of at least 4 bytes; an
+//! access straddling lines counts once (`StraddleMode::Whole`). Cachegrind's own
 //! model and Cache Lab's are of this shape.
 //!
 //! Each set is its tags in recency order, most recent first, with the
@@ -212,8 +212,6 @@ pub(crate) struct Lean {
     /// Per core: instruction-side first level, data-side first level, the
     /// level below or [`NONE`].
     cores: Vec<[u16; 3]>,
-    /// Line shift (one for every level).
-    shift: u32,
     /// First-level victims of the walk under way: (line, dirty).
     victims: Vec<(u64, bool)>,
 }
@@ -227,11 +225,10 @@ const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
 impl Lean {
     /// An engine over `caches` (indexed as the hierarchy's instances) with
     /// per-core first levels and level below `cores`.
-    pub(crate) fn new(caches: Vec<LeanCache>, cores: Vec<[u16; 3]>, shift: u32) -> Lean {
+    pub(crate) fn new(caches: Vec<LeanCache>, cores: Vec<[u16; 3]>) -> Lean {
         Lean {
             caches,
             cores,
-            shift,
             victims: Vec::with_capacity(64),
         }
     }
@@ -263,15 +260,14 @@ impl Lean {
         results: &mut [AccessResult],
     ) -> usize {
         let c = self.cores[core];
-        let shift = self.shift;
         for (n, (a, r)) in accesses.iter().zip(results.iter_mut()).enumerate() {
             let k = a.kind as usize;
             if k > AccessKind::ReadModifyWrite as usize {
                 return n;
             }
             let x = &mut self.caches[usize::from(c[usize::from(k != 0)])];
-            let line = a.addr >> shift;
-            let end = a.addr.wrapping_add(u64::from(a.size.saturating_sub(1))) >> shift;
+            let line = a.addr >> x.shift;
+            let end = a.addr.wrapping_add(u64::from(a.size.saturating_sub(1))) >> x.shift;
             if line == end && a.addr < TOP_REGION {
                 let base = x.base_of(line);
                 let t = x.tags[base];
@@ -300,10 +296,9 @@ impl Lean {
             (addr, size) = crate::hierarchy::clamp_to_top(addr, size);
         }
         let x = &mut self.caches[usize::from(c[usize::from(k != 0)])];
-        let shift = self.shift;
-        let line = addr >> shift;
-        let last = (addr + u64::from(size.max(1) - 1)) >> shift;
-        if line == last {
+        let last_byte = addr + u64::from(size.max(1) - 1);
+        let line = addr >> x.shift;
+        if line == last_byte >> x.shift {
             let base = x.base_of(line);
             let t = x.tags[base];
             if t >> 1 == line {
@@ -312,16 +307,17 @@ impl Lean {
                 return L1_HIT;
             }
         }
-        AccessResult::new(self.walk(c, k, line, last), 1)
+        AccessResult::new(self.walk(c, k, addr, last_byte), 1)
     }
 
-    /// The walk of an access to lines `first..=last` that is not a hit on
-    /// the most recent line of its first-level set.
+    /// The walk of an access to bytes `addr..=last_byte` that is not a hit
+    /// on the most recent line of its first-level set.
     #[inline(never)]
-    fn walk(&mut self, c: [u16; 3], k: usize, first: u64, last: u64) -> ServedBy {
+    fn walk(&mut self, c: [u16; 3], k: usize, addr: u64, last_byte: u64) -> ServedBy {
         let l1 = usize::from(c[usize::from(k != 0)]);
         let dirty = u64::from(k >= AccessKind::Write as usize);
         let x = &mut self.caches[l1];
+        let (first, last) = (addr >> x.shift, last_byte >> x.shift);
         let mut miss = false;
         let mut line = first;
         loop {
@@ -350,6 +346,7 @@ impl Lean {
             // The first level absorbed any write: below, a read.
             let lk = usize::from(k != 0);
             let y = &mut self.caches[usize::from(below)];
+            let (first, last) = (addr >> y.shift, last_byte >> y.shift);
             let mut miss2 = false;
             let mut line = first;
             loop {
@@ -374,13 +371,16 @@ impl Lean {
             }
         }
         // First-level victims, after the walk below: a dirty one is written
-        // back and marks the copy below, if any, dirty.
+        // back and marks dirty the line below holding its first byte, if
+        // there is one.
+        let shift1 = self.caches[l1].shift;
         for i in 0..self.victims.len() {
             let (v, d) = self.victims[i];
             if d {
                 self.caches[l1].writebacks += 1;
                 if below != NONE {
-                    self.caches[usize::from(below)].mark_dirty(v);
+                    let y = &mut self.caches[usize::from(below)];
+                    y.mark_dirty((v << shift1) >> y.shift);
                 }
             }
         }
