@@ -229,7 +229,9 @@ impl Lean {
         Lean {
             caches,
             cores,
-            victims: Vec::with_capacity(64),
+            // As the general walk's victim queue: room for an access spanning
+            // 4096 lines without allocating.
+            victims: Vec::with_capacity(4096),
         }
     }
 
