@@ -15,6 +15,9 @@
 //! - `jaguar-4t-shared`: the same split with the data left shared, so the
 //!   four "threads" write each other's lines all the time (a worst case for
 //!   coherence, not a realistic program);
+//! - `general/...`: the Cachegrind runs on the general caches
+//!   (`Hierarchy::new_general`, the simulator before the lean engine), for
+//!   the before/after ratio in the same run;
 //! - the same five through `Hierarchy::access_batch` (`batch/...`): the
 //!   trace cut beforehand into runs of one thread, at most 256 accesses
 //!   each, as a capture consumer or `coldcache sim` would pass them; the
@@ -259,6 +262,11 @@ fn bench(c: &mut Criterion) {
     let mut counters = vec![[0u32; MAX_LEVELS + 1]; 1 << 20];
     g.bench_function("cachegrind", |b| {
         let mut h = Hierarchy::new(&cg).unwrap();
+        assert!(h.uses_lean_engine());
+        b.iter(|| run(&mut h, black_box(&trace), false))
+    });
+    g.bench_function("general/cachegrind", |b| {
+        let mut h = Hierarchy::new_general(&cg).unwrap();
         b.iter(|| run(&mut h, black_box(&trace), false))
     });
     g.bench_function("cachegrind+attribution", |b| {
@@ -288,6 +296,14 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("batch/cachegrind+attribution", |b| {
         let mut h = Hierarchy::new(&cg).unwrap();
+        b.iter(|| run_batches_attributed(&mut h, black_box(&one_core), &mut results, &mut counters))
+    });
+    g.bench_function("general/batch/cachegrind", |b| {
+        let mut h = Hierarchy::new_general(&cg).unwrap();
+        b.iter(|| run_batches(&mut h, black_box(&one_core), &mut results))
+    });
+    g.bench_function("general/batch/cachegrind+attribution", |b| {
+        let mut h = Hierarchy::new_general(&cg).unwrap();
         b.iter(|| run_batches_attributed(&mut h, black_box(&one_core), &mut results, &mut counters))
     });
     g.bench_function("batch/jaguar-4t", |b| {
