@@ -509,10 +509,11 @@ impl Hierarchy {
             let mut caches = Vec::with_capacity(inst.len());
             for x in &inst {
                 let l = &cfg.levels[x.info.level_index];
-                caches.push(
-                    LeanCache::try_new(l.sets(), l.assoc, l.line_size.trailing_zeros())
-                        .map_err(|_| refuse(format!("levels[{}]", x.info.level_index)))?,
-                );
+                caches.push(LeanCache::new(
+                    l.sets(),
+                    l.assoc,
+                    l.line_size.trailing_zeros(),
+                ));
             }
             let per_core = (0..cores)
                 .map(|c| {
@@ -524,7 +525,7 @@ impl Hierarchy {
                     [ipath[c].inst[0], dpath[c].inst[0], below]
                 })
                 .collect();
-            Some(Lean::new(caches, per_core))
+            Some(Lean::try_new(caches, per_core).map_err(|_| refuse("levels".into()))?)
         } else {
             None
         };
@@ -639,7 +640,7 @@ impl Hierarchy {
     /// The counters of instance `i`, from whichever engine runs.
     fn instance_stats(&self, i: usize) -> LevelStats {
         match &self.lean {
-            Some(l) => l.cache(i).stats(),
+            Some(l) => l.stats(i),
             None => self.inst[i].stats(),
         }
     }
@@ -651,8 +652,8 @@ impl Hierarchy {
     fn leave_lean(&mut self) {
         if let Some(l) = self.lean.take() {
             for (i, x) in self.inst.iter_mut().enumerate() {
-                l.cache(i).install(&mut x.cache);
-                x.stats = l.cache(i).stats();
+                l.install(i, &mut x.cache);
+                x.stats = l.stats(i);
                 x.hits_fast = [0; 4];
             }
         }
@@ -674,7 +675,7 @@ impl Hierarchy {
     pub fn instance_contains(&self, instance: usize, addr: u64) -> bool {
         let c = &self.inst[instance].cache;
         if let Some(l) = &self.lean {
-            return l.cache(instance).contains(addr >> c.line_shift());
+            return l.contains(instance, addr);
         }
         c.contains(addr >> c.line_shift())
     }
@@ -683,7 +684,7 @@ impl Hierarchy {
     pub fn instance_lines(&self, instance: usize) -> Vec<u64> {
         let c = &self.inst[instance].cache;
         if let Some(l) = &self.lean {
-            return l.cache(instance).lines();
+            return l.lines(instance);
         }
         c.lines().map(|l| l << c.line_shift()).collect()
     }

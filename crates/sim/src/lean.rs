@@ -53,8 +53,9 @@ pub(crate) fn bytes_for(lines: u64) -> u64 {
 
 /// One cache instance of the lean engine.
 pub(crate) struct LeanCache {
-    /// `sets * ways` tags, each set most recent first.
-    tags: Vec<u64>,
+    /// Where this instance's `sets * ways` tags start in [`Lean`]'s one
+    /// array of tags (each set most recent first).
+    off: usize,
     ways: usize,
     sets: u64,
     /// `sets - 1` when `sets` is a power of two, else `u64::MAX` (modulo).
@@ -79,18 +80,11 @@ enum Found {
 }
 
 impl LeanCache {
-    /// An empty instance, or the allocation error.
-    pub(crate) fn try_new(
-        sets: u64,
-        ways: u32,
-        shift: u32,
-    ) -> Result<LeanCache, std::collections::TryReserveError> {
-        let n = sets as usize * ways as usize;
-        let mut tags = Vec::new();
-        tags.try_reserve_exact(n)?;
-        tags.resize(n, EMPTY);
-        Ok(LeanCache {
-            tags,
+    /// An empty instance of `sets` sets of `ways` ways of `1 << shift`-byte
+    /// lines (its tags are allocated by [`Lean::try_new`]).
+    pub(crate) fn new(sets: u64, ways: u32, shift: u32) -> LeanCache {
+        LeanCache {
+            off: 0,
             ways: ways as usize,
             sets,
             set_mask: if sets.is_power_of_two() {
@@ -103,9 +97,15 @@ impl LeanCache {
             miss: [0; 4],
             evictions: 0,
             writebacks: 0,
-        })
+        }
     }
 
+    /// Lines this instance holds.
+    fn len(&self) -> usize {
+        self.sets as usize * self.ways
+    }
+
+    /// The index in the array of tags of the first way of `line`'s set.
     #[inline(always)]
     fn base_of(&self, line: u64) -> usize {
         let set = if self.set_mask != u64::MAX {
@@ -113,7 +113,7 @@ impl LeanCache {
         } else {
             line % self.sets
         };
-        set as usize * self.ways
+        self.off + set as usize * self.ways
     }
 
     /// Looks `line` up and makes it the most recent of its set, ORing
@@ -121,9 +121,9 @@ impl LeanCache {
     /// others back one place. One pass: each tag moves back until the pass
     /// meets the line or falls off the end (the victim).
     #[inline]
-    fn reference(&mut self, line: u64, dirty: u64) -> Found {
+    fn reference(&self, tags: &mut [u64], line: u64, dirty: u64) -> Found {
         let base = self.base_of(line);
-        let set = &mut self.tags[base..base + self.ways];
+        let set = &mut tags[base..base + self.ways];
         let first = set[0];
         if first >> 1 == line {
             set[0] = first | dirty;
@@ -149,9 +149,9 @@ impl LeanCache {
 
     /// Marks `line` dirty if present, with no change of recency.
     #[inline]
-    fn mark_dirty(&mut self, line: u64) {
+    fn mark_dirty(&self, tags: &mut [u64], line: u64) {
         let base = self.base_of(line);
-        if let Some(t) = self.tags[base..base + self.ways]
+        if let Some(t) = tags[base..base + self.ways]
             .iter_mut()
             .find(|t| **t >> 1 == line)
         {
@@ -160,16 +160,14 @@ impl LeanCache {
     }
 
     /// Whether `line` is present.
-    pub(crate) fn contains(&self, line: u64) -> bool {
+    fn contains(&self, tags: &[u64], line: u64) -> bool {
         let base = self.base_of(line);
-        self.tags[base..base + self.ways]
-            .iter()
-            .any(|&t| t >> 1 == line)
+        tags[base..base + self.ways].iter().any(|&t| t >> 1 == line)
     }
 
     /// Every line held, as byte addresses.
-    pub(crate) fn lines(&self) -> Vec<u64> {
-        self.tags
+    fn lines(&self, tags: &[u64]) -> Vec<u64> {
+        tags[self.off..self.off + self.len()]
             .iter()
             .filter(|&&t| t != EMPTY)
             .map(|&t| (t >> 1) << self.shift)
@@ -193,8 +191,8 @@ impl LeanCache {
 
     /// Puts this instance's lines into `c` (empty, of the same geometry)
     /// in the same recency order, with their dirty bits.
-    pub(crate) fn install(&self, c: &mut Cache) {
-        for set in self.tags.chunks_exact(self.ways) {
+    fn install(&self, tags: &[u64], c: &mut Cache) {
+        for set in tags[self.off..self.off + self.len()].chunks_exact(self.ways) {
             for &t in set.iter().rev().filter(|&&t| t != EMPTY) {
                 let f = if t & 1 != 0 { flags::DIRTY } else { 0 };
                 let (_, ev) = c.insert(t >> 1, f);
@@ -208,6 +206,8 @@ impl LeanCache {
 /// hierarchy (same indices), and per core its first-level instances and
 /// the level below.
 pub(crate) struct Lean {
+    /// Every instance's tags, one after the other.
+    tags: Vec<u64>,
     caches: Vec<LeanCache>,
     /// Per core: instruction-side first level, data-side first level, the
     /// level below or [`NONE`].
@@ -224,20 +224,50 @@ const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
 
 impl Lean {
     /// An engine over `caches` (indexed as the hierarchy's instances) with
-    /// per-core first levels and level below `cores`.
-    pub(crate) fn new(caches: Vec<LeanCache>, cores: Vec<[u16; 3]>) -> Lean {
-        Lean {
+    /// per-core first levels and level below `cores`; the allocation error
+    /// if their tags cannot be allocated.
+    pub(crate) fn try_new(
+        mut caches: Vec<LeanCache>,
+        cores: Vec<[u16; 3]>,
+    ) -> Result<Lean, std::collections::TryReserveError> {
+        let mut n = 0;
+        for c in &mut caches {
+            c.off = n;
+            n += c.len();
+        }
+        let mut tags = Vec::new();
+        tags.try_reserve_exact(n)?;
+        tags.resize(n, EMPTY);
+        Ok(Lean {
+            tags,
             caches,
             cores,
             // As the general walk's victim queue: room for an access spanning
             // 4096 lines without allocating.
             victims: Vec::with_capacity(4096),
-        }
+        })
     }
 
-    /// The instance `i`.
-    pub(crate) fn cache(&self, i: usize) -> &LeanCache {
-        &self.caches[i]
+    /// The counters of instance `i`.
+    pub(crate) fn stats(&self, i: usize) -> LevelStats {
+        self.caches[i].stats()
+    }
+
+    /// Whether instance `i` holds `addr`'s line.
+    pub(crate) fn contains(&self, i: usize, addr: u64) -> bool {
+        let c = &self.caches[i];
+        c.contains(&self.tags, addr >> c.shift)
+    }
+
+    /// Every line instance `i` holds, as byte addresses.
+    pub(crate) fn lines(&self, i: usize) -> Vec<u64> {
+        self.caches[i].lines(&self.tags)
+    }
+
+    /// Puts instance `i`'s lines into `c` (empty, of the same geometry)
+    /// in the same recency order, with their dirty bits.
+    pub(crate) fn install(&self, i: usize, c: &mut Cache) {
+        self.caches[i].install(&self.tags, c);
     }
 
     /// Simulates one access by `core`; `None` (nothing done) for a kind
@@ -255,6 +285,10 @@ impl Lean {
     /// Simulates `accesses` by `core`, writing each result; returns how
     /// many were done: all, or up to the first of a kind the engine leaves
     /// to the general caches.
+    ///
+    /// The loop decides a hit on the most recent line of its first-level
+    /// set itself, with the two first levels' geometry held in locals and
+    /// the hits counted locally; anything else is a call.
     pub(crate) fn batch(
         &mut self,
         core: usize,
@@ -262,52 +296,111 @@ impl Lean {
         results: &mut [AccessResult],
     ) -> usize {
         let c = self.cores[core];
+        let view = |x: &LeanCache| (x.off, x.set_mask, x.ways, x.shift);
+        let sides = [
+            view(&self.caches[usize::from(c[0])]),
+            view(&self.caches[usize::from(c[1])]),
+        ];
+        if sides.iter().any(|s| s.1 == u64::MAX) {
+            // Sets not a power of two: no quick look.
+            for (n, (a, r)) in accesses.iter().zip(results.iter_mut()).enumerate() {
+                match self.access(core, *a) {
+                    Some(x) => *r = x,
+                    None => return n,
+                }
+            }
+            return accesses.len();
+        }
+        // Hits decided here, by kind (which decides the side), added to
+        // the counters once.
+        let mut hits = [0u64; 4];
+        let mut done = accesses.len();
         for (n, (a, r)) in accesses.iter().zip(results.iter_mut()).enumerate() {
             let k = a.kind as usize;
             if k > AccessKind::ReadModifyWrite as usize {
-                return n;
+                done = n;
+                break;
             }
-            let x = &mut self.caches[usize::from(c[usize::from(k != 0)])];
-            let line = a.addr >> x.shift;
-            let end = a.addr.wrapping_add(u64::from(a.size.saturating_sub(1))) >> x.shift;
-            if line == end && a.addr < TOP_REGION {
-                let base = x.base_of(line);
-                let t = x.tags[base];
-                if t >> 1 == line {
-                    x.tags[base] = t | u64::from(k >= AccessKind::Write as usize);
-                    x.acc[k] += 1;
-                    *r = L1_HIT;
-                    continue;
+            let side = usize::from(k != 0);
+            let (off, mask, ways, shift) = sides[side];
+            let line = a.addr >> shift;
+            // A size of 0 or an access reaching past the end of the address
+            // space gives another line: `demand_rest` sorts those out.
+            let end = a.addr.wrapping_add(u64::from(a.size.wrapping_sub(1))) >> shift;
+            if line == end {
+                if let Some(t) = self.tags.get_mut(off + (line & mask) as usize * ways) {
+                    if *t >> 1 == line {
+                        *t |= u64::from(k >= AccessKind::Write as usize);
+                        hits[k] += 1;
+                        *r = L1_HIT;
+                        continue;
+                    }
                 }
             }
-            *r = self.demand_outlined(c, k, a.addr, a.size);
+            *r = self.demand_rest(c, k, a.addr, a.size);
         }
-        accesses.len()
+        for (k, n) in hits.into_iter().enumerate() {
+            self.caches[usize::from(c[usize::from(k != 0)])].acc[k] += n;
+        }
+        done
     }
 
-    #[inline(never)]
-    fn demand_outlined(&mut self, c: [u16; 3], k: usize, addr: u64, size: u32) -> AccessResult {
-        self.demand(c, k, addr, size)
+    /// A one-line hit on the second most recent line of its set (not on
+    /// the most recent): the two swap places, as the walk would do at more
+    /// cost.
+    #[inline(always)]
+    fn second_hit(&mut self, x: usize, k: usize, line: u64) -> bool {
+        let x = &mut self.caches[x];
+        if x.ways < 2 {
+            return false;
+        }
+        let base = x.base_of(line);
+        let pair = &mut self.tags[base..base + 2];
+        let (t0, t1) = (pair[0], pair[1]);
+        if t1 >> 1 != line {
+            return false;
+        }
+        pair[0] = t1 | u64::from(k >= AccessKind::Write as usize);
+        pair[1] = t0;
+        x.acc[k] += 1;
+        true
     }
 
     /// A demand access of kind `k` (instruction fetch, read, write,
-    /// read-modify-write) by the core whose instances are `c`.
+    /// read-modify-write) by the core whose instances are `c`: a hit on
+    /// the most recent line of its first-level set here, anything else in
+    /// [`Lean::demand_rest`].
     #[inline(always)]
-    fn demand(&mut self, c: [u16; 3], k: usize, mut addr: u64, mut size: u32) -> AccessResult {
-        if addr >= TOP_REGION {
-            (addr, size) = crate::hierarchy::clamp_to_top(addr, size);
-        }
+    fn demand(&mut self, c: [u16; 3], k: usize, addr: u64, size: u32) -> AccessResult {
         let x = &mut self.caches[usize::from(c[usize::from(k != 0)])];
-        let last_byte = addr + u64::from(size.max(1) - 1);
         let line = addr >> x.shift;
-        if line == last_byte >> x.shift {
-            let base = x.base_of(line);
-            let t = x.tags[base];
-            if t >> 1 == line {
-                x.tags[base] = t | u64::from(k >= AccessKind::Write as usize);
+        // A size of 0 or an access reaching past the end of the address
+        // space gives another line: `demand_rest` sorts those out.
+        let end = addr.wrapping_add(u64::from(size.wrapping_sub(1))) >> x.shift;
+        if line == end {
+            let t = &mut self.tags[x.base_of(line)];
+            if *t >> 1 == line {
+                *t |= u64::from(k >= AccessKind::Write as usize);
                 x.acc[k] += 1;
                 return L1_HIT;
             }
+        }
+        self.demand_rest(c, k, addr, size)
+    }
+
+    /// [`Lean::demand`] but for the quick look: the address space's end,
+    /// a hit on the second most recent line, the walk.
+    #[inline(never)]
+    fn demand_rest(&mut self, c: [u16; 3], k: usize, mut addr: u64, mut size: u32) -> AccessResult {
+        if addr >= TOP_REGION {
+            (addr, size) = crate::hierarchy::clamp_to_top(addr, size);
+        }
+        let l1 = usize::from(c[usize::from(k != 0)]);
+        let shift = self.caches[l1].shift;
+        let last_byte = addr + u64::from(size.max(1) - 1);
+        let line = addr >> shift;
+        if line == last_byte >> shift && self.second_hit(l1, k, line) {
+            return L1_HIT;
         }
         AccessResult::new(self.walk(c, k, addr, last_byte), 1)
     }
@@ -318,12 +411,13 @@ impl Lean {
     fn walk(&mut self, c: [u16; 3], k: usize, addr: u64, last_byte: u64) -> ServedBy {
         let l1 = usize::from(c[usize::from(k != 0)]);
         let dirty = u64::from(k >= AccessKind::Write as usize);
+        let tags = &mut self.tags[..];
         let x = &mut self.caches[l1];
         let (first, last) = (addr >> x.shift, last_byte >> x.shift);
         let mut miss = false;
         let mut line = first;
         loop {
-            match x.reference(line, dirty) {
+            match x.reference(tags, line, dirty) {
                 Found::Hit => {}
                 Found::Filled => miss = true,
                 Found::Evicted(t) => {
@@ -352,7 +446,7 @@ impl Lean {
             let mut miss2 = false;
             let mut line = first;
             loop {
-                match y.reference(line, 0) {
+                match y.reference(tags, line, 0) {
                     Found::Hit => {}
                     Found::Filled => miss2 = true,
                     Found::Evicted(t) => {
@@ -376,13 +470,12 @@ impl Lean {
         // back and marks dirty the line below holding its first byte, if
         // there is one.
         let shift1 = self.caches[l1].shift;
-        for i in 0..self.victims.len() {
-            let (v, d) = self.victims[i];
+        for &(v, d) in &self.victims {
             if d {
                 self.caches[l1].writebacks += 1;
                 if below != NONE {
-                    let y = &mut self.caches[usize::from(below)];
-                    y.mark_dirty((v << shift1) >> y.shift);
+                    let y = &self.caches[usize::from(below)];
+                    y.mark_dirty(tags, (v << shift1) >> y.shift);
                 }
             }
         }
