@@ -212,8 +212,30 @@ pub(crate) struct Lean {
     /// Per core: instruction-side first level, data-side first level, the
     /// level below or [`NONE`].
     cores: Vec<[u16; 3]>,
+    /// Per core, instruction side then data side: the first level's
+    /// geometry for the quick look at the most recent line of a set, and
+    /// the hits it decided.
+    views: Vec<[View; 2]>,
     /// First-level victims of the walk under way: (line, dirty).
     victims: Vec<(u64, bool)>,
+}
+
+/// One core's first level on one side, as the quick look needs it.
+#[derive(Clone, Copy)]
+struct View {
+    /// The instance's first tag; for sets that are not a power of two, the
+    /// always-empty tag after every instance's, so the look never hits.
+    off: usize,
+    /// `sets - 1`; 0 when `off` is the empty tag.
+    mask: u64,
+    /// Ways per set; 0 when `off` is the empty tag.
+    ways: usize,
+    shift: u32,
+    /// The instance, for its counters.
+    inst: u16,
+    /// Hits decided by the quick look, by demand kind; part of the
+    /// instance's counters.
+    hits: [u64; 4],
 }
 
 /// Addresses from here up may reach the end of the 64-bit address space
@@ -235,13 +257,33 @@ impl Lean {
             c.off = n;
             n += c.len();
         }
+        // One more, always empty: where a quick look that cannot index a
+        // set by a mask looks.
         let mut tags = Vec::new();
-        tags.try_reserve_exact(n)?;
-        tags.resize(n, EMPTY);
+        tags.try_reserve_exact(n + 1)?;
+        tags.resize(n + 1, EMPTY);
+        let views = cores
+            .iter()
+            .map(|c| {
+                [0, 1].map(|side| {
+                    let x = &caches[usize::from(c[side])];
+                    let pow2 = x.set_mask != u64::MAX;
+                    View {
+                        off: if pow2 { x.off } else { n },
+                        mask: if pow2 { x.set_mask } else { 0 },
+                        ways: if pow2 { x.ways } else { 0 },
+                        shift: x.shift,
+                        inst: c[side],
+                        hits: [0; 4],
+                    }
+                })
+            })
+            .collect();
         Ok(Lean {
             tags,
             caches,
             cores,
+            views,
             // As the general walk's victim queue: room for an access spanning
             // 4096 lines without allocating.
             victims: Vec::with_capacity(4096),
@@ -250,7 +292,18 @@ impl Lean {
 
     /// The counters of instance `i`.
     pub(crate) fn stats(&self, i: usize) -> LevelStats {
-        self.caches[i].stats()
+        let mut s = self.caches[i].stats();
+        for v in self
+            .views
+            .iter()
+            .flatten()
+            .filter(|v| usize::from(v.inst) == i)
+        {
+            s.ifetch += v.hits[0];
+            s.reads += v.hits[1];
+            s.writes += v.hits[2] + v.hits[3];
+        }
+        s
     }
 
     /// Whether instance `i` holds `addr`'s line.
@@ -278,8 +331,22 @@ impl Lean {
         if k > AccessKind::ReadModifyWrite as usize {
             return None;
         }
+        let v = &mut self.views[core][usize::from(k != 0)];
+        let line = a.addr >> v.shift;
+        // A size of 0 or an access reaching past the end of the address
+        // space gives another line: `demand_rest` sorts those out.
+        let end = a.addr.wrapping_add(u64::from(a.size.wrapping_sub(1))) >> v.shift;
+        if line == end {
+            if let Some(t) = self.tags.get_mut(v.off + (line & v.mask) as usize * v.ways) {
+                if *t >> 1 == line {
+                    *t |= u64::from(k >= AccessKind::Write as usize);
+                    v.hits[k] += 1;
+                    return Some(L1_HIT);
+                }
+            }
+        }
         let c = self.cores[core];
-        Some(self.demand(c, k, a.addr, a.size))
+        Some(self.demand_rest(c, k, a.addr, a.size))
     }
 
     /// Simulates `accesses` by `core`, writing each result; returns how
@@ -296,23 +363,9 @@ impl Lean {
         results: &mut [AccessResult],
     ) -> usize {
         let c = self.cores[core];
-        let view = |x: &LeanCache| (x.off, x.set_mask, x.ways, x.shift);
-        let sides = [
-            view(&self.caches[usize::from(c[0])]),
-            view(&self.caches[usize::from(c[1])]),
-        ];
-        if sides.iter().any(|s| s.1 == u64::MAX) {
-            // Sets not a power of two: no quick look.
-            for (n, (a, r)) in accesses.iter().zip(results.iter_mut()).enumerate() {
-                match self.access(core, *a) {
-                    Some(x) => *r = x,
-                    None => return n,
-                }
-            }
-            return accesses.len();
-        }
+        let sides = self.views[core];
         // Hits decided here, by kind (which decides the side), added to
-        // the counters once.
+        // the views' counts once.
         let mut hits = [0u64; 4];
         let mut done = accesses.len();
         for (n, (a, r)) in accesses.iter().zip(results.iter_mut()).enumerate() {
@@ -321,14 +374,12 @@ impl Lean {
                 done = n;
                 break;
             }
-            let side = usize::from(k != 0);
-            let (off, mask, ways, shift) = sides[side];
-            let line = a.addr >> shift;
-            // A size of 0 or an access reaching past the end of the address
-            // space gives another line: `demand_rest` sorts those out.
-            let end = a.addr.wrapping_add(u64::from(a.size.wrapping_sub(1))) >> shift;
+            let v = &sides[usize::from(k != 0)];
+            let line = a.addr >> v.shift;
+            // As in `access`.
+            let end = a.addr.wrapping_add(u64::from(a.size.wrapping_sub(1))) >> v.shift;
             if line == end {
-                if let Some(t) = self.tags.get_mut(off + (line & mask) as usize * ways) {
+                if let Some(t) = self.tags.get_mut(v.off + (line & v.mask) as usize * v.ways) {
                     if *t >> 1 == line {
                         *t |= u64::from(k >= AccessKind::Write as usize);
                         hits[k] += 1;
@@ -339,8 +390,9 @@ impl Lean {
             }
             *r = self.demand_rest(c, k, a.addr, a.size);
         }
+        let views = &mut self.views[core];
         for (k, n) in hits.into_iter().enumerate() {
-            self.caches[usize::from(c[usize::from(k != 0)])].acc[k] += n;
+            views[usize::from(k != 0)].hits[k] += n;
         }
         done
     }
@@ -367,29 +419,10 @@ impl Lean {
     }
 
     /// A demand access of kind `k` (instruction fetch, read, write,
-    /// read-modify-write) by the core whose instances are `c`: a hit on
-    /// the most recent line of its first-level set here, anything else in
-    /// [`Lean::demand_rest`].
-    #[inline(always)]
-    fn demand(&mut self, c: [u16; 3], k: usize, addr: u64, size: u32) -> AccessResult {
-        let x = &mut self.caches[usize::from(c[usize::from(k != 0)])];
-        let line = addr >> x.shift;
-        // A size of 0 or an access reaching past the end of the address
-        // space gives another line: `demand_rest` sorts those out.
-        let end = addr.wrapping_add(u64::from(size.wrapping_sub(1))) >> x.shift;
-        if line == end {
-            let t = &mut self.tags[x.base_of(line)];
-            if *t >> 1 == line {
-                *t |= u64::from(k >= AccessKind::Write as usize);
-                x.acc[k] += 1;
-                return L1_HIT;
-            }
-        }
-        self.demand_rest(c, k, addr, size)
-    }
-
-    /// [`Lean::demand`] but for the quick look: the address space's end,
-    /// a hit on the second most recent line, the walk.
+    /// read-modify-write) by the core whose instances are `c`, past the
+    /// quick look at the most recent line of its first-level set: the
+    /// address space's end, a hit on the second most recent line, the
+    /// walk.
     #[inline(never)]
     fn demand_rest(&mut self, c: [u16; 3], k: usize, mut addr: u64, mut size: u32) -> AccessResult {
         if addr >= TOP_REGION {
