@@ -70,6 +70,11 @@ pub struct Driver {
     tally: Tally,
     /// The results of the batch under way ([`Driver::BATCH`] at a time).
     results: Vec<AccessResult>,
+    /// Per demand kind and [`crate::ServedBy::slot`], the counter of the
+    /// layout's row an access counts in (what
+    /// [`CounterLayout::add_access`] adds to when there is no coherence
+    /// traffic to add).
+    cell: [[u8; MAX_LEVELS + 1]; 4],
 }
 
 impl Driver {
@@ -87,7 +92,12 @@ impl Driver {
     pub fn with_hierarchy(hier: Hierarchy) -> Driver {
         let cores = CoreMap::new(hier.config().cores.max(1));
         let layout = CounterLayout::new(hier.levels());
+        let cell = std::array::from_fn(|k| {
+            let side = crate::Side::of(AccessKind::ALL[k]).expect("a demand kind");
+            std::array::from_fn(|slot| layout.served(side, slot) as u8)
+        });
         Driver {
+            cell,
             hier,
             cores,
             layout,
@@ -189,7 +199,17 @@ impl Driver {
             for ((a, r), &row) in chunk.iter().zip(results.iter()).zip(rows) {
                 self.tally.add(a.kind, r);
                 let at = row as usize * len;
-                self.layout.add_access(&mut table[at..at + len], a.kind, r);
+                let row = &mut table[at..at + len];
+                let k = a.kind as usize;
+                if k <= AccessKind::ReadModifyWrite as usize
+                    && r.invalidations == 0
+                    && r.false_sharing == 0
+                {
+                    // `add_access` with nothing but the one count to add.
+                    row[usize::from(self.cell[k][r.served_by.slot()])] += 1;
+                } else {
+                    self.layout.add_access(row, a.kind, r);
+                }
             }
         }
     }
