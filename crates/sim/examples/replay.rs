@@ -118,13 +118,16 @@ fn main() {
     } else {
         Hierarchy::new(&cfg).expect("preset")
     };
+    let t0 = std::time::Instant::now();
     let served = if args.get(4).is_some_and(|m| m == "batch") {
         simulate_batch(&mut h, &trace, threads)
     } else {
         simulate(&mut h, &trace, threads)
     };
+    let secs = t0.elapsed().as_secs_f64();
     println!(
-        "{} accesses; served by slot (L1.., memory): {served:?}",
-        trace.len()
+        "{} accesses in {secs:.3} s ({:.1} M/s, cold hierarchy); served by slot (L1.., memory): {served:?}",
+        trace.len(),
+        trace.len() as f64 / secs / 1e6
     );
 }

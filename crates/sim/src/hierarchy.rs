@@ -696,8 +696,8 @@ impl Hierarchy {
     #[inline(always)]
     pub fn access(&mut self, core: usize, mut a: Access) -> AccessResult {
         if let Some(l) = &mut self.lean {
-            if let Some(r) = l.access(core, a) {
-                return r;
+            if a.kind as usize <= AccessKind::ReadModifyWrite as usize {
+                return l.access(core, a);
             }
             self.leave_lean();
         }

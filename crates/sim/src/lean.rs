@@ -323,14 +323,12 @@ impl Lean {
         self.caches[i].install(&self.tags, c);
     }
 
-    /// Simulates one access by `core`; `None` (nothing done) for a kind
-    /// the engine leaves to the general caches.
+    /// Simulates one demand access (instruction fetch, read, write,
+    /// read-modify-write: the caller checks) by `core`.
     #[inline(always)]
-    pub(crate) fn access(&mut self, core: usize, a: Access) -> Option<AccessResult> {
+    pub(crate) fn access(&mut self, core: usize, a: Access) -> AccessResult {
         let k = a.kind as usize;
-        if k > AccessKind::ReadModifyWrite as usize {
-            return None;
-        }
+        debug_assert!(k <= AccessKind::ReadModifyWrite as usize);
         let v = &mut self.views[core][usize::from(k != 0)];
         let line = a.addr >> v.shift;
         // A size of 0 or an access reaching past the end of the address
@@ -341,12 +339,12 @@ impl Lean {
                 if *t >> 1 == line {
                     *t |= u64::from(k >= AccessKind::Write as usize);
                     v.hits[k] += 1;
-                    return Some(L1_HIT);
+                    return L1_HIT;
                 }
             }
         }
         let c = self.cores[core];
-        Some(self.demand_rest(c, k, a.addr, a.size))
+        self.demand_rest(c, k, a.addr, a.size)
     }
 
     /// Simulates `accesses` by `core`, writing each result; returns how
