@@ -6,6 +6,12 @@
 //! from the first level down. Victims evicted during a walk are queued and
 //! handled after it (write-backs, fills of exclusive victim caches), so a
 //! victim can never displace the line the walk is still looking for.
+//!
+//! A hierarchy of Cachegrind's shape ([`HierarchyConfig::lean_shape`])
+//! runs on the lean engine (`lean.rs`) instead, chosen here once, until
+//! the first access of a kind it leaves to the general caches
+//! (`leave_lean` hands them its state). The instances, their counters and
+//! their lines read the same either way.
 
 use crate::cache::{flags, Cache, Evicted};
 use crate::coherence::{LineTable, Owners};
@@ -727,7 +733,9 @@ impl Hierarchy {
     /// [`Hierarchy::access`] on each would do and return, with the checks
     /// that depend only on the core and the configuration made once per
     /// batch. A caller with a buffer of accesses from several threads
-    /// passes each run of one core's accesses (see [`CoreMap`]).
+    /// passes each run of one core's accesses (see [`CoreMap`]). On the
+    /// lean engine and in plain configurations the batch loop decides hits
+    /// on a set's most recent line itself.
     ///
     /// # Panics
     /// If `core` is out of range or `results` is shorter than `accesses`.
