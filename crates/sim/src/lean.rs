@@ -212,15 +212,18 @@ pub(crate) struct Lean {
     /// Per core: instruction-side first level, data-side first level, the
     /// level below or [`NONE`].
     cores: Vec<[u16; 3]>,
-    /// Per core, instruction side then data side: the first level's
-    /// geometry for the quick look at the most recent line of a set, and
-    /// the hits it decided.
-    views: Vec<[View; 2]>,
+    /// Per core and demand kind (fetch, read, write, read-modify-write):
+    /// the first level's geometry for the quick look at the most recent
+    /// line of a set, and the hits it decided. Indexed by kind, not by
+    /// side, so that choosing one is an indexed load: by side (0 or 1) the
+    /// compiler picks with branches on the kind, which mixes
+    /// unpredictably.
+    views: Vec<[View; 4]>,
     /// First-level victims of the walk under way: (line, dirty).
     victims: Vec<(u64, bool)>,
 }
 
-/// One core's first level on one side, as the quick look needs it.
+/// One core's first level for one demand kind, as the quick look needs it.
 #[derive(Clone, Copy)]
 struct View {
     /// The instance's first tag; for sets that are not a power of two, the
@@ -233,9 +236,9 @@ struct View {
     shift: u32,
     /// The instance, for its counters.
     inst: u16,
-    /// Hits decided by the quick look, by demand kind; part of the
+    /// Hits of this kind decided by the quick look; part of the
     /// instance's counters.
-    hits: [u64; 4],
+    hits: u64,
 }
 
 /// Addresses from here up may reach the end of the 64-bit address space
@@ -265,7 +268,7 @@ impl Lean {
         let views = cores
             .iter()
             .map(|c| {
-                [0, 1].map(|side| {
+                [0, 1, 1, 1].map(|side| {
                     let x = &caches[usize::from(c[side])];
                     let pow2 = x.set_mask != u64::MAX;
                     View {
@@ -274,7 +277,7 @@ impl Lean {
                         ways: if pow2 { x.ways } else { 0 },
                         shift: x.shift,
                         inst: c[side],
-                        hits: [0; 4],
+                        hits: 0,
                     }
                 })
             })
@@ -293,15 +296,17 @@ impl Lean {
     /// The counters of instance `i`.
     pub(crate) fn stats(&self, i: usize) -> LevelStats {
         let mut s = self.caches[i].stats();
-        for v in self
-            .views
-            .iter()
-            .flatten()
-            .filter(|v| usize::from(v.inst) == i)
-        {
-            s.ifetch += v.hits[0];
-            s.reads += v.hits[1];
-            s.writes += v.hits[2] + v.hits[3];
+        for v in &self.views {
+            let of = |k: usize| {
+                if usize::from(v[k].inst) == i {
+                    v[k].hits
+                } else {
+                    0
+                }
+            };
+            s.ifetch += of(0);
+            s.reads += of(1);
+            s.writes += of(2) + of(3);
         }
         s
     }
@@ -329,7 +334,7 @@ impl Lean {
     pub(crate) fn access(&mut self, core: usize, a: Access) -> AccessResult {
         let k = a.kind as usize;
         debug_assert!(k <= AccessKind::ReadModifyWrite as usize);
-        let v = &mut self.views[core][usize::from(k != 0)];
+        let v = &mut self.views[core][k];
         let line = a.addr >> v.shift;
         // A size of 0 or an access reaching past the end of the address
         // space gives another line: `demand_rest` sorts those out.
@@ -338,7 +343,7 @@ impl Lean {
             if let Some(t) = self.tags.get_mut(v.off + (line & v.mask) as usize * v.ways) {
                 if *t >> 1 == line {
                     *t |= u64::from(k >= AccessKind::Write as usize);
-                    v.hits[k] += 1;
+                    v.hits += 1;
                     return L1_HIT;
                 }
             }
@@ -361,7 +366,12 @@ impl Lean {
         results: &mut [AccessResult],
     ) -> usize {
         let c = self.cores[core];
-        let sides = self.views[core];
+        // The geometry as arrays indexed by kind (see `views`).
+        let v = self.views[core];
+        let shift = v.map(|v| v.shift);
+        let off = v.map(|v| v.off);
+        let mask = v.map(|v| v.mask);
+        let ways = v.map(|v| v.ways);
         // Hits decided here, by kind (which decides the side), added to
         // the views' counts once.
         let mut hits = [0u64; 4];
@@ -372,12 +382,13 @@ impl Lean {
                 done = n;
                 break;
             }
-            let v = &sides[usize::from(k != 0)];
-            let line = a.addr >> v.shift;
+            let sh = shift[k];
+            let line = a.addr >> sh;
             // As in `access`.
-            let end = a.addr.wrapping_add(u64::from(a.size.wrapping_sub(1))) >> v.shift;
+            let end = a.addr.wrapping_add(u64::from(a.size.wrapping_sub(1))) >> sh;
             if line == end {
-                if let Some(t) = self.tags.get_mut(v.off + (line & v.mask) as usize * v.ways) {
+                let at = off[k] + (line & mask[k]) as usize * ways[k];
+                if let Some(t) = self.tags.get_mut(at) {
                     if *t >> 1 == line {
                         *t |= u64::from(k >= AccessKind::Write as usize);
                         hits[k] += 1;
@@ -388,9 +399,8 @@ impl Lean {
             }
             *r = self.demand_rest(c, k, a.addr, a.size);
         }
-        let views = &mut self.views[core];
-        for (k, n) in hits.into_iter().enumerate() {
-            views[usize::from(k != 0)].hits[k] += n;
+        for (v, n) in self.views[core].iter_mut().zip(hits) {
+            v.hits += n;
         }
         done
     }
