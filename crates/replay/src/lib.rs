@@ -7,7 +7,8 @@
 //! round-robin unless pinned ([`parse_pins`]). Each input is parsed on a
 //! thread of its own and handed over in batches, so parsing overlaps
 //! simulation. Accesses go through the one simulator driver,
-//! [`coldcache_sim::Driver`], which also counts them by kind and serving
+//! [`coldcache_sim::Driver`], in runs of one core's accesses
+//! ([`Driver::access_batch`]), which also counts them by kind and serving
 //! level; the [`Outcome`] prints that tally per level and per kind, as JSON,
 //! as Cachegrind's nine events or as Cache Lab's line.
 
@@ -310,6 +311,10 @@ pub fn replay(
     let mut cl = CacheLabCounts::default();
     let mut last_key = u64::MAX;
     let mut last_core = 0usize;
+    // The run of one core's accesses under way, simulated in one
+    // `Driver::access_batch` when the core changes, the run is full or
+    // the inputs end.
+    let mut run: Vec<Access> = Vec::with_capacity(Driver::BATCH);
     let mut live = inputs.len();
     let mut turns = 0u64;
     while live > 0 {
@@ -332,17 +337,23 @@ pub fn replay(
                 let key = thread_key(i, rec.thread);
                 if key != last_key {
                     last_key = key;
-                    last_core = driver.core_of(key);
+                    let core = driver.core_of(key);
+                    if core != last_core && !run.is_empty() {
+                        driver.access_batch(last_core, &run);
+                        run.clear();
+                    }
+                    last_core = core;
                 }
                 let size = if rec.kind == RecordKind::Instr {
                     rec.size
                 } else {
                     cachegrind_data_size(rec.size, input.clamp)
                 };
-                driver.access(
-                    last_core,
-                    Access::new(access_kind(rec.kind), rec.addr, size).with_ip(rec.ip),
-                );
+                run.push(Access::new(access_kind(rec.kind), rec.addr, size).with_ip(rec.ip));
+                if run.len() == Driver::BATCH {
+                    driver.access_batch(last_core, &run);
+                    run.clear();
+                }
             }
             if !input.done {
                 live += 1;
@@ -353,6 +364,7 @@ pub fn replay(
             progress(inputs.iter().map(|i| i.bytes_read).sum(), total_bytes);
         }
     }
+    driver.access_batch(last_core, &run);
     Ok(Outcome {
         cfg: cfg.clone(),
         driver,

@@ -15,6 +15,13 @@
 //! - `jaguar-4t-shared`: the same split with the data left shared, so the
 //!   four "threads" write each other's lines all the time (a worst case for
 //!   coherence, not a realistic program);
+//! - `driver/...+attribution`: the batches through
+//!   `Driver::attribute_batch`, the entry a capture's consumer or a replay
+//!   calls: the tally by kind, and each access attributed into a row of
+//!   the counter layout (its instruction's, 65,536 rows);
+//! - `general/...`: the Cachegrind runs on the general caches
+//!   (`Hierarchy::new_general`, the simulator before the lean engine), for
+//!   the before/after ratio in the same run;
 //! - the same five through `Hierarchy::access_batch` (`batch/...`): the
 //!   trace cut beforehand into runs of one thread, at most 256 accesses
 //!   each, as a capture consumer or `coldcache sim` would pass them; the
@@ -179,6 +186,20 @@ fn run_batches_attributed(
     }
 }
 
+/// Rows of the attribution table in the `driver/` runs: the instruction
+/// index modulo this.
+const ROWS: u32 = 1 << 16;
+
+/// The batches through `Driver::attribute_batch`, each access into the row
+/// of its instruction (a table of `ROWS` rows of the layout's counters).
+fn run_driver_attributed(d: &mut Driver, b: &Batches, rows: &mut Vec<u32>, table: &mut [u64]) {
+    for (t, acc, idx) in b {
+        rows.clear();
+        rows.extend(idx.iter().map(|&i| i % ROWS));
+        d.attribute_batch(usize::from(*t), acc, rows, table);
+    }
+}
+
 /// A recorded trace, when `COLDCACHE_BENCH_TRACE` names one.
 fn load_trace() -> Option<Vec<(u8, Access, u32)>> {
     let path = std::env::var_os("COLDCACHE_BENCH_TRACE")?;
@@ -259,6 +280,11 @@ fn bench(c: &mut Criterion) {
     let mut counters = vec![[0u32; MAX_LEVELS + 1]; 1 << 20];
     g.bench_function("cachegrind", |b| {
         let mut h = Hierarchy::new(&cg).unwrap();
+        assert!(h.uses_lean_engine());
+        b.iter(|| run(&mut h, black_box(&trace), false))
+    });
+    g.bench_function("general/cachegrind", |b| {
+        let mut h = Hierarchy::new_general(&cg).unwrap();
         b.iter(|| run(&mut h, black_box(&trace), false))
     });
     g.bench_function("cachegrind+attribution", |b| {
@@ -288,6 +314,25 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("batch/cachegrind+attribution", |b| {
         let mut h = Hierarchy::new(&cg).unwrap();
+        b.iter(|| run_batches_attributed(&mut h, black_box(&one_core), &mut results, &mut counters))
+    });
+    let mut rows = Vec::with_capacity(256);
+    g.bench_function("driver/cachegrind+attribution", |b| {
+        let mut d = Driver::new(&cg).unwrap();
+        let mut table = vec![0u64; ROWS as usize * d.layout().len()];
+        b.iter(|| run_driver_attributed(&mut d, black_box(&one_core), &mut rows, &mut table))
+    });
+    g.bench_function("driver/jaguar-4t+attribution", |b| {
+        let mut d = Driver::new(&jag).unwrap();
+        let mut table = vec![0u64; ROWS as usize * d.layout().len()];
+        b.iter(|| run_driver_attributed(&mut d, black_box(&four), &mut rows, &mut table))
+    });
+    g.bench_function("general/batch/cachegrind", |b| {
+        let mut h = Hierarchy::new_general(&cg).unwrap();
+        b.iter(|| run_batches(&mut h, black_box(&one_core), &mut results))
+    });
+    g.bench_function("general/batch/cachegrind+attribution", |b| {
+        let mut h = Hierarchy::new_general(&cg).unwrap();
         b.iter(|| run_batches_attributed(&mut h, black_box(&one_core), &mut results, &mut counters))
     });
     g.bench_function("batch/jaguar-4t", |b| {

@@ -7,7 +7,9 @@
 //!     target/release/examples/replay TRACE.lackey cachegrind 2000000
 //! ```
 //!
-//! Arguments: the trace, the preset (`cachegrind` on one core, `jaguar`
+//! Arguments: the trace, the preset (`cachegrind` on one core, on the lean
+//! engine; `cachegrind-general` the same on the general caches, as before
+//! the lean engine; `jaguar`
 //! with records dealt to four cores in turns of 64 and each core's data
 //! moved to a region of its own, `jaguar-shared` the same without moving
 //! the data), how many records to replay (default: all), and `batch` to
@@ -100,7 +102,7 @@ fn main() {
         .map_or(usize::MAX, |n| n.parse().expect("RECORDS"));
     let mut trace = parse(path, limit);
     let (cfg, threads) = match preset {
-        "cachegrind" => (presets::cachegrind_default(), false),
+        "cachegrind" | "cachegrind-general" => (presets::cachegrind_default(), false),
         "jaguar" | "jaguar-shared" => (presets::jaguar(), true),
         other => panic!("unknown preset {other}"),
     };
@@ -111,14 +113,21 @@ fn main() {
             }
         }
     }
-    let mut h = Hierarchy::new(&cfg).expect("preset");
+    let mut h = if preset.ends_with("-general") {
+        Hierarchy::new_general(&cfg).expect("preset")
+    } else {
+        Hierarchy::new(&cfg).expect("preset")
+    };
+    let t0 = std::time::Instant::now();
     let served = if args.get(4).is_some_and(|m| m == "batch") {
         simulate_batch(&mut h, &trace, threads)
     } else {
         simulate(&mut h, &trace, threads)
     };
+    let secs = t0.elapsed().as_secs_f64();
     println!(
-        "{} accesses; served by slot (L1.., memory): {served:?}",
-        trace.len()
+        "{} accesses in {secs:.3} s ({:.1} M/s, cold hierarchy); served by slot (L1.., memory): {served:?}",
+        trace.len(),
+        trace.len() as f64 / secs / 1e6
     );
 }

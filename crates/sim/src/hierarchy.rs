@@ -6,10 +6,17 @@
 //! from the first level down. Victims evicted during a walk are queued and
 //! handled after it (write-backs, fills of exclusive victim caches), so a
 //! victim can never displace the line the walk is still looking for.
+//!
+//! A hierarchy of Cachegrind's shape ([`HierarchyConfig::lean_shape`])
+//! runs on the lean engine (`lean.rs`) instead, chosen here once, until
+//! the first access of a kind it leaves to the general caches
+//! (`leave_lean` hands them its state). The instances, their counters and
+//! their lines read the same either way.
 
 use crate::cache::{flags, Cache, Evicted};
 use crate::coherence::{LineTable, Owners};
 use crate::config::*;
+use crate::lean::{Lean, LeanCache};
 use crate::prefetch::{Candidates, Prefetcher};
 use crate::shadow::Shadow;
 use crate::stats::*;
@@ -151,6 +158,9 @@ pub struct Hierarchy {
     pf_events_dropped: u64,
     nt_stores: u64,
     flushes: u64,
+    /// The lean engine, for hierarchies of its shape (see `lean.rs`), until
+    /// the first access it leaves to the general caches.
+    lean: Option<Lean>,
 }
 
 /// Whether a demand access of kind `k` to the first-level line at
@@ -181,7 +191,7 @@ const TOP_REGION: u64 = u64::MAX - (u32::MAX as u64) - 1;
 /// overflows and no line number equals the tag of an empty way (with
 /// 1-byte lines). Sizes of 0 count as 1.
 #[cold]
-fn clamp_to_top(addr: u64, size: u32) -> (u64, u32) {
+pub(crate) fn clamp_to_top(addr: u64, size: u32) -> (u64, u32) {
     const LAST: u64 = u64::MAX - 1;
     let addr = addr.min(LAST);
     let room = LAST - addr + 1;
@@ -248,6 +258,14 @@ impl HierarchyConfig {
         if coherent {
             total = total.saturating_add(LineTable::bytes_for(self.coherence_table));
         }
+        if self.lean_shape() {
+            for l in &self.levels {
+                let instances = (self.cores / group_of(l, self.cores).max(1)) as u64;
+                let lines = l.sets().saturating_mul(u64::from(l.assoc));
+                total =
+                    total.saturating_add(crate::lean::bytes_for(lines).saturating_mul(instances));
+            }
+        }
         for p in &self.prefetchers {
             let instances = self
                 .levels
@@ -261,12 +279,93 @@ impl HierarchyConfig {
     }
 }
 
+impl HierarchyConfig {
+    /// Whether a hierarchy for this configuration runs on the lean engine
+    /// (`lean.rs`): a private first level per core, split or unified, and
+    /// at most one unified, non-inclusive level below shared by every
+    /// core; LRU, write-back, at most 32 ways and 2^24 lines per instance
+    /// and lines of at least 4 bytes; no coherence,
+    /// prefetchers, miss classification or all-levels lookup; an access
+    /// straddling lines counting once.
+    pub fn lean_shape(&self) -> bool {
+        let coherent = self.coherence && self.cores > 1;
+        if coherent
+            || self.lookup != LookupMode::OnMiss
+            || !self.prefetchers.is_empty()
+            || self.classify_misses
+            || self.straddle != StraddleMode::Whole
+        {
+            return false;
+        }
+        if self.levels.is_empty() {
+            return false;
+        }
+        let each = self.levels.iter().all(|l| {
+            l.policy == ReplacementPolicy::Lru
+                && l.write == WritePolicy::WriteBack
+                && l.assoc <= crate::lean::MAX_WAYS
+                && l.line_size >= 4
+                && l.sets().saturating_mul(u64::from(l.assoc)) <= crate::lean::MAX_LINES
+                && (1..=2).contains(&l.level)
+        });
+        let kinds = |n: u8| {
+            let mut k: Vec<CacheKind> = self
+                .levels
+                .iter()
+                .filter(|l| l.level == n)
+                .map(|l| l.kind)
+                .collect();
+            k.sort_by_key(|k| *k as u8);
+            k
+        };
+        let firsts = kinds(1);
+        let first_ok = (firsts == [CacheKind::Unified]
+            || firsts == [CacheKind::Instruction, CacheKind::Data])
+            && self
+                .levels
+                .iter()
+                .filter(|l| l.level == 1)
+                .all(|l| group_of(l, self.cores) == 1);
+        let seconds: Vec<&LevelConfig> = self.levels.iter().filter(|l| l.level == 2).collect();
+        let second_ok = match seconds.as_slice() {
+            [] => true,
+            [l] => {
+                l.kind == CacheKind::Unified
+                    && l.inclusion == Inclusion::NonInclusive
+                    && group_of(l, self.cores) == self.cores
+            }
+            _ => false,
+        };
+        each && first_ok && second_ok
+    }
+}
+
 impl Hierarchy {
     /// Builds a hierarchy; the configuration is validated first. The state
     /// it needs ([`HierarchyConfig::state_bytes`]) is allocated fallibly: a
     /// configuration too big for the memory available is refused with a
     /// [`ConfigError`] giving the figure, not an abort.
     pub fn new(cfg: &HierarchyConfig) -> Result<Hierarchy, ConfigError> {
+        Hierarchy::build(cfg, true)
+    }
+
+    /// [`Hierarchy::new`] without the lean engine, whatever the shape: the
+    /// general caches and walks only. Every result and counter is the
+    /// same; this is what the lean engine is checked against.
+    pub fn new_general(cfg: &HierarchyConfig) -> Result<Hierarchy, ConfigError> {
+        Hierarchy::build(cfg, false)
+    }
+
+    /// Whether this hierarchy runs on the lean engine (its configuration
+    /// is of [`HierarchyConfig::lean_shape`], it was not built with
+    /// [`Hierarchy::new_general`], and no software prefetch, non-temporal
+    /// store or flush has come yet: those hand the state to the general
+    /// caches for good).
+    pub fn uses_lean_engine(&self) -> bool {
+        self.lean.is_some()
+    }
+
+    fn build(cfg: &HierarchyConfig, lean: bool) -> Result<Hierarchy, ConfigError> {
         cfg.validate()?;
         let need = cfg.state_bytes();
         let refuse = |key: String| {
@@ -412,7 +511,32 @@ impl Hierarchy {
 
         let lines = LineTable::try_new(if coherent { cfg.coherence_table } else { 0 })
             .map_err(|_| refuse("coherence_table".into()))?;
+        let lean = if lean && cfg.lean_shape() {
+            let mut caches = Vec::with_capacity(inst.len());
+            for x in &inst {
+                let l = &cfg.levels[x.info.level_index];
+                caches.push(LeanCache::new(
+                    l.sets(),
+                    l.assoc,
+                    l.line_size.trailing_zeros(),
+                ));
+            }
+            let per_core = (0..cores)
+                .map(|c| {
+                    let below = if dpath[c].len > 1 {
+                        dpath[c].inst[1]
+                    } else {
+                        crate::lean::NONE
+                    };
+                    [ipath[c].inst[0], dpath[c].inst[0], below]
+                })
+                .collect();
+            Some(Lean::try_new(caches, per_core).map_err(|_| refuse("levels".into()))?)
+        } else {
+            None
+        };
         Ok(Hierarchy {
+            lean,
             coh: CoherenceStats {
                 sent_by_core: vec![0; cores],
                 received_by_core: vec![0; cores],
@@ -497,7 +621,9 @@ impl Hierarchy {
     /// A snapshot of every counter.
     pub fn stats(&self) -> Stats {
         Stats {
-            instances: self.inst.iter().map(Instance::stats).collect(),
+            instances: (0..self.inst.len())
+                .map(|i| self.instance_stats(i))
+                .collect(),
             software_prefetch: self.sw_pf,
             hardware_prefetch: self.hw_pf,
             coherence: self.coh.clone(),
@@ -511,10 +637,32 @@ impl Hierarchy {
     /// `config().levels` order.
     pub fn level_totals(&self) -> Vec<LevelStats> {
         let mut out = vec![LevelStats::default(); self.cfg.levels.len()];
-        for i in &self.inst {
-            out[i.info.level_index].add(&i.stats());
+        for (n, i) in self.inst.iter().enumerate() {
+            out[i.info.level_index].add(&self.instance_stats(n));
         }
         out
+    }
+
+    /// The counters of instance `i`, from whichever engine runs.
+    fn instance_stats(&self, i: usize) -> LevelStats {
+        match &self.lean {
+            Some(l) => l.stats(i),
+            None => self.inst[i].stats(),
+        }
+    }
+
+    /// Hands the lean engine's lines and counters to the general caches,
+    /// which run every access from now on.
+    #[cold]
+    #[inline(never)]
+    fn leave_lean(&mut self) {
+        if let Some(l) = self.lean.take() {
+            for (i, x) in self.inst.iter_mut().enumerate() {
+                l.install(i, &mut x.cache);
+                x.stats = l.stats(i);
+                x.hits_fast = [0; 4];
+            }
+        }
     }
 
     /// Per-line coherence statistics, most invalidated lines first.
@@ -532,12 +680,18 @@ impl Hierarchy {
     /// invariant checks).
     pub fn instance_contains(&self, instance: usize, addr: u64) -> bool {
         let c = &self.inst[instance].cache;
+        if let Some(l) = &self.lean {
+            return l.contains(instance, addr);
+        }
         c.contains(addr >> c.line_shift())
     }
 
     /// Every line address (byte address of the line) held by an instance.
     pub fn instance_lines(&self, instance: usize) -> Vec<u64> {
         let c = &self.inst[instance].cache;
+        if let Some(l) = &self.lean {
+            return l.lines(instance);
+        }
         c.lines().map(|l| l << c.line_shift()).collect()
     }
 
@@ -547,6 +701,12 @@ impl Hierarchy {
     /// If `core` is out of range.
     #[inline(always)]
     pub fn access(&mut self, core: usize, mut a: Access) -> AccessResult {
+        if let Some(l) = &mut self.lean {
+            if a.kind as usize <= AccessKind::ReadModifyWrite as usize {
+                return l.access(core, a);
+            }
+            self.leave_lean();
+        }
         if a.addr >= TOP_REGION {
             (a.addr, a.size) = clamp_to_top(a.addr, a.size);
         }
@@ -573,13 +733,26 @@ impl Hierarchy {
     /// [`Hierarchy::access`] on each would do and return, with the checks
     /// that depend only on the core and the configuration made once per
     /// batch. A caller with a buffer of accesses from several threads
-    /// passes each run of one core's accesses (see [`CoreMap`]).
+    /// passes each run of one core's accesses (see [`CoreMap`]). On the
+    /// lean engine and in plain configurations the batch loop decides hits
+    /// on a set's most recent line itself.
     ///
     /// # Panics
     /// If `core` is out of range or `results` is shorter than `accesses`.
     pub fn access_batch(&mut self, core: usize, accesses: &[Access], results: &mut [AccessResult]) {
         assert!(core < self.cfg.cores, "core {core} out of range");
         let results = &mut results[..accesses.len()];
+        let (accesses, results) = match &mut self.lean {
+            Some(l) => {
+                let done = l.batch(core, accesses, results);
+                if done == accesses.len() {
+                    return;
+                }
+                self.leave_lean();
+                (&accesses[done..], &mut results[done..])
+            }
+            None => (accesses, results),
+        };
         let fast = self.fast[core];
         if self.plain {
             self.batch_plain(core, fast, accesses, results);

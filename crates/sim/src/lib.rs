@@ -20,7 +20,9 @@
 //! per level *instance* (a per-core L1 exists once per core); each core has
 //! two paths of instance indices, instruction and data, from L1 to the last
 //! level. Coherence, inclusion and prefetchers are rules applied on top of
-//! those paths.
+//! those paths. A hierarchy of Cachegrind's shape
+//! ([`HierarchyConfig::lean_shape`]) runs on a leaner engine instead,
+//! chosen once when it is built, with the same results and counters.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -32,6 +34,7 @@ pub mod coremap;
 pub mod counters;
 mod driver;
 mod hierarchy;
+mod lean;
 mod prefetch;
 pub mod presets;
 mod shadow;

@@ -63,7 +63,9 @@ fn hierarchy_too_big_for_memory_is_refused_with_the_figure() {
     // 2^29 lines of 64 bytes, 8 ways: per line an 8-byte tag, a flag byte
     // and an 8-byte prefetch site (a data first level); per set an 8-byte
     // recency list. 2^29 * 17 + 2^26 * 8 bytes.
+    // Too big for the lean engine (2^24 lines at most): no tags of its own.
     let cfg = one_level(64 << 29);
+    assert!(!cfg.lean_shape());
     let want: u64 = (1 << 29) * 17 + (1 << 26) * 8;
     assert_eq!(want, 9_663_676_416);
     assert_eq!(cfg.state_bytes(), want);
@@ -78,8 +80,10 @@ fn hierarchy_too_big_for_memory_is_refused_with_the_figure() {
 #[test]
 fn state_bytes_of_the_cachegrind_preset_by_hand() {
     // I1: 512 lines * (8 + 1) + 64 sets * 8; D1: 512 * (8 + 1 + 8) + 64 * 8;
-    // LL: 131072 * 9 + 8192 * 8.
-    let want = 5120 + 9216 + 1_245_184;
+    // LL: 131072 * 9 + 8192 * 8. The preset runs on the lean engine,
+    // whose tags (8 bytes a line) sit beside those: (512 + 512 + 131072) * 8.
+    let want = 5120 + 9216 + 1_245_184 + 1_056_768;
+    assert!(presets::cachegrind_default().lean_shape());
     assert_eq!(presets::cachegrind_default().state_bytes(), want);
     // Within the limit: built.
     assert!(Hierarchy::new(&presets::cachegrind_default()).is_ok());

@@ -84,6 +84,8 @@ proptest! {
     ) {
         let ll = Geometry::new(64 * u64::from(ll_assoc) * 4, ll_assoc, 64);
         let mut h = Hierarchy::new(&presets::cachegrind(i1, d1, ll)).unwrap();
+        // The preset runs on the lean engine: this checks it.
+        prop_assert!(h.uses_lean_engine());
         let (mut ni, mut nd, mut nl) = (NaiveCache::new(i1), NaiveCache::new(d1), NaiveCache::new(ll));
         let mut want = [0u64; 9]; // Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw
         let mut got = [0u64; 9];
@@ -522,4 +524,181 @@ fn batch_writes_one_result_per_access() {
         h.access_batch(0, &a, &mut [AccessResult::default(); 1]);
     }));
     assert!(short.is_err());
+}
+
+/// A hierarchy of the lean engine's shape: a private first level per core
+/// (split with the two halves' own geometry, or unified), and none or one
+/// unified level below shared by every core; LRU; write-back; any number
+/// of sets (not only powers of two), 1 to 32 ways (the general caches keep
+/// time stamps above 16), lines of 4 to 128 bytes, the same at every
+/// level or each its own.
+fn lean_hierarchy() -> impl Strategy<Value = HierarchyConfig> {
+    (
+        (1u64..9, 1u32..33, 1u64..9, 1u32..33, 1u64..40, 1u32..33),
+        (0u32..6, 0u32..6, 0u32..6, any::<bool>()),
+        prop_oneof![Just(1usize), Just(2), Just(4)],
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |((s1, a1, s2, a2, s3, a3), (g1, g2, g3, same), cores, split, two_levels)| {
+                let l = |name: &str, n: u8, kind, sets: u64, assoc: u32, sharing| {
+                    let g = if same {
+                        g1
+                    } else {
+                        [g1, g2, g3][usize::from(n) + usize::from(kind == CacheKind::Data) - 1]
+                    };
+                    let line = 4u32 << g;
+                    LevelConfig {
+                        name: name.into(),
+                        level: n,
+                        kind,
+                        size: sets * u64::from(assoc) * u64::from(line),
+                        line_size: line,
+                        assoc,
+                        policy: ReplacementPolicy::Lru,
+                        write: WritePolicy::WriteBack,
+                        inclusion: Inclusion::NonInclusive,
+                        sharing,
+                        latency: None,
+                    }
+                };
+                let mut levels = if split {
+                    vec![
+                        l("I1", 1, CacheKind::Instruction, s1, a1, Sharing::Core),
+                        l("D1", 1, CacheKind::Data, s2, a2, Sharing::Core),
+                    ]
+                } else {
+                    vec![l("L1", 1, CacheKind::Unified, s2, a2, Sharing::Core)]
+                };
+                if two_levels {
+                    levels.push(l("LL", 2, CacheKind::Unified, s3, a3, Sharing::All));
+                }
+                HierarchyConfig {
+                    name: "lean".into(),
+                    cores,
+                    levels,
+                    straddle: StraddleMode::Whole,
+                    lookup: LookupMode::OnMiss,
+                    coherence: false,
+                    classify_misses: false,
+                    ..HierarchyConfig::default()
+                }
+            },
+        )
+}
+
+/// An access for the lean engine's tests: mostly demand kinds over a small
+/// region (so sets fill, evict and hit further back than the most recent
+/// way), some straddling several lines, some of size 0, some at the very
+/// top of the address space; `other` lets a few prefetches, non-temporal
+/// stores and flushes in, which hand the state to the general caches.
+fn lean_op(cores: usize, other: bool) -> impl Strategy<Value = MOp> {
+    (0..cores, 0u8..40, 0u64..3000, 0u32..=300, 0u8..50).prop_map(move |(core, k, a, size, top)| {
+        let kind = match k {
+            0..=9 => AccessKind::InstrFetch,
+            10..=22 => AccessKind::Read,
+            23..=31 => AccessKind::Write,
+            32..=38 => AccessKind::ReadModifyWrite,
+            _ if !other => AccessKind::Read,
+            _ => [
+                AccessKind::Prefetch,
+                AccessKind::NonTemporalStore,
+                AccessKind::Flush,
+            ][a as usize % 3],
+        };
+        let size = if size > 64 { size % 9 } else { size };
+        let addr = if top == 0 {
+            u64::MAX - a % 300
+        } else {
+            a * 4 + u64::from(top % 3)
+        };
+        MOp {
+            core,
+            kind,
+            addr,
+            size,
+        }
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The lean engine is exact: against the general caches and walks
+    /// (`Hierarchy::new_general`) on hierarchies of its shape, every
+    /// access's result, every counter and every instance's lines agree,
+    /// one access at a time and through `access_batch` cut anywhere; and
+    /// when a prefetch, non-temporal store or flush hands its state to the
+    /// general caches mid-run, everything after agrees too.
+    #[test]
+    fn lean_engine_is_exact(
+        cfg in lean_hierarchy(),
+        other in any::<bool>(),
+        ops in prop::collection::vec(lean_op(4, false), 1..800),
+        more in prop::collection::vec(lean_op(4, true), 0..200),
+        cuts in prop::collection::vec(1usize..60, 1..40),
+    ) {
+        prop_assert!(cfg.lean_shape(), "{:?}", cfg);
+        let mut lean = Hierarchy::new(&cfg).unwrap();
+        let mut batched = Hierarchy::new(&cfg).unwrap();
+        let mut general = Hierarchy::new_general(&cfg).unwrap();
+        prop_assert!(lean.uses_lean_engine() && batched.uses_lean_engine());
+        prop_assert!(!general.uses_lean_engine());
+        let tail = if other { &more[..] } else { &[][..] };
+        let accesses: Vec<(usize, Access)> = ops
+            .iter()
+            .chain(tail)
+            .map(|o| (o.core % cfg.cores, Access::new(o.kind, o.addr, o.size).with_ip(0x400)))
+            .collect();
+        let want: Vec<AccessResult> = accesses.iter().map(|&(c, a)| general.access(c, a)).collect();
+        for (n, &(c, a)) in accesses.iter().enumerate() {
+            prop_assert_eq!(lean.access(c, a), want[n], "access {} {:?}", n, a);
+        }
+        let mut got = vec![AccessResult::default(); accesses.len()];
+        let (mut i, mut j) = (0, 0);
+        while i < accesses.len() {
+            let core = accesses[i].0;
+            let limit = cuts[j % cuts.len()];
+            j += 1;
+            let mut end = i;
+            while end < accesses.len() && end - i < limit && accesses[end].0 == core {
+                end += 1;
+            }
+            let run: Vec<Access> = accesses[i..end].iter().map(|&(_, a)| a).collect();
+            batched.access_batch(core, &run, &mut got[i..end]);
+            i = end;
+        }
+        for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+            prop_assert_eq!(g, w, "batched access {} {:?}", n, accesses[n]);
+        }
+        let handed_over = accesses.iter().any(|(_, a)| a.kind as usize > AccessKind::ReadModifyWrite as usize);
+        prop_assert_eq!(lean.uses_lean_engine(), !handed_over);
+        prop_assert_eq!(lean.stats(), general.stats());
+        prop_assert_eq!(batched.stats(), general.stats());
+        prop_assert_eq!(lean.level_totals(), general.level_totals());
+        for t in 0..general.instances().len() {
+            let mut w = general.instance_lines(t);
+            w.sort_unstable();
+            for h in [&lean, &batched] {
+                let mut g = h.instance_lines(t);
+                g.sort_unstable();
+                prop_assert_eq!(&g, &w, "instance {}", t);
+                for &line in &w {
+                    prop_assert!(h.instance_contains(t, line));
+                }
+            }
+        }
+        // After a hand-over, the general caches hold the lean engine's
+        // recency order and dirty bits: more traffic still agrees.
+        for (n, o) in more.iter().enumerate() {
+            let a = Access::new(o.kind, o.addr, o.size).with_ip(0x400);
+            let c = o.core % cfg.cores;
+            let w = general.access(c, a);
+            prop_assert_eq!(lean.access(c, a), w, "later access {} {:?}", n, a);
+            prop_assert_eq!(batched.access(c, a), w, "later access {} {:?}", n, a);
+        }
+        prop_assert_eq!(lean.stats(), general.stats());
+        prop_assert_eq!(batched.stats(), general.stats());
+    }
 }

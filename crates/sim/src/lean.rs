@@ -1,0 +1,526 @@
+//! The lean engine: the whole simulator for hierarchies of Cachegrind's
+//! shape, chosen once when the [`crate::Hierarchy`] is built.
+//!
+//! The shape: a private first level per core (split instruction and data,
+//! or unified) and at most one unified level below it shared by every
+//! core; true LRU everywhere; write-back and write-allocate; the level
+//! below looked up only on a first-level miss; no coherence, prefetchers,
+//! miss classification or inclusion rule; lines of at least 4 bytes; an
+//! access straddling lines counts once (`StraddleMode::Whole`). Cachegrind's own
+//! model and Cache Lab's are of this shape.
+//!
+//! Each set is its tags in recency order, most recent first, with the
+//! dirty bit in the tag's low bit (`line << 1 | dirty`): a first-level hit
+//! on the most recent line of its set is one load and one compare; a hit
+//! further back or a miss is one pass over the set that moves each tag one
+//! place back until it meets the line (Cachegrind's own layout). There are
+//! no flags, side arrays, memo or recency words.
+//!
+//! The rules are those of the general walk (`Hierarchy::walk_simple`) for
+//! this shape, in the same order: first-level lookups of every line the
+//! access touches, fills on a miss; then, after a miss, the same lookups
+//! below (as reads: the first level absorbed the write); then the victims,
+//! in order: a dirty first-level victim is written back (counted) and marks
+//! the copy below dirty if there is one. `tests/properties.rs` checks the
+//! engine against the general walk and against a naive Cachegrind model.
+//!
+//! Software prefetches, non-temporal stores and flushes are not handled
+//! here: the hierarchy hands the engine's state to the general caches
+//! ([`Lean::install`]) before the first one and never comes back.
+
+use crate::cache::{flags, Cache};
+use crate::stats::LevelStats;
+use crate::{Access, AccessKind, AccessResult, ServedBy};
+
+/// Tag of an empty way. Tags are `line << 1 | dirty` with lines of at least
+/// 4 bytes, so `line < 2^62` and no tag has its top bit set.
+const EMPTY: u64 = u64::MAX;
+
+/// No level below the first (an index into [`Lean::caches`]).
+pub(crate) const NONE: u16 = u16::MAX;
+
+/// The widest set the engine takes: a miss moves every tag of its set.
+pub(crate) const MAX_WAYS: u32 = 32;
+
+/// The largest instance the engine takes, in lines: its tags are allocated
+/// beside the general caches (which take over for prefetches and flushes).
+pub(crate) const MAX_LINES: u64 = 1 << 24;
+
+/// Bytes of tags the engine needs for a level of `lines` lines.
+pub(crate) fn bytes_for(lines: u64) -> u64 {
+    lines.saturating_mul(8)
+}
+
+/// One cache instance of the lean engine.
+pub(crate) struct LeanCache {
+    /// Where this instance's `sets * ways` tags start in [`Lean`]'s one
+    /// array of tags (each set most recent first).
+    off: usize,
+    ways: usize,
+    sets: u64,
+    /// `sets - 1` when `sets` is a power of two, else `u64::MAX` (modulo).
+    set_mask: u64,
+    shift: u32,
+    /// Lookups by demand kind: instruction fetch, read, write,
+    /// read-modify-write (counted as writes).
+    acc: [u64; 4],
+    /// Misses by the same kinds.
+    miss: [u64; 4],
+    evictions: u64,
+    writebacks: u64,
+}
+
+/// What [`LeanCache::reference`] found.
+enum Found {
+    Hit,
+    /// A miss that filled an empty way.
+    Filled,
+    /// A miss that evicted this tag.
+    Evicted(u64),
+}
+
+impl LeanCache {
+    /// An empty instance of `sets` sets of `ways` ways of `1 << shift`-byte
+    /// lines (its tags are allocated by [`Lean::try_new`]).
+    pub(crate) fn new(sets: u64, ways: u32, shift: u32) -> LeanCache {
+        LeanCache {
+            off: 0,
+            ways: ways as usize,
+            sets,
+            set_mask: if sets.is_power_of_two() {
+                sets - 1
+            } else {
+                u64::MAX
+            },
+            shift,
+            acc: [0; 4],
+            miss: [0; 4],
+            evictions: 0,
+            writebacks: 0,
+        }
+    }
+
+    /// Lines this instance holds.
+    fn len(&self) -> usize {
+        self.sets as usize * self.ways
+    }
+
+    /// The index in the array of tags of the first way of `line`'s set.
+    #[inline(always)]
+    fn base_of(&self, line: u64) -> usize {
+        let set = if self.set_mask != u64::MAX {
+            line & self.set_mask
+        } else {
+            line % self.sets
+        };
+        self.off + set as usize * self.ways
+    }
+
+    /// Looks `line` up and makes it the most recent of its set, ORing
+    /// `dirty` into it; on a miss fills it (with `dirty`), pushing the
+    /// others back one place. One pass: each tag moves back until the pass
+    /// meets the line or falls off the end (the victim).
+    #[inline]
+    fn reference(&self, tags: &mut [u64], line: u64, dirty: u64) -> Found {
+        let base = self.base_of(line);
+        let set = &mut tags[base..base + self.ways];
+        let first = set[0];
+        if first >> 1 == line {
+            set[0] = first | dirty;
+            return Found::Hit;
+        }
+        let mut carry = first;
+        set[0] = line << 1 | dirty;
+        for t in set[1..].iter_mut() {
+            let here = *t;
+            *t = carry;
+            if here >> 1 == line {
+                set[0] |= here & 1;
+                return Found::Hit;
+            }
+            carry = here;
+        }
+        if carry == EMPTY {
+            Found::Filled
+        } else {
+            Found::Evicted(carry)
+        }
+    }
+
+    /// Marks `line` dirty if present, with no change of recency.
+    #[inline]
+    fn mark_dirty(&self, tags: &mut [u64], line: u64) {
+        let base = self.base_of(line);
+        if let Some(t) = tags[base..base + self.ways]
+            .iter_mut()
+            .find(|t| **t >> 1 == line)
+        {
+            *t |= 1;
+        }
+    }
+
+    /// Whether `line` is present.
+    fn contains(&self, tags: &[u64], line: u64) -> bool {
+        let base = self.base_of(line);
+        tags[base..base + self.ways].iter().any(|&t| t >> 1 == line)
+    }
+
+    /// Every line held, as byte addresses.
+    fn lines(&self, tags: &[u64]) -> Vec<u64> {
+        tags[self.off..self.off + self.len()]
+            .iter()
+            .filter(|&&t| t != EMPTY)
+            .map(|&t| (t >> 1) << self.shift)
+            .collect()
+    }
+
+    /// The counters, as the general caches keep them.
+    pub(crate) fn stats(&self) -> LevelStats {
+        LevelStats {
+            ifetch: self.acc[0],
+            ifetch_misses: self.miss[0],
+            reads: self.acc[1],
+            read_misses: self.miss[1],
+            writes: self.acc[2] + self.acc[3],
+            write_misses: self.miss[2] + self.miss[3],
+            evictions: self.evictions,
+            writebacks: self.writebacks,
+            ..LevelStats::default()
+        }
+    }
+
+    /// Puts this instance's lines into `c` (empty, of the same geometry)
+    /// in the same recency order, with their dirty bits.
+    fn install(&self, tags: &[u64], c: &mut Cache) {
+        for set in tags[self.off..self.off + self.len()].chunks_exact(self.ways) {
+            for &t in set.iter().rev().filter(|&&t| t != EMPTY) {
+                let f = if t & 1 != 0 { flags::DIRTY } else { 0 };
+                let (_, ev) = c.insert(t >> 1, f);
+                debug_assert!(ev.is_none());
+            }
+        }
+    }
+}
+
+/// The lean engine's state: one [`LeanCache`] per instance of the
+/// hierarchy (same indices), and per core its first-level instances and
+/// the level below.
+pub(crate) struct Lean {
+    /// Every instance's tags, one after the other.
+    tags: Vec<u64>,
+    caches: Vec<LeanCache>,
+    /// Per core: instruction-side first level, data-side first level, the
+    /// level below or [`NONE`].
+    cores: Vec<[u16; 3]>,
+    /// Per core and demand kind (fetch, read, write, read-modify-write):
+    /// the first level's geometry for the quick look at the most recent
+    /// line of a set, and the hits it decided. Indexed by kind, not by
+    /// side, so that choosing one is an indexed load: by side (0 or 1) the
+    /// compiler picks with branches on the kind, which mixes
+    /// unpredictably.
+    views: Vec<[View; 4]>,
+    /// First-level victims of the walk under way: (line, dirty).
+    victims: Vec<(u64, bool)>,
+}
+
+/// One core's first level for one demand kind, as the quick look needs it.
+#[derive(Clone, Copy)]
+struct View {
+    /// The instance's first tag; for sets that are not a power of two, the
+    /// always-empty tag after every instance's, so the look never hits.
+    off: usize,
+    /// `sets - 1`; 0 when `off` is the empty tag.
+    mask: u64,
+    /// Ways per set; 0 when `off` is the empty tag.
+    ways: usize,
+    shift: u32,
+    /// The instance, for its counters.
+    inst: u16,
+    /// Hits of this kind decided by the quick look; part of the
+    /// instance's counters.
+    hits: u64,
+}
+
+/// Addresses from here up may reach the end of the 64-bit address space
+/// (as in the hierarchy).
+const TOP_REGION: u64 = u64::MAX - (u32::MAX as u64) - 1;
+
+const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
+
+impl Lean {
+    /// An engine over `caches` (indexed as the hierarchy's instances) with
+    /// per-core first levels and level below `cores`; the allocation error
+    /// if their tags cannot be allocated.
+    pub(crate) fn try_new(
+        mut caches: Vec<LeanCache>,
+        cores: Vec<[u16; 3]>,
+    ) -> Result<Lean, std::collections::TryReserveError> {
+        let mut n = 0;
+        for c in &mut caches {
+            c.off = n;
+            n += c.len();
+        }
+        // One more, always empty: where a quick look that cannot index a
+        // set by a mask looks.
+        let mut tags = Vec::new();
+        tags.try_reserve_exact(n + 1)?;
+        tags.resize(n + 1, EMPTY);
+        let views = cores
+            .iter()
+            .map(|c| {
+                [0, 1, 1, 1].map(|side| {
+                    let x = &caches[usize::from(c[side])];
+                    let pow2 = x.set_mask != u64::MAX;
+                    View {
+                        off: if pow2 { x.off } else { n },
+                        mask: if pow2 { x.set_mask } else { 0 },
+                        ways: if pow2 { x.ways } else { 0 },
+                        shift: x.shift,
+                        inst: c[side],
+                        hits: 0,
+                    }
+                })
+            })
+            .collect();
+        Ok(Lean {
+            tags,
+            caches,
+            cores,
+            views,
+            // As the general walk's victim queue: room for an access spanning
+            // 4096 lines without allocating.
+            victims: Vec::with_capacity(4096),
+        })
+    }
+
+    /// The counters of instance `i`.
+    pub(crate) fn stats(&self, i: usize) -> LevelStats {
+        let mut s = self.caches[i].stats();
+        for v in &self.views {
+            let of = |k: usize| {
+                if usize::from(v[k].inst) == i {
+                    v[k].hits
+                } else {
+                    0
+                }
+            };
+            s.ifetch += of(0);
+            s.reads += of(1);
+            s.writes += of(2) + of(3);
+        }
+        s
+    }
+
+    /// Whether instance `i` holds `addr`'s line.
+    pub(crate) fn contains(&self, i: usize, addr: u64) -> bool {
+        let c = &self.caches[i];
+        c.contains(&self.tags, addr >> c.shift)
+    }
+
+    /// Every line instance `i` holds, as byte addresses.
+    pub(crate) fn lines(&self, i: usize) -> Vec<u64> {
+        self.caches[i].lines(&self.tags)
+    }
+
+    /// Puts instance `i`'s lines into `c` (empty, of the same geometry)
+    /// in the same recency order, with their dirty bits.
+    pub(crate) fn install(&self, i: usize, c: &mut Cache) {
+        self.caches[i].install(&self.tags, c);
+    }
+
+    /// Simulates one demand access (instruction fetch, read, write,
+    /// read-modify-write: the caller checks) by `core`.
+    #[inline(always)]
+    pub(crate) fn access(&mut self, core: usize, a: Access) -> AccessResult {
+        let k = a.kind as usize;
+        debug_assert!(k <= AccessKind::ReadModifyWrite as usize);
+        let v = &mut self.views[core][k];
+        let line = a.addr >> v.shift;
+        // A size of 0 or an access reaching past the end of the address
+        // space gives another line: `demand_rest` sorts those out.
+        let end = a.addr.wrapping_add(u64::from(a.size.wrapping_sub(1))) >> v.shift;
+        if line == end {
+            if let Some(t) = self.tags.get_mut(v.off + (line & v.mask) as usize * v.ways) {
+                if *t >> 1 == line {
+                    *t |= u64::from(k >= AccessKind::Write as usize);
+                    v.hits += 1;
+                    return L1_HIT;
+                }
+            }
+        }
+        let c = self.cores[core];
+        self.demand_rest(c, k, a.addr, a.size)
+    }
+
+    /// Simulates `accesses` by `core`, writing each result; returns how
+    /// many were done: all, or up to the first of a kind the engine leaves
+    /// to the general caches.
+    ///
+    /// The loop decides a hit on the most recent line of its first-level
+    /// set itself, with the two first levels' geometry held in locals and
+    /// the hits counted locally; anything else is a call.
+    pub(crate) fn batch(
+        &mut self,
+        core: usize,
+        accesses: &[Access],
+        results: &mut [AccessResult],
+    ) -> usize {
+        let c = self.cores[core];
+        // The geometry as arrays indexed by kind (see `views`).
+        let v = self.views[core];
+        let shift = v.map(|v| v.shift);
+        let off = v.map(|v| v.off);
+        let mask = v.map(|v| v.mask);
+        let ways = v.map(|v| v.ways);
+        // Hits decided here, by kind (which decides the side), added to
+        // the views' counts once.
+        let mut hits = [0u64; 4];
+        let mut done = accesses.len();
+        for (n, (a, r)) in accesses.iter().zip(results.iter_mut()).enumerate() {
+            let k = a.kind as usize;
+            if k > AccessKind::ReadModifyWrite as usize {
+                done = n;
+                break;
+            }
+            let sh = shift[k];
+            let line = a.addr >> sh;
+            // As in `access`.
+            let end = a.addr.wrapping_add(u64::from(a.size.wrapping_sub(1))) >> sh;
+            if line == end {
+                let at = off[k] + (line & mask[k]) as usize * ways[k];
+                if let Some(t) = self.tags.get_mut(at) {
+                    if *t >> 1 == line {
+                        *t |= u64::from(k >= AccessKind::Write as usize);
+                        hits[k] += 1;
+                        *r = L1_HIT;
+                        continue;
+                    }
+                }
+            }
+            *r = self.demand_rest(c, k, a.addr, a.size);
+        }
+        for (v, n) in self.views[core].iter_mut().zip(hits) {
+            v.hits += n;
+        }
+        done
+    }
+
+    /// A one-line hit on the second most recent line of its set (not on
+    /// the most recent): the two swap places, as the walk would do at more
+    /// cost.
+    #[inline(always)]
+    fn second_hit(&mut self, x: usize, k: usize, line: u64) -> bool {
+        let x = &mut self.caches[x];
+        if x.ways < 2 {
+            return false;
+        }
+        let base = x.base_of(line);
+        let pair = &mut self.tags[base..base + 2];
+        let (t0, t1) = (pair[0], pair[1]);
+        if t1 >> 1 != line {
+            return false;
+        }
+        pair[0] = t1 | u64::from(k >= AccessKind::Write as usize);
+        pair[1] = t0;
+        x.acc[k] += 1;
+        true
+    }
+
+    /// A demand access of kind `k` (instruction fetch, read, write,
+    /// read-modify-write) by the core whose instances are `c`, past the
+    /// quick look at the most recent line of its first-level set: the
+    /// address space's end, a hit on the second most recent line, the
+    /// walk.
+    #[inline(never)]
+    fn demand_rest(&mut self, c: [u16; 3], k: usize, mut addr: u64, mut size: u32) -> AccessResult {
+        if addr >= TOP_REGION {
+            (addr, size) = crate::hierarchy::clamp_to_top(addr, size);
+        }
+        let l1 = usize::from(c[usize::from(k != 0)]);
+        let shift = self.caches[l1].shift;
+        let last_byte = addr + u64::from(size.max(1) - 1);
+        let line = addr >> shift;
+        if line == last_byte >> shift && self.second_hit(l1, k, line) {
+            return L1_HIT;
+        }
+        AccessResult::new(self.walk(c, k, addr, last_byte), 1)
+    }
+
+    /// The walk of an access to bytes `addr..=last_byte` that is not a hit
+    /// on the most recent line of its first-level set.
+    #[inline(never)]
+    fn walk(&mut self, c: [u16; 3], k: usize, addr: u64, last_byte: u64) -> ServedBy {
+        let l1 = usize::from(c[usize::from(k != 0)]);
+        let dirty = u64::from(k >= AccessKind::Write as usize);
+        let tags = &mut self.tags[..];
+        let x = &mut self.caches[l1];
+        let (first, last) = (addr >> x.shift, last_byte >> x.shift);
+        let mut miss = false;
+        let mut line = first;
+        loop {
+            match x.reference(tags, line, dirty) {
+                Found::Hit => {}
+                Found::Filled => miss = true,
+                Found::Evicted(t) => {
+                    miss = true;
+                    x.evictions += 1;
+                    self.victims.push((t >> 1, t & 1 != 0));
+                }
+            }
+            if line == last {
+                break;
+            }
+            line += 1;
+        }
+        x.acc[k] += 1;
+        x.miss[k] += u64::from(miss);
+        if !miss {
+            return ServedBy::L1;
+        }
+        let below = c[2];
+        let mut served = ServedBy::MEMORY;
+        if below != NONE {
+            // The first level absorbed any write: below, a read.
+            let lk = usize::from(k != 0);
+            let y = &mut self.caches[usize::from(below)];
+            let (first, last) = (addr >> y.shift, last_byte >> y.shift);
+            let mut miss2 = false;
+            let mut line = first;
+            loop {
+                match y.reference(tags, line, 0) {
+                    Found::Hit => {}
+                    Found::Filled => miss2 = true,
+                    Found::Evicted(t) => {
+                        miss2 = true;
+                        y.evictions += 1;
+                        y.writebacks += t & 1;
+                    }
+                }
+                if line == last {
+                    break;
+                }
+                line += 1;
+            }
+            y.acc[lk] += 1;
+            y.miss[lk] += u64::from(miss2);
+            if !miss2 {
+                served = ServedBy::level_n(2);
+            }
+        }
+        // First-level victims, after the walk below: a dirty one is written
+        // back and marks dirty the line below holding its first byte, if
+        // there is one.
+        let shift1 = self.caches[l1].shift;
+        for &(v, d) in &self.victims {
+            if d {
+                self.caches[l1].writebacks += 1;
+                if below != NONE {
+                    let y = &self.caches[usize::from(below)];
+                    y.mark_dirty(tags, (v << shift1) >> y.shift);
+                }
+            }
+        }
+        self.victims.clear();
+        served
+    }
+}
