@@ -380,3 +380,72 @@ fn eight_threads_captured_fast_100_times_keep_their_output() {
         assert!(n > 0, "thread {t} counted nothing");
     }
 }
+
+/// Signals, faults, threads and libraries arriving while threads run
+/// translated code (`tests-programs/capture/signals.c`): SIGALRM every
+/// 50 µs with and without SA_RESTART and on an alternate stack, a guard
+/// page opened by a SIGSEGV handler, siglongjmp out of a handler, 64
+/// threads, dlopen/dlclose, 1,000 captures in one process. Each case runs
+/// captured in fast mode several times; its output must equal an
+/// uncaptured run's, under a deadline (a hang fails).
+#[test]
+fn signals_faults_threads_and_libraries_during_a_fast_capture() {
+    if !tools_or_skip("signals_faults_threads_and_libraries_during_a_fast_capture") {
+        return;
+    }
+    let bin = build(
+        "tests-programs/capture/signals.c",
+        &["-O1", "-g", "-pthread"],
+        "signals",
+    );
+    let mut bad = Vec::new();
+    for (case, runs) in [
+        ("alarm", 5),
+        ("norestart", 5),
+        ("altstack", 5),
+        ("segv", 20),
+        ("longjmp", 10),
+        ("threads", 5),
+        ("dlopen", 20),
+        ("startstop", 1),
+    ] {
+        let mut plain = Command::new(&bin);
+        plain.args(["plain", case]).current_dir(scratch());
+        let plain = with_deadline(plain, 60);
+        assert!(plain.status.success(), "{case}: plain run failed");
+        let dump = scratch().join(format!("signals.{case}.ccdump"));
+        for i in 0..runs {
+            let _ = std::fs::remove_file(&dump);
+            let mut c = Command::new(&bin);
+            c.args(["coldcache", case])
+                .arg(&dump)
+                .env("COLDCACHE_MODE", "fast")
+                .env("COLDCACHE_QUIET", "1")
+                .current_dir(scratch());
+            let out = with_deadline(c, 120);
+            if out.status.code() != Some(0) || out.stdout != plain.stdout {
+                bad.push(format!(
+                    "{case} run {i}: status {}, output {:?} (plain {:?}) {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&plain.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+                break;
+            }
+        }
+        let d = Dump::from_bytes(&std::fs::read(&dump).unwrap()).unwrap();
+        if !d
+            .meta
+            .notes
+            .iter()
+            .any(|n| n.starts_with("capture mode fast"))
+        {
+            bad.push(format!("{case}: the dump does not say fast mode ran"));
+        }
+        if d.meta.instructions == 0 {
+            bad.push(format!("{case}: nothing was captured"));
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
