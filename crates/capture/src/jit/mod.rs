@@ -69,6 +69,9 @@ static TRAP_JMP: AtomicU64 = AtomicU64::new(0);
 static TLS_OFFSET: AtomicI64 = AtomicI64::new(i64::MIN);
 /// Instructions the trap engine stepped in this fast-mode capture.
 static TRAPPED: AtomicU64 = AtomicU64::new(0);
+/// Benchmarks only (`COLDCACHE_FAST_NULL_CONSUMER`): records are thrown
+/// away instead of replayed, which measures the translated code alone.
+static NULL_CONSUMER: AtomicBool = AtomicBool::new(false);
 /// Dispatcher entries in this capture (for the summary).
 static DISPATCHES: AtomicU64 = AtomicU64::new(0);
 /// The state of every thread in translated code (0: free slot), so a stop
@@ -301,6 +304,10 @@ pub(crate) fn prepare(
         }
         Ok(())
     })?;
+    NULL_CONSUMER.store(
+        std::env::var_os("COLDCACHE_FAST_NULL_CONSUMER").is_some(),
+        Ordering::Relaxed,
+    );
     EPOCH.fetch_add(1, Ordering::AcqRel);
     TRAPPED.store(0, Ordering::Relaxed);
     DISPATCHES.store(0, Ordering::Relaxed);
@@ -603,6 +610,10 @@ fn discard(t: &mut Tls) {
 fn flush(t: &mut Tls) -> Replayed {
     let (start, end) = (t.buf_start, t.cursor);
     if end <= start {
+        return Replayed::Go;
+    }
+    if NULL_CONSUMER.load(Ordering::Relaxed) {
+        discard(t);
         return Replayed::Go;
     }
     let tid = t.tid as u32;
