@@ -628,6 +628,22 @@ pub fn summary(d: &Dump, path: &Path) -> String {
     if un > 0 {
         s += &format!("  {un} instructions unmodelled: {:?}\n", d.meta.unmodelled);
     }
+    // Which mode ran, and how much of a fast capture the trap engine did.
+    match d
+        .meta
+        .notes
+        .iter()
+        .find_map(|n| n.strip_prefix("capture mode fast: "))
+        .and_then(|n| n.split(' ').next()?.parse::<u64>().ok())
+    {
+        Some(trapped) => {
+            s += &format!(
+                "  mode fast: {trapped} of {} instructions ran under the trap engine\n",
+                d.meta.instructions
+            )
+        }
+        None => s += "  mode trap\n",
+    }
     if let Some(c) = &d.meta.cut_short {
         s += &format!("  cut short: {c}\n");
     }

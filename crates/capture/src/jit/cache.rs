@@ -108,7 +108,7 @@ impl CodeCache {
         else {
             return false;
         };
-        if at % 8 != 0 {
+        if !at.is_multiple_of(8) {
             return false;
         }
         let dst = (c.rw + (at - c.rx)) as *const std::sync::atomic::AtomicU64;

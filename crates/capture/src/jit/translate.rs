@@ -402,7 +402,7 @@ fn direct_exit(a: &mut Asm, tls: i32, to: u64, via: i32, link: bool) {
 
 /// Pads with `nop`s to an 8-byte boundary.
 fn align8(a: &mut Asm) {
-    while a.ip() % 8 != 0 {
+    while !a.ip().is_multiple_of(8) {
         a.bytes(&[0x90]);
     }
 }
