@@ -1,7 +1,7 @@
 /* signals.c - hostile program for the capture engines: signals, faults and
  * threads arriving while code is traced (translated, in fast mode).
  *
- * Usage: signals plain|coldcache CASE [DUMP]
+ * Usage: signals plain|coldcache CASE [DUMP [COUNT]]
  *   alarm      SIGALRM every 50 us (SA_RESTART) while computing and reading
  *              a pipe
  *   norestart  the same without SA_RESTART: interrupted reads are retried
@@ -12,7 +12,8 @@
  *              of work is redone
  *   threads    64 threads created and joined
  *   dlopen     libm loaded, called and unloaded
- *   startstop  1000 captures started and stopped in one process
+ *   startstop  captures started and stopped in one process (1000, or the
+ *              count given after DUMP)
  * Prints the same line with and without capture; the work is the same
  * whatever the number of signals delivered.
  */
@@ -177,7 +178,8 @@ int main(int argc, char **argv) {
     uint64_t s;
     if (!strcmp(argv[2], "startstop")) {
         s = 0;
-        for (int i = 0; i < 1000; i++) {
+        int count = argc > 4 ? atoi(argv[4]) : 1000;
+        for (int i = 0; i < count; i++) {
             if (capture && coldcache_start(&o) != 0) { fprintf(stderr, "start: %s\n", coldcache_last_error()); return 1; }
             s += work((uint64_t)i, 200);
             if (capture && coldcache_stop() != 0) { fprintf(stderr, "stop: %s\n", coldcache_last_error()); return 1; }

@@ -81,8 +81,21 @@ static RUNNERS: [AtomicU64; 256] = [const { AtomicU64::new(0) }; 256];
 /// Bytes of a thread's record buffer, and of the non-zero tail after it.
 const BUFFER: usize = 1 << 20;
 const TAIL: usize = 4096;
-/// Bytes of a thread's dispatcher stack.
+/// Bytes of a thread's dispatcher stack mapping: its lookup table at the
+/// bottom, the stack above.
 const STACK: usize = 1 << 20;
+/// Entries of a thread's lookup table (direct-mapped).
+const LOOKUP: usize = 4096;
+
+/// One entry of a thread's lookup table: the block code for a program
+/// address, valid in one capture.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct LookupEntry {
+    pc: u64,
+    code: u64,
+    epoch: u64,
+}
 /// Bytes reserved on that stack for the XSAVE area.
 const XSAVE_AREA: i32 = 8192;
 const TF: u64 = 0x100;
@@ -430,6 +443,7 @@ pub(crate) fn release_thread() {
     t.buf_start = 0;
     t.buf_end = 0;
     t.stack_top = 0;
+    t.lookup = 0;
 }
 
 /// Maps the thread's dispatcher stack and record buffer if it has none.
@@ -441,6 +455,7 @@ fn thread_resources(t: &mut Tls) -> bool {
         let Some(p) = map(STACK) else { return false };
         t.stack_map = p;
         t.stack_top = (p + STACK as u64) & !63;
+        t.lookup = p;
     }
     if t.buf_map == 0 {
         let Some(p) = map(BUFFER + TAIL) else {
@@ -493,9 +508,74 @@ extern "C" fn dispatch(frame: *mut Frame) {
     // SAFETY: the generated dispatcher passes the frame it pushed on this
     // thread's dispatcher stack; this thread's own state.
     let (frame, t) = unsafe { (&mut *frame, &mut *tls::this()) };
-    DISPATCHES.fetch_add(1, Ordering::Relaxed);
     let next = t.next;
     let state = STATE.load(Ordering::Acquire);
+    let epoch = EPOCH.load(Ordering::Acquire);
+    // The common case, an indirect branch or return to a block this thread
+    // went to before: its own table, no lock, no system call.
+    if t.reason == 0
+        && t.from == 0
+        && state == RUNNING
+        && t.epoch == epoch
+        && (t.window == 0 || t.app_rsp <= t.window)
+        && next != BP_ADDR.load(Ordering::Acquire)
+    {
+        let e = lookup_slot(t, next);
+        if e.pc == next && e.epoch == epoch {
+            t.target = e.code;
+            return;
+        }
+    }
+    DISPATCHES.fetch_add(1, Ordering::Relaxed);
+    // The rest takes locks: a signal handler of the program must not run
+    // (and perhaps `siglongjmp` away) while they are held.
+    let mask = block_signals();
+    dispatch_slow(frame, t, next, state);
+    restore_signals(&mask);
+}
+
+/// The slot of `pc` in the thread's lookup table.
+fn lookup_slot(t: &mut Tls, pc: u64) -> &mut LookupEntry {
+    let i = (pc ^ (pc >> 12)) as usize & (LOOKUP - 1);
+    // SAFETY: `t.lookup` is the bottom of this thread's dispatcher stack
+    // mapping, which holds LOOKUP entries below the stack's reach.
+    unsafe { &mut *(t.lookup as *mut LookupEntry).add(i) }
+}
+
+/// Blocks every signal on this thread (raw system call: glibc's wrapper
+/// would leave its own signals open); returns the previous mask.
+fn block_signals() -> [u64; 1] {
+    let all = [!0u64];
+    let mut old = [0u64];
+    // SAFETY: rt_sigprocmask with 8-byte sets in live locals.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK,
+            all.as_ptr(),
+            old.as_mut_ptr(),
+            8,
+        )
+    };
+    old
+}
+
+fn restore_signals(old: &[u64; 1]) {
+    // SAFETY: as above.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            old.as_ptr(),
+            core::ptr::null_mut::<u64>(),
+            8,
+        )
+    };
+}
+
+/// The dispatcher's work when its table does not answer: replays, stops,
+/// translations, links (signals blocked).
+fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
     if t.epoch != EPOCH.load(Ordering::Acquire) || !(state == RUNNING || state == STOPPING) {
         wipe(t);
         return leave(t, frame, next);
@@ -529,7 +609,15 @@ extern "C" fn dispatch(frame: *mut Frame) {
         })
     };
     match code {
-        Some(code) => t.target = code,
+        Some(code) => {
+            t.target = code;
+            let epoch = t.epoch;
+            *lookup_slot(t, next) = LookupEntry {
+                pc: next,
+                code,
+                epoch,
+            };
+        }
         None => match flush(t) {
             Replayed::Go => {
                 // Back to the trap engine for this instruction.
@@ -765,11 +853,130 @@ fn xsave_size() -> u32 {
     }
 }
 
+/// The dispatcher's first part, on its stack with the program's registers
+/// still live: a return or indirect branch to a block the thread's table
+/// knows jumps there after saving and restoring only RFLAGS, RAX and RCX
+/// (the same conditions as the top of [`dispatch`]); anything else falls
+/// through to the full save, with the stack as it found it.
+fn fast_lookup(a: &mut Asm, tls: i32) {
+    use core::mem::offset_of;
+    use iced_x86::MemoryOperand;
+    let t = |o: usize| fs(tls + o as i32);
+    let (rax, rcx, eax) = (Register::RAX, Register::RCX, Register::EAX);
+    let mut to_slow = Vec::with_capacity(8);
+    let branch = |a: &mut Asm, code: Code, to_slow: &mut Vec<usize>| {
+        a.emit(Instruction::with_branch(code, a.ip()));
+        to_slow.push(a.len());
+    };
+    a.emit(Ok(Instruction::with(Code::Pushfq)));
+    a.emit(push(rax));
+    a.emit(push(rcx));
+    // A direct exit to link or a full buffer: the full path.
+    a.emit(load(rax, t(offset_of!(Tls, reason))));
+    a.emit(Instruction::with2(
+        Code::Or_r64_rm64,
+        rax,
+        t(offset_of!(Tls, from)),
+    ));
+    branch(a, Code::Jne_rel32_64, &mut to_slow);
+    // The capture runs.
+    a.emit(emit::mov_imm64(rax, STATE.as_ptr() as u64));
+    a.emit(Instruction::with2(
+        Code::Movzx_r32_rm8,
+        eax,
+        MemoryOperand::with_base(rax),
+    ));
+    a.emit(Instruction::with2(
+        Code::Cmp_rm32_imm8,
+        eax,
+        i32::from(RUNNING),
+    ));
+    branch(a, Code::Jne_rel32_64, &mut to_slow);
+    // The watched function has not returned (RSP at or below its slot).
+    a.emit(load(rax, t(offset_of!(Tls, window))));
+    a.emit(Instruction::with2(Code::Test_rm64_r64, rax, rax));
+    a.emit(Instruction::with_branch(Code::Je_rel32_64, a.ip()));
+    let window_ok = a.len();
+    a.emit(Instruction::with2(
+        Code::Cmp_rm64_r64,
+        t(off::APP_RSP as usize),
+        rax,
+    ));
+    branch(a, Code::Ja_rel32_64, &mut to_slow);
+    let here = a.ip();
+    a.patch_rel32(window_ok, here);
+    // Not the function trigger's entry.
+    a.emit(load(rcx, t(off::NEXT as usize)));
+    a.emit(emit::mov_imm64(rax, BP_ADDR.as_ptr() as u64));
+    a.emit(Instruction::with2(
+        Code::Cmp_r64_rm64,
+        rcx,
+        MemoryOperand::with_base(rax),
+    ));
+    branch(a, Code::Je_rel32_64, &mut to_slow);
+    // The entry of `next` (as `lookup_slot` computes it).
+    a.emit(Instruction::with2(Code::Mov_r64_rm64, rax, rcx));
+    a.emit(Instruction::with2(Code::Shr_rm64_imm8, rax, 12i32));
+    a.emit(Instruction::with2(Code::Xor_r64_rm64, rax, rcx));
+    a.emit(Instruction::with2(
+        Code::And_rm32_imm32,
+        eax,
+        (LOOKUP - 1) as i32,
+    ));
+    a.emit(Instruction::with2(
+        Code::Lea_r64_m,
+        rax,
+        MemoryOperand::with_base_index_scale(rax, rax, 2),
+    ));
+    a.emit(Instruction::with2(Code::Shl_rm64_imm8, rax, 3i32));
+    a.emit(Instruction::with2(
+        Code::Add_r64_rm64,
+        rax,
+        t(offset_of!(Tls, lookup)),
+    ));
+    a.emit(Instruction::with2(
+        Code::Cmp_r64_rm64,
+        rcx,
+        MemoryOperand::with_base(rax),
+    ));
+    branch(a, Code::Jne_rel32_64, &mut to_slow);
+    // Made in this thread's capture, and that capture is the current one.
+    a.emit(load(rcx, at(rax, 16)));
+    a.emit(Instruction::with2(
+        Code::Cmp_r64_rm64,
+        rcx,
+        t(offset_of!(Tls, epoch)),
+    ));
+    branch(a, Code::Jne_rel32_64, &mut to_slow);
+    a.emit(load(rcx, at(rax, 8)));
+    a.emit(emit::mov_imm64(rax, EPOCH.as_ptr() as u64));
+    a.emit(load(rax, at(rax, 0)));
+    a.emit(Instruction::with2(
+        Code::Cmp_r64_rm64,
+        rax,
+        t(offset_of!(Tls, epoch)),
+    ));
+    branch(a, Code::Jne_rel32_64, &mut to_slow);
+    a.emit(store(t(off::TARGET as usize), rcx));
+    a.emit(pop(rcx));
+    a.emit(pop(rax));
+    a.emit(Ok(Instruction::with(Code::Popfq)));
+    a.emit(load(Register::RSP, t(off::APP_RSP as usize)));
+    a.emit(jmp_mem(t(off::TARGET as usize)));
+    let slow = a.ip();
+    for end in to_slow {
+        a.patch_rel32(end, slow);
+    }
+    a.emit(pop(rcx));
+    a.emit(pop(rax));
+    a.emit(Ok(Instruction::with(Code::Popfq)));
+}
+
 /// Generates the dispatcher (once per process): entries that save the
 /// program's registers on the thread's dispatcher stack, call [`dispatch`],
 /// restore them and jump to `T.target`.
 fn generate_dispatcher(cache: &mut CodeCache, tls: i32) -> Result<(), &'static str> {
-    const SIZE: u64 = 1024;
+    const SIZE: u64 = 2048;
     let base = cache
         .reserve(0, SIZE)
         .ok_or("no memory for the translator's code cache")?;
@@ -786,6 +993,7 @@ fn generate_dispatcher(cache: &mut CodeCache, tls: i32) -> Result<(), &'static s
     a.patch_rel32(jmp_end, common);
     a.emit(store(t(off::APP_RSP), Register::RSP));
     a.emit(load(Register::RSP, t(off::STACK_TOP)));
+    fast_lookup(&mut a, tls);
     a.emit(Ok(Instruction::with(Code::Pushfq)));
     const SAVED: [Register; 15] = [
         Register::RAX,

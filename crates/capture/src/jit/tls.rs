@@ -68,6 +68,9 @@ pub(crate) struct Tls {
     pub buf_map: u64,
     /// Thread id.
     pub tid: u64,
+    /// The thread's lookup table (program address → code), at the bottom
+    /// of its dispatcher stack mapping.
+    pub lookup: u64,
 }
 
 thread_local! {
@@ -93,6 +96,7 @@ thread_local! {
             stack_map: 0,
             buf_map: 0,
             tid: 0,
+            lookup: 0,
         })
     };
 }
