@@ -335,6 +335,22 @@ pub(crate) fn finish() -> Option<(u64, u64)> {
     if !FAST.load(Ordering::Acquire) {
         return None;
     }
+    // Finishing from a handler that interrupted this thread's translated
+    // code (a fatal signal, a redirect to `finish`): its records up to the
+    // last completed block are replayed here, or they would be lost.
+    if in_translation() {
+        // SAFETY: this thread's own state; it is not in the dispatcher
+        // (which blocks signals while it works).
+        let t = unsafe { &mut *tls::this() };
+        if t.epoch == EPOCH.load(Ordering::Acquire) {
+            let mask = block_signals();
+            flush(t);
+            restore_signals(&mask);
+        }
+        // Should it return to translated code, its next dispatch finds the
+        // capture over and leaves.
+        deactivate(t);
+    }
     // Threads looping in linked blocks never reach the dispatcher on their
     // own: make their next buffer check fail. Every word past the block in
     // flight (records start at the cursor, at most MAX_RECORD bytes) reads
