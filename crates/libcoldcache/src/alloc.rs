@@ -8,6 +8,12 @@
 //! allocator code than it does alone. Everything the library allocates
 //! therefore comes from here and never touches the program's heap.
 //!
+//! The mappings themselves go to a region of their own, far below where
+//! the kernel places the program's mappings (top-down from under the
+//! stack) and far from its executable and heap, so the addresses the
+//! program's own `mmap` and `malloc` return stay the ones they would be
+//! without coldcache (a program that prints or hashes them sees the same).
+//!
 //! Small blocks (up to 1 MiB) are power-of-two size classes carved from
 //! 4 MiB regions and recycled through free lists; larger blocks are their
 //! own mappings. A spin lock guards the state; nothing here runs in a
@@ -72,7 +78,35 @@ impl Default for MmapAlloc {
     }
 }
 
+/// Where the next mapping goes (see the module doc); only moves up.
+static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0x2000_0000_0000);
+
 fn map(len: usize) -> *mut u8 {
+    let len_aligned = (len + (2 << 20) - 1) & !((2 << 20) - 1);
+    for _ in 0..64 {
+        let at = NEXT.fetch_add(len_aligned, Ordering::Relaxed);
+        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
+        let p = unsafe {
+            libc::mmap(
+                at as *mut libc::c_void,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            continue;
+        }
+        if p as usize == at {
+            return p as *mut u8;
+        }
+        // A kernel that took the address as a hint only.
+        // SAFETY: unmapping the mapping just made elsewhere.
+        unsafe { libc::munmap(p, len) };
+        break;
+    }
     // SAFETY: an anonymous private mapping has no preconditions.
     let p = unsafe {
         libc::mmap(
