@@ -10,9 +10,11 @@
 //!
 //! The mappings themselves go to a region of their own, far below where
 //! the kernel places the program's mappings (top-down from under the
-//! stack) and far from its executable and heap, so the addresses the
-//! program's own `mmap` and `malloc` return stay the ones they would be
-//! without coldcache (a program that prints or hashes them sees the same).
+//! stack) and far from its executable and heap, so the tables of a capture
+//! (whatever their size, whatever the mode) do not move the addresses the
+//! program's own `mmap` and `malloc` return. (The library's own image, its
+//! handler stacks and its writer thread's stack still take their place
+//! among the program's mappings when it is loaded.)
 //!
 //! Small blocks (up to 1 MiB) are power-of-two size classes carved from
 //! 4 MiB regions and recycled through free lists; larger blocks are their
