@@ -40,7 +40,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// The signals whose default action ends the process and that a program
 /// can catch, with the reason the dump gives when one ends it. SIGTRAP and
-/// the real-time signals are the engine's or left alone.
+/// the real-time signals are the engine's or left alone. SIGUSR1 and
+/// SIGUSR2 are left alone too: they are the trigger signals, and
+/// `coldcache trigger` refuses a process that does not catch its signal; a
+/// handler here would let it send one to a `--function` capture, which
+/// would then die of it.
 const FATAL: &[(i32, &str)] = &[
     (libc::SIGHUP, "the program was killed by SIGHUP"),
     (libc::SIGINT, "the program was killed by SIGINT"),
@@ -49,9 +53,7 @@ const FATAL: &[(i32, &str)] = &[
     (libc::SIGABRT, "the program was killed by SIGABRT"),
     (libc::SIGBUS, "the program was killed by SIGBUS"),
     (libc::SIGFPE, "the program was killed by SIGFPE"),
-    (libc::SIGUSR1, "the program was killed by SIGUSR1"),
     (libc::SIGSEGV, "the program was killed by SIGSEGV"),
-    (libc::SIGUSR2, "the program was killed by SIGUSR2"),
     (libc::SIGPIPE, "the program was killed by SIGPIPE"),
     (libc::SIGALRM, "the program was killed by SIGALRM"),
     (libc::SIGTERM, "the program was killed by SIGTERM"),

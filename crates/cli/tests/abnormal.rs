@@ -156,7 +156,13 @@ fn program_of(record: &Running) -> i32 {
             .unwrap();
         if let Some(p) = String::from_utf8_lossy(&out.stdout)
             .split_whitespace()
-            .next()
+            .find(|p| {
+                // Not `record`'s fork before its exec, not the `ld.so
+                // --list` it runs first to resolve `--function`.
+                let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+                let comm = comm.trim();
+                !comm.is_empty() && comm != "coldcache" && !comm.starts_with("ld-")
+            })
         {
             return p.parse().unwrap();
         }

@@ -90,6 +90,18 @@ pub fn wait_with_deadline(mut child: Child, what: &str) -> Output {
 /// The pid of the program `coldcache record` (process `parent`) started,
 /// waiting for it until the deadline.
 #[allow(dead_code)] // not every test file opens signal windows
+/// Whether child `pid` of `record` is the program: not `record`'s own
+/// fork before its `exec`, not the `ld.so --list` it runs first to resolve
+/// `--function`.
+pub fn is_the_program(pid: &str) -> bool {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    let comm = comm.trim();
+    !comm.is_empty()
+        && comm != "coldcache"
+        && !comm.starts_with("ld-")
+        && !comm.starts_with("ld.so")
+}
+
 pub fn program_of(parent: u32) -> String {
     let start = Instant::now();
     loop {
@@ -99,7 +111,7 @@ pub fn program_of(parent: u32) -> String {
             .unwrap();
         if let Some(p) = String::from_utf8_lossy(&out.stdout)
             .split_whitespace()
-            .next()
+            .find(|p| is_the_program(p))
         {
             return p.to_string();
         }
