@@ -496,41 +496,14 @@ impl Accountant {
             self.finish_rep(ti, rep_ip, m);
         }
         // A call completed: the callee's first instruction is at `ip`.
-        let site = std::mem::take(&mut self.threads[ti].pending_call);
-        if site != 0 {
-            let parent = current_stack(&self.threads[ti]);
-            let Some(id) = self.stacks.intern(parent, site, ip) else {
-                return self.stop("stack reserve exhausted");
-            };
-            let depth = self.depth;
-            let t = &mut self.threads[ti];
-            if t.frames.len() >= depth {
-                return self.stop("call depth reserve exhausted");
-            }
-            t.frames.push(Frame {
-                stack: id,
-                ret_slot: sp,
-            });
+        if let Some(v) = self.enter_pending_call(ti, ip, sp) {
+            return v;
         }
         if !self.threads[ti].seeded {
             self.seed(ti, ip, sp, fp, m);
         }
-        {
-            let t = &mut self.threads[ti];
-            while t.frames.last().is_some_and(|f| f.ret_slot < sp) {
-                t.frames.pop();
-            }
-            if t.func_ret_slot != 0 && sp > t.func_ret_slot {
-                // The watched function returned.
-                t.func_ret_slot = 0;
-                t.active = false;
-                self.calls_done += 1;
-                let more = self
-                    .func
-                    .is_some_and(|calls| self.calls_seen < calls.end() - 1)
-                    && self.cut_short.is_none();
-                return Verdict::FunctionReturned { more };
-            }
+        if let Some(v) = self.pop_returned(ti, sp) {
+            return v;
         }
         let Some(di) = self.decoded(ip, m) else {
             return self.stop("instruction reserve exhausted");
@@ -613,37 +586,11 @@ impl Accountant {
         for (k, s) in slots.iter_mut().enumerate() {
             fill(k, m);
             let (ip, sp) = (s.ip, rsp.wrapping_add(s.sp_delta as u64));
-            let site = std::mem::take(&mut self.threads[ti].pending_call);
-            if site != 0 {
-                let parent = current_stack(&self.threads[ti]);
-                let Some(id) = self.stacks.intern(parent, site, ip) else {
-                    return self.stop("stack reserve exhausted");
-                };
-                let depth = self.depth;
-                let t = &mut self.threads[ti];
-                if t.frames.len() >= depth {
-                    return self.stop("call depth reserve exhausted");
-                }
-                t.frames.push(Frame {
-                    stack: id,
-                    ret_slot: sp,
-                });
+            if let Some(v) = self.enter_pending_call(ti, ip, sp) {
+                return v;
             }
-            {
-                let t = &mut self.threads[ti];
-                while t.frames.last().is_some_and(|f| f.ret_slot < sp) {
-                    t.frames.pop();
-                }
-                if t.func_ret_slot != 0 && sp > t.func_ret_slot {
-                    t.func_ret_slot = 0;
-                    t.active = false;
-                    self.calls_done += 1;
-                    let more = self
-                        .func
-                        .is_some_and(|calls| self.calls_seen < calls.end() - 1)
-                        && self.cut_short.is_none();
-                    return Verdict::FunctionReturned { more };
-                }
+            if let Some(v) = self.pop_returned(ti, sp) {
+                return v;
             }
             let di = if s.decoded != BlockSlot::NONE {
                 s.decoded as usize
@@ -682,6 +629,51 @@ impl Accountant {
             }
         }
         Verdict::Continue
+    }
+
+    /// A call completed at the previous step: pushes the shadow frame of
+    /// its callee, whose first instruction is at `ip` (RSP `sp` points at
+    /// the return address). `Some` when a reserve is exhausted.
+    fn enter_pending_call(&mut self, ti: usize, ip: u64, sp: u64) -> Option<Verdict> {
+        let site = std::mem::take(&mut self.threads[ti].pending_call);
+        if site == 0 {
+            return None;
+        }
+        let parent = current_stack(&self.threads[ti]);
+        let Some(id) = self.stacks.intern(parent, site, ip) else {
+            return Some(self.stop("stack reserve exhausted"));
+        };
+        let depth = self.depth;
+        let t = &mut self.threads[ti];
+        if t.frames.len() >= depth {
+            return Some(self.stop("call depth reserve exhausted"));
+        }
+        t.frames.push(Frame {
+            stack: id,
+            ret_slot: sp,
+        });
+        None
+    }
+
+    /// Pops the shadow frames whose return-address slot lies below `sp`
+    /// (returns, `longjmp`, exceptions); `Some` when the watched function
+    /// has returned, which ends this thread's window.
+    fn pop_returned(&mut self, ti: usize, sp: u64) -> Option<Verdict> {
+        let t = &mut self.threads[ti];
+        while t.frames.last().is_some_and(|f| f.ret_slot < sp) {
+            t.frames.pop();
+        }
+        if t.func_ret_slot == 0 || sp <= t.func_ret_slot {
+            return None;
+        }
+        t.func_ret_slot = 0;
+        t.active = false;
+        self.calls_done += 1;
+        let more = self
+            .func
+            .is_some_and(|calls| self.calls_seen < calls.end() - 1)
+            && self.cut_short.is_none();
+        Some(Verdict::FunctionReturned { more })
     }
 
     /// Whether `ip` lies in a file-backed module mapped at the start, whose

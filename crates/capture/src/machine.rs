@@ -282,7 +282,7 @@ fn fs_base(fsgsbase: bool) -> u64 {
 }
 
 /// GS base of the running thread.
-fn gs_base(fsgsbase: bool) -> u64 {
+pub(crate) fn gs_base(fsgsbase: bool) -> u64 {
     if fsgsbase {
         let v: u64;
         // SAFETY: as for `rdfsbase` above.

@@ -744,7 +744,7 @@ fn replay(
     let mut m = RecordedMachine {
         regs: [0; 16],
         fs: tls::thread_pointer(),
-        gs: gs_base(),
+        gs: crate::machine::gs_base(false),
     };
     let mut p = start;
     let mut out = Replayed::Go;
@@ -849,14 +849,6 @@ impl Machine for RecordedMachine {
     fn read_memory(&self, addr: u64, buf: &mut [u8]) -> bool {
         crate::memory::read_bytes(addr, buf)
     }
-}
-
-/// The calling thread's GS base.
-fn gs_base() -> u64 {
-    let mut v: u64 = 0;
-    // SAFETY: ARCH_GET_GS writes the GS base to a live local.
-    unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1004, &mut v as *mut u64) };
-    v
 }
 
 /// Size of the XSAVE area for the features the OS enabled.
@@ -1106,7 +1098,6 @@ fn generate_dispatcher(cache: &mut CodeCache, tls: i32) -> Result<(), &'static s
     DISPATCH_ENTRY.store(entry, Ordering::Release);
     DISPATCH_FULL.store(full, Ordering::Release);
     TRAP_JMP.store(trap_jmp, Ordering::Release);
-    let _ = MAX_RECORD;
     Ok(())
 }
 
