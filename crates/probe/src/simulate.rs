@@ -196,4 +196,33 @@ mod tests {
         assert_eq!(sim.capacity[1], Some(l2.size));
         assert_eq!(sim.assoc, Some(l1.assoc));
     }
+
+    /// A quick run may measure a line shorter than the configuration's:
+    /// the patterns then visit each line more than once per cycle, and a
+    /// revisit can hit. The apparent capacity still lies between the
+    /// configured size (everything that fits hits) and four times it (at
+    /// most a quarter of the lines can be held, so most visits miss).
+    #[test]
+    fn a_short_measured_line_bounds_the_apparent_capacity() {
+        let cfg = coldcache_config::resolve(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/caches/small-2level.toml"
+        ))
+        .unwrap();
+        let sizes: Vec<u64> = (12..18)
+            .flat_map(|k| [4u64, 5, 6, 7].map(|m| (1u64 << k) * m / 4))
+            .collect();
+        for line in [8usize, 16, 32] {
+            let plan = SimPlan {
+                sizes: sizes.clone(),
+                line,
+                seed: 7,
+                assoc_stride: 1 << 10,
+                assoc_lines: vec![1, 2],
+            };
+            let sim = simulate(&cfg, &plan).unwrap();
+            let cap = sim.capacity[0].unwrap();
+            assert!((4096..16384).contains(&cap), "line {line}: {cap}");
+        }
+    }
 }
