@@ -509,14 +509,10 @@ impl Accountant {
             return self.stop("instruction reserve exhausted");
         };
         let stack = current_stack(&self.threads[ti]);
-        // The cache is moved out while counting (a few words) so the
-        // decoded instruction is borrowed, not copied, on this hot path.
-        let decode = std::mem::take(&mut self.decode);
-        let d = decode.at(di);
-        let counted = self.count(ti, ip, stack, d, m, Mode::Before);
+        let counted = self.count(ti, ip, stack, di, m, Mode::Before);
+        let d = self.decode.at(di);
         let (rep, len, flow) = (d.rep, d.len, d.flow);
         let rep_live = rep != Rep::None && count_register(d, m) != 0;
-        self.decode = decode;
         if !counted {
             return self.stop("record or trace reserve exhausted");
         }
@@ -583,14 +579,30 @@ impl Accountant {
             return Verdict::Continue;
         };
         let serial = self.threads[ti].serial;
+        // Within a block RSP moves by amounts known at translation: a frame
+        // can be entered only after a call (which ends a block) and popped
+        // only where RSP rises above every RSP checked since, so those
+        // checks, and the current stack, are redone only there.
+        let mut call_before = true;
+        let mut checked = i64::MIN;
+        let mut stack = 0;
+        let limited = self.max_instructions != 0
+            && self.instructions + slots.len() as u64 >= self.max_instructions;
         for (k, s) in slots.iter_mut().enumerate() {
             fill(k, m);
             let (ip, sp) = (s.ip, rsp.wrapping_add(s.sp_delta as u64));
-            if let Some(v) = self.enter_pending_call(ti, ip, sp) {
-                return v;
+            if call_before {
+                if let Some(v) = self.enter_pending_call(ti, ip, sp) {
+                    return v;
+                }
+                checked = i64::MIN;
             }
-            if let Some(v) = self.pop_returned(ti, sp) {
-                return v;
+            if s.sp_delta > checked {
+                if let Some(v) = self.pop_returned(ti, sp) {
+                    return v;
+                }
+                checked = s.sp_delta;
+                stack = current_stack(&self.threads[ti]);
             }
             let di = if s.decoded != BlockSlot::NONE {
                 s.decoded as usize
@@ -603,7 +615,6 @@ impl Accountant {
                 }
                 di
             };
-            let stack = current_stack(&self.threads[ti]);
             let row = if s.row != BlockSlot::NONE && s.stack == stack && s.serial == serial {
                 s.row as usize
             } else {
@@ -613,18 +624,17 @@ impl Accountant {
                 (s.row, s.stack, s.serial) = (row as u32, stack, serial);
                 row
             };
-            let decode = std::mem::take(&mut self.decode);
-            let d = decode.at(di);
-            let counted = self.count_row(ti, ip, row, d, m, Mode::Before);
+            let counted = self.count_row(ti, ip, row, di, m, Mode::Before);
+            let d = self.decode.at(di);
             let (len, flow) = (d.len, d.flow);
-            self.decode = decode;
             if !counted {
                 return self.stop("record or trace reserve exhausted");
             }
-            if flow == Flow::Call {
+            call_before = flow == Flow::Call;
+            if call_before {
                 self.threads[ti].pending_call = ip + u64::from(len) - 1;
             }
-            if self.max_instructions != 0 && self.instructions >= self.max_instructions {
+            if limited && self.instructions >= self.max_instructions {
                 return self.stop("instruction limit reached");
             }
         }
@@ -755,11 +765,11 @@ impl Accountant {
     /// data access, so instruction counts agree with Valgrind's.
     fn finish_rep<M: Machine + ?Sized>(&mut self, ti: usize, ip: u64, m: &M) {
         let kind = self.threads[ti].rep_kind;
-        let Some(d) = self.decode.get(ip).copied() else {
+        let Some(di) = self.decode.index(ip) else {
             return;
         };
         let zf = m.rflags() & 0x40 != 0;
-        let ended_on_count = count_register(&d, m) == 0
+        let ended_on_count = count_register(self.decode.at(di), m) == 0
             && match kind {
                 Rep::Count => true,
                 Rep::WhileEqual => zf,
@@ -768,7 +778,7 @@ impl Accountant {
             };
         if ended_on_count {
             let stack = current_stack(&self.threads[ti]);
-            self.count(ti, ip, stack, &d, m, Mode::NoData);
+            self.count(ti, ip, stack, di, m, Mode::NoData);
         }
     }
 
@@ -778,24 +788,25 @@ impl Accountant {
         let Some(di) = self.decoded(ip, m) else {
             return;
         };
-        let d = *self.decode.at(di);
         let stack = current_stack(&self.threads[ti]);
-        if self.count(ti, ip, stack, &d, m, Mode::After) {
+        if self.count(ti, ip, stack, di, m, Mode::After) {
             self.untrapped += 1;
         }
+        let d = self.decode.at(di);
         if d.flow == Flow::Call {
             self.threads[ti].pending_call = ip + u64::from(d.len) - 1;
         }
     }
 
-    /// Counts one execution of `d` at `ip`. Returns false when the record
-    /// or trace reserve is exhausted.
+    /// Counts one execution of the instruction decoded at index `di` of the
+    /// decode cache, at `ip`. Returns false when the record or trace
+    /// reserve is exhausted.
     fn count<M: Machine + ?Sized>(
         &mut self,
         ti: usize,
         ip: u64,
         stack: u32,
-        d: &Decoded,
+        di: usize,
         m: &M,
         mode: Mode,
     ) -> bool {
@@ -803,7 +814,7 @@ impl Accountant {
         let Some(row) = self.counters.row_index(ip, stack, serial) else {
             return false;
         };
-        self.count_row(ti, ip, row, d, m, mode)
+        self.count_row(ti, ip, row, di, m, mode)
     }
 
     /// [`Accountant::count`] into counter row `row`.
@@ -812,10 +823,13 @@ impl Accountant {
         ti: usize,
         ip: u64,
         row: usize,
-        d: &Decoded,
+        di: usize,
         m: &M,
         mode: Mode,
     ) -> bool {
+        // A field borrow, not of `self`: the counting below mutates only
+        // other fields.
+        let d = self.decode.at(di);
         let core = self.threads[ti].core as usize;
         let serial = self.threads[ti].serial;
         self.accesses.clear();
