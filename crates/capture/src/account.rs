@@ -185,6 +185,11 @@ pub struct Setup {
     /// Executable ranges of the process: a frame-pointer walk accepts only
     /// return addresses inside them.
     pub exec_ranges: Vec<(u64, u64)>,
+    /// The executable ranges whose code cannot change without a system
+    /// call (file-backed, not writable): an instruction decoded there is
+    /// trusted until [`Accountant::code_changed`] says otherwise; anywhere
+    /// else its bytes are checked at every execution.
+    pub stable_code: Vec<(u64, u64)>,
     /// DWARF CFI of the mapped files, for seeding shadow stacks.
     pub unwinder: StackUnwinder,
     /// The CPU the model describes.
@@ -279,6 +284,11 @@ pub struct Accountant {
     max_instructions: u64,
     cut_short: Option<&'static str>,
     exec_ranges: Vec<(u64, u64)>,
+    stable_code: Vec<(u64, u64)>,
+    /// Parts of `stable_code` whose code may have changed (reserved;
+    /// `changed_all` once it is full).
+    changed: Vec<(u64, u64)>,
+    changed_all: bool,
     unwinder: StackUnwinder,
     func: Option<FunctionCalls>,
     calls_seen: u64,
@@ -351,6 +361,9 @@ impl Accountant {
             max_instructions: setup.max_instructions,
             cut_short: None,
             exec_ranges: setup.exec_ranges,
+            stable_code: setup.stable_code,
+            changed: Vec::with_capacity(256),
+            changed_all: false,
             unwinder: setup.unwinder,
             func,
             calls_seen: 0,
@@ -687,9 +700,29 @@ impl Accountant {
     }
 
     /// Whether `ip` lies in a file-backed module mapped at the start, whose
-    /// code does not change under us.
+    /// code does not change under us (nothing unmapped, remapped or made
+    /// writable there since).
     fn in_module(&self, ip: u64) -> bool {
-        self.exec_ranges.iter().any(|&(s, e)| ip >= s && ip < e)
+        self.stable_code.iter().any(|&(s, e)| ip >= s && ip < e)
+            && !self.changed_all
+            && !self.changed.iter().any(|&(s, e)| ip >= s && ip < e)
+    }
+
+    /// Code in `start..end` is about to be unmapped, remapped or made
+    /// writable (a system call of a traced thread: `munmap`, `mprotect`,
+    /// `mremap`, a fixed `mmap`, as `dlclose` does): what was decoded there
+    /// is checked against memory before it counts again, and so is anything
+    /// decoded there later. Allocation-free (a signal handler calls it).
+    pub fn code_changed(&mut self, start: u64, end: u64) {
+        if !self.stable_code.iter().any(|&(s, e)| start < e && end > s) {
+            return;
+        }
+        self.decode.distrust(start, end);
+        if self.changed.len() < self.changed.capacity() {
+            self.changed.push((start, end));
+        } else {
+            self.changed_all = true;
+        }
     }
 
     fn stop(&mut self, why: &'static str) -> Verdict {

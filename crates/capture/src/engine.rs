@@ -674,6 +674,12 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
             finish_soon(uc, false);
         }
         Verdict::Syscall { next } => {
+            if let Some((start, end)) = sysemu::code_range_changed(uc) {
+                // Before the call: what was decoded or translated there
+                // must not be trusted once it has run.
+                s.acc.code_changed(start, end);
+                crate::jit::invalidate(start, end);
+            }
             if sysemu::emulate_sigprocmask(uc, next) || crate::fatal::emulate_sigaction(uc, next) {
                 // The syscall was done here and RIP moved past it: the
                 // instruction there runs before the next trap, so account

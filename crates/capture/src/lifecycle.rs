@@ -163,6 +163,24 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     };
     let modules = procfs::modules();
     let exec_ranges: Vec<(u64, u64)> = modules.iter().map(|m| (m.start, m.end)).collect();
+    // Code that changes only through a system call the engines see: a
+    // file privately mapped without write permission (the vDSO too).
+    // Anonymous, writable or shared executable memory, and memfd or
+    // deleted files (a JIT's double mapping, like our own code cache), is
+    // checked at every execution and never translated.
+    let stable_code: Vec<(u64, u64)> = procfs::self_maps()
+        .iter()
+        .filter(|m| {
+            m.perms.contains('x')
+                && !m.perms.contains('w')
+                && m.perms.contains('p')
+                && ((m.path.starts_with('/')
+                    && !m.path.starts_with("/memfd:")
+                    && !m.path.ends_with(" (deleted)"))
+                    || m.path == "[vdso]")
+        })
+        .map(|m| (m.start, m.end))
+        .collect();
     let stop_entries = [
         coldcache_stop as *const () as usize as u64,
         crate::preload::at_exit as *const () as usize as u64,
@@ -182,12 +200,13 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         // (`exit()` called during the capture) leaves it there, so nothing
         // of ours runs traced.
         stop_entries,
-        exec_ranges: exec_ranges.clone(),
+        exec_ranges,
+        stable_code: stable_code.clone(),
         unwinder: crate::unwind::StackUnwinder::new(&procfs::self_maps()),
         cpu,
     })?;
     if options.mode == Mode::Fast {
-        crate::jit::prepare(&exec_ranges, stop_entries, cpu, reserves.instructions)
+        crate::jit::prepare(&stable_code, stop_entries, cpu, reserves.instructions)
             .map_err(CaptureError::FastMode)?;
     }
     let layout = acc.layout();

@@ -72,6 +72,33 @@ pub fn ends_thread(uc: &libc::ucontext_t) -> bool {
     uc.uc_mcontext.gregs[libc::REG_RAX as usize] == libc::SYS_exit
 }
 
+/// The code range the thread of `uc` (RIP at a `syscall`) is about to
+/// unmap, remap or make writable: `munmap`, `mremap` (its old range),
+/// `mmap` with `MAP_FIXED` over existing pages, and `mprotect` or
+/// `pkey_mprotect` that removes execution or adds writing (`dlclose`, a
+/// loader relocating, code patched in place). The range is page-rounded;
+/// whether it holds code the caller decides. `None` for any other call.
+pub fn code_range_changed(uc: &libc::ucontext_t) -> Option<(u64, u64)> {
+    let g = &uc.uc_mcontext.gregs;
+    let arg = |r: libc::c_int| g[r as usize] as u64;
+    let (addr, len) = (arg(libc::REG_RDI), arg(libc::REG_RSI));
+    let changes = match g[libc::REG_RAX as usize] {
+        n if n == libc::SYS_munmap || n == libc::SYS_mremap => true,
+        n if n == libc::SYS_mmap => arg(libc::REG_R10) & libc::MAP_FIXED as u64 != 0,
+        n if n == libc::SYS_mprotect || n == libc::SYS_pkey_mprotect => {
+            let prot = arg(libc::REG_RDX);
+            prot & libc::PROT_EXEC as u64 == 0 || prot & libc::PROT_WRITE as u64 != 0
+        }
+        _ => false,
+    };
+    if !changes || len == 0 {
+        return None;
+    }
+    let start = addr & !0xFFF;
+    let end = addr.checked_add(len)?.checked_next_multiple_of(0x1000)?;
+    Some((start, end))
+}
+
 /// Signals 1..=64 of the context's mask (bit n-1 for signal n).
 fn mask_word(uc: &libc::ucontext_t) -> u64 {
     // SAFETY: uc_sigmask is a sigset_t of at least 8 bytes, its first word

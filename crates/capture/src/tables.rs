@@ -138,6 +138,17 @@ impl DecodeCache {
         self.insert_index(ip, d).map(|r| &self.values[r])
     }
 
+    /// Code in `start..end` may change: every instruction cached there
+    /// (or reaching into it) is checked against the bytes in memory before
+    /// it is used again, as code outside the modules always is.
+    pub fn distrust(&mut self, start: u64, end: u64) {
+        for (ip, d) in self.keys.iter().zip(&mut self.values) {
+            if *ip < end && ip + u64::from(d.len) > start {
+                d.trusted = false;
+            }
+        }
+    }
+
     /// [`DecodeCache::insert`], giving the index.
     pub fn insert_index(&mut self, ip: u64, d: Decoded) -> Option<usize> {
         match self.find(ip) {

@@ -141,6 +141,7 @@ fn setup(reserves: Reserves, trace: bool, function: Option<FunctionCalls>) -> Se
         function,
         stop_entries: [0; 2],
         exec_ranges: Vec::new(),
+        stable_code: Vec::new(),
         unwinder: StackUnwinder::new(&[]),
         cpu: CpuFacts::detect(),
     }
@@ -411,6 +412,7 @@ fn the_watched_function_returning_ends_its_window() {
     };
     let mut s = setup(Reserves::default(), false, Some(f));
     s.exec_ranges = vec![(0x1000, 0x5000)];
+    s.stable_code = s.exec_ranges.clone();
     let mut a = Accountant::new(s).unwrap();
     let mut m = Fake::new()
         .code(0x1000, &[0xE8, 0xFB, 0x0F, 0x00, 0x00, 0x90])
@@ -528,6 +530,7 @@ fn a_decode_is_checked_against_rewritten_code() {
         let mut s = setup(Reserves::default(), false, None);
         if module {
             s.exec_ranges = vec![(0x1000, 0x2000)];
+            s.stable_code = s.exec_ranges.clone();
         }
         let mut a = Accountant::new(s).unwrap();
         a.claim(TID).unwrap();
@@ -539,4 +542,41 @@ fn a_decode_is_checked_against_rewritten_code() {
         assert_eq!(step(&mut a, 0x1000, &m), Verdict::Continue);
         assert_eq!(step(&mut a, 0x1005, &m), expected, "module: {module}");
     }
+}
+
+/// A module's code that a traced thread unmaps, remaps or makes writable
+/// (`code_changed`, called before the system call) is no longer trusted:
+/// the decode made before is checked against the bytes there now, and so
+/// is a decode made after, while the rest of the module stays trusted.
+#[test]
+fn code_changed_in_a_module_is_checked_again() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // mov eax, 39 ; syscall ; ret   then   mov eax, 14 ; inc eax ; ret
+    let first = [0xB8, 0x27, 0x00, 0x00, 0x00, 0x0F, 0x05, 0xC3];
+    let second = [0xB8, 0x0E, 0x00, 0x00, 0x00, 0xFF, 0xC0, 0xC3];
+    let mut s = setup(Reserves::default(), false, None);
+    s.exec_ranges = vec![(0x1000, 0x3000)];
+    s.stable_code = s.exec_ranges.clone();
+    let mut a = Accountant::new(s).unwrap();
+    a.claim(TID).unwrap();
+    let mut m = Fake::new().code(0x1000, &first).code(0x2000, &first);
+    m.set(Register::RSP, SP);
+    for at in [0x1000, 0x2000] {
+        assert_eq!(step(&mut a, at, &m), Verdict::Continue);
+        assert_eq!(step(&mut a, at + 5, &m), Verdict::Syscall { next: at + 7 });
+    }
+    // The page at 0x1000 is about to change (outside the module: ignored).
+    a.code_changed(0x8000, 0x9000);
+    a.code_changed(0x1000, 0x2000);
+    m.memory[0].1.copy_from_slice(&second);
+    m.memory[1].1.copy_from_slice(&second);
+    assert_eq!(step(&mut a, 0x1000, &m), Verdict::Continue);
+    assert_eq!(step(&mut a, 0x1005, &m), Verdict::Continue, "rechecked");
+    // Still trusted: the old decode stands for the untouched page.
+    assert_eq!(step(&mut a, 0x2000, &m), Verdict::Continue);
+    assert_eq!(
+        step(&mut a, 0x2005, &m),
+        Verdict::Syscall { next: 0x2007 },
+        "trusted"
+    );
 }

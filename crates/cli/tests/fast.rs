@@ -458,3 +458,62 @@ fn signals_faults_threads_and_libraries_during_a_fast_capture() {
     }
     assert!(bad.is_empty(), "{bad:#?}");
 }
+
+/// Code that changes under a running capture: a file mapping unmapped and
+/// replaced at the same address, then made writable and patched (the
+/// system calls a traced thread makes retire what was translated there);
+/// an anonymous RWX page and a memfd's executable view rewritten without
+/// any system call (never trusted, never translated). The truth is the
+/// program's own output without capture (each round of calls returns a
+/// different sum); a stale translation or decode would repeat the old one.
+/// Both modes count the same instructions.
+#[test]
+fn code_unmapped_remapped_or_rewritten_during_a_capture_runs_anew() {
+    if !tools_or_skip("code_unmapped_remapped_or_rewritten_during_a_capture_runs_anew") {
+        return;
+    }
+    let bin = build("tests-programs/capture/remap.c", &["-O1", "-g"], "remap");
+    let mut bad = Vec::new();
+    for case in ["remap", "rwx", "memfd"] {
+        let mut plain = Command::new(&bin);
+        plain.args(["plain", case]).current_dir(scratch());
+        let plain = with_deadline(plain, 60);
+        assert!(plain.status.success(), "{case}: plain run failed");
+        assert!(
+            String::from_utf8_lossy(&plain.stdout).ends_with(" 2000 2000 4000 6000\n"),
+            "{case}: {:?}",
+            String::from_utf8_lossy(&plain.stdout)
+        );
+        let mut counts = Vec::new();
+        for mode in ["trap", "fast"] {
+            let dump = scratch().join(format!("remap.{case}.{mode}.ccdump"));
+            for i in 0..5 {
+                let _ = std::fs::remove_file(&dump);
+                let mut c = Command::new(&bin);
+                c.args(["coldcache", case])
+                    .arg(&dump)
+                    .env("COLDCACHE_MODE", mode)
+                    .env("COLDCACHE_QUIET", "1")
+                    .current_dir(scratch());
+                let out = with_deadline(c, 120);
+                if out.status.code() != Some(0) || out.stdout != plain.stdout {
+                    bad.push(format!(
+                        "{case} {mode} run {i}: status {}, output {:?} (plain {:?}) {}",
+                        out.status,
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&plain.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    ));
+                    break;
+                }
+            }
+            let d = Dump::from_bytes(&std::fs::read(&dump).unwrap()).unwrap();
+            counts.push(d.meta.instructions);
+        }
+        // Three rounds of 2,000 calls of two instructions at least.
+        if counts[0] != counts[1] || counts[0] < 12_000 {
+            bad.push(format!("{case}: instructions trap {} fast {}", counts[0], counts[1]));
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}

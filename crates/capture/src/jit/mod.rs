@@ -15,7 +15,7 @@
 //!   trap mode (the first step seeds the shadow stack from the live
 //!   context). At a later trap, when the accountant has nothing pending for
 //!   the thread ([`Accountant::hand_over_ready`]) and the next instruction
-//!   lies in a module mapped at the start, the SIGTRAP handler clears TF and
+//!   lies in stable code mapped at the start, the SIGTRAP handler clears TF and
 //!   sends the thread to the dispatcher instead of stepping it
 //!   ([`try_hand_over`]).
 //! - The dispatcher (generated code saving every register and the XSAVE
@@ -28,6 +28,15 @@
 //!   into a normal step of that program instruction.
 //! - When the capture stops, each translated thread replays its buffer and
 //!   resumes natively, untraced, at its next block boundary.
+//!
+//! # Code that changes
+//! Only stable code is translated (files mapped privately without write
+//! permission, the vDSO: `prepare`'s ranges). A traced thread's system call
+//! that unmaps, remaps or makes writable part of it ([`invalidate`], from
+//! the trap engine, before the call) retires the blocks there: their first
+//! 8 bytes become a jump to a stub that re-enters the dispatcher, which
+//! finds them retired; every thread's lookup table is emptied at once by
+//! [`LOOKUP_GEN`]; the range is not translated again in this capture.
 //!
 //! # Invariants
 //! - Translated code writes no flag, no vector register and no program
@@ -59,6 +68,10 @@ use translate::{Block, BlockInstr, Translator, MAX_INSTRUCTIONS, MAX_RECORD};
 static FAST: AtomicBool = AtomicBool::new(false);
 /// Numbers captures, so a record of an earlier one is never replayed.
 static EPOCH: AtomicU64 = AtomicU64::new(0);
+/// What a lookup-table entry must carry to be valid: changes at every
+/// capture and whenever translations are retired (code unmapped or made
+/// writable), which empties every thread's table at once.
+static LOOKUP_GEN: AtomicU64 = AtomicU64::new(0);
 /// Threads in translated code or the dispatcher now.
 static ACTIVE: AtomicU32 = AtomicU32::new(0);
 /// The dispatcher's entries and the address of its final jump.
@@ -88,13 +101,13 @@ const STACK: usize = 1 << 20;
 const LOOKUP: usize = 4096;
 
 /// One entry of a thread's lookup table: the block code for a program
-/// address, valid in one capture.
+/// address, valid while [`LOOKUP_GEN`] is `gen`.
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct LookupEntry {
     pc: u64,
     code: u64,
-    epoch: u64,
+    gen: u64,
 }
 /// Bytes reserved on that stack for the XSAVE area.
 const XSAVE_AREA: i32 = 8192;
@@ -230,6 +243,52 @@ impl JitState {
         self.cache.write8(from, bytes);
     }
 
+    /// Code in `start..end` is about to change: blocks overlapping it are
+    /// retired (their code sends threads back to the dispatcher, which
+    /// finds them gone and hands the thread to the trap engine), and
+    /// nothing there is translated again in this capture.
+    fn retire(&mut self, start: u64, end: u64, tls: i32) {
+        if !self.exec.iter().any(|&(s, e)| start < e && end > s) {
+            return;
+        }
+        // The translatable ranges lose `start..end` (split in place; a
+        // piece that finds no reserved room is dropped, which only means
+        // more trapping).
+        let mut i = 0;
+        while i < self.exec.len() {
+            let (s, e) = self.exec[i];
+            if start >= e || end <= s {
+                i += 1;
+                continue;
+            }
+            self.exec.swap_remove(i);
+            for piece in [(s, start.max(s)), (end.min(e), e)] {
+                if piece.0 < piece.1 && self.exec.len() < self.exec.capacity() {
+                    self.exec.push(piece);
+                }
+            }
+        }
+        for b in 0..self.blocks.len() {
+            let Block {
+                pc,
+                code,
+                first,
+                count,
+                ..
+            } = self.blocks[b];
+            if code == 0 || count == 0 {
+                continue;
+            }
+            let last = self.instrs[first as usize + usize::from(count) - 1].ip;
+            if pc < end && last + 15 > start {
+                if !self.translator.retire(pc, code, tls, &mut self.cache) {
+                    RETIRE_FAILED.store(true, Ordering::Relaxed);
+                }
+                self.blocks[b].code = 0;
+            }
+        }
+    }
+
     /// Whether the trap engine should keep stepping at `pc`.
     fn stays_trapped(&self, pc: u64) -> bool {
         debug_assert!(self.lookup(pc).is_none_or(|b| self.blocks[b].pc == pc));
@@ -237,6 +296,26 @@ impl JitState {
             || self.stop_entries.contains(&pc)
             || self.lookup(pc).is_some_and(|b| self.blocks[b].code == 0)
     }
+}
+
+/// A retired block's code could not be redirected (no room for its stub):
+/// fast mode is not used again in this process.
+static RETIRE_FAILED: AtomicBool = AtomicBool::new(false);
+
+/// Code in `start..end` is about to be unmapped, remapped or made writable
+/// by a traced thread (handler context, RIP at the `syscall`): its
+/// translations are retired and every thread's lookup table emptied.
+pub(crate) fn invalidate(start: u64, end: u64) {
+    let tls = TLS_OFFSET.load(Ordering::Relaxed);
+    if tls == i64::MIN {
+        return;
+    }
+    with_jit(|j| {
+        if let Some(j) = j.as_mut() {
+            j.retire(start, end, tls as i32);
+            LOOKUP_GEN.fetch_add(1, Ordering::AcqRel);
+        }
+    });
 }
 
 /// Whether the capture in progress runs in fast mode.
@@ -263,6 +342,9 @@ pub(crate) fn prepare(
     instructions: usize,
 ) -> Result<(), &'static str> {
     let off = tls::offset().ok_or("the translator's thread state is not in static TLS")?;
+    if RETIRE_FAILED.load(Ordering::Relaxed) {
+        return Err("a translation could not be retired earlier in this process");
+    }
     if xsave_size() > XSAVE_AREA as u32 - 64 {
         return Err("this processor's XSAVE state is larger than the dispatcher reserves");
     }
@@ -311,6 +393,8 @@ pub(crate) fn prepare(
         };
         j.exec.clear();
         j.exec.extend_from_slice(exec);
+        // Room for the pieces `retire` splits ranges into (handler context).
+        j.exec.reserve(256);
         j.stop_entries = stop_entries;
         if DISPATCH_ENTRY.load(Ordering::Relaxed) == 0 {
             generate_dispatcher(&mut j.cache, off)?;
@@ -322,6 +406,7 @@ pub(crate) fn prepare(
         Ordering::Relaxed,
     );
     EPOCH.fetch_add(1, Ordering::AcqRel);
+    LOOKUP_GEN.fetch_add(1, Ordering::AcqRel);
     TRAPPED.store(0, Ordering::Relaxed);
     DISPATCHES.store(0, Ordering::Relaxed);
     FAST.store(true, Ordering::Release);
@@ -537,7 +622,7 @@ extern "C" fn dispatch(frame: *mut Frame) {
         && next != BP_ADDR.load(Ordering::Acquire)
     {
         let e = lookup_slot(t, next);
-        if e.pc == next && e.epoch == epoch {
+        if e.pc == next && e.gen == LOOKUP_GEN.load(Ordering::Acquire) {
             t.target = e.code;
             return;
         }
@@ -615,23 +700,25 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
         let from = std::mem::take(&mut t.from);
         with_jit(|j| match j.as_mut() {
             Some(j) if !j.stop_entries.contains(&next) => {
+                // Read under the lock that retiring takes: an entry made
+                // now is invalid once anything is retired after.
+                let gen = LOOKUP_GEN.load(Ordering::Acquire);
                 let code = j.code_for(next);
                 if let (Some(code), true) = (code, from != 0) {
                     j.link(from, code);
                 }
-                code
+                code.map(|c| (c, gen))
             }
             _ => None,
         })
     };
     match code {
-        Some(code) => {
+        Some((code, gen)) => {
             t.target = code;
-            let epoch = t.epoch;
             *lookup_slot(t, next) = LookupEntry {
                 pc: next,
                 code,
-                epoch,
+                gen,
             };
         }
         None => match flush(t) {
@@ -948,13 +1035,11 @@ fn fast_lookup(a: &mut Asm, tls: i32) {
         MemoryOperand::with_base(rax),
     ));
     branch(a, Code::Jne_rel32_64, &mut to_slow);
-    // Made in this thread's capture, and that capture is the current one.
-    a.emit(load(rcx, at(rax, 16)));
-    a.emit(Instruction::with2(
-        Code::Cmp_r64_rm64,
-        rcx,
-        t(offset_of!(Tls, epoch)),
-    ));
+    // Made since the last retirement (and in this capture), and this
+    // thread's records belong to the current capture.
+    a.emit(emit::mov_imm64(rcx, LOOKUP_GEN.as_ptr() as u64));
+    a.emit(load(rcx, at(rcx, 0)));
+    a.emit(Instruction::with2(Code::Cmp_r64_rm64, rcx, at(rax, 16)));
     branch(a, Code::Jne_rel32_64, &mut to_slow);
     a.emit(load(rcx, at(rax, 8)));
     a.emit(emit::mov_imm64(rax, EPOCH.as_ptr() as u64));

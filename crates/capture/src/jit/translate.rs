@@ -356,6 +356,36 @@ impl Translator {
         })
     }
 
+    /// Retires the block whose code starts at `code` (program address
+    /// `pc`): its first 8 bytes become a jump to a new stub that sends the
+    /// thread to the dispatcher for `pc`, so links into it and threads
+    /// about to enter it go back to the dispatcher. False when no stub
+    /// could be written.
+    pub(crate) fn retire(&mut self, pc: u64, code: u64, tls: i32, cache: &mut CodeCache) -> bool {
+        let Some(stub) = cache.reserve(code, 64) else {
+            return false;
+        };
+        let a = &mut self.asm;
+        a.reset(stub);
+        direct_exit(a, tls, pc, off::DISPATCH, false);
+        let rel = i32::try_from(stub.wrapping_sub(code + 5) as i64);
+        if !a.ok() || rel.is_err() {
+            cache.trim(stub, 64, 0);
+            return false;
+        }
+        let bytes = a.take();
+        let written = cache.write(stub, &bytes);
+        cache.trim(stub, 64, bytes.len() as u64);
+        a.give_back(bytes);
+        let Ok(rel) = rel else { return false };
+        // SAFETY: `code` is the start of a block of ours (16-byte aligned,
+        // longer than 8 bytes), in a mapped chunk.
+        let mut head = unsafe { *(code as *const [u8; 8]) };
+        head[0] = 0xE9;
+        head[1..5].copy_from_slice(&rel.to_le_bytes());
+        written && cache.write8(code, head)
+    }
+
     /// A register no instruction of the block reads or writes.
     fn scratch(&mut self, instrs: &[iced_x86::Instruction]) -> Option<Register> {
         let mut used = 0u32;
