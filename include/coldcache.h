@@ -57,7 +57,9 @@ struct coldcache_options {
     size_t tid_count;          /* entries in tids */
     uint64_t max_instructions; /* stop after this many instructions; 0: no limit */
     const char *trace;         /* also write every access to this cctrace file; NULL: none */
-    const char *mode;          /* "trap" (single-step, the default) or "fast" (binary translation);
+    const char *mode;          /* "trap" (single-step, the default), "fast" (binary translation)
+                                  or "verify" (fast, every translated instruction checked against
+                                  the trap model: for tests);
                                   NULL: default ($COLDCACHE_MODE, or coldcache record's --mode) */
 };
 

@@ -708,6 +708,37 @@ impl Accountant {
             && !self.changed.iter().any(|&(s, e)| ip >= s && ip < e)
     }
 
+    /// The accesses of the instruction at `ip` evaluated on two machines
+    /// at the same instant (`--mode verify`: the live context and the
+    /// registers a translated block recorded); `None` when they agree (or
+    /// the instruction cannot be decoded: the reserve is full), else both
+    /// lists. Allocation-free.
+    #[allow(clippy::type_complexity)]
+    pub fn verify<L: Machine + ?Sized, R: Machine + ?Sized>(
+        &mut self,
+        ip: u64,
+        live: &L,
+        recorded: &R,
+    ) -> Option<(
+        Result<AccessList, Unmodelled>,
+        Result<AccessList, Unmodelled>,
+    )> {
+        let di = self.decoded(ip, live)?;
+        let d = self.decode.at(di);
+        let eval = |m: &dyn Fn(&mut AccessList) -> Result<(), Unmodelled>| {
+            let mut l = AccessList::default();
+            m(&mut l).map(|()| l)
+        };
+        let a = eval(&|l| d.plan.eval(&d.instr, live, l));
+        let b = eval(&|l| d.plan.eval(&d.instr, recorded, l));
+        let same = match (&a, &b) {
+            (Ok(x), Ok(y)) => x.as_slice() == y.as_slice(),
+            (Err(x), Err(y)) => x == y,
+            _ => false,
+        };
+        (!same).then_some((a, b))
+    }
+
     /// Code in `start..end` is about to be unmapped, remapped or made
     /// writable (a system call of a traced thread: `munmap`, `mprotect`,
     /// `mremap`, a fixed `mmap`, as `dlclose` does): what was decoded there

@@ -72,8 +72,8 @@ pub fn default_options() -> Result<Options, String> {
     let mut o = Options::new(cfg, "coldcache.ccdump");
     o.cache_name = cache;
     if let Some(m) = crate::preload::env_mode() {
-        o.mode =
-            Mode::parse(&m).ok_or_else(|| format!("COLDCACHE_MODE {m:?} is not trap or fast"))?;
+        o.mode = Mode::parse(&m)
+            .ok_or_else(|| format!("COLDCACHE_MODE {m:?} is not trap, fast or verify"))?;
     }
     Ok(o)
 }
@@ -182,8 +182,9 @@ extern "C" fn prepare_from_c(opts: *const CaptureOptions) -> i32 {
             }
             if c.size as usize >= std::mem::size_of::<CaptureOptions>() {
                 if let Some(m) = c_str(c.mode) {
-                    o.mode = Mode::parse(&m)
-                        .ok_or_else(|| format!("mode {m:?} is not \"trap\" or \"fast\""))?;
+                    o.mode = Mode::parse(&m).ok_or_else(|| {
+                        format!("mode {m:?} is not \"trap\", \"fast\" or \"verify\"")
+                    })?;
                 }
             }
             if let Some(cache) = c_str(c.cache) {

@@ -429,6 +429,11 @@ extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::
     /* TRAP_HWBKPT */
     {
         if crate::jit::is_on() {
+            if crate::jit::verify_trap(uc) {
+                // Translated code single-stepped by `--mode verify`.
+                IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
             // A thread the dispatcher handed back: step the program
             // instruction it was jumping to.
             crate::jit::take_back(uc);

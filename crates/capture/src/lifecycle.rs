@@ -205,9 +205,15 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         unwinder: crate::unwind::StackUnwinder::new(&procfs::self_maps()),
         cpu,
     })?;
-    if options.mode == Mode::Fast {
-        crate::jit::prepare(&stable_code, stop_entries, cpu, reserves.instructions)
-            .map_err(CaptureError::FastMode)?;
+    if options.mode != Mode::Trap {
+        crate::jit::prepare(
+            &stable_code,
+            stop_entries,
+            cpu,
+            reserves.instructions,
+            options.mode == Mode::Verify,
+        )
+        .map_err(CaptureError::FastMode)?;
     }
     let layout = acc.layout();
     let level_names: Vec<String> = (1..=layout.levels()).map(|l| format!("L{l}")).collect();
@@ -310,12 +316,23 @@ pub fn finish() -> Result<Summary, CaptureError> {
         ..
     } = *session;
     meta.duration_ns = started.elapsed().as_nanos() as u64;
-    if let Some((trapped, dispatches)) = fast {
+    if let Some(f) = fast {
         meta.notes.push(format!(
-            "capture mode fast: {trapped} instructions ran under the trap engine (blocks the \
+            "capture mode fast: {} instructions ran under the trap engine (blocks the \
              translator refuses, the first instruction of each thread, the instruction after \
-             each system call); {dispatches} dispatcher entries"
+             each system call); {} dispatcher entries",
+            f.trapped, f.dispatches
         ));
+        if let Some(v) = f.verified {
+            meta.notes.push(match v.difference {
+                None => format!(
+                    "fast-mode verification: {} translated instructions checked against the \
+                     trap model, no difference",
+                    v.checked
+                ),
+                Some(d) => format!("fast-mode verification: first difference at {d}"),
+            });
+        }
     }
     let finished = acc.finish(meta, modules, procfs::thread_name);
     let result = output::write(finished, output, trace_path.as_deref());

@@ -69,14 +69,20 @@ pub enum Mode {
     /// Dynamic binary translation, with the trap engine for what the
     /// translator refuses (`docs/capture.md`).
     Fast,
+    /// Fast mode with its translated code single-stepped too: every
+    /// recorded instruction is checked against the trap engine's model on
+    /// the live registers; the first difference stops the capture (for
+    /// tests; about as slow as trap mode).
+    Verify,
 }
 
 impl Mode {
-    /// Parses `trap` or `fast`.
+    /// Parses `trap`, `fast` or `verify`.
     pub fn parse(s: &str) -> Option<Mode> {
         match s {
             "trap" => Some(Mode::Trap),
             "fast" => Some(Mode::Fast),
+            "verify" => Some(Mode::Verify),
             _ => None,
         }
     }
@@ -86,6 +92,7 @@ impl Mode {
         match self {
             Mode::Trap => "trap",
             Mode::Fast => "fast",
+            Mode::Verify => "verify",
         }
     }
 }

@@ -82,13 +82,15 @@ pub struct RecordArgs {
     /// How traced threads are followed: `trap` single-steps every
     /// instruction (the oracle); `fast` runs translated copies of the
     /// program's code that record what the access model needs, with the
-    /// trap engine for what the translator refuses (docs/capture.md).
+    /// trap engine for what the translator refuses; `verify` is fast mode
+    /// with every translated instruction also single-stepped and checked
+    /// against the trap model (for tests; docs/capture.md).
     #[arg(
         long,
         value_name = "MODE",
         env = "COLDCACHE_MODE",
         default_value = "trap",
-        value_parser = ["trap", "fast"]
+        value_parser = ["trap", "fast", "verify"]
     )]
     mode: String,
     /// The program and its arguments.
@@ -643,6 +645,14 @@ pub fn summary(d: &Dump, path: &Path) -> String {
             )
         }
         None => s += "  mode trap\n",
+    }
+    if let Some(v) = d
+        .meta
+        .notes
+        .iter()
+        .find_map(|n| n.strip_prefix("fast-mode verification: "))
+    {
+        s += &format!("  verify: {v}\n");
     }
     if let Some(c) = &d.meta.cut_short {
         s += &format!("  cut short: {c}\n");

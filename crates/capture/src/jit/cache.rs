@@ -99,6 +99,13 @@ impl CodeCache {
         }
     }
 
+    /// Whether `at` lies in the executable view of a chunk.
+    pub(crate) fn contains(&self, at: u64) -> bool {
+        self.chunks[..self.n]
+            .iter()
+            .any(|c| at >= c.rx && at < c.rx + CHUNK)
+    }
+
     /// Replaces the 8 bytes at executable address `at` (8-byte aligned) in
     /// one store, so a thread running them sees the old or the new bytes.
     pub(crate) fn write8(&self, at: u64, bytes: [u8; 8]) -> bool {

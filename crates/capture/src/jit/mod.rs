@@ -51,6 +51,9 @@ mod cache;
 mod emit;
 mod tls;
 mod translate;
+mod verify;
+
+pub(crate) use verify::{verify_trap, Verified};
 
 use crate::account::{BlockSlot, Verdict};
 use crate::breakpoint::{self, BP_ADDR};
@@ -146,6 +149,11 @@ fn with_jit<R>(f: impl FnOnce(&mut Option<Box<JitState>>) -> R) -> R {
     let r = f(unsafe { &mut *JIT.0.get() });
     JIT_LOCK.store(false, Ordering::Release);
     r
+}
+
+/// Runs `f` on the translator's state, if there is one (the lock held).
+fn with_state<R>(f: impl FnOnce(&JitState) -> R) -> Option<R> {
+    with_jit(|j| j.as_deref().map(f))
 }
 
 fn mix(x: u64) -> usize {
@@ -340,6 +348,7 @@ pub(crate) fn prepare(
     stop_entries: [u64; 2],
     cpu: CpuFacts,
     instructions: usize,
+    verify: bool,
 ) -> Result<(), &'static str> {
     let off = tls::offset().ok_or("the translator's thread state is not in static TLS")?;
     if RETIRE_FAILED.load(Ordering::Relaxed) {
@@ -386,6 +395,7 @@ pub(crate) fn prepare(
                         sp_delta: 0,
                         inputs: [Register::None; 4],
                         offset: 0,
+                        check: 0,
                     }; MAX_INSTRUCTIONS],
                 }));
                 cell.as_mut().expect("just set")
@@ -409,14 +419,25 @@ pub(crate) fn prepare(
     LOOKUP_GEN.fetch_add(1, Ordering::AcqRel);
     TRAPPED.store(0, Ordering::Relaxed);
     DISPATCHES.store(0, Ordering::Relaxed);
+    verify::reset(verify);
     FAST.store(true, Ordering::Release);
     Ok(())
 }
 
+/// What a fast-mode capture reports at its end.
+pub(crate) struct FastReport {
+    /// Instructions the trap engine stepped.
+    pub trapped: u64,
+    /// Dispatcher entries.
+    pub dispatches: u64,
+    /// What verification found (`--mode verify`).
+    pub verified: Option<Verified>,
+}
+
 /// The capture is over: waits (briefly) until every translated thread has
-/// replayed its buffer and left, and returns (instructions stepped by the
-/// trap engine, dispatcher entries) when the capture ran in fast mode.
-pub(crate) fn finish() -> Option<(u64, u64)> {
+/// replayed its buffer and left, and says what fast mode did, when the
+/// capture ran in fast mode.
+pub(crate) fn finish() -> Option<FastReport> {
     if !FAST.load(Ordering::Acquire) {
         return None;
     }
@@ -464,10 +485,11 @@ pub(crate) fn finish() -> Option<(u64, u64)> {
         std::thread::yield_now();
     }
     FAST.store(false, Ordering::Release);
-    Some((
-        TRAPPED.load(Ordering::Relaxed),
-        DISPATCHES.load(Ordering::Relaxed),
-    ))
+    Some(FastReport {
+        trapped: TRAPPED.load(Ordering::Relaxed),
+        dispatches: DISPATCHES.load(Ordering::Relaxed),
+        verified: verify::take(),
+    })
 }
 
 /// The trap engine is about to step the thread at `uc`'s RIP. In fast
@@ -507,7 +529,9 @@ pub(crate) fn try_hand_over(
     register(t);
     let g = &mut uc.uc_mcontext.gregs;
     g[libc::REG_RIP as usize] = t.dispatch as i64;
-    g[libc::REG_EFL as usize] &= !(TF as i64);
+    if !verify::is_on() {
+        g[libc::REG_EFL as usize] &= !(TF as i64);
+    }
     true
 }
 
@@ -828,11 +852,7 @@ fn replay(
     start: u64,
     end: u64,
 ) -> Replayed {
-    let mut m = RecordedMachine {
-        regs: [0; 16],
-        fs: tls::thread_pointer(),
-        gs: crate::machine::gs_base(false),
-    };
+    let mut m = RecordedMachine::of_this_thread();
     let mut p = start;
     let mut out = Replayed::Go;
     'records: while p + 16 <= end {
@@ -845,13 +865,8 @@ fn replay(
         let range = b.first as usize..b.first as usize + usize::from(b.count);
         let instrs = &j.instrs[range.clone()];
         let verdict = acc.step_block(tid, rsp, &mut j.slots[range], &mut m, |k, m| {
-            let bi = &instrs[k];
-            let mut q = p + u64::from(bi.offset);
-            for &r in bi.inputs.iter().filter(|&&r| r != Register::None) {
-                // SAFETY: inside the record (offsets fixed at translation).
-                m.regs[r.number()] = unsafe { *(q as *const u64) };
-                q += 8;
-            }
+            // SAFETY: `p` starts a complete record of this block.
+            unsafe { m.fill(&instrs[k], p) }
         });
         {
             match verdict {
@@ -898,6 +913,31 @@ struct RecordedMachine {
     regs: [u64; 16],
     fs: u64,
     gs: u64,
+}
+
+impl RecordedMachine {
+    /// The machine of this thread (FS and GS bases live), no register set.
+    fn of_this_thread() -> RecordedMachine {
+        RecordedMachine {
+            regs: [0; 16],
+            fs: tls::thread_pointer(),
+            gs: crate::machine::gs_base(false),
+        }
+    }
+
+    /// Loads the registers recorded for `bi` in the record at `record`.
+    ///
+    /// # Safety
+    /// `record` starts a record of the block `bi` belongs to, written at
+    /// least up to `bi`'s inputs.
+    unsafe fn fill(&mut self, bi: &BlockInstr, record: u64) {
+        let mut q = record + u64::from(bi.offset);
+        for &r in bi.inputs.iter().filter(|&&r| r != Register::None) {
+            // SAFETY: inside the record (offsets fixed at translation).
+            self.regs[r.number()] = unsafe { *(q as *const u64) };
+            q += 8;
+        }
+    }
 }
 
 impl Machine for RecordedMachine {

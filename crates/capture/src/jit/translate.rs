@@ -63,6 +63,11 @@ pub(crate) struct BlockInstr {
     pub inputs: [Register; 4],
     /// Offset of its first input in the block's record.
     pub offset: u16,
+    /// Offset from the block's code of the point where the live registers
+    /// are the program's before it (its copy, or for the final control
+    /// transfer the record's commit), and its record is at `T.cursor`:
+    /// where verification checks it.
+    pub check: u16,
 }
 
 /// A translated block.
@@ -252,6 +257,7 @@ impl Translator {
                 sp_delta: sp,
                 inputs,
                 offset,
+                check: 0,
             };
             offset += 8 * inputs.iter().filter(|&&r| r != Register::None).count() as u16;
             sp += rsp_delta(i, &mut self.factory).unwrap_or(0);
@@ -287,6 +293,7 @@ impl Translator {
                 o += 8;
             }
             let len = i.len();
+            out[k].check = (a.ip() - code_at) as u16;
             if k + 1 == n && classify(i).flatten().is_some() {
                 // The control transfer is done by the exit code below.
             } else if i.is_ip_rel_memory_operand() {
@@ -296,7 +303,11 @@ impl Translator {
             }
             copied += len;
         }
-        // Commit the record.
+        // Commit the record. For a final control transfer, the state here
+        // is the program's before it.
+        if classify(&last).flatten().is_some() {
+            out[n - 1].check = (a.ip() - code_at) as u16;
+        }
         a.emit(lea(s, s, i32::from(size)));
         a.emit(store(t(off::CURSOR), s));
         match exit {

@@ -1,0 +1,212 @@
+//! `--mode verify`: fast mode whose translated code is single-stepped too,
+//! each recorded instruction checked against the trap engine's model on
+//! the live registers at the moment it runs.
+//!
+//! The thread keeps TF set when it is handed to the dispatcher, so every
+//! instruction of the code cache traps. At the trap where a block's
+//! instruction is about to run (its `check` point: the copy, or for a final
+//! control transfer the record's commit), the block's record is at
+//! `T.cursor` and holds that instruction's inputs: the model evaluates the
+//! instruction's plan once on the live context (as the trap engine would)
+//! and once on the recorded registers (as the replay will), and RSP is
+//! compared with the block's entry RSP plus the instruction's offset (from
+//! which the replay rebuilds the shadow stack). The first difference stops
+//! the capture and is reported with the instruction, the block and both
+//! access lists. Nondeterminism cannot cause a false difference: both sides
+//! are read at the same instant of the same execution.
+//!
+//! Traps elsewhere in the code cache (instrumentation, exits, the
+//! dispatcher's generated code) only keep TF; a trap in the dispatcher's
+//! Rust code clears it (the saved flags bring it back when the dispatcher
+//! returns), so the dispatcher never runs single-stepped with signals
+//! blocked.
+
+use super::{tls, with_state, RecordedMachine, TF};
+use crate::model::AccessList;
+use crate::state::{with_session, RUNNING, STATE, STOPPING};
+use core::fmt::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// The capture in progress verifies.
+static ON: AtomicBool = AtomicBool::new(false);
+/// Instructions checked in this capture.
+static CHECKED: AtomicU64 = AtomicU64::new(0);
+/// A difference was found (the first one is in `FIRST`).
+static FOUND: AtomicBool = AtomicBool::new(false);
+
+/// The first difference, formatted without allocating (handler context).
+struct Message {
+    buf: [u8; 4096],
+    len: usize,
+}
+
+impl Write for Message {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+struct MessageCell(core::cell::UnsafeCell<Message>);
+// SAFETY: written only by the thread that set `FOUND` first (once per
+// capture), read by `take` after the capture's threads have left.
+unsafe impl Sync for MessageCell {}
+static FIRST: MessageCell = MessageCell(core::cell::UnsafeCell::new(Message {
+    buf: [0; 4096],
+    len: 0,
+}));
+
+/// What verification found in a capture.
+pub(crate) struct Verified {
+    /// Instructions checked.
+    pub checked: u64,
+    /// The first difference, if any.
+    pub difference: Option<String>,
+}
+
+/// Whether the capture in progress verifies.
+#[inline]
+pub(super) fn is_on() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
+/// A new fast-mode capture (normal context).
+pub(super) fn reset(on: bool) {
+    CHECKED.store(0, Ordering::Relaxed);
+    FOUND.store(false, Ordering::Relaxed);
+    // SAFETY: no capture runs: nothing writes the message.
+    unsafe { (*FIRST.0.get()).len = 0 };
+    ON.store(on, Ordering::Release);
+}
+
+/// The capture is over (normal context, its threads gone).
+pub(super) fn take() -> Option<Verified> {
+    if !ON.swap(false, Ordering::AcqRel) {
+        return None;
+    }
+    let difference = FOUND.load(Ordering::Acquire).then(|| {
+        // SAFETY: the writer finished before the capture ended.
+        let m = unsafe { &*FIRST.0.get() };
+        String::from_utf8_lossy(&m.buf[..m.len]).into_owned()
+    });
+    Some(Verified {
+        checked: CHECKED.load(Ordering::Relaxed),
+        difference,
+    })
+}
+
+/// A SIGTRAP on a thread that runs translated code under `--mode verify`
+/// (handler context): checks the instruction about to run, if the trap is
+/// at one. True when the trap is handled here; false for any other trap
+/// (the trap engine's own, a thread handed back to it).
+pub(crate) fn verify_trap(uc: &mut libc::ucontext_t) -> bool {
+    if !is_on() {
+        return false;
+    }
+    // SAFETY: this thread's own state; the handler runs on the thread.
+    let t = unsafe { &*tls::this() };
+    if t.active == 0 {
+        return false;
+    }
+    let g = &mut uc.uc_mcontext.gregs;
+    let rip = g[libc::REG_RIP as usize] as u64;
+    if !with_state(|j| j.cache.contains(rip)).unwrap_or(false) {
+        // The dispatcher's Rust code (it blocks signals: no trap may come
+        // while it runs). Its saved flags restore TF when it returns.
+        g[libc::REG_EFL as usize] &= !(TF as i64);
+        return true;
+    }
+    if FOUND.load(Ordering::Relaxed) || STATE.load(Ordering::Acquire) != RUNNING {
+        return true;
+    }
+    let record = t.cursor;
+    if record < t.buf_start || record + 16 > t.buf_end {
+        return true;
+    }
+    // SAFETY: `record` lies in the thread's buffer (checked above).
+    let (id, entry_rsp) = unsafe { (*(record as *const u64), *((record + 8) as *const u64)) };
+    // The instruction whose check point this is, if any.
+    let Some((bi, block_pc)) = with_state(|j| {
+        let b = j.blocks.get(id as usize)?;
+        if b.code == 0 || rip < b.code {
+            return None;
+        }
+        let first = b.first as usize;
+        j.instrs[first..first + usize::from(b.count)]
+            .iter()
+            .find(|i| b.code + u64::from(i.check) == rip)
+            .map(|i| (*i, b.pc))
+    })
+    .flatten() else {
+        return true;
+    };
+    CHECKED.fetch_add(1, Ordering::Relaxed);
+    let mut recorded = RecordedMachine::of_this_thread();
+    // SAFETY: the block is past its body's start (its id is at the cursor
+    // and this is one of its check points): the instruction's inputs are
+    // written.
+    unsafe { recorded.fill(&bi, record) };
+    let live_rsp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as u64;
+    let rebuilt_rsp = entry_rsp.wrapping_add(bi.sp_delta as u64);
+    let found = with_session(|cell| {
+        let s = cell.as_mut()?;
+        // SAFETY: `uc` is the live context of this handler.
+        let live = unsafe { crate::machine::ContextMachine::new(uc, &s.layout) };
+        let diff = s.acc.verify(bi.ip, &live, &recorded);
+        let rsp_differs = live_rsp != rebuilt_rsp;
+        if diff.is_none() && !rsp_differs {
+            return None;
+        }
+        s.acc
+            .set_cut_short("fast-mode verification found a difference (see the notes)");
+        Some(diff)
+    });
+    let Some(diff) = found else { return true };
+    if FOUND.swap(true, Ordering::AcqRel) {
+        return true;
+    }
+    // SAFETY: this thread set FOUND first: it alone writes the message.
+    let m = unsafe { &mut *FIRST.0.get() };
+    let _ = write!(
+        m,
+        "instruction {:#x} (block at {:#x}, record offset {}): ",
+        bi.ip, block_pc, bi.offset
+    );
+    match diff {
+        Some((live, recorded)) => {
+            let _ = write!(m, "trap model ");
+            list(m, &live);
+            let _ = write!(m, ", recorded ");
+            list(m, &recorded);
+        }
+        None => {
+            let _ = write!(
+                m,
+                "RSP {live_rsp:#x}, rebuilt from the record {rebuilt_rsp:#x}"
+            );
+        }
+    }
+    STATE.store(STOPPING, Ordering::Release);
+    // The writer (if the library runs one) writes the dump; otherwise the
+    // program's `coldcache_stop` or exit does.
+    crate::engine::wake(1);
+    true
+}
+
+fn list(m: &mut Message, l: &Result<AccessList, crate::model::Unmodelled>) {
+    match l {
+        Ok(l) => {
+            let _ = write!(m, "[");
+            for (k, a) in l.as_slice().iter().enumerate() {
+                let sep = if k == 0 { "" } else { ", " };
+                let _ = write!(m, "{sep}{:?} {:#x}+{}", a.kind, a.addr, a.size);
+            }
+            let _ = write!(m, "]");
+        }
+        Err(why) => {
+            let _ = write!(m, "unmodelled ({why:?})");
+        }
+    }
+}
