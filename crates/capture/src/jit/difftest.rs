@@ -89,7 +89,7 @@ const STACK: usize = 0xC000;
 /// The arithmetic flags and DF, compared after the runs.
 const FLAGS: u64 = 0x8D5 | 0x400;
 /// Random states per form.
-const TRIALS: u64 = 4;
+const TRIALS: u64 = 8;
 
 /// Everything the trampoline loads and the landing saves.
 #[repr(C, align(64))]
@@ -519,9 +519,9 @@ fn corpus() -> Vec<Form> {
 /// What `translate.rs`'s header says the translator refuses, from the
 /// instruction alone: system calls and interrupts, `rep` strings,
 /// `loop`/`jrcxz`, far and transactional control flow, invalid
-/// instructions (`ud0`-`ud2`) and `hlt`, FS/GS base writes, and
-/// instructions whose plan needs more than general registers (masked
-/// operands, gathers and scatters, `xsave` forms).
+/// instructions (`ud0`-`ud2`) and `hlt`, FS/GS base writes, and instructions whose plan needs more than general
+/// registers (masked operands, gathers and scatters, `xsave`, `xsavec` and
+/// `xrstor` forms).
 fn header_refuses(i: &Instruction) -> Option<&'static str> {
     use Mnemonic::*;
     let m = i.mnemonic();
@@ -1120,6 +1120,21 @@ fn test_form(
         for d in compare(h, &native, &translated) {
             fail(format!("trial {trial}: {d}"));
         }
+        if matches!(
+            i.flow_control(),
+            FlowControl::Call | FlowControl::IndirectCall
+        ) {
+            // The return address on the stack is the program's own.
+            let sp = init.regs[Register::RSP.number()] - 8;
+            let o = (sp - region.buf()) as usize;
+            let pushed = u64::from_le_bytes(translated.buf[o..o + 8].try_into().expect("8"));
+            if pushed != p + len || translated.state.regs[Register::RSP.number()] != sp {
+                fail(format!(
+                    "trial {trial}: the call pushed {pushed:#x}, not {:#x}",
+                    p + len
+                ));
+            }
+        }
         if ![p + S0, p + S1].contains(&native.next) {
             fail(format!(
                 "trial {trial}: native run went to {:#x}",
@@ -1228,4 +1243,78 @@ fn translated_forms_end_as_native_ones_and_record_the_model_inputs() {
         r.accepted_but_header_refuses
     );
     assert!(r.ran.len() >= 200, "only {} forms ran", r.ran.len());
+}
+
+/// Translates `bytes` at the region's code page; returns the translation,
+/// the form as decoded there and the block's description.
+fn translate_at(
+    h: &Host,
+    bytes: &[u8],
+    region: &mut Region,
+    cache: &mut CodeCache,
+    id: u32,
+) -> (
+    super::translate::Translation,
+    Instruction,
+    [BlockInstr; MAX_INSTRUCTIONS],
+) {
+    let p = region.code();
+    let (page, i) = code_page(h, bytes, p, region.buf()).expect("encodes");
+    region.set_code(&page);
+    let mut tr = Translator::new(h.facts);
+    let mut out = [BlockInstr {
+        ip: 0,
+        sp_delta: 0,
+        inputs: [Register::None; 4],
+        offset: 0,
+    }; MAX_INSTRUCTIONS];
+    let t = tr
+        .translate(p, p + 4096, 0, id, h.tls, cache, &mut out)
+        .expect("translated");
+    (t, i, out)
+}
+
+#[test]
+fn a_full_buffer_sends_the_block_to_dispatch_full_with_every_register_as_it_was() {
+    let h = Host::new();
+    let mut cache = CodeCache::new();
+    let mut region = Region::new();
+    let mut factory = InstructionInfoFactory::new();
+    let mut model = Model::new(h.facts);
+    // add qword ptr [rbx+rcx*8+16], rax: a memory form with two inputs.
+    let (t, i, _) = translate_at(
+        &h,
+        &[0x48, 0x01, 0x44, 0xcb, 0x10],
+        &mut region,
+        &mut cache,
+        3,
+    );
+    let inputs = model.plan(&i).gpr_inputs().expect("GPR inputs");
+    let p = region.code();
+    for trial in 0..TRIALS {
+        let mut rng = Rng::new(0xF011 + trial);
+        let init = random_state(&h, &i, &inputs, &mut factory, &mut rng, &mut region, p);
+        let pattern = region.buf_mut().to_vec();
+        let mut rec = Record::new();
+        // The word after this block's record is not 0: the buffer is full.
+        rec.words[t.size / 8] = 1;
+        arm_tls(&h, &rec);
+        let (after, next) = run_once(&init, &pattern, &mut region, t.code);
+        let (_, cursor) = tls_next_cursor();
+        assert_eq!(next, p, "the full path asks for the block again");
+        assert_eq!(cursor, rec.start(), "nothing committed");
+        assert!(rec.words[..t.size / 8].iter().all(|&w| w == 0));
+        let unchanged = Outcome {
+            state: init.clone(),
+            buf: pattern.clone(),
+            next: p,
+        };
+        let ran = Outcome {
+            state: after,
+            buf: region.buf_mut().to_vec(),
+            next,
+        };
+        let d = compare(&h, &unchanged, &ran);
+        assert!(d.is_empty(), "trial {trial}: {d:?}");
+    }
 }
