@@ -519,7 +519,8 @@ fn corpus() -> Vec<Form> {
 /// What `translate.rs`'s header says the translator refuses, from the
 /// instruction alone: system calls and interrupts, `rep` strings,
 /// `loop`/`jrcxz`, far and transactional control flow, invalid
-/// instructions (`ud0`-`ud2`) and `hlt`, FS/GS base writes, and instructions whose plan needs more than general
+/// instructions (`ud0`-`ud2`) and `hlt`, FS/GS base writes (selector
+/// loads included), and instructions whose plan needs more than general
 /// registers (masked operands, gathers and scatters, `xsave`, `xsavec` and
 /// `xrstor` forms).
 fn header_refuses(i: &Instruction) -> Option<&'static str> {
@@ -534,6 +535,11 @@ fn header_refuses(i: &Instruction) -> Option<&'static str> {
                 i.memory_size(),
                 MemorySize::SegPtr16 | MemorySize::SegPtr32 | MemorySize::SegPtr64
             ));
+    let fs_gs_load = (i.op_count() > 0
+        && i.op0_kind() == OpKind::Register
+        && matches!(i.op0_register(), Register::FS | Register::GS)
+        && m != Push)
+        || matches!(m, Lfs | Lgs);
     let rep = i.is_string_instruction()
         && (i.has_rep_prefix() || i.has_repe_prefix() || i.has_repne_prefix());
     let masked = i.op_mask() != Register::None
@@ -563,6 +569,8 @@ fn header_refuses(i: &Instruction) -> Option<&'static str> {
         "ud0-ud2, hlt"
     } else if matches!(m, Wrfsbase | Wrgsbase) {
         "FS/GS base write"
+    } else if fs_gs_load {
+        "FS/GS selector load"
     } else if masked {
         "masked operand"
     } else if i.is_vsib() {
@@ -1316,5 +1324,40 @@ fn a_full_buffer_sends_the_block_to_dispatch_full_with_every_register_as_it_was(
         };
         let d = compare(&h, &unchanged, &ran);
         assert!(d.is_empty(), "trial {trial}: {d:?}");
+    }
+}
+
+#[test]
+fn loads_of_the_fs_and_gs_selectors_are_refused() {
+    // Translated code reaches its state through the FS base; a selector
+    // load moves that base, so the block must run under the trap engine.
+    let h = Host::new();
+    let mut cache = CodeCache::new();
+    let mut region = Region::new();
+    let mut tr = Translator::new(h.facts);
+    let p = region.code();
+    for (bytes, what) in [
+        (&[0x0f, 0xa1][..], "pop fs"),
+        (&[0x0f, 0xa9][..], "pop gs"),
+        (&[0x8e, 0xe0][..], "mov fs, eax"),
+        (&[0x66, 0x8e, 0xe8][..], "mov gs, ax"),
+        (&[0x8e, 0x23][..], "mov fs, word ptr [rbx]"),
+        (&[0x0f, 0xb4, 0x03][..], "lfs eax, [rbx]"),
+        (&[0x48, 0x0f, 0xb5, 0x03][..], "lgs rax, [rbx]"),
+    ] {
+        let (page, i) = code_page(&h, bytes, p, region.buf()).expect("encodes");
+        assert_eq!(i.len(), bytes.len(), "{what}");
+        region.set_code(&page);
+        let mut out = [BlockInstr {
+            ip: 0,
+            sp_delta: 0,
+            inputs: [Register::None; 4],
+            offset: 0,
+        }; MAX_INSTRUCTIONS];
+        assert!(
+            tr.translate(p, p + 4096, 0, 1, h.tls, &mut cache, &mut out)
+                .is_none(),
+            "{what} was translated"
+        );
     }
 }

@@ -32,9 +32,14 @@
 //! Refused (the block ends before it; a block that would start with it runs
 //! under the trap engine): system calls and interrupts, `rep` strings,
 //! `loop`/`jrcxz`, far and transactional control flow, invalid
-//! instructions, FS/GS base writes, instructions whose plan needs more than
-//! general registers (masked, gather, `xsave` forms), RIP-relative operands
-//! out of reach of the code cache, the function trigger's breakpoint.
+//! instructions (`ud0`-`ud2` included) and `hlt`, FS/GS base writes
+//! (`wrfsbase`/`wrgsbase`, and loads of the FS or GS selector, which move
+//! the base the translated code reaches its state through), instructions
+//! whose plan needs more than general registers (masked, gather and
+//! scatter, `xsave`/`xsavec`/`xrstor` forms; `xsaveopt` and the other
+//! forms the model leaves unmodelled are translated, recording nothing),
+//! RIP-relative operands out of reach of the code cache, the function
+//! trigger's breakpoint. `jit/difftest.rs` checks this list.
 
 use super::cache::{CodeCache, CHUNK, REACH};
 use super::emit::{at, fs, jmp_mem, lea, load, mov_imm64, store, store_imm32, store_simm32, Asm};
@@ -469,6 +474,15 @@ fn classify(i: &iced_x86::Instruction) -> Option<Option<Exit>> {
             | Jecxz
             | Jcxz
     ) {
+        return None;
+    }
+    // `mov fs, r/m`, `pop fs`, `lfs` (and GS): a selector load moves the
+    // segment's base.
+    let loads_fs_gs = (matches!(i.mnemonic(), Mov | Pop)
+        && i.op0_kind() == OpKind::Register
+        && matches!(i.op0_register(), Register::FS | Register::GS))
+        || matches!(i.mnemonic(), Lfs | Lgs);
+    if loads_fs_gs {
         return None;
     }
     let near = |k: OpKind| k == OpKind::NearBranch64;

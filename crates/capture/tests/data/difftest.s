@@ -193,6 +193,15 @@ fild dword ptr [rbx]
 fnstcw word ptr [rax]
 fnstsw word ptr [rbx]
 stmxcsr dword ptr [rax]
+# segment selectors: stores run, loads of FS/GS are refused
+mov eax, fs
+mov word ptr [rax], gs
+push gs
+mov fs, eax
+mov gs, ax
+pop gs
+lfs eax, fword ptr [rbx]
+lgs eax, fword ptr [rbx]
 # miscellaneous
 xlatb
 cqo
