@@ -710,31 +710,60 @@ const S1: u64 = 128;
 /// S1, RIP-relative operands to point at the buffer's RIP_DATA), a `jmp`
 /// to S0, and the stubs. Returns the page and the form as decoded at P.
 fn code_page(h: &Host, form: &[u8], p: u64, buf: u64) -> Option<(Vec<u8>, Instruction)> {
-    let mut d = Decoder::with_ip(64, form, p, DecoderOptions::NONE);
-    let mut i = d.decode();
-    let mut bytes = form.to_vec();
-    let near = i.op_count() > 0 && i.op0_kind() == OpKind::NearBranch64;
-    if near || i.is_ip_rel_memory_operand() {
-        if near {
-            i.set_near_branch64(p + S1);
-        } else {
-            i.set_memory_displacement64(buf + RIP_DATA as u64);
+    let (page, is) = code_page_seq(h, &[form], p, buf, S0, S1)?;
+    Some((page, is[0]))
+}
+
+/// [`code_page`] for a run of forms, with the stubs at `s0` and `s1`
+/// (a short branch that cannot reach `s1` becomes a near one).
+fn code_page_seq(
+    h: &Host,
+    forms: &[&[u8]],
+    p: u64,
+    buf: u64,
+    s0: u64,
+    s1: u64,
+) -> Option<(Vec<u8>, Vec<Instruction>)> {
+    let mut page = vec![0xCCu8; s1 as usize + 64];
+    let mut at = p;
+    let mut decoded = Vec::with_capacity(forms.len());
+    for form in forms {
+        let mut d = Decoder::with_ip(64, form, at, DecoderOptions::NONE);
+        let mut i = d.decode();
+        let mut bytes = form.to_vec();
+        let near = i.op_count() > 0 && i.op0_kind() == OpKind::NearBranch64;
+        if near || i.is_ip_rel_memory_operand() {
+            if near {
+                i.set_near_branch64(p + s1);
+            } else {
+                i.set_memory_displacement64(buf + RIP_DATA as u64);
+            }
+            let mut e = Encoder::new(64);
+            if e.encode(&i, at).is_err() {
+                // A failed encoding leaves bytes behind: start afresh.
+                e = Encoder::new(64);
+                i.as_near_branch();
+                e.encode(&i, at).ok()?;
+            }
+            bytes = e.take_buffer();
+            let mut d = Decoder::with_ip(64, &bytes, at, DecoderOptions::NONE);
+            i = d.decode();
         }
-        let mut e = Encoder::new(64);
-        e.encode(&i, p).ok()?;
-        bytes = e.take_buffer();
-        let mut d = Decoder::with_ip(64, &bytes, p, DecoderOptions::NONE);
-        i = d.decode();
+        let o = (at - p) as usize;
+        page.get_mut(o..o + bytes.len())?.copy_from_slice(&bytes);
+        at += bytes.len() as u64;
+        decoded.push(i);
     }
-    let mut page = vec![0xCCu8; 256];
-    page[..bytes.len()].copy_from_slice(&bytes);
-    let len = bytes.len() as u64;
-    let jmp = Instruction::with_branch(iced_x86::Code::Jmp_rel32_64, p + S0).ok()?;
+    if at + 5 > p + s0 {
+        return None;
+    }
+    let jmp = Instruction::with_branch(iced_x86::Code::Jmp_rel32_64, p + s0).ok()?;
     let mut e = Encoder::new(64);
-    e.encode(&jmp, p + len).ok()?;
+    e.encode(&jmp, at).ok()?;
     let j = e.take_buffer();
-    page[len as usize..len as usize + j.len()].copy_from_slice(&j);
-    for s in [S0, S1] {
+    let o = (at - p) as usize;
+    page.get_mut(o..o + j.len())?.copy_from_slice(&j);
+    for s in [s0, s1] {
         let mut a = Asm::new(64);
         a.reset(p + s);
         let at = p + s;
@@ -746,7 +775,7 @@ fn code_page(h: &Host, form: &[u8], p: u64, buf: u64) -> Option<(Vec<u8>, Instru
         let code = a.take();
         page[s as usize..s as usize + code.len()].copy_from_slice(&code);
     }
-    Some((page, i))
+    Some((page, decoded))
 }
 
 /// A random state for `i` at P, with the buffer's pattern written.
@@ -759,6 +788,31 @@ fn random_state(
     region: &mut Region,
     p: u64,
 ) -> Box<State> {
+    random_state_seq(
+        h,
+        core::slice::from_ref(i),
+        core::slice::from_ref(inputs),
+        factory,
+        rng,
+        region,
+        p + S1,
+    )
+}
+
+/// A random state for a run of instructions (`is`, with their plans'
+/// inputs), with the buffer's pattern written; the last one's branch
+/// target, return address or `popf` image is set up (`target`: the stub
+/// an indirect branch or return goes to).
+fn random_state_seq(
+    h: &Host,
+    is: &[Instruction],
+    inputs: &[[Register; 4]],
+    factory: &mut InstructionInfoFactory,
+    rng: &mut Rng,
+    region: &mut Region,
+    target: u64,
+) -> Box<State> {
+    let i = is.last().expect("an instruction");
     let buf = region.buf();
     let mut s = h.xsave.clone();
     for r in &mut s.regs {
@@ -779,7 +833,6 @@ fn random_state(
     // Memory operands: bases into the buffer, indexes small (multiples of
     // 16, so aligned forms stay aligned), RSP in the buffer.
     let rsp = buf + STACK as u64 - 16 * rng.below(4);
-    let info = factory.info(i);
     // (base register, segment base to take off), index registers; iced
     // leaves prefetches and hints out of its used-memory list.
     let mut bases = Vec::new();
@@ -794,24 +847,26 @@ fn random_state(
             indexes.push(index.full_register());
         }
     };
-    for m in info.used_memory() {
-        operand(m.base(), m.index(), m.segment());
-    }
-    if (0..i.op_count()).any(|k| i.op_kind(k) == OpKind::Memory) {
-        operand(i.memory_base(), i.memory_index(), i.memory_segment());
+    for i in is {
+        for m in factory.info(i).used_memory() {
+            operand(m.base(), m.index(), m.segment());
+        }
+        if (0..i.op_count()).any(|k| i.op_kind(k) == OpKind::Memory) {
+            operand(i.memory_base(), i.memory_index(), i.memory_segment());
+        }
+        if i.mnemonic() == Mnemonic::Clzero {
+            // Its line address is an implicit RAX iced lists as no memory.
+            operand(Register::RAX, Register::None, Register::DS);
+        }
     }
     for r in indexes {
         s.regs[r.number()] = 16 * rng.below(4);
     }
-    for &r in inputs.iter().filter(|&&r| r != Register::None) {
+    for &r in inputs.iter().flatten().filter(|&&r| r != Register::None) {
         if !bases.iter().any(|&(b, _)| b == r) && r != Register::RSP {
             // Other address inputs (a `bt` bit offset): small and signed.
             s.regs[r.number()] = (rng.below(1024) as i64 - 512) as u64;
         }
-    }
-    if i.mnemonic() == Mnemonic::Clzero {
-        // Its line address is an implicit RAX iced lists as no memory.
-        bases.push((Register::RAX, 0));
     }
     for &(r, seg) in &bases {
         s.regs[r.number()] = (buf + DATA as u64 + 64 * rng.below(64)).wrapping_sub(seg);
@@ -827,7 +882,6 @@ fn random_state(
         assert!(o + 8 <= BUF, "{i}: {addr:#x} outside the buffer");
         b[o..o + 8].copy_from_slice(&v.to_le_bytes());
     };
-    let target = p + S1;
     match i.flow_control() {
         FlowControl::IndirectBranch | FlowControl::IndirectCall => {
             if i.op0_kind() == OpKind::Register {
@@ -1360,4 +1414,320 @@ fn loads_of_the_fs_and_gs_selectors_are_refused() {
             "{what} was translated"
         );
     }
+}
+
+/// A form that may go into a run of forms in one block.
+struct Candidate {
+    bytes: Vec<u8>,
+    /// Full general registers (bit = iced number) it writes, RSP left out
+    /// (only forms moving RSP by a known amount are candidates).
+    writes: u32,
+    /// Registers its addresses read, as bases and as small values (indexes,
+    /// bit offsets); RSP left out (it always points at the stack).
+    bases: u32,
+    smalls: u32,
+    /// A direct branch (only last in a run).
+    branch: bool,
+}
+
+fn bit(r: Register) -> u32 {
+    if r.is_gpr() && r.full_register() != Register::RSP {
+        1 << r.full_register().number()
+    } else {
+        0
+    }
+}
+
+/// `form` as a [`Candidate`], when the corpus test runs it alone and it
+/// needs no set-up beyond registers (no `popf` image, no indirect target).
+fn candidate(
+    form: &[u8],
+    model: &mut Model,
+    factory: &mut InstructionInfoFactory,
+) -> Option<Candidate> {
+    use Mnemonic::*;
+    let i = Decoder::with_ip(64, form, 0x1000, DecoderOptions::NONE).decode();
+    if i.is_invalid() || header_refuses(&i).is_some() || not_runnable(&i, factory).is_some() {
+        return None;
+    }
+    let branch = match i.flow_control() {
+        FlowControl::Next => false,
+        FlowControl::ConditionalBranch | FlowControl::UnconditionalBranch | FlowControl::Call
+            if i.op0_kind() == OpKind::NearBranch64 =>
+        {
+            true
+        }
+        _ => return None,
+    };
+    if matches!(
+        i.mnemonic(),
+        Popf | Popfq | Fxrstor | Fxrstor64 | Ldmxcsr | Vldmxcsr | Clzero | Enter | Leave
+    ) {
+        return None;
+    }
+    let inputs = model.plan(&i).gpr_inputs()?;
+    let info = factory.info(&i);
+    let mut writes = 0;
+    for u in info.used_registers() {
+        let r = u.register();
+        let w = matches!(
+            u.access(),
+            OpAccess::Write | OpAccess::ReadWrite | OpAccess::CondWrite | OpAccess::ReadCondWrite
+        );
+        if !w || !r.is_gpr() {
+            continue;
+        }
+        if r.full_register() == Register::RSP {
+            let known = i.is_stack_instruction()
+                && i.stack_pointer_increment() != 0
+                && !(i.op_count() > 0
+                    && i.op0_kind() == OpKind::Register
+                    && i.op0_register().full_register() == Register::RSP);
+            if !known {
+                return None;
+            }
+        }
+        writes |= bit(r);
+    }
+    let (mut bases, mut smalls) = (0, 0);
+    for m in info.used_memory() {
+        bases |= bit(m.base());
+        smalls |= bit(m.index());
+    }
+    if (0..i.op_count()).any(|k| i.op_kind(k) == OpKind::Memory) {
+        bases |= bit(i.memory_base());
+        smalls |= bit(i.memory_index());
+    }
+    for &r in &inputs {
+        if bit(r) & bases == 0 {
+            smalls |= bit(r);
+        }
+    }
+    if bases & smalls != 0 {
+        return None;
+    }
+    Some(Candidate {
+        bytes: form.to_vec(),
+        writes,
+        bases,
+        smalls,
+        branch,
+    })
+}
+
+/// Picks a run of 2 to 6 candidates in which no form writes a register a
+/// later one addresses with, and no register is a base for one and a small
+/// value for another; the last may be a direct branch.
+fn pick_run<'a>(cands: &'a [Candidate], rng: &mut Rng) -> Vec<&'a Candidate> {
+    let want = 2 + rng.below(5) as usize;
+    let (mut writes, mut bases, mut smalls) = (0u32, 0u32, 0u32);
+    let mut run: Vec<&Candidate> = Vec::new();
+    for _ in 0..200 {
+        if run.len() == want {
+            break;
+        }
+        let c = &cands[rng.below(cands.len() as u64) as usize];
+        let last = run.len() + 1 == want;
+        if (c.branch && !last)
+            || (c.bases | c.smalls) & writes != 0
+            || c.bases & smalls != 0
+            || c.smalls & bases != 0
+        {
+            continue;
+        }
+        writes |= c.writes;
+        bases |= c.bases;
+        smalls |= c.smalls;
+        run.push(c);
+        if c.branch {
+            break;
+        }
+    }
+    run
+}
+
+#[test]
+fn runs_of_forms_in_one_block_end_as_native_ones_and_record_each_instruction() {
+    const RUNS: u64 = 400;
+    const SEQ_S0: u64 = 0x200;
+    const SEQ_S1: u64 = 0x240;
+    let h = Host::new();
+    let mut cache = CodeCache::new();
+    let mut region = Region::new();
+    let mut factory = InstructionInfoFactory::new();
+    let mut model = Model::new(h.facts);
+    let mut tr = Translator::new(h.facts);
+    let cands: Vec<Candidate> = corpus()
+        .iter()
+        .filter_map(|f| candidate(&f.bytes, &mut model, &mut factory))
+        .collect();
+    assert!(cands.len() >= 150, "only {} candidates", cands.len());
+    let p = region.code();
+    let mut failures = Vec::new();
+    let mut instructions = 0usize;
+    for n in 0..RUNS {
+        let mut rng = Rng::new(0x5E0 + n);
+        let run = pick_run(&cands, &mut rng);
+        let forms: Vec<&[u8]> = run.iter().map(|c| &c.bytes[..]).collect();
+        let Some((page, is)) = code_page_seq(&h, &forms, p, region.buf(), SEQ_S0, SEQ_S1) else {
+            failures.push(format!("run {n}: cannot be laid out"));
+            continue;
+        };
+        let mut fmt = IntelFormatter::new();
+        let mut name = format!("run {n}:");
+        for i in &is {
+            let mut t = String::new();
+            fmt.format(i, &mut t);
+            name += &format!(" {t};");
+        }
+        region.set_code(&page);
+        let mut out = [BlockInstr {
+            ip: 0,
+            sp_delta: 0,
+            inputs: [Register::None; 4],
+            offset: 0,
+        }; MAX_INSTRUCTIONS];
+        let id = 1000 + n as u32;
+        let Some(t) = tr.translate(p, p + 4096, 0, id, h.tls, &mut cache, &mut out) else {
+            failures.push(format!("{name} refused"));
+            continue;
+        };
+        let ends_with_branch = run.last().is_some_and(|c| c.branch);
+        let expect = is.len() + usize::from(!ends_with_branch);
+        if t.count != expect {
+            failures.push(format!("{name} block of {} instructions", t.count));
+            continue;
+        }
+        let plans: Vec<_> = is.iter().map(|i| model.plan(i)).collect();
+        let inputs: Vec<[Register; 4]> = plans
+            .iter()
+            .map(|pl| pl.gpr_inputs().expect("candidate"))
+            .collect();
+        let end = is.last().map_or(p, |i| i.next_ip());
+        let resolve = |next: u64| if next == end { p + SEQ_S0 } else { next };
+        let fs_base = tls::thread_pointer();
+        let gs_base = crate::machine::gs_base(false);
+        instructions += is.len();
+        for trial in 0..2 {
+            let mut rng = Rng::new((n << 8) | trial);
+            let init = random_state_seq(
+                &h,
+                &is,
+                &inputs,
+                &mut factory,
+                &mut rng,
+                &mut region,
+                p + SEQ_S1,
+            );
+            let pattern = region.buf_mut().to_vec();
+            // Each instruction's state before it, as far as its addresses
+            // go: the initial registers, RSP moved by the stack
+            // instructions before it.
+            let mut sp = 0i64;
+            let mut before = Vec::with_capacity(is.len());
+            let mut lives = Vec::with_capacity(is.len());
+            let mut out_of_memory = None;
+            for (k, i) in is.iter().enumerate() {
+                let mut st = init.clone();
+                st.regs[Register::RSP.number()] =
+                    init.regs[Register::RSP.number()].wrapping_add(sp as u64);
+                let mut acc = AccessList::default();
+                let r = plans[k].eval(
+                    i,
+                    &Live {
+                        host: &h,
+                        state: &st,
+                        fs: fs_base,
+                        gs: gs_base,
+                    },
+                    &mut acc,
+                );
+                let buf = region.buf();
+                if let Some(a) = acc.as_slice().iter().find(|a| {
+                    let mut probe = [0u8; 1];
+                    let inside = a.addr >= buf && a.addr + u64::from(a.size) <= buf + BUF as u64;
+                    !inside && !crate::memory::read_bytes(a.addr, &mut probe)
+                }) {
+                    out_of_memory = Some(*a);
+                }
+                before.push((sp, st));
+                lives.push((r, acc));
+                sp += i64::from(i.stack_pointer_increment());
+            }
+            if let Some(a) = out_of_memory {
+                failures.push(format!("{name} the harness let {a:?} out of memory"));
+                continue;
+            }
+            if std::env::var_os("COLDCACHE_DIFFTEST_VERBOSE").is_some() {
+                eprintln!("{name} trial {trial}");
+            }
+            let (ns, nnext) = run_once(&init, &pattern, &mut region, p);
+            let native = Outcome {
+                state: ns,
+                buf: region.buf_mut().to_vec(),
+                next: resolve(nnext),
+            };
+            let rec = Record::new();
+            arm_tls(&h, &rec);
+            let (xs, xnext) = run_once(&init, &pattern, &mut region, t.code);
+            let (_, cursor) = tls_next_cursor();
+            let translated = Outcome {
+                state: xs,
+                buf: region.buf_mut().to_vec(),
+                next: resolve(xnext),
+            };
+            for d in compare(&h, &native, &translated) {
+                failures.push(format!("{name} trial {trial}: {d}"));
+            }
+            let w = &rec.words;
+            if cursor != rec.start() + t.size as u64
+                || w[0] != u64::from(id)
+                || w[1] != init.regs[Register::RSP.number()]
+            {
+                failures.push(format!("{name} trial {trial}: record header or size"));
+                continue;
+            }
+            for (k, i) in is.iter().enumerate() {
+                let (sp, st) = &before[k];
+                let d = &out[k];
+                if d.ip != i.ip() || d.sp_delta != *sp || d.inputs != inputs[k] {
+                    failures.push(format!("{name} instruction {k}: description {d:?}"));
+                    continue;
+                }
+                let mut m = RecordedMachine {
+                    regs: [0; 16],
+                    fs: fs_base,
+                    gs: gs_base,
+                };
+                let first = usize::from(d.offset) / 8;
+                for (q, &r) in (first..).zip(inputs[k].iter().filter(|&&r| r != Register::None)) {
+                    m.regs[r.number()] = w[q];
+                    if w[q] != st.regs[r.number()] {
+                        failures.push(format!(
+                            "{name} trial {trial} instruction {k}: recorded {r:?} = {:#x}, was {:#x}",
+                            w[q],
+                            st.regs[r.number()]
+                        ));
+                    }
+                }
+                let mut acc = AccessList::default();
+                let r = plans[k].eval(i, &m, &mut acc);
+                let (lr, la) = &lives[k];
+                if r.map(|_| acc.as_slice()) != lr.map(|_| la.as_slice()) {
+                    failures.push(format!(
+                        "{name} trial {trial} instruction {k}: model over the record {:?}, over the live state {:?}",
+                        acc.as_slice(),
+                        la.as_slice()
+                    ));
+                }
+            }
+        }
+    }
+    eprintln!("difftest: {RUNS} runs of forms, {instructions} instructions, in one block each");
+    assert!(
+        failures.is_empty(),
+        "{} differences:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
