@@ -1731,3 +1731,45 @@ fn runs_of_forms_in_one_block_end_as_native_ones_and_record_each_instruction() {
         failures.join("\n")
     );
 }
+
+#[test]
+fn rip_relative_operands_beyond_the_code_caches_reach_are_refused() {
+    let h = Host::new();
+    let mut cache = CodeCache::new();
+    let mut region = Region::new();
+    let mut tr = Translator::new(h.facts);
+    let p = region.code();
+    let mut out = [BlockInstr {
+        ip: 0,
+        sp_delta: 0,
+        inputs: [Register::None; 4],
+        offset: 0,
+    }; MAX_INSTRUCTIONS];
+    // mov rax, qword ptr [rip + d], placed at P with its target at `to`.
+    let mut at = |to: u64, cache: &mut CodeCache| {
+        let mut i =
+            Decoder::with_ip(64, &[0x48, 0x8b, 0x05, 0, 0, 0, 0], p, DecoderOptions::NONE).decode();
+        i.set_memory_displacement64(to);
+        let mut e = Encoder::new(64);
+        e.encode(&i, p).expect("within reach of P");
+        let mut page = e.take_buffer();
+        page.extend_from_slice(&[0xCC; 16]);
+        region.set_code(&page);
+        tr.translate(p, p + 4096, 0, 1, h.tls, cache, &mut out)
+    };
+    // Near: translated (where the cache is tells how far is too far).
+    let near = at(p + 0x1000, &mut cache).expect("a near operand is translated");
+    let code = near.code;
+    // As far from the cache as P allows, on the side away from it.
+    let far = if code < p {
+        code + (1 << 31) + (16 << 20)
+    } else {
+        code - (1 << 31) - (16 << 20)
+    };
+    assert!(far.abs_diff(p) < 1 << 31, "P reaches it");
+    assert!(
+        at(far, &mut cache).is_none(),
+        "an operand {:#x} from the code cache was translated",
+        far.abs_diff(code)
+    );
+}
