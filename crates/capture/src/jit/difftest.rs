@@ -30,8 +30,9 @@
 //!    into a 64 KiB patterned buffer, index registers and `bt` offsets
 //!    small, RSP in the buffer; the arithmetic flags and DF random;
 //!    XMM/YMM (and ZMM, k0-7 where XCR0 enables AVX-512) random through the
-//!    XSAVE area; indirect branch targets, return addresses and `popf`
-//!    images written where the form reads them.
+//!    XSAVE area; indirect branch targets, return addresses, `popf` images
+//!    and valid `fxrstor`/`ldmxcsr` images written where the form reads
+//!    them.
 //! 3. The state goes through `coldcache_difftest_enter` (a `global_asm!`
 //!    trampoline: host callee-saved registers and XSAVE state saved,
 //!    `xrstor` of the form's vector state, `popfq`, every general register
@@ -54,11 +55,32 @@
 //!    [`RecordedMachine`](super::RecordedMachine) the replay uses) equal to
 //!    `Plan::eval` over the live state.
 //!
-//! A full buffer is tested on its own: the block's check finds a non-zero
-//! word and goes to `T.dispatch_full` with every register as it was.
+//! # Runs of forms in one block
+//! Random runs of 2 to 6 forms (a direct branch only last) are laid out
+//! and checked the same way, so records of several instructions, their
+//! offsets, the scratch register's choice and the RSP deltas the replay
+//! relies on are tested too. Runs are picked so that no form writes a
+//! register a later form addresses with (RSP aside, moved by the stack
+//! forms by known amounts): each instruction's recorded inputs must then
+//! equal the initial registers, with RSP moved by the stack increments
+//! (iced's) of the forms before it.
 //!
-//! The runs share process-wide slots (the host stack pointer, the state),
-//! so they are serialised by a lock.
+//! # Also here
+//! A full buffer: the block's check finds a non-zero word and goes to
+//! `T.dispatch_full` with every register, flag, vector and byte as it
+//! was. Selector loads of FS/GS and RIP-relative operands the code cache
+//! cannot reach are refused.
+//!
+//! # Limits
+//! AVX-512 state (ZMM, k0-7) is randomised and compared only where XCR0
+//! enables it; forms this CPU lacks are listed and not run, so a machine
+//! without AVX-512 checks the refusal of masked forms but runs none of
+//! the unmasked EVEX ones. Forms with results that differ between two runs
+//! (`rdtsc`, `rdrand`, `cpuid`) are not run.
+//!
+//! `COLDCACHE_DIFFTEST_VERBOSE=1` prints each form before it runs (a crash
+//! then names it). The runs share process-wide slots (the host stack
+//! pointer, the state), so they are serialised by a lock.
 
 use super::cache::CodeCache;
 use super::emit::{fs, store_imm32, Asm};
