@@ -275,13 +275,20 @@ const REGION: usize = 0x20000;
 
 impl Region {
     fn new() -> Region {
+        Region::with_flags(libc::MAP_32BIT)
+    }
+    /// Where the kernel likes (high up, with room on both sides).
+    fn anywhere() -> Region {
+        Region::with_flags(0)
+    }
+    fn with_flags(flags: i32) -> Region {
         // SAFETY: a fresh private anonymous mapping.
         let p = unsafe {
             libc::mmap(
                 core::ptr::null_mut(),
                 REGION,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_32BIT,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | flags,
                 -1,
                 0,
             )
@@ -625,6 +632,8 @@ fn has_feature(f: CpuidFeature) -> Option<bool> {
     Some(match f {
         INTEL8086 | INTEL186 | INTEL286 | INTEL386 | INTEL486 | X64 | CPUID | FPU | FPU287
         | FPU387 | CMOV | CX8 | MULTIBYTENOP | PAUSE | TSC | MMX => true,
+        // `endbr64` is a hint-space NOP where CET is absent or off.
+        CET_IBT => true,
         SSE => d!("sse"),
         SSE2 => d!("sse2"),
         SSE3 => d!("sse3"),
@@ -657,7 +666,9 @@ fn has_feature(f: CpuidFeature) -> Option<bool> {
         AVX512DQ => d!("avx512dq"),
         AVX512CD => d!("avx512cd"),
         CLFSH => cpuid(1, 0).edx & (1 << 19) != 0,
-        FSGSBASE => cpuid(7, 0).ebx & 1 != 0,
+        // The kernel must have enabled it (HWCAP2_FSGSBASE), not only the CPU.
+        // SAFETY: getauxval reads the auxiliary vector; 0 when absent.
+        FSGSBASE => (unsafe { libc::getauxval(libc::AT_HWCAP2) } & 2) != 0,
         CLFLUSHOPT => cpuid(7, 0).ebx & (1 << 23) != 0,
         CLWB => cpuid(7, 0).ebx & (1 << 24) != 0,
         CLDEMOTE => cpuid(7, 0).ecx & (1 << 25) != 0,
@@ -1450,6 +1461,11 @@ struct Candidate {
     smalls: u32,
     /// A direct branch (only last in a run).
     branch: bool,
+    /// How it moves RSP, and whether it addresses memory through RSP (such
+    /// a form may need RSP 16-byte aligned: it follows only runs that
+    /// moved RSP by a multiple of 16).
+    stack: i64,
+    rsp_memory: bool,
 }
 
 fn bit(r: Register) -> u32 {
@@ -1511,6 +1527,15 @@ fn candidate(
         }
         writes |= bit(r);
     }
+    // An FS-relative base holds a different value than a plain one: such
+    // forms run alone only.
+    if info
+        .used_memory()
+        .iter()
+        .any(|m| m.segment() == Register::FS && m.base().is_gpr())
+    {
+        return None;
+    }
     let (mut bases, mut smalls) = (0, 0);
     for m in info.used_memory() {
         bases |= bit(m.base());
@@ -1528,12 +1553,20 @@ fn candidate(
     if bases & smalls != 0 {
         return None;
     }
+    let rsp_memory = info
+        .used_memory()
+        .iter()
+        .any(|m| m.base().full_register() == Register::RSP)
+        || ((0..i.op_count()).any(|k| i.op_kind(k) == OpKind::Memory)
+            && i.memory_base().full_register() == Register::RSP);
     Some(Candidate {
         bytes: form.to_vec(),
         writes,
         bases,
         smalls,
         branch,
+        stack: i64::from(i.stack_pointer_increment()),
+        rsp_memory,
     })
 }
 
@@ -1542,7 +1575,7 @@ fn candidate(
 /// value for another; the last may be a direct branch.
 fn pick_run<'a>(cands: &'a [Candidate], rng: &mut Rng) -> Vec<&'a Candidate> {
     let want = 2 + rng.below(5) as usize;
-    let (mut writes, mut bases, mut smalls) = (0u32, 0u32, 0u32);
+    let (mut writes, mut bases, mut smalls, mut sp) = (0u32, 0u32, 0u32, 0i64);
     let mut run: Vec<&Candidate> = Vec::new();
     for _ in 0..200 {
         if run.len() == want {
@@ -1554,12 +1587,14 @@ fn pick_run<'a>(cands: &'a [Candidate], rng: &mut Rng) -> Vec<&'a Candidate> {
             || (c.bases | c.smalls) & writes != 0
             || c.bases & smalls != 0
             || c.smalls & bases != 0
+            || (c.rsp_memory && sp % 16 != 0)
         {
             continue;
         }
         writes |= c.writes;
         bases |= c.bases;
         smalls |= c.smalls;
+        sp += c.stack;
         run.push(c);
         if c.branch {
             break;
@@ -1758,7 +1793,8 @@ fn runs_of_forms_in_one_block_end_as_native_ones_and_record_each_instruction() {
 fn rip_relative_operands_beyond_the_code_caches_reach_are_refused() {
     let h = Host::new();
     let mut cache = CodeCache::new();
-    let mut region = Region::new();
+    // High up, so that both sides of the code cache are addresses.
+    let mut region = Region::anywhere();
     let mut tr = Translator::new(h.facts);
     let p = region.code();
     let mut out = [BlockInstr {

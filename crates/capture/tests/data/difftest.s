@@ -202,6 +202,32 @@ mov gs, ax
 pop gs
 lfs eax, fword ptr [rbx]
 lgs eax, fword ptr [rbx]
+# stack-based indirect branches, RSP exchanged, FS-relative memory
+call qword ptr [rsp+8]
+call qword ptr [rsp]
+jmp qword ptr [rsp+16]
+ret 0x100
+bnd ret
+notrack jmp rax
+ds jz .+0x40
+xchg rsp, rbx
+mov qword ptr fs:[rbx+8], rcx
+add dword ptr fs:[rax], ecx
+mov rax, qword ptr fs:[rsi+rdi*8]
+# implicit registers
+cmpxchg rbx, rcx
+blendvps xmm1, xmmword ptr [rax], xmm0
+pblendvb xmm2, xmmword ptr [rbx]
+pcmpestri xmm1, xmmword ptr [rax], 0x0c
+pcmpistrm xmm3, xmmword ptr [rbx], 0x40
+mulx rax, rbx, qword ptr [rcx]
+ldmxcsr dword ptr [rax]
+vzeroall
+rdfsbase rax
+endbr64
+addr32 lodsb
+addr32 stosd
+addr32 movsq
 # miscellaneous
 xlatb
 cqo
