@@ -56,7 +56,7 @@
 //!    `Plan::eval` over the live state.
 //!
 //! # Runs of forms in one block
-//! Random runs of 2 to 6 forms (a direct branch only last) are laid out
+//! Random runs of 2 to 6 forms (a branch, call or return only last) are laid out
 //! and checked the same way, so records of several instructions, their
 //! offsets, the scratch register's choice and the RSP deltas the replay
 //! relies on are tested too. Runs are picked so that no form writes a
@@ -72,6 +72,14 @@
 //! cannot reach are refused.
 //!
 //! # Limits
+//! One known difference, not fixed: an x87 environment store (`fnstenv`,
+//! `fnsave`, `fxsave`) after an x87 instruction writes that instruction's
+//! address as the last instruction pointer (FIP), which in translated code
+//! is the copy's address in the code cache (found by this test: `fld
+//! qword ptr [rax]; fnsave [rax]` differ in byte 12 of the image). The x87
+//! registers are compared without FIP, FDP and FOP, and runs never put such
+//! a store after an x87 instruction.
+//!
 //! AVX-512 state (ZMM, k0-7) is randomised and compared only where XCR0
 //! enables it; forms this CPU lacks are listed and not run, so a machine
 //! without AVX-512 checks the refusal of masked forms but runs none of
@@ -404,6 +412,20 @@ fn component_bytes(h: &Host, s: &State, i: usize) -> Vec<u8> {
         vec![0; n]
     } else {
         s.xsave[o..o + n].to_vec()
+    }
+}
+
+/// The x87 state as the program sees it: control, status and tag words
+/// and ST0-ST7, initial values when XSAVE says so. The last instruction
+/// and data pointers and opcode are left out: see `x87_env_store`.
+fn x87_bytes(s: &State) -> Vec<u8> {
+    let bv = u64::from_le_bytes(s.xsave[512..520].try_into().expect("8 bytes"));
+    if bv & 1 == 0 {
+        let mut v = vec![0u8; 5 + 128];
+        v[..2].copy_from_slice(&0x037Fu16.to_le_bytes());
+        v
+    } else {
+        [&s.xsave[..5], &s.xsave[32..160]].concat()
     }
 }
 
@@ -1000,6 +1022,9 @@ fn compare(h: &Host, a: &Outcome, b: &Outcome) -> Vec<String> {
     if a.state.xsave[24..28] != b.state.xsave[24..28] {
         d.push("MXCSR differs".into());
     }
+    if x87_bytes(&a.state) != x87_bytes(&b.state) {
+        d.push("x87 state differs".into());
+    }
     for c in VECTOR_COMPONENTS {
         let (x, y) = (
             component_bytes(h, &a.state, c),
@@ -1466,6 +1491,19 @@ struct Candidate {
     /// moved RSP by a multiple of 16).
     stack: i64,
     rsp_memory: bool,
+    /// It reads something the harness writes for it (an indirect target, a
+    /// return address, a `popf`/`fxrstor`/`ldmxcsr` image): only last, after
+    /// forms that neither moved RSP nor wrote memory.
+    setup: bool,
+    /// It writes memory.
+    mem_writes: bool,
+    /// An x87 instruction, and an x87 environment store (`fnstenv`,
+    /// `fnsave`, `fxsave`): the store never follows an x87 instruction in a
+    /// run, since it writes the last x87 instruction's address, which is
+    /// the code cache's in translated code (a known difference, see the
+    /// module documentation).
+    x87: bool,
+    x87_env_store: bool,
 }
 
 fn bit(r: Register) -> u32 {
@@ -1476,8 +1514,7 @@ fn bit(r: Register) -> u32 {
     }
 }
 
-/// `form` as a [`Candidate`], when the corpus test runs it alone and it
-/// needs no set-up beyond registers (no `popf` image, no indirect target).
+/// `form` as a [`Candidate`], when the corpus test runs it alone.
 fn candidate(
     form: &[u8],
     model: &mut Model,
@@ -1488,21 +1525,25 @@ fn candidate(
     if i.is_invalid() || header_refuses(&i).is_some() || not_runnable(&i, factory).is_some() {
         return None;
     }
-    let branch = match i.flow_control() {
-        FlowControl::Next => false,
+    let (branch, mut setup) = match i.flow_control() {
+        FlowControl::Next => (false, false),
         FlowControl::ConditionalBranch | FlowControl::UnconditionalBranch | FlowControl::Call
             if i.op0_kind() == OpKind::NearBranch64 =>
         {
-            true
+            (true, false)
+        }
+        FlowControl::IndirectBranch | FlowControl::IndirectCall | FlowControl::Return => {
+            (true, true)
         }
         _ => return None,
     };
-    if matches!(
-        i.mnemonic(),
-        Popf | Popfq | Fxrstor | Fxrstor64 | Ldmxcsr | Vldmxcsr | Clzero | Enter | Leave
-    ) {
+    if matches!(i.mnemonic(), Clzero | Enter | Leave) {
         return None;
     }
+    setup |= matches!(
+        i.mnemonic(),
+        Popf | Popfq | Fxrstor | Fxrstor64 | Ldmxcsr | Vldmxcsr
+    );
     let inputs = model.plan(&i).gpr_inputs()?;
     let info = factory.info(&i);
     let mut writes = 0;
@@ -1537,6 +1578,16 @@ fn candidate(
         return None;
     }
     let (mut bases, mut smalls) = (0, 0);
+    if setup && i.op_count() > 0 && i.op0_kind() == OpKind::Register {
+        // An indirect branch's target register: set up, never written before.
+        bases |= bit(i.op0_register());
+    }
+    let mem_writes = info.used_memory().iter().any(|m| {
+        matches!(
+            m.access(),
+            OpAccess::Write | OpAccess::ReadWrite | OpAccess::CondWrite | OpAccess::ReadCondWrite
+        )
+    });
     for m in info.used_memory() {
         bases |= bit(m.base());
         smalls |= bit(m.index());
@@ -1567,17 +1618,40 @@ fn candidate(
         branch,
         stack: i64::from(i.stack_pointer_increment()),
         rsp_memory,
+        setup,
+        mem_writes,
+        x87: i.cpuid_features().iter().any(|f| {
+            matches!(
+                f,
+                CpuidFeature::FPU | CpuidFeature::FPU287 | CpuidFeature::FPU387
+            )
+        }),
+        x87_env_store: x87_env_store(&i),
     })
+}
+
+/// Whether `i` stores the x87 environment (with the last x87
+/// instruction's address in it).
+fn x87_env_store(i: &Instruction) -> bool {
+    use Mnemonic::*;
+    matches!(
+        i.mnemonic(),
+        Fnstenv | Fstenv | Fnsave | Fsave | Fxsave | Fxsave64
+    )
 }
 
 /// Picks a run of 2 to 6 candidates in which no form writes a register a
 /// later one addresses with, and no register is a base for one and a small
-/// value for another; the last may be a direct branch.
+/// value for another; the last may be a branch, call or return.
 fn pick_run<'a>(cands: &'a [Candidate], rng: &mut Rng) -> Vec<&'a Candidate> {
     let want = 2 + rng.below(5) as usize;
     let (mut writes, mut bases, mut smalls, mut sp) = (0u32, 0u32, 0u32, 0i64);
+    let mut written = false;
+    let mut x87 = false;
+    // The last form: anything, a direct branch, or a set-up form.
+    let last_kind = rng.below(3);
     let mut run: Vec<&Candidate> = Vec::new();
-    for _ in 0..200 {
+    for _ in 0..2000 {
         if run.len() == want {
             break;
         }
@@ -1588,6 +1662,10 @@ fn pick_run<'a>(cands: &'a [Candidate], rng: &mut Rng) -> Vec<&'a Candidate> {
             || c.bases & smalls != 0
             || c.smalls & bases != 0
             || (c.rsp_memory && sp % 16 != 0)
+            || (c.setup && (!last || sp != 0 || written))
+            || (c.x87_env_store && x87)
+            || (last && last_kind == 1 && (c.setup || !c.branch))
+            || (last && last_kind == 2 && !c.setup)
         {
             continue;
         }
@@ -1595,6 +1673,8 @@ fn pick_run<'a>(cands: &'a [Candidate], rng: &mut Rng) -> Vec<&'a Candidate> {
         bases |= c.bases;
         smalls |= c.smalls;
         sp += c.stack;
+        written |= c.mem_writes;
+        x87 |= c.x87;
         run.push(c);
         if c.branch {
             break;
@@ -1605,7 +1685,7 @@ fn pick_run<'a>(cands: &'a [Candidate], rng: &mut Rng) -> Vec<&'a Candidate> {
 
 #[test]
 fn runs_of_forms_in_one_block_end_as_native_ones_and_record_each_instruction() {
-    const RUNS: u64 = 400;
+    const RUNS: u64 = 1000;
     const SEQ_S0: u64 = 0x200;
     const SEQ_S1: u64 = 0x240;
     let h = Host::new();
@@ -1622,6 +1702,9 @@ fn runs_of_forms_in_one_block_end_as_native_ones_and_record_each_instruction() {
     let p = region.code();
     let mut failures = Vec::new();
     let mut instructions = 0usize;
+    // Runs ending in: a plain form, a direct branch, a form set up by the
+    // harness (indirect branch, return, popf, ...).
+    let mut ending = [0usize; 3];
     for n in 0..RUNS {
         let mut rng = Rng::new(0x5E0 + n);
         let run = pick_run(&cands, &mut rng);
@@ -1665,6 +1748,8 @@ fn runs_of_forms_in_one_block_end_as_native_ones_and_record_each_instruction() {
         let fs_base = tls::thread_pointer();
         let gs_base = crate::machine::gs_base(false);
         instructions += is.len();
+        ending[usize::from(run.last().is_some_and(|c| c.branch))
+            + usize::from(run.last().is_some_and(|c| c.setup))] += 1;
         for trial in 0..2 {
             let mut rng = Rng::new((n << 8) | trial);
             let init = random_state_seq(
@@ -1780,7 +1865,12 @@ fn runs_of_forms_in_one_block_end_as_native_ones_and_record_each_instruction() {
             }
         }
     }
-    eprintln!("difftest: {RUNS} runs of forms, {instructions} instructions, in one block each");
+    eprintln!(
+        "difftest: {RUNS} runs of forms, {instructions} instructions, in one block each; \
+         ending in a plain form {}, a direct branch {}, a set-up form {}",
+        ending[0], ending[1], ending[2]
+    );
+    assert!(ending.iter().all(|&n| n >= 10), "runs ending: {ending:?}");
     assert!(
         failures.is_empty(),
         "{} differences:\n{}",
