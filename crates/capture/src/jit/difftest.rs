@@ -106,6 +106,11 @@ use std::sync::Mutex;
 
 /// Bytes reserved for an XSAVE area (the dispatcher reserves the same).
 const XSAVE_BYTES: usize = 8192;
+/// The XSAVE components the trampoline saves and loads: x87, SSE, AVX and
+/// the AVX-512 opmask, ZMM_Hi256 and Hi16_ZMM (those XCR0 enables). Not
+/// every enabled one: AMX tile data alone would not fit, and the forms
+/// touch no other.
+const RFBM: u32 = 0b1110_0111;
 /// Offset of the XSAVE area in [`State`].
 const XOFF: usize = 192;
 /// Bytes of the patterned buffer.
@@ -164,11 +169,11 @@ core::arch::global_asm!(
     "mov [rip + {host_rsp}], rsp",
     "mov [rip + {state}], rdi",
     "mov [rip + {entry}], rsi",
-    "mov eax, -1",
-    "mov edx, -1",
+    "mov eax, {rfbm}",
+    "xor edx, edx",
     "xsave64 [rip + {host_xsave}]",
-    "mov eax, -1",
-    "mov edx, -1",
+    "mov eax, {rfbm}",
+    "xor edx, edx",
     "xrstor64 [rdi + {xoff}]",
     "push qword ptr [rdi + 128]",
     "popfq",
@@ -215,8 +220,8 @@ core::arch::global_asm!(
     "push rcx",
     "push rax",
     "mov rbx, rsp",
-    "mov eax, -1",
-    "mov edx, -1",
+    "mov eax, {rfbm}",
+    "xor edx, edx",
     "xsave64 [rbx + {xoff}]",
     "xrstor64 [rip + {host_xsave}]",
     "cld",
@@ -235,6 +240,7 @@ core::arch::global_asm!(
     entry = sym ENTRY,
     host_xsave = sym HOST_XSAVE,
     xoff = const XOFF,
+    rfbm = const RFBM,
 );
 
 extern "C" {
@@ -353,21 +359,27 @@ impl Host {
     fn new() -> Host {
         let facts = CpuFacts::detect();
         assert!(facts.xsave.is_known(), "the test needs XSAVE");
-        assert!(facts.xsave_size as usize <= XSAVE_BYTES);
+        let l = facts.xsave;
+        for c in 2..8 {
+            if RFBM & (1 << c) != 0 && l.xcr0 & (1 << c) != 0 {
+                let end = usize::from(l.offset[c]) + usize::from(l.size[c]);
+                assert!(end <= XSAVE_BYTES, "XSAVE component {c} ends at {end}");
+            }
+        }
         let mut xsave = Box::new(State {
             regs: [0; 16],
             rflags: 0,
             _pad: [0; 7],
             xsave: [0; XSAVE_BYTES],
         });
-        // SAFETY: XSAVE into a 64-byte aligned area of XSAVE_BYTES (checked
-        // above to hold every enabled component).
+        // SAFETY: XSAVE of the RFBM components into a 64-byte aligned area
+        // of XSAVE_BYTES (checked above to hold them).
         unsafe {
             core::arch::asm!(
                 "xsave64 [{}]",
                 in(reg) xsave.xsave.as_mut_ptr(),
-                in("eax") -1i32,
-                in("edx") -1i32,
+                in("eax") RFBM,
+                in("edx") 0,
                 options(nostack, preserves_flags)
             )
         };
