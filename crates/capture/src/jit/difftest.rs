@@ -582,13 +582,23 @@ fn corpus() -> Vec<Form> {
 /// What `translate.rs`'s header says the translator refuses, from the
 /// instruction alone: system calls and interrupts, `rep` strings,
 /// `loop`/`jrcxz`, far and transactional control flow, invalid
-/// instructions (`ud0`-`ud2`) and `hlt`, FS/GS base writes (selector
+/// instructions (`ud0`-`ud2`) and `hlt`, near branches with an
+/// operand-size prefix, FS/GS base writes (selector
 /// loads included), and instructions whose plan needs more than general
 /// registers (masked operands, gathers and scatters, `xsave`, `xsavec` and
 /// `xrstor` forms).
-fn header_refuses(i: &Instruction) -> Option<&'static str> {
+fn header_refuses(i: &Instruction, bytes: &[u8]) -> Option<&'static str> {
     use Mnemonic::*;
     let m = i.mnemonic();
+    // The legacy prefixes (and REX) before the opcode.
+    let prefixes = bytes.iter().take_while(|&&b| {
+        [
+            0x66, 0x67, 0xF0, 0xF2, 0xF3, 0x26, 0x2E, 0x36, 0x3E, 0x64, 0x65,
+        ]
+        .contains(&b)
+            || b & 0xF0 == 0x40
+    });
+    let branch_66 = i.flow_control() != FlowControl::Next && prefixes.clone().any(|&b| b == 0x66);
     let far = matches!(m, Retf | Iret | Iretd | Iretq)
         || matches!(i.op0_kind(), OpKind::FarBranch16 | OpKind::FarBranch32)
         || (matches!(m, Call | Jmp)
@@ -628,6 +638,8 @@ fn header_refuses(i: &Instruction) -> Option<&'static str> {
         "far control flow"
     } else if matches!(m, Xbegin | Xabort | Xend) {
         "transactional control flow"
+    } else if branch_66 {
+        "near branch with an operand-size prefix"
     } else if matches!(m, Ud0 | Ud1 | Ud2 | Hlt) {
         "ud0-ud2, hlt"
     } else if matches!(m, Wrfsbase | Wrgsbase) {
@@ -797,9 +809,34 @@ fn code_page_seq(
     for form in forms {
         let mut d = Decoder::with_ip(64, form, at, DecoderOptions::NONE);
         let mut i = d.decode();
+        let offsets = d.get_constant_offsets(&i);
         let mut bytes = form.to_vec();
         let near = i.op_count() > 0 && i.op0_kind() == OpKind::NearBranch64;
-        if near || i.is_ip_rel_memory_operand() {
+        // The branch displacement (an immediate for iced) or the RIP-relative
+        // displacement patched in place, prefixes kept, when it fits.
+        let (o, size, target) = if near {
+            let o = offsets.immediate_offset();
+            (o, offsets.immediate_size(), p + s1)
+        } else {
+            let o = offsets.displacement_offset();
+            (o, offsets.displacement_size(), buf + RIP_DATA as u64)
+        };
+        let rel = target.wrapping_sub(i.next_ip()) as i64;
+        let patched = (near || i.is_ip_rel_memory_operand())
+            && match size {
+                1 => i8::try_from(rel).is_ok_and(|r| {
+                    bytes[o] = r as u8;
+                    true
+                }),
+                4 => i32::try_from(rel).is_ok_and(|r| {
+                    bytes[o..o + 4].copy_from_slice(&r.to_le_bytes());
+                    true
+                }),
+                _ => false,
+            };
+        if patched {
+            i = Decoder::with_ip(64, &bytes, at, DecoderOptions::NONE).decode();
+        } else if near || i.is_ip_rel_memory_operand() {
             if near {
                 i.set_near_branch64(p + s1);
             } else {
@@ -1172,7 +1209,7 @@ fn test_form(
         offset: 0,
     }; MAX_INSTRUCTIONS];
     let t = tr.translate(p, p + 4096, 0, id, h.tls, cache, &mut out);
-    let header = header_refuses(&i);
+    let header = header_refuses(&i, &page[..i.len()]);
     let Some(t) = t else {
         report.refused.push((name, header));
         return;
@@ -1451,24 +1488,14 @@ fn a_full_buffer_sends_the_block_to_dispatch_full_with_every_register_as_it_was(
     }
 }
 
-#[test]
-fn loads_of_the_fs_and_gs_selectors_are_refused() {
-    // Translated code reaches its state through the FS base; a selector
-    // load moves that base, so the block must run under the trap engine.
+/// Asserts that the translator refuses each of `forms` (bytes, source).
+fn assert_refused(forms: &[(&[u8], &str)]) {
     let h = Host::new();
     let mut cache = CodeCache::new();
     let mut region = Region::new();
     let mut tr = Translator::new(h.facts);
     let p = region.code();
-    for (bytes, what) in [
-        (&[0x0f, 0xa1][..], "pop fs"),
-        (&[0x0f, 0xa9][..], "pop gs"),
-        (&[0x8e, 0xe0][..], "mov fs, eax"),
-        (&[0x66, 0x8e, 0xe8][..], "mov gs, ax"),
-        (&[0x8e, 0x23][..], "mov fs, word ptr [rbx]"),
-        (&[0x0f, 0xb4, 0x03][..], "lfs eax, [rbx]"),
-        (&[0x48, 0x0f, 0xb5, 0x03][..], "lgs rax, [rbx]"),
-    ] {
+    for &(bytes, what) in forms {
         let (page, i) = code_page(&h, bytes, p, region.buf()).expect("encodes");
         assert_eq!(i.len(), bytes.len(), "{what}");
         region.set_code(&page);
@@ -1484,6 +1511,39 @@ fn loads_of_the_fs_and_gs_selectors_are_refused() {
             "{what} was translated"
         );
     }
+}
+
+#[test]
+fn loads_of_the_fs_and_gs_selectors_are_refused() {
+    // Translated code reaches its state through the FS base; a selector
+    // load moves that base, so the block must run under the trap engine.
+    assert_refused(&[
+        (&[0x0f, 0xa1], "pop fs"),
+        (&[0x0f, 0xa9], "pop gs"),
+        (&[0x8e, 0xe0], "mov fs, eax"),
+        (&[0x66, 0x8e, 0xe8], "mov gs, ax"),
+        (&[0x8e, 0x23], "mov fs, word ptr [rbx]"),
+        (&[0x0f, 0xb4, 0x03], "lfs eax, [rbx]"),
+        (&[0x48, 0x0f, 0xb5, 0x03], "lgs rax, [rbx]"),
+    ]);
+}
+
+#[test]
+fn near_branches_with_an_operand_size_prefix_are_refused() {
+    // Intel (and iced) ignore the prefix, AMD truncates RIP to 16 bits: a
+    // translation cannot be right on both, the CPU itself is.
+    assert_refused(&[
+        (&[0x66, 0xc3], "retw"),
+        (&[0x66, 0xc2, 0x08, 0x00], "retw 8"),
+        (&[0x66, 0xeb, 0x10], "data16 jmp rel8"),
+        (&[0x66, 0x74, 0x10], "data16 je rel8"),
+        (&[0x66, 0x48, 0x74, 0x10], "data16 rex.W je rel8"),
+        (
+            &[0x66, 0x2e, 0x0f, 0x84, 0x10, 0, 0, 0],
+            "data16 cs je rel32",
+        ),
+        (&[0x66, 0xe8, 0x10, 0, 0, 0], "data16 call rel32"),
+    ]);
 }
 
 /// A form that may go into a run of forms in one block.
@@ -1534,7 +1594,7 @@ fn candidate(
 ) -> Option<Candidate> {
     use Mnemonic::*;
     let i = Decoder::with_ip(64, form, 0x1000, DecoderOptions::NONE).decode();
-    if i.is_invalid() || header_refuses(&i).is_some() || not_runnable(&i, factory).is_some() {
+    if i.is_invalid() || header_refuses(&i, form).is_some() || not_runnable(&i, factory).is_some() {
         return None;
     }
     let (branch, mut setup) = match i.flow_control() {

@@ -214,6 +214,15 @@ xchg rsp, rbx
 mov qword ptr fs:[rbx+8], rcx
 add dword ptr fs:[rax], ecx
 mov rax, qword ptr fs:[rsi+rdi*8]
+# near branches with an operand-size prefix (Intel ignores it, AMD
+# truncates RIP to 16 bits): refused
+.byte 0x66, 0xc3
+.byte 0x66, 0xc2, 0x08, 0x00
+.byte 0x66, 0xeb, 0x10
+.byte 0x66, 0x74, 0x10
+.byte 0x66, 0x48, 0x74, 0x10
+.byte 0x66, 0xff, 0xd0
+.byte 0x66, 0xff, 0xe0
 # implicit registers
 cmpxchg rbx, rcx
 blendvps xmm1, xmmword ptr [rax], xmm0
