@@ -68,8 +68,11 @@
 //! # Also here
 //! A full buffer: the block's check finds a non-zero word and goes to
 //! `T.dispatch_full` with every register, flag, vector and byte as it
-//! was. Selector loads of FS/GS and RIP-relative operands the code cache
-//! cannot reach are refused.
+//! was. A run of 40 forms: the block stops at its instruction cap and
+//! exits to the next form, and going on natively from there ends as the
+//! native run does. Selector loads of FS/GS, near branches with an
+//! operand-size prefix and RIP-relative operands the code cache cannot
+//! reach are refused.
 //!
 //! # Limits
 //! One known difference, not fixed: an x87 environment store (`fnstenv`,
@@ -1992,4 +1995,98 @@ fn rip_relative_operands_beyond_the_code_caches_reach_are_refused() {
         "an operand {:#x} from the code cache was translated",
         far.abs_diff(code)
     );
+}
+
+#[test]
+fn a_block_cut_at_its_size_cap_goes_on_where_it_stopped() {
+    // 40 forms: the block takes the first MAX_INSTRUCTIONS and exits to the
+    // next one; going on natively from there must end as the whole run
+    // natively does, and every record must hold RBX and the RSP it had.
+    const SEQ_S0: u64 = 0x200;
+    const SEQ_S1: u64 = 0x240;
+    let h = Host::new();
+    let mut cache = CodeCache::new();
+    let mut region = Region::new();
+    let mut factory = InstructionInfoFactory::new();
+    let mut model = Model::new(h.facts);
+    let mut tr = Translator::new(h.facts);
+    let p = region.code();
+    let forms: Vec<Vec<u8>> = (0..40u8)
+        .map(|k| match k % 4 {
+            // add qword ptr [rbx + 8k], rcx
+            0 => vec![0x48, 0x01, 0x4b, 8 * k],
+            // xor rax, qword ptr [rbx + 8k]
+            1 => vec![0x48, 0x33, 0x43, 8 * k],
+            // push rdx
+            2 => vec![0x52],
+            // pop rsi
+            _ => vec![0x5e],
+        })
+        .collect();
+    let refs: Vec<&[u8]> = forms.iter().map(|f| &f[..]).collect();
+    let (page, is) = code_page_seq(&h, &refs, p, region.buf(), SEQ_S0, SEQ_S1).expect("laid out");
+    region.set_code(&page);
+    let mut out = [BlockInstr {
+        ip: 0,
+        sp_delta: 0,
+        inputs: [Register::None; 4],
+        offset: 0,
+    }; MAX_INSTRUCTIONS];
+    let t = tr
+        .translate(p, p + 4096, 0, 9, h.tls, &mut cache, &mut out)
+        .expect("translated");
+    assert_eq!(t.count, MAX_INSTRUCTIONS);
+    let inputs: Vec<[Register; 4]> = is
+        .iter()
+        .map(|i| model.plan(i).gpr_inputs().expect("GPR inputs"))
+        .collect();
+    for trial in 0..TRIALS {
+        let mut rng = Rng::new(0xCA9 + trial);
+        let init = random_state_seq(
+            &h,
+            &is,
+            &inputs,
+            &mut factory,
+            &mut rng,
+            &mut region,
+            p + SEQ_S1,
+        );
+        let pattern = region.buf_mut().to_vec();
+        let (ns, nnext) = run_once(&init, &pattern, &mut region, p);
+        let native = Outcome {
+            state: ns,
+            buf: region.buf_mut().to_vec(),
+            next: nnext,
+        };
+        let rec = Record::new();
+        arm_tls(&h, &rec);
+        let (mut xs, xnext) = run_once(&init, &pattern, &mut region, t.code);
+        assert_eq!(xnext, is[MAX_INSTRUCTIONS].ip(), "exit to the next form");
+        // Go on natively from there, over the memory as the block left it.
+        // SAFETY: this thread's own state.
+        unsafe { (*tls::this()).next = 0 };
+        run(&mut xs, xnext);
+        let both = Outcome {
+            state: xs,
+            buf: region.buf_mut().to_vec(),
+            next: tls_next_cursor().0,
+        };
+        let d = compare(&h, &native, &both);
+        assert!(d.is_empty(), "trial {trial}: {d:?}");
+        let mut sp = 0i64;
+        for (k, i) in is[..MAX_INSTRUCTIONS].iter().enumerate() {
+            let d = &out[k];
+            assert_eq!((d.ip, d.sp_delta), (i.ip(), sp), "instruction {k}");
+            let first = usize::from(d.offset) / 8;
+            for (q, &r) in (first..).zip(inputs[k].iter().filter(|&&r| r != Register::None)) {
+                let want = if r == Register::RSP {
+                    init.regs[r.number()].wrapping_add(sp as u64)
+                } else {
+                    init.regs[r.number()]
+                };
+                assert_eq!(rec.words[q], want, "instruction {k}: {r:?}");
+            }
+            sp += i64::from(i.stack_pointer_increment());
+        }
+    }
 }
