@@ -44,10 +44,12 @@
 //!    `T.dispatch_full` are the landing itself, so both runs say where they
 //!    were going the same way.
 //! 4. Equal after both runs: the 16 general registers, RFLAGS' arithmetic
-//!    bits and DF, MXCSR, XMM/YMM (ZMM, k) registers (a component XSAVE
-//!    reports in its initial configuration reads as zeros), the buffer's
-//!    bytes, and where the code was going (the translated exit `P+len`
-//!    counts as `S0`, where the native `jmp` there goes). The translated
+//!    bits and DF, MXCSR, the x87 registers and control/status/tag words,
+//!    XMM/YMM (ZMM, k) registers (a component XSAVE reports in its initial
+//!    configuration reads as its initial values), the buffer's bytes, and
+//!    where the code was going (the translated exit `P+len` counts as
+//!    `S0`, where the native `jmp` there goes); after a call, the return
+//!    address on the stack is the program's own. The translated
 //!    record: its header (block number, RSP at entry), its size (the cursor
 //!    moved by exactly that much, nothing written past it), each recorded
 //!    input equal to the register's value before the instruction, and
@@ -56,8 +58,8 @@
 //!    `Plan::eval` over the live state.
 //!
 //! # Runs of forms in one block
-//! Random runs of 2 to 6 forms (a branch, call or return only last) are laid out
-//! and checked the same way, so records of several instructions, their
+//! Random runs of 2 to 6 forms (a branch, call or return only last) are
+//! laid out and checked the same way, so records of several instructions, their
 //! offsets, the scratch register's choice and the RSP deltas the replay
 //! relies on are tested too. Runs are picked so that no form writes a
 //! register a later form addresses with (RSP aside, moved by the stack
