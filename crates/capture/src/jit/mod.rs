@@ -48,6 +48,8 @@
 //!   other way round.
 
 mod cache;
+#[cfg(test)]
+mod difftest;
 mod emit;
 mod tls;
 mod translate;

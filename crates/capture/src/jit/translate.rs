@@ -32,9 +32,16 @@
 //! Refused (the block ends before it; a block that would start with it runs
 //! under the trap engine): system calls and interrupts, `rep` strings,
 //! `loop`/`jrcxz`, far and transactional control flow, invalid
-//! instructions, FS/GS base writes, instructions whose plan needs more than
-//! general registers (masked, gather, `xsave` forms), RIP-relative operands
-//! out of reach of the code cache, the function trigger's breakpoint.
+//! instructions (`ud0`-`ud2` included) and `hlt`, near branches, calls
+//! and returns with an operand-size prefix (Intel ignores it, AMD
+//! truncates RIP to 16 bits), FS/GS base writes
+//! (`wrfsbase`/`wrgsbase`, and loads of the FS or GS selector, which move
+//! the base the translated code reaches its state through), instructions
+//! whose plan needs more than general registers (masked, gather and
+//! scatter, `xsave`/`xsavec`/`xrstor` forms; `xsaveopt` and the other
+//! forms the model leaves unmodelled are translated, recording nothing),
+//! RIP-relative operands out of reach of the code cache, the function
+//! trigger's breakpoint. `jit/difftest.rs` checks this list.
 
 use super::cache::{CodeCache, CHUNK, REACH};
 use super::emit::{at, fs, jmp_mem, lea, load, mov_imm64, store, store_imm32, store_simm32, Asm};
@@ -200,6 +207,12 @@ impl Translator {
                 break;
             }
             let Some(exit) = classify(&instr) else { break };
+            let at = (instr.ip() - pc) as usize;
+            if instr.flow_control() != FlowControl::Next
+                && operand_size_prefix(&self.bytes[at..at + instr.len()])
+            {
+                break;
+            }
             let plan = self.model.plan(&instr);
             let Some(inputs) = plan.gpr_inputs() else {
                 break;
@@ -512,6 +525,15 @@ fn classify(i: &iced_x86::Instruction) -> Option<Option<Exit>> {
     ) {
         return None;
     }
+    // `mov fs, r/m`, `pop fs`, `lfs` (and GS): a selector load moves the
+    // segment's base.
+    let loads_fs_gs = (matches!(i.mnemonic(), Mov | Pop)
+        && i.op0_kind() == OpKind::Register
+        && matches!(i.op0_register(), Register::FS | Register::GS))
+        || matches!(i.mnemonic(), Lfs | Lgs);
+    if loads_fs_gs {
+        return None;
+    }
     let near = |k: OpKind| k == OpKind::NearBranch64;
     match i.flow_control() {
         FlowControl::Next => Some(None),
@@ -536,6 +558,22 @@ fn classify(i: &iced_x86::Instruction) -> Option<Option<Exit>> {
         }
         _ => None,
     }
+}
+
+/// Whether an instruction's legacy prefixes include the operand-size
+/// prefix (0x66). On a near branch, call or return Intel processors (and
+/// iced, which decodes as Intel does) ignore it; AMD processors honour it
+/// and truncate RIP to 16 bits, so no translation is right on both.
+fn operand_size_prefix(bytes: &[u8]) -> bool {
+    bytes
+        .iter()
+        .take_while(|&&b| {
+            matches!(
+                b,
+                0x66 | 0x67 | 0xF0 | 0xF2 | 0xF3 | 0x26 | 0x2E | 0x36 | 0x3E | 0x64 | 0x65
+            ) || (0x40..=0x4F).contains(&b)
+        })
+        .any(|&b| b == 0x66)
 }
 
 /// How an instruction moves RSP, when that is known statically; `None`
