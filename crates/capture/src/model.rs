@@ -1116,8 +1116,9 @@ impl Plan {
     /// The general registers [`Plan::eval`] reads, when those (with the
     /// FS/GS bases) are all it reads: the inputs a translator records for
     /// the instruction. `None` when evaluation also needs vector, mask or
-    /// flag registers or memory (masked, gather, `xsave` forms, `rep`
-    /// strings), which only a trapped context holds. Unused entries are
+    /// flag registers or memory (masked, gather, `xsave` forms), which only
+    /// a trapped context holds. A `rep` string's inputs are those of one
+    /// iteration, its count register first. Unused entries are
     /// [`Register::None`]; registers are given as the plan names them
     /// (a sub-register reads its full register).
     pub fn gpr_inputs(&self) -> Option<[Register; 4]> {
@@ -1150,6 +1151,13 @@ impl Plan {
                 add(Register::RSP);
                 add(Register::RBP);
                 return Some(regs);
+            }
+            // One iteration: the count register (no access when it is 0)
+            // and the string registers of the templates.
+            Special::RepString { count } => {
+                if !add(count) {
+                    return None;
+                }
             }
             _ => return None,
         }

@@ -592,6 +592,39 @@ fn corpus() -> Vec<Form> {
 /// loads included), and instructions whose plan needs more than general
 /// registers (masked operands, gathers and scatters, `xsave`, `xsavec` and
 /// `xrstor` forms).
+/// A `rep`-prefixed string instruction.
+fn is_rep(i: &Instruction) -> bool {
+    i.is_string_instruction() && (i.has_rep_prefix() || i.has_repe_prefix() || i.has_repne_prefix())
+}
+
+/// `rep movs/stos/lods` (F3, no F2) without an address-size prefix.
+fn rep_loop_by_header<'a>(i: &Instruction, mut prefixes: impl Iterator<Item = &'a u8>) -> bool {
+    use Mnemonic::*;
+    let (mut f3, mut f2, mut a32) = (false, false, false);
+    for &b in &mut prefixes {
+        f3 |= b == 0xF3;
+        f2 |= b == 0xF2;
+        a32 |= b == 0x67;
+    }
+    f3 && !f2
+        && !a32
+        && matches!(
+            i.mnemonic(),
+            Movsb
+                | Movsw
+                | Movsd
+                | Movsq
+                | Stosb
+                | Stosw
+                | Stosd
+                | Stosq
+                | Lodsb
+                | Lodsw
+                | Lodsd
+                | Lodsq
+        )
+}
+
 fn header_refuses(i: &Instruction, bytes: &[u8]) -> Option<&'static str> {
     use Mnemonic::*;
     let m = i.mnemonic();
@@ -620,6 +653,9 @@ fn header_refuses(i: &Instruction, bytes: &[u8]) -> Option<&'static str> {
         || matches!(m, Lfs | Lgs);
     let rep = i.is_string_instruction()
         && (i.has_rep_prefix() || i.has_repe_prefix() || i.has_repne_prefix());
+    // The header: `rep` strings other than `rep movs/stos/lods` with 64-bit
+    // addressing (those loop one iteration per record).
+    let rep = rep && !rep_loop_by_header(i, prefixes.clone());
     let masked = i.op_mask() != Register::None
         || matches!(
             m,
@@ -636,7 +672,7 @@ fn header_refuses(i: &Instruction, bytes: &[u8]) -> Option<&'static str> {
     ) {
         "system call or interrupt"
     } else if rep {
-        "rep string"
+        "rep string (repe/repne, 32-bit addressing or port I/O)"
     } else if matches!(m, Loop | Loope | Loopne | Jrcxz | Jecxz | Jcxz) {
         "loop/jrcxz"
     } else if far {
@@ -980,6 +1016,10 @@ fn random_state_seq(
     for &(r, seg) in &bases {
         s.regs[r.number()] = (buf + DATA as u64 + 64 * rng.below(64)).wrapping_sub(seg);
     }
+    if is_rep(i) {
+        // A few iterations, none at all sometimes.
+        s.regs[Register::RCX.number()] = rng.below(9);
+    }
     s.regs[Register::RSP.number()] = rsp;
     // The pattern.
     let b = region.buf_mut();
@@ -1316,11 +1356,17 @@ fn test_form(
                 native.next
             ));
         }
-        // The record.
+        // The record: one per execution of the block (a `rep` string: one
+        // per iteration, one when there is none).
         let w = &rec.words;
-        if cursor != rec.start() + t.size as u64 {
+        let executions = if t.rep {
+            init.regs[Register::RCX.number()].max(1) as usize
+        } else {
+            1
+        };
+        if cursor != rec.start() + (t.size * executions) as u64 {
             fail(format!(
-                "trial {trial}: cursor moved {} bytes, block size {}",
+                "trial {trial}: cursor moved {} bytes, {executions} records of {}",
                 cursor.wrapping_sub(rec.start()),
                 t.size
             ));
@@ -1332,7 +1378,10 @@ fn test_form(
                 w[0], w[1]
             ));
         }
-        if w[t.size / 8..Record::ZERO_WORDS].iter().any(|&x| x != 0) {
+        if w[t.size * executions / 8..Record::ZERO_WORDS]
+            .iter()
+            .any(|&x| x != 0)
+        {
             fail(format!("trial {trial}: written past the record"));
         }
         let mut m = RecordedMachine {
@@ -1617,7 +1666,7 @@ fn candidate(
         }
         _ => return None,
     };
-    if matches!(i.mnemonic(), Clzero | Enter | Leave) {
+    if matches!(i.mnemonic(), Clzero | Enter | Leave) || is_rep(&i) {
         return None;
     }
     setup |= matches!(

@@ -219,9 +219,9 @@ impl JitState {
             &mut self.cache,
             &mut self.scratch,
         );
-        let (code, count, size) = match t {
-            Some(t) => (t.code, t.count, t.size),
-            None => (0, 0, 0),
+        let (code, count, size, rep) = match t {
+            Some(t) => (t.code, t.count, t.size, t.rep),
+            None => (0, 0, 0, false),
         };
         let first = self.instrs.len() as u32;
         self.instrs.extend_from_slice(&self.scratch[..count]);
@@ -236,6 +236,7 @@ impl JitState {
             first,
             count: count as u16,
             size: size as u16,
+            rep,
         });
         self.insert(pc, id);
         (code != 0).then_some(code)
@@ -866,10 +867,23 @@ fn replay(
         };
         let range = b.first as usize..b.first as usize + usize::from(b.count);
         let instrs = &j.instrs[range.clone()];
-        let verdict = acc.step_block(tid, rsp, &mut j.slots[range], &mut m, |k, m| {
+        let verdict = if b.rep {
+            // One iteration of a `rep` string: stepped as the trap engine
+            // steps it (the accountant follows the repetition), then RCX
+            // as the iteration left it, for the repetition's final check
+            // at the next instruction.
             // SAFETY: `p` starts a complete record of this block.
-            unsafe { m.fill(&instrs[k], p) }
-        });
+            unsafe { m.fill(&instrs[0], p) };
+            let v = acc.step(tid, instrs[0].ip, rsp, 0, &m);
+            let rcx = &mut m.regs[Register::RCX.number()];
+            *rcx = rcx.saturating_sub(1);
+            v
+        } else {
+            acc.step_block(tid, rsp, &mut j.slots[range], &mut m, |k, m| {
+                // SAFETY: `p` starts a complete record of this block.
+                unsafe { m.fill(&instrs[k], p) }
+            })
+        };
         {
             match verdict {
                 Verdict::Continue | Verdict::Syscall { .. } => {}

@@ -29,9 +29,14 @@
 //! return addresses, so unwinders, exceptions and `longjmp` see the stack
 //! they would natively.
 //!
+//! A `rep movs/stos/lods` with 64-bit addressing is a block of its own,
+//! looped one iteration per record (`Translator::emit_rep`), so a long
+//! `memcpy` costs no trap.
+//!
 //! Refused (the block ends before it; a block that would start with it runs
-//! under the trap engine): system calls and interrupts, `rep` strings,
-//! `loop`/`jrcxz`, far and transactional control flow, invalid
+//! under the trap engine): system calls and interrupts, `repe`/`repne`
+//! strings (`cmps`, `scas`: they end on ZF too), `rep` strings with 32-bit
+//! addressing and port I/O, `loop`/`jrcxz`, far and transactional control flow, invalid
 //! instructions (`ud0`-`ud2` included) and `hlt`, near branches, calls
 //! and returns with an operand-size prefix (Intel ignores it, AMD
 //! truncates RIP to 16 bits), FS/GS base writes
@@ -90,6 +95,8 @@ pub(crate) struct Block {
     pub count: u16,
     /// Bytes of its record.
     pub size: u16,
+    /// A `rep` string looped one iteration per record ([`rep_loop`]).
+    pub rep: bool,
 }
 
 /// How a block ends.
@@ -145,6 +152,8 @@ pub(crate) struct Translation {
     pub count: usize,
     /// Bytes of its record.
     pub size: usize,
+    /// A `rep` string looped one iteration per record.
+    pub rep: bool,
 }
 
 impl Translator {
@@ -184,6 +193,16 @@ impl Translator {
         }
         let at_code = cache.reserve(pc, MAX_CODE)?;
         let mut n = self.scan(pc, avail, avoid, at_code);
+        if n == 1 && rep_loop(&self.instrs[0]) {
+            let t = self.emit_rep(id, tls, at_code, cache, out);
+            let used = if t.is_some() {
+                self.asm.len() as u64
+            } else {
+                0
+            };
+            cache.trim(at_code, MAX_CODE, used);
+            return t;
+        }
         while n > 0 {
             if let Some(t) = self.emit(n, id, tls, at_code, cache, out) {
                 cache.trim(at_code, MAX_CODE, self.asm.len() as u64);
@@ -217,9 +236,10 @@ impl Translator {
             let Some(inputs) = plan.gpr_inputs() else {
                 break;
             };
-            if instr.is_string_instruction()
-                && (instr.has_rep_prefix() || instr.has_repe_prefix() || instr.has_repne_prefix())
-            {
+            let rep = instr.is_string_instruction()
+                && (instr.has_rep_prefix() || instr.has_repe_prefix() || instr.has_repne_prefix());
+            if rep && (n > 0 || !rep_loop(&instr)) {
+                // A `rep` string starts a block of its own, or is refused.
                 break;
             }
             if instr.is_ip_rel_memory_operand()
@@ -234,11 +254,112 @@ impl Translator {
             record += 8 * k;
             self.instrs[n] = instr;
             n += 1;
-            if exit.is_some() || rsp_delta(&instr, &mut self.factory).is_none() {
+            if rep || exit.is_some() || rsp_delta(&instr, &mut self.factory).is_none() {
                 break;
             }
         }
         n
+    }
+
+    /// Emits a block of one `rep` string instruction (see [`rep_loop`]) at
+    /// `code_at`, as a loop of single iterations, each recorded as one
+    /// execution of the block with the state before it:
+    /// ```text
+    /// head: the buffer check (full: back to the dispatcher at pc)
+    ///       record: id, RSP, RCX, the string registers ; commit ; restore S
+    ///       jrcxz exit                  ; RCX = 0: nothing (more) to do
+    ///       the instruction without rep ; one iteration, flags untouched
+    ///       lea rcx, [rcx - 1] ; jrcxz exit ; jmp head
+    /// exit: direct exit to the next instruction
+    /// ```
+    /// The records reproduce the trap engine's steps exactly: one with the
+    /// state before each iteration (one with RCX = 0 when there is none),
+    /// then the next instruction. The replay knows RCX after the last
+    /// iteration (one less than recorded), which the accountant's final
+    /// check of the repetition reads.
+    fn emit_rep(
+        &mut self,
+        id: u32,
+        tls: i32,
+        code_at: u64,
+        cache: &mut CodeCache,
+        out: &mut [BlockInstr; MAX_INSTRUCTIONS],
+    ) -> Option<Translation> {
+        let i = self.instrs[0];
+        let s = self.scratch(&[i])?;
+        let inputs = self.model.plan(&i).gpr_inputs()?;
+        let size = 16 + 8 * inputs.iter().filter(|&&r| r != Register::None).count() as u16;
+        let t = |o: i32| fs(tls + o);
+        let pc = i.ip();
+        let mut one = i;
+        one.set_has_rep_prefix(false);
+        one.set_has_repe_prefix(false);
+        let a = &mut self.asm;
+        a.reset(code_at);
+        let head = a.ip();
+        a.emit(store(t(off::S_SPILL), s));
+        a.emit(load(s, t(off::CURSOR)));
+        a.emit(store(t(off::RCX_SPILL), Register::RCX));
+        a.emit(load(Register::RCX, at(s, i32::from(size))));
+        a.emit(iced_x86::Instruction::with_branch(
+            Code::Jrcxz_rel8_64,
+            a.ip() + 2,
+        ));
+        let jrcxz_end = a.len();
+        a.emit(load(Register::RCX, t(off::RCX_SPILL)));
+        a.emit(load(s, t(off::S_SPILL)));
+        direct_exit(a, tls, pc, off::DISPATCH_FULL, false);
+        let body = a.len();
+        a.patch_rel8(jrcxz_end, body);
+        a.emit(load(Register::RCX, t(off::RCX_SPILL)));
+        a.emit(store_simm32(at(s, 0), id as i32));
+        a.emit(store(at(s, 8), Register::RSP));
+        let mut o = 16;
+        for &r in inputs.iter().filter(|&&r| r != Register::None) {
+            a.emit(store(at(s, o), r));
+            o += 8;
+        }
+        let check = (a.ip() - code_at) as u16;
+        a.emit(lea(s, s, i32::from(size)));
+        a.emit(store(t(off::CURSOR), s));
+        a.emit(load(s, t(off::S_SPILL)));
+        a.emit(iced_x86::Instruction::with_branch(
+            Code::Jrcxz_rel8_64,
+            a.ip() + 2,
+        ));
+        let first_exit = a.len();
+        a.emit(Ok(one));
+        a.emit(lea(Register::RCX, Register::RCX, -1));
+        a.emit(iced_x86::Instruction::with_branch(
+            Code::Jrcxz_rel8_64,
+            a.ip() + 2,
+        ));
+        let second_exit = a.len();
+        a.emit(iced_x86::Instruction::with_branch(Code::Jmp_rel32_64, head));
+        align8(a);
+        let exit = a.len();
+        a.patch_rel8(first_exit, exit);
+        a.patch_rel8(second_exit, exit);
+        direct_exit(a, tls, i.next_ip(), off::DISPATCH, true);
+        if !a.ok() {
+            return None;
+        }
+        out[0] = BlockInstr {
+            ip: pc,
+            sp_delta: 0,
+            inputs,
+            offset: 16,
+            check,
+        };
+        let code = a.take();
+        let written = cache.write(code_at, &code);
+        a.give_back(code);
+        written.then_some(Translation {
+            code: code_at,
+            count: 1,
+            size: usize::from(size),
+            rep: true,
+        })
     }
 
     /// Emits the first `n` scanned instructions as a block at `code_at`.
@@ -377,6 +498,7 @@ impl Translator {
             code: code_at,
             count: n,
             size: usize::from(size),
+            rep: false,
         })
     }
 
@@ -434,6 +556,39 @@ impl Translator {
             .copied()
             .find(|r| used & (1 << r.number()) == 0)
     }
+}
+
+/// Whether a `rep` string instruction is translated as a loop: `movs`,
+/// `stos` and `lods` with `rep` (they end on the count alone) and 64-bit
+/// addressing (the loop counts RCX). `repe`/`repne` (`cmps`, `scas`, which
+/// also end on ZF), 32-bit addressing and port I/O run under the trap
+/// engine.
+fn rep_loop(i: &iced_x86::Instruction) -> bool {
+    use Mnemonic::*;
+    i.is_string_instruction()
+        && i.has_rep_prefix()
+        && !i.has_repne_prefix()
+        && matches!(
+            i.mnemonic(),
+            Movsb
+                | Movsw
+                | Movsd
+                | Movsq
+                | Stosb
+                | Stosw
+                | Stosd
+                | Stosq
+                | Lodsb
+                | Lodsw
+                | Lodsd
+                | Lodsq
+        )
+        && (0..i.op_count()).all(|k| {
+            !matches!(
+                i.op_kind(k),
+                OpKind::MemoryESEDI | OpKind::MemorySegESI | OpKind::MemorySegEDI
+            )
+        })
 }
 
 /// `T.next = to ; jmp T.<via>`. A linkable exit also says where it is
