@@ -26,6 +26,11 @@
  *              before the capture starts, another pair that blocks during
  *              it; the capture stops while all four are blocked, then they
  *              are woken and joined
+ *   patch      code of the program itself (a function alone on its page of
+ *              .text, so mapped from the file at the start) is called,
+ *              made writable, patched (another constant), called again,
+ *              patched once more with no system call in between and called:
+ *              stale translations would return the old constants
  *   startstop  captures started and stopped in one process (1000, or the
  *              count given after DUMP)
  * Prints the same lines with and without capture; the work is the same
@@ -154,6 +159,31 @@ static void block_pair(int pair) {
     usleep(20000);
 }
 
+/* patch: alone on its page; starts with `mov eax, 1` (B8 imm32). */
+__attribute__((noinline, aligned(4096), section(".text.patchme"))) int patch_me(void) {
+    int r;
+    __asm__ volatile("mov $1, %0" : "=a"(r));
+    return r;
+}
+
+static uint64_t patch_case(void) {
+    /* volatile: the compiler sees patch_me read no memory and would drop
+     * the stores as dead. */
+    volatile unsigned char *code = (volatile unsigned char *)patch_me;
+    if (code[0] != 0xB8) { fprintf(stderr, "patch_me does not start with mov eax\n"); exit(3); }
+    uint64_t s = 0;
+    for (int i = 0; i < 50; i++) s += (uint64_t)patch_me();
+    uintptr_t pagestart = (uintptr_t)code & ~(uintptr_t)(page - 1);
+    if (mprotect((void *)pagestart, (size_t)page, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) exit(3);
+    code[1] = 2; /* after a system call */
+    for (int i = 0; i < 50; i++) s += (uint64_t)patch_me() << 10;
+    code[1] = 3; /* with none since the last run */
+    for (int i = 0; i < 50; i++) s += (uint64_t)patch_me() << 20;
+    code[1] = 1;
+    mprotect((void *)pagestart, (size_t)page, PROT_READ | PROT_EXEC);
+    return s;
+}
+
 static void *thread_main(void *arg) {
     uint64_t *p = arg;
     *p = work(*p, 5000);
@@ -275,6 +305,7 @@ static uint64_t run_case(const char *c) {
                WIFEXITED(st) ? WEXITSTATUS(st) : -1);
         return work(shared, 1000);
     }
+    if (!strcmp(c, "patch")) return patch_case();
     if (!strcmp(c, "blocked")) {
         block_pair(1); /* blocks while traced */
         return work(11, 50000);

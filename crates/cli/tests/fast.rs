@@ -614,6 +614,24 @@ fn a_library_opened_where_a_closed_one_was_runs_its_own_code() {
     equals_trap(&case);
 }
 
+/// The program patches its own code (a function alone on its page of
+/// `.text`, translated before): after an `mprotect` making it writable,
+/// and once more with no system call in between. Each call must run the
+/// bytes there now (stale translations returned the first constant:
+/// `patch 52480050` instead of `157388850`; trap mode is right).
+#[test]
+#[ignore = "stale translations: code mapped at the start is never retranslated after mprotect or a store (the lead's invalidation work; docs/capture.md)"]
+fn a_function_patched_in_place_runs_its_new_code() {
+    if !tools_or_skip("a_function_patched_in_place_runs_its_new_code") {
+        return;
+    }
+    let case = signals_case("patch");
+    let plain = case.plain();
+    assert_eq!(String::from_utf8_lossy(&plain.stdout), "patch 157388850\n");
+    survives_fast(&case, RUNS);
+    equals_trap(&case);
+}
+
 /// posix_spawn, fork and vfork while the capture runs: the children run
 /// untraced (the forked child reads its trap flag: 0) and unharmed (their
 /// results and exit statuses, the vfork child's store into the parent's
@@ -702,22 +720,42 @@ fn a_stop_while_threads_block_in_read_and_futex_does_not_hang() {
     }
 }
 
-/// Captures started and stopped in one process: 100 here, 1,000 with
-/// `COLDCACHE_TEST_STARTSTOP=1000` (each start and stop costs a few
-/// milliseconds: see `docs/capture.md`). The output is unchanged, and the
-/// last capture of three counts as in trap mode.
+/// 1,000 captures started and stopped in one process (about 12 ms each in
+/// fast mode; `COLDCACHE_TEST_STARTSTOP` sets another count). The output
+/// is unchanged, every capture wrote its numbered dump, and three captures
+/// in one process count as in trap mode.
 #[test]
 fn captures_started_and_stopped_in_one_process_keep_the_output() {
     if !tools_or_skip("captures_started_and_stopped_in_one_process_keep_the_output") {
         return;
     }
-    let count = std::env::var("COLDCACHE_TEST_STARTSTOP").unwrap_or_else(|_| "100".into());
+    let count = std::env::var("COLDCACHE_TEST_STARTSTOP").unwrap_or_else(|_| "1000".into());
+    let n: u32 = count.parse().expect("COLDCACHE_TEST_STARTSTOP: a count");
     let case = Case::new(
         "startstop",
         &signals(),
         &["{mode}", "startstop", "{dump}", &count],
     );
-    survives_fast(&case, 1);
+    let dir = scratch_in("fast", "startstop");
+    let dump = dir.join("startstop.ccdump");
+    let plain = case.plain();
+    let out = with_deadline(case.command(Some("fast"), &dump, false), 600);
+    assert_eq!(out.stdout, plain.stdout);
+    assert_eq!(out.status, plain.status);
+    // The first capture's dump is `startstop.ccdump`, the next ones
+    // `startstop.2.ccdump` and on: each a whole fast-mode capture.
+    for i in [1, 2, n / 2, n].into_iter().filter(|&i| i >= 1 && i <= n) {
+        let path = if i == 1 {
+            dump.clone()
+        } else {
+            dir.join(format!("startstop.{i}.ccdump"))
+        };
+        fast_dump(&path, &format!("capture {i} of {n}"));
+    }
+    assert!(
+        !dir.join(format!("startstop.{}.ccdump", n + 1)).exists(),
+        "more dumps than captures"
+    );
     equals_trap(&Case::new(
         "startstop3",
         &signals(),
