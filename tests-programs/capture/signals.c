@@ -31,6 +31,10 @@
  *              made writable, patched (another constant), called again,
  *              patched once more with no system call in between and called:
  *              stale translations would return the old constants
+ *   jumpout    a worker spinning in translated code gets SIGUSR1, whose
+ *              handler siglongjmps out; after the stop, a second capture
+ *              (dump numbered .2) in which the worker computes: it must be
+ *              traced again
  *   startstop  captures started and stopped in one process (1000, or the
  *              count given after DUMP)
  * Prints the same lines with and without capture; the work is the same
@@ -184,6 +188,28 @@ static uint64_t patch_case(void) {
     return s;
 }
 
+/* jumpout: the worker, its jump target and where it is. */
+static sigjmp_buf worker_env;
+static volatile sig_atomic_t worker_phase, worker_jumped;
+static pthread_t jumper;
+static uint64_t jumper_result;
+
+static void on_usr1(int sig) { (void)sig; siglongjmp(worker_env, 1); }
+
+static void *jumper_main(void *arg) {
+    (void)arg;
+    volatile uint64_t spin = 1;
+    if (sigsetjmp(worker_env, 1) == 0) {
+        worker_phase = 1;
+        for (;;) spin = work(spin, 1000);
+    }
+    worker_jumped = 1;
+    while (worker_phase != 2) usleep(1000);
+    jumper_result = work(3, 100000);
+    worker_phase = 3;
+    return NULL;
+}
+
 static void *thread_main(void *arg) {
     uint64_t *p = arg;
     *p = work(*p, 5000);
@@ -306,6 +332,12 @@ static uint64_t run_case(const char *c) {
         return work(shared, 1000);
     }
     if (!strcmp(c, "patch")) return patch_case();
+    if (!strcmp(c, "jumpout")) {
+        usleep(50000); /* the worker spins, traced */
+        pthread_kill(jumper, SIGUSR1);
+        while (!worker_jumped) usleep(1000);
+        return 0;
+    }
     if (!strcmp(c, "blocked")) {
         block_pair(1); /* blocks while traced */
         return work(11, 50000);
@@ -323,11 +355,28 @@ static void before_case(const char *c) {
         if (swap_fn(0) != 1) exit(3);
     }
     if (!strcmp(c, "blocked")) block_pair(0);
+    if (!strcmp(c, "jumpout")) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_usr1;
+        sigaction(SIGUSR1, &sa, NULL);
+        pthread_create(&jumper, NULL, jumper_main, NULL);
+        while (worker_phase != 1) usleep(1000);
+    }
 }
 
-/* What a case does after the capture stopped. */
-static uint64_t after_case(const char *c) {
+/* What a case does after the capture stopped (`o`: the capture's options
+ * when capturing, else NULL). */
+static uint64_t after_case(const char *c, const struct coldcache_options *o) {
     uint64_t s = 0;
+    if (!strcmp(c, "jumpout")) {
+        if (o && coldcache_start(o) != 0) { fprintf(stderr, "start: %s\n", coldcache_last_error()); exit(1); }
+        worker_phase = 2;
+        while (worker_phase != 3) usleep(1000);
+        if (o && coldcache_stop() != 0) { fprintf(stderr, "stop: %s\n", coldcache_last_error()); exit(1); }
+        pthread_join(jumper, NULL);
+        s = jumper_result;
+    }
     if (!strcmp(c, "blocked")) {
         for (int pair = 0; pair < 2; pair++) {
             uint64_t v = (uint64_t)pair + 1;
@@ -365,7 +414,7 @@ int main(int argc, char **argv) {
         if (capture && coldcache_start(&o) != 0) { fprintf(stderr, "start: %s\n", coldcache_last_error()); return 1; }
         s = run_case(argv[2]);
         if (capture && coldcache_stop() != 0) { fprintf(stderr, "stop: %s\n", coldcache_last_error()); return 1; }
-        s += after_case(argv[2]);
+        s += after_case(argv[2], capture ? &o : NULL);
     }
     printf("%s %llu\n", argv[2], (unsigned long long)s);
     return 0;
