@@ -799,6 +799,7 @@ fn captures_started_and_stopped_in_one_process_keep_the_output() {
         !dir.join(format!("startstop.{}.ccdump", n + 1)).exists(),
         "more dumps than captures"
     );
+    let _ = std::fs::remove_dir_all(&dir);
     equals_trap(&Case::new(
         "startstop3",
         &signals(),
