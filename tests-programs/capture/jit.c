@@ -8,6 +8,10 @@
  * that trusted its first decode of that address would "emulate" a system
  * call that is not there and change the result.
  *
+ * Then, with no system call in between, the same bytes are rewritten once
+ * more (another constant) and called: a decode or translation trusted
+ * since the last system call would return the old value.
+ *
  * Prints each result; the output must be the same captured or not.
  * Usage: jit   (captured with `coldcache record --all`)
  */
@@ -20,6 +24,8 @@
 static const unsigned char getpid_code[] = {0xB8, 0x27, 0, 0, 0, 0x0F, 0x05, 0xC3};
 /* mov eax, 14; inc eax; ret */
 static const unsigned char fifteen_code[] = {0xB8, 0x0E, 0, 0, 0, 0xFF, 0xC0, 0xC3};
+/* mov eax, 15; inc eax; ret */
+static const unsigned char sixteen_code[] = {0xB8, 0x0F, 0, 0, 0, 0xFF, 0xC0, 0xC3};
 
 static long call_with_r10_8(void *fn)
 {
@@ -47,7 +53,10 @@ int main(void)
         mprotect(buf, 4096, PROT_READ | PROT_WRITE | PROT_EXEC);
         memcpy(buf, fifteen_code, sizeof fifteen_code);
         long b = call_with_r10_8(buf);
-        printf("round %d: getpid %s, fifteen %ld\n", round, a == pid ? "ok" : "wrong", b);
+        /* Rewritten in place with no system call since the last run. */
+        memcpy(buf, sixteen_code, sizeof sixteen_code);
+        long c = call_with_r10_8(buf);
+        printf("round %d: getpid %s, fifteen %ld, sixteen %ld\n", round, a == pid ? "ok" : "wrong", b, c);
     }
     return 0;
 }

@@ -17,12 +17,16 @@ use crate::options::{CaptureError, Summary};
 use crate::procfs;
 use coldcache_cctrace::Record as TraceRecord;
 use coldcache_fsio::write_atomically;
+use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-/// The paths this process wrote (dumps and traces), absolute.
-static WRITTEN: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// The paths this process wrote (dumps and traces), absolute. A set: a
+/// process that captures a thousand times looks a thousand numbered names
+/// up for its next dump (a list made that cubic: 1,000 start/stop cycles
+/// took 34 s instead of 14).
+static WRITTEN: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 
 /// The manifest file `coldcache record` asked for (`COLDCACHE_DUMPS`).
 static MANIFEST: OnceLock<PathBuf> = OnceLock::new();
@@ -74,7 +78,7 @@ pub fn write(
                 WRITTEN
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .push(kept.clone());
+                    .insert(kept.clone());
                 std::io::Error::new(
                     source.kind(),
                     format!("{source}; the capture was kept in {}", kept.display()),
@@ -183,7 +187,7 @@ fn written(path: &Path, kind: &str) {
     WRITTEN
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .push(path.to_path_buf());
+        .insert(path.to_path_buf());
     report(&serde_json::json!({ kind: path }));
 }
 

@@ -108,8 +108,9 @@ impl DecodeCache {
             if r == FREE {
                 return Err(i);
             }
-            if self.keys[r as usize] == ip {
-                return Ok(r as usize);
+            let r = r as usize - 1;
+            if self.keys[r] == ip {
+                return Ok(r);
             }
             i = (i + 1) & self.mask;
         }
@@ -160,7 +161,7 @@ impl DecodeCache {
                 if self.values.len() >= self.limit {
                     return None;
                 }
-                self.slot_of[i] = self.values.len() as u32;
+                self.slot_of[i] = self.values.len() as u32 + 1;
                 self.keys.push(ip);
                 self.values.push(d);
                 Some(self.values.len() - 1)
@@ -197,7 +198,7 @@ impl StackTable {
         nodes.push(StackEntry::default());
         StackTable {
             nodes,
-            index: vec![u32::MAX; slots],
+            index: vec![FREE; slots],
             mask: slots - 1,
             limit: capacity,
         }
@@ -217,11 +218,11 @@ impl StackTable {
         let mut i = Self::hash(&e) & self.mask;
         loop {
             let id = self.index[i];
-            if id == u32::MAX {
+            if id == FREE {
                 break;
             }
-            if self.nodes[id as usize] == e {
-                return Some(id);
+            if self.nodes[id as usize - 1] == e {
+                return Some(id - 1);
             }
             i = (i + 1) & self.mask;
         }
@@ -230,7 +231,7 @@ impl StackTable {
         }
         let id = self.nodes.len() as u32;
         self.nodes.push(e);
-        self.index[i] = id;
+        self.index[i] = id + 1;
         Some(id)
     }
 
@@ -251,7 +252,11 @@ pub struct CounterTable {
     limit: usize,
 }
 
-const FREE: u32 = u32::MAX;
+/// An empty slot of an index. Slots hold an entry's number plus one, so
+/// that an index starts as zeroed memory: a fresh mapping the kernel fills
+/// with zeros page by page as it is used, instead of being written whole
+/// when the capture starts (it is megabytes: most of what a start cost).
+const FREE: u32 = 0;
 
 impl CounterTable {
     /// A table for up to `capacity` records of `stride` counters each.
@@ -297,8 +302,9 @@ impl CounterTable {
             if r == FREE {
                 break;
             }
-            if self.keys[r as usize] == key {
-                return Some(r as usize);
+            let r = r as usize - 1;
+            if self.keys[r] == key {
+                return Some(r);
             }
             i = (i + 1) & self.mask;
         }
@@ -307,7 +313,7 @@ impl CounterTable {
         }
         let r = self.len;
         self.len += 1;
-        self.slot_of[i] = r as u32;
+        self.slot_of[i] = r as u32 + 1;
         self.keys.push(key);
         self.values.extend(std::iter::repeat_n(0, self.stride));
         Some(r)

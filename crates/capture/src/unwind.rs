@@ -74,10 +74,10 @@ impl StackUnwinder {
                 continue;
             }
             seen.push(&m.path);
-            let Ok(data) = std::fs::read(&m.path) else {
+            let Some(data) = crate::procfs::MappedFile::open(std::path::Path::new(&m.path)) else {
                 continue;
             };
-            let Ok(file) = object::File::parse(&*data) else {
+            let Ok(file) = object::File::parse(data.bytes()) else {
                 continue;
             };
             if file.format() != object::BinaryFormat::Elf {

@@ -15,55 +15,39 @@
 //!   not compared with trap mode: how often a thread spins on a lock
 //!   depends on the schedule, which differs between any two runs.
 //!
+//! The robustness list of issue 16, one test each: a hostile program
+//! (`tests-programs/capture/signals.c` cases, `exceptions.cpp`, `jit.c`)
+//! run once uncaptured, then 20 times captured in fast mode, each run under
+//! a deadline (a hang fails): standard output byte for byte and exit status
+//! equal to the uncaptured run's, a dump that says fast mode ran. Where the
+//! count does not depend on timing (no timer signals, one thread), the
+//! case is also captured once in each mode with randomisation off and the
+//! dumps must be equal per (instruction, stack, thread).
+//!
 //! Skipped with a message when gcc or setarch is missing.
 
 use coldcache_dump::Dump;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 #[path = "common/library.rs"]
 mod library;
-use library::{have, library, repo, COLDCACHE};
+#[path = "common/programs.rs"]
+mod programs;
+use library::COLDCACHE;
+use programs::{compile, gcc_and_setarch_or_skip as tools_or_skip, run_within, scratch_in};
 
+/// Every program and dump of this test process.
 fn scratch() -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("coldcache-fast-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    })
-    .clone()
+    scratch_in("fast", "all")
 }
 
-fn tools_or_skip(test: &str) -> bool {
-    if have("gcc") && Command::new("setarch").arg("--version").output().is_ok() {
-        true
-    } else {
-        eprintln!("SKIP {test}: gcc or setarch missing");
-        false
-    }
-}
-
+/// Compiles `source` with `flags` against `libcoldcache.so`.
 fn build(source: &str, flags: &[&str], name: &str) -> PathBuf {
-    let lib = library();
-    let out = scratch().join(name);
-    let st = Command::new("gcc")
-        .args(flags)
-        .arg("-I")
-        .arg(repo().join("include"))
-        .arg(repo().join(source))
-        .arg("-L")
-        .arg(lib.parent().unwrap())
-        .args(["-Wl,--no-as-needed", "-lcoldcache"])
-        .arg(format!("-Wl,-rpath,{}", lib.parent().unwrap().display()))
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run gcc");
-    assert!(st.success(), "compiling {source} failed");
-    out
+    compile(source, &scratch().join(name), flags, true)
 }
 
 fn kernels() -> PathBuf {
@@ -94,8 +78,7 @@ fn record(args: &[&str], program: &[&str], tag: &str) -> (Dump, PathBuf, Output)
         .args(program)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
-        .current_dir(scratch())
-        .stdin(Stdio::null());
+        .current_dir(scratch());
     let out = with_deadline(cmd, 600);
     assert!(
         out.status.success(),
@@ -108,38 +91,9 @@ fn record(args: &[&str], program: &[&str], tag: &str) -> (Dump, PathBuf, Output)
 }
 
 /// Waits for a command, killing it (and failing) after `secs` seconds.
-fn with_deadline(mut cmd: Command, secs: u64) -> Output {
-    use std::io::Read;
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn");
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        stdout.read_to_end(&mut v).unwrap();
-        v
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        stderr.read_to_end(&mut v).unwrap();
-        v
-    });
-    let start = std::time::Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed().as_secs() > secs {
-            let _ = child.kill();
-            panic!("{cmd:?} hung (killed after {secs} s)");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: out_t.join().unwrap(),
-        stderr: err_t.join().unwrap(),
-    }
+fn with_deadline(cmd: Command, secs: u64) -> Output {
+    let what = format!("{cmd:?}");
+    run_within(cmd, &what, Duration::from_secs(secs))
 }
 
 /// A stack as the list of its (call site, callee) frames, root first.
@@ -334,7 +288,7 @@ fn eight_threads_captured_fast_100_times_keep_their_output() {
     );
     let run = |args: &[&str], mode: Option<&str>| {
         let mut c = Command::new(&bin);
-        c.args(args).current_dir(scratch()).stdin(Stdio::null());
+        c.args(args).current_dir(scratch());
         if let Some(m) = mode {
             c.env("COLDCACHE_MODE", m);
         }
@@ -383,80 +337,474 @@ fn eight_threads_captured_fast_100_times_keep_their_output() {
     }
 }
 
-/// Signals, faults, threads and libraries arriving while threads run
-/// translated code (`tests-programs/capture/signals.c`): SIGALRM every
-/// 50 µs with and without SA_RESTART and on an alternate stack, a guard
-/// page opened by a SIGSEGV handler, siglongjmp out of a handler, 64
-/// threads, dlopen/dlclose, 100 captures in one process (each start and
-/// stop costs about 80 ms of table set-up and dump writing whatever the
-/// mode; `signals coldcache startstop DUMP 1000` runs the full 1,000 by
-/// hand: 83 s, output unchanged). Each case runs
-/// captured in fast mode several times; its output must equal an
-/// uncaptured run's, under a deadline (a hang fails).
+// ---------------------------------------------------------------------------
+// The robustness list
+
+/// Captured runs of each robustness case (the cheap ones).
+const RUNS: usize = 20;
+
+/// A hostile program and its arguments: `{mode}` stands for `plain` or
+/// `coldcache` (uncaptured or captured through the C API), `{dump}` for
+/// the dump's path.
+struct Case {
+    name: String,
+    program: PathBuf,
+    args: Vec<String>,
+}
+
+impl Case {
+    fn new(name: &str, program: &Path, args: &[&str]) -> Case {
+        Case {
+            name: name.to_string(),
+            program: program.to_path_buf(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    /// The command for one run; `mode` is `None` uncaptured, else the
+    /// capture mode. `aslr_off` runs it under `setarch -R`.
+    fn command(&self, mode: Option<&str>, dump: &Path, aslr_off: bool) -> Command {
+        let mut c = if aslr_off {
+            let mut c = Command::new("setarch");
+            c.args(["x86_64", "-R"]).arg(&self.program);
+            c
+        } else {
+            Command::new(&self.program)
+        };
+        for a in &self.args {
+            match a.as_str() {
+                "{mode}" => c.arg(if mode.is_some() { "coldcache" } else { "plain" }),
+                "{dump}" => c.arg(dump),
+                a => c.arg(a),
+            };
+        }
+        if let Some(m) = mode {
+            c.env("COLDCACHE_MODE", m);
+        }
+        c.env("COLDCACHE_QUIET", "1").current_dir(scratch());
+        c
+    }
+
+    fn dump(&self, tag: &str) -> PathBuf {
+        scratch().join(format!("{}.{tag}.ccdump", self.name))
+    }
+
+    /// The uncaptured run (which must succeed).
+    fn plain(&self) -> Output {
+        let out = with_deadline(self.command(None, &self.dump("plain"), false), 300);
+        assert!(
+            out.status.success(),
+            "{}: the uncaptured run failed ({}): {}",
+            self.name,
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+}
+
+/// Loads a dump that must say fast mode ran and hold a whole capture.
+fn fast_dump(path: &Path, what: &str) -> Dump {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{what}: no dump ({e})"));
+    let d = Dump::from_bytes(&bytes).unwrap();
+    assert!(
+        d.meta
+            .notes
+            .iter()
+            .any(|n| n.starts_with("capture mode fast")),
+        "{what}: the dump does not say fast mode ran: {:?}",
+        d.meta.notes
+    );
+    assert!(d.meta.instructions > 0, "{what}: nothing was captured");
+    assert_eq!(d.meta.cut_short, None, "{what}: cut short");
+    d
+}
+
+/// Runs `case` uncaptured once, then `runs` times captured in fast mode,
+/// each under the deadline: output byte for byte and exit status equal to
+/// the uncaptured run's. Returns the uncaptured output and the last dump.
+fn survives_fast(case: &Case, runs: usize) -> (Output, Dump) {
+    let plain = case.plain();
+    let dump = case.dump("fast");
+    let mut last = None;
+    for i in 0..runs {
+        let what = format!("{} run {i}", case.name);
+        let _ = std::fs::remove_file(&dump);
+        let out = with_deadline(case.command(Some("fast"), &dump, false), 300);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&plain.stdout),
+            "{what}: the output changed under fast capture\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            out.status,
+            plain.status,
+            "{what}: exit status\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        last = Some(fast_dump(&dump, &what));
+    }
+    (plain, last.expect("at least one run"))
+}
+
+/// Captures `case` once in each mode with randomisation off: the program's
+/// output must be the same and the dumps equal per (instruction, stack,
+/// thread). Returns the instruction count.
+fn equals_trap(case: &Case) -> u64 {
+    let mut dumps = Vec::new();
+    let mut outputs = Vec::new();
+    for mode in ["trap", "fast"] {
+        let path = case.dump(&format!("{mode}-norandom"));
+        let _ = std::fs::remove_file(&path);
+        let out = with_deadline(case.command(Some(mode), &path, true), 600);
+        assert!(
+            out.status.success(),
+            "{} in {mode} mode: {}\n{}",
+            case.name,
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let d = Dump::from_bytes(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(d.meta.cut_short, None, "{} in {mode} mode", case.name);
+        dumps.push(d);
+        outputs.push(out.stdout);
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&outputs[0]),
+        String::from_utf8_lossy(&outputs[1]),
+        "{}: output in trap and fast mode",
+        case.name
+    );
+    assert_eq!(
+        dumps[0].meta.instructions, dumps[1].meta.instructions,
+        "{}: instructions in trap and fast mode",
+        case.name
+    );
+    if let Some(d) = first_difference(&canonical(&dumps[0]), &canonical(&dumps[1])) {
+        panic!("{}: {d}", case.name);
+    }
+    dumps[0].meta.instructions
+}
+
+fn signals() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        build(
+            "tests-programs/capture/signals.c",
+            &["-O1", "-g", "-pthread"],
+            "signals",
+        )
+    })
+    .clone()
+}
+
+/// A case of `signals.c`, capturing every thread.
+fn signals_case(case: &str) -> Case {
+    Case::new(case, &signals(), &["{mode}", case, "{dump}", "1"])
+}
+
+/// SIGALRM every 50 µs with `SA_RESTART` while the traced thread computes
+/// and reads a pipe: the handler runs (untraced) on top of translated code
+/// and returns into it.
 #[test]
-fn signals_faults_threads_and_libraries_during_a_fast_capture() {
-    if !tools_or_skip("signals_faults_threads_and_libraries_during_a_fast_capture") {
+fn a_sigalrm_storm_with_sa_restart_keeps_the_output() {
+    if tools_or_skip("a_sigalrm_storm_with_sa_restart_keeps_the_output") {
+        survives_fast(&signals_case("alarm"), RUNS);
+    }
+}
+
+/// The same without `SA_RESTART`: reads interrupted with EINTR are retried
+/// by the program.
+#[test]
+fn a_sigalrm_storm_without_sa_restart_keeps_the_output() {
+    if tools_or_skip("a_sigalrm_storm_without_sa_restart_keeps_the_output") {
+        survives_fast(&signals_case("norestart"), RUNS);
+    }
+}
+
+/// The storm's handler runs on an alternate signal stack (`sigaltstack`,
+/// `SA_ONSTACK`).
+#[test]
+fn a_sigalrm_storm_on_an_alternate_stack_keeps_the_output() {
+    if tools_or_skip("a_sigalrm_storm_on_an_alternate_stack_keeps_the_output") {
+        survives_fast(&signals_case("altstack"), RUNS);
+    }
+}
+
+/// A store into a guard page faults in translated code; the SIGSEGV
+/// handler opens the page and returns, the store runs again, 100 times.
+/// The count does not depend on timing: it must equal trap mode's.
+#[test]
+fn a_guard_page_segv_handler_that_returns_counts_as_in_trap_mode() {
+    if tools_or_skip("a_guard_page_segv_handler_that_returns_counts_as_in_trap_mode") {
+        let case = signals_case("segv");
+        survives_fast(&case, RUNS);
+        equals_trap(&case);
+    }
+}
+
+/// The SIGALRM handler `siglongjmp`s out (of translated code, most times):
+/// the program goes on, natively as in trap mode (the thread is no longer
+/// traced: docs/capture.md), and ends as uncaptured.
+#[test]
+fn siglongjmp_out_of_a_handler_keeps_the_output() {
+    if tools_or_skip("siglongjmp_out_of_a_handler_keeps_the_output") {
+        survives_fast(&signals_case("longjmp"), RUNS);
+    }
+}
+
+/// A worker spinning in translated code gets a signal whose handler
+/// `siglongjmp`s out; after that capture, a second one in which the worker
+/// computes `work(3, 100000)`: it must be traced again, for at least
+/// 700,000 instructions (100,000 iterations of a loop of at least seven:
+/// multiply, shift, two adds, count, compare, branch; trap mode counts
+/// 800,226). In fast mode it counted 0: the thread left translated code
+/// without the dispatcher knowing, so it still counts as in translated
+/// code (its `active` flag and `ACTIVE`): the next capture's start signal
+/// leaves it alone, and every later stop waits 500 ms for it.
+#[test]
+#[ignore = "a thread that siglongjmps out of translated code stays marked active: never traced again, each stop waits 500 ms (jit/mod.rs dispatch bookkeeping, the lead's)"]
+fn a_thread_that_jumped_out_of_a_handler_is_traced_by_the_next_capture() {
+    if !tools_or_skip("a_thread_that_jumped_out_of_a_handler_is_traced_by_the_next_capture") {
+        return;
+    }
+    let case = signals_case("jumpout");
+    let plain = case.plain();
+    let dump = case.dump("fast");
+    let second = scratch().join("jumpout.fast.2.ccdump");
+    for i in 0..5 {
+        let what = format!("jumpout run {i}");
+        let _ = std::fs::remove_file(&dump);
+        let _ = std::fs::remove_file(&second);
+        let out = with_deadline(case.command(Some("fast"), &dump, false), 300);
+        assert_eq!(out.stdout, plain.stdout, "{what}");
+        assert_eq!(out.status, plain.status, "{what}");
+        let d = fast_dump(&second, &what);
+        assert_eq!(d.threads.len(), 2, "{what}: {:?}", d.threads);
+        let worker = d
+            .threads
+            .iter()
+            .position(|t| t.tid != d.meta.pid)
+            .expect("a worker thread");
+        let n: u64 = d
+            .records
+            .iter()
+            .filter(|r| r.thread as usize == worker)
+            .map(|r| r.counters[0])
+            .sum();
+        assert!(n >= 700_000, "{what}: the worker counted {n} instructions");
+    }
+}
+
+/// 64 threads created and joined during a capture of every thread: all 65
+/// are in the dump, each with instructions of its own.
+#[test]
+fn sixty_four_threads_created_and_joined_during_a_capture_are_all_traced() {
+    if !tools_or_skip("sixty_four_threads_created_and_joined_during_a_capture_are_all_traced") {
+        return;
+    }
+    let (_, d) = survives_fast(&signals_case("threads"), RUNS);
+    assert_eq!(d.threads.len(), 65, "{:?}", d.threads);
+    let mut per_thread = vec![0u64; d.threads.len()];
+    for r in &d.records {
+        per_thread[r.thread as usize] += r.counters[0];
+    }
+    assert!(per_thread.iter().all(|&n| n > 0), "{per_thread:?}");
+}
+
+/// libm loaded, called and unloaded three times during a capture; counted
+/// as in trap mode.
+#[test]
+fn dlopen_and_dlclose_during_a_capture_count_as_in_trap_mode() {
+    if tools_or_skip("dlopen_and_dlclose_during_a_capture_count_as_in_trap_mode") {
+        let case = signals_case("dlopen");
+        survives_fast(&case, RUNS);
+        equals_trap(&case);
+    }
+}
+
+/// A library translated during the capture (loaded before it) is closed
+/// and another of the same layout is opened at its address and called:
+/// the translations of the closed one must not run (they returned its
+/// value: `dlswap 104857700` instead of `209715300`).
+#[test]
+#[ignore = "stale translations on this branch's base; passes with main's e9080dc (blocks retired on munmap/mprotect): remove at merge"]
+fn a_library_opened_where_a_closed_one_was_runs_its_own_code() {
+    if !tools_or_skip("a_library_opened_where_a_closed_one_was_runs_its_own_code") {
+        return;
+    }
+    for (lib, value) in [("libswapa.so", "1"), ("libswapb.so", "2")] {
+        let st = Command::new("gcc")
+            .args(["-O1", "-shared", "-fPIC"])
+            .arg(format!("-DVALUE={value}"))
+            .arg(library::repo().join("tests-programs/capture/swaplib.c"))
+            .arg("-o")
+            .arg(scratch().join(lib))
+            .status()
+            .unwrap();
+        assert!(st.success(), "building {lib}");
+    }
+    let case = signals_case("dlswap");
+    let plain = case.plain();
+    let text = String::from_utf8_lossy(&plain.stdout);
+    assert!(
+        text.contains("B at A's address yes"),
+        "the test needs B mapped where A was: {text}"
+    );
+    assert!(text.contains("dlswap 209715300"), "{text}");
+    survives_fast(&case, RUNS);
+    equals_trap(&case);
+}
+
+/// The program patches its own code (a function alone on its page of
+/// `.text`, translated before): after an `mprotect` making it writable,
+/// and once more with no system call in between. Each call must run the
+/// bytes there now (stale translations returned the first constant:
+/// `patch 52480050` instead of `157388850`; trap mode is right).
+#[test]
+#[ignore = "stale translations on this branch's base; passes with main's e9080dc (blocks retired on munmap/mprotect): remove at merge"]
+fn a_function_patched_in_place_runs_its_new_code() {
+    if !tools_or_skip("a_function_patched_in_place_runs_its_new_code") {
+        return;
+    }
+    let case = signals_case("patch");
+    let plain = case.plain();
+    assert_eq!(String::from_utf8_lossy(&plain.stdout), "patch 157388850\n");
+    survives_fast(&case, RUNS);
+    equals_trap(&case);
+}
+
+/// posix_spawn, fork and vfork while the capture runs: the children run
+/// untraced (the forked child reads its trap flag: 0) and unharmed (their
+/// results and exit statuses, the vfork child's store into the parent's
+/// memory), and the parent's capture counts as in trap mode.
+#[test]
+fn fork_vfork_and_posix_spawn_children_run_untraced_and_unharmed() {
+    if !tools_or_skip("fork_vfork_and_posix_spawn_children_run_untraced_and_unharmed") {
+        return;
+    }
+    let case = signals_case("spawn");
+    let (plain, _) = survives_fast(&case, RUNS);
+    assert_eq!(
+        String::from_utf8_lossy(&plain.stdout)
+            .lines()
+            .take(3)
+            .collect::<Vec<_>>(),
+        [
+            "spawn: exit 3",
+            "fork: right, child TF 0, exit 5",
+            "vfork: shared 42, exit 9"
+        ]
+    );
+    equals_trap(&case);
+}
+
+/// C++ exceptions thrown and caught across captured frames (with
+/// destructors, a rethrow, a throw from the library, and one that unwinds
+/// past the frame the capture started in): the program's results, and the
+/// dump equal to trap mode's.
+#[test]
+fn cpp_exceptions_across_captured_frames_count_as_in_trap_mode() {
+    if !tools_or_skip("cpp_exceptions_across_captured_frames_count_as_in_trap_mode")
+        || !library::have("g++")
+    {
         return;
     }
     let bin = build(
-        "tests-programs/capture/signals.c",
-        &["-O1", "-g", "-pthread"],
-        "signals",
+        "tests-programs/capture/exceptions.cpp",
+        &["-O1", "-g"],
+        "exceptions",
     );
-    let mut bad = Vec::new();
-    for (case, runs) in [
-        ("alarm", 5),
-        ("norestart", 5),
-        ("altstack", 5),
-        ("segv", 20),
-        ("longjmp", 10),
-        ("threads", 5),
-        ("dlopen", 20),
-        ("startstop", 1),
-    ] {
-        let count = if case == "startstop" { "100" } else { "1" };
-        let mut plain = Command::new(&bin);
-        plain
-            .args(["plain", case, "unused.ccdump", count])
-            .current_dir(scratch());
-        let plain = with_deadline(plain, 60);
-        assert!(plain.status.success(), "{case}: plain run failed");
-        let dump = scratch().join(format!("signals.{case}.ccdump"));
-        for i in 0..runs {
-            let _ = std::fs::remove_file(&dump);
-            let mut c = Command::new(&bin);
-            c.args(["coldcache", case])
-                .arg(&dump)
-                .arg(count)
-                .env("COLDCACHE_MODE", "fast")
-                .env("COLDCACHE_QUIET", "1")
-                .current_dir(scratch());
-            let out = with_deadline(c, 300);
-            if out.status.code() != Some(0) || out.stdout != plain.stdout {
-                bad.push(format!(
-                    "{case} run {i}: status {}, output {:?} (plain {:?}) {}",
-                    out.status,
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&plain.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                ));
-                break;
-            }
-        }
-        let d = Dump::from_bytes(&std::fs::read(&dump).unwrap()).unwrap();
-        if !d
-            .meta
-            .notes
-            .iter()
-            .any(|n| n.starts_with("capture mode fast"))
-        {
-            bad.push(format!("{case}: the dump does not say fast mode ran"));
-        }
-        if d.meta.instructions == 0 {
-            bad.push(format!("{case}: nothing was captured"));
-        }
+    let case = Case::new("exceptions", &bin, &["{mode}", "{dump}"]);
+    survives_fast(&case, RUNS);
+    let n = equals_trap(&case);
+    assert!(n > 100_000, "the throws were captured: {n} instructions");
+}
+
+/// A JIT writes code into an anonymous buffer, runs it, rewrites it (after
+/// a system call, and once more with none) and runs it again, three
+/// rounds, under `record --all`: each result as uncaptured, and the dump
+/// and trace equal to trap mode's.
+#[test]
+fn a_jit_rewriting_its_code_in_place_counts_as_in_trap_mode() {
+    if !tools_or_skip("a_jit_rewriting_its_code_in_place_counts_as_in_trap_mode") {
+        return;
     }
-    assert!(bad.is_empty(), "{bad:#?}");
+    let bin = build("tests-programs/capture/jit.c", &["-O1", "-g"], "jit");
+    let plain = with_deadline(Command::new(&bin), 60);
+    assert!(
+        String::from_utf8_lossy(&plain.stdout).contains("fifteen 15, sixteen 16"),
+        "{}",
+        String::from_utf8_lossy(&plain.stdout)
+    );
+    let program = [bin.to_str().unwrap()];
+    for i in 0..RUNS {
+        let (_, _, out) = record(&["--mode", "fast", "--all"], &program, "jit-fast");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&plain.stdout),
+            "run {i}"
+        );
+        fast_dump(&scratch().join("jit-fast.ccdump"), &format!("jit run {i}"));
+    }
+    compare(&["--cache", "cachegrind", "--all"], &program, "jit").unwrap();
+}
+
+/// The capture stops while four threads are blocked, a reader in `read`
+/// and a waiter in a futex wait blocked before the capture started and
+/// another pair blocked during it; they are woken after the stop. Nothing
+/// hangs, all five threads are in the dump, the results are unchanged.
+#[test]
+fn a_stop_while_threads_block_in_read_and_futex_does_not_hang() {
+    if tools_or_skip("a_stop_while_threads_block_in_read_and_futex_does_not_hang") {
+        let (_, d) = survives_fast(&signals_case("blocked"), RUNS);
+        assert_eq!(d.threads.len(), 5, "{:?}", d.threads);
+    }
+}
+
+/// 1,000 captures started and stopped in one process (about 12 ms each in
+/// fast mode; `COLDCACHE_TEST_STARTSTOP` sets another count). The output
+/// is unchanged, every capture wrote its numbered dump, and three captures
+/// in one process count as in trap mode.
+#[test]
+fn captures_started_and_stopped_in_one_process_keep_the_output() {
+    if !tools_or_skip("captures_started_and_stopped_in_one_process_keep_the_output") {
+        return;
+    }
+    let count = std::env::var("COLDCACHE_TEST_STARTSTOP").unwrap_or_else(|_| "1000".into());
+    let n: u32 = count.parse().expect("COLDCACHE_TEST_STARTSTOP: a count");
+    let case = Case::new(
+        "startstop",
+        &signals(),
+        &["{mode}", "startstop", "{dump}", &count],
+    );
+    let dir = scratch_in("fast", "startstop");
+    let dump = dir.join("startstop.ccdump");
+    let plain = case.plain();
+    let out = with_deadline(case.command(Some("fast"), &dump, false), 600);
+    assert_eq!(out.stdout, plain.stdout);
+    assert_eq!(out.status, plain.status);
+    // The first capture's dump is `startstop.ccdump`, the next ones
+    // `startstop.2.ccdump` and on: each a whole fast-mode capture.
+    for i in [1, 2, n / 2, n].into_iter().filter(|&i| i >= 1 && i <= n) {
+        let path = if i == 1 {
+            dump.clone()
+        } else {
+            dir.join(format!("startstop.{i}.ccdump"))
+        };
+        fast_dump(&path, &format!("capture {i} of {n}"));
+    }
+    assert!(
+        !dir.join(format!("startstop.{}.ccdump", n + 1)).exists(),
+        "more dumps than captures"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    equals_trap(&Case::new(
+        "startstop3",
+        &signals(),
+        &["{mode}", "startstop", "{dump}", "3"],
+    ));
 }
 
 /// Code that changes under a running capture: a file mapping unmapped and

@@ -176,6 +176,27 @@ unsafe impl GlobalAlloc for MmapAlloc {
         }
     }
 
+    /// A large block is a fresh mapping, already zero: it is returned as
+    /// is, so its pages are only touched (and faulted in) when used. A
+    /// capture's tables are mostly such blocks, and zeroing them by hand
+    /// was most of what a start cost. Small blocks may be recycled: they
+    /// are zeroed.
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        match class_of(layout) {
+            None if layout.align() <= PAGE => map(large_len(layout)),
+            None => std::ptr::null_mut(),
+            Some(_) => {
+                // SAFETY: the caller's layout, passed on.
+                let p = unsafe { self.alloc(layout) };
+                if !p.is_null() {
+                    // SAFETY: the block has `layout.size()` writable bytes.
+                    unsafe { std::ptr::write_bytes(p, 0, layout.size()) };
+                }
+                p
+            }
+        }
+    }
+
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         match class_of(layout) {
             Some((class, _)) => self.with_state(|s| {
@@ -228,5 +249,28 @@ mod tests {
         // SAFETY: as above.
         let again = unsafe { a.alloc(l) };
         assert_eq!(again, p, "the freed block is reused");
+    }
+
+    #[test]
+    fn zeroed_blocks_read_zero_after_a_dirty_block_was_freed() {
+        let a = MmapAlloc::new();
+        for size in [24, 4096, 1 << 20, 3 << 20] {
+            let l = Layout::from_size_align(size, 8).unwrap();
+            // SAFETY: a valid layout; the block is written then freed.
+            let p = unsafe { a.alloc(l) };
+            assert!(!p.is_null());
+            // SAFETY: the block has `size` writable bytes.
+            unsafe { std::ptr::write_bytes(p, 0xAB, size) };
+            // SAFETY: freeing what was allocated with the same layout.
+            unsafe { a.dealloc(p, l) };
+            // SAFETY: as above; read back below, then freed.
+            let z = unsafe { a.alloc_zeroed(l) };
+            assert!(!z.is_null());
+            // SAFETY: the block has `size` readable bytes.
+            let bytes = unsafe { std::slice::from_raw_parts(z, size) };
+            assert!(bytes.iter().all(|&b| b == 0), "{size} bytes");
+            // SAFETY: freeing what was allocated with the same layout.
+            unsafe { a.dealloc(z, l) };
+        }
     }
 }

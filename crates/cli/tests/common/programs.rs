@@ -1,8 +1,11 @@
 //! Test programs built by gcc/g++ and run under a deadline: a hang fails
-//! the test instead of blocking CI. Shared by `hostile.rs` and
-//! `workflow.rs` (each includes `library.rs` as `library` first).
+//! the test instead of blocking CI. Shared by `hostile.rs`, `workflow.rs`
+//! and `fast.rs` (each includes `library.rs` as `library` first); not
+//! every file uses every helper.
+#![allow(dead_code)]
 
 use super::library::{have, library, repo};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -28,20 +31,34 @@ pub fn gcc_or_skip(test: &str) -> bool {
     ok
 }
 
+/// Whether gcc and setarch (to turn address-space randomisation off) are
+/// there; says which test is skipped when not.
+pub fn gcc_and_setarch_or_skip(test: &str) -> bool {
+    let ok = have("gcc") && Command::new("setarch").arg("--version").output().is_ok();
+    if !ok {
+        eprintln!("SKIP {test}: gcc or setarch missing");
+    }
+    ok
+}
+
 /// Compiles `source` (relative to the repository; `.cpp` with g++) into
 /// `dir`; with `api`, against `libcoldcache.so` (the C API, with
 /// `WITH_COLDCACHE_API` defined) and with threads.
 pub fn build_with(source: &str, dir: &Path, api: bool) -> PathBuf {
     let out = dir.join(Path::new(source).file_stem().unwrap());
+    compile(source, &out, &["-O1", "-g"], api)
+}
+
+/// Compiles `source` (relative to the repository; `.cpp` with g++) into
+/// `out` with `flags`; with `api`, as [`build_with`] says.
+pub fn compile(source: &str, out: &Path, flags: &[&str], api: bool) -> PathBuf {
     let compiler = if source.ends_with(".cpp") {
         "g++"
     } else {
         "gcc"
     };
     let mut cmd = Command::new(compiler);
-    cmd.args(["-O1", "-g", "-o"])
-        .arg(&out)
-        .arg(repo().join(source));
+    cmd.args(flags).arg("-o").arg(out).arg(repo().join(source));
     if api {
         let lib = library();
         let libdir = lib.parent().unwrap();
@@ -55,41 +72,68 @@ pub fn build_with(source: &str, dir: &Path, api: bool) -> PathBuf {
     }
     let st = cmd.status().expect("run the compiler");
     assert!(st.success(), "compiling {source} failed");
-    out
+    out.to_path_buf()
 }
 
 /// Runs `cmd` to its end, or kills it at the deadline and fails.
-pub fn run_with_deadline(mut cmd: Command, what: &str) -> Output {
+pub fn run_with_deadline(cmd: Command, what: &str) -> Output {
+    run_within(cmd, what, DEADLINE)
+}
+
+/// Runs `cmd` to its end, or kills it after `deadline` and fails.
+pub fn run_within(mut cmd: Command, what: &str, deadline: Duration) -> Output {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
-    wait_with_deadline(child, what)
+    wait_within(child, what, deadline)
 }
 
 /// Waits for `child` to end, or kills it at the deadline and fails.
-pub fn wait_with_deadline(mut child: Child, what: &str) -> Output {
-    let start = Instant::now();
-    loop {
-        if let Some(_status) = child.try_wait().unwrap() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{what}: still running after {DEADLINE:?} (a hang)\nstdout:\n{}\nstderr:\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+pub fn wait_with_deadline(child: Child, what: &str) -> Output {
+    wait_within(child, what, DEADLINE)
 }
 
-/// The pid of the program `coldcache record` (process `parent`) started,
-/// waiting for it until the deadline.
-#[allow(dead_code)] // not every test file opens signal windows
+/// Waits for `child` to end, or kills it after `deadline` and fails. Its
+/// piped outputs are read meanwhile, so a chatty child cannot block on a
+/// full pipe.
+pub fn wait_within(mut child: Child, what: &str, deadline: Duration) -> Output {
+    fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut v);
+            }
+            v
+        })
+    }
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let start = Instant::now();
+    let (status, hung) = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break (status, false);
+        }
+        if start.elapsed() > deadline {
+            let _ = child.kill();
+            break (child.wait().unwrap(), true);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    };
+    assert!(
+        !hung,
+        "{what}: still running after {deadline:?} (a hang)\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// Whether child `pid` of `record` is the program: not `record`'s own
 /// fork before its `exec`, not the `ld.so --list` it runs first to resolve
 /// `--function`.
@@ -102,6 +146,8 @@ pub fn is_the_program(pid: &str) -> bool {
         && !comm.starts_with("ld.so")
 }
 
+/// The pid of the program `coldcache record` (process `parent`) started,
+/// waiting for it until the deadline.
 pub fn program_of(parent: u32) -> String {
     let start = Instant::now();
     loop {
