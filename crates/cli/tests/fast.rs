@@ -564,7 +564,6 @@ fn siglongjmp_out_of_a_handler_keeps_the_output() {
 /// code (its `active` flag and `ACTIVE`): the next capture's start signal
 /// leaves it alone, and every later stop waits 500 ms for it.
 #[test]
-#[ignore = "a thread that siglongjmps out of translated code stays marked active: never traced again, each stop waits 500 ms (jit/mod.rs dispatch bookkeeping, the lead's)"]
 fn a_thread_that_jumped_out_of_a_handler_is_traced_by_the_next_capture() {
     if !tools_or_skip("a_thread_that_jumped_out_of_a_handler_is_traced_by_the_next_capture") {
         return;
@@ -629,7 +628,6 @@ fn dlopen_and_dlclose_during_a_capture_count_as_in_trap_mode() {
 /// the translations of the closed one must not run (they returned its
 /// value: `dlswap 104857700` instead of `209715300`).
 #[test]
-#[ignore = "stale translations on this branch's base; passes with main's e9080dc (blocks retired on munmap/mprotect): remove at merge"]
 fn a_library_opened_where_a_closed_one_was_runs_its_own_code() {
     if !tools_or_skip("a_library_opened_where_a_closed_one_was_runs_its_own_code") {
         return;
@@ -663,7 +661,6 @@ fn a_library_opened_where_a_closed_one_was_runs_its_own_code() {
 /// bytes there now (stale translations returned the first constant:
 /// `patch 52480050` instead of `157388850`; trap mode is right).
 #[test]
-#[ignore = "stale translations on this branch's base; passes with main's e9080dc (blocks retired on munmap/mprotect): remove at merge"]
 fn a_function_patched_in_place_runs_its_new_code() {
     if !tools_or_skip("a_function_patched_in_place_runs_its_new_code") {
         return;

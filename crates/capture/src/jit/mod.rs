@@ -339,8 +339,15 @@ pub(crate) fn is_on() -> bool {
 /// the sync signal must then leave it alone.
 #[inline]
 pub(crate) fn in_translation() -> bool {
-    // SAFETY: reading a field of this thread's own state.
-    is_on() && unsafe { (*tls::this()).active } != 0
+    if !is_on() {
+        return false;
+    }
+    // SAFETY: reading fields of this thread's own state.
+    let t = unsafe { &*tls::this() };
+    // A thread marked active by an earlier capture left translated code
+    // without the dispatcher (a handler that `siglongjmp`ed out): it is
+    // not in this capture's translated code.
+    t.active != 0 && t.epoch == EPOCH.load(Ordering::Acquire)
 }
 
 /// Prepares a fast-mode capture (normal context): reserves the tables,
@@ -470,21 +477,42 @@ pub(crate) fn finish() -> Option<FastReport> {
         if p == 0 {
             continue;
         }
-        // SAFETY: a registered state belongs to a thread in translated
-        // code; its buffer stays mapped until that thread exits, which it
-        // does through the trap engine, after leaving (and deregistering).
-        unsafe {
-            let t = p as *const Tls;
-            let cursor = core::ptr::read_volatile(&(*t).cursor);
-            let end = core::ptr::read_volatile(&(*t).buf_end);
-            let from = (cursor + MAX_RECORD as u64 + 8).next_multiple_of(8);
-            if cursor != 0 && from < end {
-                core::ptr::write_bytes(from as *mut u8, 0xFF, (end - from) as usize);
-            }
+        // Only this capture's threads: one an earlier capture left marked
+        // (it jumped out of a handler) may have exited untraced, its
+        // state freed; it is read without faulting.
+        let field = |o: usize| crate::memory::read_word(p + o as u64);
+        if field(core::mem::offset_of!(Tls, epoch)) != Some(EPOCH.load(Ordering::Acquire)) {
+            continue;
+        }
+        let (Some(cursor), Some(end)) = (
+            field(core::mem::offset_of!(Tls, cursor)),
+            field(core::mem::offset_of!(Tls, buf_end)),
+        ) else {
+            continue;
+        };
+        let from = (cursor + MAX_RECORD as u64 + 8).next_multiple_of(8);
+        if cursor != 0 && from < end {
+            // SAFETY: the buffer of a thread of this capture in translated
+            // code: it stays mapped until that thread exits, which it does
+            // through the trap engine, after leaving (and deregistering).
+            unsafe { core::ptr::write_bytes(from as *mut u8, 0xFF, (end - from) as usize) };
         }
     }
+    // Wait for this capture's translated threads (a thread an earlier
+    // capture left marked active never comes back through the dispatcher).
+    let epoch = EPOCH.load(Ordering::Acquire);
+    let running = || {
+        RUNNERS.iter().any(|r| {
+            let p = r.load(Ordering::Acquire);
+            // Read without faulting: a thread left marked by an earlier
+            // capture may have exited untraced, its state freed.
+            p != 0
+                && crate::memory::read_word(p + core::mem::offset_of!(Tls, epoch) as u64)
+                    == Some(epoch)
+        })
+    };
     let t0 = std::time::Instant::now();
-    while ACTIVE.load(Ordering::Acquire) != 0 && t0.elapsed().as_millis() < 500 {
+    while running() && t0.elapsed().as_millis() < 500 {
         std::thread::yield_now();
     }
     FAST.store(false, Ordering::Release);
@@ -518,6 +546,13 @@ pub(crate) fn try_hand_over(
     if stays || !thread_resources(t) {
         TRAPPED.fetch_add(1, Ordering::Relaxed);
         return false;
+    }
+    // Still marked active by an earlier capture (it left translated code
+    // through a `siglongjmp`, never through the dispatcher): that
+    // capture's stop may have filled its buffer past the cursor.
+    if t.active != 0 {
+        deactivate(t);
+        wipe(t);
     }
     t.cursor = t.buf_start;
     t.from = 0;
@@ -557,6 +592,7 @@ pub(crate) fn take_back(uc: &mut libc::ucontext_t) -> bool {
 pub(crate) fn release_thread() {
     // SAFETY: this thread's own state.
     let t = unsafe { &mut *tls::this() };
+    deactivate(t);
     for (map, len) in [
         (&mut t.stack_map, STACK.next_multiple_of(1 << 21)),
         (&mut t.buf_map, (BUFFER + TAIL).next_multiple_of(1 << 21)),
