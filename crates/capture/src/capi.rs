@@ -36,7 +36,8 @@ pub struct CaptureOptions {
     pub max_instructions: u64,
     /// Also write every access to this cctrace file; NULL for none.
     pub trace: *const c_char,
-    /// `"trap"` or `"fast"`; NULL for the default. Absent from structs of
+    /// `"auto"`, `"trap"`, `"fast"` or `"verify"`; NULL for the default
+    /// (`auto`: fast where it can run, else trap). Absent from structs of
     /// programs built against an older header (their `size` ends before
     /// it): those get the default.
     pub mode: *const c_char,
@@ -73,7 +74,7 @@ pub fn default_options() -> Result<Options, String> {
     o.cache_name = cache;
     if let Some(m) = crate::preload::env_mode() {
         o.mode = Mode::parse(&m)
-            .ok_or_else(|| format!("COLDCACHE_MODE {m:?} is not trap, fast or verify"))?;
+            .ok_or_else(|| format!("COLDCACHE_MODE {m:?} is not auto, trap, fast or verify"))?;
     }
     Ok(o)
 }
@@ -183,7 +184,7 @@ extern "C" fn prepare_from_c(opts: *const CaptureOptions) -> i32 {
             if c.size as usize >= std::mem::size_of::<CaptureOptions>() {
                 if let Some(m) = c_str(c.mode) {
                     o.mode = Mode::parse(&m).ok_or_else(|| {
-                        format!("mode {m:?} is not \"trap\", \"fast\" or \"verify\"")
+                        format!("mode {m:?} is not \"auto\", \"trap\", \"fast\" or \"verify\"")
                     })?;
                 }
             }

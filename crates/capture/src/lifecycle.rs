@@ -205,15 +205,21 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         unwinder: crate::unwind::StackUnwinder::new(&procfs::self_maps()),
         cpu,
     })?;
+    let mut fallback = None;
     if options.mode != Mode::Trap {
-        crate::jit::prepare(
+        let prepared = crate::jit::prepare(
             &stable_code,
             stop_entries,
             cpu,
             reserves.instructions,
             options.mode == Mode::Verify,
-        )
-        .map_err(CaptureError::FastMode)?;
+        );
+        match prepared {
+            Ok(()) => {}
+            // The default: trap mode where fast mode cannot run.
+            Err(why) if options.mode == Mode::Auto => fallback = Some(why),
+            Err(why) => return Err(CaptureError::FastMode(why)),
+        }
     }
     let layout = acc.layout();
     let level_names: Vec<String> = (1..=layout.levels()).map(|l| format!("L{l}")).collect();
@@ -232,6 +238,10 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0),
+        notes: fallback
+            .map(|why| format!("capture mode trap: fast mode could not run here ({why})"))
+            .into_iter()
+            .collect(),
         ..Meta::default()
     };
     if !is_function {

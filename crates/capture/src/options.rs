@@ -63,8 +63,11 @@ pub enum Trigger {
 /// How traced threads are followed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Mode {
-    /// Single-stepping with the trap flag: one signal per instruction.
+    /// Fast mode where this process allows it, else trap mode, with a note
+    /// in the dump saying why (the default).
     #[default]
+    Auto,
+    /// Single-stepping with the trap flag: one signal per instruction.
     Trap,
     /// Dynamic binary translation, with the trap engine for what the
     /// translator refuses (`docs/capture.md`).
@@ -77,9 +80,10 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// Parses `trap`, `fast` or `verify`.
+    /// Parses `auto`, `trap`, `fast` or `verify`.
     pub fn parse(s: &str) -> Option<Mode> {
         match s {
+            "auto" => Some(Mode::Auto),
             "trap" => Some(Mode::Trap),
             "fast" => Some(Mode::Fast),
             "verify" => Some(Mode::Verify),
@@ -90,6 +94,7 @@ impl Mode {
     /// The mode's name.
     pub fn name(self) -> &'static str {
         match self {
+            Mode::Auto => "auto",
             Mode::Trap => "trap",
             Mode::Fast => "fast",
             Mode::Verify => "verify",
@@ -139,7 +144,7 @@ impl Options {
             trigger: Trigger::Api,
             program: std::env::args().collect(),
             trace: None,
-            mode: Mode::Trap,
+            mode: Mode::Auto,
         }
     }
 }

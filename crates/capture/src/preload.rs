@@ -128,7 +128,7 @@ fn options_from_env() -> Result<Option<(Options, TriggerSpec)>, String> {
     o.trace = var("COLDCACHE_TRACE").map(PathBuf::from);
     if let Some(m) = var("COLDCACHE_MODE") {
         o.mode = crate::options::Mode::parse(&m)
-            .ok_or_else(|| format!("COLDCACHE_MODE `{m}` is not trap, fast or verify"))?;
+            .ok_or_else(|| format!("COLDCACHE_MODE `{m}` is not auto, trap, fast or verify"))?;
     }
     if let Some(r) = var("COLDCACHE_RESERVES") {
         o.reserves = capi::parse_reserves(&r, Reserves::default())?;

@@ -79,7 +79,8 @@ pub struct RecordArgs {
     /// Print progress on stderr while capturing.
     #[arg(long)]
     progress: bool,
-    /// How traced threads are followed: `trap` single-steps every
+    /// How traced threads are followed: `auto` (the default) is `fast`
+    /// where this process allows it, else `trap`; `trap` single-steps every
     /// instruction (the oracle); `fast` runs translated copies of the
     /// program's code that record what the access model needs, with the
     /// trap engine for what the translator refuses; `verify` is fast mode
@@ -89,8 +90,8 @@ pub struct RecordArgs {
         long,
         value_name = "MODE",
         env = "COLDCACHE_MODE",
-        default_value = "trap",
-        value_parser = ["trap", "fast", "verify"]
+        default_value = "auto",
+        value_parser = ["auto", "trap", "fast", "verify"]
     )]
     mode: String,
     /// The program and its arguments.
@@ -644,7 +645,15 @@ pub fn summary(d: &Dump, path: &Path) -> String {
                 d.meta.instructions
             )
         }
-        None => s += "  mode trap\n",
+        None => match d
+            .meta
+            .notes
+            .iter()
+            .find_map(|n| n.strip_prefix("capture mode trap: "))
+        {
+            Some(why) => s += &format!("  mode trap: {why}\n"),
+            None => s += "  mode trap\n",
+        },
     }
     if let Some(v) = d
         .meta
