@@ -258,13 +258,21 @@ pub(crate) fn emulate_sigaction(uc: &mut libc::ucontext_t, next: u64) -> bool {
 }
 
 fn default_action(sig: i32) {
-    // SAFETY: a zeroed sigaction with SIG_DFL is the default disposition;
-    // sigaction(2) is async-signal-safe.
+    // The raw system call: `libcoldcache.so` interposes the C library's
+    // `sigaction` for the signals the engine owns (SIGTRAP, the sync
+    // signal), and this must reach the kernel.
+    let sa = [libc::SIG_DFL as u64, 0, 0, 0];
+    // SAFETY: rt_sigaction with a 4-word kernel sigaction in a live local;
+    // async-signal-safe.
     unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = libc::SIG_DFL;
-        libc::sigaction(sig, &sa, std::ptr::null_mut());
-    }
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            sa.as_ptr(),
+            std::ptr::null_mut::<u64>(),
+            8,
+        )
+    };
 }
 
 extern "C" fn finish_thunk(_: *mut libc::c_void) {
@@ -276,6 +284,16 @@ extern "C" fn finish_thunk(_: *mut libc::c_void) {
 extern "C" fn on_fatal(sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO handler.
     let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
+    die(sig, uc, reason(sig));
+}
+
+/// Ends the process with signal `sig`, as its default action would,
+/// after writing the dump of a capture in progress (cut short `why`):
+/// called from the handler of `sig` on the thread it was delivered to
+/// (`on_fatal`, or the engine's handlers of SIGTRAP and the sync signal
+/// when the program's disposition of a signal it sent is `SIG_DFL`). The
+/// caller is not counted in `IN_HANDLER` and holds no lock.
+pub(crate) fn die(sig: i32, uc: &mut libc::ucontext_t, why: Option<&'static str>) {
     // Nothing of this thread is traced any more.
     uc.uc_mcontext.gregs[libc::REG_EFL as usize] &= !0x100;
     let me = gettid();
@@ -294,7 +312,7 @@ extern "C" fn on_fatal(sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_
             }
         } else {
             if state == RUNNING {
-                if let Some(why) = reason(sig) {
+                if let Some(why) = why {
                     with_session(|cell| {
                         if let Some(s) = cell {
                             s.acc.set_cut_short(why);

@@ -10,7 +10,8 @@
 //! - The trap front end: `engine.rs` (the signal shell: handlers, trap
 //!   flag, trampolines, writer thread) over `lifecycle.rs` (prepare, start,
 //!   stop, finish), `state.rs` (state machine, lock, session),
-//!   `breakpoint.rs`, `sysemu.rs` (`rt_sigprocmask` emulation) and
+//!   `breakpoint.rs`, `sysemu.rs` (system calls that end tracing),
+//!   [`sigvirt`] (the program's view of SIGTRAP and the sync signal) and
 //!   `output.rs` (dump and trace files).
 //! - The fast front end: `jit/` (dynamic binary translation: translated
 //!   blocks record the model's inputs into per-thread buffers, replayed
@@ -48,6 +49,7 @@ mod options;
 mod output;
 pub mod preload;
 pub mod procfs;
+pub mod sigvirt;
 mod state;
 mod sysemu;
 pub mod tables;
