@@ -1,4 +1,5 @@
-//! Abnormal ends, seccomp and blocked threads under `coldcache record`
+//! Abnormal ends, seccomp, blocked threads and the program's own use of
+//! the engine's signals (SIGTRAP, SIGRTMIN+6) under `coldcache record`
 //! (issue 17): the program must end exactly as it would natively — same
 //! standard output, same exit status or killing signal and core dump bit —
 //! never hang and never be killed by the engine, and the capture must be
@@ -6,8 +7,8 @@
 //!
 //! Each case runs the program plain, then captured (20 times where a run
 //! is cheap), under a deadline: a hang fails the test instead of blocking
-//! CI. Programs are `tests-programs/capture/fatal.c`, `seccomp.c` and
-//! `blocked.c`. Skipped with a message when gcc is missing. (The same
+//! CI. Programs are `tests-programs/capture/fatal.c`, `seccomp.c`,
+//! `blocked.c` and `sigtrap.c`. Skipped with a message when gcc is missing. (The same
 //! shape as `hostile.rs`.)
 
 #[path = "common/library.rs"]
@@ -290,11 +291,33 @@ fn load(dump: &Path, what: &str, stderr: &str) -> Dump {
 /// (output, exit code, the dump and its reason, what `record` says) and
 /// twice preloaded directly (the raw wait status, core dump bit included).
 fn fatal_case(case: &str, mode: &str, trigger: &[&str], poke: Poke, runs: usize, reason: &str) {
+    program_case(
+        "tests-programs/capture/fatal.c",
+        case,
+        mode,
+        trigger,
+        poke,
+        runs,
+        Some(reason),
+    );
+}
+
+/// [`fatal_case`] for any program of `tests-programs/capture/`; `reason`
+/// `None`: the capture ends normally (not cut short).
+fn program_case(
+    source: &str,
+    case: &str,
+    mode: &str,
+    trigger: &[&str],
+    poke: Poke,
+    runs: usize,
+    reason: Option<&str>,
+) {
     if !gcc_or_skip(case) {
         return;
     }
     let dir = scratch(case);
-    let program = build("tests-programs/capture/fatal.c", &dir);
+    let program = build(source, &dir);
     let native_poke = match poke {
         Poke::TriggerWhenReady => Poke::Nothing,
         p => p,
@@ -347,7 +370,7 @@ fn fatal_case(case: &str, mode: &str, trigger: &[&str], poke: Poke, runs: usize,
         }
         let d = load(&dump, &what, &out.stderr);
         assert!(d.meta.instructions > 0, "{what}: an empty capture");
-        assert_eq!(d.meta.cut_short.as_deref(), Some(reason), "{what}: reason");
+        assert_eq!(d.meta.cut_short.as_deref(), reason, "{what}: reason");
         remove_cores(&dir);
     }
     for i in 0..2 {
@@ -373,7 +396,7 @@ fn fatal_case(case: &str, mode: &str, trigger: &[&str], poke: Poke, runs: usize,
             out.stderr
         );
         let d = load(&dump, &what, &out.stderr);
-        assert_eq!(d.meta.cut_short.as_deref(), Some(reason), "{what}: reason");
+        assert_eq!(d.meta.cut_short.as_deref(), reason, "{what}: reason");
         remove_cores(&dir);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -785,4 +808,70 @@ fn a_filter_on_every_thread_does_not_reach_the_engines_writer() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The program's own SIGTRAP and SIGRTMIN+6 (the signals the engine uses
+/// for single-stepping and for starting other threads), handled by
+/// handlers `main` installed before a `--function` capture: its `int3`s,
+/// `raise`/`kill`/`pthread_kill` of SIGTRAP and `sigqueue`s of SIGRTMIN+6
+/// reach its handlers with their codes and values, and `sigaction` reads
+/// its handlers back. (A foreign SIGTRAP handler used to refuse the
+/// capture; the program's `int3` under capture died of SIGTRAP.)
+#[test]
+fn the_programs_own_sigtrap_and_rt_handlers_set_before_the_capture_run() {
+    sigtrap_case("before", 20, None);
+}
+
+/// The same handlers installed during the capture (one on an alternate
+/// stack, one `SA_RESETHAND`, `signal()` read-backs): the handler runs on
+/// its alternate stack, is reset after one signal, and every read-back
+/// gives what the program set.
+#[test]
+fn the_programs_own_sigtrap_and_rt_handlers_set_during_the_capture_run() {
+    sigtrap_case("during", 20, None);
+}
+
+/// SIGTRAP and SIGRTMIN+6 set to SIG_IGN during the capture: raised, both
+/// are ignored, and read back as ignored (the program died of SIGTRAP).
+#[test]
+fn sigtrap_and_rt_ignored_by_the_program_stay_ignored() {
+    sigtrap_case("ignore", 10, None);
+}
+
+/// SIGTRAP and SIGRTMIN+6 blocked by the program during the capture: the
+/// mask reads back with both, both raised stay pending (`sigpending`
+/// shows them) and reach the handlers once unblocked.
+#[test]
+fn sigtrap_and_rt_blocked_by_the_program_stay_pending_until_unblocked() {
+    sigtrap_case("mask", 20, None);
+}
+
+/// `int3` with SIGTRAP at SIG_DFL during the capture: the program dies of
+/// SIGTRAP with its core dump, as natively, and the dump says so.
+#[test]
+fn an_int3_with_sigtrap_at_its_default_kills_the_program_as_natively() {
+    sigtrap_case("trap", 10, Some("the program was killed by SIGTRAP"));
+}
+
+/// `raise(SIGRTMIN+6)` at SIG_DFL during the capture: the program dies of
+/// it, as natively (the engine's handler used to swallow it).
+#[test]
+fn sigrtmin_6_at_its_default_kills_the_program_as_natively() {
+    sigtrap_case(
+        "rt",
+        10,
+        Some("the program was killed by a real-time signal"),
+    );
+}
+
+fn sigtrap_case(mode: &str, runs: usize, reason: Option<&str>) {
+    program_case(
+        "tests-programs/capture/sigtrap.c",
+        &format!("sigtrap_{mode}"),
+        mode,
+        &["--function", "work"],
+        Poke::Nothing,
+        runs,
+        reason,
+    );
 }
