@@ -195,6 +195,7 @@ pub(crate) fn install_handlers() -> Result<(), CaptureError> {
     if *done {
         return Ok(());
     }
+    crate::altstack::reserve();
     // The handler's work and `finish` after a redirect run on stacks of
     // their own, so a traced thread with a small stack (glibc allows 16 KiB)
     // only holds the signal frame. Both are used under the engine's lock or
@@ -543,6 +544,7 @@ fn after_trap(uc: &mut libc::ucontext_t) {
         && !(STATE.load(Ordering::Acquire) == RUNNING && selected(gettid()))
     {
         sigvirt::reblock_trap(uc);
+        crate::altstack::leave(uc);
     }
 }
 
@@ -726,8 +728,13 @@ pub extern "C" fn coldcache_finish_trampoline() {
 /// carried out on the saved context.
 fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
     let tid = gettid();
-    if crate::jit::is_on() && crate::jit::try_hand_over(uc, tid, &s.acc) {
-        return;
+    if crate::jit::is_on() {
+        if crate::jit::try_hand_over(uc, tid, &s.acc) {
+            return;
+        }
+    } else {
+        // Trap mode: the next traps' frames go to a stack of ours.
+        crate::altstack::enter(uc);
     }
     let g = &uc.uc_mcontext.gregs;
     let (rip, rsp, rbp) = (

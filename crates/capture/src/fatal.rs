@@ -159,7 +159,9 @@ pub(crate) fn arm() {
         sa.sa_sigaction = ours;
         // SA_RESTART: until the signal is re-raised, a system call it
         // interrupted must not see EINTR (natively the process just dies).
-        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        // SA_ONSTACK: a traced thread that overflows its stack gets its
+        // SIGSEGV on the engine's alternate stack (`altstack.rs`).
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
         // SAFETY: sa_mask is a valid sigset_t inside `sa`.
         unsafe { libc::sigfillset(&mut sa.sa_mask) };
         // SAFETY: installing a handler with a fully initialised struct.

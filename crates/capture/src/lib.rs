@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 // Shared by every front end.
+mod altstack;
 mod fatal;
 mod seccomp;
 

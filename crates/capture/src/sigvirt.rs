@@ -161,7 +161,9 @@ pub(crate) fn take(slot: usize, sig: i32, handler: usize) -> Result<(), std::io:
     // rely on is set below.
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
     sa.sa_sigaction = handler;
-    sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+    // SA_ONSTACK: a traced thread's frames go to its alternate stack
+    // (`altstack.rs`), not onto a program stack that may be small.
+    sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
     // SAFETY: sa_mask is a valid sigset_t inside `sa`.
     unsafe { libc::sigfillset(&mut sa.sa_mask) };
     if real_sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
@@ -323,7 +325,8 @@ pub(crate) fn forget_thread() {
 /// (RIP at its `syscall`, `next` the instruction after it) when it touches
 /// a signal the engine owns: `rt_sigaction` of SIGTRAP or the sync signal
 /// (the shadow), `rt_sigprocmask` (SIGTRAP blocked virtually, never
-/// really), `rt_sigpending` (a held SIGTRAP shows). Returns false, changing
+/// really), `rt_sigpending` (a held SIGTRAP shows), `sigaltstack` (the
+/// engine's own alternate stack reads as none, `altstack.rs`). Returns false, changing
 /// nothing, for any other call, which then runs normally.
 pub(crate) fn emulate(uc: &mut libc::ucontext_t, next: u64) -> bool {
     let g = &uc.uc_mcontext.gregs;
@@ -340,6 +343,7 @@ pub(crate) fn emulate(uc: &mut libc::ucontext_t, next: u64) -> bool {
             _ => return false,
         },
         libc::SYS_rt_sigprocmask if a3 == 8 => sigprocmask(uc, a0 as i32, a1, a2),
+        libc::SYS_sigaltstack => crate::altstack::emulate(uc, a0 as u64, a1),
         libc::SYS_rt_sigpending if a1 == 8 && bits(gettid()) & PENDING != 0 => {
             let mut set = 0u64;
             // SAFETY: rt_sigpending into a live 8-byte local.
@@ -558,12 +562,10 @@ pub(crate) fn deliver(
         info,
         uc: uc as *mut libc::ucontext_t as *mut libc::c_void,
     };
-    let alt = (flags & libc::SA_ONSTACK as u64 != 0)
-        .then(alternate_stack_top)
-        .flatten();
-    match alt {
-        // SAFETY: the program's own alternate stack, not in use (the
-        // thread is not running on it), large enough by its own choice.
+    match handler_stack(uc, flags & libc::SA_ONSTACK as u64 != 0) {
+        // SAFETY: the stack the kernel would have run the handler on: the
+        // program's alternate stack, or the interrupted stack below its
+        // red zone; this handler does not run on it.
         Some(top) => unsafe {
             crate::engine::run_on_stack(
                 &mut call as *mut Call as *mut libc::c_void,
@@ -586,17 +588,22 @@ pub(crate) fn deliver(
     Delivered::Done
 }
 
-/// The top of the thread's alternate signal stack if it has one and is
-/// not running on it.
-fn alternate_stack_top() -> Option<u64> {
-    // SAFETY: a zeroed stack_t is a valid out-parameter for sigaltstack.
-    let mut ss: libc::stack_t = unsafe { std::mem::zeroed() };
-    // SAFETY: reading the current alternate stack only.
-    if unsafe { libc::sigaltstack(std::ptr::null(), &mut ss) } != 0
-        || ss.ss_flags & (libc::SS_DISABLE | libc::SS_ONSTACK) != 0
-        || ss.ss_size == 0
-    {
-        return None;
+/// Where the program's handler must run, when that is not where this
+/// handler runs: on the program's alternate stack (`onstack`, one set,
+/// the interrupted code not on it), or, when this handler runs on an
+/// alternate stack the program's handler would not use (the engine's, or
+/// the program's for a handler without `SA_ONSTACK`), on the interrupted
+/// stack below its red zone. `None`: right here.
+fn handler_stack(uc: &libc::ucontext_t, onstack: bool) -> Option<u64> {
+    let here = &uc as *const &libc::ucontext_t as u64;
+    let rsp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as u64;
+    let alt = uc.uc_stack;
+    let set = crate::altstack::is_set(&alt);
+    let (lo, hi) = (alt.ss_sp as u64, alt.ss_sp as u64 + alt.ss_size as u64);
+    let on_alt = |a: u64| set && a >= lo && a < hi;
+    let program_alt = crate::altstack::is_set(&crate::altstack::program_view(uc));
+    if onstack && program_alt && !on_alt(rsp) {
+        return (!on_alt(here)).then_some(hi);
     }
-    Some(ss.ss_sp as u64 + ss.ss_size as u64)
+    (on_alt(here) && !on_alt(rsp)).then_some(rsp - 128)
 }

@@ -1,5 +1,6 @@
-//! Abnormal ends, seccomp, blocked threads and the program's own use of
-//! the engine's signals (SIGTRAP, SIGRTMIN+6) under `coldcache record`
+//! Abnormal ends, seccomp, blocked threads, small stacks and the program's
+//! own use of the engine's signals (SIGTRAP, SIGRTMIN+6) under `coldcache
+//! record`
 //! (issue 17): the program must end exactly as it would natively — same
 //! standard output, same exit status or killing signal and core dump bit —
 //! never hang and never be killed by the engine, and the capture must be
@@ -8,7 +9,8 @@
 //! Each case runs the program plain, then captured (20 times where a run
 //! is cheap), under a deadline: a hang fails the test instead of blocking
 //! CI. Programs are `tests-programs/capture/fatal.c`, `seccomp.c`,
-//! `blocked.c` and `sigtrap.c`. Skipped with a message when gcc is missing. (The same
+//! `blocked.c`, `sigtrap.c` and `smallstack.c` (small stacks: `ulimit -s
+//! 64`, 16 KiB threads, a stack overflow). Skipped with a message when gcc is missing. (The same
 //! shape as `hostile.rs`.)
 
 #[path = "common/library.rs"]
@@ -874,4 +876,137 @@ fn sigtrap_case(mode: &str, runs: usize, reason: Option<&str>) {
         runs,
         reason,
     );
+}
+
+/// `cmd` with the stack limit of `ulimit -s 64` (inherited by the program
+/// `record` starts) and core files allowed.
+fn with_small_stack(mut cmd: Command) -> Command {
+    // SAFETY: setrlimit is async-signal-safe and touches only the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            let stack = libc::rlimit {
+                rlim_cur: 64 << 10,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            libc::setrlimit(libc::RLIMIT_STACK, &stack);
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// `smallstack` under `ulimit -s 64`: plain once, then captured `runs`
+/// times (`trigger`, program arguments `args`): output and status byte for
+/// byte, a dump with `threads` threads every time.
+fn small_stack_case(case: &str, trigger: &[&str], args: &[&str], runs: usize, threads: usize) {
+    if !gcc_or_skip(case) {
+        return;
+    }
+    let dir = scratch(case);
+    let program = build("tests-programs/capture/smallstack.c", &dir);
+    let mut plain = Command::new(&program);
+    plain.current_dir(&dir).args(args);
+    let native = run(
+        with_small_stack(plain),
+        &format!("{case}: plain"),
+        Poke::Nothing,
+        own_pid,
+    );
+    assert_eq!(native.status.code(), Some(0), "{}", native.stderr);
+    for i in 0..runs {
+        let what = format!("{case}: run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run(
+            with_small_stack(record(&dir, &dump, trigger, &program, args)),
+            &what,
+            Poke::Nothing,
+            own_pid,
+        );
+        assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{what}\n{}", out.stderr);
+        let d = load(&dump, &what, &out.stderr);
+        assert!(d.meta.instructions > 0, "{what}: an empty capture");
+        assert_eq!(d.meta.cut_short, None, "{what}");
+        assert_eq!(d.threads.len(), threads, "{what}: threads traced");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Threads with 16 KiB stacks that use about 11 KiB of them (natively
+/// they manage about 12), created during a capture of every thread under
+/// `ulimit -s 64`: every single-step trap's signal frame used to land on
+/// the thread's stack, which overflowed (status 139) from about 10.5 KiB;
+/// it now lands on an alternate stack of the engine's.
+#[test]
+fn threads_with_16_kib_stacks_survive_a_capture_under_ulimit_s_64() {
+    small_stack_case(
+        "small_threads",
+        &["--threads", "all"],
+        &["api", "4", "44"],
+        20,
+        5,
+    );
+}
+
+/// `record --all` under `ulimit -s 64`: the capture is armed by the
+/// library's constructor on the program's 64 KiB main stack, and main
+/// (using 24 KiB itself) and its 16 KiB threads keep their output.
+#[test]
+fn a_capture_armed_in_the_constructor_fits_a_64_kib_main_stack() {
+    small_stack_case("small_main", &["--all"], &["none", "4", "44"], 10, 1);
+}
+
+/// A traced thread overflows its stack (no alternate stack of its own):
+/// the kernel could not deliver the SIGSEGV, so the capture was lost. The
+/// engine's alternate stack (trap mode) takes the signal frame: the dump is
+/// written, cut short with SIGSEGV, and the program dies of it as natively.
+#[test]
+fn a_stack_overflow_of_a_traced_thread_keeps_the_dump() {
+    let case = "overflow";
+    if !gcc_or_skip(case) {
+        return;
+    }
+    let dir = scratch(case);
+    let program = build("tests-programs/capture/smallstack.c", &dir);
+    let mut plain = Command::new(&program);
+    plain.current_dir(&dir).arg("overflow");
+    let native = run(
+        with_small_stack(plain),
+        "overflow: plain",
+        Poke::Nothing,
+        own_pid,
+    );
+    assert_eq!(native.status.signal(), Some(libc::SIGSEGV));
+    for i in 0..10 {
+        let what = format!("overflow: run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run(
+            with_small_stack(record(
+                &dir,
+                &dump,
+                &["--all", "--mode", "trap"],
+                &program,
+                &["overflow"],
+            )),
+            &what,
+            Poke::Nothing,
+            own_pid,
+        );
+        assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(128 + libc::SIGSEGV),
+            "{what}\n{}",
+            out.stderr
+        );
+        let d = load(&dump, &what, &out.stderr);
+        assert!(d.meta.instructions > 0, "{what}: an empty capture");
+        assert_eq!(
+            d.meta.cut_short.as_deref(),
+            Some("the program was killed by SIGSEGV"),
+            "{what}"
+        );
+        remove_cores(&dir);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
