@@ -60,4 +60,7 @@ pub use account::{Accountant, BlockSlot, Entry, FunctionCalls, Setup, Verdict};
 pub use lifecycle::{
     finish, finish_at_exit, instructions_traced, is_active, prepare, start, stop, Capture,
 };
-pub use options::{CaptureError, Mode, Options, Reserves, Summary, Threads, Trigger};
+pub use options::{
+    check_reserves, memory_limit, reserve_costs, CaptureError, Mode, Options, Reserves, Summary,
+    Threads, Trigger,
+};

@@ -1010,3 +1010,72 @@ fn a_stack_overflow_of_a_traced_thread_keeps_the_dump() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An absurd reserve (`--reserve records=100000000000000`, and each other
+/// one) aborted the program with a Rust out-of-memory backtrace once the
+/// capture started. Its cost is now computed first: `record` refuses it
+/// before the program runs, naming the reserve and the figures.
+#[test]
+fn absurd_reserves_are_refused_by_name_before_the_program_runs() {
+    let dir = scratch("reserves");
+    let marker = dir.join("ran");
+    for knob in ["records", "instructions", "stacks", "depth", "trace"] {
+        let spec = format!("{knob}=100000000000000");
+        let out = Command::new(COLDCACHE)
+            .current_dir(&dir)
+            .env("COLDCACHE_LIB", library())
+            .args(["record", "--signal", "--trace", "t.cctrace", "--reserve"])
+            .arg(&spec)
+            .args(["--", "sh", "-c"])
+            .arg(format!("touch {}", marker.display()))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{spec}: exit 0\n{err}");
+        assert!(
+            err.contains(&format!("--reserve: reserve {spec} needs about"))
+                && err.contains(&format!("use a smaller --reserve {knob}")),
+            "{spec}: {err}"
+        );
+        assert!(!marker.exists(), "{spec}: the program ran");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same reserve handed to the library directly (`COLDCACHE_RESERVES`,
+/// as the C and Rust APIs' callers can): no capture, the reason printed,
+/// and the program runs to its end as natively instead of aborting.
+#[test]
+fn an_absurd_reserve_given_to_the_library_leaves_the_program_unharmed() {
+    if !gcc_or_skip("reserves_library") {
+        return;
+    }
+    let dir = scratch("reserves_library");
+    let program = build("tests-programs/capture/smallstack.c", &dir);
+    let native = run(
+        with_cores(&dir, &program, &["none", "2"]),
+        "reserves: plain",
+        Poke::Nothing,
+        own_pid,
+    );
+    let dump = dir.join("never.ccdump");
+    let mut cmd = preloaded(&dir, &dump, &["--all"], &program, &["none", "2"]);
+    cmd.env("COLDCACHE_RESERVES", "records=100000000000000")
+        .env_remove("COLDCACHE_QUIET");
+    let out = run(cmd, "reserves: preloaded", Poke::Nothing, own_pid);
+    assert_eq!(out.stdout, native.stdout, "{}", out.stderr);
+    assert_eq!(
+        out.status.into_raw(),
+        native.status.into_raw(),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("coldcache: not capturing: reserve records=100000000000000 needs about"),
+        "{}",
+        out.stderr
+    );
+    assert!(!dump.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
