@@ -11,6 +11,9 @@
  *            dispositions back
  *   during   the same, the handlers installed by work() (inside the
  *            capture), one with SA_RESETHAND and one on an alternate stack
+ *            set by work()
+ * Dispositions and the alternate stack are read back at each step, in
+ * work() (traced) and in main after it (no longer traced).
  *   ignore   work() sets both to SIG_IGN, raises both, reads them back
  *   mask     work() blocks both, reads the mask back, raises both (held
  *            pending: sigpending shows them), then unblocks: the handlers
@@ -101,6 +104,10 @@ static void show(const char *when)
            what(old.sa_handler), (unsigned)old.sa_flags, sigismember(&old.sa_mask, SIGUSR1));
     sigaction(SIGRTMIN + 6, NULL, &old);
     printf("%s: SIGRTMIN+6 %s, flags %#x\n", when, what(old.sa_handler), (unsigned)old.sa_flags);
+    stack_t ss;
+    sigaltstack(NULL, &ss);
+    printf("%s: alternate stack %s, flags %d, size %zu\n", when,
+           ss.ss_sp == altstack ? "ours" : ss.ss_sp ? "another" : "none", ss.ss_flags, ss.ss_size);
 }
 
 static unsigned long spin(int n)
@@ -254,6 +261,8 @@ int main(int argc, char **argv)
         show("before");
     }
     int r = work(mode);
+    if (strcmp(mode, "before") == 0 || strcmp(mode, "during") == 0)
+        show("main");
     fflush(stdout);
     return r;
 }

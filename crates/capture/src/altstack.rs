@@ -16,13 +16,23 @@
 //! thread has exited (checked with `tgkill(…, 0)`), so a stack is never
 //! handed to another thread while a handler may still run on it.
 //!
+//! Ours is set with `SS_AUTODISARM`: the kernel ignores a handler's
+//! `uc_stack` when that handler runs on the current alternate stack
+//! (checked on Linux 6.18), so only a disarmed stack can be replaced from
+//! the handler running on it.
+//!
 //! What stays visible: a handler of the program's with `SA_ONSTACK`, for a
 //! signal the kernel delivers to a traced thread that has no alternate
-//! stack of its own, runs on ours rather than on the thread's stack.
+//! stack of its own, runs on ours rather than on the thread's stack; a
+//! traced thread that replaces an alternate stack of its own (armed)
+//! keeps the first one, since the engine's handlers run on it.
 
 use crate::memory::{read_word, write_word};
 use crate::state::gettid;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// `SS_AUTODISARM` (Linux 4.7).
+const SS_AUTODISARM: i32 = 1 << 31;
 
 /// Bytes of one stack: the kernel's frame, the engine's handler up to its
 /// switch to the handler stack, a program handler with `SA_ONSTACK`.
@@ -104,7 +114,11 @@ pub(crate) fn enter(uc: &mut libc::ucontext_t) {
     if let Some(i) = claim(gettid()) {
         uc.uc_stack.ss_sp = slot_base(i) as *mut libc::c_void;
         uc.uc_stack.ss_size = SIZE as usize;
-        uc.uc_stack.ss_flags = 0;
+        // Disarmed while a handler runs on it: the kernel refuses to
+        // change the alternate stack a handler runs on (it ignores the
+        // `uc_stack` of that handler's frame), so without this a stack the
+        // program sets, or our removal, would not take.
+        uc.uc_stack.ss_flags = SS_AUTODISARM;
     }
 }
 
@@ -118,16 +132,32 @@ pub(crate) fn leave(uc: &mut libc::ucontext_t) {
     }
 }
 
-/// The program's view of the alternate stack at `uc`: ours reads as none.
+/// The program's view of the alternate stack at `uc`, as `sigaltstack`
+/// reports it: ours reads as none; flags as the kernel computes them
+/// (`SS_DISABLE` for none, `SS_ONSTACK` when the interrupted code runs on
+/// it, and the `SS_AUTODISARM` the program set).
 pub(crate) fn program_view(uc: &libc::ucontext_t) -> libc::stack_t {
-    if is_set(&uc.uc_stack) && is_ours(uc.uc_stack.ss_sp as u64) {
-        libc::stack_t {
+    let ss = uc.uc_stack;
+    if is_set(&ss) && is_ours(ss.ss_sp as u64) {
+        return libc::stack_t {
             ss_sp: std::ptr::null_mut(),
             ss_flags: libc::SS_DISABLE,
             ss_size: 0,
-        }
+        };
+    }
+    let keep = ss.ss_flags & SS_AUTODISARM;
+    let rsp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as u64;
+    let flags = if ss.ss_size == 0 {
+        libc::SS_DISABLE
+    } else if rsp > ss.ss_sp as u64 && rsp - (ss.ss_sp as u64) <= ss.ss_size as u64 {
+        libc::SS_ONSTACK
     } else {
-        uc.uc_stack
+        0
+    };
+    libc::stack_t {
+        ss_sp: ss.ss_sp,
+        ss_flags: flags | keep,
+        ss_size: ss.ss_size,
     }
 }
 
@@ -144,7 +174,7 @@ pub(crate) fn emulate(uc: &mut libc::ucontext_t, new: u64, old: u64) -> i64 {
             return -i64::from(libc::EFAULT);
         };
         let flags = fl as u32 as i32;
-        let mode = flags & !(1 << 31); // SS_AUTODISARM
+        let mode = flags & !SS_AUTODISARM;
         if mode != 0 && mode != libc::SS_DISABLE && mode != libc::SS_ONSTACK {
             return -i64::from(libc::EINVAL);
         }
