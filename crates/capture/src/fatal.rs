@@ -31,8 +31,11 @@
 //!   for it, then dies.
 //!
 //! A `SIGKILL`, a stack overflow without an alternate stack (the kernel
-//! cannot deliver the SIGSEGV) and a fatal signal while the library itself
-//! is finishing on that thread still lose the capture.
+//! cannot deliver the SIGSEGV; traced threads in trap mode have one of the
+//! engine's, `altstack.rs`) and a synchronous fatal signal (a fault) while
+//! the library itself is finishing on that thread still lose the capture;
+//! asynchronous ones (SIGTERM, SIGALRM, ...) wait until the dump is
+//! written ([`Finishing`]).
 
 use crate::memory::{read_word, write_word};
 use crate::state::{gettid, with_session, ARMED, CAPTURE_PID, RUNNING, STATE, STOPPING};
@@ -67,6 +70,25 @@ const FATAL: &[(i32, &str)] = &[
     (libc::SIGSYS, "the program was killed by SIGSYS"),
 ];
 
+/// The fatal signals that only ever come from outside the thread (another
+/// process, a timer, the terminal): [`Finishing`] holds them back while
+/// its thread writes the dump. SIGPIPE and SIGXFSZ are left out: the
+/// dump's own write can raise them, and deferring one would deliver it to
+/// a program that never caused it.
+const ASYNC: &[i32] = &[
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGALRM,
+    libc::SIGTERM,
+    libc::SIGSTKFLT,
+    libc::SIGXCPU,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGIO,
+    libc::SIGPWR,
+];
+
 /// Signals (bit n for signal n) whose handler is [`on_fatal`] now.
 static ARMED_SET: AtomicU64 = AtomicU64::new(0);
 /// Set by the first thread that writes the dump from [`on_fatal`].
@@ -89,20 +111,48 @@ pub(crate) fn reason(sig: i32) -> Option<&'static str> {
 
 /// Marks the calling thread as the one running `finish` for as long as the
 /// guard lives: a fatal signal on that thread then dies without waiting
-/// for the dump it is itself writing.
-pub(crate) struct Finishing;
+/// for the dump it is itself writing. The asynchronous fatal signals
+/// ([`ASYNC`]) are blocked on it meanwhile, so a SIGTERM or SIGALRM that
+/// arrives while the dump is written waits for it (another thread may take
+/// it, or it stays pending) and ends the program once the dump is
+/// complete, instead of killing it mid-write.
+pub(crate) struct Finishing {
+    mask: u64,
+}
 
 impl Finishing {
-    /// Marks the calling thread.
+    /// Marks the calling thread and holds back [`ASYNC`].
     pub(crate) fn enter() -> Finishing {
         FINISHING_TID.store(gettid(), Ordering::Release);
-        Finishing
+        let set = ASYNC.iter().fold(0u64, |m, &s| m | 1 << (s - 1));
+        let mut mask = 0u64;
+        // SAFETY: rt_sigprocmask with 8-byte sets in live locals.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_BLOCK,
+                &set,
+                &mut mask,
+                8,
+            )
+        };
+        Finishing { mask }
     }
 }
 
 impl Drop for Finishing {
     fn drop(&mut self) {
         FINISHING_TID.store(0, Ordering::Release);
+        // SAFETY: as in `enter`: the thread's mask as it was.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_SETMASK,
+                &self.mask,
+                std::ptr::null_mut::<u64>(),
+                8,
+            )
+        };
     }
 }
 

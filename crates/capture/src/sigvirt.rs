@@ -541,6 +541,10 @@ pub(crate) fn deliver(
         SHADOW[slot][0].store(libc::SIG_DFL as u64, Ordering::Relaxed);
     }
     let mut during = mask_word(uc) | mask;
+    if bits(gettid()) & BLOCKED != 0 {
+        // The program's handler sees the block it asked for.
+        during |= bit(libc::SIGTRAP);
+    }
     if flags & libc::SA_NODEFER as u64 == 0 {
         during |= bit(sig);
     }

@@ -9,8 +9,9 @@
 //! Each case runs the program plain, then captured (20 times where a run
 //! is cheap), under a deadline: a hang fails the test instead of blocking
 //! CI. Programs are `tests-programs/capture/fatal.c`, `seccomp.c`,
-//! `blocked.c`, `sigtrap.c` and `smallstack.c` (small stacks: `ulimit -s
-//! 64`, 16 KiB threads, a stack overflow). Skipped with a message when gcc is missing. (The same
+//! `blocked.c`, `sigtrap.c`, `smallstack.c` (small stacks: `ulimit -s
+//! 64`, 16 KiB threads, a stack overflow) and `finish.c` (a signal while
+//! the dump is written). Skipped with a message when gcc is missing. (The same
 //! shape as `hostile.rs`.)
 
 #[path = "common/library.rs"]
@@ -1077,5 +1078,52 @@ fn an_absurd_reserve_given_to_the_library_leaves_the_program_unharmed() {
         out.stderr
     );
     assert!(!dump.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGALRM (left at SIG_DFL) fires while `coldcache_stop` writes the dump
+/// on the program's only thread: the fatal handler could not wait for a
+/// dump its own thread was writing, so the program died mid-write and the
+/// capture was lost. The asynchronous fatal signals are now held back
+/// while a thread writes the dump: it is complete, then the program dies
+/// of SIGALRM as natively.
+#[test]
+fn an_alarm_while_the_dump_is_written_waits_for_it() {
+    if !gcc_or_skip("finish_alarm") {
+        return;
+    }
+    let dir = scratch("finish_alarm");
+    let program = build("tests-programs/capture/finish.c", &dir);
+    let native = run(
+        with_cores(&dir, &program, &[]),
+        "finish alarm: plain",
+        Poke::Nothing,
+        own_pid,
+    );
+    assert_eq!(native.status.signal(), Some(libc::SIGALRM));
+    for i in 0..20 {
+        let what = format!("finish alarm: run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run(
+            record(&dir, &dump, &[], &program, &[]),
+            &what,
+            Poke::Nothing,
+            own_pid,
+        );
+        assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(128 + libc::SIGALRM),
+            "{what}\n{}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("killed by SIGALRM (14)"),
+            "{what}: {}",
+            out.stderr
+        );
+        let d = load(&dump, &what, &out.stderr);
+        assert!(d.meta.instructions > 0, "{what}: an empty capture");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
