@@ -539,10 +539,10 @@ fn after_trap(uc: &mut libc::ucontext_t) {
         program_trap(&mut info, uc, false);
     }
     let traced = uc.uc_mcontext.gregs[libc::REG_EFL as usize] & TF != 0;
-    if !traced
-        && !crate::jit::in_translation()
-        && !(STATE.load(Ordering::Acquire) == RUNNING && selected(gettid()))
-    {
+    let still = traced
+        || crate::jit::in_translation()
+        || STATE.load(Ordering::Acquire) == RUNNING && selected(gettid());
+    if !still {
         sigvirt::reblock_trap(uc);
         crate::altstack::leave(uc);
     }

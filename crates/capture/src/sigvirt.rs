@@ -101,7 +101,14 @@ fn raw_sigaction(sig: i32, act: Option<&[u64; 4]>, old: Option<&mut [u64; 4]>) -
 
 /// The C library's own `sigaction`, even where `libcoldcache.so`
 /// interposes its own.
-pub fn real_sigaction(sig: i32, act: *const libc::sigaction, old: *mut libc::sigaction) -> i32 {
+///
+/// # Safety
+/// As `sigaction(2)`: `act` and `old` are null or valid.
+pub unsafe fn real_sigaction(
+    sig: i32,
+    act: *const libc::sigaction,
+    old: *mut libc::sigaction,
+) -> i32 {
     let mut f = REAL_SIGACTION.load(Ordering::Acquire);
     if f == 0 {
         // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT finds the
@@ -166,7 +173,8 @@ pub(crate) fn take(slot: usize, sig: i32, handler: usize) -> Result<(), std::io:
     sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
     // SAFETY: sa_mask is a valid sigset_t inside `sa`.
     unsafe { libc::sigfillset(&mut sa.sa_mask) };
-    if real_sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
+    // SAFETY: a fully initialised sigaction in a live local.
+    if unsafe { real_sigaction(sig, &sa, std::ptr::null_mut()) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     let mut now = [0u64; 4];

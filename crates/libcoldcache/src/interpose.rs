@@ -26,7 +26,8 @@ pub unsafe extern "C" fn sigaction(
     // SAFETY: the caller's pointers, as sigaction(2) takes them.
     match unsafe { program_sigaction(sig, act, old) } {
         Some(r) => r,
-        None => real_sigaction(sig, act, old),
+        // SAFETY: as above.
+        None => unsafe { real_sigaction(sig, act, old) },
     }
 }
 
