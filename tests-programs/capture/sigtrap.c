@@ -13,7 +13,8 @@
  *            capture), one with SA_RESETHAND and one on an alternate stack
  *            set by work()
  * Dispositions and the alternate stack are read back at each step, in
- * work() (traced) and in main after it (no longer traced).
+ * work() (traced; with `during` also with a raw rt_sigaction) and in main
+ * after it (no longer traced).
  *   ignore   work() sets both to SIG_IGN, raises both, reads them back
  *   mask     work() blocks both, reads the mask back, raises both (held
  *            pending: sigpending shows them), then unblocks: the handlers
@@ -31,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static volatile int traps, rts;
@@ -110,6 +112,16 @@ static void show(const char *when)
            ss.ss_sp == altstack ? "ours" : ss.ss_sp ? "another" : "none", ss.ss_flags, ss.ss_size);
 }
 
+/* The disposition as the kernel reports it to a raw rt_sigaction (no C
+ * library in between): traced threads' raw calls are emulated too. */
+static void show_raw(const char *when)
+{
+    unsigned long k[4] = {0};
+    syscall(SYS_rt_sigaction, SIGTRAP, NULL, k, 8);
+    printf("%s: raw SIGTRAP %s, flags %#lx, mask %#lx\n", when, what((void (*)(int))k[0]), k[1],
+           k[3]);
+}
+
 static unsigned long spin(int n)
 {
     unsigned long s = 0;
@@ -180,6 +192,7 @@ __attribute__((noinline)) int work(const char *mode)
         sigaltstack(&ss, NULL);
         install(SA_ONSTACK);
         show("installed");
+        show_raw("installed");
         noisy();
         /* SA_RESETHAND: the first SIGTRAP resets it to SIG_DFL. */
         struct sigaction sa;
@@ -190,6 +203,7 @@ __attribute__((noinline)) int work(const char *mode)
         show("oneshot");
         raise(SIGTRAP);
         show("after");
+        show_raw("after");
         printf("signal(SIGTRAP) returned %s\n", what(signal(SIGTRAP, plain_trap)));
         printf("signal(SIGTRAP) returned %s\n", what(signal(SIGTRAP, SIG_IGN)));
         raise(SIGTRAP);
