@@ -34,6 +34,7 @@ use crate::machine::ContextMachine;
 use crate::memory::write_word;
 use crate::options::{CaptureError, Options};
 use crate::procfs;
+use crate::sigvirt;
 use crate::state::{
     gettid, selected, try_with_session, with_session, Session, ARMED, CAPTURE_PID, FINISH, IDLE,
     INSTRUCTIONS, IN_HANDLER, PENDING, RUNNING, STATE, STOPPING,
@@ -47,7 +48,6 @@ const TF: i64 = 0x100;
 
 static WRITER_TID: AtomicU32 = AtomicU32::new(0);
 static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
-static SYNC_SIGNAL: AtomicI32 = AtomicI32::new(0);
 static TRIGGER_SIGNAL: AtomicI32 = AtomicI32::new(0);
 static OWN_ALLOCATOR: AtomicBool = AtomicBool::new(false);
 static REDIRECTED: AtomicBool = AtomicBool::new(false);
@@ -70,11 +70,7 @@ pub(crate) fn writer_tid() -> u32 {
 /// Sends the sync signal to thread `tid` of this process, so its handler
 /// sets TF (a thread that has exited just makes it fail).
 pub(crate) fn signal_thread(tid: u32) {
-    let sig = SYNC_SIGNAL.load(Ordering::Relaxed);
-    let pid = std::process::id() as i32;
-    // SAFETY: tgkill with our own pid and a thread id; a thread that has
-    // exited just makes it fail with ESRCH.
-    unsafe { libc::syscall(libc::SYS_tgkill, pid, tid as i32, sig) };
+    sigvirt::send_sync(tid);
 }
 
 fn os(what: &'static str) -> CaptureError {
@@ -178,24 +174,28 @@ extern "C" fn stop_after_intercept() -> i32 {
 
 pub(crate) fn install_handlers() -> Result<(), CaptureError> {
     let mut done = HANDLERS.lock().unwrap_or_else(|e| e.into_inner());
-    // The SIGTRAP disposition is checked at every start: the program may
-    // have installed its own handler since the last capture.
-    // SAFETY: querying the current disposition into a zeroed struct.
-    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-    // SAFETY: a null new action only reads the old one.
-    if unsafe { libc::sigaction(libc::SIGTRAP, std::ptr::null(), &mut old) } != 0 {
-        return Err(os("reading the SIGTRAP disposition"));
-    }
-    let ours = on_sigtrap as *const () as usize;
-    if old.sa_sigaction != ours {
-        if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
-            return Err(CaptureError::ForeignSigtrap);
+    // SIGTRAP and the sync signal are taken at every start: a program that
+    // took one back with a raw system call keeps its disposition in the
+    // shadow (`sigvirt.rs`), and ours is installed again.
+    let trap = on_sigtrap as *const () as usize;
+    sigvirt::take(sigvirt::TRAP, libc::SIGTRAP, trap).map_err(|source| CaptureError::Os {
+        what: "installing the SIGTRAP handler",
+        source,
+    })?;
+    let sync = match sigvirt::sync_signal() {
+        0 => sigvirt::choose_sync(),
+        s => s,
+    };
+    sigvirt::take(sigvirt::SYNC, sync, on_sync as *const () as usize).map_err(|source| {
+        CaptureError::Os {
+            what: "installing the sync signal's handler",
+            source,
         }
-        install(libc::SIGTRAP, ours)?;
-    }
+    })?;
     if *done {
         return Ok(());
     }
+    crate::altstack::reserve();
     // The handler's work and `finish` after a redirect run on stacks of
     // their own, so a traced thread with a small stack (glibc allows 16 KiB)
     // only holds the signal frame. Both are used under the engine's lock or
@@ -229,9 +229,6 @@ pub(crate) fn install_handlers() -> Result<(), CaptureError> {
         OWN_TEXT[0].store(m.start, Ordering::Relaxed);
         OWN_TEXT[1].store(m.end, Ordering::Relaxed);
     }
-    let sync = libc::SIGRTMIN() + 6;
-    install(sync, on_sync as *const () as usize)?;
-    SYNC_SIGNAL.store(sync, Ordering::Relaxed);
     *done = true;
     drop(done);
     if std::env::var_os("COLDCACHE_PROGRESS").is_some() {
@@ -376,9 +373,26 @@ fn set_tf(uc: &mut libc::ucontext_t, on: bool) {
     }
 }
 
-extern "C" fn on_sync(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO handler.
-    let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
+extern "C" fn on_sync(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid ucontext_t and siginfo_t to an
+    // SA_SIGINFO handler; they live until the handler returns.
+    let (uc, own) = unsafe {
+        (
+            &mut *(ctx as *mut libc::ucontext_t),
+            sigvirt::is_own_sync(&*info),
+        )
+    };
+    if !own {
+        // The program's own use of the signal: its disposition decides.
+        if let sigvirt::Delivered::Fatal = sigvirt::deliver(sigvirt::SYNC, sig, info, uc, false) {
+            crate::fatal::die(
+                sig,
+                uc,
+                Some("the program was killed by a real-time signal"),
+            );
+        }
+        return;
+    }
     if crate::jit::in_translation() {
         // Translated code is traced without TF.
         return;
@@ -391,9 +405,9 @@ extern "C" fn on_sync(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_
     set_tf(uc, on);
     if on {
         // The interrupted code may have SIGTRAP blocked (a program signal
-        // handler's mask): the first trap would then kill the process.
-        // SAFETY: uc_sigmask is a sigset_t inside the live context.
-        unsafe { libc::sigdelset(&mut uc.uc_sigmask, libc::SIGTRAP) };
+        // handler's mask, its own sigprocmask): the first trap would then
+        // kill the process. The block becomes virtual.
+        sigvirt::unblock_trap(uc);
     }
     if on && !was_on {
         // The trap comes after the interrupted instruction runs: account
@@ -409,12 +423,30 @@ extern "C" fn on_sync(_sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_
     }
 }
 
+/// Whether a SIGTRAP is the engine's own: a single-step trap, or an `int3`
+/// of the function breakpoint (planted now, or just removed).
+fn is_own_trap(code: i32, rip: u64) -> bool {
+    let bp = BP_ADDR.load(Ordering::Acquire);
+    let last = BP_LAST.load(Ordering::Acquire);
+    code == libc::TRAP_TRACE
+        || code == libc::TRAP_BRKPT
+        || code == 4 // TRAP_HWBKPT
+        || code == libc::SI_KERNEL
+            && ((bp != 0 && rip == bp.wrapping_add(1)) || (last != 0 && rip == last.wrapping_add(1)))
+}
+
 extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    IN_HANDLER.fetch_add(1, Ordering::SeqCst);
     // SAFETY: the kernel passes a valid ucontext_t and siginfo_t to an
     // SA_SIGINFO handler; they live until the handler returns.
     let (uc, code) = unsafe { (&mut *(ctx as *mut libc::ucontext_t), (*info).si_code) };
     let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+    if !is_own_trap(code, rip) {
+        // An int3 of the program, a kill/tgkill/raise of SIGTRAP.
+        program_trap(info, uc, code == libc::SI_KERNEL);
+        after_trap(uc);
+        return;
+    }
+    IN_HANDLER.fetch_add(1, Ordering::SeqCst);
     let bp = BP_ADDR.load(Ordering::Acquire);
     let last = BP_LAST.load(Ordering::Acquire);
     if bp != 0 && rip == bp.wrapping_add(1) && code == libc::SI_KERNEL {
@@ -425,9 +457,7 @@ extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::
         if breakpoint::removed_at(last) {
             uc.uc_mcontext.gregs[libc::REG_RIP as usize] = last as i64;
         }
-    } else if code == libc::TRAP_TRACE || code == libc::TRAP_BRKPT || code == 4
-    /* TRAP_HWBKPT */
-    {
+    } else {
         if crate::jit::is_on() {
             if crate::jit::verify_trap(uc) {
                 // Translated code single-stepped by `--mode verify`.
@@ -464,17 +494,63 @@ extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::
                 _ => set_tf(uc, false),
             });
         }
-    } else {
-        // Not a trap of ours (an int3 of the program, a raise(SIGTRAP)):
-        // give it the default action, as if we were not there.
-        // SAFETY: restoring the default disposition and re-raising are
-        // async-signal-safe; SIGTRAP is blocked until this handler returns.
-        unsafe {
-            libc::signal(libc::SIGTRAP, libc::SIG_DFL);
-            libc::raise(libc::SIGTRAP);
-        }
     }
     IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
+    after_trap(uc);
+}
+
+/// A SIGTRAP that is not the engine's goes to the program's disposition
+/// (`sigvirt.rs`); `forced`: an `int3` it executed, which is fatal when
+/// ignored or blocked, as natively. After an `int3` on a traced thread the
+/// instruction it resumes at runs before the next trap: it is accounted
+/// for now, as after an emulated system call.
+fn program_trap(info: *mut libc::siginfo_t, uc: &mut libc::ucontext_t, forced: bool) {
+    if !forced && sigvirt::hold_if_blocked() {
+        return;
+    }
+    match sigvirt::deliver(sigvirt::TRAP, libc::SIGTRAP, info, uc, forced) {
+        sigvirt::Delivered::Fatal => {
+            crate::fatal::die(libc::SIGTRAP, uc, Some("the program was killed by SIGTRAP"));
+        }
+        sigvirt::Delivered::Done => {
+            let traced = uc.uc_mcontext.gregs[libc::REG_EFL as usize] & TF != 0;
+            if forced && traced && STATE.load(Ordering::Acquire) == RUNNING {
+                IN_HANDLER.fetch_add(1, Ordering::SeqCst);
+                with_session(|cell| match cell {
+                    Some(s) if STATE.load(Ordering::Acquire) == RUNNING => step_switched(s, uc),
+                    _ => set_tf(uc, false),
+                });
+                IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+/// The end of every SIGTRAP handler run: a SIGTRAP the program held
+/// blocked and just unblocked is delivered; a thread no longer traced gets
+/// its SIGTRAP block back.
+fn after_trap(uc: &mut libc::ucontext_t) {
+    if sigvirt::take_deliver() {
+        // SAFETY: a zeroed siginfo_t filled as tgkill(2) fills it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; the first words are signo, errno, code, pid, uid.
+        unsafe {
+            let w = &mut info as *mut libc::siginfo_t as *mut u32;
+            *w = libc::SIGTRAP as u32;
+            *w.add(2) = libc::SI_TKILL as u32;
+            *w.add(4) = std::process::id();
+            *w.add(5) = libc::getuid();
+        }
+        program_trap(&mut info, uc, false);
+    }
+    let traced = uc.uc_mcontext.gregs[libc::REG_EFL as usize] & TF != 0;
+    let still = traced
+        || crate::jit::in_translation()
+        || STATE.load(Ordering::Acquire) == RUNNING && selected(gettid());
+    if !still {
+        sigvirt::reblock_trap(uc);
+        crate::altstack::leave(uc);
+    }
 }
 
 fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
@@ -499,6 +575,7 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
                     .for_each(|(j, x)| x.store(if j == 0 { tid } else { 0 }, Ordering::Relaxed));
                 STATE.store(RUNNING, Ordering::Release);
                 set_tf(uc, true);
+                sigvirt::unblock_trap(uc);
                 // The trap comes after the instruction at the entry runs:
                 // account for it now, from the state before it.
                 step_switched(s, uc);
@@ -507,6 +584,7 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
                 // Step over the original instruction, then plant again.
                 REPLANT_TID.store(tid, Ordering::Release);
                 set_tf(uc, true);
+                sigvirt::unblock_trap(uc);
             }
             crate::account::Entry::NoSlot => {}
         }
@@ -655,8 +733,13 @@ pub extern "C" fn coldcache_finish_trampoline() {
 /// carried out on the saved context.
 fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
     let tid = gettid();
-    if crate::jit::is_on() && crate::jit::try_hand_over(uc, tid, &s.acc) {
-        return;
+    if crate::jit::is_on() {
+        if crate::jit::try_hand_over(uc, tid, &s.acc) {
+            return;
+        }
+    } else {
+        // Trap mode: the next traps' frames go to a stack of ours.
+        crate::altstack::enter(uc);
     }
     let g = &uc.uc_mcontext.gregs;
     let (rip, rsp, rbp) = (
@@ -685,7 +768,7 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 s.acc.code_changed(start, end);
                 crate::jit::invalidate(start, end);
             }
-            if sysemu::emulate_sigprocmask(uc, next) || crate::fatal::emulate_sigaction(uc, next) {
+            if sigvirt::emulate(uc, next) || crate::fatal::emulate_sigaction(uc, next) {
                 // The syscall was done here and RIP moved past it: the
                 // instruction there runs before the next trap, so account
                 // for it now.
@@ -696,6 +779,7 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 // threads alive at once, not the threads ever created.
                 s.acc.release(tid);
                 crate::jit::release_thread();
+                sigvirt::forget_thread();
             } else if let Some(why) = sysemu::ends_process(uc) {
                 // `_exit` or `exec`: no exit hook will run. The dump is
                 // written now, on this thread, before the call is made

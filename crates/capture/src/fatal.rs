@@ -31,8 +31,11 @@
 //!   for it, then dies.
 //!
 //! A `SIGKILL`, a stack overflow without an alternate stack (the kernel
-//! cannot deliver the SIGSEGV) and a fatal signal while the library itself
-//! is finishing on that thread still lose the capture.
+//! cannot deliver the SIGSEGV; traced threads in trap mode have one of the
+//! engine's, `altstack.rs`) and a synchronous fatal signal (a fault) while
+//! the library itself is finishing on that thread still lose the capture;
+//! asynchronous ones (SIGTERM, SIGALRM, ...) wait until the dump is
+//! written ([`Finishing`]).
 
 use crate::memory::{read_word, write_word};
 use crate::state::{gettid, with_session, ARMED, CAPTURE_PID, RUNNING, STATE, STOPPING};
@@ -67,6 +70,25 @@ const FATAL: &[(i32, &str)] = &[
     (libc::SIGSYS, "the program was killed by SIGSYS"),
 ];
 
+/// The fatal signals that only ever come from outside the thread (another
+/// process, a timer, the terminal): [`Finishing`] holds them back while
+/// its thread writes the dump. SIGPIPE and SIGXFSZ are left out: the
+/// dump's own write can raise them, and deferring one would deliver it to
+/// a program that never caused it.
+const ASYNC: &[i32] = &[
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGALRM,
+    libc::SIGTERM,
+    libc::SIGSTKFLT,
+    libc::SIGXCPU,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGIO,
+    libc::SIGPWR,
+];
+
 /// Signals (bit n for signal n) whose handler is [`on_fatal`] now.
 static ARMED_SET: AtomicU64 = AtomicU64::new(0);
 /// Set by the first thread that writes the dump from [`on_fatal`].
@@ -89,20 +111,48 @@ pub(crate) fn reason(sig: i32) -> Option<&'static str> {
 
 /// Marks the calling thread as the one running `finish` for as long as the
 /// guard lives: a fatal signal on that thread then dies without waiting
-/// for the dump it is itself writing.
-pub(crate) struct Finishing;
+/// for the dump it is itself writing. The asynchronous fatal signals
+/// ([`ASYNC`]) are blocked on it meanwhile, so a SIGTERM or SIGALRM that
+/// arrives while the dump is written waits for it (another thread may take
+/// it, or it stays pending) and ends the program once the dump is
+/// complete, instead of killing it mid-write.
+pub(crate) struct Finishing {
+    mask: u64,
+}
 
 impl Finishing {
-    /// Marks the calling thread.
+    /// Marks the calling thread and holds back [`ASYNC`].
     pub(crate) fn enter() -> Finishing {
         FINISHING_TID.store(gettid(), Ordering::Release);
-        Finishing
+        let set = ASYNC.iter().fold(0u64, |m, &s| m | 1 << (s - 1));
+        let mut mask = 0u64;
+        // SAFETY: rt_sigprocmask with 8-byte sets in live locals.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_BLOCK,
+                &set,
+                &mut mask,
+                8,
+            )
+        };
+        Finishing { mask }
     }
 }
 
 impl Drop for Finishing {
     fn drop(&mut self) {
         FINISHING_TID.store(0, Ordering::Release);
+        // SAFETY: as in `enter`: the thread's mask as it was.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_SETMASK,
+                &self.mask,
+                std::ptr::null_mut::<u64>(),
+                8,
+            )
+        };
     }
 }
 
@@ -159,7 +209,9 @@ pub(crate) fn arm() {
         sa.sa_sigaction = ours;
         // SA_RESTART: until the signal is re-raised, a system call it
         // interrupted must not see EINTR (natively the process just dies).
-        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        // SA_ONSTACK: a traced thread that overflows its stack gets its
+        // SIGSEGV on the engine's alternate stack (`altstack.rs`).
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
         // SAFETY: sa_mask is a valid sigset_t inside `sa`.
         unsafe { libc::sigfillset(&mut sa.sa_mask) };
         // SAFETY: installing a handler with a fully initialised struct.
@@ -258,13 +310,21 @@ pub(crate) fn emulate_sigaction(uc: &mut libc::ucontext_t, next: u64) -> bool {
 }
 
 fn default_action(sig: i32) {
-    // SAFETY: a zeroed sigaction with SIG_DFL is the default disposition;
-    // sigaction(2) is async-signal-safe.
+    // The raw system call: `libcoldcache.so` interposes the C library's
+    // `sigaction` for the signals the engine owns (SIGTRAP, the sync
+    // signal), and this must reach the kernel.
+    let sa = [libc::SIG_DFL as u64, 0, 0, 0];
+    // SAFETY: rt_sigaction with a 4-word kernel sigaction in a live local;
+    // async-signal-safe.
     unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = libc::SIG_DFL;
-        libc::sigaction(sig, &sa, std::ptr::null_mut());
-    }
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            sa.as_ptr(),
+            std::ptr::null_mut::<u64>(),
+            8,
+        )
+    };
 }
 
 extern "C" fn finish_thunk(_: *mut libc::c_void) {
@@ -276,6 +336,16 @@ extern "C" fn finish_thunk(_: *mut libc::c_void) {
 extern "C" fn on_fatal(sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO handler.
     let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
+    die(sig, uc, reason(sig));
+}
+
+/// Ends the process with signal `sig`, as its default action would,
+/// after writing the dump of a capture in progress (cut short `why`):
+/// called from the handler of `sig` on the thread it was delivered to
+/// (`on_fatal`, or the engine's handlers of SIGTRAP and the sync signal
+/// when the program's disposition of a signal it sent is `SIG_DFL`). The
+/// caller is not counted in `IN_HANDLER` and holds no lock.
+pub(crate) fn die(sig: i32, uc: &mut libc::ucontext_t, why: Option<&'static str>) {
     // Nothing of this thread is traced any more.
     uc.uc_mcontext.gregs[libc::REG_EFL as usize] &= !0x100;
     let me = gettid();
@@ -294,7 +364,7 @@ extern "C" fn on_fatal(sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_
             }
         } else {
             if state == RUNNING {
-                if let Some(why) = reason(sig) {
+                if let Some(why) = why {
                     with_session(|cell| {
                         if let Some(s) = cell {
                             s.acc.set_cut_short(why);

@@ -10,7 +10,8 @@
 //! - The trap front end: `engine.rs` (the signal shell: handlers, trap
 //!   flag, trampolines, writer thread) over `lifecycle.rs` (prepare, start,
 //!   stop, finish), `state.rs` (state machine, lock, session),
-//!   `breakpoint.rs`, `sysemu.rs` (`rt_sigprocmask` emulation) and
+//!   `breakpoint.rs`, `sysemu.rs` (system calls that end tracing),
+//!   [`sigvirt`] (the program's view of SIGTRAP and the sync signal) and
 //!   `output.rs` (dump and trace files).
 //! - The fast front end: `jit/` (dynamic binary translation: translated
 //!   blocks record the model's inputs into per-thread buffers, replayed
@@ -32,6 +33,7 @@
 #![warn(missing_docs)]
 
 // Shared by every front end.
+mod altstack;
 mod fatal;
 mod seccomp;
 
@@ -48,6 +50,7 @@ mod options;
 mod output;
 pub mod preload;
 pub mod procfs;
+pub mod sigvirt;
 mod state;
 mod sysemu;
 pub mod tables;
@@ -57,4 +60,7 @@ pub use account::{Accountant, BlockSlot, Entry, FunctionCalls, Setup, Verdict};
 pub use lifecycle::{
     finish, finish_at_exit, instructions_traced, is_active, prepare, start, stop, Capture,
 };
-pub use options::{CaptureError, Mode, Options, Reserves, Summary, Threads, Trigger};
+pub use options::{
+    check_reserves, memory_limit, reserve_costs, CaptureError, Mode, Options, Reserves, Summary,
+    Threads, Trigger,
+};

@@ -188,6 +188,10 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     let cpu = CpuFacts::detect();
     let mut reserves = options.reserves;
     reserves.threads = reserves.threads.clamp(1, MAX_SELECTED);
+    // An absurd reserve is refused with its figures before anything is
+    // allocated (it used to abort the program out of memory).
+    crate::options::check_reserves(&reserves, &options.cache, options.trace.is_some())
+        .map_err(CaptureError::Reserve)?;
     let mut acc = Accountant::new(Setup {
         cache: options.cache.clone(),
         reserves,

@@ -164,11 +164,10 @@ pub enum CaptureError {
     /// Fast mode cannot run in this process.
     #[error("fast capture mode is not available here: {0} (use --mode trap)")]
     FastMode(&'static str),
-    /// The program handles SIGTRAP itself.
-    #[error(
-        "the program has its own SIGTRAP handler; coldcache needs SIGTRAP for single-stepping"
-    )]
-    ForeignSigtrap,
+    /// A reserve needs more memory than the process can have
+    /// ([`check_reserves`]): the message names it and the figures.
+    #[error("{0}")]
+    Reserve(String),
     /// The cache configuration is invalid.
     #[error("cache configuration: {0}")]
     Config(#[from] coldcache_sim::ConfigError),
@@ -234,5 +233,190 @@ impl Clone for CaptureError {
                 source: std::io::Error::other(e.to_string()),
             },
         }
+    }
+}
+
+/// What each reserve costs, in bytes (an estimate from the tables' entry
+/// sizes, not counting allocator rounding): the tables the accountant
+/// reserves for it at full size when a capture is prepared (`counters`:
+/// counters per record, `trace`: whether a trace is kept). Saturating: an
+/// absurd reserve costs `u128::MAX`-ish, never overflows.
+pub fn reserve_costs(
+    r: &Reserves,
+    counters: usize,
+    trace: bool,
+) -> [(&'static str, usize, u128); 6] {
+    use std::mem::size_of;
+    let n = |v: usize| v as u128;
+    // Open-addressing tables hold twice the entries, rounded up to a power
+    // of two, of 4-byte slots.
+    let slots = |v: usize| {
+        n(v).saturating_mul(2)
+            .max(1)
+            .next_power_of_two()
+            .saturating_mul(4)
+    };
+    let frame = 16u128;
+    // Threads traced at once are clamped as `prepare` clamps them; their
+    // frames are counted under `depth`.
+    let threads = r.threads.clamp(1, crate::state::MAX_SELECTED);
+    let trace_record = n(size_of::<coldcache_cctrace::Record>());
+    [
+        (
+            "instructions",
+            r.instructions,
+            n(r.instructions)
+                .saturating_mul(n(size_of::<crate::tables::Decoded>() + 8))
+                .saturating_add(slots(r.instructions)),
+        ),
+        (
+            "stacks",
+            r.stacks,
+            n(r.stacks)
+                .saturating_mul(n(size_of::<crate::tables::StackEntry>()))
+                .saturating_add(slots(r.stacks)),
+        ),
+        (
+            "records",
+            r.records,
+            n(r.records)
+                .saturating_mul(16 + 8 * n(counters))
+                .saturating_add(slots(r.records)),
+        ),
+        ("threads", r.threads, n(threads).saturating_mul(128)),
+        (
+            "depth",
+            r.depth,
+            n(r.depth).saturating_mul(frame).saturating_mul(n(threads)),
+        ),
+        (
+            "trace",
+            r.trace,
+            if trace {
+                n(r.trace).saturating_mul(trace_record)
+            } else {
+                0
+            },
+        ),
+    ]
+}
+
+/// The memory a capture's tables may take: the address-space limit
+/// (`ulimit -v`) if one is set, else the machine's RAM and swap.
+pub fn memory_limit() -> Option<(u128, &'static str)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into a live local.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } == 0
+        && lim.rlim_cur != libc::RLIM_INFINITY
+    {
+        return Some((
+            u128::from(lim.rlim_cur),
+            "the address-space limit (ulimit -v)",
+        ));
+    }
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = |key: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u128>().ok())
+    };
+    let total = kib("MemTotal:")?.saturating_add(kib("SwapTotal:").unwrap_or(0));
+    Some((total.saturating_mul(1024), "this machine's RAM and swap"))
+}
+
+fn human(bytes: u128) -> String {
+    const UNITS: [&str; 7] = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} bytes")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Refuses reserves whose tables cannot fit in memory (see
+/// [`reserve_costs`], [`memory_limit`]), before anything is allocated:
+/// the error names the reserve that costs most, its value and the
+/// figures, instead of an out-of-memory abort.
+pub fn check_reserves(
+    r: &Reserves,
+    cache: &coldcache_sim::HierarchyConfig,
+    trace: bool,
+) -> Result<(), String> {
+    let counters = coldcache_sim::CounterLayout::new(cache.levels.len()).len();
+    let costs = reserve_costs(r, counters, trace);
+    let total = costs.iter().fold(0u128, |a, c| a.saturating_add(c.2));
+    let Some((limit, what)) = memory_limit() else {
+        return Ok(());
+    };
+    if total <= limit {
+        return Ok(());
+    }
+    let (name, value, cost) = costs
+        .iter()
+        .copied()
+        .max_by_key(|c| c.2)
+        .expect("six reserves");
+    Err(format!(
+        "reserve {name}={value} needs about {} of memory (the capture's tables about {} in \
+         all), more than {what} ({}): use a smaller --reserve {name}",
+        human(cost),
+        human(total),
+        human(limit)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jaguar() -> coldcache_sim::HierarchyConfig {
+        coldcache_sim::presets::by_name("jaguar").expect("the jaguar preset")
+    }
+
+    /// The default reserves fit any machine this runs on; each absurd one
+    /// is refused by name, with its figure (the hand-computed cost of
+    /// 10^14 records of at least 16 + 8 counters' bytes: over 2 PiB).
+    #[test]
+    fn absurd_reserves_are_refused_by_name_and_defaults_fit() {
+        let cfg = jaguar();
+        check_reserves(&Reserves::default(), &cfg, true).expect("the defaults fit");
+        for knob in ["instructions", "stacks", "records", "depth", "trace"] {
+            let mut r = Reserves::default();
+            let big = 100_000_000_000_000usize;
+            match knob {
+                "instructions" => r.instructions = big,
+                "stacks" => r.stacks = big,
+                "records" => r.records = big,
+                "depth" => r.depth = big,
+                _ => r.trace = big,
+            }
+            let e = check_reserves(&r, &cfg, true).expect_err(knob);
+            assert!(
+                e.starts_with(&format!("reserve {knob}={big} needs about "))
+                    && e.ends_with(&format!("use a smaller --reserve {knob}")),
+                "{e}"
+            );
+        }
+        let costs = reserve_costs(
+            &Reserves {
+                records: 100_000_000_000_000,
+                ..Reserves::default()
+            },
+            8,
+            false,
+        );
+        let records = costs.iter().find(|c| c.0 == "records").unwrap().2;
+        assert!(records >= 100_000_000_000_000u128 * (16 + 64), "{records}");
+        // No trace asked for: the trace reserve costs nothing.
+        assert_eq!(costs.iter().find(|c| c.0 == "trace").unwrap().2, 0);
     }
 }

@@ -281,7 +281,11 @@ pub fn run(args: RecordArgs) -> Result<()> {
         check_output(&cwd.join(t)).context("--trace")?;
     }
     if let Some(reserve) = &args.reserve {
-        coldcache_capture::capi::parse_reserves(reserve, Default::default())
+        let r = coldcache_capture::capi::parse_reserves(reserve, Default::default())
+            .map_err(anyhow::Error::msg)
+            .context("--reserve")?;
+        // What the tables will cost, checked before the program runs.
+        coldcache_capture::check_reserves(&r, &cfg, args.trace.is_some())
             .map_err(anyhow::Error::msg)
             .context("--reserve")?;
     }

@@ -1,4 +1,6 @@
-//! Abnormal ends, seccomp and blocked threads under `coldcache record`
+//! Abnormal ends, seccomp, blocked threads, small stacks and the program's
+//! own use of the engine's signals (SIGTRAP, SIGRTMIN+6) under `coldcache
+//! record`
 //! (issue 17): the program must end exactly as it would natively — same
 //! standard output, same exit status or killing signal and core dump bit —
 //! never hang and never be killed by the engine, and the capture must be
@@ -6,8 +8,10 @@
 //!
 //! Each case runs the program plain, then captured (20 times where a run
 //! is cheap), under a deadline: a hang fails the test instead of blocking
-//! CI. Programs are `tests-programs/capture/fatal.c`, `seccomp.c` and
-//! `blocked.c`. Skipped with a message when gcc is missing. (The same
+//! CI. Programs are `tests-programs/capture/fatal.c`, `seccomp.c`,
+//! `blocked.c`, `sigtrap.c`, `smallstack.c` (small stacks: `ulimit -s
+//! 64`, 16 KiB threads, a stack overflow) and `finish.c` (a signal while
+//! the dump is written). Skipped with a message when gcc is missing. (The same
 //! shape as `hostile.rs`.)
 
 #[path = "common/library.rs"]
@@ -290,11 +294,33 @@ fn load(dump: &Path, what: &str, stderr: &str) -> Dump {
 /// (output, exit code, the dump and its reason, what `record` says) and
 /// twice preloaded directly (the raw wait status, core dump bit included).
 fn fatal_case(case: &str, mode: &str, trigger: &[&str], poke: Poke, runs: usize, reason: &str) {
+    program_case(
+        "tests-programs/capture/fatal.c",
+        case,
+        mode,
+        trigger,
+        poke,
+        runs,
+        Some(reason),
+    );
+}
+
+/// [`fatal_case`] for any program of `tests-programs/capture/`; `reason`
+/// `None`: the capture ends normally (not cut short).
+fn program_case(
+    source: &str,
+    case: &str,
+    mode: &str,
+    trigger: &[&str],
+    poke: Poke,
+    runs: usize,
+    reason: Option<&str>,
+) {
     if !gcc_or_skip(case) {
         return;
     }
     let dir = scratch(case);
-    let program = build("tests-programs/capture/fatal.c", &dir);
+    let program = build(source, &dir);
     let native_poke = match poke {
         Poke::TriggerWhenReady => Poke::Nothing,
         p => p,
@@ -347,7 +373,7 @@ fn fatal_case(case: &str, mode: &str, trigger: &[&str], poke: Poke, runs: usize,
         }
         let d = load(&dump, &what, &out.stderr);
         assert!(d.meta.instructions > 0, "{what}: an empty capture");
-        assert_eq!(d.meta.cut_short.as_deref(), Some(reason), "{what}: reason");
+        assert_eq!(d.meta.cut_short.as_deref(), reason, "{what}: reason");
         remove_cores(&dir);
     }
     for i in 0..2 {
@@ -373,7 +399,7 @@ fn fatal_case(case: &str, mode: &str, trigger: &[&str], poke: Poke, runs: usize,
             out.stderr
         );
         let d = load(&dump, &what, &out.stderr);
-        assert_eq!(d.meta.cut_short.as_deref(), Some(reason), "{what}: reason");
+        assert_eq!(d.meta.cut_short.as_deref(), reason, "{what}: reason");
         remove_cores(&dir);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -783,6 +809,321 @@ fn a_filter_on_every_thread_does_not_reach_the_engines_writer() {
             Some("the program installed a seccomp filter"),
             "{what}"
         );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The program's own SIGTRAP and SIGRTMIN+6 (the signals the engine uses
+/// for single-stepping and for starting other threads), handled by
+/// handlers `main` installed before a `--function` capture: its `int3`s,
+/// `raise`/`kill`/`pthread_kill` of SIGTRAP and `sigqueue`s of SIGRTMIN+6
+/// reach its handlers with their codes and values, and `sigaction` reads
+/// its handlers back. (A foreign SIGTRAP handler used to refuse the
+/// capture; the program's `int3` under capture died of SIGTRAP.)
+#[test]
+fn the_programs_own_sigtrap_and_rt_handlers_set_before_the_capture_run() {
+    sigtrap_case("before", 20, None);
+}
+
+/// The same handlers installed during the capture (one on an alternate
+/// stack, one `SA_RESETHAND`, `signal()` read-backs): the handler runs on
+/// its alternate stack, is reset after one signal, and every read-back
+/// gives what the program set.
+#[test]
+fn the_programs_own_sigtrap_and_rt_handlers_set_during_the_capture_run() {
+    sigtrap_case("during", 20, None);
+}
+
+/// SIGTRAP and SIGRTMIN+6 set to SIG_IGN during the capture: raised, both
+/// are ignored, and read back as ignored (the program died of SIGTRAP).
+#[test]
+fn sigtrap_and_rt_ignored_by_the_program_stay_ignored() {
+    sigtrap_case("ignore", 10, None);
+}
+
+/// SIGTRAP and SIGRTMIN+6 blocked by the program during the capture: the
+/// mask reads back with both, both raised stay pending (`sigpending`
+/// shows them) and reach the handlers once unblocked.
+#[test]
+fn sigtrap_and_rt_blocked_by_the_program_stay_pending_until_unblocked() {
+    sigtrap_case("mask", 20, None);
+}
+
+/// `int3` with SIGTRAP at SIG_DFL during the capture: the program dies of
+/// SIGTRAP with its core dump, as natively, and the dump says so.
+#[test]
+fn an_int3_with_sigtrap_at_its_default_kills_the_program_as_natively() {
+    sigtrap_case("trap", 10, Some("the program was killed by SIGTRAP"));
+}
+
+/// `raise(SIGRTMIN+6)` at SIG_DFL during the capture: the program dies of
+/// it, as natively (the engine's handler used to swallow it).
+#[test]
+fn sigrtmin_6_at_its_default_kills_the_program_as_natively() {
+    sigtrap_case(
+        "rt",
+        10,
+        Some("the program was killed by a real-time signal"),
+    );
+}
+
+fn sigtrap_case(mode: &str, runs: usize, reason: Option<&str>) {
+    program_case(
+        "tests-programs/capture/sigtrap.c",
+        &format!("sigtrap_{mode}"),
+        mode,
+        &["--function", "work"],
+        Poke::Nothing,
+        runs,
+        reason,
+    );
+}
+
+/// `cmd` with the stack limit of `ulimit -s 64` (inherited by the program
+/// `record` starts) and core files allowed.
+fn with_small_stack(mut cmd: Command) -> Command {
+    // SAFETY: setrlimit is async-signal-safe and touches only the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            let stack = libc::rlimit {
+                rlim_cur: 64 << 10,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            libc::setrlimit(libc::RLIMIT_STACK, &stack);
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// `smallstack` under `ulimit -s 64`: plain once, then captured `runs`
+/// times (`trigger`, program arguments `args`): output and status byte for
+/// byte, a dump with `threads` threads every time.
+fn small_stack_case(case: &str, trigger: &[&str], args: &[&str], runs: usize, threads: usize) {
+    if !gcc_or_skip(case) {
+        return;
+    }
+    let dir = scratch(case);
+    let program = build("tests-programs/capture/smallstack.c", &dir);
+    let mut plain = Command::new(&program);
+    plain.current_dir(&dir).args(args);
+    let native = run(
+        with_small_stack(plain),
+        &format!("{case}: plain"),
+        Poke::Nothing,
+        own_pid,
+    );
+    assert_eq!(native.status.code(), Some(0), "{}", native.stderr);
+    for i in 0..runs {
+        let what = format!("{case}: run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run(
+            with_small_stack(record(&dir, &dump, trigger, &program, args)),
+            &what,
+            Poke::Nothing,
+            own_pid,
+        );
+        assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{what}\n{}", out.stderr);
+        let d = load(&dump, &what, &out.stderr);
+        assert!(d.meta.instructions > 0, "{what}: an empty capture");
+        assert_eq!(d.meta.cut_short, None, "{what}");
+        assert_eq!(d.threads.len(), threads, "{what}: threads traced");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Threads with 16 KiB stacks that use about 11 KiB of them (natively
+/// they manage about 12), created during a capture of every thread under
+/// `ulimit -s 64`: every single-step trap's signal frame used to land on
+/// the thread's stack, which overflowed (status 139) from about 10.5 KiB;
+/// it now lands on an alternate stack of the engine's.
+#[test]
+fn threads_with_16_kib_stacks_survive_a_capture_under_ulimit_s_64() {
+    small_stack_case(
+        "small_threads",
+        &["--threads", "all"],
+        &["api", "4", "44"],
+        20,
+        5,
+    );
+}
+
+/// `record --all` under `ulimit -s 64`: the capture is armed by the
+/// library's constructor on the program's 64 KiB main stack, and main
+/// (using 24 KiB itself) and its 16 KiB threads keep their output.
+#[test]
+fn a_capture_armed_in_the_constructor_fits_a_64_kib_main_stack() {
+    small_stack_case("small_main", &["--all"], &["none", "4", "44"], 10, 1);
+}
+
+/// A traced thread overflows its stack (no alternate stack of its own):
+/// the kernel could not deliver the SIGSEGV, so the capture was lost. The
+/// engine's alternate stack (trap mode) takes the signal frame: the dump is
+/// written, cut short with SIGSEGV, and the program dies of it as natively.
+#[test]
+fn a_stack_overflow_of_a_traced_thread_keeps_the_dump() {
+    let case = "overflow";
+    if !gcc_or_skip(case) {
+        return;
+    }
+    let dir = scratch(case);
+    let program = build("tests-programs/capture/smallstack.c", &dir);
+    let mut plain = Command::new(&program);
+    plain.current_dir(&dir).arg("overflow");
+    let native = run(
+        with_small_stack(plain),
+        "overflow: plain",
+        Poke::Nothing,
+        own_pid,
+    );
+    assert_eq!(native.status.signal(), Some(libc::SIGSEGV));
+    for i in 0..10 {
+        let what = format!("overflow: run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run(
+            with_small_stack(record(
+                &dir,
+                &dump,
+                &["--all", "--mode", "trap"],
+                &program,
+                &["overflow"],
+            )),
+            &what,
+            Poke::Nothing,
+            own_pid,
+        );
+        assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(128 + libc::SIGSEGV),
+            "{what}\n{}",
+            out.stderr
+        );
+        let d = load(&dump, &what, &out.stderr);
+        assert!(d.meta.instructions > 0, "{what}: an empty capture");
+        assert_eq!(
+            d.meta.cut_short.as_deref(),
+            Some("the program was killed by SIGSEGV"),
+            "{what}"
+        );
+        remove_cores(&dir);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An absurd reserve (`--reserve records=100000000000000`, and each other
+/// one) aborted the program with a Rust out-of-memory backtrace once the
+/// capture started. Its cost is now computed first: `record` refuses it
+/// before the program runs, naming the reserve and the figures.
+#[test]
+fn absurd_reserves_are_refused_by_name_before_the_program_runs() {
+    let dir = scratch("reserves");
+    let marker = dir.join("ran");
+    for knob in ["records", "instructions", "stacks", "depth", "trace"] {
+        let spec = format!("{knob}=100000000000000");
+        let out = Command::new(COLDCACHE)
+            .current_dir(&dir)
+            .env("COLDCACHE_LIB", library())
+            .args(["record", "--signal", "--trace", "t.cctrace", "--reserve"])
+            .arg(&spec)
+            .args(["--", "sh", "-c"])
+            .arg(format!("touch {}", marker.display()))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{spec}: exit 0\n{err}");
+        assert!(
+            err.contains(&format!("--reserve: reserve {spec} needs about"))
+                && err.contains(&format!("use a smaller --reserve {knob}")),
+            "{spec}: {err}"
+        );
+        assert!(!marker.exists(), "{spec}: the program ran");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same reserve handed to the library directly (`COLDCACHE_RESERVES`,
+/// as the C and Rust APIs' callers can): no capture, the reason printed,
+/// and the program runs to its end as natively instead of aborting.
+#[test]
+fn an_absurd_reserve_given_to_the_library_leaves_the_program_unharmed() {
+    if !gcc_or_skip("reserves_library") {
+        return;
+    }
+    let dir = scratch("reserves_library");
+    let program = build("tests-programs/capture/smallstack.c", &dir);
+    let native = run(
+        with_cores(&dir, &program, &["none", "2"]),
+        "reserves: plain",
+        Poke::Nothing,
+        own_pid,
+    );
+    let dump = dir.join("never.ccdump");
+    let mut cmd = preloaded(&dir, &dump, &["--all"], &program, &["none", "2"]);
+    cmd.env("COLDCACHE_RESERVES", "records=100000000000000")
+        .env_remove("COLDCACHE_QUIET");
+    let out = run(cmd, "reserves: preloaded", Poke::Nothing, own_pid);
+    assert_eq!(out.stdout, native.stdout, "{}", out.stderr);
+    assert_eq!(
+        out.status.into_raw(),
+        native.status.into_raw(),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("coldcache: not capturing: reserve records=100000000000000 needs about"),
+        "{}",
+        out.stderr
+    );
+    assert!(!dump.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGALRM (left at SIG_DFL) fires while `coldcache_stop` writes the dump
+/// on the program's only thread: the fatal handler could not wait for a
+/// dump its own thread was writing, so the program died mid-write and the
+/// capture was lost. The asynchronous fatal signals are now held back
+/// while a thread writes the dump: it is complete, then the program dies
+/// of SIGALRM as natively.
+#[test]
+fn an_alarm_while_the_dump_is_written_waits_for_it() {
+    if !gcc_or_skip("finish_alarm") {
+        return;
+    }
+    let dir = scratch("finish_alarm");
+    let program = build("tests-programs/capture/finish.c", &dir);
+    let native = run(
+        with_cores(&dir, &program, &[]),
+        "finish alarm: plain",
+        Poke::Nothing,
+        own_pid,
+    );
+    assert_eq!(native.status.signal(), Some(libc::SIGALRM));
+    for i in 0..20 {
+        let what = format!("finish alarm: run {i}");
+        let dump = dir.join(format!("run{i}.ccdump"));
+        let out = run(
+            record(&dir, &dump, &[], &program, &[]),
+            &what,
+            Poke::Nothing,
+            own_pid,
+        );
+        assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(128 + libc::SIGALRM),
+            "{what}\n{}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("killed by SIGALRM (14)"),
+            "{what}: {}",
+            out.stderr
+        );
+        let d = load(&dump, &what, &out.stderr);
+        assert!(d.meta.instructions > 0, "{what}: an empty capture");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,11 +8,16 @@
 //! - zones and spikes: `coldcache_zones::capi` (`COLDCACHE_ZONE`, ...) and
 //!   the `__cyg_profile_func_enter/exit` hooks.
 //!
+//! It interposes the C library's `sigaction` and `signal` (`interpose.rs`):
+//! the program reads and sets its own disposition of the two signals the
+//! capture engine owns, SIGTRAP and the sync signal.
+//!
 //! Its constructor arms a capture when the environment asks for one
 //! (`coldcache record`), and every allocation of the library goes to its
 //! own mmap-backed allocator so the program's heap is left as it would be.
 
 mod alloc;
+mod interpose;
 
 /// Every allocation of the library bypasses the program's `malloc`.
 #[global_allocator]
