@@ -64,12 +64,17 @@ pub fn self_maps() -> Vec<Mapping> {
         .unwrap_or_default()
 }
 
+/// How the code cache's memfd shows in `/proc/self/maps`.
+pub(crate) const CODE_CACHE_PATH: &str = "/memfd:coldcache-jit";
+
 /// The executable mappings of this process as dump modules, with build ids.
 pub fn modules() -> Vec<Module> {
     let mut out: Vec<Module> = Vec::new();
     let mut ids: std::collections::HashMap<String, Vec<u8>> = Default::default();
     for m in self_maps() {
-        if !m.perms.contains('x') {
+        // Not the program's: fast mode's code cache (its translated copies
+        // are attributed to the program's addresses, never their own).
+        if !m.perms.contains('x') || m.path.starts_with(CODE_CACHE_PATH) {
             continue;
         }
         let build_id = if m.path.starts_with('/') {
