@@ -297,23 +297,7 @@ impl Translator {
         let a = &mut self.asm;
         a.reset(code_at);
         let head = a.ip();
-        a.emit(store(t(off::S_SPILL), s));
-        a.emit(load(s, t(off::CURSOR)));
-        a.emit(store(t(off::RCX_SPILL), Register::RCX));
-        a.emit(load(Register::RCX, at(s, i32::from(size))));
-        a.emit(iced_x86::Instruction::with_branch(
-            Code::Jrcxz_rel8_64,
-            a.ip() + 2,
-        ));
-        let jrcxz_end = a.len();
-        a.emit(load(Register::RCX, t(off::RCX_SPILL)));
-        a.emit(load(s, t(off::S_SPILL)));
-        direct_exit(a, tls, pc, off::DISPATCH_FULL, false);
-        let body = a.len();
-        a.patch_rel8(jrcxz_end, body);
-        a.emit(load(Register::RCX, t(off::RCX_SPILL)));
-        a.emit(store_simm32(at(s, 0), id as i32));
-        a.emit(store(at(s, 8), Register::RSP));
+        record_head(a, tls, s, size, id, pc);
         let mut o = 16;
         for &r in inputs.iter().filter(|&&r| r != Register::None) {
             a.emit(store(at(s, o), r));
@@ -399,25 +383,7 @@ impl Translator {
         let size = offset;
         let a = &mut self.asm;
         a.reset(code_at);
-        a.emit(store(t(off::S_SPILL), s));
-        a.emit(load(s, t(off::CURSOR)));
-        a.emit(store(t(off::RCX_SPILL), Register::RCX));
-        a.emit(load(Register::RCX, at(s, i32::from(size))));
-        a.emit(iced_x86::Instruction::with_branch(
-            Code::Jrcxz_rel8_64,
-            a.ip() + 2,
-        ));
-        let jrcxz_end = a.len();
-        // The buffer is full: back to the dispatcher, which hands the
-        // buffer over and re-enters this block.
-        a.emit(load(Register::RCX, t(off::RCX_SPILL)));
-        a.emit(load(s, t(off::S_SPILL)));
-        direct_exit(a, tls, pc, off::DISPATCH_FULL, false);
-        let body = a.len();
-        a.patch_rel8(jrcxz_end, body);
-        a.emit(load(Register::RCX, t(off::RCX_SPILL)));
-        a.emit(store_simm32(at(s, 0), id as i32));
-        a.emit(store(at(s, 8), Register::RSP));
+        record_head(a, tls, s, size, id, pc);
         let mut copied = 0usize;
         for (k, i) in instrs.iter().enumerate() {
             let d = &out[k];
@@ -556,6 +522,32 @@ impl Translator {
             .copied()
             .find(|r| used & (1 << r.number()) == 0)
     }
+}
+
+/// A block's start: S takes the cursor (its value spilled); when the word
+/// after a record of `size` bytes is not 0 the buffer is full and the
+/// thread goes back to the dispatcher, which hands the buffer over and
+/// re-enters the block at `pc`; else the record's header is written: the
+/// block's number and RSP at entry. Flag-free.
+fn record_head(a: &mut Asm, tls: i32, s: Register, size: u16, id: u32, pc: u64) {
+    let t = |o: i32| fs(tls + o);
+    a.emit(store(t(off::S_SPILL), s));
+    a.emit(load(s, t(off::CURSOR)));
+    a.emit(store(t(off::RCX_SPILL), Register::RCX));
+    a.emit(load(Register::RCX, at(s, i32::from(size))));
+    a.emit(iced_x86::Instruction::with_branch(
+        Code::Jrcxz_rel8_64,
+        a.ip() + 2,
+    ));
+    let jrcxz_end = a.len();
+    a.emit(load(Register::RCX, t(off::RCX_SPILL)));
+    a.emit(load(s, t(off::S_SPILL)));
+    direct_exit(a, tls, pc, off::DISPATCH_FULL, false);
+    let body = a.len();
+    a.patch_rel8(jrcxz_end, body);
+    a.emit(load(Register::RCX, t(off::RCX_SPILL)));
+    a.emit(store_simm32(at(s, 0), id as i32));
+    a.emit(store(at(s, 8), Register::RSP));
 }
 
 /// Whether a `rep` string instruction is translated as a loop: `movs`,
