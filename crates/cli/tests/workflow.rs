@@ -639,48 +639,221 @@ fn a_function_of_a_linked_library_is_found_as_the_loader_finds_it() {
     assert!(d.meta.instructions > 50, "{}", d.meta.instructions);
 }
 
-/// Regression: `coldcache trigger PID` during a `--function` capture
-/// killed the program (SIGUSR2 with no handler). It is refused, and the
-/// program runs on to its end.
-#[test]
-fn trigger_during_a_function_capture_is_refused_and_the_program_survives() {
-    if !gcc_or_skip("trigger_during_a_function_capture_is_refused_and_the_program_survives") {
-        return;
-    }
-    let dir = scratch("trigger_function");
-    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
-    let _ = std::fs::remove_file(dir.join("stop"));
-    // Armed on a call that never comes: the breakpoint stays planted.
-    let mut cmd = record(
-        &dir,
-        &[
-            "--function",
-            "cmp",
-            "--call",
-            "1000000000",
-            "-o",
-            "f.ccdump",
-            "--",
-            program.to_str().unwrap(),
-            "windows",
-        ],
-    );
+/// Spawns `cmd` with piped outputs; returns it and its program's pid.
+fn spawn_recording(mut cmd: Command) -> (std::process::Child, String) {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let child = cmd.spawn().unwrap();
     let pid = program_of(child.id());
-    std::thread::sleep(Duration::from_millis(300));
-    let t = Command::new(COLDCACHE)
-        .args(["trigger", &pid])
-        .output()
-        .unwrap();
-    let terr = text(&t.stderr);
-    assert!(!t.status.success(), "{terr}");
-    assert!(terr.contains("does not catch SIGUSR2"), "{terr}");
-    std::fs::write(dir.join("stop"), b"").unwrap();
-    let out = wait_with_deadline(child, "function capture");
-    // The program ended by itself: its last line printed, no signal.
-    assert_eq!(text(&out.stdout), "ready\n1\n", "{}", text(&out.stderr));
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    (child, pid)
+}
+
+/// Waits (under the deadline) until `path` exists.
+fn wait_for(path: &Path) {
+    let start = std::time::Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < programs::DEADLINE,
+            "no {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Regression: `coldcache trigger PID` during a `--function` capture
+/// killed the program (SIGUSR2 with no handler), then was refused. It stops
+/// the capture, of any kind (`--function` with calls still to come, `--all`),
+/// the dump is written at once, cut short "stopped by `coldcache trigger`",
+/// with what ran so far, and the program runs on to its end.
+#[test]
+fn trigger_stops_a_function_or_all_capture_and_keeps_its_dump() {
+    if !gcc_or_skip("trigger_stops_a_function_or_all_capture_and_keeps_its_dump") {
+        return;
+    }
+    let dir = scratch("trigger_function");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    for (what, trigger) in [
+        (
+            "function",
+            &["--function", "count_and_sort", "--calls", "1000000000"][..],
+        ),
+        ("all", &["--all"][..]),
+    ] {
+        let _ = std::fs::remove_file(dir.join("stop"));
+        let dump = dir.join(format!("{what}.ccdump"));
+        let _ = std::fs::remove_file(&dump);
+        let mut args = trigger.to_vec();
+        let o = format!("{what}.ccdump");
+        args.extend(["-o", &o, "--", program.to_str().unwrap(), "windows"]);
+        let (child, pid) = spawn_recording(record(&dir, &args));
+        std::thread::sleep(Duration::from_millis(500));
+        let t = Command::new(COLDCACHE)
+            .args(["trigger", &pid])
+            .output()
+            .unwrap();
+        assert!(t.status.success(), "{what}: {}", text(&t.stderr));
+        // Written while the program still runs (it spins until `stop`).
+        wait_for(&dump);
+        std::fs::write(dir.join("stop"), b"").unwrap();
+        let out = wait_with_deadline(child, what);
+        let err = text(&out.stderr);
+        // The program ended by itself: its last line printed, no signal.
+        assert_eq!(text(&out.stdout), "ready\n1\n", "{what}: {err}");
+        assert!(out.status.success(), "{what}: {err}");
+        let d = load(&dump);
+        assert_eq!(
+            d.meta.cut_short.as_deref(),
+            Some("stopped by `coldcache trigger`"),
+            "{what}"
+        );
+        assert!(d.meta.instructions > 0, "{what}: empty dump");
+    }
+}
+
+/// Regression: Ctrl-C during a capture lost it when the program handles
+/// SIGINT itself (the capture ran on), and named a default-action SIGINT
+/// "killed". `record` interrupted: the capture stops and its dump is
+/// written, cut short "interrupted (SIGINT)", while the program goes on as
+/// it would have: its own handler gets the first SIGINT and the second
+/// (the program ends its loop when it has counted two, and exits 0); a
+/// program at SIGINT's default dies of it, and `record` exits 130.
+#[test]
+fn ctrl_c_ends_the_capture_keeps_the_dump_and_the_program_goes_on() {
+    if !gcc_or_skip("ctrl_c_ends_the_capture_keeps_the_dump_and_the_program_goes_on") {
+        return;
+    }
+    let dir = scratch("ctrl_c");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let interrupt = |pid: u32| {
+        // SAFETY: kill(2) to the `record` process this test started.
+        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGINT) }, 0);
+    };
+    // The program's own handler.
+    let _ = std::fs::remove_file(dir.join("h.ccdump"));
+    let cmd = record(
+        &dir,
+        &[
+            "--all",
+            "-o",
+            "h.ccdump",
+            "--",
+            program.to_str().unwrap(),
+            "sigint",
+        ],
+    );
+    let (child, _) = spawn_recording(cmd);
+    std::thread::sleep(Duration::from_millis(500));
+    interrupt(child.id());
+    wait_for(&dir.join("h.ccdump"));
+    interrupt(child.id());
+    let out = wait_with_deadline(child, "own handler");
+    let err = text(&out.stderr);
+    assert_eq!(text(&out.stdout), "ready\n2 1\n", "{err}");
+    assert!(out.status.success(), "{err}");
+    let d = load(&dir.join("h.ccdump"));
+    assert_eq!(d.meta.cut_short.as_deref(), Some("interrupted (SIGINT)"));
+    assert!(d.meta.instructions > 0);
+    assert!(err.contains("capture written to"), "{err}");
+
+    // SIGINT at its default: the dump, then the program dies of it.
+    let _ = std::fs::remove_file(dir.join("stop"));
+    let _ = std::fs::remove_file(dir.join("d.ccdump"));
+    let cmd = record(
+        &dir,
+        &[
+            "--all",
+            "-o",
+            "d.ccdump",
+            "--",
+            program.to_str().unwrap(),
+            "windows",
+        ],
+    );
+    let (child, _) = spawn_recording(cmd);
+    std::thread::sleep(Duration::from_millis(500));
+    interrupt(child.id());
+    let out = wait_with_deadline(child, "default action");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("killed by SIGINT"), "{err}");
+    let d = load(&dir.join("d.ccdump"));
+    assert_eq!(d.meta.cut_short.as_deref(), Some("interrupted (SIGINT)"));
+    assert!(d.meta.instructions > 0);
+}
+
+/// Regression: `coldcache diff` of two dumps simulated with different
+/// caches compared their misses silently. It says so on its first line,
+/// naming the setting that differs (here the first level's size, changed
+/// by hand in a copy of the first dump's own configuration), and says
+/// nothing when both used the same cache.
+#[test]
+fn diff_of_dumps_with_different_caches_says_so_at_the_top() {
+    if !gcc_or_skip("diff_of_dumps_with_different_caches_says_so_at_the_top") {
+        return;
+    }
+    let dir = scratch("diff_caches");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let prog = program.to_str().unwrap();
+    let rec = |cache: &str, out: &str| {
+        let mut cmd = Command::new(COLDCACHE);
+        cmd.current_dir(&dir)
+            .env("COLDCACHE_LIB", library())
+            .args(["record", "--cache", cache, "--no-resolve"])
+            .args([
+                "--function",
+                "count_and_sort",
+                "-o",
+                out,
+                "--",
+                prog,
+                "once",
+            ]);
+        let o = run_with_deadline(cmd, out);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    };
+    rec("jaguar", "a.ccdump");
+    rec("jaguar", "b.ccdump");
+    let toml = load(&dir.join("a.ccdump")).meta.cache_toml;
+    // The first level's size, doubled.
+    let (head, rest) = toml.split_once("[[level]]").unwrap();
+    let name = rest
+        .lines()
+        .find_map(|l| l.strip_prefix("name = "))
+        .unwrap()
+        .trim_matches('"')
+        .to_string();
+    let size_line = rest.lines().find(|l| l.starts_with("size = ")).unwrap();
+    let size = size_line["size = ".len()..].trim_matches('"').to_string();
+    let (n, unit) = size.split_at(size.find(|c: char| !c.is_ascii_digit()).unwrap());
+    let doubled = format!("{}{unit}", n.parse::<u64>().unwrap() * 2);
+    let changed = format!(
+        "{head}[[level]]{}",
+        rest.replacen(size_line, &format!("size = \"{doubled}\""), 1)
+    );
+    std::fs::write(dir.join("bigger.toml"), changed).unwrap();
+    rec("bigger.toml", "c.ccdump");
+    let diff = |a: &str, b: &str| {
+        let o = Command::new(COLDCACHE)
+            .current_dir(&dir)
+            .args(["diff", a, b])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let same = diff("a.ccdump", "b.ccdump");
+    assert!(same.starts_with("before: "), "{same}");
+    assert!(!same.contains("different caches"), "{same}");
+    let other = diff("a.ccdump", "c.ccdump");
+    let first = other.lines().next().unwrap();
+    assert!(
+        first.starts_with("warning: the two dumps were simulated with different caches"),
+        "{other}"
+    );
+    assert!(
+        first.contains(&format!("{name} size {size} → {doubled}")),
+        "{first}"
+    );
 }
