@@ -31,6 +31,7 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_DUMPS",
     "COLDCACHE_FUNCTION_MODULE",
     "COLDCACHE_FUNCTION_ADDRESS",
+    "COLDCACHE_PROGRESS_FILE",
 ];
 
 fn var(name: &str) -> Option<String> {
@@ -240,6 +241,9 @@ pub fn init_from_env() {
     // The trigger signal, which also stops captures of the other kinds
     // (`coldcache trigger`, `record`'s Ctrl-C): read before the scrub.
     let stop_signal = var("COLDCACHE_SIGNAL").and_then(|v| v.parse::<i32>().ok());
+    if let Some(p) = var("COLDCACHE_PROGRESS_FILE") {
+        engine::publish_progress(std::path::Path::new(&p));
+    }
     if let Some(m) = var("COLDCACHE_DUMPS") {
         crate::output::set_manifest(PathBuf::from(m));
     }

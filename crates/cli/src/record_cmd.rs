@@ -76,9 +76,16 @@ pub struct RecordArgs {
     /// `coldcache resolve --no-sources`).
     #[arg(long)]
     no_sources: bool,
-    /// Print progress on stderr while capturing.
-    #[arg(long)]
+    /// Print progress on stderr while capturing (instructions, rate,
+    /// elapsed time; with --instructions, the share done and the time
+    /// left). The default when stderr is a terminal. `record` reads the
+    /// capture's counter from outside: progress changes nothing the
+    /// capture counts.
+    #[arg(long, overrides_with = "no_progress")]
     progress: bool,
+    /// No progress (the default when stderr is not a terminal).
+    #[arg(long, overrides_with = "progress")]
+    no_progress: bool,
     /// How traced threads are followed: `trap` single-steps every
     /// instruction (the oracle); `fast` runs translated copies of the
     /// program's code that record what the access model needs, with the
@@ -357,8 +364,17 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if let Some(r) = &args.reserve {
         cmd.env("COLDCACHE_RESERVES", r);
     }
-    if args.progress {
-        cmd.env("COLDCACHE_PROGRESS", "1");
+    let show_progress = if args.progress {
+        true
+    } else if args.no_progress {
+        false
+    } else {
+        use std::io::IsTerminal;
+        std::io::stderr().is_terminal()
+    };
+    let progress_file = manifest_dir.path().join("progress");
+    if show_progress {
+        cmd.env("COLDCACHE_PROGRESS_FILE", &progress_file);
     }
     if let Some(f) = &function {
         cmd.env("COLDCACHE_FUNCTION_MODULE", &f.module)
@@ -424,7 +440,16 @@ pub fn run(args: RecordArgs) -> Result<()> {
             child.id()
         );
     }
+    let progress = show_progress.then(|| {
+        crate::record_progress::Progress::start(progress_file, args.instructions, {
+            use std::io::IsTerminal;
+            std::io::stderr().is_terminal()
+        })
+    });
     let status = child.wait().context("waiting for the program")?;
+    if let Some(p) = progress {
+        p.stop();
+    }
     let written = read_manifest(&manifest)?;
     let captured = report_written(&written, &args);
     match status.code() {

@@ -857,3 +857,111 @@ fn diff_of_dumps_with_different_caches_says_so_at_the_top() {
         "{first}"
     );
 }
+
+/// Whether `stderr` has a progress line (`coldcache: 1,234 instructions,
+/// 5,678/s, 1 s elapsed`).
+fn has_progress(stderr: &str) -> bool {
+    stderr.split(['\n', '\r']).any(|l| {
+        l.strip_prefix("coldcache: ")
+            .and_then(|r| r.split_once(" instructions, "))
+            .is_some_and(|(n, rest)| {
+                !n.is_empty()
+                    && n.chars().all(|c| c.is_ascii_digit() || c == ',')
+                    && rest.contains("/s, ")
+                    && rest.contains(" elapsed")
+            })
+    })
+}
+
+/// Regression: an 8-minute capture printed nothing, and `--progress`
+/// started the library's writer thread, which switches glibc out of its
+/// single-threaded paths and so changed the instructions counted. Progress
+/// is shown by default on a terminal (run under `script`), not on a pipe;
+/// `--progress`/`--no-progress` override; and a capture counts the same
+/// instructions, to the one, with progress as without.
+#[test]
+fn progress_by_default_on_a_terminal_and_counts_unchanged() {
+    if !gcc_or_skip("progress_by_default_on_a_terminal_and_counts_unchanged") {
+        return;
+    }
+    let dir = scratch("progress");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let prog = program.to_str().unwrap();
+    // Counts: the same function captured with and without progress, with
+    // address-space randomisation off (`setarch -R`): with it, identical
+    // runs differ by a few instructions (alignment-dependent paths).
+    if Command::new("setarch")
+        .args(["x86_64", "-R", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let mut counts = Vec::new();
+        for flag in ["--progress", "--no-progress", "--progress"] {
+            let out = format!("{}.ccdump", &flag[2..]);
+            let mut cmd = Command::new("setarch");
+            cmd.current_dir(&dir)
+                .env("COLDCACHE_LIB", library())
+                .args(["x86_64", "-R", COLDCACHE, "record", "--cache", "jaguar"])
+                .args(["--no-resolve", flag, "--function", "count_and_sort"])
+                .args(["-o", &out, "--", prog, "once"]);
+            let o = run_with_deadline(cmd, flag);
+            assert!(o.status.success(), "{flag}: {}", text(&o.stderr));
+            counts.push(load(&dir.join(&out)).meta.instructions);
+        }
+        assert_eq!(
+            counts[0], counts[1],
+            "instructions with and without progress"
+        );
+        assert_eq!(
+            counts[0], counts[2],
+            "instructions with and without progress"
+        );
+    } else {
+        eprintln!("(`setarch -R` unavailable: the counts are not compared)");
+    }
+    // Shown: a capture of about 2.5 s, the program stopped by a file.
+    let long = |flags: &[&str], tty: bool| -> String {
+        let _ = std::fs::remove_file(dir.join("stop"));
+        let stopper = {
+            let stop = dir.join("stop");
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(2500));
+                std::fs::write(stop, b"").unwrap();
+            })
+        };
+        let mut args = flags.to_vec();
+        args.extend(["--all", "-o", "long.ccdump", "--", prog, "windows"]);
+        let out = if tty {
+            let line = format!(
+                "{} record --cache jaguar --no-resolve {}",
+                COLDCACHE,
+                args.join(" ")
+            );
+            let mut cmd = Command::new("script");
+            cmd.current_dir(&dir).env("COLDCACHE_LIB", library()).args([
+                "-qec",
+                &line,
+                "/dev/null",
+            ]);
+            run_with_deadline(cmd, "under script")
+        } else {
+            run_with_deadline(record(&dir, &args), "long")
+        };
+        stopper.join().unwrap();
+        assert!(out.status.success(), "{flags:?}: {}", text(&out.stderr));
+        // Under `script` both streams arrive on its standard output.
+        format!("{}{}", text(&out.stderr), text(&out.stdout))
+    };
+    let shown = long(&["--progress"], false);
+    assert!(has_progress(&shown), "--progress: {shown}");
+    let quiet = long(&[], false);
+    assert!(!has_progress(&quiet), "default on a pipe: {quiet}");
+    if library::have("script") {
+        let tty = long(&[], true);
+        assert!(has_progress(&tty), "default on a terminal: {tty}");
+        let off = long(&["--no-progress"], true);
+        assert!(!has_progress(&off), "--no-progress on a terminal: {off}");
+    } else {
+        eprintln!("(`script` missing: the terminal default is not checked)");
+    }
+}
