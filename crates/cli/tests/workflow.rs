@@ -965,3 +965,112 @@ fn progress_by_default_on_a_terminal_and_counts_unchanged() {
         eprintln!("(`script` missing: the terminal default is not checked)");
     }
 }
+
+/// `objdump -d -C`'s labels in the PLT sections of `bin`.
+fn objdump_plt_labels(bin: &Path) -> Vec<String> {
+    let out = Command::new("objdump")
+        .args(["-d", "-C", "-j", ".plt", "-j", ".plt.sec", "-j", ".plt.got"])
+        .arg(bin)
+        .output()
+        .unwrap();
+    text(&out.stdout)
+        .lines()
+        .filter_map(|l| Some(l.split_once(" <")?.1.strip_suffix(">:")?.to_string()))
+        .collect()
+}
+
+/// Regression: the first call of an imported function goes through lazy
+/// binding (the stub, then PLT0), and the PLT0 part showed as the stub's
+/// run-time address (`0x5651a811b0b0 in prog`): a row of its own in every
+/// report, "gone" and "new" in every diff. In a build with `.plt` only and
+/// one with `.plt.sec` (`-fcf-protection=full -z ibtplt`), every function
+/// of the program's PLT is named as `objdump -d` labels it (`qsort@plt`;
+/// `.plt`, or `free@plt-0x10` for PLT0, which we name `.plt`), no row is an
+/// address, and the diff of the two builds has no PLT row gone or new.
+#[test]
+fn plt_stubs_are_named_as_objdump_names_them_in_reports_and_diffs() {
+    if !gcc_or_skip("plt_stubs_are_named_as_objdump_names_them_in_reports_and_diffs")
+        || !library::have("objdump")
+    {
+        return;
+    }
+    let dir = scratch("plt");
+    let src = "tests-programs/capture/workflow.c";
+    let plain = programs::compile(
+        src,
+        &dir.join("plain"),
+        &["-O1", "-g", "-fcf-protection=none"],
+        false,
+    );
+    let ibt = programs::compile(
+        src,
+        &dir.join("ibt"),
+        &["-O1", "-g", "-fcf-protection=full", "-Wl,-z,ibtplt"],
+        false,
+    );
+    let mut dumps = Vec::new();
+    for bin in [&plain, &ibt] {
+        let labels = objdump_plt_labels(bin);
+        let name = bin.file_name().unwrap().to_str().unwrap();
+        let dump = format!("{name}.ccdump");
+        let mut cmd = Command::new(COLDCACHE);
+        cmd.current_dir(&dir)
+            .env("COLDCACHE_LIB", library())
+            .args([
+                "record",
+                "--cache",
+                "jaguar",
+                "--function",
+                "count_and_sort",
+            ])
+            .args(["-o", &dump, "--", bin.to_str().unwrap(), "once"]);
+        let o = run_with_deadline(cmd, name);
+        assert!(o.status.success(), "{name}: {}", text(&o.stderr));
+        let out = Command::new(COLDCACHE)
+            .current_dir(&dir)
+            .args(["report", &dump, "--limit", "1000", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let rows = v["rows"].as_array().expect("rows");
+        let own: Vec<&str> = rows
+            .iter()
+            .filter(|r| r["module"].as_str().is_some_and(|m| m.ends_with(name)))
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        for f in &own {
+            assert!(!f.starts_with("0x"), "{name}: unnamed {f}: {own:?}");
+        }
+        let plt: Vec<&&str> = own
+            .iter()
+            .filter(|f| f.ends_with("@plt") || **f == ".plt")
+            .collect();
+        for f in ["malloc@plt", "qsort@plt", "free@plt", ".plt"] {
+            assert!(plt.iter().any(|p| **p == f), "{name}: no {f}: {own:?}");
+        }
+        for f in &plt {
+            assert!(
+                labels.iter().any(|l| l == **f)
+                    || (**f == ".plt" && labels.iter().any(|l| l.contains("@plt-0x"))),
+                "{name}: {f} is not an objdump label: {labels:?}"
+            );
+        }
+        dumps.push(dump);
+    }
+    let out = Command::new(COLDCACHE)
+        .current_dir(&dir)
+        .args(["diff", &dumps[0], &dumps[1], "--json", "--limit", "1000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for r in v["rows"].as_array().expect("rows") {
+        let label = r["label"].as_str().unwrap_or_default();
+        let status = r["status"].as_str().unwrap_or_default();
+        assert!(!label.starts_with("0x"), "diff row {label} ({status})");
+        if label.contains("@plt") || label.starts_with(".plt") {
+            assert_eq!(status, "changed", "{label}");
+        }
+    }
+}
