@@ -409,3 +409,29 @@ pub fn diff(before: &Profile, after: &Profile, q: &DiffQuery) -> Result<DiffView
         rows,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::cache_differences;
+
+    const BASE: &str = "# coldcache cache configuration\nname = \"jaguar\"\ncores = 8\n\n\
+        [[level]]\nname = \"L1\"\nlevel = 1\nsize = \"32K\"\nassoc = 8\n\n\
+        [[level]]\nname = \"L2\"\nlevel = 2\nsize = \"2M\"\nassoc = 16\n";
+
+    #[test]
+    fn cache_differences_name_each_setting_that_differs() {
+        // Another name for the same configuration simulates the same.
+        let renamed = BASE.replace("name = \"jaguar\"", "name = \"mine\"");
+        assert!(cache_differences(BASE, &renamed).is_empty());
+        let bigger = BASE.replace("size = \"32K\"", "size = \"64K\"");
+        assert_eq!(cache_differences(BASE, &bigger), ["L1 size 32K → 64K"]);
+        let more = format!(
+            "{}\n[[level]]\nname = \"L3\"\nlevel = 3\nsize = \"8M\"\n",
+            BASE.replace("cores = 8", "cores = 4")
+        );
+        assert_eq!(
+            cache_differences(BASE, &more),
+            ["L3 only after", "cores 8 → 4"]
+        );
+    }
+}
