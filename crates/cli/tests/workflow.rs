@@ -1074,3 +1074,82 @@ fn plt_stubs_are_named_as_objdump_names_them_in_reports_and_diffs() {
         }
     }
 }
+
+/// The workflow program in `windows` mode with the library preloaded and
+/// an `--all` capture armed as `record` arms it but without `record`'s
+/// trigger handler: a program using the library on its own, its SIGUSR1
+/// and SIGUSR2 left at their default.
+fn preloaded_all(dir: &Path, dump: &str, program: &Path) -> Command {
+    let cfg = coldcache_config::resolve("jaguar").unwrap();
+    let mut cmd = Command::new(program);
+    cmd.current_dir(dir)
+        .arg("windows")
+        .env("LD_PRELOAD", library())
+        .env("COLDCACHE_LIB", library())
+        .env("COLDCACHE_RECORD", "1")
+        .env("COLDCACHE_QUIET", "1")
+        .env("COLDCACHE_CACHE_JSON", serde_json::to_string(&cfg).unwrap())
+        .env("COLDCACHE_CACHE_NAME", "jaguar")
+        .env("COLDCACHE_OUTPUT", dir.join(dump))
+        .env("COLDCACHE_THREADS", "caller")
+        .env("COLDCACHE_TRIGGER", "function")
+        .env("COLDCACHE_FUNCTION", "main")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// SIGUSR1 and SIGUSR2 are back on the fatal-signal list: without
+/// `record` (no trigger handler), a capture's dump survives a SIGUSR2 that
+/// ends the program (it used to be lost), while `coldcache trigger`, which
+/// queues the signal with its mark, stops the capture and the program
+/// runs on (it used to be refused: the signal was not caught).
+#[test]
+fn sigusr2_keeps_the_dump_and_a_trigger_stops_a_capture_without_record() {
+    if !gcc_or_skip("sigusr2_keeps_the_dump_and_a_trigger_stops_a_capture_without_record") {
+        return;
+    }
+    let dir = scratch("usr2");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let _ = std::fs::remove_file(dir.join("stop"));
+    let _ = std::fs::remove_file(dir.join("t.ccdump"));
+    let child = preloaded_all(&dir, "t.ccdump", &program).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Command::new(COLDCACHE)
+        .args(["trigger", &child.id().to_string()])
+        .output()
+        .unwrap();
+    assert!(t.status.success(), "{}", text(&t.stderr));
+    wait_for(&dir.join("t.ccdump"));
+    std::fs::write(dir.join("stop"), b"").unwrap();
+    let out = wait_with_deadline(child, "trigger");
+    assert_eq!(text(&out.stdout), "ready\n1\n", "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let d = load(&dir.join("t.ccdump"));
+    assert_eq!(
+        d.meta.cut_short.as_deref(),
+        Some("stopped by `coldcache trigger`")
+    );
+
+    let _ = std::fs::remove_file(dir.join("stop"));
+    let _ = std::fs::remove_file(dir.join("k.ccdump"));
+    let child = preloaded_all(&dir, "k.ccdump", &program).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill(2) to the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGUSR2) }, 0);
+    let out = wait_with_deadline(child, "kill -USR2");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGUSR2),
+        "{}",
+        text(&out.stderr)
+    );
+    let d = load(&dir.join("k.ccdump"));
+    assert_eq!(
+        d.meta.cut_short.as_deref(),
+        Some("the program was killed by SIGUSR2")
+    );
+    assert!(d.meta.instructions > 0);
+}
