@@ -300,7 +300,19 @@ pub fn install_trigger_signal(sig: i32, options: Options) -> Result<(), CaptureE
     *PENDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(options);
     TRIGGER_SIGNAL.store(sig, Ordering::Relaxed);
     SIGNAL_WINDOWS.store(true, Ordering::Release);
+    install(
+        stop_request_signal(),
+        on_trigger_signal as *const () as usize,
+    )?;
     install(sig, on_trigger_signal as *const () as usize)
+}
+
+/// The signal `coldcache record` queues its [`REQUEST_STOP`] on when it is
+/// interrupted: a real-time signal of the library's own (SIGRTMIN+7; the
+/// sync signal is SIGRTMIN+6), not the trigger signal, so a program that
+/// uses SIGUSR2 itself never gets one it did not ask for on Ctrl-C.
+pub fn stop_request_signal() -> i32 {
+    libc::SIGRTMIN() + 7
 }
 
 /// Installs the handler of the trigger signal for a capture started
@@ -313,6 +325,10 @@ pub fn install_trigger_signal(sig: i32, options: Options) -> Result<(), CaptureE
 pub fn install_stop_signal(sig: i32) -> Result<(), CaptureError> {
     install_handlers()?;
     TRIGGER_SIGNAL.store(sig, Ordering::Relaxed);
+    install(
+        stop_request_signal(),
+        on_trigger_signal as *const () as usize,
+    )?;
     install(sig, on_trigger_signal as *const () as usize)
 }
 
@@ -321,8 +337,8 @@ pub fn install_stop_signal(sig: i32) -> Result<(), CaptureError> {
 /// handler catches (SIGUSR1/SIGUSR2 left at their default) stops the
 /// capture instead of ending the program.
 pub const REQUEST_TRIGGER: usize = 0x0cc0_0000;
-/// `si_value` (`REQUEST_STOP | signal`) of the trigger signal `coldcache
-/// record` queues when it is interrupted (Ctrl-C): stop the capture, cut
+/// `si_value` (`REQUEST_STOP | signal`) of the [`stop_request_signal`]
+/// `coldcache record` queues when it is interrupted (Ctrl-C): stop the capture, cut
 /// short "interrupted (SIGINT)", and start none. `signal` itself reaches
 /// the program as it would have.
 pub const REQUEST_STOP: usize = 0x0cc1_0000;

@@ -431,7 +431,10 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let mut child = cmd
         .spawn()
         .with_context(|| format!("starting {}", program.display()))?;
-    stop_requests(child.id() as i32, trigger_sig);
+    stop_requests(
+        child.id() as i32,
+        coldcache_capture::engine::stop_request_signal(),
+    );
     forward_signals_to(child.id() as i32);
     if args.signal {
         eprintln!(
@@ -769,14 +772,14 @@ static STOP_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::n
 
 /// Starts the thread that, when `record` is interrupted (Ctrl-C, SIGTERM,
 /// ...), asks the program `pid` to stop its capture by queueing the
-/// trigger signal `trigger` with [`REQUEST_STOP`](coldcache_capture::engine::REQUEST_STOP)
+/// library's stop-request signal `signal` with [`REQUEST_STOP`](coldcache_capture::engine::REQUEST_STOP)
 /// and the signal: the dump is written, cut short "interrupted (SIGINT)",
 /// even when the program handles SIGINT itself (its handler still gets
 /// the signal, and the program goes on as it would have). A program whose
 /// SIGINT is at its default writes the dump when the signal ends it. The
-/// request is only sent to a program that catches the trigger signal (as
+/// request is only sent to a program that catches that signal (as
 /// `coldcache trigger` checks): it could end any other.
-fn stop_requests(pid: i32, trigger: i32) {
+fn stop_requests(pid: i32, signal: i32) {
     let mut fds = [0i32; 2];
     // SAFETY: pipe2 writes two descriptors into the array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -790,9 +793,9 @@ fn stop_requests(pid: i32, trigger: i32) {
             // SAFETY: reading one byte into a live local.
             let n = unsafe { libc::read(read_fd, &mut b as *mut u8 as *mut libc::c_void, 1) };
             if n == 1 {
-                if check_trigger_target(pid, trigger, Path::new("/proc")).is_ok() {
+                if check_trigger_target(pid, signal, Path::new("/proc")).is_ok() {
                     let value = coldcache_capture::engine::REQUEST_STOP | usize::from(b);
-                    queue(pid, trigger, value);
+                    queue(pid, signal, value);
                 }
             } else if n == 0
                 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
@@ -824,8 +827,11 @@ fn killed_by(status: &std::process::ExitStatus) -> Option<String> {
 /// Arguments of `coldcache trigger`.
 #[derive(Args, Debug)]
 pub struct TriggerArgs {
-    /// Process recorded with `coldcache record --signal` (a process
-    /// without libcoldcache, or not catching the signal, is refused).
+    /// Process recorded with `coldcache record`: with `--signal` the
+    /// trigger opens and closes a capture window; with `--function`,
+    /// `--all` or the C API it stops the capture and its dump is written
+    /// (a process without libcoldcache, or not catching the signal, is
+    /// refused).
     pid: i32,
     /// The signal to send (must match `record --trigger-signal`): a name
     /// or a number.
