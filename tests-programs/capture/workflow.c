@@ -5,12 +5,16 @@
  *   windows   prints "ready", then spins until the file `stop` exists in
  *             the working directory (at most 30 s): `record --signal`
  *             windows are opened by the test meanwhile
+ *   sigint    like windows, with a SIGINT handler of its own that counts:
+ *             spins until the second SIGINT (at most 30 s), then prints
+ *             "ready" and the count and exits 0
  *   api PATH  (built with -DWITH_COLDCACHE_API -lcoldcache) two C API captures: the first
  *             written to PATH, the second to the default path (record's -o)
  *
  * Every mode prints the checksum of count_and_sort(…), so lost standard
  * output shows.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,10 +43,18 @@ __attribute__((noinline)) unsigned long count_and_sort(int n)
     return s;
 }
 
+static volatile sig_atomic_t interrupts;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupts++;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: workflow once|windows|api PATH\n");
+        fprintf(stderr, "usage: workflow once|windows|sigint|api PATH\n");
         return 2;
     }
     if (strcmp(argv[1], "once") == 0) {
@@ -60,6 +72,23 @@ int main(int argc, char **argv)
             clock_gettime(CLOCK_MONOTONIC, &t);
         } while (access("stop", F_OK) != 0 && t.tv_sec - t0.tv_sec < 30);
         printf("%lu\n", s != 0);
+        return 0;
+    }
+    if (strcmp(argv[1], "sigint") == 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sigint;
+        sigaction(SIGINT, &sa, NULL);
+        printf("ready\n");
+        fflush(stdout);
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        unsigned long s = 0;
+        do {
+            s += count_and_sort(100);
+            clock_gettime(CLOCK_MONOTONIC, &t);
+        } while (interrupts < 2 && t.tv_sec - t0.tv_sec < 30);
+        printf("%d %lu\n", (int)interrupts, s != 0);
         return 0;
     }
 #ifdef WITH_COLDCACHE_API

@@ -4,7 +4,9 @@
 //! and line), so two builds of the same program compare even though their
 //! addresses differ; the program's own executable matches across builds
 //! whatever its file is called ([`module_key`]). Columns are matched by name: two dumps simulated with different
-//! hierarchies compare on the columns they share.
+//! hierarchies compare on the columns they share, and the view says so
+//! ([`DiffView::cache_mismatch`], from the configurations the dumps embed,
+//! [`cache_differences`]): instruction counts compare, misses do not.
 
 use crate::profile::{add_row, Profile};
 use crate::views::{fn_label, short_path, values, By, ColumnHead, Key, Num};
@@ -60,6 +62,146 @@ pub struct DiffView {
     pub matched: usize,
     /// Rows by decreasing absolute change of the sort column.
     pub rows: Vec<DiffRow>,
+    /// Set when the dumps were simulated with different caches: a
+    /// sentence naming both and what differs (shown first).
+    pub cache_mismatch: Option<String>,
+}
+
+/// The settings of a cache configuration as `coldcache_config_base::to_toml`
+/// writes it (the TOML each dump embeds), keyed by (section, key): the
+/// top level is `""`, a `[[level]]` is its `name` (`L1d`), other tables
+/// their header and index (`prefetcher 1`). The configuration's own `name`
+/// is left out: two names for one configuration simulate the same.
+fn settings(toml: &str) -> BTreeMap<(String, String), String> {
+    let mut out = BTreeMap::new();
+    let mut section = String::new();
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut in_level = false;
+    for line in toml.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line.starts_with('[') {
+            let head = line.trim_matches(|c| c == '[' || c == ']').to_string();
+            let n = counts.entry(head.clone()).or_insert(0);
+            *n += 1;
+            in_level = head == "level";
+            section = format!("{head} {n}");
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
+        let (k, v) = (k.trim().to_string(), v.trim().trim_matches('"').to_string());
+        if in_level && k == "name" {
+            // Rename the keys already read for this level.
+            let old = std::mem::replace(&mut section, v);
+            let moved: Vec<_> = out
+                .keys()
+                .filter(|(s, _): &&(String, String)| *s == old)
+                .cloned()
+                .collect();
+            for key in moved {
+                if let Some(val) = out.remove(&key) {
+                    out.insert((section.clone(), key.1), val);
+                }
+            }
+            continue;
+        }
+        if section.is_empty() && k == "name" {
+            continue;
+        }
+        out.insert((section.clone(), k), v);
+    }
+    out
+}
+
+/// What differs between two cache configurations (the TOML dumps embed),
+/// one item per setting (`L1d size 32K → 64K`, `L3 only after`); empty
+/// when they simulate the same.
+pub fn cache_differences(before: &str, after: &str) -> Vec<String> {
+    let (b, a) = (settings(before), settings(after));
+    let mut out = Vec::new();
+    let sections = |m: &BTreeMap<(String, String), String>| -> Vec<String> {
+        let mut v: Vec<String> = m.keys().map(|(s, _)| s.clone()).collect();
+        v.dedup();
+        v
+    };
+    let (sb, sa) = (sections(&b), sections(&a));
+    for s in &sb {
+        if !s.is_empty() && !sa.contains(s) {
+            out.push(format!("{s} only before"));
+        }
+    }
+    for s in &sa {
+        if !s.is_empty() && !sb.contains(s) {
+            out.push(format!("{s} only after"));
+        }
+    }
+    for ((s, k), v) in &b {
+        if !sa.contains(s) && !s.is_empty() {
+            continue;
+        }
+        let w = a.get(&(s.clone(), k.clone()));
+        if w != Some(v) {
+            let name = if s.is_empty() {
+                k.clone()
+            } else {
+                format!("{s} {k}")
+            };
+            out.push(format!(
+                "{name} {v} → {}",
+                w.map_or("unset", String::as_str)
+            ));
+        }
+    }
+    for ((s, k), w) in &a {
+        if (sb.contains(s) || s.is_empty()) && !b.contains_key(&(s.clone(), k.clone())) {
+            let name = if s.is_empty() {
+                k.clone()
+            } else {
+                format!("{s} {k}")
+            };
+            out.push(format!("{name} unset → {w}"));
+        }
+    }
+    out
+}
+
+/// The warning a diff of these two dumps starts with, if their caches
+/// differ.
+fn cache_mismatch(before: &Profile, after: &Profile) -> Option<String> {
+    let (b, a) = (&before.dump.meta, &after.dump.meta);
+    let diffs = if b.cache_toml.trim().is_empty() || a.cache_toml.trim().is_empty() {
+        // Without the configurations, the level names are all there is.
+        if b.levels == a.levels && b.cache_name == a.cache_name {
+            return None;
+        }
+        vec![format!(
+            "levels {} → {}",
+            b.levels.join("/"),
+            a.levels.join("/")
+        )]
+    } else {
+        cache_differences(&b.cache_toml, &a.cache_toml)
+    };
+    if diffs.is_empty() {
+        return None;
+    }
+    const SHOWN: usize = 6;
+    let more = diffs.len().saturating_sub(SHOWN);
+    Some(format!(
+        "the two dumps were simulated with different caches (before: {}, after: {}; {}{}): \
+         instruction and access counts compare, misses do not",
+        b.cache_name,
+        a.cache_name,
+        diffs[..diffs.len().min(SHOWN)].join(", "),
+        if more > 0 {
+            format!(", and {more} more")
+        } else {
+            String::new()
+        }
+    ))
 }
 
 /// Rows of one side: identity → (label, costs). Functions are identified by
@@ -248,6 +390,7 @@ pub fn diff(before: &Profile, after: &Profile, q: &DiffQuery) -> Result<DiffView
         rows.truncate(n);
     }
     Ok(DiffView {
+        cache_mismatch: cache_mismatch(before, after),
         columns: common
             .iter()
             .map(|&(_, ai)| {
@@ -265,4 +408,30 @@ pub fn diff(before: &Profile, after: &Profile, q: &DiffQuery) -> Result<DiffView
         matched,
         rows,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cache_differences;
+
+    const BASE: &str = "# coldcache cache configuration\nname = \"jaguar\"\ncores = 8\n\n\
+        [[level]]\nname = \"L1\"\nlevel = 1\nsize = \"32K\"\nassoc = 8\n\n\
+        [[level]]\nname = \"L2\"\nlevel = 2\nsize = \"2M\"\nassoc = 16\n";
+
+    #[test]
+    fn cache_differences_name_each_setting_that_differs() {
+        // Another name for the same configuration simulates the same.
+        let renamed = BASE.replace("name = \"jaguar\"", "name = \"mine\"");
+        assert!(cache_differences(BASE, &renamed).is_empty());
+        let bigger = BASE.replace("size = \"32K\"", "size = \"64K\"");
+        assert_eq!(cache_differences(BASE, &bigger), ["L1 size 32K → 64K"]);
+        let more = format!(
+            "{}\n[[level]]\nname = \"L3\"\nlevel = 3\nsize = \"8M\"\n",
+            BASE.replace("cores = 8", "cores = 4")
+        );
+        assert_eq!(
+            cache_differences(BASE, &more),
+            ["L3 only after", "cores 8 → 4"]
+        );
+    }
 }

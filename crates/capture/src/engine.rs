@@ -49,6 +49,9 @@ const TF: i64 = 0x100;
 static WRITER_TID: AtomicU32 = AtomicU32::new(0);
 static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
 static TRIGGER_SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// Set when the trigger signal starts and stops `--signal` windows (it
+/// only stops captures of the other kinds).
+static SIGNAL_WINDOWS: AtomicBool = AtomicBool::new(false);
 static OWN_ALLOCATOR: AtomicBool = AtomicBool::new(false);
 static REDIRECTED: AtomicBool = AtomicBool::new(false);
 /// Where a thread redirected to [`coldcache_finish_trampoline`] resumes.
@@ -293,11 +296,128 @@ pub fn install_trigger_signal(sig: i32, options: Options) -> Result<(), CaptureE
     ensure_writer()?;
     *PENDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(options);
     TRIGGER_SIGNAL.store(sig, Ordering::Relaxed);
+    SIGNAL_WINDOWS.store(true, Ordering::Release);
+    install(
+        stop_request_signal(),
+        on_trigger_signal as *const () as usize,
+    )?;
     install(sig, on_trigger_signal as *const () as usize)
 }
 
-extern "C" fn on_trigger_signal(_sig: i32, _info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
-    wake(2);
+/// The signal `coldcache record` queues its [`REQUEST_STOP`] on when it is
+/// interrupted: a real-time signal of the library's own (SIGRTMIN+7; the
+/// sync signal is SIGRTMIN+6), not the trigger signal, so a program that
+/// uses SIGUSR2 itself never gets one it did not ask for on Ctrl-C.
+pub fn stop_request_signal() -> i32 {
+    libc::SIGRTMIN() + 7
+}
+
+/// Installs the handler of the trigger signal for a capture started
+/// otherwise (`--function`, `--all`, the C API under `record`): the signal
+/// then stops the capture, armed or running, and its dump is written, cut
+/// short "stopped by `coldcache trigger`" (or "interrupted (SIGINT)" for a
+/// [`REQUEST_STOP`]). No writer thread is started for it (it would change
+/// the instructions the program runs): the interrupted thread writes the
+/// dump (see [`stop_by_signal`]).
+pub fn install_stop_signal(sig: i32) -> Result<(), CaptureError> {
+    install_handlers()?;
+    TRIGGER_SIGNAL.store(sig, Ordering::Relaxed);
+    install(
+        stop_request_signal(),
+        on_trigger_signal as *const () as usize,
+    )?;
+    install(sig, on_trigger_signal as *const () as usize)
+}
+
+/// `si_value` of the signal `coldcache trigger` queues (`sigqueue`), so
+/// the library tells it from a plain `kill`: a trigger signal the fatal
+/// handler catches (SIGUSR1/SIGUSR2 left at their default) stops the
+/// capture instead of ending the program.
+pub const REQUEST_TRIGGER: usize = 0x0cc0_0000;
+/// `si_value` (`REQUEST_STOP | signal`) of the [`stop_request_signal`]
+/// `coldcache record` queues when it is interrupted (Ctrl-C): stop the capture, cut
+/// short "interrupted (SIGINT)", and start none. `signal` itself reaches
+/// the program as it would have.
+pub const REQUEST_STOP: usize = 0x0cc1_0000;
+
+/// What a queued trigger signal asks for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Request {
+    /// A plain signal (`kill`), or one queued by something else.
+    Plain,
+    /// `coldcache trigger`.
+    Trigger,
+    /// `record` was interrupted by this signal.
+    Stop(i32),
+}
+
+/// The request a signal carries (`info` as given to an `SA_SIGINFO`
+/// handler).
+pub(crate) fn request_of(info: *const libc::siginfo_t) -> Request {
+    if info.is_null() {
+        return Request::Plain;
+    }
+    // SAFETY: the kernel passes a valid siginfo_t; si_value is meaningful
+    // for SI_QUEUE, checked first.
+    let (code, value) = unsafe { ((*info).si_code, (*info).si_value().sival_ptr as usize) };
+    if code != libc::SI_QUEUE {
+        return Request::Plain;
+    }
+    match value & !0xff {
+        REQUEST_TRIGGER if value == REQUEST_TRIGGER => Request::Trigger,
+        REQUEST_STOP => Request::Stop((value & 0xff) as i32),
+        _ => Request::Plain,
+    }
+}
+
+/// The cut-short reason of a capture stopped by `coldcache trigger`.
+pub(crate) const TRIGGERED: &str = "stopped by `coldcache trigger`";
+
+extern "C" fn on_trigger_signal(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO handler.
+    let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
+    match request_of(info) {
+        Request::Stop(sig) => {
+            // A signal the fatal handler catches writes the dump itself when
+            // it arrives (and ends the program): two writers would race.
+            if !crate::fatal::catches(sig) {
+                stop_by_signal(uc, crate::fatal::interrupted(sig));
+            }
+        }
+        _ if SIGNAL_WINDOWS.load(Ordering::Acquire) => wake(2),
+        _ => stop_by_signal(uc, TRIGGERED),
+    }
+}
+
+/// Stops the armed or running capture from a signal handler that
+/// interrupted the program (context `uc`), the dump cut short `why`: it is
+/// written by the writer thread if there is one, else by the interrupted
+/// thread when the handler returns (`finish_soon`), else — the thread was
+/// inside the library or in translated code — at the next `coldcache_stop`
+/// or at exit.
+pub(crate) fn stop_by_signal(uc: &mut libc::ucontext_t, why: &'static str) {
+    let state = STATE.load(Ordering::Acquire);
+    if !matches!(state, ARMED | RUNNING)
+        || CAPTURE_PID.load(Ordering::Relaxed) != std::process::id()
+    {
+        return;
+    }
+    try_with_session(|cell| {
+        if let Some(s) = cell {
+            s.acc.set_cut_short(why);
+        }
+    });
+    if STATE
+        .compare_exchange(state, STOPPING, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return;
+    }
+    if crate::jit::in_translation() {
+        return;
+    }
+    set_tf(uc, false);
+    finish_soon(uc, false);
 }
 
 pub(crate) fn wake(byte: u8) {

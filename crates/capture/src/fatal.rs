@@ -44,16 +44,21 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 /// The signals whose default action ends the process and that a program
 /// can catch, with the reason the dump gives when one ends it. SIGTRAP and
 /// the real-time signals are the engine's or left alone. SIGUSR1 and
-/// SIGUSR2 are left alone too: they are the trigger signals, and
-/// `coldcache trigger` refuses a process that does not catch its signal; a
-/// handler here would let it send one to a `--function` capture, which
-/// would then die of it.
+/// SIGUSR2 are here: the trigger signal is never at its default under
+/// `record` (its handler is installed first, in every mode, and `arm`
+/// leaves a handled signal alone), and when it is — a C API capture run
+/// without `record` — a signal queued by `coldcache trigger`
+/// ([`REQUEST_TRIGGER`](crate::engine::REQUEST_TRIGGER)) stops the capture
+/// instead of ending the program, while any other SIGUSR1/SIGUSR2 ends it
+/// as natively, the dump kept.
 const FATAL: &[(i32, &str)] = &[
     (libc::SIGHUP, "the program was killed by SIGHUP"),
-    (libc::SIGINT, "the program was killed by SIGINT"),
+    (libc::SIGINT, "interrupted (SIGINT)"),
     (libc::SIGQUIT, "the program was killed by SIGQUIT"),
     (libc::SIGILL, "the program was killed by SIGILL"),
     (libc::SIGABRT, "the program was killed by SIGABRT"),
+    (libc::SIGUSR1, "the program was killed by SIGUSR1"),
+    (libc::SIGUSR2, "the program was killed by SIGUSR2"),
     (libc::SIGBUS, "the program was killed by SIGBUS"),
     (libc::SIGFPE, "the program was killed by SIGFPE"),
     (libc::SIGSEGV, "the program was killed by SIGSEGV"),
@@ -107,6 +112,24 @@ static ORIGINAL: [[AtomicU64; 3]; 65] = [const { [const { AtomicU64::new(0) }; 3
 /// The reason the dump gives when signal `sig` ends the program.
 pub(crate) fn reason(sig: i32) -> Option<&'static str> {
     FATAL.iter().find(|&&(s, _)| s == sig).map(|&(_, r)| r)
+}
+
+/// Whether signal `sig` goes to [`on_fatal`] now (the dump is then written
+/// when it arrives).
+pub(crate) fn catches(sig: i32) -> bool {
+    (1..64).contains(&sig) && ARMED_SET.load(Ordering::Acquire) & (1 << sig) != 0
+}
+
+/// The cut-short reason of a capture stopped because `record` was
+/// interrupted by `sig` (the program handles the signal itself).
+pub(crate) fn interrupted(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGINT => "interrupted (SIGINT)",
+        libc::SIGTERM => "interrupted (SIGTERM)",
+        libc::SIGHUP => "interrupted (SIGHUP)",
+        libc::SIGQUIT => "interrupted (SIGQUIT)",
+        _ => "interrupted",
+    }
 }
 
 /// Marks the calling thread as the one running `finish` for as long as the
@@ -333,9 +356,16 @@ extern "C" fn finish_thunk(_: *mut libc::c_void) {
 }
 
 /// The handler of the fatal signals the program leaves at `SIG_DFL`.
-extern "C" fn on_fatal(sig: i32, _info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+extern "C" fn on_fatal(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO handler.
     let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
+    if matches!(sig, libc::SIGUSR1 | libc::SIGUSR2)
+        && crate::engine::request_of(info) == crate::engine::Request::Trigger
+    {
+        // `coldcache trigger`: stop the capture, the program goes on.
+        crate::engine::stop_by_signal(uc, crate::engine::TRIGGERED);
+        return;
+    }
     die(sig, uc, reason(sig));
 }
 

@@ -58,7 +58,8 @@ pub mod unwind;
 
 pub use account::{Accountant, BlockSlot, Entry, FunctionCalls, Setup, Verdict};
 pub use lifecycle::{
-    finish, finish_at_exit, instructions_traced, is_active, prepare, start, stop, Capture,
+    finish, finish_at_exit, instructions_traced, is_active, prepare, publish_progress, start, stop,
+    Capture, PROGRESS_RUNNING,
 };
 pub use options::{
     check_reserves, memory_limit, reserve_costs, CaptureError, Mode, Options, Reserves, Summary,

@@ -88,6 +88,33 @@ pub fn instructions_traced() -> u64 {
     INSTRUCTIONS.load(Ordering::Relaxed)
 }
 
+/// Where `record` reads the progress of a capture: the process id, the
+/// addresses of the instruction counter (`u64`) and of the state (`u8`,
+/// [`PROGRESS_RUNNING`] while a capture runs), as `PID INSTR STATE` (hex
+/// addresses), written atomically to `path` once, before `main`.
+///
+/// `record` reads the two words from outside (`process_vm_readv`, allowed
+/// to the parent): the program runs nothing more for it — no thread, no
+/// store — so progress changes nothing the capture counts. (The library's
+/// own progress, `COLDCACHE_PROGRESS`, prints from the writer thread, whose
+/// existence switches glibc out of its single-threaded paths.)
+pub fn publish_progress(path: &std::path::Path) {
+    let text = format!(
+        "{} {:x} {:x}\n",
+        std::process::id(),
+        &INSTRUCTIONS as *const _ as usize,
+        &STATE as *const _ as usize
+    );
+    let tmp = path.with_extension("tmp");
+    if std::fs::write(&tmp, text).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
+}
+
+/// The value of the state word [`publish_progress`] names while a capture
+/// runs.
+pub const PROGRESS_RUNNING: u8 = RUNNING;
+
 /// Prepares a capture; returns whether the calling thread is to be traced
 /// (the caller then arms itself). For a function trigger the capture is
 /// armed and starts at the breakpoint.

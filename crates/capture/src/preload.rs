@@ -31,6 +31,7 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_DUMPS",
     "COLDCACHE_FUNCTION_MODULE",
     "COLDCACHE_FUNCTION_ADDRESS",
+    "COLDCACHE_PROGRESS_FILE",
 ];
 
 fn var(name: &str) -> Option<String> {
@@ -237,6 +238,12 @@ pub(crate) extern "C" fn at_exit() {
 pub fn init_from_env() {
     let _ = ENV_MODE.set(var("COLDCACHE_MODE"));
     let parsed = options_from_env();
+    // The trigger signal, which also stops captures of the other kinds
+    // (`coldcache trigger`, `record`'s Ctrl-C): read before the scrub.
+    let stop_signal = var("COLDCACHE_SIGNAL").and_then(|v| v.parse::<i32>().ok());
+    if let Some(p) = var("COLDCACHE_PROGRESS_FILE") {
+        engine::publish_progress(std::path::Path::new(&p));
+    }
     if let Some(m) = var("COLDCACHE_DUMPS") {
         crate::output::set_manifest(PathBuf::from(m));
     }
@@ -253,6 +260,14 @@ pub fn init_from_env() {
     };
     // SAFETY: registering a plain extern "C" function to run at exit.
     unsafe { libc::atexit(at_exit) };
+    if !matches!(trigger, TriggerSpec::Signal(_)) {
+        if let Some(sig) = stop_signal {
+            // Before `prepare`, so the fatal-signal handlers leave it alone.
+            if let Err(e) = crate::engine::install_stop_signal(sig) {
+                eprintln!("coldcache: `coldcache trigger` cannot stop this capture: {e}");
+            }
+        }
+    }
     let result = match trigger {
         TriggerSpec::Api => {
             if let Ok(mut d) = capi::DEFAULTS.lock() {

@@ -13,6 +13,7 @@ mod export_cmd;
 mod probe_cmd;
 mod record_cmd;
 mod record_function;
+mod record_progress;
 mod report_cmd;
 mod resolve_cmd;
 mod sim_cmd;

@@ -76,9 +76,16 @@ pub struct RecordArgs {
     /// `coldcache resolve --no-sources`).
     #[arg(long)]
     no_sources: bool,
-    /// Print progress on stderr while capturing.
-    #[arg(long)]
+    /// Print progress on stderr while capturing (instructions, rate,
+    /// elapsed time; with --instructions, the share done and the time
+    /// left). The default when stderr is a terminal. `record` reads the
+    /// capture's counter from outside: progress changes nothing the
+    /// capture counts.
+    #[arg(long, overrides_with = "no_progress")]
     progress: bool,
+    /// No progress (the default when stderr is not a terminal).
+    #[arg(long, overrides_with = "progress")]
+    no_progress: bool,
     /// How traced threads are followed: `auto` (the default) is `fast`
     /// where this process allows it, else `trap`; `trap` single-steps every
     /// instruction (the oracle); `fast` runs translated copies of the
@@ -362,8 +369,17 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if let Some(r) = &args.reserve {
         cmd.env("COLDCACHE_RESERVES", r);
     }
-    if args.progress {
-        cmd.env("COLDCACHE_PROGRESS", "1");
+    let show_progress = if args.progress {
+        true
+    } else if args.no_progress {
+        false
+    } else {
+        use std::io::IsTerminal;
+        std::io::stderr().is_terminal()
+    };
+    let progress_file = manifest_dir.path().join("progress");
+    if show_progress {
+        cmd.env("COLDCACHE_PROGRESS_FILE", &progress_file);
     }
     if let Some(f) = &function {
         cmd.env("COLDCACHE_FUNCTION_MODULE", &f.module)
@@ -389,12 +405,14 @@ pub fn run(args: RecordArgs) -> Result<()> {
             .env("COLDCACHE_CALLS", "1");
         "function"
     } else if args.signal {
-        cmd.env("COLDCACHE_SIGNAL", trigger_sig.to_string());
         "signal"
     } else {
         "api"
     };
-    cmd.env("COLDCACHE_TRIGGER", trigger);
+    // In every mode: `coldcache trigger` and an interrupted `record` stop
+    // any capture with it.
+    cmd.env("COLDCACHE_TRIGGER", trigger)
+        .env("COLDCACHE_SIGNAL", trigger_sig.to_string());
     {
         use std::os::unix::process::CommandExt;
         // SAFETY: the closure runs in the child between fork and exec and
@@ -418,6 +436,10 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let mut child = cmd
         .spawn()
         .with_context(|| format!("starting {}", program.display()))?;
+    stop_requests(
+        child.id() as i32,
+        coldcache_capture::engine::stop_request_signal(),
+    );
     forward_signals_to(child.id() as i32);
     if args.signal {
         eprintln!(
@@ -426,7 +448,16 @@ pub fn run(args: RecordArgs) -> Result<()> {
             child.id()
         );
     }
+    let progress = show_progress.then(|| {
+        crate::record_progress::Progress::start(progress_file, args.instructions, {
+            use std::io::IsTerminal;
+            std::io::stderr().is_terminal()
+        })
+    });
     let status = child.wait().context("waiting for the program")?;
+    if let Some(p) = progress {
+        p.stop();
+    }
     let written = read_manifest(&manifest)?;
     let captured = report_written(&written, &args);
     match status.code() {
@@ -719,10 +750,74 @@ extern "C" fn forward(sig: i32, info: *mut libc::siginfo_t, _: *mut libc::c_void
         if !ours {
             libc::signal(sig, libc::SIG_DFL);
             libc::raise(sig);
-        } else if (*info).si_code != libc::SI_KERNEL {
-            // (From the terminal, SI_KERNEL: the program got it too.)
-            libc::kill(pid, sig);
+        } else {
+            let fd = STOP_PIPE.load(std::sync::atomic::Ordering::SeqCst);
+            if fd >= 0 {
+                let b = sig as u8;
+                libc::write(fd, &b as *const u8 as *const libc::c_void, 1);
+            }
+            if (*info).si_code != libc::SI_KERNEL {
+                // (From the terminal, SI_KERNEL: the program got it too.)
+                libc::kill(pid, sig);
+            }
         }
+    }
+}
+
+/// `sigqueue(pid, sig, value)`; 0 on success. Async-signal-safe.
+fn queue(pid: i32, sig: i32, value: usize) -> i32 {
+    // SAFETY: sigqueue(3) with a positive pid, a valid signal and a value
+    // carried as a pointer-sized integer, never dereferenced.
+    unsafe {
+        libc::sigqueue(
+            pid,
+            sig,
+            libc::sigval {
+                sival_ptr: value as *mut libc::c_void,
+            },
+        )
+    }
+}
+
+/// The write end of the pipe `forward` tells [`stop_requests`] about a
+/// signal on (-1: none).
+static STOP_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// Starts the thread that, when `record` is interrupted (Ctrl-C, SIGTERM,
+/// ...), asks the program `pid` to stop its capture by queueing the
+/// library's stop-request signal `signal` with [`REQUEST_STOP`](coldcache_capture::engine::REQUEST_STOP)
+/// and the signal: the dump is written, cut short "interrupted (SIGINT)",
+/// even when the program handles SIGINT itself (its handler still gets
+/// the signal, and the program goes on as it would have). A program whose
+/// SIGINT is at its default writes the dump when the signal ends it. The
+/// request is only sent to a program that catches that signal (as
+/// `coldcache trigger` checks): it could end any other.
+fn stop_requests(pid: i32, signal: i32) {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return;
+    }
+    let read_fd = fds[0];
+    let spawned = std::thread::Builder::new()
+        .name("stop-requests".into())
+        .spawn(move || loop {
+            let mut b = 0u8;
+            // SAFETY: reading one byte into a live local.
+            let n = unsafe { libc::read(read_fd, &mut b as *mut u8 as *mut libc::c_void, 1) };
+            if n == 1 {
+                if check_trigger_target(pid, signal, Path::new("/proc")).is_ok() {
+                    let value = coldcache_capture::engine::REQUEST_STOP | usize::from(b);
+                    queue(pid, signal, value);
+                }
+            } else if n == 0
+                || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+            {
+                return;
+            }
+        });
+    if spawned.is_ok() {
+        STOP_PIPE.store(fds[1], std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -745,8 +840,11 @@ fn killed_by(status: &std::process::ExitStatus) -> Option<String> {
 /// Arguments of `coldcache trigger`.
 #[derive(Args, Debug)]
 pub struct TriggerArgs {
-    /// Process recorded with `coldcache record --signal` (a process
-    /// without libcoldcache, or not catching the signal, is refused).
+    /// Process recorded with `coldcache record`: with `--signal` the
+    /// trigger opens and closes a capture window; with `--function`,
+    /// `--all` or the C API it stops the capture and its dump is written
+    /// (a process without libcoldcache, or not catching the signal, is
+    /// refused).
     pid: i32,
     /// The signal to send (must match `record --trigger-signal`): a name
     /// or a number.
@@ -856,8 +954,8 @@ pub fn trigger_signal(text: &str) -> Result<i32> {
 /// Refuses to signal a process that would not take the signal as a
 /// trigger (whose default action, for USR1/USR2, ends it): one without
 /// `libcoldcache` mapped (`/proc/PID/maps`), or one that does not catch
-/// `sig` (`SigCgt` in `/proc/PID/status`: not recorded with `--signal`,
-/// or with another `--trigger-signal`). `proc` is `/proc` (a directory of
+/// `sig` (`SigCgt` in `/proc/PID/status`: recorded with another
+/// `--trigger-signal`, or running no capture of its own). `proc` is `/proc` (a directory of
 /// the same layout in tests).
 fn check_trigger_target(pid: i32, sig: i32, proc: &Path) -> Result<()> {
     let dir = proc.join(pid.to_string());
@@ -901,9 +999,8 @@ fn check_trigger_target(pid: i32, sig: i32, proc: &Path) -> Result<()> {
         .is_some_and(|mask| (1..=64).contains(&sig) && mask & (1u64 << (sig - 1)) != 0);
     if !caught {
         bail!(
-            "{who} runs coldcache but does not catch {}: it was not recorded with \
-             `coldcache record --signal` (or with another --trigger-signal), and the signal \
-             could end it",
+            "{who} runs coldcache but does not catch {}: it was recorded with another \
+             --trigger-signal, or runs no capture, and the signal could end it",
             signal_name(sig)
         );
     }
@@ -916,8 +1013,10 @@ pub fn trigger(args: TriggerArgs) -> Result<()> {
     }
     let sig = trigger_signal(&args.signal).context("--signal")?;
     check_trigger_target(args.pid, sig, Path::new("/proc"))?;
-    // SAFETY: kill(2) with a checked positive pid and a checked signal.
-    if unsafe { libc::kill(args.pid, sig) } != 0 {
+    // Queued with a value, so the library tells a trigger from a plain
+    // `kill` (a SIGUSR2 its fatal-signal handler catches stops the capture
+    // instead of ending the program).
+    if queue(args.pid, sig, coldcache_capture::engine::REQUEST_TRIGGER) != 0 {
         return Err(std::io::Error::last_os_error())
             .with_context(|| format!("signalling process {}", args.pid));
     }

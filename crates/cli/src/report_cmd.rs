@@ -382,8 +382,13 @@ pub fn diff(a: DiffArgs) -> Result<()> {
         return print_json(&v);
     }
     let cols = render::pick_columns(&v.columns, c.columns.as_deref())?;
+    let warning = v
+        .cache_mismatch
+        .as_ref()
+        .map(|w| format!("warning: {w}\n\n"))
+        .unwrap_or_default();
     print_text(&format!(
-        "before: {}\nafter:  {}\n\n{}",
+        "{warning}before: {}\nafter:  {}\n\n{}",
         a.before.display(),
         a.after.display(),
         render::diff(&v, &cols)

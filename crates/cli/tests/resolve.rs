@@ -230,6 +230,18 @@ fn compare_with_binutils(d: &Dump, mi: usize, bin: &Path, files: bool) -> (usize
             }
         }
         if let [(name, file, 0)] = ours.as_slice() {
+            if name == ".plt" {
+                // The lazy-binding trampoline: objdump labels it `.plt`
+                // (with .plt.sec) or after the next stub (`free@plt-0x10`).
+                assert_eq!(theirs[0].0, "??", "{a:#x}");
+                let label = plt.iter().rev().find(|(at, _)| at <= f).map(|l| &l.1);
+                assert!(
+                    label.is_some_and(|l| l == ".plt" || l.contains("@plt-0x")),
+                    "{a:#x} ({f:#x}) in PLT0: objdump {label:?}"
+                );
+                compared += 1;
+                continue;
+            }
             if name.ends_with("@plt") {
                 // PLT stubs: binutils addr2line has no name, objdump has.
                 assert!(!files || file == "??");
@@ -383,11 +395,9 @@ fn cpp_names_equal_cxxfilt() {
         .zip(out.lines())
         .collect();
     let mut checked = Vec::new();
-    for f in s
-        .functions
-        .iter()
-        .filter(|f| f.entry != 0 && f.module as usize == mi && !f.name.ends_with("@plt"))
-    {
+    for f in s.functions.iter().filter(|f| {
+        f.entry != 0 && f.module as usize == mi && !f.name.ends_with("@plt") && f.name != ".plt"
+    }) {
         let fa = file_address(&d, mi, &data, f.entry).unwrap();
         let names: Vec<&str> = by_addr
             .get(&fa)
@@ -471,6 +481,15 @@ fn stripped_binary_gives_names_from_the_symbol_table() {
                 if name.ends_with("@plt") {
                     let label = plt.iter().rev().find(|(at, _)| *at <= fa).map(|l| &l.1);
                     assert_eq!(label, Some(name), "{fa:#x} in the PLT");
+                    continue;
+                }
+                if name == ".plt" {
+                    // PLT0: objdump's `.plt`, or `free@plt-0x10`.
+                    let label = plt.iter().rev().find(|(at, _)| *at <= fa).map(|l| &l.1);
+                    assert!(
+                        label.is_some_and(|l| l == ".plt" || l.contains("@plt-0x")),
+                        "{fa:#x} in PLT0: objdump {label:?}"
+                    );
                     continue;
                 }
                 assert!(

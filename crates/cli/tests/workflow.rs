@@ -639,48 +639,517 @@ fn a_function_of_a_linked_library_is_found_as_the_loader_finds_it() {
     assert!(d.meta.instructions > 50, "{}", d.meta.instructions);
 }
 
-/// Regression: `coldcache trigger PID` during a `--function` capture
-/// killed the program (SIGUSR2 with no handler). It is refused, and the
-/// program runs on to its end.
-#[test]
-fn trigger_during_a_function_capture_is_refused_and_the_program_survives() {
-    if !gcc_or_skip("trigger_during_a_function_capture_is_refused_and_the_program_survives") {
-        return;
-    }
-    let dir = scratch("trigger_function");
-    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
-    let _ = std::fs::remove_file(dir.join("stop"));
-    // Armed on a call that never comes: the breakpoint stays planted.
-    let mut cmd = record(
-        &dir,
-        &[
-            "--function",
-            "cmp",
-            "--call",
-            "1000000000",
-            "-o",
-            "f.ccdump",
-            "--",
-            program.to_str().unwrap(),
-            "windows",
-        ],
-    );
+/// Spawns `cmd` with piped outputs; returns it and its program's pid.
+fn spawn_recording(mut cmd: Command) -> (std::process::Child, String) {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let child = cmd.spawn().unwrap();
     let pid = program_of(child.id());
-    std::thread::sleep(Duration::from_millis(300));
-    let t = Command::new(COLDCACHE)
-        .args(["trigger", &pid])
+    (child, pid)
+}
+
+/// Waits (under the deadline) until `path` exists.
+fn wait_for(path: &Path) {
+    let start = std::time::Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < programs::DEADLINE,
+            "no {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Regression: `coldcache trigger PID` during a `--function` capture
+/// killed the program (SIGUSR2 with no handler), then was refused. It stops
+/// the capture, of any kind (`--function` with calls still to come, `--all`),
+/// the dump is written at once, cut short "stopped by `coldcache trigger`",
+/// with what ran so far, and the program runs on to its end.
+#[test]
+fn trigger_stops_a_function_or_all_capture_and_keeps_its_dump() {
+    if !gcc_or_skip("trigger_stops_a_function_or_all_capture_and_keeps_its_dump") {
+        return;
+    }
+    let dir = scratch("trigger_function");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    for (what, trigger) in [
+        (
+            "function",
+            &["--function", "count_and_sort", "--calls", "1000000000"][..],
+        ),
+        ("all", &["--all"][..]),
+    ] {
+        let _ = std::fs::remove_file(dir.join("stop"));
+        let dump = dir.join(format!("{what}.ccdump"));
+        let _ = std::fs::remove_file(&dump);
+        let mut args = trigger.to_vec();
+        let o = format!("{what}.ccdump");
+        args.extend(["-o", &o, "--", program.to_str().unwrap(), "windows"]);
+        let (child, pid) = spawn_recording(record(&dir, &args));
+        std::thread::sleep(Duration::from_millis(500));
+        let t = Command::new(COLDCACHE)
+            .args(["trigger", &pid])
+            .output()
+            .unwrap();
+        assert!(t.status.success(), "{what}: {}", text(&t.stderr));
+        // Written while the program still runs (it spins until `stop`).
+        wait_for(&dump);
+        std::fs::write(dir.join("stop"), b"").unwrap();
+        let out = wait_with_deadline(child, what);
+        let err = text(&out.stderr);
+        // The program ended by itself: its last line printed, no signal.
+        assert_eq!(text(&out.stdout), "ready\n1\n", "{what}: {err}");
+        assert!(out.status.success(), "{what}: {err}");
+        let d = load(&dump);
+        assert_eq!(
+            d.meta.cut_short.as_deref(),
+            Some("stopped by `coldcache trigger`"),
+            "{what}"
+        );
+        assert!(d.meta.instructions > 0, "{what}: empty dump");
+    }
+}
+
+/// Regression: Ctrl-C during a capture lost it when the program handles
+/// SIGINT itself (the capture ran on), and named a default-action SIGINT
+/// "killed". `record` interrupted: the capture stops and its dump is
+/// written, cut short "interrupted (SIGINT)", while the program goes on as
+/// it would have: its own handler gets the first SIGINT and the second
+/// (the program ends its loop when it has counted two, and exits 0); a
+/// program at SIGINT's default dies of it, and `record` exits 130.
+#[test]
+fn ctrl_c_ends_the_capture_keeps_the_dump_and_the_program_goes_on() {
+    if !gcc_or_skip("ctrl_c_ends_the_capture_keeps_the_dump_and_the_program_goes_on") {
+        return;
+    }
+    let dir = scratch("ctrl_c");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let interrupt = |pid: u32| {
+        // SAFETY: kill(2) to the `record` process this test started.
+        assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGINT) }, 0);
+    };
+    // The program's own handler.
+    let _ = std::fs::remove_file(dir.join("h.ccdump"));
+    let cmd = record(
+        &dir,
+        &[
+            "--all",
+            "-o",
+            "h.ccdump",
+            "--",
+            program.to_str().unwrap(),
+            "sigint",
+        ],
+    );
+    let (child, _) = spawn_recording(cmd);
+    std::thread::sleep(Duration::from_millis(500));
+    interrupt(child.id());
+    wait_for(&dir.join("h.ccdump"));
+    interrupt(child.id());
+    let out = wait_with_deadline(child, "own handler");
+    let err = text(&out.stderr);
+    assert_eq!(text(&out.stdout), "ready\n2 1\n", "{err}");
+    assert!(out.status.success(), "{err}");
+    let d = load(&dir.join("h.ccdump"));
+    assert_eq!(d.meta.cut_short.as_deref(), Some("interrupted (SIGINT)"));
+    assert!(d.meta.instructions > 0);
+    assert!(err.contains("capture written to"), "{err}");
+
+    // SIGINT at its default: the dump, then the program dies of it.
+    let _ = std::fs::remove_file(dir.join("stop"));
+    let _ = std::fs::remove_file(dir.join("d.ccdump"));
+    let cmd = record(
+        &dir,
+        &[
+            "--all",
+            "-o",
+            "d.ccdump",
+            "--",
+            program.to_str().unwrap(),
+            "windows",
+        ],
+    );
+    let (child, _) = spawn_recording(cmd);
+    std::thread::sleep(Duration::from_millis(500));
+    interrupt(child.id());
+    let out = wait_with_deadline(child, "default action");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("killed by SIGINT"), "{err}");
+    let d = load(&dir.join("d.ccdump"));
+    assert_eq!(d.meta.cut_short.as_deref(), Some("interrupted (SIGINT)"));
+    assert!(d.meta.instructions > 0);
+}
+
+/// Regression: `coldcache diff` of two dumps simulated with different
+/// caches compared their misses silently. It says so on its first line,
+/// naming the setting that differs (here the first level's size, changed
+/// by hand in a copy of the first dump's own configuration), and says
+/// nothing when both used the same cache.
+#[test]
+fn diff_of_dumps_with_different_caches_says_so_at_the_top() {
+    if !gcc_or_skip("diff_of_dumps_with_different_caches_says_so_at_the_top") {
+        return;
+    }
+    let dir = scratch("diff_caches");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let prog = program.to_str().unwrap();
+    let rec = |cache: &str, out: &str| {
+        let mut cmd = Command::new(COLDCACHE);
+        cmd.current_dir(&dir)
+            .env("COLDCACHE_LIB", library())
+            .args(["record", "--cache", cache, "--no-resolve"])
+            .args([
+                "--function",
+                "count_and_sort",
+                "-o",
+                out,
+                "--",
+                prog,
+                "once",
+            ]);
+        let o = run_with_deadline(cmd, out);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+    };
+    rec("jaguar", "a.ccdump");
+    rec("jaguar", "b.ccdump");
+    let toml = load(&dir.join("a.ccdump")).meta.cache_toml;
+    // The first level's size, doubled.
+    let (head, rest) = toml.split_once("[[level]]").unwrap();
+    let name = rest
+        .lines()
+        .find_map(|l| l.strip_prefix("name = "))
+        .unwrap()
+        .trim_matches('"')
+        .to_string();
+    let size_line = rest.lines().find(|l| l.starts_with("size = ")).unwrap();
+    let size = size_line["size = ".len()..].trim_matches('"').to_string();
+    let (n, unit) = size.split_at(size.find(|c: char| !c.is_ascii_digit()).unwrap());
+    let doubled = format!("{}{unit}", n.parse::<u64>().unwrap() * 2);
+    let changed = format!(
+        "{head}[[level]]{}",
+        rest.replacen(size_line, &format!("size = \"{doubled}\""), 1)
+    );
+    std::fs::write(dir.join("bigger.toml"), changed).unwrap();
+    rec("bigger.toml", "c.ccdump");
+    let diff = |a: &str, b: &str| {
+        let o = Command::new(COLDCACHE)
+            .current_dir(&dir)
+            .args(["diff", a, b])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let same = diff("a.ccdump", "b.ccdump");
+    assert!(same.starts_with("before: "), "{same}");
+    assert!(!same.contains("different caches"), "{same}");
+    let other = diff("a.ccdump", "c.ccdump");
+    let first = other.lines().next().unwrap();
+    assert!(
+        first.starts_with("warning: the two dumps were simulated with different caches"),
+        "{other}"
+    );
+    assert!(
+        first.contains(&format!("{name} size {size} → {doubled}")),
+        "{first}"
+    );
+}
+
+/// Whether `stderr` has a progress line (`coldcache: 1,234 instructions,
+/// 5,678/s, 1 s elapsed`).
+fn has_progress(stderr: &str) -> bool {
+    stderr.split(['\n', '\r']).any(|l| {
+        l.strip_prefix("coldcache: ")
+            .and_then(|r| r.split_once(" instructions, "))
+            .is_some_and(|(n, rest)| {
+                !n.is_empty()
+                    && n.chars().all(|c| c.is_ascii_digit() || c == ',')
+                    && rest.contains("/s, ")
+                    && rest.contains(" elapsed")
+            })
+    })
+}
+
+/// Regression: an 8-minute capture printed nothing, and `--progress`
+/// started the library's writer thread, which switches glibc out of its
+/// single-threaded paths and so changed the instructions counted. Progress
+/// is shown by default on a terminal (run under `script`), not on a pipe;
+/// `--progress`/`--no-progress` override; and a capture counts the same
+/// instructions, to the one, with progress as without.
+#[test]
+fn progress_by_default_on_a_terminal_and_counts_unchanged() {
+    if !gcc_or_skip("progress_by_default_on_a_terminal_and_counts_unchanged") {
+        return;
+    }
+    let dir = scratch("progress");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let prog = program.to_str().unwrap();
+    // Counts: the same function captured with and without progress, with
+    // address-space randomisation off (`setarch -R`): with it, identical
+    // runs differ by a few instructions (alignment-dependent paths).
+    if Command::new("setarch")
+        .args(["x86_64", "-R", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let mut counts = Vec::new();
+        for flag in ["--progress", "--no-progress", "--progress"] {
+            let out = format!("{}.ccdump", &flag[2..]);
+            let mut cmd = Command::new("setarch");
+            cmd.current_dir(&dir)
+                .env("COLDCACHE_LIB", library())
+                .args(["x86_64", "-R", COLDCACHE, "record", "--cache", "jaguar"])
+                .args(["--no-resolve", flag, "--function", "count_and_sort"])
+                .args(["-o", &out, "--", prog, "once"]);
+            let o = run_with_deadline(cmd, flag);
+            assert!(o.status.success(), "{flag}: {}", text(&o.stderr));
+            counts.push(load(&dir.join(&out)).meta.instructions);
+        }
+        assert_eq!(
+            counts[0], counts[1],
+            "instructions with and without progress"
+        );
+        assert_eq!(
+            counts[0], counts[2],
+            "instructions with and without progress"
+        );
+    } else {
+        eprintln!("(`setarch -R` unavailable: the counts are not compared)");
+    }
+    // Shown: a capture of about 2.5 s, the program stopped by a file.
+    let long = |flags: &[&str], tty: bool| -> String {
+        let _ = std::fs::remove_file(dir.join("stop"));
+        let stopper = {
+            let stop = dir.join("stop");
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(2500));
+                std::fs::write(stop, b"").unwrap();
+            })
+        };
+        let mut args = flags.to_vec();
+        args.extend(["--all", "-o", "long.ccdump", "--", prog, "windows"]);
+        let out = if tty {
+            let line = format!(
+                "{} record --cache jaguar --no-resolve {}",
+                COLDCACHE,
+                args.join(" ")
+            );
+            let mut cmd = Command::new("script");
+            cmd.current_dir(&dir).env("COLDCACHE_LIB", library()).args([
+                "-qec",
+                &line,
+                "/dev/null",
+            ]);
+            run_with_deadline(cmd, "under script")
+        } else {
+            run_with_deadline(record(&dir, &args), "long")
+        };
+        stopper.join().unwrap();
+        assert!(out.status.success(), "{flags:?}: {}", text(&out.stderr));
+        // Under `script` both streams arrive on its standard output.
+        format!("{}{}", text(&out.stderr), text(&out.stdout))
+    };
+    let shown = long(&["--progress"], false);
+    assert!(has_progress(&shown), "--progress: {shown}");
+    let quiet = long(&[], false);
+    assert!(!has_progress(&quiet), "default on a pipe: {quiet}");
+    if library::have("script") {
+        let tty = long(&[], true);
+        assert!(has_progress(&tty), "default on a terminal: {tty}");
+        let off = long(&["--no-progress"], true);
+        assert!(!has_progress(&off), "--no-progress on a terminal: {off}");
+    } else {
+        eprintln!("(`script` missing: the terminal default is not checked)");
+    }
+}
+
+/// `objdump -d -C`'s labels in the PLT sections of `bin`.
+fn objdump_plt_labels(bin: &Path) -> Vec<String> {
+    let out = Command::new("objdump")
+        .args(["-d", "-C", "-j", ".plt", "-j", ".plt.sec", "-j", ".plt.got"])
+        .arg(bin)
         .output()
         .unwrap();
-    let terr = text(&t.stderr);
-    assert!(!t.status.success(), "{terr}");
-    assert!(terr.contains("does not catch SIGUSR2"), "{terr}");
+    text(&out.stdout)
+        .lines()
+        .filter_map(|l| Some(l.split_once(" <")?.1.strip_suffix(">:")?.to_string()))
+        .collect()
+}
+
+/// Regression: the first call of an imported function goes through lazy
+/// binding (the stub, then PLT0), and the PLT0 part showed as the stub's
+/// run-time address (`0x5651a811b0b0 in prog`): a row of its own in every
+/// report, "gone" and "new" in every diff. In a build with `.plt` only and
+/// one with `.plt.sec` (`-fcf-protection=full -z ibtplt`), every function
+/// of the program's PLT is named as `objdump -d` labels it (`qsort@plt`;
+/// `.plt`, or `free@plt-0x10` for PLT0, which we name `.plt`), no row is an
+/// address, and the diff of the two builds has no PLT row gone or new.
+#[test]
+fn plt_stubs_are_named_as_objdump_names_them_in_reports_and_diffs() {
+    if !gcc_or_skip("plt_stubs_are_named_as_objdump_names_them_in_reports_and_diffs")
+        || !library::have("objdump")
+    {
+        return;
+    }
+    let dir = scratch("plt");
+    let src = "tests-programs/capture/workflow.c";
+    let plain = programs::compile(
+        src,
+        &dir.join("plain"),
+        &["-O1", "-g", "-fcf-protection=none"],
+        false,
+    );
+    let ibt = programs::compile(
+        src,
+        &dir.join("ibt"),
+        &["-O1", "-g", "-fcf-protection=full", "-Wl,-z,ibtplt"],
+        false,
+    );
+    let mut dumps = Vec::new();
+    for bin in [&plain, &ibt] {
+        let labels = objdump_plt_labels(bin);
+        let name = bin.file_name().unwrap().to_str().unwrap();
+        let dump = format!("{name}.ccdump");
+        let mut cmd = Command::new(COLDCACHE);
+        cmd.current_dir(&dir)
+            .env("COLDCACHE_LIB", library())
+            .args([
+                "record",
+                "--cache",
+                "jaguar",
+                "--function",
+                "count_and_sort",
+            ])
+            .args(["-o", &dump, "--", bin.to_str().unwrap(), "once"]);
+        let o = run_with_deadline(cmd, name);
+        assert!(o.status.success(), "{name}: {}", text(&o.stderr));
+        let out = Command::new(COLDCACHE)
+            .current_dir(&dir)
+            .args(["report", &dump, "--limit", "1000", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let rows = v["rows"].as_array().expect("rows");
+        let own: Vec<&str> = rows
+            .iter()
+            .filter(|r| r["module"].as_str().is_some_and(|m| m.ends_with(name)))
+            .filter_map(|r| r["name"].as_str())
+            .collect();
+        for f in &own {
+            assert!(!f.starts_with("0x"), "{name}: unnamed {f}: {own:?}");
+        }
+        let plt: Vec<&&str> = own
+            .iter()
+            .filter(|f| f.ends_with("@plt") || **f == ".plt")
+            .collect();
+        for f in ["malloc@plt", "qsort@plt", "free@plt", ".plt"] {
+            assert!(plt.iter().any(|p| **p == f), "{name}: no {f}: {own:?}");
+        }
+        for f in &plt {
+            assert!(
+                labels.iter().any(|l| l == **f)
+                    || (**f == ".plt" && labels.iter().any(|l| l.contains("@plt-0x"))),
+                "{name}: {f} is not an objdump label: {labels:?}"
+            );
+        }
+        dumps.push(dump);
+    }
+    let out = Command::new(COLDCACHE)
+        .current_dir(&dir)
+        .args(["diff", &dumps[0], &dumps[1], "--json", "--limit", "1000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for r in v["rows"].as_array().expect("rows") {
+        let label = r["label"].as_str().unwrap_or_default();
+        let status = r["status"].as_str().unwrap_or_default();
+        assert!(!label.starts_with("0x"), "diff row {label} ({status})");
+        if label.contains("@plt") || label.starts_with(".plt") {
+            assert_eq!(status, "changed", "{label}");
+        }
+    }
+}
+
+/// The workflow program in `windows` mode with the library preloaded and
+/// an `--all` capture armed as `record` arms it but without `record`'s
+/// trigger handler: a program using the library on its own, its SIGUSR1
+/// and SIGUSR2 left at their default.
+fn preloaded_all(dir: &Path, dump: &str, program: &Path) -> Command {
+    let cfg = coldcache_config::resolve("jaguar").unwrap();
+    let mut cmd = Command::new(program);
+    cmd.current_dir(dir)
+        .arg("windows")
+        .env("LD_PRELOAD", library())
+        .env("COLDCACHE_LIB", library())
+        .env("COLDCACHE_RECORD", "1")
+        .env("COLDCACHE_QUIET", "1")
+        .env("COLDCACHE_CACHE_JSON", serde_json::to_string(&cfg).unwrap())
+        .env("COLDCACHE_CACHE_NAME", "jaguar")
+        .env("COLDCACHE_OUTPUT", dir.join(dump))
+        .env("COLDCACHE_THREADS", "caller")
+        .env("COLDCACHE_TRIGGER", "function")
+        .env("COLDCACHE_FUNCTION", "main")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// SIGUSR1 and SIGUSR2 are back on the fatal-signal list: without
+/// `record` (no trigger handler), a capture's dump survives a SIGUSR2 that
+/// ends the program (it used to be lost), while `coldcache trigger`, which
+/// queues the signal with its mark, stops the capture and the program
+/// runs on (it used to be refused: the signal was not caught).
+#[test]
+fn sigusr2_keeps_the_dump_and_a_trigger_stops_a_capture_without_record() {
+    if !gcc_or_skip("sigusr2_keeps_the_dump_and_a_trigger_stops_a_capture_without_record") {
+        return;
+    }
+    let dir = scratch("usr2");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let _ = std::fs::remove_file(dir.join("stop"));
+    let _ = std::fs::remove_file(dir.join("t.ccdump"));
+    let child = preloaded_all(&dir, "t.ccdump", &program).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Command::new(COLDCACHE)
+        .args(["trigger", &child.id().to_string()])
+        .output()
+        .unwrap();
+    assert!(t.status.success(), "{}", text(&t.stderr));
+    wait_for(&dir.join("t.ccdump"));
     std::fs::write(dir.join("stop"), b"").unwrap();
-    let out = wait_with_deadline(child, "function capture");
-    // The program ended by itself: its last line printed, no signal.
+    let out = wait_with_deadline(child, "trigger");
     assert_eq!(text(&out.stdout), "ready\n1\n", "{}", text(&out.stderr));
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let d = load(&dir.join("t.ccdump"));
+    assert_eq!(
+        d.meta.cut_short.as_deref(),
+        Some("stopped by `coldcache trigger`")
+    );
+
+    let _ = std::fs::remove_file(dir.join("stop"));
+    let _ = std::fs::remove_file(dir.join("k.ccdump"));
+    let child = preloaded_all(&dir, "k.ccdump", &program).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill(2) to the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGUSR2) }, 0);
+    let out = wait_with_deadline(child, "kill -USR2");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGUSR2),
+        "{}",
+        text(&out.stderr)
+    );
+    let d = load(&dir.join("k.ccdump"));
+    assert_eq!(
+        d.meta.cut_short.as_deref(),
+        Some("the program was killed by SIGUSR2")
+    );
+    assert!(d.meta.instructions > 0);
 }

@@ -386,8 +386,14 @@ fn debug_file(bin: &Path, obj: &object::File, search: &Search) -> Option<PathBuf
 /// `jmp *SLOT(%rip)` in `.plt`, `.plt.sec` or `.plt.got` whose GOT slot a
 /// dynamic relocation binds to symbol NAME starts a stub (at the `endbr64`
 /// before it, when there is one) that runs to the next stub or the
-/// section's end. The PLT's first entry (the lazy resolver trampoline) is
-/// left unnamed.
+/// section's end. The code of `.plt` before its first named stub — the
+/// lazy-binding trampoline (PLT0), and with `.plt.sec` (`-fcf-protection`
+/// with IBT) the whole section, whose entries only push an index — is
+/// named `.plt`, as objdump labels it when there is a `.plt.sec` (without,
+/// it labels PLT0 after the next stub, `free@plt-0x10`, which is no name:
+/// it would change with the program's first import). A first call through
+/// lazy binding runs there, and without a name it showed as the stub's
+/// address (`0x55d0c1a3b0b0 in prog`), a different row in every run.
 fn plt_stubs(obj: &object::File) -> SymbolTable {
     use iced_x86::{Decoder, DecoderOptions, Mnemonic};
     let mut slots: std::collections::HashMap<u64, String> = Default::default();
@@ -445,6 +451,21 @@ fn plt_stubs(obj: &object::File) -> SymbolTable {
         }
         for i in first..stubs.len().saturating_sub(1) {
             stubs[i].end = stubs[i + 1].addr;
+        }
+        if name == ".plt" && !bytes.is_empty() {
+            let named_at = stubs[first..]
+                .iter()
+                .find(|s| !s.name.is_empty())
+                .map_or(end, |s| s.addr);
+            if named_at > sec.address() {
+                stubs.push(Sym {
+                    addr: sec.address(),
+                    end: named_at,
+                    sized: true,
+                    name: ".plt".into(),
+                    rank: 0,
+                });
+            }
         }
     }
     stubs.retain(|s| !s.name.is_empty());
