@@ -392,9 +392,9 @@ extern "C" fn on_trigger_signal(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut
 /// Stops the armed or running capture from a signal handler that
 /// interrupted the program (context `uc`), the dump cut short `why`: it is
 /// written by the writer thread if there is one, else by the interrupted
-/// thread when the handler returns (`finish_soon`), else — the thread was
-/// inside the library or in translated code — at the next `coldcache_stop`
-/// or at exit.
+/// thread when the handler returns (`finish_soon`); a thread in translated
+/// code writes it at its next dispatch; else — the thread was inside the
+/// library — at the next `coldcache_stop` or at exit.
 pub(crate) fn stop_by_signal(uc: &mut libc::ucontext_t, why: &'static str) {
     let state = STATE.load(Ordering::Acquire);
     if !matches!(state, ARMED | RUNNING)
@@ -414,6 +414,9 @@ pub(crate) fn stop_by_signal(uc: &mut libc::ucontext_t, why: &'static str) {
         return;
     }
     if crate::jit::in_translation() {
+        // The thread's next dispatch sees STOPPING (at the latest when its
+        // buffer fills): it replays, leaves and writes the dump there.
+        crate::jit::finish_on_leave();
         return;
     }
     set_tf(uc, false);

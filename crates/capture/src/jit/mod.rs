@@ -329,6 +329,16 @@ pub(crate) fn invalidate(start: u64, end: u64) {
     });
 }
 
+/// A stop was asked for from a signal handler that interrupted translated
+/// code (a trigger, Ctrl-C): the first thread to leave at its next
+/// dispatch writes the dump, since nobody else will.
+static FINISH_ON_LEAVE: AtomicBool = AtomicBool::new(false);
+
+/// See [`FINISH_ON_LEAVE`] (handler context; the state is STOPPING).
+pub(crate) fn finish_on_leave() {
+    FINISH_ON_LEAVE.store(true, Ordering::Release);
+}
+
 /// Whether the capture in progress runs in fast mode.
 #[inline]
 pub(crate) fn is_on() -> bool {
@@ -427,6 +437,7 @@ pub(crate) fn prepare(
     );
     EPOCH.fetch_add(1, Ordering::AcqRel);
     LOOKUP_GEN.fetch_add(1, Ordering::AcqRel);
+    FINISH_ON_LEAVE.store(false, Ordering::Release);
     TRAPPED.store(0, Ordering::Relaxed);
     DISPATCHES.store(0, Ordering::Relaxed);
     verify::reset(verify);
@@ -747,6 +758,9 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
     if state == STOPPING {
         flush(t);
         wipe(t);
+        if FINISH_ON_LEAVE.swap(false, Ordering::AcqRel) {
+            return stop(t, frame, next);
+        }
         return leave(t, frame, next);
     }
     if t.reason == 1 {
