@@ -116,12 +116,6 @@ impl DecodeCache {
         }
     }
 
-    /// The cached instruction at `ip`.
-    #[inline]
-    pub fn get(&self, ip: u64) -> Option<&Decoded> {
-        self.find(ip).ok().map(|r| &self.values[r])
-    }
-
     /// The index of the cached instruction at `ip` (see [`DecodeCache::at`]).
     #[inline]
     pub fn index(&self, ip: u64) -> Option<usize> {
@@ -132,11 +126,6 @@ impl DecodeCache {
     #[inline]
     pub fn at(&self, index: usize) -> &Decoded {
         &self.values[index]
-    }
-
-    /// Caches `d` at `ip` (replacing what was there); `None` when full.
-    pub fn insert(&mut self, ip: u64, d: Decoded) -> Option<&Decoded> {
-        self.insert_index(ip, d).map(|r| &self.values[r])
     }
 
     /// Code in `start..end` may change: every instruction cached there
@@ -150,7 +139,8 @@ impl DecodeCache {
         }
     }
 
-    /// [`DecodeCache::insert`], giving the index.
+    /// Caches `d` at `ip` (replacing what was there) and gives its index;
+    /// `None` when full.
     pub fn insert_index(&mut self, ip: u64, d: Decoded) -> Option<usize> {
         match self.find(ip) {
             Ok(r) => {
