@@ -483,18 +483,8 @@ pub(crate) fn finish() -> Option<FastReport> {
     // flight (records start at the cursor, at most MAX_RECORD bytes) reads
     // non-zero, so the next check that reaches it goes to the dispatcher,
     // which replays the buffer and leaves.
-    for r in &RUNNERS {
-        let p = r.load(Ordering::Acquire);
-        if p == 0 {
-            continue;
-        }
-        // Only this capture's threads: one an earlier capture left marked
-        // (it jumped out of a handler) may have exited untraced, its
-        // state freed; it is read without faulting.
+    for p in this_captures_runners() {
         let field = |o: usize| crate::memory::read_word(p + o as u64);
-        if field(core::mem::offset_of!(Tls, epoch)) != Some(EPOCH.load(Ordering::Acquire)) {
-            continue;
-        }
         let (Some(cursor), Some(end)) = (
             field(core::mem::offset_of!(Tls, cursor)),
             field(core::mem::offset_of!(Tls, buf_end)),
@@ -511,17 +501,7 @@ pub(crate) fn finish() -> Option<FastReport> {
     }
     // Wait for this capture's translated threads (a thread an earlier
     // capture left marked active never comes back through the dispatcher).
-    let epoch = EPOCH.load(Ordering::Acquire);
-    let running = || {
-        RUNNERS.iter().any(|r| {
-            let p = r.load(Ordering::Acquire);
-            // Read without faulting: a thread left marked by an earlier
-            // capture may have exited untraced, its state freed.
-            p != 0
-                && crate::memory::read_word(p + core::mem::offset_of!(Tls, epoch) as u64)
-                    == Some(epoch)
-        })
-    };
+    let running = || this_captures_runners().next().is_some();
     let t0 = std::time::Instant::now();
     while running() && t0.elapsed().as_millis() < 500 {
         std::thread::yield_now();
@@ -532,6 +512,21 @@ pub(crate) fn finish() -> Option<FastReport> {
         dispatches: DISPATCHES.load(Ordering::Relaxed),
         verified: verify::take(),
     })
+}
+
+/// The states of the threads in this capture's translated code. A thread
+/// an earlier capture left marked (it jumped out of a handler) may have
+/// exited untraced, its state freed: every state is read without faulting.
+fn this_captures_runners() -> impl Iterator<Item = u64> {
+    let epoch = EPOCH.load(Ordering::Acquire);
+    RUNNERS
+        .iter()
+        .map(|r| r.load(Ordering::Acquire))
+        .filter(move |&p| {
+            p != 0
+                && crate::memory::read_word(p + core::mem::offset_of!(Tls, epoch) as u64)
+                    == Some(epoch)
+        })
 }
 
 /// The trap engine is about to step the thread at `uc`'s RIP. In fast
