@@ -888,7 +888,7 @@ const SIGNAL_NAMES: &[(&str, i32)] = &[
 ];
 
 /// The name of signal `sig` (`SIGUSR2`, `SIGRTMIN+3`).
-fn signal_name(sig: i32) -> String {
+pub(crate) fn signal_name(sig: i32) -> String {
     match SIGNAL_NAMES.iter().find(|&&(_, n)| n == sig) {
         Some((name, _)) => format!("SIG{name}"),
         None if sig >= libc::SIGRTMIN() => format!("SIGRTMIN+{}", sig - libc::SIGRTMIN()),

@@ -260,9 +260,7 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
         }
     }
     if let Some(s) = &a.arena {
-        if record::parse_size(s).is_none() {
-            bail!("--arena {s:?} is not a size (e.g. 256M, 4G)");
-        }
+        record::arena_size(s).map_err(|e| anyhow::anyhow!("--arena {e}"))?;
     }
     let program = &a.program[0];
     let base = Path::new(program)
@@ -273,10 +271,23 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
         .output
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("coldcache-{base}.zones")));
+    crate::record_cmd::check_output(&output).context("-o")?;
     let dir = tempfile::Builder::new()
         .prefix("coldcache-zones-")
         .tempdir()
         .context("cannot create a temporary directory")?;
+    // The program writes its recording (and, streaming, the `.partial` it
+    // grows) beside the output, so a run cut short leaves it where the
+    // user looks; a device, FIFO or `-` as output: in the directory above.
+    let beside =
+        std::fs::metadata(&output).map_or(true, |m| m.is_file()) && output.as_os_str() != "-";
+    let out_pattern = if beside {
+        let mut p = output.clone().into_os_string();
+        p.push(".%p");
+        PathBuf::from(p)
+    } else {
+        dir.path().join("rec.%p.zones")
+    };
     let mut preload = lib.display().to_string();
     if let Some(old) = std::env::var_os("LD_PRELOAD") {
         preload = format!("{preload}:{}", old.to_string_lossy());
@@ -284,7 +295,7 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
     let mut cmd = std::process::Command::new(program);
     cmd.args(&a.program[1..])
         .env("LD_PRELOAD", &preload)
-        .env("COLDCACHE_ZONES_OUT", dir.path().join("rec.%p.zones"))
+        .env("COLDCACHE_ZONES_OUT", &out_pattern)
         .env("COLDCACHE_SPIKE_JSON", dir.path().join("spikes.%p.jsonl"))
         .env("COLDCACHE_SPIKE_LOG", "off");
     if let Some(t) = &a.threshold {
@@ -309,7 +320,11 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
     let status = child
         .wait()
         .with_context(|| format!("waiting for {program}"))?;
-    let rec_path = dir.path().join(format!("rec.{pid}.zones"));
+    let rec_path = PathBuf::from(
+        out_pattern
+            .to_string_lossy()
+            .replace("%p", &pid.to_string()),
+    );
     let spikes_path = dir.path().join(format!("spikes.{pid}.jsonl"));
     let mut modules: Vec<ModuleInfo> = Vec::new();
     if rec_path.is_file() {
@@ -338,6 +353,8 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
                 ))
                 .unwrap_or_default()
         );
+    } else if let Some(kept) = keep_partial(&rec_path, pid, &output) {
+        eprintln!("coldcache: {program} {}{kept}", ended(&status));
     } else {
         eprintln!(
             "coldcache: {program} wrote no recording (it did not exit normally, was not dynamically linked, or never reached an instrumented function or zone)"
@@ -365,6 +382,48 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The partial recording a streaming program left at `rec_path` when it
+/// ended without writing the whole file (a crash, `SIGKILL`, `_exit`),
+/// renamed to OUTPUT`.partial`; what to tell the user, or `None` when
+/// there is none.
+fn keep_partial(rec_path: &Path, pid: u32, output: &Path) -> Option<String> {
+    let mut partial = rec_path.as_os_str().to_owned();
+    partial.push(format!(".{pid}.partial"));
+    let partial = PathBuf::from(partial);
+    if !partial.is_file() {
+        return None;
+    }
+    let events = std::fs::File::open(&partial)
+        .ok()
+        .and_then(|f| format::summarize(&mut std::io::BufReader::new(f)).ok())
+        .map(|s| s.events);
+    let mut kept = output.as_os_str().to_owned();
+    kept.push(".partial");
+    let mut kept = PathBuf::from(kept);
+    if output.as_os_str() == "-" || std::fs::rename(&partial, &kept).is_err() {
+        kept = partial;
+    }
+    Some(format!(
+        "; what was streamed so far ({} events) is in {}: it reads as truncated (`coldcache zones {}`)",
+        events.map_or_else(|| "?".to_string(), |n| n.to_string()),
+        kept.display(),
+        kept.display()
+    ))
+}
+
+/// How a program ended, for a message ("was killed by signal 9 (SIGKILL)").
+fn ended(status: &std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (_, Some(sig)) => format!(
+            "was killed by signal {sig} ({}) before writing its recording",
+            crate::record_cmd::signal_name(sig)
+        ),
+        (Some(c), _) => format!("exited with status {c} without writing its recording"),
+        _ => "ended without writing its recording".to_string(),
+    }
 }
 
 fn frame_name(

@@ -443,3 +443,106 @@ fn streaming_reuses_chunks_and_accounts_for_every_event() {
         assert_eq!(rec.threads[0].spans.len(), 5_000_001);
     }
 }
+
+/// A streamed recording whose program is killed (`SIGKILL`: no exit
+/// handler runs) is kept beside the output as OUTPUT.partial, named in the
+/// message, and reads as truncated with its zones' names (labels are
+/// streamed as they are registered) and the clock's rate (streamed as it is
+/// calibrated): the 50 ms nap reads as long as the program measured it.
+/// Before, the partial was in a temporary directory the CLI deleted, and
+/// a partial read with `label#N` names and times at an assumed 1 GHz.
+#[test]
+fn a_killed_recording_keeps_its_partial_with_names_and_clock() {
+    let libs = lib_dir();
+    let d = dir("killed");
+    let exe = d.join("killed");
+    gcc(
+        "gcc",
+        "killed.c",
+        &exe,
+        &[&format!("-L{}", libs.display()), "-lcoldcache"],
+    );
+    let rec = d.join("k.zones");
+    let out = bin()
+        .env("LD_LIBRARY_PATH", &libs)
+        .args(["zones", "record", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "the program was killed: {err}");
+    let partial = d.join("k.zones.partial");
+    assert!(
+        err.contains("SIGKILL") && err.contains(&partial.display().to_string()),
+        "the message names the signal and the partial: {err}"
+    );
+    assert!(!rec.exists(), "no complete recording was written");
+    let bytes = std::fs::read(&partial).unwrap();
+    let dec = coldcache_zones::format::decode(&bytes);
+    assert!(dec.error.is_none() && !dec.complete, "{:?}", dec.error);
+    let names: Vec<&str> = dec.labels.iter().map(|l| l.name.as_str()).collect();
+    assert!(
+        names.contains(&"tick") && names.contains(&"nap"),
+        "{names:?}"
+    );
+    let info = dec.info.as_ref().expect("the clock is in the partial");
+    let rec = coldcache_zones::parse::parse(&dec);
+    let nap_id = dec.labels.iter().find(|l| l.name == "nap").unwrap().id;
+    let nap = rec.threads[0]
+        .spans
+        .iter()
+        .find(|s| s.key == coldcache_zones::format::ZoneKey::Label(nap_id))
+        .expect("the nap zone was streamed");
+    let nap_ms = (nap.end - nap.start) as f64 / info.tsc_hz * 1e3;
+    let measured: f64 = stdout
+        .trim()
+        .strip_prefix("nap ")
+        .and_then(|s| s.strip_suffix(" ms"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("program output {stdout:?}"));
+    assert!(
+        (nap_ms - measured).abs() <= 0.05 * measured + 0.1,
+        "the nap reads {nap_ms:.3} ms, the program measured {measured:.3} ms"
+    );
+    // And the command-line view reads it, saying it is truncated.
+    let view = bin().arg("zones").arg(&partial).output().unwrap();
+    let text =
+        String::from_utf8_lossy(&view.stdout).to_string() + &String::from_utf8_lossy(&view.stderr);
+    assert!(text.contains("nap") && text.contains("cut short"), "{text}");
+}
+
+/// `--arena` that cannot be an arena is refused before the program runs,
+/// naming the value and why (`0` silently meant one chunk; a size beyond
+/// the address space ran the program and then said it wrote nothing).
+#[test]
+fn arena_sizes_that_cannot_be_mapped_are_refused_before_running() {
+    lib_dir();
+    let d = dir("arena");
+    let marker = d.join("ran");
+    for (arena, why) in [
+        ("0", "smaller than one chunk"),
+        ("1k", "smaller than one chunk"),
+        ("18446744073709551615", "more than"),
+        ("2048G", "more than"),
+        ("2T", "not a size"),
+        ("12q", "not a size"),
+    ] {
+        let out = bin()
+            .args(["zones", "record", "--arena", arena, "-o"])
+            .arg(d.join("x.zones"))
+            .args(["--", "touch"])
+            .arg(&marker)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--arena {arena}: {err}");
+        assert!(
+            err.contains("--arena") && err.contains(arena) && err.contains(why),
+            "--arena {arena}: {err}"
+        );
+        assert!(!marker.exists(), "--arena {arena}: the program ran");
+    }
+}

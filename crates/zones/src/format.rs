@@ -560,9 +560,39 @@ fn decode_payload(d: &mut Decoded, tag: u32, payload: &[u8]) -> Result<(), Strin
     Ok(())
 }
 
+impl Decoded {
+    /// Keeps one entry per label id and per thread index, the last one the
+    /// file gave, and each module once. A streaming writer appends table
+    /// sections as the recording grows (so a file cut short still names
+    /// its zones) and the trailer repeats them whole.
+    fn keep_last_entries(&mut self) {
+        fn last_by<T, K: Eq + std::hash::Hash>(v: &mut Vec<T>, key: impl Fn(&T) -> K) {
+            let mut seen = std::collections::HashSet::new();
+            let mut kept: Vec<T> = std::mem::take(v)
+                .into_iter()
+                .rev()
+                .filter(|x| seen.insert(key(x)))
+                .collect();
+            kept.reverse();
+            *v = kept;
+        }
+        last_by(&mut self.labels, |l| l.id);
+        last_by(&mut self.threads, |t| t.index);
+        let mut seen = std::collections::HashSet::new();
+        self.modules
+            .retain(|m| seen.insert((m.start, m.end, m.file_offset, m.path.clone())));
+    }
+}
+
 /// Decodes a zones file. Never panics; stops at the first damaged section
 /// and keeps everything before it.
 pub fn decode(bytes: &[u8]) -> Decoded {
+    let mut d = decode_sections(bytes);
+    d.keep_last_entries();
+    d
+}
+
+fn decode_sections(bytes: &[u8]) -> Decoded {
     let mut d = Decoded::default();
     if bytes.len() < 8 || &bytes[..8] != MAGIC {
         d.error = Some(if bytes.len() < 8 && MAGIC.starts_with(bytes) {
@@ -648,6 +678,12 @@ pub struct Summary {
 /// payloads (a recording of hundreds of megabytes is summarized without
 /// reading it all). Chunk checksums are not verified here.
 pub fn summarize<R: std::io::Read + std::io::Seek>(r: &mut R) -> Result<Summary, FormatError> {
+    let mut s = summarize_sections(r)?;
+    s.tables.keep_last_entries();
+    Ok(s)
+}
+
+fn summarize_sections<R: std::io::Read + std::io::Seek>(r: &mut R) -> Result<Summary, FormatError> {
     use std::io::SeekFrom;
     let mut s = Summary::default();
     let mut head = [0u8; 16];

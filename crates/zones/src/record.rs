@@ -492,13 +492,66 @@ pub fn parse_size(s: &str) -> Option<usize> {
     num.trim().parse::<usize>().ok()?.checked_mul(mult)
 }
 
+/// Largest arena accepted (1 TiB of address space: far beyond any
+/// recording's need, far below what x86-64's 47-bit user space holds).
+pub const MAX_ARENA_BYTES: usize = 1 << 40;
+
+/// Reads an arena size (`--arena`, `COLDCACHE_ZONES_ARENA`): a size of
+/// at least one chunk and at most [`MAX_ARENA_BYTES`], rounded down to
+/// whole chunks, that this process can reserve now (an `mmap` of address
+/// space only, released at once: a `ulimit -v` below it is found here).
+/// The error says what is wrong with `s`.
+pub fn arena_size(s: &str) -> Result<usize, String> {
+    let bytes = parse_size(s).ok_or_else(|| format!("{s:?} is not a size (e.g. 256M, 4G)"))?;
+    let chunk = CHUNK_WORDS * 8;
+    if bytes < chunk {
+        return Err(format!(
+            "{s:?} is smaller than one chunk of {} KiB, the least an arena holds",
+            chunk >> 10
+        ));
+    }
+    if bytes > MAX_ARENA_BYTES {
+        return Err(format!(
+            "{s:?} is more than the {} GiB an arena may reserve",
+            MAX_ARENA_BYTES >> 30
+        ));
+    }
+    let bytes = bytes / chunk * chunk;
+    // SAFETY: an anonymous mapping without access, unmapped just below;
+    // nothing else sees it.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(format!(
+            "{s:?} cannot be reserved in this process: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: p..p+bytes is the mapping just made.
+    unsafe { libc::munmap(p, bytes) };
+    Ok(bytes)
+}
+
 fn env_config() -> EnvConfig {
     let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let pid = std::process::id().to_string();
     EnvConfig {
-        arena_bytes: get("COLDCACHE_ZONES_ARENA")
-            .and_then(|v| parse_size(&v))
-            .unwrap_or(DEFAULT_ARENA_BYTES),
+        arena_bytes: match get("COLDCACHE_ZONES_ARENA").map(|v| arena_size(&v)) {
+            None => DEFAULT_ARENA_BYTES,
+            Some(Ok(n)) => n,
+            Some(Err(e)) => {
+                eprintln!("coldcache: COLDCACHE_ZONES_ARENA={e}; zones are not recorded");
+                0
+            }
+        },
         out: get("COLDCACHE_ZONES_OUT").map(|p| PathBuf::from(p.replace("%p", &pid))),
         stream: get("COLDCACHE_ZONES_STREAM").is_some_and(|v| v != "0"),
         recording: get("COLDCACHE_ZONES").is_none_or(|v| v != "0"),
@@ -535,8 +588,14 @@ fn init_slow() -> bool {
     START_TSC.store(tsc, Relaxed);
     START_NS.store(ns, Relaxed);
     OWNER_PID.store(std::process::id(), Relaxed);
-    let chunks = (cfg.arena_bytes / (CHUNK_WORDS * 8)).max(1);
+    let chunks = cfg.arena_bytes / (CHUNK_WORDS * 8);
     let bytes = chunks * CHUNK_WORDS * 8;
+    if chunks == 0 {
+        // A bad COLDCACHE_ZONES_ARENA, already reported.
+        ENABLED.store(false, Relaxed);
+        STATE.store(FAILED, Release);
+        return false;
+    }
     // SAFETY: an anonymous private mapping; arguments are valid.
     let p = unsafe {
         libc::mmap(
@@ -549,6 +608,11 @@ fn init_slow() -> bool {
         )
     };
     if p == libc::MAP_FAILED {
+        eprintln!(
+            "coldcache: cannot reserve the zones arena of {} MiB: {}; zones are not recorded",
+            bytes >> 20,
+            std::io::Error::last_os_error()
+        );
         ENABLED.store(false, Relaxed);
         STATE.store(FAILED, Release);
         return false;
@@ -795,6 +859,23 @@ fn threads_now() -> Vec<ThreadInfo> {
         .collect()
 }
 
+/// The recording's facts with the clock rate `tsc_hz`.
+fn recording_info(tsc_hz: f64) -> RecordingInfo {
+    RecordingInfo {
+        tsc_hz,
+        start_tsc: START_TSC.load(Relaxed),
+        pid: std::process::id(),
+        dropped_events: DROPPED.load(Relaxed),
+        arena_bytes: (N_CHUNKS.load(Relaxed) * CHUNK_WORDS * 8) as u64,
+        exe: std::fs::read_link("/proc/self/exe")
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    }
+}
+
+/// How often a streaming writer compares the modules with the mappings.
+const MODULES_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The sections that close a file: tables, info and END.
 fn trailer(chunks: u32, events: u64) -> Vec<u8> {
     let mut out = Vec::new();
@@ -813,20 +894,10 @@ fn trailer(chunks: u32, events: u64) -> Vec<u8> {
         format::section::MODULES,
         &format::modules_payload(&modules()),
     );
-    let info = RecordingInfo {
-        tsc_hz: tsc_hz(),
-        start_tsc: START_TSC.load(Relaxed),
-        pid: std::process::id(),
-        dropped_events: DROPPED.load(Relaxed),
-        arena_bytes: (N_CHUNKS.load(Relaxed) * CHUNK_WORDS * 8) as u64,
-        exe: std::fs::read_link("/proc/self/exe")
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
-    };
     format::write_section(
         &mut out,
         format::section::INFO,
-        &format::info_payload(&info),
+        &format::info_payload(&recording_info(tsc_hz())),
     );
     format::write_section(
         &mut out,
@@ -905,6 +976,29 @@ struct Stream {
     out: Vec<u8>,
     chunks: u32,
     events: u64,
+    /// What of the tables the partial file already holds, so a recording
+    /// cut short (a crash, `SIGKILL`) still names its zones and threads and
+    /// keeps its clock: see [`Stream::tables`].
+    tables: StreamedTables,
+}
+
+/// The tables a streaming writer has appended so far.
+#[derive(Default)]
+struct StreamedTables {
+    /// Labels with ids below this are in the file.
+    labels: u32,
+    /// Threads registered when the file's thread table was last updated.
+    threads: u32,
+    /// The threads as last written.
+    thread_list: Vec<ThreadInfo>,
+    /// The clock rate of the last INFO section written (0: none yet).
+    tsc_hz: f64,
+    /// Dropped events in the last INFO section written.
+    dropped: u64,
+    /// The modules last written.
+    modules: Vec<ModuleInfo>,
+    /// When the modules were last compared with `/proc/self/maps`.
+    modules_at: Option<std::time::Instant>,
 }
 
 impl Stream {
@@ -968,9 +1062,97 @@ impl Stream {
                 self.written[i] = true;
             }
         }
+        self.tables(all);
         self.file.write_all(&self.out)?;
         self.out.clear();
         Ok(())
+    }
+
+    /// Appends what changed in the tables since the last call: labels and
+    /// threads registered since (a reader keeps the last entry of an id),
+    /// the clock once its calibration moved, the modules when the mappings
+    /// changed (looked at most every [`MODULES_EVERY`]). The closing
+    /// trailer repeats every table whole, so a complete file does not
+    /// depend on these; they are for a file cut short.
+    fn tables(&mut self, all: bool) {
+        if all {
+            return; // the trailer follows
+        }
+        let t = &mut self.tables;
+        let labels = NEXT_LABEL.load(Acquire).min(MAX_LABELS as u32);
+        if labels > t.labels.max(1) {
+            let new: Vec<LabelInfo> = (t.labels.max(1)..labels)
+                .filter_map(|id| {
+                    label_by_id(id).map(|l| {
+                        let (name, file, line) = l.info();
+                        LabelInfo {
+                            id,
+                            name,
+                            file,
+                            line,
+                        }
+                    })
+                })
+                .collect();
+            // A label whose id is taken but not yet stored is written
+            // next time.
+            let done = new.len() as u32 == labels - t.labels.max(1);
+            if !new.is_empty() {
+                format::write_section(
+                    &mut self.out,
+                    format::section::LABELS,
+                    &format::labels_payload(&new),
+                );
+            }
+            if done {
+                t.labels = labels;
+            }
+        }
+        // Threads: when one was added, and with the modules' look (names
+        // may be set after a thread's first event); only changed entries.
+        let now = std::time::Instant::now();
+        let tick = t.modules_at.is_none_or(|at| now - at >= MODULES_EVERY);
+        let threads = NEXT_THREAD.load(Acquire).min(MAX_THREADS as u32);
+        if threads > t.threads || tick {
+            let cur = threads_now();
+            let changed: Vec<ThreadInfo> = cur
+                .iter()
+                .filter(|th| th.tid != 0 && !t.thread_list.contains(th))
+                .cloned()
+                .collect();
+            if !changed.is_empty() {
+                format::write_section(
+                    &mut self.out,
+                    format::section::THREADS,
+                    &format::threads_payload(&changed),
+                );
+            }
+            t.thread_list = cur;
+            t.threads = threads;
+        }
+        if tick {
+            t.modules_at = Some(now);
+            let m = modules();
+            if m != t.modules {
+                format::write_section(
+                    &mut self.out,
+                    format::section::MODULES,
+                    &format::modules_payload(&m),
+                );
+                t.modules = m;
+            }
+        }
+        let hz = tsc_hz();
+        let dropped = DROPPED.load(Relaxed);
+        if hz != t.tsc_hz || (tick && dropped != t.dropped) {
+            t.tsc_hz = hz;
+            t.dropped = dropped;
+            format::write_section(
+                &mut self.out,
+                format::section::INFO,
+                &format::info_payload(&recording_info(hz)),
+            );
+        }
     }
 
     fn finish(&mut self) -> std::io::Result<()> {
@@ -1008,6 +1190,7 @@ pub fn start_streaming(path: PathBuf) {
         out: Vec::new(),
         chunks: 0,
         events: 0,
+        tables: StreamedTables::default(),
     });
     let spawned = std::thread::Builder::new()
         .name("coldcache-stream".into())

@@ -534,3 +534,70 @@ fn a_packed_time_stamp_over_64_bits_is_a_damaged_section() {
     assert!(d.error.is_none(), "{:?}", d.error);
     assert_eq!(d.chunks[0].events[0].tsc, 1u64 << 63);
 }
+
+/// A streamed file repeats its tables (sections appended as labels and
+/// threads appear, then the trailer's whole tables): the reader keeps one
+/// entry per label id and thread index, the last one written, and each
+/// module once — in `decode` and in `summarize` alike.
+#[test]
+fn repeated_table_sections_keep_the_last_entry_of_each_id() {
+    let label = |id, name: &str| LabelInfo {
+        id,
+        name: name.into(),
+        file: "f.c".into(),
+        line: id,
+    };
+    let thread = |index, name: &str| ThreadInfo {
+        index,
+        tid: 100 + index,
+        name: name.into(),
+    };
+    let module = format::ModuleInfo {
+        start: 0x1000,
+        end: 0x2000,
+        file_offset: 0,
+        path: "/bin/x".into(),
+    };
+    let mut f = format::header();
+    let sec = |f: &mut Vec<u8>, tag, p: Vec<u8>| format::write_section(f, tag, &p);
+    sec(
+        &mut f,
+        format::section::LABELS,
+        format::labels_payload(&[label(1, "old")]),
+    );
+    sec(
+        &mut f,
+        format::section::THREADS,
+        format::threads_payload(&[thread(1, "")]),
+    );
+    sec(
+        &mut f,
+        format::section::MODULES,
+        format::modules_payload(std::slice::from_ref(&module)),
+    );
+    sec(
+        &mut f,
+        format::section::LABELS,
+        format::labels_payload(&[label(1, "new"), label(2, "two")]),
+    );
+    sec(
+        &mut f,
+        format::section::THREADS,
+        format::threads_payload(&[thread(1, "main")]),
+    );
+    sec(
+        &mut f,
+        format::section::MODULES,
+        format::modules_payload(std::slice::from_ref(&module)),
+    );
+    let d = format::decode(&f);
+    assert!(d.error.is_none(), "{:?}", d.error);
+    let names: Vec<(u32, &str)> = d.labels.iter().map(|l| (l.id, l.name.as_str())).collect();
+    assert_eq!(names, [(1, "new"), (2, "two")]);
+    assert_eq!(d.threads, [thread(1, "main")]);
+    assert_eq!(d.modules, std::slice::from_ref(&module));
+    let s = format::summarize(&mut std::io::Cursor::new(&f)).unwrap();
+    assert_eq!(s.tables.labels, d.labels);
+    assert_eq!(s.tables.threads, d.threads);
+    assert_eq!(s.tables.modules, d.modules);
+}
