@@ -157,7 +157,7 @@ async function viewFlat(s) {
   const sc = colIndex(s, v.sort);
   // A count and its share of the column's total (ratios have no share).
   const cell = (x, i) => (columns(s)[i].ratio
-    ? `<td class="num"><span class="count">${fmt(x)}</span></td>`
+    ? `<td class="num"><span class="count">${GROUPED1.format(x)}</span></td>`
     : `<td class="num"><span class="count">${fmt(x)}</span><span class="pct">${share(x, v.totals[i])}</span></td>`);
   const rows = v.rows.map((r, k) => {
     const sel = r.function === s.fn && s.by === "function" ? "selected" : "";
@@ -166,7 +166,7 @@ async function viewFlat(s) {
     return `<tr class="clickable ${sel}" data-fn="${r.function}" data-row="${k}">${cols.map((i) => cell(r.self[i], i)).join("")}${inc}<td class="label">${label}</td></tr>`;
   }).join("");
   const inclHead = v.rows.length && v.rows[0].incl ? `<th>incl:${esc(v.sort)}</th>` : "";
-  const total = `<tr class="total">${cols.map((i) => `<td class="num"><span class="count">${fmt(v.totals[i])}</span>${columns(s)[i].ratio ? "" : `<span class="pct"></span>`}</td>`).join("")}${inclHead ? "<td></td>" : ""}<td class="label">TOTAL</td></tr>`;
+  const total = `<tr class="total">${cols.map((i) => `<td class="num"><span class="count">${columns(s)[i].ratio ? GROUPED1.format(v.totals[i]) : fmt(v.totals[i])}</span>${columns(s)[i].ratio ? "" : `<span class="pct"></span>`}</td>`).join("")}${inclHead ? "<td></td>" : ""}<td class="label">TOTAL</td></tr>`;
   const head = header(s, cols, "", s.by, true).replace(`<th class="label">`, `${inclHead}<th class="label">`);
   $("#main").innerHTML = `<table data-test="flat" data-sort="${esc(v.sort)}" data-by="${esc(v.by)}" data-filter="${esc(s.filter)}"><thead>${head}</thead><tbody>${rows}${total}</tbody></table>
     <p class="muted">${fmt(v.rows.length)} of ${fmt(v.matched)} rows · percentages of the total · sorted by ${esc(v.sort)}${v.inclusive ? " (inclusive)" : ""} · click a row to select, double-click for its source</p>`;
@@ -545,7 +545,7 @@ function summaryCard(d, i) {
     <tr><td>program</td><td data-test="summary-program">${esc(s.program.join(" ") || "(not recorded)")}</td></tr>
     <tr><td>cache</td><td data-test="summary-cache">${esc(s.cache_name)} <span class="muted">(levels ${esc(s.levels.join(", "))}, ${fmt(s.cores)} core${s.cores === 1 ? "" : "s"})</span></td></tr>
     <tr><td>window</td><td data-test="summary-window" data-cut="${w.cut_short ? 1 : 0}">start: ${esc(w.started)} → stop: <span class="${w.cut_short ? "warn" : ""}">${esc(w.stopped)}</span>${w.cut_short ? "" : " (complete)"}
-      <span class="muted">· threads ${esc(w.threads)} · ${fmt(w.duration_ns / 1e6)} ms · mode ${esc(w.mode)}</span></td></tr>
+      <span class="muted">${w.threads ? `· threads ${esc(w.threads)} ` : ""}· ${fmt(w.duration_ns / 1e6)} ms · mode ${esc(w.mode)}</span></td></tr>
     <tr><td>instructions</td><td data-test="summary-instructions">${fmt(s.instructions)}</td></tr>
     <tr><td>misses</td><td data-test="summary-misses">${misses || `<span class="muted">(no per-level counters in this dump)</span>`}${memory}</td></tr>
   </table></div>`;
