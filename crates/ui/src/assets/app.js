@@ -373,7 +373,7 @@ async function viewFlame(s) {
   FLAME.delta = cmp ? delta : null;
   const pct = (x, of) => (of > 0 ? ((100 * x) / of).toFixed(2) : "0.00");
   const notes = [];
-  if (v.hidden_frames) notes.push(`${v.hidden_frames} frames narrower than 1/2000 of the width left out (${fmt(v.hidden_value)} ${esc(v.weight)}, ${pct(v.hidden_value, v.root_value)}%)`);
+  if (v.hidden_frames) notes.push(`${fmt(v.hidden_frames)} frames narrower than 1/2000 of the width left out (${fmt(v.hidden_value)} ${esc(v.weight)}, ${pct(v.hidden_value, v.root_value)}%)`);
   if (cmp) notes.push(`<span data-test="flame-legend">widths: ${esc(dumpMeta(s).name)}; <span class="more">red</span>: more in B, <span class="less">blue</span>: less in B (full colour: ±${fmt(FLAME.maxDelta)}); paths only in ${esc(META.dumps[1 - Math.min(s.dump, 1)].name)} are not drawn: switch the dump to see them</span>`);
   if (v.cut_depth !== null) notes.push(`cut at depth ${v.cut_depth} (too many frames): zoom in to see deeper`);
   $("#main").innerHTML = `<div class="flame-wrap"><canvas data-test="flame" data-root="${v.root}" data-weight="${esc(v.weight)}" data-frames="${v.frames.length}" data-find="${esc(s.find)}" data-matched="${matched}" data-compare="${cmp ? 1 : 0}"></canvas><div class="flame-tip" id="flame-tip"></div></div>
