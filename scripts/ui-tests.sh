@@ -3,7 +3,8 @@
 # driven by playwright-core (ui-tests/). Installs both when missing, records
 # the pushbuffer example before and after its fix (scripts/demo.sh), serves
 # the two dumps, runs ui-tests/e2e.mjs, and stops the server with SIGINT
-# (it must stop cleanly). Screenshots: target/ui-screenshots/.
+# (it must stop cleanly); then ui-tests/mismatch.mjs on two dumps simulated
+# with different caches, and ui-tests/hostile.mjs on a hostile dump. Screenshots: target/ui-screenshots/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,12 +27,28 @@ trap 'kill $server 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do grep -q "token=" "$log" && break; sleep 0.1; done
 url=$(grep -o 'http://[^ ]*token=[0-9a-f]*' "$log")
 echo "== server at $url"
-COLDCACHE_UI_URL="$url" SCREENSHOTS="$shots" node ui-tests/e2e.mjs
+COLDCACHE_UI_URL="$url" SCREENSHOTS="$shots" COLDCACHE_BIN=target/release/coldcache \
+  DUMP_A=target/demo/before.ccdump DUMP_B=target/demo/after.ccdump node ui-tests/e2e.mjs
 kill -INT $server
 for _ in $(seq 1 50); do kill -0 $server 2>/dev/null || break; sleep 0.1; done
 if kill -0 $server 2>/dev/null; then echo "the server did not stop on SIGINT" >&2; exit 1; fi
 wait $server || { echo "the server exited with an error" >&2; cat "$log" >&2; exit 1; }
 grep -q "coldcache ui: stopped" "$log"
+
+# Two dumps simulated with different caches (the fixed build on another
+# cache): the page warns as `coldcache diff` does.
+mismatch=target/ui-mismatch
+rm -rf "$mismatch"; mkdir -p "$mismatch"
+target/release/coldcache record --cache examples/caches/small-2level.toml --function run_frames \
+  -o "$mismatch/other-cache.ccdump" -- target/demo/pushbuffer-fixed >/dev/null 2>&1
+target/release/coldcache ui target/demo/before.ccdump "$mismatch/other-cache.ccdump" >"$log" 2>&1 &
+server=$!
+for _ in $(seq 1 100); do grep -q "token=" "$log" && break; sleep 0.1; done
+url=$(grep -o 'http://[^ ]*token=[0-9a-f]*' "$log")
+COLDCACHE_UI_URL="$url" SCREENSHOTS="$shots" COLDCACHE_BIN=target/release/coldcache \
+  DUMP_A=target/demo/before.ccdump DUMP_B="$mismatch/other-cache.ccdump" node ui-tests/mismatch.mjs
+kill -INT $server
+wait $server || { echo "the server exited with an error" >&2; cat "$log" >&2; exit 1; }
 
 # A hostile dump (HTML in every string, and in the second dump's file name):
 # shown as text, nothing runs.

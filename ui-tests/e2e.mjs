@@ -3,11 +3,16 @@
 // server on two dumps (before and after the pushbuffer fix) and passes:
 //   COLDCACHE_UI_URL   the URL the server printed (with its token)
 //   SCREENSHOTS        directory for the screenshots
+//   COLDCACHE_BIN      the coldcache binary, and
+//   DUMP_A, DUMP_B     the two dumps served: the counts the page shows are
+//                      checked against `coldcache report` of each
 // Each step checks what the page shows against what the API answers (the
-// API is checked against the analysis crate by the Rust tests).
+// API is checked against the analysis crate by the Rust tests) or what the
+// CLI prints.
 import { launch } from "./browser.mjs";
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
+import { execFileSync } from "node:child_process";
 
 const url = process.env.COLDCACHE_UI_URL;
 const shots = process.env.SCREENSHOTS || "screenshots";
@@ -25,6 +30,42 @@ const step = async (name, fn) => {
 };
 const cellTexts = (sel) => page.$$eval(sel, (els) => els.map((e) => e.textContent.trim()));
 const num = (s) => Number(String(s).replace(/[^0-9.\-]/g, ""));
+// Counts as the page must show them: with thousands separators.
+const grouped = (n) => new Intl.NumberFormat("en-US").format(n);
+const grouped1 = (x) => new Intl.NumberFormat("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 }).format(x);
+
+// The truth for counts: the dumps' totals as `coldcache report` prints
+// them (its JSON: columns, totals, rows), its header (program, cache,
+// notes), and whether `coldcache diff` warns that the caches differ.
+const bin = process.env.COLDCACHE_BIN;
+const dumps = [process.env.DUMP_A, process.env.DUMP_B];
+assert.ok(bin && dumps[0] && dumps[1], "COLDCACHE_BIN, DUMP_A and DUMP_B must be set");
+const cli = (...args) => execFileSync(bin, args, { encoding: "utf8" });
+const reports = dumps.map((d) => {
+  const j = JSON.parse(cli("report", d, "--json", "--limit", "1000"));
+  const total = Object.fromEntries(j.columns.map((c, i) => [c.name, j.totals[i]]));
+  const text = cli("report", d, "--limit", "1");
+  const line = (k) => (text.match(new RegExp(`^${k}:\\s+(.*)$`, "m")) || [])[1];
+  return { json: j, total, program: line("program"), cache: line("cache"), mode: /^note:\s+capture mode fast/m.test(text) ? "fast" : "trap" };
+});
+const cliDiff = cli("diff", dumps[0], dumps[1], "--limit", "1");
+
+// The summary of dump `i` on the page equals what the CLI says of it.
+async function checkSummary(i) {
+  const r = reports[i];
+  const card = `[data-test=summary][data-dump='${i}']`;
+  await page.waitForSelector(card);
+  assert.equal(await page.textContent(`${card} [data-test=summary-program]`), r.program);
+  assert.equal(await page.textContent(`${card} [data-test=summary-cache]`), r.cache);
+  const win = await page.textContent(`${card} [data-test=summary-window]`);
+  assert.match(win, /start: entry to run_frames → stop: run_frames returned \(complete\)/);
+  assert.match(win, new RegExp(`mode ${r.mode}\\b`));
+  assert.equal(await page.textContent(`${card} [data-test=summary-instructions]`), grouped(r.total.instructions));
+  assert.ok(r.total.instructions >= 1000, "a count that needs a separator");
+  const levels = await page.$$eval(`${card} [data-test=summary-miss]`, (els) => els.map((e) => [e.dataset.level, e.querySelector(".d").textContent, e.querySelector(".i").textContent]));
+  assert.deepEqual(levels, ["L1", "L2"].map((l) => [l, grouped(r.total[`d_miss_${l}`]), grouped(r.total[`i_miss_${l}`])]));
+  assert.equal(await page.textContent(`${card} [data-test=summary-memory] .m`), grouped(r.total.mem));
+}
 
 try {
   await step("01-flat", async () => {
@@ -39,11 +80,65 @@ try {
     assert.equal(labels.at(-1), "TOTAL");
   });
 
+  await step("01a-summary", async () => {
+    // The default page starts with both dumps' summaries; their caches are
+    // the same (`coldcache diff` does not warn), so the page does not.
+    await checkSummary(0);
+    await checkSummary(1);
+    assert.doesNotMatch(cliDiff, /different caches/);
+    assert.equal(await page.$("[data-test=cache-mismatch]"), null);
+  });
+
+  await step("01b-flat-total-and-percentages", async () => {
+    // Every count of the flat table is the report's, with separators; the
+    // TOTAL row is the report's totals; beside each count its share of the
+    // total (to one decimal), and none beside ratios.
+    const r = reports[0];
+    // Which columns are ratios (no share of a total): the API's meta.
+    const meta = await (await page.request.get(`${origin}/api/meta?token=${token}`)).json();
+    const isRatio = new Map(meta.dumps[0].columns.map((c) => [c.name, c.ratio]));
+    const table = await page.$$eval("table[data-test=flat]", ([t]) => {
+      const heads = [...t.querySelectorAll("thead th")].map((th) => th.dataset.sort || th.textContent.trim());
+      const rows = [...t.querySelectorAll("tbody tr")].map((tr) => [...tr.children].map((td) => ({
+        count: td.querySelector(".count")?.textContent ?? td.textContent.trim(),
+        pct: td.querySelector(".pct")?.textContent ?? null,
+      })));
+      return { heads, rows };
+    });
+    const countCols = table.heads.map((h, k) => [h, k]).filter(([h]) => h in r.total);
+    assert.ok(countCols.length >= 5, table.heads.join(","));
+    const total = table.rows.at(-1);
+    assert.equal(total.at(-1).count, "TOTAL");
+    for (const [h, k] of countCols) {
+      const ratio = isRatio.get(h);
+      const want = ratio ? grouped1(r.total[h]) : grouped(r.total[h]);
+      assert.equal(total[k].count, want, `TOTAL ${h}`);
+    }
+    const byName = new Map(r.json.rows.map((x) => [x.label, x]));
+    let checked = 0;
+    for (const row of table.rows.slice(0, -1)) {
+      const cli = byName.get(row.at(-1).count);
+      assert.ok(cli, `row ${row.at(-1).count} is in the report`);
+      for (const [h, k] of countCols) {
+        const ci = r.json.columns.findIndex((c) => c.name === h);
+        if (isRatio.get(h)) { assert.equal(row[k].pct, null, `no share beside ${h}`); continue; }
+        const v = cli.self[ci];
+        assert.equal(row[k].count, grouped(v), `${row.at(-1).count} ${h}`);
+        const t = r.total[h];
+        assert.equal(row[k].pct, t > 0 && v > 0 ? `${((100 * v) / t).toFixed(1)}%` : "", `${row.at(-1).count} ${h} share`);
+        checked++;
+      }
+    }
+    assert.ok(checked > 10, `${checked} counts checked`);
+    // The hot function's instructions need a separator.
+    assert.ok(table.rows.some((row) => /^\d{1,3}(,\d{3})+$/.test(row[countCols[0][1]].count)));
+  });
+
   await step("02-sort-by-instructions", async () => {
     await page.click("table[data-test=flat] th[data-sort=instructions]");
     await page.waitForSelector("table[data-test=flat][data-sort=instructions] th.sorted[data-sort=instructions]");
     const idx = await page.$$eval("table[data-test=flat] thead th", (ths) => ths.findIndex((t) => t.dataset.sort === "instructions"));
-    const vals = (await page.$$eval(`table[data-test=flat] tbody tr:not(.total) td:nth-child(${idx + 1})`, (tds) => tds.map((t) => t.textContent))).map(num);
+    const vals = (await page.$$eval(`table[data-test=flat] tbody tr:not(.total) td:nth-child(${idx + 1}) .count`, (tds) => tds.map((t) => t.textContent))).map(num);
     assert.ok(vals.length > 3);
     for (let i = 1; i < vals.length; i++) assert.ok(vals[i - 1] >= vals[i], `not sorted: ${vals}`);
   });
@@ -175,7 +270,7 @@ try {
     assert.ok(cmp.b > 0 && cmp.b < cmp.a / 4, `after ${cmp.b}, before ${cmp.a}`);
     assert.match(cmp.colour, /^rgb\(\d+,\d+,255\)$/);
     await page.hover("canvas[data-test=flame]", { position: { x: cmp.x, y: cmp.y } });
-    await page.waitForSelector(`#flame-tip:has-text('change -${cmp.a - cmp.b}')`);
+    await page.waitForSelector(`#flame-tip:has-text('change -${grouped(cmp.a - cmp.b)}')`);
     await page.screenshot({ path: `${shots}/12-flame-compare.png` });
     await page.uncheck("input[data-test=flame-compare]");
     await page.waitForSelector("canvas[data-test=flame][data-compare='0']");
@@ -218,6 +313,31 @@ try {
     await page.screenshot({ path: `${shots}/14b-side-by-side-panes.png` });
     await page.selectOption("#controls select#layout", "changes");
     await page.waitForSelector("table[data-test=compare]");
+  });
+
+  await step("14c-compare-summary-and-width", async () => {
+    // The comparison starts with both summaries, and its table fits a
+    // 1400-pixel window with the default columns (no horizontal scroll).
+    await page.setViewportSize({ width: 1400, height: 900 });
+    await page.selectOption("#controls select#by", "function");
+    await page.fill("#controls input#filter", "");
+    await page.press("#controls input#filter", "Enter");
+    await page.waitForSelector("table[data-test=compare][data-by=function] tbody tr");
+    await page.waitForFunction(() => !location.hash.includes("filter="));
+    await checkSummary(0);
+    await checkSummary(1);
+    assert.equal(await page.$("[data-test=cache-mismatch]"), null);
+    const fit = await page.evaluate(() => {
+      const t = document.querySelector("table[data-test=compare]");
+      return { right: t.getBoundingClientRect().right, cols: t.querySelectorAll("thead th").length, inner: window.innerWidth, scroll: document.documentElement.scrollWidth };
+    });
+    assert.equal(fit.inner, 1400);
+    assert.ok(fit.cols >= 10, `${fit.cols} columns`);
+    assert.ok(fit.right <= fit.inner, `the table's right edge at ${fit.right} px`);
+    assert.ok(fit.scroll <= fit.inner, `the page scrolls to ${fit.scroll} px`);
+    // The other columns give A above B; the TOTAL row the report's totals.
+    const tot = await page.$$eval("table[data-test=compare] tr.total td.ab", (tds) => tds.map((td) => [td.querySelector(".a").textContent, td.querySelector(".b").textContent]));
+    assert.ok(tot.some(([a, b]) => a === grouped(reports[0].total.instructions) && b === grouped(reports[1].total.instructions)), JSON.stringify(tot));
   });
 
   await step("15-shared-url", async () => {

@@ -3,7 +3,8 @@
 // `cargo run -p coldcache-ui --example hostile_dump` (function names, file
 // paths, source text, module, thread, program, cache name, configuration,
 // notes and the second dump's file name carry HTML whose parsing would bump
-// window.__xss or add an element). Every view is visited, each hostile
+// window.__xss or add an element). Every view is visited (the summary
+// above the flat and comparison pages too), each hostile
 // function selected, every flame frame hovered; after each, no payload
 // ran, none became an element, and the text is shown literally.
 //   COLDCACHE_UI_URL   the URL the server printed (with its token)
@@ -43,6 +44,11 @@ try {
   const labels = await page.$$eval("table[data-test=flat] tbody tr td.label", (els) => els.map((e) => e.textContent));
   for (const name of ["update<img src=x", "get_pos<script>", `render"'><svg onload=`]) {
     assert.ok(labels.some((l) => l.startsWith(name)), `${name} shown as text in ${labels.join(" | ")}`);
+  }
+  // The summary above the table: program, cache and window as text.
+  const summary = await page.textContent("[data-test=summary][data-dump='0']");
+  for (const t of ["/bin/<img src=x", "cache<img src=x", `entry to "'><svg onload=`]) {
+    assert.ok(summary.includes(t), `${t} shown as text in the summary: ${summary}`);
   }
   await page.screenshot({ path: `${shots}/hostile-flat.png` });
 

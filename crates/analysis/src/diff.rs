@@ -169,8 +169,9 @@ pub fn cache_differences(before: &str, after: &str) -> Vec<String> {
 }
 
 /// The warning a diff of these two dumps starts with, if their caches
-/// differ.
-fn cache_mismatch(before: &Profile, after: &Profile) -> Option<String> {
+/// differ (`coldcache diff` prints it first; the web UI shows it above
+/// two dumps' summaries and on the comparison).
+pub fn cache_mismatch(before: &Profile, after: &Profile) -> Option<String> {
     let (b, a) = (&before.dump.meta, &after.dump.meta);
     let diffs = if b.cache_toml.trim().is_empty() || a.cache_toml.trim().is_empty() {
         // Without the configurations, the level names are all there is.

@@ -13,6 +13,8 @@
 //!   bottom-up, callers of a function, annotated source, disassembly,
 //!   threads and cores; [`diff`] compares two profiles.
 //! - [`flame`]: the flame graph's layout below any call-tree node.
+//! - [`summary`]: what a capture was (program, cache, window) and its
+//!   totals (instructions, misses per level), read first.
 //! - [`render`]: the text tables of `coldcache report` and `coldcache diff`.
 
 #![forbid(unsafe_code)]
@@ -23,6 +25,7 @@ pub mod diff;
 pub mod flame;
 pub mod profile;
 pub mod render;
+pub mod summary;
 pub mod synthetic;
 pub mod views;
 

@@ -8,7 +8,7 @@
 //! | path | answer |
 //! |---|---|
 //! | `/` | the page (HTML with its CSS and JavaScript inlined; its Content-Security-Policy, [`App::page_policy`], allows those two by their SHA-256) |
-//! | `/api/meta` | the dumps: capture settings, cache configuration, threads, modules, columns |
+//! | `/api/meta` | the dumps: capture settings, cache configuration, threads, modules, columns, the summary (`summary::summary`); with two dumps, `cache_mismatch` (`diff::cache_mismatch`, as `coldcache diff`) |
 //! | `/api/flat?dump&by&sort&inclusive&filter&limit` | `views::flat` |
 //! | `/api/tree?dump&kind&fn&node&path&sort&min_percent&hot&reveal` | one level of a tree below a node (`node` for top-down, `path` of function ids for bottom-up and callers); `hot=1` also opens the hottest path below it; `reveal=FN` (top-down) opens the tree down to FN's hottest node |
 //! | `/api/function?dump&fn` | a function: its info, self and inclusive values, and the same function's id in the other dump |
@@ -21,6 +21,7 @@
 
 use coldcache_analysis::diff::{self, DiffQuery};
 use coldcache_analysis::flame::{self, FlameQuery};
+use coldcache_analysis::summary;
 use coldcache_analysis::views::{self, values, By, FlatQuery, TreeKind, TreeQuery, TreeRow};
 use coldcache_analysis::{FnId, Profile};
 use coldcache_dump::{SourceText, MAX_SOURCE_FILE};
@@ -550,10 +551,21 @@ impl App {
                     "default_weight": p.default_weight().name,
                     "default_columns": default_columns(p),
                     "totals": values(p.columns(), p.totals()),
+                    "summary": summary::summary(p),
                 })
             })
             .collect();
-        json!({ "dumps": dumps, "compare": self.profiles.len() >= 2 })
+        // Two dumps simulated with different caches: the sentence `coldcache
+        // diff` starts with, shown above both summaries.
+        let cache_mismatch = match &self.profiles[..] {
+            [(_, a), (_, b), ..] => diff::cache_mismatch(a, b),
+            _ => None,
+        };
+        json!({
+            "dumps": dumps,
+            "compare": self.profiles.len() >= 2,
+            "cache_mismatch": cache_mismatch,
+        })
     }
 
     fn profile(&self, q: &Query) -> Result<&Profile, (u16, String)> {

@@ -524,6 +524,94 @@ fn meta_gives_the_default_weight_and_columns_of_each_dump() {
     assert_eq!(fl, want);
 }
 
+// ---- Issue 18: the first five minutes ----
+
+const CACHE_TOML: &str = "name = \"test\"\ncores = 2\n\n\
+    [[level]]\nname = \"L1\"\nlevel = 1\nsize = \"32K\"\nassoc = 8\n\n\
+    [[level]]\nname = \"L2\"\nlevel = 2\nsize = \"2M\"\nassoc = 16\n";
+
+#[test]
+fn meta_summarises_each_dump_program_cache_window_and_misses_per_level() {
+    // The hand-computed dump (tests/hand.rs): 30 instructions; every fetch
+    // hits L1; reads served by memory 8 (update) + 2 (render), writes 1
+    // (rec's second call): 11 data accesses miss L1, the same 11 miss L2
+    // (nothing is served by L2), 11 served by memory.
+    let mut d = hand_dump::dump(8);
+    d.meta.trigger = "function:update".into();
+    d.meta.threads = "caller".into();
+    d.meta.duration_ns = 2_500_000;
+    d.meta.cut_short = Some("the program exited".into());
+    d.meta.notes = vec!["capture mode fast: 3 instructions ran under the trap engine".into()];
+    let a = App::new(
+        vec![(
+            "a.ccdump".into(),
+            Profile::new(d, ProfileOptions::default()),
+        )],
+        TOKEN.into(),
+    );
+    let m = json(&get(&a, "/api/meta"));
+    let s = &m["dumps"][0]["summary"];
+    assert_eq!(s["program"], serde_json::json!(["prog"]));
+    assert_eq!(s["cache_name"], "test");
+    assert_eq!(s["levels"], serde_json::json!(["L1", "L2"]));
+    assert_eq!(s["cores"], 2);
+    assert_eq!(s["instructions"], 30);
+    assert_eq!(
+        s["misses"],
+        serde_json::json!([
+            { "level": "L1", "instruction": 0, "data": 11 },
+            { "level": "L2", "instruction": 0, "data": 11 },
+        ])
+    );
+    assert_eq!(s["memory"], 11);
+    let w = &s["window"];
+    assert_eq!(w["trigger"], "function:update");
+    assert_eq!(w["started"], "entry to update");
+    assert_eq!(w["stopped"], "cut short: the program exited");
+    assert_eq!(w["cut_short"], "the program exited");
+    assert_eq!(w["mode"], "fast");
+    assert_eq!(w["threads"], "caller");
+    assert_eq!(w["duration_ns"], 2_500_000);
+    // One dump: nothing to compare caches with.
+    assert_eq!(m["cache_mismatch"], Value::Null);
+}
+
+#[test]
+fn meta_says_when_the_two_dumps_caches_differ_as_coldcache_diff_does() {
+    let with_cache = |toml: &str| {
+        let mut d = hand_dump::dump(8);
+        d.meta.cache_toml = toml.to_string();
+        Profile::new(d, ProfileOptions::default())
+    };
+    let meta = |b: &str| {
+        let a = App::new(
+            vec![
+                ("a".into(), with_cache(CACHE_TOML)),
+                ("b".into(), with_cache(b)),
+            ],
+            TOKEN.into(),
+        );
+        let m = json(&get(&a, "/api/meta"));
+        let d = json(&get(&a, "/api/diff"));
+        // The comparison carries the same sentence.
+        assert_eq!(m["cache_mismatch"], d["cache_mismatch"]);
+        m["cache_mismatch"].clone()
+    };
+    assert_eq!(meta(CACHE_TOML), Value::Null);
+    // Another name for the same configuration simulates the same.
+    assert_eq!(
+        meta(&CACHE_TOML.replace("\"test\"", "\"mine\"")),
+        Value::Null
+    );
+    let w = meta(&CACHE_TOML.replace("32K", "64K"));
+    let w = w.as_str().expect("a warning");
+    assert!(
+        w.starts_with("the two dumps were simulated with different caches"),
+        "{w}"
+    );
+    assert!(w.contains("L1 size 32K → 64K"), "{w}");
+}
+
 // ---- Issue 17: the server's bounds, over real loopback sockets ----
 
 /// How long a test waits for an answer that should come in milliseconds:

@@ -6,7 +6,14 @@ const TOKEN = new URLSearchParams(location.search).get("token") || "";
 let META = null;
 const $ = (sel) => document.querySelector(sel);
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
-const fmt = (v) => (typeof v === "number" && !Number.isInteger(v) ? v.toFixed(1) : String(v));
+// Counts with thousands separators (as people read them), ratios with one
+// decimal; anything else as given.
+const GROUPED = new Intl.NumberFormat("en-US");
+const GROUPED1 = new Intl.NumberFormat("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+const fmt = (v) => (typeof v !== "number" ? String(v) : Number.isInteger(v) ? GROUPED.format(v) : GROUPED1.format(v));
+// A share of a total, as the flat table shows it beside each count.
+// (none for a zero count).
+const share = (x, total) => (total > 0 && x > 0 ? `${((100 * x) / total).toFixed(1)}%` : "");
 
 function state() {
   const h = new URLSearchParams(location.hash.slice(1));
@@ -148,17 +155,21 @@ async function viewFlat(s) {
   const v = await api("/api/flat", { dump: s.dump, by: s.by, sort: sortName(s), inclusive: s.incl ? 1 : 0, filter: s.filter, limit: 300 });
   const cols = visibleCols(s);
   const sc = colIndex(s, v.sort);
+  // A count and its share of the column's total (ratios have no share).
+  const cell = (x, i) => (columns(s)[i].ratio
+    ? `<td class="num"><span class="count">${GROUPED1.format(x)}</span></td>`
+    : `<td class="num"><span class="count">${fmt(x)}</span><span class="pct">${share(x, v.totals[i])}</span></td>`);
   const rows = v.rows.map((r, k) => {
     const sel = r.function === s.fn && s.by === "function" ? "selected" : "";
-    const inc = r.incl ? `<td class="num">${fmt(r.incl[sc])}</td>` : "";
+    const inc = r.incl ? cell(r.incl[sc], sc) : "";
     const label = esc(r.label) + (r.asm ? ` <span class="muted">${esc(r.asm)}</span>` : "");
-    return `<tr class="clickable ${sel}" data-fn="${r.function}" data-row="${k}">${cols.map((i) => `<td class="num">${fmt(r.self[i])}</td>`).join("")}${inc}<td class="label">${label}</td></tr>`;
+    return `<tr class="clickable ${sel}" data-fn="${r.function}" data-row="${k}">${cols.map((i) => cell(r.self[i], i)).join("")}${inc}<td class="label">${label}</td></tr>`;
   }).join("");
   const inclHead = v.rows.length && v.rows[0].incl ? `<th>incl:${esc(v.sort)}</th>` : "";
-  const total = `<tr class="total">${cols.map((i) => `<td class="num">${fmt(v.totals[i])}</td>`).join("")}${inclHead ? "<td></td>" : ""}<td class="label">TOTAL</td></tr>`;
+  const total = `<tr class="total">${cols.map((i) => `<td class="num"><span class="count">${columns(s)[i].ratio ? GROUPED1.format(v.totals[i]) : fmt(v.totals[i])}</span>${columns(s)[i].ratio ? "" : `<span class="pct"></span>`}</td>`).join("")}${inclHead ? "<td></td>" : ""}<td class="label">TOTAL</td></tr>`;
   const head = header(s, cols, "", s.by, true).replace(`<th class="label">`, `${inclHead}<th class="label">`);
   $("#main").innerHTML = `<table data-test="flat" data-sort="${esc(v.sort)}" data-by="${esc(v.by)}" data-filter="${esc(s.filter)}"><thead>${head}</thead><tbody>${rows}${total}</tbody></table>
-    <p class="muted">${v.rows.length} of ${v.matched} rows · sorted by ${esc(v.sort)}${v.inclusive ? " (inclusive)" : ""} · click a row to select, double-click for its source</p>`;
+    <p class="muted">${fmt(v.rows.length)} of ${fmt(v.matched)} rows · percentages of the total · sorted by ${esc(v.sort)}${v.inclusive ? " (inclusive)" : ""} · click a row to select, double-click for its source</p>`;
   wireSort($("#main"));
   $("#main").querySelectorAll("tr[data-fn]").forEach((tr) => {
     tr.onclick = () => setState({ fn: +tr.dataset.fn });
@@ -362,7 +373,7 @@ async function viewFlame(s) {
   FLAME.delta = cmp ? delta : null;
   const pct = (x, of) => (of > 0 ? ((100 * x) / of).toFixed(2) : "0.00");
   const notes = [];
-  if (v.hidden_frames) notes.push(`${v.hidden_frames} frames narrower than 1/2000 of the width left out (${fmt(v.hidden_value)} ${esc(v.weight)}, ${pct(v.hidden_value, v.root_value)}%)`);
+  if (v.hidden_frames) notes.push(`${fmt(v.hidden_frames)} frames narrower than 1/2000 of the width left out (${fmt(v.hidden_value)} ${esc(v.weight)}, ${pct(v.hidden_value, v.root_value)}%)`);
   if (cmp) notes.push(`<span data-test="flame-legend">widths: ${esc(dumpMeta(s).name)}; <span class="more">red</span>: more in B, <span class="less">blue</span>: less in B (full colour: ±${fmt(FLAME.maxDelta)}); paths only in ${esc(META.dumps[1 - Math.min(s.dump, 1)].name)} are not drawn: switch the dump to see them</span>`);
   if (v.cut_depth !== null) notes.push(`cut at depth ${v.cut_depth} (too many frames): zoom in to see deeper`);
   $("#main").innerHTML = `<div class="flame-wrap"><canvas data-test="flame" data-root="${v.root}" data-weight="${esc(v.weight)}" data-frames="${v.frames.length}" data-find="${esc(s.find)}" data-matched="${matched}" data-compare="${cmp ? 1 : 0}"></canvas><div class="flame-tip" id="flame-tip"></div></div>
@@ -464,10 +475,10 @@ function viewCapture(s) {
   $("#main").innerHTML = `<table class="kv" data-test="capture">
     ${kv("dump", esc(d.name))}${kv("program", esc(d.program.join(" ")))}${kv("pid", d.pid)}
     ${kv("trigger", esc(d.trigger))}${kv("threads traced", esc(d.threads_selected))}
-    ${kv("instructions", d.instructions)}${kv("duration", (d.duration_ns / 1e6).toFixed(3) + " ms")}
-    ${kv("cut short", esc(d.cut_short || "no"))}${kv("records", d.records)}
+    ${kv("instructions", fmt(d.instructions))}${kv("duration", (d.duration_ns / 1e6).toFixed(3) + " ms")}
+    ${kv("cut short", esc(d.cut_short || "no"))}${kv("records", fmt(d.records))}
     ${kv("cache", esc(d.cache_name) + ` (levels ${esc(d.levels.join(", "))}, ${d.cores} cores)`)}
-    ${kv("unmodelled", esc(d.unmodelled.map((u) => u[0] + ": " + u[1]).join(", ") || "none"))}
+    ${kv("unmodelled", esc(d.unmodelled.map((u) => u[0] + ": " + fmt(u[1])).join(", ") || "none"))}
     ${kv("notes", d.notes.map(esc).join("<br>") || "none")}
     ${kv("threads", d.threads.map((t) => `${t.tid} ${esc(t.name)} → core ${t.core}`).join("<br>"))}
     ${kv("modules", d.modules.map((m) => `${esc(m.path)} <span class="muted">${esc(m.status || "unresolved")} ${esc(m.detail || "")}</span>`).join("<br>"))}
@@ -492,15 +503,18 @@ async function viewCompare(s) {
   const vis = visibleCols(s).map((i) => columns(s)[i].name).filter((n) => names.includes(n)).map((n) => names.indexOf(n));
   const sc = names.indexOf(v.sort);
   const cls = (c) => (c < 0 ? "neg" : c > 0 ? "pos" : "");
-  const rows = v.rows.map((r) => `<tr><td class="label">${esc(r.label)}</td>
+  // The other columns: A above B in one cell, so that the table fits the
+  // window; B is coloured when it differs.
+  const ab = (a, b) => `<td class="num ab"><span class="a">${fmt(a)}</span><span class="b ${cls(b - a)}">${fmt(b)}</span></td>`;
+  const rows = v.rows.map((r) => `<tr><td class="label" title="${esc(r.label)}">${esc(r.label)}</td>
       <td class="num">${fmt(r.before[sc])}</td><td class="num">${fmt(r.after[sc])}</td>
       <td class="num ${cls(r.change)}">${r.change > 0 ? "+" : ""}${fmt(r.change)}</td>
       <td class="num">${r.status !== "changed" ? r.status : r.relative === null ? "" : (r.relative > 0 ? "+" : "") + r.relative.toFixed(1) + "%"}</td>
-      ${vis.filter((i) => i !== sc).map((i) => `<td class="num">${fmt(r.before[i])}</td><td class="num">${fmt(r.after[i])}</td>`).join("")}</tr>`).join("");
-  const other = vis.filter((i) => i !== sc).map((i) => `<th>${esc(names[i])} A</th><th>${esc(names[i])} B</th>`).join("");
+      ${vis.filter((i) => i !== sc).map((i) => ab(r.before[i], r.after[i])).join("")}</tr>`).join("");
+  const other = vis.filter((i) => i !== sc).map((i) => `<th>${esc(names[i])}<span class="ab-head">A / B</span></th>`).join("");
   $("#main").innerHTML = `<p>A = <b>${esc(META.dumps[0].name)}</b> (before), B = <b>${esc(META.dumps[1].name)}</b> (after); rows by the largest change of ${esc(v.sort)}</p>
     <table data-test="compare" data-sort="${esc(v.sort)}" data-by="${esc(v.by)}"><thead><tr><th class="label">${esc(s.by === "line" ? "line" : "function")}</th><th>${esc(v.sort)} A</th><th>${esc(v.sort)} B</th><th>change</th><th>%</th>${other}</tr></thead>
-    <tbody>${rows}<tr class="total"><td class="label">TOTAL</td><td class="num">${fmt(v.before_totals[sc])}</td><td class="num">${fmt(v.after_totals[sc])}</td><td></td><td></td>${vis.filter((i) => i !== sc).map((i) => `<td class="num">${fmt(v.before_totals[i])}</td><td class="num">${fmt(v.after_totals[i])}</td>`).join("")}</tr></tbody></table>`;
+    <tbody>${rows}<tr class="total"><td class="label">TOTAL</td><td class="num">${fmt(v.before_totals[sc])}</td><td class="num">${fmt(v.after_totals[sc])}</td><td></td><td></td>${vis.filter((i) => i !== sc).map((i) => ab(v.before_totals[i], v.after_totals[i])).join("")}</tr></tbody></table>`;
 }
 
 // Both dumps' flat profiles next to each other, same rows, sort and filter.
@@ -517,6 +531,33 @@ async function viewSideBySide(s) {
   $("#main").querySelectorAll("tr[data-fn]").forEach((tr) => (tr.onclick = () => setState({ dump: +tr.dataset.dump, fn: +tr.dataset.fn, node: null })));
 }
 
+// ---- the summary (top of the flat and comparison pages) ----
+// What each dump is (program, cache, window, mode) and its totals
+// (instructions, misses per level), from /api/meta's `summary`; with two
+// dumps simulated with different caches, `coldcache diff`'s warning first.
+function summaryCard(d, i) {
+  const s = d.summary;
+  const w = s.window;
+  const name = META.dumps.length > 1 ? `${"AB"[i] || i}: ${esc(d.name)}` : esc(d.name);
+  const misses = s.misses.map((m) => `<span class="lvl" data-test="summary-miss" data-level="${esc(m.level)}"><b>${esc(m.level)}</b> <span class="d">${fmt(m.data)}</span> data, <span class="i">${fmt(m.instruction)}</span> instruction</span>`).join(" · ");
+  const memory = s.memory === null ? "" : ` · <span data-test="summary-memory"><b>memory</b> <span class="m">${fmt(s.memory)}</span> <span class="muted">(served by memory)</span></span>`;
+  return `<div class="card" data-test="summary" data-dump="${i}"><div class="card-title">${name}</div><table class="kv">
+    <tr><td>program</td><td data-test="summary-program">${esc(s.program.join(" ") || "(not recorded)")}</td></tr>
+    <tr><td>cache</td><td data-test="summary-cache">${esc(s.cache_name)} <span class="muted">(levels ${esc(s.levels.join(", "))}, ${fmt(s.cores)} core${s.cores === 1 ? "" : "s"})</span></td></tr>
+    <tr><td>window</td><td data-test="summary-window" data-cut="${w.cut_short ? 1 : 0}">start: ${esc(w.started)} → stop: <span class="${w.cut_short ? "warn" : ""}">${esc(w.stopped)}</span>${w.cut_short ? "" : " (complete)"}
+      <span class="muted">${w.threads ? `· threads ${esc(w.threads)} ` : ""}· ${fmt(w.duration_ns / 1e6)} ms · mode ${esc(w.mode)}</span></td></tr>
+    <tr><td>instructions</td><td data-test="summary-instructions">${fmt(s.instructions)}</td></tr>
+    <tr><td>misses</td><td data-test="summary-misses">${misses || `<span class="muted">(no per-level counters in this dump)</span>`}${memory}</td></tr>
+  </table></div>`;
+}
+
+function renderSummary(s) {
+  const el = $("#summary");
+  if (s.view !== "flat" && s.view !== "compare") { el.innerHTML = ""; return; }
+  const warn = META.cache_mismatch ? `<p class="warn" data-test="cache-mismatch">⚠ ${esc(META.cache_mismatch)}</p>` : "";
+  el.innerHTML = `${warn}<div class="cards">${META.dumps.map(summaryCard).join("")}</div>`;
+}
+
 // ---- frame ----
 async function render() {
   const s = state();
@@ -527,6 +568,7 @@ async function render() {
     : esc(META.dumps[0].name);
   const ds = $("#dump");
   if (ds) ds.onchange = (e) => setState({ dump: +e.target.value, fn: null, node: null });
+  renderSummary(s);
   renderSelection(s);
   try {
     switch (s.view) {
