@@ -117,6 +117,12 @@ pub fn header(p: &Profile) -> String {
         m.instructions,
         m.duration_ns as f64 / 1e6
     );
+    let w = crate::summary::summary(p).window;
+    let _ = writeln!(
+        s,
+        "window:    {} \u{2192} {}, mode {}",
+        w.started, w.stopped, w.mode
+    );
     if let Some(c) = &m.cut_short {
         let _ = writeln!(s, "cut short: {c}");
     }
