@@ -1153,3 +1153,128 @@ fn sigusr2_keeps_the_dump_and_a_trigger_stops_a_capture_without_record() {
     );
     assert!(d.meta.instructions > 0);
 }
+
+/// `objdump -d` of `binary` (with `-M intel` when `intel`): address →
+/// (mnemonic, operands without objdump's `# …` comment and `<symbol>`).
+fn objdump(binary: &Path, intel: bool) -> std::collections::HashMap<u64, (String, String)> {
+    let mut cmd = Command::new("objdump");
+    cmd.args(["-d", "-w", "--no-show-raw-insn"]);
+    if intel {
+        cmd.args(["-M", "intel"]);
+    }
+    let out = cmd.arg(binary).output().expect("run objdump");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut map = std::collections::HashMap::new();
+    for line in text(&out.stdout).lines() {
+        let Some((addr, ins)) = line.trim_start().split_once(":\t") else {
+            continue;
+        };
+        let Ok(addr) = u64::from_str_radix(addr, 16) else {
+            continue;
+        };
+        let ins = ins.split(" #").next().unwrap();
+        let ins = ins.split(" <").next().unwrap().trim();
+        let (m, ops) = ins.split_once(' ').unwrap_or((ins, ""));
+        map.insert(addr, (m.to_string(), ops.trim().to_string()));
+    }
+    map
+}
+
+/// `report --asm` rows: (address as printed, mnemonic, operands, executed
+/// instructions).
+fn asm_rows(report: &str) -> Vec<(String, String, String, u64)> {
+    report
+        .lines()
+        .skip_while(|l| !l.starts_with("instructions"))
+        .skip(1)
+        .filter_map(|l| {
+            let (counts, rest) = l.split_once(':').filter(|(c, _)| !c.contains('#'))?;
+            let mut c = counts.split_whitespace();
+            let n: u64 = c.next()?.parse().ok()?;
+            let addr = c.next()?.to_string();
+            let ins = rest.split("    #").next()?.trim();
+            let (m, ops) = ins.split_once(' ').unwrap_or((ins, ""));
+            Some((addr, m.to_string(), ops.trim().to_string(), n))
+        })
+        .collect()
+}
+
+/// Regression: `report --asm` showed run-time addresses
+/// (`0x5651a811b1e0`) and MASM syntax; it shows what `objdump -d` and
+/// `perf annotate` show: ELF file addresses and AT&T syntax, Intel with
+/// `--syntax intel`. Truth: objdump's own disassembly of the binary (a
+/// position-independent executable, so run-time and file addresses
+/// differ), instruction by instruction over the hottest function.
+#[test]
+fn report_asm_shows_objdump_addresses_and_att_syntax() {
+    if !gcc_or_skip("report_asm_shows_objdump_addresses_and_att_syntax")
+        || !library::have("objdump")
+    {
+        return;
+    }
+    let dir = scratch("asm");
+    let program = programs::compile(
+        "examples/programs/pushbuffer.c",
+        &dir.join("pushbuffer"),
+        &["-O2", "-g", "-fPIE", "-pie"],
+        false,
+    );
+    let _ = std::fs::remove_file(dir.join("pb.ccdump"));
+    let out = run_with_deadline(
+        {
+            let mut c = Command::new(COLDCACHE);
+            c.current_dir(&dir)
+                .env("COLDCACHE_LIB", library())
+                .args(["record", "--cache", "jaguar", "--function", "run_frames"])
+                .args(["-o", "pb.ccdump", "--"])
+                .arg(&program);
+            c
+        },
+        "record pushbuffer",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let dump = Dump::from_bytes(&std::fs::read(dir.join("pb.ccdump")).unwrap()).unwrap();
+    let exe = dump
+        .modules
+        .iter()
+        .find(|m| m.path.ends_with("/pushbuffer"))
+        .expect("the executable's module");
+    assert!(exe.start > 0x10_0000, "a PIE loads high: {:#x}", exe.start);
+    for (syntax, intel) in [(None, false), (Some("att"), false), (Some("intel"), true)] {
+        let mut c = Command::new(COLDCACHE);
+        c.args([
+            "report",
+            "pb.ccdump",
+            "--view",
+            "annotate",
+            "build_push_buffer",
+        ])
+        .args(["--asm", "--columns", "instructions"])
+        .current_dir(&dir);
+        if let Some(s) = syntax {
+            c.args(["--syntax", s]);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let report = text(&out.stdout);
+        let rows = asm_rows(&report);
+        let truth = objdump(&program, intel);
+        // The hot loop: 6144 tests of the flag (8 frames × 768 items).
+        assert!(rows.len() >= 15, "{syntax:?}: {report}");
+        assert!(rows.iter().any(|r| r.3 == 6144), "{syntax:?}: {report}");
+        for (addr, m, ops, _) in &rows {
+            let a = u64::from_str_radix(addr, 16).unwrap_or_else(|_| {
+                panic!("{syntax:?}: {addr:?} is not objdump's address\n{report}")
+            });
+            let Some((tm, tops)) = truth.get(&a) else {
+                panic!("{syntax:?}: objdump has no instruction at {a:x}\n{report}");
+            };
+            assert_eq!(m, tm, "{syntax:?} at {a:x}: mnemonic\n{report}");
+            // AT&T operands as objdump spells them, but for a nop's
+            // padding displacement (`0x0(%rax,%rax,1)`).
+            if !intel && !m.starts_with("nop") {
+                assert_eq!(ops, tops, "{syntax:?} at {a:x}: operands\n{report}");
+            }
+        }
+    }
+}
