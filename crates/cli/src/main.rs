@@ -100,6 +100,21 @@ pub(crate) fn write_output(path: &std::path::Path, bytes: &[u8]) -> anyhow::Resu
     })
 }
 
+/// Refuses `-` (standard output) for an output that a traced program's run
+/// produces: the program writes to the same standard output, so the file
+/// would arrive mixed with its output (it used to be written to a file
+/// named `-`).
+pub(crate) fn refuse_stdout(option: &str, path: &std::path::Path) -> anyhow::Result<()> {
+    if path.as_os_str() == "-" {
+        anyhow::bail!(
+            "{option} -: the program shares standard output, so a recording cannot be \
+             written there; give a file name (`coldcache export`, `zones --format` and \
+             `resolve -o -` write to standard output)"
+        );
+    }
+    Ok(())
+}
+
 /// Stack of the thread that runs the command. Only touched pages cost
 /// memory; deep recursions (clap's parser, the resolver's DWARF walk, the
 /// views' trees) stay far from it.

@@ -279,6 +279,10 @@ pub fn run(args: RecordArgs) -> Result<()> {
     // The library links no configuration parser: it gets the resolved
     // configuration as JSON (and writes its TOML into the dump itself).
     let cache_json = serde_json::to_string(&cfg).context("cache configuration as JSON")?;
+    crate::refuse_stdout("-o", &args.output)?;
+    if let Some(t) = &args.trace {
+        crate::refuse_stdout("--trace", t)?;
+    }
     let cwd = std::env::current_dir()?;
     let output = cwd.join(&args.output);
     // The whole run is lost if the dump cannot be written at its end:

@@ -1278,3 +1278,100 @@ fn report_asm_shows_objdump_addresses_and_att_syntax() {
         }
     }
 }
+
+/// Regression: `-o -` wrote a file named `-` (`record`, `zones record`),
+/// and `resolve -o -` called standard output "-". Every command with `-o`:
+/// `export`, `resolve` and the zones views write to standard output (what
+/// arrives there is the file itself: a dump that loads, JSON that parses,
+/// folded stacks); `record` and `zones record` refuse it before the
+/// program runs (the program shares standard output). No file named `-`
+/// is left anywhere.
+#[test]
+fn dash_output_is_standard_output_or_refused_in_every_command() {
+    if !gcc_or_skip("dash_output_is_standard_output_or_refused_in_every_command") {
+        return;
+    }
+    let dir = scratch("dash");
+    let _ = std::fs::remove_file(dir.join("-"));
+    let zoned = programs::compile(
+        "examples/programs/pushbuffer.c",
+        &dir.join("zoned"),
+        &["-O1", "-g", "-finstrument-functions"],
+        false,
+    );
+    let run = |args: &[&str]| {
+        let out = Command::new(COLDCACHE)
+            .current_dir(&dir)
+            .env("COLDCACHE_LIB", library())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!dir.join("-").exists(), "{args:?} wrote a file named -");
+        out
+    };
+    // record, to a file, to have a dump and a zones recording.
+    let _ = std::fs::remove_file(dir.join("d.ccdump"));
+    let out = run_with_deadline(
+        {
+            let mut c = record(&dir, &["--all", "-o", "d.ccdump", "--"]);
+            c.arg(&zoned);
+            c
+        },
+        "record",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let z = run(&[
+        "zones",
+        "record",
+        "-o",
+        "z.zones",
+        "--",
+        zoned.to_str().unwrap(),
+    ]);
+    assert!(z.status.success(), "{}", text(&z.stderr));
+
+    // Refused, before the program runs.
+    let mut c = record(&dir, &["--all", "-o", "-", "--"]);
+    c.arg(&zoned);
+    let out = run_with_deadline(c, "record -o -");
+    refused(&out, "-o -", "standard output", "record -o -");
+    let mut c = record(&dir, &["--all", "--trace", "-", "--"]);
+    c.arg(&zoned);
+    let out = run_with_deadline(c, "record --trace -");
+    refused(&out, "--trace -", "standard output", "record --trace -");
+    let out = run(&["zones", "record", "-o", "-", "--", zoned.to_str().unwrap()]);
+    refused(&out, "-o -", "standard output", "zones record -o -");
+
+    // Written to standard output.
+    let out = run(&["resolve", "d.ccdump", "-o", "-"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let d = Dump::from_bytes(&out.stdout).expect("a dump on standard output");
+    assert!(d.symbols.is_some());
+    assert!(
+        text(&out.stderr).contains("standard output"),
+        "{}",
+        text(&out.stderr)
+    );
+    for format in ["callgrind", "folded", "json", "speedscope", "flamegraph"] {
+        let out = run(&["export", "d.ccdump", "--format", format, "-o", "-"]);
+        assert!(out.status.success(), "{format}: {}", text(&out.stderr));
+        let s = text(&out.stdout);
+        let ok = match format {
+            "callgrind" => s.contains("events:"),
+            "folded" => s.lines().all(|l| {
+                l.rsplit_once(' ')
+                    .is_some_and(|(_, n)| n.parse::<u64>().is_ok())
+            }),
+            "flamegraph" => s.contains("<svg"),
+            _ => serde_json::from_str::<serde_json::Value>(&s).is_ok(),
+        };
+        assert!(ok && !s.is_empty(), "export {format} -o -: {s}");
+    }
+    let out = run(&["zones", "z.zones", "--format", "folded", "-o", "-"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("build_push_buffer"),
+        "{}",
+        text(&out.stdout)
+    );
+}
