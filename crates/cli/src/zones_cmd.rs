@@ -121,8 +121,9 @@ struct RecordArgs {
     /// Spike detection only: do not record events.
     #[arg(long)]
     no_record: bool,
-    /// The program and its arguments.
-    #[arg(last = true, required = true, value_name = "PROGRAM")]
+    /// The program and its arguments (after `--`, or without it: every
+    /// word from the program on is the program's).
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
     program: Vec<String>,
 }
 

@@ -1375,3 +1375,109 @@ fn dash_output_is_standard_output_or_refused_in_every_command() {
         text(&out.stdout)
     );
 }
+
+/// Regression: `record` needed `--` before the program; it takes the
+/// program without it when nothing is ambiguous (every word from the
+/// program on is the program's, options included; an unknown option
+/// before it is still an error, not a program name).
+#[test]
+fn record_takes_the_program_without_dashes() {
+    let dir = scratch("nodash");
+    let run = |args: &[&str]| {
+        let mut c = Command::new(COLDCACHE);
+        c.current_dir(&dir)
+            .env("COLDCACHE_LIB", library())
+            .arg("record")
+            .args(args);
+        run_with_deadline(c, "record")
+    };
+    // echo is stripped: no function to name, so nothing is captured and
+    // record exits non-zero; what counts is what echo was given.
+    let out = run(&[
+        "--no-resolve",
+        "-o",
+        "e.ccdump",
+        "/bin/echo",
+        "-n",
+        "--all",
+        "-o",
+        "x",
+    ]);
+    assert_eq!(text(&out.stdout), "--all -o x", "{}", text(&out.stderr));
+    let out = run(&["-o", "e.ccdump", "--", "/bin/echo", "-n", "a", "--", "b"]);
+    assert_eq!(text(&out.stdout), "a -- b", "{}", text(&out.stderr));
+    let out = run(&["--fnction", "main", "/bin/echo", "ran"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("--fnction"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Regression: `record` simulated the jaguar preset by default and `sim`
+/// Cachegrind's model, and only `sim` took `--I1/--D1/--LL`. Truth: the
+/// cache a dump was captured with (its embedded TOML, run through `sim`)
+/// is the cache `sim` simulates with the same options.
+#[test]
+fn record_and_sim_agree_on_the_default_cache_and_overrides() {
+    if !gcc_or_skip("record_and_sim_agree_on_the_default_cache_and_overrides") {
+        return;
+    }
+    let dir = scratch("samecache");
+    let program = programs::compile(
+        "examples/programs/pushbuffer.c",
+        &dir.join("pushbuffer"),
+        &["-O1", "-g"],
+        false,
+    );
+    let trace = library::repo().join("examples/traces/example.lackey.gz");
+    let sim_config = |args: &[&str]| -> serde_json::Value {
+        let out = Command::new(COLDCACHE)
+            .arg("sim")
+            .args(args)
+            .arg("--json")
+            .arg(&trace)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut c = v["config"].take();
+        c.as_object_mut().unwrap().remove("name");
+        c
+    };
+    for (overrides, dump) in [
+        (&[][..], "default.ccdump"),
+        (
+            &["--D1", "4096,2,64", "--LL", "1048576,16,64"][..],
+            "small.ccdump",
+        ),
+    ] {
+        let _ = std::fs::remove_file(dir.join(dump));
+        let mut c = Command::new(COLDCACHE);
+        c.current_dir(&dir)
+            .env("COLDCACHE_LIB", library())
+            .args(["record", "--no-resolve", "--all", "-o", dump])
+            .args(overrides)
+            .arg(&program);
+        let out = run_with_deadline(c, "record");
+        assert!(out.status.success(), "{overrides:?}: {}", text(&out.stderr));
+        let d = Dump::from_bytes(&std::fs::read(dir.join(dump)).unwrap()).unwrap();
+        assert!(
+            d.meta.cache_name.starts_with("cachegrind"),
+            "{}",
+            d.meta.cache_name
+        );
+        for o in overrides {
+            assert!(d.meta.cache_name.contains(o), "{}", d.meta.cache_name);
+        }
+        let toml = dir.join(format!("{dump}.toml"));
+        std::fs::write(&toml, &d.meta.cache_toml).unwrap();
+        let recorded = sim_config(&["--cache", toml.to_str().unwrap()]);
+        assert_eq!(recorded, sim_config(overrides), "{overrides:?}");
+        if !overrides.is_empty() {
+            assert_ne!(recorded, sim_config(&[]), "the overrides changed nothing");
+        }
+    }
+}
