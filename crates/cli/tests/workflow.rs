@@ -1481,3 +1481,52 @@ fn record_and_sim_agree_on_the_default_cache_and_overrides() {
         }
     }
 }
+
+/// Regression: `scripts/demo.sh` built silently for minutes and ended on a
+/// directory name. It says what it builds while it builds and ends with
+/// the next steps: the `coldcache ui` command on the two dumps it wrote
+/// (which exist and load), putting coldcache on PATH, and `record` on
+/// one's own program. Run with the test's coldcache (`COLDCACHE`), so
+/// nothing is built here; CI (`.ci/run`) runs the building path.
+#[test]
+fn demo_says_what_it_builds_and_ends_with_the_next_steps() {
+    if !gcc_or_skip("demo_says_what_it_builds_and_ends_with_the_next_steps") {
+        return;
+    }
+    let dir = scratch("demo");
+    let out = run_with_deadline(
+        {
+            let mut c = Command::new("bash");
+            c.arg(library::repo().join("scripts/demo.sh"))
+                .arg(&dir)
+                .env("COLDCACHE", COLDCACHE)
+                .env("COLDCACHE_LIB", library());
+            c
+        },
+        "scripts/demo.sh",
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let compiling = stdout.find("== compiling the example").expect(&stdout);
+    let capturing = stdout.find("== capturing run_frames").expect(&stdout);
+    let next = stdout.find("== next steps").expect(&stdout);
+    assert!(compiling < capturing && capturing < next, "{stdout}");
+    let tail = &stdout[next..];
+    let (before, after) = (dir.join("before.ccdump"), dir.join("after.ccdump"));
+    let ui = format!("coldcache ui {} {}", before.display(), after.display());
+    assert!(tail.contains(&ui), "no `{ui}` in the next steps:\n{tail}");
+    for p in [&before, &after] {
+        Dump::from_bytes(&std::fs::read(p).unwrap()).expect("the dumps the ui line names");
+    }
+    assert!(tail.contains("export PATH="), "{tail}");
+    assert!(tail.contains("coldcache record --function"), "{tail}");
+    assert!(tail.contains("coldcache report"), "{tail}");
+    // The building path announces itself (not run here: cargo inside
+    // cargo test waits for the build lock).
+    let script = std::fs::read_to_string(library::repo().join("scripts/demo.sh")).unwrap();
+    let build = script.find("cargo build").unwrap();
+    assert!(
+        script[..build].contains("say \"building coldcache"),
+        "demo.sh builds without saying so"
+    );
+}
