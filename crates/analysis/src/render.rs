@@ -289,7 +289,9 @@ pub fn annotate(v: &AnnotateView, cols: &[usize]) -> String {
     s
 }
 
-/// Annotated disassembly.
+/// Annotated disassembly: addresses as `objdump -d` prints them (file
+/// addresses, bare hexadecimal) where the view has them, run-time addresses
+/// (`0x…`, with a note) where it does not.
 pub fn asm(v: &AsmView, cols: &[usize]) -> String {
     let mut head = names(&v.columns, cols);
     head.push("address".into());
@@ -303,7 +305,10 @@ pub fn asm(v: &AsmView, cols: &[usize]) -> String {
             rows.push(gap);
         }
         let mut row = pick(&r.costs, cols);
-        row.push(format!("{:#x}", r.addr));
+        row.push(match r.file_addr {
+            Some(a) => format!("{a:x}:"),
+            None => format!("{:#x}:", r.addr),
+        });
         let mut t = r.text.clone().unwrap_or_else(|| "(bytes unknown)".into());
         if let Some(f) = &r.file {
             let _ = write!(t, "    # {}:{}", crate::views::short_path(f), r.line);
@@ -314,7 +319,14 @@ pub fn asm(v: &AsmView, cols: &[usize]) -> String {
         row.push(t);
         rows.push(row);
     }
-    format!("function {}\n{}", v.name, Table { head, rows }.render())
+    let mut s = format!("function {}\n{}", v.name, Table { head, rows }.render());
+    if v.rows.iter().any(|r| r.file_addr.is_none()) {
+        let _ = writeln!(
+            s,
+            "\n0x… addresses are run-time addresses: their module's file (of the captured build) was not found to tell its load bias."
+        );
+    }
+    s
 }
 
 /// Threads and cores.

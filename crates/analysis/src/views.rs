@@ -458,22 +458,77 @@ pub fn short_path(path: &str) -> &str {
     }
 }
 
-/// Disassembles the instruction at `addr` from the dump's embedded bytes.
+/// Disassembles the instruction at `addr` from the dump's embedded bytes
+/// (Intel syntax, run-time addresses: the flat view's `--by instruction`).
 pub fn disasm_at(p: &Profile, addr: u64) -> Option<String> {
-    use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter};
+    disasm_as(p, addr, addr, None)
+}
+
+/// Disassembles the instruction at run-time address `addr` as if it were at
+/// `ip` (its ELF file address, so that branch targets read as `objdump -d`
+/// shows them). In `syntax`, spelled as objdump spells it (lowercase, `0x`
+/// hexadecimal, the operands from column 7), or with no syntax given as
+/// the flat view has always shown it (iced's Intel defaults).
+fn disasm_as(p: &Profile, addr: u64, ip: u64, syntax: Option<AsmSyntax>) -> Option<String> {
+    use iced_x86::{Decoder, DecoderOptions, Formatter, GasFormatter, IntelFormatter};
+    use std::fmt::Write;
     let loc = p.dump().symbols.as_ref()?.location(addr)?;
     if loc.code.is_empty() {
         return None;
     }
-    let mut d = Decoder::with_ip(64, &loc.code, addr, DecoderOptions::NONE);
+    let mut d = Decoder::with_ip(64, &loc.code, ip, DecoderOptions::NONE);
     let ins = d.decode();
     if ins.is_invalid() {
         return None;
     }
     let mut out = String::new();
-    let mut f = IntelFormatter::new();
-    f.options_mut().set_first_operand_char_index(8);
+    let mut f: Box<dyn Formatter> = match syntax {
+        Some(AsmSyntax::Att) => Box::new(GasFormatter::new()),
+        Some(AsmSyntax::Intel) | None => Box::new(IntelFormatter::new()),
+    };
+    let o = f.options_mut();
+    if syntax.is_none() {
+        o.set_first_operand_char_index(8);
+    } else {
+        o.set_first_operand_char_index(7);
+        o.set_uppercase_hex(false);
+        o.set_hex_prefix("0x");
+        o.set_hex_suffix("");
+        o.set_small_hex_numbers_in_decimal(false);
+        o.set_branch_leading_zeros(false);
+        o.set_show_branch_size(false);
+        o.set_rip_relative_addresses(true);
+        // AT&T's is added below: iced writes `(%rip,)` with it.
+        o.set_always_show_scale(syntax == Some(AsmSyntax::Intel));
+    }
+    let direct = ins.op_count() == 1
+        && matches!(
+            ins.op0_kind(),
+            iced_x86::OpKind::NearBranch16
+                | iced_x86::OpKind::NearBranch32
+                | iced_x86::OpKind::NearBranch64
+        );
+    if syntax.is_some() && direct {
+        // objdump writes a direct branch's target bare: `je     120c`.
+        f.format_mnemonic(&ins, &mut out);
+        let _ = write!(
+            out,
+            "{:w$}{:x}",
+            "",
+            ins.near_branch_target(),
+            w = 7usize.saturating_sub(out.len()).max(1)
+        );
+        return Some(out);
+    }
     f.format(&ins, &mut out);
+    if syntax == Some(AsmSyntax::Att) {
+        // objdump spells an index of scale 1: `(%rsi,%rsi,1)`.
+        static INDEX: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+        let re = INDEX.get_or_init(|| {
+            regex::Regex::new(r"\((%[a-z0-9]*),(%[a-z0-9]+)\)").expect("a valid expression")
+        });
+        out = re.replace_all(&out, "($1,$2,1)").into_owned();
+    }
     Some(out)
 }
 
@@ -1017,11 +1072,15 @@ pub fn annotate(p: &Profile, fs: &[FnId], source: &dyn Fn(&str) -> Option<String
 /// One instruction of a function's disassembly.
 #[derive(Clone, Debug, Serialize)]
 pub struct AsmRow {
-    /// Address.
+    /// Run-time address (the dump's).
     pub addr: u64,
+    /// The address `objdump -d` and `perf annotate` show: the run-time
+    /// address minus its module's load bias. `None` when the module's file
+    /// (of the captured build) is not there to tell the bias.
+    pub file_addr: Option<u64>,
     /// Instruction bytes, hex.
     pub bytes: String,
-    /// Intel-syntax disassembly, `None` without the bytes.
+    /// Disassembly in the view's syntax, `None` without the bytes.
     pub text: Option<String>,
     /// Source file and line of the innermost frame.
     pub file: Option<String>,
@@ -1045,12 +1104,46 @@ pub struct AsmView {
     pub functions: Vec<FnId>,
     /// Label.
     pub name: String,
+    /// The syntax of the rows' text.
+    pub syntax: AsmSyntax,
     /// Instructions by address.
     pub rows: Vec<AsmRow>,
 }
 
-/// The executed instructions of the functions `fs` (inlined code included).
+/// Assembly syntax.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AsmSyntax {
+    /// AT&T, as `objdump -d` and `perf annotate` print by default.
+    #[default]
+    Att,
+    /// Intel, as `objdump -d -M intel` prints.
+    Intel,
+}
+
+/// How [`disassembly_with`] shows the instructions.
+#[derive(Clone, Debug, Default)]
+pub struct AsmOptions {
+    /// The syntax.
+    pub syntax: AsmSyntax,
+    /// Per module of the dump (same order as `Dump::modules`), its load
+    /// bias (run-time address minus ELF virtual address), `None` when
+    /// unknown: those instructions keep their run-time addresses. The
+    /// analysis reads no files; the caller finds the biases.
+    pub load_bias: Vec<Option<u64>>,
+}
+
+/// The executed instructions of the functions `fs` (inlined code included),
+/// in AT&T syntax at run-time addresses ([`disassembly_with`] gives file
+/// addresses).
 pub fn disassembly(p: &Profile, fs: &[FnId]) -> AsmView {
+    disassembly_with(p, fs, &AsmOptions::default())
+}
+
+/// The executed instructions of the functions `fs` (inlined code included),
+/// in `o.syntax`, with the file address of every instruction whose module's
+/// load bias `o` gives.
+pub fn disassembly_with(p: &Profile, fs: &[FnId], o: &AsmOptions) -> AsmView {
     let cols = p.columns();
     let nc = p.counters();
     let mut acc: HashMap<u64, (usize, Vec<u64>)> = HashMap::default();
@@ -1080,15 +1173,23 @@ pub fn disassembly(p: &Profile, fs: &[FnId]) -> AsmView {
             .map(|l| l.code.clone())
             .unwrap_or_default();
         let len = code_len(&code, a);
+        let file_addr = p
+            .dump()
+            .modules
+            .iter()
+            .position(|m| (m.start..m.end).contains(&a))
+            .and_then(|m| o.load_bias.get(m).copied().flatten())
+            .map(|bias| a.wrapping_sub(bias));
         rows.push(AsmRow {
             addr: a,
+            file_addr,
             bytes: code
                 .iter()
                 .take(len.max(1).min(code.len()))
                 .map(|b| format!("{b:02x}"))
                 .collect::<Vec<_>>()
                 .join(" "),
-            text: disasm_at(p, a),
+            text: disasm_as(p, a, file_addr.unwrap_or(a), Some(o.syntax)),
             file: p.file(inner.file).map(str::to_string),
             line: inner.line,
             inlined: (!fs.contains(&inner.function)).then(|| fn_label(p, inner.function)),
@@ -1101,6 +1202,7 @@ pub fn disassembly(p: &Profile, fs: &[FnId]) -> AsmView {
         columns: heads(p),
         functions: fs.to_vec(),
         name: fs.first().map(|&f| fn_label(p, f)).unwrap_or_default(),
+        syntax: o.syntax,
         rows,
     }
 }

@@ -65,7 +65,7 @@ pub fn run(a: ExportArgs) -> Result<()> {
     let bytes: Vec<u8> = match a.format {
         Format::Callgrind => {
             let opts = coldcache_export::CallgrindOptions {
-                load_bias: p.dump().modules.iter().map(load_bias).collect(),
+                load_bias: crate::report_cmd::load_biases(p.dump()),
             };
             coldcache_export::callgrind_with(&p, &opts).into_bytes()
         }
@@ -89,21 +89,4 @@ pub fn run(a: ExportArgs) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// The load bias of a module (run-time address minus ELF virtual address),
-/// from its file's `PT_LOAD` segments (`coldcache_fsio::elf`); `None` when
-/// the file is gone, unreadable, not ELF, or of another build.
-fn load_bias(m: &coldcache_dump::Module) -> Option<u64> {
-    use object::Object;
-    if !m.path.starts_with('/') {
-        return None;
-    }
-    let data = coldcache_fsio::read_regular(&m.path, coldcache_fsio::elf::MAX_ELF_FILE).ok()?;
-    let file = object::File::parse(&*data).ok()?;
-    if !m.build_id.is_empty() && file.build_id().ok()?? != m.build_id.as_slice() {
-        return None;
-    }
-    // Dump modules are the executable mappings.
-    coldcache_fsio::elf::LoadSegments::of(&file).load_bias(m.start, m.file_offset, true)
 }

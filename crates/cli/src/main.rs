@@ -100,6 +100,61 @@ pub(crate) fn write_output(path: &std::path::Path, bytes: &[u8]) -> anyhow::Resu
     })
 }
 
+/// `--progress` and `--no-progress`, meaning the same in every command
+/// that shows progress (`record` spells the same pair out): progress on
+/// stderr when it is a terminal, `--progress` also when it is not (a log
+/// file), `--no-progress` never. The last one given wins.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub(crate) struct ProgressArgs {
+    /// Show progress on stderr, even when it is not a terminal (the default
+    /// on a terminal).
+    #[arg(long, overrides_with = "no_progress")]
+    progress: bool,
+    /// No progress (the default when stderr is not a terminal).
+    #[arg(long, overrides_with = "progress")]
+    no_progress: bool,
+}
+
+impl ProgressArgs {
+    /// Whether progress was asked for explicitly, ruled out, or left to
+    /// the terminal: `Some(true)`, `Some(false)`, `None`.
+    pub(crate) fn asked(self) -> Option<bool> {
+        match (self.progress, self.no_progress) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        }
+    }
+
+    /// A progress bar on stderr: hidden with `--no-progress`, drawn even
+    /// on a file with `--progress`, else where stderr is a terminal.
+    pub(crate) fn bar(self, len: u64) -> indicatif::ProgressBar {
+        let target = match self.asked() {
+            Some(false) => indicatif::ProgressDrawTarget::hidden(),
+            Some(true) => {
+                indicatif::ProgressDrawTarget::term_like(Box::new(console::Term::stderr()))
+            }
+            None => indicatif::ProgressDrawTarget::stderr(),
+        };
+        indicatif::ProgressBar::with_draw_target(Some(len), target)
+    }
+}
+
+/// Refuses `-` (standard output) for an output that a traced program's run
+/// produces: the program writes to the same standard output, so the file
+/// would arrive mixed with its output (it used to be written to a file
+/// named `-`).
+pub(crate) fn refuse_stdout(option: &str, path: &std::path::Path) -> anyhow::Result<()> {
+    if path.as_os_str() == "-" {
+        anyhow::bail!(
+            "{option} -: the program shares standard output, so a recording cannot be \
+             written there; give a file name (`coldcache export`, `zones --format` and \
+             `resolve -o -` write to standard output)"
+        );
+    }
+    Ok(())
+}
+
 /// Stack of the thread that runs the command. Only touched pages cost
 /// memory; deep recursions (clap's parser, the resolver's DWARF walk, the
 /// views' trees) stay far from it.

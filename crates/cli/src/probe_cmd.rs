@@ -30,9 +30,8 @@ pub struct ProbeArgs {
     /// A shorter, rougher run (under 5 seconds).
     #[arg(long)]
     pub quick: bool,
-    /// No progress bar.
-    #[arg(long)]
-    pub no_progress: bool,
+    #[command(flatten)]
+    pub progress: crate::ProgressArgs,
 }
 
 pub fn run(args: ProbeArgs) -> Result<()> {
@@ -60,22 +59,12 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         quick: args.quick,
         ..Options::default()
     };
-    let pb = if args.no_progress {
-        indicatif::ProgressBar::hidden()
-    } else {
-        let pb = indicatif::ProgressBar::with_draw_target(
-            Some(1000),
-            indicatif::ProgressDrawTarget::stderr(),
-        );
-        pb.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} probing [{bar:40}] {percent:>3}% {msg}",
-            )
+    let pb = args.progress.bar(1000);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} probing [{bar:40}] {percent:>3}% {msg}")
             .expect("valid template")
             .progress_chars("=> "),
-        );
-        pb
-    };
+    );
     let mut progress = |what: &str, frac: f64| {
         pb.set_message(what.to_string());
         pb.set_position((frac.clamp(0.0, 1.0) * 1000.0) as u64);

@@ -11,9 +11,19 @@ use std::process::Command;
 /// Arguments of `coldcache record`.
 #[derive(Args, Debug)]
 pub struct RecordArgs {
-    /// Cache configuration: a preset name (`coldcache presets`) or a TOML file.
-    #[arg(long, default_value = "jaguar")]
+    /// Cache configuration: a preset name (`coldcache presets`), `host`, or
+    /// a TOML file; the default, as for `sim`, is Valgrind's model.
+    #[arg(long, default_value = crate::sim_cmd::DEFAULT_CACHE, value_name = "PRESET|FILE")]
     cache: String,
+    /// Cachegrind-style I1 geometry override, e.g. 32768,8,64 (as `sim`).
+    #[arg(long = "I1", value_name = "SIZE,ASSOC,LINE")]
+    i1: Option<String>,
+    /// Cachegrind-style D1 geometry override.
+    #[arg(long = "D1", value_name = "SIZE,ASSOC,LINE")]
+    d1: Option<String>,
+    /// Cachegrind-style LL (last level) geometry override.
+    #[arg(long = "LL", value_name = "SIZE,ASSOC,LINE")]
+    ll: Option<String>,
     /// Where to write the dump (checked before the program starts). An
     /// earlier file there is kept as PATH.old; further captures of the run
     /// go to NAME.2.EXT, NAME.3.EXT, ...
@@ -101,8 +111,9 @@ pub struct RecordArgs {
         value_parser = ["auto", "trap", "fast", "verify"]
     )]
     mode: String,
-    /// The program and its arguments.
-    #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]
+    /// The program and its arguments (after `--`, or without it: every
+    /// word from the program on is the program's).
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM ARGS")]
     program: Vec<String>,
 }
 
@@ -274,11 +285,20 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let lib = find_library()?;
     let program = find_program(&args.program[0])?;
     let elf = check_program(&program)?;
-    let cfg = coldcache_config::resolve(&args.cache)
+    let cfg = crate::sim_cmd::cache_config(&args.cache, &args.i1, &args.d1, &args.ll)
         .with_context(|| format!("cache configuration {}", args.cache))?;
+    // The name the dump carries: the overrides are part of it.
+    let cache_name = [("--I1", &args.i1), ("--D1", &args.d1), ("--LL", &args.ll)]
+        .into_iter()
+        .filter_map(|(o, v)| v.as_ref().map(|v| format!(" {o} {v}")))
+        .fold(args.cache.clone(), |name, o| name + &o);
     // The library links no configuration parser: it gets the resolved
     // configuration as JSON (and writes its TOML into the dump itself).
     let cache_json = serde_json::to_string(&cfg).context("cache configuration as JSON")?;
+    crate::refuse_stdout("-o", &args.output)?;
+    if let Some(t) = &args.trace {
+        crate::refuse_stdout("--trace", t)?;
+    }
     let cwd = std::env::current_dir()?;
     let output = cwd.join(&args.output);
     // The whole run is lost if the dump cannot be written at its end:
@@ -351,7 +371,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .env("COLDCACHE_RECORD", "1")
         .env("COLDCACHE_QUIET", "1")
         .env("COLDCACHE_CACHE_JSON", &cache_json)
-        .env("COLDCACHE_CACHE_NAME", &args.cache)
+        .env("COLDCACHE_CACHE_NAME", &cache_name)
         .env("COLDCACHE_OUTPUT", &output)
         .env("COLDCACHE_DUMPS", &manifest)
         .env("COLDCACHE_THREADS", &args.threads)

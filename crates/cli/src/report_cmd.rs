@@ -50,6 +50,15 @@ impl From<ByArg> for By {
     }
 }
 
+/// Assembly syntax of `report --asm`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SyntaxArg {
+    /// AT&T (`mov 0x8(%rdi),%eax`).
+    Att,
+    /// Intel (`mov eax,[rdi+0x8]`).
+    Intel,
+}
+
 /// Options shared by `report` and `diff`.
 #[derive(Args, Debug)]
 pub struct Common {
@@ -103,9 +112,15 @@ pub struct ReportArgs {
     /// Trees: leave out nodes deeper than this.
     #[arg(long)]
     max_depth: Option<u32>,
-    /// Annotate: per-instruction disassembly instead of source lines.
+    /// Annotate: per-instruction disassembly instead of source lines, at
+    /// the addresses `objdump -d` and `perf annotate` show (ELF file
+    /// addresses).
     #[arg(long)]
     asm: bool,
+    /// The syntax of `--asm`: `att` (objdump's and perf's default) or
+    /// `intel` (`objdump -M intel`).
+    #[arg(long, value_enum, default_value = "att", value_name = "att|intel")]
+    syntax: SyntaxArg,
     /// Where to find source files whose recorded path moved: FROM=TO
     /// replaces a path prefix (repeatable).
     #[arg(long, value_name = "FROM=TO")]
@@ -268,7 +283,17 @@ pub fn report(a: ReportArgs) -> Result<()> {
         View::Annotate => {
             let fs = function("annotate")?;
             if a.asm {
-                let v = views::disassembly(&p, &fs);
+                let v = views::disassembly_with(
+                    &p,
+                    &fs,
+                    &views::AsmOptions {
+                        syntax: match a.syntax {
+                            SyntaxArg::Att => views::AsmSyntax::Att,
+                            SyntaxArg::Intel => views::AsmSyntax::Intel,
+                        },
+                        load_bias: load_biases(p.dump()),
+                    },
+                );
                 if c.json {
                     return print_json(&v);
                 }
@@ -314,6 +339,28 @@ pub fn report(a: ReportArgs) -> Result<()> {
             print_text(&format!("{header}\n{}", render::threads(&v, &cols)))
         }
     }
+}
+
+/// The load bias of every module of `dump` (run-time address minus ELF
+/// virtual address), from its file's `PT_LOAD` segments
+/// (`coldcache_fsio::elf`); `None` for a module whose file is gone,
+/// unreadable, not ELF, or of another build.
+pub fn load_biases(dump: &Dump) -> Vec<Option<u64>> {
+    dump.modules.iter().map(load_bias).collect()
+}
+
+fn load_bias(m: &coldcache_dump::Module) -> Option<u64> {
+    use object::Object;
+    if !m.path.starts_with('/') {
+        return None;
+    }
+    let data = coldcache_fsio::read_regular(&m.path, coldcache_fsio::elf::MAX_ELF_FILE).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    if !m.build_id.is_empty() && file.build_id().ok()?? != m.build_id.as_slice() {
+        return None;
+    }
+    // Dump modules are the executable mappings.
+    coldcache_fsio::elf::LoadSegments::of(&file).load_bias(m.start, m.file_offset, true)
 }
 
 /// Applies `--filter` (keeps rows matching and their ancestors) and

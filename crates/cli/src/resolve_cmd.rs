@@ -156,7 +156,11 @@ pub fn summary(dump: &Dump, path: &Path, took: std::time::Duration) -> String {
     let n = dump.symbols.as_ref().map_or(0, |s| s.locations.len());
     let mut s = format!(
         "coldcache: symbols of {n} addresses embedded in {} ({:.2} s)\n",
-        path.display(),
+        if path.as_os_str() == "-" {
+            "the dump written to standard output".into()
+        } else {
+            path.display().to_string()
+        },
         took.as_secs_f64()
     );
     for ModuleSummary {

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 pub struct SimArgs {
     /// Cache configuration: a preset (see `coldcache presets`), `host`, or a
     /// TOML file (see docs/cache-config.md).
-    #[arg(long, default_value = "cachegrind", value_name = "PRESET|FILE")]
+    #[arg(long, default_value = DEFAULT_CACHE, value_name = "PRESET|FILE")]
     cache: String,
     /// Cachegrind-style I1 geometry override, e.g. 32768,8,64.
     #[arg(long = "I1", value_name = "SIZE,ASSOC,LINE")]
@@ -61,9 +61,8 @@ pub struct SimArgs {
     /// Print machine-readable JSON instead of tables.
     #[arg(long)]
     json: bool,
-    /// No progress bar.
-    #[arg(long)]
-    no_progress: bool,
+    #[command(flatten)]
+    progress: crate::ProgressArgs,
     /// Trace files.
     #[arg(required = true, value_name = "TRACE")]
     traces: Vec<PathBuf>,
@@ -81,6 +80,32 @@ fn parse_cachelab(text: &str) -> Result<CacheLabParams> {
     Ok((num("S", s)?, num("E", e)?, num("B", b)?))
 }
 
+/// The cache `sim` and `record` simulate when `--cache` is not given:
+/// Valgrind's model, so that their numbers compare with Cachegrind's and
+/// Callgrind's as they stand.
+pub const DEFAULT_CACHE: &str = "cachegrind";
+
+/// `--cache` with Cachegrind's `--I1`, `--D1` and `--LL` geometry
+/// overrides, as `sim` and `record` both take them.
+pub fn cache_config(
+    cache: &str,
+    i1: &Option<String>,
+    d1: &Option<String>,
+    ll: &Option<String>,
+) -> Result<HierarchyConfig> {
+    let mut cfg = coldcache_config::resolve(cache)?;
+    let geo = |opt: &str, v: &Option<String>| {
+        v.as_deref()
+            .map(|t| coldcache_config::parse_valgrind_option(opt, t))
+            .transpose()
+    };
+    let (i1, d1, ll) = (geo("--I1", i1)?, geo("--D1", d1)?, geo("--LL", ll)?);
+    if i1.is_some() || d1.is_some() || ll.is_some() {
+        coldcache_config::apply_cachegrind_overrides(&mut cfg, i1, d1, ll)?;
+    }
+    Ok(cfg)
+}
+
 /// The configuration, from `--cachelab` (with its parameters) or `--cache`
 /// and its overrides.
 fn configuration(args: &SimArgs) -> Result<(HierarchyConfig, Option<CacheLabParams>)> {
@@ -89,20 +114,7 @@ fn configuration(args: &SimArgs) -> Result<(HierarchyConfig, Option<CacheLabPara
         let cfg = coldcache_config::cachelab(s, e, b)?;
         return Ok((cfg, Some((s, e, b))));
     }
-    let mut cfg = coldcache_config::resolve(&args.cache)?;
-    let geo = |opt: &str, v: &Option<String>| {
-        v.as_deref()
-            .map(|t| coldcache_config::parse_valgrind_option(opt, t))
-            .transpose()
-    };
-    let (i1, d1, ll) = (
-        geo("--I1", &args.i1)?,
-        geo("--D1", &args.d1)?,
-        geo("--LL", &args.ll)?,
-    );
-    if i1.is_some() || d1.is_some() || ll.is_some() {
-        coldcache_config::apply_cachegrind_overrides(&mut cfg, i1, d1, ll)?;
-    }
+    let mut cfg = cache_config(&args.cache, &args.i1, &args.d1, &args.ll)?;
     if let Some(s) = &args.straddle {
         cfg.straddle = match s.as_str() {
             "whole" => StraddleMode::Whole,
@@ -133,13 +145,12 @@ pub fn run(args: SimArgs) -> Result<()> {
         total_bytes += reader.total_bytes().unwrap_or(0);
         traces.push((path.display().to_string(), reader));
     }
-    let progress = if args.no_progress || total_bytes < (8 << 20) {
+    // A bar for a trace that takes under a second only flickers, unless
+    // asked for.
+    let progress = if args.progress.asked().is_none() && total_bytes < (8 << 20) {
         indicatif::ProgressBar::hidden()
     } else {
-        let pb = indicatif::ProgressBar::with_draw_target(
-            Some(total_bytes),
-            indicatif::ProgressDrawTarget::stderr(),
-        );
+        let pb = args.progress.bar(total_bytes);
         pb.set_style(
             indicatif::ProgressStyle::with_template(
                 "{spinner} simulating [{bar:40}] {bytes}/{total_bytes} ({eta})",

@@ -121,8 +121,9 @@ struct RecordArgs {
     /// Spike detection only: do not record events.
     #[arg(long)]
     no_record: bool,
-    /// The program and its arguments.
-    #[arg(last = true, required = true, value_name = "PROGRAM")]
+    /// The program and its arguments (after `--`, or without it: every
+    /// word from the program on is the program's).
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM")]
     program: Vec<String>,
 }
 
@@ -271,6 +272,8 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
         .output
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("coldcache-{base}.zones")));
+    // Found out before the program runs, not after.
+    crate::refuse_stdout("-o", &output)?;
     crate::record_cmd::check_output(&output).context("-o")?;
     let dir = tempfile::Builder::new()
         .prefix("coldcache-zones-")

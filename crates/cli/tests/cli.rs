@@ -6,6 +6,10 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_coldcache"))
 }
@@ -245,4 +249,36 @@ fn two_traces_are_two_threads_on_two_cores() {
     assert_eq!(v["threads"].as_array().unwrap().len(), 2);
     assert_eq!(v["coherence"]["false_sharing"], 2);
     assert_eq!(v["coherence"]["invalidations"], 4);
+}
+
+/// Regression: `--progress`/`--no-progress` meant different things per
+/// command (`sim` and `probe` had only `--no-progress`; `record` both).
+/// Every command that shows progress takes both, and they mean what they
+/// mean for `record`: `--progress` shows it on stderr even when stderr is
+/// not a terminal, `--no-progress` never, the default only on a terminal
+/// (here stderr is a pipe), the last one given wins.
+#[test]
+fn progress_and_no_progress_mean_the_same_in_every_command() {
+    for cmd in ["record", "sim", "probe"] {
+        let out = run(&[cmd, "--help"]);
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            help.contains("--progress") && help.contains("--no-progress"),
+            "{cmd} --help: {help}"
+        );
+    }
+    let trace = repo().join("examples/traces/example.lackey.gz");
+    let t = trace.to_str().unwrap();
+    for (flags, shown) in [
+        (&[][..], false),
+        (&["--progress"][..], true),
+        (&["--no-progress"][..], false),
+        (&["--no-progress", "--progress"][..], true),
+        (&["--progress", "--no-progress"][..], false),
+    ] {
+        let out = bin().arg("sim").args(flags).arg(t).output().unwrap();
+        assert!(out.status.success(), "{flags:?}: {}", stderr(&out));
+        let e = stderr(&out);
+        assert_eq!(e.contains("simulating"), shown, "sim {flags:?}: {e:?}");
+    }
 }

@@ -1153,3 +1153,380 @@ fn sigusr2_keeps_the_dump_and_a_trigger_stops_a_capture_without_record() {
     );
     assert!(d.meta.instructions > 0);
 }
+
+/// `objdump -d` of `binary` (with `-M intel` when `intel`): address →
+/// (mnemonic, operands without objdump's `# …` comment and `<symbol>`).
+fn objdump(binary: &Path, intel: bool) -> std::collections::HashMap<u64, (String, String)> {
+    let mut cmd = Command::new("objdump");
+    cmd.args(["-d", "-w", "--no-show-raw-insn"]);
+    if intel {
+        cmd.args(["-M", "intel"]);
+    }
+    let out = cmd.arg(binary).output().expect("run objdump");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mut map = std::collections::HashMap::new();
+    for line in text(&out.stdout).lines() {
+        let Some((addr, ins)) = line.trim_start().split_once(":\t") else {
+            continue;
+        };
+        let Ok(addr) = u64::from_str_radix(addr, 16) else {
+            continue;
+        };
+        let ins = ins.split(" #").next().unwrap();
+        let ins = ins.split(" <").next().unwrap().trim();
+        let (m, ops) = ins.split_once(' ').unwrap_or((ins, ""));
+        map.insert(addr, (m.to_string(), ops.trim().to_string()));
+    }
+    map
+}
+
+/// `report --asm` rows: (address as printed, mnemonic, operands, executed
+/// instructions).
+fn asm_rows(report: &str) -> Vec<(String, String, String, u64)> {
+    report
+        .lines()
+        .skip_while(|l| !l.starts_with("instructions"))
+        .skip(1)
+        .filter_map(|l| {
+            let (counts, rest) = l.split_once(':').filter(|(c, _)| !c.contains('#'))?;
+            let mut c = counts.split_whitespace();
+            let n: u64 = c.next()?.parse().ok()?;
+            let addr = c.next()?.to_string();
+            let ins = rest.split("    #").next()?.trim();
+            let (m, ops) = ins.split_once(' ').unwrap_or((ins, ""));
+            Some((addr, m.to_string(), ops.trim().to_string(), n))
+        })
+        .collect()
+}
+
+/// Regression: `report --asm` showed run-time addresses
+/// (`0x5651a811b1e0`) and MASM syntax; it shows what `objdump -d` and
+/// `perf annotate` show: ELF file addresses and AT&T syntax, Intel with
+/// `--syntax intel`. Truth: objdump's own disassembly of the binary (a
+/// position-independent executable, so run-time and file addresses
+/// differ), instruction by instruction over the hottest function.
+#[test]
+fn report_asm_shows_objdump_addresses_and_att_syntax() {
+    if !gcc_or_skip("report_asm_shows_objdump_addresses_and_att_syntax")
+        || !library::have("objdump")
+    {
+        return;
+    }
+    let dir = scratch("asm");
+    let program = programs::compile(
+        "examples/programs/pushbuffer.c",
+        &dir.join("pushbuffer"),
+        &["-O2", "-g", "-fPIE", "-pie"],
+        false,
+    );
+    let _ = std::fs::remove_file(dir.join("pb.ccdump"));
+    let out = run_with_deadline(
+        {
+            let mut c = Command::new(COLDCACHE);
+            c.current_dir(&dir)
+                .env("COLDCACHE_LIB", library())
+                .args(["record", "--cache", "jaguar", "--function", "run_frames"])
+                .args(["-o", "pb.ccdump", "--"])
+                .arg(&program);
+            c
+        },
+        "record pushbuffer",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let dump = Dump::from_bytes(&std::fs::read(dir.join("pb.ccdump")).unwrap()).unwrap();
+    let exe = dump
+        .modules
+        .iter()
+        .find(|m| m.path.ends_with("/pushbuffer"))
+        .expect("the executable's module");
+    assert!(exe.start > 0x10_0000, "a PIE loads high: {:#x}", exe.start);
+    for (syntax, intel) in [(None, false), (Some("att"), false), (Some("intel"), true)] {
+        let mut c = Command::new(COLDCACHE);
+        c.args([
+            "report",
+            "pb.ccdump",
+            "--view",
+            "annotate",
+            "build_push_buffer",
+        ])
+        .args(["--asm", "--columns", "instructions"])
+        .current_dir(&dir);
+        if let Some(s) = syntax {
+            c.args(["--syntax", s]);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let report = text(&out.stdout);
+        let rows = asm_rows(&report);
+        let truth = objdump(&program, intel);
+        // The hot loop: 6144 tests of the flag (8 frames × 768 items).
+        assert!(rows.len() >= 15, "{syntax:?}: {report}");
+        assert!(rows.iter().any(|r| r.3 == 6144), "{syntax:?}: {report}");
+        for (addr, m, ops, _) in &rows {
+            let a = u64::from_str_radix(addr, 16).unwrap_or_else(|_| {
+                panic!("{syntax:?}: {addr:?} is not objdump's address\n{report}")
+            });
+            let Some((tm, tops)) = truth.get(&a) else {
+                panic!("{syntax:?}: objdump has no instruction at {a:x}\n{report}");
+            };
+            assert_eq!(m, tm, "{syntax:?} at {a:x}: mnemonic\n{report}");
+            // AT&T operands as objdump spells them, but for a nop's
+            // padding displacement (`0x0(%rax,%rax,1)`).
+            if !intel && !m.starts_with("nop") {
+                assert_eq!(ops, tops, "{syntax:?} at {a:x}: operands\n{report}");
+            }
+        }
+    }
+}
+
+/// Regression: `-o -` wrote a file named `-` (`record`, `zones record`),
+/// and `resolve -o -` called standard output "-". Every command with `-o`:
+/// `export`, `resolve` and the zones views write to standard output (what
+/// arrives there is the file itself: a dump that loads, JSON that parses,
+/// folded stacks); `record` and `zones record` refuse it before the
+/// program runs (the program shares standard output). No file named `-`
+/// is left anywhere.
+#[test]
+fn dash_output_is_standard_output_or_refused_in_every_command() {
+    if !gcc_or_skip("dash_output_is_standard_output_or_refused_in_every_command") {
+        return;
+    }
+    let dir = scratch("dash");
+    let _ = std::fs::remove_file(dir.join("-"));
+    let zoned = programs::compile(
+        "examples/programs/pushbuffer.c",
+        &dir.join("zoned"),
+        &["-O1", "-g", "-finstrument-functions"],
+        false,
+    );
+    let run = |args: &[&str]| {
+        let out = Command::new(COLDCACHE)
+            .current_dir(&dir)
+            .env("COLDCACHE_LIB", library())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!dir.join("-").exists(), "{args:?} wrote a file named -");
+        out
+    };
+    // record, to a file, to have a dump and a zones recording.
+    let _ = std::fs::remove_file(dir.join("d.ccdump"));
+    let out = run_with_deadline(
+        {
+            let mut c = record(&dir, &["--all", "-o", "d.ccdump", "--"]);
+            c.arg(&zoned);
+            c
+        },
+        "record",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let z = run(&[
+        "zones",
+        "record",
+        "-o",
+        "z.zones",
+        "--",
+        zoned.to_str().unwrap(),
+    ]);
+    assert!(z.status.success(), "{}", text(&z.stderr));
+
+    // Refused, before the program runs.
+    let mut c = record(&dir, &["--all", "-o", "-", "--"]);
+    c.arg(&zoned);
+    let out = run_with_deadline(c, "record -o -");
+    refused(&out, "-o -", "standard output", "record -o -");
+    let mut c = record(&dir, &["--all", "--trace", "-", "--"]);
+    c.arg(&zoned);
+    let out = run_with_deadline(c, "record --trace -");
+    refused(&out, "--trace -", "standard output", "record --trace -");
+    let out = run(&["zones", "record", "-o", "-", "--", zoned.to_str().unwrap()]);
+    refused(&out, "-o -", "standard output", "zones record -o -");
+
+    // Written to standard output.
+    let out = run(&["resolve", "d.ccdump", "-o", "-"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let d = Dump::from_bytes(&out.stdout).expect("a dump on standard output");
+    assert!(d.symbols.is_some());
+    assert!(
+        text(&out.stderr).contains("standard output"),
+        "{}",
+        text(&out.stderr)
+    );
+    for format in ["callgrind", "folded", "json", "speedscope", "flamegraph"] {
+        let out = run(&["export", "d.ccdump", "--format", format, "-o", "-"]);
+        assert!(out.status.success(), "{format}: {}", text(&out.stderr));
+        let s = text(&out.stdout);
+        let ok = match format {
+            "callgrind" => s.contains("events:"),
+            "folded" => s.lines().all(|l| {
+                l.rsplit_once(' ')
+                    .is_some_and(|(_, n)| n.parse::<u64>().is_ok())
+            }),
+            "flamegraph" => s.contains("<svg"),
+            _ => serde_json::from_str::<serde_json::Value>(&s).is_ok(),
+        };
+        assert!(ok && !s.is_empty(), "export {format} -o -: {s}");
+    }
+    let out = run(&["zones", "z.zones", "--format", "folded", "-o", "-"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("build_push_buffer"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+/// Regression: `record` needed `--` before the program; it takes the
+/// program without it when nothing is ambiguous (every word from the
+/// program on is the program's, options included; an unknown option
+/// before it is still an error, not a program name).
+#[test]
+fn record_takes_the_program_without_dashes() {
+    let dir = scratch("nodash");
+    let run = |args: &[&str]| {
+        let mut c = Command::new(COLDCACHE);
+        c.current_dir(&dir)
+            .env("COLDCACHE_LIB", library())
+            .arg("record")
+            .args(args);
+        run_with_deadline(c, "record")
+    };
+    // echo is stripped: no function to name, so nothing is captured and
+    // record exits non-zero; what counts is what echo was given.
+    let out = run(&[
+        "--no-resolve",
+        "-o",
+        "e.ccdump",
+        "/bin/echo",
+        "-n",
+        "--all",
+        "-o",
+        "x",
+    ]);
+    assert_eq!(text(&out.stdout), "--all -o x", "{}", text(&out.stderr));
+    let out = run(&["-o", "e.ccdump", "--", "/bin/echo", "-n", "a", "--", "b"]);
+    assert_eq!(text(&out.stdout), "a -- b", "{}", text(&out.stderr));
+    let out = run(&["--fnction", "main", "/bin/echo", "ran"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("--fnction"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Regression: `record` simulated the jaguar preset by default and `sim`
+/// Cachegrind's model, and only `sim` took `--I1/--D1/--LL`. Truth: the
+/// cache a dump was captured with (its embedded TOML, run through `sim`)
+/// is the cache `sim` simulates with the same options.
+#[test]
+fn record_and_sim_agree_on_the_default_cache_and_overrides() {
+    if !gcc_or_skip("record_and_sim_agree_on_the_default_cache_and_overrides") {
+        return;
+    }
+    let dir = scratch("samecache");
+    let program = programs::compile(
+        "examples/programs/pushbuffer.c",
+        &dir.join("pushbuffer"),
+        &["-O1", "-g"],
+        false,
+    );
+    let trace = library::repo().join("examples/traces/example.lackey.gz");
+    let sim_config = |args: &[&str]| -> serde_json::Value {
+        let out = Command::new(COLDCACHE)
+            .arg("sim")
+            .args(args)
+            .arg("--json")
+            .arg(&trace)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut c = v["config"].take();
+        c.as_object_mut().unwrap().remove("name");
+        c
+    };
+    for (overrides, dump) in [
+        (&[][..], "default.ccdump"),
+        (
+            &["--D1", "4096,2,64", "--LL", "1048576,16,64"][..],
+            "small.ccdump",
+        ),
+    ] {
+        let _ = std::fs::remove_file(dir.join(dump));
+        let mut c = Command::new(COLDCACHE);
+        c.current_dir(&dir)
+            .env("COLDCACHE_LIB", library())
+            .args(["record", "--no-resolve", "--all", "-o", dump])
+            .args(overrides)
+            .arg(&program);
+        let out = run_with_deadline(c, "record");
+        assert!(out.status.success(), "{overrides:?}: {}", text(&out.stderr));
+        let d = Dump::from_bytes(&std::fs::read(dir.join(dump)).unwrap()).unwrap();
+        assert!(
+            d.meta.cache_name.starts_with("cachegrind"),
+            "{}",
+            d.meta.cache_name
+        );
+        for o in overrides {
+            assert!(d.meta.cache_name.contains(o), "{}", d.meta.cache_name);
+        }
+        let toml = dir.join(format!("{dump}.toml"));
+        std::fs::write(&toml, &d.meta.cache_toml).unwrap();
+        let recorded = sim_config(&["--cache", toml.to_str().unwrap()]);
+        assert_eq!(recorded, sim_config(overrides), "{overrides:?}");
+        if !overrides.is_empty() {
+            assert_ne!(recorded, sim_config(&[]), "the overrides changed nothing");
+        }
+    }
+}
+
+/// Regression: `scripts/demo.sh` built silently for minutes and ended on a
+/// directory name. It says what it builds while it builds and ends with
+/// the next steps: the `coldcache ui` command on the two dumps it wrote
+/// (which exist and load), putting coldcache on PATH, and `record` on
+/// one's own program. Run with the test's coldcache (`COLDCACHE`), so
+/// nothing is built here; CI (`.ci/run`) runs the building path.
+#[test]
+fn demo_says_what_it_builds_and_ends_with_the_next_steps() {
+    if !gcc_or_skip("demo_says_what_it_builds_and_ends_with_the_next_steps") {
+        return;
+    }
+    let dir = scratch("demo");
+    let out = run_with_deadline(
+        {
+            let mut c = Command::new("bash");
+            c.arg(library::repo().join("scripts/demo.sh"))
+                .arg(&dir)
+                .env("COLDCACHE", COLDCACHE)
+                .env("COLDCACHE_LIB", library());
+            c
+        },
+        "scripts/demo.sh",
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let compiling = stdout.find("== compiling the example").expect(&stdout);
+    let capturing = stdout.find("== capturing run_frames").expect(&stdout);
+    let next = stdout.find("== next steps").expect(&stdout);
+    assert!(compiling < capturing && capturing < next, "{stdout}");
+    let tail = &stdout[next..];
+    let (before, after) = (dir.join("before.ccdump"), dir.join("after.ccdump"));
+    let ui = format!("coldcache ui {} {}", before.display(), after.display());
+    assert!(tail.contains(&ui), "no `{ui}` in the next steps:\n{tail}");
+    for p in [&before, &after] {
+        Dump::from_bytes(&std::fs::read(p).unwrap()).expect("the dumps the ui line names");
+    }
+    assert!(tail.contains("export PATH="), "{tail}");
+    assert!(tail.contains("coldcache record --function"), "{tail}");
+    assert!(tail.contains("coldcache report"), "{tail}");
+    // The building path announces itself (not run here: cargo inside
+    // cargo test waits for the build lock).
+    let script = std::fs::read_to_string(library::repo().join("scripts/demo.sh")).unwrap();
+    let build = script.find("cargo build").unwrap();
+    assert!(
+        script[..build].contains("say \"building coldcache"),
+        "demo.sh builds without saying so"
+    );
+}
