@@ -33,6 +33,17 @@ static MANIFEST: OnceLock<PathBuf> = OnceLock::new();
 
 /// Sets the manifest every written file is reported to (once, from the
 /// environment `coldcache record` sets).
+/// Set by `coldcache attach` (the `COLDCACHE_QUIET` setting): the process
+/// it attached to prints nothing of ours on its standard error.
+pub(crate) static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the library keeps quiet (`COLDCACHE_QUIET` in the environment,
+/// or set by `coldcache attach`).
+pub(crate) fn quiet() -> bool {
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
+        || std::env::var_os("COLDCACHE_QUIET").is_some()
+}
+
 pub(crate) fn set_manifest(path: PathBuf) {
     let _ = MANIFEST.set(path);
 }
@@ -131,7 +142,7 @@ fn claim(asked: &Path, kind: &str) -> PathBuf {
     };
     if std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
         if let Some(old) = keep_old(&path) {
-            if std::env::var_os("COLDCACHE_QUIET").is_none() {
+            if !quiet() {
                 eprintln!(
                     "coldcache: the earlier {} is kept as {}",
                     path.display(),
