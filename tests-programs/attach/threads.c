@@ -15,8 +15,12 @@ static pthread_cond_t c = PTHREAD_COND_INITIALIZER;
 static int turn, ending, stop;
 static unsigned long acc, expected, rounds, bad;
 
+/* Always 0; read each call, so the compiler cannot call `step` once and
+ * keep the result (it is otherwise a pure function). */
+static volatile int salt;
+
 __attribute__((noinline)) unsigned long step(int i) {
-    unsigned long s = 0;
+    unsigned long s = salt;
     for (int k = 0; k < 200; k++) s = s * 31 + (unsigned long)(i * k);
     return s;
 }

@@ -285,6 +285,7 @@ pub(crate) fn arm_from(var: Lookup) -> Result<(), String> {
     if let Some(p) = var("COLDCACHE_PROGRESS_FILE") {
         engine::publish_progress(std::path::Path::new(&p));
     }
+    crate::output::new_run();
     if let Some(m) = var("COLDCACHE_DUMPS") {
         crate::output::set_manifest(PathBuf::from(m));
     }
