@@ -3,10 +3,14 @@
  * semantics. argv[1]: `sleep` (nanosleep of 1.5 s: the whole time must
  * pass), `read` (a pipe another thread writes to after 1.2 s: read returns
  * that data), `futex` (FUTEX_WAIT woken by another thread after 1.2 s:
- * returns 0). Prints `ready` before blocking, then the outcome, then calls
+ * returns 0), `seccomp` (installs an allow-everything seccomp filter,
+ * then sleeps 3 s: attach must refuse it). Prints `ready` before blocking, then the outcome, then calls
  * `marker` (what the attach captures). */
 #include <errno.h>
+#include <linux/filter.h>
 #include <linux/futex.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -64,6 +68,15 @@ int main(int argc, char **argv) {
         printf("nanosleep returned %d (%s), slept the whole 1.5 s: %s\n", r,
                r ? strerror(errno) : "ok", slept >= 1.5 ? "yes" : "no");
         ok = r == 0 && slept >= 1.5;
+    } else if (!strcmp(mode, "seccomp")) {
+        struct sock_filter allow[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+        struct sock_fprog prog = {1, allow};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+            perror("seccomp");
+        printf("ready\n");
+        fflush(stdout);
+        pause_ms(3000);
+        ok = 1;
     } else if (!strcmp(mode, "read")) {
         if (pipe(fds)) return 2;
         pthread_create(&t, NULL, writer, NULL);
