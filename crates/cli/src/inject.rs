@@ -114,14 +114,14 @@ pub fn why_not_permitted(pid: i32) -> String {
         );
     }
     match scope {
-        Some(1) if !cap => format!(
-            "/proc/sys/kernel/yama/ptrace_scope is 1: only a parent may trace its children; \
-             run as root, or allow it with `sudo sysctl kernel.yama.ptrace_scope=0`"
-        ),
-        Some(2) if !cap => format!(
-            "/proc/sys/kernel/yama/ptrace_scope is 2: only processes with CAP_SYS_PTRACE may \
-             trace; run as root, or allow it with `sudo sysctl kernel.yama.ptrace_scope=0`"
-        ),
+        Some(1) if !cap => "/proc/sys/kernel/yama/ptrace_scope is 1: only a parent may trace \
+                            its children; run as root, or allow it with \
+                            `sudo sysctl kernel.yama.ptrace_scope=0`"
+            .to_string(),
+        Some(2) if !cap => "/proc/sys/kernel/yama/ptrace_scope is 2: only processes with \
+                            CAP_SYS_PTRACE may trace; run as root, or allow it with \
+                            `sudo sysctl kernel.yama.ptrace_scope=0`"
+            .to_string(),
         Some(3) => "/proc/sys/kernel/yama/ptrace_scope is 3: ptrace is disabled until reboot; \
                     set kernel.yama.ptrace_scope=0 or 1 at boot to allow it"
             .to_string(),
@@ -161,7 +161,6 @@ pub fn check(pid: i32) -> Result<Target> {
         "T" => {
             bail!("{who} is stopped (by SIGSTOP or Ctrl-Z); continue it first (`kill -CONT {pid}`)")
         }
-        "t" => {}
         _ => {}
     }
     if let Some(t) = proc_status_field(pid, "TracerPid:")
@@ -218,6 +217,15 @@ pub fn check(pid: i32) -> Result<Target> {
         );
     }
     check_seccomp(&t)?;
+    let ignored = proc_status_field(pid, "SigIgn:")
+        .and_then(|h| u64::from_str_radix(&h, 16).ok())
+        .unwrap_or(0);
+    if ignored & (1 << (libc::SIGSEGV - 1)) != 0 {
+        bail!(
+            "{who} ignores SIGSEGV, which the remote calls' return traps on (the kernel \
+             would reset it to its default); capture it with `coldcache record`"
+        );
+    }
     Ok(t)
 }
 

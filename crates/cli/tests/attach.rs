@@ -504,10 +504,8 @@ fn a_process_already_traced_is_refused_naming_the_tracer() {
     let run = start(&program, &["600"], Stdio::null());
     let pid = run.pid();
     // SAFETY: seizing our own child (it keeps running); no memory passed.
-    assert_eq!(
-        unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0usize, 0usize) },
-        0
-    );
+    let seized = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0usize, 0usize) };
+    assert_eq!(seized, 0);
     // SAFETY: gettid has no preconditions.
     let me = unsafe { libc::gettid() };
     refused(
