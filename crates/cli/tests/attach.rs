@@ -598,3 +598,162 @@ fn a_process_with_its_own_seccomp_filter_is_refused() {
     let (_, _, status) = run.finish("seccomp");
     assert!(status.success());
 }
+
+/// The deepest stack of a dump (frames from the root).
+fn max_depth(d: &Dump) -> usize {
+    (0..d.stacks.len())
+        .map(|mut i| {
+            let mut n = 0;
+            while i != 0 && n < 1000 {
+                i = d.stacks[i].parent as usize;
+                n += 1;
+            }
+            n
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// A C++ program whose four std::threads call `sim::Sim::frame` through
+/// two functions of their own, built without frame pointers: one call
+/// captured by attaching counts the instructions `record` counts, its
+/// stacks are as deep (unwound from the CFI at the capture's start), and
+/// the program prints what it prints alone.
+#[test]
+fn a_cpp_program_with_threads_and_no_frame_pointers_attaches_as_it_records() {
+    let test = "a_cpp_program_with_threads_and_no_frame_pointers_attaches_as_it_records";
+    if !can_attach(test) || !library::have("g++") {
+        eprintln!("SKIP {test}: needs ptrace and g++");
+        return;
+    }
+    let dir = scratch("cpp");
+    let program = build(
+        "tests-programs/attach/worker.cpp",
+        &dir,
+        &["-O2", "-g", "-fomit-frame-pointer", "-pthread"],
+    );
+    let sorted = |s: &str| {
+        let mut v: Vec<&str> = s.lines().collect();
+        v.sort_unstable();
+        v.join("\n")
+    };
+    let alone = run_with_deadline(
+        {
+            let mut c = Command::new(&program);
+            c.arg("400");
+            c
+        },
+        "worker alone",
+    );
+    let run = start(&program, &["400"], Stdio::null());
+    std::thread::sleep(Duration::from_millis(100));
+    let out = run_with_deadline(
+        attach(
+            &dir,
+            run.pid(),
+            &[
+                "--function",
+                "sim::Sim::frame",
+                "--calls",
+                "1",
+                "-o",
+                "a.ccdump",
+            ],
+        ),
+        "attach",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (stdout, stderr, status) = run.finish("worker attached");
+    assert!(status.success(), "{stderr}");
+    assert_eq!(sorted(&stdout), sorted(&text(&alone.stdout)));
+    let rec = run_with_deadline(
+        {
+            let mut c = Command::new(COLDCACHE);
+            c.current_dir(&dir)
+                .env("COLDCACHE_LIB", library())
+                .args(["record", "--no-resolve", "--function", "sim::Sim::frame"])
+                .args(["--calls", "1", "-o", "r.ccdump", "--"])
+                .arg(&program)
+                .arg("400");
+            c
+        },
+        "record",
+    );
+    assert!(rec.status.success(), "{}", text(&rec.stderr));
+    let (a, r) = (load(&dir.join("a.ccdump")), load(&dir.join("r.ccdump")));
+    assert_eq!(a.meta.instructions, r.meta.instructions);
+    let (da, dr) = (max_depth(&a), max_depth(&r));
+    assert!(dr >= 4, "record's stacks: {dr} deep");
+    assert_eq!(da, dr, "attach's stacks {da} deep, record's {dr}");
+}
+
+/// A child of `parent` (from `/proc/*/stat`).
+fn child_of(parent: i32) -> Option<i32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+        let ppid: i32 = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        (ppid == parent).then_some(pid)
+    })
+}
+
+/// A program started under `record --signal` already has the library:
+/// `attach` reuses it (no second copy is loaded) and captures.
+#[test]
+fn a_program_started_under_record_is_attached_with_its_library() {
+    let test = "a_program_started_under_record_is_attached_with_its_library";
+    if !can_attach(test) {
+        return;
+    }
+    let dir = scratch("under-record");
+    let program = build("tests-programs/attach/frames.c", &dir, &["-O1", "-g"]);
+    let mut rec = Command::new(COLDCACHE);
+    rec.current_dir(&dir)
+        .env("COLDCACHE_LIB", library())
+        .args(["record", "--no-resolve", "--signal", "-o", "r.ccdump", "--"])
+        .arg(&program)
+        .arg("1000")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let rec = rec.spawn().unwrap();
+    // The program is record's child: found by its parent.
+    let mut pid = None;
+    for _ in 0..200 {
+        pid = child_of(rec.id() as i32).filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/maps"))
+                .is_ok_and(|m| m.contains("libcoldcache"))
+        });
+        if pid.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = pid.expect("the program under record");
+    let out = run_with_deadline(
+        attach(
+            &dir,
+            pid,
+            &["--function", "frame", "--calls", "1", "-o", "a.ccdump"],
+        ),
+        "attach",
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("reusing the loaded"), "{err}");
+    assert!(load(&dir.join("a.ccdump")).meta.instructions > 1000);
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let copies: std::collections::BTreeSet<&str> = maps
+        .lines()
+        .filter(|l| l.contains("libcoldcache"))
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .collect();
+    assert!(copies.len() <= 1, "{copies:?}");
+    let _ = wait_with_deadline(rec, "record");
+}
