@@ -3,8 +3,11 @@
 //! same call; the program's output is the same as without the attach; a
 //! thread stopped in `nanosleep`, `read` or `futex` keeps the call's
 //! meaning; eight threads attached to twenty times in a row neither hang
-//! nor change their output; Ctrl-C and `coldcache trigger` end a capture
-//! with its dump; each refusal names its cause. Programs:
+//! nor change their output; a C++ program with threads built without
+//! frame pointers counts and unwinds as under `record`; a program started
+//! under `record` keeps its one library; Ctrl-C and `coldcache trigger` end
+//! a capture with its dump; each refusal names its cause (a 32-bit
+//! program is skipped where gcc -m32 cannot build one). Programs:
 //! `tests-programs/attach/*.c`, built by gcc (skipped with a message when
 //! missing). Needs ptrace: skipped with the reason when this machine
 //! forbids it.
@@ -756,4 +759,49 @@ fn a_program_started_under_record_is_attached_with_its_library() {
         .collect();
     assert!(copies.len() <= 1, "{copies:?}");
     let _ = wait_with_deadline(rec, "record");
+}
+
+/// A process that ends while the library is being loaded (here: a
+/// library whose constructor exits, given as `COLDCACHE_LIB`) is reported
+/// as such, with no other error.
+#[test]
+fn a_process_that_exits_during_the_attach_is_reported() {
+    let test = "a_process_that_exits_during_the_attach_is_reported";
+    if !can_attach(test) {
+        return;
+    }
+    let dir = scratch("exits");
+    let program = build("tests-programs/attach/frames.c", &dir, &["-O1", "-g"]);
+    let src = dir.join("exits.c");
+    std::fs::write(
+        &src,
+        "#include <unistd.h>\n__attribute__((constructor)) static void bye(void) { _exit(7); }\n",
+    )
+    .unwrap();
+    let lib = dir.join("libcoldcache.so");
+    let built = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let run = start(&program, &["1000"], Stdio::null());
+    let pid = run.pid();
+    let out = run_with_deadline(
+        {
+            let mut c = attach(&dir, pid, &["--function", "frame", "-o", "x.ccdump"]);
+            c.env("COLDCACHE_LIB", &lib);
+            c
+        },
+        "attach",
+    );
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("process {pid} exited during the attach")),
+        "{err}"
+    );
+    let (_, _, status) = run.finish("frames");
+    assert_eq!(status.code(), Some(7));
 }
