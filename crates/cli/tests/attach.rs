@@ -811,3 +811,42 @@ fn a_process_that_exits_during_the_attach_is_reported() {
     let (_, _, status) = run.finish("frames");
     assert_eq!(status.code(), Some(7));
 }
+
+/// A stopped process (SIGSTOP, Ctrl-Z) is refused with the fix: resuming
+/// it to load the library would change what it does.
+#[test]
+fn a_stopped_process_is_refused_with_the_fix() {
+    let test = "a_stopped_process_is_refused_with_the_fix";
+    if !can_attach(test) {
+        return;
+    }
+    let dir = scratch("stopped");
+    let program = build("tests-programs/attach/frames.c", &dir, &["-O1", "-g"]);
+    let run = start(&program, &["300"], Stdio::null());
+    let pid = run.pid();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    for _ in 0..100 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        if stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .trim_start()
+            .starts_with('T')
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    refused(
+        &dir,
+        pid,
+        &["is stopped", &format!("kill -CONT {pid}")],
+        "stopped",
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let (_, _, status) = run.finish("stopped");
+    assert!(status.success());
+}
