@@ -55,7 +55,7 @@ static LAST_ERROR: Mutex<Option<CString>> = Mutex::new(None);
 
 fn set_error(e: impl std::fmt::Display) {
     let msg = format!("coldcache: {e}");
-    if std::env::var_os("COLDCACHE_QUIET").is_none() {
+    if !crate::output::quiet() {
         eprintln!("{msg}");
     }
     if let Ok(mut g) = LAST_ERROR.lock() {

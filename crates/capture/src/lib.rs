@@ -38,6 +38,7 @@ mod fatal;
 mod seccomp;
 
 pub mod account;
+pub mod attach;
 mod breakpoint;
 pub mod capi;
 pub mod engine;

@@ -390,7 +390,7 @@ pub(crate) fn report_async_finish(r: &Result<Summary, CaptureError>) {
             *g = Some(r.clone().map_err(|e| e.to_string()));
         }
     }
-    if std::env::var_os("COLDCACHE_QUIET").is_none() {
+    if !crate::output::quiet() {
         match r {
             Ok(s) => eprintln!(
                 "coldcache: capture written to {} ({} instructions{})",

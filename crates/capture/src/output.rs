@@ -20,7 +20,7 @@ use coldcache_fsio::write_atomically;
 use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 /// The paths this process wrote (dumps and traces), absolute. A set: a
 /// process that captures a thousand times looks a thousand numbered names
@@ -29,12 +29,32 @@ use std::sync::{Mutex, OnceLock};
 static WRITTEN: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
 
 /// The manifest file `coldcache record` asked for (`COLDCACHE_DUMPS`).
-static MANIFEST: OnceLock<PathBuf> = OnceLock::new();
+/// Replaced by each `coldcache attach` (a process may be attached to many
+/// times, each with a manifest of its own).
+static MANIFEST: Mutex<Option<PathBuf>> = Mutex::new(None);
 
-/// Sets the manifest every written file is reported to (once, from the
-/// environment `coldcache record` sets).
+/// Set by `coldcache attach` (the `COLDCACHE_QUIET` setting): the process
+/// it attached to prints nothing of ours on its standard error.
+pub(crate) static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the library keeps quiet (`COLDCACHE_QUIET` in the environment,
+/// or set by `coldcache attach`).
+pub(crate) fn quiet() -> bool {
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
+        || std::env::var_os("COLDCACHE_QUIET").is_some()
+}
+
+/// Sets the manifest every written file is reported to (from the
+/// environment `coldcache record` sets, or `coldcache attach`'s settings).
 pub(crate) fn set_manifest(path: PathBuf) {
-    let _ = MANIFEST.set(path);
+    *MANIFEST.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
+}
+
+/// A new `coldcache attach`: a new run, whose first dump goes to the path
+/// it asks for (an earlier file there kept as `PATH.old`), not to a
+/// numbered name because an earlier attach wrote that path.
+pub(crate) fn new_run() {
+    WRITTEN.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
 
 /// Writes the trace (if one was kept) and the dump of a finished capture.
@@ -131,7 +151,7 @@ fn claim(asked: &Path, kind: &str) -> PathBuf {
     };
     if std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
         if let Some(old) = keep_old(&path) {
-            if std::env::var_os("COLDCACHE_QUIET").is_none() {
+            if !quiet() {
                 eprintln!(
                     "coldcache: the earlier {} is kept as {}",
                     path.display(),
@@ -195,7 +215,7 @@ fn written(path: &Path, kind: &str) {
 /// `write(2)` of an `O_APPEND` file, so lines of concurrent writers do not
 /// interleave.
 fn report(entry: &serde_json::Value) {
-    let Some(manifest) = MANIFEST.get() else {
+    let Some(manifest) = MANIFEST.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
         return;
     };
     let mut line = entry.to_string();
@@ -203,7 +223,7 @@ fn report(entry: &serde_json::Value) {
     let file = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
-        .open(manifest);
+        .open(&manifest);
     if let Err(e) = file.and_then(|mut f| f.write_all(line.as_bytes())) {
         eprintln!(
             "coldcache: cannot report {} to {}: {e}",

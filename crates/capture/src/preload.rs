@@ -75,7 +75,12 @@ enum TriggerSpec {
     Signal(i32),
 }
 
-fn number<T: std::str::FromStr>(name: &str, default: T) -> Result<T, String> {
+/// Where the settings come from: the environment (`record`), or the
+/// settings text `coldcache attach` hands to `coldcache_attach_start`
+/// (`crate::attach`); same names, same meanings.
+pub(crate) type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+fn number<T: std::str::FromStr>(var: Lookup, name: &str, default: T) -> Result<T, String> {
     match var(name) {
         None => Ok(default),
         Some(v) => v
@@ -97,6 +102,12 @@ pub fn cache_from_json(json: &str) -> Result<coldcache_sim::HierarchyConfig, Str
 }
 
 fn options_from_env() -> Result<Option<(Options, TriggerSpec)>, String> {
+    options_from(&var)
+}
+
+/// The capture the settings ask for (`None` when `COLDCACHE_RECORD` is
+/// not set: no capture).
+fn options_from(var: Lookup) -> Result<Option<(Options, TriggerSpec)>, String> {
     if var("COLDCACHE_RECORD").is_none() {
         return Ok(None);
     }
@@ -125,7 +136,7 @@ fn options_from_env() -> Result<Option<(Options, TriggerSpec)>, String> {
             o.core_map.push((t, k));
         }
     }
-    o.max_instructions = number("COLDCACHE_MAX_INSTRUCTIONS", 0u64)?;
+    o.max_instructions = number(var, "COLDCACHE_MAX_INSTRUCTIONS", 0u64)?;
     o.trace = var("COLDCACHE_TRACE").map(PathBuf::from);
     if let Some(m) = var("COLDCACHE_MODE") {
         o.mode = crate::options::Mode::parse(&m)
@@ -153,10 +164,10 @@ fn options_from_env() -> Result<Option<(Options, TriggerSpec)>, String> {
                 )),
                 _ => None,
             },
-            first: number("COLDCACHE_FIRST_CALL", 1u64)?,
-            count: number("COLDCACHE_CALLS", 1u64)?,
+            first: number(var, "COLDCACHE_FIRST_CALL", 1u64)?,
+            count: number(var, "COLDCACHE_CALLS", 1u64)?,
         },
-        "signal" => TriggerSpec::Signal(number("COLDCACHE_SIGNAL", libc::SIGUSR2)?),
+        "signal" => TriggerSpec::Signal(number(var, "COLDCACHE_SIGNAL", libc::SIGUSR2)?),
         other => {
             return Err(format!(
                 "COLDCACHE_TRIGGER `{other}` is not api, function or signal"
@@ -250,7 +261,7 @@ pub fn init_from_env() {
     scrub_environment();
     // Before `main`: a seccomp filter in place now was inherited.
     crate::seccomp::note_inherited();
-    let (mut o, trigger) = match parsed {
+    let parsed = match parsed {
         Ok(Some(x)) => x,
         Ok(None) => return,
         Err(e) => {
@@ -258,8 +269,40 @@ pub fn init_from_env() {
             return;
         }
     };
+    if let Err(e) = arm(parsed, stop_signal) {
+        eprintln!("coldcache: not capturing: {e}");
+    }
+}
+
+/// The exit hook is registered once per process.
+static AT_EXIT: std::sync::Once = std::sync::Once::new();
+
+/// Settings handed over by `coldcache attach` (see `crate::attach`): the
+/// same names and meanings as the environment `record` sets, read by the
+/// same code. Arms the capture they ask for.
+pub(crate) fn arm_from(var: Lookup) -> Result<(), String> {
+    let parsed = options_from(var)?.ok_or("COLDCACHE_RECORD is not set")?;
+    if let Some(p) = var("COLDCACHE_PROGRESS_FILE") {
+        engine::publish_progress(std::path::Path::new(&p));
+    }
+    crate::output::new_run();
+    if let Some(m) = var("COLDCACHE_DUMPS") {
+        crate::output::set_manifest(PathBuf::from(m));
+    }
+    if var("COLDCACHE_QUIET").is_some() {
+        crate::output::QUIET.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    let stop_signal = var("COLDCACHE_SIGNAL").and_then(|v| v.parse::<i32>().ok());
+    arm(parsed, stop_signal)
+}
+
+/// Arms the capture `(o, trigger)`; `stop_signal` is the signal
+/// `coldcache trigger` sends (it stops captures of the other kinds).
+fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Result<(), String> {
     // SAFETY: registering a plain extern "C" function to run at exit.
-    unsafe { libc::atexit(at_exit) };
+    AT_EXIT.call_once(|| unsafe {
+        libc::atexit(at_exit);
+    });
     if !matches!(trigger, TriggerSpec::Signal(_)) {
         if let Some(sig) = stop_signal {
             // Before `prepare`, so the fatal-signal handlers leave it alone.
@@ -306,7 +349,5 @@ pub fn init_from_env() {
             crate::engine::install_trigger_signal(sig, o).map_err(|e| e.to_string())
         }
     };
-    if let Err(e) = result {
-        eprintln!("coldcache: not capturing: {e}");
-    }
+    result
 }

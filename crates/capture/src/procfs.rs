@@ -210,12 +210,18 @@ pub fn thread_name(tid: u32) -> String {
 /// The pid of a tracer attached to this process, if any.
 pub fn tracer_pid() -> Option<u32> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let attacher = ATTACHER.load(std::sync::atomic::Ordering::Relaxed);
     status
         .lines()
         .find_map(|l| l.strip_prefix("TracerPid:"))
         .and_then(|v| v.trim().parse().ok())
-        .filter(|&p| p != 0)
+        .filter(|&p| p != 0 && p != attacher)
 }
+
+/// The `coldcache attach` thread that traces one thread of ours while it
+/// arms a capture (`crate::attach`; 0 otherwise): it detaches before the
+/// capture runs, so it is not the debugger [`tracer_pid`] looks for.
+pub(crate) static ATTACHER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// A function found by name.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -9,7 +9,9 @@
 //! (and the temporary file is removed) rather than death by signal. Every
 //! file a command writes goes through [`write_output`].
 
+mod attach_cmd;
 mod export_cmd;
+mod inject;
 mod probe_cmd;
 mod record_cmd;
 mod record_function;
@@ -39,6 +41,8 @@ enum Command {
     Presets,
     /// Run a program and capture its cache behaviour (libcoldcache.so preloaded).
     Record(Box<record_cmd::RecordArgs>),
+    /// Capture a process that is already running (libcoldcache.so loaded with ptrace).
+    Attach(Box<attach_cmd::AttachArgs>),
     /// Embed symbols (names, inlined frames, lines, instruction bytes) in a dump.
     Resolve(resolve_cmd::ResolveArgs),
     /// Start or stop a capture in a program run by `record --signal`.
@@ -61,6 +65,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Sim(args) => sim_cmd::run(*args),
         Command::Record(args) => record_cmd::run(*args),
+        Command::Attach(args) => attach_cmd::run(*args),
         Command::Resolve(args) => resolve_cmd::run(args),
         Command::Trigger(args) => record_cmd::trigger(args),
         Command::Probe(args) => probe_cmd::run(*args),

@@ -479,7 +479,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         p.stop();
     }
     let written = read_manifest(&manifest)?;
-    let captured = report_written(&written, &args);
+    let captured = report_written(&written, args.no_resolve, args.no_sources);
     match status.code() {
         // A capture was asked for and none was made: a failure, even if
         // the program succeeded (a script must not take it for a capture).
@@ -535,21 +535,21 @@ pub fn run(args: RecordArgs) -> Result<()> {
 /// (`COLDCACHE_DUMPS`, one JSON object a line; `coldcache_capture`'s
 /// `output` module writes it).
 #[derive(Debug, Default)]
-struct Written {
+pub(crate) struct Written {
     /// Dumps in the order written (those kept elsewhere included).
-    dumps: Vec<PathBuf>,
+    pub(crate) dumps: Vec<PathBuf>,
     /// Traces in the order written.
     traces: Vec<PathBuf>,
     /// Earlier files kept: (the path, its `.old` copy).
     kept: Vec<(PathBuf, PathBuf)>,
     /// Dumps that could not be written where asked: (asked, kept in).
-    failed: Vec<(PathBuf, PathBuf)>,
+    pub(crate) failed: Vec<(PathBuf, PathBuf)>,
     /// Captures that could not be written anywhere: (asked, the error).
-    lost: Vec<(PathBuf, String)>,
+    pub(crate) lost: Vec<(PathBuf, String)>,
 }
 
 /// Reads the manifest; a missing file is a run that wrote nothing.
-fn read_manifest(path: &Path) -> Result<Written> {
+pub(crate) fn read_manifest(path: &Path) -> Result<Written> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Written::default()),
@@ -582,7 +582,7 @@ fn read_manifest(path: &Path) -> Result<Written> {
 /// and the list when there are several. Returns whether any capture has
 /// instructions (an armed capture that never started is written empty,
 /// with the reason).
-fn report_written(w: &Written, args: &RecordArgs) -> bool {
+pub(crate) fn report_written(w: &Written, no_resolve: bool, no_sources: bool) -> bool {
     for (was, old) in &w.kept {
         eprintln!(
             "coldcache: the earlier {} is kept as {}",
@@ -619,14 +619,14 @@ fn report_written(w: &Written, args: &RecordArgs) -> bool {
         };
         eprint!("{}", summary(&dump, dump_path));
         captured |= dump.meta.instructions > 0;
-        if !args.no_resolve {
+        if !no_resolve {
             // The capture is written: a failure here loses nothing, so it
             // is reported and the program's own status still decides.
             match crate::resolve_cmd::resolve_file(
                 dump_path,
                 dump_path,
                 &coldcache_symbols::ResolveOptions::default(),
-                !args.no_sources,
+                !no_sources,
             ) {
                 Ok(text) => eprint!("{text}"),
                 Err(e) => eprintln!(
@@ -785,7 +785,7 @@ extern "C" fn forward(sig: i32, info: *mut libc::siginfo_t, _: *mut libc::c_void
 }
 
 /// `sigqueue(pid, sig, value)`; 0 on success. Async-signal-safe.
-fn queue(pid: i32, sig: i32, value: usize) -> i32 {
+pub(crate) fn queue(pid: i32, sig: i32, value: usize) -> i32 {
     // SAFETY: sigqueue(3) with a positive pid, a valid signal and a value
     // carried as a pointer-sized integer, never dereferenced.
     unsafe {
@@ -977,7 +977,7 @@ pub fn trigger_signal(text: &str) -> Result<i32> {
 /// `sig` (`SigCgt` in `/proc/PID/status`: recorded with another
 /// `--trigger-signal`, or running no capture of its own). `proc` is `/proc` (a directory of
 /// the same layout in tests).
-fn check_trigger_target(pid: i32, sig: i32, proc: &Path) -> Result<()> {
+pub(crate) fn check_trigger_target(pid: i32, sig: i32, proc: &Path) -> Result<()> {
     let dir = proc.join(pid.to_string());
     let maps = match std::fs::read_to_string(dir.join("maps")) {
         Ok(m) => m,

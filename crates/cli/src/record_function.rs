@@ -120,6 +120,22 @@ pub fn resolve(program: &Path, query: &str, option: &str, libcoldcache: &Path) -
     decide(&files, query, option)
 }
 
+/// `attach --function`: the function named `query` among `files`, the
+/// program first and then the libraries mapped in the running process
+/// (`/proc/PID/maps`, those it opened with `dlopen` included).
+pub fn resolve_in_files(files: &[PathBuf], query: &str, option: &str) -> Result<Resolved> {
+    let files: Vec<FileFunctions> = files
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| match read_functions(p) {
+            Ok(f) => Some(Ok(f)),
+            Err(e) if i == 0 => Some(Err(e)),
+            Err(_) => None,
+        })
+        .collect::<Result<_, _>>()?;
+    decide(&files, query, option)
+}
+
 /// The choice among `files` (program first) for `query`, or the refusal.
 fn decide(files: &[FileFunctions], query: &str, option: &str) -> Result<Resolved> {
     let candidates = find_function(files, query);

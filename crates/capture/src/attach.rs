@@ -1,0 +1,108 @@
+//! The entry point `coldcache attach` calls in a running process once
+//! `libcoldcache.so` is loaded there (by a remote `dlopen`, or preloaded
+//! earlier): `coldcache_attach_start(settings)`.
+//!
+//! The settings are the channel of our own that replaces the environment
+//! (fixed once a process runs): one `NAME=VALUE` a line, the names and
+//! meanings of the variables `coldcache record` sets (`docs/capture.md`,
+//! "Environment variables"), read by the same parser
+//! ([`crate::preload::arm_from`]). One more name is ours:
+//! `COLDCACHE_ATTACHER`, the thread id of the `coldcache attach` thread that
+//! traces the calling thread during the call; the "already traced by a
+//! debugger" refusal makes an exception for it (it detaches before any
+//! instruction is captured).
+//!
+//! The call runs on a thread `coldcache attach` stopped with ptrace, with
+//! the process's other threads running; it arms the capture (plants the
+//! function's breakpoint, or installs the trigger signal's handler) and
+//! returns: it never starts tracing the calling thread itself.
+
+use std::ffi::{c_char, CStr, CString};
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+
+/// The last refusal, kept alive so the pointer returned to the caller
+/// stays valid until the next call.
+static LAST_ERROR: Mutex<Option<CString>> = Mutex::new(None);
+
+/// Parses `settings` (one `NAME=VALUE` a line) into a lookup.
+fn settings_map(settings: &str) -> Result<Vec<(String, String)>, String> {
+    settings
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            l.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| format!("attach settings: line `{l}` is not NAME=VALUE"))
+        })
+        .collect()
+}
+
+/// Arms the capture `settings` ask for (see the module doc).
+pub fn start(settings: &str) -> Result<(), String> {
+    let map = settings_map(settings)?;
+    let get = |name: &str| {
+        map.iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .filter(|v| !v.is_empty())
+    };
+    let attacher = match get("COLDCACHE_ATTACHER") {
+        Some(p) => p
+            .parse::<u32>()
+            .map_err(|_| format!("COLDCACHE_ATTACHER `{p}` is not a process id"))?,
+        None => 0,
+    };
+    crate::procfs::ATTACHER.store(attacher, Ordering::Relaxed);
+    let r = crate::preload::arm_from(&get);
+    crate::procfs::ATTACHER.store(0, Ordering::Relaxed);
+    r
+}
+
+/// `coldcache attach`'s entry point: arms the capture `settings` (a
+/// NUL-terminated text, see the module doc) ask for. Returns NULL on
+/// success, or a NUL-terminated message saying why not (valid until the
+/// next call).
+///
+/// # Safety
+/// `settings` is NULL or a valid NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn coldcache_attach_start(settings: *const c_char) -> *const c_char {
+    let result = if settings.is_null() {
+        Err("coldcache_attach_start: no settings".to_string())
+    } else {
+        // SAFETY: the caller passes a valid NUL-terminated string.
+        let text = unsafe { CStr::from_ptr(settings) }.to_string_lossy();
+        start(&text)
+    };
+    let mut last = LAST_ERROR.lock().unwrap_or_else(|e| e.into_inner());
+    match result {
+        Ok(()) => {
+            *last = None;
+            std::ptr::null()
+        }
+        Err(e) => {
+            let c = CString::new(e.replace('\0', " ")).unwrap_or_default();
+            let p = c.as_ptr();
+            *last = Some(c);
+            p
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_name_value_lines_and_a_bad_line_is_named() {
+        let m = settings_map("A=1\nB=x=y\n\n").unwrap();
+        assert_eq!(
+            m,
+            vec![("A".into(), "1".into()), ("B".into(), "x=y".into())]
+        );
+        let e = settings_map("A=1\noops\n").unwrap_err();
+        assert!(e.contains("`oops`"), "{e}");
+    }
+}

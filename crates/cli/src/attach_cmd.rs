@@ -1,0 +1,390 @@
+//! `coldcache attach PID`: capture a process that is already running,
+//! started without coldcache. `libcoldcache.so` is loaded into it through
+//! ptrace (`inject.rs`), and the capture is armed with `record`'s settings
+//! (the names and meanings of its environment variables) handed to the
+//! library's `coldcache_attach_start`. Then `attach` waits, as `record`
+//! does, for the dump (listed in a manifest the library writes), reports
+//! and resolves it, and exits; Ctrl-C stops the capture and still gets
+//! the dump; `coldcache trigger PID` works as with `record`.
+
+use crate::inject;
+use crate::record_cmd::{self, check_output, find_library, trigger_signal};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Arguments of `coldcache attach`.
+#[derive(Args, Debug)]
+pub struct AttachArgs {
+    /// The process to capture (running now, started without coldcache).
+    pid: i32,
+    /// Cache configuration: a preset name (`coldcache presets`) or a TOML file.
+    #[arg(long, default_value = "jaguar")]
+    cache: String,
+    /// Where to write the dump (the process writes it: it needs the right
+    /// to). An earlier file there is kept as PATH.old.
+    #[arg(short, long, default_value = "coldcache.ccdump")]
+    output: PathBuf,
+    /// Threads to trace: `all` (the default without --function), `caller`
+    /// (with --function: the thread that calls it), thread ids
+    /// `1234,1235`, or names `name:render,audio`.
+    #[arg(long)]
+    threads: Option<String>,
+    /// Map a thread to a simulated core: `TID=CORE` (repeatable).
+    #[arg(long = "thread-core", value_name = "TID=CORE")]
+    thread_core: Vec<String>,
+    /// Capture calls of this function (found in the program and the
+    /// libraries mapped in the process now), from entry to return.
+    #[arg(long, value_name = "SYMBOL", conflicts_with = "signal")]
+    function: Option<String>,
+    /// With --function: capture only the Nth call from now (1-based).
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "function",
+        conflicts_with = "calls"
+    )]
+    call: Option<u64>,
+    /// With --function: capture the next K calls.
+    #[arg(long, value_name = "K", requires = "function")]
+    calls: Option<u64>,
+    /// Capture windows opened and closed by `coldcache trigger PID`
+    /// (without --function or --signal, the capture starts at once).
+    #[arg(long)]
+    signal: bool,
+    /// The signal `coldcache trigger` sends.
+    #[arg(long, value_name = "SIGNAL", default_value = "USR2")]
+    trigger_signal: String,
+    /// Stop the capture after this many instructions.
+    #[arg(long, value_name = "N")]
+    instructions: Option<u64>,
+    /// Stop the capture after this many seconds.
+    #[arg(long, value_name = "SECONDS", conflicts_with = "signal")]
+    duration: Option<f64>,
+    /// Also write every access, in order, to this cctrace file.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Reserve sizes: `instructions=N,stacks=N,records=N,threads=N,depth=N,trace=N`.
+    #[arg(long, value_name = "KEY=N,...")]
+    reserve: Option<String>,
+    /// Leave the dump unresolved.
+    #[arg(long)]
+    no_resolve: bool,
+    /// Resolve, but do not embed the source files' text in the dump.
+    #[arg(long)]
+    no_sources: bool,
+    /// How traced threads are followed: auto, trap, fast or verify (as `record`).
+    #[arg(
+        long,
+        value_name = "MODE",
+        default_value = "auto",
+        value_parser = ["auto", "trap", "fast", "verify"]
+    )]
+    mode: String,
+}
+
+/// Where SIGINT/SIGTERM/SIGHUP on `attach` are reported (a pipe's write
+/// end; -1 before it exists).
+static INTERRUPT_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_interrupt(sig: i32) {
+    let fd = INTERRUPT_PIPE.load(Ordering::SeqCst);
+    if fd >= 0 {
+        let b = sig as u8;
+        // SAFETY: write(2) of one byte from a live local is async-signal-safe.
+        unsafe { libc::write(fd, &b as *const u8 as *const libc::c_void, 1) };
+    }
+}
+
+/// From now on SIGINT, SIGTERM and SIGHUP do not end `attach`: they are
+/// read from the returned descriptor.
+fn catch_interrupts() -> Result<i32> {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("creating a pipe");
+    }
+    INTERRUPT_PIPE.store(fds[1], Ordering::SeqCst);
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction with a plain handler is valid.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_interrupt as *const () as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+    Ok(fds[0])
+}
+
+/// A signal read from the interrupt pipe, if any.
+fn interrupted(fd: i32) -> Option<i32> {
+    let mut b = 0u8;
+    // SAFETY: reading one byte into a live local from a non-blocking pipe.
+    let n = unsafe { libc::read(fd, &mut b as *mut u8 as *mut libc::c_void, 1) };
+    (n == 1).then_some(i32::from(b))
+}
+
+/// A descriptor that becomes readable when `pid` exits (pidfd_open).
+fn pidfd(pid: i32) -> Option<i32> {
+    // SAFETY: pidfd_open takes a pid and flags; it returns a descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
+    (fd >= 0).then_some(fd)
+}
+
+fn has_exited(fd: Option<i32>, pid: i32) -> bool {
+    match fd {
+        Some(fd) => {
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: polling one live pollfd without waiting.
+            unsafe { libc::poll(&mut p, 1, 0) == 1 }
+        }
+        // SAFETY: kill with signal 0 only checks the pid exists.
+        None => (unsafe { libc::kill(pid, 0) }) != 0,
+    }
+}
+
+/// The files to look for `--function` in: the program, then every other
+/// file mapped executable (its libraries, those opened later included),
+/// each once; never libcoldcache.
+fn mapped_files(t: &inject::Target) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = Vec::new();
+    if let Ok(exe) = std::fs::read_link(format!("/proc/{}/exe", t.pid)) {
+        files.push(exe);
+    }
+    for m in &t.maps {
+        let p = PathBuf::from(&m.path);
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+        if m.perms.contains('x')
+            && m.path.starts_with('/')
+            && !m.path.ends_with(" (deleted)")
+            && !name.is_some_and(|n| n.starts_with("libcoldcache"))
+            && !files.contains(&p)
+        {
+            files.push(p);
+        }
+    }
+    files
+}
+
+pub fn run(args: AttachArgs) -> Result<()> {
+    if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        bail!("coldcache attach needs Linux on x86-64");
+    }
+    let target = inject::check(args.pid)?;
+    let pid = target.pid;
+    let lib = find_library()?;
+    let cfg = coldcache_config::resolve(&args.cache)
+        .with_context(|| format!("cache configuration {}", args.cache))?;
+    let cache_json = serde_json::to_string(&cfg).context("cache configuration as JSON")?;
+    let cwd = std::env::current_dir()?;
+    let output = cwd.join(&args.output);
+    check_output(&output).context("-o")?;
+    if let Some(t) = &args.trace {
+        check_output(&cwd.join(t)).context("--trace")?;
+    }
+    if let Some(reserve) = &args.reserve {
+        let r = coldcache_capture::capi::parse_reserves(reserve, Default::default())
+            .map_err(anyhow::Error::msg)
+            .context("--reserve")?;
+        coldcache_capture::check_reserves(&r, &cfg, args.trace.is_some())
+            .map_err(anyhow::Error::msg)
+            .context("--reserve")?;
+    }
+    let trigger_sig = trigger_signal(&args.trigger_signal).context("--trigger-signal")?;
+    let threads = args.threads.clone().unwrap_or_else(|| {
+        if args.function.is_some() {
+            "caller".into()
+        } else {
+            "all".into()
+        }
+    });
+    coldcache_capture::preload::parse_threads(&threads)
+        .map_err(anyhow::Error::msg)
+        .context("--threads")?;
+    if args.function.is_some() && threads == "all" {
+        bail!("--function traces the thread that calls the function; it cannot be combined with --threads all");
+    }
+    for tc in &args.thread_core {
+        let ok = tc
+            .split_once('=')
+            .is_some_and(|(t, c)| t.parse::<u32>().is_ok() && c.parse::<u32>().is_ok());
+        if !ok {
+            bail!("--thread-core {tc}: expected TID=CORE");
+        }
+    }
+    let function = match &args.function {
+        Some(f) => {
+            let r =
+                crate::record_function::resolve_in_files(&mapped_files(&target), f, "--function")?;
+            if let Some(note) = &r.note {
+                eprintln!("coldcache: {note}");
+            }
+            Some(r)
+        }
+        None => None,
+    };
+    let program = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| {
+            c.split(|&b| b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect::<Vec<_>>()
+                .join("\x1f")
+        })
+        .unwrap_or_default();
+
+    // The manifest the library lists what it writes in; the process writes
+    // it, so it gets the directory.
+    let manifest_dir = tempfile::Builder::new()
+        .prefix("coldcache-attach")
+        .tempdir()
+        .context("creating a temporary directory")?;
+    if let Some(uid) = std::fs::metadata(format!("/proc/{pid}"))
+        .ok()
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+    {
+        let _ = std::os::unix::fs::chown(manifest_dir.path(), Some(uid), None);
+    }
+    let manifest = manifest_dir.path().join("dumps.jsonl");
+
+    let mut settings: Vec<(&str, String)> = vec![
+        ("COLDCACHE_RECORD", "1".into()),
+        // The thread that traces (ptrace works per thread): the library
+        // tells it from a debugger by this id.
+        // SAFETY: gettid has no preconditions.
+        ("COLDCACHE_ATTACHER", unsafe { libc::gettid() }.to_string()),
+        ("COLDCACHE_QUIET", "1".into()),
+        ("COLDCACHE_CACHE_JSON", cache_json),
+        ("COLDCACHE_CACHE_NAME", args.cache.clone()),
+        ("COLDCACHE_OUTPUT", output.display().to_string()),
+        ("COLDCACHE_DUMPS", manifest.display().to_string()),
+        ("COLDCACHE_THREADS", threads.clone()),
+        ("COLDCACHE_ARGV", program),
+        ("COLDCACHE_MODE", args.mode.clone()),
+        ("COLDCACHE_SIGNAL", trigger_sig.to_string()),
+    ];
+    if !args.thread_core.is_empty() {
+        settings.push(("COLDCACHE_CORES", args.thread_core.join(",")));
+    }
+    if let Some(n) = args.instructions {
+        settings.push(("COLDCACHE_MAX_INSTRUCTIONS", n.to_string()));
+    }
+    if let Some(t) = &args.trace {
+        settings.push(("COLDCACHE_TRACE", cwd.join(t).display().to_string()));
+    }
+    if let Some(r) = &args.reserve {
+        settings.push(("COLDCACHE_RESERVES", r.clone()));
+    }
+    let now = function.is_none() && !args.signal;
+    let trigger = if let Some(f) = &function {
+        let (first, count) = match (args.call, args.calls) {
+            (Some(n), _) => (n, 1),
+            (None, Some(k)) => (1, k),
+            (None, None) => (1, 1),
+        };
+        if first == 0 || count == 0 {
+            bail!("--call and --calls count from 1");
+        }
+        settings.push(("COLDCACHE_FUNCTION", f.raw.clone()));
+        settings.push(("COLDCACHE_FUNCTION_MODULE", f.module.display().to_string()));
+        settings.push(("COLDCACHE_FUNCTION_ADDRESS", format!("{:x}", f.address)));
+        settings.push(("COLDCACHE_FIRST_CALL", first.to_string()));
+        settings.push(("COLDCACHE_CALLS", count.to_string()));
+        "function"
+    } else {
+        "signal"
+    };
+    settings.push(("COLDCACHE_TRIGGER", trigger.into()));
+    let mut text = String::new();
+    for (k, v) in &settings {
+        if v.contains('\n') {
+            bail!("{k}: a value with a line break cannot be handed to the process ({v:?})");
+        }
+        text += &format!("{k}={v}\n");
+    }
+
+    let interrupts = catch_interrupts()?;
+    let done = inject::inject(&target, &lib, &text)?;
+    eprintln!(
+        "coldcache: attached to {}: {} {}",
+        target.who(),
+        if done.loaded_now {
+            "loaded"
+        } else {
+            "reusing the loaded"
+        },
+        done.library
+    );
+    let exit_fd = pidfd(pid);
+    let stop_signal = coldcache_capture::engine::stop_request_signal();
+    if now {
+        // Opens the capture window at once.
+        if record_cmd::queue(pid, trigger_sig, coldcache_capture::engine::REQUEST_TRIGGER) != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("signalling {}", target.who()));
+        }
+        eprintln!("coldcache: capturing; Ctrl-C or `coldcache trigger {pid}` ends the capture");
+    } else if args.signal {
+        eprintln!(
+            "coldcache: start and stop a capture with `coldcache trigger {pid}`; Ctrl-C ends `attach`"
+        );
+    }
+    let started = Instant::now();
+    let mut duration_sent = false;
+    let mut stopping: Option<Instant> = None;
+    let written = loop {
+        let w = record_cmd::read_manifest(&manifest)?;
+        let exited = has_exited(exit_fd, pid);
+        let any = !w.dumps.is_empty() || !w.lost.is_empty();
+        if exited || (any && !args.signal) {
+            break w;
+        }
+        if let Some(t) = stopping {
+            // A capture to stop writes its dump at once; an idle --signal
+            // attach has none to wait for.
+            if t.elapsed() > Duration::from_secs(if args.signal { 2 } else { 60 }) {
+                break w;
+            }
+        } else if let Some(sig) = interrupted(interrupts) {
+            eprintln!(
+                "coldcache: {}: stopping the capture",
+                record_cmd::signal_name(sig)
+            );
+            record_cmd::queue(pid, stop_signal, coldcache_capture::engine::REQUEST_STOP);
+            stopping = Some(Instant::now());
+        } else if let Some(d) = args.duration.filter(|_| !duration_sent) {
+            if started.elapsed().as_secs_f64() >= d {
+                record_cmd::queue(pid, trigger_sig, coldcache_capture::engine::REQUEST_TRIGGER);
+                duration_sent = true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let captured = record_cmd::report_written(&written, args.no_resolve, args.no_sources);
+    if !written.lost.is_empty() {
+        bail!("the capture could not be written");
+    }
+    if !captured {
+        bail!(
+            "no capture was made ({}){}",
+            match trigger {
+                "function" => "the function was not called",
+                _ if args.signal => "no trigger signal started one",
+                _ => "no instruction was captured",
+            },
+            if has_exited(exit_fd, pid) {
+                "; the process exited"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(())
+}
