@@ -117,6 +117,9 @@ pub fn header(p: &Profile) -> String {
         m.instructions,
         m.duration_ns as f64 / 1e6
     );
+    if !m.warm.is_empty() {
+        let _ = writeln!(s, "warmed:    {}", m.warm);
+    }
     if let Some(c) = &m.cut_short {
         let _ = writeln!(s, "cut short: {c}");
     }

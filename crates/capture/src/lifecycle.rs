@@ -179,12 +179,14 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
             address,
             first,
             count,
+            warm,
         } => (
             format!("function:{name}"),
             Some(FunctionCalls {
                 address: *address,
                 first: *first,
                 count: *count,
+                warm: *warm,
             }),
         ),
     };

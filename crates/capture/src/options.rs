@@ -55,6 +55,9 @@ pub enum Trigger {
         first: u64,
         /// Number of calls to capture.
         count: u64,
+        /// Calls right before `first` that only warm the cache (simulated,
+        /// counted nowhere; `u64::MAX`: every earlier call; 0: cold).
+        warm: u64,
     },
     /// A signal sent from outside (`coldcache trigger`).
     Signal,

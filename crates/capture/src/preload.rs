@@ -19,6 +19,7 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_FUNCTION",
     "COLDCACHE_FIRST_CALL",
     "COLDCACHE_CALLS",
+    "COLDCACHE_WARM_CALLS",
     "COLDCACHE_THREADS",
     "COLDCACHE_CORES",
     "COLDCACHE_MAX_INSTRUCTIONS",
@@ -71,6 +72,7 @@ enum TriggerSpec {
         at: Option<(String, u64)>,
         first: u64,
         count: u64,
+        warm: u64,
     },
     Signal(i32),
 }
@@ -155,6 +157,10 @@ fn options_from_env() -> Result<Option<(Options, TriggerSpec)>, String> {
             },
             first: number("COLDCACHE_FIRST_CALL", 1u64)?,
             count: number("COLDCACHE_CALLS", 1u64)?,
+            warm: match var("COLDCACHE_WARM_CALLS").as_deref() {
+                Some("all") => u64::MAX,
+                _ => number("COLDCACHE_WARM_CALLS", 0u64)?,
+            },
         },
         "signal" => TriggerSpec::Signal(number("COLDCACHE_SIGNAL", libc::SIGUSR2)?),
         other => {
@@ -280,6 +286,7 @@ pub fn init_from_env() {
             at,
             first,
             count,
+            warm,
         } => (|| {
             if o.threads == Threads::All {
                 return Err("--function traces the thread that calls the function; \
@@ -295,6 +302,7 @@ pub fn init_from_env() {
                 address,
                 first,
                 count,
+                warm,
             };
             engine::prepare(o).map(|_| ()).map_err(|e| e.to_string())
         })(),

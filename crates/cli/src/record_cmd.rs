@@ -46,6 +46,14 @@ pub struct RecordArgs {
     /// With --function: capture the first K calls.
     #[arg(long, value_name = "K", requires = "function")]
     calls: Option<u64>,
+    /// With --function --call N: warm the cache with the K calls right
+    /// before call N (`all`: every earlier call). They go through the
+    /// simulator, traced like the captured call, and count nowhere: the
+    /// dump holds call N alone, on the cache those calls left (its meta
+    /// `warm` says how it was warmed). Without it every capture starts
+    /// from an empty cache.
+    #[arg(long, value_name = "K|all", requires = "call")]
+    warm_calls: Option<String>,
     /// Start (and stop) a capture when `coldcache trigger PID` signals the program.
     #[arg(long, conflicts_with = "all")]
     signal: bool,
@@ -395,6 +403,19 @@ pub fn run(args: RecordArgs) -> Result<()> {
         if first == 0 || count == 0 {
             bail!("--call and --calls count from 1");
         }
+        if let Some(w) = &args.warm_calls {
+            let ok = w == "all" || w.parse::<u64>().is_ok_and(|k| k > 0);
+            if !ok {
+                bail!("--warm-calls {w}: expected a number of calls (1 or more) or `all`");
+            }
+            if first == 1 {
+                bail!(
+                    "--warm-calls warms the cache with the calls before --call N; \
+                     with --call 1 there are none"
+                );
+            }
+            cmd.env("COLDCACHE_WARM_CALLS", w);
+        }
         cmd.env("COLDCACHE_FUNCTION", f)
             .env("COLDCACHE_FIRST_CALL", first.to_string())
             .env("COLDCACHE_CALLS", count.to_string());
@@ -697,6 +718,9 @@ pub fn summary(d: &Dump, path: &Path) -> String {
         .find_map(|n| n.strip_prefix("fast-mode verification: "))
     {
         s += &format!("  verify: {v}\n");
+    }
+    if !d.meta.warm.is_empty() {
+        s += &format!("  warmed {}\n", d.meta.warm);
     }
     if let Some(c) = &d.meta.cut_short {
         s += &format!("  cut short: {c}\n");

@@ -112,6 +112,12 @@ pub struct Meta {
     pub untrapped: u64,
     /// Other notes (one line each) worth showing with the report.
     pub notes: Vec<String>,
+    /// How the cache was warmed before the window: empty for a cold
+    /// cache (every dump before this field existed), else what went
+    /// through the simulator without being counted (`by calls 1 to 2 of
+    /// the function (…)`). Written only when not empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub warm: String,
 }
 
 /// One executable mapping of the captured process.

@@ -538,6 +538,7 @@ impl App {
                     "duration_ns": m.duration_ns,
                     "instructions": m.instructions,
                     "cut_short": m.cut_short,
+                    "warm": m.warm,
                     "unmodelled": m.unmodelled,
                     "untrapped": m.untrapped,
                     "notes": m.notes,

@@ -539,8 +539,11 @@ pub(crate) fn try_hand_over(
 ) -> bool {
     // SAFETY: this thread's own state; the handler runs on the thread.
     let t = unsafe { &mut *tls::this() };
+    // The note counts the window's instructions only, as the dump does: a
+    // warming call's are simulated, counted nowhere.
+    let counted = u64::from(!acc.warming(tid));
     if std::mem::take(&mut t.trap_once) != 0 {
-        TRAPPED.fetch_add(1, Ordering::Relaxed);
+        TRAPPED.fetch_add(counted, Ordering::Relaxed);
         return false;
     }
     let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
@@ -550,7 +553,7 @@ pub(crate) fn try_hand_over(
         || i64::from(tls::offset().unwrap_or(i32::MIN)) != TLS_OFFSET.load(Ordering::Relaxed)
         || with_jit(|j| j.as_ref().is_none_or(|j| j.stays_trapped(rip)));
     if stays || !thread_resources(t) {
-        TRAPPED.fetch_add(1, Ordering::Relaxed);
+        TRAPPED.fetch_add(counted, Ordering::Relaxed);
         return false;
     }
     // Still marked active by an earlier capture (it left translated code
