@@ -312,3 +312,32 @@ fn sources_round_trip_and_bad_sources_are_refused() {
     let e = Dump::from_bytes(&bad).unwrap_err().to_string();
     assert!(e.contains("SRCS") && e.contains("UTF-8"), "{e}");
 }
+
+/// `META.warm` (how the cache was warmed before the window) is optional
+/// within version 3: a warmed dump round-trips it; a cold one writes no
+/// key, so its bytes are what this version wrote before the field existed
+/// (the committed samples, which have none, read as cold above); a reader
+/// that does not know the key skips it, as JSON objects allow.
+#[test]
+fn meta_warm_round_trips_and_a_cold_dump_writes_no_warm_key() {
+    let cold = sample();
+    assert!(cold.meta.warm.is_empty());
+    let bytes = cold.to_bytes();
+    assert!(!bytes.windows(6).any(|w| w == b"\"warm\""));
+    let mut warm = sample();
+    warm.meta.warm =
+        "by calls 1 to 2 of the function (24586 instructions simulated, not counted)".into();
+    let bytes = warm.to_bytes();
+    assert!(bytes.windows(6).any(|w| w == b"\"warm\""));
+    assert_eq!(Dump::from_bytes(&bytes).unwrap(), warm);
+    // A reader without the field (serde's default: unknown keys skipped).
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)]
+    struct OlderMeta {
+        trigger: String,
+        instructions: u64,
+    }
+    let json = serde_json::to_vec(&warm.meta).unwrap();
+    let old: OlderMeta = serde_json::from_slice(&json).unwrap();
+    assert_eq!(old.instructions, 10);
+}
