@@ -120,6 +120,9 @@ pub fn header(p: &Profile) -> String {
     if !m.warm.is_empty() {
         let _ = writeln!(s, "warmed:    {}", m.warm);
     }
+    if !m.schedule.is_empty() {
+        let _ = writeln!(s, "schedule:  {}", m.schedule);
+    }
     if let Some(c) = &m.cut_short {
         let _ = writeln!(s, "cut short: {c}");
     }

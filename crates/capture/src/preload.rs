@@ -20,6 +20,7 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_FIRST_CALL",
     "COLDCACHE_CALLS",
     "COLDCACHE_WARM_CALLS",
+    "COLDCACHE_SCHEDULE",
     "COLDCACHE_THREADS",
     "COLDCACHE_CORES",
     "COLDCACHE_MAX_INSTRUCTIONS",
@@ -132,6 +133,11 @@ fn options_from_env() -> Result<Option<(Options, TriggerSpec)>, String> {
     if let Some(m) = var("COLDCACHE_MODE") {
         o.mode = crate::options::Mode::parse(&m)
             .ok_or_else(|| format!("COLDCACHE_MODE `{m}` is not auto, trap, fast or verify"))?;
+    }
+    if let Some(s) = var("COLDCACHE_SCHEDULE") {
+        o.schedule = crate::options::Schedule::parse(&s).ok_or_else(|| {
+            format!("COLDCACHE_SCHEDULE `{s}` is not os, serial or serial=QUANTUM")
+        })?;
     }
     if let Some(r) = var("COLDCACHE_RESERVES") {
         o.reserves = capi::parse_reserves(&r, Reserves::default())?;

@@ -109,6 +109,15 @@ pub struct RecordArgs {
         value_parser = ["auto", "trap", "fast", "verify"]
     )]
     mode: String,
+    /// How the simulator sees traced threads interleave: `os` (the
+    /// default) as the operating system runs them, which differs from run
+    /// to run; `serial[=QUANTUM]` one traced thread at a time, in turns of
+    /// QUANTUM instructions (default 10000) handed on in thread-id order,
+    /// a turn given up at a system call that may block: two runs of a
+    /// deterministic program give the same dump (docs/capture.md). Also
+    /// for captures the program starts with the C API.
+    #[arg(long, value_name = "os|serial[=QUANTUM]", default_value = "os")]
+    schedule: String,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]
     program: Vec<String>,
@@ -305,6 +314,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
             .context("--reserve")?;
     }
     let trigger_sig = trigger_signal(&args.trigger_signal).context("--trigger-signal")?;
+    if coldcache_capture::Schedule::parse(&args.schedule).is_none() {
+        bail!(
+            "--schedule {}: expected `os`, `serial` or `serial=QUANTUM` (instructions per turn, 1 or more)",
+            args.schedule
+        );
+    }
     coldcache_capture::preload::parse_threads(&args.threads)
         .map_err(anyhow::Error::msg)
         .context("--threads")?;
@@ -364,7 +379,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .env("COLDCACHE_DUMPS", &manifest)
         .env("COLDCACHE_THREADS", &args.threads)
         .env("COLDCACHE_ARGV", args.program.join("\x1f"))
-        .env("COLDCACHE_MODE", &args.mode);
+        .env("COLDCACHE_MODE", &args.mode)
+        .env("COLDCACHE_SCHEDULE", &args.schedule);
     if !cores.is_empty() {
         cmd.env("COLDCACHE_CORES", cores.join(","));
     }
@@ -721,6 +737,9 @@ pub fn summary(d: &Dump, path: &Path) -> String {
     }
     if !d.meta.warm.is_empty() {
         s += &format!("  warmed {}\n", d.meta.warm);
+    }
+    if !d.meta.schedule.is_empty() {
+        s += &format!("  schedule {}\n", d.meta.schedule);
     }
     if let Some(c) = &d.meta.cut_short {
         s += &format!("  cut short: {c}\n");

@@ -118,6 +118,11 @@ pub struct Meta {
     /// the function (…)`). Written only when not empty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub warm: String,
+    /// How traced threads were interleaved in the simulator: empty as the
+    /// operating system ran them (every dump before this field existed),
+    /// else `serial, quantum N instructions`. Written only when not empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub schedule: String,
 }
 
 /// One executable mapping of the captured process.

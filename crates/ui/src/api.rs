@@ -539,6 +539,7 @@ impl App {
                     "instructions": m.instructions,
                     "cut_short": m.cut_short,
                     "warm": m.warm,
+                    "schedule": m.schedule,
                     "unmodelled": m.unmodelled,
                     "untrapped": m.untrapped,
                     "notes": m.notes,

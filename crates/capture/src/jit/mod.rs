@@ -763,7 +763,14 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
     }
     if t.reason == 1 {
         match flush(t) {
-            Replayed::Go => {}
+            Replayed::Go => {
+                // The buffer was full: a point of the thread's own stream,
+                // the same in every run, where a turn that reached its
+                // quantum (`--schedule serial`) is handed on and waited for.
+                crate::schedule::enter(t.tid as u32, || {
+                    STATE.load(Ordering::Acquire) == RUNNING
+                });
+            }
             Replayed::Leave => return leave(t, frame, next),
             Replayed::Stop => return stop(t, frame, next),
         }
@@ -884,14 +891,24 @@ fn flush(t: &mut Tls) -> Replayed {
     }
     let tid = t.tid as u32;
     let epoch = t.epoch;
+    let mut replayed = 0;
     let r = with_session(|cell| match cell {
         Some(s) if epoch == EPOCH.load(Ordering::Acquire) => with_jit(|j| match j {
-            Some(j) => replay(&mut s.acc, j, tid, start, end),
+            Some(j) => {
+                let before = s.acc.instructions();
+                let r = replay(&mut s.acc, j, tid, start, end);
+                replayed = s.acc.instructions() - before;
+                r
+            }
             None => Replayed::Leave,
         }),
         _ => Replayed::Leave,
     });
     discard(t);
+    match r {
+        Replayed::Go => crate::schedule::tick(tid, replayed),
+        Replayed::Leave | Replayed::Stop => crate::schedule::leave(tid),
+    }
     r
 }
 
