@@ -77,8 +77,9 @@ pub fn default_options() -> Result<Options, String> {
             .ok_or_else(|| format!("COLDCACHE_MODE {m:?} is not auto, trap, fast or verify"))?;
     }
     if let Ok(s) = std::env::var("COLDCACHE_SCHEDULE") {
-        o.schedule = crate::options::Schedule::parse(&s)
-            .ok_or_else(|| format!("COLDCACHE_SCHEDULE {s:?} is not os, serial or serial=QUANTUM"))?;
+        o.schedule = crate::options::Schedule::parse(&s).ok_or_else(|| {
+            format!("COLDCACHE_SCHEDULE {s:?} is not os, serial or serial=QUANTUM")
+        })?;
     }
     Ok(o)
 }

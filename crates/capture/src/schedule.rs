@@ -125,6 +125,7 @@ pub(crate) fn enter(tid: u32, running: impl Fn() -> bool) {
     }
     let Some((i, new)) = claim(tid) else { return };
     if TURN.load(Ordering::Acquire) == tid {
+        STATES[i].store(FREE, Ordering::Release);
         if new {
             arrived();
         }
@@ -226,7 +227,13 @@ pub(crate) fn leave(tid: u32) {
 /// `arg0` (`read_u64` reads its memory). One that may block gives up the
 /// turn first; a `clone` of a thread is remembered so the new thread is
 /// waited for.
-pub(crate) fn syscall(tid: u32, nr: u64, arg0: u64, arg1: u64, read_u64: impl Fn(u64) -> Option<u64>) {
+pub(crate) fn syscall(
+    tid: u32,
+    nr: u64,
+    arg0: u64,
+    arg1: u64,
+    read_u64: impl Fn(u64) -> Option<u64>,
+) {
     if !on() {
         return;
     }
@@ -310,8 +317,11 @@ fn hand_on(tid: u32, out: bool) {
         nap(100_000);
         waited += 100_000;
     }
+    // A thread whose quantum ran out waits at its next step: it is a
+    // candidate from now on, not from whenever it gets there (which would
+    // make the next choice depend on timing).
     if let Some(i) = slot_of(tid) {
-        STATES[i].store(if out { OUT } else { FREE }, Ordering::Release);
+        STATES[i].store(if out { OUT } else { WAITING }, Ordering::Release);
     }
     let mut above = u32::MAX;
     let mut lowest = u32::MAX;

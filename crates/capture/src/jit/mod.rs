@@ -767,9 +767,7 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
                 // The buffer was full: a point of the thread's own stream,
                 // the same in every run, where a turn that reached its
                 // quantum (`--schedule serial`) is handed on and waited for.
-                crate::schedule::enter(t.tid as u32, || {
-                    STATE.load(Ordering::Acquire) == RUNNING
-                });
+                crate::schedule::enter(t.tid as u32, || STATE.load(Ordering::Acquire) == RUNNING);
             }
             Replayed::Leave => return leave(t, frame, next),
             Replayed::Stop => return stop(t, frame, next),
