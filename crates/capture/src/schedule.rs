@@ -395,8 +395,10 @@ mod tests {
 
     #[test]
     fn futex_wakes_are_not_blocking_and_waits_are() {
-        assert!(!may_block(libc::SYS_futex as u64, 1 | 128));
-        assert!(may_block(libc::SYS_futex as u64, 0 | 128));
+        // FUTEX_WAKE and FUTEX_WAIT with FUTEX_PRIVATE_FLAG (128).
+        const PRIVATE: u64 = 128;
+        assert!(!may_block(libc::SYS_futex as u64, 1 + PRIVATE));
+        assert!(may_block(libc::SYS_futex as u64, PRIVATE));
         assert!(may_block(libc::SYS_read as u64, 0));
         assert!(!may_block(libc::SYS_mmap as u64, 0));
     }

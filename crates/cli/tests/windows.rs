@@ -257,7 +257,10 @@ fn record_fixed(dir: &Path, args: &[&str]) -> Command {
 
 /// What must be equal between two runs: the totals and every record
 /// (instruction, stack, thread number in the capture, counters).
-fn fingerprint(d: &Dump) -> (Vec<u64>, Vec<(u64, u32, u32, Vec<u64>)>) {
+/// A record as compared: (instruction, stack, thread, counters).
+type Row = (u64, u32, u32, Vec<u64>);
+
+fn fingerprint(d: &Dump) -> (Vec<u64>, Vec<Row>) {
     (
         d.totals(),
         d.records
