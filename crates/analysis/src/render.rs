@@ -123,6 +123,12 @@ pub fn header(p: &Profile) -> String {
         "window:    {} \u{2192} {}, mode {}",
         w.started, w.stopped, w.mode
     );
+    if !m.warm.is_empty() {
+        let _ = writeln!(s, "warmed:    {}", m.warm);
+    }
+    if !m.schedule.is_empty() {
+        let _ = writeln!(s, "schedule:  {}", m.schedule);
+    }
     if let Some(c) = &m.cut_short {
         let _ = writeln!(s, "cut short: {c}");
     }

@@ -154,12 +154,21 @@ pub struct FunctionCalls {
     pub first: u64,
     /// Number of calls to capture.
     pub count: u64,
+    /// Calls right before `first` that warm the cache: they go through the
+    /// simulator, traced as captured calls are, but count nowhere (`0`: a
+    /// cold cache; `u64::MAX`: every earlier call).
+    pub warm: u64,
 }
 
 impl FunctionCalls {
     /// One past the last call to capture.
     fn end(&self) -> u64 {
         self.first.saturating_add(self.count)
+    }
+
+    /// The first warming call (`first` when there is none).
+    fn warm_start(&self) -> u64 {
+        self.first.saturating_sub(self.warm).max(1)
     }
 }
 
@@ -220,6 +229,9 @@ struct ThreadState {
     /// step (see `finish_rep`).
     rep_ip: u64,
     rep_kind: Rep,
+    /// The thread runs a warming call: its instructions go through the
+    /// simulator and count nowhere.
+    warming: bool,
 }
 
 impl ThreadState {
@@ -235,6 +247,7 @@ impl ThreadState {
         self.after_syscall = 0;
         self.rep_ip = 0;
         self.func_ret_slot = func_ret_slot;
+        self.warming = false;
     }
 }
 
@@ -293,6 +306,12 @@ pub struct Accountant {
     func: Option<FunctionCalls>,
     calls_seen: u64,
     calls_done: u64,
+    /// Warming calls that returned, and the instructions they simulated.
+    warm_done: u64,
+    warm_instructions: u64,
+    /// The counter row warming instructions are attributed to (zeroed
+    /// before each): the simulator needs one, the dump never sees it.
+    scratch: Vec<u64>,
     all_threads: bool,
     stop_entries: [u64; 2],
     /// Every thread traced so far, in claim order: (thread id, core). Slots
@@ -336,12 +355,14 @@ impl Accountant {
                 func_ret_slot: 0,
                 rep_ip: 0,
                 rep_kind: Rep::None,
+                warming: false,
             })
             .collect();
         let func = setup.function.map(|f| FunctionCalls {
             address: f.address,
             first: f.first.max(1),
             count: f.count.max(1),
+            warm: f.warm,
         });
         Ok(Accountant {
             driver,
@@ -368,6 +389,9 @@ impl Accountant {
             func,
             calls_seen: 0,
             calls_done: 0,
+            warm_done: 0,
+            warm_instructions: 0,
+            scratch: vec![0; layout.len()],
             all_threads: setup.all_threads,
             stop_entries: setup.stop_entries,
             seen: Vec::with_capacity(MAX_THREADS_SEEN),
@@ -445,6 +469,13 @@ impl Accountant {
         (t.active && t.seeded && t.after_syscall == 0 && t.rep_ip == 0).then_some(t.func_ret_slot)
     }
 
+    /// Whether thread `tid` runs a call that only warms the cache (its
+    /// instructions are simulated and counted nowhere).
+    pub fn warming(&self, tid: u32) -> bool {
+        self.slot_of(tid)
+            .is_some_and(|i| self.threads[i].active && self.threads[i].warming)
+    }
+
     /// Whether `ip` lies in a file-backed module mapped when the capture
     /// started (code the accountant decodes once and trusts).
     pub fn trusted(&self, ip: u64) -> bool {
@@ -461,13 +492,17 @@ impl Accountant {
         };
         self.calls_seen += 1;
         let n = self.calls_seen;
-        if n < calls.first || n >= calls.end() {
+        if n < calls.warm_start() || n >= calls.end() {
             return Entry::Skip;
         }
         let Some(i) = self.claim(tid) else {
             return Entry::NoSlot;
         };
         self.threads[i].restart(true, rsp);
+        // A call before the window warms the cache: traced like the
+        // window's calls, so the simulator sees its accesses, counted
+        // nowhere.
+        self.threads[i].warming = n < calls.first;
         Entry::Capture
     }
 
@@ -628,7 +663,9 @@ impl Accountant {
                 }
                 di
             };
-            let row = if s.row != BlockSlot::NONE && s.stack == stack && s.serial == serial {
+            let row = if self.threads[ti].warming {
+                WARM_ROW
+            } else if s.row != BlockSlot::NONE && s.stack == stack && s.serial == serial {
                 s.row as usize
             } else {
                 let Some(row) = self.counters.row_index(ip, stack, serial) else {
@@ -691,6 +728,11 @@ impl Accountant {
         }
         t.func_ret_slot = 0;
         t.active = false;
+        if std::mem::take(&mut t.warming) {
+            self.warm_done += 1;
+            let more = self.cut_short.is_none();
+            return Some(Verdict::FunctionReturned { more });
+        }
         self.calls_done += 1;
         let more = self
             .func
@@ -853,7 +895,7 @@ impl Accountant {
             return;
         };
         let stack = current_stack(&self.threads[ti]);
-        if self.count(ti, ip, stack, di, m, Mode::After) {
+        if self.count(ti, ip, stack, di, m, Mode::After) && !self.threads[ti].warming {
             self.untrapped += 1;
         }
         let d = self.decode.at(di);
@@ -875,13 +917,19 @@ impl Accountant {
         mode: Mode,
     ) -> bool {
         let serial = self.threads[ti].serial;
-        let Some(row) = self.counters.row_index(ip, stack, serial) else {
-            return false;
+        let row = if self.threads[ti].warming {
+            WARM_ROW
+        } else {
+            let Some(row) = self.counters.row_index(ip, stack, serial) else {
+                return false;
+            };
+            row
         };
         self.count_row(ti, ip, row, di, m, mode)
     }
 
-    /// [`Accountant::count`] into counter row `row`.
+    /// [`Accountant::count`] into counter row `row` ([`WARM_ROW`]: a
+    /// warming instruction, simulated and counted nowhere, not traced).
     fn count_row<M: Machine + ?Sized>(
         &mut self,
         ti: usize,
@@ -902,7 +950,13 @@ impl Accountant {
             Mode::NoData => Ok(()),
             Mode::After => d.plan.eval_after(&d.instr, m, &mut self.accesses),
         };
-        let c = self.counters.row(row);
+        let warm = row == WARM_ROW;
+        let c = if warm {
+            self.scratch.fill(0);
+            &mut self.scratch[..]
+        } else {
+            self.counters.row(row)
+        };
         c[CounterLayout::INSTRUCTIONS] += 1;
         let fetch = Access {
             kind: AccessKind::InstrFetch,
@@ -911,7 +965,7 @@ impl Accountant {
             ip,
         };
         self.driver.attribute(core, fetch, c);
-        if let Some(trace) = &mut self.trace {
+        if let Some(trace) = self.trace.as_mut().filter(|_| !warm) {
             let n = 1 + if modelled.is_ok() {
                 self.accesses.as_slice().len()
             } else {
@@ -953,12 +1007,20 @@ impl Accountant {
             }
             Err(why) => {
                 c[CounterLayout::UNMODELLED] += 1;
-                if let Some(i) = Unmodelled::ALL.iter().position(|&u| u == why) {
+                if let Some(i) = Unmodelled::ALL
+                    .iter()
+                    .position(|&u| u == why)
+                    .filter(|_| !warm)
+                {
                     self.unmodelled[i] += 1;
                 }
             }
         }
-        self.instructions += 1;
+        if warm {
+            self.warm_instructions += 1;
+        } else {
+            self.instructions += 1;
+        }
         true
     }
 
@@ -1050,6 +1112,8 @@ impl Accountant {
             func,
             calls_seen,
             calls_done,
+            warm_done,
+            warm_instructions,
             unmodelled,
             cut_short,
             ..
@@ -1080,6 +1144,21 @@ impl Accountant {
                 }
                 meta.notes.push(note);
             }
+        }
+        if let Some(f) = func.filter(|f| f.warm > 0) {
+            let start = f.warm_start();
+            meta.warm = if warm_done == 0 {
+                format!(
+                    "cold: no call before call {} to warm the cache with",
+                    f.first
+                )
+            } else {
+                format!(
+                    "by calls {start} to {} of the function ({warm_instructions} instructions \
+                     simulated, not counted)",
+                    start + warm_done - 1
+                )
+            };
         }
         if untrapped > 0 {
             meta.notes.push(format!(
@@ -1137,6 +1216,10 @@ impl Accountant {
         }
     }
 }
+
+/// The counter row index that stands for "a warming instruction: count
+/// nowhere" (no table row has it).
+const WARM_ROW: usize = usize::MAX;
 
 fn current_stack(t: &ThreadState) -> u32 {
     t.frames.last().map(|f| f.stack).unwrap_or(0)

@@ -76,6 +76,11 @@ pub fn default_options() -> Result<Options, String> {
         o.mode = Mode::parse(&m)
             .ok_or_else(|| format!("COLDCACHE_MODE {m:?} is not auto, trap, fast or verify"))?;
     }
+    if let Ok(s) = std::env::var("COLDCACHE_SCHEDULE") {
+        o.schedule = crate::options::Schedule::parse(&s).ok_or_else(|| {
+            format!("COLDCACHE_SCHEDULE {s:?} is not os, serial or serial=QUANTUM")
+        })?;
+    }
     Ok(o)
 }
 

@@ -538,12 +538,18 @@ extern "C" fn on_sync(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
         // thread interrupted while holding it (never expected) skips this
         // one instruction rather than deadlocking.
         IN_HANDLER.fetch_add(1, Ordering::SeqCst);
+        crate::schedule::enter(tid, running);
         try_with_session(|cell| match cell {
             Some(s) if STATE.load(Ordering::Acquire) == RUNNING => step_switched(s, uc),
             _ => {}
         });
         IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+/// Whether the capture runs (a stop ends every wait for a turn).
+fn running() -> bool {
+    STATE.load(Ordering::Acquire) == RUNNING
 }
 
 /// Whether a SIGTRAP is the engine's own: a single-step trap, or an `int3`
@@ -612,6 +618,8 @@ extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::
         } else if STATE.load(Ordering::Acquire) != RUNNING {
             set_tf(uc, false);
         } else {
+            // `--schedule serial`: the turn first, outside every lock.
+            crate::schedule::enter(gettid(), running);
             with_session(|cell| match cell {
                 Some(s) if STATE.load(Ordering::Acquire) == RUNNING => step_switched(s, uc),
                 _ => set_tf(uc, false),
@@ -877,8 +885,11 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
     };
     INSTRUCTIONS.store(s.acc.instructions(), Ordering::Relaxed);
     match verdict {
-        Verdict::Continue => {}
-        Verdict::StopThread => set_tf(uc, false),
+        Verdict::Continue => crate::schedule::tick(tid, 1),
+        Verdict::StopThread => {
+            crate::schedule::leave(tid);
+            set_tf(uc, false)
+        }
         Verdict::StopCapture(_) => {
             STATE.store(STOPPING, Ordering::Release);
             set_tf(uc, false);
@@ -900,6 +911,7 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 // Its slot is free for a thread created later: a pool that
                 // churns is traced for as long as asked, bounded by the
                 // threads alive at once, not the threads ever created.
+                crate::schedule::exiting(tid);
                 s.acc.release(tid);
                 crate::jit::release_thread();
                 sigvirt::forget_thread();
@@ -917,9 +929,22 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 } else {
                     finish_soon(uc, false);
                 }
+            } else {
+                // The call runs natively: one that may block gives up the
+                // thread's turn (`--schedule serial`) first.
+                crate::schedule::tick(tid, 1);
+                let g = &uc.uc_mcontext.gregs;
+                crate::schedule::syscall(
+                    tid,
+                    g[libc::REG_RAX as usize] as u64,
+                    g[libc::REG_RDI as usize] as u64,
+                    g[libc::REG_RSI as usize] as u64,
+                    crate::memory::read_word,
+                );
             }
         }
         Verdict::FunctionReturned { more } => {
+            crate::schedule::leave(tid);
             set_tf(uc, false);
             // `finish` may have begun: only a running capture re-arms.
             if more

@@ -20,6 +20,8 @@
 //! - [`machine`]: registers of a trapped thread, read from its `ucontext_t`;
 //!   [`memory`]: reads and writes of this process that cannot fault.
 //! - [`procfs`]: what the engine reads about its process (maps, threads, symbols).
+//! - `schedule.rs`: `--schedule serial`, traced threads taking turns of a
+//!   fixed quantum (a futex word of our own), for every front end.
 //! - `fatal.rs` (the dump on fatal signals the program leaves at `SIG_DFL`)
 //!   and `seccomp.rs` (stopping before a seccomp confinement, refusing a
 //!   start after one), for every front end.
@@ -51,6 +53,7 @@ mod options;
 mod output;
 pub mod preload;
 pub mod procfs;
+mod schedule;
 pub mod sigvirt;
 mod state;
 mod sysemu;
@@ -63,6 +66,6 @@ pub use lifecycle::{
     Capture, PROGRESS_RUNNING,
 };
 pub use options::{
-    check_reserves, memory_limit, reserve_costs, CaptureError, Mode, Options, Reserves, Summary,
-    Threads, Trigger,
+    check_reserves, memory_limit, reserve_costs, CaptureError, Mode, Options, Reserves, Schedule,
+    Summary, Threads, Trigger,
 };

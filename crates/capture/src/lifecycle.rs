@@ -179,12 +179,14 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
             address,
             first,
             count,
+            warm,
         } => (
             format!("function:{name}"),
             Some(FunctionCalls {
                 address: *address,
                 first: *first,
                 count: *count,
+                warm: *warm,
             }),
         ),
     };
@@ -265,6 +267,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         cores,
         threads: options.threads.describe(),
         trigger,
+        schedule: options.schedule.describe(),
         start_unix_ns: SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -296,6 +299,21 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     }
     ALL_THREADS.store(options.threads == Threads::All, Ordering::Relaxed);
     with_session(|cell| *cell = Some(session));
+    // The first turn is the starting thread's, when it is traced (others
+    // signalled now wait for it); a function's caller or the first thread
+    // a trigger reaches takes it otherwise.
+    let quantum = match options.schedule {
+        crate::options::Schedule::Os => 0,
+        crate::options::Schedule::Serial { quantum } => quantum,
+    };
+    crate::schedule::configure(
+        quantum,
+        if selected.contains(&me) && !is_function {
+            me
+        } else {
+            0
+        },
+    );
     crate::fatal::arm();
     if let Some(calls) = function {
         breakpoint::plant(calls.address);
@@ -329,6 +347,8 @@ pub fn finish() -> Result<Summary, CaptureError> {
         STATE.store(STOPPING, Ordering::Release);
         breakpoint::clear();
     });
+    // Threads waiting for a turn go on (to clear TF).
+    crate::schedule::off();
     // Traced threads clear TF at their next trap (the state is no longer
     // RUNNING). They are not signalled: a signal would cut short the
     // program's poll/sleep/epoll_wait with EINTR.
@@ -357,6 +377,14 @@ pub fn finish() -> Result<Summary, CaptureError> {
         ..
     } = *session;
     meta.duration_ns = started.elapsed().as_nanos() as u64;
+    if !meta.schedule.is_empty() && crate::schedule::stalled() {
+        meta.notes.push(
+            "schedule serial: a thread waited more than 2 s for a turn (or more threads than \
+             the rotation holds were traced) and went on: this run's interleaving may differ \
+             from another's"
+                .to_string(),
+        );
+    }
     if let Some(f) = fast {
         meta.notes.push(format!(
             "capture mode fast: {} instructions ran under the trap engine (blocks the \

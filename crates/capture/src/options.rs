@@ -55,6 +55,9 @@ pub enum Trigger {
         first: u64,
         /// Number of calls to capture.
         count: u64,
+        /// Calls right before `first` that only warm the cache (simulated,
+        /// counted nowhere; `u64::MAX`: every earlier call; 0: cold).
+        warm: u64,
     },
     /// A signal sent from outside (`coldcache trigger`).
     Signal,
@@ -102,6 +105,51 @@ impl Mode {
     }
 }
 
+/// How the simulator sees traced threads interleave.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Schedule {
+    /// As the operating system runs them (the default): on several cores
+    /// at once, an interleaving that differs from run to run.
+    #[default]
+    Os,
+    /// One traced thread at a time, in turns of `quantum` instructions,
+    /// handed on in tid order; a turn is given up at a system call that
+    /// may block. Runs of a deterministic program give the same dump.
+    Serial {
+        /// Instructions per turn (in fast mode a turn ends at the first
+        /// replay of the thread's records past it).
+        quantum: u64,
+    },
+}
+
+impl Schedule {
+    /// Parses `os`, `serial` or `serial=QUANTUM` (QUANTUM ≥ 1).
+    pub fn parse(s: &str) -> Option<Schedule> {
+        match s.split_once('=') {
+            None if s == "os" => Some(Schedule::Os),
+            None if s == "serial" => Some(Schedule::Serial {
+                quantum: crate::schedule::DEFAULT_QUANTUM,
+            }),
+            Some(("serial", q)) => match q.parse::<u64>() {
+                Ok(quantum) if quantum > 0 => Some(Schedule::Serial { quantum }),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The schedule as the dump records it (`""` for `os`, the default,
+    /// so dumps of it are what they were; `serial, quantum N instructions`).
+    pub fn describe(self) -> String {
+        match self {
+            Schedule::Os => String::new(),
+            Schedule::Serial { quantum } => {
+                format!("serial, quantum {quantum} instructions")
+            }
+        }
+    }
+}
+
 /// Everything a capture needs to know.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -127,6 +175,8 @@ pub struct Options {
     pub trace: Option<PathBuf>,
     /// How threads are followed.
     pub mode: Mode,
+    /// How the simulator sees traced threads interleave.
+    pub schedule: Schedule,
 }
 
 impl Options {
@@ -145,6 +195,7 @@ impl Options {
             program: std::env::args().collect(),
             trace: None,
             mode: Mode::Auto,
+            schedule: Schedule::Os,
         }
     }
 }

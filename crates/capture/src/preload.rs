@@ -19,6 +19,8 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_FUNCTION",
     "COLDCACHE_FIRST_CALL",
     "COLDCACHE_CALLS",
+    "COLDCACHE_WARM_CALLS",
+    "COLDCACHE_SCHEDULE",
     "COLDCACHE_THREADS",
     "COLDCACHE_CORES",
     "COLDCACHE_MAX_INSTRUCTIONS",
@@ -71,6 +73,7 @@ enum TriggerSpec {
         at: Option<(String, u64)>,
         first: u64,
         count: u64,
+        warm: u64,
     },
     Signal(i32),
 }
@@ -142,6 +145,11 @@ fn options_from(var: Lookup) -> Result<Option<(Options, TriggerSpec)>, String> {
         o.mode = crate::options::Mode::parse(&m)
             .ok_or_else(|| format!("COLDCACHE_MODE `{m}` is not auto, trap, fast or verify"))?;
     }
+    if let Some(s) = var("COLDCACHE_SCHEDULE") {
+        o.schedule = crate::options::Schedule::parse(&s).ok_or_else(|| {
+            format!("COLDCACHE_SCHEDULE `{s}` is not os, serial or serial=QUANTUM")
+        })?;
+    }
     if let Some(r) = var("COLDCACHE_RESERVES") {
         o.reserves = capi::parse_reserves(&r, Reserves::default())?;
     }
@@ -166,6 +174,10 @@ fn options_from(var: Lookup) -> Result<Option<(Options, TriggerSpec)>, String> {
             },
             first: number(var, "COLDCACHE_FIRST_CALL", 1u64)?,
             count: number(var, "COLDCACHE_CALLS", 1u64)?,
+            warm: match var("COLDCACHE_WARM_CALLS").as_deref() {
+                Some("all") => u64::MAX,
+                _ => number(var, "COLDCACHE_WARM_CALLS", 0u64)?,
+            },
         },
         "signal" => TriggerSpec::Signal(number(var, "COLDCACHE_SIGNAL", libc::SIGUSR2)?),
         other => {
@@ -323,6 +335,7 @@ fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Re
             at,
             first,
             count,
+            warm,
         } => (|| {
             if o.threads == Threads::All {
                 return Err("--function traces the thread that calls the function; \
@@ -338,6 +351,7 @@ fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Re
                 address,
                 first,
                 count,
+                warm,
             };
             engine::prepare(o).map(|_| ()).map_err(|e| e.to_string())
         })(),

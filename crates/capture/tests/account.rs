@@ -409,6 +409,7 @@ fn the_watched_function_returning_ends_its_window() {
         address: 0x2000,
         first: 2,
         count: 2,
+        warm: 0,
     };
     let mut s = setup(Reserves::default(), false, Some(f));
     s.exec_ranges = vec![(0x1000, 0x5000)];
@@ -448,6 +449,91 @@ fn the_watched_function_returning_ends_its_window() {
     assert_eq!(record(&d, 0x2001, 1)[CounterLayout::INSTRUCTIONS], 2);
     assert!(d.meta.cut_short.is_none());
     assert!(d.records.iter().all(|r| r.ip != 0x1005));
+}
+
+/// `--call 2 --warm-calls 1`: call 1 of `f: mov rax, [rbx]; ret` is
+/// traced and simulated but counted nowhere (no record, no instruction,
+/// nothing in the trace, no allocation); call 2 is counted on the cache
+/// call 1 left. By hand, with Cachegrind's cold hierarchy: call 1's load of
+/// 0x9000 and its fetch of line 0x2000 go to memory; call 2 finds both in
+/// L1, and so does its `ret`'s read of the return-address slot (written by
+/// no one traced, read by call 1). Cold, call 2's load goes to memory.
+#[test]
+fn a_warming_call_is_simulated_and_counted_nowhere() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let run = |warm: u64| {
+        let f = FunctionCalls {
+            address: 0x2000,
+            first: 2,
+            count: 1,
+            warm,
+        };
+        let mut s = setup(Reserves::default(), true, Some(f));
+        s.exec_ranges = vec![(0x1000, 0x5000)];
+        s.stable_code = s.exec_ranges.clone();
+        let mut a = Accountant::new(s).unwrap();
+        let mut m = Fake::new()
+            .code(0x1000, &[0xE8, 0xFB, 0x0F, 0x00, 0x00, 0x90])
+            .code(0x2000, &[0x48, 0x8B, 0x03, 0xC3]);
+        m.memory.push((SP - 8, 0x1005u64.to_le_bytes().to_vec()));
+        m.set(Register::RBX, 0x9000);
+        let mut verdicts = Vec::with_capacity(2);
+        COUNTING.store(true, Ordering::SeqCst);
+        ALLOCATIONS.store(0, Ordering::SeqCst);
+        for call in 1..=2 {
+            let entry = a.function_entered(TID, SP - 8);
+            if entry == Entry::Skip {
+                verdicts.push(None);
+                continue;
+            }
+            assert_eq!(entry, Entry::Capture, "call {call}");
+            assert_eq!(a.warming(TID), call == 1 && warm > 0);
+            m.set(Register::RSP, SP - 8);
+            assert_eq!(step(&mut a, 0x2000, &m), Verdict::Continue);
+            assert_eq!(step(&mut a, 0x2003, &m), Verdict::Continue);
+            m.set(Register::RSP, SP);
+            verdicts.push(Some(step(&mut a, 0x1005, &m)));
+            assert!(!a.warming(TID));
+        }
+        COUNTING.store(false, Ordering::SeqCst);
+        assert_eq!(ALLOCATIONS.load(Ordering::SeqCst), 0, "warm {warm}");
+        assert_eq!(a.instructions(), 2, "warm {warm}: call 2's two");
+        let (d, trace) = finish(a);
+        (d, trace.unwrap(), verdicts)
+    };
+    let l = layout();
+    let (cold, cold_trace, v) = run(0);
+    assert_eq!(v[0], None);
+    assert_eq!(v[1], Some(Verdict::FunctionReturned { more: false }));
+    let (warm, warm_trace, v) = run(1);
+    assert_eq!(v[0], Some(Verdict::FunctionReturned { more: true }));
+    assert_eq!(v[1], Some(Verdict::FunctionReturned { more: false }));
+    // Cold: the load and the fetch of line 0x2000 from memory.
+    let load = record(&cold, 0x2000, 1);
+    assert_eq!(load[l.memory(Side::Read)], 1);
+    assert_eq!(load[l.memory(Side::Instr)], 1);
+    // Warmed by call 1: everything of call 2 from L1.
+    let load = record(&warm, 0x2000, 1);
+    assert_eq!(load[l.served(Side::Read, 0)], 1);
+    assert_eq!(load[l.served(Side::Instr, 0)], 1);
+    let ret = record(&warm, 0x2003, 1);
+    assert_eq!(ret[l.served(Side::Read, 0)], 1);
+    // The same records and instructions as cold, the same trace (call 2's
+    // accesses alone), and the dump says how the cache was warmed.
+    let key = |d: &Dump| -> Vec<(u64, u32, u64)> {
+        d.records
+            .iter()
+            .map(|r| (r.ip, r.stack, r.counters[CounterLayout::INSTRUCTIONS]))
+            .collect()
+    };
+    assert_eq!(key(&warm), key(&cold));
+    assert_eq!(warm.meta.instructions, 2);
+    assert_eq!(warm_trace, cold_trace);
+    assert_eq!(
+        warm.meta.warm,
+        "by calls 1 to 1 of the function (2 instructions simulated, not counted)"
+    );
+    assert!(cold.meta.warm.is_empty());
 }
 
 /// A thread that was not claimed is not traced; with every thread

@@ -56,6 +56,14 @@ pub struct RecordArgs {
     /// With --function: capture the first K calls.
     #[arg(long, value_name = "K", requires = "function")]
     calls: Option<u64>,
+    /// With --function --call N: warm the cache with the K calls right
+    /// before call N (`all`: every earlier call). They go through the
+    /// simulator, traced like the captured call, and count nowhere: the
+    /// dump holds call N alone, on the cache those calls left (its meta
+    /// `warm` says how it was warmed). Without it every capture starts
+    /// from an empty cache.
+    #[arg(long, value_name = "K|all", requires = "call")]
+    warm_calls: Option<String>,
     /// Start (and stop) a capture when `coldcache trigger PID` signals the program.
     #[arg(long, conflicts_with = "all")]
     signal: bool,
@@ -111,6 +119,15 @@ pub struct RecordArgs {
         value_parser = ["auto", "trap", "fast", "verify"]
     )]
     mode: String,
+    /// How the simulator sees traced threads interleave: `os` (the
+    /// default) as the operating system runs them, which differs from run
+    /// to run; `serial[=QUANTUM]` one traced thread at a time, in turns of
+    /// QUANTUM instructions (default 10000) handed on in thread-id order,
+    /// a turn given up at a system call that may block: two runs of a
+    /// deterministic program give the same dump (docs/capture.md). Also
+    /// for captures the program starts with the C API.
+    #[arg(long, value_name = "os|serial[=QUANTUM]", default_value = "os")]
+    schedule: String,
     /// The program and its arguments (after `--`, or without it: every
     /// word from the program on is the program's).
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM ARGS")]
@@ -317,6 +334,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
             .context("--reserve")?;
     }
     let trigger_sig = trigger_signal(&args.trigger_signal).context("--trigger-signal")?;
+    if coldcache_capture::Schedule::parse(&args.schedule).is_none() {
+        bail!(
+            "--schedule {}: expected `os`, `serial` or `serial=QUANTUM` (instructions per turn, 1 or more)",
+            args.schedule
+        );
+    }
     coldcache_capture::preload::parse_threads(&args.threads)
         .map_err(anyhow::Error::msg)
         .context("--threads")?;
@@ -376,7 +399,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .env("COLDCACHE_DUMPS", &manifest)
         .env("COLDCACHE_THREADS", &args.threads)
         .env("COLDCACHE_ARGV", args.program.join("\x1f"))
-        .env("COLDCACHE_MODE", &args.mode);
+        .env("COLDCACHE_MODE", &args.mode)
+        .env("COLDCACHE_SCHEDULE", &args.schedule);
     if !cores.is_empty() {
         cmd.env("COLDCACHE_CORES", cores.join(","));
     }
@@ -414,6 +438,19 @@ pub fn run(args: RecordArgs) -> Result<()> {
         };
         if first == 0 || count == 0 {
             bail!("--call and --calls count from 1");
+        }
+        if let Some(w) = &args.warm_calls {
+            let ok = w == "all" || w.parse::<u64>().is_ok_and(|k| k > 0);
+            if !ok {
+                bail!("--warm-calls {w}: expected a number of calls (1 or more) or `all`");
+            }
+            if first == 1 {
+                bail!(
+                    "--warm-calls warms the cache with the calls before --call N; \
+                     with --call 1 there are none"
+                );
+            }
+            cmd.env("COLDCACHE_WARM_CALLS", w);
         }
         cmd.env("COLDCACHE_FUNCTION", f)
             .env("COLDCACHE_FIRST_CALL", first.to_string())
@@ -717,6 +754,12 @@ pub fn summary(d: &Dump, path: &Path) -> String {
         .find_map(|n| n.strip_prefix("fast-mode verification: "))
     {
         s += &format!("  verify: {v}\n");
+    }
+    if !d.meta.warm.is_empty() {
+        s += &format!("  warmed {}\n", d.meta.warm);
+    }
+    if !d.meta.schedule.is_empty() {
+        s += &format!("  schedule {}\n", d.meta.schedule);
     }
     if let Some(c) = &d.meta.cut_short {
         s += &format!("  cut short: {c}\n");

@@ -112,6 +112,17 @@ pub struct Meta {
     pub untrapped: u64,
     /// Other notes (one line each) worth showing with the report.
     pub notes: Vec<String>,
+    /// How the cache was warmed before the window: empty for a cold
+    /// cache (every dump before this field existed), else what went
+    /// through the simulator without being counted (`by calls 1 to 2 of
+    /// the function (…)`). Written only when not empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub warm: String,
+    /// How traced threads were interleaved in the simulator: empty as the
+    /// operating system ran them (every dump before this field existed),
+    /// else `serial, quantum N instructions`. Written only when not empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub schedule: String,
 }
 
 /// One executable mapping of the captured process.

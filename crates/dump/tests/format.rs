@@ -312,3 +312,37 @@ fn sources_round_trip_and_bad_sources_are_refused() {
     let e = Dump::from_bytes(&bad).unwrap_err().to_string();
     assert!(e.contains("SRCS") && e.contains("UTF-8"), "{e}");
 }
+
+/// `META.warm` (how the cache was warmed before the window) and
+/// `META.schedule` (how threads were interleaved) are optional within
+/// version 3: a dump that has them round-trips them; one without (cold,
+/// as the OS ran the threads) writes neither key, so its bytes are what
+/// this version wrote before the fields existed (the committed samples,
+/// which have none, read as cold and unserialised above); a reader that
+/// does not know a key skips it, as JSON objects allow.
+#[test]
+fn meta_warm_and_schedule_round_trip_and_a_default_dump_writes_neither_key() {
+    let cold = sample();
+    assert!(cold.meta.warm.is_empty());
+    let bytes = cold.to_bytes();
+    assert!(!bytes.windows(6).any(|w| w == b"\"warm\""));
+    assert!(!bytes.windows(10).any(|w| w == b"\"schedule\""));
+    let mut warm = sample();
+    warm.meta.warm =
+        "by calls 1 to 2 of the function (24586 instructions simulated, not counted)".into();
+    warm.meta.schedule = "serial, quantum 10000 instructions".into();
+    let bytes = warm.to_bytes();
+    assert!(bytes.windows(6).any(|w| w == b"\"warm\""));
+    assert!(bytes.windows(10).any(|w| w == b"\"schedule\""));
+    assert_eq!(Dump::from_bytes(&bytes).unwrap(), warm);
+    // A reader without the field (serde's default: unknown keys skipped).
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)]
+    struct OlderMeta {
+        trigger: String,
+        instructions: u64,
+    }
+    let json = serde_json::to_vec(&warm.meta).unwrap();
+    let old: OlderMeta = serde_json::from_slice(&json).unwrap();
+    assert_eq!(old.instructions, 10);
+}

@@ -539,6 +539,8 @@ impl App {
                     "duration_ns": m.duration_ns,
                     "instructions": m.instructions,
                     "cut_short": m.cut_short,
+                    "warm": m.warm,
+                    "schedule": m.schedule,
                     "unmodelled": m.unmodelled,
                     "untrapped": m.untrapped,
                     "notes": m.notes,

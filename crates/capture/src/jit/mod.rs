@@ -539,8 +539,11 @@ pub(crate) fn try_hand_over(
 ) -> bool {
     // SAFETY: this thread's own state; the handler runs on the thread.
     let t = unsafe { &mut *tls::this() };
+    // The note counts the window's instructions only, as the dump does: a
+    // warming call's are simulated, counted nowhere.
+    let counted = u64::from(!acc.warming(tid));
     if std::mem::take(&mut t.trap_once) != 0 {
-        TRAPPED.fetch_add(1, Ordering::Relaxed);
+        TRAPPED.fetch_add(counted, Ordering::Relaxed);
         return false;
     }
     let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
@@ -550,7 +553,7 @@ pub(crate) fn try_hand_over(
         || i64::from(tls::offset().unwrap_or(i32::MIN)) != TLS_OFFSET.load(Ordering::Relaxed)
         || with_jit(|j| j.as_ref().is_none_or(|j| j.stays_trapped(rip)));
     if stays || !thread_resources(t) {
-        TRAPPED.fetch_add(1, Ordering::Relaxed);
+        TRAPPED.fetch_add(counted, Ordering::Relaxed);
         return false;
     }
     // Still marked active by an earlier capture (it left translated code
@@ -760,7 +763,12 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
     }
     if t.reason == 1 {
         match flush(t) {
-            Replayed::Go => {}
+            Replayed::Go => {
+                // The buffer was full: a point of the thread's own stream,
+                // the same in every run, where a turn that reached its
+                // quantum (`--schedule serial`) is handed on and waited for.
+                crate::schedule::enter(t.tid as u32, || STATE.load(Ordering::Acquire) == RUNNING);
+            }
             Replayed::Leave => return leave(t, frame, next),
             Replayed::Stop => return stop(t, frame, next),
         }
@@ -881,14 +889,24 @@ fn flush(t: &mut Tls) -> Replayed {
     }
     let tid = t.tid as u32;
     let epoch = t.epoch;
+    let mut replayed = 0;
     let r = with_session(|cell| match cell {
         Some(s) if epoch == EPOCH.load(Ordering::Acquire) => with_jit(|j| match j {
-            Some(j) => replay(&mut s.acc, j, tid, start, end),
+            Some(j) => {
+                let before = s.acc.instructions();
+                let r = replay(&mut s.acc, j, tid, start, end);
+                replayed = s.acc.instructions() - before;
+                r
+            }
             None => Replayed::Leave,
         }),
         _ => Replayed::Leave,
     });
     discard(t);
+    match r {
+        Replayed::Go => crate::schedule::tick(tid, replayed),
+        Replayed::Leave | Replayed::Stop => crate::schedule::leave(tid),
+    }
     r
 }
 

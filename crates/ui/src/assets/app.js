@@ -476,7 +476,7 @@ function viewCapture(s) {
     ${kv("dump", esc(d.name))}${kv("program", esc(d.program.join(" ")))}${kv("pid", d.pid)}
     ${kv("trigger", esc(d.trigger))}${kv("threads traced", esc(d.threads_selected))}
     ${kv("instructions", fmt(d.instructions))}${kv("duration", (d.duration_ns / 1e6).toFixed(3) + " ms")}
-    ${kv("cut short", esc(d.cut_short || "no"))}${kv("records", fmt(d.records))}
+    ${kv("cut short", esc(d.cut_short || "no"))}${kv("cache warmed", esc(d.warm || "no (cold cache)"))}${kv("thread schedule", esc(d.schedule || "as the OS ran them"))}${kv("records", fmt(d.records))}
     ${kv("cache", esc(d.cache_name) + ` (levels ${esc(d.levels.join(", "))}, ${d.cores} cores)`)}
     ${kv("unmodelled", esc(d.unmodelled.map((u) => u[0] + ": " + fmt(u[1])).join(", ") || "none"))}
     ${kv("notes", d.notes.map(esc).join("<br>") || "none")}
