@@ -20,9 +20,19 @@ use std::time::{Duration, Instant};
 pub struct AttachArgs {
     /// The process to capture (running now, started without coldcache).
     pid: i32,
-    /// Cache configuration: a preset name (`coldcache presets`) or a TOML file.
-    #[arg(long, default_value = "jaguar")]
+    /// Cache configuration: a preset name (`coldcache presets`) or a TOML
+    /// file; the default, as for `record` and `sim`, is Valgrind's model.
+    #[arg(long, default_value = crate::sim_cmd::DEFAULT_CACHE, value_name = "PRESET|FILE")]
     cache: String,
+    /// Cachegrind-style I1 geometry override, e.g. 32768,8,64 (as `record`).
+    #[arg(long = "I1", value_name = "SIZE,ASSOC,LINE")]
+    i1: Option<String>,
+    /// Cachegrind-style D1 geometry override.
+    #[arg(long = "D1", value_name = "SIZE,ASSOC,LINE")]
+    d1: Option<String>,
+    /// Cachegrind-style LL (last level) geometry override.
+    #[arg(long = "LL", value_name = "SIZE,ASSOC,LINE")]
+    ll: Option<String>,
     /// Where to write the dump (the process writes it: it needs the right
     /// to). An earlier file there is kept as PATH.old.
     #[arg(short, long, default_value = "coldcache.ccdump")]
@@ -50,6 +60,15 @@ pub struct AttachArgs {
     /// With --function: capture the next K calls.
     #[arg(long, value_name = "K", requires = "function")]
     calls: Option<u64>,
+    /// With --function --call N: warm the cache with the K calls right
+    /// before call N (`all`: every earlier call from the attach on), as
+    /// `record --warm-calls`.
+    #[arg(long, value_name = "K|all", requires = "call")]
+    warm_calls: Option<String>,
+    /// How the simulator sees traced threads interleave: `os` or
+    /// `serial[=QUANTUM]`, as `record --schedule`.
+    #[arg(long, value_name = "os|serial[=QUANTUM]", default_value = "os")]
+    schedule: String,
     /// Capture windows opened and closed by `coldcache trigger PID`
     /// (without --function or --signal, the capture starts at once).
     #[arg(long)]
@@ -180,8 +199,18 @@ pub fn run(args: AttachArgs) -> Result<()> {
     let target = inject::check(args.pid)?;
     let pid = target.pid;
     let lib = find_library()?;
-    let cfg = coldcache_config::resolve(&args.cache)
+    let cfg = crate::sim_cmd::cache_config(&args.cache, &args.i1, &args.d1, &args.ll)
         .with_context(|| format!("cache configuration {}", args.cache))?;
+    let cache_name = [("--I1", &args.i1), ("--D1", &args.d1), ("--LL", &args.ll)]
+        .into_iter()
+        .filter_map(|(o, v)| v.as_ref().map(|v| format!(" {o} {v}")))
+        .fold(args.cache.clone(), |name, o| name + &o);
+    if coldcache_capture::Schedule::parse(&args.schedule).is_none() {
+        bail!(
+            "--schedule {}: expected `os`, `serial` or `serial=QUANTUM` (instructions per turn, 1 or more)",
+            args.schedule
+        );
+    }
     let cache_json = serde_json::to_string(&cfg).context("cache configuration as JSON")?;
     let cwd = std::env::current_dir()?;
     let output = cwd.join(&args.output);
@@ -262,7 +291,8 @@ pub fn run(args: AttachArgs) -> Result<()> {
         ("COLDCACHE_ATTACHER", unsafe { libc::gettid() }.to_string()),
         ("COLDCACHE_QUIET", "1".into()),
         ("COLDCACHE_CACHE_JSON", cache_json),
-        ("COLDCACHE_CACHE_NAME", args.cache.clone()),
+        ("COLDCACHE_CACHE_NAME", cache_name),
+        ("COLDCACHE_SCHEDULE", args.schedule.clone()),
         ("COLDCACHE_OUTPUT", output.display().to_string()),
         ("COLDCACHE_DUMPS", manifest.display().to_string()),
         ("COLDCACHE_THREADS", threads.clone()),
@@ -291,6 +321,19 @@ pub fn run(args: AttachArgs) -> Result<()> {
         };
         if first == 0 || count == 0 {
             bail!("--call and --calls count from 1");
+        }
+        if let Some(w) = &args.warm_calls {
+            let ok = w == "all" || w.parse::<u64>().is_ok_and(|k| k > 0);
+            if !ok {
+                bail!("--warm-calls {w}: expected a number of calls (1 or more) or `all`");
+            }
+            if first == 1 {
+                bail!(
+                    "--warm-calls warms the cache with the calls before --call N; \
+                     with --call 1 there are none"
+                );
+            }
+            settings.push(("COLDCACHE_WARM_CALLS", w.clone()));
         }
         settings.push(("COLDCACHE_FUNCTION", f.raw.clone()));
         settings.push(("COLDCACHE_FUNCTION_MODULE", f.module.display().to_string()));
