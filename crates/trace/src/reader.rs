@@ -208,6 +208,24 @@ impl TraceReader {
         }
     }
 
+    /// cctrace only: the format version of the file.
+    pub fn version(&self) -> Option<u16> {
+        match &self.decoder {
+            Decoder::Binary(d) => Some(d.version),
+            Decoder::Text(_) => None,
+        }
+    }
+
+    /// cctrace version 2: the attachment of `kind` (e.g.
+    /// [`crate::ATTACH_DUMP_SKELETON`]), once the reader has passed it
+    /// (captures write it after the records, so after the end).
+    pub fn attachment(&self, kind: u64) -> Option<&[u8]> {
+        match &self.decoder {
+            Decoder::Binary(d) => d.attachments.get(&kind).map(Vec::as_slice),
+            Decoder::Text(_) => None,
+        }
+    }
+
     /// cctrace only: the thread table read so far (index → OS thread id).
     pub fn threads(&self) -> BTreeMap<u32, u64> {
         match &self.decoder {
