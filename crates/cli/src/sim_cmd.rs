@@ -6,6 +6,15 @@
 //! The arguments and the progress bar live here; the replay itself
 //! (interleaving, threads → cores, tallies, the reports) is
 //! `coldcache-replay`.
+//!
+//! With `-o`, sim re-simulates instead ("capture once, simulate many"): a
+//! trace kept by `coldcache record --trace` becomes a whole dump per
+//! `--cache` (`coldcache_replay::resimulate`: one read of the stream, one
+//! simulator thread per configuration), each resolved as record resolves
+//! its dumps. It is this verb's option rather than a verb of its own
+//! because the configuration options (`--cache`, `--I1`/`--D1`/`--LL`,
+//! `--straddle`, `--classify-misses`) and the trace options (`--format`,
+//! `--skip-bad`) are sim's, and the input is the same trace.
 
 use anyhow::{bail, Context, Result};
 use coldcache_replay::{parse_pins, replay, CacheLabParams};
@@ -18,9 +27,23 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
     /// Cache configuration: a preset (see `coldcache presets`), `host`, or a
-    /// TOML file (see docs/cache-config.md).
+    /// TOML file (see docs/cache-config.md). Repeatable with `-o`: one dump
+    /// per configuration, simulated in parallel over one read of the trace.
     #[arg(long, default_value = "cachegrind", value_name = "PRESET|FILE")]
-    cache: String,
+    cache: Vec<String>,
+    /// Write a dump (as `coldcache record` does) instead of printing
+    /// tables: one `-o` per `--cache`, in the same order. The trace is
+    /// best one kept by `coldcache record --trace` (it carries each
+    /// access's instruction, thread and call stack, and the program's
+    /// modules); other traces give a flat dump by address.
+    #[arg(short = 'o', long = "output", value_name = "DUMP")]
+    output: Vec<PathBuf>,
+    /// With `-o`: leave the dumps unresolved (no symbols embedded).
+    #[arg(long)]
+    no_resolve: bool,
+    /// With `-o`: do not embed source files when resolving.
+    #[arg(long)]
+    no_sources: bool,
     /// Cachegrind-style I1 geometry override, e.g. 32768,8,64.
     #[arg(long = "I1", value_name = "SIZE,ASSOC,LINE")]
     i1: Option<String>,
@@ -89,7 +112,19 @@ fn configuration(args: &SimArgs) -> Result<(HierarchyConfig, Option<CacheLabPara
         let cfg = coldcache_config::cachelab(s, e, b)?;
         return Ok((cfg, Some((s, e, b))));
     }
-    let mut cfg = coldcache_config::resolve(&args.cache)?;
+    let [cache] = args.cache.as_slice() else {
+        bail!(
+            "{} --cache options without -o: several configurations write one dump each \
+             (give one -o per --cache)",
+            args.cache.len()
+        );
+    };
+    Ok((cache_configuration(args, cache)?, None))
+}
+
+/// The configuration `--cache NAME` with the overrides of `args`.
+fn cache_configuration(args: &SimArgs, name: &str) -> Result<HierarchyConfig> {
+    let mut cfg = coldcache_config::resolve(name)?;
     let geo = |opt: &str, v: &Option<String>| {
         v.as_deref()
             .map(|t| coldcache_config::parse_valgrind_option(opt, t))
@@ -113,10 +148,113 @@ fn configuration(args: &SimArgs) -> Result<(HierarchyConfig, Option<CacheLabPara
     if args.classify_misses {
         cfg.classify_misses = true;
     }
-    Ok((cfg, None))
+    Ok(cfg)
+}
+
+/// The progress bar over `total` bytes (hidden under 8 MiB, with
+/// `--no-progress`, or when stderr is not a terminal).
+fn progress_bar(args: &SimArgs, total_bytes: u64) -> indicatif::ProgressBar {
+    if args.no_progress || total_bytes < (8 << 20) {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let pb = indicatif::ProgressBar::with_draw_target(
+            Some(total_bytes),
+            indicatif::ProgressDrawTarget::stderr(),
+        );
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} simulating [{bar:40}] {bytes}/{total_bytes} ({eta} left)",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        pb
+    }
+}
+
+/// `sim -o`: one dump per `--cache` from one read of the trace.
+fn resimulate(args: &SimArgs) -> Result<()> {
+    let refuse = |what: &str| -> Result<()> { bail!("{what} cannot be combined with -o") };
+    if args.cachelab.is_some() {
+        refuse("--cachelab")?;
+    }
+    if args.ignore_ifetch {
+        refuse("--ignore-ifetch")?;
+    }
+    if !args.thread_core.is_empty() {
+        refuse("--thread-core")?;
+    }
+    if args.json {
+        refuse("--json")?;
+    }
+    if args.output.len() != args.cache.len() {
+        bail!(
+            "{} -o for {} --cache: give one -o per --cache, in the same order",
+            args.output.len(),
+            args.cache.len()
+        );
+    }
+    let [trace] = args.traces.as_slice() else {
+        bail!(
+            "-o re-simulates one trace ({} given): simulate them one at a time",
+            args.traces.len()
+        );
+    };
+    for (i, a) in args.output.iter().enumerate() {
+        if args.output[..i].contains(a) {
+            bail!("-o {} is given twice", a.display());
+        }
+    }
+    let mut targets = Vec::new();
+    for name in &args.cache {
+        targets.push(coldcache_replay::Target {
+            name: name.clone(),
+            config: cache_configuration(args, name)?,
+        });
+    }
+    let format = args
+        .format
+        .as_deref()
+        .map(str::parse::<Format>)
+        .transpose()
+        .context("--format")?;
+    let mut reader = coldcache_trace::open(trace, format)?;
+    reader.set_skip_bad(args.skip_bad);
+    let progress = progress_bar(args, reader.total_bytes().unwrap_or(0));
+    let name = trace.display().to_string();
+    let dumps = coldcache_replay::resimulate(&name, reader, &targets, |read, _| {
+        progress.set_position(read)
+    })?;
+    progress.finish_and_clear();
+    for (dump, out) in dumps.iter().zip(&args.output) {
+        crate::write_output(out, &dump.to_bytes())?;
+        let text = crate::record_cmd::summary(dump, out);
+        eprint!(
+            "{}",
+            text.replacen("capture written", "re-simulated dump written", 1)
+        );
+        if !args.no_resolve && out.as_os_str() != "-" {
+            match crate::resolve_cmd::resolve_file(
+                out,
+                out,
+                &coldcache_symbols::ResolveOptions::default(),
+                !args.no_sources,
+            ) {
+                Ok(text) => eprint!("{text}"),
+                Err(e) => eprintln!(
+                    "coldcache: warning: the dump is left unresolved (run `coldcache resolve {}`): {e:#}",
+                    out.display()
+                ),
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn run(args: SimArgs) -> Result<()> {
+    if !args.output.is_empty() {
+        return resimulate(&args);
+    }
     let (cfg, cachelab) = configuration(&args)?;
     let format = args
         .format
@@ -133,22 +271,7 @@ pub fn run(args: SimArgs) -> Result<()> {
         total_bytes += reader.total_bytes().unwrap_or(0);
         traces.push((path.display().to_string(), reader));
     }
-    let progress = if args.no_progress || total_bytes < (8 << 20) {
-        indicatif::ProgressBar::hidden()
-    } else {
-        let pb = indicatif::ProgressBar::with_draw_target(
-            Some(total_bytes),
-            indicatif::ProgressDrawTarget::stderr(),
-        );
-        pb.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} simulating [{bar:40}] {bytes}/{total_bytes} ({eta})",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        pb
-    };
+    let progress = progress_bar(&args, total_bytes);
     let opts = coldcache_replay::Options {
         quantum: args.quantum,
         ignore_ifetch: args.ignore_ifetch,
