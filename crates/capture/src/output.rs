@@ -1,6 +1,8 @@
 //! Writing what a capture produced: the dump (with the modules mapped at
 //! the end added to those mapped at the start) and, when asked, the trace of
-//! every access, each atomically.
+//! every access (cctrace version 2 with the dump's skeleton attached, so
+//! `coldcache sim -o` can rebuild a dump from it; zstd-compressed when its
+//! name ends in `.zst`), each atomically.
 //!
 //! A dump is never replaced silently (perf's habit): a file already at the
 //! path that this process did not write is kept as `PATH.old` first, and a
@@ -235,6 +237,16 @@ fn write_trace(
     w.attach(coldcache_cctrace::ATTACH_DUMP_SKELETON, skeleton)
         .map_err(std::io::Error::other)?;
     let bytes = w.finish().map_err(std::io::Error::other)?;
+    if path.extension().is_some_and(|e| e == "zst") {
+        // Traces repeat themselves (loops): zstd's fastest level shrinks a
+        // capture's trace many times over, and every reader decompresses
+        // it transparently.
+        let packed = ruzstd::encoding::compress_to_vec(
+            &bytes[..],
+            ruzstd::encoding::CompressionLevel::Fastest,
+        );
+        return write_atomically(path, &packed);
+    }
     write_atomically(path, &bytes)
 }
 

@@ -152,7 +152,12 @@ fn resimulated_with_the_capture_cache_equals_the_capture() {
     let dir = scratch("same");
     let bin = pushbuffer(&dir);
     for cache in ["cachegrind", "jaguar"] {
-        let trace = dir.join(format!("{cache}.cctrace"));
+        // jaguar's trace is kept zstd-compressed (`.zst`).
+        let trace = dir.join(if cache == "jaguar" {
+            "jaguar.cctrace.zst"
+        } else {
+            "cachegrind.cctrace"
+        });
         let cap = record(
             &dir,
             &bin,
@@ -162,6 +167,12 @@ fn resimulated_with_the_capture_cache_equals_the_capture() {
         );
         assert!(cap.meta.instructions > 50_000, "{}", cap.meta.instructions);
         assert!(cap.stacks.len() > 1, "the capture has call stacks");
+        let head = std::fs::read(&trace).unwrap()[..8].to_vec();
+        if cache == "jaguar" {
+            assert_eq!(head[..4], [0x28, 0xb5, 0x2f, 0xfd], "zstd frame");
+        } else {
+            assert_eq!(head, b"CCTRACE\0");
+        }
         let out = dir.join(format!("{cache}.resim.ccdump"));
         resim(&trace, &[(cache, &out)]);
         let re = load(&out);

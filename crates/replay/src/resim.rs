@@ -38,6 +38,36 @@ const BATCH: usize = 1 << 15;
 /// Batches in flight per simulator (the bound on memory, with the rows).
 const IN_FLIGHT: usize = 4;
 
+/// The hasher of the row map: one multiply per word (FxHash's), instead
+/// of SipHash, whose cost per fetch record dominated a re-simulation. The
+/// keys are addresses and small numbers from a trace, not chosen by an
+/// adversary.
+#[derive(Default, Clone, Copy)]
+struct RowHasher(u64);
+
+impl std::hash::Hasher for RowHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7cc1_b727_220a_95);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type RowMap = HashMap<(u64, u32, u32), u32, std::hash::BuildHasherDefault<RowHasher>>;
+
 /// One configuration to re-simulate with.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -55,7 +85,7 @@ pub struct Resim {
     layout: CounterLayout,
     width: usize,
     /// (ip, stack, thread) → row.
-    rows: HashMap<(u64, u32, u32), u32>,
+    rows: RowMap,
     keys: Vec<(u64, u32, u32)>,
     table: Vec<u64>,
     /// Per thread index: its core, once seen.
@@ -93,7 +123,7 @@ impl Resim {
             driver,
             layout,
             width: layout.len(),
-            rows: HashMap::new(),
+            rows: RowMap::default(),
             keys: Vec::new(),
             table: Vec::new(),
             cores: Vec::new(),
