@@ -259,6 +259,24 @@ fn several_caches_in_one_run_equal_one_run_each() {
     let out = ok(cmd);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("build_push_buffer"), "{text}");
+    // A cut trace is an error naming the file and the offset, and no dump
+    // is written.
+    let bytes = std::fs::read(&trace).unwrap();
+    let cut = dir.join("cut.cctrace");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let never = dir.join("never.ccdump");
+    let mut cmd = Command::new(COLDCACHE);
+    cmd.args(["sim", "--no-progress", "--cache", "cachegrind", "-o"])
+        .arg(&never)
+        .arg(&cut);
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(cut.to_str().unwrap()) && err.contains("at byte"),
+        "{err}"
+    );
+    assert!(!never.exists(), "no dump from a cut trace");
     // Mismatched counts of -o and --cache are refused before reading.
     let mut cmd = Command::new(COLDCACHE);
     cmd.args(["sim", "--cache", "jaguar", "--cache", "cachegrind", "-o"])

@@ -439,3 +439,105 @@ pub fn resimulate(
     }
     Ok(dumps)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldcache_trace::{Record, RecordKind::*};
+
+    fn counter(d: &Dump, r: &DumpRecord, name: &str) -> u64 {
+        r.counters[d.counter(name).unwrap()]
+    }
+
+    /// A hand-made stream: rows per (ip, stack, thread), instructions
+    /// counted at their fetch, the unmodelled mark, a data access counted
+    /// in its instruction's row, and hits and misses worked out by hand
+    /// for Cachegrind's caches (64-byte lines, cold).
+    #[test]
+    fn rows_and_counts_by_hand() {
+        let cfg = coldcache_sim::presets::by_name("cachegrind").unwrap();
+        let mut sim = Resim::new(&cfg, None).unwrap();
+        let i = |ip: u64, stack: u32, thread: u32| {
+            Record::new(Instr, ip, 4)
+                .with_ip(ip)
+                .with_stack(stack)
+                .with_thread(thread)
+        };
+        let mut unmodelled = i(0x1000, 0, 0);
+        unmodelled.unmodelled = true;
+        sim.feed(&[
+            i(0x1000, 0, 0),                                             // I1 miss
+            Record::new(Load, 0x8000, 8).with_ip(0x1000),                // D1 miss
+            i(0x1004, 3, 0),                                             // same line: hit
+            Record::new(Store, 0x8008, 8).with_ip(0x1004).with_stack(3), // hit
+            unmodelled,                                                  // hit, unmodelled
+            i(0x1040, 0, 1),                                             // new line: miss
+        ]);
+        assert_eq!(sim.instructions(), 4);
+        let target = Target {
+            name: "cachegrind".into(),
+            config: cfg,
+        };
+        let d = sim.finish(&target, None, &[(0, 100), (1, 101)], "note".into());
+        let keys: Vec<(u64, u32, u32)> = d
+            .records
+            .iter()
+            .map(|r| (r.ip, r.stack, r.thread))
+            .collect();
+        assert_eq!(keys, [(0x1000, 0, 0), (0x1004, 3, 0), (0x1040, 0, 1)]);
+        let (a, b, c) = (&d.records[0], &d.records[1], &d.records[2]);
+        assert_eq!(counter(&d, a, "instructions"), 2);
+        assert_eq!(counter(&d, a, "unmodelled"), 1);
+        assert_eq!(counter(&d, a, "i_mem"), 1);
+        assert_eq!(counter(&d, a, "i_L1"), 1);
+        assert_eq!(counter(&d, a, "r_mem"), 1);
+        assert_eq!(counter(&d, b, "instructions"), 1);
+        assert_eq!(counter(&d, b, "i_L1"), 1);
+        assert_eq!(counter(&d, b, "w_L1"), 1);
+        assert_eq!(counter(&d, c, "i_mem"), 1);
+        assert_eq!(d.meta.instructions, 4);
+        assert_eq!(d.meta.cache_name, "cachegrind");
+        let tids: Vec<u32> = d.threads.iter().map(|t| t.tid).collect();
+        assert_eq!(tids, [100, 101]);
+        assert_eq!(d.stacks.len(), 1, "no skeleton: the root stack only");
+        assert_eq!(d.meta.notes, ["note"]);
+    }
+
+    /// Threads keep the recorded cores of the skeleton when the
+    /// configuration has as many cores; otherwise they take cores
+    /// round-robin in number order.
+    #[test]
+    fn cores_recorded_or_round_robin() {
+        let cfg = coldcache_sim::presets::by_name("jaguar").unwrap();
+        let cores = cfg.cores as u32;
+        let mut skel = Dump::default();
+        skel.meta.cores = cores;
+        skel.threads = (0..3)
+            .map(|i| Thread {
+                tid: 10 + i,
+                name: String::new(),
+                core: [2, 2, 1][i as usize],
+            })
+            .collect();
+        let feed = |sim: &mut Resim| {
+            for t in [2u32, 0, 1] {
+                sim.feed(&[Record::new(Instr, 0x40, 4).with_ip(0x40).with_thread(t)]);
+            }
+        };
+        let target = Target {
+            name: "jaguar".into(),
+            config: cfg.clone(),
+        };
+        let mut sim = Resim::new(&cfg, Some(&skel)).unwrap();
+        feed(&mut sim);
+        let d = sim.finish(&target, Some(&skel), &[], String::new());
+        let got: Vec<u32> = d.threads.iter().map(|t| t.core).collect();
+        assert_eq!(got, [2, 2, 1]);
+        skel.meta.cores = cores + 1;
+        let mut sim = Resim::new(&cfg, Some(&skel)).unwrap();
+        feed(&mut sim);
+        let d = sim.finish(&target, Some(&skel), &[], String::new());
+        let got: Vec<u32> = d.threads.iter().map(|t| t.core).collect();
+        assert_eq!(got, [0, 1, 2]);
+    }
+}
