@@ -44,7 +44,7 @@ pub fn open(path: &Path, format: Option<Format>) -> Result<TraceReader, TraceErr
 
 enum Decoder {
     Text(TextParser),
-    Binary(BinaryDecoder),
+    Binary(Box<BinaryDecoder>),
 }
 
 /// A trace being read. See [`open`] and [`TraceReader::from_reader`].
@@ -102,7 +102,7 @@ impl TraceReader {
         let is_binary = head.len() >= MAGIC.len() && head[..MAGIC.len()] == MAGIC;
         let (format, decoder) = if is_binary || format == Some(Format::Binary) {
             let dec = BinaryDecoder::open(&mut input, &name)?;
-            (Format::Binary, Decoder::Binary(dec))
+            (Format::Binary, Decoder::Binary(Box::new(dec)))
         } else {
             input.fill_to(SNIFF).map_err(io)?;
             let detected = sniff_text(&input, &name, format)?;
