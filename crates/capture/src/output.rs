@@ -233,9 +233,11 @@ fn write_trace(
         w.define_thread(slot, u64::from(tid))
             .map_err(std::io::Error::other)?;
     }
-    w.write_all(records).map_err(std::io::Error::other)?;
+    // The skeleton first: a re-simulation knows the threads' cores before
+    // their first records.
     w.attach(coldcache_cctrace::ATTACH_DUMP_SKELETON, skeleton)
         .map_err(std::io::Error::other)?;
+    w.write_all(records).map_err(std::io::Error::other)?;
     let bytes = w.finish().map_err(std::io::Error::other)?;
     if path.extension().is_some_and(|e| e == "zst") {
         // Traces repeat themselves (loops): zstd's fastest level shrinks a
