@@ -461,3 +461,45 @@ fn resimulated_events_equal_callgrinds_for_other_geometry() {
     // And the geometry mattered: some captures' own dumps differ.
     assert!(changed > 0, "the small geometry changed no kernel's events");
 }
+
+/// Nine threads (four workers, four created and joined inside the
+/// window, and the main thread) captured through the C API on jaguar's
+/// four cores: the trace interleaves them in the order the capture
+/// counted them, and re-simulating it with jaguar gives back the capture,
+/// record for record, each thread on its recorded core.
+#[test]
+fn a_multithreaded_capture_resimulates_exactly() {
+    if !tools_or_skip("a_multithreaded_capture_resimulates_exactly", false) {
+        return;
+    }
+    let dir = scratch("threads");
+    let lib = library();
+    let bin = dir.join("threads");
+    let st = Command::new("gcc")
+        .args(["-O1", "-g", "-pthread", "-I"])
+        .arg(repo().join("include"))
+        .arg(repo().join("tests-programs/capture/threads.c"))
+        .arg("-L")
+        .arg(lib.parent().unwrap())
+        .args(["-Wl,--no-as-needed", "-lcoldcache"])
+        .arg(format!("-Wl,-rpath,{}", lib.parent().unwrap().display()))
+        .arg("-o")
+        .arg(&bin)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (dump, trace) = (dir.join("t.ccdump"), dir.join("t.cctrace"));
+    let mut cmd = Command::new(&bin);
+    cmd.args(["coldcache", "1"]).arg(&dump).arg(&trace);
+    cmd.current_dir(&dir);
+    ok(cmd);
+    let cap = load(&dump);
+    assert!(cap.threads.len() >= 8, "{} threads", cap.threads.len());
+    let cores: std::collections::BTreeSet<u32> = cap.threads.iter().map(|t| t.core).collect();
+    assert!(cores.len() > 1, "threads on several cores: {cores:?}");
+    let out = dir.join("re.ccdump");
+    resim(&trace, &[("jaguar", &out)]);
+    let re = load(&out);
+    assert_same_counts(&re, &cap, "threads on jaguar");
+    assert_eq!(re.threads, cap.threads);
+}
