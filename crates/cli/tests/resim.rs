@@ -208,7 +208,16 @@ fn resimulated_with_another_cache_equals_a_capture_with_it() {
         &dir.join("cg.ccdump"),
         Some(&trace),
     );
-    let direct = record(&dir, &bin, two_way, &dir.join("direct.ccdump"), None);
+    // Also with a trace, of a name as long: the environment `record` gives
+    // the program (which names the trace) is then as long, and so the
+    // stack lies at the same addresses (a 2-way first level sees where).
+    let direct = record(
+        &dir,
+        &bin,
+        two_way,
+        &dir.join("cg.ccdum2"),
+        Some(&dir.join("dd.cctrace")),
+    );
     let out = dir.join("resim.ccdump");
     resim(&trace, &[(two_way, &out)]);
     let re = load(&out);
