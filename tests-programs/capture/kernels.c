@@ -5,6 +5,7 @@
  *   MODE   plain     just run KERNEL (for `coldcache record --function`,
  *                    lackey and callgrind --toggle-collect)
  *          coldcache run KERNEL between coldcache_start/coldcache_stop
+ *                    (then CACHE, DUMP and TRACE, a cctrace file, optional)
  *          callgrind run KERNEL between CALLGRIND_START/STOP_INSTRUMENTATION
  *   KERNEL one of the k_* functions below, without the prefix.
  *
@@ -192,6 +193,7 @@ int main(int argc, char **argv) {
         coldcache_options_init(&o);
         o.cache = argc > 3 ? argv[3] : "cachegrind";
         o.output = argc > 4 ? argv[4] : "kernels.ccdump";
+        o.trace = argc > 5 ? argv[5] : NULL;
         if (coldcache_start(&o) != 0) { fprintf(stderr, "%s\n", coldcache_last_error()); return 1; }
         r = call_aligned(e->fn);
         coldcache_stop();

@@ -2,7 +2,8 @@
  * variable and atomics, threads created and exiting while a capture of all
  * threads is running, captured CAPTURES times in a row.
  *
- * Usage: threads MODE [CAPTURES]   MODE = plain | coldcache
+ * Usage: threads MODE [CAPTURES [DUMP [TRACE]]]   MODE = plain | coldcache
+ * (TRACE: also keep every access in this cctrace file)
  * Prints the same deterministic totals in both modes.
  */
 #include <pthread.h>
@@ -65,6 +66,7 @@ int main(int argc, char **argv) {
     o.threads = COLDCACHE_THREADS_ALL;
     o.cache = "jaguar";
     o.output = argc > 3 ? argv[3] : "threads.ccdump";
+    o.trace = argc > 4 ? argv[4] : NULL;
     int failures = 0;
     for (int c = 0; c < captures; c++) {
         if (capture && coldcache_start(&o) != 0) { failures++; fprintf(stderr, "start: %s\n", coldcache_last_error()); }

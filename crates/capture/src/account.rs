@@ -674,7 +674,7 @@ impl Accountant {
                 (s.row, s.stack, s.serial) = (row as u32, stack, serial);
                 row
             };
-            let counted = self.count_row(ti, ip, row, di, m, Mode::Before);
+            let counted = self.count_row(ti, ip, stack, row, di, m, Mode::Before);
             let d = self.decode.at(di);
             let (len, flow) = (d.len, d.flow);
             if !counted {
@@ -925,15 +925,18 @@ impl Accountant {
             };
             row
         };
-        self.count_row(ti, ip, row, di, m, mode)
+        self.count_row(ti, ip, stack, row, di, m, mode)
     }
 
-    /// [`Accountant::count`] into counter row `row` ([`WARM_ROW`]: a
-    /// warming instruction, simulated and counted nowhere, not traced).
+    /// [`Accountant::count`] into counter row `row` (of `stack`;
+    /// [`WARM_ROW`]: a warming instruction, simulated and counted nowhere,
+    /// not traced).
+    #[allow(clippy::too_many_arguments)]
     fn count_row<M: Machine + ?Sized>(
         &mut self,
         ti: usize,
         ip: u64,
+        stack: u32,
         row: usize,
         di: usize,
         m: &M,
@@ -951,20 +954,8 @@ impl Accountant {
             Mode::After => d.plan.eval_after(&d.instr, m, &mut self.accesses),
         };
         let warm = row == WARM_ROW;
-        let c = if warm {
-            self.scratch.fill(0);
-            &mut self.scratch[..]
-        } else {
-            self.counters.row(row)
-        };
-        c[CounterLayout::INSTRUCTIONS] += 1;
-        let fetch = Access {
-            kind: AccessKind::InstrFetch,
-            addr: ip,
-            size: u32::from(d.len),
-            ip,
-        };
-        self.driver.attribute(core, fetch, c);
+        // The trace's room is checked before anything counts, so a trace
+        // cut short by its reserve holds exactly what the dump counted.
         if let Some(trace) = self.trace.as_mut().filter(|_| !warm) {
             let n = 1 + if modelled.is_ok() {
                 self.accesses.as_slice().len()
@@ -980,6 +971,8 @@ impl Accountant {
                 size: u32::from(d.len),
                 ip,
                 thread: serial,
+                stack,
+                unmodelled: modelled.is_err(),
             });
             if modelled.is_ok() {
                 for a in self.accesses.as_slice() {
@@ -989,10 +982,26 @@ impl Accountant {
                         size: a.size.clamp(1, coldcache_cctrace::MAX_ACCESS_SIZE),
                         ip,
                         thread: serial,
+                        stack,
+                        unmodelled: false,
                     });
                 }
             }
         }
+        let c = if warm {
+            self.scratch.fill(0);
+            &mut self.scratch[..]
+        } else {
+            self.counters.row(row)
+        };
+        c[CounterLayout::INSTRUCTIONS] += 1;
+        let fetch = Access {
+            kind: AccessKind::InstrFetch,
+            addr: ip,
+            size: u32::from(d.len),
+            ip,
+        };
+        self.driver.attribute(core, fetch, c);
         match modelled {
             Ok(()) => {
                 for a in self.accesses.as_slice() {

@@ -1,6 +1,8 @@
 //! Writing what a capture produced: the dump (with the modules mapped at
 //! the end added to those mapped at the start) and, when asked, the trace of
-//! every access, each atomically.
+//! every access (cctrace version 2 with the dump's skeleton attached, so
+//! `coldcache sim -o` can rebuild a dump from it; zstd-compressed when its
+//! name ends in `.zst`), each atomically.
 //!
 //! A dump is never replaced silently (perf's habit): a file already at the
 //! path that this process did not write is kept as `PATH.old` first, and a
@@ -63,14 +65,6 @@ pub fn write(
     output: PathBuf,
     trace_path: Option<&Path>,
 ) -> Result<Summary, CaptureError> {
-    if let (Some(path), Some(t)) = (trace_path, &finished.trace) {
-        let path = claim(path, "trace");
-        write_trace(&path, &t.records, &t.threads).map_err(|source| CaptureError::Write {
-            path: path.clone(),
-            source,
-        })?;
-        written(&path, "trace");
-    }
     // Modules mapped since the start are added; those unmapped are kept.
     for m in procfs::modules() {
         if !finished
@@ -81,6 +75,21 @@ pub fn write(
         {
             finished.dump.modules.push(m);
         }
+    }
+    if let (Some(path), Some(t)) = (trace_path, &finished.trace) {
+        // The dump without its records rides in the trace, so that
+        // `coldcache sim --output` can build a whole dump from it.
+        let records = std::mem::take(&mut finished.dump.records);
+        let skeleton = finished.dump.to_bytes();
+        finished.dump.records = records;
+        let path = claim(path, "trace");
+        write_trace(&path, &t.records, &t.threads, &skeleton).map_err(|source| {
+            CaptureError::Write {
+                path: path.clone(),
+                source,
+            }
+        })?;
+        written(&path, "trace");
     }
     let dump = &finished.dump;
     let bytes = dump.to_bytes();
@@ -233,14 +242,33 @@ fn report(entry: &serde_json::Value) {
     }
 }
 
-fn write_trace(path: &Path, records: &[TraceRecord], slots: &[(u32, u32)]) -> std::io::Result<()> {
+fn write_trace(
+    path: &Path,
+    records: &[TraceRecord],
+    slots: &[(u32, u32)],
+    skeleton: &[u8],
+) -> std::io::Result<()> {
     let mut w = coldcache_cctrace::TraceWriter::new(Vec::new()).map_err(std::io::Error::other)?;
     for &(slot, tid) in slots {
         w.define_thread(slot, u64::from(tid))
             .map_err(std::io::Error::other)?;
     }
+    // The skeleton first: a re-simulation knows the threads' cores before
+    // their first records.
+    w.attach(coldcache_cctrace::ATTACH_DUMP_SKELETON, skeleton)
+        .map_err(std::io::Error::other)?;
     w.write_all(records).map_err(std::io::Error::other)?;
     let bytes = w.finish().map_err(std::io::Error::other)?;
+    if path.extension().is_some_and(|e| e == "zst") {
+        // Traces repeat themselves (loops): zstd's fastest level shrinks a
+        // capture's trace many times over, and every reader decompresses
+        // it transparently.
+        let packed = ruzstd::encoding::compress_to_vec(
+            &bytes[..],
+            ruzstd::encoding::CompressionLevel::Fastest,
+        );
+        return write_atomically(path, &packed);
+    }
     write_atomically(path, &bytes)
 }
 

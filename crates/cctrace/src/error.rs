@@ -169,12 +169,12 @@ pub enum BinaryError {
     },
     /// A version this reader does not know.
     #[error(
-        "unsupported cctrace version {version} at byte 8 (this reader reads version {supported})"
+        "unsupported cctrace version {version} at byte 8 (this reader reads versions 1 to {supported})"
     )]
     UnsupportedVersion {
         /// Version in the file.
         version: u16,
-        /// Version this reader reads.
+        /// Newest version this reader reads.
         supported: u16,
     },
     /// Header flags this reader does not know.

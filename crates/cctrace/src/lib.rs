@@ -18,7 +18,7 @@ use std::fmt;
 #[doc(hidden)]
 pub use error::show;
 pub use error::{BinaryError, ParseError, TraceError};
-pub use wire::{FORMAT_VERSION, MAGIC};
+pub use wire::{ATTACH_DUMP_SKELETON, FORMAT_VERSION, MAGIC, OLDEST_VERSION};
 pub use writer::TraceWriter;
 
 /// Largest access size accepted in any format (1 MiB). Larger sizes, and
@@ -102,6 +102,14 @@ pub struct Record {
     /// Thread: an index into the thread table of a cctrace file
     /// (`coldcache_trace::TraceReader::thread_os_id`); always 0 for the text formats.
     pub thread: u32,
+    /// Call stack of the access: an id of the stack tree of the dump the
+    /// trace was captured with (cctrace version 2); 0 (the root) when
+    /// unknown, and always 0 for the text formats and version 1.
+    pub stack: u32,
+    /// On an [`RecordKind::Instr`] record of a capture (cctrace version
+    /// 2): the instruction's data accesses could not be modelled, so none
+    /// follow and it counts as unmodelled. Always false otherwise.
+    pub unmodelled: bool,
 }
 
 impl Record {
@@ -114,6 +122,8 @@ impl Record {
             size,
             ip: 0,
             thread: 0,
+            stack: 0,
+            unmodelled: false,
         }
     }
 
@@ -128,6 +138,13 @@ impl Record {
     #[inline]
     pub const fn with_thread(mut self, thread: u32) -> Record {
         self.thread = thread;
+        self
+    }
+
+    /// The same record with `stack` set.
+    #[inline]
+    pub const fn with_stack(mut self, stack: u32) -> Record {
+        self.stack = stack;
         self
     }
 }

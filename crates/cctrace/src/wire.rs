@@ -8,7 +8,13 @@ use crate::RecordKind;
 pub const MAGIC: [u8; 8] = *b"CCTRACE\0";
 
 /// The version `TraceWriter` writes and the newest one the reader reads.
-pub const FORMAT_VERSION: u16 = 1;
+/// Version 2 adds stacks (`CTRL_STACK`), the unmodelled mark on
+/// instruction records (`TAG_UNMODELLED`) and attachments
+/// (`CTRL_ATTACH`); everything of version 1 is unchanged.
+pub const FORMAT_VERSION: u16 = 2;
+
+/// The oldest version the reader reads.
+pub const OLDEST_VERSION: u16 = 1;
 
 /// Bytes of the fixed header: magic, version u16, flags u16, metadata
 /// length u32.
@@ -33,12 +39,22 @@ pub const TAG_CONTROL: u8 = 0x07;
 pub const TAG_SIZE: u8 = 0x08;
 pub const TAG_IP_SHIFT: u8 = 4;
 pub const TAG_RESERVED: u8 = 0xc0;
+/// Version 2, instruction records only: the instruction's data accesses
+/// were not modelled (none follow).
+pub const TAG_UNMODELLED: u8 = 0x40;
 pub const IP_UNKNOWN: u8 = 0;
 pub const IP_SAME: u8 = 1;
 pub const IP_DELTA: u8 = 2;
 pub const IP_ADDR: u8 = 3;
 pub const CTRL_THREAD_SWITCH: u8 = 0x07;
 pub const CTRL_THREAD_DEF: u8 = 0x0f;
+/// Version 2: the current thread's stack id changes (varint id).
+pub const CTRL_STACK: u8 = 0x17;
+/// Version 2: an attachment (varint kind, varint length, bytes).
+pub const CTRL_ATTACH: u8 = 0x1f;
+/// Attachment kind: the capture's dump without records (coldcache-dump
+/// bytes), from which a re-simulation builds its dump.
+pub const ATTACH_DUMP_SKELETON: u64 = 1;
 
 /// Delta-coding state of one thread in one chunk.
 #[derive(Clone, Copy, Default)]
@@ -49,6 +65,8 @@ pub struct ThreadState {
     pub size: [u32; 2],
     /// ip of the previous record.
     pub ip: u64,
+    /// Current stack id (version 2; 0 at a chunk start).
+    pub stack: u32,
 }
 
 #[inline]

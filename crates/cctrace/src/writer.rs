@@ -9,14 +9,16 @@
 //! address against the previous address of the same class (instruction or
 //! data) in the same thread, the size when it changed, the ip delta when it
 //! is not implied. Delta state is reset at every chunk start, so each chunk
-//! decodes on its own.
+//! decodes on its own. Version 2 adds a control item when a thread's stack
+//! changes, a bit on instruction records whose accesses were not modelled,
+//! and attachments (the capture's dump skeleton) in chunks of their own.
 
 use std::collections::HashMap;
 use std::io::Write;
 
 use crate::error::TraceError;
 use crate::wire::*;
-use crate::{Record, MAX_ACCESS_SIZE};
+use crate::{Record, RecordKind, MAX_ACCESS_SIZE};
 
 /// Writes a cctrace file.
 ///
@@ -50,6 +52,7 @@ pub struct TraceWriter<W: Write> {
     st: ThreadState,
     saved: HashMap<u32, ThreadState>,
     chunk_target: usize,
+    version: u16,
 }
 
 impl<W: Write> TraceWriter<W> {
@@ -61,7 +64,26 @@ impl<W: Write> TraceWriter<W> {
     /// Writes the header with a metadata block (opaque bytes, by convention
     /// UTF-8 text such as the traced command line; at most 1 MiB), which
     /// `coldcache_trace::TraceReader::metadata` returns.
-    pub fn with_metadata(mut out: W, metadata: &[u8]) -> Result<TraceWriter<W>, TraceError> {
+    pub fn with_metadata(out: W, metadata: &[u8]) -> Result<TraceWriter<W>, TraceError> {
+        TraceWriter::with_version(out, metadata, FORMAT_VERSION)
+    }
+
+    /// [`TraceWriter::with_metadata`] writing format `version`
+    /// ([`OLDEST_VERSION`]`..=`[`FORMAT_VERSION`]). Version 1 has no
+    /// stacks, unmodelled marks or attachments: a record or attachment
+    /// that needs them is refused. For tests and for tools that read
+    /// only version 1.
+    pub fn with_version(
+        mut out: W,
+        metadata: &[u8],
+        version: u16,
+    ) -> Result<TraceWriter<W>, TraceError> {
+        if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&version) {
+            return Err(TraceError::InvalidInput(format!(
+                "cctrace version {version} cannot be written (versions \
+                 {OLDEST_VERSION} to {FORMAT_VERSION} can)"
+            )));
+        }
         if metadata.len() > MAX_METADATA {
             return Err(TraceError::InvalidInput(format!(
                 "metadata of {} bytes is over the limit of {MAX_METADATA}",
@@ -70,7 +92,7 @@ impl<W: Write> TraceWriter<W> {
         }
         let mut header = Vec::with_capacity(HEADER_LEN + metadata.len());
         header.extend_from_slice(&MAGIC);
-        header.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        header.extend_from_slice(&version.to_le_bytes());
         header.extend_from_slice(&0u16.to_le_bytes());
         header.extend_from_slice(&(metadata.len() as u32).to_le_bytes());
         header.extend_from_slice(metadata);
@@ -88,6 +110,7 @@ impl<W: Write> TraceWriter<W> {
             st: ThreadState::default(),
             saved: HashMap::new(),
             chunk_target: DEFAULT_CHUNK_TARGET,
+            version,
         })
     }
 
@@ -116,12 +139,34 @@ impl<W: Write> TraceWriter<W> {
                 r.kind, r.addr, r.size
             )));
         }
+        if (r.stack != 0 || r.unmodelled) && self.version < 2 {
+            return Err(TraceError::InvalidInput(format!(
+                "record {:?} at {:#x} has a stack or an unmodelled mark, which cctrace \
+                 version {} cannot hold",
+                r.kind, r.addr, self.version
+            )));
+        }
+        if r.unmodelled && r.kind != RecordKind::Instr {
+            return Err(TraceError::InvalidInput(format!(
+                "record {:?} at {:#x} is marked unmodelled, which only an instruction \
+                 fetch can be",
+                r.kind, r.addr
+            )));
+        }
         if r.thread != self.thread {
             self.switch_thread(r.thread);
+        }
+        if r.stack != self.st.stack {
+            self.st.stack = r.stack;
+            self.buf.push(CTRL_STACK);
+            put_varint(&mut self.buf, u64::from(r.stack));
         }
         let c = class(r.kind);
         let st = &mut self.st;
         let mut tag = r.kind as u8;
+        if r.unmodelled {
+            tag |= TAG_UNMODELLED;
+        }
         if r.size != st.size[c] {
             tag |= TAG_SIZE;
         }
@@ -154,6 +199,30 @@ impl<W: Write> TraceWriter<W> {
     /// Appends records in order.
     pub fn write_all(&mut self, records: &[Record]) -> Result<(), TraceError> {
         records.iter().try_for_each(|r| self.write(r))
+    }
+
+    /// Appends an attachment of `kind` (e.g. [`ATTACH_DUMP_SKELETON`]) in
+    /// a chunk of its own, which readers keep
+    /// (`coldcache_trace::TraceReader::attachment`). Version 2.
+    pub fn attach(&mut self, kind: u64, bytes: &[u8]) -> Result<(), TraceError> {
+        if self.version < 2 {
+            return Err(TraceError::InvalidInput(format!(
+                "cctrace version {} cannot hold attachments",
+                self.version
+            )));
+        }
+        if bytes.len() + 32 > MAX_CHUNK {
+            return Err(TraceError::InvalidInput(format!(
+                "attachment of {} bytes is over the chunk limit of {MAX_CHUNK}",
+                bytes.len()
+            )));
+        }
+        self.flush_chunk()?;
+        self.buf.push(CTRL_ATTACH);
+        put_varint(&mut self.buf, kind);
+        put_varint(&mut self.buf, bytes.len() as u64);
+        self.buf.extend_from_slice(bytes);
+        self.flush_chunk()
     }
 
     /// Records written so far.

@@ -78,8 +78,10 @@ pub struct RecordArgs {
     /// Stop the capture after this many instructions.
     #[arg(long, value_name = "N")]
     instructions: Option<u64>,
-    /// Also write every access, in order, to this cctrace file (readable by
-    /// `coldcache sim`).
+    /// Also write every access, in order, with its instruction, thread and
+    /// call stack, to this cctrace file (zstd-compressed when FILE ends in
+    /// `.zst`); `coldcache sim FILE --cache X -o DUMP` re-simulates it
+    /// into a dump for another cache.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
     /// Reserve sizes: `instructions=N,stacks=N,records=N,threads=N,depth=N,trace=N`.

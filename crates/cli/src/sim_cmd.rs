@@ -6,6 +6,15 @@
 //! The arguments and the progress bar live here; the replay itself
 //! (interleaving, threads → cores, tallies, the reports) is
 //! `coldcache-replay`.
+//!
+//! With `-o`, sim re-simulates instead ("capture once, simulate many"): a
+//! trace kept by `coldcache record --trace` becomes a whole dump per
+//! `--cache` (`coldcache_replay::resimulate`: one read of the stream, one
+//! simulator thread per configuration), each resolved as record resolves
+//! its dumps. It is this verb's option rather than a verb of its own
+//! because the configuration options (`--cache`, `--I1`/`--D1`/`--LL`,
+//! `--straddle`, `--classify-misses`) and the trace options (`--format`,
+//! `--skip-bad`) are sim's, and the input is the same trace.
 
 use anyhow::{bail, Context, Result};
 use coldcache_replay::{parse_pins, replay, CacheLabParams};
@@ -18,9 +27,23 @@ use std::path::PathBuf;
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
     /// Cache configuration: a preset (see `coldcache presets`), `host`, or a
-    /// TOML file (see docs/cache-config.md).
+    /// TOML file (see docs/cache-config.md). Repeatable with `-o`: one dump
+    /// per configuration, simulated in parallel over one read of the trace.
     #[arg(long, default_value = DEFAULT_CACHE, value_name = "PRESET|FILE")]
-    cache: String,
+    cache: Vec<String>,
+    /// Write a dump (as `coldcache record` does) instead of printing
+    /// tables: one `-o` per `--cache`, in the same order. The trace is
+    /// best one kept by `coldcache record --trace` (it carries each
+    /// access's instruction, thread and call stack, and the program's
+    /// modules); other traces give a flat dump by address.
+    #[arg(short = 'o', long = "output", value_name = "DUMP")]
+    output: Vec<PathBuf>,
+    /// With `-o`: leave the dumps unresolved (no symbols embedded).
+    #[arg(long)]
+    no_resolve: bool,
+    /// With `-o`: do not embed source files when resolving.
+    #[arg(long)]
+    no_sources: bool,
     /// Cachegrind-style I1 geometry override, e.g. 32768,8,64.
     #[arg(long = "I1", value_name = "SIZE,ASSOC,LINE")]
     i1: Option<String>,
@@ -86,7 +109,7 @@ fn parse_cachelab(text: &str) -> Result<CacheLabParams> {
 pub const DEFAULT_CACHE: &str = "cachegrind";
 
 /// `--cache` with Cachegrind's `--I1`, `--D1` and `--LL` geometry
-/// overrides, as `sim` and `record` both take them.
+/// overrides, as `sim`, `record` and `attach` all take them.
 pub fn cache_config(
     cache: &str,
     i1: &Option<String>,
@@ -114,7 +137,19 @@ fn configuration(args: &SimArgs) -> Result<(HierarchyConfig, Option<CacheLabPara
         let cfg = coldcache_config::cachelab(s, e, b)?;
         return Ok((cfg, Some((s, e, b))));
     }
-    let mut cfg = cache_config(&args.cache, &args.i1, &args.d1, &args.ll)?;
+    let [cache] = args.cache.as_slice() else {
+        bail!(
+            "{} --cache options without -o: several configurations write one dump each \
+             (give one -o per --cache)",
+            args.cache.len()
+        );
+    };
+    Ok((cache_configuration(args, cache)?, None))
+}
+
+/// The configuration `--cache NAME` with the overrides of `args`.
+fn cache_configuration(args: &SimArgs, name: &str) -> Result<HierarchyConfig> {
+    let mut cfg = cache_config(name, &args.i1, &args.d1, &args.ll)?;
     if let Some(s) = &args.straddle {
         cfg.straddle = match s.as_str() {
             "whole" => StraddleMode::Whole,
@@ -125,10 +160,112 @@ fn configuration(args: &SimArgs) -> Result<(HierarchyConfig, Option<CacheLabPara
     if args.classify_misses {
         cfg.classify_misses = true;
     }
-    Ok((cfg, None))
+    Ok(cfg)
+}
+
+/// The progress bar over `total` bytes (`--progress`/`--no-progress`;
+/// by default on a terminal, and hidden under 8 MiB).
+fn progress_bar(args: &SimArgs, total_bytes: u64) -> indicatif::ProgressBar {
+    // A bar for a trace that takes under a second only flickers, unless
+    // asked for.
+    if args.progress.asked().is_none() && total_bytes < (8 << 20) {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let pb = args.progress.bar(total_bytes);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} simulating [{bar:40}] {bytes}/{total_bytes} ({eta} left)",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        pb
+    }
+}
+
+/// `sim -o`: one dump per `--cache` from one read of the trace.
+fn resimulate(args: &SimArgs) -> Result<()> {
+    let refuse = |what: &str| -> Result<()> { bail!("{what} cannot be combined with -o") };
+    if args.cachelab.is_some() {
+        refuse("--cachelab")?;
+    }
+    if args.ignore_ifetch {
+        refuse("--ignore-ifetch")?;
+    }
+    if !args.thread_core.is_empty() {
+        refuse("--thread-core")?;
+    }
+    if args.json {
+        refuse("--json")?;
+    }
+    if args.output.len() != args.cache.len() {
+        bail!(
+            "{} -o for {} --cache: give one -o per --cache, in the same order",
+            args.output.len(),
+            args.cache.len()
+        );
+    }
+    let [trace] = args.traces.as_slice() else {
+        bail!(
+            "-o re-simulates one trace ({} given): simulate them one at a time",
+            args.traces.len()
+        );
+    };
+    for (i, a) in args.output.iter().enumerate() {
+        if args.output[..i].contains(a) {
+            bail!("-o {} is given twice", a.display());
+        }
+    }
+    let mut targets = Vec::new();
+    for name in &args.cache {
+        targets.push(coldcache_replay::Target {
+            name: name.clone(),
+            config: cache_configuration(args, name)?,
+        });
+    }
+    let format = args
+        .format
+        .as_deref()
+        .map(str::parse::<Format>)
+        .transpose()
+        .context("--format")?;
+    let mut reader = coldcache_trace::open(trace, format)?;
+    reader.set_skip_bad(args.skip_bad);
+    let progress = progress_bar(args, reader.total_bytes().unwrap_or(0));
+    let name = trace.display().to_string();
+    let dumps = coldcache_replay::resimulate(&name, reader, &targets, |read, _| {
+        progress.set_position(read)
+    })?;
+    progress.finish_and_clear();
+    for (dump, out) in dumps.iter().zip(&args.output) {
+        crate::write_output(out, &dump.to_bytes())?;
+        let text = crate::record_cmd::summary(dump, out);
+        eprint!(
+            "{}",
+            text.replacen("capture written", "re-simulated dump written", 1)
+        );
+        if !args.no_resolve && out.as_os_str() != "-" {
+            match crate::resolve_cmd::resolve_file(
+                out,
+                out,
+                &coldcache_symbols::ResolveOptions::default(),
+                !args.no_sources,
+            ) {
+                Ok(text) => eprint!("{text}"),
+                Err(e) => eprintln!(
+                    "coldcache: warning: the dump is left unresolved (run `coldcache resolve {}`): {e:#}",
+                    out.display()
+                ),
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn run(args: SimArgs) -> Result<()> {
+    if !args.output.is_empty() {
+        return resimulate(&args);
+    }
     let (cfg, cachelab) = configuration(&args)?;
     let format = args
         .format
@@ -145,21 +282,7 @@ pub fn run(args: SimArgs) -> Result<()> {
         total_bytes += reader.total_bytes().unwrap_or(0);
         traces.push((path.display().to_string(), reader));
     }
-    // A bar for a trace that takes under a second only flickers, unless
-    // asked for.
-    let progress = if args.progress.asked().is_none() && total_bytes < (8 << 20) {
-        indicatif::ProgressBar::hidden()
-    } else {
-        let pb = args.progress.bar(total_bytes);
-        pb.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} simulating [{bar:40}] {bytes}/{total_bytes} ({eta})",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        pb
-    };
+    let progress = progress_bar(&args, total_bytes);
     let opts = coldcache_replay::Options {
         quantum: args.quantum,
         ignore_ifetch: args.ignore_ifetch,

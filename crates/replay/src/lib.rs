@@ -15,6 +15,9 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod resim;
+pub use resim::{resimulate, Resim, Target};
+
 use coldcache_sim::{
     Access, AccessKind, ConfigError, Driver, HierarchyConfig, LevelStats, ServedBy, StraddleMode,
     Tally, MAX_LEVELS,
@@ -53,6 +56,15 @@ pub enum ReplayError {
     /// A thread → core pin is malformed or out of range.
     #[error("{0}")]
     Pin(String),
+    /// A trace's dump skeleton (the capture's dump without records) is
+    /// unreadable.
+    #[error("{name}: the capture's dump inside the trace is unreadable: {detail}")]
+    Skeleton {
+        /// The trace's name.
+        name: String,
+        /// What is wrong with it.
+        detail: String,
+    },
     /// The quantum is zero.
     #[error("--quantum must be at least 1")]
     Quantum,

@@ -10,7 +10,8 @@
 //! address against the previous address of the same class (instruction or
 //! data) in the same thread, the size when it changed, the ip delta when it
 //! is not implied. Delta state is reset at every chunk start, so each chunk
-//! decodes on its own.
+//! decodes on its own. Versions 1 and 2 are read; version 2 adds stack
+//! switches, the unmodelled mark and attachments.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -23,6 +24,10 @@ use crate::{Record, RecordKind, MAX_ACCESS_SIZE};
 /// Decoder of a cctrace stream whose header has been read.
 pub(crate) struct BinaryDecoder {
     pub(crate) metadata: Vec<u8>,
+    /// Format version of the file.
+    pub(crate) version: u16,
+    /// Attachments read so far, by kind (the last of a kind wins).
+    pub(crate) attachments: BTreeMap<u64, Vec<u8>>,
     pub(crate) threads: BTreeMap<u32, u64>,
     payload: Vec<u8>,
     pos: usize,
@@ -79,7 +84,7 @@ impl BinaryDecoder {
             ));
         }
         let version = u16::from_le_bytes([head[8], head[9]]);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(bin(
                 name,
                 BinaryError::UnsupportedVersion {
@@ -143,6 +148,8 @@ impl BinaryDecoder {
         input.start += whole;
         Ok(BinaryDecoder {
             metadata,
+            version,
+            attachments: BTreeMap::new(),
             threads: BTreeMap::new(),
             payload: Vec::new(),
             pos: 0,
@@ -366,11 +373,30 @@ impl BinaryDecoder {
                         };
                         self.threads.insert(idx, tid);
                     }
+                    CTRL_STACK if self.version >= 2 => {
+                        let Some(s) = get_varint(p, &mut pos).and_then(|s| u32::try_from(s).ok())
+                        else {
+                            break Err((item, "bad stack id in stack switch".to_string()));
+                        };
+                        st.stack = s;
+                    }
+                    CTRL_ATTACH if self.version >= 2 => {
+                        let kind = get_varint(p, &mut pos);
+                        let len = get_varint(p, &mut pos)
+                            .and_then(|l| usize::try_from(l).ok())
+                            .filter(|&l| l <= p.len() - pos);
+                        let (Some(kind), Some(len)) = (kind, len) else {
+                            break Err((item, "bad attachment header".to_string()));
+                        };
+                        self.attachments.insert(kind, p[pos..pos + len].to_vec());
+                        pos += len;
+                    }
                     _ => break Err((item, format!("unknown control tag {tag:#04x}"))),
                 }
                 continue;
             }
-            if tag & TAG_RESERVED != 0 {
+            let unmodelled = self.version >= 2 && k == 0 && tag & TAG_UNMODELLED != 0;
+            if tag & TAG_RESERVED & !(if unmodelled { TAG_UNMODELLED } else { 0 }) != 0 {
                 break Err((item, format!("tag {tag:#04x} has reserved bits set")));
             }
             if left == 0 {
@@ -415,6 +441,8 @@ impl BinaryDecoder {
                 size,
                 ip,
                 thread: self.thread,
+                stack: st.stack,
+                unmodelled,
             });
         };
         self.decoded += (out.len() - start_len) as u64;

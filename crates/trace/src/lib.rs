@@ -41,8 +41,8 @@ use std::str::FromStr;
 /// The trace format core (records, the cctrace writer, errors), kept in
 /// `coldcache-cctrace` so the preloaded library links no reader.
 pub use coldcache_cctrace::{
-    BinaryError, ParseError, Record, RecordKind, TraceError, TraceWriter, FORMAT_VERSION, MAGIC,
-    MAX_ACCESS_SIZE,
+    BinaryError, ParseError, Record, RecordKind, TraceError, TraceWriter, ATTACH_DUMP_SKELETON,
+    FORMAT_VERSION, MAGIC, MAX_ACCESS_SIZE, OLDEST_VERSION,
 };
 pub use reader::{open, TraceReader};
 

@@ -44,7 +44,7 @@ pub fn open(path: &Path, format: Option<Format>) -> Result<TraceReader, TraceErr
 
 enum Decoder {
     Text(TextParser),
-    Binary(BinaryDecoder),
+    Binary(Box<BinaryDecoder>),
 }
 
 /// A trace being read. See [`open`] and [`TraceReader::from_reader`].
@@ -102,7 +102,7 @@ impl TraceReader {
         let is_binary = head.len() >= MAGIC.len() && head[..MAGIC.len()] == MAGIC;
         let (format, decoder) = if is_binary || format == Some(Format::Binary) {
             let dec = BinaryDecoder::open(&mut input, &name)?;
-            (Format::Binary, Decoder::Binary(dec))
+            (Format::Binary, Decoder::Binary(Box::new(dec)))
         } else {
             input.fill_to(SNIFF).map_err(io)?;
             let detected = sniff_text(&input, &name, format)?;
@@ -204,6 +204,24 @@ impl TraceReader {
     pub fn thread_os_id(&self, thread: u32) -> Option<u64> {
         match &self.decoder {
             Decoder::Binary(d) => d.threads.get(&thread).copied(),
+            Decoder::Text(_) => None,
+        }
+    }
+
+    /// cctrace only: the format version of the file.
+    pub fn version(&self) -> Option<u16> {
+        match &self.decoder {
+            Decoder::Binary(d) => Some(d.version),
+            Decoder::Text(_) => None,
+        }
+    }
+
+    /// cctrace version 2: the attachment of `kind` (e.g.
+    /// [`crate::ATTACH_DUMP_SKELETON`]), once the reader has passed it
+    /// (captures write it after the records, so after the end).
+    pub fn attachment(&self, kind: u64) -> Option<&[u8]> {
+        match &self.decoder {
+            Decoder::Binary(d) => d.attachments.get(&kind).map(Vec::as_slice),
             Decoder::Text(_) => None,
         }
     }

@@ -291,6 +291,8 @@ impl TextParser {
                 size,
                 ip,
                 thread: 0,
+                stack: 0,
+                unmodelled: false,
             },
             next,
         ))
@@ -379,6 +381,8 @@ fn dinero(buf: &[u8], p: usize) -> Result<Line, ParseError> {
             size,
             ip,
             thread: 0,
+            stack: 0,
+            unmodelled: false,
         },
         next,
     ))

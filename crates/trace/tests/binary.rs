@@ -1,9 +1,12 @@
 //! The cctrace binary format: randomized round trips, corruption and
-//! truncation errors, version checks, and the committed v1 sample.
+//! truncation errors, version checks, and the committed v1 and v2 samples.
 
 mod common;
 
-use coldcache_trace::{Format, Record, RecordKind, TraceError, TraceWriter, FORMAT_VERSION, MAGIC};
+use coldcache_trace::{
+    Format, Record, RecordKind, TraceError, TraceWriter, ATTACH_DUMP_SKELETON, FORMAT_VERSION,
+    MAGIC,
+};
 use proptest::prelude::*;
 
 fn write(records: &[Record], chunk: Option<usize>) -> Vec<u8> {
@@ -78,15 +81,28 @@ fn arb_record() -> impl Strategy<Value = Record> {
         0x40_0000u64..0x40_0100
     ];
     let thread = prop_oneof![0u32..3, any::<u32>()];
-    (kind, addr, size, ip, thread, any::<bool>()).prop_map(
-        |(kind, addr, size, ip, thread, ip_is_addr)| Record {
-            kind,
-            addr,
-            size,
-            ip: if ip_is_addr { addr } else { ip },
-            thread,
-        },
+    let stack = prop_oneof![Just(0u32), 0u32..4, any::<u32>()];
+    (
+        kind,
+        addr,
+        size,
+        ip,
+        thread,
+        any::<bool>(),
+        stack,
+        any::<bool>(),
     )
+        .prop_map(
+            |(kind, addr, size, ip, thread, ip_is_addr, stack, unmodelled)| Record {
+                kind,
+                addr,
+                size,
+                ip: if ip_is_addr { addr } else { ip },
+                thread,
+                stack,
+                unmodelled: unmodelled && kind == RecordKind::Instr,
+            },
+        )
 }
 
 proptest! {
@@ -152,12 +168,18 @@ fn header_errors() {
     let good = write(&capture_like(10), None);
 
     let mut bad = good.clone();
-    bad[8..10].copy_from_slice(&2u16.to_le_bytes());
+    bad[8..10].copy_from_slice(&3u16.to_le_bytes());
     assert_eq!(
         read("v.cctrace", bad).unwrap_err().to_string(),
-        "v.cctrace: unsupported cctrace version 2 at byte 8 (this reader reads version 1)"
+        "v.cctrace: unsupported cctrace version 3 at byte 8 (this reader reads versions 1 to 2)"
     );
-    assert_eq!(FORMAT_VERSION, 1);
+    let mut bad = good.clone();
+    bad[8..10].copy_from_slice(&0u16.to_le_bytes());
+    assert!(read("v.cctrace", bad)
+        .unwrap_err()
+        .to_string()
+        .starts_with("v.cctrace: unsupported cctrace version 0 at byte 8"));
+    assert_eq!(FORMAT_VERSION, 2);
 
     let mut bad = good.clone();
     bad[10] = 1;
@@ -350,7 +372,7 @@ const SAMPLE_V1: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/sample-
 const SAMPLE_V1_METADATA: &[u8] = b"coldcache-trace sample v1: hand-written records";
 
 fn write_sample_v1() -> Vec<u8> {
-    let mut w = TraceWriter::with_metadata(Vec::new(), SAMPLE_V1_METADATA).unwrap();
+    let mut w = TraceWriter::with_version(Vec::new(), SAMPLE_V1_METADATA, 1).unwrap();
     w.set_chunk_size(128);
     w.define_thread(0, 1000).unwrap();
     w.define_thread(1, 1001).unwrap();
@@ -379,7 +401,9 @@ fn committed_v1_sample_loads() {
             addr: 0xffff_ffff_ffff_fff8,
             size: 8,
             ip: 0xffff_ffff_8100_0000,
-            thread: 1
+            thread: 1,
+            stack: 0,
+            unmodelled: false,
         }
     );
     assert_eq!(records[11].size, 1 << 20);
@@ -416,6 +440,125 @@ fn regenerate_v1_sample() {
     }
 }
 
+/// The records of `tests/data/sample-v2.cctrace`: the v1 sample's records
+/// with stacks on two threads (switches within a chunk and across chunk
+/// starts), instructions marked unmodelled, and a dump-skeleton
+/// attachment after the records.
+fn sample_v2_records() -> Vec<Record> {
+    let mut v = sample_v1_records();
+    for (i, r) in v.iter_mut().enumerate() {
+        r.stack = [0, 1, 1, 2, 7, 300][(i / 3) % 6] + r.thread * 1000;
+        r.unmodelled = r.kind == RecordKind::Instr && i % 5 == 0;
+    }
+    v
+}
+
+const SAMPLE_V2: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/sample-v2.cctrace");
+const SAMPLE_V2_METADATA: &[u8] = b"coldcache-trace sample v2: hand-written records with stacks";
+const SAMPLE_V2_ATTACHMENT: &[u8] = b"a dump skeleton stands here";
+
+fn write_sample_v2() -> Vec<u8> {
+    let mut w = TraceWriter::with_metadata(Vec::new(), SAMPLE_V2_METADATA).unwrap();
+    w.set_chunk_size(128);
+    w.define_thread(0, 1000).unwrap();
+    w.define_thread(1, 1001).unwrap();
+    w.write_all(&sample_v2_records()).unwrap();
+    w.attach(ATTACH_DUMP_SKELETON, SAMPLE_V2_ATTACHMENT)
+        .unwrap();
+    w.finish().unwrap()
+}
+
+/// The committed v2 sample keeps loading with its stacks, unmodelled
+/// marks and attachment; today's writer still writes it byte for byte.
+#[test]
+fn committed_v2_sample_loads_and_writer_is_stable() {
+    let mut r = coldcache_trace::open(std::path::Path::new(SAMPLE_V2), None).unwrap();
+    assert_eq!(r.version(), Some(2));
+    assert_eq!(r.metadata(), Some(SAMPLE_V2_METADATA));
+    assert_eq!(r.attachment(ATTACH_DUMP_SKELETON), None);
+    let records = common::read_all(&mut r, 10).unwrap();
+    assert_eq!(records, sample_v2_records());
+    assert_eq!(
+        r.attachment(ATTACH_DUMP_SKELETON),
+        Some(SAMPLE_V2_ATTACHMENT)
+    );
+    // Literally, independent of the list above: (kind, thread, stack,
+    // unmodelled) of a few records.
+    let at = |i: usize| {
+        let r = &records[i];
+        (r.kind, r.thread, r.stack, r.unmodelled)
+    };
+    assert_eq!(at(9), (RecordKind::Load, 1, 1002, false));
+    assert_eq!(at(12), (RecordKind::Instr, 1, 1007, false));
+    assert_eq!(at(20), (RecordKind::Instr, 0, 0, true));
+    assert_eq!(at(30), (RecordKind::Instr, 1, 1007, true));
+    let bytes = std::fs::read(SAMPLE_V2).unwrap();
+    assert_eq!(&bytes[..10], b"CCTRACE\0\x02\x00");
+    assert!(
+        bytes == write_sample_v2(),
+        "the writer no longer writes the v2 sample byte for byte"
+    );
+}
+
+/// Regenerates the v2 sample (only when deliberately asked, as for v1).
+#[test]
+#[ignore]
+fn regenerate_v2_sample() {
+    if std::env::var_os("COLDCACHE_WRITE_SAMPLE").is_some() {
+        std::fs::write(SAMPLE_V2, write_sample_v2()).unwrap();
+    }
+}
+
+/// Version 1 cannot hold stacks, unmodelled marks or attachments: the
+/// writer refuses them rather than dropping them; a v1 reader-compatible
+/// file of plain records is still written on request.
+#[test]
+fn v1_writer_refuses_what_v1_cannot_hold() {
+    use RecordKind::*;
+    let mut w = TraceWriter::with_version(Vec::new(), b"", 1).unwrap();
+    let e = w.write(&Record::new(Load, 8, 8).with_stack(3)).unwrap_err();
+    assert!(
+        e.to_string().contains("cctrace version 1 cannot hold"),
+        "{e}"
+    );
+    assert!(w.attach(ATTACH_DUMP_SKELETON, b"x").is_err());
+    w.write(&Record::new(Load, 8, 8)).unwrap();
+    let bytes = w.finish().unwrap();
+    assert_eq!(&bytes[8..10], &[1, 0]);
+    assert_eq!(
+        read("v1.cctrace", bytes).unwrap(),
+        [Record::new(Load, 8, 8)]
+    );
+    assert!(TraceWriter::with_version(Vec::new(), b"", 3).is_err());
+    let mut w = TraceWriter::new(Vec::new()).unwrap();
+    let mut bad = Record::new(Load, 8, 8);
+    bad.unmodelled = true;
+    assert!(w.write(&bad).is_err(), "only an instruction is unmodelled");
+}
+
+/// A v1 file whose tag has bit 6 set is corrupt (the bit means
+/// unmodelled only in version 2), and a stack switch in a v1 file is an
+/// unknown control tag.
+#[test]
+fn v2_items_in_a_v1_file_are_corrupt() {
+    use RecordKind::*;
+    let mut w = TraceWriter::with_version(Vec::new(), b"", 1).unwrap();
+    w.write(&Record::new(Instr, 0x40, 4).with_ip(0x40)).unwrap();
+    let good = w.finish().unwrap();
+    // Header 16 + CRC 4, chunk header 12: the tag is at byte 32.
+    for (tag, want) in [
+        (0x78u8, "reserved bits"),
+        (0x17, "unknown control tag 0x17"),
+    ] {
+        let mut bad = good.clone();
+        bad[32] = tag;
+        let crc = crc32fast::hash(&bad[32..bad.len() - 20]);
+        bad[28..32].copy_from_slice(&crc.to_le_bytes());
+        let e = read("old.cctrace", bad).unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
+    }
+}
+
 /// The worked example of docs/trace-format.md, byte for byte (CRCs
 /// recomputed here).
 #[test]
@@ -429,7 +572,7 @@ fn doc_example_bytes() {
     let payload: &[u8] = &[
         0x38, 0x80, 0xc0, 0x80, 0x04, 0x04, 0x19, 0xf0, 0xd9, 0xa2, 0xa3, 0xa2, 0xff, 0x3f, 0x08,
     ];
-    let mut want = b"CCTRACE\0\x01\x00\x00\x00\x00\x00\x00\x00".to_vec();
+    let mut want = b"CCTRACE\0\x02\x00\x00\x00\x00\x00\x00\x00".to_vec();
     let header_crc = crc32fast::hash(&want);
     want.extend_from_slice(&header_crc.to_le_bytes());
     want.extend_from_slice(&(payload.len() as u32).to_le_bytes());
