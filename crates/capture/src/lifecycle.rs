@@ -338,6 +338,16 @@ pub fn finish() -> Result<Summary, CaptureError> {
     // Translated threads replay their buffers and leave at their next
     // block boundary.
     let fast = crate::jit::finish();
+    if crate::sigvirt::take_back() {
+        // A thread not traced took SIGTRAP or the sync signal with a
+        // `syscall` of its own: the capture ends here, and the engine's
+        // handlers are back for the traced threads' last traps.
+        with_session(|cell| {
+            if let Some(s) = cell {
+                s.acc.set_cut_short(crate::sigvirt::TAKEN);
+            }
+        });
+    }
     let session = with_session(|cell| cell.take());
     for s in &SELECTED {
         s.store(0, Ordering::Relaxed);
