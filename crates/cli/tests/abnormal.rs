@@ -213,7 +213,10 @@ fn preloaded(dir: &Path, dump: &Path, trigger: &[&str], program: &Path, args: &[
         .env("COLDCACHE_CACHE_JSON", serde_json::to_string(&cfg).unwrap())
         .env("COLDCACHE_CACHE_NAME", "jaguar")
         .env("COLDCACHE_OUTPUT", dump)
-        .env("COLDCACHE_THREADS", "caller");
+        .env("COLDCACHE_THREADS", "caller")
+        // `record` always names the trigger signal: it also stops captures
+        // of the other kinds, and the stop request signal comes with it.
+        .env("COLDCACHE_SIGNAL", libc::SIGUSR2.to_string());
     match trigger {
         ["--all"] => {
             cmd.env("COLDCACHE_TRIGGER", "function")
@@ -224,8 +227,7 @@ fn preloaded(dir: &Path, dump: &Path, trigger: &[&str], program: &Path, args: &[
                 .env("COLDCACHE_FUNCTION", f);
         }
         ["--signal"] => {
-            cmd.env("COLDCACHE_TRIGGER", "signal")
-                .env("COLDCACHE_SIGNAL", libc::SIGUSR2.to_string());
+            cmd.env("COLDCACHE_TRIGGER", "signal");
         }
         other => panic!("no preloaded form for {other:?}"),
     }
