@@ -23,6 +23,12 @@
  *                 (bypassing the C library), reading the old dispositions
  *                 back; main, after joining it, computes, raises both and
  *                 reads them back the same way
+ *   takeover-asm  the same with a `syscall` instruction of its own (no
+ *                 C library function at all), only for SIGTRAP, and
+ *                 nothing printed about the old disposition or the traps
+ *                 (the engine cannot see such a call coming: the traced
+ *                 thread's next traps reach the program's handler until
+ *                 the engine looks); main does not raise SIGTRAP
  *   exec-during   SIGTRAP, SIGRTMIN+6 and SIGRTMIN+7 set to SIG_IGN, then
  *                 work() execs this program in mode exec-child (inside an
  *                 `--all` capture)
@@ -105,6 +111,26 @@ static void *taker(void *arg)
     return NULL;
 }
 
+static void *asm_taker(void *arg)
+{
+    (void)arg;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_trap;
+    sigaction(SIGUSR1, &sa, NULL);
+    struct ksigaction k;
+    syscall(SYS_rt_sigaction, SIGUSR1, NULL, &k, 8);
+    k.handler = (void *)on_trap;
+    long r;
+    register long r10 __asm__("r10") = 8;
+    __asm__ volatile("syscall"
+                     : "=a"(r)
+                     : "a"((long)SYS_rt_sigaction), "D"((long)SIGTRAP), "S"(&k), "d"(0L), "r"(r10)
+                     : "rcx", "r11", "memory");
+    printf("taken %s\n", r == 0 ? "yes" : "no");
+    return NULL;
+}
+
 static void spin_until_interrupted(void)
 {
     unsigned long s = 0;
@@ -150,6 +176,11 @@ __attribute__((noinline)) static void work(const char *mode)
         syscall(SYS_rt_sigaction, SIGRTMIN + 6, NULL, &cur, 8);
         printf("rt6 now %s\n", cur.handler == (void *)on_rt ? "ours" : "not ours");
         printf("traps %d rts %d\n", traps, rts);
+    } else if (strcmp(mode, "takeover-asm") == 0) {
+        pthread_t t;
+        pthread_create(&t, NULL, asm_taker, NULL);
+        pthread_join(t, NULL);
+        printf("sum %lu\n", checksum(5000));
     } else if (strcmp(mode, "exec-during") == 0) {
         char *argv[] = {args[0], "exec-child", NULL};
         fflush(stdout);

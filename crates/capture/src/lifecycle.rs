@@ -421,8 +421,14 @@ pub(crate) fn report_async_finish(r: &Result<Summary, CaptureError>) {
 /// (used at process exit). Returns the summary if one was written.
 pub fn finish_at_exit() -> Option<Result<Summary, String>> {
     if STATE.load(Ordering::Acquire) == RUNNING {
+        // A takeover of the engine's signals ended the capture before the
+        // exit did (the engine saw no trap since): that is its reason.
+        let taken = crate::sigvirt::taken_over();
         with_session(|cell| {
             if let Some(s) = cell {
+                if taken {
+                    s.acc.set_cut_short(crate::sigvirt::TAKEN);
+                }
                 s.acc.set_cut_short("the program exited");
             }
         });

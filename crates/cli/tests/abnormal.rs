@@ -944,7 +944,10 @@ fn small_stack_case(case: &str, trigger: &[&str], args: &[&str], runs: usize, th
         assert_eq!(d.threads.len(), threads, "{what}: threads traced");
         if trigger.contains(&"fast") {
             assert!(
-                d.meta.notes.iter().any(|n| n.starts_with("capture mode fast")),
+                d.meta
+                    .notes
+                    .iter()
+                    .any(|n| n.starts_with("capture mode fast")),
                 "{what}: not captured in fast mode: {:?}",
                 d.meta.notes
             );
@@ -1034,7 +1037,10 @@ fn overflow_case(case: &str, mode: &str) {
             "{what}"
         );
         assert!(
-            d.meta.notes.iter().any(|n| n.starts_with(&format!("capture mode {mode}")))
+            d.meta
+                .notes
+                .iter()
+                .any(|n| n.starts_with(&format!("capture mode {mode}")))
                 || mode == "trap",
             "{what}: not captured in {mode} mode: {:?}",
             d.meta.notes
@@ -1216,6 +1222,24 @@ fn the_programs_own_sigrtmin_7_handler_reads_back_and_runs() {
 #[test]
 fn an_untraced_thread_taking_sigtrap_with_a_raw_syscall_keeps_the_capture() {
     own_signals_case("takeover", &["--function", "work"], 20, None);
+}
+
+/// The same takeover of SIGTRAP made with a `syscall` instruction of the
+/// program's own, which nothing can intercept: the traced thread's next
+/// traps went to the program's handler (a handler it installed, so it
+/// lived; they are not in its output), the capture was never stopped and
+/// read "the program exited". The engine now looks at its full buffers
+/// (fast mode) and when the capture ends: it takes the signal back, so
+/// the traced thread stops trapping, and the dump says why it was cut
+/// short.
+#[test]
+fn an_untraced_thread_taking_sigtrap_with_a_syscall_instruction_stops_the_capture() {
+    own_signals_case(
+        "takeover-asm",
+        &["--function", "work"],
+        10,
+        Some("the program took over SIGTRAP or the sync signal with a raw system call"),
+    );
 }
 
 /// SIGTRAP, SIGRTMIN+6 and SIGRTMIN+7 set to `SIG_IGN`, then `execv` from
