@@ -36,8 +36,11 @@
 //!
 //! What stays visible: a thread that is not traced and changes the
 //! disposition with a `syscall` instruction of its own (not through the C
-//! library) takes the signal from the engine; the next start notices and
-//! takes it back, keeping the program's disposition in the shadow.
+//! library) takes the signal from the engine, and traced threads' traps
+//! reach the program until the engine looks ([`taken_over`]: at every
+//! full fast-mode buffer, when the capture ends, at the next start): the
+//! capture then stops with the reason [`TAKEN`] and the signal is taken
+//! back ([`take_back`]), the program's disposition kept in the shadow.
 
 use crate::memory::{read_word, write_word};
 use crate::state::gettid;
