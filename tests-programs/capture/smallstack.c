@@ -1,6 +1,6 @@
 /* smallstack.c - hostile-program test: small stacks under capture.
  *
- * Usage: smallstack api|none [THREADS [DEPTH]]   (run under `ulimit -s 64`)
+ * Usage: smallstack api|none [THREADS [DEPTH [syscall]]]   (run under `ulimit -s 64`)
  *        smallstack overflow
  * main uses about 24 KiB of its stack, then, with `api` and when
  * libcoldcache.so is loaded (`coldcache record -- smallstack api`, found
@@ -11,7 +11,9 @@
  * what every thread computed. With `none` under `record --all` the
  * capture is armed in the library's constructor, on the 64 KiB main
  * stack, and covers main. DEPTH sets the workers' recursion (about 256
- * bytes a level; 40 by default).
+ * bytes a level; 40 by default). With `syscall`, the workers make a system
+ * call (getppid) at the bottom of the recursion, where fast mode hands
+ * them to the trap engine: its signal frame lands at their deepest point.
  *
  * `overflow` prints, then recurses without end on the main thread, which
  * has no alternate signal stack: killed by SIGSEGV.
@@ -22,6 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static int sys_at_bottom;
 
 /* About `depth` * 256 bytes of stack, touched. */
 __attribute__((noinline)) static unsigned long deep(int depth, unsigned long seed)
@@ -30,7 +36,7 @@ __attribute__((noinline)) static unsigned long deep(int depth, unsigned long see
     for (unsigned i = 0; i < sizeof pad; i += 32)
         pad[i] = (unsigned char)(seed + i);
     if (depth == 0)
-        return seed;
+        return sys_at_bottom ? seed + (syscall(SYS_getppid) > 0) : seed;
     unsigned long r = deep(depth - 1, seed * 31 + 7);
     return r + pad[32];
 }
@@ -61,6 +67,7 @@ int main(int argc, char **argv)
     int threads = argc > 2 ? atoi(argv[2]) : 4;
     if (argc > 3)
         depth = atoi(argv[3]);
+    sys_at_bottom = argc > 4 && strcmp(argv[4], "syscall") == 0;
     unsigned long s = deep(96, 1); /* ~24 KiB of the 64 KiB stack */
     printf("main %lu\n", s);
     int (*start)(const void *) = (int (*)(const void *))dlsym(RTLD_DEFAULT, "coldcache_start");

@@ -1,6 +1,7 @@
-//! Alternate signal stacks of the engine's own for traced threads (trap
-//! mode), so the signal frame of every single-step trap lands there, not
-//! on the program's stack: a thread with a small stack (glibc allows
+//! Alternate signal stacks of the engine's own for traced threads (both
+//! modes), so the signal frame of every single-step trap, and of any signal
+//! that interrupts translated code, lands there, not on the program's
+//! stack: a thread with a small stack (glibc allows
 //! 16 KiB) can use as much of it under capture as natively, and a stack
 //! overflow of a traced thread is still delivered (its SIGSEGV reaches the
 //! engine's fatal handler, which writes the dump).
@@ -129,6 +130,28 @@ pub(crate) fn leave(uc: &mut libc::ucontext_t) {
         uc.uc_stack.ss_sp = std::ptr::null_mut();
         uc.uc_stack.ss_size = 0;
         uc.uc_stack.ss_flags = libc::SS_DISABLE;
+    }
+}
+
+/// The calling thread leaves translated code untraced (fast mode's
+/// dispatcher, normal context, on the dispatcher's stack): ours is
+/// removed, as [`leave`] does from a handler.
+pub(crate) fn leave_now() {
+    // SAFETY: a zeroed stack_t is a valid out-parameter.
+    let mut cur: libc::stack_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sigaltstack reading into a live local.
+    if unsafe { libc::sigaltstack(std::ptr::null(), &mut cur) } != 0 {
+        return;
+    }
+    if is_set(&cur) && is_ours(cur.ss_sp as u64) && cur.ss_flags & libc::SS_ONSTACK == 0 {
+        let off = libc::stack_t {
+            ss_sp: std::ptr::null_mut(),
+            ss_flags: libc::SS_DISABLE,
+            ss_size: 0,
+        };
+        // SAFETY: disabling the alternate stack, which this code does not
+        // run on (SS_ONSTACK clear).
+        unsafe { libc::sigaltstack(&off, std::ptr::null_mut()) };
     }
 }
 

@@ -297,19 +297,59 @@ pub fn install_trigger_signal(sig: i32, options: Options) -> Result<(), CaptureE
     *PENDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(options);
     TRIGGER_SIGNAL.store(sig, Ordering::Relaxed);
     SIGNAL_WINDOWS.store(true, Ordering::Release);
-    install(
-        stop_request_signal(),
-        on_trigger_signal as *const () as usize,
-    )?;
-    install(sig, on_trigger_signal as *const () as usize)
+    install(sig, on_trigger_signal as *const () as usize)?;
+    take_stop_signal()
 }
 
 /// The signal `coldcache record` queues its [`REQUEST_STOP`] on when it is
-/// interrupted: a real-time signal of the library's own (SIGRTMIN+7; the
-/// sync signal is SIGRTMIN+6), not the trigger signal, so a program that
-/// uses SIGUSR2 itself never gets one it did not ask for on Ctrl-C.
+/// interrupted: a real-time signal of the library's own, not the trigger
+/// signal, so a program that uses SIGUSR2 itself never gets one it did not
+/// ask for on Ctrl-C. `SIGRTMIN+7` (the sync signal is `SIGRTMIN+6`) unless
+/// the program started with it handled, ignored or blocked: the library
+/// then takes another ([`take_stop_signal`]) and writes which to the file
+/// `record` names (`COLDCACHE_STOP_FILE`). In this process: the one taken,
+/// or `SIGRTMIN+7` before that.
 pub fn stop_request_signal() -> i32 {
-    libc::SIGRTMIN() + 7
+    match sigvirt::stop_signal() {
+        0 => libc::SIGRTMIN() + 7,
+        s => s,
+    }
+}
+
+/// Where the library says which stop request signal it took (`record`'s
+/// `COLDCACHE_STOP_FILE`), set before `main`.
+static STOP_FILE: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
+
+/// Asks the library to write `PID SIGNAL` to `path` (atomically) once it
+/// has taken its stop request signal, for `coldcache record`.
+pub fn set_stop_file(path: std::path::PathBuf) {
+    *STOP_FILE.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
+}
+
+/// Takes the stop request signal (chosen once, among the real-time
+/// signals the program leaves alone): its disposition becomes the
+/// program's own in the shadow (`sigvirt.rs`), as for the sync signal, so
+/// a program that uses it keeps its handler, its `SIG_IGN` or its default
+/// action, and `record` is told which signal to send.
+fn take_stop_signal() -> Result<(), CaptureError> {
+    let sig = match sigvirt::stop_signal() {
+        0 => sigvirt::choose_stop(),
+        s => s,
+    };
+    sigvirt::take(sigvirt::STOP, sig, on_trigger_signal as *const () as usize).map_err(
+        |source| CaptureError::Os {
+            what: "installing the stop request signal's handler",
+            source,
+        },
+    )?;
+    if let Some(path) = STOP_FILE.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        let tmp = path.with_extension("tmp");
+        let text = format!("{} {sig}\n", std::process::id());
+        if std::fs::write(&tmp, text).is_ok() {
+            let _ = std::fs::rename(&tmp, &path);
+        }
+    }
+    Ok(())
 }
 
 /// Installs the handler of the trigger signal for a capture started
@@ -322,11 +362,8 @@ pub fn stop_request_signal() -> i32 {
 pub fn install_stop_signal(sig: i32) -> Result<(), CaptureError> {
     install_handlers()?;
     TRIGGER_SIGNAL.store(sig, Ordering::Relaxed);
-    install(
-        stop_request_signal(),
-        on_trigger_signal as *const () as usize,
-    )?;
-    install(sig, on_trigger_signal as *const () as usize)
+    install(sig, on_trigger_signal as *const () as usize)?;
+    take_stop_signal()
 }
 
 /// `si_value` of the signal `coldcache trigger` queues (`sigqueue`), so
@@ -373,10 +410,23 @@ pub(crate) fn request_of(info: *const libc::siginfo_t) -> Request {
 /// The cut-short reason of a capture stopped by `coldcache trigger`.
 pub(crate) const TRIGGERED: &str = "stopped by `coldcache trigger`";
 
-extern "C" fn on_trigger_signal(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+extern "C" fn on_trigger_signal(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO handler.
     let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
-    match request_of(info) {
+    let request = request_of(info);
+    if sig == sigvirt::stop_signal() && !matches!(request, Request::Stop(_)) {
+        // The program's own use of the stop request signal: its
+        // disposition decides.
+        if let sigvirt::Delivered::Fatal = sigvirt::deliver(sigvirt::STOP, sig, info, uc, false) {
+            crate::fatal::die(
+                sig,
+                uc,
+                Some("the program was killed by a real-time signal"),
+            );
+        }
+        return;
+    }
+    match request {
         Request::Stop(sig) => {
             // A signal the fatal handler catches writes the dump itself when
             // it arrives (and ends the program): two writers would race.
@@ -781,9 +831,17 @@ pub fn set_own_allocator() {
     OWN_ALLOCATOR.store(true, Ordering::Relaxed);
 }
 
+/// The thread redirected to `finish` resumes at an `execve`.
+static EXEC_NEXT: AtomicBool = AtomicBool::new(false);
+
 extern "C" fn finish_from_trampoline() {
     let r = finish();
     report_async_finish(&r);
+    if EXEC_NEXT.swap(false, Ordering::AcqRel) {
+        // The capture is written and nothing traps any more: the program's
+        // SIG_IGN of the engine's signals is inherited by the new program.
+        sigvirt::before_exec(true);
+    }
     REDIRECTED.store(false, Ordering::Release);
 }
 
@@ -864,13 +922,11 @@ pub extern "C" fn coldcache_finish_trampoline() {
 /// carried out on the saved context.
 fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
     let tid = gettid();
-    if crate::jit::is_on() {
-        if crate::jit::try_hand_over(uc, tid, &s.acc) {
-            return;
-        }
-    } else {
-        // Trap mode: the next traps' frames go to a stack of ours.
-        crate::altstack::enter(uc);
+    // The next signal frames (traps, a fault of translated code) go to a
+    // stack of ours.
+    crate::altstack::enter(uc);
+    if crate::jit::is_on() && crate::jit::try_hand_over(uc, tid, &s.acc) {
+        return;
     }
     let g = &uc.uc_mcontext.gregs;
     let (rip, rsp, rbp) = (
@@ -925,6 +981,11 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 STATE.store(STOPPING, Ordering::Release);
                 set_tf(uc, false);
                 if OWN_ALLOCATOR.load(Ordering::Relaxed) {
+                    let nr = uc.uc_mcontext.gregs[libc::REG_RAX as usize];
+                    EXEC_NEXT.store(
+                        nr == libc::SYS_execve || nr == libc::SYS_execveat,
+                        Ordering::Release,
+                    );
                     redirect_to_finish(uc);
                 } else {
                     finish_soon(uc, false);

@@ -31,7 +31,7 @@
 //!   for it, then dies.
 //!
 //! A `SIGKILL`, a stack overflow without an alternate stack (the kernel
-//! cannot deliver the SIGSEGV; traced threads in trap mode have one of the
+//! cannot deliver the SIGSEGV; traced threads, in both modes, have one of the
 //! engine's, `altstack.rs`) and a synchronous fatal signal (a fault) while
 //! the library itself is finishing on that thread still lose the capture;
 //! asynchronous ones (SIGTERM, SIGALRM, ...) wait until the dump is
@@ -333,21 +333,13 @@ pub(crate) fn emulate_sigaction(uc: &mut libc::ucontext_t, next: u64) -> bool {
 }
 
 fn default_action(sig: i32) {
-    // The raw system call: `libcoldcache.so` interposes the C library's
-    // `sigaction` for the signals the engine owns (SIGTRAP, the sync
-    // signal), and this must reach the kernel.
+    // The system call itself: `libcoldcache.so` interposes the C library's
+    // `sigaction` and `syscall` for the signals the engine owns (SIGTRAP,
+    // the sync and stop request signals), and this must reach the kernel.
     let sa = [libc::SIG_DFL as u64, 0, 0, 0];
     // SAFETY: rt_sigaction with a 4-word kernel sigaction in a live local;
     // async-signal-safe.
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigaction,
-            sig,
-            sa.as_ptr(),
-            std::ptr::null_mut::<u64>(),
-            8,
-        )
-    };
+    unsafe { crate::sigvirt::raw_rt_sigaction(sig, sa.as_ptr() as u64, 0) };
 }
 
 extern "C" fn finish_thunk(_: *mut libc::c_void) {

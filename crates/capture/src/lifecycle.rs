@@ -358,6 +358,16 @@ pub fn finish() -> Result<Summary, CaptureError> {
     // Translated threads replay their buffers and leave at their next
     // block boundary.
     let fast = crate::jit::finish();
+    if crate::sigvirt::take_back() {
+        // A thread not traced took SIGTRAP or the sync signal with a
+        // `syscall` of its own: the capture ends here, and the engine's
+        // handlers are back for the traced threads' last traps.
+        with_session(|cell| {
+            if let Some(s) = cell {
+                s.acc.set_cut_short(crate::sigvirt::TAKEN);
+            }
+        });
+    }
     let session = with_session(|cell| cell.take());
     for s in &SELECTED {
         s.store(0, Ordering::Relaxed);
@@ -439,8 +449,14 @@ pub(crate) fn report_async_finish(r: &Result<Summary, CaptureError>) {
 /// (used at process exit). Returns the summary if one was written.
 pub fn finish_at_exit() -> Option<Result<Summary, String>> {
     if STATE.load(Ordering::Acquire) == RUNNING {
+        // A takeover of the engine's signals ended the capture before the
+        // exit did (the engine saw no trap since): that is its reason.
+        let taken = crate::sigvirt::taken_over();
         with_session(|cell| {
             if let Some(s) = cell {
+                if taken {
+                    s.acc.set_cut_short(crate::sigvirt::TAKEN);
+                }
                 s.acc.set_cut_short("the program exited");
             }
         });

@@ -34,6 +34,7 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_FUNCTION_MODULE",
     "COLDCACHE_FUNCTION_ADDRESS",
     "COLDCACHE_PROGRESS_FILE",
+    "COLDCACHE_STOP_FILE",
 ];
 
 fn var(name: &str) -> Option<String> {
@@ -266,6 +267,9 @@ pub fn init_from_env() {
     let stop_signal = var("COLDCACHE_SIGNAL").and_then(|v| v.parse::<i32>().ok());
     if let Some(p) = var("COLDCACHE_PROGRESS_FILE") {
         engine::publish_progress(std::path::Path::new(&p));
+    }
+    if let Some(p) = var("COLDCACHE_STOP_FILE") {
+        crate::engine::set_stop_file(PathBuf::from(p));
     }
     if let Some(m) = var("COLDCACHE_DUMPS") {
         crate::output::set_manifest(PathBuf::from(m));

@@ -1,7 +1,10 @@
-//! The program's own view of the two signals the engine owns: SIGTRAP (one
-//! per single-stepped instruction) and the thread-directed *sync* signal
+//! The program's own view of the three signals the engine owns: SIGTRAP
+//! (one per single-stepped instruction), the thread-directed *sync* signal
 //! that starts tracing other threads (a real-time signal, `SIGRTMIN+6`
-//! unless the program already uses that one).
+//! unless the program already uses that one) and the *stop request* signal
+//! `coldcache record` queues when it is interrupted (`SIGRTMIN+7` unless
+//! the program has that one handled, ignored or blocked at start; the
+//! library tells `record` which, see `engine::take_stop_signal`).
 //!
 //! Once the engine has installed its handler for one of them, the
 //! program's disposition lives here, in a *shadow* (the kernel's
@@ -14,7 +17,11 @@
 //!   program set it, with a program SIGTRAP that arrives meanwhile held
 //!   pending and delivered when it unblocks) and its `rt_sigpending`;
 //! - every thread's `sigaction`/`signal` through the C library goes to
-//!   [`program_sigaction`] (`libcoldcache.so` interposes both);
+//!   [`program_sigaction`], and its `syscall(SYS_rt_sigaction, …)` to
+//!   [`syscall_sigaction`] (`libcoldcache.so` interposes all three);
+//! - an `execve` gets the program's `SIG_IGN` of them back in the kernel
+//!   just before it runs ([`before_exec`]), since an ignored signal stays
+//!   ignored across `exec` and a handled one does not;
 //! - a signal that is not the engine's own — an `int3` the program
 //!   executes, a `kill`/`tgkill`/`raise` of SIGTRAP, a real-time signal the
 //!   program sends — is handed to the program's disposition by
@@ -28,9 +35,12 @@
 //! ([`send_sync`]).
 //!
 //! What stays visible: a thread that is not traced and changes the
-//! disposition with a raw system call (not through the C library) takes
-//! the signal from the engine; the next start notices and takes it back,
-//! keeping the program's disposition in the shadow.
+//! disposition with a `syscall` instruction of its own (not through the C
+//! library) takes the signal from the engine, and traced threads' traps
+//! reach the program until the engine looks ([`taken_over`]: at every
+//! full fast-mode buffer, when the capture ends, at the next start): the
+//! capture then stops with the reason [`TAKEN`] and the signal is taken
+//! back ([`take_back`]), the program's disposition kept in the shadow.
 
 use crate::memory::{read_word, write_word};
 use crate::state::gettid;
@@ -40,12 +50,17 @@ use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 pub(crate) const TRAP: usize = 0;
 /// Slot of the sync signal.
 pub(crate) const SYNC: usize = 1;
+/// Slot of the stop request signal.
+pub(crate) const STOP: usize = 2;
+const SLOTS: usize = 3;
 
 /// The signal each slot stands for, once the engine owns it (0: not yet).
-static OWNED: [AtomicI32; 2] = [AtomicI32::new(0), AtomicI32::new(0)];
+static OWNED: [AtomicI32; SLOTS] = [const { AtomicI32::new(0) }; SLOTS];
+/// The engine's handler of each owned signal.
+static OURS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
 /// The program's disposition of each owned signal, as the kernel's
 /// `struct sigaction` (handler, flags, restorer, mask of signals 1..=64).
-static SHADOW: [[AtomicU64; 4]; 2] = [const { [const { AtomicU64::new(0) }; 4] }; 2];
+static SHADOW: [[AtomicU64; 4]; SLOTS] = [const { [const { AtomicU64::new(0) }; 4] }; SLOTS];
 /// The restorer the C library gives handlers (`__restore_rt`), for
 /// dispositions set through [`program_sigaction`].
 static LIBC_RESTORER: AtomicU64 = AtomicU64::new(0);
@@ -79,7 +94,12 @@ fn bit(sig: i32) -> u64 {
 
 /// The slot of `sig` if the engine owns it.
 pub(crate) fn slot_of(sig: i32) -> Option<usize> {
-    (0..2).find(|&i| sig > 0 && OWNED[i].load(Ordering::Acquire) == sig)
+    (0..SLOTS).find(|&i| sig > 0 && OWNED[i].load(Ordering::Acquire) == sig)
+}
+
+/// The stop request signal the engine uses (0 before it is chosen).
+pub(crate) fn stop_signal() -> i32 {
+    OWNED[STOP].load(Ordering::Acquire)
 }
 
 /// The sync signal the engine uses (0 before it is chosen).
@@ -89,17 +109,39 @@ pub(crate) fn sync_signal() -> i32 {
 
 /// `rt_sigaction` as the kernel takes it (`act`, `old`: 4 words each).
 fn raw_sigaction(sig: i32, act: Option<&[u64; 4]>, old: Option<&mut [u64; 4]>) -> i64 {
-    let a = act.map_or(std::ptr::null(), |a| a.as_ptr());
-    let o = old.map_or(std::ptr::null_mut(), |o| o.as_mut_ptr());
+    let a = act.map_or(0, |a| a.as_ptr() as u64);
+    let o = old.map_or(0, |o| o.as_mut_ptr() as u64);
     // SAFETY: both pointers are null or point to 4 live words, the size the
     // kernel reads and writes for an 8-byte signal set.
-    let r = unsafe { libc::syscall(libc::SYS_rt_sigaction, sig, a, o, 8) };
-    if r == 0 {
-        0
-    } else {
-        // SAFETY: errno of this thread.
-        -i64::from(unsafe { *libc::__errno_location() })
-    }
+    unsafe { raw_rt_sigaction(sig, a, o) }
+}
+
+/// The `rt_sigaction` system call itself, made with a `syscall`
+/// instruction here (not through the C library's `syscall`, which
+/// `libcoldcache.so` interposes); the kernel's result (`-errno` on error),
+/// errno untouched.
+///
+/// # Safety
+/// `act` and `old` are 0 or addresses of 4 words (the kernel checks them:
+/// a bad one gives `-EFAULT`).
+pub unsafe fn raw_rt_sigaction(sig: i32, act: u64, old: u64) -> i64 {
+    let r: i64;
+    // SAFETY: the caller's contract; the syscall instruction clobbers RCX
+    // and R11 only.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") libc::SYS_rt_sigaction => r,
+            in("rdi") i64::from(sig),
+            in("rsi") act,
+            in("rdx") old,
+            in("r10") 8u64,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        )
+    };
+    r
 }
 
 /// The C library's own `sigaction`, even where `libcoldcache.so`
@@ -151,6 +193,41 @@ pub(crate) fn choose_sync() -> i32 {
         .unwrap_or(preferred)
 }
 
+/// Chooses the stop request signal (normal context, once, before `main`):
+/// `SIGRTMIN+7` if the program started with it at its default and not
+/// blocked, else the highest real-time signal in that state (never the
+/// sync signal, which is taken first). A program that inherited the signal
+/// blocked may be waiting for it with `sigwaitinfo`: a stop request must
+/// not land there.
+pub(crate) fn choose_stop() -> i32 {
+    let preferred = libc::SIGRTMIN() + 7;
+    let mut mask = 0u64;
+    // SAFETY: rt_sigprocmask reading the mask into a live 8-byte local.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK,
+            std::ptr::null::<u64>(),
+            &mut mask,
+            8,
+        )
+    };
+    let free = |sig: i32| {
+        let mut old = [0u64; 4];
+        sig != sync_signal()
+            && mask & bit(sig) == 0
+            && raw_sigaction(sig, None, Some(&mut old)) == 0
+            && old[0] == libc::SIG_DFL as u64
+    };
+    if free(preferred) {
+        return preferred;
+    }
+    (libc::SIGRTMIN() + 1..=libc::SIGRTMAX())
+        .rev()
+        .find(|&s| free(s))
+        .unwrap_or(preferred)
+}
+
 /// Installs `handler` (ours) for `sig` in `slot`; the disposition there
 /// before, unless it is already ours, becomes the program's (normal
 /// context, at every start: a program that took the signal back with a
@@ -184,8 +261,114 @@ pub(crate) fn take(slot: usize, sig: i32, handler: usize) -> Result<(), std::io:
     if raw_sigaction(sig, None, Some(&mut now)) == 0 && now[1] & SA_RESTORER != 0 {
         LIBC_RESTORER.store(now[2], Ordering::Relaxed);
     }
+    OURS[slot].store(handler, Ordering::Relaxed);
     OWNED[slot].store(sig, Ordering::Release);
     Ok(())
+}
+
+/// The cut-short reason of a capture during which the program took one of
+/// the engine's signals with a `syscall` instruction of its own.
+pub(crate) const TAKEN: &str =
+    "the program took over SIGTRAP or the sync signal with a raw system call";
+
+/// Whether SIGTRAP or the sync signal is no longer the engine's in the
+/// kernel (a thread that is not traced changed it with a `syscall`
+/// instruction of its own): a traced thread's next trap would go to the
+/// program's disposition.
+pub(crate) fn taken_over() -> bool {
+    [TRAP, SYNC].into_iter().any(|slot| {
+        let sig = OWNED[slot].load(Ordering::Acquire);
+        let ours = OURS[slot].load(Ordering::Relaxed) as u64;
+        let mut cur = [0u64; 4];
+        sig != 0 && raw_sigaction(sig, None, Some(&mut cur)) == 0 && cur[0] != ours
+    })
+}
+
+/// Takes back (normal context) the signals [`taken_over`] finds taken:
+/// the program's disposition goes to the shadow, ours to the kernel, so
+/// a thread still single-stepped stops at its next trap instead of
+/// trapping into the program. Returns whether any was taken.
+pub(crate) fn take_back() -> bool {
+    if !taken_over() {
+        return false;
+    }
+    for slot in [TRAP, SYNC] {
+        let sig = OWNED[slot].load(Ordering::Acquire);
+        let ours = OURS[slot].load(Ordering::Relaxed);
+        if sig != 0 && ours != 0 {
+            let _ = take(slot, sig, ours);
+        }
+    }
+    true
+}
+
+/// Whether the thread runs with the trap flag set (single-stepped now).
+fn stepping() -> bool {
+    let flags: u64;
+    // SAFETY: pushfq/pop on the current stack, nothing else touched.
+    unsafe { core::arch::asm!("pushfq", "pop {}", out(reg) flags) };
+    flags & 0x100 != 0
+}
+
+/// An `exec` is about to be made (normal context, or the finish
+/// trampoline after the dump of a capture the exec ends): the signals the
+/// program ignores become ignored in the kernel, so the new program
+/// inherits that, as it would have. SIGTRAP is left to the engine while a
+/// capture may still trap (`trap_too` false): an ignored SIGTRAP kills a
+/// single-stepped thread. A traced thread's `execve` is left to the trap
+/// engine, which sees the system call and calls this after the dump.
+/// Returns the slots changed, for [`after_failed_exec`].
+pub fn before_exec(trap_too: bool) -> u32 {
+    if !trap_too && (stepping() || crate::jit::in_translation()) {
+        return 0;
+    }
+    let idle = crate::state::STATE.load(Ordering::Acquire) == crate::state::IDLE;
+    let mut changed = 0;
+    for slot in 0..SLOTS {
+        let sig = OWNED[slot].load(Ordering::Acquire);
+        if sig == 0 || SHADOW[slot][0].load(Ordering::Relaxed) != libc::SIG_IGN as u64 {
+            continue;
+        }
+        if slot == TRAP && !(trap_too || idle) {
+            continue;
+        }
+        let ign = [libc::SIG_IGN as u64, 0, 0, 0];
+        if raw_sigaction(sig, Some(&ign), None) == 0 {
+            changed |= 1 << slot;
+        }
+    }
+    changed
+}
+
+/// The `exec` [`before_exec`] prepared failed: the engine's handlers go
+/// back on the signals it changed (the program's `SIG_IGN` stays in the
+/// shadow).
+pub fn after_failed_exec(changed: u32) {
+    for slot in 0..SLOTS {
+        let sig = OWNED[slot].load(Ordering::Acquire);
+        let ours = OURS[slot].load(Ordering::Relaxed);
+        if changed & (1 << slot) != 0 && sig != 0 && ours != 0 {
+            let _ = take(slot, sig, ours);
+        }
+    }
+}
+
+/// The program's `syscall(SYS_rt_sigaction, sig, act, old, size)` through
+/// the C library (`libcoldcache.so` interposes `syscall`), made by a thread
+/// that is not single-stepped (a traced thread's is emulated by the trap
+/// handler when it reaches the `syscall` instruction): `None` when `sig`
+/// is not a signal the engine owns (the caller makes the system call),
+/// else the result, the shadow read and written as the kernel would its
+/// disposition (`act` and `old` in the kernel's layout).
+pub fn syscall_sigaction(sig: i64, act: u64, old: u64, size: u64) -> Option<i64> {
+    if stepping() || crate::jit::in_translation() {
+        return None;
+    }
+    let slot = slot_of(i32::try_from(sig).ok()?)?;
+    if size != 8 {
+        return Some(-i64::from(libc::EINVAL));
+    }
+    Some(sigaction(slot, act, old))
 }
 
 fn shadow(slot: usize) -> [u64; 4] {

@@ -423,6 +423,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
         use std::io::IsTerminal;
         std::io::stderr().is_terminal()
     };
+    // The library says there which signal carries a stop request (Ctrl-C).
+    let stop_file = manifest_dir.path().join("stop-signal");
+    cmd.env("COLDCACHE_STOP_FILE", &stop_file);
     let progress_file = manifest_dir.path().join("progress");
     if show_progress {
         cmd.env("COLDCACHE_PROGRESS_FILE", &progress_file);
@@ -495,10 +498,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let mut child = cmd
         .spawn()
         .with_context(|| format!("starting {}", program.display()))?;
-    stop_requests(
-        child.id() as i32,
-        coldcache_capture::engine::stop_request_signal(),
-    );
+    stop_requests(child.id() as i32, stop_file);
     forward_signals_to(child.id() as i32);
     if args.signal {
         eprintln!(
@@ -850,14 +850,14 @@ static STOP_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::n
 
 /// Starts the thread that, when `record` is interrupted (Ctrl-C, SIGTERM,
 /// ...), asks the program `pid` to stop its capture by queueing the
-/// library's stop-request signal `signal` with [`REQUEST_STOP`](coldcache_capture::engine::REQUEST_STOP)
+/// library's stop-request signal (the one it names in `stop_file`) with [`REQUEST_STOP`](coldcache_capture::engine::REQUEST_STOP)
 /// and the signal: the dump is written, cut short "interrupted (SIGINT)",
 /// even when the program handles SIGINT itself (its handler still gets
 /// the signal, and the program goes on as it would have). A program whose
 /// SIGINT is at its default writes the dump when the signal ends it. The
 /// request is only sent to a program that catches that signal (as
 /// `coldcache trigger` checks): it could end any other.
-fn stop_requests(pid: i32, signal: i32) {
+fn stop_requests(pid: i32, stop_file: PathBuf) {
     let mut fds = [0i32; 2];
     // SAFETY: pipe2 writes two descriptors into the array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -871,6 +871,7 @@ fn stop_requests(pid: i32, signal: i32) {
             // SAFETY: reading one byte into a live local.
             let n = unsafe { libc::read(read_fd, &mut b as *mut u8 as *mut libc::c_void, 1) };
             if n == 1 {
+                let signal = stop_signal_of(&stop_file, pid);
                 if check_trigger_target(pid, signal, Path::new("/proc")).is_ok() {
                     let value = coldcache_capture::engine::REQUEST_STOP | usize::from(b);
                     queue(pid, signal, value);
@@ -883,6 +884,18 @@ fn stop_requests(pid: i32, signal: i32) {
         });
     if spawned.is_ok() {
         STOP_PIPE.store(fds[1], std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The stop request signal the library in process `pid` took, from the
+/// file it wrote (`PID SIGNAL`); the default one when there is none (the
+/// library has not run its constructor yet) or it names another process.
+fn stop_signal_of(file: &Path, pid: i32) -> i32 {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut words = text.split_whitespace().map(str::parse::<i32>);
+    match (words.next(), words.next()) {
+        (Some(Ok(p)), Some(Ok(sig))) if p == pid && (1..=64).contains(&sig) => sig,
+        _ => coldcache_capture::engine::stop_request_signal(),
     }
 }
 

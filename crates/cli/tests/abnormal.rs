@@ -9,9 +9,12 @@
 //! Each case runs the program plain, then captured (20 times where a run
 //! is cheap), under a deadline: a hang fails the test instead of blocking
 //! CI. Programs are `tests-programs/capture/fatal.c`, `seccomp.c`,
-//! `blocked.c`, `sigtrap.c`, `smallstack.c` (small stacks: `ulimit -s
-//! 64`, 16 KiB threads, a stack overflow) and `finish.c` (a signal while
-//! the dump is written). Skipped with a message when gcc is missing. (The same
+//! `blocked.c`, `sigtrap.c`, `ownsignals.c` (the stop request signal, raw
+//! `rt_sigaction`, ignored signals across `exec`), `smallstack.c` (small
+//! stacks: `ulimit -s 64`, 16 KiB threads, a stack overflow) and
+//! `finish.c` (a signal while the dump is written). The cases of the
+//! engine's signals and stacks run in both capture modes: `--mode trap`
+//! and the default (fast where it can run). Skipped with a message when gcc is missing. (The same
 //! shape as `hostile.rs`.)
 
 #[path = "common/library.rs"]
@@ -195,6 +198,14 @@ fn record(dir: &Path, dump: &Path, trigger: &[&str], program: &Path, args: &[&st
 fn preloaded(dir: &Path, dump: &Path, trigger: &[&str], program: &Path, args: &[&str]) -> Command {
     let cfg = coldcache_config::resolve("jaguar").unwrap();
     let mut cmd = with_cores(dir, program, args);
+    // A trailing `--mode M` (as `record` takes it).
+    let trigger = match trigger {
+        [t @ .., "--mode", m] => {
+            cmd.env("COLDCACHE_MODE", m);
+            t
+        }
+        t => t,
+    };
     cmd.env("LD_PRELOAD", library())
         .env("COLDCACHE_LIB", library())
         .env("COLDCACHE_RECORD", "1")
@@ -202,7 +213,10 @@ fn preloaded(dir: &Path, dump: &Path, trigger: &[&str], program: &Path, args: &[
         .env("COLDCACHE_CACHE_JSON", serde_json::to_string(&cfg).unwrap())
         .env("COLDCACHE_CACHE_NAME", "jaguar")
         .env("COLDCACHE_OUTPUT", dump)
-        .env("COLDCACHE_THREADS", "caller");
+        .env("COLDCACHE_THREADS", "caller")
+        // `record` always names the trigger signal: it also stops captures
+        // of the other kinds, and the stop request signal comes with it.
+        .env("COLDCACHE_SIGNAL", libc::SIGUSR2.to_string());
     match trigger {
         ["--all"] => {
             cmd.env("COLDCACHE_TRIGGER", "function")
@@ -213,8 +227,7 @@ fn preloaded(dir: &Path, dump: &Path, trigger: &[&str], program: &Path, args: &[
                 .env("COLDCACHE_FUNCTION", f);
         }
         ["--signal"] => {
-            cmd.env("COLDCACHE_TRIGGER", "signal")
-                .env("COLDCACHE_SIGNAL", libc::SIGUSR2.to_string());
+            cmd.env("COLDCACHE_TRIGGER", "signal");
         }
         other => panic!("no preloaded form for {other:?}"),
     }
@@ -929,6 +942,16 @@ fn small_stack_case(case: &str, trigger: &[&str], args: &[&str], runs: usize, th
         assert!(d.meta.instructions > 0, "{what}: an empty capture");
         assert_eq!(d.meta.cut_short, None, "{what}");
         assert_eq!(d.threads.len(), threads, "{what}: threads traced");
+        if trigger.contains(&"fast") {
+            assert!(
+                d.meta
+                    .notes
+                    .iter()
+                    .any(|n| n.starts_with("capture mode fast")),
+                "{what}: not captured in fast mode: {:?}",
+                d.meta.notes
+            );
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -963,7 +986,13 @@ fn a_capture_armed_in_the_constructor_fits_a_64_kib_main_stack() {
 /// written, cut short with SIGSEGV, and the program dies of it as natively.
 #[test]
 fn a_stack_overflow_of_a_traced_thread_keeps_the_dump() {
-    let case = "overflow";
+    overflow_case("overflow", "trap");
+}
+
+/// `smallstack overflow` under `ulimit -s 64`, captured `--all` in capture
+/// mode `mode` ten times: the dump is kept, cut short with SIGSEGV, and
+/// the program dies of it as natively.
+fn overflow_case(case: &str, mode: &str) {
     if !gcc_or_skip(case) {
         return;
     }
@@ -973,19 +1002,19 @@ fn a_stack_overflow_of_a_traced_thread_keeps_the_dump() {
     plain.current_dir(&dir).arg("overflow");
     let native = run(
         with_small_stack(plain),
-        "overflow: plain",
+        &format!("{case}: plain"),
         Poke::Nothing,
         own_pid,
     );
     assert_eq!(native.status.signal(), Some(libc::SIGSEGV));
     for i in 0..10 {
-        let what = format!("overflow: run {i}");
+        let what = format!("{case}: run {i}");
         let dump = dir.join(format!("run{i}.ccdump"));
         let out = run(
             with_small_stack(record(
                 &dir,
                 &dump,
-                &["--all", "--mode", "trap"],
+                &["--all", "--mode", mode],
                 &program,
                 &["overflow"],
             )),
@@ -1006,6 +1035,15 @@ fn a_stack_overflow_of_a_traced_thread_keeps_the_dump() {
             d.meta.cut_short.as_deref(),
             Some("the program was killed by SIGSEGV"),
             "{what}"
+        );
+        assert!(
+            d.meta
+                .notes
+                .iter()
+                .any(|n| n.starts_with(&format!("capture mode {mode}")))
+                || mode == "trap",
+            "{what}: not captured in {mode} mode: {:?}",
+            d.meta.notes
         );
         remove_cores(&dir);
     }
@@ -1126,4 +1164,224 @@ fn an_alarm_while_the_dump_is_written_waits_for_it() {
         assert!(d.meta.instructions > 0, "{what}: an empty capture");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The capture modes every case of the engine's own signals runs in:
+/// `--mode trap`, and the default (fast where it can run).
+const MODES: [&[&str]; 2] = [&["--mode", "trap"], &[]];
+
+/// [`program_case`] of `ownsignals.c` in both capture modes.
+fn own_signals_case(mode: &str, trigger: &[&str], runs: usize, reason: Option<&str>) {
+    for extra in MODES {
+        let tag = if extra.is_empty() { "default" } else { "trap" };
+        let trigger: Vec<&str> = trigger.iter().chain(extra.iter()).copied().collect();
+        program_case(
+            "tests-programs/capture/ownsignals.c",
+            &format!("own_{mode}_{tag}"),
+            mode,
+            &trigger,
+            Poke::Nothing,
+            runs,
+            reason,
+        );
+    }
+}
+
+/// `raise(SIGRTMIN+7)` at its default during a capture under `record`: the
+/// library's stop request handler took it for `coldcache trigger`, the
+/// capture stopped and the program ran on (exit 0 instead of dying of the
+/// signal), and the disposition read back before `main` was a handler.
+/// The program's disposition is now its own: it dies of the signal, with
+/// the dump.
+#[test]
+fn sigrtmin_7_at_its_default_kills_the_program_as_natively() {
+    own_signals_case(
+        "stop-default",
+        &["--all"],
+        10,
+        Some("the program was killed by a real-time signal"),
+    );
+}
+
+/// A handler of SIGRTMIN+7 installed during the capture: `sigaction` read
+/// the old disposition back as a handler (the library's), not `SIG_DFL`.
+/// It now reads what the program had, and the three values it queues
+/// reach its handler in order.
+#[test]
+fn the_programs_own_sigrtmin_7_handler_reads_back_and_runs() {
+    own_signals_case("stop-handler", &["--function", "work"], 20, None);
+}
+
+/// A thread the capture does not trace takes SIGTRAP and SIGRTMIN+6 with
+/// `syscall(SYS_rt_sigaction, …)`, bypassing the C library's `sigaction`:
+/// it read the engine's handlers back, and the traced thread's every
+/// later instruction trapped into the program's handler (39,000 traps
+/// counted instead of 1). Its disposition now goes to the engine's shadow:
+/// it reads back `SIG_DFL`, its handlers get exactly the signals it
+/// raises, and the capture goes on to its end.
+#[test]
+fn an_untraced_thread_taking_sigtrap_with_a_raw_syscall_keeps_the_capture() {
+    own_signals_case("takeover", &["--function", "work"], 20, None);
+}
+
+/// The same takeover of SIGTRAP made with a `syscall` instruction of the
+/// program's own, which nothing can intercept: the traced thread's next
+/// traps went to the program's handler (a handler it installed, so it
+/// lived; they are not in its output), the capture was never stopped and
+/// read "the program exited". The engine now looks at its full buffers
+/// (fast mode) and when the capture ends: it takes the signal back, so
+/// the traced thread stops trapping, and the dump says why it was cut
+/// short.
+#[test]
+fn an_untraced_thread_taking_sigtrap_with_a_syscall_instruction_stops_the_capture() {
+    own_signals_case(
+        "takeover-asm",
+        &["--function", "work"],
+        10,
+        Some("the program took over SIGTRAP or the sync signal with a raw system call"),
+    );
+}
+
+/// SIGTRAP, SIGRTMIN+6 and SIGRTMIN+7 set to `SIG_IGN`, then `execv` from
+/// the traced thread during an `--all` capture: the new program raises
+/// the three and must survive (ignored dispositions survive `exec`); the
+/// engine's handlers became `SIG_DFL` instead, and it died of SIGTRAP
+/// (status 133).
+#[test]
+fn signals_ignored_by_the_program_stay_ignored_across_an_exec_during_a_capture() {
+    own_signals_case(
+        "exec-during",
+        &["--all"],
+        10,
+        Some("the program called execve"),
+    );
+}
+
+/// The same `execv` made by main after a `--function work` capture ended
+/// (the thread no longer traced: the interposed `execv` restores them).
+#[test]
+fn signals_ignored_by_the_program_stay_ignored_across_an_exec_after_a_capture() {
+    own_signals_case("exec-after", &["--function", "work"], 10, None);
+}
+
+/// `cmd` with SIGRTMIN+7 blocked from the start (inherited across exec,
+/// as from a parent that blocks it).
+fn with_rt7_blocked(mut cmd: Command) -> Command {
+    // SAFETY: sigprocmask is async-signal-safe and touches only the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGRTMIN() + 7);
+            libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// `ownsignals MODE` interrupted twice (SIGINT: natively sent to the
+/// program, captured sent to `record`, which passes it on after its stop
+/// request), in both capture modes, `runs` times each: the same output
+/// and status, and a dump cut short "interrupted (SIGINT)" (written
+/// before the second SIGINT is sent).
+fn ctrl_c_case(mode: &str, blocked: bool, runs: usize) {
+    let case = format!("own_{mode}");
+    if !gcc_or_skip(&case) {
+        return;
+    }
+    let dir = scratch(&case);
+    let program = build("tests-programs/capture/ownsignals.c", &dir);
+    let prepare = |cmd: Command| if blocked { with_rt7_blocked(cmd) } else { cmd };
+    let interrupt_twice = |r: &Running, pid: i32, dump: Option<&Path>| {
+        r.wait_for("ready\n");
+        std::thread::sleep(Duration::from_millis(200));
+        // SAFETY: kill(2) of a process this test started.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+        let start = Instant::now();
+        match dump {
+            // Not forever: a stop request that went astray never writes it.
+            Some(d) => {
+                while !d.exists() && start.elapsed() < Duration::from_secs(10) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            None => std::thread::sleep(Duration::from_millis(200)),
+        }
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    };
+    let mut plain = Command::new(&program);
+    plain.current_dir(&dir).arg(mode);
+    let r = spawn(prepare(plain), &format!("{case}: plain"));
+    interrupt_twice(&r, own_pid(&r), None);
+    let native = r.wait();
+    assert_eq!(native.status.code(), Some(0), "{}", native.stderr);
+    for extra in MODES {
+        for i in 0..runs {
+            let what = format!("{case} {extra:?}: run {i}");
+            let dump = dir.join(format!("run{i}.ccdump"));
+            let _ = std::fs::remove_file(&dump);
+            let trigger: Vec<&str> = ["--all"].iter().chain(extra.iter()).copied().collect();
+            let cmd = record(&dir, &dump, &trigger, &program, &[mode]);
+            let r = spawn(prepare(cmd), &what);
+            let pid = r.child.id() as i32;
+            interrupt_twice(&r, pid, Some(&dump));
+            let out = r.wait();
+            assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
+            assert_eq!(out.status.code(), Some(0), "{what}\n{}", out.stderr);
+            let d = load(&dump, &what, &out.stderr);
+            assert!(d.meta.instructions > 0, "{what}: an empty capture");
+            assert_eq!(
+                d.meta.cut_short.as_deref(),
+                Some("interrupted (SIGINT)"),
+                "{what}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Ctrl-C (`record` interrupted) while the program has its own handler of
+/// SIGRTMIN+7: `record`'s stop request went to the program's handler
+/// (which counted one signal it never sent) and the capture ran on. The
+/// request now reaches the library, and the program's handler sees none.
+#[test]
+fn ctrl_c_reaches_the_capture_past_the_programs_own_sigrtmin_7_handler() {
+    ctrl_c_case("stop-ctrlc", false, 3);
+}
+
+/// Ctrl-C while the program keeps SIGRTMIN+7 blocked from its start (it
+/// takes it with `sigtimedwait`): the stop request stayed pending on the
+/// program, which then took it as its own, and no dump was written. The
+/// library now takes another signal, tells `record` which, and the
+/// program finds nothing pending.
+#[test]
+fn ctrl_c_uses_another_signal_when_the_program_blocks_sigrtmin_7() {
+    ctrl_c_case("stop-wait", true, 3);
+}
+
+/// Threads with 16 KiB stacks that make a system call at their deepest
+/// point (about 11 KiB down), captured in fast mode under `ulimit -s 64`:
+/// fast mode hands a system call to the trap engine, whose signal frame
+/// landed on the thread's stack and overflowed it (status 139). Fast mode
+/// now has the engine's alternate stacks too.
+#[test]
+fn threads_with_16_kib_stacks_survive_a_fast_capture_under_ulimit_s_64() {
+    small_stack_case(
+        "small_threads_fast",
+        &["--threads", "all", "--mode", "fast"],
+        &["api", "4", "44", "syscall"],
+        20,
+        5,
+    );
+}
+
+/// A stack overflow of a thread in translated code (fast mode): the
+/// kernel could not deliver the SIGSEGV (no alternate stack), so the dump
+/// was lost; it is now written, cut short with SIGSEGV, and the program
+/// dies of it as natively.
+#[test]
+fn a_stack_overflow_in_fast_mode_keeps_the_dump() {
+    overflow_case("overflow_fast", "fast");
 }

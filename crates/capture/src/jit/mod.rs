@@ -761,6 +761,21 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
         }
         return leave(t, frame, next);
     }
+    if t.reason == 1 && crate::sigvirt::taken_over() {
+        // Checked at every full buffer: a thread not traced took SIGTRAP
+        // or the sync signal with a `syscall` of its own, so the next trap
+        // would go to the program. The capture stops; `finish` takes them
+        // back.
+        with_session(|cell| {
+            if let Some(s) = cell {
+                s.acc.set_cut_short(crate::sigvirt::TAKEN);
+            }
+        });
+        STATE.store(STOPPING, Ordering::Release);
+        flush(t);
+        wipe(t);
+        return stop(t, frame, next);
+    }
     if t.reason == 1 {
         match flush(t) {
             Replayed::Go => {
@@ -815,11 +830,13 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
     }
 }
 
-/// The thread goes on natively, untraced.
+/// The thread goes on natively, untraced (without the engine's
+/// alternate stack).
 fn leave(t: &mut Tls, frame: &mut Frame, next: u64) {
     t.target = next;
     frame.rflags &= !TF;
     deactivate(t);
+    crate::altstack::leave_now();
 }
 
 /// The thread no longer runs translated code.
