@@ -87,11 +87,15 @@ fn initial_order(ways: usize) -> u64 {
     o
 }
 
-/// A vector of `n` copies of `v`, or the allocation error.
-fn filled<T: Clone>(n: usize, v: T) -> Result<Vec<T>, TryReserveError> {
+/// A vector of `n` copies of `v`, or the allocation error; with `defer`,
+/// the room for them reserved but left empty (untouched memory: the pages
+/// are not written until [`Cache::fill_deferred`]).
+fn filled<T: Clone>(n: usize, v: T, defer: bool) -> Result<Vec<T>, TryReserveError> {
     let mut out = Vec::new();
     out.try_reserve_exact(n)?;
-    out.resize(n, v);
+    if !defer {
+        out.resize(n, v);
+    }
     Ok(out)
 }
 
@@ -168,6 +172,9 @@ pub struct Cache {
     /// The line touched last, and its index (`INVALID` when none).
     memo_line: u64,
     memo_idx: usize,
+    /// Built by [`Cache::try_new_deferred`] and not yet filled: the arrays
+    /// are reserved but empty.
+    deferred: bool,
 }
 
 impl Cache {
@@ -240,6 +247,87 @@ impl Cache {
         track_touched: bool,
         track_prefetch_ip: bool,
     ) -> Result<Cache, TryReserveError> {
+        Cache::build(
+            sets,
+            ways,
+            line_shift,
+            policy,
+            track_touched,
+            track_prefetch_ip,
+            false,
+        )
+    }
+
+    /// [`Cache::try_new`] with the arrays reserved but not yet written:
+    /// for a hierarchy whose lean engine runs first (and may never hand
+    /// over), writing every empty tag of a large last level at each start
+    /// is wasted. Nothing may use the cache before
+    /// [`Cache::fill_deferred`], which cannot fail.
+    pub(crate) fn try_new_deferred(
+        sets: u64,
+        ways: u32,
+        line_shift: u32,
+        policy: ReplacementPolicy,
+        track_touched: bool,
+        track_prefetch_ip: bool,
+    ) -> Result<Cache, TryReserveError> {
+        Cache::build(
+            sets,
+            ways,
+            line_shift,
+            policy,
+            track_touched,
+            track_prefetch_ip,
+            true,
+        )
+    }
+
+    /// Writes the empty state of a cache built by
+    /// [`Cache::try_new_deferred`] into its reserved arrays (no allocation);
+    /// nothing for any other.
+    pub(crate) fn fill_deferred(&mut self) {
+        if !self.deferred {
+            return;
+        }
+        self.deferred = false;
+        let n = self.sets as usize * self.ways;
+        let sets = self.sets as usize;
+        // Each array was reserved for exactly the length it gets here
+        // (`build`), so none of these resizes allocates.
+        self.tags.resize(n, INVALID);
+        self.flags.resize(n, 0);
+        let m = if self.ordered {
+            initial_order(self.ways)
+        } else {
+            0
+        };
+        self.meta.resize(sets, m);
+        if self.stamp.capacity() != 0 {
+            self.stamp.resize(n, 0);
+        }
+        if self.rrpv.capacity() != 0 {
+            self.rrpv.resize(n, self.rrpv_max);
+        }
+        if self.plru.capacity() != 0 {
+            self.plru.resize(sets, 0);
+        }
+        if self.touched.capacity() != 0 {
+            self.touched.resize(n, 0);
+        }
+        if self.prefetch_ip.capacity() != 0 {
+            self.prefetch_ip.resize(n, 0);
+        }
+    }
+
+    fn build(
+        sets: u64,
+        ways: u32,
+        line_shift: u32,
+        policy: ReplacementPolicy,
+        track_touched: bool,
+        track_prefetch_ip: bool,
+        defer: bool,
+    ) -> Result<Cache, TryReserveError> {
         let ways = ways as usize;
         let n = sets as usize * ways;
         let set_mask = if sets.is_power_of_two() {
@@ -251,18 +339,18 @@ impl Cache {
         let (rrpv, rrpv_max) = match policy {
             ReplacementPolicy::Srrip { bits } => {
                 let max = ((1u16 << bits) - 1) as u8;
-                (filled(n, max)?, max)
+                (filled(n, max, defer)?, max)
             }
             _ => (Vec::new(), 0),
         };
         let plru_leaves = ways.next_power_of_two();
         let plru = if policy == ReplacementPolicy::TreePlru {
-            filled(sets as usize, 0)?
+            filled(sets as usize, 0, defer)?
         } else {
             Vec::new()
         };
         let stamp = match policy {
-            ReplacementPolicy::Lru | ReplacementPolicy::Fifo if !ordered => filled(n, 0)?,
+            ReplacementPolicy::Lru | ReplacementPolicy::Fifo if !ordered => filled(n, 0, defer)?,
             _ => Vec::new(),
         };
         let rng = match policy {
@@ -277,9 +365,9 @@ impl Cache {
             _ => 1,
         };
         let meta = if ordered {
-            filled(sets as usize, initial_order(ways))?
+            filled(sets as usize, initial_order(ways), defer)?
         } else {
-            filled(sets as usize, 0)?
+            filled(sets as usize, 0, defer)?
         };
         Ok(Cache {
             ways,
@@ -289,8 +377,8 @@ impl Cache {
             policy,
             ordered,
             mru_mask: if ordered { 0xF } else { 0xFFFF },
-            tags: filled(n, INVALID)?,
-            flags: filled(n, 0)?,
+            tags: filled(n, INVALID, defer)?,
+            flags: filled(n, 0, defer)?,
             meta,
             stamp,
             rrpv,
@@ -300,17 +388,18 @@ impl Cache {
             clock: 0,
             rng,
             touched: if track_touched {
-                filled(n, 0)?
+                filled(n, 0, defer)?
             } else {
                 Vec::new()
             },
             prefetch_ip: if track_prefetch_ip {
-                filled(n, 0)?
+                filled(n, 0, defer)?
             } else {
                 Vec::new()
             },
             memo_line: INVALID,
             memo_idx: 0,
+            deferred: defer,
         })
     }
 
@@ -922,5 +1011,49 @@ mod tests {
         assert!(c.lookup(5).is_some());
         assert!(c.invalidate(5).is_some());
         assert!(c.lookup(5).is_none());
+    }
+
+    /// A cache built deferred (arrays reserved, not written) and then
+    /// filled behaves as one built whole, for every policy and both side
+    /// arrays: the same lookups, victims (with flags, bytes touched and
+    /// prefetch sites) and lines, on the same pseudo-random stream.
+    #[test]
+    fn deferred_cache_once_filled_equals_a_new_one() {
+        for policy in [
+            P::Lru,
+            P::Fifo,
+            P::TreePlru,
+            P::Random { seed: 3 },
+            P::Srrip { bits: 2 },
+        ] {
+            for ways in [1u32, 3, 8, 20] {
+                let mut a = Cache::new(5, ways, 6, policy, true, true);
+                let mut b = Cache::try_new_deferred(5, ways, 6, policy, true, true).unwrap();
+                assert!(b.tags.is_empty() && b.tags.capacity() >= 5 * ways as usize);
+                b.fill_deferred();
+                let mut x = 0x2545_f491_4f6c_dd1du64;
+                for step in 0..2000 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let line = x % 97;
+                    let (la, lb) = (a.lookup(line), b.lookup(line));
+                    assert_eq!(la, lb, "{policy:?} {ways} ways step {step}");
+                    if la.is_none() {
+                        let f = (x >> 20) as u8 & flags::DIRTY;
+                        let (ia, ea) = a.insert(line, f);
+                        let (ib, eb) = b.insert(line, f);
+                        assert_eq!((ia, ea), (ib, eb), "{policy:?} {ways} ways step {step}");
+                        a.add_touched(ia, x >> 32);
+                        b.add_touched(ib, x >> 32);
+                    }
+                }
+                let (mut la, mut lb): (Vec<u64>, Vec<u64>) =
+                    (a.lines().collect(), b.lines().collect());
+                la.sort_unstable();
+                lb.sort_unstable();
+                assert_eq!(la, lb, "{policy:?} {ways} ways");
+            }
+        }
     }
 }

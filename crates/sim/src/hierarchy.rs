@@ -87,6 +87,33 @@ impl Instance {
     }
 }
 
+/// A first-level line held by [`Hierarchy::batch_mru`]: found by its look
+/// and not changed since, with what its hits since would have written.
+#[derive(Clone, Copy)]
+struct Held {
+    /// The line, or `u64::MAX` for none (no line of an address below
+    /// `TOP_REGION` is).
+    line: u64,
+    /// Its index in the first level.
+    idx: usize,
+    /// The first-level instance.
+    inst: u16,
+    /// Flags to set (dirty, after a write).
+    dirty: u8,
+    /// Bytes touched to add.
+    touched: u64,
+}
+
+impl Held {
+    const NONE: Held = Held {
+        line: u64::MAX,
+        idx: 0,
+        inst: 0,
+        dirty: 0,
+        touched: 0,
+    };
+}
+
 /// A victim waiting to be handled after a walk: it left `path[pos]`.
 #[derive(Clone, Copy)]
 struct Pending {
@@ -144,6 +171,9 @@ pub struct Hierarchy {
     /// None of coherence, all-levels lookup, hardware prefetchers or SRRIP
     /// first levels: hits take `plain_hit`.
     plain: bool,
+    /// Not plain, but no hardware prefetcher and no SRRIP level: the batch
+    /// takes `batch_mru`.
+    mru_batch: bool,
     /// No miss classification, hardware prefetcher, exclusive level or
     /// all-levels lookup: demand accesses take `walk_simple`.
     simple_walk: bool,
@@ -397,7 +427,14 @@ impl Hierarchy {
                     };
                     let track_touched = coherent && n == 1 && l.kind != CacheKind::Instruction;
                     let track_ip = n == 1 && l.kind != CacheKind::Instruction;
-                    let cache = Cache::try_new(
+                    // On the lean engine the general caches wait, reserved
+                    // but unwritten, for a hand-over that may never come.
+                    let make = if lean && cfg.lean_shape() {
+                        Cache::try_new_deferred
+                    } else {
+                        Cache::try_new
+                    };
+                    let cache = make(
                         l.sets(),
                         l.assoc,
                         l.line_size.trailing_zeros(),
@@ -587,6 +624,11 @@ impl Hierarchy {
                     .levels
                     .iter()
                     .any(|l| l.level == 1 && matches!(l.policy, ReplacementPolicy::Srrip { .. })),
+            mru_batch: cfg.prefetchers.is_empty()
+                && !cfg
+                    .levels
+                    .iter()
+                    .any(|l| matches!(l.policy, ReplacementPolicy::Srrip { .. })),
             // Room for the victims of an access spanning 1024 lines on four
             // levels: wider ones may allocate.
             pending: Vec::with_capacity(PENDING_CAPACITY),
@@ -658,6 +700,7 @@ impl Hierarchy {
     fn leave_lean(&mut self) {
         if let Some(l) = self.lean.take() {
             for (i, x) in self.inst.iter_mut().enumerate() {
+                x.cache.fill_deferred();
                 l.install(i, &mut x.cache);
                 x.stats = l.stats(i);
                 x.hits_fast = [0; 4];
@@ -756,8 +799,200 @@ impl Hierarchy {
         let fast = self.fast[core];
         if self.plain {
             self.batch_plain(core, fast, accesses, results);
+        } else if self.mru_batch {
+            self.batch_mru(core, fast, accesses, results);
         } else {
             self.batch_general(core, accesses, results);
+        }
+    }
+
+    /// The batch loop of a configuration with coherence or all-levels
+    /// lookup (the `jaguar` shape) but no hardware prefetcher and no SRRIP
+    /// level. A demand access to one first-level line is decided here when
+    /// that line is the one its first level touched last or its set's most
+    /// recent, carries no prefetch mark, is owned alone by `core` if the
+    /// access writes (so no copy elsewhere needs invalidating), and, in
+    /// all-levels mode, is likewise the most recent line of its set at
+    /// every level below (so no level's recency changes). The state change
+    /// is [`Hierarchy::first_level_hit`]'s: the dirty bit for a write, the
+    /// bytes touched for a data access of a coherent hierarchy, a hit
+    /// counted at every level looked up. Anything else takes
+    /// [`Hierarchy::access`], which that look leaves with nothing to undo.
+    ///
+    /// Such a hit changes no recency and no ownership anywhere, and within
+    /// one core's batch nothing but a call to [`Hierarchy::access`] can
+    /// (other cores do not run): so the line found last on each side
+    /// (instruction, data) is *held*, and the next access to it is decided
+    /// by one compare, its dirty bit and bytes touched gathered in the
+    /// holder and its hits counted locally, all written back before any
+    /// such call and at the end of the batch.
+    fn batch_mru(
+        &mut self,
+        core: usize,
+        fast: [u16; 4],
+        accesses: &[Access],
+        results: &mut [AccessResult],
+    ) {
+        const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
+        // The levels below the first, per side, when every level is looked
+        // up on every access.
+        let below = |p: Path, all: bool| {
+            let mut b = [0u16; MAX_LEVELS];
+            let n = if all { p.len as usize - 1 } else { 0 };
+            b[..n].copy_from_slice(&p.inst[1..=n]);
+            (b, n)
+        };
+        let lower = [
+            below(self.ipath[core], self.all_levels),
+            below(self.dpath[core], self.all_levels),
+        ];
+        let coherent = self.coherent;
+        // Per kind: the first level's line shift (`NO_FAST` sides are never
+        // looked at).
+        let shift_of = |f: u16| {
+            if f == NO_FAST {
+                0
+            } else {
+                self.inst[usize::from(f)].cache.line_shift()
+            }
+        };
+        let (si, sd) = (shift_of(fast[0]), shift_of(fast[1]));
+        let shift = [si, sd, sd, sd];
+        // Bytes touched, as `byte_mask` for one line of the data side.
+        let (gran, in_line) = (sd.saturating_sub(6), (1u64 << sd) - 1);
+        // Per kind, the held line an access of that kind hits with one
+        // compare: the instruction side's for fetches, the data side's for
+        // reads, and for writes the data side's only if the core owns it
+        // alone (or there is no coherence). `u64::MAX` for none (no line
+        // of an address below `TOP_REGION` is).
+        let mut key = [u64::MAX; 4];
+        // The data side's held line: its index and what its hits since it
+        // was found would have written.
+        let mut held = Held::NONE;
+        // Hits decided here, by kind, counted at every level looked up.
+        let mut hits = [0u64; 4];
+        for (a, r) in accesses.iter().zip(results.iter_mut()) {
+            let k = a.kind as usize;
+            if k <= AccessKind::ReadModifyWrite as usize && a.addr < TOP_REGION {
+                let sh = shift[k];
+                let line = a.addr >> sh;
+                let end = a.addr + u64::from(a.size.saturating_sub(1));
+                if end >> sh == line {
+                    let mut hit = line == key[k];
+                    if !hit {
+                        if let Some((idx, owned)) = self.mru_look(
+                            core,
+                            fast[k],
+                            &lower[usize::from(k != 0)],
+                            k,
+                            a.addr,
+                            end,
+                            sh,
+                        ) {
+                            hit = true;
+                            if k == 0 {
+                                key[0] = line;
+                            } else {
+                                self.put_back(held);
+                                held = Held {
+                                    line,
+                                    idx,
+                                    inst: fast[k],
+                                    dirty: 0,
+                                    touched: 0,
+                                };
+                                let w = if owned { line } else { u64::MAX };
+                                key = [key[0], line, w, w];
+                            }
+                        }
+                    }
+                    if hit {
+                        if k != 0 {
+                            held.dirty |= self.fast_dirty[k];
+                            if coherent {
+                                let first = (a.addr & in_line) >> gran;
+                                let last = (end & in_line) >> gran;
+                                held.touched |= (u64::MAX >> (63 - (last - first))) << first;
+                            }
+                        }
+                        hits[k] += 1;
+                        *r = L1_HIT;
+                        continue;
+                    }
+                }
+            }
+            self.put_back(std::mem::replace(&mut held, Held::NONE));
+            key = [u64::MAX; 4];
+            *r = self.access_outlined(core, *a);
+        }
+        self.put_back(held);
+        for (k, n) in hits.into_iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            let lk = usize::from(k != 0);
+            self.inst[usize::from(fast[k])].hits_fast[k] += n;
+            let (b, len) = lower[lk];
+            for &y in &b[..len] {
+                self.inst[usize::from(y)].hits_fast[lk] += n;
+            }
+        }
+    }
+
+    /// [`Hierarchy::batch_mru`]'s look at a one-line access of kind `k` by
+    /// `core` to bytes `addr..=end` of first-level instance `f` (or
+    /// `NO_FAST`): if the access is decided there (nothing changed but
+    /// lookup memos), the line's index and whether a write to it needs no
+    /// snoop; else `None`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn mru_look(
+        &mut self,
+        core: usize,
+        f: u16,
+        lower: &([u16; MAX_LEVELS], usize),
+        k: usize,
+        addr: u64,
+        end: u64,
+        shift: u32,
+    ) -> Option<(usize, bool)> {
+        if f == NO_FAST {
+            return None;
+        }
+        let line = addr >> shift;
+        let x = &mut self.inst[usize::from(f)];
+        let idx = x.cache.lookup_mru(line)?;
+        if x.cache.flags(idx) & flags::PREFETCHED != 0 {
+            return None;
+        }
+        // Without coherence a write needs no ownership.
+        let owned = !self.coherent || self.owners.owns(line << shift, core);
+        if k >= AccessKind::Write as usize && !owned {
+            return None;
+        }
+        let (b, n) = lower;
+        for &y in &b[..*n] {
+            let y = &mut self.inst[usize::from(y)];
+            let sh = y.cache.line_shift();
+            // One line below too (narrower lines below take the walk).
+            if end >> sh != addr >> sh {
+                return None;
+            }
+            y.cache.lookup_mru(addr >> sh)?;
+        }
+        Some((idx, owned))
+    }
+
+    /// Writes a held line's gathered dirty bit and bytes touched into its
+    /// first level.
+    #[inline(always)]
+    fn put_back(&mut self, h: Held) {
+        if h.line != Held::NONE.line && (h.dirty != 0 || h.touched != 0) {
+            let c = &mut self.inst[usize::from(h.inst)].cache;
+            c.set_flags(h.idx, h.dirty);
+            if h.touched != 0 {
+                c.add_touched(h.idx, h.touched);
+            }
         }
     }
 

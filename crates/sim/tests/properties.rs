@@ -501,6 +501,90 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// The batch loop of coherent or all-levels hierarchies without
+    /// hardware prefetchers (`jaguar`'s shape) decides first-level hits
+    /// itself; it must be invisible. The truth is the same hierarchy with
+    /// miss classification on, which disables every fast path (every
+    /// access takes the full walk) and changes no result and no other
+    /// counter, fed one access at a time; the batches are cut anywhere, on
+    /// random hierarchies (sets not powers of two, 1 to 16 ways, any
+    /// policy but SRRIP's, inclusive or not, per-line or whole straddles,
+    /// 1, 2 or 4 cores) and on `jaguar`, with accesses biased to a small
+    /// working set shared by the cores so that hits, owned writes and
+    /// writes to shared lines all occur.
+    #[test]
+    fn coherent_batch_is_exact(
+        cfg in prop_oneof![
+            random_hierarchy(Inclusion::NonInclusive),
+            random_hierarchy(Inclusion::Inclusive),
+        ],
+        jaguar in any::<bool>(),
+        all_levels in any::<bool>(),
+        coherent in any::<bool>(),
+        ops in prop::collection::vec(mop(8), 1..600),
+        cuts in prop::collection::vec(1usize..40, 1..40),
+    ) {
+        let mut cfg = if jaguar { presets::jaguar() } else { cfg };
+        cfg.prefetchers.clear();
+        if !jaguar {
+            cfg.coherence = coherent;
+            cfg.lookup = if all_levels { LookupMode::AllLevels } else { LookupMode::OnMiss };
+            for l in &mut cfg.levels {
+                if matches!(l.policy, ReplacementPolicy::Srrip { .. }) {
+                    l.policy = ReplacementPolicy::Lru;
+                }
+            }
+        }
+        cfg.classify_misses = false;
+        let mut slow_cfg = cfg.clone();
+        slow_cfg.classify_misses = true;
+        let mut slow = Hierarchy::new(&slow_cfg).unwrap();
+        let mut batched = Hierarchy::new(&cfg).unwrap();
+        let accesses: Vec<(usize, Access)> = ops
+            .iter()
+            .map(|o| {
+                let a = Access::new(o.kind, o.addr % 2048, o.size.min(16)).with_ip(0x400);
+                (o.core % cfg.cores, a)
+            })
+            .collect();
+        let want: Vec<AccessResult> = accesses.iter().map(|&(c, a)| slow.access(c, a)).collect();
+        let mut got = vec![AccessResult::default(); accesses.len()];
+        let (mut i, mut j) = (0, 0);
+        while i < accesses.len() {
+            let core = accesses[i].0;
+            let limit = cuts[j % cuts.len()];
+            j += 1;
+            let mut end = i;
+            while end < accesses.len() && end - i < limit && accesses[end].0 == core {
+                end += 1;
+            }
+            let run: Vec<Access> = accesses[i..end].iter().map(|&(_, a)| a).collect();
+            batched.access_batch(core, &run, &mut got[i..end]);
+            i = end;
+        }
+        for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+            prop_assert_eq!(g, w, "access {} {:?}", n, accesses[n]);
+        }
+        let strip = |mut s: Stats| {
+            for l in &mut s.instances {
+                l.misses = MissClasses::default();
+            }
+            s
+        };
+        prop_assert_eq!(strip(batched.stats()), strip(slow.stats()));
+        prop_assert_eq!(batched.line_sharing(), slow.line_sharing());
+        for t in 0..batched.instances().len() {
+            let (mut a, mut b) = (batched.instance_lines(t), slow.instance_lines(t));
+            a.sort_unstable();
+            b.sort_unstable();
+            prop_assert_eq!(a, b, "instance {}", t);
+        }
+    }
+}
+
 /// A batch with a result buffer longer than the accesses fills only the
 /// first results; one shorter is a caller bug and panics.
 #[test]
