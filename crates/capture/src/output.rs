@@ -1,8 +1,9 @@
 //! Writing what a capture produced: the dump (with the modules mapped at
 //! the end added to those mapped at the start) and, when asked, the trace of
 //! every access (cctrace version 2 with the dump's skeleton attached, so
-//! `coldcache sim -o` can rebuild a dump from it; zstd-compressed when its
-//! name ends in `.zst`), each atomically.
+//! `coldcache sim -o` can rebuild a dump from it; always uncompressed here:
+//! the library links no compressor, and `record`/`attach` compress a
+//! trace named `.zst` once the program has written it), each atomically.
 //!
 //! A dump is never replaced silently (perf's habit): a file already at the
 //! path that this process did not write is kept as `PATH.old` first, and a
@@ -259,16 +260,6 @@ fn write_trace(
         .map_err(std::io::Error::other)?;
     w.write_all(records).map_err(std::io::Error::other)?;
     let bytes = w.finish().map_err(std::io::Error::other)?;
-    if path.extension().is_some_and(|e| e == "zst") {
-        // Traces repeat themselves (loops): zstd's fastest level shrinks a
-        // capture's trace many times over, and every reader decompresses
-        // it transparently.
-        let packed = ruzstd::encoding::compress_to_vec(
-            &bytes[..],
-            ruzstd::encoding::CompressionLevel::Fastest,
-        );
-        return write_atomically(path, &packed);
-    }
     write_atomically(path, &bytes)
 }
 

@@ -14,6 +14,7 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_RECORD",
     "COLDCACHE_CACHE_JSON",
     "COLDCACHE_CACHE_NAME",
+    "COLDCACHE_CACHE_FILE",
     "COLDCACHE_OUTPUT",
     "COLDCACHE_TRIGGER",
     "COLDCACHE_FUNCTION",
@@ -115,8 +116,24 @@ fn options_from(var: Lookup) -> Result<Option<(Options, TriggerSpec)>, String> {
     if var("COLDCACHE_RECORD").is_none() {
         return Ok(None);
     }
-    let json = var("COLDCACHE_CACHE_JSON").ok_or("COLDCACHE_CACHE_JSON is not set")?;
-    let name = var("COLDCACHE_CACHE_NAME").unwrap_or_else(|| "cache".into());
+    // `record` hands the configuration over in a file (its name on the
+    // first line, its JSON after), so that the environment, which sits at
+    // the top of the program's stack, has the same size whatever the cache:
+    // two captures with different caches see the same stack addresses.
+    let (name, json) = match var("COLDCACHE_CACHE_FILE") {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("COLDCACHE_CACHE_FILE {path}: {e}"))?;
+            let (name, json) = text.split_once('\n').ok_or_else(|| {
+                format!("COLDCACHE_CACHE_FILE {path}: expected a name line, then the JSON")
+            })?;
+            (name.to_string(), json.to_string())
+        }
+        None => (
+            var("COLDCACHE_CACHE_NAME").unwrap_or_else(|| "cache".into()),
+            var("COLDCACHE_CACHE_JSON").ok_or("COLDCACHE_CACHE_JSON is not set")?,
+        ),
+    };
     let cfg = cache_from_json(&json)?;
     let mut o = Options::new(
         cfg,

@@ -384,6 +384,15 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .tempdir()
         .context("creating a temporary directory")?;
     let manifest = manifest_dir.path().join("dumps.jsonl");
+    // The configuration goes in a file, not the environment: the
+    // environment's size moves the program's stack, and the stack must not
+    // depend on the cache simulated (docs/capture.md).
+    let cache_file = manifest_dir.path().join("cache");
+    std::fs::write(
+        &cache_file,
+        format!("{}\n{cache_json}", cache_name.replace('\n', " ")),
+    )
+    .with_context(|| format!("writing {}", cache_file.display()))?;
 
     let mut cmd = Command::new(&program);
     cmd.args(&args.program[1..]);
@@ -395,8 +404,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .env("COLDCACHE_LIB", &lib)
         .env("COLDCACHE_RECORD", "1")
         .env("COLDCACHE_QUIET", "1")
-        .env("COLDCACHE_CACHE_JSON", &cache_json)
-        .env("COLDCACHE_CACHE_NAME", &cache_name)
+        .env("COLDCACHE_CACHE_FILE", &cache_file)
         .env("COLDCACHE_OUTPUT", &output)
         .env("COLDCACHE_DUMPS", &manifest)
         .env("COLDCACHE_THREADS", &args.threads)
@@ -676,7 +684,13 @@ pub(crate) fn report_written(w: &Written, no_resolve: bool, no_sources: bool) ->
         }
     }
     for t in &w.traces {
-        eprintln!("coldcache: trace written to {}", t.display());
+        match compress_if_zst(t) {
+            Ok(()) => eprintln!("coldcache: trace written to {}", t.display()),
+            Err(e) => eprintln!(
+                "coldcache: warning: the trace {} is left uncompressed: {e:#}",
+                t.display()
+            ),
+        }
     }
     if w.dumps.len() > 1 {
         eprintln!("coldcache: {} dumps written by this run:", w.dumps.len());
@@ -685,6 +699,24 @@ pub(crate) fn report_written(w: &Written, no_resolve: bool, no_sources: bool) ->
         }
     }
     captured
+}
+
+/// Compresses the trace at `path` with zstd (fastest level) when its name
+/// ends in `.zst` and it is not compressed yet: the library, which links no
+/// compressor, writes every trace plain, and readers tell by the first
+/// bytes, so a plain trace under that name still reads. Traces repeat
+/// themselves (loops): this shrinks a capture's trace many times over.
+pub(crate) fn compress_if_zst(path: &Path) -> Result<()> {
+    if path.extension().is_none_or(|e| e != "zst") {
+        return Ok(());
+    }
+    let plain = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    if plain.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        return Ok(());
+    }
+    let packed =
+        ruzstd::encoding::compress_to_vec(&plain[..], ruzstd::encoding::CompressionLevel::Fastest);
+    crate::write_output(path, &packed)
 }
 
 /// A few lines about a dump: totals per level and where it is.

@@ -149,7 +149,7 @@ fn served(d: &Dump) -> Vec<(Side, Vec<u64>)> {
 /// `record --function frame --calls 1` (every call does the same work):
 /// instructions, and with Cachegrind's geometry (cold caches in both) the
 /// level serving every access. The program's output over the whole run is
-/// byte for byte that of a run with no attach.
+/// byte for byte that of a run with no attach. Both ran in fast mode.
 #[test]
 fn one_call_captured_by_attach_counts_as_under_record_and_the_output_is_unchanged() {
     let test = "one_call_captured_by_attach_counts_as_under_record_and_the_output_is_unchanged";
@@ -221,6 +221,18 @@ fn one_call_captured_by_attach_counts_as_under_record_and_the_output_is_unchange
     assert_eq!(a.meta.instructions, r.meta.instructions);
     assert_eq!(a.meta.trigger, "function:frame");
     assert_eq!(served(&a), served(&r));
+    // The library loaded by `dlopen` runs fast mode as a preloaded one
+    // does (its translator state is in static TLS either way).
+    for (what, d) in [("attach", &a), ("record", &r)] {
+        assert!(
+            d.meta
+                .notes
+                .iter()
+                .any(|n| n.starts_with("capture mode fast")),
+            "{what}: {:?}",
+            d.meta.notes
+        );
+    }
 }
 
 /// The system call the main thread is in, from `/proc/PID/syscall`.

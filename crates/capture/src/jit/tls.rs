@@ -1,12 +1,13 @@
 //! The translator's per-thread state, in static TLS of this library so
 //! translated code reaches it with one `fs`-relative operand (no register,
 //! no flags): glibc gives every thread its own copy, `clone` needs nothing.
+//! It is an initial-exec TLS symbol of our own (below), so that it is in
+//! static TLS also when the library is loaded by `dlopen` (`coldcache
+//! attach`).
 //!
 //! The offset of the state from the thread pointer is the same in every
 //! thread (static TLS); it is measured once per capture and checked on each
 //! thread that enters translated code.
-
-use std::cell::UnsafeCell;
 
 /// Field offsets, as the generated code addresses them.
 pub(crate) mod off {
@@ -73,38 +74,48 @@ pub(crate) struct Tls {
     pub lookup: u64,
 }
 
-thread_local! {
-    static TLS: UnsafeCell<Tls> = const {
-        UnsafeCell::new(Tls {
-            s_spill: 0,
-            rcx_spill: 0,
-            cursor: 0,
-            next: 0,
-            app_rsp: 0,
-            stack_top: 0,
-            dispatch: 0,
-            target: 0,
-            reason: 0,
-            dispatch_full: 0,
-            from: 0,
-            buf_start: 0,
-            buf_end: 0,
-            active: 0,
-            window: 0,
-            epoch: 0,
-            trap_once: 0,
-            stack_map: 0,
-            buf_map: 0,
-            tid: 0,
-            lookup: 0,
-        })
-    };
-}
+// The state is a TLS symbol of our own, reached with the initial-exec
+// model (`fs:0` plus a GOT slot the loader fills with its offset), so it
+// lives in static TLS even when the library is loaded by `dlopen`
+// (`coldcache attach`): glibc then places it in the static TLS surplus it
+// keeps for such libraries, and every thread, present or future, has it at
+// the same offset, with no allocation on first use. Rust's `thread_local!`
+// in a shared library uses the general-dynamic model, whose blocks a
+// `dlopen`ed library gets from `malloc` on a thread's first access: not in
+// static TLS, and not something a signal handler may do.
+//
+// The symbol is global (so every codegen unit's reference resolves to it)
+// and hidden (so it is not exported from the library).
+core::arch::global_asm!(
+    ".section .tbss,\"awT\",@nobits",
+    ".p2align 4",
+    ".globl coldcache_jit_tls",
+    ".hidden coldcache_jit_tls",
+    ".type coldcache_jit_tls,@object",
+    ".size coldcache_jit_tls,{size}",
+    "coldcache_jit_tls:",
+    ".zero {size}",
+    ".text",
+    size = const std::mem::size_of::<Tls>(),
+);
 
-/// The calling thread's state.
+/// The calling thread's state (all zero in a thread that never used it).
 #[inline]
 pub(crate) fn this() -> *mut Tls {
-    TLS.with(|c| c.get())
+    let p: *mut Tls;
+    // SAFETY: reads the thread pointer at fs:0 (the TCB's self pointer in
+    // every x86-64 glibc or musl thread) and adds the symbol's TLS offset
+    // from its GOT slot: the address of this thread's copy. Neither read
+    // has side effects.
+    unsafe {
+        core::arch::asm!(
+            "mov {p}, qword ptr fs:[0]",
+            "add {p}, qword ptr [rip + coldcache_jit_tls@GOTTPOFF]",
+            p = out(reg) p,
+            options(nostack, readonly),
+        )
+    };
+    p
 }
 
 /// The thread pointer (FS base) of the calling thread: glibc and musl keep
