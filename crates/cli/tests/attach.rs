@@ -180,6 +180,8 @@ fn one_call_captured_by_attach_counts_as_under_record_and_the_output_is_unchange
                 "1",
                 "--cache",
                 "cachegrind",
+                "--mode",
+                "fast",
                 "-o",
                 "a.ccdump",
             ],
