@@ -750,13 +750,15 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
         let rsp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as u64;
         match s.acc.function_entered(tid, rsp) {
             crate::account::Entry::Capture => {
-                crate::state::SELECTED
-                    .iter()
-                    .enumerate()
-                    .for_each(|(j, x)| x.store(if j == 0 { tid } else { 0 }, Ordering::Relaxed));
+                let joined = join_window(s, tid);
                 STATE.store(RUNNING, Ordering::Release);
                 set_tf(uc, true);
                 sigvirt::unblock_trap(uc);
+                // The other selected threads start as a C-API start with
+                // threads=all starts them: the sync signal sets their TF.
+                for x in crate::state::SELECTED.iter().take(joined).skip(1) {
+                    signal_thread(x.load(Ordering::Relaxed));
+                }
                 // The trap comes after the instruction at the entry runs:
                 // account for it now, from the state before it.
                 step_switched(s, uc);
@@ -770,6 +772,43 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
             crate::account::Entry::NoSlot => {}
         }
     });
+}
+
+/// A function window starts on thread `caller`: the selection becomes the
+/// caller first, then every other thread the capture's `--threads` names
+/// (all, ids, names; the writer never), each traced afresh
+/// ([`Accountant::join_window`](crate::account::Accountant::join_window)).
+/// Returns how many entries of `SELECTED` are set. Allocation-free: the
+/// threads are listed with raw system calls.
+fn join_window(s: &mut Session, caller: u32) -> usize {
+    use crate::options::Threads;
+    use crate::state::{MAX_SELECTED, SELECTED};
+    let writer = WRITER_TID.load(Ordering::Relaxed);
+    let warming = s.acc.warming(caller);
+    SELECTED[0].store(caller, Ordering::Relaxed);
+    let mut n = 1;
+    if s.window != Threads::Caller {
+        let (acc, window) = (&mut s.acc, &s.window);
+        procfs::for_each_task(|t| {
+            if t == caller || t == writer || n >= MAX_SELECTED {
+                return;
+            }
+            let wanted = match window {
+                Threads::Caller => false,
+                Threads::All => true,
+                Threads::Tids(ids) => ids.contains(&t),
+                Threads::Names(names) => procfs::thread_named(t, names),
+            };
+            if wanted && acc.join_window(t, warming) {
+                SELECTED[n].store(t, Ordering::Relaxed);
+                n += 1;
+            }
+        });
+    }
+    for x in SELECTED.iter().skip(n) {
+        x.store(0, Ordering::Relaxed);
+    }
+    n
 }
 
 /// Gets the dump of a capture that stopped inside a handler written: by the

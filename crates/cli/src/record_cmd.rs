@@ -348,11 +348,6 @@ pub fn run(args: RecordArgs) -> Result<()> {
     // The function is found now, in the program and the libraries it
     // links: a typo or a stripped binary is reported before the run.
     let function = match (&args.function, args.all) {
-        (Some(_), _) | (None, true) if args.threads == "all" => bail!(
-            "{} traces the thread that calls the function; \
-             it cannot be combined with --threads all",
-            if args.all { "--all" } else { "--function" }
-        ),
         (Some(f), _) if elf => Some(crate::record_function::resolve(
             &program,
             f,

@@ -749,6 +749,14 @@ fn restore_signals(old: &[u64; 1]) {
 /// The dispatcher's work when its table does not answer: replays, stops,
 /// translations, links (signals blocked).
 fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
+    if t.epoch == EPOCH.load(Ordering::Acquire) && state == ARMED {
+        // A function window ended on another thread (`--threads` with
+        // `--function`, more calls to come): what this thread ran in it
+        // counts, then it leaves until the next window starts it.
+        flush(t);
+        wipe(t);
+        return leave(t, frame, next);
+    }
     if t.epoch != EPOCH.load(Ordering::Acquire) || !(state == RUNNING || state == STOPPING) {
         wipe(t);
         return leave(t, frame, next);
