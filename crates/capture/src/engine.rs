@@ -1053,6 +1053,9 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                     .is_ok()
             {
                 breakpoint::replant();
+                // Other threads of the window (`--threads`) leave
+                // translated code at their next buffer check.
+                crate::jit::call_back_runners();
             } else if !more {
                 STATE.store(STOPPING, Ordering::Release);
                 finish_soon(uc, true);

@@ -478,12 +478,38 @@ pub(crate) fn finish() -> Option<FastReport> {
         // capture over and leaves.
         deactivate(t);
     }
-    // Threads looping in linked blocks never reach the dispatcher on their
-    // own: make their next buffer check fail. Every word past the block in
-    // flight (records start at the cursor, at most MAX_RECORD bytes) reads
-    // non-zero, so the next check that reaches it goes to the dispatcher,
-    // which replays the buffer and leaves.
-    for p in this_captures_runners() {
+    call_back_runners();
+    // Wait for this capture's translated threads (a thread an earlier
+    // capture left marked active never comes back through the dispatcher).
+    let running = || this_captures_runners().next().is_some();
+    let t0 = std::time::Instant::now();
+    while running() && t0.elapsed().as_millis() < 500 {
+        std::thread::yield_now();
+    }
+    FAST.store(false, Ordering::Release);
+    Some(FastReport {
+        trapped: TRAPPED.load(Ordering::Relaxed),
+        dispatches: DISPATCHES.load(Ordering::Relaxed),
+        verified: verify::take(),
+    })
+}
+
+/// Sends this capture's threads in translated code to the dispatcher at
+/// their next buffer check (the capture is finishing, or a function window
+/// ended on another thread). Threads looping in linked blocks never reach
+/// the dispatcher on their own: every word past the block in flight
+/// (records start at the cursor, at most MAX_RECORD bytes) is made to read
+/// non-zero, so the next check that reaches it goes to the dispatcher,
+/// which replays the buffer and leaves. Allocation-free (a trap handler
+/// calls it).
+pub(crate) fn call_back_runners() {
+    if !FAST.load(Ordering::Acquire) {
+        return;
+    }
+    // Not the calling thread's own buffer: it is replaying it now (or is
+    // not in translated code).
+    let me = tls::this() as u64;
+    for p in this_captures_runners().filter(|&p| p != me) {
         let field = |o: usize| crate::memory::read_word(p + o as u64);
         let (Some(cursor), Some(end)) = (
             field(core::mem::offset_of!(Tls, cursor)),
@@ -499,19 +525,6 @@ pub(crate) fn finish() -> Option<FastReport> {
             unsafe { core::ptr::write_bytes(from as *mut u8, 0xFF, (end - from) as usize) };
         }
     }
-    // Wait for this capture's translated threads (a thread an earlier
-    // capture left marked active never comes back through the dispatcher).
-    let running = || this_captures_runners().next().is_some();
-    let t0 = std::time::Instant::now();
-    while running() && t0.elapsed().as_millis() < 500 {
-        std::thread::yield_now();
-    }
-    FAST.store(false, Ordering::Release);
-    Some(FastReport {
-        trapped: TRAPPED.load(Ordering::Relaxed),
-        dispatches: DISPATCHES.load(Ordering::Relaxed),
-        verified: verify::take(),
-    })
 }
 
 /// The states of the threads in this capture's translated code. A thread
@@ -991,6 +1004,7 @@ fn replay(
                             .is_ok()
                     {
                         breakpoint::replant();
+                        call_back_runners();
                         out = Replayed::Leave;
                     } else if more {
                         out = Replayed::Leave;
