@@ -582,7 +582,15 @@ extern "C" fn on_sync(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
         // kill the process. The block becomes virtual.
         sigvirt::unblock_trap(uc);
     }
-    if on && !was_on {
+    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+    if on && !was_on && crate::jit::leaving() && on_way_out(rip) {
+        // It left translated code and is still in our code on its way
+        // out (the end of `dispatch`, the dispatcher's restore): its
+        // traps step on, uncounted, to the program's next instruction,
+        // where its tracing starts (handing it over from our code would
+        // translate our own way out and loop there forever).
+        LATE_START.with(|c| c.set(true));
+    } else if on && !was_on {
         // The trap comes after the interrupted instruction runs: account
         // for it now, from the state before it. The lock is only tried: a
         // thread interrupted while holding it (never expected) skips this
@@ -595,6 +603,20 @@ extern "C" fn on_sync(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
         });
         IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+thread_local! {
+    /// This thread was started by the sync signal on its way out of
+    /// translated code: its traps step on, uncounted, until it reaches
+    /// the program's code.
+    static LATE_START: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether `rip` is on a thread's way out of translated code: the
+/// dispatcher before its final jump, or the library's own code.
+fn on_way_out(rip: u64) -> bool {
+    crate::jit::in_dispatcher(rip)
+        || (rip >= OWN_TEXT[0].load(Ordering::Relaxed) && rip < OWN_TEXT[1].load(Ordering::Relaxed))
 }
 
 /// Whether the capture runs (a stop ends every wait for a turn).
@@ -646,6 +668,18 @@ extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::
             // A thread the dispatcher handed back: step the program
             // instruction it was jumping to.
             crate::jit::take_back(uc);
+        }
+        if LATE_START.with(|c| c.get()) {
+            let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+            if on_way_out(rip) {
+                // Started by the sync signal on its way out of translated
+                // code: step on, uncounted, to the program's instruction.
+                set_tf(uc, STATE.load(Ordering::Acquire) == RUNNING);
+                IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
+                after_trap(uc);
+                return;
+            }
+            LATE_START.with(|c| c.set(false));
         }
         let replant = REPLANT_TID.load(Ordering::Acquire);
         let state = STATE.load(Ordering::Acquire);

@@ -31,6 +31,8 @@ pub struct RecordArgs {
     output: PathBuf,
     /// Threads to trace: `all`, `caller` (the thread that starts the
     /// capture), thread ids `1234,1235`, or names `name:render,audio`.
+    /// With `--function`/`--all`: the threads traced while the function
+    /// runs on the thread that called it (chosen as each window starts).
     #[arg(long, default_value = "caller")]
     threads: String,
     /// Map a thread to a simulated core: `TID=CORE` (repeatable); other

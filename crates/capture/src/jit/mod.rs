@@ -578,6 +578,7 @@ pub(crate) fn try_hand_over(
     }
     t.cursor = t.buf_start;
     t.from = 0;
+    t.leaving = 0;
     t.next = rip;
     t.window = ready.unwrap_or(0);
     t.epoch = EPOCH.load(Ordering::Acquire);
@@ -605,9 +606,29 @@ pub(crate) fn take_back(uc: &mut libc::ucontext_t) -> bool {
         return false;
     }
     // SAFETY: this thread's own state.
-    let t = unsafe { &*tls::this() };
+    let t = unsafe { &mut *tls::this() };
+    t.leaving = 0;
     uc.uc_mcontext.gregs[libc::REG_RIP as usize] = t.target as i64;
     true
+}
+
+/// Whether the calling thread left translated code and may still be on
+/// its way out (see `Tls::leaving`).
+pub(crate) fn leaving() -> bool {
+    // SAFETY: reading a field of this thread's own state.
+    unsafe { (*tls::this()).leaving != 0 }
+}
+
+/// Whether `rip` lies in the dispatcher before its final jump: a thread
+/// that has just left translated code (its state no longer active) runs
+/// its way out there, instructions of ours, not the program's. The sync
+/// signal may start such a thread: it is stepped on, uncounted, to the
+/// final jump ([`take_back`]), never handed over from there (it would
+/// then translate our own way out and jump to the dispatcher itself,
+/// forever).
+pub(crate) fn in_dispatcher(rip: u64) -> bool {
+    let entry = DISPATCH_ENTRY.load(Ordering::Relaxed);
+    entry != 0 && rip >= entry && rip < TRAP_JMP.load(Ordering::Relaxed)
 }
 
 /// The calling thread is exiting: its buffer and dispatcher stack go.
@@ -855,6 +876,7 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
 /// alternate stack).
 fn leave(t: &mut Tls, frame: &mut Frame, next: u64) {
     t.target = next;
+    t.leaving = 1;
     frame.rflags &= !TF;
     deactivate(t);
     crate::altstack::leave_now();

@@ -71,6 +71,10 @@ pub(crate) struct Tls {
     /// The thread's lookup table (program address → code), at the bottom
     /// of its dispatcher stack mapping.
     pub lookup: u64,
+    /// The thread left translated code through the dispatcher and has not
+    /// been handed over or taken back since: it may still be on its way
+    /// out (the end of `dispatch`, the dispatcher's restore).
+    pub leaving: u64,
 }
 
 thread_local! {
@@ -97,6 +101,7 @@ thread_local! {
             buf_map: 0,
             tid: 0,
             lookup: 0,
+            leaving: 0,
         })
     };
 }
