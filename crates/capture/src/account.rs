@@ -506,6 +506,21 @@ impl Accountant {
         Entry::Capture
     }
 
+    /// A function window started on another thread: thread `tid`, selected
+    /// too, is traced afresh from its next step until the window ends
+    /// (its shadow stack seeded again, nothing pending from an earlier
+    /// window); `warming` as the caller's call. False when the slots are
+    /// full (the capture is then marked cut short).
+    pub fn join_window(&mut self, tid: u32, warming: bool) -> bool {
+        let Some(i) = self.claim(tid) else {
+            self.set_cut_short("more threads than reserved");
+            return false;
+        };
+        self.threads[i].restart(false, 0);
+        self.threads[i].warming = warming;
+        true
+    }
+
     /// One instruction of thread `tid` is about to execute at `ip`, with
     /// stack pointer `sp`, frame pointer `fp` and the rest of its state in
     /// `m`. Counts it (and what ran untraced since the previous step) and

@@ -582,7 +582,15 @@ extern "C" fn on_sync(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
         // kill the process. The block becomes virtual.
         sigvirt::unblock_trap(uc);
     }
-    if on && !was_on {
+    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+    if on && !was_on && crate::jit::leaving() && on_way_out(rip) {
+        // It left translated code and is still in our code on its way
+        // out (the end of `dispatch`, the dispatcher's restore): its
+        // traps step on, uncounted, to the program's next instruction,
+        // where its tracing starts (handing it over from our code would
+        // translate our own way out and loop there forever).
+        LATE_START.with(|c| c.set(true));
+    } else if on && !was_on {
         // The trap comes after the interrupted instruction runs: account
         // for it now, from the state before it. The lock is only tried: a
         // thread interrupted while holding it (never expected) skips this
@@ -595,6 +603,20 @@ extern "C" fn on_sync(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
         });
         IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
     }
+}
+
+thread_local! {
+    /// This thread was started by the sync signal on its way out of
+    /// translated code: its traps step on, uncounted, until it reaches
+    /// the program's code.
+    static LATE_START: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether `rip` is on a thread's way out of translated code: the
+/// dispatcher before its final jump, or the library's own code.
+fn on_way_out(rip: u64) -> bool {
+    crate::jit::in_dispatcher(rip)
+        || (rip >= OWN_TEXT[0].load(Ordering::Relaxed) && rip < OWN_TEXT[1].load(Ordering::Relaxed))
 }
 
 /// Whether the capture runs (a stop ends every wait for a turn).
@@ -646,6 +668,18 @@ extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::
             // A thread the dispatcher handed back: step the program
             // instruction it was jumping to.
             crate::jit::take_back(uc);
+        }
+        if LATE_START.with(|c| c.get()) {
+            let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+            if on_way_out(rip) {
+                // Started by the sync signal on its way out of translated
+                // code: step on, uncounted, to the program's instruction.
+                set_tf(uc, STATE.load(Ordering::Acquire) == RUNNING);
+                IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
+                after_trap(uc);
+                return;
+            }
+            LATE_START.with(|c| c.set(false));
         }
         let replant = REPLANT_TID.load(Ordering::Acquire);
         let state = STATE.load(Ordering::Acquire);
@@ -750,13 +784,15 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
         let rsp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as u64;
         match s.acc.function_entered(tid, rsp) {
             crate::account::Entry::Capture => {
-                crate::state::SELECTED
-                    .iter()
-                    .enumerate()
-                    .for_each(|(j, x)| x.store(if j == 0 { tid } else { 0 }, Ordering::Relaxed));
+                let joined = join_window(s, tid);
                 STATE.store(RUNNING, Ordering::Release);
                 set_tf(uc, true);
                 sigvirt::unblock_trap(uc);
+                // The other selected threads start as a C-API start with
+                // threads=all starts them: the sync signal sets their TF.
+                for x in crate::state::SELECTED.iter().take(joined).skip(1) {
+                    signal_thread(x.load(Ordering::Relaxed));
+                }
                 // The trap comes after the instruction at the entry runs:
                 // account for it now, from the state before it.
                 step_switched(s, uc);
@@ -770,6 +806,43 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
             crate::account::Entry::NoSlot => {}
         }
     });
+}
+
+/// A function window starts on thread `caller`: the selection becomes the
+/// caller first, then every other thread the capture's `--threads` names
+/// (all, ids, names; the writer never), each traced afresh
+/// ([`Accountant::join_window`](crate::account::Accountant::join_window)).
+/// Returns how many entries of `SELECTED` are set. Allocation-free: the
+/// threads are listed with raw system calls.
+fn join_window(s: &mut Session, caller: u32) -> usize {
+    use crate::options::Threads;
+    use crate::state::{MAX_SELECTED, SELECTED};
+    let writer = WRITER_TID.load(Ordering::Relaxed);
+    let warming = s.acc.warming(caller);
+    SELECTED[0].store(caller, Ordering::Relaxed);
+    let mut n = 1;
+    if s.window != Threads::Caller {
+        let (acc, window) = (&mut s.acc, &s.window);
+        procfs::for_each_task(|t| {
+            if t == caller || t == writer || n >= MAX_SELECTED {
+                return;
+            }
+            let wanted = match window {
+                Threads::Caller => false,
+                Threads::All => true,
+                Threads::Tids(ids) => ids.contains(&t),
+                Threads::Names(names) => procfs::thread_named(t, names),
+            };
+            if wanted && acc.join_window(t, warming) {
+                SELECTED[n].store(t, Ordering::Relaxed);
+                n += 1;
+            }
+        });
+    }
+    for x in SELECTED.iter().skip(n) {
+        x.store(0, Ordering::Relaxed);
+    }
+    n
 }
 
 /// Gets the dump of a capture that stopped inside a handler written: by the
@@ -1014,6 +1087,9 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                     .is_ok()
             {
                 breakpoint::replant();
+                // Other threads of the window (`--threads`) leave
+                // translated code at their next buffer check.
+                crate::jit::call_back_runners();
             } else if !more {
                 STATE.store(STOPPING, Ordering::Release);
                 finish_soon(uc, true);

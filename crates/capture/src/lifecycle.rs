@@ -291,6 +291,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         output: options.output.clone(),
         trace_path: options.trace.clone(),
         started: Instant::now(),
+        window: options.threads.clone(),
     });
     INSTRUCTIONS.store(0, Ordering::Relaxed);
     CAPTURE_PID.store(std::process::id(), Ordering::Relaxed);

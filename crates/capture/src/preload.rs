@@ -358,11 +358,6 @@ fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Re
             count,
             warm,
         } => (|| {
-            if o.threads == Threads::All {
-                return Err("--function traces the thread that calls the function; \
-                            it cannot be combined with --threads all"
-                    .to_string());
-            }
             let address = match &at {
                 Some((module, addr)) => runtime_address(module, *addr)?,
                 None => crate::procfs::find_function(&name)?.address,

@@ -200,6 +200,111 @@ pub fn tasks() -> Vec<u32> {
     v
 }
 
+/// Calls `f` with each thread id of this process, allocation-free and
+/// async-signal-safe (raw `openat`, `getdents64` into a stack buffer,
+/// `close`): the function trigger's breakpoint handler starts the other
+/// selected threads of a window with it.
+pub(crate) fn for_each_task(mut f: impl FnMut(u32)) {
+    // SAFETY: opening a NUL-terminated path read-only as a directory.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            c"/proc/self/task".as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    } as i32;
+    if fd < 0 {
+        return;
+    }
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: getdents64 fills at most `buf.len()` bytes of `buf` from
+        // an open directory descriptor.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        let mut off = 0usize;
+        while off + 19 <= n as usize {
+            let reclen = u16::from_ne_bytes([buf[off + 16], buf[off + 17]]) as usize;
+            if reclen == 0 || off + reclen > n as usize {
+                break;
+            }
+            let mut tid = 0u32;
+            let mut digits = 0;
+            for &c in &buf[off + 19..off + reclen] {
+                if !c.is_ascii_digit() {
+                    break;
+                }
+                tid = tid.saturating_mul(10).saturating_add(u32::from(c - b'0'));
+                digits += 1;
+            }
+            if digits > 0 {
+                f(tid);
+            }
+            off += reclen;
+        }
+    }
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::syscall(libc::SYS_close, fd) };
+}
+
+/// Whether thread `tid`'s name (`comm`) is one of `names`, allocation-free
+/// and async-signal-safe (the path and the name are read into stack
+/// buffers with raw system calls). False if the thread is gone.
+pub(crate) fn thread_named(tid: u32, names: &[String]) -> bool {
+    let mut path = [0u8; 40];
+    let prefix = b"/proc/self/task/";
+    path[..prefix.len()].copy_from_slice(prefix);
+    let mut digits = [0u8; 10];
+    let mut k = 0;
+    let mut t = tid;
+    loop {
+        digits[k] = b'0' + (t % 10) as u8;
+        k += 1;
+        t /= 10;
+        if t == 0 {
+            break;
+        }
+    }
+    let mut at = prefix.len();
+    for i in (0..k).rev() {
+        path[at] = digits[i];
+        at += 1;
+    }
+    path[at..at + 5].copy_from_slice(b"/comm");
+    // path[at + 5] is the terminating NUL (the buffer is zeroed).
+    // SAFETY: opening a NUL-terminated path in a live stack buffer.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    } as i32;
+    if fd < 0 {
+        return false;
+    }
+    let mut name = [0u8; 32];
+    // SAFETY: reading at most `name.len()` bytes into a live stack buffer,
+    // then closing the descriptor opened above.
+    let n = unsafe {
+        let n = libc::syscall(libc::SYS_read, fd, name.as_mut_ptr(), name.len());
+        libc::syscall(libc::SYS_close, fd);
+        n
+    };
+    if n <= 0 {
+        return false;
+    }
+    let mut name = &name[..n as usize];
+    if name.last() == Some(&b'\n') {
+        name = &name[..name.len() - 1];
+    }
+    names.iter().any(|w| w.as_bytes() == name)
+}
+
 /// The name (`comm`) of a thread of this process, empty if it is gone.
 pub fn thread_name(tid: u32) -> String {
     std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))

@@ -11,7 +11,7 @@
 
 use crate::account::Accountant;
 use crate::machine::XsaveLayout;
-use crate::options::{Options, Summary};
+use crate::options::{Options, Summary, Threads};
 use coldcache_dump::{Meta, Module};
 use std::cell::UnsafeCell;
 use std::path::PathBuf;
@@ -59,6 +59,9 @@ pub(crate) struct Session {
     pub output: PathBuf,
     pub trace_path: Option<PathBuf>,
     pub started: Instant,
+    /// The threads a function trigger's window traces besides the caller
+    /// (`Threads::Caller`: none), chosen when the window starts.
+    pub window: Threads,
 }
 
 struct SessionCell(UnsafeCell<Option<Box<Session>>>);

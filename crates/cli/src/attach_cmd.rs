@@ -242,9 +242,6 @@ pub fn run(args: AttachArgs) -> Result<()> {
     coldcache_capture::preload::parse_threads(&threads)
         .map_err(anyhow::Error::msg)
         .context("--threads")?;
-    if args.function.is_some() && threads == "all" {
-        bail!("--function traces the thread that calls the function; it cannot be combined with --threads all");
-    }
     for tc in &args.thread_core {
         let ok = tc
             .split_once('=')

@@ -31,6 +31,8 @@ pub struct RecordArgs {
     output: PathBuf,
     /// Threads to trace: `all`, `caller` (the thread that starts the
     /// capture), thread ids `1234,1235`, or names `name:render,audio`.
+    /// With `--function`/`--all`: the threads traced while the function
+    /// runs on the thread that called it (chosen as each window starts).
     #[arg(long, default_value = "caller")]
     threads: String,
     /// Map a thread to a simulated core: `TID=CORE` (repeatable); other
@@ -348,11 +350,6 @@ pub fn run(args: RecordArgs) -> Result<()> {
     // The function is found now, in the program and the libraries it
     // links: a typo or a stripped binary is reported before the run.
     let function = match (&args.function, args.all) {
-        (Some(_), _) | (None, true) if args.threads == "all" => bail!(
-            "{} traces the thread that calls the function; \
-             it cannot be combined with --threads all",
-            if args.all { "--all" } else { "--function" }
-        ),
         (Some(f), _) if elf => Some(crate::record_function::resolve(
             &program,
             f,

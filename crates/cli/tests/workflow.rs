@@ -368,26 +368,6 @@ fn an_unknown_function_is_refused_before_the_program_runs() {
         let out = run_with_deadline(record(&dir, &a), "stripped");
         refused_with(&out, &[says], &format!("stripped {args:?}"));
     }
-    let out = run_with_deadline(
-        record(
-            &dir,
-            &[
-                "--function",
-                "count_and_sort",
-                "--threads",
-                "all",
-                "--",
-                p,
-                "once",
-            ],
-        ),
-        "threads all",
-    );
-    refused_with(
-        &out,
-        &["cannot be combined with --threads all"],
-        "threads all",
-    );
 }
 
 /// The mangled name of the symbol of `binary` that `c++filt` demangles

@@ -478,12 +478,38 @@ pub(crate) fn finish() -> Option<FastReport> {
         // capture over and leaves.
         deactivate(t);
     }
-    // Threads looping in linked blocks never reach the dispatcher on their
-    // own: make their next buffer check fail. Every word past the block in
-    // flight (records start at the cursor, at most MAX_RECORD bytes) reads
-    // non-zero, so the next check that reaches it goes to the dispatcher,
-    // which replays the buffer and leaves.
-    for p in this_captures_runners() {
+    call_back_runners();
+    // Wait for this capture's translated threads (a thread an earlier
+    // capture left marked active never comes back through the dispatcher).
+    let running = || this_captures_runners().next().is_some();
+    let t0 = std::time::Instant::now();
+    while running() && t0.elapsed().as_millis() < 500 {
+        std::thread::yield_now();
+    }
+    FAST.store(false, Ordering::Release);
+    Some(FastReport {
+        trapped: TRAPPED.load(Ordering::Relaxed),
+        dispatches: DISPATCHES.load(Ordering::Relaxed),
+        verified: verify::take(),
+    })
+}
+
+/// Sends this capture's threads in translated code to the dispatcher at
+/// their next buffer check (the capture is finishing, or a function window
+/// ended on another thread). Threads looping in linked blocks never reach
+/// the dispatcher on their own: every word past the block in flight
+/// (records start at the cursor, at most MAX_RECORD bytes) is made to read
+/// non-zero, so the next check that reaches it goes to the dispatcher,
+/// which replays the buffer and leaves. Allocation-free (a trap handler
+/// calls it).
+pub(crate) fn call_back_runners() {
+    if !FAST.load(Ordering::Acquire) {
+        return;
+    }
+    // Not the calling thread's own buffer: it is replaying it now (or is
+    // not in translated code).
+    let me = tls::this() as u64;
+    for p in this_captures_runners().filter(|&p| p != me) {
         let field = |o: usize| crate::memory::read_word(p + o as u64);
         let (Some(cursor), Some(end)) = (
             field(core::mem::offset_of!(Tls, cursor)),
@@ -499,19 +525,6 @@ pub(crate) fn finish() -> Option<FastReport> {
             unsafe { core::ptr::write_bytes(from as *mut u8, 0xFF, (end - from) as usize) };
         }
     }
-    // Wait for this capture's translated threads (a thread an earlier
-    // capture left marked active never comes back through the dispatcher).
-    let running = || this_captures_runners().next().is_some();
-    let t0 = std::time::Instant::now();
-    while running() && t0.elapsed().as_millis() < 500 {
-        std::thread::yield_now();
-    }
-    FAST.store(false, Ordering::Release);
-    Some(FastReport {
-        trapped: TRAPPED.load(Ordering::Relaxed),
-        dispatches: DISPATCHES.load(Ordering::Relaxed),
-        verified: verify::take(),
-    })
 }
 
 /// The states of the threads in this capture's translated code. A thread
@@ -565,6 +578,7 @@ pub(crate) fn try_hand_over(
     }
     t.cursor = t.buf_start;
     t.from = 0;
+    t.leaving = 0;
     t.next = rip;
     t.window = ready.unwrap_or(0);
     t.epoch = EPOCH.load(Ordering::Acquire);
@@ -592,9 +606,29 @@ pub(crate) fn take_back(uc: &mut libc::ucontext_t) -> bool {
         return false;
     }
     // SAFETY: this thread's own state.
-    let t = unsafe { &*tls::this() };
+    let t = unsafe { &mut *tls::this() };
+    t.leaving = 0;
     uc.uc_mcontext.gregs[libc::REG_RIP as usize] = t.target as i64;
     true
+}
+
+/// Whether the calling thread left translated code and may still be on
+/// its way out (see `Tls::leaving`).
+pub(crate) fn leaving() -> bool {
+    // SAFETY: reading a field of this thread's own state.
+    unsafe { (*tls::this()).leaving != 0 }
+}
+
+/// Whether `rip` lies in the dispatcher before its final jump: a thread
+/// that has just left translated code (its state no longer active) runs
+/// its way out there, instructions of ours, not the program's. The sync
+/// signal may start such a thread: it is stepped on, uncounted, to the
+/// final jump ([`take_back`]), never handed over from there (it would
+/// then translate our own way out and jump to the dispatcher itself,
+/// forever).
+pub(crate) fn in_dispatcher(rip: u64) -> bool {
+    let entry = DISPATCH_ENTRY.load(Ordering::Relaxed);
+    entry != 0 && rip >= entry && rip < TRAP_JMP.load(Ordering::Relaxed)
 }
 
 /// The calling thread is exiting: its buffer and dispatcher stack go.
@@ -749,6 +783,14 @@ fn restore_signals(old: &[u64; 1]) {
 /// The dispatcher's work when its table does not answer: replays, stops,
 /// translations, links (signals blocked).
 fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
+    if t.epoch == EPOCH.load(Ordering::Acquire) && state == ARMED {
+        // A function window ended on another thread (`--threads` with
+        // `--function`, more calls to come): what this thread ran in it
+        // counts, then it leaves until the next window starts it.
+        flush(t);
+        wipe(t);
+        return leave(t, frame, next);
+    }
     if t.epoch != EPOCH.load(Ordering::Acquire) || !(state == RUNNING || state == STOPPING) {
         wipe(t);
         return leave(t, frame, next);
@@ -834,6 +876,7 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
 /// alternate stack).
 fn leave(t: &mut Tls, frame: &mut Frame, next: u64) {
     t.target = next;
+    t.leaving = 1;
     frame.rflags &= !TF;
     deactivate(t);
     crate::altstack::leave_now();
@@ -983,6 +1026,7 @@ fn replay(
                             .is_ok()
                     {
                         breakpoint::replant();
+                        call_back_runners();
                         out = Replayed::Leave;
                     } else if more {
                         out = Replayed::Leave;

@@ -72,6 +72,10 @@ pub(crate) struct Tls {
     /// The thread's lookup table (program address → code), at the bottom
     /// of its dispatcher stack mapping.
     pub lookup: u64,
+    /// The thread left translated code through the dispatcher and has not
+    /// been handed over or taken back since: it may still be on its way
+    /// out (the end of `dispatch`, the dispatcher's restore).
+    pub leaving: u64,
 }
 
 // The state is a TLS symbol of our own, reached with the initial-exec
