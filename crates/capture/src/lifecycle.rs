@@ -329,11 +329,59 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     Ok(selected.contains(&me))
 }
 
+/// One finish (or disarm) at a time.
+static FINISHING: Mutex<()> = Mutex::new(());
+
+/// Abandons a function capture that is armed and whose function was never
+/// entered for the window (its library is being closed): the breakpoint
+/// is removed while its code is still mapped and the session dropped,
+/// writing nothing. Returns the calls seen so far (for
+/// [`resume_calls`]), or `None` when no capture was armed (one running or
+/// finished is left alone).
+pub fn disarm() -> Option<u64> {
+    let _g = FINISHING.lock().unwrap_or_else(|e| e.into_inner());
+    if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
+        return None;
+    }
+    let mut seen = None;
+    with_session(|cell| {
+        if STATE.load(Ordering::Acquire) == ARMED {
+            STATE.store(STOPPING, Ordering::Release);
+            breakpoint::clear();
+            seen = cell.as_ref().map(|s| s.acc.calls_seen());
+        }
+    });
+    let seen = seen?;
+    crate::schedule::off();
+    while IN_HANDLER.load(Ordering::SeqCst) != 0 {
+        std::thread::yield_now();
+    }
+    let _ = crate::jit::finish();
+    let session = with_session(|cell| cell.take());
+    for s in &SELECTED {
+        s.store(0, Ordering::Relaxed);
+    }
+    ALL_THREADS.store(false, Ordering::Relaxed);
+    drop(session);
+    crate::fatal::disarm();
+    STATE.store(IDLE, Ordering::Release);
+    Some(seen)
+}
+
+/// Sets the call count of the capture just armed to `n` calls already
+/// seen (by an arming [`disarm`] abandoned).
+pub fn resume_calls(n: u64) {
+    with_session(|cell| {
+        if let Some(s) = cell {
+            s.acc.resume_calls(n);
+        }
+    });
+}
+
 /// Stops the capture (if it is still running), waits until no handler
 /// runs, and writes the dump atomically.
 pub fn finish() -> Result<Summary, CaptureError> {
-    static ONE: Mutex<()> = Mutex::new(());
-    let _g = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = FINISHING.lock().unwrap_or_else(|e| e.into_inner());
     let _me = crate::fatal::Finishing::enter();
     if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
         // A forked child: the capture (and its dump) belong to the parent.

@@ -287,3 +287,79 @@ pub unsafe extern "C" fn fexecve(
         f => around_exec(|| unsafe { std::mem::transmute::<usize, Fexec>(f)(fd, argv, envp) }),
     }
 }
+
+/// The C library's `dlopen`, resolved by the constructor
+/// ([`resolve_dlopen`]) so that [`dlopen`] can jump to it.
+static REAL_DLOPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Resolves the C library's `dlopen` (from the constructor).
+pub(crate) fn resolve_dlopen() {
+    next(&REAL_DLOPEN, c"dlopen");
+}
+
+type Dlopen = unsafe extern "C" fn(*const c_char, i32) -> *mut libc::c_void;
+type Dlclose = unsafe extern "C" fn(*mut libc::c_void) -> i32;
+
+/// `dlopen(3)`. Unless a capture waits for a library the program opens
+/// (`record --function NAME --in-dlopen`), a jump to the C library's: the
+/// loader sees the program's own return address, and so searches the
+/// caller's `RUNPATH` as natively. While one waits, [`dlopen_watched`].
+///
+/// # Safety
+/// As `dlopen(3)`.
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn dlopen(_file: *const c_char, _mode: i32) -> *mut libc::c_void {
+    core::arch::naked_asm!(
+        "cmp byte ptr [rip + {watch}], 0",
+        "jne 2f",
+        "mov rax, qword ptr [rip + {real}]",
+        "test rax, rax",
+        "jz 2f",
+        "jmp rax",
+        "2:",
+        "jmp {slow}",
+        watch = sym coldcache_capture::preload::WATCH_DLOPEN,
+        real = sym REAL_DLOPEN,
+        slow = sym dlopen_watched,
+    )
+}
+
+/// `dlopen` while a capture waits for its function's library: the C
+/// library's call, then the lookup in what it loaded
+/// (`coldcache_capture::preload::after_dlopen`), which arms the capture
+/// when the function is there.
+extern "C" fn dlopen_watched(file: *const c_char, mode: i32) -> *mut libc::c_void {
+    let f = next(&REAL_DLOPEN, c"dlopen");
+    if f == 0 {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: the C library's dlopen, with the caller's arguments.
+    let h = unsafe { std::mem::transmute::<usize, Dlopen>(f)(file, mode) };
+    if !h.is_null() && coldcache_capture::preload::WATCH_DLOPEN.load(Ordering::Acquire) {
+        coldcache_capture::preload::after_dlopen();
+    }
+    h
+}
+
+/// `dlclose(3)`: while a capture is armed in a library the program opened,
+/// its breakpoint is taken out before the library can be unmapped
+/// (`coldcache_capture::preload::around_dlclose`).
+///
+/// # Safety
+/// As `dlclose(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn dlclose(handle: *mut libc::c_void) -> i32 {
+    static F: AtomicUsize = AtomicUsize::new(0);
+    let f = next(&F, c"dlclose");
+    if f == 0 {
+        return -1;
+    }
+    // SAFETY: the C library's dlclose, with the caller's handle.
+    let call = || unsafe { std::mem::transmute::<usize, Dlclose>(f)(handle) };
+    if coldcache_capture::preload::dlclose_watched() {
+        coldcache_capture::preload::around_dlclose(call)
+    } else {
+        call()
+    }
+}
