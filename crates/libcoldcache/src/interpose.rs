@@ -7,6 +7,12 @@
 //! `SIG_IGN` of them in the kernel first, so the new program inherits it.
 //! Every other call goes to the C library (or the kernel) unchanged.
 //!
+//! `dlopen` and `dlclose` are interposed for a `--function` capture whose
+//! function is in a library the program opens later (`record
+//! --in-dlopen`): `dlopen` is a plain jump to the C library's unless such a
+//! capture waits (then the lookup follows the real call), and `dlclose`
+//! takes the capture's breakpoint out before its library can be unmapped.
+//!
 //! The library comes before the C library in the lookup order (preloaded,
 //! or linked: the C library is always last), so calls from the program
 //! and from other libraries land here. Calls the C library makes
