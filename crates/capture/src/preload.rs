@@ -391,6 +391,7 @@ fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Re
                     searched,
                     armed_in: None,
                     calls_seen: 0,
+                    pid: std::process::id(),
                 });
                 WATCHING.store(true, Ordering::Release);
                 WATCH_DLOPEN.store(true, Ordering::Release);
@@ -435,6 +436,8 @@ struct Later {
     /// Calls seen by earlier armings (the library was closed and opened
     /// again before the window).
     calls_seen: u64,
+    /// The process that waits: a child it forks does not arm the capture.
+    pid: u32,
 }
 
 static LATER: std::sync::Mutex<Option<Later>> = std::sync::Mutex::new(None);
@@ -487,7 +490,7 @@ pub fn after_dlopen() {
         WATCH_DLOPEN.store(false, Ordering::Release);
         return;
     };
-    if later.armed_in.is_some() {
+    if later.armed_in.is_some() || later.pid != std::process::id() {
         return;
     }
     let Some(found) = crate::procfs::find_function_skipping(&later.name, &mut later.searched)

@@ -294,6 +294,19 @@ pub fn find_function_skipping(
 mod tests {
     use super::*;
 
+    /// `--in-dlopen`'s lookup reads only files not searched before: a
+    /// file without the name is remembered, one with it is not.
+    #[test]
+    fn lookup_after_dlopen_skips_files_already_searched() {
+        let mut searched = std::collections::HashSet::new();
+        let found = find_function_skipping("malloc", &mut searched).expect("malloc");
+        assert!(!searched.contains(&found.module), "{found:?}");
+        assert!(find_function_skipping("no_such_function_anywhere", &mut searched).is_none());
+        // Every mapped file is now searched, the one with malloc included.
+        assert!(searched.contains(&found.module));
+        assert!(find_function_skipping("malloc", &mut searched).is_none());
+    }
+
     #[test]
     fn maps_lines_parse_including_paths_with_spaces() {
         let t = "55d0c0a00000-55d0c0a21000 r-xp 00002000 fd:01 123 /usr/bin/my prog\n\
