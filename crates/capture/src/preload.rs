@@ -530,9 +530,9 @@ pub fn dlclose_watched() -> bool {
     lock_later().is_some_and(|g| g.0.as_ref().is_some_and(|l| l.armed_in.is_some()))
 }
 
-/// Set once a capture waits for a `dlopen`: until then `dlclose` takes no
-/// lock.
-static WATCHING: AtomicBool = AtomicBool::new(false);
+/// Set once a capture waits for a `dlopen`: until then the `dlclose`
+/// interposer jumps straight to the C library's.
+pub static WATCHING: AtomicBool = AtomicBool::new(false);
 
 /// Runs the C library's `dlclose` (`call`) for a program whose capture is
 /// armed in a library it opened: the breakpoint is taken out first, while

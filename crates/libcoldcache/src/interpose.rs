@@ -298,9 +298,13 @@ pub unsafe extern "C" fn fexecve(
 /// ([`resolve_dlopen`]) so that [`dlopen`] can jump to it.
 static REAL_DLOPEN: AtomicUsize = AtomicUsize::new(0);
 
-/// Resolves the C library's `dlopen` (from the constructor).
+/// The C library's `dlclose`, resolved by the constructor.
+static REAL_DLCLOSE: AtomicUsize = AtomicUsize::new(0);
+
+/// Resolves the C library's `dlopen` and `dlclose` (from the constructor).
 pub(crate) fn resolve_dlopen() {
     next(&REAL_DLOPEN, c"dlopen");
+    next(&REAL_DLCLOSE, c"dlclose");
 }
 
 type Dlopen = unsafe extern "C" fn(*const c_char, i32) -> *mut libc::c_void;
@@ -348,16 +352,35 @@ extern "C" fn dlopen_watched(file: *const c_char, mode: i32) -> *mut libc::c_voi
     h
 }
 
-/// `dlclose(3)`: while a capture is armed in a library the program opened,
-/// its breakpoint is taken out before the library can be unmapped
-/// (`coldcache_capture::preload::around_dlclose`).
+/// `dlclose(3)`: a jump to the C library's (a capture's window that spans
+/// it counts six instructions of ours), unless a capture waits for or is
+/// armed in a library the program opened: then [`dlclose_watched`].
 ///
 /// # Safety
 /// As `dlclose(3)`.
+#[unsafe(naked)]
 #[no_mangle]
-pub unsafe extern "C" fn dlclose(handle: *mut libc::c_void) -> i32 {
-    static F: AtomicUsize = AtomicUsize::new(0);
-    let f = next(&F, c"dlclose");
+pub unsafe extern "C" fn dlclose(_handle: *mut libc::c_void) -> i32 {
+    core::arch::naked_asm!(
+        "cmp byte ptr [rip + {watch}], 0",
+        "jne 2f",
+        "mov rax, qword ptr [rip + {real}]",
+        "test rax, rax",
+        "jz 2f",
+        "jmp rax",
+        "2:",
+        "jmp {slow}",
+        watch = sym coldcache_capture::preload::WATCHING,
+        real = sym REAL_DLCLOSE,
+        slow = sym dlclose_watched,
+    )
+}
+
+/// `dlclose` while a capture waits for or is armed in a library the
+/// program opened: its breakpoint is taken out before the library can be
+/// unmapped (`coldcache_capture::preload::around_dlclose`).
+extern "C" fn dlclose_watched(handle: *mut libc::c_void) -> i32 {
+    let f = next(&REAL_DLCLOSE, c"dlclose");
     if f == 0 {
         return -1;
     }
