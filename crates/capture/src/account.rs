@@ -487,6 +487,13 @@ impl Accountant {
         self.calls_seen
     }
 
+    /// Whether a call of the window (or a warming call) was entered: the
+    /// accountant holds something a dump must keep.
+    pub fn window_entered(&self) -> bool {
+        self.func
+            .is_some_and(|calls| self.calls_seen >= calls.warm_start())
+    }
+
     /// Continues the call count of an earlier arming of the same capture
     /// (the function's library was closed and opened again): `n` calls
     /// were already seen.

@@ -332,17 +332,47 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
 /// One finish (or disarm) at a time.
 static FINISHING: Mutex<()> = Mutex::new(());
 
-/// Abandons a function capture that is armed and whose function was never
-/// entered for the window (its library is being closed): the breakpoint
-/// is removed while its code is still mapped and the session dropped,
-/// writing nothing. Returns the calls seen so far (for
-/// [`resume_calls`]), or `None` when no capture was armed (one running or
-/// finished is left alone).
-pub fn disarm() -> Option<u64> {
-    let _g = FINISHING.lock().unwrap_or_else(|e| e.into_inner());
+/// What [`disarm`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disarmed {
+    /// The armed capture was dropped; this many calls had been seen.
+    Dropped(u64),
+    /// The window (or its warming) had begun: the capture was ended there,
+    /// cut short, and its dump written.
+    Ended,
+    /// No capture of this process was armed.
+    Nothing,
+}
+
+/// Takes out a function capture's breakpoint before its code is unmapped
+/// (its library is being closed), while the code is still mapped. A
+/// capture armed whose window was not entered is dropped, writing nothing
+/// (see [`resume_calls`]); one between calls of its window (or of its
+/// warming) is ended there, cut short with `why`, and its dump written,
+/// so no captured call is lost.
+pub fn disarm(why: &'static str) -> Disarmed {
     if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
-        return None;
+        return Disarmed::Nothing;
     }
+    let entered = with_session(|cell| match cell {
+        Some(s) if STATE.load(Ordering::Acquire) == ARMED => Some(s.acc.window_entered()),
+        _ => None,
+    });
+    match entered {
+        None => return Disarmed::Nothing,
+        Some(true) => {
+            with_session(|cell| {
+                if let Some(s) = cell {
+                    s.acc.set_cut_short(why);
+                }
+            });
+            let r = finish();
+            report_async_finish(&r);
+            return Disarmed::Ended;
+        }
+        Some(false) => {}
+    }
+    let _g = FINISHING.lock().unwrap_or_else(|e| e.into_inner());
     let mut seen = None;
     with_session(|cell| {
         if STATE.load(Ordering::Acquire) == ARMED {
@@ -351,7 +381,9 @@ pub fn disarm() -> Option<u64> {
             seen = cell.as_ref().map(|s| s.acc.calls_seen());
         }
     });
-    let seen = seen?;
+    let Some(seen) = seen else {
+        return Disarmed::Nothing;
+    };
     crate::schedule::off();
     while IN_HANDLER.load(Ordering::SeqCst) != 0 {
         std::thread::yield_now();
@@ -365,7 +397,7 @@ pub fn disarm() -> Option<u64> {
     drop(session);
     crate::fatal::disarm();
     STATE.store(IDLE, Ordering::Release);
-    Some(seen)
+    Disarmed::Dropped(seen)
 }
 
 /// Sets the call count of the capture just armed to `n` calls already

@@ -539,7 +539,8 @@ pub static WATCHING: AtomicBool = AtomicBool::new(false);
 /// the code is mapped; if the library is still mapped after the call (it
 /// was opened more than once, or is needed by another), the capture is
 /// armed there again, else it waits for the next `dlopen` that brings the
-/// function back. Calls seen before count on.
+/// function back. Calls seen before count on. A capture between calls of
+/// its window (or warming) ends there instead, cut short, its dump kept.
 pub fn around_dlclose(call: impl FnOnce() -> i32) -> i32 {
     let Some(mut g) = lock_later() else {
         return call();
@@ -552,11 +553,15 @@ pub fn around_dlclose(call: impl FnOnce() -> i32) -> i32 {
         drop(g);
         return call();
     };
-    let Some(seen) = engine::disarm() else {
-        // The window ran (or runs): nothing is armed any more.
-        *g.0 = None;
-        drop(g);
-        return call();
+    let seen = match engine::disarm("the function's library was closed (dlclose)") {
+        engine::Disarmed::Dropped(seen) => seen,
+        // The window ran, runs, or was ended here with its dump: nothing
+        // is armed any more.
+        engine::Disarmed::Ended | engine::Disarmed::Nothing => {
+            *g.0 = None;
+            drop(g);
+            return call();
+        }
     };
     later.calls_seen = seen;
     later.armed_in = None;

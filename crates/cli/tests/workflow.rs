@@ -1585,7 +1585,8 @@ int main(int argc, char **argv) {
 /// instructions the assembly says (`2n + 4` for `libfn(n)`, `2n + 2` for
 /// the static `spin`), in trap and fast mode; `--call` counts on across a
 /// `dlclose` that unmaps the library and the `dlopen` that brings it back;
-/// the program's output is unchanged. Without the flag the name is refused
+/// a `dlclose` between calls of the window ends it there, cut short, with
+/// the calls captured so far; the program's output is unchanged. Without the flag the name is refused
 /// before the run (the marker file is absent), with a hint naming the flag;
 /// a name never loaded exits non-zero saying so.
 #[test]
@@ -1643,14 +1644,23 @@ fn a_function_of_a_library_opened_with_dlopen_is_captured_with_in_dlopen() {
     assert!(!marker.exists(), "the program ran");
 
     for mode in ["trap", "fast"] {
-        for (name, call, arg, expected, output) in [
-            ("libfn", "2", "once", 2 * 5000 + 4, &once),
-            ("spin", "2", "once", 2 * 5000 + 2, &once),
+        for (name, which, call, arg, expected, output) in [
+            ("libfn", "--call", "2", "once", 2 * 5000 + 4, &once),
+            ("spin", "--call", "2", "once", 2 * 5000 + 2, &once),
             // Call 3 is in the library opened again after the dlclose.
-            ("libfn", "3", "reopen", 2 * 300 + 4, &reopen),
+            ("libfn", "--call", "3", "reopen", 2 * 300 + 4, &reopen),
+            // Calls 1 and 2, then the dlclose ends the window.
+            (
+                "libfn",
+                "--calls",
+                "3",
+                "reopen",
+                2 * 1000 + 4 + 2 * 5000 + 4,
+                &reopen,
+            ),
         ] {
-            let what = format!("{mode} {name} --call {call} {arg}");
-            let dump = format!("{name}-{call}-{mode}.ccdump");
+            let what = format!("{mode} {name} {which} {call} {arg}");
+            let dump = format!("{name}{which}-{call}-{mode}.ccdump");
             let out = run_with_deadline(
                 record(
                     &dir,
@@ -1660,7 +1670,7 @@ fn a_function_of_a_library_opened_with_dlopen_is_captured_with_in_dlopen() {
                         "--function",
                         name,
                         "--in-dlopen",
-                        "--call",
+                        which,
                         call,
                         "-o",
                         &dump,
@@ -1681,6 +1691,15 @@ fn a_function_of_a_library_opened_with_dlopen_is_captured_with_in_dlopen() {
             let d = load(&dir.join(&dump));
             assert_eq!(d.meta.trigger, format!("function:{name}"), "{what}");
             assert_eq!(d.meta.instructions, expected, "{what}");
+            assert_eq!(
+                d.meta
+                    .cut_short
+                    .as_ref()
+                    .is_some_and(|c| c.contains("dlclose")),
+                which == "--calls",
+                "{what}: {:?}",
+                d.meta.cut_short
+            );
         }
     }
 
