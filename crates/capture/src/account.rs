@@ -482,6 +482,25 @@ impl Accountant {
         self.in_module(ip)
     }
 
+    /// Calls of the watched function seen so far.
+    pub fn calls_seen(&self) -> u64 {
+        self.calls_seen
+    }
+
+    /// Whether a call of the window (or a warming call) was entered: the
+    /// accountant holds something a dump must keep.
+    pub fn window_entered(&self) -> bool {
+        self.func
+            .is_some_and(|calls| self.calls_seen >= calls.warm_start())
+    }
+
+    /// Continues the call count of an earlier arming of the same capture
+    /// (the function's library was closed and opened again): `n` calls
+    /// were already seen.
+    pub fn resume_calls(&mut self, n: u64) {
+        self.calls_seen = n;
+    }
+
     /// The watched function's entry was hit by thread `tid` with stack
     /// pointer `rsp` (pointing at the return address). Counts the call and
     /// says whether it is captured; a captured call restarts the thread's

@@ -330,11 +330,91 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     Ok(selected.contains(&me))
 }
 
+/// One finish (or disarm) at a time.
+static FINISHING: Mutex<()> = Mutex::new(());
+
+/// What [`disarm`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disarmed {
+    /// The armed capture was dropped; this many calls had been seen.
+    Dropped(u64),
+    /// The window (or its warming) had begun: the capture was ended there,
+    /// cut short, and its dump written.
+    Ended,
+    /// No capture of this process was armed.
+    Nothing,
+}
+
+/// Takes out a function capture's breakpoint before its code is unmapped
+/// (its library is being closed), while the code is still mapped. A
+/// capture armed whose window was not entered is dropped, writing nothing
+/// (see [`resume_calls`]); one between calls of its window (or of its
+/// warming) is ended there, cut short with `why`, and its dump written,
+/// so no captured call is lost.
+pub fn disarm(why: &'static str) -> Disarmed {
+    if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
+        return Disarmed::Nothing;
+    }
+    let entered = with_session(|cell| match cell {
+        Some(s) if STATE.load(Ordering::Acquire) == ARMED => Some(s.acc.window_entered()),
+        _ => None,
+    });
+    match entered {
+        None => return Disarmed::Nothing,
+        Some(true) => {
+            with_session(|cell| {
+                if let Some(s) = cell {
+                    s.acc.set_cut_short(why);
+                }
+            });
+            let r = finish();
+            report_async_finish(&r);
+            return Disarmed::Ended;
+        }
+        Some(false) => {}
+    }
+    let _g = FINISHING.lock().unwrap_or_else(|e| e.into_inner());
+    let mut seen = None;
+    with_session(|cell| {
+        if STATE.load(Ordering::Acquire) == ARMED {
+            STATE.store(STOPPING, Ordering::Release);
+            breakpoint::clear();
+            seen = cell.as_ref().map(|s| s.acc.calls_seen());
+        }
+    });
+    let Some(seen) = seen else {
+        return Disarmed::Nothing;
+    };
+    crate::schedule::off();
+    while IN_HANDLER.load(Ordering::SeqCst) != 0 {
+        std::thread::yield_now();
+    }
+    let _ = crate::jit::finish();
+    let session = with_session(|cell| cell.take());
+    for s in &SELECTED {
+        s.store(0, Ordering::Relaxed);
+    }
+    ALL_THREADS.store(false, Ordering::Relaxed);
+    drop(session);
+    crate::fatal::disarm();
+    STATE.store(IDLE, Ordering::Release);
+    Disarmed::Dropped(seen)
+}
+
+/// Sets the call count of the capture just armed to `n` calls already
+/// seen (by an arming [`disarm`] abandoned).
+pub fn resume_calls(n: u64) {
+    with_session(|cell| {
+        if let Some(s) = cell {
+            s.acc.resume_calls(n);
+        }
+    });
+}
+
 /// Stops the capture (if it is still running), waits until no handler
 /// runs, and writes the dump atomically.
 pub fn finish() -> Result<Summary, CaptureError> {
-    static ONE: Mutex<()> = Mutex::new(());
-    let _g = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = FINISHING.lock().unwrap_or_else(|e| e.into_inner());
     let _me = crate::fatal::Finishing::enter();
     if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
         // A forked child: the capture (and its dump) belong to the parent.

@@ -6,6 +6,7 @@ use crate::capi;
 use crate::lifecycle as engine;
 use crate::options::{Options, Reserves, Threads, Trigger};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// Environment variables `coldcache record` sets, removed from the
 /// environment once read so that programs the target starts are not
@@ -34,6 +35,7 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_DUMPS",
     "COLDCACHE_FUNCTION_MODULE",
     "COLDCACHE_FUNCTION_ADDRESS",
+    "COLDCACHE_FUNCTION_DLOPEN",
     "COLDCACHE_PROGRESS_FILE",
     "COLDCACHE_STOP_FILE",
 ];
@@ -73,6 +75,9 @@ enum TriggerSpec {
         /// Where `coldcache record` found it before the run: the file
         /// (canonical) and the symbol's ELF address.
         at: Option<(String, u64)>,
+        /// `record --in-dlopen`: not found before the run, to be looked
+        /// for in each library the program opens with `dlopen`.
+        dlopen: bool,
         first: u64,
         count: u64,
         warm: u64,
@@ -190,6 +195,7 @@ fn options_from(var: Lookup) -> Result<Option<(Options, TriggerSpec)>, String> {
                 )),
                 _ => None,
             },
+            dlopen: var("COLDCACHE_FUNCTION_DLOPEN").is_some(),
             first: number(var, "COLDCACHE_FIRST_CALL", 1u64)?,
             count: number(var, "COLDCACHE_CALLS", 1u64)?,
             warm: match var("COLDCACHE_WARM_CALLS").as_deref() {
@@ -272,6 +278,9 @@ pub fn env_mode() -> Option<String> {
 /// the accountant's stop entries).
 pub(crate) extern "C" fn at_exit() {
     engine::finish_at_exit();
+    if !crate::output::quiet() {
+        report_never_loaded();
+    }
 }
 
 /// Reads the environment and arms the requested capture. Errors are
@@ -354,10 +363,35 @@ fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Re
         TriggerSpec::Function {
             name,
             at,
+            dlopen,
             first,
             count,
             warm,
         } => (|| {
+            if dlopen && at.is_none() {
+                let mut searched = std::collections::HashSet::new();
+                // The library itself never holds the program's function.
+                if let Some(me) = own_path() {
+                    searched.insert(me);
+                }
+                let Some(mut g) = lock_later() else {
+                    return Err("arming a capture from inside another".to_string());
+                };
+                *g.0 = Some(Later {
+                    options: o,
+                    name,
+                    first,
+                    count,
+                    warm,
+                    searched,
+                    armed_in: None,
+                    calls_seen: 0,
+                    pid: std::process::id(),
+                });
+                WATCHING.store(true, Ordering::Release);
+                WATCH_DLOPEN.store(true, Ordering::Release);
+                return Ok(());
+            }
             let address = match &at {
                 Some((module, addr)) => runtime_address(module, *addr)?,
                 None => crate::procfs::find_function(&name)?.address,
@@ -380,4 +414,174 @@ fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Re
         }
     };
     result
+}
+
+/// A `--function` capture waiting for a library the program opens with
+/// `dlopen` (`record --in-dlopen`).
+struct Later {
+    options: Options,
+    name: String,
+    first: u64,
+    count: u64,
+    warm: u64,
+    /// Mapped files already searched without a match.
+    searched: std::collections::HashSet<String>,
+    /// The file the capture is armed in (its breakpoint planted), if any.
+    armed_in: Option<String>,
+    /// Calls seen by earlier armings (the library was closed and opened
+    /// again before the window).
+    calls_seen: u64,
+    /// The process that waits: a child it forks does not arm the capture.
+    pid: u32,
+}
+
+static LATER: std::sync::Mutex<Option<Later>> = std::sync::Mutex::new(None);
+/// The thread holding [`LATER`] (0: none): arming a capture may itself
+/// open or close a library, which must not wait for the lock it holds.
+static LATER_HOLDER: AtomicU32 = AtomicU32::new(0);
+
+/// [`LATER`], locked; released (and its holder cleared) when dropped.
+struct LaterGuard(std::sync::MutexGuard<'static, Option<Later>>);
+
+impl Drop for LaterGuard {
+    fn drop(&mut self) {
+        LATER_HOLDER.store(0, Ordering::Release);
+    }
+}
+
+/// Locks [`LATER`], or `None` when this thread holds it already.
+fn lock_later() -> Option<LaterGuard> {
+    let me = crate::state::gettid();
+    if LATER_HOLDER.load(Ordering::Acquire) == me {
+        return None;
+    }
+    let g = LATER.lock().unwrap_or_else(|e| e.into_inner());
+    LATER_HOLDER.store(me, Ordering::Release);
+    Some(LaterGuard(g))
+}
+
+/// Whether the `dlopen` interposer is to call [`after_dlopen`]: a capture
+/// waits for its function's library. While it is false the interposer
+/// jumps straight to the C library's `dlopen`, so the loader sees the
+/// program's own call (the caller decides the search path: `RUNPATH`).
+pub static WATCH_DLOPEN: AtomicBool = AtomicBool::new(false);
+
+/// The canonical path of this library's own file.
+fn own_path() -> Option<String> {
+    let me = own_path as *const () as usize as u64;
+    crate::procfs::self_maps()
+        .into_iter()
+        .find(|m| m.start <= me && me < m.end && m.path.starts_with('/'))
+        .map(|m| m.path)
+}
+
+/// Called by the `dlopen` interposer after a successful `dlopen` while
+/// [`WATCH_DLOPEN`] is set: looks the waiting capture's function up (its
+/// exact symbol name, `.symtab` then `.dynsym`) in the files mapped since
+/// the last search, and arms the capture there.
+pub fn after_dlopen() {
+    let Some(mut g) = lock_later() else { return };
+    let Some(later) = g.0.as_mut() else {
+        WATCH_DLOPEN.store(false, Ordering::Release);
+        return;
+    };
+    if later.armed_in.is_some() || later.pid != std::process::id() {
+        return;
+    }
+    let Some(found) = crate::procfs::find_function_skipping(&later.name, &mut later.searched)
+    else {
+        return;
+    };
+    let mut o = later.options.clone();
+    o.trigger = Trigger::Function {
+        name: later.name.clone(),
+        address: found.address,
+        first: later.first,
+        count: later.count,
+        warm: later.warm,
+    };
+    match engine::prepare(o) {
+        Ok(_) => {
+            engine::resume_calls(later.calls_seen);
+            later.armed_in = Some(found.module);
+            WATCH_DLOPEN.store(false, Ordering::Release);
+        }
+        Err(e) => {
+            eprintln!(
+                "coldcache: not capturing {} in {}: {e}",
+                later.name, found.module
+            );
+            *g.0 = None;
+            WATCH_DLOPEN.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Whether the `dlclose` interposer must go through [`around_dlclose`].
+pub fn dlclose_watched() -> bool {
+    if !WATCHING.load(Ordering::Acquire) {
+        return false;
+    }
+    lock_later().is_some_and(|g| g.0.as_ref().is_some_and(|l| l.armed_in.is_some()))
+}
+
+/// Set once a capture waits for a `dlopen`: until then the `dlclose`
+/// interposer jumps straight to the C library's.
+pub static WATCHING: AtomicBool = AtomicBool::new(false);
+
+/// Runs the C library's `dlclose` (`call`) for a program whose capture is
+/// armed in a library it opened: the breakpoint is taken out first, while
+/// the code is mapped; if the library is still mapped after the call (it
+/// was opened more than once, or is needed by another), the capture is
+/// armed there again, else it waits for the next `dlopen` that brings the
+/// function back. Calls seen before count on. A capture between calls of
+/// its window (or warming) ends there instead, cut short, its dump kept.
+pub fn around_dlclose(call: impl FnOnce() -> i32) -> i32 {
+    let Some(mut g) = lock_later() else {
+        return call();
+    };
+    let Some(later) = g.0.as_mut() else {
+        drop(g);
+        return call();
+    };
+    let Some(module) = later.armed_in.clone() else {
+        drop(g);
+        return call();
+    };
+    let seen = match engine::disarm("the function's library was closed (dlclose)") {
+        engine::Disarmed::Dropped(seen) => seen,
+        // The window ran, runs, or was ended here with its dump: nothing
+        // is armed any more.
+        engine::Disarmed::Ended | engine::Disarmed::Nothing => {
+            *g.0 = None;
+            drop(g);
+            return call();
+        }
+    };
+    later.calls_seen = seen;
+    later.armed_in = None;
+    later.searched.remove(&module);
+    let r = call();
+    // SAFETY: errno of this thread, kept across the lookup.
+    let e = unsafe { *libc::__errno_location() };
+    drop(g);
+    WATCH_DLOPEN.store(true, Ordering::Release);
+    // Still mapped: armed again at once; else at a later dlopen.
+    after_dlopen();
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = e };
+    r
+}
+
+/// At exit, a capture still waiting for its function's library (never
+/// loaded) says so on standard error (`record` says it itself).
+fn report_never_loaded() {
+    let Some(g) = lock_later() else { return };
+    if let Some(l) = g.0.as_ref().filter(|l| l.armed_in.is_none()) {
+        eprintln!(
+            "coldcache: --function {}: no library the program opened with dlopen defines it \
+             (it was never loaded); no capture was made",
+            l.name
+        );
+    }
 }

@@ -340,22 +340,41 @@ pub struct FoundSymbol {
 /// Finds a function by (mangled or plain) name in the mapped ELF files,
 /// main executable first. Returns its runtime address.
 pub fn find_function(name: &str) -> Result<FoundSymbol, String> {
+    find_function_skipping(name, &mut std::collections::HashSet::new()).ok_or_else(|| {
+        format!(
+            "no function named `{name}` in the symbol tables of the program or its libraries \
+             (a stripped binary, or a C++/Rust name that needs its mangled form?)"
+        )
+    })
+}
+
+/// Finds a function by its exact symbol name (`.symtab`, so static
+/// functions too, then `.dynsym`) in the mapped ELF files not in
+/// `searched`; every file searched without a match is added to it, so a
+/// later call (after a `dlopen`) reads only the files mapped since.
+pub fn find_function_skipping(
+    name: &str,
+    searched: &mut std::collections::HashSet<String>,
+) -> Option<FoundSymbol> {
     let maps = self_maps();
     let mut seen = std::collections::HashSet::new();
     for m in &maps {
-        if !m.path.starts_with('/') || !seen.insert(m.path.clone()) {
+        if !m.path.starts_with('/') || searched.contains(&m.path) || !seen.insert(m.path.clone()) {
             continue;
         }
         let Ok(data) = std::fs::read(&m.path) else {
+            searched.insert(m.path.clone());
             continue;
         };
         let Ok(file) = object::File::parse(&*data) else {
+            searched.insert(m.path.clone());
             continue;
         };
         let found = file.symbols().chain(file.dynamic_symbols()).find(|s| {
             s.is_definition() && s.kind() == object::SymbolKind::Text && s.name() == Ok(name)
         });
         let Some(sym) = found else {
+            searched.insert(m.path.clone());
             continue;
         };
         // Load bias (`coldcache_fsio::elf`) from the file's executable
@@ -368,20 +387,30 @@ pub fn find_function(name: &str) -> Result<FoundSymbol, String> {
         else {
             continue;
         };
-        return Ok(FoundSymbol {
+        return Some(FoundSymbol {
             address: sym.address().wrapping_add(bias),
             module: m.path.clone(),
         });
     }
-    Err(format!(
-        "no function named `{name}` in the symbol tables of the program or its libraries \
-         (a stripped binary, or a C++/Rust name that needs its mangled form?)"
-    ))
+    None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--in-dlopen`'s lookup reads only files not searched before: a
+    /// file without the name is remembered, one with it is not.
+    #[test]
+    fn lookup_after_dlopen_skips_files_already_searched() {
+        let mut searched = std::collections::HashSet::new();
+        let found = find_function_skipping("malloc", &mut searched).expect("malloc");
+        assert!(!searched.contains(&found.module), "{found:?}");
+        assert!(find_function_skipping("no_such_function_anywhere", &mut searched).is_none());
+        // Every mapped file is now searched, the one with malloc included.
+        assert!(searched.contains(&found.module));
+        assert!(find_function_skipping("malloc", &mut searched).is_none());
+    }
 
     #[test]
     fn maps_lines_parse_including_paths_with_spaces() {

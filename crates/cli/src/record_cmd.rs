@@ -47,6 +47,12 @@ pub struct RecordArgs {
     /// (`count_and_sort*`); unknown or ambiguous names are refused.
     #[arg(long, value_name = "SYMBOL", conflicts_with_all = ["signal", "all"])]
     function: Option<String>,
+    /// With --function: a name not found in the program or the libraries
+    /// it links is looked for (its exact symbol name, static functions
+    /// included) in each library the program opens with `dlopen`, and the
+    /// breakpoint planted there when it is loaded.
+    #[arg(long, requires = "function")]
+    in_dlopen: bool,
     /// With --function: capture only the Nth call (1-based).
     #[arg(
         long,
@@ -350,17 +356,25 @@ pub fn run(args: RecordArgs) -> Result<()> {
     // The function is found now, in the program and the libraries it
     // links: a typo or a stripped binary is reported before the run.
     let function = match (&args.function, args.all) {
-        (Some(f), _) if elf => Some(crate::record_function::resolve(
-            &program,
-            f,
-            "--function",
-            &lib,
-        )?),
-        (None, true) if elf => Some(crate::record_function::resolve(
-            &program, "main", "--all", &lib,
-        )?),
+        (Some(f), _) if elf => {
+            crate::record_function::resolve(&program, f, "--function", &lib, args.in_dlopen)?
+        }
+        (None, true) if elf => {
+            crate::record_function::resolve(&program, "main", "--all", &lib, false)?
+        }
         _ => None,
     };
+    // `--in-dlopen` and a name found nowhere before the run: the library
+    // looks for it at each dlopen.
+    let later = args.in_dlopen && elf && function.is_none();
+    if later {
+        eprintln!(
+            "coldcache: warning: --function {}: not in {} or the libraries it links; it will \
+             be looked for in each library the program opens with dlopen",
+            args.function.as_deref().unwrap_or_default(),
+            program.display()
+        );
+    }
     if let Some(note) = function.as_ref().and_then(|f| f.note.as_deref()) {
         eprintln!("coldcache: {note}");
     }
@@ -462,6 +476,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
             }
             cmd.env("COLDCACHE_WARM_CALLS", w);
         }
+        if later {
+            cmd.env("COLDCACHE_FUNCTION_DLOPEN", "1");
+        }
         cmd.env("COLDCACHE_FUNCTION", f)
             .env("COLDCACHE_FIRST_CALL", first.to_string())
             .env("COLDCACHE_CALLS", count.to_string());
@@ -550,6 +567,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
                 .map(|(asked, kept)| format!("{} kept in {}", asked.display(), kept.display()))
                 .collect::<Vec<_>>()
                 .join(", ")
+        ),
+        Some(0) if later && !captured && written.dumps.is_empty() => bail!(
+            "no capture was made: --function {} was never loaded (no library the program \
+             opened with dlopen defines it); nothing was written to {}",
+            args.function.as_deref().unwrap_or_default(),
+            output.display()
         ),
         Some(0) if !captured => bail!(
             "no capture was made ({}); {}",

@@ -11,9 +11,11 @@
 //! its breakpoint at the function found here (file and ELF address), not
 //! at whatever a second lookup by name would find.
 //!
-//! Functions of libraries the program opens later with `dlopen` cannot be
-//! named: the capture is armed before `main`, when only the linked
-//! libraries are loaded. The refusal says so.
+//! A function of a library the program opens later with `dlopen` is not
+//! among these: the refusal names `--in-dlopen`, with which a name found
+//! nowhere here is handed to the library, which looks it up (its exact
+//! symbol name) in each library the program opens ([`resolve`] returns
+//! `None` then, and `record` warns).
 
 use anyhow::{bail, Context, Result};
 use coldcache_symbols::functions::{
@@ -104,7 +106,16 @@ pub fn linked_files(program: &Path) -> Result<Vec<PathBuf>> {
 
 /// Resolves `query` in `program` and the libraries it links but
 /// `libcoldcache` (the capture's own code, never a function to capture).
-pub fn resolve(program: &Path, query: &str, option: &str, libcoldcache: &Path) -> Result<Resolved> {
+/// With `in_dlopen`, a name found nowhere there is `Ok(None)`: it is to be
+/// looked for in the libraries the program opens with `dlopen`, by its
+/// exact symbol name, so a wildcard or a demangled name is refused.
+pub fn resolve(
+    program: &Path,
+    query: &str,
+    option: &str,
+    libcoldcache: &Path,
+    in_dlopen: bool,
+) -> Result<Option<Resolved>> {
     let files: Vec<FileFunctions> = linked_files(program)?
         .iter()
         .filter(|p| p.as_path() != libcoldcache)
@@ -117,7 +128,18 @@ pub fn resolve(program: &Path, query: &str, option: &str, libcoldcache: &Path) -
             Err(_) => None,
         })
         .collect::<Result<_, _>>()?;
-    decide(&files, query, option)
+    if in_dlopen && find_function(&files, query).is_empty() {
+        if query.contains(['*', '?', '(', ' ']) || query.contains("::") {
+            bail!(
+                "{option} {query} --in-dlopen: no function of that name in {} or the libraries \
+                 it links, and a function of a library opened later is looked up by its exact \
+                 symbol name (a C name, or a C++/Rust mangled name): no wildcard, no demangled name",
+                program.display()
+            );
+        }
+        return Ok(None);
+    }
+    decide(&files, query, option, true).map(Some)
 }
 
 /// `attach --function`: the function named `query` among `files`, the
@@ -133,11 +155,17 @@ pub fn resolve_in_files(files: &[PathBuf], query: &str, option: &str) -> Result<
             Err(_) => None,
         })
         .collect::<Result<_, _>>()?;
-    decide(&files, query, option)
+    decide(&files, query, option, false)
 }
 
-/// The choice among `files` (program first) for `query`, or the refusal.
-fn decide(files: &[FileFunctions], query: &str, option: &str) -> Result<Resolved> {
+/// The choice among `files` (program first) for `query`, or the refusal;
+/// `before_run`: `record`'s (whose refusal names `--in-dlopen`).
+fn decide(
+    files: &[FileFunctions],
+    query: &str,
+    option: &str,
+    before_run: bool,
+) -> Result<Resolved> {
     let candidates = find_function(files, query);
     let name = |c: &Candidate| files[c.file].path.display().to_string();
     let describe = |c: &Candidate| {
@@ -149,7 +177,7 @@ fn decide(files: &[FileFunctions], query: &str, option: &str) -> Result<Resolved
     };
     let Some(chosen) = choose(&candidates) else {
         if candidates.is_empty() {
-            bail!("{}", not_found(files, query, option));
+            bail!("{}", not_found(files, query, option, before_run));
         }
         let mut list: Vec<String> = candidates
             .iter()
@@ -194,8 +222,9 @@ fn decide(files: &[FileFunctions], query: &str, option: &str) -> Result<Resolved
 }
 
 /// The refusal of a name nothing matches: where it was looked for, why
-/// a stripped program hides it, suggestions, and the dlopen case.
-fn not_found(files: &[FileFunctions], query: &str, option: &str) -> String {
+/// a stripped program hides it, suggestions, and (`before_run`) the
+/// dlopen case.
+fn not_found(files: &[FileFunctions], query: &str, option: &str, before_run: bool) -> String {
     let program = &files[0];
     let mut msg = format!(
         "{option} {query}: no function of that name in {} or the {} libraries it links",
@@ -244,9 +273,13 @@ fn not_found(files: &[FileFunctions], query: &str, option: &str) -> String {
     if !msg.ends_with('?') {
         msg.push('.');
     }
-    msg += " A function of a library the program opens with dlopen cannot be named: \
-            the capture is armed before main, when only linked libraries are loaded \
-            (start it from the program with the C API instead, include/coldcache.h)";
+    if before_run {
+        msg += &format!(
+            " If {query} is in a library the program opens later with dlopen, add \
+             --in-dlopen: it is then looked for (its exact symbol name) in each library \
+             the program opens"
+        );
+    }
     msg
 }
 
@@ -287,19 +320,21 @@ mod tests {
             ),
             file("/lib/libc.so.6", true, &[("qsort", "qsort", 0x1000)]),
         ];
-        let e = decide(&files, "count_and_srot", "--function")
+        let e = decide(&files, "count_and_srot", "--function", true)
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("did you mean `count_and_sort`? A function"),
+            e.contains("did you mean `count_and_sort`? If count_and_srot is in a library"),
             "{e}"
         );
         assert!(e.contains("/p/prog has no symbol table"), "{e}");
         assert!(e.contains("the 1 libraries it links"), "{e}");
-        assert!(e.contains("dlopen"), "{e}");
-        let e = decide(&files, "dto", "--function").unwrap_err().to_string();
+        assert!(e.contains("add --in-dlopen"), "{e}");
+        let e = decide(&files, "dto", "--function", true)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("did you mean `geo::Vec2::dot`?"), "{e}");
-        let r = decide(&files, "Vec2::dot", "--function").unwrap();
+        let r = decide(&files, "Vec2::dot", "--function", true).unwrap();
         assert_eq!(
             (r.raw.as_str(), r.address),
             ("_ZN3geo4Vec23dotERKS0_", 0x30)
@@ -311,11 +346,13 @@ mod tests {
                  [_ZN3geo4Vec23dotERKS0_] in /p/prog"
             )
         );
-        assert!(decide(&files, "qsort", "--function")
+        assert!(decide(&files, "qsort", "--function", true)
             .unwrap()
             .note
             .is_none());
-        let e = decide(&files, "*o*", "--function").unwrap_err().to_string();
+        let e = decide(&files, "*o*", "--function", true)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("3 functions match"), "{e}");
     }
 }

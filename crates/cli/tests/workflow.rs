@@ -1510,3 +1510,206 @@ fn demo_says_what_it_builds_and_ends_with_the_next_steps() {
         "demo.sh builds without saying so"
     );
 }
+
+/// The library of [`a_function_of_a_library_opened_with_dlopen_is_captured_with_in_dlopen`]:
+/// `spin` (a static function: in `.symtab` only) runs `2n + 2`
+/// instructions (`mov`, `n` times `dec`+`jnz`, `ret`), `libfn(n)` calls it:
+/// `2n + 4`. Written in assembly so the counts hold whatever the compiler.
+const DLOPEN_LIB: &str = r#"
+__asm__(".text\n"
+        ".type spin,@function\n"
+        "spin:\n mov %rdi,%rax\n1:\n dec %rax\n jnz 1b\n ret\n"
+        ".size spin,.-spin\n"
+        ".globl libfn\n.type libfn,@function\n"
+        "libfn:\n call spin\n ret\n"
+        ".size libfn,.-libfn\n");
+"#;
+
+/// The program: writes a marker file (it ran), opens `./libdl1.so`, calls
+/// `libfn(1000)` and `libfn(5000)`; with `reopen`, closes the library,
+/// checks it is unmapped, opens it again and calls `libfn(300)`.
+const DLOPEN_PROG: &str = r#"
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+typedef void (*fn)(long);
+static fn load(void **h) {
+    *h = dlopen("./libdl1.so", RTLD_NOW);
+    if (!*h) { fprintf(stderr, "%s\n", dlerror()); return 0; }
+    return (fn)dlsym(*h, "libfn");
+}
+int main(int argc, char **argv) {
+    FILE *m = fopen("ran", "w");
+    if (m) fclose(m);
+    void *h;
+    fn f = load(&h);
+    if (!f) return 2;
+    f(1000);
+    f(5000);
+    printf("called twice\n");
+    if (argc > 1 && strcmp(argv[1], "reopen") == 0) {
+        dlclose(h);
+        printf("%s\n", dlopen("./libdl1.so", RTLD_NOW | RTLD_NOLOAD) ? "still loaded" : "unloaded");
+        f = load(&h);
+        if (!f) return 2;
+        f(300);
+        printf("called again\n");
+    }
+    return 0;
+}
+"#;
+
+/// Issue 18: a function of a library the program opens later with `dlopen`
+/// was refused. With `--in-dlopen` it is looked up at each `dlopen` (its
+/// exact name, a static function too) and the window counts the
+/// instructions the assembly says (`2n + 4` for `libfn(n)`, `2n + 2` for
+/// the static `spin`), in trap and fast mode; `--call` counts on across a
+/// `dlclose` that unmaps the library and the `dlopen` that brings it back;
+/// a `dlclose` between calls of the window ends it there, cut short, with
+/// the calls captured so far; the program's output is unchanged. Without the flag the name is refused
+/// before the run (the marker file is absent), with a hint naming the flag;
+/// a name never loaded exits non-zero saying so.
+#[test]
+fn a_function_of_a_library_opened_with_dlopen_is_captured_with_in_dlopen() {
+    if !gcc_or_skip("a_function_of_a_library_opened_with_dlopen_is_captured_with_in_dlopen") {
+        return;
+    }
+    let dir = scratch("in_dlopen");
+    std::fs::write(dir.join("l.c"), DLOPEN_LIB).unwrap();
+    std::fs::write(dir.join("m.c"), DLOPEN_PROG).unwrap();
+    for args in [
+        &["-shared", "-fPIC", "-o", "libdl1.so", "l.c"][..],
+        &["-O1", "-o", "m", "m.c", "-ldl"][..],
+    ] {
+        assert!(Command::new("gcc")
+            .args(args)
+            .current_dir(&dir)
+            .status()
+            .unwrap()
+            .success());
+    }
+    let native = |arg: &str| {
+        let mut c = Command::new(dir.join("m"));
+        c.current_dir(&dir).arg(arg);
+        let out = run_with_deadline(c, "native");
+        assert!(out.status.success());
+        text(&out.stdout)
+    };
+    let once = native("once");
+    let reopen = native("reopen");
+    assert_eq!(reopen, "called twice\nunloaded\ncalled again\n");
+    let marker = dir.join("ran");
+
+    // Without the flag: refused before the run, the flag named.
+    let _ = std::fs::remove_file(&marker);
+    let out = run_with_deadline(
+        record(&dir, &["--function", "libfn", "--call", "2", "--", "./m"]),
+        "without --in-dlopen",
+    );
+    refused_with(
+        &out,
+        &[
+            "--function libfn: no function of that name",
+            "add --in-dlopen",
+        ],
+        "without --in-dlopen",
+    );
+    assert!(!marker.exists(), "the program ran");
+    // A wildcard cannot be looked up at load time: refused too.
+    let out = run_with_deadline(
+        record(&dir, &["--function", "lib*", "--in-dlopen", "--", "./m"]),
+        "wildcard",
+    );
+    refused_with(&out, &["exact symbol name"], "wildcard");
+    assert!(!marker.exists(), "the program ran");
+
+    for mode in ["trap", "fast"] {
+        for (name, which, call, arg, expected, output) in [
+            ("libfn", "--call", "2", "once", 2 * 5000 + 4, &once),
+            ("spin", "--call", "2", "once", 2 * 5000 + 2, &once),
+            // Call 3 is in the library opened again after the dlclose.
+            ("libfn", "--call", "3", "reopen", 2 * 300 + 4, &reopen),
+            // Calls 1 and 2, then the dlclose ends the window.
+            (
+                "libfn",
+                "--calls",
+                "3",
+                "reopen",
+                2 * 1000 + 4 + 2 * 5000 + 4,
+                &reopen,
+            ),
+        ] {
+            let what = format!("{mode} {name} {which} {call} {arg}");
+            let dump = format!("{name}{which}-{call}-{mode}.ccdump");
+            let out = run_with_deadline(
+                record(
+                    &dir,
+                    &[
+                        "--mode",
+                        mode,
+                        "--function",
+                        name,
+                        "--in-dlopen",
+                        which,
+                        call,
+                        "-o",
+                        &dump,
+                        "--",
+                        "./m",
+                        arg,
+                    ],
+                ),
+                &what,
+            );
+            let err = text(&out.stderr);
+            assert!(out.status.success(), "{what}: {err}");
+            assert!(
+                err.contains("will be looked for in each library the program opens with dlopen"),
+                "{what}: {err}"
+            );
+            assert_eq!(&text(&out.stdout), output, "{what}");
+            let d = load(&dir.join(&dump));
+            assert_eq!(d.meta.trigger, format!("function:{name}"), "{what}");
+            assert_eq!(d.meta.instructions, expected, "{what}");
+            assert_eq!(
+                d.meta
+                    .cut_short
+                    .as_ref()
+                    .is_some_and(|c| c.contains("dlclose")),
+                which == "--calls",
+                "{what}: {:?}",
+                d.meta.cut_short
+            );
+        }
+    }
+
+    // A name no library defines: the run goes on, then a non-zero exit.
+    let out = run_with_deadline(
+        record(
+            &dir,
+            &[
+                "--function",
+                "nosuch",
+                "--in-dlopen",
+                "-o",
+                "n.ccdump",
+                "--",
+                "./m",
+                "once",
+            ],
+        ),
+        "never loaded",
+    );
+    let err = text(&out.stderr);
+    assert_eq!(
+        text(&out.stdout),
+        once,
+        "never loaded: the program's output"
+    );
+    assert!(!out.status.success(), "never loaded: exit 0\n{err}");
+    assert!(
+        err.contains("no capture was made: --function nosuch was never loaded"),
+        "{err}"
+    );
+    assert!(!dir.join("n.ccdump").exists());
+}

@@ -7,6 +7,12 @@
 //! `SIG_IGN` of them in the kernel first, so the new program inherits it.
 //! Every other call goes to the C library (or the kernel) unchanged.
 //!
+//! `dlopen` and `dlclose` are interposed for a `--function` capture whose
+//! function is in a library the program opens later (`record
+//! --in-dlopen`): `dlopen` is a plain jump to the C library's unless such a
+//! capture waits (then the lookup follows the real call), and `dlclose`
+//! takes the capture's breakpoint out before its library can be unmapped.
+//!
 //! The library comes before the C library in the lookup order (preloaded,
 //! or linked: the C library is always last), so calls from the program
 //! and from other libraries land here. Calls the C library makes
@@ -285,5 +291,104 @@ pub unsafe extern "C" fn fexecve(
         0 => enosys(),
         // SAFETY: the C library's fexecve, with the caller's arguments.
         f => around_exec(|| unsafe { std::mem::transmute::<usize, Fexec>(f)(fd, argv, envp) }),
+    }
+}
+
+/// The C library's `dlopen`, resolved by the constructor
+/// ([`resolve_dlopen`]) so that [`dlopen`] can jump to it.
+static REAL_DLOPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// The C library's `dlclose`, resolved by the constructor.
+static REAL_DLCLOSE: AtomicUsize = AtomicUsize::new(0);
+
+/// Resolves the C library's `dlopen` and `dlclose` (from the constructor).
+pub(crate) fn resolve_dlopen() {
+    next(&REAL_DLOPEN, c"dlopen");
+    next(&REAL_DLCLOSE, c"dlclose");
+}
+
+type Dlopen = unsafe extern "C" fn(*const c_char, i32) -> *mut libc::c_void;
+type Dlclose = unsafe extern "C" fn(*mut libc::c_void) -> i32;
+
+/// `dlopen(3)`. Unless a capture waits for a library the program opens
+/// (`record --function NAME --in-dlopen`), a jump to the C library's: the
+/// loader sees the program's own return address, and so searches the
+/// caller's `RUNPATH` as natively. While one waits, [`dlopen_watched`].
+///
+/// # Safety
+/// As `dlopen(3)`.
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn dlopen(_file: *const c_char, _mode: i32) -> *mut libc::c_void {
+    core::arch::naked_asm!(
+        "cmp byte ptr [rip + {watch}], 0",
+        "jne 2f",
+        "mov rax, qword ptr [rip + {real}]",
+        "test rax, rax",
+        "jz 2f",
+        "jmp rax",
+        "2:",
+        "jmp {slow}",
+        watch = sym coldcache_capture::preload::WATCH_DLOPEN,
+        real = sym REAL_DLOPEN,
+        slow = sym dlopen_watched,
+    )
+}
+
+/// `dlopen` while a capture waits for its function's library: the C
+/// library's call, then the lookup in what it loaded
+/// (`coldcache_capture::preload::after_dlopen`), which arms the capture
+/// when the function is there.
+extern "C" fn dlopen_watched(file: *const c_char, mode: i32) -> *mut libc::c_void {
+    let f = next(&REAL_DLOPEN, c"dlopen");
+    if f == 0 {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: the C library's dlopen, with the caller's arguments.
+    let h = unsafe { std::mem::transmute::<usize, Dlopen>(f)(file, mode) };
+    if !h.is_null() && coldcache_capture::preload::WATCH_DLOPEN.load(Ordering::Acquire) {
+        coldcache_capture::preload::after_dlopen();
+    }
+    h
+}
+
+/// `dlclose(3)`: a jump to the C library's (a capture's window that spans
+/// it counts six instructions of ours), unless a capture waits for or is
+/// armed in a library the program opened: then [`dlclose_watched`].
+///
+/// # Safety
+/// As `dlclose(3)`.
+#[unsafe(naked)]
+#[no_mangle]
+pub unsafe extern "C" fn dlclose(_handle: *mut libc::c_void) -> i32 {
+    core::arch::naked_asm!(
+        "cmp byte ptr [rip + {watch}], 0",
+        "jne 2f",
+        "mov rax, qword ptr [rip + {real}]",
+        "test rax, rax",
+        "jz 2f",
+        "jmp rax",
+        "2:",
+        "jmp {slow}",
+        watch = sym coldcache_capture::preload::WATCHING,
+        real = sym REAL_DLCLOSE,
+        slow = sym dlclose_watched,
+    )
+}
+
+/// `dlclose` while a capture waits for or is armed in a library the
+/// program opened: its breakpoint is taken out before the library can be
+/// unmapped (`coldcache_capture::preload::around_dlclose`).
+extern "C" fn dlclose_watched(handle: *mut libc::c_void) -> i32 {
+    let f = next(&REAL_DLCLOSE, c"dlclose");
+    if f == 0 {
+        return -1;
+    }
+    // SAFETY: the C library's dlclose, with the caller's handle.
+    let call = || unsafe { std::mem::transmute::<usize, Dlclose>(f)(handle) };
+    if coldcache_capture::preload::dlclose_watched() {
+        coldcache_capture::preload::around_dlclose(call)
+    } else {
+        call()
     }
 }

@@ -10,7 +10,9 @@
 //!
 //! It interposes the C library's `sigaction` and `signal` (`interpose.rs`):
 //! the program reads and sets its own disposition of the two signals the
-//! capture engine owns, SIGTRAP and the sync signal.
+//! capture engine owns, SIGTRAP and the sync signal. It also interposes
+//! `dlopen` and `dlclose`, for a `--function` capture whose function is in
+//! a library the program opens later (`record --in-dlopen`).
 //!
 //! Its constructor arms a capture when the environment asks for one
 //! (`coldcache record`), and every allocation of the library goes to its
@@ -28,6 +30,7 @@ pub use coldcache_zones::capi as zones_capi;
 
 extern "C" fn init() {
     coldcache_capture::engine::set_own_allocator();
+    interpose::resolve_dlopen();
     coldcache_capture::preload::init_from_env();
 }
 
