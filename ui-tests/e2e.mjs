@@ -174,7 +174,8 @@ try {
     await page.click("#tabs a[data-view=asm]");
     await page.waitForSelector("table[data-test=asm] tbody tr");
     const text = await page.textContent("table[data-test=asm]");
-    assert.match(text, /test\s+byte ptr/);
+    // AT&T syntax, as `objdump -d` prints the flag test (`testb $0x1,0xb0(%rax)`).
+    assert.match(text, /testb\s+\$0x1,/);
   });
 
   await step("07-top-down", async () => {
