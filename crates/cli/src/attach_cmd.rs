@@ -206,16 +206,8 @@ pub fn run(args: AttachArgs) -> Result<()> {
     let lib = find_library()?;
     let cfg = crate::sim_cmd::cache_config(&args.cache, &args.i1, &args.d1, &args.ll)
         .with_context(|| format!("cache configuration {}", args.cache))?;
-    let cache_name = [("--I1", &args.i1), ("--D1", &args.d1), ("--LL", &args.ll)]
-        .into_iter()
-        .filter_map(|(o, v)| v.as_ref().map(|v| format!(" {o} {v}")))
-        .fold(args.cache.clone(), |name, o| name + &o);
-    if coldcache_capture::Schedule::parse(&args.schedule).is_none() {
-        bail!(
-            "--schedule {}: expected `os`, `serial` or `serial=QUANTUM` (instructions per turn, 1 or more)",
-            args.schedule
-        );
-    }
+    let cache_name = record_cmd::cache_name(&args.cache, [&args.i1, &args.d1, &args.ll]);
+    record_cmd::check_schedule(&args.schedule)?;
     let cache_json = serde_json::to_string(&cfg).context("cache configuration as JSON")?;
     let cwd = std::env::current_dir()?;
     let output = cwd.join(&args.output);
@@ -316,25 +308,9 @@ pub fn run(args: AttachArgs) -> Result<()> {
     }
     let now = function.is_none() && !args.signal;
     let trigger = if let Some(f) = &function {
-        let (first, count) = match (args.call, args.calls) {
-            (Some(n), _) => (n, 1),
-            (None, Some(k)) => (1, k),
-            (None, None) => (1, 1),
-        };
-        if first == 0 || count == 0 {
-            bail!("--call and --calls count from 1");
-        }
+        let (first, count) =
+            record_cmd::call_window(args.call, args.calls, args.warm_calls.as_deref())?;
         if let Some(w) = &args.warm_calls {
-            let ok = w == "all" || w.parse::<u64>().is_ok_and(|k| k > 0);
-            if !ok {
-                bail!("--warm-calls {w}: expected a number of calls (1 or more) or `all`");
-            }
-            if first == 1 {
-                bail!(
-                    "--warm-calls warms the cache with the calls before --call N; \
-                     with --call 1 there are none"
-                );
-            }
             settings.push(("COLDCACHE_WARM_CALLS", w.clone()));
         }
         settings.push(("COLDCACHE_FUNCTION", f.raw.clone()));

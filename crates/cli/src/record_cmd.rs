@@ -315,10 +315,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let cfg = crate::sim_cmd::cache_config(&args.cache, &args.i1, &args.d1, &args.ll)
         .with_context(|| format!("cache configuration {}", args.cache))?;
     // The name the dump carries: the overrides are part of it.
-    let cache_name = [("--I1", &args.i1), ("--D1", &args.d1), ("--LL", &args.ll)]
-        .into_iter()
-        .filter_map(|(o, v)| v.as_ref().map(|v| format!(" {o} {v}")))
-        .fold(args.cache.clone(), |name, o| name + &o);
+    let cache_name = cache_name(&args.cache, [&args.i1, &args.d1, &args.ll]);
     // The library links no configuration parser: it gets the resolved
     // configuration as JSON (and writes its TOML into the dump itself).
     let cache_json = serde_json::to_string(&cfg).context("cache configuration as JSON")?;
@@ -344,12 +341,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
             .context("--reserve")?;
     }
     let trigger_sig = trigger_signal(&args.trigger_signal).context("--trigger-signal")?;
-    if coldcache_capture::Schedule::parse(&args.schedule).is_none() {
-        bail!(
-            "--schedule {}: expected `os`, `serial` or `serial=QUANTUM` (instructions per turn, 1 or more)",
-            args.schedule
-        );
-    }
+    check_schedule(&args.schedule)?;
     coldcache_capture::preload::parse_threads(&args.threads)
         .map_err(anyhow::Error::msg)
         .context("--threads")?;
@@ -455,25 +447,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
     }
     let trigger = if let Some(f) = &args.function {
         let f = function.as_ref().map_or(f.as_str(), |r| r.raw.as_str());
-        let (first, count) = match (args.call, args.calls) {
-            (Some(n), _) => (n, 1),
-            (None, Some(k)) => (1, k),
-            (None, None) => (1, 1),
-        };
-        if first == 0 || count == 0 {
-            bail!("--call and --calls count from 1");
-        }
+        let (first, count) = call_window(args.call, args.calls, args.warm_calls.as_deref())?;
         if let Some(w) = &args.warm_calls {
-            let ok = w == "all" || w.parse::<u64>().is_ok_and(|k| k > 0);
-            if !ok {
-                bail!("--warm-calls {w}: expected a number of calls (1 or more) or `all`");
-            }
-            if first == 1 {
-                bail!(
-                    "--warm-calls warms the cache with the calls before --call N; \
-                     with --call 1 there are none"
-                );
-            }
             cmd.env("COLDCACHE_WARM_CALLS", w);
         }
         if later {
@@ -719,6 +694,58 @@ pub(crate) fn report_written(w: &Written, no_resolve: bool, no_sources: bool) ->
         }
     }
     captured
+}
+
+/// The name a dump carries for `--cache CACHE` with the `--I1/--D1/--LL`
+/// overrides `geometry` (they are part of it), as `record` and `attach`
+/// name it.
+pub(crate) fn cache_name(cache: &str, geometry: [&Option<String>; 3]) -> String {
+    ["--I1", "--D1", "--LL"]
+        .into_iter()
+        .zip(geometry)
+        .filter_map(|(o, v)| v.as_ref().map(|v| format!(" {o} {v}")))
+        .fold(cache.to_string(), |name, o| name + &o)
+}
+
+/// `--schedule`, checked before the program runs (`record`, `attach`).
+pub(crate) fn check_schedule(schedule: &str) -> Result<()> {
+    if coldcache_capture::Schedule::parse(schedule).is_none() {
+        bail!(
+            "--schedule {schedule}: expected `os`, `serial` or `serial=QUANTUM` (instructions per turn, 1 or more)"
+        );
+    }
+    Ok(())
+}
+
+/// The calls a `--function` capture takes, `(first, count)`, from `--call
+/// N` / `--calls K` (default: the first call), with `--warm-calls`
+/// checked against them (`record`, `attach`).
+pub(crate) fn call_window(
+    call: Option<u64>,
+    calls: Option<u64>,
+    warm_calls: Option<&str>,
+) -> Result<(u64, u64)> {
+    let (first, count) = match (call, calls) {
+        (Some(n), _) => (n, 1),
+        (None, Some(k)) => (1, k),
+        (None, None) => (1, 1),
+    };
+    if first == 0 || count == 0 {
+        bail!("--call and --calls count from 1");
+    }
+    if let Some(w) = warm_calls {
+        let ok = w == "all" || w.parse::<u64>().is_ok_and(|k| k > 0);
+        if !ok {
+            bail!("--warm-calls {w}: expected a number of calls (1 or more) or `all`");
+        }
+        if first == 1 {
+            bail!(
+                "--warm-calls warms the cache with the calls before --call N; \
+                 with --call 1 there are none"
+            );
+        }
+    }
+    Ok((first, count))
 }
 
 /// Compresses the trace at `path` with zstd (fastest level) when its name
