@@ -176,6 +176,15 @@ try {
     const text = await page.textContent("table[data-test=asm]");
     // AT&T syntax, as `objdump -d` prints the flag test (`testb $0x1,0xb0(%rax)`).
     assert.match(text, /testb\s+\$0x1,/);
+    // objdump's addresses (the file's, bare hex), as `report --asm` prints:
+    // the example's binary is there to tell the load bias.
+    const addrs = await cellTexts("table[data-test=asm] tbody td.num[title^='run-time 0x']");
+    assert.ok(addrs.length > 0 && addrs.every((a) => /^[0-9a-f]+$/.test(a)), addrs.join(" "));
+    // Intel syntax on request.
+    await page.selectOption("[data-test=syntax]", "intel");
+    await page.waitForFunction(() => /test\s+byte ptr/.test(document.querySelector("table[data-test=asm]")?.textContent || ""));
+    await page.selectOption("[data-test=syntax]", "att");
+    await page.waitForFunction(() => /testb\s/.test(document.querySelector("table[data-test=asm]")?.textContent || ""));
   });
 
   await step("07-top-down", async () => {

@@ -53,10 +53,17 @@ pub fn run(a: UiArgs) -> Result<()> {
             ),
         ));
     }
+    // The disassembly shows objdump's addresses, as `report --asm` does:
+    // the load biases come from the modules' files, read here.
+    let load_biases = profiles
+        .iter()
+        .map(|(_, p)| crate::report_cmd::load_biases(p.dump()))
+        .collect();
     let server = match coldcache_ui::Server::bind(
         profiles,
         &coldcache_ui::ServeOptions {
             port: a.port,
+            load_biases,
             ..Default::default()
         },
     ) {

@@ -12,7 +12,8 @@
 //! | `/api/flat?dump&by&sort&inclusive&filter&limit` | `views::flat` |
 //! | `/api/tree?dump&kind&fn&node&path&sort&min_percent&hot&reveal` | one level of a tree below a node (`node` for top-down, `path` of function ids for bottom-up and callers); `hot=1` also opens the hottest path below it; `reveal=FN` (top-down) opens the tree down to FN's hottest node |
 //! | `/api/function?dump&fn` | a function: its info, self and inclusive values, and the same function's id in the other dump |
-//! | `/api/annotate?dump&fn`, `/api/asm?dump&fn` | `views::annotate`, `views::disassembly` |
+//! | `/api/annotate?dump&fn` | `views::annotate` |
+//! | `/api/asm?dump&fn&syntax` | `views::disassembly_with`: `syntax` `att` (the default, as `objdump -d` and `coldcache report --asm`) or `intel`; each row's `file_addr` is objdump's address when the dump's load biases were given ([`App::with_load_biases`]) |
 //! | `/api/threads?dump` | `views::threads` |
 //! | `/api/flame?dump&weight&node&focus&compare` | `flame::flame`: the flame graph's frames below a call-tree node (`focus=FN`: FN's heaviest node), laid out; `compare=1`: `flame::flame_compare` with the other dump |
 //! | `/api/flame.svg?dump&weight` | the whole flame graph as an SVG file (`coldcache-export`, inferno), to save |
@@ -88,6 +89,9 @@ pub struct App {
     /// The answers, and the bytes they take (see [`entry_bytes`]).
     cache: Mutex<(HashMap<String, Reply>, usize)>,
     cache_limit: usize,
+    /// Per dump, per module, its load bias (run-time address minus ELF
+    /// virtual address) where known: the caller reads the files.
+    load_biases: Vec<Vec<Option<u64>>>,
 }
 
 /// Bytes of the answer cache (keys, answers and a per-entry overhead)
@@ -118,7 +122,8 @@ fn parameters(path: &str) -> Option<&'static [&'static str]> {
             "hot",
             "reveal",
         ],
-        "/api/function" | "/api/annotate" | "/api/asm" => &["dump", "fn"],
+        "/api/function" | "/api/annotate" => &["dump", "fn"],
+        "/api/asm" => &["dump", "fn", "syntax"],
         "/api/threads" => &["dump"],
         "/api/flame" => &["dump", "weight", "node", "focus", "compare"],
         "/api/flame.svg" => &["dump", "weight"],
@@ -171,7 +176,17 @@ impl App {
             page_policy,
             cache: Mutex::new((HashMap::new(), 0)),
             cache_limit: CACHE_BYTES,
+            load_biases: Vec::new(),
         }
+    }
+
+    /// The same application knowing, for dump `i`, each module's load bias
+    /// `biases[i][m]` (run-time address minus ELF virtual address, `None`
+    /// when unknown), so that `/api/asm` gives objdump's addresses as
+    /// `coldcache report --asm` does. The UI reads no ELF files itself.
+    pub fn with_load_biases(mut self, biases: Vec<Vec<Option<u64>>>) -> App {
+        self.load_biases = biases;
+        self
     }
 
     /// The same application with an answer cache of at most `bytes`
@@ -353,7 +368,20 @@ impl App {
             "/api/asm" => {
                 let p = self.profile(q)?;
                 let f = self.function(p, q)?;
-                Ok(Reply::of(&views::disassembly(p, &[f])))
+                let syntax = match q.get("syntax").map(String::as_str) {
+                    None | Some("" | "att") => views::AsmSyntax::Att,
+                    Some("intel") => views::AsmSyntax::Intel,
+                    Some(other) => {
+                        return Err((400, format!("syntax={other}: expected att or intel")))
+                    }
+                };
+                let load_bias = self
+                    .load_biases
+                    .get(num(q, "dump", 0)?)
+                    .cloned()
+                    .unwrap_or_default();
+                let o = views::AsmOptions { syntax, load_bias };
+                Ok(Reply::of(&views::disassembly_with(p, &[f], &o)))
             }
             "/api/threads" => Ok(Reply::of(&views::threads(self.profile(q)?))),
             "/api/flame" => {

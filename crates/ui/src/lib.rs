@@ -80,6 +80,10 @@ pub struct ServeOptions {
     /// How long an answer may take to be sent, from the moment it is ready
     /// (then the connection is closed).
     pub write_timeout: Duration,
+    /// Per dump (same order as the profiles), per module, its load bias
+    /// where known (see [`App::with_load_biases`]); empty: run-time
+    /// addresses only.
+    pub load_biases: Vec<Vec<Option<u64>>>,
 }
 
 impl Default for ServeOptions {
@@ -88,6 +92,7 @@ impl Default for ServeOptions {
             port: None,
             read_timeout: Duration::from_secs(10),
             write_timeout: Duration::from_secs(60),
+            load_biases: Vec::new(),
         }
     }
 }
@@ -134,7 +139,7 @@ impl Server {
         let url = format!("http://{bound}/?token={token}");
         Ok(Server {
             listener,
-            app: Arc::new(App::new(profiles, token)),
+            app: Arc::new(App::new(profiles, token).with_load_biases(opts.load_biases.clone())),
             stopped: Arc::new(AtomicBool::new(false)),
             wakeup,
             waker: Arc::new(waker),

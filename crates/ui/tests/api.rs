@@ -1123,3 +1123,46 @@ fn an_answer_not_read_in_time_is_cut() {
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     wait_for_run(ended, "the stop flag");
 }
+
+/// `/api/asm` gives objdump's addresses where the caller told the module's
+/// load bias (as `coldcache report --asm` prints them) and run-time ones
+/// where not, in the syntax asked for; any other syntax is refused by name.
+#[test]
+fn the_disassembly_gives_objdumps_addresses_in_the_syntax_asked_for() {
+    let a = app(None).with_load_biases(vec![vec![Some(0x1000)], vec![None]]);
+    let p = profile(8, None);
+    let f: coldcache_analysis::FnId = 2;
+    for (syntax, want_syntax) in [
+        ("", views::AsmSyntax::Att),
+        ("att", views::AsmSyntax::Att),
+        ("intel", views::AsmSyntax::Intel),
+    ] {
+        let v = json(&get(&a, &format!("/api/asm?dump=0&fn=2&syntax={syntax}")));
+        let want = views::disassembly_with(
+            &p,
+            &[f],
+            &views::AsmOptions {
+                syntax: want_syntax,
+                load_bias: vec![Some(0x1000)],
+            },
+        );
+        assert_eq!(v, serde_json::to_value(&want).unwrap(), "syntax={syntax}");
+        let rows = v["rows"].as_array().unwrap();
+        assert!(!rows.is_empty());
+        for r in rows {
+            assert_eq!(
+                r["file_addr"].as_u64().unwrap(),
+                r["addr"].as_u64().unwrap() - 0x1000,
+                "{r}"
+            );
+        }
+    }
+    // The second dump's bias is unknown: run-time addresses only.
+    let v = json(&get(&a, "/api/asm?dump=1&fn=2"));
+    for r in v["rows"].as_array().unwrap() {
+        assert!(r["file_addr"].is_null(), "{r}");
+    }
+    let r = get(&a, "/api/asm?dump=0&fn=2&syntax=nasm");
+    assert_eq!(r.status, 400);
+    assert!(r.text().contains("syntax=nasm"), "{}", r.text());
+}

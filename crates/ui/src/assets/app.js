@@ -32,6 +32,7 @@ function state() {
     node: h.get("node") || "",
     find: h.get("find") || "",
     fcmp: h.get("fcmp") === "1",
+    syntax: h.get("syntax") || "",
   };
 }
 
@@ -288,13 +289,22 @@ async function viewSource(s) {
 }
 
 async function viewAsm(s) {
-  controls(`${columnsMenu(s)}`);
+  const syntax = s.syntax === "intel" ? "intel" : "att";
+  controls(`<label>syntax <select id="syntax" data-test="syntax">
+      ${["att", "intel"].map((x) => `<option ${x === syntax ? "selected" : ""}>${x}</option>`).join("")}</select></label>
+    ${columnsMenu(s)}`);
+  $("#syntax").onchange = (e) => setState({ syntax: e.target.value === "att" ? "" : e.target.value });
   wireColumns();
   if (s.fn === null) { $("#main").innerHTML = `<p class="muted">Select a function first (Flat view).</p>`; return; }
-  const v = await api("/api/asm", { dump: s.dump, fn: s.fn });
+  const v = await api("/api/asm", { dump: s.dump, fn: s.fn, syntax });
   const cols = visibleCols(s);
+  // objdump's address (the file's) where the module's file tells the load
+  // bias, as `coldcache report --asm` prints; the run-time one otherwise.
+  const addr = (r) => (r.file_addr !== null && r.file_addr !== undefined
+    ? `<td class="num" title="run-time 0x${r.addr.toString(16)}">${r.file_addr.toString(16)}</td>`
+    : `<td class="num" title="run-time address (the module's file is not there)">0x${r.addr.toString(16)}</td>`);
   const rows = v.rows.map((r) => `${r.gap_before ? `<tr><td colspan="${cols.length + 3}" class="muted">…</td></tr>` : ""}
-    <tr>${cols.map((i) => `<td class="num">${fmt(r.costs[i])}</td>`).join("")}<td class="num">0x${r.addr.toString(16)}</td>
+    <tr>${cols.map((i) => `<td class="num">${fmt(r.costs[i])}</td>`).join("")}${addr(r)}
     <td class="label">${esc(r.text || "(bytes unknown)")}</td><td class="label muted">${esc((r.file || "").split("/").slice(-2).join("/"))}${r.line ? ":" + r.line : ""}${r.inlined ? " [" + esc(r.inlined) + "]" : ""}</td></tr>`).join("");
   $("#main").innerHTML = `<table data-test="asm"><thead><tr>${cols.map((i) => `<th>${esc(columns(s)[i].name)}</th>`).join("")}<th>address</th><th class="label">instruction</th><th class="label">line</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
