@@ -88,7 +88,17 @@ pub fn capture_mode(meta: &Meta) -> String {
 /// What started and what stopped a capture with this trigger, in words.
 fn start_and_stop(meta: &Meta) -> (String, String) {
     let (started, stopped) = match meta.trigger.split_once(':') {
-        Some(("function", name)) => (format!("entry to {name}"), format!("{name} returned")),
+        Some(("function", name)) => match meta.calls.split_once(" to ") {
+            Some((first, last)) => (
+                format!("entry to {name} (call {first})"),
+                format!("{name} returned (call {last})"),
+            ),
+            None if !meta.calls.is_empty() => (
+                format!("entry to {name} (call {})", meta.calls),
+                format!("{name} returned"),
+            ),
+            None => (format!("entry to {name}"), format!("{name} returned")),
+        },
         _ => match meta.trigger.as_str() {
             "signal" => (
                 "a signal (`coldcache trigger`)".to_string(),
@@ -196,6 +206,20 @@ mod tests {
         assert_eq!(
             w,
             ("entry to run_frames".into(), "run_frames returned".into())
+        );
+        let mut m = meta("function:frame", None, &[]);
+        m.calls = "3".into();
+        assert_eq!(
+            start_and_stop(&m),
+            ("entry to frame (call 3)".into(), "frame returned".into())
+        );
+        m.calls = "3 to 5".into();
+        assert_eq!(
+            start_and_stop(&m),
+            (
+                "entry to frame (call 3)".into(),
+                "frame returned (call 5)".into()
+            )
         );
         let w = start_and_stop(&meta("signal", Some("the program exited"), &[]));
         assert_eq!(

@@ -1171,6 +1171,11 @@ impl Accountant {
             .map(|(why, &n)| (why.reason().to_string(), n))
             .collect();
         if let Some(FunctionCalls { first, count, .. }) = func {
+            meta.calls = match calls_done {
+                0 => String::new(),
+                1 => first.to_string(),
+                n => format!("{first} to {}", first + n - 1),
+            };
             if calls_done < count {
                 let note = format!(
                     "the function was called {calls_seen} times; calls {first} to {} were to be \

@@ -169,6 +169,15 @@ fn a_call_warmed_by_the_calls_before_it_misses_only_what_they_left_out() {
             "{mode}: {}",
             text(&report.stdout)
         );
+        // The dump says which calls it covered, and the report's window.
+        assert_eq!(cold.meta.calls, "2", "{mode}");
+        assert!(
+            text(&report.stdout).contains("entry to touch (call 2) → touch returned"),
+            "{mode}: {}",
+            text(&report.stdout)
+        );
+        let (two, _) = run("two", &["--calls", "2"]);
+        assert_eq!(two.meta.calls, "1 to 2", "{mode}");
         // `all` warms with every earlier call, K with the K before N.
         let (all, _) = run("all", &["--call", "3", "--warm-calls", "all"]);
         assert!(

@@ -123,6 +123,12 @@ pub struct Meta {
     /// else `serial, quantum N instructions`. Written only when not empty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub schedule: String,
+    /// Which calls of the function a `function:` capture covered, counted
+    /// from the start of the run (or of the attach): `3` or `3 to 5`.
+    /// Empty for other triggers, for a function never called, and in every
+    /// dump before this field existed. Written only when not empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub calls: String,
 }
 
 /// One executable mapping of the captured process.

@@ -321,17 +321,20 @@ fn sources_round_trip_and_bad_sources_are_refused() {
 /// which have none, read as cold and unserialised above); a reader that
 /// does not know a key skips it, as JSON objects allow.
 #[test]
-fn meta_warm_and_schedule_round_trip_and_a_default_dump_writes_neither_key() {
+fn meta_warm_schedule_and_calls_round_trip_and_a_default_dump_writes_none_of_them() {
     let cold = sample();
     assert!(cold.meta.warm.is_empty());
     let bytes = cold.to_bytes();
     assert!(!bytes.windows(6).any(|w| w == b"\"warm\""));
     assert!(!bytes.windows(10).any(|w| w == b"\"schedule\""));
+    assert!(!bytes.windows(7).any(|w| w == b"\"calls\""));
     let mut warm = sample();
     warm.meta.warm =
         "by calls 1 to 2 of the function (24586 instructions simulated, not counted)".into();
     warm.meta.schedule = "serial, quantum 10000 instructions".into();
+    warm.meta.calls = "3 to 5".into();
     let bytes = warm.to_bytes();
+    assert!(bytes.windows(7).any(|w| w == b"\"calls\""));
     assert!(bytes.windows(6).any(|w| w == b"\"warm\""));
     assert!(bytes.windows(10).any(|w| w == b"\"schedule\""));
     assert_eq!(Dump::from_bytes(&bytes).unwrap(), warm);
