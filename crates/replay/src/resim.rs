@@ -39,6 +39,14 @@ const BATCH: usize = 1 << 15;
 const ROW_CACHE_BITS: u32 = 12;
 const ROW_CACHE: usize = 1 << ROW_CACHE_BITS;
 
+/// The slot of (ip, stack, thread) in [`Resim`]'s row cache.
+#[inline]
+fn row_slot(ip: u64, stack: u32, thread: u32) -> usize {
+    let mix = (ip ^ (u64::from(stack) << 24) ^ (u64::from(thread) << 48))
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (mix >> (64 - ROW_CACHE_BITS)) as usize
+}
+
 /// Batches in flight per simulator (the bound on memory, with the rows).
 const IN_FLIGHT: usize = 4;
 
@@ -186,9 +194,7 @@ impl Resim {
             return self.last[t].1;
         }
         let key = (ip, stack, thread);
-        let mix = (ip ^ (u64::from(stack) << 24) ^ (u64::from(thread) << 48))
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let slot = (mix >> (64 - ROW_CACHE_BITS)) as usize;
+        let slot = row_slot(ip, stack, thread);
         let cached = self.row_cache[slot];
         let row = if cached.1 != u32::MAX && cached.0 == key {
             cached.1
@@ -550,6 +556,26 @@ mod tests {
         let mut truth = std::collections::BTreeMap::new();
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut batch = Vec::new();
+        // Keys of one ip that share a cache slot, alternating with
+        // another ip so the per-thread last row does not answer.
+        let slot = row_slot(0x1000, 0, 0);
+        let same: Vec<(u32, u32)> = (0..u32::MAX)
+            .flat_map(|s| [(s, 0), (s, 1)])
+            .filter(|&(s, t)| row_slot(0x1000, s, t) == slot)
+            .take(4)
+            .collect();
+        for i in 0..400 {
+            let (stack, thread) = same[i % same.len()];
+            for (ip, stack) in [(0x1000, stack), (0x2000, 0)] {
+                *truth.entry((ip, stack, thread)).or_insert(0u64) += 1;
+                batch.push(
+                    Record::new(Instr, ip, 4)
+                        .with_ip(ip)
+                        .with_stack(stack)
+                        .with_thread(thread),
+                );
+            }
+        }
         for _ in 0..60_000 {
             x ^= x << 13;
             x ^= x >> 7;
