@@ -523,6 +523,28 @@ const KINDS: [RecordKind; 8] = [
 /// for a longer one, which the checked path reads or refuses.
 #[inline(always)]
 fn window_varint(w: &[u8; WINDOW], i: &mut usize) -> Option<u64> {
+    // Up to 8 bytes at once, without a branch per byte: the first byte
+    // with its top bit clear ends the number; the 7-bit groups before it
+    // are packed by three shift-and-mask steps.
+    let at = *i & (WINDOW - 1);
+    let first = w[at];
+    if first < 0x80 {
+        *i += 1;
+        return Some(u64::from(first));
+    }
+    if let Some(b) = w.get(at..at + 8).and_then(|b| b.first_chunk::<8>()) {
+        let x = u64::from_le_bytes(*b);
+        let ends = !x & 0x8080_8080_8080_8080;
+        if ends != 0 {
+            let bits = ends.trailing_zeros() + 1;
+            let x = x & (u64::MAX >> (64 - bits)) & 0x7f7f_7f7f_7f7f_7f7f;
+            let x = ((x & 0x7f00_7f00_7f00_7f00) >> 1) | (x & 0x007f_007f_007f_007f);
+            let x = ((x & 0x3fff_0000_3fff_0000) >> 2) | (x & 0x0000_3fff_0000_3fff);
+            let x = ((x & 0x0fff_ffff_0000_0000) >> 4) | (x & 0x0000_0000_0fff_ffff);
+            *i += (bits / 8) as usize;
+            return Some(x);
+        }
+    }
     let b = w[*i & (WINDOW - 1)];
     *i += 1;
     if b < 0x80 {
