@@ -443,7 +443,8 @@ pub fn replay(
             }
         }
         turns += 1;
-        if turns.is_multiple_of(64) {
+        // A lone input's turn is a whole batch: report each.
+        if inputs.len() == 1 || turns.is_multiple_of(64) {
             progress(inputs.iter().map(|i| i.bytes_read).sum(), total_bytes);
         }
     }

@@ -237,7 +237,7 @@ fn arb_lackey_line() -> impl Strategy<Value = String> {
     let addr = prop_oneof![
         any::<u64>(),
         0u64..0x1000,
-        0x1ffe_fff0_00u64..0x1fff_0000_00
+        0x001f_feff_f000_u64..0x001f_ff00_0000
     ];
     let size = prop_oneof![
         16 => 1u32..=32,
