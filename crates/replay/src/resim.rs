@@ -419,8 +419,21 @@ pub fn resimulate(
             }
             // The reader: this thread.
             let mut first = true;
+            // Batches sent earlier, taken back once every simulator has
+            // dropped its share (the reader then holds the only `Arc`), so
+            // a long stream reuses a few buffers instead of allocating one
+            // per batch.
+            let mut sent: std::collections::VecDeque<Arc<Vec<Record>>> =
+                std::collections::VecDeque::new();
             let read: Result<(), ReplayError> = loop {
-                let mut batch = Vec::with_capacity(BATCH);
+                let mut batch = match sent.front_mut().and_then(Arc::get_mut) {
+                    Some(b) => {
+                        let b = std::mem::take(b);
+                        sent.pop_front();
+                        b
+                    }
+                    None => Vec::with_capacity(BATCH),
+                };
                 let n = match reader.read_batch(&mut batch, BATCH) {
                     Ok(n) => n,
                     Err(e) => break Err(trace_err(e)),
@@ -449,6 +462,11 @@ pub fn resimulate(
                     // A simulator that stopped reports why when joined.
                     let _ = tx.send(Message::Records(Arc::clone(&batch)));
                 }
+                // At most the batches in flight plus a few are kept.
+                if sent.len() > IN_FLIGHT + 2 {
+                    sent.pop_front();
+                }
+                sent.push_back(batch);
             };
             drop(senders);
             let mut done = Vec::new();
