@@ -174,12 +174,13 @@ impl Input {
         })
     }
 
-    /// The next record, taking the next batch when needed.
+    /// Up to `max` (at least 1) of the next records, taking the next batch
+    /// when needed; an empty slice at the end of the input.
     #[inline]
-    fn next(&mut self) -> Result<Option<Record>, ReplayError> {
+    fn take(&mut self, max: usize) -> Result<&[Record], ReplayError> {
         if self.pos == self.buf.len() {
             if self.done {
-                return Ok(None);
+                return Ok(&[]);
             }
             let _ = self.spent.try_send(std::mem::take(&mut self.buf));
             self.pos = 0;
@@ -195,13 +196,96 @@ impl Input {
             self.skipped = batch.skipped;
             if batch.records.is_empty() {
                 self.done = true;
-                return Ok(None);
+                return Ok(&[]);
             }
             self.buf = batch.records;
         }
-        let r = self.buf[self.pos];
-        self.pos += 1;
-        Ok(Some(r))
+        let start = self.pos;
+        let end = start + (self.buf.len() - start).min(max);
+        self.pos = end;
+        Ok(&self.buf[start..end])
+    }
+}
+
+/// The run of one core's accesses under way, simulated in one
+/// [`Driver::access_batch`] when the core changes, the run is full or the
+/// inputs end.
+struct Run {
+    accesses: Vec<Access>,
+    core: usize,
+    /// Key of the thread of the last record, and its core.
+    last_key: u64,
+    ignored_ifetch: u64,
+}
+
+impl Run {
+    /// Turns `records` of input `input` into accesses and simulates them
+    /// a run at a time: the replay's inner loop. `clamp` is the input's
+    /// data size limit ([`Input::clamp`]).
+    #[inline]
+    fn feed(
+        &mut self,
+        driver: &mut Driver,
+        input: usize,
+        clamp: u32,
+        ignore_ifetch: bool,
+        records: &[Record],
+    ) {
+        if ignore_ifetch {
+            self.feed_with::<true>(driver, input, clamp, records);
+        } else {
+            self.feed_with::<false>(driver, input, clamp, records);
+        }
+    }
+
+    /// [`Run::feed`] with `ignore_ifetch` known at compile time, the run's
+    /// state in locals (registers) for the loop.
+    #[inline(never)]
+    fn feed_with<const IGNORE_IFETCH: bool>(
+        &mut self,
+        driver: &mut Driver,
+        input: usize,
+        clamp: u32,
+        records: &[Record],
+    ) {
+        let mut run = std::mem::take(&mut self.accesses);
+        let (mut core, mut last_key) = (self.core, self.last_key);
+        let mut ignored = 0;
+        for rec in records {
+            let instr = rec.kind == RecordKind::Instr;
+            if IGNORE_IFETCH && instr {
+                ignored += 1;
+                continue;
+            }
+            let key = thread_key(input, rec.thread);
+            if key != last_key {
+                last_key = key;
+                let c = driver.core_of(key);
+                if c != core && !run.is_empty() {
+                    driver.access_batch(core, &run);
+                    run.clear();
+                }
+                core = c;
+            }
+            let size = if instr {
+                rec.size
+            } else {
+                cachegrind_data_size(rec.size, clamp)
+            };
+            run.push(Access {
+                kind: access_kind(rec.kind),
+                addr: rec.addr,
+                size,
+                ip: rec.ip,
+            });
+            if run.len() == Driver::BATCH {
+                driver.access_batch(core, &run);
+                run.clear();
+            }
+        }
+        self.accesses = run;
+        (self.core, self.last_key) = (core, last_key);
+        self.ignored_ifetch += ignored;
     }
 }
 
@@ -319,52 +403,39 @@ pub fn replay(
     }
     let total_bytes: u64 = inputs.iter().filter_map(|i| i.total_bytes).sum();
     let started = Instant::now();
-    let mut ignored_ifetch = 0u64;
     let mut cl = CacheLabCounts::default();
-    let mut last_key = u64::MAX;
-    let mut last_core = 0usize;
-    // The run of one core's accesses under way, simulated in one
-    // `Driver::access_batch` when the core changes, the run is full or
-    // the inputs end.
-    let mut run: Vec<Access> = Vec::with_capacity(Driver::BATCH);
+    let mut run = Run {
+        accesses: Vec::with_capacity(Driver::BATCH),
+        core: 0,
+        last_key: u64::MAX,
+        ignored_ifetch: 0,
+    };
+    // One input has no one to take turns with: its turns are whole
+    // batches (the quantum only orders several inputs' records).
+    let quantum = if inputs.len() == 1 {
+        BATCH
+    } else {
+        usize::try_from(opts.quantum).unwrap_or(usize::MAX)
+    };
     let mut live = inputs.len();
     let mut turns = 0u64;
     while live > 0 {
         live = 0;
         for (i, input) in inputs.iter_mut().enumerate() {
+            let clamp = input.clamp;
             let mut n = 0;
-            while n < opts.quantum {
-                let Some(rec) = input.next()? else {
+            while n < quantum {
+                let records = input.take(quantum - n)?;
+                if records.is_empty() {
                     break;
-                };
-                n += 1;
+                }
+                n += records.len();
                 if opts.cachelab.is_some() {
-                    cachelab_record(&mut driver, &rec, &mut cl);
-                    continue;
-                }
-                if rec.kind == RecordKind::Instr && opts.ignore_ifetch {
-                    ignored_ifetch += 1;
-                    continue;
-                }
-                let key = thread_key(i, rec.thread);
-                if key != last_key {
-                    last_key = key;
-                    let core = driver.core_of(key);
-                    if core != last_core && !run.is_empty() {
-                        driver.access_batch(last_core, &run);
-                        run.clear();
+                    for rec in records {
+                        cachelab_record(&mut driver, rec, &mut cl);
                     }
-                    last_core = core;
-                }
-                let size = if rec.kind == RecordKind::Instr {
-                    rec.size
                 } else {
-                    cachegrind_data_size(rec.size, input.clamp)
-                };
-                run.push(Access::new(access_kind(rec.kind), rec.addr, size).with_ip(rec.ip));
-                if run.len() == Driver::BATCH {
-                    driver.access_batch(last_core, &run);
-                    run.clear();
+                    run.feed(&mut driver, i, clamp, opts.ignore_ifetch, records);
                 }
             }
             if !input.done {
@@ -372,11 +443,13 @@ pub fn replay(
             }
         }
         turns += 1;
-        if turns.is_multiple_of(64) {
+        // A lone input's turn is a whole batch: report each.
+        if inputs.len() == 1 || turns.is_multiple_of(64) {
             progress(inputs.iter().map(|i| i.bytes_read).sum(), total_bytes);
         }
     }
-    driver.access_batch(last_core, &run);
+    driver.access_batch(run.core, &run.accesses);
+    let ignored_ifetch = run.ignored_ifetch;
     Ok(Outcome {
         cfg: cfg.clone(),
         driver,

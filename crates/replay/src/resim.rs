@@ -35,6 +35,18 @@ use crate::{access_kind, ReplayError};
 /// Records per batch the reader thread hands to the simulators.
 const BATCH: usize = 1 << 15;
 
+/// Entries of [`Resim`]'s row cache (a power of two).
+const ROW_CACHE_BITS: u32 = 12;
+const ROW_CACHE: usize = 1 << ROW_CACHE_BITS;
+
+/// The slot of (ip, stack, thread) in [`Resim`]'s row cache.
+#[inline]
+fn row_slot(ip: u64, stack: u32, thread: u32) -> usize {
+    let mix = (ip ^ (u64::from(stack) << 24) ^ (u64::from(thread) << 48))
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (mix >> (64 - ROW_CACHE_BITS)) as usize
+}
+
 /// Batches in flight per simulator (the bound on memory, with the rows).
 const IN_FLIGHT: usize = 4;
 
@@ -86,6 +98,10 @@ pub struct Resim {
     width: usize,
     /// (ip, stack, thread) → row.
     rows: RowMap,
+    /// A direct-mapped cache in front of `rows`: most instructions of a
+    /// stream repeat recently seen ones, whose rows are found here with a
+    /// multiply and a compare instead of a hash-table probe.
+    row_cache: Vec<((u64, u32, u32), u32)>,
     keys: Vec<(u64, u32, u32)>,
     table: Vec<u64>,
     /// Per thread index: its core, once seen.
@@ -124,6 +140,7 @@ impl Resim {
             layout,
             width: layout.len(),
             rows: RowMap::default(),
+            row_cache: vec![((0, 0, 0), u32::MAX); ROW_CACHE],
             keys: Vec::new(),
             table: Vec::new(),
             cores: Vec::new(),
@@ -168,18 +185,37 @@ impl Resim {
         core
     }
 
+    /// The row of (ip, stack, thread); `thread` has been through
+    /// [`Resim::core_of`].
+    #[inline]
     fn row(&mut self, ip: u64, stack: u32, thread: u32) -> u32 {
         let t = thread as usize;
         if self.last[t].0 == (ip, stack) {
             return self.last[t].1;
         }
+        let key = (ip, stack, thread);
+        let slot = row_slot(ip, stack, thread);
+        let cached = self.row_cache[slot];
+        let row = if cached.1 != u32::MAX && cached.0 == key {
+            cached.1
+        } else {
+            let row = self.row_slow(key);
+            self.row_cache[slot] = (key, row);
+            row
+        };
+        self.last[t] = ((ip, stack), row);
+        row
+    }
+
+    /// The row of `key` from the hash table, made when new.
+    #[inline(never)]
+    fn row_slow(&mut self, key: (u64, u32, u32)) -> u32 {
         let next = self.keys.len() as u32;
-        let row = *self.rows.entry((ip, stack, thread)).or_insert(next);
+        let row = *self.rows.entry(key).or_insert(next);
         if row == next {
-            self.keys.push((ip, stack, thread));
+            self.keys.push(key);
             self.table.resize(self.table.len() + self.width, 0);
         }
-        self.last[t] = ((ip, stack), row);
         row
     }
 
@@ -194,8 +230,15 @@ impl Resim {
 
     /// Counts `records` in order.
     pub fn feed(&mut self, records: &[Record]) {
+        // The thread of the previous record and its core: a thread's core
+        // never changes once given.
+        let (mut last_thread, mut last_core) = (u32::MAX, 0);
         for r in records {
-            let core = self.core_of(r.thread);
+            if r.thread != last_thread {
+                last_thread = r.thread;
+                last_core = self.core_of(r.thread);
+            }
+            let core = last_core;
             let row = self.row(r.ip, r.stack, r.thread);
             if r.kind == RecordKind::Instr {
                 let base = row as usize * self.width;
@@ -376,8 +419,21 @@ pub fn resimulate(
             }
             // The reader: this thread.
             let mut first = true;
+            // Batches sent earlier, taken back once every simulator has
+            // dropped its share (the reader then holds the only `Arc`), so
+            // a long stream reuses a few buffers instead of allocating one
+            // per batch.
+            let mut sent: std::collections::VecDeque<Arc<Vec<Record>>> =
+                std::collections::VecDeque::new();
             let read: Result<(), ReplayError> = loop {
-                let mut batch = Vec::with_capacity(BATCH);
+                let mut batch = match sent.front_mut().and_then(Arc::get_mut) {
+                    Some(b) => {
+                        let b = std::mem::take(b);
+                        sent.pop_front();
+                        b
+                    }
+                    None => Vec::with_capacity(BATCH),
+                };
                 let n = match reader.read_batch(&mut batch, BATCH) {
                     Ok(n) => n,
                     Err(e) => break Err(trace_err(e)),
@@ -406,6 +462,11 @@ pub fn resimulate(
                     // A simulator that stopped reports why when joined.
                     let _ = tx.send(Message::Records(Arc::clone(&batch)));
                 }
+                // At most the batches in flight plus a few are kept.
+                if sent.len() > IN_FLIGHT + 2 {
+                    sent.pop_front();
+                }
+                sent.push_back(batch);
             };
             drop(senders);
             let mut done = Vec::new();
@@ -501,6 +562,68 @@ mod tests {
         assert_eq!(tids, [100, 101]);
         assert_eq!(d.stacks.len(), 1, "no skeleton: the root stack only");
         assert_eq!(d.meta.notes, ["note"]);
+    }
+
+    /// Many more (ip, stack, thread) keys than the row cache has slots,
+    /// revisited in a scrambled order: every row counts exactly the
+    /// instructions of its key (counted independently with a BTreeMap).
+    #[test]
+    fn row_cache_collisions_keep_rows_apart() {
+        let cfg = coldcache_sim::presets::by_name("cachegrind").unwrap();
+        let mut sim = Resim::new(&cfg, None).unwrap();
+        let mut truth = std::collections::BTreeMap::new();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut batch = Vec::new();
+        // Keys of one ip that share a cache slot, alternating with
+        // another ip so the per-thread last row does not answer.
+        let slot = row_slot(0x1000, 0, 0);
+        let same: Vec<(u32, u32)> = (0..u32::MAX)
+            .flat_map(|s| [(s, 0), (s, 1)])
+            .filter(|&(s, t)| row_slot(0x1000, s, t) == slot)
+            .take(4)
+            .collect();
+        for i in 0..400 {
+            let (stack, thread) = same[i % same.len()];
+            for (ip, stack) in [(0x1000, stack), (0x2000, 0)] {
+                *truth.entry((ip, stack, thread)).or_insert(0u64) += 1;
+                batch.push(
+                    Record::new(Instr, ip, 4)
+                        .with_ip(ip)
+                        .with_stack(stack)
+                        .with_thread(thread),
+                );
+            }
+        }
+        for _ in 0..60_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let ip = 0x40_0000 + (x % 9000) * 4;
+            let stack = (x >> 20) as u32 % 3;
+            let thread = (x >> 30) as u32 % 2;
+            *truth.entry((ip, stack, thread)).or_insert(0u64) += 1;
+            batch.push(
+                Record::new(Instr, ip, 4)
+                    .with_ip(ip)
+                    .with_stack(stack)
+                    .with_thread(thread),
+            );
+        }
+        for part in batch.chunks(777) {
+            sim.feed(part);
+        }
+        let target = Target {
+            name: "cachegrind".into(),
+            config: cfg,
+        };
+        let d = sim.finish(&target, None, &[], String::new());
+        let got: std::collections::BTreeMap<(u64, u32, u32), u64> = d
+            .records
+            .iter()
+            .map(|r| ((r.ip, r.stack, r.thread), counter(&d, r, "instructions")))
+            .collect();
+        assert!(truth.len() > 2 * ROW_CACHE, "{} keys", truth.len());
+        assert_eq!(got, truth);
     }
 
     /// Threads keep the recorded cores of the skeleton when the

@@ -3,8 +3,11 @@
 //! `cargo run --release -p coldcache-trace --example throughput` parses a
 //! synthetic lackey trace held in memory (about 150 MB), then the same
 //! records as a cctrace file, and prints MB/s and records/s for each.
-//! `… --example throughput -- FILE [FORMAT]` reads FILE instead (any format
-//! or compression; MB/s is then of the file's bytes as stored).
+//! `… --example throughput -- FILE [FORMAT|-]` reads FILE instead (any format
+//! or compression; MB/s is then of the file's bytes as stored), three
+//! times with the checked reference decoder and three times with the fast
+//! paths, alternating, in one run; a third argument `reference` or `fast`
+//! reads it once that way (for Callgrind).
 
 use std::io::Cursor;
 use std::path::Path;
@@ -70,15 +73,30 @@ fn synthetic(records: usize) -> String {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some(path) = args.first() {
-        let format = args.get(1).map(|f| f.parse::<Format>()).transpose()?;
-        let r = coldcache_trace::open(Path::new(path), format)?;
-        let size = r.total_bytes().unwrap_or(0);
-        let what = format!(
-            "{path} ({}, {})",
-            r.format(),
-            r.compression().unwrap_or("plain")
-        );
-        report(&what, size, drain(r)?);
+        let format = args
+            .get(1)
+            .filter(|f| *f != "-")
+            .map(|f| f.parse::<Format>())
+            .transpose()?;
+        let (rounds, modes): (usize, &[bool]) = match args.get(2).map(String::as_str) {
+            Some("reference") => (1, &[true]),
+            Some("fast") => (1, &[false]),
+            _ => (3, &[true, false]),
+        };
+        for _ in 0..rounds {
+            for &reference in modes {
+                let mut r = coldcache_trace::open(Path::new(path), format)?;
+                r.set_reference_decoding(reference);
+                let size = r.total_bytes().unwrap_or(0);
+                let what = format!(
+                    "{path} ({}, {}, {})",
+                    r.format(),
+                    r.compression().unwrap_or("plain"),
+                    if reference { "reference" } else { "fast" }
+                );
+                report(&what, size, drain(r)?);
+            }
+        }
         return Ok(());
     }
     let text = synthetic(10_000_000);

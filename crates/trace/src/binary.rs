@@ -43,6 +43,9 @@ pub(crate) struct BinaryDecoder {
     st: ThreadState,
     saved: HashMap<u32, ThreadState>,
     finished: bool,
+    /// Decode through the checked path only (tests and benchmarks compare
+    /// the fast path with it).
+    pub(crate) reference: bool,
 }
 
 fn bin(name: &str, error: BinaryError) -> TraceError {
@@ -162,6 +165,7 @@ impl BinaryDecoder {
             st: ThreadState::default(),
             saved: HashMap::new(),
             finished: false,
+            reference: false,
         })
     }
 
@@ -344,7 +348,20 @@ impl BinaryDecoder {
         let mut st = self.st;
         let mut left = self.chunk_left;
         let start_len = out.len();
+        let v2 = self.version >= 2;
         let result = loop {
+            // The fast path: ordinary records whose longest encoding lies
+            // inside the payload, decoded from a fixed window without
+            // per-byte bounds checks or error plumbing. Anything else (a
+            // control record, a record near the payload's end, anything
+            // the fast path does not accept) goes through the checked
+            // path below, one item at a time, which gives the errors.
+            if !self.reference {
+                let room = max.saturating_sub(out.len()).min(left as usize);
+                let (next, n) = fast_run(p, pos, &mut st, v2, self.thread, out, room);
+                pos = next;
+                left -= n as u32;
+            }
             if pos >= p.len() || out.len() >= max {
                 break Ok(());
             }
@@ -459,6 +476,187 @@ impl BinaryDecoder {
             }
         }
     }
+}
+
+/// Bytes the fast path looks at: the longest record (tag, then address,
+/// size and ip varints of at most 10 bytes each) fits.
+const WINDOW: usize = 32;
+
+/// Per tag byte, for versions 1 and 2: the tag itself when the fast path
+/// takes it, or 0xff (a control kind) for a control tag or reserved bits
+/// set (the unmodelled bit counts as reserved except on a version 2
+/// instruction record).
+static FAST_TAGS: [[u8; 256]; 2] = {
+    let mut t = [[0xffu8; 256]; 2];
+    let mut v = 0;
+    while v < 2 {
+        let mut tag = 0;
+        while tag < 256 {
+            let b = tag as u8;
+            let k = b & TAG_KIND;
+            let allowed = if v == 1 && k == 0 { TAG_UNMODELLED } else { 0 };
+            if k != TAG_CONTROL && b & TAG_RESERVED & !allowed == 0 {
+                t[v][tag] = b;
+            }
+            tag += 1;
+        }
+        v += 1;
+    }
+    t
+};
+
+/// [`RecordKind::ALL`] indexed by the 3 kind bits (7, a control tag,
+/// never reaches it).
+const KINDS: [RecordKind; 8] = [
+    RecordKind::Instr,
+    RecordKind::Load,
+    RecordKind::Store,
+    RecordKind::Modify,
+    RecordKind::Prefetch,
+    RecordKind::NtStore,
+    RecordKind::Flush,
+    RecordKind::Flush,
+];
+
+/// A varint of at most 9 bytes at `w[*i]` (`*i` stays under `WINDOW`
+/// while a record's fields are read: at most 1 + 3 × 10 bytes); None
+/// for a longer one, which the checked path reads or refuses.
+#[inline(always)]
+fn window_varint(w: &[u8; WINDOW], i: &mut usize) -> Option<u64> {
+    // Up to 8 bytes at once, without a branch per byte: the first byte
+    // with its top bit clear ends the number; the 7-bit groups before it
+    // are packed by three shift-and-mask steps.
+    let at = *i & (WINDOW - 1);
+    let first = w[at];
+    if first < 0x80 {
+        *i += 1;
+        return Some(u64::from(first));
+    }
+    if let Some(b) = w.get(at..at + 8).and_then(|b| b.first_chunk::<8>()) {
+        let x = u64::from_le_bytes(*b);
+        let ends = !x & 0x8080_8080_8080_8080;
+        if ends != 0 {
+            let bits = ends.trailing_zeros() + 1;
+            let x = x & (u64::MAX >> (64 - bits)) & 0x7f7f_7f7f_7f7f_7f7f;
+            let x = ((x & 0x7f00_7f00_7f00_7f00) >> 1) | (x & 0x007f_007f_007f_007f);
+            let x = ((x & 0x3fff_0000_3fff_0000) >> 2) | (x & 0x0000_3fff_0000_3fff);
+            let x = ((x & 0x0fff_ffff_0000_0000) >> 4) | (x & 0x0000_0000_0fff_ffff);
+            *i += (bits / 8) as usize;
+            return Some(x);
+        }
+    }
+    let b = w[*i & (WINDOW - 1)];
+    *i += 1;
+    if b < 0x80 {
+        return Some(u64::from(b));
+    }
+    let mut v = u64::from(b & 0x7f);
+    let mut shift = 7;
+    loop {
+        let b = w[*i & (WINDOW - 1)];
+        *i += 1;
+        v |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+        shift += 7;
+        if shift > 56 {
+            return None;
+        }
+    }
+}
+
+/// Decodes up to `room` ordinary records from `p[pos..]` into `out` and
+/// stops before the first item the fast path does not take or within
+/// [`WINDOW`] bytes of the payload's end: the position reached and the
+/// records decoded. A function of its own (not inlined) so that its loop
+/// keeps its state in registers, away from the checked path's.
+#[inline(never)]
+fn fast_run(
+    p: &[u8],
+    mut pos: usize,
+    st: &mut ThreadState,
+    v2: bool,
+    thread: u32,
+    out: &mut Vec<Record>,
+    room: usize,
+) -> (usize, usize) {
+    let mut s = *st;
+    let mut n = 0;
+    while n < room {
+        let Some(w) = p
+            .get(pos..pos + WINDOW)
+            .and_then(|w| w.first_chunk::<WINDOW>())
+        else {
+            break;
+        };
+        let Some(used) = fast_record(w, &mut s, v2, thread, out) else {
+            break;
+        };
+        pos += used;
+        n += 1;
+    }
+    *st = s;
+    (pos, n)
+}
+
+/// Decodes the ordinary record at the start of `w` with the delta state
+/// `st` of thread `thread` and appends it to `out`: its encoded length,
+/// or None (state and `out` untouched) for a control record or anything
+/// the checked path must look at (reserved bits, a size out of range or
+/// omitted before any was given, a varint of 10 bytes or more).
+#[inline(always)]
+fn fast_record(
+    w: &[u8; WINDOW],
+    st: &mut ThreadState,
+    v2: bool,
+    thread: u32,
+    out: &mut Vec<Record>,
+) -> Option<usize> {
+    let tag = w[0];
+    let e = if v2 {
+        FAST_TAGS[1][tag as usize]
+    } else {
+        FAST_TAGS[0][tag as usize]
+    };
+    let k = e & TAG_KIND;
+    if k == TAG_CONTROL {
+        return None;
+    }
+    let unmodelled = e & TAG_UNMODELLED != 0;
+    let c = (k != 0) as usize;
+    let mut i = 1;
+    let addr = st.addr[c].wrapping_add(unzigzag(window_varint(w, &mut i)?));
+    let size = if tag & TAG_SIZE != 0 {
+        let s = window_varint(w, &mut i)?;
+        if !(1..=MAX_ACCESS_SIZE as u64).contains(&s) {
+            return None;
+        }
+        s as u32
+    } else if st.size[c] == 0 {
+        return None;
+    } else {
+        st.size[c]
+    };
+    let ip = match (tag >> TAG_IP_SHIFT) & 3 {
+        IP_UNKNOWN => 0,
+        IP_SAME => st.ip,
+        IP_ADDR => addr,
+        _ => st.ip.wrapping_add(unzigzag(window_varint(w, &mut i)?)),
+    };
+    st.addr[c] = addr;
+    st.size[c] = size;
+    st.ip = ip;
+    out.push(Record {
+        kind: KINDS[(k & 7) as usize],
+        addr,
+        size,
+        ip,
+        thread,
+        stack: st.stack,
+        unmodelled,
+    });
+    Some(i)
 }
 
 #[cfg(test)]

@@ -154,6 +154,19 @@ impl TraceReader {
         self.skip_bad = skip;
     }
 
+    /// For tests and benchmarks: when on, records are decoded by the
+    /// checked, one-field-at-a-time path only (the decoder before the fast
+    /// paths of cctrace records and canonical lackey lines), so the fast
+    /// paths can be compared with it record for record. Same records and
+    /// same errors either way; only the speed differs.
+    #[doc(hidden)]
+    pub fn set_reference_decoding(&mut self, on: bool) {
+        match &mut self.decoder {
+            Decoder::Binary(d) => d.reference = on,
+            Decoder::Text(t) => t.reference = on,
+        }
+    }
+
     /// Malformed lines skipped so far.
     pub fn skipped(&self) -> u64 {
         self.skipped
@@ -339,11 +352,19 @@ impl TraceReader {
             let mut p = input.start;
             // Each parse consumes exactly one line.
             let mut line = self.line;
+            let fast = parser.fast();
             while p < limit {
                 if out.len() >= max {
                     break;
                 }
                 line += 1;
+                if fast {
+                    if let Some((r, next)) = parser.fast_lackey(buf, p) {
+                        out.push(r);
+                        p = next;
+                        continue;
+                    }
+                }
                 match parser.parse_line(buf, p) {
                     Line::Record(r, next) => {
                         out.push(r);

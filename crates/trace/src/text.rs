@@ -193,6 +193,9 @@ pub(crate) struct TextParser {
     /// Address of the last lackey `I` record: the ip of the data accesses
     /// that follow it (lackey prints each instruction before its accesses).
     last_instr: u64,
+    /// Parse with [`TextParser::parse_line`] only, never the fast path
+    /// (tests and benchmarks compare the two).
+    pub(crate) reference: bool,
 }
 
 impl TextParser {
@@ -201,7 +204,82 @@ impl TextParser {
         TextParser {
             format,
             last_instr: 0,
+            reference: false,
         }
+    }
+
+    /// True when [`TextParser::fast_lackey`] may be tried first.
+    #[inline]
+    pub(crate) fn fast(&self) -> bool {
+        self.format == Format::Lackey && !self.reference
+    }
+
+    /// The fast path of lackey text: a line exactly as Valgrind writes it
+    /// (`I  HEX,SIZE` or ` K HEX,SIZE` with K one of `L`, `S`, `M`; 1 to 16
+    /// hex digits, 1 to 7 decimal digits, '\n' right after) gives its
+    /// record and the start of the next line. Anything else — banners,
+    /// blanks, '\r', other spacing, `0x`, a size of 0 or over the limit,
+    /// a malformed line — gives None and leaves the state alone, for
+    /// [`TextParser::parse_line`] to parse or report. `buf` ends with
+    /// '\n', which stops every scan.
+    #[inline(always)]
+    pub(crate) fn fast_lackey(&mut self, buf: &[u8], p: usize) -> Option<(Record, usize)> {
+        let head = buf.get(p..p + 3)?;
+        let kind = match (head[0], head[1], head[2]) {
+            (b'I', b' ', b' ') => RecordKind::Instr,
+            (b' ', b'L', b' ') => RecordKind::Load,
+            (b' ', b'S', b' ') => RecordKind::Store,
+            (b' ', b'M', b' ') => RecordKind::Modify,
+            _ => return None,
+        };
+        let start = p + 3;
+        let mut i = start;
+        let mut addr = 0u64;
+        loop {
+            let d = HEX[buf[i] as usize];
+            if d == NOT_HEX {
+                break;
+            }
+            addr = (addr << 4) | u64::from(d);
+            i += 1;
+        }
+        // Over 16 digits the shifts lost bits: the checked path decides.
+        if i == start || i - start > 16 || buf[i] != b',' {
+            return None;
+        }
+        i += 1;
+        let start = i;
+        let mut size = 0u32;
+        loop {
+            let d = buf[i].wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            size = size.wrapping_mul(10).wrapping_add(u32::from(d));
+            i += 1;
+        }
+        if i == start || i - start > 7 || buf[i] != b'\n' || !(1..=MAX_ACCESS_SIZE).contains(&size)
+        {
+            return None;
+        }
+        let ip = if kind == RecordKind::Instr {
+            self.last_instr = addr;
+            addr
+        } else {
+            self.last_instr
+        };
+        Some((
+            Record {
+                kind,
+                addr,
+                size,
+                ip,
+                thread: 0,
+                stack: 0,
+                unmodelled: false,
+            },
+            i + 1,
+        ))
     }
 
     /// Parses the line at `buf[p]`; `buf` ends with '\n'.
