@@ -34,6 +34,7 @@ pub mod coremap;
 pub mod counters;
 mod driver;
 mod hierarchy;
+mod jaguar;
 mod lean;
 mod prefetch;
 pub mod presets;
