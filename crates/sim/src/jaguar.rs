@@ -219,9 +219,11 @@ impl Jaguar {
                 nt += c.len();
             }
         }
+        // One more, always empty: where a quick look that cannot index a
+        // set by a mask looks.
         let mut tags = Vec::new();
-        tags.try_reserve_exact(n)?;
-        tags.resize(n, EMPTY);
+        tags.try_reserve_exact(n + 1)?;
+        tags.resize(n + 1, EMPTY);
         let mut touched = Vec::new();
         touched.try_reserve_exact(nt)?;
         touched.resize(nt, 0);
@@ -715,9 +717,31 @@ impl Jaguar {
         }
     }
 
+    /// The quick look's view of instance `i`: its first tag, set mask and
+    /// ways, and its first mask; for sets that are not a power of two,
+    /// the always-empty tag after every instance's (the look never hits).
+    fn view(&self, i: u16) -> View {
+        let x = &self.caches[usize::from(i)];
+        let pow2 = x.set_mask != u64::MAX;
+        View {
+            off: if pow2 { x.off } else { self.tags.len() - 1 },
+            mask: if pow2 { x.set_mask } else { 0 },
+            ways: if pow2 { x.ways } else { 0 },
+            toff: x.toff.map_or(0, |t| t.wrapping_sub(x.off)),
+        }
+    }
+
     /// Simulates `accesses` by `core`, writing each result; returns how
     /// many were done: all, or up to the first of a kind the engine leaves
     /// to the general caches.
+    ///
+    /// The loop decides the quick look's hits itself (see
+    /// [`Jaguar::quick`]), with the geometry held in locals and the hits
+    /// counted locally. Such a hit changes no recency and no ownership,
+    /// and within one core's batch nothing else can but a call to the
+    /// walk (other cores do not run): so the line found last on each side
+    /// is *held*, and the next access to it is one compare against a
+    /// per-kind key (for writes, the data side's line only if owned).
     pub(crate) fn batch(
         &mut self,
         core: usize,
@@ -726,16 +750,148 @@ impl Jaguar {
         coh: &mut CoherenceStats,
         lines: &mut LineTable,
     ) -> usize {
-        for (n, (a, r)) in accesses.iter().zip(results.iter_mut()).enumerate() {
+        let c = self.cores[core];
+        let l1 = [self.view(c.l1[0]), self.view(c.l1[1])];
+        // Without all-levels lookup the second level is not looked at.
+        let l2 = self.view(c.l2);
+        let all = self.all_levels;
+        let coherent = self.coherent;
+        let sh = self.shift;
+        let (gran, in_line) = (sh.saturating_sub(6), (1u64 << sh) - 1);
+        // Per kind, the held line an access of that kind hits with one
+        // compare; `u64::MAX` for none (no line of an address below
+        // `TOP_REGION` is).
+        let mut key = [u64::MAX; 4];
+        // Per side, the held line's tag index.
+        let mut held = [0usize; 2];
+        let mut hits = [0u64; 4];
+        let n = accesses.len();
+        let results = &mut results[..n];
+        let mut done = n;
+        for i in 0..n {
+            let a = accesses[i];
             let k = a.kind as usize;
             if k > AccessKind::ReadModifyWrite as usize {
-                return n;
+                done = i;
+                break;
             }
-            *r = match self.quick(core, k, a.addr, a.size) {
-                Some(r) => r,
-                None => self.demand(core, k, a.addr, a.size, coh, lines),
-            };
+            let side = usize::from(k != 0);
+            let line = a.addr >> sh;
+            let end = a.addr.wrapping_add(u64::from(a.size.saturating_sub(1)));
+            if end >> sh == line && a.addr < TOP_REGION {
+                let mut hit = line == key[k];
+                if !hit {
+                    let v = &l1[side];
+                    let at = v.off + (line & v.mask) as usize * v.ways;
+                    let y = l2.off + (line & l2.mask) as usize * l2.ways;
+                    // Asked for writes only: a read's hold leaves writes
+                    // to look again.
+                    let writes = k >= AccessKind::Write as usize;
+                    let owned = writes && (!coherent || self.owners.owns(line << sh, core));
+                    if !writes || owned {
+                        if self.tags[at] >> 1 == line && (!all || self.tags[y] >> 1 == line) {
+                            hit = true;
+                        } else if self.promote(v, &l2, all, line, side == 1 && coherent) {
+                            // A hit further back: the line is now the most
+                            // recent of its sets, which may have changed
+                            // the other side's held line's place below.
+                            hit = true;
+                            key = [u64::MAX; 4];
+                        }
+                        if hit {
+                            held[side] = at;
+                            if side == 0 {
+                                key[0] = line;
+                            } else {
+                                let w = if owned { line } else { u64::MAX };
+                                key = [key[0], line, w, w];
+                            }
+                        }
+                    }
+                }
+                if hit {
+                    let at = held[side];
+                    self.tags[at] |= u64::from(k >= AccessKind::Write as usize);
+                    if coherent && side == 1 {
+                        let first = (a.addr & in_line) >> gran;
+                        let last = (end & in_line) >> gran;
+                        self.touched[at.wrapping_add(l1[1].toff)] |=
+                            (u64::MAX >> (63 - (last - first))) << first;
+                    }
+                    hits[k] += 1;
+                    results[i] = L1_HIT;
+                    continue;
+                }
+            }
+            key = [u64::MAX; 4];
+            results[i] = self.demand(core, k, a.addr, a.size, coh, lines);
         }
-        accesses.len()
+        for (k, n) in hits.into_iter().enumerate() {
+            self.caches[usize::from(c.l1[k])].acc[k] += n;
+            if all {
+                self.caches[usize::from(c.l2)].acc[usize::from(k != 0)] += n;
+            }
+        }
+        done
     }
+}
+
+impl Jaguar {
+    /// A one-line hit further back than the most recent line of its set
+    /// at the first level `v` (and, if `all`, at the second level `w`):
+    /// moves it to the front of its set at each (with its mask, if
+    /// `masks`) and returns true; false, with nothing changed, if the
+    /// first level lacks the line (or its sets are not a power of two).
+    #[inline(always)]
+    fn promote(&mut self, v: &View, w: &View, all: bool, line: u64, masks: bool) -> bool {
+        let b1 = v.off + (line & v.mask) as usize * v.ways;
+        let Some(p1) = self.tags[b1..b1 + v.ways]
+            .iter()
+            .position(|&t| t >> 1 == line)
+        else {
+            return false;
+        };
+        let b2 = w.off + (line & w.mask) as usize * w.ways;
+        let mut p2 = 0;
+        if all {
+            // Inclusion: the line is below too (unless that level's sets
+            // are not a power of two: then the walk does it).
+            match self.tags[b2..b2 + w.ways]
+                .iter()
+                .position(|&t| t >> 1 == line)
+            {
+                Some(p) => p2 = p,
+                None => return false,
+            }
+        }
+        rotate(&mut self.tags[b1..=b1 + p1]);
+        if masks {
+            let t = b1.wrapping_add(v.toff);
+            rotate(&mut self.touched[t..=t + p1]);
+        }
+        if all {
+            rotate(&mut self.tags[b2..=b2 + p2]);
+        }
+        true
+    }
+}
+
+/// Moves the last element of `s` to its front, the others back one place.
+#[inline(always)]
+fn rotate(s: &mut [u64]) {
+    let mut carry = s[s.len() - 1];
+    for x in s.iter_mut() {
+        carry = std::mem::replace(x, carry);
+    }
+}
+
+/// One instance as the batch loop's quick look needs it.
+#[derive(Clone, Copy)]
+struct View {
+    off: usize,
+    mask: u64,
+    ways: usize,
+    /// Add to a tag index for its mask's index (data first levels of a
+    /// coherent hierarchy).
+    toff: usize,
 }
