@@ -380,15 +380,26 @@ impl Jaguar {
     }
 
     /// Removes `line` from instance `i` if present, returning its tag and
-    /// mask; the lines behind it move up one place.
-    #[inline]
+    /// mask; the lines behind it move up one place. The search is inlined
+    /// (most snoops find nothing), the removal is not.
+    #[inline(always)]
     fn remove(&mut self, i: usize, line: u64) -> Option<(u64, u64)> {
         let x = &self.caches[i];
         let rel = x.set_base(line);
         let base = x.off + rel;
+        let w = self.tags[base..base + x.ways]
+            .iter()
+            .position(|&t| t >> 1 == line)?;
+        Some(self.remove_at(i, rel, w))
+    }
+
+    /// Removes way `w` of the set at `rel` of instance `i`.
+    #[inline(never)]
+    fn remove_at(&mut self, i: usize, rel: usize, w: usize) -> (u64, u64) {
+        let x = &self.caches[i];
+        let base = x.off + rel;
         let ways = x.ways;
         let set = &mut self.tags[base..base + ways];
-        let w = set.iter().position(|&t| t >> 1 == line)?;
         let t = set[w];
         set.copy_within(w + 1.., w);
         set[ways - 1] = EMPTY;
@@ -399,7 +410,7 @@ impl Jaguar {
             masks.copy_within(w + 1.., w);
             masks[ways - 1] = 0;
         }
-        Some((t, mask))
+        (t, mask)
     }
 
     /// Whether instance `i` holds `line`.
