@@ -59,6 +59,8 @@ pub(crate) const MAX_LINES: u64 = 1 << 24;
 const TOP_REGION: u64 = u64::MAX - (u32::MAX as u64) - 1;
 
 const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
+/// An access straddling two lines, both hits (each line counts).
+const L1_HIT_2: AccessResult = AccessResult::new(ServedBy::L1, 2);
 
 /// Bytes of state the engine needs for an instance of `lines` lines
 /// (`touched`: a data first level of a coherent hierarchy).
@@ -831,6 +833,40 @@ impl Jaguar {
                     }
                     hits[k] += 1;
                     results[i] = L1_HIT;
+                    continue;
+                }
+            } else if end >> sh == line + 1 && a.addr < TOP_REGION {
+                // Two lines, each the most recent of its sets and, for a
+                // write, owned: each line's walk would only set its dirty
+                // bit and bytes touched, and count a hit at each level.
+                let v = &l1[side];
+                let next = line + 1;
+                let at0 = v.off + (line & v.mask) as usize * v.ways;
+                let at1 = v.off + (next & v.mask) as usize * v.ways;
+                let y0 = l2.off + (line & l2.mask) as usize * l2.ways;
+                let y1 = l2.off + (next & l2.mask) as usize * l2.ways;
+                let writes = k >= AccessKind::Write as usize;
+                if self.tags[at0] >> 1 == line
+                    && self.tags[at1] >> 1 == next
+                    && (!all || (self.tags[y0] >> 1 == line && self.tags[y1] >> 1 == next))
+                    && (!writes
+                        || !coherent
+                        || (self.owners.owns(line << sh, core)
+                            && self.owners.owns(next << sh, core)))
+                {
+                    let d = u64::from(writes);
+                    self.tags[at0] |= d;
+                    self.tags[at1] |= d;
+                    if coherent && side == 1 {
+                        let first = (a.addr & in_line) >> gran;
+                        let last = in_line >> gran;
+                        self.touched[at0.wrapping_add(l1[1].toff)] |=
+                            (u64::MAX >> (63 - (last - first))) << first;
+                        let last = (end & in_line) >> gran;
+                        self.touched[at1.wrapping_add(l1[1].toff)] |= u64::MAX >> (63 - last);
+                    }
+                    hits[k] += 2;
+                    results[i] = L1_HIT_2;
                     continue;
                 }
             }
