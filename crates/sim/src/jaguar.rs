@@ -1,6 +1,6 @@
-//! The Jaguar engine: the whole simulator for coherent hierarchies of the
-//! `jaguar` preset's shape, chosen once when the [`crate::Hierarchy`] is
-//! built ([`crate::HierarchyConfig::jaguar_shape`]).
+//! The Jaguar engine: the whole simulator for hierarchies of the `jaguar`
+//! preset's shape, chosen once when the [`crate::Hierarchy`] is built
+//! ([`crate::HierarchyConfig::jaguar_shape`]).
 //!
 //! The shape: per core a private instruction first level and a private
 //! data first level; below them one unified, inclusive level per module
