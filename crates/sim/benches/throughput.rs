@@ -21,7 +21,8 @@
 //!   the counter layout (its instruction's, 65,536 rows);
 //! - `general/...`: the Cachegrind runs on the general caches
 //!   (`Hierarchy::new_general`, the simulator before the lean engine), for
-//!   the before/after ratio in the same run;
+//!   the before/after ratio in the same run; `general/batch/jaguar-4t` and
+//!   `general/batch/jaguar-4t-shared` likewise for the Jaguar engine;
 //! - the same five through `Hierarchy::access_batch` (`batch/...`): the
 //!   trace cut beforehand into runs of one thread, at most 256 accesses
 //!   each, as a capture consumer or `coldcache sim` would pass them; the
@@ -345,6 +346,15 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("batch/jaguar-4t-shared", |b| {
         let mut h = Hierarchy::new(&jag).unwrap();
+        b.iter(|| run_batches(&mut h, black_box(&four_shared), &mut results))
+    });
+    g.bench_function("general/batch/jaguar-4t", |b| {
+        let mut h = Hierarchy::new_general(&jag).unwrap();
+        assert!(!h.uses_jaguar_engine());
+        b.iter(|| run_batches(&mut h, black_box(&four), &mut results))
+    });
+    g.bench_function("general/batch/jaguar-4t-shared", |b| {
+        let mut h = Hierarchy::new_general(&jag).unwrap();
         b.iter(|| run_batches(&mut h, black_box(&four_shared), &mut results))
     });
     g.finish();

@@ -12,7 +12,8 @@
 //! the lean engine; `jaguar`
 //! with records dealt to four cores in turns of 64 and each core's data
 //! moved to a region of its own, `jaguar-shared` the same without moving
-//! the data), how many records to replay (default: all), and `batch` to
+//! the data, both on the Jaguar engine, `jaguar-general` and
+//! `jaguar-shared-general` the same on the general caches), how many records to replay (default: all), and `batch` to
 //! simulate through `Hierarchy::access_batch` (`--toggle-collect` then
 //! names `replay::simulate_batch*`). The trace is
 //! parsed before `simulate` runs, so only the simulation is collected.
@@ -103,10 +104,12 @@ fn main() {
     let mut trace = parse(path, limit);
     let (cfg, threads) = match preset {
         "cachegrind" | "cachegrind-general" => (presets::cachegrind_default(), false),
-        "jaguar" | "jaguar-shared" => (presets::jaguar(), true),
+        "jaguar" | "jaguar-shared" | "jaguar-general" | "jaguar-shared-general" => {
+            (presets::jaguar(), true)
+        }
         other => panic!("unknown preset {other}"),
     };
-    if preset == "jaguar" {
+    if preset == "jaguar" || preset == "jaguar-general" {
         for (t, a) in &mut trace {
             if a.kind != AccessKind::InstrFetch {
                 a.addr ^= u64::from(*t) << 40;

@@ -16,6 +16,7 @@
 use crate::cache::{flags, Cache, Evicted};
 use crate::coherence::{LineTable, Owners};
 use crate::config::*;
+use crate::jaguar::{JagCache, Jaguar};
 use crate::lean::{Lean, LeanCache};
 use crate::prefetch::{Candidates, Prefetcher};
 use crate::shadow::Shadow;
@@ -191,6 +192,9 @@ pub struct Hierarchy {
     /// The lean engine, for hierarchies of its shape (see `lean.rs`), until
     /// the first access it leaves to the general caches.
     lean: Option<Lean>,
+    /// The Jaguar engine, for hierarchies of its shape (see `jaguar.rs`),
+    /// until the first access it leaves to the general caches.
+    jag: Option<Box<Jaguar>>,
 }
 
 /// Whether a demand access of kind `k` to the first-level line at
@@ -296,6 +300,16 @@ impl HierarchyConfig {
                     total.saturating_add(crate::lean::bytes_for(lines).saturating_mul(instances));
             }
         }
+        if self.jaguar_shape() {
+            for l in &self.levels {
+                let instances = (self.cores / group_of(l, self.cores).max(1)) as u64;
+                let lines = l.sets().saturating_mul(u64::from(l.assoc));
+                let touched = coherent && l.kind == CacheKind::Data;
+                total = total.saturating_add(
+                    crate::jaguar::bytes_for(lines, touched).saturating_mul(instances),
+                );
+            }
+        }
         for p in &self.prefetchers {
             let instances = self
                 .levels
@@ -368,6 +382,50 @@ impl HierarchyConfig {
         };
         each && first_ok && second_ok
     }
+
+    /// Whether a hierarchy for this configuration runs on the Jaguar
+    /// engine (`jaguar.rs`): per core a private instruction and a private
+    /// data first level, and one unified, inclusive second level per
+    /// module of cores (a group dividing the cores, one core, or all);
+    /// LRU, write-back, one line size of at least 4 bytes at every level,
+    /// at most 32 ways and 2^24 lines per instance; an access straddling
+    /// lines counting each line; coherence on or off, every level looked
+    /// up on every access or the second on a first-level miss; no
+    /// prefetchers or miss classification. The `jaguar` preset is of this
+    /// shape.
+    pub fn jaguar_shape(&self) -> bool {
+        if !self.prefetchers.is_empty()
+            || self.classify_misses
+            || self.straddle != StraddleMode::PerLine
+            || self.levels.len() != 3
+        {
+            return false;
+        }
+        let line = self.levels[0].line_size;
+        let each = self.levels.iter().all(|l| {
+            l.policy == ReplacementPolicy::Lru
+                && l.write == WritePolicy::WriteBack
+                && l.assoc <= crate::jaguar::MAX_WAYS
+                && l.line_size == line
+                && l.line_size >= 4
+                && l.sets().saturating_mul(u64::from(l.assoc)) <= crate::jaguar::MAX_LINES
+        });
+        let first = |kind: CacheKind| {
+            self.levels
+                .iter()
+                .filter(|l| l.level == 1 && l.kind == kind && group_of(l, self.cores) == 1)
+                .count()
+                == 1
+        };
+        let second = self.levels.iter().any(|l| {
+            l.level == 2
+                && l.kind == CacheKind::Unified
+                && l.inclusion == Inclusion::Inclusive
+                && group_of(l, self.cores) >= 1
+                && self.cores.is_multiple_of(group_of(l, self.cores))
+        });
+        each && first(CacheKind::Instruction) && first(CacheKind::Data) && second
+    }
 }
 
 impl Hierarchy {
@@ -397,6 +455,7 @@ impl Hierarchy {
 
     fn build(cfg: &HierarchyConfig, lean: bool) -> Result<Hierarchy, ConfigError> {
         cfg.validate()?;
+        let engines = lean;
         let need = cfg.state_bytes();
         let refuse = |key: String| {
             ConfigError {
@@ -429,7 +488,7 @@ impl Hierarchy {
                     let track_ip = n == 1 && l.kind != CacheKind::Instruction;
                     // On the lean engine the general caches wait, reserved
                     // but unwritten, for a hand-over that may never come.
-                    let make = if lean && cfg.lean_shape() {
+                    let make = if lean && (cfg.lean_shape() || cfg.jaguar_shape()) {
                         Cache::try_new_deferred
                     } else {
                         Cache::try_new
@@ -572,8 +631,40 @@ impl Hierarchy {
         } else {
             None
         };
+        let jag = if engines && cfg.jaguar_shape() {
+            let shift = cfg.levels[0].line_size.trailing_zeros();
+            let caches = inst
+                .iter()
+                .map(|x| {
+                    let l = &cfg.levels[x.info.level_index];
+                    JagCache::new(
+                        l.sets(),
+                        l.assoc,
+                        coherent && l.kind == CacheKind::Data,
+                        x.info.first_core,
+                        x.info.cores,
+                    )
+                })
+                .collect();
+            let per_core = (0..cores)
+                .map(|c| [ipath[c].inst[0], dpath[c].inst[0], dpath[c].inst[1]])
+                .collect();
+            Some(Box::new(
+                Jaguar::try_new(
+                    caches,
+                    per_core,
+                    shift,
+                    coherent,
+                    cfg.lookup == LookupMode::AllLevels,
+                )
+                .map_err(|_| refuse("levels".into()))?,
+            ))
+        } else {
+            None
+        };
         Ok(Hierarchy {
             lean,
+            jag,
             coh: CoherenceStats {
                 sent_by_core: vec![0; cores],
                 received_by_core: vec![0; cores],
@@ -687,9 +778,37 @@ impl Hierarchy {
 
     /// The counters of instance `i`, from whichever engine runs.
     fn instance_stats(&self, i: usize) -> LevelStats {
+        if let Some(j) = &self.jag {
+            return j.stats(i);
+        }
         match &self.lean {
             Some(l) => l.stats(i),
             None => self.inst[i].stats(),
+        }
+    }
+
+    /// Whether this hierarchy runs on the Jaguar engine (its configuration
+    /// is of [`HierarchyConfig::jaguar_shape`], it was not built with
+    /// [`Hierarchy::new_general`], and no software prefetch, non-temporal
+    /// store or flush has come yet: those hand the state to the general
+    /// caches for good).
+    pub fn uses_jaguar_engine(&self) -> bool {
+        self.jag.is_some()
+    }
+
+    /// Hands the Jaguar engine's lines, masks, counters and owners to the
+    /// general caches, which run every access from now on.
+    #[cold]
+    #[inline(never)]
+    fn leave_jaguar(&mut self) {
+        if let Some(mut j) = self.jag.take() {
+            for (i, x) in self.inst.iter_mut().enumerate() {
+                x.cache.fill_deferred();
+                j.install(i, &mut x.cache);
+                x.stats = j.stats(i);
+                x.hits_fast = [0; 4];
+            }
+            self.owners = j.take_owners();
         }
     }
 
@@ -723,6 +842,9 @@ impl Hierarchy {
     /// invariant checks).
     pub fn instance_contains(&self, instance: usize, addr: u64) -> bool {
         let c = &self.inst[instance].cache;
+        if let Some(j) = &self.jag {
+            return j.contains(instance, addr);
+        }
         if let Some(l) = &self.lean {
             return l.contains(instance, addr);
         }
@@ -732,6 +854,9 @@ impl Hierarchy {
     /// Every line address (byte address of the line) held by an instance.
     pub fn instance_lines(&self, instance: usize) -> Vec<u64> {
         let c = &self.inst[instance].cache;
+        if let Some(j) = &self.jag {
+            return j.lines(instance);
+        }
         if let Some(l) = &self.lean {
             return l.lines(instance);
         }
@@ -749,6 +874,12 @@ impl Hierarchy {
                 return l.access(core, a);
             }
             self.leave_lean();
+        }
+        if let Some(j) = &mut self.jag {
+            if a.kind as usize <= AccessKind::ReadModifyWrite as usize {
+                return j.access(core, a, &mut self.coh, &mut self.lines);
+            }
+            self.leave_jaguar();
         }
         if a.addr >= TOP_REGION {
             (a.addr, a.size) = clamp_to_top(a.addr, a.size);
@@ -792,6 +923,17 @@ impl Hierarchy {
                     return;
                 }
                 self.leave_lean();
+                (&accesses[done..], &mut results[done..])
+            }
+            None => (accesses, results),
+        };
+        let (accesses, results) = match &mut self.jag {
+            Some(j) => {
+                let done = j.batch(core, accesses, results, &mut self.coh, &mut self.lines);
+                if done == accesses.len() {
+                    return;
+                }
+                self.leave_jaguar();
                 (&accesses[done..], &mut results[done..])
             }
             None => (accesses, results),

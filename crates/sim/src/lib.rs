@@ -21,8 +21,10 @@
 //! two paths of instance indices, instruction and data, from L1 to the last
 //! level. Coherence, inclusion and prefetchers are rules applied on top of
 //! those paths. A hierarchy of Cachegrind's shape
-//! ([`HierarchyConfig::lean_shape`]) runs on a leaner engine instead,
-//! chosen once when it is built, with the same results and counters.
+//! ([`HierarchyConfig::lean_shape`]) runs on a leaner engine instead, and
+//! one of the `jaguar` preset's shape ([`HierarchyConfig::jaguar_shape`])
+//! on an engine of its own, each chosen once when the hierarchy is built,
+//! with the same results and counters.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -34,6 +36,7 @@ pub mod coremap;
 pub mod counters;
 mod driver;
 mod hierarchy;
+mod jaguar;
 mod lean;
 mod prefetch;
 pub mod presets;

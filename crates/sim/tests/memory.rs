@@ -88,3 +88,21 @@ fn state_bytes_of_the_cachegrind_preset_by_hand() {
     // Within the limit: built.
     assert!(Hierarchy::new(&presets::cachegrind_default()).is_ok());
 }
+
+#[test]
+fn state_bytes_of_the_jaguar_engine_by_hand() {
+    // The engine's own state beside the general caches': per line an
+    // 8-byte tag, and for the data first levels an 8-byte mask of bytes
+    // touched. I1: 8 cores * 512 lines * 8; D1: 8 * 512 * 16; L2: 2
+    // modules * 32768 lines * 8. The same configuration with straddles
+    // counted once is not of the engine's shape and needs the rest only.
+    let jag = presets::jaguar();
+    let mut other = jag.clone();
+    other.straddle = StraddleMode::Whole;
+    assert!(jag.jaguar_shape() && !other.jaguar_shape() && !other.lean_shape());
+    let want = 8 * 512 * 8 + 8 * 512 * 16 + 2 * 32768 * 8;
+    assert_eq!(want, 622_592);
+    assert_eq!(jag.state_bytes() - other.state_bytes(), want);
+    let h = Hierarchy::new(&jag).unwrap();
+    assert!(h.uses_jaguar_engine());
+}

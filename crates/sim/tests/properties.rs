@@ -786,3 +786,207 @@ proptest! {
         prop_assert_eq!(batched.stats(), general.stats());
     }
 }
+
+/// A hierarchy of the Jaguar engine's shape: per core a private
+/// instruction and data first level, one unified inclusive second level
+/// per module (of 1, 2 or 4 cores, or all of them); LRU; write-back; any
+/// number of sets (not only powers of two), 1 to 16 ways, one line size
+/// of 4 to 64 bytes; 1, 2, 4 or 8 cores; coherence and all-levels lookup
+/// each on or off.
+fn jaguar_hierarchy() -> impl Strategy<Value = HierarchyConfig> {
+    (
+        (1u64..9, 1u32..17, 1u64..9, 1u32..17, 1u64..40, 1u32..17),
+        0u32..5,
+        prop_oneof![Just(1usize), Just(2), Just(4), Just(8)],
+        prop_oneof![Just(1usize), Just(2), Just(4), Just(0)],
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |((s1, a1, s2, a2, s3, a3), g, cores, module, coherent, all_levels)| {
+                let line = 4u32 << g;
+                let l = |name: &str, n: u8, kind, sets: u64, assoc: u32, sharing, inclusion| {
+                    LevelConfig {
+                        name: name.into(),
+                        level: n,
+                        kind,
+                        size: sets * u64::from(assoc) * u64::from(line),
+                        line_size: line,
+                        assoc,
+                        policy: ReplacementPolicy::Lru,
+                        write: WritePolicy::WriteBack,
+                        inclusion,
+                        sharing,
+                        latency: None,
+                    }
+                };
+                let sharing = if module == 0 || module >= cores {
+                    Sharing::All
+                } else {
+                    Sharing::Group { cores: module }
+                };
+                let ni = Inclusion::NonInclusive;
+                HierarchyConfig {
+                    name: "jaguar-shaped".into(),
+                    cores,
+                    levels: vec![
+                        l("I1", 1, CacheKind::Instruction, s1, a1, Sharing::Core, ni),
+                        l("D1", 1, CacheKind::Data, s2, a2, Sharing::Core, ni),
+                        l(
+                            "L2",
+                            2,
+                            CacheKind::Unified,
+                            s3,
+                            a3,
+                            sharing,
+                            Inclusion::Inclusive,
+                        ),
+                    ],
+                    straddle: StraddleMode::PerLine,
+                    lookup: if all_levels {
+                        LookupMode::AllLevels
+                    } else {
+                        LookupMode::OnMiss
+                    },
+                    coherence: coherent,
+                    classify_misses: false,
+                    ..HierarchyConfig::default()
+                }
+            },
+        )
+}
+
+/// An access for the Jaguar engine's tests: mostly demand kinds, half
+/// over a small region every core uses (shared lines: ping-pong writes,
+/// false sharing) and half over a region of the core's own (private
+/// lines), some straddling lines, some of size 0, a few at the very top of
+/// the address space; `other` lets a few prefetches, non-temporal stores
+/// and flushes in, which hand the state to the general caches.
+fn jaguar_op(other: bool) -> impl Strategy<Value = MOp> {
+    (
+        0usize..8,
+        0u8..40,
+        0u64..1500,
+        0u32..=200,
+        0u8..60,
+        any::<bool>(),
+    )
+        .prop_map(move |(core, k, a, size, top, shared)| {
+            let kind = match k {
+                0..=7 => AccessKind::InstrFetch,
+                8..=21 => AccessKind::Read,
+                22..=31 => AccessKind::Write,
+                32..=38 => AccessKind::ReadModifyWrite,
+                _ if !other => AccessKind::Read,
+                _ => [
+                    AccessKind::Prefetch,
+                    AccessKind::NonTemporalStore,
+                    AccessKind::Flush,
+                ][a as usize % 3],
+            };
+            let size = if size > 40 { size % 9 } else { size };
+            let addr = if top == 0 {
+                u64::MAX - a % 300
+            } else if shared {
+                a * 2 + u64::from(top % 3)
+            } else {
+                ((core as u64 + 1) << 20) + a * 4 + u64::from(top % 3)
+            };
+            MOp {
+                core,
+                kind,
+                addr,
+                size,
+            }
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The Jaguar engine is exact: against the general caches and walks
+    /// (`Hierarchy::new_general`) on hierarchies of its shape and on the
+    /// `jaguar` preset, every access's result, every counter (coherence
+    /// included), the per-line sharing figures and every instance's lines
+    /// agree, one access at a time and through `access_batch` cut
+    /// anywhere; and when a prefetch, non-temporal store or flush hands
+    /// its state to the general caches mid-run, everything after agrees
+    /// too.
+    #[test]
+    fn jaguar_engine_is_exact(
+        cfg in jaguar_hierarchy(),
+        preset in 0u8..4,
+        other in any::<bool>(),
+        ops in prop::collection::vec(jaguar_op(false), 1..800),
+        more in prop::collection::vec(jaguar_op(true), 0..200),
+        cuts in prop::collection::vec(1usize..60, 1..40),
+    ) {
+        let cfg = if preset == 0 { presets::jaguar() } else { cfg };
+        prop_assert!(cfg.jaguar_shape(), "{:?}", cfg);
+        let mut single = Hierarchy::new(&cfg).unwrap();
+        let mut batched = Hierarchy::new(&cfg).unwrap();
+        let mut general = Hierarchy::new_general(&cfg).unwrap();
+        prop_assert!(single.uses_jaguar_engine() && batched.uses_jaguar_engine());
+        prop_assert!(!general.uses_jaguar_engine());
+        let tail = if other { &more[..] } else { &[][..] };
+        let accesses: Vec<(usize, Access)> = ops
+            .iter()
+            .chain(tail)
+            .map(|o| (o.core % cfg.cores, Access::new(o.kind, o.addr, o.size).with_ip(0x400)))
+            .collect();
+        let want: Vec<AccessResult> = accesses.iter().map(|&(c, a)| general.access(c, a)).collect();
+        for (n, &(c, a)) in accesses.iter().enumerate() {
+            prop_assert_eq!(single.access(c, a), want[n], "access {} {:?} core {}", n, a, c);
+        }
+        let mut got = vec![AccessResult::default(); accesses.len()];
+        let (mut i, mut j) = (0, 0);
+        while i < accesses.len() {
+            let core = accesses[i].0;
+            let limit = cuts[j % cuts.len()];
+            j += 1;
+            let mut end = i;
+            while end < accesses.len() && end - i < limit && accesses[end].0 == core {
+                end += 1;
+            }
+            let run: Vec<Access> = accesses[i..end].iter().map(|&(_, a)| a).collect();
+            batched.access_batch(core, &run, &mut got[i..end]);
+            i = end;
+        }
+        for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+            prop_assert_eq!(g, w, "batched access {} {:?}", n, accesses[n]);
+        }
+        let handed_over = accesses.iter().any(|(_, a)| a.kind as usize > AccessKind::ReadModifyWrite as usize);
+        prop_assert_eq!(single.uses_jaguar_engine(), !handed_over);
+        prop_assert_eq!(batched.uses_jaguar_engine(), !handed_over);
+        for h in [&single, &batched] {
+            prop_assert_eq!(h.stats(), general.stats());
+            prop_assert_eq!(h.level_totals(), general.level_totals());
+            prop_assert_eq!(h.line_sharing(), general.line_sharing());
+        }
+        for t in 0..general.instances().len() {
+            let mut w = general.instance_lines(t);
+            w.sort_unstable();
+            for h in [&single, &batched] {
+                let mut g = h.instance_lines(t);
+                g.sort_unstable();
+                prop_assert_eq!(&g, &w, "instance {}", t);
+                for &line in &w {
+                    prop_assert!(h.instance_contains(t, line));
+                }
+            }
+        }
+        // After a hand-over, the general caches hold the engine's recency
+        // order, dirty bits and bytes touched: more traffic still agrees.
+        for (n, o) in more.iter().enumerate() {
+            let a = Access::new(o.kind, o.addr, o.size).with_ip(0x400);
+            let c = o.core % cfg.cores;
+            let w = general.access(c, a);
+            prop_assert_eq!(single.access(c, a), w, "later access {} {:?}", n, a);
+            prop_assert_eq!(batched.access(c, a), w, "later access {} {:?}", n, a);
+        }
+        for h in [&single, &batched] {
+            prop_assert_eq!(h.stats(), general.stats());
+            prop_assert_eq!(h.line_sharing(), general.line_sharing());
+        }
+    }
+}
