@@ -564,8 +564,6 @@ impl Lean {
                     }
                 }
             }
-            // Rare (a few percent): let the hit path have the registers.
-            std::hint::cold_path();
             let r = self.demand_rest(c, k, a.addr, a.size);
             sink.rest(item, k, r);
         }
@@ -620,8 +618,6 @@ impl Lean {
                     }
                 }
             }
-            // Rare (a few percent): let the hit path have the registers.
-            std::hint::cold_path();
             let r = self.demand_rest(c, k, a.addr, a.size);
             sink.rest(item, k, r);
         }
@@ -655,6 +651,11 @@ impl Lean {
     /// quick look at the most recent line of its first-level set: the
     /// address space's end, a hit on the second most recent line, the
     /// walk.
+    ///
+    /// Cold: a few percent of accesses come here, and marking the call
+    /// unlikely lets the batch loop's hit path keep its values in
+    /// registers (the call clobbers the others).
+    #[cold]
     #[inline(never)]
     fn demand_rest(&mut self, c: [u16; 3], k: usize, mut addr: u64, mut size: u32) -> AccessResult {
         if addr >= TOP_REGION {
