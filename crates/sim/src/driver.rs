@@ -278,15 +278,15 @@ fn add_to_row(
 struct TallySink<'a>(&'a mut Tally);
 
 impl BatchSink for TallySink<'_> {
-    type Items = std::iter::RepeatN<()>;
+    type Items = std::iter::Repeat<()>;
     #[inline(always)]
-    fn start_run(&mut self, len: usize) -> Self::Items {
-        std::iter::repeat_n((), len)
+    fn start_run(&mut self, _len: usize) -> Self::Items {
+        std::iter::repeat(())
     }
     #[inline(always)]
     fn hit(&mut self, _: (), _k: usize) {}
     #[inline(always)]
-    fn rest(&mut self, _: (), k: usize, r: AccessResult) {
+    fn rest(&mut self, _: (), _n: usize, k: usize, r: AccessResult) {
         self.0.add(AccessKind::ALL[k], &r);
     }
     fn hits(&mut self, by_kind: [u64; 4]) {
@@ -329,7 +329,7 @@ impl<'a> BatchSink for RowSink<'a> {
         self.table[row as usize * self.len + usize::from(self.cell[k][0])] += 1;
     }
     #[inline(always)]
-    fn rest(&mut self, row: u32, k: usize, r: AccessResult) {
+    fn rest(&mut self, row: u32, _n: usize, k: usize, r: AccessResult) {
         let kind = AccessKind::ALL[k];
         self.tally.add(kind, &r);
         let at = row as usize * self.len;

@@ -266,45 +266,53 @@ pub(crate) trait BatchSink {
     type Items: Iterator;
     /// A run of the batch's next `len` accesses begins (runs follow each
     /// other from the batch's first access): their items, at least `len`.
+    /// Accesses of the run after one the engine leaves to the general
+    /// caches are told nothing.
     fn start_run(&mut self, len: usize) -> Self::Items;
     /// The access hit the most recent line of its first-level set.
     fn hit(&mut self, item: <Self::Items as Iterator>::Item, k: usize);
-    /// The access took the rest of the path, with result `r`.
-    fn rest(&mut self, item: <Self::Items as Iterator>::Item, k: usize, r: AccessResult);
+    /// Access `n` of the run took the rest of the path, with result `r`.
+    fn rest(&mut self, item: <Self::Items as Iterator>::Item, n: usize, k: usize, r: AccessResult);
     /// The hits of a run (by kind) that [`BatchSink::hit`] was told of,
     /// once the run is done.
     fn hits(&mut self, _by_kind: [u64; 4]) {}
 }
 
 /// The sink of [`Hierarchy::access_batch`](crate::Hierarchy::access_batch):
-/// each access's result, in its slot.
+/// each access's result, in its slot. A run's slots are first all set to a
+/// first-level hit (a loop the compiler turns into wide stores), so a hit
+/// writes nothing and only the rest write theirs.
 pub(crate) struct Results<'a> {
     /// The slots of the accesses after the runs started so far.
     next: &'a mut [AccessResult],
+    /// The run's slots.
+    run: &'a mut [AccessResult],
 }
 
 impl<'a> Results<'a> {
     /// A sink writing the result of access `i` of the batch to `all[i]`.
     pub(crate) fn new(all: &'a mut [AccessResult]) -> Results<'a> {
-        Results { next: all }
+        Results {
+            next: all,
+            run: &mut [],
+        }
     }
 }
 
-impl<'a> BatchSink for Results<'a> {
-    type Items = std::slice::IterMut<'a, AccessResult>;
+impl BatchSink for Results<'_> {
+    type Items = std::iter::Repeat<()>;
     #[inline(always)]
     fn start_run(&mut self, len: usize) -> Self::Items {
         let (run, next) = std::mem::take(&mut self.next).split_at_mut(len);
-        self.next = next;
-        run.iter_mut()
+        run.fill(L1_HIT);
+        (self.run, self.next) = (run, next);
+        std::iter::repeat(())
     }
     #[inline(always)]
-    fn hit(&mut self, slot: &'a mut AccessResult, _k: usize) {
-        *slot = L1_HIT;
-    }
+    fn hit(&mut self, _: (), _k: usize) {}
     #[inline(always)]
-    fn rest(&mut self, slot: &'a mut AccessResult, _k: usize, r: AccessResult) {
-        *slot = r;
+    fn rest(&mut self, _: (), n: usize, _k: usize, r: AccessResult) {
+        self.run[n] = r;
     }
 }
 
@@ -565,7 +573,7 @@ impl Lean {
                 }
             }
             let r = self.demand_rest(c, k, a.addr, a.size);
-            sink.rest(item, k, r);
+            sink.rest(item, index_in(run, a), k, r);
         }
         self.add_packed_hits(core, packed, sink);
         done
@@ -619,7 +627,7 @@ impl Lean {
                 }
             }
             let r = self.demand_rest(c, k, a.addr, a.size);
-            sink.rest(item, k, r);
+            sink.rest(item, index_in(run, a), k, r);
         }
         self.add_packed_hits(core, packed, sink);
         done
