@@ -542,6 +542,9 @@ impl Lean {
         let off = u.off;
         debug_assert_eq!((shift, way_bits, mask), (u.shift, u.way_bits, u.mask));
         let mut packed = 0u64;
+        // On the stack: one `add` from memory a hit (as a constant the
+        // compiler loads its address first).
+        let one_hit = std::hint::black_box(ONE_HIT);
         let mut done = run.len();
         let mut items = items;
         for a in run {
@@ -566,7 +569,7 @@ impl Lean {
                     if *t >> 1 == line {
                         // Writes and read-modify-writes (kinds 2 and 3) dirty it.
                         *t |= (k >> 1) as u64;
-                        packed += ONE_HIT[k];
+                        packed += one_hit[k];
                         sink.hit(item, k);
                         continue;
                     }
@@ -597,6 +600,9 @@ impl Lean {
         let mask = v.map(|v| v.mask);
         let ways = v.map(|v| v.ways);
         let mut packed = 0u64;
+        // On the stack: one `add` from memory a hit (as a constant the
+        // compiler loads its address first).
+        let one_hit = std::hint::black_box(ONE_HIT);
         let mut done = run.len();
         let mut items = items;
         for a in run {
@@ -620,7 +626,7 @@ impl Lean {
                 if let Some(t) = self.tags.get_mut(at) {
                     if *t >> 1 == line {
                         *t |= (k >> 1) as u64;
-                        packed += ONE_HIT[k];
+                        packed += one_hit[k];
                         sink.hit(item, k);
                         continue;
                     }
