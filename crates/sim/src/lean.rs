@@ -281,7 +281,9 @@ pub(crate) trait BatchSink {
 /// The sink of [`Hierarchy::access_batch`](crate::Hierarchy::access_batch):
 /// each access's result, in its slot. A run's slots are first all set to a
 /// first-level hit (a loop the compiler turns into wide stores), so a hit
-/// writes nothing and only the rest write theirs.
+/// writes nothing and only the rest write theirs. The slots after an
+/// access the engine leaves to the general caches are then written by
+/// them (`Hierarchy::access_batch` passes them on).
 pub(crate) struct Results<'a> {
     /// The slots of the accesses after the runs started so far.
     next: &'a mut [AccessResult],
