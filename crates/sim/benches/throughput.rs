@@ -19,6 +19,8 @@
 //!   `Driver::attribute_batch`, the entry a capture's consumer or a replay
 //!   calls: the tally by kind, and each access attributed into a row of
 //!   the counter layout (its instruction's, 65,536 rows);
+//! - `driver/cachegrind`: the batches through `Driver::access_batch` (the
+//!   tally only), the entry `coldcache sim` calls;
 //! - `general/...`: the Cachegrind runs on the general caches
 //!   (`Hierarchy::new_general`, the simulator before the lean engine), for
 //!   the before/after ratio in the same run; `general/batch/jaguar-4t` and
@@ -322,6 +324,15 @@ fn bench(c: &mut Criterion) {
         let mut d = Driver::new(&cg).unwrap();
         let mut table = vec![0u64; ROWS as usize * d.layout().len()];
         b.iter(|| run_driver_attributed(&mut d, black_box(&one_core), &mut rows, &mut table))
+    });
+    g.bench_function("driver/cachegrind", |b| {
+        let mut d = Driver::new(&cg).unwrap();
+        b.iter(|| {
+            for (t, acc, _) in black_box(&one_core) {
+                d.access_batch(usize::from(*t), acc);
+            }
+            d.tally().of(AccessKind::Read)
+        })
     });
     g.bench_function("driver/jaguar-4t+attribution", |b| {
         let mut d = Driver::new(&jag).unwrap();

@@ -15,7 +15,9 @@
 //! the data, both on the Jaguar engine, `jaguar-general` and
 //! `jaguar-shared-general` the same on the general caches), how many records to replay (default: all), and `batch` to
 //! simulate through `Hierarchy::access_batch` (`--toggle-collect` then
-//! names `replay::simulate_batch*`). The trace is
+//! names `replay::simulate_batch*`) or `attribute` to simulate through
+//! `Driver::attribute_batch`, each access counted in the row of its
+//! instruction (`replay::simulate_attribute*`). The trace is
 //! parsed before `simulate` runs, so only the simulation is collected.
 //! Prints the accesses replayed and how many each level served.
 
@@ -68,30 +70,43 @@ fn simulate(h: &mut Hierarchy, trace: &[(u8, Access)], threads: bool) -> [u64; M
 }
 
 /// The same through [`Hierarchy::access_batch`], one batch per run of one
-/// core's accesses (at most 256).
+/// core's accesses (at most 256), each a slice of the trace's accesses
+/// (as a capture's buffer or `coldcache sim`'s run hands them over).
 #[inline(never)]
-fn simulate_batch(
-    h: &mut Hierarchy,
-    trace: &[(u8, Access)],
-    threads: bool,
-) -> [u64; MAX_LEVELS + 1] {
+fn simulate_batch(h: &mut Hierarchy, runs: &[(u8, &[Access])]) -> [u64; MAX_LEVELS + 1] {
     let mut served = [0u64; MAX_LEVELS + 1];
-    let mut accesses = Vec::with_capacity(256);
-    let mut results = vec![AccessResult::default(); 256];
-    let mut i = 0;
-    while i < trace.len() {
-        let core = if threads { trace[i].0 } else { 0 };
-        accesses.clear();
-        while i < trace.len() && accesses.len() < 256 && (!threads || trace[i].0 == core) {
-            accesses.push(trace[i].1);
-            i += 1;
-        }
-        h.access_batch(usize::from(core), &accesses, &mut results);
-        for r in &results[..accesses.len()] {
+    let mut results = [AccessResult::default(); 256];
+    for &(core, run) in runs {
+        h.access_batch(usize::from(core), run, &mut results);
+        for r in &results[..run.len()] {
             served[r.served_by.slot()] += 1;
         }
     }
     served
+}
+
+/// The same through [`Driver::attribute_batch`], each access into the
+/// counter row of its instruction (rows dense, numbered in order of first
+/// fetch, as Cachegrind keeps a counter per instruction).
+#[inline(never)]
+fn simulate_attribute(d: &mut Driver, runs: &[(u8, &[Access], &[u32])], table: &mut [u64]) {
+    for &(core, run, rows) in runs {
+        d.attribute_batch(usize::from(core), run, rows, table);
+    }
+}
+
+/// The trace's runs of one core (all core 0 unless `threads`), at most 256
+/// accesses each: (core, first index, end).
+fn runs_of(trace: &[(u8, Access)], threads: bool) -> Vec<(u8, usize, usize)> {
+    let mut out: Vec<(u8, usize, usize)> = Vec::new();
+    for (i, &(t, _)) in trace.iter().enumerate() {
+        let t = if threads { t } else { 0 };
+        match out.last_mut() {
+            Some((c, start, end)) if *c == t && *end - *start < 256 => *end = i + 1,
+            _ => out.push((t, i, i + 1)),
+        }
+    }
+    out
 }
 
 fn main() {
@@ -121,9 +136,39 @@ fn main() {
     } else {
         Hierarchy::new(&cfg).expect("preset")
     };
+    let accesses: Vec<Access> = trace.iter().map(|&(_, a)| a).collect();
+    let runs = runs_of(&trace, threads);
+    if args.get(4).is_some_and(|m| m == "attribute") {
+        let mut dense = std::collections::HashMap::new();
+        let rows: Vec<u32> = trace
+            .iter()
+            .map(|(_, a)| {
+                let n = dense.len() as u32;
+                *dense.entry(a.ip).or_insert(n)
+            })
+            .collect();
+        let runs: Vec<(u8, &[Access], &[u32])> = runs
+            .iter()
+            .map(|&(c, i, e)| (c, &accesses[i..e], &rows[i..e]))
+            .collect();
+        let mut d = Driver::with_hierarchy(h);
+        let mut table = vec![0u64; dense.len() * d.layout().len()];
+        let t0 = std::time::Instant::now();
+        simulate_attribute(&mut d, &runs, &mut table);
+        let secs = t0.elapsed().as_secs_f64();
+        println!(
+            "{} accesses attributed to {} instructions in {secs:.3} s; counted: {}",
+            trace.len(),
+            dense.len(),
+            table.iter().sum::<u64>()
+        );
+        return;
+    }
     let t0 = std::time::Instant::now();
     let served = if args.get(4).is_some_and(|m| m == "batch") {
-        simulate_batch(&mut h, &trace, threads)
+        let runs: Vec<(u8, &[Access])> =
+            runs.iter().map(|&(c, i, e)| (c, &accesses[i..e])).collect();
+        simulate_batch(&mut h, &runs)
     } else {
         simulate(&mut h, &trace, threads)
     };

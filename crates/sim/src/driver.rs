@@ -9,6 +9,7 @@
 //! simulator. Like the rest of the crate it does no I/O; once built (and
 //! [`CoreMap::reserve`]d for the threads to come) it allocates nothing.
 
+use crate::lean::BatchSink;
 use crate::{
     Access, AccessKind, AccessResult, ConfigError, CoreMap, CounterLayout, Hierarchy,
     HierarchyConfig, MAX_LEVELS,
@@ -155,7 +156,12 @@ impl Driver {
     /// # Panics
     /// If `core` is out of range.
     pub fn access_batch(&mut self, core: usize, accesses: &[Access]) {
-        for chunk in accesses.chunks(Driver::BATCH) {
+        // On the lean engine, straight into the tally (no results).
+        let done = self
+            .hier
+            .lean_batch(core, accesses, &mut TallySink(&mut self.tally))
+            .unwrap_or(0);
+        for chunk in accesses[done..].chunks(Driver::BATCH) {
             let results = &mut self.results[..chunk.len()];
             self.hier.access_batch(core, chunk, results);
             for (a, r) in chunk.iter().zip(results.iter()) {
@@ -171,6 +177,12 @@ impl Driver {
     /// would do, through [`Hierarchy::access_batch`]. This is the entry for
     /// a caller holding a buffer of accesses with the counter row of each
     /// (a capture's consumer, a replay of a stream). Allocates nothing.
+    ///
+    /// On the lean engine the batch loop itself adds each first-level hit
+    /// to its row (the table is the dense per-instruction array: one
+    /// index, no lookup) and counts the hits by kind for the tally; only
+    /// the rest go through a result. The table may grow between calls
+    /// (rows added later): nothing is kept from one call to the next.
     ///
     /// # Panics
     /// If `core` is out of range, `rows` is shorter than `accesses`, or a
@@ -190,6 +202,26 @@ impl Driver {
             accesses.len()
         );
         let len = self.layout.len();
+        // The lean loop indexes rows it knows are inside the table: up to
+        // the first that is not (the general path below panics on it).
+        let whole = table.len() / len;
+        let valid = rows[..accesses.len()]
+            .iter()
+            .position(|&r| r as usize >= whole)
+            .unwrap_or(accesses.len());
+        let mut sink = RowSink {
+            tally: &mut self.tally,
+            rows: &rows[..valid],
+            table: &mut *table,
+            len,
+            layout: self.layout,
+            cell: &self.cell,
+        };
+        let done = self
+            .hier
+            .lean_batch(core, &accesses[..valid], &mut sink)
+            .unwrap_or(0);
+        let (accesses, rows) = (&accesses[done..], &rows[done..]);
         for (chunk, rows) in accesses
             .chunks(Driver::BATCH)
             .zip(rows.chunks(Driver::BATCH))
@@ -200,16 +232,7 @@ impl Driver {
                 self.tally.add(a.kind, r);
                 let at = row as usize * len;
                 let row = &mut table[at..at + len];
-                let k = a.kind as usize;
-                if k <= AccessKind::ReadModifyWrite as usize
-                    && r.invalidations == 0
-                    && r.false_sharing == 0
-                {
-                    // `add_access` with nothing but the one count to add.
-                    row[usize::from(self.cell[k][r.served_by.slot()])] += 1;
-                } else {
-                    self.layout.add_access(row, a.kind, r);
-                }
+                add_to_row(&self.layout, &self.cell, row, a.kind, r);
             }
         }
     }
@@ -227,6 +250,99 @@ impl Driver {
     /// The hierarchy, mutably (to drain prefetch outcomes, say).
     pub fn hierarchy_mut(&mut self) -> &mut Hierarchy {
         &mut self.hier
+    }
+}
+
+/// Adds one access of `kind` with result `r` to `row`:
+/// [`CounterLayout::add_access`], with the common case (a demand access
+/// with no coherence traffic: one count) through the driver's `cell`
+/// table.
+#[inline(always)]
+fn add_to_row(
+    layout: &CounterLayout,
+    cell: &[[u8; MAX_LEVELS + 1]; 4],
+    row: &mut [u64],
+    kind: AccessKind,
+    r: &AccessResult,
+) {
+    let k = kind as usize;
+    if k <= AccessKind::ReadModifyWrite as usize && r.invalidations == 0 && r.false_sharing == 0 {
+        row[usize::from(cell[k][r.served_by.slot()])] += 1;
+    } else {
+        layout.add_access(row, kind, r);
+    }
+}
+
+/// The lean batch loop's sink for [`Driver::access_batch`]: the rest into
+/// the tally one by one, the hits by kind at the end of each run.
+struct TallySink<'a>(&'a mut Tally);
+
+impl BatchSink for TallySink<'_> {
+    type Items = std::iter::Repeat<()>;
+    #[inline(always)]
+    fn start_run(&mut self, _len: usize) -> Self::Items {
+        std::iter::repeat(())
+    }
+    #[inline(always)]
+    fn hit(&mut self, _: (), _k: usize) {}
+    #[inline(always)]
+    fn rest(&mut self, _: (), _n: usize, k: usize, r: AccessResult) {
+        self.0.add(AccessKind::ALL[k], &r);
+    }
+    fn hits(&mut self, by_kind: [u64; 4]) {
+        add_hits(self.0, by_kind);
+    }
+}
+
+/// Counts `by_kind` first-level hits in `tally`.
+fn add_hits(tally: &mut Tally, by_kind: [u64; 4]) {
+    for (k, n) in by_kind.into_iter().enumerate() {
+        tally.accesses[k] += n;
+        tally.served[k][0] += n;
+    }
+}
+
+/// The lean batch loop's sink for [`Driver::attribute_batch`]: a hit is
+/// one count in its row's first-level cell of its side; the rest as
+/// [`Driver::attribute`] would count them.
+struct RowSink<'a> {
+    tally: &'a mut Tally,
+    /// The rows of the accesses after the runs started so far; each is
+    /// below `table.len() / len`.
+    rows: &'a [u32],
+    table: &'a mut [u64],
+    len: usize,
+    layout: CounterLayout,
+    cell: &'a [[u8; MAX_LEVELS + 1]; 4],
+}
+
+impl<'a> BatchSink for RowSink<'a> {
+    type Items = std::iter::Copied<std::slice::Iter<'a, u32>>;
+    #[inline(always)]
+    fn start_run(&mut self, len: usize) -> Self::Items {
+        let (run, next) = self.rows.split_at(len);
+        self.rows = next;
+        run.iter().copied()
+    }
+    #[inline(always)]
+    fn hit(&mut self, row: u32, k: usize) {
+        self.table[row as usize * self.len + usize::from(self.cell[k][0])] += 1;
+    }
+    #[inline(always)]
+    fn rest(&mut self, row: u32, _n: usize, k: usize, r: AccessResult) {
+        let kind = AccessKind::ALL[k];
+        self.tally.add(kind, &r);
+        let at = row as usize * self.len;
+        add_to_row(
+            &self.layout,
+            self.cell,
+            &mut self.table[at..at + self.len],
+            kind,
+            &r,
+        );
+    }
+    fn hits(&mut self, by_kind: [u64; 4]) {
+        add_hits(self.tally, by_kind);
     }
 }
 

@@ -948,6 +948,26 @@ impl Hierarchy {
         }
     }
 
+    /// Runs `accesses` by `core` on the lean engine into `sink` (see
+    /// `Lean::batch_into`), if the hierarchy runs on it: how many were
+    /// done (up to the first access of a kind the engine leaves to the
+    /// general caches; the caller passes the rest to
+    /// [`Hierarchy::access_batch`]). `None`, with nothing done, otherwise.
+    ///
+    /// # Panics
+    /// If `core` is out of range.
+    #[inline]
+    pub(crate) fn lean_batch<S: crate::lean::BatchSink>(
+        &mut self,
+        core: usize,
+        accesses: &[Access],
+        sink: &mut S,
+    ) -> Option<usize> {
+        assert!(core < self.cfg.cores, "core {core} out of range");
+        let l = self.lean.as_mut()?;
+        Some(l.batch_into(core, accesses, sink))
+    }
+
     /// The batch loop of a configuration with coherence or all-levels
     /// lookup (the `jaguar` shape) but no hardware prefetcher and no SRRIP
     /// level. A demand access to one first-level line is decided here when

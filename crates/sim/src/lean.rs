@@ -219,6 +219,9 @@ pub(crate) struct Lean {
     /// compiler picks with branches on the kind, which mixes
     /// unpredictably.
     views: Vec<[View; 4]>,
+    /// Per core: its first level's one geometry, when both sides share one
+    /// of power-of-two sets and ways (see [`Uniform`]).
+    uniform: Vec<Option<Uniform>>,
     /// First-level victims of the walk under way: (line, dirty).
     victims: Vec<(u64, bool)>,
 }
@@ -241,9 +244,92 @@ struct View {
     hits: u64,
 }
 
+/// A core's first level when both sides have one geometry with power-of-two
+/// sets and ways: what [`Lean::run_uniform`] keeps in registers.
+#[derive(Clone, Copy)]
+struct Uniform {
+    shift: u32,
+    /// `sets - 1`.
+    mask: u64,
+    /// `ways == 1 << way_bits`.
+    way_bits: u32,
+    /// The instance's first tag, by demand kind (the instruction side's
+    /// for fetches, the data side's for the others).
+    off: [usize; 4],
+}
+
+/// Where [`Lean::batch_into`] puts what it decides about each access of
+/// kind `k` (fetch, read, write, read-modify-write), with the sink's own
+/// item for that access (its result's slot, its counter row).
+pub(crate) trait BatchSink {
+    /// The sink's items for the accesses of a run, in order.
+    type Items: Iterator;
+    /// A run of the batch's next `len` accesses begins (runs follow each
+    /// other from the batch's first access): their items, at least `len`.
+    /// Accesses of the run after one the engine leaves to the general
+    /// caches are told nothing.
+    fn start_run(&mut self, len: usize) -> Self::Items;
+    /// The access hit the most recent line of its first-level set.
+    fn hit(&mut self, item: <Self::Items as Iterator>::Item, k: usize);
+    /// Access `n` of the run took the rest of the path, with result `r`.
+    fn rest(&mut self, item: <Self::Items as Iterator>::Item, n: usize, k: usize, r: AccessResult);
+    /// The hits of a run (by kind) that [`BatchSink::hit`] was told of,
+    /// once the run is done.
+    fn hits(&mut self, _by_kind: [u64; 4]) {}
+}
+
+/// The sink of [`Hierarchy::access_batch`](crate::Hierarchy::access_batch):
+/// each access's result, in its slot. A run's slots are first all set to a
+/// first-level hit (a loop the compiler turns into wide stores), so a hit
+/// writes nothing and only the rest write theirs. The slots after an
+/// access the engine leaves to the general caches are then written by
+/// them (`Hierarchy::access_batch` passes them on).
+pub(crate) struct Results<'a> {
+    /// The slots of the accesses after the runs started so far.
+    next: &'a mut [AccessResult],
+    /// The run's slots.
+    run: &'a mut [AccessResult],
+}
+
+impl<'a> Results<'a> {
+    /// A sink writing the result of access `i` of the batch to `all[i]`.
+    pub(crate) fn new(all: &'a mut [AccessResult]) -> Results<'a> {
+        Results {
+            next: all,
+            run: &mut [],
+        }
+    }
+}
+
+impl BatchSink for Results<'_> {
+    type Items = std::iter::Repeat<()>;
+    #[inline(always)]
+    fn start_run(&mut self, len: usize) -> Self::Items {
+        let (run, next) = std::mem::take(&mut self.next).split_at_mut(len);
+        run.fill(L1_HIT);
+        (self.run, self.next) = (run, next);
+        std::iter::repeat(())
+    }
+    #[inline(always)]
+    fn hit(&mut self, _: (), _k: usize) {}
+    #[inline(always)]
+    fn rest(&mut self, _: (), n: usize, _k: usize, r: AccessResult) {
+        self.run[n] = r;
+    }
+}
+
 /// Addresses from here up may reach the end of the 64-bit address space
 /// (as in the hierarchy).
 const TOP_REGION: u64 = u64::MAX - (u32::MAX as u64) - 1;
+
+/// The index of `a` in `run` (an element of it).
+fn index_in(run: &[Access], a: &Access) -> usize {
+    (a as *const Access as usize - run.as_ptr() as usize) / std::mem::size_of::<Access>()
+}
+
+/// One hit of each demand kind in the packed count of a batch loop (16
+/// bits a kind).
+const ONE_HIT: [u64; 4] = [1, 1 << 16, 1 << 32, 1 << 48];
 
 const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
 
@@ -282,11 +368,25 @@ impl Lean {
                 })
             })
             .collect();
+        let uniform = cores
+            .iter()
+            .map(|c| {
+                let (i, d) = (&caches[usize::from(c[0])], &caches[usize::from(c[1])]);
+                let same = i.shift == d.shift && i.sets == d.sets && i.ways == d.ways;
+                (same && i.sets.is_power_of_two() && i.ways.is_power_of_two()).then(|| Uniform {
+                    shift: i.shift,
+                    mask: i.sets - 1,
+                    way_bits: i.ways.trailing_zeros(),
+                    off: [i.off, d.off, d.off, d.off],
+                })
+            })
+            .collect();
         Ok(Lean {
             tags,
             caches,
             cores,
             views,
+            uniform,
             // As the general walk's victim queue: room for an access spanning
             // 4096 lines without allocating.
             victims: Vec::with_capacity(4096),
@@ -354,16 +454,145 @@ impl Lean {
 
     /// Simulates `accesses` by `core`, writing each result; returns how
     /// many were done: all, or up to the first of a kind the engine leaves
-    /// to the general caches.
-    ///
-    /// The loop decides a hit on the most recent line of its first-level
-    /// set itself, with the two first levels' geometry held in locals and
-    /// the hits counted locally; anything else is a call.
+    /// to the general caches. See [`Lean::batch_into`].
     pub(crate) fn batch(
         &mut self,
         core: usize,
         accesses: &[Access],
         results: &mut [AccessResult],
+    ) -> usize {
+        let results = &mut results[..accesses.len()];
+        self.batch_into(core, accesses, &mut Results::new(results))
+    }
+
+    /// Simulates `accesses` by `core`, handing each outcome to `sink`;
+    /// returns how many were done: all, or up to the first of a kind the
+    /// engine leaves to the general caches.
+    ///
+    /// The loop decides a hit on the most recent line of its first-level
+    /// set itself (the sink's [`BatchSink::hit`]), with the first levels'
+    /// geometry held in locals and the hits counted in one register;
+    /// anything else is a call ([`BatchSink::rest`]). When both sides of
+    /// the core's first level have the same line size, the same number of
+    /// sets and ways, both powers of two (the `cachegrind` preset, a
+    /// unified first level of such a geometry), the loop keeps that
+    /// geometry in registers and only the instance's first tag depends on
+    /// the kind; otherwise each kind's geometry is loaded.
+    ///
+    /// # Panics
+    /// If `core` is out of range.
+    #[inline]
+    pub(crate) fn batch_into<S: BatchSink>(
+        &mut self,
+        core: usize,
+        accesses: &[Access],
+        sink: &mut S,
+    ) -> usize {
+        let mut done = 0;
+        // The hits are counted 16 bits a kind in one register: at most
+        // `u16::MAX` accesses a run.
+        for run in accesses.chunks(usize::from(u16::MAX)) {
+            let items = sink.start_run(run.len());
+            let n = match self.uniform[core] {
+                // The `cachegrind` preset's first level (64 sets of 8 ways
+                // of 64-byte lines), as constants.
+                Some(u) if (u.shift, u.way_bits, u.mask) == (6, 3, 63) => {
+                    self.run_uniform(core, u, 6, 3, 63, run, items, sink)
+                }
+                Some(u) => {
+                    let (shift, way_bits, mask) = (u.shift, u.way_bits, u.mask);
+                    self.run_uniform(core, u, shift, way_bits, mask, run, items, sink)
+                }
+                None => self.run_by_kind(core, run, items, sink),
+            };
+            done += n;
+            if n < run.len() {
+                break;
+            }
+        }
+        done
+    }
+
+    /// Adds the hits counted by kind in `packed` (16 bits a kind) to the
+    /// views of `core` and tells `sink`.
+    #[inline(always)]
+    fn add_packed_hits<S: BatchSink>(&mut self, core: usize, packed: u64, sink: &mut S) {
+        let hits = [0, 1, 2, 3].map(|k| (packed >> (16 * k)) & 0xFFFF);
+        for (v, n) in self.views[core].iter_mut().zip(hits) {
+            v.hits += n;
+        }
+        sink.hits(hits);
+    }
+
+    /// [`Lean::batch_into`]'s loop for a first level of one geometry on
+    /// both sides (`u`, whose `shift`, `way_bits` and `mask` are passed
+    /// apart so that a caller can make them constants).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn run_uniform<S: BatchSink>(
+        &mut self,
+        core: usize,
+        u: Uniform,
+        shift: u32,
+        way_bits: u32,
+        mask: u64,
+        run: &[Access],
+        items: S::Items,
+        sink: &mut S,
+    ) -> usize {
+        let c = self.cores[core];
+        let off = u.off;
+        debug_assert_eq!((shift, way_bits, mask), (u.shift, u.way_bits, u.mask));
+        let mut packed = 0u64;
+        // On the stack: one `add` from memory a hit (as a constant the
+        // compiler loads its address first).
+        let one_hit = std::hint::black_box(ONE_HIT);
+        let mut done = run.len();
+        let mut items = items;
+        for a in run {
+            // `start_run` gives at least `run.len()` items.
+            let Some(item) = items.next() else { break };
+            let k = a.kind as usize;
+            if k > AccessKind::ReadModifyWrite as usize {
+                done = index_in(run, a);
+                break;
+            }
+            let line = a.addr >> shift;
+            // As in `access`: one line, no wrap past the address space.
+            let end = a.addr.wrapping_add(u64::from(a.size.wrapping_sub(1))) >> shift;
+            if line == end {
+                let at = off[k] + (((line & mask) as usize) << way_bits);
+                // Always in range (`Uniform` is built only for an instance
+                // with `mask == sets - 1` and `ways == 1 << way_bits`, from
+                // its first tag): the check is a compare the branch
+                // predictor never misses, and `demand_rest` would decide
+                // exactly anyway.
+                if let Some(t) = self.tags.get_mut(at) {
+                    if *t >> 1 == line {
+                        // Writes and read-modify-writes (kinds 2 and 3) dirty it.
+                        *t |= (k >> 1) as u64;
+                        packed += one_hit[k];
+                        sink.hit(item, k);
+                        continue;
+                    }
+                }
+            }
+            let r = self.demand_rest(c, k, a.addr, a.size);
+            sink.rest(item, index_in(run, a), k, r);
+        }
+        self.add_packed_hits(core, packed, sink);
+        done
+    }
+
+    /// [`Lean::batch_into`]'s loop for first levels whose geometry differs
+    /// by side (or is not a power of two): each kind's geometry is loaded.
+    #[inline(always)]
+    fn run_by_kind<S: BatchSink>(
+        &mut self,
+        core: usize,
+        run: &[Access],
+        items: S::Items,
+        sink: &mut S,
     ) -> usize {
         let c = self.cores[core];
         // The geometry as arrays indexed by kind (see `views`).
@@ -372,14 +601,18 @@ impl Lean {
         let off = v.map(|v| v.off);
         let mask = v.map(|v| v.mask);
         let ways = v.map(|v| v.ways);
-        // Hits decided here, by kind (which decides the side), added to
-        // the views' counts once.
-        let mut hits = [0u64; 4];
-        let mut done = accesses.len();
-        for (n, (a, r)) in accesses.iter().zip(results.iter_mut()).enumerate() {
+        let mut packed = 0u64;
+        // On the stack: one `add` from memory a hit (as a constant the
+        // compiler loads its address first).
+        let one_hit = std::hint::black_box(ONE_HIT);
+        let mut done = run.len();
+        let mut items = items;
+        for a in run {
+            // `start_run` gives at least `run.len()` items.
+            let Some(item) = items.next() else { break };
             let k = a.kind as usize;
             if k > AccessKind::ReadModifyWrite as usize {
-                done = n;
+                done = index_in(run, a);
                 break;
             }
             let sh = shift[k];
@@ -388,20 +621,23 @@ impl Lean {
             let end = a.addr.wrapping_add(u64::from(a.size.wrapping_sub(1))) >> sh;
             if line == end {
                 let at = off[k] + (line & mask[k]) as usize * ways[k];
+                // Always in range: a view of a power-of-two instance has
+                // `mask == sets - 1`, its `ways` and its first tag `off`;
+                // any other has `mask == 0`, `ways == 0` and `off` the
+                // last, always empty tag (`Lean::try_new`).
                 if let Some(t) = self.tags.get_mut(at) {
                     if *t >> 1 == line {
-                        *t |= u64::from(k >= AccessKind::Write as usize);
-                        hits[k] += 1;
-                        *r = L1_HIT;
+                        *t |= (k >> 1) as u64;
+                        packed += one_hit[k];
+                        sink.hit(item, k);
                         continue;
                     }
                 }
             }
-            *r = self.demand_rest(c, k, a.addr, a.size);
+            let r = self.demand_rest(c, k, a.addr, a.size);
+            sink.rest(item, index_in(run, a), k, r);
         }
-        for (v, n) in self.views[core].iter_mut().zip(hits) {
-            v.hits += n;
-        }
+        self.add_packed_hits(core, packed, sink);
         done
     }
 
@@ -431,6 +667,11 @@ impl Lean {
     /// quick look at the most recent line of its first-level set: the
     /// address space's end, a hit on the second most recent line, the
     /// walk.
+    ///
+    /// Cold: a few percent of accesses come here, and marking the call
+    /// unlikely lets the batch loop's hit path keep its values in
+    /// registers (the call clobbers the others).
+    #[cold]
     #[inline(never)]
     fn demand_rest(&mut self, c: [u16; 3], k: usize, mut addr: u64, mut size: u32) -> AccessResult {
         if addr >= TOP_REGION {

@@ -611,7 +611,8 @@ fn batch_writes_one_result_per_access() {
 }
 
 /// A hierarchy of the lean engine's shape: a private first level per core
-/// (split with the two halves' own geometry, or unified), and none or one
+/// (split with the two halves' own geometry or one geometry, or unified),
+/// and none or one
 /// unified level below shared by every core; LRU; write-back; any number
 /// of sets (not only powers of two), 1 to 32 ways (the general caches keep
 /// time stamps above 16), lines of 4 to 128 bytes, the same at every
@@ -623,9 +624,22 @@ fn lean_hierarchy() -> impl Strategy<Value = HierarchyConfig> {
         prop_oneof![Just(1usize), Just(2), Just(4)],
         any::<bool>(),
         any::<bool>(),
+        any::<bool>(),
     )
         .prop_map(
-            |((s1, a1, s2, a2, s3, a3), (g1, g2, g3, same), cores, split, two_levels)| {
+            |((s1, a1, s2, a2, s3, a3), (g1, g2, g3, same), cores, split, two_levels, uniform)| {
+                // Half the time, a first level of one geometry on both
+                // sides with power-of-two sets and ways (the batch loop's
+                // register-held path; 64 sets of 8 ways of 64-byte lines,
+                // the `cachegrind` preset's, is its constant case).
+                let (s1, a1, s2, a2, g1, g2, same) = if uniform {
+                    let sets = if s1 == 8 { 64 } else { 1 << (s1 % 4) };
+                    let ways = if s1 == 8 { 8 } else { 1 << (a1 % 6) };
+                    let g = if s1 == 8 { 4 } else { g1 };
+                    (sets, ways, sets, ways, g, g, false)
+                } else {
+                    (s1, a1, s2, a2, g1, g2, same)
+                };
                 let l = |name: &str, n: u8, kind, sets: u64, assoc: u32, sharing| {
                     let g = if same {
                         g1
@@ -784,6 +798,62 @@ proptest! {
         }
         prop_assert_eq!(lean.stats(), general.stats());
         prop_assert_eq!(batched.stats(), general.stats());
+    }
+
+    /// The driver's batch entries on the lean engine (the batch loop adds
+    /// each first-level hit to its row and counts the hits for the tally
+    /// itself) are `Driver::attribute` on each access of the general caches
+    /// in turn: every row, the tally and every counter agree, with batches
+    /// cut anywhere, rows repeating, and a hand-over mid-batch.
+    #[test]
+    fn lean_driver_batches_are_exact(
+        cfg in lean_hierarchy(),
+        other in any::<bool>(),
+        ops in prop::collection::vec(lean_op(4, false), 1..800),
+        more in prop::collection::vec(lean_op(4, true), 0..200),
+        cuts in prop::collection::vec(1usize..300, 1..40),
+        row_of in prop::collection::vec(0u32..24, 1..64),
+    ) {
+        let mut one = Driver::with_hierarchy(Hierarchy::new_general(&cfg).unwrap());
+        let mut rows_batch = Driver::new(&cfg).unwrap();
+        let mut tally_batch = Driver::new(&cfg).unwrap();
+        prop_assert!(rows_batch.hierarchy().uses_lean_engine());
+        let len = one.layout().len();
+        let (mut want, mut got) = (vec![0u64; 24 * len], vec![0u64; 24 * len]);
+        let tail = if other { &more[..] } else { &[][..] };
+        let accesses: Vec<(usize, Access, u32)> = ops
+            .iter()
+            .chain(tail)
+            .enumerate()
+            .map(|(i, o)| {
+                let a = Access::new(o.kind, o.addr, o.size).with_ip(0x400);
+                (o.core % cfg.cores, a, row_of[i % row_of.len()])
+            })
+            .collect();
+        for &(c, a, r) in &accesses {
+            let at = r as usize * len;
+            one.attribute(c, a, &mut want[at..at + len]);
+        }
+        let (mut i, mut j) = (0, 0);
+        while i < accesses.len() {
+            let core = accesses[i].0;
+            let limit = cuts[j % cuts.len()];
+            j += 1;
+            let mut end = i;
+            while end < accesses.len() && end - i < limit && accesses[end].0 == core {
+                end += 1;
+            }
+            let run: Vec<Access> = accesses[i..end].iter().map(|&(_, a, _)| a).collect();
+            let rows: Vec<u32> = accesses[i..end].iter().map(|&(_, _, r)| r).collect();
+            rows_batch.attribute_batch(core, &run, &rows, &mut got);
+            tally_batch.access_batch(core, &run);
+            i = end;
+        }
+        prop_assert_eq!(&got, &want);
+        prop_assert_eq!(rows_batch.tally(), one.tally());
+        prop_assert_eq!(tally_batch.tally(), one.tally());
+        prop_assert_eq!(rows_batch.hierarchy().stats(), one.hierarchy().stats());
+        prop_assert_eq!(tally_batch.hierarchy().stats(), one.hierarchy().stats());
     }
 }
 
