@@ -44,7 +44,8 @@ launch() {
     $prefix "$out/threads" <"$fifo" >"$out/threads.out" 2>&1 &
     prog=$!
     exec 3>"$fifo"
-    sleep 0.3
+    # Attach once it runs its own code (not while `chrt` still execs it).
+    until grep -q ready "$out/threads.out" 2>/dev/null; do sleep 0.05; done
 }
 # Ends the program (stdin closed) and checks its last line.
 land() {

@@ -6,7 +6,8 @@
 //! nor change their output; a C++ program with threads built without
 //! frame pointers counts and unwinds as under `record`; a program started
 //! under `record` keeps its one library; Ctrl-C and `coldcache trigger` end
-//! a capture with its dump; each refusal names its cause (a 32-bit
+//! a capture with its dump; a process that calls `execve` while its
+//! capture is armed ends `attach` with that reason; each refusal names its cause (a 32-bit
 //! program is skipped where gcc -m32 cannot build one). Programs:
 //! `tests-programs/attach/*.c`, built by gcc (skipped with a message when
 //! missing). Needs ptrace: skipped with the reason when this machine
@@ -863,4 +864,51 @@ fn a_stopped_process_is_refused_with_the_fix() {
     unsafe { libc::kill(pid, libc::SIGCONT) };
     let (_, _, status) = run.finish("stopped");
     assert!(status.success());
+}
+
+/// A process that calls `execve` while its capture is armed loses the
+/// library and the capture with its old image: `attach` says so and ends
+/// (it used to wait for a dump nothing would write, forever; seen in a
+/// stress run that attached while `chrt` was still starting the program).
+#[test]
+fn a_process_that_execs_during_the_capture_ends_attach_with_the_reason() {
+    let test = "a_process_that_execs_during_the_capture_ends_attach_with_the_reason";
+    if !can_attach(test) {
+        return;
+    }
+    let dir = scratch("execs");
+    let program = build("tests-programs/attach/execs.c", &dir, &["-O1", "-g"]);
+    let mut run = start(&program, &[], Stdio::piped());
+    let pid = run.pid();
+    let mut stdin = run.child.stdin.take().unwrap();
+    let child = attach(&dir, pid, &["--function", "never_called", "-o", "x.ccdump"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The capture is armed once the library is mapped and `attach` has let
+    // the thread go (its tracer gone).
+    let armed = || {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        maps.contains("libcoldcache") && status.contains("TracerPid:\t0\n")
+    };
+    let t0 = std::time::Instant::now();
+    while !armed() && t0.elapsed() < programs::DEADLINE {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(armed(), "the library was never loaded in {pid}");
+    std::io::Write::write_all(&mut stdin, b"exec\n").unwrap();
+    let out = wait_with_deadline(child, "attach");
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("process {pid} (execs) no longer has "))
+            && err.contains("mapped (it called execve): the capture was lost"),
+        "{err}"
+    );
+    drop(stdin);
+    let (stdout, stderr, status) = run.finish("execs");
+    assert_eq!(stdout, "ready\nagain\n", "{stderr}");
+    assert!(status.success(), "{stderr}");
 }
