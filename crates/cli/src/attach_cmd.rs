@@ -341,6 +341,14 @@ pub fn run(args: AttachArgs) -> Result<()> {
     }
 
     let interrupts = catch_interrupts()?;
+    // Tests only: widens the window between the checks and the seizure,
+    // in which the process may end.
+    if let Some(ms) = std::env::var("COLDCACHE_TEST_ATTACH_PAUSE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
     let done = inject::inject(&target, &lib, &text)?;
     eprintln!(
         "coldcache: attached to {}: {} {}",

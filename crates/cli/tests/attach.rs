@@ -912,3 +912,40 @@ fn a_process_that_execs_during_the_capture_ends_attach_with_the_reason() {
     assert_eq!(stdout, "ready\nagain\n", "{stderr}");
     assert!(status.success(), "{stderr}");
 }
+
+/// A process that ends between `attach`'s checks and its seizure (the
+/// window widened by `COLDCACHE_TEST_ATTACH_PAUSE_MS`; it happened under
+/// load with a short-lived program) is reported as having exited: the
+/// kernel's EPERM for a thread that is exiting used to be reported as
+/// "ptrace is not permitted here (a security module ...)".
+#[test]
+fn a_process_that_ends_before_it_is_seized_is_reported_as_exited() {
+    let test = "a_process_that_ends_before_it_is_seized_is_reported_as_exited";
+    if !can_attach(test) {
+        return;
+    }
+    let dir = scratch("ends");
+    let program = build("tests-programs/attach/execs.c", &dir, &["-O1", "-g"]);
+    let mut run = start(&program, &[], Stdio::piped());
+    let pid = run.pid();
+    let stdin = run.child.stdin.take().unwrap();
+    let child = attach(&dir, pid, &["--function", "never_called", "-o", "x.ccdump"])
+        .env("COLDCACHE_TEST_ATTACH_PAUSE_MS", "1500")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Closing stdin ends the program (a zombie until it is reaped below).
+    std::thread::sleep(Duration::from_millis(300));
+    drop(stdin);
+    let out = wait_with_deadline(child, "attach");
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("process {pid} exited during the attach")),
+        "{err}"
+    );
+    assert!(!err.contains("not permitted"), "{err}");
+    let (stdout, _, _) = run.finish("execs");
+    assert_eq!(stdout, "ready\n");
+}
