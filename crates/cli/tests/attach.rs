@@ -6,7 +6,9 @@
 //! nor change their output; a C++ program with threads built without
 //! frame pointers counts and unwinds as under `record`; a program started
 //! under `record` keeps its one library; Ctrl-C and `coldcache trigger` end
-//! a capture with its dump; a process that calls `execve` while its
+//! a capture with its dump; an attach right after another, while the
+//! last capture's finish is still marking it over, waits for it; a
+//! process that calls `execve` while its
 //! capture is armed ends `attach` with that reason; each refusal names its cause (a 32-bit
 //! program is skipped where gcc -m32 cannot build one). Programs:
 //! `tests-programs/attach/*.c`, built by gcc (skipped with a message when
@@ -78,8 +80,14 @@ struct Running {
 }
 
 fn start(program: &Path, args: &[&str], stdin: Stdio) -> Running {
+    start_with(program, args, stdin, &[])
+}
+
+/// [`start`] with these environment variables added.
+fn start_with(program: &Path, args: &[&str], stdin: Stdio, env: &[(&str, &str)]) -> Running {
     let mut child = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -930,13 +938,14 @@ fn a_process_that_ends_before_it_is_seized_is_reported_as_exited() {
     let pid = run.pid();
     let stdin = run.child.stdin.take().unwrap();
     let child = attach(&dir, pid, &["--function", "never_called", "-o", "x.ccdump"])
-        .env("COLDCACHE_TEST_ATTACH_PAUSE_MS", "1500")
+        .env("COLDCACHE_TEST_ATTACH_PAUSE_MS", "4000")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Closing stdin ends the program (a zombie until it is reaped below).
-    std::thread::sleep(Duration::from_millis(300));
+    // Closing stdin, once `attach` has checked the process and paused,
+    // ends the program (a zombie until it is reaped below).
+    std::thread::sleep(Duration::from_millis(1500));
     drop(stdin);
     let out = wait_with_deadline(child, "attach");
     let err = text(&out.stderr);
@@ -948,4 +957,51 @@ fn a_process_that_ends_before_it_is_seized_is_reported_as_exited() {
     assert!(!err.contains("not permitted"), "{err}");
     let (stdout, _, _) = run.finish("execs");
     assert_eq!(stdout, "ready\n");
+}
+
+/// An attach that arrives while the last capture's thread, its dump and
+/// manifest line written (which ended the last `attach`), has not yet
+/// marked the capture over (preempted there under load; here paused 3 s
+/// by `COLDCACHE_TEST_FINISH_PAUSE_MS`) waits for it and captures: it was
+/// refused "a capture is already in progress" (seen once in 271 attaches
+/// with the program starved by `chrt --idle`).
+#[test]
+fn an_attach_right_after_a_finish_waits_for_it_instead_of_refusing() {
+    let test = "an_attach_right_after_a_finish_waits_for_it_instead_of_refusing";
+    if !can_attach(test) {
+        return;
+    }
+    let dir = scratch("refinish");
+    let program = build(
+        "tests-programs/attach/threads.c",
+        &dir,
+        &["-O1", "-g", "-pthread"],
+    );
+    let mut run = start_with(
+        &program,
+        &[],
+        Stdio::piped(),
+        &[("COLDCACHE_TEST_FINISH_PAUSE_MS", "3000")],
+    );
+    let stdin = run.child.stdin.take().unwrap();
+    for i in 0..2 {
+        let out = run_with_deadline(
+            attach(
+                &dir,
+                run.pid(),
+                &["--function", "step", "--calls", "1", "-o", "r.ccdump"],
+            ),
+            "attach",
+        );
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "attach {i}: {err}");
+        assert!(
+            load(&dir.join("r.ccdump")).meta.instructions > 1000,
+            "{err}"
+        );
+    }
+    drop(stdin);
+    let (stdout, stderr, status) = run.finish("threads");
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.contains("every round agreed: yes"), "{stdout}");
 }
