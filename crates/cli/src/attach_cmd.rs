@@ -177,6 +177,15 @@ fn has_exited(fd: Option<i32>, pid: i32) -> bool {
 /// The files to look for `--function` in: the program, then every other
 /// file mapped executable (its libraries, those opened later included),
 /// each once; never libcoldcache.
+/// Whether a `libcoldcache` is still mapped in process `pid` (`None`: its
+/// maps could not be read, the process is gone). A process that calls
+/// `execve` keeps its pid but loses every mapping, the library and its
+/// capture with them: nothing would ever be written.
+fn library_mapped(pid: i32) -> Option<bool> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    Some(inject::loaded_library(&coldcache_capture::procfs::parse_maps(&maps)).is_some())
+}
+
 fn mapped_files(t: &inject::Target) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = Vec::new();
     if let Ok(exe) = std::fs::read_link(format!("/proc/{}/exe", t.pid)) {
@@ -332,6 +341,14 @@ pub fn run(args: AttachArgs) -> Result<()> {
     }
 
     let interrupts = catch_interrupts()?;
+    // Tests only: widens the window between the checks and the seizure,
+    // in which the process may end.
+    if let Some(ms) = std::env::var("COLDCACHE_TEST_ATTACH_PAUSE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
     let done = inject::inject(&target, &lib, &text)?;
     eprintln!(
         "coldcache: attached to {}: {} {}",
@@ -360,12 +377,27 @@ pub fn run(args: AttachArgs) -> Result<()> {
     let started = Instant::now();
     let mut duration_sent = false;
     let mut stopping: Option<Instant> = None;
+    let mut checked = Instant::now();
     let written = loop {
         let w = record_cmd::read_manifest(&manifest)?;
         let exited = has_exited(exit_fd, pid);
         let any = !w.dumps.is_empty() || !w.lost.is_empty();
         if exited || (any && !args.signal) {
             break w;
+        }
+        // The library gone (the program called execve, with nothing of
+        // ours left to write a dump): say so instead of waiting forever.
+        if checked.elapsed() >= Duration::from_millis(250) {
+            checked = Instant::now();
+            if library_mapped(pid) == Some(false)
+                && record_cmd::read_manifest(&manifest)?.dumps.is_empty()
+            {
+                bail!(
+                    "{} no longer has {} mapped (it called execve): the capture was lost",
+                    target.who(),
+                    done.library
+                );
+            }
         }
         if let Some(t) = stopping {
             // A capture to stop writes its dump at once; an idle --signal

@@ -664,6 +664,16 @@ pub fn inject(target: &Target, lib: &Path, settings: &str) -> Result<Injected> {
         Ok(_) => {}
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Err(Exited(pid).into()),
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            // The kernel refuses to trace a thread that is exiting with
+            // EPERM too: a process that ended meanwhile is not a
+            // permission problem.
+            let state = proc_status_field(tid, "State:");
+            if state
+                .as_deref()
+                .is_none_or(|s| s.starts_with('Z') || s.starts_with('X'))
+            {
+                return Err(Exited(pid).into());
+            }
             if let Some(t) = proc_status_field(tid, "TracerPid:").filter(|t| t != "0") {
                 bail!(
                     "{who} is already traced by process {t}, a debugger or tracer; \

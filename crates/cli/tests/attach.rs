@@ -6,7 +6,10 @@
 //! nor change their output; a C++ program with threads built without
 //! frame pointers counts and unwinds as under `record`; a program started
 //! under `record` keeps its one library; Ctrl-C and `coldcache trigger` end
-//! a capture with its dump; each refusal names its cause (a 32-bit
+//! a capture with its dump; an attach right after another, while the
+//! last capture's finish is still marking it over, waits for it; a
+//! process that calls `execve` while its
+//! capture is armed ends `attach` with that reason; each refusal names its cause (a 32-bit
 //! program is skipped where gcc -m32 cannot build one). Programs:
 //! `tests-programs/attach/*.c`, built by gcc (skipped with a message when
 //! missing). Needs ptrace: skipped with the reason when this machine
@@ -77,8 +80,14 @@ struct Running {
 }
 
 fn start(program: &Path, args: &[&str], stdin: Stdio) -> Running {
+    start_with(program, args, stdin, &[])
+}
+
+/// [`start`] with these environment variables added.
+fn start_with(program: &Path, args: &[&str], stdin: Stdio, env: &[(&str, &str)]) -> Running {
     let mut child = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -863,4 +872,136 @@ fn a_stopped_process_is_refused_with_the_fix() {
     unsafe { libc::kill(pid, libc::SIGCONT) };
     let (_, _, status) = run.finish("stopped");
     assert!(status.success());
+}
+
+/// A process that calls `execve` while its capture is armed loses the
+/// library and the capture with its old image: `attach` says so and ends
+/// (it used to wait for a dump nothing would write, forever; seen in a
+/// stress run that attached while `chrt` was still starting the program).
+#[test]
+fn a_process_that_execs_during_the_capture_ends_attach_with_the_reason() {
+    let test = "a_process_that_execs_during_the_capture_ends_attach_with_the_reason";
+    if !can_attach(test) {
+        return;
+    }
+    let dir = scratch("execs");
+    let program = build("tests-programs/attach/execs.c", &dir, &["-O1", "-g"]);
+    let mut run = start(&program, &[], Stdio::piped());
+    let pid = run.pid();
+    let mut stdin = run.child.stdin.take().unwrap();
+    let child = attach(&dir, pid, &["--function", "never_called", "-o", "x.ccdump"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The capture is armed once the library is mapped and `attach` has let
+    // the thread go (its tracer gone).
+    let armed = || {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        maps.contains("libcoldcache") && status.contains("TracerPid:\t0\n")
+    };
+    let t0 = std::time::Instant::now();
+    while !armed() && t0.elapsed() < programs::DEADLINE {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(armed(), "the library was never loaded in {pid}");
+    std::io::Write::write_all(&mut stdin, b"exec\n").unwrap();
+    let out = wait_with_deadline(child, "attach");
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("process {pid} (execs) no longer has "))
+            && err.contains("mapped (it called execve): the capture was lost"),
+        "{err}"
+    );
+    drop(stdin);
+    let (stdout, stderr, status) = run.finish("execs");
+    assert_eq!(stdout, "ready\nagain\n", "{stderr}");
+    assert!(status.success(), "{stderr}");
+}
+
+/// A process that ends between `attach`'s checks and its seizure (the
+/// window widened by `COLDCACHE_TEST_ATTACH_PAUSE_MS`; it happened under
+/// load with a short-lived program) is reported as having exited: the
+/// kernel's EPERM for a thread that is exiting used to be reported as
+/// "ptrace is not permitted here (a security module ...)".
+#[test]
+fn a_process_that_ends_before_it_is_seized_is_reported_as_exited() {
+    let test = "a_process_that_ends_before_it_is_seized_is_reported_as_exited";
+    if !can_attach(test) {
+        return;
+    }
+    let dir = scratch("ends");
+    let program = build("tests-programs/attach/execs.c", &dir, &["-O1", "-g"]);
+    let mut run = start(&program, &[], Stdio::piped());
+    let pid = run.pid();
+    let stdin = run.child.stdin.take().unwrap();
+    let child = attach(&dir, pid, &["--function", "never_called", "-o", "x.ccdump"])
+        .env("COLDCACHE_TEST_ATTACH_PAUSE_MS", "4000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Closing stdin, once `attach` has checked the process and paused,
+    // ends the program (a zombie until it is reaped below).
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(stdin);
+    let out = wait_with_deadline(child, "attach");
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("process {pid} exited during the attach")),
+        "{err}"
+    );
+    assert!(!err.contains("not permitted"), "{err}");
+    let (stdout, _, _) = run.finish("execs");
+    assert_eq!(stdout, "ready\n");
+}
+
+/// An attach that arrives while the last capture's thread, its dump and
+/// manifest line written (which ended the last `attach`), has not yet
+/// marked the capture over (preempted there under load; here paused 3 s
+/// by `COLDCACHE_TEST_FINISH_PAUSE_MS`) waits for it and captures: it was
+/// refused "a capture is already in progress" (seen once in 271 attaches
+/// with the program starved by `chrt --idle`).
+#[test]
+fn an_attach_right_after_a_finish_waits_for_it_instead_of_refusing() {
+    let test = "an_attach_right_after_a_finish_waits_for_it_instead_of_refusing";
+    if !can_attach(test) {
+        return;
+    }
+    let dir = scratch("refinish");
+    let program = build(
+        "tests-programs/attach/threads.c",
+        &dir,
+        &["-O1", "-g", "-pthread"],
+    );
+    let mut run = start_with(
+        &program,
+        &[],
+        Stdio::piped(),
+        &[("COLDCACHE_TEST_FINISH_PAUSE_MS", "3000")],
+    );
+    let stdin = run.child.stdin.take().unwrap();
+    for i in 0..2 {
+        let out = run_with_deadline(
+            attach(
+                &dir,
+                run.pid(),
+                &["--function", "step", "--calls", "1", "-o", "r.ccdump"],
+            ),
+            "attach",
+        );
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "attach {i}: {err}");
+        assert!(
+            load(&dir.join("r.ccdump")).meta.instructions > 1000,
+            "{err}"
+        );
+    }
+    drop(stdin);
+    let (stdout, stderr, status) = run.finish("threads");
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.contains("every round agreed: yes"), "{stdout}");
 }
