@@ -658,6 +658,10 @@ fn a_cpp_program_with_threads_and_no_frame_pointers_attaches_as_it_records() {
         eprintln!("SKIP {test}: needs ptrace and g++");
         return;
     }
+    // Long enough (about 2 ms a frame) that the program is still running
+    // when an attach on a loaded machine arms: with 400 it sometimes ended
+    // first.
+    const FRAMES: &str = "2000";
     let dir = scratch("cpp");
     let program = build(
         "tests-programs/attach/worker.cpp",
@@ -672,12 +676,12 @@ fn a_cpp_program_with_threads_and_no_frame_pointers_attaches_as_it_records() {
     let alone = run_with_deadline(
         {
             let mut c = Command::new(&program);
-            c.arg("400");
+            c.arg(FRAMES);
             c
         },
         "worker alone",
     );
-    let run = start(&program, &["400"], Stdio::null());
+    let run = start(&program, &[FRAMES], Stdio::null());
     std::thread::sleep(Duration::from_millis(100));
     let out = run_with_deadline(
         attach(
