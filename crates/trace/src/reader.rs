@@ -39,6 +39,16 @@ pub fn open(path: &Path, format: Option<Format>) -> Result<TraceReader, TraceErr
     })?;
     let mut r = TraceReader::from_reader(name, file, format)?;
     r.total = Some(len);
+    // A streamed capture's skeleton lies at the end: read first, from
+    // the index before the end marker (`crate::tail`).
+    if let (Decoder::Binary(d), Compression::None) = (&mut r.decoder, &r.compression) {
+        let skeleton = std::fs::File::open(path)
+            .ok()
+            .and_then(|mut f| crate::tail::read_skeleton(&mut f, len));
+        if let Some(s) = skeleton {
+            d.attachments.insert(crate::ATTACH_DUMP_SKELETON, s);
+        }
+    }
     Ok(r)
 }
 
@@ -218,7 +228,9 @@ impl TraceReader {
 
     /// cctrace version 2: the attachment of `kind` (e.g.
     /// [`crate::ATTACH_DUMP_SKELETON`]), once the reader has passed it
-    /// (captures write it after the records, so after the end).
+    /// (captures write it after the records, so after the end), or from
+    /// the start for a streamed capture's skeleton in a plain file
+    /// [`open`]ed by path (found through the index at its end).
     pub fn attachment(&self, kind: u64) -> Option<&[u8]> {
         match &self.decoder {
             Decoder::Binary(d) => d.attachments.get(&kind).map(Vec::as_slice),
