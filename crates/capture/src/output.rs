@@ -280,7 +280,7 @@ fn report(entry: &serde_json::Value) {
 
 /// Room kept below the file size limit for the end of a trace (its
 /// skeleton, index and end marker), which chunks may not use.
-const TAIL_ROOM: u64 = 4 << 20;
+const TAIL_ROOM: u64 = 1 << 20;
 
 /// A capture's trace file while the capture runs; see the module doc.
 pub struct TraceFile {

@@ -81,6 +81,8 @@ pub struct TraceReader {
     done: bool,
     iter_buf: Vec<Record>,
     iter_pos: usize,
+    /// Set by [`TraceReader::accept_cut`]: where a cut cctrace ended.
+    cut: Option<Arc<std::sync::OnceLock<String>>>,
 }
 
 impl TraceReader {
@@ -135,6 +137,7 @@ impl TraceReader {
             done: false,
             iter_buf: Vec::new(),
             iter_pos: 0,
+            cut: None,
         })
     }
 
@@ -155,6 +158,17 @@ impl TraceReader {
             Compression::Gzip => Some("gzip"),
             Compression::Zstd => Some("zstd"),
         }
+    }
+
+    /// A cctrace cut short — a capture killed before it finished leaves
+    /// its trace as `NAME.partial`, whole up to its last chunk — is read
+    /// up to the cut instead of ending in an error: a missing end marker or
+    /// a truncated last chunk ends the records, and the returned cell then
+    /// holds the error's text (file and offset) for the caller to say.
+    pub fn accept_cut(&mut self) -> Arc<std::sync::OnceLock<String>> {
+        let cell = Arc::new(std::sync::OnceLock::new());
+        self.cut = Some(Arc::clone(&cell));
+        cell
     }
 
     /// When on, malformed lines of a text trace are skipped and counted
@@ -267,7 +281,20 @@ impl TraceReader {
             return Ok(0);
         }
         out.reserve(max.min(1 << 16));
-        let result = self.fill(out, max);
+        let mut result = self.fill(out, max);
+        if let (Err(e), Some(cell)) = (&result, &self.cut) {
+            if matches!(
+                e,
+                TraceError::Binary {
+                    error: crate::BinaryError::MissingEnd { .. }
+                        | crate::BinaryError::Truncated { .. },
+                    ..
+                }
+            ) {
+                let _ = cell.set(e.to_string());
+                result = Ok(true);
+            }
+        }
         let n = out.len();
         self.records += n as u64;
         match result {
