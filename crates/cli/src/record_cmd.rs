@@ -516,6 +516,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
     }
     let written = read_manifest(&manifest)?;
     let captured = report_written(&written, args.no_resolve, args.no_sources);
+    if let Some(t) = &args.trace {
+        report_partial_trace(t, &written);
+    }
     match status.code() {
         // A capture was asked for and none was made: a failure, even if
         // the program succeeded (a script must not take it for a capture).
@@ -588,6 +591,24 @@ pub(crate) struct Written {
     pub(crate) failed: Vec<(PathBuf, PathBuf)>,
     /// Captures that could not be written anywhere: (asked, the error).
     pub(crate) lost: Vec<(PathBuf, String)>,
+}
+
+/// A trace the capture did not finish (the program killed): the library
+/// left it as `TRACE.partial` beside `asked`; says where and how to read
+/// it.
+pub(crate) fn report_partial_trace(asked: &Path, w: &Written) {
+    let mut partial = std::path::absolute(asked)
+        .unwrap_or_else(|_| asked.to_path_buf())
+        .into_os_string();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    if w.traces.is_empty() && partial.is_file() {
+        eprintln!(
+            "coldcache: the capture did not finish: its trace is left as {0}, whole up to its \
+             last chunk (`coldcache sim {0}` reads it up to the cut)",
+            partial.display()
+        );
+    }
 }
 
 /// Reads the manifest; a missing file is a run that wrote nothing.

@@ -206,6 +206,11 @@ fn a_killed_capture_leaves_a_partial_trace_that_simulates_up_to_its_cut() {
     );
     assert!(!out.status.success());
     let partial = dir.join("k.cctrace.partial");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!("its trace is left as {}", partial.display())),
+        "{said}"
+    );
     assert!(!trace.exists(), "no trace under the asked name");
     let len = std::fs::metadata(&partial).expect("the .partial").len();
     assert!(len > 1 << 20, "{len} bytes");
