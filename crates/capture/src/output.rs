@@ -389,6 +389,47 @@ fn file_size_limit() -> Option<u64> {
 
 impl TraceSink for TraceFile {
     fn write(&mut self, bytes: &[u8]) -> Result<(), &'static str> {
+        // The write may run in a signal handler that interrupted the
+        // program anywhere: its `errno` is left as it was.
+        // SAFETY: `__errno_location` is this thread's errno, always valid.
+        let errno = unsafe { libc::__errno_location() };
+        // SAFETY: as above.
+        let saved = unsafe { *errno };
+        let r = self.write_chunk(bytes);
+        // SAFETY: as above.
+        unsafe { *errno = saved };
+        r
+    }
+
+    fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    fn ending(&mut self) {
+        self.ending = true;
+    }
+
+    fn complete(mut self: Box<Self>) -> std::io::Result<Option<PathBuf>> {
+        self.completed = true;
+        let Some(partial) = self.partial.clone() else {
+            return Ok(Some(self.target.clone()));
+        };
+        // SAFETY: a plain system call on our descriptor.
+        if unsafe { libc::fsync(self.fd.as_raw_fd()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        coldcache_fsio::move_file(&partial, &self.target)?;
+        Ok(Some(self.target.clone()))
+    }
+
+    fn partial_path(&self) -> Option<PathBuf> {
+        self.partial.clone()
+    }
+}
+
+impl TraceFile {
+    /// [`TraceSink::write`] without the `errno` care.
+    fn write_chunk(&mut self, bytes: &[u8]) -> Result<(), &'static str> {
         if self.partial.is_some() {
             if let Some(limit) = file_size_limit() {
                 let room = if self.ending { 0 } else { TAIL_ROOM };
@@ -418,31 +459,6 @@ impl TraceSink for TraceFile {
                 })
             }
         }
-    }
-
-    fn offset(&self) -> u64 {
-        self.offset
-    }
-
-    fn ending(&mut self) {
-        self.ending = true;
-    }
-
-    fn complete(mut self: Box<Self>) -> std::io::Result<Option<PathBuf>> {
-        self.completed = true;
-        let Some(partial) = self.partial.clone() else {
-            return Ok(Some(self.target.clone()));
-        };
-        // SAFETY: a plain system call on our descriptor.
-        if unsafe { libc::fsync(self.fd.as_raw_fd()) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        coldcache_fsio::move_file(&partial, &self.target)?;
-        Ok(Some(self.target.clone()))
-    }
-
-    fn partial_path(&self) -> Option<PathBuf> {
-        self.partial.clone()
     }
 }
 
