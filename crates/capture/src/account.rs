@@ -20,12 +20,16 @@
 //! 5. the instruction is decoded (once per address), its accesses computed
 //!    by the model, the fetch and then the data accesses simulated through
 //!    the [`Driver`] and added to the counters of (ip, stack, thread), and
-//!    appended to the trace when one is kept.
+//!    appended to the trace when one is kept: encoded into a chunk buffer
+//!    reserved up front ([`ChunkEncoder`]) that goes to the front end's
+//!    [`TraceSink`] (the trace file) each time it fills, so a trace is
+//!    bounded by the disk, not by memory.
 //!
 //! # Invariants
 //! - Once built it never allocates, locks or panics: every table is reserved
 //!   by [`Accountant::new`]; a full table ends the capture with a reason
-//!   ([`Verdict::StopCapture`]). `tests/account.rs` counts allocations.
+//!   ([`Verdict::StopCapture`]), as does a trace the sink cannot take
+//!   (disk full). `tests/account.rs` counts allocations.
 //! - Memory of the traced program is read only through the [`Machine`]
 //!   (`read_code`, `read_memory`), so a wild address is an answer, not a
 //!   fault.
@@ -33,7 +37,8 @@
 use crate::model::{AccessList, CpuFacts, Machine, Model, Unmodelled};
 use crate::tables::{CounterTable, DecodeCache, Decoded, Flow, Rep, StackTable};
 use crate::unwind::StackUnwinder;
-use coldcache_cctrace::{Record as TraceRecord, RecordKind};
+use coldcache_cctrace::stream::{attachment_chunk, end_marker, skeleton_index_chunk};
+use coldcache_cctrace::{ChunkEncoder, Record as TraceRecord, RecordKind, ATTACH_DUMP_SKELETON};
 use coldcache_dump::{Dump, Meta, Record, StackNode, Thread};
 use coldcache_sim::{Access, AccessKind, ConfigError, CounterLayout, Driver, HierarchyConfig};
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Mnemonic, OpKind, Register};
@@ -127,8 +132,10 @@ pub struct Reserves {
     pub threads: usize,
     /// Call depth per thread.
     pub depth: usize,
-    /// Trace records (instruction fetches and data accesses) kept when a
-    /// trace is asked for.
+    /// Trace records (instruction fetches and data accesses) per chunk of
+    /// a trace, when one is asked for: the size of the buffer a chunk is
+    /// encoded in before it is written, not a bound on the trace (at
+    /// least [`MIN_TRACE_CHUNK`]).
     pub trace: usize,
 }
 
@@ -140,7 +147,7 @@ impl Default for Reserves {
             records: 1 << 20,
             threads: 64,
             depth: 1024,
-            trace: 1 << 21,
+            trace: 1 << 16,
         }
     }
 }
@@ -184,8 +191,9 @@ pub struct Setup {
     pub all_threads: bool,
     /// Stop after this many instructions (0 = no limit).
     pub max_instructions: u64,
-    /// Keep every access for a trace.
-    pub trace: bool,
+    /// Where every access goes when a trace is kept: the sink chunks are
+    /// written to as they fill.
+    pub trace: Option<Box<dyn TraceSink>>,
     /// The function trigger, if any.
     pub function: Option<FunctionCalls>,
     /// Addresses where a traced thread leaves the capture: the front end's
@@ -232,6 +240,8 @@ struct ThreadState {
     /// The thread runs a warming call: its instructions go through the
     /// simulator and count nowhere.
     warming: bool,
+    /// Its thread definition is in the trace.
+    in_trace: bool,
 }
 
 impl ThreadState {
@@ -262,20 +272,137 @@ enum Mode {
     NoData,
 }
 
-/// Every access of a capture in order, kept for a trace file.
-pub struct KeptTrace {
-    /// The records (instruction fetches and data accesses).
-    pub records: Vec<TraceRecord>,
-    /// The thread slots the records name: (slot, thread id).
-    pub threads: Vec<(u32, u32)>,
+/// The fewest records a trace chunk holds: an instruction's records (its
+/// fetch and up to `MAX_ACCESSES` data accesses) always fit an empty one.
+pub const MIN_TRACE_CHUNK: usize = 64;
+
+/// Where a streamed trace's bytes go: the trace file of a capture
+/// (`output::TraceFile`), a buffer in tests. The header is the sink's
+/// (written when it is made).
+pub trait TraceSink: Send {
+    /// Appends `bytes` (whole chunks). Called where the accountant runs (a
+    /// signal handler, a traced thread): no allocation, no lock. `Err`
+    /// says why the trace cannot go on; what was written before stays
+    /// whole (a failed write is undone).
+    fn write(&mut self, bytes: &[u8]) -> Result<(), &'static str>;
+    /// The bytes the trace holds so far, header included.
+    fn offset(&self) -> u64;
+    /// The capture's last bytes follow (the skeleton, index and end
+    /// marker): a sink that keeps room for them may use it now.
+    fn ending(&mut self) {}
+    /// After the last write (normal context): makes the trace whole where
+    /// it was asked for (sync, rename); returns that path, if any.
+    fn complete(self: Box<Self>) -> std::io::Result<Option<std::path::PathBuf>>;
+    /// Where the trace is while it is written (a `.partial` beside the
+    /// target), for messages.
+    fn partial_path(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+}
+
+/// A trace being streamed: the chunk under way and the sink.
+struct TraceStream {
+    enc: ChunkEncoder,
+    sink: Box<dyn TraceSink>,
+    /// Why the sink stopped taking chunks (sticky).
+    failed: Option<&'static str>,
+}
+
+impl TraceStream {
+    /// Writes the chunk under way, if any. No allocation.
+    fn flush(&mut self) -> Result<(), &'static str> {
+        if let Some(why) = self.failed {
+            return Err(why);
+        }
+        if self.enc.is_empty() {
+            return Ok(());
+        }
+        match self.sink.write(self.enc.seal()) {
+            Ok(()) => {
+                self.enc.clear();
+                Ok(())
+            }
+            Err(why) => {
+                self.enc.discard();
+                self.failed = Some(why);
+                Err(why)
+            }
+        }
+    }
+}
+
+/// Every access of a capture in order, streamed to a trace file whose last
+/// chunk and tail are still to be written ([`StreamedTrace::complete`]).
+pub struct StreamedTrace {
+    stream: TraceStream,
+}
+
+/// Why a streamed trace could not be completed.
+#[derive(Debug)]
+pub struct TraceIncomplete {
+    /// Where what was written stays (a `.partial`), when known.
+    pub kept: Option<std::path::PathBuf>,
+    /// Bytes of whole chunks it holds.
+    pub offset: u64,
+    /// Why.
+    pub reason: String,
+}
+
+impl StreamedTrace {
+    /// Why the trace stopped taking records during the capture, if it did.
+    pub fn failed(&self) -> Option<&'static str> {
+        self.stream.failed
+    }
+
+    /// Records in the trace (those written and those still buffered).
+    pub fn records(&self) -> u64 {
+        self.stream.enc.total()
+    }
+
+    /// Writes the last chunk, the dump `skeleton` as an attachment, the
+    /// index naming its offset and the end marker, then completes the
+    /// sink. Returns the path written (None for a sink without one).
+    pub fn complete(self, skeleton: &[u8]) -> Result<Option<std::path::PathBuf>, TraceIncomplete> {
+        let mut s = self.stream;
+        let incomplete = |s: &TraceStream, reason: String| TraceIncomplete {
+            kept: s.sink.partial_path(),
+            offset: s.sink.offset(),
+            reason,
+        };
+        if let Err(why) = s.flush() {
+            if s.failed.is_none() || !s.enc.is_empty() {
+                return Err(incomplete(&s, why.to_string()));
+            }
+        }
+        s.sink.ending();
+        let at = s.sink.offset();
+        let total = s.enc.total();
+        for bytes in [
+            attachment_chunk(ATTACH_DUMP_SKELETON, skeleton),
+            skeleton_index_chunk(at).to_vec(),
+            end_marker(total).to_vec(),
+        ] {
+            if let Err(why) = s.sink.write(&bytes) {
+                return Err(incomplete(&s, why.to_string()));
+            }
+        }
+        let kept = s.sink.partial_path();
+        let offset = s.sink.offset();
+        s.sink.complete().map_err(|e| TraceIncomplete {
+            kept,
+            offset,
+            reason: e.to_string(),
+        })
+    }
 }
 
 /// What a finished capture's accounting produced.
 pub struct Finished {
     /// The dump (symbols not resolved).
     pub dump: Dump,
-    /// Every access in order, when a trace was kept.
-    pub trace: Option<KeptTrace>,
+    /// Every access in order, when a trace was kept (streamed; its end
+    /// still to be written).
+    pub trace: Option<StreamedTrace>,
     /// Instructions whose accesses were not modelled.
     pub unmodelled: u64,
 }
@@ -288,7 +415,7 @@ pub struct Accountant {
     stacks: StackTable,
     counters: CounterTable,
     threads: Vec<ThreadState>,
-    trace: Option<Vec<TraceRecord>>,
+    trace: Option<TraceStream>,
     depth: usize,
     accesses: AccessList,
     instructions: u64,
@@ -356,6 +483,7 @@ impl Accountant {
                 rep_ip: 0,
                 rep_kind: Rep::None,
                 warming: false,
+                in_trace: false,
             })
             .collect();
         let func = setup.function.map(|f| FunctionCalls {
@@ -371,9 +499,11 @@ impl Accountant {
             stacks: StackTable::new(setup.reserves.stacks),
             counters: CounterTable::new(setup.reserves.records, layout.len()),
             threads,
-            trace: setup
-                .trace
-                .then(|| Vec::with_capacity(setup.reserves.trace)),
+            trace: setup.trace.map(|sink| TraceStream {
+                enc: ChunkEncoder::new(setup.reserves.trace.max(MIN_TRACE_CHUNK), threads_max),
+                sink,
+                failed: None,
+            }),
             depth,
             accesses: AccessList::default(),
             instructions: 0,
@@ -445,6 +575,7 @@ impl Accountant {
         t.tid = tid;
         t.serial = (self.seen.len() - 1) as u32;
         t.core = core;
+        t.in_trace = false;
         t.restart(false, 0);
         Some(i)
     }
@@ -596,7 +727,7 @@ impl Accountant {
         let (rep, len, flow) = (d.rep, d.len, d.flow);
         let rep_live = rep != Rep::None && count_register(d, m) != 0;
         if !counted {
-            return self.stop("record or trace reserve exhausted");
+            return self.stop(self.trace_or_records());
         }
         if rep_live {
             self.threads[ti].rep_ip = ip;
@@ -703,7 +834,7 @@ impl Accountant {
                 s.row as usize
             } else {
                 let Some(row) = self.counters.row_index(ip, stack, serial) else {
-                    return self.stop("record or trace reserve exhausted");
+                    return self.stop(self.trace_or_records());
                 };
                 (s.row, s.stack, s.serial) = (row as u32, stack, serial);
                 row
@@ -712,7 +843,7 @@ impl Accountant {
             let d = self.decode.at(di);
             let (len, flow) = (d.len, d.flow);
             if !counted {
-                return self.stop("record or trace reserve exhausted");
+                return self.stop(self.trace_or_records());
             }
             call_before = flow == Flow::Call;
             if call_before {
@@ -830,6 +961,14 @@ impl Accountant {
         } else {
             self.changed_all = true;
         }
+    }
+
+    /// Why a count failed: the trace's sink, or else the record reserve.
+    fn trace_or_records(&self) -> &'static str {
+        self.trace
+            .as_ref()
+            .and_then(|t| t.failed)
+            .unwrap_or("record reserve exhausted")
     }
 
     fn stop(&mut self, why: &'static str) -> Verdict {
@@ -988,18 +1127,29 @@ impl Accountant {
             Mode::After => d.plan.eval_after(&d.instr, m, &mut self.accesses),
         };
         let warm = row == WARM_ROW;
-        // The trace's room is checked before anything counts, so a trace
-        // cut short by its reserve holds exactly what the dump counted.
+        // The trace's room is made before anything counts (a full chunk
+        // written out), so a capture the sink stops holds in its dump what
+        // the trace's written chunks hold, up to the chunk that failed.
         if let Some(trace) = self.trace.as_mut().filter(|_| !warm) {
-            let n = 1 + if modelled.is_ok() {
-                self.accesses.as_slice().len()
-            } else {
-                0
-            };
-            if trace.len() + n > trace.capacity() {
+            let undefined = !self.threads[ti].in_trace;
+            let n = 1
+                + usize::from(undefined)
+                + if modelled.is_ok() {
+                    self.accesses.as_slice().len()
+                } else {
+                    0
+                };
+            if (trace.failed.is_some() || !trace.enc.fits(n)) && trace.flush().is_err() {
                 return false;
             }
-            trace.push(TraceRecord {
+            // A thread is defined before its first record.
+            if undefined {
+                let t = &mut self.threads[ti];
+                trace.enc.define_thread(serial, u64::from(t.tid));
+                t.in_trace = true;
+            }
+            let trace = &mut trace.enc;
+            trace.push(&TraceRecord {
                 kind: RecordKind::Instr,
                 addr: ip,
                 size: u32::from(d.len),
@@ -1010,7 +1160,7 @@ impl Accountant {
             });
             if modelled.is_ok() {
                 for a in self.accesses.as_slice() {
-                    trace.push(TraceRecord {
+                    trace.push(&TraceRecord {
                         kind: record_kind(a.kind),
                         addr: a.addr,
                         size: a.size.clamp(1, coldcache_cctrace::MAX_ACCESS_SIZE),
@@ -1232,11 +1382,6 @@ impl Accountant {
             })
             .collect();
         records.sort_by_key(|r| (r.ip, r.stack, r.thread));
-        let slots: Vec<(u32, u32)> = seen
-            .iter()
-            .enumerate()
-            .map(|(i, &(tid, _))| (i as u32, tid))
-            .collect();
         let dump = Dump {
             meta,
             modules,
@@ -1256,10 +1401,7 @@ impl Accountant {
         };
         Finished {
             dump,
-            trace: trace.map(|records| KeptTrace {
-                records,
-                threads: slots,
-            }),
+            trace: trace.map(|stream| StreamedTrace { stream }),
             unmodelled: unmodelled.iter().sum(),
         }
     }

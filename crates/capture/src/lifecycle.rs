@@ -227,7 +227,10 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         core_map: options.core_map.clone(),
         all_threads: options.threads == Threads::All,
         max_instructions: options.max_instructions,
-        trace: options.trace.is_some(),
+        trace: match &options.trace {
+            Some(path) => Some(Box::new(crate::output::TraceFile::create(path)?)),
+            None => None,
+        },
         function,
         // A traced thread that reaches `coldcache_stop` or the exit hook
         // (`exit()` called during the capture) leaves it there, so nothing

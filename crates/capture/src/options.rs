@@ -233,6 +233,14 @@ pub enum CaptureError {
         /// The error.
         source: std::io::Error,
     },
+    /// The trace file could not be opened (before the capture starts).
+    #[error("opening trace {path}: {source}")]
+    TraceOpen {
+        /// The path written while the capture runs.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
     /// Writing the dump failed.
     #[error("writing dump {path}: {source}")]
     Write {
@@ -311,7 +319,9 @@ pub fn reserve_costs(
     // Threads traced at once are clamped as `prepare` clamps them; their
     // frames are counted under `depth`.
     let threads = r.threads.clamp(1, crate::state::MAX_SELECTED);
-    let trace_record = n(size_of::<coldcache_cctrace::Record>());
+    // The trace reserve is the chunk buffer a streamed trace is encoded
+    // in: a record's worst case.
+    let trace_record = n(coldcache_cctrace::stream::MAX_RECORD_BYTES);
     [
         (
             "instructions",

@@ -1,9 +1,21 @@
 //! Writing what a capture produced: the dump (with the modules mapped at
 //! the end added to those mapped at the start) and, when asked, the trace of
-//! every access (cctrace version 2 with the dump's skeleton attached, so
-//! `coldcache sim -o` can rebuild a dump from it; always uncompressed here:
-//! the library links no compressor, and `record`/`attach` compress a
-//! trace named `.zst` once the program has written it), each atomically.
+//! every access, each atomically.
+//!
+//! The trace is streamed: [`TraceFile`] is opened before the capture starts
+//! (as `TARGET.partial` beside the target, the header written), the
+//! accountant writes each chunk as it fills (`write(2)`/`pwrite(2)` only,
+//! async-signal-safe, no allocation), and the end of the capture appends
+//! the dump's skeleton, the index naming its offset and the end marker,
+//! then renames the file into place (`coldcache_fsio::move_file`). A
+//! killed capture leaves the `.partial`, readable up to its last whole
+//! chunk. A write that fails (disk full, quota, the file size limit) is
+//! undone (`ftruncate` to the last whole chunk) and stops the capture with
+//! the reason; the file size limit is checked before writing, so the
+//! program never gets `SIGXFSZ` because of us, with room kept below it for
+//! the skeleton. The trace is always uncompressed here: the library links
+//! no compressor, and `record`/`attach` compress a trace named `.zst`
+//! once the program has written it.
 //!
 //! A dump is never replaced silently (perf's habit): a file already at the
 //! path that this process did not write is kept as `PATH.old` first, and a
@@ -15,13 +27,13 @@
 //! the manifest named by `COLDCACHE_DUMPS` (`coldcache record` reads it to
 //! find, resolve and list every dump of the run; see `docs/capture.md`).
 
-use crate::account::Finished;
+use crate::account::{Finished, TraceSink};
 use crate::options::{CaptureError, Summary};
 use crate::procfs;
-use coldcache_cctrace::Record as TraceRecord;
 use coldcache_fsio::write_atomically;
 use std::collections::BTreeSet;
 use std::io::Write as _;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -77,21 +89,44 @@ pub fn write(
             finished.dump.modules.push(m);
         }
     }
-    if let (Some(path), Some(t)) = (trace_path, &finished.trace) {
+    if let Some(t) = finished.trace.take() {
+        if let Some(why) = t.failed() {
+            finished.dump.meta.notes.push(format!(
+                "the trace stopped taking records ({why}): it holds the accesses up to its last \
+                 whole chunk, {} records, a little less than this dump counts",
+                t.records()
+            ));
+        }
         // The dump without its records rides in the trace, so that
         // `coldcache sim --output` can build a whole dump from it.
         let records = std::mem::take(&mut finished.dump.records);
         let skeleton = finished.dump.to_bytes();
         finished.dump.records = records;
-        let path = claim(path, "trace");
-        write_trace(&path, &t.records, &t.threads, &skeleton).map_err(|source| {
-            CaptureError::Write {
-                path: path.clone(),
-                source,
+        match t.complete(&skeleton) {
+            Ok(Some(path)) => written(&path, "trace"),
+            Ok(None) => {}
+            Err(e) => {
+                let kept = e
+                    .kept
+                    .as_ref()
+                    .map_or_else(|| "nowhere".to_string(), |p| p.display().to_string());
+                let note = format!(
+                    "the trace could not be completed ({}): kept as {kept}, whole up to offset {}",
+                    e.reason, e.offset
+                );
+                if !quiet() {
+                    eprintln!("coldcache: {note}");
+                }
+                report(&serde_json::json!({
+                    "partial_trace": e.kept,
+                    "offset": e.offset,
+                    "error": e.reason,
+                }));
+                finished.dump.meta.notes.push(note);
             }
-        })?;
-        written(&path, "trace");
+        }
     }
+    let _ = trace_path;
     let dump = &finished.dump;
     let bytes = dump.to_bytes();
     let output = claim(&output, "dump");
@@ -243,24 +278,201 @@ fn report(entry: &serde_json::Value) {
     }
 }
 
-fn write_trace(
-    path: &Path,
-    records: &[TraceRecord],
-    slots: &[(u32, u32)],
-    skeleton: &[u8],
-) -> std::io::Result<()> {
-    let mut w = coldcache_cctrace::TraceWriter::new(Vec::new()).map_err(std::io::Error::other)?;
-    for &(slot, tid) in slots {
-        w.define_thread(slot, u64::from(tid))
-            .map_err(std::io::Error::other)?;
+/// Room kept below the file size limit for the end of a trace (its
+/// skeleton, index and end marker), which chunks may not use.
+const TAIL_ROOM: u64 = 1 << 20;
+
+/// A capture's trace file while the capture runs; see the module doc.
+pub struct TraceFile {
+    fd: OwnedFd,
+    /// Where the trace goes in the end.
+    target: PathBuf,
+    /// Where it is written meanwhile (`None`: a device or FIFO, written in
+    /// place).
+    partial: Option<PathBuf>,
+    offset: u64,
+    ending: bool,
+    completed: bool,
+}
+
+impl TraceFile {
+    /// Opens the trace for `asked` (numbered or keeping an earlier file as
+    /// `.old` as dumps are, see [`write`]) and writes its header. Normal
+    /// context, before the capture starts.
+    pub fn create(asked: &Path) -> Result<TraceFile, CaptureError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let target = claim(asked, "trace");
+        let regular = std::fs::metadata(&target).map_or(true, |m| m.is_file());
+        let partial = regular.then(|| {
+            let mut p = target.clone().into_os_string();
+            p.push(".partial");
+            PathBuf::from(p)
+        });
+        let path = partial.clone().unwrap_or_else(|| target.clone());
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(regular)
+            .truncate(regular)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|source| CaptureError::TraceOpen {
+                path: path.clone(),
+                source,
+            })?;
+        let mut t = TraceFile {
+            fd: file.into(),
+            target,
+            partial,
+            offset: 0,
+            ending: false,
+            completed: false,
+        };
+        t.write(&coldcache_cctrace::stream::stream_header())
+            .map_err(|why| CaptureError::TraceOpen {
+                path,
+                source: std::io::Error::other(why),
+            })?;
+        Ok(t)
     }
-    // The skeleton first: a re-simulation knows the threads' cores before
-    // their first records.
-    w.attach(coldcache_cctrace::ATTACH_DUMP_SKELETON, skeleton)
-        .map_err(std::io::Error::other)?;
-    w.write_all(records).map_err(std::io::Error::other)?;
-    let bytes = w.finish().map_err(std::io::Error::other)?;
-    write_atomically(path, &bytes)
+
+    /// `bytes` written at `at` (a regular file) or at the end (a device or
+    /// FIFO): `Err(errno)` on failure. Short writes go on, `EINTR` retries.
+    fn write_at(&self, bytes: &[u8], at: u64) -> Result<(), i32> {
+        let fd = self.fd.as_raw_fd();
+        let mut done = 0usize;
+        while done < bytes.len() {
+            let rest = &bytes[done..];
+            // SAFETY: `rest` is a live slice of `rest.len()` bytes and `fd`
+            // an open descriptor we own; neither call keeps the pointer.
+            let n = unsafe {
+                if self.partial.is_some() {
+                    libc::pwrite(
+                        fd,
+                        rest.as_ptr().cast(),
+                        rest.len(),
+                        (at + done as u64) as libc::off_t,
+                    )
+                } else {
+                    libc::write(fd, rest.as_ptr().cast(), rest.len())
+                }
+            };
+            if n > 0 {
+                done += n as usize;
+                continue;
+            }
+            let errno = if n == 0 {
+                libc::ENOSPC
+            } else {
+                std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO)
+            };
+            if errno != libc::EINTR {
+                return Err(errno);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The file size limit (`ulimit -f`), if there is one. A system call, no
+/// allocation.
+fn file_size_limit() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid rlimit the call fills.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut r) } == 0;
+    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+}
+
+impl TraceSink for TraceFile {
+    fn write(&mut self, bytes: &[u8]) -> Result<(), &'static str> {
+        // The write may run in a signal handler that interrupted the
+        // program anywhere: its `errno` is left as it was.
+        // SAFETY: `__errno_location` is this thread's errno, always valid.
+        let errno = unsafe { libc::__errno_location() };
+        // SAFETY: as above.
+        let saved = unsafe { *errno };
+        let r = self.write_chunk(bytes);
+        // SAFETY: as above.
+        unsafe { *errno = saved };
+        r
+    }
+
+    fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    fn ending(&mut self) {
+        self.ending = true;
+    }
+
+    fn complete(mut self: Box<Self>) -> std::io::Result<Option<PathBuf>> {
+        self.completed = true;
+        let Some(partial) = self.partial.clone() else {
+            return Ok(Some(self.target.clone()));
+        };
+        // SAFETY: a plain system call on our descriptor.
+        if unsafe { libc::fsync(self.fd.as_raw_fd()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        coldcache_fsio::move_file(&partial, &self.target)?;
+        Ok(Some(self.target.clone()))
+    }
+
+    fn partial_path(&self) -> Option<PathBuf> {
+        self.partial.clone()
+    }
+}
+
+impl TraceFile {
+    /// [`TraceSink::write`] without the `errno` care.
+    fn write_chunk(&mut self, bytes: &[u8]) -> Result<(), &'static str> {
+        if self.partial.is_some() {
+            if let Some(limit) = file_size_limit() {
+                let room = if self.ending { 0 } else { TAIL_ROOM };
+                if self.offset + bytes.len() as u64 + room > limit {
+                    return Err("the trace reached the file size limit (ulimit -f)");
+                }
+            }
+        }
+        match self.write_at(bytes, self.offset) {
+            Ok(()) => {
+                self.offset += bytes.len() as u64;
+                Ok(())
+            }
+            Err(errno) => {
+                if self.partial.is_some() {
+                    // What was written of this chunk is undone, so the file
+                    // ends on a whole chunk. SAFETY: a plain system call on
+                    // our descriptor.
+                    unsafe { libc::ftruncate(self.fd.as_raw_fd(), self.offset as libc::off_t) };
+                }
+                Err(match errno {
+                    libc::ENOSPC => "the trace's file system is full (ENOSPC)",
+                    libc::EDQUOT => "the trace's disk quota is exceeded (EDQUOT)",
+                    libc::EFBIG => "the trace reached the largest file size (EFBIG)",
+                    libc::EPIPE => "the trace's reader went away (EPIPE)",
+                    _ => "the trace could not be written (an I/O error)",
+                })
+            }
+        }
+    }
+}
+
+impl Drop for TraceFile {
+    /// A trace that holds no chunk and was not completed (the capture did
+    /// not start) is removed; one that holds chunks stays as `.partial`.
+    fn drop(&mut self) {
+        let header = coldcache_cctrace::stream::stream_header().len() as u64;
+        if !self.completed && self.offset <= header {
+            if let Some(p) = &self.partial {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

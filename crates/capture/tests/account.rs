@@ -8,7 +8,9 @@
 //! the first touch of a line goes to memory and the second hits L1.
 //! A counting global allocator proves that stepping allocates nothing.
 
-use coldcache_capture::account::{Accountant, Entry, FunctionCalls, Reserves, Setup, Verdict};
+use coldcache_capture::account::{
+    Accountant, Entry, FunctionCalls, Reserves, Setup, TraceSink, Verdict,
+};
 use coldcache_capture::model::{CpuFacts, Machine};
 use coldcache_capture::unwind::StackUnwinder;
 use coldcache_dump::{Dump, Meta};
@@ -130,6 +132,69 @@ impl Machine for Fake {
     }
 }
 
+thread_local! {
+    /// What the test thread's [`MemorySink`] was given.
+    static STREAM: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A trace sink into [`STREAM`], reserved up front (writing allocates
+/// nothing), failing after `chunks_left` chunks when set.
+struct MemorySink {
+    chunks_left: Option<usize>,
+}
+
+impl MemorySink {
+    fn new(chunks_left: Option<usize>) -> Box<MemorySink> {
+        STREAM.with(|s| {
+            let mut s = s.borrow_mut();
+            *s = Vec::with_capacity(16 << 20);
+            s.extend_from_slice(&coldcache_cctrace::stream::stream_header());
+        });
+        Box::new(MemorySink { chunks_left })
+    }
+}
+
+impl TraceSink for MemorySink {
+    fn write(&mut self, bytes: &[u8]) -> Result<(), &'static str> {
+        if let Some(n) = self.chunks_left.as_mut() {
+            if *n == 0 {
+                return Err("test disk full");
+            }
+            *n -= 1;
+        }
+        STREAM.with(|s| s.borrow_mut().extend_from_slice(bytes));
+        Ok(())
+    }
+    fn offset(&self) -> u64 {
+        STREAM.with(|s| s.borrow().len() as u64)
+    }
+    fn complete(self: Box<Self>) -> std::io::Result<Option<std::path::PathBuf>> {
+        Ok(None)
+    }
+}
+
+/// The records of the stream the test thread's sink holds, read back with
+/// `coldcache-trace`'s reader, and the skeleton attached.
+fn stream_records() -> (Vec<coldcache_trace::Record>, Vec<u8>) {
+    let bytes = STREAM.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    let mut r = coldcache_trace::TraceReader::from_reader(
+        "stream".into(),
+        std::io::Cursor::new(bytes),
+        None,
+    )
+    .unwrap();
+    let mut all = Vec::new();
+    let mut batch = Vec::new();
+    while r.read_batch(&mut batch, 4096).unwrap() > 0 {
+        all.extend_from_slice(&batch);
+    }
+    let skeleton = r
+        .attachment(coldcache_trace::ATTACH_DUMP_SKELETON)
+        .unwrap_or_default()
+        .to_vec();
+    (all, skeleton)
+}
+
 fn setup(reserves: Reserves, trace: bool, function: Option<FunctionCalls>) -> Setup {
     Setup {
         cache: presets::cachegrind_default(),
@@ -137,7 +202,7 @@ fn setup(reserves: Reserves, trace: bool, function: Option<FunctionCalls>) -> Se
         core_map: Vec::new(),
         all_threads: false,
         max_instructions: 0,
-        trace,
+        trace: trace.then(|| MemorySink::new(None) as Box<dyn TraceSink>),
         function,
         stop_entries: [0; 2],
         exec_ranges: Vec::new(),
@@ -162,7 +227,13 @@ fn step(a: &mut Accountant, ip: u64, m: &Fake) -> Verdict {
 
 fn finish(a: Accountant) -> (Dump, Option<Vec<coldcache_trace::Record>>) {
     let f = a.finish(Meta::default(), Vec::new(), |_| "t".into());
-    (f.dump, f.trace.map(|t| t.records))
+    let trace = f.trace.map(|t| {
+        t.complete(b"skeleton").unwrap();
+        let (records, skeleton) = stream_records();
+        assert_eq!(skeleton, b"skeleton");
+        records
+    });
+    (f.dump, trace)
 }
 
 /// The counters of the record at `ip` with call stack `stack`.
@@ -368,14 +439,14 @@ fn a_full_record_reserve_stops_the_capture() {
     assert_eq!(step(&mut a, 0x1001, &m), Verdict::Continue);
     assert_eq!(step(&mut a, 0x1000, &m), Verdict::Continue);
     let v = step(&mut a, 0x1002, &m);
-    assert_eq!(v, Verdict::StopCapture("record or trace reserve exhausted"));
-    assert_eq!(a.cut_short(), Some("record or trace reserve exhausted"));
+    assert_eq!(v, Verdict::StopCapture("record reserve exhausted"));
+    assert_eq!(a.cut_short(), Some("record reserve exhausted"));
     let (d, _) = finish(a);
     assert_eq!(d.records.len(), 2);
     assert_eq!(record(&d, 0x1000, 0)[CounterLayout::INSTRUCTIONS], 2);
     assert_eq!(
         d.meta.cut_short.as_deref(),
-        Some("record or trace reserve exhausted")
+        Some("record reserve exhausted")
     );
 }
 
@@ -573,7 +644,13 @@ fn stepping_allocates_nothing() {
             &[0xE8, 0xFB, 0x0F, 0x00, 0x00, 0x0F, 0x05, 0x50, 0x90],
         )
         .code(0x2000, &[0xF3, 0xA4, 0xC3]);
-    let mut a = accountant(true);
+    // A small chunk: the trace is written out many times over.
+    let reserves = Reserves {
+        trace: 64,
+        ..Reserves::default()
+    };
+    let mut a = Accountant::new(setup(reserves, true, None)).unwrap();
+    a.claim(TID).unwrap();
     COUNTING.store(true, Ordering::SeqCst);
     ALLOCATIONS.store(0, Ordering::SeqCst);
     for i in 0..2000u64 {
@@ -596,6 +673,75 @@ fn stepping_allocates_nothing() {
     // Per round: call, rep movsb, its final check, ret, syscall, the push
     // that ran untraced after it, nop.
     assert_eq!(a.instructions(), 2000 * 7);
+    let chunks = STREAM.with(|s| s.borrow().len()) / 64;
+    assert!(chunks > 100, "the trace went out in many chunks");
+    let (d, trace) = finish(a);
+    // Every instruction is in the trace once, as a fetch record.
+    let fetches = trace
+        .unwrap()
+        .iter()
+        .filter(|r| r.kind == RecordKind::Instr)
+        .count() as u64;
+    assert_eq!(fetches, d.meta.instructions);
+}
+
+/// A sink that stops taking chunks (a full disk) stops the capture with
+/// its reason; the trace holds the chunks written before, a prefix of
+/// what was counted, and is still completed with its skeleton.
+#[test]
+fn a_full_disk_stops_the_capture_with_its_reason() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let reserves = Reserves {
+        trace: 64,
+        ..Reserves::default()
+    };
+    let mut s = setup(reserves, false, None);
+    s.trace = Some(MemorySink::new(Some(3)));
+    let mut a = Accountant::new(s).unwrap();
+    a.claim(TID).unwrap();
+    let mut m = Fake::new().code(0x1000, &[0x90]);
+    m.set(Register::RSP, SP);
+    let mut steps = 0u64;
+    let v = loop {
+        let v = step(&mut a, 0x1000, &m);
+        if v != Verdict::Continue {
+            break v;
+        }
+        steps += 1;
+        assert!(steps < 1_000_000, "never stopped");
+    };
+    assert_eq!(v, Verdict::StopCapture("test disk full"));
+    assert_eq!(a.cut_short(), Some("test disk full"));
+    let f = a.finish(Meta::default(), Vec::new(), |_| "t".into());
+    assert_eq!(f.dump.meta.instructions, steps);
+    let t = f.trace.unwrap();
+    assert_eq!(t.failed(), Some("test disk full"));
+    // The sink takes nothing more: the end cannot be written either.
+    let e = t.complete(b"skeleton").unwrap_err();
+    assert_eq!(e.reason, "test disk full");
+    let bytes = STREAM.with(|s| s.borrow().clone());
+    assert_eq!(e.offset, bytes.len() as u64);
+    // Three whole chunks of one-byte nops (no end marker): a prefix of the
+    // counted instructions, short by less than one chunk.
+    let mut r =
+        coldcache_trace::TraceReader::from_reader("s".into(), std::io::Cursor::new(bytes), None)
+            .unwrap();
+    let mut all = Vec::new();
+    let mut batch = Vec::new();
+    let err = loop {
+        match r.read_batch(&mut batch, 4096) {
+            Ok(0) => panic!("a trace without its end reads as cut"),
+            Ok(_) => all.extend_from_slice(&batch),
+            Err(e) => break e,
+        }
+    };
+    assert!(err.to_string().contains("end"), "{err}");
+    assert!(all
+        .iter()
+        .all(|r| r.addr == 0x1000 && r.kind == RecordKind::Instr));
+    let n = all.len() as u64;
+    assert!(n < steps && steps - n <= 64 * 36, "{n} of {steps}");
+    assert!(n >= 3 * 64, "{n}");
 }
 
 /// Code rewritten in place (a JIT reusing its buffer): the decode of an

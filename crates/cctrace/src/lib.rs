@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 mod error;
+pub mod stream;
 #[doc(hidden)]
 pub mod wire;
 mod writer;
@@ -18,6 +19,7 @@ use std::fmt;
 #[doc(hidden)]
 pub use error::show;
 pub use error::{BinaryError, ParseError, TraceError};
+pub use stream::{ChunkEncoder, ATTACH_SKELETON_INDEX};
 pub use wire::{ATTACH_DUMP_SKELETON, FORMAT_VERSION, MAGIC, OLDEST_VERSION};
 pub use writer::TraceWriter;
 

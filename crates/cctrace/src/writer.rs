@@ -20,6 +20,62 @@ use crate::error::TraceError;
 use crate::wire::*;
 use crate::{Record, RecordKind, MAX_ACCESS_SIZE};
 
+/// The file header of format `version` with `metadata` (checked by the
+/// caller): magic, version, flags, metadata length, metadata, CRC32.
+pub(crate) fn file_header(metadata: &[u8], version: u16) -> Vec<u8> {
+    let mut header = Vec::with_capacity(HEADER_LEN + metadata.len() + 4);
+    header.extend_from_slice(&MAGIC);
+    header.extend_from_slice(&version.to_le_bytes());
+    header.extend_from_slice(&0u16.to_le_bytes());
+    header.extend_from_slice(&(metadata.len() as u32).to_le_bytes());
+    header.extend_from_slice(metadata);
+    let crc = crc32fast::hash(&header);
+    header.extend_from_slice(&crc.to_le_bytes());
+    header
+}
+
+/// Appends record `r` (valid: size `1..=MAX_ACCESS_SIZE`, an unmodelled
+/// mark on a fetch only) of the current thread, whose delta state is `st`,
+/// to `buf`: a stack switch when its stack changed, then the tag and the
+/// varints. At most [`MAX_RECORD_BYTES`] bytes, thread switch included.
+#[inline]
+pub(crate) fn encode_record(buf: &mut Vec<u8>, st: &mut ThreadState, r: &Record) {
+    if r.stack != st.stack {
+        st.stack = r.stack;
+        buf.push(CTRL_STACK);
+        put_varint(buf, u64::from(r.stack));
+    }
+    let c = class(r.kind);
+    let mut tag = r.kind as u8;
+    if r.unmodelled {
+        tag |= TAG_UNMODELLED;
+    }
+    if r.size != st.size[c] {
+        tag |= TAG_SIZE;
+    }
+    let (ip_mode, ip_delta) = if r.ip == st.ip {
+        (IP_SAME, 0)
+    } else if r.ip == r.addr {
+        (IP_ADDR, 0)
+    } else if r.ip == 0 {
+        (IP_UNKNOWN, 0)
+    } else {
+        (IP_DELTA, zigzag(r.ip.wrapping_sub(st.ip)))
+    };
+    tag |= ip_mode << TAG_IP_SHIFT;
+    buf.push(tag);
+    put_varint(buf, zigzag(r.addr.wrapping_sub(st.addr[c])));
+    if tag & TAG_SIZE != 0 {
+        put_varint(buf, r.size as u64);
+    }
+    if ip_mode == IP_DELTA {
+        put_varint(buf, ip_delta);
+    }
+    st.addr[c] = r.addr;
+    st.size[c] = r.size;
+    st.ip = r.ip;
+}
+
 /// Writes a cctrace file.
 ///
 /// Records are encoded into an in-memory chunk that is written (one
@@ -90,15 +146,8 @@ impl<W: Write> TraceWriter<W> {
                 metadata.len()
             )));
         }
-        let mut header = Vec::with_capacity(HEADER_LEN + metadata.len());
-        header.extend_from_slice(&MAGIC);
-        header.extend_from_slice(&version.to_le_bytes());
-        header.extend_from_slice(&0u16.to_le_bytes());
-        header.extend_from_slice(&(metadata.len() as u32).to_le_bytes());
-        header.extend_from_slice(metadata);
-        let crc = crc32fast::hash(&header);
-        header.extend_from_slice(&crc.to_le_bytes());
-        out.write_all(&header).map_err(TraceError::Write)?;
+        out.write_all(&file_header(metadata, version))
+            .map_err(TraceError::Write)?;
         let mut buf = Vec::with_capacity(CHUNK_HEADER + DEFAULT_CHUNK_TARGET + 64);
         buf.resize(CHUNK_HEADER, 0);
         Ok(TraceWriter {
@@ -156,41 +205,7 @@ impl<W: Write> TraceWriter<W> {
         if r.thread != self.thread {
             self.switch_thread(r.thread);
         }
-        if r.stack != self.st.stack {
-            self.st.stack = r.stack;
-            self.buf.push(CTRL_STACK);
-            put_varint(&mut self.buf, u64::from(r.stack));
-        }
-        let c = class(r.kind);
-        let st = &mut self.st;
-        let mut tag = r.kind as u8;
-        if r.unmodelled {
-            tag |= TAG_UNMODELLED;
-        }
-        if r.size != st.size[c] {
-            tag |= TAG_SIZE;
-        }
-        let (ip_mode, ip_delta) = if r.ip == st.ip {
-            (IP_SAME, 0)
-        } else if r.ip == r.addr {
-            (IP_ADDR, 0)
-        } else if r.ip == 0 {
-            (IP_UNKNOWN, 0)
-        } else {
-            (IP_DELTA, zigzag(r.ip.wrapping_sub(st.ip)))
-        };
-        tag |= ip_mode << TAG_IP_SHIFT;
-        self.buf.push(tag);
-        put_varint(&mut self.buf, zigzag(r.addr.wrapping_sub(st.addr[c])));
-        if tag & TAG_SIZE != 0 {
-            put_varint(&mut self.buf, r.size as u64);
-        }
-        if ip_mode == IP_DELTA {
-            put_varint(&mut self.buf, ip_delta);
-        }
-        st.addr[c] = r.addr;
-        st.size[c] = r.size;
-        st.ip = r.ip;
+        encode_record(&mut self.buf, &mut self.st, r);
         self.chunk_records += 1;
         self.total += 1;
         self.maybe_flush()

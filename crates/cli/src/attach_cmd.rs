@@ -421,6 +421,9 @@ pub fn run(args: AttachArgs) -> Result<()> {
         std::thread::sleep(Duration::from_millis(20));
     };
     let captured = record_cmd::report_written(&written, args.no_resolve, args.no_sources);
+    if let Some(t) = &args.trace {
+        record_cmd::report_partial_trace(t, &written);
+    }
     if !written.lost.is_empty() {
         bail!("the capture could not be written");
     }

@@ -516,6 +516,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
     }
     let written = read_manifest(&manifest)?;
     let captured = report_written(&written, args.no_resolve, args.no_sources);
+    if let Some(t) = &args.trace {
+        report_partial_trace(t, &written);
+    }
     match status.code() {
         // A capture was asked for and none was made: a failure, even if
         // the program succeeded (a script must not take it for a capture).
@@ -588,6 +591,24 @@ pub(crate) struct Written {
     pub(crate) failed: Vec<(PathBuf, PathBuf)>,
     /// Captures that could not be written anywhere: (asked, the error).
     pub(crate) lost: Vec<(PathBuf, String)>,
+}
+
+/// A trace the capture did not finish (the program killed): the library
+/// left it as `TRACE.partial` beside `asked`; says where and how to read
+/// it.
+pub(crate) fn report_partial_trace(asked: &Path, w: &Written) {
+    let mut partial = std::path::absolute(asked)
+        .unwrap_or_else(|_| asked.to_path_buf())
+        .into_os_string();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    if w.traces.is_empty() && partial.is_file() {
+        eprintln!(
+            "coldcache: the capture did not finish: its trace is left as {0}, whole up to its \
+             last chunk (`coldcache sim {0}` reads it up to the cut)",
+            partial.display()
+        );
+    }
 }
 
 /// Reads the manifest; a missing file is a run that wrote nothing.
@@ -753,17 +774,101 @@ pub(crate) fn call_window(
 /// compressor, writes every trace plain, and readers tell by the first
 /// bytes, so a plain trace under that name still reads. Traces repeat
 /// themselves (loops): this shrinks a capture's trace many times over.
+///
+/// A pass after the program ends rather than chunk by chunk during the
+/// capture: compressing in the traced process would slow it and link a
+/// compressor into the preloaded library, and a writer thread of ours
+/// would compete with the program for the cores. Streamed in bounded
+/// memory (file → compressor → temporary file → rename). A streamed
+/// capture's skeleton, last in the plain file, is moved first (a
+/// compressed stream cannot seek to its end): header, skeleton chunk, the
+/// record chunks, an index naming the new offset, the end marker.
 pub(crate) fn compress_if_zst(path: &Path) -> Result<()> {
+    use coldcache_trace::stream::{skeleton_index_chunk, STREAM_TAIL};
+    use std::io::{Read, Seek, SeekFrom};
     if path.extension().is_none_or(|e| e != "zst") {
         return Ok(());
     }
-    let plain = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    if plain.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+    let (mut file, len) = coldcache_fsio::open_regular(path)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let mut head = [0u8; 16];
+    let got = file
+        .read(&mut head)
+        .with_context(|| format!("reading {}", path.display()))?;
+    if head[..got].starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
         return Ok(());
     }
-    let packed =
-        ruzstd::encoding::compress_to_vec(&plain[..], ruzstd::encoding::CompressionLevel::Fastest);
-    crate::write_output(path, &packed)
+    // Where the skeleton is, when the file is a streamed capture's.
+    let mut tail = vec![0u8; STREAM_TAIL];
+    let layout = (got == 16 && head[..8] == coldcache_trace::MAGIC && len > STREAM_TAIL as u64)
+        .then(|| -> Option<(u64, u64)> {
+            let header = 16 + u64::from(u32::from_le_bytes(head[12..16].try_into().ok()?)) + 4;
+            file.seek(SeekFrom::Start(len - STREAM_TAIL as u64)).ok()?;
+            file.read_exact(&mut tail).ok()?;
+            let at = coldcache_trace::tail::skeleton_offset(&tail)?;
+            (header <= at && at < len - STREAM_TAIL as u64).then_some((header, at))
+        })
+        .flatten();
+    let open = || std::fs::File::open(path).with_context(|| format!("reading {}", path.display()));
+    let source: Box<dyn Read> = match layout {
+        Some((header, at)) => {
+            let range = |from: u64, to: u64| -> Result<Box<dyn Read>> {
+                let mut f = open()?;
+                f.seek(SeekFrom::Start(from))?;
+                Ok(Box::new(f.take(to - from)))
+            };
+            let mut end = skeleton_index_chunk(header).to_vec();
+            end.extend_from_slice(&tail[coldcache_trace::stream::SKELETON_INDEX_CHUNK..]);
+            Box::new(
+                range(0, header)?
+                    .chain(range(at, len - STREAM_TAIL as u64)?)
+                    .chain(range(header, at)?)
+                    .chain(std::io::Cursor::new(end)),
+            )
+        }
+        None => Box::new(open()?),
+    };
+    // The compressor panics on an I/O error: errors are kept aside and
+    // checked after.
+    struct Keep<T>(T, Option<std::io::Error>);
+    impl<R: Read> Read for Keep<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.1.is_some() {
+                return Ok(0);
+            }
+            self.0.read(buf).or_else(|e| {
+                self.1 = Some(e);
+                Ok(0)
+            })
+        }
+    }
+    impl<W: std::io::Write> std::io::Write for Keep<W> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.1.is_none() {
+                if let Err(e) = self.0.write_all(buf) {
+                    self.1 = Some(e);
+                }
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut source = Keep(source, None);
+    coldcache_fsio::write_atomically_with(path, |f| {
+        let mut drain = Keep(std::io::BufWriter::with_capacity(1 << 20, f), None);
+        ruzstd::encoding::compress(
+            &mut source,
+            &mut drain,
+            ruzstd::encoding::CompressionLevel::Fastest,
+        );
+        if let Some(e) = source.1.take().or(drain.1.take()) {
+            return Err(e);
+        }
+        std::io::Write::flush(&mut drain.0)
+    })
+    .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// A few lines about a dump: totals per level and where it is.

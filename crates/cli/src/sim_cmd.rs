@@ -229,6 +229,13 @@ fn resimulate(args: &SimArgs) -> Result<()> {
         .map(str::parse::<Format>)
         .transpose()
         .context("--format")?;
+    if is_partial(trace) {
+        bail!(
+            "{}: a capture's trace that did not finish has no dump skeleton (modules, stack \
+             tree), which -o needs; simulate it without -o for its tables up to the cut",
+            trace.display()
+        );
+    }
     let mut reader = coldcache_trace::open(trace, format)?;
     reader.set_skip_bad(args.skip_bad);
     let progress = progress_bar(args, reader.total_bytes().unwrap_or(0));
@@ -262,6 +269,12 @@ fn resimulate(args: &SimArgs) -> Result<()> {
     Ok(())
 }
 
+/// A trace a capture was still writing (`NAME.partial`): read up to its
+/// cut, said so.
+fn is_partial(path: &std::path::Path) -> bool {
+    path.extension().is_some_and(|e| e == "partial")
+}
+
 pub fn run(args: SimArgs) -> Result<()> {
     if !args.output.is_empty() {
         return resimulate(&args);
@@ -276,9 +289,13 @@ pub fn run(args: SimArgs) -> Result<()> {
     let pins = parse_pins(&args.thread_core, args.traces.len(), cfg.cores)?;
     let mut traces = Vec::new();
     let mut total_bytes = 0;
+    let mut cuts = Vec::new();
     for path in &args.traces {
         let mut reader = coldcache_trace::open(path, format)?;
         reader.set_skip_bad(args.skip_bad);
+        if is_partial(path) {
+            cuts.push(reader.accept_cut());
+        }
         total_bytes += reader.total_bytes().unwrap_or(0);
         traces.push((path.display().to_string(), reader));
     }
@@ -291,6 +308,12 @@ pub fn run(args: SimArgs) -> Result<()> {
     };
     let outcome = replay(&cfg, traces, &opts, |read, _| progress.set_position(read))?;
     progress.finish_and_clear();
+    for cut in cuts.iter().filter_map(|c| c.get()) {
+        eprintln!(
+            "coldcache: warning: {cut}: the capture did not finish; simulated the records \
+             before the cut"
+        );
+    }
 
     let out = std::io::stdout();
     let mut out = out.lock();

@@ -33,11 +33,13 @@
 mod binary;
 mod input;
 mod reader;
+pub mod tail;
 mod text;
 
 use std::fmt;
 use std::str::FromStr;
 
+pub use coldcache_cctrace::stream;
 /// The trace format core (records, the cctrace writer, errors), kept in
 /// `coldcache-cctrace` so the preloaded library links no reader.
 pub use coldcache_cctrace::{

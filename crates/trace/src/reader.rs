@@ -39,6 +39,16 @@ pub fn open(path: &Path, format: Option<Format>) -> Result<TraceReader, TraceErr
     })?;
     let mut r = TraceReader::from_reader(name, file, format)?;
     r.total = Some(len);
+    // A streamed capture's skeleton lies at the end: read first, from
+    // the index before the end marker (`crate::tail`).
+    if let (Decoder::Binary(d), Compression::None) = (&mut r.decoder, &r.compression) {
+        let skeleton = std::fs::File::open(path)
+            .ok()
+            .and_then(|mut f| crate::tail::read_skeleton(&mut f, len));
+        if let Some(s) = skeleton {
+            d.attachments.insert(crate::ATTACH_DUMP_SKELETON, s);
+        }
+    }
     Ok(r)
 }
 
@@ -71,6 +81,8 @@ pub struct TraceReader {
     done: bool,
     iter_buf: Vec<Record>,
     iter_pos: usize,
+    /// Set by [`TraceReader::accept_cut`]: where a cut cctrace ended.
+    cut: Option<Arc<std::sync::OnceLock<String>>>,
 }
 
 impl TraceReader {
@@ -125,6 +137,7 @@ impl TraceReader {
             done: false,
             iter_buf: Vec::new(),
             iter_pos: 0,
+            cut: None,
         })
     }
 
@@ -145,6 +158,17 @@ impl TraceReader {
             Compression::Gzip => Some("gzip"),
             Compression::Zstd => Some("zstd"),
         }
+    }
+
+    /// A cctrace cut short — a capture killed before it finished leaves
+    /// its trace as `NAME.partial`, whole up to its last chunk — is read
+    /// up to the cut instead of ending in an error: a missing end marker or
+    /// a truncated last chunk ends the records, and the returned cell then
+    /// holds the error's text (file and offset) for the caller to say.
+    pub fn accept_cut(&mut self) -> Arc<std::sync::OnceLock<String>> {
+        let cell = Arc::new(std::sync::OnceLock::new());
+        self.cut = Some(Arc::clone(&cell));
+        cell
     }
 
     /// When on, malformed lines of a text trace are skipped and counted
@@ -231,7 +255,9 @@ impl TraceReader {
 
     /// cctrace version 2: the attachment of `kind` (e.g.
     /// [`crate::ATTACH_DUMP_SKELETON`]), once the reader has passed it
-    /// (captures write it after the records, so after the end).
+    /// (captures write it after the records, so after the end), or from
+    /// the start for a streamed capture's skeleton in a plain file
+    /// [`open`]ed by path (found through the index at its end).
     pub fn attachment(&self, kind: u64) -> Option<&[u8]> {
         match &self.decoder {
             Decoder::Binary(d) => d.attachments.get(&kind).map(Vec::as_slice),
@@ -268,7 +294,20 @@ impl TraceReader {
             return Ok(0);
         }
         out.reserve(max.min(1 << 16));
-        let result = self.fill(out, max);
+        let mut result = self.fill(out, max);
+        if let (Err(e), Some(cell)) = (&result, &self.cut) {
+            if matches!(
+                e,
+                TraceError::Binary {
+                    error: crate::BinaryError::MissingEnd { .. }
+                        | crate::BinaryError::Truncated { .. },
+                    ..
+                }
+            ) {
+                let _ = cell.set(e.to_string());
+                result = Ok(true);
+            }
+        }
         let n = out.len();
         self.records += n as u64;
         match result {
