@@ -589,7 +589,7 @@ extern "C" fn on_sync(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
         // traps step on, uncounted, to the program's next instruction,
         // where its tracing starts (handing it over from our code would
         // translate our own way out and loop there forever).
-        LATE_START.with(|c| c.set(true));
+        crate::jit::set_late_start(true);
     } else if on && !was_on {
         // The trap comes after the interrupted instruction runs: account
         // for it now, from the state before it. The lock is only tried: a
@@ -603,13 +603,6 @@ extern "C" fn on_sync(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
         });
         IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
     }
-}
-
-thread_local! {
-    /// This thread was started by the sync signal on its way out of
-    /// translated code: its traps step on, uncounted, until it reaches
-    /// the program's code.
-    static LATE_START: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Whether `rip` is on a thread's way out of translated code: the
@@ -669,7 +662,7 @@ extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::
             // instruction it was jumping to.
             crate::jit::take_back(uc);
         }
-        if LATE_START.with(|c| c.get()) {
+        if crate::jit::late_start() {
             let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
             if on_way_out(rip) {
                 // Started by the sync signal on its way out of translated
@@ -679,7 +672,7 @@ extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::
                 after_trap(uc);
                 return;
             }
-            LATE_START.with(|c| c.set(false));
+            crate::jit::set_late_start(false);
         }
         let replant = REPLANT_TID.load(Ordering::Acquire);
         let state = STATE.load(Ordering::Acquire);

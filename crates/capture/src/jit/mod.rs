@@ -347,6 +347,22 @@ pub(crate) fn is_on() -> bool {
 
 /// Whether the calling thread runs translated code (or the dispatcher):
 /// the sync signal must then leave it alone.
+/// Whether the calling thread is marked late-started (see
+/// `Tls::late_start`): static TLS, so a signal handler may ask.
+#[inline]
+pub(crate) fn late_start() -> bool {
+    // SAFETY: reading a field of this thread's own state.
+    unsafe { (*tls::this()).late_start != 0 }
+}
+
+/// Marks or unmarks the calling thread late-started.
+#[inline]
+pub(crate) fn set_late_start(on: bool) {
+    // SAFETY: writing a field of this thread's own state, which only this
+    // thread (its code and its signal handlers, never at once) touches.
+    unsafe { (*tls::this()).late_start = u64::from(on) };
+}
+
 #[inline]
 pub(crate) fn in_translation() -> bool {
     if !is_on() {

@@ -76,6 +76,12 @@ pub(crate) struct Tls {
     /// been handed over or taken back since: it may still be on its way
     /// out (the end of `dispatch`, the dispatcher's restore).
     pub leaving: u64,
+    /// The trap engine's: this thread was started by the sync signal on
+    /// its way out of translated code, and its traps step on, uncounted,
+    /// until it reaches the program's code (`engine.rs`). Here rather than
+    /// in a `thread_local!`, which a signal handler of a `dlopen`ed
+    /// library may not touch (see below).
+    pub late_start: u64,
 }
 
 // The state is a TLS symbol of our own, reached with the initial-exec
