@@ -93,7 +93,8 @@ fn start_and_stop(meta: &Meta) -> (String, String) {
                 format!("entry to {name} (call {first})"),
                 format!("{name} returned (call {last})"),
             ),
-            None if !meta.calls.is_empty() => (
+            // The first call (the default) needs no saying.
+            None if !meta.calls.is_empty() && meta.calls != "1" => (
                 format!("entry to {name} (call {})", meta.calls),
                 format!("{name} returned"),
             ),
@@ -208,6 +209,11 @@ mod tests {
             ("entry to run_frames".into(), "run_frames returned".into())
         );
         let mut m = meta("function:frame", None, &[]);
+        m.calls = "1".into();
+        assert_eq!(
+            start_and_stop(&m),
+            ("entry to frame".into(), "frame returned".into())
+        );
         m.calls = "3".into();
         assert_eq!(
             start_and_stop(&m),
