@@ -44,9 +44,7 @@ use crate::coherence::{LineTable, Owners};
 use crate::stats::{CoherenceStats, LevelStats};
 use crate::{Access, AccessKind, AccessResult, ServedBy};
 
-/// Tag of an empty way. Tags are `line << 1 | dirty` with lines of at least
-/// 4 bytes, so `line < 2^62` and no tag has its top bit set.
-const EMPTY: u64 = u64::MAX;
+use crate::lean::{reference_set, Found, EMPTY};
 
 /// The widest set the engine takes: a miss moves every tag of its set.
 pub(crate) const MAX_WAYS: u32 = 32;
@@ -91,15 +89,6 @@ pub(crate) struct JagCache {
     /// second level): its invalidations count for that core.
     private: bool,
     first_core: usize,
-}
-
-/// What [`Jaguar::reference`] found.
-enum Found {
-    Hit,
-    /// A miss that filled an empty way.
-    Filled,
-    /// A miss that evicted this tag.
-    Evicted(u64),
 }
 
 impl JagCache {
@@ -332,31 +321,14 @@ impl Jaguar {
         let base = x.off + rel;
         let ways = x.ways;
         let set = &mut self.tags[base..base + ways];
-        let first = set[0];
-        if first >> 1 == line {
-            set[0] = first | dirty;
-            return Found::Hit;
-        }
         match x.toff {
-            None => {
-                let mut carry = first;
-                set[0] = line << 1 | dirty;
-                for t in set[1..].iter_mut() {
-                    let here = *t;
-                    *t = carry;
-                    if here >> 1 == line {
-                        set[0] |= here & 1;
-                        return Found::Hit;
-                    }
-                    carry = here;
-                }
-                if carry == EMPTY {
-                    Found::Filled
-                } else {
-                    Found::Evicted(carry)
-                }
-            }
+            None => reference_set(set, line, dirty),
             Some(toff) => {
+                let first = set[0];
+                if first >> 1 == line {
+                    set[0] = first | dirty;
+                    return Found::Hit;
+                }
                 let masks = &mut self.touched[toff + rel..toff + rel + ways];
                 let mut carry = (first, masks[0]);
                 set[0] = line << 1 | dirty;

@@ -34,7 +34,7 @@ use crate::{Access, AccessKind, AccessResult, ServedBy};
 
 /// Tag of an empty way. Tags are `line << 1 | dirty` with lines of at least
 /// 4 bytes, so `line < 2^62` and no tag has its top bit set.
-const EMPTY: u64 = u64::MAX;
+pub(crate) const EMPTY: u64 = u64::MAX;
 
 /// No level below the first (an index into [`Lean::caches`]).
 pub(crate) const NONE: u16 = u16::MAX;
@@ -70,13 +70,43 @@ pub(crate) struct LeanCache {
     writebacks: u64,
 }
 
-/// What [`LeanCache::reference`] found.
-enum Found {
+/// What [`reference_set`] found.
+pub(crate) enum Found {
     Hit,
     /// A miss that filled an empty way.
     Filled,
     /// A miss that evicted this tag.
     Evicted(u64),
+}
+
+/// Looks `line` up in `set` (tags most recent first, `line << 1 | dirty`)
+/// and makes it the most recent, ORing `dirty` into it; on a miss fills it
+/// (with `dirty`), pushing the others back one place. One pass: each tag
+/// moves back until the pass meets the line or falls off the end (the
+/// victim). The Jaguar engine's sets without masks share it.
+#[inline(always)]
+pub(crate) fn reference_set(set: &mut [u64], line: u64, dirty: u64) -> Found {
+    let first = set[0];
+    if first >> 1 == line {
+        set[0] = first | dirty;
+        return Found::Hit;
+    }
+    let mut carry = first;
+    set[0] = line << 1 | dirty;
+    for t in set[1..].iter_mut() {
+        let here = *t;
+        *t = carry;
+        if here >> 1 == line {
+            set[0] |= here & 1;
+            return Found::Hit;
+        }
+        carry = here;
+    }
+    if carry == EMPTY {
+        Found::Filled
+    } else {
+        Found::Evicted(carry)
+    }
 }
 
 impl LeanCache {
@@ -123,28 +153,7 @@ impl LeanCache {
     #[inline]
     fn reference(&self, tags: &mut [u64], line: u64, dirty: u64) -> Found {
         let base = self.base_of(line);
-        let set = &mut tags[base..base + self.ways];
-        let first = set[0];
-        if first >> 1 == line {
-            set[0] = first | dirty;
-            return Found::Hit;
-        }
-        let mut carry = first;
-        set[0] = line << 1 | dirty;
-        for t in set[1..].iter_mut() {
-            let here = *t;
-            *t = carry;
-            if here >> 1 == line {
-                set[0] |= here & 1;
-                return Found::Hit;
-            }
-            carry = here;
-        }
-        if carry == EMPTY {
-            Found::Filled
-        } else {
-            Found::Evicted(carry)
-        }
+        reference_set(&mut tags[base..base + self.ways], line, dirty)
     }
 
     /// Marks `line` dirty if present, with no change of recency.
