@@ -505,18 +505,17 @@ static FAST_TAGS: [[u8; 256]; 2] = {
     t
 };
 
-/// [`RecordKind::ALL`] indexed by the 3 kind bits (7, a control tag,
-/// never reaches it).
-const KINDS: [RecordKind; 8] = [
-    RecordKind::Instr,
-    RecordKind::Load,
-    RecordKind::Store,
-    RecordKind::Modify,
-    RecordKind::Prefetch,
-    RecordKind::NtStore,
-    RecordKind::Flush,
-    RecordKind::Flush,
-];
+/// [`RecordKind::ALL`] indexed by the 3 kind bits, padded to 8 (7, a
+/// control tag, never reaches it).
+const KINDS: [RecordKind; 8] = {
+    let mut k = [RecordKind::Flush; 8];
+    let mut i = 0;
+    while i < RecordKind::ALL.len() {
+        k[i] = RecordKind::ALL[i];
+        i += 1;
+    }
+    k
+};
 
 /// A varint of at most 9 bytes at `w[*i]` (`*i` stays under `WINDOW`
 /// while a record's fields are read: at most 1 + 3 × 10 bytes); None

@@ -262,24 +262,28 @@ impl TextParser {
         {
             return None;
         }
+        Some((self.record(kind, addr, size), i + 1))
+    }
+
+    /// The record of a lackey line: a data access takes the ip of the
+    /// last instruction line (lackey prints each instruction first).
+    #[inline(always)]
+    fn record(&mut self, kind: RecordKind, addr: u64, size: u32) -> Record {
         let ip = if kind == RecordKind::Instr {
             self.last_instr = addr;
             addr
         } else {
             self.last_instr
         };
-        Some((
-            Record {
-                kind,
-                addr,
-                size,
-                ip,
-                thread: 0,
-                stack: 0,
-                unmodelled: false,
-            },
-            i + 1,
-        ))
+        Record {
+            kind,
+            addr,
+            size,
+            ip,
+            thread: 0,
+            stack: 0,
+            unmodelled: false,
+        }
     }
 
     /// Parses the line at `buf[p]`; `buf` ends with '\n'.
@@ -356,24 +360,7 @@ impl TextParser {
             i += 1;
         }
         let (size, next) = parse_size_to_eol(buf, i)?;
-        let ip = if kind == RecordKind::Instr {
-            self.last_instr = addr;
-            addr
-        } else {
-            self.last_instr
-        };
-        Ok(Line::Record(
-            Record {
-                kind,
-                addr,
-                size,
-                ip,
-                thread: 0,
-                stack: 0,
-                unmodelled: false,
-            },
-            next,
-        ))
+        Ok(Line::Record(self.record(kind, addr, size), next))
     }
 }
 
