@@ -161,41 +161,8 @@ impl Drop for MappedFile {
 /// `opendir` allocates from the program's heap, and the engine keeps its
 /// hands off that heap (see `libcoldcache`'s allocator).
 pub fn tasks() -> Vec<u32> {
-    use std::os::fd::AsRawFd;
     let mut v = Vec::new();
-    let Ok(dir) = std::fs::File::open("/proc/self/task") else {
-        return v;
-    };
-    let mut buf = vec![0u8; 16 << 10];
-    loop {
-        // SAFETY: getdents64 fills at most `buf.len()` bytes of `buf` from
-        // an open directory descriptor.
-        let n = unsafe {
-            libc::syscall(
-                libc::SYS_getdents64,
-                dir.as_raw_fd(),
-                buf.as_mut_ptr(),
-                buf.len(),
-            )
-        };
-        if n <= 0 {
-            break;
-        }
-        let mut off = 0usize;
-        while off + 19 <= n as usize {
-            // struct linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, name
-            let reclen = u16::from_ne_bytes([buf[off + 16], buf[off + 17]]) as usize;
-            if reclen == 0 || off + reclen > n as usize {
-                break;
-            }
-            let name = &buf[off + 19..off + reclen];
-            let name = &name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())];
-            if let Some(tid) = std::str::from_utf8(name).ok().and_then(|s| s.parse().ok()) {
-                v.push(tid);
-            }
-            off += reclen;
-        }
-    }
+    for_each_task(|tid| v.push(tid));
     v.sort_unstable();
     v
 }
