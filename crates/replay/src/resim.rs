@@ -27,7 +27,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use coldcache_dump::{Dump, Meta, Record as DumpRecord, StackNode, Thread};
-use coldcache_sim::{Access, CounterLayout, Driver, HierarchyConfig};
+use coldcache_sim::{Access, AccessKind, CounterLayout, Driver, HierarchyConfig};
 use coldcache_trace::{Record, RecordKind, TraceReader, ATTACH_DUMP_SKELETON};
 
 use crate::{access_kind, ReplayError};
@@ -111,9 +111,11 @@ pub struct Resim {
     /// The recorded core of each thread, when the skeleton came before
     /// the records and has as many cores as this configuration.
     recorded_cores: Option<Vec<u32>>,
-    /// The run of one core's accesses under way.
-    run: Vec<Access>,
-    run_rows: Vec<u32>,
+    /// The run of one core's accesses under way: its first `run_len`
+    /// entries ([`Driver::BATCH`] long, written in place: no push).
+    run: Box<[Access]>,
+    run_rows: Box<[u32]>,
+    run_len: usize,
     run_core: usize,
     instructions: u64,
     unmodelled: u64,
@@ -146,8 +148,18 @@ impl Resim {
             cores: Vec::new(),
             last: Vec::new(),
             recorded_cores,
-            run: Vec::with_capacity(Driver::BATCH),
-            run_rows: Vec::with_capacity(Driver::BATCH),
+            run: vec![
+                Access {
+                    kind: AccessKind::Read,
+                    addr: 0,
+                    size: 1,
+                    ip: 0,
+                };
+                Driver::BATCH
+            ]
+            .into_boxed_slice(),
+            run_rows: vec![0; Driver::BATCH].into_boxed_slice(),
+            run_len: 0,
             run_core: 0,
             instructions: 0,
             unmodelled: 0,
@@ -220,11 +232,15 @@ impl Resim {
     }
 
     fn flush(&mut self) {
-        if !self.run.is_empty() {
-            self.driver
-                .attribute_batch(self.run_core, &self.run, &self.run_rows, &mut self.table);
-            self.run.clear();
-            self.run_rows.clear();
+        let n = self.run_len;
+        if n != 0 {
+            self.driver.attribute_batch(
+                self.run_core,
+                &self.run[..n],
+                &self.run_rows[..n],
+                &mut self.table,
+            );
+            self.run_len = 0;
         }
     }
 
@@ -249,17 +265,19 @@ impl Resim {
                     self.unmodelled += 1;
                 }
             }
-            if core != self.run_core || self.run.len() == Driver::BATCH {
+            if core != self.run_core || self.run_len == Driver::BATCH {
                 self.flush();
                 self.run_core = core;
             }
-            self.run.push(Access {
+            let i = self.run_len;
+            self.run[i] = Access {
                 kind: access_kind(r.kind),
                 addr: r.addr,
                 size: r.size,
                 ip: r.ip,
-            });
-            self.run_rows.push(row);
+            };
+            self.run_rows[i] = row;
+            self.run_len = i + 1;
         }
         self.flush();
     }
