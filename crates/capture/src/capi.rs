@@ -56,7 +56,7 @@ static LAST_ERROR: Mutex<Option<CString>> = Mutex::new(None);
 fn set_error(e: impl std::fmt::Display) {
     let msg = format!("coldcache: {e}");
     if !crate::output::quiet() {
-        eprintln!("{msg}");
+        coldcache_fsio::say!("{msg}");
     }
     if let Ok(mut g) = LAST_ERROR.lock() {
         *g = CString::new(msg).ok();

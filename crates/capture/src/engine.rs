@@ -511,9 +511,9 @@ fn writer_loop(fd: i32) {
                         let opts = PENDING.lock().ok().and_then(|g| g.clone());
                         if let Some(o) = opts {
                             if let Err(e) = prepare(o) {
-                                eprintln!("coldcache: capture not started: {e}");
+                                coldcache_fsio::say!("coldcache: capture not started: {e}");
                             } else if progress {
-                                eprintln!("coldcache: capture started by signal");
+                                coldcache_fsio::say!("coldcache: capture started by signal");
                             }
                         }
                     }
@@ -527,7 +527,9 @@ fn writer_loop(fd: i32) {
             let rate = (n.saturating_sub(last.1)) as f64 / now.duration_since(last.0).as_secs_f64();
             let elapsed = with_session(|c| c.as_ref().map(|s| s.started.elapsed().as_secs_f64()))
                 .unwrap_or(0.0);
-            eprintln!("coldcache: {n} instructions traced, {rate:.0}/s, {elapsed:.1} s elapsed");
+            coldcache_fsio::say!(
+                "coldcache: {n} instructions traced, {rate:.0}/s, {elapsed:.1} s elapsed"
+            );
             last = (now, n);
         }
     }

@@ -515,7 +515,7 @@ pub(crate) fn report_async_finish(r: &Result<Summary, CaptureError>) {
     }
     if !crate::output::quiet() {
         match r {
-            Ok(s) => eprintln!(
+            Ok(s) => coldcache_fsio::say!(
                 "coldcache: capture written to {} ({} instructions{})",
                 s.path.display(),
                 s.instructions,
@@ -525,7 +525,7 @@ pub(crate) fn report_async_finish(r: &Result<Summary, CaptureError>) {
                     .unwrap_or_default()
             ),
             Err(CaptureError::NotRunning) => {}
-            Err(e) => eprintln!("coldcache: capture failed: {e}"),
+            Err(e) => coldcache_fsio::say!("coldcache: capture failed: {e}"),
         }
     }
 }

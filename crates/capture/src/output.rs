@@ -115,7 +115,7 @@ pub fn write(
                     e.reason, e.offset
                 );
                 if !quiet() {
-                    eprintln!("coldcache: {note}");
+                    coldcache_fsio::say!("coldcache: {note}");
                 }
                 report(&serde_json::json!({
                     "partial_trace": e.kept,
@@ -197,7 +197,7 @@ fn claim(asked: &Path, kind: &str) -> PathBuf {
     if std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
         if let Some(old) = keep_old(&path) {
             if !quiet() {
-                eprintln!(
+                coldcache_fsio::say!(
                     "coldcache: the earlier {} is kept as {}",
                     path.display(),
                     old.display()
@@ -270,7 +270,7 @@ fn report(entry: &serde_json::Value) {
         .create(true)
         .open(&manifest);
     if let Err(e) = file.and_then(|mut f| f.write_all(line.as_bytes())) {
-        eprintln!(
+        coldcache_fsio::say!(
             "coldcache: cannot report {} to {}: {e}",
             entry,
             manifest.display()
@@ -339,6 +339,9 @@ impl TraceFile {
     /// FIFO): `Err(errno)` on failure. Short writes go on, `EINTR` retries.
     fn write_at(&self, bytes: &[u8], at: u64) -> Result<(), i32> {
         let fd = self.fd.as_raw_fd();
+        // A FIFO whose reader has gone gives EPIPE (the capture stops with
+        // that reason), never a SIGPIPE in the program.
+        let _held = self.partial.is_none().then(coldcache_fsio::NoSigpipe::hold);
         let mut done = 0usize;
         while done < bytes.len() {
             let rest = &bytes[done..];

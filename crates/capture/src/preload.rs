@@ -307,12 +307,12 @@ pub fn init_from_env() {
         Ok(Some(x)) => x,
         Ok(None) => return,
         Err(e) => {
-            eprintln!("coldcache: not capturing: {e}");
+            coldcache_fsio::say!("coldcache: not capturing: {e}");
             return;
         }
     };
     if let Err(e) = arm(parsed, stop_signal) {
-        eprintln!("coldcache: not capturing: {e}");
+        coldcache_fsio::say!("coldcache: not capturing: {e}");
     }
 }
 
@@ -349,7 +349,9 @@ fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Re
         if let Some(sig) = stop_signal {
             // Before `prepare`, so the fatal-signal handlers leave it alone.
             if let Err(e) = crate::engine::install_stop_signal(sig) {
-                eprintln!("coldcache: `coldcache trigger` cannot stop this capture: {e}");
+                coldcache_fsio::say!(
+                    "coldcache: `coldcache trigger` cannot stop this capture: {e}"
+                );
             }
         }
     }
@@ -507,9 +509,10 @@ pub fn after_dlopen() {
             WATCH_DLOPEN.store(false, Ordering::Release);
         }
         Err(e) => {
-            eprintln!(
+            coldcache_fsio::say!(
                 "coldcache: not capturing {} in {}: {e}",
-                later.name, found.module
+                later.name,
+                found.module
             );
             *g.0 = None;
             WATCH_DLOPEN.store(false, Ordering::Release);
@@ -578,7 +581,7 @@ pub fn around_dlclose(call: impl FnOnce() -> i32) -> i32 {
 fn report_never_loaded() {
     let Some(g) = lock_later() else { return };
     if let Some(l) = g.0.as_ref().filter(|l| l.armed_in.is_none()) {
-        eprintln!(
+        coldcache_fsio::say!(
             "coldcache: --function {}: no library the program opened with dlopen defines it \
              (it was never loaded); no capture was made",
             l.name

@@ -256,7 +256,7 @@ pub fn run(args: AttachArgs) -> Result<()> {
             let r =
                 crate::record_function::resolve_in_files(&mapped_files(&target), f, "--function")?;
             if let Some(note) = &r.note {
-                eprintln!("coldcache: {note}");
+                coldcache_fsio::say!("coldcache: {note}");
             }
             Some(r)
         }
@@ -350,7 +350,7 @@ pub fn run(args: AttachArgs) -> Result<()> {
         std::thread::sleep(Duration::from_millis(ms));
     }
     let done = inject::inject(&target, &lib, &text)?;
-    eprintln!(
+    coldcache_fsio::say!(
         "coldcache: attached to {}: {} {}",
         target.who(),
         if done.loaded_now {
@@ -368,9 +368,11 @@ pub fn run(args: AttachArgs) -> Result<()> {
             return Err(std::io::Error::last_os_error())
                 .with_context(|| format!("signalling {}", target.who()));
         }
-        eprintln!("coldcache: capturing; Ctrl-C or `coldcache trigger {pid}` ends the capture");
+        coldcache_fsio::say!(
+            "coldcache: capturing; Ctrl-C or `coldcache trigger {pid}` ends the capture"
+        );
     } else if args.signal {
-        eprintln!(
+        coldcache_fsio::say!(
             "coldcache: start and stop a capture with `coldcache trigger {pid}`; Ctrl-C ends `attach`"
         );
     }
@@ -406,7 +408,7 @@ pub fn run(args: AttachArgs) -> Result<()> {
                 break w;
             }
         } else if let Some(sig) = interrupted(interrupts) {
-            eprintln!(
+            coldcache_fsio::say!(
                 "coldcache: {}: stopping the capture",
                 record_cmd::signal_name(sig)
             );

@@ -82,7 +82,7 @@ pub fn run(a: ExportArgs) -> Result<()> {
     };
     crate::write_output(&a.output, &bytes)?;
     if a.output.as_os_str() != "-" {
-        eprintln!(
+        coldcache_fsio::say!(
             "coldcache: wrote {} ({} bytes)",
             a.output.display(),
             bytes.len()

@@ -177,7 +177,7 @@ fn main() -> ExitCode {
         Ok(Ok(code)) => code,
         Ok(Err(panic)) => std::panic::resume_unwind(panic),
         Err(e) => {
-            eprintln!("coldcache: error: cannot start the command's thread: {e}");
+            coldcache_fsio::say!("coldcache: error: cannot start the command's thread: {e}");
             ExitCode::from(2)
         }
     }
@@ -195,11 +195,11 @@ fn command() -> ExitCode {
                 .map_or(1, |c| c.0),
         ),
         Err(e) => {
-            eprint!("coldcache: error: {e}");
+            let mut msg = format!("coldcache: error: {e}");
             for cause in e.chain().skip(1) {
-                eprint!(": {cause}");
+                msg.push_str(&format!(": {cause}"));
             }
-            eprintln!();
+            coldcache_fsio::say!("{msg}");
             ExitCode::from(2)
         }
     }

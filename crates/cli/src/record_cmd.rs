@@ -360,7 +360,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     // looks for it at each dlopen.
     let later = args.in_dlopen && elf && function.is_none();
     if later {
-        eprintln!(
+        coldcache_fsio::say!(
             "coldcache: warning: --function {}: not in {} or the libraries it links; it will \
              be looked for in each library the program opens with dlopen",
             args.function.as_deref().unwrap_or_default(),
@@ -368,7 +368,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         );
     }
     if let Some(note) = function.as_ref().and_then(|f| f.note.as_deref()) {
-        eprintln!("coldcache: {note}");
+        coldcache_fsio::say!("coldcache: {note}");
     }
     let mut cores = Vec::new();
     for tc in &args.thread_core {
@@ -498,7 +498,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     stop_requests(child.id() as i32, stop_file);
     forward_signals_to(child.id() as i32);
     if args.signal {
-        eprintln!(
+        coldcache_fsio::say!(
             "coldcache: recording pid {}; start and stop a capture with `coldcache trigger {}`",
             child.id(),
             child.id()
@@ -569,7 +569,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         None => {
             use std::os::unix::process::ExitStatusExt;
             if let Some(how) = killed_by(&status) {
-                eprintln!("coldcache: the program was {how}");
+                coldcache_fsio::say!("coldcache: the program was {how}");
             }
             Err(ChildFailed(128 + status.signal().unwrap_or(0).clamp(0, 127) as u8).into())
         }
@@ -603,7 +603,7 @@ pub(crate) fn report_partial_trace(asked: &Path, w: &Written) {
     partial.push(".partial");
     let partial = PathBuf::from(partial);
     if w.traces.is_empty() && partial.is_file() {
-        eprintln!(
+        coldcache_fsio::say!(
             "coldcache: the capture did not finish: its trace is left as {0}, whole up to its \
              last chunk (`coldcache sim {0}` reads it up to the cut)",
             partial.display()
@@ -647,21 +647,21 @@ pub(crate) fn read_manifest(path: &Path) -> Result<Written> {
 /// with the reason).
 pub(crate) fn report_written(w: &Written, no_resolve: bool, no_sources: bool) -> bool {
     for (was, old) in &w.kept {
-        eprintln!(
+        coldcache_fsio::say!(
             "coldcache: the earlier {} is kept as {}",
             was.display(),
             old.display()
         );
     }
     for (asked, kept) in &w.failed {
-        eprintln!(
+        coldcache_fsio::say!(
             "coldcache: error: the capture could not be written to {}; it was kept in {}",
             asked.display(),
             kept.display()
         );
     }
     for (asked, e) in &w.lost {
-        eprintln!(
+        coldcache_fsio::say!(
             "coldcache: error: the capture could not be written to {}: {e}",
             asked.display()
         );
@@ -676,11 +676,11 @@ pub(crate) fn report_written(w: &Written, no_resolve: bool, no_sources: bool) ->
         let dump = match crate::report_cmd::load_dump(dump_path) {
             Ok(d) => d,
             Err(e) => {
-                eprintln!("coldcache: error: {e:#}");
+                coldcache_fsio::say!("coldcache: error: {e:#}");
                 continue;
             }
         };
-        eprint!("{}", summary(&dump, dump_path));
+        coldcache_fsio::sigpipe::say(format_args!("{}", summary(&dump, dump_path)));
         captured |= dump.meta.instructions > 0;
         if !no_resolve {
             // The capture is written: a failure here loses nothing, so it
@@ -691,8 +691,8 @@ pub(crate) fn report_written(w: &Written, no_resolve: bool, no_sources: bool) ->
                 &coldcache_symbols::ResolveOptions::default(),
                 !no_sources,
             ) {
-                Ok(text) => eprint!("{text}"),
-                Err(e) => eprintln!(
+                Ok(text) => coldcache_fsio::sigpipe::say(format_args!("{text}")),
+                Err(e) => coldcache_fsio::say!(
                     "coldcache: warning: the dump is left unresolved (run `coldcache resolve {}`): {e:#}",
                     dump_path.display()
                 ),
@@ -701,17 +701,17 @@ pub(crate) fn report_written(w: &Written, no_resolve: bool, no_sources: bool) ->
     }
     for t in &w.traces {
         match compress_if_zst(t) {
-            Ok(()) => eprintln!("coldcache: trace written to {}", t.display()),
-            Err(e) => eprintln!(
+            Ok(()) => coldcache_fsio::say!("coldcache: trace written to {}", t.display()),
+            Err(e) => coldcache_fsio::say!(
                 "coldcache: warning: the trace {} is left uncompressed: {e:#}",
                 t.display()
             ),
         }
     }
     if w.dumps.len() > 1 {
-        eprintln!("coldcache: {} dumps written by this run:", w.dumps.len());
+        coldcache_fsio::say!("coldcache: {} dumps written by this run:", w.dumps.len());
         for d in &w.dumps {
-            eprintln!("  {}", d.display());
+            coldcache_fsio::say!("  {}", d.display());
         }
     }
     captured

@@ -55,7 +55,7 @@ pub fn run(args: ResolveArgs) -> Result<()> {
     }
     let out = args.output.as_deref().unwrap_or(&args.dump);
     let text = resolve_file(&args.dump, out, &opts, !args.no_sources)?;
-    eprint!("{text}");
+    coldcache_fsio::sigpipe::say(format_args!("{text}"));
     Ok(())
 }
 

@@ -247,10 +247,10 @@ fn resimulate(args: &SimArgs) -> Result<()> {
     for (dump, out) in dumps.iter().zip(&args.output) {
         crate::write_output(out, &dump.to_bytes())?;
         let text = crate::record_cmd::summary(dump, out);
-        eprint!(
+        coldcache_fsio::sigpipe::say(format_args!(
             "{}",
             text.replacen("capture written", "re-simulated dump written", 1)
-        );
+        ));
         if !args.no_resolve && out.as_os_str() != "-" {
             match crate::resolve_cmd::resolve_file(
                 out,
@@ -258,8 +258,8 @@ fn resimulate(args: &SimArgs) -> Result<()> {
                 &coldcache_symbols::ResolveOptions::default(),
                 !args.no_sources,
             ) {
-                Ok(text) => eprint!("{text}"),
-                Err(e) => eprintln!(
+                Ok(text) => coldcache_fsio::sigpipe::say(format_args!("{text}")),
+                Err(e) => coldcache_fsio::say!(
                     "coldcache: warning: the dump is left unresolved (run `coldcache resolve {}`): {e:#}",
                     out.display()
                 ),
@@ -309,7 +309,7 @@ pub fn run(args: SimArgs) -> Result<()> {
     let outcome = replay(&cfg, traces, &opts, |read, _| progress.set_position(read))?;
     progress.finish_and_clear();
     for cut in cuts.iter().filter_map(|c| c.get()) {
-        eprintln!(
+        coldcache_fsio::say!(
             "coldcache: warning: {cut}: the capture did not finish; simulated the records \
              before the cut"
         );

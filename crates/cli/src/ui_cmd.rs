@@ -89,7 +89,7 @@ pub fn run(a: UiArgs) -> Result<()> {
             .arg(&server.url)
             .spawn()
         {
-            eprintln!(
+            coldcache_fsio::say!(
                 "coldcache: warning: cannot open a browser (xdg-open: {e}); open the URL above"
             );
         }

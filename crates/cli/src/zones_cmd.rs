@@ -152,11 +152,11 @@ fn load(path: &Path, symbols: bool) -> Result<Recording> {
     }
     let mut rec = parse::parse(&decoded);
     for p in &rec.problems {
-        eprintln!("coldcache: warning: {}: {p}", path.display());
+        coldcache_fsio::say!("coldcache: warning: {}: {p}", path.display());
     }
     if symbols {
         for f in coldcache_zones::symbols::symbolize(&mut rec) {
-            eprintln!("coldcache: warning: cannot read symbols of {f}");
+            coldcache_fsio::say!("coldcache: warning: cannot read symbols of {f}");
         }
     }
     Ok(rec)
@@ -340,7 +340,7 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
         // or FIFO is written in place.
         coldcache_fsio::move_file(&rec_path, &output)
             .with_context(|| format!("cannot write {}", output.display()))?;
-        eprintln!(
+        coldcache_fsio::say!(
             "coldcache: {} events from {} thread(s) recorded in {}{}",
             summary.events,
             summary.tables.threads.len(),
@@ -357,9 +357,9 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
                 .unwrap_or_default()
         );
     } else if let Some(kept) = keep_partial(&rec_path, pid, &output) {
-        eprintln!("coldcache: {program} {}{kept}", ended(&status));
+        coldcache_fsio::say!("coldcache: {program} {}{kept}", ended(&status));
     } else {
-        eprintln!(
+        coldcache_fsio::say!(
             "coldcache: {program} wrote no recording (it did not exit normally, was not dynamically linked, or never reached an instrumented function or zone)"
         );
     }

@@ -450,3 +450,130 @@ fn record_resolves_under_a_small_stack_limit() {
         coldcache_dump::Dump::from_bytes(&std::fs::read(d.join("ex.ccdump")).unwrap()).unwrap();
     assert!(dump.symbols.is_some(), "the dump was not resolved");
 }
+
+/// Builds `tests-programs/matmul.c` (1.7 million instructions, one line
+/// of output at its end) in `d`; `None` without gcc.
+fn matmul(d: &Path) -> Option<PathBuf> {
+    let exe = d.join("matmul");
+    let st = Command::new("gcc")
+        .args(["-O1", "-o"])
+        .arg(&exe)
+        .arg(repo().join("tests-programs/matmul.c"))
+        .status()
+        .ok()?;
+    st.success().then_some(exe)
+}
+
+const MATMUL_OUTPUT: &str = "matmul N=48 naive=25471.750 blocked=25471.750\n";
+
+/// Reads a few bytes from `fifo` on a thread of its own, then closes it
+/// (a reader that goes away early: `head -c`).
+fn early_reader(fifo: &Path) -> std::thread::JoinHandle<usize> {
+    let fifo = fifo.to_path_buf();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut f = std::fs::File::open(&fifo).unwrap();
+        let mut buf = [0u8; 100];
+        f.read(&mut buf).unwrap_or(0)
+    })
+}
+
+/// Regression: a trace or a dump written into a FIFO whose reader had
+/// gone raised SIGPIPE inside the program, killing it (exit 141, its
+/// output lost). Now the write fails with EPIPE: the trace stops the
+/// capture with that reason, the dump goes to the temporary directory as
+/// for any write error, and the program runs to its end.
+#[test]
+fn a_fifo_whose_reader_leaves_does_not_kill_the_program() {
+    let d = scratch("fifo-reader-leaves");
+    let Some(exe) = matmul(&d) else {
+        eprintln!("skipped: no gcc");
+        return;
+    };
+    let fifo = d.join("pipe");
+    mkfifo(&fifo);
+    for (what, args) in [
+        ("trace", vec!["--trace", p(&fifo), "-o", "m.ccdump"]),
+        ("dump", vec!["-o", p(&fifo)]),
+    ] {
+        let reader = early_reader(&fifo);
+        let mut all = vec!["record", "--all"];
+        all.extend(&args);
+        all.extend(["--", p(&exe)]);
+        let r = coldcache(&d, &all);
+        reader.join().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout),
+            MATMUL_OUTPUT,
+            "{what}: the program's output changed (exit {:?}): {}",
+            r.code,
+            r.stderr
+        );
+        assert!(!r.stderr.contains("SIGPIPE"), "{what}: {}", r.stderr);
+        if what == "trace" {
+            assert_eq!(r.code, Some(0), "{what}: {}", r.stderr);
+            assert!(
+                r.stderr.contains("the trace's reader went away (EPIPE)"),
+                "{what}: {}",
+                r.stderr
+            );
+        } else {
+            // Kept in the temporary directory, and said so.
+            assert_eq!(r.code, Some(2), "{what}: {}", r.stderr);
+            let kept = r
+                .stderr
+                .split_whitespace()
+                .find(|w| w.ends_with(".ccdump") && w.contains("coldcache."))
+                .unwrap_or_else(|| panic!("{what}: no kept dump named: {}", r.stderr));
+            let kept = kept.trim_end_matches([')', ',']);
+            assert!(Path::new(kept).is_file(), "{what}: {kept}: {}", r.stderr);
+            let _ = std::fs::remove_file(kept);
+        }
+        assert!(std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo());
+    }
+}
+
+/// Regression: `record` with its standard error a pipe nobody reads
+/// (`coldcache record ... 2>&1 | true` once `true` has exited) panicked
+/// printing its summary (exit 101 instead of the program's 0). Messages
+/// to a broken standard error are now dropped, in the CLI and in the
+/// library inside the program.
+#[test]
+fn a_broken_standard_error_changes_nothing() {
+    let d = scratch("stderr-broken");
+    let Some(exe) = matmul(&d) else {
+        eprintln!("skipped: no gcc");
+        return;
+    };
+    let (r, w) = std::io::pipe().unwrap();
+    drop(r);
+    let out = d.join(".stdout");
+    let mut c = Command::new(BIN);
+    c.args(["record", "--all", "-o", "m.ccdump", "--"])
+        .arg(&exe)
+        .current_dir(&d)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(w);
+    let mut child = c.spawn().unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "record hung");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), MATMUL_OUTPUT);
+    let dump = coldcache_dump::Dump::from_bytes(&std::fs::read(d.join("m.ccdump")).unwrap())
+        .expect("the dump");
+    assert!(
+        dump.meta.instructions > 1_000_000,
+        "{}",
+        dump.meta.instructions
+    );
+}

@@ -11,6 +11,9 @@
 //!   coldcache reads whose name comes from a user or a dump: only regular
 //!   files (after symbolic links), opened without blocking on a FIFO, and
 //!   never more than a stated number of bytes, counted while reading.
+//! - [`sigpipe`]: [`NoSigpipe`], writing to a pipe or FIFO without a
+//!   `SIGPIPE` reaching the program the preloaded library runs in, and
+//!   [`say!`], its `eprintln!`.
 //! - [`varint`]: LEB128 and zigzag, as the dump, trace and zones formats
 //!   encode integers (pure; no I/O).
 //! - [`elf`] (feature `elf`): `PT_LOAD` segments of an ELF file, file
@@ -22,8 +25,10 @@
 #[cfg(feature = "elf")]
 pub mod elf;
 pub mod read;
+pub mod sigpipe;
 pub mod varint;
 pub mod write;
 
 pub use read::{open_regular, read_regular, read_regular_to_string, ReadError};
+pub use sigpipe::NoSigpipe;
 pub use write::{move_file, write_atomically, write_atomically_with, write_output};

@@ -16,6 +16,10 @@
 //! link to nothing, a directory or a socket is refused. A regular target's
 //! permission bits are kept.
 //!
+//! A write in place holds `SIGPIPE` back ([`crate::NoSigpipe`]): a FIFO
+//! whose reader has gone gives `EPIPE`, an error like any other, and no
+//! signal.
+//!
 //! [`write_output`] adds the command-line convention that `-` is standard
 //! output.
 
@@ -40,6 +44,9 @@ pub fn write_atomically_with(
 ) -> io::Result<()> {
     match target(path)? {
         Target::InPlace(p) => {
+            // A FIFO whose reader has gone fails the write with EPIPE;
+            // the signal must not reach the program the library runs in.
+            let _held = crate::NoSigpipe::hold();
             let mut f = OpenOptions::new()
                 .write(true)
                 .open(&p)

@@ -548,7 +548,9 @@ fn env_config() -> EnvConfig {
             None => DEFAULT_ARENA_BYTES,
             Some(Ok(n)) => n,
             Some(Err(e)) => {
-                eprintln!("coldcache: COLDCACHE_ZONES_ARENA={e}; zones are not recorded");
+                coldcache_fsio::say!(
+                    "coldcache: COLDCACHE_ZONES_ARENA={e}; zones are not recorded"
+                );
                 0
             }
         },
@@ -608,7 +610,7 @@ fn init_slow() -> bool {
         )
     };
     if p == libc::MAP_FAILED {
-        eprintln!(
+        coldcache_fsio::say!(
             "coldcache: cannot reserve the zones arena of {} MiB: {}; zones are not recorded",
             bytes >> 20,
             std::io::Error::last_os_error()
@@ -667,7 +669,7 @@ extern "C" fn write_at_exit() {
     if let Some(path) = path {
         ENABLED.store(false, Relaxed);
         if let Err(e) = write_to(&path) {
-            eprintln!("coldcache: cannot write the zones recording: {e}");
+            coldcache_fsio::say!("coldcache: cannot write the zones recording: {e}");
         }
     }
 }
@@ -1171,7 +1173,7 @@ static STREAM: Mutex<Option<Stream>> = Mutex::new(None);
 pub fn start_streaming(path: PathBuf) {
     let partial = tmp_path(&path, "partial");
     let Ok(mut file) = std::fs::File::create(&partial) else {
-        eprintln!(
+        coldcache_fsio::say!(
             "coldcache: cannot create {}: streaming is off",
             partial.display()
         );

@@ -429,7 +429,9 @@ pub(crate) fn init_from_env() {
         Some(path) => match std::fs::File::create(path) {
             Ok(f) => Sink::File(f),
             Err(e) => {
-                eprintln!("coldcache: cannot create the spike log {path}: {e}; logging to stderr");
+                coldcache_fsio::say!(
+                    "coldcache: cannot create the spike log {path}: {e}; logging to stderr"
+                );
                 Sink::Stderr
             }
         },
@@ -437,7 +439,7 @@ pub(crate) fn init_from_env() {
     let json = get("COLDCACHE_SPIKE_JSON").and_then(|p| match std::fs::File::create(&p) {
         Ok(f) => Some(f),
         Err(e) => {
-            eprintln!("coldcache: cannot create the spike JSON log {p}: {e}");
+            coldcache_fsio::say!("coldcache: cannot create the spike JSON log {p}: {e}");
             None
         }
     });
@@ -446,7 +448,7 @@ pub(crate) fn init_from_env() {
         for item in list.split(',') {
             match item.split_once('=').and_then(|(n, d)| Some((n.trim(), parse_duration_ms(d)?))) {
                 Some((n, ms)) => by_name.push((n.to_string(), ms)),
-                None => eprintln!(
+                None => coldcache_fsio::say!(
                     "coldcache: COLDCACHE_SPIKE_ZONES: ignoring {item:?} (expected NAME=DURATION, e.g. tick=16ms)"
                 ),
             }
@@ -466,7 +468,7 @@ pub(crate) fn init_from_env() {
     if let Some(t) = get("COLDCACHE_SPIKE_THRESHOLD") {
         match parse_duration_ms(&t) {
             Some(ms) => set_global_threshold(Some(ms)),
-            None => eprintln!(
+            None => coldcache_fsio::say!(
                 "coldcache: COLDCACHE_SPIKE_THRESHOLD={t:?} is not a duration (e.g. 1ms, 500us); spike detection is off"
             ),
         }
@@ -548,6 +550,8 @@ fn log_spike(sp: &Spike) {
     let depth = sp.stack.len() - 1;
     let mut g = sinks();
     let Some(s) = g.as_mut() else { return };
+    // The logs may be pipes whose reader has gone: EPIPE, no SIGPIPE.
+    let _held = coldcache_fsio::NoSigpipe::hold();
     let key = sp.stack[depth];
     if sp.peak {
         let p = s.peaks.entry(key).or_insert((0, 0.0));
@@ -636,6 +640,8 @@ pub(crate) fn finish() {
             describe(k)
         ));
     }
+    // The log may be a pipe whose reader has gone: EPIPE, no SIGPIPE.
+    let _held = coldcache_fsio::NoSigpipe::hold();
     match &mut s.text {
         Sink::Stderr => {
             let _ = std::io::stderr().write_all(t.as_bytes());
