@@ -53,6 +53,9 @@ static TRIGGER_SIGNAL: AtomicI32 = AtomicI32::new(0);
 /// only stops captures of the other kinds).
 static SIGNAL_WINDOWS: AtomicBool = AtomicBool::new(false);
 static OWN_ALLOCATOR: AtomicBool = AtomicBool::new(false);
+/// A thread is on its way through [`coldcache_finish_trampoline`] (whose
+/// finish stack and `RESUME_RIP` are shared): set by
+/// [`redirect_to_finish`], cleared by the trampoline's last instructions.
 static REDIRECTED: AtomicBool = AtomicBool::new(false);
 /// Where a thread redirected to [`coldcache_finish_trampoline`] resumes.
 static RESUME_RIP: AtomicU64 = AtomicU64::new(0);
@@ -910,7 +913,8 @@ extern "C" fn finish_from_trampoline() {
         // SIG_IGN of the engine's signals is inherited by the new program.
         sigvirt::before_exec(true);
     }
-    REDIRECTED.store(false, Ordering::Release);
+    // `REDIRECTED` is cleared by the trampoline itself, once it has read
+    // back everything it left on the shared finish stack.
 }
 
 /// Saves every register (flags, general registers, the whole XSAVE state),
@@ -979,8 +983,14 @@ pub extern "C" fn coldcache_finish_trampoline() {
         "popfq",
         // [rsp] holds the original RSP; neither mov nor jmp touches flags.
         "mov rsp, [rsp]",
+        // Only now may another thread be redirected: the XSAVE area on the
+        // shared finish stack has been read back (x86 keeps this store
+        // after those loads). What remains shared is `RESUME_RIP`, read by
+        // the very next instruction.
+        "mov byte ptr [rip + {redirected}], 0",
         "jmp qword ptr [rip + {resume}]",
         finish = sym finish_from_trampoline,
+        redirected = sym REDIRECTED,
         resume = sym RESUME_RIP,
         stack = sym TRAMPOLINE_STACK_TOP,
     )
