@@ -319,9 +319,6 @@ pub fn reserve_costs(
     // Threads traced at once are clamped as `prepare` clamps them; their
     // frames are counted under `depth`.
     let threads = r.threads.clamp(1, crate::state::MAX_SELECTED);
-    // The trace reserve is the chunk buffer a streamed trace is encoded
-    // in: a record's worst case.
-    let trace_record = n(coldcache_cctrace::stream::MAX_RECORD_BYTES);
     [
         (
             "instructions",
@@ -353,8 +350,10 @@ pub fn reserve_costs(
         (
             "trace",
             r.trace,
+            // The chunk buffer a streamed trace is encoded in: its
+            // records' worst case, capped at the largest chunk.
             if trace {
-                n(r.trace).saturating_mul(trace_record)
+                n(coldcache_cctrace::stream::chunk_buffer_bytes(r.trace))
             } else {
                 0
             },
@@ -450,15 +449,14 @@ mod tests {
     fn absurd_reserves_are_refused_by_name_and_defaults_fit() {
         let cfg = jaguar();
         check_reserves(&Reserves::default(), &cfg, true).expect("the defaults fit");
-        for knob in ["instructions", "stacks", "records", "depth", "trace"] {
+        for knob in ["instructions", "stacks", "records", "depth"] {
             let mut r = Reserves::default();
             let big = 100_000_000_000_000usize;
             match knob {
                 "instructions" => r.instructions = big,
                 "stacks" => r.stacks = big,
                 "records" => r.records = big,
-                "depth" => r.depth = big,
-                _ => r.trace = big,
+                _ => r.depth = big,
             }
             let e = check_reserves(&r, &cfg, true).expect_err(knob);
             assert!(
@@ -479,5 +477,36 @@ mod tests {
         assert!(records >= 100_000_000_000_000u128 * (16 + 64), "{records}");
         // No trace asked for: the trace reserve costs nothing.
         assert_eq!(costs.iter().find(|c| c.0 == "trace").unwrap().2, 0);
+    }
+
+    /// Regression: the trace reserve was costed at 36 bytes a record with
+    /// no cap, so `--reserve trace=2000000000` was refused as needing 72
+    /// GB, while the chunk buffer it sizes never exceeds one chunk (64
+    /// MiB): it costs what the buffer takes, by hand 16 * 36 + the chunk
+    /// header and four thread definitions for a small reserve.
+    #[test]
+    fn the_trace_reserve_costs_its_buffer_capped_at_one_chunk() {
+        let cost = |trace: usize| {
+            let r = Reserves {
+                trace,
+                ..Reserves::default()
+            };
+            reserve_costs(&r, 8, true)
+                .iter()
+                .find(|c| c.0 == "trace")
+                .unwrap()
+                .2
+        };
+        assert_eq!(cost(usize::MAX), 64 << 20);
+        assert_eq!(cost(2_000_000_000), 64 << 20);
+        let small = cost(1);
+        assert!(small > 16 * 36 && small < 16 * 36 + 200, "{small}");
+        let mut r = Reserves {
+            trace: usize::MAX,
+            ..Reserves::default()
+        };
+        check_reserves(&r, &jaguar(), true).expect("any trace reserve fits");
+        r.trace = 0;
+        check_reserves(&r, &jaguar(), true).expect("a zero trace reserve fits");
     }
 }

@@ -97,13 +97,21 @@ pub struct ChunkEncoder {
     saved: Vec<(u32, ThreadState)>,
 }
 
+/// The bytes of the buffer of a [`ChunkEncoder`] for `records` records a
+/// chunk: their worst case, capped at the largest chunk.
+pub fn chunk_buffer_bytes(records: usize) -> usize {
+    records
+        .max(16)
+        .saturating_mul(MAX_RECORD_BYTES)
+        .saturating_add(CHUNK_HEADER + 4 * MAX_THREAD_DEF_BYTES)
+        .min(MAX_CHUNK)
+}
+
 impl ChunkEncoder {
     /// An encoder whose chunks hold up to `records` records (at least 16)
     /// of up to `threads` threads each (more threads end a chunk early).
     pub fn new(records: usize, threads: usize) -> ChunkEncoder {
-        let records = records.max(16);
-        let bytes =
-            (CHUNK_HEADER + records * MAX_RECORD_BYTES + 4 * MAX_THREAD_DEF_BYTES).min(MAX_CHUNK);
+        let bytes = chunk_buffer_bytes(records);
         let mut buf = Vec::with_capacity(bytes);
         buf.resize(CHUNK_HEADER, 0);
         ChunkEncoder {
