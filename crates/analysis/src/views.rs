@@ -124,6 +124,11 @@ pub struct FlatQuery {
     pub filter: Option<String>,
     /// Keep the first N rows after sorting.
     pub limit: Option<usize>,
+    /// Rows by instruction: their addresses and disassembly as `report
+    /// --asm` shows them (ELF file addresses where the module's load bias
+    /// is given, in this syntax), in the labels the filter matches too.
+    /// `None`: run-time addresses, iced's Intel defaults.
+    pub asm: Option<AsmOptions>,
 }
 
 /// One row of the flat profile.
@@ -141,8 +146,11 @@ pub struct FlatRow {
     pub file: Option<String>,
     /// Source line (0 when unknown).
     pub line: u32,
-    /// Instruction address (instructions only).
+    /// Instruction address (instructions only), at run time.
     pub addr: Option<u64>,
+    /// Its ELF file address, as `objdump -d` shows it (instructions only,
+    /// with [`FlatQuery::asm`] giving its module's load bias).
+    pub file_addr: Option<u64>,
     /// Disassembly (instructions only, when the dump has the bytes).
     pub asm: Option<String>,
     /// Self costs, per column.
@@ -281,14 +289,25 @@ pub(crate) fn aggregate(p: &Profile, by: By) -> FlatTable {
     FlatTable { keys, costs }
 }
 
-fn flat_label(p: &Profile, k: &Key) -> String {
+fn flat_label(p: &Profile, k: &Key, asm: Option<&AsmOptions>) -> String {
     let mut out = String::new();
-    write_flat_label(&mut out, p, k);
+    write_flat_label(&mut out, p, k, asm);
     out
 }
 
+/// The ELF file address of run-time address `a`, when `o` gives the load
+/// bias of the module holding it.
+fn file_addr_of(p: &Profile, a: u64, o: &AsmOptions) -> Option<u64> {
+    p.dump()
+        .modules
+        .iter()
+        .position(|m| (m.start..m.end).contains(&a))
+        .and_then(|m| o.load_bias.get(m).copied().flatten())
+        .map(|bias| a.wrapping_sub(bias))
+}
+
 /// Appends a flat row's label to `out` (what [`flat_label`] returns).
-fn write_flat_label(out: &mut String, p: &Profile, k: &Key) {
+fn write_flat_label(out: &mut String, p: &Profile, k: &Key, asm: Option<&AsmOptions>) {
     use std::fmt::Write;
     // Writing to a String cannot fail: the results are ignored.
     match *k {
@@ -305,6 +324,7 @@ fn write_flat_label(out: &mut String, p: &Profile, k: &Key) {
         },
         Key::Instruction(a, f, first) => {
             let (_, fl, ln) = line_key(p, first);
+            let a = asm.and_then(|o| file_addr_of(p, a, o)).unwrap_or(a);
             let _ = write!(out, "{a:#x} {}", p.function(f).name);
             if let Some(path) = p.file(fl) {
                 let _ = write!(out, " {}:{ln}", short_path(path));
@@ -356,7 +376,7 @@ pub fn flat(p: &Profile, q: &FlatQuery) -> Result<FlatView, AnalysisError> {
         let k = key_of(i);
         if let Some(re) = &re {
             label.clear();
-            write_flat_label(&mut label, p, &k);
+            write_flat_label(&mut label, p, &k, q.asm.as_ref());
             if !re.is_match(&label) {
                 continue;
             }
@@ -404,15 +424,22 @@ pub fn flat(p: &Profile, q: &FlatQuery) -> Result<FlatView, AnalysisError> {
             }
         };
         let info = p.function(f);
+        let file_addr = addr
+            .zip(q.asm.as_ref())
+            .and_then(|(a, o)| file_addr_of(p, a, o));
         rows.push(FlatRow {
-            label: flat_label(p, &k),
+            label: flat_label(p, &k, q.asm.as_ref()),
             function: Some(f),
             name: info.name.clone(),
             module: info.module.clone(),
             file,
             line,
             addr,
-            asm: addr.and_then(|a| disasm_at(p, a)),
+            file_addr,
+            asm: addr.and_then(|a| match &q.asm {
+                Some(o) => disasm_as(p, a, file_addr.unwrap_or(a), Some(o.syntax)),
+                None => disasm_at(p, a),
+            }),
             self_: values(cols, s),
             incl: inc.map(|v| values(cols, v)),
         });
@@ -1173,13 +1200,7 @@ pub fn disassembly_with(p: &Profile, fs: &[FnId], o: &AsmOptions) -> AsmView {
             .map(|l| l.code.clone())
             .unwrap_or_default();
         let len = code_len(&code, a);
-        let file_addr = p
-            .dump()
-            .modules
-            .iter()
-            .position(|m| (m.start..m.end).contains(&a))
-            .and_then(|m| o.load_bias.get(m).copied().flatten())
-            .map(|bias| a.wrapping_sub(bias));
+        let file_addr = file_addr_of(p, a, o);
         rows.push(AsmRow {
             addr: a,
             file_addr,

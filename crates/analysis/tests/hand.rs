@@ -731,3 +731,65 @@ fn the_default_weight_is_instructions_when_nothing_reached_memory() {
     assert_eq!(p.default_weight().name, "instructions");
     assert_eq!(views::default_sort(&p), "instructions");
 }
+
+/// Rows by instruction with [`FlatQuery::asm`] (what `report --by
+/// instruction` and the UI ask for) give each instruction at objdump's file
+/// address — its run-time address less its module's load bias, by hand
+/// 0x2004 - 0x1000 — in the syntax asked, in the label the filter matches
+/// too; a module of unknown bias, or no options, keeps run-time addresses
+/// and (no options) iced's Intel text.
+#[test]
+fn flat_by_instruction_gives_objdumps_addresses_in_the_syntax_asked() {
+    let mut d = dump(8);
+    let syms = d.symbols.as_mut().unwrap();
+    let l = syms
+        .locations
+        .iter_mut()
+        .find(|l| l.addr == 0x2004)
+        .unwrap();
+    l.code = vec![0x8b, 0x47, 0x08]; // mov eax,[rdi+8]
+    let p = Profile::new(d, ProfileOptions::default());
+    let q = |asm: Option<views::AsmOptions>, filter: Option<&str>| FlatQuery {
+        by: By::Instruction,
+        asm,
+        filter: filter.map(str::to_string),
+        ..FlatQuery::default()
+    };
+    let with = |syntax, bias| views::AsmOptions {
+        syntax,
+        load_bias: vec![bias],
+    };
+    let v = views::flat(
+        &p,
+        &q(Some(with(views::AsmSyntax::Att, Some(0x1000))), None),
+    )
+    .unwrap();
+    let top = &v.rows[0];
+    assert_eq!((top.addr, top.file_addr), (Some(0x2004), Some(0x1004)));
+    assert!(top.label.starts_with("0x1004 get_pos"), "{}", top.label);
+    assert_eq!(top.asm.as_deref(), Some("mov    0x8(%rdi),%eax"));
+    let v = views::flat(
+        &p,
+        &q(
+            Some(with(views::AsmSyntax::Intel, Some(0x1000))),
+            Some("^0x1004 "),
+        ),
+    )
+    .unwrap();
+    assert_eq!(v.rows.len(), 1, "the filter sees the file address");
+    assert_eq!(v.rows[0].asm.as_deref(), Some("mov    eax,[rdi+0x8]"));
+    let v = views::flat(&p, &q(Some(with(views::AsmSyntax::Att, None)), None)).unwrap();
+    assert_eq!((v.rows[0].addr, v.rows[0].file_addr), (Some(0x2004), None));
+    assert!(
+        v.rows[0].label.starts_with("0x2004 get_pos"),
+        "{}",
+        v.rows[0].label
+    );
+    let v = views::flat(&p, &q(None, None)).unwrap();
+    assert!(
+        v.rows[0].label.starts_with("0x2004 get_pos"),
+        "{}",
+        v.rows[0].label
+    );
+    assert_eq!(v.rows[0].asm.as_deref(), Some("mov     eax,[rdi+8]"));
+}

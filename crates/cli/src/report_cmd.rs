@@ -117,8 +117,8 @@ pub struct ReportArgs {
     /// addresses).
     #[arg(long)]
     asm: bool,
-    /// The syntax of `--asm`: `att` (objdump's and perf's default) or
-    /// `intel` (`objdump -M intel`).
+    /// The syntax of `--asm` and `--by instruction`: `att` (objdump's and
+    /// perf's default) or `intel` (`objdump -M intel`).
     #[arg(long, value_enum, default_value = "att", value_name = "att|intel")]
     syntax: SyntaxArg,
     /// Where to find source files whose recorded path moved: FROM=TO
@@ -249,6 +249,15 @@ pub fn report(a: ReportArgs) -> Result<()> {
                     inclusive: a.inclusive,
                     filter: c.filter.clone(),
                     limit,
+                    // Instructions as `--asm` shows them: objdump's
+                    // addresses, in `--syntax`.
+                    asm: (a.by == ByArg::Instruction).then(|| views::AsmOptions {
+                        syntax: match a.syntax {
+                            SyntaxArg::Att => views::AsmSyntax::Att,
+                            SyntaxArg::Intel => views::AsmSyntax::Intel,
+                        },
+                        load_bias: load_biases(p.dump()),
+                    }),
                 },
             )?;
             if c.json {

@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `/` | the page (HTML with its CSS and JavaScript inlined; its Content-Security-Policy, [`App::page_policy`], allows those two by their SHA-256) |
 //! | `/api/meta` | the dumps: capture settings, cache configuration, threads, modules, columns, the summary (`summary::summary`); with two dumps, `cache_mismatch` (`diff::cache_mismatch`, as `coldcache diff`) |
-//! | `/api/flat?dump&by&sort&inclusive&filter&limit` | `views::flat` |
+//! | `/api/flat?dump&by&sort&inclusive&filter&limit&syntax` | `views::flat`; by instruction, addresses and disassembly as `/api/asm` gives them (`syntax`, file addresses) |
 //! | `/api/tree?dump&kind&fn&node&path&sort&min_percent&hot&reveal` | one level of a tree below a node (`node` for top-down, `path` of function ids for bottom-up and callers); `hot=1` also opens the hottest path below it; `reveal=FN` (top-down) opens the tree down to FN's hottest node |
 //! | `/api/function?dump&fn` | a function: its info, self and inclusive values, and the same function's id in the other dump |
 //! | `/api/annotate?dump&fn` | `views::annotate` |
@@ -110,7 +110,15 @@ fn entry_bytes(key: &str, r: &Reply) -> usize {
 fn parameters(path: &str) -> Option<&'static [&'static str]> {
     Some(match path {
         "/" | "/index.html" | "/api/meta" => &[],
-        "/api/flat" => &["dump", "by", "sort", "inclusive", "filter", "limit"],
+        "/api/flat" => &[
+            "dump",
+            "by",
+            "sort",
+            "inclusive",
+            "filter",
+            "limit",
+            "syntax",
+        ],
         "/api/tree" => &[
             "dump",
             "kind",
@@ -296,6 +304,22 @@ impl App {
         reply
     }
 
+    /// The disassembly's options for the dump `q` names: `syntax` `att`
+    /// (the default) or `intel`, and that dump's load biases.
+    fn asm_options(&self, q: &Query) -> Result<views::AsmOptions, (u16, String)> {
+        let syntax = match q.get("syntax").map(String::as_str) {
+            None | Some("" | "att") => views::AsmSyntax::Att,
+            Some("intel") => views::AsmSyntax::Intel,
+            Some(other) => return Err((400, format!("syntax={other}: expected att or intel"))),
+        };
+        let load_bias = self
+            .load_biases
+            .get(num(q, "dump", 0)?)
+            .cloned()
+            .unwrap_or_default();
+        Ok(views::AsmOptions { syntax, load_bias })
+    }
+
     fn route(&self, path: &str, q: &Query) -> Result<Reply, (u16, String)> {
         match path {
             "/" | "/index.html" => Ok(Reply {
@@ -314,6 +338,8 @@ impl App {
                         inclusive: q.get("inclusive").is_some_and(|v| v == "1"),
                         filter: q.get("filter").filter(|s| !s.is_empty()).cloned(),
                         limit: Some(num(q, "limit", 200)?),
+                        // Instructions as the disassembly shows them.
+                        asm: Some(self.asm_options(q)?),
                     },
                 )
                 .map_err(bad)?;
@@ -368,19 +394,7 @@ impl App {
             "/api/asm" => {
                 let p = self.profile(q)?;
                 let f = self.function(p, q)?;
-                let syntax = match q.get("syntax").map(String::as_str) {
-                    None | Some("" | "att") => views::AsmSyntax::Att,
-                    Some("intel") => views::AsmSyntax::Intel,
-                    Some(other) => {
-                        return Err((400, format!("syntax={other}: expected att or intel")))
-                    }
-                };
-                let load_bias = self
-                    .load_biases
-                    .get(num(q, "dump", 0)?)
-                    .cloned()
-                    .unwrap_or_default();
-                let o = views::AsmOptions { syntax, load_bias };
+                let o = self.asm_options(q)?;
                 Ok(Reply::of(&views::disassembly_with(p, &[f], &o)))
             }
             "/api/threads" => Ok(Reply::of(&views::threads(self.profile(q)?))),
