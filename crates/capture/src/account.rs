@@ -419,12 +419,13 @@ pub struct Finished {
 }
 
 /// Accesses counted and not yet simulated: one core's, in order, each
-/// with its counter row (see the module doc). Reserved at
-/// [`Pending::CAPACITY`]; an instruction's accesses are queued only where
-/// they fit, so it never grows.
+/// with its counter row (see the module doc). Both arrays are
+/// [`Pending::CAPACITY`] long from the start; the first `len` entries are
+/// queued, and an instruction is queued only where it fits.
 struct Pending {
-    accesses: Vec<Access>,
-    rows: Vec<u32>,
+    accesses: Box<[Access]>,
+    rows: Box<[u32]>,
+    len: usize,
     /// The core they run on.
     core: usize,
     /// They count into the scratch row (a warming call), row 0 of
@@ -442,12 +443,40 @@ impl Pending {
     };
 
     fn new() -> Pending {
+        let none = Access::new(AccessKind::InstrFetch, 0, 1);
         Pending {
-            accesses: Vec::with_capacity(Pending::CAPACITY),
-            rows: Vec::with_capacity(Pending::CAPACITY),
+            accesses: vec![none; Pending::CAPACITY].into_boxed_slice(),
+            rows: vec![0; Pending::CAPACITY].into_boxed_slice(),
+            len: 0,
             core: 0,
             warm: false,
         }
+    }
+
+    /// Queues the fetch of the instruction at `ip` (`len` bytes) and its
+    /// data accesses `data` (none for an unmodelled one), all into `row`.
+    /// The caller made room (`1 + data.len()` entries).
+    #[inline(always)]
+    fn queue(&mut self, ip: u64, len: u8, data: &[crate::model::MemAccess], row: u32) {
+        let at = self.len;
+        let n = 1 + data.len();
+        let (accesses, rows) = (&mut self.accesses[at..at + n], &mut self.rows[at..at + n]);
+        accesses[0] = Access {
+            kind: AccessKind::InstrFetch,
+            addr: ip,
+            size: u32::from(len),
+            ip,
+        };
+        for (to, a) in accesses[1..].iter_mut().zip(data) {
+            *to = Access {
+                kind: a.kind,
+                addr: a.addr,
+                size: a.size,
+                ip,
+            };
+        }
+        rows.fill(row);
+        self.len = at + n;
     }
 }
 
@@ -1226,9 +1255,7 @@ impl Accountant {
             0
         };
         let p = &self.pending;
-        if !p.accesses.is_empty()
-            && (p.core != core || p.warm != warm || p.accesses.len() + n > Pending::CAPACITY)
-        {
+        if p.core != core || p.warm != warm || p.len + n > Pending::CAPACITY {
             simulate_pending(
                 &mut self.pending,
                 &mut self.driver,
@@ -1239,25 +1266,11 @@ impl Accountant {
         let p = &mut self.pending;
         p.core = core;
         p.warm = warm;
-        let r = if warm { 0 } else { row as u32 };
-        p.accesses.push(Access {
-            kind: AccessKind::InstrFetch,
-            addr: ip,
-            size: u32::from(d.len),
-            ip,
-        });
-        p.rows.push(r);
-        if modelled.is_ok() {
-            for a in self.accesses.as_slice() {
-                p.accesses.push(Access {
-                    kind: a.kind,
-                    addr: a.addr,
-                    size: a.size,
-                    ip,
-                });
-                p.rows.push(r);
-            }
-        }
+        let data = match modelled {
+            Ok(()) => self.accesses.as_slice(),
+            Err(_) => &[],
+        };
+        p.queue(ip, d.len, data, if warm { 0 } else { row as u32 });
         if warm {
             self.warm_instructions += 1;
             return true;
@@ -1486,7 +1499,7 @@ fn simulate_pending(
     counters: &mut CounterTable,
     scratch: &mut [u64],
 ) {
-    if p.accesses.is_empty() {
+    if p.len == 0 {
         return;
     }
     let table = if p.warm {
@@ -1495,9 +1508,8 @@ fn simulate_pending(
     } else {
         counters.table()
     };
-    driver.attribute_batch(p.core, &p.accesses, &p.rows, table);
-    p.accesses.clear();
-    p.rows.clear();
+    driver.attribute_batch(p.core, &p.accesses[..p.len], &p.rows[..p.len], table);
+    p.len = 0;
 }
 
 /// The counter row index that stands for "a warming instruction: count
