@@ -18,23 +18,12 @@
 //!    its frames from DWARF CFI, else frame pointers;
 //! 4. the watched function returning ends that thread's window;
 //! 5. the instruction is decoded (once per address), its accesses computed
-//!    by the model, the fetch and then the data accesses queued, each with
-//!    the counter row of (ip, stack, thread), for the [`Driver`], and
+//!    by the model, the fetch and then the data accesses simulated through
+//!    the [`Driver`] and added to the counters of (ip, stack, thread), and
 //!    appended to the trace when one is kept: encoded into a chunk buffer
 //!    reserved up front ([`ChunkEncoder`]) that goes to the front end's
 //!    [`TraceSink`] (the trace file) each time it fills, so a trace is
 //!    bounded by the disk, not by memory.
-//!
-//! The queue (`Pending`) holds one core's accesses in the order they were
-//! counted and goes to [`Driver::attribute_batch`] whole: when it is full,
-//! when the next access is another core's or counts into the other table
-//! (a warming call's scratch row), and in [`Accountant::finish`]. So the
-//! simulator sees every access in the order it would one by one, and a
-//! block of translated code (fast mode) takes the batch loop, where a
-//! first-level hit is one increment in its row. Nothing reads the
-//! hierarchy or the counters before `finish`; a stop (a full reserve, the
-//! instruction limit, the watched function returning) leaves what was
-//! counted before it queued, and `finish` simulates it.
 //!
 //! # Invariants
 //! - Once built it never allocates, locks or panics: every table is reserved
@@ -45,7 +34,7 @@
 //!   (`read_code`, `read_memory`), so a wild address is an answer, not a
 //!   fault.
 
-use crate::model::{AccessList, CpuFacts, Machine, Model, Unmodelled, MAX_ACCESSES};
+use crate::model::{AccessList, CpuFacts, Machine, Model, Unmodelled};
 use crate::tables::{CounterTable, DecodeCache, Decoded, Flow, Rep, StackTable};
 use crate::unwind::StackUnwinder;
 use coldcache_cctrace::stream::{attachment_chunk, end_marker, skeleton_index_chunk};
@@ -418,73 +407,9 @@ pub struct Finished {
     pub unmodelled: u64,
 }
 
-/// Accesses counted and not yet simulated: one core's, in order, each
-/// with its counter row (see the module doc). Both arrays are
-/// [`Pending::CAPACITY`] long from the start; the first `len` entries are
-/// queued, and an instruction is queued only where it fits.
-struct Pending {
-    accesses: Box<[Access]>,
-    rows: Box<[u32]>,
-    len: usize,
-    /// The core they run on.
-    core: usize,
-    /// They count into the scratch row (a warming call), row 0 of
-    /// `Accountant::scratch`, not into the counter table.
-    warm: bool,
-}
-
-impl Pending {
-    /// Accesses queued at most: [`Driver::BATCH`], at least one
-    /// instruction's fetch and data accesses.
-    const CAPACITY: usize = if Driver::BATCH > 1 + MAX_ACCESSES {
-        Driver::BATCH
-    } else {
-        1 + MAX_ACCESSES
-    };
-
-    fn new() -> Pending {
-        let none = Access::new(AccessKind::InstrFetch, 0, 1);
-        Pending {
-            accesses: vec![none; Pending::CAPACITY].into_boxed_slice(),
-            rows: vec![0; Pending::CAPACITY].into_boxed_slice(),
-            len: 0,
-            core: 0,
-            warm: false,
-        }
-    }
-
-    /// Queues the fetch of the instruction at `ip` (`len` bytes) and its
-    /// data accesses `data` (none for an unmodelled one), all into `row`.
-    /// The caller made room (`1 + data.len()` entries).
-    #[inline(always)]
-    fn queue(&mut self, ip: u64, len: u8, data: &[crate::model::MemAccess], row: u32) {
-        let at = self.len;
-        let n = 1 + data.len();
-        let (accesses, rows) = (&mut self.accesses[at..at + n], &mut self.rows[at..at + n]);
-        accesses[0] = Access {
-            kind: AccessKind::InstrFetch,
-            addr: ip,
-            size: u32::from(len),
-            ip,
-        };
-        for (to, a) in accesses[1..].iter_mut().zip(data) {
-            *to = Access {
-                kind: a.kind,
-                addr: a.addr,
-                size: a.size,
-                ip,
-            };
-        }
-        rows.fill(row);
-        self.len = at + n;
-    }
-}
-
 /// The per-instruction accounting of a capture; see the module doc.
 pub struct Accountant {
     driver: Driver,
-    /// Accesses counted, not yet handed to `driver`.
-    pending: Pending,
     model: Model,
     decode: DecodeCache,
     stacks: StackTable,
@@ -512,8 +437,7 @@ pub struct Accountant {
     warm_done: u64,
     warm_instructions: u64,
     /// The counter row warming instructions are attributed to (zeroed
-    /// before each batch): the simulator needs one, the dump never sees
-    /// it.
+    /// before each): the simulator needs one, the dump never sees it.
     scratch: Vec<u64>,
     all_threads: bool,
     stop_entries: [u64; 2],
@@ -570,7 +494,6 @@ impl Accountant {
         });
         Ok(Accountant {
             driver,
-            pending: Pending::new(),
             model: Model::new(setup.cpu),
             decode: DecodeCache::new(setup.reserves.instructions),
             stacks: StackTable::new(setup.reserves.stacks),
@@ -1249,53 +1172,49 @@ impl Accountant {
                 }
             }
         }
-        let n = 1 + if modelled.is_ok() {
-            self.accesses.as_slice().len()
+        let c = if warm {
+            self.scratch.fill(0);
+            &mut self.scratch[..]
         } else {
-            0
+            self.counters.row(row)
         };
-        let p = &self.pending;
-        if p.core != core || p.warm != warm || p.len + n > Pending::CAPACITY {
-            simulate_pending(
-                &mut self.pending,
-                &mut self.driver,
-                &mut self.counters,
-                &mut self.scratch,
-            );
-        }
-        let p = &mut self.pending;
-        p.core = core;
-        p.warm = warm;
-        let data = match modelled {
-            Ok(()) => self.accesses.as_slice(),
-            Err(_) => &[],
-        };
-        p.queue(ip, d.len, data, if warm { 0 } else { row as u32 });
-        if warm {
-            self.warm_instructions += 1;
-            return true;
-        }
-        let c = self.counters.row(row);
         c[CounterLayout::INSTRUCTIONS] += 1;
-        if let Err(why) = modelled {
-            c[CounterLayout::UNMODELLED] += 1;
-            if let Some(i) = Unmodelled::ALL.iter().position(|&u| u == why) {
-                self.unmodelled[i] += 1;
+        let fetch = Access {
+            kind: AccessKind::InstrFetch,
+            addr: ip,
+            size: u32::from(d.len),
+            ip,
+        };
+        self.driver.attribute(core, fetch, c);
+        match modelled {
+            Ok(()) => {
+                for a in self.accesses.as_slice() {
+                    let access = Access {
+                        kind: a.kind,
+                        addr: a.addr,
+                        size: a.size,
+                        ip,
+                    };
+                    self.driver.attribute(core, access, c);
+                }
+            }
+            Err(why) => {
+                c[CounterLayout::UNMODELLED] += 1;
+                if let Some(i) = Unmodelled::ALL
+                    .iter()
+                    .position(|&u| u == why)
+                    .filter(|_| !warm)
+                {
+                    self.unmodelled[i] += 1;
+                }
             }
         }
-        self.instructions += 1;
+        if warm {
+            self.warm_instructions += 1;
+        } else {
+            self.instructions += 1;
+        }
         true
-    }
-
-    /// Hands the queued accesses to the simulator, which adds each to its
-    /// row (see the module doc). Allocation-free.
-    fn flush_pending(&mut self) {
-        simulate_pending(
-            &mut self.pending,
-            &mut self.driver,
-            &mut self.counters,
-            &mut self.scratch,
-        );
     }
 
     /// Seeds a thread's shadow stack from the state at its first step: with
@@ -1371,12 +1290,11 @@ impl Accountant {
     /// thread id. Records are sorted by (ip, stack, thread); threads are
     /// numbered in slot order, leaving out slots never used.
     pub fn finish(
-        mut self,
+        self,
         mut meta: Meta,
         modules: Vec<coldcache_dump::Module>,
         thread_name: impl Fn(u32) -> String,
     ) -> Finished {
-        self.flush_pending();
         let Accountant {
             stacks,
             counters: table,
@@ -1487,29 +1405,6 @@ impl Accountant {
             unmodelled: unmodelled.iter().sum(),
         }
     }
-}
-
-/// [`Accountant::flush_pending`] over the fields it needs (callable while
-/// a decode is borrowed): `p`'s accesses simulated on their core and added
-/// to their rows of `counters`, or of `scratch` (zeroed first) for a
-/// warming call's.
-fn simulate_pending(
-    p: &mut Pending,
-    driver: &mut Driver,
-    counters: &mut CounterTable,
-    scratch: &mut [u64],
-) {
-    if p.len == 0 {
-        return;
-    }
-    let table = if p.warm {
-        scratch.fill(0);
-        scratch
-    } else {
-        counters.table()
-    };
-    driver.attribute_batch(p.core, &p.accesses[..p.len], &p.rows[..p.len], table);
-    p.len = 0;
 }
 
 /// The counter row index that stands for "a warming instruction: count

@@ -280,14 +280,6 @@ impl CounterTable {
         &mut self.values[s..s + self.stride]
     }
 
-    /// Every row's counters as one flat array (row `r` is
-    /// `table()[r * stride..(r + 1) * stride]`), as
-    /// [`coldcache_sim::Driver::attribute_batch`] takes them.
-    #[inline]
-    pub fn table(&mut self) -> &mut [u64] {
-        &mut self.values
-    }
-
     /// The row of a key, created zeroed on first use; `None` when the table
     /// is full.
     #[inline]
