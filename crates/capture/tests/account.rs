@@ -469,10 +469,10 @@ fn the_instruction_limit_stops_after_the_last_counted() {
     assert_eq!(a.instructions(), 2);
 }
 
-/// The accesses wait in a queue for the simulator (one batch per core);
-/// a block of translated code stopped in the middle by the instruction
-/// limit still counts every access of the instructions before the stop,
-/// once, in order. A five-instruction block at 0x1000 (`mov rax, [rbx]`;
+/// A block of translated code stopped in the middle by the instruction
+/// limit counts every access of the instructions before the stop, once,
+/// in order, and none after it (the regression test for any buffering of
+/// accesses between the accountant and the simulator). A five-instruction block at 0x1000 (`mov rax, [rbx]`;
 /// `mov [rbx+0x40], rax`; `mov rcx, [rbx]`; `mov rdx, [rbx+0x80]`; `nop`),
 /// RBX = 0x9000, run once whole (stepped: the thread is not seeded yet)
 /// and once through the block path up to the limit of 7 instructions. By
@@ -560,7 +560,8 @@ fn a_block_stopped_by_the_instruction_limit_counts_what_ran_before_it() {
 /// then B, then A again. Each access is simulated on its own thread's
 /// core in that order, so by hand: A's first fetch and load go to memory,
 /// B finds both lines in the shared L2 (its own L1 is cold), A's second
-/// finds them in its L1. Simulated on A's core, B's would hit L1.
+/// finds them in its L1. Simulated on A's core (a batch of accesses not
+/// cut where the core changes), B's would hit L1.
 #[test]
 fn queued_accesses_run_on_their_own_core_in_order() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

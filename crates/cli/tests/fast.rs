@@ -254,7 +254,7 @@ fn every_kernel_captured_fast_equals_the_trap_capture() {
 /// the dump and the trace, as in trap mode, which stops at the same
 /// instruction; and the fast dump equals its own trace re-simulated by
 /// `coldcache sim` (its own reader and batching, independent of the
-/// accountant's queue: an access counted but never simulated shows).
+/// accountant: an access counted but never simulated shows).
 /// Limits that are not block boundaries (odd, prime), on three kernels,
 /// with the lean engine (`cachegrind`) and the Jaguar one.
 #[test]
