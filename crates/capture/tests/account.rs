@@ -9,7 +9,7 @@
 //! A counting global allocator proves that stepping allocates nothing.
 
 use coldcache_capture::account::{
-    Accountant, Entry, FunctionCalls, Reserves, Setup, TraceSink, Verdict,
+    Accountant, BlockSlot, Entry, FunctionCalls, Reserves, Setup, TraceSink, Verdict,
 };
 use coldcache_capture::model::{CpuFacts, Machine};
 use coldcache_capture::unwind::StackUnwinder;
@@ -467,6 +467,142 @@ fn the_instruction_limit_stops_after_the_last_counted() {
         Verdict::StopCapture("instruction limit reached")
     );
     assert_eq!(a.instructions(), 2);
+}
+
+/// A block of translated code stopped in the middle by the instruction
+/// limit counts every access of the instructions before the stop, once,
+/// in order, and none after it (the regression test for any buffering of
+/// accesses between the accountant and the simulator). A five-instruction block at 0x1000 (`mov rax, [rbx]`;
+/// `mov [rbx+0x40], rax`; `mov rcx, [rbx]`; `mov rdx, [rbx+0x80]`; `nop`),
+/// RBX = 0x9000, run once whole (stepped: the thread is not seeded yet)
+/// and once through the block path up to the limit of 7 instructions. By
+/// hand, cold Cachegrind: the first fetch of line 0x1000 and the first
+/// touch of lines 0x9000, 0x9040 and 0x9080 go to memory, everything
+/// else hits L1.
+#[test]
+fn a_block_stopped_by_the_instruction_limit_counts_what_ran_before_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut s = setup(Reserves::default(), true, None);
+    s.max_instructions = 7;
+    s.exec_ranges = vec![(0x1000, 0x2000)];
+    s.stable_code = s.exec_ranges.clone();
+    let mut a = Accountant::new(s).unwrap();
+    a.claim(TID).unwrap();
+    let code = [
+        0x48, 0x8B, 0x03, 0x48, 0x89, 0x43, 0x40, 0x48, 0x8B, 0x0B, 0x48, 0x8B, 0x93, 0x80, 0x00,
+        0x00, 0x00, 0x90,
+    ];
+    let ips = [0x1000, 0x1003, 0x1007, 0x100A, 0x1011];
+    let mut m = Fake::new().code(0x1000, &code);
+    m.set(Register::RSP, SP).set(Register::RBX, 0x9000);
+    let mut slots: Vec<BlockSlot> = ips.iter().map(|&ip| BlockSlot::new(ip, 0)).collect();
+    assert_eq!(
+        a.step_block(TID, SP, &mut slots, &mut m, |_, _| {}),
+        Verdict::Continue
+    );
+    assert_eq!(
+        a.step_block(TID, SP, &mut slots, &mut m, |_, _| {}),
+        Verdict::StopCapture("instruction limit reached")
+    );
+    assert_eq!(a.instructions(), 7);
+    let (d, trace) = finish(a);
+    let l = layout();
+    let row = |n: u64, cells: &[(usize, u64)]| {
+        let mut r = vec![0u64; l.len()];
+        r[CounterLayout::INSTRUCTIONS] = n;
+        for &(c, v) in cells {
+            r[c] += v;
+        }
+        r
+    };
+    let (i_hit, i_mem) = (l.served(Side::Instr, 0), l.memory(Side::Instr));
+    let (r_hit, r_mem) = (l.served(Side::Read, 0), l.memory(Side::Read));
+    let (w_hit, w_mem) = (l.served(Side::Write, 0), l.memory(Side::Write));
+    let want = [
+        (
+            0x1000,
+            row(2, &[(i_mem, 1), (i_hit, 1), (r_mem, 1), (r_hit, 1)]),
+        ),
+        (0x1003, row(2, &[(i_hit, 2), (w_mem, 1), (w_hit, 1)])),
+        (0x1007, row(1, &[(i_hit, 1), (r_hit, 1)])),
+        (0x100A, row(1, &[(i_hit, 1), (r_mem, 1)])),
+        (0x1011, row(1, &[(i_hit, 1)])),
+    ];
+    assert_eq!(d.records.len(), want.len());
+    for (ip, counters) in want {
+        assert_eq!(record(&d, ip, 0), counters, "record of {ip:#x}");
+    }
+    // The trace holds the same accesses in the same order.
+    let kinds: Vec<(RecordKind, u64)> = trace.unwrap().iter().map(|r| (r.kind, r.addr)).collect();
+    let (i, ld, st) = (RecordKind::Instr, RecordKind::Load, RecordKind::Store);
+    assert_eq!(
+        kinds,
+        [
+            (i, 0x1000),
+            (ld, 0x9000),
+            (i, 0x1003),
+            (st, 0x9040),
+            (i, 0x1007),
+            (ld, 0x9000),
+            (i, 0x100A),
+            (ld, 0x9080),
+            (i, 0x1011),
+            (i, 0x1000),
+            (ld, 0x9000),
+            (i, 0x1003),
+            (st, 0x9040),
+        ]
+    );
+}
+
+/// Two threads on two cores of a Cachegrind-shaped hierarchy (private
+/// first levels, one shared last level), stepped in turn: A loads 0x9000,
+/// then B, then A again. Each access is simulated on its own thread's
+/// core in that order, so by hand: A's first fetch and load go to memory,
+/// B finds both lines in the shared L2 (its own L1 is cold), A's second
+/// finds them in its L1. Simulated on A's core (a batch of accesses not
+/// cut where the core changes), B's would hit L1.
+#[test]
+fn queued_accesses_run_on_their_own_core_in_order() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const TID_B: u32 = TID + 1;
+    let mut s = setup(Reserves::default(), false, None);
+    s.cache.cores = 2;
+    s.core_map = vec![(TID, 0), (TID_B, 1)];
+    let mut a = Accountant::new(s).unwrap();
+    a.claim(TID).unwrap();
+    a.claim(TID_B).unwrap();
+    let mut m = Fake::new().code(0x1000, &[0x48, 0x8B, 0x03]);
+    m.set(Register::RSP, SP).set(Register::RBX, 0x9000);
+    for tid in [TID, TID_B, TID] {
+        assert_eq!(a.step(tid, 0x1000, SP, 0, &m), Verdict::Continue);
+    }
+    let (d, _) = finish(a);
+    let cores: Vec<u32> = d.threads.iter().map(|t| t.core).collect();
+    assert_eq!(cores, [0, 1]);
+    let l = layout();
+    let of = |thread: u32| {
+        d.records
+            .iter()
+            .find(|r| r.ip == 0x1000 && r.thread == thread)
+            .unwrap_or_else(|| panic!("no record of thread {thread}"))
+            .counters
+            .clone()
+    };
+    let (a_row, b_row) = (of(0), of(1));
+    assert_eq!(a_row[CounterLayout::INSTRUCTIONS], 2);
+    assert_eq!(a_row[l.memory(Side::Instr)], 1);
+    assert_eq!(a_row[l.served(Side::Instr, 0)], 1);
+    assert_eq!(a_row[l.memory(Side::Read)], 1);
+    assert_eq!(a_row[l.served(Side::Read, 0)], 1);
+    assert_eq!(b_row[CounterLayout::INSTRUCTIONS], 1);
+    assert_eq!(b_row[l.served(Side::Instr, 1)], 1, "B's fetch from L2");
+    assert_eq!(b_row[l.served(Side::Read, 1)], 1, "B's load from L2");
+    assert_eq!(
+        a_row.iter().sum::<u64>() + b_row.iter().sum::<u64>(),
+        2 + 4 + 1 + 2,
+        "nothing else counted"
+    );
 }
 
 /// A function trigger for calls 2 and 3 of `f` (at 0x2000): the first call

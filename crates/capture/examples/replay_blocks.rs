@@ -1,0 +1,136 @@
+//! The fast mode's consumer alone, for Callgrind: `Accountant::step_block`
+//! over the inner loop of `tests-programs/capture/frame.c` (a dense matrix
+//! multiply), its registers made up as the translated code would record
+//! them, with the `cachegrind` preset. No trap, no translation, no
+//! threads: the instruction count per replayed instruction is what the
+//! accountant and the simulator cost (deterministic, unlike a wall clock
+//! on a shared machine).
+//!
+//! ```text
+//! cargo build --release -p coldcache-capture --example replay_blocks
+//! valgrind --tool=callgrind --toggle-collect='replay_blocks::replay' \
+//!     target/release/examples/replay_blocks 100
+//! ```
+//!
+//! `N` (default 100) is the matrix side: N³ executions of the 7-instruction
+//! block, 2 reads each. Prints the totals of the dump, to check that two
+//! builds counted alike.
+
+use coldcache_capture::account::{Accountant, BlockSlot, Reserves, Setup, Verdict};
+use coldcache_capture::model::{CpuFacts, Machine};
+use coldcache_capture::unwind::StackUnwinder;
+use coldcache_dump::Meta;
+use coldcache_sim::presets;
+use iced_x86::Register;
+
+/// The loop at `CODE`: `movsd xmm1, [rax]; mulsd xmm1, [rdx]; addsd xmm0,
+/// xmm1; add rax, 8; add rdx, rcx; cmp rax, rsi; jne CODE`.
+const LOOP: [u8; 24] = [
+    0xF2, 0x0F, 0x10, 0x08, 0xF2, 0x0F, 0x59, 0x0A, 0xF2, 0x0F, 0x58, 0xC1, 0x48, 0x83, 0xC0, 0x08,
+    0x48, 0x01, 0xCA, 0x48, 0x39, 0xF0, 0x75, 0xE8,
+];
+const CODE: u64 = 0x40_1000;
+const IPS: [u64; 7] = [0, 4, 8, 12, 16, 19, 22];
+const A: u64 = 0x1000_0000;
+const B: u64 = 0x2000_0000;
+const SP: u64 = 0x7FFF_0000;
+
+/// The registers the plans read, set per instruction by the replay.
+struct Regs {
+    regs: [u64; 16],
+}
+
+impl Machine for Regs {
+    fn gpr(&self, reg: Register) -> u64 {
+        self.regs[reg.full_register().number()]
+    }
+    fn rflags(&self) -> u64 {
+        0x202
+    }
+    fn segment_base(&self, _seg: Register) -> u64 {
+        0
+    }
+    fn vector(&self, _reg: Register) -> Option<[u8; 64]> {
+        None
+    }
+    fn opmask(&self, _reg: Register) -> Option<u64> {
+        None
+    }
+    fn read_memory(&self, addr: u64, buf: &mut [u8]) -> bool {
+        self.read_code(addr, buf)
+    }
+    fn read_code(&self, addr: u64, buf: &mut [u8]) -> bool {
+        if !(CODE..CODE + 0x1000).contains(&addr) {
+            return false;
+        }
+        for (i, b) in buf.iter_mut().enumerate() {
+            let o = (addr - CODE) as usize + i;
+            *b = LOOP.get(o).copied().unwrap_or(0xCC);
+        }
+        true
+    }
+}
+
+/// Every execution of the block, in the order the matrix multiply runs
+/// it: `rax` walks a row of A, `rdx` a column of B.
+#[inline(never)]
+fn replay(acc: &mut Accountant, n: u64) {
+    let mut slots: Vec<BlockSlot> = IPS.iter().map(|&o| BlockSlot::new(CODE + o, 0)).collect();
+    let mut m = Regs { regs: [0; 16] };
+    m.regs[Register::RCX.number()] = n * 8;
+    m.regs[Register::RSP.number()] = SP;
+    for i in 0..n {
+        for j in 0..n {
+            for k in 0..n {
+                let rax = A + (i * n + k) * 8;
+                let rdx = B + (k * n + j) * 8;
+                m.regs[Register::RSI.number()] = A + (i * n + n) * 8;
+                let v = acc.step_block(1, SP, &mut slots, &mut m, |s, m| {
+                    // After `add rax, 8` and `add rdx, rcx` the later
+                    // instructions see the new values.
+                    let after = s > 3;
+                    m.regs[Register::RAX.number()] = rax + if after { 8 } else { 0 };
+                    m.regs[Register::RDX.number()] = rdx + if s > 4 { n * 8 } else { 0 };
+                });
+                assert_eq!(v, Verdict::Continue);
+            }
+        }
+    }
+}
+
+fn main() {
+    let n: u64 = std::env::args()
+        .nth(1)
+        .map(|v| v.parse().expect("N, a number"))
+        .unwrap_or(100);
+    let setup = Setup {
+        cache: presets::cachegrind_default(),
+        reserves: Reserves::default(),
+        core_map: Vec::new(),
+        all_threads: false,
+        max_instructions: 0,
+        trace: None,
+        function: None,
+        stop_entries: [0; 2],
+        exec_ranges: vec![(CODE, CODE + 0x1000)],
+        stable_code: vec![(CODE, CODE + 0x1000)],
+        unwinder: StackUnwinder::new(&[]),
+        cpu: CpuFacts::detect(),
+    };
+    let mut acc = Accountant::new(setup).expect("the cachegrind preset");
+    acc.claim(1).expect("a thread slot");
+    replay(&mut acc, n);
+    let d = acc.finish(Meta::default(), Vec::new(), |_| "t".into()).dump;
+    let mut totals = vec![0u64; acc_len(&d)];
+    for r in &d.records {
+        for (t, c) in totals.iter_mut().zip(&r.counters) {
+            *t += c;
+        }
+    }
+    println!("{} instructions, counters {totals:?}", d.meta.instructions);
+}
+
+/// The counters of a record of `d`.
+fn acc_len(d: &coldcache_dump::Dump) -> usize {
+    d.records.first().map_or(0, |r| r.counters.len())
+}
