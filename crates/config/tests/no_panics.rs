@@ -147,8 +147,13 @@ proptest! {
         read_anything(&(lines.join("\n") + "\n"))?;
     }
 
+    /// Any printable text, and text from the alphabet of sizes, geometries,
+    /// CPU lists and masks (digits, hex, units, `.`, `,`, `-`, blanks)
+    /// where long numbers and many fields are likely.
     #[test]
-    fn sizes_never_panic(text in "\\PC{0,12}") {
+    fn sizes_never_panic(
+        text in prop_oneof!["\\PC{0,12}", "[0-9a-fA-FxKkMmGgiB., -]{0,40}", "([0-9]{1,11}[,-]?){0,5}"],
+    ) {
         let _ = parse_size(&text);
         let _ = parse_valgrind_geometry(&text);
         let _ = parse_cpu_list(&text);
