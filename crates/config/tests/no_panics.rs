@@ -9,6 +9,8 @@ use coldcache_config::{
 };
 use proptest::prelude::*;
 
+mod common;
+
 /// Values that may appear on the right of `=`: numbers, sizes, words,
 /// booleans, arrays, tables, and broken text.
 fn value() -> impl Strategy<Value = String> {
@@ -81,30 +83,77 @@ fn file() -> impl Strategy<Value = String> {
         })
 }
 
+/// Reads `text` as a configuration file: anything accepted is valid and
+/// round-trips; anything refused is an error naming the file, and the line
+/// it gives is in the file.
+fn read_anything(text: &str) -> Result<(), TestCaseError> {
+    match from_toml_str(text, Path::new("fuzz.toml")) {
+        Ok(cfg) => {
+            prop_assert!(cfg.validate().is_ok());
+            let again = from_toml_str(&to_toml(&cfg), Path::new("fuzz.toml"));
+            prop_assert_eq!(again, Ok(cfg));
+        }
+        Err(e) => {
+            let shown = e.to_string();
+            prop_assert!(shown.starts_with("fuzz.toml"), "{}", shown);
+            if let Some(line) = e.line {
+                prop_assert!(
+                    line >= 1 && line <= text.lines().count().max(1) + 1,
+                    "{} in\n{}",
+                    shown,
+                    text
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
     #[test]
     fn toml_files_never_panic(text in file()) {
-        match from_toml_str(&text, Path::new("fuzz.toml")) {
-            Ok(cfg) => {
-                // Anything accepted is valid and round-trips.
-                prop_assert!(cfg.validate().is_ok());
-                let again = from_toml_str(&to_toml(&cfg), Path::new("fuzz.toml")).unwrap();
-                prop_assert_eq!(again, cfg);
-            }
-            Err(e) => {
-                let shown = e.to_string();
-                prop_assert!(shown.starts_with("fuzz.toml"), "{}", shown);
-                if let Some(line) = e.line {
-                    prop_assert!(line >= 1 && line <= text.lines().count().max(1) + 1, "{} in\n{}", shown, text);
-                }
-            }
-        }
+        read_anything(&text)?;
     }
 
+    /// Written configurations with a few lines damaged (a value replaced,
+    /// a line dropped, an assignment added): about half are still valid,
+    /// so the accepted branch of [`read_anything`] runs too (the files of
+    /// [`file`] are almost never valid).
     #[test]
-    fn sizes_never_panic(text in "\\PC{0,12}") {
+    fn damaged_written_files_never_panic(
+        cfg in common::arb_config(),
+        edits in prop::collection::vec(
+            (any::<prop::sample::Index>(), 0u8..3, prop::sample::select(level_keys()), value()),
+            0..3,
+        ),
+    ) {
+        let mut lines: Vec<String> = to_toml(&cfg).lines().map(str::to_string).collect();
+        for (at, op, key, value) in edits {
+            let i = at.index(lines.len());
+            match op {
+                0 => {
+                    if let Some((k, _)) = lines[i].split_once(" = ") {
+                        lines[i] = format!("{k} = {value}");
+                    }
+                }
+                1 => {
+                    lines.remove(i);
+                }
+                _ => lines.insert(i + 1, format!("{key} = {value}")),
+            }
+        }
+        read_anything(&(lines.join("\n") + "\n"))?;
+    }
+
+    /// Any printable text, and text from the alphabet of sizes, geometries,
+    /// CPU lists and masks (digits, hex, units, `.`, `,`, `-`, blanks)
+    /// where long numbers and many fields are likely.
+    #[test]
+    fn sizes_never_panic(
+        text in prop_oneof!["\\PC{0,12}", "[0-9a-fA-FxKkMmGgiB., -]{0,40}", "([0-9]{1,11}[,-]?){0,5}"],
+    ) {
         let _ = parse_size(&text);
         let _ = parse_valgrind_geometry(&text);
         let _ = parse_cpu_list(&text);

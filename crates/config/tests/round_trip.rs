@@ -1,5 +1,7 @@
-//! `to_toml` writes what `from_toml_str` reads: presets, the example files
-//! and hand-built configurations survive a round trip unchanged.
+//! `to_toml` writes what `from_toml_str` reads: presets, the example files,
+//! hand-built and random configurations survive a round trip unchanged.
+
+mod common;
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +18,26 @@ fn round_trip(cfg: &HierarchyConfig) {
     assert_eq!(&back, cfg, "{text}");
     // Writing again gives the same text.
     assert_eq!(to_toml(&back), text);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+
+    /// Any valid configuration (names of any characters, every policy,
+    /// sharing, prefetcher and limit) reads back as itself, and writing it
+    /// again gives the same text.
+    #[test]
+    fn random_configs_round_trip(cfg in common::arb_config()) {
+        proptest::prop_assert_eq!(cfg.validate(), Ok(()));
+        let text = to_toml(&cfg);
+        let back = from_toml_str(&text, Path::new("random.toml"));
+        let back = match back {
+            Ok(back) => back,
+            Err(e) => return Err(proptest::test_runner::TestCaseError::fail(format!("{e}\n{text}"))),
+        };
+        proptest::prop_assert_eq!(&back, &cfg, "{}", text);
+        proptest::prop_assert_eq!(to_toml(&back), text);
+    }
 }
 
 #[test]
