@@ -1053,12 +1053,27 @@ fn overflow_case(case: &str, mode: &str) {
 /// An absurd reserve (`--reserve records=100000000000000`, and each other
 /// one) aborted the program with a Rust out-of-memory backtrace once the
 /// capture started. Its cost is now computed first: `record` refuses it
-/// before the program runs, naming the reserve and the figures.
+/// before the program runs, naming the reserve and the figures. The
+/// `trace` reserve sizes a buffer capped at one chunk (64 MiB), so any
+/// value of it fits and the program runs.
 #[test]
 fn absurd_reserves_are_refused_by_name_before_the_program_runs() {
     let dir = scratch("reserves");
     let marker = dir.join("ran");
-    for knob in ["records", "instructions", "stacks", "depth", "trace"] {
+    let out = Command::new(COLDCACHE)
+        .current_dir(&dir)
+        .env("COLDCACHE_LIB", library())
+        .args(["record", "--signal", "--trace", "t.cctrace", "--reserve"])
+        .arg("trace=100000000000000")
+        .args(["--", "sh", "-c"])
+        .arg(format!("touch {}", marker.display()))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("needs about"), "trace: {err}");
+    assert!(marker.exists(), "trace: the program did not run: {err}");
+    std::fs::remove_file(&marker).unwrap();
+    for knob in ["records", "instructions", "stacks", "depth"] {
         let spec = format!("{knob}=100000000000000");
         let out = Command::new(COLDCACHE)
             .current_dir(&dir)
