@@ -1130,7 +1130,15 @@ impl Accountant {
         let modelled = d.plan.eval(&d.instr, m, &mut self.accesses);
         let c = self.counters.row(row);
         c[CounterLayout::INSTRUCTIONS] += 1;
-        attribute_all(&mut self.driver, core, ip, d.len, &self.accesses, modelled, c);
+        attribute_all(
+            &mut self.driver,
+            core,
+            ip,
+            d.len,
+            &self.accesses,
+            modelled,
+            c,
+        );
         if let Err(why) = modelled {
             if let Some(i) = Unmodelled::ALL.iter().position(|&u| u == why) {
                 self.unmodelled[i] += 1;
@@ -1218,7 +1226,15 @@ impl Accountant {
             self.counters.row(row)
         };
         c[CounterLayout::INSTRUCTIONS] += 1;
-        attribute_all(&mut self.driver, core, ip, d.len, &self.accesses, modelled, c);
+        attribute_all(
+            &mut self.driver,
+            core,
+            ip,
+            d.len,
+            &self.accesses,
+            modelled,
+            c,
+        );
         if let Err(why) = modelled {
             if let Some(i) = Unmodelled::ALL
                 .iter()

@@ -1181,16 +1181,28 @@ impl Plan {
     /// read-modify-writes, then writes). On error `out` is left as it was.
     ///
     /// A plan with no access at all (most instructions: register
-    /// arithmetic, branches) is answered here, inlined into the caller.
-    #[inline]
+    /// arithmetic, branches) or with one plain memory operand is answered
+    /// here, inlined into the caller.
+    #[inline(always)]
     pub fn eval<M: Machine + ?Sized>(
         &self,
         instr: &Instruction,
         machine: &M,
         out: &mut AccessList,
     ) -> Result<(), Unmodelled> {
-        if self.is_empty() {
-            return Ok(());
+        if self.special == Special::None {
+            match self.count {
+                0 => return Ok(()),
+                1 => {
+                    let t = &self.templates[0];
+                    return out.push(MemAccess {
+                        kind: t.kind,
+                        addr: address(t, machine, 0),
+                        size: t.size,
+                    });
+                }
+                _ => {}
+            }
         }
         self.eval_accesses(instr, machine, out)
     }
