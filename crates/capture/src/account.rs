@@ -812,8 +812,11 @@ impl Accountant {
             fill(k, m);
             let (ip, sp) = (s.ip, rsp.wrapping_add(s.sp_delta as u64));
             if call_before {
-                if let Some(v) = self.enter_pending_call(ti, ip, sp) {
-                    return v;
+                // Nothing pending (a block not entered by a call): no frame.
+                if self.threads[ti].pending_call != 0 {
+                    if let Some(v) = self.enter_pending_call(ti, ip, sp) {
+                        return v;
+                    }
                 }
                 checked = i64::MIN;
             }
