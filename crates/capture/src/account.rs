@@ -791,7 +791,14 @@ impl Accountant {
             }
             return Verdict::Continue;
         };
-        let serial = self.threads[ti].serial;
+        let (serial, core, warming) = {
+            let t = &self.threads[ti];
+            (t.serial, t.core as usize, t.warming)
+        };
+        // Without a trace and outside a warming call (neither changes within
+        // a block: a warming call ends where its thread stops), each
+        // instruction takes `count_plain`.
+        let plain = self.trace.is_none() && !warming;
         // Within a block RSP moves by amounts known at translation: a frame
         // can be entered only after a call (which ends a block) and popped
         // only where RSP rises above every RSP checked since, so those
@@ -805,8 +812,11 @@ impl Accountant {
             fill(k, m);
             let (ip, sp) = (s.ip, rsp.wrapping_add(s.sp_delta as u64));
             if call_before {
-                if let Some(v) = self.enter_pending_call(ti, ip, sp) {
-                    return v;
+                // Nothing pending (a block not entered by a call): no frame.
+                if self.threads[ti].pending_call != 0 {
+                    if let Some(v) = self.enter_pending_call(ti, ip, sp) {
+                        return v;
+                    }
                 }
                 checked = i64::MIN;
             }
@@ -828,7 +838,7 @@ impl Accountant {
                 }
                 di
             };
-            let row = if self.threads[ti].warming {
+            let row = if warming {
                 WARM_ROW
             } else if s.row != BlockSlot::NONE && s.stack == stack && s.serial == serial {
                 s.row as usize
@@ -839,12 +849,16 @@ impl Accountant {
                 (s.row, s.stack, s.serial) = (row as u32, stack, serial);
                 row
             };
-            let counted = self.count_row(ti, ip, stack, row, di, m, Mode::Before);
-            let d = self.decode.at(di);
-            let (len, flow) = (d.len, d.flow);
-            if !counted {
-                return self.stop(self.trace_or_records());
-            }
+            let (len, flow) = if plain {
+                self.count_plain(core, ip, row, di, m)
+            } else {
+                let counted = self.count_row(ti, ip, stack, row, di, m, Mode::Before);
+                if !counted {
+                    return self.stop(self.trace_or_records());
+                }
+                let d = self.decode.at(di);
+                (d.len, d.flow)
+            };
             call_before = flow == Flow::Call;
             if call_before {
                 self.threads[ti].pending_call = ip + u64::from(len) - 1;
@@ -1101,6 +1115,42 @@ impl Accountant {
         self.count_row(ti, ip, stack, row, di, m, mode)
     }
 
+    /// [`Accountant::count_row`] of an instruction of a block, in its most
+    /// common case, inlined into the block's loop: the state before it
+    /// runs, no trace kept, not warming (`row` is a table row). Gives the
+    /// instruction's length and flow. It cannot fail: only a trace can.
+    #[inline(always)]
+    fn count_plain<M: Machine + ?Sized>(
+        &mut self,
+        core: usize,
+        ip: u64,
+        row: usize,
+        di: usize,
+        m: &M,
+    ) -> (u8, Flow) {
+        let d = self.decode.at(di);
+        self.accesses.clear();
+        let modelled = d.plan.eval(&d.instr, m, &mut self.accesses);
+        let c = self.counters.row(row);
+        c[CounterLayout::INSTRUCTIONS] += 1;
+        attribute_all(
+            &mut self.driver,
+            core,
+            ip,
+            d.len,
+            &self.accesses,
+            modelled,
+            c,
+        );
+        if let Err(why) = modelled {
+            if let Some(i) = Unmodelled::ALL.iter().position(|&u| u == why) {
+                self.unmodelled[i] += 1;
+            }
+        }
+        self.instructions += 1;
+        (d.len, d.flow)
+    }
+
     /// [`Accountant::count`] into counter row `row` (of `stack`;
     /// [`WARM_ROW`]: a warming instruction, simulated and counted nowhere,
     /// not traced).
@@ -1179,34 +1229,22 @@ impl Accountant {
             self.counters.row(row)
         };
         c[CounterLayout::INSTRUCTIONS] += 1;
-        let fetch = Access {
-            kind: AccessKind::InstrFetch,
-            addr: ip,
-            size: u32::from(d.len),
+        attribute_all(
+            &mut self.driver,
+            core,
             ip,
-        };
-        self.driver.attribute(core, fetch, c);
-        match modelled {
-            Ok(()) => {
-                for a in self.accesses.as_slice() {
-                    let access = Access {
-                        kind: a.kind,
-                        addr: a.addr,
-                        size: a.size,
-                        ip,
-                    };
-                    self.driver.attribute(core, access, c);
-                }
-            }
-            Err(why) => {
-                c[CounterLayout::UNMODELLED] += 1;
-                if let Some(i) = Unmodelled::ALL
-                    .iter()
-                    .position(|&u| u == why)
-                    .filter(|_| !warm)
-                {
-                    self.unmodelled[i] += 1;
-                }
+            d.len,
+            &self.accesses,
+            modelled,
+            c,
+        );
+        if let Err(why) = modelled {
+            if let Some(i) = Unmodelled::ALL
+                .iter()
+                .position(|&u| u == why)
+                .filter(|_| !warm)
+            {
+                self.unmodelled[i] += 1;
             }
         }
         if warm {
@@ -1410,6 +1448,42 @@ impl Accountant {
 /// The counter row index that stands for "a warming instruction: count
 /// nowhere" (no table row has it).
 const WARM_ROW: usize = usize::MAX;
+
+/// Simulates one execution of an instruction of `len` bytes at `ip` on
+/// `core` and attributes it into counter row `c`: its fetch, then its data
+/// accesses when `modelled`, else one more unmodelled execution.
+#[inline(always)]
+fn attribute_all(
+    driver: &mut Driver,
+    core: usize,
+    ip: u64,
+    len: u8,
+    accesses: &AccessList,
+    modelled: Result<(), Unmodelled>,
+    c: &mut [u64],
+) {
+    let fetch = Access {
+        kind: AccessKind::InstrFetch,
+        addr: ip,
+        size: u32::from(len),
+        ip,
+    };
+    driver.attribute(core, fetch, c);
+    match modelled {
+        Ok(()) => {
+            for a in accesses.as_slice() {
+                let access = Access {
+                    kind: a.kind,
+                    addr: a.addr,
+                    size: a.size,
+                    ip,
+                };
+                driver.attribute(core, access, c);
+            }
+        }
+        Err(_) => c[CounterLayout::UNMODELLED] += 1,
+    }
+}
 
 fn current_stack(t: &ThreadState) -> u32 {
     t.frames.last().map(|f| f.stack).unwrap_or(0)

@@ -1100,6 +1100,7 @@ fn explicit_template(instr: &Instruction, kind: AccessKind) -> Template {
 
 impl Plan {
     /// True when the instruction makes no data access in any state.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.count == 0 && self.special == Special::None
     }
@@ -1178,7 +1179,36 @@ impl Plan {
     /// Computes the accesses of one execution of `instr` from the machine
     /// state before it runs, appending them to `out` (reads, then
     /// read-modify-writes, then writes). On error `out` is left as it was.
+    ///
+    /// A plan with no access at all (most instructions: register
+    /// arithmetic, branches) or with one plain memory operand is answered
+    /// here, inlined into the caller.
+    #[inline(always)]
     pub fn eval<M: Machine + ?Sized>(
+        &self,
+        instr: &Instruction,
+        machine: &M,
+        out: &mut AccessList,
+    ) -> Result<(), Unmodelled> {
+        if self.special == Special::None {
+            match self.count {
+                0 => return Ok(()),
+                1 => {
+                    let t = &self.templates[0];
+                    return out.push(MemAccess {
+                        kind: t.kind,
+                        addr: address(t, machine, 0),
+                        size: t.size,
+                    });
+                }
+                _ => {}
+            }
+        }
+        self.eval_accesses(instr, machine, out)
+    }
+
+    /// [`Plan::eval`] of a plan with templates or a special form.
+    fn eval_accesses<M: Machine + ?Sized>(
         &self,
         instr: &Instruction,
         machine: &M,
@@ -1187,7 +1217,10 @@ impl Plan {
         let start = out.len;
         match self.eval_inner(instr, machine, out) {
             Ok(()) => {
-                out.sort_from(start);
+                // One access is already in order.
+                if out.len - start.min(out.len) > 1 {
+                    out.sort_from(start);
+                }
                 Ok(())
             }
             Err(why) => {

@@ -555,6 +555,62 @@ fn a_block_stopped_by_the_instruction_limit_counts_what_ran_before_it() {
     );
 }
 
+/// A block run twice with no trace kept (the block loop's inlined count):
+/// `mov rax, [rbx]; mov [rbx+0x40], rax; maskmovdqu xmm1, xmm2; nop`, by
+/// hand: the first fetch, the load and the store miss to memory the first
+/// time and hit the second; `maskmovdqu` is fetched but its accesses are
+/// not modelled (no vector registers here), counted unmodelled each time.
+#[test]
+fn a_block_without_a_trace_counts_fetches_accesses_and_unmodelled_by_hand() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut s = setup(Reserves::default(), false, None);
+    s.exec_ranges = vec![(0x1000, 0x2000)];
+    s.stable_code = s.exec_ranges.clone();
+    let mut a = Accountant::new(s).unwrap();
+    a.claim(TID).unwrap();
+    let code = [
+        0x48, 0x8B, 0x03, 0x48, 0x89, 0x43, 0x40, 0x66, 0x0F, 0xF7, 0xCA, 0x90,
+    ];
+    let ips = [0x1000, 0x1003, 0x1007, 0x100B];
+    let mut m = Fake::new().code(0x1000, &code);
+    m.set(Register::RSP, SP).set(Register::RBX, 0x9000);
+    let mut slots: Vec<BlockSlot> = ips.iter().map(|&ip| BlockSlot::new(ip, 0)).collect();
+    for _ in 0..2 {
+        assert_eq!(
+            a.step_block(TID, SP, &mut slots, &mut m, |_, _| {}),
+            Verdict::Continue
+        );
+    }
+    assert_eq!(a.instructions(), 8);
+    let f = a.finish(Meta::default(), Vec::new(), |_| "t".into());
+    assert_eq!(f.unmodelled, 2);
+    let l = layout();
+    let row = |cells: &[(usize, u64)]| {
+        let mut r = vec![0u64; l.len()];
+        r[CounterLayout::INSTRUCTIONS] = 2;
+        for &(c, v) in cells {
+            r[c] += v;
+        }
+        r
+    };
+    let (i_hit, i_mem) = (l.served(Side::Instr, 0), l.memory(Side::Instr));
+    let (r_hit, r_mem) = (l.served(Side::Read, 0), l.memory(Side::Read));
+    let (w_hit, w_mem) = (l.served(Side::Write, 0), l.memory(Side::Write));
+    let want = [
+        (
+            0x1000,
+            row(&[(i_mem, 1), (i_hit, 1), (r_mem, 1), (r_hit, 1)]),
+        ),
+        (0x1003, row(&[(i_hit, 2), (w_mem, 1), (w_hit, 1)])),
+        (0x1007, row(&[(i_hit, 2), (CounterLayout::UNMODELLED, 2)])),
+        (0x100B, row(&[(i_hit, 2)])),
+    ];
+    assert_eq!(f.dump.records.len(), want.len());
+    for (ip, counters) in want {
+        assert_eq!(record(&f.dump, ip, 0), counters, "record of {ip:#x}");
+    }
+}
+
 /// Two threads on two cores of a Cachegrind-shaped hierarchy (private
 /// first levels, one shared last level), stepped in turn: A loads 0x9000,
 /// then B, then A again. Each access is simulated on its own thread's

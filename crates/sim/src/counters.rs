@@ -192,7 +192,7 @@ impl CounterLayout {
     /// [`len`](Self::len) long): one count on its side at the level that
     /// served it; software prefetches count as issued (and redundant when
     /// the line was in L1); invalidations and false sharing add up.
-    #[inline]
+    #[inline(always)]
     pub fn add_access(self, row: &mut [u64], kind: AccessKind, r: &AccessResult) {
         match Side::of(kind) {
             Some(side) => {

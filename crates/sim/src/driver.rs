@@ -12,7 +12,7 @@
 use crate::lean::BatchSink;
 use crate::{
     Access, AccessKind, AccessResult, ConfigError, CoreMap, CounterLayout, Hierarchy,
-    HierarchyConfig, MAX_LEVELS,
+    HierarchyConfig, ServedBy, MAX_LEVELS,
 };
 
 /// Accesses counted by kind and by the level that served their lines.
@@ -143,7 +143,19 @@ impl Driver {
     /// (see [`CounterLayout::add_access`]).
     #[inline(always)]
     pub fn attribute(&mut self, core: usize, a: Access, row: &mut [u64]) -> AccessResult {
-        let r = self.access(core, a);
+        // The lean engine's first-level hit is told apart so that the
+        // bookkeeping below is inlined with its result known (a few
+        // increments instead of computing slots from a result).
+        let r = match self.hier.access_or_l1_hit(core, a) {
+            None => {
+                const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
+                self.tally.add(a.kind, &L1_HIT);
+                self.layout.add_access(row, a.kind, &L1_HIT);
+                return L1_HIT;
+            }
+            Some(r) => r,
+        };
+        self.tally.add(a.kind, &r);
         self.layout.add_access(row, a.kind, &r);
         r
     }

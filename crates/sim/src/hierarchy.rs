@@ -863,6 +863,23 @@ impl Hierarchy {
         c.lines().map(|l| l << c.line_shift()).collect()
     }
 
+    /// [`Hierarchy::access`], with `None` for a single-line first-level
+    /// hit the lean engine found by its inlined check (the result
+    /// `AccessResult::new(ServedBy::L1, 1)`), so that the caller's
+    /// bookkeeping of that case is done with the result known.
+    ///
+    /// # Panics
+    /// If `core` is out of range.
+    #[inline(always)]
+    pub(crate) fn access_or_l1_hit(&mut self, core: usize, a: Access) -> Option<AccessResult> {
+        if let Some(l) = &mut self.lean {
+            if a.kind as usize <= AccessKind::ReadModifyWrite as usize {
+                return l.access_or_hit(core, a);
+            }
+        }
+        Some(self.access(core, a))
+    }
+
     /// Simulates one access by `core` (0-based, below `config().cores`).
     ///
     /// # Panics

@@ -441,6 +441,14 @@ impl Lean {
     /// read-modify-write: the caller checks) by `core`.
     #[inline(always)]
     pub(crate) fn access(&mut self, core: usize, a: Access) -> AccessResult {
+        self.access_or_hit(core, a).unwrap_or(L1_HIT)
+    }
+
+    /// [`Lean::access`], with `None` for a single-line first-level hit
+    /// found by its inlined check (the result `L1_HIT`), so that a caller
+    /// can do its bookkeeping of that case with the result known.
+    #[inline(always)]
+    pub(crate) fn access_or_hit(&mut self, core: usize, a: Access) -> Option<AccessResult> {
         let k = a.kind as usize;
         debug_assert!(k <= AccessKind::ReadModifyWrite as usize);
         let v = &mut self.views[core][k];
@@ -453,12 +461,12 @@ impl Lean {
                 if *t >> 1 == line {
                     *t |= u64::from(k >= AccessKind::Write as usize);
                     v.hits += 1;
-                    return L1_HIT;
+                    return None;
                 }
             }
         }
         let c = self.cores[core];
-        self.demand_rest(c, k, a.addr, a.size)
+        Some(self.demand_rest(c, k, a.addr, a.size))
     }
 
     /// Simulates `accesses` by `core`, writing each result; returns how
