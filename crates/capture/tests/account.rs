@@ -507,14 +507,7 @@ fn a_block_stopped_by_the_instruction_limit_counts_what_ran_before_it() {
     assert_eq!(a.instructions(), 7);
     let (d, trace) = finish(a);
     let l = layout();
-    let row = |n: u64, cells: &[(usize, u64)]| {
-        let mut r = vec![0u64; l.len()];
-        r[CounterLayout::INSTRUCTIONS] = n;
-        for &(c, v) in cells {
-            r[c] += v;
-        }
-        r
-    };
+    let row = |n: u64, cells: &[(usize, u64)]| expected_row(l, n, cells);
     let (i_hit, i_mem) = (l.served(Side::Instr, 0), l.memory(Side::Instr));
     let (r_hit, r_mem) = (l.served(Side::Read, 0), l.memory(Side::Read));
     let (w_hit, w_mem) = (l.served(Side::Write, 0), l.memory(Side::Write));
@@ -585,14 +578,7 @@ fn a_block_without_a_trace_counts_fetches_accesses_and_unmodelled_by_hand() {
     let f = a.finish(Meta::default(), Vec::new(), |_| "t".into());
     assert_eq!(f.unmodelled, 2);
     let l = layout();
-    let row = |cells: &[(usize, u64)]| {
-        let mut r = vec![0u64; l.len()];
-        r[CounterLayout::INSTRUCTIONS] = 2;
-        for &(c, v) in cells {
-            r[c] += v;
-        }
-        r
-    };
+    let row = |cells: &[(usize, u64)]| expected_row(l, 2, cells);
     let (i_hit, i_mem) = (l.served(Side::Instr, 0), l.memory(Side::Instr));
     let (r_hit, r_mem) = (l.served(Side::Read, 0), l.memory(Side::Read));
     let (w_hit, w_mem) = (l.served(Side::Write, 0), l.memory(Side::Write));
@@ -1003,4 +989,15 @@ fn code_changed_in_a_module_is_checked_again() {
         Verdict::Syscall { next: 0x2007 },
         "trusted"
     );
+}
+
+/// A counter row of layout `l` as a test expects it: `n` instructions and
+/// each (counter, value) of `cells` added.
+fn expected_row(l: CounterLayout, n: u64, cells: &[(usize, u64)]) -> Vec<u64> {
+    let mut r = vec![0u64; l.len()];
+    r[CounterLayout::INSTRUCTIONS] = n;
+    for &(c, v) in cells {
+        r[c] += v;
+    }
+    r
 }
