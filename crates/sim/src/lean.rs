@@ -217,7 +217,11 @@ impl LeanCache {
 pub(crate) struct Lean {
     /// Every instance's tags, one after the other.
     tags: Vec<u64>,
-    caches: Vec<LeanCache>,
+    /// The instances and the walk's scratch: apart from `tags`, so that
+    /// the batch loops hold the tags as a local slice (its pointer and
+    /// length in registers, not reloaded after each store into it) while
+    /// calling the walk.
+    levels: Levels,
     /// Per core: instruction-side first level, data-side first level, the
     /// level below or [`NONE`].
     cores: Vec<[u16; 3]>,
@@ -231,7 +235,13 @@ pub(crate) struct Lean {
     /// Per core: its first level's one geometry, when both sides share one
     /// of power-of-two sets and ways (see [`Uniform`]).
     uniform: Vec<Option<Uniform>>,
-    /// First-level victims of the walk under way: (line, dirty).
+}
+
+/// The lean engine's instances, which the walk updates beside the tags.
+struct Levels {
+    caches: Vec<LeanCache>,
+    /// First-level victims of a walk of several lines under way: (line,
+    /// dirty).
     victims: Vec<(u64, bool)>,
 }
 
@@ -340,6 +350,10 @@ fn index_in(run: &[Access], a: &Access) -> usize {
 /// bits a kind).
 const ONE_HIT: [u64; 4] = [1, 1 << 16, 1 << 32, 1 << 48];
 
+/// The dirty bit a demand access of each kind sets in a tag: writes and
+/// read-modify-writes.
+const DIRTY: [u64; 4] = [0, 0, 1, 1];
+
 const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
 
 impl Lean {
@@ -392,19 +406,21 @@ impl Lean {
             .collect();
         Ok(Lean {
             tags,
-            caches,
+            levels: Levels {
+                caches,
+                // As the general walk's victim queue: room for an access
+                // spanning 4096 lines without allocating.
+                victims: Vec::with_capacity(4096),
+            },
             cores,
             views,
             uniform,
-            // As the general walk's victim queue: room for an access spanning
-            // 4096 lines without allocating.
-            victims: Vec::with_capacity(4096),
         })
     }
 
     /// The counters of instance `i`.
     pub(crate) fn stats(&self, i: usize) -> LevelStats {
-        let mut s = self.caches[i].stats();
+        let mut s = self.levels.caches[i].stats();
         for v in &self.views {
             let of = |k: usize| {
                 if usize::from(v[k].inst) == i {
@@ -422,19 +438,19 @@ impl Lean {
 
     /// Whether instance `i` holds `addr`'s line.
     pub(crate) fn contains(&self, i: usize, addr: u64) -> bool {
-        let c = &self.caches[i];
+        let c = &self.levels.caches[i];
         c.contains(&self.tags, addr >> c.shift)
     }
 
     /// Every line instance `i` holds, as byte addresses.
     pub(crate) fn lines(&self, i: usize) -> Vec<u64> {
-        self.caches[i].lines(&self.tags)
+        self.levels.caches[i].lines(&self.tags)
     }
 
     /// Puts instance `i`'s lines into `c` (empty, of the same geometry)
     /// in the same recency order, with their dirty bits.
     pub(crate) fn install(&self, i: usize, c: &mut Cache) {
-        self.caches[i].install(&self.tags, c);
+        self.levels.caches[i].install(&self.tags, c);
     }
 
     /// Simulates one demand access (instruction fetch, read, write,
@@ -466,7 +482,7 @@ impl Lean {
             }
         }
         let c = self.cores[core];
-        Some(self.demand_rest(c, k, a.addr, a.size))
+        Some(self.levels.demand_rest(&mut self.tags, c, k, a.addr, a.size))
     }
 
     /// Simulates `accesses` by `core`, writing each result; returns how
@@ -562,8 +578,10 @@ impl Lean {
         debug_assert_eq!((shift, way_bits, mask), (u.shift, u.way_bits, u.mask));
         let mut packed = 0u64;
         // On the stack: one `add` from memory a hit (as a constant the
-        // compiler loads its address first).
+        // compiler loads its address first), one `or` its dirty bit.
         let one_hit = std::hint::black_box(ONE_HIT);
+        let dirty = std::hint::black_box(DIRTY);
+        let (tags, levels) = (&mut self.tags[..], &mut self.levels);
         let mut done = run.len();
         let mut items = items;
         for a in run {
@@ -584,17 +602,33 @@ impl Lean {
                 // its first tag): the check is a compare the branch
                 // predictor never misses, and `demand_rest` would decide
                 // exactly anyway.
-                if let Some(t) = self.tags.get_mut(at) {
+                if let Some(t) = tags.get_mut(at) {
                     if *t >> 1 == line {
                         // Writes and read-modify-writes (kinds 2 and 3) dirty it.
-                        *t |= (k >> 1) as u64;
+                        *t |= dirty[k];
+                        packed += one_hit[k];
+                        sink.hit(item, k);
+                        continue;
+                    }
+                }
+            } else if end == line.wrapping_add(1) {
+                // Straddling two lines (an instruction or operand over a line
+                // boundary), each the most recent of its set: a hit, as in
+                // `Levels::two_hits`. (Past the end of the address space the
+                // last byte wraps to a line below: not this case.)
+                let at = off[k] + (((line & mask) as usize) << way_bits);
+                let at2 = off[k] + (((end & mask) as usize) << way_bits);
+                if let (Some(&t), Some(&t2)) = (tags.get(at), tags.get(at2)) {
+                    if t >> 1 == line && t2 >> 1 == end {
+                        tags[at] = t | dirty[k];
+                        tags[at2] = t2 | dirty[k];
                         packed += one_hit[k];
                         sink.hit(item, k);
                         continue;
                     }
                 }
             }
-            let r = self.demand_rest(c, k, a.addr, a.size);
+            let r = levels.demand_rest(tags, c, k, a.addr, a.size);
             sink.rest(item, index_in(run, a), k, r);
         }
         self.add_packed_hits(core, packed, sink);
@@ -620,8 +654,10 @@ impl Lean {
         let ways = v.map(|v| v.ways);
         let mut packed = 0u64;
         // On the stack: one `add` from memory a hit (as a constant the
-        // compiler loads its address first).
+        // compiler loads its address first), one `or` its dirty bit.
         let one_hit = std::hint::black_box(ONE_HIT);
+        let dirty = std::hint::black_box(DIRTY);
+        let (tags, levels) = (&mut self.tags[..], &mut self.levels);
         let mut done = run.len();
         let mut items = items;
         for a in run {
@@ -642,75 +678,148 @@ impl Lean {
                 // `mask == sets - 1`, its `ways` and its first tag `off`;
                 // any other has `mask == 0`, `ways == 0` and `off` the
                 // last, always empty tag (`Lean::try_new`).
-                if let Some(t) = self.tags.get_mut(at) {
+                if let Some(t) = tags.get_mut(at) {
                     if *t >> 1 == line {
-                        *t |= (k >> 1) as u64;
+                        *t |= dirty[k];
                         packed += one_hit[k];
                         sink.hit(item, k);
                         continue;
                     }
                 }
             }
-            let r = self.demand_rest(c, k, a.addr, a.size);
+            let r = levels.demand_rest(tags, c, k, a.addr, a.size);
             sink.rest(item, index_in(run, a), k, r);
         }
         self.add_packed_hits(core, packed, sink);
         done
     }
+}
 
-    /// A one-line hit on the second most recent line of its set (not on
-    /// the most recent): the two swap places, as the walk would do at more
-    /// cost.
-    #[inline(always)]
-    fn second_hit(&mut self, x: usize, k: usize, line: u64) -> bool {
-        let x = &mut self.caches[x];
-        if x.ways < 2 {
-            return false;
-        }
-        let base = x.base_of(line);
-        let pair = &mut self.tags[base..base + 2];
-        let (t0, t1) = (pair[0], pair[1]);
-        if t1 >> 1 != line {
-            return false;
-        }
-        pair[0] = t1 | u64::from(k >= AccessKind::Write as usize);
-        pair[1] = t0;
-        x.acc[k] += 1;
-        true
-    }
-
+impl Levels {
     /// A demand access of kind `k` (instruction fetch, read, write,
     /// read-modify-write) by the core whose instances are `c`, past the
     /// quick look at the most recent line of its first-level set: the
-    /// address space's end, a hit on the second most recent line, the
-    /// walk.
+    /// address space's end, then the walk (of one line, or of several).
     ///
     /// Cold: a few percent of accesses come here, and marking the call
     /// unlikely lets the batch loop's hit path keep its values in
     /// registers (the call clobbers the others).
     #[cold]
     #[inline(never)]
-    fn demand_rest(&mut self, c: [u16; 3], k: usize, mut addr: u64, mut size: u32) -> AccessResult {
+    fn demand_rest(
+        &mut self,
+        tags: &mut [u64],
+        c: [u16; 3],
+        k: usize,
+        mut addr: u64,
+        mut size: u32,
+    ) -> AccessResult {
         if addr >= TOP_REGION {
             (addr, size) = crate::hierarchy::clamp_to_top(addr, size);
         }
         let l1 = usize::from(c[usize::from(k != 0)]);
-        let shift = self.caches[l1].shift;
-        let last_byte = addr + u64::from(size.max(1) - 1);
-        let line = addr >> shift;
-        if line == last_byte >> shift && self.second_hit(l1, k, line) {
-            return L1_HIT;
+        // One line at the first level and (its lines may be narrower) below.
+        let mut shift = self.caches[l1].shift;
+        if c[2] != NONE {
+            shift = shift.min(self.caches[usize::from(c[2])].shift);
         }
-        AccessResult::new(self.walk(c, k, addr, last_byte), 1)
+        let last_byte = addr + u64::from(size.max(1) - 1);
+        let served = if addr >> shift == last_byte >> shift {
+            self.walk_one(tags, c, k, addr)
+        } else if self.two_hits(tags, l1, k, addr, last_byte) {
+            ServedBy::L1
+        } else {
+            self.walk(tags, c, k, addr, last_byte)
+        };
+        AccessResult::new(served, 1)
+    }
+
+    /// An access over two first-level lines (an instruction or operand
+    /// straddling them), both the most recent of their sets: a hit, with
+    /// what the walk would do in that case (each made most recent, which
+    /// it is, and dirtied by a write; one lookup counted).
+    #[inline(always)]
+    fn two_hits(&mut self, tags: &mut [u64], l1: usize, k: usize, addr: u64, last: u64) -> bool {
+        let x = &mut self.caches[l1];
+        let (a, b) = (addr >> x.shift, last >> x.shift);
+        if b != a.wrapping_add(1) {
+            return false;
+        }
+        let (i, j) = (x.base_of(a), x.base_of(b));
+        if tags[i] >> 1 != a || tags[j] >> 1 != b {
+            return false;
+        }
+        let dirty = u64::from(k >= AccessKind::Write as usize);
+        tags[i] |= dirty;
+        tags[j] |= dirty;
+        x.acc[k] += 1;
+        true
+    }
+
+    /// [`Levels::walk`] for an access within one line at the first level
+    /// and below (nearly every one): the same rules in the same order, with
+    /// its one possible victim held in a local instead of the queue.
+    #[inline(always)]
+    fn walk_one(&mut self, tags: &mut [u64], c: [u16; 3], k: usize, addr: u64) -> ServedBy {
+        let l1 = usize::from(c[usize::from(k != 0)]);
+        let dirty = u64::from(k >= AccessKind::Write as usize);
+        let x = &mut self.caches[l1];
+        let shift1 = x.shift;
+        x.acc[k] += 1;
+        let victim = match x.reference(tags, addr >> shift1, dirty) {
+            Found::Hit => return ServedBy::L1,
+            Found::Filled => EMPTY,
+            Found::Evicted(t) => {
+                x.evictions += 1;
+                t
+            }
+        };
+        x.miss[k] += 1;
+        let below = c[2];
+        if below == NONE {
+            self.caches[l1].writebacks += u64::from(victim != EMPTY && victim & 1 != 0);
+            return ServedBy::MEMORY;
+        }
+        // The first level absorbed any write: below, a read.
+        let lk = usize::from(k != 0);
+        let y = &mut self.caches[usize::from(below)];
+        y.acc[lk] += 1;
+        let served = match y.reference(tags, addr >> y.shift, 0) {
+            Found::Hit => ServedBy::level_n(2),
+            Found::Filled => {
+                y.miss[lk] += 1;
+                ServedBy::MEMORY
+            }
+            Found::Evicted(t) => {
+                y.miss[lk] += 1;
+                y.evictions += 1;
+                y.writebacks += t & 1;
+                ServedBy::MEMORY
+            }
+        };
+        // The first-level victim, after the walk below: a dirty one is
+        // written back and marks dirty the line below holding its first
+        // byte, if there is one.
+        if victim != EMPTY && victim & 1 != 0 {
+            y.mark_dirty(tags, ((victim >> 1) << shift1) >> y.shift);
+            self.caches[l1].writebacks += 1;
+        }
+        served
     }
 
     /// The walk of an access to bytes `addr..=last_byte` that is not a hit
     /// on the most recent line of its first-level set.
     #[inline(never)]
-    fn walk(&mut self, c: [u16; 3], k: usize, addr: u64, last_byte: u64) -> ServedBy {
+    fn walk(
+        &mut self,
+        tags: &mut [u64],
+        c: [u16; 3],
+        k: usize,
+        addr: u64,
+        last_byte: u64,
+    ) -> ServedBy {
         let l1 = usize::from(c[usize::from(k != 0)]);
         let dirty = u64::from(k >= AccessKind::Write as usize);
-        let tags = &mut self.tags[..];
         let x = &mut self.caches[l1];
         let (first, last) = (addr >> x.shift, last_byte >> x.shift);
         let mut miss = false;
