@@ -39,14 +39,14 @@ fn runs() -> usize {
 
 fn build(dir: &Path) -> PathBuf {
     let lib_dir = Path::new(COLDCACHE).parent().unwrap().to_path_buf();
-    if !lib_dir.join("libcoldcache.so").exists() {
-        let st = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["build", "--release", "-p", "libcoldcache"])
-            .current_dir(repo())
-            .status()
-            .expect("cargo build -p libcoldcache");
-        assert!(st.success());
-    }
+    // Always asked (a no-op when up to date): a library left from an older
+    // checkout would otherwise be measured instead of this one.
+    let st = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--release", "-p", "libcoldcache"])
+        .current_dir(repo())
+        .status()
+        .expect("cargo build -p libcoldcache");
+    assert!(st.success());
     let out = dir.join("frame");
     let st = Command::new("gcc")
         .args(["-O1", "-g", "-pthread", "-I"])
