@@ -482,7 +482,10 @@ impl Lean {
             }
         }
         let c = self.cores[core];
-        Some(self.levels.demand_rest(&mut self.tags, c, k, a.addr, a.size))
+        Some(
+            self.levels
+                .demand_rest(&mut self.tags, c, k, a.addr, a.size),
+        )
     }
 
     /// Simulates `accesses` by `core`, writing each result; returns how
