@@ -214,8 +214,7 @@ impl Driver {
             accesses.len()
         );
         let len = self.layout.len();
-        // The lean loop indexes rows it knows are inside the table: up to
-        // the first that is not (the general path below panics on it).
+        // Both paths run up to the first row outside the table, then panic.
         let whole = table.len() / len;
         let rows_here = &rows[..accesses.len()];
         // Nearly always all of them: a loop without an early exit (which
@@ -243,10 +242,10 @@ impl Driver {
             .hier
             .lean_batch(core, &accesses[..valid], &mut sink)
             .unwrap_or(0);
-        let (accesses, rows) = (&accesses[done..], &rows[done..]);
-        for (chunk, rows) in accesses
+        let (rest, rest_rows) = (&accesses[done..valid], &rows[done..valid]);
+        for (chunk, rows) in rest
             .chunks(Driver::BATCH)
-            .zip(rows.chunks(Driver::BATCH))
+            .zip(rest_rows.chunks(Driver::BATCH))
         {
             let results = &mut self.results[..chunk.len()];
             self.hier.access_batch(core, chunk, results);
@@ -257,6 +256,11 @@ impl Driver {
                 add_to_row(&self.layout, &self.cell, row, a.kind, r);
             }
         }
+        assert!(
+            valid == accesses.len(),
+            "row {} of access {valid} lies outside a table of {whole} rows",
+            rows[valid]
+        );
     }
 
     /// What has been simulated so far, by kind and serving level.
@@ -406,6 +410,35 @@ mod tests {
         assert_eq!(t.memory(AccessKind::Read), 1);
         assert_eq!(t.first_level_misses(AccessKind::ReadModifyWrite), 0);
         assert_eq!(t.of(AccessKind::Flush), 1);
+    }
+
+    /// A row outside the table panics, as documented, after the accesses
+    /// before it were simulated and counted, on the lean engine and the
+    /// general one.
+    #[test]
+    fn a_row_outside_the_table_panics_after_counting_those_before_it() {
+        for cfg in [presets::cachegrind_default(), presets::jaguar()] {
+            let mut d = Driver::new(&cfg).unwrap();
+            let len = d.layout().len();
+            let mut table = vec![0u64; 2 * len];
+            let accesses = [
+                Access::new(AccessKind::InstrFetch, 0x1000, 4),
+                Access::new(AccessKind::Read, 0x8000, 8),
+                Access::new(AccessKind::Read, 0x8000, 8),
+                Access::new(AccessKind::Write, 0x9000, 8),
+            ];
+            let rows = [0, 1, 2, 1];
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                d.attribute_batch(0, &accesses, &rows, &mut table)
+            }));
+            assert!(r.is_err(), "{}: row 2 of a 2-row table accepted", cfg.name);
+            let t = d.tally();
+            assert_eq!(t.of(AccessKind::InstrFetch), 1, "{}", cfg.name);
+            assert_eq!(t.of(AccessKind::Read), 1, "{}", cfg.name);
+            assert_eq!(t.of(AccessKind::Write), 0, "{}", cfg.name);
+            assert_eq!(table[..len].iter().sum::<u64>(), 1, "{}", cfg.name);
+            assert_eq!(table[len..].iter().sum::<u64>(), 1, "{}", cfg.name);
+        }
     }
 
     /// The batch entries do exactly what the per-access ones do: the same
