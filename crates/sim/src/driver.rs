@@ -256,11 +256,9 @@ impl Driver {
                 add_to_row(&self.layout, &self.cell, row, a.kind, r);
             }
         }
-        assert!(
-            valid == accesses.len(),
-            "row {} of access {valid} lies outside a table of {whole} rows",
-            rows[valid]
-        );
+        if valid < accesses.len() {
+            row_outside(rows[valid], valid, whole);
+        }
     }
 
     /// What has been simulated so far, by kind and serving level.
@@ -370,6 +368,13 @@ impl<'a> BatchSink for RowSink<'a> {
     fn hits(&mut self, by_kind: [u64; 4]) {
         add_hits(self.tally, by_kind);
     }
+}
+
+/// [`Driver::attribute_batch`]'s panic on a row outside its table.
+#[cold]
+#[inline(never)]
+fn row_outside(row: u32, access: usize, rows: usize) -> ! {
+    panic!("row {row} of access {access} lies outside a table of {rows} rows")
 }
 
 #[cfg(test)]
