@@ -230,18 +230,7 @@ impl Driver {
                 .position(|&r| r as usize >= whole)
                 .unwrap_or(accesses.len())
         };
-        let mut sink = RowSink {
-            tally: &mut self.tally,
-            rows: &rows[..valid],
-            table: &mut *table,
-            len,
-            layout: self.layout,
-            cell: &self.cell,
-        };
-        let done = self
-            .hier
-            .lean_batch(core, &accesses[..valid], &mut sink)
-            .unwrap_or(0);
+        let done = self.attribute_lean(core, &accesses[..valid], &rows[..valid], table);
         let (rest, rest_rows) = (&accesses[done..valid], &rows[done..valid]);
         for (chunk, rows) in rest
             .chunks(Driver::BATCH)
@@ -259,6 +248,33 @@ impl Driver {
         if valid < accesses.len() {
             row_outside(rows[valid], valid, whole);
         }
+    }
+
+    /// [`Driver::attribute_batch`] on the lean engine, rows known to be in
+    /// `table`: how many accesses were done (0 off the lean engine). A
+    /// function of its own so that the batch loop is compiled alone: inlined
+    /// into its caller it kept the hit count on the stack, a dependency
+    /// through memory from one access to the next (measured: 1.15x slower
+    /// in wall time with fewer instructions).
+    #[inline(never)]
+    fn attribute_lean(
+        &mut self,
+        core: usize,
+        accesses: &[Access],
+        rows: &[u32],
+        table: &mut [u64],
+    ) -> usize {
+        let mut sink = RowSink {
+            tally: &mut self.tally,
+            rows,
+            table,
+            len: self.layout.len(),
+            layout: self.layout,
+            cell: &self.cell,
+        };
+        self.hier
+            .lean_batch(core, accesses, &mut sink)
+            .unwrap_or(0)
     }
 
     /// What has been simulated so far, by kind and serving level.
