@@ -272,9 +272,7 @@ impl Driver {
             layout: self.layout,
             cell: &self.cell,
         };
-        self.hier
-            .lean_batch(core, accesses, &mut sink)
-            .unwrap_or(0)
+        self.hier.lean_batch(core, accesses, &mut sink).unwrap_or(0)
     }
 
     /// What has been simulated so far, by kind and serving level.

@@ -61,6 +61,11 @@ pub(crate) struct LeanCache {
     /// `sets - 1` when `sets` is a power of two, else `u64::MAX` (modulo).
     set_mask: u64,
     shift: u32,
+    /// For a first-level instance, the smaller of its line shift and that
+    /// of the level below (set by [`Lean::try_new`]): an access within one
+    /// such line is within one line at both levels, the walk of one line
+    /// ([`Levels::walk_one`]). Its own shift otherwise.
+    walk_shift: u32,
     /// Lookups by demand kind: instruction fetch, read, write,
     /// read-modify-write (counted as writes).
     acc: [u64; 4],
@@ -123,6 +128,7 @@ impl LeanCache {
                 u64::MAX
             },
             shift,
+            walk_shift: shift,
             acc: [0; 4],
             miss: [0; 4],
             evictions: 0,
@@ -369,6 +375,15 @@ impl Lean {
             c.off = n;
             n += c.len();
         }
+        for c in &cores {
+            if c[2] != NONE {
+                let below = caches[usize::from(c[2])].shift;
+                for side in [c[0], c[1]] {
+                    let x = &mut caches[usize::from(side)];
+                    x.walk_shift = x.shift.min(below);
+                }
+            }
+        }
         // One more, always empty: where a quick look that cannot index a
         // set by a mask looks.
         let mut tags = Vec::new();
@@ -482,10 +497,10 @@ impl Lean {
             }
         }
         let c = self.cores[core];
-        Some(
-            self.levels
-                .demand_rest(&mut self.tags, c, k, a.addr, a.size),
-        )
+        let served = self
+            .levels
+            .demand_rest(&mut self.tags, c, k, a.addr, a.size);
+        Some(AccessResult::new(served, 1))
     }
 
     /// Simulates `accesses` by `core`, writing each result; returns how
@@ -631,7 +646,7 @@ impl Lean {
                     }
                 }
             }
-            let r = levels.demand_rest(tags, c, k, a.addr, a.size);
+            let r = AccessResult::new(levels.demand_rest(tags, c, k, a.addr, a.size), 1);
             sink.rest(item, index_in(run, a), k, r);
         }
         self.add_packed_hits(core, packed, sink);
@@ -690,7 +705,7 @@ impl Lean {
                     }
                 }
             }
-            let r = levels.demand_rest(tags, c, k, a.addr, a.size);
+            let r = AccessResult::new(levels.demand_rest(tags, c, k, a.addr, a.size), 1);
             sink.rest(item, index_in(run, a), k, r);
         }
         self.add_packed_hits(core, packed, sink);
@@ -716,25 +731,20 @@ impl Levels {
         k: usize,
         mut addr: u64,
         mut size: u32,
-    ) -> AccessResult {
+    ) -> ServedBy {
         if addr >= TOP_REGION {
             (addr, size) = crate::hierarchy::clamp_to_top(addr, size);
         }
         let l1 = usize::from(c[usize::from(k != 0)]);
-        // One line at the first level and (its lines may be narrower) below.
-        let mut shift = self.caches[l1].shift;
-        if c[2] != NONE {
-            shift = shift.min(self.caches[usize::from(c[2])].shift);
-        }
+        let shift = self.caches[l1].walk_shift;
         let last_byte = addr + u64::from(size.max(1) - 1);
-        let served = if addr >> shift == last_byte >> shift {
+        if addr >> shift == last_byte >> shift {
             self.walk_one(tags, c, k, addr)
         } else if self.two_hits(tags, l1, k, addr, last_byte) {
             ServedBy::L1
         } else {
             self.walk(tags, c, k, addr, last_byte)
-        };
-        AccessResult::new(served, 1)
+        }
     }
 
     /// An access over two first-level lines (an instruction or operand
