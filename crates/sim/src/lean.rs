@@ -629,11 +629,13 @@ impl Lean {
                         continue;
                     }
                 }
-            } else if end == line.wrapping_add(1) {
+            } else if end == line.wrapping_add(1) && a.size != 0 {
                 // Straddling two lines (an instruction or operand over a line
                 // boundary), each the most recent of its set: a hit, as in
                 // `Levels::two_hits`. (Past the end of the address space the
-                // last byte wraps to a line below: not this case.)
+                // last byte wraps to a line below: not this case. A size of
+                // 0 counts as 1, one line: `end` above took it as 2^32 - 1
+                // bytes, which with lines of 2^31 bytes ends on the next.)
                 let at = off[k] + (((line & mask) as usize) << way_bits);
                 let at2 = off[k] + (((end & mask) as usize) << way_bits);
                 if let (Some(&t), Some(&t2)) = (tags.get(at), tags.get(at2)) {

@@ -644,7 +644,12 @@ fn lean_hierarchy() -> impl Strategy<Value = HierarchyConfig> {
                     let g = if same {
                         g1
                     } else {
-                        [g1, g2, g3][usize::from(n) + usize::from(kind == CacheKind::Data) - 1]
+                        // I1, then D1 or the unified first level, then L2.
+                        [g1, g2, g3][match (n, kind) {
+                            (1, CacheKind::Instruction) => 0,
+                            (1, _) => 1,
+                            _ => 2,
+                        }]
                     };
                     let line = 4u32 << g;
                     LevelConfig {

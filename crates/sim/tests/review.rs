@@ -641,3 +641,43 @@ fn fast_paths_agree_with_the_walk_on_more_configurations() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// The lean engine's batch loop (issue 19's straddle fast path).
+
+/// A size-0 access counts as one byte. With lines of 2^31 bytes, the batch
+/// loop once took a line-aligned size-0 write for a straddle of the next
+/// line too (its last byte computed from size - 1 wrapping), dirtied that
+/// line, and counted a write-back for it later that the general walk does
+/// not. The batch path and the per-access path must agree with it.
+#[test]
+fn a_size_zero_write_dirties_one_line_even_with_2_gib_lines() {
+    let cfg = cfg_of(
+        1,
+        vec![lvl("L1", 1, CacheKind::Unified, 1 << 32, 1, 1 << 31)],
+    );
+    let ops = [
+        rd(0),
+        rd(0x8000_0000),
+        Access::new(AccessKind::Write, 0, 0),
+        rd(0x1_8000_0000),
+    ];
+    let mut general = Hierarchy::new_general(&cfg).unwrap();
+    let mut batched = Hierarchy::new(&cfg).unwrap();
+    let mut single = Hierarchy::new(&cfg).unwrap();
+    assert!(
+        batched.uses_lean_engine(),
+        "setup: the lean engine takes this shape"
+    );
+    for &a in &ops {
+        general.access(0, a);
+        single.access(0, a);
+    }
+    let mut results = [AccessResult::default(); 4];
+    batched.access_batch(0, &ops, &mut results);
+    let l1 = inst(&general, "L1");
+    let wb = |h: &Hierarchy| h.stats().instances[l1].writebacks;
+    assert_eq!(wb(&general), 0, "the line at 2 GiB was never written");
+    assert_eq!(wb(&single), 0, "per access");
+    assert_eq!(wb(&batched), 0, "batch");
+}
