@@ -64,9 +64,16 @@ static PARKED: AtomicBool = AtomicBool::new(false);
 /// `--signal` triggers are then ignored (a start would be refused anyway).
 /// Called from the trap handler; the writer needs none of its locks to
 /// park, so the wait ends at once unless the writer is inside the engine's
-/// lock (progress printing), which the bound (1 s) covers.
+/// lock (progress printing), which the bound (2 s) covers.
+///
+/// The writer sets [`PARKED`] just *before* its `pause`: a writer
+/// preempted between the two would make its `pause` under the filter,
+/// which kills the program (seen once in CI, on a loaded machine). So the
+/// wait also asks the kernel that the writer is blocked in `pause`
+/// ([`blocked_in_pause`]); where `/proc` cannot say, the bound ends it.
 fn park_writer() {
-    if crate::engine::writer_tid() == 0 || PARKED.load(Ordering::Acquire) {
+    let tid = crate::engine::writer_tid();
+    if tid == 0 || PARKED.load(Ordering::Acquire) {
         return;
     }
     crate::engine::wake(3);
@@ -80,19 +87,75 @@ fn park_writer() {
         t.tv_sec as i128 * 1_000_000_000 + t.tv_nsec as i128
     };
     let start = now();
-    while !PARKED.load(Ordering::Acquire) && now() - start < 1_000_000_000 {
+    while !(PARKED.load(Ordering::Acquire) && blocked_in_pause(tid))
+        && now() - start < 2_000_000_000
+    {
         // SAFETY: sched_yield has no preconditions; it lets the writer run.
         unsafe { libc::sched_yield() };
     }
 }
+
+/// Whether thread `tid` of this process is blocked in `pause`: its
+/// `/proc/self/task/TID/syscall` begins with the call's number (34 on
+/// x86-64) while it waits in it, `running` otherwise. Raw system calls
+/// into stack buffers: this runs in the trap handler (async-signal-safe,
+/// no allocation).
+fn blocked_in_pause(tid: u32) -> bool {
+    let mut path = [0u8; 40];
+    let mut n = 0;
+    for &b in b"/proc/self/task/" {
+        path[n] = b;
+        n += 1;
+    }
+    let mut digits = [0u8; 10];
+    let (mut d, mut t) = (0, tid);
+    loop {
+        digits[d] = b'0' + (t % 10) as u8;
+        d += 1;
+        t /= 10;
+        if t == 0 {
+            break;
+        }
+    }
+    for &b in digits[..d].iter().rev() {
+        path[n] = b;
+        n += 1;
+    }
+    for &b in b"/syscall" {
+        path[n] = b;
+        n += 1;
+    }
+    // `path[n]` is still 0: the terminator (at most 16 + 10 + 8 bytes).
+    // SAFETY: `path` is a NUL-terminated string on the stack.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr().cast::<libc::c_char>(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return false;
+    }
+    let mut buf = [0u8; 16];
+    // SAFETY: reads at most `buf.len()` bytes into the live stack buffer.
+    let got = unsafe { libc::read(fd, buf.as_mut_ptr().cast::<libc::c_void>(), buf.len()) };
+    // SAFETY: `fd` was opened above and is closed once.
+    unsafe { libc::close(fd) };
+    got >= 3 && &buf[..3] == b"34 "
+}
+
+// The number `blocked_in_pause` looks for.
+const _: () = assert!(libc::SYS_pause == 34);
 
 /// The writer thread's end after a synchronised filter: every signal is
 /// blocked on it (`fatal::block_in_own_thread`), so `pause` never returns.
 pub(crate) fn park_writer_here() -> ! {
     PARKED.store(true, Ordering::Release);
     loop {
+        // The raw call, so that its number is the one `blocked_in_pause`
+        // looks for whatever the C library makes of `pause()`.
         // SAFETY: pause has no preconditions.
-        unsafe { libc::pause() };
+        unsafe { libc::syscall(libc::SYS_pause) };
     }
 }
 
@@ -150,6 +213,35 @@ pub(crate) fn refuse_if_confined() -> Result<(), CaptureError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernel's answer for a thread blocked in `pause` (as the parked
+    /// writer is) and for one that runs.
+    #[test]
+    fn a_thread_blocked_in_pause_is_told_from_a_running_one() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            loop {
+                // SAFETY: pause has no preconditions (the test process
+                // ends with the thread still in it).
+                unsafe { libc::syscall(libc::SYS_pause) };
+            }
+        });
+        let parked = rx.recv().unwrap();
+        let t0 = std::time::Instant::now();
+        while !blocked_in_pause(parked) {
+            assert!(
+                t0.elapsed().as_secs() < 10,
+                "thread {parked} never seen in pause"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // SAFETY: gettid has no preconditions.
+        let me = unsafe { libc::gettid() } as u32;
+        assert!(!blocked_in_pause(me), "the running thread is not in pause");
+        assert!(!blocked_in_pause(u32::MAX), "no such thread");
+    }
 
     #[test]
     fn status_fields_are_read_and_missing_ones_are_none() {
