@@ -217,11 +217,12 @@ pub(crate) fn for_each_task(mut f: impl FnMut(u32)) {
     unsafe { libc::syscall(libc::SYS_close, fd) };
 }
 
-/// Whether thread `tid`'s name (`comm`) is one of `names`, allocation-free
-/// and async-signal-safe (the path and the name are read into stack
-/// buffers with raw system calls). False if the thread is gone.
-pub(crate) fn thread_named(tid: u32, names: &[String]) -> bool {
-    let mut path = [0u8; 40];
+/// Reads `/proc/self/task/TID/FILE` (`file` a name of at most 16 bytes,
+/// such as `comm`) into `buf`: the bytes read, None if the thread or the
+/// file is gone. Allocation-free and async-signal-safe (the path is built
+/// in a stack buffer; raw system calls).
+pub(crate) fn read_task_file(tid: u32, file: &[u8], buf: &mut [u8]) -> Option<usize> {
+    let mut path = [0u8; 64];
     let prefix = b"/proc/self/task/";
     path[..prefix.len()].copy_from_slice(prefix);
     let mut digits = [0u8; 10];
@@ -240,8 +241,11 @@ pub(crate) fn thread_named(tid: u32, names: &[String]) -> bool {
         path[at] = digits[i];
         at += 1;
     }
-    path[at..at + 5].copy_from_slice(b"/comm");
-    // path[at + 5] is the terminating NUL (the buffer is zeroed).
+    path[at] = b'/';
+    let file = &file[..file.len().min(16)];
+    path[at + 1..at + 1 + file.len()].copy_from_slice(file);
+    // The byte after the name is the terminating NUL (the buffer is zeroed:
+    // 16 + 10 + 1 + 16 bytes at most).
     // SAFETY: opening a NUL-terminated path in a live stack buffer.
     let fd = unsafe {
         libc::syscall(
@@ -252,20 +256,27 @@ pub(crate) fn thread_named(tid: u32, names: &[String]) -> bool {
         )
     } as i32;
     if fd < 0 {
-        return false;
+        return None;
     }
-    let mut name = [0u8; 32];
-    // SAFETY: reading at most `name.len()` bytes into a live stack buffer,
-    // then closing the descriptor opened above.
+    // SAFETY: reading at most `buf.len()` bytes into the caller's live
+    // buffer, then closing the descriptor opened above.
     let n = unsafe {
-        let n = libc::syscall(libc::SYS_read, fd, name.as_mut_ptr(), name.len());
+        let n = libc::syscall(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len());
         libc::syscall(libc::SYS_close, fd);
         n
     };
-    if n <= 0 {
-        return false;
-    }
-    let mut name = &name[..n as usize];
+    usize::try_from(n).ok()
+}
+
+/// Whether thread `tid`'s name (`comm`) is one of `names`, allocation-free
+/// and async-signal-safe ([`read_task_file`]). False if the thread is gone.
+pub(crate) fn thread_named(tid: u32, names: &[String]) -> bool {
+    let mut name = [0u8; 32];
+    let n = match read_task_file(tid, b"comm", &mut name) {
+        Some(n) if n > 0 => n,
+        _ => return false,
+    };
+    let mut name = &name[..n];
     if name.last() == Some(&b'\n') {
         name = &name[..name.len() - 1];
     }

@@ -97,50 +97,12 @@ fn park_writer() {
 
 /// Whether thread `tid` of this process is blocked in `pause`: its
 /// `/proc/self/task/TID/syscall` begins with the call's number (34 on
-/// x86-64) while it waits in it, `running` otherwise. Raw system calls
-/// into stack buffers: this runs in the trap handler (async-signal-safe,
-/// no allocation).
+/// x86-64) while it waits in it, `running` otherwise. Read with
+/// [`crate::procfs::read_task_file`]: this runs in the trap handler
+/// (async-signal-safe, no allocation).
 fn blocked_in_pause(tid: u32) -> bool {
-    let mut path = [0u8; 40];
-    let mut n = 0;
-    for &b in b"/proc/self/task/" {
-        path[n] = b;
-        n += 1;
-    }
-    let mut digits = [0u8; 10];
-    let (mut d, mut t) = (0, tid);
-    loop {
-        digits[d] = b'0' + (t % 10) as u8;
-        d += 1;
-        t /= 10;
-        if t == 0 {
-            break;
-        }
-    }
-    for &b in digits[..d].iter().rev() {
-        path[n] = b;
-        n += 1;
-    }
-    for &b in b"/syscall" {
-        path[n] = b;
-        n += 1;
-    }
-    // `path[n]` is still 0: the terminator (at most 16 + 10 + 8 bytes).
-    // SAFETY: `path` is a NUL-terminated string on the stack.
-    let fd = unsafe {
-        libc::open(
-            path.as_ptr().cast::<libc::c_char>(),
-            libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return false;
-    }
     let mut buf = [0u8; 16];
-    // SAFETY: reads at most `buf.len()` bytes into the live stack buffer.
-    let got = unsafe { libc::read(fd, buf.as_mut_ptr().cast::<libc::c_void>(), buf.len()) };
-    // SAFETY: `fd` was opened above and is closed once.
-    unsafe { libc::close(fd) };
+    let got = crate::procfs::read_task_file(tid, b"syscall", &mut buf).unwrap_or(0);
     got >= 3 && &buf[..3] == b"34 "
 }
 
