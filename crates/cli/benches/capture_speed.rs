@@ -26,9 +26,8 @@ use std::time::Instant;
 
 const COLDCACHE: &str = env!("CARGO_BIN_EXE_coldcache");
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod common;
+use common::repo;
 
 fn runs() -> usize {
     std::env::var("COLDCACHE_BENCH_RUNS")
@@ -38,15 +37,7 @@ fn runs() -> usize {
 }
 
 fn build(dir: &Path) -> PathBuf {
-    let lib_dir = Path::new(COLDCACHE).parent().unwrap().to_path_buf();
-    // Always asked (a no-op when up to date): a library left from an older
-    // checkout would otherwise be measured instead of this one.
-    let st = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "--release", "-p", "libcoldcache"])
-        .current_dir(repo())
-        .status()
-        .expect("cargo build -p libcoldcache");
-    assert!(st.success());
+    let lib_dir = common::library_dir(COLDCACHE);
     let out = dir.join("frame");
     let st = Command::new("gcc")
         .args(["-O1", "-g", "-pthread", "-I"])

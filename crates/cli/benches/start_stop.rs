@@ -16,9 +16,8 @@ use std::time::Instant;
 
 const COLDCACHE: &str = env!("CARGO_BIN_EXE_coldcache");
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod common;
+use common::repo;
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -28,15 +27,7 @@ fn env_or(name: &str, default: usize) -> usize {
 }
 
 fn build(dir: &Path) -> PathBuf {
-    let lib_dir = Path::new(COLDCACHE).parent().unwrap().to_path_buf();
-    if !lib_dir.join("libcoldcache.so").exists() {
-        let st = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["build", "--release", "-p", "libcoldcache"])
-            .current_dir(repo())
-            .status()
-            .expect("cargo build -p libcoldcache");
-        assert!(st.success());
-    }
+    let lib_dir = common::library_dir(COLDCACHE);
     let out = dir.join("signals");
     let st = Command::new("gcc")
         .args(["-O1", "-g", "-pthread", "-I"])

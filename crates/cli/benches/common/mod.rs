@@ -1,0 +1,25 @@
+//! What the capture benches share: the repository and `libcoldcache.so`
+//! next to the `coldcache` binary they measure.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Builds `libcoldcache.so` beside `coldcache` (the binary at
+/// `coldcache`) and returns its directory. Always asked (a no-op when up
+/// to date): a library left from an older checkout would otherwise be
+/// measured instead of this one.
+pub fn library_dir(coldcache: &str) -> PathBuf {
+    let lib_dir = Path::new(coldcache).parent().unwrap().to_path_buf();
+    let st = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--release", "-p", "libcoldcache"])
+        .current_dir(repo())
+        .status()
+        .expect("cargo build -p libcoldcache");
+    assert!(st.success());
+    lib_dir
+}
