@@ -727,6 +727,10 @@ impl Jaguar {
     /// walk (other cores do not run): so the line found last on each side
     /// is *held*, and the next access to it is one compare against a
     /// per-kind key (for writes, the data side's line only if owned).
+    ///
+    /// The loop is compiled once for each combination of all-levels lookup
+    /// and coherence (chosen here, once a batch), so that neither is a test
+    /// or a register in it.
     pub(crate) fn batch(
         &mut self,
         core: usize,
@@ -735,13 +739,64 @@ impl Jaguar {
         coh: &mut CoherenceStats,
         lines: &mut LineTable,
     ) -> usize {
+        let results = &mut results[..accesses.len()];
+        match (self.all_levels, self.coherent) {
+            (true, true) => self.batch_as::<true, true>(core, accesses, results, coh, lines),
+            (true, false) => self.batch_as::<true, false>(core, accesses, results, coh, lines),
+            (false, true) => self.batch_as::<false, true>(core, accesses, results, coh, lines),
+            (false, false) => self.batch_as::<false, false>(core, accesses, results, coh, lines),
+        }
+    }
+
+    /// [`Jaguar::batch`] with `ALL` for [`Jaguar::all_levels`] and `COH`
+    /// for [`Jaguar::coherent`]. `results` is as long as `accesses`.
+    #[inline(never)]
+    fn batch_as<const ALL: bool, const COH: bool>(
+        &mut self,
+        core: usize,
+        accesses: &[Access],
+        results: &mut [AccessResult],
+        coh: &mut CoherenceStats,
+        lines: &mut LineTable,
+    ) -> usize {
+        debug_assert_eq!((ALL, COH), (self.all_levels, self.coherent));
         let c = self.cores[core];
         let l1 = [self.view(c.l1[0]), self.view(c.l1[1])];
-        // Without all-levels lookup the second level is not looked at.
         let l2 = self.view(c.l2);
-        let all = self.all_levels;
-        let coherent = self.coherent;
-        let sh = self.shift;
+        let geometry = |v: [View; 3]| v.map(|v| (v.mask, v.ways));
+        if self.shift == 6 && geometry([l1[0], l1[1], l2]) == [(255, 2), (63, 8), (2047, 16)] {
+            // The `jaguar` preset's geometry (32 KiB of 2 ways, 32 KiB of
+            // 8 ways, 2 MiB of 16 ways, 64-byte lines), as constants.
+            let [i, d, l2] = [(l1[0], 255, 2), (l1[1], 63, 8), (l2, 2047, 16)]
+                .map(|(v, mask, ways)| View { mask, ways, ..v });
+            self.batch_loop::<ALL, COH>(core, [i, d], l2, 6, accesses, results, coh, lines)
+        } else {
+            let sh = self.shift;
+            self.batch_loop::<ALL, COH>(core, l1, l2, sh, accesses, results, coh, lines)
+        }
+    }
+
+    /// [`Jaguar::batch_as`]'s loop over the first levels `l1` (instruction,
+    /// data) and second level `l2` of the batch's core, with lines of
+    /// `1 << sh` bytes: the values are passed apart so that a caller can
+    /// make them constants.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn batch_loop<const ALL: bool, const COH: bool>(
+        &mut self,
+        core: usize,
+        l1: [View; 2],
+        l2: View,
+        sh: u32,
+        accesses: &[Access],
+        results: &mut [AccessResult],
+        coh: &mut CoherenceStats,
+        lines: &mut LineTable,
+    ) -> usize {
+        let c = self.cores[core];
+        // Without all-levels lookup the second level is not looked at.
+        let all = ALL;
+        let coherent = COH;
         let (gran, in_line) = (sh.saturating_sub(6), (1u64 << sh) - 1);
         // Per kind, the held line an access of that kind hits with one
         // compare; `u64::MAX` for none (no line of an address below
@@ -751,7 +806,8 @@ impl Jaguar {
         let mut held = [0usize; 2];
         let mut hits = [0u64; 4];
         let n = accesses.len();
-        let results = &mut results[..n];
+        // Every slot a one-line hit first (wide stores): a hit writes nothing.
+        results.fill(L1_HIT);
         let mut done = n;
         for i in 0..n {
             let a = accesses[i];
@@ -804,7 +860,6 @@ impl Jaguar {
                             (u64::MAX >> (63 - (last - first))) << first;
                     }
                     hits[k] += 1;
-                    results[i] = L1_HIT;
                     continue;
                 }
             } else if end >> sh == line + 1 && a.addr < TOP_REGION {

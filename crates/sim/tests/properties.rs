@@ -981,7 +981,8 @@ proptest! {
 
     /// The Jaguar engine is exact: against the general caches and walks
     /// (`Hierarchy::new_general`) on hierarchies of its shape and on the
-    /// `jaguar` preset, every access's result, every counter (coherence
+    /// `jaguar` preset's geometry (with and without coherence and
+    /// all-levels lookup), every access's result, every counter (coherence
     /// included), the per-line sharing figures and every instance's lines
     /// agree, one access at a time and through `access_batch` cut
     /// anywhere; and when a prefetch, non-temporal store or flush hands
@@ -996,7 +997,14 @@ proptest! {
         more in prop::collection::vec(jaguar_op(true), 0..200),
         cuts in prop::collection::vec(1usize..60, 1..40),
     ) {
-        let cfg = if preset == 0 { presets::jaguar() } else { cfg };
+        // The preset's geometry (the batch loop's constants), with the
+        // generated lookup and coherence: each of the loop's four
+        // compilations.
+        let cfg = if preset == 0 {
+            HierarchyConfig { lookup: cfg.lookup, coherence: cfg.coherence, ..presets::jaguar() }
+        } else {
+            cfg
+        };
         prop_assert!(cfg.jaguar_shape(), "{:?}", cfg);
         let mut single = Hierarchy::new(&cfg).unwrap();
         let mut batched = Hierarchy::new(&cfg).unwrap();
