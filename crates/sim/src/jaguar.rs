@@ -44,7 +44,7 @@ use crate::coherence::{LineTable, Owners};
 use crate::stats::{CoherenceStats, LevelStats};
 use crate::{Access, AccessKind, AccessResult, ServedBy};
 
-use crate::lean::{reference_set, Found, EMPTY};
+use crate::lean::{reference_set, rotate, Found, EMPTY};
 
 /// The widest set the engine takes: a miss moves every tag of its set.
 pub(crate) const MAX_WAYS: u32 = 32;
@@ -947,15 +947,6 @@ impl Jaguar {
             rotate(&mut self.tags[b2..=b2 + p2]);
         }
         true
-    }
-}
-
-/// Moves the last element of `s` to its front, the others back one place.
-#[inline(always)]
-fn rotate(s: &mut [u64]) {
-    let mut carry = s[s.len() - 1];
-    for x in s.iter_mut() {
-        carry = std::mem::replace(x, carry);
     }
 }
 

@@ -12,9 +12,11 @@
 //! Each set is its tags in recency order, most recent first, with the
 //! dirty bit in the tag's low bit (`line << 1 | dirty`): a first-level hit
 //! on the most recent line of its set is one load and one compare; a hit
-//! further back or a miss is one pass over the set that moves each tag one
-//! place back until it meets the line (Cachegrind's own layout). There are
-//! no flags, side arrays, memo or recency words.
+//! further back is a search of the set and a move of the line to its
+//! front, both in the batch loops; a miss is the walk's one pass over the
+//! set that moves each tag one place back until it meets the line or
+//! falls off the end (Cachegrind's own layout). There are no flags, side
+//! arrays, memo or recency words.
 //!
 //! The rules are those of the general walk (`Hierarchy::walk_simple`) for
 //! this shape, in the same order: first-level lookups of every line the
@@ -111,6 +113,32 @@ pub(crate) fn reference_set(set: &mut [u64], line: u64, dirty: u64) -> Found {
         Found::Filled
     } else {
         Found::Evicted(carry)
+    }
+}
+
+/// Makes `line`, if `set` holds it, the most recent of `set`, ORing
+/// `dirty` into it: true; false, with nothing changed, if it does not.
+/// The batch loops' first-level hit further back than the first way, with
+/// no walk (the level below is not looked at on a first-level hit).
+#[inline(always)]
+fn promote(set: &mut [u64], line: u64, dirty: u64) -> bool {
+    match set.iter().position(|&t| t >> 1 == line) {
+        Some(p) => {
+            let s = &mut set[..=p];
+            rotate(s);
+            s[0] |= dirty;
+            true
+        }
+        None => false,
+    }
+}
+
+/// Moves the last element of `s` to its front, the others back one place.
+#[inline(always)]
+pub(crate) fn rotate(s: &mut [u64]) {
+    let mut carry = s[s.len() - 1];
+    for x in s.iter_mut() {
+        carry = std::mem::replace(x, carry);
     }
 }
 
@@ -294,7 +322,8 @@ pub(crate) trait BatchSink {
     /// Accesses of the run after one the engine leaves to the general
     /// caches are told nothing.
     fn start_run(&mut self, len: usize) -> Self::Items;
-    /// The access hit the most recent line of its first-level set.
+    /// The access hit at the first level, decided in the batch loop (see
+    /// [`Lean::batch_into`]).
     fn hit(&mut self, item: <Self::Items as Iterator>::Item, k: usize);
     /// Access `n` of the run took the rest of the path, with result `r`.
     fn rest(&mut self, item: <Self::Items as Iterator>::Item, n: usize, k: usize, r: AccessResult);
@@ -520,10 +549,14 @@ impl Lean {
     /// returns how many were done: all, or up to the first of a kind the
     /// engine leaves to the general caches.
     ///
-    /// The loop decides a hit on the most recent line of its first-level
-    /// set itself (the sink's [`BatchSink::hit`]), with the first levels'
-    /// geometry held in locals and the hits counted in one register;
-    /// anything else is a call ([`BatchSink::rest`]). When both sides of
+    /// The loop decides first-level hits itself (the sink's
+    /// [`BatchSink::hit`]), with the first levels' geometry held in locals
+    /// and the hits counted in one register: a hit on the most recent line
+    /// of its set first (one load and one compare), then a hit further
+    /// back (the line moved to the front of its set, as the walk would:
+    /// the level below is not looked at on a first-level hit), and for an
+    /// access over two lines both held. Anything else, the misses, is a
+    /// call ([`BatchSink::rest`]). When both sides of
     /// the core's first level have the same line size, the same number of
     /// sets and ways, both powers of two (the `cachegrind` preset, a
     /// unified first level of such a geometry), the loop keeps that
@@ -629,6 +662,15 @@ impl Lean {
                         continue;
                     }
                 }
+                // A hit further back: what the walk would do (the line
+                // made most recent, dirtied by a write).
+                if let Some(set) = tags.get_mut(at..at + (1 << way_bits)) {
+                    if promote(set, line, dirty[k]) {
+                        packed += one_hit[k];
+                        sink.hit(item, k);
+                        continue;
+                    }
+                }
             } else if end == line.wrapping_add(1) && a.size != 0 {
                 // Straddling two lines (an instruction or operand over a line
                 // boundary), each the most recent of its set: a hit, as in
@@ -642,6 +684,19 @@ impl Lean {
                     if t >> 1 == line && t2 >> 1 == end {
                         tags[at] = t | dirty[k];
                         tags[at2] = t2 | dirty[k];
+                        packed += one_hit[k];
+                        sink.hit(item, k);
+                        continue;
+                    }
+                }
+                // Both held, one or both further back: each made the most
+                // recent of its set in turn, as the walk does (the sets
+                // may be one and the same).
+                let ways = 1 << way_bits;
+                if let (Some(s1), Some(s2)) = (tags.get(at..at + ways), tags.get(at2..at2 + ways)) {
+                    if s1.iter().any(|&t| t >> 1 == line) && s2.iter().any(|&t| t >> 1 == end) {
+                        promote(&mut tags[at..at + ways], line, dirty[k]);
+                        promote(&mut tags[at2..at2 + ways], end, dirty[k]);
                         packed += one_hit[k];
                         sink.hit(item, k);
                         continue;
@@ -701,6 +756,15 @@ impl Lean {
                 if let Some(t) = tags.get_mut(at) {
                     if *t >> 1 == line {
                         *t |= dirty[k];
+                        packed += one_hit[k];
+                        sink.hit(item, k);
+                        continue;
+                    }
+                }
+                // A hit further back, as in `run_uniform` (an empty set
+                // for the always-empty tag: no hit).
+                if let Some(set) = tags.get_mut(at..at + ways[k]) {
+                    if promote(set, line, dirty[k]) {
                         packed += one_hit[k];
                         sink.hit(item, k);
                         continue;

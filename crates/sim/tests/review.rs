@@ -681,3 +681,38 @@ fn a_size_zero_write_dirties_one_line_even_with_2_gib_lines() {
     assert_eq!(wb(&single), 0, "per access");
     assert_eq!(wb(&batched), 0, "batch");
 }
+
+/// A straddling access whose two lines share the one set of a first level,
+/// both held, one behind the other: the walk makes the first line most
+/// recent, then the second, so the second stays most recent and the first
+/// is the next victim. The batch loop decides this case itself; by hand,
+/// with one set of two ways: lines 0 and 1 read (set: 1, 0); the straddle
+/// over them (set: 1, 0 again); line 2 read evicts line 0 (set: 2, 1); so
+/// line 1 hits (set: 1, 2) and line 0 misses.
+#[test]
+fn a_straddle_over_one_set_leaves_its_second_line_most_recent() {
+    let cfg = cfg_of(1, vec![lvl("L1", 1, CacheKind::Unified, 128, 2, 64)]);
+    let ops = [
+        rd(0),
+        rd(64),
+        Access::new(AccessKind::Read, 60, 8),
+        rd(128),
+        rd(64),
+        rd(0),
+    ];
+    let want = [None, None, Some(1), None, Some(1), None];
+    let mut single = Hierarchy::new(&cfg).unwrap();
+    let mut batched = Hierarchy::new(&cfg).unwrap();
+    let mut general = Hierarchy::new_general(&cfg).unwrap();
+    assert!(
+        batched.uses_lean_engine(),
+        "setup: the lean engine takes this shape"
+    );
+    let mut results = [AccessResult::default(); 6];
+    batched.access_batch(0, &ops, &mut results);
+    for (n, &a) in ops.iter().enumerate() {
+        assert_eq!(served(&mut general, 0, a), want[n], "general, access {n}");
+        assert_eq!(served(&mut single, 0, a), want[n], "per access, access {n}");
+        assert_eq!(results[n].served_by.level(), want[n], "batch, access {n}");
+    }
+}
