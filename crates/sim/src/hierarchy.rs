@@ -924,9 +924,9 @@ impl Hierarchy {
     /// [`Hierarchy::access`] on each would do and return, with the checks
     /// that depend only on the core and the configuration made once per
     /// batch. A caller with a buffer of accesses from several threads
-    /// passes each run of one core's accesses (see [`CoreMap`]). On the
-    /// lean engine and in plain configurations the batch loop decides hits
-    /// on a set's most recent line itself.
+    /// passes each run of one core's accesses (see [`CoreMap`]). The batch
+    /// loops decide most first-level hits themselves (see
+    /// `Lean::batch_into`, `Jaguar::batch`), the rest out of line.
     ///
     /// # Panics
     /// If `core` is out of range or `results` is shorter than `accesses`.
