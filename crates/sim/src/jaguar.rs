@@ -718,13 +718,15 @@ impl Jaguar {
 
     /// Simulates `accesses` by `core`, writing each result; returns how
     /// many were done: all, or up to the first of a kind the engine leaves
-    /// to the general caches.
+    /// to the general caches (the slots after those done are overwritten
+    /// with a first-level hit: the caller writes them again).
     ///
     /// The loop decides the quick look's hits itself (see
     /// [`Jaguar::quick`]), with the geometry held in locals and the hits
     /// counted locally. Such a hit changes no recency and no ownership,
     /// and within one core's batch nothing else can but a call to the
-    /// walk (other cores do not run): so the line found last on each side
+    /// walk or a hit further back (other cores do not run), after either
+    /// of which the keys are dropped: so the line found last on each side
     /// is *held*, and the next access to it is one compare against a
     /// per-kind key (for writes, the data side's line only if owned).
     ///

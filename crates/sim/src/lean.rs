@@ -11,12 +11,12 @@
 //!
 //! Each set is its tags in recency order, most recent first, with the
 //! dirty bit in the tag's low bit (`line << 1 | dirty`): a first-level hit
-//! on the most recent line of its set is one load and one compare; a hit
-//! further back is a search of the set and a move of the line to its
-//! front, both in the batch loops; a miss is the walk's one pass over the
-//! set that moves each tag one place back until it meets the line or
-//! falls off the end (Cachegrind's own layout). There are no flags, side
-//! arrays, memo or recency words.
+//! on the most recent line of its set is one load and one compare; in the
+//! batch loops a hit further back is a search of the set and a move of the
+//! line to its front; elsewhere, and for a miss, the walk makes one pass
+//! over the set that moves each tag one place back until it meets the line
+//! or falls off the end (Cachegrind's own layout). There are no flags,
+//! side arrays, memo or recency words.
 //!
 //! The rules are those of the general walk (`Hierarchy::walk_simple`) for
 //! this shape, in the same order: first-level lookups of every line the
@@ -554,9 +554,11 @@ impl Lean {
     /// and the hits counted in one register: a hit on the most recent line
     /// of its set first (one load and one compare), then a hit further
     /// back (the line moved to the front of its set, as the walk would:
-    /// the level below is not looked at on a first-level hit), and for an
-    /// access over two lines both held. Anything else, the misses, is a
-    /// call ([`BatchSink::rest`]). When both sides of
+    /// the level below is not looked at on a first-level hit), and, in the
+    /// loop for one geometry, an access over two lines both held. Anything
+    /// else is a call ([`BatchSink::rest`]): the misses, and the hits the
+    /// loop does not look for (first levels whose sets are not a power of
+    /// two, other straddles, the end of the address space). When both sides of
     /// the core's first level have the same line size, the same number of
     /// sets and ways, both powers of two (the `cachegrind` preset, a
     /// unified first level of such a geometry), the loop keeps that
@@ -782,8 +784,9 @@ impl Lean {
 impl Levels {
     /// A demand access of kind `k` (instruction fetch, read, write,
     /// read-modify-write) by the core whose instances are `c`, past the
-    /// quick look at the most recent line of its first-level set: the
-    /// address space's end, then the walk (of one line, or of several).
+    /// quick look at the most recent line of its first-level set (and, from
+    /// the batch loops, past their search further back): the address
+    /// space's end, then the walk (of one line, or of several).
     ///
     /// Cold: a few percent of accesses come here, and marking the call
     /// unlikely lets the batch loop's hit path keep its values in
