@@ -675,25 +675,14 @@ impl Lean {
                 }
             } else if end == line.wrapping_add(1) && a.size != 0 {
                 // Straddling two lines (an instruction or operand over a line
-                // boundary), each the most recent of its set: a hit, as in
-                // `Levels::two_hits`. (Past the end of the address space the
-                // last byte wraps to a line below: not this case. A size of
-                // 0 counts as 1, one line: `end` above took it as 2^32 - 1
+                // boundary), both held: a hit, each line made the most
+                // recent of its set in turn, as the walk does (the sets may
+                // be one and the same). (Past the end of the address space
+                // the last byte wraps to a line below: not this case. A size
+                // of 0 counts as 1, one line: `end` above took it as 2^32 - 1
                 // bytes, which with lines of 2^31 bytes ends on the next.)
                 let at = off[k] + (((line & mask) as usize) << way_bits);
                 let at2 = off[k] + (((end & mask) as usize) << way_bits);
-                if let (Some(&t), Some(&t2)) = (tags.get(at), tags.get(at2)) {
-                    if t >> 1 == line && t2 >> 1 == end {
-                        tags[at] = t | dirty[k];
-                        tags[at2] = t2 | dirty[k];
-                        packed += one_hit[k];
-                        sink.hit(item, k);
-                        continue;
-                    }
-                }
-                // Both held, one or both further back: each made the most
-                // recent of its set in turn, as the walk does (the sets
-                // may be one and the same).
                 let ways = 1 << way_bits;
                 if let (Some(s1), Some(s2)) = (tags.get(at..at + ways), tags.get(at2..at2 + ways)) {
                     if s1.iter().any(|&t| t >> 1 == line) && s2.iter().any(|&t| t >> 1 == end) {
