@@ -765,12 +765,15 @@ impl Jaguar {
         let c = self.cores[core];
         let l1 = [self.view(c.l1[0]), self.view(c.l1[1])];
         let l2 = self.view(c.l2);
-        let geometry = |v: [View; 3]| v.map(|v| (v.mask, v.ways));
-        if self.shift == 6 && geometry([l1[0], l1[1], l2]) == [(255, 2), (63, 8), (2047, 16)] {
-            // The `jaguar` preset's geometry (32 KiB of 2 ways, 32 KiB of
-            // 8 ways, 2 MiB of 16 ways, 64-byte lines), as constants.
-            let [i, d, l2] = [(l1[0], 255, 2), (l1[1], 63, 8), (l2, 2047, 16)]
-                .map(|(v, mask, ways)| View { mask, ways, ..v });
+        // The `jaguar` preset's geometry, (set mask, ways) of the
+        // instruction and data first levels and the second level: 32 KiB
+        // of 2 ways, 32 KiB of 8 ways, 2 MiB of 16 ways, 64-byte lines.
+        const PRESET: [(u64, usize); 3] = [(255, 2), (63, 8), (2047, 16)];
+        if self.shift == 6 && [l1[0], l1[1], l2].map(|v| (v.mask, v.ways)) == PRESET {
+            // The same values, as constants.
+            let fix = |v: View, (mask, ways)| View { mask, ways, ..v };
+            let (i, d) = (fix(l1[0], PRESET[0]), fix(l1[1], PRESET[1]));
+            let l2 = fix(l2, PRESET[2]);
             self.batch_loop::<ALL, COH>(core, [i, d], l2, 6, accesses, results, coh, lines)
         } else {
             let sh = self.shift;
