@@ -30,6 +30,18 @@ fn inst(h: &Hierarchy, name: &str) -> usize {
         .position(|i| i.name == name)
         .unwrap_or_else(|| panic!("no instance {name}"))
 }
+/// The general caches, and two hierarchies on the lean engine (one for
+/// single accesses, one for batches) of `cfg`, which must be of its shape.
+fn on_the_lean_engine(cfg: &HierarchyConfig) -> (Hierarchy, Hierarchy, Hierarchy) {
+    let general = Hierarchy::new_general(cfg).unwrap();
+    let single = Hierarchy::new(cfg).unwrap();
+    let batched = Hierarchy::new(cfg).unwrap();
+    assert!(
+        batched.uses_lean_engine(),
+        "setup: the lean engine takes this shape"
+    );
+    (general, single, batched)
+}
 
 // ---------------------------------------------------------------------------
 // Coherence: the "writer owns the line" shortcut.
@@ -662,13 +674,7 @@ fn a_size_zero_write_dirties_one_line_even_with_2_gib_lines() {
         Access::new(AccessKind::Write, 0, 0),
         rd(0x1_8000_0000),
     ];
-    let mut general = Hierarchy::new_general(&cfg).unwrap();
-    let mut batched = Hierarchy::new(&cfg).unwrap();
-    let mut single = Hierarchy::new(&cfg).unwrap();
-    assert!(
-        batched.uses_lean_engine(),
-        "setup: the lean engine takes this shape"
-    );
+    let (mut general, mut single, mut batched) = on_the_lean_engine(&cfg);
     for &a in &ops {
         general.access(0, a);
         single.access(0, a);
@@ -701,13 +707,7 @@ fn a_straddle_over_one_set_leaves_its_second_line_most_recent() {
         rd(0),
     ];
     let want = [None, None, Some(1), None, Some(1), None];
-    let mut single = Hierarchy::new(&cfg).unwrap();
-    let mut batched = Hierarchy::new(&cfg).unwrap();
-    let mut general = Hierarchy::new_general(&cfg).unwrap();
-    assert!(
-        batched.uses_lean_engine(),
-        "setup: the lean engine takes this shape"
-    );
+    let (mut general, mut single, mut batched) = on_the_lean_engine(&cfg);
     let mut results = [AccessResult::default(); 6];
     batched.access_batch(0, &ops, &mut results);
     for (n, &a) in ops.iter().enumerate() {
