@@ -27,7 +27,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use coldcache_dump::{Dump, Meta, Record as DumpRecord, StackNode, Thread};
-use coldcache_sim::{Access, AccessKind, CounterLayout, Driver, HierarchyConfig};
+use coldcache_sim::{Access, AccessKind, CounterLayout, Driver, HierarchyConfig, RowTable};
 use coldcache_trace::{Record, RecordKind, TraceReader, ATTACH_DUMP_SKELETON};
 
 use crate::{access_kind, ReplayError};
@@ -103,7 +103,8 @@ pub struct Resim {
     /// multiply and a compare instead of a hash-table probe.
     row_cache: Vec<((u64, u32, u32), u32)>,
     keys: Vec<(u64, u32, u32)>,
-    table: Vec<u64>,
+    /// The counter rows, `instructions` and first-level hits dense.
+    table: RowTable,
     /// Per thread index: its core, once seen.
     cores: Vec<Option<usize>>,
     /// Per thread index: the key and row of its last instruction.
@@ -144,7 +145,7 @@ impl Resim {
             rows: RowMap::default(),
             row_cache: vec![((0, 0, 0), u32::MAX); ROW_CACHE],
             keys: Vec::new(),
-            table: Vec::new(),
+            table: RowTable::new(layout),
             cores: Vec::new(),
             last: Vec::new(),
             recorded_cores,
@@ -226,7 +227,7 @@ impl Resim {
         let row = *self.rows.entry(key).or_insert(next);
         if row == next {
             self.keys.push(key);
-            self.table.resize(self.table.len() + self.width, 0);
+            self.table.push_row();
         }
         row
     }
@@ -257,11 +258,10 @@ impl Resim {
             let core = last_core;
             let row = self.row(r.ip, r.stack, r.thread);
             if r.kind == RecordKind::Instr {
-                let base = row as usize * self.width;
-                self.table[base + CounterLayout::INSTRUCTIONS] += 1;
+                self.table.count_instruction(row);
                 self.instructions += 1;
                 if r.unmodelled {
-                    self.table[base + CounterLayout::UNMODELLED] += 1;
+                    self.table.wide_row_mut(row)[CounterLayout::UNMODELLED] += 1;
                     self.unmodelled += 1;
                 }
             }
@@ -353,7 +353,7 @@ impl Resim {
         dump.meta.levels = level_names;
         dump.meta.notes.push(note);
         let width = self.width;
-        let table = self.table;
+        let table = self.table.into_rows();
         let mut records: Vec<DumpRecord> = self
             .keys
             .iter()

@@ -195,7 +195,7 @@ const ROWS: u32 = 1 << 16;
 
 /// The batches through `Driver::attribute_batch`, each access into the row
 /// of its instruction (a table of `ROWS` rows of the layout's counters).
-fn run_driver_attributed(d: &mut Driver, b: &Batches, rows: &mut Vec<u32>, table: &mut [u64]) {
+fn run_driver_attributed(d: &mut Driver, b: &Batches, rows: &mut Vec<u32>, table: &mut RowTable) {
     for (t, acc, idx) in b {
         rows.clear();
         rows.extend(idx.iter().map(|&i| i % ROWS));
@@ -322,7 +322,8 @@ fn bench(c: &mut Criterion) {
     let mut rows = Vec::with_capacity(256);
     g.bench_function("driver/cachegrind+attribution", |b| {
         let mut d = Driver::new(&cg).unwrap();
-        let mut table = vec![0u64; ROWS as usize * d.layout().len()];
+        let mut table = RowTable::new(d.layout());
+        table.grow_to(ROWS as usize);
         b.iter(|| run_driver_attributed(&mut d, black_box(&one_core), &mut rows, &mut table))
     });
     g.bench_function("driver/cachegrind", |b| {
@@ -336,7 +337,8 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("driver/jaguar-4t+attribution", |b| {
         let mut d = Driver::new(&jag).unwrap();
-        let mut table = vec![0u64; ROWS as usize * d.layout().len()];
+        let mut table = RowTable::new(d.layout());
+        table.grow_to(ROWS as usize);
         b.iter(|| run_driver_attributed(&mut d, black_box(&four), &mut rows, &mut table))
     });
     g.bench_function("general/batch/cachegrind", |b| {

@@ -91,7 +91,7 @@ fn simulate_batch(h: &mut Hierarchy, runs: &[(u8, &[Access])]) -> [u64; MAX_LEVE
 /// counter row of its instruction (rows dense, numbered in order of first
 /// fetch, as Cachegrind keeps a counter per instruction).
 #[inline(never)]
-fn simulate_attribute(d: &mut Driver, runs: &[(u8, &[Access], &[u32])], table: &mut [u64]) {
+fn simulate_attribute(d: &mut Driver, runs: &[(u8, &[Access], &[u32])], table: &mut RowTable) {
     for &(core, run, rows) in runs {
         d.attribute_batch(usize::from(core), run, rows, table);
     }
@@ -166,11 +166,12 @@ fn main() {
         let mut counted = 0;
         for _ in 0..repeat {
             let mut d = Driver::with_hierarchy(fresh());
-            let mut table = vec![0u64; dense.len() * d.layout().len()];
+            let mut table = RowTable::new(d.layout());
+            table.grow_to(dense.len());
             let t0 = std::time::Instant::now();
             simulate_attribute(&mut d, &runs, &mut table);
             best = best.min(t0.elapsed().as_secs_f64());
-            counted = table.iter().sum::<u64>();
+            counted = table.into_rows().iter().sum::<u64>();
         }
         println!(
             "{} accesses attributed to {} instructions in {best:.3} s ({:.1} M/s, best of {repeat}, cold hierarchy); counted: {counted}",

@@ -55,7 +55,7 @@ impl Side {
     /// The side an access of `kind` is counted on, if any (prefetches and
     /// flushes have none).
     #[inline]
-    pub fn of(kind: AccessKind) -> Option<Side> {
+    pub const fn of(kind: AccessKind) -> Option<Side> {
         match kind {
             AccessKind::InstrFetch => Some(Side::Instr),
             AccessKind::Read | AccessKind::ReadModifyWrite => Some(Side::Read),

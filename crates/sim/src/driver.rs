@@ -12,7 +12,7 @@
 use crate::lean::BatchSink;
 use crate::{
     Access, AccessKind, AccessResult, ConfigError, CoreMap, CounterLayout, Hierarchy,
-    HierarchyConfig, ServedBy, MAX_LEVELS,
+    HierarchyConfig, RowTable, ServedBy, MAX_LEVELS,
 };
 
 /// Accesses counted by kind and by the level that served their lines.
@@ -183,18 +183,18 @@ impl Driver {
     }
 
     /// Simulates `accesses` in order on `core`, tallies them and attributes
-    /// `accesses[i]` into row `rows[i]` of `table`, a flat array of rows of
-    /// [`CounterLayout::len`] counters each (row `n` is
-    /// `table[n * len..(n + 1) * len]`): what [`Driver::attribute`] on each
-    /// would do, through [`Hierarchy::access_batch`]. This is the entry for
-    /// a caller holding a buffer of accesses with the counter row of each
-    /// (a capture's consumer, a replay of a stream). Allocates nothing.
+    /// `accesses[i]` into row `rows[i]` of `table`: what
+    /// [`Driver::attribute`] on each would do, through
+    /// [`Hierarchy::access_batch`]. This is the entry for a caller holding a
+    /// buffer of accesses with the counter row of each (a capture's
+    /// consumer, a replay of a stream). Allocates nothing.
     ///
-    /// On the lean engine the batch loop itself adds each first-level hit
-    /// to its row (the table is the dense per-instruction array: one
-    /// index, no lookup) and counts the hits by kind for the tally; only
-    /// the rest go through a result. The table may grow between calls
-    /// (rows added later): nothing is kept from one call to the next.
+    /// A first-level hit with no coherence traffic, the common case, is one
+    /// count in the row's dense cell of its side (see [`RowTable`]); on the
+    /// lean engine the batch loop itself adds it there (one index, no
+    /// lookup) and counts the hits by kind for the tally. Only the rest go
+    /// through a result into the wide rows. The table may grow between
+    /// calls (rows added later): nothing is kept from one call to the next.
     ///
     /// # Panics
     /// If `core` is out of range, `rows` is shorter than `accesses`, or a
@@ -205,7 +205,7 @@ impl Driver {
         core: usize,
         accesses: &[Access],
         rows: &[u32],
-        table: &mut [u64],
+        table: &mut RowTable,
     ) {
         assert!(
             rows.len() >= accesses.len(),
@@ -213,9 +213,9 @@ impl Driver {
             rows.len(),
             accesses.len()
         );
-        let len = self.layout.len();
+        assert_eq!(table.layout(), self.layout, "a table of another layout");
         // Both paths run up to the first row outside the table, then panic.
-        let whole = table.len() / len;
+        let whole = table.rows();
         let rows_here = &rows[..accesses.len()];
         // Nearly always all of them: a loop without an early exit (which
         // the compiler vectorises) says so at a fraction of the search's
@@ -230,8 +230,37 @@ impl Driver {
                 .position(|&r| r as usize >= whole)
                 .unwrap_or(accesses.len())
         };
-        let done = self.attribute_lean(core, &accesses[..valid], &rows[..valid], table);
-        let (rest, rest_rows) = (&accesses[done..valid], &rows[done..valid]);
+        // Each piece makes room for its dense adds first (at most one per
+        // access), so no dense cell can overflow.
+        for (chunk, rows) in accesses[..valid]
+            .chunks(Driver::PIECE)
+            .zip(rows[..valid].chunks(Driver::PIECE))
+        {
+            table.reserve_adds(chunk.len());
+            let (dense, wide) = table.parts_mut();
+            self.attribute_piece(core, chunk, rows, dense, wide);
+        }
+        if valid < accesses.len() {
+            row_outside(rows[valid], valid, whole);
+        }
+    }
+
+    /// Accesses [`Driver::attribute_batch`] gives the engines at once: a
+    /// bound on the dense adds between two checks for overflow.
+    const PIECE: usize = 1 << 20;
+
+    /// [`Driver::attribute_batch`] on rows known to be in the table.
+    fn attribute_piece(
+        &mut self,
+        core: usize,
+        accesses: &[Access],
+        rows: &[u32],
+        dense: &mut [[u32; 4]],
+        wide: &mut [u64],
+    ) {
+        let done = self.attribute_lean(core, accesses, rows, dense, wide);
+        let (rest, rest_rows) = (&accesses[done..], &rows[done..]);
+        let len = self.layout.len();
         for (chunk, rows) in rest
             .chunks(Driver::BATCH)
             .zip(rest_rows.chunks(Driver::BATCH))
@@ -240,34 +269,42 @@ impl Driver {
             self.hier.access_batch(core, chunk, results);
             for ((a, r), &row) in chunk.iter().zip(results.iter()).zip(rows) {
                 self.tally.add(a.kind, r);
-                let at = row as usize * len;
-                let row = &mut table[at..at + len];
-                add_to_row(&self.layout, &self.cell, row, a.kind, r);
+                let k = a.kind as usize;
+                if k <= AccessKind::ReadModifyWrite as usize
+                    && r.served_by.slot() == 0
+                    && r.invalidations == 0
+                    && r.false_sharing == 0
+                {
+                    dense[row as usize][usize::from(DENSE[k])] += 1;
+                } else {
+                    let at = row as usize * len;
+                    let row = &mut wide[at..at + len];
+                    add_to_row(&self.layout, &self.cell, row, a.kind, r);
+                }
             }
-        }
-        if valid < accesses.len() {
-            row_outside(rows[valid], valid, whole);
         }
     }
 
-    /// [`Driver::attribute_batch`] on the lean engine, rows known to be in
-    /// `table`: how many accesses were done (0 off the lean engine). A
-    /// function of its own so that the batch loop is compiled alone: inlined
-    /// into its caller it kept the hit count on the stack, a dependency
-    /// through memory from one access to the next (measured: 1.15x slower
-    /// in wall time with fewer instructions).
+    /// [`Driver::attribute_piece`] on the lean engine: how many accesses
+    /// were done (0 off the lean engine). A function of its own so that the
+    /// batch loop is compiled alone: inlined into its caller it kept the hit
+    /// count on the stack, a dependency through memory from one access to
+    /// the next (measured: 1.15x slower in wall time with fewer
+    /// instructions).
     #[inline(never)]
     fn attribute_lean(
         &mut self,
         core: usize,
         accesses: &[Access],
         rows: &[u32],
-        table: &mut [u64],
+        dense: &mut [[u32; 4]],
+        wide: &mut [u64],
     ) -> usize {
         let mut sink = RowSink {
             tally: &mut self.tally,
             rows,
-            table,
+            dense,
+            wide,
             len: self.layout.len(),
             layout: self.layout,
             cell: &self.cell,
@@ -340,15 +377,30 @@ fn add_hits(tally: &mut Tally, by_kind: [u64; 4]) {
     }
 }
 
+/// The dense cell ([`RowTable`]) of a first-level hit of each demand kind.
+const DENSE: [u8; 4] = {
+    let mut d = [0; 4];
+    let mut k = 0;
+    while k < 4 {
+        d[k] = match crate::rows::dense_cell(AccessKind::ALL[k]) {
+            Some(c) => c as u8,
+            None => panic!("a demand kind without a side"),
+        };
+        k += 1;
+    }
+    d
+};
+
 /// The lean batch loop's sink for [`Driver::attribute_batch`]: a hit is
-/// one count in its row's first-level cell of its side; the rest as
-/// [`Driver::attribute`] would count them.
+/// one count in its row's dense cell of its side; the rest as
+/// [`Driver::attribute`] would count them, in the wide row.
 struct RowSink<'a> {
     tally: &'a mut Tally,
     /// The rows of the accesses after the runs started so far; each is
-    /// below `table.len() / len`.
+    /// below `dense.len()`.
     rows: &'a [u32],
-    table: &'a mut [u64],
+    dense: &'a mut [[u32; 4]],
+    wide: &'a mut [u64],
     len: usize,
     layout: CounterLayout,
     cell: &'a [[u8; MAX_LEVELS + 1]; 4],
@@ -364,7 +416,7 @@ impl<'a> BatchSink for RowSink<'a> {
     }
     #[inline(always)]
     fn hit(&mut self, row: u32, k: usize) {
-        self.table[row as usize * self.len + usize::from(self.cell[k][0])] += 1;
+        self.dense[row as usize][usize::from(DENSE[k])] += 1;
     }
     #[inline(always)]
     fn rest(&mut self, row: u32, _n: usize, k: usize, r: AccessResult) {
@@ -374,7 +426,7 @@ impl<'a> BatchSink for RowSink<'a> {
         add_to_row(
             &self.layout,
             self.cell,
-            &mut self.table[at..at + self.len],
+            &mut self.wide[at..at + self.len],
             kind,
             &r,
         );
@@ -439,7 +491,8 @@ mod tests {
         for cfg in [presets::cachegrind_default(), presets::jaguar()] {
             let mut d = Driver::new(&cfg).unwrap();
             let len = d.layout().len();
-            let mut table = vec![0u64; 2 * len];
+            let mut table = RowTable::new(d.layout());
+            table.grow_to(2);
             let accesses = [
                 Access::new(AccessKind::InstrFetch, 0x1000, 4),
                 Access::new(AccessKind::Read, 0x8000, 8),
@@ -455,6 +508,7 @@ mod tests {
             assert_eq!(t.of(AccessKind::InstrFetch), 1, "{}", cfg.name);
             assert_eq!(t.of(AccessKind::Read), 1, "{}", cfg.name);
             assert_eq!(t.of(AccessKind::Write), 0, "{}", cfg.name);
+            let table = table.into_rows();
             assert_eq!(table[..len].iter().sum::<u64>(), 1, "{}", cfg.name);
             assert_eq!(table[len..].iter().sum::<u64>(), 1, "{}", cfg.name);
         }
@@ -472,7 +526,10 @@ mod tests {
             let mut batched = Driver::new(&cfg).unwrap();
             let mut plain = Driver::new(&cfg).unwrap();
             let len = one.layout().len();
-            let (mut want, mut got) = (vec![0u64; 16 * len], vec![0u64; 16 * len]);
+            let mut want = vec![0u64; 16 * len];
+            // Settling often, as a long run would every four billion adds.
+            let mut got = RowTable::settling_every(one.layout(), 100);
+            got.grow_to(16);
             let mut x = 0x2545_F491_4F6C_DD1Du64;
             for run in 0..40 {
                 let core = run % cores;
@@ -499,7 +556,7 @@ mod tests {
                 batched.attribute_batch(core, &accesses, &rows, &mut got);
                 plain.access_batch(core, &accesses);
             }
-            assert_eq!(got, want, "{}", cfg.name);
+            assert_eq!(got.into_rows(), want, "{}", cfg.name);
             assert_eq!(batched.tally(), one.tally(), "{}", cfg.name);
             assert_eq!(plain.tally(), one.tally(), "{}", cfg.name);
             assert_eq!(batched.hierarchy().stats(), one.hierarchy().stats());

@@ -40,6 +40,7 @@ mod jaguar;
 mod lean;
 mod prefetch;
 pub mod presets;
+mod rows;
 mod shadow;
 pub mod stats;
 
@@ -51,6 +52,7 @@ pub use coremap::CoreMap;
 pub use counters::{CounterLayout, Side};
 pub use driver::{Driver, Tally};
 pub use hierarchy::{Hierarchy, InstanceInfo};
+pub use rows::RowTable;
 pub use stats::{CoherenceStats, LevelStats, LineSharing, MissClasses, PrefetchStats, Stats};
 
 /// The most levels a hierarchy may have (L1 .. L7).

@@ -818,13 +818,19 @@ proptest! {
         more in prop::collection::vec(lean_op(4, true), 0..200),
         cuts in prop::collection::vec(1usize..300, 1..40),
         row_of in prop::collection::vec(0u32..24, 1..64),
+        settle_every in 1u64..2000,
     ) {
         let mut one = Driver::with_hierarchy(Hierarchy::new_general(&cfg).unwrap());
         let mut rows_batch = Driver::new(&cfg).unwrap();
+        let mut general_batch = Driver::with_hierarchy(Hierarchy::new_general(&cfg).unwrap());
         let mut tally_batch = Driver::new(&cfg).unwrap();
         prop_assert!(rows_batch.hierarchy().uses_lean_engine());
         let len = one.layout().len();
-        let (mut want, mut got) = (vec![0u64; 24 * len], vec![0u64; 24 * len]);
+        let mut want = vec![0u64; 24 * len];
+        let mut got = RowTable::settling_every(one.layout(), settle_every);
+        got.grow_to(24);
+        let mut got_general = RowTable::new(one.layout());
+        got_general.grow_to(24);
         let tail = if other { &more[..] } else { &[][..] };
         let accesses: Vec<(usize, Access, u32)> = ops
             .iter()
@@ -851,10 +857,13 @@ proptest! {
             let run: Vec<Access> = accesses[i..end].iter().map(|&(_, a, _)| a).collect();
             let rows: Vec<u32> = accesses[i..end].iter().map(|&(_, _, r)| r).collect();
             rows_batch.attribute_batch(core, &run, &rows, &mut got);
+            general_batch.attribute_batch(core, &run, &rows, &mut got_general);
             tally_batch.access_batch(core, &run);
             i = end;
         }
-        prop_assert_eq!(&got, &want);
+        prop_assert_eq!(&got.into_rows(), &want);
+        prop_assert_eq!(&got_general.into_rows(), &want);
+        prop_assert_eq!(general_batch.tally(), one.tally());
         prop_assert_eq!(rows_batch.tally(), one.tally());
         prop_assert_eq!(tally_batch.tally(), one.tally());
         prop_assert_eq!(rows_batch.hierarchy().stats(), one.hierarchy().stats());
