@@ -170,6 +170,7 @@ fn main() {
             table.grow_to(dense.len());
             let t0 = std::time::Instant::now();
             simulate_attribute(&mut d, &runs, &mut table);
+            table.settle();
             best = best.min(t0.elapsed().as_secs_f64());
             counted = table.into_rows().iter().sum::<u64>();
         }

@@ -191,15 +191,17 @@ impl Driver {
     ///
     /// A first-level hit with no coherence traffic, the common case, is one
     /// count in the row's dense cell of its side (see [`RowTable`]); on the
-    /// lean engine the batch loop itself adds it there (one index, no
-    /// lookup) and counts the hits by kind for the tally. Only the rest go
-    /// through a result into the wide rows. The table may grow between
-    /// calls (rows added later): nothing is kept from one call to the next.
+    /// lean engine the batch loop itself adds the hits it decides there
+    /// (one index, no lookup) and counts them by kind for the tally, and
+    /// the hits it leaves to the walk arrive with a result and go there
+    /// too. Misses, coherence traffic and prefetches go into the wide
+    /// rows. The table may grow between calls (rows added later): nothing
+    /// is kept from one call to the next.
     ///
     /// # Panics
-    /// If `core` is out of range, `rows` is shorter than `accesses`, or a
-    /// row lies outside `table`; accesses before the offending one are
-    /// simulated and counted.
+    /// If `core` is out of range, `rows` is shorter than `accesses`,
+    /// `table` is of another layout, or a row lies outside `table`;
+    /// accesses before the offending one are simulated and counted.
     pub fn attribute_batch(
         &mut self,
         core: usize,
@@ -246,8 +248,9 @@ impl Driver {
     }
 
     /// Accesses [`Driver::attribute_batch`] gives the engines at once: a
-    /// bound on the dense adds between two checks for overflow.
-    const PIECE: usize = 1 << 20;
+    /// bound on the dense adds between two checks for overflow (small in
+    /// unit tests, so that they cross pieces).
+    const PIECE: usize = if cfg!(test) { 64 } else { 1 << 20 };
 
     /// [`Driver::attribute_batch`] on rows known to be in the table.
     fn attribute_piece(
@@ -269,18 +272,7 @@ impl Driver {
             self.hier.access_batch(core, chunk, results);
             for ((a, r), &row) in chunk.iter().zip(results.iter()).zip(rows) {
                 self.tally.add(a.kind, r);
-                let k = a.kind as usize;
-                if k <= AccessKind::ReadModifyWrite as usize
-                    && r.served_by.slot() == 0
-                    && r.invalidations == 0
-                    && r.false_sharing == 0
-                {
-                    dense[row as usize][usize::from(DENSE[k])] += 1;
-                } else {
-                    let at = row as usize * len;
-                    let row = &mut wide[at..at + len];
-                    add_to_row(&self.layout, &self.cell, row, a.kind, r);
-                }
+                count_in_table(&self.layout, &self.cell, dense, wide, len, row, a.kind, r);
             }
         }
     }
@@ -348,6 +340,35 @@ fn add_to_row(
     }
 }
 
+/// Counts one access of `kind` with result `r` in row `row`: a first-level
+/// hit of a demand kind with no coherence traffic in its dense cell
+/// ([`RowTable`]), anything else in its wide row of `len` counters
+/// ([`add_to_row`]).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn count_in_table(
+    layout: &CounterLayout,
+    cell: &[[u8; MAX_LEVELS + 1]; 4],
+    dense: &mut [[u32; 4]],
+    wide: &mut [u64],
+    len: usize,
+    row: u32,
+    kind: AccessKind,
+    r: &AccessResult,
+) {
+    let k = kind as usize;
+    if k <= AccessKind::ReadModifyWrite as usize
+        && r.served_by.slot() == 0
+        && r.invalidations == 0
+        && r.false_sharing == 0
+    {
+        dense[row as usize][usize::from(DENSE[k])] += 1;
+    } else {
+        let at = row as usize * len;
+        add_to_row(layout, cell, &mut wide[at..at + len], kind, r);
+    }
+}
+
 /// The lean batch loop's sink for [`Driver::access_batch`]: the rest into
 /// the tally one by one, the hits by kind at the end of each run.
 struct TallySink<'a>(&'a mut Tally);
@@ -393,7 +414,7 @@ const DENSE: [u8; 4] = {
 
 /// The lean batch loop's sink for [`Driver::attribute_batch`]: a hit is
 /// one count in its row's dense cell of its side; the rest as
-/// [`Driver::attribute`] would count them, in the wide row.
+/// [`count_in_table`] counts them.
 struct RowSink<'a> {
     tally: &'a mut Tally,
     /// The rows of the accesses after the runs started so far; each is
@@ -422,11 +443,13 @@ impl<'a> BatchSink for RowSink<'a> {
     fn rest(&mut self, row: u32, _n: usize, k: usize, r: AccessResult) {
         let kind = AccessKind::ALL[k];
         self.tally.add(kind, &r);
-        let at = row as usize * self.len;
-        add_to_row(
+        count_in_table(
             &self.layout,
             self.cell,
-            &mut self.wide[at..at + self.len],
+            self.dense,
+            self.wide,
+            self.len,
+            row,
             kind,
             &r,
         );

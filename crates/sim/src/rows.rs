@@ -29,7 +29,7 @@ pub struct RowTable {
     /// Per row: `instructions` and the first-level counts of the three
     /// sides, in [`Side`] order.
     dense: Vec<[u32; 4]>,
-    /// Adds to `dense` since the last settle (an upper bound on any cell).
+    /// Adds reserved since the last settle (an upper bound on any cell).
     pending: u64,
     /// When `pending` may reach this the table settles first.
     settle_every: u64,
@@ -57,8 +57,12 @@ impl RowTable {
         }
     }
 
-    /// The same, settling every `n` adds (at least 1): for tests of the
-    /// settle, which otherwise needs four billion adds.
+    /// The same, settling whenever a reservation of adds
+    /// ([`RowTable::reserve_adds`]: one per [`RowTable::count_instruction`],
+    /// one per access of a piece of [`crate::Driver::attribute_batch`])
+    /// would take those reserved since the last settle past `n` (at least
+    /// 1): for tests of the settle, which otherwise needs four billion
+    /// adds.
     #[doc(hidden)]
     pub fn settling_every(layout: CounterLayout, n: u64) -> RowTable {
         RowTable {

@@ -806,10 +806,12 @@ proptest! {
     }
 
     /// The driver's batch entries on the lean engine (the batch loop adds
-    /// each first-level hit to its row and counts the hits for the tally
-    /// itself) are `Driver::attribute` on each access of the general caches
+    /// each first-level hit to its row's dense cell and counts the hits
+    /// for the tally itself), and `Driver::attribute_batch` on the general
+    /// caches, are `Driver::attribute` on each access of the general caches
     /// in turn: every row, the tally and every counter agree, with batches
-    /// cut anywhere, rows repeating, and a hand-over mid-batch.
+    /// cut anywhere, rows repeating, a hand-over mid-batch, and the row
+    /// tables settling at a random interval.
     #[test]
     fn lean_driver_batches_are_exact(
         cfg in lean_hierarchy(),
@@ -829,7 +831,7 @@ proptest! {
         let mut want = vec![0u64; 24 * len];
         let mut got = RowTable::settling_every(one.layout(), settle_every);
         got.grow_to(24);
-        let mut got_general = RowTable::new(one.layout());
+        let mut got_general = RowTable::settling_every(one.layout(), settle_every);
         got_general.grow_to(24);
         let tail = if other { &more[..] } else { &[][..] };
         let accesses: Vec<(usize, Access, u32)> = ops
