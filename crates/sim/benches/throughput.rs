@@ -27,8 +27,9 @@
 //!   `general/batch/jaguar-4t-shared` likewise for the Jaguar engine;
 //! - the same five through `Hierarchy::access_batch` (`batch/...`): the
 //!   trace cut beforehand into runs of one thread, at most 256 accesses
-//!   each, as a capture consumer or `coldcache sim` would pass them; the
-//!   attribution then reads the batch's results.
+//!   each, slices of one array of the trace's accesses, as a capture
+//!   consumer or `coldcache sim` would pass them; the attribution then
+//!   reads the batch's results.
 //!
 //! With `COLDCACHE_BENCH_TRACE=FILE` (a lackey trace, plain or compressed)
 //! the trace is that program's instead: its first 20 million records are
@@ -138,28 +139,47 @@ fn run_attributed(
     }
 }
 
-/// The trace cut into runs of one thread of at most 256 accesses:
-/// (thread, accesses, instruction indices).
-type Batches = Vec<(u8, Vec<Access>, Vec<u32>)>;
+/// The trace cut into runs of one thread of at most 256 accesses, each a
+/// slice of one array of the trace's accesses in order (as the per-access
+/// loop reads them, and as a consumer holding a buffer hands them over).
+/// Separate vectors per run, the layout before, put every run elsewhere
+/// in memory and cost about a third of the driver's speed on the Python
+/// trace in host-memory stalls.
+struct Batches {
+    accesses: Vec<Access>,
+    indices: Vec<u32>,
+    /// (thread, first, end) of each run.
+    runs: Vec<(u8, usize, usize)>,
+}
+
+impl Batches {
+    /// Each run: its thread, accesses and instruction indices.
+    fn iter(&self) -> impl Iterator<Item = (&u8, &[Access], &[u32])> {
+        self.runs
+            .iter()
+            .map(|(t, a, e)| (t, &self.accesses[*a..*e], &self.indices[*a..*e]))
+    }
+}
 
 fn batches(trace: &[(u8, Access, u32)], threads: bool) -> Batches {
-    let mut out: Batches = Vec::new();
-    for &(t, a, i) in trace {
+    let mut runs: Vec<(u8, usize, usize)> = Vec::new();
+    for (n, &(t, _, _)) in trace.iter().enumerate() {
         let t = if threads { t } else { 0 };
-        match out.last_mut() {
-            Some((bt, acc, idx)) if *bt == t && acc.len() < 256 => {
-                acc.push(a);
-                idx.push(i);
-            }
-            _ => out.push((t, vec![a], vec![i])),
+        match runs.last_mut() {
+            Some((bt, first, end)) if *bt == t && *end - *first < 256 => *end = n + 1,
+            _ => runs.push((t, n, n + 1)),
         }
     }
-    out
+    Batches {
+        accesses: trace.iter().map(|&(_, a, _)| a).collect(),
+        indices: trace.iter().map(|&(_, _, i)| i).collect(),
+        runs,
+    }
 }
 
 fn run_batches(h: &mut Hierarchy, b: &Batches, results: &mut [AccessResult]) -> u64 {
     let mut mem = 0u64;
-    for (t, acc, _) in b {
+    for (t, acc, _) in b.iter() {
         h.access_batch(usize::from(*t), acc, results);
         for r in &results[..acc.len()] {
             mem += u64::from(r.served_by.is_memory());
@@ -174,7 +194,7 @@ fn run_batches_attributed(
     results: &mut [AccessResult],
     counters: &mut [[u32; MAX_LEVELS + 1]],
 ) {
-    for (t, acc, idx) in b {
+    for (t, acc, idx) in b.iter() {
         h.access_batch(usize::from(*t), acc, results);
         for (r, &i) in results[..acc.len()].iter().zip(idx) {
             let c = &mut counters[i as usize];
@@ -196,7 +216,7 @@ const ROWS: u32 = 1 << 16;
 /// The batches through `Driver::attribute_batch`, each access into the row
 /// of its instruction (a table of `ROWS` rows of the layout's counters).
 fn run_driver_attributed(d: &mut Driver, b: &Batches, rows: &mut Vec<u32>, table: &mut RowTable) {
-    for (t, acc, idx) in b {
+    for (t, acc, idx) in b.iter() {
         rows.clear();
         rows.extend(idx.iter().map(|&i| i % ROWS));
         d.attribute_batch(usize::from(*t), acc, rows, table);
@@ -329,7 +349,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("driver/cachegrind", |b| {
         let mut d = Driver::new(&cg).unwrap();
         b.iter(|| {
-            for (t, acc, _) in black_box(&one_core) {
+            for (t, acc, _) in black_box(&one_core).iter() {
                 d.access_batch(usize::from(*t), acc);
             }
             d.tally().of(AccessKind::Read)

@@ -17,7 +17,9 @@
 //! simulate through `Hierarchy::access_batch` (`--toggle-collect` then
 //! names `replay::simulate_batch*`) or `attribute` to simulate through
 //! `Driver::attribute_batch`, each access counted in the row of its
-//! instruction (`replay::simulate_attribute*`). The trace is
+//! instruction (`replay::simulate_attribute*`), or `tally` to simulate
+//! through `Driver::access_batch`, the tally only (`replay::simulate_tally*`).
+//! The trace is
 //! parsed before `simulate` runs, so only the simulation is collected.
 //! `COLDCACHE_REPLAY_RUNS=N` runs it N times, each on a fresh hierarchy,
 //! and reports the best time (for wall-clock comparisons).
@@ -85,6 +87,15 @@ fn simulate_batch(h: &mut Hierarchy, runs: &[(u8, &[Access])]) -> [u64; MAX_LEVE
         }
     }
     served
+}
+
+/// The same through [`Driver::access_batch`]: the tally by kind and
+/// level only, as `coldcache sim` without a dump counts.
+#[inline(never)]
+fn simulate_tally(d: &mut Driver, runs: &[(u8, &[Access])]) {
+    for &(core, run) in runs {
+        d.access_batch(usize::from(core), run);
+    }
 }
 
 /// The same through [`Driver::attribute_batch`], each access into the
@@ -183,6 +194,28 @@ fn main() {
         return;
     }
     let runs: Vec<(u8, &[Access])> = runs.iter().map(|&(c, i, e)| (c, &accesses[i..e])).collect();
+    if args.get(4).is_some_and(|m| m == "tally") {
+        let mut best = f64::MAX;
+        let mut served = [0u64; MAX_LEVELS + 1];
+        for _ in 0..repeat {
+            let mut d = Driver::with_hierarchy(fresh());
+            let t0 = std::time::Instant::now();
+            simulate_tally(&mut d, &runs);
+            best = best.min(t0.elapsed().as_secs_f64());
+            for (k, s) in served.iter_mut().enumerate() {
+                *s = AccessKind::ALL
+                    .iter()
+                    .map(|&a| d.tally().served_at(a, k))
+                    .sum();
+            }
+        }
+        println!(
+            "{} accesses in {best:.3} s ({:.1} M/s, best of {repeat}, cold hierarchy); lines served by slot (L1.., memory): {served:?}",
+            trace.len(),
+            trace.len() as f64 / best / 1e6
+        );
+        return;
+    }
     let mut best = f64::MAX;
     let mut served = Default::default();
     for _ in 0..repeat {
