@@ -10,6 +10,7 @@
 //! [`CoreMap::reserve`]d for the threads to come) it allocates nothing.
 
 use crate::lean::BatchSink;
+use crate::rows::Dense;
 use crate::{
     Access, AccessKind, AccessResult, ConfigError, CoreMap, CounterLayout, Hierarchy,
     HierarchyConfig, RowTable, ServedBy, MAX_LEVELS,
@@ -232,38 +233,9 @@ impl Driver {
                 .position(|&r| r as usize >= whole)
                 .unwrap_or(accesses.len())
         };
-        // Each piece makes room for its dense adds first (at most one per
-        // access), so no dense cell can overflow.
-        for (chunk, rows) in accesses[..valid]
-            .chunks(Driver::PIECE)
-            .zip(rows[..valid].chunks(Driver::PIECE))
-        {
-            table.reserve_adds(chunk.len());
-            let (dense, wide) = table.parts_mut();
-            self.attribute_piece(core, chunk, rows, dense, wide);
-        }
-        if valid < accesses.len() {
-            row_outside(rows[valid], valid, whole);
-        }
-    }
-
-    /// Accesses [`Driver::attribute_batch`] gives the engines at once: a
-    /// bound on the dense adds between two checks for overflow (small in
-    /// unit tests, so that they cross pieces).
-    const PIECE: usize = if cfg!(test) { 64 } else { 1 << 20 };
-
-    /// [`Driver::attribute_batch`] on rows known to be in the table.
-    fn attribute_piece(
-        &mut self,
-        core: usize,
-        accesses: &[Access],
-        rows: &[u32],
-        dense: &mut [[u32; 4]],
-        wide: &mut [u64],
-    ) {
-        let done = self.attribute_lean(core, accesses, rows, dense, wide);
-        let (rest, rest_rows) = (&accesses[done..], &rows[done..]);
-        let len = self.layout.len();
+        let mut cells = table.cells();
+        let done = self.attribute_lean(core, &accesses[..valid], &rows[..valid], &mut cells);
+        let (rest, rest_rows) = (&accesses[done..valid], &rows[done..valid]);
         for (chunk, rows) in rest
             .chunks(Driver::BATCH)
             .zip(rest_rows.chunks(Driver::BATCH))
@@ -272,12 +244,16 @@ impl Driver {
             self.hier.access_batch(core, chunk, results);
             for ((a, r), &row) in chunk.iter().zip(results.iter()).zip(rows) {
                 self.tally.add(a.kind, r);
-                count_in_table(&self.layout, &self.cell, dense, wide, len, row, a.kind, r);
+                count_in_table(&self.layout, &self.cell, &mut cells, row, a.kind, r);
             }
+        }
+        if valid < accesses.len() {
+            row_outside(rows[valid], valid, whole);
         }
     }
 
-    /// [`Driver::attribute_piece`] on the lean engine: how many accesses
+    /// [`Driver::attribute_batch`] on the lean engine, rows known to be
+    /// in the table: how many accesses
     /// were done (0 off the lean engine). A function of its own so that the
     /// batch loop is compiled alone: inlined into its caller it kept the hit
     /// count on the stack, a dependency through memory from one access to
@@ -289,15 +265,12 @@ impl Driver {
         core: usize,
         accesses: &[Access],
         rows: &[u32],
-        dense: &mut [[u32; 4]],
-        wide: &mut [u64],
+        cells: &mut Dense<'_>,
     ) -> usize {
         let mut sink = RowSink {
             tally: &mut self.tally,
             rows,
-            dense,
-            wide,
-            len: self.layout.len(),
+            cells,
             layout: self.layout,
             cell: &self.cell,
         };
@@ -342,16 +315,12 @@ fn add_to_row(
 
 /// Counts one access of `kind` with result `r` in row `row`: a first-level
 /// hit of a demand kind with no coherence traffic in its dense cell
-/// ([`RowTable`]), anything else in its wide row of `len` counters
-/// ([`add_to_row`]).
+/// ([`RowTable`]), anything else in its wide row ([`add_to_row`]).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn count_in_table(
     layout: &CounterLayout,
     cell: &[[u8; MAX_LEVELS + 1]; 4],
-    dense: &mut [[u32; 4]],
-    wide: &mut [u64],
-    len: usize,
+    cells: &mut Dense<'_>,
     row: u32,
     kind: AccessKind,
     r: &AccessResult,
@@ -362,10 +331,9 @@ fn count_in_table(
         && r.invalidations == 0
         && r.false_sharing == 0
     {
-        dense[row as usize][usize::from(DENSE[k])] += 1;
+        cells.bump(row, usize::from(DENSE[k]));
     } else {
-        let at = row as usize * len;
-        add_to_row(layout, cell, &mut wide[at..at + len], kind, r);
+        add_to_row(layout, cell, cells.wide_row(row), kind, r);
     }
 }
 
@@ -415,19 +383,17 @@ const DENSE: [u8; 4] = {
 /// The lean batch loop's sink for [`Driver::attribute_batch`]: a hit is
 /// one count in its row's dense cell of its side; the rest as
 /// [`count_in_table`] counts them.
-struct RowSink<'a> {
+struct RowSink<'a, 'b> {
     tally: &'a mut Tally,
-    /// The rows of the accesses after the runs started so far; each is
-    /// below `dense.len()`.
+    /// The rows of the accesses after the runs started so far; each is in
+    /// the table.
     rows: &'a [u32],
-    dense: &'a mut [[u32; 4]],
-    wide: &'a mut [u64],
-    len: usize,
+    cells: &'a mut Dense<'b>,
     layout: CounterLayout,
     cell: &'a [[u8; MAX_LEVELS + 1]; 4],
 }
 
-impl<'a> BatchSink for RowSink<'a> {
+impl<'a> BatchSink for RowSink<'a, '_> {
     type Items = std::iter::Copied<std::slice::Iter<'a, u32>>;
     #[inline(always)]
     fn start_run(&mut self, len: usize) -> Self::Items {
@@ -437,22 +403,13 @@ impl<'a> BatchSink for RowSink<'a> {
     }
     #[inline(always)]
     fn hit(&mut self, row: u32, k: usize) {
-        self.dense[row as usize][usize::from(DENSE[k])] += 1;
+        self.cells.bump(row, usize::from(DENSE[k]));
     }
     #[inline(always)]
     fn rest(&mut self, row: u32, _n: usize, k: usize, r: AccessResult) {
         let kind = AccessKind::ALL[k];
         self.tally.add(kind, &r);
-        count_in_table(
-            &self.layout,
-            self.cell,
-            self.dense,
-            self.wide,
-            self.len,
-            row,
-            kind,
-            &r,
-        );
+        count_in_table(&self.layout, self.cell, self.cells, row, kind, &r);
     }
     fn hits(&mut self, by_kind: [u64; 4]) {
         add_hits(self.tally, by_kind);
@@ -469,7 +426,7 @@ fn row_outside(row: u32, access: usize, rows: usize) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::presets;
+    use crate::{presets, Side};
 
     /// Cachegrind's model by hand: a cold read misses to memory, the same
     /// line again hits L1; a write to a new line misses; the row and the
@@ -537,6 +494,42 @@ mod tests {
         }
     }
 
+    /// A row past the range of its dense cells (more than 65,535 hits of
+    /// one kind) counts exactly through `attribute_batch`: the carries,
+    /// on the lean engine's batch loop and from results on the Jaguar
+    /// engine, against `attribute` on each access.
+    #[test]
+    fn a_row_past_its_dense_cells_range_counts_exactly() {
+        for cfg in [presets::cachegrind_default(), presets::jaguar()] {
+            let mut one = Driver::new(&cfg).unwrap();
+            let mut batched = Driver::new(&cfg).unwrap();
+            let len = one.layout().len();
+            let mut want = vec![0u64; 2 * len];
+            let mut got = RowTable::new(one.layout());
+            got.grow_to(2);
+            let run: Vec<Access> = (0..256)
+                .map(|i| match i % 4 {
+                    0 => Access::new(AccessKind::InstrFetch, 0x1000, 4),
+                    1 => Access::new(AccessKind::Read, 0x8000, 8),
+                    2 => Access::new(AccessKind::Write, 0x9000, 8),
+                    _ => Access::new(AccessKind::ReadModifyWrite, 0xa000, 8),
+                })
+                .collect();
+            let rows: Vec<u32> = (0..256).map(|i| u32::from(i % 8 == 7)).collect();
+            for _ in 0..1200 {
+                for (a, &r) in run.iter().zip(&rows) {
+                    let at = r as usize * len;
+                    one.attribute(0, *a, &mut want[at..at + len]);
+                }
+                batched.attribute_batch(0, &run, &rows, &mut got);
+            }
+            // Row 0 took 1200 * 64 = 76,800 fetches: past 65,535.
+            let l = one.layout();
+            assert_eq!(want[l.served(Side::Instr, 0)], 76_799, "{}", cfg.name);
+            assert_eq!(got.into_rows(), want, "{}", cfg.name);
+        }
+    }
+
     /// The batch entries do exactly what the per-access ones do: the same
     /// tally, the same rows, the same hierarchy counters, on the lean
     /// engine (`cachegrind`) and the general one (`jaguar`, four cores),
@@ -550,8 +543,7 @@ mod tests {
             let mut plain = Driver::new(&cfg).unwrap();
             let len = one.layout().len();
             let mut want = vec![0u64; 16 * len];
-            // Settling often, as a long run would every four billion adds.
-            let mut got = RowTable::settling_every(one.layout(), 100);
+            let mut got = RowTable::new(one.layout());
             got.grow_to(16);
             let mut x = 0x2545_F491_4F6C_DD1Du64;
             for run in 0..40 {

@@ -5,20 +5,18 @@
 //! a trace touches tens of thousands of them; nearly every access adds one
 //! to one of four counters: the row's `instructions` or its first-level
 //! count on one side (`i_L1`, `r_L1`, `w_L1`). [`RowTable`] keeps those four
-//! per row in a dense array of `u32` (16 bytes a row instead of the row's
+//! per row in a dense array of `u16` (8 bytes a row instead of the row's
 //! 120), so the counting touches a small fraction of the memory, and adds
 //! them into the wide rows when the table is read ([`RowTable::settle`],
 //! [`RowTable::into_rows`], [`RowTable::row`]).
 //!
 //! Invariant: the value of a counter is its wide cell plus, for the four
-//! dense ones, its dense cell. A dense cell never overflows: the table
-//! settles before the adds made since the last settle could exceed
-//! `u32::MAX` ([`RowTable::reserve_adds`], which every adder calls).
+//! dense ones, its dense cell. A dense cell that wraps past `u16::MAX` to 0
+//! carries 2^16 into its wide counter at once ([`Dense::bump`], the one
+//! way a dense cell is added to), so no count is ever lost and no settle
+//! is needed but to read.
 
 use crate::{AccessKind, CounterLayout, Side};
-
-/// Adds the dense cells may take between two settles.
-const SETTLE_EVERY: u64 = u32::MAX as u64;
 
 /// Counter rows of one layout, row `i` at `i * layout.len()`; see the
 /// [module documentation](self).
@@ -28,11 +26,9 @@ pub struct RowTable {
     wide: Vec<u64>,
     /// Per row: `instructions` and the first-level counts of the three
     /// sides, in [`Side`] order.
-    dense: Vec<[u32; 4]>,
-    /// Adds reserved since the last settle (an upper bound on any cell).
-    pending: u64,
-    /// When `pending` may reach this the table settles first.
-    settle_every: u64,
+    dense: Vec<[u16; 4]>,
+    /// The wide counter of each dense cell.
+    at: [usize; 4],
 }
 
 /// The dense cell of an access of `kind` served by the first level, if it
@@ -45,6 +41,46 @@ pub(crate) const fn dense_cell(kind: AccessKind) -> Option<usize> {
     }
 }
 
+/// A [`RowTable`]'s cells, borrowed for counting into (the batch loops').
+pub(crate) struct Dense<'a> {
+    dense: &'a mut [[u16; 4]],
+    wide: &'a mut [u64],
+    len: usize,
+    at: [usize; 4],
+}
+
+impl Dense<'_> {
+    /// Adds one to dense cell `cell` of row `row`, carrying 2^16 into its
+    /// wide counter when the cell wraps.
+    ///
+    /// # Panics
+    /// If `row` is not in the table.
+    #[inline(always)]
+    pub(crate) fn bump(&mut self, row: u32, cell: usize) {
+        let c = &mut self.dense[row as usize][cell];
+        *c = c.wrapping_add(1);
+        if *c == 0 {
+            self.carry(row, cell);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn carry(&mut self, row: u32, cell: usize) {
+        self.wide[row as usize * self.len + self.at[cell]] += 1 << 16;
+    }
+
+    /// Wide row `row`.
+    ///
+    /// # Panics
+    /// If `row` is not in the table.
+    #[inline(always)]
+    pub(crate) fn wide_row(&mut self, row: u32) -> &mut [u64] {
+        let at = row as usize * self.len;
+        &mut self.wide[at..at + self.len]
+    }
+}
+
 impl RowTable {
     /// An empty table of `layout`'s rows.
     pub fn new(layout: CounterLayout) -> RowTable {
@@ -52,22 +88,12 @@ impl RowTable {
             layout,
             wide: Vec::new(),
             dense: Vec::new(),
-            pending: 0,
-            settle_every: SETTLE_EVERY,
-        }
-    }
-
-    /// The same, settling whenever a reservation of adds
-    /// ([`RowTable::reserve_adds`]: one per [`RowTable::count_instruction`],
-    /// one per access of a piece of [`crate::Driver::attribute_batch`])
-    /// would take those reserved since the last settle past `n` (at least
-    /// 1): for tests of the settle, which otherwise needs four billion
-    /// adds.
-    #[doc(hidden)]
-    pub fn settling_every(layout: CounterLayout, n: u64) -> RowTable {
-        RowTable {
-            settle_every: n.clamp(1, SETTLE_EVERY),
-            ..RowTable::new(layout)
+            at: [
+                CounterLayout::INSTRUCTIONS,
+                layout.served(Side::Instr, 0),
+                layout.served(Side::Read, 0),
+                layout.served(Side::Write, 0),
+            ],
         }
     }
 
@@ -99,25 +125,13 @@ impl RowTable {
         }
     }
 
-    /// Makes room for `n` more dense adds: settles first if they could
-    /// overflow a dense cell. Every adder calls it before adding.
-    #[inline(always)]
-    pub(crate) fn reserve_adds(&mut self, n: usize) {
-        self.pending += n as u64;
-        if self.pending > self.settle_every {
-            self.settle();
-            self.pending = n as u64;
-        }
-    }
-
     /// Counts one instruction executed in `row`.
     ///
     /// # Panics
     /// If `row` is not in the table.
     #[inline]
     pub fn count_instruction(&mut self, row: u32) {
-        self.reserve_adds(1);
-        self.dense[row as usize][0] += 1;
+        self.cells().bump(row, 0);
     }
 
     /// The wide row `row`, for adding counts other than the dense ones
@@ -132,33 +146,26 @@ impl RowTable {
         &mut self.wide[at..at + len]
     }
 
-    /// The dense cells and the wide rows, for the batch loops (which call
-    /// [`RowTable::reserve_adds`] first).
+    /// The cells, for counting into.
     #[inline(always)]
-    pub(crate) fn parts_mut(&mut self) -> (&mut [[u32; 4]], &mut [u64]) {
-        (&mut self.dense, &mut self.wide)
+    pub(crate) fn cells(&mut self) -> Dense<'_> {
+        Dense {
+            dense: &mut self.dense,
+            wide: &mut self.wide,
+            len: self.layout.len(),
+            at: self.at,
+        }
     }
 
     /// Adds every dense cell into its wide counter and zeroes it.
     pub fn settle(&mut self) {
-        let l = self.layout;
-        let at = [
-            CounterLayout::INSTRUCTIONS,
-            l.served(Side::Instr, 0),
-            l.served(Side::Read, 0),
-            l.served(Side::Write, 0),
-        ];
-        for (d, w) in self
-            .dense
-            .iter_mut()
-            .zip(self.wide.chunks_exact_mut(l.len()))
-        {
-            for (&i, c) in at.iter().zip(d.iter_mut()) {
+        let len = self.layout.len();
+        for (d, w) in self.dense.iter_mut().zip(self.wide.chunks_exact_mut(len)) {
+            for (&i, c) in self.at.iter().zip(d.iter_mut()) {
                 w[i] += u64::from(*c);
                 *c = 0;
             }
         }
-        self.pending = 0;
     }
 
     /// Row `row`, settled.
@@ -166,9 +173,7 @@ impl RowTable {
     /// # Panics
     /// If `row` is not in the table.
     pub fn row(&mut self, row: u32) -> &[u64] {
-        if self.pending != 0 {
-            self.settle();
-        }
+        self.settle();
         let len = self.layout.len();
         let at = row as usize * len;
         &self.wide[at..at + len]
@@ -185,31 +190,29 @@ impl RowTable {
 mod tests {
     use super::*;
 
-    /// Dense and wide counts add up, and the settle never loses one: one
-    /// row counted through both, settling every 2 adds.
+    /// Dense and wide counts add up, past the dense cells' range: 200,000
+    /// instructions in one row carry three times, read at any point.
     #[test]
     fn dense_and_wide_counts_add_up() {
         let l = CounterLayout::new(2);
-        let mut t = RowTable::settling_every(l, 2);
+        let mut t = RowTable::new(l);
         assert_eq!(t.push_row(), 0);
         assert_eq!(t.push_row(), 1);
-        for _ in 0..5 {
+        for n in 1..=200_000u64 {
             t.count_instruction(1);
-            assert!(
-                t.parts_mut().0[1][0] <= 2,
-                "a dense cell past the settle bound"
-            );
+            if n == 65_535 || n == 65_536 || n == 131_073 {
+                assert_eq!(t.row(1)[CounterLayout::INSTRUCTIONS], n);
+            }
         }
         t.wide_row_mut(1)[CounterLayout::INSTRUCTIONS] += 10;
         t.wide_row_mut(0)[CounterLayout::UNMODELLED] += 1;
-        assert_eq!(t.row(1)[CounterLayout::INSTRUCTIONS], 15);
         t.count_instruction(0);
         let rows = t.into_rows();
         assert_eq!(rows.len(), 2 * l.len());
         assert_eq!(rows[CounterLayout::INSTRUCTIONS], 1);
         assert_eq!(rows[CounterLayout::UNMODELLED], 1);
-        assert_eq!(rows[l.len() + CounterLayout::INSTRUCTIONS], 15);
-        assert_eq!(rows.iter().sum::<u64>(), 17);
+        assert_eq!(rows[l.len() + CounterLayout::INSTRUCTIONS], 200_010);
+        assert_eq!(rows.iter().sum::<u64>(), 200_012);
     }
 
     #[test]
@@ -225,12 +228,16 @@ mod tests {
             (AccessKind::NonTemporalStore, "w_L1"),
         ] {
             let mut t = t.clone();
-            t.reserve_adds(1);
-            t.parts_mut().0[0][dense_cell(k).unwrap()] += 1;
+            // Past a carry, so that both the dense cell and its wide
+            // counter are checked.
+            for _ in 0..70_000 {
+                t.cells().bump(0, dense_cell(k).unwrap());
+            }
             let rows = t.into_rows();
             let names = l.names(&["L1".into(), "L2".into(), "L3".into()]);
-            let at = rows.iter().position(|&c| c == 1).unwrap();
-            assert_eq!(names[at], want, "{k:?}");
+            let at = rows.iter().position(|&c| c != 0).unwrap();
+            assert_eq!((names[at].as_str(), rows[at]), (want, 70_000), "{k:?}");
+            assert_eq!(rows.iter().sum::<u64>(), 70_000, "{k:?}");
         }
         assert_eq!(dense_cell(AccessKind::Prefetch), None);
         assert_eq!(dense_cell(AccessKind::Flush), None);

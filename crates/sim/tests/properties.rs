@@ -810,8 +810,7 @@ proptest! {
     /// for the tally itself), and `Driver::attribute_batch` on the general
     /// caches, are `Driver::attribute` on each access of the general caches
     /// in turn: every row, the tally and every counter agree, with batches
-    /// cut anywhere, rows repeating, a hand-over mid-batch, and the row
-    /// tables settling at a random interval.
+    /// cut anywhere, rows repeating, and a hand-over mid-batch.
     #[test]
     fn lean_driver_batches_are_exact(
         cfg in lean_hierarchy(),
@@ -820,7 +819,6 @@ proptest! {
         more in prop::collection::vec(lean_op(4, true), 0..200),
         cuts in prop::collection::vec(1usize..300, 1..40),
         row_of in prop::collection::vec(0u32..24, 1..64),
-        settle_every in 1u64..2000,
     ) {
         let mut one = Driver::with_hierarchy(Hierarchy::new_general(&cfg).unwrap());
         let mut rows_batch = Driver::new(&cfg).unwrap();
@@ -829,9 +827,9 @@ proptest! {
         prop_assert!(rows_batch.hierarchy().uses_lean_engine());
         let len = one.layout().len();
         let mut want = vec![0u64; 24 * len];
-        let mut got = RowTable::settling_every(one.layout(), settle_every);
+        let mut got = RowTable::new(one.layout());
         got.grow_to(24);
-        let mut got_general = RowTable::settling_every(one.layout(), settle_every);
+        let mut got_general = RowTable::new(one.layout());
         got_general.grow_to(24);
         let tail = if other { &more[..] } else { &[][..] };
         let accesses: Vec<(usize, Access, u32)> = ops
