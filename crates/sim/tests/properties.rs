@@ -1081,4 +1081,59 @@ proptest! {
             prop_assert_eq!(h.line_sharing(), general.line_sharing());
         }
     }
+
+    /// `Driver::attribute_batch` on the Jaguar engine (coherence and
+    /// straddles counted per line: results with invalidations, false
+    /// sharing and several lines, counted into the dense cells or the
+    /// wide rows) is `Driver::attribute` on each access of the general
+    /// caches in turn: every row, the tally and every counter agree, with
+    /// batches cut anywhere, rows repeating, and a hand-over mid-batch.
+    #[test]
+    fn jaguar_driver_batches_are_exact(
+        cfg in jaguar_hierarchy(),
+        other in any::<bool>(),
+        ops in prop::collection::vec(jaguar_op(false), 1..800),
+        more in prop::collection::vec(jaguar_op(true), 0..200),
+        cuts in prop::collection::vec(1usize..60, 1..40),
+        row_of in prop::collection::vec(0u32..24, 1..64),
+    ) {
+        let mut one = Driver::with_hierarchy(Hierarchy::new_general(&cfg).unwrap());
+        let mut batched = Driver::new(&cfg).unwrap();
+        prop_assert!(batched.hierarchy().uses_jaguar_engine());
+        let len = one.layout().len();
+        let mut want = vec![0u64; 24 * len];
+        let mut got = RowTable::new(one.layout());
+        got.grow_to(24);
+        let tail = if other { &more[..] } else { &[][..] };
+        let accesses: Vec<(usize, Access, u32)> = ops
+            .iter()
+            .chain(tail)
+            .enumerate()
+            .map(|(i, o)| {
+                let a = Access::new(o.kind, o.addr, o.size).with_ip(0x400);
+                (o.core % cfg.cores, a, row_of[i % row_of.len()])
+            })
+            .collect();
+        for &(c, a, r) in &accesses {
+            let at = r as usize * len;
+            one.attribute(c, a, &mut want[at..at + len]);
+        }
+        let (mut i, mut j) = (0, 0);
+        while i < accesses.len() {
+            let core = accesses[i].0;
+            let limit = cuts[j % cuts.len()];
+            j += 1;
+            let mut end = i;
+            while end < accesses.len() && end - i < limit && accesses[end].0 == core {
+                end += 1;
+            }
+            let run: Vec<Access> = accesses[i..end].iter().map(|&(_, a, _)| a).collect();
+            let rows: Vec<u32> = accesses[i..end].iter().map(|&(_, _, r)| r).collect();
+            batched.attribute_batch(core, &run, &rows, &mut got);
+            i = end;
+        }
+        prop_assert_eq!(&got.into_rows(), &want);
+        prop_assert_eq!(batched.tally(), one.tally());
+        prop_assert_eq!(batched.hierarchy().stats(), one.hierarchy().stats());
+    }
 }
