@@ -474,18 +474,10 @@ proptest! {
         let want: Vec<AccessResult> = accesses.iter().map(|&(c, a)| one.access(c, a)).collect();
         // Cut into runs of one core, at most `cuts[j]` long.
         let mut got = vec![AccessResult::default(); accesses.len()];
-        let (mut i, mut j) = (0, 0);
-        while i < accesses.len() {
-            let core = accesses[i].0;
-            let limit = cuts[j % cuts.len()];
-            j += 1;
-            let mut end = i;
-            while end < accesses.len() && end - i < limit && accesses[end].0 == core {
-                end += 1;
-            }
-            let run: Vec<Access> = accesses[i..end].iter().map(|&(_, a)| a).collect();
-            batched.access_batch(core, &run, &mut got[i..end]);
-            i = end;
+        let cores: Vec<usize> = accesses.iter().map(|&(c, _)| c).collect();
+        for (core, r) in cut_runs(&cores, &cuts) {
+            let run: Vec<Access> = accesses[r.clone()].iter().map(|&(_, a)| a).collect();
+            batched.access_batch(core, &run, &mut got[r]);
         }
         for (n, (g, w)) in got.iter().zip(&want).enumerate() {
             prop_assert_eq!(g, w, "access {} {:?}", n, accesses[n]);
@@ -552,18 +544,10 @@ proptest! {
             .collect();
         let want: Vec<AccessResult> = accesses.iter().map(|&(c, a)| slow.access(c, a)).collect();
         let mut got = vec![AccessResult::default(); accesses.len()];
-        let (mut i, mut j) = (0, 0);
-        while i < accesses.len() {
-            let core = accesses[i].0;
-            let limit = cuts[j % cuts.len()];
-            j += 1;
-            let mut end = i;
-            while end < accesses.len() && end - i < limit && accesses[end].0 == core {
-                end += 1;
-            }
-            let run: Vec<Access> = accesses[i..end].iter().map(|&(_, a)| a).collect();
-            batched.access_batch(core, &run, &mut got[i..end]);
-            i = end;
+        let cores: Vec<usize> = accesses.iter().map(|&(c, _)| c).collect();
+        for (core, r) in cut_runs(&cores, &cuts) {
+            let run: Vec<Access> = accesses[r.clone()].iter().map(|&(_, a)| a).collect();
+            batched.access_batch(core, &run, &mut got[r]);
         }
         for (n, (g, w)) in got.iter().zip(&want).enumerate() {
             prop_assert_eq!(g, w, "access {} {:?}", n, accesses[n]);
@@ -691,6 +675,75 @@ fn lean_hierarchy() -> impl Strategy<Value = HierarchyConfig> {
         )
 }
 
+/// Runs of one core's accesses, cut anywhere: each run ends at a change
+/// of core or after `cuts[j]` accesses (the `j`-th run, `cuts` repeating).
+/// `cores[i]` is access `i`'s core; each run is (core, indices).
+fn cut_runs(cores: &[usize], cuts: &[usize]) -> Vec<(usize, std::ops::Range<usize>)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < cores.len() {
+        let (core, limit) = (cores[i], cuts[out.len() % cuts.len()]);
+        let mut end = i;
+        while end < cores.len() && end - i < limit && cores[end] == core {
+            end += 1;
+        }
+        out.push((core, i..end));
+        i = end;
+    }
+    out
+}
+
+/// [`cut_runs`] of (core, access, row) triples, as `attribute_batch`
+/// takes them: (core, accesses, rows).
+fn attributed_runs(
+    accesses: &[(usize, Access, u32)],
+    cuts: &[usize],
+) -> Vec<(usize, Vec<Access>, Vec<u32>)> {
+    let cores: Vec<usize> = accesses.iter().map(|&(c, _, _)| c).collect();
+    cut_runs(&cores, cuts)
+        .into_iter()
+        .map(|(core, r)| {
+            let run = &accesses[r];
+            (
+                core,
+                run.iter().map(|&(_, a, _)| a).collect(),
+                run.iter().map(|&(_, _, r)| r).collect(),
+            )
+        })
+        .collect()
+}
+
+/// `ops` as (core, access, row) triples: cores modulo `cores`, rows from
+/// `row_of` in turn.
+fn with_rows<'a>(
+    ops: impl Iterator<Item = &'a MOp>,
+    cores: usize,
+    row_of: &[u32],
+) -> Vec<(usize, Access, u32)> {
+    ops.enumerate()
+        .map(|(i, o)| {
+            let a = Access::new(o.kind, o.addr, o.size).with_ip(0x400);
+            (o.core % cores, a, row_of[i % row_of.len()])
+        })
+        .collect()
+}
+
+/// `accesses` (core, access, row) through `Driver::attribute` one by one
+/// into a table of `rows` rows.
+fn attributed_one_by_one(
+    one: &mut Driver,
+    accesses: &[(usize, Access, u32)],
+    rows: usize,
+) -> Vec<u64> {
+    let len = one.layout().len();
+    let mut want = vec![0u64; rows * len];
+    for &(c, a, r) in accesses {
+        let at = r as usize * len;
+        one.attribute(c, a, &mut want[at..at + len]);
+    }
+    want
+}
+
 /// An access for the lean engine's tests: mostly demand kinds over a small
 /// region (so sets fill, evict and hit further back than the most recent
 /// way), some straddling several lines, some of size 0, some at the very
@@ -759,18 +812,10 @@ proptest! {
             prop_assert_eq!(lean.access(c, a), want[n], "access {} {:?}", n, a);
         }
         let mut got = vec![AccessResult::default(); accesses.len()];
-        let (mut i, mut j) = (0, 0);
-        while i < accesses.len() {
-            let core = accesses[i].0;
-            let limit = cuts[j % cuts.len()];
-            j += 1;
-            let mut end = i;
-            while end < accesses.len() && end - i < limit && accesses[end].0 == core {
-                end += 1;
-            }
-            let run: Vec<Access> = accesses[i..end].iter().map(|&(_, a)| a).collect();
-            batched.access_batch(core, &run, &mut got[i..end]);
-            i = end;
+        let cores: Vec<usize> = accesses.iter().map(|&(c, _)| c).collect();
+        for (core, r) in cut_runs(&cores, &cuts) {
+            let run: Vec<Access> = accesses[r.clone()].iter().map(|&(_, a)| a).collect();
+            batched.access_batch(core, &run, &mut got[r]);
         }
         for (n, (g, w)) in got.iter().zip(&want).enumerate() {
             prop_assert_eq!(g, w, "batched access {} {:?}", n, accesses[n]);
@@ -825,41 +870,17 @@ proptest! {
         let mut general_batch = Driver::with_hierarchy(Hierarchy::new_general(&cfg).unwrap());
         let mut tally_batch = Driver::new(&cfg).unwrap();
         prop_assert!(rows_batch.hierarchy().uses_lean_engine());
-        let len = one.layout().len();
-        let mut want = vec![0u64; 24 * len];
         let mut got = RowTable::new(one.layout());
         got.grow_to(24);
         let mut got_general = RowTable::new(one.layout());
         got_general.grow_to(24);
         let tail = if other { &more[..] } else { &[][..] };
-        let accesses: Vec<(usize, Access, u32)> = ops
-            .iter()
-            .chain(tail)
-            .enumerate()
-            .map(|(i, o)| {
-                let a = Access::new(o.kind, o.addr, o.size).with_ip(0x400);
-                (o.core % cfg.cores, a, row_of[i % row_of.len()])
-            })
-            .collect();
-        for &(c, a, r) in &accesses {
-            let at = r as usize * len;
-            one.attribute(c, a, &mut want[at..at + len]);
-        }
-        let (mut i, mut j) = (0, 0);
-        while i < accesses.len() {
-            let core = accesses[i].0;
-            let limit = cuts[j % cuts.len()];
-            j += 1;
-            let mut end = i;
-            while end < accesses.len() && end - i < limit && accesses[end].0 == core {
-                end += 1;
-            }
-            let run: Vec<Access> = accesses[i..end].iter().map(|&(_, a, _)| a).collect();
-            let rows: Vec<u32> = accesses[i..end].iter().map(|&(_, _, r)| r).collect();
+        let accesses = with_rows(ops.iter().chain(tail), cfg.cores, &row_of);
+        let want = attributed_one_by_one(&mut one, &accesses, 24);
+        for (core, run, rows) in attributed_runs(&accesses, &cuts) {
             rows_batch.attribute_batch(core, &run, &rows, &mut got);
             general_batch.attribute_batch(core, &run, &rows, &mut got_general);
             tally_batch.access_batch(core, &run);
-            i = end;
         }
         prop_assert_eq!(&got.into_rows(), &want);
         prop_assert_eq!(&got_general.into_rows(), &want);
@@ -1031,18 +1052,10 @@ proptest! {
             prop_assert_eq!(single.access(c, a), want[n], "access {} {:?} core {}", n, a, c);
         }
         let mut got = vec![AccessResult::default(); accesses.len()];
-        let (mut i, mut j) = (0, 0);
-        while i < accesses.len() {
-            let core = accesses[i].0;
-            let limit = cuts[j % cuts.len()];
-            j += 1;
-            let mut end = i;
-            while end < accesses.len() && end - i < limit && accesses[end].0 == core {
-                end += 1;
-            }
-            let run: Vec<Access> = accesses[i..end].iter().map(|&(_, a)| a).collect();
-            batched.access_batch(core, &run, &mut got[i..end]);
-            i = end;
+        let cores: Vec<usize> = accesses.iter().map(|&(c, _)| c).collect();
+        for (core, r) in cut_runs(&cores, &cuts) {
+            let run: Vec<Access> = accesses[r.clone()].iter().map(|&(_, a)| a).collect();
+            batched.access_batch(core, &run, &mut got[r]);
         }
         for (n, (g, w)) in got.iter().zip(&want).enumerate() {
             prop_assert_eq!(g, w, "batched access {} {:?}", n, accesses[n]);
@@ -1100,37 +1113,13 @@ proptest! {
         let mut one = Driver::with_hierarchy(Hierarchy::new_general(&cfg).unwrap());
         let mut batched = Driver::new(&cfg).unwrap();
         prop_assert!(batched.hierarchy().uses_jaguar_engine());
-        let len = one.layout().len();
-        let mut want = vec![0u64; 24 * len];
         let mut got = RowTable::new(one.layout());
         got.grow_to(24);
         let tail = if other { &more[..] } else { &[][..] };
-        let accesses: Vec<(usize, Access, u32)> = ops
-            .iter()
-            .chain(tail)
-            .enumerate()
-            .map(|(i, o)| {
-                let a = Access::new(o.kind, o.addr, o.size).with_ip(0x400);
-                (o.core % cfg.cores, a, row_of[i % row_of.len()])
-            })
-            .collect();
-        for &(c, a, r) in &accesses {
-            let at = r as usize * len;
-            one.attribute(c, a, &mut want[at..at + len]);
-        }
-        let (mut i, mut j) = (0, 0);
-        while i < accesses.len() {
-            let core = accesses[i].0;
-            let limit = cuts[j % cuts.len()];
-            j += 1;
-            let mut end = i;
-            while end < accesses.len() && end - i < limit && accesses[end].0 == core {
-                end += 1;
-            }
-            let run: Vec<Access> = accesses[i..end].iter().map(|&(_, a, _)| a).collect();
-            let rows: Vec<u32> = accesses[i..end].iter().map(|&(_, _, r)| r).collect();
+        let accesses = with_rows(ops.iter().chain(tail), cfg.cores, &row_of);
+        let want = attributed_one_by_one(&mut one, &accesses, 24);
+        for (core, run, rows) in attributed_runs(&accesses, &cuts) {
             batched.attribute_batch(core, &run, &rows, &mut got);
-            i = end;
         }
         prop_assert_eq!(&got.into_rows(), &want);
         prop_assert_eq!(batched.tally(), one.tally());
