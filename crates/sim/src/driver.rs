@@ -252,13 +252,12 @@ impl Driver {
         }
     }
 
-    /// [`Driver::attribute_batch`] on the lean engine, rows known to be
-    /// in the table: how many accesses
-    /// were done (0 off the lean engine). A function of its own so that the
-    /// batch loop is compiled alone: inlined into its caller it kept the hit
-    /// count on the stack, a dependency through memory from one access to
-    /// the next (measured: 1.15x slower in wall time with fewer
-    /// instructions).
+    /// [`Driver::attribute_batch`] on the lean engine, rows known to be in
+    /// the table: how many accesses were done (0 off the lean engine). A
+    /// function of its own so that the batch loop is compiled alone:
+    /// inlined into its caller it kept the hit count on the stack, a
+    /// dependency through memory from one access to the next (measured:
+    /// 1.15x slower in wall time with fewer instructions).
     #[inline(never)]
     fn attribute_lean(
         &mut self,

@@ -8,7 +8,7 @@
 //! per row in a dense array of `u16` (8 bytes a row instead of the row's
 //! 120), so the counting touches a small fraction of the memory, and adds
 //! them into the wide rows when the table is read ([`RowTable::settle`],
-//! [`RowTable::into_rows`], [`RowTable::row`]).
+//! [`RowTable::into_rows`]; one counter at a time, [`RowTable::get`]).
 //!
 //! Invariant: the value of a counter is its wide cell plus, for the four
 //! dense ones, its dense cell. A dense cell that wraps past `u16::MAX` to 0
@@ -168,15 +168,15 @@ impl RowTable {
         }
     }
 
-    /// Row `row`, settled.
+    /// Counter `counter` of row `row` (an index of the layout): its wide
+    /// value plus its dense cell, if it has one. Settles nothing.
     ///
     /// # Panics
-    /// If `row` is not in the table.
-    pub fn row(&mut self, row: u32) -> &[u64] {
-        self.settle();
-        let len = self.layout.len();
-        let at = row as usize * len;
-        &self.wide[at..at + len]
+    /// If `row` is not in the table or `counter` not in the layout.
+    pub fn get(&self, row: u32, counter: usize) -> u64 {
+        let dense = self.at.iter().position(|&i| i == counter);
+        let cell = dense.map_or(0, |c| u64::from(self.dense[row as usize][c]));
+        self.wide[row as usize * self.layout.len() + counter] + cell
     }
 
     /// The rows, settled, one after the other.
@@ -201,7 +201,7 @@ mod tests {
         for n in 1..=200_000u64 {
             t.count_instruction(1);
             if n == 65_535 || n == 65_536 || n == 131_073 {
-                assert_eq!(t.row(1)[CounterLayout::INSTRUCTIONS], n);
+                assert_eq!(t.get(1, CounterLayout::INSTRUCTIONS), n);
             }
         }
         t.wide_row_mut(1)[CounterLayout::INSTRUCTIONS] += 10;
