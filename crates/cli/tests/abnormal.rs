@@ -19,7 +19,10 @@
 
 #[path = "common/library.rs"]
 mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use library::{have, library, repo, COLDCACHE};
+use programs::scratch_in;
 
 use coldcache_dump::Dump;
 use std::io::Read;
@@ -34,9 +37,7 @@ use std::time::{Duration, Instant};
 const DEADLINE: Duration = Duration::from_secs(60);
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("coldcache-abnormal-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    scratch_in("abnormal", name)
 }
 
 fn gcc_or_skip(test: &str) -> bool {

@@ -15,10 +15,13 @@
 //! missing). Needs ptrace: skipped with the reason when this machine
 //! forbids it.
 
+#[path = "common/dumps.rs"]
+mod dumps;
 #[path = "common/library.rs"]
 mod library;
 #[path = "common/programs.rs"]
 mod programs;
+use dumps::{load, text};
 use library::{library, COLDCACHE};
 use programs::{compile, gcc_or_skip, run_with_deadline, scratch_in, wait_with_deadline};
 
@@ -30,15 +33,6 @@ use std::time::Duration;
 
 fn scratch(name: &str) -> PathBuf {
     scratch_in("attach", name)
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn load(path: &Path) -> Dump {
-    Dump::from_bytes(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-        .unwrap()
 }
 
 /// Whether gcc is there and ptrace may be used on our own children; says

@@ -23,14 +23,18 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+#[path = "common/dumps.rs"]
+mod dumps;
 #[path = "common/library.rs"]
 mod library;
+#[path = "common/programs.rs"]
+mod programs;
+use dumps::load;
 use library::{have, library, repo, COLDCACHE};
+use programs::scratch_in;
 
 fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("coldcache-resim-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    scratch_in("resim", name)
 }
 
 fn ok(mut cmd: Command) -> Output {
@@ -44,11 +48,6 @@ fn ok(mut cmd: Command) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-fn load(path: &Path) -> Dump {
-    Dump::from_bytes(&std::fs::read(path).unwrap())
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// `examples/programs/pushbuffer.c`, built in `dir` without PIE.

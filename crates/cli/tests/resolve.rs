@@ -16,8 +16,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+#[path = "common/dumps.rs"]
+mod dumps;
 #[path = "common/library.rs"]
 mod library;
+use dumps::load;
 use library::{have, library, repo, COLDCACHE};
 
 fn tools_or_skip(test: &str) -> bool {
@@ -94,10 +97,6 @@ fn resolve(dump: &Path, extra: &[&str]) -> String {
     let mut cmd = Command::new(COLDCACHE);
     cmd.arg("resolve").arg(dump).args(extra);
     String::from_utf8_lossy(&run(cmd).stderr).into_owned()
-}
-
-fn load(p: &Path) -> Dump {
-    Dump::from_bytes(&std::fs::read(p).unwrap()).unwrap()
 }
 
 /// Index of the module whose path is `bin`.

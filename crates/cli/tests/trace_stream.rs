@@ -20,10 +20,13 @@ use coldcache_dump::Dump;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+#[path = "common/dumps.rs"]
+mod dumps;
 #[path = "common/library.rs"]
 mod library;
 #[path = "common/programs.rs"]
 mod programs;
+use dumps::load;
 use library::{repo, COLDCACHE};
 use programs::{gcc_and_setarch_or_skip, run_with_deadline, scratch_in};
 
@@ -41,11 +44,6 @@ fn ok(cmd: Command, what: &str) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
-}
-
-fn load(path: &Path) -> Dump {
-    Dump::from_bytes(&std::fs::read(path).unwrap())
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// `tests-programs/capture/stream.c`, built in `dir`.

@@ -7,10 +7,13 @@
 //! `window_threads.c`, built by gcc (skipped with a message when
 //! missing), run under a deadline, in both capture modes.
 
+#[path = "common/dumps.rs"]
+mod dumps;
 #[path = "common/library.rs"]
 mod library;
 #[path = "common/programs.rs"]
 mod programs;
+use dumps::{load, text};
 use library::{library, COLDCACHE};
 use programs::{build_with, gcc_or_skip, run_with_deadline, scratch_in};
 
@@ -22,10 +25,6 @@ fn scratch(name: &str) -> PathBuf {
     scratch_in("windows", name)
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// `coldcache record --cache cachegrind` (32 KiB 8-way L1s, 64-byte lines,
 /// LRU, no prefetcher: the hand count below holds) in `dir`.
 fn record(dir: &Path, args: &[&str]) -> Command {
@@ -35,11 +34,6 @@ fn record(dir: &Path, args: &[&str]) -> Command {
         .args(["record", "--cache", "cachegrind", "--no-resolve"])
         .args(args);
     cmd
-}
-
-fn load(path: &Path) -> Dump {
-    Dump::from_bytes(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn ok(out: &Output, what: &str) {

@@ -6,10 +6,13 @@
 //! workflow.c` and `tests-programs/symbols/names.cpp`, built by gcc/g++
 //! (skipped with a message when missing), run under a deadline.
 
+#[path = "common/dumps.rs"]
+mod dumps;
 #[path = "common/library.rs"]
 mod library;
 #[path = "common/programs.rs"]
 mod programs;
+use dumps::{load, text};
 use library::{library, COLDCACHE};
 use programs::{
     build_with, gcc_or_skip, program_of, run_with_deadline, scratch_in, wait_with_deadline,
@@ -33,10 +36,6 @@ fn record(dir: &Path, args: &[&str]) -> Command {
         .args(["record", "--cache", "jaguar", "--no-resolve"])
         .args(args);
     cmd
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// The run failed with a message naming `path` and containing `reason`,
@@ -138,11 +137,6 @@ fn a_capture_asked_for_and_not_made_exits_non_zero() {
         );
         let _ = std::fs::remove_file(dir.join("x.ccdump"));
     }
-}
-
-fn load(path: &Path) -> Dump {
-    Dump::from_bytes(&std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-        .unwrap()
 }
 
 /// Regression: two `record`s to one path both reported it, and the first

@@ -1,7 +1,7 @@
 //! Test programs built by gcc/g++ and run under a deadline: a hang fails
-//! the test instead of blocking CI. Shared by `hostile.rs`, `workflow.rs`
-//! and `fast.rs` (each includes `library.rs` as `library` first); not
-//! every file uses every helper.
+//! the test instead of blocking CI, and scratch directories. Shared by the
+//! test files that include it (each includes `library.rs` as `library`
+//! first); not every file uses every helper.
 #![allow(dead_code)]
 
 use super::library::{have, library, repo};
