@@ -293,7 +293,11 @@ fn serial_schedule_gives_identical_dumps_of_a_deterministic_threaded_program() {
     let dir = scratch("serial");
     let program = build_with("tests-programs/capture/serial.c", &dir, true);
     let p = program.to_str().unwrap();
-    let native = run_with_deadline(Command::new(&program), "native");
+    // In the scratch directory: the program writes its dump (or tries to)
+    // to `serial.ccdump` in the current one.
+    let mut native = Command::new(&program);
+    native.current_dir(&dir);
+    let native = run_with_deadline(native, "native");
     ok(&native, "native");
     for mode in ["trap", "fast"] {
         let runs = |schedule: &str| -> Vec<Dump> {
