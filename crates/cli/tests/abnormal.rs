@@ -21,8 +21,8 @@
 mod library;
 #[path = "common/programs.rs"]
 mod programs;
-use library::{have, library, repo, COLDCACHE};
-use programs::scratch_in;
+use library::{library, repo, COLDCACHE};
+use programs::{gcc_or_skip, scratch_in, DEADLINE};
 
 use coldcache_dump::Dump;
 use std::io::Read;
@@ -32,20 +32,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Longer than any case takes on a loaded 2-core machine; shorter than
-/// forever.
-const DEADLINE: Duration = Duration::from_secs(60);
-
 fn scratch(name: &str) -> PathBuf {
     scratch_in("abnormal", name)
-}
-
-fn gcc_or_skip(test: &str) -> bool {
-    let ok = have("gcc");
-    if !ok {
-        eprintln!("SKIP {test}: gcc missing");
-    }
-    ok
 }
 
 fn build(source: &str, dir: &Path) -> PathBuf {
