@@ -4,19 +4,28 @@
 //! A capture's cctrace (version 2, `docs/trace-format.md`) carries each
 //! access's instruction, thread and stack id, marks the instructions whose
 //! accesses were not modelled, and holds the capture's dump without its
-//! records (the *skeleton*: meta, modules, threads, stack tree). A
-//! [`Resim`] counts the stream exactly as the capture's accountant did —
-//! one counter row per (instruction, stack, thread), the instruction
-//! counted at its fetch record, every access attributed through the one
-//! [`Driver`] — so re-simulating with the capture's own configuration
-//! gives back the capture's records, and with another configuration what a
-//! capture with that configuration would have counted.
+//! records (the *skeleton*: meta, modules, threads, stack tree). The stream
+//! is counted exactly as the capture's accountant did — one counter row
+//! per (instruction, stack, thread), the instruction counted at its fetch
+//! record, every access attributed through the one [`Driver`] — so
+//! re-simulating with the capture's own configuration gives back the
+//! capture's records, and with another configuration what a capture with
+//! that configuration would have counted.
+//!
+//! The counting has two halves. What does not depend on the caches is
+//! done once, on the reader thread, for every configuration: a
+//! [`Numbering`] gives each record its row (rows numbered in order of
+//! first appearance), turns the records into accesses and counts the
+//! instructions and unmodelled ones per row, into a [`Prepared`] batch.
+//! What does depend on them is a [`Resim`] per configuration: each run of
+//! one thread's accesses of a prepared batch goes to
+//! [`Driver::attribute_batch`] as it is, with no copy.
 //!
 //! [`resimulate`] runs several configurations over one read of the stream:
-//! one reader thread decodes batches and hands each (shared, read-only) to
-//! one simulator thread per configuration through bounded channels, so
-//! memory is bounded by the batches in flight and the distinct rows, never
-//! by the trace's length.
+//! the reader thread decodes and prepares batches and hands each (shared,
+//! read-only) to one simulator thread per configuration through bounded
+//! channels, so memory is bounded by the batches in flight and the
+//! distinct rows, never by the trace's length.
 //!
 //! Traces without stacks (cctrace version 1, lackey, din) re-simulate too:
 //! every access on the root stack, threads from the trace's thread table,
@@ -27,7 +36,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use coldcache_dump::{Dump, Meta, Record as DumpRecord, StackNode, Thread};
-use coldcache_sim::{Access, AccessKind, CounterLayout, Driver, HierarchyConfig, RowTable};
+use coldcache_sim::{Access, CounterLayout, Driver, HierarchyConfig, RowTable};
 use coldcache_trace::{Record, RecordKind, TraceReader, ATTACH_DUMP_SKELETON};
 
 use crate::{access_kind, ReplayError};
@@ -35,11 +44,14 @@ use crate::{access_kind, ReplayError};
 /// Records per batch the reader thread hands to the simulators.
 const BATCH: usize = 1 << 15;
 
-/// Entries of [`Resim`]'s row cache (a power of two).
+/// Entries of [`Numbering`]'s row cache (a power of two).
 const ROW_CACHE_BITS: u32 = 12;
 const ROW_CACHE: usize = 1 << ROW_CACHE_BITS;
 
-/// The slot of (ip, stack, thread) in [`Resim`]'s row cache.
+/// No row (a row number never given: rows are fewer than 2^32 - 1).
+const NO_ROW: u32 = u32::MAX;
+
+/// The slot of (ip, stack, thread) in [`Numbering`]'s row cache.
 #[inline]
 fn row_slot(ip: u64, stack: u32, thread: u32) -> usize {
     let mix = (ip ^ (u64::from(stack) << 24) ^ (u64::from(thread) << 48))
@@ -90,36 +102,218 @@ pub struct Target {
     pub config: HierarchyConfig,
 }
 
-/// The counting of one configuration over a stream: the capture's
-/// accountant without the capture.
+/// A batch of records made ready for every configuration by
+/// [`Numbering::prepare`]: the records as accesses with the row of each,
+/// cut into runs of one thread.
+#[derive(Default)]
+pub struct Prepared {
+    accesses: Vec<Access>,
+    rows: Vec<u32>,
+    /// Runs of one thread's records, in order: (end index, thread).
+    runs: Vec<(usize, u32)>,
+    /// Rows numbered so far, this batch's included.
+    rows_total: usize,
+}
+
+impl Prepared {
+    /// Records in the batch.
+    pub fn len(&self) -> usize {
+        self.accesses.len()
+    }
+
+    /// Whether the batch holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.accesses.is_empty()
+    }
+}
+
+/// The part of counting a stream that no cache configuration changes,
+/// done once for all of them: the row of each record, one per (ip, stack,
+/// thread) numbered in order of first appearance, and per row the
+/// instructions (fetch records) and the unmodelled ones among them.
+///
+/// Finding a record's row is, in order: the thread's last row (a data
+/// access of the instruction just fetched); the row that followed the
+/// thread's last row the previous time (an instruction stream mostly
+/// repeats itself, as a branch predictor knows); a direct-mapped cache;
+/// the hash table, which makes rows.
+pub struct Numbering {
+    /// (ip, stack, thread) → row.
+    rows: RowMap,
+    /// A direct-mapped cache in front of `rows`.
+    row_cache: Vec<((u64, u32, u32), u32)>,
+    /// Per row: its key.
+    keys: Vec<(u64, u32, u32)>,
+    /// Per row: the (ip, stack) and row of the record that followed it
+    /// on its thread with another key, the last time (`NO_ROW`: none yet).
+    next: Vec<(u64, u32, u32)>,
+    /// Per row: fetch records.
+    instructions: Vec<u64>,
+    /// Rows with unmodelled instructions, and how many (rare).
+    unmodelled: HashMap<u32, u64>,
+    /// Per thread index: the (ip, stack) and row of its last record
+    /// (`NO_ROW`: none yet).
+    last: Vec<(u64, u32, u32)>,
+    total_instructions: u64,
+    total_unmodelled: u64,
+}
+
+impl Default for Numbering {
+    fn default() -> Self {
+        Numbering::new()
+    }
+}
+
+impl Numbering {
+    /// No row yet.
+    pub fn new() -> Numbering {
+        Numbering {
+            rows: RowMap::default(),
+            row_cache: vec![((0, 0, 0), NO_ROW); ROW_CACHE],
+            keys: Vec::new(),
+            next: Vec::new(),
+            instructions: Vec::new(),
+            unmodelled: HashMap::new(),
+            last: Vec::new(),
+            total_instructions: 0,
+            total_unmodelled: 0,
+        }
+    }
+
+    /// Instructions (fetch records) counted so far.
+    pub fn instructions(&self) -> u64 {
+        self.total_instructions
+    }
+
+    /// Rows numbered so far.
+    pub fn rows(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Turns `records` into `out` (emptied first): each record's access
+    /// and row, the runs of one thread; counts their instructions.
+    pub fn prepare(&mut self, records: &[Record], out: &mut Prepared) {
+        out.accesses.clear();
+        out.accesses.extend(records.iter().map(|r| Access {
+            kind: access_kind(r.kind),
+            addr: r.addr,
+            size: r.size,
+            ip: r.ip,
+        }));
+        out.rows.clear();
+        out.rows.resize(records.len(), NO_ROW);
+        out.runs.clear();
+        let mut i = 0;
+        while i < records.len() {
+            let t = records[i].thread;
+            if t as usize >= self.last.len() {
+                self.last.resize(t as usize + 1, (0, 0, NO_ROW));
+            }
+            // The thread's last key and row, in registers for the run.
+            let (mut ip, mut stack, mut row) = self.last[t as usize];
+            let mut instructions = 0;
+            let mut end = records.len();
+            for (j, (r, slot)) in records[i..].iter().zip(&mut out.rows[i..]).enumerate() {
+                if r.thread != t {
+                    end = i + j;
+                    break;
+                }
+                if r.ip != ip || r.stack != stack || row == NO_ROW {
+                    (ip, stack, row) = self.step(row, r.ip, r.stack, t);
+                }
+                *slot = row;
+                if r.kind == RecordKind::Instr {
+                    self.instructions[row as usize] += 1;
+                    instructions += 1;
+                    if r.unmodelled {
+                        self.count_unmodelled(row);
+                    }
+                }
+            }
+            self.total_instructions += instructions;
+            self.last[t as usize] = (ip, stack, row);
+            out.runs.push((end, t));
+            i = end;
+        }
+        out.rows_total = self.keys.len();
+    }
+
+    /// An unmodelled instruction in `row`.
+    #[cold]
+    fn count_unmodelled(&mut self, row: u32) {
+        *self.unmodelled.entry(row).or_insert(0) += 1;
+        self.total_unmodelled += 1;
+    }
+
+    /// The key and row of (ip, stack) on `thread` after a record of
+    /// another key whose row was `last` (`NO_ROW` before the thread's
+    /// first record): the row that followed `last` the previous time when
+    /// it is that key, else [`Numbering::step_slow`].
+    #[inline(always)]
+    fn step(&mut self, last: u32, ip: u64, stack: u32, thread: u32) -> (u64, u32, u32) {
+        if let Some(&next) = self.next.get(last as usize) {
+            if next.0 == ip && next.1 == stack && next.2 != NO_ROW {
+                return next;
+            }
+        }
+        self.step_slow(last, ip, stack, thread)
+    }
+
+    /// The row of (ip, stack, thread) from the cache or the hash table,
+    /// which then follows `last` (if a row).
+    #[inline(never)]
+    fn step_slow(&mut self, last: u32, ip: u64, stack: u32, thread: u32) -> (u64, u32, u32) {
+        let row = self.row_cached(ip, stack, thread);
+        if let Some(next) = self.next.get_mut(last as usize) {
+            *next = (ip, stack, row);
+        }
+        (ip, stack, row)
+    }
+
+    /// The row of (ip, stack, thread) from the cache or the hash table.
+    #[inline]
+    fn row_cached(&mut self, ip: u64, stack: u32, thread: u32) -> u32 {
+        let key = (ip, stack, thread);
+        let slot = row_slot(ip, stack, thread);
+        let cached = self.row_cache[slot];
+        if cached.1 != NO_ROW && cached.0 == key {
+            return cached.1;
+        }
+        let row = self.row_slow(key);
+        self.row_cache[slot] = (key, row);
+        row
+    }
+
+    /// The row of `key` from the hash table, made when new.
+    #[inline(never)]
+    fn row_slow(&mut self, key: (u64, u32, u32)) -> u32 {
+        let next = u32::try_from(self.keys.len())
+            .ok()
+            .filter(|&n| n != NO_ROW)
+            .expect("fewer than 2^32 - 1 distinct (instruction, stack, thread)");
+        let row = *self.rows.entry(key).or_insert(next);
+        if row == next {
+            self.keys.push(key);
+            self.next.push((0, 0, NO_ROW));
+            self.instructions.push(0);
+        }
+        row
+    }
+}
+
+/// The counting of one configuration over a stream prepared by a
+/// [`Numbering`]: the capture's accountant without the capture.
 pub struct Resim {
     driver: Driver,
     layout: CounterLayout,
     width: usize,
-    /// (ip, stack, thread) → row.
-    rows: RowMap,
-    /// A direct-mapped cache in front of `rows`: most instructions of a
-    /// stream repeat recently seen ones, whose rows are found here with a
-    /// multiply and a compare instead of a hash-table probe.
-    row_cache: Vec<((u64, u32, u32), u32)>,
-    keys: Vec<(u64, u32, u32)>,
-    /// The counter rows, `instructions` and first-level hits dense.
+    /// The counter rows (first-level hits dense), as numbered.
     table: RowTable,
     /// Per thread index: its core, once seen.
     cores: Vec<Option<usize>>,
-    /// Per thread index: the key and row of its last instruction.
-    last: Vec<((u64, u32), u32)>,
     /// The recorded core of each thread, when the skeleton came before
     /// the records and has as many cores as this configuration.
     recorded_cores: Option<Vec<u32>>,
-    /// The run of one core's accesses under way: its first `run_len`
-    /// entries ([`Driver::BATCH`] long, written in place: no push).
-    run: Box<[Access]>,
-    run_rows: Box<[u32]>,
-    run_len: usize,
-    run_core: usize,
-    instructions: u64,
-    unmodelled: u64,
 }
 
 impl Resim {
@@ -142,28 +336,9 @@ impl Resim {
             driver,
             layout,
             width: layout.len(),
-            rows: RowMap::default(),
-            row_cache: vec![((0, 0, 0), u32::MAX); ROW_CACHE],
-            keys: Vec::new(),
             table: RowTable::new(layout),
             cores: Vec::new(),
-            last: Vec::new(),
             recorded_cores,
-            run: vec![
-                Access {
-                    kind: AccessKind::Read,
-                    addr: 0,
-                    size: 1,
-                    ip: 0,
-                };
-                Driver::BATCH
-            ]
-            .into_boxed_slice(),
-            run_rows: vec![0; Driver::BATCH].into_boxed_slice(),
-            run_len: 0,
-            run_core: 0,
-            instructions: 0,
-            unmodelled: 0,
         })
     }
 
@@ -176,7 +351,6 @@ impl Resim {
         let t = thread as usize;
         if t >= self.cores.len() {
             self.cores.resize(t + 1, None);
-            self.last.resize(t + 1, ((u64::MAX, u32::MAX), u32::MAX));
         }
         if let Some(c) = self.cores[t] {
             return c;
@@ -198,108 +372,50 @@ impl Resim {
         core
     }
 
-    /// The row of (ip, stack, thread); `thread` has been through
-    /// [`Resim::core_of`].
-    #[inline]
-    fn row(&mut self, ip: u64, stack: u32, thread: u32) -> u32 {
-        let t = thread as usize;
-        if self.last[t].0 == (ip, stack) {
-            return self.last[t].1;
-        }
-        let key = (ip, stack, thread);
-        let slot = row_slot(ip, stack, thread);
-        let cached = self.row_cache[slot];
-        let row = if cached.1 != u32::MAX && cached.0 == key {
-            cached.1
-        } else {
-            let row = self.row_slow(key);
-            self.row_cache[slot] = (key, row);
-            row
-        };
-        self.last[t] = ((ip, stack), row);
-        row
-    }
-
-    /// The row of `key` from the hash table, made when new.
-    #[inline(never)]
-    fn row_slow(&mut self, key: (u64, u32, u32)) -> u32 {
-        let next = self.keys.len() as u32;
-        let row = *self.rows.entry(key).or_insert(next);
-        if row == next {
-            self.keys.push(key);
-            self.table.push_row();
-        }
-        row
-    }
-
-    fn flush(&mut self) {
-        let n = self.run_len;
-        if n != 0 {
-            self.driver.attribute_batch(
-                self.run_core,
-                &self.run[..n],
-                &self.run_rows[..n],
-                &mut self.table,
-            );
-            self.run_len = 0;
-        }
-    }
-
-    /// Counts `records` in order.
-    pub fn feed(&mut self, records: &[Record]) {
-        // The thread of the previous record and its core: a thread's core
-        // never changes once given.
-        let (mut last_thread, mut last_core) = (u32::MAX, 0);
-        for r in records {
-            if r.thread != last_thread {
-                last_thread = r.thread;
-                last_core = self.core_of(r.thread);
-            }
-            let core = last_core;
-            let row = self.row(r.ip, r.stack, r.thread);
-            if r.kind == RecordKind::Instr {
-                self.table.count_instruction(row);
-                self.instructions += 1;
-                if r.unmodelled {
-                    self.table.wide_row_mut(row)[CounterLayout::UNMODELLED] += 1;
-                    self.unmodelled += 1;
+    /// Simulates a prepared batch in order: each run of one core's
+    /// accesses in one [`Driver::attribute_batch`], straight from the
+    /// batch.
+    pub fn feed(&mut self, p: &Prepared) {
+        self.table.grow_to(p.rows_total);
+        let (mut start, mut run_start, mut run_core) = (0, 0, None);
+        for &(end, thread) in &p.runs {
+            let core = self.core_of(thread);
+            if run_core != Some(core) {
+                if let Some(c) = run_core {
+                    self.simulate(p, c, run_start, start);
                 }
+                (run_start, run_core) = (start, Some(core));
             }
-            if core != self.run_core || self.run_len == Driver::BATCH {
-                self.flush();
-                self.run_core = core;
-            }
-            let i = self.run_len;
-            self.run[i] = Access {
-                kind: access_kind(r.kind),
-                addr: r.addr,
-                size: r.size,
-                ip: r.ip,
-            };
-            self.run_rows[i] = row;
-            self.run_len = i + 1;
+            start = end;
         }
-        self.flush();
+        if let Some(c) = run_core {
+            self.simulate(p, c, run_start, start);
+        }
     }
 
-    /// Instructions counted so far.
-    pub fn instructions(&self) -> u64 {
-        self.instructions
+    fn simulate(&mut self, p: &Prepared, core: usize, start: usize, end: usize) {
+        self.driver.attribute_batch(
+            core,
+            &p.accesses[start..end],
+            &p.rows[start..end],
+            &mut self.table,
+        );
     }
 
     /// The dump: `skeleton`'s meta, modules, threads and stacks (a bare
     /// one for traces without a skeleton, with `threads` as the trace's
     /// thread table), this configuration's cache and counters, and the
-    /// rows sorted by (ip, stack, thread) as a capture sorts them. `note`
-    /// is added to the meta's notes.
+    /// rows of `numbering` (the one that prepared every batch fed) sorted
+    /// by (ip, stack, thread) as a capture sorts them. `note` is added to
+    /// the meta's notes.
     pub fn finish(
-        mut self,
+        self,
+        numbering: &Numbering,
         target: &Target,
         skeleton: Option<&Dump>,
         threads: &[(u32, u64)],
         note: String,
     ) -> Dump {
-        self.flush();
         let level_names: Vec<String> = (1..=self.layout.levels())
             .map(|l| format!("L{l}"))
             .collect();
@@ -319,7 +435,7 @@ impl Resim {
                     meta: Meta {
                         threads: "all".to_string(),
                         trigger: "trace".to_string(),
-                        instructions: self.instructions,
+                        instructions: numbering.total_instructions,
                         ..Meta::default()
                     },
                     modules: Vec::new(),
@@ -353,16 +469,24 @@ impl Resim {
         dump.meta.levels = level_names;
         dump.meta.notes.push(note);
         let width = self.width;
-        let table = self.table.into_rows();
-        let mut records: Vec<DumpRecord> = self
+        let mut table = self.table;
+        table.grow_to(numbering.rows());
+        let table = table.into_rows();
+        let mut records: Vec<DumpRecord> = numbering
             .keys
             .iter()
             .enumerate()
-            .map(|(i, &(ip, stack, thread))| DumpRecord {
-                ip,
-                stack,
-                thread,
-                counters: table[i * width..(i + 1) * width].to_vec(),
+            .map(|(i, &(ip, stack, thread))| {
+                let mut counters = table[i * width..(i + 1) * width].to_vec();
+                counters[CounterLayout::INSTRUCTIONS] += numbering.instructions[i];
+                counters[CounterLayout::UNMODELLED] +=
+                    numbering.unmodelled.get(&(i as u32)).copied().unwrap_or(0);
+                DumpRecord {
+                    ip,
+                    stack,
+                    thread,
+                    counters,
+                }
             })
             .collect();
         records.sort_by_key(|r| (r.ip, r.stack, r.thread));
@@ -375,8 +499,8 @@ impl Resim {
 enum Message {
     /// The skeleton, when it came before the first record.
     Skeleton(Option<Arc<Dump>>),
-    /// Records in order.
-    Records(Arc<Vec<Record>>),
+    /// Records in order, prepared.
+    Records(Arc<Prepared>),
 }
 
 /// Re-simulates the trace `reader` (named `name`) with every target over
@@ -403,98 +527,101 @@ pub fn resimulate(
     }
     let total = reader.total_bytes();
     let mut progress = progress;
-    let results =
-        std::thread::scope(|scope| {
-            let mut senders = Vec::new();
-            let mut handles = Vec::new();
-            for (i, t) in targets.iter().enumerate() {
-                let (tx, rx) = mpsc::sync_channel::<Message>(IN_FLIGHT);
-                senders.push(tx);
-                let config = t.config.clone();
-                let handle = std::thread::Builder::new()
-                    .name(format!("simulate {}", t.name))
-                    .spawn_scoped(scope, move || -> Result<Resim, ReplayError> {
-                        let mut sim: Option<Resim> = None;
-                        for m in rx {
-                            match m {
-                                Message::Skeleton(s) => {
-                                    sim = Some(Resim::new(&config, s.as_deref())?);
-                                }
-                                Message::Records(batch) => {
-                                    if let Some(sim) = sim.as_mut() {
-                                        sim.feed(&batch);
-                                    }
+    let mut numbering = Numbering::new();
+    let results = std::thread::scope(|scope| {
+        let mut senders = Vec::new();
+        let mut handles = Vec::new();
+        for (i, t) in targets.iter().enumerate() {
+            let (tx, rx) = mpsc::sync_channel::<Message>(IN_FLIGHT);
+            senders.push(tx);
+            let config = t.config.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("simulate {}", t.name))
+                .spawn_scoped(scope, move || -> Result<Resim, ReplayError> {
+                    let mut sim: Option<Resim> = None;
+                    for m in rx {
+                        match m {
+                            Message::Skeleton(s) => {
+                                sim = Some(Resim::new(&config, s.as_deref())?);
+                            }
+                            Message::Records(batch) => {
+                                if let Some(sim) = sim.as_mut() {
+                                    sim.feed(&batch);
                                 }
                             }
                         }
-                        match sim {
-                            Some(s) => Ok(s),
-                            None => Resim::new(&config, None),
-                        }
-                    })
-                    .map_err(|e| ReplayError::Spawn(format!("simulator {i}"), e))?;
-                handles.push(handle);
-            }
-            // The reader: this thread.
-            let mut first = true;
-            // Batches sent earlier, taken back once every simulator has
-            // dropped its share (the reader then holds the only `Arc`), so
-            // a long stream reuses a few buffers instead of allocating one
-            // per batch.
-            let mut sent: std::collections::VecDeque<Arc<Vec<Record>>> =
-                std::collections::VecDeque::new();
-            let read: Result<(), ReplayError> = loop {
-                let mut batch = match sent.front_mut().and_then(Arc::get_mut) {
-                    Some(b) => {
-                        let b = std::mem::take(b);
-                        sent.pop_front();
-                        b
                     }
-                    None => Vec::with_capacity(BATCH),
-                };
-                let n = match reader.read_batch(&mut batch, BATCH) {
-                    Ok(n) => n,
-                    Err(e) => break Err(trace_err(e)),
-                };
-                if first {
-                    first = false;
-                    let skeleton = match reader.attachment(ATTACH_DUMP_SKELETON) {
-                        Some(b) => Some(Arc::new(Dump::from_bytes(b).map_err(|e| {
-                            ReplayError::Skeleton {
-                                name: name.to_string(),
-                                detail: e.to_string(),
-                            }
-                        })?)),
-                        None => None,
-                    };
-                    for tx in &senders {
-                        let _ = tx.send(Message::Skeleton(skeleton.clone()));
+                    match sim {
+                        Some(s) => Ok(s),
+                        None => Resim::new(&config, None),
                     }
-                }
-                progress(reader.bytes_read(), total);
-                if n == 0 {
-                    break Ok(());
-                }
-                let batch = Arc::new(batch);
-                for tx in &senders {
-                    // A simulator that stopped reports why when joined.
-                    let _ = tx.send(Message::Records(Arc::clone(&batch)));
-                }
-                // At most the batches in flight plus a few are kept.
-                if sent.len() > IN_FLIGHT + 2 {
-                    sent.pop_front();
-                }
-                sent.push_back(batch);
+                })
+                .map_err(|e| ReplayError::Spawn(format!("simulator {i}"), e))?;
+            handles.push(handle);
+        }
+        // The reader and numbering: this thread.
+        let mut first = true;
+        let mut records: Vec<Record> = Vec::with_capacity(BATCH);
+        // Batches sent earlier, taken back once every simulator has
+        // dropped its share (the reader then holds the only `Arc`), so
+        // a long stream reuses a few buffers instead of allocating one
+        // per batch.
+        let mut sent: std::collections::VecDeque<Arc<Prepared>> = std::collections::VecDeque::new();
+        let read: Result<(), ReplayError> = loop {
+            let n = match reader.read_batch(&mut records, BATCH) {
+                Ok(n) => n,
+                Err(e) => break Err(trace_err(e)),
             };
-            drop(senders);
-            let mut done = Vec::new();
-            for h in handles {
-                done.push(h.join().unwrap_or_else(|_| {
-                    Err(ReplayError::ReaderStopped("a simulator thread".into()))
-                }));
+            if first {
+                first = false;
+                let skeleton = match reader.attachment(ATTACH_DUMP_SKELETON) {
+                    Some(b) => Some(Arc::new(Dump::from_bytes(b).map_err(|e| {
+                        ReplayError::Skeleton {
+                            name: name.to_string(),
+                            detail: e.to_string(),
+                        }
+                    })?)),
+                    None => None,
+                };
+                for tx in &senders {
+                    let _ = tx.send(Message::Skeleton(skeleton.clone()));
+                }
             }
-            read.map(|()| done)
-        })?;
+            progress(reader.bytes_read(), total);
+            if n == 0 {
+                break Ok(());
+            }
+            let mut batch = match sent.front_mut().and_then(Arc::get_mut) {
+                Some(b) => {
+                    let b = std::mem::take(b);
+                    sent.pop_front();
+                    b
+                }
+                None => Prepared::default(),
+            };
+            numbering.prepare(&records, &mut batch);
+            let batch = Arc::new(batch);
+            for tx in &senders {
+                // A simulator that stopped reports why when joined.
+                let _ = tx.send(Message::Records(Arc::clone(&batch)));
+            }
+            // At most the batches in flight plus a few are kept.
+            if sent.len() > IN_FLIGHT + 2 {
+                sent.pop_front();
+            }
+            sent.push_back(batch);
+        };
+        drop(senders);
+        let mut done = Vec::new();
+        for h in handles {
+            done.push(
+                h.join().unwrap_or_else(|_| {
+                    Err(ReplayError::ReaderStopped("a simulator thread".into()))
+                }),
+            );
+        }
+        read.map(|()| done)
+    })?;
     let skeleton = match reader.attachment(ATTACH_DUMP_SKELETON) {
         Some(b) => Some(Dump::from_bytes(b).map_err(|e| ReplayError::Skeleton {
             name: name.to_string(),
@@ -514,7 +641,7 @@ pub fn resimulate(
             "re-simulated from the trace {name} with cache {}{captured}",
             t.name
         );
-        dumps.push(sim.finish(t, skeleton.as_ref(), &threads, note));
+        dumps.push(sim.finish(&numbering, t, skeleton.as_ref(), &threads, note));
     }
     Ok(dumps)
 }
@@ -528,6 +655,39 @@ mod tests {
         r.counters[d.counter(name).unwrap()]
     }
 
+    /// A numbering and one configuration, fed the same batches.
+    struct One {
+        numbering: Numbering,
+        sim: Resim,
+        batch: Prepared,
+    }
+
+    impl One {
+        fn new(cfg: &HierarchyConfig, skeleton: Option<&Dump>) -> One {
+            One {
+                numbering: Numbering::new(),
+                sim: Resim::new(cfg, skeleton).unwrap(),
+                batch: Prepared::default(),
+            }
+        }
+
+        fn feed(&mut self, records: &[Record]) {
+            self.numbering.prepare(records, &mut self.batch);
+            self.sim.feed(&self.batch);
+        }
+
+        fn finish(
+            self,
+            target: &Target,
+            skeleton: Option<&Dump>,
+            threads: &[(u32, u64)],
+            note: String,
+        ) -> Dump {
+            self.sim
+                .finish(&self.numbering, target, skeleton, threads, note)
+        }
+    }
+
     /// A hand-made stream: rows per (ip, stack, thread), instructions
     /// counted at their fetch, the unmodelled mark, a data access counted
     /// in its instruction's row, and hits and misses worked out by hand
@@ -535,7 +695,7 @@ mod tests {
     #[test]
     fn rows_and_counts_by_hand() {
         let cfg = coldcache_sim::presets::by_name("cachegrind").unwrap();
-        let mut sim = Resim::new(&cfg, None).unwrap();
+        let mut sim = One::new(&cfg, None);
         let i = |ip: u64, stack: u32, thread: u32| {
             Record::new(Instr, ip, 4)
                 .with_ip(ip)
@@ -552,7 +712,7 @@ mod tests {
             unmodelled,                                                  // hit, unmodelled
             i(0x1040, 0, 1),                                             // new line: miss
         ]);
-        assert_eq!(sim.instructions(), 4);
+        assert_eq!(sim.numbering.instructions(), 4);
         let target = Target {
             name: "cachegrind".into(),
             config: cfg,
@@ -588,7 +748,7 @@ mod tests {
     #[test]
     fn row_cache_collisions_keep_rows_apart() {
         let cfg = coldcache_sim::presets::by_name("cachegrind").unwrap();
-        let mut sim = Resim::new(&cfg, None).unwrap();
+        let mut sim = One::new(&cfg, None);
         let mut truth = std::collections::BTreeMap::new();
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut batch = Vec::new();
@@ -644,6 +804,115 @@ mod tests {
         assert_eq!(got, truth);
     }
 
+    /// The numbering equals a naive one — a row per (ip, stack, thread)
+    /// in order of first appearance, instructions and unmodelled ones
+    /// counted per row — on a stream that defeats each shortcut in turn:
+    /// instruction walks whose successors change (the row that followed
+    /// last time is wrong), data records of another ip than their thread's
+    /// last fetch, stacks and threads switching, batches cut anywhere.
+    #[test]
+    fn numbering_equals_first_appearance() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let mut records = Vec::new();
+        let mut at = [0u64; 3];
+        let (mut thread, mut stack) = (0u32, 0u32);
+        for _ in 0..60_000 {
+            if rand(20) == 0 {
+                thread = rand(3) as u32;
+            }
+            if rand(50) == 0 {
+                stack = rand(3) as u32;
+            }
+            let t = thread as usize;
+            // Mostly the next instruction, sometimes a jump elsewhere.
+            at[t] = if rand(8) == 0 {
+                rand(300)
+            } else {
+                (at[t] + 1) % 300
+            };
+            let ip = 0x1000 + at[t] * 4;
+            let mut fetch = Record::new(Instr, ip, 4)
+                .with_ip(ip)
+                .with_stack(stack)
+                .with_thread(thread);
+            fetch.unmodelled = rand(100) == 0;
+            records.push(fetch);
+            for _ in 0..rand(3) {
+                let ip = if rand(10) == 0 {
+                    0x1000 + rand(300) * 4
+                } else {
+                    ip
+                };
+                records.push(
+                    Record::new(Load, 0x8000 + rand(4096), 8)
+                        .with_ip(ip)
+                        .with_stack(stack)
+                        .with_thread(thread),
+                );
+            }
+        }
+        let mut naive: HashMap<(u64, u32, u32), u32> = HashMap::new();
+        let mut want_rows = Vec::new();
+        let (mut want_instr, mut want_unmodelled) = (Vec::new(), Vec::new());
+        for r in &records {
+            let n = naive.len() as u32;
+            let row = *naive.entry((r.ip, r.stack, r.thread)).or_insert(n);
+            if row == n {
+                want_instr.push(0u64);
+                want_unmodelled.push(0u64);
+            }
+            if r.kind == Instr {
+                want_instr[row as usize] += 1;
+                want_unmodelled[row as usize] += u64::from(r.unmodelled);
+            }
+            want_rows.push(row);
+        }
+        let mut numbering = Numbering::new();
+        let mut batch = Prepared::default();
+        let (mut got_rows, mut start) = (Vec::new(), 0);
+        while start < records.len() {
+            let end = (start + 1 + rand(5000) as usize).min(records.len());
+            numbering.prepare(&records[start..end], &mut batch);
+            assert_eq!(batch.len(), end - start);
+            assert_eq!(batch.rows_total, numbering.rows());
+            // Runs of one thread, in order, covering the batch.
+            let mut from = 0;
+            for (i, &(to, t)) in batch.runs.iter().enumerate() {
+                assert!(to > from);
+                assert!(records[start + from..start + to]
+                    .iter()
+                    .all(|r| r.thread == t));
+                if let Some(&(_, next)) = batch.runs.get(i + 1) {
+                    assert_ne!(next, t, "two runs of one thread side by side");
+                }
+                from = to;
+            }
+            assert_eq!(from, end - start);
+            for (a, r) in batch.accesses.iter().zip(&records[start..end]) {
+                assert_eq!(
+                    (a.kind, a.addr, a.size, a.ip),
+                    (access_kind(r.kind), r.addr, r.size, r.ip)
+                );
+            }
+            got_rows.extend_from_slice(&batch.rows);
+            start = end;
+        }
+        assert_eq!(got_rows, want_rows);
+        assert_eq!(numbering.instructions, want_instr);
+        let unmodelled: Vec<u64> = (0..want_unmodelled.len() as u32)
+            .map(|r| numbering.unmodelled.get(&r).copied().unwrap_or(0))
+            .collect();
+        assert_eq!(unmodelled, want_unmodelled);
+        assert_eq!(numbering.instructions(), want_instr.iter().sum::<u64>());
+        assert!(want_unmodelled.iter().sum::<u64>() > 0);
+    }
+
     /// Threads keep the recorded cores of the skeleton when the
     /// configuration has as many cores; otherwise they take cores
     /// round-robin in number order.
@@ -660,7 +929,7 @@ mod tests {
                 core: [2, 2, 1][i as usize],
             })
             .collect();
-        let feed = |sim: &mut Resim| {
+        let feed = |sim: &mut One| {
             for t in [2u32, 0, 1] {
                 sim.feed(&[Record::new(Instr, 0x40, 4).with_ip(0x40).with_thread(t)]);
             }
@@ -669,13 +938,13 @@ mod tests {
             name: "jaguar".into(),
             config: cfg.clone(),
         };
-        let mut sim = Resim::new(&cfg, Some(&skel)).unwrap();
+        let mut sim = One::new(&cfg, Some(&skel));
         feed(&mut sim);
         let d = sim.finish(&target, Some(&skel), &[], String::new());
         let got: Vec<u32> = d.threads.iter().map(|t| t.core).collect();
         assert_eq!(got, [2, 2, 1]);
         skel.meta.cores = cores + 1;
-        let mut sim = Resim::new(&cfg, Some(&skel)).unwrap();
+        let mut sim = One::new(&cfg, Some(&skel));
         feed(&mut sim);
         let d = sim.finish(&target, Some(&skel), &[], String::new());
         let got: Vec<u32> = d.threads.iter().map(|t| t.core).collect();
