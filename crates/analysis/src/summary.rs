@@ -71,6 +71,11 @@ pub struct LevelMisses {
 /// was checked against the trap engine; `trap` without a note (trap mode
 /// asked for, or a dump made before fast mode existed).
 pub fn capture_mode(meta: &Meta) -> String {
+    // A dump re-simulated from a trace that no capture wrote (lackey, din,
+    // a converted cctrace): no engine ran.
+    if meta.trigger == "trace" {
+        return "none (simulated from a recorded trace)".to_string();
+    }
     let note = |prefix: &str| meta.notes.iter().find_map(|n| n.strip_prefix(prefix));
     let mut mode = if note("capture mode fast: ").is_some() {
         "fast".to_string()
@@ -108,6 +113,10 @@ fn start_and_stop(meta: &Meta) -> (String, String) {
             "api" => (
                 "the program (C API start)".to_string(),
                 "the program (C API stop)".to_string(),
+            ),
+            "trace" => (
+                "the trace's first record".to_string(),
+                "its last record".to_string(),
             ),
             t => (t.to_string(), "the end of the window".to_string()),
         },
@@ -199,6 +208,10 @@ mod tests {
             )),
             "fast, verified against the trap engine"
         );
+        assert_eq!(
+            capture_mode(&meta("trace", None, &["re-simulated from the trace t"])),
+            "none (simulated from a recorded trace)"
+        );
     }
 
     #[test]
@@ -226,6 +239,10 @@ mod tests {
                 "entry to frame (call 3)".into(),
                 "frame returned (call 5)".into()
             )
+        );
+        assert_eq!(
+            start_and_stop(&meta("trace", None, &[])),
+            ("the trace's first record".into(), "its last record".into())
         );
         let w = start_and_stop(&meta("signal", Some("the program exited"), &[]));
         assert_eq!(

@@ -909,29 +909,34 @@ pub fn summary(d: &Dump, path: &Path) -> String {
     if un > 0 {
         s += &format!("  {un} instructions unmodelled: {:?}\n", d.meta.unmodelled);
     }
-    // Which mode ran, and how much of a fast capture the trap engine did.
-    match d
-        .meta
-        .notes
-        .iter()
-        .find_map(|n| n.strip_prefix("capture mode fast: "))
-        .and_then(|n| n.split(' ').next()?.parse::<u64>().ok())
-    {
-        Some(trapped) => {
-            s += &format!(
-                "  mode fast: {trapped} of {} instructions ran under the trap engine\n",
-                d.meta.instructions
-            )
-        }
-        None => match d
+    // Which mode ran, and how much of a fast capture the trap engine did
+    // (none for a dump re-simulated from a trace no capture wrote).
+    if d.meta.trigger == "trace" {
+        s += "  mode: none (simulated from a recorded trace)\n";
+    } else {
+        match d
             .meta
             .notes
             .iter()
-            .find_map(|n| n.strip_prefix("capture mode trap: "))
+            .find_map(|n| n.strip_prefix("capture mode fast: "))
+            .and_then(|n| n.split(' ').next()?.parse::<u64>().ok())
         {
-            Some(why) => s += &format!("  mode trap: {why}\n"),
-            None => s += "  mode trap\n",
-        },
+            Some(trapped) => {
+                s += &format!(
+                    "  mode fast: {trapped} of {} instructions ran under the trap engine\n",
+                    d.meta.instructions
+                )
+            }
+            None => match d
+                .meta
+                .notes
+                .iter()
+                .find_map(|n| n.strip_prefix("capture mode trap: "))
+            {
+                Some(why) => s += &format!("  mode trap: {why}\n"),
+                None => s += "  mode trap\n",
+            },
+        }
     }
     if let Some(v) = d
         .meta
