@@ -108,6 +108,21 @@ fn cachegrind_data_size(size: u32, min_line: u32) -> u32 {
     size.min(min_line)
 }
 
+/// The widest data access simulated from a trace in `format` with `cfg`
+/// ([`cachegrind_data_size`]): the smallest line size for lackey input
+/// with the `cachegrind` preset, else no limit (`u32::MAX`).
+fn data_size_limit(cfg: &HierarchyConfig, format: Format) -> u32 {
+    if cfg.name == "cachegrind" && format == Format::Lackey {
+        cfg.levels
+            .iter()
+            .map(|l| l.line_size)
+            .min()
+            .unwrap_or(u32::MAX)
+    } else {
+        u32::MAX
+    }
+}
+
 /// Records per batch a reader thread parses and hands over.
 const BATCH: usize = 1 << 16;
 
@@ -386,19 +401,9 @@ pub fn replay(
     for &(key, core) in &opts.pins {
         driver.cores_mut().assign(key, core);
     }
-    let min_line = cfg
-        .levels
-        .iter()
-        .map(|l| l.line_size)
-        .min()
-        .unwrap_or(u32::MAX);
     let mut inputs = Vec::new();
     for (name, reader) in traces {
-        let clamp = if cfg.name == "cachegrind" && reader.format() == Format::Lackey {
-            min_line
-        } else {
-            u32::MAX
-        };
+        let clamp = data_size_limit(cfg, reader.format());
         inputs.push(Input::new(name, clamp, reader)?);
     }
     let total_bytes: u64 = inputs.iter().filter_map(|i| i.total_bytes).sum();

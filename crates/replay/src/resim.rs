@@ -18,7 +18,8 @@
 //! first appearance), turns the records into accesses and counts the
 //! instructions and unmodelled ones per row, into a [`Prepared`] batch.
 //! What does depend on them is a [`Resim`] per configuration: each run of
-//! one thread's accesses of a prepared batch goes to
+//! one core's accesses of a prepared batch (the runs of one thread, those
+//! of threads on the same core side by side merged) goes to
 //! [`Driver::attribute_batch`] as it is, with no copy.
 //!
 //! [`resimulate`] runs several configurations over one read of the stream:
@@ -36,10 +37,10 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use coldcache_dump::{Dump, Meta, Record as DumpRecord, StackNode, Thread};
-use coldcache_sim::{Access, CounterLayout, Driver, HierarchyConfig, RowTable};
+use coldcache_sim::{Access, AccessKind, CounterLayout, Driver, HierarchyConfig, RowTable};
 use coldcache_trace::{Record, RecordKind, TraceReader, ATTACH_DUMP_SKELETON};
 
-use crate::{access_kind, ReplayError};
+use crate::{access_kind, cachegrind_data_size, data_size_limit, ReplayError};
 
 /// Records per batch the reader thread hands to the simulators.
 const BATCH: usize = 1 << 15;
@@ -155,7 +156,6 @@ pub struct Numbering {
     /// (`NO_ROW`: none yet).
     last: Vec<(u64, u32, u32)>,
     total_instructions: u64,
-    total_unmodelled: u64,
 }
 
 impl Default for Numbering {
@@ -176,7 +176,6 @@ impl Numbering {
             unmodelled: HashMap::new(),
             last: Vec::new(),
             total_instructions: 0,
-            total_unmodelled: 0,
         }
     }
 
@@ -242,7 +241,6 @@ impl Numbering {
     #[cold]
     fn count_unmodelled(&mut self, row: u32) {
         *self.unmodelled.entry(row).or_insert(0) += 1;
-        self.total_unmodelled += 1;
     }
 
     /// The key and row of (ip, stack) on `thread` after a record of
@@ -314,6 +312,11 @@ pub struct Resim {
     /// The recorded core of each thread, when the skeleton came before
     /// the records and has as many cores as this configuration.
     recorded_cores: Option<Vec<u32>>,
+    /// The widest data access simulated (`u32::MAX`: no limit; see
+    /// [`Resim::limit_data_sizes`]), and the run copied with its sizes cut
+    /// when one is wider.
+    data_limit: u32,
+    clamped: Vec<Access>,
 }
 
 impl Resim {
@@ -339,7 +342,16 @@ impl Resim {
             table: RowTable::new(layout),
             cores: Vec::new(),
             recorded_cores,
+            data_limit: u32::MAX,
+            clamped: Vec::new(),
         })
+    }
+
+    /// Simulates data accesses wider than `limit` bytes as `limit` bytes,
+    /// as `coldcache sim` does for Cachegrind's model on lackey input;
+    /// `u32::MAX` for no limit (the default).
+    pub fn limit_data_sizes(&mut self, limit: u32) {
+        self.data_limit = limit;
     }
 
     /// The counter layout of the rows.
@@ -394,12 +406,25 @@ impl Resim {
     }
 
     fn simulate(&mut self, p: &Prepared, core: usize, start: usize, end: usize) {
-        self.driver.attribute_batch(
-            core,
-            &p.accesses[start..end],
-            &p.rows[start..end],
-            &mut self.table,
-        );
+        let limit = self.data_limit;
+        let mut accesses = &p.accesses[start..end];
+        let wide = |a: &Access| a.kind != AccessKind::InstrFetch && a.size > limit;
+        // Nearly never (Valgrind's `fxsave` and the like, lackey input):
+        // that run copied with the sizes cut.
+        if limit != u32::MAX && accesses.iter().any(wide) {
+            self.clamped.clear();
+            self.clamped.extend(accesses.iter().map(|&a| Access {
+                size: if a.kind == AccessKind::InstrFetch {
+                    a.size
+                } else {
+                    cachegrind_data_size(a.size, limit)
+                },
+                ..a
+            }));
+            accesses = &self.clamped;
+        }
+        self.driver
+            .attribute_batch(core, accesses, &p.rows[start..end], &mut self.table);
     }
 
     /// The dump: `skeleton`'s meta, modules, threads and stacks (a bare
@@ -526,6 +551,7 @@ pub fn resimulate(
         })?;
     }
     let total = reader.total_bytes();
+    let format = reader.format();
     let mut progress = progress;
     let mut numbering = Numbering::new();
     let results = std::thread::scope(|scope| {
@@ -542,7 +568,9 @@ pub fn resimulate(
                     for m in rx {
                         match m {
                             Message::Skeleton(s) => {
-                                sim = Some(Resim::new(&config, s.as_deref())?);
+                                let mut r = Resim::new(&config, s.as_deref())?;
+                                r.limit_data_sizes(data_size_limit(&config, format));
+                                sim = Some(r);
                             }
                             Message::Records(batch) => {
                                 if let Some(sim) = sim.as_mut() {
@@ -553,7 +581,10 @@ pub fn resimulate(
                     }
                     match sim {
                         Some(s) => Ok(s),
-                        None => Resim::new(&config, None),
+                        None => Resim::new(&config, None).map(|mut r| {
+                            r.limit_data_sizes(data_size_limit(&config, format));
+                            r
+                        }),
                     }
                 })
                 .map_err(|e| ReplayError::Spawn(format!("simulator {i}"), e))?;
@@ -819,7 +850,11 @@ mod tests {
             x ^= x << 17;
             x % n
         };
-        let mut records = Vec::new();
+        // Each thread's first record: a data record of ip 0, stack 0 (the
+        // key of a row slot not yet filled).
+        let mut records: Vec<Record> = (0..3)
+            .map(|t| Record::new(Load, 0x8000, 8).with_thread(t))
+            .collect();
         let mut at = [0u64; 3];
         let (mut thread, mut stack) = (0u32, 0u32);
         for _ in 0..60_000 {
@@ -844,11 +879,14 @@ mod tests {
             fetch.unmodelled = rand(100) == 0;
             records.push(fetch);
             for _ in 0..rand(3) {
-                let ip = if rand(10) == 0 {
-                    0x1000 + rand(300) * 4
-                } else {
-                    ip
+                // Another instruction's ip now and then, and ip 0 (a din
+                // trace's data records) with stack 0.
+                let ip = match rand(20) {
+                    0 | 1 => 0x1000 + rand(300) * 4,
+                    2 => 0,
+                    _ => ip,
                 };
+                let stack = if ip == 0 { 0 } else { stack };
                 records.push(
                     Record::new(Load, 0x8000 + rand(4096), 8)
                         .with_ip(ip)
