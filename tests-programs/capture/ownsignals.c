@@ -12,12 +12,12 @@
  *                 sigqueue; the handler records them
  *   stop-wait     SIGRTMIN+7 blocked since the program started (by its
  *                 parent): prints "ready", spins in work() until a second
- *                 SIGINT, then takes any SIGRTMIN+7 pending with
+ *                 SIGINT (saying when the first came), then takes any SIGRTMIN+7 pending with
  *                 sigtimedwait (a program waiting for its own signal):
  *                 none natively
  *   stop-ctrlc    installs a handler of SIGRTMIN+7 that counts, prints
- *                 "ready", spins in work() until a second SIGINT: the
- *                 count is 0
+ *                 "ready", spins in work() until a second SIGINT (saying
+ *                 when the first came): the count is 0
  *   takeover      a second thread (untraced under `--all`) takes SIGTRAP
  *                 and SIGRTMIN+6 with raw syscall(SYS_rt_sigaction)
  *                 (bypassing the C library), reading the old dispositions
@@ -131,11 +131,21 @@ static void *asm_taker(void *arg)
     return NULL;
 }
 
+/* Spins until a second SIGINT; says when the first came, so that whoever
+ * sends them sends the second only then (two SIGINTs pending at once
+ * would be one). */
 static void spin_until_interrupted(void)
 {
     unsigned long s = 0;
-    while (interrupted < 2)
+    int said = 0;
+    while (interrupted < 2) {
         s += checksum(1000);
+        if (interrupted == 1 && !said) {
+            printf("interrupted once\n");
+            fflush(stdout);
+            said = 1;
+        }
+    }
     printf("spun %s\n", s ? "yes" : "no");
 }
 
