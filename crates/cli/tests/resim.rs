@@ -519,7 +519,8 @@ fn a_multithreaded_capture_resimulates_exactly() {
 /// line (cut to the line size with the `cachegrind` preset, as Cachegrind
 /// does: a 512-byte `fxsave` then reads inside it, which miss only when
 /// it was cut); and on a din trace, whose data records carry no
-/// instruction address (ip 0). The dump says no capture engine ran.
+/// instruction address (ip 0). The dump says no capture engine ran, and
+/// opens in `report` and `export`.
 #[test]
 fn text_traces_resimulate_to_the_tables() {
     let dir = scratch("text_traces");
@@ -562,6 +563,29 @@ fn text_traces_resimulate_to_the_tables() {
             .map(|&k| (k, json["cachegrind"][k].as_u64().unwrap()))
             .collect();
         assert_eq!(nine(&d, 0, u64::MAX), tables, "{}", trace.display());
+        // The dump opens in `report` and `export`; the Callgrind export's
+        // totals are the same nine events.
+        let mut cmd = Command::new(COLDCACHE);
+        cmd.args(["report", "--by", "line"]).arg(&dump);
+        ok(cmd);
+        let mut cmd = Command::new(COLDCACHE);
+        cmd.args(["export", "--format", "callgrind", "-o", "-"])
+            .arg(&dump);
+        let out = String::from_utf8(ok(cmd).stdout).unwrap();
+        let line = |key: &str| -> Vec<&str> {
+            out.lines()
+                .find_map(|l| l.strip_prefix(key))
+                .unwrap_or_else(|| panic!("no {key} line:\n{out}"))
+                .split_whitespace()
+                .collect()
+        };
+        let exported: BTreeMap<&str, u64> = line("events:")
+            .into_iter()
+            .zip(line("totals:"))
+            .filter(|(e, _)| tables.contains_key(e))
+            .map(|(e, v)| (e, v.parse().unwrap()))
+            .collect();
+        assert_eq!(exported, tables, "{}: callgrind export", trace.display());
         let said = String::from_utf8_lossy(&said.stderr);
         assert!(
             said.contains("mode: none (simulated from a recorded trace)"),
