@@ -155,7 +155,6 @@ pub struct Numbering {
     /// Per thread index: the (ip, stack) and row of its last record
     /// (`NO_ROW`: none yet).
     last: Vec<(u64, u32, u32)>,
-    total_instructions: u64,
 }
 
 impl Default for Numbering {
@@ -175,13 +174,12 @@ impl Numbering {
             instructions: Vec::new(),
             unmodelled: HashMap::new(),
             last: Vec::new(),
-            total_instructions: 0,
         }
     }
 
     /// Instructions (fetch records) counted so far.
     pub fn instructions(&self) -> u64 {
-        self.total_instructions
+        self.instructions.iter().sum()
     }
 
     /// Rows numbered so far.
@@ -210,7 +208,6 @@ impl Numbering {
             }
             // The thread's last key and row, in registers for the run.
             let (mut ip, mut stack, mut row) = self.last[t as usize];
-            let mut instructions = 0;
             let mut end = records.len();
             for (j, (r, slot)) in records[i..].iter().zip(&mut out.rows[i..]).enumerate() {
                 if r.thread != t {
@@ -223,13 +220,11 @@ impl Numbering {
                 *slot = row;
                 if r.kind == RecordKind::Instr {
                     self.instructions[row as usize] += 1;
-                    instructions += 1;
                     if r.unmodelled {
                         self.count_unmodelled(row);
                     }
                 }
             }
-            self.total_instructions += instructions;
             self.last[t as usize] = (ip, stack, row);
             out.runs.push((end, t));
             i = end;
@@ -460,7 +455,7 @@ impl Resim {
                     meta: Meta {
                         threads: "all".to_string(),
                         trigger: "trace".to_string(),
-                        instructions: numbering.total_instructions,
+                        instructions: numbering.instructions(),
                         ..Meta::default()
                     },
                     modules: Vec::new(),
