@@ -912,7 +912,10 @@ pub fn summary(d: &Dump, path: &Path) -> String {
     // Which mode ran, and how much of a fast capture the trap engine did
     // (none for a dump re-simulated from a trace no capture wrote).
     if d.meta.trigger == "trace" {
-        s += "  mode: none (simulated from a recorded trace)\n";
+        s += &format!(
+            "  mode: {}\n",
+            coldcache_analysis::summary::capture_mode(&d.meta)
+        );
     } else {
         match d
             .meta
