@@ -13,8 +13,9 @@
 //! simulator thread per configuration), each resolved as record resolves
 //! its dumps. It is this verb's option rather than a verb of its own
 //! because the configuration options (`--cache`, `--I1`/`--D1`/`--LL`,
-//! `--straddle`, `--classify-misses`) and the trace options (`--format`,
-//! `--skip-bad`) are sim's, and the input is the same trace.
+//! `--straddle`) and the trace options (`--format`, `--skip-bad`) are
+//! sim's, and the input is the same trace. What a dump cannot hold (miss
+//! classes, Cache Lab's counts, JSON tables) is refused with `-o`.
 
 use anyhow::{bail, Context, Result};
 use coldcache_replay::{parse_pins, replay, CacheLabParams};
@@ -70,7 +71,8 @@ pub struct SimArgs {
     /// Override how accesses straddling lines count: whole or per-line.
     #[arg(long, value_name = "whole|per-line")]
     straddle: Option<String>,
-    /// Classify misses as compulsory, capacity or conflict.
+    /// Classify misses as compulsory, capacity or conflict (tables only:
+    /// refused with -o).
     #[arg(long)]
     classify_misses: bool,
     /// Records an input runs before the next input takes its turn.
@@ -218,9 +220,18 @@ fn resimulate(args: &SimArgs) -> Result<()> {
     }
     let mut targets = Vec::new();
     for name in &args.cache {
+        let config = cache_configuration(args, name)?;
+        if config.classify_misses {
+            // The dump's counters have no miss classes: the shadow caches
+            // would cost their time for nothing shown.
+            bail!(
+                "--cache {name}: miss classification (--classify-misses, or classify_misses \
+                 in the configuration) is not kept in a dump; run sim without -o for its table"
+            );
+        }
         targets.push(coldcache_replay::Target {
             name: name.clone(),
-            config: cache_configuration(args, name)?,
+            config,
         });
     }
     let format = args

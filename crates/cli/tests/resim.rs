@@ -593,3 +593,64 @@ fn text_traces_resimulate_to_the_tables() {
         );
     }
 }
+
+/// `sim -o` refuses, naming it, each option whose result a dump cannot
+/// hold or whose input it does not take, and writes nothing: miss
+/// classification (the option, and `classify_misses` in a configuration
+/// file; before, the shadow caches ran and their counts were dropped),
+/// Cache Lab, `--json`, `--ignore-ifetch`, `--thread-core`, two traces,
+/// and `-o` and `--cache` counts that differ.
+#[test]
+fn resimulation_refuses_what_a_dump_cannot_hold() {
+    let dir = scratch("refusals");
+    let trace = repo().join("examples/traces/example.lackey.gz");
+    let toml = dir.join("classify.toml");
+    let preset = repo().join("examples/caches/small-2level.toml");
+    let text = std::fs::read_to_string(&preset).unwrap();
+    let text = text.replacen(
+        "coherence = true",
+        "coherence = true\nclassify_misses = true",
+        1,
+    );
+    assert!(text.contains("classify_misses = true"));
+    std::fs::write(&toml, text).unwrap();
+    let dump = dir.join("out.ccdump");
+    let toml_arg = toml.display().to_string();
+    let cases: [(&[&str], &str); 8] = [
+        (&["--classify-misses"], "--classify-misses"),
+        (&["--cache", &toml_arg], "classify_misses"),
+        (&["--cachelab", "4,1,4"], "--cachelab"),
+        (&["--json"], "--json"),
+        (&["--ignore-ifetch"], "--ignore-ifetch"),
+        (&["--thread-core", "0=0"], "--thread-core"),
+        (
+            &["--cache", "cachegrind", "--cache", "jaguar"],
+            "give one -o per --cache",
+        ),
+        (&["TRACE"], "one trace (2 given)"),
+    ];
+    for (extra, named) in cases {
+        let _ = std::fs::remove_file(&dump);
+        let mut cmd = Command::new(COLDCACHE);
+        cmd.args(["sim", "--no-progress", "--no-resolve"])
+            .arg(&trace);
+        for a in extra {
+            match *a {
+                "TRACE" => cmd.arg(&trace),
+                a => cmd.arg(a),
+            };
+        }
+        cmd.arg("-o").arg(&dump).stdin(Stdio::null());
+        let out = cmd.output().expect("run coldcache");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(named),
+            "{extra:?}: expected a refusal naming {named:?}, got {} with:\n{err}",
+            out.status
+        );
+        assert!(!dump.exists(), "{extra:?}: a dump was written");
+    }
+    // The same configuration without miss classification re-simulates.
+    resim(&trace, &[(preset.to_str().unwrap(), &dump)]);
+    assert!(load(&dump).records.len() > 1);
+}
