@@ -215,6 +215,11 @@ pub fn run(args: AttachArgs) -> Result<()> {
     let lib = find_library()?;
     let cfg = crate::sim_cmd::cache_config(&args.cache, &args.i1, &args.d1, &args.ll)
         .with_context(|| format!("cache configuration {}", args.cache))?;
+    crate::sim_cmd::refuse_miss_classes(
+        &cfg,
+        &args.cache,
+        "keep the trace (--trace) and run `coldcache sim --classify-misses` on it",
+    )?;
     let cache_name = record_cmd::cache_name(&args.cache, [&args.i1, &args.d1, &args.ll]);
     record_cmd::check_schedule(&args.schedule)?;
     let cache_json = serde_json::to_string(&cfg).context("cache configuration as JSON")?;

@@ -314,6 +314,11 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let elf = check_program(&program)?;
     let cfg = crate::sim_cmd::cache_config(&args.cache, &args.i1, &args.d1, &args.ll)
         .with_context(|| format!("cache configuration {}", args.cache))?;
+    crate::sim_cmd::refuse_miss_classes(
+        &cfg,
+        &args.cache,
+        "keep the trace (--trace) and run `coldcache sim --classify-misses` on it",
+    )?;
     // The name the dump carries: the overrides are part of it.
     let cache_name = cache_name(&args.cache, [&args.i1, &args.d1, &args.ll]);
     // The library links no configuration parser: it gets the resolved

@@ -131,6 +131,20 @@ pub fn cache_config(
     Ok(cfg)
 }
 
+/// Refuses a configuration that classifies misses where a dump is made
+/// (`sim -o`, `record`, `attach`): a dump has no counters for miss
+/// classes, so the shadow caches would cost their time for nothing shown.
+/// `instead` says where the classes can be had.
+pub fn refuse_miss_classes(cfg: &HierarchyConfig, cache: &str, instead: &str) -> Result<()> {
+    if cfg.classify_misses {
+        bail!(
+            "--cache {cache}: miss classification (--classify-misses, or classify_misses in \
+             the configuration) is not kept in a dump; {instead}"
+        );
+    }
+    Ok(())
+}
+
 /// The configuration, from `--cachelab` (with its parameters) or `--cache`
 /// and its overrides.
 fn configuration(args: &SimArgs) -> Result<(HierarchyConfig, Option<CacheLabParams>)> {
@@ -221,14 +235,7 @@ fn resimulate(args: &SimArgs) -> Result<()> {
     let mut targets = Vec::new();
     for name in &args.cache {
         let config = cache_configuration(args, name)?;
-        if config.classify_misses {
-            // The dump's counters have no miss classes: the shadow caches
-            // would cost their time for nothing shown.
-            bail!(
-                "--cache {name}: miss classification (--classify-misses, or classify_misses \
-                 in the configuration) is not kept in a dump; run sim without -o for its table"
-            );
-        }
+        refuse_miss_classes(&config, name, "run sim without -o for its table")?;
         targets.push(coldcache_replay::Target {
             name: name.clone(),
             config,

@@ -599,7 +599,8 @@ fn text_traces_resimulate_to_the_tables() {
 /// classification (the option, and `classify_misses` in a configuration
 /// file; before, the shadow caches ran and their counts were dropped),
 /// Cache Lab, `--json`, `--ignore-ifetch`, `--thread-core`, two traces,
-/// and `-o` and `--cache` counts that differ.
+/// and `-o` and `--cache` counts that differ. `record` refuses miss
+/// classification too.
 #[test]
 fn resimulation_refuses_what_a_dump_cannot_hold() {
     let dir = scratch("refusals");
@@ -650,6 +651,27 @@ fn resimulation_refuses_what_a_dump_cannot_hold() {
         );
         assert!(!dump.exists(), "{extra:?}: a dump was written");
     }
+    // `record` refuses such a configuration before the program starts.
+    let mut cmd = Command::new(COLDCACHE);
+    cmd.args([
+        "record",
+        "--no-resolve",
+        "--all",
+        "--cache",
+        &toml_arg,
+        "-o",
+    ])
+    .arg(&dump)
+    .args(["--", "/bin/true"])
+    .stdin(Stdio::null());
+    let out = cmd.output().expect("run coldcache");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("classify_misses"),
+        "record: expected a refusal naming classify_misses, got {} with:\n{err}",
+        out.status
+    );
+    assert!(!dump.exists(), "record: a dump was written");
     // The same configuration without miss classification re-simulates.
     resim(&trace, &[(preset.to_str().unwrap(), &dump)]);
     assert!(load(&dump).records.len() > 1);
