@@ -197,7 +197,12 @@ fn command() -> ExitCode {
         Err(e) => {
             let mut msg = format!("coldcache: error: {e}");
             for cause in e.chain().skip(1) {
-                msg.push_str(&format!(": {cause}"));
+                // An error that shows its source in its own text (as
+                // thiserror's `{source}` does) would say it twice.
+                let cause = cause.to_string();
+                if !msg.contains(&cause) {
+                    msg.push_str(&format!(": {cause}"));
+                }
             }
             coldcache_fsio::say!("{msg}");
             ExitCode::from(2)

@@ -223,6 +223,14 @@ fn configuration_errors_say_what_is_wrong() {
     .unwrap();
     let e = stderr(&run(&["sim", "--cache", bad.to_str().unwrap(), t]));
     assert!(e.contains("bad.toml") && e.contains("size"), "{e}");
+    // The cause is said once, though the error shows it in its own text
+    // and also gives it as its source.
+    let missing = d.join("missing.toml");
+    let e = stderr(&run(&["sim", "--cache", missing.to_str().unwrap(), t]));
+    assert!(
+        e.contains("missing.toml") && e.matches("No such file or directory").count() == 1,
+        "{e}"
+    );
 }
 
 #[test]
