@@ -231,6 +231,10 @@ fn resimulate(args: &SimArgs) -> Result<()> {
         if args.output[..i].contains(a) {
             bail!("-o {} is given twice", a.display());
         }
+        // Found out now, not after a long trace was simulated for nothing.
+        if a.as_os_str() != "-" {
+            crate::record_cmd::check_output(a).context("-o")?;
+        }
     }
     let mut targets = Vec::new();
     for name in &args.cache {

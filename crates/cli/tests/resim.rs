@@ -599,8 +599,9 @@ fn text_traces_resimulate_to_the_tables() {
 /// classification (the option, and `classify_misses` in a configuration
 /// file; before, the shadow caches ran and their counts were dropped),
 /// Cache Lab, `--json`, `--ignore-ifetch`, `--thread-core`, two traces,
-/// and `-o` and `--cache` counts that differ. `record` refuses miss
-/// classification too.
+/// and `-o` and `--cache` counts that differ; and an output in a missing
+/// directory, before the trace is read (it was simulated first, then the
+/// write failed). `record` refuses miss classification too.
 #[test]
 fn resimulation_refuses_what_a_dump_cannot_hold() {
     let dir = scratch("refusals");
@@ -651,6 +652,27 @@ fn resimulation_refuses_what_a_dump_cannot_hold() {
         );
         assert!(!dump.exists(), "{extra:?}: a dump was written");
     }
+    // An output that cannot be written is refused before the trace is
+    // read: here a trace that fails at its end, which must not be the
+    // error reported.
+    let mut cmd = Command::new(COLDCACHE);
+    let nowhere = dir.join("no such directory").join("out.ccdump");
+    let bad_end = dir.join("bad_end.lackey");
+    std::fs::write(&bad_end, "I  00400000,4\n L 00001000,8\nnot a record\n").unwrap();
+    cmd.args(["sim", "--no-progress", "--no-resolve"])
+        .arg(&bad_end)
+        .arg("-o")
+        .arg(&nowhere)
+        .stdin(Stdio::null());
+    let out = cmd.output().expect("run coldcache");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("no such directory")
+            && err.contains("does not exist"),
+        "-o in a missing directory: got {} with:\n{err}",
+        out.status
+    );
     // `record` refuses such a configuration before the program starts.
     let mut cmd = Command::new(COLDCACHE);
     cmd.args([
