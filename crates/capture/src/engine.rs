@@ -29,6 +29,7 @@
 
 use crate::account::Verdict;
 use crate::breakpoint::{self, BP_ADDR, BP_LAST, REPLANT_TID};
+use crate::fdguard;
 use crate::lifecycle::{finish, prepare, report_async_finish};
 use crate::machine::ContextMachine;
 use crate::memory::write_word;
@@ -48,6 +49,13 @@ const TF: i64 = 0x100;
 
 static WRITER_TID: AtomicU32 = AtomicU32::new(0);
 static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
+/// The pipe `WAKE_FD` was made on (device, inode): a wake checks that the
+/// number still names it (`crate::fdguard`). Set before `WAKE_FD`.
+static WAKE_ID: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+/// Wake bytes that found `WAKE_FD` closed or reused by the program (bit
+/// `b` for byte `b`): the writer takes them at its next look, within a
+/// second.
+static MISSED_WAKES: AtomicU32 = AtomicU32::new(0);
 static TRIGGER_SIGNAL: AtomicI32 = AtomicI32::new(0);
 /// Set when the trigger signal starts and stops `--signal` windows (it
 /// only stops captures of the other kinds).
@@ -253,12 +261,9 @@ fn ensure_writer() -> Result<(), CaptureError> {
     if *started {
         return Ok(());
     }
-    let mut fds = [0i32; 2];
-    // SAFETY: pipe2 writes two descriptors into the array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+    let Some(read_fd) = new_wake_pipe() else {
         return Err(os("creating the wake pipe"));
-    }
-    let read_fd = fds[0];
+    };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("coldcache".into())
@@ -272,7 +277,6 @@ fn ensure_writer() -> Result<(), CaptureError> {
             source,
         })?;
     WRITER_TID.store(rx.recv().unwrap_or(0), Ordering::Release);
-    WAKE_FD.store(fds[1], Ordering::Release);
     *started = true;
     Ok(())
 }
@@ -476,18 +480,100 @@ pub(crate) fn stop_by_signal(uc: &mut libc::ucontext_t, why: &'static str) {
     finish_soon(uc, false);
 }
 
-pub(crate) fn wake(byte: u8) {
-    let fd = WAKE_FD.load(Ordering::Acquire);
-    if fd >= 0 {
-        // SAFETY: write(2) of one byte from a live local; async-signal-safe.
-        unsafe { libc::write(fd, &byte as *const u8 as *const libc::c_void, 1) };
+/// A wake pipe, both ends lifted out of the program's way
+/// (`crate::fdguard`), its write end published in `WAKE_FD`: its read end.
+fn new_wake_pipe() -> Option<i32> {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return None;
+    }
+    let (read_fd, write_fd) = (fdguard::lift(fds[0]), fdguard::lift(fds[1]));
+    let id = fdguard::identity(write_fd)?;
+    WAKE_ID[0].store(id.dev, Ordering::Release);
+    WAKE_ID[1].store(id.ino, Ordering::Release);
+    WAKE_FD.store(write_fd, Ordering::Release);
+    Some(read_fd)
+}
+
+/// The pipe the wake descriptors were made on.
+fn wake_id() -> fdguard::Identity {
+    fdguard::Identity {
+        dev: WAKE_ID[0].load(Ordering::Acquire),
+        ino: WAKE_ID[1].load(Ordering::Acquire),
     }
 }
 
-fn writer_loop(fd: i32) {
+pub(crate) fn wake(byte: u8) {
+    let fd = WAKE_FD.load(Ordering::Acquire);
+    if fd < 0 {
+        return;
+    }
+    if !fdguard::still(fd, wake_id()) {
+        // Closed by the program, or its number is one of the program's
+        // files now: not written to; the writer takes it at its next look.
+        MISSED_WAKES.fetch_or(1 << (byte & 31), Ordering::AcqRel);
+        return;
+    }
+    // SAFETY: write(2) of one byte from a live local; async-signal-safe.
+    unsafe { libc::write(fd, &byte as *const u8 as *const libc::c_void, 1) };
+}
+
+/// Does what wake byte `b` asks.
+fn on_wake(b: u8, progress: bool) {
+    match b {
+        1 => {
+            let r = finish();
+            report_async_finish(&r);
+        }
+        2 => {
+            if STATE.load(Ordering::Acquire) == RUNNING {
+                let r = finish();
+                report_async_finish(&r);
+            } else if STATE.load(Ordering::Acquire) == IDLE {
+                let opts = PENDING.lock().ok().and_then(|g| g.clone());
+                if let Some(o) = opts {
+                    if let Err(e) = prepare(o) {
+                        coldcache_fsio::say!("coldcache: capture not started: {e}");
+                    } else if progress {
+                        coldcache_fsio::say!("coldcache: capture started by signal");
+                    }
+                }
+            }
+        }
+        3 => crate::seccomp::park_writer_here(),
+        _ => {}
+    }
+}
+
+fn writer_loop(mut fd: i32) {
     let progress = std::env::var_os("COLDCACHE_PROGRESS").is_some();
     let mut last = (Instant::now(), 0u64);
     loop {
+        // The program may have closed either end of our pipe (and opened
+        // files of its own at their numbers): a new pipe; of the old ends,
+        // those still ours are closed, the others left alone.
+        let (old_id, old_write) = (wake_id(), WAKE_FD.load(Ordering::Acquire));
+        if !fdguard::still(fd, old_id) || !fdguard::still(old_write, old_id) {
+            let Some(read_fd) = new_wake_pipe() else {
+                WAKE_FD.store(-1, Ordering::Release);
+                return;
+            };
+            for old in [fd, old_write] {
+                if fdguard::still(old, old_id) {
+                    // SAFETY: an end of our old pipe, used by nothing now
+                    // (the new write end is published).
+                    unsafe { libc::close(old) };
+                }
+            }
+            fd = read_fd;
+        }
+        let missed = MISSED_WAKES.swap(0, Ordering::AcqRel);
+        for b in 0..32u8 {
+            if missed & (1 << b) != 0 {
+                on_wake(b, progress);
+            }
+        }
         let mut pfd = libc::pollfd {
             fd,
             events: libc::POLLIN,
@@ -496,34 +582,16 @@ fn writer_loop(fd: i32) {
         // SAFETY: polling one valid pollfd.
         let n = unsafe { libc::poll(&mut pfd, 1, 1000) };
         if n > 0 {
+            if pfd.revents & libc::POLLIN == 0 || !fdguard::still(fd, wake_id()) {
+                // Closed under the poll (POLLNVAL), or no longer ours.
+                continue;
+            }
             let mut b = 0u8;
             // SAFETY: reading one byte into a live local.
             if unsafe { libc::read(fd, &mut b as *mut u8 as *mut libc::c_void, 1) } != 1 {
                 continue;
             }
-            match b {
-                1 => {
-                    let r = finish();
-                    report_async_finish(&r);
-                }
-                2 => {
-                    if STATE.load(Ordering::Acquire) == RUNNING {
-                        let r = finish();
-                        report_async_finish(&r);
-                    } else if STATE.load(Ordering::Acquire) == IDLE {
-                        let opts = PENDING.lock().ok().and_then(|g| g.clone());
-                        if let Some(o) = opts {
-                            if let Err(e) = prepare(o) {
-                                coldcache_fsio::say!("coldcache: capture not started: {e}");
-                            } else if progress {
-                                coldcache_fsio::say!("coldcache: capture started by signal");
-                            }
-                        }
-                    }
-                }
-                3 => crate::seccomp::park_writer_here(),
-                _ => {}
-            }
+            on_wake(b, progress);
         } else if progress && STATE.load(Ordering::Acquire) == RUNNING {
             let now = Instant::now();
             let n = INSTRUCTIONS.load(Ordering::Relaxed);

@@ -37,6 +37,7 @@
 // Shared by every front end.
 mod altstack;
 mod fatal;
+mod fdguard;
 mod seccomp;
 
 pub mod account;

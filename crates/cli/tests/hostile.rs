@@ -261,3 +261,119 @@ fn a_churning_thread_pool_is_captured_whole() {
     }
     assert!(per_thread.iter().all(|&n| n > 0), "{per_thread:?}");
 }
+
+/// A program that closes every descriptor from 3 up during an `--all`
+/// capture kept with `--trace` (a loop of `close`, `closefrom`, and
+/// `close_range` through `syscall()`), then opens files of its own. Its
+/// next file used to take the trace's number, so the trace was written
+/// into the program's file (28 MB of it into the first) and the trace was
+/// lost. Now: output as native (the same descriptor numbers too), each file
+/// holds what the program wrote, and the trace is whole: re-simulated with
+/// the capture's cache it counts the dump's instructions.
+#[test]
+fn a_program_closing_every_descriptor_keeps_its_files_and_the_trace() {
+    if !gcc_or_skip("a_program_closing_every_descriptor_keeps_its_files_and_the_trace") {
+        return;
+    }
+    let dir = scratch("closefds");
+    let program = build("tests-programs/capture/closefds.c", &dir);
+    for how in ["loop", "closefrom", "close_range"] {
+        let native_dir = dir.join(format!("{how}-native"));
+        let captured_dir = dir.join(format!("{how}-captured"));
+        for d in [&native_dir, &captured_dir] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let mut plain = Command::new(&program);
+        plain.arg(how).current_dir(&native_dir);
+        let native = run_with_deadline(plain, &format!("closefds {how}: plain"));
+        assert!(native.status.success());
+        let dump = captured_dir.join("d.ccdump");
+        let trace = captured_dir.join("t.cctrace");
+        let mut cmd = Command::new(COLDCACHE);
+        cmd.current_dir(&captured_dir)
+            .env("COLDCACHE_LIB", library())
+            .args(["record", "--cache", "jaguar", "--no-resolve", "--all", "-o"])
+            .arg(&dump)
+            .arg("--trace")
+            .arg(&trace)
+            .arg("--")
+            .arg(&program)
+            .arg(how);
+        let out = run_with_deadline(cmd, &format!("closefds {how}: captured"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&native.stdout),
+            "closefds {how}: standard output differs\nstderr:\n{stderr}"
+        );
+        assert_eq!(out.status.code(), Some(0), "closefds {how}:\n{stderr}");
+        for i in 0..8 {
+            let name = format!("out{i}.txt");
+            assert_eq!(
+                std::fs::read_to_string(captured_dir.join(&name)).unwrap(),
+                format!("file {i}\nend {i}\n"),
+                "closefds {how}: {name}"
+            );
+        }
+        let d = Dump::from_bytes(&std::fs::read(&dump).expect("a dump")).unwrap();
+        assert!(d.meta.cut_short.is_none(), "{:?}", d.meta.cut_short);
+        let again = captured_dir.join("again.ccdump");
+        let mut sim = Command::new(COLDCACHE);
+        sim.args(["sim", "--no-progress", "--no-resolve", "--cache", "jaguar"])
+            .arg(&trace)
+            .arg("-o")
+            .arg(&again);
+        let s = run_with_deadline(sim, &format!("closefds {how}: sim -o"));
+        assert!(
+            s.status.success(),
+            "closefds {how}: the trace does not re-simulate:\n{}",
+            String::from_utf8_lossy(&s.stderr)
+        );
+        let r = Dump::from_bytes(&std::fs::read(&again).unwrap()).unwrap();
+        assert_eq!(
+            r.meta.instructions, d.meta.instructions,
+            "closefds {how}: the trace is not whole"
+        );
+    }
+}
+
+/// A program that closes every descriptor from 3 up under a `--signal`
+/// trigger (no capture made), then opens a file and reads it after two
+/// seconds. The writer thread waits for the trigger on a pipe the program
+/// had closed: it polled the program's file at that number and read it a
+/// byte at a time (the program read 0 of its 717 bytes), spinning. Now the
+/// program reads the whole file, at the descriptor number it gets natively.
+#[test]
+fn a_program_closing_every_descriptor_keeps_its_reads_under_a_signal_trigger() {
+    if !gcc_or_skip("a_program_closing_every_descriptor_keeps_its_reads_under_a_signal_trigger") {
+        return;
+    }
+    let dir = scratch("closefds_wait");
+    let program = build("tests-programs/capture/closefds.c", &dir);
+    let input = dir.join("input.txt");
+    std::fs::write(&input, "x".repeat(5000)).unwrap();
+    let mut plain = Command::new(&program);
+    plain.arg("wait").arg(&input);
+    let native = run_with_deadline(plain, "closefds wait: plain");
+    assert_eq!(
+        String::from_utf8_lossy(&native.stdout),
+        format!("fd 3: 5000 bytes, sum {}\n", 5000 * u32::from(b'x'))
+    );
+    let dump = dir.join("d.ccdump");
+    let out = run_with_deadline(
+        record(
+            &dir,
+            &dump,
+            &["--signal"],
+            &program,
+            &["wait", input.to_str().unwrap()],
+        ),
+        "closefds wait: under --signal",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&native.stdout),
+        "standard output differs\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
