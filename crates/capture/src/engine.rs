@@ -29,7 +29,6 @@
 
 use crate::account::Verdict;
 use crate::breakpoint::{self, BP_ADDR, BP_LAST, REPLANT_TID};
-use crate::fdguard;
 use crate::lifecycle::{finish, prepare, report_async_finish};
 use crate::machine::ContextMachine;
 use crate::memory::write_word;
@@ -41,6 +40,7 @@ use crate::state::{
     INSTRUCTIONS, IN_HANDLER, PENDING, RUNNING, STATE, STOPPING,
 };
 use crate::sysemu;
+use coldcache_fsio::fdguard;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -50,7 +50,7 @@ const TF: i64 = 0x100;
 static WRITER_TID: AtomicU32 = AtomicU32::new(0);
 static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
 /// The pipe `WAKE_FD` was made on (device, inode): a wake checks that the
-/// number still names it (`crate::fdguard`). Set before `WAKE_FD`.
+/// number still names it (`coldcache_fsio::fdguard`). Set before `WAKE_FD`.
 static WAKE_ID: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 /// Wake bytes that found `WAKE_FD` closed or reused by the program (bit
 /// `b` for byte `b`): the writer takes them at its next look, within a
@@ -481,7 +481,7 @@ pub(crate) fn stop_by_signal(uc: &mut libc::ucontext_t, why: &'static str) {
 }
 
 /// A wake pipe, both ends lifted out of the program's way
-/// (`crate::fdguard`), its write end published in `WAKE_FD`: its read end.
+/// (`coldcache_fsio::fdguard`), its write end published in `WAKE_FD`: its read end.
 fn new_wake_pipe() -> Option<i32> {
     let mut fds = [0i32; 2];
     // SAFETY: pipe2 writes two descriptors into the array.

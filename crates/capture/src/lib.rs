@@ -37,7 +37,6 @@
 // Shared by every front end.
 mod altstack;
 mod fatal;
-mod fdguard;
 mod seccomp;
 
 pub mod account;

@@ -28,15 +28,12 @@
 //! find, resolve and list every dump of the run; see `docs/capture.md`).
 
 use crate::account::{Finished, TraceSink};
-use crate::fdguard::{self, Identity};
 use crate::options::{CaptureError, Summary};
 use crate::procfs;
+use coldcache_fsio::fdguard::GuardedFile;
 use coldcache_fsio::write_atomically;
 use std::collections::BTreeSet;
-use std::ffi::CString;
 use std::io::Write as _;
-use std::mem::ManuallyDrop;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -287,15 +284,10 @@ const TAIL_ROOM: u64 = 1 << 20;
 
 /// A capture's trace file while the capture runs; see the module doc.
 pub struct TraceFile {
-    /// Closed by [`Drop`] only while it still names the trace (the program
-    /// may have closed it and opened a file of its own at its number:
-    /// `crate::fdguard`).
-    fd: ManuallyDrop<OwnedFd>,
-    /// The file `fd` was opened on.
-    id: Identity,
-    /// The path to open the trace again by if the program closes `fd`
-    /// (`partial`'s; none for a device or FIFO).
-    reopen: Option<CString>,
+    /// Opened again by `partial`'s path if the program closes its
+    /// descriptor (never for a device or FIFO), and closed only while it
+    /// is still ours (`coldcache_fsio::fdguard`).
+    file: GuardedFile,
     /// Where the trace goes in the end.
     target: PathBuf,
     /// Where it is written meanwhile (`None`: a device or FIFO, written in
@@ -311,7 +303,6 @@ impl TraceFile {
     /// `.old` as dumps are, see [`write`]) and writes its header. Normal
     /// context, before the capture starts.
     pub fn create(asked: &Path) -> Result<TraceFile, CaptureError> {
-        use std::os::unix::fs::OpenOptionsExt;
         let target = claim(asked, "trace");
         let regular = std::fs::metadata(&target).map_or(true, |m| m.is_file());
         let partial = regular.then(|| {
@@ -320,30 +311,12 @@ impl TraceFile {
             PathBuf::from(p)
         });
         let path = partial.clone().unwrap_or_else(|| target.clone());
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(regular)
-            .truncate(regular)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(|source| CaptureError::TraceOpen {
-                path: path.clone(),
-                source,
-            })?;
-        let fd = fdguard::lift(std::os::fd::IntoRawFd::into_raw_fd(file));
-        let id = fdguard::identity(fd).ok_or_else(|| CaptureError::TraceOpen {
+        let file = GuardedFile::open(&path, regular).map_err(|source| CaptureError::TraceOpen {
             path: path.clone(),
-            source: std::io::Error::last_os_error(),
+            source,
         })?;
-        let reopen = partial
-            .as_ref()
-            .and_then(|p| CString::new(p.as_os_str().as_encoded_bytes()).ok());
         let mut t = TraceFile {
-            // SAFETY: `fd` is the descriptor just opened, owned by nothing
-            // else.
-            fd: ManuallyDrop::new(unsafe { OwnedFd::from_raw_fd(fd) }),
-            id,
-            reopen,
+            file,
             target,
             partial,
             offset: 0,
@@ -358,40 +331,10 @@ impl TraceFile {
         Ok(t)
     }
 
-    /// The trace's descriptor, opened again (by its path) if the program
-    /// closed ours: `Err(EBADF)` when it cannot be (a device or FIFO, or the
-    /// path names another file now). The number that was ours is left
-    /// alone: it may be the program's now.
-    fn checked_fd(&mut self) -> Result<i32, i32> {
-        let fd = self.fd.as_raw_fd();
-        if fdguard::still(fd, self.id) {
-            return Ok(fd);
-        }
-        let Some(path) = &self.reopen else {
-            return Err(libc::EBADF);
-        };
-        // SAFETY: a NUL-terminated path built when the trace was created.
-        let again = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
-        if again < 0 {
-            return Err(libc::EBADF);
-        }
-        let again = fdguard::lift(again);
-        if !fdguard::still(again, self.id) {
-            // SAFETY: closing the descriptor opened just above.
-            unsafe { libc::close(again) };
-            return Err(libc::EBADF);
-        }
-        // The old value is overwritten, not dropped: its number is not
-        // closed.
-        // SAFETY: `again` was opened above and is owned by nothing else.
-        self.fd = ManuallyDrop::new(unsafe { OwnedFd::from_raw_fd(again) });
-        Ok(again)
-    }
-
     /// `bytes` written at `at` (a regular file) or at the end (a device or
     /// FIFO): `Err(errno)` on failure. Short writes go on, `EINTR` retries.
     fn write_at(&mut self, bytes: &[u8], at: u64) -> Result<(), i32> {
-        let fd = self.checked_fd()?;
+        let fd = self.file.fd()?;
         // A FIFO whose reader has gone gives EPIPE (the capture stops with
         // that reason), never a SIGPIPE in the program.
         let _held = self.partial.is_none().then(coldcache_fsio::NoSigpipe::hold);
@@ -471,7 +414,8 @@ impl TraceSink for TraceFile {
             return Ok(Some(self.target.clone()));
         };
         let fd = self
-            .checked_fd()
+            .file
+            .fd()
             .map_err(|_| std::io::Error::other("the program closed the trace's descriptor"))?;
         // SAFETY: a plain system call on our descriptor.
         if unsafe { libc::fsync(fd) } != 0 {
@@ -503,12 +447,11 @@ impl TraceFile {
                 Ok(())
             }
             Err(errno) => {
-                let fd = self.fd.as_raw_fd();
-                if self.partial.is_some() && fdguard::still(fd, self.id) {
+                if self.partial.is_some() && self.file.is_ours() {
                     // What was written of this chunk is undone, so the file
                     // ends on a whole chunk. SAFETY: a plain system call on
                     // our descriptor.
-                    unsafe { libc::ftruncate(fd, self.offset as libc::off_t) };
+                    unsafe { libc::ftruncate(self.file.last_fd(), self.offset as libc::off_t) };
                 }
                 Err(match errno {
                     libc::ENOSPC => "the trace's file system is full (ENOSPC)",
@@ -527,10 +470,6 @@ impl Drop for TraceFile {
     /// A trace that holds no chunk and was not completed (the capture did
     /// not start) is removed; one that holds chunks stays as `.partial`.
     fn drop(&mut self) {
-        if fdguard::still(self.fd.as_raw_fd(), self.id) {
-            // SAFETY: dropped once, here; not used after.
-            unsafe { ManuallyDrop::drop(&mut self.fd) };
-        }
         let header = coldcache_cctrace::stream::stream_header().len() as u64;
         if !self.completed && self.offset <= header {
             if let Some(p) = &self.partial {

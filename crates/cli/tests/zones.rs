@@ -546,3 +546,75 @@ fn arena_sizes_that_cannot_be_mapped_are_refused_before_running() {
         assert!(!marker.exists(), "--arena {arena}: the program ran");
     }
 }
+
+/// A streamed recording of a program that closes every descriptor from 3
+/// up (a daemon's start) and then opens files of its own: the stream's
+/// descriptor was closed under it and the recording lost ("Bad file
+/// descriptor"), and a file of the program's could take its number. Now
+/// the stream is opened again by its path: the recording is whole, with
+/// every call, and the program's output and files are the native ones.
+#[test]
+fn a_program_closing_every_descriptor_keeps_its_streamed_recording() {
+    lib_dir();
+    let d = dir("closefds");
+    let exe = d.join("closefds");
+    let o = Command::new("gcc")
+        .args(["-O1", "-g", "-finstrument-functions", "-o"])
+        .arg(&exe)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests-programs/capture/closefds.c"
+        ))
+        .output()
+        .expect("run gcc");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let native_dir = d.join("native");
+    let recorded_dir = d.join("recorded");
+    for x in [&native_dir, &recorded_dir] {
+        std::fs::create_dir_all(x).unwrap();
+    }
+    let native = ok(
+        Command::new(&exe)
+            .arg("loop")
+            .current_dir(&native_dir)
+            .output()
+            .unwrap(),
+        "closefds loop",
+    );
+    let rec = recorded_dir.join("r.zones");
+    let out = ok(
+        bin()
+            .args(["zones", "record", "-o"])
+            .arg(&rec)
+            .arg("--")
+            .arg(&exe)
+            .arg("loop")
+            .current_dir(&recorded_dir)
+            .output()
+            .unwrap(),
+        "zones record closefds loop",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&native.stdout),
+        "{err}"
+    );
+    for i in 0..8 {
+        assert_eq!(
+            std::fs::read_to_string(recorded_dir.join(format!("out{i}.txt"))).unwrap(),
+            format!("file {i}\nend {i}\n")
+        );
+    }
+    let bytes = std::fs::read(&rec).unwrap_or_else(|e| panic!("no recording ({e}):\n{err}"));
+    let dec = coldcache_zones::format::decode(&bytes);
+    assert!(
+        dec.error.is_none() && dec.complete,
+        "{:?}\n{err}",
+        dec.error
+    );
+    let r = coldcache_zones::parse::parse(&dec);
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    // main, close_all, and work before and after the closing.
+    assert_eq!(r.threads[0].spans.len(), 4, "{err}");
+}

@@ -14,6 +14,9 @@
 //! - [`sigpipe`]: [`NoSigpipe`], writing to a pipe or FIFO without a
 //!   `SIGPIPE` reaching the program the preloaded library runs in, and
 //!   [`say!`], its `eprintln!`.
+//! - [`fdguard`]: the preloaded library's long-lived descriptors moved out
+//!   of the program's way ([`fdguard::lift`]) and told from a number the
+//!   program closed and reused ([`fdguard::Identity`]).
 //! - [`varint`]: LEB128 and zigzag, as the dump, trace and zones formats
 //!   encode integers (pure; no I/O).
 //! - [`elf`] (feature `elf`): `PT_LOAD` segments of an ELF file, file
@@ -24,6 +27,7 @@
 
 #[cfg(feature = "elf")]
 pub mod elf;
+pub mod fdguard;
 pub mod read;
 pub mod sigpipe;
 pub mod varint;

@@ -971,7 +971,10 @@ pub fn write_to(path: &Path) -> std::io::Result<()> {
 struct Stream {
     path: PathBuf,
     partial: PathBuf,
-    file: std::fs::File,
+    /// Opened again by `partial`'s path if the program closes its
+    /// descriptor, closed only while it is still ours
+    /// (`coldcache_fsio::fdguard`).
+    file: coldcache_fsio::fdguard::GuardedFile,
     written: Vec<bool>,
     words: Vec<u64>,
     buf: Vec<u8>,
@@ -1172,7 +1175,7 @@ static STREAM: Mutex<Option<Stream>> = Mutex::new(None);
 /// or by [`write_to`] with the same path, which renames it).
 pub fn start_streaming(path: PathBuf) {
     let partial = tmp_path(&path, "partial");
-    let Ok(mut file) = std::fs::File::create(&partial) else {
+    let Ok(mut file) = coldcache_fsio::fdguard::GuardedFile::open(&partial, true) else {
         coldcache_fsio::say!(
             "coldcache: cannot create {}: streaming is off",
             partial.display()

@@ -1,0 +1,277 @@
+//! The preloaded library's long-lived file descriptors (a capture's
+//! trace, the capture writer's wake pipe, a zones recording's stream),
+//! kept out of the program's way.
+//!
+//! A program may close descriptors it never opened: a daemon closes
+//! everything from 3 up when it starts, `closefrom(3)` and
+//! `close_range(3, ~0U, 0)` do it in one call. Natively that closes
+//! nothing of consequence; with ours among them it closed the trace, and
+//! the next file the program opened took its number, so the trace went
+//! into the program's file (and the writer thread read the program's file
+//! as its wake pipe, one byte at a time).
+//!
+//! Two fences:
+//! - [`lift`]: each descriptor is moved up, near the top of the first
+//!   1,024 numbers (below the soft `RLIMIT_NOFILE`), so the lowest free
+//!   number a program's `open` gets is never one of ours while it holds
+//!   fewer than about 960 files: a number of ours the program closed is not
+//!   handed back to it.
+//! - [`Identity`]: the file a descriptor was opened on (device and inode).
+//!   Before each use the owner checks, with one `fstat`, that its number
+//!   still names that file; if not (closed, or reused after all) it leaves
+//!   that number alone (it may be the program's now), never closes it,
+//!   and opens its file again (the trace, by its path) or a new pipe.
+//!
+//! Everything here is a plain system call: async-signal-safe, no
+//! allocation (a capture's trace is written from its trap handler).
+
+/// The first number [`lift`] tries: 64 below the smaller of 1,024 and the
+/// soft limit on open files, or 3 when that limit is too low to leave room.
+fn high_base() -> i32 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid rlimit the call fills.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
+        r.rlim_cur.min(1024) as i32
+    } else {
+        1024
+    };
+    if soft > 128 {
+        soft - 64
+    } else {
+        3
+    }
+}
+
+/// Moves `fd` (ours, close-on-exec) to the lowest free number from
+/// [`high_base`] up and returns that number; `fd` itself if there is none
+/// (it stays where it is).
+pub fn lift(fd: i32) -> i32 {
+    // SAFETY: F_DUPFD_CLOEXEC on our own descriptor; returns a new one or -1.
+    let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, high_base()) };
+    if high < 0 || high == fd {
+        return fd;
+    }
+    // SAFETY: closing our own descriptor, now duplicated at `high`.
+    unsafe { libc::close(fd) };
+    high
+}
+
+/// The file a descriptor names: device and inode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// What `fd` names now; `None` if it is not open.
+pub fn identity(fd: i32) -> Option<Identity> {
+    // SAFETY: an all-zero stat is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat fills `st`, a live local.
+    if fd < 0 || unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return None;
+    }
+    Some(Identity {
+        dev: st.st_dev,
+        ino: st.st_ino,
+    })
+}
+
+/// Whether `fd` still names the file `id`.
+pub fn still(fd: i32, id: Identity) -> bool {
+    identity(fd) == Some(id)
+}
+
+/// A file of ours, open for writing, that outlives the program closing its
+/// descriptor: each use checks the descriptor ([`still`]) and, when it
+/// names something else now, leaves that number alone and opens the file
+/// again by its path (positioned at its end, for a sequential writer), if
+/// it may. Never closes a number that is not its own. Its checks and its
+/// reopening are plain system calls with no allocation, so a trap handler
+/// may write through it.
+#[derive(Debug)]
+pub struct GuardedFile {
+    fd: i32,
+    id: Identity,
+    /// The path it is opened again by; `None`: it is not (a device or
+    /// FIFO, whose opening may block or mean something else).
+    path: Option<std::ffi::CString>,
+}
+
+impl GuardedFile {
+    /// Opens `path` for writing, close-on-exec, lifted ([`lift`]):
+    /// created and truncated when `create` (a regular file of ours), else
+    /// as it is (a device or FIFO: then it is never opened again).
+    pub fn open(path: &std::path::Path, create: bool) -> std::io::Result<GuardedFile> {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+            .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+        let mut flags = libc::O_WRONLY | libc::O_CLOEXEC;
+        if create {
+            flags |= libc::O_CREAT | libc::O_TRUNC;
+        }
+        // SAFETY: a NUL-terminated path; the mode is read only with O_CREAT.
+        let fd = unsafe { libc::open(c.as_ptr(), flags, 0o666 as libc::c_uint) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let fd = lift(fd);
+        let Some(id) = identity(fd) else {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: closing the descriptor opened above.
+            unsafe { libc::close(fd) };
+            return Err(e);
+        };
+        Ok(GuardedFile {
+            fd,
+            id,
+            path: create.then_some(c),
+        })
+    }
+
+    /// The descriptor, opened again if the program closed ours (see the
+    /// type): `Err(EBADF)` when it cannot be (not opened again by path, or
+    /// the path names another file now).
+    pub fn fd(&mut self) -> Result<i32, i32> {
+        if still(self.fd, self.id) {
+            return Ok(self.fd);
+        }
+        let Some(path) = &self.path else {
+            return Err(libc::EBADF);
+        };
+        // SAFETY: a NUL-terminated path built when the file was opened.
+        let again = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+        if again < 0 {
+            return Err(libc::EBADF);
+        }
+        let again = lift(again);
+        if !still(again, self.id) {
+            // SAFETY: closing the descriptor opened just above.
+            unsafe { libc::close(again) };
+            return Err(libc::EBADF);
+        }
+        // SAFETY: seeking our own descriptor.
+        unsafe { libc::lseek(again, 0, libc::SEEK_END) };
+        // The old number is not ours any more: not closed.
+        self.fd = again;
+        Ok(again)
+    }
+
+    /// The descriptor as it was last checked, for a call that must not
+    /// open anything (it may name another file now: check with
+    /// [`GuardedFile::is_ours`]).
+    pub fn last_fd(&self) -> i32 {
+        self.fd
+    }
+
+    /// Whether the descriptor still names the file.
+    pub fn is_ours(&self) -> bool {
+        still(self.fd, self.id)
+    }
+}
+
+impl std::io::Write for GuardedFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let fd = self.fd().map_err(std::io::Error::from_raw_os_error)?;
+        // SAFETY: writing a live slice to our own descriptor.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for GuardedFile {
+    /// Closes the descriptor only while it is still ours.
+    fn drop(&mut self) {
+        if self.is_ours() {
+            // SAFETY: our own descriptor, not used after.
+            unsafe { libc::close(self.fd) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lifted descriptor is above the numbers a program gets first, names
+    /// the same file, and once closed and its number taken by another file
+    /// no longer passes for it.
+    #[test]
+    fn lifted_descriptors_are_told_from_their_reused_numbers() {
+        let dir = std::env::temp_dir().join(format!("coldcache-fdguard-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ours = dir.join("ours");
+        let theirs = dir.join("theirs");
+        std::fs::write(&ours, b"x").unwrap();
+        std::fs::write(&theirs, b"y").unwrap();
+        let open = |p: &std::path::Path| {
+            let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a NUL-terminated path.
+            unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) }
+        };
+        let fd = open(&ours);
+        assert!(fd >= 0);
+        let id = identity(fd).unwrap();
+        let high = lift(fd);
+        assert!(high >= high_base(), "{high} under {}", high_base());
+        assert!(still(high, id));
+        assert!(identity(fd).is_none(), "the low number was closed");
+        // SAFETY: closing our own descriptor, as a program would.
+        unsafe { libc::close(high) };
+        assert!(!still(high, id));
+        let other = open(&theirs);
+        // SAFETY: dup2 of a fresh descriptor onto the freed number.
+        let at = unsafe { libc::dup2(other, high) };
+        assert_eq!(at, high);
+        assert!(!still(high, id), "another file at the same number");
+        // SAFETY: closing descriptors opened here.
+        unsafe {
+            libc::close(other);
+            libc::close(high);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A guarded file whose descriptor the program closed and gave to
+    /// another file: the other file is not written, the guarded one goes
+    /// on at its end, and dropping it leaves the program's number open.
+    #[test]
+    fn a_guarded_file_reopens_and_leaves_the_programs_number_alone() {
+        use std::io::Write as _;
+        let dir = std::env::temp_dir().join(format!("coldcache-guarded-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ours = dir.join("ours");
+        let theirs = dir.join("theirs");
+        let mut f = GuardedFile::open(&ours, true).unwrap();
+        f.write_all(b"one ").unwrap();
+        let n = f.last_fd();
+        // The program closes every descriptor and opens a file at ours.
+        // SAFETY: as a program would.
+        unsafe { libc::close(n) };
+        let t = std::fs::File::create(&theirs).unwrap();
+        let t = std::os::fd::IntoRawFd::into_raw_fd(t);
+        // SAFETY: dup2 of the program's file onto the freed number.
+        assert_eq!(unsafe { libc::dup2(t, n) }, n);
+        f.write_all(b"two").unwrap();
+        assert_ne!(f.last_fd(), n);
+        drop(f);
+        assert_eq!(std::fs::read(&ours).unwrap(), b"one two");
+        assert_eq!(std::fs::read(&theirs).unwrap(), b"");
+        assert!(identity(n).is_some(), "the program's number was closed");
+        // SAFETY: closing the descriptors opened here.
+        unsafe {
+            libc::close(n);
+            libc::close(t);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
