@@ -48,14 +48,14 @@ use std::time::Instant;
 const TF: i64 = 0x100;
 
 static WRITER_TID: AtomicU32 = AtomicU32::new(0);
+/// The writer thread's doorbell, an eventfd: a wake counts its command in
+/// `WAKES`, then writes to it. -1 while there is no writer.
 static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
-/// The pipe `WAKE_FD` was made on (device, inode): a wake checks that the
-/// number still names it (`coldcache_fsio::fdguard`). Set before `WAKE_FD`.
-static WAKE_ID: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
-/// Wake bytes that found `WAKE_FD` closed or reused by the program (bit
-/// `b` for byte `b`): the writer takes them at its next look, within a
-/// second.
-static MISSED_WAKES: AtomicU32 = AtomicU32::new(0);
+/// Wakes asked for and not yet done, per command (1 finish, 2 the trigger
+/// signal, 3 park): counted before the doorbell rings, so a ring that
+/// cannot reach the writer (the program closed the eventfd) is only late,
+/// done at the writer's next look, within a second.
+static WAKES: [AtomicU32; 4] = [const { AtomicU32::new(0) }; 4];
 static TRIGGER_SIGNAL: AtomicI32 = AtomicI32::new(0);
 /// Set when the trigger signal starts and stops `--signal` windows (it
 /// only stops captures of the other kinds).
@@ -261,8 +261,8 @@ fn ensure_writer() -> Result<(), CaptureError> {
     if *started {
         return Ok(());
     }
-    let Some(read_fd) = new_wake_pipe() else {
-        return Err(os("creating the wake pipe"));
+    let Some(bell) = new_doorbell() else {
+        return Err(os("creating the writer's eventfd"));
     };
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
@@ -270,13 +270,20 @@ fn ensure_writer() -> Result<(), CaptureError> {
         .spawn(move || {
             crate::fatal::block_in_own_thread();
             let _ = tx.send(gettid());
-            writer_loop(read_fd)
+            writer_loop(bell)
         })
-        .map_err(|source| CaptureError::Os {
-            what: "starting the writer thread",
-            source,
+        .map_err(|source| {
+            // SAFETY: closing the eventfd made above, used by nothing.
+            unsafe { libc::close(bell.0) };
+            CaptureError::Os {
+                what: "starting the writer thread",
+                source,
+            }
         })?;
     WRITER_TID.store(rx.recv().unwrap_or(0), Ordering::Release);
+    // Published once the writer runs: until then the callers of `wake`
+    // finish on their own.
+    WAKE_FD.store(bell.0, Ordering::Release);
     *started = true;
     Ok(())
 }
@@ -480,46 +487,60 @@ pub(crate) fn stop_by_signal(uc: &mut libc::ucontext_t, why: &'static str) {
     finish_soon(uc, false);
 }
 
-/// A wake pipe, both ends lifted out of the program's way
-/// (`coldcache_fsio::fdguard`), its write end published in `WAKE_FD`: its read end.
-fn new_wake_pipe() -> Option<i32> {
-    let mut fds = [0i32; 2];
-    // SAFETY: pipe2 writes two descriptors into the array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+/// A new doorbell: a non-blocking eventfd lifted out of the program's way
+/// (`coldcache_fsio::fdguard`), and what it names. An eventfd, not a pipe:
+/// a write to it never raises `SIGPIPE`, and never blocks.
+fn new_doorbell() -> Option<(i32, fdguard::Identity)> {
+    // SAFETY: eventfd with flags only; returns a new descriptor or -1.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
         return None;
     }
-    let (read_fd, write_fd) = (fdguard::lift(fds[0]), fdguard::lift(fds[1]));
-    let id = fdguard::identity(write_fd)?;
-    WAKE_ID[0].store(id.dev, Ordering::Release);
-    WAKE_ID[1].store(id.ino, Ordering::Release);
-    WAKE_FD.store(write_fd, Ordering::Release);
-    Some(read_fd)
-}
-
-/// The pipe the wake descriptors were made on.
-fn wake_id() -> fdguard::Identity {
-    fdguard::Identity {
-        dev: WAKE_ID[0].load(Ordering::Acquire),
-        ino: WAKE_ID[1].load(Ordering::Acquire),
+    let fd = fdguard::lift(fd);
+    match fdguard::identity(fd) {
+        Some(id) => Some((fd, id)),
+        None => {
+            // SAFETY: closing the eventfd made above.
+            unsafe { libc::close(fd) };
+            None
+        }
     }
 }
 
-pub(crate) fn wake(byte: u8) {
+/// Asks the writer thread for `command` (1 finish, 2 the trigger signal,
+/// 3 park). Async-signal-safe: an atomic add and one `write(2)`, the one
+/// system call (a program's seccomp filter may allow no other), with the
+/// interrupted code's `errno` kept. If the program closed the doorbell,
+/// the write fails and the writer does the command at its next look.
+pub(crate) fn wake(command: u8) {
     let fd = WAKE_FD.load(Ordering::Acquire);
     if fd < 0 {
         return;
     }
-    if !fdguard::still(fd, wake_id()) {
-        // Closed by the program, or its number is one of the program's
-        // files now: not written to; the writer takes it at its next look.
-        MISSED_WAKES.fetch_or(1 << (byte & 31), Ordering::AcqRel);
-        return;
-    }
-    // SAFETY: write(2) of one byte from a live local; async-signal-safe.
-    unsafe { libc::write(fd, &byte as *const u8 as *const libc::c_void, 1) };
+    WAKES[usize::from(command & 3)].fetch_add(1, Ordering::AcqRel);
+    // SAFETY: this thread's errno, always valid.
+    let errno = unsafe { libc::__errno_location() };
+    // SAFETY: as above.
+    let saved = unsafe { *errno };
+    let one = 1u64;
+    // SAFETY: write(2) of 8 bytes from a live local.
+    unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
+    // SAFETY: as above.
+    unsafe { *errno = saved };
 }
 
-/// Does what wake byte `b` asks.
+/// Does every command asked for since the last look, each as many times
+/// as it was asked.
+fn take_wakes(progress: bool) {
+    for b in 1..4u8 {
+        let n = WAKES[usize::from(b)].swap(0, Ordering::AcqRel);
+        for _ in 0..n {
+            on_wake(b, progress);
+        }
+    }
+}
+
+/// Does what command `b` of [`wake`] asks.
 fn on_wake(b: u8, progress: bool) {
     match b {
         1 => {
@@ -546,52 +567,46 @@ fn on_wake(b: u8, progress: bool) {
     }
 }
 
-fn writer_loop(mut fd: i32) {
+fn writer_loop(bell: (i32, fdguard::Identity)) {
+    let (mut fd, mut id) = bell;
     let progress = std::env::var_os("COLDCACHE_PROGRESS").is_some();
     let mut last = (Instant::now(), 0u64);
     loop {
-        // The program may have closed either end of our pipe (and opened
-        // files of its own at their numbers): a new pipe; of the old ends,
-        // those still ours are closed, the others left alone.
-        let (old_id, old_write) = (wake_id(), WAKE_FD.load(Ordering::Acquire));
-        if !fdguard::still(fd, old_id) || !fdguard::still(old_write, old_id) {
-            let Some(read_fd) = new_wake_pipe() else {
-                WAKE_FD.store(-1, Ordering::Release);
-                return;
-            };
-            for old in [fd, old_write] {
-                if fdguard::still(old, old_id) {
-                    // SAFETY: an end of our old pipe, used by nothing now
-                    // (the new write end is published).
-                    unsafe { libc::close(old) };
+        // The program may have closed the doorbell (and opened a file of
+        // its own at its number): a new one, the old number left alone.
+        // Until one can be made (no descriptor free) the commands are
+        // looked at every second.
+        if !fdguard::still(fd, id) {
+            match new_doorbell() {
+                Some((new, new_id)) => {
+                    (fd, id) = (new, new_id);
+                    WAKE_FD.store(fd, Ordering::Release);
+                }
+                None => {
+                    take_wakes(progress);
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                    continue;
                 }
             }
-            fd = read_fd;
         }
-        let missed = MISSED_WAKES.swap(0, Ordering::AcqRel);
-        for b in 0..32u8 {
-            if missed & (1 << b) != 0 {
-                on_wake(b, progress);
-            }
-        }
+        take_wakes(progress);
         let mut pfd = libc::pollfd {
             fd,
             events: libc::POLLIN,
             revents: 0,
         };
-        // SAFETY: polling one valid pollfd.
+        // SAFETY: polling one pollfd (a closed number gives POLLNVAL).
         let n = unsafe { libc::poll(&mut pfd, 1, 1000) };
         if n > 0 {
-            if pfd.revents & libc::POLLIN == 0 || !fdguard::still(fd, wake_id()) {
-                // Closed under the poll (POLLNVAL), or no longer ours.
-                continue;
+            if pfd.revents & libc::POLLIN != 0 && fdguard::still(fd, id) {
+                let mut rings = 0u64;
+                // SAFETY: reading the eventfd's counter into a live local.
+                unsafe { libc::read(fd, &mut rings as *mut u64 as *mut libc::c_void, 8) };
+            } else if pfd.revents & libc::POLLIN == 0 {
+                // POLLNVAL or POLLERR: looked at again at the top.
+                std::thread::sleep(std::time::Duration::from_millis(10));
             }
-            let mut b = 0u8;
-            // SAFETY: reading one byte into a live local.
-            if unsafe { libc::read(fd, &mut b as *mut u8 as *mut libc::c_void, 1) } != 1 {
-                continue;
-            }
-            on_wake(b, progress);
+            take_wakes(progress);
         } else if progress && STATE.load(Ordering::Acquire) == RUNNING {
             let now = Instant::now();
             let n = INSTRUCTIONS.load(Ordering::Relaxed);

@@ -334,11 +334,14 @@ impl TraceFile {
     /// `bytes` written at `at` (a regular file) or at the end (a device or
     /// FIFO): `Err(errno)` on failure. Short writes go on, `EINTR` retries.
     fn write_at(&mut self, bytes: &[u8], at: u64) -> Result<(), i32> {
-        let fd = self.file.fd()?;
+        let mut fd = self.file.fd()?;
         // A FIFO whose reader has gone gives EPIPE (the capture stops with
         // that reason), never a SIGPIPE in the program.
         let _held = self.partial.is_none().then(coldcache_fsio::NoSigpipe::hold);
         let mut done = 0usize;
+        // The program may close our descriptor between the check and a
+        // write: opened again once, and the write goes on.
+        let mut reopened = false;
         while done < bytes.len() {
             let rest = &bytes[done..];
             // SAFETY: `rest` is a live slice of `rest.len()` bytes and `fd`
@@ -366,6 +369,11 @@ impl TraceFile {
                     .raw_os_error()
                     .unwrap_or(libc::EIO)
             };
+            if errno == libc::EBADF && !reopened {
+                reopened = true;
+                fd = self.file.fd()?;
+                continue;
+            }
             if errno != libc::EINTR {
                 return Err(errno);
             }
@@ -458,7 +466,10 @@ impl TraceFile {
                     libc::EDQUOT => "the trace's disk quota is exceeded (EDQUOT)",
                     libc::EFBIG => "the trace reached the largest file size (EFBIG)",
                     libc::EPIPE => "the trace's reader went away (EPIPE)",
-                    libc::EBADF => "the program closed the trace's descriptor, and the trace could not be opened again",
+                    libc::EBADF => {
+                        "the program closed the trace's descriptor, and the trace could not be \
+                         opened again"
+                    }
                     _ => "the trace could not be written (an I/O error)",
                 })
             }

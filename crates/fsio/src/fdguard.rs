@@ -1,5 +1,5 @@
 //! The preloaded library's long-lived file descriptors (a capture's
-//! trace, the capture writer's wake pipe, a zones recording's stream),
+//! trace, the capture writer's doorbell, a zones recording's stream),
 //! kept out of the program's way.
 //!
 //! A program may close descriptors it never opened: a daemon closes
@@ -18,12 +18,46 @@
 //!   handed back to it.
 //! - [`Identity`]: the file a descriptor was opened on (device and inode).
 //!   Before each use the owner checks, with one `fstat`, that its number
-//!   still names that file; if not (closed, or reused after all) it leaves
+//!   still names that file (the capture's doorbell: before the writer
+//!   reads it, not before a ring); if not (closed, or reused after all) it leaves
 //!   that number alone (it may be the program's now), never closes it,
-//!   and opens its file again (the trace, by its path) or a new pipe.
+//!   and opens its file again (the trace, by its path) or makes a new
+//!   doorbell.
 //!
-//! Everything here is a plain system call: async-signal-safe, no
-//! allocation (a capture's trace is written from its trap handler).
+//! Every check and every reopening is a raw system call (no C library
+//! function the program could define or preload, `errno` untouched, no
+//! allocation): async-signal-safe, since a capture's trace is written from
+//! its trap handler. Only [`GuardedFile::open`] allocates (its path), in
+//! normal context.
+
+/// A raw system call of up to four arguments: the kernel's result
+/// (`-errno` on failure). `errno` is not touched.
+#[inline]
+fn raw(nr: i64, a: u64, b: u64, c: u64, d: u64) -> i64 {
+    let r: i64;
+    // SAFETY: the callers pass a system call number and arguments that
+    // name live memory of theirs (or none); `syscall` clobbers RCX and R11
+    // only.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") nr => r,
+            in("rdi") a,
+            in("rsi") b,
+            in("rdx") c,
+            in("r10") d,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        )
+    };
+    r
+}
+
+/// `close(2)` of one of our own descriptors.
+fn close(fd: i32) {
+    raw(libc::SYS_close, fd as u64, 0, 0, 0);
+}
 
 /// The first number [`lift`] tries: 64 below the smaller of 1,024 and the
 /// soft limit on open files, or 3 when that limit is too low to leave room.
@@ -32,8 +66,14 @@ fn high_base() -> i32 {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    // SAFETY: `r` is a valid rlimit the call fills.
-    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
+    let got = raw(
+        libc::SYS_getrlimit,
+        libc::RLIMIT_NOFILE as u64,
+        &mut r as *mut libc::rlimit as u64,
+        0,
+        0,
+    );
+    let soft = if got == 0 {
         r.rlim_cur.min(1024) as i32
     } else {
         1024
@@ -49,14 +89,18 @@ fn high_base() -> i32 {
 /// [`high_base`] up and returns that number; `fd` itself if there is none
 /// (it stays where it is).
 pub fn lift(fd: i32) -> i32 {
-    // SAFETY: F_DUPFD_CLOEXEC on our own descriptor; returns a new one or -1.
-    let high = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, high_base()) };
-    if high < 0 || high == fd {
+    let high = raw(
+        libc::SYS_fcntl,
+        fd as u64,
+        libc::F_DUPFD_CLOEXEC as u64,
+        high_base() as u64,
+        0,
+    );
+    if high < 0 || high == i64::from(fd) {
         return fd;
     }
-    // SAFETY: closing our own descriptor, now duplicated at `high`.
-    unsafe { libc::close(fd) };
-    high
+    close(fd);
+    high as i32
 }
 
 /// The file a descriptor names: device and inode.
@@ -66,23 +110,44 @@ pub struct Identity {
     pub ino: u64,
 }
 
-/// What `fd` names now; `None` if it is not open.
-pub fn identity(fd: i32) -> Option<Identity> {
+/// What `fd` names now: `Err(errno)` if `fstat` fails (`EBADF`: it is
+/// not open).
+fn fstat(fd: i32) -> Result<Identity, i32> {
+    if fd < 0 {
+        return Err(libc::EBADF);
+    }
     // SAFETY: an all-zero stat is a valid out-parameter.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstat fills `st`, a live local.
-    if fd < 0 || unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return None;
+    let r = raw(
+        libc::SYS_fstat,
+        fd as u64,
+        &mut st as *mut libc::stat as u64,
+        0,
+        0,
+    );
+    if r < 0 {
+        return Err(-r as i32);
     }
-    Some(Identity {
+    Ok(Identity {
         dev: st.st_dev,
         ino: st.st_ino,
     })
 }
 
-/// Whether `fd` still names the file `id`.
+/// What `fd` names now; `None` if it cannot be told (not open, or `fstat`
+/// failed).
+pub fn identity(fd: i32) -> Option<Identity> {
+    fstat(fd).ok()
+}
+
+/// Whether `fd` still names the file `id`: false when it is closed or
+/// names another file; true when `fstat` fails otherwise (a transient
+/// error, say `ENOMEM`), since nothing says the number changed hands.
 pub fn still(fd: i32, id: Identity) -> bool {
-    identity(fd) == Some(id)
+    match fstat(fd) {
+        Ok(now) => now == id,
+        Err(e) => e != libc::EBADF,
+    }
 }
 
 /// A file of ours, open for writing, that outlives the program closing its
@@ -112,17 +177,23 @@ impl GuardedFile {
         if create {
             flags |= libc::O_CREAT | libc::O_TRUNC;
         }
-        // SAFETY: a NUL-terminated path; the mode is read only with O_CREAT.
-        let fd = unsafe { libc::open(c.as_ptr(), flags, 0o666 as libc::c_uint) };
+        let fd = raw(
+            libc::SYS_openat,
+            libc::AT_FDCWD as u64,
+            c.as_ptr() as u64,
+            flags as u64,
+            0o666,
+        );
         if fd < 0 {
-            return Err(std::io::Error::last_os_error());
+            return Err(std::io::Error::from_raw_os_error(-fd as i32));
         }
-        let fd = lift(fd);
-        let Some(id) = identity(fd) else {
-            let e = std::io::Error::last_os_error();
-            // SAFETY: closing the descriptor opened above.
-            unsafe { libc::close(fd) };
-            return Err(e);
+        let fd = lift(fd as i32);
+        let id = match fstat(fd) {
+            Ok(id) => id,
+            Err(e) => {
+                close(fd);
+                return Err(std::io::Error::from_raw_os_error(e));
+            }
         };
         Ok(GuardedFile {
             fd,
@@ -141,19 +212,24 @@ impl GuardedFile {
         let Some(path) = &self.path else {
             return Err(libc::EBADF);
         };
-        // SAFETY: a NUL-terminated path built when the file was opened.
-        let again = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+        let again = raw(
+            libc::SYS_openat,
+            libc::AT_FDCWD as u64,
+            path.as_ptr() as u64,
+            (libc::O_WRONLY | libc::O_CLOEXEC) as u64,
+            0,
+        );
         if again < 0 {
             return Err(libc::EBADF);
         }
-        let again = lift(again);
-        if !still(again, self.id) {
-            // SAFETY: closing the descriptor opened just above.
-            unsafe { libc::close(again) };
+        let again = lift(again as i32);
+        if fstat(again) != Ok(self.id) {
+            close(again);
             return Err(libc::EBADF);
         }
-        // SAFETY: seeking our own descriptor.
-        unsafe { libc::lseek(again, 0, libc::SEEK_END) };
+        // At its end, for a sequential writer (one that gives offsets does
+        // not mind).
+        raw(libc::SYS_lseek, again as u64, 0, libc::SEEK_END as u64, 0);
         // The old number is not ours any more: not closed.
         self.fd = again;
         Ok(again)
@@ -175,10 +251,15 @@ impl GuardedFile {
 impl std::io::Write for GuardedFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let fd = self.fd().map_err(std::io::Error::from_raw_os_error)?;
-        // SAFETY: writing a live slice to our own descriptor.
-        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        let n = raw(
+            libc::SYS_write,
+            fd as u64,
+            buf.as_ptr() as u64,
+            buf.len() as u64,
+            0,
+        );
         if n < 0 {
-            return Err(std::io::Error::last_os_error());
+            return Err(std::io::Error::from_raw_os_error(-n as i32));
         }
         Ok(n as usize)
     }
@@ -192,8 +273,7 @@ impl Drop for GuardedFile {
     /// Closes the descriptor only while it is still ours.
     fn drop(&mut self) {
         if self.is_ours() {
-            // SAFETY: our own descriptor, not used after.
-            unsafe { libc::close(self.fd) };
+            close(self.fd);
         }
     }
 }
