@@ -282,11 +282,16 @@ impl Drop for GuardedFile {
 mod tests {
     use super::*;
 
+    /// The tests close and reuse numbers from the same high range, in one
+    /// process: one at a time.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     /// A lifted descriptor is above the numbers a program gets first, names
     /// the same file, and once closed and its number taken by another file
     /// no longer passes for it.
     #[test]
     fn lifted_descriptors_are_told_from_their_reused_numbers() {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let dir = std::env::temp_dir().join(format!("coldcache-fdguard-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let ours = dir.join("ours");
@@ -326,6 +331,7 @@ mod tests {
     /// on at its end, and dropping it leaves the program's number open.
     #[test]
     fn a_guarded_file_reopens_and_leaves_the_programs_number_alone() {
+        let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         use std::io::Write as _;
         let dir = std::env::temp_dir().join(format!("coldcache-guarded-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
