@@ -496,15 +496,7 @@ fn new_doorbell() -> Option<(i32, fdguard::Identity)> {
     if fd < 0 {
         return None;
     }
-    let fd = fdguard::lift(fd);
-    match fdguard::identity(fd) {
-        Some(id) => Some((fd, id)),
-        None => {
-            // SAFETY: closing the eventfd made above.
-            unsafe { libc::close(fd) };
-            None
-        }
-    }
+    fdguard::adopt(fd).ok()
 }
 
 /// Asks the writer thread for `command` (1 finish, 2 the trigger signal,

@@ -103,6 +103,30 @@ pub fn lift(fd: i32) -> i32 {
     high as i32
 }
 
+/// Takes a descriptor just made (ours): lifted, with what it names; or,
+/// if that cannot be told, closed, with `fstat`'s error.
+pub fn adopt(fd: i32) -> Result<(i32, Identity), i32> {
+    let fd = lift(fd);
+    match fstat(fd) {
+        Ok(id) => Ok((fd, id)),
+        Err(e) => {
+            close(fd);
+            Err(e)
+        }
+    }
+}
+
+/// `openat(AT_FDCWD, path, flags, mode)`: a descriptor, or `-errno`.
+fn open_at(path: &std::ffi::CStr, flags: i32, mode: u64) -> i64 {
+    raw(
+        libc::SYS_openat,
+        libc::AT_FDCWD as u64,
+        path.as_ptr() as u64,
+        flags as u64,
+        mode,
+    )
+}
+
 /// The file a descriptor names: device and inode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Identity {
@@ -177,24 +201,11 @@ impl GuardedFile {
         if create {
             flags |= libc::O_CREAT | libc::O_TRUNC;
         }
-        let fd = raw(
-            libc::SYS_openat,
-            libc::AT_FDCWD as u64,
-            c.as_ptr() as u64,
-            flags as u64,
-            0o666,
-        );
+        let fd = open_at(&c, flags, 0o666);
         if fd < 0 {
             return Err(std::io::Error::from_raw_os_error(-fd as i32));
         }
-        let fd = lift(fd as i32);
-        let id = match fstat(fd) {
-            Ok(id) => id,
-            Err(e) => {
-                close(fd);
-                return Err(std::io::Error::from_raw_os_error(e));
-            }
-        };
+        let (fd, id) = adopt(fd as i32).map_err(std::io::Error::from_raw_os_error)?;
         Ok(GuardedFile {
             fd,
             id,
@@ -212,21 +223,19 @@ impl GuardedFile {
         let Some(path) = &self.path else {
             return Err(libc::EBADF);
         };
-        let again = raw(
-            libc::SYS_openat,
-            libc::AT_FDCWD as u64,
-            path.as_ptr() as u64,
-            (libc::O_WRONLY | libc::O_CLOEXEC) as u64,
-            0,
-        );
+        let again = open_at(path, libc::O_WRONLY | libc::O_CLOEXEC, 0);
         if again < 0 {
             return Err(libc::EBADF);
         }
-        let again = lift(again as i32);
-        if fstat(again) != Ok(self.id) {
-            close(again);
-            return Err(libc::EBADF);
-        }
+        let again = match adopt(again as i32) {
+            Ok((fd, id)) if id == self.id => fd,
+            Ok((fd, _)) => {
+                // The path names another file now.
+                close(fd);
+                return Err(libc::EBADF);
+            }
+            Err(_) => return Err(libc::EBADF),
+        };
         // At its end, for a sequential writer (one that gives offsets does
         // not mind).
         raw(libc::SYS_lseek, again as u64, 0, libc::SEEK_END as u64, 0);
