@@ -218,7 +218,7 @@ pub fn run(args: AttachArgs) -> Result<()> {
     crate::sim_cmd::refuse_miss_classes(
         &cfg,
         &args.cache,
-        "keep the trace (--trace) and run `coldcache sim --classify-misses` on it",
+        crate::sim_cmd::MISS_CLASSES_OF_A_CAPTURE,
     )?;
     let cache_name = record_cmd::cache_name(&args.cache, [&args.i1, &args.d1, &args.ll]);
     record_cmd::check_schedule(&args.schedule)?;

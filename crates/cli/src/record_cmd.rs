@@ -317,7 +317,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     crate::sim_cmd::refuse_miss_classes(
         &cfg,
         &args.cache,
-        "keep the trace (--trace) and run `coldcache sim --classify-misses` on it",
+        crate::sim_cmd::MISS_CLASSES_OF_A_CAPTURE,
     )?;
     // The name the dump carries: the overrides are part of it.
     let cache_name = cache_name(&args.cache, [&args.i1, &args.d1, &args.ll]);

@@ -131,6 +131,11 @@ pub fn cache_config(
     Ok(cfg)
 }
 
+/// Where a capture's miss classes can be had ([`refuse_miss_classes`]'s
+/// advice for `record` and `attach`).
+pub const MISS_CLASSES_OF_A_CAPTURE: &str =
+    "keep the trace (--trace) and run `coldcache sim --classify-misses` on it";
+
 /// Refuses a configuration that classifies misses where a dump is made
 /// (`sim -o`, `record`, `attach`): a dump has no counters for miss
 /// classes, so the shadow caches would cost their time for nothing shown.

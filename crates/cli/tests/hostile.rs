@@ -289,16 +289,14 @@ fn a_program_closing_every_descriptor_keeps_its_files_and_the_trace() {
         assert!(native.status.success());
         let dump = captured_dir.join("d.ccdump");
         let trace = captured_dir.join("t.cctrace");
-        let mut cmd = Command::new(COLDCACHE);
-        cmd.current_dir(&captured_dir)
-            .env("COLDCACHE_LIB", library())
-            .args(["record", "--cache", "jaguar", "--no-resolve", "--all", "-o"])
-            .arg(&dump)
-            .arg("--trace")
-            .arg(&trace)
-            .arg("--")
-            .arg(&program)
-            .arg(how);
+        let trace_arg = trace.to_str().unwrap();
+        let cmd = record(
+            &captured_dir,
+            &dump,
+            &["--all", "--trace", trace_arg],
+            &program,
+            &[how],
+        );
         let out = run_with_deadline(cmd, &format!("closefds {how}: captured"));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(
