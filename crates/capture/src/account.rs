@@ -759,9 +759,13 @@ impl Accountant {
     /// registers recorded for instruction `k` into `m`; RSP at instruction
     /// `k` is `rsp` plus its slot's delta), with the per-instruction lookups
     /// (thread slot, decode, counter row) done once and remembered in the
-    /// slots. A block never holds a system call or a `rep` string, and only
-    /// starts where nothing is pending; otherwise, or for a thread not yet
-    /// seeded, every instruction goes through [`Accountant::step`].
+    /// slots. A block holds no `rep` string, a `syscall` only as its last
+    /// instruction (the next record is the instruction after it, recorded
+    /// before it ran: nothing ran untraced), and only starts where nothing
+    /// is pending; otherwise, or for a thread not yet seeded, every
+    /// instruction goes through [`Accountant::step`], whose `syscall`
+    /// verdict the replay ignores (the instruction after it comes next,
+    /// with its own record, and clears what the step expected).
     /// Stops at the first verdict other than `Continue`.
     pub fn step_block<M: Machine>(
         &mut self,

@@ -249,6 +249,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
             cpu,
             reserves.instructions,
             options.mode == Mode::Verify,
+            matches!(options.schedule, crate::options::Schedule::Serial { .. }),
         );
         match prepared {
             Ok(()) => {}

@@ -51,6 +51,7 @@ mod cache;
 #[cfg(test)]
 mod difftest;
 mod emit;
+mod sys;
 mod tls;
 mod translate;
 mod verify;
@@ -82,6 +83,8 @@ static ACTIVE: AtomicU32 = AtomicU32::new(0);
 /// The dispatcher's entries and the address of its final jump.
 static DISPATCH_ENTRY: AtomicU64 = AtomicU64::new(0);
 static DISPATCH_FULL: AtomicU64 = AtomicU64::new(0);
+static DISPATCH_TRAP: AtomicU64 = AtomicU64::new(0);
+static DISPATCH_SYS: AtomicU64 = AtomicU64::new(0);
 static TRAP_JMP: AtomicU64 = AtomicU64::new(0);
 /// The per-thread state's offset from the thread pointer.
 static TLS_OFFSET: AtomicI64 = AtomicI64::new(i64::MIN);
@@ -385,6 +388,7 @@ pub(crate) fn prepare(
     cpu: CpuFacts,
     instructions: usize,
     verify: bool,
+    serial: bool,
 ) -> Result<(), &'static str> {
     let off = tls::offset().ok_or("the translator's thread state is not in static TLS")?;
     if RETIRE_FAILED.load(Ordering::Relaxed) {
@@ -457,6 +461,7 @@ pub(crate) fn prepare(
     TRAPPED.store(0, Ordering::Relaxed);
     DISPATCHES.store(0, Ordering::Relaxed);
     verify::reset(verify);
+    sys::configure(serial);
     FAST.store(true, Ordering::Release);
     Ok(())
 }
@@ -600,6 +605,8 @@ pub(crate) fn try_hand_over(
     t.epoch = EPOCH.load(Ordering::Acquire);
     t.dispatch = DISPATCH_ENTRY.load(Ordering::Relaxed);
     t.dispatch_full = DISPATCH_FULL.load(Ordering::Relaxed);
+    t.dispatch_trap = DISPATCH_TRAP.load(Ordering::Relaxed);
+    t.dispatch_sys = DISPATCH_SYS.load(Ordering::Relaxed);
     t.tid = u64::from(tid);
     t.active = 1;
     ACTIVE.fetch_add(1, Ordering::AcqRel);
@@ -819,6 +826,9 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
         }
         return leave(t, frame, next);
     }
+    if t.reason == 2 || t.reason == 3 {
+        return system_call(frame, t, next);
+    }
     if t.reason == 1 && crate::sigvirt::taken_over() {
         // Checked at every full buffer: a thread not traced took SIGTRAP
         // or the sync signal with a `syscall` of its own, so the next trap
@@ -885,6 +895,37 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
             Replayed::Leave => leave(t, frame, next),
             Replayed::Stop => stop(t, frame, next),
         },
+    }
+}
+
+/// A system call block sent the thread here before its `syscall` (at
+/// `next`; `jit/sys.rs`). Reason 3, a call that may block: the buffer,
+/// the call's record included, is replayed now, so a thread blocked in the
+/// call holds nothing unreplayed; under `--schedule serial` the turn is
+/// handed on as the trap engine does; the block then makes the call
+/// (`T.resume`). Reason 2, a call the trap engine must see (nothing of it
+/// recorded): the buffer is replayed and the engine steps the call.
+fn system_call(frame: &mut Frame, t: &mut Tls, next: u64) {
+    let inline = t.reason == 3;
+    match flush(t) {
+        Replayed::Go if inline => {
+            crate::schedule::syscall(
+                t.tid as u32,
+                frame.rax,
+                frame.rdi,
+                frame.rsi,
+                crate::memory::read_word,
+            );
+            t.target = t.resume;
+        }
+        Replayed::Go => {
+            t.target = next;
+            t.trap_once = 1;
+            frame.rflags |= TF;
+            deactivate(t);
+        }
+        Replayed::Leave => leave(t, frame, next),
+        Replayed::Stop => stop(t, frame, next),
     }
 }
 
@@ -1272,14 +1313,22 @@ fn generate_dispatcher(cache: &mut CodeCache, tls: i32) -> Result<(), &'static s
     let t = |o: i32| fs(tls + o);
     let mut a = Asm::new(SIZE as usize);
     a.reset(base);
-    let entry = a.ip();
-    a.emit(store_simm32(t(off::REASON), 0));
-    a.emit(Instruction::with_branch(Code::Jmp_rel32_64, a.ip()));
-    let jmp_end = a.len();
-    let full = a.ip();
-    a.emit(store_simm32(t(off::REASON), 1));
+    // One entry per reason (`off::REASON`), the last falling through.
+    let mut entries = [0u64; 4];
+    let mut to_common = Vec::with_capacity(3);
+    for (reason, e) in entries.iter_mut().enumerate() {
+        *e = a.ip();
+        a.emit(store_simm32(t(off::REASON), reason as i32));
+        if reason < 3 {
+            a.emit(Instruction::with_branch(Code::Jmp_rel32_64, a.ip()));
+            to_common.push(a.len());
+        }
+    }
+    let [entry, full, trap, sys] = entries;
     let common = a.ip();
-    a.patch_rel32(jmp_end, common);
+    for end in to_common {
+        a.patch_rel32(end, common);
+    }
     a.emit(store(t(off::APP_RSP), Register::RSP));
     a.emit(load(Register::RSP, t(off::STACK_TOP)));
     fast_lookup(&mut a, tls);
@@ -1378,6 +1427,8 @@ fn generate_dispatcher(cache: &mut CodeCache, tls: i32) -> Result<(), &'static s
     cache.keep();
     DISPATCH_ENTRY.store(entry, Ordering::Release);
     DISPATCH_FULL.store(full, Ordering::Release);
+    DISPATCH_TRAP.store(trap, Ordering::Release);
+    DISPATCH_SYS.store(sys, Ordering::Release);
     TRAP_JMP.store(trap_jmp, Ordering::Release);
     Ok(())
 }

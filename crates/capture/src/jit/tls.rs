@@ -27,13 +27,26 @@ pub(crate) mod off {
     pub const DISPATCH: i32 = 48;
     /// Where the dispatcher jumps when it returns.
     pub const TARGET: i32 = 56;
-    /// Why the dispatcher was entered (0: a block's exit, 1: buffer full).
+    /// Why the dispatcher was entered (0: a block's exit, 1: buffer full,
+    /// 2: a system call for the trap engine, 3: a system call that may
+    /// block).
     pub const REASON: i32 = 64;
     /// The dispatcher's entry for a full buffer.
     pub const DISPATCH_FULL: i32 = 72;
     /// The direct exit the dispatcher was entered from (0: none), which it
     /// links to the target block.
     pub const FROM: i32 = 80;
+    /// The dispatcher's entry for a system call the trap engine makes
+    /// (the block hands the thread over before its `syscall`).
+    pub const DISPATCH_TRAP: i32 = core::mem::offset_of!(super::Tls, dispatch_trap) as i32;
+    /// The dispatcher's entry that replays the buffer before a system call
+    /// that may block and returns to `T.resume`.
+    pub const DISPATCH_SYS: i32 = core::mem::offset_of!(super::Tls, dispatch_sys) as i32;
+    /// Where the dispatcher entered at `DISPATCH_SYS` returns.
+    pub const RESUME: i32 = core::mem::offset_of!(super::Tls, resume) as i32;
+    /// A system call block's class (0: made inline, 1: the buffer is
+    /// replayed first), between its check and its `syscall`.
+    pub const SYS_FLUSH: i32 = core::mem::offset_of!(super::Tls, sys_flush) as i32;
 }
 
 /// One thread's translator state (layout fixed by [`off`]).
@@ -82,6 +95,12 @@ pub(crate) struct Tls {
     /// in a `thread_local!`, which a signal handler of a `dlopen`ed
     /// library may not touch (see below).
     pub late_start: u64,
+    /// See [`off::DISPATCH_TRAP`], [`off::DISPATCH_SYS`], [`off::RESUME`],
+    /// [`off::SYS_FLUSH`].
+    pub dispatch_trap: u64,
+    pub dispatch_sys: u64,
+    pub resume: u64,
+    pub sys_flush: u64,
 }
 
 // The state is a TLS symbol of our own, reached with the initial-exec

@@ -33,8 +33,15 @@
 //! looped one iteration per record (`Translator::emit_rep`), so a long
 //! `memcpy` costs no trap.
 //!
+//! A `syscall` is a block of its own too (`Translator::emit_syscall`): its
+//! record is committed before the call, and the call number, looked up at
+//! run time without writing a flag, decides whether the block makes the
+//! call itself (after the buffer is replayed, for a call that may block)
+//! or hands the thread to the trap engine before it (`jit/sys.rs`). It
+//! needs BMI2 (`shrx`); without it `syscall` is refused.
+//!
 //! Refused (the block ends before it; a block that would start with it runs
-//! under the trap engine): system calls and interrupts, `repe`/`repne`
+//! under the trap engine): `syscall` without BMI2, other system calls and interrupts, `repe`/`repne`
 //! strings (`cmps`, `scas`: they end on ZF too), `rep` strings with 32-bit
 //! addressing and port I/O, `loop`/`jrcxz`, far and transactional control flow, invalid
 //! instructions (`ud0`-`ud2` included) and `hlt`, near branches, calls
@@ -142,6 +149,8 @@ pub(crate) struct Translator {
     factory: InstructionInfoFactory,
     instrs: [iced_x86::Instruction; MAX_INSTRUCTIONS],
     bytes: [u8; MAX_INSTRUCTIONS * 16],
+    /// `syscall` is translated ([`super::sys::supported`]).
+    syscalls: bool,
 }
 
 /// What a translation produced.
@@ -165,6 +174,7 @@ impl Translator {
             factory: InstructionInfoFactory::new(),
             instrs: [iced_x86::Instruction::default(); MAX_INSTRUCTIONS],
             bytes: [0; MAX_INSTRUCTIONS * 16],
+            syscalls: super::sys::supported(),
         }
     }
 
@@ -193,6 +203,16 @@ impl Translator {
         }
         let at_code = cache.reserve(pc, MAX_CODE)?;
         let mut n = self.scan(pc, avail, avoid, at_code);
+        if n == 1 && self.is_syscall(&self.instrs[0]) {
+            let t = self.emit_syscall(id, tls, at_code, cache, out);
+            let used = if t.is_some() {
+                self.asm.len() as u64
+            } else {
+                0
+            };
+            cache.trim(at_code, MAX_CODE, used);
+            return t;
+        }
         if n == 1 && rep_loop(&self.instrs[0]) {
             let t = self.emit_rep(id, tls, at_code, cache, out);
             let used = if t.is_some() {
@@ -223,6 +243,14 @@ impl Translator {
         while n < MAX_INSTRUCTIONS && decoder.can_decode() {
             let instr = decoder.decode();
             if instr.is_invalid() || (instr.ip() == avoid && n > 0) {
+                break;
+            }
+            if self.is_syscall(&instr) {
+                // A block of its own (`emit_syscall`).
+                if n == 0 {
+                    self.instrs[0] = instr;
+                    n = 1;
+                }
                 break;
             }
             let Some(exit) = classify(&instr) else { break };
@@ -773,4 +801,152 @@ fn is_immediate(k: OpKind) -> bool {
             | OpKind::Immediate32
             | OpKind::Immediate16
     )
+}
+
+/// System calls (see `sys.rs` for which are made inline).
+impl Translator {
+    /// Whether `i` is a `syscall` translated as a block of its own.
+    fn is_syscall(&self, i: &iced_x86::Instruction) -> bool {
+        self.syscalls && i.code() == Code::Syscall
+    }
+
+    /// Emits a block of one `syscall` at `code_at` (R11 as S; RCX and R11
+    /// are the program's again before every exit and before the call):
+    /// ```text
+    ///       spill R11, RCX ; r11d = 9 ; shrx ecx, eax, r11d
+    ///       jrcxz known                   ; EAX < 512
+    /// trap: restore ; T.next = pc ; jmp T.dispatch_trap   ; the trap engine
+    /// known: r11d = eax ; ecx = CLASS[r11] ; jrcxz trap   ; ENGINE
+    ///       T.sys_flush = class - 1 ; FUTEX: T.sys_flush = FUTEX_CLASS[sil] - 1
+    ///       restore ; the buffer check and record (the block, RSP) ; commit
+    ///       rcx = T.sys_flush ; jrcxz inline
+    ///       restore ; T.resume = call ; T.next = pc ; jmp T.dispatch_sys
+    /// inline: restore
+    /// call: syscall ; mov rcx, <next> ; direct exit to <next>
+    /// ```
+    /// The record is committed before the call, so a thread blocked in it
+    /// holds nothing in flight; a call that may block (`FLUSH`) has the
+    /// buffer replayed first, in the dispatcher, which returns to `call`
+    /// with every register as the program left it. RCX after the call is
+    /// the program's return address, as natively (the kernel leaves the
+    /// code cache's there). The trap engine's way is taken before anything
+    /// is recorded: it steps the `syscall` as in trap mode.
+    fn emit_syscall(
+        &mut self,
+        id: u32,
+        tls: i32,
+        code_at: u64,
+        cache: &mut CodeCache,
+        out: &mut [BlockInstr; MAX_INSTRUCTIONS],
+    ) -> Option<Translation> {
+        use iced_x86::{Instruction, MemoryOperand};
+        let i = self.instrs[0];
+        let pc = i.ip();
+        let (s, s32, rcx) = (Register::R11, Register::R11D, Register::RCX);
+        let t = |o: i32| fs(tls + o);
+        let jrcxz = |a: &mut Asm, to: u64| {
+            a.emit(Instruction::with_branch(Code::Jrcxz_rel8_64, to));
+            a.len()
+        };
+        let restore = |a: &mut Asm| {
+            a.emit(load(rcx, t(off::RCX_SPILL)));
+            a.emit(load(s, t(off::S_SPILL)));
+        };
+        let a = &mut self.asm;
+        a.reset(code_at);
+        a.emit(store(t(off::S_SPILL), s));
+        a.emit(store(t(off::RCX_SPILL), rcx));
+        a.emit(Instruction::with2(Code::Mov_r32_imm32, s32, 9i32));
+        a.emit(Instruction::with3(
+            Code::VEX_Shrx_r32_rm32_r32,
+            Register::ECX,
+            Register::EAX,
+            s32,
+        ));
+        let ahead = a.ip() + 2;
+        let to_known = jrcxz(a, ahead);
+        let trap = a.ip();
+        restore(a);
+        direct_exit(a, tls, pc, off::DISPATCH_TRAP, false);
+        let known = a.len();
+        a.patch_rel8(to_known, known);
+        a.emit(Instruction::with2(Code::Mov_r32_rm32, s32, Register::EAX));
+        a.emit(mov_imm64(rcx, super::sys::CLASS.as_ptr() as u64));
+        a.emit(Instruction::with2(
+            Code::Movzx_r32_rm8,
+            Register::ECX,
+            MemoryOperand::with_base_index(rcx, s),
+        ));
+        jrcxz(a, trap);
+        a.emit(lea(rcx, rcx, -1));
+        a.emit(store(t(off::SYS_FLUSH), rcx));
+        a.emit(lea(rcx, rcx, -i32::from(super::sys::FUTEX - 1)));
+        let ahead = a.ip() + 2;
+        let to_futex = jrcxz(a, ahead);
+        a.emit(Instruction::with_branch(Code::Jmp_rel32_64, a.ip()));
+        let to_record = a.len();
+        let futex = a.len();
+        a.patch_rel8(to_futex, futex);
+        a.emit(Instruction::with2(
+            Code::Movzx_r32_rm8,
+            Register::ECX,
+            Register::SIL,
+        ));
+        a.emit(mov_imm64(s, super::sys::FUTEX_CLASS.as_ptr() as u64));
+        a.emit(Instruction::with2(
+            Code::Movzx_r32_rm8,
+            Register::ECX,
+            MemoryOperand::with_base_index(s, rcx),
+        ));
+        a.emit(lea(rcx, rcx, -1));
+        a.emit(store(t(off::SYS_FLUSH), rcx));
+        let record = a.ip();
+        a.patch_rel32(to_record, record);
+        restore(a);
+        record_head(a, tls, s, 16, id, pc);
+        let check = (a.ip() - code_at) as u16;
+        a.emit(lea(s, s, 16));
+        a.emit(store(t(off::CURSOR), s));
+        a.emit(load(rcx, t(off::SYS_FLUSH)));
+        let ahead = a.ip() + 2;
+        let to_inline = jrcxz(a, ahead);
+        restore(a);
+        let here = a.ip() as i64;
+        a.emit(Instruction::with2(
+            Code::Lea_r64_m,
+            s,
+            MemoryOperand::with_base_displ(Register::RIP, here),
+        ));
+        let resume_rel = a.len();
+        a.emit(store(t(off::RESUME), s));
+        a.emit(load(s, t(off::S_SPILL)));
+        direct_exit(a, tls, pc, off::DISPATCH_SYS, false);
+        let inline = a.len();
+        a.patch_rel8(to_inline, inline);
+        restore(a);
+        let call = a.ip();
+        a.patch_rel32(resume_rel, call);
+        a.emit(Ok(Instruction::with(Code::Syscall)));
+        a.emit(mov_imm64(rcx, i.next_ip()));
+        direct_exit(a, tls, i.next_ip(), off::DISPATCH, true);
+        if !a.ok() || a.len() as u64 > MAX_CODE {
+            return None;
+        }
+        out[0] = BlockInstr {
+            ip: pc,
+            sp_delta: 0,
+            inputs: [Register::None; 4],
+            offset: 16,
+            check,
+        };
+        let code = a.take();
+        let written = cache.write(code_at, &code);
+        a.give_back(code);
+        written.then_some(Translation {
+            code: code_at,
+            count: 1,
+            size: 16,
+            rep: false,
+        })
+    }
 }
