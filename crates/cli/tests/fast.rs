@@ -10,7 +10,10 @@
 //! - kernels cut by `--instructions` at limits that fall inside a
 //!   translated block (what ran before the stop, and only that, counted);
 //! - whole programs (`--all`, main to exit, libc and system calls
-//!   included);
+//!   included); a loop of system calls (made inline, inline after a
+//!   replay, or by the trap engine), which must trap only the calls the
+//!   engine must see; a 4-thread mutex/condvar program, under 0.1% of its
+//!   instructions trapped;
 //! - eight threads created and joined during 100 captures through the C API
 //!   (`COLDCACHE_MODE=fast`): the program's output equals a run without
 //!   capture, and one capture holds all nine threads. Per-thread counts are
@@ -157,6 +160,22 @@ fn trace_records(path: &Path) -> Vec<coldcache_trace::Record> {
 
 /// Captures `program` in both modes and compares dumps and traces.
 fn compare(args: &[&str], program: &[&str], tag: &str) -> Result<u64, String> {
+    compare_trapped(args, program, tag).map(|(n, _)| n)
+}
+
+/// The instructions that ran under the trap engine in a fast capture, from
+/// its note.
+fn trapped_of(d: &Dump) -> Option<u64> {
+    d.meta
+        .notes
+        .iter()
+        .find_map(|n| n.strip_prefix("capture mode fast: "))
+        .and_then(|n| n.split(' ').next())
+        .and_then(|n| n.parse::<u64>().ok())
+}
+
+/// [`compare`], also giving how many instructions the fast capture trapped.
+fn compare_trapped(args: &[&str], program: &[&str], tag: &str) -> Result<(u64, u64), String> {
     let mut trap_args = args.to_vec();
     trap_args.extend(["--mode", "trap"]);
     let mut fast_args = args.to_vec();
@@ -172,14 +191,7 @@ fn compare(args: &[&str], program: &[&str], tag: &str) -> Result<u64, String> {
             t.meta.instructions, f.meta.instructions
         ));
     }
-    let Some(trapped) = f
-        .meta
-        .notes
-        .iter()
-        .find_map(|n| n.strip_prefix("capture mode fast: "))
-        .and_then(|n| n.split(' ').next())
-        .and_then(|n| n.parse::<u64>().ok())
-    else {
+    let Some(trapped) = trapped_of(&f) else {
         return Err(format!(
             "{tag}: the fast dump does not say it ran in fast mode"
         ));
@@ -211,7 +223,7 @@ fn compare(args: &[&str], program: &[&str], tag: &str) -> Result<u64, String> {
             b.len()
         ));
     }
-    Ok(t.meta.instructions)
+    Ok((t.meta.instructions, trapped))
 }
 
 #[test]
@@ -336,6 +348,107 @@ fn whole_programs_captured_fast_equal_the_trap_captures() {
         }
     }
     assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// System calls in a loop (`tests-programs/capture/syscalls.c`, 2,000
+/// rounds of 13 calls: inline ones, ones that may block, ones the trap
+/// engine must see): fast mode counts as trap mode, counter for counter
+/// and trace record for record, the output is the uncaptured run's, and
+/// only the calls the engine must see trap: each `rt_sigprocmask`, `mmap`
+/// and `munmap` (2,040) with the instruction after it, plus the start
+/// (before inline calls: 48,122 instructions trapped).
+#[test]
+fn a_system_call_loop_captured_fast_equals_trap_mode_and_traps_only_engine_calls() {
+    let name = "a_system_call_loop_captured_fast_equals_trap_mode_and_traps_only_engine_calls";
+    if !tools_or_skip(name) {
+        return;
+    }
+    let bin = build(
+        "tests-programs/capture/syscalls.c",
+        &["-O1", "-g", "-fno-pie", "-no-pie"],
+        "syscalls",
+    );
+    let plain = with_deadline(Command::new(&bin), 60);
+    assert!(plain.status.success());
+    let (n, trapped) = compare_trapped(
+        &["--cache", "cachegrind", "--all"],
+        &[bin.to_str().unwrap()],
+        "syscalls",
+    )
+    .unwrap();
+    let (_, _, out) = record(
+        &["--cache", "cachegrind", "--all", "--mode", "fast"],
+        &[bin.to_str().unwrap()],
+        "syscalls.output",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&plain.stdout),
+        "the output changed under fast capture"
+    );
+    let engine_calls = 2000 + 2 * 20;
+    eprintln!("syscalls: {n} instructions, {trapped} trapped");
+    assert!(
+        trapped <= 2 * engine_calls + 500,
+        "{trapped} of {n} instructions trapped: more than the calls the trap engine must see"
+    );
+}
+
+/// Four threads handing a counter round under a mutex and condition
+/// variables (`tests-programs/real/mutex.c`, 4,000 rounds each: their
+/// time goes to futex calls), every thread traced in fast mode, with both
+/// schedules: the output is the uncaptured run's, the capture is whole
+/// (all five threads, not cut short) and under 0.1% of its instructions
+/// trapped (before inline system calls: 1.6%, each futex call trapped).
+#[test]
+fn a_mutex_and_condvar_program_captured_fast_traps_under_a_thousandth() {
+    let name = "a_mutex_and_condvar_program_captured_fast_traps_under_a_thousandth";
+    if !tools_or_skip(name) {
+        return;
+    }
+    let bin = build(
+        "tests-programs/real/mutex.c",
+        &["-O1", "-g", "-pthread"],
+        "mutex",
+    );
+    let mut plain = Command::new(&bin);
+    plain.arg("4000");
+    let plain = with_deadline(plain, 60);
+    assert!(plain.status.success());
+    for schedule in ["os", "serial"] {
+        let (d, _, out) = record(
+            &[
+                "--cache",
+                "cachegrind",
+                "--all",
+                "--threads",
+                "all",
+                "--schedule",
+                schedule,
+                "--reserve",
+                "records=4000000",
+                "--mode",
+                "fast",
+            ],
+            &[bin.to_str().unwrap(), "4000"],
+            &format!("mutex.{schedule}"),
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&plain.stdout),
+            "{schedule}: the output changed under fast capture"
+        );
+        assert_eq!(d.meta.cut_short, None, "{schedule}: cut short");
+        assert_eq!(d.threads.len(), 5, "{schedule}: {:?}", d.threads);
+        let trapped = trapped_of(&d).expect("the dump says fast mode ran");
+        let n = d.meta.instructions;
+        eprintln!("mutex {schedule}: {n} instructions, {trapped} trapped");
+        assert!(n > 1_000_000, "{schedule}: only {n} instructions");
+        assert!(
+            trapped * 1000 < n,
+            "{schedule}: {trapped} of {n} instructions trapped"
+        );
+    }
 }
 
 #[test]
