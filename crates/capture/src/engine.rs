@@ -646,8 +646,11 @@ extern "C" fn on_sync(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
         }
         return;
     }
-    if crate::jit::in_translation() {
-        // Translated code is traced without TF.
+    if crate::jit::in_translation()
+        || crate::jit::in_old_translation(uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64)
+    {
+        // Translated code is traced without TF (an earlier capture's is
+        // handed to the trap engine at its next dispatch).
         return;
     }
     let tid = gettid();

@@ -197,7 +197,8 @@ fn compare_trapped(args: &[&str], program: &[&str], tag: &str) -> Result<(u64, u
         ));
     };
     // Fast mode must be fast: only what the translator refuses (system
-    // calls, `rep` strings and their neighbours) runs under the trap engine:
+    // calls the trap engine must see, `rep` strings with 32-bit addressing,
+    // and their neighbours) runs under the trap engine:
     // at most 5% of a capture, or 2,000 instructions of a small one (the
     // `strings` kernel is mostly `rep` strings).
     if trapped > 2000 && trapped * 20 > f.meta.instructions {

@@ -379,6 +379,20 @@ pub(crate) fn in_translation() -> bool {
     t.active != 0 && t.epoch == EPOCH.load(Ordering::Acquire)
 }
 
+/// Whether the calling thread, interrupted at `rip`, is in the translated
+/// code (or the dispatcher) of an earlier capture: blocked in a system call
+/// made there across that capture's stop. The sync signal must leave it
+/// alone (stepping the code cache as the program's code would trace our
+/// own code); its next dispatch hands it to the trap engine
+/// (`dispatch_slow`).
+pub(crate) fn in_old_translation(rip: u64) -> bool {
+    // SAFETY: reading fields of this thread's own state.
+    let t = unsafe { &*tls::this() };
+    t.active != 0
+        && t.epoch != EPOCH.load(Ordering::Acquire)
+        && with_state(|j| j.cache.contains(rip)).unwrap_or(false)
+}
+
 /// Prepares a fast-mode capture (normal context): reserves the tables,
 /// generates the dispatcher once per process. `exec`: the file-backed
 /// executable ranges; `stop_entries`: where a traced thread leaves.
@@ -501,8 +515,16 @@ pub(crate) fn finish() -> Option<FastReport> {
     }
     call_back_runners();
     // Wait for this capture's translated threads (a thread an earlier
-    // capture left marked active never comes back through the dispatcher).
-    let running = || this_captures_runners().next().is_some();
+    // capture left marked active never comes back through the dispatcher),
+    // but not for one blocked in a system call with its records replayed
+    // (a futex wait may last for ever): what it runs once the call
+    // returns comes after the stop; its next dispatch finds the capture
+    // over and leaves.
+    let running = || {
+        this_captures_runners().any(|p| {
+            crate::memory::read_word(p + core::mem::offset_of!(Tls, blocked) as u64) != Some(1)
+        })
+    };
     let t0 = std::time::Instant::now();
     while running() && t0.elapsed().as_millis() < 500 {
         std::thread::yield_now();
@@ -599,6 +621,7 @@ pub(crate) fn try_hand_over(
     }
     t.cursor = t.buf_start;
     t.from = 0;
+    t.blocked = 0;
     t.leaving = 0;
     t.next = rip;
     t.window = ready.unwrap_or(0);
@@ -814,6 +837,19 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
         wipe(t);
         return leave(t, frame, next);
     }
+    if t.epoch != EPOCH.load(Ordering::Acquire) && state == RUNNING {
+        // A thread of an earlier capture, back from a system call it was
+        // blocked in across that capture's stop (the sync signal of this
+        // one left it alone in translated code, see `in_old_translation`):
+        // the trap engine takes it, and traces it if this capture selects
+        // it.
+        wipe(t);
+        t.target = next;
+        t.trap_once = 1;
+        frame.rflags |= TF;
+        deactivate(t);
+        return;
+    }
     if t.epoch != EPOCH.load(Ordering::Acquire) || !(state == RUNNING || state == STOPPING) {
         wipe(t);
         return leave(t, frame, next);
@@ -917,6 +953,9 @@ fn system_call(frame: &mut Frame, t: &mut Tls, next: u64) {
                 crate::memory::read_word,
             );
             t.target = t.resume;
+            // Until the call returns (the block clears it), a stop need
+            // not wait for this thread: its records are all replayed.
+            t.blocked = 1;
         }
         Replayed::Go => {
             t.target = next;
@@ -1057,6 +1096,14 @@ fn replay(
             let v = acc.step(tid, instrs[0].ip, rsp, 0, &m);
             let rcx = &mut m.regs[Register::RCX.number()];
             *rcx = rcx.saturating_sub(1);
+            // `cmps`/`scas` (a record longer than its inputs): ZF after
+            // the iteration, in the record's last word.
+            let inputs = instrs[0].inputs.iter().filter(|&&r| r != Register::None);
+            if usize::from(b.size) > 16 + 8 * inputs.count() {
+                // SAFETY: the last word of the complete record at `p`.
+                let zf = unsafe { *((p + u64::from(b.size) - 8) as *const u64) };
+                m.rflags = if zf != 0 { 0x40 } else { 0 };
+            }
             v
         } else {
             acc.step_block(tid, rsp, &mut j.slots[range], &mut m, |k, m| {
@@ -1108,6 +1155,8 @@ fn replay(
 /// The registers an instruction's plan reads, as its block recorded them.
 struct RecordedMachine {
     regs: [u64; 16],
+    /// ZF as a `repe`/`repne` iteration left it (nothing else reads flags).
+    rflags: u64,
     fs: u64,
     gs: u64,
 }
@@ -1117,6 +1166,7 @@ impl RecordedMachine {
     fn of_this_thread() -> RecordedMachine {
         RecordedMachine {
             regs: [0; 16],
+            rflags: 0,
             fs: tls::thread_pointer(),
             gs: crate::machine::gs_base(false),
         }
@@ -1155,7 +1205,7 @@ impl Machine for RecordedMachine {
         }
     }
     fn rflags(&self) -> u64 {
-        0
+        self.rflags
     }
     fn segment_base(&self, seg: Register) -> u64 {
         match seg {

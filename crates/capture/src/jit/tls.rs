@@ -47,6 +47,9 @@ pub(crate) mod off {
     /// A system call block's class (0: made inline, 1: the buffer is
     /// replayed first), between its check and its `syscall`.
     pub const SYS_FLUSH: i32 = core::mem::offset_of!(super::Tls, sys_flush) as i32;
+    /// Non-zero from the replay before a call that may block until the
+    /// call returns.
+    pub const BLOCKED: i32 = core::mem::offset_of!(super::Tls, blocked) as i32;
 }
 
 /// One thread's translator state (layout fixed by [`off`]).
@@ -101,6 +104,9 @@ pub(crate) struct Tls {
     pub dispatch_sys: u64,
     pub resume: u64,
     pub sys_flush: u64,
+    /// See [`off::BLOCKED`]: a stop need not wait for the thread (it holds
+    /// no record).
+    pub blocked: u64,
 }
 
 // The state is a TLS symbol of our own, reached with the initial-exec

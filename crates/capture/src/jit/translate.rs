@@ -20,7 +20,8 @@
 //! body: restore rcx ; [S] = block ; [S+8] = rsp
 //! per instruction: [S + k] = input registers ; the instruction, copied
 //! lea S, [S + size] ; T.cursor = S      ; commit (no flag is touched)
-//! the block's exit: direct (T.next = target ; jmp T.dispatch), indirect
+//! the block's exit: direct (T.next = target ; jmp T.dispatch; a `jcc`,
+//! `loop` or `jrcxz` copied with its target moved to a second one), indirect
 //! (target computed into S), calls pushing the program's return address.
 //! ```
 //! Nothing in it writes RFLAGS, vector registers or the program's stack
@@ -29,9 +30,9 @@
 //! return addresses, so unwinders, exceptions and `longjmp` see the stack
 //! they would natively.
 //!
-//! A `rep movs/stos/lods` with 64-bit addressing is a block of its own,
-//! looped one iteration per record (`Translator::emit_rep`), so a long
-//! `memcpy` costs no trap.
+//! A `rep movs/stos/lods` or `repe`/`repne` `cmps/scas` with 64-bit
+//! addressing is a block of its own, looped one iteration per record
+//! (`Translator::emit_rep`), so a long `memcpy` or `memcmp` costs no trap.
 //!
 //! A `syscall` is a block of its own too (`Translator::emit_syscall`): its
 //! record is committed before the call, and the call number, looked up at
@@ -41,9 +42,8 @@
 //! needs BMI2 (`shrx`); without it `syscall` is refused.
 //!
 //! Refused (the block ends before it; a block that would start with it runs
-//! under the trap engine): `syscall` without BMI2, other system calls and interrupts, `repe`/`repne`
-//! strings (`cmps`, `scas`: they end on ZF too), `rep` strings with 32-bit
-//! addressing and port I/O, `loop`/`jrcxz`, far and transactional control flow, invalid
+//! under the trap engine): `syscall` without BMI2, other system calls and
+//! interrupts, `rep` strings with 32-bit addressing and port I/O, far and transactional control flow, invalid
 //! instructions (`ud0`-`ud2` included) and `hlt`, near branches, calls
 //! and returns with an operand-size prefix (Intel ignores it, AMD
 //! truncates RIP to 16 bits), FS/GS base writes
@@ -115,6 +115,9 @@ enum Exit {
     Jump(u64),
     /// `jcc rel`: (taken target, fall-through).
     Cond(u64, u64),
+    /// `loop`/`loope`/`loopne`/`jrcxz`/`jecxz` (rel8 only): (taken target,
+    /// fall-through).
+    CondShort(u64, u64),
     /// `call rel`: (target, return address).
     Call(u64, u64),
     /// `call r/m`: return address.
@@ -297,9 +300,14 @@ impl Translator {
     ///       record: id, RSP, RCX, the string registers ; commit ; restore S
     ///       jrcxz exit                  ; RCX = 0: nothing (more) to do
     ///       the instruction without rep ; one iteration, flags untouched
-    ///       lea rcx, [rcx - 1] ; jrcxz exit ; jmp head
+    ///       lea rcx, [rcx - 1] ; jrcxz exit
+    ///       (repe: jne exit ; repne: je exit) ; jmp head
     /// exit: direct exit to the next instruction
     /// ```
+    /// `repe`/`repne` `cmps`/`scas` end on ZF as the CPU does: after an
+    /// iteration, once RCX is not 0, the flags it set decide; their record
+    /// ends with a word `sete` writes after the iteration, from which the
+    /// replay knows ZF for the final check.
     /// The records reproduce the trap engine's steps exactly: one with the
     /// state before each iteration (one with RCX = 0 when there is none),
     /// then the next instruction. The replay knows RCX after the last
@@ -316,12 +324,17 @@ impl Translator {
         let i = self.instrs[0];
         let s = self.scratch(&[i])?;
         let inputs = self.model.plan(&i).gpr_inputs()?;
-        let size = 16 + 8 * inputs.iter().filter(|&&r| r != Register::None).count() as u16;
+        let zf_exit = rep_zf(&i);
+        // `cmps`/`scas`: a last word for ZF after the iteration.
+        let size = 16
+            + 8 * inputs.iter().filter(|&&r| r != Register::None).count() as u16
+            + if zf_exit.is_some() { 8 } else { 0 };
         let t = |o: i32| fs(tls + o);
         let pc = i.ip();
         let mut one = i;
         one.set_has_rep_prefix(false);
         one.set_has_repe_prefix(false);
+        one.set_has_repne_prefix(false);
         let a = &mut self.asm;
         a.reset(code_at);
         let head = a.ip();
@@ -341,17 +354,34 @@ impl Translator {
         ));
         let first_exit = a.len();
         a.emit(Ok(one));
+        if zf_exit.is_some() {
+            // The record's last word takes ZF as the iteration left it
+            // (S is the program's, unused by the instruction, still in
+            // T.s): the replay's final check of the repetition reads it.
+            a.emit(load(s, t(off::CURSOR)));
+            a.emit(iced_x86::Instruction::with1(Code::Sete_rm8, at(s, -8)));
+            a.emit(load(s, t(off::S_SPILL)));
+        }
         a.emit(lea(Register::RCX, Register::RCX, -1));
         a.emit(iced_x86::Instruction::with_branch(
             Code::Jrcxz_rel8_64,
             a.ip() + 2,
         ));
         let second_exit = a.len();
+        let third_exit = zf_exit.map(|jcc| {
+            let here = a.ip();
+            a.emit(iced_x86::Instruction::with_branch(jcc, here));
+            a.len()
+        });
         a.emit(iced_x86::Instruction::with_branch(Code::Jmp_rel32_64, head));
         align8(a);
         let exit = a.len();
         a.patch_rel8(first_exit, exit);
         a.patch_rel8(second_exit, exit);
+        if let Some(end) = third_exit {
+            let to = a.ip();
+            a.patch_rel32(end, to);
+        }
         direct_exit(a, tls, i.next_ip(), off::DISPATCH, true);
         if !a.ok() {
             return None;
@@ -454,6 +484,20 @@ impl Translator {
                 align8(a);
                 let taken_at = a.ip();
                 a.patch_rel32(jcc_end, taken_at);
+                direct_exit(a, tls, taken, off::DISPATCH, true);
+            }
+            Exit::CondShort(taken, fall) => {
+                // The instruction itself (it reads RCX and perhaps ZF and
+                // writes no flag), its rel8 reaching the taken exit.
+                a.emit(load(s, t(off::S_SPILL)));
+                let mut j = last;
+                j.set_near_branch64(a.ip() + 2);
+                a.emit(Ok(j));
+                let short_end = a.len();
+                direct_exit(a, tls, fall, off::DISPATCH, true);
+                align8(a);
+                let taken_at = a.len();
+                a.patch_rel8(short_end, taken_at);
                 direct_exit(a, tls, taken, off::DISPATCH, true);
             }
             Exit::Call(to, ret) => {
@@ -585,8 +629,7 @@ fn record_head(a: &mut Asm, tls: i32, s: Register, size: u16, id: u32, pc: u64) 
 /// engine.
 fn rep_loop(i: &iced_x86::Instruction) -> bool {
     use Mnemonic::*;
-    i.is_string_instruction()
-        && i.has_rep_prefix()
+    let counted = i.has_rep_prefix()
         && !i.has_repne_prefix()
         && matches!(
             i.mnemonic(),
@@ -602,13 +645,35 @@ fn rep_loop(i: &iced_x86::Instruction) -> bool {
                 | Lodsw
                 | Lodsd
                 | Lodsq
-        )
+        );
+    i.is_string_instruction()
+        && (counted || rep_zf(i).is_some())
         && (0..i.op_count()).all(|k| {
             !matches!(
                 i.op_kind(k),
                 OpKind::MemoryESEDI | OpKind::MemorySegESI | OpKind::MemorySegEDI
             )
         })
+}
+
+/// For `repe`/`repne` `cmps`/`scas`, which also end on ZF: the branch that
+/// leaves the loop after an iteration (`jne` for `repe`, `je` for
+/// `repne`: it reads the flags the iteration set, writes none).
+fn rep_zf(i: &iced_x86::Instruction) -> Option<Code> {
+    use Mnemonic::*;
+    if !matches!(
+        i.mnemonic(),
+        Cmpsb | Cmpsw | Cmpsd | Cmpsq | Scasb | Scasw | Scasd | Scasq
+    ) {
+        return None;
+    }
+    if i.has_repne_prefix() {
+        Some(Code::Je_rel32_64)
+    } else if i.has_repe_prefix() {
+        Some(Code::Jne_rel32_64)
+    } else {
+        None
+    }
 }
 
 /// `T.next = to ; jmp T.<via>`. A linkable exit also says where it is
@@ -691,14 +756,13 @@ fn classify(i: &iced_x86::Instruction) -> Option<Option<Exit>> {
             | Xend
             | Wrfsbase
             | Wrgsbase
-            | Loop
-            | Loope
-            | Loopne
-            | Jrcxz
-            | Jecxz
             | Jcxz
     ) {
         return None;
+    }
+    if matches!(i.mnemonic(), Loop | Loope | Loopne | Jrcxz | Jecxz) {
+        return (i.op0_kind() == OpKind::NearBranch64)
+            .then(|| Some(Exit::CondShort(i.near_branch64(), i.next_ip())));
     }
     // `mov fs, r/m`, `pop fs`, `lfs` (and GS): a selector load moves the
     // segment's base.
@@ -822,7 +886,7 @@ impl Translator {
     ///       rcx = T.sys_flush ; jrcxz inline
     ///       restore ; T.resume = call ; T.next = pc ; jmp T.dispatch_sys
     /// inline: restore
-    /// call: syscall ; mov rcx, <next> ; direct exit to <next>
+    /// call: syscall ; T.blocked = 0 ; mov rcx, <next> ; direct exit to <next>
     /// ```
     /// The record is committed before the call, so a thread blocked in it
     /// holds nothing in flight; a call that may block (`FLUSH`) has the
@@ -927,6 +991,7 @@ impl Translator {
         let call = a.ip();
         a.patch_rel32(resume_rel, call);
         a.emit(Ok(Instruction::with(Code::Syscall)));
+        a.emit(store_simm32(t(off::BLOCKED), 0));
         a.emit(mov_imm64(rcx, i.next_ip()));
         direct_exit(a, tls, i.next_ip(), off::DISPATCH, true);
         if !a.ok() || a.len() as u64 > MAX_CODE {
