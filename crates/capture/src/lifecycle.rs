@@ -486,6 +486,14 @@ pub fn finish() -> Result<Summary, CaptureError> {
              each system call); {} dispatcher entries",
             f.trapped, f.dispatches
         ));
+        if f.short_replays > 0 {
+            meta.notes.push(format!(
+                "capture mode fast: several threads ran translated code at once; each replayed \
+                 its records every 2 KiB (about 200 instructions, {} replays), so the simulator \
+                 saw the threads interleaved as their buffers filled",
+                f.short_replays
+            ));
+        }
         if let Some(v) = f.verified {
             meta.notes.push(match v.difference {
                 None => format!(

@@ -99,6 +99,21 @@ static RUNNERS: [AtomicU64; 256] = [const { AtomicU64::new(0) }; 256];
 /// Bytes of a thread's record buffer, and of the non-zero tail after it.
 const BUFFER: usize = 1 << 20;
 const TAIL: usize = 4096;
+/// Bytes of records a thread replays at a time while several threads run
+/// translated code (`--schedule os`): each buffer is replayed after about
+/// 200 instructions, so the simulator sees the threads' accesses in the
+/// order their short buffers filled, a few hundred instructions apart,
+/// close enough for coherence and false sharing to show.
+const SHORT: usize = 2048;
+/// Bytes of non-zero words that end a short buffer: a block's full check
+/// reads the word right after its record, at most [`MAX_RECORD`] bytes
+/// past the cursor.
+const MARK: usize = MAX_RECORD + 64;
+/// Several threads ran translated code at once in this capture, under the
+/// OS's schedule: buffers are short from then on (see [`SHORT`]).
+static INTERLEAVE: AtomicBool = AtomicBool::new(false);
+/// Replays of short buffers in this capture (for the summary).
+static SHORT_REPLAYS: AtomicU64 = AtomicU64::new(0);
 /// Bytes of a thread's dispatcher stack mapping: its lookup table at the
 /// bottom, the stack above.
 const STACK: usize = 1 << 20;
@@ -456,6 +471,8 @@ pub(crate) fn prepare(
     FINISH_ON_LEAVE.store(false, Ordering::Release);
     TRAPPED.store(0, Ordering::Relaxed);
     DISPATCHES.store(0, Ordering::Relaxed);
+    INTERLEAVE.store(false, Ordering::Release);
+    SHORT_REPLAYS.store(0, Ordering::Relaxed);
     verify::reset(verify);
     FAST.store(true, Ordering::Release);
     Ok(())
@@ -467,6 +484,9 @@ pub(crate) struct FastReport {
     pub trapped: u64,
     /// Dispatcher entries.
     pub dispatches: u64,
+    /// Buffers replayed short because several threads ran translated code
+    /// (0: one thread at a time, or `--schedule serial`).
+    pub short_replays: u64,
     /// What verification found (`--mode verify`).
     pub verified: Option<Verified>,
 }
@@ -506,6 +526,7 @@ pub(crate) fn finish() -> Option<FastReport> {
     Some(FastReport {
         trapped: TRAPPED.load(Ordering::Relaxed),
         dispatches: DISPATCHES.load(Ordering::Relaxed),
+        short_replays: SHORT_REPLAYS.load(Ordering::Relaxed),
         verified: verify::take(),
     })
 }
@@ -602,7 +623,10 @@ pub(crate) fn try_hand_over(
     t.dispatch_full = DISPATCH_FULL.load(Ordering::Relaxed);
     t.tid = u64::from(tid);
     t.active = 1;
-    ACTIVE.fetch_add(1, Ordering::AcqRel);
+    if ACTIVE.fetch_add(1, Ordering::AcqRel) >= 1 && !crate::schedule::on() {
+        INTERLEAVE.store(true, Ordering::Release);
+    }
+    fit(t);
     register(t);
     let g = &mut uc.uc_mcontext.gregs;
     g[libc::REG_RIP as usize] = t.dispatch as i64;
@@ -665,6 +689,7 @@ pub(crate) fn release_thread() {
     }
     t.buf_start = 0;
     t.buf_end = 0;
+    t.limit = 0;
     t.stack_top = 0;
     t.lookup = 0;
 }
@@ -687,6 +712,7 @@ fn thread_resources(t: &mut Tls) -> bool {
         t.buf_map = p;
         t.buf_start = p;
         t.buf_end = p + BUFFER as u64;
+        t.limit = t.buf_end;
         // SAFETY: the tail lies inside the mapping just made.
         unsafe { core::ptr::write_bytes((p + BUFFER as u64) as *mut u8, 0xFF, TAIL) };
     }
@@ -742,6 +768,7 @@ extern "C" fn dispatch(frame: *mut Frame) {
         && t.epoch == epoch
         && (t.window == 0 || t.app_rsp <= t.window)
         && next != BP_ADDR.load(Ordering::Acquire)
+        && !wants_short(t)
     {
         let e = lookup_slot(t, next);
         if e.pc == next && e.gen == LOOKUP_GEN.load(Ordering::Acquire) {
@@ -833,6 +860,16 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
         flush(t);
         wipe(t);
         return stop(t, frame, next);
+    }
+    if wants_short(t) {
+        // Another thread started running translated code: what this one
+        // recorded so far goes to the simulator now, and its buffer is
+        // short from here on.
+        match flush(t) {
+            Replayed::Go => fit(t),
+            Replayed::Leave => return leave(t, frame, next),
+            Replayed::Stop => return stop(t, frame, next),
+        }
     }
     if t.reason == 1 {
         match flush(t) {
@@ -933,6 +970,37 @@ fn wipe(t: &mut Tls) {
         )
     };
     t.cursor = t.buf_start;
+    // The mark of a short buffer is gone with the rest; the tail after
+    // `buf_end` is not part of the buffer and stays.
+    t.limit = t.buf_end;
+}
+
+/// Whether the thread's buffer should be short now and is not (several
+/// threads run translated code, see [`SHORT`]).
+#[inline]
+fn wants_short(t: &Tls) -> bool {
+    t.limit == t.buf_end && INTERLEAVE.load(Ordering::Relaxed)
+}
+
+/// Makes the thread's buffer short or whole, as [`INTERLEAVE`] says: moves
+/// the non-zero words that end it. Only with the buffer empty (every word
+/// before the limit 0).
+fn fit(t: &mut Tls) {
+    debug_assert_eq!(t.cursor, t.buf_start);
+    let short = t.buf_start + SHORT as u64;
+    let want = if INTERLEAVE.load(Ordering::Acquire) {
+        short
+    } else {
+        t.buf_end
+    };
+    if t.buf_start == 0 || t.limit == want {
+        return;
+    }
+    // SAFETY: the thread's own buffer: `short + MARK` lies well inside it
+    // (SHORT + MARK < BUFFER), and nothing else writes it while the thread
+    // is in the dispatcher or the trap engine.
+    unsafe { core::ptr::write_bytes(short as *mut u8, if want == short { 0xFF } else { 0 }, MARK) };
+    t.limit = want;
 }
 
 /// The capture stopped while replaying this thread's buffer: the thread
@@ -979,6 +1047,9 @@ fn flush(t: &mut Tls) -> Replayed {
         _ => Replayed::Leave,
     });
     discard(t);
+    if t.limit != t.buf_end {
+        SHORT_REPLAYS.fetch_add(1, Ordering::Relaxed);
+    }
     match r {
         Replayed::Go => crate::schedule::tick(tid, replayed),
         Replayed::Leave | Replayed::Stop => crate::schedule::leave(tid),

@@ -82,6 +82,10 @@ pub(crate) struct Tls {
     /// in a `thread_local!`, which a signal handler of a `dlopen`ed
     /// library may not touch (see below).
     pub late_start: u64,
+    /// Where the thread's records end before a replay: `buf_end`, or
+    /// `buf_start + SHORT` while several threads run translated code
+    /// (non-zero words follow it either way; 0: no buffer mapped).
+    pub limit: u64,
 }
 
 // The state is a TLS symbol of our own, reached with the initial-exec
