@@ -511,8 +511,8 @@ impl Accountant {
             unmodelled: [0; Unmodelled::ALL.len()],
             max_instructions: setup.max_instructions,
             cut_short: None,
-            exec_ranges: setup.exec_ranges,
-            stable_code: setup.stable_code,
+            exec_ranges: with_room(setup.exec_ranges, MAPPED_LATER),
+            stable_code: with_room(setup.stable_code, MAPPED_LATER),
             changed: Vec::with_capacity(256),
             changed_all: false,
             unwinder: setup.unwinder,
@@ -975,6 +975,30 @@ impl Accountant {
         } else {
             self.changed_all = true;
         }
+    }
+
+    /// Code mapped during the capture (a `dlopen`ed library's text, found
+    /// in `/proc/self/maps` after a traced thread's `mmap`) becomes stable
+    /// code, as if it had been mapped at the start: decoded once, its
+    /// addresses in the unwinder's executable ranges. Refused (false) when
+    /// the range overlaps stable code already known, or code that changed
+    /// in this capture (that stays checked at every execution), or when
+    /// the room reserved for such ranges is used up. Allocation-free.
+    pub fn trust_code(&mut self, start: u64, end: u64) -> bool {
+        let overlaps = |v: &[(u64, u64)]| v.iter().any(|&(s, e)| start < e && end > s);
+        if start >= end
+            || self.changed_all
+            || overlaps(&self.changed)
+            || overlaps(&self.stable_code)
+            || self.stable_code.len() == self.stable_code.capacity()
+        {
+            return false;
+        }
+        self.stable_code.push((start, end));
+        if self.exec_ranges.len() < self.exec_ranges.capacity() && !overlaps(&self.exec_ranges) {
+            self.exec_ranges.push((start, end));
+        }
+        true
     }
 
     /// Why a count failed: the trace's sink, or else the record reserve.
@@ -1448,6 +1472,16 @@ impl Accountant {
 /// The counter row index that stands for "a warming instruction: count
 /// nowhere" (no table row has it).
 const WARM_ROW: usize = usize::MAX;
+
+/// Code ranges mapped during a capture that may become stable code
+/// ([`Accountant::trust_code`]), reserved beside those of the start.
+const MAPPED_LATER: usize = 256;
+
+/// `v` with room for `more` entries pushed later without allocating.
+fn with_room(mut v: Vec<(u64, u64)>, more: usize) -> Vec<(u64, u64)> {
+    v.reserve_exact(more);
+    v
+}
 
 /// Simulates one execution of an instruction of `len` bytes at `ip` on
 /// `core` and attributes it into counter row `c`: its fetch, then its data

@@ -192,22 +192,11 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     };
     let modules = procfs::modules();
     let exec_ranges: Vec<(u64, u64)> = modules.iter().map(|m| (m.start, m.end)).collect();
-    // Code that changes only through a system call the engines see: a
-    // file privately mapped without write permission (the vDSO too).
-    // Anonymous, writable or shared executable memory, and memfd or
-    // deleted files (a JIT's double mapping, like our own code cache), is
-    // checked at every execution and never translated.
+    // Code that changes only through a system call the engines see (more
+    // is added when a traced thread maps a file executable: `dlopen`).
     let stable_code: Vec<(u64, u64)> = procfs::self_maps()
         .iter()
-        .filter(|m| {
-            m.perms.contains('x')
-                && !m.perms.contains('w')
-                && m.perms.contains('p')
-                && ((m.path.starts_with('/')
-                    && !m.path.starts_with("/memfd:")
-                    && !m.path.ends_with(" (deleted)"))
-                    || m.path == "[vdso]")
-        })
+        .filter(|m| procfs::is_stable_code(m.perms.as_bytes(), m.path.as_bytes()))
         .map(|m| (m.start, m.end))
         .collect();
     let stop_entries = [
@@ -488,7 +477,7 @@ pub fn finish() -> Result<Summary, CaptureError> {
         ));
         if f.short_replays > 0 {
             meta.notes.push(format!(
-                "capture mode fast: several threads ran translated code at once; each replayed \
+                "fast mode: several threads ran translated code at once; each replayed \
                  its records every 2 KiB (about 200 instructions, {} replays), so the simulator \
                  saw the threads interleaved as their buffers filled",
                 f.short_replays

@@ -344,6 +344,41 @@ pub(crate) fn invalidate(start: u64, end: u64) {
     });
 }
 
+/// A traced thread made a system call that may have mapped code (see
+/// `sysemu::maps_code`): the next step of a traced thread reads
+/// `/proc/self/maps` again ([`trust_mapped_code`]).
+static MAPPED: AtomicBool = AtomicBool::new(false);
+
+/// See [`MAPPED`] (handler context, before the call).
+pub(crate) fn code_mapped() {
+    MAPPED.store(true, Ordering::Release);
+}
+
+/// When a traced thread may have mapped code since the last look (a
+/// `dlopen` during the capture), finds the new stable code in
+/// `/proc/self/maps` and lets the translator and the accountant trust it,
+/// as code mapped at the start is: without this, every instruction of a
+/// library loaded in the window (CPython's C extensions) ran under the
+/// trap engine. Handler context: allocation-free (the ranges' room is
+/// reserved), the session's lock held.
+pub(crate) fn trust_mapped_code(acc: &mut crate::account::Accountant) {
+    if !MAPPED.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    with_jit(|j| {
+        let Some(j) = j.as_mut() else { return };
+        crate::procfs::for_each_self_mapping(|start, end, perms, path| {
+            if crate::procfs::is_stable_code(perms, path)
+                && j.exec.len() < j.exec.capacity()
+                && !j.exec.iter().any(|&(s, e)| start < e && end > s)
+                && acc.trust_code(start, end)
+            {
+                j.exec.push((start, end));
+            }
+        });
+    });
+}
+
 /// A stop was asked for from a signal handler that interrupted translated
 /// code (a trigger, Ctrl-C): the first thread to leave at its next
 /// dispatch writes the dump, since nobody else will.
@@ -454,8 +489,9 @@ pub(crate) fn prepare(
         };
         j.exec.clear();
         j.exec.extend_from_slice(exec);
-        // Room for the pieces `retire` splits ranges into (handler context).
-        j.exec.reserve(256);
+        // Room for the pieces `retire` splits ranges into and for code
+        // mapped during the capture (handler context).
+        j.exec.reserve(512);
         j.stop_entries = stop_entries;
         if DISPATCH_ENTRY.load(Ordering::Relaxed) == 0 {
             generate_dispatcher(&mut j.cache, off)?;
