@@ -1324,6 +1324,62 @@ pub fn trigger(args: TriggerArgs) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// The summary says unmodelled instructions by class in words (not as
+    /// a Debug tuple) and the fast-mode trapped count with its share; the
+    /// one-core warning only for several threads on one core.
+    #[test]
+    fn the_summary_says_unmodelled_and_trapped_in_words() {
+        use coldcache_dump::{CounterLayout, Meta, Record, Thread};
+        let levels = vec!["L1".to_string(), "L2".to_string()];
+        let counters = CounterLayout::new(2).names(&levels);
+        let mut row = vec![0u64; counters.len()];
+        row[0] = 1_000;
+        row[CounterLayout::UNMODELLED] = 405;
+        let mut d = Dump {
+            meta: Meta {
+                cache_name: "cachegrind".into(),
+                levels,
+                cores: 1,
+                counters,
+                instructions: 1_000,
+                trigger: "all".into(),
+                unmodelled: vec![("partially masked AVX-512 memory operand".into(), 405)],
+                notes: vec!["capture mode fast: 12 instructions ran under the trap engine".into()],
+                ..Meta::default()
+            },
+            threads: vec![Thread::default()],
+            records: vec![Record {
+                ip: 0x1000,
+                stack: 0,
+                thread: 0,
+                counters: row,
+            }],
+            ..Dump::default()
+        };
+        let s = summary(&d, Path::new("x.ccdump"));
+        assert!(
+            s.contains(
+                "  405 instructions unmodelled: 405 partially masked AVX-512 memory operand\n    ("
+            ),
+            "{s}"
+        );
+        assert!(!s.contains("(\""), "no Debug tuple: {s}");
+        assert!(
+            s.contains("  mode fast: 12 of 1,000 instructions (1.20%) ran under the trap engine\n"),
+            "{s}"
+        );
+        assert_eq!(one_core_warning(&d), None, "one thread");
+        d.threads.push(Thread::default());
+        let w = one_core_warning(&d).unwrap();
+        assert!(
+            w.contains("2 threads were traced on a one-core cache (cachegrind)"),
+            "{w}"
+        );
+        assert!(w.contains("--cache jaguar (8 cores)"), "{w}");
+        d.meta.cores = 8;
+        assert_eq!(one_core_warning(&d), None, "eight cores");
+    }
+
     /// Names and numbers as `kill -l` spells them; the refused ones named.
     #[test]
     fn trigger_signals_by_name_and_number() {
