@@ -299,3 +299,114 @@ fn several_threads_on_a_one_core_cache_are_warned_about() {
         }
     }
 }
+
+/// Partial inlining: main inlines `lookup`'s header and calls
+/// `lookup.part.0`, so `lookup`'s own entry never runs. `record --function
+/// lookup` names the copy (and finds no call); `--function lookup.part.0`
+/// counts what Callgrind counts there, and the copy's costs are `lookup`'s
+/// (its entry, its name) in the dump and the report.
+#[test]
+fn a_partially_inlined_function_names_its_copy_and_counts_under_its_name() {
+    let test = "a_partially_inlined_function_names_its_copy_and_counts_under_its_name";
+    if !["gcc", "valgrind", "nm"].iter().all(|t| have(t)) {
+        eprintln!("SKIP {test}: gcc, valgrind or nm missing");
+        return;
+    }
+    let dir = scratch_in("names", "part");
+    let bin = compile(
+        "tests-programs/real/partial.c",
+        &dir.join("partial"),
+        &["-O2", "-g"],
+        false,
+    );
+    let base = nm_symbols(&bin, |n| n == "lookup");
+    let part = nm_symbols(&bin, |n| n == "lookup.part.0");
+    if base.len() != 1 || part.len() != 1 {
+        eprintln!("SKIP {test}: this gcc made no lookup.part.0 beside lookup");
+        return;
+    }
+    let mut rec = Command::new(COLDCACHE);
+    rec.args(["record", "--no-resolve", "--function", "lookup", "-o"])
+        .arg(dir.join("base.ccdump"))
+        .arg("--")
+        .arg(&bin);
+    same_env(&mut rec, &dir);
+    let err = text(&run_with_deadline(rec, "lookup").stderr);
+    assert!(
+        err.contains("--function lookup: note: the compiler also made a copy of lookup")
+            && err.contains("name a copy: --function lookup.part.0"),
+        "{err}"
+    );
+
+    let cg_out = dir.join("callgrind.out");
+    let mut cg = Command::new("valgrind");
+    cg.arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", cg_out.display()))
+        .arg("--toggle-collect=lookup.part.0")
+        .arg(&bin);
+    same_env(&mut cg, &dir);
+    let cg = run_with_deadline(cg, "callgrind");
+    assert!(cg.status.success(), "{}", text(&cg.stderr));
+    let theirs: u64 = std::fs::read_to_string(&cg_out)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("summary: "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+
+    // Keys 0 to 3 reach the body: four calls.
+    let path = dir.join("part.ccdump");
+    let mut rec = Command::new(COLDCACHE);
+    rec.args([
+        "record",
+        "--function",
+        "lookup.part.0",
+        "--calls",
+        "4",
+        "-o",
+    ])
+    .arg(&path)
+    .arg("--")
+    .arg(&bin);
+    same_env(&mut rec, &dir);
+    let out = run_with_deadline(rec, "lookup.part.0");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), text(&cg.stdout));
+    let d = load(&path);
+    assert_eq!(d.meta.calls, "1 to 4");
+    assert_eq!(d.meta.instructions, theirs, "against callgrind");
+    assert!(theirs > 1000);
+
+    let syms = d.symbols.as_ref().expect("record resolves the dump");
+    let m = d
+        .modules
+        .iter()
+        .find(|m| Path::new(&m.path) == bin.canonicalize().unwrap())
+        .expect("the program's module");
+    let runtime = |v: u64| m.start - m.file_offset + v;
+    let (start, size) = (runtime(part[0].1), part[0].2);
+    let mut in_part = 0;
+    for r in &d.records {
+        if !(start..start + size).contains(&r.ip) {
+            continue;
+        }
+        in_part += r.counters[0];
+        let loc = syms.location(r.ip).expect("resolved");
+        let f = &syms.functions[loc.frames.last().unwrap().function as usize];
+        assert_eq!((f.name.as_str(), f.entry), ("lookup", runtime(base[0].1)));
+    }
+    assert_eq!(in_part, theirs, "every instruction is the copy's");
+    assert!(!syms.functions.iter().any(|f| f.name.contains(".part")));
+    let out = Command::new(COLDCACHE)
+        .arg("report")
+        .arg(&path)
+        .args(["--by", "function"])
+        .output()
+        .unwrap();
+    let s = text(&out.stdout);
+    let row = s
+        .lines()
+        .find(|l| l.ends_with(" lookup"))
+        .unwrap_or_else(|| panic!("{s}"));
+    assert!(row.trim_start().starts_with(&format!("{theirs} ")), "{s}");
+}

@@ -296,6 +296,33 @@ pub fn clone_ancestor(raw: &str, exists: impl Fn(&str) -> bool) -> Option<&str> 
     found
 }
 
+/// The clones of the function `raw` of `file` that callers may call
+/// instead of `raw`'s own entry: `raw.part.N` (callers that inlined the
+/// header call the part), `raw.isra.N`, `raw.constprop.N`,
+/// `raw.lto_priv.N` and their clones — every clone whose ancestors lead to
+/// `raw`, `.cold` parts (entered by jumps from their function, never
+/// called) left out. In symbol order.
+pub fn callable_clones<'a>(file: &'a FileFunctions, raw: &str) -> Vec<&'a FunctionSymbol> {
+    let mut v: Vec<&FunctionSymbol> = file
+        .functions
+        .iter()
+        .filter(|f| f.raw.len() > raw.len() && f.raw.starts_with(raw) && !is_cold_part(&f.raw))
+        .filter(|f| {
+            let mut name = f.raw.as_str();
+            while let Some(p) = clone_parent(name) {
+                if p == raw {
+                    return true;
+                }
+                name = p;
+            }
+            false
+        })
+        .collect();
+    v.sort_by_key(|f| f.address);
+    v.dedup_by_key(|f| f.address);
+    v
+}
+
 /// How `f` matches `query`, if it does; a clone part also matches by its
 /// base's names ([`clone_base`]).
 fn matches(f: &FunctionSymbol, query: &str) -> Option<MatchKind> {
@@ -657,6 +684,16 @@ mod tests {
             one("lonely"),
             Some((0, 0x500, "lonely.part.0".into())),
             "the cold part is no entry"
+        );
+        let clones: Vec<&str> = callable_clones(&files[0], "count_and_sort")
+            .iter()
+            .map(|f| f.raw.as_str())
+            .collect();
+        assert_eq!(clones, ["count_and_sort.part.0"], "no .cold part");
+        assert!(callable_clones(&files[0], "_Z5countv").is_empty());
+        assert!(
+            callable_clones(&files[0], "count").is_empty(),
+            "not a prefix match"
         );
     }
 }
