@@ -7,6 +7,13 @@
 //! it per dump). Counts are the profile's totals (the `TOTAL` row of
 //! `coldcache report`), misses per level the same derived columns every view
 //! shows (`i_miss_<L>`, `d_miss_<L>`, `mem`, [`crate::columns`]).
+//!
+//! What the capture could not treat as the rest is said in words whenever
+//! it is not zero ([`Shortfall`]): instructions whose accesses could not be
+//! modelled, by class ([`unmodelled`]), and instructions a fast-mode
+//! capture ran under the trap engine ([`trapped`], read from the engine's
+//! note by [`fast_trapped`] alone). `coldcache report`'s header, `record`'s
+//! summary and the web UI's summary card use these same sentences.
 
 use crate::columns::{Column, D_MISS, I_MISS, MEM};
 use crate::profile::Profile;

@@ -7,6 +7,10 @@
 //!   outside glibc's string functions (within 1% in them: their paths
 //!   depend on the page offsets of heap addresses, which differ under
 //!   Valgrind), and its `.cold` part is counted under it in the report;
+//! - a function GCC split by partial inlining (`tests-programs/real/partial.c`):
+//!   `record --function lookup` names the copy `lookup.part.0` that main
+//!   calls instead, and the copy captured by its name counts Callgrind's
+//!   Ir and is `lookup` in the dump and the report;
 //! - `record` warns when several threads were traced on a one-core cache,
 //!   naming presets with several cores, and not otherwise.
 
