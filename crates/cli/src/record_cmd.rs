@@ -686,6 +686,9 @@ pub(crate) fn report_written(w: &Written, no_resolve: bool, no_sources: bool) ->
             }
         };
         coldcache_fsio::sigpipe::say(format_args!("{}", summary(&dump, dump_path)));
+        if let Some(warning) = one_core_warning(&dump) {
+            coldcache_fsio::say!("{warning}");
+        }
         captured |= dump.meta.instructions > 0;
         if !no_resolve {
             // The capture is written: a failure here loses nothing, so it
@@ -911,8 +914,9 @@ pub fn summary(d: &Dump, path: &Path) -> String {
         .get(coldcache_dump::CounterLayout::UNMODELLED)
         .copied()
         .unwrap_or(0);
-    if un > 0 {
-        s += &format!("  {un} instructions unmodelled: {:?}\n", d.meta.unmodelled);
+    // In words, as `report`'s header and the web UI say them.
+    if let Some(f) = coldcache_analysis::summary::unmodelled(&d.meta, un) {
+        s += &format!("  {}\n    ({})\n", f.text, f.advice);
     }
     // Which mode ran, and how much of a fast capture the trap engine did
     // (none for a dump re-simulated from a trace no capture wrote).
@@ -922,19 +926,11 @@ pub fn summary(d: &Dump, path: &Path) -> String {
             coldcache_analysis::summary::capture_mode(&d.meta)
         );
     } else {
-        match d
-            .meta
-            .notes
-            .iter()
-            .find_map(|n| n.strip_prefix("capture mode fast: "))
-            .and_then(|n| n.split(' ').next()?.parse::<u64>().ok())
-        {
-            Some(trapped) => {
-                s += &format!(
-                    "  mode fast: {trapped} of {} instructions ran under the trap engine\n",
-                    d.meta.instructions
-                )
-            }
+        match coldcache_analysis::summary::fast_trapped(&d.meta) {
+            Some(_) => match coldcache_analysis::summary::trapped(&d.meta) {
+                Some(f) => s += &format!("  mode fast: {}\n    ({})\n", f.text, f.advice),
+                None => s += "  mode fast: no instruction ran under the trap engine\n",
+            },
             None => match d
                 .meta
                 .notes
@@ -964,6 +960,32 @@ pub fn summary(d: &Dump, path: &Path) -> String {
         s += &format!("  cut short: {c}\n");
     }
     s
+}
+
+/// A warning for a capture that traced several threads on a cache
+/// configuration of one core: every thread then shares every level, so no
+/// invalidation or false sharing can show. Names the presets with several
+/// cores (`coldcache presets`). `None` otherwise.
+pub(crate) fn one_core_warning(d: &Dump) -> Option<String> {
+    if d.threads.len() < 2 || d.meta.cores != 1 {
+        return None;
+    }
+    let several: Vec<String> = coldcache_config::names()
+        .iter()
+        .filter(|(name, _)| *name != "host")
+        .filter_map(|(name, _)| {
+            let c = coldcache_config::resolve(name).ok()?;
+            (c.cores > 1).then(|| format!("{name} ({} cores)", c.cores))
+        })
+        .collect();
+    Some(format!(
+        "coldcache: warning: {} threads were traced on a one-core cache ({}): they share its \
+         every level as one core would, so no coherence traffic (invalidations) or false \
+         sharing can show; for those, capture with a cache of several cores: --cache {}",
+        d.threads.len(),
+        d.meta.cache_name,
+        several.join(", --cache ")
+    ))
 }
 
 /// The program `record` waits for.
@@ -1301,6 +1323,62 @@ pub fn trigger(args: TriggerArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The summary says unmodelled instructions by class in words (not as
+    /// a Debug tuple) and the fast-mode trapped count with its share; the
+    /// one-core warning only for several threads on one core.
+    #[test]
+    fn the_summary_says_unmodelled_and_trapped_in_words() {
+        use coldcache_dump::{CounterLayout, Meta, Record, Thread};
+        let levels = vec!["L1".to_string(), "L2".to_string()];
+        let counters = CounterLayout::new(2).names(&levels);
+        let mut row = vec![0u64; counters.len()];
+        row[0] = 1_000;
+        row[CounterLayout::UNMODELLED] = 405;
+        let mut d = Dump {
+            meta: Meta {
+                cache_name: "cachegrind".into(),
+                levels,
+                cores: 1,
+                counters,
+                instructions: 1_000,
+                trigger: "all".into(),
+                unmodelled: vec![("partially masked AVX-512 memory operand".into(), 405)],
+                notes: vec!["capture mode fast: 12 instructions ran under the trap engine".into()],
+                ..Meta::default()
+            },
+            threads: vec![Thread::default()],
+            records: vec![Record {
+                ip: 0x1000,
+                stack: 0,
+                thread: 0,
+                counters: row,
+            }],
+            ..Dump::default()
+        };
+        let s = summary(&d, Path::new("x.ccdump"));
+        assert!(
+            s.contains(
+                "  405 instructions unmodelled: 405 partially masked AVX-512 memory operand\n    ("
+            ),
+            "{s}"
+        );
+        assert!(!s.contains("(\""), "no Debug tuple: {s}");
+        assert!(
+            s.contains("  mode fast: 12 of 1,000 instructions (1.20%) ran under the trap engine\n"),
+            "{s}"
+        );
+        assert_eq!(one_core_warning(&d), None, "one thread");
+        d.threads.push(Thread::default());
+        let w = one_core_warning(&d).unwrap();
+        assert!(
+            w.contains("2 threads were traced on a one-core cache (cachegrind)"),
+            "{w}"
+        );
+        assert!(w.contains("--cache jaguar (8 cores)"), "{w}");
+        d.meta.cores = 8;
+        assert_eq!(one_core_warning(&d), None, "eight cores");
+    }
 
     /// Names and numbers as `kill -l` spells them; the refused ones named.
     #[test]
