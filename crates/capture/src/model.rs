@@ -401,14 +401,18 @@ enum Special {
     /// VEX `vmaskmov*`/`vpmaskmov*`: element `i` accessed when the sign bit
     /// of element `i` of the mask register is set.
     VectorMask { mask: Register, elem: u8 },
-    /// AVX-512 masked move: element `i` accessed when bit `i` of `k` is set.
+    /// AVX-512 masked move, or element-wise load+op with fault suppression
+    /// ([`is_elementwise_load_op`]): element `i` accessed when bit `i` of
+    /// `k` is set.
     OpmaskElements { mask: Register, elem: u8 },
     /// AVX-512 compress store / expand load: `popcount(k)` consecutive
     /// elements from the start of the operand.
     OpmaskPacked { mask: Register, elem: u8, lanes: u8 },
     /// AVX-512 masked broadcast: the element is read when any lane is enabled.
     OpmaskBroadcast { mask: Register, lanes: u8 },
-    /// Other AVX-512 masked operands: exact only with every lane enabled.
+    /// Other AVX-512 masked operands (permutes, shuffles, forms not known
+    /// to suppress faults element by element): exact only with every lane
+    /// enabled.
     OpmaskFull { mask: Register, elem: u8 },
     /// Gather or scatter: per element, `base + index[i]*scale + disp`.
     Gather {
