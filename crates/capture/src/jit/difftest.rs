@@ -2444,3 +2444,134 @@ fn avx512_inputs_are_stored_with_kmovq_and_vmovdqu64_and_answered_from_the_recor
         assert_eq!(acc.as_slice(), &want[..], "{i}");
     }
 }
+
+/// A block of several instructions with vector inputs (AVX2: a masked
+/// load, a gather, a masked store, a plain form between them) runs
+/// natively and translated to the same state, and each instruction's
+/// record, at the offset its description gives, holds its general and
+/// vector registers as they were before it (no form writes a register a
+/// later one reads), so the model over the record equals the model over
+/// the live state.
+#[test]
+fn a_block_of_several_vector_input_forms_records_each_at_its_offset() {
+    if !std::arch::is_x86_feature_detected!("avx2") {
+        eprintln!("skipped: this CPU lacks AVX2");
+        return;
+    }
+    let h = Host::new();
+    let mut cache = CodeCache::new();
+    let mut region = Region::new();
+    let mut factory = InstructionInfoFactory::new();
+    let mut model = Model::new(h.facts);
+    let mut tr = Translator::new(h.facts);
+    let p = region.code();
+    let forms: [&[u8]; 4] = [
+        // vpmaskmovd ymm0, ymm1, [rax]
+        &[0xc4, 0xe2, 0x75, 0x8c, 0x00],
+        // vpgatherdd ymm3, [rbx+ymm4*4], ymm5
+        &[0xc4, 0xe2, 0x55, 0x90, 0x1c, 0xa3],
+        // add rcx, [rdx]
+        &[0x48, 0x03, 0x0a],
+        // vmaskmovps [rsi], ymm6, ymm7
+        &[0xc4, 0xe2, 0x4d, 0x2e, 0x3e],
+    ];
+    const S0: u64 = 0x200;
+    const S1: u64 = 0x240;
+    let (page, is) = code_page_seq(&h, &forms, p, region.buf(), S0, S1).expect("laid out");
+    region.set_code(&page);
+    let mut out = [BlockInstr {
+        ip: 0,
+        sp_delta: 0,
+        inputs: Inputs::NONE,
+        offset: 0,
+        check: 0,
+    }; MAX_INSTRUCTIONS];
+    let t = tr
+        .translate(p, p + 4096, 0, 77, h.tls, &mut cache, &mut out)
+        .expect("translated");
+    // The forms and the `jmp` to S0 after them.
+    assert_eq!(t.count, forms.len() + 1, "one block");
+    let plans: Vec<_> = is.iter().map(|i| model.plan(i)).collect();
+    let inputs: Vec<Inputs> = plans
+        .iter()
+        .map(|pl| pl.inputs().expect("inputs"))
+        .collect();
+    assert!(inputs.iter().filter(|x| !x.gprs_only()).count() == 3);
+    let end = is.last().map_or(p, |i| i.next_ip());
+    let fs_base = tls::thread_pointer();
+    let gs_base = crate::machine::gs_base(false);
+    for trial in 0..TRIALS {
+        let mut rng = Rng::new(0x7EC + trial);
+        let init = random_state_seq(
+            &h,
+            &is,
+            &inputs,
+            &mut factory,
+            &mut rng,
+            &mut region,
+            p + S1,
+        );
+        let pattern = region.buf_mut().to_vec();
+        let live = Live {
+            host: &h,
+            state: &init,
+            fs: fs_base,
+            gs: gs_base,
+        };
+        let lives: Vec<_> = is
+            .iter()
+            .zip(&plans)
+            .map(|(i, pl)| {
+                let mut acc = AccessList::default();
+                let r = pl.eval(i, &live, &mut acc);
+                (r, acc)
+            })
+            .collect();
+        let (ns, nnext) = run_once(&init, &pattern, &mut region, p);
+        let native = Outcome {
+            state: ns,
+            buf: region.buf_mut().to_vec(),
+            next: if nnext == end { p + S0 } else { nnext },
+        };
+        let rec = Record::new();
+        arm_tls(&h, &rec);
+        let (xs, xnext) = run_once(&init, &pattern, &mut region, t.code);
+        let (_, cursor) = tls_next_cursor();
+        let translated = Outcome {
+            state: xs,
+            buf: region.buf_mut().to_vec(),
+            next: if xnext == end { p + S0 } else { xnext },
+        };
+        let d = compare(&h, &native, &translated);
+        assert!(d.is_empty(), "trial {trial}: {d:?}");
+        assert_eq!(
+            cursor,
+            rec.start() + t.size as u64,
+            "trial {trial}: record size"
+        );
+        let mut offset = 16;
+        for (k, i) in is.iter().enumerate() {
+            assert_eq!(out[k].inputs, inputs[k], "{i}");
+            assert_eq!(usize::from(out[k].offset), offset, "{i}: offset");
+            offset += inputs[k].bytes();
+            let mut m = RecordedMachine::with_bases(fs_base, gs_base);
+            // SAFETY: the block's record, complete, kept while `m` is used.
+            unsafe { m.fill(&out[k], rec.start()) };
+            for r in inputs[k].gpr_list() {
+                assert_eq!(m.gpr(r), live.gpr(r), "trial {trial}: {i}: {r:?}");
+            }
+            for r in inputs[k].vector_list() {
+                assert_eq!(m.vector(r), live.vector(r), "trial {trial}: {i}: {r:?}");
+            }
+            let mut acc = AccessList::default();
+            let r = plans[k].eval(i, &m, &mut acc);
+            let (lr, la) = &lives[k];
+            assert_eq!(
+                r.map(|_| acc.as_slice()),
+                lr.map(|_| la.as_slice()),
+                "trial {trial}: {i}: model over the record vs the live state"
+            );
+        }
+        assert_eq!(offset, t.size, "record size");
+    }
+}
