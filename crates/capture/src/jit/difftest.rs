@@ -52,7 +52,9 @@
 //!    address on the stack is the program's own. The translated
 //!    record: its header (block number, RSP at entry), its size (the cursor
 //!    moved by exactly that much, nothing written past it), each recorded
-//!    input equal to the register's value before the instruction, and
+//!    input (general, opmask and vector registers, read back through the
+//!    replay's machine) equal to the register's value before the
+//!    instruction, and
 //!    [`Plan::eval`](crate::model::Plan::eval) over the record (the same
 //!    [`RecordedMachine`](super::RecordedMachine) the replay uses) equal to
 //!    `Plan::eval` over the live state.
@@ -87,8 +89,14 @@
 //!
 //! AVX-512 state (ZMM, k0-7) is randomised and compared only where XCR0
 //! enables it; forms this CPU lacks are listed and not run, so a machine
-//! without AVX-512 checks the refusal of masked forms but runs none of
-//! the unmasked EVEX ones. Forms with results that differ between two runs
+//! without AVX-512 checks the refusal of `{k}`-masked memory forms (their
+//! records need `kmovq`) but runs none of the EVEX ones; the AVX2 forms
+//! with vector inputs (gathers, `vmaskmov*`/`vpmaskmov*`, `maskmovdqu`)
+//! run on any AVX2 machine, with gather indexes set small, and their
+//! recorded vector registers are compared with the live ones. How
+//! AVX-512 inputs are stored (`kmovq`, EVEX `vmovdqu64`) and answered from
+//! a record is checked without running them
+//! (`avx512_inputs_are_stored_with_kmovq_and_vmovdqu64_...`). Forms with results that differ between two runs
 //! (`rdtsc`, `rdrand`, `cpuid`) are not run.
 //!
 //! `COLDCACHE_DIFFTEST_VERBOSE=1` prints each form before it runs (a crash
