@@ -1038,6 +1038,27 @@ fn verify_mode_finds_no_difference_on_kernels_and_programs() {
         )
     })
     .collect();
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // Records holding vector (and, with AVX-512, opmask) registers.
+        let vectors = build(
+            "tests-programs/capture/vectors.c",
+            &["-O1", "-g", "-fno-pie", "-no-pie", "-mavx2"],
+            "verify-vectors",
+        );
+        let mut kernels = vec!["gather", "maskmov"];
+        if std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+        {
+            kernels.push("avx512");
+        }
+        for k in kernels {
+            runs.push((
+                format!("vectors-{k}"),
+                vec!["--function".into(), format!("k_{k}")],
+                vec![vectors.to_str().unwrap().into(), k.into()],
+            ));
+        }
+    }
     for name in ["matmul", "hashtable", "strings"] {
         let bin = build(
             &format!("tests-programs/{name}.c"),
