@@ -11,6 +11,8 @@
 //!   translated block (what ran before the stop, and only that, counted);
 //! - whole programs (`--all`, main to exit, libc and system calls
 //!   included);
+//! - loops of AVX2 gathers and masked moves (AVX-512 masked forms where
+//!   the CPU has them), whose records hold vector and opmask registers;
 //! - eight threads created and joined during 100 captures through the C API
 //!   (`COLDCACHE_MODE=fast`): the program's output equals a run without
 //!   capture, and one capture holds all nine threads. Per-thread counts are
@@ -333,6 +335,77 @@ fn whole_programs_captured_fast_equal_the_trap_captures() {
         ) {
             Ok(n) => eprintln!("{name:<10} {n:>9} instructions: equal"),
             Err(e) => bad.push(e),
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// Instructions whose accesses depend on vector or opmask registers
+/// (`tests-programs/capture/vectors.c`: AVX2 gathers with vector masks,
+/// `vpmaskmovd`/`vmaskmovps` loads and stores, `maskmovdqu`; AVX-512BW
+/// masked moves, masked compares with memory operands, a gather and a
+/// scatter where the CPU has them), in loops: fast mode equals trap mode
+/// counter for counter and record for record, runs them translated (at
+/// most a handful of instructions trapped: the window's first), and
+/// nothing is unmodelled in either mode.
+#[test]
+fn vector_masked_and_gather_loops_captured_fast_equal_trap_and_run_translated() {
+    if !tools_or_skip("vector_masked_and_gather_loops_captured_fast_equal_trap_and_run_translated")
+    {
+        return;
+    }
+    if !std::arch::is_x86_feature_detected!("avx2") {
+        eprintln!("skipped: this CPU lacks AVX2");
+        return;
+    }
+    let bin = build(
+        "tests-programs/capture/vectors.c",
+        &["-O1", "-g", "-fno-pie", "-no-pie", "-mavx2"],
+        "vectors",
+    );
+    let bin = bin.to_str().unwrap();
+    let mut kernels = vec!["gather", "maskmov"];
+    if std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+    {
+        kernels.push("avx512");
+    } else {
+        eprintln!("this CPU lacks AVX-512BW/VL: the avx512 kernel is not captured");
+    }
+    let mut bad = Vec::new();
+    for cache in ["cachegrind", "jaguar"] {
+        for k in &kernels {
+            let f = format!("k_{k}");
+            let tag = format!("vectors.{k}.{cache}");
+            match compare(&["--cache", cache, "--function", &f], &[bin, k], &tag) {
+                Ok(n) => {
+                    let dump = |mode: &str| {
+                        let path = scratch().join(format!("{tag}.{mode}.ccdump"));
+                        Dump::from_bytes(&std::fs::read(path).unwrap()).unwrap()
+                    };
+                    let (t, f) = (dump("trap"), dump("fast"));
+                    let trapped = f
+                        .meta
+                        .notes
+                        .iter()
+                        .find_map(|n| n.strip_prefix("capture mode fast: "))
+                        .and_then(|n| n.split(' ').next())
+                        .and_then(|n| n.parse::<u64>().ok())
+                        .unwrap_or(u64::MAX);
+                    let unmodelled = |d: &Dump| d.meta.unmodelled.iter().map(|u| u.1).sum::<u64>();
+                    if trapped > 4 {
+                        bad.push(format!("{tag}: {trapped} of {n} instructions trapped"));
+                    }
+                    if unmodelled(&t) + unmodelled(&f) != 0 {
+                        bad.push(format!(
+                            "{tag}: unmodelled trap {:?}, fast {:?}",
+                            t.meta.unmodelled, f.meta.unmodelled
+                        ));
+                    }
+                    eprintln!("{k:<8} {cache:<10} {n:>8} instructions, {trapped} trapped: equal");
+                }
+                Err(e) => bad.push(e),
+            }
         }
     }
     assert!(bad.is_empty(), "{bad:#?}");
@@ -1012,6 +1085,27 @@ fn verify_mode_finds_no_difference_on_kernels_and_programs() {
         )
     })
     .collect();
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // Records holding vector (and, with AVX-512, opmask) registers.
+        let vectors = build(
+            "tests-programs/capture/vectors.c",
+            &["-O1", "-g", "-fno-pie", "-no-pie", "-mavx2"],
+            "verify-vectors",
+        );
+        let mut kernels = vec!["gather", "maskmov"];
+        if std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+        {
+            kernels.push("avx512");
+        }
+        for k in kernels {
+            runs.push((
+                format!("vectors-{k}"),
+                vec!["--function".into(), format!("k_{k}")],
+                vec![vectors.to_str().unwrap().into(), k.into()],
+            ));
+        }
+    }
     for name in ["matmul", "hashtable", "strings"] {
         let bin = build(
             &format!("tests-programs/{name}.c"),

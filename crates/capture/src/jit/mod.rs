@@ -479,7 +479,7 @@ pub(crate) fn prepare(
                     scratch: [BlockInstr {
                         ip: 0,
                         sp_delta: 0,
-                        inputs: [Register::None; 4],
+                        inputs: crate::model::Inputs::NONE,
                         offset: 0,
                         check: 0,
                     }; MAX_INSTRUCTIONS],
@@ -1172,33 +1172,62 @@ fn replay(
 }
 
 /// The registers an instruction's plan reads, as its block recorded them.
-struct RecordedMachine {
+/// Small on purpose (it lives on a signal handler's stack, which may be the
+/// program's small alternate stack): vector and opmask inputs are not
+/// copied, only where they lie in the record is kept, and they are read
+/// from there when the model asks.
+pub(crate) struct RecordedMachine {
     regs: [u64; 16],
     fs: u64,
     gs: u64,
+    /// The recorded opmask: its register and its address in the record.
+    opmask: (Register, u64),
+    /// The recorded vector registers (as the plan names them) and their
+    /// addresses in the record.
+    vectors: [(Register, u64); 2],
 }
 
 impl RecordedMachine {
     /// The machine of this thread (FS and GS bases live), no register set.
     fn of_this_thread() -> RecordedMachine {
+        RecordedMachine::with_bases(tls::thread_pointer(), crate::machine::gs_base(false))
+    }
+
+    /// A machine with these FS and GS bases, no register set.
+    fn with_bases(fs: u64, gs: u64) -> RecordedMachine {
         RecordedMachine {
             regs: [0; 16],
-            fs: tls::thread_pointer(),
-            gs: crate::machine::gs_base(false),
+            fs,
+            gs,
+            opmask: (Register::None, 0),
+            vectors: [(Register::None, 0); 2],
         }
     }
 
-    /// Loads the registers recorded for `bi` in the record at `record`.
+    /// Loads the registers recorded for `bi` in the record at `record`
+    /// (vector and opmask inputs: where they lie).
     ///
     /// # Safety
     /// `record` starts a record of the block `bi` belongs to, written at
-    /// least up to `bi`'s inputs.
+    /// least up to `bi`'s inputs, and stays there, unchanged, as long as
+    /// the model evaluates over this machine (until the next `fill`).
     unsafe fn fill(&mut self, bi: &BlockInstr, record: u64) {
-        let mut q = record + u64::from(bi.offset);
-        for &r in bi.inputs.iter().filter(|&&r| r != Register::None) {
+        let base = record + u64::from(bi.offset);
+        let mut q = base;
+        for r in bi.inputs.gpr_list() {
             // SAFETY: inside the record (offsets fixed at translation).
             self.regs[r.number()] = unsafe { *(q as *const u64) };
             q += 8;
+        }
+        let inputs = &bi.inputs;
+        self.opmask = (inputs.opmask, base + inputs.opmask_offset() as u64);
+        let offsets = inputs.vector_offsets();
+        for (slot, (&r, &o)) in self
+            .vectors
+            .iter_mut()
+            .zip(inputs.vectors.iter().zip(&offsets))
+        {
+            *slot = (r, base + o as u64);
         }
     }
 }
@@ -1230,11 +1259,26 @@ impl Machine for RecordedMachine {
             _ => 0,
         }
     }
-    fn vector(&self, _reg: Register) -> Option<[u8; 64]> {
-        None
+    fn vector(&self, reg: Register) -> Option<[u8; 64]> {
+        let &(r, addr) = self
+            .vectors
+            .iter()
+            .find(|(r, _)| *r != Register::None && *r == reg)?;
+        let mut v = [0u8; 64];
+        let width = r.size().min(64);
+        // SAFETY: `fill` found this register's `width` bytes at `addr`, in
+        // the record it was given, which its caller keeps in place while
+        // the model evaluates.
+        unsafe { core::ptr::copy_nonoverlapping(addr as *const u8, v.as_mut_ptr(), width) };
+        Some(v)
     }
-    fn opmask(&self, _reg: Register) -> Option<u64> {
-        None
+    fn opmask(&self, reg: Register) -> Option<u64> {
+        let (r, addr) = self.opmask;
+        if r == Register::None || r != reg {
+            return None;
+        }
+        // SAFETY: as in `vector`: 8 bytes `kmovq` stored in the record.
+        Some(unsafe { core::ptr::read_unaligned(addr as *const u64) })
     }
     fn read_memory(&self, addr: u64, buf: &mut [u8]) -> bool {
         crate::memory::read_bytes(addr, buf)
