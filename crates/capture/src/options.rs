@@ -432,7 +432,7 @@ pub fn check_reserves(
         if let Some((limit, what)) = memory_limit() {
             if r.memory as u128 > limit {
                 return Err(format!(
-                    "--memory {} is more than {what} ({}): use a smaller --memory",
+                    "a memory budget of {} is more than {what} ({}): use a smaller --memory",
                     human(r.memory as u128),
                     human(limit)
                 ));
