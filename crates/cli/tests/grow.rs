@@ -5,7 +5,9 @@
 //! tiny `--memory` or an explicit `--reserve` is cut with a message naming
 //! the table and the flag, its dump still written and readable, and
 //! `record` exits with a failure; a four-thread mutex/condition-variable
-//! program (`tests-programs/real/condvar.c`) completes its window.
+//! program (`tests-programs/real/condvar.c`) completes its window, and a
+//! recursion deeper than the old depth reserve (`tests-programs/stack.c`)
+//! is captured whole.
 //!
 //! The large program is generated here (thousands of distinct small
 //! functions calling each other in chains), never committed. Skipped with
@@ -279,5 +281,48 @@ fn a_four_thread_condvar_program_completes_its_window() {
         d.meta.instructions
     );
     assert_eq!(ours, theirs, "{mode}: work's instructions");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A recursion 2,500 calls deep (`tests-programs/stack.c`), past the old
+/// fixed call-depth reserve of 1,024 (where it was cut, exit 0): the shadow
+/// frames grow, and `record --all` counts Callgrind's instructions. With
+/// `--reserve depth=100` the depth table is the one named, and `record`
+/// fails.
+#[test]
+fn a_recursion_past_the_old_depth_reserve_is_captured_whole() {
+    if !tools_or_skip("a_recursion_past_the_old_depth_reserve_is_captured_whole") {
+        return;
+    }
+    let dir = scratch_in("grow", "depth");
+    let bin = compile(
+        "tests-programs/stack.c",
+        &dir.join("stack"),
+        &["-O1", "-g", "-fno-pie", "-no-pie", "-Wl,-z,now"],
+        false,
+    );
+    let prog = [bin.to_str().unwrap()];
+    let theirs = callgrind(&dir, "main", &prog);
+    let dump = dir.join("stack.ccdump");
+    let out = record(&dir, &dump, &["--all"], &prog);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d = load(&dump);
+    assert_eq!(d.meta.cut_short, None);
+    assert!(d.stacks.len() > 2048, "{} stacks", d.stacks.len());
+    assert_eq!(d.meta.instructions, theirs);
+    let out = record(&dir, &dump, &["--all", "--reserve", "depth=100"], &prog);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "exit 0: {err}");
+    assert!(
+        err.contains("out of capture memory: the depth table (100 entries")
+            && err.contains("run with a larger --reserve depth"),
+        "{err}"
+    );
+    let d = load(&dump);
+    assert!(d.meta.cut_short.unwrap().contains("the depth table"));
     let _ = std::fs::remove_dir_all(&dir);
 }
