@@ -23,6 +23,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime};
 
+/// The instructions the translator's block tables are sized for, at most.
+const JIT_INSTRUCTIONS: usize = 1 << 19;
+
 /// A running capture; stops it when dropped.
 #[must_use = "the capture stops when this guard is dropped"]
 pub struct Capture {
@@ -210,6 +213,10 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     // allocated (it used to abort the program out of memory).
     crate::options::check_reserves(&reserves, &options.cache, options.trace.is_some())
         .map_err(CaptureError::Reserve)?;
+    // The tables' budget: the one asked for, else a share of the memory.
+    reserves.memory = usize::try_from(crate::options::memory_budget(&reserves).0)
+        .unwrap_or(usize::MAX)
+        .max(1);
     let mut acc = Accountant::new(Setup {
         cache: options.cache.clone(),
         reserves,
@@ -236,7 +243,10 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
             &stable_code,
             stop_entries,
             cpu,
-            reserves.instructions,
+            // Its block tables are sized once (blocks past them run under
+            // the trap engine); what the accountant counts is not bounded
+            // by them.
+            reserves.instructions.min(JIT_INSTRUCTIONS),
             options.mode == Mode::Verify,
         );
         match prepared {
