@@ -3,8 +3,8 @@
 //! with cargo offline into a scratch target dir (skipped, with a message,
 //! when cargo or Valgrind is missing):
 //!
-//! - `record --all` in fast and in trap mode exits 0 with the program's
-//!   output unchanged. Rust's runtime arms an alternate signal stack before
+//! - `record --all --threads all` in fast and in trap mode, with three
+//!   spawned threads, exits 0 with the program's output unchanged. Rust's runtime arms an alternate signal stack before
 //!   `main` and, at the main thread's end, disables then unmaps it; the
 //!   engine's handlers ran on that stack and the kernel ignored the
 //!   handler's change of it, so the next trap was delivered to unmapped
@@ -112,9 +112,9 @@ fn env(c: &mut Command, dir: &Path, same_glibc: bool) {
     }
 }
 
-fn native(bin: &Path, dir: &Path, words: &str) -> String {
+fn native(bin: &Path, dir: &Path, args: &[&str]) -> String {
     let mut c = Command::new(bin);
-    c.arg(words);
+    c.args(args);
     env(&mut c, dir, false);
     let out = run_with_deadline(c, "native run");
     assert!(out.status.success());
@@ -134,14 +134,17 @@ fn record_all_on_a_rust_program_exits_0_with_its_output_unchanged_in_both_modes(
     let dir = scratch_in("rust", "all");
     let Some(bin) = build(test, &dir) else { return };
     // Trap mode single-steps every instruction: a small input.
+    // Spawned threads, traced too, end the same way (their stacks are
+    // disabled and unmapped as they end).
     for (mode, words) in [("fast", "200000"), ("trap", "2000")] {
         let path = dir.join(format!("{mode}.ccdump"));
         let mut rec = Command::new(COLDCACHE);
-        rec.args(["record", "--all", "--no-resolve", "--mode", mode, "-o"])
+        rec.args(["record", "--all", "--threads", "all", "--no-resolve"])
+            .args(["--mode", mode, "-o"])
             .arg(&path)
             .arg("--")
             .arg(&bin)
-            .arg(words);
+            .args([words, "3"]);
         env(&mut rec, &dir, false);
         let out = run_within(rec, mode, Duration::from_secs(300));
         assert!(
@@ -152,12 +155,13 @@ fn record_all_on_a_rust_program_exits_0_with_its_output_unchanged_in_both_modes(
         );
         assert_eq!(
             text(&out.stdout),
-            native(&bin, &dir, words),
+            native(&bin, &dir, &[words, "3"]),
             "--mode {mode}: the program's output changed"
         );
         let d = load(&path);
         assert_eq!(d.meta.cut_short, None, "--mode {mode}");
         assert!(d.meta.instructions > 1_000_000, "--mode {mode}");
+        assert_eq!(d.threads.len(), 4, "--mode {mode}: main and 3 spawned");
     }
 }
 
@@ -171,7 +175,7 @@ fn count_and_sort_counts_as_callgrind_with_nothing_trapped_or_unmodelled() {
     let dir = scratch_in("rust", "function");
     let Some(bin) = build(test, &dir) else { return };
     let words = "200000";
-    let expected = native(&bin, &dir, words);
+    let expected = native(&bin, &dir, &[words]);
 
     let cg_out = dir.join("callgrind.out");
     let mut cg = Command::new("valgrind");

@@ -5,7 +5,11 @@
 //! `coldcache record --function wordcount::count_and_sort` captures
 //! (crates/cli/tests/rust_program.rs).
 //!
-//! Usage: wordcount [WORDS]   (default 200000)
+//! Usage: wordcount [WORDS [THREADS]]   (default 200000, 0 threads)
+//!
+//! With THREADS > 0, each of that many spawned threads also counts its
+//! share of the words (Rust's runtime arms an alternate signal stack on
+//! each, and disables and unmaps it when the thread ends).
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -60,5 +64,28 @@ fn main() {
     println!("{} words, {} distinct", total, sorted.len());
     for (w, c) in sorted.iter().take(5) {
         println!("{w} {c}");
+    }
+    let threads: usize = std::env::args()
+        .nth(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    if threads > 0 {
+        let words = std::sync::Arc::new(words);
+        let share = words.len().div_ceil(threads);
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let words = std::sync::Arc::clone(&words);
+                std::thread::spawn(move || {
+                    let end = words.len().min((t + 1) * share);
+                    let mine = &words[(t * share).min(end)..end];
+                    count_and_sort(mine).first().cloned()
+                })
+            })
+            .collect();
+        for (t, h) in handles.into_iter().enumerate() {
+            if let Some((w, c)) = h.join().unwrap() {
+                println!("thread {t}: {w} {c}");
+            }
+        }
     }
 }
