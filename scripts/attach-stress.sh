@@ -8,7 +8,8 @@
 # Usage: scripts/attach-stress.sh ROUNDS [MODE] [TIMEOUT_S] [LOAD]
 #   MODE: fast (default), trap, auto; TIMEOUT_S: per attach (default 20);
 #   LOAD: number of `yes > /dev/null` run meanwhile (default 0).
-# Environment: COLDCACHE (binary, default target/release/coldcache),
+# Environment: COLDCACHE (binary, default cargo's
+#   release directory, scripts/release-dir.sh),
 #   COLDCACHE_LIB (library, default next to it), OUT (work directory,
 #   default /tmp/attach-stress), ATTACH_ARGS (default
 #   "--function step --calls 1"), FRESH (start a new program every FRESH
@@ -22,7 +23,7 @@ mode=${2:-fast}
 timeout_s=${3:-20}
 load=${4:-0}
 root=$(cd "$(dirname "$0")/.." && pwd)
-cc_bin=${COLDCACHE:-$root/target/release/coldcache}
+cc_bin=${COLDCACHE:-$("$root/scripts/release-dir.sh")/coldcache}
 export COLDCACHE_LIB=${COLDCACHE_LIB:-$(dirname "$cc_bin")/libcoldcache.so}
 out=${OUT:-/tmp/attach-stress}
 args=${ATTACH_ARGS:---function step --calls 1}

@@ -30,7 +30,8 @@ gzip -k -1 "$work/trace.lackey"
 records=$(grep -vc '^==' "$work/trace.lackey")
 echo "program: $src, $records trace records, $(du -h "$work/trace.lackey" | cut -f1) of lackey text"
 
-cargo build --release -q -p coldcache-cli
+cargo build --release -p coldcache-cli
+rel=$(scripts/release-dir.sh)
 COLDCACHE_BENCH_TRACE="$work/trace.lackey" cargo bench -q -p coldcache-sim --bench throughput 2>&1 \
   | grep -E "^simulate/|thrpt|benchmarking" || true
 
@@ -45,8 +46,8 @@ best() { # best wall time of 3 runs, in seconds
 }
 native=$(best env -i PYTHONHASHSEED=0 "${prog[@]}")
 cg=$(best env -i PYTHONHASHSEED=0 valgrind --tool=cachegrind --cache-sim=yes "${geo[@]}" --cachegrind-out-file=/dev/null "${prog[@]}")
-cc=$(best target/release/coldcache sim --cache cachegrind --I1 32768,8,64 --D1 32768,8,64 --LL 8388608,16,64 --no-progress "$work/trace.lackey")
-ccz=$(best target/release/coldcache sim --cache cachegrind --I1 32768,8,64 --D1 32768,8,64 --LL 8388608,16,64 --no-progress "$work/trace.lackey.gz")
+cc=$(best "$rel/coldcache" sim --cache cachegrind --I1 32768,8,64 --D1 32768,8,64 --LL 8388608,16,64 --no-progress "$work/trace.lackey")
+ccz=$(best "$rel/coldcache" sim --cache cachegrind --I1 32768,8,64 --D1 32768,8,64 --LL 8388608,16,64 --no-progress "$work/trace.lackey.gz")
 printf '%-44s %8.3f s\n' "native program" "$native" \
   "valgrind --tool=cachegrind --cache-sim=yes" "$cg" \
   "coldcache sim (lackey text)" "$cc" \

@@ -17,7 +17,7 @@
 # minutes each under single-stepping).
 #
 # OLD_DIR and NEW_DIR each hold a `coldcache` binary and `libcoldcache.so`
-# (copy them from target/release before and after the change). Exits 1 and
+# (copy them from cargo's release directory, scripts/release-dir.sh, before and after the change). Exits 1 and
 # prints the first differences when a dump differs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,8 +29,8 @@ fi
 work="${3:-target/capture-identity}"
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
-cargo build --release -q -p coldcache-dump --example dump_records
-printer=target/release/examples/dump_records
+cargo build --release -p coldcache-dump --example dump_records
+printer="$(scripts/release-dir.sh)/examples/dump_records"
 
 progs=()
 for src in tests-programs/*.c; do

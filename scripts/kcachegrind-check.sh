@@ -12,9 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="$(realpath -m "${1:-target/kcachegrind}")"
 mkdir -p "$out"
-cargo build --release -q -p coldcache-cli -p libcoldcache
-cc="$PWD/target/release/coldcache"
-[ -n "${CARGO_TARGET_DIR:-}" ] && cc="$CARGO_TARGET_DIR/release/coldcache"
+cargo build --release -p coldcache-cli -p libcoldcache
+cc="$(scripts/release-dir.sh)/coldcache"
 
 g++ -O1 -g -o "$out/getposition" examples/programs/getposition.cpp
 "$cc" record --cache examples/caches/talk-scaled.toml --function frame \

@@ -17,17 +17,21 @@ fi
 echo "== ui-tests: npm ci"
 (cd ui-tests && npm ci --no-audit --no-fund --silent)
 
+# Where cargo put the binaries (CARGO_TARGET_DIR is followed); COLDCACHE
+# overrides, for demo.sh too.
+rel=$(scripts/release-dir.sh)
+cc=${COLDCACHE:-$rel/coldcache}
 scripts/demo.sh target/demo >/dev/null
 shots=target/ui-screenshots
 rm -rf "$shots"; mkdir -p "$shots"
 log=target/ui-server.log
-target/release/coldcache ui target/demo/before.ccdump target/demo/after.ccdump >"$log" 2>&1 &
+"$cc" ui target/demo/before.ccdump target/demo/after.ccdump >"$log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do grep -q "token=" "$log" && break; sleep 0.1; done
 url=$(grep -o 'http://[^ ]*token=[0-9a-f]*' "$log")
 echo "== server at $url"
-COLDCACHE_UI_URL="$url" SCREENSHOTS="$shots" COLDCACHE_BIN=target/release/coldcache \
+COLDCACHE_UI_URL="$url" SCREENSHOTS="$shots" COLDCACHE_BIN="$cc" \
   DUMP_A=target/demo/before.ccdump DUMP_B=target/demo/after.ccdump node ui-tests/e2e.mjs
 kill -INT $server
 for _ in $(seq 1 50); do kill -0 $server 2>/dev/null || break; sleep 0.1; done
@@ -39,13 +43,13 @@ grep -q "coldcache ui: stopped" "$log"
 # cache): the page warns as `coldcache diff` does.
 mismatch=target/ui-mismatch
 rm -rf "$mismatch"; mkdir -p "$mismatch"
-target/release/coldcache record --cache examples/caches/small-2level.toml --function run_frames \
+"$cc" record --cache examples/caches/small-2level.toml --function run_frames \
   -o "$mismatch/other-cache.ccdump" -- target/demo/pushbuffer-fixed >/dev/null 2>&1
-target/release/coldcache ui target/demo/before.ccdump "$mismatch/other-cache.ccdump" >"$log" 2>&1 &
+"$cc" ui target/demo/before.ccdump "$mismatch/other-cache.ccdump" >"$log" 2>&1 &
 server=$!
 for _ in $(seq 1 100); do grep -q "token=" "$log" && break; sleep 0.1; done
 url=$(grep -o 'http://[^ ]*token=[0-9a-f]*' "$log")
-COLDCACHE_UI_URL="$url" SCREENSHOTS="$shots" COLDCACHE_BIN=target/release/coldcache \
+COLDCACHE_UI_URL="$url" SCREENSHOTS="$shots" COLDCACHE_BIN="$cc" \
   DUMP_A=target/demo/before.ccdump DUMP_B="$mismatch/other-cache.ccdump" node ui-tests/mismatch.mjs
 kill -INT $server
 wait $server || { echo "the server exited with an error" >&2; cat "$log" >&2; exit 1; }
@@ -57,9 +61,9 @@ rm -rf "$hostile"; mkdir -p "$hostile"
 # --workspace (not -p coldcache-ui): the features the README test command
 # built with, so CI compiles nothing again (-p rebuilt about 1.5 minutes).
 cargo build --release -q --workspace --example hostile_dump
-target/release/examples/hostile_dump "$hostile/a.ccdump"
+"$rel/examples/hostile_dump" "$hostile/a.ccdump"
 cp "$hostile/a.ccdump" "$hostile/b<img src=x onerror=\"window.__xss=1\">.ccdump"
-target/release/coldcache ui "$hostile"/a.ccdump "$hostile"/b*.ccdump >"$log" 2>&1 &
+"$cc" ui "$hostile"/a.ccdump "$hostile"/b*.ccdump >"$log" 2>&1 &
 server=$!
 for _ in $(seq 1 100); do grep -q "token=" "$log" && break; sleep 0.1; done
 url=$(grep -o 'http://[^ ]*token=[0-9a-f]*' "$log")

@@ -18,14 +18,13 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RUNS=${RUNS:-5}
-TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 WORK=$(mktemp -d /tmp/coldcache-zones-bench.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 command -v uftrace >/dev/null || { echo "uftrace is missing: apt-get install uftrace" >&2; exit 1; }
 
 echo "== building coldcache and libcoldcache.so" >&2
-(cd "$ROOT" && cargo build --release -q -p coldcache-cli -p libcoldcache)
-CC_BIN="$TARGET/release/coldcache"
+(cd "$ROOT" && cargo build --release -p coldcache-cli -p libcoldcache)
+CC_BIN="$("$ROOT/scripts/release-dir.sh")/coldcache"
 
 echo "== fetching Lua sources (lua-src crate)" >&2
 mkdir -p "$WORK/fetch/src"

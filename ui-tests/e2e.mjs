@@ -46,7 +46,8 @@ const reports = dumps.map((d) => {
   const total = Object.fromEntries(j.columns.map((c, i) => [c.name, j.totals[i]]));
   const text = cli("report", d, "--limit", "1");
   const line = (k) => (text.match(new RegExp(`^${k}:\\s+(.*)$`, "m")) || [])[1];
-  return { json: j, total, program: line("program"), cache: line("cache"), mode: /^note:\s+capture mode fast/m.test(text) ? "fast" : "trap" };
+  return { json: j, total, program: line("program"), cache: line("cache"), mode: /^note:\s+capture mode fast/m.test(text) ? "fast" : "trap",
+    shortfall: { unmodelled: line("unmodelled"), trapped: line("trapped") } };
 });
 const cliDiff = cli("diff", dumps[0], dumps[1], "--limit", "1");
 
@@ -65,6 +66,14 @@ async function checkSummary(i) {
   const levels = await page.$$eval(`${card} [data-test=summary-miss]`, (els) => els.map((e) => [e.dataset.level, e.querySelector(".d").textContent, e.querySelector(".i").textContent]));
   assert.deepEqual(levels, ["L1", "L2"].map((l) => [l, grouped(r.total[`d_miss_${l}`]), grouped(r.total[`i_miss_${l}`])]));
   assert.equal(await page.textContent(`${card} [data-test=summary-memory] .m`), grouped(r.total.mem));
+  // Unmodelled and trapped instructions: the header's words, or no row
+  // when the header has no such line.
+  for (const k of ["unmodelled", "trapped"]) {
+    const said = r.shortfall[k];
+    const row = await page.$(`${card} [data-test=summary-${k}]`);
+    if (said === undefined) assert.equal(row, null, `${k}: a row the header has not`);
+    else assert.equal(await page.textContent(`${card} [data-test=summary-${k}] .warn`), said);
+  }
 }
 
 try {

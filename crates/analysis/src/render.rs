@@ -117,12 +117,24 @@ pub fn header(p: &Profile) -> String {
         m.instructions,
         m.duration_ns as f64 / 1e6
     );
-    let w = crate::summary::summary(p).window;
+    let summary = crate::summary::summary(p);
+    let w = summary.window;
     let _ = writeln!(
         s,
         "window:    {} \u{2192} {}, mode {}",
         w.started, w.stopped, w.mode
     );
+    // What could not be modelled, or ran trapped in fast mode, whenever
+    // there is any (`summary::unmodelled`, `summary::trapped`).
+    for (label, short) in [
+        ("unmodelled:", &summary.unmodelled),
+        ("trapped:", &summary.trapped),
+    ] {
+        if let Some(f) = short {
+            let _ = writeln!(s, "{label:<10} {}", f.text);
+            let _ = writeln!(s, "{:<10} {}", "", f.advice);
+        }
+    }
     if !m.warm.is_empty() {
         let _ = writeln!(s, "warmed:    {}", m.warm);
     }

@@ -7,6 +7,13 @@
 //! it per dump). Counts are the profile's totals (the `TOTAL` row of
 //! `coldcache report`), misses per level the same derived columns every view
 //! shows (`i_miss_<L>`, `d_miss_<L>`, `mem`, [`crate::columns`]).
+//!
+//! What the capture could not treat as the rest is said in words whenever
+//! it is not zero ([`Shortfall`]): instructions whose accesses could not be
+//! modelled, by class ([`unmodelled`]), and instructions a fast-mode
+//! capture ran under the trap engine ([`trapped`], read from the engine's
+//! note by [`fast_trapped`] alone). `coldcache report`'s header, `record`'s
+//! summary and the web UI's summary card use these same sentences.
 
 use crate::columns::{Column, D_MISS, I_MISS, MEM};
 use crate::profile::Profile;
@@ -33,6 +40,122 @@ pub struct Summary {
     pub misses: Vec<LevelMisses>,
     /// Accesses served by memory (`mem`), when the dump has the column.
     pub memory: Option<u64>,
+    /// Instructions whose accesses the model could not compute, in words
+    /// ([`unmodelled`]); `None` when there are none.
+    pub unmodelled: Option<Shortfall>,
+    /// Instructions of a fast-mode capture that ran under the trap engine,
+    /// in words ([`trapped`]); `None` when there are none.
+    pub trapped: Option<Shortfall>,
+}
+
+/// Instructions a capture could not treat as the rest, in words: what
+/// `record`'s summary, `report`'s header and the web UI's summary card say.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Shortfall {
+    /// How many instructions.
+    pub count: u64,
+    /// The count and its classes: `405,854 instructions unmodelled:
+    /// 405,854 partially masked AVX-512 memory operand`.
+    pub text: String,
+    /// What it means for the counts, and what to do about it.
+    pub advice: String,
+}
+
+/// `n` with thousands separators: `405,854`.
+fn thousands(n: u64) -> String {
+    let d = n.to_string();
+    let mut out = String::with_capacity(d.len() + d.len() / 3);
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The instructions of a fast-mode capture that ran under the trap engine,
+/// as the capture engine's note says (`capture mode fast: N instructions
+/// ran under the trap engine …`): the one place that reads it. `None` for
+/// a capture not made in fast mode.
+pub fn fast_trapped(meta: &Meta) -> Option<u64> {
+    meta.notes
+        .iter()
+        .find_map(|n| n.strip_prefix("capture mode fast: "))
+        .and_then(|n| n.split(' ').next()?.parse().ok())
+}
+
+/// The unmodelled instructions in words, by class (`meta.unmodelled`, the
+/// engine's reasons), with what they mean; `None` when there are none.
+/// `total` is the dump's `unmodelled` counter total (for a dump whose
+/// classes were not recorded, a re-simulated trace); the classes' sum is
+/// used when larger.
+pub fn unmodelled(meta: &Meta, total: u64) -> Option<Shortfall> {
+    let by_class: u64 = meta.unmodelled.iter().map(|(_, n)| n).sum();
+    let count = by_class.max(total);
+    if count == 0 {
+        return None;
+    }
+    let mut classes: Vec<String> = meta
+        .unmodelled
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(why, n)| format!("{} {why}", thousands(*n)))
+        .collect();
+    if by_class < count {
+        classes.push(format!(
+            "{} of no recorded class",
+            thousands(count - by_class)
+        ));
+    }
+    let mut advice = "their memory accesses are not in the counts (the instructions are): \
+                      misses may be undercounted"
+        .to_string();
+    if meta
+        .unmodelled
+        .iter()
+        .any(|(why, _)| why.contains("AVX-512"))
+    {
+        advice.push_str(
+            "; masked AVX-512 code usually comes from glibc's string functions: \
+             GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ \
+             makes glibc pick others (as under Valgrind)",
+        );
+    }
+    Some(Shortfall {
+        count,
+        text: format!(
+            "{} instruction{} unmodelled: {}",
+            thousands(count),
+            if count == 1 { "" } else { "s" },
+            classes.join(", ")
+        ),
+        advice,
+    })
+}
+
+/// The instructions a fast-mode capture ran under the trap engine, in
+/// words ([`fast_trapped`]), with what they mean; `None` when there are
+/// none or the capture was not made in fast mode.
+pub fn trapped(meta: &Meta) -> Option<Shortfall> {
+    let count = fast_trapped(meta).filter(|&n| n > 0)?;
+    let share = if meta.instructions > 0 {
+        format!(" ({:.2}%)", count as f64 * 100.0 / meta.instructions as f64)
+    } else {
+        String::new()
+    };
+    Some(Shortfall {
+        count,
+        text: format!(
+            "{} of {} instructions{share} ran under the trap engine",
+            thousands(count),
+            thousands(meta.instructions)
+        ),
+        advice: "counted as the others, but each costs a trap (tens of microseconds): \
+                 blocks the translator refuses, the first instruction of each thread, the \
+                 instruction after each system call"
+            .to_string(),
+    })
 }
 
 /// How the capture started and stopped.
@@ -162,6 +285,8 @@ pub fn summary(p: &Profile) -> Summary {
         instructions: total(CounterLayout::INSTRUCTIONS_NAME).unwrap_or(m.instructions),
         misses,
         memory: total(MEM),
+        unmodelled: unmodelled(m, total(CounterLayout::UNMODELLED_NAME).unwrap_or(0)),
+        trapped: trapped(m),
     }
 }
 
@@ -212,6 +337,41 @@ mod tests {
             capture_mode(&meta("trace", None, &["re-simulated from the trace t"])),
             "none (simulated from a recorded trace)"
         );
+    }
+
+    #[test]
+    fn shortfalls_are_said_in_words_only_when_there_are_some() {
+        let mut m = meta("all", None, &[]);
+        assert_eq!(unmodelled(&m, 0), None);
+        assert_eq!(trapped(&m), None);
+        assert_eq!(fast_trapped(&m), None);
+        m.instructions = 120_000_000;
+        m.unmodelled = vec![("partially masked AVX-512 memory operand".into(), 405_854)];
+        let u = unmodelled(&m, 405_854).unwrap();
+        assert_eq!(u.count, 405_854);
+        assert_eq!(
+            u.text,
+            "405,854 instructions unmodelled: 405,854 partially masked AVX-512 memory operand"
+        );
+        // A counter total the classes do not cover (a re-simulated trace).
+        m.unmodelled.clear();
+        assert_eq!(
+            unmodelled(&m, 1).unwrap().text,
+            "1 instruction unmodelled: 1 of no recorded class"
+        );
+        assert!(!unmodelled(&m, 1).unwrap().advice.contains("AVX-512"));
+        m.notes = vec!["capture mode fast: 0 instructions ran under the trap engine".into()];
+        assert_eq!(fast_trapped(&m), Some(0));
+        assert_eq!(trapped(&m), None);
+        m.notes = vec!["capture mode fast: 811746 instructions ran under the trap engine".into()];
+        assert_eq!(fast_trapped(&m), Some(811_746));
+        assert_eq!(
+            trapped(&m).unwrap().text,
+            "811,746 of 120,000,000 instructions (0.68%) ran under the trap engine"
+        );
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000), "1,000");
     }
 
     #[test]

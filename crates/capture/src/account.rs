@@ -26,14 +26,18 @@
 //!    bounded by the disk, not by memory.
 //!
 //! # Invariants
-//! - Once built it never allocates, locks or panics: every table is reserved
-//!   by [`Accountant::new`]; a full table ends the capture with a reason
-//!   ([`Verdict::StopCapture`]), as does a trace the sink cannot take
-//!   (disk full). `tests/account.rs` counts allocations.
+//! - Once built it never allocates, locks or panics: its tables grow by
+//!   mapping memory with system calls ([`crate::grow`]) within the memory
+//!   budget ([`Reserves::memory`]) and the per-table bounds; a table that
+//!   cannot grow ends the capture with a reason ([`Verdict::StopCapture`],
+//!   the dump's `cut_short` naming the table and its figures), as does a
+//!   trace the sink cannot take (disk full). `tests/account.rs` counts
+//!   allocations.
 //! - Memory of the traced program is read only through the [`Machine`]
 //!   (`read_code`, `read_memory`), so a wild address is an answer, not a
 //!   fault.
 
+use crate::grow::{Budget, Full, GrowVec, TABLE_FULL};
 use crate::model::{AccessList, CpuFacts, Machine, Model, Unmodelled};
 use crate::tables::{CounterTable, DecodeCache, Decoded, Flow, Rep, StackTable};
 use crate::unwind::StackUnwinder;
@@ -118,20 +122,26 @@ impl BlockSlot {
     }
 }
 
-/// How much memory the accountant may use; all of it is reserved when it is
-/// built.
+/// How much memory the accountant may use. The tables grow as they fill
+/// ([`crate::grow`]), all of them within `memory`; the per-table counts are
+/// bounds a user may set (`--reserve`), unbounded by default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reserves {
-    /// Distinct instruction addresses.
+    /// Distinct instruction addresses (a bound; `usize::MAX`: none).
     pub instructions: usize,
-    /// Distinct call stacks.
+    /// Distinct call stacks (a bound; `usize::MAX`: none).
     pub stacks: usize,
-    /// Distinct (instruction, stack, thread) records.
+    /// Distinct (instruction, stack, thread) records (a bound;
+    /// `usize::MAX`: none).
     pub records: usize,
-    /// Threads traced at once (a slot is freed when its thread exits).
+    /// Threads traced at once (a slot is freed when its thread exits):
+    /// slots made when the accountant is built, their frames growing.
     pub threads: usize,
-    /// Call depth per thread.
+    /// Call depth per thread (a bound; `usize::MAX`: none).
     pub depth: usize,
+    /// Bytes every growing table together may map (`--memory`; 0: no
+    /// bound here: `prepare` sets a share of the machine's memory).
+    pub memory: usize,
     /// Trace records (instruction fetches and data accesses) per chunk of
     /// a trace, when one is asked for: the size of the buffer a chunk is
     /// encoded in before it is written, not a bound on the trace (at
@@ -142,11 +152,13 @@ pub struct Reserves {
 impl Default for Reserves {
     fn default() -> Self {
         Reserves {
-            instructions: 1 << 16,
-            stacks: 1 << 16,
-            records: 1 << 20,
-            threads: 64,
-            depth: 1024,
+            instructions: usize::MAX,
+            stacks: usize::MAX,
+            records: usize::MAX,
+            // The most thread ids a selection may name (`state`).
+            threads: 256,
+            depth: usize::MAX,
+            memory: 0,
             trace: 1 << 16,
         }
     }
@@ -229,7 +241,9 @@ struct ThreadState {
     active: bool,
     seeded: bool,
     at_entry: bool,
-    frames: Vec<Frame>,
+    /// The shadow stack, growing as calls nest (bounded by the depth
+    /// reserve and the budget).
+    frames: GrowVec<Frame>,
     pending_call: u64,
     after_syscall: u64,
     func_ret_slot: u64,
@@ -416,13 +430,16 @@ pub struct Accountant {
     counters: CounterTable,
     threads: Vec<ThreadState>,
     trace: Option<TraceStream>,
-    depth: usize,
     accesses: AccessList,
     instructions: u64,
     untrapped: u64,
     unmodelled: [u64; Unmodelled::ALL.len()],
     max_instructions: u64,
     cut_short: Option<&'static str>,
+    /// The table that could not grow, when that cut the capture.
+    full: Option<Full>,
+    /// What the tables may map, and have.
+    budget: Budget,
     exec_ranges: Vec<(u64, u64)>,
     stable_code: Vec<(u64, u64)>,
     /// Parts of `stable_code` whose code may have changed (reserved;
@@ -466,8 +483,13 @@ impl Accountant {
                 .assign(u64::from(tid), core as usize % cores);
         }
         let depth = setup.reserves.depth.max(1);
-        // Thread slots are reserved now, frames included, so a thread that
-        // appears during the capture needs no allocation.
+        let mut budget = Budget::new(match setup.reserves.memory {
+            0 => usize::MAX,
+            m => m,
+        });
+        // Thread slots are made now (their frames map memory as calls
+        // nest), so a thread that appears during the capture needs no
+        // allocation.
         let threads = (0..threads_max)
             .map(|_| ThreadState {
                 tid: 0,
@@ -476,7 +498,7 @@ impl Accountant {
                 active: false,
                 seeded: false,
                 at_entry: false,
-                frames: Vec::with_capacity(depth),
+                frames: GrowVec::new(depth),
                 pending_call: 0,
                 after_syscall: 0,
                 func_ret_slot: 0,
@@ -496,7 +518,7 @@ impl Accountant {
             driver,
             model: Model::new(setup.cpu),
             decode: DecodeCache::new(setup.reserves.instructions),
-            stacks: StackTable::new(setup.reserves.stacks),
+            stacks: StackTable::new(setup.reserves.stacks, &mut budget),
             counters: CounterTable::new(setup.reserves.records, layout.len()),
             threads,
             trace: setup.trace.map(|sink| TraceStream {
@@ -504,15 +526,16 @@ impl Accountant {
                 sink,
                 failed: None,
             }),
-            depth,
             accesses: AccessList::default(),
             instructions: 0,
             untrapped: 0,
             unmodelled: [0; Unmodelled::ALL.len()],
             max_instructions: setup.max_instructions,
             cut_short: None,
-            exec_ranges: setup.exec_ranges,
-            stable_code: setup.stable_code,
+            full: None,
+            budget,
+            exec_ranges: with_room(setup.exec_ranges, MAPPED_LATER),
+            stable_code: with_room(setup.stable_code, MAPPED_LATER),
             changed: Vec::with_capacity(256),
             changed_all: false,
             unwinder: setup.unwinder,
@@ -718,8 +741,9 @@ impl Accountant {
         if let Some(v) = self.pop_returned(ti, sp) {
             return v;
         }
-        let Some(di) = self.decoded(ip, m) else {
-            return self.stop("instruction reserve exhausted");
+        let di = match self.decoded(ip, m) {
+            Ok(di) => di,
+            Err(f) => return self.stop_full(f),
         };
         let stack = current_stack(&self.threads[ti]);
         let counted = self.count(ti, ip, stack, di, m, Mode::Before);
@@ -727,7 +751,7 @@ impl Accountant {
         let (rep, len, flow) = (d.rep, d.len, d.flow);
         let rep_live = rep != Rep::None && count_register(d, m) != 0;
         if !counted {
-            return self.stop(self.trace_or_records());
+            return self.stop_count();
         }
         if rep_live {
             self.threads[ti].rep_ip = ip;
@@ -834,8 +858,9 @@ impl Accountant {
             let di = if s.decoded != BlockSlot::NONE {
                 s.decoded as usize
             } else {
-                let Some(di) = self.decoded(ip, m) else {
-                    return self.stop("instruction reserve exhausted");
+                let di = match self.decoded(ip, m) {
+                    Ok(di) => di,
+                    Err(f) => return self.stop_full(f),
                 };
                 if self.decode.at(di).trusted {
                     s.decoded = di as u32;
@@ -847,8 +872,9 @@ impl Accountant {
             } else if s.row != BlockSlot::NONE && s.stack == stack && s.serial == serial {
                 s.row as usize
             } else {
-                let Some(row) = self.counters.row_index(ip, stack, serial) else {
-                    return self.stop(self.trace_or_records());
+                let row = match self.counters.row_index(ip, stack, serial, &mut self.budget) {
+                    Ok(row) => row,
+                    Err(f) => return self.stop_full(f),
                 };
                 (s.row, s.stack, s.serial) = (row as u32, stack, serial);
                 row
@@ -858,7 +884,7 @@ impl Accountant {
             } else {
                 let counted = self.count_row(ti, ip, stack, row, di, m, Mode::Before);
                 if !counted {
-                    return self.stop(self.trace_or_records());
+                    return self.stop_count();
                 }
                 let d = self.decode.at(di);
                 (d.len, d.flow)
@@ -883,18 +909,19 @@ impl Accountant {
             return None;
         }
         let parent = current_stack(&self.threads[ti]);
-        let Some(id) = self.stacks.intern(parent, site, ip) else {
-            return Some(self.stop("stack reserve exhausted"));
+        let id = match self.stacks.intern(parent, site, ip, &mut self.budget) {
+            Ok(id) => id,
+            Err(f) => return Some(self.stop_full(f)),
         };
-        let depth = self.depth;
-        let t = &mut self.threads[ti];
-        if t.frames.len() >= depth {
-            return Some(self.stop("call depth reserve exhausted"));
-        }
-        t.frames.push(Frame {
+        let frame = Frame {
             stack: id,
             ret_slot: sp,
-        });
+        };
+        let t = &mut self.threads[ti];
+        if let Err(r) = t.frames.push(frame, &mut self.budget) {
+            let f = r.full("depth", t.frames.len(), t.frames.bytes(), &self.budget);
+            return Some(self.stop_full(f));
+        }
         None
     }
 
@@ -948,7 +975,7 @@ impl Accountant {
         Result<AccessList, Unmodelled>,
         Result<AccessList, Unmodelled>,
     )> {
-        let di = self.decoded(ip, live)?;
+        let di = self.decoded(ip, live).ok()?;
         let d = self.decode.at(di);
         let eval = |m: &dyn Fn(&mut AccessList) -> Result<(), Unmodelled>| {
             let mut l = AccessList::default();
@@ -981,12 +1008,51 @@ impl Accountant {
         }
     }
 
-    /// Why a count failed: the trace's sink, or else the record reserve.
-    fn trace_or_records(&self) -> &'static str {
-        self.trace
-            .as_ref()
-            .and_then(|t| t.failed)
-            .unwrap_or("record reserve exhausted")
+    /// Code mapped during the capture (a `dlopen`ed library's text, found
+    /// in `/proc/self/maps` after a traced thread's `mmap`) becomes stable
+    /// code, as if it had been mapped at the start: decoded once, its
+    /// addresses in the unwinder's executable ranges. Refused (false) when
+    /// the range overlaps stable code already known, or code that changed
+    /// in this capture (that stays checked at every execution), or when
+    /// the room reserved for such ranges is used up. Allocation-free.
+    pub fn trust_code(&mut self, start: u64, end: u64) -> bool {
+        let overlaps = |v: &[(u64, u64)]| v.iter().any(|&(s, e)| start < e && end > s);
+        if start >= end
+            || self.changed_all
+            || overlaps(&self.changed)
+            || overlaps(&self.stable_code)
+            || self.stable_code.len() == self.stable_code.capacity()
+        {
+            return false;
+        }
+        self.stable_code.push((start, end));
+        if self.exec_ranges.len() < self.exec_ranges.capacity() && !overlaps(&self.exec_ranges) {
+            self.exec_ranges.push((start, end));
+        }
+        true
+    }
+
+    /// A count failed: the trace's sink stopped, or else a table could
+    /// not grow (`full`, set by `count`).
+    fn stop_count(&mut self) -> Verdict {
+        match self.trace.as_ref().and_then(|t| t.failed) {
+            Some(why) => self.stop(why),
+            None => self.stop(TABLE_FULL),
+        }
+    }
+
+    /// Table `f.table` could not grow: the capture stops, cut short with
+    /// its figures (the first cut's reason is kept).
+    fn stop_full(&mut self, f: Full) -> Verdict {
+        if self.cut_short.is_none() {
+            self.full = Some(f);
+        }
+        self.stop(TABLE_FULL)
+    }
+
+    /// Bytes the tables have mapped, and the budget's bound.
+    pub fn memory(&self) -> (usize, usize) {
+        (self.budget.used(), self.budget.limit())
     }
 
     fn stop(&mut self, why: &'static str) -> Verdict {
@@ -997,11 +1063,11 @@ impl Accountant {
     /// Decodes (or finds) the instruction at `ip`. A decode of code outside
     /// the file-backed modules (a JIT's buffer, rewritten in place) is
     /// trusted only while the bytes there are the ones decoded.
-    fn decoded<M: Machine + ?Sized>(&mut self, ip: u64, m: &M) -> Option<usize> {
+    fn decoded<M: Machine + ?Sized>(&mut self, ip: u64, m: &M) -> Result<usize, Full> {
         if let Some(i) = self.decode.index(ip) {
             let d = self.decode.at(i);
             if d.trusted {
-                return Some(i);
+                return Ok(i);
             }
             let len = usize::from(d.len).min(15);
             let mut now = [0u8; 15];
@@ -1011,7 +1077,7 @@ impl Accountant {
                 && (first == len || m.read_memory(ip + first as u64, &mut now[first..len]))
                 && now[..len] == d.bytes[..len];
             if same {
-                return Some(i);
+                return Ok(i);
             }
         }
         // Read up to 15 bytes without crossing into a page the instruction
@@ -1052,7 +1118,7 @@ impl Accountant {
             bytes,
             trusted: self.in_module(ip),
         };
-        self.decode.insert_index(ip, d)
+        self.decode.insert_index(ip, d, &mut self.budget)
     }
 
     /// A repeated string instruction at `ip` stopped repeating. Valgrind
@@ -1082,8 +1148,12 @@ impl Accountant {
     /// Accounts for the instruction at `ip` that ran untraced after a
     /// `syscall`; the machine state is the one after it ran.
     fn untraced_after_syscall<M: Machine + ?Sized>(&mut self, ti: usize, ip: u64, m: &M) {
-        let Some(di) = self.decoded(ip, m) else {
-            return;
+        let di = match self.decoded(ip, m) {
+            Ok(di) => di,
+            Err(f) => {
+                self.stop_full(f);
+                return;
+            }
         };
         let stack = current_stack(&self.threads[ti]);
         if self.count(ti, ip, stack, di, m, Mode::After) && !self.threads[ti].warming {
@@ -1111,10 +1181,15 @@ impl Accountant {
         let row = if self.threads[ti].warming {
             WARM_ROW
         } else {
-            let Some(row) = self.counters.row_index(ip, stack, serial) else {
-                return false;
-            };
-            row
+            match self.counters.row_index(ip, stack, serial, &mut self.budget) {
+                Ok(row) => row,
+                Err(f) => {
+                    if self.cut_short.is_none() {
+                        self.full = Some(f);
+                    }
+                    return false;
+                }
+            }
         };
         self.count_row(ti, ip, stack, row, di, m, mode)
     }
@@ -1310,18 +1385,23 @@ impl Accountant {
         let mut parent = 0;
         let t = &mut self.threads[ti];
         t.frames.clear();
+        // A seed cut by a full table keeps its outer frames (the capture
+        // goes on: the table's next growth, at a call, stops it if it must).
         for (k, &(ret, slot)) in chain[..n].iter().enumerate().rev() {
             let callee = if k == 0 && at_entry { entry } else { 0 };
-            let Some(id) = self.stacks.intern(parent, ret - 1, callee) else {
+            let Ok(id) = self
+                .stacks
+                .intern(parent, ret - 1, callee, &mut self.budget)
+            else {
                 break;
             };
-            if t.frames.len() >= self.depth {
-                break;
-            }
-            t.frames.push(Frame {
+            let frame = Frame {
                 stack: id,
                 ret_slot: slot,
-            });
+            };
+            if t.frames.push(frame, &mut self.budget).is_err() {
+                break;
+            }
             parent = id;
         }
         t.seeded = true;
@@ -1351,11 +1431,15 @@ impl Accountant {
             warm_instructions,
             unmodelled,
             cut_short,
+            full,
             ..
         } = self;
         meta.instructions = instructions;
         meta.untrapped = untrapped;
-        meta.cut_short = cut_short.map(String::from);
+        meta.cut_short = match (cut_short, full) {
+            (Some(TABLE_FULL), Some(f)) => Some(f.describe()),
+            (c, _) => c.map(String::from),
+        };
         meta.unmodelled = Unmodelled::ALL
             .iter()
             .zip(unmodelled.iter())
@@ -1452,6 +1536,16 @@ impl Accountant {
 /// The counter row index that stands for "a warming instruction: count
 /// nowhere" (no table row has it).
 const WARM_ROW: usize = usize::MAX;
+
+/// Code ranges mapped during a capture that may become stable code
+/// ([`Accountant::trust_code`]), reserved beside those of the start.
+const MAPPED_LATER: usize = 256;
+
+/// `v` with room for `more` entries pushed later without allocating.
+fn with_room(mut v: Vec<(u64, u64)>, more: usize) -> Vec<(u64, u64)> {
+    v.reserve_exact(more);
+    v
+}
 
 /// Simulates one execution of an instruction of `len` bytes at `ip` on
 /// `core` and attributes it into counter row `c`: its fetch, then its data

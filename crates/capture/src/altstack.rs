@@ -22,11 +22,22 @@
 //! (checked on Linux 6.18), so only a disarmed stack can be replaced from
 //! the handler running on it.
 //!
+//! A `sigaltstack` of a traced thread whose alternate stack is the
+//! program's own, armed without `SS_AUTODISARM` (Rust's runtime arms one
+//! before `main` on every thread, then disables and unmaps it at the
+//! thread's end), is not emulated: the engine's handler runs on that stack,
+//! where the kernel would ignore the change, so the call is made for real,
+//! by the program, after the handler has returned (`emulate` answers
+//! `None`). The program sees exactly what it would natively; the next trap
+//! then finds no alternate stack and [`enter`] puts ours in place, so the
+//! stack the program unmaps next is not the one traps are delivered on.
+//!
 //! What stays visible: a handler of the program's with `SA_ONSTACK`, for a
 //! signal the kernel delivers to a traced thread that has no alternate
 //! stack of its own, runs on ours rather than on the thread's stack; a
-//! traced thread that replaces an alternate stack of its own (armed)
-//! keeps the first one, since the engine's handlers run on it.
+//! traced thread that unmaps its armed alternate stack without disabling
+//! it first (which natively faults only if a signal comes) dies at the
+//! next trap, as it would at the next signal.
 
 use crate::memory::{read_word, write_word};
 use crate::state::gettid;
@@ -184,11 +195,28 @@ pub(crate) fn program_view(uc: &libc::ucontext_t) -> libc::stack_t {
     }
 }
 
+/// Whether the handler of `uc` runs on the program's own alternate stack,
+/// armed without `SS_AUTODISARM`: the kernel ignores a change of the
+/// alternate stack made through this handler's `uc_stack`.
+fn on_program_stack(uc: &libc::ucontext_t) -> bool {
+    let ss = &uc.uc_stack;
+    is_set(ss) && !is_ours(ss.ss_sp as u64) && ss.ss_flags & SS_AUTODISARM == 0
+}
+
 /// Performs a traced thread's `sigaltstack(new, old)` (RIP at its
 /// `syscall`) on the saved context: `old` gets the program's view, `new`
 /// replaces the stack when the handler returns (disabling it puts ours
-/// back). Returns the system call's result.
-pub(crate) fn emulate(uc: &mut libc::ucontext_t, new: u64, old: u64) -> i64 {
+/// back). Returns the system call's result, or `None` when the thread's
+/// alternate stack is its own and armed ([`on_program_stack`]): the call
+/// is then left to run for real, where it takes effect as natively.
+pub(crate) fn emulate(uc: &mut libc::ucontext_t, new: u64, old: u64) -> Option<i64> {
+    if on_program_stack(uc) {
+        return None;
+    }
+    Some(emulate_here(uc, new, old))
+}
+
+fn emulate_here(uc: &mut libc::ucontext_t, new: u64, old: u64) -> i64 {
     let mut want = None;
     if new != 0 {
         let (Some(sp), Some(fl), Some(size)) =

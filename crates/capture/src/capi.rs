@@ -263,12 +263,17 @@ pub unsafe extern "C" fn coldcache_start(options: *const CaptureOptions) -> i32 
 }
 
 /// Reserve sizes parsed from `key=value,...` (`instructions`, `stacks`,
-/// `records`, `threads`, `depth`, `trace`).
+/// `records`, `threads`, `depth`, `trace`; `memory`, the tables' budget,
+/// as a [`parse_size`]).
 pub fn parse_reserves(spec: &str, mut r: Reserves) -> Result<Reserves, String> {
     for part in spec.split(',').filter(|p| !p.is_empty()) {
         let (k, v) = part
             .split_once('=')
             .ok_or_else(|| format!("reserve `{part}` is not key=value"))?;
+        if k.trim() == "memory" {
+            r.memory = parse_size(v).map_err(|e| format!("memory: {e}"))?;
+            continue;
+        }
         let n: usize = v
             .trim()
             .parse()
@@ -285,10 +290,40 @@ pub fn parse_reserves(spec: &str, mut r: Reserves) -> Result<Reserves, String> {
             "trace" => r.trace = n,
             other => {
                 return Err(format!(
-                "unknown reserve `{other}` (instructions, stacks, records, threads, depth, trace)"
-            ))
+                    "unknown reserve `{other}` (instructions, stacks, records, threads, depth, \
+                     trace, memory)"
+                ))
             }
         }
     }
     Ok(r)
+}
+
+/// A size in bytes: a number with an optional binary unit, `K`, `M`, `G`
+/// or `T` (`KiB`, `MB`... are the same: powers of 1024), at least 1 MiB.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let digits = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (for example 512M, 4G)"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(format!("`{s}`: unknown unit (K, M, G or T)")),
+    };
+    let bytes = v * (1u64 << shift) as f64;
+    if !bytes.is_finite() || bytes >= usize::MAX as f64 {
+        return Err(format!("`{s}` is too large"));
+    }
+    if bytes < (1 << 20) as f64 {
+        return Err(format!("`{s}` is less than 1M"));
+    }
+    Ok(bytes as usize)
 }

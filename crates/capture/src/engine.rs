@@ -1081,6 +1081,9 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
     // The next signal frames (traps, a fault of translated code) go to a
     // stack of ours.
     crate::altstack::enter(uc);
+    if crate::jit::is_on() {
+        crate::jit::trust_mapped_code(&mut s.acc);
+    }
     if crate::jit::is_on() && crate::jit::try_hand_over(uc, tid, &s.acc) {
         return;
     }
@@ -1113,6 +1116,10 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 // must not be trusted once it has run.
                 s.acc.code_changed(start, end);
                 crate::jit::invalidate(start, end);
+            }
+            if crate::jit::is_on() && sysemu::maps_code(uc) {
+                // After the call: what it mapped may be translated.
+                crate::jit::code_mapped();
             }
             if sigvirt::emulate(uc, next) || crate::fatal::emulate_sigaction(uc, next) {
                 // The syscall was done here and RIP moved past it: the

@@ -6,7 +6,8 @@
 //!   ([`coldcache_sim::Driver`]), counters per (instruction, stack, thread),
 //!   shadow stacks. It takes a register source and returns a verdict.
 //! - [`model`]: the pure x86-64 access model (instruction + registers → accesses).
-//! - [`tables`]: fixed-capacity tables the accountant fills.
+//! - [`tables`]: the tables the accountant fills, growing within the
+//!   capture's memory budget ([`grow`]: mappings made with system calls).
 //! - The trap front end: `engine.rs` (the signal shell: handlers, trap
 //!   flag, trampolines, writer thread) over `lifecycle.rs` (prepare, start,
 //!   stop, finish), `state.rs` (state machine, lock, session),
@@ -44,6 +45,7 @@ pub mod attach;
 mod breakpoint;
 pub mod capi;
 pub mod engine;
+pub mod grow;
 mod jit;
 mod lifecycle;
 pub mod machine;

@@ -23,6 +23,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime};
 
+/// The instructions the translator's block tables are sized for, at most.
+const JIT_INSTRUCTIONS: usize = 1 << 19;
+
 /// A running capture; stops it when dropped.
 #[must_use = "the capture stops when this guard is dropped"]
 pub struct Capture {
@@ -192,22 +195,11 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     };
     let modules = procfs::modules();
     let exec_ranges: Vec<(u64, u64)> = modules.iter().map(|m| (m.start, m.end)).collect();
-    // Code that changes only through a system call the engines see: a
-    // file privately mapped without write permission (the vDSO too).
-    // Anonymous, writable or shared executable memory, and memfd or
-    // deleted files (a JIT's double mapping, like our own code cache), is
-    // checked at every execution and never translated.
+    // Code that changes only through a system call the engines see (more
+    // is added when a traced thread maps a file executable: `dlopen`).
     let stable_code: Vec<(u64, u64)> = procfs::self_maps()
         .iter()
-        .filter(|m| {
-            m.perms.contains('x')
-                && !m.perms.contains('w')
-                && m.perms.contains('p')
-                && ((m.path.starts_with('/')
-                    && !m.path.starts_with("/memfd:")
-                    && !m.path.ends_with(" (deleted)"))
-                    || m.path == "[vdso]")
-        })
+        .filter(|m| procfs::is_stable_code(m.perms.as_bytes(), m.path.as_bytes()))
         .map(|m| (m.start, m.end))
         .collect();
     let stop_entries = [
@@ -221,6 +213,10 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     // allocated (it used to abort the program out of memory).
     crate::options::check_reserves(&reserves, &options.cache, options.trace.is_some())
         .map_err(CaptureError::Reserve)?;
+    // The tables' budget: the one asked for, else a share of the memory.
+    reserves.memory = usize::try_from(crate::options::memory_budget(&reserves).0)
+        .unwrap_or(usize::MAX)
+        .max(1);
     let mut acc = Accountant::new(Setup {
         cache: options.cache.clone(),
         reserves,
@@ -247,7 +243,10 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
             &stable_code,
             stop_entries,
             cpu,
-            reserves.instructions,
+            // Its block tables are sized once (blocks past them run under
+            // the trap engine); what the accountant counts is not bounded
+            // by them.
+            reserves.instructions.min(JIT_INSTRUCTIONS),
             options.mode == Mode::Verify,
             matches!(options.schedule, crate::options::Schedule::Serial { .. }),
         );
@@ -487,6 +486,14 @@ pub fn finish() -> Result<Summary, CaptureError> {
              each system call); {} dispatcher entries",
             f.trapped, f.dispatches
         ));
+        if f.short_replays > 0 {
+            meta.notes.push(format!(
+                "fast mode: several threads ran translated code at once; each replayed \
+                 its records every 2 KiB (about 200 instructions, {} replays), so the simulator \
+                 saw the threads interleaved as their buffers filled",
+                f.short_replays
+            ));
+        }
         if let Some(v) = f.verified {
             meta.notes.push(match v.difference {
                 None => format!(

@@ -401,14 +401,18 @@ enum Special {
     /// VEX `vmaskmov*`/`vpmaskmov*`: element `i` accessed when the sign bit
     /// of element `i` of the mask register is set.
     VectorMask { mask: Register, elem: u8 },
-    /// AVX-512 masked move: element `i` accessed when bit `i` of `k` is set.
+    /// AVX-512 masked move, or element-wise load+op with fault suppression
+    /// ([`is_elementwise_load_op`]): element `i` accessed when bit `i` of
+    /// `k` is set.
     OpmaskElements { mask: Register, elem: u8 },
     /// AVX-512 compress store / expand load: `popcount(k)` consecutive
     /// elements from the start of the operand.
     OpmaskPacked { mask: Register, elem: u8, lanes: u8 },
     /// AVX-512 masked broadcast: the element is read when any lane is enabled.
     OpmaskBroadcast { mask: Register, lanes: u8 },
-    /// Other AVX-512 masked operands: exact only with every lane enabled.
+    /// Other AVX-512 masked operands (permutes, shuffles, forms not known
+    /// to suppress faults element by element): exact only with every lane
+    /// enabled.
     OpmaskFull { mask: Register, elem: u8 },
     /// Gather or scatter: per element, `base + index[i]*scale + disp`.
     Gather {
@@ -443,6 +447,68 @@ enum AfterRule {
     /// A string instruction without `rep`: RSI and/or RDI (ESI/EDI under
     /// 0x67) moved by one element of this many bytes, down when DF is set.
     StringMoved { size: u8 },
+}
+
+/// The registers a translator records before an instruction so that
+/// [`Plan::eval`] can run later over the record ([`Plan::inputs`]). `Copy`
+/// and fixed-size. In a record they are laid out in this order: the
+/// general registers (8 bytes each), the opmask (8 bytes), the vector
+/// registers (their width: 16, 32 or 64 bytes each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inputs {
+    /// General registers (full 64-bit names), unused entries
+    /// [`Register::None`].
+    pub gprs: [Register; 4],
+    /// An opmask register `K1..K7`, or [`Register::None`].
+    pub opmask: Register,
+    /// Vector registers (XMM/YMM/ZMM as the plan names them), unused
+    /// entries [`Register::None`]: a mask operand, a gather's index.
+    pub vectors: [Register; 2],
+}
+
+impl Inputs {
+    /// No register at all.
+    pub const NONE: Inputs = Inputs {
+        gprs: [Register::None; 4],
+        opmask: Register::None,
+        vectors: [Register::None; 2],
+    };
+
+    /// The general registers, in record order.
+    pub fn gpr_list(&self) -> impl Iterator<Item = Register> + '_ {
+        self.gprs.iter().copied().filter(|&r| r != Register::None)
+    }
+
+    /// The vector registers, in record order.
+    pub fn vector_list(&self) -> impl Iterator<Item = Register> + '_ {
+        self.vectors
+            .iter()
+            .copied()
+            .filter(|&r| r != Register::None)
+    }
+
+    /// Bytes these inputs take in a record.
+    pub fn bytes(&self) -> usize {
+        8 * self.gpr_list().count()
+            + if self.opmask == Register::None { 0 } else { 8 }
+            + self.vector_list().map(|r| r.size()).sum::<usize>()
+    }
+
+    /// Offset of the opmask from the start of these inputs in a record.
+    pub fn opmask_offset(&self) -> usize {
+        8 * self.gpr_list().count()
+    }
+
+    /// Offsets of the vector registers from the start of these inputs.
+    pub fn vector_offsets(&self) -> [usize; 2] {
+        let first = self.opmask_offset() + if self.opmask == Register::None { 0 } else { 8 };
+        [first, first + self.vectors[0].size()]
+    }
+
+    /// True when only general registers are recorded.
+    pub fn gprs_only(&self) -> bool {
+        self.opmask == Register::None && self.vectors == [Register::None; 2]
+    }
 }
 
 /// The per-instruction part of the model: computed once when an instruction
@@ -785,6 +851,12 @@ impl Model {
                     elem: elem as u8,
                 };
             }
+            if t0.kind == AccessKind::Read && is_elementwise_load_op(mnemonic, instr, t0.size) {
+                return Special::OpmaskElements {
+                    mask,
+                    elem: elem as u8,
+                };
+            }
             return Special::OpmaskFull {
                 mask,
                 elem: elem as u8,
@@ -1072,6 +1144,165 @@ fn is_masked_move(mnemonic: Mnemonic, instr: &Instruction) -> bool {
     plain || down_convert_store
 }
 
+/// EVEX load+op instructions whose memory source is read element by
+/// element with memory-fault suppression (Intel SDM Vol. 2, 2.8, exception
+/// classes E2 and E4 (and E5 for the widening moves), as opposed to E4NF and
+/// the other "NF" classes): with `{k}`, memory element `i` is read only
+/// when mask bit `i` is set, like a masked move. Element-wise compares and
+/// tests into a mask, arithmetic, logic, min/max, blends, and the
+/// zero/sign-extending loads; the memory operand must be a whole vector of
+/// the same width as the widest vector operand (or, for the widening
+/// moves, its element count equal to the destination's), so that element
+/// `i` of memory is lane `i`. Permutes and shuffles (`vperm*`, `vpshufb`,
+/// E4NF) read every element and stay [`Unmodelled::PartialMask`]
+/// (`tests/data/fault-suppression.c` measures both kinds).
+fn is_elementwise_load_op(mnemonic: Mnemonic, instr: &Instruction, mem_size: u32) -> bool {
+    use Mnemonic::*;
+    if instr.encoding() != iced_x86::EncodingKind::EVEX || instr.is_broadcast() {
+        return false;
+    }
+    let widest = (0..instr.op_count())
+        .filter(|&i| instr.op_kind(i) == OpKind::Register)
+        .map(|i| instr.op_register(i))
+        .filter(|r| r.is_vector_register())
+        .map(|r| r.size() as u32)
+        .max()
+        .unwrap_or(0);
+    let widening = matches!(
+        mnemonic,
+        Vpmovzxbw
+            | Vpmovzxbd
+            | Vpmovzxbq
+            | Vpmovzxwd
+            | Vpmovzxwq
+            | Vpmovzxdq
+            | Vpmovsxbw
+            | Vpmovsxbd
+            | Vpmovsxbq
+            | Vpmovsxwd
+            | Vpmovsxwq
+            | Vpmovsxdq
+    );
+    if widening {
+        // One memory element per destination lane.
+        let mem_elem = instr.memory_size().element_size() as u32;
+        let dest = instr.op0_register();
+        let lane = match mnemonic {
+            Vpmovzxbw | Vpmovsxbw => 2,
+            Vpmovzxbd | Vpmovzxwd | Vpmovsxbd | Vpmovsxwd => 4,
+            _ => 8,
+        };
+        return instr.op0_kind() == OpKind::Register
+            && dest.is_vector_register()
+            && mem_elem != 0
+            && mem_size / mem_elem == dest.size() as u32 / lane;
+    }
+    let elementwise = matches!(
+        mnemonic,
+        // Compares and tests into a mask register (E4; vcmpps/pd E2).
+        Vpcmpb
+            | Vpcmpub
+            | Vpcmpw
+            | Vpcmpuw
+            | Vpcmpd
+            | Vpcmpud
+            | Vpcmpq
+            | Vpcmpuq
+            | Vpcmpeqb
+            | Vpcmpeqw
+            | Vpcmpeqd
+            | Vpcmpeqq
+            | Vpcmpgtb
+            | Vpcmpgtw
+            | Vpcmpgtd
+            | Vpcmpgtq
+            | Vptestmb
+            | Vptestmw
+            | Vptestmd
+            | Vptestmq
+            | Vptestnmb
+            | Vptestnmw
+            | Vptestnmd
+            | Vptestnmq
+            | Vcmpps
+            | Vcmppd
+            // Integer element-wise arithmetic, logic, min/max, blends (E4).
+            | Vpaddb
+            | Vpaddw
+            | Vpaddd
+            | Vpaddq
+            | Vpaddsb
+            | Vpaddsw
+            | Vpaddusb
+            | Vpaddusw
+            | Vpsubb
+            | Vpsubw
+            | Vpsubd
+            | Vpsubq
+            | Vpsubsb
+            | Vpsubsw
+            | Vpsubusb
+            | Vpsubusw
+            | Vpminub
+            | Vpminuw
+            | Vpminud
+            | Vpminuq
+            | Vpminsb
+            | Vpminsw
+            | Vpminsd
+            | Vpminsq
+            | Vpmaxub
+            | Vpmaxuw
+            | Vpmaxud
+            | Vpmaxuq
+            | Vpmaxsb
+            | Vpmaxsw
+            | Vpmaxsd
+            | Vpmaxsq
+            | Vpavgb
+            | Vpavgw
+            | Vpabsb
+            | Vpabsw
+            | Vpabsd
+            | Vpabsq
+            | Vpandd
+            | Vpandq
+            | Vpandnd
+            | Vpandnq
+            | Vpord
+            | Vporq
+            | Vpxord
+            | Vpxorq
+            | Vpternlogd
+            | Vpternlogq
+            | Vpmulld
+            | Vpmullq
+            | Vpmullw
+            | Vpblendmb
+            | Vpblendmw
+            | Vpblendmd
+            | Vpblendmq
+            // FP element-wise arithmetic (E2).
+            | Vaddps
+            | Vaddpd
+            | Vsubps
+            | Vsubpd
+            | Vmulps
+            | Vmulpd
+            | Vdivps
+            | Vdivpd
+            | Vminps
+            | Vminpd
+            | Vmaxps
+            | Vmaxpd
+            | Vsqrtps
+            | Vsqrtpd
+            | Vblendmps
+            | Vblendmpd
+    );
+    elementwise && widest != 0 && mem_size == widest
+}
+
 /// The template of an instruction's explicit `[mem]` operand.
 fn explicit_template(instr: &Instruction, kind: AccessKind) -> Template {
     let base = instr.memory_base();
@@ -1114,35 +1345,40 @@ impl Plan {
         }
     }
 
-    /// The general registers [`Plan::eval`] reads, when those (with the
-    /// FS/GS bases) are all it reads: the inputs a translator records for
-    /// the instruction. `None` when evaluation also needs vector, mask or
-    /// flag registers or memory (masked, gather, `xsave` forms), which only
-    /// a trapped context holds. A `rep` string's inputs are those of one
-    /// iteration, its count register first. Unused entries are
-    /// [`Register::None`]; registers are given as the plan names them
-    /// (a sub-register reads its full register).
-    pub fn gpr_inputs(&self) -> Option<[Register; 4]> {
-        let mut regs = [Register::None; 4];
+    /// The registers [`Plan::eval`] reads, when the translator can record
+    /// them: the general registers of its addresses (with the FS/GS bases),
+    /// and for masked and gather forms their opmask and up to two vector
+    /// registers (mask and index). `None` when evaluation also needs
+    /// flags, MMX registers or memory (`maskmovq`, `xsave` forms), or more
+    /// registers than [`Inputs`] holds: only a trapped context has those.
+    /// A `rep` string's inputs are those of one iteration, its count
+    /// register first. General registers are given as full registers;
+    /// vector registers as the plan names them (their width is what is
+    /// recorded).
+    pub fn inputs(&self) -> Option<Inputs> {
+        let mut inputs = Inputs::NONE;
         let mut n = 0;
         let mut add = |r: Register| {
             if r == Register::None || r == Register::RIP || r == Register::EIP {
                 return true;
             }
+            let regs = &mut inputs.gprs;
             let full = r.full_register();
             if regs[..n].contains(&full) {
                 return true;
             }
-            if n == regs.len() {
+            if n == regs.len() || !full.is_gpr64() {
                 return false;
             }
             regs[n] = full;
             n += 1;
             true
         };
+        let mut opmask = Register::None;
+        let mut vectors = [Register::None; 2];
         match self.special {
             Special::None => {}
-            Special::Unmodelled(_) => return Some(regs),
+            Special::Unmodelled(_) => return Some(Inputs::NONE),
             Special::BitTest { offset } => {
                 if !add(offset) {
                     return None;
@@ -1151,7 +1387,7 @@ impl Plan {
             Special::Enter { .. } => {
                 add(Register::RSP);
                 add(Register::RBP);
-                return Some(regs);
+                return Some(inputs);
             }
             // One iteration: the count register (no access when it is 0)
             // and the string registers of the templates.
@@ -1160,14 +1396,34 @@ impl Plan {
                     return None;
                 }
             }
-            _ => return None,
+            Special::ByteMask { mask } | Special::VectorMask { mask, .. } => {
+                if !mask.is_vector_register() {
+                    return None;
+                }
+                vectors[0] = mask;
+            }
+            Special::OpmaskElements { mask, .. }
+            | Special::OpmaskPacked { mask, .. }
+            | Special::OpmaskBroadcast { mask, .. }
+            | Special::OpmaskFull { mask, .. } => opmask = mask,
+            Special::Gather { index, mask, .. } => {
+                vectors[0] = index;
+                if mask.is_k() {
+                    opmask = mask;
+                } else {
+                    vectors[1] = mask;
+                }
+            }
+            Special::Xsave { .. } => return None,
         }
         for t in &self.templates[..self.count as usize] {
             if !add(t.base) || !add(t.index) {
                 return None;
             }
         }
-        Some(regs)
+        inputs.opmask = opmask;
+        inputs.vectors = vectors;
+        Some(inputs)
     }
 
     /// True when [`Plan::eval_after`] can give this instruction's accesses

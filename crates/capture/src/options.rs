@@ -295,18 +295,19 @@ impl Clone for CaptureError {
     }
 }
 
-/// What each reserve costs, in bytes (an estimate from the tables' entry
-/// sizes, not counting allocator rounding): the tables the accountant
-/// reserves for it at full size when a capture is prepared (`counters`:
-/// counters per record, `trace`: whether a trace is kept). Saturating: an
-/// absurd reserve costs `u128::MAX`-ish, never overflows.
+/// What each reserve costs at most, in bytes (an estimate from the tables'
+/// entry sizes): what its table maps once it holds that many entries
+/// (`counters`: counters per record, `trace`: whether a trace is kept). An
+/// unbounded table (`usize::MAX`) costs 0 here: it grows within the
+/// memory budget. Saturating: an absurd reserve costs `u128::MAX`-ish,
+/// never overflows.
 pub fn reserve_costs(
     r: &Reserves,
     counters: usize,
     trace: bool,
 ) -> [(&'static str, usize, u128); 6] {
     use std::mem::size_of;
-    let n = |v: usize| v as u128;
+    let n = |v: usize| if v == usize::MAX { 0 } else { v as u128 };
     // Open-addressing tables hold twice the entries, rounded up to a power
     // of two, of 4-byte slots.
     let slots = |v: usize| {
@@ -345,7 +346,9 @@ pub fn reserve_costs(
         (
             "depth",
             r.depth,
-            n(r.depth).saturating_mul(frame).saturating_mul(n(threads)),
+            n(r.depth)
+                .saturating_mul(frame)
+                .saturating_mul(threads as u128),
         ),
         (
             "trace",
@@ -387,50 +390,71 @@ pub fn memory_limit() -> Option<(u128, &'static str)> {
     Some((total.saturating_mul(1024), "this machine's RAM and swap"))
 }
 
-fn human(bytes: u128) -> String {
-    const UNITS: [&str; 7] = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
+use crate::grow::human;
+
+/// The share of [`memory_limit`] the capture's tables may take by default.
+pub const DEFAULT_MEMORY_SHARE: u128 = 4;
+
+/// The budget the capture's growing tables share ([`Reserves::memory`]):
+/// the one asked for (`--memory`), else a quarter of the address-space
+/// limit or of the machine's RAM and swap (4 GiB where neither is known).
+/// With what it is, for messages.
+pub fn memory_budget(r: &Reserves) -> (u128, String) {
+    if r.memory != 0 {
+        return (
+            r.memory as u128,
+            format!("--memory {}", human(r.memory as u128)),
+        );
     }
-    if u == 0 {
-        format!("{bytes} bytes")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
+    match memory_limit() {
+        Some((limit, what)) => (
+            limit / DEFAULT_MEMORY_SHARE,
+            format!("the default, a quarter of {what}"),
+        ),
+        None => (
+            4 << 30,
+            "the default where the machine's memory is unknown".into(),
+        ),
     }
 }
 
-/// Refuses reserves whose tables cannot fit in memory (see
-/// [`reserve_costs`], [`memory_limit`]), before anything is allocated:
-/// the error names the reserve that costs most, its value and the
-/// figures, instead of an out-of-memory abort.
+/// Refuses, before anything is allocated, a memory budget larger than the
+/// process can have ([`memory_limit`]) and a reserve whose table (or the
+/// trace's buffer, made up front) could not fit in the budget at its full
+/// size (see [`reserve_costs`]): the error names the setting, its value
+/// and the figures, instead of a capture that could only be cut.
 pub fn check_reserves(
     r: &Reserves,
     cache: &coldcache_sim::HierarchyConfig,
     trace: bool,
 ) -> Result<(), String> {
+    if r.memory != 0 {
+        if let Some((limit, what)) = memory_limit() {
+            if r.memory as u128 > limit {
+                return Err(format!(
+                    "a memory budget of {} is more than {what} ({}): use a smaller --memory",
+                    human(r.memory as u128),
+                    human(limit)
+                ));
+            }
+        }
+    }
+    let (budget, how) = memory_budget(r);
     let counters = coldcache_sim::CounterLayout::new(cache.levels.len()).len();
     let costs = reserve_costs(r, counters, trace);
-    let total = costs.iter().fold(0u128, |a, c| a.saturating_add(c.2));
-    let Some((limit, what)) = memory_limit() else {
-        return Ok(());
-    };
-    if total <= limit {
-        return Ok(());
-    }
-    let (name, value, cost) = costs
+    let Some((name, value, cost)) = costs
         .iter()
         .copied()
+        .filter(|c| c.2 > budget)
         .max_by_key(|c| c.2)
-        .expect("six reserves");
+    else {
+        return Ok(());
+    };
     Err(format!(
-        "reserve {name}={value} needs about {} of memory (the capture's tables about {} in \
-         all), more than {what} ({}): use a smaller --reserve {name}",
+        "reserve {name}={value} needs about {} of memory, more than the capture's memory \
+         budget ({}, {how}): use a smaller --reserve {name} or a larger --memory",
         human(cost),
-        human(total),
-        human(limit)
+        human(budget)
     ))
 }
 
@@ -461,9 +485,38 @@ mod tests {
             let e = check_reserves(&r, &cfg, true).expect_err(knob);
             assert!(
                 e.starts_with(&format!("reserve {knob}={big} needs about "))
-                    && e.ends_with(&format!("use a smaller --reserve {knob}")),
+                    && e.contains("more than the capture's memory budget")
+                    && e.ends_with(&format!(
+                        "use a smaller --reserve {knob} or a larger --memory"
+                    )),
                 "{e}"
             );
+            // The same bound fits a budget that holds it.
+            r.memory = usize::MAX;
+            assert!(
+                check_reserves(&r, &cfg, true).is_err(),
+                "more than the machine"
+            );
+        }
+        // A bound within the budget is accepted: 1000 records of a few
+        // dozen bytes under a 1 MiB budget.
+        let r = Reserves {
+            records: 1000,
+            memory: 1 << 20,
+            ..Reserves::default()
+        };
+        check_reserves(&r, &cfg, false).expect("1000 records fit 1 MiB");
+        // ... and refused under a budget smaller than its figure.
+        let r = Reserves {
+            records: 100_000,
+            memory: 1 << 20,
+            ..Reserves::default()
+        };
+        let e = check_reserves(&r, &cfg, false).expect_err("100000 records in 1 MiB");
+        assert!(e.contains("--memory 1.0 MiB"), "{e}");
+        // The default budget is a quarter of the machine's memory.
+        if let Some((limit, _)) = memory_limit() {
+            assert_eq!(memory_budget(&Reserves::default()).0, limit / 4);
         }
         let costs = reserve_costs(
             &Reserves {

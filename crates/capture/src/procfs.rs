@@ -217,6 +217,94 @@ pub(crate) fn for_each_task(mut f: impl FnMut(u32)) {
     unsafe { libc::syscall(libc::SYS_close, fd) };
 }
 
+/// Whether a mapping holds code that changes only through a system call
+/// the engines see: a file privately mapped executable without write
+/// permission (the vDSO too). Anonymous, writable or shared executable
+/// memory, and memfd or deleted files (a JIT's double mapping, like our
+/// own code cache), are checked at every execution and never translated.
+/// `perms` as `maps` writes them (`r-xp`), `path` the rest of the line.
+pub(crate) fn is_stable_code(perms: &[u8], path: &[u8]) -> bool {
+    perms.contains(&b'x')
+        && !perms.contains(&b'w')
+        && perms.contains(&b'p')
+        && ((path.starts_with(b"/")
+            && !path.starts_with(b"/memfd:")
+            && !path.ends_with(b" (deleted)"))
+            || path == b"[vdso]")
+}
+
+/// Calls `f(start, end, perms, path)` for each line of
+/// `/proc/self/maps`, allocation-free and async-signal-safe (raw
+/// `openat`, `read` into a stack buffer, `close`): a traced thread's trap
+/// handler finds the code a `dlopen` mapped during a capture with it. A
+/// line longer than the line buffer (a path of more than about 400 bytes)
+/// is given with an empty path, which no caller takes for stable code.
+/// Returns false when the file could not be opened.
+pub(crate) fn for_each_self_mapping(mut f: impl FnMut(u64, u64, &[u8], &[u8])) -> bool {
+    // SAFETY: opening a NUL-terminated path read-only.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat,
+            libc::AT_FDCWD,
+            c"/proc/self/maps".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    } as i32;
+    if fd < 0 {
+        return false;
+    }
+    let mut buf = [0u8; 2048];
+    let mut line = [0u8; 512];
+    let (mut len, mut long) = (0usize, false);
+    loop {
+        // SAFETY: reading at most `buf.len()` bytes into a live stack buffer.
+        let n = unsafe { libc::syscall(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len()) };
+        if n == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        if n <= 0 {
+            break;
+        }
+        for &c in &buf[..n as usize] {
+            if c != b'\n' {
+                if len < line.len() {
+                    line[len] = c;
+                    len += 1;
+                } else {
+                    long = true;
+                }
+                continue;
+            }
+            if let Some((start, end, perms, path)) = split_maps_line(&line[..len]) {
+                f(start, end, perms, if long { b"" } else { path });
+            }
+            (len, long) = (0, false);
+        }
+    }
+    // SAFETY: closing the descriptor opened above.
+    unsafe { libc::syscall(libc::SYS_close, fd) };
+    true
+}
+
+/// One `maps` line's range, permissions and path (the path may be empty).
+fn split_maps_line(line: &[u8]) -> Option<(u64, u64, &[u8], &[u8])> {
+    let mut fields = line.splitn(6, |&c| c == b' ');
+    let range = fields.next()?;
+    let perms = fields.next()?;
+    let (_offset, _dev, _inode) = (fields.next()?, fields.next()?, fields.next()?);
+    let path = fields.next().unwrap_or(b"").trim_ascii_start();
+    let dash = range.iter().position(|&c| c == b'-')?;
+    let hex = |s: &[u8]| -> Option<u64> {
+        if s.is_empty() || s.len() > 16 {
+            return None;
+        }
+        s.iter().try_fold(0u64, |v, &c| {
+            Some(v << 4 | u64::from((c as char).to_digit(16)?))
+        })
+    };
+    Some((hex(&range[..dash])?, hex(&range[dash + 1..])?, perms, path))
+}
+
 /// Reads `/proc/self/task/TID/FILE` (`file` a name of at most 16 bytes,
 /// such as `comm`) into `buf`: the bytes read, None if the thread or the
 /// file is gone. Allocation-free and async-signal-safe (the path is built

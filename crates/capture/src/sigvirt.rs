@@ -525,7 +525,8 @@ pub(crate) fn forget_thread() {
 /// a signal the engine owns: `rt_sigaction` of SIGTRAP or the sync signal
 /// (the shadow), `rt_sigprocmask` (SIGTRAP blocked virtually, never
 /// really), `rt_sigpending` (a held SIGTRAP shows), `sigaltstack` (the
-/// engine's own alternate stack reads as none, `altstack.rs`). Returns false, changing
+/// engine's own alternate stack reads as none; one of the program's, armed,
+/// is changed by the real call: `altstack.rs`). Returns false, changing
 /// nothing, for any other call, which then runs normally.
 pub(crate) fn emulate(uc: &mut libc::ucontext_t, next: u64) -> bool {
     let g = &uc.uc_mcontext.gregs;
@@ -542,7 +543,10 @@ pub(crate) fn emulate(uc: &mut libc::ucontext_t, next: u64) -> bool {
             _ => return false,
         },
         libc::SYS_rt_sigprocmask if a3 == 8 => sigprocmask(uc, a0 as i32, a1, a2),
-        libc::SYS_sigaltstack => crate::altstack::emulate(uc, a0 as u64, a1),
+        libc::SYS_sigaltstack => match crate::altstack::emulate(uc, a0 as u64, a1) {
+            Some(r) => r,
+            None => return false,
+        },
         libc::SYS_rt_sigpending if a1 == 8 && bits(gettid()) & PENDING != 0 => {
             let mut set = 0u64;
             // SAFETY: rt_sigpending into a live 8-byte local.

@@ -23,6 +23,28 @@ pub fn ends_thread(uc: &libc::ucontext_t) -> bool {
     uc.uc_mcontext.gregs[libc::REG_RAX as usize] == libc::SYS_exit
 }
 
+/// Whether the thread of `uc` (RIP at a `syscall`) is about to map code
+/// that may be stable: `mmap` of a file with execution and without
+/// writing (the loader mapping a `dlopen`ed library's text), or
+/// `mprotect`/`pkey_mprotect` giving execution without writing. Once the
+/// call has run, [`crate::jit::code_mapped`]'s rescan decides from
+/// `/proc/self/maps` what is stable code.
+pub fn maps_code(uc: &libc::ucontext_t) -> bool {
+    let g = &uc.uc_mcontext.gregs;
+    let arg = |r: libc::c_int| g[r as usize] as u64;
+    let prot = arg(libc::REG_RDX);
+    let exec_only = prot & libc::PROT_EXEC as u64 != 0 && prot & libc::PROT_WRITE as u64 == 0;
+    match g[libc::REG_RAX as usize] {
+        n if n == libc::SYS_mmap => {
+            exec_only
+                && arg(libc::REG_R10) & libc::MAP_ANONYMOUS as u64 == 0
+                && arg(libc::REG_R8) as i32 >= 0
+        }
+        n if n == libc::SYS_mprotect || n == libc::SYS_pkey_mprotect => exec_only,
+        _ => false,
+    }
+}
+
 /// The code range the thread of `uc` (RIP at a `syscall`) is about to
 /// unmap, remap or make writable: `munmap`, `mremap` (its old range),
 /// `mmap` with `MAP_FIXED` over existing pages, and `mprotect` or

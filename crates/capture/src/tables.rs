@@ -1,12 +1,17 @@
-//! Fixed-capacity tables the trap handler fills: decoded instructions,
-//! interned call stacks and per-(instruction, stack, thread) counters.
+//! The tables the accountant fills where nothing may allocate: decoded
+//! instructions, interned call stacks and per-(instruction, stack, thread)
+//! counters.
 //!
-//! Every table reserves all its memory when it is created (at capture
-//! start, outside any signal handler) and never grows: an insertion into a
-//! full table returns `None`, and the engine then stops the capture cleanly.
-//! Lookups are open addressing with linear probing over power-of-two
-//! capacities, so no operation allocates, locks or panics.
+//! Each is a dense [`GrowVec`] of entries (addressed by index: an index
+//! stays valid as the table grows) with an open-addressing [`Index`]
+//! (linear probing, power-of-two slots, load at most one half) over it.
+//! Both grow inside signal handlers by mapping memory with raw system
+//! calls ([`crate::grow`]), charged to the capture's [`Budget`]; an
+//! insertion the budget or the table's bound (`--reserve`) refuses returns
+//! a [`Full`] naming the table, and the accountant then stops the capture
+//! cleanly. No operation allocates, locks or panics.
 
+use crate::grow::{Budget, Full, GrowVec, Index, Refused};
 use crate::model::Plan;
 use iced_x86::Instruction;
 
@@ -67,26 +72,30 @@ pub enum Rep {
 }
 
 /// Decoded instructions keyed by address.
-#[derive(Default)]
 pub struct DecodeCache {
-    slot_of: Vec<u32>,
-    keys: Vec<u64>,
-    values: Vec<Decoded>,
-    mask: usize,
-    limit: usize,
+    index: Index,
+    keys: GrowVec<u64>,
+    values: GrowVec<Decoded>,
+}
+
+impl Default for DecodeCache {
+    fn default() -> Self {
+        DecodeCache::new(usize::MAX)
+    }
+}
+
+/// The [`Full`] of a table from a refused growth.
+fn full(table: &'static str, entries: usize, bytes: usize, r: Refused, b: &Budget) -> Full {
+    r.full(table, entries, bytes, b)
 }
 
 impl DecodeCache {
-    /// A cache holding up to `capacity` instructions.
+    /// A cache holding up to `capacity` instructions (nothing mapped yet).
     pub fn new(capacity: usize) -> Self {
-        let capacity = capacity.max(4);
-        let slots = (capacity * 2).next_power_of_two();
         DecodeCache {
-            slot_of: vec![FREE; slots],
-            keys: Vec::with_capacity(capacity),
-            values: Vec::with_capacity(capacity),
-            mask: slots - 1,
-            limit: capacity,
+            index: Index::new(),
+            keys: GrowVec::new(capacity.max(1)),
+            values: GrowVec::new(capacity.max(1)),
         }
     }
 
@@ -100,19 +109,27 @@ impl DecodeCache {
         self.values.is_empty()
     }
 
+    /// Bytes mapped.
+    pub fn bytes(&self) -> usize {
+        self.index.bytes() + self.keys.bytes() + self.values.bytes()
+    }
+
     #[inline]
     fn find(&self, ip: u64) -> Result<usize, usize> {
-        let mut i = mix(ip) as usize & self.mask;
+        if !self.index.ready() {
+            return Err(0);
+        }
+        let mut i = self.index.start(mix(ip));
         loop {
-            let r = self.slot_of[i];
+            let r = self.index.slot(i);
             if r == FREE {
                 return Err(i);
             }
             let r = r as usize - 1;
-            if self.keys[r] == ip {
+            if *self.keys.at(r) == ip {
                 return Ok(r);
             }
-            i = (i + 1) & self.mask;
+            i = self.index.next(i);
         }
     }
 
@@ -125,14 +142,15 @@ impl DecodeCache {
     /// The cached instruction with this index.
     #[inline]
     pub fn at(&self, index: usize) -> &Decoded {
-        &self.values[index]
+        assert!(index < self.values.len());
+        self.values.at(index)
     }
 
     /// Code in `start..end` may change: every instruction cached there
     /// (or reaching into it) is checked against the bytes in memory before
     /// it is used again, as code outside the modules always is.
     pub fn distrust(&mut self, start: u64, end: u64) {
-        for (ip, d) in self.keys.iter().zip(&mut self.values) {
+        for (ip, d) in self.keys.as_slice().iter().zip(self.values.as_mut_slice()) {
             if *ip < end && ip + u64::from(d.len) > start {
                 d.trusted = false;
             }
@@ -140,23 +158,31 @@ impl DecodeCache {
     }
 
     /// Caches `d` at `ip` (replacing what was there) and gives its index;
-    /// `None` when full.
-    pub fn insert_index(&mut self, ip: u64, d: Decoded) -> Option<usize> {
-        match self.find(ip) {
-            Ok(r) => {
-                self.values[r] = d;
-                Some(r)
-            }
-            Err(i) => {
-                if self.values.len() >= self.limit {
-                    return None;
-                }
-                self.slot_of[i] = self.values.len() as u32 + 1;
-                self.keys.push(ip);
-                self.values.push(d);
-                Some(self.values.len() - 1)
-            }
+    /// `Err` when the table cannot grow.
+    pub fn insert_index(&mut self, ip: u64, d: Decoded, b: &mut Budget) -> Result<usize, Full> {
+        if let Ok(r) = self.find(ip) {
+            *self.values.at_mut(r) = d;
+            return Ok(r);
         }
+        let n = self.values.len();
+        let grown = (|| {
+            if !self.index.fits(n) {
+                let keys = &self.keys;
+                self.index.grow(n, |e| mix(*keys.at(e)), b)?;
+            }
+            self.keys.reserve(1, b)?;
+            self.values.reserve(1, b)
+        })();
+        if let Err(r) = grown {
+            return Err(full("instructions", n, self.bytes(), r, b));
+        }
+        let Err(i) = self.find(ip) else {
+            unreachable!("not cached before")
+        };
+        let e = self.keys.push(ip, b).expect("room made");
+        self.values.push(d, b).expect("room made");
+        self.index.fill(i, e);
+        Ok(e)
     }
 }
 
@@ -173,175 +199,239 @@ pub struct StackEntry {
 
 /// Interned call stacks: id 0 is the empty stack.
 pub struct StackTable {
-    nodes: Vec<StackEntry>,
-    index: Vec<u32>,
-    mask: usize,
-    limit: usize,
+    nodes: GrowVec<StackEntry>,
+    index: Index,
 }
 
 impl StackTable {
-    /// A table for up to `capacity` distinct stacks.
-    pub fn new(capacity: usize) -> Self {
-        let capacity = capacity.max(2);
-        let slots = (capacity * 2).next_power_of_two();
-        let mut nodes = Vec::with_capacity(capacity);
-        nodes.push(StackEntry::default());
-        StackTable {
-            nodes,
-            index: vec![FREE; slots],
-            mask: slots - 1,
-            limit: capacity,
-        }
+    /// A table for up to `capacity` distinct stacks (the root included),
+    /// its first page (the root's) charged to `b`.
+    pub fn new(capacity: usize, b: &mut Budget) -> Self {
+        let mut t = StackTable {
+            nodes: GrowVec::new(capacity.max(2)),
+            index: Index::new(),
+        };
+        let mut first = Budget::new(usize::MAX);
+        // The root needs one page; a kernel that refuses it leaves the
+        // table empty, and the first intern tries again.
+        let _ = t.nodes.push(StackEntry::default(), &mut first);
+        b.charge(first.used());
+        t
     }
 
-    fn hash(e: &StackEntry) -> usize {
-        mix(e.call_site ^ mix(e.callee) ^ (u64::from(e.parent) << 40)) as usize
+    fn hash(e: &StackEntry) -> u64 {
+        mix(e.call_site ^ mix(e.callee) ^ (u64::from(e.parent) << 40))
     }
 
-    /// The id of `parent` extended by one call; `None` when the table is full.
-    pub fn intern(&mut self, parent: u32, call_site: u64, callee: u64) -> Option<u32> {
+    /// Bytes mapped.
+    pub fn bytes(&self) -> usize {
+        self.index.bytes() + self.nodes.bytes()
+    }
+
+    /// The id of `parent` extended by one call; `Err` when the table
+    /// cannot grow.
+    pub fn intern(
+        &mut self,
+        parent: u32,
+        call_site: u64,
+        callee: u64,
+        b: &mut Budget,
+    ) -> Result<u32, Full> {
         let e = StackEntry {
             parent,
             call_site,
             callee,
         };
-        let mut i = Self::hash(&e) & self.mask;
+        if self.nodes.is_empty() {
+            if let Err(r) = self.nodes.push(StackEntry::default(), b) {
+                return Err(full("stacks", 0, 0, r, b));
+            }
+        }
+        // Entry 0 (the root) is never in the index: it is no call.
+        let indexed = self.nodes.len() - 1;
+        if !self.index.fits(indexed) {
+            let nodes = &self.nodes;
+            if let Err(r) = self.index.grow(indexed, |k| Self::hash(nodes.at(k + 1)), b) {
+                return Err(full("stacks", self.nodes.len(), self.bytes(), r, b));
+            }
+        }
+        let mut i = self.index.start(Self::hash(&e));
         loop {
-            let id = self.index[i];
+            let id = self.index.slot(i);
             if id == FREE {
                 break;
             }
-            if self.nodes[id as usize - 1] == e {
-                return Some(id - 1);
+            if *self.nodes.at(id as usize) == e {
+                return Ok(id);
             }
-            i = (i + 1) & self.mask;
+            i = self.index.next(i);
         }
-        if self.nodes.len() >= self.limit {
-            return None;
+        match self.nodes.push(e, b) {
+            Ok(id) => {
+                // The slot holds the node's id (its number in the index
+                // plus one).
+                self.index.fill(i, id - 1);
+                Ok(id as u32)
+            }
+            Err(r) => Err(full("stacks", self.nodes.len(), self.bytes(), r, b)),
         }
-        let id = self.nodes.len() as u32;
-        self.nodes.push(e);
-        self.index[i] = id + 1;
-        Some(id)
     }
 
     /// Every stack, by id.
     pub fn nodes(&self) -> &[StackEntry] {
-        &self.nodes
+        self.nodes.as_slice()
     }
 }
 
 /// Counters per (instruction, stack, thread).
 pub struct CounterTable {
-    keys: Vec<(u64, u32, u32)>,
-    slot_of: Vec<u32>,
-    values: Vec<u64>,
+    keys: GrowVec<(u64, u32, u32)>,
+    index: Index,
+    values: GrowVec<u64>,
     stride: usize,
-    mask: usize,
-    len: usize,
-    limit: usize,
 }
 
 /// An empty slot of an index. Slots hold an entry's number plus one, so
 /// that an index starts as zeroed memory: a fresh mapping the kernel fills
-/// with zeros page by page as it is used, instead of being written whole
-/// when the capture starts (it is megabytes: most of what a start cost).
+/// with zeros page by page as it is used.
 const FREE: u32 = 0;
 
 impl CounterTable {
-    /// A table for up to `capacity` records of `stride` counters each.
+    /// A table for up to `capacity` records of `stride` counters each
+    /// (nothing mapped yet).
     pub fn new(capacity: usize, stride: usize) -> Self {
         let capacity = capacity.max(1);
-        let slots = (capacity * 2).next_power_of_two();
         CounterTable {
-            keys: Vec::with_capacity(capacity),
-            slot_of: vec![FREE; slots],
-            values: Vec::with_capacity(capacity * stride),
+            keys: GrowVec::new(capacity),
+            index: Index::new(),
+            values: GrowVec::new(capacity.saturating_mul(stride.max(1))),
             stride,
-            mask: slots - 1,
-            len: 0,
-            limit: capacity,
         }
     }
 
-    /// The counters of a key, created zeroed on first use; `None` when the
-    /// table is full.
+    /// Bytes mapped.
+    pub fn bytes(&self) -> usize {
+        self.index.bytes() + self.keys.bytes() + self.values.bytes()
+    }
+
+    /// The counters of a key, created zeroed on first use; `Err` when the
+    /// table cannot grow.
     #[inline]
-    pub fn counters(&mut self, ip: u64, stack: u32, thread: u32) -> Option<&mut [u64]> {
-        let r = self.row_index(ip, stack, thread)?;
-        Some(self.row(r))
+    pub fn counters(
+        &mut self,
+        ip: u64,
+        stack: u32,
+        thread: u32,
+        b: &mut Budget,
+    ) -> Result<&mut [u64], Full> {
+        let r = self.row_index(ip, stack, thread, b)?;
+        Ok(self.row(r))
     }
 
     /// The counters of row `r` (an index [`CounterTable::row_index`] gave;
-    /// rows never move).
+    /// rows keep their index as the table grows).
     #[inline]
     pub fn row(&mut self, r: usize) -> &mut [u64] {
-        let s = r * self.stride;
-        &mut self.values[s..s + self.stride]
+        assert!(r < self.keys.len());
+        self.values.run_mut(r * self.stride, self.stride)
     }
 
-    /// The row of a key, created zeroed on first use; `None` when the table
-    /// is full.
+    #[inline(always)]
+    fn hash(key: (u64, u32, u32)) -> u64 {
+        let (ip, stack, thread) = key;
+        mix(ip ^ (u64::from(stack) << 32) ^ u64::from(thread).rotate_left(17))
+    }
+
+    /// The row of a key, created zeroed on first use; `Err` when the table
+    /// cannot grow.
     #[inline]
-    pub fn row_index(&mut self, ip: u64, stack: u32, thread: u32) -> Option<usize> {
+    pub fn row_index(
+        &mut self,
+        ip: u64,
+        stack: u32,
+        thread: u32,
+        b: &mut Budget,
+    ) -> Result<usize, Full> {
         let key = (ip, stack, thread);
-        let mut i = mix(ip ^ (u64::from(stack) << 32) ^ u64::from(thread).rotate_left(17)) as usize
-            & self.mask;
-        loop {
-            let r = self.slot_of[i];
-            if r == FREE {
-                break;
+        if self.index.ready() {
+            let mut i = self.index.start(Self::hash(key));
+            loop {
+                let r = self.index.slot(i);
+                if r == FREE {
+                    break;
+                }
+                let r = r as usize - 1;
+                if *self.keys.at(r) == key {
+                    return Ok(r);
+                }
+                i = self.index.next(i);
             }
-            let r = r as usize - 1;
-            if self.keys[r] == key {
-                return Some(r);
+        }
+        self.insert(key, b)
+    }
+
+    /// A new row for `key` (not in the table), growing what must grow.
+    #[cold]
+    fn insert(&mut self, key: (u64, u32, u32), b: &mut Budget) -> Result<usize, Full> {
+        let n = self.keys.len();
+        let grown = (|| {
+            if !self.index.fits(n) {
+                let keys = &self.keys;
+                self.index.grow(n, |e| Self::hash(*keys.at(e)), b)?;
             }
-            i = (i + 1) & self.mask;
+            self.keys.reserve(1, b)?;
+            self.values.reserve(self.stride, b)
+        })();
+        if let Err(r) = grown {
+            return Err(full("records", n, self.bytes(), r, b));
         }
-        if self.len >= self.limit {
-            return None;
+        let mut i = self.index.start(Self::hash(key));
+        while self.index.slot(i) != FREE {
+            i = self.index.next(i);
         }
-        let r = self.len;
-        self.len += 1;
-        self.slot_of[i] = r as u32 + 1;
-        self.keys.push(key);
-        self.values.extend(std::iter::repeat_n(0, self.stride));
-        Some(r)
+        let r = self.keys.push(key, b).expect("room made");
+        self.values.extend(0, self.stride, b).expect("room made");
+        self.index.fill(i, r);
+        Ok(r)
     }
 
     /// Records kept.
     pub fn len(&self) -> usize {
-        self.len
+        self.keys.len()
     }
 
     /// True when no record exists.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.keys.is_empty()
     }
 
     /// Every record: key and counters.
     pub fn iter(&self) -> impl Iterator<Item = ((u64, u32, u32), &[u64])> {
         self.keys
+            .as_slice()
             .iter()
             .copied()
-            .zip(self.values.chunks_exact(self.stride.max(1)))
+            .zip(self.values.as_slice().chunks_exact(self.stride.max(1)))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grow::Limit;
 
     #[test]
     fn stack_interning_is_stable_and_bounded() {
-        let mut t = StackTable::new(3);
-        let a = t.intern(0, 0x10, 0x100).unwrap();
-        let b = t.intern(a, 0x20, 0x200).unwrap();
-        assert_eq!((a, b), (1, 2));
-        assert_eq!(t.intern(0, 0x10, 0x100), Some(1));
+        let mut b = Budget::new(usize::MAX);
+        let mut t = StackTable::new(3, &mut b);
+        let a = t.intern(0, 0x10, 0x100, &mut b).unwrap();
+        let c = t.intern(a, 0x20, 0x200, &mut b).unwrap();
+        assert_eq!((a, c), (1, 2));
+        assert_eq!(t.intern(0, 0x10, 0x100, &mut b), Ok(1));
+        let e = t.intern(0, 0x30, 0x300, &mut b).unwrap_err();
         assert_eq!(
-            t.intern(0, 0x30, 0x300),
-            None,
+            (e.table, e.entries, e.limit),
+            ("stacks", 3, Limit::Reserve),
             "capacity 3 includes the root"
         );
         assert_eq!(t.nodes()[2].parent, 1);
@@ -349,11 +439,13 @@ mod tests {
 
     #[test]
     fn counters_accumulate_per_key_and_stop_when_full() {
+        let mut b = Budget::new(usize::MAX);
         let mut t = CounterTable::new(2, 3);
-        t.counters(1, 0, 0).unwrap()[0] += 5;
-        t.counters(1, 1, 0).unwrap()[1] += 1;
-        t.counters(1, 0, 0).unwrap()[0] += 2;
-        assert!(t.counters(2, 0, 0).is_none());
+        t.counters(1, 0, 0, &mut b).unwrap()[0] += 5;
+        t.counters(1, 1, 0, &mut b).unwrap()[1] += 1;
+        t.counters(1, 0, 0, &mut b).unwrap()[0] += 2;
+        let e = t.counters(2, 0, 0, &mut b).unwrap_err();
+        assert_eq!((e.table, e.entries), ("records", 2));
         let v: Vec<_> = t.iter().map(|(k, c)| (k, c.to_vec())).collect();
         assert_eq!(
             v,
@@ -361,13 +453,73 @@ mod tests {
         );
     }
 
+    /// Far more rows than the first mappings hold: every growth (index
+    /// rehashed, arrays moved by mremap) keeps every row, its counters and
+    /// its number; the budget is charged what is mapped.
     #[test]
-    fn the_counter_table_allocates_nothing_after_creation() {
-        let mut t = CounterTable::new(100, 4);
-        let (kp, vp) = (t.keys.as_ptr(), t.values.as_ptr());
-        for i in 0..100u64 {
-            t.counters(i * 64, (i % 3) as u32, 0).unwrap()[0] += 1;
+    fn growth_keeps_every_row_and_its_counters() {
+        let mut b = Budget::new(usize::MAX);
+        let mut t = CounterTable::new(usize::MAX, 4);
+        let n = 300_000u64;
+        let mut rows = Vec::new();
+        for i in 0..n {
+            let r = t
+                .row_index(0x40_0000 + i * 3, (i % 7) as u32, (i % 3) as u32, &mut b)
+                .unwrap();
+            assert_eq!(r, i as usize);
+            t.row(r)[1] = i * 11;
+            rows.push(r);
         }
-        assert_eq!((kp, vp), (t.keys.as_ptr(), t.values.as_ptr()));
+        assert_eq!(t.len(), n as usize);
+        for i in 0..n {
+            let r = t
+                .row_index(0x40_0000 + i * 3, (i % 7) as u32, (i % 3) as u32, &mut b)
+                .unwrap();
+            assert_eq!(r, rows[i as usize]);
+            assert_eq!(t.row(r), &[0, i * 11, 0, 0]);
+        }
+        assert_eq!(t.len(), n as usize, "lookups added nothing");
+        assert_eq!(b.used(), t.bytes());
+        let mut c = DecodeCache::new(usize::MAX);
+        assert_eq!(c.index(0x1000), None);
+        let mut s = StackTable::new(usize::MAX, &mut b);
+        let mut parent = 0;
+        for i in 0..100_000u64 {
+            parent = s.intern(parent, 0x1000 + i, 0x2000 + i, &mut b).unwrap();
+        }
+        let mut p = 0;
+        for i in 0..100_000u64 {
+            p = s.intern(p, 0x1000 + i, 0x2000 + i, &mut b).unwrap();
+        }
+        assert_eq!((p, s.nodes().len()), (parent, 100_001));
+        assert_eq!(b.used(), t.bytes() + s.bytes() + c.bytes());
+        c.distrust(0, 1);
+    }
+
+    /// A budget too small for the next growth: the row that needs it is
+    /// refused with the table's figures; the rows before stay.
+    #[test]
+    fn a_spent_budget_refuses_with_the_figures() {
+        let mut b = Budget::new(64 * 1024);
+        let mut t = CounterTable::new(usize::MAX, 4);
+        let mut n = 0u64;
+        let e = loop {
+            match t.row_index(n, 0, 0, &mut b) {
+                Ok(_) => n += 1,
+                Err(e) => break e,
+            }
+        };
+        assert!(n > 100, "{n} rows fit");
+        assert_eq!(
+            (e.table, e.entries, e.limit),
+            ("records", n as usize, Limit::Budget)
+        );
+        assert_eq!(e.bytes, t.bytes());
+        assert!(e.wanted > 0 && b.used() <= 64 * 1024);
+        assert!(e.describe().starts_with(crate::grow::TABLE_FULL));
+        assert!(e.describe().contains("--memory"), "{}", e.describe());
+        for i in 0..n {
+            assert_eq!(t.row_index(i, 0, 0, &mut b), Ok(i as usize));
+        }
     }
 }

@@ -11,6 +11,7 @@
 use coldcache_capture::account::{
     Accountant, BlockSlot, Entry, FunctionCalls, Reserves, Setup, TraceSink, Verdict,
 };
+use coldcache_capture::grow::TABLE_FULL;
 use coldcache_capture::model::{CpuFacts, Machine};
 use coldcache_capture::unwind::StackUnwinder;
 use coldcache_dump::{Dump, Meta};
@@ -422,8 +423,9 @@ fn a_longjmp_pops_every_frame_it_skips() {
     assert_eq!(record(&d, 0x4000, 0)[CounterLayout::INSTRUCTIONS], 1);
 }
 
-/// With room for two records, the third distinct instruction stops the
-/// capture with the reserve named; the counted two are kept.
+/// With a bound of two records (`--reserve records=2`), the third
+/// distinct instruction stops the capture naming the table, its figures and
+/// the flag; the counted two are kept. (Without a bound the table grows.)
 #[test]
 fn a_full_record_reserve_stops_the_capture() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -439,14 +441,69 @@ fn a_full_record_reserve_stops_the_capture() {
     assert_eq!(step(&mut a, 0x1001, &m), Verdict::Continue);
     assert_eq!(step(&mut a, 0x1000, &m), Verdict::Continue);
     let v = step(&mut a, 0x1002, &m);
-    assert_eq!(v, Verdict::StopCapture("record reserve exhausted"));
-    assert_eq!(a.cut_short(), Some("record reserve exhausted"));
+    assert_eq!(v, Verdict::StopCapture(TABLE_FULL));
+    assert_eq!(a.cut_short(), Some(TABLE_FULL));
     let (d, _) = finish(a);
     assert_eq!(d.records.len(), 2);
     assert_eq!(record(&d, 0x1000, 0)[CounterLayout::INSTRUCTIONS], 2);
-    assert_eq!(
-        d.meta.cut_short.as_deref(),
-        Some("record reserve exhausted")
+    let cut = d.meta.cut_short.unwrap();
+    assert!(
+        cut.starts_with("out of capture memory: the records table (2 entries, ")
+            && cut.contains("reached its bound --reserve records=2")
+            && cut.contains("run with a larger --reserve records"),
+        "{cut}"
+    );
+}
+
+/// Without bounds, tens of thousands of distinct instructions and stacks
+/// (more than the old fixed reserves' 65,536 instructions) are all kept;
+/// under a small memory budget the same run stops with the table named,
+/// the budget's figures and `--memory`, keeping what it counted.
+#[test]
+fn tables_grow_until_the_memory_budget_is_spent() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // 100,000 one-byte `nop`s, each a distinct instruction.
+    let n = 100_000u64;
+    let mut m = Fake::new().code(0x10_0000, &vec![0x90; n as usize]);
+    m.set(Register::RSP, SP);
+    let mut a = Accountant::new(setup(Reserves::default(), false, None)).unwrap();
+    a.claim(TID).unwrap();
+    for ip in 0x10_0000..0x10_0000 + n {
+        assert_eq!(step(&mut a, ip, &m), Verdict::Continue);
+    }
+    let (used, limit) = a.memory();
+    assert!(used > 0 && limit == usize::MAX, "{used} of {limit}");
+    let (d, _) = finish(a);
+    assert_eq!(d.meta.cut_short, None);
+    assert_eq!(d.records.len(), n as usize);
+    assert_eq!(d.meta.instructions, n);
+    let budget = 4 << 20;
+    let reserves = Reserves {
+        memory: budget,
+        ..Reserves::default()
+    };
+    let mut a = Accountant::new(setup(reserves, false, None)).unwrap();
+    a.claim(TID).unwrap();
+    let mut counted = 0;
+    let v = loop {
+        let v = step(&mut a, 0x10_0000 + counted, &m);
+        if v != Verdict::Continue {
+            break v;
+        }
+        counted += 1;
+        assert!(counted < n, "4 MiB holds 100000 decoded instructions?");
+    };
+    assert_eq!(v, Verdict::StopCapture(TABLE_FULL));
+    let (used, limit) = a.memory();
+    assert!(used <= budget && limit == budget, "{used} of {limit}");
+    let (d, _) = finish(a);
+    assert_eq!(d.meta.instructions, counted);
+    let cut = d.meta.cut_short.unwrap();
+    assert!(
+        cut.starts_with("out of capture memory: the ")
+            && cut.contains("beyond the memory budget of 4.0 MiB")
+            && cut.ends_with("run with a larger --memory"),
+        "{cut}"
     );
 }
 

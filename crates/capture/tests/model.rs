@@ -1202,7 +1202,10 @@ mod masked_moves {
     }
 
     #[test]
-    fn other_masked_operands_are_exact_only_when_fully_enabled() {
+    fn elementwise_load_ops_read_only_their_enabled_elements() {
+        // SDM exception classes E2/E4 (fault suppression; measured in
+        // tests/data/fault-suppression.c for vaddps, vpaddd, vpmovzxbd):
+        // element i of memory is read only when bit i of k is set.
         // vaddps zmm0{k1}, zmm1, [rax]
         let full = m().k(Register::K1, 0xffff);
         assert_eq!(
@@ -1212,12 +1215,63 @@ mod masked_moves {
         let part = m().k(Register::K1, 0x00ff);
         assert_eq!(
             run(&[0x62, 0xf1, 0x74, 0x49, 0x58, 0x00], &part),
-            Err(Unmodelled::PartialMask)
+            Ok(vec![r(BASE, 32)])
         );
-        // vpermd zmm0{k1}, zmm1, [rax] (no fault suppression): same rule.
+        // vpcmpeqb k1{k2}, zmm1, [rax]: bytes 0-2, 8 and 63.
+        let k2 = m().k(Register::K2, 0x8000_0000_0000_0107);
+        assert_eq!(
+            run(&[0x62, 0xf1, 0x75, 0x4a, 0x74, 0x08], &k2),
+            Ok(vec![r(BASE, 3), r(BASE + 8, 1), r(BASE + 63, 1)])
+        );
+        // vpcmpnequb k1{k2}, zmm1, [rax] (vpcmpub, imm 4): same rule.
+        assert_eq!(
+            run(&[0x62, 0xf3, 0x75, 0x4a, 0x3e, 0x08, 0x04], &k2),
+            Ok(vec![r(BASE, 3), r(BASE + 8, 1), r(BASE + 63, 1)])
+        );
+        // vptestnmb k1{k2}, ymm17, [rax]: 32 lanes; bit 63 is beyond them.
+        assert_eq!(
+            run(&[0x62, 0xf2, 0x76, 0x22, 0x26, 0x08], &k2),
+            Ok(vec![r(BASE, 3), r(BASE + 8, 1)])
+        );
+        // vpcmpeqb k1{k2}, ymm17, [rax+0x20]: a fully masked compare
+        // reads nothing.
+        let none = m().k(Register::K2, 0);
+        assert_eq!(
+            run(&[0x62, 0xf1, 0x75, 0x22, 0x74, 0x48, 0x01], &none),
+            Ok(vec![])
+        );
+        // vpminub zmm0{k1}, zmm1, [rax]: bytes 0-7 of 64.
+        assert_eq!(
+            run(&[0x62, 0xf1, 0x75, 0x49, 0xda, 0x00], &part),
+            Ok(vec![r(BASE, 8)])
+        );
+        // vpmovzxbd zmm0{k1}, [rax]: 16 source bytes, one per dword lane;
+        // lanes 0-7 enabled: bytes 0-7.
+        assert_eq!(
+            run(&[0x62, 0xf2, 0x7d, 0x49, 0x31, 0x00], &part),
+            Ok(vec![r(BASE, 8)])
+        );
+    }
+
+    #[test]
+    fn permutes_and_shuffles_stay_exact_only_when_fully_enabled() {
+        // No fault suppression (E4NF; measured: vpermd and vpshufb fault on
+        // a masked-off element in an unreadable page).
+        let part = m().k(Register::K1, 0x00ff);
+        // vpermd zmm0{k1}, zmm1, [rax]
         assert_eq!(
             run(&[0x62, 0xf2, 0x75, 0x49, 0x36, 0x00], &part),
             Err(Unmodelled::PartialMask)
+        );
+        // vpshufb zmm0{k1}, zmm1, [rax]
+        assert_eq!(
+            run(&[0x62, 0xf2, 0x75, 0x49, 0x00, 0x00], &part),
+            Err(Unmodelled::PartialMask)
+        );
+        let full = m().k(Register::K1, u64::MAX);
+        assert_eq!(
+            run(&[0x62, 0xf2, 0x75, 0x49, 0x00, 0x00], &full),
+            Ok(vec![r(BASE, 64)])
         );
         // vaddps zmm0{k1}, zmm1, dword bcst [rax]: the element is read when
         // any lane is enabled.
@@ -1230,6 +1284,79 @@ mod masked_moves {
             run(&[0x62, 0xf1, 0x74, 0x59, 0x58, 0x00], &none),
             Err(Unmodelled::PartialMask)
         );
+    }
+}
+
+mod inputs {
+    use super::*;
+    use coldcache_capture::model::Inputs;
+
+    fn inputs(bytes: &[u8]) -> Option<Inputs> {
+        plan_with(bytes, CpuFacts::default()).1.inputs()
+    }
+
+    fn i(gprs: &[Register], opmask: Register, vectors: &[Register]) -> Inputs {
+        let mut x = Inputs::NONE;
+        x.gprs[..gprs.len()].copy_from_slice(gprs);
+        x.opmask = opmask;
+        x.vectors[..vectors.len()].copy_from_slice(vectors);
+        x
+    }
+
+    #[test]
+    fn plain_forms_need_general_registers_only() {
+        // add qword ptr [rbx+rcx*8+16], rax
+        let x = inputs(&[0x48, 0x01, 0x44, 0xcb, 0x10]).expect("recordable");
+        assert_eq!(x, i(&[Register::RBX, Register::RCX], Register::None, &[]));
+        assert!(x.gprs_only());
+        assert_eq!(x.bytes(), 16);
+    }
+
+    #[test]
+    fn masked_and_gather_forms_add_their_mask_and_index_registers() {
+        // vpgatherdd ymm0, [rax+ymm1*4], ymm2: index ymm1, mask ymm2.
+        let x = inputs(&[0xc4, 0xe2, 0x6d, 0x90, 0x04, 0x88]).expect("recordable");
+        assert_eq!(
+            x,
+            i(
+                &[Register::RAX],
+                Register::None,
+                &[Register::YMM1, Register::YMM2]
+            )
+        );
+        assert_eq!(x.bytes(), 8 + 32 + 32);
+        assert_eq!(x.vector_offsets(), [8, 40]);
+        // vmaskmovps ymm0, ymm1, [rax]: mask ymm1.
+        let x = inputs(&[0xc4, 0xe2, 0x75, 0x2c, 0x00]).expect("recordable");
+        assert_eq!(x, i(&[Register::RAX], Register::None, &[Register::YMM1]));
+        // maskmovdqu xmm1, xmm2: [rdi], mask xmm2.
+        let x = inputs(&[0x66, 0x0f, 0xf7, 0xca]).expect("recordable");
+        assert_eq!(x, i(&[Register::RDI], Register::None, &[Register::XMM2]));
+        assert_eq!(x.bytes(), 24);
+        // vpgatherdd zmm0{k1}, [rax+zmm1*4]: k1 and zmm1.
+        let x = inputs(&[0x62, 0xf2, 0x7d, 0x49, 0x90, 0x04, 0x88]).expect("recordable");
+        assert_eq!(x, i(&[Register::RAX], Register::K1, &[Register::ZMM1]));
+        assert_eq!((x.opmask_offset(), x.vector_offsets()[0]), (8, 16));
+        assert_eq!(x.bytes(), 8 + 8 + 64);
+        // vpcmpeqb k1{k2}, ymm17, [rax+0x20]: k2 (k1 is written, not read).
+        let x = inputs(&[0x62, 0xf1, 0x75, 0x22, 0x74, 0x48, 0x01]).expect("recordable");
+        assert_eq!(x, i(&[Register::RAX], Register::K2, &[]));
+        // vmovdqu8 ymm16{k1}{z}, [rax]
+        let x = inputs(&[0x62, 0xe1, 0x7f, 0xa9, 0x6f, 0x00]).expect("recordable");
+        assert_eq!(x, i(&[Register::RAX], Register::K1, &[]));
+    }
+
+    #[test]
+    fn mmx_masks_and_xsave_forms_cannot_be_recorded() {
+        // maskmovq mm1, mm2
+        assert_eq!(inputs(&[0x0f, 0xf7, 0xca]), None);
+        // xsave [rax] (with this machine's layout; without one it is
+        // unmodelled and records nothing)
+        let facts = CpuFacts::detect();
+        if facts.xsave.is_known() {
+            assert_eq!(plan_with(&[0x0f, 0xae, 0x20], facts).1.inputs(), None);
+        }
+        assert_eq!(inputs(&[0x0f, 0xae, 0x20]), Some(Inputs::NONE));
     }
 }
 

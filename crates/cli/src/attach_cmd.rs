@@ -85,9 +85,17 @@ pub struct AttachArgs {
     /// Also write every access, in order, to this cctrace file.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
-    /// Reserve sizes: `instructions=N,stacks=N,records=N,threads=N,depth=N,trace=N`.
+    /// Bounds on the capture's tables, for those who want them:
+    /// `instructions=N,stacks=N,records=N,threads=N,depth=N,trace=N`
+    /// (without one, a table grows within --memory).
     #[arg(long, value_name = "KEY=N,...")]
     reserve: Option<String>,
+    /// The memory the capture's tables may take together as they grow
+    /// (`512M`, `8G`; default: a quarter of the machine's RAM and swap, or
+    /// of `ulimit -v`). A capture that needs more stops there, says which
+    /// table, writes its dump and `attach` exits with a failure.
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
     /// Leave the dump unresolved.
     #[arg(long)]
     no_resolve: bool,
@@ -229,14 +237,7 @@ pub fn run(args: AttachArgs) -> Result<()> {
     if let Some(t) = &args.trace {
         check_output(&cwd.join(t)).context("--trace")?;
     }
-    if let Some(reserve) = &args.reserve {
-        let r = coldcache_capture::capi::parse_reserves(reserve, Default::default())
-            .map_err(anyhow::Error::msg)
-            .context("--reserve")?;
-        coldcache_capture::check_reserves(&r, &cfg, args.trace.is_some())
-            .map_err(anyhow::Error::msg)
-            .context("--reserve")?;
-    }
+    let reserve = record_cmd::reserves(&args.reserve, &args.memory, &cfg, args.trace.is_some())?;
     let trigger_sig = trigger_signal(&args.trigger_signal).context("--trigger-signal")?;
     let threads = args.threads.clone().unwrap_or_else(|| {
         if args.function.is_some() {
@@ -317,7 +318,7 @@ pub fn run(args: AttachArgs) -> Result<()> {
     if let Some(t) = &args.trace {
         settings.push(("COLDCACHE_TRACE", cwd.join(t).display().to_string()));
     }
-    if let Some(r) = &args.reserve {
+    if let Some(r) = &reserve {
         settings.push(("COLDCACHE_RESERVES", r.clone()));
     }
     let now = function.is_none() && !args.signal;
@@ -427,7 +428,8 @@ pub fn run(args: AttachArgs) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let captured = record_cmd::report_written(&written, args.no_resolve, args.no_sources);
+    let (captured, out_of_memory) =
+        record_cmd::report_written(&written, args.no_resolve, args.no_sources);
     if let Some(t) = &args.trace {
         record_cmd::report_partial_trace(t, &written);
     }
@@ -448,6 +450,9 @@ pub fn run(args: AttachArgs) -> Result<()> {
                 ""
             }
         );
+    }
+    if let Some(why) = out_of_memory {
+        bail!("the capture was cut short, {why}");
     }
     Ok(())
 }

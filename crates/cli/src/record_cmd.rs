@@ -92,9 +92,19 @@ pub struct RecordArgs {
     /// into a dump for another cache.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
-    /// Reserve sizes: `instructions=N,stacks=N,records=N,threads=N,depth=N,trace=N`.
+    /// Bounds on the capture's tables, for those who want them:
+    /// `instructions=N,stacks=N,records=N,threads=N,depth=N,trace=N`
+    /// (without one, a table grows within --memory).
     #[arg(long, value_name = "KEY=N,...")]
     reserve: Option<String>,
+    /// The memory the capture's tables (instructions, stacks, records,
+    /// call frames) may take together as they grow: a size such as `512M`
+    /// or `8G`. Default: a quarter of the machine's RAM and swap, or of
+    /// `ulimit -v` when that is lower. A capture that needs more stops
+    /// there, says which table and how much more, writes its dump and
+    /// `record` exits with a failure.
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
     /// Leave the dump unresolved (by default its addresses are resolved to
     /// names, lines and instruction bytes once the program exits, while
     /// its binaries are still there; see `coldcache resolve`).
@@ -336,15 +346,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if let Some(t) = &args.trace {
         check_output(&cwd.join(t)).context("--trace")?;
     }
-    if let Some(reserve) = &args.reserve {
-        let r = coldcache_capture::capi::parse_reserves(reserve, Default::default())
-            .map_err(anyhow::Error::msg)
-            .context("--reserve")?;
-        // What the tables will cost, checked before the program runs.
-        coldcache_capture::check_reserves(&r, &cfg, args.trace.is_some())
-            .map_err(anyhow::Error::msg)
-            .context("--reserve")?;
-    }
+    let reserve = reserves(&args.reserve, &args.memory, &cfg, args.trace.is_some())?;
     let trigger_sig = trigger_signal(&args.trigger_signal).context("--trigger-signal")?;
     check_schedule(&args.schedule)?;
     coldcache_capture::preload::parse_threads(&args.threads)
@@ -428,7 +430,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if let Some(t) = &args.trace {
         cmd.env("COLDCACHE_TRACE", cwd.join(t));
     }
-    if let Some(r) = &args.reserve {
+    if let Some(r) = &reserve {
         cmd.env("COLDCACHE_RESERVES", r);
     }
     let show_progress = if args.progress {
@@ -520,11 +522,17 @@ pub fn run(args: RecordArgs) -> Result<()> {
         p.stop();
     }
     let written = read_manifest(&manifest)?;
-    let captured = report_written(&written, args.no_resolve, args.no_sources);
+    let (captured, out_of_memory) = report_written(&written, args.no_resolve, args.no_sources);
     if let Some(t) = &args.trace {
         report_partial_trace(t, &written);
     }
     match status.code() {
+        // A capture its tables' memory cut short: the dump is written, but
+        // it is not the capture asked for.
+        Some(0) if out_of_memory.is_some() => bail!(
+            "the capture was cut short, {}",
+            out_of_memory.unwrap_or_default()
+        ),
         // A capture was asked for and none was made: a failure, even if
         // the program succeeded (a script must not take it for a capture).
         Some(0) if !written.lost.is_empty() => bail!(
@@ -650,7 +658,50 @@ pub(crate) fn read_manifest(path: &Path) -> Result<Written> {
 /// and the list when there are several. Returns whether any capture has
 /// instructions (an armed capture that never started is written empty,
 /// with the reason).
-pub(crate) fn report_written(w: &Written, no_resolve: bool, no_sources: bool) -> bool {
+/// The `--reserve` and `--memory` of `record` or `attach` as the library's
+/// `COLDCACHE_RESERVES`, checked (what the tables may cost) before the
+/// program runs.
+pub(crate) fn reserves(
+    reserve: &Option<String>,
+    memory: &Option<String>,
+    cfg: &coldcache_sim::HierarchyConfig,
+    trace: bool,
+) -> Result<Option<String>> {
+    let mut r = coldcache_capture::Reserves::default();
+    if let Some(spec) = reserve {
+        r = coldcache_capture::capi::parse_reserves(spec, r)
+            .map_err(anyhow::Error::msg)
+            .context("--reserve")?;
+    }
+    if let Some(m) = memory {
+        r.memory = coldcache_capture::capi::parse_size(m)
+            .map_err(anyhow::Error::msg)
+            .context("--memory")?;
+    }
+    let what = if reserve.is_some() {
+        "--reserve"
+    } else {
+        "--memory"
+    };
+    coldcache_capture::check_reserves(&r, cfg, trace)
+        .map_err(anyhow::Error::msg)
+        .context(what)?;
+    Ok(match (reserve, memory.is_some().then_some(r.memory)) {
+        (None, None) => None,
+        (Some(s), None) => Some(s.clone()),
+        (None, Some(m)) => Some(format!("memory={m}")),
+        (Some(s), Some(m)) => Some(format!("{s},memory={m}")),
+    })
+}
+
+/// Reports what the library wrote; gives whether a capture holds any
+/// instruction, and the cut of the first dump whose tables ran out of
+/// memory (`coldcache_capture::grow::TABLE_FULL`), if one did.
+pub(crate) fn report_written(
+    w: &Written,
+    no_resolve: bool,
+    no_sources: bool,
+) -> (bool, Option<String>) {
     for (was, old) in &w.kept {
         coldcache_fsio::say!(
             "coldcache: the earlier {} is kept as {}",
@@ -672,6 +723,7 @@ pub(crate) fn report_written(w: &Written, no_resolve: bool, no_sources: bool) ->
         );
     }
     let mut captured = false;
+    let mut out_of_memory = None;
     for dump_path in &w.dumps {
         // A device or FIFO given as -o was written through: nothing to read.
         if !std::fs::metadata(dump_path).is_ok_and(|m| m.is_file()) {
@@ -686,7 +738,18 @@ pub(crate) fn report_written(w: &Written, no_resolve: bool, no_sources: bool) ->
             }
         };
         coldcache_fsio::sigpipe::say(format_args!("{}", summary(&dump, dump_path)));
+        if let Some(warning) = one_core_warning(&dump) {
+            coldcache_fsio::say!("{warning}");
+        }
         captured |= dump.meta.instructions > 0;
+        if let Some(c) = dump
+            .meta
+            .cut_short
+            .as_ref()
+            .filter(|c| c.starts_with(coldcache_capture::grow::TABLE_FULL))
+        {
+            out_of_memory.get_or_insert_with(|| c.clone());
+        }
         if !no_resolve {
             // The capture is written: a failure here loses nothing, so it
             // is reported and the program's own status still decides.
@@ -719,7 +782,7 @@ pub(crate) fn report_written(w: &Written, no_resolve: bool, no_sources: bool) ->
             coldcache_fsio::say!("  {}", d.display());
         }
     }
-    captured
+    (captured, out_of_memory)
 }
 
 /// The name a dump carries for `--cache CACHE` with the `--I1/--D1/--LL`
@@ -911,8 +974,9 @@ pub fn summary(d: &Dump, path: &Path) -> String {
         .get(coldcache_dump::CounterLayout::UNMODELLED)
         .copied()
         .unwrap_or(0);
-    if un > 0 {
-        s += &format!("  {un} instructions unmodelled: {:?}\n", d.meta.unmodelled);
+    // In words, as `report`'s header and the web UI say them.
+    if let Some(f) = coldcache_analysis::summary::unmodelled(&d.meta, un) {
+        s += &format!("  {}\n    ({})\n", f.text, f.advice);
     }
     // Which mode ran, and how much of a fast capture the trap engine did
     // (none for a dump re-simulated from a trace no capture wrote).
@@ -922,19 +986,11 @@ pub fn summary(d: &Dump, path: &Path) -> String {
             coldcache_analysis::summary::capture_mode(&d.meta)
         );
     } else {
-        match d
-            .meta
-            .notes
-            .iter()
-            .find_map(|n| n.strip_prefix("capture mode fast: "))
-            .and_then(|n| n.split(' ').next()?.parse::<u64>().ok())
-        {
-            Some(trapped) => {
-                s += &format!(
-                    "  mode fast: {trapped} of {} instructions ran under the trap engine\n",
-                    d.meta.instructions
-                )
-            }
+        match coldcache_analysis::summary::fast_trapped(&d.meta) {
+            Some(_) => match coldcache_analysis::summary::trapped(&d.meta) {
+                Some(f) => s += &format!("  mode fast: {}\n    ({})\n", f.text, f.advice),
+                None => s += "  mode fast: no instruction ran under the trap engine\n",
+            },
             None => match d
                 .meta
                 .notes
@@ -964,6 +1020,32 @@ pub fn summary(d: &Dump, path: &Path) -> String {
         s += &format!("  cut short: {c}\n");
     }
     s
+}
+
+/// A warning for a capture that traced several threads on a cache
+/// configuration of one core: every thread then shares every level, so no
+/// invalidation or false sharing can show. Names the presets with several
+/// cores (`coldcache presets`). `None` otherwise.
+pub(crate) fn one_core_warning(d: &Dump) -> Option<String> {
+    if d.threads.len() < 2 || d.meta.cores != 1 {
+        return None;
+    }
+    let several: Vec<String> = coldcache_config::names()
+        .iter()
+        .filter(|(name, _)| *name != "host")
+        .filter_map(|(name, _)| {
+            let c = coldcache_config::resolve(name).ok()?;
+            (c.cores > 1).then(|| format!("{name} ({} cores)", c.cores))
+        })
+        .collect();
+    Some(format!(
+        "coldcache: warning: {} threads were traced on a one-core cache ({}): they share its \
+         every level as one core would, so no coherence traffic (invalidations) or false \
+         sharing can show; for those, capture with a cache of several cores: --cache {}",
+        d.threads.len(),
+        d.meta.cache_name,
+        several.join(", --cache ")
+    ))
 }
 
 /// The program `record` waits for.
@@ -1301,6 +1383,62 @@ pub fn trigger(args: TriggerArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The summary says unmodelled instructions by class in words (not as
+    /// a Debug tuple) and the fast-mode trapped count with its share; the
+    /// one-core warning only for several threads on one core.
+    #[test]
+    fn the_summary_says_unmodelled_and_trapped_in_words() {
+        use coldcache_dump::{CounterLayout, Meta, Record, Thread};
+        let levels = vec!["L1".to_string(), "L2".to_string()];
+        let counters = CounterLayout::new(2).names(&levels);
+        let mut row = vec![0u64; counters.len()];
+        row[0] = 1_000;
+        row[CounterLayout::UNMODELLED] = 405;
+        let mut d = Dump {
+            meta: Meta {
+                cache_name: "cachegrind".into(),
+                levels,
+                cores: 1,
+                counters,
+                instructions: 1_000,
+                trigger: "all".into(),
+                unmodelled: vec![("partially masked AVX-512 memory operand".into(), 405)],
+                notes: vec!["capture mode fast: 12 instructions ran under the trap engine".into()],
+                ..Meta::default()
+            },
+            threads: vec![Thread::default()],
+            records: vec![Record {
+                ip: 0x1000,
+                stack: 0,
+                thread: 0,
+                counters: row,
+            }],
+            ..Dump::default()
+        };
+        let s = summary(&d, Path::new("x.ccdump"));
+        assert!(
+            s.contains(
+                "  405 instructions unmodelled: 405 partially masked AVX-512 memory operand\n    ("
+            ),
+            "{s}"
+        );
+        assert!(!s.contains("(\""), "no Debug tuple: {s}");
+        assert!(
+            s.contains("  mode fast: 12 of 1,000 instructions (1.20%) ran under the trap engine\n"),
+            "{s}"
+        );
+        assert_eq!(one_core_warning(&d), None, "one thread");
+        d.threads.push(Thread::default());
+        let w = one_core_warning(&d).unwrap();
+        assert!(
+            w.contains("2 threads were traced on a one-core cache (cachegrind)"),
+            "{w}"
+        );
+        assert!(w.contains("--cache jaguar (8 cores)"), "{w}");
+        d.meta.cores = 8;
+        assert_eq!(one_core_warning(&d), None, "eight cores");
+    }
 
     /// Names and numbers as `kill -l` spells them; the refused ones named.
     #[test]

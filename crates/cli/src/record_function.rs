@@ -19,8 +19,8 @@
 
 use anyhow::{bail, Context, Result};
 use coldcache_symbols::functions::{
-    choose, find_function, read_functions, without_parameters, without_return_type, Candidate,
-    FileFunctions, MatchKind,
+    callable_clones, choose, find_function, read_functions, without_parameters,
+    without_return_type, Candidate, FileFunctions, MatchKind,
 };
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -211,6 +211,26 @@ fn decide(
                 .map(|c| describe(c))
                 .collect::<Vec<_>>()
                 .join("; ")
+        ));
+    }
+    // Callers may call a specialised copy instead of the function's own
+    // entry (partial inlining's `f.part.N`, `f.isra.N`, `f.constprop.N`):
+    // the capture starts at f's entry only, so say which copies exist.
+    let clones = callable_clones(&files[chosen.file], &chosen.raw);
+    if !clones.is_empty() {
+        let names: Vec<&str> = clones.iter().take(LISTED).map(|f| f.raw.as_str()).collect();
+        note.push(format!(
+            "{option} {query}: note: the compiler also made {} of {} that callers may call \
+             instead of its own entry ({}); the capture starts at its own entry only: if it \
+             finds no call, name a copy: {option} {}",
+            if clones.len() == 1 {
+                "a copy"
+            } else {
+                "copies"
+            },
+            chosen.raw,
+            names.join(", "),
+            names[0]
         ));
     }
     Ok(Resolved {

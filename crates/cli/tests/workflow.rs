@@ -1461,7 +1461,8 @@ fn record_and_sim_agree_on_the_default_cache_and_overrides() {
 /// the next steps: the `coldcache ui` command on the two dumps it wrote
 /// (which exist and load), putting coldcache on PATH, and `record` on
 /// one's own program. Run with the test's coldcache (`COLDCACHE`), so
-/// nothing is built here; CI (`.ci/run`) runs the building path.
+/// nothing is built here; `scripts/demo-test.sh` (run by `.ci/run`) tests
+/// the building path with a fake cargo (binaries where cargo says).
 #[test]
 fn demo_says_what_it_builds_and_ends_with_the_next_steps() {
     if !gcc_or_skip("demo_says_what_it_builds_and_ends_with_the_next_steps") {

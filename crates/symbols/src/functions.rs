@@ -20,7 +20,20 @@
 //!    `geo::total*`.
 //!
 //! Symbols at one address of one file (aliases, C++ complete and base
-//! object constructors) are one candidate. [`choose`] takes a single
+//! object constructors) are one candidate.
+//!
+//! GCC's clone parts of a function — `f.cold` (its unlikely blocks),
+//! `f.part.N` (partial inlining), `f.isra.N`, `f.constprop.N`,
+//! `f.lto_priv.N` and their combinations (`f.constprop.0.isra.0`,
+//! `f.part.0.cold`; [`clone_parent`]) — are matched by `f`'s names too, and
+//! belong to `f`: a clone matched by any name other than its own full symbol
+//! name becomes the candidate of its nearest ancestor that has a symbol (the
+//! entry of the hot part), so `count_and_sort` and `count_and_sort*` find
+//! one function where its `.cold` part made two. A clone whose base has no
+//! symbol (`reject.isra.0` when `reject` was never emitted whole) is its
+//! own candidate; a `.cold` part left without an ancestor is dropped when
+//! another candidate remains (it is never entered by a call). The resolver
+//! counts every part under the same ancestor ([`clone_ancestor`]). [`choose`] takes a single
 //! candidate, or the program's own when only one of them is the program's
 //! (the definition the loader binds first); anything else is ambiguous:
 //! a breakpoint watches one address, and a capture of the wrong function
@@ -222,8 +235,115 @@ pub fn wildcard_match(pattern: &str, text: &str) -> bool {
     p[pi..].iter().all(|&c| c == '*')
 }
 
-/// How `f` matches `query`, if it does.
+/// The name `raw` is a clone part of, without its last clone suffix:
+/// `f.cold` (or `f.cold.N`), `f.part.N`, `f.isra.N`, `f.constprop.N`,
+/// `f.lto_priv.N` → `f`; `f.part.0.cold` → `f.part.0`; `None` for a name
+/// without one. GCC appends these to the symbol's own (mangled) name.
+pub fn clone_parent(raw: &str) -> Option<&str> {
+    const KINDS: [&str; 5] = ["cold", "part", "isra", "constprop", "lto_priv"];
+    let (head, last) = raw.rsplit_once('.')?;
+    let parent = if last == "cold" {
+        head
+    } else if !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()) {
+        let (head2, kind) = head.rsplit_once('.')?;
+        if !KINDS.contains(&kind) {
+            return None;
+        }
+        head2
+    } else {
+        return None;
+    };
+    (!parent.is_empty()).then_some(parent)
+}
+
+/// `raw` without every clone suffix ([`clone_parent`] repeated):
+/// `f.constprop.0.isra.0` → `f`; `raw` itself when it has none.
+pub fn clone_base(raw: &str) -> &str {
+    let mut base = raw;
+    while let Some(p) = clone_parent(base) {
+        base = p;
+    }
+    base
+}
+
+/// Whether `raw` is (a part of) a `.cold` part: never entered by a call.
+pub fn is_cold_part(raw: &str) -> bool {
+    let mut name = raw;
+    while let Some(p) = clone_parent(name) {
+        if name[p.len()..].starts_with(".cold") {
+            return true;
+        }
+        name = p;
+    }
+    false
+}
+
+/// The function the clone part `raw` belongs to: its furthest ancestor
+/// ([`clone_parent`] repeated) for which `exists` says there is a symbol
+/// (`f.part.0.cold` → `f` when `f` has one, else `f.part.0` when it has);
+/// `None` when `raw` is no clone or none of its ancestors exists. One rule
+/// for [`find_function`] and the resolver, so a function's parts are one
+/// function everywhere.
+pub fn clone_ancestor(raw: &str, exists: impl Fn(&str) -> bool) -> Option<&str> {
+    let mut found = None;
+    let mut name = raw;
+    while let Some(p) = clone_parent(name) {
+        if exists(p) {
+            found = Some(p);
+        }
+        name = p;
+    }
+    found
+}
+
+/// The clones of the function `raw` of `file` that callers may call
+/// instead of `raw`'s own entry: `raw.part.N` (callers that inlined the
+/// header call the part), `raw.isra.N`, `raw.constprop.N`,
+/// `raw.lto_priv.N` and their clones — every clone whose ancestors lead to
+/// `raw`, `.cold` parts (entered by jumps from their function, never
+/// called) left out. In symbol order.
+pub fn callable_clones<'a>(file: &'a FileFunctions, raw: &str) -> Vec<&'a FunctionSymbol> {
+    let mut v: Vec<&FunctionSymbol> = file
+        .functions
+        .iter()
+        .filter(|f| f.raw.len() > raw.len() && f.raw.starts_with(raw) && !is_cold_part(&f.raw))
+        .filter(|f| {
+            let mut name = f.raw.as_str();
+            while let Some(p) = clone_parent(name) {
+                if p == raw {
+                    return true;
+                }
+                name = p;
+            }
+            false
+        })
+        .collect();
+    v.sort_by_key(|f| f.address);
+    v.dedup_by_key(|f| f.address);
+    v
+}
+
+/// How `f` matches `query`, if it does; a clone part also matches by its
+/// base's names ([`clone_base`]).
 fn matches(f: &FunctionSymbol, query: &str) -> Option<MatchKind> {
+    let own = matches_own(f, query);
+    if own.is_some() {
+        return own;
+    }
+    let base = clone_base(&f.raw);
+    if base.len() == f.raw.len() {
+        return None;
+    }
+    let b = FunctionSymbol {
+        raw: base.to_string(),
+        demangled: crate::demangle(base),
+        address: f.address,
+    };
+    matches_own(&b, query)
+}
+
+/// How `f`'s own names match `query`, if they do.
+fn matches_own(f: &FunctionSymbol, query: &str) -> Option<MatchKind> {
     if f.raw == query {
         return Some(MatchKind::Exact);
     }
@@ -266,6 +386,14 @@ pub fn find_function(files: &[FileFunctions], query: &str) -> Vec<Candidate> {
                     found.clear();
                 }
             }
+            // A clone part named by anything but its own full name is its
+            // function's candidate (the entry of the hot part).
+            let f = match clone_ancestor(&f.raw, |p| file.functions.iter().any(|g| g.raw == p)) {
+                Some(a) if f.raw != query => {
+                    file.functions.iter().find(|g| g.raw == a).unwrap_or(f)
+                }
+                _ => f,
+            };
             if found.iter().any(|c| c.file == i && c.address == f.address) {
                 continue;
             }
@@ -277,6 +405,11 @@ pub fn find_function(files: &[FileFunctions], query: &str) -> Vec<Candidate> {
                 kind,
             });
         }
+    }
+    // A `.cold` part with no ancestor is never called: not an entry to
+    // watch while another candidate remains.
+    if found.iter().any(|c| !is_cold_part(&c.raw)) {
+        found.retain(|c| !is_cold_part(&c.raw) || c.raw == query);
     }
     found
 }
@@ -451,5 +584,116 @@ mod tests {
         assert_eq!(one("cmp"), Some((1, 0x2000, MatchKind::Exact)));
         assert_eq!(one("Counter::bum"), None);
         assert!(find_function(&files, "nothing").is_empty());
+    }
+
+    #[test]
+    fn clone_suffixes_are_parsed_as_gcc_writes_them() {
+        for (raw, parent, base) in [
+            ("f.cold", Some("f"), "f"),
+            ("f.cold.3", Some("f"), "f"),
+            ("f.part.0", Some("f"), "f"),
+            ("f.isra.12", Some("f"), "f"),
+            ("f.constprop.0.isra.0", Some("f.constprop.0"), "f"),
+            ("f.part.0.cold", Some("f.part.0"), "f"),
+            ("_Z3fooi.lto_priv.0", Some("_Z3fooi"), "_Z3fooi"),
+            ("f", None, "f"),
+            ("f.7", None, "f.7"),
+            ("f.part", None, "f.part"),
+            ("f.coldx", None, "f.coldx"),
+            (".cold", None, ".cold"),
+        ] {
+            assert_eq!(clone_parent(raw), parent, "{raw}");
+            assert_eq!(clone_base(raw), base, "{raw}");
+        }
+        assert!(is_cold_part("f.part.0.cold"));
+        assert!(is_cold_part("f.cold.1"));
+        assert!(!is_cold_part("f.constprop.0"));
+        let have = ["f", "f.part.0"];
+        let exists = |n: &str| have.contains(&n);
+        assert_eq!(clone_ancestor("f.part.0.cold", exists), Some("f"));
+        assert_eq!(clone_ancestor("g.part.0.cold", exists), None);
+        assert_eq!(clone_ancestor("f", exists), None);
+    }
+
+    /// A function with clone parts is one candidate, at its hot entry, by
+    /// its plain name, a wildcard or its demangled name; a part named in
+    /// full is itself; a clone without its base is its own candidate.
+    #[test]
+    fn clone_parts_belong_to_their_function() {
+        let files = [
+            file(
+                "prog",
+                &[
+                    ("count_and_sort", "count_and_sort", 0x100),
+                    ("count_and_sort.cold", "count_and_sort.cold", 0x10),
+                    ("count_and_sort.part.0", "count_and_sort.part.0", 0x180),
+                    (
+                        "count_and_sort.part.0.cold",
+                        "count_and_sort.part.0.cold",
+                        0x18,
+                    ),
+                    ("_Z5countv", "count()", 0x200),
+                    ("_Z5countv.cold", "count() [clone .cold]", 0x20),
+                    ("reject.isra.0", "reject.isra.0", 0x300),
+                    ("scan.constprop.0.isra.0", "scan.constprop.0.isra.0", 0x400),
+                    ("scan.constprop.1", "scan.constprop.1", 0x480),
+                    ("lonely.cold", "lonely.cold", 0x40),
+                    ("lonely.part.0", "lonely.part.0", 0x500),
+                ],
+            ),
+            file("libc.so.6", &[("count_and_sort", "count_and_sort", 0x1000)]),
+        ];
+        let all = |q: &str| -> Vec<(usize, u64, MatchKind)> {
+            find_function(&files, q)
+                .iter()
+                .map(|c| (c.file, c.address, c.kind))
+                .collect()
+        };
+        let one = |q: &str| {
+            let c = find_function(&files, q);
+            choose(&c).map(|c| (c.file, c.address, c.raw.clone()))
+        };
+        assert_eq!(
+            all("count_and_sort"),
+            [(0, 0x100, MatchKind::Exact), (1, 0x1000, MatchKind::Exact)]
+        );
+        assert_eq!(
+            one("count_and_sort"),
+            Some((0, 0x100, "count_and_sort".into()))
+        );
+        assert_eq!(
+            one("count_and_sort*"),
+            Some((0, 0x100, "count_and_sort".into()))
+        );
+        assert_eq!(one("count()"), Some((0, 0x200, "_Z5countv".into())));
+        assert_eq!(one("count"), Some((0, 0x200, "_Z5countv".into())));
+        assert_eq!(one("cou?t"), Some((0, 0x200, "_Z5countv".into())));
+        assert_eq!(
+            one("count_and_sort.cold"),
+            Some((0, 0x10, "count_and_sort.cold".into())),
+            "named in full, the part itself"
+        );
+        assert_eq!(
+            one("count_and_sort.part.0"),
+            Some((0, 0x180, "count_and_sort.part.0".into()))
+        );
+        assert_eq!(one("reject"), Some((0, 0x300, "reject.isra.0".into())));
+        assert_eq!(all("scan").len(), 2, "two specialised copies, no base");
+        assert_eq!(one("scan"), None);
+        assert_eq!(
+            one("lonely"),
+            Some((0, 0x500, "lonely.part.0".into())),
+            "the cold part is no entry"
+        );
+        let clones: Vec<&str> = callable_clones(&files[0], "count_and_sort")
+            .iter()
+            .map(|f| f.raw.as_str())
+            .collect();
+        assert_eq!(clones, ["count_and_sort.part.0"], "no .cold part");
+        assert!(callable_clones(&files[0], "_Z5countv").is_empty());
+        assert!(
+            callable_clones(&files[0], "count").is_empty(),
+            "not a prefix match"
+        );
     }
 }

@@ -279,13 +279,15 @@ fn resolve_one(
     loc.code = instruction_bytes(&bin.data, off, seg.offset.saturating_add(seg.filesz), addr);
     // Run-time address of a stated address in the same segment.
     let runtime = |v: u64| addr.wrapping_sub(vaddr).wrapping_add(v);
+    // A clone part (`f.cold`, `f.part.N`, `f.isra.N`, `f.constprop.N`,
+    // `f.lto_priv.N` and combinations) belongs to `f`: its function is f's
+    // (f's entry, f's name), the rule `--function` finds it by
+    // (`functions::clone_ancestor`). `owner` is the symbol that names it.
     let sym = bin.symbols.find(vaddr).map(|s| {
-        // `f.cold` (and `.cold.N`) is a part of `f`: its entry is f's.
-        let parent = s
-            .name
-            .find(".cold")
-            .and_then(|i| bin.symbols.by_name(&s.name[..i]));
-        (s, parent.map_or(s.addr, |p| p.addr))
+        let owner = functions::clone_ancestor(&s.name, |p| bin.symbols.by_name(p).is_some())
+            .and_then(|p| bin.symbols.by_name(p))
+            .unwrap_or(s);
+        (owner, owner.addr)
     });
     let decl = |entry_vaddr: u64| -> Option<(String, u32)> {
         let (l, _) = bin.dwarf.as_ref()?;
@@ -323,14 +325,7 @@ fn resolve_one(
                 // its linkage name (C++ functions in an anonymous namespace),
                 // the symbol table's mangled name says more.
                 let name = match (outermost && !outer_mangled, sym) {
-                    (true, Some((s, ev))) if is_mangled(&s.name) => {
-                        let base = if ev == s.addr {
-                            &s.name
-                        } else {
-                            bin.symbols.find(ev).map_or(&s.name, |p| &p.name)
-                        };
-                        demangle(base)
-                    }
+                    (true, Some((s, _))) if is_mangled(&s.name) => demangle(&s.name),
                     _ => name.unwrap_or_else(|| "??".into()),
                 };
                 let function = match entry_v {

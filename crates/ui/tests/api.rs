@@ -576,6 +576,50 @@ fn meta_summarises_each_dump_program_cache_window_and_misses_per_level() {
     assert_eq!(m["cache_mismatch"], Value::Null);
 }
 
+/// Unmodelled instructions (by class) and, in fast mode, trapped ones are
+/// in the summary in words, the same sentences `report`'s header prints;
+/// absent when there are none.
+#[test]
+fn meta_summary_says_unmodelled_and_trapped_instructions_in_words() {
+    let mut d = hand_dump::dump(8);
+    assert_eq!(
+        coldcache_analysis::summary::summary(&Profile::new(d.clone(), ProfileOptions::default()))
+            .unmodelled,
+        None
+    );
+    d.meta.instructions = 30;
+    d.meta.unmodelled = vec![
+        ("partially masked AVX-512 memory operand".into(), 2),
+        ("memory use not covered by the model".into(), 1),
+    ];
+    // The counter agrees with the classes, as a capture writes it.
+    d.records[1].counters[1] = 2;
+    d.records[2].counters[1] = 1;
+    d.meta.notes = vec![
+        "capture mode fast: 3 instructions ran under the trap engine (blocks...); 7 \
+         dispatcher entries"
+            .into(),
+    ];
+    let p = Profile::new(d, ProfileOptions::default());
+    let header = coldcache_analysis::render::header(&p);
+    let a = App::new(vec![("a.ccdump".into(), p)], TOKEN.into());
+    let m = json(&get(&a, "/api/meta"));
+    let s = &m["dumps"][0]["summary"];
+    let un = "3 instructions unmodelled: 2 partially masked AVX-512 memory operand, \
+              1 memory use not covered by the model";
+    assert_eq!(s["unmodelled"]["count"], 3);
+    assert_eq!(s["unmodelled"]["text"], un);
+    assert!(s["unmodelled"]["advice"]
+        .as_str()
+        .unwrap()
+        .contains("GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F"));
+    let tr = "3 of 30 instructions (10.00%) ran under the trap engine";
+    assert_eq!(s["trapped"]["count"], 3);
+    assert_eq!(s["trapped"]["text"], tr);
+    assert!(header.contains(&format!("unmodelled: {un}\n")), "{header}");
+    assert!(header.contains(&format!("trapped:   {tr}\n")), "{header}");
+}
+
 #[test]
 fn meta_says_when_the_two_dumps_caches_differ_as_coldcache_diff_does() {
     let with_cache = |toml: &str| {

@@ -52,7 +52,9 @@
 //!    address on the stack is the program's own. The translated
 //!    record: its header (block number, RSP at entry), its size (the cursor
 //!    moved by exactly that much, nothing written past it), each recorded
-//!    input equal to the register's value before the instruction, and
+//!    input (general, opmask and vector registers, read back through the
+//!    replay's machine) equal to the register's value before the
+//!    instruction, and
 //!    [`Plan::eval`](crate::model::Plan::eval) over the record (the same
 //!    [`RecordedMachine`](super::RecordedMachine) the replay uses) equal to
 //!    `Plan::eval` over the live state.
@@ -87,8 +89,14 @@
 //!
 //! AVX-512 state (ZMM, k0-7) is randomised and compared only where XCR0
 //! enables it; forms this CPU lacks are listed and not run, so a machine
-//! without AVX-512 checks the refusal of masked forms but runs none of
-//! the unmasked EVEX ones. Forms with results that differ between two runs
+//! without AVX-512 checks the refusal of `{k}`-masked memory forms (their
+//! records need `kmovq`) but runs none of the EVEX ones; the AVX2 forms
+//! with vector inputs (gathers, `vmaskmov*`/`vpmaskmov*`, `maskmovdqu`)
+//! run on any AVX2 machine, with gather indexes set small, and their
+//! recorded vector registers are compared with the live ones. How
+//! AVX-512 inputs are stored (`kmovq`, EVEX `vmovdqu64`) and answered from
+//! a record is checked without running them
+//! (`avx512_inputs_are_stored_with_kmovq_and_vmovdqu64_...`). Forms with results that differ between two runs
 //! (`rdtsc`, `rdrand`, `cpuid`) are not run.
 //!
 //! `COLDCACHE_DIFFTEST_VERBOSE=1` prints each form before it runs (a crash
@@ -100,7 +108,7 @@ use super::emit::{fs, store_imm32, Asm};
 use super::tls::{self, off};
 use super::translate::{BlockInstr, Translator, MAX_INSTRUCTIONS, MAX_RECORD};
 use super::RecordedMachine;
-use crate::model::{AccessList, CpuFacts, Machine, Model};
+use crate::model::{AccessList, CpuFacts, Inputs, Machine, Model};
 use iced_x86::{
     CpuidFeature, Decoder, DecoderOptions, Encoder, FlowControl, Formatter, Instruction,
     InstructionInfoFactory, IntelFormatter, MemorySize, Mnemonic, OpAccess, OpKind, Register,
@@ -528,6 +536,33 @@ impl Machine for Live<'_> {
     }
 }
 
+/// Sets vector register `reg` (XMM/YMM/ZMM n, its width of `v`) in a
+/// state's XSAVE image, marking the components written as in use.
+fn set_vector(h: &Host, s: &mut State, reg: Register, v: &[u8; 64]) {
+    let n = reg.number();
+    let width = reg.size();
+    let mut bv = u64::from_le_bytes(s.xsave[512..520].try_into().expect("8 bytes"));
+    let mut put = |c: usize, at: usize, bytes: &[u8]| {
+        if let Some((o, len)) = h.component(c) {
+            assert!(at + bytes.len() <= len);
+            s.xsave[o + at..o + at + bytes.len()].copy_from_slice(bytes);
+            bv |= 1 << c;
+        }
+    };
+    if n < 16 {
+        put(1, 16 * n, &v[..16]);
+        if width >= 32 {
+            put(2, 16 * n, &v[16..32]);
+        }
+        if width == 64 {
+            put(6, 32 * n, &v[32..]);
+        }
+    } else {
+        put(7, 64 * (n - 16), &v[..width.min(64)]);
+    }
+    s.xsave[512..520].copy_from_slice(&bv.to_le_bytes());
+}
+
 /// One instruction form of the corpus.
 struct Form {
     bytes: Vec<u8>,
@@ -589,9 +624,14 @@ fn corpus() -> Vec<Form> {
 /// interrupts, `rep` strings, far and transactional control flow, invalid
 /// instructions (`ud0`-`ud2`) and `hlt`, near branches with an
 /// operand-size prefix, FS/GS base writes (selector
-/// loads included), and instructions whose plan needs more than general
-/// registers (masked operands, gathers and scatters, `xsave`, `xsavec` and
-/// `xrstor` forms).
+/// loads included), `maskmovq` (an MMX mask), `xsave`, `xsavec` and
+/// `xrstor` forms, and, where the processor lacks AVX-512BW (`kmovq`),
+/// AVX-512 forms with a `{k}`-masked memory operand (masked moves and
+/// compares, gathers and scatters).
+fn header_refuses(i: &Instruction, bytes: &[u8]) -> Option<&'static str> {
+    header_refuses_on(i, bytes, std::arch::is_x86_feature_detected!("avx512bw"))
+}
+
 /// A `rep`-prefixed string instruction.
 fn is_rep(i: &Instruction) -> bool {
     i.is_string_instruction() && (i.has_rep_prefix() || i.has_repe_prefix() || i.has_repne_prefix())
@@ -633,7 +673,8 @@ fn rep_loop_by_header<'a>(i: &Instruction, mut prefixes: impl Iterator<Item = &'
         )
 }
 
-fn header_refuses(i: &Instruction, bytes: &[u8]) -> Option<&'static str> {
+/// [`header_refuses`] on a processor with (`bw`) or without AVX-512BW.
+fn header_refuses_on(i: &Instruction, bytes: &[u8], bw: bool) -> Option<&'static str> {
     use Mnemonic::*;
     let m = i.mnemonic();
     // The legacy prefixes (and REX) before the opcode.
@@ -664,11 +705,9 @@ fn header_refuses(i: &Instruction, bytes: &[u8]) -> Option<&'static str> {
     // The header: `rep` strings other than `rep movs/stos/lods` with 64-bit
     // addressing (those loop one iteration per record).
     let rep = rep && !rep_loop_by_header(i, prefixes.clone());
-    let masked = i.op_mask() != Register::None
-        || matches!(
-            m,
-            Maskmovq | Maskmovdqu | Vmaskmovdqu | Vmaskmovps | Vmaskmovpd | Vpmaskmovd | Vpmaskmovq
-        );
+    let masked_memory = i.op_mask() != Register::None
+        && (0..i.op_count()).any(|k| i.op_kind(k) == OpKind::Memory)
+        && !bw;
     // The forms the model computes from EDX:EAX and memory; `xsaveopt`
     // and the supervisor forms are unmodelled (no input at all).
     let xsave = matches!(m, Xsave | Xsave64 | Xsavec | Xsavec64 | Xrstor | Xrstor64);
@@ -694,10 +733,10 @@ fn header_refuses(i: &Instruction, bytes: &[u8]) -> Option<&'static str> {
         "FS/GS base write"
     } else if fs_gs_load {
         "FS/GS selector load"
-    } else if masked {
-        "masked operand"
-    } else if i.is_vsib() {
-        "gather or scatter"
+    } else if m == Maskmovq {
+        "maskmovq (MMX mask)"
+    } else if masked_memory {
+        "{k}-masked memory operand, no AVX-512BW here"
     } else if xsave {
         "xsave form"
     } else {
@@ -939,7 +978,7 @@ fn code_page_seq(
 fn random_state(
     h: &Host,
     i: &Instruction,
-    inputs: &[Register; 4],
+    inputs: &Inputs,
     factory: &mut InstructionInfoFactory,
     rng: &mut Rng,
     region: &mut Region,
@@ -963,7 +1002,7 @@ fn random_state(
 fn random_state_seq(
     h: &Host,
     is: &[Instruction],
-    inputs: &[[Register; 4]],
+    inputs: &[Inputs],
     factory: &mut InstructionInfoFactory,
     rng: &mut Rng,
     region: &mut Region,
@@ -1019,7 +1058,21 @@ fn random_state_seq(
     for r in indexes {
         s.regs[r.number()] = 16 * rng.below(4);
     }
-    for &r in inputs.iter().flatten().filter(|&&r| r != Register::None) {
+    // Gather and scatter indexes: small and signed (-32..32 elements of
+    // up to 8 bytes around a base that is DATA or more into the buffer).
+    for i in is {
+        if i.is_vsib() {
+            let idx = i.memory_index();
+            let width = if i.vsib() == Some(true) { 8 } else { 4 };
+            let mut v = [0u8; 64];
+            for e in v.chunks_mut(width) {
+                let x = rng.below(64) as i64 - 32;
+                e.copy_from_slice(&x.to_le_bytes()[..width]);
+            }
+            set_vector(h, &mut s, idx, &v);
+        }
+    }
+    for r in inputs.iter().flat_map(Inputs::gpr_list) {
         if !bases.iter().any(|&(b, _)| b == r) && r != Register::RSP {
             // Other address inputs (a `bt` bit offset): small and signed.
             s.regs[r.number()] = (rng.below(1024) as i64 - 512) as u64;
@@ -1182,6 +1235,8 @@ fn gpr_name(n: usize) -> Register {
 #[derive(Default)]
 struct Report {
     ran: Vec<String>,
+    /// Forms among `ran` whose records hold vector or opmask registers.
+    vector_ran: Vec<String>,
     refused: Vec<(String, Option<&'static str>)>,
     accepted_but_header_refuses: Vec<(String, &'static str)>,
     skipped: Vec<(String, String)>,
@@ -1262,7 +1317,7 @@ fn test_form(
     let mut out = [BlockInstr {
         ip: 0,
         sp_delta: 0,
-        inputs: [Register::None; 4],
+        inputs: Inputs::NONE,
         offset: 0,
         check: 0,
     }; MAX_INSTRUCTIONS];
@@ -1280,9 +1335,9 @@ fn test_form(
         return;
     }
     let plan = model.plan(&i);
-    let Some(inputs) = plan.gpr_inputs() else {
+    let Some(inputs) = plan.inputs() else {
         report.failures.push(format!(
-            "{name}: translated, but its plan has no GPR inputs"
+            "{name}: translated, but its plan has no recordable inputs"
         ));
         return;
     };
@@ -1378,8 +1433,7 @@ fn test_form(
         } else {
             1
         };
-        let zf_word =
-            t.rep && t.size > 16 + 8 * inputs.iter().filter(|&&r| r != Register::None).count();
+        let zf_word = t.rep && t.size > 16 + inputs.bytes();
         if zf_word && init.regs[rcx] != 0 {
             // The last record's last word: ZF as its iteration left it.
             let last = rec.words[t.size * executions / 8 - 1];
@@ -1410,15 +1464,12 @@ fn test_form(
         {
             fail(format!("trial {trial}: written past the record"));
         }
-        let mut m = RecordedMachine {
-            regs: [0; 16],
-            rflags: 0,
-            fs: fs_base,
-            gs: gs_base,
-        };
+        let mut m = RecordedMachine::with_bases(fs_base, gs_base);
+        // SAFETY: the block's first record, complete (the cursor moved past
+        // it), kept while `m` is used.
+        unsafe { m.fill(&out[0], rec.start()) };
         let first = usize::from(out[0].offset) / 8;
-        for (q, &r) in (first..).zip(inputs.iter().filter(|&&r| r != Register::None)) {
-            m.regs[r.number()] = w[q];
+        for (q, r) in (first..).zip(inputs.gpr_list()) {
             if w[q] != init.regs[r.number()] {
                 fail(format!(
                     "trial {trial}: recorded {r:?} = {:#x}, was {:#x}",
@@ -1427,6 +1478,34 @@ fn test_form(
                 ));
             }
         }
+        // Vector and opmask inputs: the replay's machine answers what the
+        // live state held.
+        let live_m = Live {
+            host: h,
+            state: &init,
+            fs: fs_base,
+            gs: gs_base,
+        };
+        if inputs.opmask != Register::None
+            && m.opmask(inputs.opmask) != live_m.opmask(inputs.opmask)
+        {
+            fail(format!(
+                "trial {trial}: recorded {:?} = {:x?}, was {:x?}",
+                inputs.opmask,
+                m.opmask(inputs.opmask),
+                live_m.opmask(inputs.opmask)
+            ));
+        }
+        for r in inputs.vector_list() {
+            if m.vector(r) != live_m.vector(r) {
+                fail(format!(
+                    "trial {trial}: recorded {r:?} = {:x?}, was {:x?}",
+                    m.vector(r),
+                    live_m.vector(r)
+                ));
+            }
+        }
+
         let mut rec_acc = AccessList::default();
         let recorded = plan.eval(&i, &m, &mut rec_acc);
         if live.map(|_| live_acc.as_slice()) != recorded.map(|_| rec_acc.as_slice()) {
@@ -1438,6 +1517,9 @@ fn test_form(
                 live_acc.as_slice()
             ));
         }
+    }
+    if !inputs.gprs_only() {
+        report.vector_ran.push(name.clone());
     }
     report.ran.push(name);
 }
@@ -1494,6 +1576,27 @@ fn translated_forms_end_as_native_ones_and_record_the_model_inputs() {
         r.accepted_but_header_refuses
     );
     assert!(r.ran.len() >= 200, "only {} forms ran", r.ran.len());
+    eprintln!(
+        "difftest: {} forms with vector or opmask inputs ran",
+        r.vector_ran.len()
+    );
+    for name in &r.vector_ran {
+        eprintln!("  vector inputs: {name}");
+    }
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // The AVX2 gathers and vmaskmov/vpmaskmov forms of the corpus.
+        assert!(
+            r.vector_ran.len() >= 8,
+            "only {} forms with vector inputs ran",
+            r.vector_ran.len()
+        );
+    }
+    if !std::arch::is_x86_feature_detected!("avx512bw") {
+        eprintln!(
+            "difftest: this CPU lacks AVX-512 (BW): its masked, gather and scatter forms are \
+             refused here (their records need kmovq/EVEX stores) and were not run"
+        );
+    }
 }
 
 /// Translates `bytes` at the region's code page; returns the translation,
@@ -1516,7 +1619,7 @@ fn translate_at(
     let mut out = [BlockInstr {
         ip: 0,
         sp_delta: 0,
-        inputs: [Register::None; 4],
+        inputs: Inputs::NONE,
         offset: 0,
         check: 0,
     }; MAX_INSTRUCTIONS];
@@ -1541,7 +1644,7 @@ fn a_full_buffer_sends_the_block_to_dispatch_full_with_every_register_as_it_was(
         &mut cache,
         3,
     );
-    let inputs = model.plan(&i).gpr_inputs().expect("GPR inputs");
+    let inputs = model.plan(&i).inputs().expect("inputs");
     let p = region.code();
     for trial in 0..TRIALS {
         let mut rng = Rng::new(0xF011 + trial);
@@ -1585,7 +1688,7 @@ fn assert_refused(forms: &[(&[u8], &str)]) {
         let mut out = [BlockInstr {
             ip: 0,
             sp_delta: 0,
-            inputs: [Register::None; 4],
+            inputs: Inputs::NONE,
             offset: 0,
             check: 0,
         }; MAX_INSTRUCTIONS];
@@ -1706,7 +1809,9 @@ fn candidate(
         i.mnemonic(),
         Popf | Popfq | Fxrstor | Fxrstor64 | Ldmxcsr | Vldmxcsr
     );
-    let inputs = model.plan(&i).gpr_inputs()?;
+    // Forms with vector or opmask inputs run alone only (a form before them
+    // could write the vector registers they address with).
+    let inputs = model.plan(&i).inputs().filter(Inputs::gprs_only)?;
     let info = factory.info(&i);
     let mut writes = 0;
     for u in info.used_registers() {
@@ -1758,7 +1863,7 @@ fn candidate(
         bases |= bit(i.memory_base());
         smalls |= bit(i.memory_index());
     }
-    for &r in &inputs {
+    for r in inputs.gpr_list() {
         if bit(r) & bases == 0 {
             smalls |= bit(r);
         }
@@ -1886,7 +1991,7 @@ fn runs_of_forms_in_one_block_end_as_native_ones_and_record_each_instruction() {
         let mut out = [BlockInstr {
             ip: 0,
             sp_delta: 0,
-            inputs: [Register::None; 4],
+            inputs: Inputs::NONE,
             offset: 0,
             check: 0,
         }; MAX_INSTRUCTIONS];
@@ -1902,9 +2007,9 @@ fn runs_of_forms_in_one_block_end_as_native_ones_and_record_each_instruction() {
             continue;
         }
         let plans: Vec<_> = is.iter().map(|i| model.plan(i)).collect();
-        let inputs: Vec<[Register; 4]> = plans
+        let inputs: Vec<Inputs> = plans
             .iter()
-            .map(|pl| pl.gpr_inputs().expect("candidate"))
+            .map(|pl| pl.inputs().expect("candidate"))
             .collect();
         let end = is.last().map_or(p, |i| i.next_ip());
         let resolve = |next: u64| if next == end { p + SEQ_S0 } else { next };
@@ -1999,15 +2104,12 @@ fn runs_of_forms_in_one_block_end_as_native_ones_and_record_each_instruction() {
                     failures.push(format!("{name} instruction {k}: description {d:?}"));
                     continue;
                 }
-                let mut m = RecordedMachine {
-                    regs: [0; 16],
-                    rflags: 0,
-                    fs: fs_base,
-                    gs: gs_base,
-                };
+                let mut m = RecordedMachine::with_bases(fs_base, gs_base);
+                // SAFETY: the block's record, complete (the cursor moved
+                // past it), kept while `m` is used.
+                unsafe { m.fill(d, rec.start()) };
                 let first = usize::from(d.offset) / 8;
-                for (q, &r) in (first..).zip(inputs[k].iter().filter(|&&r| r != Register::None)) {
-                    m.regs[r.number()] = w[q];
+                for (q, r) in (first..).zip(inputs[k].gpr_list()) {
                     if w[q] != st.regs[r.number()] {
                         failures.push(format!(
                             "{name} trial {trial} instruction {k}: recorded {r:?} = {:#x}, was {:#x}",
@@ -2054,7 +2156,7 @@ fn rip_relative_operands_beyond_the_code_caches_reach_are_refused() {
     let mut out = [BlockInstr {
         ip: 0,
         sp_delta: 0,
-        inputs: [Register::None; 4],
+        inputs: Inputs::NONE,
         offset: 0,
         check: 0,
     }; MAX_INSTRUCTIONS];
@@ -2119,7 +2221,7 @@ fn a_block_cut_at_its_size_cap_goes_on_where_it_stopped() {
     let mut out = [BlockInstr {
         ip: 0,
         sp_delta: 0,
-        inputs: [Register::None; 4],
+        inputs: Inputs::NONE,
         offset: 0,
         check: 0,
     }; MAX_INSTRUCTIONS];
@@ -2127,9 +2229,9 @@ fn a_block_cut_at_its_size_cap_goes_on_where_it_stopped() {
         .translate(p, p + 4096, 0, 9, h.tls, &mut cache, &mut out)
         .expect("translated");
     assert_eq!(t.count, MAX_INSTRUCTIONS);
-    let inputs: Vec<[Register; 4]> = is
+    let inputs: Vec<Inputs> = is
         .iter()
-        .map(|i| model.plan(i).gpr_inputs().expect("GPR inputs"))
+        .map(|i| model.plan(i).inputs().expect("inputs"))
         .collect();
     for trial in 0..TRIALS {
         let mut rng = Rng::new(0xCA9 + trial);
@@ -2169,7 +2271,7 @@ fn a_block_cut_at_its_size_cap_goes_on_where_it_stopped() {
             let d = &out[k];
             assert_eq!((d.ip, d.sp_delta), (i.ip(), sp), "instruction {k}");
             let first = usize::from(d.offset) / 8;
-            for (q, &r) in (first..).zip(inputs[k].iter().filter(|&&r| r != Register::None)) {
+            for (q, r) in (first..).zip(inputs[k].gpr_list()) {
                 let want = if r == Register::RSP {
                     init.regs[r.number()].wrapping_add(sp as u64)
                 } else {
@@ -2179,5 +2281,336 @@ fn a_block_cut_at_its_size_cap_goes_on_where_it_stopped() {
             }
             sp += i64::from(i.stack_pointer_increment());
         }
+    }
+}
+
+/// AVX-512 forms translated for a processor with AVX-512 (this one need
+/// not have it: nothing AVX-512 runs here). The block stores each input
+/// before the copied instruction, at the offset its description gives:
+/// general registers with `mov`, the opmask with `kmovq`, ZMM and
+/// XMM16-31/YMM16-31 with EVEX `vmovdqu64`. The replay's machine, filled
+/// from a hand-built record laid out at those offsets, answers `opmask` and
+/// `vector` with what the record holds (zero-extended to 64 bytes, nothing
+/// for a register that is not an input), and the model over it gives the
+/// hand-computed accesses.
+#[test]
+fn avx512_inputs_are_stored_with_kmovq_and_vmovdqu64_and_answered_from_the_record() {
+    use super::translate::VectorStores;
+    use crate::model::MemAccess;
+    use coldcache_sim::AccessKind;
+    use iced_x86::Code;
+    let h = Host::new();
+    let mut cache = CodeCache::new();
+    let mut region = Region::new();
+    let all = VectorStores {
+        avx: true,
+        avx512f: true,
+        avx512vl: true,
+        avx512bw: true,
+    };
+    let mut tr = Translator::with_vector_stores(h.facts, all);
+    let mut model = Model::new(h.facts);
+    let p = region.code();
+    let read = |addr: u64, size: u32| MemAccess {
+        kind: AccessKind::Read,
+        addr,
+        size,
+    };
+    const RAX: u64 = 0x10_0000;
+    // (form, expected stores (code, register), k1, vector bytes, accesses).
+    let mut zmm1 = [0u8; 64];
+    for (k, b) in zmm1.chunks_mut(4).enumerate() {
+        b.copy_from_slice(&(k as i32 - 3).to_le_bytes());
+    }
+    let mut ymm17 = [0u8; 64];
+    for (k, b) in ymm17[..32].chunks_mut(4).enumerate() {
+        b.copy_from_slice(&(2 * k as i32).to_le_bytes());
+    }
+    #[allow(clippy::type_complexity)]
+    let cases: [(
+        &[u8],
+        &[(Code, Register)],
+        u64,
+        Option<(Register, [u8; 64])>,
+        Vec<MemAccess>,
+    ); 4] = [
+        // vmovdqu8 zmm0{k1}, [rax]: bytes 0-3 and 8-9 enabled.
+        (
+            &[0x62, 0xf1, 0x7f, 0x49, 0x6f, 0x00],
+            &[
+                (Code::Mov_rm64_r64, Register::RAX),
+                (Code::VEX_Kmovq_m64_kr, Register::K1),
+            ],
+            0x30f,
+            None,
+            vec![read(RAX, 4), read(RAX + 8, 2)],
+        ),
+        // vpcmpeqb k1{k2}, ymm17, [rax+0x20]: lanes 1 and 30-31 enabled
+        // (k2; k1 is the destination and no input).
+        (
+            &[0x62, 0xf1, 0x75, 0x22, 0x74, 0x48, 0x01],
+            &[
+                (Code::Mov_rm64_r64, Register::RAX),
+                (Code::VEX_Kmovq_m64_kr, Register::K2),
+            ],
+            0xc000_0002,
+            None,
+            vec![read(RAX + 0x21, 1), read(RAX + 0x3e, 2)],
+        ),
+        // vpgatherdd zmm0{k1}, [rax+zmm1*4]: indices -3.. (dwords), lanes
+        // 0 and 4 enabled.
+        (
+            &[0x62, 0xf2, 0x7d, 0x49, 0x90, 0x04, 0x88],
+            &[
+                (Code::Mov_rm64_r64, Register::RAX),
+                (Code::VEX_Kmovq_m64_kr, Register::K1),
+                (Code::EVEX_Vmovdqu64_zmmm512_k1z_zmm, Register::ZMM1),
+            ],
+            0x11,
+            Some((Register::ZMM1, zmm1)),
+            vec![read(RAX - 12, 4), read(RAX + 4, 4)],
+        ),
+        // vpgatherdd ymm0{k1}, [rax+ymm17*4]: indices 0, 2, 4, ...; lanes
+        // 1 and 7 enabled.
+        (
+            &[0x62, 0xf2, 0x7d, 0x21, 0x90, 0x04, 0x88],
+            &[
+                (Code::Mov_rm64_r64, Register::RAX),
+                (Code::VEX_Kmovq_m64_kr, Register::K1),
+                (Code::EVEX_Vmovdqu64_ymmm256_k1z_ymm, Register::YMM17),
+            ],
+            0x82,
+            Some((Register::YMM17, ymm17)),
+            vec![read(RAX + 8, 4), read(RAX + 56, 4)],
+        ),
+    ];
+    for (n, (form, stores, k, vector, want)) in cases.iter().enumerate() {
+        let (page, i) = code_page(&h, form, p, region.buf()).expect("encodes");
+        region.set_code(&page);
+        let mut out = [BlockInstr {
+            ip: 0,
+            sp_delta: 0,
+            inputs: Inputs::NONE,
+            offset: 0,
+            check: 0,
+        }; MAX_INSTRUCTIONS];
+        let t = tr
+            .translate(p, p + 4096, 0, 40 + n as u32, h.tls, &mut cache, &mut out)
+            .unwrap_or_else(|| panic!("{i}: refused with AVX-512 stores"));
+        let plan = model.plan(&i);
+        let inputs = plan.inputs().expect("recordable");
+        assert_eq!(out[0].inputs, inputs, "{i}");
+        assert_eq!(t.size, 16 + inputs.bytes(), "{i}: record size");
+        // The block's code, up to its copy of the form.
+        let mut code = vec![0u8; 512];
+        assert!(crate::memory::read_bytes(t.code, &mut code));
+        let mut d = Decoder::with_ip(64, &code, t.code, DecoderOptions::NONE);
+        let mut found = Vec::new();
+        let mut copied = false;
+        let mut scratch = Register::None;
+        while d.can_decode() {
+            let x = d.decode();
+            if x.code() == i.code() && x.op_mask() == i.op_mask() {
+                copied = true;
+                assert_eq!(
+                    x.ip() - t.code,
+                    u64::from(out[0].check),
+                    "{i}: the check point is the copy"
+                );
+                break;
+            }
+            if x.code() == Code::Mov_r64_rm64
+                && scratch == Register::None
+                && x.memory_base() == Register::None
+            {
+                // `mov S, T.cursor` (the spill before it stores S).
+                scratch = x.op0_register();
+            }
+            if x.op0_kind() == OpKind::Memory
+                && x.memory_base() == scratch
+                && scratch != Register::None
+                && x.memory_displacement64() >= u64::from(out[0].offset)
+            {
+                found.push((x.code(), x.op1_register(), x.memory_displacement64()));
+            }
+        }
+        assert!(copied, "{i}: no copy of the form in its block");
+        // Expected: in record order, at the inputs' offsets.
+        let o = u64::from(out[0].offset);
+        let mut expect = Vec::new();
+        let mut g = 0;
+        for &(c, r) in stores.iter() {
+            let at = if r.is_gpr() {
+                g += 8;
+                o + g - 8
+            } else if r.is_k() {
+                o + inputs.opmask_offset() as u64
+            } else {
+                o + inputs.vector_offsets()[0] as u64
+            };
+            expect.push((c, r, at));
+        }
+        assert_eq!(found, expect, "{i}: the stores of its inputs");
+        // The replay's machine over a hand-built record.
+        let mut words = vec![0u64; t.size.div_ceil(8) + 8];
+        let rec = words.as_mut_ptr() as *mut u8;
+        let put = |at: u64, bytes: &[u8]| {
+            // SAFETY: `at + bytes.len()` lies in `words` (the record's size
+            // plus 64 bytes).
+            unsafe {
+                core::ptr::copy_nonoverlapping(bytes.as_ptr(), rec.add(at as usize), bytes.len())
+            };
+        };
+        put(o, &RAX.to_le_bytes());
+        put(o + inputs.opmask_offset() as u64, &k.to_le_bytes());
+        if let Some((r, v)) = vector {
+            assert_eq!(inputs.vectors[0], *r, "{i}");
+            put(o + inputs.vector_offsets()[0] as u64, &v[..r.size()]);
+        }
+        let mut m = RecordedMachine::with_bases(0, 0);
+        // SAFETY: `words` holds the whole record and outlives `m`'s use.
+        unsafe { m.fill(&out[0], rec as u64) };
+        assert_eq!(m.gpr(Register::RAX), RAX, "{i}");
+        assert_eq!(m.opmask(inputs.opmask), Some(*k), "{i}");
+        assert_eq!(m.opmask(Register::K7), None, "{i}: K7 is no input");
+        if let Some((r, v)) = vector {
+            assert_eq!(m.vector(*r), Some(*v), "{i}");
+        } else {
+            assert_eq!(m.vector(Register::ZMM1), None, "{i}: no vector input");
+        }
+        let mut acc = AccessList::default();
+        plan.eval(&i, &m, &mut acc).expect("modelled");
+        assert_eq!(acc.as_slice(), &want[..], "{i}");
+    }
+}
+
+/// A block of several instructions with vector inputs (AVX2: a masked
+/// load, a gather, a masked store, a plain form between them) runs
+/// natively and translated to the same state, and each instruction's
+/// record, at the offset its description gives, holds its general and
+/// vector registers as they were before it (no form writes a register a
+/// later one reads), so the model over the record equals the model over
+/// the live state.
+#[test]
+fn a_block_of_several_vector_input_forms_records_each_at_its_offset() {
+    if !std::arch::is_x86_feature_detected!("avx2") {
+        eprintln!("skipped: this CPU lacks AVX2");
+        return;
+    }
+    let h = Host::new();
+    let mut cache = CodeCache::new();
+    let mut region = Region::new();
+    let mut factory = InstructionInfoFactory::new();
+    let mut model = Model::new(h.facts);
+    let mut tr = Translator::new(h.facts);
+    let p = region.code();
+    let forms: [&[u8]; 4] = [
+        // vpmaskmovd ymm0, ymm1, [rax]
+        &[0xc4, 0xe2, 0x75, 0x8c, 0x00],
+        // vpgatherdd ymm3, [rbx+ymm4*4], ymm5
+        &[0xc4, 0xe2, 0x55, 0x90, 0x1c, 0xa3],
+        // add rcx, [rdx]
+        &[0x48, 0x03, 0x0a],
+        // vmaskmovps [rsi], ymm6, ymm7
+        &[0xc4, 0xe2, 0x4d, 0x2e, 0x3e],
+    ];
+    const S0: u64 = 0x200;
+    const S1: u64 = 0x240;
+    let (page, is) = code_page_seq(&h, &forms, p, region.buf(), S0, S1).expect("laid out");
+    region.set_code(&page);
+    let mut out = [BlockInstr {
+        ip: 0,
+        sp_delta: 0,
+        inputs: Inputs::NONE,
+        offset: 0,
+        check: 0,
+    }; MAX_INSTRUCTIONS];
+    let t = tr
+        .translate(p, p + 4096, 0, 77, h.tls, &mut cache, &mut out)
+        .expect("translated");
+    // The forms and the `jmp` to S0 after them.
+    assert_eq!(t.count, forms.len() + 1, "one block");
+    let plans: Vec<_> = is.iter().map(|i| model.plan(i)).collect();
+    let inputs: Vec<Inputs> = plans
+        .iter()
+        .map(|pl| pl.inputs().expect("inputs"))
+        .collect();
+    assert!(inputs.iter().filter(|x| !x.gprs_only()).count() == 3);
+    let end = is.last().map_or(p, |i| i.next_ip());
+    let fs_base = tls::thread_pointer();
+    let gs_base = crate::machine::gs_base(false);
+    for trial in 0..TRIALS {
+        let mut rng = Rng::new(0x7EC + trial);
+        let init = random_state_seq(
+            &h,
+            &is,
+            &inputs,
+            &mut factory,
+            &mut rng,
+            &mut region,
+            p + S1,
+        );
+        let pattern = region.buf_mut().to_vec();
+        let live = Live {
+            host: &h,
+            state: &init,
+            fs: fs_base,
+            gs: gs_base,
+        };
+        let lives: Vec<_> = is
+            .iter()
+            .zip(&plans)
+            .map(|(i, pl)| {
+                let mut acc = AccessList::default();
+                let r = pl.eval(i, &live, &mut acc);
+                (r, acc)
+            })
+            .collect();
+        let (ns, nnext) = run_once(&init, &pattern, &mut region, p);
+        let native = Outcome {
+            state: ns,
+            buf: region.buf_mut().to_vec(),
+            next: if nnext == end { p + S0 } else { nnext },
+        };
+        let rec = Record::new();
+        arm_tls(&h, &rec);
+        let (xs, xnext) = run_once(&init, &pattern, &mut region, t.code);
+        let (_, cursor) = tls_next_cursor();
+        let translated = Outcome {
+            state: xs,
+            buf: region.buf_mut().to_vec(),
+            next: if xnext == end { p + S0 } else { xnext },
+        };
+        let d = compare(&h, &native, &translated);
+        assert!(d.is_empty(), "trial {trial}: {d:?}");
+        assert_eq!(
+            cursor,
+            rec.start() + t.size as u64,
+            "trial {trial}: record size"
+        );
+        let mut offset = 16;
+        for (k, i) in is.iter().enumerate() {
+            assert_eq!(out[k].inputs, inputs[k], "{i}");
+            assert_eq!(usize::from(out[k].offset), offset, "{i}: offset");
+            offset += inputs[k].bytes();
+            let mut m = RecordedMachine::with_bases(fs_base, gs_base);
+            // SAFETY: the block's record, complete, kept while `m` is used.
+            unsafe { m.fill(&out[k], rec.start()) };
+            for r in inputs[k].gpr_list() {
+                assert_eq!(m.gpr(r), live.gpr(r), "trial {trial}: {i}: {r:?}");
+            }
+            for r in inputs[k].vector_list() {
+                assert_eq!(m.vector(r), live.vector(r), "trial {trial}: {i}: {r:?}");
+            }
+            let mut acc = AccessList::default();
+            let r = plans[k].eval(i, &m, &mut acc);
+            let (lr, la) = &lives[k];
+            assert_eq!(
+                r.map(|_| acc.as_slice()),
+                lr.map(|_| la.as_slice()),
+                "trial {trial}: {i}: model over the record vs the live state"
+            );
+        }
+        assert_eq!(offset, t.size, "record size");
     }
 }

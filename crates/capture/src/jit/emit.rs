@@ -4,7 +4,8 @@
 //! patched once their target is known.
 //!
 //! Every helper here emits only instructions that leave RFLAGS alone
-//! (`mov`, `lea`, `jmp`, `jrcxz`), except where a doc says otherwise: the
+//! (`mov`, `lea`, `jmp`, `jrcxz`; the translator's `kmovq`/`vmovdqu`
+//! stores of recorded inputs), except where a doc says otherwise: the
 //! translated code runs between the program's own instructions.
 
 use iced_x86::{Code, Encoder, IcedError, Instruction, MemoryOperand, Register};
@@ -91,6 +92,11 @@ impl Asm {
                 self.failed = true
             }
         }
+    }
+
+    /// Marks the code as failed (something could not be emitted).
+    pub(crate) fn fail(&mut self) {
+        self.failed = true;
     }
 
     /// Appends raw bytes (a copied instruction).

@@ -102,6 +102,21 @@ static RUNNERS: [AtomicU64; 256] = [const { AtomicU64::new(0) }; 256];
 /// Bytes of a thread's record buffer, and of the non-zero tail after it.
 const BUFFER: usize = 1 << 20;
 const TAIL: usize = 4096;
+/// Bytes of records a thread replays at a time while several threads run
+/// translated code (`--schedule os`): each buffer is replayed after about
+/// 200 instructions, so the simulator sees the threads' accesses in the
+/// order their short buffers filled, a few hundred instructions apart,
+/// close enough for coherence and false sharing to show.
+const SHORT: usize = 2048;
+/// Bytes of non-zero words that end a short buffer: a block's full check
+/// reads the word right after its record, at most [`MAX_RECORD`] bytes
+/// past the cursor.
+const MARK: usize = MAX_RECORD + 64;
+/// Several threads ran translated code at once in this capture, under the
+/// OS's schedule: buffers are short from then on (see [`SHORT`]).
+static INTERLEAVE: AtomicBool = AtomicBool::new(false);
+/// Replays of short buffers in this capture (for the summary).
+static SHORT_REPLAYS: AtomicU64 = AtomicU64::new(0);
 /// Bytes of a thread's dispatcher stack mapping: its lookup table at the
 /// bottom, the stack above.
 const STACK: usize = 1 << 20;
@@ -332,6 +347,41 @@ pub(crate) fn invalidate(start: u64, end: u64) {
     });
 }
 
+/// A traced thread made a system call that may have mapped code (see
+/// `sysemu::maps_code`): the next step of a traced thread reads
+/// `/proc/self/maps` again ([`trust_mapped_code`]).
+static MAPPED: AtomicBool = AtomicBool::new(false);
+
+/// See [`MAPPED`] (handler context, before the call).
+pub(crate) fn code_mapped() {
+    MAPPED.store(true, Ordering::Release);
+}
+
+/// When a traced thread may have mapped code since the last look (a
+/// `dlopen` during the capture), finds the new stable code in
+/// `/proc/self/maps` and lets the translator and the accountant trust it,
+/// as code mapped at the start is: without this, every instruction of a
+/// library loaded in the window (CPython's C extensions) ran under the
+/// trap engine. Handler context: allocation-free (the ranges' room is
+/// reserved), the session's lock held.
+pub(crate) fn trust_mapped_code(acc: &mut crate::account::Accountant) {
+    if !MAPPED.swap(false, Ordering::AcqRel) {
+        return;
+    }
+    with_jit(|j| {
+        let Some(j) = j.as_mut() else { return };
+        crate::procfs::for_each_self_mapping(|start, end, perms, path| {
+            if crate::procfs::is_stable_code(perms, path)
+                && j.exec.len() < j.exec.capacity()
+                && !j.exec.iter().any(|&(s, e)| start < e && end > s)
+                && acc.trust_code(start, end)
+            {
+                j.exec.push((start, end));
+            }
+        });
+    });
+}
+
 /// A stop was asked for from a signal handler that interrupted translated
 /// code (a trigger, Ctrl-C): the first thread to leave at its next
 /// dispatch writes the dump, since nobody else will.
@@ -447,7 +497,7 @@ pub(crate) fn prepare(
                     scratch: [BlockInstr {
                         ip: 0,
                         sp_delta: 0,
-                        inputs: [Register::None; 4],
+                        inputs: crate::model::Inputs::NONE,
                         offset: 0,
                         check: 0,
                     }; MAX_INSTRUCTIONS],
@@ -457,8 +507,9 @@ pub(crate) fn prepare(
         };
         j.exec.clear();
         j.exec.extend_from_slice(exec);
-        // Room for the pieces `retire` splits ranges into (handler context).
-        j.exec.reserve(256);
+        // Room for the pieces `retire` splits ranges into and for code
+        // mapped during the capture (handler context).
+        j.exec.reserve(512);
         j.stop_entries = stop_entries;
         if DISPATCH_ENTRY.load(Ordering::Relaxed) == 0 {
             generate_dispatcher(&mut j.cache, off)?;
@@ -474,6 +525,8 @@ pub(crate) fn prepare(
     FINISH_ON_LEAVE.store(false, Ordering::Release);
     TRAPPED.store(0, Ordering::Relaxed);
     DISPATCHES.store(0, Ordering::Relaxed);
+    INTERLEAVE.store(false, Ordering::Release);
+    SHORT_REPLAYS.store(0, Ordering::Relaxed);
     verify::reset(verify);
     sys::configure(serial);
     FAST.store(true, Ordering::Release);
@@ -486,6 +539,9 @@ pub(crate) struct FastReport {
     pub trapped: u64,
     /// Dispatcher entries.
     pub dispatches: u64,
+    /// Buffers replayed short because several threads ran translated code
+    /// (0: one thread at a time, or `--schedule serial`).
+    pub short_replays: u64,
     /// What verification found (`--mode verify`).
     pub verified: Option<Verified>,
 }
@@ -533,6 +589,7 @@ pub(crate) fn finish() -> Option<FastReport> {
     Some(FastReport {
         trapped: TRAPPED.load(Ordering::Relaxed),
         dispatches: DISPATCHES.load(Ordering::Relaxed),
+        short_replays: SHORT_REPLAYS.load(Ordering::Relaxed),
         verified: verify::take(),
     })
 }
@@ -632,7 +689,10 @@ pub(crate) fn try_hand_over(
     t.dispatch_sys = DISPATCH_SYS.load(Ordering::Relaxed);
     t.tid = u64::from(tid);
     t.active = 1;
-    ACTIVE.fetch_add(1, Ordering::AcqRel);
+    if ACTIVE.fetch_add(1, Ordering::AcqRel) >= 1 && !crate::schedule::on() {
+        INTERLEAVE.store(true, Ordering::Release);
+    }
+    fit(t);
     register(t);
     let g = &mut uc.uc_mcontext.gregs;
     g[libc::REG_RIP as usize] = t.dispatch as i64;
@@ -695,6 +755,7 @@ pub(crate) fn release_thread() {
     }
     t.buf_start = 0;
     t.buf_end = 0;
+    t.limit = 0;
     t.stack_top = 0;
     t.lookup = 0;
 }
@@ -717,6 +778,7 @@ fn thread_resources(t: &mut Tls) -> bool {
         t.buf_map = p;
         t.buf_start = p;
         t.buf_end = p + BUFFER as u64;
+        t.limit = t.buf_end;
         // SAFETY: the tail lies inside the mapping just made.
         unsafe { core::ptr::write_bytes((p + BUFFER as u64) as *mut u8, 0xFF, TAIL) };
     }
@@ -772,6 +834,7 @@ extern "C" fn dispatch(frame: *mut Frame) {
         && t.epoch == epoch
         && (t.window == 0 || t.app_rsp <= t.window)
         && next != BP_ADDR.load(Ordering::Acquire)
+        && !wants_short(t)
     {
         let e = lookup_slot(t, next);
         if e.pc == next && e.gen == LOOKUP_GEN.load(Ordering::Acquire) {
@@ -879,6 +942,16 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
         flush(t);
         wipe(t);
         return stop(t, frame, next);
+    }
+    if wants_short(t) {
+        // Another thread started running translated code: what this one
+        // recorded so far goes to the simulator now, and its buffer is
+        // short from here on.
+        match flush(t) {
+            Replayed::Go => fit(t),
+            Replayed::Leave => return leave(t, frame, next),
+            Replayed::Stop => return stop(t, frame, next),
+        }
     }
     if t.reason == 1 {
         match flush(t) {
@@ -1013,6 +1086,37 @@ fn wipe(t: &mut Tls) {
         )
     };
     t.cursor = t.buf_start;
+    // The mark of a short buffer is gone with the rest; the tail after
+    // `buf_end` is not part of the buffer and stays.
+    t.limit = t.buf_end;
+}
+
+/// Whether the thread's buffer should be short now and is not (several
+/// threads run translated code, see [`SHORT`]).
+#[inline]
+fn wants_short(t: &Tls) -> bool {
+    t.limit == t.buf_end && INTERLEAVE.load(Ordering::Relaxed)
+}
+
+/// Makes the thread's buffer short or whole, as [`INTERLEAVE`] says: moves
+/// the non-zero words that end it. Only with the buffer empty (every word
+/// before the limit 0).
+fn fit(t: &mut Tls) {
+    debug_assert_eq!(t.cursor, t.buf_start);
+    let short = t.buf_start + SHORT as u64;
+    let want = if INTERLEAVE.load(Ordering::Acquire) {
+        short
+    } else {
+        t.buf_end
+    };
+    if t.buf_start == 0 || t.limit == want {
+        return;
+    }
+    // SAFETY: the thread's own buffer: `short + MARK` lies well inside it
+    // (SHORT + MARK < BUFFER), and nothing else writes it while the thread
+    // is in the dispatcher or the trap engine.
+    unsafe { core::ptr::write_bytes(short as *mut u8, if want == short { 0xFF } else { 0 }, MARK) };
+    t.limit = want;
 }
 
 /// The capture stopped while replaying this thread's buffer: the thread
@@ -1059,6 +1163,9 @@ fn flush(t: &mut Tls) -> Replayed {
         _ => Replayed::Leave,
     });
     discard(t);
+    if t.limit != t.buf_end {
+        SHORT_REPLAYS.fetch_add(1, Ordering::Relaxed);
+    }
     match r {
         Replayed::Go => crate::schedule::tick(tid, replayed),
         Replayed::Leave | Replayed::Stop => crate::schedule::leave(tid),
@@ -1098,8 +1205,7 @@ fn replay(
             *rcx = rcx.saturating_sub(1);
             // `cmps`/`scas` (a record longer than its inputs): ZF after
             // the iteration, in the record's last word.
-            let inputs = instrs[0].inputs.iter().filter(|&&r| r != Register::None);
-            if usize::from(b.size) > 16 + 8 * inputs.count() {
+            if usize::from(b.size) > 16 + instrs[0].inputs.bytes() {
                 // SAFETY: the last word of the complete record at `p`.
                 let zf = unsafe { *((p + u64::from(b.size) - 8) as *const u64) };
                 m.rflags = if zf != 0 { 0x40 } else { 0 };
@@ -1153,36 +1259,65 @@ fn replay(
 }
 
 /// The registers an instruction's plan reads, as its block recorded them.
-struct RecordedMachine {
+/// Small on purpose (it lives on a signal handler's stack, which may be the
+/// program's small alternate stack): vector and opmask inputs are not
+/// copied, only where they lie in the record is kept, and they are read
+/// from there when the model asks.
+pub(crate) struct RecordedMachine {
     regs: [u64; 16],
     /// ZF as a `repe`/`repne` iteration left it (nothing else reads flags).
     rflags: u64,
     fs: u64,
     gs: u64,
+    /// The recorded opmask: its register and its address in the record.
+    opmask: (Register, u64),
+    /// The recorded vector registers (as the plan names them) and their
+    /// addresses in the record.
+    vectors: [(Register, u64); 2],
 }
 
 impl RecordedMachine {
     /// The machine of this thread (FS and GS bases live), no register set.
     fn of_this_thread() -> RecordedMachine {
+        RecordedMachine::with_bases(tls::thread_pointer(), crate::machine::gs_base(false))
+    }
+
+    /// A machine with these FS and GS bases, no register set.
+    fn with_bases(fs: u64, gs: u64) -> RecordedMachine {
         RecordedMachine {
             regs: [0; 16],
             rflags: 0,
-            fs: tls::thread_pointer(),
-            gs: crate::machine::gs_base(false),
+            fs,
+            gs,
+            opmask: (Register::None, 0),
+            vectors: [(Register::None, 0); 2],
         }
     }
 
-    /// Loads the registers recorded for `bi` in the record at `record`.
+    /// Loads the registers recorded for `bi` in the record at `record`
+    /// (vector and opmask inputs: where they lie).
     ///
     /// # Safety
     /// `record` starts a record of the block `bi` belongs to, written at
-    /// least up to `bi`'s inputs.
+    /// least up to `bi`'s inputs, and stays there, unchanged, as long as
+    /// the model evaluates over this machine (until the next `fill`).
     unsafe fn fill(&mut self, bi: &BlockInstr, record: u64) {
-        let mut q = record + u64::from(bi.offset);
-        for &r in bi.inputs.iter().filter(|&&r| r != Register::None) {
+        let base = record + u64::from(bi.offset);
+        let mut q = base;
+        for r in bi.inputs.gpr_list() {
             // SAFETY: inside the record (offsets fixed at translation).
             self.regs[r.number()] = unsafe { *(q as *const u64) };
             q += 8;
+        }
+        let inputs = &bi.inputs;
+        self.opmask = (inputs.opmask, base + inputs.opmask_offset() as u64);
+        let offsets = inputs.vector_offsets();
+        for (slot, (&r, &o)) in self
+            .vectors
+            .iter_mut()
+            .zip(inputs.vectors.iter().zip(&offsets))
+        {
+            *slot = (r, base + o as u64);
         }
     }
 }
@@ -1214,11 +1349,26 @@ impl Machine for RecordedMachine {
             _ => 0,
         }
     }
-    fn vector(&self, _reg: Register) -> Option<[u8; 64]> {
-        None
+    fn vector(&self, reg: Register) -> Option<[u8; 64]> {
+        let &(r, addr) = self
+            .vectors
+            .iter()
+            .find(|(r, _)| *r != Register::None && *r == reg)?;
+        let mut v = [0u8; 64];
+        let width = r.size().min(64);
+        // SAFETY: `fill` found this register's `width` bytes at `addr`, in
+        // the record it was given, which its caller keeps in place while
+        // the model evaluates.
+        unsafe { core::ptr::copy_nonoverlapping(addr as *const u8, v.as_mut_ptr(), width) };
+        Some(v)
     }
-    fn opmask(&self, _reg: Register) -> Option<u64> {
-        None
+    fn opmask(&self, reg: Register) -> Option<u64> {
+        let (r, addr) = self.opmask;
+        if r == Register::None || r != reg {
+            return None;
+        }
+        // SAFETY: as in `vector`: 8 bytes `kmovq` stored in the record.
+        Some(unsafe { core::ptr::read_unaligned(addr as *const u64) })
     }
     fn read_memory(&self, addr: u64, buf: &mut [u8]) -> bool {
         crate::memory::read_bytes(addr, buf)

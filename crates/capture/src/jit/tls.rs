@@ -107,6 +107,10 @@ pub(crate) struct Tls {
     /// See [`off::BLOCKED`]: a stop need not wait for the thread (it holds
     /// no record).
     pub blocked: u64,
+    /// Where the thread's records end before a replay: `buf_end`, or
+    /// `buf_start + SHORT` while several threads run translated code
+    /// (non-zero words follow it either way; 0: no buffer mapped).
+    pub limit: u64,
 }
 
 // The state is a TLS symbol of our own, reached with the initial-exec

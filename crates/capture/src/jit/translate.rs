@@ -5,10 +5,15 @@
 //! transfer (kept as the block's last instruction), before an instruction
 //! it cannot handle, after an instruction that moves RSP by an amount not
 //! known statically, or at a size cap. For every instruction the block
-//! stores, right before the instruction runs, the general registers its
-//! [`Plan`](crate::model::Plan) reads ([`Plan::gpr_inputs`]); the block's
-//! record starts with the block's number and RSP at entry, from which the
-//! replay rebuilds RSP at every instruction.
+//! stores, right before the instruction runs, the registers its
+//! [`Plan`](crate::model::Plan) reads ([`Plan::inputs`]: general registers,
+//! and for masked and gather forms their opmask (`kmovq`) and mask or index
+//! vector registers (`vmovdqu`, EVEX `vmovdqu64` for ZMM and XMM16-31/
+//! YMM16-31, SSE `movdqu` for a legacy-encoded instruction's XMM), at their
+//! width); the block's record starts with the block's number and RSP at
+//! entry, from which the replay rebuilds RSP at every instruction. The
+//! replay's `RecordedMachine` reads vector and opmask inputs from the record
+//! in place.
 //!
 //! Translated code, per block (S is a register the block does not use;
 //! `T` the thread's translator state, `fs`-relative):
@@ -18,7 +23,7 @@
 //! jrcxz body                            ; the buffer, not 0 past its end
 //! (full) restore rcx, S ; T.next = pc ; jmp T.dispatch_full
 //! body: restore rcx ; [S] = block ; [S+8] = rsp
-//! per instruction: [S + k] = input registers ; the instruction, copied
+//! per instruction: [S + k] = inputs (GPRs, k, vectors) ; the instruction, copied
 //! lea S, [S + size] ; T.cursor = S      ; commit (no flag is touched)
 //! the block's exit: direct (T.next = target ; jmp T.dispatch; a `jcc`,
 //! `loop` or `jrcxz` copied with its target moved to a second one), indirect
@@ -49,16 +54,19 @@
 //! truncates RIP to 16 bits), FS/GS base writes
 //! (`wrfsbase`/`wrgsbase`, and loads of the FS or GS selector, which move
 //! the base the translated code reaches its state through), instructions
-//! whose plan needs more than general registers (masked, gather and
-//! scatter, `xsave`/`xsavec`/`xrstor` forms; `xsaveopt` and the other
-//! forms the model leaves unmodelled are translated, recording nothing),
-//! RIP-relative operands out of reach of the code cache, the function
-//! trigger's breakpoint. `jit/difftest.rs` checks this list.
+//! whose plan needs what a record cannot hold (`maskmovq`: an MMX mask;
+//! `xsave`/`xsavec`/`xrstor` forms: flags, XINUSE, memory; `xsaveopt` and
+//! the other forms the model leaves unmodelled are translated, recording
+//! nothing) or inputs whose store this processor lacks (AVX-512 forms with
+//! a `{k}`-masked memory operand, gathers and scatters included, where
+//! there is no AVX-512BW for `kmovq`; ZMM or XMM16-31 inputs without
+//! AVX-512F/VL), RIP-relative operands out of reach of the code cache, the
+//! function trigger's breakpoint. `jit/difftest.rs` checks this list.
 
 use super::cache::{CodeCache, CHUNK, REACH};
 use super::emit::{at, fs, jmp_mem, lea, load, mov_imm64, store, store_imm32, store_simm32, Asm};
 use super::tls::off;
-use crate::model::Model;
+use crate::model::{Inputs, Model};
 use iced_x86::{
     Code, Decoder, DecoderOptions, FlowControl, InstructionInfoFactory, Mnemonic, OpAccess, OpKind,
     Register,
@@ -79,7 +87,7 @@ pub(crate) struct BlockInstr {
     /// RSP before it, minus RSP at the block's entry.
     pub sp_delta: i64,
     /// The registers recorded for it, in record order.
-    pub inputs: [Register; 4],
+    pub inputs: Inputs,
     /// Offset of its first input in the block's record.
     pub offset: u16,
     /// Offset from the block's code of the point where the live registers
@@ -154,6 +162,120 @@ pub(crate) struct Translator {
     bytes: [u8; MAX_INSTRUCTIONS * 16],
     /// `syscall` is translated ([`super::sys::supported`]).
     syscalls: bool,
+    vec: VectorStores,
+}
+
+/// Which vector and opmask stores this processor (and OS) can run: the
+/// translated code records a plan's vector and opmask inputs with them, so
+/// an instruction whose inputs need a store the processor lacks is refused
+/// (the recording would fault where the program does not).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct VectorStores {
+    /// VEX `vmovdqu` of XMM0-15/YMM0-15.
+    pub avx: bool,
+    /// EVEX `vmovdqu64` of ZMM registers.
+    pub avx512f: bool,
+    /// EVEX `vmovdqu64` of XMM16-31/YMM16-31.
+    pub avx512vl: bool,
+    /// `kmovq` to memory.
+    pub avx512bw: bool,
+}
+
+impl VectorStores {
+    /// What this machine supports (`is_x86_feature_detected!` also checks
+    /// that the OS enabled the state in XCR0).
+    pub(crate) fn detect() -> VectorStores {
+        VectorStores {
+            avx: std::arch::is_x86_feature_detected!("avx"),
+            avx512f: std::arch::is_x86_feature_detected!("avx512f"),
+            avx512vl: std::arch::is_x86_feature_detected!("avx512vl"),
+            avx512bw: std::arch::is_x86_feature_detected!("avx512bw"),
+        }
+    }
+
+    /// Whether every input can be stored.
+    pub(crate) fn can_record(&self, inputs: &Inputs) -> bool {
+        (inputs.opmask == Register::None || self.avx512bw)
+            && inputs
+                .vector_list()
+                .all(|r| vector_store(r, false).is_some_and(|(_, need)| self.has(need)))
+    }
+
+    fn has(&self, need: Need) -> bool {
+        match need {
+            Need::Sse => true,
+            Need::Avx => self.avx,
+            Need::Avx512f => self.avx512f,
+            Need::Avx512vl => self.avx512f && self.avx512vl,
+        }
+    }
+}
+
+/// The feature a vector store needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Need {
+    Sse,
+    Avx,
+    Avx512f,
+    Avx512vl,
+}
+
+/// The store that records vector register `r` (`legacy`: the instruction
+/// is legacy-SSE encoded, so XMM0-15 are stored with SSE `movdqu`, which
+/// avoids an SSE/AVX transition). Every form writes no flag and no
+/// register.
+fn vector_store(r: Register, legacy: bool) -> Option<(Code, Need)> {
+    let n = r.number();
+    Some(if r.is_xmm() {
+        if n < 16 && legacy {
+            (Code::Movdqu_xmmm128_xmm, Need::Sse)
+        } else if n < 16 {
+            (Code::VEX_Vmovdqu_xmmm128_xmm, Need::Avx)
+        } else {
+            (Code::EVEX_Vmovdqu64_xmmm128_k1z_xmm, Need::Avx512vl)
+        }
+    } else if r.is_ymm() {
+        if n < 16 {
+            (Code::VEX_Vmovdqu_ymmm256_ymm, Need::Avx)
+        } else {
+            (Code::EVEX_Vmovdqu64_ymmm256_k1z_ymm, Need::Avx512vl)
+        }
+    } else if r.is_zmm() {
+        (Code::EVEX_Vmovdqu64_zmmm512_k1z_zmm, Need::Avx512f)
+    } else {
+        return None;
+    })
+}
+
+/// Emits the stores of `inputs` at `[s + o]` onwards (record order: see
+/// [`Inputs`]). Flag-free, register-free.
+fn store_inputs(a: &mut Asm, s: Register, o: i32, inputs: &Inputs, legacy: bool) {
+    let mut q = o;
+    for r in inputs.gpr_list() {
+        a.emit(store(at(s, q), r));
+        q += 8;
+    }
+    if inputs.opmask != Register::None {
+        a.emit(iced_x86::Instruction::with2(
+            Code::VEX_Kmovq_m64_kr,
+            at(s, o + inputs.opmask_offset() as i32),
+            inputs.opmask,
+        ));
+    }
+    let offsets = inputs.vector_offsets();
+    for (k, r) in inputs.vectors.iter().copied().enumerate() {
+        if r == Register::None {
+            continue;
+        }
+        match vector_store(r, legacy) {
+            Some((code, _)) => a.emit(iced_x86::Instruction::with2(
+                code,
+                at(s, o + offsets[k] as i32),
+                r,
+            )),
+            None => a.fail(),
+        }
+    }
 }
 
 /// What a translation produced.
@@ -178,7 +300,17 @@ impl Translator {
             instrs: [iced_x86::Instruction::default(); MAX_INSTRUCTIONS],
             bytes: [0; MAX_INSTRUCTIONS * 16],
             syscalls: super::sys::supported(),
+            vec: VectorStores::detect(),
         }
+    }
+
+    /// A translator that assumes these vector stores (tests: translations
+    /// for a processor this one is not).
+    #[cfg(test)]
+    pub(crate) fn with_vector_stores(cpu: crate::model::CpuFacts, vec: VectorStores) -> Translator {
+        let mut t = Translator::new(cpu);
+        t.vec = vec;
+        t
     }
 
     /// Translates the block at `pc` (whose code lies in a mapped module
@@ -264,9 +396,12 @@ impl Translator {
                 break;
             }
             let plan = self.model.plan(&instr);
-            let Some(inputs) = plan.gpr_inputs() else {
+            let Some(inputs) = plan.inputs() else {
                 break;
             };
+            if !self.vec.can_record(&inputs) {
+                break;
+            }
             let rep = instr.is_string_instruction()
                 && (instr.has_rep_prefix() || instr.has_repe_prefix() || instr.has_repne_prefix());
             if rep && (n > 0 || !rep_loop(&instr)) {
@@ -278,11 +413,10 @@ impl Translator {
             {
                 break;
             }
-            let k = inputs.iter().filter(|&&r| r != Register::None).count();
-            if record + 8 * k > MAX_RECORD {
+            if record + inputs.bytes() > MAX_RECORD {
                 break;
             }
-            record += 8 * k;
+            record += inputs.bytes();
             self.instrs[n] = instr;
             n += 1;
             if rep || exit.is_some() || rsp_delta(&instr, &mut self.factory).is_none() {
@@ -323,12 +457,13 @@ impl Translator {
     ) -> Option<Translation> {
         let i = self.instrs[0];
         let s = self.scratch(&[i])?;
-        let inputs = self.model.plan(&i).gpr_inputs()?;
+        let inputs = self.model.plan(&i).inputs()?;
+        if !inputs.gprs_only() {
+            return None;
+        }
         let zf_exit = rep_zf(&i);
         // `cmps`/`scas`: a last word for ZF after the iteration.
-        let size = 16
-            + 8 * inputs.iter().filter(|&&r| r != Register::None).count() as u16
-            + if zf_exit.is_some() { 8 } else { 0 };
+        let size = 16 + inputs.bytes() as u16 + if zf_exit.is_some() { 8 } else { 0 };
         let t = |o: i32| fs(tls + o);
         let pc = i.ip();
         let mut one = i;
@@ -339,11 +474,7 @@ impl Translator {
         a.reset(code_at);
         let head = a.ip();
         record_head(a, tls, s, size, id, pc);
-        let mut o = 16;
-        for &r in inputs.iter().filter(|&&r| r != Register::None) {
-            a.emit(store(at(s, o), r));
-            o += 8;
-        }
+        store_inputs(a, s, 16, &inputs, false);
         let check = (a.ip() - code_at) as u16;
         a.emit(lea(s, s, i32::from(size)));
         a.emit(store(t(off::CURSOR), s));
@@ -427,7 +558,10 @@ impl Translator {
         let mut offset = 16u16;
         let mut sp = 0i64;
         for (k, i) in instrs.iter().enumerate() {
-            let inputs = self.model.plan(i).gpr_inputs()?;
+            let inputs = self.model.plan(i).inputs()?;
+            if !self.vec.can_record(&inputs) {
+                return None;
+            }
             out[k] = BlockInstr {
                 ip: i.ip(),
                 sp_delta: sp,
@@ -435,7 +569,7 @@ impl Translator {
                 offset,
                 check: 0,
             };
-            offset += 8 * inputs.iter().filter(|&&r| r != Register::None).count() as u16;
+            offset += inputs.bytes() as u16;
             sp += rsp_delta(i, &mut self.factory).unwrap_or(0);
         }
         let size = offset;
@@ -445,11 +579,8 @@ impl Translator {
         let mut copied = 0usize;
         for (k, i) in instrs.iter().enumerate() {
             let d = &out[k];
-            let mut o = i32::from(d.offset);
-            for &r in d.inputs.iter().filter(|&&r| r != Register::None) {
-                a.emit(store(at(s, o), r));
-                o += 8;
-            }
+            let legacy = i.encoding() == iced_x86::EncodingKind::Legacy;
+            store_inputs(a, s, i32::from(d.offset), &d.inputs, legacy);
             let len = i.len();
             out[k].check = (a.ip() - code_at) as u16;
             if k + 1 == n && classify(i).flatten().is_some() {
@@ -1000,7 +1131,7 @@ impl Translator {
         out[0] = BlockInstr {
             ip: pc,
             sp_delta: 0,
-            inputs: [Register::None; 4],
+            inputs: Inputs::NONE,
             offset: 16,
             check,
         };

@@ -1,0 +1,682 @@
+//! Memory that grows where nothing may allocate: the accountant's tables
+//! (decoded instructions, stacks, counter rows, shadow frames) run inside
+//! signal handlers and traced threads, where malloc and its locks are off
+//! limits, yet a real program needs more of them than anyone can guess at
+//! the start.
+//!
+//! - [`GrowVec`]: a dense array of `Copy` entries in an anonymous mapping
+//!   (`MAP_NORESERVE`: the kernel commits pages as they are touched) that
+//!   doubles with `mremap(MREMAP_MAYMOVE)`: the kernel moves the pages, no
+//!   copy, no allocation. Entries are addressed by index (a pointer into
+//!   it is not kept across a push).
+//! - [`Index`]: open-addressing slots (an entry's number plus one, 0 =
+//!   free) in their own mapping; growing maps a region twice the size,
+//!   rehashes the dense keys into it and unmaps the old one.
+//! - [`Budget`]: every mapping's bytes are charged to one budget (the
+//!   capture's `--memory`); a growth the budget, a per-table bound
+//!   (`--reserve`) or the kernel refuses is a [`Full`], which the
+//!   accountant turns into a cut naming the table and the figures.
+//!
+//! Mappings are made with raw system calls (`mmap`, `mremap`, `munmap`
+//! through `syscall` instructions): async-signal-safe, no lock, and the
+//! interrupted program's `errno` untouched.
+
+use std::marker::PhantomData;
+
+const PAGE: usize = 4096;
+
+/// A raw Linux system call with up to six arguments; the kernel's return
+/// value (a negative errno on failure). No libc, no `errno`.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn sys6(nr: i64, a: [u64; 6]) -> i64 {
+    let ret: i64;
+    // SAFETY: the `syscall` instruction with the Linux x86-64 convention;
+    // the callers pass memory-management calls on mappings they own (or
+    // new ones), which touch no memory of Rust's. RCX and R11 are
+    // clobbered by the instruction.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") nr => ret,
+            in("rdi") a[0],
+            in("rsi") a[1],
+            in("rdx") a[2],
+            in("r10") a[3],
+            in("r8") a[4],
+            in("r9") a[5],
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+fn sys6(_nr: i64, _a: [u64; 6]) -> i64 {
+    -(libc::ENOSYS as i64)
+}
+
+/// A fresh zeroed anonymous mapping of `bytes` (a page multiple).
+fn map(bytes: usize) -> Option<*mut u8> {
+    let r = sys6(
+        libc::SYS_mmap,
+        [
+            0,
+            bytes as u64,
+            (libc::PROT_READ | libc::PROT_WRITE) as u64,
+            (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE) as u64,
+            u64::MAX, // fd -1
+            0,        // offset
+        ],
+    );
+    (!(-4095..0).contains(&r)).then_some(r as *mut u8)
+}
+
+/// `old` (of `old_bytes`) grown to `new_bytes`, perhaps moved; the new
+/// part is zeroed by the kernel. `None`: refused (the old one stays).
+fn remap(old: *mut u8, old_bytes: usize, new_bytes: usize) -> Option<*mut u8> {
+    let r = sys6(
+        libc::SYS_mremap,
+        [
+            old as u64,
+            old_bytes as u64,
+            new_bytes as u64,
+            libc::MREMAP_MAYMOVE as u64,
+            0,
+            0,
+        ],
+    );
+    (!(-4095..0).contains(&r)).then_some(r as *mut u8)
+}
+
+fn unmap(p: *mut u8, bytes: usize) {
+    if bytes > 0 {
+        sys6(libc::SYS_munmap, [p as u64, bytes as u64, 0, 0, 0, 0]);
+    }
+}
+
+fn pages(bytes: usize) -> usize {
+    bytes.div_ceil(PAGE).max(1) * PAGE
+}
+
+/// The memory every growing table of a capture draws on, in bytes of
+/// mappings (an upper bound of what the kernel commits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    limit: usize,
+    used: usize,
+}
+
+impl Budget {
+    /// A budget of `limit` bytes (`usize::MAX`: unbounded).
+    pub fn new(limit: usize) -> Budget {
+        Budget { limit, used: 0 }
+    }
+
+    /// Bytes mapped now.
+    pub fn used(&self) -> usize {
+        self.used
+    }
+
+    /// The bound.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Charges `bytes` mapped outside a growth (a table's first page).
+    pub(crate) fn charge(&mut self, bytes: usize) {
+        self.used = self.used.saturating_add(bytes);
+    }
+
+    fn room(&self) -> usize {
+        self.limit.saturating_sub(self.used)
+    }
+}
+
+/// What refused a table's growth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// The memory budget (`--memory`) is spent.
+    Budget,
+    /// The table's own bound (`--reserve NAME=N`) is reached.
+    Reserve,
+    /// The kernel refused the mapping (address-space limit, no memory).
+    System,
+}
+
+/// A table that could not grow: which, how big it was, what it asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Full {
+    /// The table (`instructions`, `stacks`, `records`, `depth`).
+    pub table: &'static str,
+    /// Entries it held.
+    pub entries: usize,
+    /// Bytes it had mapped.
+    pub bytes: usize,
+    /// Bytes more its next growth asked for.
+    pub wanted: usize,
+    /// What refused it.
+    pub limit: Limit,
+    /// The budget's bound and use when it was refused.
+    pub budget: Budget,
+}
+
+/// The start of every cut a full table makes (`Dump::meta.cut_short`):
+/// `record` and `attach` exit with a failure when they see it.
+pub const TABLE_FULL: &str = "out of capture memory";
+
+/// Bytes in a human unit (`1.5 MiB`).
+pub fn human(bytes: u128) -> String {
+    const UNITS: [&str; 7] = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} bytes")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+impl Full {
+    /// The cut's text (normal context: it allocates), starting with
+    /// [`TABLE_FULL`]: the table, its figures and the flag that gives more.
+    pub fn describe(&self) -> String {
+        let had = format!(
+            "the {} table ({} entries, {})",
+            self.table,
+            self.entries,
+            human(self.bytes as u128)
+        );
+        let wanted = human(self.wanted as u128);
+        match self.limit {
+            Limit::Budget => format!(
+                "{TABLE_FULL}: {had} needed about {wanted} more, beyond the memory budget of {} \
+                 ({} used by all tables): run with a larger --memory",
+                human(self.budget.limit as u128),
+                human(self.budget.used as u128)
+            ),
+            Limit::Reserve => format!(
+                "{TABLE_FULL}: {had} reached its bound --reserve {}={}: run with a larger \
+                 --reserve {} (or without it: the tables then grow within --memory)",
+                self.table, self.entries, self.table
+            ),
+            Limit::System => format!(
+                "{TABLE_FULL}: {had} needed about {wanted} more and the system refused the \
+                 mapping ({} used by all tables): raise `ulimit -v` or free memory, or run \
+                 with a smaller --memory",
+                human(self.budget.used as u128)
+            ),
+        }
+    }
+}
+
+/// Why a growth was refused, before the table names itself.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Refused {
+    pub wanted: usize,
+    pub limit: Limit,
+}
+
+impl Refused {
+    /// The [`Full`] of table `table` (holding `entries` in `bytes`).
+    pub(crate) fn full(
+        self,
+        table: &'static str,
+        entries: usize,
+        bytes: usize,
+        b: &Budget,
+    ) -> Full {
+        Full {
+            table,
+            entries,
+            bytes,
+            wanted: self.wanted,
+            limit: self.limit,
+            budget: *b,
+        }
+    }
+}
+
+/// A mapping charged to a budget: `bytes` long at `ptr` (none when 0).
+struct Region {
+    ptr: *mut u8,
+    bytes: usize,
+}
+
+impl Region {
+    const EMPTY: Region = Region {
+        ptr: std::ptr::null_mut(),
+        bytes: 0,
+    };
+
+    /// Grows to at least `want` bytes, less if the budget leaves less but
+    /// still at least `need` bytes.
+    fn grow(&mut self, need: usize, want: usize, b: &mut Budget) -> Result<(), Refused> {
+        let need = pages(need);
+        let full = pages(want.max(need));
+        let room = b.room().saturating_add(self.bytes);
+        let new = full.min(room / PAGE * PAGE);
+        if new < need {
+            return Err(Refused {
+                wanted: full - self.bytes,
+                limit: Limit::Budget,
+            });
+        }
+        let p = if self.bytes == 0 {
+            map(new)
+        } else {
+            remap(self.ptr, self.bytes, new)
+        };
+        let Some(p) = p else {
+            return Err(Refused {
+                wanted: new - self.bytes,
+                limit: Limit::System,
+            });
+        };
+        b.used += new - self.bytes;
+        self.ptr = p;
+        self.bytes = new;
+        Ok(())
+    }
+
+    fn release(&mut self, b: Option<&mut Budget>) {
+        unmap(self.ptr, self.bytes);
+        if let Some(b) = b {
+            b.used -= self.bytes;
+        }
+        *self = Region::EMPTY;
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        unmap(self.ptr, self.bytes);
+    }
+}
+
+/// A dense, growing array of `Copy` entries; see the module doc.
+pub struct GrowVec<T: Copy> {
+    region: Region,
+    len: usize,
+    cap: usize,
+    max: usize,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: a GrowVec owns its mapping as a Vec owns its buffer.
+unsafe impl<T: Copy + Send> Send for GrowVec<T> {}
+// SAFETY: shared access only reads.
+unsafe impl<T: Copy + Sync> Sync for GrowVec<T> {}
+
+impl<T: Copy> GrowVec<T> {
+    /// An empty array of at most `max` entries (nothing mapped yet).
+    pub fn new(max: usize) -> Self {
+        GrowVec {
+            region: Region::EMPTY,
+            len: 0,
+            cap: 0,
+            max,
+            _t: PhantomData,
+        }
+    }
+
+    /// Entries held.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes mapped.
+    pub fn bytes(&self) -> usize {
+        self.region.bytes
+    }
+
+    /// Room for `n` more entries, growing if needed.
+    pub(crate) fn reserve(&mut self, n: usize, b: &mut Budget) -> Result<(), Refused> {
+        let need = self.len.saturating_add(n);
+        if need <= self.cap {
+            return Ok(());
+        }
+        let size = std::mem::size_of::<T>().max(1);
+        if need > self.max {
+            return Err(Refused {
+                wanted: n.saturating_mul(size),
+                limit: Limit::Reserve,
+            });
+        }
+        let want = self
+            .cap
+            .saturating_mul(2)
+            .max(need)
+            .max(PAGE / size)
+            .min(self.max);
+        self.region
+            .grow(need.saturating_mul(size), want.saturating_mul(size), b)?;
+        self.cap = (self.region.bytes / size).min(self.max);
+        Ok(())
+    }
+
+    /// Appends `v`; gives its index.
+    #[inline]
+    pub(crate) fn push(&mut self, v: T, b: &mut Budget) -> Result<usize, Refused> {
+        if self.len == self.cap {
+            self.reserve(1, b)?;
+        }
+        // SAFETY: len < cap: the slot lies in the mapping, aligned (the
+        // mapping is page-aligned and slots are size_of::<T>() apart).
+        unsafe { self.ptr().add(self.len).write(v) };
+        self.len += 1;
+        Ok(self.len - 1)
+    }
+
+    /// Appends `n` copies of `v` (room made first); gives the first index.
+    pub(crate) fn extend(&mut self, v: T, n: usize, b: &mut Budget) -> Result<usize, Refused> {
+        self.reserve(n, b)?;
+        let first = self.len;
+        for i in 0..n {
+            // SAFETY: first + i < len + n <= cap, within the mapping.
+            unsafe { self.ptr().add(first + i).write(v) };
+        }
+        self.len += n;
+        Ok(first)
+    }
+
+    /// Removes the last entry.
+    #[inline]
+    pub fn pop(&mut self) -> Option<T> {
+        if self.len == 0 {
+            return None;
+        }
+        self.len -= 1;
+        // SAFETY: the entry at the old len - 1 was written.
+        Some(unsafe { self.ptr().add(self.len).read() })
+    }
+
+    /// Forgets every entry (the mapping stays, for reuse).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Unmaps everything, giving its bytes back to `b`.
+    pub fn release(&mut self, b: &mut Budget) {
+        self.region.release(Some(b));
+        self.len = 0;
+        self.cap = 0;
+    }
+
+    #[inline]
+    fn ptr(&self) -> *mut T {
+        self.region.ptr as *mut T
+    }
+
+    /// The entries.
+    #[inline]
+    pub fn as_slice(&self) -> &[T] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `len` written entries at the start of the live mapping.
+        unsafe { std::slice::from_raw_parts(self.ptr(), self.len) }
+    }
+
+    /// The entries, mutable.
+    #[inline]
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: as `as_slice`, borrowed mutably through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr(), self.len) }
+    }
+
+    /// Entry `i` (`i < len`, checked in debug builds).
+    #[inline(always)]
+    pub fn at(&self, i: usize) -> &T {
+        debug_assert!(i < self.len);
+        // SAFETY: callers pass indices this array gave (below len).
+        unsafe { &*self.ptr().add(i) }
+    }
+
+    /// Entry `i`, mutable (`i < len`).
+    #[inline(always)]
+    pub fn at_mut(&mut self, i: usize) -> &mut T {
+        debug_assert!(i < self.len);
+        // SAFETY: as `at`.
+        unsafe { &mut *self.ptr().add(i) }
+    }
+
+    /// Entries `i..i + n`, mutable (`i + n <= len`).
+    #[inline(always)]
+    pub fn run_mut(&mut self, i: usize, n: usize) -> &mut [T] {
+        debug_assert!(i + n <= self.len);
+        // SAFETY: as `at`, for `n` consecutive entries.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr().add(i), n) }
+    }
+
+    /// The last entry.
+    #[inline]
+    pub fn last(&self) -> Option<&T> {
+        self.len.checked_sub(1).map(|i| self.at(i))
+    }
+}
+
+/// Open-addressing slots over a dense table's entries; see the module doc.
+pub struct Index {
+    region: Region,
+    mask: usize,
+}
+
+// SAFETY: as GrowVec.
+unsafe impl Send for Index {}
+// SAFETY: shared access only reads.
+unsafe impl Sync for Index {}
+
+/// Slots of a new index.
+const FIRST_SLOTS: usize = 1024;
+
+impl Index {
+    /// An index with no slots yet.
+    pub fn new() -> Index {
+        Index {
+            region: Region::EMPTY,
+            mask: 0,
+        }
+    }
+
+    /// Bytes mapped.
+    pub fn bytes(&self) -> usize {
+        self.region.bytes
+    }
+
+    /// Slot `i`: an entry number plus one, 0 when free.
+    #[inline(always)]
+    pub fn slot(&self, i: usize) -> u32 {
+        // SAFETY: `i` is masked by the callers' probes to below the slot
+        // count, all of which lie in the mapping.
+        unsafe { *(self.region.ptr as *const u32).add(i & self.mask) }
+    }
+
+    #[inline(always)]
+    fn set(&mut self, i: usize, v: u32) {
+        // SAFETY: as `slot`.
+        unsafe { *(self.region.ptr as *mut u32).add(i & self.mask) = v }
+    }
+
+    /// The probe sequence's start for `hash` (valid only once slots exist:
+    /// see [`Index::ready`]).
+    #[inline(always)]
+    pub fn start(&self, hash: u64) -> usize {
+        hash as usize & self.mask
+    }
+
+    /// The slot after `i`.
+    #[inline(always)]
+    pub fn next(&self, i: usize) -> usize {
+        (i + 1) & self.mask
+    }
+
+    /// Whether the index has slots.
+    #[inline(always)]
+    pub fn ready(&self) -> bool {
+        self.region.bytes != 0
+    }
+
+    /// Whether one more than `len` entries keep the load at or under one
+    /// half (else [`Index::grow`] first).
+    #[inline(always)]
+    pub fn fits(&self, len: usize) -> bool {
+        self.ready() && (len + 1) * 2 <= self.mask + 1
+    }
+
+    /// Marks free slot `i` as holding entry `entry`.
+    #[inline(always)]
+    pub fn fill(&mut self, i: usize, entry: usize) {
+        self.set(i, entry as u32 + 1);
+    }
+
+    /// Doubles the slots (or makes the first) and re-inserts entries
+    /// `0..len`, entry `e` hashing to `hash(e)`. On refusal nothing
+    /// changes.
+    pub(crate) fn grow(
+        &mut self,
+        len: usize,
+        hash: impl Fn(usize) -> u64,
+        b: &mut Budget,
+    ) -> Result<(), Refused> {
+        let slots = if self.ready() {
+            (self.mask + 1) * 2
+        } else {
+            FIRST_SLOTS
+        };
+        let slots = slots.max(((len + 1) * 2).next_power_of_two());
+        if len >= u32::MAX as usize - 1 {
+            return Err(Refused {
+                wanted: slots * 4,
+                limit: Limit::Reserve,
+            });
+        }
+        let mut fresh = Region::EMPTY;
+        // The old slots stay mapped while the new ones fill: both count.
+        fresh.grow(slots * 4, slots * 4, b)?;
+        if fresh.bytes < slots * 4 {
+            fresh.release(Some(b));
+            return Err(Refused {
+                wanted: slots * 4,
+                limit: Limit::Budget,
+            });
+        }
+        let old = std::mem::replace(&mut self.region, fresh);
+        self.mask = slots - 1;
+        for e in 0..len {
+            let mut i = self.start(hash(e));
+            while self.slot(i) != 0 {
+                i = self.next(i);
+            }
+            self.fill(i, e);
+        }
+        let mut old = old;
+        old.release(Some(b));
+        Ok(())
+    }
+}
+
+impl Default for Index {
+    fn default() -> Self {
+        Index::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_growvec_keeps_every_entry_across_growth_and_charges_the_budget() {
+        let mut b = Budget::new(usize::MAX);
+        let mut v = GrowVec::<u64>::new(usize::MAX);
+        for i in 0..1_000_000u64 {
+            assert_eq!(v.push(i * 3, &mut b).unwrap(), i as usize);
+        }
+        assert!(v
+            .as_slice()
+            .iter()
+            .enumerate()
+            .all(|(i, &x)| x == i as u64 * 3));
+        assert_eq!(b.used(), v.bytes());
+        assert!(v.bytes() >= 8_000_000 && v.bytes() <= 16_000_000 + PAGE);
+        v.release(&mut b);
+        assert_eq!(b.used(), 0);
+    }
+
+    #[test]
+    fn a_growvec_stops_at_its_bound_and_at_the_budget() {
+        let mut b = Budget::new(usize::MAX);
+        let mut v = GrowVec::<u64>::new(3);
+        for i in 0..3 {
+            v.push(i, &mut b).unwrap();
+        }
+        let r = v.push(9, &mut b).unwrap_err();
+        assert_eq!(r.limit, Limit::Reserve);
+        assert_eq!(v.as_slice(), &[0, 1, 2]);
+        // 3 pages of budget: 1536 entries, then the budget refuses.
+        let mut b = Budget::new(3 * PAGE);
+        let mut v = GrowVec::<u64>::new(usize::MAX);
+        let mut n = 0;
+        let r = loop {
+            match v.push(n, &mut b) {
+                Ok(_) => n += 1,
+                Err(r) => break r,
+            }
+        };
+        assert_eq!((n, r.limit), (3 * PAGE as u64 / 8, Limit::Budget));
+        assert!(r.wanted > 0);
+        assert_eq!(b.used(), 3 * PAGE);
+    }
+
+    #[test]
+    fn an_index_grows_and_finds_every_entry_again() {
+        let mut b = Budget::new(usize::MAX);
+        let mut keys = GrowVec::<u64>::new(usize::MAX);
+        let mut idx = Index::new();
+        let h = |k: u64| k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        for k in 0..200_000u64 {
+            let key = k * 64 + 7;
+            if !idx.fits(keys.len()) {
+                let ks = &keys;
+                idx.grow(ks.len(), |e| h(*ks.at(e)), &mut b).unwrap();
+            }
+            let mut i = idx.start(h(key));
+            while idx.slot(i) != 0 {
+                i = idx.next(i);
+            }
+            let e = keys.push(key, &mut b).unwrap();
+            idx.fill(i, e);
+        }
+        assert!(idx.bytes() >= 200_000 * 2 * 4);
+        for k in 0..200_000u64 {
+            let key = k * 64 + 7;
+            let mut i = idx.start(h(key));
+            loop {
+                let s = idx.slot(i);
+                assert_ne!(s, 0, "key {key} lost");
+                if *keys.at(s as usize - 1) == key {
+                    assert_eq!(s as u64 - 1, k);
+                    break;
+                }
+                i = idx.next(i);
+            }
+        }
+        assert_eq!(b.used(), keys.bytes() + idx.bytes());
+    }
+}
