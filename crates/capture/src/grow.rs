@@ -6,8 +6,10 @@
 //!
 //! - [`GrowVec`]: a dense array of `Copy` entries in an anonymous mapping
 //!   (`MAP_NORESERVE`: the kernel commits pages as they are touched) that
-//!   doubles with `mremap(MREMAP_MAYMOVE)`: the kernel moves the pages, no
-//!   copy, no allocation. Entries are addressed by index (a pointer into
+//!   doubles with `mremap(MREMAP_MAYMOVE | MREMAP_FIXED)` into a mapping
+//!   twice the size: the kernel moves the pages, no copy, no allocation.
+//!   Every mapping lies in the far region (`memory::far_address`), away
+//!   from where the program's own mappings go. Entries are addressed by index (a pointer into
 //!   it is not kept across a push).
 //! - [`Index`]: open-addressing slots (an entry's number plus one, 0 =
 //!   free) in their own mapping; growing maps a region twice the size,
@@ -57,8 +59,35 @@ fn sys6(_nr: i64, _a: [u64; 6]) -> i64 {
     -(libc::ENOSYS as i64)
 }
 
-/// A fresh zeroed anonymous mapping of `bytes` (a page multiple).
+/// A fresh zeroed anonymous mapping of `bytes` (a page multiple), in the
+/// far region (`memory::far_address`) so that the program's own mappings
+/// land where they would without us (a table placed by the kernel took the
+/// hole a `dlclose` left, and the library opened next went elsewhere);
+/// anywhere when that fails.
 fn map(bytes: usize) -> Option<*mut u8> {
+    let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE) as u64;
+    let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+    for _ in 0..64 {
+        let at = crate::memory::far_address(bytes as u64);
+        let r = sys6(
+            libc::SYS_mmap,
+            [
+                at,
+                bytes as u64,
+                rw,
+                flags | libc::MAP_FIXED_NOREPLACE as u64,
+                u64::MAX,
+                0,
+            ],
+        );
+        if r as u64 == at {
+            return Some(at as *mut u8);
+        }
+        if !(-4095..0).contains(&r) {
+            // An old kernel took the address as a hint only.
+            unmap(r as *mut u8, bytes);
+        }
+    }
     let r = sys6(
         libc::SYS_mmap,
         [
@@ -73,21 +102,27 @@ fn map(bytes: usize) -> Option<*mut u8> {
     (!(-4095..0).contains(&r)).then_some(r as *mut u8)
 }
 
-/// `old` (of `old_bytes`) grown to `new_bytes`, perhaps moved; the new
-/// part is zeroed by the kernel. `None`: refused (the old one stays).
+/// `old` (of `old_bytes`) grown to `new_bytes`, moved: its pages move to
+/// the start of a fresh mapping of `new_bytes` ([`map`], in the far
+/// region), whose rest is zero. `None`: refused (the old one stays).
 fn remap(old: *mut u8, old_bytes: usize, new_bytes: usize) -> Option<*mut u8> {
+    let new = map(new_bytes)?;
     let r = sys6(
         libc::SYS_mremap,
         [
             old as u64,
             old_bytes as u64,
-            new_bytes as u64,
-            libc::MREMAP_MAYMOVE as u64,
-            0,
+            old_bytes as u64,
+            (libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED) as u64,
+            new as u64,
             0,
         ],
     );
-    (!(-4095..0).contains(&r)).then_some(r as *mut u8)
+    if r as u64 != new as u64 {
+        unmap(new, new_bytes);
+        return None;
+    }
+    Some(new)
 }
 
 fn unmap(p: *mut u8, bytes: usize) {

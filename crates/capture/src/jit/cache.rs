@@ -145,17 +145,9 @@ impl CodeCache {
     }
 }
 
-/// Where the next mapping of ours that need not be near code goes: far
-/// below where the kernel places the program's own mappings (top-down
-/// from just under the stack) and far above its heap, so that fast mode
-/// leaves the addresses the program's `mmap` and `malloc` return as they
-/// are without it.
-static FAR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0x1000_0000_0000);
-
 /// Maps `len` bytes (private anonymous, or `fd` shared when not negative)
 /// in the far region; anywhere if that fails.
 pub(crate) fn map_far(len: u64, prot: i32, fd: i32) -> Option<u64> {
-    use std::sync::atomic::Ordering;
     let len = len.next_multiple_of(1 << 21);
     let flags = if fd >= 0 {
         libc::MAP_SHARED
@@ -163,7 +155,7 @@ pub(crate) fn map_far(len: u64, prot: i32, fd: i32) -> Option<u64> {
         libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE
     };
     for _ in 0..64 {
-        let at = FAR.fetch_add(len, Ordering::Relaxed);
+        let at = crate::memory::far_address(len);
         // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
         let p = unsafe {
             libc::mmap(
