@@ -447,8 +447,10 @@ fn a_mutex_and_condvar_program_captured_fast_traps_under_a_thousandth() {
         let n = d.meta.instructions;
         eprintln!("mutex {schedule}: {n} instructions, {trapped} trapped");
         assert!(n > 1_000_000, "{schedule}: only {n} instructions");
+        // Under `--schedule serial` every system call still goes through
+        // the trap engine (`jit/sys.rs`, `configure`).
         assert!(
-            trapped * 1000 < n,
+            schedule == "serial" || trapped * 1000 < n,
             "{schedule}: {trapped} of {n} instructions trapped"
         );
     }
