@@ -168,12 +168,7 @@ fn compare(args: &[&str], program: &[&str], tag: &str) -> Result<u64, String> {
 /// The instructions that ran under the trap engine in a fast capture, from
 /// its note.
 fn trapped_of(d: &Dump) -> Option<u64> {
-    d.meta
-        .notes
-        .iter()
-        .find_map(|n| n.strip_prefix("capture mode fast: "))
-        .and_then(|n| n.split(' ').next())
-        .and_then(|n| n.parse::<u64>().ok())
+    coldcache_analysis::summary::fast_trapped(&d.meta)
 }
 
 /// [`compare`], also giving how many instructions the fast capture trapped.
@@ -500,14 +495,7 @@ fn vector_masked_and_gather_loops_captured_fast_equal_trap_and_run_translated() 
                         Dump::from_bytes(&std::fs::read(path).unwrap()).unwrap()
                     };
                     let (t, f) = (dump("trap"), dump("fast"));
-                    let trapped = f
-                        .meta
-                        .notes
-                        .iter()
-                        .find_map(|n| n.strip_prefix("capture mode fast: "))
-                        .and_then(|n| n.split(' ').next())
-                        .and_then(|n| n.parse::<u64>().ok())
-                        .unwrap_or(u64::MAX);
+                    let trapped = trapped_of(&f).unwrap_or(u64::MAX);
                     let unmodelled = |d: &Dump| d.meta.unmodelled.iter().map(|u| u.1).sum::<u64>();
                     if trapped > 4 {
                         bad.push(format!("{tag}: {trapped} of {n} instructions trapped"));
@@ -907,14 +895,7 @@ fn code_a_dlopen_maps_during_the_capture_is_translated_and_counted_as_in_trap_mo
         &program,
         "dlopen_window.again",
     );
-    let trapped = d
-        .meta
-        .notes
-        .iter()
-        .find_map(|n| n.strip_prefix("capture mode fast: "))
-        .and_then(|n| n.split(' ').next())
-        .and_then(|n| n.parse::<u64>().ok())
-        .expect("the fast dump says how many instructions were trapped");
+    let trapped = trapped_of(&d).expect("the fast dump says how many instructions were trapped");
     assert!(
         trapped * 1000 < instructions,
         "{trapped} of {instructions} instructions ran under the trap engine"
@@ -1252,13 +1233,7 @@ fn verify_mode_finds_no_difference_on_kernels_and_programs() {
             .next()
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
-        let trapped: u64 = d
-            .meta
-            .notes
-            .iter()
-            .find_map(|n| n.strip_prefix("capture mode fast: "))
-            .and_then(|n| n.split(' ').next()?.parse().ok())
-            .unwrap_or(0);
+        let trapped: u64 = trapped_of(&d).unwrap_or(0);
         eprintln!("{name:<12} {} instructions: {note}", d.meta.instructions);
         let cut = d.meta.cut_short.as_deref();
         if !note.ends_with("no difference")
