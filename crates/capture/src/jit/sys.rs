@@ -9,9 +9,7 @@
 //! - replays the thread's buffer first, in the dispatcher, then makes the
 //!   call from the block ([`FLUSH`]): calls that may block (a futex wait,
 //!   `read`, `poll`, `nanosleep`, ...), so a thread blocked in one holds no
-//!   record a stop would have to wait for; under `--schedule serial` every
-//!   inline call takes this way, where the turn is handed on
-//!   (`schedule::syscall`);
+//!   record a stop would have to wait for;
 //! - or hands the thread to the trap engine, which steps the call as in
 //!   trap mode ([`ENGINE`], the default for any number not listed here):
 //!   everything its pre-syscall work must see (`exit`, `exit_group`,
@@ -22,6 +20,9 @@
 //!
 //! A `futex` ([`FUTEX`]) is classed by its operation's low byte
 //! ([`FUTEX_CLASS`]): wakes inline, waits replay first.
+//!
+//! Under `--schedule serial` every call goes to the trap engine
+//! ([`configure`]).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -157,11 +158,13 @@ const FUTEX_WAKES: &[u8] = &[1, 3, 4, 5, 7, 8, 10];
 
 /// Fills the tables for a capture (normal context, before any thread is
 /// handed to translated code). `serial`: `--schedule serial`, where every
-/// call the engine need not see replays first (the turn may be handed on).
+/// call goes through the trap engine.
 pub(crate) fn configure(serial: bool) {
-    let inline = if serial { FLUSH } else { INLINE };
     for c in &CLASS {
         c.store(ENGINE, Ordering::Relaxed);
+    }
+    for c in &FUTEX_CLASS {
+        c.store(FLUSH, Ordering::Relaxed);
     }
     if serial {
         // Every call through the trap engine, as before calls were made in
@@ -171,7 +174,7 @@ pub(crate) fn configure(serial: bool) {
         return;
     }
     for &n in INLINE_CALLS {
-        CLASS[n as usize].store(inline, Ordering::Relaxed);
+        CLASS[n as usize].store(INLINE, Ordering::Relaxed);
     }
     for &n in FLUSH_CALLS {
         CLASS[n as usize].store(FLUSH, Ordering::Relaxed);
@@ -179,7 +182,7 @@ pub(crate) fn configure(serial: bool) {
     CLASS[libc::SYS_futex as usize].store(FUTEX, Ordering::Relaxed);
     for (b, c) in FUTEX_CLASS.iter().enumerate() {
         let wake = FUTEX_WAKES.contains(&(b as u8 & 0x7f));
-        c.store(if wake { inline } else { FLUSH }, Ordering::Release);
+        c.store(if wake { INLINE } else { FLUSH }, Ordering::Release);
     }
 }
 
@@ -235,12 +238,12 @@ mod tests {
         // FUTEX_WAIT_PRIVATE replays first, FUTEX_WAKE_PRIVATE is inline.
         assert_eq!(FUTEX_CLASS[128].load(Ordering::Relaxed), FLUSH);
         assert_eq!(FUTEX_CLASS[129].load(Ordering::Relaxed), INLINE);
+        // Under --schedule serial every call goes to the trap engine.
         configure(true);
+        for n in [libc::SYS_getpid, libc::SYS_futex, libc::SYS_read] {
+            assert_eq!(CLASS[n as usize].load(Ordering::Relaxed), ENGINE, "{n}");
+        }
         assert_eq!(FUTEX_CLASS[129].load(Ordering::Relaxed), FLUSH);
-        assert_eq!(
-            CLASS[libc::SYS_getpid as usize].load(Ordering::Relaxed),
-            FLUSH
-        );
         configure(false);
     }
 }
