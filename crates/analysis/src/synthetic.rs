@@ -207,5 +207,6 @@ pub fn dump(shape: Shape) -> Dump {
             }],
         }),
         sources: Vec::new(),
+        data: None,
     }
 }

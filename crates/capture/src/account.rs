@@ -1524,6 +1524,7 @@ impl Accountant {
             records,
             symbols: None,
             sources: Vec::new(),
+            data: None,
         };
         Finished {
             dump,

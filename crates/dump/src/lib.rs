@@ -20,16 +20,20 @@
 //! `STKS`, `RECS`. Version 2 adds an optional `SYMS` section after `RECS`:
 //! the embedded symbol tables ([`Symbols`]). Version 3 adds an optional
 //! `SRCS` section after it: the text of the source files the line tables
-//! name ([`SourceText`]). Unknown sections are skipped, so
+//! name ([`SourceText`]). Version 4 adds an optional `DATA` section after
+//! that: the types and fields the memory accesses touch ([`DataTypes`]).
+//! Unknown sections are skipped, so
 //! later versions can add sections that older readers ignore; every older
 //! version keeps loading (samples of each are under test).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod data;
 pub mod symbols;
 mod varint;
 
+pub use data::{DataType, DataTypes, Member, TypeKind, TypedAccess, Via};
 pub use symbols::{Frame, Function, Location, ModuleStatus, ModuleSymbols, Symbols};
 
 use serde::{Deserialize, Serialize};
@@ -40,7 +44,7 @@ pub const MAGIC: &[u8; 8] = b"COLDDUMP";
 /// The trailer magic, followed by the CRC-32 of everything before it.
 pub const TRAILER: &[u8; 8] = b"CRC32\0\0\0";
 /// The format version this crate writes.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Stack id of the empty stack (the root of the stack tree).
 pub const ROOT_STACK: u32 = 0;
 
@@ -201,6 +205,9 @@ pub struct Dump {
     /// Embedded source files (version 3), so the source view works where
     /// the sources are not (empty when none were embedded).
     pub sources: Vec<SourceText>,
+    /// The data types of the memory accesses (version 4), once the dump
+    /// has been resolved with them.
+    pub data: Option<DataTypes>,
 }
 
 /// The text of one source file, as it was when the dump was resolved.
@@ -395,6 +402,12 @@ impl Dump {
             section(&mut out, b"SRCS", &b);
         }
 
+        if let Some(data) = &self.data {
+            b.clear();
+            data.encode(&mut b);
+            section(&mut out, b"DATA", &b);
+        }
+
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(TRAILER);
         out.extend_from_slice(&crc.to_le_bytes());
@@ -563,6 +576,10 @@ impl Dump {
             }
             r.finish()?;
         }
+        let data = match get("DATA") {
+            Ok(b) if version >= 4 => Some(DataTypes::decode(b, modules.len())?),
+            _ => None,
+        };
         Ok(Dump {
             meta,
             modules,
@@ -571,6 +588,7 @@ impl Dump {
             records,
             symbols,
             sources,
+            data,
         })
     }
 }

@@ -1,9 +1,11 @@
 //! Dump format tests: round trip, and refusal of truncated or corrupted input.
 
+use coldcache_dump::data::NO_TYPE;
 use coldcache_dump::symbols::{NO_FILE, NO_MODULE};
 use coldcache_dump::{
-    CounterLayout, Dump, DumpError, Frame, Function, Location, Meta, Module, ModuleStatus,
-    ModuleSymbols, Record, Side, SourceText, StackNode, Symbols, Thread,
+    CounterLayout, DataType, DataTypes, Dump, DumpError, Frame, Function, Location, Member, Meta,
+    Module, ModuleStatus, ModuleSymbols, Record, Side, SourceText, StackNode, Symbols, Thread,
+    TypeKind, TypedAccess, Via,
 };
 
 fn sample() -> Dump {
@@ -59,6 +61,7 @@ fn sample() -> Dump {
         ],
         symbols: None,
         sources: Vec::new(),
+        data: None,
     }
 }
 
@@ -278,9 +281,6 @@ fn sample_v3() -> Dump {
 #[test]
 fn committed_version_3_sample_still_loads() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v3.ccdump");
-    if std::env::var_os("COLDCACHE_WRITE_SAMPLES").is_some() {
-        std::fs::write(&path, sample_v3().to_bytes()).unwrap();
-    }
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(&bytes[8..12], &3u32.to_le_bytes(), "sample is version 3");
     let d = Dump::from_bytes(&bytes).unwrap();
@@ -288,6 +288,129 @@ fn committed_version_3_sample_still_loads() {
     assert_eq!(d.layout(), Some(CounterLayout::new(2)));
     assert_eq!(d.source("/src/a.h").map(|t| t.lines().count()), Some(1));
     assert_eq!(d.source("/src/b.c"), None);
+}
+
+/// Version 4: the version 3 sample with the data types of two
+/// instructions: `Entity::flags` through a register variable, and
+/// `Entity::pos.y` of a global array's element.
+fn sample_v4() -> Dump {
+    let mut d = sample_v3();
+    let vec3 = DataType {
+        name: "Vec3".into(),
+        kind: TypeKind::Struct,
+        size: 12,
+        members: ["x", "y", "z"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| Member {
+                name: (*n).into(),
+                offset: 4 * i as u64,
+                size: 4,
+                type_name: "float".into(),
+                ty: NO_TYPE,
+                ..Member::default()
+            })
+            .collect(),
+        decl: "/src/a.h:3".into(),
+    };
+    let entity = DataType {
+        name: "Entity".into(),
+        kind: TypeKind::Class,
+        size: 192,
+        members: vec![
+            Member {
+                name: "pos".into(),
+                offset: 0,
+                size: 12,
+                type_name: "Vec3".into(),
+                ty: 0,
+                ..Member::default()
+            },
+            Member {
+                name: "flags".into(),
+                offset: 160,
+                size: 2,
+                type_name: "uint16_t".into(),
+                ty: NO_TYPE,
+                ..Member::default()
+            },
+            Member {
+                name: "dirty".into(),
+                offset: 162,
+                size: 1,
+                bit_offset: 3,
+                bit_size: 1,
+                type_name: "unsigned int".into(),
+                ty: NO_TYPE,
+                ..Member::default()
+            },
+        ],
+        decl: "/src/a.h:9".into(),
+    };
+    d.data = Some(DataTypes {
+        types: vec![vec3, entity],
+        accesses: vec![
+            TypedAccess {
+                addr: 0x401000,
+                ty: 1,
+                offset: 160,
+                size: 1,
+                path: vec![1],
+                straddles: false,
+                via: Via::Register,
+                variable: "e".into(),
+            },
+            TypedAccess {
+                addr: 0x401004,
+                ty: 1,
+                offset: 4,
+                size: 4,
+                path: vec![0, 1],
+                straddles: false,
+                via: Via::Global,
+                variable: "entities".into(),
+            },
+        ],
+        modules: d.modules.iter().map(|_| "2 types".to_string()).collect(),
+    });
+    d
+}
+
+#[test]
+fn committed_version_4_sample_still_loads() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v4.ccdump");
+    if std::env::var_os("COLDCACHE_WRITE_SAMPLES").is_some() {
+        std::fs::write(&path, sample_v4().to_bytes()).unwrap();
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[8..12], &4u32.to_le_bytes(), "sample is version 4");
+    let d = Dump::from_bytes(&bytes).unwrap();
+    assert_eq!(d, sample_v4());
+    let data = d.data.as_ref().unwrap();
+    let flags = data.access(0x401000).unwrap();
+    assert_eq!(data.field_name(flags), "Entity::flags");
+    assert_eq!(data.field_name(data.access(0x401004).unwrap()), "Entity::pos.y");
+    assert!(data.access(0x401002).is_none());
+}
+
+#[test]
+fn data_types_round_trip_and_a_path_to_no_member_is_refused() {
+    let d = sample_v4();
+    assert_eq!(Dump::from_bytes(&d.to_bytes()).unwrap(), d);
+    // Without data types no DATA section is written.
+    let mut plain = d.clone();
+    plain.data = None;
+    assert!(!plain.to_bytes().windows(4).any(|w| w == b"DATA"));
+    // A path naming a fourth member of Entity is refused with the section
+    // named.
+    let mut bad = d.clone();
+    bad.data.as_mut().unwrap().accesses[0].path = vec![3];
+    let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
+    assert!(e.contains("DATA") && e.contains("member 3"), "{e}");
+    let mut bad = d;
+    bad.data.as_mut().unwrap().types[1].members[0].ty = 7;
+    let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
+    assert!(e.contains("DATA") && e.contains("type 7"), "{e}");
 }
 
 #[test]

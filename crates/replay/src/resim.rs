@@ -448,6 +448,7 @@ impl Resim {
                 records: Vec::new(),
                 symbols: None,
                 sources: Vec::new(),
+                data: None,
             },
             None => {
                 let seen = self.cores.len().max(threads.len());
@@ -473,6 +474,7 @@ impl Resim {
                     records: Vec::new(),
                     symbols: None,
                     sources: Vec::new(),
+                    data: None,
                 }
             }
         };
