@@ -25,3 +25,11 @@ pub mod globals;
 pub mod layout;
 pub mod locals;
 pub mod operand;
+
+/// The reader the crate parses DWARF with: owned, reference-counted
+/// slices, so tables keep no borrow of the file's bytes.
+pub type Reader = gimli::EndianRcSlice<gimli::RunTimeEndian>;
+
+/// A type, by the offset of its debugging information entry in
+/// `.debug_info` (the key `layout` and `locals` agree on).
+pub type TypeRef = gimli::DebugInfoOffset<usize>;
