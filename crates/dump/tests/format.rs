@@ -389,7 +389,10 @@ fn committed_version_4_sample_still_loads() {
     let data = d.data.as_ref().unwrap();
     let flags = data.access(0x401000).unwrap();
     assert_eq!(data.field_name(flags), "Entity::flags");
-    assert_eq!(data.field_name(data.access(0x401004).unwrap()), "Entity::pos.y");
+    assert_eq!(
+        data.field_name(data.access(0x401004).unwrap()),
+        "Entity::pos.y"
+    );
     assert!(data.access(0x401002).is_none());
 }
 

@@ -15,12 +15,16 @@
 //! - `locals`: parameters and local variables by their location at an
 //!   instruction: the variable a register holds (a pointer or reference
 //!   to a type), the variable at a stack-frame offset.
+//! - `flow`: typed pointers carried through a function's code from where
+//!   DWARF places them (optimised loops advance a pointer DWARF no longer
+//!   names).
 //! - `operand`: an instruction's memory operand (iced-x86) and the rules
-//!   that pick its type and field from the three above.
+//!   that pick its type and field from the above.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod flow;
 pub mod globals;
 pub mod layout;
 pub mod locals;
