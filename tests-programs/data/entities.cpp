@@ -36,7 +36,6 @@ struct alignas(64) Entity {
     char script[32];       // +128
 #ifdef FLAGS_IN_HOT_LINE
     float radius;          // +160
-    uint16_t pad1;
 #else
     uint16_t flags;        // +160  (line 2)
     uint16_t pad1;

@@ -14,6 +14,11 @@
 //! - `add`/`sub`/`inc`/`dec` of an immediate, and `lea r, [b + disp]`,
 //!   move the offset; a `lea` with an index whose scale is a multiple of
 //!   the type's size keeps it (whole elements); `mov r, q` copies;
+//! - `lea r, [rip + disp]` of an address inside a global variable gives
+//!   the global's type (its element type, for an array);
+//! - a 64-bit load `mov r, [b + disp]` through a typed pointer, of a
+//!   member whose type is a pointer, gives `r` the type pointed to (a
+//!   linked list's `n = n->next`, a vector's `_M_start`);
 //! - any other write of the register (a 32-bit or partial write among
 //!   them) forgets it; a `call` forgets the registers the System V ABI
 //!   lets the callee change;
@@ -96,6 +101,12 @@ pub trait Seeds {
     fn seed(&self, pc: u64, reg: u16) -> Option<(TypeRef, i64, u32)>;
     /// `sizeof` the type, when known and not zero.
     fn size_of(&self, ty: TypeRef) -> Option<u64>;
+    /// The global variable holding file address `addr`: its type (the
+    /// element type for an array), the offset of `addr` in it, and an id.
+    fn global(&self, addr: u64) -> Option<(TypeRef, i64, u32)>;
+    /// The type pointed to by the pointer-typed member of `ty` that the
+    /// 8 bytes at `offset` are exactly, if they are one.
+    fn pointee_at(&self, ty: TypeRef, offset: i64) -> Option<TypeRef>;
 }
 
 /// The typed registers at each instruction of one function.
@@ -296,6 +307,12 @@ fn transfer(
             s[r] = lea(ins, s, seeds);
             return;
         }
+        (Mnemonic::Mov, Some(r))
+            if ins.code() == Code::Mov_r64_rm64 && ins.op1_kind() == OpKind::Memory =>
+        {
+            s[r] = load(ins, s, seeds);
+            return;
+        }
         _ => {}
     }
     if matches!(
@@ -320,10 +337,47 @@ fn transfer(
     }
 }
 
-/// `lea r, [base + index*scale + disp]` over a typed base.
-fn lea(ins: &Instruction, s: &State, seeds: &dyn Seeds) -> Lat {
-    if ins.code() != Code::Lea_r64_m || ins.memory_base() == Register::RIP {
+/// `mov r, [base + disp]` through a typed base, of a pointer member.
+fn load(ins: &Instruction, s: &State, seeds: &dyn Seeds) -> Lat {
+    if ins.memory_index() != Register::None || ins.segment_prefix() != Register::None {
         return Lat::Unknown;
+    }
+    let Some(b) = dwarf_number(ins.memory_base()) else {
+        return Lat::Unknown;
+    };
+    let Lat::Known(t) = s[b as usize] else {
+        return Lat::Unknown;
+    };
+    let at = fold(
+        t.offset.wrapping_add(ins.memory_displacement64() as i64),
+        seeds.size_of(t.ty),
+    );
+    match seeds.pointee_at(t.ty, at) {
+        Some(ty) => Lat::Known(Typed {
+            ty,
+            offset: 0,
+            var: t.var,
+        }),
+        None => Lat::Unknown,
+    }
+}
+
+/// `lea r, [base + index*scale + disp]` over a typed base, or of an
+/// address in a global.
+fn lea(ins: &Instruction, s: &State, seeds: &dyn Seeds) -> Lat {
+    if ins.code() != Code::Lea_r64_m {
+        return Lat::Unknown;
+    }
+    if ins.memory_base() == Register::RIP {
+        // iced gives the operand's absolute address for rip-relative forms.
+        return match seeds.global(ins.memory_displacement64()) {
+            Some((ty, offset, var)) => Lat::Known(Typed {
+                ty,
+                offset: fold(offset, seeds.size_of(ty)),
+                var,
+            }),
+            None => Lat::Unknown,
+        };
     }
     let Some(b) = dwarf_number(ins.memory_base()) else {
         return Lat::Unknown;
@@ -377,9 +431,29 @@ mod tests {
             (pc == self.at && reg == 5).then_some((ENTITY, 0, 0))
         }
         fn size_of(&self, ty: TypeRef) -> Option<u64> {
-            (ty == ENTITY).then_some(self.size)
+            match ty {
+                ENTITY => Some(self.size),
+                NODE => Some(16),
+                TABLE => Some(4),
+                _ => None,
+            }
+        }
+        /// A `uint32_t[256]` at 0x2040: its element type.
+        fn global(&self, addr: u64) -> Option<(TypeRef, i64, u32)> {
+            (0x2040..0x2440)
+                .contains(&addr)
+                .then(|| (TABLE, (addr - 0x2040) as i64 % 4, 7))
+        }
+        /// `struct Node { Node *next; long v; }` and Entity's `+8` a `Node*`.
+        fn pointee_at(&self, ty: TypeRef, offset: i64) -> Option<TypeRef> {
+            match (ty, offset) {
+                (NODE, 0) | (ENTITY, 8) => Some(NODE),
+                _ => None,
+            }
         }
     }
+    const NODE: TypeRef = gimli::DebugInfoOffset(0x200);
+    const TABLE: TypeRef = gimli::DebugInfoOffset(0x300);
 
     /// g++ 12 -O2's `cull(const Entity*, int)` (192-byte Entity, flags at
     /// +160): `add $0xa0,%rdi` before the loop, `movzwl (%rdi),%eax` and
@@ -459,5 +533,35 @@ mod tests {
         );
         assert_eq!(f.at(0x1003, 3).map(|t| t.offset), Some(0));
         assert_eq!(f.at(0x1008, 3), None);
+    }
+
+    fn entry() -> Entry {
+        Entry {
+            at: 0x1000,
+            size: 192,
+        }
+    }
+
+    #[test]
+    fn pointer_members_loaded_and_global_addresses_taken_are_typed() {
+        // mov 0x8(%rdi),%rax (Entity's Node*); 1: mov (%rax),%rax
+        // (n = n->next); test %rax,%rax; jne 1b; ret
+        let code = [
+            0x48, 0x8b, 0x47, 0x08, 0x48, 0x8b, 0x00, 0x48, 0x85, 0xc0, 0x75, 0xf8, 0xc3,
+        ];
+        let f = Flow::run(&code, 0x1000, &entry());
+        assert_eq!(f.at(0x1004, 0).map(|t| (t.ty, t.offset)), Some((NODE, 0)));
+        assert_eq!(f.at(0x1007, 0).map(|t| t.ty), Some(NODE));
+        // A load of a member that is not a pointer forgets: mov 0x10(%rdi),%rax
+        let code = [0x48, 0x8b, 0x47, 0x10, 0xc3];
+        let f = Flow::run(&code, 0x1000, &entry());
+        assert_eq!(f.at(0x1004, 0), None);
+        // lea 0x90c(%rip),%rsi at 0x172d: kTable at 0x2040, element typed.
+        let code = [0x48, 0x8d, 0x35, 0x0c, 0x09, 0x00, 0x00, 0xc3];
+        let f = Flow::run(&code, 0x172d, &entry());
+        assert_eq!(
+            f.at(0x1734, 4).map(|t| (t.ty, t.offset, t.var)),
+            Some((TABLE, 0, 7))
+        );
     }
 }
