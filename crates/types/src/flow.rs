@@ -25,16 +25,22 @@
 //! - offsets are kept modulo the type's size (one element: the index of
 //!   an array of structs is folded away), so a loop that advances by whole
 //!   elements reaches a fixed point at once;
+//! - integers that are known multiples are followed too (`xor %eax,%eax`,
+//!   `lea (%rsi,%rsi,2)` then `shl $6`, `imul $40`, `add $0x50`): an index
+//!   register that only ever moves by whole elements folds into the
+//!   element, in a `lea`, an `add` to a pointer, or a memory operand
+//!   (`0x28(%rdi,%rax,1)` in rustc's unrolled loops);
 //! - where two paths meet with different types or offsets, the register is
-//!   forgotten (never guessed).
+//!   forgotten (never guessed); multiples meet at their greatest common
+//!   divisor.
 //!
 //! A seed is authoritative at its instruction: it replaces what the flow
 //! carried. Pure: instruction bytes and two callbacks in, a table out.
 
 use crate::TypeRef;
 use iced_x86::{
-    Code, Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, Mnemonic,
-    OpAccess, OpKind, Register,
+    Decoder, DecoderOptions, FlowControl, Instruction, InstructionInfoFactory, Mnemonic, OpAccess,
+    OpKind, Register,
 };
 use std::collections::HashMap;
 
@@ -56,8 +62,12 @@ pub struct Typed {
 enum Lat {
     /// Not reached yet.
     Unreached,
+    /// A typed pointer.
     Known(Typed),
-    /// Reached, not a known typed pointer.
+    /// An integer that is a multiple of this (0: exactly zero): an index
+    /// scaled by an element size (`imul $40`, `shl $6` of `lea (r,r,2)`).
+    Stride(u64),
+    /// Reached, nothing known.
     Unknown,
 }
 
@@ -109,11 +119,23 @@ pub trait Seeds {
     fn pointee_at(&self, ty: TypeRef, offset: i64) -> Option<TypeRef>;
 }
 
-/// The typed registers at each instruction of one function.
+/// A memory operand through a typed pointer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Operand {
+    /// The pointer's type and the operand's offset in one element of it
+    /// (displacement and whole elements of index folded in).
+    pub at: Typed,
+    /// The scale of an index that is not a known number of whole
+    /// elements (the operand is somewhere in an array inside the type, at
+    /// or after `at.offset`); 0 when there is none.
+    pub scale: u32,
+}
+
+/// The memory operands of one function that go through typed pointers.
 #[derive(Debug, Default)]
 pub struct Flow {
-    /// Instruction addresses, ascending, and the state before each.
-    at: Vec<(u64, [Option<Typed>; 16])>,
+    /// Instruction addresses, ascending, with their operand.
+    operands: Vec<(u64, Operand)>,
 }
 
 impl Flow {
@@ -148,7 +170,10 @@ impl Flow {
             }
         }
         for i in 0..n {
-            if !reached[i] {
+            // Padding after a jump (nops, int3) flows into code that is
+            // reached otherwise: it is no root.
+            let padding = matches!(instrs[i].mnemonic(), Mnemonic::Nop | Mnemonic::Int3);
+            if !reached[i] && !padding {
                 state_in[i] = [Lat::Unknown; 16];
                 queued[i] = true;
                 work.push(i);
@@ -178,29 +203,81 @@ impl Flow {
                 }
             }
         }
-        let at = instrs
+        let operands = instrs
             .iter()
             .zip(&state_in)
-            .map(|(ins, s)| {
-                let s = seeded(*s, ins.ip(), seeds);
-                let mut out = [None; 16];
-                for (o, l) in out.iter_mut().zip(s) {
-                    if let Lat::Known(t) = l {
-                        *o = Some(t);
-                    }
-                }
-                (ins.ip(), out)
+            .filter_map(|(ins, st)| {
+                let st = seeded(*st, ins.ip(), seeds);
+                operand(ins, &st, seeds).map(|o| (ins.ip(), o))
             })
             .collect();
-        Flow { at }
+        Flow { operands }
     }
 
-    /// The typed pointer register `reg` (DWARF number) holds just before
-    /// the instruction at `pc` executes.
-    pub fn at(&self, pc: u64, reg: u16) -> Option<Typed> {
-        let i = self.at.binary_search_by_key(&pc, |(a, _)| *a).ok()?;
-        *self.at[i].1.get(reg as usize)?
+    /// The typed memory operand of the instruction at `pc`.
+    pub fn operand(&self, pc: u64) -> Option<Operand> {
+        let i = self.operands.binary_search_by_key(&pc, |(a, _)| *a).ok()?;
+        Some(self.operands[i].1)
     }
+
+    /// How many of the function's instructions have one.
+    pub fn len(&self) -> usize {
+        self.operands.len()
+    }
+
+    /// Whether none has.
+    pub fn is_empty(&self) -> bool {
+        self.operands.is_empty()
+    }
+}
+
+/// The typed memory operand of `ins` in state `s` (none for `lea`, nops,
+/// string instructions, rip-relative and stack-pointer operands: other
+/// rules type those).
+fn operand(ins: &Instruction, s: &State, seeds: &dyn Seeds) -> Option<Operand> {
+    let mem = (0..ins.op_count()).any(|i| ins.op_kind(i) == OpKind::Memory);
+    if !mem
+        || matches!(ins.mnemonic(), Mnemonic::Lea | Mnemonic::Nop)
+        || ins.memory_base() == Register::RIP
+        || ins.memory_base() == Register::RSP
+    {
+        return None;
+    }
+    let lat = |r: Register| match dwarf_number(r) {
+        Some(n) => s[n as usize],
+        None if r == Register::None => Lat::Stride(0),
+        None => Lat::Unknown,
+    };
+    let (base, index, scale) = (
+        lat(ins.memory_base()),
+        lat(ins.memory_index()),
+        u64::from(ins.memory_index_scale()),
+    );
+    // `(%rax,%rdi,1)` with the pointer as the index.
+    let (t, other, scale) = match (base, index) {
+        (Lat::Known(t), other) => (t, other, scale),
+        (other, Lat::Known(t)) if scale == 1 => (t, other, 1),
+        _ => return None,
+    };
+    let size = seeds.size_of(t.ty);
+    let offset = fold(
+        t.offset.wrapping_add(ins.memory_displacement64() as i64),
+        size,
+    );
+    let whole = |g: u64| match size {
+        Some(sz) => g.wrapping_mul(scale).is_multiple_of(sz),
+        None => g == 0,
+    };
+    // An unknown index is still some whole number (a multiple of 1).
+    let scale = match other {
+        Lat::Stride(g) if whole(g) => 0,
+        Lat::Unknown | Lat::Unreached if whole(1) => 0,
+        _ => scale as u32,
+    };
+    Some(Operand {
+        at: Typed { offset, ..t },
+        scale,
+    })
 }
 
 /// `s` with the seeds DWARF gives at `pc` in place.
@@ -236,6 +313,7 @@ fn merge(a: &State, b: &State, seeds: &dyn Seeds) -> State {
             {
                 Lat::Known(p)
             }
+            (Lat::Stride(a), Lat::Stride(b)) => Lat::Stride(gcd(a, b)),
             _ => Lat::Unknown,
         };
     }
@@ -269,51 +347,9 @@ fn transfer(
     seeds: &dyn Seeds,
     info: &mut InstructionInfoFactory,
 ) {
-    let reg0 = (ins.op_count() > 0 && ins.op0_kind() == OpKind::Register)
-        .then(|| dwarf_number(ins.op0_register()))
-        .flatten()
-        .map(usize::from);
-    let imm = || -> Option<i64> {
-        (ins.op_count() == 2 && is_immediate(ins.op1_kind())).then(|| ins.immediate(1) as i64)
-    };
-    let shift = |s: &mut State, r: usize, by: i64| {
-        s[r] = match s[r] {
-            Lat::Known(t) => Lat::Known(Typed {
-                offset: fold(t.offset.wrapping_add(by), seeds.size_of(t.ty)),
-                ..t
-            }),
-            other => other,
-        };
-    };
-    match (ins.mnemonic(), reg0) {
-        (Mnemonic::Add, Some(r)) if imm().is_some() => return shift(s, r, imm().unwrap_or(0)),
-        (Mnemonic::Sub, Some(r)) if imm().is_some() => {
-            return shift(s, r, imm().unwrap_or(0).wrapping_neg())
-        }
-        (Mnemonic::Inc, Some(r)) => return shift(s, r, 1),
-        (Mnemonic::Dec, Some(r)) => return shift(s, r, -1),
-        (Mnemonic::Mov, Some(r))
-            if ins.op_count() == 2
-                && ins.op1_kind() == OpKind::Register
-                && dwarf_number(ins.op1_register()).is_some() =>
-        {
-            let q = dwarf_number(ins.op1_register())
-                .map(usize::from)
-                .unwrap_or(r);
-            s[r] = s[q];
-            return;
-        }
-        (Mnemonic::Lea, Some(r)) => {
-            s[r] = lea(ins, s, seeds);
-            return;
-        }
-        (Mnemonic::Mov, Some(r))
-            if ins.code() == Code::Mov_r64_rm64 && ins.op1_kind() == OpKind::Memory =>
-        {
-            s[r] = load(ins, s, seeds);
-            return;
-        }
-        _ => {}
+    if let Some((r, v)) = arithmetic(ins, s, seeds) {
+        s[r] = v;
+        return;
     }
     if matches!(
         ins.flow_control(),
@@ -335,6 +371,129 @@ fn transfer(
             }
         }
     }
+}
+
+/// A 64-bit register or the 32-bit half whose write zero-extends into it,
+/// by DWARF number and whether it is the whole register.
+fn gpr(r: Register) -> Option<(usize, bool)> {
+    if r.is_gpr64() {
+        dwarf_number(r).map(|n| (n as usize, true))
+    } else if r.is_gpr32() {
+        dwarf_number(r.full_register()).map(|n| (n as usize, false))
+    } else {
+        None
+    }
+}
+
+/// What the integer arithmetic the pass follows leaves in its destination
+/// register: `None` for every other instruction (its writes forget).
+/// 32-bit results are taken as the 64-bit ones (no index overflows 32
+/// bits), except that a pointer is only carried in 64 bits.
+fn arithmetic(ins: &Instruction, s: &State, seeds: &dyn Seeds) -> Option<(usize, Lat)> {
+    if ins.op_count() == 0 || ins.op0_kind() != OpKind::Register {
+        return None;
+    }
+    let (r, whole) = gpr(ins.op0_register())?;
+    let imm = (ins.op_count() >= 2 && is_immediate(ins.op_kind(ins.op_count() - 1)))
+        .then(|| ins.immediate(ins.op_count() - 1) as i64);
+    let src = (ins.op_count() >= 2 && ins.op1_kind() == OpKind::Register)
+        .then(|| gpr(ins.op1_register()))
+        .flatten();
+    let size = |t: &Typed| seeds.size_of(t.ty);
+    let shift = |t: Typed, by: i64| -> Lat {
+        if !whole {
+            return Lat::Unknown;
+        }
+        Lat::Known(Typed {
+            offset: fold(t.offset.wrapping_add(by), size(&t)),
+            ..t
+        })
+    };
+    // A pointer plus or minus a known number of whole elements.
+    let plus = |t: Typed, g: u64| -> Lat {
+        match size(&t) {
+            Some(sz) if whole && g.is_multiple_of(sz) => Lat::Known(t),
+            None if whole && g == 0 => Lat::Known(t),
+            _ => Lat::Unknown,
+        }
+    };
+    let int = |l: Lat| match l {
+        Lat::Stride(g) => g,
+        _ => 1,
+    };
+    let v = match ins.mnemonic() {
+        Mnemonic::Add | Mnemonic::Sub if imm.is_some() => {
+            let k = imm.unwrap_or(0);
+            let k = if ins.mnemonic() == Mnemonic::Sub {
+                k.wrapping_neg()
+            } else {
+                k
+            };
+            match s[r] {
+                Lat::Known(t) => shift(t, k),
+                Lat::Stride(g) => Lat::Stride(gcd(g, k.unsigned_abs())),
+                other => other,
+            }
+        }
+        Mnemonic::Inc | Mnemonic::Dec => {
+            let k = if ins.mnemonic() == Mnemonic::Inc {
+                1
+            } else {
+                -1
+            };
+            match s[r] {
+                Lat::Known(t) => shift(t, k),
+                Lat::Stride(_) => Lat::Stride(1),
+                other => other,
+            }
+        }
+        Mnemonic::Add | Mnemonic::Sub if src.is_some() => {
+            let (q, _) = src?;
+            match (s[r], s[q]) {
+                _ if ins.mnemonic() == Mnemonic::Sub && q == r => Lat::Stride(0),
+                (Lat::Known(t), Lat::Stride(g)) => plus(t, g),
+                (Lat::Stride(g), Lat::Known(t)) if ins.mnemonic() == Mnemonic::Add => plus(t, g),
+                (Lat::Stride(a), Lat::Stride(b)) => Lat::Stride(gcd(a, b)),
+                _ => Lat::Unknown,
+            }
+        }
+        Mnemonic::Xor if src.is_some_and(|(q, _)| q == r) => Lat::Stride(0),
+        Mnemonic::Mov if imm.is_some() => Lat::Stride(imm.unwrap_or(0).unsigned_abs()),
+        Mnemonic::Mov if src.is_some() => {
+            let (q, _) = src?;
+            match s[q] {
+                Lat::Known(t) if whole => Lat::Known(t),
+                Lat::Stride(g) => Lat::Stride(g),
+                _ => Lat::Unknown,
+            }
+        }
+        Mnemonic::Movsxd if src.is_some() => match s[src?.0] {
+            Lat::Stride(g) => Lat::Stride(g),
+            _ => Lat::Unknown,
+        },
+        Mnemonic::Shl if imm.is_some() => {
+            let k = imm.unwrap_or(0);
+            if !(0..64).contains(&k) {
+                return Some((r, Lat::Unknown));
+            }
+            Lat::Stride(int(s[r]).wrapping_shl(k as u32))
+        }
+        Mnemonic::Imul if ins.op_count() == 3 && imm.is_some() => {
+            let g = match ins.op1_kind() {
+                OpKind::Register => gpr(ins.op1_register()).map_or(1, |(q, _)| int(s[q])),
+                _ => 1,
+            };
+            Lat::Stride(g.wrapping_mul(imm.unwrap_or(0).unsigned_abs()))
+        }
+        Mnemonic::Imul if ins.op_count() == 2 && src.is_some() => {
+            let (a, b) = (int(s[r]), int(s[src?.0]));
+            Lat::Stride(a.wrapping_mul(b))
+        }
+        Mnemonic::Lea => lea(ins, s, seeds, whole),
+        Mnemonic::Mov if whole && ins.op1_kind() == OpKind::Memory => load(ins, s, seeds),
+        _ => return None,
+    };
+    Some((r, v))
 }
 
 /// `mov r, [base + disp]` through a typed base, of a pointer member.
@@ -362,44 +521,80 @@ fn load(ins: &Instruction, s: &State, seeds: &dyn Seeds) -> Lat {
     }
 }
 
-/// `lea r, [base + index*scale + disp]` over a typed base, or of an
-/// address in a global.
-fn lea(ins: &Instruction, s: &State, seeds: &dyn Seeds) -> Lat {
-    if ins.code() != Code::Lea_r64_m {
-        return Lat::Unknown;
-    }
+/// `lea r, [base + index*scale + disp]`: a typed base moved, an address
+/// in a global, or integer arithmetic (`lea (%rsi,%rsi,2)` is 3 x rsi).
+fn lea(ins: &Instruction, s: &State, seeds: &dyn Seeds, whole: bool) -> Lat {
+    let disp = ins.memory_displacement64() as i64;
     if ins.memory_base() == Register::RIP {
         // iced gives the operand's absolute address for rip-relative forms.
         return match seeds.global(ins.memory_displacement64()) {
-            Some((ty, offset, var)) => Lat::Known(Typed {
+            Some((ty, offset, var)) if whole => Lat::Known(Typed {
                 ty,
                 offset: fold(offset, seeds.size_of(ty)),
                 var,
             }),
-            None => Lat::Unknown,
+            _ => Lat::Unknown,
         };
     }
-    let Some(b) = dwarf_number(ins.memory_base()) else {
-        return Lat::Unknown;
+    let lat = |r: Register| match gpr(r) {
+        Some((n, true)) => s[n],
+        None if r == Register::None => Lat::Stride(0),
+        _ => Lat::Unknown,
     };
-    let Lat::Known(t) = s[b as usize] else {
-        return Lat::Unknown;
+    let (base, index) = (lat(ins.memory_base()), lat(ins.memory_index()));
+    let scale = u64::from(ins.memory_index_scale());
+    let int = |l: Lat| match l {
+        Lat::Stride(g) => Some(g),
+        _ => None,
     };
-    if ins.memory_index() != Register::None {
-        // An unknown number of whole elements keeps the offset.
-        let scale = u64::from(ins.memory_index_scale());
-        match seeds.size_of(t.ty) {
-            Some(sz) if sz > 0 && scale % sz == 0 => {}
-            _ => return Lat::Unknown,
+    match (base, index) {
+        (Lat::Known(t), i) | (i, Lat::Known(t)) if whole => {
+            if matches!(index, Lat::Known(_)) && scale != 1 {
+                return Lat::Unknown;
+            }
+            let g = match int(i) {
+                Some(g) => g.wrapping_mul(if matches!(base, Lat::Known(_)) {
+                    scale
+                } else {
+                    1
+                }),
+                None => return Lat::Unknown,
+            };
+            let size = seeds.size_of(t.ty);
+            let elements = match size {
+                Some(sz) => g.is_multiple_of(sz),
+                None => g == 0,
+            };
+            if !elements {
+                return Lat::Unknown;
+            }
+            Lat::Known(Typed {
+                offset: fold(t.offset.wrapping_add(disp), size),
+                ..t
+            })
+        }
+        _ => {
+            // Integers: the same register as base and index is (1 + scale)
+            // times it.
+            let g =
+                if ins.memory_base() == ins.memory_index() && ins.memory_base() != Register::None {
+                    int(base).unwrap_or(1).wrapping_mul(1 + scale)
+                } else {
+                    let (Some(b), i) = (int(base), int(index).unwrap_or(1)) else {
+                        return Lat::Unknown;
+                    };
+                    gcd(b, i.wrapping_mul(scale))
+                };
+            Lat::Stride(gcd(g, disp.unsigned_abs()))
         }
     }
-    Lat::Known(Typed {
-        offset: fold(
-            t.offset.wrapping_add(ins.memory_displacement64() as i64),
-            seeds.size_of(t.ty),
-        ),
-        ..t
-    })
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 fn is_immediate(k: OpKind) -> bool {
@@ -421,6 +616,7 @@ mod tests {
     use super::*;
 
     /// One pointer type of 192 bytes, seeded in rdi at the entry.
+    #[derive(Clone, Copy)]
     struct Entry {
         at: u64,
         size: u64,
@@ -466,42 +662,32 @@ mod tests {
         0x0f, 0x1f, 0x40, 0x00, 0x31, 0xd2, 0x89, 0xd0, 0xc3,
     ];
 
-    #[test]
-    fn a_pointer_advanced_by_whole_elements_in_a_loop_keeps_its_field_offset() {
-        let f = Flow::run(
-            CULL,
-            0x12d0,
-            &Entry {
-                at: 0x12d0,
-                size: 192,
-            },
-        );
-        // The load in the loop: rdi points at +160 of an Entity.
-        let t = f.at(0x12f0, 5).expect("rdi typed in the loop");
-        assert_eq!((t.ty, t.offset), (ENTITY, 160));
-        // After the loop's `add $0xc0`: still +160 (one element on).
-        assert_eq!(f.at(0x1304, 5).map(|t| t.offset), Some(160));
-        // rcx = rdi + rsi*192 (`add %rdi,%rcx`) is not followed.
-        assert_eq!(f.at(0x12eb, 2), None);
-        // rsi (an int) was never a pointer.
-        assert_eq!(f.at(0x12f0, 4), None);
+    fn entry() -> Entry {
+        Entry {
+            at: 0x1000,
+            size: 192,
+        }
+    }
+
+    /// The operand at `pc` as (type, offset, unfolded index scale).
+    fn op(f: &Flow, pc: u64) -> Option<(TypeRef, i64, u32)> {
+        f.operand(pc).map(|o| (o.at.ty, o.at.offset, o.scale))
     }
 
     #[test]
-    fn an_advance_that_is_not_whole_elements_forgets_the_register_at_the_loop_head() {
+    fn a_pointer_advanced_by_whole_elements_in_a_loop_keeps_its_field_offset() {
+        let seeds = Entry {
+            at: 0x12d0,
+            size: 192,
+        };
+        let f = Flow::run(CULL, 0x12d0, &seeds);
+        // The load in the loop: rdi points at +160 of an Entity.
+        assert_eq!(op(&f, 0x12f0), Some((ENTITY, 160, 0)));
+        assert_eq!(f.len(), 1, "the loop's load is the only memory operand");
         // With a 200-byte type the loop's +192 lands elsewhere each turn:
         // the paths meet with different offsets and nothing is guessed.
-        let f = Flow::run(
-            CULL,
-            0x12d0,
-            &Entry {
-                at: 0x12d0,
-                size: 200,
-            },
-        );
-        assert_eq!(f.at(0x12f0, 5), None);
-        // Before the loop it is still known.
-        assert_eq!(f.at(0x12de, 5).map(|t| t.offset), Some(160));
+        let f = Flow::run(CULL, 0x12d0, &Entry { size: 200, ..seeds });
+        assert_eq!(op(&f, 0x12f0), None);
     }
 
     #[test]
@@ -511,35 +697,16 @@ mod tests {
         let code = [
             0x48, 0x89, 0xfb, 0xe8, 0x00, 0x00, 0x00, 0x00, 0x8b, 0x03, 0x8b, 0x07, 0xc3,
         ];
-        let f = Flow::run(
-            &code,
-            0x1000,
-            &Entry {
-                at: 0x1000,
-                size: 192,
-            },
-        );
-        assert_eq!(f.at(0x1008, 3).map(|t| t.offset), Some(0));
-        assert_eq!(f.at(0x1008, 5), None);
-        // A 32-bit write of rbx forgets it: mov %rdi,%rbx; mov $1,%ebx; ret
-        let code = [0x48, 0x89, 0xfb, 0xbb, 0x01, 0x00, 0x00, 0x00, 0xc3];
-        let f = Flow::run(
-            &code,
-            0x1000,
-            &Entry {
-                at: 0x1000,
-                size: 192,
-            },
-        );
-        assert_eq!(f.at(0x1003, 3).map(|t| t.offset), Some(0));
-        assert_eq!(f.at(0x1008, 3), None);
-    }
-
-    fn entry() -> Entry {
-        Entry {
-            at: 0x1000,
-            size: 192,
-        }
+        let f = Flow::run(&code, 0x1000, &entry());
+        assert_eq!(op(&f, 0x1008), Some((ENTITY, 0, 0)));
+        assert_eq!(op(&f, 0x100a), None);
+        // A 32-bit write of rbx forgets it: mov %rdi,%rbx; mov $1,%ebx;
+        // mov (%rbx),%eax; ret
+        let code = [
+            0x48, 0x89, 0xfb, 0xbb, 0x01, 0x00, 0x00, 0x00, 0x8b, 0x03, 0xc3,
+        ];
+        let f = Flow::run(&code, 0x1000, &entry());
+        assert_eq!(op(&f, 0x1008), None);
     }
 
     #[test]
@@ -550,18 +717,58 @@ mod tests {
             0x48, 0x8b, 0x47, 0x08, 0x48, 0x8b, 0x00, 0x48, 0x85, 0xc0, 0x75, 0xf8, 0xc3,
         ];
         let f = Flow::run(&code, 0x1000, &entry());
-        assert_eq!(f.at(0x1004, 0).map(|t| (t.ty, t.offset)), Some((NODE, 0)));
-        assert_eq!(f.at(0x1007, 0).map(|t| t.ty), Some(NODE));
-        // A load of a member that is not a pointer forgets: mov 0x10(%rdi),%rax
-        let code = [0x48, 0x8b, 0x47, 0x10, 0xc3];
+        assert_eq!(op(&f, 0x1000), Some((ENTITY, 8, 0)));
+        assert_eq!(op(&f, 0x1004), Some((NODE, 0, 0)));
+        // A member that is not a pointer types nothing loaded from it:
+        // mov 0x10(%rdi),%rax; mov (%rax),%eax; ret
+        let code = [0x48, 0x8b, 0x47, 0x10, 0x8b, 0x00, 0xc3];
         let f = Flow::run(&code, 0x1000, &entry());
-        assert_eq!(f.at(0x1004, 0), None);
-        // lea 0x90c(%rip),%rsi at 0x172d: kTable at 0x2040, element typed.
-        let code = [0x48, 0x8d, 0x35, 0x0c, 0x09, 0x00, 0x00, 0xc3];
+        assert_eq!(op(&f, 0x1004), None);
+        // lea 0x90c(%rip),%rsi at 0x172d (kTable at 0x2040, uint32_t
+        // elements); xor (%rsi,%rax,4),%edx with an unknown index: whole
+        // elements.
+        let code = [
+            0x48, 0x8d, 0x35, 0x0c, 0x09, 0x00, 0x00, 0x33, 0x14, 0x86, 0xc3,
+        ];
         let f = Flow::run(&code, 0x172d, &entry());
-        assert_eq!(
-            f.at(0x1734, 4).map(|t| (t.ty, t.offset, t.var)),
-            Some((TABLE, 0, 7))
-        );
+        assert_eq!(f.operand(0x1734).map(|o| o.at.var), Some(7));
+        assert_eq!(op(&f, 0x1734), Some((TABLE, 0, 0)));
+    }
+
+    /// rustc -O's `step(&mut [Particle])` (40-byte Particle, `mass` first):
+    /// `xor %eax,%eax`, loads `(%rdi,%rax,1)` and `0x28(%rdi,%rax,1)` in a
+    /// loop unrolled twice (`add $0x50,%rax`).
+    const STEP: &[u8] = &[
+        0x31, 0xc0, 0x66, 0x0f, 0x57, 0xc0, 0x0f, 0x28, 0x0d, 0x23, 0x01, 0xff, 0xff, 0xeb, 0x0d,
+        0x90, 0x48, 0x83, 0xc0, 0x50, 0x48, 0x3d, 0x00, 0x80, 0x02, 0x00, 0x74, 0x60, 0xf2, 0x0f,
+        0x10, 0x14, 0x07, 0x66, 0x0f, 0x2e, 0xd0, 0x77, 0x19, 0xf2, 0x0f, 0x10, 0x54, 0x07, 0x28,
+        0x66, 0x0f, 0x2e, 0xd0, 0x76, 0xdd, 0xeb, 0x2e, 0x66, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0xf2, 0x0f, 0x10, 0x54, 0x07, 0x08, 0xf2, 0x0f, 0x10, 0x5c, 0x07,
+        0x14, 0x0f, 0x59, 0xd9, 0x0f, 0x58, 0xda, 0x0f, 0x13, 0x5c, 0x07, 0x08, 0xf2, 0x0f, 0x10,
+        0x54, 0x07, 0x28, 0x66, 0x0f, 0x2e, 0xd0, 0x76, 0xad, 0xf2, 0x0f, 0x10, 0x54, 0x07, 0x30,
+        0xf2, 0x0f, 0x10, 0x5c, 0x07, 0x3c, 0x0f, 0x59, 0xd9, 0x0f, 0x58, 0xda, 0x0f, 0x13, 0x5c,
+        0x07, 0x30, 0xeb, 0x94, 0xc3,
+    ];
+
+    #[test]
+    fn an_index_advanced_by_whole_elements_folds_into_the_element() {
+        let seeds = Entry {
+            at: 0x15370,
+            size: 40,
+        };
+        let f = Flow::run(STEP, 0x15370, &seeds);
+        // mass of the first and of the second particle of the pair.
+        assert_eq!(op(&f, 0x1538c), Some((ENTITY, 0, 0)));
+        assert_eq!(op(&f, 0x15397), Some((ENTITY, 0, 0)));
+        // pos (+8) read and written, vel (+0x14) read; the second
+        // particle's pos at 0x30 = 40 + 8.
+        assert_eq!(op(&f, 0x153b0), Some((ENTITY, 8, 0)));
+        assert_eq!(op(&f, 0x153b6), Some((ENTITY, 20, 0)));
+        assert_eq!(op(&f, 0x153c2), Some((ENTITY, 8, 0)));
+        assert_eq!(op(&f, 0x153d3), Some((ENTITY, 8, 0)));
+        // A stride that is not whole elements (a 48-byte type) leaves the
+        // index unfolded.
+        let f = Flow::run(STEP, 0x15370, &Entry { size: 48, ..seeds });
+        assert_eq!(op(&f, 0x1538c), Some((ENTITY, 0, 1)));
     }
 }
