@@ -75,6 +75,30 @@ __attribute__((noinline)) long visit(const struct Entity *e)
     return s;
 }
 
+/* Another type for the same bytes. */
+struct Other {
+    int x;
+    uint16_t more[94];
+};
+
+/* o and e are the same pointer in the same register at the same depth but
+ * say different types: no answer. */
+__attribute__((noinline)) int punned(struct Entity *e)
+{
+    struct Other *o = (struct Other *)e;
+    consume(o, NULL);
+    return o->more[79] + e->flags;
+}
+
+/* c and e are the same pointer in the same register at the same depth
+ * and agree (const aside): struct Entity. */
+__attribute__((noinline)) int aliased(struct Entity *e)
+{
+    const struct Entity *c = e;
+    consume(c, NULL);
+    return c->flags + e->flags;
+}
+
 /* A local struct and a local array in the stack frame. */
 __attribute__((noinline)) int stack_user(int k)
 {
@@ -95,5 +119,5 @@ int main(void)
     for (int i = 0; i < 4; i++)
         ptrs[i] = &table[i];
     return flags_of(&table[0]) + (int)count_active(table, 4) + any_active(ptrs, 4) + (int)twice_touched(&table[2]) +
-           (int)visit(&table[1]) + stack_user(3);
+           (int)visit(&table[1]) + stack_user(3) + punned(&table[0]) + aliased(&table[1]);
 }

@@ -14,6 +14,11 @@
 //!   `DW_OP_breg6/7(k)`) or `DW_OP_breg6/7(off)` alone, when the size of
 //!   its type is known: a stack slot.
 //!
+//! Lookups: the innermost scope wins (an inlined subroutine's parameter
+//! over its caller's variable); candidates of the same depth that disagree
+//! on the type (compared through typedefs and cv-qualifiers), or for a
+//! stack slot on the offset, give no answer rather than a guess.
+//!
 //! Ranges come from the location list (DWARF 4 `.debug_loc`, DWARF 5
 //! `.debug_loclists`) or, for a single expression, from the enclosing
 //! scopes' pc ranges. Both kinds are indexed in an interval tree by pc
@@ -81,6 +86,9 @@ struct Var {
     /// For a register variable: the pointee. For a stack variable: its
     /// own type.
     ty: TypeRef,
+    /// `ty` through typedefs and cv-qualifiers: two candidates agree when
+    /// this is the same.
+    peeled: TypeRef,
     /// Size in bytes of its type (stack variables; 0 for pointers).
     size: u64,
 }
@@ -187,7 +195,7 @@ impl Variables for Locals {
             match best {
                 Some((d, _)) if s.depth < d => {}
                 Some((d, v)) if s.depth == d => {
-                    if self.vars[v as usize].ty != self.vars[s.var as usize].ty {
+                    if self.vars[v as usize].peeled != self.vars[s.var as usize].peeled {
                         ambiguous = true;
                     }
                 }
@@ -253,7 +261,7 @@ impl Variables for Locals {
             match best {
                 Some((d, _, _)) if s.depth < d => {}
                 Some((d, v, o)) if s.depth == d => {
-                    if v != s.var && (self.vars[v as usize].ty != var.ty || o != offset) {
+                    if v != s.var && (self.vars[v as usize].peeled != var.peeled || o != offset) {
                         ambiguous = true;
                     }
                 }
@@ -442,10 +450,12 @@ impl Builder<'_> {
             let size = self.type_size(ty)?;
             (ty, size)
         };
+        let peeled = self.peel(ty);
         let i = u32::try_from(self.vars.len()).ok()?;
         self.vars.push(Var {
             name: name.unwrap_or_default(),
             ty,
+            peeled,
             size,
         });
         Some(i)
@@ -532,6 +542,27 @@ impl Builder<'_> {
             _ => None,
         };
         Some((tag, inner, u, off))
+    }
+
+    /// A type through typedefs and cv-qualifiers.
+    fn peel(&mut self, t: TypeRef) -> TypeRef {
+        let mut cur = t;
+        for _ in 0..MAX_HOPS {
+            match self.tag_and_type(cur) {
+                Some((
+                    gimli::DW_TAG_typedef
+                    | gimli::DW_TAG_const_type
+                    | gimli::DW_TAG_volatile_type
+                    | gimli::DW_TAG_restrict_type
+                    | gimli::DW_TAG_atomic_type,
+                    Some(inner),
+                    _,
+                    _,
+                )) => cur = inner,
+                _ => break,
+            }
+        }
+        cur
     }
 
     /// The pointee of a pointer or reference type (through typedefs and

@@ -139,15 +139,20 @@ impl Program {
         }
     }
 
-    /// The form of `DW_AT_location` of the parameter or variable `var`
+    /// The unit and `DW_AT_location` of the parameter or variable `var`
     /// of subprogram `func` (the first DIE of that name below it).
-    fn location_attr(&self, func: &str, var: &str) -> gimli::AttributeValue<Reader> {
+    fn location_attr(
+        &self,
+        func: &str,
+        var: &str,
+    ) -> (gimli::Unit<Reader>, gimli::AttributeValue<Reader>) {
         let mut units = self.dwarf.units();
         while let Some(h) = units.next().unwrap() {
             let unit = self.dwarf.unit(h).unwrap();
             let mut cursor = unit.entries();
             let mut in_func: Option<isize> = None;
             let mut depth = 0isize;
+            let mut found = None;
             while let Some((delta, e)) = cursor.next_dfs().unwrap() {
                 depth += delta;
                 if in_func.is_some_and(|d| depth <= d) {
@@ -164,11 +169,39 @@ impl Program {
                 if e.tag() == gimli::DW_TAG_subprogram && name.as_deref() == Some(func) {
                     in_func = Some(depth);
                 } else if in_func.is_some() && name.as_deref() == Some(var) {
-                    return e.attr_value(gimli::DW_AT_location).unwrap().unwrap();
+                    found = Some(e.attr_value(gimli::DW_AT_location).unwrap().unwrap());
+                    break;
                 }
+            }
+            if let Some(v) = found {
+                return (unit, v);
             }
         }
         panic!("no {var} in {func}")
+    }
+
+    /// Independently of `Locals`: the register N when `var` of `func` is
+    /// exactly DW_OP_regN at `pc` (a single expression counts as valid
+    /// throughout the function).
+    fn reg_at(&self, func: &str, var: &str, pc: u64) -> Option<u16> {
+        let (unit, attr) = self.location_attr(func, var);
+        let as_reg = |e: gimli::Expression<Reader>| {
+            let mut ops = e.operations(unit.encoding());
+            match (ops.next().unwrap(), ops.next().unwrap()) {
+                (Some(gimli::Operation::Register { register }), None) => Some(register.0),
+                _ => None,
+            }
+        };
+        if let gimli::AttributeValue::Exprloc(e) = attr {
+            return as_reg(e);
+        }
+        let mut list = self.dwarf.attr_locations(&unit, attr).unwrap().unwrap();
+        while let Some(e) = list.next().unwrap() {
+            if e.range.begin <= pc && pc < e.range.end {
+                return as_reg(e.data);
+            }
+        }
+        None
     }
 }
 
@@ -352,6 +385,11 @@ fn inlined_parameter_wins_over_the_caller() {
     // are in the register: `x`, the inner scope, named through its
     // abstract origin, wins.
     let first = &reads[0];
+    assert_eq!(
+        p.reg_at("twice_touched", "a", first.pc),
+        first.base,
+        "a is there too"
+    );
     assert_points_to_entity(
         &p,
         p.locals.pointer_in_register(first.pc, first.base.unwrap()),
@@ -402,7 +440,7 @@ fn pointer_moving_between_registers_has_a_location_list() {
         let p = Program::load(&compile(SRC, flags, &format!("moves-{tag}")));
         assert!(
             matches!(
-                p.location_attr("visit", "e"),
+                p.location_attr("visit", "e").1,
                 gimli::AttributeValue::LocationListsRef(_)
                     | gimli::AttributeValue::DebugLocListsIndex(_)
             ),
@@ -425,6 +463,39 @@ fn pointer_moving_between_registers_has_a_location_list() {
             None,
             "{tag}"
         );
+    }
+}
+
+#[test]
+fn same_depth_disagreeing_types_give_no_answer() {
+    let p = Program::load(&compile(SRC, &["-g", "-O2"], "punned"));
+    let code = p.function("punned");
+    let reads: Vec<Mem> = mem_operands(&code)
+        .into_iter()
+        .filter(|m| (m.disp == FLAGS || m.disp == FLAGS + 2) && m.size == Some(2))
+        .collect();
+    assert_eq!(reads.len(), 2, "o->more[79] and e->flags");
+    for m in &reads {
+        let reg = m.base.unwrap();
+        // The DWARF has both e (struct Entity *) and o (struct Other *) in
+        // that register there, both at the function's level.
+        assert_eq!(p.reg_at("punned", "e", m.pc), Some(reg));
+        assert_eq!(p.reg_at("punned", "o", m.pc), Some(reg));
+        assert_eq!(
+            p.locals.pointer_in_register(m.pc, reg),
+            None,
+            "ambiguous: no guess"
+        );
+    }
+    // Two names that agree on the type (const aside) give it.
+    let reads = flag_reads(&p, "aliased");
+    for m in &reads {
+        let reg = m.base.unwrap();
+        assert_eq!(p.reg_at("aliased", "e", m.pc), Some(reg));
+        assert_eq!(p.reg_at("aliased", "c", m.pc), Some(reg));
+        let v = p.locals.pointer_in_register(m.pc, reg).expect("e or c");
+        assert!(v.name == "e" || v.name == "c", "{}", v.name);
+        assert_points_to_entity(&p, Some(v.clone()), &v.name, "aliased");
     }
 }
 
@@ -512,4 +583,79 @@ fn stack_variables_via_rsp_at_o2() {
         let p = Program::load(&compile(SRC, flags, &format!("stack-{tag}")));
         check_stack_user(&p, 7, tag);
     }
+}
+
+/// The resident set size of this process, from /proc (kB).
+fn rss_kb(field: &str) -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    s.lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Time and memory to read a big library's variables, and to look up
+/// every memory operand of its code (run by hand:
+/// `cargo test --release -p coldcache-types --test locals big -- --ignored --nocapture`;
+/// COLDCACHE_BIG_ELF names the file, libpython 3.11 by default).
+#[test]
+#[ignore]
+fn big_library_read_and_lookups() {
+    let path = std::env::var("COLDCACHE_BIG_ELF")
+        .unwrap_or_else(|_| "/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0".into());
+    let Ok(data) = std::fs::read(&path) else {
+        eprintln!("{path} not present");
+        return;
+    };
+    let obj = object::File::parse(&*data).unwrap();
+    let before = rss_kb("VmRSS:");
+    let t = std::time::Instant::now();
+    let dwarf = load_dwarf(&obj);
+    let locals = Locals::read(&dwarf, &obj).unwrap();
+    let read = t.elapsed();
+    let after = rss_kb("VmRSS:");
+    eprintln!(
+        "{path}: read in {:.2?}, RSS +{} MB (peak {} MB), {} variables, {} skipped",
+        read,
+        (after.saturating_sub(before)) / 1024,
+        rss_kb("VmHWM:") / 1024,
+        locals.variables,
+        locals.skipped
+    );
+    assert!(locals.variables > 0);
+    // Every memory operand of .text, looked up as the operand rules would.
+    let text = obj.section_by_name(".text").unwrap();
+    let code = text.data().unwrap();
+    let mut dec = Decoder::with_ip(64, code, text.address(), DecoderOptions::NONE);
+    let ops: Vec<Mem> = {
+        let mut v = Vec::new();
+        while dec.can_decode() {
+            let i = dec.decode();
+            v.extend(mem_operands(std::slice::from_ref(&i)));
+        }
+        v
+    };
+    let t = std::time::Instant::now();
+    let (mut ptr, mut stack) = (0u64, 0u64);
+    for m in &ops {
+        match m.base {
+            Some(r @ (6 | 7)) => {
+                stack += u64::from(
+                    locals
+                        .stack_variable(m.pc, r, m.disp, m.size.unwrap_or(1))
+                        .is_some(),
+                );
+            }
+            Some(r) => ptr += u64::from(locals.pointer_in_register(m.pc, r).is_some()),
+            None => {}
+        }
+    }
+    eprintln!(
+        "{} memory operands looked up in {:.2?}: {} through a pointer variable, {} in a stack variable",
+        ops.len(),
+        t.elapsed(),
+        ptr,
+        stack
+    );
 }
