@@ -20,21 +20,27 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Compiles a test program with gcc and the given flags into a fresh
-/// directory; returns the executable's path.
-fn compile(src: &str, flags: &[&str], tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("coldcache-types-locals-{}", std::process::id()));
+/// Compiles a test program with gcc (g++ for .cc) and the given flags in
+/// a fresh directory and loads it (the directory is removed then).
+fn compile(src: &str, flags: &[&str], tag: &str) -> Program {
+    let dir = std::env::temp_dir().join(format!(
+        "coldcache-types-locals-{}-{tag}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join(tag);
-    let status = Command::new("gcc")
+    let out = dir.join("prog");
+    let cc = if src.ends_with(".cc") { "g++" } else { "gcc" };
+    let status = Command::new(cc)
         .args(flags)
         .arg("-o")
         .arg(&out)
         .arg(root().join(src))
         .status()
-        .expect("gcc runs");
-    assert!(status.success(), "gcc {flags:?} {src} failed");
-    out
+        .expect("the compiler runs");
+    assert!(status.success(), "{cc} {flags:?} {src} failed");
+    let p = Program::load(&out);
+    std::fs::remove_dir_all(&dir).unwrap();
+    p
 }
 
 /// A compiled program: its bytes, its DWARF and its variables.
@@ -333,7 +339,7 @@ fn pointer_parameter_at_first_instruction() {
         (&["-g", "-O2"][..], "o2"),
         (&["-g", "-O2", "-gdwarf-4"][..], "o2d4"),
     ] {
-        let p = Program::load(&compile(SRC, flags, &format!("first-{tag}")));
+        let p = compile(SRC, flags, &format!("first-{tag}"));
         let code = p.function("flags_of");
         let first = &code[0];
         // The source: `return e->flags;` is the first thing it does.
@@ -364,7 +370,7 @@ fn pointer_parameter_at_first_instruction() {
 
 #[test]
 fn loop_over_an_array_of_structs() {
-    let p = Program::load(&compile(SRC, &["-g", "-O2"], "loop"));
+    let p = compile(SRC, &["-g", "-O2"], "loop");
     for m in flag_reads(&p, "count_active") {
         let reg = m.base.expect("a base register");
         // `p` (the loop's pointer, the inner scope) holds the element.
@@ -379,7 +385,7 @@ fn loop_over_an_array_of_structs() {
 
 #[test]
 fn inlined_parameter_wins_over_the_caller() {
-    let p = Program::load(&compile(SRC, &["-g", "-O2"], "inline"));
+    let p = compile(SRC, &["-g", "-O2"], "inline");
     let reads = flag_reads(&p, "twice_touched");
     // At the first read both the caller's `a` and the inlined touch's `x`
     // are in the register: `x`, the inner scope, named through its
@@ -407,7 +413,7 @@ fn inlined_parameter_wins_over_the_caller() {
 
 #[test]
 fn pointer_to_pointers() {
-    let p = Program::load(&compile(SRC, &["-g", "-O2"], "ptrptr"));
+    let p = compile(SRC, &["-g", "-O2"], "ptrptr");
     // The load of *q: q points to `struct Entity *const`.
     let code = p.function("any_active");
     let loads: Vec<Mem> = mem_operands(&code)
@@ -437,7 +443,7 @@ fn pointer_moving_between_registers_has_a_location_list() {
         (&["-g", "-O2"][..], "o2"),
         (&["-g", "-O2", "-gdwarf-4"][..], "o2d4"),
     ] {
-        let p = Program::load(&compile(SRC, flags, &format!("moves-{tag}")));
+        let p = compile(SRC, flags, &format!("moves-{tag}"));
         assert!(
             matches!(
                 p.location_attr("visit", "e").1,
@@ -468,7 +474,7 @@ fn pointer_moving_between_registers_has_a_location_list() {
 
 #[test]
 fn same_depth_disagreeing_types_give_no_answer() {
-    let p = Program::load(&compile(SRC, &["-g", "-O2"], "punned"));
+    let p = compile(SRC, &["-g", "-O2"], "punned");
     let code = p.function("punned");
     let reads: Vec<Mem> = mem_operands(&code)
         .into_iter()
@@ -557,7 +563,7 @@ fn check_stack_user(p: &Program, base: u16, tag: &str) {
 
 #[test]
 fn stack_variables_via_rbp_at_o0() {
-    let p = Program::load(&compile(SRC, &["-g", "-O0"], "stack-o0"));
+    let p = compile(SRC, &["-g", "-O0"], "stack-o0");
     check_stack_user(&p, 6, "O0");
     // The parameter spilled at -O0: `mov [rbp-N], edi` is k.
     let code = p.function("stack_user");
@@ -580,8 +586,33 @@ fn stack_variables_via_rsp_at_o2() {
         (&["-g", "-O2"][..], "o2"),
         (&["-g", "-O2", "-gdwarf-4"][..], "o2d4"),
     ] {
-        let p = Program::load(&compile(SRC, flags, &format!("stack-{tag}")));
+        let p = compile(SRC, flags, &format!("stack-{tag}"));
         check_stack_user(&p, 7, tag);
+    }
+}
+
+#[test]
+fn stack_variables_via_rbp_with_frame_pointer_at_o2() {
+    let p = compile(SRC, &["-g", "-O2", "-fno-omit-frame-pointer"], "stack-fp");
+    check_stack_user(&p, 6, "o2 frame pointer");
+}
+
+#[test]
+fn cpp_this_and_reference() {
+    let p = compile("tests-programs/data/locals.cc", &["-g", "-O2"], "cpp");
+    for (func, var) in [
+        ("_ZNK4game6Entity6activeEv", "this"),
+        ("_ZN4game12flags_by_refERKNS_6EntityE", "r"),
+    ] {
+        for m in flag_reads(&p, func) {
+            // `this` is `const game::Entity *const`, r `const game::Entity &`.
+            assert_points_to_entity(
+                &p,
+                p.locals.pointer_in_register(m.pc, m.base.unwrap()),
+                var,
+                func,
+            );
+        }
     }
 }
 
