@@ -75,8 +75,8 @@ pub struct Locals {
     /// Entries, attributes, units and frame descriptions that could not
     /// be read and were skipped.
     pub skipped: u64,
-    /// Variables found in a register or a stack slot somewhere (each
-    /// counted once).
+    /// Parameters and variables found in a register (as a pointer) or a
+    /// stack slot somewhere, each counted once.
     pub variables: u64,
 }
 
@@ -173,8 +173,16 @@ impl Locals {
             b.walk_unit(u);
         }
         let (cfi, cfi_skipped) = Cfi::read(obj);
+        let mut dies: Vec<DebugInfoOffset> = b
+            .var_of_die
+            .iter()
+            .filter(|(_, v)| v.is_some())
+            .map(|(k, _)| k.0)
+            .collect();
+        dies.sort_unstable();
+        dies.dedup();
         Ok(Locals {
-            variables: b.vars.len() as u64,
+            variables: dies.len() as u64,
             vars: b.vars,
             regs: IntervalTree::new(b.regs),
             stack: IntervalTree::new(b.stack),

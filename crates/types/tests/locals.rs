@@ -654,7 +654,10 @@ fn big_library_read_and_lookups() {
         locals.variables,
         locals.skipped
     );
-    assert!(locals.variables > 0);
+    assert!(
+        locals.variables > 0,
+        "{path}: no variable locations (line tables only?)"
+    );
     // Every memory operand of .text, looked up as the operand rules would.
     let text = obj.section_by_name(".text").unwrap();
     let code = text.data().unwrap();
