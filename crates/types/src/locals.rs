@@ -28,7 +28,15 @@
 //! `.debug_frame`): CFA = rsp + k or rbp + k at the pc.
 //!
 //! Nothing panics on bad DWARF: an entry, attribute or frame description
-//! that cannot be read is skipped and counted in [`Locals::skipped`].
+//! that cannot be read, and a type named through a type unit's signature
+//! or a supplementary file (not followed), is skipped and counted in
+//! [`Locals::skipped`]. Locations of other shapes (pieces, values computed
+//! on the DWARF stack, memory through other registers, a frame base given
+//! as a location list) are simply not kept: they answer no lookup.
+//! Known limit: with a frame pointer, an rsp-based operand at a pc where
+//! the CFA is rbp-based finds no CFA-relative slot (rsp's distance to the
+//! CFA is not in the CFI there); rbp-based and rsp-described slots still
+//! match directly.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -512,6 +520,12 @@ impl Builder<'_> {
             if ty.is_none() {
                 if let Ok(Some(v)) = entry.attr_value(gimli::DW_AT_type) {
                     ty = self.reference(u, v);
+                    if ty.is_none() {
+                        // A type unit's signature or a supplementary
+                        // file's offset: not followed.
+                        self.skipped += 1;
+                        break;
+                    }
                 }
             }
             if name.is_some() && ty.is_some() {
