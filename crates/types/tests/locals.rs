@@ -592,6 +592,22 @@ fn stack_variables_via_rsp_at_o2() {
 }
 
 #[test]
+fn stack_variables_with_cfi_in_debug_frame_only() {
+    let flags = [
+        "-g",
+        "-O2",
+        "-fno-asynchronous-unwind-tables",
+        "-fno-unwind-tables",
+    ];
+    let p = compile(SRC, &flags, "stack-debug-frame");
+    assert!(
+        p.obj().section_by_name(".debug_frame").is_some(),
+        "CFI in .debug_frame"
+    );
+    check_stack_user(&p, 7, "o2 .debug_frame");
+}
+
+#[test]
 fn stack_variables_via_rbp_with_frame_pointer_at_o2() {
     let p = compile(SRC, &["-g", "-O2", "-fno-omit-frame-pointer"], "stack-fp");
     check_stack_user(&p, 6, "o2 frame pointer");
