@@ -6,9 +6,13 @@
 //! `DW_TAG_variable` under a `DW_TAG_subprogram` (through lexical blocks
 //! and inlined subroutines, `DW_AT_abstract_origin` followed for name and
 //! type) and keeps, per address range where its location holds:
-//! - `DW_OP_regN` alone (a whole register, not a piece) when its type,
-//!   through typedefs and cv-qualifiers, is a pointer or reference: the
-//!   pointee's [`TypeRef`] as DWARF has it (typedefs not peeled);
+//! - `DW_OP_regN` alone, or as the first 8-byte piece, when its type,
+//!   through typedefs and cv-qualifiers, is a pointer or reference, or a
+//!   struct whose first 8 bytes are one (a C++ iterator, a Rust slice's
+//!   `data_ptr`, `Box`, `NonNull`): the pointee's [`TypeRef`] as DWARF has
+//!   it (typedefs not peeled); and `DW_OP_bregN k; DW_OP_stack_value` of
+//!   such a variable (the code moved the pointer by a constant), for
+//!   [`Locals::pointer_seed`] only;
 //! - `DW_OP_fbreg(off)` (frame base from the subprogram's
 //!   `DW_AT_frame_base`: `DW_OP_call_frame_cfa`, `DW_OP_reg6/7` or
 //!   `DW_OP_breg6/7(k)`) or `DW_OP_breg6/7(off)` alone, when the size of
@@ -106,6 +110,9 @@ struct RegSlot {
     reg: u16,
     depth: u32,
     var: u32,
+    /// The register's value minus the variable's: 0 for `DW_OP_regN`,
+    /// `-k` for `DW_OP_bregN k; DW_OP_stack_value`.
+    off: i64,
 }
 
 /// Where a stack slot's address is: `base + off`.
@@ -128,8 +135,12 @@ struct StackSlot {
 /// A location expression, reduced to what the lookups use.
 #[derive(Clone, Copy)]
 enum Loc {
-    /// `DW_OP_regN` alone.
+    /// `DW_OP_regN` alone, or the first piece of 8 bytes (a slice's or
+    /// an iterator's pointer).
     Reg(u16),
+    /// `DW_OP_bregN k; DW_OP_stack_value`: the value is the register plus
+    /// `k` (a pointer the code moved to a member before a loop).
+    RegPlus(u16, i64),
     /// In memory at `base + off`.
     Mem(Base, i64),
     /// Anything else (pieces, computed values, other registers' memory).
@@ -200,23 +211,33 @@ impl Locals {
     }
 }
 
-impl Variables for Locals {
-    fn pointer_in_register(&self, pc: u64, reg: u16) -> Option<Variable> {
-        let mut best: Option<(u32, u32)> = None; // (depth, var)
+impl Locals {
+    /// The pointer variable register `reg` holds at `pc`, as
+    /// [`Variables::pointer_in_register`], also where the register holds
+    /// it moved by a constant (`DW_OP_bregN k; DW_OP_stack_value`): the
+    /// second value is the register's offset from the variable's value.
+    pub fn pointer_seed(&self, pc: u64, reg: u16) -> Option<(Variable, i64)> {
+        self.pointer(pc, reg, true)
+    }
+
+    fn pointer(&self, pc: u64, reg: u16, moved: bool) -> Option<(Variable, i64)> {
+        let mut best: Option<(u32, u32, i64)> = None; // (depth, var, off)
         let mut ambiguous = false;
         self.regs.query(pc, |s| {
-            if s.reg != reg {
+            if s.reg != reg || (s.off != 0 && !moved) {
                 return;
             }
             match best {
-                Some((d, _)) if s.depth < d => {}
-                Some((d, v)) if s.depth == d => {
-                    if self.vars[v as usize].peeled != self.vars[s.var as usize].peeled {
+                Some((d, _, _)) if s.depth < d => {}
+                Some((d, v, o)) if s.depth == d => {
+                    if self.vars[v as usize].peeled != self.vars[s.var as usize].peeled
+                        || o != s.off
+                    {
                         ambiguous = true;
                     }
                 }
                 _ => {
-                    best = Some((s.depth, s.var));
+                    best = Some((s.depth, s.var, s.off));
                     ambiguous = false;
                 }
             }
@@ -224,12 +245,22 @@ impl Variables for Locals {
         if ambiguous {
             return None;
         }
-        let v = &self.vars[best?.1 as usize];
-        Some(Variable {
-            name: v.name.clone(),
-            ty: v.ty,
-            offset: 0,
-        })
+        let (_, var, off) = best?;
+        let v = &self.vars[var as usize];
+        Some((
+            Variable {
+                name: v.name.clone(),
+                ty: v.ty,
+                offset: 0,
+            },
+            off,
+        ))
+    }
+}
+
+impl Variables for Locals {
+    fn pointer_in_register(&self, pc: u64, reg: u16) -> Option<Variable> {
+        self.pointer(pc, reg, false).map(|(v, _)| v)
     }
 
     fn stack_variable(&self, pc: u64, reg: u16, disp: i64, size: u32) -> Option<Variable> {
@@ -413,7 +444,12 @@ impl Builder<'_> {
                 continue;
             }
             match loc {
-                Loc::Reg(reg) => {
+                Loc::Reg(_) | Loc::RegPlus(..) => {
+                    let (reg, k) = match loc {
+                        Loc::RegPlus(reg, k) => (reg, k),
+                        Loc::Reg(reg) => (reg, 0),
+                        _ => continue,
+                    };
                     if let Some(var) = self.var_index(u, off, true) {
                         self.regs.push((
                             lo,
@@ -422,6 +458,7 @@ impl Builder<'_> {
                                 reg,
                                 depth: scope.depth,
                                 var,
+                                off: k.wrapping_neg(),
                             },
                         ));
                     }
@@ -593,6 +630,9 @@ impl Builder<'_> {
         if let Some(&p) = self.pointee_of.get(&t) {
             return p;
         }
+        // None while this one is worked out: a struct that (in bad DWARF)
+        // holds itself at offset 0 ends there.
+        self.pointee_of.insert(t, None);
         let mut cur = t;
         let mut out = None;
         for _ in 0..MAX_HOPS {
@@ -614,11 +654,46 @@ impl Builder<'_> {
                     out = inner;
                     break;
                 }
+                // A struct whose first 8 bytes are a pointer is one where
+                // a register holds it (a C++ iterator, a Rust slice's
+                // `data_ptr`, `Box`, `NonNull`, a `Vec`'s buffer).
+                gimli::DW_TAG_structure_type | gimli::DW_TAG_class_type => {
+                    out = self.member_at_zero(cur).and_then(|m| self.pointee(m));
+                    break;
+                }
                 _ => break,
             }
         }
         self.pointee_of.insert(t, out);
         out
+    }
+
+    /// The type of the data member at offset 0 of a struct (its first),
+    /// when the struct has one.
+    fn member_at_zero(&mut self, t: TypeRef) -> Option<TypeRef> {
+        let (u, off) = self.locate(t)?;
+        let unit = &self.units[u];
+        let mut tree = unit.entries_tree(Some(off)).ok()?;
+        let root = tree.root().ok()?;
+        let mut children = root.children();
+        let mut found = None;
+        while let Ok(Some(child)) = children.next() {
+            let e = child.entry();
+            if e.tag() != gimli::DW_TAG_member {
+                continue;
+            }
+            let at_zero = match e.attr_value(gimli::DW_AT_data_member_location) {
+                Ok(Some(AttributeValue::Udata(0))) | Ok(None) => true,
+                Ok(Some(v)) => v.udata_value() == Some(0),
+                Err(_) => false,
+            };
+            if at_zero {
+                found = e.attr_value(gimli::DW_AT_type).ok().flatten();
+            }
+            break;
+        }
+        let v = found?;
+        self.reference(u, v)
     }
 
     /// The size in bytes of a type: `DW_AT_byte_size` through typedefs
@@ -831,8 +906,27 @@ fn parse_loc(
     let Ok(Some(first)) = ops.next() else {
         return Loc::Other;
     };
-    if !matches!(ops.next(), Ok(None)) {
-        return Loc::Other; // pieces, DW_OP_stack_value, computations
+    match (&first, ops.next()) {
+        (_, Ok(None)) => {}
+        // The first 8 bytes in a register (a Rust slice's `data_ptr`).
+        (
+            &Operation::Register { register },
+            Ok(Some(Operation::Piece {
+                size_in_bits: 64,
+                bit_offset: None,
+            })),
+        ) => return Loc::Reg(register.0),
+        (
+            &Operation::RegisterOffset {
+                register,
+                offset,
+                base_type,
+            },
+            Ok(Some(Operation::StackValue)),
+        ) if base_type.0 == 0 && matches!(ops.next(), Ok(None)) => {
+            return Loc::RegPlus(register.0, offset);
+        }
+        _ => return Loc::Other, // other pieces and computations
     }
     match first {
         Operation::Register { register } => Loc::Reg(register.0),

@@ -29,7 +29,11 @@ fn compile(src: &str, flags: &[&str], tag: &str) -> Program {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("prog");
-    let cc = if src.ends_with(".cc") { "g++" } else { "gcc" };
+    let cc = if src.ends_with(".cc") || src.ends_with(".cpp") {
+        "g++"
+    } else {
+        "gcc"
+    };
     let status = Command::new(cc)
         .args(flags)
         .arg("-o")
@@ -707,5 +711,77 @@ fn big_library_read_and_lookups() {
         t.elapsed(),
         ptr,
         stack
+    );
+}
+
+/// g++ -O2 moves `e` to its `flags` member before `cull`'s loop (`add
+/// $0xa0,%rdi`) and says so with `DW_OP_breg5 -160; DW_OP_stack_value`:
+/// `pointer_seed` gives `e` with the register 160 bytes on; the plain
+/// lookup (a whole register only) gives nothing there.
+#[test]
+fn a_pointer_moved_by_a_constant_is_a_seed_with_its_offset() {
+    let p = compile(
+        "tests-programs/data/entities.cpp",
+        &["-g", "-O2"],
+        "entities",
+    );
+    let code = p.function("_ZN4game4cullEPKNS_6EntityEi");
+    let add = code
+        .iter()
+        .position(|i| {
+            i.mnemonic() == iced_x86::Mnemonic::Add
+                && i.op0_register() == Register::RDI
+                && i.op_count() == 2
+                && i.op1_kind() != OpKind::Register
+                && i.immediate(1) == 160
+        })
+        .expect("g++ -O2's cull adds 160 to rdi before its loop");
+    let after = code[add + 1].ip();
+    let (v, off) = p
+        .locals
+        .pointer_seed(after, 5)
+        .expect("e, moved by 160, in rdi");
+    assert_eq!(off, 160);
+    assert_eq!(v.name, "e");
+    assert_eq!(
+        p.type_name(v.ty),
+        (gimli::DW_TAG_structure_type, "Entity".to_string())
+    );
+    assert!(p.locals.pointer_in_register(after, 5).is_none());
+    // At the entry it is the register itself.
+    let (v, off) = p.locals.pointer_seed(code[0].ip(), 5).unwrap();
+    assert_eq!((v.name.as_str(), off), ("e", 0));
+}
+
+/// rustc passes a slice `&mut [Particle]` as two pieces (rdi: data_ptr,
+/// rsi: length, or a constant): the first piece is a pointer to Particle.
+#[test]
+fn a_rust_slices_data_pointer_piece_is_a_pointer_to_its_elements() {
+    let dir = std::env::temp_dir().join(format!("coldcache-types-slice-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("particles");
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let status = Command::new(&rustc)
+        .args(["-O", "-g", "-o"])
+        .arg(&out)
+        .arg(root().join("tests-programs/data/particles.rs"))
+        .status()
+        .expect("rustc runs");
+    assert!(status.success());
+    let p = Program::load(&out);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let obj = p.obj();
+    let step = obj
+        .symbols()
+        .find(|s| s.name().is_ok_and(|n| n.contains("9particles4step")))
+        .expect("particles::step");
+    let (v, off) = p
+        .locals
+        .pointer_seed(step.address(), 5)
+        .expect("ps's data_ptr in rdi");
+    assert_eq!((v.name.as_str(), off), ("ps", 0));
+    assert_eq!(
+        p.type_name(v.ty),
+        (gimli::DW_TAG_structure_type, "Particle".to_string())
     );
 }
