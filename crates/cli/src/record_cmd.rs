@@ -978,6 +978,10 @@ pub fn summary(d: &Dump, path: &Path) -> String {
     if let Some(f) = coldcache_analysis::summary::unmodelled(&d.meta, un) {
         s += &format!("  {}\n    ({})\n", f.text, f.advice);
     }
+    // How many data accesses got a type, when the dump has data types.
+    if let Some(c) = coldcache_analysis::data::coverage_of(d, &|_| true) {
+        s += &format!("  data types: {}\n", c.text());
+    }
     // Which mode ran, and how much of a fast capture the trap engine did
     // (none for a dump re-simulated from a trace no capture wrote).
     if d.meta.trigger == "trace" {
