@@ -270,7 +270,7 @@ struct Acc {
     label: String,
     ty: String,
     costs: Vec<u64>,
-    addrs: Vec<u64>,
+    instructions: u64,
 }
 
 /// The data view of `p`.
@@ -287,49 +287,52 @@ pub fn data(p: &Profile, q: &DataQuery) -> Result<DataView, AnalysisError> {
     let mut type_row: HashMap<u32, usize> = HashMap::default();
     let mut field_row: HashMap<String, usize> = HashMap::default();
     let mut typed = vec![0u64; nc];
-    let mut look = Lookup { data, last: None };
+    // The type and field rows of each typed instruction, found once.
+    let mut rows_of: HashMap<u64, Option<(usize, usize)>> = HashMap::default();
     for (i, r) in p.dump().records.iter().enumerate() {
         if !p.record_kept(i) {
             continue;
         }
-        let Some(a) = look.get(r.ip) else {
+        let rows = *rows_of.entry(r.ip).or_insert_with(|| {
+            let a = data.access(r.ip)?;
+            let tname = data
+                .types
+                .get(a.ty as usize)
+                .map(|t| t.name.clone())
+                .unwrap_or_default();
+            let t = *type_row.entry(a.ty).or_insert_with(|| {
+                types.push(Acc {
+                    label: tname.clone(),
+                    ty: tname.clone(),
+                    costs: vec![0; nc],
+                    instructions: 0,
+                });
+                types.len() - 1
+            });
+            let label = field_label(data, a);
+            let f = match field_row.get(&label) {
+                Some(&f) => f,
+                None => {
+                    fields.push(Acc {
+                        label: label.clone(),
+                        ty: tname,
+                        costs: vec![0; nc],
+                        instructions: 0,
+                    });
+                    field_row.insert(label, fields.len() - 1);
+                    fields.len() - 1
+                }
+            };
+            types[t].instructions += 1;
+            fields[f].instructions += 1;
+            Some((t, f))
+        });
+        let Some((t, f)) = rows else {
             continue;
         };
         add_row(&mut typed, &r.counters);
-        let tname = data
-            .types
-            .get(a.ty as usize)
-            .map(|t| t.name.clone())
-            .unwrap_or_default();
-        let t = *type_row.entry(a.ty).or_insert_with(|| {
-            types.push(Acc {
-                label: tname.clone(),
-                ty: tname.clone(),
-                costs: vec![0; nc],
-                addrs: Vec::new(),
-            });
-            types.len() - 1
-        });
-        let label = field_label(data, a);
-        let f = match field_row.get(&label) {
-            Some(&f) => f,
-            None => {
-                fields.push(Acc {
-                    label: label.clone(),
-                    ty: tname,
-                    costs: vec![0; nc],
-                    addrs: Vec::new(),
-                });
-                field_row.insert(label, fields.len() - 1);
-                fields.len() - 1
-            }
-        };
-        for acc in [&mut types[t], &mut fields[f]] {
-            add_row(&mut acc.costs, &r.counters);
-            if !acc.addrs.contains(&r.ip) {
-                acc.addrs.push(r.ip);
-            }
-        }
+        add_row(&mut types[t].costs, &r.counters);
+        add_row(&mut fields[f].costs, &r.counters);
     }
     let total = cols[sc].value(p.totals());
     let rank = |rows: Vec<Acc>| -> (usize, Vec<DataRow>) {
@@ -366,7 +369,7 @@ pub fn data(p: &Profile, q: &DataQuery) -> Result<DataView, AnalysisError> {
                     reads,
                     writes,
                     misses: misses(l, &r.costs),
-                    instructions: r.addrs.len() as u64,
+                    instructions: r.instructions,
                     costs: values(cols, &r.costs),
                 }
             })
@@ -660,8 +663,8 @@ impl MemberAcc {
 }
 
 /// Per line: per (field, thread index) reads, writes and first-level
-/// misses.
-type LineFields = HashMap<(Vec<u32>, u32), (u64, u64, u64)>;
+/// misses; a field is an index into the layout's interned member paths.
+type LineFields = HashMap<(usize, u32), (u64, u64, u64)>;
 
 /// Where an access reaches type `target`: the rest of its member path from
 /// there and its offset in that type; `None` when its path never reaches
@@ -704,21 +707,46 @@ pub fn layout(p: &Profile, name: &str) -> Result<LayoutView, AnalysisError> {
     let dump = p.dump();
     let (line, line_from) = line_size(dump);
     let nlines = t.size.div_ceil(line).max(1);
-    // Every kept record of an instruction reaching the type.
-    let mut acc: HashMap<Vec<u32>, MemberAcc> = HashMap::default();
+    // Every kept record of an instruction reaching the type, summed per
+    // member path (every prefix of its path; the empty path for accesses
+    // naming no member), per line and in total. Paths are interned and
+    // each instruction's rows found once.
+    let mut accs: Vec<MemberAcc> = Vec::new();
+    let mut acc_paths: Vec<Vec<u32>> = Vec::new();
+    let mut acc_index: HashMap<Vec<u32>, usize> = HashMap::default();
+    let mut intern = |path: &[u32], accs: &mut Vec<MemberAcc>| -> usize {
+        if let Some(&i) = acc_index.get(path) {
+            return i;
+        }
+        accs.push(MemberAcc::new(nc));
+        acc_paths.push(path.to_vec());
+        acc_index.insert(path.to_vec(), accs.len() - 1);
+        accs.len() - 1
+    };
+    // Per instruction: the rows it adds to, its leaf row, its offset.
+    type Reached = Option<(Vec<usize>, usize, u64)>;
+    let mut reached: HashMap<u64, Reached> = HashMap::default();
     let mut lines: Vec<(Vec<u64>, LineFields)> = (0..nlines)
         .map(|_| (vec![0; nc], HashMap::default()))
         .collect();
     let mut total = MemberAcc::new(nc);
-    let mut look = Lookup { data, last: None };
     for (i, r) in dump.records.iter().enumerate() {
         if !p.record_kept(i) {
             continue;
         }
-        let Some(a) = look.get(r.ip) else {
-            continue;
-        };
-        let Some((path, off)) = reach(data, a, target) else {
+        let hit = reached.entry(r.ip).or_insert_with(|| {
+            let (path, off) = reach(data, data.access(r.ip)?, target)?;
+            let rows: Vec<usize> = if path.is_empty() {
+                vec![intern(&[], &mut accs)]
+            } else {
+                (1..=path.len())
+                    .map(|k| intern(&path[..k], &mut accs))
+                    .collect()
+            };
+            let leaf = rows[rows.len() - 1];
+            Some((rows, leaf, off))
+        });
+        let Some((rows, leaf, off)) = hit.as_ref() else {
             continue;
         };
         let frames = p.record_frames(i);
@@ -737,21 +765,17 @@ pub fn layout(p: &Profile, name: &str) -> Result<LayoutView, AnalysisError> {
             }
         };
         add(&mut total);
-        if path.is_empty() {
-            add(acc.entry(Vec::new()).or_insert_with(|| MemberAcc::new(nc)));
-        }
-        for k in 1..=path.len() {
-            add(acc
-                .entry(path[..k].to_vec())
-                .or_insert_with(|| MemberAcc::new(nc)));
+        for &k in rows {
+            add(&mut accs[k]);
         }
         let li = ((off / line).min(nlines - 1)) as usize;
         add_row(&mut lines[li].0, &r.counters);
-        let e = lines[li].1.entry((path, r.thread)).or_default();
+        let e = lines[li].1.entry((*leaf, r.thread)).or_default();
         e.0 += rd;
         e.1 += wr;
         e.2 += miss;
     }
+    let acc = |path: &[u32]| acc_index.get(path).map(|&i| &accs[i]);
     let member_row = |m: &MemberAcc| -> (u64, u64, Vec<u64>, Vec<Num>, Vec<CodeSite>, Vec<u32>) {
         let (reads, writes) = reads_writes(l, &m.costs);
         let mut code: Vec<CodeSite> = m
@@ -786,7 +810,7 @@ pub fn layout(p: &Profile, name: &str) -> Result<LayoutView, AnalysisError> {
     };
     let empty = MemberAcc::new(nc);
     let row_for = |path: &[u32], depth: u32, m: Option<&coldcache_dump::data::Member>, offset| {
-        let a = acc.get(path).unwrap_or(&empty);
+        let a = acc(path).unwrap_or(&empty);
         let (reads, writes, misses, costs, code, threads) = member_row(a);
         let dotted = member_path(data, target, path);
         LayoutMember {
@@ -830,8 +854,8 @@ pub fn layout(p: &Profile, name: &str) -> Result<LayoutView, AnalysisError> {
             Some(m),
             base + m.offset,
         ));
-        let deeper = acc
-            .keys()
+        let deeper = acc_paths
+            .iter()
             .any(|k| k.len() > path.len() && k.starts_with(&path));
         if deeper && m.ty != NO_TYPE {
             stack.push((m.ty, path, base + m.offset, 0));
@@ -868,7 +892,15 @@ pub fn layout(p: &Profile, name: &str) -> Result<LayoutView, AnalysisError> {
                 .filter(|m| m.offset < stop && m.offset + m.size.max(1) > start)
                 .map(|m| m.name.clone())
                 .collect();
-            let hot = hot_field(data, target, &fields, reads + writes, start, stop);
+            let hot = hot_field(
+                data,
+                target,
+                &acc_paths,
+                &fields,
+                reads + writes,
+                start,
+                stop,
+            );
             LayoutLine {
                 index: k as u64,
                 start,
@@ -878,7 +910,7 @@ pub fn layout(p: &Profile, name: &str) -> Result<LayoutView, AnalysisError> {
                 writes,
                 misses: misses(l, &costs),
                 hot,
-                false_sharing: false_sharing(data, target, dump, &fields),
+                false_sharing: false_sharing(data, target, dump, &acc_paths, &fields),
             }
         })
         .collect();
@@ -950,6 +982,7 @@ fn member_span(data: &DataTypes, ty: u32, path: &[u32]) -> Option<(u64, u64)> {
 fn hot_field(
     data: &DataTypes,
     ty: u32,
+    paths: &[Vec<u32>],
     fields: &LineFields,
     accesses: u64,
     start: u64,
@@ -960,7 +993,7 @@ fn hot_field(
     }
     let mut per: HashMap<&Vec<u32>, (u64, u64)> = HashMap::default();
     for ((path, _), &(r, w, m)) in fields {
-        let e = per.entry(path).or_default();
+        let e = per.entry(&paths[*path]).or_default();
         e.0 += r + w;
         e.1 += m;
     }
@@ -987,7 +1020,13 @@ fn hot_field(
 
 /// The accesses of a line when one thread writes a field of it and another
 /// thread accesses another field; empty otherwise.
-fn false_sharing(data: &DataTypes, ty: u32, dump: &Dump, fields: &LineFields) -> Vec<ThreadField> {
+fn false_sharing(
+    data: &DataTypes,
+    ty: u32,
+    dump: &Dump,
+    paths: &[Vec<u32>],
+    fields: &LineFields,
+) -> Vec<ThreadField> {
     let shared = fields.iter().any(|((p1, t1), &(_, w1, _))| {
         w1 > 0
             && fields
@@ -1005,7 +1044,7 @@ fn false_sharing(data: &DataTypes, ty: u32, dump: &Dump, fields: &LineFields) ->
             ThreadField {
                 tid: th.map_or(0, |t| t.tid),
                 thread: th.map(|t| t.name.clone()).unwrap_or_default(),
-                field: member_path(data, ty, path),
+                field: member_path(data, ty, &paths[*path]),
                 reads,
                 writes,
             }
