@@ -633,7 +633,8 @@ pub struct LayoutView {
     pub other: LayoutMember,
     /// Every access to the type.
     pub total: LayoutMember,
-    /// The type's cache lines.
+    /// The type's cache lines: all of them for a type of up to
+    /// [`LAYOUT_LINES`] lines, else those with accesses.
     pub lines: Vec<LayoutLine>,
 }
 
@@ -644,6 +645,9 @@ pub struct LayoutView {
 pub const HOT_SHARE: f64 = 90.0;
 /// See [`HOT_SHARE`].
 pub const HOT_MISS_RATE: f64 = 10.0;
+/// Types of up to this many cache lines list every line; longer ones only
+/// the lines with accesses.
+pub const LAYOUT_LINES: u64 = 64;
 
 /// Sums one access into a member row.
 struct MemberAcc {
@@ -726,9 +730,8 @@ pub fn layout(p: &Profile, name: &str) -> Result<LayoutView, AnalysisError> {
     // Per instruction: the rows it adds to, its leaf row, its offset.
     type Reached = Option<(Vec<usize>, usize, u64)>;
     let mut reached: HashMap<u64, Reached> = HashMap::default();
-    let mut lines: Vec<(Vec<u64>, LineFields)> = (0..nlines)
-        .map(|_| (vec![0; nc], HashMap::default()))
-        .collect();
+    // Lines with accesses only: a type may be megabytes long.
+    let mut lines: std::collections::BTreeMap<u64, (Vec<u64>, LineFields)> = Default::default();
     let mut total = MemberAcc::new(nc);
     for (i, r) in dump.records.iter().enumerate() {
         if !p.record_kept(i) {
@@ -768,9 +771,11 @@ pub fn layout(p: &Profile, name: &str) -> Result<LayoutView, AnalysisError> {
         for &k in rows {
             add(&mut accs[k]);
         }
-        let li = ((off / line).min(nlines - 1)) as usize;
-        add_row(&mut lines[li].0, &r.counters);
-        let e = lines[li].1.entry((*leaf, r.thread)).or_default();
+        let li = lines
+            .entry((off / line).min(nlines - 1))
+            .or_insert_with(|| (vec![0; nc], HashMap::default()));
+        add_row(&mut li.0, &r.counters);
+        let e = li.1.entry((*leaf, r.thread)).or_default();
         e.0 += rd;
         e.1 += wr;
         e.2 += miss;
@@ -881,12 +886,20 @@ pub fn layout(p: &Profile, name: &str) -> Result<LayoutView, AnalysisError> {
     };
     // Cache lines.
     let top: Vec<&coldcache_dump::data::Member> = t.members.iter().collect();
-    let lines = lines
+    // Every line of a type of up to LAYOUT_LINES lines, else those with
+    // accesses.
+    let shown: Vec<u64> = if nlines <= LAYOUT_LINES {
+        (0..nlines).collect()
+    } else {
+        lines.keys().copied().collect()
+    };
+    let none = (vec![0; nc], LineFields::default());
+    let lines = shown
         .into_iter()
-        .enumerate()
-        .map(|(k, (costs, fields))| {
-            let (start, stop) = (k as u64 * line, ((k as u64 + 1) * line).min(t.size));
-            let (reads, writes) = reads_writes(l, &costs);
+        .map(|k| {
+            let (costs, fields) = lines.get(&k).unwrap_or(&none);
+            let (start, stop) = (k * line, ((k + 1) * line).min(t.size));
+            let (reads, writes) = reads_writes(l, costs);
             let inside: Vec<String> = top
                 .iter()
                 .filter(|m| m.offset < stop && m.offset + m.size.max(1) > start)
@@ -896,21 +909,21 @@ pub fn layout(p: &Profile, name: &str) -> Result<LayoutView, AnalysisError> {
                 data,
                 target,
                 &acc_paths,
-                &fields,
+                fields,
                 reads + writes,
                 start,
                 stop,
             );
             LayoutLine {
-                index: k as u64,
+                index: k,
                 start,
                 end: stop,
                 members: inside,
                 reads,
                 writes,
-                misses: misses(l, &costs),
+                misses: misses(l, costs),
                 hot,
-                false_sharing: false_sharing(data, target, dump, &acc_paths, &fields),
+                false_sharing: false_sharing(data, target, dump, &acc_paths, fields),
             }
         })
         .collect();

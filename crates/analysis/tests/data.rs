@@ -396,6 +396,14 @@ fn line_size_comes_from_the_cache_configuration_or_defaults_to_64_and_says_so() 
         data_dump::CACHE_TOML
     );
     assert_eq!(data::line_size(&d).0, 64);
+    // A type of more than 64 lines lists only the lines with accesses.
+    let mut big = data_dump::dump();
+    big.data.as_mut().unwrap().types[1].size = 64 * 1000;
+    let p = Profile::new(big, ProfileOptions::default());
+    let v = data::layout(&p, "Entity").unwrap();
+    let idx: Vec<u64> = v.lines.iter().map(|l| l.index).collect();
+    assert_eq!(idx, vec![0, 2]);
+    assert_eq!(v.padding, 64 * 1000 - 163);
     d.meta.cache_toml.clear();
     let (l, from) = data::line_size(&d);
     assert_eq!(l, 64);
