@@ -567,7 +567,7 @@ pub fn data(v: &crate::data::DataView, cols: &[usize]) -> String {
     s.push_str(&data_table(v, &v.fields, v.fields_matched, cols, "field"));
     let _ = writeln!(
         s,
-        "\n%{} is each row's share of the {} of every record shown (all views' TOTAL); a field's counts are its instructions' (as in --view flat --by instruction).\n\
+        "\n%{} is each row's share of the {} of every record shown (the other views' TOTAL row); a field's counts are its instructions' (as in --view flat --by instruction).\n\
          <padding>: bytes of no member; [straddles]: the operand spans more than the field.",
         v.sort, v.sort
     );
