@@ -508,3 +508,120 @@ fn json_of_the_data_views_round_trips_through_serde_json() {
     assert_eq!(j["lines"][0]["false_sharing"][2]["tid"], 101);
     assert_eq!(j["padding"], 29);
 }
+
+#[test]
+fn layout_of_a_class_with_a_base_class_and_a_union() {
+    use coldcache_dump::data::NO_TYPE;
+    use coldcache_dump::{DataType, Member, TypeKind, TypedAccess, Via};
+    let m = |name: &str, offset, size, type_name: &str, ty| Member {
+        name: name.into(),
+        offset,
+        size,
+        type_name: type_name.into(),
+        ty,
+        ..Member::default()
+    };
+    let mut d = data_dump::dump();
+    let data = d.data.as_mut().unwrap();
+    // 2 Base { long x; }, 3 union U { int i; double d; },
+    // 4 Derived : Base { U u; char c; } (24 bytes, 7 of tail padding).
+    data.types.push(DataType {
+        name: "Base".into(),
+        kind: TypeKind::Class,
+        size: 8,
+        members: vec![m("x", 0, 8, "long", NO_TYPE)],
+        decl: String::new(),
+    });
+    data.types.push(DataType {
+        name: "U".into(),
+        kind: TypeKind::Union,
+        size: 8,
+        members: vec![
+            m("i", 0, 4, "int", NO_TYPE),
+            m("d", 0, 8, "double", NO_TYPE),
+        ],
+        decl: String::new(),
+    });
+    data.types.push(DataType {
+        name: "Derived".into(),
+        kind: TypeKind::Class,
+        size: 24,
+        members: vec![
+            Member {
+                base: true,
+                ..m("Base", 0, 8, "Base", 2)
+            },
+            m("u", 8, 8, "U", 3),
+            m("c", 16, 1, "char", NO_TYPE),
+        ],
+        decl: String::new(),
+    });
+    // 0x2000 (8192 reads) now reads Derived::u.d, 0x2004 (100 writes)
+    // writes Derived::Base.x.
+    data.accesses[0] = TypedAccess {
+        addr: 0x2000,
+        ty: 4,
+        offset: 8,
+        size: 8,
+        path: vec![1, 1],
+        straddles: false,
+        via: Via::Register,
+        variable: "p".into(),
+    };
+    data.accesses[1] = TypedAccess {
+        addr: 0x2004,
+        ty: 4,
+        offset: 0,
+        size: 8,
+        path: vec![0, 0],
+        straddles: false,
+        via: Via::Register,
+        variable: "p".into(),
+    };
+    assert_eq!(data::field_label(data, &data.accesses[0]), "Derived::u.d");
+    let p = Profile::new(d, ProfileOptions::default());
+    let v = data::layout(&p, "Derived").unwrap();
+    let rows: Vec<(u32, &str, u64, bool, u64, u64)> = v
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.depth,
+                m.path.as_str(),
+                m.offset,
+                m.base,
+                m.reads,
+                m.writes,
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (0, "Base", 0, true, 0, 100),
+            (1, "Base.x", 0, false, 0, 100),
+            (0, "u", 8, false, 8192, 0),
+            (1, "u.i", 8, false, 0, 0),
+            (1, "u.d", 8, false, 8192, 0),
+            (0, "c", 16, false, 0, 0),
+        ]
+    );
+    assert!(v.members.iter().all(|m| m.hole_after == 0));
+    assert_eq!(v.padding, 7);
+    let t = render::layout(&v);
+    for want in [
+        "class Derived {",
+        "Base <ancestor>;",
+        "double d;",
+        "/*     8     8 */",
+        "/* size: 24, cachelines: 1, members: 3 */",
+        "/* padding: 7 */",
+    ] {
+        assert!(t.contains(want), "missing {want:?} in\n{t}");
+    }
+    assert!(!t.contains("hole"), "{t}");
+    // U on its own: the union's members from there.
+    let u = data::layout(&p, "U").unwrap();
+    assert_eq!(u.members[1].reads, 8192);
+    assert_eq!(u.padding, 0);
+}
