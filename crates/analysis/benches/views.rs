@@ -9,11 +9,13 @@
 //! the time to merely sum every record's counters (`Dump::totals`), so the
 //! figures can be compared across noisy machines as ratios.
 
+use coldcache_analysis::data::{self, DataQuery};
 use coldcache_analysis::diff::{diff, DiffQuery};
 use coldcache_analysis::synthetic::{self, Shape};
 use coldcache_analysis::views::{self, By, FlatQuery, TreeQuery};
 use coldcache_analysis::{Profile, ProfileOptions};
-use coldcache_dump::Dump;
+use coldcache_dump::data::NO_TYPE;
+use coldcache_dump::{DataType, DataTypes, Dump, Member, TypeKind, TypedAccess};
 use std::time::Instant;
 
 fn time<T>(label: &str, floor: Option<f64>, f: impl FnOnce() -> T) -> (T, f64) {
@@ -188,5 +190,55 @@ fn main() {
             },
         )
         .unwrap()
+    });
+    // The data views, on the same dump with every instruction typed to one
+    // of 64 fields of a 512-byte type (the layout view walks every record
+    // of the type).
+    let mut d3 = p.dump().clone();
+    drop(p2);
+    let mut ips: Vec<u64> = d3.records.iter().map(|r| r.ip).collect();
+    ips.sort_unstable();
+    ips.dedup();
+    d3.data = Some(DataTypes {
+        types: vec![DataType {
+            name: "ns::Big".into(),
+            kind: TypeKind::Struct,
+            size: 512,
+            members: (0..64u64)
+                .map(|k| Member {
+                    name: format!("f{k}"),
+                    offset: 8 * k,
+                    size: 8,
+                    type_name: "long".into(),
+                    ty: NO_TYPE,
+                    ..Member::default()
+                })
+                .collect(),
+            decl: String::new(),
+        }],
+        accesses: ips
+            .iter()
+            .enumerate()
+            .map(|(i, &addr)| TypedAccess {
+                addr,
+                ty: 0,
+                offset: 8 * (i % 64) as u64,
+                size: 8,
+                path: vec![(i % 64) as u32],
+                ..TypedAccess::default()
+            })
+            .collect(),
+        modules: d3.modules.iter().map(|_| String::new()).collect(),
+    });
+    drop(p);
+    let p3 = Profile::new(d3, ProfileOptions::default());
+    time("data view (every instruction typed)", Some(floor), || {
+        data::data(&p3, &DataQuery::default()).unwrap()
+    });
+    time("layout view of the type", Some(floor), || {
+        data::layout(&p3, "Big").unwrap()
+    });
+    time("coverage (summary line)", Some(floor), || {
+        data::coverage(&p3).unwrap()
     });
 }

@@ -12,6 +12,9 @@
 //! - [`views`]: flat (per function, line or instruction), top-down,
 //!   bottom-up, callers of a function, annotated source, disassembly,
 //!   threads and cores; [`diff`] compares two profiles.
+//! - [`data`]: the data views: types and fields ranked by their accesses
+//!   and misses, one type's layout with its cache lines (from the dump's
+//!   `DATA` section).
 //! - [`flame`]: the flame graph's layout below any call-tree node.
 //! - [`summary`]: what a capture was (program, cache, window) and its
 //!   totals (instructions, misses per level), read first.
@@ -21,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod columns;
+pub mod data;
 pub mod diff;
 pub mod flame;
 pub mod profile;
@@ -49,6 +53,26 @@ pub enum AnalysisError {
     /// A tree node id that the profile does not have.
     #[error("no call-tree node {0}")]
     NoSuchNode(u32),
+    /// The dump has no data types (no `DATA` section, or not coldcache's
+    /// counter layout).
+    #[error("the dump has no data types (no DATA section: it was written before dump format 4 or resolved without them)")]
+    NoDataTypes,
+    /// No type of the dump's data types has this name.
+    #[error("no data type named '{name}'; the types are: {known}")]
+    NoSuchType {
+        /// The name asked for.
+        name: String,
+        /// The types with members.
+        known: String,
+    },
+    /// Several types match a name.
+    #[error("several data types match '{name}': {matches}; give the full name")]
+    AmbiguousType {
+        /// The name asked for.
+        name: String,
+        /// The types that match.
+        matches: String,
+    },
     /// A bad regular expression.
     #[error("invalid regular expression '{pattern}': {message}")]
     BadRegex {

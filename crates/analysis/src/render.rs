@@ -135,6 +135,9 @@ pub fn header(p: &Profile) -> String {
             let _ = writeln!(s, "{:<10} {}", "", f.advice);
         }
     }
+    if let Some(c) = &summary.data_types {
+        let _ = writeln!(s, "data:      {}", c.text());
+    }
     if !m.warm.is_empty() {
         let _ = writeln!(s, "warmed:    {}", m.warm);
     }
@@ -294,6 +297,9 @@ pub fn annotate(v: &AnnotateView, cols: &[usize]) -> String {
                 if !l.inlined.is_empty() {
                     let _ = write!(text, "   [inlined: {}]", l.inlined.join(", "));
                 }
+                if !l.fields.is_empty() {
+                    let _ = write!(text, "   ; {}", l.fields.join(", "));
+                }
                 row.push(text);
                 row
             })
@@ -304,6 +310,15 @@ pub fn annotate(v: &AnnotateView, cols: &[usize]) -> String {
         s,
         "\n>> marks the worst lines by badness (mem squared / instructions)."
     );
+    if v.files
+        .iter()
+        .any(|f| f.lines.iter().any(|l| !l.fields.is_empty()))
+    {
+        let _ = writeln!(
+            s,
+            "; names the fields the line's instructions missed the first level on (the dump's data types)."
+        );
+    }
     s
 }
 
@@ -333,6 +348,9 @@ pub fn asm(v: &AsmView, cols: &[usize]) -> String {
         }
         if let Some(i) = &r.inlined {
             let _ = write!(t, " [{i}]");
+        }
+        if let Some(f) = &r.field {
+            let _ = write!(t, "  ; {f}");
         }
         row.push(t);
         rows.push(row);
@@ -463,5 +481,378 @@ pub fn diff(v: &DiffView, cols: &[usize]) -> String {
     if v.matched > v.rows.len() {
         let _ = writeln!(s, "({} of {} rows shown)", v.rows.len(), v.matched);
     }
+    s
+}
+
+/// `n` of `whole` as `n (x.y%)`.
+fn with_share(n: u64, whole: u64) -> String {
+    format!("{n} ({:.1}%)", crate::data::share(n, whole))
+}
+
+/// The data view's coverage header: data accesses typed, with a field,
+/// untyped; how the typed ones were learned; what the type reader found
+/// per module.
+pub fn data_coverage(v: &crate::data::DataView) -> String {
+    let c = &v.coverage;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "data accesses: {}; typed {}, with a field {}, untyped {}",
+        c.accesses,
+        with_share(c.typed, c.accesses),
+        with_share(c.with_field, c.accesses),
+        with_share(c.untyped, c.accesses)
+    );
+    let _ = writeln!(
+        s,
+        "typed through: a register holding a pointer variable {}, a global or static {}, the stack frame {}",
+        c.via_register, c.via_global, c.via_stack
+    );
+    let _ = writeln!(
+        s,
+        "instructions:  {} of {} instructions with data accesses typed",
+        c.typed_instructions, c.instructions
+    );
+    for m in &v.modules {
+        let found = if m.found.is_empty() {
+            "not looked at"
+        } else {
+            m.found.as_str()
+        };
+        let _ = writeln!(s, "types of {}: {found}", m.module);
+    }
+    s
+}
+
+fn data_table(
+    v: &crate::data::DataView,
+    rows: &[crate::data::DataRow],
+    matched: usize,
+    cols: &[usize],
+    label: &str,
+) -> String {
+    let mut head = vec![format!("%{}", v.sort), "reads".into(), "writes".into()];
+    head.extend(names(&v.columns, cols));
+    head.push(label.into());
+    let mut body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let mut row = vec![
+                format!("{:.1}", r.percent),
+                r.reads.to_string(),
+                r.writes.to_string(),
+            ];
+            row.extend(pick(&r.costs, cols));
+            row.push(r.label.clone());
+            row
+        })
+        .collect();
+    let mut total = vec![String::new(), String::new(), String::new()];
+    total.extend(pick(&v.typed_totals, cols));
+    total.push("TOTAL of the typed instructions".into());
+    body.push(total);
+    let mut s = Table { head, rows: body }.render();
+    if matched > rows.len() {
+        let _ = writeln!(s, "({} of {matched} rows shown)", rows.len());
+    }
+    s
+}
+
+/// `report --view data`: the coverage, then the types and the fields.
+pub fn data(v: &crate::data::DataView, cols: &[usize]) -> String {
+    let mut s = data_coverage(v);
+    let _ = writeln!(s, "\ntypes");
+    s.push_str(&data_table(v, &v.types, v.types_matched, cols, "type"));
+    let _ = writeln!(s, "\nfields");
+    s.push_str(&data_table(v, &v.fields, v.fields_matched, cols, "field"));
+    let _ = writeln!(
+        s,
+        "\n%{} is each row's share of the {} of every record shown (the other views' TOTAL row); a field's counts are its instructions' (as in --view flat --by instruction).\n\
+         <padding>: bytes of no member; [straddles]: the operand spans more than the field.",
+        v.sort, v.sort
+    );
+    s
+}
+
+/// How many source lines the layout text lists under each member (the
+/// JSON has them all): enough to name the loop responsible while a
+/// member stays a few lines long.
+pub const LAYOUT_CODE_SHOWN: usize = 3;
+
+/// `report --view layout TYPE`: the type as pahole prints it, with each
+/// member's reads, writes and misses per level, the source lines that touch
+/// it, then its cache lines with their flags.
+pub fn layout(v: &crate::data::LayoutView) -> String {
+    use crate::data::LayoutMember;
+    let nl = v.levels.len();
+    let mut head = vec!["reads".to_string(), "writes".to_string()];
+    head.extend(v.levels.iter().map(|l| format!("miss:{l}")));
+    head.push("layout".into());
+    let blank = || vec![String::new(); 2 + nl];
+    let counts = |m: &LayoutMember| -> Vec<String> {
+        if m.reads + m.writes == 0 {
+            return vec![".".to_string(); 2 + nl];
+        }
+        let mut r = vec![m.reads.to_string(), m.writes.to_string()];
+        r.extend(m.misses.iter().map(u64::to_string));
+        r
+    };
+    let decl = |m: &LayoutMember| -> String {
+        let name = if m.base {
+            "<ancestor>".to_string()
+        } else if m.bit_size > 0 {
+            format!("{}:{}", m.name, m.bit_size)
+        } else {
+            m.name.clone()
+        };
+        format!("{} {name};", m.type_name)
+    };
+    let width = v
+        .members
+        .iter()
+        .map(|m| 4 * m.depth as usize + decl(m).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(24);
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let text = |rows: &mut Vec<Vec<String>>, c: Vec<String>, t: String| {
+        let mut r = c;
+        r.push(t);
+        rows.push(r);
+    };
+    let kw = v.kind.keyword();
+    text(
+        &mut rows,
+        blank(),
+        format!(
+            "{}{} {{{}",
+            if kw.is_empty() { "" } else { kw },
+            if kw.is_empty() {
+                v.name.clone()
+            } else {
+                format!(" {}", v.name)
+            },
+            if v.decl.is_empty() {
+                String::new()
+            } else {
+                format!("  /* {} */", v.decl)
+            }
+        ),
+    );
+    let line = v.line_size.max(1);
+    let mut last_line = 0u64;
+    let (mut holes, mut hole_bytes, mut sum_members, mut n_top) = (0u64, 0u64, 0u64, 0u64);
+    // A hole (or a boundary crossed inside a member) is said after the
+    // member and its nested members, before the next one.
+    let mut after: Vec<String> = Vec::new();
+    for m in &v.members {
+        let indent = "    ".repeat(m.depth as usize + 1);
+        if m.depth == 0 {
+            for a in after.drain(..) {
+                text(&mut rows, blank(), a);
+            }
+            let k = m.offset / line;
+            if k > last_line {
+                let ago = m.offset - k * line;
+                text(
+                    &mut rows,
+                    blank(),
+                    if ago == 0 {
+                        format!(
+                            "{indent}/* --- cacheline {k} boundary ({} bytes) --- */",
+                            k * line
+                        )
+                    } else {
+                        format!(
+                            "{indent}/* --- cacheline {k} boundary ({} bytes) was {ago} bytes ago --- */",
+                            k * line
+                        )
+                    },
+                );
+                last_line = k;
+            }
+        }
+        let pos = if m.bit_size > 0 {
+            format!("/* {:>5}:{:>2} {:>5} */", m.offset, m.bit_offset, m.size)
+        } else {
+            format!("/* {:>5} {:>5} */", m.offset, m.size)
+        };
+        let d = decl(m);
+        text(
+            &mut rows,
+            counts(m),
+            format!(
+                "{indent}{d:<w$} {pos}",
+                w = width.saturating_sub(4 * m.depth as usize)
+            ),
+        );
+        for c in m.code.iter().take(LAYOUT_CODE_SHOWN) {
+            let at = match &c.file {
+                Some(f) => format!("{} {}:{}", c.function, crate::views::short_path(f), c.line),
+                None => c.function.clone(),
+            };
+            text(
+                &mut rows,
+                blank(),
+                format!(
+                    "{indent}    /* {at}: {} accesses, {} {} misses */",
+                    c.accesses,
+                    c.misses,
+                    v.levels.first().map(String::as_str).unwrap_or("")
+                ),
+            );
+        }
+        if m.code.len() > LAYOUT_CODE_SHOWN {
+            text(
+                &mut rows,
+                blank(),
+                format!(
+                    "{indent}    /* and {} more source lines (--json lists them) */",
+                    m.code.len() - LAYOUT_CODE_SHOWN
+                ),
+            );
+        }
+        if m.depth == 0 {
+            n_top += 1;
+            sum_members += m.size;
+            let end = m.offset + m.size;
+            let k = end.saturating_sub(1) / line;
+            if k > last_line && m.size > 0 {
+                after.push(format!(
+                    "{indent}/* --- cacheline {k} boundary ({} bytes) was {} bytes ago --- */",
+                    k * line,
+                    end - k * line
+                ));
+                last_line = k;
+            }
+            if m.hole_after > 0 {
+                holes += 1;
+                hole_bytes += m.hole_after;
+                after.push(format!(
+                    "{indent}/* XXX {} bytes hole, try to pack */",
+                    m.hole_after
+                ));
+            }
+        }
+    }
+    for a in after {
+        text(&mut rows, blank(), a);
+    }
+    let ind = "    ";
+    if v.other.reads + v.other.writes > 0 {
+        text(
+            &mut rows,
+            counts(&v.other),
+            format!("{ind}/* accesses naming no member: padding, the whole object */"),
+        );
+    }
+    text(
+        &mut rows,
+        blank(),
+        format!(
+            "{ind}/* size: {}, cachelines: {}, members: {n_top} */",
+            v.size,
+            v.size.div_ceil(line)
+        ),
+    );
+    if holes > 0 {
+        text(
+            &mut rows,
+            blank(),
+            format!(
+                "{ind}/* sum members: {sum_members}, holes: {holes}, sum holes: {hole_bytes} */"
+            ),
+        );
+    }
+    if v.padding > 0 {
+        text(
+            &mut rows,
+            blank(),
+            format!("{ind}/* padding: {} */", v.padding),
+        );
+    }
+    text(&mut rows, counts(&v.total), "};".into());
+    let mut s = format!(
+        "type {}: {} bytes; cache lines of {} bytes ({}), the object assumed to start on a line boundary\n\n",
+        v.name, v.size, v.line_size, v.line_size_from
+    );
+    s.push_str(&Table { head, rows }.render());
+    // The cache lines.
+    let mut head = vec![
+        "line".to_string(),
+        "bytes".into(),
+        "reads".into(),
+        "writes".into(),
+    ];
+    head.extend(v.levels.iter().map(|l| format!("miss:{l}")));
+    head.push("members and flags".into());
+    let mut rows = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    for l in &v.lines {
+        let mut r = vec![
+            l.index.to_string(),
+            format!("{}-{}", l.start, l.end.saturating_sub(1)),
+            l.reads.to_string(),
+            l.writes.to_string(),
+        ];
+        r.extend(l.misses.iter().map(u64::to_string));
+        let mut t = l.members.join(", ");
+        if let Some(h) = &l.hot {
+            let _ = write!(t, "  HOT FIELD IN A COLD LINE: {}", h.field);
+            notes.push(format!(
+                "line {}: {} gets {:.1}% of the line's {} accesses and misses {} on {} of its {}; it uses {} of the line's {} bytes",
+                l.index,
+                h.field,
+                h.share,
+                l.reads + l.writes,
+                v.levels.first().map(String::as_str).unwrap_or("the first level"),
+                h.misses,
+                h.accesses,
+                h.bytes,
+                l.end - l.start
+            ));
+        }
+        if !l.false_sharing.is_empty() {
+            let mut tids: Vec<u32> = l.false_sharing.iter().map(|f| f.tid).collect();
+            tids.dedup();
+            let _ = write!(
+                t,
+                "  FALSE SHARING? threads {}",
+                tids.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            let who: Vec<String> = l
+                .false_sharing
+                .iter()
+                .map(|f| {
+                    format!(
+                        "thread {} ({}) {} {}r/{}w",
+                        f.tid, f.thread, f.field, f.reads, f.writes
+                    )
+                })
+                .collect();
+            notes.push(format!("line {}: {}", l.index, who.join("; ")));
+        }
+        r.push(t);
+        rows.push(r);
+    }
+    let _ = writeln!(s);
+    s.push_str(&Table { head, rows }.render());
+    for n in &notes {
+        let _ = writeln!(s, "{n}");
+    }
+    let _ = writeln!(
+        s,
+        "\nCounts are the typed instructions' (an access counts to the line holding its first byte).\n\
+         HOT FIELD IN A COLD LINE: one field gets at least {:.0}% of the line's accesses, misses {} on at least {:.0}% of them, \
+         and covers less than half of the line's bytes: the rest of the line is fetched for it.\n\
+         FALSE SHARING?: one thread writes a field of the line and another thread accesses another field; \
+         typing is per instruction, so whether the threads touch the same object is not known.",
+        crate::data::HOT_SHARE,
+        v.levels.first().map(String::as_str).unwrap_or("the first level"),
+        crate::data::HOT_MISS_RATE
+    );
     s
 }

@@ -13,7 +13,9 @@
 //! modelled, by class ([`unmodelled`]), and instructions a fast-mode
 //! capture ran under the trap engine ([`trapped`], read from the engine's
 //! note by [`fast_trapped`] alone). `coldcache report`'s header, `record`'s
-//! summary and the web UI's summary card use these same sentences.
+//! summary and the web UI's summary card use these same sentences. A dump
+//! resolved with data types also says how many of its data accesses got a
+//! type and a field ([`Summary::data_types`]).
 
 use crate::columns::{Column, D_MISS, I_MISS, MEM};
 use crate::profile::Profile;
@@ -46,6 +48,9 @@ pub struct Summary {
     /// Instructions of a fast-mode capture that ran under the trap engine,
     /// in words ([`trapped`]); `None` when there are none.
     pub trapped: Option<Shortfall>,
+    /// How many data accesses got a type and a field
+    /// ([`crate::data::coverage`]); `None` for a dump without data types.
+    pub data_types: Option<crate::data::Coverage>,
 }
 
 /// Instructions a capture could not treat as the rest, in words: what
@@ -287,6 +292,7 @@ pub fn summary(p: &Profile) -> Summary {
         memory: total(MEM),
         unmodelled: unmodelled(m, total(CounterLayout::UNMODELLED_NAME).unwrap_or(0)),
         trapped: trapped(m),
+        data_types: crate::data::coverage(p),
     }
 }
 

@@ -66,7 +66,7 @@ pub struct ColumnHead {
     pub description: String,
 }
 
-fn heads(p: &Profile) -> Vec<ColumnHead> {
+pub(crate) fn heads(p: &Profile) -> Vec<ColumnHead> {
     p.columns()
         .iter()
         .map(|c| ColumnHead {
@@ -935,6 +935,10 @@ pub struct SourceLine {
     pub worst: u32,
     /// Functions inlined at this line.
     pub inlined: Vec<String>,
+    /// The fields (`Entity::flags`) the line's typed instructions missed
+    /// the first level on, most misses first (from the dump's data types;
+    /// empty without them).
+    pub fields: Vec<String>,
 }
 
 /// The lines of one file of an annotated function.
@@ -982,6 +986,16 @@ pub fn annotate(p: &Profile, fs: &[FnId], source: &dyn Fn(&str) -> Option<String
     // (file, line) -> (costs, inlined callee names)
     let mut acc: HashMap<(u32, u32), (Vec<u64>, Vec<FnId>)> = HashMap::default();
     let mut total = vec![0u64; nc];
+    // (file, line) -> (field, first-level data misses) of its typed
+    // instructions that missed.
+    let data = p.dump().data.as_ref();
+    let miss = p
+        .dump()
+        .meta
+        .levels
+        .first()
+        .and_then(|l| p.column(&format!("{}{l}", crate::columns::D_MISS)));
+    let mut missed: HashMap<(u32, u32), Vec<(String, u64)>> = HashMap::default();
     for i in 0..p.record_count() {
         if !p.record_kept(i) {
             continue;
@@ -991,6 +1005,18 @@ pub fn annotate(p: &Profile, fs: &[FnId], source: &dyn Fn(&str) -> Option<String
             continue;
         };
         let fr = frames[j];
+        let r = &p.dump().records[i];
+        if let (Some(d), Some(mc)) = (data, miss) {
+            let n = mc.int_value(&r.counters);
+            if let Some(a) = d.access(r.ip).filter(|_| n > 0) {
+                let label = crate::data::field_label(d, a);
+                let v = missed.entry((fr.file, fr.line)).or_default();
+                match v.iter_mut().find(|e| e.0 == label) {
+                    Some(e) => e.1 += n,
+                    None => v.push((label, n)),
+                }
+            }
+        }
         let e = acc
             .entry((fr.file, fr.line))
             .or_insert_with(|| (vec![0; nc], Vec::new()));
@@ -1073,6 +1099,14 @@ pub fn annotate(p: &Profile, fs: &[FnId], source: &dyn Fn(&str) -> Option<String
                     inlined: entry
                         .map(|e| e.1.iter().map(|&f| fn_label(p, f)).collect())
                         .unwrap_or_default(),
+                    fields: missed
+                        .get(&(file, l))
+                        .map(|v| {
+                            let mut v = v.clone();
+                            v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                            v.into_iter().map(|e| e.0).collect()
+                        })
+                        .unwrap_or_default(),
                 }
             })
             .collect();
@@ -1118,6 +1152,9 @@ pub struct AsmRow {
     pub inlined: Option<String>,
     /// Costs.
     pub costs: Vec<Num>,
+    /// The field its memory operand touches (`Entity::flags`), when the
+    /// dump's data types type it.
+    pub field: Option<String>,
     /// Whether instructions that never ran (or are unknown) precede it.
     pub gap_before: bool,
 }
@@ -1215,6 +1252,7 @@ pub fn disassembly_with(p: &Profile, fs: &[FnId], o: &AsmOptions) -> AsmView {
             line: inner.line,
             inlined: (!fs.contains(&inner.function)).then(|| fn_label(p, inner.function)),
             costs: values(cols, costs),
+            field: crate::data::field_at(p, a),
             gap_before: next_expected.is_some_and(|n| n != a),
         });
         next_expected = (len > 0).then(|| a + len as u64);

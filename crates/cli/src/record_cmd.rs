@@ -978,6 +978,10 @@ pub fn summary(d: &Dump, path: &Path) -> String {
     if let Some(f) = coldcache_analysis::summary::unmodelled(&d.meta, un) {
         s += &format!("  {}\n    ({})\n", f.text, f.advice);
     }
+    // How many data accesses got a type, when the dump has data types.
+    if let Some(c) = coldcache_analysis::data::coverage_of(d, &|_| true) {
+        s += &format!("  data types: {}\n", c.text());
+    }
     // Which mode ran, and how much of a fast capture the trap engine did
     // (none for a dump re-simulated from a trace no capture wrote).
     if d.meta.trigger == "trace" {
@@ -1438,6 +1442,36 @@ mod tests {
         assert!(w.contains("--cache jaguar (8 cores)"), "{w}");
         d.meta.cores = 8;
         assert_eq!(one_core_warning(&d), None, "eight cores");
+        // The data-type coverage only for a dump with data types: 30 reads
+        // of the one record's instruction, typed to a field.
+        assert!(!s.contains("data types:"), "{s}");
+        let l = CounterLayout::new(2);
+        d.records[0].counters[l.served(coldcache_dump::Side::Read, 0)] = 30;
+        d.data = Some(coldcache_dump::DataTypes {
+            types: vec![coldcache_dump::DataType {
+                name: "S".into(),
+                size: 8,
+                members: vec![coldcache_dump::Member {
+                    name: "a".into(),
+                    size: 8,
+                    ty: coldcache_dump::data::NO_TYPE,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            accesses: vec![coldcache_dump::TypedAccess {
+                addr: 0x1000,
+                size: 8,
+                path: vec![0],
+                ..Default::default()
+            }],
+            modules: vec![],
+        });
+        let s = summary(&d, Path::new("x.ccdump"));
+        assert!(
+            s.contains("  data types: 100.0% of 30 data accesses typed, 100.0% with a field (1 of 1 instructions with data accesses typed)\n"),
+            "{s}"
+        );
     }
 
     /// Names and numbers as `kill -l` spells them; the refused ones named.

@@ -4,6 +4,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use coldcache_analysis::data::{self, DataQuery};
 use coldcache_analysis::diff::{self, DiffQuery};
 use coldcache_analysis::render;
 use coldcache_analysis::views::{self, By, FlatQuery, TreeQuery};
@@ -27,6 +28,12 @@ pub enum View {
     Annotate,
     /// Per thread and per simulated core.
     Threads,
+    /// The data types and fields the memory accesses touched (needs a dump
+    /// resolved with data types).
+    Data,
+    /// One data type's layout (TYPE after the dump) with each field's and
+    /// cache line's accesses and misses.
+    Layout,
 }
 
 /// Row granularity of the flat view and of `diff`.
@@ -91,7 +98,9 @@ pub struct Common {
 pub struct ReportArgs {
     /// The dump (`.ccdump`) to read.
     dump: PathBuf,
-    /// The function for `--view annotate` (a name, or a regex).
+    /// The function for `--view annotate` (a name, or a regex), or the
+    /// type for `--view layout` (its name, or a unique last component:
+    /// `Entity` for `game::Entity`).
     symbol: Option<String>,
     /// The view.
     #[arg(long, value_enum, default_value = "flat")]
@@ -338,6 +347,42 @@ pub fn report(a: ReportArgs) -> Result<()> {
             }
             let cols = render::pick_columns(&v.columns, c.columns.as_deref())?;
             print_text(&format!("{header}\n{}", render::annotate(&v, &cols)))
+        }
+        View::Data | View::Layout => {
+            if p.dump().data.is_none() {
+                bail!(
+                    "dump {} has no data types (no DATA section: it was written before dump format 4, \
+                     or resolved without them); run `coldcache resolve {}` while its binaries and \
+                     their debug information exist to add them",
+                    a.dump.display(),
+                    a.dump.display()
+                );
+            }
+            let in_dump = || format!("in dump {}", a.dump.display());
+            if view == View::Data {
+                let v = data::data(
+                    &p,
+                    &DataQuery {
+                        sort: c.sort.clone(),
+                        filter: c.filter.clone(),
+                        limit,
+                    },
+                )
+                .with_context(in_dump)?;
+                if c.json {
+                    return print_json(&v);
+                }
+                let cols = render::pick_columns(&v.columns, c.columns.as_deref())?;
+                return print_text(&format!("{header}\n{}", render::data(&v, &cols)));
+            }
+            let Some(name) = a.symbol.as_deref() else {
+                bail!("the layout view needs a type: give its name after the dump (`--view data` lists them)");
+            };
+            let v = data::layout(&p, name).with_context(in_dump)?;
+            if c.json {
+                return print_json(&v);
+            }
+            print_text(&format!("{header}\n{}", render::layout(&v)))
         }
         View::Threads => {
             let v = views::threads(&p);
