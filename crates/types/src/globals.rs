@@ -29,17 +29,30 @@ pub struct Globals {
 }
 
 impl Globals {
-    /// Reads every variable with a fixed address from `layouts`' DWARF
-    /// (one pass over `.debug_info`). Variables whose type or size cannot
-    /// be read are left out.
+    /// The variables with a fixed address `layouts` found (reading
+    /// `.debug_info` it read them in the same pass), with their names,
+    /// types and sizes. Variables whose type or size cannot be read are
+    /// left out.
     pub fn read(layouts: &Layouts) -> Globals {
-        let mut vars = Vec::new();
-        for unit in layouts.units() {
-            let _ = read_unit(layouts, unit, &mut vars);
-        }
+        let mut vars: Vec<Global> = layouts
+            .fixed_variables()
+            .iter()
+            .filter_map(|&(here, addr)| global(layouts, here, addr))
+            .collect();
         vars.sort_by(|a, b| a.addr.cmp(&b.addr).then(b.size.cmp(&a.size)));
         vars.dedup_by(|b, a| a.addr == b.addr);
         Globals { vars }
+    }
+
+    /// Keeps the variables that lie in memory the program has (`loaded`:
+    /// the file's allocated sections, `[start, end)`): not, say, the
+    /// link-time warnings of `.gnu.warning` sections at address 0.
+    pub fn retain_loaded(&mut self, loaded: &[(u64, u64)]) {
+        self.vars.retain(|g| {
+            loaded
+                .iter()
+                .any(|&(s, e)| s <= g.addr && g.addr.saturating_add(g.size) <= e)
+        });
     }
 
     /// Every variable, by address.
@@ -60,76 +73,38 @@ impl Globals {
     }
 }
 
-fn read_unit(
-    layouts: &Layouts,
-    unit: &gimli::Unit<Reader>,
-    out: &mut Vec<Global>,
-) -> gimli::Result<()> {
-    let mut cursor = unit.entries();
-    while let Some((_, e)) = cursor.next_dfs()? {
-        if e.tag() != gimli::DW_TAG_variable {
-            continue;
+/// The variable at entry `here`, at `addr`: its name and type, from the
+/// declaration it defines when not its own.
+fn global(layouts: &Layouts, here: TypeRef, addr: u64) -> Option<Global> {
+    let mut name = layouts.name(here);
+    let mut ty = layouts.type_of(here);
+    let mut origin = here;
+    for _ in 0..4 {
+        if name.is_some() && ty.is_some() {
+            break;
         }
-        let Some(AttributeValue::Exprloc(x)) = e.attr_value(gimli::DW_AT_location)? else {
-            continue;
-        };
-        let mut ops = x.operations(unit.encoding());
-        let addr = match ops.next() {
-            Ok(Some(gimli::Operation::Address { address })) => address,
-            Ok(Some(gimli::Operation::AddressIndex { index })) => {
-                match layouts.dwarf().address(unit, index) {
-                    Ok(a) => a,
-                    Err(_) => continue,
-                }
-            }
-            _ => continue,
-        };
-        // Only the address itself (not `DW_OP_addr; DW_OP_stack_value`,
-        // or TLS's `DW_OP_GNU_push_tls_address`).
-        if !matches!(ops.next(), Ok(None)) {
-            continue;
-        }
-        let Some(here) = e.offset().to_debug_info_offset(&unit.header) else {
-            continue;
-        };
-        // Name and type may be on the declaration this defines.
-        let mut name = layouts.name(here);
-        let mut ty = layouts.type_of(here);
-        let mut origin = here;
-        for _ in 0..4 {
-            if name.is_some() && ty.is_some() {
-                break;
-            }
-            let next = [gimli::DW_AT_specification, gimli::DW_AT_abstract_origin]
-                .into_iter()
-                .find_map(|at| match e_attr(layouts, origin, at) {
-                    Some(AttributeValue::UnitRef(o)) => layouts
-                        .locate(origin)
-                        .and_then(|(u, _)| o.to_debug_info_offset(&u.header)),
-                    Some(AttributeValue::DebugInfoRef(o)) => Some(o),
-                    _ => None,
-                });
-            let Some(n) = next else {
-                break;
-            };
-            origin = n;
-            name = name.or_else(|| layouts.name(n));
-            ty = ty.or_else(|| layouts.type_of(n));
-        }
-        let (Some(ty), Some(name)) = (ty, name) else {
-            continue;
-        };
-        let Some(size) = layouts.size_of(ty).filter(|&s| s > 0) else {
-            continue;
-        };
-        out.push(Global {
-            name,
-            addr,
-            size,
-            ty,
-        });
+        let next = [gimli::DW_AT_specification, gimli::DW_AT_abstract_origin]
+            .into_iter()
+            .find_map(|at| match e_attr(layouts, origin, at) {
+                Some(AttributeValue::UnitRef(o)) => layouts
+                    .locate(origin)
+                    .and_then(|(u, _)| o.to_debug_info_offset(&u.header)),
+                Some(AttributeValue::DebugInfoRef(o)) => Some(o),
+                _ => None,
+            });
+        let n = next?;
+        origin = n;
+        name = name.or_else(|| layouts.name(n));
+        ty = ty.or_else(|| layouts.type_of(n));
     }
-    Ok(())
+    let (ty, name) = (ty?, name?);
+    let size = layouts.size_of(ty).filter(|&s| s > 0)?;
+    Some(Global {
+        name,
+        addr,
+        size,
+        ty,
+    })
 }
 
 /// An attribute of the entry at `r`.

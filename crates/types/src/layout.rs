@@ -19,6 +19,7 @@ use crate::{Reader, TypeRef};
 use coldcache_dump::data::NO_TYPE;
 use coldcache_dump::{DataType, Member, TypeKind};
 use gimli::{AttributeValue, DwTag, Reader as _, Unit, UnitOffset};
+use std::cell::OnceCell;
 use std::collections::HashMap;
 
 /// Longest chain of typedefs, qualifiers and arrays followed, and deepest
@@ -49,9 +50,14 @@ pub struct Layouts {
     starts: Vec<usize>,
     /// Qualified scope (`game::World`) of the C++ types nested in one.
     scopes: HashMap<usize, String>,
+    /// Every struct, class, union and enum entry, for `definitions`.
+    type_dies: Vec<TypeRef>,
     /// Definitions of named structs, classes, unions and enums by
-    /// qualified name, for resolving declarations.
-    definitions: HashMap<String, TypeRef>,
+    /// qualified name, for resolving declarations (made at the first
+    /// declaration met).
+    definitions: OnceCell<HashMap<String, TypeRef>>,
+    /// Variables with a fixed address (`DW_OP_addr`), for `globals`.
+    fixed: Vec<(TypeRef, u64)>,
     interned: HashMap<TypeRef, u32>,
     /// The types interned, each once.
     pub types: Vec<DataType>,
@@ -68,7 +74,9 @@ impl Layouts {
             units: Vec::new(),
             starts: Vec::new(),
             scopes: HashMap::new(),
-            definitions: HashMap::new(),
+            type_dies: Vec::new(),
+            definitions: OnceCell::new(),
+            fixed: Vec::new(),
             interned: HashMap::new(),
             types: Vec::new(),
             skipped: 0,
@@ -104,8 +112,15 @@ impl Layouts {
         &self.units
     }
 
-    /// Records the qualified scopes of the C++ types of unit `ui` and the
-    /// definitions of its named types.
+    /// The variables with a fixed address (`DW_OP_addr`, `DW_OP_addrx`
+    /// alone), at any nesting: their entries and addresses.
+    pub fn fixed_variables(&self) -> &[(TypeRef, u64)] {
+        &self.fixed
+    }
+
+    /// Records the qualified scopes of the C++ types of unit `ui`, the
+    /// definitions of its named types and its variables with a fixed
+    /// address (one pass: `.debug_info` is read once).
     fn scan(&mut self, ui: usize) -> gimli::Result<()> {
         let unit = &self.units[ui];
         // C++ (98, 03, 11, 14, 17, 20): its types are named in scopes.
@@ -124,6 +139,7 @@ impl Layouts {
         let mut cursor = unit.entries();
         let mut scopes = Vec::new();
         let mut defs = Vec::new();
+        let mut fixed = Vec::new();
         while let Some((delta, e)) = cursor.next_dfs()? {
             depth += delta;
             if depth < 0 {
@@ -131,16 +147,33 @@ impl Layouts {
             }
             stack.truncate(depth as usize);
             let tag = e.tag();
-            let is_type = matches!(
+            if tag == gimli::DW_TAG_variable {
+                if let Some(addr) = fixed_address(&self.dwarf, unit, e) {
+                    if let Some(off) = e.offset().to_debug_info_offset(&unit.header) {
+                        fixed.push((off, addr));
+                    }
+                }
+                stack.push(None);
+                continue;
+            }
+            let named_type = matches!(
                 tag,
                 gimli::DW_TAG_structure_type
                     | gimli::DW_TAG_class_type
                     | gimli::DW_TAG_union_type
                     | gimli::DW_TAG_enumeration_type
-                    | gimli::DW_TAG_typedef
             );
+            let Some(off) = e.offset().to_debug_info_offset(&unit.header) else {
+                stack.push(None);
+                continue;
+            };
+            if named_type {
+                defs.push(off);
+            }
             let mut scope_name = None;
-            if is_type || tag == gimli::DW_TAG_namespace {
+            // Only C++ names its types in scopes (C reads no names here).
+            if cpp && (named_type || tag == gimli::DW_TAG_typedef || tag == gimli::DW_TAG_namespace)
+            {
                 let name = match e.attr_value(gimli::DW_AT_name)? {
                     Some(v) => Some(
                         self.dwarf
@@ -150,38 +183,16 @@ impl Layouts {
                     ),
                     None => None,
                 };
-                let prefix = if cpp {
-                    stack
-                        .iter()
-                        .flatten()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join("::")
-                } else {
-                    String::new()
-                };
-                let Some(off) = e.offset().to_debug_info_offset(&unit.header) else {
-                    stack.push(None);
-                    continue;
-                };
-                if is_type && !prefix.is_empty() {
-                    scopes.push((off.0, prefix.clone()));
+                let prefix = stack
+                    .iter()
+                    .flatten()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("::");
+                if tag != gimli::DW_TAG_namespace && !prefix.is_empty() {
+                    scopes.push((off.0, prefix));
                 }
-                if let Some(n) = &name {
-                    let q = if prefix.is_empty() {
-                        n.clone()
-                    } else {
-                        format!("{prefix}::{n}")
-                    };
-                    if tag != gimli::DW_TAG_typedef
-                        && tag != gimli::DW_TAG_namespace
-                        && e.attr_value(gimli::DW_AT_declaration)?.is_none()
-                        && e.attr_value(gimli::DW_AT_byte_size)?.is_some()
-                    {
-                        defs.push((q, off));
-                    }
-                }
-                if cpp && tag != gimli::DW_TAG_typedef && tag != gimli::DW_TAG_enumeration_type {
+                if tag != gimli::DW_TAG_typedef && tag != gimli::DW_TAG_enumeration_type {
                     scope_name = Some(name.unwrap_or_else(|| {
                         if tag == gimli::DW_TAG_namespace {
                             "(anonymous namespace)".to_string()
@@ -194,9 +205,8 @@ impl Layouts {
             stack.push(scope_name);
         }
         self.scopes.extend(scopes);
-        for (q, off) in defs {
-            self.definitions.entry(q).or_insert(off);
-        }
+        self.fixed.extend(fixed);
+        self.type_dies.extend(defs);
         Ok(())
     }
 
@@ -269,8 +279,22 @@ impl Layouts {
         if !self.flag(r, gimli::DW_AT_declaration) {
             return r;
         }
+        let defs = self.definitions.get_or_init(|| {
+            let mut m = HashMap::new();
+            for &d in &self.type_dies {
+                if self.flag(d, gimli::DW_AT_declaration)
+                    || self.udata(d, gimli::DW_AT_byte_size).is_none()
+                {
+                    continue;
+                }
+                if let Some(n) = self.qualified_name(d) {
+                    m.entry(n).or_insert(d);
+                }
+            }
+            m
+        });
         self.qualified_name(r)
-            .and_then(|n| self.definitions.get(&n).copied())
+            .and_then(|n| defs.get(&n).copied())
             .unwrap_or(r)
     }
 
@@ -672,6 +696,26 @@ impl Layouts {
         self.interned.clear();
         std::mem::take(&mut self.types)
     }
+}
+
+/// The address of a variable whose location is a fixed address alone
+/// (not `DW_OP_addr; DW_OP_stack_value`, nor TLS's
+/// `DW_OP_GNU_push_tls_address`).
+fn fixed_address(
+    dwarf: &gimli::Dwarf<Reader>,
+    unit: &Unit<Reader>,
+    e: &gimli::DebuggingInformationEntry<Reader>,
+) -> Option<u64> {
+    let Ok(Some(AttributeValue::Exprloc(x))) = e.attr_value(gimli::DW_AT_location) else {
+        return None;
+    };
+    let mut ops = x.operations(unit.encoding());
+    let addr = match ops.next() {
+        Ok(Some(gimli::Operation::Address { address })) => address,
+        Ok(Some(gimli::Operation::AddressIndex { index })) => dwarf.address(unit, index).ok()?,
+        _ => return None,
+    };
+    matches!(ops.next(), Ok(None)).then_some(addr)
 }
 
 /// The name given to an anonymous type of tag `tag`.

@@ -108,7 +108,19 @@ impl ModuleTypes {
         let obj = object::File::parse(bytes)?;
         let dwarf = load_dwarf(&obj)?;
         let variables = variables_of(&dwarf, &obj);
-        Ok(ModuleTypes::new(dwarf, variables))
+        let mut mt = ModuleTypes::new(dwarf, variables);
+        let loaded: Vec<(u64, u64)> = obj
+            .sections()
+            .filter(|s| match s.flags() {
+                object::SectionFlags::Elf { sh_flags } => {
+                    sh_flags & u64::from(object::elf::SHF_ALLOC) != 0
+                }
+                _ => true,
+            })
+            .map(|s| (s.address(), s.address().saturating_add(s.size())))
+            .collect();
+        mt.globals.retain_loaded(&loaded);
+        Ok(mt)
     }
 
     /// Types from loaded DWARF, with the variables the register and stack

@@ -159,7 +159,10 @@ pub fn type_access(
                 // Non-PIE code indexing a global array of structs:
                 // `table+12(%rdi)` with rdi = i * sizeof(element) (no
                 // scale fits 16 or 192). Only a global array, entered by
-                // its address, is believed.
+                // its address (not a small offset), is believed.
+                if disp < 4096 {
+                    return None;
+                }
                 let (ty, off, folded, name) = global(layouts, disp as u64)?;
                 if !folded || indexed {
                     return None;
