@@ -10,7 +10,8 @@ mod common;
 
 use coldcache_dump::data::NO_TYPE;
 use coldcache_dump::{DataType, DataTypes, TypeKind, Via};
-use common::{build, find_type, function_accesses, types_of};
+use coldcache_types::ModuleTypes;
+use common::{build, build_sources, find_type, function_accesses, types_of};
 
 /// (name, offset, size, bit offset, bit size, type as written, count,
 /// base, name of the member's own layout or "").
@@ -283,4 +284,41 @@ fn rip_relative_loads_type_to_the_field_they_read_at_o0() {
 #[test]
 fn absolute_indexed_loads_type_to_the_element_field_without_pie() {
     check_probes("probes-nopie", &["-g", "-O2", "-fno-pie", "-no-pie"], true);
+}
+
+#[test]
+fn a_declaration_is_resolved_to_its_definition_in_another_unit() {
+    let Some(bin) = build_sources(
+        "gcc",
+        "opaque",
+        &["opaque_a.c", "opaque_b.c"],
+        &["-g", "-O2"],
+    ) else {
+        return;
+    };
+    let mut mt = ModuleTypes::from_elf(&bin).unwrap();
+    let head = mt
+        .globals()
+        .all()
+        .iter()
+        .find(|g| g.name == "head")
+        .expect("global head")
+        .clone();
+    // head is `struct Node *` in opaque_a.c, where Node is only declared.
+    let l = mt.layouts();
+    assert_eq!(l.type_name(head.ty), "Node*");
+    let decl = l.type_of(head.ty).expect("pointee");
+    let p = l.peel(decl).unwrap();
+    assert_ne!(p.die, decl, "the declaration is replaced by the definition");
+    let i = mt.layouts_mut().intern(decl).expect("Node interned") as usize;
+    let types = mt.take_types();
+    let node = &types[i];
+    assert_eq!((node.name.as_str(), node.size), ("Node", 16));
+    assert!(node.decl.contains("opaque_b.c:"), "{}", node.decl);
+    let members: Vec<(&str, u64, u64, &str)> = node
+        .members
+        .iter()
+        .map(|m| (m.name.as_str(), m.offset, m.size, m.type_name.as_str()))
+        .collect();
+    assert_eq!(members, [("value", 0, 4, "int"), ("next", 8, 8, "Node*")]);
 }

@@ -16,18 +16,34 @@ pub fn repo() -> PathBuf {
 /// `layouts.cpp` built with `flags` as `name`, its bytes; `None` (the
 /// test says SKIP) without g++.
 pub fn build(name: &str, flags: &[&str]) -> Option<Vec<u8>> {
-    if Command::new("g++").arg("--version").output().is_err() {
-        eprintln!("SKIP {name}: g++ missing");
+    build_sources("g++", name, &["layouts.cpp"], flags)
+}
+
+/// `sources` (under `tests-programs/data/`) built by `compiler` with
+/// `flags` as `name`, its bytes; `None` (the test says SKIP) without the
+/// compiler.
+pub fn build_sources(
+    compiler: &str,
+    name: &str,
+    sources: &[&str],
+    flags: &[&str],
+) -> Option<Vec<u8>> {
+    if Command::new(compiler).arg("--version").output().is_err() {
+        eprintln!("SKIP {name}: {compiler} missing");
         return None;
     }
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("types-{name}"));
-    let st = Command::new("g++")
+    let st = Command::new(compiler)
         .args(flags)
         .arg("-o")
         .arg(&out)
-        .arg(repo().join("tests-programs/data/layouts.cpp"))
+        .args(
+            sources
+                .iter()
+                .map(|s| repo().join("tests-programs/data").join(s)),
+        )
         .status()
-        .expect("run g++");
+        .expect("run the compiler");
     assert!(st.success(), "g++ {flags:?} failed");
     Some(std::fs::read(&out).unwrap())
 }
