@@ -648,12 +648,18 @@ impl Layouts {
                             // byte_size bytes at data_member_location
                             // (little-endian: from its high end).
                             let unit_bytes = r.byte_size.or_else(|| self.size_of(ty)).unwrap_or(0);
-                            let from_low = (unit_bytes * 8).saturating_sub(bo + bits);
-                            r.loc.unwrap_or(0) * 8 + from_low
+                            let from_low = unit_bytes
+                                .saturating_mul(8)
+                                .saturating_sub(bo.saturating_add(bits));
+                            r.loc
+                                .unwrap_or(0)
+                                .saturating_mul(8)
+                                .saturating_add(from_low)
                         }
-                        (None, None) => r.loc.unwrap_or(0) * 8,
+                        (None, None) => r.loc.unwrap_or(0).saturating_mul(8),
                     };
                     let bo = first % 8;
+                    let bits = bits.min(MAX_SIZE);
                     (first / 8, (bo + bits).div_ceil(8), bo as u32, bits as u32)
                 }
                 _ => (r.loc.unwrap_or(0), self.size_of(ty).unwrap_or(0), 0, 0),
@@ -756,11 +762,12 @@ pub fn path_of(types: &[DataType], ty: u32, offset: u64, size: u64) -> (Vec<u32>
         let Some(d) = types.get(t as usize) else {
             break;
         };
-        let holds = |m: &Member| m.size > 0 && m.offset <= off && off < m.offset + m.size;
+        let end = |m: &Member| m.offset.saturating_add(m.size);
+        let holds = |m: &Member| m.size > 0 && m.offset <= off && off < end(m);
         let chosen = if d.kind == TypeKind::Union {
             d.members
                 .iter()
-                .position(|m| holds(m) && off + size <= m.offset + m.size)
+                .position(|m| holds(m) && off.saturating_add(size) <= end(m))
                 .or_else(|| d.members.iter().position(holds))
         } else {
             d.members.iter().position(holds)
@@ -784,7 +791,7 @@ pub fn path_of(types: &[DataType], ty: u32, offset: u64, size: u64) -> (Vec<u32>
         }
         t = m.ty;
     }
-    (path, off + size > extent)
+    (path, off.saturating_add(size) > extent)
 }
 
 #[cfg(test)]

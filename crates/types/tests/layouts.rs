@@ -322,3 +322,51 @@ fn a_declaration_is_resolved_to_its_definition_in_another_unit() {
         .collect();
     assert_eq!(members, [("value", 0, 4, "int"), ("next", 8, 8, "Node*")]);
 }
+
+/// Bad DWARF is skipped, never a panic: bytes of `.debug_info` (and of
+/// `.debug_abbrev`) overwritten, one place at a time, then every global
+/// interned and every probe typed.
+#[test]
+fn corrupted_dwarf_never_panics() {
+    use object::{Object, ObjectSection};
+    let Some(bin) = build("corrupt", &["-g", "-O2"]) else {
+        return;
+    };
+    let obj = object::File::parse(&*bin).unwrap();
+    let ranges: Vec<(u64, u64)> = [".debug_info", ".debug_abbrev"]
+        .iter()
+        .map(|n| obj.section_by_name(n).unwrap().file_range().unwrap())
+        .collect();
+    drop(obj);
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..150 {
+        let mut b = bin.clone();
+        let (off, len) = ranges[round % ranges.len()];
+        for _ in 0..4 {
+            let at = off + next() % len;
+            b[at as usize] = next() as u8;
+        }
+        let Ok(mut mt) = ModuleTypes::from_elf(&b) else {
+            continue;
+        };
+        let tys: Vec<_> = mt.globals().all().iter().map(|g| g.ty).collect();
+        for t in tys {
+            if let Some(i) = mt.layouts_mut().intern(t) {
+                let types = &mt.types();
+                let size = types[i as usize].size;
+                for o in [0, size / 2, size.saturating_sub(1)] {
+                    coldcache_types::layout::path_of(types, i, o, 8);
+                }
+            }
+        }
+        for &(f, ..) in PROBES {
+            common::accesses_with(&mut mt, &bin, f);
+        }
+    }
+}
