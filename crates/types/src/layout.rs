@@ -119,94 +119,24 @@ impl Layouts {
     }
 
     /// Records the qualified scopes of the C++ types of unit `ui`, the
-    /// definitions of its named types and its variables with a fixed
-    /// address (one pass: `.debug_info` is read once).
+    /// struct, class, union and enum entries and the variables with a
+    /// fixed address (one pass: `.debug_info` is read once, and subtrees
+    /// that can hold neither, like a C struct's members, are skipped).
     fn scan(&mut self, ui: usize) -> gimli::Result<()> {
         let unit = &self.units[ui];
-        // C++ (98, 03, 11, 14, 17, 20): its types are named in scopes.
-        let cpp = match unit.entries().next_dfs()? {
-            Some((_, root)) => matches!(
-                root.attr_value(gimli::DW_AT_language)?,
-                Some(AttributeValue::Language(l))
-                    if matches!(l.0, 0x04 | 0x19 | 0x1a | 0x21 | 0x2a | 0x2b)
-            ),
-            None => false,
-        };
-        // Scope names at each depth above the current entry (None: a scope
-        // that names nothing, like a function).
-        let mut stack: Vec<Option<String>> = Vec::new();
-        let mut depth: isize = 0;
-        let mut cursor = unit.entries();
-        let mut scopes = Vec::new();
-        let mut defs = Vec::new();
-        let mut fixed = Vec::new();
-        while let Some((delta, e)) = cursor.next_dfs()? {
-            depth += delta;
-            if depth < 0 {
-                break;
-            }
-            stack.truncate(depth as usize);
-            let tag = e.tag();
-            if tag == gimli::DW_TAG_variable {
-                if let Some(addr) = fixed_address(&self.dwarf, unit, e) {
-                    if let Some(off) = e.offset().to_debug_info_offset(&unit.header) {
-                        fixed.push((off, addr));
-                    }
-                }
-                stack.push(None);
-                continue;
-            }
-            let named_type = matches!(
-                tag,
-                gimli::DW_TAG_structure_type
-                    | gimli::DW_TAG_class_type
-                    | gimli::DW_TAG_union_type
-                    | gimli::DW_TAG_enumeration_type
-            );
-            let Some(off) = e.offset().to_debug_info_offset(&unit.header) else {
-                stack.push(None);
-                continue;
-            };
-            if named_type {
-                defs.push(off);
-            }
-            let mut scope_name = None;
-            // Only C++ names its types in scopes (C reads no names here).
-            if cpp && (named_type || tag == gimli::DW_TAG_typedef || tag == gimli::DW_TAG_namespace)
-            {
-                let name = match e.attr_value(gimli::DW_AT_name)? {
-                    Some(v) => Some(
-                        self.dwarf
-                            .attr_string(unit, v)?
-                            .to_string_lossy()?
-                            .into_owned(),
-                    ),
-                    None => None,
-                };
-                let prefix = stack
-                    .iter()
-                    .flatten()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join("::");
-                if tag != gimli::DW_TAG_namespace && !prefix.is_empty() {
-                    scopes.push((off.0, prefix));
-                }
-                if tag != gimli::DW_TAG_typedef && tag != gimli::DW_TAG_enumeration_type {
-                    scope_name = Some(name.unwrap_or_else(|| {
-                        if tag == gimli::DW_TAG_namespace {
-                            "(anonymous namespace)".to_string()
-                        } else {
-                            "<anonymous>".to_string()
-                        }
-                    }));
-                }
-            }
-            stack.push(scope_name);
-        }
-        self.scopes.extend(scopes);
-        self.fixed.extend(fixed);
-        self.type_dies.extend(defs);
+        let mut tree = unit.entries_tree(None)?;
+        let root = tree.root()?;
+        // C++ (98, 03, 11, 14, 17, 20) and Rust: types are named in scopes.
+        let cpp = matches!(
+            root.entry().attr_value(gimli::DW_AT_language)?,
+            Some(AttributeValue::Language(l))
+                if matches!(l.0, 0x04 | 0x19 | 0x1a | 0x21 | 0x2a | 0x2b | 0x1c)
+        );
+        let mut out = Scan::default();
+        walk(&self.dwarf, unit, root, cpp, "", &mut out, 0)?;
+        self.scopes.extend(out.scopes);
+        self.fixed.extend(out.fixed);
+        self.type_dies.extend(out.types);
         Ok(())
     }
 
@@ -702,6 +632,89 @@ impl Layouts {
         self.interned.clear();
         std::mem::take(&mut self.types)
     }
+}
+
+/// What [`Layouts::scan`] gathers from one unit.
+#[derive(Default)]
+struct Scan {
+    scopes: Vec<(usize, String)>,
+    fixed: Vec<(TypeRef, u64)>,
+    types: Vec<TypeRef>,
+}
+
+/// Walks the children of `node` (whose qualified scope is `prefix`).
+fn walk(
+    dwarf: &gimli::Dwarf<Reader>,
+    unit: &Unit<Reader>,
+    node: gimli::EntriesTreeNode<Reader>,
+    cpp: bool,
+    prefix: &str,
+    out: &mut Scan,
+    depth: usize,
+) -> gimli::Result<()> {
+    if depth > MAX_DEPTH {
+        return Ok(());
+    }
+    let mut children = node.children();
+    while let Some(child) = children.next()? {
+        let e = child.entry();
+        let tag = e.tag();
+        let Some(off) = e.offset().to_debug_info_offset(&unit.header) else {
+            continue;
+        };
+        let name = |e: &gimli::DebuggingInformationEntry<Reader>| -> gimli::Result<Option<String>> {
+            Ok(match e.attr_value(gimli::DW_AT_name)? {
+                Some(v) => Some(dwarf.attr_string(unit, v)?.to_string_lossy()?.into_owned()),
+                None => None,
+            })
+        };
+        let join = |n: &str| {
+            if prefix.is_empty() {
+                n.to_string()
+            } else {
+                format!("{prefix}::{n}")
+            }
+        };
+        match tag {
+            gimli::DW_TAG_variable => {
+                if let Some(addr) = fixed_address(dwarf, unit, e) {
+                    out.fixed.push((off, addr));
+                }
+            }
+            gimli::DW_TAG_structure_type
+            | gimli::DW_TAG_class_type
+            | gimli::DW_TAG_union_type
+            | gimli::DW_TAG_enumeration_type => {
+                out.types.push(off);
+                if cpp {
+                    if !prefix.is_empty() {
+                        out.scopes.push((off.0, prefix.to_string()));
+                    }
+                    if tag != gimli::DW_TAG_enumeration_type {
+                        // Nested types are named in this one.
+                        let inner = join(&name(e)?.unwrap_or_else(|| "<anonymous>".into()));
+                        walk(dwarf, unit, child, cpp, &inner, out, depth + 1)?;
+                    }
+                }
+                // C: members hold no variable and no scope.
+            }
+            gimli::DW_TAG_typedef if cpp && !prefix.is_empty() => {
+                out.scopes.push((off.0, prefix.to_string()));
+            }
+            gimli::DW_TAG_namespace => {
+                let inner = join(&name(e)?.unwrap_or_else(|| "(anonymous namespace)".into()));
+                walk(dwarf, unit, child, cpp, &inner, out, depth + 1)?;
+            }
+            // Function statics and local types (named in the function's
+            // enclosing scope).
+            gimli::DW_TAG_subprogram
+            | gimli::DW_TAG_lexical_block
+            | gimli::DW_TAG_inlined_subroutine
+            | gimli::DW_TAG_module => walk(dwarf, unit, child, cpp, prefix, out, depth + 1)?,
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The address of a variable whose location is a fixed address alone
