@@ -60,7 +60,13 @@ struct Tagged {
     };
 };
 
+typedef struct {
+    int lock;   // 0
+    int count;  // 4
+} Lock;  // an anonymous struct named by its typedef
+
 game::Entity entities[8192];
+Lock lock_g;
 Emitter emitter;
 Derived derived;
 Value value;
@@ -81,6 +87,7 @@ PROBE float read_tagged_f() { return tagged.f; }
 PROBE int read_flags_tail() { return flags_g.tail; }
 PROBE int read_table_life(int i) { return table[i].life; }
 PROBE int read_count(int i) { return counts[i]; }
+PROBE int read_lock_count() { return lock_g.count; }
 
 int main(int argc, char **) {
     entities[5].flags = (uint16_t)argc;
@@ -89,7 +96,7 @@ int main(int argc, char **) {
     emitter.parts[2].p[1] = 1.5f;
     int s = read_flag5() + (int)read_part() + (int)read_origin_y() + (int)read_weight() +
             read_base_kind() + (int)read_value_d() + read_value_i() + (int)read_tagged_f() +
-            read_flags_tail() + read_table_life(argc) + read_count(argc);
+            read_flags_tail() + read_table_life(argc) + read_count(argc) + read_lock_count();
     std::printf("%d\n", s);
     return 0;
 }

@@ -40,6 +40,9 @@ pub struct Peeled {
     /// Elements when arrays were peeled (the product of every dimension;
     /// 0 when a bound is unknown), else `None`.
     pub count: Option<u64>,
+    /// The last typedef peeled: it names an anonymous struct (C's
+    /// `typedef struct { ... } name;`).
+    pub typedef: Option<TypeRef>,
 }
 
 /// A module's DWARF and the types interned from it so far.
@@ -233,11 +236,15 @@ impl Layouts {
     pub fn peel(&self, r: TypeRef) -> Option<Peeled> {
         let mut r = r;
         let mut count: Option<u64> = None;
+        let mut typedef = None;
         for _ in 0..MAX_DEPTH {
             let tag = self.tag(r)?;
             match tag {
-                gimli::DW_TAG_typedef
-                | gimli::DW_TAG_const_type
+                gimli::DW_TAG_typedef => {
+                    typedef = Some(r);
+                    r = self.type_of(r)?;
+                }
+                gimli::DW_TAG_const_type
                 | gimli::DW_TAG_volatile_type
                 | gimli::DW_TAG_restrict_type
                 | gimli::DW_TAG_atomic_type
@@ -253,6 +260,7 @@ impl Layouts {
                         die,
                         tag: self.tag(die)?,
                         count,
+                        typedef,
                     });
                 }
             }
@@ -401,14 +409,19 @@ impl Layouts {
     /// has no size (`void`, an incomplete type, a function).
     pub fn intern(&mut self, r: TypeRef) -> Option<u32> {
         let p = self.peel(r);
-        let i = p.and_then(|p| self.intern_peeled(p.die, 0));
+        let i = p.and_then(|p| self.intern_peeled(p.die, p.typedef, 0));
         if i.is_none() {
             self.skipped += 1;
         }
         i
     }
 
-    fn intern_peeled(&mut self, die: TypeRef, depth: usize) -> Option<u32> {
+    fn intern_peeled(
+        &mut self,
+        die: TypeRef,
+        typedef: Option<TypeRef>,
+        depth: usize,
+    ) -> Option<u32> {
         if let Some(&i) = self.interned.get(&die) {
             return Some(i);
         }
@@ -427,7 +440,9 @@ impl Layouts {
         let name = if kind == TypeKind::Scalar {
             self.type_name(die)
         } else {
+            // An anonymous struct is called by the typedef that names it.
             self.qualified_name(die)
+                .or_else(|| typedef.and_then(|t| self.qualified_name(t)))
                 .unwrap_or_else(|| anonymous(tag).to_string())
         };
         let idx = u32::try_from(self.types.len()).ok()?;
@@ -603,10 +618,11 @@ impl Layouts {
                             | gimli::DW_TAG_union_type
                     ) =>
                 {
-                    self.intern_peeled(p.die, depth + 1).unwrap_or_else(|| {
-                        self.skipped += 1;
-                        NO_TYPE
-                    })
+                    self.intern_peeled(p.die, p.typedef, depth + 1)
+                        .unwrap_or_else(|| {
+                            self.skipped += 1;
+                            NO_TYPE
+                        })
                 }
                 _ => NO_TYPE,
             };

@@ -217,6 +217,7 @@ const PROBES: &[(&str, &str, u64, &str)] = &[
     ("read_value_i", "Value::i", 0, "value"),
     ("read_tagged_f", "Tagged::<anonymous>.f", 4, "tagged"),
     ("read_flags_tail", "Flags::tail", 3, "flags_g"),
+    ("read_lock_count", "Lock::count", 4, "lock_g"),
 ];
 
 fn check_probes(name: &str, flags: &[&str], table_typed: bool) {
