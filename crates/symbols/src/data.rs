@@ -85,9 +85,14 @@ impl Typing {
                 accesses.push(a);
             }
         }
-        *line = mt.summary();
-        let types = mt.take_types();
-        self.append(types, accesses);
+        let mut own = DataTypes {
+            types: mt.take_types(),
+            accesses,
+            modules: Vec::new(),
+        };
+        prune(&mut own);
+        *line = mt.summary_with(own.types.len());
+        self.append(own.types, own.accesses);
     }
 
     /// Module `mi` could not be opened (`why`): keeps what an earlier

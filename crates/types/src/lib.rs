@@ -192,11 +192,15 @@ impl ModuleTypes {
     /// X of Y memory instructions typed"` (and the types it could not
     /// read, when any).
     pub fn summary(&self) -> String {
+        self.summary_with(self.layouts.types.len())
+    }
+
+    /// [`ModuleTypes::summary`] with `types` for the number of types (those
+    /// the typed accesses reach, once the caller has dropped the others).
+    pub fn summary_with(&self, types: usize) -> String {
         let mut s = format!(
             "{} types, {} of {} memory instructions typed",
-            self.layouts.types.len(),
-            self.typed,
-            self.memory_instructions
+            types, self.typed, self.memory_instructions
         );
         if self.variables.is_none() {
             s.push_str(" (globals only: no variable locations)");
