@@ -14,6 +14,10 @@
 //! inline chain; without DWARF the symbol table names the function
 //! ([`ModuleStatus::SymbolsOnly`]).
 //!
+//! [`resolve_dump`] also types the memory operand of every record
+//! instruction from the module's DWARF (`data`, with `coldcache-types`)
+//! into the dump's `DATA` section.
+//!
 //! [`embed_sources`] (`sources`) then copies the text of the line tables'
 //! source files into the dump.
 //!
@@ -26,6 +30,7 @@
 
 #![warn(missing_docs)]
 
+mod data;
 mod elf;
 pub mod functions;
 mod sources;
@@ -153,6 +158,16 @@ impl Builder {
 /// can no longer be read keep what the dump had for them (their detail says
 /// so), so resolving again after deleting a binary loses nothing.
 pub fn resolve(dump: &Dump, opts: &ResolveOptions) -> Symbols {
+    resolve_with(dump, opts, None)
+}
+
+/// [`resolve`], and with `data`, the types of the record instructions of
+/// each module opened (`data::Typing`).
+fn resolve_with(
+    dump: &Dump,
+    opts: &ResolveOptions,
+    mut data: Option<&mut data::Typing>,
+) -> Symbols {
     let addrs = dump.addresses();
     let search = elf::Search {
         remap: &opts.remap,
@@ -213,7 +228,13 @@ pub fn resolve(dump: &Dump, opts: &ResolveOptions) -> Symbols {
                             om.detail
                         ),
                     };
+                    if let Some(t) = data.as_deref_mut() {
+                        t.keep(dump, mi, &e.to_string());
+                    }
                 } else {
+                    if let Some(t) = data.as_deref_mut() {
+                        t.keep(dump, mi, &e.to_string());
+                    }
                     locations.extend(by_module[mi].iter().map(|&addr| Location {
                         addr,
                         ..Location::default()
@@ -240,8 +261,12 @@ pub fn resolve(dump: &Dump, opts: &ResolveOptions) -> Symbols {
                     ),
                 };
                 b.symbols.modules[mi] = ModuleSymbols { status, detail };
+                let first = locations.len();
                 for &a in &by_module[mi] {
                     locations.push(resolve_one(&mut b, bin, mi as u32, m, a));
+                }
+                if let Some(t) = data.as_deref_mut() {
+                    t.module(mi, m, bin, &locations[first..]);
                 }
             }
         }
@@ -252,9 +277,12 @@ pub fn resolve(dump: &Dump, opts: &ResolveOptions) -> Symbols {
 }
 
 /// Resolves `dump` and stores the result in it ([`resolve`], then
-/// `dump.symbols = Some(..)`).
+/// `dump.symbols = Some(..)`), with the types and fields of its record
+/// instructions' memory operands (`dump.data`, from DWARF: see `data`).
 pub fn resolve_dump(dump: &mut Dump, opts: &ResolveOptions) {
-    let s = resolve(dump, opts);
+    let mut typing = data::Typing::new(dump);
+    let s = resolve_with(dump, opts, Some(&mut typing));
+    dump.data = Some(typing.finish());
     dump.symbols = Some(s);
 }
 

@@ -1,8 +1,10 @@
 //! An instruction's memory operand (iced-x86) and the rules that pick its
 //! type and field (see lib.rs and the rules in `docs/data-view.md`).
 //!
-//! (Being written. The interface below is fixed: `locals` implements
-//! [`Variables`]; the rules call it.)
+//! [`memory_instruction`] decodes one instruction and keeps it when it has
+//! an explicit memory operand; [`type_access`] applies the rules. `locals`
+//! implements [`Variables`] (the register and stack rules ask it); without
+//! it only the globals rule types anything.
 
 use crate::TypeRef;
 
@@ -36,4 +38,174 @@ pub trait Variables {
     /// `base` is DWARF register `reg` (7 rsp or 6 rbp) as it is at `pc`;
     /// `offset` is where the operand starts inside the variable.
     fn stack_variable(&self, pc: u64, reg: u16, disp: i64, size: u32) -> Option<Variable>;
+}
+
+use crate::globals::Globals;
+use crate::layout::{path_of, Layouts};
+use coldcache_dump::{DataType, TypedAccess, Via};
+use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
+
+/// The instruction at file address `vaddr` whose bytes start `code`, when
+/// it has an explicit memory operand that touches memory: not `lea`, not
+/// a multi-byte `nop`, not a string instruction's implicit operands (a
+/// prefetch does touch memory and is kept).
+pub fn memory_instruction(vaddr: u64, code: &[u8]) -> Option<Instruction> {
+    let mut d = Decoder::with_ip(64, code, vaddr, DecoderOptions::NONE);
+    let ins = d.decode();
+    if ins.is_invalid()
+        || matches!(ins.mnemonic(), Mnemonic::Lea | Mnemonic::Nop)
+        || !ins.op_kinds().any(|k| k == OpKind::Memory)
+    {
+        return None;
+    }
+    Some(ins)
+}
+
+/// DWARF register number of a 64-bit general register (or of the 64-bit
+/// register holding a smaller one).
+fn dwarf_reg(r: Register) -> Option<u16> {
+    Some(match r.full_register() {
+        Register::RAX => 0,
+        Register::RDX => 1,
+        Register::RCX => 2,
+        Register::RBX => 3,
+        Register::RSI => 4,
+        Register::RDI => 5,
+        Register::RBP => 6,
+        Register::RSP => 7,
+        Register::R8 => 8,
+        Register::R9 => 9,
+        Register::R10 => 10,
+        Register::R11 => 11,
+        Register::R12 => 12,
+        Register::R13 => 13,
+        Register::R14 => 14,
+        Register::R15 => 15,
+        _ => return None,
+    })
+}
+
+/// The type and field `ins`'s memory operand touches, by the rules of
+/// `docs/data-view.md`: a rip-relative or absolute address in a global
+/// or static variable; a base register holding a pointer variable
+/// (`vars`); a stack slot of a local variable (`vars`). Types named are
+/// interned in `layouts`; the access's `addr` is the instruction's file
+/// address and `ty` an index into `layouts.types`.
+pub fn type_access(
+    layouts: &mut Layouts,
+    globals: &Globals,
+    vars: Option<&dyn Variables>,
+    ins: &Instruction,
+) -> Option<TypedAccess> {
+    // Thread-local storage (fs:/gs:) is not in the globals.
+    if matches!(ins.segment_prefix(), Register::FS | Register::GS) {
+        return None;
+    }
+    let size = (ins.memory_size().size() as u32).max(1);
+    let pc = ins.ip();
+    let base = ins.memory_base();
+    let index = ins.memory_index();
+    let scale = u64::from(ins.memory_index_scale());
+    let disp = ins.memory_displacement64() as i64;
+    let indexed = index != Register::None;
+    // A global or static variable at `addr`: its type, the offset in one
+    // element (arrays folded), whether it is an array.
+    let global = |layouts: &mut Layouts, addr: u64| {
+        let g = globals.find(addr)?;
+        let ty = layouts.intern(g.ty)?;
+        let folded = layouts.peel(g.ty)?.count.is_some();
+        let off = addr - g.addr;
+        let off = if folded {
+            off % layouts.types[ty as usize].size
+        } else {
+            off
+        };
+        Some((ty, off, folded, g.name.clone()))
+    };
+    let (ty, offset, via, variable) = if base == Register::RIP || base == Register::None {
+        // rip-relative (iced gives the target) or absolute.
+        let addr = if ins.is_ip_rel_memory_operand() {
+            ins.ip_rel_memory_address()
+        } else {
+            disp as u64
+        };
+        let (ty, off, _, name) = global(layouts, addr)?;
+        (ty, off, Via::Global, name)
+    } else {
+        let reg = dwarf_reg(base)?;
+        let found = match vars {
+            Some(v) if reg != 7 => v.pointer_in_register(pc, reg),
+            _ => None,
+        };
+        match found {
+            Some(v) => {
+                let ty = layouts.intern(v.ty)?;
+                let tsize = layouts.types[ty as usize].size as i64;
+                let off = disp.rem_euclid(tsize) as u64;
+                (ty, off, Via::Register, v.name)
+            }
+            None if reg == 6 || reg == 7 => {
+                let v = vars?.stack_variable(pc, reg, disp, size)?;
+                let ty = layouts.intern(v.ty)?;
+                let folded = layouts.peel(v.ty)?.count.is_some();
+                let off = if folded {
+                    v.offset % layouts.types[ty as usize].size
+                } else {
+                    v.offset
+                };
+                (ty, off, Via::Stack, v.name)
+            }
+            None => {
+                // Non-PIE code indexing a global array of structs:
+                // `table+12(%rdi)` with rdi = i * sizeof(element) (no
+                // scale fits 16 or 192). Only a global array, entered by
+                // its address (not a small offset), is believed.
+                if disp < 4096 {
+                    return None;
+                }
+                let (ty, off, folded, name) = global(layouts, disp as u64)?;
+                if !folded || indexed {
+                    return None;
+                }
+                (ty, off, Via::Global, name)
+            }
+        }
+    };
+    let types = &layouts.types;
+    let (path, straddles) = path_of(types, ty, offset, u64::from(size));
+    if indexed && !index_fits(types, ty, &path, scale) {
+        return None;
+    }
+    Some(TypedAccess {
+        addr: pc,
+        ty,
+        offset,
+        size,
+        path,
+        straddles,
+        via,
+        variable,
+    })
+}
+
+/// Whether an index register scaled by `scale` stays in the field found:
+/// a member on the path is an array whose elements are `scale` bytes
+/// (`e->items[i]`), or `scale` is a whole number of elements of `ty`
+/// (`e[i].field`).
+fn index_fits(types: &[DataType], ty: u32, path: &[u32], scale: u64) -> bool {
+    let mut t = ty;
+    for &i in path {
+        let Some(m) = types
+            .get(t as usize)
+            .and_then(|d| d.members.get(i as usize))
+        else {
+            break;
+        };
+        if m.count > 0 && m.size / m.count == scale {
+            return true;
+        }
+        t = m.ty;
+    }
+    let tsize = types.get(ty as usize).map_or(0, |d| d.size);
+    tsize > 0 && scale.is_multiple_of(tsize)
 }
