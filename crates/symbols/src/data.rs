@@ -55,14 +55,27 @@ impl Typing {
             *line = "no DWARF".to_string();
             return;
         };
-        let bytes = match elf::read_binary(path) {
-            Ok(b) => b,
-            Err(e) => {
-                *line = format!("cannot read {}: {e}", path.display());
-                return;
+        // The DWARF from the file addr2line reads; the code, symbols and
+        // call frame information (for the flow pass and stack slots) from
+        // the module itself.
+        let separate = path != &bin.path;
+        let bytes = if separate {
+            match elf::read_binary(path) {
+                Ok(b) => b,
+                Err(e) => {
+                    *line = format!("cannot read {}: {e}", path.display());
+                    return;
+                }
             }
+        } else {
+            Vec::new()
         };
-        let mut mt = match ModuleTypes::from_elf(&bytes) {
+        let typed = if separate {
+            ModuleTypes::from_files(&bytes, Some(&bin.data))
+        } else {
+            ModuleTypes::from_files(&bin.data, None)
+        };
+        let mut mt = match typed {
             Ok(mt) => mt,
             Err(e) => {
                 *line = format!("{}: {e}", path.display());

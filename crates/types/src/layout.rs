@@ -336,6 +336,81 @@ impl Layouts {
         (s <= MAX_SIZE).then_some(s)
     }
 
+    /// The type the pointer (or reference) that the 8 bytes at `offset`
+    /// of one element of `r` exactly are points to: `r` itself when it is
+    /// a pointer and `offset` is 0, else the pointer-typed member there,
+    /// through nested members and arrays (`n->next`, a vector's
+    /// `_M_start`). `None` for anything else and for `void *`.
+    pub fn pointee_at(&self, r: TypeRef, offset: i64) -> Option<TypeRef> {
+        let mut r = r;
+        let mut off = u64::try_from(offset).ok()?;
+        for _ in 0..MAX_DEPTH {
+            let p = self.peel(r)?;
+            if p.count.is_some() {
+                let one = self.size_of(p.die).filter(|&s| s > 0)?;
+                off %= one;
+            }
+            match p.tag {
+                gimli::DW_TAG_pointer_type
+                | gimli::DW_TAG_reference_type
+                | gimli::DW_TAG_rvalue_reference_type => {
+                    return (off == 0).then(|| self.type_of(p.die)).flatten();
+                }
+                gimli::DW_TAG_structure_type
+                | gimli::DW_TAG_class_type
+                | gimli::DW_TAG_union_type => {
+                    let (m, at) = self.member_holding(p.die, off)?;
+                    r = m;
+                    off -= at;
+                }
+                _ => return None,
+            }
+        }
+        None
+    }
+
+    /// The type and offset of the data member (or base class) of the
+    /// struct at `die` whose bytes hold byte `off`; the first such in a
+    /// union.
+    fn member_holding(&self, die: TypeRef, off: u64) -> Option<(TypeRef, u64)> {
+        let (unit, uoff) = self.locate(die)?;
+        let mut tree = unit.entries_tree(Some(uoff)).ok()?;
+        let root = tree.root().ok()?;
+        let mut ch = root.children();
+        while let Ok(Some(c)) = ch.next() {
+            let e = c.entry();
+            if !matches!(e.tag(), gimli::DW_TAG_member | gimli::DW_TAG_inheritance) {
+                continue;
+            }
+            let get = |at| e.attr_value(at).ok().flatten();
+            if get(gimli::DW_AT_declaration).is_some() || get(gimli::DW_AT_bit_size).is_some() {
+                continue;
+            }
+            let at = match get(gimli::DW_AT_data_member_location) {
+                None => 0,
+                Some(AttributeValue::Exprloc(x)) => match plus_uconst(x.0) {
+                    Some(v) => v,
+                    None => continue,
+                },
+                Some(v) => match v.udata_value() {
+                    Some(v) => v,
+                    None => continue,
+                },
+            };
+            let Some(AttributeValue::UnitRef(t)) = get(gimli::DW_AT_type) else {
+                continue;
+            };
+            let Some(t) = t.to_debug_info_offset(&unit.header) else {
+                continue;
+            };
+            let size = self.size_of(t).unwrap_or(0);
+            if at <= off && off < at.saturating_add(size) {
+                return Some((t, at));
+            }
+        }
+        None
+    }
+
     /// The type at `r` as the source writes it (`float[3]`, `const char*`,
     /// `game::Entity`).
     pub fn type_name(&self, r: TypeRef) -> String {
@@ -774,12 +849,13 @@ fn plus_uconst(mut x: Reader) -> Option<u64> {
 }
 
 /// The member path of the `size` bytes at `offset` in one element of type
-/// `ty` (see `docs/data-view.md`): at each level the member whose bytes
+/// `ty` (see `docs/data-view.md`): at the top level the member whose bytes
 /// hold the access's first byte (in a union, the first member covering
-/// the whole access, else the first holding its first byte), descending
-/// into struct members and into one element of arrays of structs. The
-/// flag says the access ends past the field the path names (or past the
-/// type, when the path is empty).
+/// the whole access, else the first holding its first byte); below it,
+/// only members that hold the whole access, descending into struct
+/// members and into one element of arrays of structs (so an 8-byte load
+/// of `pos.x` and `pos.y` is `pos`). The flag says the access ends past
+/// the field the path names (or past the type, when the path is empty).
 pub fn path_of(types: &[DataType], ty: u32, offset: u64, size: u64) -> (Vec<u32>, bool) {
     let mut path = Vec::new();
     let mut t = ty;
@@ -805,6 +881,11 @@ pub fn path_of(types: &[DataType], ty: u32, offset: u64, size: u64) -> (Vec<u32>
             break;
         };
         let m = &d.members[i];
+        // Inside a member, descend only into one that holds the whole
+        // access: an 8-byte load of `pos.x` and `pos.y` is `pos`.
+        if !path.is_empty() && off.saturating_add(size) > end(m) {
+            break;
+        }
         path.push(i as u32);
         off -= m.offset;
         extent = m.size;
@@ -885,8 +966,8 @@ mod tests {
         assert_eq!(path_of(&t, 0, 20, 2), (vec![2, 1], false));
         // ps[1].y: 24 + 4 + 2, the element folded.
         assert_eq!(path_of(&t, 0, 30, 2), (vec![3, 1], false));
-        // 4 bytes at ps[0].y run into ps[1].x.
-        assert_eq!(path_of(&t, 0, 26, 4), (vec![3, 1], true));
+        // 4 bytes at ps[0].y run into ps[1].x: the array, straddling.
+        assert_eq!(path_of(&t, 0, 26, 4), (vec![3], true));
         // Past the type.
         assert_eq!(path_of(&t, 2, 2, 4), (vec![1], true));
     }

@@ -83,14 +83,114 @@ pub fn load_dwarf(obj: &object::File) -> Result<gimli::Dwarf<Reader>, TypesError
     Ok(gimli::Dwarf::load(load)?)
 }
 
-/// The parameters and locals of `obj`, for the register and stack rules;
-/// `None` until `locals::Locals` is wired in (then only the globals rule
+/// The parameters and locals of `dwarf`, for the register and stack
+/// rules, with the call frame information of `code` (the module itself);
+/// `None` when they cannot be read at all (then only the globals rule
 /// types anything).
 fn variables_of(
-    _dwarf: &gimli::Dwarf<Reader>,
-    _obj: &object::File,
+    dwarf: &gimli::Dwarf<Reader>,
+    code: &object::File,
 ) -> Option<Box<dyn operand::Variables>> {
-    None
+    locals::Locals::read(dwarf, code)
+        .ok()
+        .map(|l| Box::new(l) as Box<dyn operand::Variables>)
+}
+
+/// The module's functions and code, for the flow pass.
+#[derive(Default)]
+struct Code {
+    /// Functions by (start, end) file address, sorted, from the symbol
+    /// table.
+    functions: Vec<(u64, u64)>,
+    /// Executable sections: (address, bytes).
+    sections: Vec<(u64, Vec<u8>)>,
+}
+
+impl Code {
+    fn read(obj: &object::File) -> Code {
+        use object::ObjectSymbol;
+        let mut functions: Vec<(u64, u64)> = obj
+            .symbols()
+            .chain(obj.dynamic_symbols())
+            .filter(|s| s.kind() == object::SymbolKind::Text && s.size() > 0)
+            .map(|s| (s.address(), s.address().saturating_add(s.size())))
+            .collect();
+        functions.sort_unstable();
+        functions.dedup();
+        let sections = obj
+            .sections()
+            .filter(|s| s.kind() == object::SectionKind::Text)
+            .filter_map(|s| Some((s.address(), s.data().ok()?.to_vec())))
+            .collect();
+        Code {
+            functions,
+            sections,
+        }
+    }
+
+    /// The function holding `addr` and its bytes.
+    fn function(&self, addr: u64) -> Option<(u64, &[u8])> {
+        let i = self
+            .functions
+            .partition_point(|f| f.0 <= addr)
+            .checked_sub(1)?;
+        let (start, end) = self.functions[i];
+        if addr >= end {
+            return None;
+        }
+        let (at, bytes) = self
+            .sections
+            .iter()
+            .find(|(a, b)| *a <= start && end <= a.saturating_add(b.len() as u64))?;
+        let from = usize::try_from(start - at).ok()?;
+        let to = usize::try_from(end - at).ok()?;
+        Some((start, bytes.get(from..to)?))
+    }
+}
+
+/// What the flow pass asks, answered from the module's DWARF.
+struct FlowSeeds<'a> {
+    layouts: &'a layout::Layouts,
+    globals: &'a globals::Globals,
+    vars: Option<&'a dyn operand::Variables>,
+    names: &'a std::cell::RefCell<Vec<String>>,
+}
+
+impl FlowSeeds<'_> {
+    fn name(&self, n: &str) -> u32 {
+        let mut names = self.names.borrow_mut();
+        match names.iter().position(|x| x == n) {
+            Some(i) => i as u32,
+            None => {
+                names.push(n.to_string());
+                (names.len() - 1) as u32
+            }
+        }
+    }
+}
+
+impl flow::Seeds for FlowSeeds<'_> {
+    fn seed(&self, pc: u64, reg: u16) -> Option<(TypeRef, i64, u32)> {
+        if reg == 7 {
+            return None;
+        }
+        let (v, off) = self.vars?.pointer_seed(pc, reg)?;
+        Some((v.ty, off, self.name(&v.name)))
+    }
+    fn size_of(&self, ty: TypeRef) -> Option<u64> {
+        self.layouts.size_of(ty).filter(|&s| s > 0)
+    }
+    fn global(&self, addr: u64) -> Option<(TypeRef, i64, u32)> {
+        let g = self.globals.find(addr)?;
+        let p = self.layouts.peel(g.ty)?;
+        // An array's element type: the flow folds offsets into one.
+        let ty = if p.count.is_some() { p.die } else { g.ty };
+        let off = i64::try_from(addr - g.addr).ok()?;
+        Some((ty, off, self.name(&g.name)))
+    }
+    fn pointee_at(&self, ty: TypeRef, offset: i64) -> Option<TypeRef> {
+        self.layouts.pointee_at(ty, offset)
+    }
 }
 
 /// One module's types, globals and variables, and the instructions typed
@@ -99,6 +199,11 @@ pub struct ModuleTypes {
     layouts: layout::Layouts,
     globals: globals::Globals,
     variables: Option<Box<dyn operand::Variables>>,
+    code: Code,
+    /// The flow pass's result per function (by start address).
+    flows: std::collections::HashMap<u64, flow::Flow>,
+    /// Variable names the flows refer to.
+    names: std::cell::RefCell<Vec<String>>,
     /// Instructions looked at that have a memory operand.
     pub memory_instructions: usize,
     /// Of those, the ones typed.
@@ -109,10 +214,23 @@ impl ModuleTypes {
     /// Reads the DWARF of an ELF file (the module, or its separate debug
     /// file: addresses are the file's virtual addresses either way).
     pub fn from_elf(bytes: &[u8]) -> Result<ModuleTypes, TypesError> {
-        let obj = object::File::parse(bytes)?;
+        ModuleTypes::from_files(bytes, None)
+    }
+
+    /// [`ModuleTypes::from_elf`] with the DWARF from `dwarf` (a separate
+    /// debug file, whose code sections are empty) and the code, symbols
+    /// and call frame information from `code`, the module itself (`None`:
+    /// the same file).
+    pub fn from_files(dwarf: &[u8], code: Option<&[u8]>) -> Result<ModuleTypes, TypesError> {
+        let obj = object::File::parse(dwarf)?;
+        let code_obj = match code {
+            Some(c) => object::File::parse(c)?,
+            None => object::File::parse(dwarf)?,
+        };
         let dwarf = load_dwarf(&obj)?;
-        let variables = variables_of(&dwarf, &obj);
+        let variables = variables_of(&dwarf, &code_obj);
         let mut mt = ModuleTypes::new(dwarf, variables);
+        mt.code = Code::read(&code_obj);
         let loaded: Vec<(u64, u64)> = obj
             .sections()
             .filter(|s| match s.flags() {
@@ -139,6 +257,9 @@ impl ModuleTypes {
             layouts,
             globals,
             variables,
+            code: Code::default(),
+            flows: std::collections::HashMap::new(),
+            names: std::cell::RefCell::new(Vec::new()),
             memory_instructions: 0,
             typed: 0,
         }
@@ -147,6 +268,7 @@ impl ModuleTypes {
     /// Replaces the variables the register and stack rules ask.
     pub fn set_variables(&mut self, variables: Option<Box<dyn operand::Variables>>) {
         self.variables = variables;
+        self.flows.clear();
     }
 
     /// The layouts (and the DWARF they read).
@@ -171,14 +293,44 @@ impl ModuleTypes {
     pub fn type_instruction(&mut self, vaddr: u64, code: &[u8]) -> Option<TypedAccess> {
         let ins = operand::memory_instruction(vaddr, code)?;
         self.memory_instructions += 1;
+        let flowed = self.flowed(vaddr);
         let a = operand::type_access(
             &mut self.layouts,
             &self.globals,
             self.variables.as_deref(),
+            flowed,
             &ins,
         )?;
         self.typed += 1;
         Some(a)
+    }
+
+    /// What the flow pass over the function holding `vaddr` found for
+    /// its memory operand (the pass runs once per function).
+    fn flowed(&mut self, vaddr: u64) -> Option<operand::Flowed> {
+        let (start, bytes) = self.code.function(vaddr)?;
+        let seeds = FlowSeeds {
+            layouts: &self.layouts,
+            globals: &self.globals,
+            vars: self.variables.as_deref(),
+            names: &self.names,
+        };
+        let f = self
+            .flows
+            .entry(start)
+            .or_insert_with(|| flow::Flow::run(bytes, start, &seeds));
+        let o = f.operand(vaddr)?;
+        Some(operand::Flowed {
+            ty: o.at.ty,
+            offset: u64::try_from(o.at.offset).ok()?,
+            scale: o.scale,
+            variable: self
+                .names
+                .borrow()
+                .get(o.at.var as usize)
+                .cloned()
+                .unwrap_or_default(),
+        })
     }
 
     /// The types interned so far.

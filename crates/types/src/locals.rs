@@ -12,7 +12,7 @@
 //!   `data_ptr`, `Box`, `NonNull`): the pointee's [`TypeRef`] as DWARF has
 //!   it (typedefs not peeled); and `DW_OP_bregN k; DW_OP_stack_value` of
 //!   such a variable (the code moved the pointer by a constant), for
-//!   [`Locals::pointer_seed`] only;
+//!   [`Variables::pointer_seed`] only;
 //! - `DW_OP_fbreg(off)` (frame base from the subprogram's
 //!   `DW_AT_frame_base`: `DW_OP_call_frame_cfa`, `DW_OP_reg6/7` or
 //!   `DW_OP_breg6/7(k)`) or `DW_OP_breg6/7(off)` alone, when the size of
@@ -212,14 +212,6 @@ impl Locals {
 }
 
 impl Locals {
-    /// The pointer variable register `reg` holds at `pc`, as
-    /// [`Variables::pointer_in_register`], also where the register holds
-    /// it moved by a constant (`DW_OP_bregN k; DW_OP_stack_value`): the
-    /// second value is the register's offset from the variable's value.
-    pub fn pointer_seed(&self, pc: u64, reg: u16) -> Option<(Variable, i64)> {
-        self.pointer(pc, reg, true)
-    }
-
     fn pointer(&self, pc: u64, reg: u16, moved: bool) -> Option<(Variable, i64)> {
         let mut best: Option<(u32, u32, i64)> = None; // (depth, var, off)
         let mut ambiguous = false;
@@ -261,6 +253,12 @@ impl Locals {
 impl Variables for Locals {
     fn pointer_in_register(&self, pc: u64, reg: u16) -> Option<Variable> {
         self.pointer(pc, reg, false).map(|(v, _)| v)
+    }
+
+    /// Also where the register holds the pointer moved by a constant
+    /// (`DW_OP_bregN k; DW_OP_stack_value`).
+    fn pointer_seed(&self, pc: u64, reg: u16) -> Option<(Variable, i64)> {
+        self.pointer(pc, reg, true)
     }
 
     fn stack_variable(&self, pc: u64, reg: u16, disp: i64, size: u32) -> Option<Variable> {

@@ -38,6 +38,13 @@ pub trait Variables {
     /// `base` is DWARF register `reg` (7 rsp or 6 rbp) as it is at `pc`;
     /// `offset` is where the operand starts inside the variable.
     fn stack_variable(&self, pc: u64, reg: u16, disp: i64, size: u32) -> Option<Variable>;
+
+    /// [`Variables::pointer_in_register`], and also a pointer variable the
+    /// register holds moved by a constant; the second value is the
+    /// register's offset from the variable's value (the seeds of `flow`).
+    fn pointer_seed(&self, pc: u64, reg: u16) -> Option<(Variable, i64)> {
+        self.pointer_in_register(pc, reg).map(|v| (v, 0))
+    }
 }
 
 use crate::globals::Globals;
@@ -95,6 +102,7 @@ pub fn type_access(
     layouts: &mut Layouts,
     globals: &Globals,
     vars: Option<&dyn Variables>,
+    flowed: Option<Flowed>,
     ins: &Instruction,
 ) -> Option<TypedAccess> {
     // Thread-local storage (fs:/gs:) is not in the globals.
@@ -131,6 +139,24 @@ pub fn type_access(
         };
         let (ty, off, _, name) = global(layouts, addr)?;
         (ty, off, Via::Global, name)
+    } else if let Some(f) = flowed.filter(|_| base != Register::RSP) {
+        // A pointer the flow pass carried to this instruction: its offset
+        // has the displacement and whole elements of index folded in.
+        let ty = layouts.intern(f.ty)?;
+        let (path, straddles) = path_of(&layouts.types, ty, f.offset, u64::from(size));
+        if f.scale != 0 && !index_fits(&layouts.types, ty, &path, u64::from(f.scale)) {
+            return None;
+        }
+        return Some(TypedAccess {
+            addr: pc,
+            ty,
+            offset: f.offset,
+            size,
+            path,
+            straddles,
+            via: Via::Register,
+            variable: f.variable,
+        });
     } else {
         let reg = dwarf_reg(base)?;
         let found = match vars {
@@ -186,6 +212,21 @@ pub fn type_access(
         via,
         variable,
     })
+}
+
+/// What the flow pass (`crate::flow`) found for an instruction's memory
+/// operand: the type pointed into, the operand's offset in one element of
+/// it, an index scale left unfolded (0: none), the variable's name.
+#[derive(Clone, Debug)]
+pub struct Flowed {
+    /// The type pointed into.
+    pub ty: crate::TypeRef,
+    /// The operand's offset in one element of `ty`.
+    pub offset: u64,
+    /// An index scale that is not whole elements of `ty` (0: none).
+    pub scale: u32,
+    /// The variable the pointer came from.
+    pub variable: String,
 }
 
 /// Whether an index register scaled by `scale` stays in the field found:

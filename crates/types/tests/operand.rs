@@ -105,12 +105,12 @@ fn register_and_stack_rules_fold_index_and_straddle() {
             Via::Register,
             "e",
         ),
-        // mov rax, [rdi+0xc]: 8 bytes from vel.x over vel.y.
+        // mov rax, [rdi+0xc]: 8 bytes of vel (vel.x and vel.y).
         (
             &[0x48, 0x8b, 0x47, 0x0c],
-            "game::Entity::vel.x",
+            "game::Entity::vel",
             12,
-            true,
+            false,
             Via::Register,
             "e",
         ),
