@@ -55,6 +55,19 @@ pub struct Typed {
     /// Which seed (index into the caller's list of variables) it came
     /// from, for the variable's name.
     pub var: u32,
+    /// What kind of variable that is.
+    pub origin: Origin,
+}
+
+/// Where a typed pointer's variable lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A pointer variable (parameter or local) DWARF places in a register.
+    Pointer,
+    /// A global or static variable whose address was taken.
+    Global,
+    /// A local variable in the stack frame whose address was taken.
+    Frame,
 }
 
 /// What the pass knows of a register at a point.
@@ -117,6 +130,12 @@ pub trait Seeds {
     /// The type pointed to by the pointer-typed member of `ty` that the
     /// 8 bytes at `offset` are exactly, if they are one.
     fn pointee_at(&self, ty: TypeRef, offset: i64) -> Option<TypeRef>;
+    /// The local variable in the stack frame at `reg + disp` (reg 7 rsp or
+    /// 6 rbp, as at `pc`): its type (the element type for an array), the
+    /// offset in it and an id.
+    fn frame(&self, _pc: u64, _reg: u16, _disp: i64) -> Option<(TypeRef, i64, u32)> {
+        None
+    }
 }
 
 /// A memory operand through a typed pointer.
@@ -288,6 +307,7 @@ fn seeded(mut s: State, pc: u64, seeds: &dyn Seeds) -> State {
                 ty,
                 offset: fold(off, seeds.size_of(ty)),
                 var,
+                origin: Origin::Pointer,
             });
         }
     }
@@ -512,11 +532,7 @@ fn load(ins: &Instruction, s: &State, seeds: &dyn Seeds) -> Lat {
         seeds.size_of(t.ty),
     );
     match seeds.pointee_at(t.ty, at) {
-        Some(ty) => Lat::Known(Typed {
-            ty,
-            offset: 0,
-            var: t.var,
-        }),
+        Some(ty) => Lat::Known(Typed { ty, offset: 0, ..t }),
         None => Lat::Unknown,
     }
 }
@@ -532,9 +548,33 @@ fn lea(ins: &Instruction, s: &State, seeds: &dyn Seeds, whole: bool) -> Lat {
                 ty,
                 offset: fold(offset, seeds.size_of(ty)),
                 var,
+                origin: Origin::Global,
             }),
             _ => Lat::Unknown,
         };
+    }
+    // The address of a local in the frame: `lea -0x78(%rsp),%rsi`.
+    if matches!(ins.memory_base(), Register::RSP | Register::RBP)
+        && ins.memory_index() == Register::None
+        && whole
+    {
+        let reg = if ins.memory_base() == Register::RSP {
+            7
+        } else {
+            6
+        };
+        let known = matches!(s[reg as usize], Lat::Known(_));
+        if !known {
+            return match seeds.frame(ins.ip(), reg, disp) {
+                Some((ty, offset, var)) => Lat::Known(Typed {
+                    ty,
+                    offset: fold(offset, seeds.size_of(ty)),
+                    var,
+                    origin: Origin::Frame,
+                }),
+                None => Lat::Unknown,
+            };
+        }
     }
     let lat = |r: Register| match gpr(r) {
         Some((n, true)) => s[n],

@@ -857,6 +857,28 @@ fn plus_uconst(mut x: Reader) -> Option<u64> {
 /// of `pos.x` and `pos.y` is `pos`). The flag says the access ends past
 /// the field the path names (or past the type, when the path is empty).
 pub fn path_of(types: &[DataType], ty: u32, offset: u64, size: u64) -> (Vec<u32>, bool) {
+    path_of_kind(types, ty, offset, size, None)
+}
+
+/// Whether a member's type, as written, is a floating-point scalar.
+fn is_float(type_name: &str) -> bool {
+    matches!(
+        type_name,
+        "float" | "double" | "long double" | "f32" | "f64" | "_Float32" | "_Float64" | "__float128"
+    )
+}
+
+/// [`path_of`] for an access known to be a floating-point one
+/// (`Some(true)`: an SSE or x87 load) or an integer one (`Some(false)`):
+/// in a union, a member of that kind covering the whole access is chosen
+/// first (`movsd` of `union { int64_t i; double d; }` is `d`).
+pub fn path_of_kind(
+    types: &[DataType],
+    ty: u32,
+    offset: u64,
+    size: u64,
+    float: Option<bool>,
+) -> (Vec<u32>, bool) {
     let mut path = Vec::new();
     let mut t = ty;
     let mut off = offset;
@@ -869,10 +891,15 @@ pub fn path_of(types: &[DataType], ty: u32, offset: u64, size: u64) -> (Vec<u32>
         };
         let end = |m: &Member| m.offset.saturating_add(m.size);
         let holds = |m: &Member| m.size > 0 && m.offset <= off && off < end(m);
+        let covers = |m: &Member| holds(m) && off.saturating_add(size) <= end(m);
         let chosen = if d.kind == TypeKind::Union {
-            d.members
-                .iter()
-                .position(|m| holds(m) && off.saturating_add(size) <= end(m))
+            float
+                .and_then(|f| {
+                    d.members
+                        .iter()
+                        .position(|m| covers(m) && m.ty == NO_TYPE && is_float(&m.type_name) == f)
+                })
+                .or_else(|| d.members.iter().position(covers))
                 .or_else(|| d.members.iter().position(holds))
         } else {
             d.members.iter().position(holds)
@@ -966,6 +993,21 @@ mod tests {
         assert_eq!(path_of(&t, 0, 20, 2), (vec![2, 1], false));
         // ps[1].y: 24 + 4 + 2, the element folded.
         assert_eq!(path_of(&t, 0, 30, 2), (vec![3, 1], false));
+        // An 8-byte union member of each kind: the access's kind chooses.
+        let mut t = t;
+        let mut v = DataType {
+            name: "V".into(),
+            kind: TypeKind::Union,
+            size: 8,
+            members: vec![m("l", 0, 8, NO_TYPE, 0), m("d", 0, 8, NO_TYPE, 0)],
+            ..DataType::default()
+        };
+        v.members[0].type_name = "long".into();
+        v.members[1].type_name = "double".into();
+        t.push(v);
+        assert_eq!(path_of_kind(&t, 3, 0, 8, Some(true)), (vec![1], false));
+        assert_eq!(path_of_kind(&t, 3, 0, 8, Some(false)), (vec![0], false));
+        assert_eq!(path_of(&t, 3, 0, 8), (vec![0], false));
         // 4 bytes at ps[0].y run into ps[1].x: the array, straddling.
         assert_eq!(path_of(&t, 0, 26, 4), (vec![3], true));
         // Past the type.

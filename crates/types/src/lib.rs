@@ -191,6 +191,13 @@ impl flow::Seeds for FlowSeeds<'_> {
     fn pointee_at(&self, ty: TypeRef, offset: i64) -> Option<TypeRef> {
         self.layouts.pointee_at(ty, offset)
     }
+    fn frame(&self, pc: u64, reg: u16, disp: i64) -> Option<(TypeRef, i64, u32)> {
+        let v = self.vars?.stack_variable(pc, reg, disp, 1)?;
+        let p = self.layouts.peel(v.ty)?;
+        let ty = if p.count.is_some() { p.die } else { v.ty };
+        let off = i64::try_from(v.offset).ok()?;
+        Some((ty, off, self.name(&v.name)))
+    }
 }
 
 /// One module's types, globals and variables, and the instructions typed
@@ -324,6 +331,11 @@ impl ModuleTypes {
             ty: o.at.ty,
             offset: u64::try_from(o.at.offset).ok()?,
             scale: o.scale,
+            via: match o.at.origin {
+                flow::Origin::Pointer => coldcache_dump::Via::Register,
+                flow::Origin::Global => coldcache_dump::Via::Global,
+                flow::Origin::Frame => coldcache_dump::Via::Stack,
+            },
             variable: self
                 .names
                 .borrow()

@@ -48,7 +48,7 @@ pub trait Variables {
 }
 
 use crate::globals::Globals;
-use crate::layout::{path_of, Layouts};
+use crate::layout::{path_of_kind, Layouts};
 use coldcache_dump::{DataType, TypedAccess, Via};
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
 
@@ -143,7 +143,13 @@ pub fn type_access(
         // A pointer the flow pass carried to this instruction: its offset
         // has the displacement and whole elements of index folded in.
         let ty = layouts.intern(f.ty)?;
-        let (path, straddles) = path_of(&layouts.types, ty, f.offset, u64::from(size));
+        let (path, straddles) = path_of_kind(
+            &layouts.types,
+            ty,
+            f.offset,
+            u64::from(size),
+            float_kind(ins),
+        );
         if f.scale != 0 && !index_fits(&layouts.types, ty, &path, u64::from(f.scale)) {
             return None;
         }
@@ -154,7 +160,7 @@ pub fn type_access(
             size,
             path,
             straddles,
-            via: Via::Register,
+            via: f.via,
             variable: f.variable,
         });
     } else {
@@ -198,7 +204,7 @@ pub fn type_access(
         }
     };
     let types = &layouts.types;
-    let (path, straddles) = path_of(types, ty, offset, u64::from(size));
+    let (path, straddles) = path_of_kind(types, ty, offset, u64::from(size), float_kind(ins));
     if indexed && !index_fits(types, ty, &path, scale) {
         return None;
     }
@@ -214,6 +220,31 @@ pub fn type_access(
     })
 }
 
+/// Whether `ins` moves floating-point data (an SSE/AVX register operand, or
+/// x87) or integer data (a general register), when it says.
+fn float_kind(ins: &Instruction) -> Option<bool> {
+    if ins.is_stack_instruction() {
+        return Some(false);
+    }
+    let mut kind = None;
+    for i in 0..ins.op_count() {
+        if ins.op_kind(i) == OpKind::Register {
+            let r = ins.op_register(i);
+            if r.is_xmm() || r.is_ymm() || r.is_zmm() || r.is_st() {
+                return Some(true);
+            }
+            if r.is_gpr() {
+                kind = Some(false);
+            }
+        }
+    }
+    // x87 loads and stores of memory (`fld`, `fstp`, `fadd m64`).
+    if kind.is_none() && format!("{:?}", ins.mnemonic()).starts_with('F') {
+        return Some(true);
+    }
+    kind
+}
+
 /// What the flow pass (`crate::flow`) found for an instruction's memory
 /// operand: the type pointed into, the operand's offset in one element of
 /// it, an index scale left unfolded (0: none), the variable's name.
@@ -225,6 +256,8 @@ pub struct Flowed {
     pub offset: u64,
     /// An index scale that is not whole elements of `ty` (0: none).
     pub scale: u32,
+    /// The kind of variable the pointer came from.
+    pub via: Via,
     /// The variable the pointer came from.
     pub variable: String,
 }
