@@ -171,10 +171,16 @@ pub fn coverage(p: &Profile) -> Option<Coverage> {
 /// The label of an access's field as the data view shows it:
 /// [`DataTypes::field_name`] (`Entity::pos.y`) for a member path,
 /// `Entity::<padding>` for bytes of no member, `Entity` for the whole
-/// object or a scalar type; `[straddles]` appended when the operand spans
-/// more than the field.
+/// object; a scalar type with the variable it was reached through (`kTable
+/// (unsigned int)` for a global or a local, `*bytes (unsigned char)`
+/// through a pointer); `[straddles]` appended when the operand spans more
+/// than the field.
 pub fn field_label(data: &DataTypes, a: &TypedAccess) -> String {
     let mut s = match data.types.get(a.ty as usize) {
+        Some(t) if t.kind == TypeKind::Scalar && !a.variable.is_empty() => match a.via {
+            coldcache_dump::Via::Register => format!("*{} ({})", a.variable, t.name),
+            _ => format!("{} ({})", a.variable, t.name),
+        },
         Some(t) if a.path.is_empty() && t.kind != TypeKind::Scalar => {
             if a.offset == 0 && u64::from(a.size) >= t.size {
                 t.name.clone()

@@ -513,13 +513,10 @@ pub fn data_coverage(v: &crate::data::DataView) -> String {
         "instructions:  {} of {} instructions with data accesses typed",
         c.typed_instructions, c.instructions
     );
-    for m in &v.modules {
-        let found = if m.found.is_empty() {
-            "not looked at"
-        } else {
-            m.found.as_str()
-        };
-        let _ = writeln!(s, "types of {}: {found}", m.module);
+    // Modules the resolver did not look at (no record in them) say
+    // nothing worth a line.
+    for m in v.modules.iter().filter(|m| !m.found.is_empty()) {
+        let _ = writeln!(s, "types of {}: {}", m.module, m.found);
     }
     s
 }
