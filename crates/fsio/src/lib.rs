@@ -4,9 +4,11 @@
 //! - [`write`]: [`write_atomically`] (a temporary file in the target's
 //!   directory, fsynced, then renamed over the target; removed on every
 //!   error path; devices and FIFOs written in place; symbolic links
-//!   followed, never replaced) and [`write_output`] (the same, with `-`
+//!   followed, never replaced, unless planted by another user in a sticky
+//!   directory: [`check_link`]) and [`write_output`] (the same, with `-`
 //!   meaning standard output), for every file coldcache writes;
-//!   [`move_file`] puts a finished file in place by the same rules.
+//!   [`move_file`] puts a finished file in place by the same rules;
+//!   [`create_unique`] makes a new file under an unguessable name.
 //! - [`read`]: [`read_regular`] and [`open_regular`], for every file
 //!   coldcache reads whose name comes from a user or a dump: only regular
 //!   files (after symbolic links), opened without blocking on a FIFO, and
@@ -17,6 +19,8 @@
 //! - [`fdguard`]: the preloaded library's long-lived descriptors moved out
 //!   of the program's way ([`fdguard::lift`]) and told from a number the
 //!   program closed and reused ([`fdguard::Identity`]).
+//! - [`env`]: the `COLDCACHE_*` settings, ignored in a set-user-ID or
+//!   set-group-ID process (`AT_SECURE`).
 //! - [`varint`]: LEB128 and zigzag, as the dump, trace and zones formats
 //!   encode integers (pure; no I/O).
 //! - [`elf`] (feature `elf`): `PT_LOAD` segments of an ELF file, file
@@ -27,6 +31,7 @@
 
 #[cfg(feature = "elf")]
 pub mod elf;
+pub mod env;
 pub mod fdguard;
 pub mod read;
 pub mod sigpipe;
@@ -35,4 +40,6 @@ pub mod write;
 
 pub use read::{open_regular, read_regular, read_regular_to_string, ReadError};
 pub use sigpipe::NoSigpipe;
-pub use write::{move_file, write_atomically, write_atomically_with, write_output};
+pub use write::{
+    check_link, create_unique, move_file, write_atomically, write_atomically_with, write_output,
+};
