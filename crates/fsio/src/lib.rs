@@ -12,7 +12,9 @@
 //! - [`read`]: [`read_regular`] and [`open_regular`], for every file
 //!   coldcache reads whose name comes from a user or a dump: only regular
 //!   files (after symbolic links), opened without blocking on a FIFO, and
-//!   never more than a stated number of bytes, counted while reading.
+//!   never more than a stated number of bytes, counted while reading;
+//!   [`read_regular_with_magic`] checks a format's first bytes before
+//!   reading on.
 //! - [`sigpipe`]: [`NoSigpipe`], writing to a pipe or FIFO without a
 //!   `SIGPIPE` reaching the program the preloaded library runs in, and
 //!   [`say!`], its `eprintln!`.
@@ -38,7 +40,10 @@ pub mod sigpipe;
 pub mod varint;
 pub mod write;
 
-pub use read::{open_regular, read_regular, read_regular_to_string, ReadError};
+pub use read::{
+    check_magic, open_regular, read_regular, read_regular_to_string, read_regular_with_magic,
+    ReadError,
+};
 pub use sigpipe::NoSigpipe;
 pub use write::{
     check_link, create_unique, move_file, write_atomically, write_atomically_with, write_output,
