@@ -12,7 +12,8 @@
  * exiting, so that a dump `record` checked it could write there cannot be
  * written at exit. Linked with the library, `shared --capture` captures
  * its loop with the C API (default output: coldcache.ccdump in the working
- * directory). Prints "done SUM".
+ * directory). Prints "done SUM euid EUID" (the test tells from EUID
+ * whether the set-user-ID bit took effect).
  */
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +41,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "coldcache_stop: %s\n", coldcache_last_error());
 #endif
     if (argc > 1 && !capture && rmdir(argv[1]) != 0) perror(argv[1]);
-    printf("done %d\n", sink);
+    printf("done %d euid %d\n", sink, (int)geteuid());
     return 0;
 }
