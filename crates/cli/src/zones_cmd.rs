@@ -148,7 +148,7 @@ fn load(path: &Path, symbols: bool) -> Result<Recording> {
         path,
         MAX_ZONES_FILE,
         coldcache_zones::format::MAGIC,
-        "a zones recording",
+        "a coldcache zones file",
     )
     .with_context(|| format!("cannot read {}", path.display()))?;
     let decoded = format::decode(&bytes);
