@@ -75,8 +75,7 @@ pub fn start(settings: &str) -> Result<(), String> {
         None => 0,
     };
     FINISH_PAUSE_MS.store(
-        std::env::var("COLDCACHE_TEST_FINISH_PAUSE_MS")
-            .ok()
+        coldcache_fsio::env::var("COLDCACHE_TEST_FINISH_PAUSE_MS")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0),
         Ordering::Relaxed,

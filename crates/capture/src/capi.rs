@@ -53,7 +53,7 @@ pub(crate) static DEFAULTS: Mutex<Option<Options>> = Mutex::new(None);
 static CORE_MAP: Mutex<Vec<(u32, u32)>> = Mutex::new(Vec::new());
 static LAST_ERROR: Mutex<Option<CString>> = Mutex::new(None);
 
-fn set_error(e: impl std::fmt::Display) {
+pub(crate) fn set_error(e: impl std::fmt::Display) {
     let msg = format!("coldcache: {e}");
     if !crate::output::quiet() {
         coldcache_fsio::say!("{msg}");
@@ -68,7 +68,7 @@ pub fn default_options() -> Result<Options, String> {
     if let Some(o) = DEFAULTS.lock().ok().and_then(|g| g.clone()) {
         return Ok(o);
     }
-    let cache = std::env::var("COLDCACHE_CACHE").unwrap_or_else(|_| "jaguar".into());
+    let cache = coldcache_fsio::env::var("COLDCACHE_CACHE").unwrap_or_else(|| "jaguar".into());
     let cfg = resolve_cache(&cache).map_err(|e| format!("COLDCACHE_CACHE: {e}"))?;
     let mut o = Options::new(cfg, "coldcache.ccdump");
     o.cache_name = cache;
@@ -76,7 +76,7 @@ pub fn default_options() -> Result<Options, String> {
         o.mode = Mode::parse(&m)
             .ok_or_else(|| format!("COLDCACHE_MODE {m:?} is not auto, trap, fast or verify"))?;
     }
-    if let Ok(s) = std::env::var("COLDCACHE_SCHEDULE") {
+    if let Some(s) = coldcache_fsio::env::var("COLDCACHE_SCHEDULE") {
         o.schedule = crate::options::Schedule::parse(&s).ok_or_else(|| {
             format!("COLDCACHE_SCHEDULE {s:?} is not os, serial or serial=QUANTUM")
         })?;

@@ -180,6 +180,15 @@ pub extern "C" fn coldcache_stop() -> i32 {
 extern "C" fn stop_after_intercept() -> i32 {
     let r = finish();
     let code = if r.is_ok() { 0 } else { -1 };
+    if let Some(e) = r
+        .as_ref()
+        .err()
+        .filter(|e| !matches!(e, CaptureError::NotRunning))
+    {
+        // Said, and kept for `coldcache_last_error`: a dump that could not
+        // be written is never a silent -1.
+        crate::capi::set_error(e);
+    }
     if let Ok(mut g) = FINISH.lock() {
         *g = Some(r.map_err(|e| e.to_string()));
     }
@@ -245,7 +254,7 @@ pub(crate) fn install_handlers() -> Result<(), CaptureError> {
     }
     *done = true;
     drop(done);
-    if std::env::var_os("COLDCACHE_PROGRESS").is_some() {
+    if coldcache_fsio::env::is_set("COLDCACHE_PROGRESS") {
         ensure_writer()?;
     }
     Ok(())
@@ -357,11 +366,10 @@ fn take_stop_signal() -> Result<(), CaptureError> {
         },
     )?;
     if let Some(path) = STOP_FILE.lock().unwrap_or_else(|e| e.into_inner()).take() {
-        let tmp = path.with_extension("tmp");
+        // Atomically, under an unguessable temporary name: a `.tmp` name
+        // known in advance could be a link planted by another user.
         let text = format!("{} {sig}\n", std::process::id());
-        if std::fs::write(&tmp, text).is_ok() {
-            let _ = std::fs::rename(&tmp, &path);
-        }
+        let _ = coldcache_fsio::write_atomically(&path, text.as_bytes());
     }
     Ok(())
 }
@@ -561,7 +569,7 @@ fn on_wake(b: u8, progress: bool) {
 
 fn writer_loop(bell: (i32, fdguard::Identity)) {
     let (mut fd, mut id) = bell;
-    let progress = std::env::var_os("COLDCACHE_PROGRESS").is_some();
+    let progress = coldcache_fsio::env::is_set("COLDCACHE_PROGRESS");
     let mut last = (Instant::now(), 0u64);
     loop {
         // The program may have closed the doorbell (and opened a file of

@@ -108,9 +108,10 @@ pub fn publish_progress(path: &std::path::Path) {
         &INSTRUCTIONS as *const _ as usize,
         &STATE as *const _ as usize
     );
-    let tmp = path.with_extension("tmp");
-    if std::fs::write(&tmp, text).is_ok() {
-        let _ = std::fs::rename(&tmp, path);
+    // Atomically, under an unguessable temporary name, refusing a link
+    // planted by another user (`coldcache_fsio::check_link`).
+    if let Err(e) = coldcache_fsio::write_atomically(path, text.as_bytes()) {
+        coldcache_fsio::say!("coldcache: cannot publish progress: {e}");
     }
 }
 

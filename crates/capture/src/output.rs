@@ -56,7 +56,7 @@ pub(crate) static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::Atom
 /// or set by `coldcache attach`).
 pub(crate) fn quiet() -> bool {
     QUIET.load(std::sync::atomic::Ordering::Relaxed)
-        || std::env::var_os("COLDCACHE_QUIET").is_some()
+        || coldcache_fsio::env::is_set("COLDCACHE_QUIET")
 }
 
 /// Sets the manifest every written file is reported to (from the
@@ -132,9 +132,8 @@ pub fn write(
     let output = claim(&output, "dump");
     if let Err(source) = write_atomically(&output, &bytes) {
         // The capture is not lost: kept where a file can be written.
-        let kept = fallback_path();
-        let source = match write_atomically(&kept, &bytes) {
-            Ok(()) => {
+        let source = match write_fallback(&bytes) {
+            Ok(kept) => {
                 report(&serde_json::json!({
                     "dump": kept,
                     "failed": output,
@@ -152,7 +151,7 @@ pub fn write(
             Err(e) => {
                 report(&serde_json::json!({
                     "lost": output,
-                    "error": format!("{source}; and in {}: {e}", kept.display()),
+                    "error": format!("{source}; and in the temporary directory: {e}"),
                 }));
                 source
             }
@@ -224,27 +223,49 @@ fn numbered(path: &Path, n: u32) -> PathBuf {
 /// link), so the dump stays at `path` until the new one replaces it
 /// atomically; a copy where hard links are not possible.
 fn keep_old(path: &Path) -> Option<PathBuf> {
+    // A link another user planted is not followed (the write refuses it
+    // too, naming it).
+    coldcache_fsio::check_link(path).ok()?;
     let real = std::fs::canonicalize(path).ok()?;
     let mut old = real.clone().into_os_string();
     old.push(".old");
     let old = PathBuf::from(old);
     let _ = std::fs::remove_file(&old);
-    if std::fs::hard_link(&real, &old).is_ok() || std::fs::copy(&real, &old).is_ok() {
+    // A copy goes to a new file (`O_EXCL|O_NOFOLLOW`): a link planted at
+    // the `.old` name since the removal is not written through.
+    let copy = || -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut to = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&old)?;
+        std::io::copy(&mut std::fs::File::open(&real)?, &mut to).map(drop)
+    };
+    if std::fs::hard_link(&real, &old).is_ok() || copy().is_ok() {
         Some(old)
     } else {
         None
     }
 }
 
-/// Where a dump that could not be written where asked is kept:
-/// `coldcache.PID.ccdump` (numbered as needed) in the temporary directory.
-fn fallback_path() -> PathBuf {
-    let first = std::env::temp_dir().join(format!("coldcache.{}.ccdump", std::process::id()));
-    let done = WRITTEN.lock().unwrap_or_else(|e| e.into_inner());
-    std::iter::once(first.clone())
-        .chain((2u32..).map(|n| numbered(&first, n)))
-        .find(|p| !done.contains(p) && !p.exists())
-        .unwrap_or(first)
+/// Keeps a dump that could not be written where asked in the temporary
+/// directory, as a new file `coldcache.PID.RANDOM.ccdump` (64 random bits,
+/// created `O_EXCL|O_NOFOLLOW`: in a shared `/tmp` another user cannot
+/// have a link waiting at the name); returns where.
+fn write_fallback(bytes: &[u8]) -> std::io::Result<PathBuf> {
+    let prefix = format!("coldcache.{}", std::process::id());
+    let (path, mut f) = coldcache_fsio::create_unique(&std::env::temp_dir(), &prefix, ".ccdump")?;
+    match f.write_all(bytes).and_then(|()| f.sync_all()) {
+        Ok(()) => Ok(path),
+        Err(e) => {
+            let _ = std::fs::remove_file(&path);
+            Err(std::io::Error::new(
+                e.kind(),
+                format!("writing {}: {e}", path.display()),
+            ))
+        }
+    }
 }
 
 /// Notes `path` as written by this process and reports it as `kind`.
@@ -265,10 +286,12 @@ fn report(entry: &serde_json::Value) {
     };
     let mut line = entry.to_string();
     line.push('\n');
-    let file = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(&manifest);
+    let file = coldcache_fsio::check_link(&manifest).and_then(|()| {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&manifest)
+    });
     if let Err(e) = file.and_then(|mut f| f.write_all(line.as_bytes())) {
         coldcache_fsio::say!(
             "coldcache: cannot report {} to {}: {e}",
@@ -303,6 +326,11 @@ impl TraceFile {
     /// `.old` as dumps are, see [`write`]) and writes its header. Normal
     /// context, before the capture starts.
     pub fn create(asked: &Path) -> Result<TraceFile, CaptureError> {
+        // Refused now rather than when the capture ends.
+        coldcache_fsio::check_link(asked).map_err(|source| CaptureError::TraceOpen {
+            path: asked.to_path_buf(),
+            source,
+        })?;
         let target = claim(asked, "trace");
         let regular = std::fs::metadata(&target).map_or(true, |m| m.is_file());
         let partial = regular.then(|| {

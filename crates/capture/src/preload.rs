@@ -41,7 +41,7 @@ pub const VARS: &[&str] = &[
 ];
 
 fn var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
+    coldcache_fsio::env::var(name)
 }
 
 /// Parses the thread selection syntax `all`, `caller`, `1,2,3`,
@@ -286,6 +286,16 @@ pub(crate) extern "C" fn at_exit() {
 /// Reads the environment and arms the requested capture. Errors are
 /// printed; the program then runs uncaptured.
 pub fn init_from_env() {
+    if coldcache_fsio::env::secure()
+        && std::env::vars_os().any(|(k, _)| k.as_encoded_bytes().starts_with(b"COLDCACHE_"))
+    {
+        // Said once, here in the constructor: every reader of a setting
+        // (`coldcache_fsio::env::var`) ignores it in such a process.
+        coldcache_fsio::say!(
+            "coldcache: this program runs set-user-ID or set-group-ID (AT_SECURE): \
+             every COLDCACHE_* setting is ignored"
+        );
+    }
     let _ = ENV_MODE.set(var("COLDCACHE_MODE"));
     let parsed = options_from_env();
     // The trigger signal, which also stops captures of the other kinds

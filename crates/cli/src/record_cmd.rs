@@ -255,12 +255,16 @@ fn check_program(path: &Path) -> Result<bool> {
 }
 
 /// Refuses an output path the capture could not be written to, naming
-/// the path and the reason: a directory, a link to nothing, a missing
+/// the path and the reason: a link planted by another user in a sticky
+/// directory, a directory, a link to nothing, a missing
 /// parent directory, a parent that is not a directory or where no file can
 /// be created (permissions, a read-only file system). A device or FIFO is
 /// written through and accepted. The check creates (and removes) a
 /// temporary file next to the target, as the atomic write at the end does.
 pub fn check_output(path: &Path) -> Result<()> {
+    // A link another user planted in a sticky directory is not followed
+    // (`coldcache_fsio::check_link`): refused before the program runs.
+    coldcache_fsio::check_link(path)?;
     let meta = std::fs::metadata(path);
     if let Ok(m) = &meta {
         if m.is_dir() {
@@ -555,7 +559,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
             written
                 .failed
                 .iter()
-                .map(|(asked, kept)| format!("{} kept in {}", asked.display(), kept.display()))
+                .map(|(asked, kept, _)| format!("{} kept in {}", asked.display(), kept.display()))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
@@ -600,8 +604,9 @@ pub(crate) struct Written {
     traces: Vec<PathBuf>,
     /// Earlier files kept: (the path, its `.old` copy).
     kept: Vec<(PathBuf, PathBuf)>,
-    /// Dumps that could not be written where asked: (asked, kept in).
-    pub(crate) failed: Vec<(PathBuf, PathBuf)>,
+    /// Dumps that could not be written where asked: (asked, kept in,
+    /// why).
+    pub(crate) failed: Vec<(PathBuf, PathBuf, String)>,
     /// Captures that could not be written anywhere: (asked, the error).
     pub(crate) lost: Vec<(PathBuf, String)>,
 }
@@ -638,7 +643,8 @@ pub(crate) fn read_manifest(path: &Path) -> Result<Written> {
             .with_context(|| format!("{}: a line is not JSON: {line}", path.display()))?;
         if let Some(d) = get(&v, "dump") {
             if let Some(asked) = get(&v, "failed") {
-                w.failed.push((asked, d.clone()));
+                let e = v.get("error").and_then(|x| x.as_str()).unwrap_or_default();
+                w.failed.push((asked, d.clone(), e.to_string()));
             }
             w.dumps.push(d);
         } else if let Some(t) = get(&v, "trace") {
@@ -709,9 +715,9 @@ pub(crate) fn report_written(
             old.display()
         );
     }
-    for (asked, kept) in &w.failed {
+    for (asked, kept, why) in &w.failed {
         coldcache_fsio::say!(
-            "coldcache: error: the capture could not be written to {}; it was kept in {}",
+            "coldcache: error: the capture could not be written to {} ({why}); it was kept in {}",
             asked.display(),
             kept.display()
         );

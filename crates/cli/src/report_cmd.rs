@@ -158,10 +158,11 @@ pub struct DiffArgs {
 pub const MAX_DUMP: u64 = 16 << 30;
 
 /// Reads and decodes a dump, naming the file in any error. Only regular
-/// files are read (`coldcache_fsio::read_regular`): a FIFO or a device
-/// (`/dev/urandom`) is refused before anything is read.
+/// files are read, the magic first and then no more than the sections
+/// announce (`Dump::read_file`): a FIFO or a device (`/dev/urandom`) is
+/// refused before anything is read, `/proc/self/pagemap` after 16 bytes.
 pub fn load_dump(path: &Path) -> Result<Dump> {
-    let bytes = coldcache_fsio::read_regular(path, MAX_DUMP)
+    let bytes = Dump::read_file(path, MAX_DUMP)
         .with_context(|| format!("cannot read dump {}", path.display()))?;
     Dump::from_bytes(&bytes).with_context(|| format!("cannot load dump {}", path.display()))
 }

@@ -142,8 +142,15 @@ const MAX_ZONES_FILE: u64 = 64 << 30;
 /// Reads, decodes, parses and symbolizes a recording; warns about problems.
 /// Only a regular file is read (`coldcache_fsio::read_regular`).
 fn load(path: &Path, symbols: bool) -> Result<Recording> {
-    let bytes = coldcache_fsio::read_regular(path, MAX_ZONES_FILE)
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    // The magic first: a file of another kind is refused after 8 bytes,
+    // whatever its size (`/proc/self/pagemap` reads without end).
+    let bytes = coldcache_fsio::read_regular_with_magic(
+        path,
+        MAX_ZONES_FILE,
+        coldcache_zones::format::MAGIC,
+        "a coldcache zones file",
+    )
+    .with_context(|| format!("cannot read {}", path.display()))?;
     let decoded = format::decode(&bytes);
     if let Some(e) = &decoded.error {
         if decoded.chunks.is_empty() && decoded.labels.is_empty() {

@@ -263,6 +263,63 @@ impl SourceText {
 pub use coldcache_sim::{CounterLayout, Side};
 
 impl Dump {
+    /// Reads the bytes of the dump file at `path` as its header and
+    /// sections announce them, for [`Dump::from_bytes`]: only a regular
+    /// file; its first 16 bytes first, refused unless they begin with
+    /// [`MAGIC`] (so `/proc/self/pagemap`, a "regular file" of size 0 that
+    /// reads 16 GiB and more, is refused after 16 bytes); then each
+    /// section's header and the length it gives, up to the trailer and
+    /// one byte more (bytes after the trailer make the dump invalid, as
+    /// before); never more than `max_bytes` in all, a section announcing
+    /// more refused before it is read. A file that ends early is returned
+    /// as read: [`Dump::from_bytes`] says where it is truncated.
+    pub fn read_file(
+        path: impl AsRef<std::path::Path>,
+        max_bytes: u64,
+    ) -> Result<Vec<u8>, coldcache_fsio::ReadError> {
+        use coldcache_fsio::read::read_up_to;
+        use coldcache_fsio::ReadError;
+        use std::io::Read;
+        let (file, len) = coldcache_fsio::open_regular(path)?;
+        if len > max_bytes {
+            return Err(ReadError::TooLarge(max_bytes));
+        }
+        let mut r = std::io::BufReader::new(file);
+        let mut out = vec![0u8; 16];
+        let got = read_up_to(&mut r, &mut out)?;
+        out.truncate(got);
+        coldcache_fsio::check_magic(&out, MAGIC, "a coldcache dump")?;
+        if got < 16 {
+            return Ok(out);
+        }
+        loop {
+            let mut h = [0u8; 12];
+            let n = read_up_to(&mut r, &mut h)?;
+            out.extend_from_slice(&h[..n]);
+            if n < 12 {
+                break;
+            }
+            if h[..8] == TRAILER[..] {
+                // One byte more: anything after the trailer is an error
+                // `from_bytes` reports.
+                let mut extra = [0u8; 1];
+                let n = read_up_to(&mut r, &mut extra)?;
+                out.extend_from_slice(&extra[..n]);
+                break;
+            }
+            let section = u64::from_le_bytes(h[4..12].try_into().unwrap());
+            if section > max_bytes.saturating_sub(out.len() as u64) {
+                return Err(ReadError::TooLarge(max_bytes));
+            }
+            let before = out.len();
+            (&mut r).take(section).read_to_end(&mut out)?;
+            if ((out.len() - before) as u64) < section {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     /// The standard counter layout of this dump, when its counter names
     /// are exactly [`CounterLayout::names`] for its levels; `None` for a
     /// dump of another layout (another tool, a later version), whose

@@ -192,16 +192,30 @@ pub struct GuardedFile {
 
 impl GuardedFile {
     /// Opens `path` for writing, close-on-exec, lifted ([`lift`]):
-    /// created and truncated when `create` (a regular file of ours), else
-    /// as it is (a device or FIFO: then it is never opened again).
+    /// created new when `create` (a regular file of ours: `O_EXCL|
+    /// O_NOFOLLOW`; a regular file or a link of the caller's already there
+    /// is removed first, a link planted by another user in a sticky
+    /// directory is refused, see [`crate::check_link`]), else as it is (a
+    /// device or FIFO: then it is never opened again). Normal context.
     pub fn open(path: &std::path::Path, create: bool) -> std::io::Result<GuardedFile> {
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
             .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
         let mut flags = libc::O_WRONLY | libc::O_CLOEXEC;
         if create {
-            flags |= libc::O_CREAT | libc::O_TRUNC;
+            flags |= libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
         }
-        let fd = open_at(&c, flags, 0o666);
+        let mut fd = open_at(&c, flags, 0o666);
+        if create && fd == -(libc::EEXIST as i64) {
+            // An earlier run's file (a killed capture's `.partial`): not
+            // written through, replaced by a new one.
+            crate::check_link(path)?;
+            let what = std::fs::symlink_metadata(path)?.file_type();
+            if what.is_dir() {
+                return Err(std::io::Error::from_raw_os_error(libc::EISDIR));
+            }
+            std::fs::remove_file(path)?;
+            fd = open_at(&c, flags, 0o666);
+        }
         if fd < 0 {
             return Err(std::io::Error::from_raw_os_error(-fd as i32));
         }
@@ -223,7 +237,7 @@ impl GuardedFile {
         let Some(path) = &self.path else {
             return Err(libc::EBADF);
         };
-        let again = open_at(path, libc::O_WRONLY | libc::O_CLOEXEC, 0);
+        let again = open_at(path, libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW, 0);
         if again < 0 {
             return Err(libc::EBADF);
         }

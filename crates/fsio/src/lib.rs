@@ -4,19 +4,25 @@
 //! - [`write`]: [`write_atomically`] (a temporary file in the target's
 //!   directory, fsynced, then renamed over the target; removed on every
 //!   error path; devices and FIFOs written in place; symbolic links
-//!   followed, never replaced) and [`write_output`] (the same, with `-`
+//!   followed, never replaced, unless planted by another user in a sticky
+//!   directory: [`check_link`]) and [`write_output`] (the same, with `-`
 //!   meaning standard output), for every file coldcache writes;
-//!   [`move_file`] puts a finished file in place by the same rules.
+//!   [`move_file`] puts a finished file in place by the same rules;
+//!   [`create_unique`] makes a new file under an unguessable name.
 //! - [`read`]: [`read_regular`] and [`open_regular`], for every file
 //!   coldcache reads whose name comes from a user or a dump: only regular
 //!   files (after symbolic links), opened without blocking on a FIFO, and
-//!   never more than a stated number of bytes, counted while reading.
+//!   never more than a stated number of bytes, counted while reading;
+//!   [`read_regular_with_magic`] checks a format's first bytes before
+//!   reading on.
 //! - [`sigpipe`]: [`NoSigpipe`], writing to a pipe or FIFO without a
 //!   `SIGPIPE` reaching the program the preloaded library runs in, and
 //!   [`say!`], its `eprintln!`.
 //! - [`fdguard`]: the preloaded library's long-lived descriptors moved out
 //!   of the program's way ([`fdguard::lift`]) and told from a number the
 //!   program closed and reused ([`fdguard::Identity`]).
+//! - [`env`]: the `COLDCACHE_*` settings, ignored in a set-user-ID or
+//!   set-group-ID process (`AT_SECURE`).
 //! - [`varint`]: LEB128 and zigzag, as the dump, trace and zones formats
 //!   encode integers (pure; no I/O).
 //! - [`elf`] (feature `elf`): `PT_LOAD` segments of an ELF file, file
@@ -27,12 +33,18 @@
 
 #[cfg(feature = "elf")]
 pub mod elf;
+pub mod env;
 pub mod fdguard;
 pub mod read;
 pub mod sigpipe;
 pub mod varint;
 pub mod write;
 
-pub use read::{open_regular, read_regular, read_regular_to_string, ReadError};
+pub use read::{
+    check_magic, open_regular, read_regular, read_regular_to_string, read_regular_with_magic,
+    ReadError,
+};
 pub use sigpipe::NoSigpipe;
-pub use write::{move_file, write_atomically, write_atomically_with, write_output};
+pub use write::{
+    check_link, create_unique, move_file, write_atomically, write_atomically_with, write_output,
+};

@@ -129,3 +129,62 @@ pub fn read_regular_to_string(path: impl AsRef<Path>, max_bytes: u64) -> Result<
         ))
     })
 }
+
+/// Fills `buf` from `r` as far as it goes: fewer bytes only at the end.
+pub fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// [`read_regular`] for a format that starts with `magic`: the first
+/// `magic.len()` bytes are read and checked before anything else, so a
+/// file of another kind is refused at once, whatever its size (a file
+/// whose size `stat` does not tell, such as `/proc/self/pagemap`, reads
+/// 16 GiB and more; a regular file for `fstat`). `what` names the format
+/// in the error.
+pub fn read_regular_with_magic(
+    path: impl AsRef<Path>,
+    max_bytes: u64,
+    magic: &[u8],
+    what: &str,
+) -> Result<Vec<u8>, ReadError> {
+    let (mut file, len) = open_regular(path)?;
+    if len > max_bytes {
+        return Err(ReadError::TooLarge(max_bytes));
+    }
+    let mut bytes = vec![0u8; magic.len()];
+    let got = read_up_to(&mut file, &mut bytes)?;
+    bytes.truncate(got);
+    check_magic(&bytes, magic, what)?;
+    file.take(max_bytes.saturating_add(1) - got as u64)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(ReadError::TooLarge(max_bytes));
+    }
+    Ok(bytes)
+}
+
+/// Refuses `head`, the first bytes of a file, unless it begins with
+/// `magic` (a file shorter than the magic but a prefix of it passes: its
+/// reader says it is truncated).
+pub fn check_magic(head: &[u8], magic: &[u8], what: &str) -> Result<(), ReadError> {
+    let n = head.len().min(magic.len());
+    if head.is_empty() || head[..n] != magic[..n] {
+        return Err(ReadError::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "not {what} (its first bytes are not {:?})",
+                String::from_utf8_lossy(magic).trim_end_matches('\0')
+            ),
+        )));
+    }
+    Ok(())
+}

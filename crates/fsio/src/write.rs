@@ -1,8 +1,9 @@
 //! Writing a file whole or not at all.
 //!
 //! [`write_atomically`] writes a temporary file next to the target
-//! (`.NAME.PID.N.tmp`, created exclusively so nothing already there is
-//! followed or overwritten), fsyncs it, renames it over the target and
+//! (`.NAME.RANDOM.tmp`, 64 random bits, created `O_EXCL|O_NOFOLLOW` so
+//! nothing already there is followed or overwritten and nobody can plant
+//! a link at the name in advance), fsyncs it, renames it over the target and
 //! fsyncs the directory; on every error path (and if the filling closure
 //! panics) the temporary file is removed, so a full disk or a file size
 //! limit leaves the old target and nothing else. The error names the step
@@ -15,6 +16,15 @@
 //! followed to its target, which is replaced (the link stays a link); a
 //! link to nothing, a directory or a socket is refused. A regular target's
 //! permission bits are kept.
+//!
+//! A link planted by another user is never followed ([`check_link`], the
+//! kernel's `fs.protected_symlinks` rule, applied whatever the sysctl
+//! says, since following by `canonicalize` and renaming over the result
+//! bypasses the kernel's own check): a symbolic link in a sticky,
+//! world-writable directory (`/tmp`) whose owner is neither the caller's
+//! effective user nor the directory's owner is refused, with the path and
+//! the reason. coldcache is often run as root; such a link would make it
+//! overwrite a file elsewhere.
 //!
 //! A write in place holds `SIGPIPE` back ([`crate::NoSigpipe`]): a FIFO
 //! whose reader has gone gives `EPIPE`, an error like any other, and no
@@ -121,6 +131,7 @@ fn target(path: &Path) -> io::Result<Target> {
         Err(e) => return Err(step(e, "examining", path)),
     };
     let (path, meta) = if lmeta.file_type().is_symlink() {
+        check_link(path)?;
         let real = std::fs::canonicalize(path).map_err(|e| {
             let to = std::fs::read_link(path).unwrap_or_default();
             invalid(
@@ -164,8 +175,89 @@ impl Drop for TempGuard<'_> {
     }
 }
 
-/// Per-process counter making temporary names unique between threads.
-static NEXT: AtomicU32 = AtomicU32::new(0);
+/// Whether following the symbolic link at `path` (if it is one) is
+/// allowed by the kernel's `fs.protected_symlinks` rule: not when the link
+/// is in a sticky, world-writable directory and owned by neither the
+/// caller's effective user nor the directory's owner. `Ok` for anything
+/// that is not a symbolic link (or does not exist); the error names the
+/// path, the link's owner and the rule.
+pub fn check_link(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(l) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if !l.file_type().is_symlink() {
+        return Ok(());
+    }
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let d = std::fs::metadata(dir).map_err(|e| step(e, "examining", dir))?;
+    let sticky_shared = d.mode() & 0o1002 == 0o1002;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if sticky_shared && l.uid() != euid && l.uid() != d.uid() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{}: not followed: a symbolic link owned by another user (uid {}) in the \
+                 sticky, world-writable directory {} (the kernel's fs.protected_symlinks rule; \
+                 remove the link or choose another name)",
+                path.display(),
+                l.uid(),
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// 64 random bits from the kernel (`getrandom(2)`, no allocation); the
+/// clock and a counter if it is unavailable, which still leaves the
+/// exclusive creation as the guard.
+pub fn random_u64() -> u64 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let mut r = 0u64;
+    // SAFETY: `r` is 8 writable bytes for the call's duration.
+    let n = unsafe { libc::getrandom((&mut r as *mut u64).cast(), 8, libc::GRND_NONBLOCK) };
+    if n != 8 {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        r = t
+            ^ (u64::from(std::process::id()) << 32)
+            ^ u64::from(NEXT.fetch_add(1, Ordering::Relaxed));
+    }
+    r
+}
+
+/// Creates a new file `PREFIX.RANDOM.SUFFIX` in `dir` (`O_EXCL|O_NOFOLLOW`,
+/// mode 0600, 64 random bits: a name nobody can guess in advance in a
+/// shared directory); returns its path and the open file.
+pub fn create_unique(dir: &Path, prefix: &str, suffix: &str) -> io::Result<(PathBuf, File)> {
+    for _ in 0..64 {
+        let p = dir.join(format!("{prefix}.{:016x}{suffix}", random_u64()));
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .mode(0o600)
+            .open(&p)
+        {
+            Ok(f) => return Ok((p, f)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(step(e, "creating", &p)),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!(
+            "creating a new file in {}: every name tried exists",
+            dir.display()
+        ),
+    ))
+}
 
 fn replace(
     path: &Path,
@@ -177,17 +269,19 @@ fn replace(
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut tries = 0;
     let (tmp, mut file) = loop {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+        tries += 1;
+        let tmp = dir.join(format!(".{name}.{:016x}.tmp", random_u64()));
         match OpenOptions::new()
             .write(true)
             .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .mode(mode.unwrap_or(0o666))
             .open(&tmp)
         {
             Ok(f) => break (tmp, f),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < u32::MAX => continue,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 64 => continue,
             Err(e) => return Err(step(e, "creating temporary file", &tmp)),
         }
     };

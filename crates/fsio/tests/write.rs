@@ -188,3 +188,87 @@ fn move_file_renames_onto_a_regular_file_and_copies_into_a_fifo() {
         Vec::<String>::new()
     );
 }
+
+/// A symbolic link at `at` to `to`, owned by `uid` (the tests run as root
+/// to give it away; skipped otherwise).
+fn link_owned_by(at: &Path, to: &Path, uid: u32) -> bool {
+    std::os::unix::fs::symlink(to, at).unwrap();
+    let c = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    unsafe { libc::lchown(c.as_ptr(), uid, uid) == 0 }
+}
+
+/// The kernel's `fs.protected_symlinks` rule, whatever the sysctl says: a
+/// link another user planted in a sticky, world-writable directory is not
+/// followed by any writer (the victim is unchanged and the error names the
+/// link); one's own link there, and another user's link in a directory
+/// that is not sticky, are followed.
+#[test]
+fn a_link_planted_by_another_user_in_a_sticky_directory_is_refused() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP: needs root to give a link to another user");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let planted = shared.join("out");
+    assert!(link_owned_by(&planted, &victim, 65534));
+    let e = write_atomically(&planted, b"new").unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&planted.display().to_string()) && msg.contains("protected_symlinks"),
+        "{msg}"
+    );
+    assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+    let from = dir.path().join("from");
+    std::fs::write(&from, b"moved").unwrap();
+    assert!(coldcache_fsio::move_file(&from, &planted).is_err());
+    assert!(coldcache_fsio::fdguard::GuardedFile::open(&planted, true).is_err());
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+
+    // One's own link in the same directory is followed.
+    let mine = shared.join("mine");
+    std::os::unix::fs::symlink(&victim, &mine).unwrap();
+    write_atomically(&mine, b"mine").unwrap();
+    assert_eq!(std::fs::read(&victim).unwrap(), b"mine");
+
+    // Another user's link in a directory that is not sticky is followed.
+    let plain = dir.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    std::fs::set_permissions(&plain, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let theirs = plain.join("out");
+    assert!(link_owned_by(&theirs, &victim, 65534));
+    write_atomically(&theirs, b"theirs").unwrap();
+    assert_eq!(std::fs::read(&victim).unwrap(), b"theirs");
+}
+
+/// The temporary file's name cannot be guessed: two writes of the same
+/// target in one process use unrelated names (64 random bits each), and
+/// `create_unique` makes new files, never an existing name.
+#[test]
+fn temporary_and_unique_names_are_unpredictable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = coldcache_fsio::create_unique(dir.path(), "x", ".ccdump").unwrap();
+    let (b, _) = coldcache_fsio::create_unique(dir.path(), "x", ".ccdump").unwrap();
+    assert_ne!(a, b);
+    let hex = |p: &Path| {
+        let n = p.file_name().unwrap().to_string_lossy().into_owned();
+        let h = n
+            .trim_start_matches("x.")
+            .trim_end_matches(".ccdump")
+            .to_string();
+        assert_eq!(h.len(), 16, "{n}");
+        u64::from_str_radix(&h, 16).unwrap()
+    };
+    // Not a counter: consecutive names differ in many bits.
+    assert!((hex(&a) ^ hex(&b)).count_ones() > 8, "{a:?} {b:?}");
+    assert_eq!(
+        std::fs::metadata(&a).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}

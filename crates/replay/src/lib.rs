@@ -65,6 +65,24 @@ pub enum ReplayError {
         /// What is wrong with it.
         detail: String,
     },
+    /// A record names a thread index no honest trace of its size could:
+    /// re-simulation gives every index up to the largest a core and a
+    /// thread of the dump, so it would size its tables by it.
+    #[error(
+        "{name}: thread index {index} is more than a trace of {bytes} bytes so far can \
+         hold (a re-simulation gives every thread index up to the largest a core and a \
+         row of the dump; at most {limit} here)"
+    )]
+    ThreadIndex {
+        /// The trace's name.
+        name: String,
+        /// The index met.
+        index: u32,
+        /// Bytes of the trace read when it was met.
+        bytes: u64,
+        /// The largest index allowed then.
+        limit: u64,
+    },
     /// The quantum is zero.
     #[error("--quantum must be at least 1")]
     Quantum,

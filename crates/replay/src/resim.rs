@@ -63,6 +63,11 @@ fn row_slot(ip: u64, stack: u32, thread: u32) -> usize {
 /// Batches in flight per simulator (the bound on memory, with the rows).
 const IN_FLIGHT: usize = 4;
 
+/// The largest thread index always accepted, whatever the trace's size:
+/// as many threads as a capture tells apart
+/// (`coldcache_capture::account::MAX_THREADS_SEEN`).
+const MIN_THREAD_INDEX_LIMIT: u64 = 1 << 16;
+
 /// The hasher of the row map: one multiply per word (FxHash's), instead
 /// of SipHash, whose cost per fetch record dominated a re-simulation. The
 /// keys are addresses and small numbers from a trace, not chosen by an
@@ -618,6 +623,21 @@ pub fn resimulate(
             progress(reader.bytes_read(), total);
             if n == 0 {
                 break Ok(());
+            }
+            // Thread indices index per-thread tables here: bounded by what
+            // the input read so far could name densely (a thread costs at
+            // least a byte), and never below the most threads a capture
+            // tells apart. `0xffffffff` in a tiny file made `sim -o` abort
+            // on a 64 GiB allocation.
+            let bytes = reader.bytes_read();
+            let limit = bytes.max(MIN_THREAD_INDEX_LIMIT);
+            if let Some(r) = records.iter().find(|r| u64::from(r.thread) > limit) {
+                break Err(ReplayError::ThreadIndex {
+                    name: name.to_string(),
+                    index: r.thread,
+                    bytes,
+                    limit,
+                });
             }
             let mut batch = match sent.front_mut().and_then(Arc::get_mut) {
                 Some(b) => {

@@ -541,7 +541,7 @@ pub fn arena_size(s: &str) -> Result<usize, String> {
 }
 
 fn env_config() -> EnvConfig {
-    let get = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let get = coldcache_fsio::env::var;
     let pid = std::process::id().to_string();
     EnvConfig {
         arena_bytes: match get("COLDCACHE_ZONES_ARENA").map(|v| arena_size(&v)) {

@@ -414,19 +414,21 @@ fn sinks() -> std::sync::MutexGuard<'static, Option<Sinks>> {
     SINKS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Creates (or truncates) a log file, refusing a link another user planted
+/// in a sticky directory (`coldcache_fsio::check_link`).
+fn create_log(path: &str) -> std::io::Result<std::fs::File> {
+    coldcache_fsio::check_link(std::path::Path::new(path))?;
+    std::fs::File::create(path)
+}
+
 /// Reads `COLDCACHE_SPIKE_*` (called once when the recorder initializes).
 pub(crate) fn init_from_env() {
     let pid = std::process::id().to_string();
-    let get = |k: &str| {
-        std::env::var(k)
-            .ok()
-            .filter(|v| !v.is_empty())
-            .map(|v| v.replace("%p", &pid))
-    };
+    let get = |k: &str| coldcache_fsio::env::var(k).map(|v| v.replace("%p", &pid));
     let text = match get("COLDCACHE_SPIKE_LOG").as_deref() {
         None | Some("stderr") => Sink::Stderr,
         Some("off") => Sink::Off,
-        Some(path) => match std::fs::File::create(path) {
+        Some(path) => match create_log(path) {
             Ok(f) => Sink::File(f),
             Err(e) => {
                 coldcache_fsio::say!(
@@ -436,7 +438,7 @@ pub(crate) fn init_from_env() {
             }
         },
     };
-    let json = get("COLDCACHE_SPIKE_JSON").and_then(|p| match std::fs::File::create(&p) {
+    let json = get("COLDCACHE_SPIKE_JSON").and_then(|p| match create_log(&p) {
         Ok(f) => Some(f),
         Err(e) => {
             coldcache_fsio::say!("coldcache: cannot create the spike JSON log {p}: {e}");

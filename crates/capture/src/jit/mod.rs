@@ -517,7 +517,7 @@ pub(crate) fn prepare(
         Ok(())
     })?;
     NULL_CONSUMER.store(
-        std::env::var_os("COLDCACHE_FAST_NULL_CONSUMER").is_some(),
+        coldcache_fsio::env::is_set("COLDCACHE_FAST_NULL_CONSUMER"),
         Ordering::Relaxed,
     );
     EPOCH.fetch_add(1, Ordering::AcqRel);
