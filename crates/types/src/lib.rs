@@ -90,10 +90,14 @@ pub fn load_dwarf(obj: &object::File) -> Result<gimli::Dwarf<Reader>, TypesError
 fn variables_of(
     dwarf: &gimli::Dwarf<Reader>,
     code: &object::File,
-) -> Option<Box<dyn operand::Variables>> {
-    locals::Locals::read(dwarf, code)
-        .ok()
-        .map(|l| Box::new(l) as Box<dyn operand::Variables>)
+) -> (Option<Box<dyn operand::Variables>>, u64) {
+    match locals::Locals::read(dwarf, code) {
+        Ok(l) => {
+            let n = l.variables;
+            (Some(Box::new(l) as Box<dyn operand::Variables>), n)
+        }
+        Err(_) => (None, 0),
+    }
 }
 
 /// The module's functions and code, for the flow pass.
@@ -211,6 +215,8 @@ pub struct ModuleTypes {
     flows: std::collections::HashMap<u64, flow::Flow>,
     /// Variable names the flows refer to.
     names: std::cell::RefCell<Vec<String>>,
+    /// Parameters and locals with a location (`None`: not read here).
+    located: Option<u64>,
     /// Instructions looked at that have a memory operand.
     pub memory_instructions: usize,
     /// Of those, the ones typed.
@@ -235,9 +241,10 @@ impl ModuleTypes {
             None => object::File::parse(dwarf)?,
         };
         let dwarf = load_dwarf(&obj)?;
-        let variables = variables_of(&dwarf, &code_obj);
+        let (variables, located) = variables_of(&dwarf, &code_obj);
         let mut mt = ModuleTypes::new(dwarf, variables);
         mt.code = Code::read(&code_obj);
+        mt.located = Some(located);
         let loaded: Vec<(u64, u64)> = obj
             .sections()
             .filter(|s| match s.flags() {
@@ -267,6 +274,7 @@ impl ModuleTypes {
             code: Code::default(),
             flows: std::collections::HashMap::new(),
             names: std::cell::RefCell::new(Vec::new()),
+            located: None,
             memory_instructions: 0,
             typed: 0,
         }
@@ -372,6 +380,13 @@ impl ModuleTypes {
         );
         if self.variables.is_none() {
             s.push_str(" (globals only: no variable locations)");
+        } else if self.located == Some(0) && self.globals.all().is_empty() {
+            // Line tables only: `-g1`, Cargo's `debug = 1` or
+            // `"line-tables-only"`.
+            s.push_str(
+                " (its DWARF has no variables: built with line tables only, e.g. -g1 or Cargo's \
+                 debug = 1; rebuild with -g or debug = 2 to type its accesses)",
+            );
         }
         if self.layouts.skipped > 0 {
             s.push_str(&format!(
