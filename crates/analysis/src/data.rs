@@ -279,6 +279,38 @@ struct Acc {
     instructions: u64,
 }
 
+/// Rows of the data view by what `diff --by type|field` compares: the
+/// kept records' counters summed per type name (`fields` false) or per
+/// field label, keyed by that name (types of the same name in several
+/// modules are one row, as two builds of a program have one type).
+pub fn data_rows(
+    p: &Profile,
+    fields: bool,
+) -> Result<std::collections::BTreeMap<String, Vec<u64>>, AnalysisError> {
+    let data = data_of(p)?;
+    let nc = p.counters();
+    let mut out: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+    let mut lookup = Lookup { data, last: None };
+    for (i, r) in p.dump().records.iter().enumerate() {
+        if !p.record_kept(i) {
+            continue;
+        }
+        let Some(a) = lookup.get(r.ip) else {
+            continue;
+        };
+        let key = if fields {
+            field_label(data, a)
+        } else {
+            data.types
+                .get(a.ty as usize)
+                .map(|t| t.name.clone())
+                .unwrap_or_default()
+        };
+        add_row(out.entry(key).or_insert_with(|| vec![0; nc]), &r.counters);
+    }
+    Ok(out)
+}
+
 /// The data view of `p`.
 pub fn data(p: &Profile, q: &DataQuery) -> Result<DataView, AnalysisError> {
     let data = data_of(p)?;

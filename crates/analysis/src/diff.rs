@@ -1,4 +1,6 @@
-//! `coldcache diff`: two profiles compared per function or per source line.
+//! `coldcache diff`: two profiles compared per function or per source line,
+//! or per data type or field (`DiffQuery::data`, from the dumps' `DATA`
+//! sections: the flag moved to the hot line, its misses gone).
 //!
 //! Rows are matched by function name, module and source file (or by file
 //! and line), so two builds of the same program compare even though their
@@ -26,6 +28,18 @@ pub struct DiffQuery {
     pub filter: Option<String>,
     /// Keep the first N rows.
     pub limit: Option<usize>,
+    /// Compare per data type or field instead (`by` is then not used).
+    pub data: Option<DataRows>,
+}
+
+/// What a data comparison's rows are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DataRows {
+    /// Data types, by name.
+    Type,
+    /// Fields (`Type::member`), by label.
+    Field,
 }
 
 /// One compared row.
@@ -52,6 +66,8 @@ pub struct DiffView {
     pub columns: Vec<ColumnHead>,
     /// Row granularity.
     pub by: By,
+    /// Set when the rows are data types or fields (then `by` is not used).
+    pub data: Option<DataRows>,
     /// Sort column.
     pub sort: String,
     /// Totals before.
@@ -324,8 +340,19 @@ pub fn diff(before: &Profile, after: &Profile, q: &DiffQuery) -> Result<DiffView
             .collect()
     };
     let re = q.filter.as_deref().map(crate::regex).transpose()?;
-    let b = rows_of(before, q.by);
-    let a = rows_of(after, q.by);
+    let (b, a) = match q.data {
+        Some(d) => {
+            let rows =
+                |p: &Profile| -> Result<BTreeMap<String, (String, Vec<u64>)>, AnalysisError> {
+                    Ok(crate::data::data_rows(p, d == DataRows::Field)?
+                        .into_iter()
+                        .map(|(k, v)| (k.clone(), (k, v)))
+                        .collect())
+                };
+            (rows(before)?, rows(after)?)
+        }
+        None => (rows_of(before, q.by), rows_of(after, q.by)),
+    };
     let zero_b = vec![0u64; before.counters()];
     let zero_a = vec![0u64; after.counters()];
     let mut keys: Vec<&String> = b.keys().chain(a.keys()).collect();
@@ -403,6 +430,7 @@ pub fn diff(before: &Profile, after: &Profile, q: &DiffQuery) -> Result<DiffView
             })
             .collect(),
         by: q.by,
+        data: q.data,
         sort,
         before_totals: pick(values(before.columns(), before.totals()), true),
         after_totals: pick(values(after.columns(), after.totals()), false),

@@ -420,9 +420,11 @@ pub fn diff(v: &DiffView, cols: &[usize]) -> String {
             head.push(format!("{} before→after", v.columns[c].name));
         }
     }
-    head.push(match v.by {
-        crate::views::By::Line => "line".into(),
-        _ => "function".into(),
+    head.push(match (v.data, v.by) {
+        (Some(crate::diff::DataRows::Type), _) => "type".into(),
+        (Some(crate::diff::DataRows::Field), _) => "field".into(),
+        (None, crate::views::By::Line) => "line".into(),
+        (None, _) => "function".into(),
     });
     let fmt_change = |c: f64| {
         if c.fract() == 0.0 {

@@ -145,11 +145,25 @@ pub struct DiffArgs {
     before: PathBuf,
     /// The dump after the change.
     after: PathBuf,
-    /// Compare per function or per source line.
+    /// Compare per function, per source line, or per data type or field
+    /// (both dumps resolved with data types: `coldcache resolve`).
     #[arg(long, value_enum, default_value = "function")]
-    by: ByArg,
+    by: DiffByArg,
     #[command(flatten)]
     common: Common,
+}
+
+/// Row granularity of `diff`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DiffByArg {
+    /// Functions.
+    Function,
+    /// Source lines.
+    Line,
+    /// Data types (by name).
+    Type,
+    /// Fields of data types (`Type::member`).
+    Field,
 }
 
 /// Largest dump read. The format states no limit; this one only keeps a
@@ -467,19 +481,31 @@ pub fn diff(a: DiffArgs) -> Result<()> {
     let before = profile(&a.before, &a.common)?;
     let after = profile(&a.after, &a.common)?;
     let c = &a.common;
-    if a.by == ByArg::Instruction {
-        bail!("diff compares functions or lines: instructions move between builds");
-    }
+    let (by, data) = match a.by {
+        DiffByArg::Function => (By::Function, None),
+        DiffByArg::Line => (By::Line, None),
+        DiffByArg::Type => (By::Function, Some(diff::DataRows::Type)),
+        DiffByArg::Field => (By::Function, Some(diff::DataRows::Field)),
+    };
     let v = diff::diff(
         &before,
         &after,
         &DiffQuery {
-            by: a.by.into(),
+            by,
             sort: c.sort.clone(),
             filter: c.filter.clone(),
             limit: c.limit.or((!c.json).then_some(30)),
+            data,
         },
-    )?;
+    )
+    .map_err(|e| match e {
+        coldcache_analysis::AnalysisError::NoDataTypes => anyhow::anyhow!(
+            "{} or {} has no data types: run `coldcache resolve` on it (a dump resolved before data types existed, or with a coldcache that has none)",
+            a.before.display(),
+            a.after.display()
+        ),
+        e => e.into(),
+    })?;
     if c.json {
         return print_json(&v);
     }

@@ -9,7 +9,8 @@
 //!   misses in both levels of the default cache, and the layout view flags
 //!   it as a hot field in a cold line. With the flag moved into the first
 //!   line (`-DFLAGS_IN_HOT_LINE`), `physics` has just brought that line
-//!   into the second level: the L2 misses of `flags` are gone.
+//!   into the second level: the L2 misses of `flags` are gone, and `diff
+//!   --by field` says so.
 //! - `tests-programs/data/shapes.cpp`: heap objects through a pointer
 //!   array, a global table, a stack array, nested structs, a base class, a
 //!   union, a `std::vector`, each with its access count.
@@ -172,6 +173,31 @@ fn the_talks_flag_in_a_cold_line_and_after_moving_it() {
     assert!(
         !layout.contains("HOT FIELD IN A COLD LINE: flags"),
         "{layout}"
+    );
+
+    // diff by field: the flag's memory fetches gone, nothing else moved.
+    let out = Command::new(COLDCACHE)
+        .current_dir(&dir)
+        .args([
+            "diff",
+            "cold.ccdump",
+            "hot.ccdump",
+            "--by",
+            "field",
+            "--sort",
+            "mem",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "diff: {}", text(&out.stderr));
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = d["rows"].as_array().unwrap();
+    assert_eq!(rows[0]["label"], "game::Entity::flags", "{d}");
+    assert_eq!(rows[0]["change"].as_f64(), Some(-8192.0), "{d}");
+    assert!(
+        rows[1..].iter().all(|r| r["change"].as_f64() == Some(0.0)),
+        "{d}"
     );
 }
 

@@ -466,6 +466,7 @@ impl App {
                         sort: q.get("sort").filter(|s| !s.is_empty()).cloned(),
                         filter: q.get("filter").filter(|s| !s.is_empty()).cloned(),
                         limit: Some(num(q, "limit", 200)?),
+                        data: None,
                     },
                 )
                 .map_err(bad)?;
