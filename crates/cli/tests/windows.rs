@@ -318,18 +318,46 @@ fn serial_schedule_gives_identical_dumps_of_a_deterministic_threaded_program() {
                 .collect()
         };
         let serial = runs("serial");
-        let first = fingerprint(&serial[0]);
         assert_eq!(serial[0].threads.len(), 5, "{mode}: main and four workers");
         assert_eq!(
             serial[0].meta.schedule, "serial, quantum 10000 instructions",
             "{mode}"
         );
-        for (i, d) in serial.iter().enumerate().skip(1) {
+        // A run whose thread waited more than the schedule's 2 s for a
+        // turn (a loaded machine) went on and says its interleaving may
+        // differ: it is left out of the comparison, not the others.
+        let stalled = |d: &Dump| {
+            d.meta
+                .notes
+                .iter()
+                .any(|n| n.starts_with("schedule serial: a thread waited"))
+        };
+        let kept: Vec<(usize, &Dump)> = serial
+            .iter()
+            .enumerate()
+            .filter(|(i, d)| {
+                let s = stalled(d);
+                if s {
+                    eprintln!("{mode}: serial run {i} stalled (a loaded machine): not compared");
+                }
+                !s
+            })
+            .collect();
+        let Some(&(i0, d0)) = kept.first() else {
+            eprintln!("{mode}: every serial run stalled: nothing compared");
+            continue;
+        };
+        let first = fingerprint(d0);
+        for &(i, d) in &kept[1..] {
             let f = fingerprint(d);
-            assert_eq!(f.0, first.0, "{mode}: run {i}'s totals differ from run 0's");
+            assert_eq!(
+                f.0, first.0,
+                "{mode}: run {i}'s totals differ from run {i0}'s (notes: {:?} / {:?})",
+                d.meta.notes, d0.meta.notes
+            );
             assert!(
                 f.1 == first.1,
-                "{mode}: run {i}'s records differ from run 0's"
+                "{mode}: run {i}'s records differ from run {i0}'s"
             );
         }
         let os = runs("os");
