@@ -84,6 +84,14 @@ pub fn resolve_file(
     crate::write_output(output, &dump.to_bytes())?;
     let mut text = summary(&dump, output, took);
     text += &sources_text(&dump, src.as_ref());
+    // How many data accesses got a type (`report --view data`).
+    if let Some(c) = coldcache_analysis::data::coverage_of(&dump, &|_| true) {
+        text += &format!(
+            "  data types: {} (coldcache report {} --view data)\n",
+            c.text(),
+            output.display()
+        );
+    }
     Ok(text)
 }
 
