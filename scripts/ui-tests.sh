@@ -4,7 +4,9 @@
 # the pushbuffer example before and after its fix (scripts/demo.sh), serves
 # the two dumps, runs ui-tests/e2e.mjs, and stops the server with SIGINT
 # (it must stop cleanly); then ui-tests/mismatch.mjs on two dumps simulated
-# with different caches, and ui-tests/hostile.mjs on a hostile dump. Screenshots: target/ui-screenshots/.
+# with different caches, ui-tests/hostile.mjs on a hostile dump, and
+# ui-tests/data.mjs (the Data tab) on a dump with data types of
+# tests-programs/data/entities.cpp. Screenshots: target/ui-screenshots/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -68,6 +70,20 @@ server=$!
 for _ in $(seq 1 100); do grep -q "token=" "$log" && break; sleep 0.1; done
 url=$(grep -o 'http://[^ ]*token=[0-9a-f]*' "$log")
 COLDCACHE_UI_URL="$url" SCREENSHOTS="$shots" node ui-tests/hostile.mjs
+kill -INT $server
+wait $server || { echo "the server exited with an error" >&2; cat "$log" >&2; exit 1; }
+# The Data tab: a dump with data types (the talk's flag in a cold line,
+# g++ -g -O2), its coverage, fields and layout as the CLI gives them.
+datadir=target/ui-data
+rm -rf "$datadir"; mkdir -p "$datadir"
+g++ -g -O2 -o "$datadir/entities" tests-programs/data/entities.cpp
+"$cc" record --no-progress --function game::frame -o "$datadir/entities.ccdump" -- "$datadir/entities" >/dev/null 2>&1
+"$cc" ui "$datadir/entities.ccdump" >"$log" 2>&1 &
+server=$!
+for _ in $(seq 1 100); do grep -q "token=" "$log" && break; sleep 0.1; done
+url=$(grep -o 'http://[^ ]*token=[0-9a-f]*' "$log")
+COLDCACHE_UI_URL="$url" SCREENSHOTS="$shots" COLDCACHE_BIN="$cc" \
+  DUMP="$datadir/entities.ccdump" node ui-tests/data.mjs
 kill -INT $server
 wait $server || { echo "the server exited with an error" >&2; cat "$log" >&2; exit 1; }
 echo "== ui tests passed; screenshots in $shots"

@@ -2,7 +2,7 @@
 // Run by scripts/ui-tests.sh on two copies of the dump written by
 // `cargo run -p coldcache-ui --example hostile_dump` (function names, file
 // paths, source text, module, thread, program, cache name, configuration,
-// notes and the second dump's file name carry HTML whose parsing would bump
+// notes, data types and the second dump's file name carry HTML whose parsing would bump
 // window.__xss or add an element). Every view is visited (the summary
 // above the flat and comparison pages too), each hostile
 // function selected, every flame frame hovered; after each, no payload
@@ -79,6 +79,26 @@ try {
   const code = await page.$$eval("table[data-test=source] td.code", (els) => els.map((e) => e.textContent));
   assert.ok(code.some((c) => c.includes("<script>window.__xss")), code.join("\n"));
   await page.screenshot({ path: `${shots}/hostile-source.png` });
+
+  // The Data tab (the dump has data types with hostile names): the tables,
+  // each type's layout, and an unknown type's message listing them.
+  await view("data", "table[data-test=data-fields] tr[data-test=field-row]");
+  const fields = await page.$$eval("table[data-test=data-fields] tr[data-test=field-row] td.label", (els) => els.map((e) => e.textContent));
+  assert.ok(fields.some((f) => f.startsWith("game::Ent<img src=x") && f.includes("pos<script>")), fields.join(" | "));
+  assert.match(await text(), /types <script>window.__xss/);
+  await page.locator("table[data-test=data-types] tr[data-test=type-row]").first().click();
+  await page.waitForSelector("table[data-test=layout] tr[data-test=member]");
+  await guard("layout");
+  const layout = await text();
+  for (const t of ["flags\"'><svg onload=", "V<script>window.__xss", "x<img src=x", "/s/\"'><svg onload="]) {
+    assert.ok(layout.includes(t), `the layout shows ${t} as text`);
+  }
+  await page.screenshot({ path: `${shots}/hostile-layout.png` });
+  await page.fill("input[data-test=type]", "<img src=x onerror=window.__xss=1>");
+  await page.press("input[data-test=type]", "Enter");
+  await page.waitForSelector("[data-test=error]");
+  await guard("layout of an unknown type");
+  assert.match(await page.textContent("[data-test=error]"), /no data type named '<img src=x onerror=window.__xss=1>'; the types are: V<script>/);
 
   await view("threads", "table[data-test=threads] tr td.label");
   assert.match(await text(), /worker<script>/);

@@ -19,7 +19,13 @@
 //! | `/api/flame.svg?dump&weight` | the whole flame graph as an SVG file (`coldcache-export`, inferno), to save |
 //! | `/api/diff?by&sort&filter&limit` | `diff::diff` of dump 0 → dump 1 |
 //! | `/api/source?dump&file` | a source file, only when the dump's line tables name it: its text embedded in the dump, else read from disk |
+//! | `/api/data?dump&sort&filter&limit` | `data::data`: coverage, per-module lines, the types and fields tables (`report --view data --json`) |
+//! | `/api/layout?dump&type` | `data::layout`: one type's members, holes, cache lines and their accesses (`report --view layout TYPE --json`); an unknown or ambiguous name is 404 or 400 with `find_type`'s message listing the candidates |
+//!
+//! A dump without data types answers `/api/data` and `/api/layout` with 400
+//! and the CLI's message (run `coldcache resolve` on it).
 
+use coldcache_analysis::data::{self, DataQuery};
 use coldcache_analysis::diff::{self, DiffQuery};
 use coldcache_analysis::flame::{self, FlameQuery};
 use coldcache_analysis::summary;
@@ -137,6 +143,8 @@ fn parameters(path: &str) -> Option<&'static [&'static str]> {
         "/api/flame.svg" => &["dump", "weight"],
         "/api/diff" => &["by", "sort", "filter", "limit"],
         "/api/source" => &["dump", "file"],
+        "/api/data" => &["dump", "sort", "filter", "limit"],
+        "/api/layout" => &["dump", "type"],
         _ => return None,
     })
 }
@@ -472,6 +480,31 @@ impl App {
                 .map_err(bad)?;
                 Ok(Reply::of(&v))
             }
+            "/api/data" => {
+                let p = self.data_profile(q)?;
+                let v = data::data(
+                    p,
+                    &DataQuery {
+                        sort: q.get("sort").filter(|s| !s.is_empty()).cloned(),
+                        filter: q.get("filter").filter(|s| !s.is_empty()).cloned(),
+                        limit: Some(num(q, "limit", 200)?),
+                    },
+                )
+                .map_err(bad)?;
+                Ok(Reply::of(&v))
+            }
+            "/api/layout" => {
+                let p = self.data_profile(q)?;
+                let name = q.get("type").filter(|s| !s.is_empty()).ok_or((
+                    400,
+                    "type= is missing (the data view lists the types)".to_string(),
+                ))?;
+                let v = data::layout(p, name).map_err(|e| match e {
+                    coldcache_analysis::AnalysisError::NoSuchType { .. } => (404, e.to_string()),
+                    e => bad(e),
+                })?;
+                Ok(Reply::of(&v))
+            }
             "/api/source" => {
                 let p = self.profile(q)?;
                 let file = q.get("file").ok_or((400, "file= is missing".to_string()))?;
@@ -534,7 +567,9 @@ impl App {
             if path != "/api/diff" {
                 m.insert("dump", dump.to_string());
             }
-            if matches!(path, "/api/flat" | "/api/tree" | "/api/diff") && !m.contains_key("sort") {
+            if matches!(path, "/api/flat" | "/api/tree" | "/api/diff" | "/api/data")
+                && !m.contains_key("sort")
+            {
                 m.insert("sort", views::default_sort(p));
             }
             if matches!(path, "/api/flat" | "/api/diff") && !m.contains_key("by") {
@@ -619,6 +654,24 @@ impl App {
             404,
             format!("no dump {i} (there are {})", self.profiles.len()),
         ))
+    }
+
+    /// The profile `q` names, refused as `coldcache report --view data`
+    /// refuses it when the dump has no data types.
+    fn data_profile(&self, q: &Query) -> Result<&Profile, (u16, String)> {
+        let p = self.profile(q)?;
+        if p.dump().data.is_none() {
+            let name = &self.profiles[num(q, "dump", 0)?].0;
+            return Err((
+                400,
+                format!(
+                    "dump {name} has no data types (no DATA section: it was written before dump format 4, \
+                     or resolved without them); run `coldcache resolve {name}` while its binaries and \
+                     their debug information exist to add them"
+                ),
+            ));
+        }
+        Ok(p)
     }
 
     fn function(&self, p: &Profile, q: &Query) -> Result<FnId, (u16, String)> {

@@ -33,6 +33,7 @@ function state() {
     find: h.get("find") || "",
     fcmp: h.get("fcmp") === "1",
     syntax: h.get("syntax") || "",
+    type: h.get("type") || "",
   };
 }
 
@@ -576,11 +577,142 @@ function renderSummary(s) {
   el.innerHTML = `${warn}<div class="cards">${META.dumps.map(summaryCard).join("")}</div>`;
 }
 
+
+// ---- data types: the data view and a type's layout ----
+// Shown only for a dump resolved with data types (/api/meta's
+// summary.data_types, null without).
+function hasData(s) { return !!dumpMeta(s).summary.data_types; }
+
+const pctOf = (x, total) => (total > 0 ? `${((100 * x) / total).toFixed(1)}%` : "0.0%");
+
+// The coverage line, as `coldcache report --view data` and the summary say it.
+function coverageText(c) {
+  return `${pctOf(c.typed, c.accesses)} of ${fmt(c.accesses)} data accesses typed, ${pctOf(c.with_field, c.accesses)} with a field (${fmt(c.typed_instructions)} of ${fmt(c.instructions)} instructions with data accesses typed)`;
+}
+
+async function viewData(s) {
+  controls(`<label>filter <input id="filter" data-test="filter" value="${esc(s.filter)}" placeholder="regex"></label>
+    ${columnsMenu(s)} <span class="muted">which types and fields the memory accesses touched · click a row for its type's layout</span>`);
+  let timer = null;
+  $("#filter").oninput = (e) => { clearTimeout(timer); timer = setTimeout(() => setState({ filter: e.target.value }), 300); };
+  wireColumns();
+  const v = await api("/api/data", { dump: s.dump, sort: sortName(s), filter: s.filter, limit: 300 });
+  const c = v.coverage;
+  const cols = visibleCols(s);
+  const levels = dumpMeta(s).levels;
+  const cell = (x, i) => (columns(s)[i].ratio
+    ? `<td class="num"><span class="count">${GROUPED1.format(x)}</span></td>`
+    : `<td class="num"><span class="count">${fmt(x)}</span><span class="pct">${share(x, v.totals[i])}</span></td>`);
+  const extra = `<th>%</th><th>reads</th><th>writes</th>`;
+  const table = (rows, kind) => {
+    const body = rows.map((r) => `<tr class="clickable" data-type="${esc(r.ty)}" data-test="${kind}-row"><td class="num">${r.percent.toFixed(2)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${cols.map((i) => cell(r.costs[i], i)).join("")}<td class="label">${esc(r.label)}</td></tr>`).join("");
+    const total = `<tr class="total"><td></td><td></td><td></td>${cols.map((i) => `<td class="num"><span class="count">${columns(s)[i].ratio ? GROUPED1.format(v.typed_totals[i]) : fmt(v.typed_totals[i])}</span></td>`).join("")}<td class="label">TOTAL of the typed instructions</td></tr>`;
+    return `<table data-test="data-${kind}s" data-sort="${esc(v.sort)}"><thead>${header(s, cols, extra, kind === "type" ? "type" : "field", true)}</thead><tbody>${body}${total}</tbody></table>`;
+  };
+  const modules = v.modules.map((m) => `<li>types of ${esc(m.module)}: ${m.found ? esc(m.found) : `<span class="muted">(not looked at)</span>`}</li>`).join("");
+  $("#main").innerHTML = `<p data-test="coverage"><b>data:</b> ${esc(coverageText(c))}</p>
+    <p class="muted" data-test="coverage-detail">untyped: ${fmt(c.untyped)} (${pctOf(c.untyped, c.accesses)}) · typed through a register holding a pointer ${fmt(c.via_register)}, a global or static ${fmt(c.via_global)}, the stack frame ${fmt(c.via_stack)} · misses per level: ${esc(levels.join(", "))}</p>
+    <ul class="muted" data-test="modules">${modules}</ul>
+    <h3>Types</h3>${table(v.types, "type")}
+    <p class="muted">${fmt(v.types.length)} of ${fmt(v.types_matched)} types · sorted by ${esc(v.sort)}</p>
+    <h3>Fields</h3>${table(v.fields, "field")}
+    <p class="muted">${fmt(v.fields.length)} of ${fmt(v.fields_matched)} fields · sorted by ${esc(v.sort)} · a field is Type::member.sub; Type::&lt;padding&gt; bytes of no member, [straddles] an operand spanning more than its field · typing is per instruction: which field, not which object</p>`;
+  wireSort($("#main"));
+  $("#main").querySelectorAll("tr[data-type]").forEach((tr) => (tr.onclick = () => setState({ view: "layout", type: tr.dataset.type })));
+}
+
+// A member's declaration as pahole writes it.
+function memberDecl(m) {
+  const name = m.base ? "<ancestor>" : m.bit_size > 0 ? `${m.name}:${m.bit_size}` : m.name;
+  return `${m.type_name} ${name};`;
+}
+
+async function viewLayout(s) {
+  controls(`<button id="to-data" data-test="to-data">← Data</button>
+    <label>type <input id="type" data-test="type" value="${esc(s.type)}" placeholder="Entity or game::Entity"></label>`);
+  $("#to-data").onclick = () => setState({ view: "data" });
+  $("#type").onchange = (e) => setState({ type: e.target.value });
+  if (!s.type) { $("#main").innerHTML = `<p class="muted">Name a type, or click one in the Data view.</p>`; return; }
+  const v = await api("/api/layout", { dump: s.dump, type: s.type });
+  const line = Math.max(1, v.line_size);
+  const counts = (m) => (m.reads + m.writes === 0
+    ? `<td class="num muted">.</td><td class="num muted">.</td>${v.levels.map(() => `<td class="num muted">.</td>`).join("")}`
+    : `<td class="num">${fmt(m.reads)}</td><td class="num">${fmt(m.writes)}</td>${m.misses.map((x) => `<td class="num">${fmt(x)}</td>`).join("")}`);
+  const blank = `<td></td><td></td>${v.levels.map(() => "<td></td>").join("")}`;
+  const rows = [];
+  const note = (text, cls, test) => rows.push(`<tr class="${cls}" data-test="${test}">${blank}<td></td><td></td><td class="code">${esc(text)}</td></tr>`);
+  const indent = (d) => "    ".repeat(d + 1);
+  const kw = { struct: "struct", class: "class", union: "union" }[v.kind] || "";
+  note(`${kw ? kw + " " : ""}${v.name} {${v.decl ? `  /* ${v.decl} */` : ""}`, "", "layout-open");
+  let last = 0, holes = 0, holeBytes = 0, sum = 0, top = 0;
+  let after = [];
+  const flush = () => { for (const [t, cls, test] of after) note(t, cls, test); after = []; };
+  v.members.forEach((m, k) => {
+    const ind = indent(m.depth);
+    if (m.depth === 0) {
+      flush();
+      const c = Math.floor(m.offset / line);
+      if (c > last) {
+        const ago = m.offset - c * line;
+        note(`${ind}/* --- cacheline ${c} boundary (${c * line} bytes)${ago ? ` was ${ago} bytes ago` : ""} --- */`, "boundary", "boundary");
+        last = c;
+      }
+    }
+    const pos = m.bit_size > 0 ? `${m.offset}:${m.bit_offset}` : `${m.offset}`;
+    rows.push(`<tr class="member" data-test="member" data-path="${esc(m.path)}">${counts(m)}<td class="num">${pos}</td><td class="num">${fmt(m.size)}</td><td class="code">${esc(ind + memberDecl(m))}</td></tr>`);
+    m.code.forEach((c, j) => {
+      const at = c.file ? `${c.function} ${c.file.split("/").pop()}:${c.line}` : c.function;
+      rows.push(`<tr class="site ${j >= 3 ? "hidden" : ""}" data-member="${k}" data-test="site">${blank}<td></td><td></td><td class="code muted">${esc(`${ind}    /* ${at}: ${c.accesses} accesses, ${c.misses} ${v.levels[0] || ""} misses */`)}</td></tr>`);
+    });
+    if (m.code.length > 3) rows.push(`<tr class="clickable more-sites" data-more="${k}">${blank}<td></td><td></td><td class="code muted">${esc(`${ind}    /* and ${m.code.length - 3} more source lines: click to show */`)}</td></tr>`);
+    if (m.depth === 0) {
+      top += 1; sum += m.size;
+      const end = m.offset + m.size;
+      const c = Math.floor(Math.max(0, end - 1) / line);
+      if (c > last && m.size > 0) { after.push([`${ind}/* --- cacheline ${c} boundary (${c * line} bytes) was ${end - c * line} bytes ago --- */`, "boundary", "boundary"]); last = c; }
+      if (m.hole_after > 0) { holes += 1; holeBytes += m.hole_after; after.push([`${ind}/* XXX ${m.hole_after} bytes hole, try to pack */`, "hole", "hole"]); }
+    }
+  });
+  flush();
+  if (v.other.reads + v.other.writes > 0) rows.push(`<tr data-test="other">${counts(v.other)}<td></td><td></td><td class="code">${esc("    /* accesses naming no member: padding, the whole object */")}</td></tr>`);
+  note(`    /* size: ${v.size}, cachelines: ${Math.ceil(v.size / line)}, members: ${top} */`, "", "layout-size");
+  if (holes) note(`    /* sum members: ${sum}, holes: ${holes}, sum holes: ${holeBytes} */`, "hole", "layout-holes");
+  if (v.padding > 0) note(`    /* padding: ${v.padding} */`, "hole", "layout-padding");
+  rows.push(`<tr class="total">${counts(v.total)}<td></td><td></td><td class="code">};</td></tr>`);
+  const missHeads = v.levels.map((l) => `<th>miss:${esc(l)}</th>`).join("");
+  // The cache lines, with the flags.
+  const first = v.levels[0] || "the first level";
+  const lines = v.lines.map((l) => {
+    let flags = "";
+    if (l.hot) flags += ` <span class="flag" data-test="hot-field" title="${esc(`${l.hot.field} gets ${l.hot.share.toFixed(1)}% of the line's ${l.reads + l.writes} accesses and misses ${first} on ${l.hot.misses} of its ${l.hot.accesses}; it uses ${l.hot.bytes} of the line's ${l.end - l.start} bytes`)}">HOT FIELD IN A COLD LINE: ${esc(l.hot.field)}</span>`;
+    if (l.false_sharing.length) {
+      const tids = [...new Set(l.false_sharing.map((f) => f.tid))];
+      flags += ` <span class="flag" data-test="false-sharing">FALSE SHARING? threads ${esc(tids.join(", "))}</span>`;
+    }
+    const who = l.false_sharing.length
+      ? `<div class="muted">${esc(l.false_sharing.map((f) => `thread ${f.tid} (${f.thread}) ${f.field} ${f.reads}r/${f.writes}w`).join("; "))}</div>` : "";
+    const hot = l.hot ? `<div class="muted">${esc(`${l.hot.field} gets ${l.hot.share.toFixed(1)}% of the line's ${l.reads + l.writes} accesses and misses ${first} on ${l.hot.misses} of its ${l.hot.accesses}; it uses ${l.hot.bytes} of the line's ${l.end - l.start} bytes`)}</div>` : "";
+    return `<tr class="${l.hot || l.false_sharing.length ? "flagged" : ""}" data-test="line" data-line="${l.index}"><td class="num">${l.index}</td><td class="num">${l.start}-${Math.max(l.start, l.end - 1)}</td><td class="num">${fmt(l.reads)}</td><td class="num">${fmt(l.writes)}</td>${l.misses.map((x) => `<td class="num">${fmt(x)}</td>`).join("")}<td class="label">${esc(l.members.join(", "))}${flags}${hot}${who}</td></tr>`;
+  }).join("");
+  $("#main").innerHTML = `<p data-test="layout-head">type <b>${esc(v.name)}</b>: ${fmt(v.size)} bytes; cache lines of ${fmt(v.line_size)} bytes (${esc(v.line_size_from)}), the object assumed to start on a line boundary</p>
+    <table class="layout" data-test="layout"><thead><tr><th>reads</th><th>writes</th>${missHeads}<th>offset</th><th>size</th><th class="label">layout</th></tr></thead><tbody>${rows.join("")}</tbody></table>
+    <h3>Cache lines</h3>
+    <table data-test="layout-lines"><thead><tr><th>line</th><th>bytes</th><th>reads</th><th>writes</th>${missHeads}<th class="label">members and flags</th></tr></thead><tbody>${lines}</tbody></table>
+    <p class="muted">Counts are the typed instructions' (an access counts to the line holding its first byte; a member's, every access whose member path goes through it).
+    HOT FIELD IN A COLD LINE: one field gets at least 90% of the line's accesses, misses ${esc(first)} on at least 10% of them, and covers less than half of the line's bytes: the rest of the line is fetched for it.
+    FALSE SHARING?: one thread writes a field of the line and another thread accesses another field; typing is per instruction, so whether the threads touch the same object is not known.</p>`;
+  $("#main").querySelectorAll("tr[data-more]").forEach((tr) => (tr.onclick = () => {
+    $("#main").querySelectorAll(`tr.site[data-member="${tr.dataset.more}"]`).forEach((r) => r.classList.remove("hidden"));
+    tr.remove();
+  }));
+}
+
 // ---- frame ----
 async function render() {
   const s = state();
-  document.querySelectorAll("#tabs a").forEach((a) => a.classList.toggle("active", a.dataset.view === s.view));
+  document.querySelectorAll("#tabs a").forEach((a) => a.classList.toggle("active", a.dataset.view === s.view || (s.view === "layout" && a.dataset.view === "data")));
   $("#tab-compare").classList.toggle("disabled", !META.compare);
+  $("#tab-data").classList.toggle("disabled", !hasData(s));
   $("#dumps").innerHTML = META.dumps.length > 1
     ? `dump <select id="dump" data-test="dump">${META.dumps.map((d, i) => `<option value="${i}" ${i === s.dump ? "selected" : ""}>${"AB"[i] || i}: ${esc(d.name)}</option>`).join("")}</select>`
     : esc(META.dumps[0].name);
@@ -597,6 +729,8 @@ async function render() {
       case "flame": await viewFlame(s); break;
       case "capture": viewCapture(s); break;
       case "compare": await viewCompare(s); break;
+      case "data": await viewData(s); break;
+      case "layout": await viewLayout(s); break;
       default: await viewFlat(s);
     }
   } catch (e) {

@@ -1,0 +1,96 @@
+// The Data tab of `coldcache ui` in a real browser (run by
+// scripts/ui-tests.sh on a dump of tests-programs/data/entities.cpp, the
+// talk's flag in a cold cache line, recorded with data types). What the page
+// shows is checked against what the CLI prints of the same dump:
+// `report --view data --json` (coverage, a field's reads and writes) and
+// `report --view layout Entity` (the cache-line boundaries and the HOT FIELD
+// flag). Environment:
+//   COLDCACHE_UI_URL   the URL the server printed (with its token)
+//   SCREENSHOTS        directory for the screenshots
+//   COLDCACHE_BIN      the coldcache binary
+//   DUMP               the dump served
+import { launch } from "./browser.mjs";
+import assert from "node:assert/strict";
+import { mkdirSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+
+const url = process.env.COLDCACHE_UI_URL;
+const shots = process.env.SCREENSHOTS || "screenshots";
+const bin = process.env.COLDCACHE_BIN;
+const dump = process.env.DUMP;
+assert.ok(url && bin && dump, "COLDCACHE_UI_URL, COLDCACHE_BIN and DUMP must be set");
+mkdirSync(shots, { recursive: true });
+
+const cli = (...args) => execFileSync(bin, args, { encoding: "utf8" });
+const grouped = (n) => new Intl.NumberFormat("en-US").format(n);
+const pct = (x, total) => (total > 0 ? `${((100 * x) / total).toFixed(1)}%` : "0.0%");
+// The truth: the CLI's data view (JSON, every row) and layout (text).
+const data = JSON.parse(cli("report", dump, "--view", "data", "--json"));
+const c = data.coverage;
+assert.ok(c.typed > 0.99 * c.accesses, `entities is typed: ${JSON.stringify(c)}`);
+const flags = data.fields.find((f) => f.label === "game::Entity::flags");
+assert.ok(flags, "the CLI lists game::Entity::flags");
+const layoutText = cli("report", dump, "--view", "layout", "Entity");
+const boundaries = layoutText.split("\n").map((l) => (l.match(/\/\* --- cacheline .* --- \*\//) || [])[0]).filter(Boolean);
+assert.ok(boundaries.length >= 2, `the CLI draws the boundaries: ${layoutText}`);
+assert.match(layoutText, /HOT FIELD IN A COLD LINE: flags/);
+
+const { browser, page, errors } = await launch();
+const step = async (name, fn) => {
+  const t0 = Date.now();
+  await fn();
+  await page.screenshot({ path: `${shots}/${name}.png`, fullPage: false });
+  console.log(`ok   ${name} (${Date.now() - t0} ms)`);
+};
+try {
+  await step("30-data-tab", async () => {
+    await page.goto(url);
+    await page.waitForSelector("table[data-test=flat] tbody tr");
+    // The tab is shown for a dump with data types.
+    assert.ok(await page.isVisible("#tabs a[data-view=data]"), "the Data tab is shown");
+    await page.click("#tabs a[data-view=data]");
+    await page.waitForSelector("table[data-test=data-fields] tbody tr[data-test=field-row]");
+    assert.match(page.url(), /#.*view=data/);
+    assert.equal(
+      (await page.textContent("[data-test=coverage]")).trim(),
+      `data: ${pct(c.typed, c.accesses)} of ${grouped(c.accesses)} data accesses typed, ${pct(c.with_field, c.accesses)} with a field (${grouped(c.typed_instructions)} of ${grouped(c.instructions)} instructions with data accesses typed)`,
+    );
+    const row = page.locator("table[data-test=data-fields] tr[data-test=field-row]").filter({ has: page.locator("td.label", { hasText: /^game::Entity::flags$/ }) });
+    assert.equal(await row.count(), 1, "one row for game::Entity::flags");
+    const cells = await row.locator("td").allTextContents();
+    // %, reads, writes first, as the CLI's columns.
+    assert.equal(cells[0], flags.percent.toFixed(2));
+    assert.equal(cells[1], grouped(flags.reads));
+    assert.equal(cells[2], grouped(flags.writes));
+    // Sorted by the CLI's default column: the same first field.
+    assert.equal(await page.textContent("table[data-test=data-fields] tbody tr[data-test=field-row] td.label"), data.fields[0].label);
+  });
+  await step("31-data-layout", async () => {
+    await page.locator("table[data-test=data-types] tr[data-test=type-row]").filter({ has: page.locator("td.label", { hasText: /^game::Entity$/ }) }).click();
+    await page.waitForSelector("table[data-test=layout] tr[data-test=boundary]");
+    assert.match(decodeURIComponent(page.url()), /#.*view=layout.*type=game::Entity/);
+    const shown = (await page.$$eval("table[data-test=layout] tr[data-test=boundary] td.code", (els) => els.map((e) => e.textContent.trim())));
+    assert.deepEqual(shown, boundaries, "the boundaries the CLI draws");
+    const flagsRow = page.locator("table[data-test=layout] tr[data-test=member][data-path=flags]");
+    assert.match(await flagsRow.textContent(), /uint16_t flags;/);
+    const hot = await page.textContent("table[data-test=layout-lines] [data-test=hot-field]");
+    assert.equal(hot, "HOT FIELD IN A COLD LINE: flags");
+  });
+  await step("32-layout-url", async () => {
+    // Straight from the URL, by the type's last component.
+    await page.goto(`${url}#view=layout&type=Entity`);
+    await page.waitForSelector("table[data-test=layout] tr[data-test=boundary]");
+    assert.match(await page.textContent("[data-test=layout-head]"), /type game::Entity: 192 bytes; cache lines of 64 bytes/);
+    // An unknown type: the CLI's message, listing the types.
+    await page.goto(`${url}#view=layout&type=NoSuchType`);
+    await page.waitForSelector("[data-test=error]");
+    assert.match(await page.textContent("[data-test=error]"), /no data type named 'NoSuchType'; the types are: .*game::Entity/);
+  });
+  assert.deepEqual(errors, [], "page errors");
+} catch (e) {
+  await page.screenshot({ path: `${shots}/data-failure.png` });
+  console.error(e);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
