@@ -156,8 +156,122 @@ impl Typing {
         let mut out = self.out;
         out.accesses.sort_by_key(|a| a.addr);
         out.accesses.dedup_by_key(|a| a.addr);
+        merge_duplicates(&mut out);
         prune(&mut out);
         out
+    }
+}
+
+/// Makes one type of the copies DWARF gives of it: a C++ type defined in
+/// a header has an entry in every compilation unit that uses it (and a
+/// program and its libraries may share one), and `report --view layout
+/// Entity` must find one `Entity`, with every access to it. Copies are
+/// types of the same name, kind, size, declaration and members (names,
+/// offsets, sizes, bit-fields, types as written); accesses and members
+/// are pointed at the first copy, and `prune` drops the others. Types of
+/// one name that differ (two C files each with its own `struct node`) stay
+/// apart.
+fn merge_duplicates(d: &mut DataTypes) {
+    use std::collections::HashMap;
+    type Key<'a> = (
+        &'a str,
+        coldcache_dump::TypeKind,
+        u64,
+        &'a str,
+        Vec<(&'a str, u64, u64, u32, u32, &'a str, u64, bool)>,
+    );
+    let mut first: HashMap<Key, u32> = HashMap::new();
+    let mut canon: Vec<u32> = Vec::with_capacity(d.types.len());
+    for (i, t) in d.types.iter().enumerate() {
+        let key: Key = (
+            &t.name,
+            t.kind,
+            t.size,
+            &t.decl,
+            t.members
+                .iter()
+                .map(|m| {
+                    (
+                        m.name.as_str(),
+                        m.offset,
+                        m.size,
+                        m.bit_offset,
+                        m.bit_size,
+                        m.type_name.as_str(),
+                        m.count,
+                        m.base,
+                    )
+                })
+                .collect(),
+        );
+        canon.push(*first.entry(key).or_insert(i as u32));
+    }
+    for a in &mut d.accesses {
+        a.ty = canon[a.ty as usize];
+    }
+    for t in &mut d.types {
+        for m in &mut t.members {
+            if m.ty != NO_TYPE {
+                m.ty = canon[m.ty as usize];
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldcache_dump::{Member, TypeKind, Via};
+
+    fn entity(decl: &str, flags_at: u64) -> DataType {
+        DataType {
+            name: "game::Entity".into(),
+            kind: TypeKind::Struct,
+            size: 192,
+            members: vec![Member {
+                name: "flags".into(),
+                offset: flags_at,
+                size: 2,
+                type_name: "uint16_t".into(),
+                ty: NO_TYPE,
+                ..Member::default()
+            }],
+            decl: decl.into(),
+        }
+    }
+
+    fn access(addr: u64, ty: u32) -> TypedAccess {
+        TypedAccess {
+            addr,
+            ty,
+            offset: 160,
+            size: 2,
+            path: vec![0],
+            straddles: false,
+            via: Via::Register,
+            variable: "e".into(),
+        }
+    }
+
+    /// Two compilation units' copies of one header's type become one; a
+    /// different type of the same name stays apart.
+    #[test]
+    fn copies_of_a_type_from_several_units_are_one_type() {
+        let mut d = DataTypes {
+            types: vec![
+                entity("a.h:3", 160),
+                entity("a.h:3", 160),
+                entity("other.c:9", 24),
+            ],
+            accesses: vec![access(0x10, 0), access(0x20, 1), access(0x30, 2)],
+            modules: Vec::new(),
+        };
+        merge_duplicates(&mut d);
+        prune(&mut d);
+        assert_eq!(d.types.len(), 2);
+        assert_eq!(d.accesses[0].ty, d.accesses[1].ty);
+        assert_ne!(d.accesses[0].ty, d.accesses[2].ty);
+        assert_eq!(d.types[d.accesses[2].ty as usize].decl, "other.c:9");
     }
 }
 
