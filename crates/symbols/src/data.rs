@@ -218,6 +218,54 @@ fn merge_duplicates(d: &mut DataTypes) {
     }
 }
 
+/// Drops the types no access reaches (through members), renumbering.
+fn prune(d: &mut DataTypes) {
+    let n = d.types.len();
+    let mut keep = vec![false; n];
+    let mut stack: Vec<u32> = d.accesses.iter().map(|a| a.ty).collect();
+    while let Some(t) = stack.pop() {
+        let Some(k) = keep.get_mut(t as usize) else {
+            continue;
+        };
+        if *k {
+            continue;
+        }
+        *k = true;
+        stack.extend(
+            d.types[t as usize]
+                .members
+                .iter()
+                .map(|m| m.ty)
+                .filter(|&ty| ty != NO_TYPE),
+        );
+    }
+    let mut new_index = vec![NO_TYPE; n];
+    let mut next = 0u32;
+    for (i, k) in keep.iter().enumerate() {
+        if *k {
+            new_index[i] = next;
+            next += 1;
+        }
+    }
+    let types = std::mem::take(&mut d.types);
+    d.types = types
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep[*i])
+        .map(|(_, mut t)| {
+            for m in &mut t.members {
+                if m.ty != NO_TYPE {
+                    m.ty = new_index.get(m.ty as usize).copied().unwrap_or(NO_TYPE);
+                }
+            }
+            t
+        })
+        .collect();
+    for a in &mut d.accesses {
+        a.ty = new_index[a.ty as usize];
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,53 +320,5 @@ mod tests {
         assert_eq!(d.accesses[0].ty, d.accesses[1].ty);
         assert_ne!(d.accesses[0].ty, d.accesses[2].ty);
         assert_eq!(d.types[d.accesses[2].ty as usize].decl, "other.c:9");
-    }
-}
-
-/// Drops the types no access reaches (through members), renumbering.
-fn prune(d: &mut DataTypes) {
-    let n = d.types.len();
-    let mut keep = vec![false; n];
-    let mut stack: Vec<u32> = d.accesses.iter().map(|a| a.ty).collect();
-    while let Some(t) = stack.pop() {
-        let Some(k) = keep.get_mut(t as usize) else {
-            continue;
-        };
-        if *k {
-            continue;
-        }
-        *k = true;
-        stack.extend(
-            d.types[t as usize]
-                .members
-                .iter()
-                .map(|m| m.ty)
-                .filter(|&ty| ty != NO_TYPE),
-        );
-    }
-    let mut new_index = vec![NO_TYPE; n];
-    let mut next = 0u32;
-    for (i, k) in keep.iter().enumerate() {
-        if *k {
-            new_index[i] = next;
-            next += 1;
-        }
-    }
-    let types = std::mem::take(&mut d.types);
-    d.types = types
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| keep[*i])
-        .map(|(_, mut t)| {
-            for m in &mut t.members {
-                if m.ty != NO_TYPE {
-                    m.ty = new_index.get(m.ty as usize).copied().unwrap_or(NO_TYPE);
-                }
-            }
-            t
-        })
-        .collect();
-    for a in &mut d.accesses {
-        a.ty = new_index[a.ty as usize];
     }
 }
