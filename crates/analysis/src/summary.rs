@@ -218,21 +218,59 @@ pub fn capture_mode(meta: &Meta) -> String {
     mode
 }
 
-/// What started and what stopped a capture with this trigger, in words.
-fn start_and_stop(meta: &Meta) -> (String, String) {
+/// The name a person reads for the symbol of a `function:` trigger (the
+/// trigger keeps the symbol as found, `_ZN4game5frameEPNS_6EntityEi`): the
+/// demangled name of the function the capture's stacks start in, when the
+/// dump is resolved and that function is the symbol's (its last name part
+/// appears in the symbol as the mangling writes it: `5frame`, or the
+/// symbol is the name); else the symbol.
+fn function_name(p: &Profile, symbol: &str) -> String {
+    let d = p.dump();
+    let Some(syms) = d.symbols.as_ref() else {
+        return symbol.to_string();
+    };
+    let is_it = |name: &str| {
+        let base = name.split('(').next().unwrap_or(name);
+        let last = base.rsplit("::").next().unwrap_or(base);
+        name == symbol || (!last.is_empty() && symbol.contains(&format!("{}{last}", last.len())))
+    };
+    // The functions the window's stacks enter (the callees of their call
+    // sites: the stacks reach down from `_start` in a `--function`
+    // capture), and those of its first instructions.
+    let outermost = |addr: u64| -> Option<&str> {
+        let f = syms.location(addr)?.frames.last()?;
+        syms.functions
+            .get(f.function as usize)
+            .map(|f| f.name.as_str())
+    };
+    d.stacks
+        .iter()
+        .map(|n| n.callee)
+        .filter(|&c| c != 0)
+        .chain(d.records.iter().map(|r| r.ip).take(64))
+        .filter_map(outermost)
+        .find(|name| is_it(name))
+        .map_or_else(|| symbol.to_string(), str::to_string)
+}
+
+/// What started and what stopped a capture with this trigger, in words
+/// (`function`: the name to say for a `function:` trigger's symbol).
+fn start_and_stop(meta: &Meta, function: Option<&str>) -> (String, String) {
     let (started, stopped) = match meta.trigger.split_once(':') {
-        Some(("function", name)) => match meta.calls.split_once(" to ") {
-            Some((first, last)) => (
-                format!("entry to {name} (call {first})"),
-                format!("{name} returned (call {last})"),
-            ),
-            // The first call (the default) needs no saying.
-            None if !meta.calls.is_empty() && meta.calls != "1" => (
-                format!("entry to {name} (call {})", meta.calls),
-                format!("{name} returned"),
-            ),
-            None => (format!("entry to {name}"), format!("{name} returned")),
-        },
+        Some(("function", symbol)) => {
+            match (function.unwrap_or(symbol), meta.calls.split_once(" to ")) {
+                (name, Some((first, last))) => (
+                    format!("entry to {name} (call {first})"),
+                    format!("{name} returned (call {last})"),
+                ),
+                // The first call (the default) needs no saying.
+                (name, None) if !meta.calls.is_empty() && meta.calls != "1" => (
+                    format!("entry to {name} (call {})", meta.calls),
+                    format!("{name} returned"),
+                ),
+                (name, None) => (format!("entry to {name}"), format!("{name} returned")),
+            }
+        }
         _ => match meta.trigger.as_str() {
             "signal" => (
                 "a signal (`coldcache trigger`)".to_string(),
@@ -272,7 +310,11 @@ pub fn summary(p: &Profile) -> Summary {
             })
         })
         .collect();
-    let (started, stopped) = start_and_stop(m);
+    let function = m
+        .trigger
+        .strip_prefix("function:")
+        .map(|sym| function_name(p, sym));
+    let (started, stopped) = start_and_stop(m, function.as_deref());
     Summary {
         program: m.program.clone(),
         cache_name: m.cache_name.clone(),
@@ -299,6 +341,10 @@ pub fn summary(p: &Profile) -> Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn start_and_stop_of(m: &Meta) -> (String, String) {
+        start_and_stop(m, None)
+    }
 
     fn meta(trigger: &str, cut: Option<&str>, notes: &[&str]) -> Meta {
         Meta {
@@ -382,7 +428,7 @@ mod tests {
 
     #[test]
     fn the_window_says_what_started_and_stopped_it() {
-        let w = start_and_stop(&meta("function:run_frames", None, &[]));
+        let w = start_and_stop_of(&meta("function:run_frames", None, &[]));
         assert_eq!(
             w,
             ("entry to run_frames".into(), "run_frames returned".into())
@@ -390,27 +436,27 @@ mod tests {
         let mut m = meta("function:frame", None, &[]);
         m.calls = "1".into();
         assert_eq!(
-            start_and_stop(&m),
+            start_and_stop_of(&m),
             ("entry to frame".into(), "frame returned".into())
         );
         m.calls = "3".into();
         assert_eq!(
-            start_and_stop(&m),
+            start_and_stop_of(&m),
             ("entry to frame (call 3)".into(), "frame returned".into())
         );
         m.calls = "3 to 5".into();
         assert_eq!(
-            start_and_stop(&m),
+            start_and_stop_of(&m),
             (
                 "entry to frame (call 3)".into(),
                 "frame returned (call 5)".into()
             )
         );
         assert_eq!(
-            start_and_stop(&meta("trace", None, &[])),
+            start_and_stop_of(&meta("trace", None, &[])),
             ("the trace's first record".into(), "its last record".into())
         );
-        let w = start_and_stop(&meta("signal", Some("the program exited"), &[]));
+        let w = start_and_stop_of(&meta("signal", Some("the program exited"), &[]));
         assert_eq!(
             w,
             (

@@ -153,6 +153,15 @@ fn the_talks_flag_in_a_cold_line_and_after_moving_it() {
     let (vr, _, vm) = field(&v, "game::Entity::vel");
     assert_eq!(vr, 8192);
     assert_eq!(pm[0] + vm[0], 8192, "one miss per entity's first line");
+    // The window is named as people read the function, not by its symbol
+    // (`_ZN4game5frameEPNS_6EntityEi`).
+    let header = report_text(&dir, "cold.ccdump", &[]);
+    assert!(
+        header.contains(
+            "entry to game::frame(game::Entity*, int) → game::frame(game::Entity*, int) returned"
+        ),
+        "{header}"
+    );
     let layout = report_text(&dir, "cold.ccdump", &["--view", "layout", "Entity"]);
     assert!(
         layout.contains("HOT FIELD IN A COLD LINE: flags"),
