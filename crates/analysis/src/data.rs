@@ -168,32 +168,10 @@ pub fn coverage(p: &Profile) -> Option<Coverage> {
     coverage_of(p.dump(), &|i| p.record_kept(i))
 }
 
-/// The label of an access's field as the data view shows it:
-/// [`DataTypes::field_name`] (`Entity::pos.y`) for a member path,
-/// `Entity::<padding>` for bytes of no member, `Entity` for the whole
-/// object; a scalar type with the variable it was reached through (`kTable
-/// (unsigned int)` for a global or a local, `*bytes (unsigned char)`
-/// through a pointer); `[straddles]` appended when the operand spans more
-/// than the field.
+/// The label of an access's field as the data view shows it
+/// ([`DataTypes::label`], where every view gets it).
 pub fn field_label(data: &DataTypes, a: &TypedAccess) -> String {
-    let mut s = match data.types.get(a.ty as usize) {
-        Some(t) if t.kind == TypeKind::Scalar && !a.variable.is_empty() => match a.via {
-            coldcache_dump::Via::Register => format!("*{} ({})", a.variable, t.name),
-            _ => format!("{} ({})", a.variable, t.name),
-        },
-        Some(t) if a.path.is_empty() && t.kind != TypeKind::Scalar => {
-            if a.offset == 0 && u64::from(a.size) >= t.size {
-                t.name.clone()
-            } else {
-                format!("{}::<padding>", t.name)
-            }
-        }
-        _ => data.field_name(a),
-    };
-    if a.straddles {
-        s.push_str(" [straddles]");
-    }
-    s
+    data.label(a)
 }
 
 /// A query of the data view.
@@ -1103,11 +1081,4 @@ fn false_sharing(
         .collect();
     v.sort_by(|a, b| a.tid.cmp(&b.tid).then_with(|| a.field.cmp(&b.field)));
     v
-}
-
-/// The field each typed instruction of `p` touches ([`field_label`]), by
-/// address: the annotate view's marker.
-pub fn field_at(p: &Profile, addr: u64) -> Option<String> {
-    let data = p.dump().data.as_ref()?;
-    data.access(addr).map(|a| field_label(data, a))
 }

@@ -1009,7 +1009,7 @@ pub fn annotate(p: &Profile, fs: &[FnId], source: &dyn Fn(&str) -> Option<String
         if let (Some(d), Some(mc)) = (data, miss) {
             let n = mc.int_value(&r.counters);
             if let Some(a) = d.access(r.ip).filter(|_| n > 0) {
-                let label = crate::data::field_label(d, a);
+                let label = d.label(a);
                 let v = missed.entry((fr.file, fr.line)).or_default();
                 match v.iter_mut().find(|e| e.0 == label) {
                     Some(e) => e.1 += n,
@@ -1252,7 +1252,11 @@ pub fn disassembly_with(p: &Profile, fs: &[FnId], o: &AsmOptions) -> AsmView {
             line: inner.line,
             inlined: (!fs.contains(&inner.function)).then(|| fn_label(p, inner.function)),
             costs: values(cols, costs),
-            field: crate::data::field_at(p, a),
+            field: p
+                .dump()
+                .data
+                .as_ref()
+                .and_then(|d| d.access(a).map(|x| d.label(x))),
             gap_before: next_expected.is_some_and(|n| n != a),
         });
         next_expected = (len > 0).then(|| a + len as u64);

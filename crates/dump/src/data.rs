@@ -14,7 +14,7 @@
 //! the data views add the same rows the code views add, so their totals
 //! agree by construction.
 
-use crate::varint;
+use crate::varint::{self, opt, unopt};
 use crate::DumpError;
 
 /// Sentinel for "no type" in [`Member::ty`].
@@ -231,6 +231,34 @@ impl DataTypes {
         s
     }
 
+    /// The label of an access's field as the data views show it:
+    /// [`DataTypes::field_name`] (`Entity::pos.y`) for a member path,
+    /// `Entity::<padding>` for bytes of no member, `Entity` for the whole
+    /// object; a scalar type with the variable it was reached through
+    /// (`kTable (unsigned int)` for a global or a local, `*bytes (unsigned
+    /// char)` through a pointer); `[straddles]` appended when the operand
+    /// spans more than the field.
+    pub fn label(&self, a: &TypedAccess) -> String {
+        let mut s = match self.types.get(a.ty as usize) {
+            Some(t) if t.kind == TypeKind::Scalar && !a.variable.is_empty() => match a.via {
+                Via::Register => format!("*{} ({})", a.variable, t.name),
+                _ => format!("{} ({})", a.variable, t.name),
+            },
+            Some(t) if a.path.is_empty() && t.kind != TypeKind::Scalar => {
+                if a.offset == 0 && u64::from(a.size) >= t.size {
+                    t.name.clone()
+                } else {
+                    format!("{}::<padding>", t.name)
+                }
+            }
+            _ => self.field_name(a),
+        };
+        if a.straddles {
+            s.push_str(" [straddles]");
+        }
+        s
+    }
+
     pub(crate) fn encode(&self, b: &mut Vec<u8>) {
         varint::put(b, self.types.len() as u64);
         for t in &self.types {
@@ -392,22 +420,5 @@ impl DataTypes {
             accesses,
             modules,
         })
-    }
-}
-
-/// Encodes an index with a sentinel as `index + 1`, 0 for the sentinel.
-fn opt(i: u32) -> u64 {
-    if i == u32::MAX {
-        0
-    } else {
-        u64::from(i) + 1
-    }
-}
-
-fn unopt(v: u32) -> u32 {
-    if v == 0 {
-        u32::MAX
-    } else {
-        v - 1
     }
 }

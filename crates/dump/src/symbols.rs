@@ -6,7 +6,7 @@
 //! binary. It is filled by the resolver (`crates/symbols`) and read by the
 //! analysis (`crates/analysis`); this module only encodes and decodes it.
 
-use crate::varint;
+use crate::varint::{self, opt, unopt};
 use crate::DumpError;
 
 /// Sentinel for "no file" in [`Frame::file`] and [`Function::file`].
@@ -268,22 +268,5 @@ impl Symbols {
             locations,
             modules,
         })
-    }
-}
-
-/// Encodes an index with a sentinel as `index + 1`, 0 for the sentinel.
-fn opt(i: u32) -> u64 {
-    if i == u32::MAX {
-        0
-    } else {
-        u64::from(i) + 1
-    }
-}
-
-fn unopt(v: u32) -> u32 {
-    if v == 0 {
-        u32::MAX
-    } else {
-        v - 1
     }
 }

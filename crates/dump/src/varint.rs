@@ -6,6 +6,24 @@ use coldcache_fsio::varint::VarintError;
 
 pub use coldcache_fsio::varint::{put, unzigzag, zigzag};
 
+/// Encodes an index with a sentinel as `index + 1`, 0 for the sentinel.
+pub fn opt(i: u32) -> u64 {
+    if i == u32::MAX {
+        0
+    } else {
+        u64::from(i) + 1
+    }
+}
+
+/// The index [`opt`] encoded (`u32::MAX` for 0).
+pub fn unopt(v: u32) -> u32 {
+    if v == 0 {
+        u32::MAX
+    } else {
+        v - 1
+    }
+}
+
 /// Appends a length-prefixed byte string.
 pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put(out, b.len() as u64);

@@ -157,19 +157,26 @@ struct FlowSeeds<'a> {
     layouts: &'a layout::Layouts,
     globals: &'a globals::Globals,
     vars: Option<&'a dyn operand::Variables>,
-    names: &'a std::cell::RefCell<Vec<String>>,
+    names: &'a std::cell::RefCell<Names>,
+}
+
+/// Variable names interned for the flows (`Typed::var` indexes `list`).
+#[derive(Default)]
+struct Names {
+    list: Vec<String>,
+    index: std::collections::HashMap<String, u32>,
 }
 
 impl FlowSeeds<'_> {
     fn name(&self, n: &str) -> u32 {
         let mut names = self.names.borrow_mut();
-        match names.iter().position(|x| x == n) {
-            Some(i) => i as u32,
-            None => {
-                names.push(n.to_string());
-                (names.len() - 1) as u32
-            }
+        if let Some(&i) = names.index.get(n) {
+            return i;
         }
+        let i = names.list.len() as u32;
+        names.list.push(n.to_string());
+        names.index.insert(n.to_string(), i);
+        i
     }
 }
 
@@ -214,7 +221,7 @@ pub struct ModuleTypes {
     /// The flow pass's result per function (by start address).
     flows: std::collections::HashMap<u64, flow::Flow>,
     /// Variable names the flows refer to.
-    names: std::cell::RefCell<Vec<String>>,
+    names: std::cell::RefCell<Names>,
     /// Parameters and locals with a location (`None`: not read here).
     located: Option<u64>,
     /// Instructions looked at that have a memory operand.
@@ -273,7 +280,7 @@ impl ModuleTypes {
             variables,
             code: Code::default(),
             flows: std::collections::HashMap::new(),
-            names: std::cell::RefCell::new(Vec::new()),
+            names: std::cell::RefCell::new(Names::default()),
             located: None,
             memory_instructions: 0,
             typed: 0,
@@ -347,6 +354,7 @@ impl ModuleTypes {
             variable: self
                 .names
                 .borrow()
+                .list
                 .get(o.at.var as usize)
                 .cloned()
                 .unwrap_or_default(),

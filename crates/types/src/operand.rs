@@ -71,25 +71,7 @@ pub fn memory_instruction(vaddr: u64, code: &[u8]) -> Option<Instruction> {
 /// DWARF register number of a 64-bit general register (or of the 64-bit
 /// register holding a smaller one).
 fn dwarf_reg(r: Register) -> Option<u16> {
-    Some(match r.full_register() {
-        Register::RAX => 0,
-        Register::RDX => 1,
-        Register::RCX => 2,
-        Register::RBX => 3,
-        Register::RSI => 4,
-        Register::RDI => 5,
-        Register::RBP => 6,
-        Register::RSP => 7,
-        Register::R8 => 8,
-        Register::R9 => 9,
-        Register::R10 => 10,
-        Register::R11 => 11,
-        Register::R12 => 12,
-        Register::R13 => 13,
-        Register::R14 => 14,
-        Register::R15 => 15,
-        _ => return None,
-    })
+    crate::flow::dwarf_number(r.full_register())
 }
 
 /// The type and field `ins`'s memory operand touches, by the rules of
