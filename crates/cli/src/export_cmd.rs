@@ -1,5 +1,6 @@
-//! `coldcache export DUMP --format FORMAT -o FILE`: a capture in the formats
-//! of other tools (crate `coldcache-export`), written atomically.
+//! `coldcache export DUMP --format FORMAT [-o FILE]`: a capture in the
+//! formats of other tools (crate `coldcache-export`), written atomically (by
+//! default to a name made from the dump's, in the current directory).
 
 use crate::report_cmd::load_for_views;
 use anyhow::{Context, Result};
@@ -31,9 +32,11 @@ pub struct ExportArgs {
     #[arg(long, value_enum)]
     format: Format,
     /// Output file (`-`: standard output; a device or FIFO is written in
-    /// place, a symbolic link followed).
+    /// place, a symbolic link followed). Default: a name made from the
+    /// dump's, in the current directory (`callgrind.out.NAME`, `NAME.folded`,
+    /// `NAME.svg`, `NAME.speedscope.json`, `NAME.json`).
     #[arg(short, long)]
-    output: PathBuf,
+    output: Option<PathBuf>,
     /// Column weighting folded stacks, flame graphs and speedscope (any
     /// count column; default `mem`, or `instructions` when nothing reached
     /// memory).
@@ -80,13 +83,58 @@ pub fn run(a: ExportArgs) -> Result<()> {
         )?,
         Format::Json => serde_json::to_vec_pretty(&coldcache_export::json(&p))?,
     };
-    crate::write_output(&a.output, &bytes)?;
-    if a.output.as_os_str() != "-" {
+    let output = a
+        .output
+        .clone()
+        .unwrap_or_else(|| default_output(&a.dump, a.format));
+    crate::write_output(&output, &bytes)?;
+    if output.as_os_str() != "-" {
         coldcache_fsio::say!(
             "coldcache: wrote {} ({} bytes)",
-            a.output.display(),
+            output.display(),
             bytes.len()
         );
     }
     Ok(())
+}
+
+/// The output's name when `-o` is not given: the dump's file name without
+/// `.ccdump`, in the current directory, named as each format's readers
+/// expect (KCachegrind recognises `callgrind.out.*`).
+fn default_output(dump: &std::path::Path, format: Format) -> PathBuf {
+    let file = dump
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "coldcache".to_string());
+    let stem = file.strip_suffix(".ccdump").unwrap_or(&file);
+    PathBuf::from(match format {
+        Format::Callgrind => format!("callgrind.out.{stem}"),
+        Format::Folded => format!("{stem}.folded"),
+        Format::Flamegraph => format!("{stem}.svg"),
+        Format::Speedscope => format!("{stem}.speedscope.json"),
+        Format::Json => format!("{stem}.json"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn the_default_output_is_named_after_the_dump_in_the_current_directory() {
+        let d = Path::new("/some/dir/frame.ccdump");
+        let name = |f| default_output(d, f).display().to_string();
+        assert_eq!(name(Format::Callgrind), "callgrind.out.frame");
+        assert_eq!(name(Format::Folded), "frame.folded");
+        assert_eq!(name(Format::Flamegraph), "frame.svg");
+        assert_eq!(name(Format::Speedscope), "frame.speedscope.json");
+        assert_eq!(name(Format::Json), "frame.json");
+        assert_eq!(
+            default_output(Path::new("odd.name"), Format::Json)
+                .display()
+                .to_string(),
+            "odd.name.json"
+        );
+    }
 }

@@ -368,6 +368,34 @@ fn bad_input_gets_a_clear_error_naming_it() {
     assert!(!out.exists(), "nothing written on error");
 }
 
+/// Without `-o`, `export` writes a file named after the dump in the
+/// current directory (what the other commands do), says its name, and
+/// writes the same bytes `-o` would (it was refused: `--output` required).
+#[test]
+fn export_without_output_writes_a_file_named_after_the_dump() {
+    let sample = repo().join("crates/dump/tests/data/v2-resolved-real.ccdump");
+    let dir = scratch().join("default-output");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (format, name) in [
+        ("callgrind", "callgrind.out.v2-resolved-real"),
+        ("json", "v2-resolved-real.json"),
+        ("folded", "v2-resolved-real.folded"),
+    ] {
+        let out = Command::new(COLDCACHE)
+            .args(["export", sample.to_str().unwrap(), "--format", format])
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{format}: {err}");
+        assert!(err.contains(name), "{format}: the name is said: {err}");
+        let written = std::fs::read(dir.join(name)).expect("the default file");
+        let explicit = export(sample.to_str().unwrap(), format, &[]);
+        assert_eq!(String::from_utf8_lossy(&written), explicit, "{format}");
+    }
+}
+
 /// `nm -S` of `bin`: (address, size) of the text symbol `name`.
 fn nm_symbol(bin: &Path, name: &str) -> Option<(u64, u64)> {
     let out = Command::new("nm").arg("-S").arg(bin).output().ok()?;
