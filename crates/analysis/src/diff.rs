@@ -22,7 +22,8 @@ use std::collections::BTreeMap;
 pub struct DiffQuery {
     /// Per function or per line (instructions are not comparable).
     pub by: By,
-    /// Column whose change orders the rows (default `mem`).
+    /// Column whose change orders the rows (default: the "before" dump's
+    /// default weight, `mem` when it reached memory).
     pub sort: Option<String>,
     /// Keep rows whose label matches.
     pub filter: Option<String>,
@@ -318,10 +319,16 @@ pub fn diff(before: &Profile, after: &Profile, q: &DiffQuery) -> Result<DiffView
                 .map(|bi| (bi, ai))
         })
         .collect();
-    let sort = q
-        .sort
-        .clone()
-        .unwrap_or_else(|| crate::views::default_sort(after));
+    // By default the "before" dump's weight: a fix that sent every miss
+    // away leaves "after" weighted by instructions, which would bury it.
+    let sort = q.sort.clone().unwrap_or_else(|| {
+        let b = crate::views::default_sort(before);
+        if common.iter().any(|&(bi, _)| before.columns()[bi].name == b) {
+            b
+        } else {
+            crate::views::default_sort(after)
+        }
+    });
     let sc = common
         .iter()
         .position(|&(_, ai)| after.columns()[ai].name == sort)

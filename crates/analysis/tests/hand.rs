@@ -20,7 +20,7 @@ use coldcache_analysis::{Profile, ProfileOptions};
 
 #[path = "common/hand_dump.rs"]
 mod hand_dump;
-use hand_dump::dump;
+use hand_dump::{counters, dump};
 
 fn profile() -> Profile {
     Profile::new(dump(8), ProfileOptions::default())
@@ -361,6 +361,28 @@ fn diff_shows_the_fix() {
     .unwrap();
     assert_eq!(v.rows[0].label, "s/pos.h:3");
     assert_eq!(v.rows[0].change, -8.0);
+}
+
+/// A fix that removes every miss leaves the "after" dump's default weight at
+/// instructions: the comparison still sorts by the "before" dump's (it was
+/// sorted by instructions, burying the fix), and says so.
+#[test]
+fn diff_sorts_by_the_before_dumps_weight() {
+    let before = profile();
+    let mut fixed = dump(0);
+    for r in &mut fixed.records {
+        // Every access served by L1: nothing reaches memory.
+        let c = &r.counters;
+        r.counters = counters(c[0], c[5] + c[7], 0, c[8] + c[10], 0);
+    }
+    let after = Profile::new(fixed, ProfileOptions::default());
+    assert_eq!(views::default_sort(&after), "instructions");
+    assert_eq!(views::default_sort(&before), "mem");
+    let v = diff(&before, &after, &DiffQuery::default()).unwrap();
+    assert_eq!(v.sort, "mem");
+    assert_eq!(v.rows[0].label, "get_pos (prog)");
+    let t = coldcache_analysis::render::diff(&v, &[]);
+    assert!(t.lines().next().unwrap().starts_with("mem before"), "{t}");
 }
 
 #[test]

@@ -69,7 +69,9 @@ pub enum SyntaxArg {
 /// Options shared by `report` and `diff`.
 #[derive(Args, Debug)]
 pub struct Common {
-    /// Column to sort by (`--columns all` lists them; default `mem`).
+    /// Column to sort by (`--columns all` lists them; default `mem`, or
+    /// `instructions` when nothing reached memory; diff: the "before"
+    /// dump's).
     #[arg(long)]
     sort: Option<String>,
     /// Keep only rows whose label matches this regular expression.
@@ -88,9 +90,6 @@ pub struct Common {
     /// showing inlined functions as functions of their own.
     #[arg(long)]
     no_inline: bool,
-    /// Keep only these threads (kernel tids, comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    thread: Vec<u32>,
 }
 
 /// `coldcache report`.
@@ -134,6 +133,10 @@ pub struct ReportArgs {
     /// replaces a path prefix (repeatable).
     #[arg(long, value_name = "FROM=TO")]
     source_map: Vec<String>,
+    /// Keep only these threads: kernel tids or thread names (every thread
+    /// of that name), comma-separated; `--view threads` lists them.
+    #[arg(long, value_delimiter = ',', value_name = "TID|NAME")]
+    thread: Vec<String>,
     #[command(flatten)]
     common: Common,
 }
@@ -196,30 +199,46 @@ pub fn load_for_views(path: &Path) -> Result<Dump> {
     Ok(dump)
 }
 
-fn profile(path: &Path, c: &Common) -> Result<Profile> {
+fn profile(path: &Path, c: &Common, thread: &[String]) -> Result<Profile> {
     let dump = load_for_views(path)?;
-    if !c.thread.is_empty() {
-        for t in &c.thread {
-            if !dump.threads.iter().any(|x| x.tid == *t) {
-                bail!(
-                    "dump {} has no thread {t} (its threads: {})",
-                    path.display(),
-                    dump.threads
-                        .iter()
-                        .map(|x| x.tid.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-        }
-    }
+    let threads = select_threads(&dump, thread)
+        .map_err(|what| anyhow::anyhow!("dump {} has no thread {what}", path.display()))?;
     Ok(Profile::new(
         dump,
         ProfileOptions {
             inline: !c.no_inline,
-            threads: (!c.thread.is_empty()).then(|| c.thread.clone()),
+            threads: (!threads.is_empty()).then_some(threads),
         },
     ))
+}
+
+/// The tids `--thread` selects: each item a kernel tid, or a thread name
+/// (every thread of that name). Err: the first item that names no thread,
+/// with the dump's threads listed.
+fn select_threads(dump: &Dump, items: &[String]) -> std::result::Result<Vec<u32>, String> {
+    let mut tids = Vec::new();
+    for item in items {
+        let found: Vec<u32> = dump
+            .threads
+            .iter()
+            .filter(|t| item.parse::<u32>() == Ok(t.tid) || t.name == *item)
+            .map(|t| t.tid)
+            .collect();
+        if found.is_empty() {
+            let known: Vec<String> = dump
+                .threads
+                .iter()
+                .map(|t| format!("{} ({})", t.tid, t.name))
+                .collect();
+            return Err(format!("'{item}' (its threads: {})", known.join(", ")));
+        }
+        for t in found {
+            if !tids.contains(&t) {
+                tids.push(t);
+            }
+        }
+    }
+    Ok(tids)
 }
 
 /// Prints JSON on standard output, flushed here: an error at the exit's
@@ -242,7 +261,7 @@ fn print_text(s: &str) -> Result<()> {
 
 /// Runs `coldcache report`.
 pub fn report(a: ReportArgs) -> Result<()> {
-    let p = profile(&a.dump, &a.common)?;
+    let p = profile(&a.dump, &a.common, &a.thread)?;
     let c = &a.common;
     let limit = c.limit.or((!c.json).then_some(30));
     let tree_q = TreeQuery {
@@ -475,11 +494,8 @@ fn regex_lite(p: &str) -> Result<regex::Regex> {
 
 /// Runs `coldcache diff`.
 pub fn diff(a: DiffArgs) -> Result<()> {
-    if !a.common.thread.is_empty() {
-        bail!("diff compares whole captures: thread ids differ between runs, so --thread does not apply (use report --thread on each dump)");
-    }
-    let before = profile(&a.before, &a.common)?;
-    let after = profile(&a.after, &a.common)?;
+    let before = profile(&a.before, &a.common, &[])?;
+    let after = profile(&a.after, &a.common, &[])?;
     let c = &a.common;
     let (by, data) = match a.by {
         DiffByArg::Function => (By::Function, None),
@@ -521,4 +537,37 @@ pub fn diff(a: DiffArgs) -> Result<()> {
         a.after.display(),
         render::diff(&v, &cols)
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dump_with_threads() -> Dump {
+        let bytes = include_bytes!("../../dump/tests/data/v2-resolved-real.ccdump");
+        let mut d = Dump::from_bytes(bytes).unwrap();
+        d.threads = [(10, "main"), (11, "worker"), (12, "worker"), (13, "io")]
+            .iter()
+            .map(|&(tid, name)| coldcache_dump::Thread {
+                tid,
+                name: name.into(),
+                core: 0,
+            })
+            .collect();
+        d
+    }
+
+    #[test]
+    fn threads_are_selected_by_tid_or_by_name() {
+        let d = dump_with_threads();
+        let sel = |items: &[&str]| {
+            select_threads(&d, &items.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(sel(&[]), Ok(vec![]));
+        assert_eq!(sel(&["13"]), Ok(vec![13]));
+        assert_eq!(sel(&["worker"]), Ok(vec![11, 12]));
+        assert_eq!(sel(&["main", "11", "worker"]), Ok(vec![10, 11, 12]));
+        let e = sel(&["io", "nope"]).unwrap_err();
+        assert!(e.starts_with("'nope'") && e.contains("12 (worker)"), "{e}");
+    }
 }

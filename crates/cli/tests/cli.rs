@@ -290,3 +290,27 @@ fn progress_and_no_progress_mean_the_same_in_every_command() {
         assert_eq!(e.contains("simulating"), shown, "sim {flags:?}: {e:?}");
     }
 }
+
+/// `--thread` belongs to `report` (tids or names); `diff` compares whole
+/// captures and no longer lists an option it always refused. A name that
+/// names no thread is an error listing the dump's threads.
+#[test]
+fn thread_selection_is_reports_and_takes_names() {
+    let help = |cmd: &str| String::from_utf8_lossy(&run(&[cmd, "--help"]).stdout).into_owned();
+    assert!(!help("diff").contains("--thread"), "{}", help("diff"));
+    assert!(help("report").contains("--thread"));
+    let sample = repo().join("crates/dump/tests/data/v4.ccdump");
+    let s = sample.to_str().unwrap();
+    // v4's one thread: tid 42, named main.
+    let by_name = run(&["report", s, "--thread", "main", "--json"]);
+    assert!(by_name.status.success(), "{}", stderr(&by_name));
+    let by_tid = run(&["report", s, "--thread", "42", "--json"]);
+    assert_eq!(by_name.stdout, by_tid.stdout);
+    let bad = run(&["report", s, "--thread", "worker"]);
+    assert!(!bad.status.success());
+    let e = stderr(&bad);
+    assert!(
+        e.contains("worker") && e.contains("42 (main)") && e.contains("v4.ccdump"),
+        "{e}"
+    );
+}
