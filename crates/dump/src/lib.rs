@@ -192,6 +192,61 @@ pub struct Record {
     pub counters: Vec<u64>,
 }
 
+/// Records encoded as a dump's `RECS` section holds them (about 20 bytes
+/// a record where a [`Record`] takes about 180), for
+/// [`Dump::to_bytes_with_records`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EncodedRecords {
+    /// Counters per record.
+    counters: usize,
+    /// Records.
+    count: usize,
+    /// The section's payload.
+    payload: Vec<u8>,
+}
+
+impl EncodedRecords {
+    /// Encodes the records `rows` gives, in order, as (instruction
+    /// address, stack id, thread index, counters): `counters` counters
+    /// each (missing ones are 0, extra ones are left out), as
+    /// [`Dump::to_bytes`] encodes [`Record`]s.
+    pub fn new<'a>(
+        counters: usize,
+        rows: impl ExactSizeIterator<Item = (u64, u32, u32, &'a [u64])>,
+    ) -> EncodedRecords {
+        let count = rows.len();
+        let mut b = Vec::with_capacity(16 + count * (4 + counters));
+        varint::put(&mut b, counters as u64);
+        varint::put(&mut b, count as u64);
+        let mut prev_ip = 0u64;
+        for (ip, stack, thread, c) in rows {
+            // Delta-encode the address (records are usually sorted by ip).
+            varint::put(&mut b, varint::zigzag(ip.wrapping_sub(prev_ip) as i64));
+            prev_ip = ip;
+            varint::put(&mut b, stack.into());
+            varint::put(&mut b, thread.into());
+            for i in 0..counters {
+                varint::put(&mut b, c.get(i).copied().unwrap_or(0));
+            }
+        }
+        EncodedRecords {
+            counters,
+            count,
+            payload: b,
+        }
+    }
+
+    /// How many records.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
 /// A record as [`Dump`]'s decoder reads it, its counters borrowed.
 #[derive(Clone, Copy, Debug)]
 struct RecordRef<'a> {
@@ -407,6 +462,16 @@ impl Dump {
         self.encode(None)
     }
 
+    /// Encodes the dump as [`to_bytes`](Self::to_bytes) does, with
+    /// `records` as its records (`self.records` is not written): for a
+    /// writer that holds its records in another form, so that they are
+    /// never all [`Record`]s at once. `records` must have been encoded
+    /// with this dump's number of counters.
+    pub fn to_bytes_with_records(&self, records: &EncodedRecords) -> Vec<u8> {
+        debug_assert_eq!(records.counters, self.meta.counters.len());
+        self.encode(Some(&records.payload))
+    }
+
     /// [`to_bytes`](Self::to_bytes), with the `RECS` section's payload
     /// `recs` given as read from a file (`self.records` is not written).
     fn encode(&self, recs: Option<&[u8]>) -> Vec<u8> {
@@ -450,22 +515,13 @@ impl Dump {
         if let Some(recs) = recs {
             section(&mut out, b"RECS", recs);
         } else {
-            b.clear();
-            let n = self.meta.counters.len();
-            varint::put(&mut b, n as u64);
-            varint::put(&mut b, self.records.len() as u64);
-            let mut prev_ip = 0u64;
-            for r in &self.records {
-                // Delta-encode the address (records are usually sorted by ip).
-                varint::put(&mut b, varint::zigzag(r.ip.wrapping_sub(prev_ip) as i64));
-                prev_ip = r.ip;
-                varint::put(&mut b, r.stack.into());
-                varint::put(&mut b, r.thread.into());
-                for i in 0..n {
-                    varint::put(&mut b, r.counters.get(i).copied().unwrap_or(0));
-                }
-            }
-            section(&mut out, b"RECS", &b);
+            let recs = EncodedRecords::new(
+                self.meta.counters.len(),
+                self.records
+                    .iter()
+                    .map(|r| (r.ip, r.stack, r.thread, r.counters.as_slice())),
+            );
+            section(&mut out, b"RECS", &recs.payload);
         }
 
         if let Some(syms) = &self.symbols {
