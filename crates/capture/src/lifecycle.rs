@@ -506,7 +506,7 @@ pub fn finish() -> Result<Summary, CaptureError> {
             });
         }
     }
-    let finished = acc.finish(meta, modules, procfs::thread_name);
+    let finished = acc.finish_encoded(meta, modules, procfs::thread_name);
     let result = output::write(finished, output, trace_path.as_deref());
     crate::attach::test_pause_after_write();
     crate::fatal::disarm();

@@ -30,6 +30,7 @@
 use crate::account::{Finished, TraceSink};
 use crate::options::{CaptureError, Summary};
 use crate::procfs;
+use coldcache_dump::EncodedRecords;
 use coldcache_fsio::fdguard::GuardedFile;
 use coldcache_fsio::write_atomically;
 use std::collections::BTreeSet;
@@ -128,7 +129,14 @@ pub fn write(
     }
     let _ = trace_path;
     let dump = &finished.dump;
-    let bytes = dump.to_bytes();
+    let bytes = match &finished.encoded {
+        Some(records) => dump.to_bytes_with_records(records),
+        None => dump.to_bytes(),
+    };
+    let records = finished
+        .encoded
+        .as_ref()
+        .map_or(dump.records.len(), EncodedRecords::len);
     let output = claim(&output, "dump");
     if let Err(source) = write_atomically(&output, &bytes) {
         // The capture is not lost: kept where a file can be written.
@@ -166,7 +174,7 @@ pub fn write(
         path: output,
         instructions: dump.meta.instructions,
         unmodelled: finished.unmodelled,
-        records: dump.records.len(),
+        records,
         threads: dump.threads.len(),
         cut_short: dump.meta.cut_short.clone(),
     })

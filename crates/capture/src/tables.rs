@@ -405,6 +405,15 @@ impl CounterTable {
         self.keys.is_empty()
     }
 
+    /// Record `r`: key and counters.
+    pub fn entry(&self, r: usize) -> ((u64, u32, u32), &[u64]) {
+        let stride = self.stride.max(1);
+        (
+            self.keys.as_slice()[r],
+            &self.values.as_slice()[r * stride..(r + 1) * stride],
+        )
+    }
+
     /// Every record: key and counters.
     pub fn iter(&self) -> impl Iterator<Item = ((u64, u32, u32), &[u64])> {
         self.keys

@@ -1058,3 +1058,43 @@ fn expected_row(l: CounterLayout, n: u64, cells: &[(usize, u64)]) -> Vec<u64> {
     }
     r
 }
+
+/// `finish_encoded` (what the library writes) gives the bytes `finish`'s
+/// dump encodes to, its records never built: the block above run twice by
+/// two accountants alike, one finished each way.
+#[test]
+fn the_records_finished_encoded_are_the_bytes_of_the_records_finished_whole() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let run = || {
+        let mut s = setup(Reserves::default(), false, None);
+        s.exec_ranges = vec![(0x1000, 0x2000)];
+        s.stable_code = s.exec_ranges.clone();
+        let mut a = Accountant::new(s).unwrap();
+        a.claim(TID).unwrap();
+        let code = [
+            0x48, 0x8B, 0x03, 0x48, 0x89, 0x43, 0x40, 0x66, 0x0F, 0xF7, 0xCA, 0x90,
+        ];
+        let ips = [0x1000, 0x1003, 0x1007, 0x100B];
+        let mut m = Fake::new().code(0x1000, &code);
+        m.set(Register::RSP, SP).set(Register::RBX, 0x9000);
+        let mut slots: Vec<BlockSlot> = ips.iter().map(|&ip| BlockSlot::new(ip, 0)).collect();
+        for _ in 0..2 {
+            a.step_block(TID, SP, &mut slots, &mut m, |_, _| {});
+        }
+        a
+    };
+    let meta = Meta {
+        counters: (0..layout().len()).map(|i| format!("c{i}")).collect(),
+        ..Meta::default()
+    };
+    let whole = run().finish(meta.clone(), Vec::new(), |_| "t".into());
+    let enc = run().finish_encoded(meta, Vec::new(), |_| "t".into());
+    assert_eq!(whole.encoded, None);
+    assert_eq!(whole.dump.records.len(), 4);
+    assert!(enc.dump.records.is_empty());
+    let records = enc.encoded.as_ref().expect("encoded records");
+    assert_eq!(records.len(), 4);
+    let bytes = enc.dump.to_bytes_with_records(records);
+    assert_eq!(bytes, whole.dump.to_bytes());
+    assert_eq!(Dump::from_bytes(&bytes).unwrap(), whole.dump);
+}

@@ -736,15 +736,22 @@ pub(crate) fn report_written(
             captured = true;
             continue;
         }
-        let dump = match crate::report_cmd::load_dump(dump_path) {
+        // Read with its records summed per instruction (all the summary
+        // and the resolver look at): a capture of millions of records
+        // costs about its file's size here, not its records'.
+        let loaded = match crate::report_cmd::load_by_instruction(dump_path) {
             Ok(d) => d,
             Err(e) => {
                 coldcache_fsio::say!("coldcache: error: {e:#}");
                 continue;
             }
         };
-        coldcache_fsio::sigpipe::say(format_args!("{}", summary(&dump, dump_path)));
-        if let Some(warning) = one_core_warning(&dump) {
+        coldcache_fsio::sigpipe::say(format_args!(
+            "{}",
+            summary_by_instruction(&loaded, dump_path)
+        ));
+        let dump = &loaded.dump;
+        if let Some(warning) = one_core_warning(dump) {
             coldcache_fsio::say!("{warning}");
         }
         captured |= dump.meta.instructions > 0;
@@ -759,8 +766,8 @@ pub(crate) fn report_written(
         if !no_resolve {
             // The capture is written: a failure here loses nothing, so it
             // is reported and the program's own status still decides.
-            match crate::resolve_cmd::resolve_file(
-                dump_path,
+            match crate::resolve_cmd::resolve_loaded(
+                loaded,
                 dump_path,
                 &coldcache_symbols::ResolveOptions::default(),
                 !no_sources,
@@ -947,6 +954,18 @@ pub(crate) fn compress_if_zst(path: &Path) -> Result<()> {
 
 /// A few lines about a dump: totals per level and where it is.
 pub fn summary(d: &Dump, path: &Path) -> String {
+    summary_with(d, d.records.len(), path)
+}
+
+/// [`summary`] of a dump read with its records summed per instruction:
+/// the same text (the totals, the coverage of data types and the counts
+/// need no more).
+pub(crate) fn summary_by_instruction(d: &coldcache_dump::ByInstruction, path: &Path) -> String {
+    summary_with(&d.dump, d.records(), path)
+}
+
+/// [`summary`] of `d`, which holds `records` records in its file.
+fn summary_with(d: &Dump, records: usize, path: &Path) -> String {
     let t = d.totals();
     let levels = d.meta.levels.len();
     let mut s = format!(
@@ -954,7 +973,7 @@ pub fn summary(d: &Dump, path: &Path) -> String {
         path.display(),
         d.meta.instructions,
         d.threads.len(),
-        d.records.len(),
+        records,
         d.stacks.len(),
         d.meta.cache_name,
         d.meta.trigger
@@ -1478,6 +1497,82 @@ mod tests {
             s.contains("  data types: 100.0% of 30 data accesses typed, 100.0% with a field (1 of 1 instructions with data accesses typed)\n"),
             "{s}"
         );
+    }
+
+    /// The summary of a dump read with its records summed per instruction
+    /// (`record`'s and `attach`'s way) is the text of the whole dump's:
+    /// several records per address, on two stacks and two threads, with a
+    /// data type on one address.
+    #[test]
+    fn the_summary_read_per_instruction_is_the_whole_dumps() {
+        use coldcache_dump::{ByInstruction, CounterLayout, Meta, Record, StackNode, Thread};
+        let levels = vec!["L1".to_string(), "L2".to_string()];
+        let counters = CounterLayout::new(2).names(&levels);
+        let l = CounterLayout::new(2);
+        let row = |k: u64| {
+            let mut r = vec![0u64; counters.len()];
+            r[0] = 10 * k;
+            r[l.served(coldcache_dump::Side::Read, 0)] = 3 * k;
+            r[l.served(coldcache_dump::Side::Write, 2)] = k;
+            r
+        };
+        let rec = |ip, stack, thread, counters| Record {
+            ip,
+            stack,
+            thread,
+            counters,
+        };
+        let d = Dump {
+            meta: Meta {
+                cache_name: "jaguar".into(),
+                levels: levels.clone(),
+                cores: 8,
+                counters: counters.clone(),
+                instructions: 70,
+                trigger: "all".into(),
+                ..Meta::default()
+            },
+            threads: vec![Thread::default(), Thread::default()],
+            stacks: vec![
+                StackNode::default(),
+                StackNode {
+                    parent: 0,
+                    call_site: 0x1004,
+                    callee: 0x2000,
+                },
+            ],
+            records: vec![
+                rec(0x1000, 0, 0, row(1)),
+                rec(0x1000, 1, 1, row(2)),
+                rec(0x2000, 1, 0, row(4)),
+            ],
+            data: Some(coldcache_dump::DataTypes {
+                types: vec![coldcache_dump::DataType {
+                    name: "S".into(),
+                    size: 8,
+                    ..Default::default()
+                }],
+                accesses: vec![coldcache_dump::TypedAccess {
+                    addr: 0x1000,
+                    size: 8,
+                    ..Default::default()
+                }],
+                modules: vec![],
+            }),
+            ..Dump::default()
+        };
+        let b = ByInstruction::from_bytes(d.to_bytes()).unwrap();
+        let path = Path::new("x.ccdump");
+        let whole = summary(&d, path);
+        assert!(
+            whole.contains("70 instructions, 2 threads, 3 records, 2 stacks"),
+            "{whole}"
+        );
+        assert!(
+            whole.contains("data types: 42.9% of 28 data accesses typed"),
+            "{whole}"
+        );
+        assert_eq!(summary_by_instruction(&b, path), whole);
     }
 
     /// Names and numbers as `kill -l` spells them; the refused ones named.

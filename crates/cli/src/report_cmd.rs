@@ -184,6 +184,16 @@ pub fn load_dump(path: &Path) -> Result<Dump> {
     Dump::from_bytes(&bytes).with_context(|| format!("cannot load dump {}", path.display()))
 }
 
+/// Loads a dump with its records summed per instruction address and kept
+/// encoded ([`coldcache_dump::ByInstruction`]): for resolving and
+/// summaries, which need no more, at about the file's size in memory.
+pub fn load_by_instruction(path: &Path) -> Result<coldcache_dump::ByInstruction> {
+    let bytes = Dump::read_file(path, MAX_DUMP)
+        .with_context(|| format!("cannot read dump {}", path.display()))?;
+    coldcache_dump::ByInstruction::from_bytes(bytes)
+        .with_context(|| format!("cannot load dump {}", path.display()))
+}
+
 /// Loads a dump for the views. A dump without embedded symbols (captured
 /// through the API, never resolved) is resolved in memory when its binaries
 /// are still there, with a note; the file is left as it is.

@@ -68,12 +68,26 @@ pub fn resolve_file(
     opts: &ResolveOptions,
     sources: bool,
 ) -> Result<String> {
-    let mut dump = crate::report_cmd::load_dump(input)?;
+    let loaded = crate::report_cmd::load_by_instruction(input)?;
+    resolve_loaded(loaded, output, opts, sources)
+}
+
+/// [`resolve_file`] of a dump already read. The resolver looks at the
+/// records' addresses only, and the data types' coverage at their counts
+/// per address: the dump is read with its records summed per address, and
+/// written with the records it was read with.
+pub fn resolve_loaded(
+    mut loaded: coldcache_dump::ByInstruction,
+    output: &Path,
+    opts: &ResolveOptions,
+    sources: bool,
+) -> Result<String> {
+    let dump = &mut loaded.dump;
     let t = std::time::Instant::now();
-    coldcache_symbols::resolve_dump(&mut dump, opts);
+    coldcache_symbols::resolve_dump(dump, opts);
     let src = if sources {
         Some(coldcache_symbols::embed_sources(
-            &mut dump,
+            dump,
             &SourceLimits::default(),
         ))
     } else {
@@ -81,11 +95,12 @@ pub fn resolve_file(
         None
     };
     let took = t.elapsed();
-    crate::write_output(output, &dump.to_bytes())?;
-    let mut text = summary(&dump, output, took);
-    text += &sources_text(&dump, src.as_ref());
+    crate::write_output(output, &loaded.to_bytes())?;
+    let dump = &loaded.dump;
+    let mut text = summary(dump, output, took);
+    text += &sources_text(dump, src.as_ref());
     // How many data accesses got a type (`report --view data`).
-    if let Some(c) = coldcache_analysis::data::coverage_of(&dump, &|_| true) {
+    if let Some(c) = coldcache_analysis::data::coverage_of(dump, &|_| true) {
         text += &format!(
             "  data types: {} (coldcache report {} --view data)\n",
             c.text(),

@@ -7,6 +7,9 @@
 //! A dump holds the capture's settings ([`Meta`]), the module map, the traced
 //! threads, the interned call stacks (a tree of call sites) and one
 //! [`Record`] of counters per (instruction address, stack, thread).
+//! [`ByInstruction`] reads a dump with its records summed per instruction
+//! address and kept encoded, for the work that needs no more (resolving,
+//! summaries), at a small part of the memory.
 //!
 //! Layout (all integers little-endian):
 //!
@@ -29,10 +32,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod by_instruction;
 pub mod data;
 pub mod symbols;
 mod varint;
 
+pub use by_instruction::ByInstruction;
 pub use data::{DataType, DataTypes, Member, TypeKind, TypedAccess, Via};
 pub use symbols::{Frame, Function, Location, ModuleStatus, ModuleSymbols, Symbols};
 
@@ -185,6 +190,70 @@ pub struct Record {
     pub thread: u32,
     /// Counter values, named by [`Meta::counters`].
     pub counters: Vec<u64>,
+}
+
+/// Records encoded as a dump's `RECS` section holds them (about 20 bytes
+/// a record where a [`Record`] takes about 180), for
+/// [`Dump::to_bytes_with_records`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EncodedRecords {
+    /// Counters per record.
+    counters: usize,
+    /// Records.
+    count: usize,
+    /// The section's payload.
+    payload: Vec<u8>,
+}
+
+impl EncodedRecords {
+    /// Encodes the records `rows` gives, in order, as (instruction
+    /// address, stack id, thread index, counters): `counters` counters
+    /// each (missing ones are 0, extra ones are left out), as
+    /// [`Dump::to_bytes`] encodes [`Record`]s.
+    pub fn new<'a>(
+        counters: usize,
+        rows: impl ExactSizeIterator<Item = (u64, u32, u32, &'a [u64])>,
+    ) -> EncodedRecords {
+        let count = rows.len();
+        let mut b = Vec::with_capacity(16 + count * (4 + counters));
+        varint::put(&mut b, counters as u64);
+        varint::put(&mut b, count as u64);
+        let mut prev_ip = 0u64;
+        for (ip, stack, thread, c) in rows {
+            // Delta-encode the address (records are usually sorted by ip).
+            varint::put(&mut b, varint::zigzag(ip.wrapping_sub(prev_ip) as i64));
+            prev_ip = ip;
+            varint::put(&mut b, stack.into());
+            varint::put(&mut b, thread.into());
+            for i in 0..counters {
+                varint::put(&mut b, c.get(i).copied().unwrap_or(0));
+            }
+        }
+        EncodedRecords {
+            counters,
+            count,
+            payload: b,
+        }
+    }
+
+    /// How many records.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
+/// A record as [`Dump`]'s decoder reads it, its counters borrowed.
+#[derive(Clone, Copy, Debug)]
+struct RecordRef<'a> {
+    ip: u64,
+    stack: u32,
+    thread: u32,
+    counters: &'a [u64],
 }
 
 /// A whole dump.
@@ -390,7 +459,24 @@ impl Dump {
 
     /// Encodes the dump in the current format version.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64 + self.records.len() * 24);
+        self.encode(None)
+    }
+
+    /// Encodes the dump as [`to_bytes`](Self::to_bytes) does, with
+    /// `records` as its records (`self.records` is not written): for a
+    /// writer that holds its records in another form, so that they are
+    /// never all [`Record`]s at once. `records` must have been encoded
+    /// with this dump's number of counters.
+    pub fn to_bytes_with_records(&self, records: &EncodedRecords) -> Vec<u8> {
+        debug_assert_eq!(records.counters, self.meta.counters.len());
+        self.encode(Some(&records.payload))
+    }
+
+    /// [`to_bytes`](Self::to_bytes), with the `RECS` section's payload
+    /// `recs` given as read from a file (`self.records` is not written).
+    fn encode(&self, recs: Option<&[u8]>) -> Vec<u8> {
+        let rows = recs.map_or(self.records.len() * 24, <[u8]>::len);
+        let mut out = Vec::with_capacity(64 + rows);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes());
@@ -426,22 +512,17 @@ impl Dump {
         }
         section(&mut out, b"STKS", &b);
 
-        b.clear();
-        let n = self.meta.counters.len();
-        varint::put(&mut b, n as u64);
-        varint::put(&mut b, self.records.len() as u64);
-        let mut prev_ip = 0u64;
-        for r in &self.records {
-            // Delta-encode the address (records are usually sorted by ip).
-            varint::put(&mut b, varint::zigzag(r.ip.wrapping_sub(prev_ip) as i64));
-            prev_ip = r.ip;
-            varint::put(&mut b, r.stack.into());
-            varint::put(&mut b, r.thread.into());
-            for i in 0..n {
-                varint::put(&mut b, r.counters.get(i).copied().unwrap_or(0));
-            }
+        if let Some(recs) = recs {
+            section(&mut out, b"RECS", recs);
+        } else {
+            let recs = EncodedRecords::new(
+                self.meta.counters.len(),
+                self.records
+                    .iter()
+                    .map(|r| (r.ip, r.stack, r.thread, r.counters.as_slice())),
+            );
+            section(&mut out, b"RECS", &recs.payload);
         }
-        section(&mut out, b"RECS", &b);
 
         if let Some(syms) = &self.symbols {
             b.clear();
@@ -474,6 +555,30 @@ impl Dump {
     /// Decodes a dump of any supported version, checking its checksum and
     /// the consistency of every section.
     pub fn from_bytes(bytes: &[u8]) -> Result<Dump, DumpError> {
+        let mut records = Vec::new();
+        let (mut dump, _) = Dump::decode(bytes, &mut |n, r| {
+            if records.capacity() == 0 {
+                records.reserve_exact(n);
+            }
+            records.push(Record {
+                ip: r.ip,
+                stack: r.stack,
+                thread: r.thread,
+                counters: r.counters.to_vec(),
+            })
+        })?;
+        dump.records = records;
+        Ok(dump)
+    }
+
+    /// Decodes a dump as [`from_bytes`](Self::from_bytes) does, checking
+    /// the same, but hands each record to `each` instead of keeping it
+    /// (the dump returned has no records), with the number of records.
+    /// Also gives where the `RECS` section's payload lies in `bytes`.
+    fn decode(
+        bytes: &[u8],
+        each: &mut dyn FnMut(usize, RecordRef<'_>),
+    ) -> Result<(Dump, std::ops::Range<usize>), DumpError> {
         if bytes.len() < 16 || &bytes[..8] != MAGIC {
             if bytes.len() < 8 && MAGIC.starts_with(bytes) && !bytes.is_empty() {
                 return Err(DumpError::Truncated("inside the header"));
@@ -494,6 +599,7 @@ impl Dump {
             return Err(DumpError::Checksum { stored, computed });
         }
         let mut sections: HashMap<[u8; 4], &[u8]> = HashMap::new();
+        let mut recs_at = 0..0;
         let mut pos = 16;
         while pos < body.len() {
             if body.len() - pos < 12 {
@@ -506,6 +612,9 @@ impl Dump {
                 return Err(DumpError::Truncated("inside a section"));
             }
             let len = len as usize;
+            if &tag == b"RECS" {
+                recs_at = pos..pos + len;
+            }
             sections.insert(tag, &body[pos..pos + len]);
             pos += len;
         }
@@ -588,7 +697,7 @@ impl Dump {
             });
         }
         let n = r.count(3 + ncounters)?;
-        let mut records = Vec::with_capacity(n);
+        let mut counters = vec![0u64; ncounters];
         let mut prev_ip = 0u64;
         for i in 0..n {
             let ip = prev_ip.wrapping_add(varint::unzigzag(r.get()?) as u64);
@@ -605,16 +714,18 @@ impl Dump {
                     ),
                 });
             }
-            let mut counters = Vec::with_capacity(ncounters);
-            for _ in 0..ncounters {
-                counters.push(r.get()?);
+            for c in counters.iter_mut() {
+                *c = r.get()?;
             }
-            records.push(Record {
-                ip,
-                stack,
-                thread,
-                counters,
-            });
+            each(
+                n,
+                RecordRef {
+                    ip,
+                    stack,
+                    thread,
+                    counters: &counters,
+                },
+            );
         }
         r.finish()?;
         let symbols = match get("SYMS") {
@@ -637,16 +748,17 @@ impl Dump {
             Ok(b) if version >= 4 => Some(DataTypes::decode(b, modules.len())?),
             _ => None,
         };
-        Ok(Dump {
+        let dump = Dump {
             meta,
             modules,
             threads,
             stacks,
-            records,
+            records: Vec::new(),
             symbols,
             sources,
             data,
-        })
+        };
+        Ok((dump, recs_at))
     }
 }
 
