@@ -464,6 +464,10 @@ pub struct Accountant {
     /// Every thread traced so far, in claim order: (thread id, core). Slots
     /// of `threads` are reused when a thread exits; this list is not.
     seen: Vec<(u32, u32)>,
+    /// The name each thread of `seen` had when it exited (`comm`, NUL
+    /// padded; empty while it runs): an exited thread is no longer in
+    /// `/proc` when the dump is written.
+    exit_names: Vec<[u8; 16]>,
 }
 
 /// The most threads one capture can trace over its life (threads alive at
@@ -551,6 +555,7 @@ impl Accountant {
             all_threads: setup.all_threads,
             stop_entries: setup.stop_entries,
             seen: Vec::with_capacity(MAX_THREADS_SEEN),
+            exit_names: Vec::with_capacity(MAX_THREADS_SEEN),
         })
     }
 
@@ -597,6 +602,7 @@ impl Accountant {
         }
         let core = self.driver.cores_mut().next_core(u64::from(tid)) as u32;
         self.seen.push((tid, core));
+        self.exit_names.push([0; 16]);
         let t = &mut self.threads[i];
         t.tid = tid;
         t.serial = (self.seen.len() - 1) as u32;
@@ -606,11 +612,16 @@ impl Accountant {
         Some(i)
     }
 
-    /// Thread `tid` is exiting: its slot is free for a thread created
-    /// later (what it counted stays, under its own number).
-    pub fn release(&mut self, tid: u32) {
+    /// Thread `tid` is exiting with the name `name` (its `comm`, NUL
+    /// padded, as `PR_GET_NAME` gives it): its slot is free for a thread
+    /// created later (what it counted stays, under its own number, and
+    /// the dump names it so).
+    pub fn release(&mut self, tid: u32, name: [u8; 16]) {
         if let Some(i) = self.slot_of(tid) {
             let t = &mut self.threads[i];
+            if let Some(n) = self.exit_names.get_mut(t.serial as usize) {
+                *n = name;
+            }
             t.tid = 0;
             t.active = false;
         }
@@ -1450,6 +1461,7 @@ impl Accountant {
             counters: table,
             trace,
             seen,
+            exit_names,
             instructions,
             untrapped,
             func,
@@ -1518,12 +1530,22 @@ impl Accountant {
                  were computed from the state after they ran, or counted unmodelled"
             ));
         }
+        // A thread that exited is named as it was then (its id may since
+        // name another thread, or nothing); one still running as it is now.
         let dump_threads: Vec<Thread> = seen
             .iter()
-            .map(|&(tid, core)| Thread {
-                tid,
-                name: thread_name(tid),
-                core,
+            .zip(&exit_names)
+            .map(|(&(tid, core), exited)| {
+                let len = exited.iter().position(|&b| b == 0).unwrap_or(16);
+                Thread {
+                    tid,
+                    name: if len > 0 {
+                        String::from_utf8_lossy(&exited[..len]).into_owned()
+                    } else {
+                        thread_name(tid)
+                    },
+                    core,
+                }
             })
             .collect();
         // The rows in key order (keys are distinct: the order is total),

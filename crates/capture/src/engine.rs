@@ -696,6 +696,16 @@ extern "C" fn on_sync(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
     }
 }
 
+/// The calling thread's name (`comm`, NUL padded): `prctl(PR_GET_NAME)`,
+/// async-signal-safe, no allocation.
+fn own_thread_name() -> [u8; 16] {
+    let mut name = [0u8; 16];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes (NUL included) to the
+    // buffer, which is 16 bytes long and lives across the call.
+    unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+    name
+}
+
 /// Whether `rip` is on a thread's way out of translated code: the
 /// dispatcher before its final jump, or the library's own code.
 fn on_way_out(rip: u64) -> bool {
@@ -1139,7 +1149,7 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 // churns is traced for as long as asked, bounded by the
                 // threads alive at once, not the threads ever created.
                 crate::schedule::exiting(tid);
-                s.acc.release(tid);
+                s.acc.release(tid, own_thread_name());
                 crate::jit::release_thread();
                 sigvirt::forget_thread();
             } else if let Some(why) = sysemu::ends_process(uc) {
