@@ -30,6 +30,10 @@ pub struct ProbeArgs {
     /// A shorter, rougher run (under 5 seconds).
     #[arg(long)]
     pub quick: bool,
+    /// Print the measurements behind each result too (latency by working
+    /// set, per stride, per page count): the default is a summary.
+    #[arg(long)]
+    pub tables: bool,
     #[command(flatten)]
     pub progress: crate::ProgressArgs,
 }
@@ -111,7 +115,7 @@ pub fn run(args: ProbeArgs) -> Result<()> {
         serde_json::to_writer_pretty(&mut out, &report)?;
         writeln!(out)?;
     } else {
-        text_report(&report, &mut out)?;
+        text_report(&report, args.tables, &mut out)?;
         if let Some(path) = &args.toml {
             writeln!(out, "\nWrote cache configuration {}:", path.display())?;
             for n in &config_notes {
@@ -149,7 +153,10 @@ fn reach_text(reach: Option<u64>, largest: Option<u64>) -> String {
     }
 }
 
-fn text_report(r: &Report, out: &mut impl Write) -> Result<()> {
+/// The text report: a summary (the machine, the comparison with what it
+/// reports, the levels, one line per other test); with `tables`, the
+/// measurements behind each.
+fn text_report(r: &Report, tables: bool, out: &mut impl Write) -> Result<()> {
     let m = &r.machine;
     writeln!(
         out,
@@ -249,8 +256,11 @@ fn text_report(r: &Report, out: &mut impl Write) -> Result<()> {
         )?;
     }
 
-    writeln!(out, "\nLatency by working set")?;
     let sim = r.simulation.as_ref();
+    if !tables {
+        return summary_lines(r, out);
+    }
+    writeln!(out, "\nLatency by working set")?;
     write!(out, "  {:>10} {:>9} {:>8}", "size", "ns", "cycles")?;
     if let Some(s) = sim {
         for n in &s.levels {
@@ -401,6 +411,80 @@ fn text_report(r: &Report, out: &mut impl Write) -> Result<()> {
         out,
         "\n4K aliasing (store, then load 4096 bytes away vs 6144): {:.2} vs {:.2} ns per pair, {:+.1} cycles",
         al.ns_aliased, al.ns_control, al.penalty_cycles
+    )?;
+    Ok(())
+}
+
+/// Without `--tables`: each test's result on one line.
+fn summary_lines(r: &Report, out: &mut impl Write) -> Result<()> {
+    if let Some(s) = &r.simulation {
+        write!(out, "\nSimulated ({}): capacities", s.config)?;
+        for (n, c) in s.levels.iter().zip(&s.capacity) {
+            write!(out, " {n} {}", c.map_or("-".to_string(), size))?;
+        }
+        writeln!(
+            out,
+            ", L1 associativity {}",
+            s.assoc.map_or("-".to_string(), |a| a.to_string())
+        )?;
+    }
+    let found = |what: Option<String>| what.unwrap_or_else(|| "not detected".to_string());
+    writeln!(out, "\nOther tests")?;
+    writeln!(
+        out,
+        "  line size          {}",
+        found(r.line_size.detected.map(|l| format!("{l} bytes")))
+    )?;
+    writeln!(
+        out,
+        "  L1 associativity   {}",
+        found(r.l1_assoc.detected.map(|w| format!("{w} ways")))
+    )?;
+    let tlb: Vec<String> = r
+        .tlb
+        .levels
+        .iter()
+        .map(|l| {
+            format!(
+                "{} pages ({}), then +{:.2} ns",
+                l.entries,
+                size(l.reach_bytes),
+                l.next_extra_ns
+            )
+        })
+        .collect();
+    writeln!(
+        out,
+        "  TLB reach          {}",
+        if tlb.is_empty() {
+            "not detected".to_string()
+        } else {
+            tlb.join("; ")
+        }
+    )?;
+    let pf = &r.prefetch;
+    writeln!(
+        out,
+        "  prefetcher reach   crossing pages {}, within pages {}",
+        reach_text(pf.reach_crossing, pf.strides.last().copied()),
+        reach_text(
+            pf.reach_within_page,
+            pf.strides
+                .iter()
+                .zip(&pf.ns_within_page)
+                .rev()
+                .find(|(_, v)| v.is_some())
+                .map(|(s, _)| *s)
+        )
+    )?;
+    writeln!(
+        out,
+        "  4K aliasing        {:+.1} cycles per store-load pair",
+        r.aliasing.penalty_cycles
+    )?;
+    writeln!(
+        out,
+        "\n(--tables prints the measurements behind each line; --json everything, --plot the latency curve)"
     )?;
     Ok(())
 }

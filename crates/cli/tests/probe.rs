@@ -209,3 +209,30 @@ fn bad_arguments_are_refused_before_measuring() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("is a directory"), "{}", stderr(&out));
 }
+
+/// The text report is a summary (it was 133 lines with `--quick`): the
+/// comparison, the levels and one line per other test; `--tables` adds the
+/// measurements behind them.
+#[test]
+fn the_text_report_is_a_summary_and_tables_add_the_measurements() {
+    let out = run(&["probe", "--quick", "--no-progress"]);
+    assert!(out.status.success(), "probe failed: {}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().count() <= 40, "{text}");
+    for part in [
+        "Measured against what the machine reports",
+        "Levels",
+        "line size",
+        "TLB reach",
+        "4K aliasing",
+        "--tables",
+    ] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+    assert!(!text.contains("Latency by working set"), "{text}");
+    let out = run(&["probe", "--quick", "--no-progress", "--tables"]);
+    assert!(out.status.success(), "probe failed: {}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Latency by working set"), "{text}");
+    assert!(text.lines().count() > 60, "{text}");
+}
