@@ -515,6 +515,11 @@ pub fn run(args: RecordArgs) -> Result<()> {
             child.id()
         );
     }
+    // Several windows of one run: each dump is named as its window closes,
+    // not only at the program's exit.
+    let announcer = args
+        .signal
+        .then(|| WindowAnnouncer::start(manifest.clone()));
     let progress = show_progress.then(|| {
         crate::record_progress::Progress::start(progress_file, args.instructions, {
             use std::io::IsTerminal;
@@ -524,6 +529,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let status = child.wait().context("waiting for the program")?;
     if let Some(p) = progress {
         p.stop();
+    }
+    if let Some(a) = announcer {
+        a.stop();
     }
     let written = read_manifest(&manifest)?;
     let (captured, out_of_memory) = report_written(&written, args.no_resolve, args.no_sources);
@@ -590,6 +598,48 @@ pub fn run(args: RecordArgs) -> Result<()> {
             }
             Err(ChildFailed(128 + status.signal().unwrap_or(0).clamp(0, 127) as u8).into())
         }
+    }
+}
+
+/// Says each dump's path as soon as the library lists it in the manifest
+/// (a `--signal` window closed), polling the manifest while the program
+/// runs; the summary of every dump still comes at the end.
+struct WindowAnnouncer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl WindowAnnouncer {
+    fn start(manifest: PathBuf) -> WindowAnnouncer {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut said = 0;
+            loop {
+                let done = flag.load(std::sync::atomic::Ordering::Acquire);
+                if let Ok(w) = read_manifest(&manifest) {
+                    for d in w.dumps.iter().skip(said) {
+                        coldcache_fsio::say!(
+                            "coldcache: window {} written to {}",
+                            said + 1,
+                            d.display()
+                        );
+                        said += 1;
+                    }
+                }
+                if done {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+        });
+        WindowAnnouncer { stop, thread }
+    }
+
+    /// Says what is still unsaid, then ends the polling.
+    fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        let _ = self.thread.join();
     }
 }
 

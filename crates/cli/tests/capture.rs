@@ -846,6 +846,29 @@ fn signal_trigger_starts_a_capture_of_n_instructions() {
             break p.to_string();
         }
     };
+    // `record` names the window's dump when it closes, while the program
+    // still runs (it was said only at the exit): whether the program was
+    // alive (not a zombie) when the line came.
+    let mut child = child;
+    let stderr = child.stderr.take().unwrap();
+    let watched = pid.clone();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut text = String::new();
+        let mut said_while_running = None;
+        for line in std::io::BufReader::new(stderr).lines() {
+            let line = line.unwrap_or_default();
+            if said_while_running.is_none() && line.contains("window 1 written to") {
+                let stat =
+                    std::fs::read_to_string(format!("/proc/{watched}/stat")).unwrap_or_default();
+                let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+                said_while_running = Some(!state.is_empty() && !state.starts_with('Z'));
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        (text, said_while_running)
+    });
     std::thread::sleep(std::time::Duration::from_millis(500));
     let st = Command::new(COLDCACHE)
         .args(["trigger", &pid])
@@ -853,11 +876,13 @@ fn signal_trigger_starts_a_capture_of_n_instructions() {
         .unwrap();
     assert!(st.success());
     let out = child.wait_with_output().unwrap();
+    let (err, said_while_running) = reader.join().unwrap();
+    assert!(out.status.success(), "{err}");
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        err.contains(&format!("window 1 written to {}", dump_path.display())),
+        "{err}"
     );
+    assert_eq!(said_while_running, Some(true), "{err}");
     let d = Dump::from_bytes(&std::fs::read(&dump_path).unwrap()).unwrap();
     assert_eq!(d.meta.trigger, "signal");
     assert_eq!(d.meta.instructions, 5000);
