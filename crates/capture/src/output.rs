@@ -32,7 +32,6 @@ use crate::options::{CaptureError, Summary};
 use crate::procfs;
 use coldcache_dump::EncodedRecords;
 use coldcache_fsio::fdguard::GuardedFile;
-use coldcache_fsio::write_atomically;
 use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -137,8 +136,14 @@ pub fn write(
         .encoded
         .as_ref()
         .map_or(dump.records.len(), EncodedRecords::len);
-    let output = claim(&output, "dump");
-    if let Err(source) = write_atomically(&output, &bytes) {
+    let (asked, prior) = claim(&output, "dump");
+    // A regular file is placed without replacing one another capture put
+    // there since the claim (two `record`s in one directory): this one
+    // then goes beside it, numbered. Devices and FIFOs are written in
+    // place, links followed.
+    let placed = coldcache_fsio::write_claimed(&asked, &bytes, prior);
+    let output = placed.as_ref().unwrap_or(&asked).clone();
+    if let Err(source) = placed {
         // The capture is not lost: kept where a file can be written.
         let source = match write_fallback(&bytes) {
             Ok(kept) => {
@@ -184,17 +189,20 @@ pub fn write(
 /// this process already wrote `asked`; an earlier regular file there (not
 /// ours) kept as `PATH.old` and reported as `kind`. A device or FIFO is
 /// written through, as asked.
-fn claim(asked: &Path, kind: &str) -> PathBuf {
+///
+/// Also gives the regular file seen there (its identity), if any: what the
+/// write may replace (`coldcache_fsio::write_claimed`).
+fn claim(asked: &Path, kind: &str) -> (PathBuf, Option<coldcache_fsio::FileId>) {
     let abs = std::path::absolute(asked).unwrap_or_else(|_| asked.to_path_buf());
     let is_regular_or_new = std::fs::metadata(&abs).map_or(true, |m| m.is_file());
     if !is_regular_or_new {
-        return abs;
+        return (abs, None);
     }
     let path = {
         let done = WRITTEN.lock().unwrap_or_else(|e| e.into_inner());
         if done.contains(&abs) {
             (2u32..)
-                .map(|n| numbered(&abs, n))
+                .map(|n| coldcache_fsio::numbered(&abs, n))
                 .find(|p| !done.contains(p))
                 .unwrap_or(abs)
         } else {
@@ -213,17 +221,8 @@ fn claim(asked: &Path, kind: &str) -> PathBuf {
             report(&serde_json::json!({ "kept": old, "was": path, "kind": kind }));
         }
     }
-    path
-}
-
-/// `NAME.N.EXT` (or `NAME.N` without an extension) beside `path`.
-fn numbered(path: &Path, n: u32) -> PathBuf {
-    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
-    let name = match path.extension() {
-        Some(ext) => format!("{stem}.{n}.{}", ext.to_string_lossy()),
-        None => format!("{stem}.{n}"),
-    };
-    path.with_file_name(name)
+    let seen = coldcache_fsio::file_id(&path);
+    (path, seen)
 }
 
 /// Keeps the regular file at `path` (a link's target) as `TARGET.old`,
@@ -282,7 +281,12 @@ fn written(path: &Path, kind: &str) {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(path.to_path_buf());
-    report(&serde_json::json!({ kind: path }));
+    // The file's identity: a reader of the manifest can tell whether a
+    // later capture has since moved it to `.old` (two `record`s at once).
+    match coldcache_fsio::file_id(path) {
+        Some((dev, ino)) => report(&serde_json::json!({ kind: path, "id": [dev, ino] })),
+        None => report(&serde_json::json!({ kind: path })),
+    }
 }
 
 /// Appends one JSON line to the manifest, if there is one: a single
@@ -339,7 +343,7 @@ impl TraceFile {
             path: asked.to_path_buf(),
             source,
         })?;
-        let target = claim(asked, "trace");
+        let target = claim(asked, "trace").0;
         let regular = std::fs::metadata(&target).map_or(true, |m| m.is_file());
         let partial = regular.then(|| {
             let mut p = target.clone().into_os_string();
@@ -529,6 +533,7 @@ impl Drop for TraceFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use coldcache_fsio::{numbered, write_atomically};
 
     #[test]
     fn numbered_names_keep_the_extension() {
@@ -554,7 +559,7 @@ mod tests {
         let link = dir.join("link.ccdump");
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&p, &link).unwrap();
-        let first = claim(&link, "dump");
+        let first = claim(&link, "dump").0;
         assert_eq!(first, link);
         assert_eq!(
             std::fs::read(dir.join("x.ccdump.old")).unwrap(),
@@ -563,7 +568,7 @@ mod tests {
         write_atomically(&first, b"one").unwrap();
         written(&first, "dump");
         assert_eq!(std::fs::read(&p).unwrap(), b"one");
-        let second = claim(&link, "dump");
+        let second = claim(&link, "dump").0;
         assert_eq!(second, dir.join("link.2.ccdump"));
         assert_eq!(
             std::fs::read(dir.join("x.ccdump.old")).unwrap(),

@@ -654,6 +654,9 @@ pub(crate) struct Written {
     traces: Vec<PathBuf>,
     /// Earlier files kept: (the path, its `.old` copy).
     kept: Vec<(PathBuf, PathBuf)>,
+    /// This run's dumps that another capture has since replaced at their
+    /// path, keeping them as `.old`: (the path, where the dump is now).
+    replaced: Vec<(PathBuf, PathBuf)>,
     /// Dumps that could not be written where asked: (asked, kept in,
     /// why).
     pub(crate) failed: Vec<(PathBuf, PathBuf, String)>,
@@ -679,6 +682,34 @@ pub(crate) fn report_partial_trace(asked: &Path, w: &Written) {
     }
 }
 
+/// Where the dump the manifest line `v` lists is now: at `path`, or, when
+/// another capture has since put its own dump there and kept this one as
+/// `PATH.old` (two `record`s at once in one directory), at `PATH.old`
+/// (added to `replaced`, so it is said). The line's `id` is the file's
+/// identity when written.
+fn moved_since(
+    v: &serde_json::Value,
+    path: PathBuf,
+    replaced: &mut Vec<(PathBuf, PathBuf)>,
+) -> PathBuf {
+    let id = v.get("id").and_then(|i| {
+        let i = i.as_array()?;
+        Some((i.first()?.as_u64()?, i.get(1)?.as_u64()?))
+    });
+    let Some(id) = id else { return path };
+    if coldcache_fsio::file_id(&path) == Some(id) {
+        return path;
+    }
+    let mut old = path.clone().into_os_string();
+    old.push(".old");
+    let old = PathBuf::from(old);
+    if coldcache_fsio::file_id(&old) == Some(id) {
+        replaced.push((path, old.clone()));
+        return old;
+    }
+    path
+}
+
 /// Reads the manifest; a missing file is a run that wrote nothing.
 pub(crate) fn read_manifest(path: &Path) -> Result<Written> {
     let text = match std::fs::read_to_string(path) {
@@ -696,7 +727,7 @@ pub(crate) fn read_manifest(path: &Path) -> Result<Written> {
                 let e = v.get("error").and_then(|x| x.as_str()).unwrap_or_default();
                 w.failed.push((asked, d.clone(), e.to_string()));
             }
-            w.dumps.push(d);
+            w.dumps.push(moved_since(&v, d, &mut w.replaced));
         } else if let Some(t) = get(&v, "trace") {
             w.traces.push(t);
         } else if let (Some(old), Some(was)) = (get(&v, "kept"), get(&v, "was")) {
@@ -763,6 +794,13 @@ pub(crate) fn report_written(
             "coldcache: the earlier {} is kept as {}",
             was.display(),
             old.display()
+        );
+    }
+    for (path, now) in &w.replaced {
+        coldcache_fsio::say!(
+            "coldcache: another capture has since written {}; this run's capture is {}",
+            path.display(),
+            now.display()
         );
     }
     for (asked, kept, why) in &w.failed {

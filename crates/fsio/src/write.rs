@@ -163,18 +163,6 @@ fn target(path: &Path) -> io::Result<Target> {
     }
 }
 
-/// Removes the temporary file unless disarmed (every early return and a
-/// panic in the filling closure).
-struct TempGuard<'a>(Option<&'a Path>);
-
-impl Drop for TempGuard<'_> {
-    fn drop(&mut self) {
-        if let Some(p) = self.0 {
-            let _ = std::fs::remove_file(p);
-        }
-    }
-}
-
 /// Whether following the symbolic link at `path` (if it is one) is
 /// allowed by the kernel's `fs.protected_symlinks` rule: not when the link
 /// is in a sticky, world-writable directory and owned by neither the
@@ -264,10 +252,146 @@ fn replace(
     mode: Option<u32>,
     fill: impl FnOnce(&mut File) -> io::Result<()>,
 ) -> io::Result<()> {
-    let dir = path
-        .parent()
+    let (tmp, mut guard) = write_temp(path, mode, fill)?;
+    std::fs::rename(&tmp, path)
+        .map_err(|e| step(e, &format!("renaming {} to", tmp.display()), path))?;
+    guard.0 = None;
+    sync_dir(path);
+    Ok(())
+}
+
+/// The directory `path` is in (`.` for a bare name).
+fn dir_of(path: &Path) -> &Path {
+    path.parent()
         .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+        .unwrap_or(Path::new("."))
+}
+
+/// A rename is durable once the directory is synced; a directory that
+/// cannot be opened or synced leaves the file written.
+fn sync_dir(path: &Path) {
+    if let Ok(d) = File::open(dir_of(path)) {
+        let _ = d.sync_all();
+    }
+}
+
+/// The identity of a file (device, inode), as [`write_claimed`] compares
+/// what is at a path with what the caller saw there.
+pub type FileId = (u64, u64);
+
+/// The identity of the regular file at `path` (a link followed), if any.
+pub fn file_id(path: &Path) -> Option<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Writes `bytes` to the regular file `path` whole or not at all, never
+/// replacing a file another writer put there since the caller looked:
+/// `prior` is what the caller saw at `path` (and kept, e.g. as `.old`).
+/// The finished temporary file is renamed to `path` without replacing
+/// (`RENAME_NOREPLACE`); if a file is there and it is `prior`, the two are
+/// exchanged (`RENAME_EXCHANGE`) and what came out is checked to be
+/// `prior` before it is removed (if not, a concurrent writer's file
+/// arrived first: exchanged back); otherwise the next free name
+/// `NAME.2.EXT`, `NAME.3.EXT`, … beside it is taken the same way. Two
+/// captures finishing at once in one directory both keep their files.
+/// Returns the path written (`path` itself when placed there). Devices,
+/// FIFOs and symbolic links are as for [`write_atomically`]: written in
+/// place, or followed (the link's target is the file claimed).
+pub fn write_claimed(asked: &Path, bytes: &[u8], prior: Option<FileId>) -> io::Result<PathBuf> {
+    let (path, mode) = match target(asked)? {
+        Target::InPlace(_) => {
+            write_atomically(asked, bytes)?;
+            return Ok(asked.to_path_buf());
+        }
+        Target::Replace { path, mode } => (path, mode),
+    };
+    let path = path.as_path();
+    let (tmp, mut guard) = write_temp(path, mode, |f| f.write_all(bytes))?;
+    for n in 1u32..=10_000 {
+        let to = if n == 1 {
+            path.to_path_buf()
+        } else {
+            numbered(path, n)
+        };
+        match rename2(&tmp, &to, libc::RENAME_NOREPLACE) {
+            Ok(()) => {
+                guard.0 = None;
+                sync_dir(path);
+                return Ok(if n == 1 { asked.to_path_buf() } else { to });
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+            Err(e) => return Err(step(e, &format!("renaming {} to", tmp.display()), &to)),
+        }
+        if n == 1 && prior.is_some() && file_id(&to) == prior {
+            rename2(&tmp, &to, libc::RENAME_EXCHANGE)
+                .map_err(|e| step(e, &format!("exchanging {} with", tmp.display()), &to))?;
+            // `tmp` now names what was at `to`.
+            if file_id(&tmp) == prior {
+                let _ = std::fs::remove_file(&tmp);
+                guard.0 = None;
+                sync_dir(path);
+                return Ok(asked.to_path_buf());
+            }
+            // Another writer's file had replaced `prior`: give it back.
+            rename2(&tmp, &to, libc::RENAME_EXCHANGE)
+                .map_err(|e| step(e, &format!("exchanging {} back with", tmp.display()), &to))?;
+        }
+    }
+    Err(step(
+        io::Error::from(io::ErrorKind::AlreadyExists),
+        "finding a free name beside",
+        path,
+    ))
+}
+
+/// `NAME.N.EXT` (or `NAME.N` without an extension) beside `path`.
+pub fn numbered(path: &Path, n: u32) -> PathBuf {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.{n}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{n}"),
+    };
+    path.with_file_name(name)
+}
+
+/// `renameat2(2)` with `flags`, both paths relative to the working
+/// directory.
+fn rename2(from: &Path, to: &Path, flags: libc::c_uint) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| invalid(p, "a NUL byte in the path"))
+    };
+    let (f, t) = (c(from)?, c(to)?);
+    // SAFETY: two NUL-terminated paths that live across the call.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            flags,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Writes a new temporary file beside `path` through `fill` and syncs it;
+/// the guard removes it unless disarmed.
+fn write_temp(
+    path: &Path,
+    mode: Option<u32>,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
+) -> io::Result<(PathBuf, TempGuard)> {
+    let dir = dir_of(path);
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let mut tries = 0;
     let (tmp, mut file) = loop {
@@ -285,7 +409,7 @@ fn replace(
             Err(e) => return Err(step(e, "creating temporary file", &tmp)),
         }
     };
-    let mut guard = TempGuard(Some(&tmp));
+    let guard = TempGuard(Some(tmp.clone()));
     if let Some(m) = mode {
         // The umask applied at creation: give the target's bits back.
         file.set_permissions(std::fs::Permissions::from_mode(m))
@@ -294,13 +418,18 @@ fn replace(
     fill(&mut file).map_err(|e| step(e, "writing", &tmp))?;
     file.sync_all().map_err(|e| step(e, "flushing", &tmp))?;
     drop(file);
-    std::fs::rename(&tmp, path)
-        .map_err(|e| step(e, &format!("renaming {} to", tmp.display()), path))?;
-    guard.0 = None;
-    // The rename itself is durable once the directory is synced; a
-    // directory that cannot be opened or synced leaves the file written.
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
+    Ok((tmp, guard))
+}
+
+/// Removes the temporary file it names when dropped (every early return
+/// and a panic in the filling closure), unless its name was taken out
+/// (the file renamed into place).
+struct TempGuard(Option<PathBuf>);
+
+impl Drop for TempGuard {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
     }
-    Ok(())
 }

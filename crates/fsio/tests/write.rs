@@ -272,3 +272,99 @@ fn temporary_and_unique_names_are_unpredictable() {
         0o600
     );
 }
+
+/// `write_claimed`: a file another writer put at the path since the caller
+/// looked is never replaced (two captures finishing at once in one
+/// directory lost one: issue 36); the file the caller saw is.
+#[test]
+fn a_claimed_write_never_replaces_another_writers_file() {
+    use coldcache_fsio::{file_id, write_claimed};
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("coldcache.ccdump");
+    let n2 = dir.path().join("coldcache.2.ccdump");
+    // Nothing there: created.
+    assert_eq!(write_claimed(&p, b"first", None).unwrap(), p);
+    // The caller saw `first` (and kept it elsewhere): replaced.
+    let seen = file_id(&p);
+    assert!(seen.is_some());
+    assert_eq!(write_claimed(&p, b"second", seen).unwrap(), p);
+    assert_eq!(std::fs::read(&p).unwrap(), b"second");
+    // The caller saw nothing, another writer's file is there now: beside.
+    assert_eq!(write_claimed(&p, b"third", None).unwrap(), n2);
+    assert_eq!(std::fs::read(&p).unwrap(), b"second");
+    assert_eq!(std::fs::read(&n2).unwrap(), b"third");
+    // The caller saw `second`, but another writer replaced it since: the
+    // other's file stays, this one goes to the next free name.
+    let seen = file_id(&p);
+    write_atomically(&p, b"other").unwrap();
+    let got = write_claimed(&p, b"fourth", seen).unwrap();
+    assert_eq!(got, dir.path().join("coldcache.3.ccdump"));
+    assert_eq!(std::fs::read(&p).unwrap(), b"other");
+    assert_eq!(std::fs::read(&got).unwrap(), b"fourth");
+    let mut left = leftovers(dir.path(), &[]);
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "coldcache.2.ccdump",
+            "coldcache.3.ccdump",
+            "coldcache.ccdump"
+        ]
+    );
+    // Through a link: its target is the file claimed, the link stays.
+    let link = dir.path().join("latest.ccdump");
+    std::os::unix::fs::symlink(&p, &link).unwrap();
+    let seen = file_id(&link);
+    assert_eq!(write_claimed(&link, b"fifth", seen).unwrap(), link);
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read(&p).unwrap(), b"fifth");
+}
+
+/// Eight writers at once, each having seen the same earlier file: every
+/// one's bytes end up in a file of its own, and the paths returned say
+/// which.
+#[test]
+fn writers_racing_for_one_name_all_keep_their_files() {
+    use coldcache_fsio::{file_id, write_claimed};
+    for round in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("d.ccdump");
+        std::fs::write(&p, b"earlier").unwrap();
+        let seen = file_id(&p);
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let (p, b) = (p.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    b.wait();
+                    let bytes = format!("writer {i}");
+                    (
+                        bytes.clone(),
+                        write_claimed(&p, bytes.as_bytes(), seen).unwrap(),
+                    )
+                })
+            })
+            .collect();
+        let mut paths = Vec::new();
+        for h in handles {
+            let (bytes, path) = h.join().unwrap();
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                bytes.as_bytes(),
+                "round {round}"
+            );
+            paths.push(path);
+        }
+        paths.sort();
+        paths.dedup();
+        assert_eq!(paths.len(), 8, "round {round}: {paths:?}");
+        assert_eq!(
+            leftovers(dir.path(), &[]).len(),
+            8,
+            "round {round}: the earlier file replaced once, no temporaries"
+        );
+    }
+}
