@@ -46,5 +46,6 @@ pub use read::{
 };
 pub use sigpipe::NoSigpipe;
 pub use write::{
-    check_link, create_unique, move_file, write_atomically, write_atomically_with, write_output,
+    check_link, create_unique, move_file, open_in_place, write_atomically, write_atomically_with,
+    write_output, READER_WAIT,
 };
