@@ -167,7 +167,8 @@ pub fn check(pid: i32) -> Result<Target> {
         .unwrap_or(0);
     if flags & PF_KTHREAD != 0 {
         bail!(
-            "{who} is a kernel thread: it runs only kernel code, with no program or user              memory, and cannot be attached to"
+            "{who} is a kernel thread: it runs only kernel code, with no program or user \
+             memory, and cannot be attached to"
         );
     }
     match state {
