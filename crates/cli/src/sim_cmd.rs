@@ -275,7 +275,15 @@ fn resimulate(args: &SimArgs) -> Result<()> {
         );
         for d in &mut dumps {
             d.meta.cut_short = Some(format!("the trace was cut ({cut})"));
-            coldcache_replay::fold_unknown_stacks(d);
+            // A bare dump (trigger `trace`): the skeleton was not there.
+            let bare = d.meta.trigger == "trace";
+            if coldcache_replay::fold_unknown_stacks(d) == 0 && bare {
+                d.meta.notes.push(
+                    "the trace holds no dump skeleton (its capture did not finish): this dump \
+                     has no modules (addresses are not resolved to functions)"
+                        .to_string(),
+                );
+            }
         }
     }
     for (dump, out) in dumps.iter().zip(&args.output) {
