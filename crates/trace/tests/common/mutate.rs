@@ -4,9 +4,10 @@
 //! input, truncations), a global allocator that remembers the largest
 //! single request, and a watchdog that ends the process, naming the case,
 //! when one input takes too long. Included by path by the fuzz tests of
-//! `coldcache-trace` (the cctrace decoder's two paths) and
-//! `coldcache-zones` (the zones format reader); CI runs them as plain
-//! tests. `COLDCACHE_FUZZ_ITERATIONS` sets the mutations per sample for a
+//! `coldcache-trace` (the cctrace decoder's two paths), `coldcache-zones`
+//! (the zones format reader), `coldcache-dump` (`tests/mutate.rs`: the
+//! allocator and the watchdog) and the CLI (`tests/hostile_input.rs`:
+//! damaged files through the commands); CI runs them as plain tests. `COLDCACHE_FUZZ_ITERATIONS` sets the mutations per sample for a
 //! longer run.
 #![allow(dead_code)]
 
