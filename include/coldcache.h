@@ -57,10 +57,12 @@ struct coldcache_options {
     size_t tid_count;          /* entries in tids */
     uint64_t max_instructions; /* stop after this many instructions; 0: no limit */
     const char *trace;         /* also write every access to this cctrace file; NULL: none */
-    const char *mode;          /* "trap" (single-step, the default), "fast" (binary translation)
-                                  or "verify" (fast, every translated instruction checked against
-                                  the trap model: for tests);
-                                  NULL: default ($COLDCACHE_MODE, or coldcache record's --mode) */
+    const char *mode;          /* "auto" (the default: fast where this process allows it, else
+                                  trap, with a note in the dump saying why), "trap" (single-step),
+                                  "fast" (binary translation) or "verify" (fast, every translated
+                                  instruction checked against the trap model: for tests);
+                                  NULL: the default ($COLDCACHE_MODE, or coldcache record's
+                                  --mode, else "auto") */
 };
 
 /* Fills *options with the defaults. */

@@ -433,8 +433,8 @@ pub fn run(args: AttachArgs) -> Result<()> {
     if let Some(t) = &args.trace {
         record_cmd::report_partial_trace(t, &written);
     }
-    if !written.lost.is_empty() {
-        bail!("the capture could not be written");
+    if let Some(e) = record_cmd::write_failure(&written) {
+        return Err(e);
     }
     if !captured {
         bail!(

@@ -156,6 +156,21 @@ pub fn check(pid: i32) -> Result<Target> {
         .rsplit_once(')')
         .and_then(|(_, r)| r.split_whitespace().next())
         .unwrap_or("?");
+    // A kernel thread (`PF_KTHREAD` in the flags, the ninth field) runs
+    // kernel code only: no executable, no user memory to load a library
+    // into.
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let flags = stat
+        .rsplit_once(')')
+        .and_then(|(_, r)| r.split_whitespace().nth(6))
+        .and_then(|f| f.parse::<u64>().ok())
+        .unwrap_or(0);
+    if flags & PF_KTHREAD != 0 {
+        bail!(
+            "{who} is a kernel thread: it runs only kernel code, with no program or user \
+             memory, and cannot be attached to"
+        );
+    }
     match state {
         "Z" | "X" => bail!("{who} has exited (it is a zombie waiting for its parent)"),
         "T" => {

@@ -538,38 +538,17 @@ pub fn run(args: RecordArgs) -> Result<()> {
     if let Some(t) = &args.trace {
         report_partial_trace(t, &written);
     }
+    // A capture that could not be written where asked: a failure, even if
+    // the program succeeded (a script must not take it for a capture).
+    if let (Some(0), None, Some(e)) = (status.code(), &out_of_memory, write_failure(&written)) {
+        return Err(e);
+    }
     match status.code() {
         // A capture its tables' memory cut short: the dump is written, but
         // it is not the capture asked for.
         Some(0) if out_of_memory.is_some() => bail!(
             "the capture was cut short, {}",
             out_of_memory.unwrap_or_default()
-        ),
-        // A capture was asked for and none was made: a failure, even if
-        // the program succeeded (a script must not take it for a capture).
-        Some(0) if !written.lost.is_empty() => bail!(
-            "the capture{} could not be written: {}",
-            if written.lost.len() == 1 { "" } else { "s" },
-            written
-                .lost
-                .iter()
-                .map(|(p, _)| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        Some(0) if !written.failed.is_empty() => bail!(
-            "{} could not be written where asked ({})",
-            if written.failed.len() == 1 {
-                "a capture"
-            } else {
-                "captures"
-            },
-            written
-                .failed
-                .iter()
-                .map(|(asked, kept, _)| format!("{} kept in {}", asked.display(), kept.display()))
-                .collect::<Vec<_>>()
-                .join(", ")
         ),
         Some(0) if later && !captured && written.dumps.is_empty() => bail!(
             "no capture was made: --function {} was never loaded (no library the program \
@@ -662,6 +641,30 @@ pub(crate) struct Written {
     pub(crate) failed: Vec<(PathBuf, PathBuf, String)>,
     /// Captures that could not be written anywhere: (asked, the error).
     pub(crate) lost: Vec<(PathBuf, String)>,
+}
+
+/// The error of a run whose dumps could not all be written where asked
+/// (`record` and `attach` exit with it even when the program succeeded):
+/// each file with the operating system's error, and where a capture was
+/// kept instead; `None` when every dump was written.
+pub(crate) fn write_failure(w: &Written) -> Option<anyhow::Error> {
+    let mut why: Vec<String> = w
+        .lost
+        .iter()
+        .map(|(asked, e)| format!("{} ({e}; lost)", asked.display()))
+        .collect();
+    why.extend(
+        w.failed.iter().map(|(asked, kept, e)| {
+            format!("{} ({e}; kept in {})", asked.display(), kept.display())
+        }),
+    );
+    (!why.is_empty()).then(|| {
+        anyhow::anyhow!(
+            "the capture{} could not be written: {}",
+            if why.len() == 1 { "" } else { "s" },
+            why.join(", ")
+        )
+    })
 }
 
 /// A trace the capture did not finish (the program killed): the library

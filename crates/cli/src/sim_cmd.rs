@@ -256,21 +256,36 @@ fn resimulate(args: &SimArgs) -> Result<()> {
         .map(str::parse::<Format>)
         .transpose()
         .context("--format")?;
-    if is_partial(trace) {
-        bail!(
-            "{}: a capture's trace that did not finish has no dump skeleton (modules, stack \
-             tree), which -o needs; simulate it without -o for its tables up to the cut",
-            trace.display()
-        );
-    }
     let mut reader = coldcache_trace::open(trace, format)?;
     reader.set_skip_bad(args.skip_bad);
+    // A capture's trace that did not finish: read up to its cut. It lacks
+    // the dump skeleton (written at the end), so the dump has no modules
+    // or call stacks; the dump's notes say so.
+    let cut = is_partial(trace).then(|| reader.accept_cut());
     let progress = progress_bar(args, reader.total_bytes().unwrap_or(0));
     let name = trace.display().to_string();
-    let dumps = coldcache_replay::resimulate(&name, reader, &targets, |read, _| {
+    let mut dumps = coldcache_replay::resimulate(&name, reader, &targets, |read, _| {
         progress.set_position(read)
     })?;
     progress.finish_and_clear();
+    if let Some(cut) = cut.as_ref().and_then(|c| c.get()) {
+        coldcache_fsio::say!(
+            "coldcache: warning: {cut}: the capture did not finish; simulated the records \
+             before the cut, without the capture's modules and call stacks"
+        );
+        for d in &mut dumps {
+            d.meta.cut_short = Some(format!("the trace was cut ({cut})"));
+            // A bare dump (trigger `trace`): the skeleton was not there.
+            let bare = d.meta.trigger == "trace";
+            if coldcache_replay::fold_unknown_stacks(d) == 0 && bare {
+                d.meta.notes.push(
+                    "the trace holds no dump skeleton (its capture did not finish): this dump \
+                     has no modules (addresses are not resolved to functions)"
+                        .to_string(),
+                );
+            }
+        }
+    }
     for (dump, out) in dumps.iter().zip(&args.output) {
         crate::write_output(out, &dump.to_bytes())?;
         let text = crate::record_cmd::summary(dump, out);

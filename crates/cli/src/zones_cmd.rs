@@ -307,7 +307,8 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
         .env("LD_PRELOAD", &preload)
         .env("COLDCACHE_ZONES_OUT", &out_pattern)
         .env("COLDCACHE_SPIKE_JSON", dir.path().join("spikes.%p.jsonl"))
-        .env("COLDCACHE_SPIKE_LOG", "off");
+        .env("COLDCACHE_SPIKE_LOG", "off")
+        .env("COLDCACHE_ZONES_REPORT", dir.path().join("report.%p"));
     if let Some(t) = &a.threshold {
         cmd.env("COLDCACHE_SPIKE_THRESHOLD", t);
     }
@@ -336,6 +337,12 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
             .replace("%p", &pid.to_string()),
     );
     let spikes_path = dir.path().join(format!("spikes.{pid}.jsonl"));
+    // Why the program could not write its recording, if it could not
+    // (the library's own words: the file and the operating system's error).
+    let write_error = std::fs::read_to_string(dir.path().join(format!("report.{pid}")))
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty());
     let mut modules: Vec<ModuleInfo> = Vec::new();
     if rec_path.is_file() {
         let summary = std::fs::File::open(&rec_path)
@@ -365,7 +372,7 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
         );
     } else if let Some(kept) = keep_partial(&rec_path, pid, &output) {
         coldcache_fsio::say!("coldcache: {program} {}{kept}", ended(&status));
-    } else {
+    } else if write_error.is_none() {
         coldcache_fsio::say!(
             "coldcache: {program} wrote no recording (it did not exit normally, was not dynamically linked, or never reached an instrumented function or zone)"
         );
@@ -380,6 +387,12 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
         if let Some(p) = &a.spike_json {
             crate::write_output(p, json.as_bytes())?;
         }
+    }
+    if let (true, Some(why)) = (status.success(), &write_error) {
+        bail!(
+            "{} was not written: the program could not write its recording ({why})",
+            output.display()
+        );
     }
     if !status.success() {
         match status.code() {

@@ -1003,3 +1003,68 @@ fn an_attach_right_after_a_finish_waits_for_it_instead_of_refusing() {
     assert!(status.success(), "{stderr}");
     assert!(stdout.contains("every round agreed: yes"), "{stdout}");
 }
+
+/// Regression (issue 33): an attach whose dump could not be written where
+/// asked (`-o /dev/full`) exited 0, the capture kept elsewhere; now it
+/// fails, its closing error naming the file and the operating system's
+/// error and where the capture was kept. The target runs on unchanged.
+#[test]
+fn an_attach_whose_dump_cannot_be_written_fails_with_the_os_error() {
+    let test = "an_attach_whose_dump_cannot_be_written_fails_with_the_os_error";
+    if !can_attach(test) {
+        return;
+    }
+    let dir = scratch("full");
+    let program = build("tests-programs/attach/frames.c", &dir, &["-O1", "-g"]);
+    library(); // built before the program starts its short run
+    let run = start(&program, &["1500"], Stdio::null());
+    let cmd = attach(
+        &dir,
+        run.pid(),
+        &["--function", "frame", "--call", "1", "-o", "/dev/full"],
+    );
+    let out = run_with_deadline(cmd, "attach -o /dev/full");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("/dev/full") && last.contains("No space left on device"),
+        "{err}"
+    );
+    if let Some(kept) = last
+        .split_whitespace()
+        .find(|w| w.contains("coldcache.") && w.contains(".ccdump"))
+    {
+        let kept = kept.trim_end_matches([')', ',']);
+        assert!(load(Path::new(kept)).meta.instructions > 0, "{kept}");
+        let _ = std::fs::remove_file(kept);
+    }
+    let (out, _, status) = run.finish("frames");
+    assert!(status.success() && out.contains("frame 1500:"), "{out}");
+}
+
+/// Regression (issue 33): attaching to a kernel thread (`kthreadd`, pid 2
+/// where this pid namespace shows it) said "reading its executable: No
+/// such file or directory"; now it says what the process is.
+#[test]
+fn a_kernel_thread_is_refused_as_one() {
+    let Some(pid) = (1..100).find(|p| {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .ok()
+            .and_then(|s| {
+                let (_, r) = s.rsplit_once(')')?;
+                r.split_whitespace().nth(6)?.parse::<u64>().ok()
+            })
+            .is_some_and(|flags| flags & 0x0020_0000 != 0)
+    }) else {
+        eprintln!("SKIP a_kernel_thread_is_refused_as_one: no kernel thread visible here");
+        return;
+    };
+    let dir = scratch("kthread");
+    refused(
+        &dir,
+        pid,
+        &["is a kernel thread", "cannot be attached"],
+        "kthread",
+    );
+}

@@ -633,3 +633,197 @@ fn two_records_at_once_in_one_directory_keep_both_captures() {
         assert_eq!(pids.len(), 2, "round {round}: a capture was lost\n{said}");
     }
 }
+
+/// Regression (issue 33): `record -o FIFO` with no process reading the
+/// FIFO hung the program at its exit (the library's `open` of the FIFO
+/// blocked for ever), and `--trace FIFO` at the start of the capture. Now
+/// the library waits a few seconds for a reader, then gives up: the dump
+/// goes to the temporary directory as for any write error and `record`
+/// fails naming the FIFO; the trace is not written and the capture is not
+/// made, said so. The program runs to its end with its output.
+#[test]
+fn a_fifo_nobody_reads_does_not_hang_the_program() {
+    let d = scratch("fifo-no-reader");
+    let Some(exe) = matmul(&d) else {
+        eprintln!("skipped: no gcc");
+        return;
+    };
+    let fifo = d.join("pipe");
+    mkfifo(&fifo);
+    for (what, args) in [
+        ("dump", vec!["-o", p(&fifo)]),
+        ("trace", vec!["--trace", p(&fifo), "-o", "m.ccdump"]),
+    ] {
+        let start = Instant::now();
+        let mut all = vec!["record", "--no-resolve", "--all"];
+        all.extend(&args);
+        all.extend(["--", p(&exe)]);
+        let r = coldcache(&d, &all);
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{what}: took {:?}",
+            start.elapsed()
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&r.stdout),
+            MATMUL_OUTPUT,
+            "{what}: the program's output changed (exit {:?}): {}",
+            r.code,
+            r.stderr
+        );
+        assert_eq!(r.code, Some(2), "{what}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(p(&fifo))
+                && r.stderr.contains("no process opened the FIFO for reading"),
+            "{what}: {}",
+            r.stderr
+        );
+        if what == "dump" {
+            let last = r.stderr.lines().last().unwrap_or_default();
+            assert!(
+                last.contains(p(&fifo)) && last.contains("kept in"),
+                "{what}: {last}"
+            );
+            let kept = last
+                .split_whitespace()
+                .find(|w| w.contains("coldcache.") && w.contains(".ccdump"))
+                .unwrap_or_else(|| panic!("{what}: no kept dump named: {last}"));
+            let kept = kept.trim_end_matches([')', ',']);
+            assert!(Path::new(kept).is_file(), "{what}: {kept}");
+            let _ = std::fs::remove_file(kept);
+        }
+        assert!(std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo());
+    }
+}
+
+/// Runs `coldcache ARGS` in `dir` with a full file system mounted at
+/// `dir/full` (a 64 KiB tmpfs filled up, in a mount namespace of its own:
+/// `unshare -m`, so nothing outlives the command); `None` when this
+/// machine does not allow it (not root, no `unshare`).
+fn on_a_full_disk(dir: &Path, args: &[&str]) -> Option<Run> {
+    let allowed = Command::new("unshare")
+        .args(["-m", "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !allowed {
+        return None;
+    }
+    let full = dir.join("full");
+    std::fs::create_dir_all(&full).unwrap();
+    let mut c = Command::new("unshare");
+    c.args(["-m", "sh", "-c"])
+        .arg(
+            "mount -t tmpfs -o size=64k tmpfs \"$0\" 2>/dev/null || exit 99; \
+             head -c 65536 /dev/zero > \"$0/filler\" 2>/dev/null; \
+             [ \"$(df -P \"$0\" | awk 'NR==2 {print $4}')\" = 0 ] || exit 99; exec \"$@\"",
+        )
+        .arg(&full)
+        .arg(BIN)
+        .args(args)
+        .current_dir(dir);
+    let r = run_within(c, dir);
+    (r.code != Some(99)).then_some(r)
+}
+
+/// Regression (issue 33): a recording that could not be written (its
+/// disk full) made `zones record` exit 0, and `record`'s closing error
+/// did not give the operating system's error. Now both fail naming the
+/// file and the error; the program's output is unchanged. Also with
+/// `/dev/full` as the output (no mount needed).
+#[test]
+fn a_full_disk_fails_record_and_zones_record_with_the_os_error() {
+    let d = scratch("full-disk");
+    let Some(exe) = matmul(&d) else {
+        eprintln!("skipped: no gcc");
+        return;
+    };
+    let hooked = d.join("matmul-hooked");
+    let st = Command::new("gcc")
+        .args(["-O1", "-finstrument-functions", "-o"])
+        .arg(&hooked)
+        .arg(repo().join("tests-programs/matmul.c"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let cases: Vec<(&str, Vec<&str>, String)> = vec![
+        (
+            "record",
+            vec![
+                "record",
+                "--no-resolve",
+                "--all",
+                "-o",
+                "full/m.ccdump",
+                "--",
+                p(&exe),
+            ],
+            "full/m.ccdump".to_string(),
+        ),
+        (
+            "zones record",
+            vec!["zones", "record", "-o", "full/m.zones", "--", p(&hooked)],
+            "full/m.zones".to_string(),
+        ),
+        (
+            "zones record --no-stream",
+            vec![
+                "zones",
+                "record",
+                "--no-stream",
+                "-o",
+                "full/m.zones",
+                "--",
+                p(&hooked),
+            ],
+            "full/m.zones".to_string(),
+        ),
+    ];
+    let mut mounted = true;
+    for (what, args, named) in &cases {
+        // Without a mount: the same command writing to /dev/full.
+        let dev: Vec<&str> = args
+            .iter()
+            .map(|a| {
+                if a.starts_with("full/") {
+                    "/dev/full"
+                } else {
+                    a
+                }
+            })
+            .collect();
+        let mut runs = vec![("/dev/full", coldcache(&d, &dev), "/dev/full".to_string())];
+        match on_a_full_disk(&d, args) {
+            Some(r) => runs.push(("a full tmpfs", r, named.clone())),
+            None => mounted = false,
+        }
+        for (disk, r, named) in runs {
+            assert_eq!(
+                String::from_utf8_lossy(&r.stdout),
+                MATMUL_OUTPUT,
+                "{what} on {disk}: the program's output changed: {}",
+                r.stderr
+            );
+            assert_eq!(r.code, Some(2), "{what} on {disk}: {}", r.stderr);
+            let last = r.stderr.lines().last().unwrap_or_default();
+            assert!(
+                last.contains(&named) && last.contains("No space left on device"),
+                "{what} on {disk}: the closing error names the file and the OS error: {}",
+                r.stderr
+            );
+            // A dump kept in the temporary directory instead: removed.
+            if let Some(kept) = last
+                .split_whitespace()
+                .find(|w| w.contains("coldcache.") && w.contains(".ccdump"))
+            {
+                let _ = std::fs::remove_file(kept.trim_end_matches([')', ',']));
+            }
+        }
+    }
+    if !mounted {
+        eprintln!("full tmpfs part skipped: this machine does not allow `unshare -m` and mount");
+    }
+}

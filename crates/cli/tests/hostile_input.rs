@@ -12,6 +12,8 @@
 //! Every command runs under a deadline and a memory limit (`ulimit -v`),
 //! so a hang or a huge allocation fails the test instead of the machine.
 
+#[path = "../../trace/tests/common/mutate.rs"]
+mod fuzz;
 #[path = "common/library.rs"]
 mod library;
 #[path = "common/programs.rs"]
@@ -138,4 +140,50 @@ fn a_section_announcing_more_than_the_limit_is_refused_before_it_is_read() {
     let err = text(&r.stderr);
     assert_eq!(r.status.code(), Some(2), "{err}");
     assert!(err.contains("truncated"), "{err}");
+}
+
+/// Damaged dumps and zones recordings as a user meets them (issue 33): a
+/// few dozen fixed-seed mutations (`fuzz::mutate`) of a real resolved dump
+/// and of the zones samples, each given to `coldcache report` or
+/// `coldcache zones` under the deadline and the memory limit: each is
+/// shown (status 0) or refused with status 2 and an error naming the file,
+/// never a panic (101), an abort or a signal. The readers themselves take
+/// far more mutations in `crates/dump/tests/mutate.rs` and
+/// `crates/zones/tests/fuzz.rs`; this checks the names the commands add.
+#[test]
+fn damaged_dumps_and_zones_files_are_refused_by_name() {
+    let dir = scratch_in("hostile-input", "damaged");
+    let repo = library::repo();
+    let dump = std::fs::read(repo.join("crates/dump/tests/data/v2-resolved-real.ccdump")).unwrap();
+    let zones = std::fs::read(repo.join("crates/zones/tests/data/sample-v2.zones")).unwrap();
+    let mut rng = fuzz::Rng(0x0033_d0d0);
+    let n = fuzz::iterations(100).min(1000);
+    let (mut shown, mut refused) = (0, 0);
+    for i in 0..2 * n {
+        let (name, args, base, other) = if i % 2 == 0 {
+            ("d.ccdump", vec!["report", "d.ccdump"], &dump, &zones)
+        } else {
+            (
+                "z.zones",
+                vec!["zones", "z.zones", "--no-symbols"],
+                &zones,
+                &dump,
+            )
+        };
+        let mut v = base.clone();
+        fuzz::mutate(&mut rng, &mut v, other);
+        std::fs::write(dir.join(name), &v).unwrap();
+        let r = coldcache(&dir, &args);
+        let err = text(&r.stderr);
+        match r.status.code() {
+            Some(0) => shown += 1,
+            Some(2) => {
+                assert!(err.contains(name), "mutation {i}: {err}");
+                refused += 1;
+            }
+            c => panic!("mutation {i} of {name}: exit {c:?}: {err}"),
+        }
+    }
+    eprintln!("damaged inputs: {shown} shown, {refused} refused by name");
+    assert!(refused > 0);
 }

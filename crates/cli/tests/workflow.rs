@@ -1708,3 +1708,52 @@ fn a_function_of_a_library_opened_with_dlopen_is_captured_with_in_dlopen() {
     );
     assert!(!dir.join("n.ccdump").exists());
 }
+
+/// Regression (issue 33): `coldcache.h` said the C API's default mode was
+/// trap, while a capture started with the default options (`mode` NULL,
+/// no `COLDCACHE_MODE`, no `record`) runs in `auto`: fast where the
+/// process allows it, else trap with the reason in a note. The header and
+/// the captures agree: the header names `auto` as the default, and both
+/// captures of `workflow api` (options from `coldcache_options_init`, and
+/// NULL options) say fast mode or auto's fallback, never plain trap.
+#[test]
+fn the_c_api_default_mode_is_what_the_header_says() {
+    if !gcc_or_skip("the_c_api_default_mode_is_what_the_header_says") {
+        return;
+    }
+    let header = std::fs::read_to_string(library::repo().join("include/coldcache.h")).unwrap();
+    let field = header
+        .split("const char *mode;")
+        .nth(1)
+        .and_then(|rest| rest.split("};").next())
+        .expect("coldcache_options has a mode field");
+    assert!(
+        field.contains("\"auto\" (the default")
+            && !field.contains("\"trap\" (single-step, the default"),
+        "the header's mode comment: {field}"
+    );
+    let dir = scratch("api-mode");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, true);
+    let mut cmd = Command::new(&program);
+    cmd.current_dir(&dir)
+        .env_remove("COLDCACHE_MODE")
+        .env_remove("LD_PRELOAD")
+        .args(["api", "own.ccdump"]);
+    let out = run_with_deadline(cmd, "workflow api");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for name in ["own.ccdump", "coldcache.ccdump"] {
+        let d = load(&dir.join(name));
+        assert!(d.meta.instructions > 0, "{name}");
+        let fast = d
+            .meta
+            .notes
+            .iter()
+            .any(|n| n.starts_with("capture mode fast: "));
+        let fell_back = d
+            .meta
+            .notes
+            .iter()
+            .any(|n| n.starts_with("capture mode trap: "));
+        assert!(fast || fell_back, "{name}: notes {:?}", d.meta.notes);
+    }
+}

@@ -4,9 +4,20 @@
 //! decoders see the damage rather than a checksum error. `Dump::from_bytes`
 //! must return an error or a dump, never panic; a dump it returns must
 //! survive a round trip. (The fuzz targets in `fuzz/` do the same without
-//! a fixed budget.)
+//! a fixed budget.) Also (issue 33): no input may ask for more than 64 MiB
+//! at once (the allocator of `../trace/tests/common/mutate.rs` remembers
+//! the largest request), and a watchdog ends the run, naming the
+//! mutation, if one takes more than 10 s. `COLDCACHE_FUZZ_ITERATIONS`
+//! sets the number of mutations for a longer run.
+
+#[path = "../../trace/tests/common/mutate.rs"]
+mod fuzz;
 
 use coldcache_dump::{Dump, TRAILER};
+use fuzz::Largest;
+
+#[global_allocator]
+static ALLOC: Largest = Largest;
 
 /// xorshift64*: a fixed sequence, no dependency.
 struct Rng(u64);
@@ -77,6 +88,7 @@ fn a_hundred_thousand_mutations_never_panic() {
         "v2.ccdump",
         "v2-resolved-real.ccdump",
         "v3.ccdump",
+        "v4.ccdump",
     ]
     .iter()
     .map(|n| {
@@ -90,11 +102,24 @@ fn a_hundred_thousand_mutations_never_panic() {
     .collect();
     let mut rng = Rng(0x00c0_1dca_c4e5_eed1);
     let (mut loaded, mut refused) = (0, 0);
-    for i in 0..100_000 {
+    let n = fuzz::iterations(100_000);
+    let dog = fuzz::Watchdog::start(std::time::Duration::from_secs(10));
+    let start = std::time::Instant::now();
+    for i in 0..n {
         let mut v = samples[i % samples.len()].clone();
         mutate(&mut rng, &mut v);
         fix_crc(&mut v);
-        match Dump::from_bytes(&v) {
+        dog.case(format!("mutation {i}"));
+        dog.tick();
+        Largest::reset();
+        let r = Dump::from_bytes(&v);
+        let big = Largest::get();
+        assert!(
+            big <= fuzz::ALLOCATION_LIMIT,
+            "mutation {i}: one allocation of {big} bytes for a dump of {} bytes",
+            v.len()
+        );
+        match r {
             Ok(d) => {
                 loaded += 1;
                 let again = Dump::from_bytes(&d.to_bytes())
@@ -107,9 +132,14 @@ fn a_hundred_thousand_mutations_never_panic() {
             }
         }
     }
-    eprintln!("{loaded} mutated dumps loaded, {refused} refused");
+    eprintln!(
+        "dump fuzz: {n} mutations, {loaded} loaded, {refused} refused, in {:.1} s; no panic, \
+         hang or allocation over {} MiB",
+        start.elapsed().as_secs_f64(),
+        fuzz::ALLOCATION_LIMIT >> 20
+    );
     assert!(
-        refused > 50_000,
+        refused > n / 2,
         "the mutations should mostly break something"
     );
     assert!(

@@ -196,16 +196,24 @@ impl GuardedFile {
     /// O_NOFOLLOW`; a regular file or a link of the caller's already there
     /// is removed first, a link planted by another user in a sticky
     /// directory is refused, see [`crate::check_link`]), else as it is (a
-    /// device or FIFO: then it is never opened again). Normal context.
+    /// device or FIFO, opened without blocking: a FIFO nobody reads is
+    /// refused after [`crate::READER_WAIT`]; then it is never opened
+    /// again). Normal context.
     pub fn open(path: &std::path::Path, create: bool) -> std::io::Result<GuardedFile> {
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
             .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-        let mut flags = libc::O_WRONLY | libc::O_CLOEXEC;
-        if create {
-            flags |= libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+        if !create {
+            // A device or FIFO: opened without blocking on a FIFO nobody
+            // reads (`crate::write::open_in_place`), close-on-exec.
+            use std::os::fd::IntoRawFd;
+            let fd = crate::write::open_in_place(path)?.into_raw_fd();
+            let (fd, id) = adopt(fd).map_err(std::io::Error::from_raw_os_error)?;
+            return Ok(GuardedFile { fd, id, path: None });
         }
+        let flags =
+            libc::O_WRONLY | libc::O_CLOEXEC | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
         let mut fd = open_at(&c, flags, 0o666);
-        if create && fd == -(libc::EEXIST as i64) {
+        if fd == -(libc::EEXIST as i64) {
             // An earlier run's file (a killed capture's `.partial`): not
             // written through, replaced by a new one.
             crate::check_link(path)?;
@@ -223,7 +231,7 @@ impl GuardedFile {
         Ok(GuardedFile {
             fd,
             id,
-            path: create.then_some(c),
+            path: Some(c),
         })
     }
 

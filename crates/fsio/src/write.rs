@@ -28,7 +28,10 @@
 //!
 //! A write in place holds `SIGPIPE` back ([`crate::NoSigpipe`]): a FIFO
 //! whose reader has gone gives `EPIPE`, an error like any other, and no
-//! signal.
+//! signal. A target written in place is opened without blocking
+//! ([`open_in_place`]): a FIFO nobody reads is waited for
+//! [`READER_WAIT`] at most, then refused with `ENXIO` naming it (opening
+//! it blocked, and the program the library runs in hung at its exit).
 //!
 //! [`write_output`] adds the command-line convention that `-` is standard
 //! output.
@@ -57,10 +60,7 @@ pub fn write_atomically_with(
             // A FIFO whose reader has gone fails the write with EPIPE;
             // the signal must not reach the program the library runs in.
             let _held = crate::NoSigpipe::hold();
-            let mut f = OpenOptions::new()
-                .write(true)
-                .open(&p)
-                .map_err(|e| step(e, "opening", &p))?;
+            let mut f = open_in_place(&p)?;
             fill(&mut f)?;
             f.flush()
         }
@@ -94,6 +94,55 @@ pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
         return out.flush();
     }
     write_atomically(path, bytes)
+}
+
+/// How long opening a FIFO waits for a process to open it for reading.
+pub const READER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Opens the device or FIFO `path` for writing without ever blocking in
+/// `open`: `O_NONBLOCK`, which fails with `ENXIO` at once on a FIFO that
+/// nobody has open for reading; tried again every 10 ms for
+/// [`READER_WAIT`] (a reader started at the same moment), then refused,
+/// naming the file. The descriptor is made blocking again once open
+/// (writes wait for a slow reader as usual). Normal context.
+pub fn open_in_place(path: &Path) -> io::Result<File> {
+    use std::os::fd::AsRawFd;
+    let start = std::time::Instant::now();
+    let f = loop {
+        match OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+        {
+            Ok(f) => break f,
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                if start.elapsed() >= READER_WAIT {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!(
+                            "opening {}: no process opened the FIFO for reading within {} s \
+                             ({e})",
+                            path.display(),
+                            READER_WAIT.as_secs()
+                        ),
+                    ));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => return Err(step(e, "opening", path)),
+        }
+    };
+    let fd = f.as_raw_fd();
+    // SAFETY: `fd` is the open descriptor `f` owns; F_GETFL/F_SETFL take
+    // and give plain flags.
+    let ok = unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        fl >= 0 && libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK) == 0
+    };
+    if !ok {
+        return Err(step(io::Error::last_os_error(), "opening", path));
+    }
+    Ok(f)
 }
 
 enum Target {

@@ -16,7 +16,7 @@
 #![warn(missing_docs)]
 
 mod resim;
-pub use resim::{resimulate, Numbering, Prepared, Resim, Target};
+pub use resim::{fold_unknown_stacks, resimulate, Numbering, Prepared, Resim, Target};
 
 use coldcache_sim::{
     Access, AccessKind, ConfigError, Driver, HierarchyConfig, LevelStats, ServedBy, StraddleMode,

@@ -522,6 +522,50 @@ impl Resim {
     }
 }
 
+/// Counts on the root stack every record of `dump` whose stack is not in
+/// its stack tree (a trace without its skeleton, the `.partial` of a
+/// capture that did not finish: its stack ids name a tree it does not
+/// hold), merging the records of one (ip, thread), and adds a note saying
+/// what the dump lacks. Returns how many stack ids were folded.
+pub fn fold_unknown_stacks(dump: &mut Dump) -> usize {
+    let known = dump.stacks.len() as u32;
+    let unknown: std::collections::HashSet<u32> = dump
+        .records
+        .iter()
+        .map(|r| r.stack)
+        .filter(|&s| s >= known)
+        .collect();
+    if unknown.is_empty() {
+        return 0;
+    }
+    let mut records = std::mem::take(&mut dump.records);
+    for r in &mut records {
+        if r.stack >= known {
+            r.stack = 0;
+        }
+    }
+    records.sort_by_key(|r| (r.ip, r.stack, r.thread));
+    let mut merged: Vec<DumpRecord> = Vec::with_capacity(records.len());
+    for r in records {
+        match merged.last_mut() {
+            Some(m) if (m.ip, m.stack, m.thread) == (r.ip, r.stack, r.thread) => {
+                for (a, b) in m.counters.iter_mut().zip(&r.counters) {
+                    *a += b;
+                }
+            }
+            _ => merged.push(r),
+        }
+    }
+    dump.records = merged;
+    dump.meta.notes.push(format!(
+        "the trace holds no dump skeleton (its capture did not finish): this dump has no \
+         modules (addresses are not resolved to functions) and no call stacks (the \
+         accesses of {} stacks are counted on the root)",
+        unknown.len()
+    ));
+    unknown.len()
+}
+
 /// What the reader thread hands the simulators.
 enum Message {
     /// The skeleton, when it came before the first record.

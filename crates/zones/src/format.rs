@@ -733,7 +733,7 @@ fn summarize_sections<R: std::io::Read + std::io::Seek>(r: &mut R) -> Result<Sum
             }
             s.chunks += 1;
             s.events += u32::from_le_bytes(c[8..].try_into().unwrap()) as u64;
-            let end = offset + 12 + len + 4;
+            let end = offset.saturating_add(16).saturating_add(len);
             let pos = r
                 .seek(SeekFrom::Start(end))
                 .map_err(|_| FormatError::Truncated {
@@ -754,8 +754,13 @@ fn summarize_sections<R: std::io::Read + std::io::Seek>(r: &mut R) -> Result<Sum
                     what: format!("table of {len} bytes"),
                 });
             }
-            let mut p = vec![0u8; len as usize + 4];
-            if read_full(r, &mut p) != p.len() {
+            // Read as the bytes come, not reserved from the length: a
+            // damaged length must not allocate what the file does not hold
+            // (a 755-byte file asked for 170 MB).
+            let mut p = Vec::new();
+            let want = len + 4;
+            let got = std::io::Read::read_to_end(&mut std::io::Read::take(&mut *r, want), &mut p);
+            if got.is_err() || p.len() as u64 != want {
                 return Err(FormatError::Truncated {
                     offset,
                     what: "section payload",
@@ -779,7 +784,7 @@ fn summarize_sections<R: std::io::Read + std::io::Seek>(r: &mut R) -> Result<Sum
             decode_payload(&mut s.tables, tag, payload)
                 .map_err(|what| FormatError::BadSection { offset, tag, what })?;
         }
-        offset += 12 + len + 4;
+        offset = offset.saturating_add(16).saturating_add(len);
     }
     Ok(s)
 }

@@ -478,6 +478,9 @@ struct EnvConfig {
     out: Option<PathBuf>,
     stream: bool,
     recording: bool,
+    /// `COLDCACHE_ZONES_REPORT`: where a recording that cannot be written
+    /// at exit says why (`coldcache zones record` reads it).
+    report: Option<PathBuf>,
 }
 
 /// Parses a size such as `256M`, `4G`, `65536`.
@@ -557,6 +560,7 @@ fn env_config() -> EnvConfig {
         out: get("COLDCACHE_ZONES_OUT").map(|p| PathBuf::from(p.replace("%p", &pid))),
         stream: get("COLDCACHE_ZONES_STREAM").is_some_and(|v| v != "0"),
         recording: get("COLDCACHE_ZONES").is_none_or(|v| v != "0"),
+        report: get("COLDCACHE_ZONES_REPORT").map(|p| PathBuf::from(p.replace("%p", &pid))),
     }
 }
 
@@ -636,6 +640,7 @@ fn init_slow() -> bool {
     unsafe {
         libc::pthread_atfork(None, None, Some(after_fork_child));
     }
+    *lock(&REPORT_PATH) = cfg.report;
     if let Some(out) = cfg.out {
         *lock(&AT_EXIT_PATH) = Some(out.clone());
         // SAFETY: `write_at_exit` is an extern "C" fn with no arguments.
@@ -659,6 +664,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 static AT_EXIT_PATH: Mutex<Option<PathBuf>> = Mutex::new(None);
+/// `COLDCACHE_ZONES_REPORT`, read at initialization.
+static REPORT_PATH: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 extern "C" fn write_at_exit() {
     let path = lock(&AT_EXIT_PATH).take();
@@ -670,6 +677,21 @@ extern "C" fn write_at_exit() {
         ENABLED.store(false, Relaxed);
         if let Err(e) = write_to(&path) {
             coldcache_fsio::say!("coldcache: cannot write the zones recording: {e}");
+            // Told to `zones record` too, which then fails instead of
+            // passing the program's status on as if all were well.
+            if let Some(report) = lock(&REPORT_PATH).take() {
+                let line = format!("{}: {e}\n", path.display());
+                let wrote = coldcache_fsio::check_link(&report).and_then(|()| {
+                    std::fs::OpenOptions::new()
+                        .append(true)
+                        .create(true)
+                        .open(&report)?
+                        .write_all(line.as_bytes())
+                });
+                if let Err(e) = wrote {
+                    coldcache_fsio::say!("coldcache: cannot write {}: {e}", report.display());
+                }
+            }
         }
     }
 }
