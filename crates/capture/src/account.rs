@@ -470,7 +470,9 @@ pub const MAX_THREADS_SEEN: usize = 1 << 16;
 impl Accountant {
     /// Builds an accountant, reserving every table at its full size.
     pub fn new(setup: Setup) -> Result<Accountant, ConfigError> {
-        let mut driver = Driver::new(&setup.cache)?;
+        // Line utilisation of the first data level (issue 32): every
+        // capture measures it; its fills are credited by `drain_line_use`.
+        let mut driver = Driver::new(&setup.cache)?.with_line_use();
         let layout = driver.layout();
         let cores = driver.cores().cores();
         let threads_max = setup.reserves.threads.max(1);
@@ -1212,6 +1214,7 @@ impl Accountant {
         let modelled = d.plan.eval(&d.instr, m, &mut self.accesses);
         let c = self.counters.row(row);
         c[CounterLayout::INSTRUCTIONS] += 1;
+        self.driver.set_fill_row(row as u32);
         attribute_all(
             &mut self.driver,
             core,
@@ -1221,6 +1224,7 @@ impl Accountant {
             modelled,
             c,
         );
+        credit_line_use(&mut self.driver, &mut self.counters);
         if let Err(why) = modelled {
             if let Some(i) = Unmodelled::ALL.iter().position(|&u| u == why) {
                 self.unmodelled[i] += 1;
@@ -1308,6 +1312,9 @@ impl Accountant {
             self.counters.row(row)
         };
         c[CounterLayout::INSTRUCTIONS] += 1;
+        // A warming instruction's fills are credited nowhere (WARM_ROW
+        // is u32::MAX as a u32).
+        self.driver.set_fill_row(row as u32);
         attribute_all(
             &mut self.driver,
             core,
@@ -1317,6 +1324,7 @@ impl Accountant {
             modelled,
             c,
         );
+        credit_line_use(&mut self.driver, &mut self.counters);
         if let Err(why) = modelled {
             if let Some(i) = Unmodelled::ALL
                 .iter()
@@ -1417,6 +1425,17 @@ impl Accountant {
         modules: Vec<coldcache_dump::Module>,
         thread_name: impl Fn(u32) -> String,
     ) -> Finished {
+        // The lines still in a first data level are credited now.
+        let mut this = self;
+        let layout = this.driver.layout();
+        if let (Some(f), Some(u)) = (layout.lines_fetched(), layout.bytes_used()) {
+            let counters = &mut this.counters;
+            this.driver.finish_line_use(|row, bytes| {
+                let c = counters.row(row as usize);
+                c[f] += 1;
+                c[u] += bytes;
+            });
+        }
         let Accountant {
             stacks,
             counters: table,
@@ -1433,7 +1452,7 @@ impl Accountant {
             cut_short,
             full,
             ..
-        } = self;
+        } = this;
         meta.instructions = instructions;
         meta.untrapped = untrapped;
         meta.cut_short = match (cut_short, full) {
@@ -1546,6 +1565,21 @@ const MAPPED_LATER: usize = 256;
 fn with_room(mut v: Vec<(u64, u64)>, more: usize) -> Vec<(u64, u64)> {
     v.reserve_exact(more);
     v
+}
+
+/// Adds the line-use credits of the lines that left the first data level
+/// (during the last instruction) to the rows that fetched them.
+#[inline(always)]
+fn credit_line_use(driver: &mut Driver, counters: &mut CounterTable) {
+    let layout = driver.layout();
+    let (Some(f), Some(u)) = (layout.lines_fetched(), layout.bytes_used()) else {
+        return;
+    };
+    driver.drain_line_use(|row, bytes| {
+        let c = counters.row(row as usize);
+        c[f] += 1;
+        c[u] += bytes;
+    });
 }
 
 /// Simulates one execution of an instruction of `len` bytes at `ip` on

@@ -55,27 +55,17 @@ const EMPTY: u64 = u64::MAX;
 /// Room of the credit queue.
 const QUEUE: usize = 16_384;
 
-#[derive(Clone, Copy)]
-struct Slot {
-    line: u64,
-    mask: u64,
-    row: u32,
-}
-
-const FREE: Slot = Slot {
-    line: EMPTY,
-    mask: 0,
-    row: NO_ROW,
-};
-
-/// One first-level data instance's table.
+/// One first-level data instance's table: per slot its line, byte mask
+/// and row, in three arrays (a set's lines are one search).
 struct Table {
     instance: usize,
     sets: u64,
     set_mask: u64,
     ways: usize,
-    slots: Vec<Slot>,
-    /// Index of the slot touched last (`usize::MAX`: none).
+    lines: Vec<u64>,
+    masks: Vec<u64>,
+    rows: Vec<u32>,
+    /// Index of the slot touched last (a slot of `EMPTY` at first).
     memo: usize,
 }
 
@@ -92,13 +82,13 @@ impl Table {
 
     #[inline(always)]
     fn find(&mut self, line: u64) -> Option<usize> {
-        if self.memo != usize::MAX && self.slots[self.memo].line == line {
+        if self.lines[self.memo] == line {
             return Some(self.memo);
         }
         let b = self.set_start(line);
-        let i = self.slots[b..b + self.ways]
+        let i = self.lines[b..b + self.ways]
             .iter()
-            .position(|s| s.line == line)?
+            .position(|&l| l == line)?
             + b;
         self.memo = i;
         Some(i)
@@ -133,6 +123,7 @@ impl LineUse {
             if tables[i].is_none() {
                 let sets = l.sets();
                 let ways = l.assoc as usize;
+                let n = sets as usize * ways;
                 tables[i] = Some(Table {
                     instance: i,
                     sets,
@@ -142,8 +133,10 @@ impl LineUse {
                         u64::MAX
                     },
                     ways,
-                    slots: vec![FREE; sets as usize * ways],
-                    memo: usize::MAX,
+                    lines: vec![EMPTY; n],
+                    masks: vec![0; n],
+                    rows: vec![NO_ROW; n],
+                    memo: 0,
                 });
             }
             of_core.push(i);
@@ -200,6 +193,14 @@ impl LineUse {
         let ti = self.of_core[core];
         if first == last {
             let mask = self.mask(a, first);
+            // The common case first: a demand hit on the line touched last.
+            let t = self.table(ti);
+            if t.lines[t.memo] == first && r.served_by.slot() == 0 && a.kind != AccessKind::Prefetch
+            {
+                let m = t.memo;
+                t.masks[m] |= mask;
+                return;
+            }
             if a.kind == AccessKind::Prefetch {
                 if r.prefetch == PrefetchIssue::Issued {
                     self.fill(h, ti, first, 0, NO_ROW);
@@ -237,7 +238,7 @@ impl LineUse {
     /// a row queues its credit. Call [`LineUse::drain`] after it.
     pub fn flush(&mut self) {
         for ti in 0..self.tables.len() {
-            let n = self.tables[ti].as_ref().map_or(0, |t| t.slots.len());
+            let n = self.tables[ti].as_ref().map_or(0, |t| t.lines.len());
             for i in 0..n {
                 self.close(ti, i);
             }
@@ -290,7 +291,7 @@ impl LineUse {
     #[inline(always)]
     fn hit(&mut self, h: &Hierarchy, ti: usize, line: u64, mask: u64) {
         match self.table(ti).find(line) {
-            Some(i) => self.table(ti).slots[i].mask |= mask,
+            Some(i) => self.table(ti).masks[i] |= mask,
             None => self.fill(h, ti, line, mask, NO_ROW),
         }
     }
@@ -313,27 +314,24 @@ impl LineUse {
             self.open(ti, i, line, mask, row);
             return;
         }
+        let shift = self.shift;
         let t = self.table(ti);
         let b = t.set_start(line);
         let ways = t.ways;
-        if let Some(i) = t.slots[b..b + ways].iter().position(|s| s.line == EMPTY) {
+        if let Some(i) = t.lines[b..b + ways].iter().position(|&l| l == EMPTY) {
             self.open(ti, b + i, line, mask, row);
             return;
         }
-        // The set is full: the lines that left since are found now.
+        // The set is full: a line that left since is found now (the first
+        // one; others, after invalidations, at the next fills).
         let inst = t.instance;
-        let mut free = None;
-        for i in b..b + ways {
-            let l = self.table(ti).slots[i].line;
-            if !h.instance_contains(inst, l << self.shift) {
-                self.close(ti, i);
-                free.get_or_insert(i);
-            }
-        }
+        let free = t.lines[b..b + ways]
+            .iter()
+            .position(|&l| !h.instance_contains(inst, l << shift));
         // A cache of these sets and ways holds at most `ways` lines of
         // the set, `line` among them: one slot was stale. Should that ever
-        // fail, the oldest slot closes (its credit is early, not lost).
-        let i = free.unwrap_or(b);
+        // fail, the first slot closes (its credit is early, not lost).
+        let i = b + free.unwrap_or(0);
         self.close(ti, i);
         self.open(ti, i, line, mask, row);
     }
@@ -341,19 +339,23 @@ impl LineUse {
     #[inline(always)]
     fn open(&mut self, ti: usize, i: usize, line: u64, mask: u64, row: u32) {
         let t = self.table(ti);
-        t.slots[i] = Slot { line, mask, row };
+        t.lines[i] = line;
+        t.masks[i] = mask;
+        t.rows[i] = row;
         t.memo = i;
     }
 
     fn close(&mut self, ti: usize, i: usize) {
         let gran = self.gran_shift;
         let t = self.table(ti);
-        let s = t.slots[i];
-        t.slots[i] = FREE;
-        if s.line != EMPTY && s.row != NO_ROW {
-            let bytes = s.mask.count_ones() << gran;
+        let (line, mask, row) = (t.lines[i], t.masks[i], t.rows[i]);
+        t.lines[i] = EMPTY;
+        t.masks[i] = 0;
+        t.rows[i] = NO_ROW;
+        if line != EMPTY && row != NO_ROW {
+            let bytes = mask.count_ones() << gran;
             if self.credits.len() < self.credits.capacity() {
-                self.credits.push((s.row, bytes));
+                self.credits.push((row, bytes));
             } else {
                 self.lost += 1;
             }
