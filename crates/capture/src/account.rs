@@ -223,6 +223,9 @@ pub struct Setup {
     pub unwinder: StackUnwinder,
     /// The CPU the model describes.
     pub cpu: CpuFacts,
+    /// Measure line utilisation of the first data level (issue 32; the
+    /// rows gain `l1d_lines_fetched` and `l1d_bytes_used`).
+    pub line_use: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -470,9 +473,12 @@ pub const MAX_THREADS_SEEN: usize = 1 << 16;
 impl Accountant {
     /// Builds an accountant, reserving every table at its full size.
     pub fn new(setup: Setup) -> Result<Accountant, ConfigError> {
-        // Line utilisation of the first data level (issue 32): every
-        // capture measures it; its fills are credited by `drain_line_use`.
-        let mut driver = Driver::new(&setup.cache)?.with_line_use();
+        // Line utilisation of the first data level (issue 32), unless
+        // turned off: its fills are credited by `credit_line_use`.
+        let mut driver = Driver::new(&setup.cache)?;
+        if setup.line_use {
+            driver = driver.with_line_use();
+        }
         let layout = driver.layout();
         let cores = driver.cores().cores();
         let threads_max = setup.reserves.threads.max(1);

@@ -216,6 +216,7 @@ fn setup(reserves: Reserves, trace: bool, function: Option<FunctionCalls>) -> Se
         stable_code: Vec::new(),
         unwinder: StackUnwinder::new(&[]),
         cpu: CpuFacts::detect(),
+        line_use: true,
     }
 }
 

@@ -199,26 +199,30 @@ impl Driver {
     /// (see [`CounterLayout::add_access`]).
     #[inline(always)]
     pub fn attribute(&mut self, core: usize, a: Access, row: &mut [u64]) -> AccessResult {
-        if let Some(lu) = self.line_use.as_deref_mut() {
-            let held = lu.before(&self.hier, core, &a);
-            let r = self.hier.access(core, a);
-            lu.after(&self.hier, core, &a, &r, held, self.fill_row);
-            self.tally.add(a.kind, &r);
-            self.layout.add_access(row, a.kind, &r);
-            return r;
-        }
+        // With line use, which lines of a straddling access were held
+        // (nothing looked up for others).
+        let held = match self.line_use.as_deref() {
+            Some(lu) => lu.before(&self.hier, core, &a),
+            None => 0,
+        };
         // The lean engine's first-level hit is told apart so that the
         // bookkeeping below is inlined with its result known (a few
         // increments instead of computing slots from a result).
         let r = match self.hier.access_or_l1_hit(core, a) {
             None => {
                 const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
+                if let Some(lu) = self.line_use.as_deref_mut() {
+                    lu.after(&self.hier, core, &a, &L1_HIT, held, self.fill_row);
+                }
                 self.tally.add(a.kind, &L1_HIT);
                 self.layout.add_access(row, a.kind, &L1_HIT);
                 return L1_HIT;
             }
             Some(r) => r,
         };
+        if let Some(lu) = self.line_use.as_deref_mut() {
+            lu.after(&self.hier, core, &a, &r, held, self.fill_row);
+        }
         self.tally.add(a.kind, &r);
         self.layout.add_access(row, a.kind, &r);
         r
