@@ -338,6 +338,21 @@ fn scattered_objects_fetch_a_line_each_for_12_bytes() {
             "{mode}"
         );
         line_use_adds_up(&v);
+        // No access straddles a line here: every first-level data miss
+        // fetched one line (the window's total, untyped ones included).
+        let col = |name: &str| {
+            v["columns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .position(|c| c["name"] == name)
+                .unwrap()
+        };
+        assert_eq!(
+            v["totals"][col("d_miss_L1")].as_u64(),
+            v["total_line_use"]["lines_fetched"].as_u64(),
+            "{mode}"
+        );
         let t = report_text(&dir, &dump, &["--view", "data"]);
         assert!(
             t.lines()
