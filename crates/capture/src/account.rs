@@ -19,7 +19,9 @@
 //! 4. the watched function returning ends that thread's window;
 //! 5. the instruction is decoded (once per address), its accesses computed
 //!    by the model, the fetch and then the data accesses simulated through
-//!    the [`Driver`] and added to the counters of (ip, stack, thread), and
+//!    the [`Driver`] and added to the counters of (ip, stack, thread) (with
+//!    line use, `Setup::line_use`, the lines that left the first data level
+//!    meanwhile are credited to the rows that fetched them), and
 //!    appended to the trace when one is kept: encoded into a chunk buffer
 //!    reserved up front ([`ChunkEncoder`]) that goes to the front end's
 //!    [`TraceSink`] (the trace file) each time it fills, so a trace is

@@ -8,6 +8,9 @@
 //! counters, one thread → core rule and one tally layout, whoever feeds the
 //! simulator. Like the rest of the crate it does no I/O; once built (and
 //! [`CoreMap::reserve`]d for the threads to come) it allocates nothing.
+//! With line use ([`Driver::with_line_use`], `crate::lineuse`) it also
+//! keeps, per first data level, which row fetched each line and the bytes
+//! of it used, and hands the credits out as lines leave.
 
 use crate::lean::BatchSink;
 use crate::lineuse::{LineUse, NO_ROW};
