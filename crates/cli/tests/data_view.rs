@@ -293,7 +293,8 @@ fn shapes_have_their_hand_counted_accesses() {
 /// the object's second line) read from each. By hand, cold: 12,000 object
 /// lines fetched into L1, 12 bytes used of each; the pointer array's
 /// 96,000 bytes (64-byte aligned, read in order) are 1,500 lines with all
-/// 64 bytes used. The same in fast and trap mode.
+/// 64 bytes used. The same in fast and trap mode; with `--no-line-use`
+/// no line use and every other figure unchanged.
 #[test]
 fn scattered_objects_fetch_a_line_each_for_12_bytes() {
     if !have("g++") {
@@ -307,14 +308,21 @@ fn scattered_objects_fetch_a_line_each_for_12_bytes() {
         &["-g", "-O2"],
         false,
     );
-    for mode in ["fast", "trap"] {
+    for mode in ["fast", "trap", "off"] {
         let dump = format!("{mode}.ccdump");
+        // `off`: fast mode with `--no-line-use` (the others pass the
+        // default `--schedule=os` in its place).
+        let (mode, off) = match mode {
+            "off" => ("fast", "--no-line-use"),
+            m => (m, "--schedule=os"),
+        };
         let mut c = Command::new(COLDCACHE);
         c.current_dir(&dir)
             .env("COLDCACHE_LIB", library())
             .args([
                 "record",
                 "--no-progress",
+                off,
                 "--mode",
                 mode,
                 "--function",
@@ -327,6 +335,15 @@ fn scattered_objects_fetch_a_line_each_for_12_bytes() {
         let out = run_with_deadline(c, &dump);
         assert!(out.status.success(), "record {mode}: {}", text(&out.stderr));
         let v = report_json(&dir, &dump, &["--view", "data"]);
+        if off == "--no-line-use" {
+            // No line use, every other figure as with it.
+            assert!(v["total_line_use"].is_null(), "{}", v["total_line_use"]);
+            let with = report_json(&dir, "fast.ccdump", &["--view", "data"]);
+            for f in ["SceneObject::world.m", "*objs (SceneObject*)"] {
+                assert_eq!(field(&v, f), field(&with, f), "{f}");
+            }
+            continue;
+        }
         assert_eq!(
             line_use(&v, "SceneObject::world.m"),
             (12_000, 12 * 12_000),
