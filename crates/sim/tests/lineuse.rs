@@ -215,3 +215,43 @@ fn random_traces_match_a_naive_model() {
         );
     }
 }
+
+/// Coherence, by hand, on the `jaguar` preset (its own engine, and the
+/// general caches): core 0 reads 8 bytes of a line (row 0), core 1 reads
+/// them (row 1), core 0 writes the next 8 (row 2: a hit, invalidating core
+/// 1's copy), core 1 reads 8 more (row 3: a miss, a new fetch). Row 1's
+/// residence ended at the invalidation with 8 bytes; at the end core 0's
+/// line has 16 bytes used (row 0), core 1's new one 8 (row 3).
+#[test]
+fn an_invalidated_line_is_a_residence_that_ended() {
+    use AccessKind::*;
+    let cfg = presets::jaguar();
+    for d in [
+        Driver::new(&cfg).unwrap(),
+        Driver::with_hierarchy(Hierarchy::new_general(&cfg).unwrap()),
+    ] {
+        let mut d = d.with_line_use();
+        let l = d.layout();
+        let (f, u) = (l.lines_fetched().unwrap(), l.bytes_used().unwrap());
+        let mut table = vec![vec![0u64; l.len()]; 4];
+        for (row, core, kind, addr) in [
+            (0u32, 0, Read, 0x1000),
+            (1, 1, Read, 0x1000),
+            (2, 0, Write, 0x1008),
+            (3, 1, Read, 0x1010),
+        ] {
+            d.set_fill_row(row);
+            d.attribute(core, Access::new(kind, addr, 8), &mut table[row as usize]);
+            d.drain_line_use(|r, b| {
+                table[r as usize][f] += 1;
+                table[r as usize][u] += b;
+            });
+        }
+        d.finish_line_use(|r, b| {
+            table[r as usize][f] += 1;
+            table[r as usize][u] += b;
+        });
+        let got: Vec<(u64, u64)> = table.iter().map(|r| (r[f], r[u])).collect();
+        assert_eq!(got, [(1, 16), (1, 8), (0, 0), (1, 8)]);
+    }
+}
