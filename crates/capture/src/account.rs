@@ -1443,6 +1443,14 @@ impl Accountant {
                 c[f] += 1;
                 c[u] += bytes;
             });
+            // Nothing silent: credits that found the queue full (none
+            // when it is drained after each instruction, as here).
+            let lost = this.driver.line_use_lost();
+            if lost > 0 {
+                meta.notes.push(format!(
+                    "line use: {lost} lines left the first data level uncredited (queue full)"
+                ));
+            }
         }
         let Accountant {
             stacks,

@@ -155,8 +155,7 @@ impl Driver {
     /// credited, as by [`Driver::drain_line_use`].
     pub fn finish_line_use(&mut self, f: impl FnMut(u32, u64)) {
         if let Some(lu) = self.line_use.as_deref_mut() {
-            lu.flush();
-            lu.drain(f);
+            lu.flush(f);
         }
     }
 

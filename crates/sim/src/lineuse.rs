@@ -30,7 +30,8 @@
 //!   to a line that is not resident misses and fills it anew.
 //! - An access straddling lines: which of its lines missed is looked up
 //!   before it runs (only for such accesses).
-//! - At the end ([`LineUse::flush`]) every open slot closes.
+//! - At the end ([`LineUse::flush`]) every open slot closes (credited
+//!   straight to the caller, not through the queue).
 //!
 //! Closing a slot with a row queues a credit `(row, bytes)` (bytes =
 //! popcount of the mask, times the granule for lines over 64 bytes: then
@@ -234,13 +235,21 @@ impl LineUse {
         }
     }
 
-    /// Closes every open slot (the end of a capture or replay): each with
-    /// a row queues its credit. Call [`LineUse::drain`] after it.
-    pub fn flush(&mut self) {
-        for ti in 0..self.tables.len() {
-            let n = self.tables[ti].as_ref().map_or(0, |t| t.lines.len());
-            for i in 0..n {
-                self.close(ti, i);
+    /// Closes every open slot (the end of a capture or replay), handing
+    /// the queued credits and then each slot's with a row to `f(row,
+    /// bytes)` directly (not through the queue, which holds fewer than a
+    /// big cache's lines).
+    pub fn flush(&mut self, mut f: impl FnMut(u32, u64)) {
+        self.drain(&mut f);
+        let gran = self.gran_shift;
+        for t in self.tables.iter_mut().flatten() {
+            for i in 0..t.lines.len() {
+                if t.lines[i] != EMPTY && t.rows[i] != NO_ROW {
+                    f(t.rows[i], u64::from(t.masks[i].count_ones() << gran));
+                }
+                t.lines[i] = EMPTY;
+                t.masks[i] = 0;
+                t.rows[i] = NO_ROW;
             }
         }
     }

@@ -255,3 +255,25 @@ fn an_invalidated_line_is_a_residence_that_ended() {
         assert_eq!(got, [(1, 16), (1, 8), (0, 0), (1, 8)]);
     }
 }
+
+/// More lines resident at the end than the credit queue holds (a 2 MiB
+/// first level, 20,000 lines read once, 1 byte each): all credited.
+#[test]
+fn a_big_first_level_is_credited_whole_at_the_end() {
+    let cfg = presets::cachegrind(
+        Geometry::new(32 << 10, 8, 64),
+        Geometry::new(2 << 20, 8, 64),
+        Geometry::new(8 << 20, 16, 64),
+    );
+    let seq: Vec<(u32, AccessKind, u64, u32)> = (0..20_000u64)
+        .map(|i| (0, AccessKind::Read, 0x100_0000 + i * 64, 1))
+        .collect();
+    assert_eq!(
+        run(Driver::new(&cfg).unwrap(), &seq, 1),
+        vec![(20_000, 20_000)]
+    );
+    assert_eq!(
+        run_batch(Driver::new(&cfg).unwrap(), &seq, 1),
+        vec![(20_000, 20_000)]
+    );
+}
