@@ -62,6 +62,12 @@ try {
     assert.equal(cells[0], flags.percent.toFixed(2));
     assert.equal(cells[1], grouped(flags.reads));
     assert.equal(cells[2], grouped(flags.writes));
+    // Line use next: the flag's lines fetched and the bytes of each used
+    // (8,192 and 2.0 on the talk's frame), as the CLI says.
+    assert.ok(flags.line_use, "the dump has line use");
+    assert.equal(cells[3], grouped(flags.line_use.lines_fetched));
+    assert.equal(cells[4], flags.line_use.used_per_line.toFixed(1));
+    assert.equal(cells[4], "2.0", "2 bytes of each flags line used");
     // Sorted by the CLI's default column: the same first field.
     assert.equal(await page.textContent("table[data-test=data-fields] tbody tr[data-test=field-row] td.label"), data.fields[0].label);
   });
@@ -73,6 +79,9 @@ try {
     assert.deepEqual(shown, boundaries, "the boundaries the CLI draws");
     const flagsRow = page.locator("table[data-test=layout] tr[data-test=member][data-path=flags]");
     assert.match(await flagsRow.textContent(), /uint16_t flags;/);
+    // The flag's line: fetched once per entity, 2 bytes of it used.
+    const line2 = page.locator("table[data-test=layout-lines] tr[data-test=line][data-line='2']");
+    assert.equal(await line2.locator("[data-test=used]").textContent(), "2.0");
     const hot = await page.textContent("table[data-test=layout-lines] [data-test=hot-field]");
     assert.equal(hot, "HOT FIELD IN A COLD LINE: flags");
   });

@@ -226,6 +226,12 @@ fn describe(l: CounterLayout, levels: &[String], i: usize) -> String {
     if i == l.false_sharing() {
         return "false-sharing events (other cores' writes to other bytes of a line)".into();
     }
+    if Some(i) == l.lines_fetched() {
+        return "lines this row's misses brought into the first data level".into();
+    }
+    if Some(i) == l.bytes_used() {
+        return "bytes of those lines used before they left the first data level".into();
+    }
     for side in Side::ALL {
         let what = match side {
             Side::Instr => "instruction fetches",

@@ -98,6 +98,50 @@ fn misses(l: CounterLayout, row: &[u64]) -> Vec<u64> {
         .collect()
 }
 
+/// Line utilisation of a row (issue 32): the lines its demand misses
+/// brought into the first data level and the distinct bytes of them the
+/// program touched while they stayed there (`docs/data-view.md`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LineUse {
+    /// Lines fetched into the first data level by the row's misses.
+    pub lines_fetched: u64,
+    /// Bytes of those lines used before they left, summed.
+    pub bytes_used: u64,
+    /// `bytes_used / lines_fetched` (0 without lines).
+    pub used_per_line: f64,
+}
+
+impl LineUse {
+    fn of(fetched: u64, used: u64) -> LineUse {
+        LineUse {
+            lines_fetched: fetched,
+            bytes_used: used,
+            used_per_line: if fetched == 0 {
+                0.0
+            } else {
+                ((used as f64 / fetched as f64) * 100.0).round() / 100.0
+            },
+        }
+    }
+}
+
+/// The line utilisation of a raw counter row; `None` when the layout has
+/// no such counters (a dump from before it was measured).
+pub fn line_use(l: CounterLayout, row: &[u64]) -> Option<LineUse> {
+    let f = row.get(l.lines_fetched()?).copied().unwrap_or(0);
+    let u = row.get(l.bytes_used()?).copied().unwrap_or(0);
+    Some(LineUse::of(f, u))
+}
+
+/// Why a dump shows no line utilisation (empty when it has it).
+pub fn line_use_note(l: CounterLayout) -> String {
+    if l.has_line_use() {
+        String::new()
+    } else {
+        "this dump has no line utilisation data (recorded with --no-line-use, or by a coldcache from before it was measured: capture again, or re-simulate its trace with `coldcache sim -o`)".to_string()
+    }
+}
+
 /// Whether an access names a field: a member path (not padding, a whole
 /// object or a scalar).
 fn has_field(a: &TypedAccess) -> bool {
@@ -204,6 +248,9 @@ pub struct DataRow {
     pub instructions: u64,
     /// The row's costs, per column (the flat view's columns).
     pub costs: Vec<Num>,
+    /// Lines its instructions' misses fetched into the first data level
+    /// and the bytes of them used; `None`: the dump has no such data.
+    pub line_use: Option<LineUse>,
 }
 
 /// What the type reader found in one module.
@@ -238,6 +285,18 @@ pub struct DataView {
     pub fields_matched: usize,
     /// Fields, sorted.
     pub fields: Vec<DataRow>,
+    /// The line size of the first data level (the most `used_per_line`
+    /// can be).
+    pub line_size: u64,
+    /// Line utilisation of the typed instructions, of the untyped ones and
+    /// of every record shown; `None`: the dump has no such data.
+    pub typed_line_use: Option<LineUse>,
+    /// See `typed_line_use`.
+    pub untyped_line_use: Option<LineUse>,
+    /// See `typed_line_use`.
+    pub total_line_use: Option<LineUse>,
+    /// Why there is no line utilisation (empty when there is).
+    pub line_use_note: String,
 }
 
 /// The dump's data types, or the error that says it has none.
@@ -387,6 +446,7 @@ pub fn data(p: &Profile, q: &DataQuery) -> Result<DataView, AnalysisError> {
                     misses: misses(l, &r.costs),
                     instructions: r.instructions,
                     costs: values(cols, &r.costs),
+                    line_use: line_use(l, &r.costs),
                 }
             })
             .collect();
@@ -394,7 +454,20 @@ pub fn data(p: &Profile, q: &DataQuery) -> Result<DataView, AnalysisError> {
     };
     let (types_matched, types) = rank(types);
     let (fields_matched, fields) = rank(fields);
+    let all = line_use(l, p.totals());
+    let typed_use = line_use(l, &typed);
+    let untyped_use = all.zip(typed_use).map(|(a, t)| {
+        LineUse::of(
+            a.lines_fetched.saturating_sub(t.lines_fetched),
+            a.bytes_used.saturating_sub(t.bytes_used),
+        )
+    });
     Ok(DataView {
+        line_size: line_size(p.dump()).0,
+        typed_line_use: typed_use,
+        untyped_line_use: untyped_use,
+        total_line_use: all,
+        line_use_note: line_use_note(l),
         columns: heads(p),
         sort,
         coverage: coverage(p).unwrap_or_default(),
@@ -562,6 +635,9 @@ pub struct LayoutMember {
     pub code: Vec<CodeSite>,
     /// Threads (kernel tids) that touched it.
     pub threads: Vec<u32>,
+    /// Lines its instructions' misses fetched into the first data level,
+    /// and the bytes of them used; `None`: the dump has no such data.
+    pub line_use: Option<LineUse>,
 }
 
 /// A field that gets almost all of its cache line's accesses while it
@@ -613,6 +689,11 @@ pub struct LayoutLine {
     pub writes: u64,
     /// Data misses per level.
     pub misses: Vec<u64>,
+    /// Lines fetched into the first data level by the misses of the
+    /// operands starting in this line of the type, and the bytes of them
+    /// used (of any field or object that shared the fetched line);
+    /// `None`: the dump has no such data.
+    pub line_use: Option<LineUse>,
     /// A hot field in an otherwise cold line, if any.
     pub hot: Option<HotField>,
     /// Possible false sharing: one thread writes a field and another
@@ -652,6 +733,8 @@ pub struct LayoutView {
     /// The type's cache lines: all of them for a type of up to
     /// [`LAYOUT_LINES`] lines, else those with accesses.
     pub lines: Vec<LayoutLine>,
+    /// Why there is no line utilisation (empty when there is).
+    pub line_use_note: String,
 }
 
 /// The share of a line's accesses one field must get to be flagged as a
@@ -797,7 +880,8 @@ pub fn layout(p: &Profile, name: &str) -> Result<LayoutView, AnalysisError> {
         e.2 += miss;
     }
     let acc = |path: &[u32]| acc_index.get(path).map(|&i| &accs[i]);
-    let member_row = |m: &MemberAcc| -> (u64, u64, Vec<u64>, Vec<Num>, Vec<CodeSite>, Vec<u32>) {
+    type MemberFigures = (u64, u64, Vec<u64>, Vec<Num>, Vec<CodeSite>, Vec<u32>);
+    let member_row = |m: &MemberAcc| -> MemberFigures {
         let (reads, writes) = reads_writes(l, &m.costs);
         let mut code: Vec<CodeSite> = m
             .sites
@@ -852,6 +936,7 @@ pub fn layout(p: &Profile, name: &str) -> Result<LayoutView, AnalysisError> {
             costs,
             code,
             threads,
+            line_use: line_use(l, &a.costs),
         }
     };
     // Members in memory order, each followed by its nested members when an
@@ -938,6 +1023,7 @@ pub fn layout(p: &Profile, name: &str) -> Result<LayoutView, AnalysisError> {
                 reads,
                 writes,
                 misses: misses(l, costs),
+                line_use: line_use(l, costs),
                 hot,
                 false_sharing: false_sharing(data, target, dump, &acc_paths, fields),
             }
@@ -967,10 +1053,12 @@ pub fn layout(p: &Profile, name: &str) -> Result<LayoutView, AnalysisError> {
                 costs,
                 code,
                 threads,
+                line_use: line_use(l, &total.costs),
                 ..row_for(&[], 0, None, 0)
             }
         },
         lines,
+        line_use_note: line_use_note(l),
     })
 }
 

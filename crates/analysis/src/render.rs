@@ -532,6 +532,11 @@ fn data_table(
 ) -> String {
     let mut head = vec![format!("%{}", v.sort), "reads".into(), "writes".into()];
     head.extend(names(&v.columns, cols));
+    let with_use = v.total_line_use.is_some();
+    if with_use {
+        head.push("fetched".into());
+        head.push(format!("used/{}", v.line_size));
+    }
     head.push(label.into());
     let mut body: Vec<Vec<String>> = rows
         .iter()
@@ -542,12 +547,18 @@ fn data_table(
                 r.writes.to_string(),
             ];
             row.extend(pick(&r.costs, cols));
+            if with_use {
+                row.extend(line_use_cells(r.line_use));
+            }
             row.push(r.label.clone());
             row
         })
         .collect();
     let mut total = vec![String::new(), String::new(), String::new()];
     total.extend(pick(&v.typed_totals, cols));
+    if with_use {
+        total.extend(line_use_cells(v.typed_line_use));
+    }
     total.push("TOTAL of the typed instructions".into());
     body.push(total);
     let mut s = Table { head, rows: body }.render();
@@ -555,6 +566,20 @@ fn data_table(
         let _ = writeln!(s, "({} of {matched} rows shown)", rows.len());
     }
     s
+}
+
+/// The `fetched` and `used/64` cells of a row's line utilisation: lines
+/// its misses brought into the first data level, and the average bytes of
+/// each used before it left (`-` without lines).
+fn line_use_cells(u: Option<crate::data::LineUse>) -> [String; 2] {
+    match u {
+        Some(u) if u.lines_fetched > 0 => [
+            u.lines_fetched.to_string(),
+            format!("{:.1}", u.used_per_line),
+        ],
+        Some(_) => ["0".into(), "-".into()],
+        None => [String::new(), String::new()],
+    }
 }
 
 /// `report --view data`: the coverage, then the types and the fields.
@@ -570,6 +595,24 @@ pub fn data(v: &crate::data::DataView, cols: &[usize]) -> String {
          <padding>: bytes of no member; [straddles]: the operand spans more than the field.",
         v.sort, v.sort
     );
+    match (v.total_line_use, v.untyped_line_use) {
+        (Some(all), Some(un)) => {
+            let _ = writeln!(
+                s,
+                "fetched: lines the row's misses brought into the first data level; used/{}: bytes of each used, on average, before it left (or the capture ended).\n\
+                 line utilisation: {} lines fetched, {:.1} of {} bytes used each; by untyped instructions {} lines, {:.1} bytes each.",
+                v.line_size,
+                all.lines_fetched,
+                all.used_per_line,
+                v.line_size,
+                un.lines_fetched,
+                un.used_per_line
+            );
+        }
+        _ => {
+            let _ = writeln!(s, "{}.", v.line_use_note);
+        }
+    }
     s
 }
 
@@ -784,6 +827,11 @@ pub fn layout(v: &crate::data::LayoutView) -> String {
         "writes".into(),
     ];
     head.extend(v.levels.iter().map(|l| format!("miss:{l}")));
+    let with_use = v.total.line_use.is_some();
+    if with_use {
+        head.push("fetched".into());
+        head.push(format!("used/{}", v.line_size));
+    }
     head.push("members and flags".into());
     let mut rows = Vec::new();
     let mut notes: Vec<String> = Vec::new();
@@ -795,6 +843,9 @@ pub fn layout(v: &crate::data::LayoutView) -> String {
             l.writes.to_string(),
         ];
         r.extend(l.misses.iter().map(u64::to_string));
+        if with_use {
+            r.extend(line_use_cells(l.line_use));
+        }
         let mut t = l.members.join(", ");
         if let Some(h) = &l.hot {
             let _ = write!(t, "  HOT FIELD IN A COLD LINE: {}", h.field);
@@ -853,5 +904,15 @@ pub fn layout(v: &crate::data::LayoutView) -> String {
         v.levels.first().map(String::as_str).unwrap_or("the first level"),
         crate::data::HOT_MISS_RATE
     );
+    if with_use {
+        let _ = writeln!(
+            s,
+            "fetched: lines the misses of the line's operands brought into the first data level; used/{}: bytes of each used, on average, \
+             before it left (any byte of the fetched line: other fields, or another object where objects do not start on a line boundary).",
+            v.line_size
+        );
+    } else {
+        let _ = writeln!(s, "{}.", v.line_use_note);
+    }
     s
 }

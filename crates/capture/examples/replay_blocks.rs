@@ -116,6 +116,7 @@ fn main() {
         stable_code: vec![(CODE, CODE + 0x1000)],
         unwinder: StackUnwinder::new(&[]),
         cpu: CpuFacts::detect(),
+        line_use: true,
     };
     let mut acc = Accountant::new(setup).expect("the cachegrind preset");
     acc.claim(1).expect("a thread slot");

@@ -19,7 +19,9 @@
 //! 4. the watched function returning ends that thread's window;
 //! 5. the instruction is decoded (once per address), its accesses computed
 //!    by the model, the fetch and then the data accesses simulated through
-//!    the [`Driver`] and added to the counters of (ip, stack, thread), and
+//!    the [`Driver`] and added to the counters of (ip, stack, thread) (with
+//!    line use, `Setup::line_use`, the lines that left the first data level
+//!    meanwhile are credited to the rows that fetched them), and
 //!    appended to the trace when one is kept: encoded into a chunk buffer
 //!    reserved up front ([`ChunkEncoder`]) that goes to the front end's
 //!    [`TraceSink`] (the trace file) each time it fills, so a trace is
@@ -223,6 +225,9 @@ pub struct Setup {
     pub unwinder: StackUnwinder,
     /// The CPU the model describes.
     pub cpu: CpuFacts,
+    /// Measure line utilisation of the first data level (issue 32; the
+    /// rows gain `l1d_lines_fetched` and `l1d_bytes_used`).
+    pub line_use: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -477,7 +482,12 @@ pub const MAX_THREADS_SEEN: usize = 1 << 16;
 impl Accountant {
     /// Builds an accountant, reserving every table at its full size.
     pub fn new(setup: Setup) -> Result<Accountant, ConfigError> {
+        // Line utilisation of the first data level (issue 32), unless
+        // turned off: its fills are credited by `credit_line_use`.
         let mut driver = Driver::new(&setup.cache)?;
+        if setup.line_use {
+            driver = driver.with_line_use();
+        }
         let layout = driver.layout();
         let cores = driver.cores().cores();
         let threads_max = setup.reserves.threads.max(1);
@@ -1226,6 +1236,7 @@ impl Accountant {
         let modelled = d.plan.eval(&d.instr, m, &mut self.accesses);
         let c = self.counters.row(row);
         c[CounterLayout::INSTRUCTIONS] += 1;
+        self.driver.set_fill_row(row as u32);
         attribute_all(
             &mut self.driver,
             core,
@@ -1235,6 +1246,7 @@ impl Accountant {
             modelled,
             c,
         );
+        credit_line_use(&mut self.driver, &mut self.counters);
         if let Err(why) = modelled {
             if let Some(i) = Unmodelled::ALL.iter().position(|&u| u == why) {
                 self.unmodelled[i] += 1;
@@ -1322,6 +1334,9 @@ impl Accountant {
             self.counters.row(row)
         };
         c[CounterLayout::INSTRUCTIONS] += 1;
+        // A warming instruction's fills are credited nowhere (WARM_ROW
+        // is u32::MAX as a u32).
+        self.driver.set_fill_row(row as u32);
         attribute_all(
             &mut self.driver,
             core,
@@ -1331,6 +1346,7 @@ impl Accountant {
             modelled,
             c,
         );
+        credit_line_use(&mut self.driver, &mut self.counters);
         if let Err(why) = modelled {
             if let Some(i) = Unmodelled::ALL
                 .iter()
@@ -1456,6 +1472,25 @@ impl Accountant {
         thread_name: impl Fn(u32) -> String,
         encode: bool,
     ) -> Finished {
+        // The lines still in a first data level are credited now.
+        let mut this = self;
+        let layout = this.driver.layout();
+        if let (Some(f), Some(u)) = (layout.lines_fetched(), layout.bytes_used()) {
+            let counters = &mut this.counters;
+            this.driver.finish_line_use(|row, bytes| {
+                let c = counters.row(row as usize);
+                c[f] += 1;
+                c[u] += bytes;
+            });
+            // Nothing silent: credits that found the queue full (none
+            // when it is drained after each instruction, as here).
+            let lost = this.driver.line_use_lost();
+            if lost > 0 {
+                meta.notes.push(format!(
+                    "line use: {lost} lines left the first data level uncredited (queue full)"
+                ));
+            }
+        }
         let Accountant {
             stacks,
             counters: table,
@@ -1473,7 +1508,7 @@ impl Accountant {
             cut_short,
             full,
             ..
-        } = self;
+        } = this;
         meta.instructions = instructions;
         meta.untrapped = untrapped;
         meta.cut_short = match (cut_short, full) {
@@ -1610,6 +1645,21 @@ const MAPPED_LATER: usize = 256;
 fn with_room(mut v: Vec<(u64, u64)>, more: usize) -> Vec<(u64, u64)> {
     v.reserve_exact(more);
     v
+}
+
+/// Adds the line-use credits of the lines that left the first data level
+/// (during the last instruction) to the rows that fetched them.
+#[inline(always)]
+fn credit_line_use(driver: &mut Driver, counters: &mut CounterTable) {
+    let layout = driver.layout();
+    let (Some(f), Some(u)) = (layout.lines_fetched(), layout.bytes_used()) else {
+        return;
+    };
+    driver.drain_line_use(|row, bytes| {
+        let c = counters.row(row as usize);
+        c[f] += 1;
+        c[u] += bytes;
+    });
 }
 
 /// Simulates one execution of an instruction of `len` bytes at `ip` on

@@ -81,6 +81,10 @@ pub fn default_options() -> Result<Options, String> {
             format!("COLDCACHE_SCHEDULE {s:?} is not os, serial or serial=QUANTUM")
         })?;
     }
+    if let Some(u) = coldcache_fsio::env::var("COLDCACHE_LINE_USE") {
+        o.line_use = crate::options::parse_line_use(&u)
+            .ok_or_else(|| format!("COLDCACHE_LINE_USE {u:?} is not 0 or 1"))?;
+    }
     Ok(o)
 }
 

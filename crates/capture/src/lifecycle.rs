@@ -237,6 +237,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         stable_code: stable_code.clone(),
         unwinder: crate::unwind::StackUnwinder::new(&procfs::self_maps()),
         cpu,
+        line_use: options.line_use,
     })?;
     let mut fallback = None;
     if options.mode != Mode::Trap {

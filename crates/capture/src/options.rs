@@ -177,6 +177,19 @@ pub struct Options {
     pub mode: Mode,
     /// How the simulator sees traced threads interleave.
     pub schedule: Schedule,
+    /// Measure line utilisation of the first data level (default on;
+    /// `COLDCACHE_LINE_USE=0`, `record --no-line-use`: off).
+    pub line_use: bool,
+}
+
+/// `COLDCACHE_LINE_USE`: `1` (measure line utilisation, the default) or
+/// `0` (not).
+pub fn parse_line_use(s: &str) -> Option<bool> {
+    match s {
+        "1" => Some(true),
+        "0" => Some(false),
+        _ => None,
+    }
 }
 
 impl Options {
@@ -196,6 +209,7 @@ impl Options {
             trace: None,
             mode: Mode::Auto,
             schedule: Schedule::Os,
+            line_use: true,
         }
     }
 }

@@ -23,6 +23,7 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_CALLS",
     "COLDCACHE_WARM_CALLS",
     "COLDCACHE_SCHEDULE",
+    "COLDCACHE_LINE_USE",
     "COLDCACHE_THREADS",
     "COLDCACHE_CORES",
     "COLDCACHE_MAX_INSTRUCTIONS",
@@ -172,6 +173,10 @@ fn options_from(var: Lookup) -> Result<Option<(Options, TriggerSpec)>, String> {
         o.schedule = crate::options::Schedule::parse(&s).ok_or_else(|| {
             format!("COLDCACHE_SCHEDULE `{s}` is not os, serial or serial=QUANTUM")
         })?;
+    }
+    if let Some(u) = var("COLDCACHE_LINE_USE") {
+        o.line_use = crate::options::parse_line_use(&u)
+            .ok_or_else(|| format!("COLDCACHE_LINE_USE `{u}` is not 0 or 1"))?;
     }
     if let Some(r) = var("COLDCACHE_RESERVES") {
         o.reserves = capi::parse_reserves(&r, Reserves::default())?;

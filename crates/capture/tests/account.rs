@@ -28,7 +28,7 @@ static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 // SAFETY: every call is forwarded to the system allocator unchanged.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if COUNTING.load(Ordering::Relaxed) && MINE.with(std::cell::Cell::get) {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: forwarded with the caller's layout.
@@ -39,7 +39,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if COUNTING.load(Ordering::Relaxed) && MINE.with(std::cell::Cell::get) {
             ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         }
         // SAFETY: forwarded with the caller's pointer, layout and size.
@@ -49,6 +49,12 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
+
+thread_local! {
+    /// Whether this thread's allocations are counted: the test harness
+    /// spawns and reports on other threads meanwhile.
+    static MINE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 /// The tests share the allocation counter: one at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -210,6 +216,7 @@ fn setup(reserves: Reserves, trace: bool, function: Option<FunctionCalls>) -> Se
         stable_code: Vec::new(),
         unwinder: StackUnwinder::new(&[]),
         cpu: CpuFacts::detect(),
+        line_use: true,
     }
 }
 
@@ -248,7 +255,7 @@ fn record(d: &Dump, ip: u64, stack: u32) -> Vec<u64> {
 }
 
 fn layout() -> CounterLayout {
-    CounterLayout::new(2)
+    CounterLayout::with_line_use(2)
 }
 
 /// `call f; nop` with `f: ret`: the callee's instruction is counted under
@@ -568,14 +575,30 @@ fn a_block_stopped_by_the_instruction_limit_counts_what_ran_before_it() {
     let (i_hit, i_mem) = (l.served(Side::Instr, 0), l.memory(Side::Instr));
     let (r_hit, r_mem) = (l.served(Side::Read, 0), l.memory(Side::Read));
     let (w_hit, w_mem) = (l.served(Side::Write, 0), l.memory(Side::Write));
+    // Line use: each of lines 0x9000, 0x9040, 0x9080 fetched once, by the
+    // first access to it, with the 8 bytes of its accesses used.
+    let (lf, lb) = (l.lines_fetched().unwrap(), l.bytes_used().unwrap());
     let want = [
         (
             0x1000,
-            row(2, &[(i_mem, 1), (i_hit, 1), (r_mem, 1), (r_hit, 1)]),
+            row(
+                2,
+                &[
+                    (i_mem, 1),
+                    (i_hit, 1),
+                    (r_mem, 1),
+                    (r_hit, 1),
+                    (lf, 1),
+                    (lb, 8),
+                ],
+            ),
         ),
-        (0x1003, row(2, &[(i_hit, 2), (w_mem, 1), (w_hit, 1)])),
+        (
+            0x1003,
+            row(2, &[(i_hit, 2), (w_mem, 1), (w_hit, 1), (lf, 1), (lb, 8)]),
+        ),
         (0x1007, row(1, &[(i_hit, 1), (r_hit, 1)])),
-        (0x100A, row(1, &[(i_hit, 1), (r_mem, 1)])),
+        (0x100A, row(1, &[(i_hit, 1), (r_mem, 1), (lf, 1), (lb, 8)])),
         (0x1011, row(1, &[(i_hit, 1)])),
     ];
     assert_eq!(d.records.len(), want.len());
@@ -639,12 +662,24 @@ fn a_block_without_a_trace_counts_fetches_accesses_and_unmodelled_by_hand() {
     let (i_hit, i_mem) = (l.served(Side::Instr, 0), l.memory(Side::Instr));
     let (r_hit, r_mem) = (l.served(Side::Read, 0), l.memory(Side::Read));
     let (w_hit, w_mem) = (l.served(Side::Write, 0), l.memory(Side::Write));
+    // Line use: 0x9000 and 0x9040 fetched once each, 8 bytes used of each.
+    let (lf, lb) = (l.lines_fetched().unwrap(), l.bytes_used().unwrap());
     let want = [
         (
             0x1000,
-            row(&[(i_mem, 1), (i_hit, 1), (r_mem, 1), (r_hit, 1)]),
+            row(&[
+                (i_mem, 1),
+                (i_hit, 1),
+                (r_mem, 1),
+                (r_hit, 1),
+                (lf, 1),
+                (lb, 8),
+            ]),
         ),
-        (0x1003, row(&[(i_hit, 2), (w_mem, 1), (w_hit, 1)])),
+        (
+            0x1003,
+            row(&[(i_hit, 2), (w_mem, 1), (w_hit, 1), (lf, 1), (lb, 8)]),
+        ),
         (0x1007, row(&[(i_hit, 2), (CounterLayout::UNMODELLED, 2)])),
         (0x100B, row(&[(i_hit, 2)])),
     ];
@@ -697,9 +732,14 @@ fn queued_accesses_run_on_their_own_core_in_order() {
     assert_eq!(b_row[CounterLayout::INSTRUCTIONS], 1);
     assert_eq!(b_row[l.served(Side::Instr, 1)], 1, "B's fetch from L2");
     assert_eq!(b_row[l.served(Side::Read, 1)], 1, "B's load from L2");
+    // Line use: line 0x9000 fetched into each core's L1 once, by each
+    // thread's first load, 8 bytes used in each.
+    let (lf, lb) = (l.lines_fetched().unwrap(), l.bytes_used().unwrap());
+    assert_eq!((a_row[lf], a_row[lb]), (1, 8));
+    assert_eq!((b_row[lf], b_row[lb]), (1, 8));
     assert_eq!(
         a_row.iter().sum::<u64>() + b_row.iter().sum::<u64>(),
-        2 + 4 + 1 + 2,
+        2 + 4 + 1 + 2 + 2 * (1 + 8),
         "nothing else counted"
     );
 }
@@ -785,6 +825,7 @@ fn a_warming_call_is_simulated_and_counted_nowhere() {
         m.set(Register::RBX, 0x9000);
         let mut verdicts = Vec::with_capacity(2);
         COUNTING.store(true, Ordering::SeqCst);
+        MINE.with(|m| m.set(true));
         ALLOCATIONS.store(0, Ordering::SeqCst);
         for call in 1..=2 {
             let entry = a.function_entered(TID, SP - 8);
@@ -818,12 +859,20 @@ fn a_warming_call_is_simulated_and_counted_nowhere() {
     let load = record(&cold, 0x2000, 1);
     assert_eq!(load[l.memory(Side::Read)], 1);
     assert_eq!(load[l.memory(Side::Instr)], 1);
+    // Line use, cold: the load fetched 0x9000 and `ret` the return
+    // address's line, 8 bytes used of each.
+    let (lf, lb) = (l.lines_fetched().unwrap(), l.bytes_used().unwrap());
+    assert_eq!((load[lf], load[lb]), (1, 8));
+    let ret = record(&cold, 0x2003, 1);
+    assert_eq!((ret[lf], ret[lb]), (1, 8));
     // Warmed by call 1: everything of call 2 from L1.
     let load = record(&warm, 0x2000, 1);
     assert_eq!(load[l.served(Side::Read, 0)], 1);
     assert_eq!(load[l.served(Side::Instr, 0)], 1);
     let ret = record(&warm, 0x2003, 1);
     assert_eq!(ret[l.served(Side::Read, 0)], 1);
+    // The warming call fetched both lines: credited nowhere.
+    assert_eq!((load[lf], load[lb], ret[lf], ret[lb]), (0, 0, 0, 0));
     // The same records and instructions as cold, the same trace (call 2's
     // accesses alone), and the dump says how the cache was warmed.
     let key = |d: &Dump| -> Vec<(u64, u32, u64)> {
@@ -887,6 +936,7 @@ fn stepping_allocates_nothing() {
     let mut a = Accountant::new(setup(reserves, true, None)).unwrap();
     a.claim(TID).unwrap();
     COUNTING.store(true, Ordering::SeqCst);
+    MINE.with(|m| m.set(true));
     ALLOCATIONS.store(0, Ordering::SeqCst);
     for i in 0..2000u64 {
         m.set(Register::RSP, SP);

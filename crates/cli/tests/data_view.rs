@@ -103,6 +103,43 @@ fn field(v: &Value, label: &str) -> (u64, u64, Vec<u64>) {
     )
 }
 
+/// A field's line use: (lines fetched into the first data level, bytes
+/// of them used).
+fn line_use(v: &Value, label: &str) -> (u64, u64) {
+    let row = v["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["label"] == label)
+        .unwrap_or_else(|| panic!("no field {label} in {}", v["fields"]));
+    pair(&row["line_use"])
+}
+
+fn pair(u: &Value) -> (u64, u64) {
+    (
+        u["lines_fetched"].as_u64().unwrap(),
+        u["bytes_used"].as_u64().unwrap(),
+    )
+}
+
+/// Line use adds up: the field rows to the typed instructions' total, the
+/// type rows likewise, typed and untyped to every record's.
+fn line_use_adds_up(v: &Value) {
+    let sum = |rows: &str| {
+        v[rows]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| pair(&r["line_use"]))
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    };
+    let typed = pair(&v["typed_line_use"]);
+    assert_eq!(sum("fields"), typed, "fields add up to the typed total");
+    assert_eq!(sum("types"), typed, "types add up to the typed total");
+    let (un, all) = (pair(&v["untyped_line_use"]), pair(&v["total_line_use"]));
+    assert_eq!((typed.0 + un.0, typed.1 + un.1), all);
+}
+
 /// The share of the dump's data accesses that got a type, and checks that
 /// the field rows add up to the typed accesses (every typed access is in
 /// exactly one row).
@@ -147,6 +184,10 @@ fn the_talks_flag_in_a_cold_line_and_after_moving_it() {
         field(&v, "game::Entity::flags"),
         (8192, 0, vec![8192, 8192])
     );
+    // Line use: each of those 8,192 lines has its 2 bytes of flags used
+    // (nothing else of an entity's third line is touched in the frame).
+    assert_eq!(line_use(&v, "game::Entity::flags"), (8192, 2 * 8192));
+    line_use_adds_up(&v);
     // physics: pos read and written, vel read, one first-line miss each.
     let (pr, pw, pm) = field(&v, "game::Entity::pos");
     assert_eq!((pr, pw), (8192, 8192));
@@ -244,6 +285,106 @@ fn shapes_have_their_hand_counted_accesses() {
     // The stack array of 64: mass written 64 times, read for i > 1.
     assert_eq!(field(&v, "Particle::mass").1, 64);
     assert_eq!(reads("Particle::mass"), 62);
+}
+
+/// The talk's second finding (`tests-programs/data/scatter.cpp`): 12,000
+/// heap objects, each 128 bytes on its own 64-byte boundary, visited in a
+/// shuffled order; one matrix row (`world.m[12..14]`, +96..+107, inside
+/// the object's second line) read from each. By hand, cold: 12,000 object
+/// lines fetched into L1, 12 bytes used of each; the pointer array's
+/// 96,000 bytes (64-byte aligned, read in order) are 1,500 lines with all
+/// 64 bytes used. The same in fast and trap mode; with `--no-line-use`
+/// no line use and every other figure unchanged.
+#[test]
+fn scattered_objects_fetch_a_line_each_for_12_bytes() {
+    if !have("g++") {
+        eprintln!("SKIP scattered_objects_fetch_a_line_each_for_12_bytes: g++ missing");
+        return;
+    }
+    let dir = scratch_in("data-view", "scatter");
+    let bin = compile(
+        "tests-programs/data/scatter.cpp",
+        &dir.join("scatter"),
+        &["-g", "-O2"],
+        false,
+    );
+    for mode in ["fast", "trap", "off"] {
+        let dump = format!("{mode}.ccdump");
+        // `off`: fast mode with `--no-line-use` (the others pass the
+        // default `--schedule=os` in its place).
+        let (mode, off) = match mode {
+            "off" => ("fast", "--no-line-use"),
+            m => (m, "--schedule=os"),
+        };
+        let mut c = Command::new(COLDCACHE);
+        c.current_dir(&dir)
+            .env("COLDCACHE_LIB", library())
+            .args([
+                "record",
+                "--no-progress",
+                off,
+                "--mode",
+                mode,
+                "--function",
+                "scene",
+                "-o",
+                &dump,
+                "--",
+            ])
+            .arg(&bin);
+        let out = run_with_deadline(c, &dump);
+        assert!(out.status.success(), "record {mode}: {}", text(&out.stderr));
+        let v = report_json(&dir, &dump, &["--view", "data"]);
+        if off == "--no-line-use" {
+            // No line use, every other figure as with it.
+            assert!(v["total_line_use"].is_null(), "{}", v["total_line_use"]);
+            let with = report_json(&dir, "fast.ccdump", &["--view", "data"]);
+            for f in ["SceneObject::world.m", "*objs (SceneObject*)"] {
+                assert_eq!(field(&v, f), field(&with, f), "{f}");
+            }
+            continue;
+        }
+        assert_eq!(
+            line_use(&v, "SceneObject::world.m"),
+            (12_000, 12 * 12_000),
+            "{mode}"
+        );
+        assert_eq!(
+            line_use(&v, "*objs (SceneObject*)"),
+            (1_500, 64 * 1_500),
+            "{mode}"
+        );
+        line_use_adds_up(&v);
+        // No access straddles a line here: every first-level data miss
+        // fetched one line (the window's total, untyped ones included).
+        let col = |name: &str| {
+            v["columns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .position(|c| c["name"] == name)
+                .unwrap()
+        };
+        assert_eq!(
+            v["totals"][col("d_miss_L1")].as_u64(),
+            v["total_line_use"]["lines_fetched"].as_u64(),
+            "{mode}"
+        );
+        let t = report_text(&dir, &dump, &["--view", "data"]);
+        assert!(
+            t.lines()
+                .any(|l| l.ends_with("SceneObject::world.m") && l.contains(" 12000     12.0 ")),
+            "{t}"
+        );
+        let layout = report_text(&dir, &dump, &["--view", "layout", "SceneObject"]);
+        assert!(
+            layout
+                .lines()
+                .any(|l| l.split_whitespace().take(2).eq(["1", "64-127"])
+                    && l.contains("12000     12.0")),
+            "{layout}"
+        );
+    }
 }
 
 #[test]

@@ -52,9 +52,12 @@ fn report_view_data_prints_coverage_types_and_fields() {
         "data accesses: 8392; typed 8372 (99.8%), with a field 8372 (99.8%), untyped 20 (0.2%)",
         "types of /bin/prog: 2 types, 3 of 4 memory instructions typed",
         "TOTAL of the typed instructions",
+        // A dump without the line-use counters says so.
+        "this dump has no line utilisation data",
     ] {
         assert!(t.contains(want), "missing {want:?} in\n{t}");
     }
+    assert!(!t.contains("used/64"), "{t}");
     // Fields ranked by mem: flags, pos.y, pos.x.
     let at = |f: &str| t.find(&format!("game::Entity{f}\n")).unwrap();
     assert!(
@@ -72,6 +75,7 @@ fn report_view_data_prints_coverage_types_and_fields() {
     assert_eq!(j["fields"][0]["label"], "game::Entity::pos.x");
     assert_eq!(j["fields"][0]["writes"], 100);
     assert_eq!(j["coverage"]["untyped"], 20);
+    assert!(j["total_line_use"].is_null() && j["fields"][0]["line_use"].is_null());
 }
 
 #[test]

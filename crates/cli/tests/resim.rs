@@ -175,6 +175,9 @@ fn resimulated_with_the_capture_cache_equals_the_capture() {
         let out = dir.join(format!("{cache}.resim.ccdump"));
         resim(&trace, &[(cache, &out)]);
         let re = load(&out);
+        // Line use too (issue 32): measured by the capture, and equal.
+        let used = cap.counter("l1d_bytes_used").expect("line use counted");
+        assert!(cap.totals()[used] > 0, "{cache}: bytes used");
         assert_same_counts(&re, &cap, cache);
         assert_eq!(re.meta.program, cap.meta.program);
         assert_eq!(re.meta.cache_toml, cap.meta.cache_toml);

@@ -169,6 +169,29 @@ fn every_truncation_and_flipped_bit_of_a_resolved_dump_is_refused() {
     }
 }
 
+/// A dump with the line-use counters (issue 32) round-trips, and its
+/// layout is the one with line use: the same version, told apart by the
+/// counter names; the dump without them keeps the plain layout.
+#[test]
+fn line_use_counters_round_trip_and_name_their_layout() {
+    let mut d = sample();
+    let levels = d.meta.levels.clone();
+    let l = CounterLayout::with_line_use(levels.len());
+    d.meta.counters = l.names(&levels);
+    for r in &mut d.records {
+        r.counters.extend([3, 40]);
+    }
+    let back = Dump::from_bytes(&d.to_bytes()).unwrap();
+    assert_eq!(back, d);
+    assert_eq!(back.layout(), Some(l));
+    assert!(l.has_line_use());
+    let (f, u) = (l.lines_fetched().unwrap(), l.bytes_used().unwrap());
+    assert_eq!(back.meta.counters[f], "l1d_lines_fetched");
+    assert_eq!(back.meta.counters[u], "l1d_bytes_used");
+    assert_eq!(back.records[0].counters[u], 40);
+    assert_eq!(sample().layout(), Some(CounterLayout::new(2)));
+}
+
 #[test]
 fn round_trip_keeps_everything() {
     let d = sample();

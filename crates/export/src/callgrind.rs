@@ -103,7 +103,8 @@ pub const VALGRIND_EVENTS: [&str; 9] = [
 /// `D1mw` those served beyond L1; `ILmr`, `DLmr`, `DLmw` those served by
 /// memory, i.e. missed the last level), then coldcache's own: the accesses
 /// served by each level after L1 (`i_L2`, `r_L2`, `w_L2`, …), `unmodelled`,
-/// the prefetch, invalidation and false-sharing counters. Their names keep
+/// the prefetch, invalidation and false-sharing counters, and the line-use
+/// counters when the dump has them. Their names keep
 /// coldcache's lower-case spelling with an `_`, which no Valgrind or
 /// KCachegrind event has. A dump of another layout: its raw counters.
 fn events(p: &Profile) -> Vec<Event> {
@@ -160,7 +161,11 @@ fn events(p: &Profile) -> Vec<Event> {
         l.prefetch_redundant(),
         l.invalidations(),
         l.false_sharing(),
-    ] {
+    ]
+    .into_iter()
+    .chain(l.lines_fetched())
+    .chain(l.bytes_used())
+    {
         let (n, d) = raw(i);
         push(n, Some(d), vec![i]);
     }

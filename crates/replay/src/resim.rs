@@ -326,10 +326,13 @@ impl Resim {
     /// capture; otherwise threads take cores round-robin in the order of
     /// their numbers, as a capture assigns them.
     pub fn new(config: &HierarchyConfig, skeleton: Option<&Dump>) -> Result<Resim, ReplayError> {
-        let driver = Driver::new(config).map_err(|source| ReplayError::Config {
-            name: config.name.clone(),
-            source,
-        })?;
+        let driver = Driver::new(config)
+            .map_err(|source| ReplayError::Config {
+                name: config.name.clone(),
+                source,
+            })?
+            // Line utilisation, as a capture measures it.
+            .with_line_use();
         let layout = driver.layout();
         let cores = driver.cores().cores();
         let recorded_cores = skeleton
@@ -434,7 +437,7 @@ impl Resim {
     /// by (ip, stack, thread) as a capture sorts them. `note` is added to
     /// the meta's notes.
     pub fn finish(
-        self,
+        mut self,
         numbering: &Numbering,
         target: &Target,
         skeleton: Option<&Dump>,
@@ -498,6 +501,8 @@ impl Resim {
         let width = self.width;
         let mut table = self.table;
         table.grow_to(numbering.rows());
+        // The lines still in a first data level are credited now.
+        self.driver.finish_line_use_into(&mut table);
         let table = table.into_rows();
         let mut records: Vec<DumpRecord> = numbering
             .keys

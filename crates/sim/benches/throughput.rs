@@ -19,6 +19,9 @@
 //!   `Driver::attribute_batch`, the entry a capture's consumer or a replay
 //!   calls: the tally by kind, and each access attributed into a row of
 //!   the counter layout (its instruction's, 65,536 rows);
+//! - `driver/cachegrind+attribution+lineuse`: the same with line
+//!   utilisation measured (`Driver::with_line_use`: every access through
+//!   `Hierarchy::access`, watched by `lineuse.rs`);
 //! - `driver/cachegrind`: the batches through `Driver::access_batch` (the
 //!   tally only), the entry `coldcache sim` calls;
 //! - `general/...`: the Cachegrind runs on the general caches
@@ -346,6 +349,12 @@ fn bench(c: &mut Criterion) {
         table.grow_to(ROWS as usize);
         b.iter(|| run_driver_attributed(&mut d, black_box(&one_core), &mut rows, &mut table))
     });
+    g.bench_function("driver/cachegrind+attribution+lineuse", |b| {
+        let mut d = Driver::new(&cg).unwrap().with_line_use();
+        let mut table = RowTable::new(d.layout());
+        table.grow_to(ROWS as usize);
+        b.iter(|| run_driver_attributed(&mut d, black_box(&one_core), &mut rows, &mut table))
+    });
     g.bench_function("driver/cachegrind", |b| {
         let mut d = Driver::new(&cg).unwrap();
         b.iter(|| {
@@ -357,6 +366,12 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("driver/jaguar-4t+attribution", |b| {
         let mut d = Driver::new(&jag).unwrap();
+        let mut table = RowTable::new(d.layout());
+        table.grow_to(ROWS as usize);
+        b.iter(|| run_driver_attributed(&mut d, black_box(&four), &mut rows, &mut table))
+    });
+    g.bench_function("driver/jaguar-4t+attribution+lineuse", |b| {
+        let mut d = Driver::new(&jag).unwrap().with_line_use();
         let mut table = RowTable::new(d.layout());
         table.grow_to(ROWS as usize);
         b.iter(|| run_driver_attributed(&mut d, black_box(&four), &mut rows, &mut table))

@@ -21,6 +21,12 @@
 //! | +1 | `prefetch_redundant` | of those, prefetches of a line already in L1 |
 //! | +2 | `invalidations` | coherence invalidations the accesses sent |
 //! | +3 | `false_sharing` | of those, false sharing |
+//! | +4 | `l1d_lines_fetched` | lines this row's demand misses brought into the first data level (with line use only) |
+//! | +5 | `l1d_bytes_used` | distinct bytes of those lines touched while they stayed there (with line use only) |
+//!
+//! The last two exist only in a layout [`with line use`](CounterLayout::with_line_use)
+//! (`crate::lineuse`); a dump without them reads as before and says it has
+//! no utilisation data.
 //!
 //! An access counts once, at the level that served it ([`AccessResult::served_by`],
 //! the farthest level any of its lines came from), whatever the straddle
@@ -78,7 +84,11 @@ const TAIL: [&str; 4] = [
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CounterLayout {
     levels: u8,
+    line_use: bool,
 }
+
+/// Names of the line-use counters, after [`TAIL`].
+const LINE_USE: [&str; 2] = ["l1d_lines_fetched", "l1d_bytes_used"];
 
 impl CounterLayout {
     /// Index of `instructions`.
@@ -94,7 +104,35 @@ impl CounterLayout {
     pub fn new(levels: usize) -> CounterLayout {
         CounterLayout {
             levels: levels.clamp(1, MAX_LEVELS) as u8,
+            line_use: false,
         }
+    }
+
+    /// The layout for `levels` cache levels with the two line-use counters
+    /// at the end.
+    pub fn with_line_use(levels: usize) -> CounterLayout {
+        CounterLayout {
+            line_use: true,
+            ..CounterLayout::new(levels)
+        }
+    }
+
+    /// Whether rows have the line-use counters.
+    #[inline]
+    pub fn has_line_use(self) -> bool {
+        self.line_use
+    }
+
+    /// Index of `l1d_lines_fetched`, if the layout has it.
+    #[inline]
+    pub fn lines_fetched(self) -> Option<usize> {
+        self.line_use.then(|| self.false_sharing() + 1)
+    }
+
+    /// Index of `l1d_bytes_used`, if the layout has it.
+    #[inline]
+    pub fn bytes_used(self) -> Option<usize> {
+        self.line_use.then(|| self.false_sharing() + 2)
     }
 
     /// Cache levels of the layout.
@@ -106,7 +144,7 @@ impl CounterLayout {
     /// Counters in a row.
     #[inline]
     pub fn len(self) -> usize {
-        2 + 3 * (self.levels() + 1) + TAIL.len()
+        2 + 3 * (self.levels() + 1) + TAIL.len() + if self.line_use { LINE_USE.len() } else { 0 }
     }
 
     /// A layout always has counters; provided for symmetry with `len`.
@@ -174,6 +212,9 @@ impl CounterLayout {
             v.push(format!("{}_mem", side.prefix()));
         }
         v.extend(TAIL.iter().map(|s| s.to_string()));
+        if self.line_use {
+            v.extend(LINE_USE.iter().map(|s| s.to_string()));
+        }
         v
     }
 
@@ -185,7 +226,8 @@ impl CounterLayout {
             return None;
         }
         let l = CounterLayout::new(level_names.len());
-        (l.names(level_names) == names).then_some(l)
+        let u = CounterLayout::with_line_use(level_names.len());
+        [l, u].into_iter().find(|l| l.names(level_names) == names)
     }
 
     /// Adds one access of `kind` with result `r` to `row` (at least
@@ -260,5 +302,12 @@ mod tests {
         assert_eq!(CounterLayout::from_names(&n, &names(2)), Some(l));
         assert_eq!(CounterLayout::from_names(&n[1..], &names(2)), None);
         assert_eq!(CounterLayout::from_names(&n, &names(3)), None);
+        let u = CounterLayout::with_line_use(2);
+        let un = u.names(&names(2));
+        assert_eq!(un.len(), 17);
+        assert_eq!(&un[15..], ["l1d_lines_fetched", "l1d_bytes_used"]);
+        assert_eq!((u.lines_fetched(), u.bytes_used()), (Some(15), Some(16)));
+        assert_eq!((l.lines_fetched(), l.bytes_used()), (None, None));
+        assert_eq!(CounterLayout::from_names(&un, &names(2)), Some(u));
     }
 }

@@ -8,8 +8,12 @@
 //! counters, one thread → core rule and one tally layout, whoever feeds the
 //! simulator. Like the rest of the crate it does no I/O; once built (and
 //! [`CoreMap::reserve`]d for the threads to come) it allocates nothing.
+//! With line use ([`Driver::with_line_use`], `crate::lineuse`) it also
+//! keeps, per first data level, which row fetched each line and the bytes
+//! of it used, and hands the credits out as lines leave.
 
 use crate::lean::BatchSink;
+use crate::lineuse::{LineUse, NO_ROW};
 use crate::rows::Dense;
 use crate::{
     Access, AccessKind, AccessResult, ConfigError, CoreMap, CounterLayout, Hierarchy,
@@ -77,6 +81,11 @@ pub struct Driver {
     /// [`CounterLayout::add_access`] adds to when there is no coherence
     /// traffic to add).
     cell: [[u8; MAX_LEVELS + 1]; 4],
+    /// Line utilisation of the first data level, when asked for
+    /// ([`Driver::with_line_use`]).
+    line_use: Option<Box<LineUse>>,
+    /// The row a fill by [`Driver::attribute`] is credited to.
+    fill_row: u32,
 }
 
 impl Driver {
@@ -105,7 +114,55 @@ impl Driver {
             layout,
             tally: Tally::default(),
             results: vec![AccessResult::default(); Driver::BATCH],
+            line_use: None,
+            fill_row: NO_ROW,
         }
+    }
+
+    /// This driver measuring line utilisation (`crate::lineuse`): its
+    /// layout gains `l1d_lines_fetched` and `l1d_bytes_used`, each line a
+    /// demand access brings into the first data level is credited, when
+    /// it leaves (or at [`Driver::finish_line_use`]), to the row of the
+    /// access that fetched it. The lean engine's batch loop is then not
+    /// used (every access goes through [`Hierarchy::access`]).
+    pub fn with_line_use(mut self) -> Driver {
+        self.layout = CounterLayout::with_line_use(self.hier.levels());
+        self.line_use = Some(Box::new(LineUse::new(&self.hier)));
+        self
+    }
+
+    /// Sets the row the fills of the next [`Driver::attribute`] calls are
+    /// credited to (its index in the caller's table; [`u32::MAX`]: none).
+    /// Credits are handed out by [`Driver::drain_line_use`].
+    #[inline(always)]
+    pub fn set_fill_row(&mut self, row: u32) {
+        self.fill_row = row;
+    }
+
+    /// Hands each credit of the lines that left the first data level since
+    /// the last call to `f(row, bytes_used)`: add 1 to the row's
+    /// `l1d_lines_fetched` and `bytes_used` to its `l1d_bytes_used`. Call
+    /// it after each instruction's accesses (room for 16,384 credits is
+    /// kept; more are counted in [`Driver::line_use_lost`]).
+    #[inline]
+    pub fn drain_line_use(&mut self, f: impl FnMut(u32, u64)) {
+        if let Some(lu) = self.line_use.as_deref_mut() {
+            lu.drain(f);
+        }
+    }
+
+    /// The end of the run: every line still in a first data level is
+    /// credited, as by [`Driver::drain_line_use`].
+    pub fn finish_line_use(&mut self, f: impl FnMut(u32, u64)) {
+        if let Some(lu) = self.line_use.as_deref_mut() {
+            lu.flush(f);
+        }
+    }
+
+    /// Credits dropped because the queue was full (0 when drained as
+    /// documented).
+    pub fn line_use_lost(&self) -> u64 {
+        self.line_use.as_ref().map_or(0, |l| l.lost())
     }
 
     /// The counter layout rows are attributed in.
@@ -144,18 +201,30 @@ impl Driver {
     /// (see [`CounterLayout::add_access`]).
     #[inline(always)]
     pub fn attribute(&mut self, core: usize, a: Access, row: &mut [u64]) -> AccessResult {
+        // With line use, which lines of a straddling access were held
+        // (nothing looked up for others).
+        let held = match self.line_use.as_deref() {
+            Some(lu) => lu.before(&self.hier, core, &a),
+            None => 0,
+        };
         // The lean engine's first-level hit is told apart so that the
         // bookkeeping below is inlined with its result known (a few
         // increments instead of computing slots from a result).
         let r = match self.hier.access_or_l1_hit(core, a) {
             None => {
                 const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
+                if let Some(lu) = self.line_use.as_deref_mut() {
+                    lu.after(&self.hier, core, &a, &L1_HIT, held, self.fill_row);
+                }
                 self.tally.add(a.kind, &L1_HIT);
                 self.layout.add_access(row, a.kind, &L1_HIT);
                 return L1_HIT;
             }
             Some(r) => r,
         };
+        if let Some(lu) = self.line_use.as_deref_mut() {
+            lu.after(&self.hier, core, &a, &r, held, self.fill_row);
+        }
         self.tally.add(a.kind, &r);
         self.layout.add_access(row, a.kind, &r);
         r
@@ -234,6 +303,13 @@ impl Driver {
                 .unwrap_or(accesses.len())
         };
         let mut cells = table.cells();
+        if self.line_use.is_some() {
+            self.attribute_line_use(core, &accesses[..valid], &rows[..valid], &mut cells);
+            if valid < accesses.len() {
+                row_outside(rows[valid], valid, whole);
+            }
+            return;
+        }
         let done = self.attribute_lean(core, &accesses[..valid], &rows[..valid], &mut cells);
         let (rest, rest_rows) = (&accesses[done..valid], &rows[done..valid]);
         for (chunk, rows) in rest
@@ -274,6 +350,50 @@ impl Driver {
             cell: &self.cell,
         };
         self.hier.lean_batch(core, accesses, &mut sink).unwrap_or(0)
+    }
+
+    /// [`Driver::attribute_batch`] with line use: one access at a time,
+    /// each fill credited into the wide row of the access that made it.
+    fn attribute_line_use(
+        &mut self,
+        core: usize,
+        accesses: &[Access],
+        rows: &[u32],
+        cells: &mut Dense<'_>,
+    ) {
+        let Some(lu) = self.line_use.as_deref_mut() else {
+            return;
+        };
+        let (fetched, used) = match (self.layout.lines_fetched(), self.layout.bytes_used()) {
+            (Some(f), Some(u)) => (f, u),
+            _ => return,
+        };
+        for (a, &row) in accesses.iter().zip(rows) {
+            let held = lu.before(&self.hier, core, a);
+            let r = self.hier.access(core, *a);
+            lu.after(&self.hier, core, a, &r, held, row);
+            self.tally.add(a.kind, &r);
+            count_in_table(&self.layout, &self.cell, cells, row, a.kind, &r);
+            lu.drain(|owner, bytes| {
+                let w = cells.wide_row(owner);
+                w[fetched] += 1;
+                w[used] += bytes;
+            });
+        }
+    }
+
+    /// [`Driver::finish_line_use`] into `table` (the rows of
+    /// [`Driver::attribute_batch`]).
+    pub fn finish_line_use_into(&mut self, table: &mut RowTable) {
+        let (Some(fetched), Some(used)) = (self.layout.lines_fetched(), self.layout.bytes_used())
+        else {
+            return;
+        };
+        self.finish_line_use(|row, bytes| {
+            let w = table.wide_row_mut(row);
+            w[fetched] += 1;
+            w[used] += bytes;
+        });
     }
 
     /// What has been simulated so far, by kind and serving level.

@@ -851,6 +851,15 @@ impl Hierarchy {
         c.contains(addr >> c.line_shift())
     }
 
+    /// The first-level instance on `core`'s data path (the first data or
+    /// unified level).
+    ///
+    /// # Panics
+    /// If `core` is out of range.
+    pub fn first_data_instance(&self, core: usize) -> usize {
+        self.dpath[core].get(0)
+    }
+
     /// Every line address (byte address of the line) held by an instance.
     pub fn instance_lines(&self, instance: usize) -> Vec<u64> {
         let c = &self.inst[instance].cache;

@@ -38,6 +38,7 @@ mod driver;
 mod hierarchy;
 mod jaguar;
 mod lean;
+pub mod lineuse;
 mod prefetch;
 pub mod presets;
 mod rows;

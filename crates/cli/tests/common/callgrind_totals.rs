@@ -42,5 +42,11 @@ pub fn callgrind_totals(d: &Dump) -> Vec<u64> {
     ] {
         v.push(c(n));
     }
+    // Line use, in dumps that measured it.
+    for n in ["l1d_lines_fetched", "l1d_bytes_used"] {
+        if let Some(i) = d.counter(n) {
+            v.push(t[i]);
+        }
+    }
     v
 }

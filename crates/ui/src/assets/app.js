@@ -590,6 +590,17 @@ function coverageText(c) {
   return `${pctOf(c.typed, c.accesses)} of ${fmt(c.accesses)} data accesses typed, ${pctOf(c.with_field, c.accesses)} with a field (${fmt(c.typed_instructions)} of ${fmt(c.instructions)} instructions with data accesses typed)`;
 }
 
+// Line utilisation cells: lines the misses fetched into the first data
+// level, and the bytes of each used on average ("" without the data).
+function lineUseCells(u) {
+  if (!u) return "";
+  if (!u.lines_fetched) return `<td class="num" data-test="fetched">0</td><td class="num muted" data-test="used">-</td>`;
+  return `<td class="num" data-test="fetched">${fmt(u.lines_fetched)}</td><td class="num" data-test="used">${u.used_per_line.toFixed(1)}</td>`;
+}
+function lineUseHeads(line) {
+  return `<th title="lines the misses brought into the first data level">fetched</th><th title="bytes of each fetched line used, on average, before it left">used/${line}</th>`;
+}
+
 async function viewData(s) {
   controls(`<label>filter <input id="filter" data-test="filter" value="${esc(s.filter)}" placeholder="regex"></label>
     ${columnsMenu(s)} <span class="muted">which types and fields the memory accesses touched · click a row for its type's layout</span>`);
@@ -603,16 +614,18 @@ async function viewData(s) {
   const cell = (x, i) => (columns(s)[i].ratio
     ? `<td class="num"><span class="count">${GROUPED1.format(x)}</span></td>`
     : `<td class="num"><span class="count">${fmt(x)}</span><span class="pct">${share(x, v.totals[i])}</span></td>`);
-  const extra = `<th>%</th><th>reads</th><th>writes</th>`;
+  const lu = !!v.total_line_use;
+  const extra = `<th>%</th><th>reads</th><th>writes</th>${lu ? lineUseHeads(v.line_size) : ""}`;
   const table = (rows, kind) => {
-    const body = rows.map((r) => `<tr class="clickable" data-type="${esc(r.ty)}" data-test="${kind}-row"><td class="num">${r.percent.toFixed(2)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${cols.map((i) => cell(r.costs[i], i)).join("")}<td class="label">${esc(r.label)}</td></tr>`).join("");
-    const total = `<tr class="total"><td></td><td></td><td></td>${cols.map((i) => `<td class="num"><span class="count">${columns(s)[i].ratio ? GROUPED1.format(v.typed_totals[i]) : fmt(v.typed_totals[i])}</span></td>`).join("")}<td class="label">TOTAL of the typed instructions</td></tr>`;
+    const body = rows.map((r) => `<tr class="clickable" data-type="${esc(r.ty)}" data-test="${kind}-row"><td class="num">${r.percent.toFixed(2)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${lineUseCells(r.line_use)}${cols.map((i) => cell(r.costs[i], i)).join("")}<td class="label">${esc(r.label)}</td></tr>`).join("");
+    const total = `<tr class="total"><td></td><td></td><td></td>${lineUseCells(v.typed_line_use)}${cols.map((i) => `<td class="num"><span class="count">${columns(s)[i].ratio ? GROUPED1.format(v.typed_totals[i]) : fmt(v.typed_totals[i])}</span></td>`).join("")}<td class="label">TOTAL of the typed instructions</td></tr>`;
     return `<table data-test="data-${kind}s" data-sort="${esc(v.sort)}"><thead>${header(s, cols, extra, kind === "type" ? "type" : "field", true)}</thead><tbody>${body}${total}</tbody></table>`;
   };
   const modules = v.modules.map((m) => `<li>types of ${esc(m.module)}: ${m.found ? esc(m.found) : `<span class="muted">(not looked at)</span>`}</li>`).join("");
   $("#main").innerHTML = `<p data-test="coverage"><b>data:</b> ${esc(coverageText(c))}</p>
     <p class="muted" data-test="coverage-detail">untyped: ${fmt(c.untyped)} (${pctOf(c.untyped, c.accesses)}) · typed through a register holding a pointer ${fmt(c.via_register)}, a global or static ${fmt(c.via_global)}, the stack frame ${fmt(c.via_stack)} · misses per level: ${esc(levels.join(", "))}</p>
     <ul class="muted" data-test="modules">${modules}</ul>
+    <p class="muted" data-test="line-use">${lu ? `line utilisation: ${fmt(v.total_line_use.lines_fetched)} lines fetched into the first data level, ${v.total_line_use.used_per_line.toFixed(1)} of ${v.line_size} bytes used each before they left; by untyped instructions ${fmt(v.untyped_line_use.lines_fetched)} lines` : esc(v.line_use_note)}</p>
     <h3>Types</h3>${table(v.types, "type")}
     <p class="muted">${fmt(v.types.length)} of ${fmt(v.types_matched)} types · sorted by ${esc(v.sort)}</p>
     <h3>Fields</h3>${table(v.fields, "field")}
@@ -692,12 +705,12 @@ async function viewLayout(s) {
     const who = l.false_sharing.length
       ? `<div class="muted">${esc(l.false_sharing.map((f) => `thread ${f.tid} (${f.thread}) ${f.field} ${f.reads}r/${f.writes}w`).join("; "))}</div>` : "";
     const hot = l.hot ? `<div class="muted">${esc(`${l.hot.field} gets ${l.hot.share.toFixed(1)}% of the line's ${l.reads + l.writes} accesses and misses ${first} on ${l.hot.misses} of its ${l.hot.accesses}; it uses ${l.hot.bytes} of the line's ${l.end - l.start} bytes`)}</div>` : "";
-    return `<tr class="${l.hot || l.false_sharing.length ? "flagged" : ""}" data-test="line" data-line="${l.index}"><td class="num">${l.index}</td><td class="num">${l.start}-${Math.max(l.start, l.end - 1)}</td><td class="num">${fmt(l.reads)}</td><td class="num">${fmt(l.writes)}</td>${l.misses.map((x) => `<td class="num">${fmt(x)}</td>`).join("")}<td class="label">${esc(l.members.join(", "))}${flags}${hot}${who}</td></tr>`;
+    return `<tr class="${l.hot || l.false_sharing.length ? "flagged" : ""}" data-test="line" data-line="${l.index}"><td class="num">${l.index}</td><td class="num">${l.start}-${Math.max(l.start, l.end - 1)}</td><td class="num">${fmt(l.reads)}</td><td class="num">${fmt(l.writes)}</td>${l.misses.map((x) => `<td class="num">${fmt(x)}</td>`).join("")}${lineUseCells(l.line_use)}<td class="label">${esc(l.members.join(", "))}${flags}${hot}${who}</td></tr>`;
   }).join("");
   $("#main").innerHTML = `<p data-test="layout-head">type <b>${esc(v.name)}</b>: ${fmt(v.size)} bytes; cache lines of ${fmt(v.line_size)} bytes (${esc(v.line_size_from)}), the object assumed to start on a line boundary</p>
     <table class="layout" data-test="layout"><thead><tr><th>reads</th><th>writes</th>${missHeads}<th>offset</th><th>size</th><th class="label">layout</th></tr></thead><tbody>${rows.join("")}</tbody></table>
     <h3>Cache lines</h3>
-    <table data-test="layout-lines"><thead><tr><th>line</th><th>bytes</th><th>reads</th><th>writes</th>${missHeads}<th class="label">members and flags</th></tr></thead><tbody>${lines}</tbody></table>
+    <table data-test="layout-lines"><thead><tr><th>line</th><th>bytes</th><th>reads</th><th>writes</th>${missHeads}${v.total.line_use ? lineUseHeads(v.line_size) : ""}<th class="label">members and flags</th></tr></thead><tbody>${lines}</tbody></table>
     <p class="muted">Counts are the typed instructions' (an access counts to the line holding its first byte; a member's, every access whose member path goes through it).
     HOT FIELD IN A COLD LINE: one field gets at least 90% of the line's accesses, misses ${esc(first)} on at least 10% of them, and covers less than half of the line's bytes: the rest of the line is fetched for it.
     FALSE SHARING?: one thread writes a field of the line and another thread accesses another field; typing is per instruction, so whether the threads touch the same object is not known.</p>`;
