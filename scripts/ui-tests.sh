@@ -77,7 +77,7 @@ wait $server || { echo "the server exited with an error" >&2; cat "$log" >&2; ex
 datadir=target/ui-data
 rm -rf "$datadir"; mkdir -p "$datadir"
 g++ -g -O2 -o "$datadir/entities" tests-programs/data/entities.cpp
-"$cc" record --no-progress --function game::frame -o "$datadir/entities.ccdump" -- "$datadir/entities" >/dev/null 2>&1
+"$cc" record --no-progress --line-use --function game::frame -o "$datadir/entities.ccdump" -- "$datadir/entities" >/dev/null 2>&1
 "$cc" ui "$datadir/entities.ccdump" >"$log" 2>&1 &
 server=$!
 for _ in $(seq 1 100); do grep -q "token=" "$log" && break; sleep 0.1; done

@@ -138,7 +138,7 @@ pub fn line_use_note(l: CounterLayout) -> String {
     if l.has_line_use() {
         String::new()
     } else {
-        "this dump has no line utilisation data (recorded with --no-line-use, or by a coldcache from before it was measured: capture again, or re-simulate its trace with `coldcache sim -o`)".to_string()
+        "this dump has no line utilisation data (record with --line-use to measure it)".to_string()
     }
 }
 

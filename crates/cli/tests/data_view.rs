@@ -32,7 +32,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// Records `--function FUNCTION` of `program` into `dump` (resolved: the
-/// data types are embedded).
+/// data types are embedded), line utilisation measured.
 fn record(dir: &Path, program: &Path, function: &str, dump: &str) {
     let mut c = Command::new(COLDCACHE);
     c.current_dir(dir)
@@ -40,6 +40,7 @@ fn record(dir: &Path, program: &Path, function: &str, dump: &str) {
         .args([
             "record",
             "--no-progress",
+            "--line-use",
             "--function",
             function,
             "-o",
@@ -293,8 +294,8 @@ fn shapes_have_their_hand_counted_accesses() {
 /// the object's second line) read from each. By hand, cold: 12,000 object
 /// lines fetched into L1, 12 bytes used of each; the pointer array's
 /// 96,000 bytes (64-byte aligned, read in order) are 1,500 lines with all
-/// 64 bytes used. The same in fast and trap mode; with `--no-line-use`
-/// no line use and every other figure unchanged.
+/// 64 bytes used. The same in fast and trap mode with `--line-use`;
+/// without it no line use and every other figure unchanged.
 #[test]
 fn scattered_objects_fetch_a_line_each_for_12_bytes() {
     if !have("g++") {
@@ -310,11 +311,11 @@ fn scattered_objects_fetch_a_line_each_for_12_bytes() {
     );
     for mode in ["fast", "trap", "off"] {
         let dump = format!("{mode}.ccdump");
-        // `off`: fast mode with `--no-line-use` (the others pass the
-        // default `--schedule=os` in its place).
+        // `off`: fast mode without `--line-use` (in its place the
+        // default `--schedule=os`).
         let (mode, off) = match mode {
-            "off" => ("fast", "--no-line-use"),
-            m => (m, "--schedule=os"),
+            "off" => ("fast", "--schedule=os"),
+            m => (m, "--line-use"),
         };
         let mut c = Command::new(COLDCACHE);
         c.current_dir(&dir)
@@ -335,7 +336,7 @@ fn scattered_objects_fetch_a_line_each_for_12_bytes() {
         let out = run_with_deadline(c, &dump);
         assert!(out.status.success(), "record {mode}: {}", text(&out.stderr));
         let v = report_json(&dir, &dump, &["--view", "data"]);
-        if off == "--no-line-use" {
+        if off == "--schedule=os" {
             // No line use, every other figure as with it.
             assert!(v["total_line_use"].is_null(), "{}", v["total_line_use"]);
             let with = report_json(&dir, "fast.ccdump", &["--view", "data"]);

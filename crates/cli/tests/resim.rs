@@ -71,6 +71,7 @@ fn record(dir: &Path, bin: &Path, cache: &str, dump: &Path, trace: Option<&Path>
     cmd.args(["-R", "--"])
         .arg(COLDCACHE)
         .args(["record", "--no-resolve", "--mode", "trap", "--cache", cache])
+        .arg("--line-use")
         .args(["--function", "run_frames", "-o"])
         .arg(dump);
     if let Some(t) = trace {

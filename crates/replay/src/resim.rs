@@ -326,13 +326,16 @@ impl Resim {
     /// capture; otherwise threads take cores round-robin in the order of
     /// their numbers, as a capture assigns them.
     pub fn new(config: &HierarchyConfig, skeleton: Option<&Dump>) -> Result<Resim, ReplayError> {
-        let driver = Driver::new(config)
-            .map_err(|source| ReplayError::Config {
-                name: config.name.clone(),
-                source,
-            })?
-            // Line utilisation, as a capture measures it.
-            .with_line_use();
+        let mut driver = Driver::new(config).map_err(|source| ReplayError::Config {
+            name: config.name.clone(),
+            source,
+        })?;
+        // Line utilisation when the capture measured it (`record
+        // --line-use`: its counters name it), as it measured it; it costs
+        // up to 2x here on miss-heavy traces, so only then.
+        if skeleton.is_some_and(|d| d.meta.counters.iter().any(|c| c == "l1d_lines_fetched")) {
+            driver = driver.with_line_use();
+        }
         let layout = driver.layout();
         let cores = driver.cores().cores();
         let recorded_cores = skeleton
