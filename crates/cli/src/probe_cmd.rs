@@ -379,17 +379,8 @@ fn text_report(r: &Report, tables: bool, out: &mut impl Write) -> Result<()> {
     )?;
     writeln!(
         out,
-        "  at least half hidden up to stride: crossing pages {}, within pages {}",
-        reach_text(pf.reach_crossing, pf.strides.last().copied()),
-        reach_text(
-            pf.reach_within_page,
-            pf.strides
-                .iter()
-                .zip(&pf.ns_within_page)
-                .rev()
-                .find(|(_, v)| v.is_some())
-                .map(|(s, _)| *s)
-        )
+        "  at least half hidden up to stride: {}",
+        prefetch_reach(pf)
     )?;
     writeln!(
         out,
@@ -413,6 +404,23 @@ fn text_report(r: &Report, tables: bool, out: &mut impl Write) -> Result<()> {
         al.ns_aliased, al.ns_control, al.penalty_cycles
     )?;
     Ok(())
+}
+
+/// The prefetcher's reach, crossing pages and within them.
+fn prefetch_reach(pf: &coldcache_probe::report::Prefetch) -> String {
+    format!(
+        "crossing pages {}, within pages {}",
+        reach_text(pf.reach_crossing, pf.strides.last().copied()),
+        reach_text(
+            pf.reach_within_page,
+            pf.strides
+                .iter()
+                .zip(&pf.ns_within_page)
+                .rev()
+                .find(|(_, v)| v.is_some())
+                .map(|(s, _)| *s)
+        )
+    )
 }
 
 /// Without `--tables`: each test's result on one line.
@@ -462,21 +470,7 @@ fn summary_lines(r: &Report, out: &mut impl Write) -> Result<()> {
             tlb.join("; ")
         }
     )?;
-    let pf = &r.prefetch;
-    writeln!(
-        out,
-        "  prefetcher reach   crossing pages {}, within pages {}",
-        reach_text(pf.reach_crossing, pf.strides.last().copied()),
-        reach_text(
-            pf.reach_within_page,
-            pf.strides
-                .iter()
-                .zip(&pf.ns_within_page)
-                .rev()
-                .find(|(_, v)| v.is_some())
-                .map(|(s, _)| *s)
-        )
-    )?;
+    writeln!(out, "  prefetcher reach   {}", prefetch_reach(&r.prefetch))?;
     writeln!(
         out,
         "  4K aliasing        {:+.1} cycles per store-load pair",
