@@ -34,6 +34,7 @@
 
 mod by_instruction;
 pub mod data;
+pub mod names;
 pub mod symbols;
 mod varint;
 
@@ -402,12 +403,13 @@ impl Dump {
         self.meta.counters.iter().position(|c| c == name)
     }
 
-    /// Sum of every record's counters.
+    /// Sum of every record's counters (saturating: a dump's counters come
+    /// from a file and may be anything).
     pub fn totals(&self) -> Vec<u64> {
         let mut t = vec![0u64; self.meta.counters.len()];
         for r in &self.records {
             for (a, b) in t.iter_mut().zip(&r.counters) {
-                *a += b;
+                *a = a.saturating_add(*b);
             }
         }
         t
