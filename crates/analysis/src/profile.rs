@@ -591,13 +591,34 @@ impl Profile {
         v
     }
 
-    /// Functions whose name equals `name`, or else matches it as a regex.
+    /// The functions `name` names, as `record --function` reads a name:
+    /// the best tier of `coldcache_dump::names::match_name` with a match
+    /// (the name, without parameters, its `::` suffix, a wildcard), or else
+    /// those it matches as a regex.
     pub fn find_functions(&self, name: &str) -> Result<Vec<FnId>, crate::AnalysisError> {
-        let exact: Vec<FnId> = (0..self.functions.len() as FnId)
-            .filter(|&f| self.functions[f as usize].name == name)
-            .collect();
-        if !exact.is_empty() {
-            return Ok(exact);
+        // As `record --function` reads a name (`coldcache_dump::names`):
+        // the best tier with a match decides; a regex only when none does.
+        let query = name.trim();
+        let mut best = None;
+        let mut found: Vec<FnId> = Vec::new();
+        for f in 0..self.functions.len() as FnId {
+            let Some(k) =
+                coldcache_dump::names::match_name(&self.functions[f as usize].name, query)
+            else {
+                continue;
+            };
+            match best {
+                Some(b) if k > b => continue,
+                Some(b) if k == b => {}
+                _ => {
+                    best = Some(k);
+                    found.clear();
+                }
+            }
+            found.push(f);
+        }
+        if !found.is_empty() {
+            return Ok(found);
         }
         let re = crate::regex(name)?;
         let found: Vec<FnId> = (0..self.functions.len() as FnId)

@@ -344,6 +344,22 @@ pub fn report(a: ReportArgs) -> Result<()> {
         }
         View::Annotate => {
             let fs = function("annotate")?;
+            // One function a view: several (overloads, a loose regex)
+            // would be shown under the first one's header.
+            let mut names: Vec<&str> = fs.iter().map(|&f| p.function(f).name.as_str()).collect();
+            names.sort_unstable();
+            names.dedup();
+            if names.len() > 1 {
+                let shown = names.len().min(20);
+                bail!(
+                    "{} functions match '{}' in dump {}: {}{}; give one's full name",
+                    names.len(),
+                    a.symbol.as_deref().unwrap_or_default(),
+                    a.dump.display(),
+                    names[..shown].join(", "),
+                    if names.len() > shown { ", …" } else { "" }
+                );
+            }
             if a.asm {
                 let v = views::disassembly_with(
                     &p,

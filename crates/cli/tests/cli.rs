@@ -314,3 +314,22 @@ fn thread_selection_is_reports_and_takes_names() {
         "{e}"
     );
 }
+
+/// `report --view annotate` reads a function's name as `record --function`
+/// does, and refuses a name (or regex) that matches several functions,
+/// listing them, instead of showing them all under the first one's header
+/// (issue 36: `annotate count_and_sort` merged 14 sort helpers).
+#[test]
+fn annotate_names_one_function() {
+    let sample = repo().join("crates/dump/tests/data/v2-resolved-real.ccdump");
+    let s = sample.to_str().unwrap();
+    let out = run(&["report", s, "--view", "annotate", "."]);
+    assert!(!out.status.success());
+    let e = stderr(&out);
+    assert!(
+        e.contains("functions match '.'") && e.contains("cmp"),
+        "{e}"
+    );
+    let one = run(&["report", s, "--view", "annotate", "cmp"]);
+    assert!(one.status.success(), "{}", stderr(&one));
+}

@@ -39,6 +39,8 @@
 //! a breakpoint watches one address, and a capture of the wrong function
 //! is worse than a refusal naming the candidates.
 
+use coldcache_dump::names::NameMatch;
+pub use coldcache_dump::names::{wildcard_match, without_parameters, without_return_type};
 use std::path::{Path, PathBuf};
 
 /// A defined function symbol of one file.
@@ -149,90 +151,6 @@ pub struct Candidate {
     pub demangled: String,
     /// How it matched.
     pub kind: MatchKind,
-}
-
-/// The name without its parameter list (and what follows it: `const`, a
-/// return type): `geo::Vec2::dot(geo::Vec2 const&) const` → `geo::Vec2::dot`.
-/// Parentheses inside template arguments or lambda names, of
-/// `(anonymous namespace)` and of `operator()` are not the list.
-pub fn without_parameters(name: &str) -> &str {
-    let b = name.as_bytes();
-    let mut depth = 0i32;
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'<' | b'{' | b'[' => depth += 1,
-            b'>' | b'}' | b']' => depth -= 1,
-            b'(' if depth == 0 => {
-                let rest = &name[i..];
-                if rest.starts_with("(anonymous namespace)") {
-                    i += "(anonymous namespace)".len();
-                    continue;
-                }
-                if name[..i].ends_with("operator") && rest.starts_with("()") {
-                    i += 2;
-                    continue;
-                }
-                if i > 0 {
-                    return &name[..i];
-                }
-            }
-            _ => {}
-        }
-        // `operator<`, `operator<<`, `operator->`, `operator>=`…: their
-        // brackets are not template brackets.
-        if name[..=i].ends_with("operator") {
-            let ops = name[i + 1..]
-                .bytes()
-                .take_while(|c| b"<>=-".contains(c))
-                .count();
-            i += ops;
-        }
-        i += 1;
-    }
-    name
-}
-
-/// The name without the return type a template function's demangled name
-/// starts with: `int geo::total<int>` → `geo::total<int>` (the part after
-/// the last space outside brackets).
-pub fn without_return_type(name: &str) -> &str {
-    let mut depth = 0i32;
-    let mut cut = 0;
-    for (i, c) in name.char_indices() {
-        match c {
-            '<' | '(' | '{' | '[' => depth += 1,
-            '>' | ')' | '}' | ']' => depth -= 1,
-            ' ' if depth == 0 => cut = i + 1,
-            _ => {}
-        }
-    }
-    &name[cut..]
-}
-
-/// Whether `text` matches `pattern`, where `*` is any run of characters
-/// (none included) and `?` is one character.
-pub fn wildcard_match(pattern: &str, text: &str) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
-    let (mut pi, mut ti) = (0, 0);
-    // The last `*` seen and the text position it was tried at.
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some((pi, ti));
-            pi += 1;
-        } else if let Some((sp, st)) = star {
-            pi = sp + 1;
-            ti = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
 }
 
 /// The name `raw` is a clone part of, without its last clone suffix:
@@ -347,25 +265,17 @@ fn matches_own(f: &FunctionSymbol, query: &str) -> Option<MatchKind> {
     if f.raw == query {
         return Some(MatchKind::Exact);
     }
-    let base = without_parameters(&f.demangled);
-    let bare = without_return_type(base);
-    if f.demangled == query || base == query || bare == query {
-        return Some(MatchKind::Demangled);
+    // The demangled name's tiers are the views' (`coldcache_dump::names`);
+    // a wildcard may also match the mangled name.
+    match coldcache_dump::names::match_name(&f.demangled, query) {
+        Some(NameMatch::Exact | NameMatch::Bare) => Some(MatchKind::Demangled),
+        Some(NameMatch::Suffix) => Some(MatchKind::Suffix),
+        Some(NameMatch::Wildcard) => Some(MatchKind::Wildcard),
+        None if query.contains(['*', '?']) && wildcard_match(query, &f.raw) => {
+            Some(MatchKind::Wildcard)
+        }
+        None => None,
     }
-    if bare
-        .strip_suffix(query)
-        .is_some_and(|head| head.ends_with("::"))
-    {
-        return Some(MatchKind::Suffix);
-    }
-    if query.contains(['*', '?'])
-        && [f.raw.as_str(), &f.demangled, base, bare]
-            .iter()
-            .any(|t| wildcard_match(query, t))
-    {
-        return Some(MatchKind::Wildcard);
-    }
-    None
 }
 
 /// The functions of `files` that `query` names, in the best tier that has
