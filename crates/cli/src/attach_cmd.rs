@@ -69,6 +69,10 @@ pub struct AttachArgs {
     /// `serial[=QUANTUM]`, as `record --schedule`.
     #[arg(long, value_name = "os|serial[=QUANTUM]", default_value = "os")]
     schedule: String,
+    /// Measure line utilisation of the first data level, as `record
+    /// --line-use` (about 1.3x in the window's simulation).
+    #[arg(long)]
+    line_use: bool,
     /// Capture windows opened and closed by `coldcache trigger PID`
     /// (without --function or --signal, the capture starts at once).
     #[arg(long)]
@@ -308,6 +312,10 @@ pub fn run(args: AttachArgs) -> Result<()> {
         ("COLDCACHE_ARGV", program),
         ("COLDCACHE_MODE", args.mode.clone()),
         ("COLDCACHE_SIGNAL", trigger_sig.to_string()),
+        (
+            "COLDCACHE_LINE_USE",
+            if args.line_use { "1" } else { "0" }.into(),
+        ),
     ];
     if !args.thread_core.is_empty() {
         settings.push(("COLDCACHE_CORES", args.thread_core.join(",")));

@@ -185,6 +185,7 @@ fn one_call_captured_by_attach_counts_as_under_record_and_the_output_is_unchange
                 "cachegrind",
                 "--mode",
                 "fast",
+                "--line-use",
                 "-o",
                 "a.ccdump",
             ],
@@ -206,6 +207,7 @@ fn one_call_captured_by_attach_counts_as_under_record_and_the_output_is_unchange
                 .env("COLDCACHE_LIB", library())
                 .args(["record", "--no-resolve", "--cache", "cachegrind"])
                 .args([
+                    "--line-use",
                     "--function",
                     "frame",
                     "--calls",
@@ -226,6 +228,12 @@ fn one_call_captured_by_attach_counts_as_under_record_and_the_output_is_unchange
     assert_eq!(a.meta.instructions, r.meta.instructions);
     assert_eq!(a.meta.trigger, "function:frame");
     assert_eq!(served(&a), served(&r));
+    // `attach --line-use` measures line utilisation as `record` does.
+    for name in ["l1d_lines_fetched", "l1d_bytes_used"] {
+        let col = |d: &Dump| d.counter(name).map(|c| d.totals()[c]);
+        assert!(col(&a).is_some_and(|n| n > 0), "attach: {name}");
+        assert_eq!(col(&a), col(&r), "{name}");
+    }
     // The library loaded by `dlopen` runs fast mode as a preloaded one
     // does (its translator state is in static TLS either way).
     for (what, d) in [("attach", &a), ("record", &r)] {
