@@ -618,6 +618,21 @@ fn spawn_recording(mut cmd: Command) -> (std::process::Child, String) {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    // `record` at SIGINT's default action whatever this test process was
+    // started with (a job started in the background by a non-interactive
+    // shell has SIGINT and SIGQUIT ignored, and `record` and the program
+    // keep an ignored SIGINT ignored, as `nohup` users expect).
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: runs in the child between fork and exec; signal(2) is
+        // async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            })
+        };
+    }
     let child = cmd.spawn().unwrap();
     let pid = program_of(child.id());
     (child, pid)
