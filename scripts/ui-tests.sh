@@ -10,14 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v chromium >/dev/null; then
-  echo "== installing chromium (Debian)"
-  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  ($sudo apt-get update -qq && $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null) \
-    || { echo "chromium is missing and could not be installed" >&2; exit 1; }
-fi
-echo "== ui-tests: npm ci"
-(cd ui-tests && npm ci --no-audit --no-fund --silent)
+scripts/ui-tests-install.sh
 
 # Where cargo put the binaries (CARGO_TARGET_DIR is followed); COLDCACHE
 # overrides, for demo.sh too.

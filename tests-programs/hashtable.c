@@ -10,8 +10,12 @@
 #include <stdint.h>
 
 #define SLOTS (1u << 14)
+#ifndef INSERTS /* a test may build a smaller run with -DINSERTS=... */
 #define INSERTS 10000
+#endif
+#ifndef LOOKUPS /* a test may build a smaller run with -DLOOKUPS=... */
 #define LOOKUPS 20000
+#endif
 
 struct slot {
     uint64_t key; /* 0 = empty */

@@ -7,7 +7,9 @@
  */
 #include <stdio.h>
 
+#ifndef N /* a test may build a smaller run with -DN=... */
 #define N 48
+#endif
 #define BS 16
 
 static double A[N][N], B[N][N], C1[N][N], C2[N][N];

@@ -130,8 +130,11 @@ fn load(p: &Path) -> Dump {
 
 /// 4000 functions (over 100,000 distinct instructions), 84,000 distinct
 /// stacks and millions of (instruction, stack) records: captured whole by
-/// `record --all` with default options, in the default mode and in trap
-/// mode, with Callgrind's instruction count, no cut, exit 0.
+/// `record --all` with default options, with Callgrind's instruction count,
+/// no cut, exit 0. In the default mode only: the tables that grow are the
+/// accountant's, which both engines feed alike (`fast.rs` holds fast mode
+/// equal to trap mode), and trap mode single-stepped this program for
+/// about 40 of this file's 60 s in CI.
 #[test]
 fn a_program_past_the_old_reserves_is_captured_whole() {
     if !tools_or_skip("a_program_past_the_old_reserves_is_captured_whole") {
@@ -141,7 +144,8 @@ fn a_program_past_the_old_reserves_is_captured_whole() {
     let bin = generated(&dir);
     let prog = [bin.to_str().unwrap()];
     let theirs = callgrind(&dir, "main", &prog);
-    for mode in ["auto", "trap"] {
+    {
+        let mode = "auto";
         let dump = dir.join(format!("{mode}.ccdump"));
         let out = record(&dir, &dump, &["--all", "--mode", mode], &prog);
         let err = String::from_utf8_lossy(&out.stderr);
