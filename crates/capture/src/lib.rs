@@ -12,8 +12,10 @@
 //!   flag, trampolines, writer thread) over `lifecycle.rs` (prepare, start,
 //!   stop, finish), `state.rs` (state machine, lock, session),
 //!   `breakpoint.rs`, `sysemu.rs` (system calls that end tracing),
-//!   [`sigvirt`] (the program's view of SIGTRAP and the sync signal) and
-//!   `output.rs` (dump and trace files).
+//!   [`sigvirt`] (the program's view of the engine's three signals:
+//!   SIGTRAP, the sync signal and the stop request signal), `altstack.rs`
+//!   (alternate signal stacks for traced threads) and `output.rs` (dump and
+//!   trace files).
 //! - The fast front end: `jit/` (dynamic binary translation: translated
 //!   blocks record the model's inputs into per-thread buffers, replayed
 //!   through the same accountant; the trap engine starts threads and runs
@@ -28,7 +30,12 @@
 //!   start after one), for every front end.
 //! - [`unwind`]: DWARF CFI unwinding (framehop) that seeds a thread's call stack.
 //! - [`capi`] and [`preload`]: the C ABI and the environment protocol of
-//!   `coldcache record`.
+//!   `coldcache record`; [`attach`]: `coldcache_attach_start`, the entry
+//!   `coldcache attach` calls in a running process.
+//!
+//! Import circles (today two: `options state`, and ten files around the
+//! engine and the life cycle): `python3 ../shared/tools/modgraph.py
+//! crates/capture/src`.
 //!
 //! The simulator and the dump format know nothing of this crate; this crate
 //! is where the unsafe, OS-specific code lives.
