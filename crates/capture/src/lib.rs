@@ -39,6 +39,22 @@
 //!
 //! The simulator and the dump format know nothing of this crate; this crate
 //! is where the unsafe, OS-specific code lives.
+//!
+//! # Invariants
+//! - The accountant knows nothing of signals, `ucontext`, statics or files
+//!   and allocates nothing once built; only the front ends know how a
+//!   thread is stopped. Both count through `step`/`step_block`, so their
+//!   dumps are equal by construction (`crates/cli/tests/fast.rs`).
+//! - Signal handlers and the dispatcher allocate nothing, take no lock the
+//!   program can hold and never panic; tables grow by mapping memory with
+//!   system calls within the capture's budget, and a table that cannot
+//!   grow ends the capture cut short, naming it.
+//! - Nothing of coldcache runs traced; translated code writes no flag,
+//!   vector register or program memory the program's own instructions
+//!   would not.
+//! - The program keeps its own view of the engine's signals (`sigvirt.rs`;
+//!   a traced thread never really blocks SIGTRAP), and a forked child never
+//!   writes the parent's dump (`lifecycle::finish`).
 
 #![warn(missing_docs)]
 
