@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The preloaded library links no parser of configuration or trace files, nor
 # the DWARF readers of the symbols and data views (coldcache-symbols, -types)
-# (ARCHITECTURE.md, libcoldcache): fails if any crate of those parsers is in
-# libcoldcache's normal dependency tree. Cargo unifies features across a
+# (ARCHITECTURE.md's invariants; crates/libcoldcache/src/lib.rs): fails if
+# any crate of those parsers is in libcoldcache's normal dependency tree. Cargo unifies features across a
 # build, so this is checked on the dependency graph, not behind a feature.
 set -euo pipefail
 cd "$(dirname "$0")/.."

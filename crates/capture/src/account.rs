@@ -1,9 +1,11 @@
 //! The accountant: everything a capture does per executed instruction, as
 //! plain logic over a register source. Sans-I/O: it touches no `ucontext`,
 //! no static, no signal and no file; a front end (the trap engine's signal
-//! shell today, a translator tomorrow) calls [`Accountant::step`] once per
-//! instruction a traced thread is about to execute and acts on the
-//! [`Verdict`].
+//! shell, `engine.rs`) calls [`Accountant::step`] once per instruction a
+//! traced thread is about to execute and acts on the [`Verdict`]; the fast
+//! front end (`jit/`) calls [`Accountant::step_block`] once per replayed
+//! execution of a translated block, with each instruction's decode and row
+//! remembered in the block's slot, and counts the same way.
 //!
 //! Per step, for the thread's slot:
 //! 1. the instruction that ran *untraced* after a `syscall` (the kernel does

@@ -4,6 +4,14 @@
 //!
 //! The byte is patched with `mprotect` around a one-byte store, which is
 //! async-signal-safe, so handlers can plant and remove it.
+//!
+//! What a hit means is decided elsewhere: the trap engine's `on_breakpoint`
+//! (`engine.rs`) asks the accountant (`Accountant::function_entered`:
+//! capture this call, or skip it as a warming or uncounted call) and, for a
+//! captured call, starts the window on the thread that hit it and, with
+//! `--threads`, on every other selected thread (`engine.rs`'s
+//! `join_window`, threads listed allocation-free by
+//! `procfs::for_each_task`).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 

@@ -17,8 +17,9 @@
 //!   acts on its verdict (clear TF, stop, emulate `rt_sigprocmask`, re-arm
 //!   the breakpoint). Returning keeps TF set in the saved flags.
 //! - Stopping flips the state (`lifecycle.rs`); every traced thread clears
-//!   TF at its next trap, or at once when the sync signal interrupts it in a
-//!   system call.
+//!   TF at its next trap. Threads are not signalled to stop: a signal would
+//!   cut a program's wait in `poll`, `nanosleep` or `epoll_wait` short
+//!   with `EINTR`.
 //!
 //! # Invariants
 //! - The signal handlers allocate nothing, take no lock the program could

@@ -12,8 +12,10 @@
 //!   flag, trampolines, writer thread) over `lifecycle.rs` (prepare, start,
 //!   stop, finish), `state.rs` (state machine, lock, session),
 //!   `breakpoint.rs`, `sysemu.rs` (system calls that end tracing),
-//!   [`sigvirt`] (the program's view of SIGTRAP and the sync signal) and
-//!   `output.rs` (dump and trace files).
+//!   [`sigvirt`] (the program's view of the engine's three signals:
+//!   SIGTRAP, the sync signal and the stop request signal), `altstack.rs`
+//!   (alternate signal stacks for traced threads) and `output.rs` (dump and
+//!   trace files).
 //! - The fast front end: `jit/` (dynamic binary translation: translated
 //!   blocks record the model's inputs into per-thread buffers, replayed
 //!   through the same accountant; the trap engine starts threads and runs
@@ -28,10 +30,31 @@
 //!   start after one), for every front end.
 //! - [`unwind`]: DWARF CFI unwinding (framehop) that seeds a thread's call stack.
 //! - [`capi`] and [`preload`]: the C ABI and the environment protocol of
-//!   `coldcache record`.
+//!   `coldcache record`; [`attach`]: `coldcache_attach_start`, the entry
+//!   `coldcache attach` calls in a running process.
+//!
+//! Import circles (today two: `options state`, and ten files around the
+//! engine and the life cycle): `python3 ../shared/tools/modgraph.py
+//! crates/capture/src`.
 //!
 //! The simulator and the dump format know nothing of this crate; this crate
 //! is where the unsafe, OS-specific code lives.
+//!
+//! # Invariants
+//! - The accountant knows nothing of signals, `ucontext`, statics or files
+//!   and allocates nothing once built; only the front ends know how a
+//!   thread is stopped. Both count through `step`/`step_block`, so their
+//!   dumps are equal by construction (`crates/cli/tests/fast.rs`).
+//! - Signal handlers and the dispatcher allocate nothing, take no lock the
+//!   program can hold and never panic; tables grow by mapping memory with
+//!   system calls within the capture's budget, and a table that cannot
+//!   grow ends the capture cut short, naming it.
+//! - Nothing of coldcache runs traced; translated code writes no flag,
+//!   vector register or program memory the program's own instructions
+//!   would not.
+//! - The program keeps its own view of the engine's signals (`sigvirt.rs`;
+//!   a traced thread never really blocks SIGTRAP), and a forked child never
+//!   writes the parent's dump (`lifecycle::finish`).
 
 #![warn(missing_docs)]
 

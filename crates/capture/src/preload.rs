@@ -1,6 +1,17 @@
 //! Set-up of a capture from the environment, when `coldcache record` has
 //! preloaded the library into a program (see `docs/capture.md` for the
-//! variables). Runs from the library's constructor, before `main`.
+//! variables). Runs from the library's constructor, before `main`
+//! ([`init_from_env`]); `coldcache attach` hands the same variables as
+//! `NAME=VALUE` lines to the same parser (`arm_from`, from `attach.rs`).
+//!
+//! What the library must not parse arrives parsed: the cache configuration
+//! as the JSON of `HierarchyConfig` ([`cache_from_json`]), the
+//! `--function` as the file and ELF address `record` resolved, turned into
+//! a run-time address with the file's load bias here. With
+//! `record --in-dlopen` the capture waits for a `dlopen`: [`after_dlopen`]
+//! looks the exact symbol name up in the files mapped since and arms the
+//! capture there, and [`around_dlclose`] takes its breakpoint out before
+//! that library can be unmapped (`lifecycle::disarm`).
 
 use crate::capi;
 use crate::lifecycle as engine;

@@ -3,8 +3,14 @@
 //! and their names, an attached tracer, build ids, and function symbols for
 //! the `--function` trigger.
 //!
-//! Everything here allocates and does file I/O: it runs when a capture is
-//! prepared or finished, never in a signal handler.
+//! Most of it allocates and does file I/O: it runs when a capture is
+//! prepared or finished, never in a signal handler. The exceptions say so
+//! in their docs and are allocation-free and async-signal-safe (raw
+//! system calls into stack buffers), for the handlers that use them:
+//! `for_each_task` and `thread_named` (a `--function` window joining the
+//! other selected threads), `for_each_self_mapping` (code a `dlopen` mapped
+//! during a fast capture), `read_task_file` (seccomp's check, in the trap
+//! handler, of whether a thread waits in `pause`).
 
 use coldcache_dump::Module;
 use object::{Object, ObjectSymbol};

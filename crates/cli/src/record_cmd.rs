@@ -1,6 +1,19 @@
 //! `coldcache record`: run a program with `libcoldcache.so` preloaded and a
 //! capture armed by environment variables (the library's `preload` module
 //! reads them), then summarise the dump it wrote. Also `coldcache trigger`.
+//!
+//! Before the program starts: `-o`/`--trace` are checked writable, the
+//! cache configuration is resolved here and handed over as JSON (the
+//! library links no parser), `--function` is resolved to a file and ELF
+//! address (`record_function.rs`). While it runs: SIGINT, SIGTERM, SIGHUP
+//! and SIGQUIT go on to the program (Ctrl-C first asks the library to stop
+//! the capture with the stop request signal), progress is read from
+//! outside (`record_progress.rs`). After: the library's manifest lists the
+//! files written; each dump is summarised (`report_cmd::load_by_instruction`)
+//! and resolved (`resolve_cmd::resolve_file`), a trace named `.zst` is
+//! compressed ([`compress_if_zst`]), and `record` exits non-zero when no
+//! capture was made. [`find_library`] (its canonical path) serves
+//! `attach` and `zones record` too.
 
 use anyhow::{bail, Context, Result};
 use clap::Args;

@@ -1,6 +1,13 @@
 //! `coldcache report DUMP` and `coldcache diff BEFORE AFTER`: the analysis
 //! views as text tables or JSON. All aggregation is in `coldcache-analysis`;
 //! this module parses arguments, loads dumps and reads source files.
+//!
+//! [`load_dump`] is the one whole-dump reader; [`load_for_views`] (on it,
+//! for `report`, `diff`, `export` and the UI) resolves in memory a dump
+//! that was never resolved; [`load_by_instruction`] is the lean reader
+//! `resolve` and the summaries of `record` and `attach` use;
+//! [`load_biases`] gives `report --asm`, `--by instruction`, `export` and
+//! the UI their file addresses.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};

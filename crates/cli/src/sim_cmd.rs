@@ -16,6 +16,11 @@
 //! `--straddle`) and the trace options (`--format`, `--skip-bad`) are
 //! sim's, and the input is the same trace. What a dump cannot hold (miss
 //! classes, Cache Lab's counts, JSON tables) is refused with `-o`.
+//!
+//! A `TRACE.partial` (a capture killed while writing its trace) is read up
+//! to its cut, with a warning naming the offset; with `-o` its dump lacks
+//! the skeleton (no modules, its stacks counted on the root:
+//! `coldcache_replay::fold_unknown_stacks`).
 
 use anyhow::{bail, Context, Result};
 use coldcache_replay::{parse_pins, replay, CacheLabParams};

@@ -1,5 +1,5 @@
 //! `coldcache ui DUMP [DUMP2]`: serve the web UI (crate `coldcache-ui`) on
-//! 127.0.0.1 until Ctrl-C.
+//! 127.0.0.1 until Ctrl-C (SIGINT and SIGTERM set a flag the server polls).
 
 use crate::report_cmd::load_for_views;
 use anyhow::{bail, Result};

@@ -8,11 +8,19 @@
 //! - zones and spikes: `coldcache_zones::capi` (`COLDCACHE_ZONE`, ...) and
 //!   the `__cyg_profile_func_enter/exit` hooks.
 //!
-//! It interposes the C library's `sigaction` and `signal` (`interpose.rs`):
-//! the program reads and sets its own disposition of the two signals the
-//! capture engine owns, SIGTRAP and the sync signal. It also interposes
-//! `dlopen` and `dlclose`, for a `--function` capture whose function is in
-//! a library the program opens later (`record --in-dlopen`).
+//! It interposes the C library's `sigaction`, `signal`, `bsd_signal`,
+//! `syscall` and `exec` functions (`interpose.rs`): the program reads and
+//! sets its own disposition of the three signals the capture engine owns
+//! (SIGTRAP, the sync signal and the stop request signal), and its
+//! `SIG_IGN` of them survives an `exec`. It also interposes `dlopen` and
+//! `dlclose`, for a `--function` capture whose function is in a library
+//! the program opens later (`record --in-dlopen`).
+//!
+//! It carries only what capture and zones need at run time: no parser of
+//! configuration or trace files, no decompressor, no DWARF reader of the
+//! symbols or data views (`scripts/check-slim-library.sh`, run by CI).
+//! Cargo unifies features across a build, so the crates capture and zones
+//! depend on must not depend on those at all, not merely behind a feature.
 //!
 //! Its constructor arms a capture when the environment asks for one
 //! (`coldcache record`), and every allocation of the library goes to its

@@ -1,5 +1,5 @@
 //! Replays a Valgrind lackey trace through one preset, once, for counting
-//! instructions per access with Callgrind (see docs/performance.md):
+//! instructions per access with Callgrind (figures in docs/performance-log.md):
 //!
 //! ```text
 //! cargo build --release -p coldcache-sim --example replay

@@ -1,6 +1,8 @@
 //! One cache instance: a set-associative array of lines with a replacement
 //! policy. Knows nothing about levels, cores or coherence; the hierarchy
-//! composes instances.
+//! composes instances. Under the lean and Jaguar engines the instances are
+//! built deferred (`try_new_deferred`: arrays reserved, not written) and
+//! filled only if the engine hands its state over (`fill_deferred`).
 //!
 //! Storage is flat (`sets * ways` entries) so a lookup touches one contiguous
 //! run of tags. The cache remembers the line it touched last, and each set

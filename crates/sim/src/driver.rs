@@ -11,6 +11,16 @@
 //! With line use ([`Driver::with_line_use`], `crate::lineuse`) it also
 //! keeps, per first data level, which row fetched each line and the bytes
 //! of it used, and hands the credits out as lines leave.
+//!
+//! Entries: [`Driver::attribute`] (one access into its row; on the lean
+//! engine a first-level hit is told apart by `Hierarchy::access_or_l1_hit`
+//! and counted in a few increments), and the batch entries
+//! [`Driver::access_batch`] (a run of one core's accesses, tally only) and
+//! [`Driver::attribute_batch`] (each access with its row of the caller's
+//! `RowTable`). On the lean engine both hand the lean batch loop a sink of
+//! their own (`TallySink`, `RowSink`): the hits the loop decides are
+//! counted there, into dense cells for rows, and only the rest come back as
+//! an `AccessResult`.
 
 use crate::lean::BatchSink;
 use crate::lineuse::{LineUse, NO_ROW};

@@ -10,8 +10,29 @@
 //! A hierarchy of Cachegrind's shape ([`HierarchyConfig::lean_shape`])
 //! runs on the lean engine (`lean.rs`) instead, chosen here once, until
 //! the first access of a kind it leaves to the general caches
-//! (`leave_lean` hands them its state). The instances, their counters and
-//! their lines read the same either way.
+//! (`leave_lean` hands them its state). A hierarchy of the `jaguar`
+//! preset's shape ([`HierarchyConfig::jaguar_shape`]) runs on the Jaguar
+//! engine (`jaguar.rs`) the same way (`leave_jaguar`). [`Hierarchy::new_general`]
+//! builds without either, for comparisons. The instances, their counters
+//! and their lines read the same either way.
+//!
+//! On the general caches, [`Hierarchy::access`] (inlined into the caller)
+//! first tries a fast path that returns only what the full walk would:
+//! `plain_hit` for configurations without coherence, all-levels lookup,
+//! prefetchers or SRRIP first levels, `first_level_hit` otherwise,
+//! `first_level_hit_lines` for accesses spanning lines; the rest goes to
+//! `access_slow`, which walks the path. Demand walks of hierarchies without
+//! miss classification, hardware prefetchers, exclusive levels or
+//! all-levels lookup take `walk_simple`, the same rules without those
+//! branches. [`Hierarchy::access_batch`] is `access` over one core's run
+//! of accesses; configurations with coherence or all-levels lookup and no
+//! prefetcher or SRRIP level take `batch_mru`, which holds the line found
+//! last on each side so the next access to it is one compare.
+//!
+//! The user-sized state of a configuration is
+//! [`HierarchyConfig::state_bytes`]; `new` reserves it fallibly and
+//! refuses what cannot be allocated with a [`ConfigError`] giving the
+//! figure.
 
 use crate::cache::{flags, Cache, Evicted};
 use crate::coherence::{LineTable, Owners};

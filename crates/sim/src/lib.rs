@@ -25,6 +25,28 @@
 //! one of the `jaguar` preset's shape ([`HierarchyConfig::jaguar_shape`])
 //! on an engine of its own, each chosen once when the hierarchy is built,
 //! with the same results and counters.
+//!
+//! # Invariants
+//! - No I/O, no OS calls, no global state: the same accesses give the same
+//!   results (random replacement uses a seeded generator).
+//! - [`Hierarchy::access`] allocates nothing in steady state (queues and
+//!   tables are reserved when the hierarchy is built) for accesses spanning
+//!   up to 1024 lines, except with three-C miss classification, whose
+//!   shadow uses hash maps. The capture engine relies on it
+//!   (`tests/review.rs` counts allocations).
+//! - No arithmetic reaches past the 64-bit address space: ends are
+//!   inclusive (`tests/review.rs`).
+//! - Fast paths are exact: one returns only when the full walk would have
+//!   done the same, else it falls through, and a lookup miss changes no
+//!   state; every engine and batch entry equals the general walk
+//!   (`tests/properties.rs`).
+//! - The `cachegrind` preset is exactly Cachegrind: LRU, write-allocate,
+//!   the last level looked up only on a first-level miss, a straddling
+//!   access counted once (`tests/properties.rs` against a naive model;
+//!   `crates/cli/tests/oracle.rs` against Valgrind).
+//! - Inclusive levels hold every line of the instances above them after
+//!   any sequence; exclusive levels never duplicate a core's lines below
+//!   them (`tests/properties.rs`).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

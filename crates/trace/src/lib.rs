@@ -26,6 +26,15 @@
 //! Reading is done in batches ([`TraceReader::read_batch`]) so that a
 //! simulator pays the reader's per-call overhead once per few thousand
 //! records; [`TraceReader`] is also an [`Iterator`] for convenience.
+//!
+//! The two hot formats have two decoding paths: a fast path (`binary.rs`'s
+//! `fast_run`, ordinary cctrace records from a fixed window of the chunk
+//! straight into the caller's batch; `text.rs`'s `fast_lackey`, lines
+//! exactly as Valgrind writes them) in front of the checked path, which
+//! takes every item the fast path declines and gives every error.
+//! [`TraceReader::set_reference_decoding`] selects the checked path alone,
+//! so `tests/fast_paths.rs` and `tests/fuzz.rs` compare the two record for
+//! record and error for error.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
