@@ -94,3 +94,4 @@ pub use options::{
     check_reserves, memory_limit, reserve_costs, CaptureError, Mode, Options, Reserves, Schedule,
     Summary, Threads, Trigger,
 };
+pub use output::trace_write_failed;

@@ -478,6 +478,34 @@ impl TraceSink for TraceFile {
     }
 }
 
+/// Why a trace write failed, as the capture's `cut_short` then says.
+const TRACE_SIZE_LIMIT: &str = "the trace reached the file size limit (ulimit -f)";
+const TRACE_NO_SPACE: &str = "the trace's file system is full (ENOSPC)";
+const TRACE_QUOTA: &str = "the trace's disk quota is exceeded (EDQUOT)";
+const TRACE_TOO_BIG: &str = "the trace reached the largest file size (EFBIG)";
+const TRACE_READER_LEFT: &str = "the trace's reader went away (EPIPE)";
+const TRACE_CLOSED: &str =
+    "the program closed the trace's descriptor, and the trace could not be opened again";
+const TRACE_IO: &str = "the trace could not be written (an I/O error)";
+
+/// Whether a capture cut short for `reason` lost the trace the user asked
+/// for: a full disk, a quota, a size limit, an I/O error, its descriptor
+/// gone. `record` and `attach` then fail (the dump holds the instructions
+/// before the cut, the trace what was written). Not when the trace's
+/// reader went away (a FIFO's reader closing, as `| head` does): that is
+/// the reader's choice.
+pub fn trace_write_failed(reason: &str) -> bool {
+    [
+        TRACE_SIZE_LIMIT,
+        TRACE_NO_SPACE,
+        TRACE_QUOTA,
+        TRACE_TOO_BIG,
+        TRACE_CLOSED,
+        TRACE_IO,
+    ]
+    .contains(&reason)
+}
+
 impl TraceFile {
     /// [`TraceSink::write`] without the `errno` care.
     fn write_chunk(&mut self, bytes: &[u8]) -> Result<(), &'static str> {
@@ -485,7 +513,7 @@ impl TraceFile {
             if let Some(limit) = file_size_limit() {
                 let room = if self.ending { 0 } else { TAIL_ROOM };
                 if self.offset + bytes.len() as u64 + room > limit {
-                    return Err("the trace reached the file size limit (ulimit -f)");
+                    return Err(TRACE_SIZE_LIMIT);
                 }
             }
         }
@@ -502,15 +530,12 @@ impl TraceFile {
                     unsafe { libc::ftruncate(self.file.last_fd(), self.offset as libc::off_t) };
                 }
                 Err(match errno {
-                    libc::ENOSPC => "the trace's file system is full (ENOSPC)",
-                    libc::EDQUOT => "the trace's disk quota is exceeded (EDQUOT)",
-                    libc::EFBIG => "the trace reached the largest file size (EFBIG)",
-                    libc::EPIPE => "the trace's reader went away (EPIPE)",
-                    libc::EBADF => {
-                        "the program closed the trace's descriptor, and the trace could not be \
-                         opened again"
-                    }
-                    _ => "the trace could not be written (an I/O error)",
+                    libc::ENOSPC => TRACE_NO_SPACE,
+                    libc::EDQUOT => TRACE_QUOTA,
+                    libc::EFBIG => TRACE_TOO_BIG,
+                    libc::EPIPE => TRACE_READER_LEFT,
+                    libc::EBADF => TRACE_CLOSED,
+                    _ => TRACE_IO,
                 })
             }
         }

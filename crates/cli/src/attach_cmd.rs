@@ -436,7 +436,7 @@ pub fn run(args: AttachArgs) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let (captured, out_of_memory) =
+    let (captured, failed_cut) =
         record_cmd::report_written(&written, args.no_resolve, args.no_sources);
     if let Some(t) = &args.trace {
         record_cmd::report_partial_trace(t, &written);
@@ -459,7 +459,7 @@ pub fn run(args: AttachArgs) -> Result<()> {
             }
         );
     }
-    if let Some(why) = out_of_memory {
+    if let Some(why) = failed_cut {
         bail!("the capture was cut short, {why}");
     }
     Ok(())

@@ -554,21 +554,21 @@ pub fn run(args: RecordArgs) -> Result<()> {
         a.stop();
     }
     let written = read_manifest(&manifest)?;
-    let (captured, out_of_memory) = report_written(&written, args.no_resolve, args.no_sources);
+    let (captured, failed_cut) = report_written(&written, args.no_resolve, args.no_sources);
     if let Some(t) = &args.trace {
         report_partial_trace(t, &written);
     }
     // A capture that could not be written where asked: a failure, even if
     // the program succeeded (a script must not take it for a capture).
-    if let (Some(0), None, Some(e)) = (status.code(), &out_of_memory, write_failure(&written)) {
+    if let (Some(0), None, Some(e)) = (status.code(), &failed_cut, write_failure(&written)) {
         return Err(e);
     }
     match status.code() {
-        // A capture its tables' memory cut short: the dump is written, but
-        // it is not the capture asked for.
-        Some(0) if out_of_memory.is_some() => bail!(
+        // A capture its tables' memory or its trace's disk cut short: the
+        // dump is written, but it is not the capture asked for.
+        Some(0) if failed_cut.is_some() => bail!(
             "the capture was cut short, {}",
-            out_of_memory.unwrap_or_default()
+            failed_cut.unwrap_or_default()
         ),
         Some(0) if later && !captured && written.dumps.is_empty() => bail!(
             "no capture was made: --function {} was never loaded (no library the program \
@@ -806,7 +806,8 @@ pub(crate) fn reserves(
 
 /// Reports what the library wrote; gives whether a capture holds any
 /// instruction, and the cut of the first dump whose tables ran out of
-/// memory (`coldcache_capture::grow::TABLE_FULL`), if one did.
+/// memory (`coldcache_capture::grow::TABLE_FULL`) or whose trace could not
+/// be written (`coldcache_capture::trace_write_failed`), if one was.
 pub(crate) fn report_written(
     w: &Written,
     no_resolve: bool,
@@ -840,7 +841,7 @@ pub(crate) fn report_written(
         );
     }
     let mut captured = false;
-    let mut out_of_memory = None;
+    let mut failed_cut = None;
     for dump_path in &w.dumps {
         // A device or FIFO given as -o was written through: nothing to read.
         if !std::fs::metadata(dump_path).is_ok_and(|m| m.is_file()) {
@@ -866,13 +867,14 @@ pub(crate) fn report_written(
             coldcache_fsio::say!("{warning}");
         }
         captured |= dump.meta.instructions > 0;
-        if let Some(c) = dump
-            .meta
-            .cut_short
-            .as_ref()
-            .filter(|c| c.starts_with(coldcache_capture::grow::TABLE_FULL))
-        {
-            out_of_memory.get_or_insert_with(|| c.clone());
+        // Cuts that lose what was asked for fail the run: the tables'
+        // memory spent, or the trace not written (a full disk, a quota, a
+        // size limit; not a trace reader that went away).
+        if let Some(c) = dump.meta.cut_short.as_ref().filter(|c| {
+            c.starts_with(coldcache_capture::grow::TABLE_FULL)
+                || coldcache_capture::trace_write_failed(c)
+        }) {
+            failed_cut.get_or_insert_with(|| c.clone());
         }
         if !no_resolve {
             // The capture is written: a failure here loses nothing, so it
@@ -893,7 +895,16 @@ pub(crate) fn report_written(
     }
     for t in &w.traces {
         match compress_if_zst(t) {
-            Ok(()) => coldcache_fsio::say!("coldcache: trace written to {}", t.display()),
+            Ok(()) => match failed_cut
+                .as_deref()
+                .filter(|c| coldcache_capture::trace_write_failed(c))
+            {
+                Some(why) => coldcache_fsio::say!(
+                    "coldcache: trace written to {}, cut short: {why}",
+                    t.display()
+                ),
+                None => coldcache_fsio::say!("coldcache: trace written to {}", t.display()),
+            },
             Err(e) => coldcache_fsio::say!(
                 "coldcache: warning: the trace {} is left uncompressed: {e:#}",
                 t.display()
@@ -906,7 +917,7 @@ pub(crate) fn report_written(
             coldcache_fsio::say!("  {}", d.display());
         }
     }
-    (captured, out_of_memory)
+    (captured, failed_cut)
 }
 
 /// The name a dump carries for `--cache CACHE` with the `--I1/--D1/--LL`

@@ -46,6 +46,29 @@ fn ok(cmd: Command, what: &str) -> Output {
     out
 }
 
+/// Runs a `record` whose trace cannot be written to its end: it must fail
+/// (exit 2: the capture asked for is not whole; it exited 0) saying the
+/// capture was cut short and why (`why` in the reason), and name the
+/// trace as cut short (or left as `.partial` when its end did not fit).
+fn lost_trace(cmd: Command, what: &str, why: &str) -> Output {
+    let out = run_with_deadline(cmd, what);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    assert!(
+        err.lines()
+            .any(|l| l.contains("the capture was cut short") && l.contains(why)),
+        "{what}: {err}"
+    );
+    assert!(
+        err.lines().any(|l| {
+            (l.contains("coldcache: trace written to") && l.contains("cut short"))
+                || l.contains("its trace is left as")
+        }),
+        "{what}: {err}"
+    );
+    out
+}
+
 /// `tests-programs/capture/stream.c`, built in `dir`.
 fn stream_program(dir: &Path) -> PathBuf {
     programs::build_with("tests-programs/capture/stream.c", dir, false)
@@ -314,7 +337,7 @@ fn the_file_size_limit_stops_the_capture_cleanly() {
             Ok(())
         });
     }
-    let out = ok(cmd, "record under a file size limit");
+    let out = lost_trace(cmd, "record under a file size limit", "ulimit -f");
     assert_eq!(out.stdout, native(&bin, &["100"]), "the program's output");
     let d = load(&dir.join("f.ccdump"));
     assert_eq!(
@@ -369,7 +392,7 @@ fn a_full_disk_stops_the_capture_cleanly() {
     }
     let _u = Unmount(mnt.clone());
     let trace = mnt.join("d.cctrace");
-    let out = ok(
+    let out = lost_trace(
         record(
             &dir,
             "fast",
@@ -383,6 +406,7 @@ fn a_full_disk_stops_the_capture_cleanly() {
             &[bin.to_str().unwrap(), "100"],
         ),
         "record onto a full disk",
+        "ENOSPC",
     );
     assert_eq!(out.stdout, native(&bin, &["100"]), "the program's output");
     let d = load(&dir.join("d.ccdump"));
