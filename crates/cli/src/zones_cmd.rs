@@ -106,7 +106,8 @@ struct RecordArgs {
     /// Where to write the recording (default coldcache-PROGRAM.zones).
     #[arg(short, long)]
     output: Option<PathBuf>,
-    /// Write the symbolized spike log here instead of stderr.
+    /// Write the full symbolized spike log here (default: OUTPUT.spikes.log
+    /// beside the recording; stderr gets a summary).
     #[arg(long, value_name = "FILE")]
     spike_log: Option<PathBuf>,
     /// Also write the spike log as JSON lines here.
@@ -500,13 +501,33 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
     }
     if a.threshold.is_some() {
         let lines = std::fs::read_to_string(&spikes_path).unwrap_or_default();
-        let (text, json) = render_spikes(&lines, modules)?;
-        match &a.spike_log {
-            Some(p) => crate::write_output(p, text.as_bytes())?,
-            None => std::io::stderr().write_all(text.as_bytes())?,
+        let log = render_spikes(&lines, modules)?;
+        // The full log to a file, a summary to stderr (a busy program
+        // spikes by the thousand); with no file beside the output (a
+        // device, `-`), all of it to stderr.
+        let log_path = a.spike_log.clone().or_else(|| {
+            beside.then(|| {
+                let mut p = output.clone().into_os_string();
+                p.push(".spikes.log");
+                PathBuf::from(p)
+            })
+        });
+        match &log_path {
+            Some(p) => {
+                crate::write_output(p, log.text.as_bytes())?;
+                let mut summary = log.summary;
+                if log.spikes > 0 {
+                    summary.push_str(&format!(
+                        "coldcache spike: the full log is in {}\n",
+                        p.display()
+                    ));
+                }
+                std::io::stderr().write_all(summary.as_bytes())?;
+            }
+            None => std::io::stderr().write_all(log.text.as_bytes())?,
         }
         if let Some(p) = &a.spike_json {
-            crate::write_output(p, json.as_bytes())?;
+            crate::write_output(p, log.json.as_bytes())?;
         }
     }
     if let (true, Some(why)) = (status.success(), &write_error) {
@@ -603,14 +624,33 @@ fn place(name: &str, file: &str, line: u64) -> String {
     }
 }
 
+/// A symbolized spike log.
+pub struct SpikeLog {
+    /// The full text log, suggestions at its end.
+    pub text: String,
+    /// Symbolized JSON lines.
+    pub json: String,
+    /// Counts and the suggestions, for stderr.
+    pub summary: String,
+    /// Spike records.
+    pub spikes: usize,
+}
+
+/// Suggestions listed in the stderr summary, per kind.
+const SUMMARY_ROWS: usize = 10;
+
 /// Turns the library's JSON lines (addresses) into the symbolized text log,
-/// symbolized JSON lines, and the suggestions of functions worth marking up.
-pub fn render_spikes(lines: &str, modules: Vec<ModuleInfo>) -> Result<(String, String)> {
+/// symbolized JSON lines, and the suggestions of functions worth marking
+/// up; peaks during which the thread was descheduled (it ran at most the
+/// threshold: `"descheduled": true`) are listed apart from those that ran.
+pub fn render_spikes(lines: &str, modules: Vec<ModuleInfo>) -> Result<SpikeLog> {
     let mut sym = Symbolizer::new(modules);
     let mut cache = HashMap::new();
     let mut text = String::new();
     let mut json = String::new();
+    // (place, spikes, ms) of peaks that ran, and of descheduled ones.
     let mut peaks: Vec<(String, u64, f64)> = Vec::new();
+    let mut off: Vec<(String, u64, f64)> = Vec::new();
     let mut n = 0;
     for (i, line) in lines.lines().enumerate() {
         if line.trim().is_empty() {
@@ -634,26 +674,36 @@ pub fn render_spikes(lines: &str, modules: Vec<ModuleInfo>) -> Result<(String, S
         let thread = v["thread"].as_str().unwrap_or("?").to_string();
         let tid = v["tid"].as_u64().unwrap_or(0);
         let depth = v["depth"].as_u64().unwrap_or(0) as usize;
+        let descheduled = v["descheduled"].as_bool() == Some(true);
+        let mark = if descheduled {
+            format!(
+                "  DESCHEDULED (the thread ran {:.3} ms of it at most)",
+                v["cpu_ms"].as_f64().unwrap_or(0.0)
+            )
+        } else {
+            String::new()
+        };
         if v["peak"].as_bool() == Some(true) {
             text.push_str(&format!(
-                "coldcache spike: zone took too long: {ms:.3} ms (threshold {thr:.3} ms)  thread: {thread} (tid {tid})  PEAK CHILD @ frame {}\n  zone stack:\n",
+                "coldcache spike: zone took too long: {ms:.3} ms (threshold {thr:.3} ms)  thread: {thread} (tid {tid})  PEAK CHILD @ frame {}{mark}\n  zone stack:\n",
                 v["frame"].as_u64().unwrap_or(0)
             ));
             for (i, n) in names.iter().enumerate() {
                 text.push_str(&format!("    {i}) {n}\n"));
             }
             if let Some(last) = names.last() {
-                match peaks.iter_mut().find(|p| &p.0 == last) {
+                let list = if descheduled { &mut off } else { &mut peaks };
+                match list.iter_mut().find(|p| &p.0 == last) {
                     Some(p) => {
                         p.1 += 1;
                         p.2 += ms;
                     }
-                    None => peaks.push((last.clone(), 1, ms)),
+                    None => list.push((last.clone(), 1, ms)),
                 }
             }
         } else {
             text.push_str(&format!(
-                "coldcache spike: thread {thread} (tid {tid}) zone took too long: {ms:.3} ms (threshold {thr:.3} ms)\n    {depth}) {}\n",
+                "coldcache spike: thread {thread} (tid {tid}) zone took too long: {ms:.3} ms (threshold {thr:.3} ms){mark}\n    {depth}) {}\n",
                 names.get(depth).map(String::as_str).unwrap_or("?")
             ));
         }
@@ -665,16 +715,45 @@ pub fn render_spikes(lines: &str, modules: Vec<ModuleInfo>) -> Result<(String, S
         json.push_str(&serde_json::to_string(&v)?);
         json.push('\n');
     }
+    let mut summary = String::new();
     if n == 0 {
         text.push_str("coldcache spike: nothing over the threshold\n");
+        summary.push_str("coldcache spike: nothing over the threshold\n");
     } else {
-        peaks.sort_by(|a, b| b.2.total_cmp(&a.2));
-        text.push_str("coldcache spike: worth marking up (the deepest function or zone of each spike; add zones inside them, or give them their own threshold):\n");
-        for (name, count, ms) in peaks {
-            text.push_str(&format!(
-                "    {name} — {count} spike(s), {ms:.3} ms in all\n"
-            ));
+        let count = |l: &[(String, u64, f64)]| -> (u64, f64) {
+            l.iter().fold((0, 0.0), |a, p| (a.0 + p.1, a.1 + p.2))
+        };
+        let (ran, ran_ms) = count(&peaks);
+        let (des, des_ms) = count(&off);
+        summary.push_str(&format!(
+            "coldcache spike: {n} zone(s) over their threshold; {} spike(s) at their deepest zone: {ran} where the code ran ({ran_ms:.3} ms), {des} where the thread was descheduled ({des_ms:.3} ms: asleep, blocked or preempted)\n",
+            ran + des
+        ));
+        for (list, head) in [
+            (&mut peaks, "coldcache spike: worth marking up (the deepest function or zone of each spike; add zones inside them, or give them their own threshold):\n"),
+            (&mut off, "coldcache spike: descheduled, not slow code (the thread ran at most the threshold of these zones: asleep, blocked or preempted the rest):\n"),
+        ] {
+            if list.is_empty() {
+                continue;
+            }
+            list.sort_by(|a, b| b.2.total_cmp(&a.2));
+            text.push_str(head);
+            summary.push_str(head);
+            for (i, (name, count, ms)) in list.iter().enumerate() {
+                let row = format!("    {name} — {count} spike(s), {ms:.3} ms in all\n");
+                text.push_str(&row);
+                if i < SUMMARY_ROWS {
+                    summary.push_str(&row);
+                } else if i == SUMMARY_ROWS {
+                    summary.push_str(&format!("    ... {} more in the full log\n", list.len() - SUMMARY_ROWS));
+                }
+            }
         }
     }
-    Ok((text, json))
+    Ok(SpikeLog {
+        text,
+        json,
+        summary,
+        spikes: n,
+    })
 }
