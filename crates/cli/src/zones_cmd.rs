@@ -215,7 +215,7 @@ fn view_cmd(a: ViewArgs) -> Result<()> {
             }
         })
         .collect();
-    if sel.is_empty() && !z.rec.threads.is_empty() {
+    if sel.is_empty() && matches!(a.thread.as_deref(), Some(t) if t != "all") {
         for pos in 0..z.rec.threads.len() {
             z.scan(pos, &mut ())?;
         }
