@@ -792,3 +792,40 @@ fn spikes_tell_descheduled_from_slow_code() {
         "{err}"
     );
 }
+
+/// The Chrome export's temporary file (24 bytes a zone, in `$TMPDIR`):
+/// where it cannot be made, the error names that directory, and no output
+/// is left behind.
+#[test]
+fn chrome_export_names_its_temporary_directory() {
+    let d = dir("tmpdir");
+    let sample = Path::new(PROGRAMS).join("../data/sample-v2.zones");
+    let out = d.join("t.json");
+    let r = bin()
+        .env("TMPDIR", d.join("missing"))
+        .args(["zones", "--format", "chrome", "-o"])
+        .arg(&out)
+        .arg(&sample)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("temporary file in") && err.contains(&d.join("missing").display().to_string()),
+        "{err}"
+    );
+    assert!(!out.exists());
+    // With a directory that exists, the same command writes the trace.
+    ok(
+        bin()
+            .env("TMPDIR", &d)
+            .args(["zones", "--format", "chrome", "-o"])
+            .arg(&out)
+            .arg(&sample)
+            .output()
+            .unwrap(),
+        "chrome export",
+    );
+    let v: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["traceEvents"].as_array().unwrap().len(), 2 + 7 + 1 + 2);
+}

@@ -274,6 +274,18 @@ impl Visitor for EndWriter {
     }
 }
 
+/// An error of the temporary files, naming where they are (a full `/tmp`
+/// is not the output's fault).
+fn temp_error(e: io::Error) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        format!(
+            "the Chrome export's temporary file in {} (24 bytes a zone; TMPDIR chooses the directory): {e}",
+            std::env::temp_dir().display()
+        ),
+    )
+}
+
 /// Second pass of [`chrome`]: writes each zone at its begin.
 struct ChromeWriter<'a, W: Write> {
     out: &'a mut W,
@@ -358,11 +370,11 @@ pub fn chrome(
     out: &mut impl Write,
 ) -> io::Result<()> {
     let mut ends = EndWriter {
-        file: tempfile::tempfile()?,
+        file: tempfile::tempfile().map_err(temp_error)?,
         base: 0,
         thread_base: 0,
         buf: Vec::new(),
-        frames: BufWriter::new(tempfile::tempfile()?),
+        frames: BufWriter::new(tempfile::tempfile().map_err(temp_error)?),
         frame_count: 0,
         error: None,
     };
@@ -380,11 +392,14 @@ pub fn chrome(
     }
     ends.flush();
     if let Some(e) = ends.error.take() {
-        return Err(e);
+        return Err(temp_error(e));
     }
     z.finish_scan();
     name(z);
-    let mut frames = ends.frames.into_inner().map_err(|e| e.into_error())?;
+    let mut frames = ends
+        .frames
+        .into_inner()
+        .map_err(|e| temp_error(e.into_error()))?;
     frames.rewind()?;
     let mut frames = BufReader::new(frames);
     let mut end_file = ends.file;
