@@ -2,12 +2,14 @@
 //! `coldcache zones record -- PROGRAM`, which runs a program with
 //! `libcoldcache.so` preloaded (zones from `coldcache.h`, and every
 //! function of a `-finstrument-functions` build), then symbolizes the
-//! recording and the spike log.
+//! recording and the spike log. Views and exports read the recording
+//! chunk by chunk (`coldcache_zones::stream`), never whole.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use coldcache_zones::format::{self, ModuleInfo};
-use coldcache_zones::parse::{self, Recording, ZoneName};
+use coldcache_zones::parse::ZoneName;
+use coldcache_zones::stream::{self, ZonesFile};
 use coldcache_zones::symbols::Symbolizer;
 use coldcache_zones::views::{self, Unit};
 use coldcache_zones::{export, record, spike};
@@ -104,7 +106,8 @@ struct RecordArgs {
     /// Where to write the recording (default coldcache-PROGRAM.zones).
     #[arg(short, long)]
     output: Option<PathBuf>,
-    /// Write the symbolized spike log here instead of stderr.
+    /// Write the full symbolized spike log here (default: OUTPUT.spikes.log
+    /// beside the recording; stderr gets a summary).
     #[arg(long, value_name = "FILE")]
     spike_log: Option<PathBuf>,
     /// Also write the spike log as JSON lines here.
@@ -139,34 +142,61 @@ pub fn run(args: ZonesArgs) -> Result<()> {
 /// recording grows with the run); this one only stops a wrong file.
 const MAX_ZONES_FILE: u64 = 64 << 30;
 
-/// Reads, decodes, parses and symbolizes a recording; warns about problems.
-/// Only a regular file is read (`coldcache_fsio::read_regular`).
-fn load(path: &Path, symbols: bool) -> Result<Recording> {
-    // The magic first: a file of another kind is refused after 8 bytes,
-    // whatever its size (`/proc/self/pagemap` reads without end).
-    let bytes = coldcache_fsio::read_regular_with_magic(
-        path,
-        MAX_ZONES_FILE,
-        coldcache_zones::format::MAGIC,
-        "a coldcache zones file",
-    )
-    .with_context(|| format!("cannot read {}", path.display()))?;
-    let decoded = format::decode(&bytes);
-    if let Some(e) = &decoded.error {
-        if decoded.chunks.is_empty() && decoded.labels.is_empty() {
+/// Opens and indexes a recording, section by section (it is never held
+/// whole: `coldcache_zones::stream`). Only a regular file is read, and
+/// its magic is checked first: a file of another kind is refused after 8
+/// bytes, whatever its size (`/proc/self/pagemap` reads without end).
+fn open_zones(path: &Path) -> Result<ZonesFile> {
+    let what = || format!("cannot read {}", path.display());
+    let (mut file, size) = coldcache_fsio::open_regular(path).with_context(what)?;
+    if size > MAX_ZONES_FILE {
+        return Err(coldcache_fsio::ReadError::TooLarge(MAX_ZONES_FILE)).with_context(what);
+    }
+    let mut head = [0u8; 8];
+    let got = coldcache_fsio::read::read_up_to(&mut file, &mut head).with_context(what)?;
+    coldcache_fsio::check_magic(&head[..got], format::MAGIC, "a coldcache zones file")
+        .with_context(what)?;
+    let z = ZonesFile::open(file, size).with_context(what)?;
+    if let Some(e) = &z.index.tables.error {
+        if z.index.chunks.is_empty() && z.index.tables.labels.is_empty() {
             bail!("{}: {e}", path.display());
         }
     }
-    let mut rec = parse::parse(&decoded);
-    for p in &rec.problems {
+    Ok(z)
+}
+
+/// After the scan: warns about the problems, names the functions.
+fn warn_and_name(z: &mut ZonesFile, path: &Path, symbols: bool) {
+    for p in &z.rec.problems {
         coldcache_fsio::say!("coldcache: warning: {}: {p}", path.display());
     }
     if symbols {
-        for f in coldcache_zones::symbols::symbolize(&mut rec) {
+        for f in z.symbolize() {
             coldcache_fsio::say!("coldcache: warning: cannot read symbols of {f}");
         }
     }
-    Ok(rec)
+}
+
+/// Writes to `-o` atomically, or to standard output, through `fill`.
+fn emit(
+    output: Option<&Path>,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    match output {
+        Some(p) if p.as_os_str() != "-" => coldcache_fsio::write_atomically_with(p, |f| {
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, f);
+            fill(&mut w)?;
+            w.flush()
+        })
+        .with_context(|| format!("cannot write {}", p.display())),
+        _ => {
+            let out = std::io::stdout();
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, out.lock());
+            fill(&mut w)
+                .and_then(|()| w.flush())
+                .context("cannot write to standard output")
+        }
+    }
 }
 
 fn view_cmd(a: ViewArgs) -> Result<()> {
@@ -174,57 +204,132 @@ fn view_cmd(a: ViewArgs) -> Result<()> {
         bail!("give a zones recording: coldcache zones FILE, or coldcache zones record -- PROGRAM");
     };
     let unit: Unit = a.unit.parse().map_err(anyhow::Error::msg)?;
-    let mut rec = load(&path, !a.no_symbols)?;
-    if let Some(sel) = &a.thread {
-        if sel != "all" {
-            rec.threads.retain(|t| {
-                t.index.to_string() == *sel || t.tid.to_string() == *sel || t.name == *sel
-            });
-            if rec.threads.is_empty() {
-                bail!("{}: no thread {sel:?} in the recording", path.display());
+    let mut z = open_zones(&path)?;
+    let symbols = !a.no_symbols;
+    let sel: Vec<usize> = (0..z.rec.threads.len())
+        .filter(|&i| match a.thread.as_deref() {
+            None | Some("all") => true,
+            Some(sel) => {
+                let t = &z.rec.threads[i];
+                t.index.to_string() == sel || t.tid.to_string() == sel || t.name == sel
             }
+        })
+        .collect();
+    if sel.is_empty() && matches!(a.thread.as_deref(), Some(t) if t != "all") {
+        for pos in 0..z.rec.threads.len() {
+            z.scan(pos, &mut ())?;
         }
+        z.finish_scan();
+        warn_and_name(&mut z, &path, symbols);
+        bail!(
+            "{}: no thread {:?} in the recording",
+            path.display(),
+            a.thread.as_deref().unwrap_or("")
+        );
     }
-    let out: Vec<u8> = match a.format {
-        OutFormat::Chrome => serde_json::to_vec_pretty(&export::chrome(&rec))?,
+    let name = |z: &mut ZonesFile| warn_and_name(z, &path, symbols);
+    let output = a.output.as_deref();
+    match a.format {
+        OutFormat::Chrome => emit(output, |w| stream::chrome(&mut z, &sel, name, &mut { w })),
         OutFormat::Speedscope => {
-            let name = path
+            let file_name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            serde_json::to_vec(&export::speedscope(&rec, &name))?
+            emit(output, |w| {
+                stream::speedscope(&mut z, &sel, &file_name, name, &mut { w })
+            })
         }
-        OutFormat::Folded => export::folded(&rec, unit).into_bytes(),
-        OutFormat::Flamegraph => export::flamegraph(&rec, &path.display().to_string())
-            .with_context(|| format!("cannot draw a flame graph of {}", path.display()))?,
-        OutFormat::Dot => export::dot(&rec, unit).into_bytes(),
-        OutFormat::Text => text_view(&rec, &a, unit).into_bytes(),
-    };
-    match &a.output {
-        Some(o) => crate::write_output(o, &out),
-        None => {
-            std::io::stdout().write_all(&out)?;
-            Ok(())
+        OutFormat::Folded | OutFormat::Flamegraph | OutFormat::Dot => {
+            // Trees of distinct call paths: one per thread, or merged (dot).
+            let dot = a.format == OutFormat::Dot;
+            let mut trees: Vec<views::Tree> = Vec::new();
+            let mut merged = views::Tree::new();
+            for pos in 0..z.rec.threads.len() {
+                if !sel.contains(&pos) {
+                    z.scan(pos, &mut ())?;
+                } else if dot {
+                    z.scan(pos, &mut views::TopDownFeed::new(&mut merged, false))?;
+                } else {
+                    let mut t = views::Tree::new();
+                    z.scan(pos, &mut views::TopDownFeed::new(&mut t, false))?;
+                    trees.push(t);
+                }
+            }
+            z.finish_scan();
+            name(&mut z);
+            let out = if dot {
+                views::finish_tree(&mut merged);
+                export::dot_tree(&merged, &z.rec, unit).into_bytes()
+            } else {
+                let folded_unit = if a.format == OutFormat::Flamegraph {
+                    Unit::Ns
+                } else {
+                    unit
+                };
+                let mut folded = String::new();
+                for (t, &pos) in trees.iter().zip(&sel) {
+                    let label = z.rec.threads[pos].label();
+                    export::folded_tree(t, &z.rec, folded_unit, &label, &mut folded);
+                }
+                if a.format == OutFormat::Flamegraph {
+                    export::flamegraph_of(&folded, &path.display().to_string()).with_context(
+                        || format!("cannot draw a flame graph of {}", path.display()),
+                    )?
+                } else {
+                    folded.into_bytes()
+                }
+            };
+            emit(output, |w| w.write_all(&out))
+        }
+        OutFormat::Text => {
+            let text = text_view(&mut z, &sel, &a, unit, &path)?;
+            emit(output, |w| w.write_all(text.as_bytes()))
         }
     }
 }
 
-fn text_view(rec: &Recording, a: &ViewArgs, unit: Unit) -> String {
-    let mut out = String::new();
+/// The text views, aggregated while the threads are scanned (no zone
+/// instance is kept but the timeline's first `--limit`).
+fn text_view(
+    z: &mut ZonesFile,
+    sel: &[usize],
+    a: &ViewArgs,
+    unit: Unit,
+    path: &Path,
+) -> Result<String> {
     let merged = a.thread.as_deref() == Some("all");
-    let groups: Vec<(String, Vec<&parse::ThreadTrace>)> = if merged {
-        vec![("all threads".into(), rec.threads.iter().collect())]
-    } else {
-        rec.threads
-            .iter()
-            .map(|t| {
-                (
-                    format!("{} (index {}, tid {})", t.label(), t.index, t.tid),
-                    vec![t],
-                )
-            })
-            .collect()
+    let n = z.rec.threads.len();
+    // The group (of `sel`) each thread feeds.
+    let group_of = |pos: usize| -> Option<usize> {
+        let i = sel.iter().position(|&p| p == pos)?;
+        Some(if merged { 0 } else { i })
     };
+    let groups = if merged { 1 } else { sel.len() };
+    let mut trees: Vec<views::Tree> = (0..groups).map(|_| views::Tree::new()).collect();
+    let mut flats: Vec<views::FlatFeed> = (0..groups).map(|_| Default::default()).collect();
+    let mut timelines: Vec<Option<views::TimelineFeed>> = (0..n).map(|_| None).collect();
+    for (pos, timeline) in timelines.iter_mut().enumerate() {
+        match (a.view, group_of(pos)) {
+            (View::TopDown, Some(g)) => {
+                z.scan(pos, &mut views::TopDownFeed::new(&mut trees[g], true))?
+            }
+            (View::BottomUp, Some(g)) => {
+                z.scan(pos, &mut views::BottomUpFeed::new(&mut trees[g]))?
+            }
+            (View::Flat, Some(g)) => z.scan(pos, &mut flats[g])?,
+            (View::Timeline, Some(_)) => {
+                let mut f = views::TimelineFeed::new(a.limit);
+                z.scan(pos, &mut f)?;
+                *timeline = Some(f);
+            }
+            _ => z.scan(pos, &mut ())?,
+        }
+    }
+    z.finish_scan();
+    warn_and_name(z, path, !a.no_symbols);
+    let rec = &z.rec;
+    let mut out = String::new();
     if a.view == View::Problems {
         for p in &rec.problems {
             out.push_str(&format!("{p}\n"));
@@ -232,24 +337,41 @@ fn text_view(rec: &Recording, a: &ViewArgs, unit: Unit) -> String {
         if rec.problems.is_empty() {
             out.push_str("no problems\n");
         }
-        return out;
+        return Ok(out);
     }
-    for (title, threads) in groups {
+    let titles: Vec<(String, Vec<usize>)> = if merged {
+        vec![("all threads".into(), sel.to_vec())]
+    } else {
+        sel.iter()
+            .map(|&p| {
+                let t = &rec.threads[p];
+                (
+                    format!("{} (index {}, tid {})", t.label(), t.index, t.tid),
+                    vec![p],
+                )
+            })
+            .collect()
+    };
+    for ((title, members), (tree, flat)) in titles.into_iter().zip(trees.iter_mut().zip(flats)) {
         out.push_str(&format!("== {title}\n"));
         match a.view {
-            View::TopDown => views::render_tree(&views::top_down(&threads), rec, unit, &mut out),
-            View::BottomUp => views::render_tree(&views::bottom_up(&threads), rec, unit, &mut out),
-            View::Flat => views::render_flat(&views::flat(&threads), rec, unit, &mut out),
+            View::TopDown | View::BottomUp => {
+                views::finish_tree(tree);
+                views::render_tree(tree, rec, unit, &mut out)
+            }
+            View::Flat => views::render_flat(&flat.rows(), rec, unit, &mut out),
             View::Timeline => {
-                for t in threads {
-                    views::render_timeline(t, rec, unit, a.limit, &mut out)
+                for p in members {
+                    if let Some(f) = &timelines[p] {
+                        views::render_timeline_spans(&f.spans, f.count, rec, unit, &mut out)
+                    }
                 }
             }
             View::Problems => {}
         }
         out.push('\n');
     }
-    out
+    Ok(out)
 }
 
 fn record_cmd(a: RecordArgs) -> Result<()> {
@@ -379,13 +501,33 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
     }
     if a.threshold.is_some() {
         let lines = std::fs::read_to_string(&spikes_path).unwrap_or_default();
-        let (text, json) = render_spikes(&lines, modules)?;
-        match &a.spike_log {
-            Some(p) => crate::write_output(p, text.as_bytes())?,
-            None => std::io::stderr().write_all(text.as_bytes())?,
+        let log = render_spikes(&lines, modules)?;
+        // The full log to a file, a summary to stderr (a busy program
+        // spikes by the thousand); with no file beside the output (a
+        // device, `-`), all of it to stderr.
+        let log_path = a.spike_log.clone().or_else(|| {
+            beside.then(|| {
+                let mut p = output.clone().into_os_string();
+                p.push(".spikes.log");
+                PathBuf::from(p)
+            })
+        });
+        match &log_path {
+            Some(p) => {
+                crate::write_output(p, log.text.as_bytes())?;
+                let mut summary = log.summary;
+                if log.spikes > 0 {
+                    summary.push_str(&format!(
+                        "coldcache spike: the full log is in {}\n",
+                        p.display()
+                    ));
+                }
+                std::io::stderr().write_all(summary.as_bytes())?;
+            }
+            None => std::io::stderr().write_all(log.text.as_bytes())?,
         }
         if let Some(p) = &a.spike_json {
-            crate::write_output(p, json.as_bytes())?;
+            crate::write_output(p, log.json.as_bytes())?;
         }
     }
     if let (true, Some(why)) = (status.success(), &write_error) {
@@ -482,14 +624,33 @@ fn place(name: &str, file: &str, line: u64) -> String {
     }
 }
 
+/// A symbolized spike log.
+pub struct SpikeLog {
+    /// The full text log, suggestions at its end.
+    pub text: String,
+    /// Symbolized JSON lines.
+    pub json: String,
+    /// Counts and the suggestions, for stderr.
+    pub summary: String,
+    /// Spike records.
+    pub spikes: usize,
+}
+
+/// Suggestions listed in the stderr summary, per kind.
+const SUMMARY_ROWS: usize = 10;
+
 /// Turns the library's JSON lines (addresses) into the symbolized text log,
-/// symbolized JSON lines, and the suggestions of functions worth marking up.
-pub fn render_spikes(lines: &str, modules: Vec<ModuleInfo>) -> Result<(String, String)> {
+/// symbolized JSON lines, and the suggestions of functions worth marking
+/// up; peaks during which the thread was descheduled (it ran at most the
+/// threshold: `"descheduled": true`) are listed apart from those that ran.
+pub fn render_spikes(lines: &str, modules: Vec<ModuleInfo>) -> Result<SpikeLog> {
     let mut sym = Symbolizer::new(modules);
     let mut cache = HashMap::new();
     let mut text = String::new();
     let mut json = String::new();
+    // (place, spikes, ms) of peaks that ran, and of descheduled ones.
     let mut peaks: Vec<(String, u64, f64)> = Vec::new();
+    let mut off: Vec<(String, u64, f64)> = Vec::new();
     let mut n = 0;
     for (i, line) in lines.lines().enumerate() {
         if line.trim().is_empty() {
@@ -513,26 +674,36 @@ pub fn render_spikes(lines: &str, modules: Vec<ModuleInfo>) -> Result<(String, S
         let thread = v["thread"].as_str().unwrap_or("?").to_string();
         let tid = v["tid"].as_u64().unwrap_or(0);
         let depth = v["depth"].as_u64().unwrap_or(0) as usize;
+        let descheduled = v["descheduled"].as_bool() == Some(true);
+        let mark = if descheduled {
+            format!(
+                "  DESCHEDULED (the thread ran {:.3} ms of it at most)",
+                v["cpu_ms"].as_f64().unwrap_or(0.0)
+            )
+        } else {
+            String::new()
+        };
         if v["peak"].as_bool() == Some(true) {
             text.push_str(&format!(
-                "coldcache spike: zone took too long: {ms:.3} ms (threshold {thr:.3} ms)  thread: {thread} (tid {tid})  PEAK CHILD @ frame {}\n  zone stack:\n",
+                "coldcache spike: zone took too long: {ms:.3} ms (threshold {thr:.3} ms)  thread: {thread} (tid {tid})  PEAK CHILD @ frame {}{mark}\n  zone stack:\n",
                 v["frame"].as_u64().unwrap_or(0)
             ));
             for (i, n) in names.iter().enumerate() {
                 text.push_str(&format!("    {i}) {n}\n"));
             }
             if let Some(last) = names.last() {
-                match peaks.iter_mut().find(|p| &p.0 == last) {
+                let list = if descheduled { &mut off } else { &mut peaks };
+                match list.iter_mut().find(|p| &p.0 == last) {
                     Some(p) => {
                         p.1 += 1;
                         p.2 += ms;
                     }
-                    None => peaks.push((last.clone(), 1, ms)),
+                    None => list.push((last.clone(), 1, ms)),
                 }
             }
         } else {
             text.push_str(&format!(
-                "coldcache spike: thread {thread} (tid {tid}) zone took too long: {ms:.3} ms (threshold {thr:.3} ms)\n    {depth}) {}\n",
+                "coldcache spike: thread {thread} (tid {tid}) zone took too long: {ms:.3} ms (threshold {thr:.3} ms){mark}\n    {depth}) {}\n",
                 names.get(depth).map(String::as_str).unwrap_or("?")
             ));
         }
@@ -544,16 +715,45 @@ pub fn render_spikes(lines: &str, modules: Vec<ModuleInfo>) -> Result<(String, S
         json.push_str(&serde_json::to_string(&v)?);
         json.push('\n');
     }
+    let mut summary = String::new();
     if n == 0 {
         text.push_str("coldcache spike: nothing over the threshold\n");
+        summary.push_str("coldcache spike: nothing over the threshold\n");
     } else {
-        peaks.sort_by(|a, b| b.2.total_cmp(&a.2));
-        text.push_str("coldcache spike: worth marking up (the deepest function or zone of each spike; add zones inside them, or give them their own threshold):\n");
-        for (name, count, ms) in peaks {
-            text.push_str(&format!(
-                "    {name} — {count} spike(s), {ms:.3} ms in all\n"
-            ));
+        let count = |l: &[(String, u64, f64)]| -> (u64, f64) {
+            l.iter().fold((0, 0.0), |a, p| (a.0 + p.1, a.1 + p.2))
+        };
+        let (ran, ran_ms) = count(&peaks);
+        let (des, des_ms) = count(&off);
+        summary.push_str(&format!(
+            "coldcache spike: {n} zone(s) over their threshold; {} spike(s) at their deepest zone: {ran} where the code ran ({ran_ms:.3} ms), {des} where the thread was descheduled ({des_ms:.3} ms: asleep, blocked or preempted)\n",
+            ran + des
+        ));
+        for (list, head) in [
+            (&mut peaks, "coldcache spike: worth marking up (the deepest function or zone of each spike; add zones inside them, or give them their own threshold):\n"),
+            (&mut off, "coldcache spike: descheduled, not slow code (the thread ran at most the threshold of these zones: asleep, blocked or preempted the rest):\n"),
+        ] {
+            if list.is_empty() {
+                continue;
+            }
+            list.sort_by(|a, b| b.2.total_cmp(&a.2));
+            text.push_str(head);
+            summary.push_str(head);
+            for (i, (name, count, ms)) in list.iter().enumerate() {
+                let row = format!("    {name} — {count} spike(s), {ms:.3} ms in all\n");
+                text.push_str(&row);
+                if i < SUMMARY_ROWS {
+                    summary.push_str(&row);
+                } else if i == SUMMARY_ROWS {
+                    summary.push_str(&format!("    ... {} more in the full log\n", list.len() - SUMMARY_ROWS));
+                }
+            }
         }
     }
-    Ok((text, json))
+    Ok(SpikeLog {
+        text,
+        json,
+        summary,
+        spikes: n,
+    })
 }

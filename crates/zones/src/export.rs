@@ -128,47 +128,55 @@ pub fn speedscope(rec: &Recording, name: &str) -> Value {
 /// integer `unit`s, nanoseconds if `unit` is not clocks), as flame graph
 /// tools read them. Frames have `;` replaced.
 pub fn folded(rec: &Recording, unit: Unit) -> String {
+    let mut out = String::new();
+    for t in &rec.threads {
+        folded_tree(&views::top_down(&[t]), rec, unit, &t.label(), &mut out);
+    }
+    out
+}
+
+/// The folded stacks of one thread's top-down tree (see [`folded`]).
+pub fn folded_tree(tree: &Tree, rec: &Recording, unit: Unit, thread: &str, out: &mut String) {
     let unit = if unit == Unit::Clocks {
         Unit::Clocks
     } else {
         Unit::Ns
     };
-    let mut out = String::new();
-    for t in &rec.threads {
-        let tree = views::top_down(&[t]);
-        let thread = t.label().replace(';', ":");
-        fn walk(
-            tree: &Tree,
-            rec: &Recording,
-            unit: Unit,
-            n: usize,
-            path: &mut String,
-            out: &mut String,
-        ) {
-            let len = path.len();
-            if let Some(k) = tree.nodes[n].key {
-                path.push(';');
-                path.push_str(&rec.name(k).replace(';', ":").replace(' ', "_"));
-                let v = unit.of(tree.nodes[n].self_ticks as f64, rec.tsc_hz).round() as u64;
-                if v > 0 {
-                    let _ = writeln!(out, "{path} {v}");
-                }
+    fn walk(
+        tree: &Tree,
+        rec: &Recording,
+        unit: Unit,
+        n: usize,
+        path: &mut String,
+        out: &mut String,
+    ) {
+        let len = path.len();
+        if let Some(k) = tree.nodes[n].key {
+            path.push(';');
+            path.push_str(&rec.name(k).replace(';', ":").replace(' ', "_"));
+            let v = unit.of(tree.nodes[n].self_ticks as f64, rec.tsc_hz).round() as u64;
+            if v > 0 {
+                let _ = writeln!(out, "{path} {v}");
             }
-            for &c in &tree.nodes[n].children {
-                walk(tree, rec, unit, c, path, out);
-            }
-            path.truncate(len);
         }
-        let mut path = thread;
-        walk(&tree, rec, unit, 0, &mut path, &mut out);
+        for &c in &tree.nodes[n].children {
+            walk(tree, rec, unit, c, path, out);
+        }
+        path.truncate(len);
     }
-    out
+    let mut path = thread.replace(';', ":");
+    walk(tree, rec, unit, 0, &mut path, out);
 }
 
 /// A flame graph SVG of the folded stacks.
 #[cfg(feature = "analysis")]
 pub fn flamegraph(rec: &Recording, title: &str) -> std::io::Result<Vec<u8>> {
-    let folded = folded(rec, Unit::Ns);
+    flamegraph_of(&folded(rec, Unit::Ns), title)
+}
+
+/// A flame graph SVG of folded stacks (nanoseconds).
+#[cfg(feature = "analysis")]
+pub fn flamegraph_of(folded: &str, title: &str) -> std::io::Result<Vec<u8>> {
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title.to_string();
     opts.count_name = "ns".to_string();
@@ -189,7 +197,11 @@ fn dot_escape(s: &str) -> String {
 /// with total and self time and calls; edges from caller to callee.
 pub fn dot(rec: &Recording, unit: Unit) -> String {
     let threads: Vec<_> = rec.threads.iter().collect();
-    let tree = views::top_down(&threads);
+    dot_tree(&views::top_down(&threads), rec, unit)
+}
+
+/// [`dot`] of a top-down tree.
+pub fn dot_tree(tree: &Tree, rec: &Recording, unit: Unit) -> String {
     let total = tree.nodes[0].total.max(1) as f64;
     let u = unit.suffix();
     let mut out = String::from("digraph zones {\n  node [shape=box, fontname=\"monospace\"];\n");

@@ -1,6 +1,10 @@
 //! The zones file format, version 1 ("cczones"): encoding and decoding of
 //! whole files and of the 16-byte events. Pure: bytes in, values out; no
-//! I/O and no OS calls (the recorder in `record.rs` does those).
+//! OS calls (the recorder in `record.rs` does those), except that
+//! [`index`] reads a file section by section through `Read + Seek` and
+//! [`read_chunk`] reads one chunk back (the streaming reader, `stream.rs`);
+//! [`decode`] and [`index`] share one section walker, so a file gives the
+//! same tables, chunks and error either way.
 //!
 //! A file is the 8-byte magic `CCZONES\0`, a little-endian `u32` version
 //! (2; version 1 files, whose chunks are all plain, are still read)
@@ -433,7 +437,17 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn decode_payload(d: &mut Decoded, tag: u32, payload: &[u8]) -> Result<(), String> {
+/// Decodes a section's payload into `d` (tables, END) or, for a chunk,
+/// its events into `events` (replaced), returning its thread and sequence
+/// number. `chunks_read` is the count the END section is checked against.
+fn decode_payload(
+    d: &mut Decoded,
+    tag: u32,
+    payload: &[u8],
+    chunks_read: usize,
+    events: &mut Vec<Event>,
+) -> Result<Option<(u32, u32)>, String> {
+    let mut chunk = None;
     let mut c = Cursor {
         buf: payload,
         pos: 0,
@@ -489,7 +503,8 @@ fn decode_payload(d: &mut Decoded, tag: u32, payload: &[u8]) -> Result<(), Strin
             let thread = c.u32()?;
             let seq = c.u32()?;
             let n = c.count(16)?;
-            let mut events = Vec::with_capacity(n);
+            events.clear();
+            events.reserve(n);
             for _ in 0..n {
                 let w = c.u64()?;
                 let tsc = c.u64()?;
@@ -503,17 +518,14 @@ fn decode_payload(d: &mut Decoded, tag: u32, payload: &[u8]) -> Result<(), Strin
                 }
                 events.push(e);
             }
-            d.chunks.push(Chunk {
-                thread,
-                seq,
-                events,
-            });
+            chunk = Some((thread, seq));
         }
         section::CHUNK_PACKED => {
             let thread = c.u32()?;
             let seq = c.u32()?;
             let n = c.count(2)?;
-            let mut events = Vec::with_capacity(n);
+            events.clear();
+            events.reserve(n);
             let (mut payload, mut tsc) = (0u64, 0u64);
             for i in 0..n {
                 let t = c.varint()?;
@@ -532,19 +544,14 @@ fn decode_payload(d: &mut Decoded, tag: u32, payload: &[u8]) -> Result<(), Strin
                     tsc,
                 });
             }
-            d.chunks.push(Chunk {
-                thread,
-                seq,
-                events,
-            });
+            chunk = Some((thread, seq));
         }
         section::END => {
             let chunks = c.u32()?;
             let _events = c.u64()?;
-            if chunks as usize != d.chunks.len() {
+            if chunks as usize != chunks_read {
                 return Err(format!(
-                    "END says {chunks} chunks but {} were read",
-                    d.chunks.len()
+                    "END says {chunks} chunks but {chunks_read} were read"
                 ));
             }
             d.complete = true;
@@ -557,7 +564,7 @@ fn decode_payload(d: &mut Decoded, tag: u32, payload: &[u8]) -> Result<(), Strin
             payload.len() - c.pos
         ));
     }
-    Ok(())
+    Ok(chunk)
 }
 
 impl Decoded {
@@ -587,60 +594,182 @@ impl Decoded {
 /// Decodes a zones file. Never panics; stops at the first damaged section
 /// and keeps everything before it.
 pub fn decode(bytes: &[u8]) -> Decoded {
-    let mut d = decode_sections(bytes);
+    let mut d = Decoded::default();
+    let mut src = SliceSource(bytes);
+    // Reading a slice cannot fail.
+    let _ = walk(&mut src, &mut d, None);
     d.keep_last_entries();
     d
 }
 
-fn decode_sections(bytes: &[u8]) -> Decoded {
-    let mut d = Decoded::default();
-    if bytes.len() < 8 || &bytes[..8] != MAGIC {
-        d.error = Some(if bytes.len() < 8 && MAGIC.starts_with(bytes) {
+/// Where a chunk section lies in a file and what it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkRef {
+    /// Recorder thread index.
+    pub thread: u32,
+    /// Sequence number among the thread's chunks.
+    pub seq: u32,
+    /// Section tag ([`section::CHUNK`] or [`section::CHUNK_PACKED`]).
+    pub tag: u32,
+    /// Offset of the payload in the file.
+    pub offset: u64,
+    /// Payload length.
+    pub len: u64,
+}
+
+/// A file's tables and the place of each chunk: what [`decode`] gives,
+/// without the events (read again chunk by chunk with [`read_chunk`]).
+#[derive(Clone, Debug, Default)]
+pub struct Index {
+    /// Tables, info, completeness and error as [`decode`] has them; its
+    /// `chunks` is empty.
+    pub tables: Decoded,
+    /// The chunks [`decode`] would keep, in file order.
+    pub chunks: Vec<ChunkRef>,
+}
+
+/// Indexes a zones file of `size` bytes section by section: every
+/// section is read and checked as [`decode`] checks it (checksum, contents;
+/// events decoded and dropped), so the same file gives the same tables,
+/// chunks and error. Memory: one section at a time and a [`ChunkRef`] per
+/// chunk. Fails only on an I/O error.
+pub fn index<R: std::io::Read + std::io::Seek>(r: &mut R, size: u64) -> std::io::Result<Index> {
+    let mut ix = Index::default();
+    let mut src = ReadSource {
+        r,
+        size,
+        pos: None,
+        buf: Vec::new(),
+    };
+    walk(&mut src, &mut ix.tables, Some(&mut ix.chunks))?;
+    ix.tables.keep_last_entries();
+    Ok(ix)
+}
+
+/// Reads and decodes the events of an indexed chunk (`payload` is a
+/// buffer reused between calls). The file must be the one indexed.
+pub fn read_chunk(
+    file: &std::fs::File,
+    c: &ChunkRef,
+    payload: &mut Vec<u8>,
+    events: &mut Vec<Event>,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    payload.resize(c.len as usize, 0);
+    file.read_exact_at(payload, c.offset)?;
+    decode_payload(&mut Decoded::default(), c.tag, payload, 0, events).map_err(|what| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "the chunk at byte {} changed since it was read: {what}",
+                c.offset
+            ),
+        )
+    })?;
+    Ok(())
+}
+
+/// Bytes of a file, in memory or read through.
+trait Source {
+    fn size(&self) -> u64;
+    /// `len` bytes at `off` (within `size`).
+    fn get(&mut self, off: u64, len: usize) -> std::io::Result<&[u8]>;
+}
+
+struct SliceSource<'a>(&'a [u8]);
+
+impl Source for SliceSource<'_> {
+    fn size(&self) -> u64 {
+        self.0.len() as u64
+    }
+    fn get(&mut self, off: u64, len: usize) -> std::io::Result<&[u8]> {
+        Ok(&self.0[off as usize..off as usize + len])
+    }
+}
+
+struct ReadSource<'a, R> {
+    r: &'a mut R,
+    size: u64,
+    /// Where the reader is (None: unknown, seek first).
+    pos: Option<u64>,
+    buf: Vec<u8>,
+}
+
+impl<R: std::io::Read + std::io::Seek> Source for ReadSource<'_, R> {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn get(&mut self, off: u64, len: usize) -> std::io::Result<&[u8]> {
+        if self.pos != Some(off) {
+            self.r.seek(std::io::SeekFrom::Start(off))?;
+        }
+        self.pos = None;
+        self.buf.resize(len, 0);
+        self.r.read_exact(&mut self.buf)?;
+        self.pos = Some(off + len as u64);
+        Ok(&self.buf)
+    }
+}
+
+/// Reads the sections of `src` into `d` (the rules of [`decode`]). With
+/// `refs`, chunks are checked and recorded there instead of kept.
+fn walk<S: Source>(
+    src: &mut S,
+    d: &mut Decoded,
+    mut refs: Option<&mut Vec<ChunkRef>>,
+) -> std::io::Result<()> {
+    let size = src.size();
+    let head = src.get(0, size.min(16) as usize)?;
+    if head.len() < 8 || &head[..8] != MAGIC {
+        d.error = Some(if head.len() < 8 && MAGIC.starts_with(head) {
             FormatError::Truncated {
-                offset: bytes.len() as u64,
+                offset: head.len() as u64,
                 what: "file header",
             }
         } else {
             FormatError::BadMagic
         });
-        return d;
+        return Ok(());
     }
-    if bytes.len() < 16 {
+    if head.len() < 16 {
         d.error = Some(FormatError::Truncated {
-            offset: bytes.len() as u64,
+            offset: head.len() as u64,
             what: "file header",
         });
-        return d;
+        return Ok(());
     }
-    let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    let version = u32::from_le_bytes(head[8..12].try_into().unwrap());
     if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&version) {
         d.error = Some(FormatError::UnsupportedVersion(version));
-        return d;
+        return Ok(());
     }
-    let mut pos = 16usize;
-    while pos < bytes.len() {
-        let offset = pos as u64;
-        if bytes.len() - pos < 12 {
+    let mut events = Vec::new();
+    let mut chunks_read = 0usize;
+    let mut pos = 16u64;
+    while pos < size {
+        let offset = pos;
+        if size - pos < 12 {
             d.error = Some(FormatError::Truncated {
                 offset,
                 what: "section header",
             });
-            return d;
+            return Ok(());
         }
-        let tag = u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap());
-        let len = u64::from_le_bytes(bytes[pos + 4..pos + 12].try_into().unwrap());
+        let h = src.get(pos, 12)?;
+        let tag = u32::from_le_bytes(h[..4].try_into().unwrap());
+        let len = u64::from_le_bytes(h[4..12].try_into().unwrap());
         let body = pos + 12;
-        let left = (bytes.len() - body) as u64;
+        let left = size - body;
         if len > left || left - len < 4 {
             d.error = Some(FormatError::Truncated {
                 offset,
                 what: "section payload",
             });
-            return d;
+            return Ok(());
         }
-        let len = len as usize;
-        let payload = &bytes[body..body + len];
-        let stored = u32::from_le_bytes(bytes[body + len..body + len + 4].try_into().unwrap());
+        let both = src.get(body, len as usize + 4)?;
+        let (payload, crc) = both.split_at(len as usize);
+        let stored = u32::from_le_bytes(crc.try_into().unwrap());
         let computed = crc32fast::hash(payload);
         if stored != computed {
             d.error = Some(FormatError::Checksum {
@@ -649,18 +778,38 @@ fn decode_sections(bytes: &[u8]) -> Decoded {
                 stored,
                 computed,
             });
-            return d;
+            return Ok(());
         }
-        if let Err(what) = decode_payload(&mut d, tag, payload) {
-            d.error = Some(FormatError::BadSection { offset, tag, what });
-            return d;
+        match decode_payload(d, tag, payload, chunks_read, &mut events) {
+            Err(what) => {
+                d.error = Some(FormatError::BadSection { offset, tag, what });
+                return Ok(());
+            }
+            Ok(Some((thread, seq))) => {
+                chunks_read += 1;
+                match refs.as_deref_mut() {
+                    Some(r) => r.push(ChunkRef {
+                        thread,
+                        seq,
+                        tag,
+                        offset: body,
+                        len,
+                    }),
+                    None => d.chunks.push(Chunk {
+                        thread,
+                        seq,
+                        events: std::mem::take(&mut events),
+                    }),
+                }
+            }
+            Ok(None) => {}
         }
         pos = body + len + 4;
         if d.complete {
             break;
         }
     }
-    d
+    Ok(())
 }
 
 /// The tables of a file and its event counts, without decoding events.
@@ -781,7 +930,7 @@ fn summarize_sections<R: std::io::Read + std::io::Seek>(r: &mut R) -> Result<Sum
                 s.tables.complete = true;
                 break;
             }
-            decode_payload(&mut s.tables, tag, payload)
+            decode_payload(&mut s.tables, tag, payload, 0, &mut Vec::new())
                 .map_err(|what| FormatError::BadSection { offset, tag, what })?;
         }
         offset = offset.saturating_add(16).saturating_add(len);

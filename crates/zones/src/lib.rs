@@ -30,8 +30,11 @@
 //! change through `-finstrument-functions`.
 //!
 //! Layering: [`format`], [`parse`], [`views`] and [`export`] are pure (bytes
-//! and values in, values out); [`record`], [`spike`] and [`capi`] touch the
-//! OS; [`symbols`] reads binaries to name function addresses.
+//! and values in, values out; `format::index` reads through `Read + Seek`);
+//! [`record`], [`spike`] and [`capi`] touch the OS; [`symbols`] reads
+//! binaries to name function addresses; [`stream`] reads a recording from
+//! its file chunk by chunk for views and exports whose memory does not
+//! grow with the events (what `coldcache zones` uses).
 //!
 //! With the feature `disabled`, every zone macro compiles to nothing.
 
@@ -42,6 +45,8 @@ pub mod format;
 pub mod parse;
 pub mod record;
 pub mod spike;
+#[cfg(feature = "analysis")]
+pub mod stream;
 #[cfg(feature = "analysis")]
 pub mod symbols;
 pub mod views;

@@ -7,6 +7,12 @@
 //! above it at that time; an end matching nothing is skipped; a missing
 //! chunk closes everything open at the last time stamp before it; zones
 //! still open at the end of a thread are closed at its last time stamp.
+//!
+//! The replay ([`Replayer`]) tells a [`Visitor`] each begin, end (with the
+//! zone's self time) and frame mark, keeping only the open zones: [`parse`]
+//! is the visitor that keeps every span; the views' feeds
+//! (`views::TopDownFeed` ...) and the streaming exports (`stream.rs`) keep
+//! aggregates or write as they go.
 
 use crate::format::{kind, Decoded, Event, FormatError, ZoneKey};
 use std::collections::HashMap;
@@ -207,42 +213,26 @@ pub fn parse(d: &Decoded) -> Recording {
         let mut chunks = by_thread.remove(&index).unwrap_or_default();
         chunks.sort_by_key(|c| c.seq);
         let info = d.threads.iter().find(|t| t.index == index);
-        let mut t = ThreadTrace {
-            index,
-            tid: info.map_or(0, |i| i.tid),
-            name: info.map(|i| i.name.clone()).unwrap_or_default(),
-            ..Default::default()
+        let mut b = SpanBuilder {
+            t: ThreadTrace {
+                index,
+                tid: info.map_or(0, |i| i.tid),
+                name: info.map(|i| i.name.clone()).unwrap_or_default(),
+                ..Default::default()
+            },
         };
-        let mut replay = Replay::default();
-        let mut expected_seq = 0u32;
+        let mut replay = Replayer::new(index);
         for c in chunks {
-            if c.seq != expected_seq {
-                let what = if c.seq < expected_seq {
-                    format!("chunk {} appears twice; the copy is skipped", c.seq)
-                } else {
-                    format!(
-                        "chunks {}..{} are missing (events lost); zones open before the gap are closed there",
-                        expected_seq,
-                        c.seq - 1
-                    )
-                };
-                rec.problems.push(Problem {
-                    thread: index,
-                    event: t.events,
-                    what,
-                });
-                if c.seq < expected_seq {
-                    continue;
-                }
-                replay.close_all(&mut t, &mut rec.problems, false);
+            if !replay.chunk(c.seq, &mut b, &mut rec.problems) {
+                continue;
             }
-            expected_seq = c.seq + 1;
             for e in &c.events {
-                replay.event(&mut t, e, &mut rec.problems);
-                t.events += 1;
+                replay.event(e, &mut b, &mut rec.problems);
             }
         }
-        replay.close_all(&mut t, &mut rec.problems, true);
+        replay.finish(&mut b, &mut rec.problems);
+        let mut t = b.t;
+        t.events = replay.events;
         if rec.start_tsc == u64::MAX || d.info.is_none() {
             if let Some(first) = t.spans.first() {
                 rec.start_tsc = rec.start_tsc.min(first.start);
@@ -256,15 +246,170 @@ pub fn parse(d: &Decoded) -> Recording {
     rec
 }
 
-#[derive(Default)]
-struct Replay {
-    /// Indices of open spans, innermost last.
-    open: Vec<u32>,
-    last_tsc: u64,
+/// A zone still open during a replay.
+#[derive(Clone, Debug)]
+pub struct Open {
+    /// Its number among the thread's zones, in begin order (the index
+    /// of its [`Span`] in [`ThreadTrace::spans`]).
+    pub index: u64,
+    /// Which zone.
+    pub key: ZoneKey,
+    /// Begin time stamp.
+    pub start: u64,
+    /// Bytes declared so far.
+    pub bytes: u64,
+    /// Ticks of its children that have ended (for its self time).
+    pub child_ticks: u64,
 }
 
-impl Replay {
-    fn event(&mut self, t: &mut ThreadTrace, e: &Event, problems: &mut Vec<Problem>) {
+/// What a replay reports, in the order of the thread's events. Zones end
+/// innermost first, so a visitor can keep its own stack in step with
+/// `stack`.
+pub trait Visitor {
+    /// A zone begins; `stack` holds the zones enclosing it (innermost
+    /// last), its depth is `stack.len()`.
+    fn begin(&mut self, index: u64, key: ZoneKey, start: u64, stack: &[Open]);
+    /// A zone ends at `end`; its self time is `self_ticks`; `stack` holds
+    /// the zones still enclosing it. `closed_by_parser`: its end was not
+    /// recorded.
+    fn end(
+        &mut self,
+        span: &Open,
+        end: u64,
+        self_ticks: u64,
+        closed_by_parser: bool,
+        stack: &[Open],
+    );
+    /// A frame mark.
+    fn frame(&mut self, _tsc: u64, _n: u64) {}
+}
+
+impl<A: Visitor, B: Visitor> Visitor for (A, B) {
+    fn begin(&mut self, index: u64, key: ZoneKey, start: u64, stack: &[Open]) {
+        self.0.begin(index, key, start, stack);
+        self.1.begin(index, key, start, stack);
+    }
+    fn end(&mut self, span: &Open, end: u64, self_ticks: u64, closed: bool, stack: &[Open]) {
+        self.0.end(span, end, self_ticks, closed, stack);
+        self.1.end(span, end, self_ticks, closed, stack);
+    }
+    fn frame(&mut self, tsc: u64, n: u64) {
+        self.0.frame(tsc, n);
+        self.1.frame(tsc, n);
+    }
+}
+
+impl<V: Visitor + ?Sized> Visitor for &mut V {
+    fn begin(&mut self, index: u64, key: ZoneKey, start: u64, stack: &[Open]) {
+        (**self).begin(index, key, start, stack)
+    }
+    fn end(&mut self, span: &Open, end: u64, self_ticks: u64, closed: bool, stack: &[Open]) {
+        (**self).end(span, end, self_ticks, closed, stack)
+    }
+    fn frame(&mut self, tsc: u64, n: u64) {
+        (**self).frame(tsc, n)
+    }
+}
+
+/// A visitor that does nothing (a replay for its problems only).
+impl Visitor for () {
+    fn begin(&mut self, _: u64, _: ZoneKey, _: u64, _: &[Open]) {}
+    fn end(&mut self, _: &Open, _: u64, _: u64, _: bool, _: &[Open]) {}
+}
+
+/// The visitor that keeps every span ([`parse`]).
+struct SpanBuilder {
+    t: ThreadTrace,
+}
+
+impl Visitor for SpanBuilder {
+    fn begin(&mut self, _index: u64, key: ZoneKey, start: u64, stack: &[Open]) {
+        self.t.spans.push(Span {
+            key,
+            start,
+            end: start,
+            depth: stack.len() as u32,
+            parent: stack.last().map(|p| p.index as u32),
+            bytes: 0,
+            closed_by_parser: false,
+        });
+    }
+    fn end(&mut self, span: &Open, end: u64, _self_ticks: u64, closed: bool, _stack: &[Open]) {
+        let s = &mut self.t.spans[span.index as usize];
+        s.end = end;
+        s.bytes = span.bytes;
+        s.closed_by_parser = closed;
+    }
+    fn frame(&mut self, tsc: u64, n: u64) {
+        self.t.frames.push((tsc, n));
+    }
+}
+
+/// Replays one thread's events, chunk by chunk in sequence order, against
+/// a stack of open zones (the rules of the module doc), telling a
+/// [`Visitor`]. Memory: the open zones only.
+pub struct Replayer {
+    thread: u32,
+    open: Vec<Open>,
+    last_tsc: u64,
+    spans: u64,
+    expected_seq: u32,
+    /// Events replayed so far.
+    pub events: u64,
+}
+
+impl Replayer {
+    /// A replay of recorder thread `thread`.
+    pub fn new(thread: u32) -> Replayer {
+        Replayer {
+            thread,
+            open: Vec::new(),
+            last_tsc: 0,
+            spans: 0,
+            expected_seq: 0,
+            events: 0,
+        }
+    }
+
+    /// The next chunk (in sequence order) is `seq`: reports a gap (closing
+    /// what is open) or a duplicate. Returns whether to replay its events.
+    pub fn chunk(&mut self, seq: u32, v: &mut impl Visitor, problems: &mut Vec<Problem>) -> bool {
+        if seq != self.expected_seq {
+            let what = if seq < self.expected_seq {
+                format!("chunk {seq} appears twice; the copy is skipped")
+            } else {
+                format!(
+                    "chunks {}..{} are missing (events lost); zones open before the gap are closed there",
+                    self.expected_seq,
+                    seq - 1
+                )
+            };
+            problems.push(Problem {
+                thread: self.thread,
+                event: self.events,
+                what,
+            });
+            if seq < self.expected_seq {
+                return false;
+            }
+            self.close_all(v, problems, false);
+        }
+        self.expected_seq = seq + 1;
+        true
+    }
+
+    fn close_top(&mut self, end: u64, closed: bool, v: &mut impl Visitor) {
+        let s = self.open.pop().expect("a zone is open");
+        let ticks = end - s.start;
+        let self_ticks = ticks.saturating_sub(s.child_ticks);
+        if let Some(p) = self.open.last_mut() {
+            p.child_ticks = p.child_ticks.wrapping_add(ticks);
+        }
+        v.end(&s, end, self_ticks, closed, &self.open);
+    }
+
+    /// Replays one event.
+    pub fn event(&mut self, e: &Event, v: &mut impl Visitor, problems: &mut Vec<Problem>) {
         // Time stamps never go backwards within a thread (a migration
         // between cores with unsynchronized counters could make them).
         let tsc = e.tsc.max(self.last_tsc);
@@ -272,71 +417,70 @@ impl Replay {
         match e.kind {
             kind::BEGIN | kind::FUNC_ENTER => {
                 let key = key_of(e);
-                let parent = self.open.last().copied();
-                t.spans.push(Span {
+                v.begin(self.spans, key, tsc, &self.open);
+                self.open.push(Open {
+                    index: self.spans,
                     key,
                     start: tsc,
-                    end: tsc,
-                    depth: self.open.len() as u32,
-                    parent,
                     bytes: 0,
-                    closed_by_parser: false,
+                    child_ticks: 0,
                 });
-                self.open.push(t.spans.len() as u32 - 1);
+                self.spans += 1;
             }
             kind::END | kind::FUNC_EXIT => {
                 let key = key_of(e);
-                let pos = self
-                    .open
-                    .iter()
-                    .rposition(|&i| t.spans[i as usize].key == key);
-                match pos {
+                match self.open.iter().rposition(|s| s.key == key) {
                     Some(p) => {
                         let above = self.open.len() - 1 - p;
                         if above > 0 {
-                            let inner = t.spans[*self.open.last().unwrap() as usize].key;
+                            let inner = self.open.last().expect("open").key;
                             problems.push(Problem {
-                                thread: t.index,
-                                event: t.events,
+                                thread: self.thread,
+                                event: self.events,
                                 what: format!(
                                     "end of {key} while {above} zone(s) inside it are still open (innermost {inner}); they are closed here"
                                 ),
                             });
                         }
                         while self.open.len() > p {
-                            let i = self.open.pop().unwrap() as usize;
-                            t.spans[i].end = tsc;
-                            t.spans[i].closed_by_parser = self.open.len() > p;
+                            let closed = self.open.len() > p + 1;
+                            self.close_top(tsc, closed, v);
                         }
                     }
                     None => problems.push(Problem {
-                        thread: t.index,
-                        event: t.events,
+                        thread: self.thread,
+                        event: self.events,
                         what: format!("end of {key} that is not open; skipped"),
                     }),
                 }
             }
-            kind::BYTES => match self.open.last() {
-                Some(&i) => t.spans[i as usize].bytes += e.payload,
+            kind::BYTES => match self.open.last_mut() {
+                Some(s) => s.bytes += e.payload,
                 None => problems.push(Problem {
-                    thread: t.index,
-                    event: t.events,
+                    thread: self.thread,
+                    event: self.events,
                     what: format!("{} bytes declared outside any zone; skipped", e.payload),
                 }),
             },
-            kind::FRAME => t.frames.push((tsc, e.payload)),
+            kind::FRAME => v.frame(tsc, e.payload),
             _ => {}
         }
+        self.events += 1;
     }
 
-    fn close_all(&mut self, t: &mut ThreadTrace, problems: &mut Vec<Problem>, at_end: bool) {
+    /// The thread's events are over: closes what is still open.
+    pub fn finish(&mut self, v: &mut impl Visitor, problems: &mut Vec<Problem>) {
+        self.close_all(v, problems, true);
+    }
+
+    fn close_all(&mut self, v: &mut impl Visitor, problems: &mut Vec<Problem>, at_end: bool) {
         if self.open.is_empty() {
             return;
         }
-        let inner = t.spans[*self.open.last().unwrap() as usize].key;
+        let inner = self.open.last().expect("open").key;
         problems.push(Problem {
-            thread: t.index,
-            event: t.events,
+            thread: self.thread,
+            event: self.events,
             what: format!(
                 "{} zone(s) still open {} (innermost {inner}); closed at the last time stamp",
                 self.open.len(),
@@ -347,11 +491,9 @@ impl Replay {
                 }
             ),
         });
-        for &i in &self.open {
-            t.spans[i as usize].end = self.last_tsc;
-            t.spans[i as usize].closed_by_parser = true;
+        while !self.open.is_empty() {
+            self.close_top(self.last_tsc, true, v);
         }
-        self.open.clear();
     }
 }
 

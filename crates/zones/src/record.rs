@@ -641,10 +641,12 @@ fn init_slow() -> bool {
         libc::pthread_atfork(None, None, Some(after_fork_child));
     }
     *lock(&REPORT_PATH) = cfg.report;
+    // At exit the spike summary is written (whether or not a recording
+    // is), then the recording if there is a path.
+    // SAFETY: `write_at_exit` is an extern "C" fn with no arguments.
+    unsafe { libc::atexit(write_at_exit) };
     if let Some(out) = cfg.out {
         *lock(&AT_EXIT_PATH) = Some(out.clone());
-        // SAFETY: `write_at_exit` is an extern "C" fn with no arguments.
-        unsafe { libc::atexit(write_at_exit) };
         if cfg.stream {
             start_streaming(out);
         }

@@ -10,6 +10,17 @@
 //! enclosing zone that set one ([`set_children_threshold`]); the global one
 //! ([`set_global_threshold`], `COLDCACHE_SPIKE_THRESHOLD`).
 //!
+//! Descheduled or slow: each zone carries the thread's CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`) at a snapshot taken at most a quarter of the
+//! global threshold before it began (a zone begin compares time stamps and
+//! reads the clock only when the thread's snapshot is older than that); a
+//! spike reads the clock again, so the thread's CPU time over the zone is
+//! bounded above. At most the threshold: the code did not run over it,
+//! the thread was off the CPU (asleep, blocked, preempted): the spike is
+//! marked descheduled (`cpu_ms`, `descheduled` in the JSON) and listed
+//! apart from the places worth marking up. The stderr sink prints the
+//! first 20 records and counts the rest (said at exit).
+//!
 //! Off (one relaxed load per zone) until a global threshold is set.
 //! Logging formats only when a zone is over; the time spent logging is
 //! added to the start of every zone still open so it does not make their
@@ -31,6 +42,11 @@ static FRAME: AtomicU64 = AtomicU64::new(0);
 static OPT_IN: AtomicBool = AtomicBool::new(false);
 static SPIKES: AtomicU64 = AtomicU64::new(0);
 static HAS_BY_NAME: AtomicBool = AtomicBool::new(false);
+/// How old (ticks) a thread's CPU-time snapshot may be when a zone
+/// begins: a quarter of the global threshold.
+static SNAPSHOT_TICKS: AtomicU64 = AtomicU64::new(u64::MAX);
+/// Spike records the stderr sink prints before it only counts them.
+const STDERR_RECORDS: u64 = 20;
 
 const IGNORE: u8 = 1;
 const IGNORE_CHILDREN: u8 = 2;
@@ -48,6 +64,9 @@ struct Entry {
     /// Nearest enclosing children threshold, 0 = none.
     inherited: u64,
     flags: u8,
+    /// The thread's CPU time (ns) at a moment at most a quarter of the
+    /// global threshold before `start` (the thread's snapshot then).
+    cpu_before: u64,
     message: Option<String>,
     description: Option<String>,
 }
@@ -57,11 +76,13 @@ struct ThreadSpikes {
     paused: u32,
     /// 0 default, 1 on, 2 off.
     active: u8,
+    /// The last snapshot of the thread's CPU time: (tsc, CPU ns).
+    snapshot: (u64, u64),
 }
 
 thread_local! {
     static STATE: RefCell<ThreadSpikes> = const {
-        RefCell::new(ThreadSpikes { stack: Vec::new(), paused: 0, active: 0 })
+        RefCell::new(ThreadSpikes { stack: Vec::new(), paused: 0, active: 0, snapshot: (0, 0) })
     };
     static DEPTH_OVERFLOW: Cell<u32> = const { Cell::new(0) };
 }
@@ -88,6 +109,7 @@ pub fn set_global_threshold(ms: Option<f64>) {
     match ms {
         Some(ms) => {
             GLOBAL_TICKS.store(ms_to_ticks(ms), Relaxed);
+            SNAPSHOT_TICKS.store((ms_to_ticks(ms) / 4).max(1), Relaxed);
             ON.store(true, Relaxed);
         }
         None => ON.store(false, Relaxed),
@@ -246,6 +268,23 @@ fn threshold_of(e: &Entry) -> u64 {
     }
 }
 
+/// The calling thread's CPU time in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`,
+/// a system call: read when a snapshot is due and when a spike is found,
+/// never on every zone).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
 /// A zone begins (called by the recorder's zone guards when [`on`]).
 pub fn enter(key: ZoneKey) {
     enter_at(key, record::rdtsc())
@@ -273,6 +312,14 @@ pub fn enter_at(key: ZoneKey, start: u64) {
             None => (0, 0),
         };
         let threshold = zone_threshold_by_name(key);
+        // A fresh snapshot of the thread's CPU time when the last is older
+        // than a quarter of the global threshold: one compare per zone, a
+        // clock read at most once per quarter threshold of the thread's
+        // zones. What a spike is measured against (`exit_at`).
+        if s.snapshot.0 == 0 || start.wrapping_sub(s.snapshot.0) > SNAPSHOT_TICKS.load(Relaxed) {
+            s.snapshot = (start, thread_cpu_ns());
+        }
+        let cpu_before = s.snapshot.1;
         s.stack.push(Entry {
             key,
             start,
@@ -280,6 +327,7 @@ pub fn enter_at(key: ZoneKey, start: u64) {
             children_threshold: 0,
             inherited,
             flags,
+            cpu_before,
             message: None,
             description: None,
         });
@@ -336,9 +384,17 @@ pub fn exit_at(key: ZoneKey, end: u64) {
         if let Some(p) = st.stack.last_mut() {
             p.flags |= CHILD_SPIKED;
         }
+        // The thread ran at most `cpu` of the zone: its CPU time since a
+        // snapshot taken before the zone began. At most the threshold: the
+        // code did not run over it, the thread was off the CPU (asleep,
+        // blocked, preempted) for the rest.
+        let cpu_ms = thread_cpu_ns().wrapping_sub(e.cpu_before) as f64 * 1e-6;
+        let threshold_ms = ticks_to_ms(threshold);
         let spike = Spike {
             duration_ms: ticks_to_ms(duration),
-            threshold_ms: ticks_to_ms(threshold),
+            threshold_ms,
+            cpu_ms,
+            descheduled: cpu_ms <= threshold_ms,
             peak: e.flags & CHILD_SPIKED == 0,
             frame: frame(),
             stack: st
@@ -352,12 +408,17 @@ pub fn exit_at(key: ZoneKey, end: u64) {
         };
         drop(st);
         let log_start = record::rdtsc();
+        let cpu_start = thread_cpu_ns();
         log_spike(&spike);
         let spent = record::rdtsc().wrapping_sub(log_start);
+        let cpu_spent = thread_cpu_ns().wrapping_sub(cpu_start);
         if let Ok(mut st) = s.try_borrow_mut() {
             for open in st.stack.iter_mut() {
                 open.start = open.start.wrapping_add(spent);
+                open.cpu_before = open.cpu_before.wrapping_add(cpu_spent);
             }
+            st.snapshot.0 = st.snapshot.0.wrapping_add(spent);
+            st.snapshot.1 = st.snapshot.1.wrapping_add(cpu_spent);
         }
     });
 }
@@ -366,6 +427,11 @@ pub fn exit_at(key: ZoneKey, end: u64) {
 struct Spike {
     duration_ms: f64,
     threshold_ms: f64,
+    /// CPU time of the thread over the zone, at most (a snapshot up to a
+    /// quarter threshold before it began, to its end).
+    cpu_ms: f64,
+    /// `cpu_ms` is at most the threshold: the thread was descheduled.
+    descheduled: bool,
     peak: bool,
     frame: u64,
     stack: Vec<ZoneKey>,
@@ -406,6 +472,11 @@ struct Sinks {
     by_name: Vec<(String, f64)>,
     resolved: HashMap<ZoneKey, u64>,
     peaks: HashMap<ZoneKey, (u64, f64)>,
+    /// Peaks during which the thread was descheduled.
+    descheduled: HashMap<ZoneKey, (u64, f64)>,
+    /// Spike records printed to stderr, and those only counted.
+    printed: u64,
+    not_printed: u64,
 }
 
 static SINKS: Mutex<Option<Sinks>> = Mutex::new(None);
@@ -463,6 +534,9 @@ pub(crate) fn init_from_env() {
         by_name,
         resolved: HashMap::new(),
         peaks: HashMap::new(),
+        descheduled: HashMap::new(),
+        printed: 0,
+        not_printed: 0,
     });
     if get("COLDCACHE_SPIKE_THREADS").as_deref() == Some("opt-in") {
         OPT_IN.store(true, Relaxed);
@@ -556,15 +630,41 @@ fn log_spike(sp: &Spike) {
     let _held = coldcache_fsio::NoSigpipe::hold();
     let key = sp.stack[depth];
     if sp.peak {
-        let p = s.peaks.entry(key).or_insert((0, 0.0));
+        let by = if sp.descheduled {
+            &mut s.descheduled
+        } else {
+            &mut s.peaks
+        };
+        let p = by.entry(key).or_insert((0, 0.0));
         p.0 += 1;
         p.1 += sp.duration_ms;
     }
-    if !matches!(s.text, Sink::Off) {
+    // Stderr gets the first records; the rest are counted and said at exit.
+    let shown = match s.text {
+        Sink::Stderr if s.printed >= STDERR_RECORDS => {
+            s.not_printed += 1;
+            false
+        }
+        Sink::Stderr => {
+            s.printed += 1;
+            true
+        }
+        Sink::File(_) => true,
+        Sink::Off => false,
+    };
+    let off = if sp.descheduled {
+        format!(
+            "  DESCHEDULED (the thread ran {:.3} ms of it at most)",
+            sp.cpu_ms
+        )
+    } else {
+        String::new()
+    };
+    if shown {
         let mut t = String::new();
         if sp.peak {
             t.push_str(&format!(
-                "coldcache spike: zone took too long: {:.3} ms (threshold {:.3} ms)  thread: {thread} (tid {tid})  PEAK CHILD @ frame {}\n  zone stack:\n",
+                "coldcache spike: zone took too long: {:.3} ms (threshold {:.3} ms)  thread: {thread} (tid {tid})  PEAK CHILD @ frame {}{off}\n  zone stack:\n",
                 sp.duration_ms, sp.threshold_ms, sp.frame
             ));
             for (i, k) in sp.stack.iter().enumerate() {
@@ -572,7 +672,7 @@ fn log_spike(sp: &Spike) {
             }
         } else {
             t.push_str(&format!(
-                "coldcache spike: thread {thread} (tid {tid}) zone took too long: {:.3} ms (threshold {:.3} ms)\n    {depth}) {}\n",
+                "coldcache spike: thread {thread} (tid {tid}) zone took too long: {:.3} ms (threshold {:.3} ms){off}\n    {depth}) {}\n",
                 sp.duration_ms, sp.threshold_ms, describe(key)
             ));
         }
@@ -609,9 +709,11 @@ fn log_spike(sp: &Spike) {
             })
             .collect();
         let line = format!(
-            "{{\"type\":\"spike\",\"duration_ms\":{:.6},\"threshold_ms\":{:.6},\"peak\":{},\"depth\":{depth},\"frame\":{},\"thread\":{},\"tid\":{tid},\"stack\":[{}],\"message\":{},\"description\":{}}}\n",
+            "{{\"type\":\"spike\",\"duration_ms\":{:.6},\"threshold_ms\":{:.6},\"cpu_ms\":{:.6},\"descheduled\":{},\"peak\":{},\"depth\":{depth},\"frame\":{},\"thread\":{},\"tid\":{tid},\"stack\":[{}],\"message\":{},\"description\":{}}}\n",
             sp.duration_ms,
             sp.threshold_ms,
+            sp.cpu_ms,
+            sp.descheduled,
             sp.peak,
             sp.frame,
             json_str(&thread),
@@ -628,19 +730,36 @@ fn log_spike(sp: &Spike) {
 pub(crate) fn finish() {
     let mut g = sinks();
     let Some(s) = g.as_mut() else { return };
-    if s.peaks.is_empty() || matches!(s.text, Sink::Off) {
+    if matches!(s.text, Sink::Off) {
         return;
     }
-    let mut peaks: Vec<_> = s.peaks.iter().map(|(k, v)| (*k, *v)).collect();
-    peaks.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
-    let mut t = String::from(
-        "coldcache spike: worth marking up (the deepest zone of each spike; add zones inside them, or set their thresholds):\n",
-    );
-    for (k, (n, ms)) in peaks {
+    let mut t = String::new();
+    let list = |t: &mut String, m: &HashMap<ZoneKey, (u64, f64)>| {
+        let mut v: Vec<_> = m.iter().map(|(k, v)| (*k, *v)).collect();
+        v.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+        for (k, (n, ms)) in v {
+            t.push_str(&format!(
+                "    {} — {n} spike(s), {ms:.3} ms in all\n",
+                describe(k)
+            ));
+        }
+    };
+    if !s.peaks.is_empty() {
+        t.push_str("coldcache spike: worth marking up (the deepest zone of each spike; add zones inside them, or set their thresholds):\n");
+        list(&mut t, &s.peaks);
+    }
+    if !s.descheduled.is_empty() {
+        t.push_str("coldcache spike: descheduled, not slow code (the thread ran at most the threshold of these zones: asleep, blocked or preempted the rest):\n");
+        list(&mut t, &s.descheduled);
+    }
+    if s.not_printed > 0 {
         t.push_str(&format!(
-            "    {} — {n} spike(s), {ms:.3} ms in all\n",
-            describe(k)
+            "coldcache spike: {} more spike record(s) not shown on stderr (COLDCACHE_SPIKE_LOG=FILE writes them all)\n",
+            s.not_printed
         ));
+    }
+    if t.is_empty() {
+        return;
     }
     // The log may be a pipe whose reader has gone: EPIPE, no SIGPIPE.
     let _held = coldcache_fsio::NoSigpipe::hold();

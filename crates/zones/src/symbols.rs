@@ -115,7 +115,6 @@ fn load(path: &str) -> Result<Binary, String> {
 /// Names every function address of a recording (those that resolve).
 /// Returns the binaries that could not be read.
 pub fn symbolize(rec: &mut Recording) -> Vec<String> {
-    let mut s = Symbolizer::new(rec.modules.clone());
     let mut addrs: Vec<u64> = rec
         .threads
         .iter()
@@ -127,6 +126,13 @@ pub fn symbolize(rec: &mut Recording) -> Vec<String> {
         .collect();
     addrs.sort_unstable();
     addrs.dedup();
+    symbolize_addrs(rec, addrs)
+}
+
+/// Names the function addresses `addrs` of a recording (those that
+/// resolve). Returns the binaries that could not be read.
+pub fn symbolize_addrs(rec: &mut Recording, addrs: impl IntoIterator<Item = u64>) -> Vec<String> {
+    let mut s = Symbolizer::new(rec.modules.clone());
     for a in addrs {
         if let Some(n) = s.resolve(a) {
             rec.names.insert(ZoneKey::Function(a), n);

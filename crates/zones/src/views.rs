@@ -12,9 +12,16 @@
 //! A node with children shows its self time as a `[self]` row so that the
 //! rows under a node add up to it; a node with only self time does not get
 //! that redundant row.
+//!
+//! Each view is also a replay visitor ([`TopDownFeed`], [`BottomUpFeed`],
+//! [`FlatFeed`], [`TimelineFeed`]) fed one zone at a time by the streaming
+//! reader, keeping the tree (distinct call paths) and per-instance
+//! durations for the percentiles, never the spans; they make the same
+//! nodes in the same order as the functions over spans (the rendering's
+//! ties keep that order).
 
 use crate::format::ZoneKey;
-use crate::parse::{Recording, ThreadTrace};
+use crate::parse::{Open, Recording, Span, ThreadTrace, Visitor};
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -47,15 +54,23 @@ pub struct Tree {
     index: HashMap<(usize, ZoneKey), usize>,
 }
 
+impl Default for Tree {
+    fn default() -> Tree {
+        Tree::new()
+    }
+}
+
 impl Tree {
-    fn new() -> Tree {
+    /// A tree with only its root.
+    pub fn new() -> Tree {
         Tree {
             nodes: vec![Node::default()],
             index: HashMap::new(),
         }
     }
 
-    fn child(&mut self, parent: usize, key: ZoneKey) -> usize {
+    /// The child of `parent` for `key`, made if new.
+    pub fn child(&mut self, parent: usize, key: ZoneKey) -> usize {
         if let Some(&n) = self.index.get(&(parent, key)) {
             return n;
         }
@@ -109,14 +124,99 @@ pub fn top_down(threads: &[&ThreadTrace]) -> Tree {
             node.bytes += s.bytes;
         }
     }
+    finish_tree(&mut tree);
+    tree
+}
+
+/// Sets the root's total: the sum of its children's (call once fed).
+pub fn finish_tree(tree: &mut Tree) {
     let root_total: u64 = tree.nodes[0]
         .children
-        .clone()
         .iter()
         .map(|&c| tree.nodes[c].total)
         .sum();
     tree.nodes[0].total = root_total;
-    tree
+}
+
+/// Feeds a top-down tree from a replay, as [`top_down`] does from spans
+/// (several threads' replays into one tree merge them); the tree needs
+/// [`finish_tree`] after. Memory: the tree, and with `durations` one
+/// `u64` per zone instance (for the percentiles).
+pub struct TopDownFeed<'a> {
+    tree: &'a mut Tree,
+    stack: Vec<usize>,
+    durations: bool,
+}
+
+impl<'a> TopDownFeed<'a> {
+    /// Feeds `tree`; `durations`: keep per-instance durations.
+    pub fn new(tree: &'a mut Tree, durations: bool) -> Self {
+        TopDownFeed {
+            tree,
+            stack: Vec::new(),
+            durations,
+        }
+    }
+}
+
+impl Visitor for TopDownFeed<'_> {
+    fn begin(&mut self, _index: u64, key: ZoneKey, _start: u64, _stack: &[Open]) {
+        let parent = self.stack.last().copied().unwrap_or(0);
+        let n = self.tree.child(parent, key);
+        self.stack.push(n);
+    }
+    fn end(&mut self, span: &Open, end: u64, self_ticks: u64, _closed: bool, _stack: &[Open]) {
+        let n = self.stack.pop().expect("begun");
+        let ticks = end - span.start;
+        let node = &mut self.tree.nodes[n];
+        node.calls += 1;
+        node.total += ticks;
+        node.self_ticks += self_ticks;
+        if self.durations {
+            node.durations.push(ticks);
+        }
+        node.bytes += span.bytes;
+    }
+}
+
+/// Feeds a bottom-up tree from a replay, as [`bottom_up`] does from
+/// spans; needs [`finish_tree`] after.
+pub struct BottomUpFeed<'a> {
+    tree: &'a mut Tree,
+}
+
+impl<'a> BottomUpFeed<'a> {
+    /// Feeds `tree`.
+    pub fn new(tree: &'a mut Tree) -> Self {
+        BottomUpFeed { tree }
+    }
+}
+
+impl Visitor for BottomUpFeed<'_> {
+    fn begin(&mut self, _index: u64, key: ZoneKey, _start: u64, stack: &[Open]) {
+        // Nodes made in begin order, as `bottom_up` makes them (ties in
+        // the rendering keep that order).
+        let mut n = self.tree.child(0, key);
+        for a in stack.iter().rev() {
+            n = self.tree.child(n, a.key);
+        }
+    }
+    fn end(&mut self, span: &Open, _end: u64, self_ticks: u64, _closed: bool, stack: &[Open]) {
+        let mut n = self.tree.child(0, span.key);
+        let mut i = stack.len();
+        loop {
+            let node = &mut self.tree.nodes[n];
+            node.calls += 1;
+            node.total += self_ticks;
+            node.self_ticks += self_ticks;
+            node.durations.push(self_ticks);
+            if i == 0 {
+                break;
+            }
+            i -= 1;
+            n = self.tree.child(n, stack[i].key);
+        }
+    }
 }
 
 /// The bottom-up tree: roots are zones with their self time; below each,
@@ -144,13 +244,7 @@ pub fn bottom_up(threads: &[&ThreadTrace]) -> Tree {
             }
         }
     }
-    let root_total: u64 = tree.nodes[0]
-        .children
-        .clone()
-        .iter()
-        .map(|&c| tree.nodes[c].total)
-        .sum();
-    tree.nodes[0].total = root_total;
+    finish_tree(&mut tree);
     tree
 }
 
@@ -217,15 +311,66 @@ pub struct FlatRow {
     pub stats: Stats,
 }
 
+/// Per-zone sums of the flat view.
+#[derive(Default)]
+pub struct FlatFeed {
+    acc: HashMap<ZoneKey, FlatAcc>,
+}
+
+#[derive(Default)]
+struct FlatAcc {
+    total: u64,
+    self_ticks: u64,
+    bytes: u64,
+    durations: Vec<u64>,
+}
+
+impl FlatFeed {
+    fn add(&mut self, key: ZoneKey, ticks: u64, self_ticks: u64, bytes: u64, recursive: bool) {
+        let a = self.acc.entry(key).or_default();
+        if !recursive {
+            a.total += ticks;
+        }
+        a.self_ticks += self_ticks;
+        a.bytes += bytes;
+        a.durations.push(ticks);
+    }
+
+    /// The rows, by total descending.
+    pub fn rows(self) -> Vec<FlatRow> {
+        let mut rows: Vec<FlatRow> = self
+            .acc
+            .into_iter()
+            .map(|(key, a)| FlatRow {
+                key,
+                total: a.total,
+                self_ticks: a.self_ticks,
+                bytes: a.bytes,
+                stats: stats(&a.durations),
+            })
+            .collect();
+        rows.sort_by(|a, b| b.total.cmp(&a.total).then(a.key.cmp(&b.key)));
+        rows
+    }
+}
+
+impl Visitor for FlatFeed {
+    fn begin(&mut self, _index: u64, _key: ZoneKey, _start: u64, _stack: &[Open]) {}
+    fn end(&mut self, span: &Open, end: u64, self_ticks: u64, _closed: bool, stack: &[Open]) {
+        let recursive = stack.iter().any(|o| o.key == span.key);
+        self.add(
+            span.key,
+            end - span.start,
+            self_ticks,
+            span.bytes,
+            recursive,
+        );
+    }
+}
+
 /// One row per zone, by total descending.
 pub fn flat(threads: &[&ThreadTrace]) -> Vec<FlatRow> {
-    struct Acc {
-        total: u64,
-        self_ticks: u64,
-        bytes: u64,
-        durations: Vec<u64>,
-    }
-    let mut acc: HashMap<ZoneKey, Acc> = HashMap::new();
+    let mut feed = FlatFeed::default();
     for t in threads {
         let selfs = self_ticks(t);
         for (i, s) in t.spans.iter().enumerate() {
@@ -238,32 +383,55 @@ pub fn flat(threads: &[&ThreadTrace]) -> Vec<FlatRow> {
                 }
                 p = t.spans[q as usize].parent;
             }
-            let a = acc.entry(s.key).or_insert(Acc {
-                total: 0,
-                self_ticks: 0,
-                bytes: 0,
-                durations: Vec::new(),
-            });
-            if !recursive {
-                a.total += s.ticks();
-            }
-            a.self_ticks += selfs[i];
-            a.bytes += s.bytes;
-            a.durations.push(s.ticks());
+            feed.add(s.key, s.ticks(), selfs[i], s.bytes, recursive);
         }
     }
-    let mut rows: Vec<FlatRow> = acc
-        .into_iter()
-        .map(|(key, a)| FlatRow {
-            key,
-            total: a.total,
-            self_ticks: a.self_ticks,
-            bytes: a.bytes,
-            stats: stats(&a.durations),
-        })
-        .collect();
-    rows.sort_by(|a, b| b.total.cmp(&a.total).then(a.key.cmp(&b.key)));
-    rows
+    feed.rows()
+}
+
+/// The first zones of a thread in begin order, for the timeline, and how
+/// many there are.
+pub struct TimelineFeed {
+    /// The first `limit` zones.
+    pub spans: Vec<Span>,
+    /// Zones in all.
+    pub count: u64,
+    limit: usize,
+}
+
+impl TimelineFeed {
+    /// Keeps the first `limit` zones.
+    pub fn new(limit: usize) -> Self {
+        TimelineFeed {
+            spans: Vec::new(),
+            count: 0,
+            limit,
+        }
+    }
+}
+
+impl Visitor for TimelineFeed {
+    fn begin(&mut self, index: u64, key: ZoneKey, start: u64, stack: &[Open]) {
+        self.count += 1;
+        if (index as usize) < self.limit {
+            self.spans.push(Span {
+                key,
+                start,
+                end: start,
+                depth: stack.len() as u32,
+                parent: stack.last().map(|p| p.index as u32),
+                bytes: 0,
+                closed_by_parser: false,
+            });
+        }
+    }
+    fn end(&mut self, span: &Open, end: u64, _self_ticks: u64, closed: bool, _stack: &[Open]) {
+        if let Some(s) = self.spans.get_mut(span.index as usize) {
+            s.end = end;
+            s.bytes = span.bytes;
+            s.closed_by_parser = closed;
+        }
+    }
 }
 
 /// Units for times in text views and exports.
@@ -453,6 +621,19 @@ pub fn render_timeline(
     limit: usize,
     out: &mut String,
 ) {
+    let shown = &t.spans[..t.spans.len().min(limit)];
+    render_timeline_spans(shown, t.spans.len() as u64, rec, unit, out);
+}
+
+/// [`render_timeline`] of the first zones of a thread (`spans`, in begin
+/// order) out of `count`.
+pub fn render_timeline_spans(
+    spans: &[Span],
+    count: u64,
+    rec: &Recording,
+    unit: Unit,
+    out: &mut String,
+) {
     let hz = rec.tsc_hz;
     let u = unit.suffix();
     let _ = writeln!(
@@ -461,7 +642,7 @@ pub fn render_timeline(
         format!("start {u}"),
         format!("dur {u}")
     );
-    for s in t.spans.iter().take(limit) {
+    for s in spans {
         let _ = writeln!(
             out,
             "{:>14} {:>12}  {}{}{}",
@@ -476,7 +657,7 @@ pub fn render_timeline(
             }
         );
     }
-    if t.spans.len() > limit {
-        let _ = writeln!(out, "... {} more", t.spans.len() - limit);
+    if count > spans.len() as u64 {
+        let _ = writeln!(out, "... {} more", count - spans.len() as u64);
     }
 }

@@ -8,12 +8,18 @@
 //! `zones record` reads). None may panic, hang (a watchdog ends the run,
 //! naming the case) or ask for more than 64 MiB at once; an input that is
 //! refused is refused with an error (the command puts the file's name in
-//! front: `zones_cmd::load`, tested in `crates/cli/tests/hostile_input.rs`).
+//! front: `zones_cmd::open_zones`, tested in `crates/cli/tests/hostile_input.rs`).
+//! Every 16th input is also read from a file by the streaming reader
+//! (`coldcache_zones::stream`, what the command uses), which must give the
+//! same index, problems and output as the in-memory reading
+//! (`common/stream_check.rs`).
 //! `COLDCACHE_FUZZ_ITERATIONS=N` runs N mutations per sample (default
 //! 20,000: about a second in release).
 
 #[path = "../../trace/tests/common/mutate.rs"]
 mod mutate;
+#[path = "common/stream_check.rs"]
+mod stream_check;
 
 use coldcache_zones::{export, format, parse, views};
 use mutate::Largest;
@@ -89,6 +95,9 @@ fn mutated_zones_files_are_read_or_refused_never_a_panic() {
         }
         fixed += 1;
         refused += read(&v) as usize;
+        if fixed % 16 == 0 {
+            stream_check::same_both_ways(&v);
+        }
     });
     eprintln!(
         "zones fuzz: {tried} inputs ({refused} refused, {} read) in {:.1} s, no panic, hang or \
