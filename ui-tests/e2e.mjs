@@ -78,7 +78,9 @@ async function checkSummary(i) {
 
 try {
   await step("01-flat", async () => {
-    const resp = await page.goto(url);
+    // Two dumps open on the comparison (trees.mjs checks it): the flat
+    // view is asked for.
+    const resp = await page.goto(`${url}#view=flat`);
     // The token is in the URL: no Referer may carry it anywhere, and only
     // the page's own script (by its hash) runs.
     assert.equal(resp.headers()["referrer-policy"], "no-referrer");
@@ -206,10 +208,11 @@ try {
   });
 
   await step("08-collapse", async () => {
-    // Collapse main (the hot path is open below it), then open it again.
+    // Collapse run_frames, the captured function and the tree's root (the
+    // hot path is open below it), then open it again.
     const rows = () => page.$$eval("table[data-test=tree] tbody tr", (t) => t.length);
     const before = await rows();
-    const mainRow = page.locator("table[data-test=tree] tbody tr", { hasText: "main" }).first();
+    const mainRow = page.locator("table[data-test=tree] tbody tr", { hasText: "run_frames" }).first();
     await mainRow.locator(".twisty").click();
     await page.waitForFunction((n) => document.querySelectorAll("table[data-test=tree] tbody tr").length < n, before);
     await mainRow.locator(".twisty").click();

@@ -789,12 +789,20 @@ impl App {
                     .collect::<Vec<_>>()
                     .join(","),
             };
+            // A path names a row marked inlined with views::INLINED_BIT.
+            let step = |r: &TreeRow| {
+                if r.inlined {
+                    r.function | views::INLINED_BIT
+                } else {
+                    r.function
+                }
+            };
             for r in v.rows {
                 let key = match kind {
                     TreeKind::TopDown => r.id.to_string(),
                     _ => from
                         .iter()
-                        .chain(std::iter::once(&r.function))
+                        .chain(std::iter::once(&step(&r)))
                         .map(u32::to_string)
                         .collect::<Vec<_>>()
                         .join(","),
@@ -813,7 +821,7 @@ impl App {
                         _ => from
                             .iter()
                             .copied()
-                            .chain(std::iter::once(r.function))
+                            .chain(std::iter::once(step(&r)))
                             .collect(),
                     };
                     starts.push(next);
