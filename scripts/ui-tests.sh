@@ -22,7 +22,10 @@ scripts/demo.sh target/demo >/dev/null
 shots=target/ui-screenshots
 rm -rf "$shots"; mkdir -p "$shots"
 log=target/ui-server.log
-"$cc" ui target/demo/before.ccdump target/demo/after.ccdump >"$log" 2>&1 &
+# --whole-stack: the trees from _start (main above run_frames, whose own
+# cost is a collapsed second root of the bottom-up); trees.mjs checks the
+# default, rooted trees.
+"$cc" ui --whole-stack target/demo/before.ccdump target/demo/after.ccdump >"$log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do grep -q "token=" "$log" && break; sleep 0.1; done

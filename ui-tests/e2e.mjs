@@ -34,7 +34,8 @@ const num = (s) => Number(String(s).replace(/[^0-9.\-]/g, ""));
 const grouped = (n) => new Intl.NumberFormat("en-US").format(n);
 const grouped1 = (x) => new Intl.NumberFormat("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 }).format(x);
 
-// The truth for counts: the dumps' totals as `coldcache report` prints
+// The truth for counts (the server runs with --whole-stack, so does the
+// CLI here): the dumps' totals as `coldcache report` prints
 // them (its JSON: columns, totals, rows), its header (program, cache,
 // notes), and whether `coldcache diff` warns that the caches differ.
 const bin = process.env.COLDCACHE_BIN;
@@ -42,14 +43,14 @@ const dumps = [process.env.DUMP_A, process.env.DUMP_B];
 assert.ok(bin && dumps[0] && dumps[1], "COLDCACHE_BIN, DUMP_A and DUMP_B must be set");
 const cli = (...args) => execFileSync(bin, args, { encoding: "utf8" });
 const reports = dumps.map((d) => {
-  const j = JSON.parse(cli("report", d, "--json", "--limit", "1000"));
+  const j = JSON.parse(cli("report", d, "--json", "--limit", "1000", "--whole-stack"));
   const total = Object.fromEntries(j.columns.map((c, i) => [c.name, j.totals[i]]));
-  const text = cli("report", d, "--limit", "1");
+  const text = cli("report", d, "--limit", "1", "--whole-stack");
   const line = (k) => (text.match(new RegExp(`^${k}:\\s+(.*)$`, "m")) || [])[1];
   return { json: j, total, program: line("program"), cache: line("cache"), mode: /^note:\s+capture mode fast/m.test(text) ? "fast" : "trap",
     shortfall: { unmodelled: line("unmodelled"), trapped: line("trapped") } };
 });
-const cliDiff = cli("diff", dumps[0], dumps[1], "--limit", "1");
+const cliDiff = cli("diff", dumps[0], dumps[1], "--limit", "1", "--whole-stack");
 
 // The summary of dump `i` on the page equals what the CLI says of it.
 async function checkSummary(i) {
@@ -208,11 +209,10 @@ try {
   });
 
   await step("08-collapse", async () => {
-    // Collapse run_frames, the captured function and the tree's root (the
-    // hot path is open below it), then open it again.
+    // Collapse main (the hot path is open below it), then open it again.
     const rows = () => page.$$eval("table[data-test=tree] tbody tr", (t) => t.length);
     const before = await rows();
-    const mainRow = page.locator("table[data-test=tree] tbody tr", { hasText: "run_frames" }).first();
+    const mainRow = page.locator("table[data-test=tree] tbody tr", { hasText: "main" }).first();
     await mainRow.locator(".twisty").click();
     await page.waitForFunction((n) => document.querySelectorAll("table[data-test=tree] tbody tr").length < n, before);
     await mainRow.locator(".twisty").click();
