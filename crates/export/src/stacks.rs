@@ -204,6 +204,8 @@ pub fn json(p: &Profile) -> Value {
                 "id": n,
                 "parent": node.parent,
                 "function": node.function,
+                "inlined": node.inlined,
+                "calls": p.node_calls(n),
                 "self": values(cols, p.node_self(n)),
                 "incl": values(cols, p.node_incl(n)),
             })

@@ -118,6 +118,14 @@ fn json_call_tree_has_the_hand_counted_costs() {
         .unwrap();
     assert_eq!(update["incl"][mem], 8);
     assert_eq!(update["self"][mem], 0);
+    // get_pos under update is an inlined copy, no call; update's call ran
+    // before the window (the hand dump has no row for it): 0 calls.
+    assert_eq!(update["inlined"], false);
+    assert_eq!(update["calls"], 0);
+    let pos = nodes.iter().find(|n| n["parent"] == update["id"]).unwrap();
+    assert_eq!(fname(&pos["function"]), "get_pos");
+    assert_eq!(pos["inlined"], true);
+    assert_eq!(pos["calls"], serde_json::Value::Null);
     // Round trip through text.
     let back: serde_json::Value =
         serde_json::from_str(&serde_json::to_string(&v).unwrap()).unwrap();
