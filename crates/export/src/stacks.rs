@@ -2,8 +2,9 @@
 //! JSON of the whole profile.
 //!
 //! Records are grouped by (thread, stack, own frames); each group's path of
-//! function names (outermost first, inlined functions included unless the
-//! profile was built without them) carries the group's weight.
+//! function names (outermost first, from the captured function when the
+//! profile is rooted; inlined functions included unless the profile was
+//! built without them, named `NAME [inlined]`) carries the group's weight.
 
 use crate::{weight_column, ExportError};
 use coldcache_analysis::views::{values, Num};
