@@ -70,6 +70,11 @@ try {
       assert.ok(r, `${c.name} (inlined ${c.inlined}) in ${JSON.stringify(rows)}`);
       assert.equal(r.calls, c.calls === null ? "-" : new Intl.NumberFormat("en-US").format(c.calls));
     }
+    // The hot path opened below the inlined caller (its path names the
+    // inlined row); the other caller opens on a click: both reach frame.
+    const closed = page.locator("table[data-test=tree] tbody tr .twisty", { hasText: "▸" }).first();
+    await closed.click();
+    await page.waitForFunction(() => [...document.querySelectorAll("table[data-test=tree] tbody .fname")].filter((e) => e.textContent === "frame").length === 2);
   });
 
   await step("33-top-down-rooted", async () => {
