@@ -152,6 +152,8 @@ pub struct Profile {
     pub(crate) options: ProfileOptions,
     /// Functions the paths are rooted at (empty: whole stacks).
     pub(crate) root_fns: Vec<FnId>,
+    /// Per symbols' function: the id it is counted under.
+    pub(crate) canon: Vec<FnId>,
     /// Calls per dump stack (kept threads), `None` without an instruction
     /// counter.
     pub(crate) stack_calls: Option<Vec<u64>>,
@@ -466,6 +468,7 @@ impl Profile {
             functions,
             chains,
             nodes,
+            canon,
             ..
         } = b;
         let nn = nodes.len();
@@ -558,6 +561,7 @@ impl Profile {
             fn_incl,
             options,
             root_fns,
+            canon,
             stack_calls,
             node_calls,
             stack_callee,
@@ -815,7 +819,7 @@ impl Profile {
             found.push(f);
         }
         if !found.is_empty() {
-            return Ok(found);
+            return Ok(self.canonical(found));
         }
         let re = crate::regex(name)?;
         let found: Vec<FnId> = (0..self.functions.len() as FnId)
@@ -824,7 +828,19 @@ impl Profile {
         if found.is_empty() {
             return Err(crate::AnalysisError::NoSuchFunction(name.to_string()));
         }
-        Ok(found)
+        Ok(self.canonical(found))
+    }
+
+    /// `fs` as the ids they are counted under, each once, in order.
+    fn canonical(&self, fs: Vec<FnId>) -> Vec<FnId> {
+        let mut out: Vec<FnId> = Vec::with_capacity(fs.len());
+        for f in fs {
+            let c = self.canon.get(f as usize).copied().unwrap_or(f);
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        out
     }
 }
 

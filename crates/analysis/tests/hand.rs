@@ -847,4 +847,6 @@ fn a_symbol_and_its_alias_at_one_entry_are_one_function() {
     let nodes: Vec<_> = t.rows.iter().filter(|r| r.name == "update").collect();
     assert_eq!(nodes.len(), 1);
     assert_eq!(int(nodes[0].incl[ins]), 15);
+    // Found by its name, it is one function.
+    assert_eq!(p.find_functions("update").unwrap().len(), 1);
 }

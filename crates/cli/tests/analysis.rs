@@ -314,7 +314,8 @@ fn an_inlined_getter_is_a_call_of_its_caller_with_exact_call_counts() {
     let dm = col(&v, "d_miss_L1");
     let rows = v["rows"].as_array().unwrap();
     let at = |depth: u64| -> Vec<&Value> { rows.iter().filter(|r| r["depth"] == depth).collect() };
-    // One row for the getter: its inlined copies and its own code together.
+    // One function, one row: its inlined copies and its own code together.
+    assert_eq!(v["functions"].as_array().unwrap().len(), 1);
     let top = at(1);
     assert_eq!(top.len(), 1, "{rows:?}");
     assert_eq!(top[0]["name"], "SceneObject::GetPosition() const");
