@@ -6,7 +6,9 @@
 # (it must stop cleanly); then ui-tests/mismatch.mjs on two dumps simulated
 # with different caches, ui-tests/hostile.mjs on a hostile dump, and
 # ui-tests/data.mjs (the Data tab) on a dump with data types of
-# tests-programs/data/entities.cpp. Screenshots: target/ui-screenshots/.
+# tests-programs/data/entities.cpp, and ui-tests/trees.mjs (issue 36's
+# trees and pages) on two captures of tests-programs/symbols/
+# inlined_getter.cpp. Screenshots: target/ui-screenshots/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,7 +22,10 @@ scripts/demo.sh target/demo >/dev/null
 shots=target/ui-screenshots
 rm -rf "$shots"; mkdir -p "$shots"
 log=target/ui-server.log
-"$cc" ui target/demo/before.ccdump target/demo/after.ccdump >"$log" 2>&1 &
+# --whole-stack: the trees from _start (main above run_frames, whose own
+# cost is a collapsed second root of the bottom-up); trees.mjs checks the
+# default, rooted trees.
+"$cc" ui --whole-stack target/demo/before.ccdump target/demo/after.ccdump >"$log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do grep -q "token=" "$log" && break; sleep 0.1; done
@@ -77,6 +82,22 @@ for _ in $(seq 1 100); do grep -q "token=" "$log" && break; sleep 0.1; done
 url=$(grep -o 'http://[^ ]*token=[0-9a-f]*' "$log")
 COLDCACHE_UI_URL="$url" SCREENSHOTS="$shots" COLDCACHE_BIN="$cc" \
   DUMP="$datadir/entities.ccdump" node ui-tests/data.mjs
+kill -INT $server
+wait $server || { echo "the server exited with an error" >&2; cat "$log" >&2; exit 1; }
+# The trees a new user reads (ui-tests/trees.mjs): a getter inlined into
+# one caller and called by another, two captures served together.
+treedir=target/ui-trees
+rm -rf "$treedir"; mkdir -p "$treedir"
+g++ -g -O2 -o "$treedir/inlined_getter" tests-programs/symbols/inlined_getter.cpp
+for d in a b; do
+  "$cc" record --no-progress --function frame -o "$treedir/$d.ccdump" -- "$treedir/inlined_getter" >/dev/null 2>&1
+done
+"$cc" ui "$treedir/a.ccdump" "$treedir/b.ccdump" >"$log" 2>&1 &
+server=$!
+for _ in $(seq 1 100); do grep -q "token=" "$log" && break; sleep 0.1; done
+url=$(grep -o 'http://[^ ]*token=[0-9a-f]*' "$log")
+COLDCACHE_UI_URL="$url" SCREENSHOTS="$shots" COLDCACHE_BIN="$cc" \
+  DUMP_A="$treedir/a.ccdump" DUMP_B="$treedir/b.ccdump" node ui-tests/trees.mjs
 kill -INT $server
 wait $server || { echo "the server exited with an error" >&2; cat "$log" >&2; exit 1; }
 echo "== ui tests passed; screenshots in $shots"

@@ -34,7 +34,8 @@ const num = (s) => Number(String(s).replace(/[^0-9.\-]/g, ""));
 const grouped = (n) => new Intl.NumberFormat("en-US").format(n);
 const grouped1 = (x) => new Intl.NumberFormat("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 }).format(x);
 
-// The truth for counts: the dumps' totals as `coldcache report` prints
+// The truth for counts (the server runs with --whole-stack, so does the
+// CLI here): the dumps' totals as `coldcache report` prints
 // them (its JSON: columns, totals, rows), its header (program, cache,
 // notes), and whether `coldcache diff` warns that the caches differ.
 const bin = process.env.COLDCACHE_BIN;
@@ -42,14 +43,14 @@ const dumps = [process.env.DUMP_A, process.env.DUMP_B];
 assert.ok(bin && dumps[0] && dumps[1], "COLDCACHE_BIN, DUMP_A and DUMP_B must be set");
 const cli = (...args) => execFileSync(bin, args, { encoding: "utf8" });
 const reports = dumps.map((d) => {
-  const j = JSON.parse(cli("report", d, "--json", "--limit", "1000"));
+  const j = JSON.parse(cli("report", d, "--json", "--limit", "1000", "--whole-stack"));
   const total = Object.fromEntries(j.columns.map((c, i) => [c.name, j.totals[i]]));
-  const text = cli("report", d, "--limit", "1");
+  const text = cli("report", d, "--limit", "1", "--whole-stack");
   const line = (k) => (text.match(new RegExp(`^${k}:\\s+(.*)$`, "m")) || [])[1];
   return { json: j, total, program: line("program"), cache: line("cache"), mode: /^note:\s+capture mode fast/m.test(text) ? "fast" : "trap",
     shortfall: { unmodelled: line("unmodelled"), trapped: line("trapped") } };
 });
-const cliDiff = cli("diff", dumps[0], dumps[1], "--limit", "1");
+const cliDiff = cli("diff", dumps[0], dumps[1], "--limit", "1", "--whole-stack");
 
 // The summary of dump `i` on the page equals what the CLI says of it.
 async function checkSummary(i) {
@@ -78,7 +79,9 @@ async function checkSummary(i) {
 
 try {
   await step("01-flat", async () => {
-    const resp = await page.goto(url);
+    // Two dumps open on the comparison (trees.mjs checks it): the flat
+    // view is asked for.
+    const resp = await page.goto(`${url}#view=flat`);
     // The token is in the URL: no Referer may carry it anywhere, and only
     // the page's own script (by its hash) runs.
     assert.equal(resp.headers()["referrer-policy"], "no-referrer");

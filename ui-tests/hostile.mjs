@@ -38,7 +38,8 @@ const view = async (v, sel) => {
 };
 
 try {
-  await page.goto(url);
+  // Two dumps open on the comparison: the flat view is asked for.
+  await page.goto(`${url}#view=flat`);
   await page.waitForSelector("table[data-test=flat] tbody tr");
   await guard("flat");
   const labels = await page.$$eval("table[data-test=flat] tbody tr td.label", (els) => els.map((e) => e.textContent));

@@ -61,6 +61,8 @@ pub struct FlameFrame {
     pub parent: NodeId,
     /// Its function.
     pub function: FnId,
+    /// Whether the node is an inlined copy of its function in its parent's.
+    pub inlined: bool,
     /// Depth in the call tree (1 for the outermost functions; the root,
     /// "all", is depth 0).
     pub depth: u32,
@@ -133,6 +135,7 @@ pub fn flame(p: &Profile, q: &FlameQuery) -> Result<FlameView, AnalysisError> {
             node: n,
             parent: node.parent,
             function: node.function,
+            inlined: node.inlined,
             depth: node.depth,
             start: 0,
             value: weight(n),
@@ -176,6 +179,7 @@ pub fn flame(p: &Profile, q: &FlameQuery) -> Result<FlameView, AnalysisError> {
                     node: c,
                     parent,
                     function: node.function,
+                    inlined: node.inlined,
                     depth: node.depth,
                     start: x,
                     value: v,

@@ -12,6 +12,31 @@
 //! `OnceLock` so a profile shared between threads builds it once) and every
 //! later query only filters and sorts its rows.
 //!
+//! An inlined copy of a function is a level of its own, a call from the
+//! function it was inlined into, marked `inlined` on its [`PathFrame`] and
+//! [`CallNode`] (an inlined copy and a real call of one function from one
+//! caller are two nodes); [`ProfileOptions::inline`] off counts inlined
+//! code to the function it was inlined into.
+//!
+//! Rooted profiles ([`ProfileOptions::root`], what the CLI asks for a
+//! `--function` capture): the path of a record starts at the outermost
+//! (not inlined) frame of the captured function; the frames above it (the
+//! chain up to `_start`) are dropped from the tree, the paths and the
+//! exports. Records outside every frame of that function keep their whole
+//! path.
+//!
+//! Call counts ([`Profile::node_calls`], [`Profile::stack_calls`]): how
+//! often each call ran in the window, from the dump's rows: the
+//! executions of the call instruction in the caller's stack, or, when that
+//! instruction has no row (the call was made before the window) or calls
+//! several callees from one stack (an indirect call), the executions of
+//! the callee's first instruction in the callee's stack.
+//!
+//! One function, one id: symbols of one module at one entry (a symbol and
+//! its aliases), and an inlined-only function (no entry) with the one
+//! out-of-line copy of the same name in its module, are counted under one
+//! id ([`canonical_functions`]); the others keep their (empty) rows.
+//!
 //! Addresses the dump's symbols cannot name get a synthetic function: the
 //! entry address their stack frame was called at (`0x401136`, in its module),
 //! or `[unknown]` when even that is not known.
@@ -42,6 +67,11 @@ pub struct ProfileOptions {
     pub inline: bool,
     /// Keep only these threads (kernel tids); `None` keeps all.
     pub threads: Option<Vec<u32>>,
+    /// Root every path at the outermost frame of the function of this name
+    /// (the captured function of a `--function` capture, as its demangled
+    /// name or a name `coldcache_dump::names::match_name` accepts); `None`
+    /// keeps whole stacks.
+    pub root: Option<String>,
 }
 
 impl Default for ProfileOptions {
@@ -49,6 +79,7 @@ impl Default for ProfileOptions {
         ProfileOptions {
             inline: true,
             threads: None,
+            root: None,
         }
     }
 }
@@ -81,6 +112,9 @@ pub struct PathFrame {
     pub line: u32,
     /// The address: the call site for callers, the instruction for the leaf.
     pub addr: u64,
+    /// Whether this frame is an inlined copy of its function (in the
+    /// function of the frame before it).
+    pub inlined: bool,
 }
 
 /// A call-tree node: its function called from its parent's.
@@ -92,6 +126,8 @@ pub struct CallNode {
     pub function: FnId,
     /// Depth below the root.
     pub depth: u32,
+    /// Whether the node is an inlined copy of its function in its parent's.
+    pub inlined: bool,
 }
 
 /// A dump with its call tree and per-function costs.
@@ -114,6 +150,17 @@ pub struct Profile {
     pub(crate) fn_self: Vec<u64>,
     pub(crate) fn_incl: Vec<u64>,
     pub(crate) options: ProfileOptions,
+    /// Functions the paths are rooted at (empty: whole stacks).
+    pub(crate) root_fns: Vec<FnId>,
+    /// Per symbols' function: the id it is counted under.
+    pub(crate) canon: Vec<FnId>,
+    /// Calls per dump stack (kept threads), `None` without an instruction
+    /// counter.
+    pub(crate) stack_calls: Option<Vec<u64>>,
+    /// Calls per call-tree node (0 for inlined nodes and the root).
+    pub(crate) node_calls: Option<Vec<u64>>,
+    /// Per dump stack: its callee's function ([`NO_FN`] when unknown).
+    pub(crate) stack_callee: Vec<FnId>,
     /// Kept records summed per source line, built on first use.
     flat_lines: OnceLock<FlatTable>,
     /// Kept records summed per instruction, built on first use.
@@ -132,10 +179,16 @@ struct Builder<'a> {
     inline: bool,
     functions: Vec<FunctionInfo>,
     synthetic: HashMap<(usize, u64), FnId>,
+    /// Per symbols' function: the id it is counted under.
+    canon: Vec<FnId>,
     chains: Vec<Vec<PathFrame>>,
     chain_memo: HashMap<(u64, u64), u32>,
     nodes: Vec<CallNode>,
-    child_memo: HashMap<(NodeId, FnId), NodeId>,
+    child_memo: HashMap<(NodeId, FnId, bool), NodeId>,
+    /// Per function: whether paths are rooted at it.
+    root: Vec<bool>,
+    /// Per node: whether a root function's frame is on its path.
+    under_root: Vec<bool>,
 }
 
 fn basename(path: &str) -> String {
@@ -154,19 +207,29 @@ impl Builder<'_> {
         if let Some(loc) = self.syms.and_then(|s| s.location(addr)) {
             if !loc.frames.is_empty() {
                 if self.inline {
-                    frames.extend(loc.frames.iter().rev().map(|f| PathFrame {
-                        function: f.function,
-                        file: f.file,
-                        line: f.line,
-                        addr,
+                    let outer = loc.frames.len() - 1;
+                    let canon = &self.canon;
+                    frames.extend(loc.frames.iter().enumerate().rev().map(|(i, f)| {
+                        PathFrame {
+                            function: canon
+                                .get(f.function as usize)
+                                .copied()
+                                .unwrap_or(f.function),
+                            file: f.file,
+                            line: f.line,
+                            addr,
+                            inlined: i != outer,
+                        }
                     }));
                 } else {
                     let inner = loc.frames[0];
+                    let outer = loc.frames[loc.frames.len() - 1].function;
                     frames.push(PathFrame {
-                        function: loc.frames[loc.frames.len() - 1].function,
+                        function: self.canon.get(outer as usize).copied().unwrap_or(outer),
                         file: inner.file,
                         line: inner.line,
                         addr,
+                        inlined: false,
                     });
                 }
             }
@@ -202,6 +265,7 @@ impl Builder<'_> {
                 file: NO_FILE,
                 line: 0,
                 addr,
+                inlined: false,
             });
         }
         let id = self.chains.len() as u32;
@@ -212,16 +276,28 @@ impl Builder<'_> {
 
     fn extend(&mut self, mut node: NodeId, chain: u32) -> NodeId {
         for i in 0..self.chains[chain as usize].len() {
-            let f = self.chains[chain as usize][i].function;
+            let PathFrame {
+                function: f,
+                inlined,
+                ..
+            } = self.chains[chain as usize][i];
+            let is_root = !inlined && self.root.get(f as usize).copied().unwrap_or(false);
+            if is_root && !self.under_root[node as usize] {
+                // The window's function: its outermost frame starts the path.
+                node = ROOT;
+            }
             let next = self.nodes.len() as NodeId;
             let depth = self.nodes[node as usize].depth + 1;
-            let child = *self.child_memo.entry((node, f)).or_insert(next);
+            let child = *self.child_memo.entry((node, f, inlined)).or_insert(next);
             if child == next {
                 self.nodes.push(CallNode {
                     parent: node,
                     function: f,
                     depth,
+                    inlined,
                 });
+                self.under_root
+                    .push(self.under_root[node as usize] || is_root);
             }
             node = child;
         }
@@ -254,6 +330,17 @@ impl Profile {
             })
             .unwrap_or_default();
         let files = syms.map(|s| s.files.clone()).unwrap_or_default();
+        let canon = canonical_functions(&functions);
+        let mut root_fns: Vec<FnId> = root_functions(&functions, options.root.as_deref())
+            .into_iter()
+            .map(|f| canon[f as usize])
+            .collect();
+        root_fns.sort_unstable();
+        root_fns.dedup();
+        let mut root = vec![false; functions.len()];
+        for &f in &root_fns {
+            root[f as usize] = true;
+        }
         let mut b = Builder {
             dump: &dump,
             syms,
@@ -266,8 +353,12 @@ impl Profile {
                 parent: ROOT,
                 function: NO_FN,
                 depth: 0,
+                inlined: false,
             }],
             child_memo: HashMap::default(),
+            root,
+            under_root: vec![false],
+            canon,
         };
 
         let stacks = &dump.stacks;
@@ -315,10 +406,69 @@ impl Profile {
             });
         }
 
+        // Calls per stack: the call instruction's executions in the
+        // caller's stack, or the callee entry's in the callee's stack.
+        let mut stack_calls = None;
+        let mut node_calls = None;
+        let mut stack_callee = vec![NO_FN; stacks.len()];
+        if dump.layout().is_some() && stacks.len() > 1 {
+            const I: usize = CounterLayout::INSTRUCTIONS;
+            let mut count: HashMap<(u64, u32), u64> = HashMap::default();
+            let mut callees: HashMap<(u64, u32), u32> = HashMap::default();
+            for (s, node) in stacks.iter().enumerate().skip(1) {
+                count.insert((node.call_site, node.parent), 0);
+                count.insert((node.callee, s as u32), 0);
+                *callees.entry((node.call_site, node.parent)).or_insert(0) += 1;
+            }
+            for (r, &n) in dump.records.iter().zip(&record_node) {
+                if n == u32::MAX {
+                    continue;
+                }
+                if let Some(c) = count.get_mut(&(r.ip, r.stack)) {
+                    *c = c.saturating_add(r.counters.get(I).copied().unwrap_or(0));
+                }
+            }
+            let mut per_stack = vec![0u64; stacks.len()];
+            let mut per_node = vec![0u64; b.nodes.len()];
+            for (s, node) in stacks.iter().enumerate().skip(1) {
+                let site = (node.call_site, node.parent);
+                let at_site = count.get(&site).copied().unwrap_or(0);
+                let calls = if at_site > 0 && callees.get(&site) == Some(&1) {
+                    at_site
+                } else {
+                    count.get(&(node.callee, s as u32)).copied().unwrap_or(0)
+                };
+                per_stack[s] = calls;
+                if node.callee == 0 {
+                    continue;
+                }
+                let c = b.chain(node.callee, node.callee);
+                let f = b.chains[c as usize][0].function;
+                stack_callee[s] = f;
+                if calls == 0 {
+                    continue;
+                }
+                let caller = stack_node[s];
+                let parent = if b.root.get(f as usize).copied().unwrap_or(false)
+                    && !b.under_root[caller as usize]
+                {
+                    ROOT
+                } else {
+                    caller
+                };
+                if let Some(&n) = b.child_memo.get(&(parent, f, false)) {
+                    per_node[n as usize] = per_node[n as usize].saturating_add(calls);
+                }
+            }
+            stack_calls = Some(per_stack);
+            node_calls = Some(per_node);
+        }
+
         let Builder {
             functions,
             chains,
             nodes,
+            canon,
             ..
         } = b;
         let nn = nodes.len();
@@ -410,6 +560,11 @@ impl Profile {
             fn_self,
             fn_incl,
             options,
+            root_fns,
+            canon,
+            stack_calls,
+            node_calls,
+            stack_callee,
             dump,
             flat_lines: OnceLock::new(),
             flat_instructions: OnceLock::new(),
@@ -588,7 +743,53 @@ impl Profile {
             v.extend_from_slice(&self.chains[*c as usize]);
         }
         v.extend_from_slice(self.record_frames(i));
+        if let Some(cut) = v
+            .iter()
+            .position(|f| !f.inlined && self.root_fns.contains(&f.function))
+        {
+            v.drain(..cut);
+        }
         v
+    }
+
+    /// The functions paths are rooted at ([`ProfileOptions::root`]); empty
+    /// for whole stacks.
+    pub fn root_functions(&self) -> &[FnId] {
+        &self.root_fns
+    }
+
+    /// How often the call into call-tree node `n` ran in the window (kept
+    /// threads); `None` for inlined nodes, the root, and dumps without an
+    /// instruction counter.
+    pub fn node_calls(&self, n: NodeId) -> Option<u64> {
+        if n == ROOT || self.nodes[n as usize].inlined {
+            return None;
+        }
+        self.node_calls.as_ref().map(|c| c[n as usize])
+    }
+
+    /// The frames of dump stack `s`'s call site (outermost first; the last
+    /// is the innermost function at the call instruction).
+    pub fn stack_frames(&self, s: u32) -> &[PathFrame] {
+        match self.stack_chain.get(s as usize) {
+            Some(&c) if c != u32::MAX => &self.chains[c as usize],
+            _ => &[],
+        }
+    }
+
+    /// The function dump stack `s` called, when it made a call in the
+    /// window ([`NO_FN`] otherwise).
+    pub fn stack_callee(&self, s: u32) -> FnId {
+        self.stack_callee.get(s as usize).copied().unwrap_or(NO_FN)
+    }
+
+    /// How often the call of dump stack `s` (its call site, into its
+    /// callee) ran in the window (kept threads); `None` without an
+    /// instruction counter.
+    pub fn stack_calls(&self, s: u32) -> Option<u64> {
+        self.stack_calls
+            .as_ref()
+            .map(|c| c.get(s as usize).copied().unwrap_or(0))
     }
 
     /// The functions `name` names, as `record --function` reads a name:
@@ -618,7 +819,7 @@ impl Profile {
             found.push(f);
         }
         if !found.is_empty() {
-            return Ok(found);
+            return Ok(self.canonical(found));
         }
         let re = crate::regex(name)?;
         let found: Vec<FnId> = (0..self.functions.len() as FnId)
@@ -627,8 +828,85 @@ impl Profile {
         if found.is_empty() {
             return Err(crate::AnalysisError::NoSuchFunction(name.to_string()));
         }
-        Ok(found)
+        Ok(self.canonical(found))
     }
+
+    /// `fs` as the ids they are counted under, each once, in order.
+    fn canonical(&self, fs: Vec<FnId>) -> Vec<FnId> {
+        let mut out: Vec<FnId> = Vec::with_capacity(fs.len());
+        for f in fs {
+            let c = self.canon.get(f as usize).copied().unwrap_or(f);
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        out
+    }
+}
+
+/// Per function, the id it is counted under: the first of the functions of
+/// one module at one entry; an inlined-only function (entry 0) goes to the
+/// one function of its name and module with an entry, when there is
+/// exactly one and its source file is that one's or unknown (else it stays
+/// apart: it cannot be told which it is).
+fn canonical_functions(functions: &[FunctionInfo]) -> Vec<FnId> {
+    let mut canon: Vec<FnId> = (0..functions.len() as FnId).collect();
+    let mut at_entry: HashMap<(&str, u64), FnId> = HashMap::default();
+    // Per (module, name): the canonical id of the one entry, or None when
+    // several entries have that name.
+    let mut by_name: HashMap<(&str, &str), Option<FnId>> = HashMap::default();
+    for (i, f) in functions.iter().enumerate() {
+        if f.entry == 0 {
+            continue;
+        }
+        let c = *at_entry
+            .entry((f.module.as_str(), f.entry))
+            .or_insert(i as FnId);
+        canon[i] = c;
+        by_name
+            .entry((f.module.as_str(), f.name.as_str()))
+            .and_modify(|e| {
+                if *e != Some(c) {
+                    *e = None;
+                }
+            })
+            .or_insert(Some(c));
+    }
+    for (i, f) in functions.iter().enumerate() {
+        if f.entry == 0 {
+            if let Some(Some(c)) = by_name.get(&(f.module.as_str(), f.name.as_str())) {
+                if f.file.is_none() || f.file == functions[*c as usize].file {
+                    canon[i] = *c;
+                }
+            }
+        }
+    }
+    canon
+}
+
+/// The functions `root` names: those named exactly, else the best tier of
+/// [`coldcache_dump::names::match_name`] with a match.
+fn root_functions(functions: &[FunctionInfo], root: Option<&str>) -> Vec<FnId> {
+    let Some(root) = root.map(str::trim).filter(|r| !r.is_empty()) else {
+        return Vec::new();
+    };
+    let mut best = None;
+    let mut found = Vec::new();
+    for (f, info) in functions.iter().enumerate() {
+        let Some(k) = coldcache_dump::names::match_name(&info.name, root) else {
+            continue;
+        };
+        match best {
+            Some(b) if k > b => continue,
+            Some(b) if k == b => {}
+            _ => {
+                best = Some(k);
+                found.clear();
+            }
+        }
+        found.push(f as FnId);
+    }
+    found
 }
 
 fn keep_thread(keep: &Option<Vec<bool>>, t: u32) -> bool {

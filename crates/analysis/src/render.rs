@@ -6,9 +6,11 @@
 use crate::diff::DiffView;
 use crate::profile::Profile;
 use crate::views::{
-    AnnotateView, AsmView, ColumnHead, FlatView, Num, ThreadsView, TreeKind, TreeView,
+    AnnotateView, AsmView, ColumnHead, FlatView, Num, ThreadsView, TreeKind, TreeRow, TreeView,
+    INLINED_MARK,
 };
 use crate::AnalysisError;
+use std::collections::HashMap;
 use std::fmt::Write;
 
 /// The columns shown by default ([`crate::columns::default_shown`]):
@@ -223,6 +225,7 @@ pub fn tree(v: &TreeView, cols: &[usize]) -> String {
     );
     let selfname = format!("self:{}", v.sort);
     head.push(selfname);
+    head.push("calls".to_string());
     head.push(
         match v.kind {
             TreeKind::TopDown => "call tree (callees below callers)",
@@ -232,21 +235,58 @@ pub fn tree(v: &TreeView, cols: &[usize]) -> String {
         .to_string(),
     );
     let sc = v.columns.iter().position(|c| c.name == v.sort).unwrap_or(0);
-    let rows = v
-        .rows
-        .iter()
-        .map(|r| {
-            let mut row = vec![format!("{:.1}", r.percent)];
-            row.extend(pick(&r.incl, cols));
-            row.push(num(r.self_[sc]));
-            row.push(format!(
-                "{}{}",
-                "  ".repeat(r.depth.saturating_sub(1) as usize),
-                r.name
-            ));
-            row
-        })
-        .collect();
+    // Inverted trees: a caller row with one caller of the same costs takes
+    // that caller on its line (`a ← b ← c`), so a chain of single callers
+    // is one row, not one row per level.
+    let inverted = v.kind != TreeKind::TopDown;
+    let mut kids: HashMap<u32, (u32, usize)> = HashMap::new();
+    for (i, r) in v.rows.iter().enumerate() {
+        let e = kids.entry(r.parent).or_insert((0, i));
+        e.0 += 1;
+    }
+    let only_child = |r: &TreeRow| -> Option<&TreeRow> {
+        match kids.get(&r.id) {
+            Some(&(1, i)) if v.rows[i].incl == r.incl => Some(&v.rows[i]),
+            _ => None,
+        }
+    };
+    // Per row id: (display row, display depth).
+    let mut at: HashMap<u32, (usize, u32)> = HashMap::new();
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut folding: HashMap<u32, bool> = HashMap::new();
+    for r in &v.rows {
+        // Inverted trees mark the caller a function was inlined into.
+        let mark = match (r.inlined, inverted) {
+            (false, _) => "",
+            (true, false) => INLINED_MARK,
+            (true, true) => " [inlined here]",
+        };
+        let name = format!("{}{mark}", r.name);
+        if inverted && folding.get(&r.parent).copied().unwrap_or(false) {
+            let (row, depth) = at[&r.parent];
+            let last = rows[row].len() - 1;
+            let _ = write!(rows[row][last], " ← {name}");
+            at.insert(r.id, (row, depth));
+            folding.insert(r.id, only_child(r).is_some());
+            continue;
+        }
+        let depth = at.get(&r.parent).map_or(1, |&(_, d)| d + 1);
+        let mut row = vec![format!("{:.1}", r.percent)];
+        row.extend(pick(&r.incl, cols));
+        row.push(num(r.self_[sc]));
+        row.push(
+            r.calls
+                .map_or_else(|| "-".to_string(), |c| num(Num::Int(c))),
+        );
+        row.push(format!(
+            "{}{}",
+            "  ".repeat(depth.saturating_sub(1) as usize),
+            name
+        ));
+        at.insert(r.id, (rows.len(), depth));
+        folding.insert(r.id, r.depth >= 2 && only_child(r).is_some());
+        rows.push(row);
+    }
     let mut s = Table { head, rows }.render();
     let _ = writeln!(
         s,

@@ -596,6 +596,16 @@ pub struct TreeRow {
     pub function: FnId,
     /// Its label.
     pub name: String,
+    /// Top-down: whether this node is an inlined copy of its function in
+    /// its parent's. Bottom-up and callers: whether the function below it
+    /// (its child in the inverted tree, the callee) was inlined into it.
+    pub inlined: bool,
+    /// How often the calls this row stands for ran in the window: top-down,
+    /// the calls into this node from its parent; bottom-up and callers, the
+    /// calls of the inverted tree's root function that came through this
+    /// path. `None` for inlined copies and dumps without an instruction
+    /// counter.
+    pub calls: Option<u64>,
     /// Share of the tree total, in percent, in the sort column.
     pub percent: f64,
     /// Self costs (top-down only; in inverted trees the cost spent there).
@@ -625,14 +635,23 @@ pub struct TreeView {
 }
 
 /// An entry of an inverted-tree node: the call-tree node whose cost it
-/// carries (the seed) and the next call-tree node up its path (the cursor).
-type Entry = (NodeId, NodeId);
+/// carries (the seed), the next call-tree node up its path (the cursor),
+/// and whether the node below the cursor was inlined into it.
+type Entry = (NodeId, NodeId, bool);
+
+/// The marker the text views and the stack exports append to an inlined
+/// copy's name.
+pub const INLINED_MARK: &str = " [inlined]";
+
+/// A function id in an inverted tree's path ([`subtree`]'s `from`) with
+/// this bit set names the row marked inlined (the callee below it inlined).
+pub const INLINED_BIT: u32 = 1 << 31;
 
 /// Seeds of the bottom-up tree: every call-tree node with self costs.
 fn bottom_up_seeds(p: &Profile) -> Vec<Entry> {
     (1..p.node_count() as NodeId)
         .filter(|&n| p.node_self(n).iter().any(|&v| v != 0))
-        .map(|n| (n, n))
+        .map(|n| (n, n, false))
         .collect()
 }
 
@@ -651,7 +670,7 @@ fn callers_seeds(p: &Profile, fs: &[FnId]) -> Vec<Entry> {
         for &c in p.children(n) {
             let w = want[p.node(c).function as usize];
             if w && !above {
-                seeds.push((c, c));
+                seeds.push((c, c, false));
             }
             stack.push((c, above || w));
         }
@@ -664,6 +683,7 @@ fn callers_seeds(p: &Profile, fs: &[FnId]) -> Vec<Entry> {
 /// paths, with their summed costs.
 struct Group {
     function: FnId,
+    inlined: bool,
     entries: Vec<Entry>,
     cost: Vec<u64>,
 }
@@ -672,22 +692,25 @@ struct Group {
 /// node up. Entries whose cursor is the root end there.
 fn group(p: &Profile, entries: &[Entry], inclusive: bool) -> Vec<Group> {
     let nc = p.counters();
-    let mut index: HashMap<FnId, usize> = HashMap::default();
+    let mut index: HashMap<(FnId, bool), usize> = HashMap::default();
     let mut groups: Vec<Group> = Vec::new();
-    for &(seed, cursor) in entries {
+    for &(seed, cursor, below_inlined) in entries {
         if cursor == ROOT {
             continue;
         }
         let node = p.node(cursor);
-        let g = *index.entry(node.function).or_insert_with(|| {
-            groups.push(Group {
-                function: node.function,
-                entries: Vec::new(),
-                cost: vec![0; nc],
+        let g = *index
+            .entry((node.function, below_inlined))
+            .or_insert_with(|| {
+                groups.push(Group {
+                    function: node.function,
+                    inlined: below_inlined,
+                    entries: Vec::new(),
+                    cost: vec![0; nc],
+                });
+                groups.len() - 1
             });
-            groups.len() - 1
-        });
-        groups[g].entries.push((seed, node.parent));
+        groups[g].entries.push((seed, node.parent, node.inlined));
         let c = if inclusive {
             p.node_incl(seed)
         } else {
@@ -711,7 +734,7 @@ fn render_inverted(
     let cols = p.columns();
     let nc = p.counters();
     let mut total = vec![0u64; nc];
-    for &(s, _) in &seeds {
+    for &(s, _, _) in &seeds {
         add_row(
             &mut total,
             if inclusive {
@@ -731,9 +754,10 @@ fn render_inverted(
     };
     let mut entries = seeds;
     for &f in path {
+        let (f, inlined) = (f & !INLINED_BIT, f & INLINED_BIT != 0);
         entries = group(p, &entries, inclusive)
             .into_iter()
-            .find(|g| g.function == f)
+            .find(|g| g.function == f && g.inlined == inlined)
             .map(|g| g.entries)
             .unwrap_or_default();
     }
@@ -752,6 +776,7 @@ fn render_inverted(
                 .total_cmp(&cols[sc].value(&a.cost))
                 .then_with(|| b.cost[FIRST].cmp(&a.cost[FIRST]))
                 .then(a.function.cmp(&b.function))
+                .then(a.inlined.cmp(&b.inlined))
         });
         g
     };
@@ -780,14 +805,23 @@ fn render_inverted(
         let has_children = if expand {
             !children.is_empty()
         } else {
-            g.entries.iter().any(|&(_, c)| c != ROOT)
+            g.entries.iter().any(|&(_, c, _)| c != ROOT)
         };
+        let calls = g
+            .entries
+            .iter()
+            .filter_map(|&(seed, _, _)| p.node_calls(seed))
+            .fold(None, |a: Option<u64>, c| {
+                Some(a.unwrap_or(0).saturating_add(c))
+            });
         rows.push(TreeRow {
             id,
             parent: parent_id,
             depth,
             function: g.function,
             name: fn_label(p, g.function),
+            inlined: g.inlined,
+            calls,
             percent: (pct(v) * 100.0).round() / 100.0,
             self_: if depth == 1 {
                 values(cols, &g.cost)
@@ -850,6 +884,8 @@ fn render_top_down(
             depth: node.depth,
             function: node.function,
             name: fn_label(p, node.function),
+            inlined: node.inlined,
+            calls: p.node_calls(n),
             percent: (pct(v) * 100.0).round() / 100.0,
             self_: values(cols, p.node_self(n)),
             incl: values(cols, p.node_incl(n)),

@@ -440,7 +440,8 @@ fn text_tables_show_the_same_numbers_as_the_views() {
     let t = render::tree(&c, &cols);
     assert!(
         t.lines()
-            .any(|l| l.trim_start().starts_with("80.0") && l.ends_with("  update")),
+            .any(|l| l.trim_start().starts_with("80.0")
+                && l.ends_with("  update [inlined here] ← main")),
         "{t}"
     );
 
@@ -814,4 +815,38 @@ fn flat_by_instruction_gives_objdumps_addresses_in_the_syntax_asked() {
         v.rows[0].label
     );
     assert_eq!(v.rows[0].asm.as_deref(), Some("mov     eax,[rdi+8]"));
+}
+
+#[test]
+fn a_symbol_and_its_alias_at_one_entry_are_one_function() {
+    // A second symbol at update's entry (as glibc's `__GI_` aliases), which
+    // names update's instruction 0x2008: one row, one node, not two.
+    let mut d = dump(8);
+    let syms = d.symbols.as_mut().unwrap();
+    syms.functions.push(coldcache_dump::Function {
+        name: "update".into(),
+        module: 0,
+        entry: 0x2000,
+        file: 1,
+        line: 19,
+    });
+    let alias = syms.functions.len() as u32 - 1;
+    let i = syms
+        .locations
+        .iter()
+        .position(|l| l.addr == 0x2008)
+        .unwrap();
+    syms.locations[i].frames[0].function = alias;
+    let p = Profile::new(d, ProfileOptions::default());
+    let ins = col(&p, "instructions");
+    let v = views::flat(&p, &FlatQuery::default()).unwrap();
+    let rows: Vec<_> = v.rows.iter().filter(|r| r.name == "update").collect();
+    assert_eq!(rows.len(), 1, "{:?}", v.rows);
+    assert_eq!(int(rows[0].self_[ins]), 5);
+    let t = views::top_down(&p, &TreeQuery::default()).unwrap();
+    let nodes: Vec<_> = t.rows.iter().filter(|r| r.name == "update").collect();
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(int(nodes[0].incl[ins]), 15);
+    // Found by its name, it is one function.
+    assert_eq!(p.find_functions("update").unwrap().len(), 1);
 }

@@ -46,6 +46,11 @@ pub struct ExportArgs {
     /// what Valgrind itself does, with `fi=` lines for inlined files).
     #[arg(long)]
     no_inline: bool,
+    /// For a `--function` capture: keep the whole stack above the captured
+    /// function (the chain up to `_start`) instead of rooting the paths at
+    /// the captured function.
+    #[arg(long)]
+    whole_stack: bool,
 }
 
 /// Runs `coldcache export`.
@@ -57,11 +62,13 @@ pub fn run(a: ExportArgs) -> Result<()> {
         );
     }
     let dump = load_for_views(&a.dump)?;
+    let root = crate::report_cmd::window_root(&dump, a.whole_stack);
     let p = Profile::new(
         dump,
         ProfileOptions {
             inline: !a.no_inline,
             threads: None,
+            root,
         },
     );
     let ctx = || format!("exporting {}", a.dump.display());

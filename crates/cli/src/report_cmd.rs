@@ -97,6 +97,11 @@ pub struct Common {
     /// showing inlined functions as functions of their own.
     #[arg(long)]
     no_inline: bool,
+    /// For a `--function` capture: show the whole stack above the captured
+    /// function (the chain up to `_start`) instead of rooting the trees at
+    /// the captured function.
+    #[arg(long)]
+    whole_stack: bool,
 }
 
 /// `coldcache report`.
@@ -220,13 +225,26 @@ fn profile(path: &Path, c: &Common, thread: &[String]) -> Result<Profile> {
     let dump = load_for_views(path)?;
     let threads = select_threads(&dump, thread)
         .map_err(|what| anyhow::anyhow!("dump {} has no thread {what}", path.display()))?;
+    let root = window_root(&dump, c.whole_stack);
     Ok(Profile::new(
         dump,
         ProfileOptions {
             inline: !c.no_inline,
             threads: (!threads.is_empty()).then_some(threads),
+            root,
         },
     ))
+}
+
+/// The function a `--function` capture's trees are rooted at: the
+/// trigger's function, demangled as the dump's function names are; `None`
+/// for other captures or with `whole_stack`.
+pub fn window_root(dump: &Dump, whole_stack: bool) -> Option<String> {
+    if whole_stack {
+        return None;
+    }
+    let name = dump.meta.trigger.strip_prefix("function:")?;
+    Some(coldcache_symbols::demangle(name))
 }
 
 /// The tids `--thread` selects: each item a kernel tid, or a thread name

@@ -24,6 +24,10 @@ pub struct UiArgs {
     /// Count inlined code to the function it was inlined into.
     #[arg(long)]
     no_inline: bool,
+    /// For `--function` captures: keep the whole stack above the captured
+    /// function instead of rooting the trees at it.
+    #[arg(long)]
+    whole_stack: bool,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -42,6 +46,7 @@ pub fn run(a: UiArgs) -> Result<()> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| path.display().to_string());
+        let root = crate::report_cmd::window_root(&dump, a.whole_stack);
         profiles.push((
             name,
             Profile::new(
@@ -49,6 +54,7 @@ pub fn run(a: UiArgs) -> Result<()> {
                 ProfileOptions {
                     inline: !a.no_inline,
                     threads: None,
+                    root,
                 },
             ),
         ));

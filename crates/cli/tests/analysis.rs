@@ -13,6 +13,14 @@
 //!   responsible for most of the getter's misses. Hand count: UpdateAI calls
 //!   it on 2048 objects in shuffled order (one miss each), CullForRendering
 //!   on 384 (one miss each): 2048 / 2432 = 84.2 %.
+//! - inlined_getter (issue 36): a getter inlined into BroadPhase and called
+//!   out of line by Cull (`tests-programs/symbols/inlined_getter.cpp`).
+//!   `--callers GetPosition` shows both callers, the inlined one marked,
+//!   with the D1 misses the hand count gives (1,664 and 384); Cull's calls
+//!   are 384, as Callgrind's `calls=` line says, in the views and in the
+//!   Callgrind export; `--no-inline` gives Cull only; the trees start at
+//!   the captured function (`--whole-stack`: at `_start`) and the text
+//!   callers view puts a chain of single callers on one row.
 //! - A dump still shows names and lines after its binary is deleted.
 //! - Corrupted and truncated dumps get a clear error naming the file.
 //!
@@ -256,6 +264,186 @@ fn callers_of_the_getter_name_the_caller_responsible() {
     let text =
         String::from_utf8(run(&["report", &dump, "--callers", "GetPosition"]).stdout).unwrap();
     assert!(text.contains("UpdateAI("), "{text}");
+}
+
+/// Callgrind's `calls=` count from `caller` to `callee` (their names'
+/// beginnings), read from a Callgrind output file with name compression.
+fn callgrind_calls(path: &Path, caller: &str, callee: &str) -> u64 {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut names: std::collections::HashMap<String, String> = Default::default();
+    let mut name = |v: &str| -> String {
+        let v = v.trim();
+        match v.strip_prefix('(').and_then(|r| r.split_once(')')) {
+            Some((id, rest)) if !rest.trim().is_empty() => {
+                names.insert(id.to_string(), rest.trim().to_string());
+                rest.trim().to_string()
+            }
+            Some((id, _)) => names.get(id).cloned().unwrap_or_default(),
+            None => v.to_string(),
+        }
+    };
+    let (mut fun, mut cfn) = (String::new(), String::new());
+    let mut total = 0;
+    for l in text.lines() {
+        if let Some(v) = l.strip_prefix("fn=") {
+            fun = name(v);
+        } else if let Some(v) = l.strip_prefix("cfn=") {
+            cfn = name(v);
+        } else if let Some(v) = l.strip_prefix("calls=") {
+            if fun.starts_with(caller) && cfn.starts_with(callee) {
+                total += v.split_whitespace().next().unwrap().parse::<u64>().unwrap();
+            }
+        }
+    }
+    total
+}
+
+#[test]
+fn an_inlined_getter_is_a_call_of_its_caller_with_exact_call_counts() {
+    if skip("inlined getter") {
+        return;
+    }
+    let bin = build(
+        "g++",
+        "tests-programs/symbols/inlined_getter.cpp",
+        &[],
+        "inlined_getter",
+    );
+    let dump = record(&bin, "frame", "inlined_getter.ccdump");
+    let v = json(&["report", &dump, "--callers", "GetPosition", "--json"]);
+    let dm = col(&v, "d_miss_L1");
+    let rows = v["rows"].as_array().unwrap();
+    let at = |depth: u64| -> Vec<&Value> { rows.iter().filter(|r| r["depth"] == depth).collect() };
+    // One function, one row: its inlined copies and its own code together.
+    assert_eq!(v["functions"].as_array().unwrap().len(), 1);
+    let top = at(1);
+    assert_eq!(top.len(), 1, "{rows:?}");
+    assert_eq!(top[0]["name"], "SceneObject::GetPosition() const");
+    assert_eq!(top[0]["incl"][dm], 1664 + 384);
+    let caller = |prefix: &str| -> &Value {
+        at(2)
+            .into_iter()
+            .find(|r| r["name"].as_str().unwrap().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no caller {prefix}: {rows:?}"))
+    };
+    let broad = caller("BroadPhase(");
+    assert_eq!(broad["inlined"], true);
+    assert_eq!(broad["incl"][dm], 1664, "hand count: one miss per object");
+    assert_eq!(broad["calls"], Value::Null, "an inlined copy is no call");
+    let cull = caller("Cull(");
+    assert_eq!(cull["inlined"], false);
+    assert_eq!(cull["incl"][dm], 384);
+    assert_eq!(cull["calls"], 384);
+
+    // Without inlined frames: the inlined copy counts to BroadPhase.
+    let v = json(&[
+        "report",
+        &dump,
+        "--callers",
+        "GetPosition",
+        "--json",
+        "--no-inline",
+    ]);
+    let names: Vec<&str> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["depth"] == 2)
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].starts_with("Cull("), "{names:?}");
+
+    // The text view: marked, and each single-caller chain on one row.
+    let text =
+        String::from_utf8(run(&["report", &dump, "--callers", "GetPosition"]).stdout).unwrap();
+    let line = text.lines().find(|l| l.contains("BroadPhase(")).unwrap();
+    assert!(
+        line.contains("[inlined here]") && line.ends_with(" ← frame"),
+        "{text}"
+    );
+    let text = String::from_utf8(
+        run(&["report", &dump, "--callers", "GetPosition", "--whole-stack"]).stdout,
+    )
+    .unwrap();
+    let line = text.lines().find(|l| l.contains("Cull(")).unwrap();
+    assert!(
+        line.ends_with("← frame ← main ← __libc_start_call_main ← __libc_start_main_impl ← _start"),
+        "{text}"
+    );
+
+    // Trees start at the captured function; --whole-stack at _start.
+    let td = json(&["report", &dump, "--view", "top-down", "--json"]);
+    let first: Vec<&Value> = td["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["depth"] == 1)
+        .collect();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0]["name"], "frame");
+    assert_eq!(first[0]["calls"], 1);
+    let inl = td["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["inlined"] == true)
+        .unwrap();
+    assert_eq!(inl["name"], "SceneObject::GetPosition() const");
+    assert_eq!(inl["depth"], 3);
+    let td = json(&[
+        "report",
+        &dump,
+        "--view",
+        "top-down",
+        "--json",
+        "--whole-stack",
+    ]);
+    assert_eq!(td["rows"][0]["name"], "_start");
+
+    // Folded stacks: rooted at frame, the inlined copy marked.
+    let folded = scratch().join("ig.folded");
+    let folded_s = folded.to_str().unwrap();
+    run(&["export", &dump, "--format", "folded", "-o", folded_s]);
+    let f = std::fs::read_to_string(&folded).unwrap();
+    assert!(f.lines().all(|l| l.starts_with("frame")), "{f}");
+    assert!(
+        f.contains("frame;BroadPhase(SceneObject const*, unsigned int);SceneObject::GetPosition() const [inlined] "),
+        "{f}"
+    );
+
+    // The Callgrind export's calls= is the number of calls, as Callgrind's.
+    let cg = scratch().join("ig.callgrind");
+    run(&[
+        "export",
+        &dump,
+        "--format",
+        "callgrind",
+        "-o",
+        cg.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        callgrind_calls(&cg, "Cull(", "SceneObject::GetPosition"),
+        384
+    );
+    assert_eq!(callgrind_calls(&cg, "frame", "Cull("), 1);
+    if have("valgrind") {
+        let theirs = scratch().join("ig.callgrind.out");
+        let st = Command::new("valgrind")
+            .arg("--tool=callgrind")
+            .arg(format!("--callgrind-out-file={}", theirs.display()))
+            .arg(&bin)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        assert_eq!(
+            callgrind_calls(&theirs, "Cull(", "SceneObject::GetPosition"),
+            384
+        );
+        assert_eq!(callgrind_calls(&theirs, "frame", "Cull("), 1);
+    }
 }
 
 #[test]

@@ -419,7 +419,8 @@ fn callgrind_addresses_are_the_elf_files_addresses() {
     }
     let bin = scratch().join("getposition");
     let (start, size) = nm_symbol(&bin, "frame").expect("frame in nm");
-    let text = export(&dump, "callgrind", &[]);
+    // The whole stack: the arc main → frame (frame's entry ran once).
+    let text = export(&dump, "callgrind", &["--whole-stack"]);
     // `frame`'s block: every cost line's address within nm's [start, start+size).
     let lines: Vec<&str> = text.lines().collect();
     let at = lines

@@ -34,6 +34,9 @@
 //!   Callgrind's. LL misses are not: Callgrind
 //!   simulates the cache before the window too (its LL is warm: 1 LL read
 //!   miss), a capture starts on an empty cache.
+//! - The trees of a `--function` capture start at the captured function
+//!   (issue 36: the top-down put 18 runtime levels above it);
+//!   `--whole-stack` gives the chain from `_start`.
 //! - Fast mode: trapped instructions under 0.1% (`fast_trapped`, the
 //!   dump's note) and no unmodelled access, without any glibc setting (the
 //!   AVX-512 string functions as a user gets them) and with them.
@@ -282,4 +285,53 @@ fn count_and_sort_counts_as_callgrind_with_nothing_trapped_or_unmodelled() {
         let (a, b) = (ours[4] + ours[5], theirs[4] + theirs[5]);
         assert!(within(a, b, 0.02), "D1 misses {a} against {b}");
     }
+}
+
+#[test]
+fn trees_of_a_function_capture_start_at_the_captured_function() {
+    let test = "trees_of_a_function_capture_start_at_the_captured_function";
+    let dir = scratch_in("rust", "rooted");
+    let Some(bin) = build(test, &dir) else { return };
+    let path = dir.join("r.ccdump");
+    let mut rec = Command::new(COLDCACHE);
+    rec.args(["record", "--function", "wordcount::count_and_sort", "-o"])
+        .arg(&path)
+        .arg("--")
+        .arg(&bin)
+        .arg("2000");
+    env(&mut rec, &dir, false);
+    let out = run_within(rec, "record --function", Duration::from_secs(300));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let tree = |extra: &[&str]| -> serde_json::Value {
+        let mut c = Command::new(COLDCACHE);
+        c.arg("report")
+            .arg(&path)
+            .args(["--view", "top-down", "--json", "--min-percent", "0"])
+            .args(extra);
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let v = tree(&[]);
+    let first: Vec<&serde_json::Value> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["depth"] == 1)
+        .collect();
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0]["name"], "wordcount::count_and_sort");
+    assert_eq!(first[0]["calls"], 1, "called once in its window");
+    // Its inclusive costs are the whole capture's.
+    assert_eq!(first[0]["incl"], v["totals"]);
+    let whole = tree(&["--whole-stack"]);
+    let names: Vec<&str> = whole["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .take_while(|r| r["name"] != "wordcount::count_and_sort")
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.first(), Some(&"_start"), "{names:?}");
+    assert!(names.len() >= 3, "the runtime's levels above: {names:?}");
 }

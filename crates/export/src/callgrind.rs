@@ -17,13 +17,14 @@
 //!   and threads; lines of other files (code inlined from a header) are
 //!   switched to with `fi=` and back with `fe=`.
 //! - Per call arc: `cfi=`/`cfn=`, `calls=N 0xTARGET LINE`, then the call
-//!   site `0xADDR LINE` with the arc's inclusive costs. Captures do not count
-//!   calls: N is the number of distinct calling contexts of the callee
-//!   through the arc (call-tree nodes: the callee under one path of
-//!   callers), a lower bound of the calls (1 for a function called once or
-//!   many times from one place; KCachegrind shows it as the call count and
-//!   divides by it for "per call" costs). Recursion counts an arc's costs
-//!   once per stack, so inclusive costs never exceed the totals.
+//!   site `0xADDR LINE` with the arc's inclusive costs. N is how often the
+//!   call ran in the window ([`Profile::stack_calls`]: the call
+//!   instruction's executions, summed over stacks and threads), as
+//!   Callgrind's `calls=`. An arc into an inlined copy (the inlined function
+//!   is a callee of the function it was inlined into, as in the views) has
+//!   no call to count: its N is the number of its calling contexts.
+//!   Recursion counts an arc's costs once per stack, so inclusive costs
+//!   never exceed the totals.
 //! - `totals:` at the end: the profile's totals, which equal the sum of
 //!   every self cost line.
 //!
@@ -185,6 +186,8 @@ struct Arc {
     line: u32,
     /// Call-tree nodes of the callee reached through the arc.
     contexts: FxHashSet<NodeId>,
+    /// The calls counted for a real call arc (none for an inlined one).
+    calls: Option<u64>,
     costs: Vec<u64>,
 }
 
@@ -260,6 +263,19 @@ pub fn callgrind_with(p: &Profile, opts: &CallgrindOptions) -> String {
     for ((stack, _), g) in groups {
         by_stack.entry(stack).or_default().push(g);
     }
+    // Exact call counts per real call arc.
+    let mut arc_calls: HashMap<(FnId, u64, FnId), u64> = HashMap::default();
+    for s in 1..d.stacks.len() as u32 {
+        let (Some(c), callee) = (p.stack_calls(s), p.stack_callee(s)) else {
+            continue;
+        };
+        if let Some(at) = p.stack_frames(s).last() {
+            if callee != coldcache_analysis::profile::NO_FN {
+                let e = arc_calls.entry((at.function, at.addr, callee)).or_insert(0);
+                *e = e.saturating_add(c);
+            }
+        }
+    }
     let mut stacks: Vec<u32> = by_stack.keys().copied().collect();
     stacks.sort_unstable();
     let mut seen_prefix: Vec<(FnId, u64, FnId)> = Vec::new();
@@ -277,6 +293,7 @@ pub fn callgrind_with(p: &Profile, opts: &CallgrindOptions) -> String {
             file: at.file,
             line: at.line,
             contexts: FxHashSet::default(),
+            calls: None,
             costs: vec![0; nc],
         })
     }
@@ -341,7 +358,8 @@ pub fn callgrind_with(p: &Profile, opts: &CallgrindOptions) -> String {
     for ((f, addr), (file, line, c)) in own {
         by_fn.entry(f).or_default().0.push((addr, file, line, c));
     }
-    for ((f, addr, callee), a) in arcs {
+    for ((f, addr, callee), mut a) in arcs {
+        a.calls = arc_calls.get(&(f, addr, callee)).copied();
         by_fn.entry(f).or_default().1.push((addr, callee, a));
     }
     let mut fns: Vec<FnId> = by_fn.keys().copied().collect();
@@ -458,7 +476,7 @@ pub fn callgrind_with(p: &Profile, opts: &CallgrindOptions) -> String {
             let _ = writeln!(
                 out,
                 "calls={} {:#x} {}",
-                a.contexts.len().max(1),
+                a.calls.unwrap_or(a.contexts.len().max(1) as u64),
                 file_addr(target),
                 info.line
             );

@@ -2,8 +2,9 @@
 //! JSON of the whole profile.
 //!
 //! Records are grouped by (thread, stack, own frames); each group's path of
-//! function names (outermost first, inlined functions included unless the
-//! profile was built without them) carries the group's weight.
+//! function names (outermost first, from the captured function when the
+//! profile is rooted; inlined functions included unless the profile was
+//! built without them, named `NAME [inlined]`) carries the group's weight.
 
 use crate::{weight_column, ExportError};
 use coldcache_analysis::views::{values, Num};
@@ -67,7 +68,13 @@ pub fn folded(p: &Profile, weight: Option<&str>) -> Result<String, ExportError> 
         let names: Vec<String> = p
             .record_path(g.rep)
             .iter()
-            .map(|f| frame_name(p, f.function))
+            .map(|f| {
+                let mut name = frame_name(p, f.function);
+                if f.inlined {
+                    name.push_str(coldcache_analysis::views::INLINED_MARK);
+                }
+                name
+            })
             .collect();
         let e = acc.entry(names.join(";")).or_insert(0);
         *e = e.saturating_add(w);
@@ -112,7 +119,7 @@ pub fn flamegraph(p: &Profile, weight: Option<&str>) -> Result<Vec<u8>, ExportEr
 pub fn speedscope(p: &Profile, weight: Option<&str>) -> Result<Value, ExportError> {
     let col: &Column = weight_column(p, weight)?;
     let d = p.dump();
-    let mut frame_index: HashMap<u32, usize> = HashMap::default();
+    let mut frame_index: HashMap<(u32, bool), usize> = HashMap::default();
     let mut frames: Vec<Value> = Vec::new();
     let mut per_thread: Vec<(Vec<Vec<usize>>, Vec<u64>)> =
         vec![(Vec::new(), Vec::new()); d.threads.len().max(1)];
@@ -125,19 +132,24 @@ pub fn speedscope(p: &Profile, weight: Option<&str>) -> Result<Value, ExportErro
             .record_path(g.rep)
             .iter()
             .map(|f| {
-                *frame_index.entry(f.function).or_insert_with(|| {
-                    let info = p.function(f.function);
-                    let mut fr =
-                        json!({ "name": coldcache_analysis::views::fn_label(p, f.function) });
-                    if let Some(file) = &info.file {
-                        fr["file"] = json!(file);
-                        if info.line > 0 {
-                            fr["line"] = json!(info.line);
+                *frame_index
+                    .entry((f.function, f.inlined))
+                    .or_insert_with(|| {
+                        let info = p.function(f.function);
+                        let mut name = coldcache_analysis::views::fn_label(p, f.function);
+                        if f.inlined {
+                            name.push_str(coldcache_analysis::views::INLINED_MARK);
                         }
-                    }
-                    frames.push(fr);
-                    frames.len() - 1
-                })
+                        let mut fr = json!({ "name": name });
+                        if let Some(file) = &info.file {
+                            fr["file"] = json!(file);
+                            if info.line > 0 {
+                                fr["line"] = json!(info.line);
+                            }
+                        }
+                        frames.push(fr);
+                        frames.len() - 1
+                    })
             })
             .collect();
         let t = (g.thread as usize).min(per_thread.len() - 1);
@@ -193,6 +205,8 @@ pub fn json(p: &Profile) -> Value {
                 "id": n,
                 "parent": node.parent,
                 "function": node.function,
+                "inlined": node.inlined,
+                "calls": p.node_calls(n),
                 "self": values(cols, p.node_self(n)),
                 "incl": values(cols, p.node_incl(n)),
             })

@@ -1,5 +1,5 @@
 //! Exports of the hand-computed dump of `crates/analysis/tests/hand.rs`
-//! (main → update → inlined get_pos: 8 misses; main → render → inlined
+//! (main → update → inlined get_pos: 8 misses, marked `[inlined]`; main → render → inlined
 //! get_pos: 2; main → rec → rec: 1; 30 instructions), checked against the
 //! hand counts and, for the Callgrind format, against `callgrind_annotate`
 //! (Valgrind's own reader) when it is installed.
@@ -21,7 +21,7 @@ fn folded_stacks_are_the_hand_counted_paths() {
     let f = coldcache_export::folded(&p, None).unwrap();
     assert_eq!(
         f,
-        "main;rec;rec 1\nmain;render;get_pos 2\nmain;update;get_pos 8\n"
+        "main;rec;rec 1\nmain;render;get_pos [inlined] 2\nmain;update;get_pos [inlined] 8\n"
     );
     let f = coldcache_export::folded(&p, Some("instructions")).unwrap();
     let total: u64 = f
@@ -46,7 +46,7 @@ fn flamegraph_is_an_svg_with_the_functions() {
     let svg = String::from_utf8(coldcache_export::flamegraph(&profile(), None).unwrap()).unwrap();
     assert!(svg.starts_with("<?xml"), "{}", &svg[..40]);
     assert!(svg.trim_end().ends_with("</svg>"));
-    for name in ["main", "update", "render", "get_pos", "rec"] {
+    for name in ["main", "update", "render", "get_pos [inlined]", "rec"] {
         assert!(
             svg.contains(&format!(">{name}<")) || svg.contains(&format!("{name} (")),
             "{name}"
@@ -118,6 +118,14 @@ fn json_call_tree_has_the_hand_counted_costs() {
         .unwrap();
     assert_eq!(update["incl"][mem], 8);
     assert_eq!(update["self"][mem], 0);
+    // get_pos under update is an inlined copy, no call; update's call ran
+    // before the window (the hand dump has no row for it): 0 calls.
+    assert_eq!(update["inlined"], false);
+    assert_eq!(update["calls"], 0);
+    let pos = nodes.iter().find(|n| n["parent"] == update["id"]).unwrap();
+    assert_eq!(fname(&pos["function"]), "get_pos");
+    assert_eq!(pos["inlined"], true);
+    assert_eq!(pos["calls"], serde_json::Value::Null);
     // Round trip through text.
     let back: serde_json::Value =
         serde_json::from_str(&serde_json::to_string(&v).unwrap()).unwrap();
@@ -331,6 +339,7 @@ fn callgrind_annotate_reads_it_without_warnings_with_equal_totals() {
         ProfileOptions {
             inline: false,
             threads: None,
+            root: None,
         },
     );
     let text2 = coldcache_export::callgrind(&p2);
@@ -351,26 +360,44 @@ fn calls_lines(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The `calls=` line of the arc whose call site is `site` (`0x1010`).
+fn calls_at(text: &str, site: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let at = (1..lines.len())
+        .find(|&i| lines[i].starts_with(&format!("{site} ")) && lines[i - 1].starts_with("calls="))
+        .unwrap_or_else(|| panic!("no call site {site}: {text}"));
+    lines[at - 1].to_string()
+}
+
 #[test]
-fn callgrind_calls_count_the_callees_calling_contexts() {
-    // Every arc of the hand dump reaches its callee in one context.
+fn callgrind_calls_are_the_executions_of_the_call() {
+    // The hand dump has no row of a call instruction or of a callee's first
+    // instruction: no call ran in its window (its frames were entered
+    // before), so every real arc says 0; the arcs into get_pos's inlined
+    // copies (no call to count) say their one calling context.
     for inline in [true, false] {
         let p = Profile::new(
             hand_dump::dump(8),
             ProfileOptions {
                 inline,
                 threads: None,
+                root: None,
             },
         );
-        let calls = calls_lines(&coldcache_export::callgrind(&p));
-        assert!(!calls.is_empty());
-        for c in &calls {
-            assert!(c.starts_with("calls=1 "), "inline {inline}: {c}");
+        let text = coldcache_export::callgrind(&p);
+        let calls = calls_lines(&text);
+        assert_eq!(calls.len(), if inline { 6 } else { 4 }, "{text}");
+        for site in ["0x1010", "0x1020", "0x1030", "0x4010"] {
+            assert!(calls_at(&text, site).starts_with("calls=0 "), "{text}");
+        }
+        if inline {
+            assert!(calls_at(&text, "0x2004").starts_with("calls=1 "), "{text}");
         }
     }
-    // One more level of recursion (main → rec → rec → rec, 2 instructions):
-    // the arc rec → rec (call site 0x4010) reaches rec in two contexts, and
-    // its inclusive cost counts each record once (2 + 2 instructions).
+    // Rows for the calls: main's call of update (0x1010) ran 3 times; rec's
+    // call of itself (0x4010) once in each of two stacks (main → rec → rec
+    // → rec); main's call of rec (0x1030) has no row (it ran before the
+    // window) but rec's entry ran once in that stack: 1.
     let mut d = hand_dump::dump(8);
     d.stacks.push(coldcache_dump::StackNode {
         parent: 4,
@@ -380,27 +407,58 @@ fn callgrind_calls_count_the_callees_calling_contexts() {
     let mut r = d.records[5].clone();
     r.stack = 5;
     d.records.push(r);
+    for (ip, stack, n) in [
+        (0x1010, 0, 3),
+        (0x4010, 3, 1),
+        (0x4010, 4, 1),
+        (0x4000, 3, 1),
+    ] {
+        d.records.push(coldcache_dump::Record {
+            ip,
+            stack,
+            thread: 0,
+            counters: hand_dump::counters(n, 0, 0, 0, 0),
+        });
+    }
+    d.records.sort_by_key(|r| (r.ip, r.stack, r.thread));
     let p = Profile::new(d, ProfileOptions::default());
     let text = coldcache_export::callgrind(&p);
-    let lines: Vec<&str> = text.lines().collect();
-    let rec_rec = lines
-        .iter()
-        .position(|l| l.starts_with("0x4010 "))
-        .expect("the recursive call site");
-    assert!(lines[rec_rec - 1].starts_with("calls=2 "), "{text}");
     assert!(
-        lines[rec_rec].starts_with("0x4010 41 4 "),
+        calls_at(&text, "0x1010").starts_with("calls=3 0x2000 "),
+        "{text}"
+    );
+    assert!(
+        calls_at(&text, "0x4010").starts_with("calls=2 0x4000 "),
+        "{text}"
+    );
+    assert!(
+        calls_at(&text, "0x1030").starts_with("calls=1 0x4000 "),
+        "{text}"
+    );
+    assert!(calls_at(&text, "0x1020").starts_with("calls=0 "), "{text}");
+    // The arc rec → rec counts each record once: the two records of
+    // 0x4004 under it (2 + 2 instructions) and the call in stack 4 (1).
+    let lines: Vec<&str> = text.lines().collect();
+    let rec_rec = (1..lines.len())
+        .find(|&i| lines[i].starts_with("0x4010 ") && lines[i - 1].starts_with("calls="))
+        .unwrap();
+    assert!(
+        lines[rec_rec].starts_with("0x4010 41 5 "),
         "{}",
         lines[rec_rec]
     );
-    let main_rec = lines.iter().position(|l| l.starts_with("0x1030 ")).unwrap();
-    assert!(lines[main_rec - 1].starts_with("calls=1 "), "{text}");
-    assert!(
-        lines[main_rec].starts_with("0x1030 12 6 "),
-        "{}",
-        lines[main_rec]
-    );
-    assert!(text.contains("\ntotals: 32 "), "{text}");
+    // The views say the same: rec's node under main was called once.
+    let v = coldcache_analysis::views::top_down(&p, &Default::default()).unwrap();
+    let calls = |name: &str, depth: u32| {
+        v.rows
+            .iter()
+            .find(|r| r.name == name && r.depth == depth)
+            .and_then(|r| r.calls)
+    };
+    assert_eq!(calls("update", 2), Some(3));
+    assert_eq!(calls("rec", 2), Some(1));
+    assert_eq!(calls("rec", 3), Some(1));
+    assert_eq!(calls("get_pos", 3), None, "an inlined copy is no call");
 }
 
 #[test]
@@ -414,10 +472,11 @@ fn callgrind_addresses_drop_the_load_bias_of_their_module() {
     let text = coldcache_export::callgrind_with(&p, &opts);
     assert!(!text.contains("desc: Run-time addresses"));
     // main's instruction 0x1000 (m.c:9) is the file's address 0x0; the call
-    // to update targets its entry 0x2000 - 0x1000.
+    // to update (made before the window: 0 calls) targets its entry
+    // 0x2000 - 0x1000.
     assert!(text.lines().any(|l| l.starts_with("0x0 9 1 ")), "{text}");
     assert!(
-        text.lines().any(|l| l.starts_with("calls=1 0x1000 19")),
+        text.lines().any(|l| l.starts_with("calls=0 0x1000 19")),
         "{text}"
     );
     // Only addresses change: the same lines with the addresses removed.

@@ -10,7 +10,7 @@
 //! | `/` | the page (HTML with its CSS and JavaScript inlined; its Content-Security-Policy, [`App::page_policy`], allows those two by their SHA-256) |
 //! | `/api/meta` | the dumps: capture settings, cache configuration, threads, modules, columns, the summary (`summary::summary`); with two dumps, `cache_mismatch` (`diff::cache_mismatch`, as `coldcache diff`) |
 //! | `/api/flat?dump&by&sort&inclusive&filter&limit&syntax` | `views::flat`; by instruction, addresses and disassembly as `/api/asm` gives them (`syntax`, file addresses) |
-//! | `/api/tree?dump&kind&fn&node&path&sort&min_percent&hot&reveal` | one level of a tree below a node (`node` for top-down, `path` of function ids for bottom-up and callers); `hot=1` also opens the hottest path below it; `reveal=FN` (top-down) opens the tree down to FN's hottest node |
+//! | `/api/tree?dump&kind&fn&node&path&sort&min_percent&hot&reveal` | one level of a tree below a node (`node` for top-down, `path` of function ids for bottom-up and callers, a row marked inlined with bit 31 set, `views::INLINED_BIT`); `hot=1` also opens the hottest path below it; `reveal=FN` (top-down) opens the tree down to FN's hottest node |
 //! | `/api/function?dump&fn` | a function: its info, self and inclusive values, and the same function's id in the other dump |
 //! | `/api/annotate?dump&fn` | `views::annotate` |
 //! | `/api/asm?dump&fn&syntax` | `views::disassembly_with`: `syntax` `att` (the default, as `objdump -d` and `coldcache report --asm`) or `intel`; each row's `file_addr` is objdump's address when the dump's load biases were given ([`App::with_load_biases`]) |
@@ -789,12 +789,20 @@ impl App {
                     .collect::<Vec<_>>()
                     .join(","),
             };
+            // A path names a row marked inlined with views::INLINED_BIT.
+            let step = |r: &TreeRow| {
+                if r.inlined {
+                    r.function | views::INLINED_BIT
+                } else {
+                    r.function
+                }
+            };
             for r in v.rows {
                 let key = match kind {
                     TreeKind::TopDown => r.id.to_string(),
                     _ => from
                         .iter()
-                        .chain(std::iter::once(&r.function))
+                        .chain(std::iter::once(&step(&r)))
                         .map(u32::to_string)
                         .collect::<Vec<_>>()
                         .join(","),
@@ -813,7 +821,7 @@ impl App {
                         _ => from
                             .iter()
                             .copied()
-                            .chain(std::iter::once(r.function))
+                            .chain(std::iter::once(step(&r)))
                             .collect(),
                     };
                     starts.push(next);

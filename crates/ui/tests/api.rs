@@ -197,7 +197,21 @@ fn answers_are_the_analysis_views() {
         shares,
         [("update".to_string(), 80.0), ("render".to_string(), 20.0)]
     );
-    assert_eq!(c["rows"][0]["key"], "2,1");
+    // get_pos is inlined into update: the row says so, and its key (the
+    // path to open below it) names the inlined row with bit 31.
+    assert_eq!(c["rows"][0]["inlined"], true);
+    assert_eq!(c["rows"][0]["key"], format!("2,{}", 1u32 | 1 << 31));
+    let below = json(&get(
+        &a,
+        &format!("/api/tree?kind=callers&fn=2&path=2,{}", 1u32 | 1 << 31),
+    ));
+    assert_eq!(below["rows"][0]["name"], "main");
+    let wrong = json(&get(&a, "/api/tree?kind=callers&fn=2&path=2,1"));
+    assert_eq!(
+        wrong["rows"].as_array().unwrap().len(),
+        0,
+        "no called update"
+    );
     // Reveal rec (function 4) in the top-down tree: main's children are listed.
     let r = json(&get(&a, "/api/tree?kind=top_down&reveal=4"));
     assert!(r["rows"]

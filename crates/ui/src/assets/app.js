@@ -18,7 +18,8 @@ const share = (x, total) => (total > 0 && x > 0 ? `${((100 * x) / total).toFixed
 function state() {
   const h = new URLSearchParams(location.hash.slice(1));
   return {
-    view: h.get("view") || "flat",
+    // With two dumps the page opens on their comparison.
+    view: h.get("view") || (META && META.compare ? "compare" : "flat"),
     dump: +(h.get("dump") || 0),
     by: h.get("by") || "function",
     sort: h.get("sort") || "",
@@ -165,7 +166,7 @@ async function viewFlat(s) {
     const sel = r.function === s.fn && s.by === "function" ? "selected" : "";
     const inc = r.incl ? cell(r.incl[sc], sc) : "";
     const label = esc(r.label) + (r.asm ? ` <span class="muted">${esc(r.asm)}</span>` : "");
-    return `<tr class="clickable ${sel}" data-fn="${r.function}" data-row="${k}">${cols.map((i) => cell(r.self[i], i)).join("")}${inc}<td class="label">${label}</td></tr>`;
+    return `<tr class="clickable ${sel}" data-fn="${r.function}" data-row="${k}">${cols.map((i) => cell(r.self[i], i)).join("")}${inc}<td class="label" title="${esc(r.label)}">${label}</td></tr>`;
   }).join("");
   const inclHead = v.rows.length && v.rows[0].incl ? `<th>incl:${esc(v.sort)}</th>` : "";
   const total = `<tr class="total">${cols.map((i) => `<td class="num"><span class="count">${columns(s)[i].ratio ? GROUPED1.format(v.totals[i]) : fmt(v.totals[i])}</span>${columns(s)[i].ratio ? "" : `<span class="pct"></span>`}</td>`).join("")}${inclHead ? "<td></td>" : ""}<td class="label">TOTAL</td></tr>`;
@@ -233,15 +234,19 @@ function drawTree(s, kind) {
       const open = TREE.open.has(k) && TREE.children.has(k);
       const tw = r.has_children ? (open ? "▾" : "▸") : "";
       const sel = r.function === s.fn ? "selected" : "";
+      // An inlined copy (top-down), or the caller a function was inlined
+      // into (bottom-up, callers), as `coldcache report` marks them.
+      const mark = r.inlined ? `<span class="muted" data-test="inlined">${kind === "top_down" ? " [inlined]" : " [inlined here]"}</span>` : "";
       out.push(`<tr class="clickable ${sel}" data-key="${esc(k)}" data-fn="${r.function}">
         <td class="num"><span class="bar" data-width="${Math.max(1, Math.round(r.percent / 2))}"></span>${r.percent.toFixed(1)}</td>
         ${cols.map((i) => `<td class="num">${fmt(r.incl[i])}</td>`).join("")}<td class="num">${fmt(r.self[sc])}</td>
-        <td class="label" data-indent="${(r.depth - 1) * 16 + 8}"><span class="twisty" data-test="twisty">${tw}</span><span class="fname">${esc(r.name)}</span></td></tr>`);
+        <td class="num" data-test="calls">${r.calls === null || r.calls === undefined ? "-" : fmt(r.calls)}</td>
+        <td class="label" data-indent="${(r.depth - 1) * 16 + 8}" title="${esc(r.name)}"><span class="twisty" data-test="twisty">${tw}</span><span class="fname">${esc(r.name)}</span>${mark}</td></tr>`);
       if (open) walk(k);
     }
   };
   walk(root);
-  const head = header(s, cols, `<th>%</th>`, "function", true).replace(`<th class="label">`, `<th>self:${esc(sortName(s))}</th><th class="label">`);
+  const head = header(s, cols, `<th>%</th>`, "function", true).replace(`<th class="label">`, `<th>self:${esc(sortName(s))}</th><th title="how often these calls ran in the window (- for an inlined copy)">calls</th><th class="label">`);
   $("#main").innerHTML = `<table data-test="tree" data-kind="${kind}" data-min="${esc(s.min)}"><thead>${head}</thead><tbody>${out.join("")}</tbody></table>
     <p class="muted">inclusive columns; ▸ expands (the hottest path is open); 100% = ${fmt(TREE.totals[sc])} ${esc(sortName(s))}</p>`;
   applyStyles($("#main"));
@@ -362,7 +367,7 @@ async function viewFlame(s) {
   if (s.find) { try { re = new RegExp(s.find); } catch (e) { re = null; } }
   // Rows to draw: "all", the path down to the zoomed node (full width),
   // then the frames below it.
-  const name = (f) => v.names[f.function] ?? "";
+  const name = (f) => (v.names[f.function] ?? "") + (f.inlined ? " [inlined]" : "");
   const rows = [{ node: 0, parent: null, function: null, depth: 0, start: 0, value: v.total, self: 0, other: v.other_total, label: "all", full: true }];
   for (const f of v.path) rows.push(Object.assign({ label: name(f), full: true }, f));
   for (const f of v.frames) rows.push(Object.assign({ label: name(f), full: false }, f));
@@ -483,6 +488,16 @@ function viewCapture(s) {
   controls("");
   const d = dumpMeta(s);
   const kv = (k, v) => `<tr><td>${esc(k)}</td><td>${v}</td></tr>`;
+  // Each module once (a library mapped again after a dlclose is one file),
+  // without coldcache's own library.
+  const seen = new Set();
+  let own = "";
+  const modules = d.modules.filter((m) => {
+    if (/(^|\/)libcoldcache\.so$/.test(m.path)) { own = m.path; return false; }
+    if (seen.has(m.path)) return false;
+    seen.add(m.path);
+    return true;
+  });
   $("#main").innerHTML = `<table class="kv" data-test="capture">
     ${kv("dump", esc(d.name))}${kv("program", esc(d.program.join(" ")))}${kv("pid", d.pid)}
     ${kv("trigger", esc(d.trigger))}${kv("threads traced", esc(d.threads_selected))}
@@ -492,7 +507,7 @@ function viewCapture(s) {
     ${kv("unmodelled", esc(d.unmodelled.map((u) => u[0] + ": " + fmt(u[1])).join(", ") || "none"))}
     ${kv("notes", d.notes.map(esc).join("<br>") || "none")}
     ${kv("threads", d.threads.map((t) => `${t.tid} ${esc(t.name)} → core ${t.core}`).join("<br>"))}
-    ${kv("modules", d.modules.map((m) => `${esc(m.path)} <span class="muted">${esc(m.status || "unresolved")} ${esc(m.detail || "")}</span>`).join("<br>"))}
+    ${kv("modules", `<ul class="plain" data-test="capture-modules">${modules.map((m) => `<li>${esc(m.path)} <span class="muted">${esc(m.status || "unresolved")} ${esc(m.detail || "")}</span></li>`).join("")}</ul>${own ? `<span class="muted" data-test="own-library">coldcache's own library (${esc(own)}) is left out: nothing of it is counted</span>` : ""}`)}
     </table><h3>Cache configuration</h3><pre data-test="cache-toml">${esc(d.cache_toml || "(not recorded)")}</pre>`;
 }
 
@@ -721,6 +736,7 @@ async function viewLayout(s) {
 }
 
 // ---- frame ----
+const VIEWS = ["flat", "top_down", "bottom_up", "callers", "source", "asm", "threads", "flame", "capture", "compare", "data", "layout"];
 async function render() {
   const s = state();
   document.querySelectorAll("#tabs a").forEach((a) => a.classList.toggle("active", a.dataset.view === s.view || (s.view === "layout" && a.dataset.view === "data")));
@@ -744,7 +760,10 @@ async function render() {
       case "compare": await viewCompare(s); break;
       case "data": await viewData(s); break;
       case "layout": await viewLayout(s); break;
-      default: await viewFlat(s);
+      case "flat": await viewFlat(s); break;
+      default:
+        controls("");
+        $("#main").innerHTML = `<p class="error" data-test="unknown-view">There is no view “${esc(s.view)}”: the views are ${VIEWS.map((v) => `<a href="#view=${v}">${v}</a>`).join(", ")}.</p>`;
     }
   } catch (e) {
     $("#main").innerHTML = `<p class="error" data-test="error">${esc(e.message)}</p>`;
