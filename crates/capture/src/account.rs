@@ -19,7 +19,11 @@
 //! 4. the watched function returning ends that thread's window;
 //! 5. the instruction is decoded (once per address), its accesses computed
 //!    by the model, the fetch and then the data accesses simulated through
-//!    the [`Driver`] and added to the counters of (ip, stack, thread) (with
+//!    the [`Driver`] and added to the counters of (ip, stack, thread) (in a
+//!    replayed block, [`Accountant::step_block`], each instruction's slot
+//!    remembers its decode and its last row;
+//!    a slot whose row is for another stack finds it through the block's
+//!    [`BlockRows`], one probe per block and stack, not per instruction) (with
 //!    line use, `Setup::line_use`, the lines that left the first data level
 //!    meanwhile are credited to the rows that fetched them), and
 //!    appended to the trace when one is kept: encoded into a chunk buffer
@@ -41,7 +45,7 @@
 
 use crate::grow::{Budget, Full, GrowVec, TABLE_FULL};
 use crate::model::{AccessList, CpuFacts, Machine, Model, Unmodelled};
-use crate::tables::{CounterTable, DecodeCache, Decoded, Flow, Rep, StackTable};
+use crate::tables::{BlockRows, CounterTable, DecodeCache, Decoded, Flow, Rep, StackTable};
 use crate::unwind::StackUnwinder;
 use coldcache_cctrace::stream::{attachment_chunk, end_marker, skeleton_index_chunk};
 use coldcache_cctrace::{ChunkEncoder, Record as TraceRecord, RecordKind, ATTACH_DUMP_SKELETON};
@@ -101,6 +105,9 @@ pub struct BlockSlot {
     stack: u32,
     serial: u32,
     row: u32,
+    /// In a block's first slot: the number the accountant gave the block
+    /// (its key in [`BlockRows`]).
+    block: u32,
 }
 
 impl BlockSlot {
@@ -115,6 +122,7 @@ impl BlockSlot {
             stack: 0,
             serial: 0,
             row: Self::NONE,
+            block: Self::NONE,
         }
     }
 
@@ -436,6 +444,11 @@ pub struct Accountant {
     decode: DecodeCache,
     stacks: StackTable,
     counters: CounterTable,
+    /// The counter rows of each (block, stack, thread) a replay met
+    /// (`step_block`): one probe per block execution.
+    block_rows: BlockRows,
+    /// Blocks numbered so far (`BlockSlot::block`).
+    blocks: u32,
     threads: Vec<ThreadState>,
     trace: Option<TraceStream>,
     accesses: AccessList,
@@ -537,6 +550,8 @@ impl Accountant {
             decode: DecodeCache::new(setup.reserves.instructions),
             stacks: StackTable::new(setup.reserves.stacks, &mut budget),
             counters: CounterTable::new(setup.reserves.records, layout.len()),
+            block_rows: BlockRows::new(),
+            blocks: 0,
             threads,
             trace: setup.trace.map(|sink| TraceStream {
                 enc: ChunkEncoder::new(setup.reserves.trace.max(MIN_TRACE_CHUNK), threads_max),
@@ -860,6 +875,20 @@ impl Accountant {
         let mut stack = 0;
         let limited = self.max_instructions != 0
             && self.instructions + slots.len() as u64 >= self.max_instructions;
+        // The block's number, given at its first replay in this capture.
+        let block = match slots[0].block {
+            BlockSlot::NONE if self.blocks < BlockSlot::NONE => {
+                self.blocks += 1;
+                slots[0].block = self.blocks - 1;
+                self.blocks - 1
+            }
+            b => b,
+        };
+        let (ip0, count) = (slots[0].ip, slots.len() as u32);
+        // The first cell of the block's rows under `cells_stack` (found at
+        // the first instruction whose slot does not remember its row).
+        let mut cells: Option<usize> = None;
+        let mut cells_stack = u32::MAX;
         for (k, s) in slots.iter_mut().enumerate() {
             fill(k, m);
             let (ip, sp) = (s.ip, rsp.wrapping_add(s.sp_delta as u64));
@@ -896,9 +925,27 @@ impl Accountant {
             } else if s.row != BlockSlot::NONE && s.stack == stack && s.serial == serial {
                 s.row as usize
             } else {
-                let row = match self.counters.row_index(ip, stack, serial, &mut self.budget) {
-                    Ok(row) => row,
-                    Err(f) => return self.stop_full(f),
+                if cells_stack != stack && block != BlockSlot::NONE {
+                    cells =
+                        self.block_rows
+                            .start(ip0, block, count, stack, serial, &mut self.budget);
+                    cells_stack = stack;
+                }
+                let cell = match cells {
+                    Some(c) if cells_stack == stack => *self.block_rows.cell(c + k),
+                    _ => BlockRows::NONE,
+                };
+                let row = if cell != BlockRows::NONE {
+                    cell as usize
+                } else {
+                    let row = match self.counters.row_index(ip, stack, serial, &mut self.budget) {
+                        Ok(row) => row,
+                        Err(f) => return self.stop_full(f),
+                    };
+                    if let Some(c) = cells.filter(|_| cells_stack == stack) {
+                        *self.block_rows.cell(c + k) = row as u32;
+                    }
+                    row
                 };
                 (s.row, s.stack, s.serial) = (row as u32, stack, serial);
                 row
@@ -1234,18 +1281,26 @@ impl Accountant {
         let d = self.decode.at(di);
         self.accesses.clear();
         let modelled = d.plan.eval(&d.instr, m, &mut self.accesses);
+        let (len, flow) = (d.len, d.flow);
+        self.count_evaluated(core, ip, row, len, modelled);
+        (len, flow)
+    }
+
+    /// The rest of [`Accountant::count_plain`], once the instruction's
+    /// accesses are in `self.accesses` (or `modelled` says why not).
+    #[inline(always)]
+    fn count_evaluated(
+        &mut self,
+        core: usize,
+        ip: u64,
+        row: usize,
+        len: u8,
+        modelled: Result<(), Unmodelled>,
+    ) {
         let c = self.counters.row(row);
         c[CounterLayout::INSTRUCTIONS] += 1;
         self.driver.set_fill_row(row as u32);
-        attribute_all(
-            &mut self.driver,
-            core,
-            ip,
-            d.len,
-            &self.accesses,
-            modelled,
-            c,
-        );
+        attribute_all(&mut self.driver, core, ip, len, &self.accesses, modelled, c);
         credit_line_use(&mut self.driver, &mut self.counters);
         if let Err(why) = modelled {
             if let Some(i) = Unmodelled::ALL.iter().position(|&u| u == why) {
@@ -1253,7 +1308,6 @@ impl Accountant {
             }
         }
         self.instructions += 1;
-        (d.len, d.flow)
     }
 
     /// [`Accountant::count`] into counter row `row` (of `stack`;
