@@ -21,7 +21,7 @@
 //!    by the model, the fetch and then the data accesses simulated through
 //!    the [`Driver`] and added to the counters of (ip, stack, thread) (in a
 //!    replayed block, [`Accountant::step_block`], each instruction's slot
-//!    remembers its decode and its last row;
+//!    remembers its decode, its compact plan ([`Quick`]) and its last row;
 //!    a slot whose row is for another stack finds it through the block's
 //!    [`BlockRows`], one probe per block and stack, not per instruction) (with
 //!    line use, `Setup::line_use`, the lines that left the first data level
@@ -44,7 +44,7 @@
 //!   fault.
 
 use crate::grow::{Budget, Full, GrowVec, TABLE_FULL};
-use crate::model::{AccessList, CpuFacts, Machine, Model, Unmodelled};
+use crate::model::{AccessList, CpuFacts, Machine, Model, Quick, Unmodelled};
 use crate::tables::{BlockRows, CounterTable, DecodeCache, Decoded, Flow, Rep, StackTable};
 use crate::unwind::StackUnwinder;
 use coldcache_cctrace::stream::{attachment_chunk, end_marker, skeleton_index_chunk};
@@ -108,6 +108,12 @@ pub struct BlockSlot {
     /// In a block's first slot: the number the accountant gave the block
     /// (its key in [`BlockRows`]).
     block: u32,
+    /// With `decoded`: the instruction's length and flow and, for the
+    /// commonest plans, the plan itself, so that a replay without a trace
+    /// does not read the decode cache's entry.
+    len: u8,
+    flow: Flow,
+    quick: Option<Quick>,
 }
 
 impl BlockSlot {
@@ -123,6 +129,9 @@ impl BlockSlot {
             serial: 0,
             row: Self::NONE,
             block: Self::NONE,
+            len: 0,
+            flow: Flow::Other,
+            quick: None,
         }
     }
 
@@ -915,8 +924,10 @@ impl Accountant {
                     Ok(di) => di,
                     Err(f) => return self.stop_full(f),
                 };
-                if self.decode.at(di).trusted {
+                let d = self.decode.at(di);
+                if d.trusted {
                     s.decoded = di as u32;
+                    (s.len, s.flow, s.quick) = (d.len, d.flow, d.plan.quick());
                 }
                 di
             };
@@ -951,7 +962,15 @@ impl Accountant {
                 row
             };
             let (len, flow) = if plain {
-                self.count_plain(core, ip, row, di, m)
+                match s.quick.filter(|_| s.decoded != BlockSlot::NONE) {
+                    Some(q) => {
+                        self.accesses.clear();
+                        let modelled = q.eval(m, &mut self.accesses);
+                        self.count_evaluated(core, ip, row, s.len, modelled);
+                        (s.len, s.flow)
+                    }
+                    None => self.count_plain(core, ip, row, di, m),
+                }
             } else {
                 let counted = self.count_row(ti, ip, stack, row, di, m, Mode::Before);
                 if !counted {
