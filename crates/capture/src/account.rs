@@ -1657,9 +1657,21 @@ impl Accountant {
             })
             .collect();
         // The rows in key order (keys are distinct: the order is total),
-        // as row numbers (the table's index numbers them in a u32).
-        let mut rows: Vec<u32> = (0..table.len() as u32).collect();
-        rows.sort_unstable_by_key(|&r| table.entry(r as usize).0);
+        // as row numbers (the table's index numbers them in a u32). Sorted
+        // with their keys beside them: a sort comparing keys read through
+        // row numbers misses the cache at every comparison (10% of a
+        // CPython capture's CPU with 14.8M rows); the keys are dropped
+        // before the records are encoded.
+        let rows: Vec<u32> = {
+            let mut keyed: Vec<((u64, u32, u32), u32)> = table
+                .keys()
+                .iter()
+                .enumerate()
+                .map(|(r, &k)| (k, r as u32))
+                .collect();
+            keyed.sort_unstable_by_key(|&(k, _)| k);
+            keyed.iter().map(|&(_, r)| r).collect()
+        };
         let rows = rows.iter().map(|&r| table.entry(r as usize));
         let (records, encoded) = if encode {
             let e = EncodedRecords::new(

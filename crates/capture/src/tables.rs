@@ -407,6 +407,11 @@ impl CounterTable {
         self.keys.is_empty()
     }
 
+    /// Every record's key, by row.
+    pub fn keys(&self) -> &[(u64, u32, u32)] {
+        self.keys.as_slice()
+    }
+
     /// Record `r`: key and counters.
     pub fn entry(&self, r: usize) -> ((u64, u32, u32), &[u64]) {
         let stride = self.stride.max(1);
