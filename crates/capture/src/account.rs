@@ -828,7 +828,9 @@ impl Accountant {
 
     /// The instructions of one execution of a translated block, in order:
     /// the same as [`Accountant::step`] on each (`fill(k, m)` loads the
-    /// registers recorded for instruction `k` into `m`; RSP at instruction
+    /// registers recorded for instruction `k` into `m`, called before
+    /// anything reads them, and not at all for an instruction whose
+    /// remembered plan makes no access; RSP at instruction
     /// `k` is `rsp` plus its slot's delta), with the per-instruction lookups
     /// (thread slot, decode, counter row) done once and remembered in the
     /// slots. A block holds no `rep` string, a `syscall` only as its last
@@ -899,7 +901,9 @@ impl Accountant {
         let mut cells: Option<usize> = None;
         let mut cells_stack = u32::MAX;
         for (k, s) in slots.iter_mut().enumerate() {
-            fill(k, m);
+            // The registers are loaded only where something reads them: not
+            // for an instruction whose remembered plan makes no access.
+            let mut filled = false;
             let (ip, sp) = (s.ip, rsp.wrapping_add(s.sp_delta as u64));
             if call_before {
                 // Nothing pending (a block not entered by a call): no frame.
@@ -920,6 +924,8 @@ impl Accountant {
             let di = if s.decoded != BlockSlot::NONE {
                 s.decoded as usize
             } else {
+                fill(k, m);
+                filled = true;
                 let di = match self.decoded(ip, m) {
                     Ok(di) => di,
                     Err(f) => return self.stop_full(f),
@@ -964,14 +970,25 @@ impl Accountant {
             let (len, flow) = if plain {
                 match s.quick.filter(|_| s.decoded != BlockSlot::NONE) {
                     Some(q) => {
+                        if q.reads_registers() && !filled {
+                            fill(k, m);
+                        }
                         self.accesses.clear();
                         let modelled = q.eval(m, &mut self.accesses);
                         self.count_evaluated(core, ip, row, s.len, modelled);
                         (s.len, s.flow)
                     }
-                    None => self.count_plain(core, ip, row, di, m),
+                    None => {
+                        if !filled {
+                            fill(k, m);
+                        }
+                        self.count_plain(core, ip, row, di, m)
+                    }
                 }
             } else {
+                if !filled {
+                    fill(k, m);
+                }
                 let counted = self.count_row(ti, ip, stack, row, di, m, Mode::Before);
                 if !counted {
                     return self.stop_count();

@@ -536,6 +536,13 @@ pub struct Quick {
 }
 
 impl Quick {
+    /// Whether [`Quick::eval`] reads the machine at all (a memory operand;
+    /// a plan without one reads nothing).
+    #[inline(always)]
+    pub fn reads_registers(&self) -> bool {
+        self.one
+    }
+
     /// [`Plan::eval`] of the plan this came from.
     #[inline(always)]
     pub fn eval<M: Machine + ?Sized>(
@@ -1729,7 +1736,7 @@ impl Plan {
 /// The linear address of a template, with `extra` added to the effective
 /// address (bit-test offsets, gather indices) before it wraps to the address
 /// size and the FS/GS base is added.
-#[inline]
+#[inline(always)]
 fn address<M: Machine + ?Sized>(t: &Template, m: &M, extra: u64) -> u64 {
     let mut ea = t.disp.wrapping_add(extra);
     if t.base != Register::None {
