@@ -523,6 +523,45 @@ pub struct Plan {
     special: Special,
 }
 
+/// A plan of the two commonest kinds, no memory access or one plain
+/// operand, small enough to keep beside a translated block's instruction
+/// (`account::BlockSlot`) so that a replay evaluates it without reading
+/// the decode cache's entry (an instruction and its whole plan, about 300
+/// bytes). [`Quick::eval`] gives exactly what [`Plan::eval`] gives for the
+/// plan it came from ([`Plan::quick`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Quick {
+    one: bool,
+    t: Template,
+}
+
+impl Quick {
+    /// Whether [`Quick::eval`] reads the machine at all (a memory operand;
+    /// a plan without one reads nothing).
+    #[inline(always)]
+    pub fn reads_registers(&self) -> bool {
+        self.one
+    }
+
+    /// [`Plan::eval`] of the plan this came from.
+    #[inline(always)]
+    pub fn eval<M: Machine + ?Sized>(
+        &self,
+        machine: &M,
+        out: &mut AccessList,
+    ) -> Result<(), Unmodelled> {
+        if !self.one {
+            return Ok(());
+        }
+        let t = &self.t;
+        out.push(MemAccess {
+            kind: t.kind,
+            addr: address(t, machine, 0),
+            size: t.size,
+        })
+    }
+}
+
 /// The access model. Create one per capture (it reserves what the decoder's
 /// info factory needs) and reuse it.
 pub struct Model {
@@ -1463,6 +1502,16 @@ impl Plan {
         self.eval_accesses(instr, machine, out)
     }
 
+    /// The plan in its compact form ([`Quick`]) when it is one of the two
+    /// cases [`Plan::eval`] answers inline (no special form, at most one
+    /// memory operand); `None` otherwise.
+    pub fn quick(&self) -> Option<Quick> {
+        (self.special == Special::None && self.count <= 1).then_some(Quick {
+            one: self.count == 1,
+            t: self.templates[0],
+        })
+    }
+
     /// [`Plan::eval`] of a plan with templates or a special form.
     fn eval_accesses<M: Machine + ?Sized>(
         &self,
@@ -1687,7 +1736,7 @@ impl Plan {
 /// The linear address of a template, with `extra` added to the effective
 /// address (bit-test offsets, gather indices) before it wraps to the address
 /// size and the FS/GS base is added.
-#[inline]
+#[inline(always)]
 fn address<M: Machine + ?Sized>(t: &Template, m: &M, extra: u64) -> u64 {
     let mut ea = t.disp.wrapping_add(extra);
     if t.base != Register::None {

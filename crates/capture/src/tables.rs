@@ -1,6 +1,8 @@
 //! The tables the accountant fills where nothing may allocate: decoded
 //! instructions, interned call stacks and per-(instruction, stack, thread)
-//! counters.
+//! counters, with [`BlockRows`] in front of the counters: a translated
+//! block's rows under one (stack, thread), found with one probe per block
+//! execution instead of one per instruction.
 //!
 //! Each is a dense [`GrowVec`] of entries (addressed by index: an index
 //! stays valid as the table grows) with an open-addressing [`Index`]
@@ -405,6 +407,11 @@ impl CounterTable {
         self.keys.is_empty()
     }
 
+    /// Every record's key, by row.
+    pub fn keys(&self) -> &[(u64, u32, u32)] {
+        self.keys.as_slice()
+    }
+
     /// Record `r`: key and counters.
     pub fn entry(&self, r: usize) -> ((u64, u32, u32), &[u64]) {
         let stride = self.stride.max(1);
@@ -421,6 +428,152 @@ impl CounterTable {
             .iter()
             .copied()
             .zip(self.values.as_slice().chunks_exact(self.stride.max(1)))
+    }
+}
+
+/// The counter rows of one translated block's instructions under one
+/// (stack, thread): what [`BlockRows`] keeps per key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BlockKey {
+    /// The block's first instruction (a check: a block number the
+    /// accountant gave belongs to one block for the whole capture).
+    ip: u64,
+    block: u32,
+    stack: u32,
+    thread: u32,
+    /// The block's instruction count.
+    count: u32,
+}
+
+/// Counter rows looked up once per (block, stack, thread), not once per
+/// instruction (issue 35's (c)): for each key, `count` consecutive cells
+/// of `rows`, cell `k` holding the [`CounterTable`] row of the block's
+/// instruction `k` under that stack and thread, or [`BlockRows::NONE`]
+/// until that instruction first runs there (so no counter row is made for
+/// an instruction that never ran: the dump is the same as with lookups per
+/// instruction). The rows themselves stay keyed by (instruction, stack,
+/// thread) in the counter table; this is an index in front of it whose
+/// one probe per block execution replaces one per instruction.
+///
+/// Like the other tables it grows by mapping memory ([`crate::grow`]),
+/// charged to the budget; a growth refused is not a cut: the caller
+/// looks rows up one by one, as before.
+pub struct BlockRows {
+    keys: GrowVec<BlockKey>,
+    /// Where each key's cells start in `rows`.
+    starts: GrowVec<u32>,
+    index: Index,
+    rows: GrowVec<u32>,
+}
+
+impl Default for BlockRows {
+    fn default() -> Self {
+        BlockRows::new()
+    }
+}
+
+impl BlockRows {
+    /// A cell whose instruction has no row yet under its key.
+    pub const NONE: u32 = u32::MAX;
+
+    /// An empty table (nothing mapped yet).
+    pub fn new() -> Self {
+        BlockRows {
+            keys: GrowVec::new(usize::MAX),
+            starts: GrowVec::new(usize::MAX),
+            index: Index::new(),
+            rows: GrowVec::new(u32::MAX as usize),
+        }
+    }
+
+    /// Bytes mapped.
+    pub fn bytes(&self) -> usize {
+        self.index.bytes() + self.keys.bytes() + self.starts.bytes() + self.rows.bytes()
+    }
+
+    /// Keys held.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// True when no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    #[inline(always)]
+    fn hash(k: &BlockKey) -> u64 {
+        mix(u64::from(k.block) ^ (u64::from(k.stack) << 32) ^ u64::from(k.thread).rotate_left(17))
+    }
+
+    /// The first cell of the key (block number `block` starting at `ip`,
+    /// `count` instructions, under `stack` and `thread`), its `count`
+    /// cells made [`BlockRows::NONE`] on first use; `None` when the table
+    /// cannot grow (the caller then looks rows up one by one).
+    #[inline]
+    pub fn start(
+        &mut self,
+        ip: u64,
+        block: u32,
+        count: u32,
+        stack: u32,
+        thread: u32,
+        b: &mut Budget,
+    ) -> Option<usize> {
+        let key = BlockKey {
+            ip,
+            block,
+            stack,
+            thread,
+            count,
+        };
+        if self.index.ready() {
+            let mut i = self.index.start(Self::hash(&key));
+            loop {
+                let e = self.index.slot(i);
+                if e == FREE {
+                    break;
+                }
+                let e = e as usize - 1;
+                if *self.keys.at(e) == key {
+                    return Some(*self.starts.at(e) as usize);
+                }
+                i = self.index.next(i);
+            }
+        }
+        self.insert(key, b)
+    }
+
+    #[cold]
+    fn insert(&mut self, key: BlockKey, b: &mut Budget) -> Option<usize> {
+        let n = self.keys.len();
+        let count = key.count as usize;
+        let grown = (|| {
+            if !self.index.fits(n) {
+                let keys = &self.keys;
+                self.index.grow(n, |e| Self::hash(keys.at(e)), b)?;
+            }
+            self.keys.reserve(1, b)?;
+            self.starts.reserve(1, b)?;
+            self.rows.reserve(count, b)
+        })();
+        grown.ok()?;
+        let mut i = self.index.start(Self::hash(&key));
+        while self.index.slot(i) != FREE {
+            i = self.index.next(i);
+        }
+        let start = self.rows.extend(Self::NONE, count, b).expect("room made");
+        let e = self.keys.push(key, b).expect("room made");
+        self.starts.push(start as u32, b).expect("room made");
+        self.index.fill(i, e);
+        Some(start)
+    }
+
+    /// Cell `i` (a key's start plus an instruction's number in its block).
+    #[inline(always)]
+    pub fn cell(&mut self, i: usize) -> &mut u32 {
+        assert!(i < self.rows.len());
+        self.rows.at_mut(i)
     }
 }
 
@@ -503,6 +656,106 @@ mod tests {
         assert_eq!((p, s.nodes().len()), (parent, 100_001));
         assert_eq!(b.used(), t.bytes() + s.bytes() + c.bytes());
         c.distrust(0, 1);
+    }
+
+    /// Hand-computed: keys differing in any part get their own cells, laid
+    /// out one key after another in order of first use, each cell empty
+    /// until set; the same key finds the same cells again.
+    #[test]
+    fn block_rows_give_each_key_its_own_cells_in_order_of_first_use() {
+        let mut b = Budget::new(usize::MAX);
+        let mut t = BlockRows::new();
+        assert_eq!(t.start(0x1000, 0, 3, 0, 0, &mut b), Some(0));
+        assert_eq!(
+            t.start(0x1000, 0, 3, 5, 0, &mut b),
+            Some(3),
+            "another stack"
+        );
+        assert_eq!(
+            t.start(0x1000, 0, 3, 0, 1, &mut b),
+            Some(6),
+            "another thread"
+        );
+        assert_eq!(
+            t.start(0x2000, 1, 2, 0, 0, &mut b),
+            Some(9),
+            "another block"
+        );
+        assert_eq!(t.start(0x1000, 0, 3, 5, 0, &mut b), Some(3), "found again");
+        assert_eq!(t.len(), 4);
+        assert!((0..11).all(|i| *t.cell(i) == BlockRows::NONE));
+        *t.cell(4) = 17;
+        assert_eq!(t.start(0x1000, 0, 3, 5, 0, &mut b), Some(3));
+        assert_eq!(*t.cell(4), 17);
+        assert_eq!(b.used(), t.bytes());
+    }
+
+    /// A budget that cannot take the table's first growth: no cells, and
+    /// nothing charged beyond the budget (the caller looks rows up one by
+    /// one).
+    #[test]
+    fn block_rows_refused_by_the_budget_answer_none() {
+        let mut b = Budget::new(1024);
+        let mut t = BlockRows::new();
+        assert_eq!(t.start(0x1000, 0, 3, 0, 0, &mut b), None);
+        assert!(t.is_empty());
+        assert!(b.used() <= 1024);
+    }
+
+    /// Randomized: blocks of random lengths (some sharing instructions, as
+    /// blocks entered mid-way do) run under random stacks and threads,
+    /// sometimes cut short; each instruction's row through the block rows
+    /// (filled lazily) is the row a plain lookup of (ip, stack, thread)
+    /// gives, and no row exists for an instruction that never ran.
+    #[test]
+    fn block_rows_give_the_rows_plain_lookups_give() {
+        let mut b = Budget::new(usize::MAX);
+        let mut via = CounterTable::new(usize::MAX, 2);
+        let mut plain = CounterTable::new(usize::MAX, 2);
+        let mut t = BlockRows::new();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // 300 blocks: a start, a length; block i+1 may start inside block i.
+        let blocks: Vec<(u64, u32)> = (0..300u64)
+            .map(|i| (0x40_0000 + i * 16 + (i % 3) * 4, 1 + (i % 7) as u32))
+            .collect();
+        for _ in 0..200_000 {
+            let r = next();
+            let bi = (r % blocks.len() as u64) as usize;
+            let (ip0, count) = blocks[bi];
+            let stack = ((r >> 20) % 50) as u32;
+            let thread = ((r >> 30) % 3) as u32;
+            let ran = if (r >> 40) % 10 == 0 {
+                1 + ((r >> 44) % u64::from(count)) as u32
+            } else {
+                count
+            };
+            let start = t
+                .start(ip0, bi as u32, count, stack, thread, &mut b)
+                .unwrap();
+            for k in 0..ran {
+                let ip = ip0 + u64::from(k) * 4;
+                let cell = t.cell(start + k as usize);
+                if *cell == BlockRows::NONE {
+                    *cell = via.row_index(ip, stack, thread, &mut b).unwrap() as u32;
+                }
+                let row = *cell as usize;
+                via.row(row)[0] += 1;
+                let p = plain.row_index(ip, stack, thread, &mut b).unwrap();
+                plain.row(p)[0] += 1;
+                assert_eq!(via.entry(row).0, (ip, stack, thread));
+            }
+        }
+        let mut a: Vec<_> = via.iter().map(|(k, c)| (k, c.to_vec())).collect();
+        let mut p: Vec<_> = plain.iter().map(|(k, c)| (k, c.to_vec())).collect();
+        a.sort();
+        p.sort();
+        assert_eq!(a, p);
     }
 
     /// A budget too small for the next growth: the row that needs it is

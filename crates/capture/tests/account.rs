@@ -628,6 +628,68 @@ fn a_block_stopped_by_the_instruction_limit_counts_what_ran_before_it() {
     );
 }
 
+/// One block called from two call sites in turn, so that each of its
+/// slots remembers the other stack's row at every execution and finds its
+/// row through the block's rows (`BlockRows`), with and without a trace:
+/// 0x2000: `call f`, 0x2005: `call f`; f at 0x1000: `mov rax, [rbx]; nop`
+/// as a replayed block, then `ret` stepped. Three rounds, by hand: every
+/// instruction of f has one record per call site, each executed 3 times
+/// (the load 3 times, its first a cold miss under the first call site
+/// only), the calls 3 times each at the root; 8 records in all.
+#[test]
+fn a_block_replayed_under_alternating_stacks_counts_each_stack_apart() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for trace in [false, true] {
+        let mut s = setup(Reserves::default(), trace, None);
+        s.exec_ranges = vec![(0x1000, 0x3000)];
+        s.stable_code = s.exec_ranges.clone();
+        let mut a = Accountant::new(s).unwrap();
+        a.claim(TID).unwrap();
+        // e8 rel32: 0x1000 - 0x2005 and 0x1000 - 0x200A.
+        let mut m = Fake::new()
+            .code(
+                0x2000,
+                &[0xE8, 0xFB, 0xEF, 0xFF, 0xFF, 0xE8, 0xF6, 0xEF, 0xFF, 0xFF],
+            )
+            .code(0x1000, &[0x48, 0x8B, 0x03, 0x90, 0xC3]);
+        m.set(Register::RBX, 0x9000);
+        let mut slots = vec![BlockSlot::new(0x1000, 0), BlockSlot::new(0x1003, 0)];
+        for _ in 0..3 {
+            for call in [0x2000, 0x2005] {
+                m.set(Register::RSP, SP);
+                assert_eq!(step(&mut a, call, &m), Verdict::Continue);
+                m.set(Register::RSP, SP - 8);
+                assert_eq!(
+                    a.step_block(TID, SP - 8, &mut slots, &mut m, |_, _| {}),
+                    Verdict::Continue
+                );
+                assert_eq!(step(&mut a, 0x1004, &m), Verdict::Continue);
+            }
+        }
+        assert_eq!(a.instructions(), 3 * 2 * 4);
+        let (d, _) = finish(a);
+        let l = layout();
+        assert_eq!(d.stacks.len(), 3, "root and one per call site");
+        assert_eq!(
+            (d.stacks[1].call_site, d.stacks[2].call_site),
+            (0x2004, 0x2009)
+        );
+        assert_eq!(d.records.len(), 8, "trace {trace}");
+        for ip in [0x2000, 0x2005] {
+            assert_eq!(record(&d, ip, 0)[CounterLayout::INSTRUCTIONS], 3);
+        }
+        let (r_hit, r_mem) = (l.served(Side::Read, 0), l.memory(Side::Read));
+        for (stack, misses) in [(1, 1), (2, 0)] {
+            let load = record(&d, 0x1000, stack);
+            assert_eq!(load[CounterLayout::INSTRUCTIONS], 3, "trace {trace}");
+            assert_eq!((load[r_hit], load[r_mem]), (3 - misses, misses));
+            for ip in [0x1003, 0x1004] {
+                assert_eq!(record(&d, ip, stack)[CounterLayout::INSTRUCTIONS], 3);
+            }
+        }
+    }
+}
+
 /// A block run twice with no trace kept (the block loop's inlined count):
 /// `mov rax, [rbx]; mov [rbx+0x40], rax; maskmovdqu xmm1, xmm2; nop`, by
 /// hand: the first fetch, the load and the store miss to memory the first

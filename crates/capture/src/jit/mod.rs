@@ -1304,12 +1304,23 @@ impl RecordedMachine {
     unsafe fn fill(&mut self, bi: &BlockInstr, record: u64) {
         let base = record + u64::from(bi.offset);
         let mut q = base;
-        for r in bi.inputs.gpr_list() {
-            // SAFETY: inside the record (offsets fixed at translation).
-            self.regs[r.number()] = unsafe { *(q as *const u64) };
-            q += 8;
-        }
         let inputs = &bi.inputs;
+        for &r in &inputs.gprs {
+            // Full 64-bit names (`Inputs`): RAX..R15 are consecutive in
+            // iced's numbering, in `Register::number`'s order.
+            let n = (r as usize).wrapping_sub(Register::RAX as usize);
+            if n < 16 {
+                // SAFETY: inside the record (offsets fixed at translation).
+                self.regs[n] = unsafe { *(q as *const u64) };
+                q += 8;
+            }
+        }
+        if inputs.gprs_only() {
+            // Nothing of an earlier instruction's vector inputs is read.
+            self.opmask.0 = Register::None;
+            self.vectors = [(Register::None, 0); 2];
+            return;
+        }
         self.opmask = (inputs.opmask, base + inputs.opmask_offset() as u64);
         let offsets = inputs.vector_offsets();
         for (slot, (&r, &o)) in self
@@ -1323,7 +1334,13 @@ impl RecordedMachine {
 }
 
 impl Machine for RecordedMachine {
+    #[inline]
     fn gpr(&self, reg: Register) -> u64 {
+        // A 64-bit register, the common case: no table lookups.
+        let n = (reg as usize).wrapping_sub(Register::RAX as usize);
+        if n < 16 {
+            return self.regs[n];
+        }
         let full = reg.full_register();
         if !full.is_gpr64() {
             return 0;
