@@ -591,6 +591,22 @@ impl Profile {
         v
     }
 
+    /// The frames of call stack `stack` (a dump stack id), outermost
+    /// first: for every stack frame the function and call site. Empty for
+    /// an id the dump does not have.
+    pub fn stack_path(&self, stack: u32) -> Vec<PathFrame> {
+        let mut segs = Vec::new();
+        let mut s = stack;
+        while s != ROOT_STACK && (s as usize) < self.dump.stacks.len() {
+            segs.push(self.stack_chain[s as usize]);
+            s = self.dump.stacks[s as usize].parent;
+        }
+        segs.iter()
+            .rev()
+            .flat_map(|c| self.chains[*c as usize].iter().copied())
+            .collect()
+    }
+
     /// The functions `name` names, as `record --function` reads a name:
     /// the best tier of `coldcache_dump::names::match_name` with a match
     /// (the name, without parameters, its `::` suffix, a wildcard), or else

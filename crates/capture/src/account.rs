@@ -41,6 +41,7 @@
 
 use crate::grow::{Budget, Full, GrowVec, TABLE_FULL};
 use crate::model::{AccessList, CpuFacts, Machine, Model, Unmodelled};
+use crate::objects::Objects;
 use crate::tables::{CounterTable, DecodeCache, Decoded, Flow, Rep, StackTable};
 use crate::unwind::StackUnwinder;
 use coldcache_cctrace::stream::{attachment_chunk, end_marker, skeleton_index_chunk};
@@ -228,6 +229,9 @@ pub struct Setup {
     /// Measure line utilisation of the first data level (issue 32; the
     /// rows gain `l1d_lines_fetched` and `l1d_bytes_used`).
     pub line_use: bool,
+    /// Object tracking (issue 32, `crate::objects`): the allocator observed
+    /// and each data access attributed to its block or mapping.
+    pub objects: Option<Objects>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -473,6 +477,8 @@ pub struct Accountant {
     /// padded; empty while it runs): an exited thread is no longer in
     /// `/proc` when the dump is written.
     exit_names: Vec<[u8; 16]>,
+    /// Object tracking, when on.
+    objects: Option<Box<Objects>>,
 }
 
 /// The most threads one capture can trace over its life (threads alive at
@@ -566,6 +572,7 @@ impl Accountant {
             stop_entries: setup.stop_entries,
             seen: Vec::with_capacity(MAX_THREADS_SEEN),
             exit_names: Vec::with_capacity(MAX_THREADS_SEEN),
+            objects: setup.objects.map(Box::new),
         })
     }
 
@@ -761,6 +768,10 @@ impl Accountant {
         }
         if !self.threads[ti].seeded {
             self.seed(ti, ip, sp, fp, m);
+            if let Some(o) = self.objects.as_deref_mut() {
+                let fs = m.segment_base(Register::FS);
+                o.thread_stack(sp, fs, self.threads[ti].serial);
+            }
         }
         if let Some(v) = self.pop_returned(ti, sp) {
             return v;
@@ -772,6 +783,10 @@ impl Accountant {
         let stack = current_stack(&self.threads[ti]);
         let counted = self.count(ti, ip, stack, di, m, Mode::Before);
         let d = self.decode.at(di);
+        if let Some(o) = self.objects.as_deref_mut() {
+            let is_ret = || d.instr.flow_control() == FlowControl::Return;
+            o.observe(ti, ip, sp, stack, is_ret, m, &mut self.budget);
+        }
         let (rep, len, flow) = (d.rep, d.len, d.flow);
         let rep_live = rep != Rep::None && count_register(d, m) != 0;
         if !counted {
@@ -913,6 +928,11 @@ impl Accountant {
                 let d = self.decode.at(di);
                 (d.len, d.flow)
             };
+            if let Some(o) = self.objects.as_deref_mut() {
+                let d = self.decode.at(di);
+                let is_ret = || d.instr.flow_control() == FlowControl::Return;
+                o.observe(ti, ip, sp, stack, is_ret, m, &mut self.budget);
+            }
             call_before = flow == Flow::Call;
             if call_before {
                 self.threads[ti].pending_call = ip + u64::from(len) - 1;
@@ -1245,6 +1265,7 @@ impl Accountant {
             &self.accesses,
             modelled,
             c,
+            self.objects.as_deref_mut(),
         );
         credit_line_use(&mut self.driver, &mut self.counters);
         if let Err(why) = modelled {
@@ -1345,6 +1366,7 @@ impl Accountant {
             &self.accesses,
             modelled,
             c,
+            self.objects.as_deref_mut().filter(|_| !warm),
         );
         credit_line_use(&mut self.driver, &mut self.counters);
         if let Err(why) = modelled {
@@ -1507,10 +1529,12 @@ impl Accountant {
             unmodelled,
             cut_short,
             full,
+            objects,
             ..
         } = this;
         meta.instructions = instructions;
         meta.untrapped = untrapped;
+        let meta_levels = layout.levels();
         meta.cut_short = match (cut_short, full) {
             (Some(TABLE_FULL), Some(f)) => Some(f.describe()),
             (c, _) => c.map(String::from),
@@ -1623,6 +1647,7 @@ impl Accountant {
             symbols: None,
             sources: Vec::new(),
             data: None,
+            objects: objects.map(|o| o.finish(meta_levels)),
         };
         Finished {
             dump,
@@ -1664,8 +1689,10 @@ fn credit_line_use(driver: &mut Driver, counters: &mut CounterTable) {
 
 /// Simulates one execution of an instruction of `len` bytes at `ip` on
 /// `core` and attributes it into counter row `c`: its fetch, then its data
-/// accesses when `modelled`, else one more unmodelled execution.
+/// accesses when `modelled`, else one more unmodelled execution; each
+/// data access also to its object when `objects` is given.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn attribute_all(
     driver: &mut Driver,
     core: usize,
@@ -1674,6 +1701,7 @@ fn attribute_all(
     accesses: &AccessList,
     modelled: Result<(), Unmodelled>,
     c: &mut [u64],
+    mut objects: Option<&mut Objects>,
 ) {
     let fetch = Access {
         kind: AccessKind::InstrFetch,
@@ -1691,7 +1719,10 @@ fn attribute_all(
                     size: a.size,
                     ip,
                 };
-                driver.attribute(core, access, c);
+                let r = driver.attribute(core, access, c);
+                if let Some(o) = objects.as_deref_mut() {
+                    o.access(a.kind, a.addr, &r);
+                }
             }
         }
         Err(_) => c[CounterLayout::UNMODELLED] += 1,

@@ -218,6 +218,10 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     reserves.memory = usize::try_from(crate::options::memory_budget(&reserves).0)
         .unwrap_or(usize::MAX)
         .max(1);
+    // Object tracking: the allocator's entry points, published for the
+    // translator before any block is translated.
+    let objects = options.objects.then(crate::objects::resolve_allocators);
+    crate::objects::publish(objects.as_deref());
     let mut acc = Accountant::new(Setup {
         cache: options.cache.clone(),
         reserves,
@@ -238,6 +242,21 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         unwinder: crate::unwind::StackUnwinder::new(&procfs::self_maps()),
         cpu,
         line_use: options.line_use,
+        objects: objects.as_ref().map(|entries| {
+            crate::objects::Objects::new(
+                reserves.threads,
+                entries,
+                procfs::self_maps()
+                    .into_iter()
+                    .map(|m| crate::objects::Mapping {
+                        start: m.start,
+                        end: m.end,
+                        perms: m.perms,
+                        path: m.path,
+                    })
+                    .collect(),
+            )
+        }),
     })?;
     let mut fallback = None;
     if options.mode != Mode::Trap {

@@ -217,6 +217,7 @@ fn setup(reserves: Reserves, trace: bool, function: Option<FunctionCalls>) -> Se
         unwinder: StackUnwinder::new(&[]),
         cpu: CpuFacts::detect(),
         line_use: true,
+        objects: None,
     }
 }
 
