@@ -5,12 +5,15 @@
 // own allocations, so the allocator is observed in the window.
 //
 // Every field the counts rest on is `volatile`: one load or store per
-// source access at any optimisation level.
+// source access at any optimisation level. Built with `-z now` (the tests
+// do): the GOT then lies in the read-only RELRO part, so the executable's
+// writable data mapping holds only `.data` and `.bss`.
 //
-// - getposition (the talk's GetPosition): a pointer array of N = 12,000
-//   (malloc, one block of 96,000 bytes) and N objects of 128 bytes (each
+// - getposition [N] (the talk's GetPosition): a pointer array of N
+//   (default 12,000; malloc, one block of 8 N bytes) and N objects of 128 bytes (each
 //   its own malloc: one site, N blocks); one float read from each object,
-//   in a scattered order (i * 7919 mod N, a permutation). Between the
+//   in a scattered order (i * 7919 mod N, a permutation for N prime to
+//   7919). Between the
 //   allocations and the reads, 64 KiB of a global buffer are read, a line
 //   at a time: every line the allocator touched leaves the 32 KiB 8-way
 //   first data level (each set sees 16 newer lines). By hand: the
@@ -45,19 +48,19 @@ const int N = 12000;
 
 static volatile char evict[64 * 1024];
 
-__attribute__((noinline)) float getposition() {
-    Obj *volatile *ptrs = static_cast<Obj *volatile *>(malloc(N * sizeof(Obj *)));
-    for (int i = 0; i < N; ++i) {
+__attribute__((noinline)) float getposition(int n) {
+    Obj *volatile *ptrs = static_cast<Obj *volatile *>(malloc(n * sizeof(Obj *)));
+    for (int i = 0; i < n; ++i) {
         ptrs[i] = static_cast<Obj *>(malloc(sizeof(Obj)));
     }
     for (int i = 0; i < int(sizeof evict); i += 64) {
         (void)evict[i];
     }
     float s = 0;
-    for (int i = 0; i < N; ++i) {
-        s += ptrs[(long(i) * 7919) % N]->x;
+    for (int i = 0; i < n; ++i) {
+        s += ptrs[(long(i) * 7919) % n]->x;
     }
-    for (int i = 0; i < N; ++i) {
+    for (int i = 0; i < n; ++i) {
         free(ptrs[i]);
     }
     free((void *)ptrs);
@@ -134,8 +137,12 @@ __attribute__((noinline)) int with_new() {
 
 int main(int argc, char **argv) {
     const char *c = argc > 1 ? argv[1] : "";
+    // The heap made before the window: its first allocation's sbrk is not
+    // in it (under Valgrind the break moves differently, and so would the
+    // allocator's first instructions).
+    free(malloc(1));
     if (!strcmp(c, "getposition")) {
-        std::printf("%.1f\n", getposition());
+        std::printf("%.1f\n", getposition(argc > 2 ? atoi(argv[2]) : N));
     } else if (!strcmp(c, "global")) {
         std::printf("%d\n", global());
     } else if (!strcmp(c, "stack")) {
