@@ -82,7 +82,7 @@ fn objects_json(dir: &Path, dump: &str) -> Value {
 }
 
 /// The allocation sites whose innermost frame is at `objects.cpp:LINE`.
-fn site<'a>(o: &'a Value, line: u32) -> &'a Value {
+fn site(o: &Value, line: u32) -> &Value {
     let at = format!("(objects.cpp:{line})");
     let found: Vec<&Value> = o["sites"]
         .as_array()
