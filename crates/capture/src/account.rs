@@ -229,8 +229,9 @@ pub struct Setup {
     /// Measure line utilisation of the first data level (issue 32; the
     /// rows gain `l1d_lines_fetched` and `l1d_bytes_used`).
     pub line_use: bool,
-    /// Object tracking (issue 32, `crate::objects`): the allocator observed
-    /// and each data access attributed to its block or mapping.
+    /// Object state (issue 32, `crate::objects`): with it built `on`, the
+    /// allocator observed and each data access attributed to its block or
+    /// mapping; built off, kept unused (the front end builds it either way).
     pub objects: Option<Objects>,
 }
 
@@ -479,6 +480,9 @@ pub struct Accountant {
     exit_names: Vec<[u8; 16]>,
     /// Object tracking, when on.
     objects: Option<Box<Objects>>,
+    /// Object state built with tracking off, kept unused (see
+    /// `Objects::is_on`).
+    _objects_off: Option<Box<Objects>>,
 }
 
 /// The most threads one capture can trace over its life (threads alive at
@@ -531,6 +535,10 @@ impl Accountant {
                 in_trace: false,
             })
             .collect();
+        let (objects_on, objects_off) = match setup.objects.map(Box::new) {
+            Some(o) if o.is_on() => (Some(o), None),
+            o => (None, o),
+        };
         let func = setup.function.map(|f| FunctionCalls {
             address: f.address,
             first: f.first.max(1),
@@ -572,7 +580,8 @@ impl Accountant {
             stop_entries: setup.stop_entries,
             seen: Vec::with_capacity(MAX_THREADS_SEEN),
             exit_names: Vec::with_capacity(MAX_THREADS_SEEN),
-            objects: setup.objects.map(Box::new),
+            objects: objects_on,
+            _objects_off: objects_off,
         })
     }
 

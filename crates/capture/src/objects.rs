@@ -282,6 +282,7 @@ struct Pending {
 
 /// The object state of a capture; see the module doc.
 pub struct Objects {
+    on: bool,
     entries: [(u64, u8); MAX_ENTRIES],
     names: Vec<&'static str>,
     /// A 1024-bit filter of the entries' addresses, so that an instruction
@@ -315,8 +316,9 @@ fn filter_bit(ip: u64) -> usize {
 impl Objects {
     /// Object state for `threads` thread slots, observing `allocators`
     /// (from [`resolve_allocators`]), attributing the rest by `maps` (the
-    /// process's mappings at the start).
+    /// process's mappings at the start); used only when `on`.
     pub fn new(
+        on: bool,
         threads: usize,
         allocators: &[(u64, Kind, &'static str)],
         mut maps: Vec<Mapping>,
@@ -338,6 +340,7 @@ impl Objects {
             }
         }
         Objects {
+            on,
             entries,
             names: allocators.iter().map(|e| e.2).collect(),
             filter,
@@ -366,6 +369,13 @@ impl Objects {
             live: 0,
             untracked: 0,
         }
+    }
+
+    /// Whether objects are tracked (built with `on`): an accountant given
+    /// object state that is not keeps it, unused, so that the heap looks
+    /// the same to the program either way.
+    pub fn is_on(&self) -> bool {
+        self.on
     }
 
     /// A traced thread (dump index `serial`) starts with RSP `sp` and its

@@ -360,6 +360,45 @@ fn observing_the_allocator_changes_no_count() {
         );
     }
     assert_eq!(ir[1], ir[2], "trap and fast mode");
+    // The whole of a program whose first allocation makes its heap (the
+    // talk's scatter.cpp, `--all` from `main`): the library's own start
+    // allocates the same with and without --objects (it looks the
+    // allocator up either way), so that first allocation takes the same
+    // path and the counts agree.
+    let scatter = compile(
+        "tests-programs/data/scatter.cpp",
+        &dir.join("scatter"),
+        &["-g", "-O2"],
+        false,
+    );
+    let mut all = Vec::new();
+    for (flag, dump) in [
+        ("--objects", "on-all.ccdump"),
+        ("--schedule=os", "no-all.ccdump"),
+    ] {
+        let mut c = Command::new("setarch");
+        c.current_dir(&dir)
+            .env("COLDCACHE_LIB", library())
+            .args([
+                "-R",
+                COLDCACHE,
+                "record",
+                "--no-progress",
+                "--mode",
+                "fast",
+                "--all",
+            ])
+            .args([flag, "-o", dump, "--"])
+            .arg(&scatter);
+        let out = run_with_deadline(c, dump);
+        assert!(out.status.success(), "record {dump}: {}", text(&out.stderr));
+        all.push(load(&dir.join(dump)));
+    }
+    assert_eq!(all[0].meta.instructions, all[1].meta.instructions);
+    assert!(
+        all[0].records == all[1].records,
+        "record --all: --objects changed the counts"
+    );
     if !have("valgrind") {
         eprintln!(
             "SKIP the Callgrind half of observing_the_allocator_changes_no_count: valgrind missing"
