@@ -1730,7 +1730,7 @@ fn attribute_all(
                 };
                 let r = driver.attribute(core, access, c);
                 if let Some(o) = objects.as_deref_mut() {
-                    o.access(a.kind, a.addr, &r);
+                    o.access(a.kind, a.addr, ip, &r);
                 }
             }
         }

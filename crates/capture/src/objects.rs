@@ -251,14 +251,36 @@ pub struct Mapping {
 
 struct Region {
     map: Mapping,
+    may_hold_blocks: bool,
     thread: u32,
     tls: u32,
     counts: Counts,
 }
 
+/// Entries of the per-instruction memo (direct-mapped by address).
+const IP_MEMO: usize = 1024;
+
+#[inline(always)]
+fn ip_slot(ip: u64) -> usize {
+    ((ip ^ (ip >> 10)) as usize) & (IP_MEMO - 1)
+}
+
+/// The block an instruction touched last: valid while its node's `gen`
+/// is still `gen` (a node freed gets 0, reused a new one).
+#[derive(Clone, Copy, Default)]
+struct IpMemo {
+    start: u64,
+    end: u64,
+    site: u32,
+    node: u32,
+    gen: u32,
+}
+
 /// A treap node: a live block.
 #[derive(Clone, Copy)]
 struct Node {
+    /// Which allocation the node holds now (0: none).
+    gen: u32,
     start: u64,
     end: u64,
     site: u32,
@@ -300,6 +322,14 @@ pub struct Objects {
     unmapped: Counts,
     /// The last block found: start, end, site.
     memo: (u64, u64, u32),
+    /// Per instruction (by address), the block it touched last.
+    ip_memo: Vec<IpMemo>,
+    /// The last `Node::gen` given.
+    gen: u32,
+    /// The last mapping found that holds no block (a stack, a file):
+    /// start, end, index. Looked at after `memo`, before the blocks, so
+    /// stack accesses cost a compare.
+    region_memo: (u64, u64, u32),
     allocations: u64,
     frees: u64,
     unknown_frees: u64,
@@ -354,6 +384,10 @@ impl Objects {
             regions: maps
                 .into_iter()
                 .map(|map| Region {
+                    // Where the allocator may put blocks: the heap and
+                    // anonymous mappings (arenas; a thread's stack is
+                    // told apart when its thread starts).
+                    may_hold_blocks: map.path.is_empty() || map.path == "[heap]",
                     map,
                     thread: u32::MAX,
                     tls: u32::MAX,
@@ -362,6 +396,11 @@ impl Objects {
                 .collect(),
             unmapped: Counts::default(),
             memo: (0, 0, 0),
+            // A node 0 with gen 0 stands for "none" until the first block:
+            // the memo's empty entries never match (start = end = 0).
+            ip_memo: vec![IpMemo::default(); IP_MEMO],
+            gen: 0,
+            region_memo: (0, 0, 0),
             allocations: 0,
             frees: 0,
             unknown_frees: 0,
@@ -387,6 +426,7 @@ impl Objects {
         if let Some(i) = stack {
             if self.regions[i].thread == u32::MAX {
                 self.regions[i].thread = serial;
+                self.regions[i].may_hold_blocks = false;
             }
         }
         if let Some(i) = self.region_of(fs).filter(|&i| Some(i) != stack) {
@@ -405,7 +445,7 @@ impl Objects {
     /// served as `r`. `count` false: a warming instruction, counted
     /// nowhere.
     #[inline(always)]
-    pub fn access(&mut self, kind: AccessKind, addr: u64, r: &AccessResult) {
+    pub fn access(&mut self, kind: AccessKind, addr: u64, ip: u64, r: &AccessResult) {
         let side = match Side::of(kind) {
             Some(Side::Read) => 0,
             Some(Side::Write) => 1,
@@ -416,19 +456,47 @@ impl Objects {
             self.sites.at_mut(site as usize).counts.add(side, r);
             return;
         }
-        self.access_slow(side, addr, r);
+        let (s, e, region) = self.region_memo;
+        if addr.wrapping_sub(s) < e.wrapping_sub(s) {
+            self.regions[region as usize].counts.add(side, r);
+            return;
+        }
+        // The block this instruction touched last, if still live.
+        let slot = ip_slot(ip);
+        let m = self.ip_memo[slot];
+        if addr.wrapping_sub(m.start) < m.end.wrapping_sub(m.start)
+            && self.nodes.at(m.node as usize).gen == m.gen
+        {
+            self.memo = (m.start, m.end, m.site);
+            self.sites.at_mut(m.site as usize).counts.add(side, r);
+            return;
+        }
+        self.access_slow(side, addr, slot, r);
     }
 
     #[inline(never)]
-    fn access_slow(&mut self, side: usize, addr: u64, r: &AccessResult) {
-        if let Some(n) = self.find(addr) {
-            let n = *self.nodes.at(n as usize);
+    fn access_slow(&mut self, side: usize, addr: u64, slot: usize, r: &AccessResult) {
+        if let Some(i) = self.find(addr) {
+            let n = *self.nodes.at(i as usize);
             self.memo = (n.start, n.end, n.site);
+            self.ip_memo[slot] = IpMemo {
+                start: n.start,
+                end: n.end,
+                site: n.site,
+                node: i,
+                gen: n.gen,
+            };
             self.sites.at_mut(n.site as usize).counts.add(side, r);
             return;
         }
         match self.region_of(addr) {
-            Some(i) => self.regions[i].counts.add(side, r),
+            Some(i) => {
+                let reg = &mut self.regions[i];
+                reg.counts.add(side, r);
+                if !reg.may_hold_blocks {
+                    self.region_memo = (reg.map.start, reg.map.end, i as u32);
+                }
+            }
             None => self.unmapped.add(side, r),
         }
     }
@@ -453,7 +521,14 @@ impl Objects {
         let maybe_entry = self.filter[b >> 6] >> (b & 63) & 1 != 0;
         if !pending && maybe_entry {
             self.entered(ti, ip, sp, stack, m);
-        } else if pending && is_ret() {
+            if self.pending[ti].kind == 0 {
+                return;
+            }
+        } else if !pending {
+            return;
+        }
+        // Inside an allocator (an entry may itself be its `ret`).
+        if is_ret() {
             self.returned(ti, sp, m, budget);
         }
     }
@@ -541,21 +616,27 @@ impl Objects {
         self.live -= 1;
         let site = self.nodes.at(n as usize).site;
         self.sites.at_mut(site as usize).freed += 1;
+        self.release(n, start);
+    }
+
+    /// Node `n`, out of the tree, of the block that started at `start`:
+    /// forgotten by the memos, kept for reuse.
+    fn release(&mut self, n: u32, start: u64) {
         if self.memo.0 == start {
             self.memo = (0, 0, 0);
         }
-        self.nodes.at_mut(n as usize).left = self.free_node;
+        let node = self.nodes.at_mut(n as usize);
+        node.left = self.free_node;
+        node.gen = 0;
         self.free_node = n;
     }
 
     fn allocated(&mut self, start: u64, size: u64, stack: u32, kind: u8, budget: &mut Budget) {
         self.allocations += 1;
         // A block at the same start still live: its free was not seen.
-        if self.remove(start).is_some() {
+        if let Some(n) = self.remove(start) {
             self.live -= 1;
-            if self.memo.0 == start {
-                self.memo = (0, 0, 0);
-            }
+            self.release(n, start);
         }
         let Some(site) = self.site(stack, kind, budget) else {
             self.untracked += 1;
@@ -564,7 +645,9 @@ impl Objects {
         let row = self.sites.at_mut(site as usize);
         row.blocks += 1;
         row.bytes = row.bytes.saturating_add(size);
+        self.gen = self.gen.wrapping_add(1).max(1);
         let node = Node {
+            gen: self.gen,
             start,
             end: start.saturating_add(size.max(1)),
             site,
