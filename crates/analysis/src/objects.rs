@@ -26,6 +26,9 @@ pub struct ObjectRow {
     /// An allocation site's frames, innermost first (`function
     /// (file:line)`); empty for other rows.
     pub frames: Vec<String>,
+    /// The frame the label names: the first outside the runtime's
+    /// allocation plumbing.
+    pub user_frame: usize,
     /// Blocks allocated there (sites).
     pub blocks: u64,
     /// Their bytes, summed (sites).
@@ -91,6 +94,7 @@ fn row(kind: &str, label: String, c: &ObjectCounts, levels: usize) -> ObjectRow 
         kind: kind.to_string(),
         label,
         frames: Vec::new(),
+        user_frame: 0,
         blocks: 0,
         bytes: 0,
         freed: 0,
@@ -101,6 +105,26 @@ fn row(kind: &str, label: String, c: &ObjectCounts, levels: usize) -> ObjectRow 
         start: 0,
         end: 0,
     }
+}
+
+/// Whether a frame is allocation plumbing of a language runtime.
+fn is_plumbing(frame: &str) -> bool {
+    let f = frame.trim_start_matches('<');
+    [
+        "alloc::",
+        "core::",
+        "std::",
+        "__rust",
+        "__rdl",
+        "__gnu_cxx::new_allocator",
+        "std::allocator",
+        "std::__new_allocator",
+        "hashbrown::",
+        "T as alloc::",
+        "T as core::",
+    ]
+    .iter()
+    .any(|p| f.starts_with(p))
 }
 
 fn base(path: &str) -> &str {
@@ -190,12 +214,17 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
                     }
                 })
                 .collect();
+            // The site is named by its first frame outside the language
+            // runtime's allocation plumbing (Rust's `alloc::`, a
+            // `Vec`'s `RawVec`, C++'s allocators).
+            let user = frames.iter().position(|f| !is_plumbing(f)).unwrap_or(0);
             let label = format!(
                 "{} in {}",
                 s.allocator,
-                frames.first().map_or("?", String::as_str)
+                frames.get(user).map_or("?", String::as_str)
             );
             let mut r = row("heap", label, &s.counts, levels);
+            r.user_frame = user;
             r.frames = frames;
             r.blocks = s.blocks;
             r.bytes = s.bytes;

@@ -670,7 +670,7 @@ pub fn objects(o: &crate::objects::ObjectsView) -> String {
             l.extend(r.misses.iter().map(u64::to_string));
             l.push(if sites {
                 let mut label = r.label.clone();
-                for f in r.frames.iter().skip(1).take(2) {
+                for f in r.frames.iter().skip(r.user_frame + 1).take(2) {
                     label.push_str(" <- ");
                     label.push_str(f);
                 }
