@@ -25,7 +25,11 @@
 //!    appended to the trace when one is kept: encoded into a chunk buffer
 //!    reserved up front ([`ChunkEncoder`]) that goes to the front end's
 //!    [`TraceSink`] (the trace file) each time it fills, so a trace is
-//!    bounded by the disk, not by memory.
+//!    bounded by the disk, not by memory;
+//! 6. with object tracking on (`Setup::objects` built on), each data access
+//!    is also added to its object (heap block's allocation site, else
+//!    mapping), and the allocator's entries and returns are observed
+//!    ([`crate::objects`]); built off, the object state is kept unused.
 //!
 //! # Invariants
 //! - Once built it never allocates, locks or panics: its tables grow by
