@@ -235,7 +235,7 @@ pub struct Setup {
     pub line_use: bool,
     /// Object state (issue 32, `crate::objects`): with it built `on`, the
     /// allocator observed and each data access attributed to its block or
-    /// mapping; built off, kept unused (the front end builds it either way).
+    /// mapping; built off, kept unused.
     pub objects: Option<Objects>,
 }
 

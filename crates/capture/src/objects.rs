@@ -6,8 +6,8 @@
 //! The allocator is observed, not wrapped: a wrapper's instructions would
 //! be traced and counted like the program's. At the start the front end
 //! resolves the entry points the program's calls reach
-//! ([`resolve_allocators`]: `dlsym(RTLD_DEFAULT)`, so the definition the
-//! dynamic linker binds them to); then, per traced instruction the
+//! ([`resolve_allocators`]: the global definitions of the mapped files, in
+//! the dynamic linker's search order); then, per traced instruction the
 //! accountant counts:
 //! - at an allocator's first instruction, on a thread not already inside
 //!   one (nested calls, `realloc` calling `malloc`, `new` calling
@@ -142,19 +142,71 @@ static KINDS: [AtomicU8; MAX_ENTRIES] = [const { AtomicU8::new(0) }; MAX_ENTRIES
 static ON: AtomicBool = AtomicBool::new(false);
 
 /// The allocator entry points of this process: (address, kind, name),
-/// one per address (aliases folded, the first name kept). Not
-/// async-signal-safe (`dlsym`): called when a capture is prepared.
+/// one per address (aliases folded, the first name kept). Each name is
+/// looked up among the global definitions (`.dynsym`) of the mapped ELF
+/// files, in the dynamic linker's search order as far as the mappings tell
+/// it: the executable (the lowest file mapping), then the libraries from
+/// the highest address down (glibc maps each library below the one loaded
+/// before it), so a preloaded allocator comes before the C library. Not
+/// with `dlsym`: a name a process lacks makes `dlsym` build its error
+/// message with the program's `malloc`, which would make the program's
+/// heap before its first allocation and change what that counts. Files are
+/// mapped, never read with the program's allocator. Not async-signal-safe:
+/// called when a capture is prepared.
 pub fn resolve_allocators() -> Vec<(u64, Kind, &'static str)> {
-    let mut out: Vec<(u64, Kind, &'static str)> = Vec::new();
-    for &(name, kind) in ALLOCATORS {
-        let c = std::ffi::CString::new(name).expect("no NUL in the names");
-        // SAFETY: dlsym with a valid NUL-terminated name; RTLD_DEFAULT is
-        // the global scope the program's own calls are bound in.
-        let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c.as_ptr()) } as u64;
-        if p != 0 && !out.iter().any(|e| e.0 == p) && out.len() < MAX_ENTRIES {
-            out.push((p, kind, name));
+    use object::{Object, ObjectSymbol};
+    let maps = crate::procfs::self_maps();
+    let mut files: Vec<(u64, &str)> = Vec::new();
+    for m in &maps {
+        if m.path.starts_with('/') && !files.iter().any(|f| f.1 == m.path) {
+            files.push((m.start, &m.path));
         }
     }
+    files.sort_by_key(|f| f.0);
+    if files.len() > 1 {
+        files[1..].reverse();
+    }
+    let mut out: Vec<(u64, Kind, &'static str)> = Vec::new();
+    let mut found = [false; ALLOCATORS.len()];
+    for &(_, path) in &files {
+        if found.iter().all(|&f| f) {
+            break;
+        }
+        let Some(mapped) = crate::procfs::MappedFile::open(std::path::Path::new(path)) else {
+            continue;
+        };
+        let Ok(file) = object::File::parse(mapped.bytes()) else {
+            continue;
+        };
+        let segments = coldcache_fsio::elf::LoadSegments::of(&file);
+        let Some(bias) = maps
+            .iter()
+            .filter(|x| x.path == path && x.perms.contains('x'))
+            .find_map(|x| segments.load_bias(x.start, x.offset, true))
+        else {
+            continue;
+        };
+        for sym in file.dynamic_symbols() {
+            if !sym.is_definition() || sym.kind() != object::SymbolKind::Text || !sym.is_global() {
+                continue;
+            }
+            let Ok(name) = sym.name() else { continue };
+            let Some(i) = ALLOCATORS.iter().position(|a| a.0 == name) else {
+                continue;
+            };
+            if found[i] {
+                continue;
+            }
+            found[i] = true;
+            let (name, kind) = ALLOCATORS[i];
+            let p = sym.address().wrapping_add(bias);
+            if !out.iter().any(|e| e.0 == p) && out.len() < MAX_ENTRIES {
+                out.push((p, kind, name));
+            }
+        }
+    }
+    // In the table's order (first name of an alias kept, as listed).
+    out.sort_by_key(|e| ALLOCATORS.iter().position(|a| a.0 == e.2));
     out
 }
 
@@ -411,8 +463,7 @@ impl Objects {
     }
 
     /// Whether objects are tracked (built with `on`): an accountant given
-    /// object state that is not keeps it, unused, so that the heap looks
-    /// the same to the program either way.
+    /// object state that is not keeps it, unused.
     pub fn is_on(&self) -> bool {
         self.on
     }
