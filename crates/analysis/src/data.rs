@@ -297,6 +297,11 @@ pub struct DataView {
     pub total_line_use: Option<LineUse>,
     /// Why there is no line utilisation (empty when there is).
     pub line_use_note: String,
+    /// The objects (allocation sites, mappings) the data accesses touched;
+    /// `None`: the dump has no object data (`objects_note` says so).
+    pub objects: Option<crate::objects::ObjectsView>,
+    /// Why there are no objects (empty when there are).
+    pub objects_note: String,
 }
 
 /// The dump's data types, or the error that says it has none.
@@ -468,6 +473,8 @@ pub fn data(p: &Profile, q: &DataQuery) -> Result<DataView, AnalysisError> {
         untyped_line_use: untyped_use,
         total_line_use: all,
         line_use_note: line_use_note(l),
+        objects: crate::objects::objects(p, q.limit),
+        objects_note: crate::objects::objects_note(p.dump()),
         columns: heads(p),
         sort,
         coverage: coverage(p).unwrap_or_default(),

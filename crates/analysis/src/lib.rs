@@ -14,7 +14,8 @@
 //!   threads and cores; [`diff`] compares two profiles.
 //! - [`data`]: the data views: types and fields ranked by their accesses
 //!   and misses, one type's layout with its cache lines (from the dump's
-//!   `DATA` section).
+//!   `DATA` section); [`objects`]: the heap blocks by allocation site and
+//!   the mappings the data accesses touched (`OBJS`).
 //! - [`flame`]: the flame graph's layout below any call-tree node.
 //! - [`summary`]: what a capture was (program, cache, window) and its
 //!   totals (instructions, misses per level), read first.
@@ -27,6 +28,7 @@ pub mod columns;
 pub mod data;
 pub mod diff;
 pub mod flame;
+pub mod objects;
 pub mod profile;
 pub mod render;
 pub mod summary;

@@ -792,6 +792,25 @@ impl Profile {
             .map(|c| c.get(s as usize).copied().unwrap_or(0))
     }
 
+    /// The frames of call stack `stack` (a dump stack id), outermost
+    /// first: for every stack frame the function and call site. Empty for
+    /// an id the dump does not have.
+    pub fn stack_path(&self, stack: u32) -> Vec<PathFrame> {
+        let mut segs = Vec::new();
+        let mut s = stack;
+        while s != ROOT_STACK && (s as usize) < self.dump.stacks.len() {
+            let c = self.stack_chain[s as usize];
+            if c != u32::MAX {
+                segs.push(c);
+            }
+            s = self.dump.stacks[s as usize].parent;
+        }
+        segs.iter()
+            .rev()
+            .flat_map(|c| self.chains[*c as usize].iter().copied())
+            .collect()
+    }
+
     /// The functions `name` names, as `record --function` reads a name:
     /// the best tier of `coldcache_dump::names::match_name` with a match
     /// (the name, without parameters, its `::` suffix, a wildcard), or else

@@ -653,6 +653,101 @@ pub fn data(v: &crate::data::DataView, cols: &[usize]) -> String {
             let _ = writeln!(s, "{}.", v.line_use_note);
         }
     }
+    match &v.objects {
+        Some(o) => s.push_str(&objects(o)),
+        None => {
+            let _ = writeln!(s, "{}.", v.objects_note);
+        }
+    }
+    s
+}
+
+/// The objects section of `report --view data`: allocation sites, then
+/// the other objects (mappings), each ranked by misses.
+pub fn objects(o: &crate::objects::ObjectsView) -> String {
+    use crate::objects::ObjectRow;
+    let mut s = String::new();
+    let share = |n: u64| {
+        if o.accesses == 0 {
+            0.0
+        } else {
+            100.0 * n as f64 / o.accesses as f64
+        }
+    };
+    let _ = writeln!(
+        s,
+        "\nobjects: {} data accesses, {:.1}% in heap blocks allocated in the capture; {} allocations and {} frees seen ({} allocator entry points observed), {} blocks live at the end",
+        o.accesses,
+        share(o.in_blocks),
+        o.allocations,
+        o.frees,
+        o.allocators,
+        o.live
+    );
+    if o.unknown_frees + o.unreturned + o.untracked > 0 {
+        let _ = writeln!(
+            s,
+            "  not followed: {} frees of blocks allocated earlier, {} allocator calls not seen returning, {} allocations not tracked (table full)",
+            o.unknown_frees, o.unreturned, o.untracked
+        );
+    }
+    let table = |rows: &[ObjectRow], sites: bool| -> String {
+        let mut head: Vec<String> = Vec::new();
+        if sites {
+            head.extend(["blocks", "bytes"].map(String::from));
+        }
+        head.extend(["accesses", "reads", "writes"].map(String::from));
+        head.extend(o.levels.iter().map(|l| format!("miss:{l}")));
+        head.push(if sites { "allocation site" } else { "object" }.to_string());
+        let mut lines = vec![head];
+        for r in rows {
+            let mut l: Vec<String> = Vec::new();
+            if sites {
+                l.push(r.blocks.to_string());
+                l.push(r.bytes.to_string());
+            }
+            l.extend([r.accesses, r.reads, r.writes].map(|n| n.to_string()));
+            l.extend(r.misses.iter().map(u64::to_string));
+            l.push(if sites {
+                let mut label = r.label.clone();
+                for f in r.frames.iter().skip(r.user_frame + 1).take(2) {
+                    label.push_str(" <- ");
+                    label.push_str(f);
+                }
+                label
+            } else {
+                format!("{}: {}", r.kind, r.label)
+            });
+            lines.push(l);
+        }
+        let n = lines[0].len();
+        let widths: Vec<usize> = (0..n - 1)
+            .map(|c| lines.iter().map(|l| l[c].len()).max().unwrap_or(0))
+            .collect();
+        let mut t = String::new();
+        for l in &lines {
+            for (c, w) in widths.iter().enumerate() {
+                let _ = write!(t, "{:>w$}  ", l[c], w = *w);
+            }
+            let _ = writeln!(t, "{}", l[n - 1]);
+        }
+        t
+    };
+    let _ = writeln!(
+        s,
+        "\nallocation sites (heap blocks by the call stack that allocated them)"
+    );
+    if o.sites.is_empty() {
+        let _ = writeln!(s, "  (no allocation seen in the capture)");
+    } else {
+        s.push_str(&table(&o.sites, true));
+    }
+    let _ = writeln!(s, "\nother objects (by the mapping at the capture's start)");
+    s.push_str(&table(&o.others, false));
+    let _ = writeln!(
+        s,
+        "an access counts once, in the object holding its first byte, at the level that served it (as the code views count it); miss:X = accesses served below X."
+    );
     s
 }
 

@@ -208,5 +208,6 @@ pub fn dump(shape: Shape) -> Dump {
         }),
         sources: Vec::new(),
         data: None,
+        objects: None,
     }
 }

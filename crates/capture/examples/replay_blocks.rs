@@ -117,6 +117,7 @@ fn main() {
         unwinder: StackUnwinder::new(&[]),
         cpu: CpuFacts::detect(),
         line_use: true,
+        objects: None,
     };
     let mut acc = Accountant::new(setup).expect("the cachegrind preset");
     acc.claim(1).expect("a thread slot");

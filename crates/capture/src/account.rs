@@ -31,7 +31,11 @@
 //!    appended to the trace when one is kept: encoded into a chunk buffer
 //!    reserved up front ([`ChunkEncoder`]) that goes to the front end's
 //!    [`TraceSink`] (the trace file) each time it fills, so a trace is
-//!    bounded by the disk, not by memory.
+//!    bounded by the disk, not by memory;
+//! 6. with object tracking on (`Setup::objects` built on), each data access
+//!    is also added to its object (heap block's allocation site, else
+//!    mapping), and the allocator's entries and returns are observed
+//!    ([`crate::objects`]); built off, the object state is kept unused.
 //!
 //! # Invariants
 //! - Once built it never allocates, locks or panics: its tables grow by
@@ -47,6 +51,7 @@
 
 use crate::grow::{Budget, Full, GrowVec, TABLE_FULL};
 use crate::model::{AccessList, CpuFacts, Machine, Model, Quick, Unmodelled};
+use crate::objects::Objects;
 use crate::tables::{BlockRows, CounterTable, DecodeCache, Decoded, Flow, Rep, StackTable};
 use crate::unwind::StackUnwinder;
 use coldcache_cctrace::stream::{attachment_chunk, end_marker, skeleton_index_chunk};
@@ -247,6 +252,10 @@ pub struct Setup {
     /// Measure line utilisation of the first data level (issue 32; the
     /// rows gain `l1d_lines_fetched` and `l1d_bytes_used`).
     pub line_use: bool,
+    /// Object state (issue 32, `crate::objects`): with it built `on`, the
+    /// allocator observed and each data access attributed to its block or
+    /// mapping; built off, kept unused.
+    pub objects: Option<Objects>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -497,6 +506,11 @@ pub struct Accountant {
     /// padded; empty while it runs): an exited thread is no longer in
     /// `/proc` when the dump is written.
     exit_names: Vec<[u8; 16]>,
+    /// Object tracking, when on.
+    objects: Option<Box<Objects>>,
+    /// Object state built with tracking off, kept unused (see
+    /// `Objects::is_on`).
+    _objects_off: Option<Box<Objects>>,
 }
 
 /// The most threads one capture can trace over its life (threads alive at
@@ -549,6 +563,10 @@ impl Accountant {
                 in_trace: false,
             })
             .collect();
+        let (objects_on, objects_off) = match setup.objects.map(Box::new) {
+            Some(o) if o.is_on() => (Some(o), None),
+            o => (None, o),
+        };
         let func = setup.function.map(|f| FunctionCalls {
             address: f.address,
             first: f.first.max(1),
@@ -592,6 +610,8 @@ impl Accountant {
             stop_entries: setup.stop_entries,
             seen: Vec::with_capacity(MAX_THREADS_SEEN),
             exit_names: Vec::with_capacity(MAX_THREADS_SEEN),
+            objects: objects_on,
+            _objects_off: objects_off,
         })
     }
 
@@ -787,6 +807,10 @@ impl Accountant {
         }
         if !self.threads[ti].seeded {
             self.seed(ti, ip, sp, fp, m);
+            if let Some(o) = self.objects.as_deref_mut() {
+                let fs = m.segment_base(Register::FS);
+                o.thread_stack(sp, fs, self.threads[ti].serial);
+            }
         }
         if let Some(v) = self.pop_returned(ti, sp) {
             return v;
@@ -798,6 +822,10 @@ impl Accountant {
         let stack = current_stack(&self.threads[ti]);
         let counted = self.count(ti, ip, stack, di, m, Mode::Before);
         let d = self.decode.at(di);
+        if let Some(o) = self.objects.as_deref_mut() {
+            let is_ret = || d.instr.flow_control() == FlowControl::Return;
+            o.observe(ti, ip, sp, stack, is_ret, m, &mut self.budget);
+        }
         let (rep, len, flow) = (d.rep, d.len, d.flow);
         let rep_live = rep != Rep::None && count_register(d, m) != 0;
         if !counted {
@@ -974,6 +1002,7 @@ impl Accountant {
                     Some(q) => {
                         if q.reads_registers() && !filled {
                             fill(k, m);
+                            filled = true;
                         }
                         self.accesses.clear();
                         let modelled = q.eval(m, &mut self.accesses);
@@ -983,6 +1012,7 @@ impl Accountant {
                     None => {
                         if !filled {
                             fill(k, m);
+                            filled = true;
                         }
                         self.count_plain(core, ip, row, di, m)
                     }
@@ -990,6 +1020,7 @@ impl Accountant {
             } else {
                 if !filled {
                     fill(k, m);
+                    filled = true;
                 }
                 let counted = self.count_row(ti, ip, stack, row, di, m, Mode::Before);
                 if !counted {
@@ -998,6 +1029,17 @@ impl Accountant {
                 let d = self.decode.at(di);
                 (d.len, d.flow)
             };
+            if let Some(o) = self.objects.as_deref_mut() {
+                // The allocator's arguments and results are registers an
+                // instruction's own plan need not read (an `endbr64` at
+                // malloc's entry reads none): loaded here if they were not.
+                if !filled {
+                    fill(k, m);
+                }
+                let d = self.decode.at(di);
+                let is_ret = || d.instr.flow_control() == FlowControl::Return;
+                o.observe(ti, ip, sp, stack, is_ret, m, &mut self.budget);
+            }
             call_before = flow == Flow::Call;
             if call_before {
                 self.threads[ti].pending_call = ip + u64::from(len) - 1;
@@ -1338,7 +1380,16 @@ impl Accountant {
         let c = self.counters.row(row);
         c[CounterLayout::INSTRUCTIONS] += 1;
         self.driver.set_fill_row(row as u32);
-        attribute_all(&mut self.driver, core, ip, len, &self.accesses, modelled, c);
+        attribute_all(
+            &mut self.driver,
+            core,
+            ip,
+            len,
+            &self.accesses,
+            modelled,
+            c,
+            self.objects.as_deref_mut(),
+        );
         credit_line_use(&mut self.driver, &mut self.counters);
         if let Err(why) = modelled {
             if let Some(i) = Unmodelled::ALL.iter().position(|&u| u == why) {
@@ -1437,6 +1488,7 @@ impl Accountant {
             &self.accesses,
             modelled,
             c,
+            self.objects.as_deref_mut().filter(|_| !warm),
         );
         credit_line_use(&mut self.driver, &mut self.counters);
         if let Err(why) = modelled {
@@ -1599,10 +1651,12 @@ impl Accountant {
             unmodelled,
             cut_short,
             full,
+            objects,
             ..
         } = this;
         meta.instructions = instructions;
         meta.untrapped = untrapped;
+        let meta_levels = layout.levels();
         meta.cut_short = match (cut_short, full) {
             (Some(TABLE_FULL), Some(f)) => Some(f.describe()),
             (c, _) => c.map(String::from),
@@ -1727,6 +1781,7 @@ impl Accountant {
             symbols: None,
             sources: Vec::new(),
             data: None,
+            objects: objects.map(|o| o.finish(meta_levels)),
         };
         Finished {
             dump,
@@ -1768,8 +1823,10 @@ fn credit_line_use(driver: &mut Driver, counters: &mut CounterTable) {
 
 /// Simulates one execution of an instruction of `len` bytes at `ip` on
 /// `core` and attributes it into counter row `c`: its fetch, then its data
-/// accesses when `modelled`, else one more unmodelled execution.
+/// accesses when `modelled`, else one more unmodelled execution; each
+/// data access also to its object when `objects` is given.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn attribute_all(
     driver: &mut Driver,
     core: usize,
@@ -1778,6 +1835,7 @@ fn attribute_all(
     accesses: &AccessList,
     modelled: Result<(), Unmodelled>,
     c: &mut [u64],
+    mut objects: Option<&mut Objects>,
 ) {
     let fetch = Access {
         kind: AccessKind::InstrFetch,
@@ -1795,7 +1853,10 @@ fn attribute_all(
                     size: a.size,
                     ip,
                 };
-                driver.attribute(core, access, c);
+                let r = driver.attribute(core, access, c);
+                if let Some(o) = objects.as_deref_mut() {
+                    o.access(a.kind, a.addr, ip, &r);
+                }
             }
         }
         Err(_) => c[CounterLayout::UNMODELLED] += 1,

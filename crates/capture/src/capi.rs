@@ -85,6 +85,10 @@ pub fn default_options() -> Result<Options, String> {
         o.line_use = crate::options::parse_line_use(&u)
             .ok_or_else(|| format!("COLDCACHE_LINE_USE {u:?} is not 0 or 1"))?;
     }
+    if let Some(u) = coldcache_fsio::env::var("COLDCACHE_OBJECTS") {
+        o.objects = crate::options::parse_line_use(&u)
+            .ok_or_else(|| format!("COLDCACHE_OBJECTS {u:?} is not 0 or 1"))?;
+    }
     Ok(o)
 }
 

@@ -74,6 +74,7 @@ mod lifecycle;
 pub mod machine;
 pub mod memory;
 pub mod model;
+pub mod objects;
 mod options;
 mod output;
 pub mod preload;

@@ -181,6 +181,10 @@ pub struct Options {
     /// costs about 1.3x in fast mode's window; `COLDCACHE_LINE_USE=1`,
     /// `record --line-use`: on).
     pub line_use: bool,
+    /// Track objects: which heap block (by allocation site) or mapping
+    /// each data access touched (default off; `COLDCACHE_OBJECTS=1`,
+    /// `record --objects`: on).
+    pub objects: bool,
 }
 
 /// `COLDCACHE_LINE_USE`: `1` (measure line utilisation) or `0` (not, the
@@ -211,6 +215,7 @@ impl Options {
             mode: Mode::Auto,
             schedule: Schedule::Os,
             line_use: false,
+            objects: false,
         }
     }
 }

@@ -35,6 +35,7 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_WARM_CALLS",
     "COLDCACHE_SCHEDULE",
     "COLDCACHE_LINE_USE",
+    "COLDCACHE_OBJECTS",
     "COLDCACHE_THREADS",
     "COLDCACHE_CORES",
     "COLDCACHE_MAX_INSTRUCTIONS",
@@ -188,6 +189,10 @@ fn options_from(var: Lookup) -> Result<Option<(Options, TriggerSpec)>, String> {
     if let Some(u) = var("COLDCACHE_LINE_USE") {
         o.line_use = crate::options::parse_line_use(&u)
             .ok_or_else(|| format!("COLDCACHE_LINE_USE `{u}` is not 0 or 1"))?;
+    }
+    if let Some(u) = var("COLDCACHE_OBJECTS") {
+        o.objects = crate::options::parse_line_use(&u)
+            .ok_or_else(|| format!("COLDCACHE_OBJECTS `{u}` is not 0 or 1"))?;
     }
     if let Some(r) = var("COLDCACHE_RESERVES") {
         o.reserves = capi::parse_reserves(&r, Reserves::default())?;

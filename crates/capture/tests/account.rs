@@ -217,6 +217,7 @@ fn setup(reserves: Reserves, trace: bool, function: Option<FunctionCalls>) -> Se
         unwinder: StackUnwinder::new(&[]),
         cpu: CpuFacts::detect(),
         line_use: true,
+        objects: None,
     }
 }
 
@@ -1209,4 +1210,78 @@ fn the_records_finished_encoded_are_the_bytes_of_the_records_finished_whole() {
     let bytes = enc.dump.to_bytes_with_records(records);
     assert_eq!(bytes, whole.dump.to_bytes());
     assert_eq!(Dump::from_bytes(&bytes).unwrap(), whole.dump);
+}
+
+/// Objects by hand: `call malloc` (RDI = 100) whose entry calls an inner
+/// allocator (nested: not counted) and returns RAX = 0x9000; a write into
+/// the block (its site's), one past its 100 bytes (no mapping: unmapped),
+/// `call free` (RDI = 0x9000), the same write again (the block is gone:
+/// unmapped). One allocation, one free, one site of one block of 100
+/// bytes with one write, a cold miss in both levels.
+#[test]
+fn the_allocator_is_observed_and_accesses_go_to_their_block() {
+    use coldcache_capture::objects::{Kind, Objects};
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut m = Fake::new()
+        // 0x1000: call 0x2000; 0x1005: movl $1, 4(%rax);
+        // 0x100c: movl $1, 0xc8(%rax); 0x1016: call 0x3000;
+        // 0x101b: movl $1, 4(%rax).
+        .code(
+            0x1000,
+            &[
+                0xE8, 0xFB, 0x0F, 0x00, 0x00, //
+                0xC7, 0x40, 0x04, 0x01, 0x00, 0x00, 0x00, //
+                0xC7, 0x80, 0xC8, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, //
+                0xE8, 0xE5, 0x1F, 0x00, 0x00, //
+                0xC7, 0x40, 0x04, 0x01, 0x00, 0x00, 0x00,
+            ],
+        )
+        // malloc: call 0x2100 (an inner allocator: ret); ret.
+        .code(0x2000, &[0xE8, 0xFB, 0x00, 0x00, 0x00, 0xC3])
+        .code(0x2100, &[0xC3])
+        // free: ret.
+        .code(0x3000, &[0xC3]);
+    let allocators = [
+        (0x2000, Kind::Malloc, "malloc"),
+        (0x2100, Kind::Malloc, "inner"),
+        (0x3000, Kind::Free, "free"),
+    ];
+    let mut s = setup(Reserves::default(), false, None);
+    s.objects = Some(Objects::new(true, 4, &allocators, Vec::new()));
+    let mut a = Accountant::new(s).unwrap();
+    a.claim(TID).unwrap();
+    let at = |a: &mut Accountant, ip: u64, sp: u64, m: &mut Fake| {
+        m.set(Register::RSP, sp);
+        assert_eq!(step(a, ip, m), Verdict::Continue, "at {ip:#x}");
+    };
+    at(&mut a, 0x1000, SP, &mut m);
+    m.set(Register::RDI, 100);
+    at(&mut a, 0x2000, SP - 8, &mut m);
+    m.set(Register::RDI, 7);
+    at(&mut a, 0x2100, SP - 16, &mut m);
+    m.set(Register::RAX, 0x9000);
+    at(&mut a, 0x2005, SP - 8, &mut m);
+    at(&mut a, 0x1005, SP, &mut m);
+    at(&mut a, 0x100c, SP, &mut m);
+    at(&mut a, 0x1016, SP, &mut m);
+    m.set(Register::RDI, 0x9000);
+    at(&mut a, 0x3000, SP - 8, &mut m);
+    at(&mut a, 0x101b, SP, &mut m);
+    let (d, _) = finish(a);
+    let o = d.objects.expect("objects");
+    assert_eq!(o.allocators, ["malloc", "inner", "free"]);
+    assert_eq!((o.allocations, o.frees, o.unknown_frees), (1, 1, 0));
+    assert_eq!((o.unreturned, o.live, o.untracked), (0, 0, 0));
+    assert_eq!(o.sites.len(), 1);
+    let site = &o.sites[0];
+    // The stack at malloc's entry: the call at 0x1000.
+    assert_eq!(d.stacks[site.stack as usize].call_site, 0x1004);
+    assert_eq!(site.allocator, "malloc");
+    assert_eq!((site.blocks, site.bytes, site.freed), (1, 100, 1));
+    assert_eq!(site.counts.served[0], [0, 0, 0], "no read");
+    assert_eq!(site.counts.served[1], [0, 0, 1], "one write, from memory");
+    // Everything else (no mapping given): the stack's return addresses
+    // (three calls, three rets) and the two writes outside the block.
+    assert_eq!(o.unmapped.side(1), 3 + 2);
+    assert_eq!(o.unmapped.side(0), 3);
 }

@@ -73,6 +73,10 @@ pub struct AttachArgs {
     /// --line-use` (about 1.3x in the window's simulation).
     #[arg(long)]
     line_use: bool,
+    /// Track objects, as `record --objects` (blocks allocated before the
+    /// attach go by mapping).
+    #[arg(long)]
+    objects: bool,
     /// Capture windows opened and closed by `coldcache trigger PID`
     /// (without --function or --signal, the capture starts at once).
     #[arg(long)]
@@ -315,6 +319,10 @@ pub fn run(args: AttachArgs) -> Result<()> {
         (
             "COLDCACHE_LINE_USE",
             if args.line_use { "1" } else { "0" }.into(),
+        ),
+        (
+            "COLDCACHE_OBJECTS",
+            if args.objects { "1" } else { "0" }.into(),
         ),
     ];
     if !args.thread_core.is_empty() {

@@ -167,6 +167,12 @@ pub struct RecordArgs {
     /// is asked for (docs/data-view.md).
     #[arg(long)]
     line_use: bool,
+    /// Track objects: the allocator observed (malloc, new, free, ..) and
+    /// each data access attributed to its heap block's allocation site,
+    /// else to the mapping it lies in (a thread's stack, the heap, a
+    /// module's data): `report --view data`'s objects (docs/data-view.md).
+    #[arg(long)]
+    objects: bool,
     /// The program and its arguments (after `--`, or without it: every
     /// word from the program on is the program's).
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM ARGS")]
@@ -444,7 +450,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .env("COLDCACHE_ARGV", args.program.join("\x1f"))
         .env("COLDCACHE_MODE", &args.mode)
         .env("COLDCACHE_SCHEDULE", &args.schedule)
-        .env("COLDCACHE_LINE_USE", if args.line_use { "1" } else { "0" });
+        .env("COLDCACHE_LINE_USE", if args.line_use { "1" } else { "0" })
+        .env("COLDCACHE_OBJECTS", if args.objects { "1" } else { "0" });
     if !cores.is_empty() {
         cmd.env("COLDCACHE_CORES", cores.join(","));
     }

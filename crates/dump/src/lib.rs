@@ -25,6 +25,9 @@
 //! `SRCS` section after it: the text of the source files the line tables
 //! name ([`SourceText`]). Version 4 adds an optional `DATA` section after
 //! that: the types and fields the memory accesses touch ([`DataTypes`]).
+//! Version 5 adds an optional `OBJS` section after that: the objects (heap
+//! blocks by allocation site, mappings) the data accesses touched
+//! ([`Objects`], captures made with object tracking).
 //! Unknown sections are skipped, so
 //! later versions can add sections that older readers ignore; every older
 //! version keeps loading (samples of each are under test).
@@ -35,11 +38,13 @@
 mod by_instruction;
 pub mod data;
 pub mod names;
+pub mod objects;
 pub mod symbols;
 mod varint;
 
 pub use by_instruction::ByInstruction;
 pub use data::{DataType, DataTypes, Member, TypeKind, TypedAccess, Via};
+pub use objects::{AllocSite, ObjectCounts, ObjectRegion, Objects};
 pub use symbols::{Frame, Function, Location, ModuleStatus, ModuleSymbols, Symbols};
 
 use serde::{Deserialize, Serialize};
@@ -50,7 +55,7 @@ pub const MAGIC: &[u8; 8] = b"COLDDUMP";
 /// The trailer magic, followed by the CRC-32 of everything before it.
 pub const TRAILER: &[u8; 8] = b"CRC32\0\0\0";
 /// The format version this crate writes.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// Stack id of the empty stack (the root of the stack tree).
 pub const ROOT_STACK: u32 = 0;
 
@@ -278,6 +283,9 @@ pub struct Dump {
     /// The data types of the memory accesses (version 4), once the dump
     /// has been resolved with them.
     pub data: Option<DataTypes>,
+    /// The objects the data accesses touched (version 5), for a capture
+    /// made with object tracking.
+    pub objects: Option<Objects>,
 }
 
 /// The text of one source file, as it was when the dump was resolved.
@@ -548,6 +556,12 @@ impl Dump {
             section(&mut out, b"DATA", &b);
         }
 
+        if let Some(objects) = &self.objects {
+            b.clear();
+            objects.encode(&mut b);
+            section(&mut out, b"OBJS", &b);
+        }
+
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(TRAILER);
         out.extend_from_slice(&crc.to_le_bytes());
@@ -750,6 +764,10 @@ impl Dump {
             Ok(b) if version >= 4 => Some(DataTypes::decode(b, modules.len())?),
             _ => None,
         };
+        let objects = match get("OBJS") {
+            Ok(b) if version >= 5 => Some(Objects::decode(b, stacks.len(), threads.len())?),
+            _ => None,
+        };
         let dump = Dump {
             meta,
             modules,
@@ -759,6 +777,7 @@ impl Dump {
             symbols,
             sources,
             data,
+            objects,
         };
         Ok((dump, recs_at))
     }

@@ -62,6 +62,7 @@ fn sample() -> Dump {
         symbols: None,
         sources: Vec::new(),
         data: None,
+        objects: None,
     }
 }
 
@@ -497,4 +498,63 @@ fn meta_warm_schedule_and_calls_round_trip_and_a_default_dump_writes_none_of_the
     let json = serde_json::to_vec(&warm.meta).unwrap();
     let old: OlderMeta = serde_json::from_slice(&json).unwrap();
     assert_eq!(old.instructions, 10);
+}
+
+/// The `OBJS` section (version 5) round-trips, and a site naming a stack
+/// the dump does not have, or a mapping naming a thread it does not have,
+/// is refused.
+#[test]
+fn objects_round_trip_and_a_dangling_stack_is_refused() {
+    use coldcache_dump::{AllocSite, ObjectCounts, ObjectRegion, Objects};
+    let counts = |k: u64| ObjectCounts {
+        served: [vec![k, 2, 3, 4], vec![5, 6, 7, k]],
+    };
+    let mut d = sample();
+    d.objects = Some(Objects {
+        allocators: vec!["malloc".into(), "_Znwm".into()],
+        allocations: 12_001,
+        frees: 12_000,
+        unknown_frees: 3,
+        unreturned: 1,
+        live: 1,
+        untracked: 0,
+        sites: vec![AllocSite {
+            stack: 1,
+            allocator: "malloc".into(),
+            blocks: 12_000,
+            bytes: 1_536_000,
+            freed: 11_999,
+            counts: counts(12_000),
+        }],
+        regions: vec![ObjectRegion {
+            start: 0x7fff_0000,
+            end: 0x7fff_8000,
+            perms: "rw-p".into(),
+            path: "[stack]".into(),
+            thread: Some(0),
+            tls: None,
+            counts: counts(9),
+        }],
+        unmapped: counts(1),
+    });
+    let back = Dump::from_bytes(&d.to_bytes()).unwrap();
+    assert_eq!(back.objects, d.objects);
+    let o = back.objects.as_ref().unwrap();
+    assert_eq!(o.sites[0].counts.accesses(), 12_000 + 9 + 18 + 12_000);
+    // Misses of level 1: everything served below it.
+    assert_eq!(o.sites[0].counts.misses(1), 2 + 3 + 4 + 6 + 7 + 12_000);
+    assert_eq!(o.sites[0].counts.misses(3), 4 + 12_000);
+    let mut bad = d.clone();
+    bad.objects.as_mut().unwrap().sites[0].stack = 2;
+    let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
+    assert!(e.contains("OBJS") && e.contains("stack 2"), "{e}");
+    let mut bad = d.clone();
+    bad.objects.as_mut().unwrap().regions[0].tls = Some(1);
+    let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
+    assert!(e.contains("OBJS") && e.contains("thread 1"), "{e}");
+    // Without the section: none.
+    assert_eq!(
+        Dump::from_bytes(&sample().to_bytes()).unwrap().objects,
+        None
+    );
 }

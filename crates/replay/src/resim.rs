@@ -460,6 +460,7 @@ impl Resim {
                 symbols: None,
                 sources: Vec::new(),
                 data: None,
+                objects: None,
             },
             None => {
                 let seen = self.cores.len().max(threads.len());
@@ -486,6 +487,7 @@ impl Resim {
                     symbols: None,
                     sources: Vec::new(),
                     data: None,
+                    objects: None,
                 }
             }
         };

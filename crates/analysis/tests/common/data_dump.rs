@@ -184,5 +184,6 @@ pub fn dump() -> Dump {
         symbols: Some(symbols),
         sources: Vec::new(),
         data: Some(data_types()),
+        objects: None,
     }
 }

@@ -173,5 +173,6 @@ pub fn dump(b_mem: u64) -> Dump {
         symbols: Some(symbols),
         sources: Vec::new(),
         data: None,
+        objects: None,
     }
 }

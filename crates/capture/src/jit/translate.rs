@@ -13,7 +13,10 @@
 //! width); the block's record starts with the block's number and RSP at
 //! entry, from which the replay rebuilds RSP at every instruction. The
 //! replay's `RecordedMachine` reads vector and opmask inputs from the record
-//! in place.
+//! in place. With object tracking on, an allocator entry also records
+//! RDI/RSI/RDX and every `ret` RAX (`crate::objects::widen`; the scratch
+//! register avoids them; an instruction they do not fit is left to the trap
+//! engine).
 //!
 //! Translated code, per block (S is a register the block does not use;
 //! `T` the thread's translator state, `fs`-relative):
@@ -396,7 +399,7 @@ impl Translator {
                 break;
             }
             let plan = self.model.plan(&instr);
-            let Some(inputs) = plan.inputs() else {
+            let Some(inputs) = widened(&instr, plan.inputs()) else {
                 break;
             };
             if !self.vec.can_record(&inputs) {
@@ -457,7 +460,7 @@ impl Translator {
     ) -> Option<Translation> {
         let i = self.instrs[0];
         let s = self.scratch(&[i])?;
-        let inputs = self.model.plan(&i).inputs()?;
+        let inputs = widened(&i, self.model.plan(&i).inputs())?;
         if !inputs.gprs_only() {
             return None;
         }
@@ -558,7 +561,7 @@ impl Translator {
         let mut offset = 16u16;
         let mut sp = 0i64;
         for (k, i) in instrs.iter().enumerate() {
-            let inputs = self.model.plan(i).inputs()?;
+            let inputs = widened(i, self.model.plan(i).inputs())?;
             if !self.vec.can_record(&inputs) {
                 return None;
             }
@@ -705,6 +708,10 @@ impl Translator {
     fn scratch(&mut self, instrs: &[iced_x86::Instruction]) -> Option<Register> {
         let mut used = 0u32;
         for i in instrs {
+            let is_ret = i.flow_control() == FlowControl::Return;
+            for r in crate::objects::extra_registers(i.ip(), is_ret) {
+                used |= 1 << r.number();
+            }
             let info = self.factory.info(i);
             for u in info.used_registers() {
                 let r = u.register();
@@ -725,6 +732,15 @@ impl Translator {
             .copied()
             .find(|r| used & (1 << r.number()) == 0)
     }
+}
+
+/// An instruction's plan inputs with what object tracking adds
+/// ([`crate::objects::widen`]); `None` when they do not fit a record's
+/// inputs (the instruction is left to the trap engine).
+fn widened(i: &iced_x86::Instruction, inputs: Option<Inputs>) -> Option<Inputs> {
+    let mut inputs = inputs?;
+    let is_ret = i.flow_control() == FlowControl::Return;
+    crate::objects::widen(i.ip(), is_ret, &mut inputs).then_some(inputs)
 }
 
 /// A block's start: S takes the cursor (its value spilled); when the word

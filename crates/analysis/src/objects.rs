@@ -1,0 +1,275 @@
+//! The objects of `report --view data` (issue 32): the dump's `OBJS`
+//! section (`coldcache_dump::Objects`, a capture made with `record
+//! --objects`) named and ranked. Allocation sites are named by their call
+//! stack's frames (innermost first); the other rows by the mapping they
+//! lay in at the capture's start, classified here: a traced thread's stack
+//! (the mapping its stack pointer was in when its tracing started), the
+//! heap and anonymous mappings (blocks allocated before the window, or by
+//! an allocator not observed), a module's writable data (`.data`, `.bss`,
+//! and the anonymous mapping right after it, the rest of `.bss`),
+//! read-only files, and the rest.
+
+use crate::profile::Profile;
+use coldcache_dump::{Dump, ObjectCounts, ObjectRegion};
+use serde::Serialize;
+
+/// One object row.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ObjectRow {
+    /// `heap` (an allocation site), `stack`, `thread-local`, `heap,
+    /// allocated earlier`, `anonymous`, `module data`, `file`, `other`,
+    /// `unmapped`.
+    pub kind: String,
+    /// What it is: the allocator and the site's innermost frame, or the
+    /// mapping.
+    pub label: String,
+    /// An allocation site's frames, innermost first (`function
+    /// (file:line)`); empty for other rows.
+    pub frames: Vec<String>,
+    /// The frame the label names: the first outside the runtime's
+    /// allocation plumbing.
+    pub user_frame: usize,
+    /// Blocks allocated there (sites).
+    pub blocks: u64,
+    /// Their bytes, summed (sites).
+    pub bytes: u64,
+    /// Of the blocks, those freed in the capture (sites).
+    pub freed: u64,
+    /// Data accesses.
+    pub accesses: u64,
+    /// Of those, reads (and read-modify-writes).
+    pub reads: u64,
+    /// Of those, writes.
+    pub writes: u64,
+    /// Accesses that missed each level, nearest first.
+    pub misses: Vec<u64>,
+    /// First address (mappings), 0 for sites.
+    pub start: u64,
+    /// One past the last (mappings).
+    pub end: u64,
+}
+
+/// The objects part of the data view.
+#[derive(Clone, Debug, Serialize)]
+pub struct ObjectsView {
+    /// The levels, nearest first (the misses' order).
+    pub levels: Vec<String>,
+    /// Allocator entry points observed.
+    pub allocators: usize,
+    /// Allocations seen.
+    pub allocations: u64,
+    /// Frees seen of blocks seen allocated.
+    pub frees: u64,
+    /// Frees of blocks not seen allocated.
+    pub unknown_frees: u64,
+    /// Allocator calls never seen returning.
+    pub unreturned: u64,
+    /// Blocks still live at the end.
+    pub live: u64,
+    /// Allocations not tracked (a table full).
+    pub untracked: u64,
+    /// Data accesses in every row.
+    pub accesses: u64,
+    /// Of those, in heap blocks allocated in the capture.
+    pub in_blocks: u64,
+    /// Allocation sites, by misses (nearest level first, then the last
+    /// level, then accesses).
+    pub sites: Vec<ObjectRow>,
+    /// The other objects (mappings) with accesses, ranked the same way.
+    pub others: Vec<ObjectRow>,
+}
+
+/// Why a dump has no objects (empty when it has them).
+pub fn objects_note(dump: &Dump) -> String {
+    if dump.objects.is_some() {
+        String::new()
+    } else {
+        "this dump has no object data (record with --objects to track heap blocks and mappings)"
+            .to_string()
+    }
+}
+
+fn row(kind: &str, label: String, c: &ObjectCounts, levels: usize) -> ObjectRow {
+    ObjectRow {
+        kind: kind.to_string(),
+        label,
+        frames: Vec::new(),
+        user_frame: 0,
+        blocks: 0,
+        bytes: 0,
+        freed: 0,
+        accesses: c.accesses(),
+        reads: c.side(0),
+        writes: c.side(1),
+        misses: (1..=levels).map(|l| c.misses(l)).collect(),
+        start: 0,
+        end: 0,
+    }
+}
+
+/// Whether a frame is allocation plumbing of a language runtime.
+fn is_plumbing(frame: &str) -> bool {
+    let f = frame.trim_start_matches('<');
+    [
+        "alloc::",
+        "core::",
+        "std::",
+        "__rust",
+        "__rdl",
+        "__gnu_cxx::new_allocator",
+        "std::allocator",
+        "std::__new_allocator",
+        "hashbrown::",
+        "T as alloc::",
+        "T as core::",
+    ]
+    .iter()
+    .any(|p| f.starts_with(p))
+}
+
+fn base(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// How a mapping of the start is named: (kind, label).
+fn classify(dump: &Dump, regions: &[ObjectRegion], i: usize) -> (&'static str, String) {
+    let r = &regions[i];
+    if let Some(t) = r.thread.and_then(|t| dump.threads.get(t as usize)) {
+        return ("stack", format!("stack of thread {} ({})", t.tid, t.name));
+    }
+    if let Some(t) = r.tls.and_then(|t| dump.threads.get(t as usize)) {
+        return (
+            "thread-local",
+            format!(
+                "static TLS of thread {} ({}), with its mapping",
+                t.tid, t.name
+            ),
+        );
+    }
+    let range = format!("{:#x}-{:#x}", r.start, r.end);
+    match r.path.as_str() {
+        "[stack]" => ("stack", "[stack] (main thread)".to_string()),
+        "[heap]" => (
+            "heap, allocated earlier",
+            format!(
+                "[heap] from {:#x} (blocks not seen allocated, the allocator's own words)",
+                r.start
+            ),
+        ),
+        "" => {
+            // The rest of a module's `.bss` follows its last file-backed
+            // writable mapping.
+            if let Some(p) = i.checked_sub(1).map(|j| &regions[j]) {
+                if p.end == r.start && p.path.starts_with('/') && p.perms.contains('w') {
+                    return ("module data", format!("{} .bss {range}", base(&p.path)));
+                }
+            }
+            (
+                "anonymous",
+                format!("anonymous {range} (heap allocated earlier, or mmap)"),
+            )
+        }
+        p if p.starts_with('/') && r.perms.contains('w') => {
+            ("module data", format!("{} .data/.bss {range}", base(p)))
+        }
+        p if p.starts_with('/') => ("file", format!("{} ({}) {range}", base(p), r.perms)),
+        p => ("other", format!("{p} {range}")),
+    }
+}
+
+fn rank(rows: &mut [ObjectRow]) {
+    rows.sort_by(|a, b| {
+        let key = |r: &ObjectRow| {
+            (
+                r.misses.first().copied().unwrap_or(0),
+                r.misses.last().copied().unwrap_or(0),
+                r.accesses,
+            )
+        };
+        key(b).cmp(&key(a)).then_with(|| a.label.cmp(&b.label))
+    });
+}
+
+/// The objects of `p`'s dump, `None` when it has none. `limit` rows of
+/// each list at most.
+pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
+    let dump = p.dump();
+    let o = dump.objects.as_ref()?;
+    let levels = dump.meta.levels.len();
+    let mut sites: Vec<ObjectRow> = o
+        .sites
+        .iter()
+        .map(|s| {
+            let frames: Vec<String> = p
+                .stack_path(s.stack)
+                .iter()
+                .rev()
+                .map(|f| {
+                    let name = &p.function(f.function).name;
+                    match p.file(f.file) {
+                        Some(file) if f.line > 0 => {
+                            format!("{name} ({}:{})", base(file), f.line)
+                        }
+                        _ => name.clone(),
+                    }
+                })
+                .collect();
+            // The site is named by its first frame outside the language
+            // runtime's allocation plumbing (Rust's `alloc::`, a
+            // `Vec`'s `RawVec`, C++'s allocators).
+            let user = frames.iter().position(|f| !is_plumbing(f)).unwrap_or(0);
+            let label = format!(
+                "{} in {}",
+                s.allocator,
+                frames.get(user).map_or("?", String::as_str)
+            );
+            let mut r = row("heap", label, &s.counts, levels);
+            r.user_frame = user;
+            r.frames = frames;
+            r.blocks = s.blocks;
+            r.bytes = s.bytes;
+            r.freed = s.freed;
+            r
+        })
+        .collect();
+    let in_blocks = sites.iter().map(|r| r.accesses).sum();
+    let mut others: Vec<ObjectRow> = (0..o.regions.len())
+        .filter(|&i| o.regions[i].counts.accesses() > 0)
+        .map(|i| {
+            let (kind, label) = classify(dump, &o.regions, i);
+            let mut r = row(kind, label, &o.regions[i].counts, levels);
+            r.start = o.regions[i].start;
+            r.end = o.regions[i].end;
+            r
+        })
+        .collect();
+    if o.unmapped.accesses() > 0 {
+        others.push(row(
+            "unmapped",
+            "mapped during the capture (outside every block seen)".to_string(),
+            &o.unmapped,
+            levels,
+        ));
+    }
+    let accesses = in_blocks + others.iter().map(|r| r.accesses).sum::<u64>();
+    rank(&mut sites);
+    rank(&mut others);
+    if let Some(n) = limit {
+        sites.truncate(n);
+        others.truncate(n);
+    }
+    Some(ObjectsView {
+        levels: dump.meta.levels.clone(),
+        allocators: o.allocators.len(),
+        allocations: o.allocations,
+        frees: o.frees,
+        unknown_frees: o.unknown_frees,
+        unreturned: o.unreturned,
+        live: o.live,
+        untracked: o.untracked,
+        accesses,
+        in_blocks,
+        sites,
+        others,
+    })
+}

@@ -1,0 +1,871 @@
+//! Objects (issue 32): which heap block, by allocation site, or which
+//! mapping each data access of a capture touched. Opt-in (`record
+//! --objects`, `COLDCACHE_OBJECTS=1`): [`crate::account::Accountant`]
+//! owns an [`Objects`] only then.
+//!
+//! The allocator is observed, not wrapped: a wrapper's instructions would
+//! be traced and counted like the program's. At the start the front end
+//! resolves the entry points the program's calls reach
+//! ([`resolve_allocators`]: the global definitions of the mapped files, in
+//! the dynamic linker's search order); then, per traced instruction the
+//! accountant counts:
+//! - at an allocator's first instruction, on a thread not already inside
+//!   one (nested calls, `realloc` calling `malloc`, `new` calling
+//!   `malloc`, `delete` calling `free`, count once, as the outermost),
+//!   its arguments are noted (RDI, RSI, RDX: size, count, old block, out
+//!   pointer) with RSP, which holds the return address, and the current
+//!   call stack: the allocation site. A free (`free`, `operator delete`)
+//!   removes its block there;
+//! - at a `ret` executed with that same RSP (the one that returns to the
+//!   allocator's caller, in whichever function a tail call left it), RAX is
+//!   the block (`posix_memalign`: RAX = 0 and the block in its out
+//!   pointer); `realloc` moves its block. A `ret` above it abandons the
+//!   call (a `longjmp` out: counted in `unreturned`).
+//!
+//! Trap mode sees every register. Fast mode records only what each
+//! instruction's plan reads, so the translator adds RDI/RSI/RDX to an
+//! allocator entry's record and RAX to every `ret`'s ([`widen`]; an
+//! instruction whose record has no room for them is left to the trap
+//! engine), and the replay sees the same values: both modes count the same.
+//!
+//! Live blocks are kept in a treap (start → end, site) in memory mapped
+//! through [`crate::grow`] (allocation-free once built, within the
+//! budget); a data access goes to the block containing its first byte
+//! (a one-entry memo first: the last block found), else to the mapping of
+//! the start that holds it (sorted, binary search), else to `unmapped`.
+//! Counts per site and per mapping: accesses per side at each serving
+//! level, the dump's `OBJS` section (`coldcache_dump::Objects`). Naming
+//! (functions of a site, which mapping is whose stack) is the views'.
+
+use crate::grow::{Budget, GrowVec};
+use crate::model::{Inputs, Machine};
+use coldcache_dump::{AllocSite, ObjectCounts, ObjectRegion};
+use coldcache_sim::{AccessKind, AccessResult, Side, MAX_LEVELS};
+use iced_x86::Register;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+
+/// What an allocator entry point does with its arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// Size in RDI (`malloc`, `valloc`, `pvalloc`).
+    Malloc = 1,
+    /// RDI × RSI.
+    Calloc,
+    /// Old block in RDI, size in RSI.
+    Realloc,
+    /// Old block in RDI, RSI × RDX.
+    Reallocarray,
+    /// Block in RDI (`free`, every `operator delete`).
+    Free,
+    /// Out pointer in RDI, size in RDX, result 0 on success.
+    PosixMemalign,
+    /// Size in RSI (`aligned_alloc`, `memalign`).
+    Aligned,
+    /// Size in RDI (`operator new`, every form).
+    New,
+    /// Size in RDI (`operator new[]`, every form).
+    NewArray,
+}
+
+impl Kind {
+    fn from_u8(v: u8) -> Option<Kind> {
+        Some(match v {
+            1 => Kind::Malloc,
+            2 => Kind::Calloc,
+            3 => Kind::Realloc,
+            4 => Kind::Reallocarray,
+            5 => Kind::Free,
+            6 => Kind::PosixMemalign,
+            7 => Kind::Aligned,
+            8 => Kind::New,
+            9 => Kind::NewArray,
+            _ => return None,
+        })
+    }
+
+    /// How a site allocated by this kind is named.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Malloc => "malloc",
+            Kind::Calloc => "calloc",
+            Kind::Realloc | Kind::Reallocarray => "realloc",
+            Kind::Free => "free",
+            Kind::PosixMemalign => "posix_memalign",
+            Kind::Aligned => "aligned_alloc",
+            Kind::New => "new",
+            Kind::NewArray => "new[]",
+        }
+    }
+}
+
+/// The entry points observed, by symbol name.
+pub const ALLOCATORS: &[(&str, Kind)] = &[
+    ("malloc", Kind::Malloc),
+    ("calloc", Kind::Calloc),
+    ("realloc", Kind::Realloc),
+    ("reallocarray", Kind::Reallocarray),
+    ("free", Kind::Free),
+    ("posix_memalign", Kind::PosixMemalign),
+    ("aligned_alloc", Kind::Aligned),
+    ("memalign", Kind::Aligned),
+    ("valloc", Kind::Malloc),
+    ("pvalloc", Kind::Malloc),
+    ("_Znwm", Kind::New),
+    ("_ZnwmRKSt9nothrow_t", Kind::New),
+    ("_ZnwmSt11align_val_t", Kind::New),
+    ("_ZnwmSt11align_val_tRKSt9nothrow_t", Kind::New),
+    ("_Znam", Kind::NewArray),
+    ("_ZnamRKSt9nothrow_t", Kind::NewArray),
+    ("_ZnamSt11align_val_t", Kind::NewArray),
+    ("_ZnamSt11align_val_tRKSt9nothrow_t", Kind::NewArray),
+    ("_ZdlPv", Kind::Free),
+    ("_ZdlPvm", Kind::Free),
+    ("_ZdlPvRKSt9nothrow_t", Kind::Free),
+    ("_ZdlPvSt11align_val_t", Kind::Free),
+    ("_ZdlPvmSt11align_val_t", Kind::Free),
+    ("_ZdlPvSt11align_val_tRKSt9nothrow_t", Kind::Free),
+    ("_ZdaPv", Kind::Free),
+    ("_ZdaPvm", Kind::Free),
+    ("_ZdaPvRKSt9nothrow_t", Kind::Free),
+    ("_ZdaPvSt11align_val_t", Kind::Free),
+    ("_ZdaPvmSt11align_val_t", Kind::Free),
+    ("_ZdaPvSt11align_val_tRKSt9nothrow_t", Kind::Free),
+];
+
+const MAX_ENTRIES: usize = 32;
+
+/// The entry points of the capture running now, for the translator
+/// ([`widen`]); set by [`publish`] before the engines start.
+static ENTRIES: [AtomicU64; MAX_ENTRIES] = [const { AtomicU64::new(0) }; MAX_ENTRIES];
+static KINDS: [AtomicU8; MAX_ENTRIES] = [const { AtomicU8::new(0) }; MAX_ENTRIES];
+static ON: AtomicBool = AtomicBool::new(false);
+
+/// The allocator entry points of this process: (address, kind, name),
+/// one per address (aliases folded, the first name kept). Each name is
+/// looked up among the global definitions (`.dynsym`) of the mapped ELF
+/// files, in the dynamic linker's search order as far as the mappings tell
+/// it: the executable (the lowest file mapping), then the libraries from
+/// the highest address down (glibc maps each library below the one loaded
+/// before it), so a preloaded allocator comes before the C library. Not
+/// with `dlsym`: a name a process lacks makes `dlsym` build its error
+/// message with the program's `malloc`, which would make the program's
+/// heap before its first allocation and change what that counts. Files are
+/// mapped, never read with the program's allocator. Not async-signal-safe:
+/// called when a capture is prepared.
+pub fn resolve_allocators() -> Vec<(u64, Kind, &'static str)> {
+    use object::{Object, ObjectSymbol};
+    let maps = crate::procfs::self_maps();
+    let mut files: Vec<(u64, &str)> = Vec::new();
+    for m in &maps {
+        if m.path.starts_with('/') && !files.iter().any(|f| f.1 == m.path) {
+            files.push((m.start, &m.path));
+        }
+    }
+    files.sort_by_key(|f| f.0);
+    if files.len() > 1 {
+        files[1..].reverse();
+    }
+    let mut out: Vec<(u64, Kind, &'static str)> = Vec::new();
+    let mut found = [false; ALLOCATORS.len()];
+    for &(_, path) in &files {
+        if found.iter().all(|&f| f) {
+            break;
+        }
+        let Some(mapped) = crate::procfs::MappedFile::open(std::path::Path::new(path)) else {
+            continue;
+        };
+        let Ok(file) = object::File::parse(mapped.bytes()) else {
+            continue;
+        };
+        let segments = coldcache_fsio::elf::LoadSegments::of(&file);
+        let Some(bias) = maps
+            .iter()
+            .filter(|x| x.path == path && x.perms.contains('x'))
+            .find_map(|x| segments.load_bias(x.start, x.offset, true))
+        else {
+            continue;
+        };
+        for sym in file.dynamic_symbols() {
+            if !sym.is_definition() || sym.kind() != object::SymbolKind::Text || !sym.is_global() {
+                continue;
+            }
+            let Ok(name) = sym.name() else { continue };
+            let Some(i) = ALLOCATORS.iter().position(|a| a.0 == name) else {
+                continue;
+            };
+            if found[i] {
+                continue;
+            }
+            found[i] = true;
+            let (name, kind) = ALLOCATORS[i];
+            let p = sym.address().wrapping_add(bias);
+            if !out.iter().any(|e| e.0 == p) && out.len() < MAX_ENTRIES {
+                out.push((p, kind, name));
+            }
+        }
+    }
+    // In the table's order (first name of an alias kept, as listed).
+    out.sort_by_key(|e| ALLOCATORS.iter().position(|a| a.0 == e.2));
+    out
+}
+
+/// Makes `entries` the ones the translator widens records for (`None`:
+/// object tracking off).
+pub fn publish(entries: Option<&[(u64, Kind, &'static str)]>) {
+    for (i, e) in ENTRIES.iter().enumerate() {
+        let (a, k) = entries
+            .and_then(|v| v.get(i))
+            .map_or((0, 0), |&(a, k, _)| (a, k as u8));
+        e.store(a, Ordering::Relaxed);
+        KINDS[i].store(k, Ordering::Relaxed);
+    }
+    ON.store(entries.is_some(), Ordering::Release);
+}
+
+/// The registers an instruction at `ip` records for object tracking
+/// besides its plan's: RDI, RSI and RDX at an allocator's entry, RAX at a
+/// `ret`; false when `inputs` has no room for them (the instruction is
+/// then left to the trap engine).
+pub fn widen(ip: u64, is_ret: bool, inputs: &mut Inputs) -> bool {
+    for &r in extra_registers(ip, is_ret) {
+        if inputs.gprs.contains(&r) {
+            continue;
+        }
+        match inputs.gprs.iter_mut().find(|g| **g == Register::None) {
+            Some(slot) => *slot = r,
+            None => return false,
+        }
+    }
+    true
+}
+
+/// The registers [`widen`] adds for the instruction at `ip` (the
+/// translator keeps its scratch register off them).
+pub fn extra_registers(ip: u64, is_ret: bool) -> &'static [Register] {
+    if !ON.load(Ordering::Acquire) {
+        return &[];
+    }
+    if ENTRIES.iter().any(|e| e.load(Ordering::Relaxed) == ip) {
+        &[Register::RDI, Register::RSI, Register::RDX]
+    } else if is_ret {
+        &[Register::RAX]
+    } else {
+        &[]
+    }
+}
+
+/// Accesses of one object per side and serving level.
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    served: [[u64; MAX_LEVELS + 1]; 2],
+}
+
+impl Counts {
+    #[inline(always)]
+    fn add(&mut self, side: usize, r: &AccessResult) {
+        self.served[side][r.served_by.slot()] += 1;
+    }
+
+    fn to_dump(self, levels: usize) -> ObjectCounts {
+        let side = |s: &[u64; MAX_LEVELS + 1]| {
+            let mut v: Vec<u64> = s[..levels].to_vec();
+            v.push(s[MAX_LEVELS]);
+            v
+        };
+        ObjectCounts {
+            served: [side(&self.served[0]), side(&self.served[1])],
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SiteRow {
+    stack: u32,
+    kind: u8,
+    blocks: u64,
+    bytes: u64,
+    freed: u64,
+    counts: Counts,
+}
+
+/// A mapping of the start.
+pub struct Mapping {
+    /// First address.
+    pub start: u64,
+    /// One past the last.
+    pub end: u64,
+    /// Permissions as `/proc/self/maps` gives them.
+    pub perms: String,
+    /// Path or pseudo-name.
+    pub path: String,
+}
+
+struct Region {
+    map: Mapping,
+    may_hold_blocks: bool,
+    thread: u32,
+    tls: u32,
+    counts: Counts,
+}
+
+/// Entries of the per-instruction memo (direct-mapped by address).
+const IP_MEMO: usize = 1024;
+
+#[inline(always)]
+fn ip_slot(ip: u64) -> usize {
+    ((ip ^ (ip >> 10)) as usize) & (IP_MEMO - 1)
+}
+
+/// The block an instruction touched last: valid while its node's `gen`
+/// is still `gen` (a node freed gets 0, reused a new one).
+#[derive(Clone, Copy, Default)]
+struct IpMemo {
+    start: u64,
+    end: u64,
+    site: u32,
+    node: u32,
+    gen: u32,
+}
+
+/// A treap node: a live block.
+#[derive(Clone, Copy)]
+struct Node {
+    /// Which allocation the node holds now (0: none).
+    gen: u32,
+    start: u64,
+    end: u64,
+    site: u32,
+    prio: u32,
+    left: u32,
+    right: u32,
+}
+
+const NIL: u32 = u32::MAX;
+
+/// An allocator call in progress on a thread (`kind` 0: none).
+#[derive(Clone, Copy, Default)]
+struct Pending {
+    kind: u8,
+    rsp: u64,
+    size: u64,
+    old: u64,
+    out: u64,
+    stack: u32,
+}
+
+/// The object state of a capture; see the module doc.
+pub struct Objects {
+    on: bool,
+    entries: [(u64, u8); MAX_ENTRIES],
+    names: Vec<&'static str>,
+    /// A 1024-bit filter of the entries' addresses, so that an instruction
+    /// that is none is told apart with one load.
+    filter: [u64; 16],
+    pending: Vec<Pending>,
+    nodes: GrowVec<Node>,
+    free_node: u32,
+    root: u32,
+    seed: u32,
+    /// Stack id → site index + 1.
+    site_of: GrowVec<u32>,
+    sites: GrowVec<SiteRow>,
+    regions: Vec<Region>,
+    unmapped: Counts,
+    /// The last block found: start, end, site.
+    memo: (u64, u64, u32),
+    /// Per instruction (by address), the block it touched last.
+    ip_memo: Vec<IpMemo>,
+    /// The last `Node::gen` given.
+    gen: u32,
+    /// The last mapping found that holds no block (a stack, a file):
+    /// start, end, index. Looked at after `memo`, before the blocks, so
+    /// stack accesses cost a compare.
+    region_memo: (u64, u64, u32),
+    allocations: u64,
+    frees: u64,
+    unknown_frees: u64,
+    unreturned: u64,
+    live: u64,
+    untracked: u64,
+}
+
+#[inline(always)]
+fn filter_bit(ip: u64) -> usize {
+    ((ip ^ (ip >> 10)) & 1023) as usize
+}
+
+impl Objects {
+    /// Object state for `threads` thread slots, observing `allocators`
+    /// (from [`resolve_allocators`]), attributing the rest by `maps` (the
+    /// process's mappings at the start); used only when `on`.
+    pub fn new(
+        on: bool,
+        threads: usize,
+        allocators: &[(u64, Kind, &'static str)],
+        mut maps: Vec<Mapping>,
+    ) -> Objects {
+        let mut entries = [(0u64, 0u8); MAX_ENTRIES];
+        let mut filter = [0u64; 16];
+        for (slot, &(a, k, _)) in entries.iter_mut().zip(allocators) {
+            *slot = (a, k as u8);
+            let b = filter_bit(a);
+            filter[b >> 6] |= 1 << (b & 63);
+        }
+        maps.sort_by_key(|m| m.start);
+        // The brk heap grows up to the next mapping: blocks allocated
+        // there during the capture, and the allocator's own words, are
+        // the heap's.
+        for i in 0..maps.len() {
+            if maps[i].path == "[heap]" {
+                maps[i].end = maps.get(i + 1).map_or(u64::MAX, |n| n.start);
+            }
+        }
+        Objects {
+            on,
+            entries,
+            names: allocators.iter().map(|e| e.2).collect(),
+            filter,
+            pending: vec![Pending::default(); threads],
+            nodes: GrowVec::new(usize::MAX),
+            free_node: NIL,
+            root: NIL,
+            seed: 0x9E37_79B9,
+            site_of: GrowVec::new(usize::MAX),
+            sites: GrowVec::new(usize::MAX),
+            regions: maps
+                .into_iter()
+                .map(|map| Region {
+                    // Where the allocator may put blocks: the heap and
+                    // anonymous mappings (arenas; a thread's stack is
+                    // told apart when its thread starts).
+                    may_hold_blocks: map.path.is_empty() || map.path == "[heap]",
+                    map,
+                    thread: u32::MAX,
+                    tls: u32::MAX,
+                    counts: Counts::default(),
+                })
+                .collect(),
+            unmapped: Counts::default(),
+            memo: (0, 0, 0),
+            // A node 0 with gen 0 stands for "none" until the first block:
+            // the memo's empty entries never match (start = end = 0).
+            ip_memo: vec![IpMemo::default(); IP_MEMO],
+            gen: 0,
+            region_memo: (0, 0, 0),
+            allocations: 0,
+            frees: 0,
+            unknown_frees: 0,
+            unreturned: 0,
+            live: 0,
+            untracked: 0,
+        }
+    }
+
+    /// Whether objects are tracked (built with `on`): an accountant given
+    /// object state that is not keeps it, unused.
+    pub fn is_on(&self) -> bool {
+        self.on
+    }
+
+    /// A traced thread (dump index `serial`) starts with RSP `sp` and its
+    /// thread pointer (FS base) `fs`: the mapping holding `sp` is its
+    /// stack, the one holding `fs` its static thread-local storage (unless
+    /// that is its stack too, as for threads glibc creates).
+    pub fn thread_stack(&mut self, sp: u64, fs: u64, serial: u32) {
+        let stack = self.region_of(sp);
+        if let Some(i) = stack {
+            if self.regions[i].thread == u32::MAX {
+                self.regions[i].thread = serial;
+                self.regions[i].may_hold_blocks = false;
+            }
+        }
+        if let Some(i) = self.region_of(fs).filter(|&i| Some(i) != stack) {
+            if self.regions[i].tls == u32::MAX {
+                self.regions[i].tls = serial;
+            }
+        }
+    }
+
+    fn region_of(&self, a: u64) -> Option<usize> {
+        let i = self.regions.partition_point(|r| r.map.start <= a);
+        (i > 0 && a < self.regions[i - 1].map.end).then(|| i - 1)
+    }
+
+    /// Attributes one access (of any kind: only data accesses count),
+    /// served as `r`. `count` false: a warming instruction, counted
+    /// nowhere.
+    #[inline(always)]
+    pub fn access(&mut self, kind: AccessKind, addr: u64, ip: u64, r: &AccessResult) {
+        let side = match Side::of(kind) {
+            Some(Side::Read) => 0,
+            Some(Side::Write) => 1,
+            _ => return,
+        };
+        let (s, e, site) = self.memo;
+        if addr.wrapping_sub(s) < e.wrapping_sub(s) {
+            self.sites.at_mut(site as usize).counts.add(side, r);
+            return;
+        }
+        let (s, e, region) = self.region_memo;
+        if addr.wrapping_sub(s) < e.wrapping_sub(s) {
+            self.regions[region as usize].counts.add(side, r);
+            return;
+        }
+        // The block this instruction touched last, if still live.
+        let slot = ip_slot(ip);
+        let m = self.ip_memo[slot];
+        if addr.wrapping_sub(m.start) < m.end.wrapping_sub(m.start)
+            && self.nodes.at(m.node as usize).gen == m.gen
+        {
+            self.memo = (m.start, m.end, m.site);
+            self.sites.at_mut(m.site as usize).counts.add(side, r);
+            return;
+        }
+        self.access_slow(side, addr, slot, r);
+    }
+
+    #[inline(never)]
+    fn access_slow(&mut self, side: usize, addr: u64, slot: usize, r: &AccessResult) {
+        if let Some(i) = self.find(addr) {
+            let n = *self.nodes.at(i as usize);
+            self.memo = (n.start, n.end, n.site);
+            self.ip_memo[slot] = IpMemo {
+                start: n.start,
+                end: n.end,
+                site: n.site,
+                node: i,
+                gen: n.gen,
+            };
+            self.sites.at_mut(n.site as usize).counts.add(side, r);
+            return;
+        }
+        match self.region_of(addr) {
+            Some(i) => {
+                let reg = &mut self.regions[i];
+                reg.counts.add(side, r);
+                if !reg.may_hold_blocks {
+                    self.region_memo = (reg.map.start, reg.map.end, i as u32);
+                }
+            }
+            None => self.unmapped.add(side, r),
+        }
+    }
+
+    /// Observes the allocator for the instruction at `ip` of thread slot
+    /// `ti` about to run with RSP `sp` and the registers of `m`, on call
+    /// stack `stack`; `is_ret` tells whether it is a `ret`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn observe<M: Machine + ?Sized>(
+        &mut self,
+        ti: usize,
+        ip: u64,
+        sp: u64,
+        stack: u32,
+        is_ret: impl FnOnce() -> bool,
+        m: &M,
+        budget: &mut Budget,
+    ) {
+        let pending = self.pending[ti].kind != 0;
+        let b = filter_bit(ip);
+        let maybe_entry = self.filter[b >> 6] >> (b & 63) & 1 != 0;
+        if !pending && maybe_entry {
+            self.entered(ti, ip, sp, stack, m);
+            if self.pending[ti].kind == 0 {
+                return;
+            }
+        } else if !pending {
+            return;
+        }
+        // Inside an allocator (an entry may itself be its `ret`).
+        if is_ret() {
+            self.returned(ti, sp, m, budget);
+        }
+    }
+
+    #[inline(never)]
+    fn entered<M: Machine + ?Sized>(&mut self, ti: usize, ip: u64, sp: u64, stack: u32, m: &M) {
+        let Some(&(_, k)) = self.entries.iter().find(|e| e.0 == ip && e.1 != 0) else {
+            return;
+        };
+        let Some(kind) = Kind::from_u8(k) else { return };
+        let (rdi, rsi, rdx) = (
+            m.gpr(Register::RDI),
+            m.gpr(Register::RSI),
+            m.gpr(Register::RDX),
+        );
+        let mut p = Pending {
+            kind: k,
+            rsp: sp,
+            size: 0,
+            old: 0,
+            out: 0,
+            stack,
+        };
+        match kind {
+            Kind::Malloc | Kind::New | Kind::NewArray => p.size = rdi,
+            Kind::Calloc => p.size = rdi.saturating_mul(rsi),
+            Kind::Realloc => (p.old, p.size) = (rdi, rsi),
+            Kind::Reallocarray => (p.old, p.size) = (rdi, rsi.saturating_mul(rdx)),
+            Kind::Free => {
+                if rdi != 0 {
+                    self.free(rdi);
+                }
+            }
+            Kind::PosixMemalign => (p.out, p.size) = (rdi, rdx),
+            Kind::Aligned => p.size = rsi,
+        }
+        self.pending[ti] = p;
+    }
+
+    #[inline(never)]
+    fn returned<M: Machine + ?Sized>(&mut self, ti: usize, sp: u64, m: &M, budget: &mut Budget) {
+        let p = self.pending[ti];
+        if sp < p.rsp {
+            return; // a return inside the allocator
+        }
+        self.pending[ti].kind = 0;
+        if sp > p.rsp {
+            self.unreturned += 1;
+            return;
+        }
+        let Some(kind) = Kind::from_u8(p.kind) else {
+            return;
+        };
+        let rax = m.gpr(Register::RAX);
+        let block = match kind {
+            Kind::Free => return,
+            Kind::PosixMemalign => {
+                if rax != 0 {
+                    return;
+                }
+                m.read_u64(p.out).unwrap_or(0)
+            }
+            Kind::Realloc | Kind::Reallocarray => {
+                // realloc(p, 0) frees and gives NULL; a failed realloc
+                // gives NULL and keeps the old block.
+                if p.old != 0 && (rax != 0 || p.size == 0) {
+                    self.free(p.old);
+                }
+                rax
+            }
+            _ => rax,
+        };
+        if block != 0 {
+            self.allocated(block, p.size, p.stack, p.kind, budget);
+        }
+    }
+
+    /// A block the program frees (or `realloc` moves).
+    fn free(&mut self, start: u64) {
+        let Some(n) = self.remove(start) else {
+            self.unknown_frees += 1;
+            return;
+        };
+        self.frees += 1;
+        self.live -= 1;
+        let site = self.nodes.at(n as usize).site;
+        self.sites.at_mut(site as usize).freed += 1;
+        self.release(n, start);
+    }
+
+    /// Node `n`, out of the tree, of the block that started at `start`:
+    /// forgotten by the memos, kept for reuse.
+    fn release(&mut self, n: u32, start: u64) {
+        if self.memo.0 == start {
+            self.memo = (0, 0, 0);
+        }
+        let node = self.nodes.at_mut(n as usize);
+        node.left = self.free_node;
+        node.gen = 0;
+        self.free_node = n;
+    }
+
+    fn allocated(&mut self, start: u64, size: u64, stack: u32, kind: u8, budget: &mut Budget) {
+        self.allocations += 1;
+        // A block at the same start still live: its free was not seen.
+        if let Some(n) = self.remove(start) {
+            self.live -= 1;
+            self.release(n, start);
+        }
+        let Some(site) = self.site(stack, kind, budget) else {
+            self.untracked += 1;
+            return;
+        };
+        let row = self.sites.at_mut(site as usize);
+        row.blocks += 1;
+        row.bytes = row.bytes.saturating_add(size);
+        self.gen = self.gen.wrapping_add(1).max(1);
+        let node = Node {
+            gen: self.gen,
+            start,
+            end: start.saturating_add(size.max(1)),
+            site,
+            prio: self.next_prio(),
+            left: NIL,
+            right: NIL,
+        };
+        let n = if self.free_node != NIL {
+            let n = self.free_node;
+            self.free_node = self.nodes.at(n as usize).left;
+            *self.nodes.at_mut(n as usize) = node;
+            n
+        } else {
+            match self.nodes.push(node, budget) {
+                Ok(n) => n as u32,
+                Err(_) => {
+                    self.untracked += 1;
+                    return;
+                }
+            }
+        };
+        let (l, r) = self.split(self.root, start);
+        let l = self.merge(l, n);
+        self.root = self.merge(l, r);
+        self.live += 1;
+    }
+
+    fn site(&mut self, stack: u32, kind: u8, budget: &mut Budget) -> Option<u32> {
+        let s = stack as usize;
+        if s >= self.site_of.len() {
+            let more = s + 1 - self.site_of.len();
+            self.site_of.extend(0, more, budget).ok()?;
+        }
+        let v = *self.site_of.at(s);
+        if v != 0 {
+            return Some(v - 1);
+        }
+        let row = SiteRow {
+            stack,
+            kind,
+            blocks: 0,
+            bytes: 0,
+            freed: 0,
+            counts: Counts::default(),
+        };
+        let i = self.sites.push(row, budget).ok()? as u32;
+        *self.site_of.at_mut(s) = i + 1;
+        Some(i)
+    }
+
+    fn next_prio(&mut self) -> u32 {
+        // xorshift32
+        let mut x = self.seed;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.seed = x;
+        x
+    }
+
+    /// The node of the block holding `a`.
+    fn find(&self, a: u64) -> Option<u32> {
+        let mut t = self.root;
+        let mut best = NIL;
+        while t != NIL {
+            let n = self.nodes.at(t as usize);
+            if n.start <= a {
+                best = t;
+                t = n.right;
+            } else {
+                t = n.left;
+            }
+        }
+        (best != NIL && a < self.nodes.at(best as usize).end).then_some(best)
+    }
+
+    /// Removes the block starting at `start`; gives its node.
+    fn remove(&mut self, start: u64) -> Option<u32> {
+        let (l, r) = self.split(self.root, start);
+        let (m, r) = self.split(r, start.wrapping_add(1));
+        let lr = self.merge(l, r);
+        if m == NIL {
+            self.root = lr;
+            return None;
+        }
+        // `m` holds exactly the node starting at `start` (starts are
+        // distinct).
+        self.root = lr;
+        Some(m)
+    }
+
+    /// Splits tree `t` into the nodes starting below `key` and the rest.
+    fn split(&mut self, t: u32, key: u64) -> (u32, u32) {
+        if t == NIL {
+            return (NIL, NIL);
+        }
+        let n = *self.nodes.at(t as usize);
+        if n.start < key {
+            let (a, b) = self.split(n.right, key);
+            self.nodes.at_mut(t as usize).right = a;
+            (t, b)
+        } else {
+            let (a, b) = self.split(n.left, key);
+            self.nodes.at_mut(t as usize).left = b;
+            (a, t)
+        }
+    }
+
+    /// Joins two trees, every start of `a` below every start of `b`.
+    fn merge(&mut self, a: u32, b: u32) -> u32 {
+        if a == NIL {
+            return b;
+        }
+        if b == NIL {
+            return a;
+        }
+        let (na, nb) = (*self.nodes.at(a as usize), *self.nodes.at(b as usize));
+        if na.prio > nb.prio {
+            let r = self.merge(na.right, b);
+            self.nodes.at_mut(a as usize).right = r;
+            a
+        } else {
+            let l = self.merge(a, nb.left);
+            self.nodes.at_mut(b as usize).left = l;
+            b
+        }
+    }
+
+    /// The dump's `OBJS` section, for a hierarchy of `levels` levels.
+    pub fn finish(self, levels: usize) -> coldcache_dump::Objects {
+        let unreturned =
+            self.unreturned + self.pending.iter().filter(|p| p.kind != 0).count() as u64;
+        coldcache_dump::Objects {
+            allocators: self.names.iter().map(|s| s.to_string()).collect(),
+            allocations: self.allocations,
+            frees: self.frees,
+            unknown_frees: self.unknown_frees,
+            unreturned,
+            live: self.live,
+            untracked: self.untracked,
+            sites: self
+                .sites
+                .as_slice()
+                .iter()
+                .map(|s| AllocSite {
+                    stack: s.stack,
+                    allocator: Kind::from_u8(s.kind).map_or("?", Kind::name).to_string(),
+                    blocks: s.blocks,
+                    bytes: s.bytes,
+                    freed: s.freed,
+                    counts: s.counts.to_dump(levels),
+                })
+                .collect(),
+            regions: self
+                .regions
+                .into_iter()
+                .map(|r| ObjectRegion {
+                    start: r.map.start,
+                    end: r.map.end,
+                    perms: r.map.perms,
+                    path: r.map.path,
+                    thread: (r.thread != u32::MAX).then_some(r.thread),
+                    tls: (r.tls != u32::MAX).then_some(r.tls),
+                    counts: r.counts.to_dump(levels),
+                })
+                .collect(),
+            unmapped: self.unmapped.to_dump(levels),
+        }
+    }
+}

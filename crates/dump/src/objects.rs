@@ -1,0 +1,250 @@
+//! The objects a capture's data accesses touched (issue 32), section
+//! `OBJS` of dump version 5: heap blocks grouped by allocation site (the
+//! call stack of the allocator's outermost call: what a user fixes), and
+//! the rest by the mapping the address lay in at the capture's start
+//! (each thread's stack, the heap and anonymous mappings holding blocks
+//! allocated before the window, modules' data, files, other). Counted by
+//! the capture engine (`coldcache_capture::objects`); named and ranked by
+//! the views (`coldcache_analysis::objects`).
+//!
+//! Every data access (reads and read-modify-writes on the read side,
+//! writes and non-temporal stores on the write side; prefetches and
+//! flushes are not data accesses here, as in the code views) is counted
+//! once, in the row of its first byte's object, at the level that served
+//! it: summed over every row the figures equal the code views' data-side
+//! `served` counters of the capture.
+
+use crate::varint;
+use crate::DumpError;
+use serde::{Deserialize, Serialize};
+
+/// What a row's accesses were and where they were served.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectCounts {
+    /// Per side (0: reads, 1: writes), accesses served at each level,
+    /// `[level 1, level 2, .., memory]` (the dump's levels plus one).
+    pub served: [Vec<u64>; 2],
+}
+
+impl ObjectCounts {
+    /// Accesses of a side (0 reads, 1 writes).
+    pub fn side(&self, s: usize) -> u64 {
+        self.served[s]
+            .iter()
+            .fold(0u64, |a, &b| a.saturating_add(b))
+    }
+
+    /// Every access.
+    pub fn accesses(&self) -> u64 {
+        self.side(0).saturating_add(self.side(1))
+    }
+
+    /// Accesses that missed cache level `level` (1-based): served below it.
+    pub fn misses(&self, level: usize) -> u64 {
+        self.served
+            .iter()
+            .flat_map(|s| s.iter().skip(level))
+            .fold(0u64, |a, &b| a.saturating_add(b))
+    }
+
+    fn encode(&self, b: &mut Vec<u8>) {
+        for side in &self.served {
+            varint::put(b, side.len() as u64);
+            for &v in side {
+                varint::put(b, v);
+            }
+        }
+    }
+
+    fn decode(r: &mut varint::Reader<'_>) -> Result<ObjectCounts, DumpError> {
+        let mut c = ObjectCounts::default();
+        for side in c.served.iter_mut() {
+            let n = r.count(1)?;
+            for _ in 0..n {
+                side.push(r.get()?);
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// The heap blocks of one allocation site.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocSite {
+    /// The stack id at the allocator's first instruction (its innermost
+    /// frame is the call of the allocator).
+    pub stack: u32,
+    /// The outermost allocator called (`malloc`, `calloc`, `realloc`,
+    /// `posix_memalign`, `aligned_alloc`, `new`, `new[]`).
+    pub allocator: String,
+    /// Blocks allocated there during the capture.
+    pub blocks: u64,
+    /// Their bytes (as requested), summed.
+    pub bytes: u64,
+    /// Of those blocks, the ones freed during the capture.
+    pub freed: u64,
+    /// Accesses to its blocks.
+    pub counts: ObjectCounts,
+}
+
+/// A mapping of the process at the capture's start, with the accesses
+/// that fell in it outside every block the capture saw allocated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectRegion {
+    /// First address.
+    pub start: u64,
+    /// One past the last.
+    pub end: u64,
+    /// `rw-p` and friends.
+    pub perms: String,
+    /// The file or pseudo-name (`[heap]`, `[stack]`), empty for anonymous.
+    pub path: String,
+    /// The dump's thread index (into `threads`) of a traced thread whose
+    /// stack pointer was in it when its tracing started: its stack.
+    pub thread: Option<u32>,
+    /// The dump's thread index of a traced thread whose thread pointer
+    /// (FS base) was in it when its tracing started (and not its stack):
+    /// its static thread-local storage.
+    pub tls: Option<u32>,
+    /// Accesses.
+    pub counts: ObjectCounts,
+}
+
+/// The `OBJS` section.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Objects {
+    /// Allocator entry points found at the start (`malloc`, `_Znwm`, ..).
+    pub allocators: Vec<String>,
+    /// Allocator calls seen returning a block (outermost calls).
+    pub allocations: u64,
+    /// Frees seen (`free`, `operator delete`, `realloc`'s old block) of a
+    /// block the capture saw allocated.
+    pub frees: u64,
+    /// Frees of a block not seen allocated (allocated before the window,
+    /// or by an allocator not observed): those addresses stayed attributed
+    /// by mapping.
+    pub unknown_frees: u64,
+    /// Outermost allocator calls never seen returning (a `longjmp` or
+    /// exception out of them, a thread that stopped inside one).
+    pub unreturned: u64,
+    /// Blocks allocated during the capture and still live at its end.
+    pub live: u64,
+    /// Allocations not tracked because a table could not grow (their
+    /// accesses went by mapping).
+    pub untracked: u64,
+    /// Allocation sites, in order of first allocation.
+    pub sites: Vec<AllocSite>,
+    /// The mappings at the start, by address.
+    pub regions: Vec<ObjectRegion>,
+    /// Accesses outside every block seen and every mapping of the start
+    /// (memory mapped during the capture).
+    pub unmapped: ObjectCounts,
+}
+
+impl Objects {
+    pub(crate) fn encode(&self, b: &mut Vec<u8>) {
+        varint::put(b, self.allocators.len() as u64);
+        for a in &self.allocators {
+            varint::put_bytes(b, a.as_bytes());
+        }
+        for v in [
+            self.allocations,
+            self.frees,
+            self.unknown_frees,
+            self.unreturned,
+            self.live,
+            self.untracked,
+        ] {
+            varint::put(b, v);
+        }
+        varint::put(b, self.sites.len() as u64);
+        for s in &self.sites {
+            varint::put(b, s.stack.into());
+            varint::put_bytes(b, s.allocator.as_bytes());
+            varint::put(b, s.blocks);
+            varint::put(b, s.bytes);
+            varint::put(b, s.freed);
+            s.counts.encode(b);
+        }
+        varint::put(b, self.regions.len() as u64);
+        for r in &self.regions {
+            varint::put(b, r.start);
+            varint::put(b, r.end);
+            varint::put_bytes(b, r.perms.as_bytes());
+            varint::put_bytes(b, r.path.as_bytes());
+            varint::put(b, r.thread.map_or(0, |t| u64::from(t) + 1));
+            varint::put(b, r.tls.map_or(0, |t| u64::from(t) + 1));
+            r.counts.encode(b);
+        }
+        self.unmapped.encode(b);
+    }
+
+    pub(crate) fn decode(
+        buf: &[u8],
+        nstacks: usize,
+        nthreads: usize,
+    ) -> Result<Objects, DumpError> {
+        const S: &str = "OBJS";
+        let bad = |what: String| DumpError::Malformed { section: S, what };
+        let mut r = varint::Reader::new(buf, S);
+        let n = r.count(1)?;
+        let mut o = Objects::default();
+        for _ in 0..n {
+            o.allocators.push(r.string()?);
+        }
+        o.allocations = r.get()?;
+        o.frees = r.get()?;
+        o.unknown_frees = r.get()?;
+        o.unreturned = r.get()?;
+        o.live = r.get()?;
+        o.untracked = r.get()?;
+        let n = r.count(7)?;
+        for i in 0..n {
+            let stack = r.get_u32()?;
+            if stack as usize >= nstacks {
+                return Err(bad(format!("site {i} names stack {stack} of {nstacks}")));
+            }
+            o.sites.push(AllocSite {
+                stack,
+                allocator: r.string()?,
+                blocks: r.get()?,
+                bytes: r.get()?,
+                freed: r.get()?,
+                counts: ObjectCounts::decode(&mut r)?,
+            });
+        }
+        let n = r.count(8)?;
+        for i in 0..n {
+            let start = r.get()?;
+            let end = r.get()?;
+            let perms = r.string()?;
+            let path = r.string()?;
+            let mut thread_of = || -> Result<Option<u32>, DumpError> {
+                Ok(match r.get_u32()? {
+                    0 => None,
+                    t if (t - 1) as usize >= nthreads => {
+                        return Err(bad(format!(
+                            "region {i} names thread {} of {nthreads}",
+                            t - 1
+                        )))
+                    }
+                    t => Some(t - 1),
+                })
+            };
+            let thread = thread_of()?;
+            let tls = thread_of()?;
+            o.regions.push(ObjectRegion {
+                start,
+                end,
+                perms,
+                path,
+                thread,
+                tls,
+                counts: ObjectCounts::decode(&mut r)?,
+            });
+        }
+        o.unmapped = ObjectCounts::decode(&mut r)?;
+        r.finish()?;
+        Ok(o)
+    }
+}

@@ -1,0 +1,161 @@
+// Objects (issue 32): heap blocks by allocation site, a global table, a
+// stack array, with access counts known from the source. One case per
+// run, chosen by argv[1]; each case is one noinline function, the
+// capture's window (`record --objects --function CASE`), which does its
+// own allocations, so the allocator is observed in the window.
+//
+// Every field the counts rest on is `volatile`: one load or store per
+// source access at any optimisation level. Built with `-z now` (the tests
+// do): the GOT then lies in the read-only RELRO part, so the executable's
+// writable data mapping holds only `.data` and `.bss`.
+//
+// - getposition [N] (the talk's GetPosition): a pointer array of N
+//   (default 12,000; malloc, one block of 8 N bytes) and N objects of 128 bytes (each
+//   its own malloc: one site, N blocks); one float read from each object,
+//   in a scattered order (i * 7919 mod N, a permutation for N prime to
+//   7919). Between the
+//   allocations and the reads, 64 KiB of a global buffer are read, a line
+//   at a time: every line the allocator touched leaves the 32 KiB 8-way
+//   first data level (each set sees 16 newer lines). By hand: the
+//   objects' site: N blocks, 128 N bytes, N accesses, all reads, and N
+//   first-level misses (each object's float lies in a line no other access
+//   of the window reads: glibc's chunks of 144 bytes). The pointer array:
+//   1 block, N writes (filled), 2 N reads (read, then read to free).
+// - global: 1,000 reads of an initialised global table (`.data`): the
+//   executable's data mapping, 1,000 reads.
+// - stack: a 256-int stack array written then read: the thread's stack,
+//   at least 512 accesses, and every access of the window.
+// - realloc: malloc(400), 100 int writes, realloc to 4,000, 1,000 int
+//   writes, free: the malloc site 100 writes, the realloc site 1,000
+//   writes (one block, moved or grown: the writes after it are the
+//   realloc site's either way).
+// - reuse: malloc(256), 10 writes, free, malloc(256) again (glibc gives
+//   the same address back), 20 writes, free: two sites, 10 and 20 writes.
+// - new: `new V` (8 volatile ints), 8 writes and 8 reads, `delete`: the
+//   site of `new`, one block of 32 bytes, 16 accesses.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+struct Obj {
+    char pad[96];
+    volatile float x;  // +96
+    char rest[28];
+};
+static_assert(sizeof(Obj) == 128, "two cache lines");
+
+const int N = 12000;
+
+static volatile char evict[64 * 1024];
+
+__attribute__((noinline)) float getposition(int n) {
+    Obj *volatile *ptrs = static_cast<Obj *volatile *>(malloc(n * sizeof(Obj *)));
+    for (int i = 0; i < n; ++i) {
+        ptrs[i] = static_cast<Obj *>(malloc(sizeof(Obj)));
+    }
+    for (int i = 0; i < int(sizeof evict); i += 64) {
+        (void)evict[i];
+    }
+    float s = 0;
+    for (int i = 0; i < n; ++i) {
+        s += ptrs[(long(i) * 7919) % n]->x;
+    }
+    for (int i = 0; i < n; ++i) {
+        free(ptrs[i]);
+    }
+    free((void *)ptrs);
+    return s;
+}
+
+volatile int table[1000] = {1, 2, 3};
+
+__attribute__((noinline)) int global() {
+    int s = 0;
+    for (int i = 0; i < 1000; ++i) {
+        s += table[i];
+    }
+    return s;
+}
+
+__attribute__((noinline)) int stack() {
+    volatile int a[256];
+    for (int i = 0; i < 256; ++i) {
+        a[i] = i;
+    }
+    int s = 0;
+    for (int i = 0; i < 256; ++i) {
+        s += a[i];
+    }
+    return s;
+}
+
+__attribute__((noinline)) int grow() {
+    volatile int *p = static_cast<volatile int *>(malloc(100 * sizeof(int)));
+    for (int i = 0; i < 100; ++i) {
+        p[i] = i;
+    }
+    p = static_cast<volatile int *>(realloc((void *)p, 1000 * sizeof(int)));
+    for (int i = 0; i < 1000; ++i) {
+        p[i] = i;
+    }
+    int s = p[0] == 0;
+    free((void *)p);
+    return s;
+}
+
+__attribute__((noinline)) int reuse() {
+    volatile int *a = static_cast<volatile int *>(malloc(256));
+    for (int i = 0; i < 10; ++i) {
+        a[i] = i;
+    }
+    free((void *)a);
+    volatile int *b = static_cast<volatile int *>(malloc(256));
+    for (int i = 0; i < 20; ++i) {
+        b[i] = i;
+    }
+    int same = a == b;
+    free((void *)b);
+    return same;
+}
+
+struct V {
+    volatile int a[8];
+};
+
+__attribute__((noinline)) int with_new() {
+    V *v = new V;
+    for (int i = 0; i < 8; ++i) {
+        v->a[i] = i;
+    }
+    int s = 0;
+    for (int i = 0; i < 8; ++i) {
+        s += v->a[i];
+    }
+    delete v;
+    return s;
+}
+
+int main(int argc, char **argv) {
+    const char *c = argc > 1 ? argv[1] : "";
+    // The heap made before the window: its first allocation's sbrk is not
+    // in it (under Valgrind the break moves differently, and so would the
+    // allocator's first instructions).
+    free(malloc(1));
+    if (!strcmp(c, "getposition")) {
+        std::printf("%.1f\n", getposition(argc > 2 ? atoi(argv[2]) : N));
+    } else if (!strcmp(c, "global")) {
+        std::printf("%d\n", global());
+    } else if (!strcmp(c, "stack")) {
+        std::printf("%d\n", stack());
+    } else if (!strcmp(c, "realloc")) {
+        std::printf("%d\n", grow());
+    } else if (!strcmp(c, "reuse")) {
+        std::printf("same address: %d\n", reuse());
+    } else if (!strcmp(c, "new")) {
+        std::printf("%d\n", with_new());
+    } else {
+        std::fprintf(stderr, "usage: objects getposition|global|stack|realloc|reuse|new\n");
+        return 2;
+    }
+    return 0;
+}
