@@ -24,7 +24,7 @@
 //!
 //! The robustness list of issue 16, one test each: a hostile program
 //! (`tests-programs/capture/signals.c` cases, `exceptions.cpp`, `jit.c`)
-//! run once uncaptured, then 10 times captured in fast mode (5 for the
+//! run once uncaptured, then 10 times captured in fast mode (3 for the
 //! two whose runs take seconds), each run under a deadline (a hang fails): standard output byte for byte and exit status
 //! equal to the uncaptured run's, a dump that says fast mode ran. Where the
 //! count does not depend on timing (no timer signals, one thread), the
@@ -810,7 +810,7 @@ fn a_guard_page_segv_handler_that_returns_counts_as_in_trap_mode() {
 fn siglongjmp_out_of_a_handler_keeps_the_output() {
     if tools_or_skip("siglongjmp_out_of_a_handler_keeps_the_output") {
         // Each run takes seconds (a chunk redone after every alarm).
-        survives_fast(&signals_case("longjmp"), 5);
+        survives_fast(&signals_case("longjmp"), 3);
     }
 }
 
@@ -1015,7 +1015,7 @@ fn cpp_exceptions_across_captured_frames_count_as_in_trap_mode() {
     );
     let case = Case::new("exceptions", &bin, &["{mode}", "{dump}"]);
     // Each run takes seconds: fewer repetitions than the cheap cases.
-    survives_fast(&case, 5);
+    survives_fast(&case, 3);
     let n = equals_trap(&case);
     assert!(n > 100_000, "the throws were captured: {n} instructions");
 }
