@@ -403,9 +403,6 @@ fn sample_v4() -> Dump {
 #[test]
 fn committed_version_4_sample_still_loads() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v4.ccdump");
-    if std::env::var_os("COLDCACHE_WRITE_SAMPLES").is_some() {
-        std::fs::write(&path, sample_v4().to_bytes()).unwrap();
-    }
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(&bytes[8..12], &4u32.to_le_bytes(), "sample is version 4");
     let d = Dump::from_bytes(&bytes).unwrap();
@@ -498,6 +495,59 @@ fn meta_warm_schedule_and_calls_round_trip_and_a_default_dump_writes_none_of_the
     let json = serde_json::to_vec(&warm.meta).unwrap();
     let old: OlderMeta = serde_json::from_slice(&json).unwrap();
     assert_eq!(old.instructions, 10);
+}
+
+/// Version 5: the version 4 sample with an `OBJS` section (one
+/// allocation site on stack 1, the thread's stack as a region).
+fn sample_v5() -> Dump {
+    use coldcache_dump::{AllocSite, ObjectCounts, ObjectRegion, Objects};
+    let counts = |k: u64| ObjectCounts {
+        served: [vec![k, 2, 3, 4], vec![5, 6, 7, k]],
+    };
+    let mut d = sample_v4();
+    d.objects = Some(Objects {
+        allocators: vec!["malloc".into()],
+        allocations: 3,
+        frees: 2,
+        unknown_frees: 1,
+        unreturned: 0,
+        live: 1,
+        untracked: 4,
+        sites: vec![AllocSite {
+            stack: 1,
+            allocator: "malloc".into(),
+            blocks: 3,
+            bytes: 192,
+            freed: 2,
+            counts: counts(7),
+        }],
+        regions: vec![ObjectRegion {
+            start: 0x7fff_0000,
+            end: 0x7fff_8000,
+            perms: "rw-p".into(),
+            path: "[stack]".into(),
+            thread: Some(0),
+            tls: None,
+            counts: counts(9),
+        }],
+        unmapped: counts(1),
+    });
+    d
+}
+
+#[test]
+fn committed_version_5_sample_still_loads() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v5.ccdump");
+    if std::env::var_os("COLDCACHE_WRITE_SAMPLES").is_some() {
+        std::fs::write(&path, sample_v5().to_bytes()).unwrap();
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[8..12], &5u32.to_le_bytes(), "sample is version 5");
+    let d = Dump::from_bytes(&bytes).unwrap();
+    assert_eq!(d, sample_v5());
+    let o = d.objects.as_ref().unwrap();
+    assert_eq!(o.sites[0].blocks, 3);
+    assert_eq!(o.sites[0].counts.accesses(), 7 + 9 + 18 + 7);
 }
 
 /// The `OBJS` section (version 5) round-trips, and a site naming a stack
