@@ -6,7 +6,8 @@
 # (it must stop cleanly); then ui-tests/mismatch.mjs on two dumps simulated
 # with different caches, ui-tests/hostile.mjs on a hostile dump, and
 # ui-tests/data.mjs (the Data tab) on a dump with data types of
-# tests-programs/data/entities.cpp, and ui-tests/trees.mjs (issue 36's
+# tests-programs/data/entities.cpp (and its Objects table on
+# tests-programs/data/objects.cpp recorded with --objects), and ui-tests/trees.mjs (issue 36's
 # trees and pages) on two captures of tests-programs/symbols/
 # inlined_getter.cpp. Screenshots: target/ui-screenshots/.
 set -euo pipefail
@@ -80,10 +81,20 @@ g++ -g -O2 -o "$datadir/entities" tests-programs/data/entities.cpp
 server=$!
 for _ in $(seq 1 100); do grep -q "token=" "$log" && break; sleep 0.1; done
 url=$(grep -o 'http://[^ ]*token=[0-9a-f]*' "$log")
+# And the Objects table: objects.cpp's getposition (the talk's 12,000
+# objects) recorded with --objects, on a second server.
+g++ -g -O1 -Wl,-z,relro,-z,now -o "$datadir/objects" tests-programs/data/objects.cpp
+LD_BIND_NOW=1 "$cc" record --no-progress --objects --function getposition -o "$datadir/objects.ccdump" -- "$datadir/objects" getposition >/dev/null 2>&1
+olog=target/ui-server-objects.log
+"$cc" ui "$datadir/objects.ccdump" >"$olog" 2>&1 &
+oserver=$!
+for _ in $(seq 1 100); do grep -q "token=" "$olog" && break; sleep 0.1; done
+ourl=$(grep -o 'http://[^ ]*token=[0-9a-f]*' "$olog")
 COLDCACHE_UI_URL="$url" SCREENSHOTS="$shots" COLDCACHE_BIN="$cc" \
-  DUMP="$datadir/entities.ccdump" node ui-tests/data.mjs
-kill -INT $server
+  DUMP="$datadir/entities.ccdump" OBJECTS_URL="$ourl" OBJECTS_DUMP="$datadir/objects.ccdump" node ui-tests/data.mjs
+kill -INT $server $oserver
 wait $server || { echo "the server exited with an error" >&2; cat "$log" >&2; exit 1; }
+wait $oserver || { echo "the objects server exited with an error" >&2; cat "$olog" >&2; exit 1; }
 # The trees a new user reads (ui-tests/trees.mjs): a getter inlined into
 # one caller and called by another, two captures served together.
 treedir=target/ui-trees

@@ -9,6 +9,9 @@
 //   SCREENSHOTS        directory for the screenshots
 //   COLDCACHE_BIN      the coldcache binary
 //   DUMP               the dump served
+//   OBJECTS_URL        the URL of a second server, serving OBJECTS_DUMP:
+//                      tests-programs/data/objects.cpp's getposition case
+//                      recorded with --objects (the Objects table)
 import { launch } from "./browser.mjs";
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
@@ -18,7 +21,10 @@ const url = process.env.COLDCACHE_UI_URL;
 const shots = process.env.SCREENSHOTS || "screenshots";
 const bin = process.env.COLDCACHE_BIN;
 const dump = process.env.DUMP;
+const objectsUrl = process.env.OBJECTS_URL;
+const objectsDump = process.env.OBJECTS_DUMP;
 assert.ok(url && bin && dump, "COLDCACHE_UI_URL, COLDCACHE_BIN and DUMP must be set");
+assert.ok(objectsUrl && objectsDump, "OBJECTS_URL and OBJECTS_DUMP must be set");
 mkdirSync(shots, { recursive: true });
 
 const cli = (...args) => execFileSync(bin, args, { encoding: "utf8" });
@@ -94,6 +100,44 @@ try {
     await page.goto(`${url}#view=layout&type=NoSuchType`);
     await page.waitForSelector("[data-test=error]");
     assert.match(await page.textContent("[data-test=error]"), /no data type named 'NoSuchType'; the types are: .*game::Entity/);
+  });
+  await step("33-data-objects", async () => {
+    // entities.ccdump was recorded without --objects: the CLI's note.
+    await page.goto(`${url}#view=data`);
+    await page.waitForSelector("[data-test=objects-note]");
+    assert.equal((await page.textContent("[data-test=objects-note]")).trim(), data.objects_note);
+    assert.match(data.objects_note, /^this dump has no object data \(record with --objects/);
+    // objects.cpp's getposition with --objects: the talk's 12,000 objects
+    // (128 bytes each) of one site, each read once and missed; the sites
+    // in the CLI's order (the pointer array, read at random, has more
+    // first-level misses).
+    const od = JSON.parse(cli("report", objectsDump, "--view", "data", "--json")).objects;
+    assert.ok(od, "the CLI has the objects");
+    const i = od.sites.findIndex((x) => /^getposition/.test(x.frames[x.user_frame]) && x.bytes === 128 * x.blocks);
+    assert.ok(i >= 0, `the CLI lists the GetPosition objects' site: ${JSON.stringify(od.sites)}`);
+    const want = od.sites[i];
+    assert.equal(want.blocks, 12000);
+    await page.goto(`${objectsUrl}#view=data`);
+    await page.waitForSelector("table[data-test=objects-sites] tr[data-test=site-row]");
+    assert.deepEqual(await page.$$eval("table[data-test=objects-sites] tr[data-test=site-row] td[data-test=blocks]", (els) => els.map((e) => e.textContent)), od.sites.map((x) => grouped(x.blocks)), "the sites in the CLI's order");
+    const row = page.locator("table[data-test=objects-sites] tr[data-test=site-row]").nth(i);
+    const cells = await row.locator("td").allTextContents();
+    assert.ok(cells[0].startsWith(want.frames[want.user_frame]), `the site's top frame: ${cells[0]}`);
+    assert.match(cells[0], /^getposition.*objects\.cpp:\d+/);
+    assert.equal(cells[1], "malloc");
+    assert.equal(cells[2], "12,000", "the GetPosition site's blocks");
+    assert.deepEqual(cells.slice(2), [want.blocks, want.bytes, want.accesses, want.reads, want.writes, ...want.misses].map(grouped));
+    assert.equal(await page.locator("table[data-test=objects-sites] tr[data-test=site-row]").count(), od.sites.length);
+    assert.equal(await page.locator("table[data-test=objects-others] tr[data-test=object-row]").count(), od.others.length);
+    // Its whole allocation stack: the tooltip, and below the row on click.
+    const title = await row.getAttribute("title");
+    for (const f of [want.label, ...want.frames]) assert.ok(title.includes(f), `the tooltip has ${f}: ${title}`);
+    const stack = page.locator("table[data-test=objects-sites] tr[data-test=site-stack]").nth(i);
+    assert.ok(!(await stack.isVisible()), "the stack is folded");
+    await row.click();
+    assert.ok(await stack.isVisible(), "a click shows the stack");
+    const text = await stack.textContent();
+    for (const f of want.frames) assert.ok(text.includes(f), `the stack shows ${f}: ${text}`);
   });
   assert.deepEqual(errors, [], "page errors");
 } catch (e) {

@@ -23,6 +23,9 @@ pub struct ObjectRow {
     /// What it is: the allocator and the site's innermost frame, or the
     /// mapping.
     pub label: String,
+    /// An allocation site's allocator (`malloc`, `new`, ..); empty for
+    /// other rows.
+    pub allocator: String,
     /// An allocation site's frames, innermost first (`function
     /// (file:line)`); empty for other rows.
     pub frames: Vec<String>,
@@ -93,6 +96,7 @@ fn row(kind: &str, label: String, c: &ObjectCounts, levels: usize) -> ObjectRow 
     ObjectRow {
         kind: kind.to_string(),
         label,
+        allocator: String::new(),
         frames: Vec::new(),
         user_frame: 0,
         blocks: 0,
@@ -225,6 +229,7 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
             );
             let mut r = row("heap", label, &s.counts, levels);
             r.user_frame = user;
+            r.allocator = s.allocator.clone();
             r.frames = frames;
             r.blocks = s.blocks;
             r.bytes = s.bytes;

@@ -19,7 +19,7 @@
 //! | `/api/flame.svg?dump&weight` | the whole flame graph as an SVG file (`coldcache-export`, inferno), to save |
 //! | `/api/diff?by&sort&filter&limit` | `diff::diff` of dump 0 → dump 1 |
 //! | `/api/source?dump&file` | a source file, only when the dump's line tables name it: its text embedded in the dump, else read from disk |
-//! | `/api/data?dump&sort&filter&limit` | `data::data`: coverage, per-module lines, the types and fields tables (`report --view data --json`) |
+//! | `/api/data?dump&sort&filter&limit` | `data::data`: coverage, per-module lines, the types and fields tables, the objects (`objects::objects`, null with `objects_note` for a dump recorded without `--objects`) (`report --view data --json`) |
 //! | `/api/layout?dump&type` | `data::layout`: one type's members, holes, cache lines and their accesses (`report --view layout TYPE --json`); an unknown or ambiguous name is 404 or 400 with `find_type`'s message listing the candidates |
 //!
 //! A dump without data types answers `/api/data` and `/api/layout` with 400

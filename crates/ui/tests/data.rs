@@ -3,7 +3,8 @@
 //! data_dump.rs` (every figure counted by hand there), and on a dump
 //! without data types: the same views as `coldcache report --view data |
 //! layout --json`, the same parameters refused as the other endpoints, and
-//! the CLI's messages for what cannot be answered.
+//! the CLI's messages for what cannot be answered. The objects (`record
+//! --objects`) on that dump with a hand-built `OBJS` section added.
 
 #[path = "../../analysis/tests/common/data_dump.rs"]
 mod data_dump;
@@ -236,4 +237,205 @@ fn a_dump_without_data_types_gets_the_clis_message_not_a_500() {
             "{url}: {e}"
         );
     }
+}
+
+/// The hand-counted dump with an `OBJS` section (`record --objects`): two
+/// allocation sites and three mappings, one of them never touched.
+///
+/// | object | counts (served at L1, L2, memory) | misses L1, L2 |
+/// |---|---|---|
+/// | `malloc` in update (u.c:21) ← main (m.c:9): 4 blocks, 512 bytes, 1 freed | reads 10, 5, 5; writes 2, 0, 0 | 10, 5 |
+/// | `new` in main (m.c:9): 1 block, 64 bytes | reads 0, 0, 30 | 30, 30 |
+/// | `[heap]` | reads 1, 1, 0 | 1, 0 |
+/// | the main thread's stack | reads 5; writes 5, at L1 | 0, 0 |
+/// | a file mapping | nothing: not listed | |
+/// | unmapped | reads 0, 0, 2 | 2, 2 |
+fn objects_profile() -> Profile {
+    use coldcache_dump::{AllocSite, ObjectCounts, ObjectRegion, Objects, StackNode};
+    let counts = |r: [u64; 3], w: [u64; 3]| ObjectCounts {
+        served: [r.to_vec(), w.to_vec()],
+    };
+    let region = |start, end, perms: &str, path: &str, thread, c| ObjectRegion {
+        start,
+        end,
+        perms: perms.into(),
+        path: path.into(),
+        thread,
+        tls: None,
+        counts: c,
+    };
+    let mut d = data_dump::dump();
+    // Stack 1: main called update at 0x1000; stack 2: update called the
+    // allocator at 0x2004.
+    d.stacks.push(StackNode {
+        parent: 0,
+        call_site: 0x1000,
+        callee: 0x2000,
+    });
+    d.stacks.push(StackNode {
+        parent: 1,
+        call_site: 0x2004,
+        callee: 0,
+    });
+    d.objects = Some(Objects {
+        allocators: vec!["malloc".into(), "_Znwm".into()],
+        allocations: 5,
+        frees: 1,
+        unknown_frees: 2,
+        unreturned: 0,
+        live: 4,
+        untracked: 0,
+        sites: vec![
+            AllocSite {
+                stack: 2,
+                allocator: "malloc".into(),
+                blocks: 4,
+                bytes: 512,
+                freed: 1,
+                counts: counts([10, 5, 5], [2, 0, 0]),
+            },
+            AllocSite {
+                stack: 1,
+                allocator: "new".into(),
+                blocks: 1,
+                bytes: 64,
+                freed: 0,
+                counts: counts([0, 0, 30], [0; 3]),
+            },
+        ],
+        regions: vec![
+            region(
+                0x10_0000,
+                0x20_0000,
+                "rw-p",
+                "[heap]",
+                None,
+                counts([1, 1, 0], [0; 3]),
+            ),
+            region(
+                0x30_0000,
+                0x30_1000,
+                "r--p",
+                "/lib/x.so",
+                None,
+                counts([0; 3], [0; 3]),
+            ),
+            region(
+                0x7ff0_0000,
+                0x7ff2_0000,
+                "rw-p",
+                "",
+                Some(0),
+                counts([5, 0, 0], [5, 0, 0]),
+            ),
+        ],
+        unmapped: counts([0, 0, 2], [0; 3]),
+    });
+    Profile::new(d, ProfileOptions::default())
+}
+
+#[test]
+fn data_serves_the_objects_as_the_analysis_crate_ranks_them() {
+    let a = App::new(
+        vec![("objects.ccdump".into(), objects_profile())],
+        TOKEN.into(),
+    );
+    let v = json(&get(&a, "/api/data"));
+    // The analysis crate's objects, as `report --view data --json` gives
+    // them (the UI's limit by default).
+    let want = coldcache_analysis::objects::objects(&objects_profile(), Some(200)).unwrap();
+    assert_eq!(v["objects"], serde_json::to_value(&want).unwrap());
+    assert_eq!(v["objects_note"], "");
+    let o = &v["objects"];
+    // By hand: 22 + 30 accesses in blocks, 2 + 10 + 2 in mappings.
+    assert_eq!(
+        (o["accesses"].as_u64(), o["in_blocks"].as_u64()),
+        (Some(66), Some(52))
+    );
+    assert_eq!(o["levels"], serde_json::json!(["L1", "L2"]));
+    assert_eq!(
+        (
+            o["allocations"].as_u64(),
+            o["frees"].as_u64(),
+            o["unknown_frees"].as_u64(),
+            o["live"].as_u64(),
+            o["allocators"].as_u64()
+        ),
+        (Some(5), Some(1), Some(2), Some(4), Some(2))
+    );
+    // Sites by first-level misses: new's 30 before malloc's 10.
+    let s = &o["sites"];
+    assert_eq!(s.as_array().unwrap().len(), 2);
+    let row = |r: &Value| {
+        (
+            r["allocator"].as_str().unwrap().to_string(),
+            r["blocks"].as_u64().unwrap(),
+            r["bytes"].as_u64().unwrap(),
+            r["accesses"].as_u64().unwrap(),
+            r["reads"].as_u64().unwrap(),
+            r["writes"].as_u64().unwrap(),
+            r["misses"].clone(),
+        )
+    };
+    assert_eq!(
+        row(&s[0]),
+        ("new".into(), 1, 64, 30, 30, 0, serde_json::json!([30, 30]))
+    );
+    assert_eq!(
+        row(&s[1]),
+        (
+            "malloc".into(),
+            4,
+            512,
+            22,
+            20,
+            2,
+            serde_json::json!([10, 5])
+        )
+    );
+    assert_eq!(s[1]["freed"], 1);
+    // The whole allocation stack, innermost first.
+    assert_eq!(
+        s[1]["frames"],
+        serde_json::json!(["update (u.c:21)", "main (m.c:9)"])
+    );
+    assert_eq!(s[1]["label"], "malloc in update (u.c:21)");
+    // The others: the untouched file mapping left out; unmapped (2 L1
+    // misses), the heap (1), the main thread's stack (0).
+    let kinds: Vec<(&str, u64, Value)> = o["others"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["kind"].as_str().unwrap(),
+                r["accesses"].as_u64().unwrap(),
+                r["misses"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ("unmapped", 2, serde_json::json!([2, 2])),
+            ("heap, allocated earlier", 2, serde_json::json!([1, 0])),
+            ("stack", 10, serde_json::json!([0, 0])),
+        ]
+    );
+    assert_eq!(o["others"][2]["label"], "stack of thread 100 (main)");
+    // limit= cuts each list, as the CLI's --limit.
+    let one = json(&get(&a, "/api/data?limit=1"));
+    assert_eq!(one["objects"]["sites"].as_array().unwrap().len(), 1);
+    assert_eq!(one["objects"]["others"].as_array().unwrap().len(), 1);
+    assert_eq!(one["objects"]["sites"][0]["allocator"], "new");
+}
+
+#[test]
+fn a_dump_without_objects_says_how_to_get_them() {
+    let v = json(&get(&app(true), "/api/data"));
+    assert_eq!(v["objects"], Value::Null);
+    assert_eq!(
+        v["objects_note"],
+        "this dump has no object data (record with --objects to track heap blocks and mappings)"
+    );
 }

@@ -644,9 +644,41 @@ async function viewData(s) {
     <h3>Types</h3>${table(v.types, "type")}
     <p class="muted">${fmt(v.types.length)} of ${fmt(v.types_matched)} types · sorted by ${esc(v.sort)}</p>
     <h3>Fields</h3>${table(v.fields, "field")}
-    <p class="muted">${fmt(v.fields.length)} of ${fmt(v.fields_matched)} fields · sorted by ${esc(v.sort)} · a field is Type::member.sub; Type::&lt;padding&gt; bytes of no member, [straddles] an operand spanning more than its field · typing is per instruction: which field, not which object</p>`;
+    <p class="muted">${fmt(v.fields.length)} of ${fmt(v.fields_matched)} fields · sorted by ${esc(v.sort)} · a field is Type::member.sub; Type::&lt;padding&gt; bytes of no member, [straddles] an operand spanning more than its field · typing is per instruction: which field, not which object</p>
+    ${objectsHtml(v)}`;
   wireSort($("#main"));
   $("#main").querySelectorAll("tr[data-type]").forEach((tr) => (tr.onclick = () => setState({ view: "layout", type: tr.dataset.type })));
+  // A site's whole allocation stack: its tooltip, and shown below the row
+  // on click.
+  $("#main").querySelectorAll("tr[data-test=site-row]").forEach((tr) => (tr.onclick = () => {
+    const next = tr.nextElementSibling;
+    if (next && next.dataset.test === "site-stack") next.classList.toggle("hidden");
+  }));
+}
+
+// The objects (`record --objects`): allocation sites, then the other
+// objects (mappings), as `report --view data` ends; the analysis crate
+// ranks them (first-level misses, last level, accesses).
+function objectsHtml(v) {
+  const o = v.objects;
+  if (!o) return `<h3>Objects</h3><p class="muted" data-test="objects-note">${esc(v.objects_note)}</p>`;
+  const misses = (r) => r.misses.map((m) => `<td class="num">${fmt(m)}</td>`).join("");
+  const heads = (first) => `<tr><th class="label">${first}</th><th class="label">allocator</th><th>blocks</th><th>bytes</th><th>accesses</th><th>reads</th><th>writes</th>${o.levels.map((l) => `<th>miss:${esc(l)}</th>`).join("")}</tr>`;
+  const site = (r) => {
+    const top = r.frames.slice(r.user_frame, r.user_frame + 3).join(" ← ") || r.label;
+    const stack = r.frames.map((f, i) => `${i === r.user_frame ? "▶ " : "  "}${f}`).join("\n");
+    return `<tr class="clickable" data-test="site-row" title="${esc(`${r.label}\n${stack}`)}"><td class="label">${esc(top)}</td><td class="label">${esc(r.allocator)}</td><td class="num" data-test="blocks">${fmt(r.blocks)}</td><td class="num">${fmt(r.bytes)}</td><td class="num">${fmt(r.accesses)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${misses(r)}</tr>
+      <tr class="hidden" data-test="site-stack"><td colspan="${7 + o.levels.length}"><pre>${esc(`allocated by ${r.allocator}, innermost frame first:\n${stack}`)}</pre></td></tr>`;
+  };
+  const other = (r) => `<tr data-test="object-row"><td class="label" title="${esc(r.label)}">${esc(`${r.kind}: ${r.label}`)}</td><td class="label"></td><td class="num"></td><td class="num"></td><td class="num">${fmt(r.accesses)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${misses(r)}</tr>`;
+  const notFollowed = o.unknown_frees + o.unreturned + o.untracked > 0
+    ? `<p class="warn" data-test="objects-not-followed">not followed: ${fmt(o.unknown_frees)} frees of blocks allocated earlier, ${fmt(o.unreturned)} allocator calls not seen returning, ${fmt(o.untracked)} allocations not tracked (table full)</p>` : "";
+  return `<h3>Objects</h3>
+    <p data-test="objects-head">${fmt(o.accesses)} data accesses, ${pctOf(o.in_blocks, o.accesses)} in heap blocks allocated in the capture; ${fmt(o.allocations)} allocations and ${fmt(o.frees)} frees seen (${fmt(o.allocators)} allocator entry points observed), ${fmt(o.live)} blocks live at the end</p>${notFollowed}
+    <table data-test="objects-sites"><thead>${heads("allocation site (top frames; click for the whole stack)")}</thead><tbody>${o.sites.length ? o.sites.map(site).join("") : `<tr><td class="label muted" colspan="${7 + o.levels.length}">(no allocation seen in the capture)</td></tr>`}</tbody></table>
+    <p class="muted">heap blocks by the call stack that allocated them, ranked by misses (first level, then last, then accesses)</p>
+    <table data-test="objects-others"><thead>${heads("other object (by the mapping at the capture's start)")}</thead><tbody>${o.others.map(other).join("")}</tbody></table>
+    <p class="muted">an access counts once, in the object holding its first byte, at the level that served it (as the code views count it); miss:X = accesses served below X</p>`;
 }
 
 // A member's declaration as pahole writes it.
