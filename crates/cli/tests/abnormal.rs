@@ -1184,6 +1184,17 @@ fn repeat(runs: usize) -> usize {
     }
 }
 
+/// The runs of a both-mode case in mode `extra`: half of `runs` in trap
+/// mode (each single-steps its window; the default mode's runs are the
+/// ones whose timing varies).
+fn runs_in(extra: &[&str], runs: usize) -> usize {
+    if extra.is_empty() {
+        runs
+    } else {
+        runs.div_ceil(2)
+    }
+}
+
 /// The capture modes every case of the engine's own signals runs in:
 /// `--mode trap`, and the default (fast where it can run). None under
 /// `COLDCACHE_MODE=trap`: that is CI's second pass over this file, in trap
@@ -1208,7 +1219,7 @@ fn own_signals_case(mode: &str, trigger: &[&str], runs: usize, reason: Option<&s
             mode,
             &trigger,
             Poke::Nothing,
-            runs,
+            runs_in(extra, runs),
             reason,
         );
     }
@@ -1347,7 +1358,7 @@ fn ctrl_c_case(mode: &str, blocked: bool, runs: usize) {
     let native = r.wait();
     assert_eq!(native.status.code(), Some(0), "{}", native.stderr);
     for extra in modes() {
-        for i in 0..repeat(runs) {
+        for i in 0..repeat(runs_in(extra, runs)) {
             let what = format!("{case} {extra:?}: run {i}");
             let dump = dir.join(format!("run{i}.ccdump"));
             let _ = std::fs::remove_file(&dump);
