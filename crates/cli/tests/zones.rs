@@ -746,10 +746,13 @@ fn spikes_tell_descheduled_from_slow_code() {
     assert_eq!(work.len(), 3, "{spikes:#?}");
     for (s, own) in work.iter().zip(&work_cpu_ms) {
         assert_eq!(s["descheduled"], false, "{s}");
-        // An upper bound of the zone's CPU time: at least what the program
-        // measured inside it (less the microseconds before the zone began).
+        // An upper bound of the zone's CPU time: about the 5 ms the program
+        // spun for. Not compared with the program's own figure to the
+        // microsecond: that one also holds the zone's entry and the spike's
+        // logging at its exit (a page fault there under load took more than
+        // the 50 µs once allowed, 1 run in 10 with two busy loops beside).
         let cpu = s["cpu_ms"].as_f64().unwrap();
-        assert!(cpu >= 4.99 && cpu >= own - 0.05, "{s} (program: {own} ms)");
+        assert!(cpu >= 4.9 && cpu >= own - 1.0, "{s} (program: {own} ms)");
     }
     // stderr: the summary and where the full log is; the log: everything.
     let err = String::from_utf8_lossy(&out.stderr);
