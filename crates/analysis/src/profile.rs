@@ -732,16 +732,7 @@ impl Profile {
     /// The full path of record `i`, outermost first: for every stack frame
     /// the function and call site, then the instruction's own frames.
     pub fn record_path(&self, i: usize) -> Vec<PathFrame> {
-        let mut v = Vec::new();
-        let mut s = self.dump.records[i].stack;
-        let mut segs = Vec::new();
-        while s != ROOT_STACK {
-            segs.push(self.stack_chain[s as usize]);
-            s = self.dump.stacks[s as usize].parent;
-        }
-        for c in segs.iter().rev() {
-            v.extend_from_slice(&self.chains[*c as usize]);
-        }
+        let mut v = self.stack_path(self.dump.records[i].stack);
         v.extend_from_slice(self.record_frames(i));
         if let Some(cut) = v
             .iter()
@@ -818,25 +809,7 @@ impl Profile {
     pub fn find_functions(&self, name: &str) -> Result<Vec<FnId>, crate::AnalysisError> {
         // As `record --function` reads a name (`coldcache_dump::names`):
         // the best tier with a match decides; a regex only when none does.
-        let query = name.trim();
-        let mut best = None;
-        let mut found: Vec<FnId> = Vec::new();
-        for f in 0..self.functions.len() as FnId {
-            let Some(k) =
-                coldcache_dump::names::match_name(&self.functions[f as usize].name, query)
-            else {
-                continue;
-            };
-            match best {
-                Some(b) if k > b => continue,
-                Some(b) if k == b => {}
-                _ => {
-                    best = Some(k);
-                    found.clear();
-                }
-            }
-            found.push(f);
-        }
+        let found = best_tier_matches(&self.functions, name.trim());
         if !found.is_empty() {
             return Ok(self.canonical(found));
         }
@@ -903,16 +876,22 @@ fn canonical_functions(functions: &[FunctionInfo]) -> Vec<FnId> {
     canon
 }
 
-/// The functions `root` names: those named exactly, else the best tier of
-/// [`coldcache_dump::names::match_name`] with a match.
+/// The functions `root` names (none for no root or an empty one): the
+/// best tier of [`coldcache_dump::names::match_name`] with a match.
 fn root_functions(functions: &[FunctionInfo], root: Option<&str>) -> Vec<FnId> {
     let Some(root) = root.map(str::trim).filter(|r| !r.is_empty()) else {
         return Vec::new();
     };
+    best_tier_matches(functions, root)
+}
+
+/// The functions `query` names in the best tier of
+/// [`coldcache_dump::names::match_name`] that has a match (empty if none).
+fn best_tier_matches(functions: &[FunctionInfo], query: &str) -> Vec<FnId> {
     let mut best = None;
     let mut found = Vec::new();
     for (f, info) in functions.iter().enumerate() {
-        let Some(k) = coldcache_dump::names::match_name(&info.name, root) else {
+        let Some(k) = coldcache_dump::names::match_name(&info.name, query) else {
             continue;
         };
         match best {
