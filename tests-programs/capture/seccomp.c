@@ -9,11 +9,15 @@
  *   filter   (record --all) prints, installs with seccomp(2) a filter
  *            that kills the process on any system call but write,
  *            exit_group and rt_sigreturn, prints again and exits 0
- *   tsync    (record --signal) starts a worker that spins, prints
- *            "ready", spins 1 s (the test starts a capture of every thread
- *            meanwhile), installs the filter on every thread at once
- *            (SECCOMP_FILTER_FLAG_TSYNC), spins 1.5 s more, prints and
- *            exits 0 (the worker never makes a system call again)
+ *   tsync    (record --signal) starts a worker that spins and one that
+ *            waits in read(2) on a pipe, prints "ready", spins 1 s (the
+ *            test starts a capture of every thread meanwhile), installs
+ *            the filter on every thread at once
+ *            (SECCOMP_FILTER_FLAG_TSYNC), writes a byte to the pipe (the
+ *            waiting worker's read returns under the filter: its first
+ *            trap comes after it, and the capture engine's handler must
+ *            make no system call there), spins 1.5 s more, prints and
+ *            exits 0 (the workers never make a system call again)
  *   before   (record --signal) installs the same filter with
  *            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER) first, prints
  *            "ready", spins for 1.5 s (the test asks for a capture
@@ -75,6 +79,19 @@ static void *spinner(void *arg)
     return NULL;
 }
 
+static int wake[2];
+
+static void *waiter(void *arg)
+{
+    (void)arg;
+    char c;
+    while (read(wake[0], &c, 1) != 1)
+        ;
+    for (;;)
+        spin(1.0);
+    return NULL;
+}
+
 static void say(const char *s)
 {
     write(1, s, strlen(s));
@@ -113,8 +130,13 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(mode, "tsync") == 0) {
-        pthread_t w;
+        pthread_t w, r;
+        if (pipe(wake) != 0) {
+            perror("pipe");
+            return 3;
+        }
         pthread_create(&w, NULL, spinner, NULL);
+        pthread_create(&r, NULL, waiter, NULL);
         say("ready\n");
         spin(1.0);
         if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0) {
@@ -122,6 +144,7 @@ int main(int argc, char **argv)
             return 3;
         }
         say("filtered every thread\n");
+        write(wake[1], "x", 1);
         spin(1.5);
         printf("done %lu\n", sink);
         return 0;

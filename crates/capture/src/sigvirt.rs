@@ -72,12 +72,18 @@ static REAL_SIGACTION: AtomicUsize = AtomicUsize::new(0);
 const MARK: u64 = 0x636f_6c64_6361_6368;
 const MARK_ERRNO: i32 = 0x4343;
 
-/// Per-thread virtual SIGTRAP state of traced threads: a thread id and its
-/// bits. Each thread only changes its own entry.
-static THREADS: [(AtomicU32, AtomicU64); 256] =
-    [const { (AtomicU32::new(0), AtomicU64::new(0)) }; 256];
+/// Per-thread virtual SIGTRAP state of traced threads: the thread's
+/// pointer (`fs:0`, read without a system call) and its bits. Each thread
+/// only reads and changes its own entry. Keyed by the thread pointer, not
+/// the thread id: a thread's last trap after the program confined itself
+/// with a seccomp filter synchronised to every thread must make no system
+/// call, and `gettid` is one (it killed the program with SIGSYS). A forked
+/// child's thread has its parent thread's pointer and memory, so it keeps
+/// the virtual block it inherited, as the kernel keeps a signal mask.
+static THREADS: [(AtomicU64, AtomicU64); 256] =
+    [const { (AtomicU64::new(0), AtomicU64::new(0)) }; 256];
 /// Entries of [`THREADS`] in use: zero almost always, so a trap pays one
-/// load, not a scan and a `gettid`.
+/// load, not a scan.
 static IN_USE: AtomicU32 = AtomicU32::new(0);
 /// The thread asked for SIGTRAP to be blocked.
 const BLOCKED: u64 = 1;
@@ -381,8 +387,7 @@ fn set_shadow(slot: usize, v: [u64; 4]) {
     }
     if slot == TRAP && v[0] == libc::SIG_IGN as u64 {
         // Setting SIG_IGN discards a pending signal, as the kernel does.
-        let tid = gettid();
-        set_bits(tid, bits(tid) & !(PENDING | DELIVER));
+        set_bits(bits() & !(PENDING | DELIVER));
     }
 }
 
@@ -431,21 +436,25 @@ pub unsafe fn program_sigaction(
     Some(0)
 }
 
-fn entry(tid: u32) -> Option<&'static (AtomicU32, AtomicU64)> {
+/// The calling thread's entry of [`THREADS`].
+fn entry() -> Option<&'static (AtomicU64, AtomicU64)> {
+    let me = crate::jit::thread_pointer();
     THREADS
         .iter()
-        .find(|(t, _)| t.load(Ordering::Acquire) == tid)
+        .find(|(t, _)| t.load(Ordering::Acquire) == me)
 }
 
-fn bits(tid: u32) -> u64 {
+/// The calling thread's bits (no system call).
+fn bits() -> u64 {
     if IN_USE.load(Ordering::Acquire) == 0 {
         return 0;
     }
-    entry(tid).map_or(0, |(_, b)| b.load(Ordering::Relaxed))
+    entry().map_or(0, |(_, b)| b.load(Ordering::Relaxed))
 }
 
-fn set_bits(tid: u32, v: u64) {
-    if let Some((t, b)) = entry(tid) {
+/// Sets the calling thread's bits (no system call).
+fn set_bits(v: u64) {
+    if let Some((t, b)) = entry() {
         b.store(v, Ordering::Relaxed);
         if v == 0 {
             t.store(0, Ordering::Release);
@@ -456,8 +465,9 @@ fn set_bits(tid: u32, v: u64) {
     if v == 0 {
         return;
     }
+    let me = crate::jit::thread_pointer();
     for (t, b) in &THREADS {
-        if t.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed)
+        if t.compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
             b.store(v, Ordering::Relaxed);
@@ -485,23 +495,26 @@ pub(crate) fn unblock_trap(uc: &mut libc::ucontext_t) {
     let m = mask_word(uc);
     if m & bit(libc::SIGTRAP) != 0 {
         set_mask_word(uc, m & !bit(libc::SIGTRAP));
-        let tid = gettid();
-        set_bits(tid, bits(tid) | BLOCKED);
+        set_bits(bits() | BLOCKED);
     }
 }
 
 /// The thread of `uc` is no longer traced (TF clear, the capture over or
 /// the thread out of it): a virtual block becomes real again, and a
 /// SIGTRAP held pending becomes the kernel's, pending on the thread.
+///
+/// No system call unless a SIGTRAP is pending: this runs at a thread's
+/// last trap, possibly under a seccomp filter another thread just
+/// synchronised to every thread.
 pub(crate) fn reblock_trap(uc: &mut libc::ucontext_t) {
-    let tid = gettid();
-    let b = bits(tid);
+    let b = bits();
     if b & BLOCKED == 0 {
         return;
     }
     set_mask_word(uc, mask_word(uc) | bit(libc::SIGTRAP));
-    set_bits(tid, 0);
+    set_bits(0);
     if b & PENDING != 0 {
+        let tid = gettid();
         // SAFETY: tgkill to this very thread; SIGTRAP is blocked in this
         // handler and in the mask it returns to: it stays pending.
         unsafe {
@@ -517,7 +530,7 @@ pub(crate) fn reblock_trap(uc: &mut libc::ucontext_t) {
 
 /// The thread is exiting: its virtual state goes.
 pub(crate) fn forget_thread() {
-    set_bits(gettid(), 0);
+    set_bits(0);
 }
 
 /// Performs, for a traced thread, the system call it is about to make
@@ -547,7 +560,7 @@ pub(crate) fn emulate(uc: &mut libc::ucontext_t, next: u64) -> bool {
             Some(r) => r,
             None => return false,
         },
-        libc::SYS_rt_sigpending if a1 == 8 && bits(gettid()) & PENDING != 0 => {
+        libc::SYS_rt_sigpending if a1 == 8 && bits() & PENDING != 0 => {
             let mut set = 0u64;
             // SAFETY: rt_sigpending into a live 8-byte local.
             let r = unsafe { libc::syscall(libc::SYS_rt_sigpending, &mut set, 8) };
@@ -594,8 +607,7 @@ fn sigaction(slot: usize, act: u64, old: u64) -> i64 {
 }
 
 fn sigprocmask(uc: &mut libc::ucontext_t, how: i32, set: u64, old: u64) -> i64 {
-    let tid = gettid();
-    let b = bits(tid);
+    let b = bits();
     let trap = bit(libc::SIGTRAP);
     let current = mask_word(uc) | if b & BLOCKED != 0 { trap } else { 0 };
     let new = if set == 0 {
@@ -625,7 +637,7 @@ fn sigprocmask(uc: &mut libc::ucontext_t, how: i32, set: u64, old: u64) -> i64 {
         // that unblocks it returns.
         nb |= DELIVER;
     }
-    set_bits(tid, nb);
+    set_bits(nb);
     0
 }
 
@@ -668,12 +680,11 @@ pub(crate) fn send_sync(tid: u32) {
 /// `raise`, ...) reached a traced thread that blocks SIGTRAP virtually:
 /// held pending. Returns false when the thread does not block it.
 pub(crate) fn hold_if_blocked() -> bool {
-    let tid = gettid();
-    let b = bits(tid);
+    let b = bits();
     if b & BLOCKED == 0 {
         return false;
     }
-    set_bits(tid, b | PENDING);
+    set_bits(b | PENDING);
     true
 }
 
@@ -683,12 +694,11 @@ pub(crate) fn take_deliver() -> bool {
     if IN_USE.load(Ordering::Acquire) == 0 {
         return false;
     }
-    let tid = gettid();
-    let b = bits(tid);
+    let b = bits();
     if b & DELIVER == 0 {
         return false;
     }
-    set_bits(tid, b & !(DELIVER | PENDING));
+    set_bits(b & !(DELIVER | PENDING));
     true
 }
 
@@ -736,7 +746,7 @@ pub(crate) fn deliver(
     forced: bool,
 ) -> Delivered {
     let [handler, flags, _, mask] = shadow(slot);
-    let blocked = slot == TRAP && bits(gettid()) & BLOCKED != 0 || mask_word(uc) & bit(sig) != 0;
+    let blocked = slot == TRAP && bits() & BLOCKED != 0 || mask_word(uc) & bit(sig) != 0;
     if handler == libc::SIG_DFL as u64 || forced && (handler == libc::SIG_IGN as u64 || blocked) {
         return Delivered::Fatal;
     }
@@ -747,7 +757,7 @@ pub(crate) fn deliver(
         SHADOW[slot][0].store(libc::SIG_DFL as u64, Ordering::Relaxed);
     }
     let mut during = mask_word(uc) | mask;
-    if bits(gettid()) & BLOCKED != 0 {
+    if bits() & BLOCKED != 0 {
         // The program's handler sees the block it asked for.
         during |= bit(libc::SIGTRAP);
     }

@@ -779,20 +779,14 @@ fn sigterm_to_record_reaches_the_program_and_the_dump_is_kept() {
 /// A filter synchronised to every thread (`SECCOMP_FILTER_FLAG_TSYNC`)
 /// during a `--signal` capture of every thread: it also reached the
 /// engine's writer thread, whose next `poll` killed the program (status
-/// 159). The writer is now parked for good before the call runs.
+/// 159). The writer is now parked for good before the call runs. A traced
+/// worker waiting in `read` takes its last trap after the filter: in trap
+/// mode that trap's handler made a `gettid` (the virtual SIGTRAP state was
+/// keyed by thread id) and the program died of SIGSYS, every run; it is
+/// keyed by the thread pointer now and that path makes no system call.
 #[test]
 fn a_filter_on_every_thread_does_not_reach_the_engines_writer() {
     if !gcc_or_skip("seccomp_tsync") {
-        return;
-    }
-    // KNOWN BUG, not hidden: in trap mode the program is killed by SIGSYS
-    // after its TSYNC filter in about 1 of 15 captured runs under load (2
-    // of 6 runs of this test, one busy loop beside it; 0 of 5 in the
-    // default mode). Left out of CI's trap-mode pass until it is fixed
-    // (stop 40's closing note says where to look); the default-mode pass
-    // runs it.
-    if std::env::var("COLDCACHE_MODE").as_deref() == Ok("trap") {
-        eprintln!("SKIP in trap mode: known SIGSYS race after a TSYNC seccomp filter (to fix)");
         return;
     }
     let dir = scratch("seccomp_tsync");
@@ -816,7 +810,7 @@ fn a_filter_on_every_thread_does_not_reach_the_engines_writer() {
         assert_eq!(out.stdout, native.stdout, "{what}\n{}", out.stderr);
         assert_eq!(out.status.code(), Some(0), "{what}\n{}", out.stderr);
         let d = load(&dump, &what, &out.stderr);
-        assert_eq!(d.threads.len(), 2, "{what}: main and the worker traced");
+        assert_eq!(d.threads.len(), 3, "{what}: main and both workers traced");
         assert_eq!(
             d.meta.cut_short.as_deref(),
             Some("the program installed a seccomp filter"),

@@ -56,6 +56,7 @@ mod tls;
 mod translate;
 mod verify;
 
+pub(crate) use tls::thread_pointer;
 pub(crate) use verify::{verify_trap, Verified};
 
 use crate::account::{BlockSlot, Verdict};
