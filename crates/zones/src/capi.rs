@@ -32,6 +32,8 @@ pub unsafe extern "C" fn __cyg_profile_func_enter(this_fn: *mut c_void, _call_si
     }
     if spike::on() {
         record::guarded(|| {
+            // The thread's set-up before the start stamp (lib.rs `begin`).
+            record::prepare_thread();
             let tsc = record::rdtsc();
             spike::enter_at(ZoneKey::Function(addr), tsc);
             record::emit_at(pack(kind::FUNC_ENTER, addr), tsc);
@@ -73,6 +75,8 @@ pub unsafe extern "C" fn coldcache_zone_begin(label: *const Label) {
         let id = label.id();
         record::ensure_init();
         if spike::on() {
+            // The thread's set-up before the start stamp (lib.rs `begin`).
+            record::prepare_thread();
             spike::enter(ZoneKey::Label(id));
         }
         record::emit(pack(kind::BEGIN, id as u64));

@@ -73,6 +73,8 @@ pub fn begin(label: &'static Label) -> ZoneGuard {
     // detector on: do it before asking whether it is on.
     record::ensure_init();
     if spike::on() {
+        // The thread's set-up before the start stamp, not inside the zone.
+        record::prepare_thread();
         let tsc = record::rdtsc();
         spike::enter_at(ZoneKey::Label(id), tsc);
         record::emit_at(pack(kind::BEGIN, id as u64), tsc);

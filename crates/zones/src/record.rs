@@ -302,6 +302,44 @@ pub fn emit_unless_in_hook(word: u64) {
     })
 }
 
+/// Sets the calling thread up (its index, name and first chunk) if it has
+/// not recorded yet, so that a zone's start stamp, read after this, does
+/// not include our set-up (page faults, system calls): a thread's first
+/// zone would otherwise hold it, and in the spike detector read as slow
+/// code. One thread-local load once the thread is set up.
+#[inline(always)]
+pub fn prepare_thread() {
+    if !ENABLED.load(Relaxed) {
+        return;
+    }
+    let fresh = TLS.with(|t| t.chunk.get().is_null() && t.ptr.get() != DEAD);
+    if fresh {
+        prepare_thread_slow();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn prepare_thread_slow() {
+    if !ensure_init() {
+        return;
+    }
+    TLS.with(|t| {
+        if t.chunk.get().is_null() && t.ptr.get() != DEAD {
+            take_chunk(t);
+            let p = t.ptr.get();
+            if p != DEAD && !p.is_null() {
+                // The chunk's first page, faulted in now rather than by the
+                // zone's first event. Zero is no event (tags are never 0).
+                // SAFETY: `p` is this thread's fresh chunk's first event
+                // slot, inside the arena, written by no one else.
+                unsafe { (*p).store(0, Relaxed) };
+            }
+        }
+    });
+    crate::spike::prepare_thread();
+}
+
 /// Whether the recorder has been initialized.
 #[inline(always)]
 pub fn ready() -> bool {
@@ -333,6 +371,16 @@ fn emit_slow(t: &ThreadState, word: u64, tsc: Option<u64>) {
         DROPPED.fetch_add(1, Relaxed);
         return;
     }
+    if !take_chunk(t) {
+        DROPPED.fetch_add(1, Relaxed);
+        return;
+    }
+    emit_inner(word, tsc);
+}
+
+/// Gives the calling thread a new chunk (sealing its full one); false when
+/// none is left.
+fn take_chunk(t: &ThreadState) -> bool {
     if t.index.get() == 0 {
         register_thread(t);
     }
@@ -367,8 +415,7 @@ fn emit_slow(t: &ThreadState, word: u64, tsc: Option<u64>) {
         t.ptr.set(DEAD);
         t.end.set(DEAD);
         t.chunk.set(std::ptr::null_mut());
-        DROPPED.fetch_add(1, Relaxed);
-        return;
+        return false;
     }
     // SAFETY: i < n_chunks, so the chunk lies inside the arena mapping.
     let chunk = unsafe { base.add(i * CHUNK_WORDS) };
@@ -383,7 +430,7 @@ fn emit_slow(t: &ThreadState, word: u64, tsc: Option<u64>) {
         t.ptr.set(chunk.add(2));
         t.end.set(chunk.add(CHUNK_WORDS));
     }
-    emit_inner(word, tsc);
+    true
 }
 
 fn register_thread(t: &ThreadState) {

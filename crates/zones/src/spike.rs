@@ -285,6 +285,25 @@ fn thread_cpu_ns() -> u64 {
         .wrapping_add(ts.tv_nsec as u64)
 }
 
+/// Sets the calling thread's detector state up (its stack's first
+/// capacity, a CPU-time snapshot) before its first zone's start stamp is
+/// read ([`record::prepare_thread`]).
+pub(crate) fn prepare_thread() {
+    if !on() {
+        return;
+    }
+    let _ = STATE.try_with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut() {
+            if s.stack.capacity() == 0 {
+                s.stack.reserve(32);
+            }
+            if s.snapshot.0 == 0 {
+                s.snapshot = (record::rdtsc(), thread_cpu_ns());
+            }
+        }
+    });
+}
+
 /// A zone begins (called by the recorder's zone guards when [`on`]).
 pub fn enter(key: ZoneKey) {
     enter_at(key, record::rdtsc())
