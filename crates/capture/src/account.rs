@@ -710,6 +710,12 @@ impl Accountant {
         self.in_module(ip)
     }
 
+    /// The decoded instruction at `ip`, if the accountant has decoded it
+    /// (every instruction it has just stepped).
+    pub fn instruction_at(&self, ip: u64) -> Option<iced_x86::Instruction> {
+        self.decode.index(ip).map(|i| self.decode.at(i).instr)
+    }
+
     /// Calls of the watched function seen so far.
     pub fn calls_seen(&self) -> u64 {
         self.calls_seen

@@ -860,6 +860,9 @@ fn after_trap(uc: &mut libc::ucontext_t) {
     if !still {
         sigvirt::reblock_trap(uc);
         crate::altstack::leave(uc);
+        crate::rseq::give_back();
+    } else if traced {
+        crate::rseq::before_return(uc);
     }
 }
 
@@ -1106,6 +1109,9 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
     if crate::jit::is_on() && crate::jit::try_hand_over(uc, tid, &s.acc) {
         return;
     }
+    // An rseq critical section the thread was switched out of is aborted
+    // here, as the kernel would have (`rseq.rs`).
+    crate::rseq::before_step(uc);
     let g = &uc.uc_mcontext.gregs;
     let (rip, rsp, rbp) = (
         g[libc::REG_RIP as usize] as u64,
@@ -1119,7 +1125,16 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
     };
     INSTRUCTIONS.store(s.acc.instructions(), Ordering::Relaxed);
     match verdict {
-        Verdict::Continue => crate::schedule::tick(tid, 1),
+        Verdict::Continue => {
+            crate::schedule::tick(tid, 1);
+            // A store of an rseq descriptor is kept, not made (`rseq.rs`):
+            // the instruction after it runs before the next trap.
+            if let Some(i) = s.acc.instruction_at(rip) {
+                if crate::rseq::skip_store(uc, &i, &s.layout) {
+                    step(s, uc);
+                }
+            }
+        }
         Verdict::StopThread => {
             crate::schedule::leave(tid);
             set_tf(uc, false)

@@ -79,6 +79,7 @@ mod options;
 mod output;
 pub mod preload;
 pub mod procfs;
+mod rseq;
 mod schedule;
 pub mod sigvirt;
 mod state;

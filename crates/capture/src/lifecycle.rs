@@ -218,6 +218,9 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     reserves.memory = usize::try_from(crate::options::memory_budget(&reserves).0)
         .unwrap_or(usize::MAX)
         .max(1);
+    // glibc's rseq area, whose critical sections the trap engine keeps
+    // (`rseq.rs`).
+    crate::rseq::init();
     // Object tracking: the allocator's entry points, published for the
     // translator before any block is translated. Looked up without
     // touching the program's heap (`objects::resolve_allocators`: with
@@ -533,6 +536,9 @@ pub fn finish() -> Result<Summary, CaptureError> {
                 Some(d) => format!("fast-mode verification: first difference at {d}"),
             });
         }
+    }
+    if let Some(note) = crate::rseq::note() {
+        meta.notes.push(note);
     }
     let finished = acc.finish_encoded(meta, modules, procfs::thread_name);
     let result = output::write(finished, output, trace_path.as_deref());

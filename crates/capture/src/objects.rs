@@ -154,38 +154,11 @@ static ON: AtomicBool = AtomicBool::new(false);
 /// mapped, never read with the program's allocator. Not async-signal-safe:
 /// called when a capture is prepared.
 pub fn resolve_allocators() -> Vec<(u64, Kind, &'static str)> {
-    use object::{Object, ObjectSymbol};
-    let maps = crate::procfs::self_maps();
-    let mut files: Vec<(u64, &str)> = Vec::new();
-    for m in &maps {
-        if m.path.starts_with('/') && !files.iter().any(|f| f.1 == m.path) {
-            files.push((m.start, &m.path));
-        }
-    }
-    files.sort_by_key(|f| f.0);
-    if files.len() > 1 {
-        files[1..].reverse();
-    }
+    use object::ObjectSymbol;
     let mut out: Vec<(u64, Kind, &'static str)> = Vec::new();
     let mut found = [false; ALLOCATORS.len()];
-    for &(_, path) in &files {
-        if found.iter().all(|&f| f) {
-            break;
-        }
-        let Some(mapped) = crate::procfs::MappedFile::open(std::path::Path::new(path)) else {
-            continue;
-        };
-        let Ok(file) = object::File::parse(mapped.bytes()) else {
-            continue;
-        };
-        let segments = coldcache_fsio::elf::LoadSegments::of(&file);
-        let Some(bias) = maps
-            .iter()
-            .filter(|x| x.path == path && x.perms.contains('x'))
-            .find_map(|x| segments.load_bias(x.start, x.offset, true))
-        else {
-            continue;
-        };
+    for_each_mapped_elf(|file, bias| {
+        use object::Object;
         for sym in file.dynamic_symbols() {
             if !sym.is_definition() || sym.kind() != object::SymbolKind::Text || !sym.is_global() {
                 continue;
@@ -204,10 +177,70 @@ pub fn resolve_allocators() -> Vec<(u64, Kind, &'static str)> {
                 out.push((p, kind, name));
             }
         }
-    }
+        found.iter().all(|&f| f)
+    });
     // In the table's order (first name of an alias kept, as listed).
     out.sort_by_key(|e| ALLOCATORS.iter().position(|a| a.0 == e.2));
     out
+}
+
+/// The run-time address of the global data definition `name` (`.dynsym`)
+/// in the mapped ELF files, the first in [`resolve_allocators`]' search
+/// order (e.g. glibc's `__rseq_offset`). Not async-signal-safe.
+pub fn global_data_symbol(name: &str) -> Option<u64> {
+    use object::ObjectSymbol;
+    let mut at = None;
+    for_each_mapped_elf(|file, bias| {
+        use object::Object;
+        at = file
+            .dynamic_symbols()
+            .find(|s| {
+                s.is_definition()
+                    && s.is_global()
+                    && s.kind() == object::SymbolKind::Data
+                    && s.name() == Ok(name)
+            })
+            .map(|s| s.address().wrapping_add(bias));
+        at.is_some()
+    });
+    at
+}
+
+/// Calls `f` with each mapped ELF file and its load bias, in the dynamic
+/// linker's search order as far as the mappings tell it (see
+/// [`resolve_allocators`]), until it returns true. Files are mapped, never
+/// read with the program's allocator.
+fn for_each_mapped_elf(mut f: impl FnMut(&object::File<'_>, u64) -> bool) {
+    let maps = crate::procfs::self_maps();
+    let mut files: Vec<(u64, &str)> = Vec::new();
+    for m in &maps {
+        if m.path.starts_with('/') && !files.iter().any(|f| f.1 == m.path) {
+            files.push((m.start, &m.path));
+        }
+    }
+    files.sort_by_key(|f| f.0);
+    if files.len() > 1 {
+        files[1..].reverse();
+    }
+    for &(_, path) in &files {
+        let Some(mapped) = crate::procfs::MappedFile::open(std::path::Path::new(path)) else {
+            continue;
+        };
+        let Ok(file) = object::File::parse(mapped.bytes()) else {
+            continue;
+        };
+        let segments = coldcache_fsio::elf::LoadSegments::of(&file);
+        let Some(bias) = maps
+            .iter()
+            .filter(|x| x.path == path && x.perms.contains('x'))
+            .find_map(|x| segments.load_bias(x.start, x.offset, true))
+        else {
+            continue;
+        };
+        if f(&file, bias) {
+            break;
+        }
+    }
 }
 
 /// Makes `entries` the ones the translator widens records for (`None`:

@@ -820,6 +820,77 @@ fn a_filter_on_every_thread_does_not_reach_the_engines_writer() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// rseq critical sections under the trap engine (`tests-programs/capture/
+/// rseq.c`: four threads incrementing per-CPU counters in sections that
+/// commit with a store). Single-stepping delivers a signal after every
+/// instruction, and the kernel aborts a section on any signal: each section
+/// was aborted at its first instruction, for ever (2M instructions and no
+/// progress in 60 s). The trap engine now keeps the descriptor itself and
+/// aborts on a preemption as the kernel would: the program ends, the dump
+/// counts the sections. The total is printed, not required exact: a timer
+/// interrupt in a trap handler's last instructions before a commit is not
+/// seen (the closing note of the stop gives the runs' figures).
+#[test]
+fn rseq_critical_sections_run_under_the_trap_engine() {
+    if !gcc_or_skip("rseq") {
+        return;
+    }
+    if std::env::var("COLDCACHE_MODE").as_deref() == Ok("trap") {
+        eprintln!("trap-mode case: run by the first pass, not again in CI's trap-mode pass");
+        return;
+    }
+    let dir = scratch("rseq");
+    let program = build("tests-programs/capture/rseq.c", &dir);
+    let native = run(
+        with_cores(&dir, &program, &["200"]),
+        "rseq: plain",
+        Poke::Nothing,
+        own_pid,
+    );
+    if native.stdout.contains("rseq not registered") {
+        eprintln!("SKIP: glibc registered no rseq area here");
+        return;
+    }
+    assert_eq!(native.stdout, "total 800 of 800\n");
+    let dump = dir.join("rseq.ccdump");
+    let out = run(
+        record(
+            &dir,
+            &dump,
+            &["--all", "--threads", "all", "--mode", "trap"],
+            &program,
+            &["200"],
+        ),
+        "rseq: trap mode",
+        Poke::Nothing,
+        program_of,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
+    eprintln!("rseq under the trap engine: {}", out.stdout.trim());
+    let total: u64 = out
+        .stdout
+        .strip_prefix("total ")
+        .and_then(|t| t.split(' ').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    assert!((760..=800).contains(&total), "{}", out.stdout);
+    let d = load(&dump, "rseq", &out.stderr);
+    let note = d
+        .meta
+        .notes
+        .iter()
+        .find(|n| n.starts_with("rseq: "))
+        .unwrap_or_else(|| panic!("no rseq note: {:?}", d.meta.notes));
+    let entered: u64 = note["rseq: ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(entered >= 800, "{note}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The program's own SIGTRAP and SIGRTMIN+6 (the signals the engine uses
 /// for single-stepping and for starting other threads), handled by
 /// handlers `main` installed before a `--function` capture: its `int3`s,

@@ -409,6 +409,25 @@ pub(crate) fn late_start() -> bool {
     unsafe { (*tls::this()).late_start != 0 }
 }
 
+/// The calling thread's kept rseq descriptor and switch count
+/// (`crate::rseq`): static TLS, so a signal handler may ask.
+#[inline]
+pub(crate) fn rseq_kept() -> (u64, u64) {
+    // SAFETY: reading fields of this thread's own state.
+    unsafe { ((*tls::this()).rseq_cs, (*tls::this()).rseq_switches) }
+}
+
+/// Sets the calling thread's kept rseq descriptor and switch count.
+#[inline]
+pub(crate) fn set_rseq_kept(cs: u64, switches: u64) {
+    // SAFETY: writing fields of this thread's own state, which only this
+    // thread (its code and its signal handlers, never at once) touches.
+    unsafe {
+        (*tls::this()).rseq_cs = cs;
+        (*tls::this()).rseq_switches = switches;
+    }
+}
+
 /// Marks or unmarks the calling thread late-started.
 #[inline]
 pub(crate) fn set_late_start(on: bool) {

@@ -1,0 +1,275 @@
+//! Restartable sequences (rseq) under the trap engine.
+//!
+//! A thread that enters an rseq critical section stores the address of its
+//! descriptor (`struct rseq_cs`: start, length, abort address) in the
+//! `rseq_cs` field of its registered `struct rseq`; whenever the kernel
+//! preempts, migrates or signals the thread while its IP lies in the
+//! section, it moves the IP to the abort address. Single-stepping delivers
+//! a signal after every instruction, so a stepped section was aborted at
+//! its first instruction, every time: the program spun for ever (a
+//! per-CPU counter of `tests-programs/capture/rseq.c`, 2M instructions and
+//! no progress in 60 s).
+//!
+//! So the trap engine keeps the descriptor itself: the store of a non-zero
+//! `rseq_cs` (a 64-bit `mov` to the field, its address computed from the
+//! live registers) is accounted for and then skipped, the value kept in
+//! the thread's own state ([`crate::jit`]'s static TLS: handlers may use
+//! it); the field stays 0, so the kernel never aborts on our traps. While
+//! the thread's IP lies in the kept section, each trap asks the kernel how
+//! many times the thread was switched out (`getrusage(RUSAGE_THREAD)`):
+//! when that changed since the store, the thread was preempted or
+//! migrated, and the trap engine aborts the section as the kernel would
+//! have (IP to the abort address, descriptor dropped). An IP out of the
+//! section drops it (committed, or left through the section's own
+//! branch). A capture that stops inside a section gives the descriptor
+//! back to the field, and the kernel protects the rest natively.
+//!
+//! The registered area is glibc's (`__rseq_offset` from the thread
+//! pointer, `__rseq_size` non-zero), found at prepare time in the C
+//! library's dynamic symbols. Left out: an area the program registers
+//! itself with the `rseq` system call (glibc's tunable off), a program
+//! signal delivered inside a section (the kernel would abort it; here the
+//! section goes on), and fast mode's translated code, whose copies of a
+//! section run outside its addresses (the kernel never aborts them: a
+//! preempted section's update can be lost; docs/capture.md, "Limits").
+
+use iced_x86::{Code, Instruction, OpKind, Register};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+/// glibc's `__rseq_offset` (the area's offset from the thread pointer), or
+/// `i64::MIN` when glibc registered no area.
+static OFFSET: AtomicI64 = AtomicI64::new(i64::MIN);
+/// Critical sections entered under the trap engine in this capture, and
+/// those it aborted for a preemption.
+pub(crate) static ENTERED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static ABORTED: AtomicU64 = AtomicU64::new(0);
+/// Sections aborted at the end of a trap handler ([`before_return`]).
+pub(crate) static ABORTED_LATE: AtomicU64 = AtomicU64::new(0);
+/// Commits run with the descriptor back in the field ([`before_return`]).
+pub(crate) static COMMITS_ARMED: AtomicU64 = AtomicU64::new(0);
+
+/// Offset of `rseq_cs` in `struct rseq`.
+const RSEQ_CS: u64 = 8;
+
+/// Finds glibc's registered area (prepare time: maps files, allocates).
+pub(crate) fn init() {
+    ENTERED.store(0, Ordering::Relaxed);
+    ABORTED.store(0, Ordering::Relaxed);
+    ABORTED_LATE.store(0, Ordering::Relaxed);
+    COMMITS_ARMED.store(0, Ordering::Relaxed);
+    if OFFSET.load(Ordering::Relaxed) != i64::MIN {
+        return;
+    }
+    let (Some(off), Some(size)) = (
+        crate::objects::global_data_symbol("__rseq_offset"),
+        crate::objects::global_data_symbol("__rseq_size"),
+    ) else {
+        return;
+    };
+    let (Some(off), Some(size)) = (
+        crate::memory::read_word(off),
+        crate::memory::read_word(size),
+    ) else {
+        return;
+    };
+    if size as u32 != 0 {
+        OFFSET.store(off as i64, Ordering::Relaxed);
+    }
+}
+
+/// The calling thread's `rseq_cs` field, if glibc registered an area.
+fn field() -> Option<u64> {
+    let off = OFFSET.load(Ordering::Relaxed);
+    (off != i64::MIN).then(|| crate::jit::thread_pointer().wrapping_add(off as u64) + RSEQ_CS)
+}
+
+/// Times the calling thread was switched out (voluntarily or not).
+fn switches() -> u64 {
+    // SAFETY: a zeroed rusage is a valid out-parameter; getrusage is
+    // async-signal-safe.
+    let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut r) };
+    (r.ru_nvcsw as u64).wrapping_add(r.ru_nivcsw as u64)
+}
+
+/// Before a traced thread's instruction is accounted for (handler
+/// context): drops a kept section the IP has left, and aborts one the
+/// thread was switched out of, as the kernel would have.
+pub(crate) fn before_step(uc: &mut libc::ucontext_t) {
+    let (cs, seen) = crate::jit::rseq_kept();
+    if cs == 0 {
+        return;
+    }
+    let word = |o: u64| crate::memory::read_word(cs + o);
+    let (Some(start), Some(len), Some(abort)) = (word(8), word(16), word(24)) else {
+        crate::jit::set_rseq_kept(0, 0);
+        return;
+    };
+    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+    if rip < start || rip - start >= len {
+        crate::jit::set_rseq_kept(0, 0);
+        return;
+    }
+    if switches() != seen {
+        uc.uc_mcontext.gregs[libc::REG_RIP as usize] = abort as i64;
+        crate::jit::set_rseq_kept(0, 0);
+        ABORTED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// After a traced thread's instruction `i` at the IP of `uc` was accounted
+/// for, before it runs: when it stores to the thread's `rseq_cs`, keeps the
+/// value instead and moves the IP past it (the caller accounts for the
+/// next instruction, which runs before the next trap).
+pub(crate) fn skip_store(
+    uc: &mut libc::ucontext_t,
+    i: &Instruction,
+    layout: &crate::machine::XsaveLayout,
+) -> bool {
+    use crate::model::Machine;
+    let Some(field) = field() else { return false };
+    let (value, ea) = {
+        // SAFETY: `uc` is the live context of the calling handler.
+        let m = unsafe { crate::machine::ContextMachine::new(uc, layout) };
+        let value = match i.code() {
+            Code::Mov_rm64_r64 if i.op0_kind() == OpKind::Memory => m.gpr(i.op1_register()),
+            Code::Mov_rm64_imm32 if i.op0_kind() == OpKind::Memory => i.immediate(1),
+            _ => return false,
+        };
+        let ea = i.virtual_address(0, 0, |reg, _, _| {
+            Some(match reg {
+                Register::FS | Register::GS => m.segment_base(reg),
+                Register::ES | Register::CS | Register::SS | Register::DS => 0,
+                Register::RIP => i.next_ip(),
+                r => m.gpr(r),
+            })
+        });
+        (value, ea)
+    };
+    if ea != Some(field) {
+        return false;
+    }
+    crate::jit::set_rseq_kept(value, if value != 0 { switches() } else { 0 });
+    if value != 0 {
+        ENTERED.fetch_add(1, Ordering::Relaxed);
+    }
+    uc.uc_mcontext.gregs[libc::REG_RIP as usize] = i.next_ip() as i64;
+    true
+}
+
+/// The end of a traced thread's trap handler, inside a kept section:
+/// - a section the thread was switched out of while the handler ran (the
+///   accountant's step takes microseconds, locks included) is aborted now,
+///   so the instruction just accounted for does not run on a stale view
+///   (it was counted as run, and the abort address's first instruction is
+///   not: `ABORTED_LATE`);
+/// - before the section's last instruction (its commit) the descriptor goes
+///   back to the field: a preemption between here and the commit (the
+///   return from this handler is where the scheduler most often acts) is
+///   then the kernel's to abort, as natively. The trap after the commit
+///   finds the IP past the section, which the kernel does not abort. The
+///   switch count is read once more after arming, then the field (see the
+///   comment there). Not closed: a timer interrupt in the handler's last
+///   instructions, after that read-back.
+pub(crate) fn before_return(uc: &mut libc::ucontext_t) {
+    let (cs, seen) = crate::jit::rseq_kept();
+    if cs == 0 {
+        return;
+    }
+    let word = |o: u64| crate::memory::read_word(cs + o);
+    let (Some(start), Some(len), Some(abort)) = (word(8), word(16), word(24)) else {
+        return;
+    };
+    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+    if rip < start || rip - start >= len {
+        return;
+    }
+    let abort_now = |uc: &mut libc::ucontext_t| {
+        uc.uc_mcontext.gregs[libc::REG_RIP as usize] = abort as i64;
+        crate::jit::set_rseq_kept(0, 0);
+        ABORTED_LATE.fetch_add(1, Ordering::Relaxed);
+    };
+    if switches() != seen {
+        abort_now(uc);
+        return;
+    }
+    if rip.wrapping_add(insn_len(rip)) != start + len {
+        return;
+    }
+    let Some(f) = field() else { return };
+    // SAFETY: the calling thread's own registered `struct rseq`, which glibc
+    // keeps mapped for the thread's life; an aligned 8-byte store, as the
+    // program's own would have been.
+    unsafe { (f as *mut u64).write_volatile(cs) };
+    // A switch at the first count's return (a system call's exit is where
+    // the scheduler acts) shows in this count; one at this count's return
+    // makes the kernel clear the field (it clears it when it resumes a
+    // thread outside the section), which the read-back sees. No system
+    // call after it.
+    // SAFETY: as above; the kernel writes the field, hence volatile.
+    if switches() != seen || unsafe { (f as *const u64).read_volatile() } != cs {
+        // SAFETY: as above.
+        unsafe { (f as *mut u64).write_volatile(0) };
+        abort_now(uc);
+        return;
+    }
+    COMMITS_ARMED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The length of the instruction at `ip` (0 when it cannot be read).
+fn insn_len(ip: u64) -> u64 {
+    let mut bytes = [0u8; 15];
+    let first = ((0x1000 - (ip & 0xFFF)) as usize).min(15);
+    if !crate::memory::read_bytes(ip, &mut bytes[..first]) {
+        return 0;
+    }
+    if first < 15 && !crate::memory::read_bytes(ip + first as u64, &mut bytes[first..]) {
+        bytes[first..].fill(0);
+    }
+    let mut d = iced_x86::Decoder::with_ip(64, &bytes, ip, iced_x86::DecoderOptions::NONE);
+    let i = d.decode();
+    if i.is_invalid() {
+        0
+    } else {
+        i.len() as u64
+    }
+}
+
+/// The calling thread's tracing ends (its last trap, or a stop): a kept
+/// descriptor goes back to the field, so the kernel protects the rest of
+/// the section. No system call (this may run under a seccomp filter).
+pub(crate) fn give_back() {
+    let (cs, _) = crate::jit::rseq_kept();
+    if cs == 0 {
+        return;
+    }
+    crate::jit::set_rseq_kept(0, 0);
+    if let Some(f) = field() {
+        // SAFETY: the calling thread's own registered `struct rseq`, which
+        // glibc keeps mapped for the thread's life; an aligned 8-byte store
+        // as the program's own would be.
+        unsafe { (f as *mut u64).write_volatile(cs) };
+    }
+}
+
+/// The dump's note on the rseq critical sections of this capture, if any
+/// ran under the trap engine.
+pub(crate) fn note() -> Option<String> {
+    let entered = ENTERED.load(Ordering::Relaxed);
+    if entered == 0 {
+        return None;
+    }
+    let (aborted, late) = (
+        ABORTED.load(Ordering::Relaxed),
+        ABORTED_LATE.load(Ordering::Relaxed),
+    );
+    Some(format!(
+        "rseq: {entered} critical sections ran under the trap engine, which kept their \
+         descriptors, aborted {} of them for a preemption as the kernel would have ({late} at \
+         the end of a trap: one instruction counted that did not run) and ran {} commits \
+         under the kernel's own restart",
+        aborted + late,
+        COMMITS_ARMED.load(Ordering::Relaxed)
+    ))
+}
