@@ -468,6 +468,7 @@ fn callgrind_addresses_drop_the_load_bias_of_their_module() {
     assert!(plain.contains("desc: Run-time addresses: /bin/prog (load bias unknown)"));
     let opts = coldcache_export::CallgrindOptions {
         load_bias: vec![Some(0x1000)],
+        ..Default::default()
     };
     let text = coldcache_export::callgrind_with(&p, &opts);
     assert!(!text.contains("desc: Run-time addresses"));
