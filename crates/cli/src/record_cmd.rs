@@ -408,7 +408,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
         );
     }
     if let Some(note) = function.as_ref().and_then(|f| f.note.as_deref()) {
-        coldcache_fsio::say!("coldcache: {note}");
+        if !args.quiet {
+            coldcache_fsio::say!("coldcache: {note}");
+        }
     }
     let mut cores = Vec::new();
     for tc in &args.thread_core {
