@@ -880,7 +880,8 @@ pub(crate) fn report_written(
             ));
         }
         let dump = &loaded.dump;
-        if let Some(warning) = one_core_warning(dump) {
+        // Quiet (`coldcache valgrind`): the warning goes to its log.
+        if let Some(warning) = one_core_warning(dump).filter(|_| !quiet) {
             coldcache_fsio::say!("{warning}");
         }
         captured |= dump.meta.instructions > 0;

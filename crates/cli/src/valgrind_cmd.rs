@@ -502,7 +502,13 @@ fn log_text(o: &VgOptions, d: &coldcache_dump::Dump, totals: &[u64; 9], ir_only:
     line(&format!("Parent PID: {}", unsafe { libc::getppid() }));
     line("");
     let mut notes = vec![match &o.toggle_collect {
-        Some(f) => format!("captured: every call of {f} (record --function)"),
+        Some(f) => match d.meta.trigger.strip_prefix("function:") {
+            Some(name) => format!(
+                "captured: every call of {f}: {} (record --function)",
+                coldcache_symbols::demangle(name)
+            ),
+            None => format!("captured: every call of {f} (record --function)"),
+        },
         None => {
             "captured: from main to its return, not the loader before it (record --all)".to_string()
         }
@@ -515,6 +521,13 @@ fn log_text(o: &VgOptions, d: &coldcache_dump::Dump, totals: &[u64; 9], ir_only:
     }
     if o.trace_children {
         notes.push("--trace-children=yes: child processes run, not profiled".into());
+    }
+    if crate::record_cmd::one_core_warning(d).is_some() {
+        notes.push(format!(
+            "{} threads traced, run as the OS ran them, on one simulated core (as \
+             Valgrind's caches: no coherence traffic)",
+            d.threads.len()
+        ));
     }
     if let Some(c) = &d.meta.cut_short {
         notes.push(format!("cut short: {c}"));

@@ -71,12 +71,15 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// `FILE:function` -> its self cost in the first event, for the lines of
-/// harness.c in an annotator's function list.
+/// `function` -> its self cost in the first event, for the lines of the
+/// test programs' functions in an annotator's function list.
 fn per_function(annotated: &str) -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
     for line in annotated.lines() {
-        let Some(at) = line.find("harness.c:") else {
+        let Some(at) = ["harness.c:", "threads.c:"]
+            .iter()
+            .find_map(|f| line.find(f).map(|at| at + f.len()))
+        else {
             continue;
         };
         let Some(first) = line.split_whitespace().next() else {
@@ -85,7 +88,7 @@ fn per_function(annotated: &str) -> BTreeMap<String, u64> {
         let Ok(v) = first.replace(',', "").parse::<u64>() else {
             continue;
         };
-        let name = line[at + "harness.c:".len()..]
+        let name = line[at..]
             .split_whitespace()
             .next()
             .unwrap_or_default()
@@ -337,4 +340,64 @@ fn what_coldcache_cannot_do_is_refused_before_the_program_runs() {
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?}: the program ran");
     }
+}
+
+#[test]
+fn separate_threads_write_a_file_per_thread_whose_function_counts_sum_to_callgrinds() {
+    let Some(dir) = ready("threads") else {
+        return;
+    };
+    programs::compile(
+        "tests-programs/valgrind/threads.c",
+        &dir.join("threads"),
+        &["-O1", "-g", "-pthread"],
+        false,
+    );
+    let opts = ["--tool=callgrind", "--separate-threads=yes", "-q"];
+    let a = run(
+        &dir,
+        COLDCACHE,
+        &[
+            &["valgrind"],
+            &opts[..],
+            &["--callgrind-out-file=cc", "./threads"],
+        ]
+        .concat(),
+    );
+    let b = run(
+        &dir,
+        "valgrind",
+        &[&opts[..], &["--callgrind-out-file=vg", "./threads"]].concat(),
+    );
+    assert_eq!(a.status.code(), Some(0), "{}", text(&a.stderr));
+    assert_eq!(a.stdout, b.stdout);
+    // work's Ir over the thread files. Valgrind numbers a thread by a slot
+    // it reuses once a thread has ended (here often 2 files for 3
+    // threads); coldcache numbers each thread: main first, -01.
+    let work = |prefix: &str| -> (u64, usize) {
+        let mut sum = 0;
+        let mut n = 0;
+        for k in 1..=9 {
+            let f = dir.join(format!("{prefix}-{k:02}"));
+            if !f.exists() {
+                break;
+            }
+            assert_eq!(header(&f, "thread:"), k.to_string());
+            n += 1;
+            sum += per_function(&annotate("callgrind_annotate", &f))
+                .get("work")
+                .copied()
+                .unwrap_or(0);
+        }
+        (sum, n)
+    };
+    let (ours, files) = work("cc");
+    let (theirs, _) = work("vg");
+    assert_eq!(files, 3, "main and two threads");
+    assert_eq!(ours, theirs, "work's Ir over the threads");
+    // 4 instructions a step (-O1), 6 a call.
+    assert_eq!(ours, 4 * (5000 + 20000 + 40000) + 3 * 6);
+    // main's file holds main's call alone.
+    let main = per_function(&annotate("callgrind_annotate", &dir.join("cc-01")));
+    assert_eq!(main.get("work"), Some(&(4 * 5000 + 6)));
 }
