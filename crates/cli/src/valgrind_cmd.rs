@@ -75,6 +75,8 @@ pub struct VgOptions {
     pub quiet: bool,
     /// `--version`.
     pub version: bool,
+    /// `-h`, `--help`.
+    pub help: bool,
     /// The program and its arguments.
     pub program: Vec<String>,
 }
@@ -103,6 +105,7 @@ pub fn parse(args: &[String]) -> Result<VgOptions> {
         trace_children: false,
         quiet: false,
         version: false,
+        help: false,
         program: Vec::new(),
     };
     // Per-tool options, checked once the tool is known.
@@ -129,6 +132,7 @@ pub fn parse(args: &[String]) -> Result<VgOptions> {
             "-q" | "--quiet" => o.quiet = true,
             "-v" | "--verbose" => o.quiet = false,
             "--version" => o.version = true,
+            "-h" | "--help" => o.help = true,
             "--tool" => {
                 tool = Some(match need()? {
                     "callgrind" => Tool::Callgrind,
@@ -222,7 +226,7 @@ pub fn parse(args: &[String]) -> Result<VgOptions> {
         }
     }
     o.program = args[i..].to_vec();
-    if o.version {
+    if o.version || o.help {
         return Ok(o);
     }
     o.tool = tool.context(
@@ -314,6 +318,10 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
             return ExitCode::from(USAGE);
         }
     };
+    if o.help {
+        println!("{HELP}");
+        return ExitCode::SUCCESS;
+    }
     if o.version {
         println!(
             "valgrind-coldcache-{} (Valgrind's command line for callgrind and cachegrind)",
@@ -329,6 +337,22 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
         }
     }
 }
+
+const HELP: &str = "\
+usage: coldcache valgrind --tool=callgrind|cachegrind [VALGRIND OPTIONS] PROGRAM [ARGS]
+       (or this binary run under the name `valgrind`)
+
+Runs PROGRAM under a coldcache capture (fast mode, from main; with
+--toggle-collect=FN every call of FN) and writes Valgrind's files:
+Callgrind's or Cachegrind's format, Valgrind's event names, its ==PID==
+summary lines on stderr or --log-file. The program's output and exit status
+pass through. Accepted: --callgrind-out-file, --cachegrind-out-file and
+--log-file (%p, %q{VAR}), --toggle-collect, --collect-atstart,
+--instr-atstart=yes, --cache-sim, --I1/--D1/--LL, --separate-threads,
+--compress-strings, --compress-pos, --dump-line, --dump-instr,
+--combine-dumps=no, --branch-sim=no, --fair-sched, --trace-children (children
+are not profiled), --error-exitcode, --vgdb=no, -q, -v, --version. Anything
+else is refused with exit status 2. See docs/valgrind.md.";
 
 /// `record`'s wrapper for parsing its arguments from a built command line.
 #[derive(Parser)]
@@ -629,5 +653,8 @@ mod tests {
             assert!(e.contains(says), "{args}: {e}");
         }
         assert!(p("--tool=cachegrind --branch-sim=no -q ./a").is_ok());
+        // --help and --version need neither a tool nor a program.
+        assert!(p("--help").unwrap().help);
+        assert!(p("--version").unwrap().version);
     }
 }
