@@ -7,9 +7,10 @@
 //! refusing what coldcache cannot do (another tool, `--branch-sim=yes`,
 //! client-request starts, unknown options) with a message naming the
 //! option and exit status [`USAGE`]. [`run`] records the program as
-//! `record --all --threads all` (from `main`; with `--toggle-collect=FN`,
-//! as `record --function FN` over every call of FN), then writes Valgrind's
-//! files from the dump through `coldcache_export` (Callgrind's format,
+//! `record --all --threads all` (from `main`; `--toggle-collect=FN` then
+//! keeps the records Callgrind would collect, [`toggle_collect`]),
+//! then writes Valgrind's files from the dump through `coldcache_export`
+//! (Callgrind's format,
 //! thread by thread with `--separate-threads=yes`; Cachegrind's format) and
 //! Valgrind's `==PID==` lines to stderr or `--log-file`. The program's
 //! stdout, stderr and exit status pass through (docs/valgrind.md).
@@ -57,8 +58,8 @@ pub struct VgOptions {
     pub out_file: Option<String>,
     /// `--log-file` (with `%p`, `%q{VAR}`).
     pub log_file: Option<String>,
-    /// `--toggle-collect=FN`.
-    pub toggle_collect: Option<String>,
+    /// `--toggle-collect=PATTERN`, each given.
+    pub toggle_collect: Vec<String>,
     /// `--collect-atstart` (Callgrind; `--toggle-collect` makes it `no`).
     pub collect_atstart: bool,
     /// `--cache-sim`.
@@ -96,7 +97,7 @@ pub fn parse(args: &[String]) -> Result<VgOptions> {
         tool: Tool::Callgrind,
         out_file: None,
         log_file: None,
-        toggle_collect: None,
+        toggle_collect: Vec::new(),
         collect_atstart: true,
         cache_sim: false,
         geometry: [None, None, None],
@@ -163,13 +164,7 @@ pub fn parse(args: &[String]) -> Result<VgOptions> {
             }
             "--toggle-collect" => {
                 let f = need()?.to_string();
-                if o.toggle_collect.as_ref().is_some_and(|g| *g != f) {
-                    bail!(
-                        "--toggle-collect={f}: a second function; coldcache captures the calls \
-                         of one function (a wildcard naming one function is fine)"
-                    );
-                }
-                o.toggle_collect = Some(f);
+                o.toggle_collect.push(f);
                 // As Callgrind: naming a function turns collection off at start.
                 o.collect_atstart = false;
                 callgrind_only.push(key.into());
@@ -251,16 +246,10 @@ pub fn parse(args: &[String]) -> Result<VgOptions> {
     }
     // Callgrind simulates no cache by default; Cachegrind 3.19 does.
     o.cache_sim = cache_sim.unwrap_or(o.tool == Tool::Cachegrind);
-    if !o.collect_atstart && o.toggle_collect.is_none() {
+    if !o.collect_atstart && o.toggle_collect.is_empty() {
         bail!(
             "--collect-atstart=no without --toggle-collect: collection would start with a \
              client request (valgrind.h), which coldcache valgrind does not take yet"
-        );
-    }
-    if o.collect_atstart && o.toggle_collect.is_some() {
-        bail!(
-            "--toggle-collect with --collect-atstart=yes (everything but the function): \
-             coldcache captures a function's calls or the whole run, not the run without them"
         );
     }
     if o.program.is_empty() {
@@ -343,7 +332,7 @@ usage: coldcache valgrind --tool=callgrind|cachegrind [VALGRIND OPTIONS] PROGRAM
        (or this binary run under the name `valgrind`)
 
 Runs PROGRAM under a coldcache capture (fast mode, from main; with
---toggle-collect=FN every call of FN) and writes Valgrind's files:
+--toggle-collect=FN what Callgrind collects) and writes Valgrind's files:
 Callgrind's or Cachegrind's format, Valgrind's event names, its ==PID==
 summary lines on stderr or --log-file. The program's output and exit status
 pass through. Accepted: --callgrind-out-file, --cachegrind-out-file and
@@ -387,15 +376,11 @@ fn run(o: &VgOptions) -> Result<u8> {
             argv.push(format!("{opt}={v}"));
         }
     }
-    match &o.toggle_collect {
-        Some(f) => argv.extend([
-            "--function".into(),
-            f.clone(),
-            "--calls".into(),
-            u64::MAX.to_string(),
-        ]),
-        None => argv.push("--all".into()),
-    }
+    // The whole run, also for --toggle-collect (its records are chosen
+    // after: any number of functions, the cache simulated throughout as
+    // Callgrind's).
+    argv.push("--all".into());
+    argv.push("--no-sources".into());
     argv.push("--".into());
     argv.extend(o.program.iter().cloned());
     let mut rec = Record::try_parse_from(&argv)
@@ -412,20 +397,71 @@ fn run(o: &VgOptions) -> Result<u8> {
     if !dump_path.is_file() {
         bail!("the capture wrote no dump (see the messages above)");
     }
-    let mut dump = crate::report_cmd::load_for_views(&dump_path)?;
-    // "Every call of FN" is asked as more calls than any run makes: the
-    // run ending first is the toggle's meaning, not a cut.
-    if o.toggle_collect.is_some()
-        && dump
-            .meta
-            .cut_short
-            .as_deref()
-            .is_some_and(|c| c.starts_with("the program ended before every requested call"))
-    {
-        dump.meta.cut_short = None;
-    }
-    write_outputs(o, dump)?;
+    let dump = crate::report_cmd::load_for_views(&dump_path)?;
+    let (dump, collected) = if o.toggle_collect.is_empty() {
+        (dump, None)
+    } else {
+        let (d, names) = toggle_collect(dump, &o.toggle_collect, o.collect_atstart);
+        (d, Some(names))
+    };
+    write_outputs(o, dump, collected.as_deref())?;
     Ok(status)
+}
+
+/// Callgrind's `--toggle-collect=PATTERN` (each of `patterns`) over a
+/// whole-run dump: a function a pattern names is a toggle; Callgrind flips
+/// collection on entering a toggle (not again on its recursive calls) and
+/// back on its return, so a record is collected when the number of
+/// distinct toggles on its stack is odd (even with `atstart`). Returns the
+/// dump of the collected records and the toggles' names (demangled; none
+/// when none ran). A name matches as `record --function` matches it: exact,
+/// without parameters, its end after `::`, or a wildcard.
+pub fn toggle_collect(
+    dump: coldcache_dump::Dump,
+    patterns: &[String],
+    atstart: bool,
+) -> (coldcache_dump::Dump, Vec<String>) {
+    let p = Profile::new(
+        dump,
+        ProfileOptions {
+            inline: false,
+            threads: None,
+            root: None,
+        },
+    );
+    let toggles: Vec<bool> = p
+        .functions()
+        .iter()
+        .map(|f| {
+            patterns
+                .iter()
+                .any(|q| coldcache_dump::names::match_name(&f.name, q).is_some())
+        })
+        .collect();
+    let mut names: Vec<String> = Vec::new();
+    let mut on: Vec<u32> = Vec::new();
+    let keep: Vec<bool> = (0..p.record_count())
+        .map(|i| {
+            on.clear();
+            for fr in p.record_path(i) {
+                if toggles.get(fr.function as usize).copied().unwrap_or(false)
+                    && !on.contains(&fr.function)
+                {
+                    on.push(fr.function);
+                    let n = &p.function(fr.function).name;
+                    if !names.contains(n) {
+                        names.push(n.clone());
+                    }
+                }
+            }
+            (on.len() % 2 == 1) != atstart
+        })
+        .collect();
+    let mut dump = p.dump().clone();
+    let mut k = keep.iter();
+    dump.records.retain(|_| k.next().copied().unwrap_or(false));
+    names.sort();
+    (dump, names)
 }
 
 /// The `(name, size, line, assoc)` of I1, D1 and LL for the `desc:` lines.
@@ -443,7 +479,11 @@ fn caches(o: &VgOptions) -> Vec<(String, u64, u32, u32)> {
 }
 
 /// Writes the tool's output file(s) and Valgrind's summary lines.
-fn write_outputs(o: &VgOptions, dump: coldcache_dump::Dump) -> Result<()> {
+fn write_outputs(
+    o: &VgOptions,
+    dump: coldcache_dump::Dump,
+    collected: Option<&[String]>,
+) -> Result<()> {
     let pid = dump.meta.pid;
     let var = |v: &str| std::env::var(v).ok();
     let default_out = format!("{}.out.%p", tool_name(o.tool));
@@ -499,7 +539,7 @@ fn write_outputs(o: &VgOptions, dump: coldcache_dump::Dump) -> Result<()> {
     if o.quiet {
         return Ok(());
     }
-    let log = log_text(o, &dump, &totals, ir_only);
+    let log = log_text(o, &dump, &totals, ir_only, collected);
     match &o.log_file {
         Some(f) => crate::write_output(Path::new(&expand(f, pid, var)?), log.as_bytes())?,
         None => coldcache_fsio::say!("{}", log.trim_end_matches('\n')),
@@ -509,7 +549,13 @@ fn write_outputs(o: &VgOptions, dump: coldcache_dump::Dump) -> Result<()> {
 
 /// Valgrind's lines about the run (header, then the tool's summary), and
 /// coldcache's own notes as Valgrind's `--PID--` lines.
-fn log_text(o: &VgOptions, d: &coldcache_dump::Dump, totals: &[u64; 9], ir_only: bool) -> String {
+fn log_text(
+    o: &VgOptions,
+    d: &coldcache_dump::Dump,
+    totals: &[u64; 9],
+    ir_only: bool,
+    collected: Option<&[String]>,
+) -> String {
     let pid = d.meta.pid;
     let mut s = String::new();
     let mut line = |t: &str| s.push_str(&format!("=={pid}== {t}\n"));
@@ -525,18 +571,16 @@ fn log_text(o: &VgOptions, d: &coldcache_dump::Dump, totals: &[u64; 9], ir_only:
     // SAFETY: getppid has no preconditions.
     line(&format!("Parent PID: {}", unsafe { libc::getppid() }));
     line("");
-    let mut notes = vec![match &o.toggle_collect {
-        Some(f) => match d.meta.trigger.strip_prefix("function:") {
-            Some(name) => format!(
-                "captured: every call of {f}: {} (record --function)",
-                coldcache_symbols::demangle(name)
-            ),
-            None => format!("captured: every call of {f} (record --function)"),
-        },
-        None => {
-            "captured: from main to its return, not the loader before it (record --all)".to_string()
-        }
-    }];
+    let mut notes = vec![
+        "captured: from main to its return, not the loader before it (record --all)".to_string(),
+    ];
+    if let Some(names) = collected {
+        let f = o.toggle_collect.join(" ");
+        notes.push(match names {
+            [] => format!("--toggle-collect {f}: no function of that name ran"),
+            _ => format!("--toggle-collect {f}: toggled by {}", names.join(", ")),
+        });
+    }
     let unmodelled: u64 = d.meta.unmodelled.iter().map(|(_, n)| n).sum();
     if unmodelled > 0 {
         notes.push(format!(
@@ -612,7 +656,7 @@ mod tests {
         .unwrap();
         assert_eq!(o.tool, Tool::Callgrind);
         assert!(o.cache_sim && o.separate_threads && !o.compress_strings && !o.collect_atstart);
-        assert_eq!(o.toggle_collect.as_deref(), Some("*::bench::*"));
+        assert_eq!(o.toggle_collect, ["*::bench::*"]);
         assert_eq!(o.program, ["./bench", "--gungraun-run", "a"]);
         assert_eq!(o.out_file.as_deref(), Some("x.#%p.out"));
         // Callgrind simulates no cache unless asked; Cachegrind 3.19 does.
@@ -643,16 +687,18 @@ mod tests {
                 "--tool=cachegrind --instr-at-start=no ./a",
                 "client request",
             ),
-            (
-                "--tool=callgrind --toggle-collect=f --toggle-collect=g ./a",
-                "second",
-            ),
             ("--tool=callgrind", "no program"),
         ] {
             let e = format!("{:#}", p(args).unwrap_err());
             assert!(e.contains(says), "{args}: {e}");
         }
         assert!(p("--tool=cachegrind --branch-sim=no -q ./a").is_ok());
+        // Several toggles; everything but them (--collect-atstart=yes after).
+        let o = p("--tool=callgrind --toggle-collect=f --toggle-collect=g* \
+                   --collect-atstart=yes ./a")
+        .unwrap();
+        assert_eq!(o.toggle_collect, ["f", "g*"]);
+        assert!(o.collect_atstart);
         // --help and --version need neither a tool nor a program.
         assert!(p("--help").unwrap().help);
         assert!(p("--version").unwrap().version);

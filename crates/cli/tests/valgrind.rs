@@ -10,9 +10,8 @@
 //! `main` (Valgrind from the loader's first instruction) and runs glibc's
 //! own string functions where Valgrind substitutes its replacements, so
 //! library functions and whole-run totals differ (docs/valgrind.md). The
-//! cache-miss events differ too where Valgrind's cache was warmed outside
-//! the collected function: not compared. Skipped when gcc or Valgrind is
-//! missing.
+//! cache-miss events differ too (Valgrind's `malloc` places the data
+//! elsewhere): not compared. Skipped when gcc or Valgrind is missing.
 
 #[path = "common/library.rs"]
 mod library;
@@ -400,4 +399,39 @@ fn separate_threads_write_a_file_per_thread_whose_function_counts_sum_to_callgri
     // main's file holds main's call alone.
     let main = per_function(&annotate("callgrind_annotate", &dir.join("cc-01")));
     assert_eq!(main.get("work"), Some(&(4 * 5000 + 6)));
+}
+
+#[test]
+fn a_pattern_naming_nested_functions_toggles_as_callgrinds() {
+    let Some(dir) = ready("nested") else {
+        return;
+    };
+    // `?e*` names bench, helper (which bench calls) and setup: Callgrind
+    // turns collection on entering bench and off again entering helper.
+    let args = ["--tool=callgrind", "--toggle-collect=?e*", "-q"];
+    let a = run(
+        &dir,
+        COLDCACHE,
+        &[
+            &["valgrind"],
+            &args[..],
+            &["--callgrind-out-file=cc", "./harness"],
+        ]
+        .concat(),
+    );
+    let b = run(
+        &dir,
+        "valgrind",
+        &[&args[..], &["--callgrind-out-file=vg", "./harness"]].concat(),
+    );
+    assert_eq!(a.status.code(), Some(0), "{}", text(&a.stderr));
+    assert_eq!(b.status.code(), Some(0));
+    let x = per_function(&annotate("callgrind_annotate", &dir.join("cc")));
+    let y = per_function(&annotate("callgrind_annotate", &dir.join("vg")));
+    assert_eq!(x, y, "harness.c's functions: coldcache, then Callgrind");
+    assert_eq!(
+        x.keys().collect::<Vec<_>>(),
+        ["bench", "setup"],
+        "helper toggled off"
+    );
 }
