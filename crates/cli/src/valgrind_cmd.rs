@@ -529,7 +529,8 @@ fn write_outputs(
         Tool::Cachegrind => {
             let opts = coldcache_export::CachegrindOptions {
                 ir_only,
-                caches: if ir_only { Vec::new() } else { caches(o) },
+                // Cachegrind writes the caches also with --cache-sim=no.
+                caches: caches(o),
             };
             let text = coldcache_export::cachegrind(&whole, &opts)
                 .context("the capture's counters are not coldcache's layout")?;
