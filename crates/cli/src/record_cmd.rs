@@ -236,7 +236,7 @@ fn library_from(env: Option<std::ffi::OsString>, exe: std::io::Result<PathBuf>) 
 }
 
 /// Resolves a program name like the shell does.
-fn find_program(name: &str) -> Result<PathBuf> {
+pub(crate) fn find_program(name: &str) -> Result<PathBuf> {
     if name.contains('/') {
         let p = PathBuf::from(name);
         if !p.is_file() {

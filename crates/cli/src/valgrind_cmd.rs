@@ -378,8 +378,12 @@ fn run(o: &VgOptions) -> Result<u8> {
     }
     // The whole run, also for --toggle-collect (its records are chosen
     // after: any number of functions, the cache simulated throughout as
-    // Callgrind's).
-    argv.push("--all".into());
+    // Callgrind's): from main, or, in a program without a symbol table
+    // (stripped), from the C library's __libc_start_main, which calls it.
+    match start_function(&o.program[0]) {
+        START_MAIN => argv.push("--all".into()),
+        f => argv.extend(["--function".into(), f.into()]),
+    }
     argv.push("--no-sources".into());
     argv.push("--".into());
     argv.extend(o.program.iter().cloned());
@@ -406,6 +410,24 @@ fn run(o: &VgOptions) -> Result<u8> {
     };
     write_outputs(o, dump, collected.as_deref())?;
     Ok(status)
+}
+
+/// Where a whole run is captured from when the program has `main`.
+const START_MAIN: &str = "main";
+
+/// The function a whole run is captured from: `main` when the program
+/// names it (its symbol table), else `__libc_start_main` (a stripped
+/// program; the C library exports it, and it runs the program's
+/// constructors and `main`). A program that cannot be read is left to
+/// `record` to refuse.
+fn start_function(program: &str) -> &'static str {
+    let Ok(path) = crate::record_cmd::find_program(program) else {
+        return START_MAIN;
+    };
+    match crate::record_function::resolve_in_files(&[path], START_MAIN, "--all") {
+        Err(e) if format!("{e:#}").contains("no symbol table") => "__libc_start_main",
+        _ => START_MAIN,
+    }
 }
 
 /// Callgrind's `--toggle-collect=PATTERN` (each of `patterns`) over a
@@ -572,9 +594,15 @@ fn log_text(
     // SAFETY: getppid has no preconditions.
     line(&format!("Parent PID: {}", unsafe { libc::getppid() }));
     line("");
-    let mut notes = vec![
-        "captured: from main to its return, not the loader before it (record --all)".to_string(),
-    ];
+    let mut notes = vec![match d.meta.trigger.strip_prefix("function:") {
+        Some(f) if f != START_MAIN => format!(
+            "captured: from {f} (the program has no symbol table, so no main), \
+             not the loader before it"
+        ),
+        _ => {
+            "captured: from main to its return, not the loader before it (record --all)".to_string()
+        }
+    }];
     if let Some(names) = collected {
         let f = o.toggle_collect.join(" ");
         notes.push(match names {

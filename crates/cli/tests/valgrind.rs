@@ -435,3 +435,51 @@ fn a_pattern_naming_nested_functions_toggles_as_callgrinds() {
         "helper toggled off"
     );
 }
+
+#[test]
+fn a_stripped_program_is_captured_from_the_c_librarys_start() {
+    let Some(dir) = ready("stripped") else {
+        return;
+    };
+    let st = Command::new("strip")
+        .arg("-o")
+        .arg(dir.join("stripped"))
+        .arg(dir.join("harness"))
+        .status();
+    if !st.is_ok_and(|s| s.success()) {
+        eprintln!("SKIP a_stripped_program: strip failed or missing");
+        return;
+    }
+    let a = run(
+        &dir,
+        COLDCACHE,
+        &[
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=cc",
+            "./stripped",
+            "3",
+        ],
+    );
+    let b = run(
+        &dir,
+        "valgrind",
+        &[
+            "--tool=callgrind",
+            "--callgrind-out-file=vg",
+            "-q",
+            "./stripped",
+            "3",
+        ],
+    );
+    assert_eq!(a.status.code(), Some(3), "{}", text(&a.stderr));
+    assert_eq!(a.stdout, b.stdout);
+    let err = text(&a.stderr);
+    assert!(err.contains("captured: from __libc_start_main"), "{err}");
+    let ir = |f: &str| -> u64 { header(&dir.join(f), "summary:").parse().unwrap() };
+    // bench's 3 calls, helper's 30,000 and setup (harness.c at -O1, as
+    // the tests above count them): all there, and less than Valgrind's
+    // run, which has the loader too.
+    assert!(ir("cc") > 180_039 + 210_000 + 20_483, "{}", ir("cc"));
+    assert!(ir("cc") < ir("vg"), "{} {}", ir("cc"), ir("vg"));
+}
