@@ -445,7 +445,7 @@ pub fn run(args: AttachArgs) -> Result<()> {
         std::thread::sleep(Duration::from_millis(20));
     };
     let (captured, failed_cut) =
-        record_cmd::report_written(&written, args.no_resolve, args.no_sources);
+        record_cmd::report_written(&written, args.no_resolve, args.no_sources, false);
     if let Some(t) = &args.trace {
         record_cmd::report_partial_trace(t, &written);
     }

@@ -76,6 +76,7 @@ pub fn run(a: ExportArgs) -> Result<()> {
         Format::Callgrind => {
             let opts = coldcache_export::CallgrindOptions {
                 load_bias: crate::report_cmd::load_biases(p.dump()),
+                ..Default::default()
             };
             coldcache_export::callgrind_with(&p, &opts).into_bytes()
         }

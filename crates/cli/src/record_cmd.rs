@@ -177,6 +177,10 @@ pub struct RecordArgs {
     /// word from the program on is the program's).
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM ARGS")]
     program: Vec<String>,
+    /// Say nothing of the dumps written but warnings and errors (`coldcache
+    /// valgrind`, which prints Valgrind's own lines instead).
+    #[arg(skip)]
+    pub(crate) quiet: bool,
 }
 
 /// The traced program exited with a failure code (already reported).
@@ -232,7 +236,7 @@ fn library_from(env: Option<std::ffi::OsString>, exe: std::io::Result<PathBuf>) 
 }
 
 /// Resolves a program name like the shell does.
-fn find_program(name: &str) -> Result<PathBuf> {
+pub(crate) fn find_program(name: &str) -> Result<PathBuf> {
     if name.contains('/') {
         let p = PathBuf::from(name);
         if !p.is_file() {
@@ -404,7 +408,9 @@ pub fn run(args: RecordArgs) -> Result<()> {
         );
     }
     if let Some(note) = function.as_ref().and_then(|f| f.note.as_deref()) {
-        coldcache_fsio::say!("coldcache: {note}");
+        if !args.quiet {
+            coldcache_fsio::say!("coldcache: {note}");
+        }
     }
     let mut cores = Vec::new();
     for tc in &args.thread_core {
@@ -561,7 +567,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
         a.stop();
     }
     let written = read_manifest(&manifest)?;
-    let (captured, failed_cut) = report_written(&written, args.no_resolve, args.no_sources);
+    let (captured, failed_cut) =
+        report_written(&written, args.no_resolve, args.no_sources, args.quiet);
     if let Some(t) = &args.trace {
         report_partial_trace(t, &written);
     }
@@ -819,6 +826,7 @@ pub(crate) fn report_written(
     w: &Written,
     no_resolve: bool,
     no_sources: bool,
+    quiet: bool,
 ) -> (bool, Option<String>) {
     for (was, old) in &w.kept {
         coldcache_fsio::say!(
@@ -865,12 +873,15 @@ pub(crate) fn report_written(
                 continue;
             }
         };
-        coldcache_fsio::sigpipe::say(format_args!(
-            "{}",
-            summary_by_instruction(&loaded, dump_path)
-        ));
+        if !quiet {
+            coldcache_fsio::sigpipe::say(format_args!(
+                "{}",
+                summary_by_instruction(&loaded, dump_path)
+            ));
+        }
         let dump = &loaded.dump;
-        if let Some(warning) = one_core_warning(dump) {
+        // Quiet (`coldcache valgrind`): the warning goes to its log.
+        if let Some(warning) = one_core_warning(dump).filter(|_| !quiet) {
             coldcache_fsio::say!("{warning}");
         }
         captured |= dump.meta.instructions > 0;
@@ -892,6 +903,7 @@ pub(crate) fn report_written(
                 &coldcache_symbols::ResolveOptions::default(),
                 !no_sources,
             ) {
+                Ok(_) if quiet => {}
                 Ok(text) => coldcache_fsio::sigpipe::say(format_args!("{text}")),
                 Err(e) => coldcache_fsio::say!(
                     "coldcache: warning: the dump is left unresolved (run `coldcache resolve {}`): {e:#}",
@@ -918,7 +930,7 @@ pub(crate) fn report_written(
             ),
         }
     }
-    if w.dumps.len() > 1 {
+    if w.dumps.len() > 1 && !quiet {
         coldcache_fsio::say!("coldcache: {} dumps written by this run:", w.dumps.len());
         for d in &w.dumps {
             coldcache_fsio::say!("  {}", d.display());

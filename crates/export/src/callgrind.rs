@@ -30,6 +30,11 @@
 //!
 //! Names are compressed (`(3) name` the first time, `(3)` after).
 //!
+//! [`CallgrindOptions`] also makes the file Callgrind's own for harnesses
+//! that parse it (`coldcache valgrind`): Valgrind's events only (`Ir`
+//! alone for `--cache-sim=no`), a `summary:` line, a `thread:` line, names
+//! written in full (`--compress-strings=no`).
+//!
 //! Addresses: Callgrind writes an instruction's address as the ELF file
 //! states it (run-time address minus the module's load bias), which is
 //! what `objdump` prints and what KCachegrind's Machine Code view asks
@@ -49,10 +54,15 @@ use std::fmt::Write;
 #[derive(Default)]
 struct Names {
     ids: HashMap<String, usize>,
+    /// Write every name in full (Callgrind's `--compress-strings=no`).
+    plain: bool,
 }
 
 impl Names {
     fn get(&mut self, name: &str) -> String {
+        if self.plain {
+            return name.to_string();
+        }
         let n = self.ids.len() + 1;
         match self.ids.get(name) {
             Some(i) => format!("({i})"),
@@ -108,7 +118,10 @@ pub const VALGRIND_EVENTS: [&str; 9] = [
 /// counters when the dump has them. Their names keep
 /// coldcache's lower-case spelling with an `_`, which no Valgrind or
 /// KCachegrind event has. A dump of another layout: its raw counters.
-fn events(p: &Profile) -> Vec<Event> {
+///
+/// `only` keeps Valgrind's nine (or `Ir` alone) for readers that know no
+/// other event (gungraun's parser refuses an unknown event name).
+fn events(p: &Profile, only: EventSet) -> Vec<Event> {
     let mut v: Vec<Event> = Vec::new();
     let mut used: FxHashSet<String> = FxHashSet::default();
     let mut push = |name: String, description: Option<String>, terms: Vec<usize>| {
@@ -134,20 +147,12 @@ fn events(p: &Profile) -> Vec<Event> {
         }
         return v;
     };
-    let from = |side, level| l.served_from(side, level).collect::<Vec<usize>>();
-    let valgrind: [Vec<usize>; 9] = [
-        vec![CounterLayout::INSTRUCTIONS],
-        from(Side::Read, 1),
-        from(Side::Write, 1),
-        from(Side::Instr, 2),
-        from(Side::Read, 2),
-        from(Side::Write, 2),
-        vec![l.memory(Side::Instr)],
-        vec![l.memory(Side::Read)],
-        vec![l.memory(Side::Write)],
-    ];
-    for (name, terms) in VALGRIND_EVENTS.iter().zip(valgrind) {
+    for (name, terms) in VALGRIND_EVENTS.iter().zip(valgrind_terms(&l)) {
         push(name.to_string(), None, terms);
+    }
+    if only != EventSet::All {
+        v.truncate(if only == EventSet::Ir { 1 } else { 9 });
+        return v;
     }
     for level in 1..l.levels() {
         for side in Side::ALL {
@@ -173,7 +178,24 @@ fn events(p: &Profile) -> Vec<Event> {
     v
 }
 
-fn one_line(s: &str) -> String {
+/// The raw counters each of Valgrind's nine events ([`VALGRIND_EVENTS`],
+/// Callgrind's order) sums, in a coldcache counter layout.
+pub(crate) fn valgrind_terms(l: &CounterLayout) -> [Vec<usize>; 9] {
+    let from = |side, level| l.served_from(side, level).collect::<Vec<usize>>();
+    [
+        vec![CounterLayout::INSTRUCTIONS],
+        from(Side::Read, 1),
+        from(Side::Write, 1),
+        from(Side::Instr, 2),
+        from(Side::Read, 2),
+        from(Side::Write, 2),
+        vec![l.memory(Side::Instr)],
+        vec![l.memory(Side::Read)],
+        vec![l.memory(Side::Write)],
+    ]
+}
+
+pub(crate) fn one_line(s: &str) -> String {
     s.replace(['\n', '\r'], " ")
 }
 
@@ -198,6 +220,29 @@ pub struct CallgrindOptions {
     /// minus ELF virtual address, when known. Missing or `None`: addresses
     /// of that module are written as run-time addresses.
     pub load_bias: Vec<Option<u64>>,
+    /// The events written: all (default), or only Valgrind's.
+    pub events: EventSet,
+    /// Names written in full each time (Callgrind's
+    /// `--compress-strings=no`) rather than `(n) name` then `(n)`.
+    pub plain_names: bool,
+    /// A `summary:` line after `events:` (Callgrind writes one; its
+    /// value equals `totals:`).
+    pub summary: bool,
+    /// A `thread: N` header line (Callgrind's `--separate-threads=yes`
+    /// files), with the profile holding that thread alone.
+    pub thread: Option<u32>,
+}
+
+/// Which events an export writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EventSet {
+    /// Valgrind's nine, then coldcache's own.
+    #[default]
+    All,
+    /// Valgrind's nine (`callgrind --cache-sim=yes`).
+    Valgrind,
+    /// `Ir` alone (`callgrind --cache-sim=no`).
+    Ir,
 }
 
 /// The profile in the Callgrind format, with run-time addresses.
@@ -219,7 +264,7 @@ pub fn callgrind_with(p: &Profile, opts: &CallgrindOptions) -> String {
         }
     };
     let nc = p.counters();
-    let events = events(p);
+    let events = events(p, opts.events);
     let cost_line = |row: &[u64]| -> String {
         let mut s = String::new();
         for e in &events {
@@ -371,7 +416,11 @@ pub fn callgrind_with(p: &Profile, opts: &CallgrindOptions) -> String {
     let _ = writeln!(out, "creator: coldcache {}", env!("CARGO_PKG_VERSION"));
     let _ = writeln!(out, "pid: {}", m.pid);
     let _ = writeln!(out, "cmd: {}", one_line(&m.program.join(" ")));
-    out.push_str("part: 1\n\n");
+    out.push_str("part: 1\n");
+    if let Some(t) = opts.thread {
+        let _ = writeln!(out, "thread: {t}");
+    }
+    out.push('\n');
     let _ = writeln!(
         out,
         "desc: Cache: {} (levels {}, {} cores)",
@@ -407,11 +456,19 @@ pub fn callgrind_with(p: &Profile, opts: &CallgrindOptions) -> String {
     for e in &events {
         let _ = write!(out, " {}", e.name);
     }
-    out.push_str("\n\n");
+    out.push('\n');
+    if opts.summary {
+        let _ = writeln!(out, "summary:{}", cost_line(p.totals()));
+    }
+    out.push('\n');
 
-    let mut fl = Names::default();
-    let mut fnn = Names::default();
-    let mut ob = Names::default();
+    let names = || Names {
+        plain: opts.plain_names,
+        ..Names::default()
+    };
+    let mut fl = names();
+    let mut fnn = names();
+    let mut ob = names();
     let file_name = |i: u32| -> String {
         p.file(i)
             .map(str::to_string)

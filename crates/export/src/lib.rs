@@ -8,6 +8,8 @@
 //!   KCachegrind): per-instruction self costs with their source lines, call
 //!   arcs with inclusive costs, event names and descriptions; its totals are
 //!   the profile's totals.
+//! - [`cachegrind`]: Cachegrind's format (`cg_annotate`), per source line;
+//!   [`summary_lines`]: Valgrind's `==PID== I   refs:` summary.
 //! - [`folded`]: collapsed stacks (`main;update;get_pos 123`) weighted by a
 //!   column; [`flamegraph`]: those drawn as an SVG by inferno.
 //! - [`speedscope`]: speedscope's file format, one sampled profile per
@@ -17,10 +19,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod cachegrind;
 mod callgrind;
 mod stacks;
 
-pub use callgrind::{callgrind, callgrind_with, CallgrindOptions, VALGRIND_EVENTS};
+pub use cachegrind::{
+    cachegrind, cachegrind_events, summary_lines, thousands, valgrind_totals, CachegrindOptions,
+};
+pub use callgrind::{callgrind, callgrind_with, CallgrindOptions, EventSet, VALGRIND_EVENTS};
 pub use stacks::{flamegraph, folded, json, speedscope};
 
 use coldcache_analysis::{Column, Formula, Profile};

@@ -468,6 +468,7 @@ fn callgrind_addresses_drop_the_load_bias_of_their_module() {
     assert!(plain.contains("desc: Run-time addresses: /bin/prog (load bias unknown)"));
     let opts = coldcache_export::CallgrindOptions {
         load_bias: vec![Some(0x1000)],
+        ..Default::default()
     };
     let text = coldcache_export::callgrind_with(&p, &opts);
     assert!(!text.contains("desc: Run-time addresses"));
@@ -532,4 +533,104 @@ fn json_functions_carry_self_and_inclusive_costs() {
             "{n}"
         );
     }
+}
+
+/// Valgrind's files for `coldcache valgrind`: the Callgrind export with
+/// Valgrind's events alone (or `Ir`), `summary:`, `thread:` and names in
+/// full; the Cachegrind export in Cachegrind's event order with the same
+/// hand totals (see `callgrind_events_are_valgrinds_names_with_hand_counted_totals`),
+/// its per-line counts summing to them.
+#[test]
+fn valgrinds_own_files_have_valgrinds_events_and_the_hand_totals() {
+    let mut d = hand_dump::dump(8);
+    d.records[0].counters[3] = 1; // 1 fetch served by L2
+    d.records[3].counters[6] = 3; // 3 reads served by L2
+    d.records[4].counters[9] = 1; // 1 write served by L2
+    let p = Profile::new(d, ProfileOptions::default());
+    // Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw, as the test above counts.
+    let nine = [30, 28, 5, 1, 13, 2, 0, 10, 1];
+    assert_eq!(coldcache_export::valgrind_totals(&p), Some(nine));
+    let opts = coldcache_export::CallgrindOptions {
+        events: coldcache_export::EventSet::Valgrind,
+        plain_names: true,
+        summary: true,
+        thread: Some(1),
+        ..Default::default()
+    };
+    let text = coldcache_export::callgrind_with(&p, &opts);
+    let line = |t: &str, key: &str| -> String {
+        t.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key} in {t}"))
+            .trim()
+            .to_string()
+    };
+    assert_eq!(
+        line(&text, "events:"),
+        "Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw"
+    );
+    assert_eq!(line(&text, "thread:"), "1");
+    let nums =
+        |s: String| -> Vec<u64> { s.split_whitespace().map(|w| w.parse().unwrap()).collect() };
+    assert_eq!(nums(line(&text, "summary:")), nine);
+    assert_eq!(nums(line(&text, "totals:")), nine);
+    // Names in full, every time: no `(n)` compression.
+    assert!(
+        !text.contains("fn=(") && text.contains("fn=update"),
+        "{text}"
+    );
+    let ir = coldcache_export::CallgrindOptions {
+        events: coldcache_export::EventSet::Ir,
+        summary: true,
+        ..Default::default()
+    };
+    let text = coldcache_export::callgrind_with(&p, &ir);
+    assert_eq!(line(&text, "events:"), "Ir");
+    assert_eq!(line(&text, "summary:"), "30");
+
+    let cg = coldcache_export::cachegrind(
+        &p,
+        &coldcache_export::CachegrindOptions {
+            ir_only: false,
+            caches: vec![("I1".into(), 32768, 64, 8)],
+        },
+    )
+    .unwrap();
+    assert!(cg.starts_with("desc: I1 cache:         32768 B, 64 B, 8-way associative\n"));
+    assert_eq!(line(&cg, "cmd:"), p.dump().meta.program.join(" "));
+    assert_eq!(
+        line(&cg, "events:"),
+        "Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw"
+    );
+    // Cachegrind's order of the same totals.
+    let order = [0, 3, 6, 1, 4, 7, 2, 5, 8];
+    let want: Vec<u64> = order.iter().map(|&k| nine[k]).collect();
+    assert_eq!(nums(line(&cg, "summary:")), want);
+    // The count lines (after `fn=`) sum to the summary.
+    let mut sum = [0u64; 9];
+    for l in cg
+        .lines()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+    {
+        for (s, v) in sum.iter_mut().zip(l.split_whitespace().skip(1)) {
+            *s += v.parse::<u64>().unwrap();
+        }
+    }
+    assert_eq!(sum.to_vec(), want);
+    // Without inlined functions of their own (as `coldcache valgrind`
+    // asks): get_pos's lines are under the functions it was inlined into,
+    // as Cachegrind counts by the symbol.
+    let outer = Profile::new(
+        hand_dump::dump(8),
+        ProfileOptions {
+            inline: false,
+            ..ProfileOptions::default()
+        },
+    );
+    let cg = coldcache_export::cachegrind(&outer, &Default::default()).unwrap();
+    assert!(
+        cg.contains("fn=update\n") && cg.contains("fn=render\n"),
+        "{cg}"
+    );
+    assert!(!cg.contains("fn=get_pos"), "{cg}");
 }
