@@ -144,3 +144,110 @@ pub fn noise(before: &Profile, after: &Profile, columns: &[String]) -> Option<Ve
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::ProfileOptions;
+    use coldcache_dump::{Band, Dump, Meta, Record, StackNode, Thread};
+
+    /// A dump of one record with counters `x` and `y` (raw columns only),
+    /// and a band of these totals when given.
+    fn profile(values: [u64; 2], band: Option<Vec<Vec<u64>>>) -> Profile {
+        let dump = Dump {
+            meta: Meta {
+                counters: vec!["x".into(), "y".into()],
+                band: band.map(|totals| Band {
+                    seed: 1,
+                    max_offset: 4096,
+                    regions: "2 regions".into(),
+                    totals,
+                }),
+                ..Meta::default()
+            },
+            threads: vec![Thread::default()],
+            stacks: vec![StackNode::default()],
+            records: vec![Record {
+                ip: 0x1000,
+                stack: 0,
+                thread: 0,
+                counters: values.to_vec(),
+            }],
+            ..Dump::default()
+        };
+        Profile::new(dump, ProfileOptions::default())
+    }
+
+    #[test]
+    fn a_columns_band_by_hand() {
+        let p = profile(
+            [10, 5],
+            Some(vec![vec![10, 5], vec![12, 5], vec![9, 7], vec![11, 4]]),
+        );
+        let b = band(&p).unwrap();
+        assert_eq!(b.moved, 3);
+        assert!(b.whole_view);
+        let c = |name: &str| b.columns.iter().find(|c| c.name == name).unwrap().clone();
+        // x: 10 12 9 11 → 9, (10 + 11) / 2, 12.
+        assert_eq!(
+            c("x"),
+            ColumnBand {
+                name: "x".into(),
+                measured: 10,
+                min: 9,
+                median: 10,
+                max: 12
+            }
+        );
+        // y: 5 5 7 4 → 4, 5, 7.
+        assert_eq!((c("y").min, c("y").median, c("y").max), (4, 5, 7));
+        assert!(band(&profile([10, 5], None)).is_none());
+    }
+
+    #[test]
+    fn within_layout_noise_when_the_ranges_overlap() {
+        let names = ["x".to_string(), "y".to_string()];
+        let before = profile(
+            [10, 5],
+            Some(vec![vec![10, 5], vec![12, 5], vec![9, 7], vec![11, 4]]),
+        );
+        // Neither has a band: no verdict.
+        assert!(noise(&profile([1, 1], None), &profile([2, 2], None), &names).is_none());
+        // After without a band: its value against the before band.
+        let after = profile([13, 6], None);
+        let n = noise(&before, &after, &names).unwrap();
+        assert_eq!(
+            n,
+            [
+                Noise {
+                    column: "x".into(),
+                    before: [9, 12],
+                    after: [13, 13],
+                    within: false
+                },
+                Noise {
+                    column: "y".into(),
+                    before: [4, 7],
+                    after: [6, 6],
+                    within: true
+                },
+            ]
+        );
+        // Both with bands: 9..12 and 12..15 touch (within), 4..7 and 8..9
+        // do not.
+        let after = profile([13, 8], Some(vec![vec![13, 8], vec![12, 9], vec![15, 8]]));
+        let n = noise(&before, &after, &names).unwrap();
+        assert_eq!(
+            n.iter().map(|n| n.within).collect::<Vec<_>>(),
+            [true, false]
+        );
+        // Symmetric: before without a band, after with one.
+        let n = noise(&profile([8, 8], None), &before, &names).unwrap();
+        assert_eq!(
+            n.iter().map(|n| n.within).collect::<Vec<_>>(),
+            [false, false]
+        );
+        let n = noise(&profile([11, 4], None), &before, &names).unwrap();
+        assert_eq!(n.iter().map(|n| n.within).collect::<Vec<_>>(), [true, true]);
+    }
+}

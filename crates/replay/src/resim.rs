@@ -486,7 +486,7 @@ impl Resim {
         let mut totals = vec![0u64; width];
         for row in table.chunks_exact(width) {
             for (t, v) in totals.iter_mut().zip(row) {
-                *t += v;
+                *t = t.saturating_add(*v);
             }
         }
         totals[CounterLayout::INSTRUCTIONS] += numbering.instructions();
@@ -856,7 +856,7 @@ pub fn resimulate_with_band(
             let mut measured = vec![0u64; dump.meta.counters.len()];
             for r in &dump.records {
                 for (m, v) in measured.iter_mut().zip(&r.counters) {
-                    *m += v;
+                    *m = m.saturating_add(*v);
                 }
             }
             let regions = placement::regions_of(s);
@@ -968,6 +968,77 @@ mod tests {
         assert_eq!(tids, [100, 101]);
         assert_eq!(d.stacks.len(), 1, "no skeleton: the root stack only");
         assert_eq!(d.meta.notes, ["note"]);
+    }
+
+    /// A moved placement counted by hand: two loads 4 KiB apart, in two
+    /// regions, alternate on a direct-mapped D1 of two sets. Where they
+    /// stay in one set (the relative shift an even number of lines) every
+    /// load misses; apart, only the first two. The measured placement's
+    /// totals are the rows' sums.
+    #[test]
+    fn a_moved_placement_by_hand() {
+        use crate::placement::{Placement, Region};
+        use coldcache_sim::presets::{cachegrind, Geometry};
+        let g = Geometry::new;
+        let cfg = cachegrind(g(1024, 2, 64), g(128, 1, 64), g(65536, 4, 64));
+        let regions = [
+            Region {
+                start: 0x2000,
+                end: 0x2040,
+                kind: "data",
+            },
+            Region {
+                start: 0x3000,
+                end: 0x3040,
+                kind: "data",
+            },
+        ];
+        let mut records = Vec::new();
+        for _ in 0..10 {
+            records.push(Record::new(Instr, 0x1000, 4).with_ip(0x1000));
+            records.push(Record::new(Load, 0x2000, 8).with_ip(0x1000));
+            records.push(Record::new(Instr, 0x1004, 4).with_ip(0x1004));
+            records.push(Record::new(Load, 0x3000, 8).with_ip(0x1004));
+        }
+        let names = Resim::new(&cfg, None)
+            .unwrap()
+            .layout()
+            .names(&["L1".to_string(), "L2".to_string()]);
+        let at = |n: &str| names.iter().position(|x| x == n).unwrap();
+        let mut seen = [false; 2];
+        for index in 0..16 {
+            let p = Placement::new(&regions, 9, index, 64, 128);
+            let apart = (p.shift(0x3000) - p.shift(0x2000)) / 64 % 2 == 1;
+            let mut numbering = Numbering::new();
+            let mut batch = Prepared::default();
+            numbering.prepare(&records, &mut batch);
+            let mut sim = Resim::new(&cfg, None).unwrap().moved(p);
+            sim.feed(&batch);
+            let t = sim.totals(&numbering);
+            assert_eq!(t[at("instructions")], 20);
+            assert_eq!(t[at("r_L1")] + t[at("r_L2")] + t[at("r_mem")], 20);
+            let misses = 20 - t[at("r_L1")];
+            assert_eq!(misses, if apart { 2 } else { 20 }, "placement {index}");
+            seen[usize::from(apart)] = true;
+            if index == 0 {
+                // Unmoved: the rows' sums.
+                let mut one = One::new(&cfg, None);
+                one.feed(&records);
+                let target = Target {
+                    name: "c".into(),
+                    config: cfg.clone(),
+                };
+                let d = one.finish(&target, None, &[], String::new());
+                let mut sums = vec![0u64; t.len()];
+                for r in &d.records {
+                    for (s, v) in sums.iter_mut().zip(&r.counters) {
+                        *s += v;
+                    }
+                }
+                assert_eq!(sums, t);
+            }
+        }
+        assert_eq!(seen, [true, true], "both outcomes among 16 placements");
     }
 
     /// Many more (ip, stack, thread) keys than the row cache has slots,
