@@ -244,3 +244,37 @@ fn an_unrelated_edit_is_within_the_band_and_a_doubled_loop_is_not() {
         "seed 2 moved nothing differently"
     );
 }
+
+/// What cannot have a band is refused, saying why: a trace that is not a
+/// capture's (no modules or mappings to move), `--placements` without a
+/// dump to keep it in.
+#[test]
+fn a_band_needs_a_captures_trace_and_a_dump() {
+    let dir = scratch_in("band", "refused");
+    let lackey = dir.join("t.lackey");
+    std::fs::write(&lackey, "I  00401000,4\n L 00600000,8\nI  00401004,4\n").unwrap();
+    let out = dir.join("t.ccdump");
+    let run = |args: &[&str]| {
+        let o = Command::new(COLDCACHE)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{args:?} succeeded");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let t = lackey.to_str().unwrap();
+    let e = run(&[
+        "sim",
+        "--no-progress",
+        "--placements",
+        "4",
+        t,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(e.contains("needs a trace kept by `coldcache record"), "{e}");
+    assert!(!out.exists(), "a dump was written without its band");
+    let e = run(&["sim", "--placements", "4", t]);
+    assert!(e.contains("give -o DUMP"), "{e}");
+}
