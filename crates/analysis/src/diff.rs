@@ -82,6 +82,11 @@ pub struct DiffView {
     /// Set when the dumps were simulated with different caches: a
     /// sentence naming both and what differs (shown first).
     pub cache_mismatch: Option<String>,
+    /// When either dump has a layout-noise band: per column (ratios left
+    /// out), whether the totals' change is within layout noise
+    /// ([`crate::band::noise`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layout_noise: Option<Vec<crate::band::Noise>>,
 }
 
 /// The settings of a cache configuration as `coldcache_config_base::to_toml`
@@ -424,7 +429,12 @@ pub fn diff(before: &Profile, after: &Profile, q: &DiffQuery) -> Result<DiffView
     if let Some(n) = q.limit {
         rows.truncate(n);
     }
+    let names: Vec<String> = common
+        .iter()
+        .map(|&(_, ai)| after.columns()[ai].name.clone())
+        .collect();
     Ok(DiffView {
+        layout_noise: crate::band::noise(before, after, &names),
         cache_mismatch: cache_mismatch(before, after),
         columns: common
             .iter()

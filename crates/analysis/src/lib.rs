@@ -18,12 +18,14 @@
 //!   the mappings the data accesses touched (`OBJS`).
 //! - [`flame`]: the flame graph's layout below any call-tree node.
 //! - [`summary`]: what a capture was (program, cache, window) and its
-//!   totals (instructions, misses per level), read first.
+//!   totals (instructions, misses per level), read first; [`band`]: each
+//!   total's layout-noise band, and whether a diff's change is within it.
 //! - [`render`]: the text tables of `coldcache report` and `coldcache diff`.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod band;
 pub mod columns;
 pub mod data;
 pub mod diff;

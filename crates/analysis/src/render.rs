@@ -149,6 +149,9 @@ pub fn header(p: &Profile) -> String {
     if let Some(c) = &m.cut_short {
         let _ = writeln!(s, "cut short: {c}");
     }
+    if let Some(b) = crate::band::band(p) {
+        band_lines(&mut s, &b);
+    }
     for n in &m.notes {
         let _ = writeln!(s, "note:      {n}");
     }
@@ -173,6 +176,52 @@ pub fn header(p: &Profile) -> String {
         }
     }
     s
+}
+
+/// The header's layout-noise band: what moved, then the headline columns
+/// (instructions, data accesses, misses per level, memory) with the
+/// measured value beside min, median and max; `report --json` has every
+/// column.
+fn band_lines(s: &mut String, b: &crate::band::BandView) {
+    let _ = writeln!(
+        s,
+        "band:      {} moved placements (seed {}, paddings below {} bytes at region \
+         boundaries): {}",
+        b.moved, b.seed, b.max_offset, b.regions
+    );
+    if !b.whole_view {
+        let _ = writeln!(
+            s,
+            "           (the band is of the whole dump, these totals of the threads kept)"
+        );
+    }
+    let headline = |n: &str| {
+        n == coldcache_dump::CounterLayout::INSTRUCTIONS_NAME
+            || n == crate::columns::D_REFS
+            || n == crate::columns::MEM
+            || n.starts_with(crate::columns::I_MISS)
+            || n.starts_with(crate::columns::D_MISS)
+    };
+    let rows: Vec<Vec<String>> = b
+        .columns
+        .iter()
+        .filter(|c| headline(&c.name))
+        .map(|c| {
+            vec![
+                String::new(),
+                c.name.clone(),
+                c.measured.to_string(),
+                format!("[{} {} {}]", c.min, c.median, c.max),
+            ]
+        })
+        .collect();
+    let head = vec![
+        String::new(),
+        "event".into(),
+        "measured".into(),
+        "band [min median max]".into(),
+    ];
+    s.push_str(&Table { head, rows }.render());
 }
 
 /// The flat profile as a table.
@@ -522,6 +571,41 @@ pub fn diff(v: &DiffView, cols: &[usize]) -> String {
     let mut s = Table { head, rows }.render();
     if v.matched > v.rows.len() {
         let _ = writeln!(s, "({} of {} rows shown)", v.rows.len(), v.matched);
+    }
+    if let Some(noise) = &v.layout_noise {
+        // The sort column and the columns shown, in that order.
+        let shown: Vec<&str> = std::iter::once(sc)
+            .chain(cols.iter().copied().filter(|&c| c != sc))
+            .map(|c| v.columns[c].name.as_str())
+            .collect();
+        let _ = writeln!(
+            s,
+            "\nlayout noise of the totals (a range is a dump's band, min..max over its \
+             placements, or its value without one; within when the ranges overlap):"
+        );
+        for name in shown {
+            let Some(n) = noise.iter().find(|n| n.column == name) else {
+                continue;
+            };
+            let range = |r: [u64; 2]| {
+                if r[0] == r[1] {
+                    r[0].to_string()
+                } else {
+                    format!("{}..{}", r[0], r[1])
+                }
+            };
+            let _ = writeln!(
+                s,
+                "  {name}: {} \u{2192} {}: {}",
+                range(n.before),
+                range(n.after),
+                if n.within {
+                    "within layout noise"
+                } else {
+                    "outside layout noise"
+                }
+            );
+        }
     }
     s
 }

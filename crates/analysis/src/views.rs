@@ -177,6 +177,10 @@ pub struct FlatView {
     pub matched: usize,
     /// The rows, sorted.
     pub rows: Vec<FlatRow>,
+    /// The dump's layout-noise band, when it has one
+    /// ([`crate::band::band`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub band: Option<crate::band::BandView>,
 }
 
 /// Where a record's line is: its innermost frame's function, file and line
@@ -445,6 +449,7 @@ pub fn flat(p: &Profile, q: &FlatQuery) -> Result<FlatView, AnalysisError> {
         });
     }
     Ok(FlatView {
+        band: crate::band::band(p),
         columns: heads(p),
         by: q.by,
         sort,

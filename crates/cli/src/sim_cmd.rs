@@ -16,6 +16,9 @@
 //! `--straddle`) and the trace options (`--format`, `--skip-bad`) are
 //! sim's, and the input is the same trace. What a dump cannot hold (miss
 //! classes, Cache Lab's counts, JSON tables) is refused with `-o`.
+//! `--placements K` adds each dump's layout-noise band: K more simulations
+//! with the regions moved, over the same read
+//! (`coldcache_replay::resimulate_with_band`, `docs/noise-band.md`).
 //!
 //! A `TRACE.partial` (a capture killed while writing its trace) is read up
 //! to its cut, with a warning naming the offset; with `-o` its dump lacks
@@ -91,6 +94,17 @@ pub struct SimArgs {
     /// Print machine-readable JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// With -o: the layout-noise band. Also simulates K placements with
+    /// the code and data regions moved by random line-aligned offsets, over
+    /// the same read of the trace, and keeps each event's totals per
+    /// placement in the dump (report shows the band, diff says whether a
+    /// change is within it). See docs/noise-band.md.
+    #[arg(long, default_value_t = 0, value_name = "K")]
+    placements: u32,
+    /// The seed the moved placements are drawn from (same seed, same
+    /// placements).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    seed: u64,
     #[command(flatten)]
     progress: crate::ProgressArgs,
     /// Trace files.
@@ -269,9 +283,21 @@ fn resimulate(args: &SimArgs) -> Result<()> {
     let cut = is_partial(trace).then(|| reader.accept_cut());
     let progress = progress_bar(args, reader.total_bytes().unwrap_or(0));
     let name = trace.display().to_string();
-    let mut dumps = coldcache_replay::resimulate(&name, reader, &targets, |read, _| {
-        progress.set_position(read)
-    })?;
+    if args.placements > MAX_PLACEMENTS {
+        bail!(
+            "--placements {}: at most {MAX_PLACEMENTS} (each is one more simulation of the whole \
+             trace)",
+            args.placements
+        );
+    }
+    let mut dumps = coldcache_replay::resimulate_with_band(
+        &name,
+        reader,
+        &targets,
+        args.placements,
+        args.seed,
+        |read, _| progress.set_position(read),
+    )?;
     progress.finish_and_clear();
     if let Some(cut) = cut.as_ref().and_then(|c| c.get()) {
         coldcache_fsio::say!(
@@ -322,9 +348,15 @@ fn is_partial(path: &std::path::Path) -> bool {
     path.extension().is_some_and(|e| e == "partial")
 }
 
+/// The most placements `--placements` takes.
+const MAX_PLACEMENTS: u32 = 64;
+
 pub fn run(args: SimArgs) -> Result<()> {
     if !args.output.is_empty() {
         return resimulate(&args);
+    }
+    if args.placements > 0 {
+        bail!("--placements makes a dump's layout-noise band: give -o DUMP");
     }
     let (cfg, cachelab) = configuration(&args)?;
     let format = args

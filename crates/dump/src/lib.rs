@@ -35,6 +35,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod band;
 mod by_instruction;
 pub mod data;
 pub mod names;
@@ -42,6 +43,7 @@ pub mod objects;
 pub mod symbols;
 mod varint;
 
+pub use band::Band;
 pub use by_instruction::ByInstruction;
 pub use data::{DataType, DataTypes, Member, TypeKind, TypedAccess, Via};
 pub use objects::{AllocSite, ObjectCounts, ObjectRegion, Objects};
@@ -144,6 +146,11 @@ pub struct Meta {
     /// dump before this field existed. Written only when not empty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub calls: String,
+    /// The layout-noise band: the counter totals of the measured placement
+    /// and of moved ones (`coldcache sim --placements`, [`band`]). Written
+    /// only when present; older readers ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub band: Option<Band>,
 }
 
 /// One executable mapping of the captured process.

@@ -15,8 +15,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod placement;
 mod resim;
-pub use resim::{fold_unknown_stacks, resimulate, Numbering, Prepared, Resim, Target};
+pub use resim::{
+    fold_unknown_stacks, resimulate, resimulate_with_band, Numbering, Prepared, Resim, Target,
+};
 
 use coldcache_sim::{
     Access, AccessKind, ConfigError, Driver, HierarchyConfig, LevelStats, ServedBy, StraddleMode,
@@ -56,6 +59,14 @@ pub enum ReplayError {
     /// A thread → core pin is malformed or out of range.
     #[error("{0}")]
     Pin(String),
+    /// The layout-noise band was asked of a trace that holds no dump
+    /// skeleton: it does not say where the modules are.
+    #[error(
+        "{0}: the layout-noise band (--placements) needs a trace kept by `coldcache record \
+         --trace`: this one holds no capture's dump, so the regions to move (the modules, \
+         the mappings) are unknown"
+    )]
+    NoRegions(String),
     /// A trace's dump skeleton (the capture's dump without records) is
     /// unreadable.
     #[error("{name}: the capture's dump inside the trace is unreadable: {detail}")]

@@ -28,6 +28,11 @@
 //! channels, so memory is bounded by the batches in flight and the
 //! distinct rows, never by the trace's length.
 //!
+//! [`resimulate_with_band`] adds, per configuration, simulators of moved
+//! placements ([`crate::placement`]): each a [`Resim::moved`] fed the same
+//! prepared batches, its addresses shifted, every access counted in one
+//! row, so only its totals are kept (the dump's layout-noise band).
+//!
 //! Traces without stacks (cctrace version 1, lackey, din) re-simulate too:
 //! every access on the root stack, threads from the trace's thread table,
 //! no modules (a flat profile by address).
@@ -40,6 +45,7 @@ use coldcache_dump::{Dump, Meta, Record as DumpRecord, StackNode, Thread};
 use coldcache_sim::{Access, AccessKind, CounterLayout, Driver, HierarchyConfig, RowTable};
 use coldcache_trace::{Record, RecordKind, TraceReader, ATTACH_DUMP_SKELETON};
 
+use crate::placement::{self, Placement};
 use crate::{access_kind, cachegrind_data_size, data_size_limit, ReplayError};
 
 /// Records per batch the reader thread hands to the simulators.
@@ -317,6 +323,11 @@ pub struct Resim {
     /// when one is wider.
     data_limit: u32,
     clamped: Vec<Access>,
+    /// A moved placement ([`Resim::moved`]): its shifts, the run moved,
+    /// and row 0 for every access (totals only).
+    placement: Option<Placement>,
+    moved: Vec<Access>,
+    zeros: Vec<u32>,
 }
 
 impl Resim {
@@ -350,7 +361,18 @@ impl Resim {
             recorded_cores,
             data_limit: u32::MAX,
             clamped: Vec::new(),
+            placement: None,
+            moved: Vec::new(),
+            zeros: Vec::new(),
         })
+    }
+
+    /// This re-simulation with every address moved by `placement`,
+    /// counting totals only (every access in one row): a placement of the
+    /// layout-noise band, read back with [`Resim::totals`].
+    pub fn moved(mut self, placement: Placement) -> Resim {
+        self.placement = Some(placement);
+        self
     }
 
     /// Simulates data accesses wider than `limit` bytes as `limit` bytes,
@@ -394,7 +416,12 @@ impl Resim {
     /// accesses in one [`Driver::attribute_batch`], straight from the
     /// batch.
     pub fn feed(&mut self, p: &Prepared) {
-        self.table.grow_to(p.rows_total);
+        let rows = if self.placement.is_some() {
+            1
+        } else {
+            p.rows_total
+        };
+        self.table.grow_to(rows);
         let (mut start, mut run_start, mut run_core) = (0, 0, None);
         for &(end, thread) in &p.runs {
             let core = self.core_of(thread);
@@ -429,8 +456,42 @@ impl Resim {
             }));
             accesses = &self.clamped;
         }
+        if let Some(placement) = self.placement.as_mut() {
+            placement.apply(accesses, &mut self.moved);
+            if self.zeros.len() < self.moved.len() {
+                self.zeros.resize(self.moved.len(), 0);
+            }
+            let n = self.moved.len();
+            self.driver
+                .attribute_batch(core, &self.moved, &self.zeros[..n], &mut self.table);
+            return;
+        }
         self.driver
             .attribute_batch(core, accesses, &p.rows[start..end], &mut self.table);
+    }
+
+    /// The counter totals of the accesses fed (every row summed, the
+    /// instructions and unmodelled ones of `numbering` added), in the
+    /// layout's order.
+    pub fn totals(mut self, numbering: &Numbering) -> Vec<u64> {
+        let width = self.width;
+        let rows = if self.placement.is_some() {
+            1
+        } else {
+            numbering.rows()
+        };
+        self.table.grow_to(rows);
+        self.driver.finish_line_use_into(&mut self.table);
+        let table = self.table.into_rows();
+        let mut totals = vec![0u64; width];
+        for row in table.chunks_exact(width) {
+            for (t, v) in totals.iter_mut().zip(row) {
+                *t = t.saturating_add(*v);
+            }
+        }
+        totals[CounterLayout::INSTRUCTIONS] += numbering.instructions();
+        totals[CounterLayout::UNMODELLED] += numbering.unmodelled.values().sum::<u64>();
+        totals
     }
 
     /// The dump: `skeleton`'s meta, modules, threads and stacks (a bare
@@ -590,8 +651,26 @@ enum Message {
 /// the bytes read so far and the total when known.
 pub fn resimulate(
     name: &str,
+    reader: TraceReader,
+    targets: &[Target],
+    progress: impl FnMut(u64, Option<u64>),
+) -> Result<Vec<Dump>, ReplayError> {
+    resimulate_with_band(name, reader, targets, 0, 0, progress)
+}
+
+/// [`resimulate`], and with `placements` > 0 the layout-noise band of
+/// each dump ([`coldcache_dump::Band`], in its meta): every target also
+/// simulated under `placements` moved placements
+/// ([`crate::placement`], drawn from `seed`) over the same read of the
+/// stream, one more simulator thread each, counting totals only. The
+/// regions moved come from the trace's dump skeleton: a trace without
+/// one (not a capture's) is refused.
+pub fn resimulate_with_band(
+    name: &str,
     mut reader: TraceReader,
     targets: &[Target],
+    placements: u32,
+    seed: u64,
     progress: impl FnMut(u64, Option<u64>),
 ) -> Result<Vec<Dump>, ReplayError> {
     let trace_err = |source| ReplayError::Trace {
@@ -613,12 +692,17 @@ pub fn resimulate(
     let results = std::thread::scope(|scope| {
         let mut senders = Vec::new();
         let mut handles = Vec::new();
-        for (i, t) in targets.iter().enumerate() {
+        // Per target: the measured placement (0), then the moved ones.
+        let sims = targets
+            .iter()
+            .enumerate()
+            .flat_map(|(i, t)| (0..=placements).map(move |k| (i, t, k)));
+        for (i, t, k) in sims {
             let (tx, rx) = mpsc::sync_channel::<Message>(IN_FLIGHT);
             senders.push(tx);
             let config = t.config.clone();
             let handle = std::thread::Builder::new()
-                .name(format!("simulate {}", t.name))
+                .name(format!("simulate {} {k}", t.name))
                 .spawn_scoped(scope, move || -> Result<Resim, ReplayError> {
                     let mut sim: Option<Resim> = None;
                     for m in rx {
@@ -626,6 +710,17 @@ pub fn resimulate(
                             Message::Skeleton(s) => {
                                 let mut r = Resim::new(&config, s.as_deref())?;
                                 r.limit_data_sizes(data_size_limit(&config, format));
+                                if k > 0 {
+                                    let regions =
+                                        s.as_deref().map(placement::regions_of).unwrap_or_default();
+                                    r = r.moved(Placement::new(
+                                        &regions,
+                                        seed,
+                                        k,
+                                        placement::line_alignment(&config),
+                                        placement::max_offset(&config),
+                                    ));
+                                }
                                 sim = Some(r);
                             }
                             Message::Records(batch) => {
@@ -732,9 +827,22 @@ pub fn resimulate(
         None => None,
     };
     let threads: Vec<(u32, u64)> = reader.threads().into_iter().collect();
+    if placements > 0 && skeleton.is_none() {
+        return Err(ReplayError::NoRegions(name.to_string()));
+    }
     let mut dumps = Vec::new();
-    for (sim, t) in results.into_iter().zip(targets) {
-        let sim = sim?;
+    let mut results = results.into_iter();
+    for t in targets {
+        let sim = results
+            .next()
+            .ok_or_else(|| ReplayError::ReaderStopped("a simulator thread".into()))??;
+        let mut moved = Vec::new();
+        for _ in 0..placements {
+            let m = results
+                .next()
+                .ok_or_else(|| ReplayError::ReaderStopped("a simulator thread".into()))??;
+            moved.push(m.totals(&numbering));
+        }
         let captured = skeleton
             .as_ref()
             .map(|s| format!(" (captured with cache {})", s.meta.cache_name))
@@ -743,7 +851,25 @@ pub fn resimulate(
             "re-simulated from the trace {name} with cache {}{captured}",
             t.name
         );
-        dumps.push(sim.finish(&numbering, t, skeleton.as_ref(), &threads, note));
+        let mut dump = sim.finish(&numbering, t, skeleton.as_ref(), &threads, note);
+        if let Some(s) = skeleton.as_ref().filter(|_| placements > 0) {
+            let mut measured = vec![0u64; dump.meta.counters.len()];
+            for r in &dump.records {
+                for (m, v) in measured.iter_mut().zip(&r.counters) {
+                    *m = m.saturating_add(*v);
+                }
+            }
+            let regions = placement::regions_of(s);
+            let mut totals = vec![measured];
+            totals.extend(moved);
+            dump.meta.band = Some(coldcache_dump::Band {
+                seed,
+                max_offset: placement::max_offset(&t.config),
+                regions: placement::describe(&regions, s.objects.is_some()),
+                totals,
+            });
+        }
+        dumps.push(dump);
     }
     Ok(dumps)
 }
@@ -842,6 +968,77 @@ mod tests {
         assert_eq!(tids, [100, 101]);
         assert_eq!(d.stacks.len(), 1, "no skeleton: the root stack only");
         assert_eq!(d.meta.notes, ["note"]);
+    }
+
+    /// A moved placement counted by hand: two loads 4 KiB apart, in two
+    /// regions, alternate on a direct-mapped D1 of two sets. Where they
+    /// stay in one set (the relative shift an even number of lines) every
+    /// load misses; apart, only the first two. The measured placement's
+    /// totals are the rows' sums.
+    #[test]
+    fn a_moved_placement_by_hand() {
+        use crate::placement::{Placement, Region};
+        use coldcache_sim::presets::{cachegrind, Geometry};
+        let g = Geometry::new;
+        let cfg = cachegrind(g(1024, 2, 64), g(128, 1, 64), g(65536, 4, 64));
+        let regions = [
+            Region {
+                start: 0x2000,
+                end: 0x2040,
+                kind: "data",
+            },
+            Region {
+                start: 0x3000,
+                end: 0x3040,
+                kind: "data",
+            },
+        ];
+        let mut records = Vec::new();
+        for _ in 0..10 {
+            records.push(Record::new(Instr, 0x1000, 4).with_ip(0x1000));
+            records.push(Record::new(Load, 0x2000, 8).with_ip(0x1000));
+            records.push(Record::new(Instr, 0x1004, 4).with_ip(0x1004));
+            records.push(Record::new(Load, 0x3000, 8).with_ip(0x1004));
+        }
+        let names = Resim::new(&cfg, None)
+            .unwrap()
+            .layout()
+            .names(&["L1".to_string(), "L2".to_string()]);
+        let at = |n: &str| names.iter().position(|x| x == n).unwrap();
+        let mut seen = [false; 2];
+        for index in 0..16 {
+            let p = Placement::new(&regions, 9, index, 64, 128);
+            let apart = (p.shift(0x3000) - p.shift(0x2000)) / 64 % 2 == 1;
+            let mut numbering = Numbering::new();
+            let mut batch = Prepared::default();
+            numbering.prepare(&records, &mut batch);
+            let mut sim = Resim::new(&cfg, None).unwrap().moved(p);
+            sim.feed(&batch);
+            let t = sim.totals(&numbering);
+            assert_eq!(t[at("instructions")], 20);
+            assert_eq!(t[at("r_L1")] + t[at("r_L2")] + t[at("r_mem")], 20);
+            let misses = 20 - t[at("r_L1")];
+            assert_eq!(misses, if apart { 2 } else { 20 }, "placement {index}");
+            seen[usize::from(apart)] = true;
+            if index == 0 {
+                // Unmoved: the rows' sums.
+                let mut one = One::new(&cfg, None);
+                one.feed(&records);
+                let target = Target {
+                    name: "c".into(),
+                    config: cfg.clone(),
+                };
+                let d = one.finish(&target, None, &[], String::new());
+                let mut sums = vec![0u64; t.len()];
+                for r in &d.records {
+                    for (s, v) in sums.iter_mut().zip(&r.counters) {
+                        *s += v;
+                    }
+                }
+                assert_eq!(sums, t);
+            }
+        }
+        assert_eq!(seen, [true, true], "both outcomes among 16 placements");
     }
 
     /// Many more (ip, stack, thread) keys than the row cache has slots,
