@@ -58,7 +58,7 @@ use coldcache_cctrace::stream::{attachment_chunk, end_marker, skeleton_index_chu
 use coldcache_cctrace::{ChunkEncoder, Record as TraceRecord, RecordKind, ATTACH_DUMP_SKELETON};
 use coldcache_dump::{Dump, EncodedRecords, Meta, Record, StackNode, Thread};
 use coldcache_sim::{Access, AccessKind, ConfigError, CounterLayout, Driver, HierarchyConfig};
-use iced_x86::{Decoder, DecoderOptions, FlowControl, Mnemonic, OpKind, Register};
+use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Mnemonic, OpKind, Register};
 
 /// What the front end does after a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -855,7 +855,7 @@ impl Accountant {
                 self.threads[ti].after_syscall = next;
                 true
             }
-            Flow::Other => false,
+            Flow::Other | Flow::Store64 => false,
         };
         if self.max_instructions != 0 && self.instructions >= self.max_instructions {
             self.stop("instruction limit reached")
@@ -1053,6 +1053,10 @@ impl Accountant {
             call_before = flow == Flow::Call;
             if call_before {
                 self.threads[ti].pending_call = ip + u64::from(len) - 1;
+            } else if flow == Flow::Store64 {
+                // An rseq descriptor stored by translated code: its section
+                // ran where the kernel cannot restart it (`rseq.rs`).
+                crate::rseq::replayed_store(ip, len, self.accesses.as_slice());
             }
             if limited && self.instructions >= self.max_instructions {
                 return self.stop("instruction limit reached");
@@ -1267,6 +1271,11 @@ impl Accountant {
                 Flow::Call
             }
             _ if instr.mnemonic() == Mnemonic::Syscall => Flow::Syscall,
+            _ if matches!(instr.code(), Code::Mov_rm64_r64 | Code::Mov_rm64_imm32)
+                && instr.op0_kind() == OpKind::Memory =>
+            {
+                Flow::Store64
+            }
             _ => Flow::Other,
         };
         let plan = self.model.plan(&instr);

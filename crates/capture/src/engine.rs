@@ -860,9 +860,13 @@ fn after_trap(uc: &mut libc::ucontext_t) {
     if !still {
         sigvirt::reblock_trap(uc);
         crate::altstack::leave(uc);
-        crate::rseq::give_back();
-    } else if traced {
+    }
+    // A kept rseq section (`rseq.rs`): aborted when the thread's tracing
+    // ends inside it, its commit armed otherwise.
+    if traced {
         crate::rseq::before_return(uc);
+    } else {
+        crate::rseq::leave(uc);
     }
 }
 

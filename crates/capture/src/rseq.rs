@@ -12,17 +12,23 @@
 //!
 //! So the trap engine keeps the descriptor itself: the store of a non-zero
 //! `rseq_cs` (a 64-bit `mov` to the field, its address computed from the
-//! live registers) is accounted for and then skipped, the value kept in
-//! the thread's own state ([`crate::jit`]'s static TLS: handlers may use
-//! it); the field stays 0, so the kernel never aborts on our traps. While
-//! the thread's IP lies in the kept section, each trap asks the kernel how
-//! many times the thread was switched out (`getrusage(RUSAGE_THREAD)`):
-//! when that changed since the store, the thread was preempted or
-//! migrated, and the trap engine aborts the section as the kernel would
-//! have (IP to the abort address, descriptor dropped). An IP out of the
-//! section drops it (committed, or left through the section's own
-//! branch). A capture that stops inside a section gives the descriptor
-//! back to the field, and the kernel protects the rest natively.
+//! live registers) is accounted for and then skipped, the value and the
+//! section's addresses kept in the thread's own state ([`crate::jit`]'s
+//! static TLS: handlers may use it); the field stays 0, so the kernel never
+//! aborts on our traps. While the thread's IP lies in the kept section,
+//! each trap asks the kernel how many times the thread was switched out
+//! (`getrusage(RUSAGE_THREAD)`): when that changed since the store, the
+//! thread was preempted or migrated, and the trap engine aborts the
+//! section as the kernel would have (IP to the abort address, descriptor
+//! dropped). Before the section's last instruction (its commit) the
+//! descriptor goes back to the field ([`before_return`]), unless the
+//! kernel checks rseq at every system call's exit (`CONFIG_DEBUG_RSEQ`,
+//! which would kill the program at our handler's `rt_sigreturn`; not
+//! armed either when the kernel's configuration cannot be read). An IP out
+//! of the section drops it (committed, or left through the section's own
+//! branch). A thread whose tracing ends inside a section (a stop), and a
+//! program signal delivered to it there, abort it, as the kernel does on a
+//! signal.
 //!
 //! The registered area is glibc's (`__rseq_offset` from the thread
 //! pointer, `__rseq_size` non-zero), found at prepare time in the C
@@ -34,7 +40,7 @@
 //! preempted section's update can be lost; docs/capture.md, "Limits").
 
 use iced_x86::{Code, Instruction, OpKind, Register};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 /// glibc's `__rseq_offset` (the area's offset from the thread pointer), or
 /// `i64::MIN` when glibc registered no area.
@@ -48,6 +54,21 @@ pub(crate) static ABORTED_LATE: AtomicU64 = AtomicU64::new(0);
 /// Commits run with the descriptor back in the field ([`before_return`]).
 pub(crate) static COMMITS_ARMED: AtomicU64 = AtomicU64::new(0);
 
+/// Stores of a descriptor found in replayed records of translated code
+/// (fast mode), and how many distinct store instructions they were.
+pub(crate) static TRANSLATED: AtomicU64 = AtomicU64::new(0);
+/// Store instructions found so (address and length), retired from
+/// translation by the replay that found them ([`take_learned`]): their
+/// next executions go to the trap engine, which keeps the descriptor.
+static LEARNED: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+static LEARNED_LEN: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
+/// Entries of [`LEARNED`] a replay has not retired yet.
+static TO_RETIRE: AtomicU64 = AtomicU64::new(0);
+
+/// Whether a commit may run with the descriptor back in the field (the
+/// kernel's configuration read, without `CONFIG_DEBUG_RSEQ`).
+static ARM: AtomicBool = AtomicBool::new(false);
+
 /// Offset of `rseq_cs` in `struct rseq`.
 const RSEQ_CS: u64 = 8;
 
@@ -57,9 +78,14 @@ pub(crate) fn init() {
     ABORTED.store(0, Ordering::Relaxed);
     ABORTED_LATE.store(0, Ordering::Relaxed);
     COMMITS_ARMED.store(0, Ordering::Relaxed);
+    TRANSLATED.store(0, Ordering::Relaxed);
     if OFFSET.load(Ordering::Relaxed) != i64::MIN {
         return;
     }
+    ARM.store(
+        kernel_config().is_some_and(|c| !c.lines().any(|l| l == "CONFIG_DEBUG_RSEQ=y")),
+        Ordering::Relaxed,
+    );
     let (Some(off), Some(size)) = (
         crate::objects::global_data_symbol("__rseq_offset"),
         crate::objects::global_data_symbol("__rseq_size"),
@@ -78,7 +104,7 @@ pub(crate) fn init() {
 }
 
 /// The calling thread's `rseq_cs` field, if glibc registered an area.
-fn field() -> Option<u64> {
+pub(crate) fn field() -> Option<u64> {
     let off = OFFSET.load(Ordering::Relaxed);
     (off != i64::MIN).then(|| crate::jit::thread_pointer().wrapping_add(off as u64) + RSEQ_CS)
 }
@@ -93,28 +119,44 @@ fn switches() -> u64 {
     (r.ru_nvcsw as u64).wrapping_add(r.ru_nivcsw as u64)
 }
 
+/// The kept state: descriptor, switch count, start, end, abort.
+const CS: usize = 0;
+const SEEN: usize = 1;
+const START: usize = 2;
+const END: usize = 3;
+const ABORT: usize = 4;
+
+/// The calling thread's kept section, if its IP `rip` lies in it.
+fn kept_at(rip: u64) -> Option<[u64; 5]> {
+    let k = crate::jit::rseq_kept();
+    (k[CS] != 0 && rip >= k[START] && rip < k[END]).then_some(k)
+}
+
+fn rip_of(uc: &libc::ucontext_t) -> u64 {
+    uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64
+}
+
+/// Aborts the kept section of the thread of `uc` (IP to its abort
+/// address, descriptor dropped), as the kernel would have.
+fn abort(uc: &mut libc::ucontext_t, k: [u64; 5], count: &AtomicU64) {
+    uc.uc_mcontext.gregs[libc::REG_RIP as usize] = k[ABORT] as i64;
+    crate::jit::set_rseq_kept([0; 5]);
+    count.fetch_add(1, Ordering::Relaxed);
+}
+
 /// Before a traced thread's instruction is accounted for (handler
 /// context): drops a kept section the IP has left, and aborts one the
 /// thread was switched out of, as the kernel would have.
 pub(crate) fn before_step(uc: &mut libc::ucontext_t) {
-    let (cs, seen) = crate::jit::rseq_kept();
-    if cs == 0 {
+    if crate::jit::rseq_kept()[CS] == 0 {
         return;
     }
-    let word = |o: u64| crate::memory::read_word(cs + o);
-    let (Some(start), Some(len), Some(abort)) = (word(8), word(16), word(24)) else {
-        crate::jit::set_rseq_kept(0, 0);
+    let Some(k) = kept_at(rip_of(uc)) else {
+        crate::jit::set_rseq_kept([0; 5]);
         return;
     };
-    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
-    if rip < start || rip - start >= len {
-        crate::jit::set_rseq_kept(0, 0);
-        return;
-    }
-    if switches() != seen {
-        uc.uc_mcontext.gregs[libc::REG_RIP as usize] = abort as i64;
-        crate::jit::set_rseq_kept(0, 0);
-        ABORTED.fetch_add(1, Ordering::Relaxed);
+    if switches() != k[SEEN] {
+        abort(uc, k, &ABORTED);
     }
 }
 
@@ -150,10 +192,18 @@ pub(crate) fn skip_store(
     if ea != Some(field) {
         return false;
     }
-    crate::jit::set_rseq_kept(value, if value != 0 { switches() } else { 0 });
-    if value != 0 {
-        ENTERED.fetch_add(1, Ordering::Relaxed);
-    }
+    let word = |o: u64| crate::memory::read_word(value.wrapping_add(o));
+    let kept = match (value, word(8), word(16), word(24)) {
+        (0, ..) => [0; 5],
+        (cs, Some(start), Some(len), Some(abort)) => {
+            ENTERED.fetch_add(1, Ordering::Relaxed);
+            [cs, switches(), start, start.wrapping_add(len), abort]
+        }
+        // A descriptor we cannot read: the store is made, as natively (the
+        // kernel will find it unreadable too, and end the program).
+        _ => return false,
+    };
+    crate::jit::set_rseq_kept(kept);
     uc.uc_mcontext.gregs[libc::REG_RIP as usize] = i.next_ip() as i64;
     true
 }
@@ -173,31 +223,20 @@ pub(crate) fn skip_store(
 ///   comment there). Not closed: a timer interrupt in the handler's last
 ///   instructions, after that read-back.
 pub(crate) fn before_return(uc: &mut libc::ucontext_t) {
-    let (cs, seen) = crate::jit::rseq_kept();
-    if cs == 0 {
+    if crate::jit::rseq_kept()[CS] == 0 {
         return;
     }
-    let word = |o: u64| crate::memory::read_word(cs + o);
-    let (Some(start), Some(len), Some(abort)) = (word(8), word(16), word(24)) else {
-        return;
-    };
-    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
-    if rip < start || rip - start >= len {
+    let rip = rip_of(uc);
+    let Some(k) = kept_at(rip) else { return };
+    if switches() != k[SEEN] {
+        abort(uc, k, &ABORTED_LATE);
         return;
     }
-    let abort_now = |uc: &mut libc::ucontext_t| {
-        uc.uc_mcontext.gregs[libc::REG_RIP as usize] = abort as i64;
-        crate::jit::set_rseq_kept(0, 0);
-        ABORTED_LATE.fetch_add(1, Ordering::Relaxed);
-    };
-    if switches() != seen {
-        abort_now(uc);
-        return;
-    }
-    if rip.wrapping_add(insn_len(rip)) != start + len {
+    if !ARM.load(Ordering::Relaxed) || rip.wrapping_add(insn_len(rip)) != k[END] {
         return;
     }
     let Some(f) = field() else { return };
+    let cs = k[CS];
     // SAFETY: the calling thread's own registered `struct rseq`, which glibc
     // keeps mapped for the thread's life; an aligned 8-byte store, as the
     // program's own would have been.
@@ -208,10 +247,10 @@ pub(crate) fn before_return(uc: &mut libc::ucontext_t) {
     // thread outside the section), which the read-back sees. No system
     // call after it.
     // SAFETY: as above; the kernel writes the field, hence volatile.
-    if switches() != seen || unsafe { (f as *const u64).read_volatile() } != cs {
+    if switches() != k[SEEN] || unsafe { (f as *const u64).read_volatile() } != cs {
         // SAFETY: as above.
         unsafe { (f as *mut u64).write_volatile(0) };
-        abort_now(uc);
+        abort(uc, k, &ABORTED_LATE);
         return;
     }
     COMMITS_ARMED.fetch_add(1, Ordering::Relaxed);
@@ -236,20 +275,18 @@ fn insn_len(ip: u64) -> u64 {
     }
 }
 
-/// The calling thread's tracing ends (its last trap, or a stop): a kept
-/// descriptor goes back to the field, so the kernel protects the rest of
-/// the section. No system call (this may run under a seccomp filter).
-pub(crate) fn give_back() {
-    let (cs, _) = crate::jit::rseq_kept();
-    if cs == 0 {
+/// The thread of `uc` is no longer traced (its last trap, or a stop), or
+/// a program signal is delivered to it: a kept section it is inside is
+/// aborted, as the kernel aborts one on a signal (always legal: the
+/// section starts again, natively protected). No system call (this may run
+/// under a seccomp filter).
+pub(crate) fn leave(uc: &mut libc::ucontext_t) {
+    if crate::jit::rseq_kept()[CS] == 0 {
         return;
     }
-    crate::jit::set_rseq_kept(0, 0);
-    if let Some(f) = field() {
-        // SAFETY: the calling thread's own registered `struct rseq`, which
-        // glibc keeps mapped for the thread's life; an aligned 8-byte store
-        // as the program's own would be.
-        unsafe { (f as *mut u64).write_volatile(cs) };
+    match kept_at(rip_of(uc)) {
+        Some(k) => abort(uc, k, &ABORTED),
+        None => crate::jit::set_rseq_kept([0; 5]),
     }
 }
 
@@ -257,19 +294,101 @@ pub(crate) fn give_back() {
 /// ran under the trap engine.
 pub(crate) fn note() -> Option<String> {
     let entered = ENTERED.load(Ordering::Relaxed);
-    if entered == 0 {
+    if entered == 0 && TRANSLATED.load(Ordering::Relaxed) == 0 {
         return None;
     }
     let (aborted, late) = (
         ABORTED.load(Ordering::Relaxed),
         ABORTED_LATE.load(Ordering::Relaxed),
     );
+    let translated = TRANSLATED.load(Ordering::Relaxed);
+    let fast = if translated > 0 {
+        format!(
+            "; {translated} ran as translated code before their descriptor's store was found \
+             in its records (the kernel cannot restart those; the store is then left to the \
+             trap engine)"
+        )
+    } else {
+        String::new()
+    };
     Some(format!(
         "rseq: {entered} critical sections ran under the trap engine, which kept their \
          descriptors, aborted {} of them for a preemption as the kernel would have ({late} at \
          the end of a trap: one instruction counted that did not run) and ran {} commits \
-         under the kernel's own restart",
+         under the kernel's own restart{fast}",
         aborted + late,
         COMMITS_ARMED.load(Ordering::Relaxed)
     ))
+}
+
+/// Fast mode's replay of a 64-bit store at `ip` (`len` bytes) with the
+/// accesses it made, on the thread whose records they are: a store to the
+/// thread's `rseq_cs` means a section ran translated, where the kernel
+/// cannot restart it. Counted, and the instruction noted for retirement.
+pub(crate) fn replayed_store(ip: u64, len: u8, accesses: &[crate::model::MemAccess]) {
+    let Some(f) = field() else { return };
+    if !accesses
+        .iter()
+        .any(|a| a.addr == f && a.kind == coldcache_sim::AccessKind::Write)
+    {
+        return;
+    }
+    TRANSLATED.fetch_add(1, Ordering::Relaxed);
+    if LEARNED.iter().any(|l| l.load(Ordering::Relaxed) == ip) {
+        return;
+    }
+    for (l, n) in LEARNED.iter().zip(&LEARNED_LEN) {
+        if l.compare_exchange(0, ip, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            n.store(u64::from(len), Ordering::Relaxed);
+            TO_RETIRE.fetch_add(1, Ordering::Release);
+            return;
+        }
+    }
+}
+
+/// Calls `retire(start, end)` for each store instruction found since the
+/// last call (the translator's state is the caller's).
+pub(crate) fn take_learned(mut retire: impl FnMut(u64, u64)) {
+    if TO_RETIRE.swap(0, Ordering::AcqRel) == 0 {
+        return;
+    }
+    for (l, n) in LEARNED.iter().zip(&LEARNED_LEN) {
+        let ip = l.load(Ordering::Acquire);
+        let len = n.load(Ordering::Relaxed);
+        if ip != 0 && len != 0 {
+            retire(ip, ip + len);
+        }
+    }
+}
+
+/// Whether the calling thread holds a kept descriptor (it stays with the
+/// trap engine until its section ends).
+pub(crate) fn in_section() -> bool {
+    crate::jit::rseq_kept()[CS] != 0
+}
+
+/// The running kernel's configuration (`/proc/config.gz`, else
+/// `/boot/config-RELEASE`), if readable. Prepare time.
+fn kernel_config() -> Option<String> {
+    use std::io::Read;
+    if let Ok(f) = std::fs::File::open("/proc/config.gz") {
+        let mut s = String::new();
+        if flate2::read::GzDecoder::new(f)
+            .read_to_string(&mut s)
+            .is_ok()
+        {
+            return Some(s);
+        }
+    }
+    // SAFETY: a zeroed utsname is a valid out-parameter.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return None;
+    }
+    // SAFETY: uname NUL-terminates `release`.
+    let release = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) };
+    std::fs::read_to_string(format!("/boot/config-{}", release.to_string_lossy())).ok()
 }

@@ -73,15 +73,17 @@ const MARK: u64 = 0x636f_6c64_6361_6368;
 const MARK_ERRNO: i32 = 0x4343;
 
 /// Per-thread virtual SIGTRAP state of traced threads: the thread's
-/// pointer (`fs:0`, read without a system call) and its bits. Each thread
-/// only reads and changes its own entry. Keyed by the thread pointer, not
-/// the thread id: a thread's last trap after the program confined itself
-/// with a seccomp filter synchronised to every thread must make no system
-/// call, and `gettid` is one (it killed the program with SIGSYS). A forked
-/// child's thread has its parent thread's pointer and memory, so it keeps
-/// the virtual block it inherited, as the kernel keeps a signal mask.
+/// pointer (`fs:0`, read without a system call) and its bits, its thread
+/// id in [`TIDS`]. Each thread only reads and changes its own entry.
+/// Looked up by the thread pointer first: a thread's last trap after the
+/// program confined itself with a seccomp filter synchronised to every
+/// thread must make no system call, and `gettid` for every thread's last
+/// trap killed the program with SIGSYS; now only a thread that blocked
+/// SIGTRAP (it has an entry) asks for its id.
 static THREADS: [(AtomicU64, AtomicU64); 256] =
     [const { (AtomicU64::new(0), AtomicU64::new(0)) }; 256];
+/// The thread id of each entry of [`THREADS`] (see [`entry`]).
+static TIDS: [AtomicU32; 256] = [const { AtomicU32::new(0) }; 256];
 /// Entries of [`THREADS`] in use: zero almost always, so a trap pays one
 /// load, not a scan.
 static IN_USE: AtomicU32 = AtomicU32::new(0);
@@ -436,15 +438,21 @@ pub unsafe fn program_sigaction(
     Some(0)
 }
 
-/// The calling thread's entry of [`THREADS`].
+/// The calling thread's entry of [`THREADS`]: found by the thread
+/// pointer, then confirmed by the thread id kept beside it (a `gettid`
+/// only then: a thread with no entry makes no system call). Another
+/// thread may share the pointer: a `vfork` child (glibc's `posix_spawn`)
+/// runs on its parent's, and a fork child's new thread may get a thread
+/// control block the parent's threads used.
 fn entry() -> Option<&'static (AtomicU64, AtomicU64)> {
     let me = crate::jit::thread_pointer();
-    THREADS
+    let i = THREADS
         .iter()
-        .find(|(t, _)| t.load(Ordering::Acquire) == me)
+        .position(|(t, _)| t.load(Ordering::Acquire) == me)?;
+    (TIDS[i].load(Ordering::Relaxed) == gettid()).then_some(&THREADS[i])
 }
 
-/// The calling thread's bits (no system call).
+/// The calling thread's bits (no system call unless it has an entry).
 fn bits() -> u64 {
     if IN_USE.load(Ordering::Acquire) == 0 {
         return 0;
@@ -452,7 +460,7 @@ fn bits() -> u64 {
     entry().map_or(0, |(_, b)| b.load(Ordering::Relaxed))
 }
 
-/// Sets the calling thread's bits (no system call).
+/// Sets the calling thread's bits.
 fn set_bits(v: u64) {
     if let Some((t, b)) = entry() {
         b.store(v, Ordering::Relaxed);
@@ -466,10 +474,11 @@ fn set_bits(v: u64) {
         return;
     }
     let me = crate::jit::thread_pointer();
-    for (t, b) in &THREADS {
+    for (i, (t, b)) in THREADS.iter().enumerate() {
         if t.compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         {
+            TIDS[i].store(gettid(), Ordering::Relaxed);
             b.store(v, Ordering::Relaxed);
             IN_USE.fetch_add(1, Ordering::AcqRel);
             return;
@@ -753,6 +762,9 @@ pub(crate) fn deliver(
     if handler == libc::SIG_IGN as u64 {
         return Delivered::Done;
     }
+    // A signal delivered inside a kept rseq section aborts it, as the
+    // kernel's delivery would (`rseq.rs`).
+    crate::rseq::leave(uc);
     if flags & libc::SA_RESETHAND as u64 != 0 {
         SHADOW[slot][0].store(libc::SIG_DFL as u64, Ordering::Relaxed);
     }

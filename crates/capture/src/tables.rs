@@ -36,6 +36,9 @@ pub enum Flow {
     Call,
     /// `syscall`: the instruction after it runs without a trap.
     Syscall,
+    /// A 64-bit `mov` to memory: in fast mode its address is compared with
+    /// the thread's rseq `rseq_cs` field (`crate::rseq`).
+    Store64,
 }
 
 /// One decoded instruction, cached by address.

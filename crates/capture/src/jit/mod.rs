@@ -409,23 +409,20 @@ pub(crate) fn late_start() -> bool {
     unsafe { (*tls::this()).late_start != 0 }
 }
 
-/// The calling thread's kept rseq descriptor and switch count
-/// (`crate::rseq`): static TLS, so a signal handler may ask.
+/// The calling thread's kept rseq state (`crate::rseq`: descriptor,
+/// switch count, start, end, abort): static TLS, so a handler may ask.
 #[inline]
-pub(crate) fn rseq_kept() -> (u64, u64) {
-    // SAFETY: reading fields of this thread's own state.
-    unsafe { ((*tls::this()).rseq_cs, (*tls::this()).rseq_switches) }
+pub(crate) fn rseq_kept() -> [u64; 5] {
+    // SAFETY: reading a field of this thread's own state.
+    unsafe { (*tls::this()).rseq }
 }
 
-/// Sets the calling thread's kept rseq descriptor and switch count.
+/// Sets the calling thread's kept rseq state.
 #[inline]
-pub(crate) fn set_rseq_kept(cs: u64, switches: u64) {
-    // SAFETY: writing fields of this thread's own state, which only this
+pub(crate) fn set_rseq_kept(v: [u64; 5]) {
+    // SAFETY: writing a field of this thread's own state, which only this
     // thread (its code and its signal handlers, never at once) touches.
-    unsafe {
-        (*tls::this()).rseq_cs = cs;
-        (*tls::this()).rseq_switches = switches;
-    }
+    unsafe { (*tls::this()).rseq = v };
 }
 
 /// Marks or unmarks the calling thread late-started.
@@ -682,6 +679,7 @@ pub(crate) fn try_hand_over(
     let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
     let ready = acc.hand_over_ready(tid);
     let stays = ready.is_none()
+        || crate::rseq::in_section()
         || rip == BP_ADDR.load(Ordering::Acquire)
         || i64::from(tls::offset().unwrap_or(i32::MIN)) != TLS_OFFSET.load(Ordering::Relaxed)
         || with_jit(|j| j.as_ref().is_none_or(|j| j.stays_trapped(rip)));
@@ -1275,6 +1273,19 @@ fn replay(
         }
     }
     INSTRUCTIONS.store(acc.instructions(), Ordering::Relaxed);
+    // Stores of rseq descriptors found in these records: never translated
+    // again, so the trap engine keeps the descriptor (`rseq.rs`).
+    let tls = TLS_OFFSET.load(Ordering::Relaxed);
+    if tls != i64::MIN {
+        let mut retired = false;
+        crate::rseq::take_learned(|a, b| {
+            j.retire(a, b, tls as i32);
+            retired = true;
+        });
+        if retired {
+            LOOKUP_GEN.fetch_add(1, Ordering::AcqRel);
+        }
+    }
     out
 }
 

@@ -112,10 +112,10 @@ pub(crate) struct Tls {
     /// (non-zero words follow it either way; 0: no buffer mapped).
     pub limit: u64,
     /// The trap engine's (`crate::rseq`): the rseq descriptor this thread
-    /// stored (kept here instead of in its `rseq_cs` field), 0 for none,
-    /// and how many times the thread had been switched out then.
-    pub rseq_cs: u64,
-    pub rseq_switches: u64,
+    /// stored (kept here instead of in its `rseq_cs` field; 0 for none),
+    /// how many times the thread had been switched out then, and the
+    /// descriptor's section start, end and abort address.
+    pub rseq: [u64; 5],
 }
 
 // The state is a TLS symbol of our own, reached with the initial-exec
