@@ -118,6 +118,7 @@ fn main() {
         cpu: CpuFacts::detect(),
         line_use: true,
         objects: None,
+        timeline: None,
     };
     let mut acc = Accountant::new(setup).expect("the cachegrind preset");
     acc.claim(1).expect("a thread slot");

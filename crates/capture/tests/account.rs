@@ -218,6 +218,7 @@ fn setup(reserves: Reserves, trace: bool, function: Option<FunctionCalls>) -> Se
         cpu: CpuFacts::detect(),
         line_use: true,
         objects: None,
+        timeline: None,
     }
 }
 

@@ -63,6 +63,7 @@ fn sample() -> Dump {
         sources: Vec::new(),
         data: None,
         objects: None,
+        timeline: None,
     }
 }
 

@@ -461,6 +461,7 @@ impl Resim {
                 sources: Vec::new(),
                 data: None,
                 objects: None,
+                timeline: None,
             },
             None => {
                 let seen = self.cores.len().max(threads.len());
@@ -488,6 +489,7 @@ impl Resim {
                     sources: Vec::new(),
                     data: None,
                     objects: None,
+                    timeline: None,
                 }
             }
         };
