@@ -21,6 +21,9 @@ pub enum Format {
     Speedscope,
     /// The profile as JSON (docs/export.md).
     Json,
+    /// The timeline (a capture made with `record --timeline`) as Chrome
+    /// trace-event JSON, for Perfetto UI and chrome://tracing.
+    Perfetto,
 }
 
 /// `coldcache export`.
@@ -34,7 +37,7 @@ pub struct ExportArgs {
     /// Output file (`-`: standard output; a device or FIFO is written in
     /// place, a symbolic link followed). Default: a name made from the
     /// dump's, in the current directory (`callgrind.out.NAME`, `NAME.folded`,
-    /// `NAME.svg`, `NAME.speedscope.json`, `NAME.json`).
+    /// `NAME.svg`, `NAME.speedscope.json`, `NAME.json`, `NAME.perfetto.json`).
     #[arg(short, long)]
     output: Option<PathBuf>,
     /// Column weighting folded stacks, flame graphs and speedscope (any
@@ -55,10 +58,19 @@ pub struct ExportArgs {
 
 /// Runs `coldcache export`.
 pub fn run(a: ExportArgs) -> Result<()> {
-    if a.weight.is_some() && matches!(a.format, Format::Callgrind | Format::Json) {
+    if a.weight.is_some()
+        && matches!(
+            a.format,
+            Format::Callgrind | Format::Json | Format::Perfetto
+        )
+    {
         anyhow::bail!(
             "--weight applies to folded, flamegraph and speedscope; the {} export carries every column",
-            if a.format == Format::Callgrind { "callgrind" } else { "json" }
+            match a.format {
+                Format::Callgrind => "callgrind",
+                Format::Json => "json",
+                _ => "perfetto",
+            }
         );
     }
     let dump = load_for_views(&a.dump)?;
@@ -89,7 +101,18 @@ pub fn run(a: ExportArgs) -> Result<()> {
             &coldcache_export::speedscope(&p, a.weight.as_deref()).with_context(ctx)?,
         )?,
         Format::Json => serde_json::to_vec_pretty(&coldcache_export::json(&p))?,
+        Format::Perfetto => serde_json::to_vec(&coldcache_export::perfetto(&p).with_context(ctx)?)?,
     };
+    if let Some(t) = p.dump().timeline.as_ref().filter(|t| t.dropped > 0) {
+        coldcache_fsio::say!(
+            "coldcache: note: {}'s timeline ends early: {} events kept, {} dropped at its limit \
+             of {} bytes (the trace says so at its end)",
+            a.dump.display(),
+            t.events.len(),
+            t.dropped,
+            t.limit
+        );
+    }
     let output = a
         .output
         .clone()
@@ -120,6 +143,7 @@ fn default_output(dump: &std::path::Path, format: Format) -> PathBuf {
         Format::Flamegraph => format!("{stem}.svg"),
         Format::Speedscope => format!("{stem}.speedscope.json"),
         Format::Json => format!("{stem}.json"),
+        Format::Perfetto => format!("{stem}.perfetto.json"),
     })
 }
 
@@ -137,6 +161,7 @@ mod tests {
         assert_eq!(name(Format::Flamegraph), "frame.svg");
         assert_eq!(name(Format::Speedscope), "frame.speedscope.json");
         assert_eq!(name(Format::Json), "frame.json");
+        assert_eq!(name(Format::Perfetto), "frame.perfetto.json");
         assert_eq!(
             default_output(Path::new("odd.name"), Format::Json)
                 .display()

@@ -13,14 +13,19 @@
 //! - [`speedscope`]: speedscope's file format, one sampled profile per
 //!   thread.
 //! - [`json`]: the profile as documented JSON (docs/export.md).
+//! - [`perfetto`]: the capture's timeline (dump section `TIME`) as Chrome
+//!   trace-event JSON, per thread the functions entered and left and
+//!   counter tracks, over instructions retired.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod callgrind;
+mod perfetto;
 mod stacks;
 
 pub use callgrind::{callgrind, callgrind_with, CallgrindOptions, VALGRIND_EVENTS};
+pub use perfetto::perfetto;
 pub use stacks::{flamegraph, folded, json, speedscope};
 
 use coldcache_analysis::{Column, Formula, Profile};
@@ -42,6 +47,12 @@ pub enum ExportError {
     /// Nothing has a non-zero weight.
     #[error("no stack has a non-zero '{0}': nothing to draw (choose another --weight)")]
     Empty(String),
+    /// The dump has no timeline.
+    #[error("the dump has no timeline (no TIME section): record it with `coldcache record --timeline` (dump format version 6)")]
+    NoTimeline,
+    /// The timeline's counters are not the dump's levels'.
+    #[error("the dump's timeline does not carry the counters of its cache levels")]
+    TimelineCounters,
     /// inferno failed.
     #[error("drawing the flame graph: {0}")]
     Flamegraph(String),
