@@ -946,8 +946,10 @@ impl Accountant {
         }
         // Without a trace and outside a warming call (neither changes within
         // a block: a warming call ends where its thread stops), each
-        // instruction takes `count_plain`.
+        // instruction takes `count_plain` (its copy with the timeline's
+        // running row when one is recorded, so the other is as it was).
         let plain = self.trace.is_none() && !warming;
+        let tl = self.timeline.is_some();
         // Within a block RSP moves by amounts known at translation: a frame
         // can be entered only after a call (which ends a block) and popped
         // only where RSP rises above every RSP checked since, so those
@@ -1047,7 +1049,11 @@ impl Accountant {
                         }
                         self.accesses.clear();
                         let modelled = q.eval(m, &mut self.accesses);
-                        self.count_evaluated(core, ip, row, s.len, modelled);
+                        if tl {
+                            self.count_evaluated::<true>(core, ip, row, s.len, modelled);
+                        } else {
+                            self.count_evaluated::<false>(core, ip, row, s.len, modelled);
+                        }
                         (s.len, s.flow)
                     }
                     None => {
@@ -1055,7 +1061,11 @@ impl Accountant {
                             fill(k, m);
                             filled = true;
                         }
-                        self.count_plain(core, ip, row, di, m)
+                        if tl {
+                            self.count_plain::<true, M>(core, ip, row, di, m)
+                        } else {
+                            self.count_plain::<false, M>(core, ip, row, di, m)
+                        }
                     }
                 }
             } else {
@@ -1410,8 +1420,9 @@ impl Accountant {
     /// common case, inlined into the block's loop: the state before it
     /// runs, no trace kept, not warming (`row` is a table row). Gives the
     /// instruction's length and flow. It cannot fail: only a trace can.
+    /// `TL`: a timeline is recorded (its running row gets the increments).
     #[inline(always)]
-    fn count_plain<M: Machine + ?Sized>(
+    fn count_plain<const TL: bool, M: Machine + ?Sized>(
         &mut self,
         core: usize,
         ip: u64,
@@ -1423,14 +1434,14 @@ impl Accountant {
         self.accesses.clear();
         let modelled = d.plan.eval(&d.instr, m, &mut self.accesses);
         let (len, flow) = (d.len, d.flow);
-        self.count_evaluated(core, ip, row, len, modelled);
+        self.count_evaluated::<TL>(core, ip, row, len, modelled);
         (len, flow)
     }
 
     /// The rest of [`Accountant::count_plain`], once the instruction's
     /// accesses are in `self.accesses` (or `modelled` says why not).
     #[inline(always)]
-    fn count_evaluated(
+    fn count_evaluated<const TL: bool>(
         &mut self,
         core: usize,
         ip: u64,
@@ -1450,7 +1461,10 @@ impl Accountant {
             modelled,
             c,
             self.objects.as_deref_mut(),
-            self.timeline.as_deref_mut().map(|t| &mut t.run[..]),
+            match TL {
+                true => self.timeline.as_deref_mut().map(|t| &mut t.run[..]),
+                false => None,
+            },
         );
         credit_line_use(&mut self.driver, &mut self.counters);
         if let Err(why) = modelled {
@@ -1843,7 +1857,7 @@ impl Accountant {
                 meta.notes.push(format!(
                     "timeline: {} events kept, {} dropped at its limit of {} (the timeline \
                      ends early; COLDCACHE_TIMELINE_LIMIT or a larger --memory keeps more)",
-                    kept.events.len(),
+                    kept.len(),
                     kept.dropped,
                     crate::grow::human(u128::from(kept.limit))
                 ));

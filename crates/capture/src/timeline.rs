@@ -195,19 +195,20 @@ impl Timeline {
     /// The dump's section (normal context: it allocates); `stacks` and
     /// `threads` are the dump's counts, checked.
     pub fn finish(&self, stacks: usize, threads: usize) -> coldcache_dump::Timeline {
-        let mut t = coldcache_dump::Timeline {
-            counters: self.names.clone(),
-            dropped: self.dropped,
-            limit: self.limit as u64,
-            ..Default::default()
-        };
-        // The capture wrote these bytes itself: they decode.
-        if let Err(e) = t.decode_events(self.buf.as_slice(), self.events as usize, stacks, threads)
-        {
+        let (names, dropped, limit) = (self.names.clone(), self.dropped, self.limit as u64);
+        // Kept encoded: the capture wrote these bytes itself, they decode.
+        coldcache_dump::Timeline::from_encoded(
+            names.clone(),
+            dropped,
+            limit,
+            self.events as usize,
+            self.buf.as_slice().to_vec(),
+            stacks,
+            threads,
+        )
+        .unwrap_or_else(|e| {
             debug_assert!(false, "timeline does not decode: {e}");
-            t.events.clear();
-            t.deltas.clear();
-        }
-        t
+            coldcache_dump::Timeline::new(names, dropped, limit)
+        })
     }
 }

@@ -101,14 +101,16 @@ pub fn run(a: ExportArgs) -> Result<()> {
             &coldcache_export::speedscope(&p, a.weight.as_deref()).with_context(ctx)?,
         )?,
         Format::Json => serde_json::to_vec_pretty(&coldcache_export::json(&p))?,
-        Format::Perfetto => serde_json::to_vec(&coldcache_export::perfetto(&p).with_context(ctx)?)?,
+        Format::Perfetto => coldcache_export::perfetto(&p)
+            .with_context(ctx)?
+            .into_bytes(),
     };
     if let Some(t) = p.dump().timeline.as_ref().filter(|t| t.dropped > 0) {
         coldcache_fsio::say!(
             "coldcache: note: {}'s timeline ends early: {} events kept, {} dropped at its limit \
              of {} bytes (the trace says so at its end)",
             a.dump.display(),
-            t.events.len(),
+            t.len(),
             t.dropped,
             t.limit
         );

@@ -347,7 +347,7 @@ fn fast_and_trap_mode_record_the_same_timeline() {
     let trap = load(&dir.join("trap.ccdump"));
     let fast = load(&dir.join("fast.ccdump"));
     let (t, f) = (trap.timeline.unwrap(), fast.timeline.unwrap());
-    assert_eq!(t.events.len(), 17);
+    assert_eq!(t.len(), 17);
     assert_eq!(t, f);
 }
 
@@ -396,13 +396,13 @@ fn a_full_timeline_drops_counts_and_shows_its_events() {
     );
     let d = load(&dir.join("cap.ccdump"));
     let t = d.timeline.as_ref().unwrap();
-    assert!(t.dropped > 0 && !t.events.is_empty(), "{t:?}");
-    assert_eq!(t.events.len() as u64 + t.dropped, 17);
+    assert!(t.dropped > 0 && !t.is_empty(), "{t:?}");
+    assert_eq!(t.len() as u64 + t.dropped, 17);
     assert_eq!(t.limit, 64);
     let header = text(&ok(coldcache(&dir, &["report", "cap.ccdump"], &[]), "report").stdout);
     let line = format!(
         "timeline: {} events kept, {} dropped at its limit of 64 bytes",
-        t.events.len(),
+        t.len(),
         t.dropped
     );
     assert!(header.contains(&line), "{header}");

@@ -640,23 +640,24 @@ fn committed_version_6_timeline_sample_loads() {
         ]
     );
     assert_eq!(t.dropped, 0);
-    assert_eq!(t.events.len(), 17);
-    assert_eq!(t.events[0].kind, TimeKind::Start);
-    assert_eq!(t.events[16].kind, TimeKind::Stop);
-    assert!(t.events[1..16].iter().all(|e| e.kind == TimeKind::Move));
-    assert!(t.events.iter().all(|e| e.thread == 0));
+    let events = t.events();
+    assert_eq!(events.len(), 17);
+    assert_eq!(events[0].0.kind, TimeKind::Start);
+    assert_eq!(events[16].0.kind, TimeKind::Stop);
+    assert!(events[1..16].iter().all(|e| e.0.kind == TimeKind::Move));
+    assert!(events.iter().all(|e| e.0.thread == 0));
     // Calls and returns alternate around work's stack: a, c, back to a,
     // back to work, three times, then b and back, then work's caller.
-    let work = t.events[0].stack;
+    let work = events[0].0.stack;
     let depth = |s: u32| d.stack_frames(s).len() as i64;
-    let steps: Vec<i64> = t.events[1..16]
+    let steps: Vec<i64> = events[1..16]
         .iter()
-        .map(|e| depth(e.stack) - depth(work))
+        .map(|e| depth(e.0.stack) - depth(work))
         .collect();
     assert_eq!(steps, [1, 2, 1, 0, 1, 2, 1, 0, 1, 2, 1, 0, 1, 0, -1]);
     let totals = d.totals();
     for (k, name) in t.counters.iter().enumerate() {
-        let sum: u64 = (0..t.events.len()).map(|i| t.deltas_of(i)[k]).sum();
+        let sum: u64 = events.iter().map(|e| e.1[k]).sum();
         assert_eq!(sum, totals[d.counter(name).unwrap()], "{name}");
     }
     assert_eq!(Dump::from_bytes(&d.to_bytes()).unwrap(), d);
@@ -674,26 +675,29 @@ fn timeline_round_trips_and_bad_events_are_refused() {
         kind,
         stack,
     };
-    d.timeline = Some(Timeline {
-        counters: vec!["instructions".into(), "r_mem".into()],
-        events: vec![
-            ev(TimeKind::Start, 0),
-            ev(TimeKind::Move, 1),
-            ev(TimeKind::Stop, 0),
-        ],
-        deltas: vec![0, 0, 10, 2, 300, 1],
-        dropped: 4,
-        limit: 4096,
-    });
+    let timeline = |second: TimeEvent| {
+        let mut t = Timeline::new(vec!["instructions".into(), "r_mem".into()], 4, 4096);
+        t.push(ev(TimeKind::Start, 0), &[0, 0]);
+        t.push(second, &[10, 2]);
+        t.push(ev(TimeKind::Stop, 0), &[300, 1]);
+        t
+    };
+    d.timeline = Some(timeline(ev(TimeKind::Move, 1)));
     let back = Dump::from_bytes(&d.to_bytes()).unwrap();
     assert_eq!(back.timeline, d.timeline);
-    assert_eq!(back.timeline.as_ref().unwrap().deltas_of(2), [300, 1]);
+    let events = back.timeline.as_ref().unwrap().events();
+    assert_eq!(events.len(), 3);
+    assert_eq!(events[1], (ev(TimeKind::Move, 1), vec![10, 2]));
+    assert_eq!(events[2], (ev(TimeKind::Stop, 0), vec![300, 1]));
     let mut bad = d.clone();
-    bad.timeline.as_mut().unwrap().events[1].stack = 99;
+    bad.timeline = Some(timeline(ev(TimeKind::Move, 99)));
     let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
     assert!(e.contains("TIME") && e.contains("stack 99"), "{e}");
     let mut bad = d.clone();
-    bad.timeline.as_mut().unwrap().events[1].thread = 5;
+    bad.timeline = Some(timeline(TimeEvent {
+        thread: 5,
+        ..ev(TimeKind::Move, 1)
+    }));
     let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
     assert!(e.contains("TIME") && e.contains("thread 5"), "{e}");
     // Kind 3 does not exist: the tag's low bits, patched in the bytes.

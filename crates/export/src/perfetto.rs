@@ -17,12 +17,16 @@
 //! instruction. Stack changes are what the timeline records, so an
 //! inlined frame shows only around the calls made from inside it, and a
 //! tail call (a jump into another function) stays in its caller's frame.
+//!
+//! The file is written as text event by event (no JSON tree of the whole
+//! trace is built): memory is the output and a path per stack id.
 
 use crate::ExportError;
 use coldcache_analysis::profile::NO_FN;
 use coldcache_analysis::{FnId, Profile};
 use coldcache_dump::{TimeKind, Timeline};
 use serde_json::{json, Map, Value};
+use std::fmt::Write;
 
 /// One frame of a thread's path: function and whether inlined.
 type Frame = (FnId, bool);
@@ -101,7 +105,7 @@ impl Cols {
         })
     }
 
-    /// (accesses args, misses args) of an interval's deltas.
+    /// (accesses args, misses args) of an interval's deltas, as JSON.
     fn args(&self, d: &[u64]) -> (Value, Value) {
         let side = |s: usize| -> u64 { self.sides[s].iter().map(|&c| d[c]).sum() };
         let accesses = json!({
@@ -134,9 +138,9 @@ struct Track {
     rooted: bool,
 }
 
-/// The Chrome trace-event JSON of the dump's timeline; refused
+/// The Chrome trace-event JSON of the dump's timeline (text); refused
 /// ([`ExportError::NoTimeline`]) for a dump without one.
-pub fn perfetto(p: &Profile) -> Result<Value, ExportError> {
+pub fn perfetto(p: &Profile) -> Result<String, ExportError> {
     let d = p.dump();
     let t = d.timeline.as_ref().ok_or(ExportError::NoTimeline)?;
     let cols = Cols::of(t, &d.meta.levels).ok_or(ExportError::TimelineCounters)?;
@@ -146,9 +150,9 @@ pub fn perfetto(p: &Profile) -> Result<Value, ExportError> {
         children[n.parent as usize].get_or_insert(s as u32);
     }
     let pid = d.meta.pid;
-    let mut events: Vec<Value> = Vec::new();
+    let mut events = Events::default();
     let program = d.meta.program.join(" ");
-    events.push(json!({
+    events.push(&json!({
         "name": "process_name", "ph": "M", "pid": pid,
         "args": { "name": format!("coldcache: {program} (time: instructions retired, 1 us = 1 instruction)") },
     }));
@@ -166,6 +170,14 @@ pub fn perfetto(p: &Profile) -> Result<Value, ExportError> {
         })
         .collect();
     let mut seen = vec![false; d.threads.len()];
+    // Frame names as JSON strings, made once per function.
+    let mut named: std::collections::HashMap<Frame, String> = Default::default();
+    let mut names = |f: Frame| -> String {
+        named
+            .entry(f)
+            .or_insert_with(|| Value::String(frame_name(p, f)).to_string())
+            .clone()
+    };
     let nc = t.counters.len();
     // Every thread's paths are the same function of a stack: kept per id.
     let mut paths: Vec<Option<(Vec<Frame>, bool)>> = vec![None; d.stacks.len()];
@@ -174,13 +186,13 @@ pub fn perfetto(p: &Profile) -> Result<Value, ExportError> {
             .get_or_insert_with(|| path(p, s, &children))
             .clone()
     };
-    let counters = |tr: &mut Track, out: &mut Vec<Value>, end: bool| {
+    let counters = |tr: &mut Track, out: &mut Events, end: bool| {
         if tr.ts == tr.since && !end {
             return;
         }
         let (acc, miss) = cols.args(&tr.pending);
         for (name, args) in [("accesses", acc), ("misses", miss)] {
-            out.push(json!({
+            out.push(&json!({
                 "name": format!("{name} (tid {})", tr.tid), "ph": "C",
                 "ts": tr.since, "pid": tr.pid, "tid": tr.tid, "args": args,
             }));
@@ -188,14 +200,13 @@ pub fn perfetto(p: &Profile) -> Result<Value, ExportError> {
         tr.pending.iter_mut().for_each(|v| *v = 0);
         tr.since = tr.ts;
     };
-    for (i, e) in t.events.iter().enumerate() {
+    t.for_each(|_, e, deltas| {
         let ti = e.thread as usize;
         let tr = &mut tracks[ti];
-        let deltas = t.deltas_of(i);
         if !seen[ti] {
             seen[ti] = true;
             let th = &d.threads[ti];
-            events.push(json!({
+            events.push(&json!({
                 "name": "thread_name", "ph": "M", "pid": pid, "tid": th.tid,
                 "args": { "name": format!("{} (tid {})", th.name, th.tid) },
             }));
@@ -223,29 +234,23 @@ pub fn perfetto(p: &Profile) -> Result<Value, ExportError> {
         let keep = if e.kind == TimeKind::Start { 0 } else { keep };
         while tr.open.len() > keep {
             let f = tr.open.pop().expect("open frame");
-            events.push(json!({
-                "name": frame_name(p, f), "ph": "E", "ts": tr.ts, "pid": pid, "tid": tr.tid,
-            }));
+            events.slice(&names(f), "E", None, tr.ts, pid, tr.tid);
         }
         for &f in &new[keep..] {
-            events.push(json!({
-                "name": frame_name(p, f), "cat": if f.1 { "inlined" } else { "function" },
-                "ph": "B", "ts": tr.ts, "pid": pid, "tid": tr.tid,
-            }));
+            let cat = if f.1 { "inlined" } else { "function" };
+            events.slice(&names(f), "B", Some(cat), tr.ts, pid, tr.tid);
             tr.open.push(f);
         }
         if e.kind == TimeKind::Stop {
             counters(tr, &mut events, true);
         }
         debug_assert_eq!(tr.pending.len(), nc);
-    }
+    });
     // A thread whose stop was dropped (the timeline was cut) ends where
     // its kept events end.
     for tr in tracks.iter_mut() {
         while let Some(f) = tr.open.pop() {
-            events.push(json!({
-                "name": frame_name(p, f), "ph": "E", "ts": tr.ts, "pid": pid, "tid": tr.tid,
-            }));
+            events.slice(&names(f), "E", None, tr.ts, pid, tr.tid);
         }
     }
     let mut other = json!({
@@ -254,7 +259,7 @@ pub fn perfetto(p: &Profile) -> Result<Value, ExportError> {
         "trigger": d.meta.trigger,
         "time axis": "instructions retired by the thread in the window (1 us = 1 instruction); \
                       a capture has no wall clock per instruction",
-        "events kept": t.events.len(),
+        "events kept": t.len(),
         "events dropped": t.dropped,
         "exporter": format!("coldcache {}", env!("CARGO_PKG_VERSION")),
     });
@@ -264,13 +269,51 @@ pub fn perfetto(p: &Profile) -> Result<Value, ExportError> {
             t.dropped, t.limit
         ));
         let end = tracks.iter().map(|tr| tr.ts).max().unwrap_or(0);
-        events.push(json!({
+        events.push(&json!({
             "name": format!("timeline cut: {} events dropped after this point", t.dropped),
             "ph": "i", "s": "g", "ts": end, "pid": pid, "tid": 0,
         }));
     }
-    Ok(json!({
-        "traceEvents": events,
-        "otherData": other,
-    }))
+    let mut out = events.text;
+    let _ = write!(out, "\n],\n\"otherData\": {other}\n}}\n");
+    Ok(out)
+}
+
+/// The trace's text, one event a line.
+struct Events {
+    text: String,
+    any: bool,
+}
+
+impl Default for Events {
+    fn default() -> Self {
+        Events {
+            text: "{\"traceEvents\": [\n".to_string(),
+            any: false,
+        }
+    }
+}
+
+impl Events {
+    fn sep(&mut self) {
+        if self.any {
+            self.text.push_str(",\n");
+        }
+        self.any = true;
+    }
+
+    fn push(&mut self, v: &Value) {
+        self.sep();
+        let _ = write!(self.text, "{v}");
+    }
+
+    /// A `B` or `E` event; `name` already a JSON string.
+    fn slice(&mut self, name: &str, ph: &str, cat: Option<&str>, ts: u64, pid: u32, tid: u32) {
+        self.sep();
+        let _ = write!(self.text, "{{\"name\":{name},\"ph\":\"{ph}\",");
+        if let Some(cat) = cat {
+            let _ = write!(self.text, "\"cat\":\"{cat}\",");
+        }
+        let _ = write!(self.text, "\"ts\":{ts},\"pid\":{pid},\"tid\":{tid}}}");
+    }
 }
