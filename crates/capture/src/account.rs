@@ -915,6 +915,26 @@ impl Accountant {
         rsp: u64,
         slots: &mut [BlockSlot],
         m: &mut M,
+        fill: impl FnMut(usize, &mut M),
+    ) -> Verdict {
+        // Two copies of the loop: without a timeline it is the code it was
+        // before there was one (a copy choosing per instruction measured
+        // slower in fast mode).
+        if self.timeline.is_some() {
+            self.step_block_as::<true, M>(tid, rsp, slots, m, fill)
+        } else {
+            self.step_block_as::<false, M>(tid, rsp, slots, m, fill)
+        }
+    }
+
+    /// [`Accountant::step_block`], `TL`: a timeline is recorded.
+    #[inline(always)]
+    fn step_block_as<const TL: bool, M: Machine>(
+        &mut self,
+        tid: u32,
+        rsp: u64,
+        slots: &mut [BlockSlot],
+        m: &mut M,
         mut fill: impl FnMut(usize, &mut M),
     ) -> Verdict {
         let fast = slots.first().and_then(|s0| {
@@ -941,7 +961,7 @@ impl Accountant {
             let t = &self.threads[ti];
             (t.serial, t.core as usize, t.warming)
         };
-        if let Some(tl) = self.timeline.as_deref_mut() {
+        if let Some(tl) = self.timeline.as_deref_mut().filter(|_| TL) {
             tl.switch(ti);
         }
         // Without a trace and outside a warming call (neither changes within
@@ -949,7 +969,6 @@ impl Accountant {
         // instruction takes `count_plain` (its copy with the timeline's
         // running row when one is recorded, so the other is as it was).
         let plain = self.trace.is_none() && !warming;
-        let tl = self.timeline.is_some();
         // Within a block RSP moves by amounts known at translation: a frame
         // can be entered only after a call (which ends a block) and popped
         // only where RSP rises above every RSP checked since, so those
@@ -1049,11 +1068,7 @@ impl Accountant {
                         }
                         self.accesses.clear();
                         let modelled = q.eval(m, &mut self.accesses);
-                        if tl {
-                            self.count_evaluated::<true>(core, ip, row, s.len, modelled);
-                        } else {
-                            self.count_evaluated::<false>(core, ip, row, s.len, modelled);
-                        }
+                        self.count_evaluated::<TL>(core, ip, row, s.len, modelled);
                         (s.len, s.flow)
                     }
                     None => {
@@ -1061,11 +1076,7 @@ impl Accountant {
                             fill(k, m);
                             filled = true;
                         }
-                        if tl {
-                            self.count_plain::<true, M>(core, ip, row, di, m)
-                        } else {
-                            self.count_plain::<false, M>(core, ip, row, di, m)
-                        }
+                        self.count_plain::<TL, M>(core, ip, row, di, m)
                     }
                 }
             } else {
