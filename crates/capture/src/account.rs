@@ -927,8 +927,9 @@ impl Accountant {
         }
     }
 
-    /// [`Accountant::step_block`], `TL`: a timeline is recorded.
-    #[inline(always)]
+    /// [`Accountant::step_block`], `TL`: a timeline is recorded. Not
+    /// inlined: each copy is compiled as the one function was before.
+    #[inline(never)]
     fn step_block_as<const TL: bool, M: Machine>(
         &mut self,
         tid: u32,
