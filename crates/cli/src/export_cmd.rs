@@ -84,6 +84,13 @@ pub fn run(a: ExportArgs) -> Result<()> {
         },
     );
     let ctx = || format!("exporting {}", a.dump.display());
+    let output = a
+        .output
+        .clone()
+        .unwrap_or_else(|| default_output(&a.dump, a.format));
+    if a.format == Format::Perfetto {
+        return perfetto(&a, &p, &output);
+    }
     let bytes: Vec<u8> = match a.format {
         Format::Callgrind => {
             let opts = coldcache_export::CallgrindOptions {
@@ -101,11 +108,28 @@ pub fn run(a: ExportArgs) -> Result<()> {
             &coldcache_export::speedscope(&p, a.weight.as_deref()).with_context(ctx)?,
         )?,
         Format::Json => serde_json::to_vec_pretty(&coldcache_export::json(&p))?,
-        Format::Perfetto => coldcache_export::perfetto(&p)
-            .with_context(ctx)?
-            .into_bytes(),
+        Format::Perfetto => unreachable!("streamed above"),
     };
-    if let Some(t) = p.dump().timeline.as_ref().filter(|t| t.dropped > 0) {
+    crate::write_output(&output, &bytes)?;
+    if output.as_os_str() != "-" {
+        coldcache_fsio::say!(
+            "coldcache: wrote {} ({} bytes)",
+            output.display(),
+            bytes.len()
+        );
+    }
+    Ok(())
+}
+
+/// The perfetto export, streamed to `output` (written whole or not at
+/// all, as the others; `-`: standard output).
+fn perfetto(a: &ExportArgs, p: &Profile, output: &std::path::Path) -> Result<()> {
+    use std::io::Write;
+    let ctx = || format!("exporting {}", a.dump.display());
+    let Some(t) = p.dump().timeline.as_ref() else {
+        return Err(coldcache_export::ExportError::NoTimeline).with_context(ctx);
+    };
+    if t.dropped > 0 {
         coldcache_fsio::say!(
             "coldcache: note: {}'s timeline ends early: {} events kept, {} dropped at its limit \
              of {} bytes (the trace says so at its end)",
@@ -115,17 +139,39 @@ pub fn run(a: ExportArgs) -> Result<()> {
             t.limit
         );
     }
-    let output = a
-        .output
-        .clone()
-        .unwrap_or_else(|| default_output(&a.dump, a.format));
-    crate::write_output(&output, &bytes)?;
-    if output.as_os_str() != "-" {
-        coldcache_fsio::say!(
-            "coldcache: wrote {} ({} bytes)",
-            output.display(),
-            bytes.len()
-        );
+    /// Counts what goes through.
+    struct Counting<W>(W, u64);
+    impl<W: Write> Write for Counting<W> {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let n = self.0.write(b)?;
+            self.1 += n as u64;
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.0.flush()
+        }
+    }
+    let fill = |w: &mut dyn Write| -> std::io::Result<u64> {
+        let mut c = Counting(std::io::BufWriter::with_capacity(1 << 20, w), 0);
+        coldcache_export::perfetto_to(p, &mut c).map_err(|e| match e {
+            coldcache_export::ExportError::Write(e) => e,
+            e => std::io::Error::other(e),
+        })?;
+        c.flush()?;
+        Ok(c.1)
+    };
+    if output.as_os_str() == "-" {
+        fill(&mut std::io::stdout().lock())
+            .context("cannot write to standard output")
+            .with_context(ctx)?;
+    } else {
+        let mut n = 0;
+        coldcache_fsio::write_atomically_with(output, |f| {
+            n = fill(f)?;
+            Ok(())
+        })
+        .with_context(|| format!("cannot write {}", output.display()))?;
+        coldcache_fsio::say!("coldcache: wrote {} ({} bytes)", output.display(), n);
     }
     Ok(())
 }

@@ -25,7 +25,7 @@ mod perfetto;
 mod stacks;
 
 pub use callgrind::{callgrind, callgrind_with, CallgrindOptions, VALGRIND_EVENTS};
-pub use perfetto::perfetto;
+pub use perfetto::{perfetto, perfetto_to};
 pub use stacks::{flamegraph, folded, json, speedscope};
 
 use coldcache_analysis::{Column, Formula, Profile};
@@ -53,6 +53,9 @@ pub enum ExportError {
     /// The timeline's counters are not the dump's levels'.
     #[error("the dump's timeline does not carry the counters of its cache levels")]
     TimelineCounters,
+    /// Writing the output failed.
+    #[error("writing: {0}")]
+    Write(#[from] std::io::Error),
     /// inferno failed.
     #[error("drawing the flame graph: {0}")]
     Flamegraph(String),

@@ -18,15 +18,16 @@
 //! inlined frame shows only around the calls made from inside it, and a
 //! tail call (a jump into another function) stays in its caller's frame.
 //!
-//! The file is written as text event by event (no JSON tree of the whole
-//! trace is built): memory is the output and a path per stack id.
+//! The file is streamed event by event to a writer ([`perfetto_to`]; no
+//! JSON tree of the trace, no copy of the file in memory): memory is a
+//! path per stack id and a name per function.
 
 use crate::ExportError;
 use coldcache_analysis::profile::NO_FN;
 use coldcache_analysis::{FnId, Profile};
 use coldcache_dump::{TimeKind, Timeline};
 use serde_json::{json, Map, Value};
-use std::fmt::Write;
+use std::io::Write;
 
 /// One frame of a thread's path: function and whether inlined.
 type Frame = (FnId, bool);
@@ -138,9 +139,18 @@ struct Track {
     rooted: bool,
 }
 
-/// The Chrome trace-event JSON of the dump's timeline (text); refused
-/// ([`ExportError::NoTimeline`]) for a dump without one.
+/// The Chrome trace-event JSON of the dump's timeline, as text (see
+/// [`perfetto_to`]).
 pub fn perfetto(p: &Profile) -> Result<String, ExportError> {
+    let mut v = Vec::new();
+    perfetto_to(p, &mut v)?;
+    Ok(String::from_utf8(v).expect("JSON text is UTF-8"))
+}
+
+/// Writes the Chrome trace-event JSON of the dump's timeline to `w`;
+/// refused ([`ExportError::NoTimeline`]) before anything is written for a
+/// dump without one.
+pub fn perfetto_to(p: &Profile, w: &mut dyn Write) -> Result<(), ExportError> {
     let d = p.dump();
     let t = d.timeline.as_ref().ok_or(ExportError::NoTimeline)?;
     let cols = Cols::of(t, &d.meta.levels).ok_or(ExportError::TimelineCounters)?;
@@ -150,7 +160,7 @@ pub fn perfetto(p: &Profile) -> Result<String, ExportError> {
         children[n.parent as usize].get_or_insert(s as u32);
     }
     let pid = d.meta.pid;
-    let mut events = Events::default();
+    let mut events = Events::new(w);
     let program = d.meta.program.join(" ");
     events.push(&json!({
         "name": "process_name", "ph": "M", "pid": pid,
@@ -274,46 +284,60 @@ pub fn perfetto(p: &Profile) -> Result<String, ExportError> {
             "ph": "i", "s": "g", "ts": end, "pid": pid, "tid": 0,
         }));
     }
-    let mut out = events.text;
-    let _ = write!(out, "\n],\n\"otherData\": {other}\n}}\n");
-    Ok(out)
-}
-
-/// The trace's text, one event a line.
-struct Events {
-    text: String,
-    any: bool,
-}
-
-impl Default for Events {
-    fn default() -> Self {
-        Events {
-            text: "{\"traceEvents\": [\n".to_string(),
-            any: false,
-        }
+    let end = format!("\n],\n\"otherData\": {other}\n}}\n");
+    events.raw(end.as_bytes());
+    match events.err {
+        Some(e) => Err(ExportError::Write(e)),
+        None => Ok(()),
     }
 }
 
-impl Events {
+/// The trace's text, one event a line, going to a writer; the first
+/// write error is kept (and nothing more written).
+struct Events<'w> {
+    w: &'w mut dyn Write,
+    any: bool,
+    err: Option<std::io::Error>,
+}
+
+impl<'w> Events<'w> {
+    fn new(w: &'w mut dyn Write) -> Self {
+        let mut e = Events {
+            w,
+            any: false,
+            err: None,
+        };
+        e.raw(b"{\"traceEvents\": [\n");
+        e
+    }
+
+    fn raw(&mut self, b: &[u8]) {
+        if self.err.is_none() {
+            if let Err(e) = self.w.write_all(b) {
+                self.err = Some(e);
+            }
+        }
+    }
+
     fn sep(&mut self) {
         if self.any {
-            self.text.push_str(",\n");
+            self.raw(b",\n");
         }
         self.any = true;
     }
 
     fn push(&mut self, v: &Value) {
         self.sep();
-        let _ = write!(self.text, "{v}");
+        self.raw(v.to_string().as_bytes());
     }
 
     /// A `B` or `E` event; `name` already a JSON string.
     fn slice(&mut self, name: &str, ph: &str, cat: Option<&str>, ts: u64, pid: u32, tid: u32) {
         self.sep();
-        let _ = write!(self.text, "{{\"name\":{name},\"ph\":\"{ph}\",");
-        if let Some(cat) = cat {
-            let _ = write!(self.text, "\"cat\":\"{cat}\",");
-        }
-        let _ = write!(self.text, "\"ts\":{ts},\"pid\":{pid},\"tid\":{tid}}}");
+        let cat = cat.map(|c| format!("\"cat\":\"{c}\",")).unwrap_or_default();
+        let s = format!(
+            "{{\"name\":{name},\"ph\":\"{ph}\",{cat}\"ts\":{ts},\"pid\":{pid},\"tid\":{tid}}}"
+        );
+        self.raw(s.as_bytes());
     }
 }
