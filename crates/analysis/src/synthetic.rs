@@ -209,5 +209,6 @@ pub fn dump(shape: Shape) -> Dump {
         sources: Vec::new(),
         data: None,
         objects: None,
+        timeline: None,
     }
 }

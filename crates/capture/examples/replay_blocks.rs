@@ -12,6 +12,8 @@
 //!     target/release/examples/replay_blocks 100
 //! ```
 //!
+//! `REPLAY_TIMELINE=1` records a timeline too (`--timeline`).
+//!
 //! `N` (default 100) is the matrix side: N³ executions of the 7-instruction
 //! block, 2 reads each. Prints the totals of the dump, to check that two
 //! builds counted alike.
@@ -118,6 +120,8 @@ fn main() {
         cpu: CpuFacts::detect(),
         line_use: true,
         objects: None,
+        // `REPLAY_TIMELINE=1`: with a timeline (its cost, docs/performance-log.md).
+        timeline: std::env::var_os("REPLAY_TIMELINE").map(|_| 0),
     };
     let mut acc = Accountant::new(setup).expect("the cachegrind preset");
     acc.claim(1).expect("a thread slot");

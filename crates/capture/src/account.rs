@@ -35,7 +35,12 @@
 //! 6. with object tracking on (`Setup::objects` built on), each data access
 //!    is also added to its object (heap block's allocation site, else
 //!    mapping), and the allocator's entries and returns are observed
-//!    ([`crate::objects`]); built off, the object state is kept unused.
+//!    ([`crate::objects`]); built off, the object state is kept unused;
+//! 7. with a timeline (`Setup::timeline`, `record --timeline`), every
+//!    counted instruction's increments also go into one running row, and
+//!    each stack change, thread start and stop writes an event with the
+//!    thread's deltas ([`crate::timeline`]): work at stack changes and one
+//!    compare per step or replayed block, besides the running row.
 //!
 //! # Invariants
 //! - Once built it never allocates, locks or panics: its tables grow by
@@ -53,6 +58,7 @@ use crate::grow::{Budget, Full, GrowVec, TABLE_FULL};
 use crate::model::{AccessList, CpuFacts, Machine, Model, Quick, Unmodelled};
 use crate::objects::Objects;
 use crate::tables::{BlockRows, CounterTable, DecodeCache, Decoded, Flow, Rep, StackTable};
+use crate::timeline::Timeline;
 use crate::unwind::StackUnwinder;
 use coldcache_cctrace::stream::{attachment_chunk, end_marker, skeleton_index_chunk};
 use coldcache_cctrace::{ChunkEncoder, Record as TraceRecord, RecordKind, ATTACH_DUMP_SKELETON};
@@ -256,6 +262,9 @@ pub struct Setup {
     /// allocator observed and each data access attributed to its block or
     /// mapping; built off, kept unused.
     pub objects: Option<Objects>,
+    /// Record the order of the window (`crate::timeline`): `Some(limit)`,
+    /// the bytes its events may take (0: a quarter of the memory budget).
+    pub timeline: Option<usize>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -511,6 +520,8 @@ pub struct Accountant {
     /// Object state built with tracking off, kept unused (see
     /// `Objects::is_on`).
     _objects_off: Option<Box<Objects>>,
+    /// The order of the window, when recorded.
+    timeline: Option<Box<Timeline>>,
 }
 
 /// The most threads one capture can trace over its life (threads alive at
@@ -567,6 +578,19 @@ impl Accountant {
             Some(o) if o.is_on() => (Some(o), None),
             o => (None, o),
         };
+        let timeline = setup.timeline.map(|limit| {
+            let limit = match limit {
+                0 => budget.limit() / 4,
+                n => n,
+            };
+            let names: Vec<String> = (1..=layout.levels()).map(|l| format!("L{l}")).collect();
+            Box::new(Timeline::new(
+                layout,
+                &layout.names(&names),
+                threads_max,
+                limit,
+            ))
+        });
         let func = setup.function.map(|f| FunctionCalls {
             address: f.address,
             first: f.first.max(1),
@@ -612,6 +636,7 @@ impl Accountant {
             exit_names: Vec::with_capacity(MAX_THREADS_SEEN),
             objects: objects_on,
             _objects_off: objects_off,
+            timeline,
         })
     }
 
@@ -674,6 +699,7 @@ impl Accountant {
     /// the dump names it so).
     pub fn release(&mut self, tid: u32, name: [u8; 16]) {
         if let Some(i) = self.slot_of(tid) {
+            self.tl_stop(i);
             let t = &mut self.threads[i];
             if let Some(n) = self.exit_names.get_mut(t.serial as usize) {
                 *n = name;
@@ -751,6 +777,7 @@ impl Accountant {
         let Some(i) = self.claim(tid) else {
             return Entry::NoSlot;
         };
+        self.tl_stop(i);
         self.threads[i].restart(true, rsp);
         // A call before the window warms the cache: traced like the
         // window's calls, so the simulator sees its accesses, counted
@@ -769,6 +796,7 @@ impl Accountant {
             self.set_cut_short("more threads than reserved");
             return false;
         };
+        self.tl_stop(i);
         self.threads[i].restart(false, 0);
         self.threads[i].warming = warming;
         true
@@ -798,8 +826,12 @@ impl Accountant {
             None => return Verdict::StopThread,
         };
         if !self.threads[ti].active || (ip != 0 && self.stop_entries.contains(&ip)) {
+            self.tl_stop(ti);
             self.threads[ti].active = false;
             return Verdict::StopThread;
+        }
+        if let Some(tl) = self.timeline.as_deref_mut() {
+            tl.switch(ti);
         }
         // The instruction after a `syscall` ran without a trap.
         let after = std::mem::take(&mut self.threads[ti].after_syscall);
@@ -817,6 +849,12 @@ impl Accountant {
         }
         if !self.threads[ti].seeded {
             self.seed(ti, ip, sp, fp, m);
+            if let Some(tl) = self.timeline.as_deref_mut() {
+                let t = &self.threads[ti];
+                if !t.warming {
+                    tl.start(ti, t.serial, current_stack(t), &mut self.budget);
+                }
+            }
             if let Some(o) = self.objects.as_deref_mut() {
                 let fs = m.segment_base(Register::FS);
                 o.thread_stack(sp, fs, self.threads[ti].serial);
@@ -887,6 +925,27 @@ impl Accountant {
         rsp: u64,
         slots: &mut [BlockSlot],
         m: &mut M,
+        fill: impl FnMut(usize, &mut M),
+    ) -> Verdict {
+        // Two copies of the loop: without a timeline it is the code it was
+        // before there was one (a copy choosing per instruction measured
+        // slower in fast mode).
+        if self.timeline.is_some() {
+            self.step_block_as::<true, M>(tid, rsp, slots, m, fill)
+        } else {
+            self.step_block_as::<false, M>(tid, rsp, slots, m, fill)
+        }
+    }
+
+    /// [`Accountant::step_block`], `TL`: a timeline is recorded. Not
+    /// inlined: each copy is compiled as the one function was before.
+    #[inline(never)]
+    fn step_block_as<const TL: bool, M: Machine>(
+        &mut self,
+        tid: u32,
+        rsp: u64,
+        slots: &mut [BlockSlot],
+        m: &mut M,
         mut fill: impl FnMut(usize, &mut M),
     ) -> Verdict {
         let fast = slots.first().and_then(|s0| {
@@ -913,9 +972,13 @@ impl Accountant {
             let t = &self.threads[ti];
             (t.serial, t.core as usize, t.warming)
         };
+        if let Some(tl) = self.timeline.as_deref_mut().filter(|_| TL) {
+            tl.switch(ti);
+        }
         // Without a trace and outside a warming call (neither changes within
         // a block: a warming call ends where its thread stops), each
-        // instruction takes `count_plain`.
+        // instruction takes `count_plain` (its copy with the timeline's
+        // running row when one is recorded, so the other is as it was).
         let plain = self.trace.is_none() && !warming;
         // Within a block RSP moves by amounts known at translation: a frame
         // can be entered only after a call (which ends a block) and popped
@@ -1016,7 +1079,7 @@ impl Accountant {
                         }
                         self.accesses.clear();
                         let modelled = q.eval(m, &mut self.accesses);
-                        self.count_evaluated(core, ip, row, s.len, modelled);
+                        self.count_evaluated::<TL>(core, ip, row, s.len, modelled);
                         (s.len, s.flow)
                     }
                     None => {
@@ -1024,7 +1087,7 @@ impl Accountant {
                             fill(k, m);
                             filled = true;
                         }
-                        self.count_plain(core, ip, row, di, m)
+                        self.count_plain::<TL, M>(core, ip, row, di, m)
                     }
                 }
             } else {
@@ -1087,7 +1150,18 @@ impl Accountant {
             let f = r.full("depth", t.frames.len(), t.frames.bytes(), &self.budget);
             return Some(self.stop_full(f));
         }
+        if let Some(tl) = self.timeline.as_deref_mut() {
+            tl.moved(ti, t.serial, id, &mut self.budget);
+        }
         None
+    }
+
+    /// Thread slot `ti` leaves the window: its timeline's stop event.
+    fn tl_stop(&mut self, ti: usize) {
+        if let Some(tl) = self.timeline.as_deref_mut() {
+            let t = &self.threads[ti];
+            tl.stop(ti, t.serial, current_stack(t), &mut self.budget);
+        }
     }
 
     /// Pops the shadow frames whose return-address slot lies below `sp`
@@ -1095,11 +1169,20 @@ impl Accountant {
     /// has returned, which ends this thread's window.
     fn pop_returned(&mut self, ti: usize, sp: u64) -> Option<Verdict> {
         let t = &mut self.threads[ti];
+        let depth = t.frames.len();
         while t.frames.last().is_some_and(|f| f.ret_slot < sp) {
             t.frames.pop();
         }
+        if t.frames.len() != depth {
+            if let Some(tl) = self.timeline.as_deref_mut() {
+                tl.moved(ti, t.serial, current_stack(t), &mut self.budget);
+            }
+        }
         if t.func_ret_slot == 0 || sp <= t.func_ret_slot {
             return None;
+        }
+        if let Some(tl) = self.timeline.as_deref_mut() {
+            tl.stop(ti, t.serial, current_stack(t), &mut self.budget);
         }
         t.func_ret_slot = 0;
         t.active = false;
@@ -1368,8 +1451,9 @@ impl Accountant {
     /// common case, inlined into the block's loop: the state before it
     /// runs, no trace kept, not warming (`row` is a table row). Gives the
     /// instruction's length and flow. It cannot fail: only a trace can.
+    /// `TL`: a timeline is recorded (its running row gets the increments).
     #[inline(always)]
-    fn count_plain<M: Machine + ?Sized>(
+    fn count_plain<const TL: bool, M: Machine + ?Sized>(
         &mut self,
         core: usize,
         ip: u64,
@@ -1381,14 +1465,14 @@ impl Accountant {
         self.accesses.clear();
         let modelled = d.plan.eval(&d.instr, m, &mut self.accesses);
         let (len, flow) = (d.len, d.flow);
-        self.count_evaluated(core, ip, row, len, modelled);
+        self.count_evaluated::<TL>(core, ip, row, len, modelled);
         (len, flow)
     }
 
     /// The rest of [`Accountant::count_plain`], once the instruction's
     /// accesses are in `self.accesses` (or `modelled` says why not).
     #[inline(always)]
-    fn count_evaluated(
+    fn count_evaluated<const TL: bool>(
         &mut self,
         core: usize,
         ip: u64,
@@ -1408,6 +1492,10 @@ impl Accountant {
             modelled,
             c,
             self.objects.as_deref_mut(),
+            match TL {
+                true => self.timeline.as_deref_mut().map(|t| &mut t.run[..]),
+                false => None,
+            },
         );
         credit_line_use(&mut self.driver, &mut self.counters);
         if let Err(why) = modelled {
@@ -1508,6 +1596,10 @@ impl Accountant {
             modelled,
             c,
             self.objects.as_deref_mut().filter(|_| !warm),
+            self.timeline
+                .as_deref_mut()
+                .filter(|_| !warm)
+                .map(|t| &mut t.run[..]),
         );
         credit_line_use(&mut self.driver, &mut self.counters);
         if let Err(why) = modelled {
@@ -1654,6 +1746,13 @@ impl Accountant {
                 ));
             }
         }
+        // Threads still in the window stop at its end.
+        for ti in 0..this.threads.len() {
+            if this.threads[ti].tid != 0 {
+                this.tl_stop(ti);
+            }
+        }
+        let timeline = this.timeline.take();
         let Accountant {
             stacks,
             counters: table,
@@ -1783,6 +1882,19 @@ impl Accountant {
             (records, None)
         };
         drop(table);
+        let timeline = timeline.map(|t| {
+            let kept = t.finish(stacks.nodes().len(), dump_threads.len());
+            if kept.dropped > 0 {
+                meta.notes.push(format!(
+                    "timeline: {} events kept, {} dropped at its limit of {} (the timeline \
+                     ends early; COLDCACHE_TIMELINE_LIMIT or a larger --memory keeps more)",
+                    kept.len(),
+                    kept.dropped,
+                    crate::grow::human(u128::from(kept.limit))
+                ));
+            }
+            kept
+        });
         let dump = Dump {
             meta,
             modules,
@@ -1801,6 +1913,7 @@ impl Accountant {
             sources: Vec::new(),
             data: None,
             objects: objects.map(|o| o.finish(meta_levels)),
+            timeline,
         };
         Finished {
             dump,
@@ -1855,6 +1968,7 @@ fn attribute_all(
     modelled: Result<(), Unmodelled>,
     c: &mut [u64],
     mut objects: Option<&mut Objects>,
+    mut timeline: Option<&mut [u64]>,
 ) {
     let fetch = Access {
         kind: AccessKind::InstrFetch,
@@ -1862,7 +1976,13 @@ fn attribute_all(
         size: u32::from(len),
         ip,
     };
-    driver.attribute(core, fetch, c);
+    let r = driver.attribute(core, fetch, c);
+    // The timeline's running row gets the row's increments (but line use).
+    let layout = driver.layout();
+    if let Some(t) = timeline.as_deref_mut() {
+        t[CounterLayout::INSTRUCTIONS] += 1;
+        layout.add_access(t, AccessKind::InstrFetch, &r);
+    }
     match modelled {
         Ok(()) => {
             for a in accesses.as_slice() {
@@ -1876,9 +1996,17 @@ fn attribute_all(
                 if let Some(o) = objects.as_deref_mut() {
                     o.access(a.kind, a.addr, ip, &r);
                 }
+                if let Some(t) = timeline.as_deref_mut() {
+                    layout.add_access(t, a.kind, &r);
+                }
             }
         }
-        Err(_) => c[CounterLayout::UNMODELLED] += 1,
+        Err(_) => {
+            c[CounterLayout::UNMODELLED] += 1;
+            if let Some(t) = timeline {
+                t[CounterLayout::UNMODELLED] += 1;
+            }
+        }
     }
 }
 

@@ -85,6 +85,7 @@ pub mod sigvirt;
 mod state;
 mod sysemu;
 pub mod tables;
+pub mod timeline;
 pub mod unwind;
 
 pub use account::{Accountant, BlockSlot, Entry, FunctionCalls, Setup, Verdict};

@@ -252,6 +252,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         unwinder: crate::unwind::StackUnwinder::new(&procfs::self_maps()),
         cpu,
         line_use: options.line_use,
+        timeline: options.timeline,
         objects: options.objects.then(|| {
             crate::objects::Objects::new(
                 true,

@@ -185,6 +185,29 @@ pub struct Options {
     /// each data access touched (default off; `COLDCACHE_OBJECTS=1`,
     /// `record --objects`: on).
     pub objects: bool,
+    /// Record the order of the window, for `export --format perfetto`
+    /// (default off; `COLDCACHE_TIMELINE=1`, `record --timeline`: on):
+    /// `Some(limit)`, the bytes its events may take (0: a quarter of the
+    /// memory budget; `COLDCACHE_TIMELINE_LIMIT`).
+    pub timeline: Option<usize>,
+}
+
+/// `COLDCACHE_TIMELINE` (`0` or `1`) and `COLDCACHE_TIMELINE_LIMIT`
+/// (bytes) as [`Options::timeline`].
+pub fn parse_timeline(on: Option<&str>, limit: Option<&str>) -> Result<Option<usize>, String> {
+    let on = match on {
+        None => false,
+        Some(v) => {
+            parse_line_use(v).ok_or_else(|| format!("COLDCACHE_TIMELINE `{v}` is not 0 or 1"))?
+        }
+    };
+    let limit = match limit {
+        None => 0,
+        Some(v) => v
+            .parse::<usize>()
+            .map_err(|_| format!("COLDCACHE_TIMELINE_LIMIT `{v}` is not a number of bytes"))?,
+    };
+    Ok(on.then_some(limit))
 }
 
 /// `COLDCACHE_LINE_USE`: `1` (measure line utilisation) or `0` (not, the
@@ -216,6 +239,7 @@ impl Options {
             schedule: Schedule::Os,
             line_use: false,
             objects: false,
+            timeline: None,
         }
     }
 }

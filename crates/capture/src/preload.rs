@@ -36,6 +36,8 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_SCHEDULE",
     "COLDCACHE_LINE_USE",
     "COLDCACHE_OBJECTS",
+    "COLDCACHE_TIMELINE",
+    "COLDCACHE_TIMELINE_LIMIT",
     "COLDCACHE_THREADS",
     "COLDCACHE_CORES",
     "COLDCACHE_MAX_INSTRUCTIONS",
@@ -194,6 +196,10 @@ fn options_from(var: Lookup) -> Result<Option<(Options, TriggerSpec)>, String> {
         o.objects = crate::options::parse_line_use(&u)
             .ok_or_else(|| format!("COLDCACHE_OBJECTS `{u}` is not 0 or 1"))?;
     }
+    o.timeline = crate::options::parse_timeline(
+        var("COLDCACHE_TIMELINE").as_deref(),
+        var("COLDCACHE_TIMELINE_LIMIT").as_deref(),
+    )?;
     if let Some(r) = var("COLDCACHE_RESERVES") {
         o.reserves = capi::parse_reserves(&r, Reserves::default())?;
     }

@@ -218,6 +218,7 @@ fn setup(reserves: Reserves, trace: bool, function: Option<FunctionCalls>) -> Se
         cpu: CpuFacts::detect(),
         line_use: true,
         objects: None,
+        timeline: None,
     }
 }
 
@@ -981,7 +982,8 @@ fn threads_are_claimed_up_to_the_reserve() {
 }
 
 /// Once built, stepping allocates nothing: calls, returns, string
-/// instructions, syscalls and a trace, over thousands of steps.
+/// instructions, syscalls, a trace and a timeline, over thousands of
+/// steps.
 #[test]
 fn stepping_allocates_nothing() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -996,7 +998,9 @@ fn stepping_allocates_nothing() {
         trace: 64,
         ..Reserves::default()
     };
-    let mut a = Accountant::new(setup(reserves, true, None)).unwrap();
+    let mut s = setup(reserves, true, None);
+    s.timeline = Some(0);
+    let mut a = Accountant::new(s).unwrap();
     a.claim(TID).unwrap();
     COUNTING.store(true, Ordering::SeqCst);
     MINE.with(|m| m.set(true));
@@ -1031,6 +1035,12 @@ fn stepping_allocates_nothing() {
         .filter(|r| r.kind == RecordKind::Instr)
         .count() as u64;
     assert_eq!(fetches, d.meta.instructions);
+    // The timeline: the start, a call and a return per round, the stop;
+    // its instructions are the dump's.
+    let t = d.timeline.as_ref().unwrap().events();
+    assert_eq!(t.len(), 2 + 2 * 2000);
+    let sum: u64 = t.iter().map(|e| e.1[0]).sum();
+    assert_eq!(sum, d.meta.instructions);
 }
 
 /// A sink that stops taking chunks (a full disk) stops the capture with

@@ -77,6 +77,9 @@ pub struct AttachArgs {
     /// attach go by mapping).
     #[arg(long)]
     objects: bool,
+    /// Record the order of the window, as `record --timeline`.
+    #[arg(long)]
+    timeline: bool,
     /// Capture windows opened and closed by `coldcache trigger PID`
     /// (without --function or --signal, the capture starts at once).
     #[arg(long)]
@@ -323,6 +326,10 @@ pub fn run(args: AttachArgs) -> Result<()> {
         (
             "COLDCACHE_OBJECTS",
             if args.objects { "1" } else { "0" }.into(),
+        ),
+        (
+            "COLDCACHE_TIMELINE",
+            if args.timeline { "1" } else { "0" }.into(),
         ),
     ];
     if !args.thread_core.is_empty() {

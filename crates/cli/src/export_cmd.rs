@@ -21,6 +21,9 @@ pub enum Format {
     Speedscope,
     /// The profile as JSON (docs/export.md).
     Json,
+    /// The timeline (a capture made with `record --timeline`) as Chrome
+    /// trace-event JSON, for Perfetto UI and chrome://tracing.
+    Perfetto,
 }
 
 /// `coldcache export`.
@@ -34,7 +37,7 @@ pub struct ExportArgs {
     /// Output file (`-`: standard output; a device or FIFO is written in
     /// place, a symbolic link followed). Default: a name made from the
     /// dump's, in the current directory (`callgrind.out.NAME`, `NAME.folded`,
-    /// `NAME.svg`, `NAME.speedscope.json`, `NAME.json`).
+    /// `NAME.svg`, `NAME.speedscope.json`, `NAME.json`, `NAME.perfetto.json`).
     #[arg(short, long)]
     output: Option<PathBuf>,
     /// Column weighting folded stacks, flame graphs and speedscope (any
@@ -55,10 +58,19 @@ pub struct ExportArgs {
 
 /// Runs `coldcache export`.
 pub fn run(a: ExportArgs) -> Result<()> {
-    if a.weight.is_some() && matches!(a.format, Format::Callgrind | Format::Json) {
+    if a.weight.is_some()
+        && matches!(
+            a.format,
+            Format::Callgrind | Format::Json | Format::Perfetto
+        )
+    {
         anyhow::bail!(
             "--weight applies to folded, flamegraph and speedscope; the {} export carries every column",
-            if a.format == Format::Callgrind { "callgrind" } else { "json" }
+            match a.format {
+                Format::Callgrind => "callgrind",
+                Format::Json => "json",
+                _ => "perfetto",
+            }
         );
     }
     let dump = load_for_views(&a.dump)?;
@@ -72,6 +84,13 @@ pub fn run(a: ExportArgs) -> Result<()> {
         },
     );
     let ctx = || format!("exporting {}", a.dump.display());
+    let output = a
+        .output
+        .clone()
+        .unwrap_or_else(|| default_output(&a.dump, a.format));
+    if a.format == Format::Perfetto {
+        return perfetto(&a, &p, &output);
+    }
     let bytes: Vec<u8> = match a.format {
         Format::Callgrind => {
             let opts = coldcache_export::CallgrindOptions {
@@ -90,11 +109,8 @@ pub fn run(a: ExportArgs) -> Result<()> {
             &coldcache_export::speedscope(&p, a.weight.as_deref()).with_context(ctx)?,
         )?,
         Format::Json => serde_json::to_vec_pretty(&coldcache_export::json(&p))?,
+        Format::Perfetto => unreachable!("streamed above"),
     };
-    let output = a
-        .output
-        .clone()
-        .unwrap_or_else(|| default_output(&a.dump, a.format));
     crate::write_output(&output, &bytes)?;
     if output.as_os_str() != "-" {
         coldcache_fsio::say!(
@@ -102,6 +118,61 @@ pub fn run(a: ExportArgs) -> Result<()> {
             output.display(),
             bytes.len()
         );
+    }
+    Ok(())
+}
+
+/// The perfetto export, streamed to `output` (written whole or not at
+/// all, as the others; `-`: standard output).
+fn perfetto(a: &ExportArgs, p: &Profile, output: &std::path::Path) -> Result<()> {
+    use std::io::Write;
+    let ctx = || format!("exporting {}", a.dump.display());
+    let Some(t) = p.dump().timeline.as_ref() else {
+        return Err(coldcache_export::ExportError::NoTimeline).with_context(ctx);
+    };
+    if t.dropped > 0 {
+        coldcache_fsio::say!(
+            "coldcache: note: {}'s timeline ends early: {} events kept, {} dropped at its limit \
+             of {} bytes (the trace says so at its end)",
+            a.dump.display(),
+            t.len(),
+            t.dropped,
+            t.limit
+        );
+    }
+    /// Counts what goes through.
+    struct Counting<W>(W, u64);
+    impl<W: Write> Write for Counting<W> {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let n = self.0.write(b)?;
+            self.1 += n as u64;
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.0.flush()
+        }
+    }
+    let fill = |w: &mut dyn Write| -> std::io::Result<u64> {
+        let mut c = Counting(std::io::BufWriter::with_capacity(1 << 20, w), 0);
+        coldcache_export::perfetto_to(p, &mut c).map_err(|e| match e {
+            coldcache_export::ExportError::Write(e) => e,
+            e => std::io::Error::other(e),
+        })?;
+        c.flush()?;
+        Ok(c.1)
+    };
+    if output.as_os_str() == "-" {
+        fill(&mut std::io::stdout().lock())
+            .context("cannot write to standard output")
+            .with_context(ctx)?;
+    } else {
+        let mut n = 0;
+        coldcache_fsio::write_atomically_with(output, |f| {
+            n = fill(f)?;
+            Ok(())
+        })
+        .with_context(|| format!("cannot write {}", output.display()))?;
+        coldcache_fsio::say!("coldcache: wrote {} ({} bytes)", output.display(), n);
     }
     Ok(())
 }
@@ -121,6 +192,7 @@ fn default_output(dump: &std::path::Path, format: Format) -> PathBuf {
         Format::Flamegraph => format!("{stem}.svg"),
         Format::Speedscope => format!("{stem}.speedscope.json"),
         Format::Json => format!("{stem}.json"),
+        Format::Perfetto => format!("{stem}.perfetto.json"),
     })
 }
 
@@ -138,6 +210,7 @@ mod tests {
         assert_eq!(name(Format::Flamegraph), "frame.svg");
         assert_eq!(name(Format::Speedscope), "frame.speedscope.json");
         assert_eq!(name(Format::Json), "frame.json");
+        assert_eq!(name(Format::Perfetto), "frame.perfetto.json");
         assert_eq!(
             default_output(Path::new("odd.name"), Format::Json)
                 .display()

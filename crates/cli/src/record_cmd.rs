@@ -173,6 +173,11 @@ pub struct RecordArgs {
     /// module's data): `report --view data`'s objects (docs/data-view.md).
     #[arg(long)]
     objects: bool,
+    /// Record the order of the window: per thread, each call entered and
+    /// returned from with the counters since the previous one, for
+    /// `export --format perfetto` (a timeline; docs/export.md).
+    #[arg(long)]
+    timeline: bool,
     /// The program and its arguments (after `--`, or without it: every
     /// word from the program on is the program's).
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM ARGS")]
@@ -457,7 +462,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .env("COLDCACHE_MODE", &args.mode)
         .env("COLDCACHE_SCHEDULE", &args.schedule)
         .env("COLDCACHE_LINE_USE", if args.line_use { "1" } else { "0" })
-        .env("COLDCACHE_OBJECTS", if args.objects { "1" } else { "0" });
+        .env("COLDCACHE_OBJECTS", if args.objects { "1" } else { "0" })
+        .env("COLDCACHE_TIMELINE", if args.timeline { "1" } else { "0" });
     if !cores.is_empty() {
         cmd.env("COLDCACHE_CORES", cores.join(","));
     }

@@ -28,6 +28,9 @@
 //! Version 5 adds an optional `OBJS` section after that: the objects (heap
 //! blocks by allocation site, mappings) the data accesses touched
 //! ([`Objects`], captures made with object tracking).
+//! Version 6 adds an optional `TIME` section: the order of the window's
+//! stack transitions per thread with counter deltas ([`Timeline`],
+//! captures made with `record --timeline`).
 //! Unknown sections are skipped, so
 //! later versions can add sections that older readers ignore; every older
 //! version keeps loading (samples of each are under test).
@@ -41,6 +44,7 @@ pub mod data;
 pub mod names;
 pub mod objects;
 pub mod symbols;
+pub mod timeline;
 mod varint;
 
 pub use band::Band;
@@ -48,6 +52,7 @@ pub use by_instruction::ByInstruction;
 pub use data::{DataType, DataTypes, Member, TypeKind, TypedAccess, Via};
 pub use objects::{AllocSite, ObjectCounts, ObjectRegion, Objects};
 pub use symbols::{Frame, Function, Location, ModuleStatus, ModuleSymbols, Symbols};
+pub use timeline::{TimeEvent, TimeKind, Timeline};
 
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -57,7 +62,7 @@ pub const MAGIC: &[u8; 8] = b"COLDDUMP";
 /// The trailer magic, followed by the CRC-32 of everything before it.
 pub const TRAILER: &[u8; 8] = b"CRC32\0\0\0";
 /// The format version this crate writes.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 /// Stack id of the empty stack (the root of the stack tree).
 pub const ROOT_STACK: u32 = 0;
 
@@ -293,6 +298,9 @@ pub struct Dump {
     /// The objects the data accesses touched (version 5), for a capture
     /// made with object tracking.
     pub objects: Option<Objects>,
+    /// The order of the window (version 6): stack transitions per thread
+    /// with counter deltas, for a capture made with `--timeline`.
+    pub timeline: Option<Timeline>,
 }
 
 /// The text of one source file, as it was when the dump was resolved.
@@ -569,6 +577,12 @@ impl Dump {
             section(&mut out, b"OBJS", &b);
         }
 
+        if let Some(t) = &self.timeline {
+            b.clear();
+            t.encode(&mut b);
+            section(&mut out, b"TIME", &b);
+        }
+
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(TRAILER);
         out.extend_from_slice(&crc.to_le_bytes());
@@ -775,6 +789,10 @@ impl Dump {
             Ok(b) if version >= 5 => Some(Objects::decode(b, stacks.len(), threads.len())?),
             _ => None,
         };
+        let timeline = match get("TIME") {
+            Ok(b) if version >= 6 => Some(Timeline::decode(b, stacks.len(), threads.len())?),
+            _ => None,
+        };
         let dump = Dump {
             meta,
             modules,
@@ -785,6 +803,7 @@ impl Dump {
             sources,
             data,
             objects,
+            timeline,
         };
         Ok((dump, recs_at))
     }

@@ -103,6 +103,11 @@ impl<'a> Reader<'a> {
             .map_err(|_| self.malformed(format!("string at byte {at} is not UTF-8")))
     }
 
+    /// Bytes read so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
     pub fn finish(self) -> Result<(), DumpError> {
         if self.pos != self.buf.len() {
             return Err(self.malformed(format!(

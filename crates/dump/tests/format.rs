@@ -63,6 +63,7 @@ fn sample() -> Dump {
         sources: Vec::new(),
         data: None,
         objects: None,
+        timeline: None,
     }
 }
 
@@ -263,9 +264,10 @@ fn newer_version_is_refused_by_number() {
 }
 
 /// Dumps written by each format version, committed: every later coldcache
-/// must keep reading them. The newest one is regenerated (only when adding a
-/// new version's sample) with `COLDCACHE_WRITE_SAMPLES=1 cargo test -p
-/// coldcache-dump`; older ones are never rewritten.
+/// must keep reading them. Versions 1 to 5 were made by these tests'
+/// `sample*` functions (`COLDCACHE_WRITE_SAMPLES=1` wrote the newest when
+/// it was added); version 6's is a real capture (below); none is ever
+/// rewritten.
 #[test]
 fn committed_version_1_sample_still_loads() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1.ccdump");
@@ -538,9 +540,6 @@ fn sample_v5() -> Dump {
 #[test]
 fn committed_version_5_sample_still_loads() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v5.ccdump");
-    if std::env::var_os("COLDCACHE_WRITE_SAMPLES").is_some() {
-        std::fs::write(&path, sample_v5().to_bytes()).unwrap();
-    }
     let bytes = std::fs::read(&path).unwrap();
     assert_eq!(&bytes[8..12], &5u32.to_le_bytes(), "sample is version 5");
     let d = Dump::from_bytes(&bytes).unwrap();
@@ -605,6 +604,118 @@ fn objects_round_trip_and_a_dangling_stack_is_refused() {
     // Without the section: none.
     assert_eq!(
         Dump::from_bytes(&sample().to_bytes()).unwrap().objects,
+        None
+    );
+}
+
+/// Version 6: a real capture with a `TIME` section, made by
+/// `setarch -R coldcache record --function work --timeline -o
+/// v6-timeline.ccdump ./calls` (tests-programs/timeline/calls.c built
+/// `gcc -O1 -g -pthread`; resolved, sources embedded): `work` calls a()
+/// three times (each calls c()) and b() once. Its 17 events are work's
+/// start, 15 stack changes and the stop; their deltas sum to the dump's
+/// totals of the same counters.
+#[test]
+fn committed_version_6_timeline_sample_loads() {
+    use coldcache_dump::TimeKind;
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v6-timeline.ccdump");
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[8..12], &6u32.to_le_bytes(), "sample is version 6");
+    let d = Dump::from_bytes(&bytes).unwrap();
+    let t = d.timeline.as_ref().expect("a TIME section");
+    assert_eq!(
+        t.counters,
+        [
+            "instructions",
+            "i_L1",
+            "i_L2",
+            "i_mem",
+            "r_L1",
+            "r_L2",
+            "r_mem",
+            "w_L1",
+            "w_L2",
+            "w_mem"
+        ]
+    );
+    assert_eq!(t.dropped, 0);
+    let events = t.events();
+    assert_eq!(events.len(), 17);
+    assert_eq!(events[0].0.kind, TimeKind::Start);
+    assert_eq!(events[16].0.kind, TimeKind::Stop);
+    assert!(events[1..16].iter().all(|e| e.0.kind == TimeKind::Move));
+    assert!(events.iter().all(|e| e.0.thread == 0));
+    // Calls and returns alternate around work's stack: a, c, back to a,
+    // back to work, three times, then b and back, then work's caller.
+    let work = events[0].0.stack;
+    let depth = |s: u32| d.stack_frames(s).len() as i64;
+    let steps: Vec<i64> = events[1..16]
+        .iter()
+        .map(|e| depth(e.0.stack) - depth(work))
+        .collect();
+    assert_eq!(steps, [1, 2, 1, 0, 1, 2, 1, 0, 1, 2, 1, 0, 1, 0, -1]);
+    let totals = d.totals();
+    for (k, name) in t.counters.iter().enumerate() {
+        let sum: u64 = events.iter().map(|e| e.1[k]).sum();
+        assert_eq!(sum, totals[d.counter(name).unwrap()], "{name}");
+    }
+    assert_eq!(Dump::from_bytes(&d.to_bytes()).unwrap(), d);
+}
+
+/// The `TIME` section round-trips; an event naming a stack or thread the
+/// dump does not have, or an unknown kind, is refused; a dump without it
+/// has none.
+#[test]
+fn timeline_round_trips_and_bad_events_are_refused() {
+    use coldcache_dump::{TimeEvent, TimeKind, Timeline};
+    let mut d = sample();
+    let ev = |kind, stack| TimeEvent {
+        thread: 0,
+        kind,
+        stack,
+    };
+    let timeline = |second: TimeEvent| {
+        let mut t = Timeline::new(vec!["instructions".into(), "r_mem".into()], 4, 4096);
+        t.push(ev(TimeKind::Start, 0), &[0, 0]);
+        t.push(second, &[10, 2]);
+        t.push(ev(TimeKind::Stop, 0), &[300, 1]);
+        t
+    };
+    d.timeline = Some(timeline(ev(TimeKind::Move, 1)));
+    let back = Dump::from_bytes(&d.to_bytes()).unwrap();
+    assert_eq!(back.timeline, d.timeline);
+    let events = back.timeline.as_ref().unwrap().events();
+    assert_eq!(events.len(), 3);
+    assert_eq!(events[1], (ev(TimeKind::Move, 1), vec![10, 2]));
+    assert_eq!(events[2], (ev(TimeKind::Stop, 0), vec![300, 1]));
+    let mut bad = d.clone();
+    bad.timeline = Some(timeline(ev(TimeKind::Move, 99)));
+    let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
+    assert!(e.contains("TIME") && e.contains("stack 99"), "{e}");
+    let mut bad = d.clone();
+    bad.timeline = Some(timeline(TimeEvent {
+        thread: 5,
+        ..ev(TimeKind::Move, 1)
+    }));
+    let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
+    assert!(e.contains("TIME") && e.contains("thread 5"), "{e}");
+    // Kind 3 does not exist: the tag's low bits, patched in the bytes.
+    let mut b = d.to_bytes();
+    let at = b.windows(4).position(|w| w == b"TIME").unwrap();
+    // The payload: counters (1 + 2 strings), dropped, limit, count, then
+    // the first event's thread and tag.
+    let payload = at + 12;
+    let tag = payload + 1 + 13 + 6 + 1 + 2 + 1 + 1;
+    assert_eq!(b[tag], 1, "the first event's tag (stack 0, start)");
+    b[tag] = 3;
+    let n = b.len();
+    let crc = crc32fast::hash(&b[..n - 12]);
+    b[n - 4..].copy_from_slice(&crc.to_le_bytes());
+    let e = Dump::from_bytes(&b).unwrap_err().to_string();
+    assert!(e.contains("TIME") && e.contains("unknown kind 3"), "{e}");
+    assert_eq!(
+        Dump::from_bytes(&sample().to_bytes()).unwrap().timeline,
         None
     );
 }

@@ -89,6 +89,7 @@ fn a_hundred_thousand_mutations_never_panic() {
         "v2-resolved-real.ccdump",
         "v3.ccdump",
         "v4.ccdump",
+        "v6-timeline.ccdump",
     ]
     .iter()
     .map(|n| {

@@ -15,18 +15,23 @@
 //! - [`speedscope`]: speedscope's file format, one sampled profile per
 //!   thread.
 //! - [`json`]: the profile as documented JSON (docs/export.md).
+//! - [`perfetto`]: the capture's timeline (dump section `TIME`) as Chrome
+//!   trace-event JSON, per thread the functions entered and left and
+//!   counter tracks, over instructions retired.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod cachegrind;
 mod callgrind;
+mod perfetto;
 mod stacks;
 
 pub use cachegrind::{
     cachegrind, cachegrind_events, summary_lines, thousands, valgrind_totals, CachegrindOptions,
 };
 pub use callgrind::{callgrind, callgrind_with, CallgrindOptions, EventSet, VALGRIND_EVENTS};
+pub use perfetto::{perfetto, perfetto_to};
 pub use stacks::{flamegraph, folded, json, speedscope};
 
 use coldcache_analysis::{Column, Formula, Profile};
@@ -48,6 +53,15 @@ pub enum ExportError {
     /// Nothing has a non-zero weight.
     #[error("no stack has a non-zero '{0}': nothing to draw (choose another --weight)")]
     Empty(String),
+    /// The dump has no timeline.
+    #[error("the dump has no timeline (no TIME section): record it with `coldcache record --timeline` (dump format version 6)")]
+    NoTimeline,
+    /// The timeline's counters are not the dump's levels'.
+    #[error("the dump's timeline does not carry the counters of its cache levels")]
+    TimelineCounters,
+    /// Writing the output failed.
+    #[error("writing: {0}")]
+    Write(#[from] std::io::Error),
     /// inferno failed.
     #[error("drawing the flame graph: {0}")]
     Flamegraph(String),

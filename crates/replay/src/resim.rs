@@ -522,6 +522,7 @@ impl Resim {
                 sources: Vec::new(),
                 data: None,
                 objects: None,
+                timeline: None,
             },
             None => {
                 let seen = self.cores.len().max(threads.len());
@@ -549,6 +550,7 @@ impl Resim {
                     sources: Vec::new(),
                     data: None,
                     objects: None,
+                    timeline: None,
                 }
             }
         };

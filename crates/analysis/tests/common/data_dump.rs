@@ -185,5 +185,6 @@ pub fn dump() -> Dump {
         sources: Vec::new(),
         data: Some(data_types()),
         objects: None,
+        timeline: None,
     }
 }

@@ -174,5 +174,6 @@ pub fn dump(b_mem: u64) -> Dump {
         sources: Vec::new(),
         data: None,
         objects: None,
+        timeline: None,
     }
 }
