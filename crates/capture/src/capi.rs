@@ -89,6 +89,10 @@ pub fn default_options() -> Result<Options, String> {
         o.objects = crate::options::parse_line_use(&u)
             .ok_or_else(|| format!("COLDCACHE_OBJECTS {u:?} is not 0 or 1"))?;
     }
+    if let Some(u) = coldcache_fsio::env::var("COLDCACHE_RSEQ_COMMIT") {
+        o.rseq_commit = crate::options::parse_line_use(&u)
+            .ok_or_else(|| format!("COLDCACHE_RSEQ_COMMIT {u:?} is not 0 or 1"))?;
+    }
     o.timeline = crate::options::parse_timeline(
         coldcache_fsio::env::var("COLDCACHE_TIMELINE").as_deref(),
         coldcache_fsio::env::var("COLDCACHE_TIMELINE_LIMIT").as_deref(),

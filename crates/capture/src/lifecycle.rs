@@ -220,7 +220,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         .max(1);
     // glibc's rseq area, whose critical sections the trap engine keeps
     // (`rseq.rs`).
-    crate::rseq::init();
+    crate::rseq::init(options.rseq_commit);
     // Object tracking: the allocator's entry points, published for the
     // translator before any block is translated. Looked up without
     // touching the program's heap (`objects::resolve_allocators`: with

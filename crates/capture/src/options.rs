@@ -190,6 +190,12 @@ pub struct Options {
     /// `Some(limit)`, the bytes its events may take (0: a quarter of the
     /// memory budget; `COLDCACHE_TIMELINE_LIMIT`).
     pub timeline: Option<usize>,
+    /// rseq critical sections under the trap engine: run each commit with
+    /// the descriptor back in the kernel's hands (`crate::rseq`); only
+    /// where the kernel does not check rseq at every system call's exit
+    /// (`CONFIG_DEBUG_RSEQ`), which `record`/`attach` read from the
+    /// kernel's configuration (`COLDCACHE_RSEQ_COMMIT=1`). Default off.
+    pub rseq_commit: bool,
 }
 
 /// `COLDCACHE_TIMELINE` (`0` or `1`) and `COLDCACHE_TIMELINE_LIMIT`
@@ -240,6 +246,7 @@ impl Options {
             line_use: false,
             objects: false,
             timeline: None,
+            rseq_commit: false,
         }
     }
 }

@@ -36,6 +36,7 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_SCHEDULE",
     "COLDCACHE_LINE_USE",
     "COLDCACHE_OBJECTS",
+    "COLDCACHE_RSEQ_COMMIT",
     "COLDCACHE_TIMELINE",
     "COLDCACHE_TIMELINE_LIMIT",
     "COLDCACHE_THREADS",
@@ -195,6 +196,10 @@ fn options_from(var: Lookup) -> Result<Option<(Options, TriggerSpec)>, String> {
     if let Some(u) = var("COLDCACHE_OBJECTS") {
         o.objects = crate::options::parse_line_use(&u)
             .ok_or_else(|| format!("COLDCACHE_OBJECTS `{u}` is not 0 or 1"))?;
+    }
+    if let Some(u) = var("COLDCACHE_RSEQ_COMMIT") {
+        o.rseq_commit = crate::options::parse_line_use(&u)
+            .ok_or_else(|| format!("COLDCACHE_RSEQ_COMMIT `{u}` is not 0 or 1"))?;
     }
     o.timeline = crate::options::parse_timeline(
         var("COLDCACHE_TIMELINE").as_deref(),

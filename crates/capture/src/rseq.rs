@@ -23,8 +23,10 @@
 //! dropped). Before the section's last instruction (its commit) the
 //! descriptor goes back to the field ([`before_return`]), unless the
 //! kernel checks rseq at every system call's exit (`CONFIG_DEBUG_RSEQ`,
-//! which would kill the program at our handler's `rt_sigreturn`; not
-//! armed either when the kernel's configuration cannot be read). An IP out
+//! which would kill the program at our handler's `rt_sigreturn`): `record`
+//! and `attach` read the kernel's configuration and allow it
+//! (`Options::rseq_commit`); not armed when it cannot be read, nor under
+//! the C API alone. An IP out
 //! of the section drops it (committed, or left through the section's own
 //! branch). A thread whose tracing ends inside a section (a stop), and a
 //! program signal delivered to it there, abort it, as the kernel does on a
@@ -73,19 +75,18 @@ static ARM: AtomicBool = AtomicBool::new(false);
 const RSEQ_CS: u64 = 8;
 
 /// Finds glibc's registered area (prepare time: maps files, allocates).
-pub(crate) fn init() {
+/// `commit`: whether commits may be armed (the kernel does not check rseq
+/// at every system call's exit; `Options::rseq_commit`).
+pub(crate) fn init(commit: bool) {
     ENTERED.store(0, Ordering::Relaxed);
     ABORTED.store(0, Ordering::Relaxed);
     ABORTED_LATE.store(0, Ordering::Relaxed);
     COMMITS_ARMED.store(0, Ordering::Relaxed);
     TRANSLATED.store(0, Ordering::Relaxed);
+    ARM.store(commit, Ordering::Relaxed);
     if OFFSET.load(Ordering::Relaxed) != i64::MIN {
         return;
     }
-    ARM.store(
-        kernel_config().is_some_and(|c| !c.lines().any(|l| l == "CONFIG_DEBUG_RSEQ=y")),
-        Ordering::Relaxed,
-    );
     let (Some(off), Some(size)) = (
         crate::objects::global_data_symbol("__rseq_offset"),
         crate::objects::global_data_symbol("__rseq_size"),
@@ -367,28 +368,4 @@ pub(crate) fn take_learned(mut retire: impl FnMut(u64, u64)) {
 /// trap engine until its section ends).
 pub(crate) fn in_section() -> bool {
     crate::jit::rseq_kept()[CS] != 0
-}
-
-/// The running kernel's configuration (`/proc/config.gz`, else
-/// `/boot/config-RELEASE`), if readable. Prepare time.
-fn kernel_config() -> Option<String> {
-    use std::io::Read;
-    if let Ok(f) = std::fs::File::open("/proc/config.gz") {
-        let mut s = String::new();
-        if flate2::read::GzDecoder::new(f)
-            .read_to_string(&mut s)
-            .is_ok()
-        {
-            return Some(s);
-        }
-    }
-    // SAFETY: a zeroed utsname is a valid out-parameter.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return None;
-    }
-    // SAFETY: uname NUL-terminates `release`.
-    let release = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) };
-    std::fs::read_to_string(format!("/boot/config-{}", release.to_string_lossy())).ok()
 }

@@ -331,6 +331,10 @@ pub fn run(args: AttachArgs) -> Result<()> {
             "COLDCACHE_TIMELINE",
             if args.timeline { "1" } else { "0" }.into(),
         ),
+        (
+            "COLDCACHE_RSEQ_COMMIT",
+            crate::record_cmd::rseq_commit_setting().into(),
+        ),
     ];
     if !args.thread_core.is_empty() {
         settings.push(("COLDCACHE_CORES", args.thread_core.join(",")));

@@ -241,6 +241,30 @@ fn library_from(env: Option<std::ffi::OsString>, exe: std::io::Result<PathBuf>) 
 }
 
 /// Resolves a program name like the shell does.
+/// `COLDCACHE_RSEQ_COMMIT` for the library: "1" when the running kernel's
+/// configuration (`/proc/config.gz`, else `/boot/config-RELEASE`) is
+/// readable and does not check rseq at every system call's exit
+/// (`CONFIG_DEBUG_RSEQ`, under which the trap engine's armed commits would
+/// kill the program; `capture/src/rseq.rs`), else "0".
+pub(crate) fn rseq_commit_setting() -> &'static str {
+    use std::io::Read;
+    let mut config = String::new();
+    let read = std::fs::File::open("/proc/config.gz").is_ok_and(|f| {
+        flate2::read::GzDecoder::new(f)
+            .read_to_string(&mut config)
+            .is_ok()
+    }) || std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .and_then(|r| std::fs::read_to_string(format!("/boot/config-{}", r.trim())).ok())
+        .map(|c| config = c)
+        .is_some();
+    if read && config.contains("\nCONFIG_RSEQ=y") && !config.contains("\nCONFIG_DEBUG_RSEQ=y") {
+        "1"
+    } else {
+        "0"
+    }
+}
+
 pub(crate) fn find_program(name: &str) -> Result<PathBuf> {
     if name.contains('/') {
         let p = PathBuf::from(name);
@@ -463,7 +487,8 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .env("COLDCACHE_SCHEDULE", &args.schedule)
         .env("COLDCACHE_LINE_USE", if args.line_use { "1" } else { "0" })
         .env("COLDCACHE_OBJECTS", if args.objects { "1" } else { "0" })
-        .env("COLDCACHE_TIMELINE", if args.timeline { "1" } else { "0" });
+        .env("COLDCACHE_TIMELINE", if args.timeline { "1" } else { "0" })
+        .env("COLDCACHE_RSEQ_COMMIT", rseq_commit_setting());
     if !cores.is_empty() {
         cmd.env("COLDCACHE_CORES", cores.join(","));
     }

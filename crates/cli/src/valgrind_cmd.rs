@@ -78,8 +78,8 @@ pub struct VgOptions {
     pub version: bool,
     /// `-h`, `--help`.
     pub help: bool,
-    /// The program and its arguments.
-    pub program: Vec<String>,
+    /// The program and its arguments, as given (not necessarily UTF-8).
+    pub program: Vec<OsString>,
 }
 
 fn yes_no(option: &str, value: &str) -> Result<bool> {
@@ -91,7 +91,12 @@ fn yes_no(option: &str, value: &str) -> Result<bool> {
 }
 
 /// Parses Valgrind's command line (options, then the program).
-pub fn parse(args: &[String]) -> Result<VgOptions> {
+pub fn parse(raw: &[OsString]) -> Result<VgOptions> {
+    // Options are matched as text; the program's arguments pass as given.
+    let args: Vec<String> = raw
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let mut tool = None;
     let mut o = VgOptions {
         tool: Tool::Callgrind,
@@ -220,7 +225,7 @@ pub fn parse(args: &[String]) -> Result<VgOptions> {
             _ => bail!("unknown option {arg} (docs/valgrind.md lists what is accepted)"),
         }
     }
-    o.program = args[i..].to_vec();
+    o.program = raw[i..].to_vec();
     if o.version || o.help {
         return Ok(o);
     }
@@ -296,10 +301,6 @@ pub fn expand(name: &str, pid: u32, var: impl Fn(&str) -> Option<String>) -> Res
 
 /// Runs `coldcache valgrind` (or `valgrind`) with these arguments.
 pub fn main(args: Vec<OsString>) -> ExitCode {
-    let args: Vec<String> = args
-        .into_iter()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
     let o = match parse(&args) {
         Ok(o) => o,
         Err(e) => {
@@ -363,24 +364,24 @@ fn run(o: &VgOptions) -> Result<u8> {
         .tempdir()
         .context("creating a temporary directory")?;
     let dump_path = dir.path().join("capture.ccdump");
-    let mut argv: Vec<String> = vec![
+    let mut argv: Vec<OsString> = vec![
         "record".into(),
         "--no-progress".into(),
         "--threads".into(),
         "all".into(),
         "-o".into(),
-        dump_path.display().to_string(),
+        dump_path.clone().into_os_string(),
     ];
     for (opt, v) in ["--I1", "--D1", "--LL"].iter().zip(&o.geometry) {
         if let Some(v) = v {
-            argv.push(format!("{opt}={v}"));
+            argv.push(format!("{opt}={v}").into());
         }
     }
     // The whole run, also for --toggle-collect (its records are chosen
     // after: any number of functions, the cache simulated throughout as
     // Callgrind's): from main, or, in a program without a symbol table
     // (stripped), from the C library's __libc_start_main, which calls it.
-    match start_function(&o.program[0]) {
+    match start_function(&o.program[0].to_string_lossy()) {
         START_MAIN => argv.push("--all".into()),
         f => argv.extend(["--function".into(), f.into()]),
     }
@@ -659,7 +660,7 @@ mod tests {
         parse(
             &args
                 .split_whitespace()
-                .map(String::from)
+                .map(OsString::from)
                 .collect::<Vec<_>>(),
         )
     }

@@ -161,7 +161,9 @@ pub fn thousands(v: u64) -> String {
 pub fn summary_lines(pid: u32, totals: &[u64; 9], ir_only: bool) -> String {
     let [ir, dr, dw, i1mr, d1mr, d1mw, ilmr, dlmr, dlmw] = *totals;
     let mut lines: Vec<String> = Vec::new();
-    let w1 = thousands(ir).len().max(thousands(dr + dw).len());
+    let w1 = thousands(ir)
+        .len()
+        .max(thousands(dr.saturating_add(dw)).len());
     lines.push(format!("I   refs:      {:>w1$}", thousands(ir)));
     if !ir_only {
         let pct = |a: u64, b: u64, digits: usize| {
@@ -197,34 +199,53 @@ pub fn summary_lines(pid: u32, totals: &[u64; 9], ir_only: bool) -> String {
         lines.push(format!("I1  miss rate: {:>w1$}", pct(i1mr, ir, 2)));
         lines.push(format!("LLi miss rate: {:>w1$}", pct(ilmr, ir, 2)));
         lines.push(String::new());
-        lines.push(three("D   refs:      ", dr + dw, dr, dw));
-        lines.push(three("D1  misses:    ", d1mr + d1mw, d1mr, d1mw));
-        lines.push(three("LLd misses:    ", dlmr + dlmw, dlmr, dlmw));
+        lines.push(three("D   refs:      ", dr.saturating_add(dw), dr, dw));
+        lines.push(three(
+            "D1  misses:    ",
+            d1mr.saturating_add(d1mw),
+            d1mr,
+            d1mw,
+        ));
+        lines.push(three(
+            "LLd misses:    ",
+            dlmr.saturating_add(dlmw),
+            dlmr,
+            dlmw,
+        ));
         lines.push(rates(
             "D1  miss rate: ",
-            pct(d1mr + d1mw, dr + dw, 1),
+            pct(d1mr.saturating_add(d1mw), dr.saturating_add(dw), 1),
             pct(d1mr, dr, 1),
             pct(d1mw, dw, 1),
         ));
         lines.push(rates(
             "LLd miss rate: ",
-            pct(dlmr + dlmw, dr + dw, 1),
+            pct(dlmr.saturating_add(dlmw), dr.saturating_add(dw), 1),
             pct(dlmr, dr, 1),
             pct(dlmw, dw, 1),
         ));
         lines.push(String::new());
-        let llr = i1mr + d1mr;
-        lines.push(three("LL refs:       ", llr + d1mw, llr, d1mw));
+        let llr = i1mr.saturating_add(d1mr);
+        lines.push(three(
+            "LL refs:       ",
+            llr.saturating_add(d1mw),
+            llr,
+            d1mw,
+        ));
         lines.push(three(
             "LL misses:     ",
-            ilmr + dlmr + dlmw,
-            ilmr + dlmr,
+            ilmr.saturating_add(dlmr).saturating_add(dlmw),
+            ilmr.saturating_add(dlmr),
             dlmw,
         ));
         lines.push(rates(
             "LL miss rate:  ",
-            pct(ilmr + dlmr + dlmw, ir + dr + dw, 1),
-            pct(ilmr + dlmr, ir + dr, 1),
+            pct(
+                ilmr.saturating_add(dlmr).saturating_add(dlmw),
+                ir.saturating_add(dr).saturating_add(dw),
+                1,
+            ),
+            pct(ilmr.saturating_add(dlmr), ir.saturating_add(dr), 1),
             pct(dlmw, dw, 1),
         ));
     }
