@@ -712,15 +712,11 @@ impl Accountant {
     /// Whether thread `tid` may leave the trap engine for translated code
     /// at its next instruction: it is traced, its shadow stack is seeded
     /// and nothing ran untraced since its last step (no `syscall`, no `rep`
-    /// string mid-repetition, no `posix_memalign` call in progress with
-    /// object tracking on). Gives the RSP above which its window ends
+    /// string mid-repetition). Gives the RSP above which its window ends
     /// (the watched function returned; 0: no such limit).
     pub fn hand_over_ready(&self, tid: u32) -> Option<u64> {
-        let ti = self.slot_of(tid)?;
-        let t = &self.threads[ti];
-        let memalign = self.objects.as_deref().is_some_and(|o| o.in_memalign(ti));
-        (t.active && t.seeded && t.after_syscall == 0 && t.rep_ip == 0 && !memalign)
-            .then_some(t.func_ret_slot)
+        let t = &self.threads[self.slot_of(tid)?];
+        (t.active && t.seeded && t.after_syscall == 0 && t.rep_ip == 0).then_some(t.func_ret_slot)
     }
 
     /// Whether thread `tid` runs a call that only warms the cache (its

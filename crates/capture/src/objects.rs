@@ -258,22 +258,9 @@ pub fn publish(entries: Option<&[(u64, Kind, &'static str)]>) {
 
 /// The registers an instruction at `ip` records for object tracking
 /// besides its plan's: RDI, RSI and RDX at an allocator's entry, RAX at a
-/// `ret`; false when `inputs` has no room for them, and at
-/// `posix_memalign`'s entry (the instruction is then left to the trap
-/// engine). `posix_memalign` gives its block in memory, `*out`, which a
-/// replay would read too late (the program may have reused the slot by
-/// then): the trap engine steps the whole call instead
-/// ([`Objects::in_memalign`] keeps the thread there) and reads `*out` at
-/// the `ret`, live, as in trap mode.
+/// `ret`; false when `inputs` has no room for them (the instruction is
+/// then left to the trap engine).
 pub fn widen(ip: u64, is_ret: bool, inputs: &mut Inputs) -> bool {
-    if ON.load(Ordering::Acquire)
-        && ENTRIES.iter().zip(&KINDS).any(|(e, k)| {
-            e.load(Ordering::Relaxed) == ip
-                && k.load(Ordering::Relaxed) == Kind::PosixMemalign as u8
-        })
-    {
-        return false;
-    }
     for &r in extra_registers(ip, is_ret) {
         if inputs.gprs.contains(&r) {
             continue;
@@ -628,14 +615,6 @@ impl Objects {
         if is_ret() {
             self.returned(ti, sp, m, budget);
         }
-    }
-
-    /// Whether thread slot `ti` is inside a `posix_memalign` call (the trap
-    /// engine keeps it until the call returns: see [`widen`]).
-    pub fn in_memalign(&self, ti: usize) -> bool {
-        self.pending
-            .get(ti)
-            .is_some_and(|p| p.kind == Kind::PosixMemalign as u8)
     }
 
     #[inline(never)]
