@@ -995,6 +995,9 @@ impl Accountant {
             b => b,
         };
         let (ip0, count) = (slots[0].ip, slots.len() as u32);
+        // The replaying thread's rseq `rseq_cs` field (0: none), compared
+        // with each 64-bit store's address below (`rseq.rs`).
+        let rseq_field = crate::rseq::field().unwrap_or(0);
         // The first cell of the block's rows under `cells_stack` (found at
         // the first instruction whose slot does not remember its row).
         let mut cells: Option<usize> = None;
@@ -1112,10 +1115,13 @@ impl Accountant {
             call_before = flow == Flow::Call;
             if call_before {
                 self.threads[ti].pending_call = ip + u64::from(len) - 1;
-            } else if flow == Flow::Store64 {
+            } else if flow == Flow::Store64
+                && rseq_field != 0
+                && self.accesses.as_slice().first().map(|a| a.addr) == Some(rseq_field)
+            {
                 // An rseq descriptor stored by translated code: its section
                 // ran where the kernel cannot restart it (`rseq.rs`).
-                crate::rseq::replayed_store(ip, len, self.accesses.as_slice());
+                crate::rseq::replayed_store(ip, len);
             }
             if limited && self.instructions >= self.max_instructions {
                 return self.stop("instruction limit reached");

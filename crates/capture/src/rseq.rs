@@ -322,18 +322,11 @@ pub(crate) fn note() -> Option<String> {
     ))
 }
 
-/// Fast mode's replay of a 64-bit store at `ip` (`len` bytes) with the
-/// accesses it made, on the thread whose records they are: a store to the
-/// thread's `rseq_cs` means a section ran translated, where the kernel
-/// cannot restart it. Counted, and the instruction noted for retirement.
-pub(crate) fn replayed_store(ip: u64, len: u8, accesses: &[crate::model::MemAccess]) {
-    let Some(f) = field() else { return };
-    if !accesses
-        .iter()
-        .any(|a| a.addr == f && a.kind == coldcache_sim::AccessKind::Write)
-    {
-        return;
-    }
+/// Fast mode's replay of a 64-bit store at `ip` (`len` bytes) to the
+/// replaying thread's `rseq_cs` (the caller compares the address): a
+/// section ran translated, where the kernel cannot restart it. Counted,
+/// and the instruction noted for retirement.
+pub(crate) fn replayed_store(ip: u64, len: u8) {
     TRANSLATED.fetch_add(1, Ordering::Relaxed);
     if LEARNED.iter().any(|l| l.load(Ordering::Relaxed) == ip) {
         return;
