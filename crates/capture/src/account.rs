@@ -923,19 +923,38 @@ impl Accountant {
         m: &mut M,
         fill: impl FnMut(usize, &mut M),
     ) -> Verdict {
+        self.step_block_watching(tid, rsp, slots, m, fill, 0, |_, _| {})
+    }
+
+    /// [`Accountant::step_block`], calling `on_store(ip, len)` for each
+    /// 64-bit store (`Flow::Store64`) whose address is `watched` (0: none).
+    /// Fast mode's replay watches the thread's rseq `rseq_cs` field
+    /// (`rseq.rs`): the accountant itself knows nothing of rseq.
+    #[allow(clippy::too_many_arguments)]
+    pub fn step_block_watching<M: Machine>(
+        &mut self,
+        tid: u32,
+        rsp: u64,
+        slots: &mut [BlockSlot],
+        m: &mut M,
+        fill: impl FnMut(usize, &mut M),
+        watched: u64,
+        on_store: impl FnMut(u64, u8),
+    ) -> Verdict {
         // Two copies of the loop: without a timeline it is the code it was
         // before there was one (a copy choosing per instruction measured
         // slower in fast mode).
         if self.timeline.is_some() {
-            self.step_block_as::<true, M>(tid, rsp, slots, m, fill)
+            self.step_block_as::<true, M>(tid, rsp, slots, m, fill, watched, on_store)
         } else {
-            self.step_block_as::<false, M>(tid, rsp, slots, m, fill)
+            self.step_block_as::<false, M>(tid, rsp, slots, m, fill, watched, on_store)
         }
     }
 
     /// [`Accountant::step_block`], `TL`: a timeline is recorded. Not
     /// inlined: each copy is compiled as the one function was before.
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn step_block_as<const TL: bool, M: Machine>(
         &mut self,
         tid: u32,
@@ -943,6 +962,8 @@ impl Accountant {
         slots: &mut [BlockSlot],
         m: &mut M,
         mut fill: impl FnMut(usize, &mut M),
+        watched: u64,
+        mut on_store: impl FnMut(u64, u8),
     ) -> Verdict {
         let fast = slots.first().and_then(|s0| {
             let ti = self.slot_of(tid)?;
@@ -995,9 +1016,6 @@ impl Accountant {
             b => b,
         };
         let (ip0, count) = (slots[0].ip, slots.len() as u32);
-        // The replaying thread's rseq `rseq_cs` field (0: none), compared
-        // with each 64-bit store's address below (`rseq.rs`).
-        let rseq_field = crate::rseq::field().unwrap_or(0);
         // The first cell of the block's rows under `cells_stack` (found at
         // the first instruction whose slot does not remember its row).
         let mut cells: Option<usize> = None;
@@ -1116,12 +1134,10 @@ impl Accountant {
             if call_before {
                 self.threads[ti].pending_call = ip + u64::from(len) - 1;
             } else if flow == Flow::Store64
-                && rseq_field != 0
-                && self.accesses.as_slice().first().map(|a| a.addr) == Some(rseq_field)
+                && watched != 0
+                && self.accesses.as_slice().first().map(|a| a.addr) == Some(watched)
             {
-                // An rseq descriptor stored by translated code: its section
-                // ran where the kernel cannot restart it (`rseq.rs`).
-                crate::rseq::replayed_store(ip, len);
+                on_store(ip, len);
             }
             if limited && self.instructions >= self.max_instructions {
                 return self.stop("instruction limit reached");

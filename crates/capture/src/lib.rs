@@ -86,6 +86,7 @@ mod state;
 mod sysemu;
 pub mod tables;
 pub mod timeline;
+mod tls;
 pub mod unwind;
 
 pub use account::{Accountant, BlockSlot, Entry, FunctionCalls, Setup, Verdict};

@@ -7,6 +7,9 @@ pub use crate::account::Reserves;
 use coldcache_sim::HierarchyConfig;
 use std::path::PathBuf;
 
+/// The most thread ids a selection may name (`state::SELECTED`).
+pub(crate) const MAX_SELECTED: usize = 256;
+
 /// Which threads a capture traces.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Threads {
@@ -370,7 +373,7 @@ pub fn reserve_costs(
     let frame = 16u128;
     // Threads traced at once are clamped as `prepare` clamps them; their
     // frames are counted under `depth`.
-    let threads = r.threads.clamp(1, crate::state::MAX_SELECTED);
+    let threads = r.threads.clamp(1, MAX_SELECTED);
     [
         (
             "instructions",

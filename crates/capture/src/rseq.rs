@@ -13,8 +13,8 @@
 //! So the trap engine keeps the descriptor itself: the store of a non-zero
 //! `rseq_cs` (a 64-bit `mov` to the field, its address computed from the
 //! live registers) is accounted for and then skipped, the value and the
-//! section's addresses kept in the thread's own state ([`crate::jit`]'s
-//! static TLS: handlers may use it); the field stays 0, so the kernel never
+//! section's addresses kept in the thread's own state ([`crate::tls`]: the
+//! translator's static TLS: handlers may use it); the field stays 0, so the kernel never
 //! aborts on our traps. While the thread's IP lies in the kept section,
 //! each trap asks the kernel how many times the thread was switched out
 //! (`getrusage(RUSAGE_THREAD)`): when that changed since the store, the
@@ -107,7 +107,7 @@ pub(crate) fn init(commit: bool) {
 /// The calling thread's `rseq_cs` field, if glibc registered an area.
 pub(crate) fn field() -> Option<u64> {
     let off = OFFSET.load(Ordering::Relaxed);
-    (off != i64::MIN).then(|| crate::jit::thread_pointer().wrapping_add(off as u64) + RSEQ_CS)
+    (off != i64::MIN).then(|| crate::tls::thread_pointer().wrapping_add(off as u64) + RSEQ_CS)
 }
 
 /// Times the calling thread was switched out (voluntarily or not).
@@ -129,7 +129,7 @@ const ABORT: usize = 4;
 
 /// The calling thread's kept section, if its IP `rip` lies in it.
 fn kept_at(rip: u64) -> Option<[u64; 5]> {
-    let k = crate::jit::rseq_kept();
+    let k = kept();
     (k[CS] != 0 && rip >= k[START] && rip < k[END]).then_some(k)
 }
 
@@ -141,7 +141,7 @@ fn rip_of(uc: &libc::ucontext_t) -> u64 {
 /// address, descriptor dropped), as the kernel would have.
 fn abort(uc: &mut libc::ucontext_t, k: [u64; 5], count: &AtomicU64) {
     uc.uc_mcontext.gregs[libc::REG_RIP as usize] = k[ABORT] as i64;
-    crate::jit::set_rseq_kept([0; 5]);
+    set_kept([0; 5]);
     count.fetch_add(1, Ordering::Relaxed);
 }
 
@@ -149,11 +149,11 @@ fn abort(uc: &mut libc::ucontext_t, k: [u64; 5], count: &AtomicU64) {
 /// context): drops a kept section the IP has left, and aborts one the
 /// thread was switched out of, as the kernel would have.
 pub(crate) fn before_step(uc: &mut libc::ucontext_t) {
-    if crate::jit::rseq_kept()[CS] == 0 {
+    if kept()[CS] == 0 {
         return;
     }
     let Some(k) = kept_at(rip_of(uc)) else {
-        crate::jit::set_rseq_kept([0; 5]);
+        set_kept([0; 5]);
         return;
     };
     if switches() != k[SEEN] {
@@ -204,7 +204,7 @@ pub(crate) fn skip_store(
         // kernel will find it unreadable too, and end the program).
         _ => return false,
     };
-    crate::jit::set_rseq_kept(kept);
+    set_kept(kept);
     uc.uc_mcontext.gregs[libc::REG_RIP as usize] = i.next_ip() as i64;
     true
 }
@@ -224,7 +224,7 @@ pub(crate) fn skip_store(
 ///   comment there). Not closed: a timer interrupt in the handler's last
 ///   instructions, after that read-back.
 pub(crate) fn before_return(uc: &mut libc::ucontext_t) {
-    if crate::jit::rseq_kept()[CS] == 0 {
+    if kept()[CS] == 0 {
         return;
     }
     let rip = rip_of(uc);
@@ -282,12 +282,12 @@ fn insn_len(ip: u64) -> u64 {
 /// section starts again, natively protected). No system call (this may run
 /// under a seccomp filter).
 pub(crate) fn leave(uc: &mut libc::ucontext_t) {
-    if crate::jit::rseq_kept()[CS] == 0 {
+    if kept()[CS] == 0 {
         return;
     }
     match kept_at(rip_of(uc)) {
         Some(k) => abort(uc, k, &ABORTED),
-        None => crate::jit::set_rseq_kept([0; 5]),
+        None => set_kept([0; 5]),
     }
 }
 
@@ -320,6 +320,22 @@ pub(crate) fn note() -> Option<String> {
         aborted + late,
         COMMITS_ARMED.load(Ordering::Relaxed)
     ))
+}
+
+/// The calling thread's kept state (descriptor, switch count, start, end,
+/// abort): static TLS ([`crate::tls`]), so a handler may ask.
+#[inline]
+fn kept() -> [u64; 5] {
+    // SAFETY: reading a field of this thread's own state.
+    unsafe { (*crate::tls::this()).rseq }
+}
+
+/// Sets the calling thread's kept state.
+#[inline]
+fn set_kept(v: [u64; 5]) {
+    // SAFETY: writing a field of this thread's own state, which only this
+    // thread (its code and its signal handlers, never at once) touches.
+    unsafe { (*crate::tls::this()).rseq = v };
 }
 
 /// Fast mode's replay of a 64-bit store at `ip` (`len` bytes) to the
@@ -360,5 +376,5 @@ pub(crate) fn take_learned(mut retire: impl FnMut(u64, u64)) {
 /// Whether the calling thread holds a kept descriptor (it stays with the
 /// trap engine until its section ends).
 pub(crate) fn in_section() -> bool {
-    crate::jit::rseq_kept()[CS] != 0
+    kept()[CS] != 0
 }

@@ -445,7 +445,7 @@ pub unsafe fn program_sigaction(
 /// runs on its parent's, and a fork child's new thread may get a thread
 /// control block the parent's threads used.
 fn entry() -> Option<&'static (AtomicU64, AtomicU64)> {
-    let me = crate::jit::thread_pointer();
+    let me = crate::tls::thread_pointer();
     let i = THREADS
         .iter()
         .position(|(t, _)| t.load(Ordering::Acquire) == me)?;
@@ -473,7 +473,7 @@ fn set_bits(v: u64) {
     if v == 0 {
         return;
     }
-    let me = crate::jit::thread_pointer();
+    let me = crate::tls::thread_pointer();
     for (i, (t, b)) in THREADS.iter().enumerate() {
         if t.compare_exchange(0, me, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()

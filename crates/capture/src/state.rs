@@ -30,8 +30,7 @@ pub(crate) const RUNNING: u8 = 3;
 /// Tracing ends; `finish` is writing (or about to write) the dump.
 pub(crate) const STOPPING: u8 = 4;
 
-/// The most thread ids a selection may name.
-pub(crate) const MAX_SELECTED: usize = 256;
+pub(crate) use crate::options::MAX_SELECTED;
 
 pub(crate) static STATE: AtomicU8 = AtomicU8::new(IDLE);
 /// Handlers running now; `finish` waits for zero.

@@ -105,10 +105,10 @@
 
 use super::cache::CodeCache;
 use super::emit::{fs, store_imm32, Asm};
-use super::tls::{self, off};
 use super::translate::{BlockInstr, Translator, MAX_INSTRUCTIONS, MAX_RECORD};
 use super::RecordedMachine;
 use crate::model::{AccessList, CpuFacts, Inputs, Machine, Model};
+use crate::tls::{self, off};
 use iced_x86::{
     CpuidFeature, Decoder, DecoderOptions, Encoder, FlowControl, Formatter, Instruction,
     InstructionInfoFactory, IntelFormatter, MemorySize, Mnemonic, OpAccess, OpKind, Register,

@@ -52,23 +52,21 @@ mod cache;
 mod difftest;
 mod emit;
 mod sys;
-mod tls;
 mod translate;
 mod verify;
 
-pub(crate) use tls::thread_pointer;
 pub(crate) use verify::{verify_trap, Verified};
 
 use crate::account::{BlockSlot, Verdict};
 use crate::breakpoint::{self, BP_ADDR};
 use crate::model::{CpuFacts, Machine};
 use crate::state::{with_session, ARMED, INSTRUCTIONS, RUNNING, STATE, STOPPING};
+use crate::tls::{self, off, Tls};
 use cache::CodeCache;
 use emit::{at, fs, jmp_mem, load, pop, push, store, store_simm32, Asm};
 use iced_x86::{Code, Instruction, Register};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
-use tls::{off, Tls};
 use translate::{Block, BlockInstr, Translator, MAX_INSTRUCTIONS, MAX_RECORD};
 
 /// The capture in progress runs in fast mode.
@@ -407,22 +405,6 @@ pub(crate) fn is_on() -> bool {
 pub(crate) fn late_start() -> bool {
     // SAFETY: reading a field of this thread's own state.
     unsafe { (*tls::this()).late_start != 0 }
-}
-
-/// The calling thread's kept rseq state (`crate::rseq`: descriptor,
-/// switch count, start, end, abort): static TLS, so a handler may ask.
-#[inline]
-pub(crate) fn rseq_kept() -> [u64; 5] {
-    // SAFETY: reading a field of this thread's own state.
-    unsafe { (*tls::this()).rseq }
-}
-
-/// Sets the calling thread's kept rseq state.
-#[inline]
-pub(crate) fn set_rseq_kept(v: [u64; 5]) {
-    // SAFETY: writing a field of this thread's own state, which only this
-    // thread (its code and its signal handlers, never at once) touches.
-    unsafe { (*tls::this()).rseq = v };
 }
 
 /// Marks or unmarks the calling thread late-started.
@@ -1202,6 +1184,9 @@ fn replay(
     let mut m = RecordedMachine::of_this_thread();
     let mut p = start;
     let mut out = Replayed::Go;
+    // The replaying thread's rseq `rseq_cs` field (0: none), whose 64-bit
+    // stores the accountant reports (`rseq.rs`).
+    let rseq_field = crate::rseq::field().unwrap_or(0);
     'records: while p + 16 <= end {
         // SAFETY: `p..p + size` lies in the thread's buffer below the
         // cursor, written by a block whose record starts there.
@@ -1230,10 +1215,20 @@ fn replay(
             }
             v
         } else {
-            acc.step_block(tid, rsp, &mut j.slots[range], &mut m, |k, m| {
-                // SAFETY: `p` starts a complete record of this block.
-                unsafe { m.fill(&instrs[k], p) }
-            })
+            acc.step_block_watching(
+                tid,
+                rsp,
+                &mut j.slots[range],
+                &mut m,
+                |k, m| {
+                    // SAFETY: `p` starts a complete record of this block.
+                    unsafe { m.fill(&instrs[k], p) }
+                },
+                rseq_field,
+                // An rseq descriptor stored by translated code: its
+                // section ran where the kernel cannot restart it.
+                crate::rseq::replayed_store,
+            )
         };
         {
             match verdict {

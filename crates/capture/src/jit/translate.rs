@@ -68,8 +68,8 @@
 
 use super::cache::{CodeCache, CHUNK, REACH};
 use super::emit::{at, fs, jmp_mem, lea, load, mov_imm64, store, store_imm32, store_simm32, Asm};
-use super::tls::off;
 use crate::model::{Inputs, Model};
+use crate::tls::off;
 use iced_x86::{
     Code, Decoder, DecoderOptions, FlowControl, InstructionInfoFactory, Mnemonic, OpAccess, OpKind,
     Register,
