@@ -37,9 +37,13 @@
 //! library's dynamic symbols. Left out: an area the program registers
 //! itself with the `rseq` system call (glibc's tunable off), a program
 //! signal delivered inside a section (the kernel would abort it; here the
-//! section goes on), and fast mode's translated code, whose copies of a
-//! section run outside its addresses (the kernel never aborts them: a
-//! preempted section's update can be lost; docs/capture.md, "Limits").
+//! section goes on).
+//!
+//! Fast mode: translated copies of a section run outside its addresses,
+//! where the kernel never aborts them. The translator leaves a store it
+//! recognises as a descriptor's ([`stores_descriptor`]) to the trap engine
+//! from the start; the replay finds the others ([`replayed_store`]) and
+//! retires them, after one buffer's worth ran translated (counted).
 
 use iced_x86::{Code, Instruction, OpKind, Register};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -338,11 +342,85 @@ fn set_kept(v: [u64; 5]) {
     unsafe { (*crate::tls::this()).rseq = v };
 }
 
+/// Descriptor stores the translator recognised and left to the trap engine
+/// ([`stores_descriptor`]).
+pub(crate) static RECOGNISED: AtomicU64 = AtomicU64::new(0);
+
+/// The signature the kernel requires in the 4 bytes before an x86 abort
+/// handler (`RSEQ_SIG`).
+const SIG: u32 = 0x5305_3053;
+
+/// The translator's check of a 64-bit store `i` (after `prev` in the same
+/// block, if any): whether it stores the address of an rseq descriptor,
+/// recognised by its contents (version 0, an abort address preceded by
+/// the kernel's signature, a short section), the value being a constant:
+/// an immediate, or a RIP-relative `lea` or `mov`-immediate into the
+/// stored register just before (librseq's and tcmalloc's
+/// `lea desc(%rip), %rax; mov %rax, 8(%rbx)`). Such a store is left to the
+/// trap engine from its first execution, so no section runs translated
+/// before the replay would find the store ([`replayed_store`], which
+/// stays for the stores this misses: a value loaded from memory, a `lea`
+/// in an earlier block). Only while glibc registered an area.
+pub(crate) fn stores_descriptor(prev: Option<&Instruction>, i: &Instruction) -> bool {
+    if OFFSET.load(Ordering::Relaxed) == i64::MIN || i.op0_kind() != OpKind::Memory {
+        return false;
+    }
+    let value = match i.code() {
+        Code::Mov_rm64_imm32 => i.immediate(1),
+        Code::Mov_rm64_r64 => {
+            let r = i.op1_register();
+            match prev {
+                Some(p) if p.code() == Code::Lea_r64_m && p.op0_register() == r => {
+                    if !p.is_ip_rel_memory_operand() {
+                        return false;
+                    }
+                    p.ip_rel_memory_address()
+                }
+                Some(p)
+                    if matches!(p.code(), Code::Mov_r64_imm64 | Code::Mov_rm64_imm32)
+                        && p.op0_kind() == OpKind::Register
+                        && p.op0_register() == r =>
+                {
+                    p.immediate(1)
+                }
+                _ => return false,
+            }
+        }
+        _ => return false,
+    };
+    let word = |o: u64| crate::memory::read_word(value.wrapping_add(o));
+    let (Some(head), Some(start), Some(len), Some(abort)) = (word(0), word(8), word(16), word(24))
+    else {
+        return false;
+    };
+    let mut sig = [0u8; 4];
+    let found = head as u32 == 0
+        && len < 1 << 20
+        && !(start..start.wrapping_add(len)).contains(&abort)
+        && crate::memory::read_bytes(abort.wrapping_sub(4), &mut sig)
+        && u32::from_le_bytes(sig) == SIG;
+    if found {
+        RECOGNISED.fetch_add(1, Ordering::Relaxed);
+    }
+    found
+}
+
 /// Fast mode's replay of a 64-bit store at `ip` (`len` bytes) to the
 /// replaying thread's `rseq_cs` (the caller compares the address): a
 /// section ran translated, where the kernel cannot restart it. Counted,
 /// and the instruction noted for retirement.
 pub(crate) fn replayed_store(ip: u64, len: u8) {
+    // A store of the constant 0 clears the field (glibc's thread start):
+    // no section.
+    let mut bytes = [0u8; 15];
+    let n = usize::from(len).min(15);
+    if crate::memory::read_bytes(ip, &mut bytes[..n]) {
+        let i = iced_x86::Decoder::with_ip(64, &bytes[..n], ip, iced_x86::DecoderOptions::NONE)
+            .decode();
+        if i.code() == Code::Mov_rm64_imm32 && i.immediate(1) == 0 {
+            return;
+        }
+    }
     TRANSLATED.fetch_add(1, Ordering::Relaxed);
     if LEARNED.iter().any(|l| l.load(Ordering::Relaxed) == ip) {
         return;

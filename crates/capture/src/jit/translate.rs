@@ -392,6 +392,15 @@ impl Translator {
                 break;
             }
             let Some(exit) = classify(&instr) else { break };
+            let prev = match n {
+                0 => constant_before(pc),
+                _ => Some(self.instrs[n - 1]),
+            };
+            if crate::rseq::stores_descriptor(prev.as_ref(), &instr) {
+                // An rseq section's entry: the trap engine keeps its
+                // descriptor (`rseq.rs`).
+                break;
+            }
             let at = (instr.ip() - pc) as usize;
             if instr.flow_control() != FlowControl::Next
                 && operand_size_prefix(&self.bytes[at..at + instr.len()])
@@ -875,6 +884,29 @@ fn target_into(
     m.set_memory_displ_size(i.memory_displ_size());
     m.set_segment_prefix(i.segment_prefix());
     Ok(m)
+}
+
+/// The instruction ending at `pc` when it is one that loads a constant
+/// into a register (a RIP-relative `lea`, 7 bytes, or a `mov` of an
+/// immediate, 7 or 10 bytes), for [`crate::rseq::stores_descriptor`] at a
+/// block's first instruction (the block before it may have ended between
+/// the two). Decoding backwards is a guess; a wrong one only costs a
+/// store left to the trap engine where the descriptor check also passed.
+fn constant_before(pc: u64) -> Option<iced_x86::Instruction> {
+    let mut bytes = [0u8; 10];
+    if !crate::memory::read_bytes(pc.wrapping_sub(10), &mut bytes) {
+        return None;
+    }
+    [3usize, 0].into_iter().find_map(|at| {
+        let i =
+            Decoder::with_ip(64, &bytes[at..], pc - 10 + at as u64, DecoderOptions::NONE).decode();
+        (i.next_ip() == pc
+            && matches!(
+                i.code(),
+                Code::Lea_r64_m | Code::Mov_r64_imm64 | Code::Mov_rm64_imm32
+            ))
+        .then_some(i)
+    })
 }
 
 /// `None`: refused. `Some(None)`: an ordinary instruction. `Some(Some(e))`:
