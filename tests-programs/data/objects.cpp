@@ -118,6 +118,28 @@ __attribute__((noinline)) int reuse() {
     return same;
 }
 
+// posix_memalign gives its block through memory: fifty blocks through one
+// out slot, each written four times, all freed at the end.
+static void *volatile aligned_keep[50];
+
+__attribute__((noinline)) int aligned() {
+    void *slot;
+    for (int i = 0; i < 50; ++i) {
+        if (posix_memalign(&slot, 64, 256) != 0) {
+            return -1;
+        }
+        volatile int *p = static_cast<volatile int *>(slot);
+        for (int k = 0; k < 4; ++k) {
+            p[k] = k;
+        }
+        aligned_keep[i] = slot;
+    }
+    for (int i = 0; i < 50; ++i) {
+        free(aligned_keep[i]);
+    }
+    return 50;
+}
+
 struct V {
     volatile int a[8];
 };
@@ -151,10 +173,12 @@ int main(int argc, char **argv) {
         std::printf("%d\n", grow());
     } else if (!strcmp(c, "reuse")) {
         std::printf("same address: %d\n", reuse());
+    } else if (!strcmp(c, "memalign")) {
+        std::printf("%d\n", aligned());
     } else if (!strcmp(c, "new")) {
         std::printf("%d\n", with_new());
     } else {
-        std::fprintf(stderr, "usage: objects getposition|global|stack|realloc|reuse|new\n");
+        std::fprintf(stderr, "usage: objects getposition|global|stack|realloc|reuse|memalign|new\n");
         return 2;
     }
     return 0;

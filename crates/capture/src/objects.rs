@@ -273,6 +273,17 @@ pub fn widen(ip: u64, is_ret: bool, inputs: &mut Inputs) -> bool {
     true
 }
 
+/// Whether `ip` is the entry of a `posix_memalign` tracking observes: its
+/// block comes back through its out pointer, which fast mode must read
+/// before the caller runs (`jit::dispatch_slow`).
+pub fn is_posix_memalign(ip: u64) -> bool {
+    ON.load(Ordering::Acquire)
+        && ENTRIES.iter().zip(&KINDS).any(|(e, k)| {
+            e.load(Ordering::Relaxed) == ip
+                && k.load(Ordering::Relaxed) == Kind::PosixMemalign as u8
+        })
+}
+
 /// The registers [`widen`] adds for the instruction at `ip` (the
 /// translator keeps its scratch register off them).
 pub fn extra_registers(ip: u64, is_ret: bool) -> &'static [Register] {

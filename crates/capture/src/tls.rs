@@ -116,6 +116,10 @@ pub(crate) struct Tls {
     /// how many times the thread had been switched out then, and the
     /// descriptor's section start, end and abort address.
     pub rseq: [u64; 5],
+    /// The return address of a `posix_memalign` call this thread entered
+    /// with object tracking on (0: none): the dispatcher replays the
+    /// thread's records when it returns there (`jit::dispatch_slow`).
+    pub flush_ret: u64,
 }
 
 // The state is a TLS symbol of our own, reached with the initial-exec

@@ -928,6 +928,31 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
     if t.reason == 2 || t.reason == 3 {
         return system_call(frame, t, next);
     }
+    if t.flush_ret != 0 && next == t.flush_ret {
+        // Back from `posix_memalign` (below): its records replayed now,
+        // so the replay reads its out pointer before the caller can
+        // overwrite it.
+        t.flush_ret = 0;
+        match flush(t) {
+            Replayed::Go => {}
+            Replayed::Leave => return leave(t, frame, next),
+            Replayed::Stop => return stop(t, frame, next),
+        }
+    }
+    // A `posix_memalign` call (object tracking on): never in the lookup
+    // table nor linked, so every call comes here; its return address is
+    // taken out of the table so that the return comes here too.
+    let memalign = crate::objects::is_posix_memalign(next);
+    if memalign {
+        if let Some(ret) = crate::memory::read_word(t.app_rsp) {
+            t.flush_ret = ret;
+            *lookup_slot(t, ret) = LookupEntry {
+                pc: 0,
+                code: 0,
+                gen: 0,
+            };
+        }
+    }
     if t.reason == 1 && crate::sigvirt::taken_over() {
         // Checked at every full buffer: a thread not traced took SIGTRAP
         // or the sync signal with a `syscall` of its own, so the next trap
@@ -976,7 +1001,7 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
                 // now is invalid once anything is retired after.
                 let gen = LOOKUP_GEN.load(Ordering::Acquire);
                 let code = j.code_for(next);
-                if let (Some(code), true) = (code, from != 0) {
+                if let (Some(code), true) = (code, from != 0 && !memalign) {
                     j.link(from, code);
                 }
                 code.map(|c| (c, gen))
@@ -985,6 +1010,7 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
         })
     };
     match code {
+        Some((code, _)) if memalign => t.target = code,
         Some((code, gen)) => {
             t.target = code;
             *lookup_slot(t, next) = LookupEntry {
