@@ -853,7 +853,7 @@ impl Accountant {
             }
             if let Some(o) = self.objects.as_deref_mut() {
                 let fs = m.segment_base(Register::FS);
-                o.thread_stack(sp, fs, self.threads[ti].serial);
+                o.thread_stack(ti, sp, fs, self.threads[ti].serial);
             }
         }
         if let Some(v) = self.pop_returned(ti, sp) {

@@ -512,11 +512,19 @@ impl Objects {
         self.on
     }
 
-    /// A traced thread (dump index `serial`) starts with RSP `sp` and its
-    /// thread pointer (FS base) `fs`: the mapping holding `sp` is its
-    /// stack, the one holding `fs` its static thread-local storage (unless
-    /// that is its stack too, as for threads glibc creates).
-    pub fn thread_stack(&mut self, sp: u64, fs: u64, serial: u32) {
+    /// A traced thread (dump index `serial`, slot `ti`) starts, or starts
+    /// again (a new window, a slot reused), with RSP `sp` and its thread
+    /// pointer (FS base) `fs`: the mapping holding `sp` is its stack, the
+    /// one holding `fs` its static thread-local storage (unless that is
+    /// its stack too, as for threads glibc creates). An allocator call it
+    /// was inside when its tracing last ended is abandoned (`unreturned`):
+    /// kept, it would hide the thread's next allocations as nested calls
+    /// until a `ret` reached its old RSP.
+    pub fn thread_stack(&mut self, ti: usize, sp: u64, fs: u64, serial: u32) {
+        if let Some(p) = self.pending.get_mut(ti).filter(|p| p.kind != 0) {
+            p.kind = 0;
+            self.unreturned += 1;
+        }
         let stack = self.region_of(sp);
         if let Some(i) = stack {
             if self.regions[i].thread == u32::MAX {

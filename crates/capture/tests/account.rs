@@ -1295,3 +1295,57 @@ fn the_allocator_is_observed_and_accesses_go_to_their_block() {
     assert_eq!(o.unmapped.side(1), 3 + 2);
     assert_eq!(o.unmapped.side(0), 3);
 }
+
+/// An allocator call under way when a thread's tracing ends (a window
+/// ended while the thread was inside `malloc`) is abandoned when its
+/// tracing starts again: kept, the next window's `malloc` was taken for a
+/// call nested in it and its block lost (0 allocations). By hand: `malloc`
+/// entered deep in the stack, tracing restarted (`join_window`), then a
+/// whole `call malloc` returning 0xA000 and a write into the block.
+#[test]
+fn an_allocator_call_left_by_an_earlier_window_is_abandoned() {
+    use coldcache_capture::objects::{Kind, Objects};
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut m = Fake::new()
+        // 0x1000: call 0x2000; 0x1005: movl $1, 4(%rax).
+        .code(
+            0x1000,
+            &[
+                0xE8, 0xFB, 0x0F, 0x00, 0x00, //
+                0xC7, 0x40, 0x04, 0x01, 0x00, 0x00, 0x00,
+            ],
+        )
+        // malloc: nop; ret.
+        .code(0x2000, &[0x90, 0xC3]);
+    let allocators = [(0x2000, Kind::Malloc, "malloc")];
+    let mut s = setup(Reserves::default(), false, None);
+    s.objects = Some(Objects::new(true, 4, &allocators, Vec::new()));
+    let mut a = Accountant::new(s).unwrap();
+    a.claim(TID).unwrap();
+    let at = |a: &mut Accountant, ip: u64, sp: u64, m: &mut Fake| {
+        m.set(Register::RSP, sp);
+        assert_eq!(step(a, ip, m), Verdict::Continue, "at {ip:#x}");
+    };
+    // The earlier window: malloc entered 0x100 bytes deeper, never returns
+    // while traced.
+    m.set(Register::RDI, 32);
+    at(&mut a, 0x2000, SP - 0x108, &mut m);
+    assert!(a.join_window(TID, false));
+    at(&mut a, 0x1000, SP, &mut m);
+    m.set(Register::RDI, 64);
+    at(&mut a, 0x2000, SP - 8, &mut m);
+    m.set(Register::RAX, 0xA000);
+    at(&mut a, 0x2001, SP - 8, &mut m);
+    at(&mut a, 0x1005, SP, &mut m);
+    let (d, _) = finish(a);
+    let o = d.objects.expect("objects");
+    assert_eq!((o.allocations, o.unreturned), (1, 1));
+    assert_eq!(o.sites.len(), 1);
+    let site = &o.sites[0];
+    assert_eq!((site.blocks, site.bytes), (1, 64));
+    assert_eq!(
+        site.counts.served[1],
+        [0, 0, 1],
+        "the write, into the block"
+    );
+}
