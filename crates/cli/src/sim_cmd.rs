@@ -275,14 +275,6 @@ fn resimulate(args: &SimArgs) -> Result<()> {
         .map(str::parse::<Format>)
         .transpose()
         .context("--format")?;
-    let mut reader = coldcache_trace::open(trace, format)?;
-    reader.set_skip_bad(args.skip_bad);
-    // A capture's trace that did not finish: read up to its cut. It lacks
-    // the dump skeleton (written at the end), so the dump has no modules
-    // or call stacks; the dump's notes say so.
-    let cut = is_partial(trace).then(|| reader.accept_cut());
-    let progress = progress_bar(args, reader.total_bytes().unwrap_or(0));
-    let name = trace.display().to_string();
     if args.placements > MAX_PLACEMENTS {
         bail!(
             "--placements {}: at most {MAX_PLACEMENTS} (each is one more simulation of the whole \
@@ -290,6 +282,27 @@ fn resimulate(args: &SimArgs) -> Result<()> {
             args.placements
         );
     }
+    let mut reader = coldcache_trace::open(trace, format)?;
+    reader.set_skip_bad(args.skip_bad);
+    let name = trace.display().to_string();
+    // A trace that cannot hold the regions a band moves is refused now,
+    // not after the simulations (`band_possible`); a capture's trace cut
+    // short lacks them too (its dump skeleton is written at the end).
+    if args.placements > 0 {
+        coldcache_replay::band_possible(&name, &reader)?;
+        if is_partial(trace) {
+            bail!(
+                "{name}: the layout-noise band (--placements) needs the capture's dump, which a \
+                 trace cut short (.partial) lacks (it is written at the end): run sim without \
+                 --placements"
+            );
+        }
+    }
+    // A capture's trace that did not finish: read up to its cut. It lacks
+    // the dump skeleton (written at the end), so the dump has no modules
+    // or call stacks; the dump's notes say so.
+    let cut = is_partial(trace).then(|| reader.accept_cut());
+    let progress = progress_bar(args, reader.total_bytes().unwrap_or(0));
     let mut dumps = coldcache_replay::resimulate_with_band(
         &name,
         reader,

@@ -275,6 +275,35 @@ fn a_band_needs_a_captures_trace_and_a_dump() {
     ]);
     assert!(e.contains("needs a trace kept by `coldcache record"), "{e}");
     assert!(!out.exists(), "a dump was written without its band");
+    // Refused before any work, naming the file and its format: the trace
+    // is not read (its malformed third line, reached by a simulation,
+    // would be the error instead).
+    let bad = dir.join("bad.lackey");
+    std::fs::write(&bad, "I  00401000,4\n L 00600000,8\nnot a lackey line\n").unwrap();
+    let din = dir.join("t.din");
+    std::fs::write(&din, "0 401000\n1 600000\nnot a din line\n").unwrap();
+    for (trace, format) in [(&bad, "lackey"), (&din, "dinero")] {
+        let t = trace.to_str().unwrap();
+        let e = run(&[
+            "sim",
+            "--no-progress",
+            "--placements",
+            "4",
+            t,
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert!(
+            e.contains(&format!("{t}: the layout-noise band"))
+                && e.contains(&format!("a {format} trace holds no capture's dump")),
+            "{e}"
+        );
+        assert!(
+            !e.contains("unknown record kind"),
+            "the trace was read: {e}"
+        );
+        assert!(!out.exists(), "a dump was written without its band");
+    }
     let e = run(&["sim", "--placements", "4", t]);
     assert!(e.contains("give -o DUMP"), "{e}");
 }

@@ -18,7 +18,8 @@
 pub mod placement;
 mod resim;
 pub use resim::{
-    fold_unknown_stacks, resimulate, resimulate_with_band, Numbering, Prepared, Resim, Target,
+    band_possible, fold_unknown_stacks, resimulate, resimulate_with_band, Numbering, Prepared,
+    Resim, Target,
 };
 
 use coldcache_sim::{
@@ -62,11 +63,15 @@ pub enum ReplayError {
     /// The layout-noise band was asked of a trace that holds no dump
     /// skeleton: it does not say where the modules are.
     #[error(
-        "{0}: the layout-noise band (--placements) needs a trace kept by `coldcache record \
-         --trace`: this one holds no capture's dump, so the regions to move (the modules, \
-         the mappings) are unknown"
+        "{name}: the layout-noise band (--placements) needs a trace kept by `coldcache record \
+         --trace`: {why}, so the regions to move (the modules, the mappings) are unknown"
     )]
-    NoRegions(String),
+    NoRegions {
+        /// The trace's name.
+        name: String,
+        /// What the trace is instead (`a lackey trace holds no capture's dump`).
+        why: String,
+    },
     /// A trace's dump skeleton (the capture's dump without records) is
     /// unreadable.
     #[error("{name}: the capture's dump inside the trace is unreadable: {detail}")]
