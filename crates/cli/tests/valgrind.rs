@@ -66,6 +66,30 @@ fn run(dir: &Path, exe: &str, args: &[&str]) -> Output {
     run_with_deadline(cmd, exe)
 }
 
+/// `coldcache valgrind` and Valgrind side by side in `dir` with the same
+/// options `opts` (`--tool=...` among them) and program `prog`, each with
+/// its own out file: `cc` for coldcache, `vg` for Valgrind (with `-q`: its
+/// banner is not compared).
+fn side_by_side(dir: &Path, opts: &[&str], prog: &[&str]) -> (Output, Output) {
+    let flag = if opts.contains(&"--tool=cachegrind") {
+        "--cachegrind-out-file"
+    } else {
+        "--callgrind-out-file"
+    };
+    let (cc, vg) = (format!("{flag}=cc"), format!("{flag}=vg"));
+    let a = run(
+        dir,
+        COLDCACHE,
+        &[&["valgrind"], opts, &[cc.as_str()], prog].concat(),
+    );
+    let b = run(
+        dir,
+        "valgrind",
+        &[opts, &[vg.as_str(), "-q"], prog].concat(),
+    );
+    (a, b)
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -197,26 +221,7 @@ fn cachegrind_files_read_by_cg_annotate_count_the_programs_functions_as_cachegri
     let Some(dir) = ready("cachegrind") else {
         return;
     };
-    let a = run(
-        &dir,
-        COLDCACHE,
-        &[
-            "valgrind",
-            "--tool=cachegrind",
-            "--cachegrind-out-file=cc.out",
-            "./harness",
-        ],
-    );
-    let b = run(
-        &dir,
-        "valgrind",
-        &[
-            "--tool=cachegrind",
-            "--cachegrind-out-file=vg.out",
-            "-q",
-            "./harness",
-        ],
-    );
+    let (a, b) = side_by_side(&dir, &["--tool=cachegrind"], &["./harness"]);
     assert_eq!(a.status.code(), Some(0), "{}", text(&a.stderr));
     assert_eq!(a.stdout, b.stdout);
     // The summary on stderr, after the program's own line.
@@ -226,18 +231,15 @@ fn cachegrind_files_read_by_cg_annotate_count_the_programs_functions_as_cachegri
         err.contains("== I   refs:") && err.contains("== D1  misses:"),
         "{err}"
     );
-    let ours = dir.join("cc.out");
+    let ours = dir.join("cc");
     assert_eq!(
         header(&ours, "events:"),
         "Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw"
     );
-    assert_eq!(
-        header(&ours, "events:"),
-        header(&dir.join("vg.out"), "events:")
-    );
+    assert_eq!(header(&ours, "events:"), header(&dir.join("vg"), "events:"));
     let (x, y) = (
         per_function(&annotate("cg_annotate", &ours)),
-        per_function(&annotate("cg_annotate", &dir.join("vg.out"))),
+        per_function(&annotate("cg_annotate", &dir.join("vg"))),
     );
     for f in ["bench", "helper", "setup"] {
         assert!(x.contains_key(f), "{f} missing: {x:?}");
@@ -252,7 +254,7 @@ fn cachegrind_files_read_by_cg_annotate_count_the_programs_functions_as_cachegri
             .parse()
             .unwrap()
     };
-    assert!(ir(&ours) < ir(&dir.join("vg.out")));
+    assert!(ir(&ours) < ir(&dir.join("vg")));
     assert!(ir(&ours) > x.values().sum::<u64>());
 }
 
@@ -353,21 +355,7 @@ fn separate_threads_write_a_file_per_thread_whose_function_counts_sum_to_callgri
         false,
     );
     let opts = ["--tool=callgrind", "--separate-threads=yes", "-q"];
-    let a = run(
-        &dir,
-        COLDCACHE,
-        &[
-            &["valgrind"],
-            &opts[..],
-            &["--callgrind-out-file=cc", "./threads"],
-        ]
-        .concat(),
-    );
-    let b = run(
-        &dir,
-        "valgrind",
-        &[&opts[..], &["--callgrind-out-file=vg", "./threads"]].concat(),
-    );
+    let (a, b) = side_by_side(&dir, &opts, &["./threads"]);
     assert_eq!(a.status.code(), Some(0), "{}", text(&a.stderr));
     assert_eq!(a.stdout, b.stdout);
     // work's Ir over the thread files. Valgrind numbers a thread by a slot
@@ -409,21 +397,7 @@ fn a_pattern_naming_nested_functions_toggles_as_callgrinds() {
     // `?e*` names bench, helper (which bench calls) and setup: Callgrind
     // turns collection on entering bench and off again entering helper.
     let args = ["--tool=callgrind", "--toggle-collect=?e*", "-q"];
-    let a = run(
-        &dir,
-        COLDCACHE,
-        &[
-            &["valgrind"],
-            &args[..],
-            &["--callgrind-out-file=cc", "./harness"],
-        ]
-        .concat(),
-    );
-    let b = run(
-        &dir,
-        "valgrind",
-        &[&args[..], &["--callgrind-out-file=vg", "./harness"]].concat(),
-    );
+    let (a, b) = side_by_side(&dir, &args, &["./harness"]);
     assert_eq!(a.status.code(), Some(0), "{}", text(&a.stderr));
     assert_eq!(b.status.code(), Some(0));
     let x = per_function(&annotate("callgrind_annotate", &dir.join("cc")));
@@ -450,28 +424,7 @@ fn a_stripped_program_is_captured_from_the_c_librarys_start() {
         eprintln!("SKIP a_stripped_program: strip failed or missing");
         return;
     }
-    let a = run(
-        &dir,
-        COLDCACHE,
-        &[
-            "valgrind",
-            "--tool=callgrind",
-            "--callgrind-out-file=cc",
-            "./stripped",
-            "3",
-        ],
-    );
-    let b = run(
-        &dir,
-        "valgrind",
-        &[
-            "--tool=callgrind",
-            "--callgrind-out-file=vg",
-            "-q",
-            "./stripped",
-            "3",
-        ],
-    );
+    let (a, b) = side_by_side(&dir, &["--tool=callgrind"], &["./stripped", "3"]);
     assert_eq!(a.status.code(), Some(3), "{}", text(&a.stderr));
     assert_eq!(a.stdout, b.stdout);
     let err = text(&a.stderr);
