@@ -558,17 +558,7 @@ pub fn cachegrind_events(t: &Tally) -> [(&'static str, u64); 9] {
 }
 
 /// `n` with thousands separators.
-pub fn group(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use coldcache_dump::thousands as group;
 
 fn pct(part: u64, whole: u64) -> String {
     if whole == 0 {
@@ -833,14 +823,6 @@ impl Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn groups_thousands() {
-        assert_eq!(group(0), "0");
-        assert_eq!(group(999), "999");
-        assert_eq!(group(1000), "1,000");
-        assert_eq!(group(1234567), "1,234,567");
-    }
 
     #[test]
     fn pins_are_checked() {
