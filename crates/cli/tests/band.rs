@@ -15,7 +15,7 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 #[path = "common/dumps.rs"]
 mod dumps;
@@ -25,7 +25,7 @@ mod library;
 mod programs;
 use dumps::load;
 use library::COLDCACHE;
-use programs::{compile, gcc_and_setarch_or_skip, scratch_in};
+use programs::{compile, gcc_and_setarch_or_skip, scratch_in, succeed as ok, unrandomised};
 
 /// The small model: I1 1 KiB 2-way, D1 2 KiB 2-way, LL 64 KiB 4-way.
 const GEOMETRY: [&str; 8] = [
@@ -41,19 +41,6 @@ const GEOMETRY: [&str; 8] = [
 
 /// Moved placements per band.
 const K: &str = "12";
-
-fn ok(mut cmd: Command) -> Output {
-    cmd.stdin(Stdio::null());
-    let out = cmd.output().expect("run command");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 /// Builds variant `v`, captures `bench` with its trace (address
 /// randomisation off, object tracking on so that the trace knows the
@@ -78,21 +65,15 @@ fn band_dump(dir: &Path, v: &str, seed: &str) -> PathBuf {
     }
     let trace = dir.join(format!("{v}.cctrace"));
     if !trace.exists() {
-        let mut cmd = Command::new("setarch");
-        cmd.args(["-R", "--"])
-            .arg(COLDCACHE)
-            .args(["record", "--no-resolve", "--objects", "--function", "bench"])
+        let mut cmd = unrandomised(dir);
+        cmd.args(["record", "--no-resolve", "--objects", "--function", "bench"])
             .args(GEOMETRY)
             .arg("--trace")
             .arg(&trace)
             .arg("-o")
             .arg(dir.join(format!("{v}.ccdump")))
             .arg("--")
-            .arg(format!("./band_{v}"))
-            .current_dir(dir);
-        // The stack's place depends on the environment's size: the same
-        // small one for every run.
-        cmd.env_clear().env("PATH", "/usr/bin:/bin");
+            .arg(format!("./band_{v}"));
         ok(cmd);
     }
     let out = dir.join(format!("{v}-{seed}.band.ccdump"));
