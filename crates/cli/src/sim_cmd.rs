@@ -243,10 +243,12 @@ fn resimulate(args: &SimArgs) -> Result<()> {
     let name = trace.display().to_string();
     // A trace that cannot hold the regions a band moves is refused now,
     // not after the simulations (`band_possible`); a capture's trace cut
-    // short lacks them too (its dump skeleton is written at the end).
+    // short lacks them too unless its dump skeleton was found already
+    // (it is written at the end).
     if args.placements > 0 {
         coldcache_replay::band_possible(&name, &reader)?;
-        if is_partial(trace) {
+        let skeleton = reader.attachment(coldcache_trace::ATTACH_DUMP_SKELETON);
+        if is_partial(trace) && skeleton.is_none() {
             bail!(
                 "{name}: the layout-noise band (--placements) needs the capture's dump, which a \
                  trace cut short (.partial) lacks (it is written at the end): run sim without \

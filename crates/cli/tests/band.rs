@@ -288,3 +288,45 @@ fn a_band_needs_a_captures_trace_and_a_dump() {
     let e = run(&["sim", "--placements", "4", t]);
     assert!(e.contains("give -o DUMP"), "{e}");
 }
+
+/// A capture's trace cut short (`.partial`) lacks the dump skeleton
+/// (written at the end): refused before any work, naming the file. The
+/// whole trace under a `.partial` name has it (found through its index)
+/// and makes its band.
+#[test]
+fn a_cut_trace_is_refused_a_band_before_any_work() {
+    if !gcc_and_setarch_or_skip("band_cut") {
+        return;
+    }
+    let dir = scratch_in("band", "cut");
+    band_dump(&dir, "A", "1");
+    let whole = std::fs::read(dir.join("A.cctrace")).unwrap();
+    let cut = dir.join("cut.cctrace.partial");
+    std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
+    let renamed = dir.join("whole.cctrace.partial");
+    std::fs::write(&renamed, &whole).unwrap();
+    let sim = |trace: &Path, out: &Path| {
+        let mut cmd = Command::new(COLDCACHE);
+        cmd.args(["sim", "--no-progress", "--no-resolve", "--placements", K])
+            .args(GEOMETRY)
+            .arg(trace)
+            .arg("-o")
+            .arg(out)
+            .stdin(Stdio::null());
+        cmd.output().unwrap()
+    };
+    let out = dir.join("cut.ccdump");
+    let o = sim(&cut, &out);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a band of a cut trace: {e}");
+    assert!(
+        e.contains(&format!("{}: the layout-noise band", cut.display()))
+            && e.contains("trace cut short (.partial)"),
+        "{e}"
+    );
+    assert!(!out.exists(), "a dump was written without its band");
+    let out = dir.join("whole.ccdump");
+    let o = sim(&renamed, &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(load(&out).meta.band.is_some(), "no band in the dump");
+}
