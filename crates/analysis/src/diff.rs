@@ -256,7 +256,7 @@ fn rows_of(p: &Profile, by: By) -> BTreeMap<String, (String, Vec<u64>)> {
         }
         By::Line => {
             // The flat profile's per-line table, summed once per profile.
-            let table = p.flat_table(By::Line).expect("lines have a table");
+            let table = crate::views::flat_table(p, By::Line).expect("lines have a table");
             for (key, v) in table.rows(nc) {
                 let Key::Line(f, file, line) = key else {
                     continue;

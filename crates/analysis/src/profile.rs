@@ -8,9 +8,10 @@
 //!
 //! The flat profile by line and by instruction needs every record summed per
 //! line or per instruction; that table is built the first time a view asks
-//! for it ([`Profile::flat_table`], one per granularity, kept in a
-//! `OnceLock` so a profile shared between threads builds it once) and every
-//! later query only filters and sorts its rows.
+//! for it (`views::flat_table` builds it, one per granularity, kept here
+//! in a `OnceLock`, [`Profile::flat_cell`], so a profile shared between
+//! threads builds it once) and every later query only filters and sorts
+//! its rows. The profile calls nothing of the views: they are above it.
 //!
 //! An inlined copy of a function is a level of its own, a call from the
 //! function it was inlined into, marked `inlined` on its [`PathFrame`] and
@@ -42,7 +43,6 @@
 //! or `[unknown]` when even that is not known.
 
 use crate::columns::{columns, default_weight, Column};
-use crate::views::{self, By, FlatTable};
 use coldcache_dump::symbols::NO_FILE;
 use coldcache_dump::CounterLayout;
 use coldcache_dump::{Dump, Symbols, ROOT_STACK};
@@ -52,6 +52,27 @@ use std::sync::OnceLock;
 
 /// Index of a function in [`Profile::functions`].
 pub type FnId = u32;
+
+/// A flat row before it is materialised: what it is (the views order and
+/// label it).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Key {
+    Function(FnId),
+    /// A line: function, file, line.
+    Line(FnId, u32, u32),
+    /// An instruction: address, function, first record.
+    Instruction(u64, FnId, usize),
+}
+
+/// The kept records summed per line or per instruction: what the flat
+/// profile of that granularity sorts and filters. Built once per profile
+/// by the views (`views::flat_table`), kept here ([`Profile::flat_cell`]).
+pub(crate) struct FlatTable {
+    /// What each row is, in order of first appearance in the records.
+    pub(crate) keys: Vec<Key>,
+    /// Self costs, row after row (`keys.len()` × the profile's counters).
+    pub(crate) costs: Vec<u64>,
+}
 /// Index of a node of the call tree ([`Profile::node`]); 0 is the root.
 pub type NodeId = u32;
 /// The call tree's root (no function).
@@ -571,16 +592,16 @@ impl Profile {
         }
     }
 
-    /// The kept records summed per line (`By::Line`) or per instruction
-    /// (`By::Instruction`), aggregated on the first call and kept; `None`
-    /// for `By::Function` (functions have their own tables).
-    pub(crate) fn flat_table(&self, by: By) -> Option<&FlatTable> {
-        let cell = match by {
-            By::Function => return None,
-            By::Line => &self.flat_lines,
-            By::Instruction => &self.flat_instructions,
-        };
-        Some(cell.get_or_init(|| views::aggregate(self, by)))
+    /// Where the kept records summed per source line (`lines`) or per
+    /// instruction are kept once built: the views build them
+    /// (`views::flat_table`), the profile only holds them, so that it
+    /// calls nothing above it.
+    pub(crate) fn flat_cell(&self, lines: bool) -> &OnceLock<FlatTable> {
+        if lines {
+            &self.flat_lines
+        } else {
+            &self.flat_instructions
+        }
     }
 
     /// Number of distinct instruction frame chains ([`Profile::record_chain`]

@@ -19,6 +19,7 @@
 
 use crate::columns::{Column, D_MISS, I_MISS, MEM};
 use crate::profile::Profile;
+use coldcache_dump::thousands;
 use coldcache_dump::{CounterLayout, Meta};
 use serde::Serialize;
 
@@ -64,19 +65,6 @@ pub struct Shortfall {
     pub text: String,
     /// What it means for the counts, and what to do about it.
     pub advice: String,
-}
-
-/// `n` with thousands separators: `405,854`.
-fn thousands(n: u64) -> String {
-    let d = n.to_string();
-    let mut out = String::with_capacity(d.len() + d.len() / 3);
-    for (i, c) in d.chars().enumerate() {
-        if i > 0 && (d.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// The instructions of a fast-mode capture that ran under the trap engine,

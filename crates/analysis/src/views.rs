@@ -4,7 +4,8 @@
 //! text renderer, `--json` and the web UI show the same numbers.
 
 use crate::columns::Column;
-use crate::profile::{add_row, FnId, NodeId, Profile, ROOT};
+pub(crate) use crate::profile::Key;
+use crate::profile::{add_row, FlatTable, FnId, NodeId, Profile, ROOT};
 use crate::AnalysisError;
 use coldcache_dump::symbols::NO_FILE;
 use rustc_hash::FxHashMap as HashMap;
@@ -192,16 +193,6 @@ fn line_key(p: &Profile, i: usize) -> (FnId, u32, u32) {
     (inner.function, inner.file, inner.line)
 }
 
-/// A flat row before it is materialised: what it is.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Key {
-    Function(FnId),
-    /// A line: function, file, line.
-    Line(FnId, u32, u32),
-    /// An instruction: address, function, first record.
-    Instruction(u64, FnId, usize),
-}
-
 impl Key {
     /// Order among rows of equal costs; no two rows of a view share it, so
     /// the rows' order is total.
@@ -212,16 +203,6 @@ impl Key {
             Key::Instruction(a, _, _) => (a, 0),
         }
     }
-}
-
-/// The kept records summed per line or per instruction: what the flat
-/// profile of that granularity sorts and filters. Built once per profile
-/// ([`Profile::flat_table`]).
-pub(crate) struct FlatTable {
-    /// What each row is, in order of first appearance in the records.
-    keys: Vec<Key>,
-    /// Self costs, row after row (`keys.len()` × the profile's counters).
-    costs: Vec<u64>,
 }
 
 impl FlatTable {
@@ -236,6 +217,19 @@ impl FlatTable {
             .enumerate()
             .map(move |(i, &k)| (k, self.row(i, nc)))
     }
+}
+
+/// The kept records summed per line (`By::Line`) or per instruction
+/// (`By::Instruction`), aggregated ([`aggregate`]) on the first call and
+/// kept in the profile ([`Profile::flat_cell`]); `None` for `By::Function`
+/// (functions have their own tables).
+pub(crate) fn flat_table(p: &Profile, by: By) -> Option<&FlatTable> {
+    let cell = match by {
+        By::Function => return None,
+        By::Line => p.flat_cell(true),
+        By::Instruction => p.flat_cell(false),
+    };
+    Some(cell.get_or_init(|| aggregate(p, by)))
 }
 
 /// Sums the kept records per line (`by` = [`By::Line`]) or per instruction.
@@ -354,7 +348,7 @@ pub fn flat(p: &Profile, q: &FlatQuery) -> Result<FlatView, AnalysisError> {
     let sc = column_index(p, &sort)?;
     let re = q.filter.as_deref().map(crate::regex).transpose()?;
     let nc = p.counters();
-    let table = p.flat_table(q.by);
+    let table = flat_table(p, q.by);
     let key_of = |i: usize| match table {
         Some(t) => t.keys[i],
         None => Key::Function(i as FnId),

@@ -22,7 +22,7 @@ pub struct AttachArgs {
     pid: i32,
     /// Cache configuration: a preset name (`coldcache presets`) or a TOML
     /// file; the default, as for `record` and `sim`, is Valgrind's model.
-    #[arg(long, default_value = crate::sim_cmd::DEFAULT_CACHE, value_name = "PRESET|FILE")]
+    #[arg(long, default_value = crate::cache_choice::DEFAULT_CACHE, value_name = "PRESET|FILE")]
     cache: String,
     /// Cachegrind-style I1 geometry override, e.g. 32768,8,64 (as `record`).
     #[arg(long = "I1", value_name = "SIZE,ASSOC,LINE")]
@@ -232,12 +232,12 @@ pub fn run(args: AttachArgs) -> Result<()> {
     let target = inject::check(args.pid)?;
     let pid = target.pid;
     let lib = find_library()?;
-    let cfg = crate::sim_cmd::cache_config(&args.cache, &args.i1, &args.d1, &args.ll)
+    let cfg = crate::cache_choice::cache_config(&args.cache, &args.i1, &args.d1, &args.ll)
         .with_context(|| format!("cache configuration {}", args.cache))?;
-    crate::sim_cmd::refuse_miss_classes(
+    crate::cache_choice::refuse_miss_classes(
         &cfg,
         &args.cache,
-        crate::sim_cmd::MISS_CLASSES_OF_A_CAPTURE,
+        crate::cache_choice::MISS_CLASSES_OF_A_CAPTURE,
     )?;
     let cache_name = record_cmd::cache_name(&args.cache, [&args.i1, &args.d1, &args.ll]);
     record_cmd::check_schedule(&args.schedule)?;

@@ -10,6 +10,7 @@
 //! file a command writes goes through [`write_output`].
 
 mod attach_cmd;
+mod cache_choice;
 mod export_cmd;
 mod inject;
 mod probe_cmd;

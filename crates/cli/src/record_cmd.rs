@@ -26,7 +26,7 @@ use std::process::Command;
 pub struct RecordArgs {
     /// Cache configuration: a preset name (`coldcache presets`), `host`, or
     /// a TOML file; the default, as for `sim`, is Valgrind's model.
-    #[arg(long, default_value = crate::sim_cmd::DEFAULT_CACHE, value_name = "PRESET|FILE")]
+    #[arg(long, default_value = crate::cache_choice::DEFAULT_CACHE, value_name = "PRESET|FILE")]
     cache: String,
     /// Cachegrind-style I1 geometry override, e.g. 32768,8,64 (as `sim`).
     #[arg(long = "I1", value_name = "SIZE,ASSOC,LINE")]
@@ -384,12 +384,12 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let lib = find_library()?;
     let program = find_program(&args.program[0])?;
     let elf = check_program(&program)?;
-    let cfg = crate::sim_cmd::cache_config(&args.cache, &args.i1, &args.d1, &args.ll)
+    let cfg = crate::cache_choice::cache_config(&args.cache, &args.i1, &args.d1, &args.ll)
         .with_context(|| format!("cache configuration {}", args.cache))?;
-    crate::sim_cmd::refuse_miss_classes(
+    crate::cache_choice::refuse_miss_classes(
         &cfg,
         &args.cache,
-        crate::sim_cmd::MISS_CLASSES_OF_A_CAPTURE,
+        crate::cache_choice::MISS_CLASSES_OF_A_CAPTURE,
     )?;
     // The name the dump carries: the overrides are part of it.
     let cache_name = cache_name(&args.cache, [&args.i1, &args.d1, &args.ll]);

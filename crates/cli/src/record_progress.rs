@@ -12,6 +12,7 @@
 //! counts), no extra store. Where the read is refused (a ptrace policy
 //! that forbids even the parent), progress says so once and stops.
 
+use coldcache_dump::thousands;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -84,19 +85,6 @@ fn read_words(pid: i32, counter: usize, state: usize) -> std::io::Result<(u64, u
         return Err(std::io::Error::last_os_error());
     }
     Ok((n, s))
-}
-
-/// `1234567` as `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// A duration for people: `42 s`, `3 min 5 s`, `2 h 10 min`.
@@ -201,10 +189,6 @@ mod tests {
 
     #[test]
     fn the_progress_line_reads_as_written_by_hand() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(1234567), "1,234,567");
         assert_eq!(
             line(1_500_000, 60_000.0, 25.0, None),
             "coldcache: 1,500,000 instructions, 60,000/s, 25 s elapsed"

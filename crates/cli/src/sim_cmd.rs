@@ -25,6 +25,7 @@
 //! the skeleton (no modules, its stacks counted on the root:
 //! `coldcache_replay::fold_unknown_stacks`).
 
+use crate::cache_choice::{cache_config, refuse_miss_classes, DEFAULT_CACHE};
 use anyhow::{bail, Context, Result};
 use coldcache_replay::{parse_pins, replay, CacheLabParams};
 use coldcache_sim::{HierarchyConfig, StraddleMode};
@@ -122,51 +123,6 @@ fn parse_cachelab(text: &str) -> Result<CacheLabParams> {
             .with_context(|| format!("--cachelab {text:?}: {what} = {v:?} is not a number"))
     };
     Ok((num("S", s)?, num("E", e)?, num("B", b)?))
-}
-
-/// The cache `sim` and `record` simulate when `--cache` is not given:
-/// Valgrind's model, so that their numbers compare with Cachegrind's and
-/// Callgrind's as they stand.
-pub const DEFAULT_CACHE: &str = "cachegrind";
-
-/// `--cache` with Cachegrind's `--I1`, `--D1` and `--LL` geometry
-/// overrides, as `sim`, `record` and `attach` all take them.
-pub fn cache_config(
-    cache: &str,
-    i1: &Option<String>,
-    d1: &Option<String>,
-    ll: &Option<String>,
-) -> Result<HierarchyConfig> {
-    let mut cfg = coldcache_config::resolve(cache)?;
-    let geo = |opt: &str, v: &Option<String>| {
-        v.as_deref()
-            .map(|t| coldcache_config::parse_valgrind_option(opt, t))
-            .transpose()
-    };
-    let (i1, d1, ll) = (geo("--I1", i1)?, geo("--D1", d1)?, geo("--LL", ll)?);
-    if i1.is_some() || d1.is_some() || ll.is_some() {
-        coldcache_config::apply_cachegrind_overrides(&mut cfg, i1, d1, ll)?;
-    }
-    Ok(cfg)
-}
-
-/// Where a capture's miss classes can be had ([`refuse_miss_classes`]'s
-/// advice for `record` and `attach`).
-pub const MISS_CLASSES_OF_A_CAPTURE: &str =
-    "keep the trace (--trace) and run `coldcache sim --classify-misses` on it";
-
-/// Refuses a configuration that classifies misses where a dump is made
-/// (`sim -o`, `record`, `attach`): a dump has no counters for miss
-/// classes, so the shadow caches would cost their time for nothing shown.
-/// `instead` says where the classes can be had.
-pub fn refuse_miss_classes(cfg: &HierarchyConfig, cache: &str, instead: &str) -> Result<()> {
-    if cfg.classify_misses {
-        bail!(
-            "--cache {cache}: miss classification (--classify-misses, or classify_misses in \
-             the configuration) is not kept in a dump; {instead}"
-        );
-    }
-    Ok(())
 }
 
 /// The configuration, from `--cachelab` (with its parameters) or `--cache`
@@ -275,14 +231,6 @@ fn resimulate(args: &SimArgs) -> Result<()> {
         .map(str::parse::<Format>)
         .transpose()
         .context("--format")?;
-    let mut reader = coldcache_trace::open(trace, format)?;
-    reader.set_skip_bad(args.skip_bad);
-    // A capture's trace that did not finish: read up to its cut. It lacks
-    // the dump skeleton (written at the end), so the dump has no modules
-    // or call stacks; the dump's notes say so.
-    let cut = is_partial(trace).then(|| reader.accept_cut());
-    let progress = progress_bar(args, reader.total_bytes().unwrap_or(0));
-    let name = trace.display().to_string();
     if args.placements > MAX_PLACEMENTS {
         bail!(
             "--placements {}: at most {MAX_PLACEMENTS} (each is one more simulation of the whole \
@@ -290,6 +238,29 @@ fn resimulate(args: &SimArgs) -> Result<()> {
             args.placements
         );
     }
+    let mut reader = coldcache_trace::open(trace, format)?;
+    reader.set_skip_bad(args.skip_bad);
+    let name = trace.display().to_string();
+    // A trace that cannot hold the regions a band moves is refused now,
+    // not after the simulations (`band_possible`); a capture's trace cut
+    // short lacks them too unless its dump skeleton was found already
+    // (it is written at the end).
+    if args.placements > 0 {
+        coldcache_replay::band_possible(&name, &reader)?;
+        let skeleton = reader.attachment(coldcache_trace::ATTACH_DUMP_SKELETON);
+        if is_partial(trace) && skeleton.is_none() {
+            bail!(
+                "{name}: the layout-noise band (--placements) needs the capture's dump, which a \
+                 trace cut short (.partial) lacks (it is written at the end): run sim without \
+                 --placements"
+            );
+        }
+    }
+    // A capture's trace that did not finish: read up to its cut. It lacks
+    // the dump skeleton (written at the end), so the dump has no modules
+    // or call stacks; the dump's notes say so.
+    let cut = is_partial(trace).then(|| reader.accept_cut());
+    let progress = progress_bar(args, reader.total_bytes().unwrap_or(0));
     let mut dumps = coldcache_replay::resimulate_with_band(
         &name,
         reader,

@@ -13,7 +13,11 @@
 //! (Callgrind's format,
 //! thread by thread with `--separate-threads=yes`; Cachegrind's format) and
 //! Valgrind's `==PID==` lines to stderr or `--log-file`. The program's
-//! stdout, stderr and exit status pass through (docs/valgrind.md).
+//! stdout, stderr and exit status pass through (docs/valgrind.md). File
+//! names expand as Valgrind's ([`expand`], [`file_names`]); a file that
+//! cannot be created ends the run as Valgrind ends it (status
+//! [`FILE_ERROR`] before the run or for Callgrind, the program's for
+//! Cachegrind).
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -54,9 +58,9 @@ pub enum Tool {
 pub struct VgOptions {
     /// The tool.
     pub tool: Tool,
-    /// `--callgrind-out-file` / `--cachegrind-out-file` (with `%p`, `%q{VAR}`).
+    /// `--callgrind-out-file` / `--cachegrind-out-file` (with `%p`, `%n`, `%q{VAR}`).
     pub out_file: Option<String>,
-    /// `--log-file` (with `%p`, `%q{VAR}`).
+    /// `--log-file` (with `%p`, `%n`, `%q{VAR}`; `-` a file of that name).
     pub log_file: Option<String>,
     /// `--toggle-collect=PATTERN`, each given.
     pub toggle_collect: Vec<String>,
@@ -270,9 +274,17 @@ fn tool_name(t: Tool) -> &'static str {
     }
 }
 
-/// Valgrind's file-name expansion: `%p` the process id, `%q{VAR}` the
-/// environment variable VAR, `%%` a `%`.
-pub fn expand(name: &str, pid: u32, var: impl Fn(&str) -> Option<String>) -> Result<String> {
+/// Valgrind's file-name expansion: `%p` the process id, `%n` a sequence
+/// number of the process (`seq`, counted up before each use: one counter
+/// for every name Valgrind expands, the log file's first, then the out
+/// file's, [`file_names`]), `%q{VAR}` the environment variable VAR, `%%` a
+/// `%`.
+pub fn expand(
+    name: &str,
+    pid: u32,
+    seq: &mut u32,
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<String> {
     let mut out = String::new();
     let mut rest = name;
     while let Some(at) = rest.find('%') {
@@ -280,6 +292,10 @@ pub fn expand(name: &str, pid: u32, var: impl Fn(&str) -> Option<String>) -> Res
         let tail = &rest[at + 1..];
         if let Some(t) = tail.strip_prefix('p') {
             out.push_str(&pid.to_string());
+            rest = t;
+        } else if let Some(t) = tail.strip_prefix('n') {
+            *seq += 1;
+            out.push_str(&seq.to_string());
             rest = t;
         } else if let Some(t) = tail.strip_prefix('%') {
             out.push('%');
@@ -292,11 +308,121 @@ pub fn expand(name: &str, pid: u32, var: impl Fn(&str) -> Option<String>) -> Res
             out.push_str(&var(v).with_context(|| format!("{name}: %q{{{v}}}: {v} is not set"))?);
             rest = &t[end + 1..];
         } else {
-            bail!("{name}: a % not followed by p, q{{VAR}} or %");
+            bail!("{name}: a % not followed by p, n, q{{VAR}} or %");
         }
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// The log file (when given) and the tool's out file for the program's
+/// `pid`, expanded in Valgrind's order: the log file's at its start, then
+/// the tool's (`%n` counts over both).
+pub fn file_names(o: &VgOptions, pid: u32) -> Result<(Option<String>, String)> {
+    let var = |v: &str| std::env::var(v).ok();
+    let mut seq = 0;
+    let log = o
+        .log_file
+        .as_deref()
+        .map(|f| expand(f, pid, &mut seq, var))
+        .transpose()?;
+    let default_out = format!("{}.out.%p", tool_name(o.tool));
+    let out = expand(
+        o.out_file.as_deref().unwrap_or(&default_out),
+        pid,
+        &mut seq,
+        var,
+    )?;
+    Ok((log, out))
+}
+
+/// The file an expanded name names: `-` is a file of that name, as
+/// Valgrind's (not standard output, as `-` is to coldcache's own verbs).
+fn file_path(name: &str) -> PathBuf {
+    if name == "-" {
+        PathBuf::from("./-")
+    } else {
+        PathBuf::from(name)
+    }
+}
+
+/// An I/O error as Valgrind words it (`No such file or directory`, without
+/// Rust's `(os error 2)`).
+fn reason(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(at) => s[..at].to_string(),
+        None => s,
+    }
+}
+
+/// Exit status of Valgrind when its log file or Callgrind's out file
+/// cannot be created.
+pub const FILE_ERROR: u8 = 1;
+
+/// What Valgrind finds out at its start, before the program runs: that
+/// the log file and Callgrind's out file can be created (Cachegrind opens
+/// its file at the end). A name that does not depend on the pid is
+/// created now, as Valgrind creates it; one that does (`%p`, unknown
+/// until the program starts) has its directory checked, when that does
+/// not depend on the pid too. Returns Valgrind's message on failure.
+fn check_files_at_start(o: &VgOptions) -> Result<std::result::Result<(), String>> {
+    let (a, b) = (file_names(o, 1)?, file_names(o, 2)?);
+    let mut files = Vec::new();
+    if let (Some(x), Some(y)) = (a.0, b.0) {
+        files.push((true, x, y));
+    }
+    if o.tool == Tool::Callgrind {
+        files.push((false, a.1, b.1));
+    }
+    for (log, x, y) in files {
+        let made = if x == y {
+            std::fs::File::create(file_path(&x)).map(drop)
+        } else {
+            writable_parent(&x, &y)
+        };
+        if let Err(e) = made {
+            return Ok(Err(if log {
+                format!(
+                    "valgrind: Cannot create log file '{}': {}",
+                    o.log_file.as_deref().unwrap_or_default(),
+                    reason(&e)
+                )
+            } else {
+                format!(
+                    "=={}== Error: can not open cache simulation output file `{}' ({})",
+                    std::process::id(),
+                    o.out_file.as_deref().unwrap_or("callgrind.out.%p"),
+                    reason(&e)
+                )
+            }));
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Whether files can be created in the directory of `x`, a name expanded
+/// with one pid, when `y` (the same with another) has the same directory.
+fn writable_parent(x: &str, y: &str) -> std::io::Result<()> {
+    let (px, py) = (Path::new(x).parent(), Path::new(y).parent());
+    if px != py {
+        return Ok(());
+    }
+    let dir = match px {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if !std::fs::metadata(dir)?.is_dir() {
+        return Err(std::io::Error::from_raw_os_error(libc::ENOTDIR));
+    }
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `c` is a NUL-terminated path that outlives the call;
+    // access reads it and nothing else.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Runs `coldcache valgrind` (or `valgrind`) with these arguments.
@@ -337,7 +463,7 @@ Runs PROGRAM under a coldcache capture (fast mode, from main; with
 Callgrind's or Cachegrind's format, Valgrind's event names, its ==PID==
 summary lines on stderr or --log-file. The program's output and exit status
 pass through. Accepted: --callgrind-out-file, --cachegrind-out-file and
---log-file (%p, %q{VAR}), --toggle-collect, --collect-atstart,
+--log-file (%p, %n, %q{VAR}), --toggle-collect, --collect-atstart,
 --instr-atstart=yes, --cache-sim, --I1/--D1/--LL, --separate-threads,
 --compress-strings, --compress-pos, --dump-line, --dump-instr,
 --combine-dumps=no, --branch-sim=no, --fair-sched, --trace-children (children
@@ -354,10 +480,12 @@ struct Record {
 /// Records the program, writes Valgrind's outputs; the program's status.
 fn run(o: &VgOptions) -> Result<u8> {
     // The file names are checked before the program runs (as Valgrind
-    // expands them at its start): a `%q{VAR}` of an unset VAR is refused.
-    let var = |v: &str| std::env::var(v).ok();
-    for name in o.out_file.iter().chain(&o.log_file) {
-        expand(name, 0, var)?;
+    // expands them at its start): a `%q{VAR}` of an unset VAR is refused;
+    // a log file or Callgrind out file that cannot be created ends the run
+    // with Valgrind's message and status.
+    if let Err(message) = check_files_at_start(o)? {
+        coldcache_fsio::say!("{message}");
+        return Ok(FILE_ERROR);
     }
     let dir = tempfile::Builder::new()
         .prefix("coldcache-valgrind")
@@ -409,8 +537,8 @@ fn run(o: &VgOptions) -> Result<u8> {
         let (d, names) = toggle_collect(dump, &o.toggle_collect, o.collect_atstart);
         (d, Some(names))
     };
-    write_outputs(o, dump, collected.as_deref())?;
-    Ok(status)
+    let failed = write_outputs(o, dump, collected.as_deref())?;
+    Ok(failed.unwrap_or(status))
 }
 
 /// Where a whole run is captured from when the program has `main`.
@@ -501,16 +629,18 @@ fn caches(o: &VgOptions) -> Vec<(String, u64, u32, u32)> {
         .collect()
 }
 
-/// Writes the tool's output file(s) and Valgrind's summary lines.
+/// Writes the tool's output file(s) and Valgrind's `==PID==` lines; the
+/// status that replaces the program's when a file could not be written,
+/// as Valgrind's: Callgrind ends with [`FILE_ERROR`] and no summary,
+/// Cachegrind says the results are missing and ends with the program's
+/// status; a log file that cannot be written ends with [`FILE_ERROR`].
 fn write_outputs(
     o: &VgOptions,
     dump: coldcache_dump::Dump,
     collected: Option<&[String]>,
-) -> Result<()> {
+) -> Result<Option<u8>> {
     let pid = dump.meta.pid;
-    let var = |v: &str| std::env::var(v).ok();
-    let default_out = format!("{}.out.%p", tool_name(o.tool));
-    let out = expand(o.out_file.as_deref().unwrap_or(&default_out), pid, var)?;
+    let (log_file, out) = file_names(o, pid)?;
     let options = |threads: Option<Vec<u32>>| ProfileOptions {
         inline: false,
         threads,
@@ -522,6 +652,8 @@ fn write_outputs(
     let whole = Profile::new(dump.clone(), options(None));
     let totals = coldcache_export::valgrind_totals(&whole)
         .context("the capture's counters are not coldcache's layout")?;
+    // The files to write, in order; the first that fails ends the writing.
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     match o.tool {
         Tool::Callgrind => {
             let opts = |thread| coldcache_export::CallgrindOptions {
@@ -537,16 +669,16 @@ fn write_outputs(
             };
             if o.separate_threads {
                 // As Callgrind: the base name empty, FILE-01, FILE-02, ...
-                crate::write_output(Path::new(&out), b"")?;
+                files.push((out.clone(), Vec::new()));
                 for (k, &tid) in threads.iter().enumerate() {
                     let n = k as u32 + 1;
                     let p = Profile::new(dump.clone(), options(Some(vec![tid])));
                     let text = coldcache_export::callgrind_with(&p, &opts(Some(n)));
-                    crate::write_output(&PathBuf::from(format!("{out}-{n:02}")), text.as_bytes())?;
+                    files.push((format!("{out}-{n:02}"), text.into_bytes()));
                 }
             } else {
                 let text = coldcache_export::callgrind_with(&whole, &opts(None));
-                crate::write_output(Path::new(&out), text.as_bytes())?;
+                files.push((out.clone(), text.into_bytes()));
             }
         }
         Tool::Cachegrind => {
@@ -557,29 +689,63 @@ fn write_outputs(
             };
             let text = coldcache_export::cachegrind(&whole, &opts)
                 .context("the capture's counters are not coldcache's layout")?;
-            crate::write_output(Path::new(&out), text.as_bytes())?;
+            files.push((out.clone(), text.into_bytes()));
         }
     }
-    if o.quiet {
-        return Ok(());
+    let failed = files
+        .iter()
+        .find_map(|(name, bytes)| Some(name).zip(write_file(name, bytes).err()));
+    let mut log = String::new();
+    if !o.quiet {
+        log.push_str(&log_head(o, &dump, collected));
     }
-    let log = log_text(o, &dump, &totals, ir_only, collected);
-    match &o.log_file {
-        Some(f) => crate::write_output(Path::new(&expand(f, pid, var)?), log.as_bytes())?,
-        None => coldcache_fsio::say!("{}", log.trim_end_matches('\n')),
+    let mut status = None;
+    match (failed, o.tool) {
+        (Some((name, e)), Tool::Callgrind) => {
+            // Callgrind stops at once: no summary.
+            log.push_str(&format!(
+                "=={pid}== Error: can not open cache simulation output file `{name}'\n\
+                 --{pid}-- coldcache: {}\n",
+                reason(&e)
+            ));
+            status = Some(FILE_ERROR);
+        }
+        (failed, _) => {
+            if let Some((name, e)) = failed {
+                log.push_str(&format!(
+                    "=={pid}== error: can't open cache simulation output file '{name}'\n\
+                     =={pid}==        ... so simulation results will be missing.\n\
+                     --{pid}-- coldcache: {}\n",
+                    reason(&e)
+                ));
+            }
+            if !o.quiet {
+                log.push_str(&log_summary(o, pid, &totals, ir_only));
+            }
+        }
     }
-    Ok(())
+    match &log_file {
+        // Written also when empty (-q), as Valgrind creates it at its start.
+        Some(f) => {
+            if let Err(e) = write_file(f, log.as_bytes()) {
+                coldcache_fsio::say!("valgrind: Cannot create log file '{f}': {}", reason(&e));
+                status = Some(FILE_ERROR);
+            }
+        }
+        None if !log.is_empty() => coldcache_fsio::say!("{}", log.trim_end_matches('\n')),
+        None => {}
+    }
+    Ok(status)
 }
 
-/// Valgrind's lines about the run (header, then the tool's summary), and
-/// coldcache's own notes as Valgrind's `--PID--` lines.
-fn log_text(
-    o: &VgOptions,
-    d: &coldcache_dump::Dump,
-    totals: &[u64; 9],
-    ir_only: bool,
-    collected: Option<&[String]>,
-) -> String {
+/// Writes `bytes` to the file an expanded name names ([`file_path`]).
+fn write_file(name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    coldcache_fsio::write_output(&file_path(name), bytes)
+}
+
+/// Valgrind's lines about the run before the tool's summary (banner,
+/// `Command:`), and coldcache's own notes as Valgrind's `--PID--` lines.
+fn log_head(o: &VgOptions, d: &coldcache_dump::Dump, collected: Option<&[String]>) -> String {
     let pid = d.meta.pid;
     let mut s = String::new();
     let mut line = |t: &str| s.push_str(&format!("=={pid}== {t}\n"));
@@ -635,6 +801,13 @@ fn log_text(
         s2.push_str(&format!("--{pid}-- coldcache: {n}\n"));
     }
     s.push_str(&s2);
+    s
+}
+
+/// The tool's summary: Callgrind's `Events :`/`Collected :`, then
+/// Valgrind's `I   refs:` ... lines.
+fn log_summary(o: &VgOptions, pid: u32, totals: &[u64; 9], ir_only: bool) -> String {
+    let mut s = String::new();
     if o.tool == Tool::Callgrind {
         let n = if ir_only { 1 } else { 9 };
         s.push_str(&format!(
@@ -668,10 +841,35 @@ mod tests {
     #[test]
     fn file_names_expand_as_valgrinds() {
         let var = |v: &str| (v == "JOB").then(|| "7".to_string());
-        assert_eq!(expand("cg.out.%p", 42, var).unwrap(), "cg.out.42");
-        assert_eq!(expand("a.#%p.%q{JOB}.%%", 42, var).unwrap(), "a.#42.7.%");
-        assert!(expand("x.%q{NOPE}", 1, var).is_err());
-        assert!(expand("x.%z", 1, var).is_err());
+        let mut n = 0;
+        assert_eq!(expand("cg.out.%p", 42, &mut n, var).unwrap(), "cg.out.42");
+        assert_eq!(
+            expand("a.#%p.%q{JOB}.%%", 42, &mut n, var).unwrap(),
+            "a.#42.7.%"
+        );
+        assert!(expand("x.%q{NOPE}", 1, &mut n, var).is_err());
+        assert!(expand("x.%z", 1, &mut n, var).is_err());
+        // %n counts on over the names, from 1.
+        assert_eq!(n, 0);
+        assert_eq!(expand("l.%n", 1, &mut n, var).unwrap(), "l.1");
+        assert_eq!(expand("c.%n.%n", 1, &mut n, var).unwrap(), "c.2.3");
+    }
+
+    #[test]
+    fn the_log_files_name_is_expanded_before_the_out_files() {
+        // As Valgrind 3.19 names them: `--log-file=l.%n
+        // --callgrind-out-file=c.%n.%n` writes l.1 and c.2.3.
+        let o = p("--tool=callgrind --callgrind-out-file=c.%n.%n --log-file=l.%n ./a").unwrap();
+        assert_eq!(
+            file_names(&o, 9).unwrap(),
+            (Some("l.1".to_string()), "c.2.3".to_string())
+        );
+        let o = p("--tool=cachegrind ./a").unwrap();
+        assert_eq!(
+            file_names(&o, 9).unwrap(),
+            (None, "cachegrind.out.9".to_string())
+        );
+        assert_eq!(file_path("-"), Path::new("./-"));
     }
 
     #[test]

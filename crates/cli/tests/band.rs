@@ -15,7 +15,7 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 #[path = "common/dumps.rs"]
 mod dumps;
@@ -25,7 +25,7 @@ mod library;
 mod programs;
 use dumps::load;
 use library::COLDCACHE;
-use programs::{compile, gcc_and_setarch_or_skip, scratch_in};
+use programs::{compile, gcc_and_setarch_or_skip, scratch_in, succeed as ok, unrandomised};
 
 /// The small model: I1 1 KiB 2-way, D1 2 KiB 2-way, LL 64 KiB 4-way.
 const GEOMETRY: [&str; 8] = [
@@ -41,19 +41,6 @@ const GEOMETRY: [&str; 8] = [
 
 /// Moved placements per band.
 const K: &str = "12";
-
-fn ok(mut cmd: Command) -> Output {
-    cmd.stdin(Stdio::null());
-    let out = cmd.output().expect("run command");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 /// Builds variant `v`, captures `bench` with its trace (address
 /// randomisation off, object tracking on so that the trace knows the
@@ -78,21 +65,15 @@ fn band_dump(dir: &Path, v: &str, seed: &str) -> PathBuf {
     }
     let trace = dir.join(format!("{v}.cctrace"));
     if !trace.exists() {
-        let mut cmd = Command::new("setarch");
-        cmd.args(["-R", "--"])
-            .arg(COLDCACHE)
-            .args(["record", "--no-resolve", "--objects", "--function", "bench"])
+        let mut cmd = unrandomised(dir);
+        cmd.args(["record", "--no-resolve", "--objects", "--function", "bench"])
             .args(GEOMETRY)
             .arg("--trace")
             .arg(&trace)
             .arg("-o")
             .arg(dir.join(format!("{v}.ccdump")))
             .arg("--")
-            .arg(format!("./band_{v}"))
-            .current_dir(dir);
-        // The stack's place depends on the environment's size: the same
-        // small one for every run.
-        cmd.env_clear().env("PATH", "/usr/bin:/bin");
+            .arg(format!("./band_{v}"));
         ok(cmd);
     }
     let out = dir.join(format!("{v}-{seed}.band.ccdump"));
@@ -275,6 +256,77 @@ fn a_band_needs_a_captures_trace_and_a_dump() {
     ]);
     assert!(e.contains("needs a trace kept by `coldcache record"), "{e}");
     assert!(!out.exists(), "a dump was written without its band");
+    // Refused before any work, naming the file and its format: the trace
+    // is not read (its malformed third line, reached by a simulation,
+    // would be the error instead).
+    let bad = dir.join("bad.lackey");
+    std::fs::write(&bad, "I  00401000,4\n L 00600000,8\nnot a lackey line\n").unwrap();
+    let din = dir.join("t.din");
+    std::fs::write(&din, "0 401000\n1 600000\nnot a din line\n").unwrap();
+    for (trace, format) in [(&bad, "lackey"), (&din, "dinero")] {
+        let t = trace.to_str().unwrap();
+        let e = run(&[
+            "sim",
+            "--no-progress",
+            "--placements",
+            "4",
+            t,
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert!(
+            e.contains(&format!("{t}: the layout-noise band"))
+                && e.contains(&format!("a {format} trace holds no capture's dump")),
+            "{e}"
+        );
+        assert!(
+            !e.contains("unknown record kind"),
+            "the trace was read: {e}"
+        );
+        assert!(!out.exists(), "a dump was written without its band");
+    }
     let e = run(&["sim", "--placements", "4", t]);
     assert!(e.contains("give -o DUMP"), "{e}");
+}
+
+/// A capture's trace cut short (`.partial`) lacks the dump skeleton
+/// (written at the end): refused before any work, naming the file. The
+/// whole trace under a `.partial` name has it (found through its index)
+/// and makes its band.
+#[test]
+fn a_cut_trace_is_refused_a_band_before_any_work() {
+    if !gcc_and_setarch_or_skip("band_cut") {
+        return;
+    }
+    let dir = scratch_in("band", "cut");
+    band_dump(&dir, "A", "1");
+    let whole = std::fs::read(dir.join("A.cctrace")).unwrap();
+    let cut = dir.join("cut.cctrace.partial");
+    std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
+    let renamed = dir.join("whole.cctrace.partial");
+    std::fs::write(&renamed, &whole).unwrap();
+    let sim = |trace: &Path, out: &Path| {
+        let mut cmd = Command::new(COLDCACHE);
+        cmd.args(["sim", "--no-progress", "--no-resolve", "--placements", K])
+            .args(GEOMETRY)
+            .arg(trace)
+            .arg("-o")
+            .arg(out)
+            .stdin(Stdio::null());
+        cmd.output().unwrap()
+    };
+    let out = dir.join("cut.ccdump");
+    let o = sim(&cut, &out);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a band of a cut trace: {e}");
+    assert!(
+        e.contains(&format!("{}: the layout-noise band", cut.display()))
+            && e.contains("trace cut short (.partial)"),
+        "{e}"
+    );
+    assert!(!out.exists(), "a dump was written without its band");
+    let out = dir.join("whole.ccdump");
+    let o = sim(&renamed, &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(load(&out).meta.band.is_some(), "no band in the dump");
 }

@@ -29,6 +29,8 @@ use std::sync::OnceLock;
 
 #[path = "common/library.rs"]
 mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use library::{have, library, repo, COLDCACHE};
 
 fn scratch() -> PathBuf {
@@ -100,16 +102,8 @@ fn keep_mode(cmd: &mut Command) {
 fn run(mut cmd: Command) -> Output {
     cmd.env_clear().env("PATH", "/usr/bin:/bin");
     keep_mode(&mut cmd);
-    cmd.current_dir(scratch()).stdin(Stdio::null());
-    let out = cmd.output().expect("run command");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    cmd.current_dir(scratch());
+    programs::succeed(cmd)
 }
 
 fn record(kernel: &str, extra: &[&str], tag: &str) -> (Dump, PathBuf) {

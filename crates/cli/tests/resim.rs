@@ -31,54 +31,35 @@ mod library;
 mod programs;
 use dumps::load;
 use library::{have, library, repo, COLDCACHE};
-use programs::scratch_in;
+use programs::{compile, scratch_in, succeed as ok, unrandomised};
 
 fn scratch(name: &str) -> PathBuf {
     scratch_in("resim", name)
 }
 
-fn ok(mut cmd: Command) -> Output {
-    cmd.stdin(Stdio::null());
-    let out = cmd.output().expect("run command");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
 /// `examples/programs/pushbuffer.c`, built in `dir` without PIE.
 fn pushbuffer(dir: &Path) -> PathBuf {
-    let out = dir.join("pushbuffer");
-    let st = Command::new("gcc")
-        .args(["-O1", "-g", "-fno-pie", "-no-pie", "-o"])
-        .arg(&out)
-        .arg(repo().join("examples/programs/pushbuffer.c"))
-        .status()
-        .expect("run gcc");
-    assert!(st.success());
-    out
+    compile(
+        "examples/programs/pushbuffer.c",
+        &dir.join("pushbuffer"),
+        &["-O1", "-g", "-fno-pie", "-no-pie"],
+        false,
+    )
 }
 
 /// `coldcache record` of `run_frames` with `cache`, without address
 /// randomisation (so two runs touch the same addresses), in trap mode (the
 /// oracle), keeping the trace when asked. The dump is left unresolved.
 fn record(dir: &Path, bin: &Path, cache: &str, dump: &Path, trace: Option<&Path>) -> Dump {
-    let mut cmd = Command::new("setarch");
-    cmd.args(["-R", "--"])
-        .arg(COLDCACHE)
-        .args(["record", "--no-resolve", "--mode", "trap", "--cache", cache])
+    let mut cmd = unrandomised(dir);
+    cmd.args(["record", "--no-resolve", "--mode", "trap", "--cache", cache])
         .arg("--line-use")
         .args(["--function", "run_frames", "-o"])
         .arg(dump);
     if let Some(t) = trace {
         cmd.arg("--trace").arg(t);
     }
-    cmd.arg("--").arg(bin).current_dir(dir);
-    cmd.env_clear().env("PATH", "/usr/bin:/bin");
+    cmd.arg("--").arg(bin);
     ok(cmd);
     load(dump)
 }

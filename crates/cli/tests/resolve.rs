@@ -14,14 +14,17 @@ use object::{Object, ObjectSegment};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 #[path = "common/dumps.rs"]
 mod dumps;
 #[path = "common/library.rs"]
 mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use dumps::load;
-use library::{have, library, repo, COLDCACHE};
+use library::{have, library, COLDCACHE};
+use programs::succeed;
 
 fn tools_or_skip(test: &str) -> bool {
     let ok = [
@@ -49,28 +52,9 @@ fn scratch(test: &str) -> PathBuf {
     d
 }
 
-fn build(compiler: &str, source: &str, flags: &[&str], out: &Path) {
-    let st = Command::new(compiler)
-        .args(flags)
-        .arg(repo().join(source))
-        .arg("-o")
-        .arg(out)
-        .status()
-        .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
-    assert!(st.success(), "compiling {source} failed");
-}
-
-fn run(mut cmd: Command) -> Output {
-    cmd.stdin(Stdio::null());
-    let out = cmd.output().expect("run command");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({}):\n{}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+/// `source` (`.cpp` with g++, else gcc) built with `flags` into `out`.
+fn build(source: &str, flags: &[&str], out: &Path) {
+    programs::compile(source, out, flags, false);
 }
 
 /// `coldcache record --function FUNCTION [extra] -- BIN`; returns the dump
@@ -89,14 +73,14 @@ fn record(bin: &Path, function: &str, extra: &[&str]) -> (PathBuf, String) {
         .args(extra)
         .arg("--")
         .arg(bin);
-    let out = run(cmd);
+    let out = succeed(cmd);
     (dump, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 fn resolve(dump: &Path, extra: &[&str]) -> String {
     let mut cmd = Command::new(COLDCACHE);
     cmd.arg("resolve").arg(dump).args(extra);
-    String::from_utf8_lossy(&run(cmd).stderr).into_owned()
+    String::from_utf8_lossy(&succeed(cmd).stderr).into_owned()
 }
 
 /// Index of the module whose path is `bin`.
@@ -145,7 +129,7 @@ fn objdump_plt_labels(bin: &Path) -> Vec<(u64, String)> {
     let mut cmd = Command::new("objdump");
     cmd.args(["-d", "-C", "-j", ".plt", "-j", ".plt.sec", "-j", ".plt.got"])
         .arg(bin);
-    let text = String::from_utf8(run(cmd).stdout).unwrap();
+    let text = String::from_utf8(succeed(cmd).stdout).unwrap();
     let mut v: Vec<(u64, String)> = text
         .lines()
         .filter_map(|l| {
@@ -165,7 +149,7 @@ fn binutils_frames(bin: &Path, addrs: &[u64]) -> HashMap<u64, Vec<(String, Strin
     for a in addrs {
         cmd.arg(format!("{a:#x}"));
     }
-    let text = String::from_utf8(run(cmd).stdout).unwrap();
+    let text = String::from_utf8(succeed(cmd).stdout).unwrap();
     let mut out: HashMap<u64, Vec<(String, String, u32)>> = HashMap::new();
     let mut lines = text.lines();
     let mut cur = 0u64;
@@ -189,12 +173,7 @@ fn binutils_frames(bin: &Path, addrs: &[u64]) -> HashMap<u64, Vec<(String, Strin
 
 fn inline_program(dir: &Path) -> PathBuf {
     let bin = dir.join("inline");
-    build(
-        "gcc",
-        "tests-programs/symbols/inline.c",
-        &["-O2", "-g"],
-        &bin,
-    );
+    build("tests-programs/symbols/inline.c", &["-O2", "-g"], &bin);
     bin
 }
 
@@ -330,7 +309,7 @@ fn nm_symbols(bin: &Path, dynamic: bool) -> HashMap<String, (u64, u64)> {
         cmd.arg("-D");
     }
     cmd.arg(bin);
-    let text = String::from_utf8(run(cmd).stdout).unwrap();
+    let text = String::from_utf8(succeed(cmd).stdout).unwrap();
     let mut m = HashMap::new();
     for l in text.lines() {
         let f: Vec<&str> = l.split_whitespace().collect();
@@ -354,12 +333,7 @@ fn cpp_names_equal_cxxfilt() {
     }
     let dir = scratch("cpp");
     let bin = dir.join("names");
-    build(
-        "g++",
-        "tests-programs/symbols/names.cpp",
-        &["-O2", "-g"],
-        &bin,
-    );
+    build("tests-programs/symbols/names.cpp", &["-O2", "-g"], &bin);
     let (dump, _) = record(&bin, "run", &[]);
     let d = load(&dump);
     let s = d.symbols.as_ref().unwrap();
@@ -434,7 +408,7 @@ fn stripped_binary_gives_names_from_the_symbol_table() {
     }
     let dir = scratch("stripped");
     let bin = inline_program(&dir);
-    run({
+    succeed({
         let mut c = Command::new("strip");
         c.arg("--strip-debug").arg(&bin);
         c
@@ -560,12 +534,7 @@ fn a_rebuilt_binary_is_reported_not_used() {
     std::fs::create_dir(&keep).unwrap();
     std::fs::copy(&bin, keep.join("inline")).unwrap();
     // Same source, other flags: another build id.
-    build(
-        "gcc",
-        "tests-programs/symbols/inline.c",
-        &["-O1", "-g"],
-        &bin,
-    );
+    build("tests-programs/symbols/inline.c", &["-O1", "-g"], &bin);
     let err = resolve(&dump, &[]);
     assert!(err.contains("was rebuilt since the capture"), "{err}");
     let d = load(&dump);
@@ -694,7 +663,7 @@ fn separate_debug_files_by_debuglink_and_build_id() {
     let tool = |args: &[&str]| {
         let mut c = Command::new(args[0]);
         c.args(&args[1..]).current_dir(&dir);
-        run(c);
+        succeed(c);
     };
     tool(&["objcopy", "--only-keep-debug", "inline", "inline.debug"]);
     tool(&["strip", "--strip-debug", "inline"]);

@@ -3,8 +3,9 @@
 //! benchmark harness (gungraun) passes: per-function `Ir` read back by
 //! Valgrind's own readers (`callgrind_annotate`, `cg_annotate`) equal
 //! Callgrind's and Cachegrind's; the program's stdout, stderr and exit
-//! status pass through; `%p` names the files; refused options exit 2 with
-//! a message naming them, before the program runs.
+//! status pass through; `%p`, `%n` and `-` name the files as Valgrind's; a
+//! file that cannot be created ends the run as Valgrind's; refused options
+//! exit 2 with a message naming them, before the program runs.
 //!
 //! Only harness.c's own functions are compared: coldcache captures from
 //! `main` (Valgrind from the loader's first instruction) and runs glibc's
@@ -64,6 +65,30 @@ fn run(dir: &Path, exe: &str, args: &[&str]) -> Output {
     let mut cmd = Command::new(exe);
     cmd.args(args).current_dir(dir).env_remove("VALGRIND_OPTS");
     run_with_deadline(cmd, exe)
+}
+
+/// `coldcache valgrind` and Valgrind side by side in `dir` with the same
+/// options `opts` (`--tool=...` among them) and program `prog`, each with
+/// its own out file: `cc` for coldcache, `vg` for Valgrind (with `-q`: its
+/// banner is not compared).
+fn side_by_side(dir: &Path, opts: &[&str], prog: &[&str]) -> (Output, Output) {
+    let flag = if opts.contains(&"--tool=cachegrind") {
+        "--cachegrind-out-file"
+    } else {
+        "--callgrind-out-file"
+    };
+    let (cc, vg) = (format!("{flag}=cc"), format!("{flag}=vg"));
+    let a = run(
+        dir,
+        COLDCACHE,
+        &[&["valgrind"], opts, &[cc.as_str()], prog].concat(),
+    );
+    let b = run(
+        dir,
+        "valgrind",
+        &[opts, &[vg.as_str(), "-q"], prog].concat(),
+    );
+    (a, b)
 }
 
 fn text(b: &[u8]) -> String {
@@ -197,26 +222,7 @@ fn cachegrind_files_read_by_cg_annotate_count_the_programs_functions_as_cachegri
     let Some(dir) = ready("cachegrind") else {
         return;
     };
-    let a = run(
-        &dir,
-        COLDCACHE,
-        &[
-            "valgrind",
-            "--tool=cachegrind",
-            "--cachegrind-out-file=cc.out",
-            "./harness",
-        ],
-    );
-    let b = run(
-        &dir,
-        "valgrind",
-        &[
-            "--tool=cachegrind",
-            "--cachegrind-out-file=vg.out",
-            "-q",
-            "./harness",
-        ],
-    );
+    let (a, b) = side_by_side(&dir, &["--tool=cachegrind"], &["./harness"]);
     assert_eq!(a.status.code(), Some(0), "{}", text(&a.stderr));
     assert_eq!(a.stdout, b.stdout);
     // The summary on stderr, after the program's own line.
@@ -226,18 +232,15 @@ fn cachegrind_files_read_by_cg_annotate_count_the_programs_functions_as_cachegri
         err.contains("== I   refs:") && err.contains("== D1  misses:"),
         "{err}"
     );
-    let ours = dir.join("cc.out");
+    let ours = dir.join("cc");
     assert_eq!(
         header(&ours, "events:"),
         "Ir I1mr ILmr Dr D1mr DLmr Dw D1mw DLmw"
     );
-    assert_eq!(
-        header(&ours, "events:"),
-        header(&dir.join("vg.out"), "events:")
-    );
+    assert_eq!(header(&ours, "events:"), header(&dir.join("vg"), "events:"));
     let (x, y) = (
         per_function(&annotate("cg_annotate", &ours)),
-        per_function(&annotate("cg_annotate", &dir.join("vg.out"))),
+        per_function(&annotate("cg_annotate", &dir.join("vg"))),
     );
     for f in ["bench", "helper", "setup"] {
         assert!(x.contains_key(f), "{f} missing: {x:?}");
@@ -252,7 +255,7 @@ fn cachegrind_files_read_by_cg_annotate_count_the_programs_functions_as_cachegri
             .parse()
             .unwrap()
     };
-    assert!(ir(&ours) < ir(&dir.join("vg.out")));
+    assert!(ir(&ours) < ir(&dir.join("vg")));
     assert!(ir(&ours) > x.values().sum::<u64>());
 }
 
@@ -353,21 +356,7 @@ fn separate_threads_write_a_file_per_thread_whose_function_counts_sum_to_callgri
         false,
     );
     let opts = ["--tool=callgrind", "--separate-threads=yes", "-q"];
-    let a = run(
-        &dir,
-        COLDCACHE,
-        &[
-            &["valgrind"],
-            &opts[..],
-            &["--callgrind-out-file=cc", "./threads"],
-        ]
-        .concat(),
-    );
-    let b = run(
-        &dir,
-        "valgrind",
-        &[&opts[..], &["--callgrind-out-file=vg", "./threads"]].concat(),
-    );
+    let (a, b) = side_by_side(&dir, &opts, &["./threads"]);
     assert_eq!(a.status.code(), Some(0), "{}", text(&a.stderr));
     assert_eq!(a.stdout, b.stdout);
     // work's Ir over the thread files. Valgrind numbers a thread by a slot
@@ -409,21 +398,7 @@ fn a_pattern_naming_nested_functions_toggles_as_callgrinds() {
     // `?e*` names bench, helper (which bench calls) and setup: Callgrind
     // turns collection on entering bench and off again entering helper.
     let args = ["--tool=callgrind", "--toggle-collect=?e*", "-q"];
-    let a = run(
-        &dir,
-        COLDCACHE,
-        &[
-            &["valgrind"],
-            &args[..],
-            &["--callgrind-out-file=cc", "./harness"],
-        ]
-        .concat(),
-    );
-    let b = run(
-        &dir,
-        "valgrind",
-        &[&args[..], &["--callgrind-out-file=vg", "./harness"]].concat(),
-    );
+    let (a, b) = side_by_side(&dir, &args, &["./harness"]);
     assert_eq!(a.status.code(), Some(0), "{}", text(&a.stderr));
     assert_eq!(b.status.code(), Some(0));
     let x = per_function(&annotate("callgrind_annotate", &dir.join("cc")));
@@ -450,28 +425,7 @@ fn a_stripped_program_is_captured_from_the_c_librarys_start() {
         eprintln!("SKIP a_stripped_program: strip failed or missing");
         return;
     }
-    let a = run(
-        &dir,
-        COLDCACHE,
-        &[
-            "valgrind",
-            "--tool=callgrind",
-            "--callgrind-out-file=cc",
-            "./stripped",
-            "3",
-        ],
-    );
-    let b = run(
-        &dir,
-        "valgrind",
-        &[
-            "--tool=callgrind",
-            "--callgrind-out-file=vg",
-            "-q",
-            "./stripped",
-            "3",
-        ],
-    );
+    let (a, b) = side_by_side(&dir, &["--tool=callgrind"], &["./stripped", "3"]);
     assert_eq!(a.status.code(), Some(3), "{}", text(&a.stderr));
     assert_eq!(a.stdout, b.stdout);
     let err = text(&a.stderr);
@@ -482,4 +436,110 @@ fn a_stripped_program_is_captured_from_the_c_librarys_start() {
     // run, which has the loader too.
     assert!(ir("cc") > 180_039 + 210_000 + 20_483, "{}", ir("cc"));
     assert!(ir("cc") < ir("vg"), "{} {}", ir("cc"), ir("vg"));
+}
+
+/// A file Valgrind cannot create ends the run as Valgrind ends it, each
+/// side checked against Valgrind itself: Cachegrind (which opens its file
+/// at the end) says the results are missing and exits with the program's
+/// status; Callgrind's out file and the log file are found out before the
+/// program runs, exit status 1.
+#[test]
+fn a_file_that_cannot_be_created_ends_the_run_as_valgrinds() {
+    let Some(dir) = ready("unwritable") else {
+        return;
+    };
+    let missing = dir.join("no-such-dir").join("x");
+    let m = missing.to_str().unwrap();
+    for (tool, opt, status, ran, says) in [
+        (
+            "--tool=cachegrind",
+            "--cachegrind-out-file",
+            3,
+            true,
+            format!("error: can't open cache simulation output file '{m}'"),
+        ),
+        (
+            "--tool=callgrind",
+            "--callgrind-out-file",
+            1,
+            false,
+            format!("Error: can not open cache simulation output file `{m}'"),
+        ),
+        (
+            "--tool=callgrind",
+            "--log-file",
+            1,
+            false,
+            format!("valgrind: Cannot create log file '{m}': No such file or directory"),
+        ),
+    ] {
+        let file = format!("{opt}={m}");
+        let args = ["-q", tool, file.as_str(), "./harness", "3"];
+        let a = run(&dir, COLDCACHE, &[&["valgrind"], &args[..]].concat());
+        let b = run(&dir, "valgrind", &args);
+        let (ea, eb) = (text(&a.stderr), text(&b.stderr));
+        assert_eq!(b.status.code(), Some(status), "Valgrind {args:?}: {eb}");
+        assert_eq!(a.status.code(), Some(status), "coldcache {args:?}: {ea}");
+        assert!(eb.contains(&says), "Valgrind {args:?}: {eb}");
+        assert!(ea.contains(&says), "coldcache {args:?}: {ea}");
+        assert_eq!(a.stdout, b.stdout, "{args:?}");
+        assert_eq!(!a.stdout.is_empty(), ran, "{args:?}: the program ran");
+    }
+}
+
+/// `%n` (a sequence number counted over the log file's name, then the out
+/// file's) and `--log-file=-` (a file named `-`) name the same files as
+/// Valgrind, each run in a directory of its own.
+#[test]
+fn percent_n_and_a_dash_name_the_files_as_valgrinds() {
+    let Some(dir) = ready("names") else {
+        return;
+    };
+    let mut listed = Vec::new();
+    for (sub, exe, first) in [
+        ("cc", COLDCACHE, Some("valgrind")),
+        ("vg", "valgrind", None),
+    ] {
+        let d = dir.join(sub);
+        std::fs::create_dir_all(&d).unwrap();
+        let runs: [&[&str]; 2] = [
+            &[
+                "--tool=callgrind",
+                "--log-file=l.%n",
+                "--callgrind-out-file=c.%n.%n",
+                "../harness",
+            ],
+            &[
+                "--tool=cachegrind",
+                "--log-file=-",
+                "--cachegrind-out-file=cg.%n",
+                "../harness",
+            ],
+        ];
+        for args in runs {
+            let out = run(&d, exe, &[first.as_slice(), args].concat());
+            assert_eq!(out.status.code(), Some(0), "{exe} {args:?}");
+            // The program's own output alone: the log went to its file.
+            assert_eq!(text(&out.stderr), "to stderr\n", "{exe} {args:?}");
+            assert!(text(&out.stdout).starts_with("checksum "), "{exe}");
+        }
+        let log = std::fs::read_to_string(d.join("-")).unwrap();
+        assert!(log.contains("== Cachegrind, a cache"), "{exe}: {log}");
+        assert!(log.contains("== I   refs:"), "{exe}: {log}");
+        let l1 = std::fs::read_to_string(d.join("l.1")).unwrap();
+        assert!(l1.contains("== Callgrind, a call-graph"), "{exe}: {l1}");
+        assert_eq!(header(&d.join("c.2.3"), "events:"), "Ir", "{exe}");
+        let mut names: Vec<String> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        listed.push(names);
+    }
+    assert_eq!(
+        listed[0],
+        ["-", "c.2.3", "cg.1", "l.1"],
+        "coldcache's files"
+    );
+    assert_eq!(listed[0], listed[1], "coldcache's files, then Valgrind's");
 }

@@ -44,6 +44,7 @@ pub mod data;
 pub mod names;
 pub mod objects;
 pub mod symbols;
+pub mod text;
 pub mod timeline;
 mod varint;
 
@@ -52,6 +53,7 @@ pub use by_instruction::ByInstruction;
 pub use data::{DataType, DataTypes, Member, TypeKind, TypedAccess, Via};
 pub use objects::{AllocSite, ObjectCounts, ObjectRegion, Objects};
 pub use symbols::{Frame, Function, Location, ModuleStatus, ModuleSymbols, Symbols};
+pub use text::thousands;
 pub use timeline::{TimeEvent, TimeKind, Timeline};
 
 use serde::{Deserialize, Serialize};

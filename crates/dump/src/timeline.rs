@@ -23,6 +23,7 @@
 
 use crate::varint;
 use crate::DumpError;
+use std::convert::Infallible;
 
 /// What an event is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,7 +137,7 @@ impl Timeline {
         threads: usize,
     ) -> Result<Timeline, DumpError> {
         let mut r = varint::Reader::new(&bytes, "TIME");
-        check_events(&mut r, counters.len(), count, stacks, threads)?;
+        check_events(&mut r, &bytes, counters.len(), count, stacks, threads)?;
         r.finish()?;
         Ok(Timeline {
             counters,
@@ -150,25 +151,17 @@ impl Timeline {
     /// Calls `f` with each event, in order: its index, the event and its
     /// deltas.
     pub fn for_each(&self, mut f: impl FnMut(usize, TimeEvent, &[u64])) {
-        let mut deltas = vec![0u64; self.counters.len()];
-        let mut pos = 0;
-        let get = |pos: &mut usize| {
-            // Checked when the timeline was made or read.
-            coldcache_fsio::varint::get(&self.bytes, pos).unwrap_or(0)
-        };
-        for i in 0..self.count {
-            let thread = get(&mut pos) as u32;
-            let tag = get(&mut pos);
+        // Checked when the timeline was made or read.
+        let n = self.counters.len();
+        let Ok(()) = each_event::<Infallible>(&self.bytes, n, self.count, |i, thread, tag, d| {
             let e = TimeEvent {
-                thread,
+                thread: thread as u32,
                 kind: TimeKind::from_code(tag & 3).unwrap_or(TimeKind::Move),
                 stack: (tag >> 2) as u32,
             };
-            for d in deltas.iter_mut() {
-                *d = get(&mut pos);
-            }
-            f(i, e, &deltas);
-        }
+            f(i, e, d);
+            Ok(())
+        });
     }
 
     /// Every event with its deltas, decoded (for small timelines: about
@@ -207,7 +200,7 @@ impl Timeline {
         let limit = r.get()?;
         let count = r.count(2 + n)?;
         let start = r.position();
-        check_events(&mut r, n, count, stacks, threads)?;
+        check_events(&mut r, bytes, n, count, stacks, threads)?;
         let end = r.position();
         r.finish()?;
         Ok(Timeline {
@@ -220,9 +213,39 @@ impl Timeline {
     }
 }
 
-/// Reads `count` events of `n` counters, checking each.
+/// Calls `f` with each of the `count` events of `n` counters encoded in
+/// `bytes` as [`Timeline::push`] encodes them: its index, thread, tag (the
+/// kind in the 2 low bits, the stack above) and deltas. The one decoding
+/// of an event, for [`Timeline::for_each`] and [`check_events`]; the
+/// numbers are taken as well-formed (a bad one reads as 0: `check_events`
+/// checks them first), which keeps this loop free of error paths.
+#[inline(always)]
+fn each_event<E>(
+    bytes: &[u8],
+    n: usize,
+    count: usize,
+    mut f: impl FnMut(usize, u64, u64, &[u64]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut deltas = vec![0u64; n];
+    let mut pos = 0;
+    let get = |pos: &mut usize| coldcache_fsio::varint::get(bytes, pos).unwrap_or(0);
+    for i in 0..count {
+        let thread = get(&mut pos);
+        let tag = get(&mut pos);
+        for d in deltas.iter_mut() {
+            *d = get(&mut pos);
+        }
+        f(i, thread, tag, &deltas)?;
+    }
+    Ok(())
+}
+
+/// Reads `count` events of `n` counters from `r` (reading `bytes`),
+/// checking each: first that they are `count × (2 + n)` well-formed
+/// numbers, then each event as [`each_event`] decodes it.
 fn check_events(
     r: &mut varint::Reader<'_>,
+    bytes: &[u8],
     n: usize,
     count: usize,
     stacks: usize,
@@ -232,21 +255,24 @@ fn check_events(
         section: "TIME",
         what,
     };
-    for i in 0..count {
-        let thread = r.get_u32()?;
-        let tag = r.get()?;
-        TimeKind::from_code(tag & 3)
-            .ok_or_else(|| bad(format!("event {i} has unknown kind {}", tag & 3)))?;
-        let stack = u32::try_from(tag >> 2)
-            .map_err(|_| bad(format!("event {i}'s stack exceeds 32 bits")))?;
-        if thread as usize >= threads || stack as usize >= stacks {
-            return Err(bad(format!(
-                "event {i} refers to thread {thread} of {threads} or stack {stack} of {stacks}"
-            )));
-        }
-        for _ in 0..n {
-            r.get()?;
-        }
+    let start = r.position();
+    for _ in 0..count.saturating_mul(2 + n) {
+        r.get()?;
     }
-    Ok(())
+    each_event(
+        &bytes[start..r.position()],
+        n,
+        count,
+        |i, thread, tag, _| {
+            TimeKind::from_code(tag & 3)
+                .ok_or_else(|| bad(format!("event {i} has unknown kind {}", tag & 3)))?;
+            let stack = tag >> 2;
+            if thread >= threads as u64 || stack >= stacks as u64 {
+                return Err(bad(format!(
+                    "event {i} refers to thread {thread} of {threads} or stack {stack} of {stacks}"
+                )));
+            }
+            Ok(())
+        },
+    )
 }

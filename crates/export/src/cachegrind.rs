@@ -143,17 +143,7 @@ pub fn cachegrind(p: &Profile, opts: &CachegrindOptions) -> Option<String> {
 }
 
 /// `1234567` as `1,234,567`, as Valgrind prints counts.
-pub fn thousands(v: u64) -> String {
-    let s = v.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use coldcache_dump::thousands;
 
 /// The summary Valgrind prints after a Callgrind or Cachegrind run, each
 /// line prefixed with `==PID== `: from `totals` (Valgrind's nine events
@@ -259,15 +249,6 @@ pub fn summary_lines(pid: u32, totals: &[u64; 9], ir_only: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn counts_have_thousands_separators() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(279442), "279,442");
-        assert_eq!(thousands(1234567), "1,234,567");
-    }
 
     #[test]
     fn the_summary_reads_as_valgrinds() {

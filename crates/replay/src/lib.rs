@@ -18,7 +18,8 @@
 pub mod placement;
 mod resim;
 pub use resim::{
-    fold_unknown_stacks, resimulate, resimulate_with_band, Numbering, Prepared, Resim, Target,
+    band_possible, fold_unknown_stacks, resimulate, resimulate_with_band, Numbering, Prepared,
+    Resim, Target,
 };
 
 use coldcache_sim::{
@@ -62,11 +63,15 @@ pub enum ReplayError {
     /// The layout-noise band was asked of a trace that holds no dump
     /// skeleton: it does not say where the modules are.
     #[error(
-        "{0}: the layout-noise band (--placements) needs a trace kept by `coldcache record \
-         --trace`: this one holds no capture's dump, so the regions to move (the modules, \
-         the mappings) are unknown"
+        "{name}: the layout-noise band (--placements) needs a trace kept by `coldcache record \
+         --trace`: {why}, so the regions to move (the modules, the mappings) are unknown"
     )]
-    NoRegions(String),
+    NoRegions {
+        /// The trace's name.
+        name: String,
+        /// What the trace is instead (`a lackey trace holds no capture's dump`).
+        why: String,
+    },
     /// A trace's dump skeleton (the capture's dump without records) is
     /// unreadable.
     #[error("{name}: the capture's dump inside the trace is unreadable: {detail}")]
@@ -553,17 +558,7 @@ pub fn cachegrind_events(t: &Tally) -> [(&'static str, u64); 9] {
 }
 
 /// `n` with thousands separators.
-pub fn group(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use coldcache_dump::thousands as group;
 
 fn pct(part: u64, whole: u64) -> String {
     if whole == 0 {
@@ -828,14 +823,6 @@ impl Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn groups_thousands() {
-        assert_eq!(group(0), "0");
-        assert_eq!(group(999), "999");
-        assert_eq!(group(1000), "1,000");
-        assert_eq!(group(1234567), "1,234,567");
-    }
 
     #[test]
     fn pins_are_checked() {

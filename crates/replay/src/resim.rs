@@ -660,13 +660,36 @@ pub fn resimulate(
     resimulate_with_band(name, reader, targets, 0, 0, progress)
 }
 
+/// Whether a layout-noise band can be made of `reader`'s trace (named
+/// `name`), as far as can be told before reading it: a text trace
+/// (lackey, Dinero IV) or a cctrace of version 1 never holds the
+/// capture's dump skeleton, so it is refused here, before any work; a
+/// cctrace of version 2 may hold it anywhere (a capture's plain file is
+/// checked through its index when opened), so one without is found out
+/// only at its end.
+pub fn band_possible(name: &str, reader: &TraceReader) -> Result<(), ReplayError> {
+    let why = match (reader.format(), reader.version()) {
+        (coldcache_trace::Format::Binary, Some(v)) if v >= 2 => return Ok(()),
+        (coldcache_trace::Format::Binary, v) => format!(
+            "a cctrace of version {} holds no attachments, so no capture's dump",
+            v.unwrap_or(0)
+        ),
+        (f, _) => format!("a {} trace holds no capture's dump", f.name()),
+    };
+    Err(ReplayError::NoRegions {
+        name: name.to_string(),
+        why,
+    })
+}
+
 /// [`resimulate`], and with `placements` > 0 the layout-noise band of
 /// each dump ([`coldcache_dump::Band`], in its meta): every target also
 /// simulated under `placements` moved placements
 /// ([`crate::placement`], drawn from `seed`) over the same read of the
 /// stream, one more simulator thread each, counting totals only. The
 /// regions moved come from the trace's dump skeleton: a trace without
-/// one (not a capture's) is refused.
+/// one (not a capture's) is refused, before any work where its format
+/// says so ([`band_possible`]).
 pub fn resimulate_with_band(
     name: &str,
     mut reader: TraceReader,
@@ -675,6 +698,9 @@ pub fn resimulate_with_band(
     seed: u64,
     progress: impl FnMut(u64, Option<u64>),
 ) -> Result<Vec<Dump>, ReplayError> {
+    if placements > 0 {
+        band_possible(name, &reader)?;
+    }
     let trace_err = |source| ReplayError::Trace {
         name: name.to_string(),
         source,
@@ -830,7 +856,10 @@ pub fn resimulate_with_band(
     };
     let threads: Vec<(u32, u64)> = reader.threads().into_iter().collect();
     if placements > 0 && skeleton.is_none() {
-        return Err(ReplayError::NoRegions(name.to_string()));
+        return Err(ReplayError::NoRegions {
+            name: name.to_string(),
+            why: "this one holds no capture's dump".into(),
+        });
     }
     let mut dumps = Vec::new();
     let mut results = results.into_iter();

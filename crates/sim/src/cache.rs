@@ -22,6 +22,23 @@
 use crate::config::ReplacementPolicy;
 use std::collections::TryReserveError;
 
+/// Addresses from here up may reach the end of the 64-bit address space
+/// (every engine checks this before [`clamp_to_top`]).
+pub(crate) const TOP_REGION: u64 = u64::MAX - (u32::MAX as u64) - 1;
+
+/// The last byte of the 64-bit address space aliases the byte before it:
+/// an access is cut to end at `u64::MAX - 1`, so that `addr + size` never
+/// overflows and no line number equals the tag of an empty way (with
+/// 1-byte lines). Sizes of 0 count as 1. Here, below the engines that use
+/// it (the hierarchy, lean, Jaguar), so none imports another for it.
+#[cold]
+pub(crate) fn clamp_to_top(addr: u64, size: u32) -> (u64, u32) {
+    const LAST: u64 = u64::MAX - 1;
+    let addr = addr.min(LAST);
+    let room = LAST - addr + 1;
+    (addr, u64::from(size.max(1)).min(room) as u32)
+}
+
 /// Tag of an empty way. Line addresses are `addr >> line_shift`, so a real
 /// line can only equal this with a 1-byte line at the last byte of memory.
 pub const INVALID: u64 = u64::MAX;

@@ -34,6 +34,7 @@
 //! refuses what cannot be allocated with a [`ConfigError`] giving the
 //! figure.
 
+use crate::cache::{clamp_to_top, TOP_REGION};
 use crate::cache::{flags, Cache, Evicted};
 use crate::coherence::{LineTable, Owners};
 use crate::config::*;
@@ -236,21 +237,6 @@ fn write_needs_snoop(
 /// hierarchy's own counters keep the full value).
 fn saturate(n: u32) -> u16 {
     n.min(u32::from(u16::MAX)) as u16
-}
-
-/// Addresses from here up may reach the end of the 64-bit address space.
-const TOP_REGION: u64 = u64::MAX - (u32::MAX as u64) - 1;
-
-/// The last byte of the 64-bit address space aliases the byte before it:
-/// an access is cut to end at `u64::MAX - 1`, so that `addr + size` never
-/// overflows and no line number equals the tag of an empty way (with
-/// 1-byte lines). Sizes of 0 count as 1.
-#[cold]
-pub(crate) fn clamp_to_top(addr: u64, size: u32) -> (u64, u32) {
-    const LAST: u64 = u64::MAX - 1;
-    let addr = addr.min(LAST);
-    let room = LAST - addr + 1;
-    (addr, u64::from(size.max(1)).min(room) as u32)
 }
 
 /// Byte mask of `[addr, addr + size)` within the line `line` of `1 << shift`

@@ -39,7 +39,7 @@
 //! never comes back. `tests/properties.rs` (`jaguar_engine_is_exact`)
 //! checks the engine against the general caches.
 
-use crate::cache::{flags, Cache};
+use crate::cache::{clamp_to_top, flags, Cache, TOP_REGION};
 use crate::coherence::{LineTable, Owners};
 use crate::stats::{CoherenceStats, LevelStats};
 use crate::{Access, AccessKind, AccessResult, ServedBy};
@@ -51,10 +51,6 @@ pub(crate) const MAX_WAYS: u32 = 32;
 
 /// The largest instance the engine takes, in lines.
 pub(crate) const MAX_LINES: u64 = 1 << 24;
-
-/// Addresses from here up may reach the end of the 64-bit address space
-/// (as in the hierarchy).
-const TOP_REGION: u64 = u64::MAX - (u32::MAX as u64) - 1;
 
 const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
 /// An access straddling two lines, both hits (each line counts).
@@ -486,7 +482,7 @@ impl Jaguar {
     ) -> AccessResult {
         assert!(core < self.cores.len(), "core {core} out of range");
         if addr >= TOP_REGION {
-            (addr, size) = crate::hierarchy::clamp_to_top(addr, size);
+            (addr, size) = clamp_to_top(addr, size);
         }
         let sh = self.shift;
         let last = addr + u64::from(size.max(1) - 1);

@@ -30,7 +30,7 @@
 //! here: the hierarchy hands the engine's state to the general caches
 //! ([`Lean::install`]) before the first one and never comes back.
 
-use crate::cache::{flags, Cache};
+use crate::cache::{clamp_to_top, flags, Cache, TOP_REGION};
 use crate::stats::LevelStats;
 use crate::{Access, AccessKind, AccessResult, ServedBy};
 
@@ -371,10 +371,6 @@ impl BatchSink for Results<'_> {
         self.run[n] = r;
     }
 }
-
-/// Addresses from here up may reach the end of the 64-bit address space
-/// (as in the hierarchy).
-const TOP_REGION: u64 = u64::MAX - (u32::MAX as u64) - 1;
 
 /// The index of `a` in `run` (an element of it).
 fn index_in(run: &[Access], a: &Access) -> usize {
@@ -791,7 +787,7 @@ impl Levels {
         mut size: u32,
     ) -> ServedBy {
         if addr >= TOP_REGION {
-            (addr, size) = crate::hierarchy::clamp_to_top(addr, size);
+            (addr, size) = clamp_to_top(addr, size);
         }
         let l1 = usize::from(c[usize::from(k != 0)]);
         let shift = self.caches[l1].walk_shift;

@@ -1,10 +1,12 @@
 //! Test programs built by gcc/g++ and run under a deadline: a hang fails
-//! the test instead of blocking CI, and scratch directories. Shared by the
-//! test files that include it (each includes `library.rs` as `library`
-//! first); not every file uses every helper.
+//! the test instead of blocking CI, and scratch directories; commands that
+//! must succeed ([`succeed`]), `coldcache` run without address
+//! randomisation ([`unrandomised`]). Shared by the test files that include
+//! it (each includes `library.rs` as `library` first); not every file uses
+//! every helper.
 #![allow(dead_code)]
 
-use super::library::{have, library, repo};
+use super::library::{have, library, repo, COLDCACHE};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -109,6 +111,34 @@ pub fn compile(source: &str, out: &Path, flags: &[&str], api: bool) -> PathBuf {
     let st = cmd.status().expect("run the compiler");
     assert!(st.success(), "compiling {source} failed");
     out.to_path_buf()
+}
+
+/// Runs `cmd` (stdin empty) to its end and fails, showing its status,
+/// stdout and stderr, unless it succeeded. No deadline: for commands
+/// (trap-mode captures) that may take longer than [`DEADLINE`] on a loaded
+/// machine.
+pub fn succeed(mut cmd: Command) -> Output {
+    cmd.stdin(Stdio::null());
+    let out = cmd.output().expect("run command");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `setarch -R -- coldcache` in `dir` with a fixed, small environment
+/// (`PATH` alone, so that the stack starts at the same place): two runs
+/// of a program built without PIE touch the same addresses. The caller
+/// adds the verb and its arguments.
+pub fn unrandomised(dir: &Path) -> Command {
+    let mut cmd = Command::new("setarch");
+    cmd.args(["-R", "--"]).arg(COLDCACHE).current_dir(dir);
+    cmd.env_clear().env("PATH", "/usr/bin:/bin");
+    cmd
 }
 
 /// Runs `cmd` to its end, or kills it at the deadline and fails.
