@@ -273,6 +273,19 @@ pub fn widen(ip: u64, is_ret: bool, inputs: &mut Inputs) -> bool {
     true
 }
 
+/// A digest of the published allocator set (tracking on or off, each
+/// entry and its kind): translations made under another set record other
+/// registers ([`widen`]), so kept ones are made anew when it changes
+/// (`jit::prepare`).
+pub fn fingerprint() -> u64 {
+    let mut h = u64::from(ON.load(Ordering::Acquire));
+    for (e, k) in ENTRIES.iter().zip(&KINDS) {
+        let v = e.load(Ordering::Relaxed) ^ (u64::from(k.load(Ordering::Relaxed)) << 56);
+        h = (h ^ v).wrapping_mul(0x100_0000_01b3).rotate_left(17);
+    }
+    h
+}
+
 /// Whether `ip` is the entry of a `posix_memalign` tracking observes: its
 /// block comes back through its out pointer, which fast mode must read
 /// before the caller runs (`jit::dispatch_slow`).

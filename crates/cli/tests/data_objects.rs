@@ -457,3 +457,45 @@ fn observing_the_allocator_changes_no_count() {
         );
     }
 }
+
+/// Translations kept across two captures of one process (a thread of the
+/// first still blocked in `read` from translated code) are made anew when
+/// object tracking is switched on for the second
+/// (`tests-programs/data/kept.c`, whose header gives the arithmetic): its
+/// `malloc` site must have its 50 blocks of 6,225 bytes. Before, the kept
+/// blocks of `malloc` recorded no size register: 49 blocks, of an absurd
+/// size.
+#[test]
+fn translations_kept_across_captures_follow_the_allocator_set() {
+    if !gcc_and_setarch_or_skip("translations_kept_across_captures_follow_the_allocator_set") {
+        return;
+    }
+    let dir = scratch_in("data-objects", "kept");
+    let bin = compile(
+        "tests-programs/data/kept.c",
+        &dir.join("kept"),
+        &["-g", "-O1"],
+        true,
+    );
+    let mut c = Command::new(&bin);
+    c.current_dir(&dir).args(["one.ccdump", "two.ccdump"]);
+    let out = run_with_deadline(c, "kept");
+    assert!(out.status.success(), "kept: {}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "51225 6225\n");
+    let o = objects_json(&dir, "two.ccdump");
+    let sites = o["sites"].as_array().unwrap();
+    assert_eq!(sites.len(), 1, "{o:#}");
+    assert!(
+        sites[0]["frames"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("churn (kept.c:"),
+        "{o:#}"
+    );
+    assert_eq!(
+        (n(&sites[0], "blocks"), n(&sites[0], "bytes")),
+        (50, 6225),
+        "{o:#}"
+    );
+    assert_eq!((n(&o, "allocations"), n(&o, "frees")), (50, 50), "{o:#}");
+}

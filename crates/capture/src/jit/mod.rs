@@ -149,6 +149,9 @@ struct JitState {
     exec: Vec<(u64, u64)>,
     stop_entries: [u64; 2],
     scratch: [BlockInstr; MAX_INSTRUCTIONS],
+    /// The allocator set the blocks were translated under
+    /// (`objects::fingerprint`).
+    allocators: u64,
 }
 
 struct JitCell(UnsafeCell<Option<Box<JitState>>>);
@@ -317,6 +320,26 @@ impl JitState {
         }
     }
 
+    /// Every block is made anew at its next use: its head sends threads to
+    /// the dispatcher (as a retired block's), the map forgets it, and the
+    /// dispatcher translates its code again (a thread still inside one
+    /// finishes it; its records stay valid: blocks are never removed).
+    fn retranslate_all(&mut self, tls: i32) {
+        for b in 0..self.blocks.len() {
+            let Block {
+                pc, code, count, ..
+            } = self.blocks[b];
+            if code == 0 || count == 0 {
+                continue;
+            }
+            if !self.translator.retire(pc, code, tls, &mut self.cache) {
+                RETIRE_FAILED.store(true, Ordering::Relaxed);
+            }
+            self.blocks[b].code = 0;
+        }
+        self.keys.fill(0);
+    }
+
     /// Whether the trap engine should keep stepping at `pc`.
     fn stays_trapped(&self, pc: u64) -> bool {
         debug_assert!(self.lookup(pc).is_none_or(|b| self.blocks[b].pc == pc));
@@ -479,6 +502,12 @@ pub(crate) fn prepare(
                 // Blocks stay (a thread of the last capture may still run
                 // one); what the last accountant remembered goes.
                 j.slots.iter_mut().for_each(BlockSlot::forget);
+                if j.allocators != crate::objects::fingerprint() {
+                    // Translated under another allocator set (object
+                    // tracking switched, another `malloc` resolved): their
+                    // records lack the registers tracking reads now.
+                    j.retranslate_all(off);
+                }
                 j
             }
             None => {
@@ -500,10 +529,12 @@ pub(crate) fn prepare(
                         offset: 0,
                         check: 0,
                     }; MAX_INSTRUCTIONS],
+                    allocators: 0,
                 }));
                 cell.as_mut().expect("just set")
             }
         };
+        j.allocators = crate::objects::fingerprint();
         j.exec.clear();
         j.exec.extend_from_slice(exec);
         // Room for the pieces `retire` splits ranges into and for code
