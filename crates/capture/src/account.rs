@@ -476,6 +476,8 @@ pub struct Accountant {
     /// The counter rows of each (block, stack, thread) a replay met
     /// (`step_block`): one probe per block execution.
     block_rows: BlockRows,
+    /// What [`BlockRows`] may map (apart from `budget`: see `new`).
+    block_budget: Budget,
     /// Blocks numbered so far (`BlockSlot::block`).
     blocks: u32,
     threads: Vec<ThreadState>,
@@ -549,10 +551,18 @@ impl Accountant {
                 .assign(u64::from(tid), core as usize % cores);
         }
         let depth = setup.reserves.depth.max(1);
-        let mut budget = Budget::new(match setup.reserves.memory {
-            0 => usize::MAX,
-            m => m,
-        });
+        // The block index (fast mode's, [`BlockRows`]) has an eighth of
+        // the budget to itself, charged up front in both modes, so that
+        // the tables both engines feed alike run out at the same
+        // instruction in both.
+        let (mut budget, block_budget) = match setup.reserves.memory {
+            0 => (Budget::new(usize::MAX), Budget::new(usize::MAX)),
+            m => {
+                let mut b = Budget::new(m);
+                b.charge(m / 8);
+                (b, Budget::new(m / 8))
+            }
+        };
         // Thread slots are made now (their frames map memory as calls
         // nest), so a thread that appears during the capture needs no
         // allocation.
@@ -604,6 +614,7 @@ impl Accountant {
             stacks: StackTable::new(setup.reserves.stacks, &mut budget),
             counters: CounterTable::new(setup.reserves.records, layout.len()),
             block_rows: BlockRows::new(),
+            block_budget,
             blocks: 0,
             threads,
             trace: setup.trace.map(|sink| TraceStream {
@@ -1063,9 +1074,14 @@ impl Accountant {
                 s.row as usize
             } else {
                 if cells_stack != stack && block != BlockSlot::NONE {
-                    cells =
-                        self.block_rows
-                            .start(ip0, block, count, stack, serial, &mut self.budget);
+                    cells = self.block_rows.start(
+                        ip0,
+                        block,
+                        count,
+                        stack,
+                        serial,
+                        &mut self.block_budget,
+                    );
                     cells_stack = stack;
                 }
                 let cell = match cells {
@@ -1317,6 +1333,7 @@ impl Accountant {
     }
 
     /// Bytes the tables have mapped, and the budget's bound.
+    /// (The block index's eighth counts as used from the start.)
     pub fn memory(&self) -> (usize, usize) {
         (self.budget.used(), self.budget.limit())
     }

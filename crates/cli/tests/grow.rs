@@ -217,6 +217,49 @@ fn a_spent_budget_or_reserve_cuts_with_the_table_named_and_fails() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Under a spent budget both engines cut at the same instruction: the
+/// block index only fast mode builds has its own share of the budget,
+/// charged in both modes. `tests-programs/data/scatter.cpp` under
+/// `--memory 1M`: fast and trap mode both cut at 313,322 instructions;
+/// before, the block index drew on the tables' budget in fast mode only
+/// (fast mode cut at 8,092,781 instructions, trap mode completed at
+/// 8,093,113).
+#[test]
+fn a_spent_budget_cuts_both_modes_at_the_same_instruction() {
+    if !tools_or_skip("a_spent_budget_cuts_both_modes_at_the_same_instruction") {
+        return;
+    }
+    if std::env::var("COLDCACHE_MODE").is_ok() {
+        eprintln!("both modes are run here: not again in CI's trap-mode pass");
+        return;
+    }
+    let dir = scratch_in("grow", "both");
+    let bin = compile(
+        "tests-programs/data/scatter.cpp",
+        &dir.join("scatter"),
+        &["-O2", "-g"],
+        false,
+    );
+    let prog = [bin.to_str().unwrap()];
+    let cut = |mode: &str| {
+        let dump = dir.join(format!("{mode}.ccdump"));
+        let out = record(
+            &dir,
+            &dump,
+            &["--all", "--mode", mode, "--memory", "1M"],
+            &prog,
+        );
+        assert!(!out.status.success(), "{mode}: not cut");
+        let d = load(&dump);
+        let why = d.meta.cut_short.clone().unwrap_or_default();
+        assert!(why.contains("run with a larger --memory"), "{mode}: {why}");
+        (d.meta.instructions, d.records.len())
+    };
+    let fast = cut("fast");
+    assert_eq!(fast, cut("trap"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Four threads, a mutex and two condition variables
 /// (`tests-programs/real/condvar.c`), captured from main's entry to its
 /// return with every thread: the window completes (call 1 captured, no
