@@ -616,6 +616,16 @@ pub struct TreeRow {
     pub has_children: bool,
 }
 
+/// Whether a row of an inverted tree (bottom-up, callers) takes its one
+/// caller on its line: the row is a caller (depth 2 or more) and its only
+/// child row shown (`children`) has the same inclusive costs, so a chain
+/// of single callers reads as one row (`update ← main ← _start`). The one
+/// statement of the rule: `render::tree` (the CLI's text) and the web UI's
+/// `/api/tree?fold=1` both follow it. Top-down rows never fold.
+pub fn takes_only_caller(kind: TreeKind, row: &TreeRow, children: &[&TreeRow]) -> bool {
+    kind != TreeKind::TopDown && row.depth >= 2 && matches!(children, [c] if c.incl == row.incl)
+}
+
 /// A tree view.
 #[derive(Clone, Debug, Serialize)]
 pub struct TreeView {
