@@ -294,7 +294,13 @@ pub fn tree(v: &TreeView, cols: &[usize]) -> String {
         kids.entry(r.parent).or_default().push(r);
     }
     let folds = |r: &TreeRow| -> bool {
-        takes_only_caller(v.kind, r, kids.get(&r.id).map_or(&[][..], Vec::as_slice))
+        let callers: Vec<&[Num]> = kids
+            .get(&r.id)
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .map(|c| c.incl.as_slice())
+            .collect();
+        takes_only_caller(v.kind, r.depth, &r.incl, &callers)
     };
     // Per row id: (display row, display depth).
     let mut at: HashMap<u32, (usize, u32)> = HashMap::new();

@@ -29,7 +29,7 @@ use coldcache_analysis::data::{self, DataQuery};
 use coldcache_analysis::diff::{self, DiffQuery};
 use coldcache_analysis::flame::{self, FlameQuery};
 use coldcache_analysis::summary;
-use coldcache_analysis::views::{self, values, By, FlatQuery, TreeKind, TreeQuery, TreeRow};
+use coldcache_analysis::views::{self, values, By, FlatQuery, TreeKind, TreeQuery};
 use coldcache_analysis::{FnId, Profile};
 use coldcache_dump::{SourceText, MAX_SOURCE_FILE};
 use serde_json::{json, Value};
@@ -737,6 +737,7 @@ impl App {
             sort: sort.clone(),
             min_percent,
             max_depth: Some(depth),
+            fold,
         };
         // `reveal=FN` (top-down): open the tree down to the hottest node of
         // function FN, one level below each of its ancestors.
@@ -772,15 +773,7 @@ impl App {
                 TreeKind::TopDown => p.node(from[0].min(p.node_count() as u32 - 1)).depth,
                 _ => from.len() as u32,
             };
-            // Folding needs each row's children: one level more.
-            let v = views::subtree(
-                p,
-                kind,
-                Some(&fs),
-                &from,
-                &query(depth + 1 + u32::from(fold)),
-            )
-            .map_err(bad)?;
+            let v = views::subtree(p, kind, Some(&fs), &from, &query(depth + 1)).map_err(bad)?;
             if level == 1 {
                 totals = json!(v.totals);
                 columns = json!(v.columns);
@@ -797,34 +790,21 @@ impl App {
                     .join(","),
             };
             // A path names a row marked inlined with views::INLINED_BIT.
-            let step = |r: &TreeRow| {
-                if r.inlined {
-                    r.function | views::INLINED_BIT
+            let step = |function: u32, inlined: bool| {
+                if inlined {
+                    function | views::INLINED_BIT
                 } else {
-                    r.function
+                    function
                 }
             };
-            let children_of = |rows: &[TreeRow], id: u32| -> Vec<TreeRow> {
-                rows.iter().filter(|c| c.parent == id).cloned().collect()
-            };
-            for r in v.rows.iter().filter(|r| !fold || r.depth == depth + 1) {
-                // The path to the row, then along its chain of single
-                // callers: each step's children come from one more level.
-                let mut path: Vec<u32> = from.iter().copied().chain([step(r)]).collect();
-                let mut chain: Vec<TreeRow> = Vec::new();
-                let mut has_children = r.has_children;
-                if fold {
-                    let (mut at, mut kids) = (r.clone(), children_of(&v.rows, r.id));
-                    while views::takes_only_caller(kind, &at, &kids.iter().collect::<Vec<_>>()) {
-                        at = kids.remove(0);
-                        path.push(step(&at));
-                        let below = views::subtree(p, kind, Some(&fs), &path, &query(at.depth + 1))
-                            .map_err(bad)?;
-                        kids = below.rows;
-                        has_children = at.has_children;
-                        chain.push(at.clone());
-                    }
-                }
+            for r in &v.rows {
+                // The path to the row, then along its folded chain.
+                let path: Vec<u32> = from
+                    .iter()
+                    .copied()
+                    .chain([step(r.function, r.inlined)])
+                    .chain(r.chain.iter().map(|c| step(c.function, c.inlined)))
+                    .collect();
                 let key = match kind {
                     TreeKind::TopDown => r.id.to_string(),
                     _ => path
@@ -834,20 +814,11 @@ impl App {
                         .join(","),
                 };
                 if first == Some(r.id) {
-                    first_end = Some((path.clone(), has_children, r.percent));
+                    first_end = Some((path.clone(), r.has_children, r.percent));
                 }
                 let mut row = serde_json::to_value(r).unwrap_or(Value::Null);
                 row["key"] = json!(key);
                 row["parent_key"] = json!(parent_key);
-                if fold {
-                    // The callers folded onto the row, nearest first; the
-                    // row's key and `has_children` are the chain's last.
-                    row["chain"] = chain
-                        .iter()
-                        .map(|c| json!({"function": c.function, "name": c.name, "inlined": c.inlined}))
-                        .collect();
-                    row["has_children"] = json!(has_children);
-                }
                 rows.push(row);
             }
             // The hottest path: keep opening the first child (at most 12
