@@ -235,6 +235,33 @@ try {
     await page.waitForFunction((n) => document.querySelectorAll("table[data-test=tree] tbody tr").length > n, before);
   });
 
+  await step("09b-bottom-up-chain", async () => {
+    // Issue 36: the chain of single callers above run_frames (whole stack:
+    // main … _start) is one row, `run_frames ← (+3) ← _start`, as the
+    // CLI's text prints it folded; its tooltip is the CLI's line.
+    const text = cli("report", dumps[0], "--whole-stack", "--view", "bottom-up", "--columns", "mem", "--min-percent", "0");
+    const folded = await page.$$eval("table[data-test=tree] tbody tr", (trs) => trs
+      .filter((tr) => tr.querySelector("[data-test=chain]"))
+      .map((tr) => ({ key: tr.dataset.key, title: tr.querySelector("td.label").title, shown: tr.querySelector("td.label").textContent })));
+    const chain = folded.find((r) => /^run_frames ← main ← .* ← _start$/.test(r.title));
+    assert.ok(chain, JSON.stringify(folded));
+    for (const r of folded) assert.ok(text.split("\n").some((l) => l.endsWith(`  ${r.title}`)), `${r.title} in\n${text}`);
+    const n = chain.title.split(" ← ").length - 2;
+    assert.equal(chain.shown.trim(), `run_frames ← (+${n}) ← _start`);
+    // (+N) opens that one chain in place.
+    const row = page.locator(`table[data-test=tree] tbody tr[data-key="${chain.key}"]`);
+    await row.locator("[data-test=fold]").click();
+    await page.waitForFunction((k) => !document.querySelector(`table[data-test=tree] tbody tr[data-key="${k}"] [data-test=fold]`), chain.key);
+    assert.equal((await row.locator("td.label").textContent()).trim(), chain.title);
+    // The control: every caller on its own row (one level each, the hot
+    // path opened through them).
+    await page.click("input[data-test=chains]"); // a click re-renders the controls: no check()
+    await page.waitForFunction(() => !document.querySelector("table[data-test=tree] [data-test=chain]")
+      && [...document.querySelectorAll("table[data-test=tree] .fname")].some((e) => e.textContent === "_start"));
+    await page.click("input[data-test=chains]");
+    await page.waitForSelector("table[data-test=tree] [data-test=chain]");
+  });
+
   await step("10-callers", async () => {
     await page.click("#tabs a[data-view=callers]");
     await page.waitForFunction(() => document.querySelectorAll("table[data-test=tree][data-kind=callers] tbody tr").length >= 2);

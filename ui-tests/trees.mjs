@@ -3,7 +3,9 @@
 // - with two dumps the page opens on their comparison;
 // - an unknown #view= says so, naming the views;
 // - the callers tree of the getter marks the caller it was inlined into and
-//   shows the calls, as `coldcache report --callers --json` does; the
+//   shows the calls, as `coldcache report --callers --json` does, each
+//   caller with its one caller on its row as the CLI's text (`← frame`),
+//   or every caller on its own row at the user's choice; the
 //   top-down tree starts at the captured function;
 // - long names are cut with an ellipsis, the whole name in a tooltip;
 // - the Capture page lists each module once, and not libcoldcache.so.
@@ -70,8 +72,20 @@ try {
       assert.ok(r, `${c.name} (inlined ${c.inlined}) in ${JSON.stringify(rows)}`);
       assert.equal(r.calls, c.calls === null ? "-" : new Intl.NumberFormat("en-US").format(c.calls));
     }
-    // The hot path opened below the inlined caller (its path names the
-    // inlined row); the other caller opens on a click: both reach frame.
+    // Each caller's only caller is frame, the captured function, with the
+    // same costs: one row, `Cull(…) ← frame`, as the CLI's text prints it.
+    const text = execFileSync(bin, ["report", dump, "--callers", "GetPosition", "--min-percent", "0"], { encoding: "utf8" });
+    const titles = await page.$$eval("table[data-test=tree] tbody tr td.label", (tds) => tds.slice(1).map((td) => td.title));
+    assert.equal(titles.length, cliCallers.length, JSON.stringify(titles));
+    for (const t of titles) {
+      assert.match(t, / ← frame$/);
+      assert.ok(text.split("\n").some((l) => l.endsWith(`  ${t}`)), `${t} in\n${text}`);
+    }
+    // Every caller on its own row: the hot path opened below the inlined
+    // caller (its path names the inlined row); the other caller opens on
+    // a click: both reach frame.
+    await page.click("input[data-test=chains]"); // a click re-renders the controls: no check()
+    await page.waitForFunction(() => [...document.querySelectorAll("table[data-test=tree] tbody .fname")].some((e) => e.textContent === "frame"));
     const closed = page.locator("table[data-test=tree] tbody tr .twisty", { hasText: "▸" }).first();
     await closed.click();
     await page.waitForFunction(() => [...document.querySelectorAll("table[data-test=tree] tbody .fname")].filter((e) => e.textContent === "frame").length === 2);

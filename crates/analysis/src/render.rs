@@ -6,8 +6,8 @@
 use crate::diff::DiffView;
 use crate::profile::Profile;
 use crate::views::{
-    AnnotateView, AsmView, ColumnHead, FlatView, Num, ThreadsView, TreeKind, TreeRow, TreeView,
-    INLINED_MARK,
+    takes_only_caller, AnnotateView, AsmView, ColumnHead, FlatView, Num, ThreadsView, TreeKind,
+    TreeRow, TreeView, INLINED_MARK,
 };
 use crate::AnalysisError;
 use std::collections::HashMap;
@@ -287,17 +287,20 @@ pub fn tree(v: &TreeView, cols: &[usize]) -> String {
     // Inverted trees: a caller row with one caller of the same costs takes
     // that caller on its line (`a ← b ← c`), so a chain of single callers
     // is one row, not one row per level.
+    // The rule is `views::takes_only_caller`, as the web UI folds.
     let inverted = v.kind != TreeKind::TopDown;
-    let mut kids: HashMap<u32, (u32, usize)> = HashMap::new();
-    for (i, r) in v.rows.iter().enumerate() {
-        let e = kids.entry(r.parent).or_insert((0, i));
-        e.0 += 1;
+    let mut kids: HashMap<u32, Vec<&TreeRow>> = HashMap::new();
+    for r in &v.rows {
+        kids.entry(r.parent).or_default().push(r);
     }
-    let only_child = |r: &TreeRow| -> Option<&TreeRow> {
-        match kids.get(&r.id) {
-            Some(&(1, i)) if v.rows[i].incl == r.incl => Some(&v.rows[i]),
-            _ => None,
-        }
+    let folds = |r: &TreeRow| -> bool {
+        let callers: Vec<&[Num]> = kids
+            .get(&r.id)
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .map(|c| c.incl.as_slice())
+            .collect();
+        takes_only_caller(v.kind, r.depth, &r.incl, &callers)
     };
     // Per row id: (display row, display depth).
     let mut at: HashMap<u32, (usize, u32)> = HashMap::new();
@@ -316,7 +319,7 @@ pub fn tree(v: &TreeView, cols: &[usize]) -> String {
             let last = rows[row].len() - 1;
             let _ = write!(rows[row][last], " ← {name}");
             at.insert(r.id, (row, depth));
-            folding.insert(r.id, only_child(r).is_some());
+            folding.insert(r.id, folds(r));
             continue;
         }
         let depth = at.get(&r.parent).map_or(1, |&(_, d)| d + 1);
@@ -333,7 +336,7 @@ pub fn tree(v: &TreeView, cols: &[usize]) -> String {
             name
         ));
         at.insert(r.id, (rows.len(), depth));
-        folding.insert(r.id, r.depth >= 2 && only_child(r).is_some());
+        folding.insert(r.id, folds(r));
         rows.push(row);
     }
     let mut s = Table { head, rows }.render();

@@ -580,6 +580,10 @@ pub struct TreeQuery {
     pub min_percent: f64,
     /// Leave out nodes deeper than this.
     pub max_depth: Option<u32>,
+    /// Inverted trees: a chain of single callers is one row, the callers
+    /// in the row's [`TreeRow::chain`] ([`takes_only_caller`]), whatever
+    /// `max_depth`; the rows below are the chain's last function's callers.
+    pub fold: bool,
 }
 
 /// One row of a tree, in pre-order.
@@ -612,8 +616,36 @@ pub struct TreeRow {
     pub self_: Vec<Num>,
     /// Inclusive costs.
     pub incl: Vec<Num>,
-    /// Whether it has children (shown or cut off).
+    /// Whether it has children (shown or cut off); for a folded chain,
+    /// whether its last function has.
     pub has_children: bool,
+    /// With [`TreeQuery::fold`]: the single callers folded onto this row,
+    /// nearest first (each the only caller of the one before, with the same
+    /// inclusive costs). Absent from JSON when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub chain: Vec<ChainLink>,
+}
+
+/// One caller folded onto an inverted tree's row ([`TreeRow::chain`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ChainLink {
+    /// The function.
+    pub function: FnId,
+    /// Its label.
+    pub name: String,
+    /// Whether the function below it was inlined into it.
+    pub inlined: bool,
+}
+
+/// Whether a row of an inverted tree (bottom-up, callers) takes its one
+/// caller on its line: the row is a caller (`depth` 2 or more) and its only
+/// child row shown (`children`: their inclusive costs) has the same
+/// inclusive costs (`incl`), so a chain of single callers reads as one row
+/// (`update ← main ← _start`). The one statement of the rule:
+/// `render::tree` (the CLI's text) and [`TreeQuery::fold`] (the web UI's
+/// `/api/tree?fold=1`) both follow it. Top-down rows never fold.
+pub fn takes_only_caller(kind: TreeKind, depth: u32, incl: &[Num], children: &[&[Num]]) -> bool {
+    kind != TreeKind::TopDown && depth >= 2 && matches!(children, [c] if *c == incl)
 }
 
 /// A tree view.
@@ -724,6 +756,7 @@ fn group(p: &Profile, entries: &[Entry], inclusive: bool) -> Vec<Group> {
 /// by following `path` (functions from the inverted root).
 fn render_inverted(
     p: &Profile,
+    kind: TreeKind,
     seeds: Vec<Entry>,
     inclusive: bool,
     path: &[FnId],
@@ -781,30 +814,60 @@ fn render_inverted(
     };
     let mut rows = Vec::new();
     // Explicit stack (deep recursion makes deep inverted trees): each level
-    // holds its remaining children, reversed, and its row id.
-    let mut stack: Vec<(Vec<Group>, u32)> = Vec::new();
+    // holds its remaining children, reversed, its row id and their depth.
+    let mut stack: Vec<(Vec<Group>, u32, u32)> = Vec::new();
     let mut first = sorted(group(p, &entries, inclusive));
     first.reverse();
-    stack.push((first, 0));
-    while let Some((pending, parent_id)) = stack.last_mut() {
+    stack.push((first, 0, base_depth + 1));
+    while let Some((pending, parent_id, depth)) = stack.last_mut() {
         let Some(g) = pending.pop() else {
             stack.pop();
             continue;
         };
-        let parent_id = *parent_id;
-        let depth = base_depth + stack.len() as u32;
+        let (parent_id, depth) = (*parent_id, *depth);
         let id = rows.len() as u32 + 1;
         let v = cols[sc].value(&g.cost);
+        // A folded chain: follow single callers of the same costs, each a
+        // level of the tree (`end` is the depth of the chain's last).
+        let mut chain = Vec::new();
+        let mut end = depth;
+        let mut last: Option<Group> = None;
+        let mut kids = None;
+        if q.fold {
+            let incl = values(cols, &g.cost);
+            loop {
+                let mut c = sorted(group(
+                    p,
+                    last.as_ref().map_or(&g.entries, |l| &l.entries),
+                    inclusive,
+                ));
+                let next: Vec<Vec<Num>> = c.iter().map(|x| values(cols, &x.cost)).collect();
+                let next: Vec<&[Num]> = next.iter().map(Vec::as_slice).collect();
+                if !takes_only_caller(kind, end, &incl, &next) {
+                    kids = Some(c);
+                    break;
+                }
+                let only = c.pop().expect("one caller");
+                chain.push(ChainLink {
+                    function: only.function,
+                    name: fn_label(p, only.function),
+                    inlined: only.inlined,
+                });
+                last = Some(only);
+                end += 1;
+            }
+        }
+        let at_entries = last.as_ref().map_or(&g.entries, |l| &l.entries);
         let expand = q.max_depth.is_none_or(|d| depth < d);
         let children = if expand {
-            sorted(group(p, &g.entries, inclusive))
+            kids.unwrap_or_else(|| sorted(group(p, at_entries, inclusive)))
         } else {
             Vec::new()
         };
         let has_children = if expand {
             !children.is_empty()
         } else {
-            g.entries.iter().any(|&(_, c, _)| c != ROOT)
+            at_entries.iter().any(|&(_, c, _)| c != ROOT)
         };
         let calls = g
             .entries
@@ -829,11 +892,12 @@ fn render_inverted(
             },
             incl: values(cols, &g.cost),
             has_children,
+            chain,
         });
         if !children.is_empty() {
             let mut c = children;
             c.reverse();
-            stack.push((c, id));
+            stack.push((c, id, end + 1));
         }
     }
     (values(cols, &total), rows)
@@ -889,6 +953,7 @@ fn render_top_down(
             self_: values(cols, p.node_self(n)),
             incl: values(cols, p.node_incl(n)),
             has_children: !kids.is_empty(),
+            chain: Vec::new(),
         });
         if expand {
             stack.extend(kids.into_iter().rev());
@@ -939,10 +1004,16 @@ pub fn subtree(
             }
             render_top_down(p, from, sc, q)
         }
-        TreeKind::BottomUp => render_inverted(p, bottom_up_seeds(p), false, from, sc, q),
-        TreeKind::Callers => {
-            render_inverted(p, callers_seeds(p, fs.unwrap_or(&[])), true, from, sc, q)
-        }
+        TreeKind::BottomUp => render_inverted(p, kind, bottom_up_seeds(p), false, from, sc, q),
+        TreeKind::Callers => render_inverted(
+            p,
+            kind,
+            callers_seeds(p, fs.unwrap_or(&[])),
+            true,
+            from,
+            sc,
+            q,
+        ),
     };
     Ok(TreeView {
         columns: heads(p),

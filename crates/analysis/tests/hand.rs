@@ -242,6 +242,41 @@ fn callers_of_the_getter_name_the_responsible_caller() {
             (3, "main".to_string(), 2, 20.0),
         ]
     );
+    // Folded (TreeQuery::fold, the web UI's default): each caller's only
+    // caller, main, with the same costs, is on the caller's row; the first
+    // level keeps its callers. Same costs, two rows fewer.
+    let f = views::callers(
+        &p,
+        &fs,
+        &TreeQuery {
+            fold: true,
+            ..TreeQuery::default()
+        },
+    )
+    .unwrap();
+    let got: Vec<(u32, String, Vec<String>, u64, bool)> = f
+        .rows
+        .iter()
+        .map(|r| {
+            let chain = r.chain.iter().map(|c| c.name.clone()).collect();
+            (
+                r.depth,
+                r.name.clone(),
+                chain,
+                int(r.incl[mem]),
+                r.has_children,
+            )
+        })
+        .collect();
+    let main = || vec!["main".to_string()];
+    assert_eq!(
+        got,
+        vec![
+            (1, "get_pos".to_string(), vec![], 10, true),
+            (2, "update".to_string(), main(), 8, false),
+            (2, "render".to_string(), main(), 2, false),
+        ]
+    );
 }
 
 #[test]

@@ -303,6 +303,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
         sort: c.sort.clone(),
         min_percent: a.min_percent,
         max_depth: a.max_depth,
+        fold: false,
     };
     let view = if a.callers.is_some() {
         View::Callers

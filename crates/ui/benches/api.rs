@@ -140,6 +140,20 @@ fn main() {
             "callers, hot path",
             format!("/api/tree?kind=callers&fn={f}&hot=1&min_percent=0.5"),
         ),
+        // What the page asks by default (issue 36): chains of single
+        // callers folded, each chain step one more level computed.
+        (
+            "bottom-up, hot path, folded",
+            "/api/tree?kind=bottom_up&hot=1&min_percent=0.5&fold=1".to_string(),
+        ),
+        (
+            "bottom-up, expand, folded",
+            format!("/api/tree?kind=bottom_up&path={f}&fold=1"),
+        ),
+        (
+            "callers, hot path, folded",
+            format!("/api/tree?kind=callers&fn={f}&hot=1&min_percent=0.5&fold=1"),
+        ),
         (
             "reveal in top-down",
             format!("/api/tree?kind=top_down&reveal={f}&min_percent=0.5"),

@@ -10,7 +10,7 @@
 //! | `/` | the page (HTML with its CSS and JavaScript inlined; its Content-Security-Policy, [`App::page_policy`], allows those two by their SHA-256) |
 //! | `/api/meta` | the dumps: capture settings, cache configuration, threads, modules, columns, the summary (`summary::summary`); with two dumps, `cache_mismatch` (`diff::cache_mismatch`, as `coldcache diff`) |
 //! | `/api/flat?dump&by&sort&inclusive&filter&limit&syntax` | `views::flat`; by instruction, addresses and disassembly as `/api/asm` gives them (`syntax`, file addresses) |
-//! | `/api/tree?dump&kind&fn&node&path&sort&min_percent&hot&reveal` | one level of a tree below a node (`node` for top-down, `path` of function ids for bottom-up and callers, a row marked inlined with bit 31 set, `views::INLINED_BIT`); `hot=1` also opens the hottest path below it; `reveal=FN` (top-down) opens the tree down to FN's hottest node |
+//! | `/api/tree?dump&kind&fn&node&path&sort&min_percent&hot&reveal&fold` | one level of a tree below a node (`node` for top-down, `path` of function ids for bottom-up and callers, a row marked inlined with bit 31 set, `views::INLINED_BIT`); `hot=1` also opens the hottest path below it; `reveal=FN` (top-down) opens the tree down to FN's hottest node; `fold=1` (bottom-up, callers): a chain of single callers is one row (`views::takes_only_caller`, as `coldcache report`'s text), its callers in `chain`, its `key` and `has_children` those of the chain's last |
 //! | `/api/function?dump&fn` | a function: its info, self and inclusive values, and the same function's id in the other dump |
 //! | `/api/annotate?dump&fn` | `views::annotate` |
 //! | `/api/asm?dump&fn&syntax` | `views::disassembly_with`: `syntax` `att` (the default, as `objdump -d` and `coldcache report --asm`) or `intel`; each row's `file_addr` is objdump's address when the dump's load biases were given ([`App::with_load_biases`]) |
@@ -29,7 +29,7 @@ use coldcache_analysis::data::{self, DataQuery};
 use coldcache_analysis::diff::{self, DiffQuery};
 use coldcache_analysis::flame::{self, FlameQuery};
 use coldcache_analysis::summary;
-use coldcache_analysis::views::{self, values, By, FlatQuery, TreeKind, TreeQuery, TreeRow};
+use coldcache_analysis::views::{self, values, By, FlatQuery, TreeKind, TreeQuery};
 use coldcache_analysis::{FnId, Profile};
 use coldcache_dump::{SourceText, MAX_SOURCE_FILE};
 use serde_json::{json, Value};
@@ -135,6 +135,7 @@ fn parameters(path: &str) -> Option<&'static [&'static str]> {
             "min_percent",
             "hot",
             "reveal",
+            "fold",
         ],
         "/api/function" | "/api/annotate" => &["dump", "fn"],
         "/api/asm" => &["dump", "fn", "syntax"],
@@ -729,6 +730,15 @@ impl App {
                 .unwrap_or_default(),
         };
         let hot = q.get("hot").is_some_and(|v| v == "1");
+        // `fold=1` (inverted trees): a chain of single callers is one row,
+        // by `views::takes_only_caller`, the rule of `coldcache report`.
+        let fold = kind != TreeKind::TopDown && q.get("fold").is_some_and(|v| v == "1");
+        let query = |depth: u32| TreeQuery {
+            sort: sort.clone(),
+            min_percent,
+            max_depth: Some(depth),
+            fold,
+        };
         // `reveal=FN` (top-down): open the tree down to the hottest node of
         // function FN, one level below each of its ancestors.
         let mut starts: Vec<Vec<u32>> = Vec::new();
@@ -763,24 +773,14 @@ impl App {
                 TreeKind::TopDown => p.node(from[0].min(p.node_count() as u32 - 1)).depth,
                 _ => from.len() as u32,
             };
-            let v = views::subtree(
-                p,
-                kind,
-                Some(&fs),
-                &from,
-                &TreeQuery {
-                    sort: sort.clone(),
-                    min_percent,
-                    max_depth: Some(depth + 1),
-                },
-            )
-            .map_err(bad)?;
+            let v = views::subtree(p, kind, Some(&fs), &from, &query(depth + 1)).map_err(bad)?;
             if level == 1 {
                 totals = json!(v.totals);
                 columns = json!(v.columns);
                 sort_name = v.sort.clone();
             }
-            let first: Option<TreeRow> = v.rows.first().cloned();
+            let first = v.rows.first().map(|r| r.id);
+            let mut first_end: Option<(Vec<u32>, bool, f64)> = None;
             let parent_key = match kind {
                 TreeKind::TopDown => from[0].to_string(),
                 _ => from
@@ -790,24 +790,33 @@ impl App {
                     .join(","),
             };
             // A path names a row marked inlined with views::INLINED_BIT.
-            let step = |r: &TreeRow| {
-                if r.inlined {
-                    r.function | views::INLINED_BIT
+            let step = |function: u32, inlined: bool| {
+                if inlined {
+                    function | views::INLINED_BIT
                 } else {
-                    r.function
+                    function
                 }
             };
-            for r in v.rows {
+            for r in &v.rows {
+                // The path to the row, then along its folded chain.
+                let path: Vec<u32> = from
+                    .iter()
+                    .copied()
+                    .chain([step(r.function, r.inlined)])
+                    .chain(r.chain.iter().map(|c| step(c.function, c.inlined)))
+                    .collect();
                 let key = match kind {
                     TreeKind::TopDown => r.id.to_string(),
-                    _ => from
+                    _ => path
                         .iter()
-                        .chain(std::iter::once(&step(&r)))
                         .map(u32::to_string)
                         .collect::<Vec<_>>()
                         .join(","),
                 };
-                let mut row = serde_json::to_value(&r).unwrap_or(Value::Null);
+                if first == Some(r.id) {
+                    first_end = Some((path.clone(), r.has_children, r.percent));
+                }
+                let mut row = serde_json::to_value(r).unwrap_or(Value::Null);
                 row["key"] = json!(key);
                 row["parent_key"] = json!(parent_key);
                 rows.push(row);
@@ -815,16 +824,13 @@ impl App {
             // The hottest path: keep opening the first child (at most 12
             // levels, while it carries at least 1 %).
             if hot && level == starts.len() && level < 12 {
-                if let Some(r) = first.filter(|r| r.has_children && r.percent >= 1.0) {
-                    let next = match kind {
-                        TreeKind::TopDown => vec![r.id],
-                        _ => from
-                            .iter()
-                            .copied()
-                            .chain(std::iter::once(step(&r)))
-                            .collect(),
-                    };
-                    starts.push(next);
+                if let Some((path, true, pct)) = first_end {
+                    if pct >= 1.0 {
+                        starts.push(match kind {
+                            TreeKind::TopDown => vec![first.unwrap_or(0)],
+                            _ => path,
+                        });
+                    }
                 }
             }
         }

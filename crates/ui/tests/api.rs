@@ -1224,3 +1224,176 @@ fn the_disassembly_gives_objdumps_addresses_in_the_syntax_asked_for() {
     assert_eq!(r.status, 400);
     assert!(r.text().contains("syntax=nasm"), "{}", r.text());
 }
+
+/// The hand dump plus a chain of single callers: `main` calls `a`, `a`
+/// calls `b`, `b` calls `c`, and `c` spends 4 instructions reaching memory
+/// 4 times (its only costs). Functions 5, 6, 7 are `a`, `b`, `c`.
+fn chain_profile() -> Profile {
+    use coldcache_dump::{Frame, Function, Location, Record, StackNode};
+    let mut d = hand_dump::dump(8);
+    let s = d.symbols.as_mut().unwrap();
+    for (name, entry) in [("a", 0x5000), ("b", 0x6000), ("c", 0x7000)] {
+        let function = s.functions.len() as u32;
+        s.functions.push(Function {
+            name: name.into(),
+            module: 0,
+            entry,
+            file: 0,
+            line: 50,
+        });
+        for addr in [entry, entry + 4] {
+            s.locations.push(Location {
+                addr,
+                frames: vec![Frame {
+                    function,
+                    file: 0,
+                    line: 51,
+                }],
+                code: vec![0x90],
+            });
+        }
+    }
+    // main's call site of `a`, between main's other addresses.
+    s.locations.insert(
+        4,
+        Location {
+            addr: 0x1040,
+            frames: vec![Frame {
+                function: 0,
+                file: 0,
+                line: 13,
+            }],
+            code: vec![0x90],
+        },
+    );
+    let first = d.stacks.len() as u32;
+    for (parent, call_site, callee) in [(0, 0x1040, 0x5000), (first, 0x5004, 0x6000)] {
+        d.stacks.push(StackNode {
+            parent,
+            call_site,
+            callee,
+        });
+    }
+    d.stacks.push(StackNode {
+        parent: first + 1,
+        call_site: 0x6004,
+        callee: 0x7000,
+    });
+    d.records.push(Record {
+        ip: 0x7000,
+        stack: first + 2,
+        thread: 0,
+        counters: hand_dump::counters(4, 0, 4, 0, 0),
+    });
+    Profile::new(d, ProfileOptions::default())
+}
+
+/// (name, chain names, key, has_children) of each row of a tree answer.
+fn folded(v: &Value) -> Vec<(String, Vec<String>, String, bool)> {
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                r["chain"]
+                    .as_array()
+                    .map(|c| {
+                        c.iter()
+                            .map(|x| x["name"].as_str().unwrap().to_string())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                r["key"].as_str().unwrap().to_string(),
+                r["has_children"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn row(name: &str, chain: &[&str], key: &str, kids: bool) -> (String, Vec<String>, String, bool) {
+    (
+        name.to_string(),
+        chain.iter().map(|s| s.to_string()).collect(),
+        key.to_string(),
+        kids,
+    )
+}
+
+#[test]
+fn fold_makes_a_chain_of_single_callers_one_row_as_the_cli_does() {
+    let a = App::new(vec![("chain.ccdump".into(), chain_profile())], TOKEN.into());
+    // update and render, get_pos inlined into each.
+    let (upd, ren) = (1u32 | 1 << 31, 3u32 | 1 << 31);
+    // By hand: c's only cost came through b ← a ← main, one path: one row
+    // `b` carrying a and main, opened below main (nothing: main is a root).
+    let c = json(&get(&a, "/api/tree?kind=bottom_up&sort=mem&path=7&fold=1"));
+    assert_eq!(folded(&c), [row("b", &["a", "main"], "7,6,5,0", false)]);
+    // Without fold, one level: b alone, opened below b.
+    let c = json(&get(&a, "/api/tree?kind=bottom_up&sort=mem&path=7"));
+    assert_eq!(folded(&c), [row("b", &[], "7,6", true)]);
+    // The hot path of the bottom-up tree by mem (get_pos 10, c 4, rec 1,
+    // update 0, main 0): get_pos's callers are update (8, inlined there)
+    // and render (2), get_pos inlined into both, each with main as its only
+    // caller: folded, and the
+    // hot path stops at the chain's end (main has no caller).
+    let h = json(&get(&a, "/api/tree?kind=bottom_up&sort=mem&hot=1&fold=1"));
+    assert_eq!(
+        folded(&h),
+        [
+            row("get_pos", &[], "2", true),
+            row("c", &[], "7", true),
+            row("rec", &[], "4", true),
+            row("update", &[], "1", true),
+            row("main", &[], "0", false),
+            row("update", &["main"], &format!("2,{upd},0"), false),
+            row("render", &["main"], &format!("2,{ren},0"), false),
+        ]
+    );
+    assert_eq!(h["rows"][5]["inlined"], true);
+    assert_eq!(h["rows"][5]["chain"][0]["inlined"], false);
+    // The first level never folds (a function where cost was spent, then
+    // its caller), as in the CLI: c's row at depth 1 keeps its one caller.
+    // Callers of c: c, then the folded chain, opened by hot=1.
+    let k = json(&get(
+        &a,
+        "/api/tree?kind=callers&fn=7&sort=mem&hot=1&fold=1",
+    ));
+    assert_eq!(
+        folded(&k),
+        [
+            row("c", &[], "7", true),
+            row("b", &["a", "main"], "7,6,5,0", false)
+        ]
+    );
+    assert_eq!(k["rows"][1]["percent"], 100.0);
+    // The CLI's text of the same tree (render::tree over the whole view,
+    // one rule: views::takes_only_caller) shows the same chains.
+    let p = chain_profile();
+    let v = views::bottom_up(
+        &p,
+        &views::TreeQuery {
+            sort: Some("mem".into()),
+            ..views::TreeQuery::default()
+        },
+    )
+    .unwrap();
+    let text = coldcache_analysis::render::tree(&v, &[0]);
+    for line in [
+        "b ← a ← main",
+        "update [inlined here] ← main",
+        "render [inlined here] ← main",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.trim_end().ends_with(&format!("  {line}"))),
+            "{line} in\n{text}"
+        );
+    }
+    // Top-down rows never fold: fold=1 answers as without it.
+    assert_eq!(
+        json(&get(&a, "/api/tree?kind=top_down&sort=mem&hot=1&fold=1")),
+        json(&get(&a, "/api/tree?kind=top_down&sort=mem&hot=1"))
+    );
+}

@@ -35,6 +35,9 @@ function state() {
     fcmp: h.get("fcmp") === "1",
     syntax: h.get("syntax") || "",
     type: h.get("type") || "",
+    // Bottom-up and callers: every caller on a row of its own, not a chain
+    // of single callers folded onto one row (the default, as the CLI).
+    chains: h.get("chains") === "1",
   };
 }
 
@@ -181,11 +184,12 @@ async function viewFlat(s) {
 }
 
 // ---- trees ----
-const TREE = { rows: new Map(), children: new Map(), open: new Set(), key: "" };
+const TREE = { rows: new Map(), children: new Map(), open: new Set(), unfolded: new Set(), key: "" };
 
 function treeParams(s, kind) {
   const p = { dump: s.dump, kind, sort: sortName(s), min_percent: s.min };
   if (kind === "callers") p.fn = s.fn;
+  if (kind !== "top_down" && !s.chains) p.fold = 1;
   return p;
 }
 
@@ -203,14 +207,15 @@ function addRows(rows) {
 
 async function viewTree(s, kind) {
   controls(`<label>hide below <input id="min" data-test="min" size="4" value="${esc(s.min)}"> %</label>
-    ${columnsMenu(s)} <span class="muted">${kind === "top_down" ? "callers above callees, all threads" : kind === "bottom_up" ? "where costs were spent, then who called" : "the selected function, then the callers its costs came through"}</span>`);
+    ${columnsMenu(s)} ${kind === "top_down" ? "" : `<label title="a chain of single callers (the same costs) is one row, 'first ← (+N) ← last', by default, as in coldcache report; click (+N) to show one chain"><input type="checkbox" id="chains" data-test="chains"${s.chains ? " checked" : ""}> every caller on its own row</label>`} <span class="muted">${kind === "top_down" ? "callers above callees, all threads" : kind === "bottom_up" ? "where costs were spent, then who called" : "the selected function, then the callers its costs came through"}</span>`);
   $("#min").onchange = (e) => setState({ min: e.target.value });
+  if ($("#chains")) $("#chains").onchange = (e) => setState({ chains: e.target.checked });
   wireColumns();
   if (kind === "callers" && s.fn === null) { $("#main").innerHTML = `<p class="muted">Select a function first (Flat view).</p>`; return; }
-  const key = JSON.stringify([s.dump, kind, s.fn, sortName(s), s.min]);
+  const key = JSON.stringify([s.dump, kind, s.fn, sortName(s), s.min, s.chains]);
   const base = treeParams(s, kind);
   if (TREE.key !== key) {
-    TREE.rows = new Map(); TREE.children = new Map(); TREE.open = new Set(); TREE.key = key; TREE.revealed = undefined;
+    TREE.rows = new Map(); TREE.children = new Map(); TREE.open = new Set(); TREE.unfolded = new Set(); TREE.key = key; TREE.revealed = undefined;
     const first = await api("/api/tree", Object.assign({ hot: 1 }, base));
     TREE.totals = first.totals;
     addRows(first.rows);
@@ -228,7 +233,8 @@ function drawTree(s, kind) {
   const sc = colIndex(s, sortName(s));
   const root = kind === "top_down" ? "0" : "";
   const out = [];
-  const walk = (pk) => {
+  // Depth as shown: a folded chain is one row, its callers one level below.
+  const walk = (pk, depth) => {
     for (const k of TREE.children.get(pk) || []) {
       const r = TREE.rows.get(k);
       const open = TREE.open.has(k) && TREE.children.has(k);
@@ -236,16 +242,26 @@ function drawTree(s, kind) {
       const sel = r.function === s.fn ? "selected" : "";
       // An inlined copy (top-down), or the caller a function was inlined
       // into (bottom-up, callers), as `coldcache report` marks them.
-      const mark = r.inlined ? `<span class="muted" data-test="inlined">${kind === "top_down" ? " [inlined]" : " [inlined here]"}</span>` : "";
+      const word = kind === "top_down" ? " [inlined]" : " [inlined here]";
+      const mark = r.inlined ? `<span class="muted" data-test="inlined">${word}</span>` : "";
+      // A chain of single callers folded onto the row (`/api/tree?fold=1`):
+      // `first ← (+N) ← last`, the whole chain in the tooltip; (+N) opens it.
+      const chain = r.chain || [];
+      const named = (c) => `${esc(c.name)}${c.inlined ? `<span class="muted">${word}</span>` : ""}`;
+      const full = [r, ...chain].map((c) => c.name + (c.inlined ? word : "")).join(" ← ");
+      let tail = "";
+      if (chain.length === 1 || (chain.length > 1 && TREE.unfolded.has(k))) tail = chain.map((c) => ` ← ${named(c)}`).join("");
+      else if (chain.length > 1) tail = ` ← <span class="fold" data-test="fold" title="show the whole chain">(+${chain.length - 1})</span> ← ${named(chain[chain.length - 1])}`;
+      if (tail) tail = `<span data-test="chain">${tail}</span>`;
       out.push(`<tr class="clickable ${sel}" data-key="${esc(k)}" data-fn="${r.function}">
         <td class="num"><span class="bar" data-width="${Math.max(1, Math.round(r.percent / 2))}"></span>${r.percent.toFixed(1)}</td>
         ${cols.map((i) => `<td class="num">${fmt(r.incl[i])}</td>`).join("")}<td class="num">${fmt(r.self[sc])}</td>
         <td class="num" data-test="calls">${r.calls === null || r.calls === undefined ? "-" : fmt(r.calls)}</td>
-        <td class="label" data-indent="${(r.depth - 1) * 16 + 8}" title="${esc(r.name)}"><span class="twisty" data-test="twisty">${tw}</span><span class="fname">${esc(r.name)}</span>${mark}</td></tr>`);
-      if (open) walk(k);
+        <td class="label" data-indent="${(depth - 1) * 16 + 8}" title="${esc(full)}"><span class="twisty" data-test="twisty">${tw}</span><span class="fname">${esc(r.name)}</span>${mark}${tail}</td></tr>`);
+      if (open) walk(k, depth + 1);
     }
   };
-  walk(root);
+  walk(root, 1);
   const head = header(s, cols, `<th>%</th>`, "function", true).replace(`<th class="label">`, `<th>self:${esc(sortName(s))}</th><th title="how often these calls ran in the window (- for an inlined copy)">calls</th><th class="label">`);
   $("#main").innerHTML = `<table data-test="tree" data-kind="${kind}" data-min="${esc(s.min)}"><thead>${head}</thead><tbody>${out.join("")}</tbody></table>
     <p class="muted">inclusive columns; ▸ expands (the hottest path is open); 100% = ${fmt(TREE.totals[sc])} ${esc(sortName(s))}</p>`;
@@ -265,6 +281,8 @@ function drawTree(s, kind) {
       TREE.open.add(k);
       drawTree(state(), kind);
     };
+    const fold = tr.querySelector("[data-test=fold]");
+    if (fold) fold.onclick = (ev) => { ev.stopPropagation(); TREE.unfolded.add(k); drawTree(state(), kind); };
     tr.onclick = () => setState({ fn: +tr.dataset.fn });
   });
 }
