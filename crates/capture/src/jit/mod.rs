@@ -371,10 +371,11 @@ pub(crate) fn trust_mapped_code(acc: &mut crate::account::Accountant) {
     }
     with_jit(|j| {
         let Some(j) = j.as_mut() else { return };
-        crate::procfs::for_each_self_mapping(|start, end, perms, path| {
+        crate::procfs::for_each_self_mapping_file(|start, end, perms, path, file| {
             if crate::procfs::is_stable_code(perms, path)
                 && j.exec.len() < j.exec.capacity()
                 && !j.exec.iter().any(|&(s, e)| start < e && end > s)
+                && (path == b"[vdso]" || crate::codewrite::may_trust(file))
                 && acc.trust_code(start, end)
             {
                 j.exec.push((start, end));

@@ -16,7 +16,8 @@
 //!   `execve`, `clone`/`clone3`/`fork`/`vfork`, `mmap`/`munmap`/`mprotect`/
 //!   `mremap` (code may change), `rt_sigaction`, `rt_sigprocmask`,
 //!   `rt_sigreturn`, `sigaltstack`, `rt_sigpending`, signals sent to a
-//!   thread of the process, `prctl`, `seccomp`, `arch_prctl`, ...).
+//!   thread of the process, `prctl`, `seccomp`, `arch_prctl`, `open`/
+//!   `openat` (a writable open may demote code: `codewrite.rs`), ...).
 //!
 //! A `futex` ([`FUTEX`]) is classed by its operation's low byte
 //! ([`FUTEX_CLASS`]): wakes inline, waits replay first.
@@ -127,8 +128,6 @@ const FLUSH_CALLS: &[i64] = &[
     libc::SYS_write,
     libc::SYS_readv,
     libc::SYS_writev,
-    libc::SYS_open,
-    libc::SYS_openat,
     libc::SYS_poll,
     libc::SYS_ppoll,
     libc::SYS_select,
@@ -228,6 +227,12 @@ mod tests {
             libc::SYS_seccomp,
             libc::SYS_arch_prctl,
             libc::SYS_rseq,
+            // A writable open may demote code (`codewrite.rs`).
+            libc::SYS_open,
+            libc::SYS_openat,
+            libc::SYS_openat2,
+            libc::SYS_creat,
+            libc::SYS_truncate,
         ] {
             assert_eq!(CLASS[n as usize].load(Ordering::Relaxed), ENGINE, "{n}");
         }
