@@ -13,7 +13,8 @@
 //! `blocked.c`, `sigtrap.c`, `ownsignals.c` (the stop request signal, raw
 //! `rt_sigaction`, ignored signals across `exec`), `smallstack.c` (small
 //! stacks: `ulimit -s 64`, 16 KiB threads, a stack overflow) and
-//! `finish.c` (a signal while the dump is written). The cases of the
+//! `finish.c` (a signal while the dump is written), `selfmod.c` (code
+//! patched through `/proc/self/mem` or by writing its file, issue 33). The cases of the
 //! engine's signals and stacks run in both capture modes: `--mode trap`
 //! and the default (fast where it can run). Skipped with a message when gcc is missing. (The same
 //! shape as `hostile.rs`.)
@@ -1507,4 +1508,65 @@ fn threads_with_16_kib_stacks_survive_a_fast_capture_under_ulimit_s_64() {
 #[test]
 fn a_stack_overflow_in_fast_mode_keeps_the_dump() {
     overflow_case("overflow_fast", "fast");
+}
+
+/// [`program_case`] of `selfmod.c` (issue 33: code that changes without an
+/// `mprotect` or `munmap`) in both capture modes, under `record --all` and
+/// a `--function work` window. The program's output is the truth: each
+/// round of calls returns what the code there says now (`2000 4000
+/// 10000`); a stale translation or decode repeated the first round's sum
+/// (fast mode printed `2000 2000 2000` in every case before the fix).
+fn selfmod_case(case: &str) {
+    for extra in modes() {
+        let tag = if extra.is_empty() { "default" } else { "trap" };
+        for (t, trigger) in [
+            ("all", &["--all"][..]),
+            ("work", &["--function", "work"][..]),
+        ] {
+            let trigger: Vec<&str> = trigger.iter().chain(extra.iter()).copied().collect();
+            program_case(
+                "tests-programs/capture/selfmod.c",
+                &format!("selfmod-{case}-{tag}-{t}"),
+                case,
+                &trigger,
+                Poke::Nothing,
+                runs_in(extra, 4),
+                None,
+            );
+        }
+    }
+}
+
+/// `.text` patched through `/proc/self/mem` (open + pwrite, no system call
+/// between the write and the call).
+#[test]
+fn code_patched_through_proc_self_mem_runs_its_new_code() {
+    selfmod_case("mem");
+}
+
+/// The same through `/proc/<pid>/mem`, the descriptor closed and
+/// `getppid` made between the write and the call.
+#[test]
+fn code_patched_through_proc_pid_mem_with_a_syscall_between_runs_its_new_code() {
+    selfmod_case("memsys");
+}
+
+/// The same through `/proc/thread-self/mem` with `lseek` + `write`.
+#[test]
+fn code_patched_through_proc_thread_self_mem_runs_its_new_code() {
+    selfmod_case("thread");
+}
+
+/// A code file mapped executable and private, rewritten through a second,
+/// `MAP_SHARED` writable mapping of the same file.
+#[test]
+fn a_code_file_rewritten_through_a_shared_mapping_runs_its_new_code() {
+    selfmod_case("shared");
+}
+
+/// A code file mapped executable and private, rewritten with `pwrite`, then
+/// `lseek` + `write`.
+#[test]
+fn a_code_file_rewritten_with_pwrite_runs_its_new_code() {
+    selfmod_case("pwrite");
 }
