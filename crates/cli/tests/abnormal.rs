@@ -1570,3 +1570,88 @@ fn a_code_file_rewritten_through_a_shared_mapping_runs_its_new_code() {
 fn a_code_file_rewritten_with_pwrite_runs_its_new_code() {
     selfmod_case("pwrite");
 }
+
+/// What the patched code counts, hand-computed (`selfmod.c mem` and
+/// `memsys`, built without PIE so `nm` gives `patch_me`'s address): three
+/// rounds of 2,000 calls, `mov eax, imm; ret` twice then `push 5; pop rax;
+/// ret`, are 14,000 instructions, 8,000 reads (each `ret`, each `pop`) and
+/// 2,000 writes (each `push`) at `patch_me`, in both modes under `record
+/// --all`. A stale decode of the old `mov` counts no write (trap mode, with
+/// the demotion off, counted 6,000 instead of 8,000 data accesses on a
+/// one-patch variant; its output was right, its counts were not).
+#[test]
+fn code_patched_through_proc_mem_counts_the_new_codes_accesses() {
+    if !gcc_or_skip("code_patched_through_proc_mem_counts_the_new_codes_accesses") {
+        return;
+    }
+    let dir = scratch("selfmod-counts");
+    let program = dir.join("selfmod-nopie");
+    let st = Command::new("gcc")
+        .args(["-O1", "-g", "-no-pie", "-o"])
+        .arg(&program)
+        .arg(repo().join("tests-programs/capture/selfmod.c"))
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "compiling selfmod.c failed");
+    let nm = Command::new("nm").arg(&program).output().expect("run nm");
+    let nm = String::from_utf8_lossy(&nm.stdout);
+    let at = nm
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            let (a, _, name) = (f.next()?, f.next()?, f.next()?);
+            (name == "patch_me").then(|| u64::from_str_radix(a, 16).ok())?
+        })
+        .expect("patch_me in nm's output");
+    for extra in modes() {
+        for case in ["mem", "memsys"] {
+            let what = format!("selfmod {case} {extra:?}");
+            let dump = dir.join(format!("{case}.ccdump"));
+            let _ = std::fs::remove_file(&dump);
+            let trigger: Vec<&str> = ["--all"].iter().chain(extra.iter()).copied().collect();
+            let out = run(
+                record(&dir, &dump, &trigger, &program, &[case]),
+                &what,
+                Poke::Nothing,
+                program_of,
+            );
+            assert_eq!(
+                out.stdout,
+                format!("{case}: 2000 4000 10000\n"),
+                "{what}\n{}",
+                out.stderr
+            );
+            let d = load(&dump, &what, &out.stderr);
+            let mut t = vec![0u64; d.meta.counters.len()];
+            for r in d.records.iter().filter(|r| r.ip >= at && r.ip < at + 6) {
+                for (a, b) in t.iter_mut().zip(&r.counters) {
+                    *a += b;
+                }
+            }
+            let side = |s: &str| -> u64 {
+                d.meta
+                    .levels
+                    .iter()
+                    .map(String::as_str)
+                    .chain(["mem"])
+                    .map(|lv| t[d.counter(&format!("{s}_{lv}")).unwrap()])
+                    .sum()
+            };
+            let ir = t[d.counter("instructions").unwrap()];
+            assert_eq!(
+                (ir, side("r"), side("w")),
+                (14_000, 8_000, 2_000),
+                "{what}: instructions, reads, writes at patch_me"
+            );
+            assert!(
+                d.meta
+                    .notes
+                    .iter()
+                    .any(|n| n.contains("/proc/<pid>/mem opened for writing 2 time(s)")),
+                "{what}: the demotion is not in the notes: {:?}",
+                d.meta.notes
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
