@@ -15,6 +15,10 @@
  *            MAP_PRIVATE, called, then rewritten through a second,
  *            MAP_SHARED PROT_WRITE mapping of the same file, called
  *   pwrite   the same file rewritten with pwrite, then lseek + write
+ *   reopen   the same, but the file is closed and mapped through a
+ *            read-only descriptor, then opened again for writing (after
+ *            it was mapped and called) and rewritten with pwrite, then
+ *            lseek + write
  * Everything happens in `work` (the window of `record --function work`,
  * and of `record --all`). The code is `mov eax, imm32; ret`, the second
  * patch `push imm8; pop rax; ret`. Prints what each round of calls
@@ -106,7 +110,7 @@ __attribute__((noinline)) static void work(const char *c) {
                 close(fd);
             }
         }
-    } else if (!strcmp(c, "shared") || !strcmp(c, "pwrite")) {
+    } else if (!strcmp(c, "shared") || !strcmp(c, "pwrite") || !strcmp(c, "reopen")) {
         long page = sysconf(_SC_PAGESIZE);
         strcpy(path, "/tmp/coldcache-selfmod-XXXXXX");
         int fd = mkstemp(path);
@@ -115,6 +119,11 @@ __attribute__((noinline)) static void work(const char *c) {
         memset(buf, 0xCC, sizeof buf);
         code(buf, 1, 0);
         if (write(fd, buf, sizeof buf) != (ssize_t)sizeof buf) die("write");
+        if (!strcmp(c, "reopen")) {
+            close(fd);
+            fd = open(path, O_RDONLY);
+            if (fd < 0) die("open read-only");
+        }
         unsigned char *x = mmap(NULL, page, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
         if (x == MAP_FAILED) die("mmap exec");
         fn f = (fn)(uintptr_t)x;
@@ -128,6 +137,11 @@ __attribute__((noinline)) static void work(const char *c) {
             r[2] = round_of(f);
             munmap(w, page);
         } else {
+            if (!strcmp(c, "reopen")) {
+                close(fd);
+                fd = open(path, O_WRONLY);
+                if (fd < 0) die("open for writing");
+            }
             size_t n = code(buf, 2, 0);
             if (pwrite(fd, buf, n, 0) != (ssize_t)n) die("pwrite");
             r[1] = round_of(f);
@@ -148,7 +162,7 @@ __attribute__((noinline)) static void work(const char *c) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: selfmod mem|memsys|thread|shared|pwrite\n");
+        fprintf(stderr, "usage: selfmod mem|memsys|thread|shared|pwrite|reopen\n");
         return 2;
     }
     work(argv[1]);

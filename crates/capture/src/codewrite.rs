@@ -12,8 +12,9 @@
 //!   descriptors are opened, not at each write: the common `read`/`write`
 //!   paths stay as fast as before.
 //! - Before a traced thread's `open`, `openat`, `openat2`, `creat` or
-//!   `truncate` asking for writing ([`before_syscall`], trap-engine
-//!   context, the call not yet made): a `mem` file of procfs *demotes all
+//!   `truncate` asking for writing ([`before_syscall`] in the trap engine,
+//!   [`before_call`] in fast mode's dispatcher for the `open`/`openat` it
+//!   makes inline; the call not yet made): a `mem` file of procfs *demotes all
 //!   code* (every translation retired, every decode checked against memory
 //!   from then on, nothing mapped later trusted); any other file is
 //!   remembered as writable ([`WRITABLE`]) and its stable mappings are
@@ -99,11 +100,6 @@ pub(crate) fn may_trust(f: FileId) -> bool {
         UNTRUSTED.fetch_add(1, Ordering::Relaxed);
     }
     ok
-}
-
-/// Counts a stable range demoted.
-pub(crate) fn count_demoted() {
-    DEMOTED.fetch_add(1, Ordering::Relaxed);
 }
 
 /// A capture begins (normal context, before any thread is traced): the
@@ -201,37 +197,49 @@ fn read_path(addr: u64, buf: &mut [u8; 4096]) -> Option<usize> {
 /// made) may do to stable code. Handler context.
 pub(crate) fn before_syscall(uc: &libc::ucontext_t) -> Change {
     let g = &uc.uc_mcontext.gregs;
-    let arg = |r: libc::c_int| g[r as usize] as u64;
-    let nr = g[libc::REG_RAX as usize];
+    let r = |i: libc::c_int| g[i as usize] as u64;
+    before_call(
+        g[libc::REG_RAX as usize],
+        [
+            r(libc::REG_RDI),
+            r(libc::REG_RSI),
+            r(libc::REG_RDX),
+            r(libc::REG_R10),
+            r(libc::REG_R8),
+        ],
+    )
+}
+
+/// [`before_syscall`] for call `nr` with its first five arguments (fast
+/// mode's dispatcher asks before an `open` it makes inline).
+pub(crate) fn before_call(nr: i64, args: [u64; 5]) -> Change {
     let write_flags = |flags: u64| {
         let f = flags as i32;
         f & libc::O_ACCMODE != libc::O_RDONLY || f & libc::O_TRUNC != 0
     };
     // (directory descriptor, path, whether it asks for writing)
     let (dirfd, path, writes) = match nr {
-        n if n == libc::SYS_open => (
-            libc::AT_FDCWD,
-            arg(libc::REG_RDI),
-            write_flags(arg(libc::REG_RSI)),
-        ),
-        n if n == libc::SYS_creat || n == libc::SYS_truncate => {
-            (libc::AT_FDCWD, arg(libc::REG_RDI), true)
-        }
-        n if n == libc::SYS_openat => (
-            arg(libc::REG_RDI) as i32,
-            arg(libc::REG_RSI),
-            write_flags(arg(libc::REG_RDX)),
-        ),
+        n if n == libc::SYS_open => (libc::AT_FDCWD, args[0], write_flags(args[1])),
+        n if n == libc::SYS_creat || n == libc::SYS_truncate => (libc::AT_FDCWD, args[0], true),
+        n if n == libc::SYS_openat => (args[0] as i32, args[1], write_flags(args[2])),
         n if n == libc::SYS_openat2 => {
             // `struct open_how` starts with the 64-bit flags.
-            let flags = crate::memory::read_word(arg(libc::REG_RDX)).unwrap_or(libc::O_RDWR as u64);
-            (
-                arg(libc::REG_RDI) as i32,
-                arg(libc::REG_RSI),
-                write_flags(flags),
-            )
+            let flags = crate::memory::read_word(args[2]).unwrap_or(libc::O_RDWR as u64);
+            (args[0] as i32, args[1], write_flags(flags))
         }
-        n if n == libc::SYS_mmap => return before_mmap(uc),
+        n if n == libc::SYS_mmap => {
+            // A file mapped with execution and without writing (what may
+            // become stable code; `sysemu::maps_code`).
+            let prot = args[2];
+            let code = prot & libc::PROT_EXEC as u64 != 0
+                && prot & libc::PROT_WRITE as u64 == 0
+                && args[3] & libc::MAP_ANONYMOUS as u64 == 0
+                && args[4] as i32 >= 0;
+            if code {
+                before_code_mmap(args[4] as i32);
+            }
+            return Change::None;
+        }
         _ => return Change::None,
     };
     if !writes {
@@ -276,20 +284,37 @@ pub(crate) fn before_syscall(uc: &libc::ucontext_t) -> Change {
     Change::File(f)
 }
 
+/// Carries out `change` on the accountant and the translator (handler or
+/// dispatcher context, the session's lock held).
+pub(crate) fn apply(change: Change, acc: &mut crate::account::Accountant) {
+    match change {
+        Change::None => {}
+        Change::All => {
+            acc.code_changed(0, u64::MAX);
+            crate::jit::invalidate(0, u64::MAX);
+        }
+        Change::File(f) => mappings_of(f, |start, end| {
+            // Counted where it was trusted (trap mode trusts only code
+            // mapped at the start).
+            if acc.trusted(start) {
+                DEMOTED.fetch_add(1, Ordering::Relaxed);
+            }
+            acc.code_changed(start, end);
+            crate::jit::invalidate(start, end);
+        }),
+    }
+}
+
 /// `mmap` of a file with execution: when any descriptor of the process
 /// may write that file (the one mapped or another, opened before the
 /// capture or created during it), the file is writable and what is mapped
 /// is not trusted.
-fn before_mmap(uc: &libc::ucontext_t) -> Change {
-    if !crate::sysemu::maps_code(uc) {
-        return Change::None;
-    }
-    let fd = uc.uc_mcontext.gregs[libc::REG_R8 as usize] as i32;
+fn before_code_mmap(fd: i32) {
     let Some(file) = fd_file(fd) else {
-        return Change::None;
+        return;
     };
     if is_writable(file) {
-        return Change::None;
+        return;
     }
     for_each_fd(|other| {
         // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
@@ -298,7 +323,6 @@ fn before_mmap(uc: &libc::ucontext_t) -> Change {
             mark_writable(file);
         }
     });
-    Change::None
 }
 
 /// The regular file open as `fd`.
@@ -359,7 +383,7 @@ fn for_each_fd(mut f: impl FnMut(i32)) {
 
 /// Calls `f(start, end)` for each stable-code mapping of file `file`
 /// (handler context).
-pub(crate) fn mappings_of(file: FileId, mut f: impl FnMut(u64, u64)) {
+fn mappings_of(file: FileId, mut f: impl FnMut(u64, u64)) {
     crate::procfs::for_each_self_mapping_file(|start, end, perms, path, id| {
         if id == file && crate::procfs::is_stable_code(perms, path) {
             f(start, end);

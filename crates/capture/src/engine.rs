@@ -1158,20 +1158,7 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
             // Code that may change without mprotect (`codewrite.rs`): a
             // writable /proc/<pid>/mem demotes all code, a writable open of
             // a file mapped as code demotes its mappings.
-            match crate::codewrite::before_syscall(uc) {
-                crate::codewrite::Change::None => {}
-                crate::codewrite::Change::All => {
-                    s.acc.code_changed(0, u64::MAX);
-                    crate::jit::invalidate(0, u64::MAX);
-                }
-                crate::codewrite::Change::File(f) => {
-                    crate::codewrite::mappings_of(f, |start, end| {
-                        s.acc.code_changed(start, end);
-                        crate::jit::invalidate(start, end);
-                        crate::codewrite::count_demoted();
-                    });
-                }
-            }
+            crate::codewrite::apply(crate::codewrite::before_syscall(uc), &mut s.acc);
             if crate::jit::is_on() && sysemu::maps_code(uc) {
                 // After the call: what it mapped may be translated.
                 crate::jit::code_mapped();

@@ -1571,6 +1571,13 @@ fn a_code_file_rewritten_with_pwrite_runs_its_new_code() {
     selfmod_case("pwrite");
 }
 
+/// A code file mapped through a read-only descriptor, then opened again for
+/// writing and rewritten with `pwrite`, then `lseek` + `write`.
+#[test]
+fn a_code_file_opened_for_writing_after_it_ran_runs_its_new_code() {
+    selfmod_case("reopen");
+}
+
 /// What the patched code counts, hand-computed (`selfmod.c mem` and
 /// `memsys`, built without PIE so `nm` gives `patch_me`'s address): three
 /// rounds of 2,000 calls, `mov eax, imm; ret` twice then `push 5; pop rax;

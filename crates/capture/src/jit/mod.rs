@@ -1037,6 +1037,19 @@ fn system_call(frame: &mut Frame, t: &mut Tls, next: u64) {
     let inline = t.reason == 3;
     match flush(t) {
         Replayed::Go if inline => {
+            // An `open` made inline may demote code (`codewrite.rs`): the
+            // check the trap engine makes before the calls it steps.
+            let change = crate::codewrite::before_call(
+                frame.rax as i64,
+                [frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8],
+            );
+            if !matches!(change, crate::codewrite::Change::None) {
+                with_session(|cell| {
+                    if let Some(s) = cell {
+                        crate::codewrite::apply(change, &mut s.acc);
+                    }
+                });
+            }
             crate::schedule::syscall(
                 t.tid as u32,
                 frame.rax,
