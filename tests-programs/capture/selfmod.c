@@ -11,6 +11,8 @@
  *            getppid() made between each write and the call
  *   thread   the same through /proc/thread-self/mem, written with
  *            lseek + write
+ *   early    the same through /proc/self/mem opened by `main` before
+ *            `work` (outside a `--function work` window)
  *   shared   a code file copied to /tmp, mapped PROT_READ|PROT_EXEC
  *            MAP_PRIVATE, called, then rewritten through a second,
  *            MAP_SHARED PROT_WRITE mapping of the same file, called
@@ -70,6 +72,8 @@ static void die(const char *what) {
 }
 
 static char path[64];
+/* `early`: /proc/self/mem, opened by main. */
+static int early_fd = -1;
 
 /* Writes `value`'s code at `at` through the process's memory file. */
 static void poke_mem(const char *c, int fd, void *at, int value, int other) {
@@ -85,7 +89,7 @@ static void poke_mem(const char *c, int fd, void *at, int value, int other) {
 
 __attribute__((noinline)) static void work(const char *c) {
     long r[3];
-    if (!strcmp(c, "mem") || !strcmp(c, "memsys") || !strcmp(c, "thread")) {
+    if (!strcmp(c, "mem") || !strcmp(c, "memsys") || !strcmp(c, "thread") || !strcmp(c, "early")) {
         volatile unsigned char *p = (volatile unsigned char *)patch_me;
         if (p[0] != 0xB8) {
             fprintf(stderr, "patch_me does not start with mov eax\n");
@@ -98,7 +102,7 @@ __attribute__((noinline)) static void work(const char *c) {
         fn f = patch_me;
         r[0] = round_of(f);
         for (int k = 1; k < 3; k++) {
-            int fd = open(mem, O_RDWR);
+            int fd = early_fd >= 0 ? early_fd : open(mem, O_RDWR);
             if (fd < 0) die(mem);
             poke_mem(c, fd, (void *)f, k == 1 ? 2 : 5, k == 2);
             if (!strcmp(c, "memsys")) {
@@ -107,7 +111,7 @@ __attribute__((noinline)) static void work(const char *c) {
                 r[k] = round_of(f);
             } else {
                 r[k] = round_of(f);
-                close(fd);
+                if (fd != early_fd) close(fd);
             }
         }
     } else if (!strcmp(c, "shared") || !strcmp(c, "pwrite") || !strcmp(c, "reopen")) {
@@ -162,8 +166,12 @@ __attribute__((noinline)) static void work(const char *c) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: selfmod mem|memsys|thread|shared|pwrite|reopen\n");
+        fprintf(stderr, "usage: selfmod mem|memsys|thread|early|shared|pwrite|reopen\n");
         return 2;
+    }
+    if (!strcmp(argv[1], "early")) {
+        early_fd = open("/proc/self/mem", O_RDWR);
+        if (early_fd < 0) die("/proc/self/mem");
     }
     work(argv[1]);
     return 0;

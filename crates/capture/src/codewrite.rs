@@ -22,8 +22,10 @@
 //! - Before a traced thread's `mmap` of a file with execution, a
 //!   descriptor open for writing marks the file writable: what it maps is
 //!   not trusted.
-//! - At capture start ([`start`], normal context) the descriptors already
-//!   open are examined the same way.
+//! - At capture start ([`start`], normal context) and when a `--function`
+//!   window begins ([`window_start`], handler context: descriptors opened
+//!   while no thread was traced) the descriptors open are examined the
+//!   same way.
 //!
 //! What is not seen: a thread that is not traced opening the file, a
 //! descriptor received from another process (`SCM_RIGHTS`, `pidfd_getfd`),
@@ -323,6 +325,71 @@ fn before_code_mmap(fd: i32) {
             mark_writable(file);
         }
     });
+}
+
+/// A `--function` window begins (handler context, the session's lock
+/// held): descriptors opened since the capture was prepared, while no
+/// thread was traced, are examined as [`start`] examines them, and what
+/// they may write is demoted.
+pub(crate) fn window_start(acc: &mut crate::account::Accountant) {
+    for_each_fd(|fd| {
+        // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
+        let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as i32;
+        if fl < 0 || fl & libc::O_ACCMODE == libc::O_RDONLY {
+            return;
+        }
+        // SAFETY: a zeroed stat of ours, filled by the kernel.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: fstat writes `st` only; a bad descriptor is an error.
+        if unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) } != 0 {
+            return;
+        }
+        let f = FileId::of_stat(&st);
+        if is_proc(f) {
+            if !ALL.load(Ordering::Acquire) && fd_is_mem(fd) {
+                MEM_OPENS.fetch_add(1, Ordering::Relaxed);
+                ALL.store(true, Ordering::Release);
+                apply(Change::All, acc);
+            }
+        } else if st.st_mode & libc::S_IFMT == libc::S_IFREG && !is_writable(f) {
+            mark_writable(f);
+            apply(Change::File(f), acc);
+        }
+    });
+}
+
+/// Whether descriptor `fd` names a `/proc/.../mem` file (its link read
+/// into a stack buffer).
+fn fd_is_mem(fd: i32) -> bool {
+    let mut path = [0u8; 40];
+    let prefix = b"/proc/self/fd/";
+    path[..prefix.len()].copy_from_slice(prefix);
+    let mut digits = [0u8; 12];
+    let (mut n, mut v) = (0, fd as u32);
+    loop {
+        digits[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for k in 0..n {
+        path[prefix.len() + k] = digits[n - 1 - k];
+    }
+    let mut link = [0u8; 256];
+    // SAFETY: `path` is NUL-terminated (zeroed past the digits); the
+    // kernel writes at most `link.len()` bytes into `link`.
+    let len = unsafe {
+        libc::syscall(
+            libc::SYS_readlinkat,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            link.as_mut_ptr(),
+            link.len(),
+        )
+    };
+    len > 0 && link[..len as usize].ends_with(b"/mem")
 }
 
 /// The regular file open as `fd`.

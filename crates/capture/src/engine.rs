@@ -886,6 +886,9 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
         let rsp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as u64;
         match s.acc.function_entered(tid, rsp) {
             crate::account::Entry::Capture => {
+                // Descriptors opened while nothing was traced
+                // (`codewrite.rs`).
+                crate::codewrite::window_start(&mut s.acc);
                 let joined = join_window(s, tid);
                 STATE.store(RUNNING, Ordering::Release);
                 set_tf(uc, true);

@@ -1557,6 +1557,15 @@ fn code_patched_through_proc_thread_self_mem_runs_its_new_code() {
     selfmod_case("thread");
 }
 
+/// The same through `/proc/self/mem` opened by `main` before `work`: under
+/// `--function work` the open is outside the window (no thread traced), and
+/// the window's start finds the descriptor (fast mode printed `2000 2000
+/// 2000` without that).
+#[test]
+fn code_patched_through_proc_self_mem_opened_before_the_window_runs_its_new_code() {
+    selfmod_case("early");
+}
+
 /// A code file mapped executable and private, rewritten through a second,
 /// `MAP_SHARED` writable mapping of the same file.
 #[test]
