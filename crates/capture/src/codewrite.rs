@@ -44,6 +44,15 @@ static WRITABLE: [[AtomicU64; 2]; ROOM] = [const { [AtomicU64::new(0), AtomicU64
 static WRITABLE_N: AtomicUsize = AtomicUsize::new(0);
 /// [`WRITABLE`] overflowed: no file mapped later is trusted.
 static WRITABLE_FULL: AtomicBool = AtomicBool::new(false);
+/// Files mapped as trusted code in this capture (at the start, and what
+/// fast mode trusts later): a writable open of another file costs no
+/// `maps` scan. [`CODE_FULL`]: the room overflowed, every writable open
+/// scans.
+const CODE_ROOM: usize = 512;
+static CODE: [[AtomicU64; 2]; CODE_ROOM] =
+    [const { [AtomicU64::new(0), AtomicU64::new(0)] }; CODE_ROOM];
+static CODE_N: AtomicUsize = AtomicUsize::new(0);
+static CODE_FULL: AtomicBool = AtomicBool::new(false);
 /// A writable `/proc/<pid>/mem` descriptor was opened: nothing is trusted.
 static ALL: AtomicBool = AtomicBool::new(false);
 /// procfs's device (major << 32 | minor), found at [`start`].
@@ -67,6 +76,29 @@ pub(crate) enum Change {
 
 fn pack(f: FileId) -> [u64; 2] {
     [u64::from(f.major) << 32 | u64::from(f.minor), f.inode]
+}
+
+/// Remembers `f` as mapped as trusted code (handler context too).
+pub(crate) fn code_file(f: FileId) {
+    if is_code(f) {
+        return;
+    }
+    let i = CODE_N.fetch_add(1, Ordering::AcqRel);
+    if i >= CODE_ROOM {
+        CODE_FULL.store(true, Ordering::Release);
+        return;
+    }
+    let [a, b] = pack(f);
+    CODE[i][0].store(a, Ordering::Relaxed);
+    CODE[i][1].store(b, Ordering::Release);
+}
+
+fn is_code(f: FileId) -> bool {
+    let [a, b] = pack(f);
+    let n = CODE_N.load(Ordering::Acquire).min(CODE_ROOM);
+    CODE[..n]
+        .iter()
+        .any(|w| w[1].load(Ordering::Acquire) == b && w[0].load(Ordering::Relaxed) == a)
 }
 
 /// Remembers `f` as writable by the process.
@@ -111,6 +143,13 @@ pub(crate) fn may_trust(f: FileId) -> bool {
 pub(crate) fn start() -> bool {
     WRITABLE_N.store(0, Ordering::Release);
     WRITABLE_FULL.store(false, Ordering::Release);
+    CODE_N.store(0, Ordering::Release);
+    CODE_FULL.store(false, Ordering::Release);
+    crate::procfs::for_each_self_mapping_file(|_, _, perms, path, f| {
+        if crate::procfs::is_stable_code(perms, path) && f.inode != 0 {
+            code_file(f);
+        }
+    });
     ALL.store(false, Ordering::Release);
     for c in [&MEM_OPENS, &CODE_FILE_OPENS, &DEMOTED] {
         c.store(0, Ordering::Relaxed);
@@ -283,7 +322,11 @@ pub(crate) fn before_call(nr: i64, args: [u64; 5]) -> Change {
     }
     mark_writable(f);
     CODE_FILE_OPENS.fetch_add(1, Ordering::Relaxed);
-    Change::File(f)
+    if is_code(f) || CODE_FULL.load(Ordering::Acquire) {
+        Change::File(f)
+    } else {
+        Change::None
+    }
 }
 
 /// Carries out `change` on the accountant and the translator (handler or
@@ -353,7 +396,9 @@ pub(crate) fn window_start(acc: &mut crate::account::Accountant) {
             }
         } else if st.st_mode & libc::S_IFMT == libc::S_IFREG && !is_writable(f) {
             mark_writable(f);
-            apply(Change::File(f), acc);
+            if is_code(f) || CODE_FULL.load(Ordering::Acquire) {
+                apply(Change::File(f), acc);
+            }
         }
     });
 }

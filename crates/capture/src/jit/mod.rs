@@ -378,6 +378,7 @@ pub(crate) fn trust_mapped_code(acc: &mut crate::account::Accountant) {
                 && (path == b"[vdso]" || crate::codewrite::may_trust(file))
                 && acc.trust_code(start, end)
             {
+                crate::codewrite::code_file(file);
                 j.exec.push((start, end));
             }
         });
