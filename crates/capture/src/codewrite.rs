@@ -528,3 +528,111 @@ pub(crate) fn note() -> Option<String> {
     );
     Some(s)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+    use std::os::unix::fs::MetadataExt;
+
+    fn id_of(path: &std::path::Path) -> FileId {
+        let m = std::fs::metadata(path).unwrap();
+        FileId {
+            major: libc::major(m.dev()),
+            minor: libc::minor(m.dev()),
+            inode: m.ino(),
+        }
+    }
+
+    fn open_at(dirfd: i32, path: &CString, flags: i32) -> Change {
+        before_call(
+            libc::SYS_openat,
+            [dirfd as u64, path.as_ptr() as u64, flags as u64, 0, 0],
+        )
+    }
+
+    /// The opens the check must see, and the ones it must let be: each
+    /// answer against the file it names (the test binary is mapped as
+    /// code; a file of our own is not).
+    #[test]
+    fn writable_opens_of_proc_mem_and_of_code_files_are_seen() {
+        start();
+        let mem = CString::new("/proc/self/mem").unwrap();
+        assert!(matches!(
+            open_at(libc::AT_FDCWD, &mem, libc::O_RDONLY),
+            Change::None
+        ));
+        assert!(!ALL.load(Ordering::Relaxed));
+        // Relative to a directory descriptor of /proc/self.
+        let dir = std::fs::File::open("/proc/self").unwrap();
+        use std::os::fd::AsRawFd;
+        let rel = CString::new("mem").unwrap();
+        assert!(matches!(
+            open_at(dir.as_raw_fd(), &rel, libc::O_RDWR),
+            Change::All
+        ));
+        start();
+        let thread = CString::new("/proc/thread-self/mem").unwrap();
+        let c = before_call(
+            libc::SYS_open,
+            [thread.as_ptr() as u64, libc::O_WRONLY as u64, 0, 0, 0],
+        );
+        assert!(matches!(c, Change::All));
+        assert!(!may_trust(id_of(&std::env::current_exe().unwrap())));
+        start();
+        // Another procfs file is not a mem file.
+        let maps = CString::new("/proc/self/maps").unwrap();
+        assert!(matches!(
+            open_at(libc::AT_FDCWD, &maps, libc::O_RDWR),
+            Change::None
+        ));
+        assert!(!ALL.load(Ordering::Relaxed));
+        // The test binary, mapped as code: its mappings are demoted.
+        let exe = std::env::current_exe().unwrap();
+        let exe_c = CString::new(exe.to_str().unwrap()).unwrap();
+        match open_at(libc::AT_FDCWD, &exe_c, libc::O_RDWR) {
+            Change::File(f) => assert_eq!(f, id_of(&exe)),
+            _ => panic!("a writable open of the mapped executable was not seen"),
+        }
+        let mut mapped = 0;
+        mappings_of(id_of(&exe), |_, _| mapped += 1);
+        assert!(mapped > 0, "no code mapping of the test binary found");
+        // A file of our own, not mapped: remembered, nothing to demote; an
+        // executable mapping of it through a writable descriptor is then
+        // not trusted.
+        let path = std::env::temp_dir().join(format!("codewrite-{}", std::process::id()));
+        std::fs::write(&path, [0xC3u8; 64]).unwrap();
+        let own = id_of(&path);
+        let path_c = CString::new(path.to_str().unwrap()).unwrap();
+        assert!(matches!(
+            open_at(libc::AT_FDCWD, &path_c, libc::O_RDONLY),
+            Change::None
+        ));
+        assert!(may_trust(own));
+        start();
+        let rw = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let ro = std::fs::File::open(&path).unwrap();
+        assert!(may_trust(own));
+        // Mapped through the read-only descriptor: the other one can write.
+        let prot = (libc::PROT_READ | libc::PROT_EXEC) as u64;
+        let c = before_call(
+            libc::SYS_mmap,
+            [
+                0,
+                4096,
+                prot,
+                libc::MAP_PRIVATE as u64,
+                ro.as_raw_fd() as u64,
+            ],
+        );
+        assert!(matches!(c, Change::None));
+        assert!(!may_trust(own));
+        drop((rw, ro));
+        let _ = std::fs::remove_file(&path);
+        start();
+    }
+}
