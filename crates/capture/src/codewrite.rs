@@ -27,8 +27,9 @@
 //!   while no thread was traced) the descriptors open are examined the
 //!   same way.
 //!
-//! What is not seen: a thread that is not traced opening the file, a
-//! descriptor received from another process (`SCM_RIGHTS`, `pidfd_getfd`),
+//! What is not seen: a thread that is not traced opening the file, an open
+//! made through `io_uring` or `open_by_handle_at`, a descriptor received
+//! from another process (`SCM_RIGHTS`, `pidfd_getfd`),
 //! and any change another process makes to the file. Counted for the
 //! dump's notes ([`note`]).
 //!
