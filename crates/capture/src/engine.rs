@@ -886,6 +886,9 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
         let rsp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as u64;
         match s.acc.function_entered(tid, rsp) {
             crate::account::Entry::Capture => {
+                // Descriptors opened while nothing was traced
+                // (`codewrite.rs`).
+                crate::codewrite::window_start(&mut s.acc);
                 let joined = join_window(s, tid);
                 STATE.store(RUNNING, Ordering::Release);
                 set_tf(uc, true);
@@ -1155,6 +1158,10 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 s.acc.code_changed(start, end);
                 crate::jit::invalidate(start, end);
             }
+            // Code that may change without mprotect (`codewrite.rs`): a
+            // writable /proc/<pid>/mem demotes all code, a writable open of
+            // a file mapped as code demotes its mappings.
+            crate::codewrite::apply(crate::codewrite::before_syscall(uc), &mut s.acc);
             if crate::jit::is_on() && sysemu::maps_code(uc) {
                 // After the call: what it mapped may be translated.
                 crate::jit::code_mapped();

@@ -67,6 +67,7 @@ pub mod account;
 pub mod attach;
 mod breakpoint;
 pub mod capi;
+mod codewrite;
 pub mod engine;
 pub mod grow;
 mod jit;

@@ -198,9 +198,15 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     let exec_ranges: Vec<(u64, u64)> = modules.iter().map(|m| (m.start, m.end)).collect();
     // Code that changes only through a system call the engines see (more
     // is added when a traced thread maps a file executable: `dlopen`).
+    // Not a file the program holds open for writing, nothing at all when it
+    // holds a writable /proc/<pid>/mem (`codewrite.rs`).
+    let trust_files = crate::codewrite::start();
     let stable_code: Vec<(u64, u64)> = procfs::self_maps()
         .iter()
         .filter(|m| procfs::is_stable_code(m.perms.as_bytes(), m.path.as_bytes()))
+        .filter(|m| {
+            m.path == "[vdso]" || (trust_files && !crate::codewrite::is_writable_now(&m.path))
+        })
         .map(|m| (m.start, m.end))
         .collect();
     let stop_entries = [
@@ -539,6 +545,9 @@ pub fn finish() -> Result<Summary, CaptureError> {
         }
     }
     if let Some(note) = crate::rseq::note() {
+        meta.notes.push(note);
+    }
+    if let Some(note) = crate::codewrite::note() {
         meta.notes.push(note);
     }
     let finished = acc.finish_encoded(meta, modules, procfs::thread_name);

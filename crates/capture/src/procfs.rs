@@ -8,7 +8,7 @@
 //! in their docs and are allocation-free and async-signal-safe (raw
 //! system calls into stack buffers), for the handlers that use them:
 //! `for_each_task` and `thread_named` (a `--function` window joining the
-//! other selected threads), `for_each_self_mapping` (code a `dlopen` mapped
+//! other selected threads), `for_each_self_mapping_file` (code a `dlopen` mapped
 //! during a fast capture), `read_task_file` (seccomp's check, in the trap
 //! handler, of whether a thread waits in `pause`).
 
@@ -239,14 +239,36 @@ pub(crate) fn is_stable_code(perms: &[u8], path: &[u8]) -> bool {
             || path == b"[vdso]")
 }
 
-/// Calls `f(start, end, perms, path)` for each line of
+/// A mapped file as `maps` names it: device (major, minor) and inode.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct FileId {
+    pub major: u32,
+    pub minor: u32,
+    pub inode: u64,
+}
+
+impl FileId {
+    /// The file a `stat` describes.
+    pub(crate) fn of_stat(st: &libc::stat) -> FileId {
+        FileId {
+            major: libc::major(st.st_dev),
+            minor: libc::minor(st.st_dev),
+            inode: st.st_ino,
+        }
+    }
+}
+
+/// Calls `f(start, end, perms, path, file)` for each line of
 /// `/proc/self/maps`, allocation-free and async-signal-safe (raw
 /// `openat`, `read` into a stack buffer, `close`): a traced thread's trap
 /// handler finds the code a `dlopen` mapped during a capture with it. A
 /// line longer than the line buffer (a path of more than about 400 bytes)
 /// is given with an empty path, which no caller takes for stable code.
 /// Returns false when the file could not be opened.
-pub(crate) fn for_each_self_mapping(mut f: impl FnMut(u64, u64, &[u8], &[u8])) -> bool {
+/// (`file`: the mapped file's identity, inode 0: none).
+pub(crate) fn for_each_self_mapping_file(
+    mut f: impl FnMut(u64, u64, &[u8], &[u8], FileId),
+) -> bool {
     // SAFETY: opening a NUL-terminated path read-only.
     let fd = unsafe {
         libc::syscall(
@@ -281,8 +303,8 @@ pub(crate) fn for_each_self_mapping(mut f: impl FnMut(u64, u64, &[u8], &[u8])) -
                 }
                 continue;
             }
-            if let Some((start, end, perms, path)) = split_maps_line(&line[..len]) {
-                f(start, end, perms, if long { b"" } else { path });
+            if let Some((start, end, perms, path, file)) = split_maps_line(&line[..len]) {
+                f(start, end, perms, if long { b"" } else { path }, file);
             }
             (len, long) = (0, false);
         }
@@ -292,12 +314,16 @@ pub(crate) fn for_each_self_mapping(mut f: impl FnMut(u64, u64, &[u8], &[u8])) -
     true
 }
 
-/// One `maps` line's range, permissions and path (the path may be empty).
-fn split_maps_line(line: &[u8]) -> Option<(u64, u64, &[u8], &[u8])> {
+/// One `maps` line: start, end, permissions, path, file.
+type MapsLine<'a> = (u64, u64, &'a [u8], &'a [u8], FileId);
+
+/// One `maps` line's range, permissions, path (the path may be empty) and
+/// file.
+fn split_maps_line(line: &[u8]) -> Option<MapsLine<'_>> {
     let mut fields = line.splitn(6, |&c| c == b' ');
     let range = fields.next()?;
     let perms = fields.next()?;
-    let (_offset, _dev, _inode) = (fields.next()?, fields.next()?, fields.next()?);
+    let (_offset, dev, inode) = (fields.next()?, fields.next()?, fields.next()?);
     let path = fields.next().unwrap_or(b"").trim_ascii_start();
     let dash = range.iter().position(|&c| c == b'-')?;
     let hex = |s: &[u8]| -> Option<u64> {
@@ -308,7 +334,22 @@ fn split_maps_line(line: &[u8]) -> Option<(u64, u64, &[u8], &[u8])> {
             Some(v << 4 | u64::from((c as char).to_digit(16)?))
         })
     };
-    Some((hex(&range[..dash])?, hex(&range[dash + 1..])?, perms, path))
+    let colon = dev.iter().position(|&c| c == b':')?;
+    let inode = inode.iter().try_fold(0u64, |v, &c| {
+        Some(v.checked_mul(10)? + u64::from((c as char).to_digit(10)?))
+    })?;
+    let file = FileId {
+        major: hex(&dev[..colon])? as u32,
+        minor: hex(&dev[colon + 1..])? as u32,
+        inode,
+    };
+    Some((
+        hex(&range[..dash])?,
+        hex(&range[dash + 1..])?,
+        perms,
+        path,
+        file,
+    ))
 }
 
 /// Reads `/proc/self/task/TID/FILE` (`file` a name of at most 16 bytes,

@@ -13,7 +13,8 @@
 //! `blocked.c`, `sigtrap.c`, `ownsignals.c` (the stop request signal, raw
 //! `rt_sigaction`, ignored signals across `exec`), `smallstack.c` (small
 //! stacks: `ulimit -s 64`, 16 KiB threads, a stack overflow) and
-//! `finish.c` (a signal while the dump is written). The cases of the
+//! `finish.c` (a signal while the dump is written), `selfmod.c` (code
+//! patched through `/proc/self/mem` or by writing its file, issue 33). The cases of the
 //! engine's signals and stacks run in both capture modes: `--mode trap`
 //! and the default (fast where it can run). Skipped with a message when gcc is missing. (The same
 //! shape as `hostile.rs`.)
@@ -1541,4 +1542,166 @@ fn threads_with_16_kib_stacks_survive_a_fast_capture_under_ulimit_s_64() {
 #[test]
 fn a_stack_overflow_in_fast_mode_keeps_the_dump() {
     overflow_case("overflow_fast", "fast");
+}
+
+/// [`program_case`] of `selfmod.c` (issue 33: code that changes without an
+/// `mprotect` or `munmap`) in both capture modes, under `record --all` and
+/// a `--function work` window. The program's output is the truth: each
+/// round of calls returns what the code there says now (`2000 4000
+/// 10000`); a stale translation or decode repeated the first round's sum
+/// (fast mode printed `2000 2000 2000` in every case before the fix).
+fn selfmod_case(case: &str) {
+    for extra in modes() {
+        let tag = if extra.is_empty() { "default" } else { "trap" };
+        for (t, trigger) in [
+            ("all", &["--all"][..]),
+            ("work", &["--function", "work"][..]),
+        ] {
+            let trigger: Vec<&str> = trigger.iter().chain(extra.iter()).copied().collect();
+            program_case(
+                "tests-programs/capture/selfmod.c",
+                &format!("selfmod-{case}-{tag}-{t}"),
+                case,
+                &trigger,
+                Poke::Nothing,
+                runs_in(extra, 4),
+                None,
+            );
+        }
+    }
+}
+
+/// `.text` patched through `/proc/self/mem` (open + pwrite, no system call
+/// between the write and the call).
+#[test]
+fn code_patched_through_proc_self_mem_runs_its_new_code() {
+    selfmod_case("mem");
+}
+
+/// The same through `/proc/<pid>/mem`, the descriptor closed and
+/// `getppid` made between the write and the call.
+#[test]
+fn code_patched_through_proc_pid_mem_with_a_syscall_between_runs_its_new_code() {
+    selfmod_case("memsys");
+}
+
+/// The same through `/proc/thread-self/mem` with `lseek` + `write`.
+#[test]
+fn code_patched_through_proc_thread_self_mem_runs_its_new_code() {
+    selfmod_case("thread");
+}
+
+/// The same through `/proc/self/mem` opened by `main` before `work`: under
+/// `--function work` the open is outside the window (no thread traced), and
+/// the window's start finds the descriptor (fast mode printed `2000 2000
+/// 2000` without that).
+#[test]
+fn code_patched_through_proc_self_mem_opened_before_the_window_runs_its_new_code() {
+    selfmod_case("early");
+}
+
+/// A code file mapped executable and private, rewritten through a second,
+/// `MAP_SHARED` writable mapping of the same file.
+#[test]
+fn a_code_file_rewritten_through_a_shared_mapping_runs_its_new_code() {
+    selfmod_case("shared");
+}
+
+/// A code file mapped executable and private, rewritten with `pwrite`, then
+/// `lseek` + `write`.
+#[test]
+fn a_code_file_rewritten_with_pwrite_runs_its_new_code() {
+    selfmod_case("pwrite");
+}
+
+/// A code file mapped through a read-only descriptor, then opened again for
+/// writing and rewritten with `pwrite`, then `lseek` + `write`.
+#[test]
+fn a_code_file_opened_for_writing_after_it_ran_runs_its_new_code() {
+    selfmod_case("reopen");
+}
+
+/// What the patched code counts, hand-computed (`selfmod.c mem` and
+/// `memsys`, built without PIE so `nm` gives `patch_me`'s address): three
+/// rounds of 2,000 calls, `mov eax, imm; ret` twice then `push 5; pop rax;
+/// ret`, are 14,000 instructions, 8,000 reads (each `ret`, each `pop`) and
+/// 2,000 writes (each `push`) at `patch_me`, in both modes under `record
+/// --all`. A stale decode of the old `mov` counts no write (trap mode, with
+/// the demotion off, counted 6,000 instead of 8,000 data accesses on a
+/// one-patch variant; its output was right, its counts were not).
+#[test]
+fn code_patched_through_proc_mem_counts_the_new_codes_accesses() {
+    if !gcc_or_skip("code_patched_through_proc_mem_counts_the_new_codes_accesses") {
+        return;
+    }
+    let dir = scratch("selfmod-counts");
+    let program = dir.join("selfmod-nopie");
+    let st = Command::new("gcc")
+        .args(["-O1", "-g", "-no-pie", "-o"])
+        .arg(&program)
+        .arg(repo().join("tests-programs/capture/selfmod.c"))
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "compiling selfmod.c failed");
+    let nm = Command::new("nm").arg(&program).output().expect("run nm");
+    let nm = String::from_utf8_lossy(&nm.stdout);
+    let at = nm
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            let (a, _, name) = (f.next()?, f.next()?, f.next()?);
+            (name == "patch_me").then(|| u64::from_str_radix(a, 16).ok())?
+        })
+        .expect("patch_me in nm's output");
+    for extra in modes() {
+        for case in ["mem", "memsys"] {
+            let what = format!("selfmod {case} {extra:?}");
+            let dump = dir.join(format!("{case}.ccdump"));
+            let _ = std::fs::remove_file(&dump);
+            let trigger: Vec<&str> = ["--all"].iter().chain(extra.iter()).copied().collect();
+            let out = run(
+                record(&dir, &dump, &trigger, &program, &[case]),
+                &what,
+                Poke::Nothing,
+                program_of,
+            );
+            assert_eq!(
+                out.stdout,
+                format!("{case}: 2000 4000 10000\n"),
+                "{what}\n{}",
+                out.stderr
+            );
+            let d = load(&dump, &what, &out.stderr);
+            let mut t = vec![0u64; d.meta.counters.len()];
+            for r in d.records.iter().filter(|r| r.ip >= at && r.ip < at + 6) {
+                for (a, b) in t.iter_mut().zip(&r.counters) {
+                    *a += b;
+                }
+            }
+            let side = |s: &str| -> u64 {
+                d.meta
+                    .levels
+                    .iter()
+                    .map(String::as_str)
+                    .chain(["mem"])
+                    .map(|lv| t[d.counter(&format!("{s}_{lv}")).unwrap()])
+                    .sum()
+            };
+            let ir = t[d.counter("instructions").unwrap()];
+            assert_eq!(
+                (ir, side("r"), side("w")),
+                (14_000, 8_000, 2_000),
+                "{what}: instructions, reads, writes at patch_me"
+            );
+            assert!(
+                d.meta
+                    .notes
+                    .iter()
+                    .any(|n| n.contains("/proc/<pid>/mem opened for writing 2 time(s)")),
+                "{what}: the demotion is not in the notes: {:?}",
+                d.meta.notes
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -392,12 +392,14 @@ pub(crate) fn trust_mapped_code(acc: &mut crate::account::Accountant) {
     }
     with_jit(|j| {
         let Some(j) = j.as_mut() else { return };
-        crate::procfs::for_each_self_mapping(|start, end, perms, path| {
+        crate::procfs::for_each_self_mapping_file(|start, end, perms, path, file| {
             if crate::procfs::is_stable_code(perms, path)
                 && j.exec.len() < j.exec.capacity()
                 && !j.exec.iter().any(|&(s, e)| start < e && end > s)
+                && (path == b"[vdso]" || crate::codewrite::may_trust(file))
                 && acc.trust_code(start, end)
             {
+                crate::codewrite::code_file(file);
                 j.exec.push((start, end));
             }
         });
@@ -1075,6 +1077,19 @@ fn system_call(frame: &mut Frame, t: &mut Tls, next: u64) {
     let inline = t.reason == 3;
     match flush(t) {
         Replayed::Go if inline => {
+            // An `open` made inline may demote code (`codewrite.rs`): the
+            // check the trap engine makes before the calls it steps.
+            let change = crate::codewrite::before_call(
+                frame.rax as i64,
+                [frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8],
+            );
+            if !matches!(change, crate::codewrite::Change::None) {
+                with_session(|cell| {
+                    if let Some(s) = cell {
+                        crate::codewrite::apply(change, &mut s.acc);
+                    }
+                });
+            }
             crate::schedule::syscall(
                 t.tid as u32,
                 frame.rax,

@@ -16,7 +16,12 @@
 //!   `execve`, `clone`/`clone3`/`fork`/`vfork`, `mmap`/`munmap`/`mprotect`/
 //!   `mremap` (code may change), `rt_sigaction`, `rt_sigprocmask`,
 //!   `rt_sigreturn`, `sigaltstack`, `rt_sigpending`, signals sent to a
-//!   thread of the process, `prctl`, `seccomp`, `arch_prctl`, ...).
+//!   thread of the process, `prctl`, `seccomp`, `arch_prctl`, `openat2`,
+//!   `creat`, `truncate`, ...).
+//!
+//! `open` and `openat` are made inline after the replay, but the
+//! dispatcher first makes the check the trap engine makes before the
+//! calls it steps (`codewrite.rs`: a writable open may demote code).
 //!
 //! A `futex` ([`FUTEX`]) is classed by its operation's low byte
 //! ([`FUTEX_CLASS`]): wakes inline, waits replay first.
@@ -228,6 +233,11 @@ mod tests {
             libc::SYS_seccomp,
             libc::SYS_arch_prctl,
             libc::SYS_rseq,
+            // A writable open may demote code (`codewrite.rs`; `open` and
+            // `openat` are checked by the dispatcher, see below).
+            libc::SYS_openat2,
+            libc::SYS_creat,
+            libc::SYS_truncate,
         ] {
             assert_eq!(CLASS[n as usize].load(Ordering::Relaxed), ENGINE, "{n}");
         }
@@ -235,6 +245,10 @@ mod tests {
             CLASS[libc::SYS_futex as usize].load(Ordering::Relaxed),
             FUTEX
         );
+        // Replayed first, so the dispatcher's `codewrite` check runs.
+        for n in [libc::SYS_open, libc::SYS_openat] {
+            assert_eq!(CLASS[n as usize].load(Ordering::Relaxed), FLUSH, "{n}");
+        }
         // FUTEX_WAIT_PRIVATE replays first, FUTEX_WAKE_PRIVATE is inline.
         assert_eq!(FUTEX_CLASS[128].load(Ordering::Relaxed), FLUSH);
         assert_eq!(FUTEX_CLASS[129].load(Ordering::Relaxed), INLINE);
