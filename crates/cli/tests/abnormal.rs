@@ -1508,3 +1508,39 @@ fn threads_with_16_kib_stacks_survive_a_fast_capture_under_ulimit_s_64() {
 fn a_stack_overflow_in_fast_mode_keeps_the_dump() {
     overflow_case("overflow_fast", "fast");
 }
+
+/// Signal handlers that read and move the interrupted RIP
+/// (`tests-programs/capture/faultctx.c`, issue 33), in both capture modes,
+/// the handler installed during the capture (`--all`) and before it
+/// (`--function work`): a "safe fetch" whose SIGSEGV handler finds RIP in
+/// the probe and moves it to the probe's recovery label (1,000 faults, the
+/// probe's registers checked in the handler), a crash handler printing
+/// `dladdr(RIP)` (the object and RIP's offset in it) of faults in the
+/// program and in the C library, then `siglongjmp`ing out, and a handler
+/// that opens the page and returns with RIP unchanged (4 captured runs
+/// and 2 preloaded ones each; trap mode's half). In fast mode the
+/// handlers saw code-cache addresses: status 3 ("RIP ... is not the
+/// program's", or "no object"). Output and status must be the uncaptured
+/// run's.
+#[test]
+fn fault_handlers_see_the_programs_rip_in_both_modes() {
+    for extra in modes() {
+        let tag = if extra.is_empty() { "default" } else { "trap" };
+        for case in ["safefetch", "dladdr", "retry"] {
+            for trigger in [&["--all"][..], &["--function", "work"][..]] {
+                let t: Vec<&str> = trigger.iter().chain(extra.iter()).copied().collect();
+                program_case(
+                    "tests-programs/capture/faultctx.c",
+                    &format!("faultctx_{case}_{tag}_{}", trigger.len()),
+                    case,
+                    &t,
+                    Poke::Nothing,
+                    runs_in(extra, 4),
+                    // After its `siglongjmp` the thread runs untraced (in
+                    // both modes): the window's end is not seen.
+                    (case == "dladdr").then_some("the program exited"),
+                );
+            }
+        }
+    }
+}
