@@ -4,17 +4,21 @@
 //! allocators, a crash handler's `dladdr`) sees the program's context, not
 //! the code cache's.
 //!
-//! While a fast-mode capture is prepared or runs ([`arm`] to [`disarm`]),
-//! the kernel's disposition of each of those signals the program handles
+//! While a capture is prepared or runs ([`arm`] to [`disarm`]; in both
+//! modes, so that a `sigaction` the window counts runs the same library
+//! code in both), the kernel's disposition of each of those signals the program handles
 //! is [`on_fault`], with the program's flags (plus `SA_SIGINFO`), mask and
 //! restorer; the program's disposition is kept here (the kernel's `struct
 //! sigaction` words), as `sigvirt.rs` keeps the engine's own signals'. The
 //! program's handler is called from `on_fault` after
 //! [`crate::jit::to_program`] made the context the program's, and the
 //! thread goes back to translated code through the dispatcher when it
-//! returns ([`crate::jit::resume`]). A handler that `siglongjmp`s out leaves
-//! as before (the thread continues untraced). Outside translated code the
-//! program's handler gets the context untouched.
+//! returns ([`crate::jit::resume`]). A handler that `siglongjmp`s out, or
+//! throws a C++ exception (`-fnon-call-exceptions`: `on_fault` is
+//! `C-unwind`, and the unwinder goes on through the kernel's signal frame,
+//! whose context is the program's), leaves as before: the thread continues
+//! untraced. Outside translated code (and in trap mode) the program's
+//! handler gets the context untouched.
 //!
 //! The program's disposition is read and set here for `sigaction`/`signal`
 //! through the C library ([`program_sigaction`], `libcoldcache.so`
@@ -31,8 +35,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 const SIGNALS: [i32; 4] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL];
 const SA_RESTORER: u64 = 0x0400_0000;
 
-/// A fast-mode capture is prepared or runs: handlers the program installs
-/// are wrapped.
+/// A capture is prepared or runs: handlers the program installs are
+/// wrapped.
 static WRAPPING: AtomicBool = AtomicBool::new(false);
 /// Bit `sig`: the kernel's disposition of `sig` is [`on_fault`] and the
 /// program's is in [`PROGRAM`].
@@ -90,11 +94,11 @@ fn unwrap(sig: i32, prog: [u64; 4]) -> i64 {
     r
 }
 
-/// A fast-mode capture is prepared (normal context): the handlers the
-/// program has now for [`SIGNALS`] are wrapped, and those it installs
+/// A capture is prepared (normal context): the handlers the program has
+/// now for [`SIGNALS`] are wrapped, and those it installs
 /// until [`disarm`].
 pub(crate) fn arm() {
-    if !crate::jit::is_on() || libc_restorer() == 0 {
+    if libc_restorer() == 0 {
         return;
     }
     WRAPPING.store(true, Ordering::Release);
@@ -151,7 +155,7 @@ pub(crate) fn note() -> Option<String> {
 
 /// The engine's handler of [`SIGNALS`] while wrapped: the program's
 /// handler, run on the program's context (see the module header).
-extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+extern "C-unwind" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     let Some(i) = slot(sig) else { return };
     let prog = program(i);
     if prog[0] <= 1 {
@@ -170,12 +174,12 @@ extern "C" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
     let (code, uc) = unsafe { ((*info).si_code, &mut *(ctx as *mut libc::ucontext_t)) };
     let state = crate::jit::to_program(uc, code > 0);
     if prog[1] & libc::SA_SIGINFO as u64 != 0 {
-        type Action = extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void);
+        type Action = extern "C-unwind" fn(i32, *mut libc::siginfo_t, *mut libc::c_void);
         // SAFETY: the program's handler, installed with SA_SIGINFO.
         let f = unsafe { std::mem::transmute::<usize, Action>(prog[0] as usize) };
         f(sig, info, ctx);
     } else {
-        type Handler = extern "C" fn(i32);
+        type Handler = extern "C-unwind" fn(i32);
         // SAFETY: the program's handler, installed without SA_SIGINFO.
         let f = unsafe { std::mem::transmute::<usize, Handler>(prog[0] as usize) };
         f(sig);

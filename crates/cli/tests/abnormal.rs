@@ -37,9 +37,12 @@ fn scratch(name: &str) -> PathBuf {
     scratch_in("abnormal", name)
 }
 
+/// Compiles `source` (a `.cpp` with g++ and `-fnon-call-exceptions`).
 fn build(source: &str, dir: &Path) -> PathBuf {
     let out = dir.join(Path::new(source).file_stem().unwrap());
-    let st = Command::new("gcc")
+    let cpp = source.ends_with(".cpp");
+    let st = Command::new(if cpp { "g++" } else { "gcc" })
+        .args(cpp.then_some("-fnon-call-exceptions"))
         .args(["-O1", "-g", "-pthread", "-o"])
         .arg(&out)
         .arg(repo().join(source))
@@ -1521,7 +1524,7 @@ fn a_stack_overflow_in_fast_mode_keeps_the_dump() {
 /// and 2 preloaded ones each; trap mode's half). In fast mode the
 /// handlers saw code-cache addresses: status 3 ("RIP ... is not the
 /// program's", or "no object"). Output and status must be the uncaptured
-/// run's.
+/// run's. And `faultthrow.cpp`, below.
 #[test]
 fn fault_handlers_see_the_programs_rip_in_both_modes() {
     for extra in modes() {
@@ -1541,6 +1544,23 @@ fn fault_handlers_see_the_programs_rip_in_both_modes() {
                     (case == "dladdr").then_some("the program exited"),
                 );
             }
+        }
+        // A C++ exception thrown from the SIGSEGV handler (which reads RIP
+        // with dladdr first) through the signal frame into the faulting
+        // function (`-fnon-call-exceptions`): in fast mode the unwinder
+        // would find no frame at a code-cache RIP (abort). Caught, the
+        // thread runs on untraced, in both modes.
+        for trigger in [&["--all"][..], &["--function", "work"][..]] {
+            let t: Vec<&str> = trigger.iter().chain(extra.iter()).copied().collect();
+            program_case(
+                "tests-programs/capture/faultthrow.cpp",
+                &format!("faultthrow_{tag}_{}", trigger.len()),
+                "run",
+                &t,
+                Poke::Nothing,
+                runs_in(extra, 4),
+                Some("the program exited"),
+            );
         }
     }
 }

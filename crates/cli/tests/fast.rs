@@ -1295,9 +1295,10 @@ fn symbol(bin: &Path, name: &str) -> u64 {
 
 /// Fault handlers that read and move the interrupted RIP
 /// (`tests-programs/capture/faultctx.c`, issue 33), the handler installed
-/// before the capture (`--function work`): in fast mode the handler saw a
-/// code-cache RIP (it printed it and exited with status 3); now the output
-/// is the uncaptured run's and the counts are trap mode's:
+/// before the capture (`--function work`) and during it (`--all`): in fast
+/// mode the handler saw a code-cache RIP (it printed it and exited with
+/// status 3); now the output is the uncaptured run's and the counts are
+/// trap mode's:
 /// - `retry` (50 faults, the page opened, the load run again): equal,
 ///   counter for counter and trace record for record;
 /// - `safefetch` (1,000 faults at the probe's load, RIP moved to its
@@ -1318,7 +1319,6 @@ fn fault_handlers_that_move_rip_captured_fast_count_as_trap_mode() {
         &["-O1", "-g", "-fno-pie", "-no-pie"],
         false,
     );
-    let args = ["--cache", "cachegrind", "--function", "work"];
     let plain = |case: &str| {
         let mut c = Command::new(&bin);
         c.arg(case);
@@ -1326,86 +1326,86 @@ fn fault_handlers_that_move_rip_captured_fast_count_as_trap_mode() {
         assert!(out.status.success(), "{case}: the uncaptured run failed");
         out.stdout
     };
-    let n = compare(&args, &[bin.to_str().unwrap(), "retry"], "faultctx-retry").unwrap();
-    eprintln!("retry: {n} instructions, equal");
-    let (_, _, out) = record(
-        &[&args[..], &["--mode", "fast"]].concat(),
-        &[bin.to_str().unwrap(), "retry"],
-        "faultctx-retry.output",
-    );
-    assert_eq!(out.stdout, plain("retry"), "retry: the output changed");
-
-    let case = "safefetch";
-    let program = [bin.to_str().unwrap(), case];
-    let (t, _, t_out) = record(
-        &[&args[..], &["--mode", "trap"]].concat(),
-        &program,
-        "sf.trap",
-    );
-    let (f, _, f_out) = record(
-        &[&args[..], &["--mode", "fast"]].concat(),
-        &program,
-        "sf.fast",
-    );
-    let native = plain(case);
-    assert_eq!(t_out.stdout, native, "trap mode changed the output");
-    assert_eq!(f_out.stdout, native, "fast mode changed the output");
-    assert!(
-        String::from_utf8_lossy(&native).contains("faults 1000, mismatches 0"),
-        "{}",
-        String::from_utf8_lossy(&native)
-    );
-    assert_eq!(t.meta.instructions, f.meta.instructions);
     let (load, recover) = (
         symbol(&bin, "probe_read_load"),
         symbol(&bin, "probe_read_recover"),
     );
-    let (a, b) = (canonical(&t), canonical(&f));
-    let keys: std::collections::BTreeSet<_> = a.keys().chain(b.keys()).collect();
-    assert_eq!(t.meta.counters, f.meta.counters);
-    let names = &t.meta.counters;
-    let zero = vec![0; names.len()];
-    // (instructions, data reads, data writes) of a record's counters.
-    let sums = |v: &[u64]| {
-        let side = |p: &str| -> u64 {
-            names
-                .iter()
-                .zip(v)
-                .filter(|(n, _)| n.starts_with(p))
-                .map(|(_, c)| c)
-                .sum()
+    for (i, trigger) in [&["--function", "work"][..], &["--all"][..]]
+        .into_iter()
+        .enumerate()
+    {
+        let args = [&["--cache", "cachegrind"][..], trigger].concat();
+        let retry = [bin.to_str().unwrap(), "retry"];
+        let n = compare(&args, &retry, &format!("faultctx-retry{i}")).unwrap();
+        eprintln!("retry {trigger:?}: {n} instructions, equal");
+        let fast = [&args[..], &["--mode", "fast"]].concat();
+        let (_, _, out) = record(&fast, &retry, &format!("faultctx-retry{i}.output"));
+        assert_eq!(out.stdout, plain("retry"), "retry: the output changed");
+
+        let program = [bin.to_str().unwrap(), "safefetch"];
+        let trap = [&args[..], &["--mode", "trap"]].concat();
+        let (t, _, t_out) = record(&trap, &program, &format!("sf{i}.trap"));
+        let (f, _, f_out) = record(&fast, &program, &format!("sf{i}.fast"));
+        let native = plain("safefetch");
+        assert_eq!(t_out.stdout, native, "trap mode changed the output");
+        assert_eq!(f_out.stdout, native, "fast mode changed the output");
+        assert!(
+            String::from_utf8_lossy(&native).contains("faults 1000, mismatches 0"),
+            "{}",
+            String::from_utf8_lossy(&native)
+        );
+        assert_eq!(t.meta.instructions, f.meta.instructions, "{trigger:?}");
+        eprintln!(
+            "safefetch {trigger:?}: {} instructions in both modes",
+            t.meta.instructions
+        );
+        assert_eq!(t.meta.counters, f.meta.counters);
+        let names = &t.meta.counters;
+        assert_eq!(names[0], "instructions");
+        let zero = vec![0; names.len()];
+        // (instructions, data reads, data writes) of a record's counters.
+        let sums = |v: &[u64]| {
+            let side = |p: &str| -> u64 {
+                names
+                    .iter()
+                    .zip(v)
+                    .filter(|(n, _)| n.starts_with(p))
+                    .map(|(_, c)| c)
+                    .sum()
+            };
+            (v[0] as i64, side("r_") as i64, side("w_") as i64)
         };
-        (v[0] as i64, side("r_") as i64, side("w_") as i64)
-    };
-    assert_eq!(names[0], "instructions");
-    let mut seen = (false, false);
-    for k in keys {
-        let (x, y) = (a.get(k).unwrap_or(&zero), b.get(k).unwrap_or(&zero));
-        if x == y {
-            continue;
+        let (a, b) = (canonical(&t), canonical(&f));
+        let keys: std::collections::BTreeSet<_> = a.keys().chain(b.keys()).collect();
+        let mut seen = (false, false);
+        for k in keys {
+            let (x, y) = (a.get(k).unwrap_or(&zero), b.get(k).unwrap_or(&zero));
+            if x == y {
+                continue;
+            }
+            let ((xi, xr, xw), (yi, yr, yw)) = (sums(x), sums(y));
+            if k.0 == load {
+                assert_eq!(
+                    (xi - yi, xr - yr, xw - yw),
+                    (1000, 1000, 0),
+                    "the load {k:?}"
+                );
+                seen.0 = true;
+            } else if k.0 == recover {
+                assert_eq!(
+                    (yi - xi, yr - xr, yw - xw),
+                    (1000, 0, 1000),
+                    "the recovery {k:?}"
+                );
+                seen.1 = true;
+            } else {
+                panic!("safefetch: at {:#x} {:?}: trap {x:?}, fast {y:?}", k.0, k.1);
+            }
         }
-        let ((xi, xr, xw), (yi, yr, yw)) = (sums(x), sums(y));
-        if k.0 == load {
-            assert_eq!(
-                (xi - yi, xr - yr, xw - yw),
-                (1000, 1000, 0),
-                "the load {k:?}"
-            );
-            seen.0 = true;
-        } else if k.0 == recover {
-            assert_eq!(
-                (yi - xi, yr - xr, yw - xw),
-                (1000, 0, 1000),
-                "the recovery {k:?}"
-            );
-            seen.1 = true;
-        } else {
-            panic!("safefetch: at {:#x} {:?}: trap {x:?}, fast {y:?}", k.0, k.1);
-        }
+        assert_eq!(
+            seen,
+            (true, true),
+            "trap mode's difference is gone: update the docs"
+        );
     }
-    assert_eq!(
-        seen,
-        (true, true),
-        "trap mode's difference is gone: update the docs"
-    );
 }
