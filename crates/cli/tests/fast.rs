@@ -1355,6 +1355,15 @@ fn fault_handlers_that_move_rip_captured_fast_count_as_trap_mode() {
             String::from_utf8_lossy(&native)
         );
         assert_eq!(t.meta.instructions, f.meta.instructions, "{trigger:?}");
+        // Every fault was at a copy: none left with a code-cache RIP.
+        assert!(
+            f.meta.notes.iter().any(|n| n.starts_with(
+                "fast mode: 1000 program signal handler runs interrupted translated code \
+                 and saw the program's context; 0 saw"
+            )),
+            "{:?}",
+            f.meta.notes
+        );
         eprintln!(
             "safefetch {trigger:?}: {} instructions in both modes",
             t.meta.instructions
