@@ -34,6 +34,9 @@
 #include <unistd.h>
 
 #define K 0x5eed5eed5eedULL
+#ifndef PROBES
+#define PROBES 3000 /* -DPROBES=N to time many faults */
+#endif
 
 /* long probe_read(const long *p, int *ok): *ok = 1, returns *p; on a
  * fault the handler resumes at probe_read_recover: *ok = 0, returns 0.
@@ -150,7 +153,7 @@ __attribute__((noinline)) long work(const char *which) {
     long sum = 0;
     if (strcmp(which, "safefetch") == 0) {
         long faults = 0;
-        for (long i = 0; i < 3000; i++) {
+        for (long i = 0; i < PROBES; i++) {
             int ok = -1;
             const long *p = (i % 3 == 0) ? (const long *)(bad + 8 * (i % 64)) : &good[i % 64];
             long v = probe_read(p, &ok);

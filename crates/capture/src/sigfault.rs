@@ -1,4 +1,4 @@
-//! The program's fault handlers during a fast-mode capture (issue 33): a
+//! The program's fault handlers during a capture (issue 33): in fast mode a
 //! SIGSEGV, SIGBUS, SIGFPE or SIGILL handler of the program that reads or
 //! moves the interrupted RIP (the "safe fetch" of the JVM and of
 //! allocators, a crash handler's `dladdr`) sees the program's context, not
@@ -72,6 +72,12 @@ fn wrap(sig: i32, prog: [u64; 4]) -> i64 {
     let Some(i) = slot(sig) else {
         return -i64::from(libc::EINVAL);
     };
+    if prog[0] == ours() {
+        // Our own handler, read back by an untraced thread's raw system
+        // call and set again: the program's stays (never ours, which
+        // would call itself).
+        return 0;
+    }
     for (w, v) in PROGRAM[i].iter().zip(prog) {
         w.store(v, Ordering::Release);
     }
