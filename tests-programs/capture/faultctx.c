@@ -14,6 +14,9 @@
  *   retry      the SIGSEGV handler opens the page and returns with RIP
  *              unchanged (the faulting load runs again), after checking
  *              that RIP is the load's address
+ *   storm      a second thread sends SIGBUS to the main thread every 20 us
+ *              (pthread_kill: asynchronous, anywhere in a block) while it
+ *              computes; the handler counts them (not printed) and returns
  * The handler is installed in main, which under `record --all` is inside
  * the capture (through the C library's sigaction, while fast mode runs),
  * then `work` does the case (`record --function work`: the handler was
@@ -23,6 +26,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
@@ -144,6 +148,26 @@ static void on_crash(int sig, siginfo_t *si, void *ctx) {
     siglongjmp(jump, 1);
 }
 
+static volatile long storms;
+static volatile int storming;
+static pthread_t main_thread;
+
+static void on_storm(int sig, siginfo_t *si, void *ctx) {
+    (void)sig;
+    (void)si;
+    (void)ctx;
+    storms++;
+}
+
+static void *stormer(void *arg) {
+    (void)arg;
+    while (storming) {
+        pthread_kill(main_thread, SIGBUS);
+        usleep(20);
+    }
+    return NULL;
+}
+
 /* The program's own faulting function (a store through p). */
 __attribute__((noinline)) void crash_here(volatile long *p, long v) {
     p[1] = v;
@@ -173,6 +197,14 @@ __attribute__((noinline)) long work(const char *which) {
             munmap(page, 4096);
         }
         printf("retry: sum %ld\n", sum);
+    } else if (strcmp(which, "storm") == 0) {
+        unsigned long x = 1;
+        for (long i = 0; i < 20000; i++) {
+            x = x * 6364136223846793005UL + (unsigned long)i;
+            sum += (long)(x >> 33) % 1000;
+            good[i % 64] += sum & 7;
+        }
+        printf("storm: %ld %ld\n", sum, good[5]);
     } else {
         jumping = 1;
         for (long i = 0; i < 20; i++) {
@@ -191,7 +223,7 @@ __attribute__((noinline)) long work(const char *which) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: faultctx safefetch|dladdr|retry\n");
+        fprintf(stderr, "usage: faultctx safefetch|dladdr|retry|storm\n");
         return 2;
     }
     bad = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -209,7 +241,22 @@ int main(int argc, char **argv) {
     else
         sa.sa_sigaction = on_crash;
     sigaction(SIGSEGV, &sa, NULL);
+    pthread_t t;
+    int storm = strcmp(argv[1], "storm") == 0;
+    if (storm) {
+        sa.sa_sigaction = on_storm;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART;
+        sigaction(SIGBUS, &sa, NULL);
+        main_thread = pthread_self();
+        storming = 1;
+        if (pthread_create(&t, NULL, stormer, NULL) != 0)
+            return 2;
+    }
     long r = work(argv[1]);
+    if (storm) {
+        storming = 0;
+        pthread_join(t, NULL);
+    }
     printf("result %ld\n", r);
     return 0;
 }

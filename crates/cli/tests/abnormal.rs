@@ -1545,6 +1545,21 @@ fn fault_handlers_see_the_programs_rip_in_both_modes() {
                 );
             }
         }
+        // SIGBUS sent by another thread every 20 us while the traced one
+        // computes: asynchronous, anywhere in a block (the handler counts
+        // them). In the default mode only: trap mode single-steps 442,348
+        // instructions per run; fast.rs compares one run of each mode.
+        if extra.is_empty() {
+            program_case(
+                "tests-programs/capture/faultctx.c",
+                "faultctx_storm",
+                "storm",
+                &["--function", "work"],
+                Poke::Nothing,
+                10,
+                None,
+            );
+        }
         // A C++ exception thrown from the SIGSEGV handler (which reads RIP
         // with dladdr first) through the signal frame into the faulting
         // function (`-fnon-call-exceptions`): in fast mode the unwinder
