@@ -12,8 +12,9 @@
 //! sigaction` words), as `sigvirt.rs` keeps the engine's own signals'. The
 //! program's handler is called from `on_fault` after
 //! [`crate::jit::to_program`] made the context the program's, and the
-//! thread goes back to translated code through the dispatcher when it
-//! returns ([`crate::jit::resume`]). A handler that `siglongjmp`s out, or
+//! thread goes back to translated code when it returns
+//! ([`crate::jit::resume`]: to the same point if the handler changed no
+//! register, else through the dispatcher). A handler that `siglongjmp`s out, or
 //! throws a C++ exception (`-fnon-call-exceptions`: `on_fault` is
 //! `C-unwind`, and the unwinder goes on through the kernel's signal frame,
 //! whose context is the program's), leaves as before: the thread continues
@@ -190,9 +191,9 @@ extern "C-unwind" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut li
         let f = unsafe { std::mem::transmute::<usize, Handler>(prog[0] as usize) };
         f(sig);
     }
-    if state == crate::jit::Interrupted::Translated {
+    if let crate::jit::Interrupted::Translated(b) = state {
         // SAFETY: as above.
-        crate::jit::resume(unsafe { &mut *(ctx as *mut libc::ucontext_t) });
+        crate::jit::resume(unsafe { &mut *(ctx as *mut libc::ucontext_t) }, &b);
     }
 }
 

@@ -9,15 +9,16 @@
 //! to run (a fault: the faulting one), the block's scratch register S gets
 //! back the program's value (`T.s`); every other register, the flags and
 //! the vector state are the program's there already (translated code
-//! writes nothing else, `translate.rs`). The instructions of the block that
-//! completed before that point are committed as a *prefix* record (the
-//! block's number with the count in the high 16 bits, replayed one
+//! writes nothing else, `translate.rs`). When the handler returns,
+//! [`resume`] looks at what it left: the same RIP and general registers
+//! (a guard page opened, a signal counted) go back to the very point in
+//! the block, whose record then completes as usual; anything else (RIP
+//! moved to a recovery label, a register changed) goes on through the
+//! dispatcher at the handler's RIP, the instructions of the block that
+//! completed before the interruption committed first as a *prefix* record
+//! (the block's number with the count in the high 16 bits, replayed one
 //! [`Accountant::step`](crate::account::Accountant::step) at a time), so
-//! they count as in trap mode. When the handler returns, [`resume`] sends
-//! the thread, with whatever registers and RIP the handler left, through
-//! the dispatcher: a RIP the handler moved (a recovery label) and an
-//! unchanged one (the faulting instruction runs again) alike continue in
-//! translated code.
+//! they count as in trap mode.
 //!
 //! Mapped: a fault (kernel-sent, `si_code > 0`) exactly at an instruction's
 //! copy, and any other signal anywhere from after the previous copy up to
@@ -74,9 +75,26 @@ pub(crate) enum Interrupted {
     Native,
     /// In a block: the context now is the program's ([`resume`] after the
     /// handler).
-    Translated,
+    Translated(InBlock),
     /// In translated code at a point not mapped back: left as it was.
     Unmapped,
+}
+
+/// What [`resume`] needs of an interrupted block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct InBlock {
+    /// Where the block writes its record (`T.cursor` then).
+    record: u64,
+    /// The record's first word for the instructions that ran (0: none).
+    prefix: u64,
+    /// Bytes of the block's record.
+    size: u16,
+    /// S's `REG_*` index and value, and RIP, in the code cache.
+    s: i8,
+    s_value: u64,
+    rip: u64,
+    /// The program's general registers as the handler got them.
+    gregs: [i64; 18],
 }
 
 /// Makes `uc` the program's context if it interrupted this thread's
@@ -129,16 +147,24 @@ pub(crate) fn to_program(uc: &mut libc::ucontext_t, fault: bool) -> Interrupted 
         UNMAPPED.fetch_add(1, Ordering::Relaxed);
         return Interrupted::Unmapped;
     }
-    if k > 0 {
-        // SAFETY: `record` is where the block writes its record, in the
-        // thread's buffer (it passed the full check: `size` bytes fit).
-        unsafe { *(record as *mut u64) = id as u64 | ((k as u64) << PREFIX_SHIFT) };
-        t.cursor = record + u64::from(size);
-    }
     g[s as usize] = t.s_spill as i64;
     g[libc::REG_RIP as usize] = ip as i64;
     HANDLED.fetch_add(1, Ordering::Relaxed);
-    Interrupted::Translated
+    let mut gregs = [0i64; 18];
+    gregs.copy_from_slice(&g[..18]);
+    Interrupted::Translated(InBlock {
+        record,
+        prefix: if k > 0 {
+            id as u64 | ((k as u64) << PREFIX_SHIFT)
+        } else {
+            0
+        },
+        size,
+        s,
+        s_value: record,
+        rip,
+        gregs,
+    })
 }
 
 /// Whether `rip` lies in a block's code (a linear look, for the count).
@@ -153,12 +179,26 @@ fn rip_in_cache(rip: u64) -> bool {
 }
 
 /// The program's handler returned to a context [`to_program`] made the
-/// program's: the thread goes on at the RIP the handler left, through the
-/// dispatcher, with the registers the handler left.
-pub(crate) fn resume(uc: &mut libc::ucontext_t) {
+/// program's (`b`): unchanged (RIP, flags, general registers), the thread
+/// goes back to its point in the block; else on at the RIP the handler
+/// left, through the dispatcher, with the registers it left, the block's
+/// completed instructions committed first.
+pub(crate) fn resume(uc: &mut libc::ucontext_t, b: &InBlock) {
     // SAFETY: this thread's own state (see `to_program`).
     let t = unsafe { &mut *tls::this() };
     let g = &mut uc.uc_mcontext.gregs;
+    if g[..18] == b.gregs {
+        g[b.s as usize] = b.s_value as i64;
+        g[libc::REG_RIP as usize] = b.rip as i64;
+        return;
+    }
+    // Unless the handler stopped the capture (its buffer replayed then).
+    if b.prefix != 0 && t.cursor == b.record {
+        // SAFETY: `record` is where the block writes its record, in the
+        // thread's buffer (it passed the full check: `size` bytes fit).
+        unsafe { *(b.record as *mut u64) = b.prefix };
+        t.cursor = b.record + u64::from(b.size);
+    }
     t.next = g[libc::REG_RIP as usize] as u64;
     t.from = 0;
     g[libc::REG_RIP as usize] = t.dispatch as i64;
