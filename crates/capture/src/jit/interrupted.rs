@@ -2,7 +2,7 @@
 //! translated code (issue 33): the program's context, not the code cache's.
 //!
 //! `crate::sigfault` runs the program's SIGSEGV, SIGBUS, SIGFPE and SIGILL
-//! handlers from a handler of ours during a fast-mode capture. Before the
+//! handlers from a handler of ours during a capture. In fast mode, before the
 //! program's handler runs, [`to_program`] rewrites the signal context of a
 //! thread interrupted inside a block's straight-line copies into the
 //! program's own: RIP becomes the program address of the instruction about
