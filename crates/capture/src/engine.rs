@@ -1166,7 +1166,10 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 // After the call: what it mapped may be translated.
                 crate::jit::code_mapped();
             }
-            if sigvirt::emulate(uc, next) || crate::fatal::emulate_sigaction(uc, next) {
+            if sigvirt::emulate(uc, next)
+                || crate::sigfault::emulate(uc, next)
+                || crate::fatal::emulate_sigaction(uc, next)
+            {
                 // The syscall was done here and RIP moved past it: the
                 // instruction there runs before the next trap, so account
                 // for it now.

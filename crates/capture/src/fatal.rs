@@ -332,6 +332,11 @@ pub(crate) fn emulate_sigaction(uc: &mut libc::ucontext_t, next: u64) -> bool {
     true
 }
 
+/// The address of [`on_fatal`] (`sigfault.rs` leaves it alone).
+pub(crate) fn handler() -> u64 {
+    on_fatal as *const () as usize as u64
+}
+
 fn default_action(sig: i32) {
     // The system call itself: `libcoldcache.so` interposes the C library's
     // `sigaction` and `syscall` for the signals the engine owns (SIGTRAP,

@@ -62,6 +62,7 @@
 mod altstack;
 mod fatal;
 mod seccomp;
+mod sigfault;
 
 pub mod account;
 pub mod attach;

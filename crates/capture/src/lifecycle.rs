@@ -358,6 +358,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         },
     );
     crate::fatal::arm();
+    crate::sigfault::arm();
     if let Some(calls) = function {
         breakpoint::plant(calls.address);
         STATE.store(ARMED, Ordering::Release);
@@ -438,6 +439,7 @@ pub fn disarm(why: &'static str) -> Disarmed {
     }
     ALL_THREADS.store(false, Ordering::Relaxed);
     drop(session);
+    crate::sigfault::disarm();
     crate::fatal::disarm();
     STATE.store(IDLE, Ordering::Release);
     Disarmed::Dropped(seen)
@@ -550,9 +552,13 @@ pub fn finish() -> Result<Summary, CaptureError> {
     if let Some(note) = crate::codewrite::note() {
         meta.notes.push(note);
     }
+    if let Some(note) = crate::sigfault::note() {
+        meta.notes.push(note);
+    }
     let finished = acc.finish_encoded(meta, modules, procfs::thread_name);
     let result = output::write(finished, output, trace_path.as_deref());
     crate::attach::test_pause_after_write();
+    crate::sigfault::disarm();
     crate::fatal::disarm();
     STATE.store(IDLE, Ordering::Release);
     result

@@ -105,6 +105,11 @@ pub(crate) fn slot_of(sig: i32) -> Option<usize> {
     (0..SLOTS).find(|&i| sig > 0 && OWNED[i].load(Ordering::Acquire) == sig)
 }
 
+/// The restorer the C library gives handlers (0: not known yet).
+pub(crate) fn libc_restorer() -> u64 {
+    LIBC_RESTORER.load(Ordering::Relaxed)
+}
+
 /// The stop request signal the engine uses (0 before it is chosen).
 pub(crate) fn stop_signal() -> i32 {
     OWNED[STOP].load(Ordering::Acquire)
@@ -406,6 +411,10 @@ pub unsafe fn program_sigaction(
     act: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> Option<i32> {
+    // SAFETY: the caller's pointers, as sigaction(2) takes them.
+    if let r @ Some(_) = unsafe { crate::sigfault::program_sigaction(sig, act, old) } {
+        return r;
+    }
     let slot = slot_of(sig)?;
     let was = shadow(slot);
     if !act.is_null() {

@@ -51,10 +51,13 @@ mod cache;
 #[cfg(test)]
 mod difftest;
 mod emit;
+mod interrupted;
 mod sys;
 mod translate;
 mod verify;
 
+use interrupted::greg_index;
+pub(crate) use interrupted::{resume, to_program, Interrupted, HANDLED, UNMAPPED};
 pub(crate) use verify::{verify_trap, Verified};
 
 use crate::account::{BlockSlot, Verdict};
@@ -239,9 +242,16 @@ impl JitState {
             &mut self.cache,
             &mut self.scratch,
         );
-        let (code, count, size, rep) = match t {
-            Some(t) => (t.code, t.count, t.size, t.rep),
-            None => (0, 0, 0, false),
+        let (code, count, size, rep, len, scratch) = match t {
+            Some(t) => (
+                t.code,
+                t.count,
+                t.size,
+                t.rep,
+                t.len as u16,
+                t.scratch.map_or(-1, greg_index),
+            ),
+            None => (0, 0, 0, false, 0, -1),
         };
         let first = self.instrs.len() as u32;
         self.instrs.extend_from_slice(&self.scratch[..count]);
@@ -257,6 +267,8 @@ impl JitState {
             count: count as u16,
             size: size as u16,
             rep,
+            len,
+            scratch,
         });
         self.insert(pc, id);
         (code != 0).then_some(code)
@@ -1262,13 +1274,32 @@ fn replay(
     'records: while p + 16 <= end {
         // SAFETY: `p..p + size` lies in the thread's buffer below the
         // cursor, written by a block whose record starts there.
-        let (id, rsp) = unsafe { (*(p as *const u64), *((p + 8) as *const u64)) };
+        let (word, rsp) = unsafe { (*(p as *const u64), *((p + 8) as *const u64)) };
+        let (id, prefix) = (
+            word & 0xffff_ffff,
+            (word >> interrupted::PREFIX_SHIFT) as usize,
+        );
         let Some(b) = j.blocks.get(id as usize) else {
             break;
         };
         let range = b.first as usize..b.first as usize + usize::from(b.count);
         let instrs = &j.instrs[range.clone()];
-        let verdict = if b.rep {
+        let verdict = if prefix != 0 {
+            // The instructions that ran before a signal handler took the
+            // thread out of the block (`interrupted.rs`), stepped one by
+            // one as the trap engine steps them.
+            let mut v = Verdict::Continue;
+            for bi in &instrs[..prefix.min(instrs.len())] {
+                // SAFETY: `p` starts this block's record, written up to
+                // the inputs of the instructions before the interruption.
+                unsafe { m.fill(bi, p) };
+                v = acc.step(tid, bi.ip, rsp.wrapping_add(bi.sp_delta as u64), 0, &m);
+                if v != Verdict::Continue && !matches!(v, Verdict::Syscall { .. }) {
+                    break;
+                }
+            }
+            v
+        } else if b.rep {
             // One iteration of a `rep` string: stepped as the trap engine
             // steps it (the accountant follows the repetition), then RCX
             // as the iteration left it, for the repetition's final check

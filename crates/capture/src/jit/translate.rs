@@ -115,6 +115,11 @@ pub(crate) struct Block {
     pub size: u16,
     /// A `rep` string looped one iteration per record ([`rep_loop`]).
     pub rep: bool,
+    /// Bytes of its code.
+    pub len: u16,
+    /// Its scratch register S as a `REG_*` index of a signal context (-1:
+    /// a `rep` or `syscall` block, whose interruption is not mapped back).
+    pub scratch: i8,
 }
 
 /// How a block ends.
@@ -291,6 +296,12 @@ pub(crate) struct Translation {
     pub size: usize,
     /// A `rep` string looped one iteration per record.
     pub rep: bool,
+    /// Bytes of its code.
+    pub len: usize,
+    /// The block's scratch register S, for a block of straight-line copies
+    /// (`None`: a `rep` or `syscall` block), which a handler's view of an
+    /// interrupted block needs (`super::program_context`).
+    pub scratch: Option<Register>,
 }
 
 impl Translator {
@@ -537,6 +548,7 @@ impl Translator {
             check,
         };
         let code = a.take();
+        let len = code.len();
         let written = cache.write(code_at, &code);
         a.give_back(code);
         written.then_some(Translation {
@@ -544,6 +556,8 @@ impl Translator {
             count: 1,
             size: usize::from(size),
             rep: true,
+            len,
+            scratch: None,
         })
     }
 
@@ -673,6 +687,7 @@ impl Translator {
             return None;
         }
         let code = a.take();
+        let len = code.len();
         let written = cache.write(code_at, &code);
         a.give_back(code);
         written.then_some(Translation {
@@ -680,6 +695,8 @@ impl Translator {
             count: n,
             size: usize::from(size),
             rep: false,
+            len,
+            scratch: Some(s),
         })
     }
 
@@ -1184,6 +1201,7 @@ impl Translator {
             check,
         };
         let code = a.take();
+        let len = code.len();
         let written = cache.write(code_at, &code);
         a.give_back(code);
         written.then_some(Translation {
@@ -1191,6 +1209,8 @@ impl Translator {
             count: 1,
             size: 16,
             rep: false,
+            len,
+            scratch: None,
         })
     }
 }

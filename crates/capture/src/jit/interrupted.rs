@@ -1,0 +1,205 @@
+//! What a program's signal handler sees when its signal interrupted
+//! translated code (issue 33): the program's context, not the code cache's.
+//!
+//! `crate::sigfault` runs the program's SIGSEGV, SIGBUS, SIGFPE and SIGILL
+//! handlers from a handler of ours during a capture. In fast mode, before the
+//! program's handler runs, [`to_program`] rewrites the signal context of a
+//! thread interrupted inside a block's straight-line copies into the
+//! program's own: RIP becomes the program address of the instruction about
+//! to run (a fault: the faulting one), the block's scratch register S gets
+//! back the program's value (`T.s`); every other register, the flags and
+//! the vector state are the program's there already (translated code
+//! writes nothing else, `translate.rs`). When the handler returns,
+//! [`resume`] looks at what it left: the same RIP and general registers
+//! (a guard page opened, a signal counted) go back to the very point in
+//! the block, whose record then completes as usual; anything else (RIP
+//! moved to a recovery label, a register changed) goes on through the
+//! dispatcher at the handler's RIP, the instructions of the block that
+//! completed before the interruption committed first as a *prefix* record
+//! (the block's number with the count in the high 16 bits, replayed one
+//! [`Accountant::step`](crate::account::Accountant::step) at a time), so
+//! they count as in trap mode.
+//!
+//! Mapped: a fault (kernel-sent, `si_code > 0`) exactly at an instruction's
+//! copy, and any other signal anywhere from after the previous copy up to
+//! it (only the block's buffer was written meanwhile). Not mapped, counted
+//! ([`UNMAPPED`]) and left as before (a code-cache address): a point in a
+//! block's head (its buffer check) or exit code, a `rep` or `syscall`
+//! block, a retired block. Handler context: no allocation; the
+//! translator's lock is taken (a thread in translated code never holds
+//! it; the dispatcher blocks signals while it does).
+
+use super::{in_translation, tls, with_jit};
+use iced_x86::Register;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Handler runs whose interrupted context was given as the program's.
+pub(crate) static HANDLED: AtomicU64 = AtomicU64::new(0);
+/// Handler runs that interrupted translated code at a point not mapped
+/// back (they saw a code-cache RIP).
+pub(crate) static UNMAPPED: AtomicU64 = AtomicU64::new(0);
+
+/// A record's first word: the block's number, and in the bits from
+/// [`PREFIX_SHIFT`] up the number of its first instructions that ran (0:
+/// the whole block).
+pub(super) const PREFIX_SHIFT: u32 = 48;
+
+/// The signal context's `REG_*` index of a general register.
+pub(super) fn greg_index(r: Register) -> i8 {
+    use libc::*;
+    (match r {
+        Register::RAX => REG_RAX,
+        Register::RBX => REG_RBX,
+        Register::RCX => REG_RCX,
+        Register::RDX => REG_RDX,
+        Register::RSI => REG_RSI,
+        Register::RDI => REG_RDI,
+        Register::RBP => REG_RBP,
+        Register::R8 => REG_R8,
+        Register::R9 => REG_R9,
+        Register::R10 => REG_R10,
+        Register::R11 => REG_R11,
+        Register::R12 => REG_R12,
+        Register::R13 => REG_R13,
+        Register::R14 => REG_R14,
+        Register::R15 => REG_R15,
+        _ => -1,
+    }) as i8
+}
+
+/// Where a signal found the thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Interrupted {
+    /// Not in this capture's translated code: the context is the
+    /// program's already.
+    Native,
+    /// In a block: the context now is the program's ([`resume`] after the
+    /// handler).
+    Translated(InBlock),
+    /// In translated code at a point not mapped back: left as it was.
+    Unmapped,
+}
+
+/// What [`resume`] needs of an interrupted block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct InBlock {
+    /// Where the block writes its record (`T.cursor` then).
+    record: u64,
+    /// The record's first word for the instructions that ran (0: none).
+    prefix: u64,
+    /// Bytes of the block's record.
+    size: u16,
+    /// S's `REG_*` index and value, and RIP, in the code cache.
+    s: i8,
+    s_value: u64,
+    rip: u64,
+    /// The program's general registers as the handler got them.
+    gregs: [i64; 18],
+}
+
+/// Makes `uc` the program's context if it interrupted this thread's
+/// translated code (see the module header); `fault`: the kernel sent the
+/// signal for the instruction at RIP.
+pub(crate) fn to_program(uc: &mut libc::ucontext_t, fault: bool) -> Interrupted {
+    if !in_translation() {
+        return Interrupted::Native;
+    }
+    let g = &mut uc.uc_mcontext.gregs;
+    let rip = g[libc::REG_RIP as usize] as u64;
+    // (instruction index, its program address, block number, the block's
+    // record bytes, S's REG_* index), or None where not mapped.
+    let found = with_jit(|j| {
+        let j = j.as_deref()?;
+        let (id, b) = j
+            .blocks
+            .iter()
+            .enumerate()
+            .find(|(_, b)| b.code != 0 && rip >= b.code && rip < b.code + u64::from(b.len))?;
+        if b.scratch < 0 || b.rep {
+            return None;
+        }
+        let instrs = &j.instrs[b.first as usize..b.first as usize + usize::from(b.count)];
+        let k = instrs
+            .iter()
+            .position(|i| rip <= b.code + u64::from(i.check))?;
+        let at = b.code + u64::from(instrs[k].check);
+        // A fault is at the copy itself; another signal may come anywhere
+        // after the previous copy (the block's head comes before the first).
+        if rip != at && (fault || k == 0) {
+            return None;
+        }
+        Some((k, instrs[k].ip, id, b.size, b.scratch))
+    });
+    let Some((k, ip, id, size, s)) = found else {
+        return if rip_in_cache(rip) {
+            UNMAPPED.fetch_add(1, Ordering::Relaxed);
+            Interrupted::Unmapped
+        } else {
+            Interrupted::Native
+        };
+    };
+    // SAFETY: this thread's own state; its translated code is interrupted
+    // (by this handler), so nothing else of this thread touches it now.
+    let t = unsafe { &mut *tls::this() };
+    let record = g[s as usize] as u64;
+    if record != t.cursor {
+        // Not the record this block writes: do not touch the buffer.
+        UNMAPPED.fetch_add(1, Ordering::Relaxed);
+        return Interrupted::Unmapped;
+    }
+    g[s as usize] = t.s_spill as i64;
+    g[libc::REG_RIP as usize] = ip as i64;
+    HANDLED.fetch_add(1, Ordering::Relaxed);
+    let mut gregs = [0i64; 18];
+    gregs.copy_from_slice(&g[..18]);
+    Interrupted::Translated(InBlock {
+        record,
+        prefix: if k > 0 {
+            id as u64 | ((k as u64) << PREFIX_SHIFT)
+        } else {
+            0
+        },
+        size,
+        s,
+        s_value: record,
+        rip,
+        gregs,
+    })
+}
+
+/// Whether `rip` lies in a block's code (a linear look, for the count).
+fn rip_in_cache(rip: u64) -> bool {
+    with_jit(|j| {
+        j.as_deref().is_some_and(|j| {
+            j.blocks
+                .iter()
+                .any(|b| b.code != 0 && rip >= b.code && rip < b.code + u64::from(b.len))
+        })
+    })
+}
+
+/// The program's handler returned to a context [`to_program`] made the
+/// program's (`b`): unchanged (RIP, flags, general registers), the thread
+/// goes back to its point in the block; else on at the RIP the handler
+/// left, through the dispatcher, with the registers it left, the block's
+/// completed instructions committed first.
+pub(crate) fn resume(uc: &mut libc::ucontext_t, b: &InBlock) {
+    // SAFETY: this thread's own state (see `to_program`).
+    let t = unsafe { &mut *tls::this() };
+    let g = &mut uc.uc_mcontext.gregs;
+    if g[..18] == b.gregs {
+        g[b.s as usize] = b.s_value as i64;
+        g[libc::REG_RIP as usize] = b.rip as i64;
+        return;
+    }
+    // Unless the handler stopped the capture (its buffer replayed then).
+    if b.prefix != 0 && t.cursor == b.record {
+        // SAFETY: `record` is where the block writes its record, in the
+        // thread's buffer (it passed the full check: `size` bytes fit).
+        unsafe { *(b.record as *mut u64) = b.prefix };
+        t.cursor = b.record + u64::from(b.size);
+    }
+    t.next = g[libc::REG_RIP as usize] as u64;
+    t.from = 0;
+    g[libc::REG_RIP as usize] = t.dispatch as i64;
+}
