@@ -330,14 +330,20 @@ pub(crate) fn before_call(nr: i64, args: [u64; 5]) -> Change {
     }
 }
 
-/// Carries out `change` on the accountant and the translator (handler or
-/// dispatcher context, the session's lock held).
-pub(crate) fn apply(change: Change, acc: &mut crate::account::Accountant) {
+/// Carries out `change` on the accountant and, through `invalidate`
+/// (`jit::invalidate`: passed down so this file stays below the
+/// translator), on the translations (handler or dispatcher context, the
+/// session's lock held).
+pub(crate) fn apply(
+    change: Change,
+    acc: &mut crate::account::Accountant,
+    mut invalidate: impl FnMut(u64, u64),
+) {
     match change {
         Change::None => {}
         Change::All => {
             acc.code_changed(0, u64::MAX);
-            crate::jit::invalidate(0, u64::MAX);
+            invalidate(0, u64::MAX);
         }
         Change::File(f) => mappings_of(f, |start, end| {
             // Counted where it was trusted (trap mode trusts only code
@@ -346,7 +352,7 @@ pub(crate) fn apply(change: Change, acc: &mut crate::account::Accountant) {
                 DEMOTED.fetch_add(1, Ordering::Relaxed);
             }
             acc.code_changed(start, end);
-            crate::jit::invalidate(start, end);
+            invalidate(start, end);
         }),
     }
 }
@@ -375,7 +381,10 @@ fn before_code_mmap(fd: i32) {
 /// held): descriptors opened since the capture was prepared, while no
 /// thread was traced, are examined as [`start`] examines them, and what
 /// they may write is demoted.
-pub(crate) fn window_start(acc: &mut crate::account::Accountant) {
+pub(crate) fn window_start(
+    acc: &mut crate::account::Accountant,
+    mut invalidate: impl FnMut(u64, u64),
+) {
     for_each_fd(|fd| {
         // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
         let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as i32;
@@ -393,12 +402,12 @@ pub(crate) fn window_start(acc: &mut crate::account::Accountant) {
             if !ALL.load(Ordering::Acquire) && fd_is_mem(fd) {
                 MEM_OPENS.fetch_add(1, Ordering::Relaxed);
                 ALL.store(true, Ordering::Release);
-                apply(Change::All, acc);
+                apply(Change::All, acc, &mut invalidate);
             }
         } else if st.st_mode & libc::S_IFMT == libc::S_IFREG && !is_writable(f) {
             mark_writable(f);
             if is_code(f) || CODE_FULL.load(Ordering::Acquire) {
-                apply(Change::File(f), acc);
+                apply(Change::File(f), acc, &mut invalidate);
             }
         }
     });

@@ -888,7 +888,7 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
             crate::account::Entry::Capture => {
                 // Descriptors opened while nothing was traced
                 // (`codewrite.rs`).
-                crate::codewrite::window_start(&mut s.acc);
+                crate::codewrite::window_start(&mut s.acc, crate::jit::invalidate);
                 let joined = join_window(s, tid);
                 STATE.store(RUNNING, Ordering::Release);
                 set_tf(uc, true);
@@ -1161,7 +1161,11 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
             // Code that may change without mprotect (`codewrite.rs`): a
             // writable /proc/<pid>/mem demotes all code, a writable open of
             // a file mapped as code demotes its mappings.
-            crate::codewrite::apply(crate::codewrite::before_syscall(uc), &mut s.acc);
+            crate::codewrite::apply(
+                crate::codewrite::before_syscall(uc),
+                &mut s.acc,
+                crate::jit::invalidate,
+            );
             if crate::jit::is_on() && sysemu::maps_code(uc) {
                 // After the call: what it mapped may be translated.
                 crate::jit::code_mapped();

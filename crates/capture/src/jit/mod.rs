@@ -1098,7 +1098,7 @@ fn system_call(frame: &mut Frame, t: &mut Tls, next: u64) {
             if !matches!(change, crate::codewrite::Change::None) {
                 with_session(|cell| {
                     if let Some(s) = cell {
-                        crate::codewrite::apply(change, &mut s.acc);
+                        crate::codewrite::apply(change, &mut s.acc, invalidate);
                     }
                 });
             }
