@@ -13,6 +13,8 @@
  *            lseek + write
  *   early    the same through /proc/self/mem opened by `main` before
  *            `work` (outside a `--function work` window)
+ *   fdlink   the same through /proc/self/fd/N, N a read-only descriptor
+ *            of /proc/self/mem, reopened for writing (a magic link)
  *   shared   a code file copied to /tmp, mapped PROT_READ|PROT_EXEC
  *            MAP_PRIVATE, called, then rewritten through a second,
  *            MAP_SHARED PROT_WRITE mapping of the same file, called
@@ -89,7 +91,8 @@ static void poke_mem(const char *c, int fd, void *at, int value, int other) {
 
 __attribute__((noinline)) static void work(const char *c) {
     long r[3];
-    if (!strcmp(c, "mem") || !strcmp(c, "memsys") || !strcmp(c, "thread") || !strcmp(c, "early")) {
+    if (!strcmp(c, "mem") || !strcmp(c, "memsys") || !strcmp(c, "thread") || !strcmp(c, "early") ||
+        !strcmp(c, "fdlink")) {
         volatile unsigned char *p = (volatile unsigned char *)patch_me;
         if (p[0] != 0xB8) {
             fprintf(stderr, "patch_me does not start with mov eax\n");
@@ -98,6 +101,11 @@ __attribute__((noinline)) static void work(const char *c) {
         char mem[64];
         if (!strcmp(c, "memsys")) snprintf(mem, sizeof mem, "/proc/%d/mem", (int)getpid());
         else if (!strcmp(c, "thread")) strcpy(mem, "/proc/thread-self/mem");
+        else if (!strcmp(c, "fdlink")) {
+            int ro = open("/proc/self/mem", O_RDONLY);
+            if (ro < 0) die("/proc/self/mem");
+            snprintf(mem, sizeof mem, "/proc/self/fd/%d", ro);
+        }
         else strcpy(mem, "/proc/self/mem");
         fn f = patch_me;
         r[0] = round_of(f);

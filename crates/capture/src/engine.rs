@@ -304,8 +304,7 @@ fn install(sig: i32, handler: usize) -> Result<(), CaptureError> {
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
     sa.sa_sigaction = handler;
     sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-    // SAFETY: sa_mask is a valid sigset_t inside `sa`.
-    unsafe { libc::sigfillset(&mut sa.sa_mask) };
+    sa.sa_mask = crate::state::all_signals();
     // SAFETY: installing a handler with a fully initialised struct.
     if unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) } != 0 {
         return Err(os("installing a signal handler"));

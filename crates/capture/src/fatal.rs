@@ -235,8 +235,7 @@ pub(crate) fn arm() {
         // SA_ONSTACK: a traced thread that overflows its stack gets its
         // SIGSEGV on the engine's alternate stack (`altstack.rs`).
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
-        // SAFETY: sa_mask is a valid sigset_t inside `sa`.
-        unsafe { libc::sigfillset(&mut sa.sa_mask) };
+        sa.sa_mask = crate::state::all_signals();
         // SAFETY: installing a handler with a fully initialised struct.
         if unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) } == 0 {
             ARMED_SET.fetch_or(1 << sig, Ordering::AcqRel);

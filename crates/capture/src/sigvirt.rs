@@ -264,8 +264,7 @@ pub(crate) fn take(slot: usize, sig: i32, handler: usize) -> Result<(), std::io:
     // SA_ONSTACK: a traced thread's frames go to its alternate stack
     // (`altstack.rs`), not onto a program stack that may be small.
     sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
-    // SAFETY: sa_mask is a valid sigset_t inside `sa`.
-    unsafe { libc::sigfillset(&mut sa.sa_mask) };
+    sa.sa_mask = crate::state::all_signals();
     // SAFETY: a fully initialised sigaction in a live local.
     if unsafe { real_sigaction(sig, &sa, std::ptr::null_mut()) } != 0 {
         return Err(std::io::Error::last_os_error());

@@ -103,6 +103,22 @@ pub(crate) fn selected(tid: u32) -> bool {
     ALL_THREADS.load(Ordering::Relaxed) || SELECTED.iter().any(|s| s.load(Ordering::Relaxed) == tid)
 }
 
+/// Every signal, for an engine handler's `sa_mask`: glibc's `sigfillset`
+/// leaves out its own SIGCANCEL and SIGSETXID (32, 33), and a SIGCANCEL of
+/// asynchronous `pthread_cancel` arriving inside an engine handler ended
+/// the thread there, with `IN_HANDLER` counted and the session's lock
+/// perhaps held: the capture's stop waited for ever (`cancel.c`, trap
+/// mode, 2 of 10 runs). Blocked during the handler, it is delivered when
+/// the handler returns, at the program's instruction, as natively.
+pub(crate) fn all_signals() -> libc::sigset_t {
+    // SAFETY: a zeroed sigset_t is valid; its first 8 bytes are the
+    // kernel's mask of signals 1..=64.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above: a u64 inside the (larger) sigset_t.
+    unsafe { *(&mut set as *mut libc::sigset_t as *mut u64) = !0 };
+    set
+}
+
 /// The calling thread's id.
 pub(crate) fn gettid() -> u32 {
     // SAFETY: gettid has no arguments and cannot fail.

@@ -216,6 +216,11 @@ fn preloaded(dir: &Path, dump: &Path, trigger: &[&str], program: &Path, args: &[
             cmd.env("COLDCACHE_TRIGGER", "function")
                 .env("COLDCACHE_FUNCTION", "main");
         }
+        ["--all", "--threads", "all"] => {
+            cmd.env("COLDCACHE_TRIGGER", "function")
+                .env("COLDCACHE_FUNCTION", "main")
+                .env("COLDCACHE_THREADS", "all");
+        }
         ["--function", f] => {
             cmd.env("COLDCACHE_TRIGGER", "function")
                 .env("COLDCACHE_FUNCTION", f);
@@ -1572,6 +1577,40 @@ fn selfmod_case(case: &str) {
             );
         }
     }
+}
+
+/// Asynchronous `pthread_cancel` of a spinning worker, ten rounds
+/// (`tests-programs/capture/cancel.c`), every thread traced: under the
+/// trap engine the cancellation arrived inside the engine's handler,
+/// whose mask lacked glibc's SIGCANCEL, and the capture's stop waited for
+/// ever (2-3 runs in 12). Both modes, the output as uncaptured.
+#[test]
+fn an_asynchronous_pthread_cancel_during_a_capture_ends_the_thread_as_natively() {
+    for extra in modes() {
+        let tag = if extra.is_empty() { "default" } else { "trap" };
+        let trigger: Vec<&str> = ["--all", "--threads", "all"]
+            .iter()
+            .chain(extra.iter())
+            .copied()
+            .collect();
+        program_case(
+            "tests-programs/capture/cancel.c",
+            &format!("cancel-{tag}"),
+            "async",
+            &trigger,
+            Poke::Nothing,
+            runs_in(extra, 4) * 2,
+            None,
+        );
+    }
+}
+
+/// `.text` patched through `/proc/self/fd/N`, a read-only descriptor of
+/// `/proc/self/mem` reopened for writing through its magic link (not
+/// named `mem`: missed before, the stale translation ran).
+#[test]
+fn code_patched_through_a_reopened_mem_descriptor_runs_its_new_code() {
+    selfmod_case("fdlink");
 }
 
 /// `.text` patched through `/proc/self/mem` (open + pwrite, no system call

@@ -108,6 +108,11 @@ pub(crate) fn to_program(uc: &mut libc::ucontext_t, fault: bool) -> Interrupted 
     let rip = g[libc::REG_RIP as usize] as u64;
     // (instruction index, its program address, block number, the block's
     // record bytes, S's REG_* index), or None where not mapped.
+    // Signals blocked while the translator's lock is held, as everywhere
+    // else it is taken: this handler runs with the program's mask, and a
+    // signal whose handler stops the capture (a fatal one) or a second
+    // fault here would wait for ever on the lock this frame holds.
+    let mask = super::block_signals();
     let found = with_jit(|j| {
         let j = j.as_deref()?;
         let (id, b) = j
@@ -130,8 +135,10 @@ pub(crate) fn to_program(uc: &mut libc::ucontext_t, fault: bool) -> Interrupted 
         }
         Some((k, instrs[k].ip, id, b.size, b.scratch))
     });
+    let in_cache = found.is_none() && rip_in_cache(rip);
+    super::restore_signals(&mask);
     let Some((k, ip, id, size, s)) = found else {
-        return if rip_in_cache(rip) {
+        return if in_cache {
             UNMAPPED.fetch_add(1, Ordering::Relaxed);
             Interrupted::Unmapped
         } else {
@@ -167,7 +174,8 @@ pub(crate) fn to_program(uc: &mut libc::ucontext_t, fault: bool) -> Interrupted 
     })
 }
 
-/// Whether `rip` lies in a block's code (a linear look, for the count).
+/// Whether `rip` lies in a block's code (a linear look, for the count;
+/// signals blocked by the caller).
 fn rip_in_cache(rip: u64) -> bool {
     with_jit(|j| {
         j.as_deref().is_some_and(|j| {
