@@ -267,6 +267,10 @@ pub(crate) fn disarm() {
 /// Blocks every signal on the calling thread: the engine's writer thread
 /// calls it, so the program's signals (and their handlers) are never
 /// delivered there, and a fatal one never interrupts it inside `finish`.
+/// The C library's set, not [`crate::state::all_signals`]: glibc keeps
+/// SIGSETXID (and SIGCANCEL) open, and must: `setuid` in a program with
+/// threads signals every thread with SIGSETXID and waits for each, so a
+/// writer that blocked it would hang the program's `setuid`.
 pub(crate) fn block_in_own_thread() {
     // SAFETY: a sigset_t filled by sigfillset, then the thread's mask set
     // from it; SIGKILL and SIGSTOP are left out by the kernel.

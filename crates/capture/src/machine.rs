@@ -86,28 +86,7 @@ impl<'a> ContextMachine<'a> {
     }
 
     fn full(&self, reg: Register) -> Option<u64> {
-        use libc::*;
-        let i = match reg {
-            Register::RAX => REG_RAX,
-            Register::RBX => REG_RBX,
-            Register::RCX => REG_RCX,
-            Register::RDX => REG_RDX,
-            Register::RSI => REG_RSI,
-            Register::RDI => REG_RDI,
-            Register::RBP => REG_RBP,
-            Register::RSP => REG_RSP,
-            Register::R8 => REG_R8,
-            Register::R9 => REG_R9,
-            Register::R10 => REG_R10,
-            Register::R11 => REG_R11,
-            Register::R12 => REG_R12,
-            Register::R13 => REG_R13,
-            Register::R14 => REG_R14,
-            Register::R15 => REG_R15,
-            Register::RIP => REG_RIP,
-            _ => return None,
-        };
-        Some(self.greg(i))
+        greg_of(reg).map(|i| self.greg(i))
     }
 
     /// Reads `N` bytes of the FP/XSAVE area at `offset`, if the area exists.
@@ -296,4 +275,30 @@ pub(crate) fn gs_base(fsgsbase: bool) -> u64 {
         unsafe { libc::syscall(libc::SYS_arch_prctl, 0x1004, &mut v as *mut u64) };
         v
     }
+}
+
+/// The signal context's `REG_*` index of a 64-bit general register, RSP
+/// and RIP included; `None` for any other register.
+pub(crate) fn greg_of(reg: Register) -> Option<libc::c_int> {
+    use libc::*;
+    Some(match reg {
+        Register::RAX => REG_RAX,
+        Register::RBX => REG_RBX,
+        Register::RCX => REG_RCX,
+        Register::RDX => REG_RDX,
+        Register::RSI => REG_RSI,
+        Register::RDI => REG_RDI,
+        Register::RBP => REG_RBP,
+        Register::RSP => REG_RSP,
+        Register::R8 => REG_R8,
+        Register::R9 => REG_R9,
+        Register::R10 => REG_R10,
+        Register::R11 => REG_R11,
+        Register::R12 => REG_R12,
+        Register::R13 => REG_R13,
+        Register::R14 => REG_R14,
+        Register::R15 => REG_R15,
+        Register::RIP => REG_RIP,
+        _ => return None,
+    })
 }

@@ -211,19 +211,8 @@ pub unsafe fn program_sigaction(
     if !WRAPPING.load(Ordering::Acquire) {
         return None;
     }
-    let new = (!act.is_null()).then(|| {
-        // SAFETY: the caller's valid pointer.
-        let a = unsafe { &*act };
-        // SAFETY: sa_mask holds signals 1..=64 in its first word.
-        let mask = unsafe { *(&a.sa_mask as *const libc::sigset_t as *const u64) };
-        let never = (1u64 << (libc::SIGKILL - 1)) | (1u64 << (libc::SIGSTOP - 1));
-        [
-            a.sa_sigaction as u64,
-            a.sa_flags as u32 as u64 | SA_RESTORER,
-            libc_restorer(),
-            mask & !never,
-        ]
-    });
+    // SAFETY: the caller's valid pointer.
+    let new = (!act.is_null()).then(|| crate::sigvirt::kernel_words(unsafe { &*act }));
     let fail = |r: i64| {
         // SAFETY: this thread's errno.
         unsafe { *libc::__errno_location() = -r as i32 };
@@ -251,17 +240,8 @@ pub unsafe fn program_sigaction(
             return fail(r);
         }
     }
-    if !old.is_null() {
-        // SAFETY: the caller's valid pointer; like the C library, only the
-        // first word of the mask is written.
-        unsafe {
-            (*old).sa_sigaction = was[0] as usize;
-            (*old).sa_flags = was[1] as i32;
-            (*old).sa_restorer =
-                std::mem::transmute::<usize, Option<extern "C" fn()>>(was[2] as usize);
-            *(&mut (*old).sa_mask as *mut libc::sigset_t as *mut u64) = was[3];
-        }
-    }
+    // SAFETY: the caller's pointer, null or valid.
+    unsafe { crate::sigvirt::write_old(old, was) };
     Some(0)
 }
 

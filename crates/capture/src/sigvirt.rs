@@ -418,32 +418,45 @@ pub unsafe fn program_sigaction(
     let was = shadow(slot);
     if !act.is_null() {
         // SAFETY: the caller's valid pointer.
-        let a = unsafe { &*act };
-        // SAFETY: sa_mask holds signals 1..=64 in its first word.
-        let mask = unsafe { *(&a.sa_mask as *const libc::sigset_t as *const u64) };
-        let never = bit(libc::SIGKILL) | bit(libc::SIGSTOP);
-        set_shadow(
-            slot,
-            [
-                a.sa_sigaction as u64,
-                a.sa_flags as u32 as u64 | SA_RESTORER,
-                LIBC_RESTORER.load(Ordering::Relaxed),
-                mask & !never,
-            ],
-        );
+        set_shadow(slot, kernel_words(unsafe { &*act }));
     }
-    if !old.is_null() {
-        // SAFETY: the caller's valid pointer; like the C library, only the
-        // first word of the mask is written.
-        unsafe {
-            (*old).sa_sigaction = was[0] as usize;
-            (*old).sa_flags = was[1] as i32;
-            (*old).sa_restorer =
-                std::mem::transmute::<usize, Option<extern "C" fn()>>(was[2] as usize);
-            *(&mut (*old).sa_mask as *mut libc::sigset_t as *mut u64) = was[3];
-        }
-    }
+    // SAFETY: the caller's pointer, null or valid.
+    unsafe { write_old(old, was) };
     Some(0)
+}
+
+/// A program's `struct sigaction` as the kernel would keep it (handler,
+/// flags with the C library's restorer, that restorer, the mask's first
+/// word less SIGKILL and SIGSTOP): what a shadow holds.
+pub(crate) fn kernel_words(a: &libc::sigaction) -> [u64; 4] {
+    // SAFETY: sa_mask holds signals 1..=64 in its first word.
+    let mask = unsafe { *(&a.sa_mask as *const libc::sigset_t as *const u64) };
+    let never = bit(libc::SIGKILL) | bit(libc::SIGSTOP);
+    [
+        a.sa_sigaction as u64,
+        a.sa_flags as u32 as u64 | SA_RESTORER,
+        libc_restorer(),
+        mask & !never,
+    ]
+}
+
+/// Writes a shadowed disposition (kernel words) into a program's
+/// `struct sigaction` as the C library would; nothing when `old` is null.
+///
+/// # Safety
+/// `old` is null or valid for writes.
+pub(crate) unsafe fn write_old(old: *mut libc::sigaction, was: [u64; 4]) {
+    if old.is_null() {
+        return;
+    }
+    // SAFETY: the caller's valid pointer; like the C library, only the
+    // first word of the mask is written.
+    unsafe {
+        (*old).sa_sigaction = was[0] as usize;
+        (*old).sa_flags = was[1] as i32;
+        (*old).sa_restorer = std::mem::transmute::<usize, Option<extern "C" fn()>>(was[2] as usize);
+        *(&mut (*old).sa_mask as *mut libc::sigset_t as *mut u64) = was[3];
+    }
 }
 
 /// The calling thread's entry of [`THREADS`]: found by the thread

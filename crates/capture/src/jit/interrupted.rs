@@ -44,27 +44,13 @@ pub(crate) static UNMAPPED: AtomicU64 = AtomicU64::new(0);
 /// the whole block).
 pub(super) const PREFIX_SHIFT: u32 = 48;
 
-/// The signal context's `REG_*` index of a general register.
+/// The signal context's `REG_*` index of a general register other than
+/// RSP (a scratch register's), -1 for none.
 pub(super) fn greg_index(r: Register) -> i8 {
-    use libc::*;
-    (match r {
-        Register::RAX => REG_RAX,
-        Register::RBX => REG_RBX,
-        Register::RCX => REG_RCX,
-        Register::RDX => REG_RDX,
-        Register::RSI => REG_RSI,
-        Register::RDI => REG_RDI,
-        Register::RBP => REG_RBP,
-        Register::R8 => REG_R8,
-        Register::R9 => REG_R9,
-        Register::R10 => REG_R10,
-        Register::R11 => REG_R11,
-        Register::R12 => REG_R12,
-        Register::R13 => REG_R13,
-        Register::R14 => REG_R14,
-        Register::R15 => REG_R15,
-        _ => -1,
-    }) as i8
+    match r {
+        Register::RSP | Register::RIP => -1,
+        r => crate::machine::greg_of(r).map_or(-1, |i| i as i8),
+    }
 }
 
 /// Where a signal found the thread.
