@@ -375,3 +375,55 @@ fn a_program_closing_every_descriptor_keeps_its_reads_under_a_signal_trigger() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A threaded program calling `setuid` during the capture: glibc signals
+/// every thread of the process with SIGSETXID and waits for each (the
+/// capture's writer thread too), so a thread of ours that blocked it would
+/// hang the program (checked: the writer blocking every signal hung the
+/// `--signal` case below). Both modes, a function window and `--all`: output and
+/// status as native, the capture whole. (The instruction counts of the two
+/// modes differ by how long `__nptl_setxid` waits for the other thread, as
+/// from run to run natively.)
+#[test]
+fn setuid_in_a_threaded_program_does_not_wait_on_our_threads() {
+    if !gcc_or_skip("setuid_in_a_threaded_program") {
+        return;
+    }
+    let dir = scratch("setxid");
+    let program = build_with("tests-programs/capture/setxid.c", &dir, true);
+    let mut plain = Command::new(&program);
+    plain.arg("50");
+    let native = run_with_deadline(plain, "setxid: plain");
+    for trigger in [
+        &["--function", "work"][..],
+        &["--all", "--threads", "all"][..],
+    ] {
+        for mode in ["trap", "fast"] {
+            let dump = dir.join(format!("{mode}.ccdump"));
+            let mut with_mode = trigger.to_vec();
+            with_mode.extend(["--mode", mode]);
+            let cmd = record(&dir, &dump, &with_mode, &program, &["50"]);
+            let out = run_with_deadline(cmd, &format!("setxid: {mode} {trigger:?}"));
+            assert_eq!(
+                out.stdout,
+                native.stdout,
+                "{mode} {trigger:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(out.status.code(), Some(0), "{mode} {trigger:?}");
+            let d = Dump::from_bytes(&std::fs::read(&dump).unwrap()).unwrap();
+            assert_eq!(d.meta.cut_short, None, "{mode} {trigger:?}");
+            assert!(d.meta.instructions > 0, "{mode} {trigger:?}");
+        }
+    }
+    // `--signal` starts the writer thread at once (no trigger is sent):
+    // with SIGSETXID blocked there the program hung in its first `setuid`.
+    let dump = dir.join("signal.ccdump");
+    let out = run_with_deadline(
+        record(&dir, &dump, &["--signal"], &program, &["50"]),
+        "setxid: --signal",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.stdout, native.stdout, "--signal: {err}");
+    assert!(err.contains("no capture was made"), "--signal: {err}");
+}
