@@ -126,6 +126,21 @@ fn is_plumbing(frame: &str) -> bool {
         "hashbrown::",
         "T as alloc::",
         "T as core::",
+        // CPython's object allocation: the type's constructor is the site.
+        "PyObject_Malloc",
+        "PyObject_Calloc",
+        "PyObject_Realloc",
+        "_PyObject_Malloc",
+        "_PyObject_Calloc",
+        "_PyObject_Realloc",
+        "PyMem_",
+        "_PyMem_",
+        "gc_alloc",
+        "_PyObject_GC_New",
+        "_PyObject_GC_Resize",
+        "PyType_GenericAlloc",
+        "_PyType_AllocNoTrack",
+        "PyObject_GC_",
     ]
     .iter()
     .any(|p| f.starts_with(p))

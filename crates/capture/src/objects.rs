@@ -66,6 +66,14 @@ pub enum Kind {
     New,
     /// Size in RDI (`operator new[]`, every form).
     NewArray,
+    /// CPython's object allocator (`PyObject_Malloc`, `PyMem_Malloc`: both
+    /// pymalloc, which carves small blocks out of arenas it maps itself,
+    /// never through `malloc`): size in RDI.
+    PyMalloc,
+    /// `PyObject_Calloc`, `PyMem_Calloc`: RDI × RSI.
+    PyCalloc,
+    /// `PyObject_Realloc`, `PyMem_Realloc`: old block in RDI, size in RSI.
+    PyRealloc,
 }
 
 impl Kind {
@@ -80,6 +88,9 @@ impl Kind {
             7 => Kind::Aligned,
             8 => Kind::New,
             9 => Kind::NewArray,
+            10 => Kind::PyMalloc,
+            11 => Kind::PyCalloc,
+            12 => Kind::PyRealloc,
             _ => return None,
         })
     }
@@ -95,6 +106,9 @@ impl Kind {
             Kind::Aligned => "aligned_alloc",
             Kind::New => "new",
             Kind::NewArray => "new[]",
+            Kind::PyMalloc => "PyObject_Malloc",
+            Kind::PyCalloc => "PyObject_Calloc",
+            Kind::PyRealloc => "PyObject_Realloc",
         }
     }
 }
@@ -131,9 +145,19 @@ pub const ALLOCATORS: &[(&str, Kind)] = &[
     ("_ZdaPvSt11align_val_t", Kind::Free),
     ("_ZdaPvmSt11align_val_t", Kind::Free),
     ("_ZdaPvSt11align_val_tRKSt9nothrow_t", Kind::Free),
+    // CPython (libpython or a static interpreter): most of its objects
+    // come from pymalloc's arenas, which `malloc` never sees.
+    ("PyObject_Malloc", Kind::PyMalloc),
+    ("PyObject_Calloc", Kind::PyCalloc),
+    ("PyObject_Realloc", Kind::PyRealloc),
+    ("PyObject_Free", Kind::Free),
+    ("PyMem_Malloc", Kind::PyMalloc),
+    ("PyMem_Calloc", Kind::PyCalloc),
+    ("PyMem_Realloc", Kind::PyRealloc),
+    ("PyMem_Free", Kind::Free),
 ];
 
-const MAX_ENTRIES: usize = 32;
+const MAX_ENTRIES: usize = 48;
 
 /// The entry points of the capture running now, for the translator
 /// ([`widen`]); set by [`publish`] before the engines start.
@@ -669,9 +693,9 @@ impl Objects {
             stack,
         };
         match kind {
-            Kind::Malloc | Kind::New | Kind::NewArray => p.size = rdi,
-            Kind::Calloc => p.size = rdi.saturating_mul(rsi),
-            Kind::Realloc => (p.old, p.size) = (rdi, rsi),
+            Kind::Malloc | Kind::New | Kind::NewArray | Kind::PyMalloc => p.size = rdi,
+            Kind::Calloc | Kind::PyCalloc => p.size = rdi.saturating_mul(rsi),
+            Kind::Realloc | Kind::PyRealloc => (p.old, p.size) = (rdi, rsi),
             Kind::Reallocarray => (p.old, p.size) = (rdi, rsi.saturating_mul(rdx)),
             Kind::Free => {
                 if rdi != 0 {
@@ -707,7 +731,7 @@ impl Objects {
                 }
                 m.read_u64(p.out).unwrap_or(0)
             }
-            Kind::Realloc | Kind::Reallocarray => {
+            Kind::Realloc | Kind::Reallocarray | Kind::PyRealloc => {
                 // realloc(p, 0) frees and gives NULL; a failed realloc
                 // gives NULL and keeps the old block.
                 if p.old != 0 && (rax != 0 || p.size == 0) {

@@ -499,3 +499,70 @@ fn translations_kept_across_captures_follow_the_allocator_set() {
     );
     assert_eq!((n(&o, "allocations"), n(&o, "frees")), (50, 50), "{o:#}");
 }
+
+/// CPython's object allocator is observed (`PyObject_Malloc`, `_Calloc`,
+/// `_Realloc`, `_Free`): `tests-programs/data/pyalloc.c` exports the four
+/// over a pool of its own, as libpython does over pymalloc's arenas (which
+/// `malloc` never sees: on a real interpreter, a JSON round trip had 3.5%
+/// of its data accesses in blocks seen allocated before, 22.7% after).
+/// The program's header gives the figures; fast mode equals trap mode.
+#[test]
+fn cpythons_object_allocator_is_observed_like_malloc() {
+    if !gcc_and_setarch_or_skip("cpythons_object_allocator_is_observed_like_malloc") {
+        return;
+    }
+    let dir = scratch_in("data-objects", "pyalloc");
+    let bin = compile(
+        "tests-programs/data/pyalloc.c",
+        &dir.join("pyalloc"),
+        &["-g", "-O1", "-rdynamic"],
+        false,
+    );
+    let mut dumps = Vec::new();
+    for mode in ["trap", "fast"] {
+        let dump = format!("pyalloc-{mode}.ccdump");
+        let out = record(&dir, &bin, mode, true, "work", &[], &dump);
+        assert_eq!(out.trim(), "0", "{mode}");
+        let o = objects_json(&dir, &dump);
+        assert_eq!(n(&o, "allocations"), 102, "{mode}: {o:#}");
+        assert_eq!(
+            n(&o, "frees"),
+            102,
+            "{mode}: 101 frees and a realloc's move"
+        );
+        assert_eq!(n(&o, "live"), 0, "{mode}");
+        let sites = o["sites"].as_array().unwrap();
+        let by = |allocator: &str| -> &Value {
+            let found: Vec<&Value> = sites
+                .iter()
+                .filter(|s| s["allocator"] == allocator)
+                .collect();
+            assert_eq!(found.len(), 1, "{mode}: one {allocator} site: {o:#}");
+            found[0]
+        };
+        // (allocator, innermost function, blocks, bytes, reads, writes)
+        let expected = [
+            ("PyObject_Malloc", "make ", 100, 4_800, 6, 600),
+            ("PyObject_Realloc", "work ", 1, 96, 0, 12),
+            ("PyObject_Calloc", "work ", 1, 64, 8, 0),
+        ];
+        for (allocator, function, blocks, bytes, reads, writes) in expected {
+            let s = by(allocator);
+            assert!(
+                s["frames"][0].as_str().unwrap().starts_with(function),
+                "{mode} {allocator}: {s:#}"
+            );
+            assert_eq!(n(s, "blocks"), blocks, "{mode} {allocator}");
+            assert_eq!(n(s, "freed"), blocks, "{mode} {allocator}");
+            assert_eq!(n(s, "bytes"), bytes, "{mode} {allocator}");
+            assert_eq!(n(s, "reads"), reads, "{mode} {allocator}");
+            assert_eq!(n(s, "writes"), writes, "{mode} {allocator}");
+        }
+        dumps.push(load(&dir.join(&dump)));
+    }
+    assert_eq!(
+        objects_of(&dumps[0]),
+        objects_of(&dumps[1]),
+        "fast mode's objects differ from trap mode's"
+    );
+}
