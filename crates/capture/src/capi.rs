@@ -89,6 +89,9 @@ pub fn default_options() -> Result<Options, String> {
         o.objects = crate::options::parse_line_use(&u)
             .ok_or_else(|| format!("COLDCACHE_OBJECTS {u:?} is not 0 or 1"))?;
     }
+    if let Some(a) = coldcache_fsio::env::var("COLDCACHE_ALLOCATORS") {
+        o.allocators = crate::objects::parse_custom(&a)?;
+    }
     if let Some(u) = coldcache_fsio::env::var("COLDCACHE_RSEQ_COMMIT") {
         o.rseq_commit = crate::options::parse_line_use(&u)
             .ok_or_else(|| format!("COLDCACHE_RSEQ_COMMIT {u:?} is not 0 or 1"))?;

@@ -233,7 +233,19 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     // `dlsym`, `record --all` of scatter.cpp counted 4% more instructions
     // with `--objects`, its first malloc no longer making the heap).
     let entries = if options.objects {
-        crate::objects::resolve_allocators()
+        // The program's own allocators at their run-time addresses (a
+        // module not mapped now is left out: the dump's list of entry
+        // points observed says which were). Their names live as long as
+        // the process (a few bytes a capture).
+        let own: Vec<(u64, crate::objects::Kind, &'static str)> = options
+            .allocators
+            .iter()
+            .filter_map(|c| {
+                let at = crate::procfs::runtime_address(&c.module, c.address).ok()?;
+                Some((at, c.kind, &*Box::leak(c.name.clone().into_boxed_str())))
+            })
+            .collect();
+        crate::objects::resolve_allocators(&own)
     } else {
         Vec::new()
     };

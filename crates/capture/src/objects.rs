@@ -74,6 +74,77 @@ pub enum Kind {
     PyCalloc,
     /// `PyObject_Realloc`, `PyMem_Realloc`: old block in RDI, size in RSI.
     PyRealloc,
+    /// Block in RSI (a pool's member function, `free(this, block)`: `record
+    /// --allocator NAME=free2`).
+    FreeSecond,
+}
+
+/// An allocator of the program's own (`record --allocator NAME=KIND`): a
+/// pool, an arena, a game engine's allocator. The front end found `name`
+/// at ELF address `address` of `module`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CustomAllocator {
+    /// Its symbol, as the sites are named.
+    pub name: String,
+    /// What it does with its arguments.
+    pub kind: Kind,
+    /// The file defining it (a canonical path, as `/proc/self/maps` names
+    /// files).
+    pub module: String,
+    /// Its ELF address in that file.
+    pub address: u64,
+}
+
+/// The kinds a user may give an allocator of the program's own, and what
+/// each means (`record --allocator NAME=KIND`).
+pub const USER_KINDS: &[(&str, Kind, &str)] = &[
+    ("malloc", Kind::Malloc, "size in the first argument"),
+    (
+        "calloc",
+        Kind::Calloc,
+        "count and size, their product allocated",
+    ),
+    ("realloc", Kind::Realloc, "old block, then size"),
+    ("free", Kind::Free, "block in the first argument"),
+    (
+        "size2",
+        Kind::Aligned,
+        "size in the second argument (aligned_alloc, or a member function alloc(this, size))",
+    ),
+    (
+        "free2",
+        Kind::FreeSecond,
+        "block in the second argument (a member function free(this, block))",
+    ),
+];
+
+/// Parses `COLDCACHE_ALLOCATORS`: entries separated by `\x1e`, each
+/// `NAME \x1f KIND \x1f MODULE \x1f HEXADDRESS`.
+pub fn parse_custom(s: &str) -> Result<Vec<CustomAllocator>, String> {
+    s.split('\x1e')
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let f: Vec<&str> = e.split('\x1f').collect();
+            let [name, kind, module, address] = f[..] else {
+                return Err(format!(
+                    "COLDCACHE_ALLOCATORS entry {e:?} is not NAME, KIND, MODULE, ADDRESS"
+                ));
+            };
+            let kind = USER_KINDS
+                .iter()
+                .find(|k| k.0 == kind)
+                .map(|k| k.1)
+                .ok_or_else(|| format!("COLDCACHE_ALLOCATORS: unknown kind {kind:?} for {name}"))?;
+            let address = u64::from_str_radix(address.trim_start_matches("0x"), 16)
+                .map_err(|_| format!("COLDCACHE_ALLOCATORS: address {address:?} of {name}"))?;
+            Ok(CustomAllocator {
+                name: name.to_string(),
+                kind,
+                module: module.to_string(),
+                address,
+            })
+        })
+        .collect()
 }
 
 impl Kind {
@@ -91,6 +162,7 @@ impl Kind {
             10 => Kind::PyMalloc,
             11 => Kind::PyCalloc,
             12 => Kind::PyRealloc,
+            13 => Kind::FreeSecond,
             _ => return None,
         })
     }
@@ -101,7 +173,7 @@ impl Kind {
             Kind::Malloc => "malloc",
             Kind::Calloc => "calloc",
             Kind::Realloc | Kind::Reallocarray => "realloc",
-            Kind::Free => "free",
+            Kind::Free | Kind::FreeSecond => "free",
             Kind::PosixMemalign => "posix_memalign",
             Kind::Aligned => "aligned_alloc",
             Kind::New => "new",
@@ -159,6 +231,10 @@ pub const ALLOCATORS: &[(&str, Kind)] = &[
 
 const MAX_ENTRIES: usize = 48;
 
+/// A site's naming byte for an allocator of the program's own: this bit
+/// plus the entry's index.
+const OWN: u8 = 0x80;
+
 /// The entry points of the capture running now, for the translator
 /// ([`widen`]); set by [`publish`] before the engines start.
 static ENTRIES: [AtomicU64; MAX_ENTRIES] = [const { AtomicU64::new(0) }; MAX_ENTRIES];
@@ -177,9 +253,12 @@ static ON: AtomicBool = AtomicBool::new(false);
 /// heap before its first allocation and change what that counts. Files are
 /// mapped, never read with the program's allocator. Not async-signal-safe:
 /// called when a capture is prepared.
-pub fn resolve_allocators() -> Vec<(u64, Kind, &'static str)> {
+pub fn resolve_allocators(custom: &[(u64, Kind, &'static str)]) -> Vec<(u64, Kind, &'static str)> {
     use object::ObjectSymbol;
-    let mut out: Vec<(u64, Kind, &'static str)> = Vec::new();
+    // The program's own first: where one is also a name of the list (a
+    // `malloc` of its own), its kind is the one the user gave.
+    let mut out: Vec<(u64, Kind, &'static str)> =
+        custom.iter().take(MAX_ENTRIES / 2).copied().collect();
     let mut found = [false; ALLOCATORS.len()];
     for_each_mapped_elf(|file, bias| {
         use object::Object;
@@ -203,8 +282,10 @@ pub fn resolve_allocators() -> Vec<(u64, Kind, &'static str)> {
         }
         found.iter().all(|&f| f)
     });
-    // In the table's order (first name of an alias kept, as listed).
-    out.sort_by_key(|e| ALLOCATORS.iter().position(|a| a.0 == e.2));
+    // In the table's order (first name of an alias kept, as listed), the
+    // program's own first.
+    let n = custom.len().min(MAX_ENTRIES / 2);
+    out[n..].sort_by_key(|e| ALLOCATORS.iter().position(|a| a.0 == e.2));
     out
 }
 
@@ -428,6 +509,9 @@ const NIL: u32 = u32::MAX;
 #[derive(Clone, Copy, Default)]
 struct Pending {
     kind: u8,
+    /// How its site is named: the kind's number, or [`OWN`] plus the
+    /// entry's index for an allocator of the program's own.
+    naming: u8,
     rsp: u64,
     size: u64,
     old: u64,
@@ -438,7 +522,8 @@ struct Pending {
 /// The object state of a capture; see the module doc.
 pub struct Objects {
     on: bool,
-    entries: [(u64, u8); MAX_ENTRIES],
+    /// Address, kind, naming (see [`Pending::naming`]).
+    entries: [(u64, u8, u8); MAX_ENTRIES],
     names: Vec<&'static str>,
     /// A 1024-bit filter of the entries' addresses, so that an instruction
     /// that is none is told apart with one load.
@@ -486,10 +571,11 @@ impl Objects {
         allocators: &[(u64, Kind, &'static str)],
         mut maps: Vec<Mapping>,
     ) -> Objects {
-        let mut entries = [(0u64, 0u8); MAX_ENTRIES];
+        let mut entries = [(0u64, 0u8, 0u8); MAX_ENTRIES];
         let mut filter = [0u64; 16];
-        for (slot, &(a, k, _)) in entries.iter_mut().zip(allocators) {
-            *slot = (a, k as u8);
+        for (i, (slot, &(a, k, name))) in entries.iter_mut().zip(allocators).enumerate() {
+            let own = !ALLOCATORS.iter().any(|e| e.0 == name);
+            *slot = (a, k as u8, if own { OWN | i as u8 } else { k as u8 });
             let b = filter_bit(a);
             filter[b >> 6] |= 1 << (b & 63);
         }
@@ -675,7 +761,7 @@ impl Objects {
 
     #[inline(never)]
     fn entered<M: Machine + ?Sized>(&mut self, ti: usize, ip: u64, sp: u64, stack: u32, m: &M) {
-        let Some(&(_, k)) = self.entries.iter().find(|e| e.0 == ip && e.1 != 0) else {
+        let Some(&(_, k, naming)) = self.entries.iter().find(|e| e.0 == ip && e.1 != 0) else {
             return;
         };
         let Some(kind) = Kind::from_u8(k) else { return };
@@ -686,6 +772,7 @@ impl Objects {
         );
         let mut p = Pending {
             kind: k,
+            naming,
             rsp: sp,
             size: 0,
             old: 0,
@@ -700,6 +787,11 @@ impl Objects {
             Kind::Free => {
                 if rdi != 0 {
                     self.free(rdi);
+                }
+            }
+            Kind::FreeSecond => {
+                if rsi != 0 {
+                    self.free(rsi);
                 }
             }
             Kind::PosixMemalign => (p.out, p.size) = (rdi, rdx),
@@ -724,7 +816,7 @@ impl Objects {
         };
         let rax = m.gpr(Register::RAX);
         let block = match kind {
-            Kind::Free => return,
+            Kind::Free | Kind::FreeSecond => return,
             Kind::PosixMemalign => {
                 if rax != 0 {
                     return;
@@ -742,7 +834,7 @@ impl Objects {
             _ => rax,
         };
         if block != 0 {
-            self.allocated(block, p.size, p.stack, p.kind, budget);
+            self.allocated(block, p.size, p.stack, p.naming, budget);
         }
     }
 
@@ -777,6 +869,17 @@ impl Objects {
         if let Some(n) = self.remove(start) {
             self.live -= 1;
             self.release(n, start);
+        }
+        // A block where no block was expected (a pool of the program's
+        // own in its `.bss`, a block on a stack): its mapping is no longer
+        // taken whole by the region memo.
+        if let Some(i) = self.region_of(start) {
+            if !self.regions[i].may_hold_blocks {
+                self.regions[i].may_hold_blocks = true;
+                if self.region_memo.2 == i as u32 {
+                    self.region_memo = (0, 0, 0);
+                }
+            }
         }
         let Some(site) = self.site(stack, kind, budget) else {
             self.untracked += 1;
@@ -934,7 +1037,15 @@ impl Objects {
                 .iter()
                 .map(|s| AllocSite {
                     stack: s.stack,
-                    allocator: Kind::from_u8(s.kind).map_or("?", Kind::name).to_string(),
+                    allocator: if s.kind & OWN != 0 {
+                        self.names
+                            .get((s.kind & !OWN) as usize)
+                            .copied()
+                            .unwrap_or("?")
+                    } else {
+                        Kind::from_u8(s.kind).map_or("?", Kind::name)
+                    }
+                    .to_string(),
                     blocks: s.blocks,
                     bytes: s.bytes,
                     freed: s.freed,

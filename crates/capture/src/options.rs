@@ -188,6 +188,9 @@ pub struct Options {
     /// each data access touched (default off; `COLDCACHE_OBJECTS=1`,
     /// `record --objects`: on).
     pub objects: bool,
+    /// Allocators of the program's own observed besides the C library's
+    /// (`COLDCACHE_ALLOCATORS`, `record --allocator NAME=KIND`).
+    pub allocators: Vec<crate::objects::CustomAllocator>,
     /// Record the order of the window, for `export --format perfetto`
     /// (default off; `COLDCACHE_TIMELINE=1`, `record --timeline`: on):
     /// `Some(limit)`, the bytes its events may take (0: a quarter of the
@@ -248,6 +251,7 @@ impl Options {
             schedule: Schedule::Os,
             line_use: false,
             objects: false,
+            allocators: Vec::new(),
             timeline: None,
             rseq_commit: false,
         }

@@ -36,6 +36,7 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_SCHEDULE",
     "COLDCACHE_LINE_USE",
     "COLDCACHE_OBJECTS",
+    "COLDCACHE_ALLOCATORS",
     "COLDCACHE_RSEQ_COMMIT",
     "COLDCACHE_TIMELINE",
     "COLDCACHE_TIMELINE_LIMIT",
@@ -197,6 +198,9 @@ fn options_from(var: Lookup) -> Result<Option<(Options, TriggerSpec)>, String> {
         o.objects = crate::options::parse_line_use(&u)
             .ok_or_else(|| format!("COLDCACHE_OBJECTS `{u}` is not 0 or 1"))?;
     }
+    if let Some(a) = var("COLDCACHE_ALLOCATORS") {
+        o.allocators = crate::objects::parse_custom(&a)?;
+    }
     if let Some(u) = var("COLDCACHE_RSEQ_COMMIT") {
         o.rseq_commit = crate::options::parse_line_use(&u)
             .ok_or_else(|| format!("COLDCACHE_RSEQ_COMMIT `{u}` is not 0 or 1"))?;
@@ -243,19 +247,6 @@ fn options_from(var: Lookup) -> Result<Option<(Options, TriggerSpec)>, String> {
         }
     };
     Ok(Some((o, trigger)))
-}
-
-/// The run-time address of ELF address `addr` of `module` (a canonical
-/// path, as `/proc/self/maps` names files), from the load bias of its
-/// executable mapping (`coldcache_fsio::elf`).
-fn runtime_address(module: &str, addr: u64) -> Result<u64, String> {
-    let maps = crate::procfs::self_maps();
-    let data = std::fs::read(module).map_err(|e| format!("reading {module}: {e}"))?;
-    maps.iter()
-        .filter(|m| m.path == module && m.perms.contains('x'))
-        .find_map(|m| coldcache_fsio::elf::load_bias(&data, m.start, m.offset, true))
-        .map(|bias| addr.wrapping_add(bias))
-        .ok_or_else(|| format!("{module} is not mapped executable in the program"))
 }
 
 /// Removes our variables, and our library from `LD_PRELOAD`, without
@@ -437,7 +428,7 @@ fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Re
                 return Ok(());
             }
             let address = match &at {
-                Some((module, addr)) => runtime_address(module, *addr)?,
+                Some((module, addr)) => crate::procfs::runtime_address(module, *addr)?,
                 None => crate::procfs::find_function(&name)?.address,
             };
             o.trigger = Trigger::Function {

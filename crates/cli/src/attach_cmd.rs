@@ -77,6 +77,10 @@ pub struct AttachArgs {
     /// attach go by mapping).
     #[arg(long)]
     objects: bool,
+    /// An allocator of the program's own to observe, as `record
+    /// --allocator` (NAME=KIND; implies `--objects`).
+    #[arg(long = "allocator", value_name = "NAME=KIND")]
+    allocators: Vec<String>,
     /// Record the order of the window, as `record --timeline`.
     #[arg(long)]
     timeline: bool,
@@ -325,7 +329,12 @@ pub fn run(args: AttachArgs) -> Result<()> {
         ),
         (
             "COLDCACHE_OBJECTS",
-            if args.objects { "1" } else { "0" }.into(),
+            if args.objects || !args.allocators.is_empty() {
+                "1"
+            } else {
+                "0"
+            }
+            .into(),
         ),
         (
             "COLDCACHE_TIMELINE",
@@ -338,6 +347,12 @@ pub fn run(args: AttachArgs) -> Result<()> {
     ];
     if !args.thread_core.is_empty() {
         settings.push(("COLDCACHE_CORES", args.thread_core.join(",")));
+    }
+    let files = mapped_files(&target);
+    if let Some(a) = crate::record_cmd::allocator_setting(&args.allocators, |name| {
+        crate::record_function::resolve_in_files(&files, name, "--allocator")
+    })? {
+        settings.push(("COLDCACHE_ALLOCATORS", a));
     }
     if let Some(n) = args.instructions {
         settings.push(("COLDCACHE_MAX_INSTRUCTIONS", n.to_string()));

@@ -173,6 +173,14 @@ pub struct RecordArgs {
     /// module's data): `report --view data`'s objects (docs/data-view.md).
     #[arg(long)]
     objects: bool,
+    /// An allocator of the program's own to observe as `--objects` observes
+    /// malloc (a pool, an arena, an engine's allocator; implies
+    /// `--objects`): NAME=KIND, KIND one of malloc (size in the first
+    /// argument), calloc, realloc, free (block in the first argument),
+    /// size2 (size in the second: a member function `alloc(this, size)`),
+    /// free2 (block in the second). Repeatable; its sites are named by it.
+    #[arg(long = "allocator", value_name = "NAME=KIND")]
+    allocators: Vec<String>,
     /// Record the order of the window: per thread, each call entered and
     /// returned from with the counters since the previous one, for
     /// `export --format perfetto` (a timeline; docs/export.md).
@@ -425,6 +433,11 @@ pub fn run(args: RecordArgs) -> Result<()> {
         }
         _ => None,
     };
+    let own_allocators = allocator_setting(&args.allocators, |name| {
+        crate::record_function::resolve(&program, name, "--allocator", &lib, false)?
+            .ok_or_else(|| anyhow::anyhow!("--allocator {name}: not found"))
+    })?;
+    let objects = args.objects || own_allocators.is_some();
     // `--in-dlopen` and a name found nowhere before the run: the library
     // looks for it at each dlopen.
     let later = args.in_dlopen && elf && function.is_none();
@@ -486,11 +499,14 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .env("COLDCACHE_MODE", &args.mode)
         .env("COLDCACHE_SCHEDULE", &args.schedule)
         .env("COLDCACHE_LINE_USE", if args.line_use { "1" } else { "0" })
-        .env("COLDCACHE_OBJECTS", if args.objects { "1" } else { "0" })
+        .env("COLDCACHE_OBJECTS", if objects { "1" } else { "0" })
         .env("COLDCACHE_TIMELINE", if args.timeline { "1" } else { "0" })
         .env("COLDCACHE_RSEQ_COMMIT", rseq_commit_setting());
     if !cores.is_empty() {
         cmd.env("COLDCACHE_CORES", cores.join(","));
+    }
+    if let Some(a) = &own_allocators {
+        cmd.env("COLDCACHE_ALLOCATORS", a);
     }
     if let Some(n) = args.instructions {
         cmd.env("COLDCACHE_MAX_INSTRUCTIONS", n.to_string());
@@ -1838,4 +1854,47 @@ mod tests {
         }
         p
     }
+}
+
+/// `--allocator NAME=KIND`s as `COLDCACHE_ALLOCATORS` (`None` for none):
+/// each kind checked, each name found (`resolve`: in the program and its
+/// libraries, as `--function` names are) before the run.
+pub(crate) fn allocator_setting(
+    specs: &[String],
+    resolve: impl Fn(&str) -> Result<crate::record_function::Resolved>,
+) -> Result<Option<String>> {
+    use coldcache_capture::objects::USER_KINDS;
+    let mut out = Vec::new();
+    for spec in specs {
+        let kinds = || {
+            USER_KINDS
+                .iter()
+                .map(|k| format!("{} ({})", k.0, k.2))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let Some((name, kind)) = spec.rsplit_once('=') else {
+            bail!(
+                "--allocator {spec}: expected NAME=KIND, KIND one of {}",
+                kinds()
+            );
+        };
+        if !USER_KINDS.iter().any(|k| k.0 == kind) {
+            bail!(
+                "--allocator {spec}: unknown kind {kind:?}; one of {}",
+                kinds()
+            );
+        }
+        let r = resolve(name)?;
+        if let Some(note) = &r.note {
+            coldcache_fsio::say!("coldcache: {note}");
+        }
+        out.push(format!(
+            "{}\x1f{kind}\x1f{}\x1f{:x}",
+            r.raw,
+            r.module.display(),
+            r.address
+        ));
+    }
+    Ok((!out.is_empty()).then(|| out.join("\x1e")))
 }
