@@ -1597,6 +1597,49 @@ pub fn trigger(args: TriggerArgs) -> Result<()> {
     Ok(())
 }
 
+/// `--allocator NAME=KIND`s as `COLDCACHE_ALLOCATORS` (`None` for none):
+/// each kind checked, each name found (`resolve`: in the program and its
+/// libraries, as `--function` names are) before the run.
+pub(crate) fn allocator_setting(
+    specs: &[String],
+    resolve: impl Fn(&str) -> Result<crate::record_function::Resolved>,
+) -> Result<Option<String>> {
+    use coldcache_capture::objects::USER_KINDS;
+    let mut out = Vec::new();
+    for spec in specs {
+        let kinds = || {
+            USER_KINDS
+                .iter()
+                .map(|k| format!("{} ({})", k.0, k.2))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let Some((name, kind)) = spec.rsplit_once('=') else {
+            bail!(
+                "--allocator {spec}: expected NAME=KIND, KIND one of {}",
+                kinds()
+            );
+        };
+        if !USER_KINDS.iter().any(|k| k.0 == kind) {
+            bail!(
+                "--allocator {spec}: unknown kind {kind:?}; one of {}",
+                kinds()
+            );
+        }
+        let r = resolve(name)?;
+        if let Some(note) = &r.note {
+            coldcache_fsio::say!("coldcache: {note}");
+        }
+        out.push(format!(
+            "{}\x1f{kind}\x1f{}\x1f{:x}",
+            r.raw,
+            r.module.display(),
+            r.address
+        ));
+    }
+    Ok((!out.is_empty()).then(|| out.join("\x1e")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1854,47 +1897,4 @@ mod tests {
         }
         p
     }
-}
-
-/// `--allocator NAME=KIND`s as `COLDCACHE_ALLOCATORS` (`None` for none):
-/// each kind checked, each name found (`resolve`: in the program and its
-/// libraries, as `--function` names are) before the run.
-pub(crate) fn allocator_setting(
-    specs: &[String],
-    resolve: impl Fn(&str) -> Result<crate::record_function::Resolved>,
-) -> Result<Option<String>> {
-    use coldcache_capture::objects::USER_KINDS;
-    let mut out = Vec::new();
-    for spec in specs {
-        let kinds = || {
-            USER_KINDS
-                .iter()
-                .map(|k| format!("{} ({})", k.0, k.2))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let Some((name, kind)) = spec.rsplit_once('=') else {
-            bail!(
-                "--allocator {spec}: expected NAME=KIND, KIND one of {}",
-                kinds()
-            );
-        };
-        if !USER_KINDS.iter().any(|k| k.0 == kind) {
-            bail!(
-                "--allocator {spec}: unknown kind {kind:?}; one of {}",
-                kinds()
-            );
-        }
-        let r = resolve(name)?;
-        if let Some(note) = &r.note {
-            coldcache_fsio::say!("coldcache: {note}");
-        }
-        out.push(format!(
-            "{}\x1f{kind}\x1f{}\x1f{:x}",
-            r.raw,
-            r.module.display(),
-            r.address
-        ));
-    }
-    Ok((!out.is_empty()).then(|| out.join("\x1e")))
 }
