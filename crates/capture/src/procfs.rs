@@ -508,6 +508,19 @@ pub fn find_function_skipping(
     None
 }
 
+/// The run-time address of ELF address `addr` of `module` (a canonical
+/// path, as `/proc/self/maps` names files), from the load bias of its
+/// executable mapping (`coldcache_fsio::elf`).
+pub(crate) fn runtime_address(module: &str, addr: u64) -> Result<u64, String> {
+    let maps = self_maps();
+    let data = std::fs::read(module).map_err(|e| format!("reading {module}: {e}"))?;
+    maps.iter()
+        .filter(|m| m.path == module && m.perms.contains('x'))
+        .find_map(|m| coldcache_fsio::elf::load_bias(&data, m.start, m.offset, true))
+        .map(|bias| addr.wrapping_add(bias))
+        .ok_or_else(|| format!("{module} is not mapped executable in the program"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -550,17 +563,4 @@ mod tests {
             .iter()
             .any(|m| m.perms.contains('x') && (m.start..m.end).contains(&f.address)));
     }
-}
-
-/// The run-time address of ELF address `addr` of `module` (a canonical
-/// path, as `/proc/self/maps` names files), from the load bias of its
-/// executable mapping (`coldcache_fsio::elf`).
-pub(crate) fn runtime_address(module: &str, addr: u64) -> Result<u64, String> {
-    let maps = self_maps();
-    let data = std::fs::read(module).map_err(|e| format!("reading {module}: {e}"))?;
-    maps.iter()
-        .filter(|m| m.path == module && m.perms.contains('x'))
-        .find_map(|m| coldcache_fsio::elf::load_bias(&data, m.start, m.offset, true))
-        .map(|bias| addr.wrapping_add(bias))
-        .ok_or_else(|| format!("{module} is not mapped executable in the program"))
 }
