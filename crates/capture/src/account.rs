@@ -1527,6 +1527,7 @@ impl Accountant {
             modelled,
             c,
             self.objects.as_deref_mut(),
+            &mut self.budget,
             match TL {
                 true => self.timeline.as_deref_mut().map(|t| &mut t.run[..]),
                 false => None,
@@ -1631,6 +1632,7 @@ impl Accountant {
             modelled,
             c,
             self.objects.as_deref_mut().filter(|_| !warm),
+            &mut self.budget,
             self.timeline
                 .as_deref_mut()
                 .filter(|_| !warm)
@@ -2003,6 +2005,7 @@ fn attribute_all(
     modelled: Result<(), Unmodelled>,
     c: &mut [u64],
     mut objects: Option<&mut Objects>,
+    budget: &mut Budget,
     mut timeline: Option<&mut [u64]>,
 ) {
     let fetch = Access {
@@ -2029,7 +2032,7 @@ fn attribute_all(
                 };
                 let r = driver.attribute(core, access, c);
                 if let Some(o) = objects.as_deref_mut() {
-                    o.access(a.kind, a.addr, ip, &r);
+                    o.access(a.kind, a.addr, ip, &r, budget);
                 }
                 if let Some(t) = timeline.as_deref_mut() {
                     layout.add_access(t, a.kind, &r);
