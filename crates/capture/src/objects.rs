@@ -1089,3 +1089,81 @@ impl Objects {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldcache_sim::ServedBy;
+
+    fn served(s: ServedBy) -> AccessResult {
+        let mut r = AccessResult::default();
+        r.served_by = s;
+        r
+    }
+
+    /// Objects with one block of 64 bytes at 0x10000 (site 0) and
+    /// `ips` instructions touching it: instruction k reads it k % 3 + 1
+    /// times (served by L1) and writes it once (served by memory),
+    /// interleaved, so that the memo by instruction is replaced and
+    /// aliased (ips 1024 apart share a memo slot).
+    fn run(ips: u64, pairs: &mut Budget) -> coldcache_dump::Objects {
+        let mut o = Objects::new(true, 1, &[], Vec::new());
+        let mut b = Budget::new(usize::MAX);
+        o.allocated(0x10000, 64, 5, Kind::Malloc as u8, &mut b);
+        let ip = |k: u64| 0x40_0000 + k * 1024;
+        for round in 0..3 {
+            for k in 0..ips {
+                if round <= k % 3 {
+                    o.access(
+                        AccessKind::Read,
+                        0x10008,
+                        ip(k),
+                        &served(ServedBy::L1),
+                        pairs,
+                    );
+                }
+            }
+        }
+        for k in 0..ips {
+            let r = served(ServedBy::MEMORY);
+            o.access(AccessKind::Write, 0x10030, ip(k), &r, pairs);
+        }
+        o.finish(1)
+    }
+
+    #[test]
+    fn a_sites_accesses_are_counted_per_instruction_exactly() {
+        let d = run(100, &mut Budget::new(usize::MAX));
+        let by = d.by_instruction.as_ref().unwrap();
+        assert_eq!(by.dropped.accesses(), 0);
+        assert_eq!(by.rows.len(), 100);
+        for (k, r) in by.rows.iter().enumerate() {
+            let k = k as u64;
+            assert_eq!((r.site, r.ip), (0, 0x40_0000 + k * 1024));
+            // [L1, memory] per side.
+            assert_eq!(r.counts.served, [vec![k % 3 + 1, 0], vec![0, 1]]);
+        }
+        let sum: u64 = by.rows.iter().map(|r| r.counts.accesses()).sum();
+        assert_eq!(sum, d.sites[0].counts.accesses());
+        assert_eq!(sum, 100 + (34 + 33 * 2 + 33 * 3));
+    }
+
+    #[test]
+    fn pairs_the_budget_refuses_are_counted_not_lost() {
+        // Room for the index's first page and one page of pairs.
+        let mut tight = Budget::new(2 * 4096);
+        let d = run(100, &mut tight);
+        let by = d.by_instruction.as_ref().unwrap();
+        let kept = by.rows.len();
+        assert!(kept > 0 && kept < 100, "{kept}");
+        assert_eq!(kept, 4096 / std::mem::size_of::<Pair>());
+        assert!(by.dropped.accesses() > 0);
+        let sum: u64 = by.rows.iter().map(|r| r.counts.accesses()).sum();
+        assert_eq!(sum + by.dropped.accesses(), d.sites[0].counts.accesses());
+        // The instructions kept are counted exactly still.
+        for r in &by.rows {
+            let k = (r.ip - 0x40_0000) / 1024;
+            assert_eq!(r.counts.served, [vec![k % 3 + 1, 0], vec![0, 1]]);
+        }
+    }
+}
