@@ -870,8 +870,10 @@ fn site_types(o: &crate::objects::ObjectsView) -> String {
         };
         let _ = writeln!(
             s,
-            "  {}: type {} ({:.1}% of {} accesses typed)",
+            "  {} [{} block{}]: type {} ({:.1}% of {} accesses typed)",
             r.label,
+            r.blocks,
+            if r.blocks == 1 { "" } else { "s" },
             ty,
             crate::data::share(r.typed_accesses, r.accesses),
             r.accesses
