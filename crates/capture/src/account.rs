@@ -33,8 +33,9 @@
 //!    [`TraceSink`] (the trace file) each time it fills, so a trace is
 //!    bounded by the disk, not by memory;
 //! 6. with object tracking on (`Setup::objects` built on), each data access
-//!    is also added to its object (heap block's allocation site, else
-//!    mapping), and the allocator's entries and returns are observed
+//!    is also added to its object (heap block's allocation site, and
+//!    that site's row of the instruction, else mapping), and the
+//!    allocator's entries and returns are observed
 //!    ([`crate::objects`]); built off, the object state is kept unused;
 //! 7. with a timeline (`Setup::timeline`, `record --timeline`), every
 //!    counted instruction's increments also go into one running row, and
