@@ -33,6 +33,25 @@
 //   the same address back), 20 writes, free: two sites, 10 and 20 writes.
 // - new: `new V` (8 volatile ints), 8 writes and 8 reads, `delete`: the
 //   site of `new`, one block of 32 bytes, 16 accesses.
+// - scene [N] (the site's type and fields): `getposition` with a typed
+//   object, visited through a local pointer (`const Scene *o`, which the
+//   resolver types through DWARF's location of `o`). N `new Scene` (128
+//   bytes: `pos.x/y/z` at +96..+107, `id` at +0), each `id` written once
+//   when made; the same eviction pass; then `pos.x`, `pos.y`, `pos.z` read
+//   once each per object in the scattered order. By hand, the `new Scene`
+//   site: N blocks, 4 N accesses, all by instructions typed `Scene`:
+//   `Scene::id` N writes; `Scene::pos.x` N reads and N first-level misses
+//   (as getposition's `x`: no other object's bytes share its line, and
+//   the eviction pass left none of them cached); `Scene::pos.y` and
+//   `Scene::pos.z` N reads, no misses (x's line, just fetched). `id`
+//   misses in N / 4 objects: chunks are 144 bytes apart, so one object
+//   in four starts a line, which nothing touched before `id` (the
+//   allocator's writes, the chunk's size at -8 and the rest of the heap's
+//   at +136, lie in the line before and in the next object's); in the
+//   others malloc has just written the size word of `id`'s line. `pos` is
+//   never written (fresh heap memory: zeros, so the program prints 0.0).
+//   The pointer array (`new Scene *[n]`): N writes (scene_make), N reads
+//   (scene_visit), N reads (the delete loop).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -157,6 +176,49 @@ __attribute__((noinline)) int with_new() {
     return s;
 }
 
+struct Vec3 {
+    volatile float x, y, z;
+};
+
+struct Scene {
+    volatile int id;  // +0
+    char pad[92];
+    Vec3 pos;  // +96..+107
+    char rest[20];
+};
+static_assert(sizeof(Scene) == 128, "two cache lines");
+
+__attribute__((noinline)) void scene_make(Scene **objs, int n) {
+    for (int i = 0; i < n; ++i) {
+        Scene *o = new Scene;
+        o->id = i;
+        objs[i] = o;
+    }
+}
+
+__attribute__((noinline)) float scene_visit(Scene *const *objs, int n) {
+    float s = 0;
+    for (int i = 0; i < n; ++i) {
+        const Scene *o = objs[(long(i) * 7919) % n];
+        s += o->pos.x + o->pos.y + o->pos.z;
+    }
+    return s;
+}
+
+__attribute__((noinline)) float scene(int n) {
+    Scene **objs = new Scene *[n];
+    scene_make(objs, n);
+    for (int i = 0; i < int(sizeof evict); i += 64) {
+        (void)evict[i];
+    }
+    float s = scene_visit(objs, n);
+    for (int i = 0; i < n; ++i) {
+        delete objs[i];
+    }
+    delete[] objs;
+    return s;
+}
+
 int main(int argc, char **argv) {
     const char *c = argc > 1 ? argv[1] : "";
     // The heap made before the window: its first allocation's sbrk is not
@@ -177,8 +239,10 @@ int main(int argc, char **argv) {
         std::printf("%d\n", aligned());
     } else if (!strcmp(c, "new")) {
         std::printf("%d\n", with_new());
+    } else if (!strcmp(c, "scene")) {
+        std::printf("%.1f\n", scene(argc > 2 ? atoi(argv[2]) : N));
     } else {
-        std::fprintf(stderr, "usage: objects getposition|global|stack|realloc|reuse|memalign|new\n");
+        std::fprintf(stderr, "usage: objects getposition|global|stack|realloc|reuse|memalign|new|scene\n");
         return 2;
     }
     return 0;

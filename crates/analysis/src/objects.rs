@@ -8,9 +8,16 @@
 //! an allocator not observed), a module's writable data (`.data`, `.bss`,
 //! and the anonymous mapping right after it, the rest of `.bss`),
 //! read-only files, and the rest.
+//!
+//! A site's type and fields (dump version 7): its accesses per instruction
+//! (section `OBJI`) joined with the `DATA` section's type and field of
+//! each instruction (the data view's own lookup, `DataTypes::access` and
+//! [`crate::data::field_label`]). The site's type is the type most of its
+//! typed accesses carry; each field (of any type its instructions carry)
+//! gets the accesses and misses of the instructions typed to it.
 
 use crate::profile::Profile;
-use coldcache_dump::{Dump, ObjectCounts, ObjectRegion};
+use coldcache_dump::{DataTypes, Dump, ObjectCounts, ObjectRegion, Objects};
 use serde::Serialize;
 
 /// One object row.
@@ -50,6 +57,31 @@ pub struct ObjectRow {
     pub start: u64,
     /// One past the last (mappings).
     pub end: u64,
+    /// An allocation site's type: the type most of its typed accesses
+    /// carry (empty: none typed, not a site, or no type data).
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// Of the site's accesses, those by instructions the resolver typed.
+    pub typed_accesses: u64,
+    /// The site's accesses by field (the instructions' type and member
+    /// path, `Type::a.b` as the data view labels it), most missed first.
+    pub fields: Vec<FieldAccesses>,
+}
+
+/// The accesses of one allocation site by the instructions typed to one
+/// field.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct FieldAccesses {
+    /// `Type::field` as the data view labels it.
+    pub field: String,
+    /// Data accesses.
+    pub accesses: u64,
+    /// Of those, reads (and read-modify-writes).
+    pub reads: u64,
+    /// Of those, writes.
+    pub writes: u64,
+    /// Accesses that missed each level, nearest first.
+    pub misses: Vec<u64>,
 }
 
 /// The objects part of the data view.
@@ -80,6 +112,82 @@ pub struct ObjectsView {
     pub sites: Vec<ObjectRow>,
     /// The other objects (mappings) with accesses, ranked the same way.
     pub others: Vec<ObjectRow>,
+    /// Site accesses the capture could not keep per instruction (its pair
+    /// table full): in no site's `typed_accesses` nor fields.
+    pub not_per_instruction: u64,
+    /// Why the sites have no types (empty when they can have them).
+    pub types_note: String,
+}
+
+/// Why a dump's sites cannot be typed (empty when they can).
+fn types_note(dump: &Dump, o: &Objects) -> String {
+    if o.by_instruction.is_none() {
+        "no per-instruction object data (a capture by an older coldcache): sites are not typed"
+            .to_string()
+    } else if dump.data.is_none() {
+        "no data types (resolve the dump): sites are not typed".to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// Types and fields of each site of `o` ([`ObjectRow::ty`],
+/// `typed_accesses`, `fields`), written into `rows` (one per site, in the
+/// dump's order).
+fn type_sites(data: &DataTypes, o: &Objects, rows: &mut [ObjectRow], levels: usize) {
+    use std::collections::HashMap;
+    let Some(by) = &o.by_instruction else {
+        return;
+    };
+    // Per site: accesses per type name, per field label.
+    let mut types: Vec<HashMap<String, u64>> = vec![HashMap::new(); rows.len()];
+    let mut fields: Vec<HashMap<String, FieldAccesses>> = vec![HashMap::new(); rows.len()];
+    for p in &by.rows {
+        let Some(a) = data.access(p.ip) else {
+            continue;
+        };
+        let s = p.site as usize;
+        let n = p.counts.accesses();
+        rows[s].typed_accesses += n;
+        let name = data
+            .types
+            .get(a.ty as usize)
+            .map_or_else(String::new, |t| t.name.clone());
+        *types[s].entry(name).or_default() += n;
+        let label = crate::data::field_label(data, a);
+        let f = fields[s]
+            .entry(label.clone())
+            .or_insert_with(|| FieldAccesses {
+                field: label,
+                accesses: 0,
+                reads: 0,
+                writes: 0,
+                misses: vec![0; levels],
+            });
+        f.accesses += n;
+        f.reads += p.counts.side(0);
+        f.writes += p.counts.side(1);
+        for (l, m) in f.misses.iter_mut().enumerate() {
+            *m += p.counts.misses(l + 1);
+        }
+    }
+    for (s, r) in rows.iter_mut().enumerate() {
+        // The most accesses, then the name: one answer for equal counts.
+        r.ty = types[s]
+            .iter()
+            .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+            .map(|(t, _)| t.clone())
+            .unwrap_or_default();
+        let mut f: Vec<FieldAccesses> = fields[s].drain().map(|(_, f)| f).collect();
+        f.sort_by(|a, b| {
+            b.misses
+                .first()
+                .cmp(&a.misses.first())
+                .then(b.accesses.cmp(&a.accesses))
+                .then_with(|| a.field.cmp(&b.field))
+        });
+        r.fields = f;
+    }
 }
 
 /// Why a dump has no objects (empty when it has them).
@@ -108,6 +216,9 @@ fn row(kind: &str, label: String, c: &ObjectCounts, levels: usize) -> ObjectRow 
         misses: (1..=levels).map(|l| c.misses(l)).collect(),
         start: 0,
         end: 0,
+        ty: String::new(),
+        typed_accesses: 0,
+        fields: Vec::new(),
     }
 }
 
@@ -252,6 +363,9 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
             r
         })
         .collect();
+    if let Some(data) = dump.data.as_ref() {
+        type_sites(data, o, &mut sites, levels);
+    }
     let in_blocks = sites.iter().map(|r| r.accesses).sum();
     let mut others: Vec<ObjectRow> = (0..o.regions.len())
         .filter(|&i| o.regions[i].counts.accesses() > 0)
@@ -291,5 +405,10 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
         in_blocks,
         sites,
         others,
+        not_per_instruction: o
+            .by_instruction
+            .as_ref()
+            .map_or(0, |b| b.dropped.accesses()),
+        types_note: types_note(dump, o),
     })
 }

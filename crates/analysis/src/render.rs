@@ -828,6 +828,7 @@ pub fn objects(o: &crate::objects::ObjectsView) -> String {
         let _ = writeln!(s, "  (no allocation seen in the capture)");
     } else {
         s.push_str(&table(&o.sites, true));
+        s.push_str(&site_types(o));
     }
     let _ = writeln!(s, "\nother objects (by the mapping at the capture's start)");
     s.push_str(&table(&o.others, false));
@@ -835,6 +836,83 @@ pub fn objects(o: &crate::objects::ObjectsView) -> String {
         s,
         "an access counts once, in the object holding its first byte, at the level that served it (as the code views count it); miss:X = accesses served below X."
     );
+    s
+}
+
+/// How many fields the text lists under each allocation site's type (the
+/// JSON has them all).
+pub const SITE_FIELDS_SHOWN: usize = 8;
+
+/// Each allocation site's type and its fields' accesses, in the sites'
+/// order (`report --view data`).
+fn site_types(o: &crate::objects::ObjectsView) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\nallocation site types (each site's accesses by the type and field of the instruction that made them)"
+    );
+    if !o.types_note.is_empty() {
+        let _ = writeln!(s, "  {}.", o.types_note);
+        return s;
+    }
+    if o.not_per_instruction > 0 {
+        let _ = writeln!(
+            s,
+            "  {} site accesses not kept per instruction (table full): untyped below",
+            o.not_per_instruction
+        );
+    }
+    for r in &o.sites {
+        let ty = if r.ty.is_empty() {
+            "untyped".to_string()
+        } else {
+            r.ty.clone()
+        };
+        let _ = writeln!(
+            s,
+            "  {} [{} block{}]: type {} ({:.1}% of {} accesses typed)",
+            r.label,
+            r.blocks,
+            if r.blocks == 1 { "" } else { "s" },
+            ty,
+            crate::data::share(r.typed_accesses, r.accesses),
+            r.accesses
+        );
+        if r.fields.is_empty() {
+            continue;
+        }
+        let mut lines: Vec<Vec<String>> = Vec::new();
+        let mut head: Vec<String> = ["accesses", "reads", "writes"].map(String::from).into();
+        head.extend(o.levels.iter().map(|l| format!("miss:{l}")));
+        head.push("field".to_string());
+        lines.push(head);
+        for f in r.fields.iter().take(SITE_FIELDS_SHOWN) {
+            let mut l: Vec<String> = [f.accesses, f.reads, f.writes]
+                .map(|n| n.to_string())
+                .into();
+            l.extend(f.misses.iter().map(u64::to_string));
+            l.push(f.field.clone());
+            lines.push(l);
+        }
+        let n = lines[0].len();
+        let widths: Vec<usize> = (0..n - 1)
+            .map(|c| lines.iter().map(|l| l[c].len()).max().unwrap_or(0))
+            .collect();
+        for l in &lines {
+            s.push_str("      ");
+            for (c, w) in widths.iter().enumerate() {
+                let _ = write!(s, "{:>w$}  ", l[c], w = *w);
+            }
+            let _ = writeln!(s, "{}", l[n - 1]);
+        }
+        if r.fields.len() > SITE_FIELDS_SHOWN {
+            let _ = writeln!(
+                s,
+                "      ({} more fields in --json)",
+                r.fields.len() - SITE_FIELDS_SHOWN
+            );
+        }
+    }
     s
 }
 

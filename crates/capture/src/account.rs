@@ -33,8 +33,9 @@
 //!    [`TraceSink`] (the trace file) each time it fills, so a trace is
 //!    bounded by the disk, not by memory;
 //! 6. with object tracking on (`Setup::objects` built on), each data access
-//!    is also added to its object (heap block's allocation site, else
-//!    mapping), and the allocator's entries and returns are observed
+//!    is also added to its object (heap block's allocation site, and
+//!    that site's row of the instruction, else mapping), and the
+//!    allocator's entries and returns are observed
 //!    ([`crate::objects`]); built off, the object state is kept unused;
 //! 7. with a timeline (`Setup::timeline`, `record --timeline`), every
 //!    counted instruction's increments also go into one running row, and
@@ -1527,6 +1528,7 @@ impl Accountant {
             modelled,
             c,
             self.objects.as_deref_mut(),
+            &mut self.budget,
             match TL {
                 true => self.timeline.as_deref_mut().map(|t| &mut t.run[..]),
                 false => None,
@@ -1631,6 +1633,7 @@ impl Accountant {
             modelled,
             c,
             self.objects.as_deref_mut().filter(|_| !warm),
+            &mut self.budget,
             self.timeline
                 .as_deref_mut()
                 .filter(|_| !warm)
@@ -2003,6 +2006,7 @@ fn attribute_all(
     modelled: Result<(), Unmodelled>,
     c: &mut [u64],
     mut objects: Option<&mut Objects>,
+    budget: &mut Budget,
     mut timeline: Option<&mut [u64]>,
 ) {
     let fetch = Access {
@@ -2029,7 +2033,7 @@ fn attribute_all(
                 };
                 let r = driver.attribute(core, access, c);
                 if let Some(o) = objects.as_deref_mut() {
-                    o.access(a.kind, a.addr, ip, &r);
+                    o.access(a.kind, a.addr, ip, &r, budget);
                 }
                 if let Some(t) = timeline.as_deref_mut() {
                     layout.add_access(t, a.kind, &r);

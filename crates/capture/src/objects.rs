@@ -36,10 +36,18 @@
 //! Counts per site and per mapping: accesses per side at each serving
 //! level, the dump's `OBJS` section (`coldcache_dump::Objects`). Naming
 //! (functions of a site, which mapping is whose stack) is the views'.
+//!
+//! A site's accesses are also counted per (site, instruction) (section
+//! `OBJI`), so that the views join each site with the type and field the
+//! resolver gave its instructions: a direct-mapped memo by instruction
+//! address (its last site and pair) in front of an open-addressing table
+//! in grow memory (charged to the budget; an access whose pair cannot be
+//! added is counted in `dropped`, shown by the views). Only accesses
+//! found in a block pay for it.
 
-use crate::grow::{Budget, GrowVec};
+use crate::grow::{Budget, GrowVec, Index};
 use crate::model::{Inputs, Machine};
-use coldcache_dump::{AllocSite, ObjectCounts, ObjectRegion};
+use coldcache_dump::{AllocSite, ObjectCounts, ObjectRegion, SiteInstruction, SiteInstructions};
 use coldcache_sim::{AccessKind, AccessResult, Side, MAX_LEVELS};
 use iced_x86::Register;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -490,6 +498,36 @@ struct IpMemo {
     gen: u32,
 }
 
+/// The accesses of one site by one instruction.
+#[derive(Clone, Copy)]
+struct Pair {
+    ip: u64,
+    site: u32,
+    counts: Counts,
+}
+
+/// The pair an instruction found last (`site` `u32::MAX`: none).
+#[derive(Clone, Copy)]
+struct PairMemo {
+    ip: u64,
+    site: u32,
+    pair: u32,
+}
+
+const NO_PAIR: PairMemo = PairMemo {
+    ip: 0,
+    site: u32::MAX,
+    pair: 0,
+};
+
+#[inline(always)]
+fn pair_hash(ip: u64, site: u32) -> u64 {
+    let mut x = ip ^ u64::from(site).rotate_left(40);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^ (x >> 33)
+}
+
 /// A treap node: a live block.
 #[derive(Clone, Copy)]
 struct Node {
@@ -544,6 +582,13 @@ pub struct Objects {
     ip_memo: Vec<IpMemo>,
     /// The last `Node::gen` given.
     gen: u32,
+    /// Accesses per (site, instruction), in order of first access.
+    pairs: GrowVec<Pair>,
+    pair_index: Index,
+    /// Per instruction (by address), its last pair.
+    pair_memo: Vec<PairMemo>,
+    /// Site accesses not kept per instruction (the pair table full).
+    pairs_dropped: Counts,
     /// The last mapping found that holds no block (a stack, a file):
     /// start, end, index. Looked at after `memo`, before the blocks, so
     /// stack accesses cost a compare.
@@ -619,6 +664,10 @@ impl Objects {
             // the memo's empty entries never match (start = end = 0).
             ip_memo: vec![IpMemo::default(); IP_MEMO],
             gen: 0,
+            pairs: GrowVec::new(u32::MAX as usize - 1),
+            pair_index: Index::new(),
+            pair_memo: vec![NO_PAIR; IP_MEMO],
+            pairs_dropped: Counts::default(),
             region_memo: (0, 0, 0),
             allocations: 0,
             frees: 0,
@@ -667,11 +716,18 @@ impl Objects {
         (i > 0 && a < self.regions[i - 1].map.end).then(|| i - 1)
     }
 
-    /// Attributes one access (of any kind: only data accesses count),
-    /// served as `r`. `count` false: a warming instruction, counted
-    /// nowhere.
+    /// Attributes one access (of any kind: only data accesses count) of
+    /// the instruction at `ip`, served as `r`; a block's site counts it
+    /// per instruction too (a new pair charged to `budget`).
     #[inline(always)]
-    pub fn access(&mut self, kind: AccessKind, addr: u64, ip: u64, r: &AccessResult) {
+    pub fn access(
+        &mut self,
+        kind: AccessKind,
+        addr: u64,
+        ip: u64,
+        r: &AccessResult,
+        budget: &mut Budget,
+    ) {
         let side = match Side::of(kind) {
             Some(Side::Read) => 0,
             Some(Side::Write) => 1,
@@ -679,7 +735,7 @@ impl Objects {
         };
         let (s, e, site) = self.memo;
         if addr.wrapping_sub(s) < e.wrapping_sub(s) {
-            self.sites.at_mut(site as usize).counts.add(side, r);
+            self.site_access(site, ip, side, r, budget);
             return;
         }
         let (s, e, region) = self.region_memo;
@@ -694,14 +750,100 @@ impl Objects {
             && self.nodes.at(m.node as usize).gen == m.gen
         {
             self.memo = (m.start, m.end, m.site);
-            self.sites.at_mut(m.site as usize).counts.add(side, r);
+            self.site_access(m.site, ip, side, r, budget);
             return;
         }
-        self.access_slow(side, addr, slot, r);
+        self.access_slow(side, addr, ip, slot, r, budget);
+    }
+
+    /// An access of site `site` by the instruction at `ip`: the site's
+    /// counts and the pair's.
+    #[inline(always)]
+    fn site_access(&mut self, site: u32, ip: u64, side: usize, r: &AccessResult, b: &mut Budget) {
+        self.sites.at_mut(site as usize).counts.add(side, r);
+        let m = self.pair_memo[ip_slot(ip)];
+        if m.ip == ip && m.site == site {
+            self.pairs.at_mut(m.pair as usize).counts.add(side, r);
+        } else {
+            self.pair_slow(site, ip, side, r, b);
+        }
+    }
+
+    /// The pair of (`site`, `ip`) found in the table, or added to it (when
+    /// it cannot grow: counted in `pairs_dropped`), then remembered.
+    #[inline(never)]
+    fn pair_slow(&mut self, site: u32, ip: u64, side: usize, r: &AccessResult, b: &mut Budget) {
+        let h = pair_hash(ip, site);
+        let mut found = None;
+        if self.pair_index.ready() {
+            let mut i = self.pair_index.start(h);
+            loop {
+                let e = self.pair_index.slot(i);
+                if e == 0 {
+                    break;
+                }
+                let p = self.pairs.at(e as usize - 1);
+                if p.ip == ip && p.site == site {
+                    found = Some(e - 1);
+                    break;
+                }
+                i = self.pair_index.next(i);
+            }
+        }
+        let pair = match found {
+            Some(p) => p,
+            None => match self.add_pair(site, ip, h, b) {
+                Some(p) => p,
+                None => {
+                    self.pairs_dropped.add(side, r);
+                    return;
+                }
+            },
+        };
+        self.pair_memo[ip_slot(ip)] = PairMemo { ip, site, pair };
+        self.pairs.at_mut(pair as usize).counts.add(side, r);
+    }
+
+    /// A new pair (not in the table); `None` when the table cannot grow.
+    fn add_pair(&mut self, site: u32, ip: u64, h: u64, b: &mut Budget) -> Option<u32> {
+        let n = self.pairs.len();
+        if !self.pair_index.fits(n) {
+            let pairs = &self.pairs;
+            self.pair_index
+                .grow(
+                    n,
+                    |e| {
+                        let p = pairs.at(e);
+                        pair_hash(p.ip, p.site)
+                    },
+                    b,
+                )
+                .ok()?;
+        }
+        let row = Pair {
+            ip,
+            site,
+            counts: Counts::default(),
+        };
+        let e = self.pairs.push(row, b).ok()?;
+        let mut i = self.pair_index.start(h);
+        while self.pair_index.slot(i) != 0 {
+            i = self.pair_index.next(i);
+        }
+        self.pair_index.fill(i, e);
+        Some(e as u32)
     }
 
     #[inline(never)]
-    fn access_slow(&mut self, side: usize, addr: u64, slot: usize, r: &AccessResult) {
+    fn access_slow(
+        &mut self,
+        side: usize,
+        addr: u64,
+        ip: u64,
+        slot: usize,
+        r: &AccessResult,
+        budget: &mut Budget,
+    ) {
         if let Some(i) = self.find(addr) {
             let n = *self.nodes.at(i as usize);
             self.memo = (n.start, n.end, n.site);
@@ -712,7 +854,7 @@ impl Objects {
                 node: i,
                 gen: n.gen,
             };
-            self.sites.at_mut(n.site as usize).counts.add(side, r);
+            self.site_access(n.site, ip, side, r, budget);
             return;
         }
         match self.region_of(addr) {
@@ -1066,6 +1208,97 @@ impl Objects {
                 })
                 .collect(),
             unmapped: self.unmapped.to_dump(levels),
+            by_instruction: Some(SiteInstructions {
+                rows: self
+                    .pairs
+                    .as_slice()
+                    .iter()
+                    .map(|p| SiteInstruction {
+                        site: p.site,
+                        ip: p.ip,
+                        counts: p.counts.to_dump(levels),
+                    })
+                    .collect(),
+                dropped: self.pairs_dropped.to_dump(levels),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldcache_sim::ServedBy;
+
+    fn served(s: ServedBy) -> AccessResult {
+        let mut r = AccessResult::default();
+        r.served_by = s;
+        r
+    }
+
+    /// Objects with one block of 64 bytes at 0x10000 (site 0) and
+    /// `ips` instructions touching it: instruction k reads it k % 3 + 1
+    /// times (served by L1) and writes it once (served by memory),
+    /// interleaved, so that the memo by instruction is replaced and
+    /// aliased (ips 1024 apart share a memo slot).
+    fn run(ips: u64, pairs: &mut Budget) -> coldcache_dump::Objects {
+        let mut o = Objects::new(true, 1, &[], Vec::new());
+        let mut b = Budget::new(usize::MAX);
+        o.allocated(0x10000, 64, 5, Kind::Malloc as u8, &mut b);
+        let ip = |k: u64| 0x40_0000 + k * 1024;
+        for round in 0..3 {
+            for k in 0..ips {
+                if round <= k % 3 {
+                    o.access(
+                        AccessKind::Read,
+                        0x10008,
+                        ip(k),
+                        &served(ServedBy::L1),
+                        pairs,
+                    );
+                }
+            }
+        }
+        for k in 0..ips {
+            let r = served(ServedBy::MEMORY);
+            o.access(AccessKind::Write, 0x10030, ip(k), &r, pairs);
+        }
+        o.finish(1)
+    }
+
+    #[test]
+    fn a_sites_accesses_are_counted_per_instruction_exactly() {
+        let d = run(100, &mut Budget::new(usize::MAX));
+        let by = d.by_instruction.as_ref().unwrap();
+        assert_eq!(by.dropped.accesses(), 0);
+        assert_eq!(by.rows.len(), 100);
+        for (k, r) in by.rows.iter().enumerate() {
+            let k = k as u64;
+            assert_eq!((r.site, r.ip), (0, 0x40_0000 + k * 1024));
+            // [L1, memory] per side.
+            assert_eq!(r.counts.served, [vec![k % 3 + 1, 0], vec![0, 1]]);
+        }
+        let sum: u64 = by.rows.iter().map(|r| r.counts.accesses()).sum();
+        assert_eq!(sum, d.sites[0].counts.accesses());
+        assert_eq!(sum, 100 + (34 + 33 * 2 + 33 * 3));
+    }
+
+    #[test]
+    fn pairs_the_budget_refuses_are_counted_not_lost() {
+        // Room for the index's first page and one page of pairs.
+        let mut tight = Budget::new(2 * 4096);
+        let d = run(100, &mut tight);
+        let by = d.by_instruction.as_ref().unwrap();
+        let kept = by.rows.len();
+        assert!(kept > 0 && kept < 100, "{kept}");
+        assert_eq!(kept, 4096 / std::mem::size_of::<Pair>());
+        assert!(by.dropped.accesses() > 0);
+        let sum: u64 = by.rows.iter().map(|r| r.counts.accesses()).sum();
+        assert_eq!(sum + by.dropped.accesses(), d.sites[0].counts.accesses());
+        // The instructions kept are counted exactly still.
+        for r in &by.rows {
+            let k = (r.ip - 0x40_0000) / 1024;
+            assert_eq!(r.counts.served, [vec![k % 3 + 1, 0], vec![0, 1]]);
         }
     }
 }

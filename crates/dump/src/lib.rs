@@ -31,6 +31,9 @@
 //! Version 6 adds an optional `TIME` section: the order of the window's
 //! stack transitions per thread with counter deltas ([`Timeline`],
 //! captures made with `record --timeline`).
+//! Version 7 adds an optional `OBJI` section after `OBJS`: the allocation
+//! sites' accesses per instruction ([`SiteInstructions`], captures made
+//! with object tracking; only with `OBJS`).
 //! Unknown sections are skipped, so
 //! later versions can add sections that older readers ignore; every older
 //! version keeps loading (samples of each are under test).
@@ -51,7 +54,9 @@ mod varint;
 pub use band::Band;
 pub use by_instruction::ByInstruction;
 pub use data::{DataType, DataTypes, Member, TypeKind, TypedAccess, Via};
-pub use objects::{AllocSite, ObjectCounts, ObjectRegion, Objects};
+pub use objects::{
+    AllocSite, ObjectCounts, ObjectRegion, Objects, SiteInstruction, SiteInstructions,
+};
 pub use symbols::{Frame, Function, Location, ModuleStatus, ModuleSymbols, Symbols};
 pub use text::thousands;
 pub use timeline::{TimeEvent, TimeKind, Timeline};
@@ -64,7 +69,7 @@ pub const MAGIC: &[u8; 8] = b"COLDDUMP";
 /// The trailer magic, followed by the CRC-32 of everything before it.
 pub const TRAILER: &[u8; 8] = b"CRC32\0\0\0";
 /// The format version this crate writes.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 /// Stack id of the empty stack (the root of the stack tree).
 pub const ROOT_STACK: u32 = 0;
 
@@ -577,6 +582,11 @@ impl Dump {
             b.clear();
             objects.encode(&mut b);
             section(&mut out, b"OBJS", &b);
+            if let Some(by) = &objects.by_instruction {
+                b.clear();
+                by.encode(&mut b);
+                section(&mut out, b"OBJI", &b);
+            }
         }
 
         if let Some(t) = &self.timeline {
@@ -787,10 +797,22 @@ impl Dump {
             Ok(b) if version >= 4 => Some(DataTypes::decode(b, modules.len())?),
             _ => None,
         };
-        let objects = match get("OBJS") {
+        let mut objects = match get("OBJS") {
             Ok(b) if version >= 5 => Some(Objects::decode(b, stacks.len(), threads.len())?),
             _ => None,
         };
+        match (get("OBJI"), objects.as_mut()) {
+            (Ok(b), Some(o)) if version >= 7 => {
+                o.by_instruction = Some(SiteInstructions::decode(b, o.sites.len())?);
+            }
+            (Ok(_), None) if version >= 7 => {
+                return Err(DumpError::Malformed {
+                    section: "OBJI",
+                    what: "an OBJI section without OBJS".to_string(),
+                })
+            }
+            _ => {}
+        }
         let timeline = match get("TIME") {
             Ok(b) if version >= 6 => Some(Timeline::decode(b, stacks.len(), threads.len())?),
             _ => None,

@@ -13,6 +13,11 @@
 //! once, in the row of its first byte's object, at the level that served
 //! it: summed over every row the figures equal the code views' data-side
 //! `served` counters of the capture.
+//!
+//! Version 7 adds section `OBJI` ([`SiteInstructions`]): the same accesses
+//! of each allocation site split by the instruction that made them, so the
+//! views can join a site with the `DATA` section's type and field of each
+//! instruction (the site's type, its fields' accesses).
 
 use crate::varint;
 use crate::DumpError;
@@ -139,6 +144,70 @@ pub struct Objects {
     /// Accesses outside every block seen and every mapping of the start
     /// (memory mapped during the capture).
     pub unmapped: ObjectCounts,
+    /// The sites' accesses per instruction (version 7, section `OBJI`);
+    /// `None` in older dumps.
+    #[serde(default)]
+    pub by_instruction: Option<SiteInstructions>,
+}
+
+/// The accesses of one allocation site made by one instruction.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SiteInstruction {
+    /// The site (index into [`Objects::sites`]).
+    pub site: u32,
+    /// The instruction's address.
+    pub ip: u64,
+    /// Its accesses to the site's blocks.
+    pub counts: ObjectCounts,
+}
+
+/// Section `OBJI`: every allocation site's accesses split by instruction.
+/// With nothing `dropped`, a site's rows sum to its [`AllocSite::counts`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SiteInstructions {
+    /// (site, instruction) pairs, in order of first access.
+    pub rows: Vec<SiteInstruction>,
+    /// Site accesses not kept per instruction (the pair table could not
+    /// grow: the memory budget), every site together.
+    pub dropped: ObjectCounts,
+}
+
+impl SiteInstructions {
+    pub(crate) fn encode(&self, b: &mut Vec<u8>) {
+        self.dropped.encode(b);
+        varint::put(b, self.rows.len() as u64);
+        for r in &self.rows {
+            varint::put(b, r.site.into());
+            varint::put(b, r.ip);
+            r.counts.encode(b);
+        }
+    }
+
+    pub(crate) fn decode(buf: &[u8], nsites: usize) -> Result<SiteInstructions, DumpError> {
+        const S: &str = "OBJI";
+        let mut r = varint::Reader::new(buf, S);
+        let mut o = SiteInstructions {
+            dropped: ObjectCounts::decode(&mut r)?,
+            rows: Vec::new(),
+        };
+        let n = r.count(4)?;
+        for i in 0..n {
+            let site = r.get_u32()?;
+            if site as usize >= nsites {
+                return Err(DumpError::Malformed {
+                    section: S,
+                    what: format!("row {i} names site {site} of {nsites}"),
+                });
+            }
+            o.rows.push(SiteInstruction {
+                site,
+                ip: r.get()?,
+                counts: ObjectCounts::decode(&mut r)?,
+            });
+        }
+        r.finish()?;
+        Ok(o)
+    }
 }
 
 impl Objects {
@@ -245,6 +314,7 @@ impl Objects {
         }
         o.unmapped = ObjectCounts::decode(&mut r)?;
         r.finish()?;
+        // `by_instruction` is the separate section `OBJI`.
         Ok(o)
     }
 }

@@ -533,6 +533,7 @@ fn sample_v5() -> Dump {
             counts: counts(9),
         }],
         unmapped: counts(1),
+        by_instruction: None,
     });
     d
 }
@@ -585,6 +586,7 @@ fn objects_round_trip_and_a_dangling_stack_is_refused() {
             counts: counts(9),
         }],
         unmapped: counts(1),
+        by_instruction: None,
     });
     let back = Dump::from_bytes(&d.to_bytes()).unwrap();
     assert_eq!(back.objects, d.objects);
@@ -606,6 +608,74 @@ fn objects_round_trip_and_a_dangling_stack_is_refused() {
         Dump::from_bytes(&sample().to_bytes()).unwrap().objects,
         None
     );
+}
+
+/// The `OBJI` section (version 7: a site's accesses per instruction)
+/// round-trips with its `OBJS`; a row naming a site the `OBJS` section
+/// does not have, or an `OBJI` without `OBJS`, is refused; a dump without
+/// it reads `by_instruction` as `None`.
+#[test]
+fn site_instructions_round_trip_and_a_dangling_site_is_refused() {
+    use coldcache_dump::{ObjectCounts, SiteInstruction, SiteInstructions};
+    let counts = |r: u64, w: u64| ObjectCounts {
+        served: [vec![r, 1, 2, 3], vec![w, 0, 0, 1]],
+    };
+    let mut d = sample_v5();
+    d.objects.as_mut().unwrap().by_instruction = Some(SiteInstructions {
+        rows: vec![
+            SiteInstruction {
+                site: 0,
+                ip: 0x401000,
+                counts: counts(5, 0),
+            },
+            SiteInstruction {
+                site: 0,
+                ip: 0x401008,
+                counts: counts(0, 7),
+            },
+        ],
+        dropped: counts(0, 2),
+    });
+    let bytes = d.to_bytes();
+    assert_eq!(&bytes[8..12], &7u32.to_le_bytes());
+    let back = Dump::from_bytes(&bytes).unwrap();
+    assert_eq!(back.objects, d.objects);
+    let by = back
+        .objects
+        .as_ref()
+        .unwrap()
+        .by_instruction
+        .as_ref()
+        .unwrap();
+    assert_eq!(by.rows[1].counts.accesses(), (1 + 2 + 3) + (7 + 1));
+    assert_eq!(by.dropped.accesses(), (1 + 2 + 3) + (2 + 1));
+    // A row naming site 1 of 1.
+    let mut bad = d.clone();
+    bad.objects
+        .as_mut()
+        .unwrap()
+        .by_instruction
+        .as_mut()
+        .unwrap()
+        .rows[1]
+        .site = 1;
+    let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
+    assert!(e.contains("OBJI") && e.contains("site 1 of 1"), "{e}");
+    // An OBJI section without OBJS: the sections of a good dump with OBJS
+    // renamed, the checksum made anew.
+    let mut orphan = bytes.clone();
+    let at = orphan.windows(4).position(|w| w == b"OBJS").unwrap();
+    orphan[at..at + 4].copy_from_slice(b"XOBJ");
+    let n = orphan.len() - 4;
+    let crc = crc32fast::hash(&orphan[..n - 8]);
+    orphan[n..].copy_from_slice(&crc.to_le_bytes());
+    let e = Dump::from_bytes(&orphan).unwrap_err().to_string();
+    assert!(e.contains("OBJI") && e.contains("without OBJS"), "{e}");
+    // Without the section (an older capture): no per-instruction data.
+    let mut old = d.clone();
+    old.objects.as_mut().unwrap().by_instruction = None;
+    let back = Dump::from_bytes(&old.to_bytes()).unwrap();
+    assert_eq!(back.objects.unwrap().by_instruction, None);
 }
 
 /// Version 6: a real capture with a `TIME` section, made by

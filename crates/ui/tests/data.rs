@@ -330,6 +330,7 @@ fn objects_profile() -> Profile {
             ),
         ],
         unmapped: counts([0, 0, 2], [0; 3]),
+        by_instruction: None,
     });
     Profile::new(d, ProfileOptions::default())
 }

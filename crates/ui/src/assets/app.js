@@ -685,8 +685,13 @@ function objectsHtml(v) {
   const site = (r) => {
     const top = r.frames.slice(r.user_frame, r.user_frame + 3).join(" ← ") || r.label;
     const stack = r.frames.map((f, i) => `${i === r.user_frame ? "▶ " : "  "}${f}`).join("\n");
-    return `<tr class="clickable" data-test="site-row" title="${esc(`${r.label}\n${stack}`)}"><td class="label">${esc(top)}</td><td class="label">${esc(r.allocator)}</td><td class="num" data-test="blocks">${fmt(r.blocks)}</td><td class="num">${fmt(r.bytes)}</td><td class="num">${fmt(r.accesses)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${misses(r)}</tr>
-      <tr class="hidden" data-test="site-stack"><td colspan="${7 + o.levels.length}"><pre>${esc(`allocated by ${r.allocator}, innermost frame first:\n${stack}`)}</pre></td></tr>`;
+    // The site's type (its instructions' types joined, `report --view
+    // data`'s "allocation site types"), its fields below the stack.
+    const type = r.type ? `<br><span class="muted" data-test="site-type">${esc(`${r.type} (${pctOf(r.typed_accesses, r.accesses)} of accesses typed)`)}</span>` : "";
+    const fields = r.fields.map((f) => `\n  ${f.field}: ${fmt(f.accesses)} accesses (${fmt(f.reads)} reads, ${fmt(f.writes)} writes), ${f.misses.map((m, k) => `miss:${o.levels[k]} ${fmt(m)}`).join(", ")}`).join("");
+    const typed = r.fields.length ? `\n\nits accesses by field (${pctOf(r.typed_accesses, r.accesses)} typed):${fields}` : "";
+    return `<tr class="clickable" data-test="site-row" title="${esc(`${r.label}\n${stack}`)}"><td class="label">${esc(top)}${type}</td><td class="label">${esc(r.allocator)}</td><td class="num" data-test="blocks">${fmt(r.blocks)}</td><td class="num">${fmt(r.bytes)}</td><td class="num">${fmt(r.accesses)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${misses(r)}</tr>
+      <tr class="hidden" data-test="site-stack"><td colspan="${7 + o.levels.length}"><pre>${esc(`allocated by ${r.allocator}, innermost frame first:\n${stack}${typed}`)}</pre></td></tr>`;
   };
   const other = (r) => `<tr data-test="object-row"><td class="label" title="${esc(r.label)}">${esc(`${r.kind}: ${r.label}`)}</td><td class="label"></td><td class="num"></td><td class="num"></td><td class="num">${fmt(r.accesses)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${misses(r)}</tr>`;
   const notFollowed = o.unknown_frees + o.unreturned + o.untracked > 0
