@@ -153,6 +153,10 @@ pub(crate) fn start() -> bool {
         if crate::procfs::is_stable_code(perms, path) && f.inode != 0 {
             code_file(f);
         }
+        // A shared writable view outlives its descriptor.
+        if is_shared_writable(perms) && f.inode != 0 {
+            mark_writable(f);
+        }
     });
     ALL.store(false, Ordering::Release);
     for c in [&MEM_OPENS, &CODE_FILE_OPENS, &DEMOTED] {
@@ -380,6 +384,19 @@ fn before_code_mmap(fd: i32) {
             mark_writable(file);
         }
     });
+    // A shared writable view of the file whose descriptor is closed (a
+    // file created during the capture was not marked when opened).
+    crate::procfs::for_each_self_mapping_file(|_, _, perms, _, id| {
+        if is_shared_writable(perms) && id.inode == file.inode {
+            mark_writable(file);
+        }
+    });
+}
+
+/// A `/proc/self/maps` permission field of a shared writable mapping
+/// (`rw-s`).
+fn is_shared_writable(perms: &[u8]) -> bool {
+    perms.get(1) == Some(&b'w') && perms.get(3) == Some(&b's')
 }
 
 /// A `--function` window begins (handler context, the session's lock
@@ -416,6 +433,22 @@ pub(crate) fn window_start(
             }
         }
     });
+    // Shared writable views made while nothing was traced, their
+    // descriptors closed (a few per window; more are seen at the next).
+    let mut views = [None::<FileId>; 8];
+    let mut n = 0;
+    crate::procfs::for_each_self_mapping_file(|_, _, perms, _, f| {
+        if is_shared_writable(perms) && f.inode != 0 && !is_writable(f) && n < views.len() {
+            mark_writable(f);
+            views[n] = Some(f);
+            n += 1;
+        }
+    });
+    for f in views.into_iter().flatten() {
+        if is_code(f) || CODE_FULL.load(Ordering::Acquire) {
+            apply(Change::File(f), acc, &mut invalidate);
+        }
+    }
 }
 
 /// Whether descriptor `fd` names a `/proc/.../mem` file (its link read

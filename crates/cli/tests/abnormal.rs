@@ -1607,6 +1607,14 @@ fn an_asynchronous_pthread_cancel_during_a_capture_ends_the_thread_as_natively()
     }
 }
 
+/// A code file rewritten through a shared writable view whose descriptor
+/// was closed before the code was mapped through a read-only one (no
+/// writable descriptor left to find: the stale translation ran).
+#[test]
+fn code_rewritten_through_a_view_whose_descriptor_is_closed_runs_its_new_code() {
+    selfmod_case("view");
+}
+
 /// `.text` patched through `/proc/self/fd/N`, a read-only descriptor of
 /// `/proc/self/mem` reopened for writing through its magic link (not
 /// named `mem`: missed before, the stale translation ran).
