@@ -21,7 +21,7 @@
  *
  * `thread` (under `record` with the API trigger) starts and stops the
  * capture from a thread with a 16 KiB stack, which recurses about 5 KiB
- * deep in between (preparing and finishing a capture took about 54 KiB
+ * deep in between (preparing a capture took 35 to 54 KiB
  * of the caller's stack: killed by SIGSEGV).
  */
 #define _GNU_SOURCE

@@ -146,19 +146,19 @@ pub fn prepare(options: Options) -> Result<bool, CaptureError> {
 const OWN_STACK: usize = 8 << 20;
 
 /// Runs `f` on a stack mapped for the call, not the caller's: preparing a
-/// capture takes about 54 KiB of stack (framehop's unwinder cache is a
-/// 32 KiB value built in its constructor's frame; `prepare_inner`'s own
-/// frame, with `codewrite::start` inlined, is about 16 KiB). On the
-/// program's 64 KiB main stack under `ulimit -s 64` (`record --all` arms
-/// in the library's constructor) that left from a few KiB to nothing,
-/// depending on the kernel's random offset of the initial stack pointer
-/// and the environment's size: the program was killed by SIGSEGV before
-/// `main` in about 1 run in 10, and any change of inlining in the
-/// preparation moved the odds. A thread with glibc's smallest stack
-/// (16 KiB) calling `coldcache_start` had no chance at all ([`finish`]
-/// likewise at `coldcache_stop`). Falls back
-/// to the caller's stack if nothing can be mapped. A panic of `f` is
-/// carried across and resumed on the caller's stack.
+/// capture took from about 35 to about 54 KiB of the caller's stack, as
+/// the compiler happened to build framehop's unwinder cache (`Cache::new`:
+/// an 8 KiB frame, or 32 KiB when gimli's `UnwindContext` was inlined into
+/// it; an unrelated change to `codewrite.rs` switched one for the other),
+/// under `prepare_inner`'s own 16 KiB frame. On the program's 64 KiB main
+/// stack under `ulimit -s 64` (`record --all` arms in the library's
+/// constructor) the larger build overflowed it before `main` in about 1 run
+/// in 6, as the kernel's random offset of the initial stack pointer and
+/// the environment's size decided. A thread with glibc's smallest stack
+/// (16 KiB) calling `coldcache_start` had no chance ([`finish`] likewise at
+/// `coldcache_stop`). Falls back to the caller's stack if nothing can be
+/// mapped. A panic of `f` is carried across and resumed on the caller's
+/// stack.
 fn on_own_stack<R, F: FnOnce() -> R>(f: F) -> R {
     // SAFETY: an anonymous private mapping has no preconditions.
     let p = unsafe {
