@@ -39,9 +39,9 @@
 use crate::procfs::FileId;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-/// Files the process may write (device major, minor, inode), this capture.
+/// Files the process may write (by inode: see [`is_code`]), this capture.
 const ROOM: usize = 256;
-static WRITABLE: [[AtomicU64; 2]; ROOM] = [const { [AtomicU64::new(0), AtomicU64::new(0)] }; ROOM];
+static WRITABLE: [AtomicU64; ROOM] = [const { AtomicU64::new(0) }; ROOM];
 static WRITABLE_N: AtomicUsize = AtomicUsize::new(0);
 /// [`WRITABLE`] overflowed: no file mapped later is trusted.
 static WRITABLE_FULL: AtomicBool = AtomicBool::new(false);
@@ -50,8 +50,7 @@ static WRITABLE_FULL: AtomicBool = AtomicBool::new(false);
 /// `maps` scan. [`CODE_FULL`]: the room overflowed, every writable open
 /// scans.
 const CODE_ROOM: usize = 512;
-static CODE: [[AtomicU64; 2]; CODE_ROOM] =
-    [const { [AtomicU64::new(0), AtomicU64::new(0)] }; CODE_ROOM];
+static CODE: [AtomicU64; CODE_ROOM] = [const { AtomicU64::new(0) }; CODE_ROOM];
 static CODE_N: AtomicUsize = AtomicUsize::new(0);
 static CODE_FULL: AtomicBool = AtomicBool::new(false);
 /// A writable `/proc/<pid>/mem` descriptor was opened: nothing is trusted.
@@ -75,10 +74,6 @@ pub(crate) enum Change {
     File(FileId),
 }
 
-fn pack(f: FileId) -> [u64; 2] {
-    [u64::from(f.major) << 32 | u64::from(f.minor), f.inode]
-}
-
 /// Remembers `f` as mapped as trusted code (handler context too).
 pub(crate) fn code_file(f: FileId) {
     if is_code(f) {
@@ -89,9 +84,7 @@ pub(crate) fn code_file(f: FileId) {
         CODE_FULL.store(true, Ordering::Release);
         return;
     }
-    let [a, b] = pack(f);
-    CODE[i][0].store(a, Ordering::Relaxed);
-    CODE[i][1].store(b, Ordering::Release);
+    CODE[i].store(f.inode, Ordering::Release);
 }
 
 /// Files are told apart by inode alone: `/proc/self/maps` and `stat` give
@@ -102,7 +95,7 @@ fn is_code(f: FileId) -> bool {
     let n = CODE_N.load(Ordering::Acquire).min(CODE_ROOM);
     CODE[..n]
         .iter()
-        .any(|w| w[1].load(Ordering::Acquire) == f.inode)
+        .any(|w| w.load(Ordering::Acquire) == f.inode)
 }
 
 /// Remembers `f` as writable by the process.
@@ -115,9 +108,7 @@ fn mark_writable(f: FileId) {
         WRITABLE_FULL.store(true, Ordering::Release);
         return;
     }
-    let [a, b] = pack(f);
-    WRITABLE[i][0].store(a, Ordering::Relaxed);
-    WRITABLE[i][1].store(b, Ordering::Release);
+    WRITABLE[i].store(f.inode, Ordering::Release);
 }
 
 /// By inode alone, as [`is_code`].
@@ -125,7 +116,7 @@ fn is_writable(f: FileId) -> bool {
     let n = WRITABLE_N.load(Ordering::Acquire).min(ROOM);
     WRITABLE[..n]
         .iter()
-        .any(|w| w[1].load(Ordering::Acquire) == f.inode)
+        .any(|w| w.load(Ordering::Acquire) == f.inode)
 }
 
 /// Whether a file mapped during the capture may be trusted as stable code
