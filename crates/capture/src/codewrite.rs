@@ -39,20 +39,73 @@
 use crate::procfs::FileId;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-/// Files the process may write (by inode: see [`is_code`]), this capture.
-const ROOM: usize = 256;
-static WRITABLE: [AtomicU64; ROOM] = [const { AtomicU64::new(0) }; ROOM];
-static WRITABLE_N: AtomicUsize = AtomicUsize::new(0);
-/// [`WRITABLE`] overflowed: no file mapped later is trusted.
-static WRITABLE_FULL: AtomicBool = AtomicBool::new(false);
+/// A small fixed set of files, filled from handlers too: a file is added
+/// unless present; past the room the set is marked full (and callers
+/// then assume any file may be in it). Files are told apart by inode
+/// alone: `/proc/self/maps` and `stat` give different devices for one
+/// file on btrfs subvolumes and on overlayfs (containers); two files of
+/// one inode number on two devices only make more code checked.
+struct FileSet<const N: usize> {
+    inodes: [AtomicU64; N],
+    /// Files added, the ones past the room included.
+    n: AtomicUsize,
+    full: AtomicBool,
+}
+
+impl<const N: usize> FileSet<N> {
+    const fn new() -> Self {
+        FileSet {
+            inodes: [const { AtomicU64::new(0) }; N],
+            n: AtomicUsize::new(0),
+            full: AtomicBool::new(false),
+        }
+    }
+
+    /// Empties the set (a capture begins, no handler runs).
+    fn clear(&self) {
+        self.n.store(0, Ordering::Release);
+        self.full.store(false, Ordering::Release);
+    }
+
+    /// Adds `f` unless present; marks the set full past its room.
+    fn insert(&self, f: FileId) {
+        if self.contains(f) {
+            return;
+        }
+        let i = self.n.fetch_add(1, Ordering::AcqRel);
+        if i >= N {
+            self.full.store(true, Ordering::Release);
+            return;
+        }
+        self.inodes[i].store(f.inode, Ordering::Release);
+    }
+
+    /// Whether `f` (its inode) was added and kept.
+    fn contains(&self, f: FileId) -> bool {
+        let n = self.n.load(Ordering::Acquire).min(N);
+        self.inodes[..n]
+            .iter()
+            .any(|w| w.load(Ordering::Acquire) == f.inode)
+    }
+
+    /// Whether a file was added past the room.
+    fn is_full(&self) -> bool {
+        self.full.load(Ordering::Acquire)
+    }
+
+    /// Files added, the ones past the room included.
+    fn count(&self) -> usize {
+        self.n.load(Ordering::Relaxed)
+    }
+}
+
+/// Files the process may write, this capture. Full: no file mapped later
+/// is trusted.
+static WRITABLE: FileSet<256> = FileSet::new();
 /// Files mapped as trusted code in this capture (at the start, and what
 /// fast mode trusts later): a writable open of another file costs no
-/// `maps` scan. [`CODE_FULL`]: the room overflowed, every writable open
-/// scans.
-const CODE_ROOM: usize = 512;
-static CODE: [AtomicU64; CODE_ROOM] = [const { AtomicU64::new(0) }; CODE_ROOM];
-static CODE_N: AtomicUsize = AtomicUsize::new(0);
-static CODE_FULL: AtomicBool = AtomicBool::new(false);
+/// `maps` scan. Full: every writable open scans.
+static CODE: FileSet<512> = FileSet::new();
 /// A writable `/proc/<pid>/mem` descriptor was opened: nothing is trusted.
 static ALL: AtomicBool = AtomicBool::new(false);
 /// procfs's device (major << 32 | minor), found at [`start`].
@@ -76,55 +129,14 @@ pub(crate) enum Change {
 
 /// Remembers `f` as mapped as trusted code (handler context too).
 pub(crate) fn code_file(f: FileId) {
-    if is_code(f) {
-        return;
-    }
-    let i = CODE_N.fetch_add(1, Ordering::AcqRel);
-    if i >= CODE_ROOM {
-        CODE_FULL.store(true, Ordering::Release);
-        return;
-    }
-    CODE[i].store(f.inode, Ordering::Release);
-}
-
-/// Files are told apart by inode alone: `/proc/self/maps` and `stat` give
-/// different devices for one file on btrfs subvolumes and on overlayfs
-/// (containers); two files of one inode number on two devices only make
-/// more code checked.
-fn is_code(f: FileId) -> bool {
-    let n = CODE_N.load(Ordering::Acquire).min(CODE_ROOM);
-    CODE[..n]
-        .iter()
-        .any(|w| w.load(Ordering::Acquire) == f.inode)
-}
-
-/// Remembers `f` as writable by the process.
-fn mark_writable(f: FileId) {
-    if is_writable(f) {
-        return;
-    }
-    let i = WRITABLE_N.fetch_add(1, Ordering::AcqRel);
-    if i >= ROOM {
-        WRITABLE_FULL.store(true, Ordering::Release);
-        return;
-    }
-    WRITABLE[i].store(f.inode, Ordering::Release);
-}
-
-/// By inode alone, as [`is_code`].
-fn is_writable(f: FileId) -> bool {
-    let n = WRITABLE_N.load(Ordering::Acquire).min(ROOM);
-    WRITABLE[..n]
-        .iter()
-        .any(|w| w.load(Ordering::Acquire) == f.inode)
+    CODE.insert(f);
 }
 
 /// Whether a file mapped during the capture may be trusted as stable code
 /// (not when the process may write it, nor after a mem file was opened).
 /// Counts a refusal. Handler context.
 pub(crate) fn may_trust(f: FileId) -> bool {
-    let ok =
-        !ALL.load(Ordering::Acquire) && !WRITABLE_FULL.load(Ordering::Acquire) && !is_writable(f);
+    let ok = !ALL.load(Ordering::Acquire) && !WRITABLE.is_full() && !WRITABLE.contains(f);
     if !ok {
         UNTRUSTED.fetch_add(1, Ordering::Relaxed);
     }
@@ -136,17 +148,15 @@ pub(crate) fn may_trust(f: FileId) -> bool {
 /// false when all code must be distrusted from the start (a writable mem
 /// file is open); [`is_writable_now`] then answers for the files.
 pub(crate) fn start() -> bool {
-    WRITABLE_N.store(0, Ordering::Release);
-    WRITABLE_FULL.store(false, Ordering::Release);
-    CODE_N.store(0, Ordering::Release);
-    CODE_FULL.store(false, Ordering::Release);
+    WRITABLE.clear();
+    CODE.clear();
     crate::procfs::for_each_self_mapping_file(|_, _, perms, path, f| {
         if crate::procfs::is_stable_code(perms, path) && f.inode != 0 {
             code_file(f);
         }
         // A shared writable view outlives its descriptor.
         if is_shared_writable(perms) && f.inode != 0 {
-            mark_writable(f);
+            WRITABLE.insert(f);
         }
     });
     ALL.store(false, Ordering::Release);
@@ -185,7 +195,7 @@ pub(crate) fn start() -> bool {
                 MEM_OPENS.fetch_add(1, Ordering::Relaxed);
             }
         } else if st.st_mode & libc::S_IFMT == libc::S_IFREG {
-            mark_writable(f);
+            WRITABLE.insert(f);
         }
     });
     !ALL.load(Ordering::Acquire)
@@ -195,11 +205,11 @@ pub(crate) fn start() -> bool {
 /// the process (found by [`start`]): its mappings are not stable code.
 pub(crate) fn is_writable_now(path: &str) -> bool {
     use std::os::unix::fs::MetadataExt;
-    if WRITABLE_FULL.load(Ordering::Acquire) {
+    if WRITABLE.is_full() {
         return true;
     }
     match std::fs::metadata(path) {
-        Ok(m) => is_writable(FileId {
+        Ok(m) => WRITABLE.contains(FileId {
             major: libc::major(m.dev()),
             minor: libc::minor(m.dev()),
             inode: m.ino(),
@@ -321,9 +331,9 @@ pub(crate) fn before_call(nr: i64, args: [u64; 5]) -> Change {
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return Change::None;
     }
-    mark_writable(f);
+    WRITABLE.insert(f);
     CODE_FILE_OPENS.fetch_add(1, Ordering::Relaxed);
-    if is_code(f) || CODE_FULL.load(Ordering::Acquire) {
+    if CODE.contains(f) || CODE.is_full() {
         Change::File(f)
     } else {
         Change::None
@@ -365,21 +375,21 @@ fn before_code_mmap(fd: i32) {
     let Some(file) = fd_file(fd) else {
         return;
     };
-    if is_writable(file) {
+    if WRITABLE.contains(file) {
         return;
     }
     for_each_fd(|other| {
         // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
         let fl = unsafe { libc::syscall(libc::SYS_fcntl, other, libc::F_GETFL) } as i32;
         if fl >= 0 && fl & libc::O_ACCMODE != libc::O_RDONLY && fd_file(other) == Some(file) {
-            mark_writable(file);
+            WRITABLE.insert(file);
         }
     });
     // A shared writable view of the file whose descriptor is closed (a
     // file created during the capture was not marked when opened).
     crate::procfs::for_each_self_mapping_file(|_, _, perms, _, id| {
         if is_shared_writable(perms) && id.inode == file.inode {
-            mark_writable(file);
+            WRITABLE.insert(file);
         }
     });
 }
@@ -417,9 +427,9 @@ pub(crate) fn window_start(
                 ALL.store(true, Ordering::Release);
                 apply(Change::All, acc, &mut invalidate);
             }
-        } else if st.st_mode & libc::S_IFMT == libc::S_IFREG && !is_writable(f) {
-            mark_writable(f);
-            if is_code(f) || CODE_FULL.load(Ordering::Acquire) {
+        } else if st.st_mode & libc::S_IFMT == libc::S_IFREG && !WRITABLE.contains(f) {
+            WRITABLE.insert(f);
+            if CODE.contains(f) || CODE.is_full() {
                 apply(Change::File(f), acc, &mut invalidate);
             }
         }
@@ -429,14 +439,14 @@ pub(crate) fn window_start(
     let mut views = [None::<FileId>; 8];
     let mut n = 0;
     crate::procfs::for_each_self_mapping_file(|_, _, perms, _, f| {
-        if is_shared_writable(perms) && f.inode != 0 && !is_writable(f) && n < views.len() {
-            mark_writable(f);
+        if is_shared_writable(perms) && f.inode != 0 && !WRITABLE.contains(f) && n < views.len() {
+            WRITABLE.insert(f);
             views[n] = Some(f);
             n += 1;
         }
     });
     for f in views.into_iter().flatten() {
-        if is_code(f) || CODE_FULL.load(Ordering::Acquire) {
+        if CODE.contains(f) || CODE.is_full() {
             apply(Change::File(f), acc, &mut invalidate);
         }
     }
@@ -536,7 +546,7 @@ fn for_each_fd(mut f: impl FnMut(i32)) {
 /// (handler context).
 fn mappings_of(file: FileId, mut f: impl FnMut(u64, u64)) {
     crate::procfs::for_each_self_mapping_file(|start, end, perms, path, id| {
-        // By inode alone, as [`is_code`].
+        // By inode alone, as [`FileSet`].
         if id.inode == file.inode && crate::procfs::is_stable_code(perms, path) {
             f(start, end);
         }
@@ -549,7 +559,7 @@ pub(crate) fn note() -> Option<String> {
     let files = CODE_FILE_OPENS.load(Ordering::Relaxed);
     let demoted = DEMOTED.load(Ordering::Relaxed);
     let untrusted = UNTRUSTED.load(Ordering::Relaxed);
-    let writable = WRITABLE_N.load(Ordering::Relaxed);
+    let writable = WRITABLE.count();
     if mem == 0 && demoted == 0 && untrusted == 0 {
         return None;
     }
