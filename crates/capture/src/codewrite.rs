@@ -176,27 +176,13 @@ pub(crate) fn start() -> bool {
     // `opendir` takes memory from the program's `malloc` and so made its
     // heap before `main` (`record --all` then missed the first `malloc`'s
     // set-up: 1,568 instructions fewer than Callgrind).
-    for_each_fd(|fd| {
-        // SAFETY: fcntl(F_GETFL) on a descriptor number only reads flags.
-        let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as i32;
-        if fl < 0 || fl & libc::O_ACCMODE == libc::O_RDONLY {
-            return;
+    for_each_fd(|fd| match examine_fd(fd) {
+        Change::All => {
+            ALL.store(true, Ordering::Release);
+            MEM_OPENS.fetch_add(1, Ordering::Relaxed);
         }
-        // SAFETY: fstat into a zeroed stat of ours.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: as above; a closed descriptor is an error, not a fault.
-        if unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) } != 0 {
-            return;
-        }
-        let f = FileId::of_stat(&st);
-        if is_proc(f) {
-            if fd_is_mem(fd) {
-                ALL.store(true, Ordering::Release);
-                MEM_OPENS.fetch_add(1, Ordering::Relaxed);
-            }
-        } else if st.st_mode & libc::S_IFMT == libc::S_IFREG {
-            WRITABLE.insert(f);
-        }
+        Change::File(f) => WRITABLE.insert(f),
+        Change::None => {}
     });
     !ALL.load(Ordering::Acquire)
 }
@@ -408,31 +394,19 @@ pub(crate) fn window_start(
     acc: &mut crate::account::Accountant,
     mut invalidate: impl FnMut(u64, u64),
 ) {
-    for_each_fd(|fd| {
-        // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
-        let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as i32;
-        if fl < 0 || fl & libc::O_ACCMODE == libc::O_RDONLY {
-            return;
+    for_each_fd(|fd| match examine_fd(fd) {
+        Change::All if !ALL.load(Ordering::Acquire) => {
+            MEM_OPENS.fetch_add(1, Ordering::Relaxed);
+            ALL.store(true, Ordering::Release);
+            apply(Change::All, acc, &mut invalidate);
         }
-        // SAFETY: a zeroed stat of ours, filled by the kernel.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: fstat writes `st` only; a bad descriptor is an error.
-        if unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) } != 0 {
-            return;
-        }
-        let f = FileId::of_stat(&st);
-        if is_proc(f) {
-            if !ALL.load(Ordering::Acquire) && fd_is_mem(fd) {
-                MEM_OPENS.fetch_add(1, Ordering::Relaxed);
-                ALL.store(true, Ordering::Release);
-                apply(Change::All, acc, &mut invalidate);
-            }
-        } else if st.st_mode & libc::S_IFMT == libc::S_IFREG && !WRITABLE.contains(f) {
+        Change::File(f) if !WRITABLE.contains(f) => {
             WRITABLE.insert(f);
             if CODE.contains(f) || CODE.is_full() {
                 apply(Change::File(f), acc, &mut invalidate);
             }
         }
+        _ => {}
     });
     // Shared writable views made while nothing was traced, their
     // descriptors closed (a few per window; more are seen at the next).
@@ -449,6 +423,38 @@ pub(crate) fn window_start(
         if CODE.contains(f) || CODE.is_full() {
             apply(Change::File(f), acc, &mut invalidate);
         }
+    }
+}
+
+/// What descriptor `fd`, already open, means for stable code ([`start`]
+/// and [`window_start`] examine each): a `/proc/<pid>/mem` file open for
+/// writing is [`Change::All`], a regular file open for writing is
+/// [`Change::File`]; the caller records it. Raw system calls into stack
+/// buffers (handler context too).
+fn examine_fd(fd: i32) -> Change {
+    // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
+    let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as i32;
+    if fl < 0 || fl & libc::O_ACCMODE == libc::O_RDONLY {
+        return Change::None;
+    }
+    // SAFETY: a zeroed stat of ours, filled by the kernel.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes `st` only; a closed descriptor is an error, not
+    // a fault.
+    if unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) } != 0 {
+        return Change::None;
+    }
+    let f = FileId::of_stat(&st);
+    if is_proc(f) {
+        if fd_is_mem(fd) {
+            Change::All
+        } else {
+            Change::None
+        }
+    } else if st.st_mode & libc::S_IFMT == libc::S_IFREG {
+        Change::File(f)
+    } else {
+        Change::None
     }
 }
 
