@@ -19,13 +19,15 @@
 //!   from then on, nothing mapped later trusted); any other file is
 //!   remembered as writable ([`WRITABLE`]) and its stable mappings are
 //!   demoted (retired, checked from then on).
-//! - Before a traced thread's `mmap` of a file with execution, a
-//!   descriptor open for writing marks the file writable: what it maps is
-//!   not trusted.
+//! - Before a traced thread's `mmap` of a file with execution (in the trap
+//!   engine's handler, on its handler stack: fast mode hands `mmap` to
+//!   it), a descriptor open for writing, or a shared writable view of the
+//!   file (`rw-s` in `/proc/self/maps`: a view outlives its descriptor),
+//!   marks the file writable: what it maps is not trusted.
 //! - At capture start ([`start`], normal context) and when a `--function`
 //!   window begins ([`window_start`], handler context: descriptors opened
-//!   while no thread was traced) the descriptors open are examined the
-//!   same way.
+//!   while no thread was traced) the descriptors open ([`examine_fd`]) and
+//!   the shared writable views are examined the same way.
 //!
 //! What is not seen: a thread that is not traced opening the file, an open
 //! made through `io_uring` or `open_by_handle_at`, a descriptor received
