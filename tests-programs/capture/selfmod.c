@@ -15,6 +15,10 @@
  *            `work` (outside a `--function work` window)
  *   fdlink   the same through /proc/self/fd/N, N a read-only descriptor
  *            of /proc/self/mem, reopened for writing (a magic link)
+ *   view     a code file created here, mapped MAP_SHARED PROT_WRITE and
+ *            its descriptor closed, then mapped PROT_READ|PROT_EXEC
+ *            through a read-only descriptor, called, rewritten through
+ *            the shared view (no writable descriptor left), called
  *   shared   a code file copied to /tmp, mapped PROT_READ|PROT_EXEC
  *            MAP_PRIVATE, called, then rewritten through a second,
  *            MAP_SHARED PROT_WRITE mapping of the same file, called
@@ -122,6 +126,32 @@ __attribute__((noinline)) static void work(const char *c) {
                 if (fd != early_fd) close(fd);
             }
         }
+    } else if (!strcmp(c, "view")) {
+        long page = sysconf(_SC_PAGESIZE);
+        strcpy(path, "/tmp/coldcache-selfmod-XXXXXX");
+        int fd = mkstemp(path);
+        if (fd < 0) die("mkstemp");
+        unsigned char buf[4096];
+        memset(buf, 0xCC, sizeof buf);
+        code(buf, 1, 0);
+        if (write(fd, buf, sizeof buf) != (ssize_t)sizeof buf) die("write");
+        unsigned char *w = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (w == MAP_FAILED) die("mmap shared");
+        close(fd);
+        fd = open(path, O_RDONLY);
+        if (fd < 0) die("open read-only");
+        unsigned char *x = mmap(NULL, page, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+        if (x == MAP_FAILED) die("mmap exec");
+        close(fd);
+        fn f = (fn)(uintptr_t)x;
+        r[0] = round_of(f);
+        code(w, 2, 0);
+        r[1] = round_of(f);
+        code(w, 5, 1);
+        r[2] = round_of(f);
+        munmap(w, page);
+        munmap(x, page);
+        unlink(path);
     } else if (!strcmp(c, "shared") || !strcmp(c, "pwrite") || !strcmp(c, "reopen")) {
         long page = sysconf(_SC_PAGESIZE);
         strcpy(path, "/tmp/coldcache-selfmod-XXXXXX");
@@ -174,7 +204,7 @@ __attribute__((noinline)) static void work(const char *c) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: selfmod mem|memsys|thread|early|shared|pwrite|reopen\n");
+        fprintf(stderr, "usage: selfmod mem|memsys|thread|early|fdlink|view|shared|pwrite|reopen\n");
         return 2;
     }
     if (!strcmp(argv[1], "early")) {

@@ -2,6 +2,7 @@
  *
  * Usage: smallstack api|none [THREADS [DEPTH [syscall]]]   (run under `ulimit -s 64`)
  *        smallstack overflow
+ *        smallstack thread
  * main uses about 24 KiB of its stack, then, with `api` and when
  * libcoldcache.so is loaded (`coldcache record -- smallstack api`, found
  * with dlsym: the same binary runs plain), starts a capture with the options `record` was
@@ -17,6 +18,11 @@
  *
  * `overflow` prints, then recurses without end on the main thread, which
  * has no alternate signal stack: killed by SIGSEGV.
+ *
+ * `thread` (under `record` with the API trigger) starts and stops the
+ * capture from a thread with a 16 KiB stack, which recurses about 5 KiB
+ * deep in between (preparing a capture took 35 to 54 KiB
+ * of the caller's stack: killed by SIGSEGV).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -49,6 +55,18 @@ static void *worker(void *arg)
     return (void *)deep(depth, n); /* ~10 KiB by default */
 }
 
+static void *api_worker(void *arg)
+{
+    int (*start)(const void *) = (int (*)(const void *))dlsym(RTLD_DEFAULT, "coldcache_start");
+    int (*stop)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "coldcache_stop");
+    if (start && start(NULL) != 0)
+        return NULL;
+    unsigned long r = deep(20, (unsigned long)arg);
+    if (start && stop() != 0)
+        return NULL;
+    return (void *)r;
+}
+
 __attribute__((noinline)) static unsigned long bottomless(unsigned long n)
 {
     volatile unsigned char pad[224];
@@ -62,6 +80,20 @@ int main(int argc, char **argv)
         printf("main %lu\n", deep(96, 1));
         fflush(stdout);
         return (int)bottomless(0);
+    }
+    if (argc > 1 && strcmp(argv[1], "thread") == 0) {
+        pthread_attr_t a;
+        pthread_t t;
+        void *r;
+        pthread_attr_init(&a);
+        if (pthread_attr_setstacksize(&a, 16384) != 0 ||
+            pthread_create(&t, &a, api_worker, (void *)5UL) != 0) {
+            fprintf(stderr, "no 16 KiB thread\n");
+            return 1;
+        }
+        pthread_join(t, &r);
+        printf("thread %lu\n", (unsigned long)r);
+        return r ? 0 : 1;
     }
     int api = argc > 1 && strcmp(argv[1], "api") == 0;
     int threads = argc > 2 ? atoi(argv[2]) : 4;

@@ -19,13 +19,15 @@
 //!   from then on, nothing mapped later trusted); any other file is
 //!   remembered as writable ([`WRITABLE`]) and its stable mappings are
 //!   demoted (retired, checked from then on).
-//! - Before a traced thread's `mmap` of a file with execution, a
-//!   descriptor open for writing marks the file writable: what it maps is
-//!   not trusted.
+//! - Before a traced thread's `mmap` of a file with execution (in the trap
+//!   engine's handler, on its handler stack: fast mode hands `mmap` to
+//!   it), a descriptor open for writing, or a shared writable view of the
+//!   file (`rw-s` in `/proc/self/maps`: a view outlives its descriptor),
+//!   marks the file writable: what it maps is not trusted.
 //! - At capture start ([`start`], normal context) and when a `--function`
 //!   window begins ([`window_start`], handler context: descriptors opened
-//!   while no thread was traced) the descriptors open are examined the
-//!   same way.
+//!   while no thread was traced) the descriptors open ([`examine_fd`]) and
+//!   the shared writable views are examined the same way.
 //!
 //! What is not seen: a thread that is not traced opening the file, an open
 //! made through `io_uring` or `open_by_handle_at`, a descriptor received
@@ -39,21 +41,73 @@
 use crate::procfs::FileId;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
-/// Files the process may write (device major, minor, inode), this capture.
-const ROOM: usize = 256;
-static WRITABLE: [[AtomicU64; 2]; ROOM] = [const { [AtomicU64::new(0), AtomicU64::new(0)] }; ROOM];
-static WRITABLE_N: AtomicUsize = AtomicUsize::new(0);
-/// [`WRITABLE`] overflowed: no file mapped later is trusted.
-static WRITABLE_FULL: AtomicBool = AtomicBool::new(false);
+/// A small fixed set of files, filled from handlers too: a file is added
+/// unless present; past the room the set is marked full (and callers
+/// then assume any file may be in it). Files are told apart by inode
+/// alone: `/proc/self/maps` and `stat` give different devices for one
+/// file on btrfs subvolumes and on overlayfs (containers); two files of
+/// one inode number on two devices only make more code checked.
+struct FileSet<const N: usize> {
+    inodes: [AtomicU64; N],
+    /// Files added, the ones past the room included.
+    n: AtomicUsize,
+    full: AtomicBool,
+}
+
+impl<const N: usize> FileSet<N> {
+    const fn new() -> Self {
+        FileSet {
+            inodes: [const { AtomicU64::new(0) }; N],
+            n: AtomicUsize::new(0),
+            full: AtomicBool::new(false),
+        }
+    }
+
+    /// Empties the set (a capture begins, no handler runs).
+    fn clear(&self) {
+        self.n.store(0, Ordering::Release);
+        self.full.store(false, Ordering::Release);
+    }
+
+    /// Adds `f` unless present; marks the set full past its room.
+    fn insert(&self, f: FileId) {
+        if self.contains(f) {
+            return;
+        }
+        let i = self.n.fetch_add(1, Ordering::AcqRel);
+        if i >= N {
+            self.full.store(true, Ordering::Release);
+            return;
+        }
+        self.inodes[i].store(f.inode, Ordering::Release);
+    }
+
+    /// Whether `f` (its inode) was added and kept.
+    fn contains(&self, f: FileId) -> bool {
+        let n = self.n.load(Ordering::Acquire).min(N);
+        self.inodes[..n]
+            .iter()
+            .any(|w| w.load(Ordering::Acquire) == f.inode)
+    }
+
+    /// Whether a file was added past the room.
+    fn is_full(&self) -> bool {
+        self.full.load(Ordering::Acquire)
+    }
+
+    /// Files added, the ones past the room included.
+    fn count(&self) -> usize {
+        self.n.load(Ordering::Relaxed)
+    }
+}
+
+/// Files the process may write, this capture. Full: no file mapped later
+/// is trusted.
+static WRITABLE: FileSet<256> = FileSet::new();
 /// Files mapped as trusted code in this capture (at the start, and what
 /// fast mode trusts later): a writable open of another file costs no
-/// `maps` scan. [`CODE_FULL`]: the room overflowed, every writable open
-/// scans.
-const CODE_ROOM: usize = 512;
-static CODE: [[AtomicU64; 2]; CODE_ROOM] =
-    [const { [AtomicU64::new(0), AtomicU64::new(0)] }; CODE_ROOM];
-static CODE_N: AtomicUsize = AtomicUsize::new(0);
-static CODE_FULL: AtomicBool = AtomicBool::new(false);
+/// `maps` scan. Full: every writable open scans.
+static CODE: FileSet<512> = FileSet::new();
 /// A writable `/proc/<pid>/mem` descriptor was opened: nothing is trusted.
 static ALL: AtomicBool = AtomicBool::new(false);
 /// procfs's device (major << 32 | minor), found at [`start`].
@@ -75,65 +129,16 @@ pub(crate) enum Change {
     File(FileId),
 }
 
-fn pack(f: FileId) -> [u64; 2] {
-    [u64::from(f.major) << 32 | u64::from(f.minor), f.inode]
-}
-
 /// Remembers `f` as mapped as trusted code (handler context too).
 pub(crate) fn code_file(f: FileId) {
-    if is_code(f) {
-        return;
-    }
-    let i = CODE_N.fetch_add(1, Ordering::AcqRel);
-    if i >= CODE_ROOM {
-        CODE_FULL.store(true, Ordering::Release);
-        return;
-    }
-    let [a, b] = pack(f);
-    CODE[i][0].store(a, Ordering::Relaxed);
-    CODE[i][1].store(b, Ordering::Release);
-}
-
-/// Files are told apart by inode alone: `/proc/self/maps` and `stat` give
-/// different devices for one file on btrfs subvolumes and on overlayfs
-/// (containers); two files of one inode number on two devices only make
-/// more code checked.
-fn is_code(f: FileId) -> bool {
-    let n = CODE_N.load(Ordering::Acquire).min(CODE_ROOM);
-    CODE[..n]
-        .iter()
-        .any(|w| w[1].load(Ordering::Acquire) == f.inode)
-}
-
-/// Remembers `f` as writable by the process.
-fn mark_writable(f: FileId) {
-    if is_writable(f) {
-        return;
-    }
-    let i = WRITABLE_N.fetch_add(1, Ordering::AcqRel);
-    if i >= ROOM {
-        WRITABLE_FULL.store(true, Ordering::Release);
-        return;
-    }
-    let [a, b] = pack(f);
-    WRITABLE[i][0].store(a, Ordering::Relaxed);
-    WRITABLE[i][1].store(b, Ordering::Release);
-}
-
-/// By inode alone, as [`is_code`].
-fn is_writable(f: FileId) -> bool {
-    let n = WRITABLE_N.load(Ordering::Acquire).min(ROOM);
-    WRITABLE[..n]
-        .iter()
-        .any(|w| w[1].load(Ordering::Acquire) == f.inode)
+    CODE.insert(f);
 }
 
 /// Whether a file mapped during the capture may be trusted as stable code
 /// (not when the process may write it, nor after a mem file was opened).
 /// Counts a refusal. Handler context.
 pub(crate) fn may_trust(f: FileId) -> bool {
-    let ok =
-        !ALL.load(Ordering::Acquire) && !WRITABLE_FULL.load(Ordering::Acquire) && !is_writable(f);
+    let ok = !ALL.load(Ordering::Acquire) && !WRITABLE.is_full() && !WRITABLE.contains(f);
     if !ok {
         UNTRUSTED.fetch_add(1, Ordering::Relaxed);
     }
@@ -145,13 +150,15 @@ pub(crate) fn may_trust(f: FileId) -> bool {
 /// false when all code must be distrusted from the start (a writable mem
 /// file is open); [`is_writable_now`] then answers for the files.
 pub(crate) fn start() -> bool {
-    WRITABLE_N.store(0, Ordering::Release);
-    WRITABLE_FULL.store(false, Ordering::Release);
-    CODE_N.store(0, Ordering::Release);
-    CODE_FULL.store(false, Ordering::Release);
+    WRITABLE.clear();
+    CODE.clear();
     crate::procfs::for_each_self_mapping_file(|_, _, perms, path, f| {
         if crate::procfs::is_stable_code(perms, path) && f.inode != 0 {
             code_file(f);
+        }
+        // A shared writable view outlives its descriptor.
+        if is_shared_writable(perms) && f.inode != 0 {
+            WRITABLE.insert(f);
         }
     });
     ALL.store(false, Ordering::Release);
@@ -171,27 +178,13 @@ pub(crate) fn start() -> bool {
     // `opendir` takes memory from the program's `malloc` and so made its
     // heap before `main` (`record --all` then missed the first `malloc`'s
     // set-up: 1,568 instructions fewer than Callgrind).
-    for_each_fd(|fd| {
-        // SAFETY: fcntl(F_GETFL) on a descriptor number only reads flags.
-        let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as i32;
-        if fl < 0 || fl & libc::O_ACCMODE == libc::O_RDONLY {
-            return;
+    for_each_fd(|fd| match examine_fd(fd) {
+        Change::All => {
+            ALL.store(true, Ordering::Release);
+            MEM_OPENS.fetch_add(1, Ordering::Relaxed);
         }
-        // SAFETY: fstat into a zeroed stat of ours.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: as above; a closed descriptor is an error, not a fault.
-        if unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) } != 0 {
-            return;
-        }
-        let f = FileId::of_stat(&st);
-        if is_proc(f) {
-            if fd_is_mem(fd) {
-                ALL.store(true, Ordering::Release);
-                MEM_OPENS.fetch_add(1, Ordering::Relaxed);
-            }
-        } else if st.st_mode & libc::S_IFMT == libc::S_IFREG {
-            mark_writable(f);
-        }
+        Change::File(f) => WRITABLE.insert(f),
+        Change::None => {}
     });
     !ALL.load(Ordering::Acquire)
 }
@@ -200,11 +193,11 @@ pub(crate) fn start() -> bool {
 /// the process (found by [`start`]): its mappings are not stable code.
 pub(crate) fn is_writable_now(path: &str) -> bool {
     use std::os::unix::fs::MetadataExt;
-    if WRITABLE_FULL.load(Ordering::Acquire) {
+    if WRITABLE.is_full() {
         return true;
     }
     match std::fs::metadata(path) {
-        Ok(m) => is_writable(FileId {
+        Ok(m) => WRITABLE.contains(FileId {
             major: libc::major(m.dev()),
             minor: libc::minor(m.dev()),
             inode: m.ino(),
@@ -326,9 +319,9 @@ pub(crate) fn before_call(nr: i64, args: [u64; 5]) -> Change {
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return Change::None;
     }
-    mark_writable(f);
+    WRITABLE.insert(f);
     CODE_FILE_OPENS.fetch_add(1, Ordering::Relaxed);
-    if is_code(f) || CODE_FULL.load(Ordering::Acquire) {
+    if CODE.contains(f) || CODE.is_full() {
         Change::File(f)
     } else {
         Change::None
@@ -370,16 +363,29 @@ fn before_code_mmap(fd: i32) {
     let Some(file) = fd_file(fd) else {
         return;
     };
-    if is_writable(file) {
+    if WRITABLE.contains(file) {
         return;
     }
     for_each_fd(|other| {
         // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
         let fl = unsafe { libc::syscall(libc::SYS_fcntl, other, libc::F_GETFL) } as i32;
         if fl >= 0 && fl & libc::O_ACCMODE != libc::O_RDONLY && fd_file(other) == Some(file) {
-            mark_writable(file);
+            WRITABLE.insert(file);
         }
     });
+    // A shared writable view of the file whose descriptor is closed (a
+    // file created during the capture was not marked when opened).
+    crate::procfs::for_each_self_mapping_file(|_, _, perms, _, id| {
+        if is_shared_writable(perms) && id.inode == file.inode {
+            WRITABLE.insert(file);
+        }
+    });
+}
+
+/// A `/proc/self/maps` permission field of a shared writable mapping
+/// (`rw-s`).
+fn is_shared_writable(perms: &[u8]) -> bool {
+    perms.get(1) == Some(&b'w') && perms.get(3) == Some(&b's')
 }
 
 /// A `--function` window begins (handler context, the session's lock
@@ -390,32 +396,68 @@ pub(crate) fn window_start(
     acc: &mut crate::account::Accountant,
     mut invalidate: impl FnMut(u64, u64),
 ) {
-    for_each_fd(|fd| {
-        // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
-        let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as i32;
-        if fl < 0 || fl & libc::O_ACCMODE == libc::O_RDONLY {
-            return;
+    for_each_fd(|fd| match examine_fd(fd) {
+        Change::All if !ALL.load(Ordering::Acquire) => {
+            MEM_OPENS.fetch_add(1, Ordering::Relaxed);
+            ALL.store(true, Ordering::Release);
+            apply(Change::All, acc, &mut invalidate);
         }
-        // SAFETY: a zeroed stat of ours, filled by the kernel.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: fstat writes `st` only; a bad descriptor is an error.
-        if unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) } != 0 {
-            return;
-        }
-        let f = FileId::of_stat(&st);
-        if is_proc(f) {
-            if !ALL.load(Ordering::Acquire) && fd_is_mem(fd) {
-                MEM_OPENS.fetch_add(1, Ordering::Relaxed);
-                ALL.store(true, Ordering::Release);
-                apply(Change::All, acc, &mut invalidate);
-            }
-        } else if st.st_mode & libc::S_IFMT == libc::S_IFREG && !is_writable(f) {
-            mark_writable(f);
-            if is_code(f) || CODE_FULL.load(Ordering::Acquire) {
+        Change::File(f) if !WRITABLE.contains(f) => {
+            WRITABLE.insert(f);
+            if CODE.contains(f) || CODE.is_full() {
                 apply(Change::File(f), acc, &mut invalidate);
             }
         }
+        _ => {}
     });
+    // Shared writable views made while nothing was traced, their
+    // descriptors closed (a few per window; more are seen at the next).
+    let mut views = [None::<FileId>; 8];
+    let mut n = 0;
+    crate::procfs::for_each_self_mapping_file(|_, _, perms, _, f| {
+        if is_shared_writable(perms) && f.inode != 0 && !WRITABLE.contains(f) && n < views.len() {
+            WRITABLE.insert(f);
+            views[n] = Some(f);
+            n += 1;
+        }
+    });
+    for f in views.into_iter().flatten() {
+        if CODE.contains(f) || CODE.is_full() {
+            apply(Change::File(f), acc, &mut invalidate);
+        }
+    }
+}
+
+/// What descriptor `fd`, already open, means for stable code ([`start`]
+/// and [`window_start`] examine each): a `/proc/<pid>/mem` file open for
+/// writing is [`Change::All`], a regular file open for writing is
+/// [`Change::File`]; the caller records it. Raw system calls into stack
+/// buffers (handler context too).
+fn examine_fd(fd: i32) -> Change {
+    // SAFETY: fcntl(F_GETFL) only reads the descriptor's flags.
+    let fl = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL) } as i32;
+    if fl < 0 || fl & libc::O_ACCMODE == libc::O_RDONLY {
+        return Change::None;
+    }
+    // SAFETY: a zeroed stat of ours, filled by the kernel.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes `st` only; a closed descriptor is an error, not
+    // a fault.
+    if unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) } != 0 {
+        return Change::None;
+    }
+    let f = FileId::of_stat(&st);
+    if is_proc(f) {
+        if fd_is_mem(fd) {
+            Change::All
+        } else {
+            Change::None
+        }
+    } else if st.st_mode & libc::S_IFMT == libc::S_IFREG {
+        Change::File(f)
+    } else {
+        Change::None
+    }
 }
 
 /// Whether descriptor `fd` names a `/proc/.../mem` file (its link read
@@ -512,7 +554,7 @@ fn for_each_fd(mut f: impl FnMut(i32)) {
 /// (handler context).
 fn mappings_of(file: FileId, mut f: impl FnMut(u64, u64)) {
     crate::procfs::for_each_self_mapping_file(|start, end, perms, path, id| {
-        // By inode alone, as [`is_code`].
+        // By inode alone, as [`FileSet`].
         if id.inode == file.inode && crate::procfs::is_stable_code(perms, path) {
             f(start, end);
         }
@@ -525,7 +567,7 @@ pub(crate) fn note() -> Option<String> {
     let files = CODE_FILE_OPENS.load(Ordering::Relaxed);
     let demoted = DEMOTED.load(Ordering::Relaxed);
     let untrusted = UNTRUSTED.load(Ordering::Relaxed);
-    let writable = WRITABLE_N.load(Ordering::Relaxed);
+    let writable = WRITABLE.count();
     if mem == 0 && demoted == 0 && untrusted == 0 {
         return None;
     }

@@ -132,12 +132,83 @@ pub fn prepare(options: Options) -> Result<bool, CaptureError> {
     {
         return Err(CaptureError::AlreadyRunning);
     }
-    match prepare_inner(options) {
+    match on_own_stack(|| prepare_inner(options)) {
         Ok(v) => Ok(v),
         Err(e) => {
             STATE.store(IDLE, Ordering::Release);
             Err(e)
         }
+    }
+}
+
+/// Bytes of the stack [`prepare`] and [`finish`] run on (mapped for the call,
+/// `MAP_NORESERVE`: only the pages touched are used).
+const OWN_STACK: usize = 8 << 20;
+
+/// Runs `f` on a stack mapped for the call, not the caller's: preparing a
+/// capture took from about 35 to about 54 KiB of the caller's stack, as
+/// the compiler happened to build framehop's unwinder cache (`Cache::new`:
+/// an 8 KiB frame, or 32 KiB when gimli's `UnwindContext` was inlined into
+/// it; an unrelated change to `codewrite.rs` switched one for the other),
+/// under `prepare_inner`'s own 16 KiB frame. On the program's 64 KiB main
+/// stack under `ulimit -s 64` (`record --all` arms in the library's
+/// constructor) the larger build overflowed it before `main` in about 1 run
+/// in 6, as the kernel's random offset of the initial stack pointer and
+/// the environment's size decided. A thread with glibc's smallest stack
+/// (16 KiB) calling `coldcache_start` had no chance ([`finish`] likewise at
+/// `coldcache_stop`). Falls back to the caller's stack if nothing can be
+/// mapped. A panic of `f` is carried across and resumed on the caller's
+/// stack.
+fn on_own_stack<R, F: FnOnce() -> R>(f: F) -> R {
+    // SAFETY: an anonymous private mapping has no preconditions.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            OWN_STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return f();
+    }
+    // A guard page at the bottom: an overflow faults, it does not run
+    // into a neighbouring mapping. (Failure leaves it writable: the stack
+    // is still 8 MiB.)
+    // SAFETY: the first page of the mapping just made.
+    unsafe { libc::mprotect(p, 4096, libc::PROT_NONE) };
+    struct Call<F, R> {
+        f: Option<F>,
+        out: Option<std::thread::Result<R>>,
+    }
+    extern "C" fn thunk<F: FnOnce() -> R, R>(p: *mut libc::c_void) {
+        // SAFETY: `p` is the `Call` on the caller's stack, alive and not
+        // otherwise used during `run_on_stack`.
+        let call = unsafe { &mut *(p as *mut Call<F, R>) };
+        if let Some(f) = call.f.take() {
+            call.out = Some(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+        }
+    }
+    let mut call = Call {
+        f: Some(f),
+        out: None,
+    };
+    // SAFETY: the top of the mapping made above, used by this call only;
+    // `thunk` unwinds nothing across `run_on_stack` (panics are caught).
+    unsafe {
+        engine::run_on_stack(
+            &mut call as *mut Call<F, R> as *mut libc::c_void,
+            thunk::<F, R>,
+            p as u64 + OWN_STACK as u64,
+        );
+        libc::munmap(p, OWN_STACK);
+    }
+    match call.out {
+        Some(Ok(r)) => r,
+        Some(Err(panic)) => std::panic::resume_unwind(panic),
+        None => unreachable!("run_on_stack returned without calling its function"),
     }
 }
 
@@ -468,8 +539,14 @@ pub fn resume_calls(n: u64) {
 }
 
 /// Stops the capture (if it is still running), waits until no handler
-/// runs, and writes the dump atomically.
+/// runs, and writes the dump atomically. On a stack of its own, as
+/// [`prepare`]: `coldcache_stop` called on a thread with a 16 KiB stack
+/// overflowed it in `finish` (killed by SIGSEGV).
 pub fn finish() -> Result<Summary, CaptureError> {
+    on_own_stack(finish_inner)
+}
+
+fn finish_inner() -> Result<Summary, CaptureError> {
     let _g = FINISHING.lock().unwrap_or_else(|e| e.into_inner());
     let _me = crate::fatal::Finishing::enter();
     if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
