@@ -266,8 +266,8 @@ fn newer_version_is_refused_by_number() {
 /// Dumps written by each format version, committed: every later coldcache
 /// must keep reading them. Versions 1 to 5 were made by these tests'
 /// `sample*` functions (`COLDCACHE_WRITE_SAMPLES=1` wrote the newest when
-/// it was added); version 6's is a real capture (below); none is ever
-/// rewritten.
+/// it was added); versions 6 and 7 are real captures (below); none is
+/// ever rewritten.
 #[test]
 fn committed_version_1_sample_still_loads() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1.ccdump");
@@ -788,4 +788,32 @@ fn timeline_round_trips_and_bad_events_are_refused() {
         Dump::from_bytes(&sample().to_bytes()).unwrap().timeline,
         None
     );
+}
+
+/// Version 7: a real capture with `OBJI`, made by `setarch -R coldcache
+/// record --no-resolve --allocator pool_alloc=size2 --allocator
+/// pool_free=free2 --function work -o v7-objects.ccdump ./pool`
+/// (tests-programs/data/pool.c built `gcc -O1 -g`): one site, 64 blocks
+/// read 192 times and written 320 times (the program's header), and its
+/// per-instruction rows summing to the site's accesses, side by side.
+#[test]
+fn committed_version_7_objects_sample_loads() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v7-objects.ccdump");
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[8..12], &7u32.to_le_bytes(), "sample is version 7");
+    let d = Dump::from_bytes(&bytes).unwrap();
+    let o = d.objects.as_ref().expect("an OBJS section");
+    assert_eq!(o.sites.len(), 1);
+    let site = &o.sites[0];
+    assert_eq!(site.allocator, "pool_alloc");
+    assert_eq!((site.blocks, site.bytes, site.freed), (64, 2_560, 64));
+    let side = |c: &coldcache_dump::ObjectCounts, s: usize| c.served[s].iter().sum::<u64>();
+    assert_eq!((side(&site.counts, 0), side(&site.counts, 1)), (192, 320));
+    let by = o.by_instruction.as_ref().expect("an OBJI section");
+    assert_eq!(by.dropped.accesses(), 0);
+    for s in 0..2 {
+        let sum: u64 = by.rows.iter().map(|r| side(&r.counts, s)).sum();
+        assert_eq!(sum, side(&site.counts, s), "side {s}");
+    }
 }
