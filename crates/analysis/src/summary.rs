@@ -137,17 +137,53 @@ pub fn trapped(meta: &Meta) -> Option<Shortfall> {
     } else {
         String::new()
     };
+    // The causes, where the engine counted them (`fast mode trapped by
+    // cause: N why; N why`).
+    let causes: Vec<(u64, &str)> = meta
+        .notes
+        .iter()
+        .find_map(|n| n.strip_prefix("fast mode trapped by cause: "))
+        .map(|c| {
+            c.split("; ")
+                .filter_map(|e| {
+                    let (n, why) = e.split_once(' ')?;
+                    Some((n.parse().ok()?, why))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let by_cause = if causes.is_empty() {
+        String::new()
+    } else {
+        let list: Vec<String> = causes
+            .iter()
+            .map(|(n, why)| format!("{} {why}", thousands(*n)))
+            .collect();
+        format!(": {}", list.join("; "))
+    };
+    let mut advice =
+        "counted as the others, but each costs a trap (tens of microseconds)".to_string();
+    if causes.is_empty() {
+        advice.push_str(
+            ": blocks the translator refuses, the first instruction of each thread, the \
+             instruction after each system call",
+        );
+    }
+    if causes.iter().any(|(_, why)| why.contains("JIT")) {
+        advice.push_str(
+            "; code a JIT writes (V8's, LuaJIT's, a regex engine's) is not translated, so it \
+             runs at trap speed: its counts are exact; keep the window on the code around it \
+             when speed matters",
+        );
+    }
     Some(Shortfall {
         count,
         text: format!(
-            "{} of {} instructions{share} ran under the trap engine",
+            "{} of {} instructions{share} ran under the trap engine{by_cause}",
             thousands(count),
             thousands(meta.instructions)
         ),
-        advice: "counted as the others, but each costs a trap (tens of microseconds): \
-                 blocks the translator refuses, the first instruction of each thread, the \
-                 instruction after each system call"
-            .to_string(),
+        advice,
     })
 }
 
@@ -409,6 +445,22 @@ mod tests {
             trapped(&m).unwrap().text,
             "811,746 of 120,000,000 instructions (0.68%) ran under the trap engine"
         );
+        assert!(!trapped(&m).unwrap().advice.contains("JIT"));
+        // With the engine's causes: each in words, and a JIT's said.
+        m.notes.push(
+            "fast mode trapped by cause: 1746 not handed over yet (a thread's first \
+             instructions); 810000 in code outside the read-only file mappings (a JIT's, or \
+             code in writable memory)"
+                .into(),
+        );
+        let t = trapped(&m).unwrap();
+        assert_eq!(
+            t.text,
+            "811,746 of 120,000,000 instructions (0.68%) ran under the trap engine: 1,746 not \
+             handed over yet (a thread's first instructions); 810,000 in code outside the \
+             read-only file mappings (a JIT's, or code in writable memory)"
+        );
+        assert!(t.advice.contains("JIT"), "{}", t.advice);
         assert_eq!(thousands(0), "0");
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1_000), "1,000");

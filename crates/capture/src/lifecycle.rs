@@ -616,6 +616,17 @@ fn finish_inner() -> Result<Summary, CaptureError> {
              each system call); {} dispatcher entries",
             f.trapped, f.dispatches
         ));
+        let causes: Vec<String> = f
+            .trapped_by
+            .iter()
+            .zip(crate::jit::TRAP_CAUSES)
+            .filter(|(n, _)| **n > 0)
+            .map(|(n, why)| format!("{n} {why}"))
+            .collect();
+        if !causes.is_empty() {
+            meta.notes
+                .push(format!("fast mode trapped by cause: {}", causes.join("; ")));
+        }
         if f.short_replays > 0 {
             meta.notes.push(format!(
                 "fast mode: several threads ran translated code at once; each replayed \

@@ -92,6 +92,23 @@ static TRAP_JMP: AtomicU64 = AtomicU64::new(0);
 static TLS_OFFSET: AtomicI64 = AtomicI64::new(i64::MIN);
 /// Instructions the trap engine stepped in this fast-mode capture.
 static TRAPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Why an instruction of a fast-mode capture ran under the trap engine
+/// ([`try_hand_over`]'s reasons, in its order), as the dump's note and the
+/// summary name them.
+pub(crate) const TRAP_CAUSES: [&str; 8] = [
+    "sent back for one step (after a block the dispatcher could not run, a system call it replayed, an old translation)",
+    "not handed over yet (a thread's first instructions, after a system call, inside a rep string)",
+    "in an rseq critical section",
+    "at the trigger's breakpoint",
+    "on a thread whose thread pointer the program changed",
+    "in code outside the read-only file mappings (a JIT's, or code in writable memory)",
+    "at the window's end points, or in blocks the translator refuses",
+    "on a thread without a record buffer",
+];
+
+/// [`TRAPPED`] by cause ([`TRAP_CAUSES`]).
+static TRAPPED_BY: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
 /// Benchmarks only (`COLDCACHE_FAST_NULL_CONSUMER`): records are thrown
 /// away instead of replayed, which measures the translated code alone.
 static NULL_CONSUMER: AtomicBool = AtomicBool::new(false);
@@ -568,6 +585,9 @@ pub(crate) fn prepare(
     LOOKUP_GEN.fetch_add(1, Ordering::AcqRel);
     FINISH_ON_LEAVE.store(false, Ordering::Release);
     TRAPPED.store(0, Ordering::Relaxed);
+    for c in &TRAPPED_BY {
+        c.store(0, Ordering::Relaxed);
+    }
     DISPATCHES.store(0, Ordering::Relaxed);
     INTERLEAVE.store(false, Ordering::Release);
     SHORT_REPLAYS.store(0, Ordering::Relaxed);
@@ -581,6 +601,8 @@ pub(crate) fn prepare(
 pub(crate) struct FastReport {
     /// Instructions the trap engine stepped.
     pub trapped: u64,
+    /// Of those, by cause ([`TRAP_CAUSES`]).
+    pub trapped_by: [u64; 8],
     /// Dispatcher entries.
     pub dispatches: u64,
     /// Buffers replayed short because several threads ran translated code
@@ -632,6 +654,7 @@ pub(crate) fn finish() -> Option<FastReport> {
     FAST.store(false, Ordering::Release);
     Some(FastReport {
         trapped: TRAPPED.load(Ordering::Relaxed),
+        trapped_by: std::array::from_fn(|i| TRAPPED_BY[i].load(Ordering::Relaxed)),
         dispatches: DISPATCHES.load(Ordering::Relaxed),
         short_replays: SHORT_REPLAYS.load(Ordering::Relaxed),
         verified: verify::take(),
@@ -699,20 +722,37 @@ pub(crate) fn try_hand_over(
     // The note counts the window's instructions only, as the dump does: a
     // warming call's are simulated, counted nowhere.
     let counted = u64::from(!acc.warming(tid));
-    if std::mem::take(&mut t.trap_once) != 0 {
+    let trapped = |cause: usize| {
         TRAPPED.fetch_add(counted, Ordering::Relaxed);
-        return false;
+        TRAPPED_BY[cause].fetch_add(counted, Ordering::Relaxed);
+        false
+    };
+    if std::mem::take(&mut t.trap_once) != 0 {
+        return trapped(0);
     }
     let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
     let ready = acc.hand_over_ready(tid);
-    let stays = ready.is_none()
-        || crate::rseq::in_section()
-        || rip == BP_ADDR.load(Ordering::Acquire)
-        || i64::from(tls::offset().unwrap_or(i32::MIN)) != TLS_OFFSET.load(Ordering::Relaxed)
-        || with_jit(|j| j.as_ref().is_none_or(|j| j.stays_trapped(rip)));
-    if stays || !thread_resources(t) {
-        TRAPPED.fetch_add(counted, Ordering::Relaxed);
-        return false;
+    let stays = if ready.is_none() {
+        Some(1)
+    } else if crate::rseq::in_section() {
+        Some(2)
+    } else if rip == BP_ADDR.load(Ordering::Acquire) {
+        Some(3)
+    } else if i64::from(tls::offset().unwrap_or(i32::MIN)) != TLS_OFFSET.load(Ordering::Relaxed) {
+        Some(4)
+    } else {
+        with_jit(|j| match j.as_ref() {
+            None => Some(6),
+            Some(j) if j.module_end(rip).is_none() => Some(5),
+            Some(j) if j.stays_trapped(rip) => Some(6),
+            Some(_) => None,
+        })
+    };
+    if let Some(cause) = stays {
+        return trapped(cause);
+    }
+    if !thread_resources(t) {
+        return trapped(7);
     }
     // Still marked active by an earlier capture (it left translated code
     // through a `siglongjmp`, never through the dispatcher): that
