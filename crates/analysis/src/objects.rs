@@ -139,8 +139,8 @@ fn type_sites(data: &DataTypes, o: &Objects, rows: &mut [ObjectRow], levels: usi
     let Some(by) = &o.by_instruction else {
         return;
     };
-    // Per site: accesses per type name, per field label.
-    let mut types: Vec<HashMap<String, u64>> = vec![HashMap::new(); rows.len()];
+    // Per site: accesses per type, per field label.
+    let mut types: Vec<HashMap<u32, u64>> = vec![HashMap::new(); rows.len()];
     let mut fields: Vec<HashMap<String, FieldAccesses>> = vec![HashMap::new(); rows.len()];
     for p in &by.rows {
         let Some(a) = data.access(p.ip) else {
@@ -149,11 +149,7 @@ fn type_sites(data: &DataTypes, o: &Objects, rows: &mut [ObjectRow], levels: usi
         let s = p.site as usize;
         let n = p.counts.accesses();
         rows[s].typed_accesses += n;
-        let name = data
-            .types
-            .get(a.ty as usize)
-            .map_or_else(String::new, |t| t.name.clone());
-        *types[s].entry(name).or_default() += n;
+        *types[s].entry(a.ty).or_default() += n;
         let label = crate::data::field_label(data, a);
         let f = fields[s]
             .entry(label.clone())
@@ -172,12 +168,10 @@ fn type_sites(data: &DataTypes, o: &Objects, rows: &mut [ObjectRow], levels: usi
         }
     }
     for (s, r) in rows.iter_mut().enumerate() {
-        // The most accesses, then the name: one answer for equal counts.
-        r.ty = types[s]
-            .iter()
-            .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
-            .map(|(t, _)| t.clone())
-            .unwrap_or_default();
+        let block = (r.blocks > 0).then(|| r.bytes.div_ceil(r.blocks));
+        r.ty = site_type(data, &types[s], block)
+            .and_then(|t| data.types.get(t as usize))
+            .map_or_else(String::new, |t| t.name.clone());
         let mut f: Vec<FieldAccesses> = fields[s].drain().map(|(_, f)| f).collect();
         f.sort_by(|a, b| {
             b.misses
@@ -188,6 +182,57 @@ fn type_sites(data: &DataTypes, o: &Objects, rows: &mut [ObjectRow], levels: usi
         });
         r.fields = f;
     }
+}
+
+/// A site's type from its typed accesses per type (`counts`): the type most
+/// of them carry (then the name: one answer for equal counts), or, where
+/// another of its types holds that one at offset 0 (a C++ class around its
+/// base, a C struct whose first member is its "base": CPython's
+/// `PyListObject` around its `_object` header) and fits in the site's
+/// blocks (`block`: their mean size), the largest such one. Generic code
+/// reaches the header through the base's pointer; the block is the
+/// derived object.
+fn site_type(
+    data: &DataTypes,
+    counts: &std::collections::HashMap<u32, u64>,
+    block: Option<u64>,
+) -> Option<u32> {
+    let name = |t: u32| data.types.get(t as usize).map_or("", |d| d.name.as_str());
+    let most = counts
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then_with(|| name(*b.0).cmp(name(*a.0))))
+        .map(|(&t, _)| t)?;
+    let size = |t: u32| data.types.get(t as usize).map_or(0, |d| d.size);
+    counts
+        .keys()
+        .copied()
+        .filter(|&t| t != most && embeds_at_zero(data, t, most))
+        .filter(|&t| block.is_none_or(|b| size(t) <= b))
+        .max_by(|&a, &b| size(a).cmp(&size(b)).then_with(|| name(b).cmp(name(a))))
+        .or(Some(most))
+}
+
+/// Whether type `outer` holds type `inner` at offset 0, through first
+/// members (a base class, a struct's first field), at any depth.
+fn embeds_at_zero(data: &DataTypes, outer: u32, inner: u32) -> bool {
+    let mut t = outer;
+    for _ in 0..32 {
+        let Some(first) = data
+            .types
+            .get(t as usize)
+            .and_then(|d| d.members.iter().find(|m| m.offset == 0 && m.bit_size == 0))
+        else {
+            return false;
+        };
+        if first.ty == inner {
+            return true;
+        }
+        if first.ty == coldcache_dump::data::NO_TYPE || first.ty == t {
+            return false;
+        }
+        t = first.ty;
+    }
+    false
 }
 
 /// Why a dump has no objects (empty when it has them).
@@ -411,4 +456,96 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
             .map_or(0, |b| b.dropped.accesses()),
         types_note: types_note(dump, o),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldcache_dump::data::{DataType, Member, NO_TYPE};
+    use std::collections::HashMap;
+
+    fn member(name: &str, offset: u64, size: u64, ty: u32) -> Member {
+        Member {
+            name: name.into(),
+            offset,
+            size,
+            type_name: name.into(),
+            ty,
+            ..Member::default()
+        }
+    }
+
+    fn ty(name: &str, size: u64, members: Vec<Member>) -> DataType {
+        DataType {
+            name: name.into(),
+            size,
+            members,
+            ..DataType::default()
+        }
+    }
+
+    /// `base` (8 bytes), `derived` holding it first (40), `derived2`
+    /// holding `derived` first (48), `other` holding `base` second (16).
+    fn types() -> DataTypes {
+        DataTypes {
+            types: vec![
+                ty(
+                    "base",
+                    8,
+                    vec![member("kind", 0, 4, NO_TYPE), member("refs", 4, 4, NO_TYPE)],
+                ),
+                ty(
+                    "derived",
+                    40,
+                    vec![member("b", 0, 8, 0), member("x", 8, 32, NO_TYPE)],
+                ),
+                ty(
+                    "derived2",
+                    48,
+                    vec![member("d", 0, 40, 1), member("y", 40, 8, NO_TYPE)],
+                ),
+                ty(
+                    "other",
+                    16,
+                    vec![member("n", 0, 8, NO_TYPE), member("b", 8, 8, 0)],
+                ),
+            ],
+            ..DataTypes::default()
+        }
+    }
+
+    #[test]
+    fn a_site_is_typed_by_the_largest_type_holding_its_most_frequent_one_first() {
+        let d = types();
+        let counts = |v: &[(u32, u64)]| v.iter().copied().collect::<HashMap<u32, u64>>();
+        // Generic code through `base*` makes most accesses; the block is a
+        // `derived`.
+        assert_eq!(
+            site_type(&d, &counts(&[(0, 100), (1, 10)]), Some(40)),
+            Some(1)
+        );
+        // Two levels: `derived2` holds `derived`, which holds `base`.
+        assert_eq!(
+            site_type(&d, &counts(&[(0, 100), (1, 5), (2, 1)]), Some(48)),
+            Some(2)
+        );
+        // A type larger than the blocks is not theirs.
+        assert_eq!(
+            site_type(&d, &counts(&[(0, 100), (1, 10)]), Some(32)),
+            Some(0)
+        );
+        // `other` holds `base` at offset 8, not 0: not a derived type.
+        assert_eq!(
+            site_type(&d, &counts(&[(0, 100), (3, 10)]), Some(64)),
+            Some(0)
+        );
+        // The most frequent is already the outer one.
+        assert_eq!(
+            site_type(&d, &counts(&[(0, 10), (1, 100)]), Some(40)),
+            Some(1)
+        );
+        // Equal counts, unrelated types: the name decides, every time.
+        assert_eq!(site_type(&d, &counts(&[(3, 7), (1, 7)]), None), Some(1));
+        assert_eq!(site_type(&d, &HashMap::new(), None), None);
+    }
 }
