@@ -212,12 +212,6 @@ pub fn coverage(p: &Profile) -> Option<Coverage> {
     coverage_of(p.dump(), &|i| p.record_kept(i))
 }
 
-/// The label of an access's field as the data view shows it
-/// ([`DataTypes::label`], where every view gets it).
-pub fn field_label(data: &DataTypes, a: &TypedAccess) -> String {
-    data.label(a)
-}
-
 /// A query of the data view.
 #[derive(Clone, Debug, Default)]
 pub struct DataQuery {
@@ -341,7 +335,7 @@ pub fn data_rows(
             continue;
         };
         let key = if fields {
-            field_label(data, a)
+            data.label(a)
         } else {
             data.types
                 .get(a.ty as usize)
@@ -389,7 +383,7 @@ pub fn data(p: &Profile, q: &DataQuery) -> Result<DataView, AnalysisError> {
                 });
                 types.len() - 1
             });
-            let label = field_label(data, a);
+            let label = data.label(a);
             let f = match field_row.get(&label) {
                 Some(&f) => f,
                 None => {

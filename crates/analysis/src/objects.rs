@@ -11,10 +11,12 @@
 //!
 //! A site's type and fields (dump version 7): its accesses per instruction
 //! (section `OBJI`) joined with the `DATA` section's type and field of
-//! each instruction (the data view's own lookup, `DataTypes::access` and
-//! [`crate::data::field_label`]). The site's type is the type most of its
-//! typed accesses carry; each field (of any type its instructions carry)
-//! gets the accesses and misses of the instructions typed to it.
+//! each instruction (`DataTypes::access` and `DataTypes::label`, as the
+//! data view looks them up; this module does not import `crate::data`,
+//! whose view embeds this one). The site's type is the largest of its
+//! types that holds the most frequent one at offset 0 and fits its blocks
+//! ([`site_type`]); each field (of any type its instructions carry) gets
+//! the accesses and misses of the instructions typed to it.
 
 use crate::profile::Profile;
 use coldcache_dump::{DataTypes, Dump, ObjectCounts, ObjectRegion, Objects};
@@ -150,7 +152,7 @@ fn type_sites(data: &DataTypes, o: &Objects, rows: &mut [ObjectRow], levels: usi
         let n = p.counts.accesses();
         rows[s].typed_accesses += n;
         *types[s].entry(a.ty).or_default() += n;
-        let label = crate::data::field_label(data, a);
+        let label = data.label(a);
         let f = fields[s]
             .entry(label.clone())
             .or_insert_with(|| FieldAccesses {

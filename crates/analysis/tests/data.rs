@@ -201,16 +201,16 @@ fn data_view_ranks_types_and_fields_and_its_totals_are_the_flat_views() {
 fn padding_whole_objects_scalars_and_straddling_accesses_are_labelled() {
     let d = data_dump::data_types();
     let mut a = d.accesses[0].clone();
-    assert_eq!(data::field_label(&d, &a), "game::Entity::flags");
+    assert_eq!(d.label(&a), "game::Entity::flags");
     a.straddles = true;
-    assert_eq!(data::field_label(&d, &a), "game::Entity::flags [straddles]");
+    assert_eq!(d.label(&a), "game::Entity::flags [straddles]");
     a.straddles = false;
     a.path.clear();
     a.offset = 100;
-    assert_eq!(data::field_label(&d, &a), "game::Entity::<padding>");
+    assert_eq!(d.label(&a), "game::Entity::<padding>");
     a.offset = 0;
     a.size = 192;
-    assert_eq!(data::field_label(&d, &a), "game::Entity");
+    assert_eq!(d.label(&a), "game::Entity");
 }
 
 #[test]
@@ -578,7 +578,7 @@ fn layout_of_a_class_with_a_base_class_and_a_union() {
         via: Via::Register,
         variable: "p".into(),
     };
-    assert_eq!(data::field_label(data, &data.accesses[0]), "Derived::u.d");
+    assert_eq!(data.label(&data.accesses[0]), "Derived::u.d");
     let p = Profile::new(d, ProfileOptions::default());
     let v = data::layout(&p, "Derived").unwrap();
     let rows: Vec<(u32, &str, u64, bool, u64, u64)> = v
