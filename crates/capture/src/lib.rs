@@ -73,6 +73,7 @@ pub mod engine;
 pub mod grow;
 mod jit;
 mod lifecycle;
+mod lock;
 pub mod machine;
 pub mod memory;
 pub mod model;

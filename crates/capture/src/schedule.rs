@@ -24,6 +24,7 @@
 //!   waits [`STALL_NS`] for a turn that never comes takes it, and the
 //!   capture is marked not reproducible: [`stalled`]).
 
+use crate::lock::{futex_wait, futex_wake};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// Threads the rotation holds at once (more are traced unserialised, and
@@ -76,7 +77,7 @@ pub(crate) fn configure(quantum: u64, first: u32) {
 pub(crate) fn off() {
     if QUANTUM.swap(0, Ordering::AcqRel) != 0 {
         TURN.store(0, Ordering::Release);
-        wake_all(&TURN);
+        futex_wake(&TURN, i32::MAX);
     }
 }
 
@@ -347,37 +348,8 @@ fn hand_on(tid: u32, out: bool) {
     USED.store(0, Ordering::Relaxed);
     TURN.store(next, Ordering::Release);
     if next != tid {
-        wake_all(&TURN);
+        futex_wake(&TURN, i32::MAX);
     }
-}
-
-fn futex_wait(word: &AtomicU32, expected: u32, timeout_ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
-    };
-    // SAFETY: a futex wait on a word of ours, with a live timespec.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            &ts as *const libc::timespec,
-        )
-    };
-}
-
-fn wake_all(word: &AtomicU32) {
-    // SAFETY: a futex wake on a word of ours.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            i32::MAX,
-        )
-    };
 }
 
 fn nap(ns: u64) {

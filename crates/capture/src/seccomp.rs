@@ -51,6 +51,11 @@ pub(crate) fn confines(uc: &libc::ucontext_t) -> Option<&'static str> {
     {
         park_writer();
     }
+    if installs {
+        // Other threads may still take the engine's locks (a last trap):
+        // a filter may kill the program for their `futex`.
+        crate::lock::forbid_system_calls();
+    }
     installs.then_some(REASON)
 }
 

@@ -1,5 +1,5 @@
-//! The capture's global state: the life-cycle state machine, the spin lock
-//! and the session it guards, and the few atomics the signal handlers read
+//! The capture's global state: the life-cycle state machine, the lock
+//! (`lock.rs`) and the session it guards, and the few atomics the signal handlers read
 //! without the lock.
 //!
 //! # Invariants
@@ -10,6 +10,7 @@
 //!   never across a call that could block.
 
 use crate::account::Accountant;
+use crate::lock::Lock;
 use crate::machine::XsaveLayout;
 use crate::options::{Options, Summary, Threads};
 use coldcache_dump::{Meta, Module};
@@ -35,7 +36,7 @@ pub(crate) use crate::options::MAX_SELECTED;
 pub(crate) static STATE: AtomicU8 = AtomicU8::new(IDLE);
 /// Handlers running now; `finish` waits for zero.
 pub(crate) static IN_HANDLER: AtomicU32 = AtomicU32::new(0);
-static LOCK: AtomicBool = AtomicBool::new(false);
+static LOCK: Lock = Lock::new();
 /// Every thread is traced (`Threads::All`).
 pub(crate) static ALL_THREADS: AtomicBool = AtomicBool::new(false);
 /// The selected thread ids (0: free).
@@ -68,30 +69,23 @@ struct SessionCell(UnsafeCell<Option<Box<Session>>>);
 unsafe impl Sync for SessionCell {}
 static SESSION: SessionCell = SessionCell(UnsafeCell::new(None));
 
-/// Runs `f` on the session with the spin lock held.
+/// Runs `f` on the session with the lock held (`lock.rs`: spins, then
+/// sleeps).
 pub(crate) fn with_session<R>(f: impl FnOnce(&mut Option<Box<Session>>) -> R) -> R {
-    while LOCK
-        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        std::hint::spin_loop();
-    }
+    LOCK.lock();
     // SAFETY: the lock is held, so no other reference to the cell exists.
     let r = f(unsafe { &mut *SESSION.0.get() });
-    LOCK.store(false, Ordering::Release);
+    LOCK.unlock();
     r
 }
 
 /// Like [`with_session`], but gives up after a bounded number of attempts.
 pub(crate) fn try_with_session(f: impl FnOnce(&mut Option<Box<Session>>)) {
     for _ in 0..100_000 {
-        if LOCK
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
+        if LOCK.try_lock() {
             // SAFETY: the lock is held, so no other reference to the cell exists.
             f(unsafe { &mut *SESSION.0.get() });
-            LOCK.store(false, Ordering::Release);
+            LOCK.unlock();
             return;
         }
         std::hint::spin_loop();

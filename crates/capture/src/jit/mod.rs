@@ -178,18 +178,13 @@ struct JitCell(UnsafeCell<Option<Box<JitState>>>);
 // SAFETY: only accessed with `JIT_LOCK` held (see `with_jit`).
 unsafe impl Sync for JitCell {}
 static JIT: JitCell = JitCell(UnsafeCell::new(None));
-static JIT_LOCK: AtomicBool = AtomicBool::new(false);
+static JIT_LOCK: crate::lock::Lock = crate::lock::Lock::new();
 
 fn with_jit<R>(f: impl FnOnce(&mut Option<Box<JitState>>) -> R) -> R {
-    while JIT_LOCK
-        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-        .is_err()
-    {
-        std::hint::spin_loop();
-    }
+    JIT_LOCK.lock();
     // SAFETY: the lock is held: no other reference to the cell exists.
     let r = f(unsafe { &mut *JIT.0.get() });
-    JIT_LOCK.store(false, Ordering::Release);
+    JIT_LOCK.unlock();
     r
 }
 
