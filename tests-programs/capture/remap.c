@@ -23,7 +23,7 @@
 #include <unistd.h>
 #include "coldcache.h"
 
-#define ROUND 2000
+#define ROUND 200
 
 typedef int (*fn)(void);
 

@@ -41,7 +41,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define ROUND 2000
+#define ROUND 200
 
 typedef int (*fn)(void);
 

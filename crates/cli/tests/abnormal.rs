@@ -1611,9 +1611,9 @@ fn a_stack_overflow_in_fast_mode_keeps_the_dump() {
 /// [`program_case`] of `selfmod.c` (issue 33: code that changes without an
 /// `mprotect` or `munmap`) in both capture modes, under `record --all` and
 /// a `--function work` window. The program's output is the truth: each
-/// round of calls returns what the code there says now (`2000 4000
-/// 10000`); a stale translation or decode repeated the first round's sum
-/// (fast mode printed `2000 2000 2000` in every case before the fix).
+/// round of calls returns what the code there says now (`200 400
+/// 1000`); a stale translation or decode repeated the first round's sum
+/// (fast mode printed `2000 2000 2000`, with 2,000 calls a round, in every case before the fix).
 fn selfmod_case(case: &str) {
     for (t, trigger) in [
         ("all", &["--all"][..]),
@@ -1721,11 +1721,11 @@ fn a_code_file_opened_for_writing_after_it_ran_runs_its_new_code() {
 
 /// What the patched code counts, hand-computed (`selfmod.c mem` and
 /// `memsys`, built without PIE so `nm` gives `patch_me`'s address): three
-/// rounds of 2,000 calls, `mov eax, imm; ret` twice then `push 5; pop rax;
-/// ret`, are 14,000 instructions, 8,000 reads (each `ret`, each `pop`) and
-/// 2,000 writes (each `push`) at `patch_me`, in both modes under `record
+/// rounds of 200 calls, `mov eax, imm; ret` twice then `push 5; pop rax;
+/// ret`, are 1,400 instructions, 800 reads (each `ret`, each `pop`) and
+/// 200 writes (each `push`) at `patch_me`, in both modes under `record
 /// --all`. A stale decode of the old `mov` counts no write (trap mode, with
-/// the demotion off, counted 6,000 instead of 8,000 data accesses on a
+/// the demotion off, counted 6,000 instead of 8,000 with 2,000 calls a round data accesses on a
 /// one-patch variant; its output was right, its counts were not).
 #[test]
 fn code_patched_through_proc_mem_counts_the_new_codes_accesses() {
@@ -1765,7 +1765,7 @@ fn code_patched_through_proc_mem_counts_the_new_codes_accesses() {
             );
             assert_eq!(
                 out.stdout,
-                format!("{case}: 2000 4000 10000\n"),
+                format!("{case}: 200 400 1000\n"),
                 "{what}\n{}",
                 out.stderr
             );
@@ -1788,7 +1788,7 @@ fn code_patched_through_proc_mem_counts_the_new_codes_accesses() {
             let ir = t[d.counter("instructions").unwrap()];
             assert_eq!(
                 (ir, side("r"), side("w")),
-                (14_000, 8_000, 2_000),
+                (1_400, 800, 200),
                 "{what}: instructions, reads, writes at patch_me"
             );
             assert!(
