@@ -70,10 +70,19 @@ impl Typing {
         } else {
             Vec::new()
         };
+        // The file addresses of the instructions to type: parameters and
+        // locals are read from their units only.
+        let vaddr_of = |l: &Location| {
+            let off = (l.addr - m.start).checked_add(m.file_offset)?;
+            bin.file_to_vaddr(off).map(|(v, _)| v)
+        };
+        let mut pcs: Vec<u64> = todo.iter().filter_map(|l| vaddr_of(l)).collect();
+        pcs.sort_unstable();
+        pcs.dedup();
         let typed = if separate {
-            ModuleTypes::from_files(&bytes, Some(&bin.data))
+            ModuleTypes::from_files_at(&bytes, Some(&bin.data), Some(&pcs))
         } else {
-            ModuleTypes::from_files(&bin.data, None)
+            ModuleTypes::from_files_at(&bin.data, None, Some(&pcs))
         };
         let mut mt = match typed {
             Ok(mt) => mt,
@@ -87,10 +96,7 @@ impl Typing {
             if l.code.is_empty() {
                 continue;
             }
-            let Some(off) = (l.addr - m.start).checked_add(m.file_offset) else {
-                continue;
-            };
-            let Some((vaddr, _)) = bin.file_to_vaddr(off) else {
+            let Some(vaddr) = vaddr_of(l) else {
                 continue;
             };
             if let Some(mut a) = mt.type_instruction(vaddr, &l.code) {

@@ -90,8 +90,9 @@ pub fn load_dwarf(obj: &object::File) -> Result<gimli::Dwarf<Reader>, TypesError
 fn variables_of(
     dwarf: &gimli::Dwarf<Reader>,
     code: &object::File,
+    pcs: Option<&[u64]>,
 ) -> (Option<Box<dyn operand::Variables>>, u64) {
-    match locals::Locals::read(dwarf, code) {
+    match locals::Locals::read_at(dwarf, code, pcs) {
         Ok(l) => {
             let n = l.variables;
             (Some(Box::new(l) as Box<dyn operand::Variables>), n)
@@ -242,13 +243,25 @@ impl ModuleTypes {
     /// and call frame information from `code`, the module itself (`None`:
     /// the same file).
     pub fn from_files(dwarf: &[u8], code: Option<&[u8]>) -> Result<ModuleTypes, TypesError> {
+        ModuleTypes::from_files_at(dwarf, code, None)
+    }
+
+    /// [`ModuleTypes::from_files`] for the instructions at `pcs` (sorted
+    /// file addresses): parameters and locals are read only from the
+    /// units whose code holds one of them ([`locals::Locals::read_at`]);
+    /// types, scopes and globals from every unit.
+    pub fn from_files_at(
+        dwarf: &[u8],
+        code: Option<&[u8]>,
+        pcs: Option<&[u64]>,
+    ) -> Result<ModuleTypes, TypesError> {
         let obj = object::File::parse(dwarf)?;
         let code_obj = match code {
             Some(c) => object::File::parse(c)?,
             None => object::File::parse(dwarf)?,
         };
         let dwarf = load_dwarf(&obj)?;
-        let (variables, located) = variables_of(&dwarf, &code_obj);
+        let (variables, located) = variables_of(&dwarf, &code_obj, pcs);
         let mut mt = ModuleTypes::new(dwarf, variables);
         mt.code = Code::read(&code_obj);
         mt.located = Some(located);

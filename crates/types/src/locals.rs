@@ -160,6 +160,21 @@ impl Locals {
     /// has contents: the module itself when `dwarf` comes from a separate
     /// debug file). Addresses are the file's virtual addresses.
     pub fn read(dwarf: &gimli::Dwarf<Reader>, obj: &object::File) -> Result<Locals, LocalsError> {
+        Locals::read_at(dwarf, obj, None)
+    }
+
+    /// [`Locals::read`], walking only the units whose code ranges hold one
+    /// of `pcs` (sorted file addresses: the instructions to be typed;
+    /// `None`: every unit). A lookup at another unit's pc answers nothing.
+    /// Walking every unit of a C library's debug file was most of a
+    /// resolution's time for the few units a capture touches. When the
+    /// units walked hold no located variable, every unit is walked (so
+    /// "no variables" still speaks of the whole file).
+    pub fn read_at(
+        dwarf: &gimli::Dwarf<Reader>,
+        obj: &object::File,
+        pcs: Option<&[u64]>,
+    ) -> Result<Locals, LocalsError> {
         let mut b = Builder {
             dwarf,
             units: Vec::new(),
@@ -189,7 +204,13 @@ impl Locals {
             }
         }
         for u in 0..b.units.len() {
+            if pcs.is_some_and(|pcs| !covers(dwarf, &b.units[u], pcs)) {
+                continue;
+            }
             b.walk_unit(u);
+        }
+        if pcs.is_some() && !b.var_of_die.values().any(Option::is_some) {
+            return Locals::read_at(dwarf, obj, None);
         }
         let (cfi, cfi_skipped) = Cfi::read(obj);
         let mut dies: Vec<DebugInfoOffset> = b
@@ -208,6 +229,28 @@ impl Locals {
             cfi,
             skipped: b.skipped + cfi_skipped,
         })
+    }
+}
+
+/// Whether `unit`'s code ranges hold one of `pcs` (sorted); true when
+/// its ranges cannot be read or it states none (it cannot be ruled out).
+fn covers(dwarf: &gimli::Dwarf<Reader>, unit: &gimli::Unit<Reader>, pcs: &[u64]) -> bool {
+    let Ok(mut ranges) = dwarf.unit_ranges(unit) else {
+        return true;
+    };
+    let mut any = false;
+    loop {
+        match ranges.next() {
+            Ok(Some(r)) => {
+                any = true;
+                let i = pcs.partition_point(|&p| p < r.begin);
+                if pcs.get(i).is_some_and(|&p| p < r.end) {
+                    return true;
+                }
+            }
+            Ok(None) => return !any,
+            Err(_) => return true,
+        }
     }
 }
 
