@@ -78,8 +78,11 @@ const MAX_HOPS: usize = 32;
 pub struct Locals {
     /// What the index entries point at.
     vars: Vec<Var>,
-    /// Pointer variables held in a whole register, by pc range.
-    regs: IntervalTree<RegSlot>,
+    /// Pointer variables held in a whole register, by pc range, one tree
+    /// per DWARF register number (a lookup asks about one register: in a
+    /// large function most variables' ranges hold the pc, and one tree
+    /// made the lookups a fifth of a CPython resolution).
+    regs: Vec<IntervalTree<RegSlot>>,
     /// Variables in the stack frame, by pc range.
     stack: IntervalTree<StackSlot>,
     /// Call frame information, for the CFA at a pc.
@@ -224,7 +227,17 @@ impl Locals {
         Ok(Locals {
             variables: dies.len() as u64,
             vars: b.vars,
-            regs: IntervalTree::new(b.regs),
+            regs: {
+                let mut by_reg: Vec<Vec<(u64, u64, RegSlot)>> = Vec::new();
+                for item in b.regs {
+                    let r = usize::from(item.2.reg);
+                    if by_reg.len() <= r {
+                        by_reg.resize_with(r + 1, Vec::new);
+                    }
+                    by_reg[r].push(item);
+                }
+                by_reg.into_iter().map(IntervalTree::new).collect()
+            },
             stack: IntervalTree::new(b.stack),
             cfi,
             skipped: b.skipped + cfi_skipped,
@@ -258,8 +271,8 @@ impl Locals {
     fn pointer(&self, pc: u64, reg: u16, moved: bool) -> Option<(Variable, i64)> {
         let mut best: Option<(u32, u32, i64)> = None; // (depth, var, off)
         let mut ambiguous = false;
-        self.regs.query(pc, |s| {
-            if s.reg != reg || (s.off != 0 && !moved) {
+        self.regs.get(usize::from(reg))?.query(pc, |s| {
+            if s.off != 0 && !moved {
                 return;
             }
             match best {
@@ -1172,35 +1185,36 @@ impl<T> IntervalTree<T> {
         if self.levels < 0 {
             return;
         }
+        self.visit((1usize << self.levels) - 1, self.levels as u32, pc, &mut f);
+    }
+
+    /// [`IntervalTree::query`] below node `x` of level `k`: the left
+    /// subtree, the node, the right subtree (recursion: its depth is the
+    /// tree's, and it allocates nothing per lookup).
+    fn visit(&self, x: usize, k: u32, pc: u64, f: &mut impl FnMut(&T)) {
         let n = self.items.len();
         let (st, en) = (pc, pc.saturating_add(1));
-        // (node, level, left child done)
-        let mut stack: Vec<(usize, u32, bool)> = Vec::with_capacity(64);
-        let top = self.levels as u32;
-        stack.push(((1usize << top) - 1, top, false));
-        while let Some((x, k, w)) = stack.pop() {
-            if k <= 3 {
-                let i0 = (x >> k) << k;
-                let i1 = (i0 + (1usize << (k + 1)) - 1).min(n);
-                let mut i = i0;
-                while i < i1 && self.items[i].0 < en {
-                    if st < self.items[i].1 {
-                        f(&self.items[i].2);
-                    }
-                    i += 1;
+        if k <= 3 {
+            let i0 = (x >> k) << k;
+            let i1 = (i0 + (1usize << (k + 1)) - 1).min(n);
+            let mut i = i0;
+            while i < i1 && self.items[i].0 < en {
+                if st < self.items[i].1 {
+                    f(&self.items[i].2);
                 }
-            } else if !w {
-                let y = x - (1usize << (k - 1));
-                stack.push((x, k, true));
-                if y >= n || self.max[y] > st {
-                    stack.push((y, k - 1, false));
-                }
-            } else if x < n && self.items[x].0 < en {
-                if st < self.items[x].1 {
-                    f(&self.items[x].2);
-                }
-                stack.push((x + (1usize << (k - 1)), k - 1, false));
+                i += 1;
             }
+            return;
+        }
+        let y = x - (1usize << (k - 1));
+        if y >= n || self.max[y] > st {
+            self.visit(y, k - 1, pc, f);
+        }
+        if x < n && self.items[x].0 < en {
+            if st < self.items[x].1 {
+                f(&self.items[x].2);
+            }
+            self.visit(x + (1usize << (k - 1)), k - 1, pc, f);
         }
     }
 }
