@@ -276,6 +276,9 @@ pub(crate) fn rseq_commit_setting() -> &'static str {
 pub(crate) fn find_program(name: &str) -> Result<PathBuf> {
     if name.contains('/') {
         let p = PathBuf::from(name);
+        if p.is_dir() {
+            bail!("program {name} is a directory, not a program");
+        }
         if !p.is_file() {
             bail!("program {name} does not exist");
         }
@@ -1643,6 +1646,18 @@ pub(crate) fn allocator_setting(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A program path that is a directory is named as one, not as missing.
+    #[test]
+    fn a_directory_given_as_the_program_is_named_as_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("prog");
+        std::fs::create_dir(&d).unwrap();
+        let e = find_program(d.to_str().unwrap()).unwrap_err().to_string();
+        assert!(e.ends_with("prog is a directory, not a program"), "{e}");
+        let e = find_program(dir.path().join("none").to_str().unwrap()).unwrap_err();
+        assert!(e.to_string().ends_with("none does not exist"), "{e}");
+    }
 
     /// The summary says unmodelled instructions by class in words (not as
     /// a Debug tuple) and the fast-mode trapped count with its share; the
