@@ -1270,27 +1270,79 @@ pub fn start_streaming(path: PathBuf) {
     });
     let spawned = std::thread::Builder::new()
         .name("coldcache-stream".into())
-        .spawn(|| loop {
-            let mut s = lock(&STREAM);
-            let before = match s.as_mut() {
-                Some(st) => {
-                    let before = st.chunks;
-                    if st.flush(false).is_err() {
-                        *s = None;
-                        return;
+        .spawn(|| {
+            let mut first = true;
+            loop {
+                let mut s = lock(&STREAM);
+                let before = match s.as_mut() {
+                    Some(st) => {
+                        if std::mem::take(&mut first) {
+                            if let Ok(keep) = st.file.fd() {
+                                private_files(keep);
+                            }
+                        }
+                        let before = st.chunks;
+                        if st.flush(false).is_err() {
+                            *s = None;
+                            return;
+                        }
+                        st.chunks - before
                     }
-                    st.chunks - before
+                    None => return,
+                };
+                drop(s);
+                // Keep going while there is work; otherwise look again soon.
+                if before == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
                 }
-                None => return,
-            };
-            drop(s);
-            // Keep going while there is work; otherwise look again soon.
-            if before == 0 {
-                std::thread::sleep(std::time::Duration::from_millis(2));
             }
         });
     if spawned.is_err() {
         *lock(&STREAM) = None;
+    }
+}
+
+/// The stream thread's descriptors become its own (`unshare(CLONE_FILES)`,
+/// at its start), holding only the stream's file `keep`: a program that
+/// closes every descriptor (a daemon's start) no longer closes the
+/// stream's, and the stream never opens its file again in the program's
+/// table, where the opening took the lowest free number for a moment and
+/// a file the program opened then got the next one (`fd 4` instead of
+/// `fd 3`: zones.rs's closefds test, once in CI). The copies of the
+/// program's other descriptors are closed at once: a pipe's end kept open
+/// here would keep its reader from ever seeing the end. Where `unshare` is
+/// refused (a seccomp filter), the table stays shared and the file is
+/// opened again by path when needed (`coldcache_fsio::fdguard`).
+fn private_files(keep: i32) {
+    // SAFETY: unshare takes flags only; CLONE_FILES gives this thread a
+    // private copy of the descriptor table.
+    if unsafe { libc::unshare(libc::CLONE_FILES) } != 0 {
+        return;
+    }
+    let close_range = |lo: u32, hi: u32| {
+        // SAFETY: closes descriptors of this thread's private table only.
+        unsafe { libc::syscall(libc::SYS_close_range, lo, hi, 0u32) }
+    };
+    let keep = keep as u32;
+    let below = if keep > 0 {
+        close_range(0, keep - 1)
+    } else {
+        0
+    };
+    if below != 0 || close_range(keep + 1, u32::MAX) != 0 {
+        // No close_range (before Linux 5.9): one by one, up to the limit.
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the live local.
+        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+        for fd in 0..lim.rlim_cur.min(1 << 20) as i32 {
+            if fd != keep as i32 {
+                // SAFETY: a descriptor of this thread's private table.
+                unsafe { libc::close(fd) };
+            }
+        }
     }
 }
 
