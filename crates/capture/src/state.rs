@@ -1,6 +1,6 @@
 //! The capture's global state: the life-cycle state machine, the lock
-//! (`lock.rs`) and the session it guards, and the few atomics the signal handlers read
-//! without the lock.
+//! (`lock.rs`) and the session it guards, and the few atomics the signal
+//! handlers read without the lock.
 //!
 //! # Invariants
 //! - `SESSION` is only touched with `LOCK` held ([`with_session`]) and only

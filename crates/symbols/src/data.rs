@@ -76,7 +76,12 @@ impl Typing {
             let off = (l.addr - m.start).checked_add(m.file_offset)?;
             bin.file_to_vaddr(off).map(|(v, _)| v)
         };
-        let mut pcs: Vec<u64> = todo.iter().filter_map(|l| vaddr_of(l)).collect();
+        let todo: Vec<(&Location, u64)> = todo
+            .into_iter()
+            .filter(|l| !l.code.is_empty())
+            .filter_map(|l| Some((l, vaddr_of(l)?)))
+            .collect();
+        let mut pcs: Vec<u64> = todo.iter().map(|&(_, v)| v).collect();
         pcs.sort_unstable();
         pcs.dedup();
         let typed = if separate {
@@ -92,13 +97,7 @@ impl Typing {
             }
         };
         let mut accesses = Vec::new();
-        for l in todo {
-            if l.code.is_empty() {
-                continue;
-            }
-            let Some(vaddr) = vaddr_of(l) else {
-                continue;
-            };
+        for (l, vaddr) in todo {
             if let Some(mut a) = mt.type_instruction(vaddr, &l.code) {
                 a.addr = l.addr;
                 accesses.push(a);

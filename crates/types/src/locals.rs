@@ -171,8 +171,8 @@ impl Locals {
     /// `None`: every unit). A lookup at another unit's pc answers nothing.
     /// Walking every unit of a C library's debug file was most of a
     /// resolution's time for the few units a capture touches. When the
-    /// units walked hold no located variable, every unit is walked (so
-    /// "no variables" still speaks of the whole file).
+    /// units walked hold no located variable, the others are walked too
+    /// (so "no variables" still speaks of the whole file).
     pub fn read_at(
         dwarf: &gimli::Dwarf<Reader>,
         obj: &object::File,
@@ -206,14 +206,20 @@ impl Locals {
                 }
             }
         }
+        let mut left = Vec::new();
         for u in 0..b.units.len() {
             if pcs.is_some_and(|pcs| !covers(dwarf, &b.units[u], pcs)) {
+                left.push(u);
                 continue;
             }
             b.walk_unit(u);
         }
-        if pcs.is_some() && !b.var_of_die.values().any(Option::is_some) {
-            return Locals::read_at(dwarf, obj, None);
+        if !b.var_of_die.values().any(Option::is_some) {
+            // The walked units added no variable: the others, as if all
+            // had been walked in order.
+            for u in left {
+                b.walk_unit(u);
+            }
         }
         let (cfi, cfi_skipped) = Cfi::read(obj);
         let mut dies: Vec<DebugInfoOffset> = b

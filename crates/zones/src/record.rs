@@ -1271,16 +1271,15 @@ pub fn start_streaming(path: PathBuf) {
     let spawned = std::thread::Builder::new()
         .name("coldcache-stream".into())
         .spawn(|| {
-            let mut first = true;
+            // Its own descriptor table first (see `private_files`).
+            let keep = lock(&STREAM).as_mut().map(|st| st.file.fd());
+            if let Some(Ok(keep)) = keep {
+                private_files(keep);
+            }
             loop {
                 let mut s = lock(&STREAM);
                 let before = match s.as_mut() {
                     Some(st) => {
-                        if std::mem::take(&mut first) {
-                            if let Ok(keep) = st.file.fd() {
-                                private_files(keep);
-                            }
-                        }
                         let before = st.chunks;
                         if st.flush(false).is_err() {
                             *s = None;
