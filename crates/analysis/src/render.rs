@@ -131,6 +131,7 @@ pub fn header(p: &Profile) -> String {
     for (label, short) in [
         ("unmodelled:", &summary.unmodelled),
         ("trapped:", &summary.trapped),
+        ("untraced:", &summary.untraced),
     ] {
         if let Some(f) = short {
             let _ = writeln!(s, "{label:<10} {}", f.text);

@@ -49,16 +49,20 @@ pub struct Summary {
     /// Instructions of a fast-mode capture that ran under the trap engine,
     /// in words ([`trapped`]); `None` when there are none.
     pub trapped: Option<Shortfall>,
+    /// Threads of the process the capture's `--threads` left untraced, in
+    /// words ([`untraced`]); `None` when there are none.
+    pub untraced: Option<Shortfall>,
     /// How many data accesses got a type and a field
     /// ([`crate::data::coverage`]); `None` for a dump without data types.
     pub data_types: Option<crate::data::Coverage>,
 }
 
-/// Instructions a capture could not treat as the rest, in words: what
-/// `record`'s summary, `report`'s header and the web UI's summary card say.
+/// Instructions (or threads) a capture could not treat as the rest, in
+/// words: what `record`'s summary, `report`'s header and the web UI's
+/// summary card say.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Shortfall {
-    /// How many instructions.
+    /// How many instructions (threads, for [`untraced`]).
     pub count: u64,
     /// The count and its classes: `405,854 instructions unmodelled:
     /// 405,854 partially masked AVX-512 memory operand`.
@@ -124,6 +128,33 @@ pub fn unmodelled(meta: &Meta, total: u64) -> Option<Shortfall> {
             classes.join(", ")
         ),
         advice,
+    })
+}
+
+/// The threads the capture's selection left untraced (`meta.untraced`),
+/// in words, with what to do; `None` when there are none.
+pub fn untraced(meta: &Meta) -> Option<Shortfall> {
+    let u = meta.untraced;
+    if u.is_none() {
+        return None;
+    }
+    let count = u.present + u.started;
+    let threads = |n: u64| format!("{} thread{}", thousands(n), if n == 1 { "" } else { "s" });
+    let mut parts = Vec::new();
+    if u.started > 0 {
+        parts.push(format!("{} started during the window", thousands(u.started)));
+    }
+    if u.present > 0 {
+        parts.push(format!("{} alive when it began", thousands(u.present)));
+    }
+    Some(Shortfall {
+        count,
+        text: format!("{} not traced: {}", threads(count), parts.join(", ")),
+        advice: format!(
+            "their instructions and accesses are not in the counts (threads traced: {}); \
+             --threads all traces every thread",
+            meta.threads
+        ),
     })
 }
 
@@ -358,6 +389,7 @@ pub fn summary(p: &Profile) -> Summary {
         memory: total(MEM),
         unmodelled: unmodelled(m, total(CounterLayout::UNMODELLED_NAME).unwrap_or(0)),
         trapped: trapped(m),
+        untraced: untraced(m),
         data_types: crate::data::coverage(p),
     }
 }
@@ -464,6 +496,29 @@ mod tests {
         assert_eq!(thousands(0), "0");
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1_000), "1,000");
+    }
+
+    #[test]
+    fn untraced_threads_are_said_with_the_fix() {
+        let mut m = meta("all", None, &[]);
+        m.threads = "caller".into();
+        assert_eq!(untraced(&m), None);
+        m.untraced.started = 3;
+        let u = untraced(&m).unwrap();
+        assert_eq!(u.count, 3);
+        assert_eq!(u.text, "3 threads not traced: 3 started during the window");
+        assert!(u.advice.contains("threads traced: caller"), "{}", u.advice);
+        assert!(u.advice.contains("--threads all"), "{}", u.advice);
+        m.untraced.present = 1;
+        assert_eq!(
+            untraced(&m).unwrap().text,
+            "4 threads not traced: 3 started during the window, 1 alive when it began"
+        );
+        m.untraced.started = 0;
+        assert_eq!(
+            untraced(&m).unwrap().text,
+            "1 thread not traced: 1 alive when it began"
+        );
     }
 
     #[test]

@@ -486,6 +486,8 @@ pub struct Accountant {
     accesses: AccessList,
     instructions: u64,
     untrapped: u64,
+    /// Threads the selection left untraced (`Meta::untraced`).
+    untraced: coldcache_dump::Untraced,
     unmodelled: [u64; Unmodelled::ALL.len()],
     max_instructions: u64,
     cut_short: Option<&'static str>,
@@ -626,6 +628,7 @@ impl Accountant {
             accesses: AccessList::default(),
             instructions: 0,
             untrapped: 0,
+            untraced: coldcache_dump::Untraced::default(),
             unmodelled: [0; Unmodelled::ALL.len()],
             max_instructions: setup.max_instructions,
             cut_short: None,
@@ -671,6 +674,21 @@ impl Accountant {
     /// Records why the capture ends early (the first reason is kept).
     pub fn set_cut_short(&mut self, why: &'static str) {
         self.cut_short.get_or_insert(why);
+    }
+
+    /// A window began with `n` other threads of the process alive that the
+    /// selection left out (the most over the windows is kept).
+    pub fn untraced_at_start(&mut self, n: u64) {
+        self.untraced.present = self.untraced.present.max(n);
+    }
+
+    /// Traced thread `tid` is starting a thread (`clone` of a thread): one
+    /// the selection does not trace unless it is `all`. Calls of a
+    /// warming window are not counted (no window is open yet).
+    pub fn thread_started_by(&mut self, tid: u32) {
+        if !self.all_threads && !self.warming(tid) {
+            self.untraced.started += 1;
+        }
     }
 
     /// The watched function, if the capture has a function trigger.
@@ -1799,6 +1817,7 @@ impl Accountant {
             exit_names,
             instructions,
             untrapped,
+            untraced,
             func,
             calls_seen,
             calls_done,
@@ -1812,6 +1831,7 @@ impl Accountant {
         } = this;
         meta.instructions = instructions;
         meta.untrapped = untrapped;
+        meta.untraced = untraced;
         let meta_levels = layout.levels();
         meta.cut_short = match (cut_short, full) {
             (Some(TABLE_FULL), Some(f)) => Some(f.describe()),

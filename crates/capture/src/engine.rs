@@ -925,6 +925,7 @@ fn join_window(s: &mut Session, caller: u32) -> usize {
     let warming = s.acc.warming(caller);
     SELECTED[0].store(caller, Ordering::Relaxed);
     let mut n = 1;
+    let mut untraced = 0u64;
     if s.window != Threads::Caller {
         let (acc, window) = (&mut s.acc, &s.window);
         procfs::for_each_task(|t| {
@@ -940,8 +941,21 @@ fn join_window(s: &mut Session, caller: u32) -> usize {
             if wanted && acc.join_window(t, warming) {
                 SELECTED[n].store(t, Ordering::Relaxed);
                 n += 1;
+            } else if !wanted && !procfs::thread_is_ours(t) {
+                untraced += 1;
             }
         });
+    }
+    if s.window != Threads::All && !warming {
+        if s.window == Threads::Caller {
+            // Every other thread but ours.
+            procfs::for_each_task(|t| {
+                if t != caller && t != writer && !procfs::thread_is_ours(t) {
+                    untraced += 1;
+                }
+            });
+        }
+        s.acc.untraced_at_start(untraced);
     }
     for x in SELECTED.iter().skip(n) {
         x.store(0, Ordering::Relaxed);
@@ -1209,6 +1223,13 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 // thread's turn (`--schedule serial`) first.
                 crate::schedule::tick(tid, 1);
                 let g = &uc.uc_mcontext.gregs;
+                if crate::schedule::clones_thread(
+                    g[libc::REG_RAX as usize] as u64,
+                    g[libc::REG_RDI as usize] as u64,
+                    crate::memory::read_word,
+                ) {
+                    s.acc.thread_started_by(tid);
+                }
                 crate::schedule::syscall(
                     tid,
                     g[libc::REG_RAX as usize] as u64,

@@ -407,6 +407,13 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         for &tid in &selected {
             acc.claim(tid);
         }
+        // A function window counts these when it opens (`join_window`).
+        acc.untraced_at_start(
+            tasks
+                .iter()
+                .filter(|&t| !selected.contains(t) && !procfs::thread_is_ours(*t))
+                .count() as u64,
+        );
     }
     let session = Box::new(Session {
         acc,

@@ -418,6 +418,14 @@ pub(crate) fn thread_named(tid: u32, names: &[String]) -> bool {
     names.iter().any(|w| w.as_bytes() == name)
 }
 
+/// Whether thread `tid` is one of ours (the capture's writer `coldcache`,
+/// the zones stream `coldcache-stream`): its name begins `coldcache`.
+/// Async-signal-safe, no allocation.
+pub(crate) fn thread_is_ours(tid: u32) -> bool {
+    let mut name = [0u8; 32];
+    matches!(read_task_file(tid, b"comm", &mut name), Some(n) if name[..n].starts_with(b"coldcache"))
+}
+
 /// The name (`comm`) of a thread of this process, empty if it is gone.
 pub fn thread_name(tid: u32) -> String {
     std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))

@@ -238,17 +238,23 @@ pub(crate) fn syscall(
     if !on() {
         return;
     }
-    const CLONE_THREAD: u64 = 0x10000;
-    let clones_thread = match nr as i64 {
-        libc::SYS_clone => arg0 & CLONE_THREAD != 0,
-        libc::SYS_clone3 => read_u64(arg0).is_some_and(|f| f & CLONE_THREAD != 0),
-        _ => false,
-    };
-    if clones_thread {
+    if clones_thread(nr, arg0, read_u64) {
         PENDING.fetch_add(1, Ordering::AcqRel);
     }
     if may_block(nr, arg1) && TURN.load(Ordering::Acquire) == tid {
         hand_on(tid, true);
+    }
+}
+
+/// Whether system call `nr` with first argument `arg0` starts a thread of
+/// the process (`clone`/`clone3` with `CLONE_THREAD`; `read_u64` reads
+/// `clone3`'s flags from its argument block).
+pub(crate) fn clones_thread(nr: u64, arg0: u64, read_u64: impl Fn(u64) -> Option<u64>) -> bool {
+    const CLONE_THREAD: u64 = 0x10000;
+    match nr as i64 {
+        libc::SYS_clone => arg0 & CLONE_THREAD != 0,
+        libc::SYS_clone3 => read_u64(arg0).is_some_and(|f| f & CLONE_THREAD != 0),
+        _ => false,
     }
 }
 

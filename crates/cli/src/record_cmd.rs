@@ -1239,6 +1239,10 @@ fn summary_with(d: &Dump, records: usize, path: &Path) -> String {
     if let Some(c) = &d.meta.cut_short {
         s += &format!("  cut short: {c}\n");
     }
+    // Threads `--threads` left out (`record --all` traces main alone).
+    if let Some(u) = coldcache_analysis::summary::untraced(&d.meta) {
+        s += &format!("  untraced: {}\n    ({})\n", u.text, u.advice);
+    }
     s
 }
 

@@ -474,6 +474,56 @@ fn a_mutex_and_condvar_program_captured_fast_traps_under_a_thousandth() {
     }
 }
 
+/// Threads `--threads` leaves out are counted and said, in both modes:
+/// `record --all` of `mutex.c` (default `--threads caller`) traces main
+/// alone while it starts the 4 workers, so the dump says 4 threads
+/// started during the window and the summary gives the fix; with
+/// `--threads all` nothing is left out. A `--function worker` window
+/// opens on one worker with main (at least) alive: counted as present.
+#[test]
+fn threads_left_untraced_are_counted_and_said() {
+    let name = "threads_left_untraced_are_counted_and_said";
+    if !tools_or_skip(name) {
+        return;
+    }
+    let bin = build(
+        "tests-programs/real/mutex.c",
+        &["-O1", "-g", "-pthread"],
+        "mutex",
+    );
+    let bin = bin.to_str().unwrap();
+    for mode in ["trap", "fast"] {
+        let (d, _, out) = record(
+            &["--all", "--mode", mode],
+            &[bin, "50"],
+            &format!("untraced.{mode}"),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(d.threads.len(), 1, "{mode}: {:?}", d.threads);
+        assert_eq!(d.meta.untraced.started, 4, "{mode}: {:?}", d.meta.untraced);
+        assert_eq!(d.meta.untraced.present, 0, "{mode}: {:?}", d.meta.untraced);
+        assert!(
+            err.contains("untraced: 4 threads not traced: 4 started during the window")
+                && err.contains("--threads all traces every thread"),
+            "{mode}: {err}"
+        );
+        let (d, _, out) = record(
+            &["--all", "--threads", "all", "--mode", mode],
+            &[bin, "50"],
+            &format!("untraced-all.{mode}"),
+        );
+        assert_eq!(d.threads.len(), 5, "{mode}: {:?}", d.threads);
+        assert!(d.meta.untraced.is_none(), "{mode}: {:?}", d.meta.untraced);
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("untraced:"));
+        let (d, _, _) = record(
+            &["--function", "worker", "--mode", mode],
+            &[bin, "50"],
+            &format!("untraced-worker.{mode}"),
+        );
+        assert!(d.meta.untraced.present >= 1, "{mode}: {:?}", d.meta.untraced);
+    }
+}
+
 /// Instructions whose accesses depend on vector or opmask registers
 /// (`tests-programs/capture/vectors.c`: AVX2 gathers with vector masks,
 /// `vpmaskmovd`/`vmaskmovps` loads and stores, `maskmovdqu`; AVX-512BW

@@ -163,6 +163,32 @@ pub struct Meta {
     /// only when present; older readers ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub band: Option<Band>,
+    /// Threads of the process that `--threads` left untraced: those alive
+    /// when a window began (the most over the windows) and those a traced
+    /// thread started during one. Their instructions and accesses are not
+    /// in the dump. Written only when not zero; zero in every dump before
+    /// this field existed.
+    #[serde(default, skip_serializing_if = "Untraced::is_none")]
+    pub untraced: Untraced,
+}
+
+/// Threads the capture's selection (`--threads`) left untraced
+/// ([`Meta::untraced`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Untraced {
+    /// Threads alive when a window began that were not selected (the
+    /// most over the windows; the capture's own threads not counted).
+    pub present: u64,
+    /// Threads a traced thread started during a window (`clone` of a
+    /// thread), which the selection did not trace.
+    pub started: u64,
+}
+
+impl Untraced {
+    /// No thread was left untraced.
+    pub fn is_none(&self) -> bool {
+        self.present == 0 && self.started == 0
+    }
 }
 
 /// One executable mapping of the captured process.

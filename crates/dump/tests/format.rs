@@ -477,12 +477,18 @@ fn meta_warm_schedule_and_calls_round_trip_and_a_default_dump_writes_none_of_the
     assert!(!bytes.windows(6).any(|w| w == b"\"warm\""));
     assert!(!bytes.windows(10).any(|w| w == b"\"schedule\""));
     assert!(!bytes.windows(7).any(|w| w == b"\"calls\""));
+    assert!(!bytes.windows(10).any(|w| w == b"\"untraced\""));
     let mut warm = sample();
     warm.meta.warm =
         "by calls 1 to 2 of the function (24586 instructions simulated, not counted)".into();
     warm.meta.schedule = "serial, quantum 10000 instructions".into();
     warm.meta.calls = "3 to 5".into();
+    warm.meta.untraced = coldcache_dump::Untraced {
+        present: 1,
+        started: 4,
+    };
     let bytes = warm.to_bytes();
+    assert!(bytes.windows(10).any(|w| w == b"\"untraced\""));
     assert!(bytes.windows(7).any(|w| w == b"\"calls\""));
     assert!(bytes.windows(6).any(|w| w == b"\"warm\""));
     assert!(bytes.windows(10).any(|w| w == b"\"schedule\""));

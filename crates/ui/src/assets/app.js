@@ -575,8 +575,9 @@ async function viewSideBySide(s) {
   $("#main").querySelectorAll("tr[data-fn]").forEach((tr) => (tr.onclick = () => setState({ dump: +tr.dataset.dump, fn: +tr.dataset.fn, node: null })));
 }
 
-// Instructions not modelled, or run trapped in fast mode: a row only when
-// there are some (summary.unmodelled / summary.trapped, in words).
+// Instructions not modelled, or run trapped in fast mode, threads left
+// untraced: a row only when there are some (summary.unmodelled /
+// summary.trapped / summary.untraced, in words).
 function shortfall(label, f) {
   if (!f) return "";
   return `<tr><td>${label}</td><td data-test="summary-${label}" data-count="${f.count}"><span class="warn">${esc(f.text)}</span> <span class="muted">(${esc(f.advice)})</span></td></tr>`;
@@ -599,7 +600,7 @@ function summaryCard(d, i) {
       <span class="muted">${w.threads ? `· threads ${esc(w.threads)} ` : ""}· ${fmt(w.duration_ns / 1e6)} ms · mode ${esc(w.mode)}</span></td></tr>
     <tr><td>instructions</td><td data-test="summary-instructions">${fmt(s.instructions)}</td></tr>
     <tr><td>misses</td><td data-test="summary-misses">${misses || `<span class="muted">(no per-level counters in this dump)</span>`}${memory}</td></tr>
-    ${shortfall("unmodelled", s.unmodelled)}${shortfall("trapped", s.trapped)}
+    ${shortfall("unmodelled", s.unmodelled)}${shortfall("trapped", s.trapped)}${shortfall("untraced", s.untraced)}
   </table></div>`;
 }
 
