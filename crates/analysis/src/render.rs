@@ -132,6 +132,7 @@ pub fn header(p: &Profile) -> String {
         ("unmodelled:", &summary.unmodelled),
         ("trapped:", &summary.trapped),
         ("untraced:", &summary.untraced),
+        ("requests:", &summary.client_requests),
     ] {
         if let Some(f) = short {
             let _ = writeln!(s, "{label:<10} {}", f.text);

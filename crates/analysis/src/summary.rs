@@ -52,6 +52,9 @@ pub struct Summary {
     /// Threads of the process the capture's `--threads` left untraced, in
     /// words ([`untraced`]); `None` when there are none.
     pub untraced: Option<Shortfall>,
+    /// Valgrind client requests the program made, in words
+    /// ([`client_requests`]); `None` when none.
+    pub client_requests: Option<Shortfall>,
     /// How many data accesses got a type and a field
     /// ([`crate::data::coverage`]); `None` for a dump without data types.
     pub data_types: Option<crate::data::Coverage>,
@@ -142,7 +145,10 @@ pub fn untraced(meta: &Meta) -> Option<Shortfall> {
     let threads = |n: u64| format!("{} thread{}", thousands(n), if n == 1 { "" } else { "s" });
     let mut parts = Vec::new();
     if u.started > 0 {
-        parts.push(format!("{} started during the window", thousands(u.started)));
+        parts.push(format!(
+            "{} started during the window",
+            thousands(u.started)
+        ));
     }
     if u.present > 0 {
         parts.push(format!("{} alive when it began", thousands(u.present)));
@@ -155,6 +161,47 @@ pub fn untraced(meta: &Meta) -> Option<Shortfall> {
              --threads all traces every thread",
             meta.threads
         ),
+    })
+}
+
+/// The Valgrind client requests the program made (`meta.client_requests`),
+/// in words: how many of each, whether they took effect, and what to do
+/// when they did not; `None` when none was made.
+pub fn client_requests(meta: &Meta) -> Option<Shortfall> {
+    let c = &meta.client_requests;
+    let count: u64 = c.made.iter().map(|(_, n)| n).sum();
+    if count == 0 {
+        return None;
+    }
+    let kinds: Vec<String> = c
+        .made
+        .iter()
+        .map(|(what, n)| format!("{} {what}", thousands(*n)))
+        .collect();
+    let mut advice = if c.honoured {
+        "honoured: instructions counted only while collection and instrumentation were on"
+            .to_string()
+    } else {
+        "not honoured, only counted: `record --client-requests` (or `coldcache valgrind`) \
+         honours them"
+            .to_string()
+    };
+    if c.honoured
+        && c.made
+            .iter()
+            .any(|(what, _)| what.starts_with("CALLGRIND_DUMP_STATS"))
+    {
+        advice.push_str("; DUMP_STATS does not split the profile: one for the whole capture");
+    }
+    Some(Shortfall {
+        count,
+        text: format!(
+            "{} client request{}: {}",
+            thousands(count),
+            if count == 1 { "" } else { "s" },
+            kinds.join(", ")
+        ),
+        advice,
     })
 }
 
@@ -390,6 +437,7 @@ pub fn summary(p: &Profile) -> Summary {
         unmodelled: unmodelled(m, total(CounterLayout::UNMODELLED_NAME).unwrap_or(0)),
         trapped: trapped(m),
         untraced: untraced(m),
+        client_requests: client_requests(m),
         data_types: crate::data::coverage(p),
     }
 }
@@ -519,6 +567,30 @@ mod tests {
             untraced(&m).unwrap().text,
             "1 thread not traced: 1 alive when it began"
         );
+    }
+
+    #[test]
+    fn client_requests_are_said_with_whether_they_took_effect() {
+        let mut m = meta("function:main", None, &[]);
+        assert_eq!(client_requests(&m), None);
+        m.client_requests.made = vec![
+            ("CALLGRIND_DUMP_STATS".into(), 1),
+            ("CALLGRIND_TOGGLE_COLLECT".into(), 2),
+        ];
+        let c = client_requests(&m).unwrap();
+        assert_eq!(
+            c.text,
+            "3 client requests: 1 CALLGRIND_DUMP_STATS, 2 CALLGRIND_TOGGLE_COLLECT"
+        );
+        assert!(
+            c.advice.contains("record --client-requests"),
+            "{}",
+            c.advice
+        );
+        m.client_requests.honoured = true;
+        let c = client_requests(&m).unwrap();
+        assert!(c.advice.starts_with("honoured"), "{}", c.advice);
+        assert!(c.advice.contains("does not split"), "{}", c.advice);
     }
 
     #[test]

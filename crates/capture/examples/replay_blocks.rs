@@ -122,6 +122,7 @@ fn main() {
         objects: None,
         // `REPLAY_TIMELINE=1`: with a timeline (its cost, docs/performance-log.md).
         timeline: std::env::var_os("REPLAY_TIMELINE").map(|_| 0),
+        client_requests: None,
     };
     let mut acc = Accountant::new(setup).expect("the cachegrind preset");
     acc.claim(1).expect("a thread slot");

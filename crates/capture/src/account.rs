@@ -266,6 +266,9 @@ pub struct Setup {
     /// Record the order of the window (`crate::timeline`): `Some(limit)`,
     /// the bytes its events may take (0: a quarter of the memory budget).
     pub timeline: Option<usize>,
+    /// Valgrind's client requests honoured from these states; `None`:
+    /// only counted ([`crate::requests`]).
+    pub client_requests: Option<crate::requests::Honour>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -488,6 +491,8 @@ pub struct Accountant {
     untrapped: u64,
     /// Threads the selection left untraced (`Meta::untraced`).
     untraced: coldcache_dump::Untraced,
+    /// Valgrind's client requests: their states and counts.
+    requests: crate::requests::Requests,
     unmodelled: [u64; Unmodelled::ALL.len()],
     max_instructions: u64,
     cut_short: Option<&'static str>,
@@ -629,6 +634,7 @@ impl Accountant {
             instructions: 0,
             untrapped: 0,
             untraced: coldcache_dump::Untraced::default(),
+            requests: crate::requests::Requests::new(setup.client_requests),
             unmodelled: [0; Unmodelled::ALL.len()],
             max_instructions: setup.max_instructions,
             cut_short: None,
@@ -688,6 +694,27 @@ impl Accountant {
     pub fn thread_started_by(&mut self, tid: u32) {
         if !self.all_threads && !self.warming(tid) {
             self.untraced.started += 1;
+        }
+    }
+
+    /// The `xchg rbx, rbx` at `ip` is about to run: when Valgrind's
+    /// preamble precedes it, it is a client request, whose code RAX points
+    /// at; taken from the next instruction on ([`crate::requests`]).
+    fn client_request<M: Machine + ?Sized>(&mut self, ip: u64, m: &M) {
+        use crate::requests::{Effect, Request, PREAMBLE};
+        let mut before = [0u8; PREAMBLE.len()];
+        if ip < PREAMBLE.len() as u64
+            || !m.read_memory(ip - PREAMBLE.len() as u64, &mut before)
+            || before != PREAMBLE
+        {
+            return;
+        }
+        let code = m.read_u64(m.gpr(Register::RAX));
+        let request = code.map_or(Request::Other, Request::from_code);
+        if self.requests.take(request) == Effect::Zero {
+            self.counters.zero();
+            self.instructions = 0;
+            self.unmodelled = [0; Unmodelled::ALL.len()];
         }
     }
 
@@ -896,6 +923,15 @@ impl Accountant {
         let stack = current_stack(&self.threads[ti]);
         let counted = self.count(ti, ip, stack, di, m, Mode::Before);
         let d = self.decode.at(di);
+        // `xchg rbx, rbx`: a client request when the preamble precedes it
+        // (never translated: it always comes here, in both modes).
+        if d.instr.code() == Code::Xchg_rm64_r64
+            && d.instr.op0_register() == Register::RBX
+            && d.instr.op1_register() == Register::RBX
+        {
+            self.client_request(ip, m);
+        }
+        let d = self.decode.at(di);
         if let Some(o) = self.objects.as_deref_mut() {
             let is_ret = || d.instr.flow_control() == FlowControl::Return;
             o.observe(ti, ip, sp, stack, is_ret, m, &mut self.budget);
@@ -1017,7 +1053,13 @@ impl Accountant {
         };
         let (serial, core, warming) = {
             let t = &self.threads[ti];
-            (t.serial, t.core as usize, t.warming)
+            // Collection or instrumentation off (client requests): as a
+            // warming call, counted nowhere.
+            (
+                t.serial,
+                t.core as usize,
+                t.warming || !self.requests.counting(),
+            )
         };
         if let Some(tl) = self.timeline.as_deref_mut().filter(|_| TL) {
             tl.switch(ti);
@@ -1485,7 +1527,7 @@ impl Accountant {
         mode: Mode,
     ) -> bool {
         let serial = self.threads[ti].serial;
-        let row = if self.threads[ti].warming {
+        let row = if self.threads[ti].warming || !self.requests.counting() {
             WARM_ROW
         } else {
             match self.counters.row_index(ip, stack, serial, &mut self.budget) {
@@ -1642,21 +1684,24 @@ impl Accountant {
         // A warming instruction's fills are credited nowhere (WARM_ROW
         // is u32::MAX as a u32).
         self.driver.set_fill_row(row as u32);
-        attribute_all(
-            &mut self.driver,
-            core,
-            ip,
-            d.len,
-            &self.accesses,
-            modelled,
-            c,
-            self.objects.as_deref_mut().filter(|_| !warm),
-            &mut self.budget,
-            self.timeline
-                .as_deref_mut()
-                .filter(|_| !warm)
-                .map(|t| &mut t.run[..]),
-        );
+        // Instrumentation off (a client request): not simulated either.
+        if !warm || self.requests.simulating() {
+            attribute_all(
+                &mut self.driver,
+                core,
+                ip,
+                d.len,
+                &self.accesses,
+                modelled,
+                c,
+                self.objects.as_deref_mut().filter(|_| !warm),
+                &mut self.budget,
+                self.timeline
+                    .as_deref_mut()
+                    .filter(|_| !warm)
+                    .map(|t| &mut t.run[..]),
+            );
+        }
         credit_line_use(&mut self.driver, &mut self.counters);
         if let Err(why) = modelled {
             if let Some(i) = Unmodelled::ALL
@@ -1818,6 +1863,7 @@ impl Accountant {
             instructions,
             untrapped,
             untraced,
+            requests,
             func,
             calls_seen,
             calls_done,
@@ -1832,6 +1878,10 @@ impl Accountant {
         meta.instructions = instructions;
         meta.untrapped = untrapped;
         meta.untraced = untraced;
+        meta.client_requests = coldcache_dump::ClientRequests {
+            honoured: requests.honoured(),
+            made: requests.seen(),
+        };
         let meta_levels = layout.levels();
         meta.cut_short = match (cut_short, full) {
             (Some(TABLE_FULL), Some(f)) => Some(f.describe()),
@@ -1911,11 +1961,15 @@ impl Accountant {
         // row numbers misses the cache at every comparison (10% of a
         // CPython capture's CPU with 14.8M rows); the keys are dropped
         // before the records are encoded.
+        // Rows a `CALLGRIND_ZERO_STATS` zeroed and nothing counted since
+        // are left out (as Callgrind lists no function without cost).
+        let zeroed = requests.zeroed();
         let rows: Vec<u32> = {
             let mut keyed: Vec<((u64, u32, u32), u32)> = table
                 .keys()
                 .iter()
                 .enumerate()
+                .filter(|&(r, _)| !zeroed || table.entry(r).1[CounterLayout::INSTRUCTIONS] != 0)
                 .map(|(r, &k)| (k, r as u32))
                 .collect();
             keyed.sort_unstable_by_key(|&(k, _)| k);

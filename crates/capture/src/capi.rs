@@ -92,6 +92,12 @@ pub fn default_options() -> Result<Options, String> {
     if let Some(a) = coldcache_fsio::env::var("COLDCACHE_ALLOCATORS") {
         o.allocators = crate::objects::parse_custom(&a)?;
     }
+    if let Some(c) = coldcache_fsio::env::var("COLDCACHE_CLIENT_REQUESTS") {
+        o.client_requests = Some(
+            crate::requests::Honour::parse(&c)
+                .map_err(|e| format!("COLDCACHE_CLIENT_REQUESTS: {e}"))?,
+        );
+    }
     if let Some(u) = coldcache_fsio::env::var("COLDCACHE_RSEQ_COMMIT") {
         o.rseq_commit = crate::options::parse_line_use(&u)
             .ok_or_else(|| format!("COLDCACHE_RSEQ_COMMIT {u:?} is not 0 or 1"))?;

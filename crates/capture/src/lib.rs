@@ -82,6 +82,7 @@ mod options;
 mod output;
 pub mod preload;
 pub mod procfs;
+pub mod requests;
 mod rseq;
 mod schedule;
 pub mod sigvirt;

@@ -342,6 +342,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         cpu,
         line_use: options.line_use,
         timeline: options.timeline,
+        client_requests: options.client_requests,
         objects: options.objects.then(|| {
             crate::objects::Objects::new(
                 true,

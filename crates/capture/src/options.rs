@@ -202,6 +202,10 @@ pub struct Options {
     /// (`CONFIG_DEBUG_RSEQ`), which `record`/`attach` read from the
     /// kernel's configuration (`COLDCACHE_RSEQ_COMMIT=1`). Default off.
     pub rseq_commit: bool,
+    /// Valgrind's client requests honoured from these states
+    /// (`COLDCACHE_CLIENT_REQUESTS`, `record --client-requests`, `coldcache
+    /// valgrind`); `None` (the default): only counted.
+    pub client_requests: Option<crate::requests::Honour>,
 }
 
 /// `COLDCACHE_TIMELINE` (`0` or `1`) and `COLDCACHE_TIMELINE_LIMIT`
@@ -254,6 +258,7 @@ impl Options {
             allocators: Vec::new(),
             timeline: None,
             rseq_commit: false,
+            client_requests: None,
         }
     }
 }

@@ -38,6 +38,7 @@ pub const VARS: &[&str] = &[
     "COLDCACHE_OBJECTS",
     "COLDCACHE_ALLOCATORS",
     "COLDCACHE_RSEQ_COMMIT",
+    "COLDCACHE_CLIENT_REQUESTS",
     "COLDCACHE_TIMELINE",
     "COLDCACHE_TIMELINE_LIMIT",
     "COLDCACHE_THREADS",
@@ -200,6 +201,12 @@ fn options_from(var: Lookup) -> Result<Option<(Options, TriggerSpec)>, String> {
     }
     if let Some(a) = var("COLDCACHE_ALLOCATORS") {
         o.allocators = crate::objects::parse_custom(&a)?;
+    }
+    if let Some(c) = var("COLDCACHE_CLIENT_REQUESTS") {
+        o.client_requests = Some(
+            crate::requests::Honour::parse(&c)
+                .map_err(|e| format!("COLDCACHE_CLIENT_REQUESTS: {e}"))?,
+        );
     }
     if let Some(u) = var("COLDCACHE_RSEQ_COMMIT") {
         o.rseq_commit = crate::options::parse_line_use(&u)

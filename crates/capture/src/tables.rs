@@ -410,6 +410,12 @@ impl CounterTable {
         self.keys.is_empty()
     }
 
+    /// Sets every counter of every row to zero (`CALLGRIND_ZERO_STATS`);
+    /// the rows stay, with their indexes.
+    pub fn zero(&mut self) {
+        self.values.as_mut_slice().fill(0);
+    }
+
     /// Every record's key, by row.
     pub fn keys(&self) -> &[(u64, u32, u32)] {
         self.keys.as_slice()

@@ -219,6 +219,7 @@ fn setup(reserves: Reserves, trace: bool, function: Option<FunctionCalls>) -> Se
         line_use: true,
         objects: None,
         timeline: None,
+        client_requests: None,
     }
 }
 

@@ -173,6 +173,14 @@ pub struct RecordArgs {
     /// module's data): `report --view data`'s objects (docs/data-view.md).
     #[arg(long)]
     objects: bool,
+    /// Honour Valgrind's client requests (`callgrind.h`'s
+    /// START/STOP_INSTRUMENTATION, TOGGLE_COLLECT, ZERO_STATS and
+    /// `cachegrind.h`'s START/STOP): instructions count while collection
+    /// and instrumentation are on. STATES: `collect=yes|no,instr=yes|no`
+    /// at the start (default both yes). Without it requests are only
+    /// counted (docs/valgrind.md).
+    #[arg(long, value_name = "STATES", num_args = 0..=1, default_missing_value = "1")]
+    client_requests: Option<String>,
     /// An allocator of the program's own to observe as `--objects` observes
     /// malloc (a pool, an arena, an engine's allocator; implies
     /// `--objects`): NAME=KIND, KIND one of malloc (size in the first
@@ -422,6 +430,11 @@ pub fn run(args: RecordArgs) -> Result<()> {
     let reserve = reserves(&args.reserve, &args.memory, &cfg, args.trace.is_some())?;
     let trigger_sig = trigger_signal(&args.trigger_signal).context("--trigger-signal")?;
     check_schedule(&args.schedule)?;
+    if let Some(c) = &args.client_requests {
+        coldcache_capture::requests::Honour::parse(c)
+            .map_err(anyhow::Error::msg)
+            .context("--client-requests")?;
+    }
     coldcache_capture::preload::parse_threads(&args.threads)
         .map_err(anyhow::Error::msg)
         .context("--threads")?;
@@ -505,6 +518,10 @@ pub fn run(args: RecordArgs) -> Result<()> {
         .env("COLDCACHE_OBJECTS", if objects { "1" } else { "0" })
         .env("COLDCACHE_TIMELINE", if args.timeline { "1" } else { "0" })
         .env("COLDCACHE_RSEQ_COMMIT", rseq_commit_setting());
+    match &args.client_requests {
+        Some(c) => cmd.env("COLDCACHE_CLIENT_REQUESTS", c),
+        None => cmd.env_remove("COLDCACHE_CLIENT_REQUESTS"),
+    };
     if !cores.is_empty() {
         cmd.env("COLDCACHE_CORES", cores.join(","));
     }
@@ -1242,6 +1259,9 @@ fn summary_with(d: &Dump, records: usize, path: &Path) -> String {
     // Threads `--threads` left out (`record --all` traces main alone).
     if let Some(u) = coldcache_analysis::summary::untraced(&d.meta) {
         s += &format!("  untraced: {}\n    ({})\n", u.text, u.advice);
+    }
+    if let Some(r) = coldcache_analysis::summary::client_requests(&d.meta) {
+        s += &format!("  requests: {}\n    ({})\n", r.text, r.advice);
     }
     s
 }

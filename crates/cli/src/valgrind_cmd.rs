@@ -66,6 +66,9 @@ pub struct VgOptions {
     pub toggle_collect: Vec<String>,
     /// `--collect-atstart` (Callgrind; `--toggle-collect` makes it `no`).
     pub collect_atstart: bool,
+    /// `--instr-atstart` (both tools; `no`: the program starts it with a
+    /// client request).
+    pub instr_atstart: bool,
     /// `--cache-sim`.
     pub cache_sim: bool,
     /// `--I1`, `--D1`, `--LL`.
@@ -108,6 +111,7 @@ pub fn parse(raw: &[OsString]) -> Result<VgOptions> {
         log_file: None,
         toggle_collect: Vec::new(),
         collect_atstart: true,
+        instr_atstart: true,
         cache_sim: false,
         geometry: [None, None, None],
         compress_strings: true,
@@ -183,12 +187,7 @@ pub fn parse(raw: &[OsString]) -> Result<VgOptions> {
                 callgrind_only.push(key.into());
             }
             "--instr-atstart" | "--instr-at-start" => {
-                if !yes_no(key, need()?)? {
-                    bail!(
-                        "{key}=no: the program would start instrumentation with a client \
-                         request (valgrind.h), which coldcache valgrind does not take yet"
-                    );
-                }
+                o.instr_atstart = yes_no(key, need()?)?;
             }
             "--dump-instr" | "--dump-line" | "--compress-pos" => {
                 yes_no(key, need()?)?;
@@ -255,12 +254,6 @@ pub fn parse(raw: &[OsString]) -> Result<VgOptions> {
     }
     // Callgrind simulates no cache by default; Cachegrind 3.19 does.
     o.cache_sim = cache_sim.unwrap_or(o.tool == Tool::Cachegrind);
-    if !o.collect_atstart && o.toggle_collect.is_empty() {
-        bail!(
-            "--collect-atstart=no without --toggle-collect: collection would start with a \
-             client request (valgrind.h), which coldcache valgrind does not take yet"
-        );
-    }
     if o.program.is_empty() {
         bail!("no program to run (valgrind [OPTIONS] PROGRAM [ARGS])");
     }
@@ -464,7 +457,7 @@ Callgrind's or Cachegrind's format, Valgrind's event names, its ==PID==
 summary lines on stderr or --log-file. The program's output and exit status
 pass through. Accepted: --callgrind-out-file, --cachegrind-out-file and
 --log-file (%p, %n, %q{VAR}), --toggle-collect, --collect-atstart,
---instr-atstart=yes, --cache-sim, --I1/--D1/--LL, --separate-threads,
+--instr-atstart (client requests: callgrind.h, cachegrind.h), --cache-sim, --I1/--D1/--LL, --separate-threads,
 --compress-strings, --compress-pos, --dump-line, --dump-instr,
 --combine-dumps=no, --branch-sim=no, --fair-sched, --trace-children (children
 are not profiled), --error-exitcode, --vgdb=no, -q, -v, --version. Anything
@@ -514,6 +507,20 @@ fn run(o: &VgOptions) -> Result<u8> {
         f => argv.extend(["--function".into(), f.into()]),
     }
     argv.push("--no-sources".into());
+    // The program's client requests (`callgrind.h`, `cachegrind.h`) take
+    // effect from these states; with --toggle-collect, collection starts
+    // on at capture time and the toggles are applied after.
+    argv.push(
+        format!(
+            "--client-requests={}",
+            coldcache_capture::requests::Honour {
+                collect: o.collect_atstart || !o.toggle_collect.is_empty(),
+                instr: o.instr_atstart,
+            }
+            .describe()
+        )
+        .into(),
+    );
     argv.push("--".into());
     argv.extend(o.program.iter().cloned());
     let mut rec = Record::try_parse_from(&argv)
@@ -793,6 +800,22 @@ fn log_head(o: &VgOptions, d: &coldcache_dump::Dump, collected: Option<&[String]
             d.threads.len()
         ));
     }
+    if let Some(r) = coldcache_analysis::summary::client_requests(&d.meta) {
+        notes.push(format!("{} ({})", r.text, r.advice));
+        let toggled = d
+            .meta
+            .client_requests
+            .made
+            .iter()
+            .any(|(what, _)| what == "CALLGRIND_TOGGLE_COLLECT");
+        if toggled && collected.is_some() {
+            notes.push(
+                "TOGGLE_COLLECT requests with --toggle-collect: the requests were applied \
+                 during the run and the toggles after, not interleaved as Callgrind does"
+                    .into(),
+            );
+        }
+    }
     if let Some(c) = &d.meta.cut_short {
         notes.push(format!("cut short: {c}"));
     }
@@ -907,20 +930,23 @@ mod tests {
                 "--tool=callgrind --cachegrind-out-file=x ./a",
                 "--cachegrind-out-file",
             ),
-            (
-                "--tool=callgrind --collect-atstart=no ./a",
-                "client request",
-            ),
-            (
-                "--tool=cachegrind --instr-at-start=no ./a",
-                "client request",
-            ),
             ("--tool=callgrind", "no program"),
         ] {
             let e = format!("{:#}", p(args).unwrap_err());
             assert!(e.contains(says), "{args}: {e}");
         }
         assert!(p("--tool=cachegrind --branch-sim=no -q ./a").is_ok());
+        // The program starts them with client requests.
+        assert!(
+            !p("--tool=callgrind --collect-atstart=no ./a")
+                .unwrap()
+                .collect_atstart
+        );
+        assert!(
+            !p("--tool=cachegrind --instr-at-start=no ./a")
+                .unwrap()
+                .instr_atstart
+        );
         // Several toggles; everything but them (--collect-atstart=yes after).
         let o = p("--tool=callgrind --toggle-collect=f --toggle-collect=g* \
                    --collect-atstart=yes ./a")

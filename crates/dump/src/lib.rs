@@ -170,6 +170,29 @@ pub struct Meta {
     /// this field existed.
     #[serde(default, skip_serializing_if = "Untraced::is_none")]
     pub untraced: Untraced,
+    /// Valgrind's client requests (`callgrind.h`, `cachegrind.h`) the
+    /// program made during the capture, and whether they were honoured.
+    /// Written only when honoured or any was made.
+    #[serde(default, skip_serializing_if = "ClientRequests::is_empty")]
+    pub client_requests: ClientRequests,
+}
+
+/// Valgrind client requests of a capture ([`Meta::client_requests`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientRequests {
+    /// They took effect (`coldcache valgrind`, `record
+    /// --client-requests`); otherwise they were only counted.
+    pub honoured: bool,
+    /// How many of each kind were made, by the macro's name
+    /// (`CALLGRIND_TOGGLE_COLLECT`), kinds not made left out.
+    pub made: Vec<(String, u64)>,
+}
+
+impl ClientRequests {
+    /// Not honoured, none made.
+    pub fn is_empty(&self) -> bool {
+        !self.honoured && self.made.is_empty()
+    }
 }
 
 /// Threads the capture's selection (`--threads`) left untraced

@@ -64,7 +64,8 @@
 //! a `{k}`-masked memory operand, gathers and scatters included, where
 //! there is no AVX-512BW for `kmovq`; ZMM or XMM16-31 inputs without
 //! AVX-512F/VL), RIP-relative operands out of reach of the code cache, the
-//! function trigger's breakpoint. `jit/difftest.rs` checks this list.
+//! function trigger's breakpoint, `xchg rbx, rbx` (Valgrind's client
+//! request, `requests.rs`). `jit/difftest.rs` checks this list.
 
 use super::cache::{CodeCache, CHUNK, REACH};
 use super::emit::{at, fs, jmp_mem, lea, load, mov_imm64, store, store_imm32, store_simm32, Asm};
@@ -967,6 +968,15 @@ fn classify(i: &iced_x86::Instruction) -> Option<Option<Exit>> {
         && matches!(i.op0_register(), Register::FS | Register::GS))
         || matches!(i.mnemonic(), Lfs | Lgs);
     if loads_fs_gs {
+        return None;
+    }
+    // `xchg rbx, rbx`: Valgrind's client request (`requests.rs`), run under
+    // the trap engine with its live registers and memory.
+    if i.code() == Code::Xchg_rm64_r64
+        && i.op0_kind() == OpKind::Register
+        && i.op0_register() == Register::RBX
+        && i.op1_register() == Register::RBX
+    {
         return None;
     }
     let near = |k: OpKind| k == OpKind::NearBranch64;
