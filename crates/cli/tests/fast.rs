@@ -520,7 +520,11 @@ fn threads_left_untraced_are_counted_and_said() {
             &[bin, "50"],
             &format!("untraced-worker.{mode}"),
         );
-        assert!(d.meta.untraced.present >= 1, "{mode}: {:?}", d.meta.untraced);
+        assert!(
+            d.meta.untraced.present >= 1,
+            "{mode}: {:?}",
+            d.meta.untraced
+        );
     }
 }
 
