@@ -151,6 +151,13 @@ pub fn header(p: &Profile) -> String {
     if let Some(c) = &m.cut_short {
         let _ = writeln!(s, "cut short: {c}");
     }
+    if let Some(p) = &m.part {
+        let _ = writeln!(
+            s,
+            "part:      {} of {}, ended by {}",
+            p.number, p.of, p.trigger
+        );
+    }
     if let Some(b) = crate::band::band(p) {
         band_lines(&mut s, &b);
     }

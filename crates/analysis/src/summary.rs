@@ -186,12 +186,12 @@ pub fn client_requests(meta: &Meta) -> Option<Shortfall> {
          honours them"
             .to_string()
     };
-    if c.honoured
-        && c.made
-            .iter()
-            .any(|(what, _)| what.starts_with("CALLGRIND_DUMP_STATS"))
-    {
-        advice.push_str("; DUMP_STATS does not split the profile: one for the whole capture");
+    if let Some(p) = &meta.part {
+        advice.push_str(&format!(
+            "; DUMP_STATS cut the profile into {} parts, each a dump of its own: this is part \
+             {}, ended by {} (the others are the numbered dumps beside it)",
+            p.of, p.number, p.trigger
+        ));
     }
     Some(Shortfall {
         count,
@@ -588,9 +588,19 @@ mod tests {
             c.advice
         );
         m.client_requests.honoured = true;
+        m.part = Some(coldcache_dump::Part {
+            number: 1,
+            of: 3,
+            trigger: "Client Request".into(),
+        });
         let c = client_requests(&m).unwrap();
         assert!(c.advice.starts_with("honoured"), "{}", c.advice);
-        assert!(c.advice.contains("does not split"), "{}", c.advice);
+        assert!(
+            c.advice
+                .contains("3 parts, each a dump of its own: this is part 1"),
+            "{}",
+            c.advice
+        );
     }
 
     #[test]

@@ -468,6 +468,19 @@ pub struct Finished {
     pub trace: Option<StreamedTrace>,
     /// Instructions whose accesses were not modelled.
     pub unmodelled: u64,
+    /// The parts `CALLGRIND_DUMP_STATS` requests set aside, in order, each
+    /// to be written as a dump of its own before this one (`parts.rs`).
+    pub parts: Vec<PartDump>,
+}
+
+/// A part of the profile a `CALLGRIND_DUMP_STATS` request set aside.
+pub struct PartDump {
+    /// `CALLGRIND_DUMP_STATS_AT`'s label, if any.
+    pub label: Option<String>,
+    /// Instructions it counted.
+    pub instructions: u64,
+    /// Its records, in key order.
+    pub records: Vec<Record>,
 }
 
 /// The per-instruction accounting of a capture; see the module doc.
@@ -493,6 +506,8 @@ pub struct Accountant {
     untraced: coldcache_dump::Untraced,
     /// Valgrind's client requests: their states and counts.
     requests: crate::requests::Requests,
+    /// The parts `DUMP_STATS` requests set aside.
+    parts: crate::parts::Parts,
     unmodelled: [u64; Unmodelled::ALL.len()],
     max_instructions: u64,
     cut_short: Option<&'static str>,
@@ -635,6 +650,7 @@ impl Accountant {
             untrapped: 0,
             untraced: coldcache_dump::Untraced::default(),
             requests: crate::requests::Requests::new(setup.client_requests),
+            parts: crate::parts::Parts::new(),
             unmodelled: [0; Unmodelled::ALL.len()],
             max_instructions: setup.max_instructions,
             cut_short: None,
@@ -709,9 +725,42 @@ impl Accountant {
         {
             return;
         }
-        let code = m.read_u64(m.gpr(Register::RAX));
+        let args = m.gpr(Register::RAX);
+        let code = m.read_u64(args);
         let request = code.map_or(Request::Other, Request::from_code);
-        if self.requests.take(request) == Effect::Zero {
+        let zero = match self.requests.take(request) {
+            Effect::None => false,
+            Effect::Zero => true,
+            Effect::Dump => {
+                // DUMP_STATS_AT's label: a C string its first argument
+                // points at, read up to the part's room.
+                let mut label = [0u8; crate::parts::LABEL];
+                let mut len = 0;
+                if request == Request::DumpStatsAt {
+                    let at = m.read_u64(args.wrapping_add(8)).unwrap_or(0);
+                    let mut word = [0u8; 8];
+                    while at != 0
+                        && len < label.len()
+                        && m.read_memory(at.wrapping_add(len as u64), &mut word)
+                    {
+                        let n = word.iter().position(|&b| b == 0).unwrap_or(8);
+                        let n = n.min(label.len() - len);
+                        label[len..len + n].copy_from_slice(&word[..n]);
+                        len += n;
+                        if n < 8 {
+                            break;
+                        }
+                    }
+                }
+                self.parts.set_aside(
+                    &self.counters,
+                    self.instructions,
+                    &label[..len],
+                    &mut self.budget,
+                )
+            }
+        };
+        if zero {
             self.counters.zero();
             self.instructions = 0;
             self.unmodelled = [0; Unmodelled::ALL.len()];
@@ -1864,6 +1913,7 @@ impl Accountant {
             untrapped,
             untraced,
             requests,
+            parts,
             func,
             calls_seen,
             calls_done,
@@ -1882,6 +1932,14 @@ impl Accountant {
             honoured: requests.honoured(),
             made: requests.seen(),
         };
+        if parts.merged() > 0 {
+            meta.notes.push(format!(
+                "{} DUMP_STATS requests set no part aside (more than {} parts, or the memory \
+                 budget refused the copy): their counts are in the part after them",
+                parts.merged(),
+                crate::parts::MAX_PARTS
+            ));
+        }
         let meta_levels = layout.levels();
         meta.cut_short = match (cut_short, full) {
             (Some(TABLE_FULL), Some(f)) => Some(f.describe()),
@@ -2027,11 +2085,34 @@ impl Accountant {
             objects: objects.map(|o| o.finish(meta_levels)),
             timeline,
         };
+        let stride = dump.meta.counters.len();
+        let parts = (0..parts.count())
+            .map(|k| {
+                let p = parts.part(k, stride);
+                let mut records: Vec<Record> = p
+                    .rows
+                    .iter()
+                    .map(|&((ip, stack, thread), c)| Record {
+                        ip,
+                        stack,
+                        thread,
+                        counters: c.to_vec(),
+                    })
+                    .collect();
+                records.sort_unstable_by_key(|r| (r.ip, r.stack, r.thread));
+                PartDump {
+                    label: p.label,
+                    instructions: p.instructions,
+                    records,
+                }
+            })
+            .collect();
         Finished {
             dump,
             encoded,
             trace: trace.map(|stream| StreamedTrace { stream }),
             unmodelled: unmodelled.iter().sum(),
+            parts,
         }
     }
 }

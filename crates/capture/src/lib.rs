@@ -80,6 +80,7 @@ pub mod model;
 pub mod objects;
 mod options;
 mod output;
+mod parts;
 pub mod preload;
 pub mod procfs;
 pub mod requests;

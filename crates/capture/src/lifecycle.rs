@@ -663,7 +663,47 @@ fn finish_inner() -> Result<Summary, CaptureError> {
     if let Some(note) = crate::sigfault::note() {
         meta.notes.push(note);
     }
-    let finished = acc.finish_encoded(meta, modules, procfs::thread_name);
+    let mut finished = acc.finish_encoded(meta, modules, procfs::thread_name);
+    // `CALLGRIND_DUMP_STATS` parts first, each a dump of its own (the
+    // numbered names beside `output`), then the last part.
+    let parts = std::mem::take(&mut finished.parts);
+    let of = parts.len() as u32 + 1;
+    for (k, p) in parts.into_iter().enumerate() {
+        let mut dump = finished.dump.clone();
+        dump.records = p.records;
+        dump.meta.instructions = p.instructions;
+        dump.meta.cut_short = None;
+        dump.meta.part = Some(coldcache_dump::Part {
+            number: k as u32 + 1,
+            of,
+            trigger: match p.label {
+                Some(l) => format!("Client Request: {l}"),
+                None => "Client Request".to_string(),
+            },
+        });
+        // What is not cut into parts stays with the last part.
+        dump.objects = None;
+        dump.timeline = None;
+        let part = crate::account::Finished {
+            dump,
+            encoded: None,
+            trace: None,
+            unmodelled: 0,
+            parts: Vec::new(),
+        };
+        if let Err(e) = output::write(part, output.clone(), None) {
+            if !crate::output::quiet() {
+                coldcache_fsio::say!("coldcache: part {} of the capture not written: {e}", k + 1);
+            }
+        }
+    }
+    if of > 1 {
+        finished.dump.meta.part = Some(coldcache_dump::Part {
+            number: of,
+            of,
+            trigger: "Program termination".to_string(),
+        });
+    }
     let result = output::write(finished, output, trace_path.as_deref());
     crate::attach::test_pause_after_write();
     crate::sigfault::disarm();

@@ -13,8 +13,9 @@
 //! engine, where the registers and memory are the live ones.
 //!
 //! Honoured only when asked (`coldcache valgrind`, `record
-//! --client-requests`): instructions are counted while both collection
-//! and instrumentation are on. With instrumentation off the cache is not
+//! --client-requests`; `coldcache valgrind` only its tool's, as Valgrind's
+//! tools ignore each other's): instructions are counted while both
+//! collection and instrumentation are on. With instrumentation off the cache is not
 //! simulated either (as Valgrind's: nothing of the program runs through
 //! its tool then); with collection off it is, but nothing is counted.
 //! Either way every request is counted by kind, for the dump.
@@ -35,13 +36,14 @@ const CACHEGRIND: u64 = tool_base(b'C', b'G');
 /// One client request, by its code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Request {
-    /// `CALLGRIND_DUMP_STATS`: counted, not acted on (one profile).
+    /// `CALLGRIND_DUMP_STATS`: the counts so far become a part of the
+    /// profile of their own, and start again from zero.
     DumpStats,
     /// `CALLGRIND_ZERO_STATS`: every counter so far back to zero.
     ZeroStats,
     /// `CALLGRIND_TOGGLE_COLLECT`: collection flips.
     ToggleCollect,
-    /// `CALLGRIND_DUMP_STATS_AT`: as `DumpStats`.
+    /// `CALLGRIND_DUMP_STATS_AT(label)`: as `DumpStats`, the part named.
     DumpStatsAt,
     /// `CALLGRIND_START_INSTRUMENTATION`.
     StartInstrumentation,
@@ -104,6 +106,25 @@ impl Request {
     fn index(self) -> usize {
         Request::ALL.iter().position(|&r| r == self).unwrap_or(8)
     }
+
+    /// The tool whose request it is; `None` for [`Request::Other`].
+    pub fn tool(self) -> Option<Tool> {
+        match self {
+            Request::CachegrindStart | Request::CachegrindStop => Some(Tool::Cachegrind),
+            Request::Other => None,
+            _ => Some(Tool::Callgrind),
+        }
+    }
+}
+
+/// Which tool's requests a capture honours (Valgrind's tools ignore each
+/// other's: Cachegrind does nothing on `CALLGRIND_TOGGLE_COLLECT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tool {
+    /// `callgrind.h`'s.
+    Callgrind,
+    /// `cachegrind.h`'s.
+    Cachegrind,
 }
 
 /// The states a capture that honours requests starts in
@@ -114,23 +135,36 @@ pub struct Honour {
     pub collect: bool,
     /// Instrumentation on at the start.
     pub instr: bool,
+    /// Only this tool's requests (`coldcache valgrind --tool`); `None`:
+    /// both tools'.
+    pub only: Option<Tool>,
 }
 
 impl Honour {
-    /// `COLDCACHE_CLIENT_REQUESTS`: `collect=yes|no,instr=yes|no` (either
-    /// may be left out: `yes`), or `1` (both on).
+    /// `COLDCACHE_CLIENT_REQUESTS`: `collect=yes|no,instr=yes|no,
+    /// only=callgrind|cachegrind` (each may be left out: `yes`, `yes`, both
+    /// tools), or `1` (the defaults).
     pub fn parse(s: &str) -> Result<Honour, String> {
         let mut h = Honour {
             collect: true,
             instr: true,
+            only: None,
         };
         if s == "1" {
             return Ok(h);
         }
         for part in s.split(',') {
-            let (key, value) = part
-                .split_once('=')
-                .ok_or_else(|| format!("`{part}` is not collect=yes|no or instr=yes|no"))?;
+            let (key, value) = part.split_once('=').ok_or_else(|| {
+                format!("`{part}` is not collect=yes|no, instr=yes|no or only=TOOL")
+            })?;
+            if key == "only" {
+                h.only = Some(match value {
+                    "callgrind" => Tool::Callgrind,
+                    "cachegrind" => Tool::Cachegrind,
+                    _ => return Err(format!("`{part}`: only is callgrind or cachegrind")),
+                });
+                continue;
+            }
             let on = match value {
                 "yes" => true,
                 "no" => false,
@@ -139,7 +173,7 @@ impl Honour {
             match key {
                 "collect" => h.collect = on,
                 "instr" => h.instr = on,
-                _ => return Err(format!("`{part}`: {key} is not collect or instr")),
+                _ => return Err(format!("`{part}`: {key} is not collect, instr or only")),
             }
         }
         Ok(h)
@@ -148,7 +182,13 @@ impl Honour {
     /// As [`Honour::parse`] reads it.
     pub fn describe(&self) -> String {
         let yn = |b: bool| if b { "yes" } else { "no" };
-        format!("collect={},instr={}", yn(self.collect), yn(self.instr))
+        let mut s = format!("collect={},instr={}", yn(self.collect), yn(self.instr));
+        match self.only {
+            Some(Tool::Callgrind) => s.push_str(",only=callgrind"),
+            Some(Tool::Cachegrind) => s.push_str(",only=cachegrind"),
+            None => {}
+        }
+        s
     }
 }
 
@@ -159,6 +199,9 @@ pub enum Effect {
     None,
     /// Zero every counter so far (`ZERO_STATS`).
     Zero,
+    /// Set the counts so far aside as a part of the profile, then zero
+    /// them (`DUMP_STATS`, `DUMP_STATS_AT`).
+    Dump,
 }
 
 /// The requests of one capture: the states and how many of each kind.
@@ -176,6 +219,7 @@ impl Requests {
         let h = honour.unwrap_or(Honour {
             collect: true,
             instr: true,
+            only: None,
         });
         Requests {
             honour,
@@ -200,7 +244,10 @@ impl Requests {
     /// Takes request `r` (counted; acted on when honoured).
     pub fn take(&mut self, r: Request) -> Effect {
         self.seen[r.index()] += 1;
-        if self.honour.is_none() {
+        let Some(h) = self.honour else {
+            return Effect::None;
+        };
+        if r.tool().is_none() || h.only.is_some_and(|t| Some(t) != r.tool()) {
             return Effect::None;
         }
         match r {
@@ -208,14 +255,19 @@ impl Requests {
             Request::StartInstrumentation | Request::CachegrindStart => self.instr = true,
             Request::StopInstrumentation | Request::CachegrindStop => self.instr = false,
             Request::ZeroStats => return Effect::Zero,
-            Request::DumpStats | Request::DumpStatsAt | Request::Other => {}
+            Request::DumpStats | Request::DumpStatsAt => return Effect::Dump,
+            Request::Other => {}
         }
         Effect::None
     }
 
-    /// Whether a `ZERO_STATS` was acted on.
+    /// Whether a `ZERO_STATS` or a `DUMP_STATS` may have been acted on
+    /// (rows may hold zeros).
     pub fn zeroed(&self) -> bool {
-        self.honoured() && self.seen[Request::ZeroStats.index()] > 0
+        self.honoured()
+            && [Request::ZeroStats, Request::DumpStats, Request::DumpStatsAt]
+                .iter()
+                .any(|r| self.seen[r.index()] > 0)
     }
 
     /// Whether requests are acted on.
@@ -275,11 +327,13 @@ mod tests {
         r.take(Request::StartInstrumentation);
         assert!(r.counting());
         assert_eq!(r.take(Request::ZeroStats), Effect::Zero);
+        assert_eq!(r.take(Request::DumpStats), Effect::Dump);
         r.take(Request::ToggleCollect);
         assert!(!r.counting() && r.simulating());
         assert_eq!(
             r.seen(),
             vec![
+                ("CALLGRIND_DUMP_STATS".to_string(), 1),
                 ("CALLGRIND_ZERO_STATS".to_string(), 1),
                 ("CALLGRIND_TOGGLE_COLLECT".to_string(), 2),
                 ("CALLGRIND_START_INSTRUMENTATION".to_string(), 1),
@@ -293,6 +347,13 @@ mod tests {
         r.take(Request::StopInstrumentation);
         assert!(r.counting() && r.simulating() && !r.honoured());
         assert_eq!(r.seen().len(), 2);
+        // One tool's: the other's requests are counted, not acted on.
+        let mut r = Requests::new(Some(Honour::parse("instr=no,only=cachegrind").unwrap()));
+        r.take(Request::StartInstrumentation);
+        assert!(!r.simulating());
+        r.take(Request::CachegrindStart);
+        assert!(r.counting());
+        assert_eq!(r.take(Request::ZeroStats), Effect::None);
     }
 
     #[test]
@@ -301,9 +362,14 @@ mod tests {
             Honour::parse("1").unwrap(),
             Honour {
                 collect: true,
-                instr: true
+                instr: true,
+                only: None,
             }
         );
+        let h = Honour::parse("instr=no,only=cachegrind").unwrap();
+        assert_eq!(h.only, Some(Tool::Cachegrind));
+        assert_eq!(Honour::parse(&h.describe()).unwrap(), h);
+        assert!(Honour::parse("only=memcheck").is_err());
         let h = Honour::parse("instr=no").unwrap();
         assert!(h.collect && !h.instr);
         assert_eq!(Honour::parse(&h.describe()).unwrap(), h);
@@ -312,7 +378,7 @@ mod tests {
             .contains("yes or no"));
         assert!(Honour::parse("dump=no")
             .unwrap_err()
-            .contains("not collect or instr"));
+            .contains("not collect, instr or only"));
         assert!(Honour::parse("on").is_err());
     }
 }

@@ -1263,6 +1263,9 @@ fn summary_with(d: &Dump, records: usize, path: &Path) -> String {
     if let Some(r) = coldcache_analysis::summary::client_requests(&d.meta) {
         s += &format!("  requests: {}\n    ({})\n", r.text, r.advice);
     }
+    if let Some(p) = &d.meta.part {
+        s += &format!("  part {} of {}: ended by {}\n", p.number, p.of, p.trigger);
+    }
     s
 }
 

@@ -516,6 +516,11 @@ fn run(o: &VgOptions) -> Result<u8> {
             coldcache_capture::requests::Honour {
                 collect: o.collect_atstart || !o.toggle_collect.is_empty(),
                 instr: o.instr_atstart,
+                // Valgrind's tools ignore each other's requests.
+                only: Some(match o.tool {
+                    Tool::Callgrind => coldcache_capture::requests::Tool::Callgrind,
+                    Tool::Cachegrind => coldcache_capture::requests::Tool::Cachegrind,
+                }),
             }
             .describe()
         )
@@ -537,14 +542,31 @@ fn run(o: &VgOptions) -> Result<u8> {
     if !dump_path.is_file() {
         bail!("the capture wrote no dump (see the messages above)");
     }
-    let dump = crate::report_cmd::load_for_views(&dump_path)?;
-    let (dump, collected) = if o.toggle_collect.is_empty() {
-        (dump, None)
-    } else {
-        let (d, names) = toggle_collect(dump, &o.toggle_collect, o.collect_atstart);
-        (d, Some(names))
-    };
-    let failed = write_outputs(o, dump, collected.as_deref())?;
+    // One dump, or one per part of a profile its `CALLGRIND_DUMP_STATS`
+    // requests cut (`capture.ccdump`, `capture.2.ccdump`, ...), in order.
+    let mut dumps = Vec::new();
+    for entry in std::fs::read_dir(dir.path()).context("the capture's directory")? {
+        let path = entry?.path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if name.starts_with("capture.") && name.ends_with(".ccdump") {
+            dumps.push(crate::report_cmd::load_for_views(&path)?);
+        }
+    }
+    dumps.sort_by_key(|d| d.meta.part.as_ref().map_or(0, |p| p.number));
+    let mut collected = None;
+    if !o.toggle_collect.is_empty() {
+        for d in &mut dumps {
+            let (kept, names) = toggle_collect(d.clone(), &o.toggle_collect, o.collect_atstart);
+            *d = kept;
+            let all: &mut Vec<String> = collected.get_or_insert_with(Vec::new);
+            for n in names {
+                if !all.contains(&n) {
+                    all.push(n);
+                }
+            }
+        }
+    }
+    let failed = write_outputs(o, &dumps, collected.as_deref())?;
     Ok(failed.unwrap_or(status))
 }
 
@@ -643,68 +665,36 @@ fn caches(o: &VgOptions) -> Vec<(String, u64, u32, u32)> {
 /// status; a log file that cannot be written ends with [`FILE_ERROR`].
 fn write_outputs(
     o: &VgOptions,
-    dump: coldcache_dump::Dump,
+    dumps: &[coldcache_dump::Dump],
     collected: Option<&[String]>,
 ) -> Result<Option<u8>> {
-    let pid = dump.meta.pid;
+    let last = dumps.last().context("the capture wrote no dump")?;
+    let pid = last.meta.pid;
     let (log_file, out) = file_names(o, pid)?;
-    let options = |threads: Option<Vec<u32>>| ProfileOptions {
-        inline: false,
-        threads,
-        root: None,
-    };
-    let mut threads: Vec<u32> = dump.threads.iter().map(|t| t.tid).collect();
-    threads.sort_by_key(|&t| (t != pid, t));
     let ir_only = !o.cache_sim;
-    let whole = Profile::new(dump.clone(), options(None));
-    let totals = coldcache_export::valgrind_totals(&whole)
-        .context("the capture's counters are not coldcache's layout")?;
     // The files to write, in order; the first that fails ends the writing.
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-    match o.tool {
-        Tool::Callgrind => {
-            let opts = |thread| coldcache_export::CallgrindOptions {
-                load_bias: crate::report_cmd::load_biases(&dump),
-                events: if ir_only {
-                    coldcache_export::EventSet::Ir
-                } else {
-                    coldcache_export::EventSet::Valgrind
-                },
-                plain_names: !o.compress_strings,
-                summary: true,
-                thread,
-            };
-            if o.separate_threads {
-                // As Callgrind: the base name empty, FILE-01, FILE-02, ...
-                files.push((out.clone(), Vec::new()));
-                for (k, &tid) in threads.iter().enumerate() {
-                    let n = k as u32 + 1;
-                    let p = Profile::new(dump.clone(), options(Some(vec![tid])));
-                    let text = coldcache_export::callgrind_with(&p, &opts(Some(n)));
-                    files.push((format!("{out}-{n:02}"), text.into_bytes()));
-                }
-            } else {
-                let text = coldcache_export::callgrind_with(&whole, &opts(None));
-                files.push((out.clone(), text.into_bytes()));
-            }
-        }
-        Tool::Cachegrind => {
-            let opts = coldcache_export::CachegrindOptions {
-                ir_only,
-                // Cachegrind writes the caches also with --cache-sim=no.
-                caches: caches(o),
-            };
-            let text = coldcache_export::cachegrind(&whole, &opts)
-                .context("the capture's counters are not coldcache's layout")?;
-            files.push((out.clone(), text.into_bytes()));
+    let mut totals = [0u64; 9];
+    for (k, dump) in dumps.iter().enumerate() {
+        // As Callgrind: the parts a DUMP_STATS ended are FILE.1, FILE.2,
+        // ...; the last (the program's end) is FILE.
+        let name = if k + 1 == dumps.len() {
+            out.clone()
+        } else {
+            format!("{out}.{}", k + 1)
+        };
+        let t = part_files(o, dump, &name, &mut files)?;
+        for (sum, v) in totals.iter_mut().zip(t) {
+            *sum += v;
         }
     }
+    let dump = last;
     let failed = files
         .iter()
         .find_map(|(name, bytes)| Some(name).zip(write_file(name, bytes).err()));
     let mut log = String::new();
     if !o.quiet {
-        log.push_str(&log_head(o, &dump, collected));
+        log.push_str(&log_head(o, dump, collected));
     }
     let mut status = None;
     match (failed, o.tool) {
@@ -743,6 +733,69 @@ fn write_outputs(
         None => {}
     }
     Ok(status)
+}
+
+/// The files of one dump (a part of the profile, or the whole) under the
+/// name `out`, appended to `files`; gives its totals of Valgrind's nine
+/// events.
+fn part_files(
+    o: &VgOptions,
+    dump: &coldcache_dump::Dump,
+    out: &str,
+    files: &mut Vec<(String, Vec<u8>)>,
+) -> Result<[u64; 9]> {
+    let pid = dump.meta.pid;
+    let out = out.to_string();
+    let options = |threads: Option<Vec<u32>>| ProfileOptions {
+        inline: false,
+        threads,
+        root: None,
+    };
+    let mut threads: Vec<u32> = dump.threads.iter().map(|t| t.tid).collect();
+    threads.sort_by_key(|&t| (t != pid, t));
+    let ir_only = !o.cache_sim;
+    let whole = Profile::new(dump.clone(), options(None));
+    let totals = coldcache_export::valgrind_totals(&whole)
+        .context("the capture's counters are not coldcache's layout")?;
+    match o.tool {
+        Tool::Callgrind => {
+            let opts = |thread| coldcache_export::CallgrindOptions {
+                load_bias: crate::report_cmd::load_biases(dump),
+                events: if ir_only {
+                    coldcache_export::EventSet::Ir
+                } else {
+                    coldcache_export::EventSet::Valgrind
+                },
+                plain_names: !o.compress_strings,
+                summary: true,
+                thread,
+            };
+            if o.separate_threads {
+                // As Callgrind: the base name empty, FILE-01, FILE-02, ...
+                files.push((out.clone(), Vec::new()));
+                for (k, &tid) in threads.iter().enumerate() {
+                    let n = k as u32 + 1;
+                    let p = Profile::new(dump.clone(), options(Some(vec![tid])));
+                    let text = coldcache_export::callgrind_with(&p, &opts(Some(n)));
+                    files.push((format!("{out}-{n:02}"), text.into_bytes()));
+                }
+            } else {
+                let text = coldcache_export::callgrind_with(&whole, &opts(None));
+                files.push((out.clone(), text.into_bytes()));
+            }
+        }
+        Tool::Cachegrind => {
+            let opts = coldcache_export::CachegrindOptions {
+                ir_only,
+                // Cachegrind writes the caches also with --cache-sim=no.
+                caches: caches(o),
+            };
+            let text = coldcache_export::cachegrind(&whole, &opts)
+                .context("the capture's counters are not coldcache's layout")?;
+            files.push((out.clone(), text.into_bytes()));
+        }
+    }
+    Ok(totals)
 }
 
 /// Writes `bytes` to the file an expanded name names ([`file_path`]).

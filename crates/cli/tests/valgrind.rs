@@ -100,7 +100,7 @@ fn text(b: &[u8]) -> String {
 fn per_function(annotated: &str) -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
     for line in annotated.lines() {
-        let Some(at) = ["harness.c:", "threads.c:", "requests.c:"]
+        let Some(at) = ["harness.c:", "threads.c:", "requests.c:", "dumps.c:"]
             .iter()
             .find_map(|f| line.find(f).map(|at| at + f.len()))
         else {
@@ -439,6 +439,64 @@ fn client_requests_count_the_functions_as_callgrind() {
             x, y,
             "{mode}: requests.c's functions: coldcache, then Callgrind"
         );
+    }
+}
+
+/// `CALLGRIND_DUMP_STATS` and `DUMP_STATS_AT` cut the profile into parts
+/// written as Callgrind writes them (`dumps.c`): FILE.1, FILE.2, then FILE
+/// at the end, each with its `part:` number, each part's functions with
+/// Callgrind's self Ir (`first`, then `second`, then `third`, `main`
+/// left out as in the test above).
+#[test]
+fn dump_stats_cut_the_profile_into_callgrinds_parts() {
+    let Some(dir) = ready("dumps") else {
+        return;
+    };
+    programs::compile(
+        "tests-programs/valgrind/dumps.c",
+        &dir.join("dumps"),
+        &["-O1", "-g"],
+        false,
+    );
+    let b = run(
+        &dir,
+        "valgrind",
+        &[
+            "--tool=callgrind",
+            "--callgrind-out-file=vg",
+            "-q",
+            "./dumps",
+        ],
+    );
+    assert_eq!(b.status.code(), Some(0), "{}", text(&b.stderr));
+    let a = run(
+        &dir,
+        COLDCACHE,
+        &[
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=cc",
+            "./dumps",
+        ],
+    );
+    assert_eq!(a.status.code(), Some(0), "{}", text(&a.stderr));
+    assert_eq!(a.stdout, b.stdout);
+    for (part, file, only) in [
+        ("1", ".1", "first"),
+        ("2", ".2", "second"),
+        ("3", "", "third"),
+    ] {
+        let (cc, vg) = (dir.join(format!("cc{file}")), dir.join(format!("vg{file}")));
+        assert_eq!(header(&cc, "part:"), part);
+        assert_eq!(header(&vg, "part:"), part);
+        let mine = |f: &Path| {
+            let mut m = per_function(&annotate("callgrind_annotate", f));
+            m.retain(|f, _| !f.starts_with("main"));
+            m
+        };
+        let (x, y) = (mine(&cc), mine(&vg));
+        assert_eq!(x, y, "part {part}: coldcache, then Callgrind");
+        assert_eq!(x.keys().collect::<Vec<_>>(), [only], "part {part}");
     }
 }
 

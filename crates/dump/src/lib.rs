@@ -175,6 +175,23 @@ pub struct Meta {
     /// Written only when honoured or any was made.
     #[serde(default, skip_serializing_if = "ClientRequests::is_empty")]
     pub client_requests: ClientRequests,
+    /// Which part of a profile cut by `CALLGRIND_DUMP_STATS` requests this
+    /// dump is (each part a dump of its own, as Callgrind writes a file per
+    /// dump). Written only for a capture that was cut so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<Part>,
+}
+
+/// A part of a profile ([`Meta::part`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Part {
+    /// Its number, from 1.
+    pub number: u32,
+    /// How many parts the capture has.
+    pub of: u32,
+    /// What ended it, in Callgrind's words: `Client Request`, `Client
+    /// Request: LABEL` (`DUMP_STATS_AT`), `Program termination` (the last).
+    pub trigger: String,
 }
 
 /// Valgrind client requests of a capture ([`Meta::client_requests`]).

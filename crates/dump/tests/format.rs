@@ -478,6 +478,8 @@ fn meta_warm_schedule_and_calls_round_trip_and_a_default_dump_writes_none_of_the
     assert!(!bytes.windows(10).any(|w| w == b"\"schedule\""));
     assert!(!bytes.windows(7).any(|w| w == b"\"calls\""));
     assert!(!bytes.windows(10).any(|w| w == b"\"untraced\""));
+    assert!(!bytes.windows(17).any(|w| w == b"\"client_requests\""));
+    assert!(!bytes.windows(6).any(|w| w == b"\"part\""));
     let mut warm = sample();
     warm.meta.warm =
         "by calls 1 to 2 of the function (24586 instructions simulated, not counted)".into();
@@ -487,8 +489,18 @@ fn meta_warm_schedule_and_calls_round_trip_and_a_default_dump_writes_none_of_the
         present: 1,
         started: 4,
     };
+    warm.meta.client_requests = coldcache_dump::ClientRequests {
+        honoured: true,
+        made: vec![("CALLGRIND_DUMP_STATS".into(), 1)],
+    };
+    warm.meta.part = Some(coldcache_dump::Part {
+        number: 2,
+        of: 2,
+        trigger: "Program termination".into(),
+    });
     let bytes = warm.to_bytes();
     assert!(bytes.windows(10).any(|w| w == b"\"untraced\""));
+    assert!(bytes.windows(6).any(|w| w == b"\"part\""));
     assert!(bytes.windows(7).any(|w| w == b"\"calls\""));
     assert!(bytes.windows(6).any(|w| w == b"\"warm\""));
     assert!(bytes.windows(10).any(|w| w == b"\"schedule\""));

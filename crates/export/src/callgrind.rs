@@ -416,7 +416,9 @@ pub fn callgrind_with(p: &Profile, opts: &CallgrindOptions) -> String {
     let _ = writeln!(out, "creator: coldcache {}", env!("CARGO_PKG_VERSION"));
     let _ = writeln!(out, "pid: {}", m.pid);
     let _ = writeln!(out, "cmd: {}", one_line(&m.program.join(" ")));
-    out.push_str("part: 1\n");
+    // A dump that is a part of a profile (`CALLGRIND_DUMP_STATS`) says
+    // which, as Callgrind's files of each dump do.
+    let _ = writeln!(out, "part: {}", m.part.as_ref().map_or(1, |p| p.number));
     if let Some(t) = opts.thread {
         let _ = writeln!(out, "thread: {t}");
     }
@@ -436,6 +438,15 @@ pub fn callgrind_with(p: &Profile, opts: &CallgrindOptions) -> String {
     );
     if let Some(c) = &m.cut_short {
         let _ = writeln!(out, "desc: Cut short: {}", one_line(c));
+    }
+    if let Some(p) = &m.part {
+        let _ = writeln!(
+            out,
+            "desc: Part: {} of {}, ended by {}",
+            p.number,
+            p.of,
+            one_line(&p.trigger)
+        );
     }
     for (i, md) in d.modules.iter().enumerate() {
         if md.path.starts_with('/') && opts.load_bias.get(i).copied().flatten().is_none() {
