@@ -88,6 +88,7 @@ evidence() { # $1 pid, $2 file
 }
 
 hangs=0
+failed=0
 for i in $(seq 1 "$rounds"); do
     if [ "$fresh" -gt 0 ] && [ "$i" -gt 1 ] && [ $(((i - 1) % fresh)) -eq 0 ]; then
         land || break
@@ -118,6 +119,7 @@ for i in $(seq 1 "$rounds"); do
     if [ "$rc" -ne 0 ]; then
         echo "round $i: attach failed ($rc):"
         cat "$log"
+        failed=1
         break
     fi
     rm -f "$log"
@@ -129,5 +131,5 @@ if [ "$hangs" -ne 0 ]; then
     exit 1
 fi
 land && echo "program: $(tail -1 "$out/threads.out")"
-echo "rounds run: $i, hangs: $hangs"
-[ "$hangs" -eq 0 ]
+echo "rounds run: $i, hangs: $hangs, failed attaches: $failed"
+[ "$hangs" -eq 0 ] && [ "$failed" -eq 0 ]

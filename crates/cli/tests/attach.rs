@@ -373,7 +373,17 @@ fn eight_threads_attached_twenty_times_never_hang_nor_change_their_output() {
             }),
             "attach {i}: {err}"
         );
-        sizes.push(load(&dir.join("t.ccdump")).meta.instructions);
+        let d = load(&dir.join("t.ccdump"));
+        // Fast mode is attach's default, as record's (issue 36).
+        assert!(
+            d.meta
+                .notes
+                .iter()
+                .any(|n| n.starts_with("capture mode fast")),
+            "attach {i}: {:?}",
+            d.meta.notes
+        );
+        sizes.push(d.meta.instructions);
     }
     drop(stdin);
     let (stdout, stderr, status) = run.finish("threads attached");
