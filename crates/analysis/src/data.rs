@@ -279,6 +279,15 @@ pub struct DataView {
     pub fields_matched: usize,
     /// Fields, sorted.
     pub fields: Vec<DataRow>,
+    /// Variables matching the filter, before the limit.
+    pub variables_matched: usize,
+    /// The variables the resolver named operands by, sorted: globals and
+    /// statics (`global kTable (shapes)`: a rip-relative or absolute
+    /// operand inside it) and locals by the frame that holds them (`local
+    /// particles in simulate`: an operand in the function's stack frame).
+    /// Accesses through a pointer are under their types and fields, not
+    /// here (the pointer, not the object, is what DWARF names there).
+    pub variables: Vec<DataRow>,
     /// The line size of the first data level (the most `used_per_line`
     /// can be).
     pub line_size: u64,
@@ -358,11 +367,15 @@ pub fn data(p: &Profile, q: &DataQuery) -> Result<DataView, AnalysisError> {
     let re = q.filter.as_deref().map(crate::regex).transpose()?;
     let mut types: Vec<Acc> = Vec::new();
     let mut fields: Vec<Acc> = Vec::new();
+    let mut variables: Vec<Acc> = Vec::new();
     let mut type_row: HashMap<u32, usize> = HashMap::default();
     let mut field_row: HashMap<String, usize> = HashMap::default();
+    let mut variable_row: HashMap<String, usize> = HashMap::default();
     let mut typed = vec![0u64; nc];
-    // The type and field rows of each typed instruction, found once.
-    let mut rows_of: HashMap<u64, Option<(usize, usize)>> = HashMap::default();
+    // The type, field and variable rows of each typed instruction, found
+    // once.
+    type Rows = Option<(usize, usize, Option<usize>)>;
+    let mut rows_of: HashMap<u64, Rows> = HashMap::default();
     for (i, r) in p.dump().records.iter().enumerate() {
         if !p.record_kept(i) {
             continue;
@@ -399,14 +412,30 @@ pub fn data(p: &Profile, q: &DataQuery) -> Result<DataView, AnalysisError> {
             };
             types[t].instructions += 1;
             fields[f].instructions += 1;
-            Some((t, f))
+            let v = variable_label(p.dump(), r.ip, a).map(|label| {
+                let v = *variable_row.entry(label.clone()).or_insert_with(|| {
+                    variables.push(Acc {
+                        label,
+                        ty: fields[f].ty.clone(),
+                        costs: vec![0; nc],
+                        instructions: 0,
+                    });
+                    variables.len() - 1
+                });
+                variables[v].instructions += 1;
+                v
+            });
+            Some((t, f, v))
         });
-        let Some((t, f)) = rows else {
+        let Some((t, f, v)) = rows else {
             continue;
         };
         add_row(&mut typed, &r.counters);
         add_row(&mut types[t].costs, &r.counters);
         add_row(&mut fields[f].costs, &r.counters);
+        if let Some(v) = v {
+            add_row(&mut variables[v].costs, &r.counters);
+        }
     }
     let total = cols[sc].value(p.totals());
     let rank = |rows: Vec<Acc>| -> (usize, Vec<DataRow>) {
@@ -453,6 +482,7 @@ pub fn data(p: &Profile, q: &DataQuery) -> Result<DataView, AnalysisError> {
     };
     let (types_matched, types) = rank(types);
     let (fields_matched, fields) = rank(fields);
+    let (variables_matched, variables) = rank(variables);
     let all = line_use(l, p.totals());
     let typed_use = line_use(l, &typed);
     let untyped_use = all.zip(typed_use).map(|(a, t)| {
@@ -488,7 +518,41 @@ pub fn data(p: &Profile, q: &DataQuery) -> Result<DataView, AnalysisError> {
         types,
         fields_matched,
         fields,
+        variables_matched,
+        variables,
     })
+}
+
+/// The variable row an instruction's typed access `a` at `ip` adds to:
+/// `global NAME (MODULE)` for a global or static, `local NAME in FUNCTION`
+/// for a local in the frame of the function holding `ip` (the outermost
+/// of its inlined frames: the one whose frame it is); `None` for an access
+/// through a register, or one the resolver gave no variable.
+fn variable_label(dump: &Dump, ip: u64, a: &TypedAccess) -> Option<String> {
+    if a.variable.is_empty() {
+        return None;
+    }
+    match a.via {
+        Via::Global => {
+            let module = dump
+                .modules
+                .iter()
+                .find(|m| (m.start..m.end).contains(&ip))
+                .map_or("?", |m| m.path.rsplit('/').next().unwrap_or(&m.path));
+            Some(format!("global {} ({module})", a.variable))
+        }
+        Via::Stack => {
+            let syms = dump.symbols.as_ref();
+            let function = syms
+                .and_then(|s| {
+                    let f = s.location(ip)?.frames.last()?;
+                    s.functions.get(f.function as usize)
+                })
+                .map_or("?", |f| f.name.as_str());
+            Some(format!("local {} in {function}", a.variable))
+        }
+        Via::Register => None,
+    }
 }
 
 /// The type named `name` in `data`: the one whose name is `name`, else the

@@ -725,6 +725,19 @@ pub fn data(v: &crate::data::DataView, cols: &[usize]) -> String {
     s.push_str(&data_table(v, &v.types, v.types_matched, cols, "type"));
     let _ = writeln!(s, "\nfields");
     s.push_str(&data_table(v, &v.fields, v.fields_matched, cols, "field"));
+    if !v.variables.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nvariables (globals, and locals by the frame holding them, that instructions' operands name)"
+        );
+        s.push_str(&data_table(
+            v,
+            &v.variables,
+            v.variables_matched,
+            cols,
+            "variable",
+        ));
+    }
     let _ = writeln!(
         s,
         "\n%{} is each row's share of the {} of every record shown (the other views' TOTAL row); a field's counts are its instructions' (as in --view flat --by instruction).\n\

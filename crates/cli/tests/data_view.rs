@@ -286,6 +286,24 @@ fn shapes_have_their_hand_counted_accesses() {
     // The stack array of 64: mass written 64 times, read for i > 1.
     assert_eq!(field(&v, "Particle::mass").1, 64);
     assert_eq!(reads("Particle::mass"), 62);
+    // By variable: the global table, and the stack array in its frame
+    // (64 writes of `mass` and 64 of `pos[0]`; 64 reads of `pos[0]`, 62 of
+    // `mass`).
+    let variable = |label: &str| {
+        let row = v["variables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["label"] == label)
+            .unwrap_or_else(|| panic!("no variable {label} in {}", v["variables"]))
+            .clone();
+        (
+            row["reads"].as_u64().unwrap(),
+            row["writes"].as_u64().unwrap(),
+        )
+    };
+    assert_eq!(variable("global kTable (shapes)"), (1000, 0));
+    assert_eq!(variable("local buf in stack(int)"), (126, 128));
 }
 
 /// The talk's second finding (`tests-programs/data/scatter.cpp`): 12,000

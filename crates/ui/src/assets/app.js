@@ -653,7 +653,7 @@ async function viewData(s) {
   const table = (rows, kind) => {
     const body = rows.map((r) => `<tr class="clickable" data-type="${esc(r.ty)}" data-test="${kind}-row"><td class="num">${r.percent.toFixed(2)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${lineUseCells(r.line_use)}${cols.map((i) => cell(r.costs[i], i)).join("")}<td class="label">${esc(r.label)}</td></tr>`).join("");
     const total = `<tr class="total"><td></td><td></td><td></td>${lineUseCells(v.typed_line_use)}${cols.map((i) => `<td class="num"><span class="count">${columns(s)[i].ratio ? GROUPED1.format(v.typed_totals[i]) : fmt(v.typed_totals[i])}</span></td>`).join("")}<td class="label">TOTAL of the typed instructions</td></tr>`;
-    return `<table data-test="data-${kind}s" data-sort="${esc(v.sort)}"><thead>${header(s, cols, extra, kind === "type" ? "type" : "field", true)}</thead><tbody>${body}${total}</tbody></table>`;
+    return `<table data-test="data-${kind}s" data-sort="${esc(v.sort)}"><thead>${header(s, cols, extra, kind, true)}</thead><tbody>${body}${total}</tbody></table>`;
   };
   const modules = v.modules.map((m) => `<li>types of ${esc(m.module)}: ${m.found ? esc(m.found) : `<span class="muted">(not looked at)</span>`}</li>`).join("");
   $("#main").innerHTML = `<p data-test="coverage"><b>data:</b> ${esc(coverageText(c))}</p>
@@ -664,6 +664,8 @@ async function viewData(s) {
     <p class="muted">${fmt(v.types.length)} of ${fmt(v.types_matched)} types · sorted by ${esc(v.sort)}</p>
     <h3>Fields</h3>${table(v.fields, "field")}
     <p class="muted">${fmt(v.fields.length)} of ${fmt(v.fields_matched)} fields · sorted by ${esc(v.sort)} · a field is Type::member.sub; Type::&lt;padding&gt; bytes of no member, [straddles] an operand spanning more than its field · typing is per instruction: which field, not which object</p>
+    ${v.variables.length ? `<h3>Variables</h3>${table(v.variables, "variable")}
+    <p class="muted">${fmt(v.variables.length)} of ${fmt(v.variables_matched)} variables · globals, and locals by the frame holding them, that instructions' operands name (accesses through a pointer are under their types and fields above)</p>` : ""}
     ${objectsHtml(v)}`;
   wireSort($("#main"));
   $("#main").querySelectorAll("tr[data-type]").forEach((tr) => (tr.onclick = () => setState({ view: "layout", type: tr.dataset.type })));
