@@ -922,6 +922,9 @@ fn join_window(s: &mut Session, caller: u32) -> usize {
     use crate::options::Threads;
     use crate::state::{MAX_SELECTED, SELECTED};
     let writer = WRITER_TID.load(Ordering::Relaxed);
+    // The thread `coldcache attach` runs its remote calls on is left alone
+    // until the tracer lets it go (`attach.rs`).
+    let remote = crate::state::REMOTE_TID.load(Ordering::Acquire);
     let warming = s.acc.warming(caller);
     SELECTED[0].store(caller, Ordering::Relaxed);
     let mut n = 1;
@@ -929,7 +932,7 @@ fn join_window(s: &mut Session, caller: u32) -> usize {
     if s.window != Threads::Caller {
         let (acc, window) = (&mut s.acc, &s.window);
         procfs::for_each_task(|t| {
-            if t == caller || t == writer || n >= MAX_SELECTED {
+            if t == caller || t == writer || t == remote || n >= MAX_SELECTED {
                 return;
             }
             let wanted = match window {
@@ -950,7 +953,7 @@ fn join_window(s: &mut Session, caller: u32) -> usize {
         if s.window == Threads::Caller {
             // Every other thread but ours.
             procfs::for_each_task(|t| {
-                if t != caller && t != writer && !procfs::thread_is_ours(t) {
+                if t != caller && t != writer && t != remote && !procfs::thread_is_ours(t) {
                     untraced += 1;
                 }
             });

@@ -426,6 +426,16 @@ pub(crate) fn thread_is_ours(tid: u32) -> bool {
     matches!(read_task_file(tid, b"comm", &mut name), Some(n) if name[..n].starts_with(b"coldcache"))
 }
 
+/// Whether thread `tid` of this process exists and is traced (its
+/// `TracerPid` is not 0).
+pub(crate) fn traced_task(tid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("TracerPid:"))
+            .is_some_and(|v| v.trim() != "0")
+    })
+}
+
 /// The name (`comm`) of a thread of this process, empty if it is gone.
 pub fn thread_name(tid: u32) -> String {
     std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))

@@ -41,6 +41,13 @@ static LOCK: Lock = Lock::new();
 pub(crate) static ALL_THREADS: AtomicBool = AtomicBool::new(false);
 /// The selected thread ids (0: free).
 pub(crate) static SELECTED: [AtomicU32; MAX_SELECTED] = [const { AtomicU32::new(0) }; MAX_SELECTED];
+/// The thread `coldcache attach`'s remote calls run on, from
+/// `coldcache_attach_start` until the tracer has let it go (0: none).
+/// Written by `attach::start` on that thread and by its release thread;
+/// read by [`selected`] and the thread listings that start threads (in
+/// handlers): a thread traced in the middle of the remote calls crashed
+/// them (issue 33, attaching to a busy process).
+pub(crate) static REMOTE_TID: AtomicU32 = AtomicU32::new(0);
 /// Instructions counted so far (for progress, read without the lock).
 pub(crate) static INSTRUCTIONS: AtomicU64 = AtomicU64::new(0);
 /// The process that prepared the capture: a forked child is not it.
@@ -94,7 +101,9 @@ pub(crate) fn try_with_session(f: impl FnOnce(&mut Option<Box<Session>>)) {
 
 /// Whether thread `tid` is selected for tracing now.
 pub(crate) fn selected(tid: u32) -> bool {
-    ALL_THREADS.load(Ordering::Relaxed) || SELECTED.iter().any(|s| s.load(Ordering::Relaxed) == tid)
+    tid != REMOTE_TID.load(Ordering::Acquire)
+        && (ALL_THREADS.load(Ordering::Relaxed)
+            || SELECTED.iter().any(|s| s.load(Ordering::Relaxed) == tid))
 }
 
 /// Every signal, for an engine handler's `sa_mask`: glibc's `sigfillset`
