@@ -674,12 +674,15 @@ extern "C" fn on_sync(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
         sigvirt::unblock_trap(uc);
     }
     let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
-    if on && !was_on && crate::jit::leaving() && on_way_out(rip) {
-        // It left translated code and is still in our code on its way
-        // out (the end of `dispatch`, the dispatcher's restore): its
-        // traps step on, uncounted, to the program's next instruction,
-        // where its tracing starts (handing it over from our code would
-        // translate our own way out and loop there forever).
+    if on && !was_on && on_way_out(rip) {
+        // It is in our code on its way out (the end of `dispatch`, the
+        // dispatcher's restore): its traps step on, uncounted, to the
+        // program's next instruction, where its tracing starts (handing it
+        // over from our code would translate our own way out and loop
+        // there forever). Not only a thread leaving translated code: one
+        // the dispatcher sends back to the trap engine for one
+        // instruction (`trap_once`: TF in its saved flags, not yet in
+        // this context) is on the same way out.
         crate::jit::set_late_start(true);
     } else if on && !was_on {
         // The trap comes after the interrupted instruction runs: account
@@ -1129,7 +1132,11 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
     if crate::jit::is_on() {
         crate::jit::trust_mapped_code(&mut s.acc);
     }
-    if crate::jit::is_on() && crate::jit::try_hand_over(uc, tid, &s.acc) {
+    // Never handed over from our own code (the dispatcher, the library's
+    // text): translating `dispatch` itself sends the thread back to the
+    // dispatcher's restore path as "the program's next instruction".
+    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+    if crate::jit::is_on() && !on_way_out(rip) && crate::jit::try_hand_over(uc, tid, &s.acc) {
         return;
     }
     // An rseq critical section the thread was switched out of is aborted

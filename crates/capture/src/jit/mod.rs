@@ -798,13 +798,6 @@ pub(crate) fn take_back(uc: &mut libc::ucontext_t) -> bool {
     true
 }
 
-/// Whether the calling thread left translated code and may still be on
-/// its way out (see `Tls::leaving`).
-pub(crate) fn leaving() -> bool {
-    // SAFETY: reading a field of this thread's own state.
-    unsafe { (*tls::this()).leaving != 0 }
-}
-
 /// Whether `rip` lies in the dispatcher before its final jump: a thread
 /// that has just left translated code (its state no longer active) runs
 /// its way out there, instructions of ours, not the program's. The sync
