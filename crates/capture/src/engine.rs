@@ -938,6 +938,11 @@ fn join_window(s: &mut Session, caller: u32) -> usize {
             if t == caller || t == writer || t == remote || n >= MAX_SELECTED {
                 return;
             }
+            // Our other threads (`coldcache-attach`, the zones stream) are
+            // never the program's.
+            if *window == Threads::All && procfs::thread_is_ours(t) {
+                return;
+            }
             let wanted = match window {
                 Threads::Caller => false,
                 Threads::All => true,

@@ -222,7 +222,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     let writer = engine::writer_tid();
     let tasks: Vec<u32> = procfs::tasks()
         .into_iter()
-        .filter(|&t| t != writer)
+        .filter(|&t| t != writer && !procfs::thread_is_ours(t))
         .collect();
     let selected: Vec<u32> = match &options.threads {
         Threads::All => tasks.clone(),
