@@ -22,8 +22,8 @@
 //! (a busy process running the function) starts every other thread, and
 //! one started in the middle of `coldcache attach`'s remote calls crashed
 //! them ("the remote call of munmap crashed") and left the process hung.
-//! A thread of ours (`coldcache-attach`) waits until the thread's
-//! `TracerPid` is 0 and clears the mark; the next window starts it.
+//! The first window or sync signal that finds the thread's `TracerPid` 0
+//! clears the mark and starts it ([`crate::state::remote_held`]).
 
 use crate::state::{STATE, STOPPING};
 use std::ffi::{c_char, CStr, CString};
@@ -103,47 +103,10 @@ pub fn start(settings: &str) -> Result<(), String> {
     crate::state::REMOTE_TID.store(me, Ordering::Release);
     let r = crate::preload::arm_from(&get);
     crate::procfs::ATTACHER.store(0, Ordering::Relaxed);
-    if r.is_err() || !release_when_let_go(me) {
+    if r.is_err() {
         crate::state::REMOTE_TID.store(0, Ordering::Release);
     }
     r
-}
-
-/// How long the release thread waits for the tracer to let the thread go.
-const RELEASE_WAIT: Duration = Duration::from_secs(120);
-
-/// Starts the thread that clears [`crate::state::REMOTE_TID`] once thread
-/// `tid` is no longer traced (or has exited, or after [`RELEASE_WAIT`]).
-/// It is not signalled then (a signal would cut its blocked system call
-/// short with EINTR): the next window that opens starts it, as the
-/// window open now would have. False when the thread could not be started
-/// (the caller clears the mark).
-fn release_when_let_go(tid: u32) -> bool {
-    // Started with every signal blocked (it inherits this thread's mask):
-    // a window open now signals every thread, and this one, ours, must
-    // never be traced.
-    // SAFETY: a zeroed sigset_t is a valid (empty) set.
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: sigfillset and pthread_sigmask on live local sets.
-    unsafe {
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-    }
-    let started = std::thread::Builder::new()
-        .name("coldcache-attach".into())
-        .spawn(move || {
-            let t0 = Instant::now();
-            while crate::procfs::traced_task(tid) && t0.elapsed() < RELEASE_WAIT {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            crate::state::REMOTE_TID.store(0, Ordering::Release);
-        })
-        .is_ok();
-    // SAFETY: as above, the mask saved before.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
-    started
 }
 
 /// `coldcache attach`'s entry point: arms the capture `settings` (a

@@ -925,9 +925,6 @@ fn join_window(s: &mut Session, caller: u32) -> usize {
     use crate::options::Threads;
     use crate::state::{MAX_SELECTED, SELECTED};
     let writer = WRITER_TID.load(Ordering::Relaxed);
-    // The thread `coldcache attach` runs its remote calls on is left alone
-    // until the tracer lets it go (`attach.rs`).
-    let remote = crate::state::REMOTE_TID.load(Ordering::Acquire);
     let warming = s.acc.warming(caller);
     SELECTED[0].store(caller, Ordering::Relaxed);
     let mut n = 1;
@@ -935,10 +932,12 @@ fn join_window(s: &mut Session, caller: u32) -> usize {
     if s.window != Threads::Caller {
         let (acc, window) = (&mut s.acc, &s.window);
         procfs::for_each_task(|t| {
-            if t == caller || t == writer || t == remote || n >= MAX_SELECTED {
+            // The thread `coldcache attach` runs its remote calls on is
+            // left alone until the tracer lets it go (`attach.rs`).
+            if t == caller || t == writer || n >= MAX_SELECTED || crate::state::remote_held(t) {
                 return;
             }
-            // Our other threads (`coldcache-attach`, the zones stream) are
+            // Our other threads (the zones stream) are
             // never the program's.
             if *window == Threads::All && procfs::thread_is_ours(t) {
                 return;
@@ -961,7 +960,11 @@ fn join_window(s: &mut Session, caller: u32) -> usize {
         if s.window == Threads::Caller {
             // Every other thread but ours.
             procfs::for_each_task(|t| {
-                if t != caller && t != writer && t != remote && !procfs::thread_is_ours(t) {
+                if t != caller
+                    && t != writer
+                    && !crate::state::remote_held(t)
+                    && !procfs::thread_is_ours(t)
+                {
                     untraced += 1;
                 }
             });

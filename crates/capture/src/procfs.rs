@@ -427,13 +427,23 @@ pub(crate) fn thread_is_ours(tid: u32) -> bool {
 }
 
 /// Whether thread `tid` of this process exists and is traced (its
-/// `TracerPid` is not 0).
+/// `TracerPid` is not 0). Allocation-free and async-signal-safe
+/// ([`read_task_file`]): `TracerPid` is within the status file's first
+/// lines.
 pub(crate) fn traced_task(tid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).is_ok_and(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("TracerPid:"))
-            .is_some_and(|v| v.trim() != "0")
-    })
+    let mut status = [0u8; 1024];
+    let Some(n) = read_task_file(tid, b"status", &mut status) else {
+        return false;
+    };
+    let key = b"\nTracerPid:";
+    let status = &status[..n];
+    let Some(at) = status.windows(key.len()).position(|w| w == key) else {
+        return false;
+    };
+    status[at + key.len()..]
+        .iter()
+        .take_while(|&&b| b != b'\n')
+        .any(|&b| b.is_ascii_digit() && b != b'0')
 }
 
 /// The name (`comm`) of a thread of this process, empty if it is gone.

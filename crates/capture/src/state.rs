@@ -43,10 +43,10 @@ pub(crate) static ALL_THREADS: AtomicBool = AtomicBool::new(false);
 pub(crate) static SELECTED: [AtomicU32; MAX_SELECTED] = [const { AtomicU32::new(0) }; MAX_SELECTED];
 /// The thread `coldcache attach`'s remote calls run on, from
 /// `coldcache_attach_start` until the tracer has let it go (0: none).
-/// Written by `attach::start` on that thread and by its release thread;
-/// read by [`selected`] and the thread listings that start threads (in
-/// handlers): a thread traced in the middle of the remote calls crashed
-/// them (issue 33, attaching to a busy process).
+/// Set by `attach::start` on that thread; cleared by [`remote_held`] the
+/// first time it finds the thread no longer traced. A thread traced in
+/// the middle of the remote calls crashed them (issue 33, attaching to a
+/// busy process).
 pub(crate) static REMOTE_TID: AtomicU32 = AtomicU32::new(0);
 /// Instructions counted so far (for progress, read without the lock).
 pub(crate) static INSTRUCTIONS: AtomicU64 = AtomicU64::new(0);
@@ -99,9 +99,28 @@ pub(crate) fn try_with_session(f: impl FnOnce(&mut Option<Box<Session>>)) {
     }
 }
 
+/// Whether thread `tid` is the one `coldcache attach` runs its remote
+/// calls on ([`REMOTE_TID`]) and its tracer still holds it: such a thread
+/// is left alone. Once the tracer has let it go the mark is cleared, so
+/// the first window (or sync signal) after that starts it like any other.
+/// Async-signal-safe: one read of the thread's status file, only for that
+/// thread. (No thread of ours waits for the release: a thread started in
+/// the program switches glibc out of its single-threaded paths, and one
+/// started as a window opened was listed in the dump as the program's.)
+pub(crate) fn remote_held(tid: u32) -> bool {
+    if tid == 0 || tid != REMOTE_TID.load(Ordering::Acquire) {
+        return false;
+    }
+    if crate::procfs::traced_task(tid) {
+        return true;
+    }
+    let _ = REMOTE_TID.compare_exchange(tid, 0, Ordering::AcqRel, Ordering::Relaxed);
+    false
+}
+
 /// Whether thread `tid` is selected for tracing now.
 pub(crate) fn selected(tid: u32) -> bool {
-    tid != REMOTE_TID.load(Ordering::Acquire)
+    !remote_held(tid)
         && (ALL_THREADS.load(Ordering::Relaxed)
             || SELECTED.iter().any(|s| s.load(Ordering::Relaxed) == tid))
 }

@@ -430,7 +430,7 @@ fn a_busy_process_is_attached_to_with_threads_all() {
         let d = load(&dir.join("b.ccdump"));
         assert!(d.meta.instructions > 1000, "attach {i}: {err}");
         assert!(d.threads.len() >= 2, "attach {i}: {:?}", d.threads);
-        // The program's threads only: not our `coldcache-attach` thread.
+        // The program's threads only: no thread of ours.
         assert!(
             d.threads.iter().all(|t| t.name == "busy"),
             "attach {i}: {:?}",
