@@ -397,6 +397,13 @@ pub fn check_output(path: &Path) -> Result<()> {
 }
 
 pub fn run(args: RecordArgs) -> Result<()> {
+    run_listing(args, &mut Vec::new())
+}
+
+/// [`run`], also saying in `dumps` every dump the library's manifest lists
+/// as written, in order (a profile cut into parts by client requests has
+/// one a part), whatever the outcome.
+pub(crate) fn run_listing(args: RecordArgs, dumps: &mut Vec<PathBuf>) -> Result<()> {
     if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
         bail!("coldcache record needs Linux on x86-64");
     }
@@ -634,6 +641,7 @@ pub fn run(args: RecordArgs) -> Result<()> {
         a.stop();
     }
     let written = read_manifest(&manifest)?;
+    dumps.clone_from(&written.dumps);
     let (captured, failed_cut) =
         report_written(&written, args.no_resolve, args.no_sources, args.quiet);
     if let Some(t) = &args.trace {

@@ -532,7 +532,8 @@ fn run(o: &VgOptions) -> Result<u8> {
         .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))?
         .args;
     rec.quiet = true;
-    let status = match crate::record_cmd::run(rec) {
+    let mut written = Vec::new();
+    let status = match crate::record_cmd::run_listing(rec, &mut written) {
         Ok(()) => 0,
         Err(e) => match e.downcast_ref::<crate::record_cmd::ChildFailed>() {
             Some(c) => c.0,
@@ -543,14 +544,11 @@ fn run(o: &VgOptions) -> Result<u8> {
         bail!("the capture wrote no dump (see the messages above)");
     }
     // One dump, or one per part of a profile its `CALLGRIND_DUMP_STATS`
-    // requests cut (`capture.ccdump`, `capture.2.ccdump`, ...), in order.
+    // requests cut (`capture.ccdump`, `capture.2.ccdump`, ...), as the
+    // library's manifest lists them.
     let mut dumps = Vec::new();
-    for entry in std::fs::read_dir(dir.path()).context("the capture's directory")? {
-        let path = entry?.path();
-        let name = path.file_name().unwrap_or_default().to_string_lossy();
-        if name.starts_with("capture.") && name.ends_with(".ccdump") {
-            dumps.push(crate::report_cmd::load_for_views(&path)?);
-        }
+    for path in &written {
+        dumps.push(crate::report_cmd::load_for_views(path)?);
     }
     dumps.sort_by_key(|d| d.meta.part.as_ref().map_or(0, |p| p.number));
     let mut collected = None;
