@@ -297,6 +297,10 @@ struct ThreadState {
     /// step (see `finish_rep`).
     rep_ip: u64,
     rep_kind: Rep,
+    /// A gather or scatter counted at the previous step ([`resumable`]): a
+    /// trap at its own address again is the CPU resuming it, not a new
+    /// execution.
+    resumable_ip: u64,
     /// The thread runs a warming call: its instructions go through the
     /// simulator and count nowhere.
     warming: bool,
@@ -316,6 +320,7 @@ impl ThreadState {
         self.pending_call = 0;
         self.after_syscall = 0;
         self.rep_ip = 0;
+        self.resumable_ip = 0;
         self.func_ret_slot = func_ret_slot;
         self.warming = false;
     }
@@ -602,6 +607,7 @@ impl Accountant {
                 after_syscall: 0,
                 func_ret_slot: 0,
                 rep_ip: 0,
+                resumable_ip: 0,
                 rep_kind: Rep::None,
                 warming: false,
                 in_trace: false,
@@ -818,11 +824,13 @@ impl Accountant {
     /// Whether thread `tid` may leave the trap engine for translated code
     /// at its next instruction: it is traced, its shadow stack is seeded
     /// and nothing ran untraced since its last step (no `syscall`, no `rep`
-    /// string mid-repetition). Gives the RSP above which its window ends
+    /// string mid-repetition, no gather or scatter the CPU may resume).
+    /// Gives the RSP above which its window ends
     /// (the watched function returned; 0: no such limit).
     pub fn hand_over_ready(&self, tid: u32) -> Option<u64> {
         let t = &self.threads[self.slot_of(tid)?];
-        (t.active && t.seeded && t.after_syscall == 0 && t.rep_ip == 0).then_some(t.func_ret_slot)
+        (t.active && t.seeded && t.after_syscall == 0 && t.rep_ip == 0 && t.resumable_ip == 0)
+            .then_some(t.func_ret_slot)
     }
 
     /// Whether thread `tid` runs a call that only warms the cache (its
@@ -935,6 +943,16 @@ impl Accountant {
         if let Some(tl) = self.timeline.as_deref_mut() {
             tl.switch(ti);
         }
+        // A gather or scatter stopped part-way (an interrupt) traps again
+        // at its own address with the done elements' mask bits cleared:
+        // the execution its first trap counted, going on.
+        let resumed = self.threads[ti].resumable_ip;
+        if resumed != 0 {
+            if resumed == ip {
+                return Verdict::Continue;
+            }
+            self.threads[ti].resumable_ip = 0;
+        }
         // The instruction after a `syscall` ran without a trap.
         let after = std::mem::take(&mut self.threads[ti].after_syscall);
         if after != 0 && after != ip {
@@ -974,13 +992,16 @@ impl Accountant {
         let d = self.decode.at(di);
         // `xchg rbx, rbx`: a client request when the preamble precedes it
         // (never translated: it always comes here, in both modes).
-        if d.instr.code() == Code::Xchg_rm64_r64
+        let request = d.instr.code() == Code::Xchg_rm64_r64
             && d.instr.op0_register() == Register::RBX
-            && d.instr.op1_register() == Register::RBX
-        {
+            && d.instr.op1_register() == Register::RBX;
+        if request {
             self.client_request(ip, m);
         }
         let d = self.decode.at(di);
+        if resumable(&d.instr) {
+            self.threads[ti].resumable_ip = ip;
+        }
         if let Some(o) = self.objects.as_deref_mut() {
             let is_ret = || d.instr.flow_control() == FlowControl::Return;
             o.observe(ti, ip, sp, stack, is_ret, m, &mut self.budget);
@@ -1102,13 +1123,7 @@ impl Accountant {
         };
         let (serial, core, warming) = {
             let t = &self.threads[ti];
-            // Collection or instrumentation off (client requests): as a
-            // warming call, counted nowhere.
-            (
-                t.serial,
-                t.core as usize,
-                t.warming || !self.requests.counting(),
-            )
+            (t.serial, t.core as usize, self.counted_nowhere(ti))
         };
         if let Some(tl) = self.timeline.as_deref_mut().filter(|_| TL) {
             tl.switch(ti);
@@ -1361,6 +1376,7 @@ impl Accountant {
     pub fn verify<L: Machine + ?Sized, R: Machine + ?Sized>(
         &mut self,
         ip: u64,
+        again: bool,
         live: &L,
         recorded: &R,
     ) -> Option<(
@@ -1369,6 +1385,12 @@ impl Accountant {
     )> {
         let di = self.decoded(ip, live).ok()?;
         let d = self.decode.at(di);
+        if again && resumable(&d.instr) {
+            // The CPU resuming a gather or scatter it stopped part-way:
+            // the live mask has lost the elements done; the record holds
+            // them all, as the replay must.
+            return None;
+        }
         let eval = |m: &dyn Fn(&mut AccessList) -> Result<(), Unmodelled>| {
             let mut l = AccessList::default();
             m(&mut l).map(|()| l)
@@ -1563,6 +1585,14 @@ impl Accountant {
         }
     }
 
+    /// Whether what thread slot `ti` runs now is simulated but counted
+    /// nowhere (its row is [`WARM_ROW`]): a warming call before the
+    /// window, or collection or instrumentation turned off by a client
+    /// request.
+    fn counted_nowhere(&self, ti: usize) -> bool {
+        self.threads[ti].warming || !self.requests.counting()
+    }
+
     /// Counts one execution of the instruction decoded at index `di` of the
     /// decode cache, at `ip`. Returns false when the record or trace
     /// reserve is exhausted.
@@ -1576,7 +1606,7 @@ impl Accountant {
         mode: Mode,
     ) -> bool {
         let serial = self.threads[ti].serial;
-        let row = if self.threads[ti].warming || !self.requests.counting() {
+        let row = if self.counted_nowhere(ti) {
             WARM_ROW
         } else {
             match self.counters.row_index(ip, stack, serial, &mut self.budget) {
@@ -2202,6 +2232,33 @@ fn attribute_all(
             }
         }
     }
+}
+
+/// Whether the CPU may stop `instr` part-way, an interrupt or a fault
+/// between its elements, and trap at it again under TF with the mask bits
+/// of the elements done cleared (seen once, a `--mode verify` run on a
+/// loaded machine: its trap model read one element of an AVX2 gather whose
+/// record had two). Gathers and scatters, AVX2 and AVX-512.
+fn resumable(instr: &iced_x86::Instruction) -> bool {
+    matches!(
+        instr.mnemonic(),
+        Mnemonic::Vgatherdps
+            | Mnemonic::Vgatherdpd
+            | Mnemonic::Vgatherqps
+            | Mnemonic::Vgatherqpd
+            | Mnemonic::Vpgatherdd
+            | Mnemonic::Vpgatherdq
+            | Mnemonic::Vpgatherqd
+            | Mnemonic::Vpgatherqq
+            | Mnemonic::Vscatterdps
+            | Mnemonic::Vscatterdpd
+            | Mnemonic::Vscatterqps
+            | Mnemonic::Vscatterqpd
+            | Mnemonic::Vpscatterdd
+            | Mnemonic::Vpscatterdq
+            | Mnemonic::Vpscatterqd
+            | Mnemonic::Vpscatterqq
+    )
 }
 
 fn current_stack(t: &ThreadState) -> u32 {

@@ -120,6 +120,9 @@ pub(crate) struct Tls {
     /// with object tracking on (0: none): the dispatcher replays the
     /// thread's records when it returns there (`jit::dispatch_slow`).
     pub flush_ret: u64,
+    /// `--mode verify`'s last check point on this thread
+    /// (`jit::verify::verify_trap`).
+    pub verify_last: u64,
 }
 
 // The state is a TLS symbol of our own, reached with the initial-exec

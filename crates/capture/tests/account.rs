@@ -348,6 +348,29 @@ fn rep_movsb_counts_the_final_check() {
     assert_eq!(rep[l.memory(Side::Write)], 1);
 }
 
+/// A gather the CPU stops part-way (an interrupt between its elements)
+/// traps again at its own address: the same execution, counted once. The
+/// instruction after it, and the gather stepped again after it, count as
+/// usual.
+#[test]
+fn a_gather_resumed_at_its_own_address_counts_once() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // vpgatherdd ymm0, [rax+ymm1*4], ymm2; nop; jmp back to the gather.
+    let m = Fake::new().code(
+        0x1000,
+        &[0xC4, 0xE2, 0x6D, 0x90, 0x04, 0x88, 0x90, 0xEB, 0xF7],
+    );
+    let mut m = m;
+    m.set(Register::RSP, SP);
+    let mut a = accountant(false);
+    for ip in [0x1000, 0x1000, 0x1000, 0x1006, 0x1007, 0x1000, 0x1006] {
+        assert_eq!(step(&mut a, ip, &m), Verdict::Continue);
+    }
+    let (d, _) = finish(a);
+    let ir = |ip| record(&d, ip, 0)[CounterLayout::INSTRUCTIONS];
+    assert_eq!((ir(0x1000), ir(0x1006), ir(0x1007)), (2, 2, 1));
+}
+
 /// A `rep movsb` that ends because RCX was 0 from the start is stepped
 /// once and has no final check to add (it did not repeat).
 #[test]

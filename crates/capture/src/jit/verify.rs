@@ -106,7 +106,7 @@ pub(crate) fn verify_trap(uc: &mut libc::ucontext_t) -> bool {
         return false;
     }
     // SAFETY: this thread's own state; the handler runs on the thread.
-    let t = unsafe { &*tls::this() };
+    let t = unsafe { &mut *tls::this() };
     if t.active == 0 {
         return false;
     }
@@ -142,6 +142,9 @@ pub(crate) fn verify_trap(uc: &mut libc::ucontext_t) -> bool {
     .flatten() else {
         return true;
     };
+    // The same check point twice in a row: an instruction the CPU resumes
+    // (`Accountant::verify` says which may be).
+    let again = std::mem::replace(&mut t.verify_last, rip) == rip;
     CHECKED.fetch_add(1, Ordering::Relaxed);
     let mut recorded = RecordedMachine::of_this_thread();
     // SAFETY: the block is past its body's start (its id is at the cursor
@@ -154,7 +157,7 @@ pub(crate) fn verify_trap(uc: &mut libc::ucontext_t) -> bool {
         let s = cell.as_mut()?;
         // SAFETY: `uc` is the live context of this handler.
         let live = unsafe { crate::machine::ContextMachine::new(uc, &s.layout) };
-        let diff = s.acc.verify(bi.ip, &live, &recorded);
+        let diff = s.acc.verify(bi.ip, again, &live, &recorded);
         let rsp_differs = live_rsp != rebuilt_rsp;
         if diff.is_none() && !rsp_differs {
             return None;
