@@ -936,28 +936,38 @@ fn lookup_slot(t: &mut Tls, pc: u64) -> &mut LookupEntry {
 fn block_signals() -> [u64; 1] {
     let all = [!0u64];
     let mut old = [0u64];
-    // SAFETY: rt_sigprocmask with 8-byte sets in live locals.
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_BLOCK,
-            all.as_ptr(),
-            old.as_mut_ptr(),
-            8,
-        )
-    };
+    sigprocmask(libc::SIG_BLOCK, &all, &mut old);
     old
 }
 
 fn restore_signals(old: &[u64; 1]) {
-    // SAFETY: as above.
+    sigprocmask(libc::SIG_SETMASK, old, &mut [0u64]);
+}
+
+/// `rt_sigprocmask` with a `syscall` instruction of our own text, not the
+/// C library's `syscall` function: a thread leaving translated code
+/// unblocks signals here, and a sync signal delivered as the call returns
+/// must find it in our code, on its way out (`engine::on_way_out`). At
+/// the return into the C library's `syscall`, the program's code as far as
+/// the trap engine knew, it was handed over there, and the translated
+/// `syscall` returned into `dispatch`: our own code translated, the thread
+/// looping in the dispatcher for ever (issue 33: `attach --threads all`
+/// of a busy program in fast mode, 7 runs of 10).
+fn sigprocmask(how: i32, set: &[u64; 1], old: &mut [u64; 1]) {
+    // SAFETY: rt_sigprocmask with 8-byte sets in live locals (the kernel
+    // reads `set` and writes `old`); the instruction clobbers RCX and R11
+    // only.
     unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_SETMASK,
-            old.as_ptr(),
-            core::ptr::null_mut::<u64>(),
-            8,
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") libc::SYS_rt_sigprocmask => _,
+            in("rdi") i64::from(how),
+            in("rsi") set.as_ptr(),
+            in("rdx") old.as_mut_ptr(),
+            in("r10") 8u64,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
         )
     };
 }
