@@ -125,6 +125,11 @@ pub(crate) struct Tls {
     pub verify_last: u64,
 }
 
+// A `dlopen`ed library's static TLS comes from the surplus glibc keeps
+// (512 bytes by default, shared with other such libraries): stay well
+// inside it (docs/capture.md, attach "Limits").
+const _: () = assert!(std::mem::size_of::<Tls>() <= 320);
+
 // The state is a TLS symbol of our own, reached with the initial-exec
 // model (`fs:0` plus a GOT slot the loader fills with its offset), so it
 // lives in static TLS even when the library is loaded by `dlopen`

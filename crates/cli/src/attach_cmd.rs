@@ -117,16 +117,14 @@ pub struct AttachArgs {
     /// Resolve, but do not embed the source files' text in the dump.
     #[arg(long)]
     no_sources: bool,
-    /// How traced threads are followed: trap, auto, fast or verify (as
-    /// `record`). The default here is `trap`, the single-stepping oracle:
-    /// fast mode under attach counts the same, but with `--threads all`
-    /// on a process whose threads run the function, a thread can loop in
-    /// the dispatcher after the capture (7 of 30 runs; docs/capture.md,
-    /// "Limits"); `--mode fast` asks for it.
+    /// How traced threads are followed, as for `record`: `auto` (the
+    /// default) is `fast` where the process allows it, else `trap`; `trap`
+    /// single-steps every instruction (the oracle); `verify` checks fast
+    /// mode against it (docs/capture.md).
     #[arg(
         long,
         value_name = "MODE",
-        default_value = "trap",
+        default_value = "auto",
         value_parser = ["auto", "trap", "fast", "verify"]
     )]
     mode: String,
