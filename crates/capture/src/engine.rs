@@ -83,9 +83,61 @@ pub(crate) fn writer_tid() -> u32 {
 }
 
 /// Sends the sync signal to thread `tid` of this process, so its handler
-/// sets TF (a thread that has exited just makes it fail).
+/// sets TF (a thread that has exited just makes it fail). A thread blocked
+/// in a wait the kernel never restarts after a handler (`nanosleep`,
+/// `poll`, `epoll_wait`, ...) sees it return EINTR, as for any signal:
+/// counted ([`SYNC_WOKE`]) and said in the dump's notes.
 pub(crate) fn signal_thread(tid: u32) {
     sigvirt::send_sync(tid);
+}
+
+/// System calls the sync signal ended with EINTR.
+static SYNC_WOKE: AtomicU32 = AtomicU32::new(0);
+
+/// System calls the trigger signal (`--signal`, `attach` without a
+/// trigger: its start and its stop) ended with EINTR.
+static TRIGGER_WOKE: AtomicU32 = AtomicU32::new(0);
+
+/// Whether the signal whose handler sees `uc` ended a system call with
+/// EINTR: RAX is `-EINTR` right after a `syscall` instruction (a call the
+/// kernel restarts is back at its `syscall` with its number in RAX).
+fn interrupted_a_wait(uc: &libc::ucontext_t) -> bool {
+    let g = &uc.uc_mcontext.gregs;
+    let mut before = [0u8; 2];
+    g[libc::REG_RAX as usize] == -i64::from(libc::EINTR)
+        && crate::memory::read_bytes(
+            (g[libc::REG_RIP as usize] as u64).wrapping_sub(2),
+            &mut before,
+        )
+        && before == [0x0F, 0x05]
+}
+
+/// The note saying which waits the capture's signals ended early (and
+/// forgets them), if any.
+pub(crate) fn woken_early_note() -> Option<String> {
+    let mut woken = Vec::new();
+    let by_sync = SYNC_WOKE.swap(0, Ordering::Relaxed);
+    if by_sync > 0 {
+        woken.push(format!(
+            "{by_sync} call(s) the sync signal (starting a thread's tracing) interrupted"
+        ));
+    }
+    let by_trigger = TRIGGER_WOKE.swap(0, Ordering::Relaxed);
+    if by_trigger > 0 {
+        woken.push(format!(
+            "{by_trigger} call(s) the trigger signal (--signal, attach's start and stop) \
+             interrupted"
+        ));
+    }
+    (!woken.is_empty()).then(|| {
+        format!(
+            "waits ended early: {}, in calls the kernel does not restart after a signal \
+             handler (nanosleep, poll, epoll_wait, ...): they returned EINTR, as for any \
+             signal; a program that does not retry them may behave differently \
+             (docs/capture.md, \"Starting\")",
+            woken.join("; ")
+        )
+    })
 }
 
 fn os(what: &'static str) -> CaptureError {
@@ -448,6 +500,9 @@ extern "C" fn on_trigger_signal(sig: i32, info: *mut libc::siginfo_t, ctx: *mut 
         }
         return;
     }
+    if interrupted_a_wait(uc) {
+        TRIGGER_WOKE.fetch_add(1, Ordering::Relaxed);
+    }
     match request {
         Request::Stop(sig) => {
             // A signal the fatal handler catches writes the dump itself when
@@ -653,6 +708,9 @@ extern "C" fn on_sync(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
             );
         }
         return;
+    }
+    if interrupted_a_wait(uc) {
+        SYNC_WOKE.fetch_add(1, Ordering::Relaxed);
     }
     if crate::jit::in_translation()
         || crate::jit::in_old_translation(uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64)

@@ -657,6 +657,9 @@ fn finish_inner() -> Result<Summary, CaptureError> {
     if let Some(note) = crate::rseq::note() {
         meta.notes.push(note);
     }
+    if let Some(note) = engine::woken_early_note() {
+        meta.notes.push(note);
+    }
     if let Some(note) = crate::codewrite::note() {
         meta.notes.push(note);
     }

@@ -1143,3 +1143,58 @@ fn a_kernel_thread_is_refused_as_one() {
         "kthread",
     );
 }
+
+/// `attach` without a trigger starts and stops its capture with signals,
+/// and the sync signal starts the other threads: each ends a `nanosleep`
+/// it interrupts with EINTR (the kernel never restarts one after a
+/// handler). The dump's notes count every such wait, as many as the
+/// program itself counted (issue 33: "start threads without a signal that
+/// breaks their sleep, or say so").
+#[test]
+fn waits_the_capture_ends_early_are_counted_as_the_program_counts_them() {
+    let test = "waits_the_capture_ends_early_are_counted_as_the_program_counts_them";
+    if !can_attach(test) {
+        return;
+    }
+    let dir = scratch("sleepers");
+    let program = build(
+        "tests-programs/attach/sleepers.c",
+        &dir,
+        &["-O1", "-g", "-pthread"],
+    );
+    // Built first: the program sleeps for 4 s only.
+    library();
+    let run = start(&program, &[], Stdio::null());
+    std::thread::sleep(Duration::from_millis(300));
+    let out = run_with_deadline(
+        attach(
+            &dir,
+            run.pid(),
+            &["--threads", "all", "--duration", "1", "-o", "s.ccdump"],
+        ),
+        "attach",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (stdout, stderr, status) = run.finish("sleepers");
+    assert!(status.success(), "{stderr}");
+    let counted: u32 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("interrupted "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(counted > 0, "no wait was interrupted: {stdout}");
+    let d = load(&dir.join("s.ccdump"));
+    let note = d
+        .meta
+        .notes
+        .iter()
+        .find(|n| n.starts_with("waits ended early"))
+        .unwrap_or_else(|| panic!("no note: {:?}", d.meta.notes));
+    // "waits ended early: N call(s) the sync signal ... interrupted; M
+    // call(s) the trigger signal ... interrupted, ...".
+    let said: u32 = note
+        .split(|c: char| c == ':' || c == ';')
+        .filter_map(|part| part.split_whitespace().next()?.parse::<u32>().ok())
+        .sum();
+    assert_eq!(said, counted, "{note}");
+}
