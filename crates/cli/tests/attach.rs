@@ -1193,7 +1193,7 @@ fn waits_the_capture_ends_early_are_counted_as_the_program_counts_them() {
     // "waits ended early: N call(s) the sync signal ... interrupted; M
     // call(s) the trigger signal ... interrupted, ...".
     let said: u32 = note
-        .split(|c: char| c == ':' || c == ';')
+        .split([':', ';'])
         .filter_map(|part| part.split_whitespace().next()?.parse::<u32>().ok())
         .sum();
     assert_eq!(said, counted, "{note}");
