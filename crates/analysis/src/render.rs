@@ -133,6 +133,7 @@ pub fn header(p: &Profile) -> String {
         ("trapped:", &summary.trapped),
         ("untraced:", &summary.untraced),
         ("requests:", &summary.client_requests),
+        ("woken:", &summary.woken_early),
     ] {
         if let Some(f) = short {
             let _ = writeln!(s, "{label:<10} {}", f.text);

@@ -55,6 +55,9 @@ pub struct Summary {
     /// Valgrind client requests the program made, in words
     /// ([`client_requests`]); `None` when none.
     pub client_requests: Option<Shortfall>,
+    /// The program's waits the capture's signals ended early, in words
+    /// ([`woken_early`]); `None` when none.
+    pub woken_early: Option<Shortfall>,
     /// How many data accesses got a type and a field
     /// ([`crate::data::coverage`]); `None` for a dump without data types.
     pub data_types: Option<crate::data::Coverage>,
@@ -161,6 +164,42 @@ pub fn untraced(meta: &Meta) -> Option<Shortfall> {
              --threads all traces every thread",
             meta.threads
         ),
+    })
+}
+
+/// The program's waits the capture's signals ended early with EINTR
+/// (`meta.woken_early`), in words, with what it means; `None` when none.
+pub fn woken_early(meta: &Meta) -> Option<Shortfall> {
+    let w = meta.woken_early;
+    if w.is_none() {
+        return None;
+    }
+    let count = w.by_start + w.by_trigger;
+    let mut parts = Vec::new();
+    if w.by_start > 0 {
+        parts.push(format!(
+            "{} by the signal that starts a thread's tracing",
+            thousands(w.by_start)
+        ));
+    }
+    if w.by_trigger > 0 {
+        parts.push(format!(
+            "{} by the trigger signal (--signal; attach without a trigger starts and stops with it)",
+            thousands(w.by_trigger)
+        ));
+    }
+    Some(Shortfall {
+        count,
+        text: format!(
+            "{} wait{} of the program ended early with EINTR: {}",
+            thousands(count),
+            if count == 1 { "" } else { "s" },
+            parts.join(", ")
+        ),
+        advice: "calls the kernel never restarts after a signal handler (nanosleep, poll, \
+                 epoll_wait, ...), as any signal ends them; a program that does not retry them \
+                 behaves differently. --function starts the capture without the trigger signal"
+            .to_string(),
     })
 }
 
@@ -438,6 +477,7 @@ pub fn summary(p: &Profile) -> Summary {
         trapped: trapped(m),
         untraced: untraced(m),
         client_requests: client_requests(m),
+        woken_early: woken_early(m),
         data_types: crate::data::coverage(p),
     }
 }
@@ -544,6 +584,22 @@ mod tests {
         assert_eq!(thousands(0), "0");
         assert_eq!(thousands(999), "999");
         assert_eq!(thousands(1_000), "1,000");
+    }
+
+    #[test]
+    fn waits_ended_early_are_said_by_cause() {
+        let mut m = Meta::default();
+        assert_eq!(woken_early(&m), None);
+        m.woken_early.by_start = 2;
+        m.woken_early.by_trigger = 1;
+        let w = woken_early(&m).unwrap();
+        assert_eq!(w.count, 3);
+        assert_eq!(
+            w.text,
+            "3 waits of the program ended early with EINTR: 2 by the signal that starts a \
+             thread's tracing, 1 by the trigger signal (--signal; attach without a trigger \
+             starts and stops with it)"
+        );
     }
 
     #[test]

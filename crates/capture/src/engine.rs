@@ -86,7 +86,7 @@ pub(crate) fn writer_tid() -> u32 {
 /// sets TF (a thread that has exited just makes it fail). A thread blocked
 /// in a wait the kernel never restarts after a handler (`nanosleep`,
 /// `poll`, `epoll_wait`, ...) sees it return EINTR, as for any signal:
-/// counted ([`SYNC_WOKE`]) and said in the dump's notes.
+/// counted ([`SYNC_WOKE`]) and said in the dump (`Meta::woken_early`).
 pub(crate) fn signal_thread(tid: u32) {
     sigvirt::send_sync(tid);
 }
@@ -112,32 +112,12 @@ fn interrupted_a_wait(uc: &libc::ucontext_t) -> bool {
         && before == [0x0F, 0x05]
 }
 
-/// The note saying which waits the capture's signals ended early (and
-/// forgets them), if any.
-pub(crate) fn woken_early_note() -> Option<String> {
-    let mut woken = Vec::new();
-    let by_sync = SYNC_WOKE.swap(0, Ordering::Relaxed);
-    if by_sync > 0 {
-        woken.push(format!(
-            "{by_sync} call(s) the sync signal (starting a thread's tracing) interrupted"
-        ));
+/// The waits the capture's signals ended early (and forgets them).
+pub(crate) fn take_woken_early() -> coldcache_dump::WokenEarly {
+    coldcache_dump::WokenEarly {
+        by_start: u64::from(SYNC_WOKE.swap(0, Ordering::Relaxed)),
+        by_trigger: u64::from(TRIGGER_WOKE.swap(0, Ordering::Relaxed)),
     }
-    let by_trigger = TRIGGER_WOKE.swap(0, Ordering::Relaxed);
-    if by_trigger > 0 {
-        woken.push(format!(
-            "{by_trigger} call(s) the trigger signal (--signal, attach's start and stop) \
-             interrupted"
-        ));
-    }
-    (!woken.is_empty()).then(|| {
-        format!(
-            "waits ended early: {}, in calls the kernel does not restart after a signal \
-             handler (nanosleep, poll, epoll_wait, ...): they returned EINTR, as for any \
-             signal; a program that does not retry them may behave differently \
-             (docs/capture.md, \"Starting\")",
-            woken.join("; ")
-        )
-    })
 }
 
 fn os(what: &'static str) -> CaptureError {

@@ -657,9 +657,7 @@ fn finish_inner() -> Result<Summary, CaptureError> {
     if let Some(note) = crate::rseq::note() {
         meta.notes.push(note);
     }
-    if let Some(note) = engine::woken_early_note() {
-        meta.notes.push(note);
-    }
+    meta.woken_early = engine::take_woken_early();
     if let Some(note) = crate::codewrite::note() {
         meta.notes.push(note);
     }

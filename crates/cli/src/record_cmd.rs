@@ -1268,6 +1268,9 @@ fn summary_with(d: &Dump, records: usize, path: &Path) -> String {
     if let Some(u) = coldcache_analysis::summary::untraced(&d.meta) {
         s += &format!("  untraced: {}\n    ({})\n", u.text, u.advice);
     }
+    if let Some(w) = coldcache_analysis::summary::woken_early(&d.meta) {
+        s += &format!("  woken: {}\n    ({})\n", w.text, w.advice);
+    }
     if let Some(r) = coldcache_analysis::summary::client_requests(&d.meta) {
         s += &format!("  requests: {}\n    ({})\n", r.text, r.advice);
     }

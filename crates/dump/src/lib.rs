@@ -180,6 +180,29 @@ pub struct Meta {
     /// dump). Written only for a capture that was cut so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub part: Option<Part>,
+    /// Waits of the program (`nanosleep`, `poll`, `epoll_wait`, ... the
+    /// kernel does not restart after a signal handler) that the capture's
+    /// signals ended early with EINTR: the sync signal starting a thread's
+    /// tracing, and the trigger signal. Written only when not zero.
+    #[serde(default, skip_serializing_if = "WokenEarly::is_none")]
+    pub woken_early: WokenEarly,
+}
+
+/// Waits the capture's signals ended early ([`Meta::woken_early`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WokenEarly {
+    /// Ended by the sync signal that starts a thread's tracing.
+    pub by_start: u64,
+    /// Ended by the trigger signal (`--signal`, `attach` without a
+    /// trigger: its start and its stop).
+    pub by_trigger: u64,
+}
+
+impl WokenEarly {
+    /// None was ended early.
+    pub fn is_none(&self) -> bool {
+        self.by_start == 0 && self.by_trigger == 0
+    }
 }
 
 /// A part of a profile ([`Meta::part`]).

@@ -600,7 +600,7 @@ function summaryCard(d, i) {
       <span class="muted">${w.threads ? `· threads ${esc(w.threads)} ` : ""}· ${fmt(w.duration_ns / 1e6)} ms · mode ${esc(w.mode)}</span></td></tr>
     <tr><td>instructions</td><td data-test="summary-instructions">${fmt(s.instructions)}</td></tr>
     <tr><td>misses</td><td data-test="summary-misses">${misses || `<span class="muted">(no per-level counters in this dump)</span>`}${memory}</td></tr>
-    ${shortfall("unmodelled", s.unmodelled)}${shortfall("trapped", s.trapped)}${shortfall("untraced", s.untraced)}${shortfall("requests", s.client_requests)}
+    ${shortfall("unmodelled", s.unmodelled)}${shortfall("trapped", s.trapped)}${shortfall("untraced", s.untraced)}${shortfall("requests", s.client_requests)}${shortfall("woken", s.woken_early)}
   </table></div>`;
 }
 
