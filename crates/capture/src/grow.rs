@@ -28,13 +28,16 @@ use std::marker::PhantomData;
 const PAGE: usize = 4096;
 
 /// A raw Linux system call with up to six arguments; the kernel's return
-/// value (a negative errno on failure). No libc, no `errno`.
+/// value (a negative errno on failure). No libc, no `errno`, and the
+/// `syscall` instruction is in our own text (the dispatcher relies on it,
+/// `jit::sigprocmask`).
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-fn sys6(nr: i64, a: [u64; 6]) -> i64 {
+pub(crate) fn sys6(nr: i64, a: [u64; 6]) -> i64 {
     let ret: i64;
     // SAFETY: the `syscall` instruction with the Linux x86-64 convention;
     // the callers pass memory-management calls on mappings they own (or
-    // new ones), which touch no memory of Rust's. RCX and R11 are
+    // new ones), which touch no memory of Rust's, or `rt_sigprocmask`
+    // with sets in their own live locals. RCX and R11 are
     // clobbered by the instruction.
     unsafe {
         core::arch::asm!(
@@ -55,7 +58,7 @@ fn sys6(nr: i64, a: [u64; 6]) -> i64 {
 }
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
-fn sys6(_nr: i64, _a: [u64; 6]) -> i64 {
+pub(crate) fn sys6(_nr: i64, _a: [u64; 6]) -> i64 {
     -(libc::ENOSYS as i64)
 }
 

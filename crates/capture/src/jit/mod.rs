@@ -954,22 +954,18 @@ fn restore_signals(old: &[u64; 1]) {
 /// looping in the dispatcher for ever (issue 33: `attach --threads all`
 /// of a busy program in fast mode, 7 runs of 10).
 fn sigprocmask(how: i32, set: &[u64; 1], old: &mut [u64; 1]) {
-    // SAFETY: rt_sigprocmask with 8-byte sets in live locals (the kernel
-    // reads `set` and writes `old`); the instruction clobbers RCX and R11
-    // only.
-    unsafe {
-        core::arch::asm!(
-            "syscall",
-            inlateout("rax") libc::SYS_rt_sigprocmask => _,
-            in("rdi") i64::from(how),
-            in("rsi") set.as_ptr(),
-            in("rdx") old.as_mut_ptr(),
-            in("r10") 8u64,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack),
-        )
-    };
+    // 8-byte sets in live locals: the kernel reads `set`, writes `old`.
+    crate::grow::sys6(
+        libc::SYS_rt_sigprocmask,
+        [
+            how as u64,
+            set.as_ptr() as u64,
+            old.as_mut_ptr() as u64,
+            8,
+            0,
+            0,
+        ],
+    );
 }
 
 /// The dispatcher's work when its table does not answer: replays, stops,
