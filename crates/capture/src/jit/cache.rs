@@ -181,6 +181,47 @@ pub(crate) fn map_far(len: u64, prot: i32, fd: i32) -> Option<u64> {
     (p != libc::MAP_FAILED).then_some(p as u64)
 }
 
+/// The program's break (the end of its `brk` heap, which grows up from
+/// there): `brk(0)` sets nothing and returns it. A raw system call, so
+/// glibc's cached break is untouched.
+fn program_break() -> u64 {
+    crate::grow::sys6(libc::SYS_brk, [0; 6]) as u64
+}
+
+/// Where a chunk executable near `near` is tried, best first (each hint
+/// 2 MiB aligned; a hint taken by a mapping fails its
+/// `MAP_FIXED_NOREPLACE` and the next is tried):
+///
+/// 1. below the code, as far as reach allows: the program's own mappings
+///    grow down from below its libraries, so far below is the last place
+///    they reach (a PIE executable and every library end here);
+/// 2. between the code and the heap: `brk` starts at a random point up to
+///    1 GiB above the executable (x86-64's brk randomisation) and grows
+///    up, so the room under the current break (`brk`) is out of its way (a
+///    non-PIE executable at 0x400000 has nothing below it);
+/// 3. above the break, as far as reach allows (the heap has that much room
+///    before it meets the chunk); never the 64 MiB just above the break.
+///
+/// A chunk placed in the heap's way made the program's `sbrk` fail and
+/// glibc fall back to `mmap`: a different heap, other instructions.
+fn chunk_hints(near: u64, brk: u64) -> impl Iterator<Item = u64> {
+    const STEP: u64 = 64 << 20;
+    const ALIGN: u64 = 2 << 20;
+    let base = near & !(ALIGN - 1);
+    let below = (1..=14u64).rev().map(move |k| base.wrapping_sub(k * STEP));
+    let under_heap =
+        (0..16u64).map(move |k| brk.wrapping_sub(CHUNK + ALIGN + k * STEP) & !(ALIGN - 1));
+    let under_heap = under_heap.filter(move |&h| brk > near && h > near);
+    let above = (1..=14u64).rev().map(move |k| base.wrapping_add(k * STEP));
+    let above = above.filter(move |&h| h + CHUNK <= brk || h >= brk.saturating_add(STEP));
+    below
+        .chain(under_heap)
+        .chain(above)
+        // User space is above the first 64 KiB and below 0x7fff_ffff_f000
+        // (47 bits).
+        .filter(|&h| h >= 0x10000 && h.saturating_add(CHUNK) <= 0x7fff_ffff_0000)
+}
+
 /// Maps a chunk twice; the executable view within reach of `near`.
 fn map_chunk(near: u64) -> Option<(u64, u64)> {
     // SAFETY: memfd_create with a static name and flags; returns a new fd
@@ -227,31 +268,15 @@ fn map_chunk(near: u64) -> Option<(u64, u64)> {
     let rx = if near == 0 {
         map_far(CHUNK, libc::PROT_READ | libc::PROT_EXEC, fd)
     } else {
-        // As far from the code as reach allows first: the program's own
-        // mappings grow down from below its libraries and its heap grows up
-        // from its executable, and a chunk in their way would move them.
-        let base = near & !((2 << 20) - 1);
-        let mut found = None;
-        'search: for k in (1..=14u64).rev() {
-            for hint in [
-                base.wrapping_sub(k * (64 << 20)),
-                base.wrapping_add(k * (64 << 20)),
-            ] {
-                // User space ends below 0x7fff_ffff_f000 (47-bit).
-                if hint < 0x10000 || hint.saturating_add(CHUNK) > 0x7fff_ffff_0000 {
-                    continue;
-                }
-                if let Some(p) = rx_at(hint, true) {
-                    if p.abs_diff(near) + CHUNK < REACH {
-                        found = Some(p);
-                        break 'search;
-                    }
-                    // SAFETY: unmapping the mapping just made, far away.
-                    unsafe { libc::munmap(p as *mut libc::c_void, CHUNK as usize) };
-                }
+        chunk_hints(near, program_break()).find_map(|hint| {
+            let p = rx_at(hint, true)?;
+            if p.abs_diff(near) + CHUNK < REACH {
+                return Some(p);
             }
-        }
-        found
+            // SAFETY: unmapping the mapping just made, out of reach.
+            unsafe { libc::munmap(p as *mut libc::c_void, CHUNK as usize) };
+            None
+        })
     };
     match rx {
         Some(rx) => done(Some((rx, rw as u64))),
@@ -260,5 +285,48 @@ fn map_chunk(near: u64) -> Option<(u64, u64)> {
             unsafe { libc::munmap(rw, CHUNK as usize) };
             done(None)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The order of `chunk_hints` for the three layouts, by hand: a
+    /// non-PIE executable at 0x400000 whose heap starts 900 MiB above it
+    /// (the case that made the program's `sbrk` fail: the old first hint,
+    /// 896 MiB above, lay 4 MiB under the break, in the heap's way), the
+    /// same with the heap right after the executable, and a library above
+    /// the heap.
+    #[test]
+    fn chunks_go_below_the_code_then_under_the_heap_then_far_above_it() {
+        const MIB: u64 = 1 << 20;
+        let near = 0x401234;
+        let brk = 0x400000 + 900 * MIB + 0x3000;
+        let hints: Vec<u64> = chunk_hints(near, brk).collect();
+        // Nothing fits below 0x400000; the first hint ends 2 MiB (or a
+        // little more) under the break.
+        let top_under = (brk - CHUNK - 2 * MIB) & !(2 * MIB - 1);
+        assert_eq!(hints[0], top_under);
+        assert_eq!(hints[1], top_under - 64 * MIB);
+        // No hint lies across the break or in the 64 MiB above it.
+        for &h in &hints {
+            assert!(h + CHUNK <= brk || h >= brk + 64 * MIB, "{h:#x}");
+            assert!(h >= 0x10000);
+        }
+        // The heap right after the executable: no room under it, so the
+        // farthest hint above (896 MiB up), leaving the heap 891 MiB.
+        let brk = 0x400000 + 5 * MIB;
+        let hints: Vec<u64> = chunk_hints(near, brk).collect();
+        assert_eq!(hints[0], 0x400000 + 14 * 64 * MIB);
+        assert!(hints.iter().all(|&h| h >= brk + 64 * MIB));
+        // A library at 0x7f00_0000_0000, the heap far below: below it
+        // first, 896 MiB down, then upward.
+        let lib = 0x7f00_0012_3456;
+        let hints: Vec<u64> = chunk_hints(lib, 0x5555_6000_0000).collect();
+        assert_eq!(hints[0], 0x7f00_0000_0000 - 14 * 64 * MIB);
+        assert_eq!(hints[13], 0x7f00_0000_0000 - 64 * MIB);
+        assert_eq!(hints[14], 0x7f00_0000_0000 + 14 * 64 * MIB);
+        assert_eq!(hints.len(), 28);
     }
 }
