@@ -52,6 +52,14 @@
 //   never written (fresh heap memory: zeros, so the program prints 0.0).
 //   The pointer array (`new Scene *[n]`): N writes (scene_make), N reads
 //   (scene_visit), N reads (the delete loop).
+// - earlier [N] (blocks allocated before the window, typed by the
+//   instructions that touch them): `main` makes the pointer array and N
+//   Scenes (scene_make), then the window is `scene_visit` alone. No
+//   allocation is seen: every access is in the heap allocated earlier
+//   (the brk heap: all blocks are small), 4 N reads: `Scene::pos.x`,
+//   `pos.y`, `pos.z` N each and the array N (`*objs`, typed `Scene*`);
+//   3 N of the 4 N typed accesses are `Scene`'s, so the heap's type is
+//   `Scene`.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -241,8 +249,13 @@ int main(int argc, char **argv) {
         std::printf("%d\n", with_new());
     } else if (!strcmp(c, "scene")) {
         std::printf("%.1f\n", scene(argc > 2 ? atoi(argv[2]) : N));
+    } else if (!strcmp(c, "earlier")) {
+        int n = argc > 2 ? atoi(argv[2]) : N;
+        Scene **objs = new Scene *[n];
+        scene_make(objs, n);
+        std::printf("%.1f\n", scene_visit(objs, n));
     } else {
-        std::fprintf(stderr, "usage: objects getposition|global|stack|realloc|reuse|memalign|new|scene\n");
+        std::fprintf(stderr, "usage: objects getposition|global|stack|realloc|reuse|memalign|new|scene|earlier\n");
         return 2;
     }
     return 0;

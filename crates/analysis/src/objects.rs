@@ -60,13 +60,17 @@ pub struct ObjectRow {
     /// One past the last (mappings).
     pub end: u64,
     /// An allocation site's type: the type most of its typed accesses
-    /// carry (empty: none typed, not a site, or no type data).
+    /// carry; a mapping's (other than a stack): the type that more than
+    /// half of them carry (empty: none typed, no such type, a stack, or no
+    /// type data).
     #[serde(rename = "type")]
     pub ty: String,
-    /// Of the site's accesses, those by instructions the resolver typed.
+    /// Of the row's accesses, those by instructions the resolver typed
+    /// (sites, and mappings other than stacks).
     pub typed_accesses: u64,
-    /// The site's accesses by field (the instructions' type and member
-    /// path, `Type::a.b` as the data view labels it), most missed first.
+    /// The row's accesses by field (the instructions' type and member
+    /// path, `Type::a.b` as the data view labels it, or a global's name),
+    /// most missed first.
     pub fields: Vec<FieldAccesses>,
 }
 
@@ -114,8 +118,9 @@ pub struct ObjectsView {
     pub sites: Vec<ObjectRow>,
     /// The other objects (mappings) with accesses, ranked the same way.
     pub others: Vec<ObjectRow>,
-    /// Site accesses the capture could not keep per instruction (its pair
-    /// table full): in no site's `typed_accesses` nor fields.
+    /// Accesses the capture could not keep per instruction (its pair
+    /// table full), of sites and mappings: in no row's `typed_accesses`
+    /// nor fields.
     pub not_per_instruction: u64,
     /// Why the sites have no types (empty when they can have them).
     pub types_note: String,
@@ -133,18 +138,24 @@ fn types_note(dump: &Dump, o: &Objects) -> String {
     }
 }
 
-/// Types and fields of each site of `o` ([`ObjectRow::ty`],
-/// `typed_accesses`, `fields`), written into `rows` (one per site, in the
-/// dump's order).
-fn type_sites(data: &DataTypes, o: &Objects, rows: &mut [ObjectRow], levels: usize) {
+/// Types and fields of each row ([`ObjectRow::ty`], `typed_accesses`,
+/// `fields`) from its accesses per instruction `pairs` (`site`: the row's
+/// index). Sites (`sites`): the type by [`site_type`]; a mapping holds
+/// objects of many types, so it is given one only when a single type
+/// carries most of its typed accesses (the heap allocated earlier, full of
+/// one kind of node: that node).
+fn type_rows(
+    data: &DataTypes,
+    pairs: &[coldcache_dump::SiteInstruction],
+    rows: &mut [ObjectRow],
+    sites: bool,
+    levels: usize,
+) {
     use std::collections::HashMap;
-    let Some(by) = &o.by_instruction else {
-        return;
-    };
-    // Per site: accesses per type, per field label.
+    // Per row: accesses per type, per field label.
     let mut types: Vec<HashMap<u32, u64>> = vec![HashMap::new(); rows.len()];
     let mut fields: Vec<HashMap<String, FieldAccesses>> = vec![HashMap::new(); rows.len()];
-    for p in &by.rows {
+    for p in pairs {
         let Some(a) = data.access(p.ip) else {
             continue;
         };
@@ -171,7 +182,15 @@ fn type_sites(data: &DataTypes, o: &Objects, rows: &mut [ObjectRow], levels: usi
     }
     for (s, r) in rows.iter_mut().enumerate() {
         let block = (r.blocks > 0).then(|| r.bytes.div_ceil(r.blocks));
-        r.ty = site_type(data, &types[s], block)
+        let ty = if sites {
+            site_type(data, &types[s], block)
+        } else {
+            types[s]
+                .iter()
+                .find(|(_, &n)| 2 * n > r.typed_accesses)
+                .map(|(&t, _)| t)
+        };
+        r.ty = ty
             .and_then(|t| data.types.get(t as usize))
             .map_or_else(String::new, |t| t.name.clone());
         let mut f: Vec<FieldAccesses> = fields[s].drain().map(|(_, f)| f).collect();
@@ -410,12 +429,7 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
             r
         })
         .collect();
-    if let Some(data) = dump.data.as_ref() {
-        type_sites(data, o, &mut sites, levels);
-    }
-    let in_blocks = sites.iter().map(|r| r.accesses).sum();
     let mut others: Vec<ObjectRow> = (0..o.regions.len())
-        .filter(|&i| o.regions[i].counts.accesses() > 0)
         .map(|i| {
             let (kind, label) = classify(dump, &o.regions, i);
             let mut r = row(kind, label, &o.regions[i].counts, levels);
@@ -424,6 +438,12 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
             r
         })
         .collect();
+    if let (Some(data), Some(by)) = (dump.data.as_ref(), o.by_instruction.as_ref()) {
+        type_rows(data, &by.rows, &mut sites, true, levels);
+        type_rows(data, &by.regions, &mut others, false, levels);
+    }
+    others.retain(|r| r.accesses > 0);
+    let in_blocks = sites.iter().map(|r| r.accesses).sum();
     if o.unmapped.accesses() > 0 {
         others.push(row(
             "unmapped",
@@ -455,7 +475,7 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
         not_per_instruction: o
             .by_instruction
             .as_ref()
-            .map_or(0, |b| b.dropped.accesses()),
+            .map_or(0, |b| b.dropped.accesses() + b.regions_dropped.accesses()),
         types_note: types_note(dump, o),
     })
 }

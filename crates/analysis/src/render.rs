@@ -855,6 +855,13 @@ pub fn objects(o: &crate::objects::ObjectsView) -> String {
     }
     let _ = writeln!(s, "\nother objects (by the mapping at the capture's start)");
     s.push_str(&table(&o.others, false));
+    if o.types_note.is_empty() && o.others.iter().any(|r| !r.fields.is_empty()) {
+        let _ = writeln!(
+            s,
+            "\nother object types (each mapping's accesses by the type and field, or global, of the instruction that made them; not the stacks')"
+        );
+        s.push_str(&row_fields(o, &o.others, false));
+    }
     let _ = writeln!(
         s,
         "an access counts once, in the object holding its first byte, at the level that served it (as the code views count it); miss:X = accesses served below X."
@@ -885,19 +892,41 @@ fn site_types(o: &crate::objects::ObjectsView) -> String {
             o.not_per_instruction
         );
     }
-    for r in &o.sites {
-        let ty = if r.ty.is_empty() {
-            "untyped".to_string()
+    s.push_str(&row_fields(o, &o.sites, true));
+    s
+}
+
+/// Each row's type and its fields' accesses (`sites`: allocation sites,
+/// named with their blocks; else mappings, whose rows without typed
+/// accesses are left out).
+fn row_fields(
+    o: &crate::objects::ObjectsView,
+    rows: &[crate::objects::ObjectRow],
+    sites: bool,
+) -> String {
+    let mut s = String::new();
+    for r in rows {
+        if !sites && r.fields.is_empty() {
+            continue;
+        }
+        let ty = match (r.ty.is_empty(), sites) {
+            (false, _) => format!("type {}", r.ty),
+            (true, true) => "type untyped".to_string(),
+            (true, false) => "no one type".to_string(),
+        };
+        let name = if sites {
+            format!(
+                "{} [{} block{}]",
+                r.label,
+                r.blocks,
+                if r.blocks == 1 { "" } else { "s" }
+            )
         } else {
-            r.ty.clone()
+            format!("{}: {}", r.kind, r.label)
         };
         let _ = writeln!(
             s,
-            "  {} [{} block{}]: type {} ({:.1}% of {} accesses typed)",
-            r.label,
-            r.blocks,
-            if r.blocks == 1 { "" } else { "s" },
-            ty,
+            "  {name}: {ty} ({:.1}% of {} accesses typed)",
             crate::data::share(r.typed_accesses, r.accesses),
             r.accesses
         );

@@ -42,8 +42,11 @@
 //! resolver gave its instructions: a direct-mapped memo by instruction
 //! address (its last site and pair) in front of an open-addressing table
 //! in grow memory (charged to the budget; an access whose pair cannot be
-//! added is counted in `dropped`, shown by the views). Only accesses
-//! found in a block pay for it.
+//! added is counted in `dropped`, shown by the views). So are a mapping's
+//! (key [`REGION_PAIR`] | index), so that the heap allocated before the
+//! window, anonymous arenas and the modules' globals are typed too; not a
+//! thread's stack, whose accesses are most of any program's and whose
+//! locals the data view names without objects: they pay one compare.
 
 use crate::grow::{Budget, GrowVec, Index};
 use crate::model::{Inputs, Machine};
@@ -498,7 +501,12 @@ struct IpMemo {
     gen: u32,
 }
 
-/// The accesses of one site by one instruction.
+/// A pair's key for a mapping (not a site): the mapping's index with this
+/// bit.
+const REGION_PAIR: u32 = 1 << 31;
+
+/// The accesses of one site (or one mapping, [`REGION_PAIR`]) by one
+/// instruction.
 #[derive(Clone, Copy)]
 struct Pair {
     ip: u64,
@@ -589,9 +597,13 @@ pub struct Objects {
     pair_memo: Vec<PairMemo>,
     /// Site accesses not kept per instruction (the pair table full).
     pairs_dropped: Counts,
+    /// Mapping accesses not kept per instruction.
+    regions_dropped: Counts,
     /// The last mapping found that holds no block (a stack, a file):
-    /// start, end, index. Looked at after `memo`, before the blocks, so
-    /// stack accesses cost a compare.
+    /// start, end, index, with [`REGION_PAIR`] set when its accesses are
+    /// counted per instruction too (every mapping but a thread's stack).
+    /// Looked at after `memo`, before the blocks, so stack accesses cost a
+    /// compare.
     region_memo: (u64, u64, u32),
     allocations: u64,
     frees: u64,
@@ -668,6 +680,7 @@ impl Objects {
             pair_index: Index::new(),
             pair_memo: vec![NO_PAIR; IP_MEMO],
             pairs_dropped: Counts::default(),
+            regions_dropped: Counts::default(),
             region_memo: (0, 0, 0),
             allocations: 0,
             frees: 0,
@@ -740,7 +753,12 @@ impl Objects {
         }
         let (s, e, region) = self.region_memo;
         if addr.wrapping_sub(s) < e.wrapping_sub(s) {
-            self.regions[region as usize].counts.add(side, r);
+            self.regions[(region & !REGION_PAIR) as usize]
+                .counts
+                .add(side, r);
+            if region & REGION_PAIR != 0 {
+                self.pair_access(region, ip, side, r, budget);
+            }
             return;
         }
         // The block this instruction touched last, if still live.
@@ -761,11 +779,18 @@ impl Objects {
     #[inline(always)]
     fn site_access(&mut self, site: u32, ip: u64, side: usize, r: &AccessResult, b: &mut Budget) {
         self.sites.at_mut(site as usize).counts.add(side, r);
+        self.pair_access(site, ip, side, r, b);
+    }
+
+    /// An access by the instruction at `ip` counted in the pair of `key`
+    /// (a site, or a mapping with [`REGION_PAIR`]).
+    #[inline(always)]
+    fn pair_access(&mut self, key: u32, ip: u64, side: usize, r: &AccessResult, b: &mut Budget) {
         let m = self.pair_memo[ip_slot(ip)];
-        if m.ip == ip && m.site == site {
+        if m.ip == ip && m.site == key {
             self.pairs.at_mut(m.pair as usize).counts.add(side, r);
         } else {
-            self.pair_slow(site, ip, side, r, b);
+            self.pair_slow(key, ip, side, r, b);
         }
     }
 
@@ -795,7 +820,11 @@ impl Objects {
             None => match self.add_pair(site, ip, h, b) {
                 Some(p) => p,
                 None => {
-                    self.pairs_dropped.add(side, r);
+                    if site & REGION_PAIR != 0 {
+                        self.regions_dropped.add(side, r);
+                    } else {
+                        self.pairs_dropped.add(side, r);
+                    }
                     return;
                 }
             },
@@ -861,8 +890,19 @@ impl Objects {
             Some(i) => {
                 let reg = &mut self.regions[i];
                 reg.counts.add(side, r);
+                // A thread's stack is not counted per instruction: its
+                // accesses are most of a program's, and the data view's
+                // locals are typed without objects.
+                let key = if reg.thread == u32::MAX {
+                    i as u32 | REGION_PAIR
+                } else {
+                    i as u32
+                };
                 if !reg.may_hold_blocks {
-                    self.region_memo = (reg.map.start, reg.map.end, i as u32);
+                    self.region_memo = (reg.map.start, reg.map.end, key);
+                }
+                if key & REGION_PAIR != 0 {
+                    self.pair_access(key, ip, side, r, budget);
                 }
             }
             None => self.unmapped.add(side, r),
@@ -1018,7 +1058,7 @@ impl Objects {
         if let Some(i) = self.region_of(start) {
             if !self.regions[i].may_hold_blocks {
                 self.regions[i].may_hold_blocks = true;
-                if self.region_memo.2 == i as u32 {
+                if self.region_memo.2 & !REGION_PAIR == i as u32 {
                     self.region_memo = (0, 0, 0);
                 }
             }
@@ -1165,6 +1205,18 @@ impl Objects {
     pub fn finish(self, levels: usize) -> coldcache_dump::Objects {
         let unreturned =
             self.unreturned + self.pending.iter().filter(|p| p.kind != 0).count() as u64;
+        let pairs = |regions: bool| -> Vec<SiteInstruction> {
+            self.pairs
+                .as_slice()
+                .iter()
+                .filter(|p| (p.site & REGION_PAIR != 0) == regions)
+                .map(|p| SiteInstruction {
+                    site: p.site & !REGION_PAIR,
+                    ip: p.ip,
+                    counts: p.counts.to_dump(levels),
+                })
+                .collect()
+        };
         coldcache_dump::Objects {
             allocators: self.names.iter().map(|s| s.to_string()).collect(),
             allocations: self.allocations,
@@ -1209,17 +1261,10 @@ impl Objects {
                 .collect(),
             unmapped: self.unmapped.to_dump(levels),
             by_instruction: Some(SiteInstructions {
-                rows: self
-                    .pairs
-                    .as_slice()
-                    .iter()
-                    .map(|p| SiteInstruction {
-                        site: p.site,
-                        ip: p.ip,
-                        counts: p.counts.to_dump(levels),
-                    })
-                    .collect(),
+                rows: pairs(false),
                 dropped: self.pairs_dropped.to_dump(levels),
+                regions: pairs(true),
+                regions_dropped: self.regions_dropped.to_dump(levels),
             }),
         }
     }

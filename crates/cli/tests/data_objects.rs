@@ -149,12 +149,15 @@ fn objects_match_the_hand_computed_figures_in_both_modes() {
         ("memalign", "aligned"),
         ("new", "with_new"),
         ("scene", "scene"),
+        ("earlier", "scene_visit"),
     ];
     for (case, function) in cases {
         let mut dumps = Vec::new();
         // getposition: N in fast mode (the talk's figures), then SMALL in
         // both modes for their comparison.
-        let runs: &[(&str, u64)] = if case == "getposition" || case == "scene" {
+        let runs: &[(&str, u64)] = if case == "earlier" {
+            &[("trap", SMALL), ("fast", SMALL)]
+        } else if case == "getposition" || case == "scene" {
             &[("fast", TALK), ("trap", SMALL), ("fast", SMALL)]
         } else {
             &[("trap", 0), ("fast", 0)]
@@ -250,6 +253,11 @@ fn check(case: &str, mode: &str, objects: u64, o: &Value) {
             assert_eq!(data.len(), 1, "{what}");
             assert_eq!(n(data[0], "reads"), 1000, "{what}");
             assert_eq!(n(data[0], "writes"), 0, "{what}");
+            // The mapping's accesses by the global they were typed to.
+            assert_eq!(n(data[0], "typed_accesses"), 1000, "{what}");
+            let f = &data[0]["fields"][0];
+            assert_eq!(f["field"], "table (int)", "{what}");
+            assert_eq!((n(f, "reads"), n(f, "writes")), (1000, 0), "{what}");
         }
         "stack" => {
             // Nothing but the thread's stack is touched.
@@ -380,6 +388,34 @@ fn check(case: &str, mode: &str, objects: u64, o: &Value) {
             assert_eq!(f["field"], "*objs (Scene*)", "{what}");
             assert_eq!((n(f, "reads"), n(f, "writes")), (N, N), "{what}");
             assert!(n(a, "typed_accesses") >= 2 * N, "{what}");
+        }
+        "earlier" => {
+            // No allocation seen: the blocks were made before the window,
+            // in the brk heap, and typed by the instructions that read them.
+            assert_eq!(o["sites"].as_array().unwrap().len(), 0, "{what}");
+            let heap = others(o, "heap, allocated earlier");
+            assert_eq!(heap.len(), 1, "{what}");
+            let h = heap[0];
+            assert_eq!((n(h, "reads"), n(h, "writes")), (4 * N, 0), "{what}");
+            assert_eq!(n(h, "typed_accesses"), 4 * N, "{what}");
+            assert_eq!(h["type"], "Scene", "{what}");
+            let mut fields: Vec<(String, u64)> = h["fields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| (f["field"].as_str().unwrap().to_string(), n(f, "reads")))
+                .collect();
+            fields.sort();
+            assert_eq!(
+                fields,
+                [
+                    ("*objs (Scene*)".to_string(), N),
+                    ("Scene::pos.x".to_string(), N),
+                    ("Scene::pos.y".to_string(), N),
+                    ("Scene::pos.z".to_string(), N),
+                ],
+                "{what}"
+            );
         }
         _ => unreachable!(),
     }
@@ -688,7 +724,8 @@ fn an_allocator_of_the_programs_own_is_observed_by_name() {
 
 /// A dump without the sites' accesses per instruction (section `OBJI`,
 /// as every dump of version 6 and older) reports its objects as before:
-/// the same rows and figures, no site typed, and the view says why.
+/// the same rows and figures, no site nor mapping typed, and the view
+/// says why.
 #[test]
 fn a_dump_without_per_instruction_objects_reports_as_before() {
     if !gcc_and_setarch_or_skip("a_dump_without_per_instruction_objects_reports_as_before") {
@@ -716,17 +753,27 @@ fn a_dump_without_per_instruction_objects_reports_as_before() {
     );
     let strip = |o: &Value| -> Value {
         let mut o = o.clone();
-        for s in o["sites"].as_array_mut().unwrap() {
+        let rows = o["sites"].as_array().unwrap().len();
+        let mut all: Vec<Value> = o["sites"].as_array().unwrap().clone();
+        all.extend(o["others"].as_array().unwrap().iter().cloned());
+        for s in &mut all {
             s["type"] = Value::from("");
             s["typed_accesses"] = Value::from(0);
             s["fields"] = Value::Array(Vec::new());
         }
+        o["others"] = Value::Array(all.split_off(rows));
+        o["sites"] = Value::Array(all);
         o["types_note"] = Value::from("");
         o
     };
     assert_eq!(strip(&new), strip(&old));
     assert_eq!(site(&new, line_of("Scene *o = new Scene"))["type"], "Scene");
-    for s in old["sites"].as_array().unwrap() {
+    for s in old["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(old["others"].as_array().unwrap())
+    {
         assert_eq!((s["type"].as_str(), n(s, "typed_accesses")), (Some(""), 0));
     }
     let out = Command::new(COLDCACHE)

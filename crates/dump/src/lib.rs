@@ -892,7 +892,8 @@ impl Dump {
         };
         match (get("OBJI"), objects.as_mut()) {
             (Ok(b), Some(o)) if version >= 7 => {
-                o.by_instruction = Some(SiteInstructions::decode(b, o.sites.len())?);
+                o.by_instruction =
+                    Some(SiteInstructions::decode(b, o.sites.len(), o.regions.len())?);
             }
             (Ok(_), None) if version >= 7 => {
                 return Err(DumpError::Malformed {

@@ -170,6 +170,15 @@ pub struct SiteInstructions {
     /// Site accesses not kept per instruction (the pair table could not
     /// grow: the memory budget), every site together.
     pub dropped: ObjectCounts,
+    /// (mapping, instruction) pairs of the mappings other than threads'
+    /// stacks (`site` is an index into [`Objects::regions`]), in order of
+    /// first access: what the views type the heap allocated earlier, the
+    /// anonymous mappings and the modules' data by. Written after the
+    /// site rows within version 7; a section without them reads empty.
+    pub regions: Vec<SiteInstruction>,
+    /// Accesses of those mappings not kept per instruction (the pair
+    /// table could not grow).
+    pub regions_dropped: ObjectCounts,
 }
 
 impl SiteInstructions {
@@ -181,29 +190,53 @@ impl SiteInstructions {
             varint::put(b, r.ip);
             r.counts.encode(b);
         }
+        if self.regions.is_empty() && self.regions_dropped.accesses() == 0 {
+            // What a capture without mapping pairs wrote before.
+            return;
+        }
+        self.regions_dropped.encode(b);
+        varint::put(b, self.regions.len() as u64);
+        for r in &self.regions {
+            varint::put(b, r.site.into());
+            varint::put(b, r.ip);
+            r.counts.encode(b);
+        }
     }
 
-    pub(crate) fn decode(buf: &[u8], nsites: usize) -> Result<SiteInstructions, DumpError> {
+    pub(crate) fn decode(
+        buf: &[u8],
+        nsites: usize,
+        nregions: usize,
+    ) -> Result<SiteInstructions, DumpError> {
         const S: &str = "OBJI";
         let mut r = varint::Reader::new(buf, S);
         let mut o = SiteInstructions {
             dropped: ObjectCounts::decode(&mut r)?,
-            rows: Vec::new(),
+            ..SiteInstructions::default()
         };
-        let n = r.count(4)?;
-        for i in 0..n {
-            let site = r.get_u32()?;
-            if site as usize >= nsites {
-                return Err(DumpError::Malformed {
-                    section: S,
-                    what: format!("row {i} names site {site} of {nsites}"),
+        let rows = |r: &mut varint::Reader<'_>, n: usize, what: &str| {
+            let count = r.count(4)?;
+            let mut v = Vec::with_capacity(count);
+            for i in 0..count {
+                let site = r.get_u32()?;
+                if site as usize >= n {
+                    return Err(DumpError::Malformed {
+                        section: S,
+                        what: format!("{what} row {i} names {what} {site} of {n}"),
+                    });
+                }
+                v.push(SiteInstruction {
+                    site,
+                    ip: r.get()?,
+                    counts: ObjectCounts::decode(r)?,
                 });
             }
-            o.rows.push(SiteInstruction {
-                site,
-                ip: r.get()?,
-                counts: ObjectCounts::decode(&mut r)?,
-            });
+            Ok(v)
+        };
+        o.rows = rows(&mut r, nsites, "site")?;
+        if r.position() < buf.len() {
+            o.regions_dropped = ObjectCounts::decode(&mut r)?;
+            o.regions = rows(&mut r, nregions, "mapping")?;
         }
         r.finish()?;
         Ok(o)

@@ -653,8 +653,21 @@ fn site_instructions_round_trip_and_a_dangling_site_is_refused() {
             },
         ],
         dropped: counts(0, 2),
+        ..SiteInstructions::default()
     });
+    // Written without mapping rows, the section is what it was before
+    // them: its rows only.
+    let without = d.to_bytes();
+    // With (mapping, instruction) rows: mapping 0 of 1.
+    let by = d.objects.as_mut().unwrap().by_instruction.as_mut().unwrap();
+    by.regions = vec![SiteInstruction {
+        site: 0,
+        ip: 0x401010,
+        counts: counts(9, 0),
+    }];
+    by.regions_dropped = counts(1, 0);
     let bytes = d.to_bytes();
+    assert!(bytes.len() > without.len());
     assert_eq!(&bytes[8..12], &7u32.to_le_bytes());
     let back = Dump::from_bytes(&bytes).unwrap();
     assert_eq!(back.objects, d.objects);
@@ -679,6 +692,22 @@ fn site_instructions_round_trip_and_a_dangling_site_is_refused() {
         .site = 1;
     let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
     assert!(e.contains("OBJI") && e.contains("site 1 of 1"), "{e}");
+    // A mapping row naming mapping 1 of 1.
+    let mut bad = d.clone();
+    bad.objects
+        .as_mut()
+        .unwrap()
+        .by_instruction
+        .as_mut()
+        .unwrap()
+        .regions[0]
+        .site = 1;
+    let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
+    assert!(e.contains("OBJI") && e.contains("mapping 1 of 1"), "{e}");
+    // The section without mapping rows reads with none.
+    let back = Dump::from_bytes(&without).unwrap();
+    let by = back.objects.unwrap().by_instruction.unwrap();
+    assert_eq!((by.regions.len(), by.rows.len()), (0, 2));
     // An OBJI section without OBJS: the sections of a good dump with OBJS
     // renamed, the checksum made anew.
     let mut orphan = bytes.clone();

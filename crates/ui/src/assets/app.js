@@ -696,7 +696,12 @@ function objectsHtml(v) {
     return `<tr class="clickable" data-test="site-row" title="${esc(`${r.label}\n${stack}`)}"><td class="label">${esc(top)}${type}</td><td class="label">${esc(r.allocator)}</td><td class="num" data-test="blocks">${fmt(r.blocks)}</td><td class="num">${fmt(r.bytes)}</td><td class="num">${fmt(r.accesses)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${misses(r)}</tr>
       <tr class="hidden" data-test="site-stack"><td colspan="${7 + o.levels.length}"><pre>${esc(`allocated by ${r.allocator}, innermost frame first:\n${stack}${typed}`)}</pre></td></tr>`;
   };
-  const other = (r) => `<tr data-test="object-row"><td class="label" title="${esc(r.label)}">${esc(`${r.kind}: ${r.label}`)}</td><td class="label"></td><td class="num"></td><td class="num"></td><td class="num">${fmt(r.accesses)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${misses(r)}</tr>`;
+  // A mapping's accesses by the type and field (or global) of the
+  // instructions that made them: the heap allocated earlier, a module's
+  // globals (not the stacks').
+  const otherFields = (r) => r.fields.map((f) => `\n  ${f.field}: ${fmt(f.accesses)} accesses, ${f.misses.map((m, k) => `miss:${o.levels[k]} ${fmt(m)}`).join(", ")}`).join("");
+  const otherType = (r) => r.fields.length ? `<br><span class="muted" data-test="object-type">${esc(`${r.type || "no one type"} (${pctOf(r.typed_accesses, r.accesses)} of accesses typed): ${r.fields.slice(0, 3).map((f) => f.field).join(", ")}`)}</span>` : "";
+  const other = (r) => `<tr data-test="object-row"><td class="label" title="${esc(`${r.label}${r.fields.length ? `\n\nits accesses by field:${otherFields(r)}` : ""}`)}">${esc(`${r.kind}: ${r.label}`)}${otherType(r)}</td><td class="label"></td><td class="num"></td><td class="num"></td><td class="num">${fmt(r.accesses)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${misses(r)}</tr>`;
   const notFollowed = o.unknown_frees + o.unreturned + o.untracked > 0
     ? `<p class="warn" data-test="objects-not-followed">not followed: ${fmt(o.unknown_frees)} frees of blocks allocated earlier, ${fmt(o.unreturned)} allocator calls not seen returning, ${fmt(o.untracked)} allocations not tracked (table full)</p>` : "";
   return `<h3>Objects</h3>
