@@ -58,6 +58,12 @@ static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
 /// done at the writer's next look, within a second.
 static WAKES: [AtomicU32; 4] = [const { AtomicU32::new(0) }; 4];
 static TRIGGER_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// The outside trigger signal (`--signal`, `coldcache trigger`), 0 when
+/// none is installed: its handler is the engine's.
+pub(crate) fn trigger_signal() -> i32 {
+    TRIGGER_SIGNAL.load(Ordering::Relaxed)
+}
 /// Set when the trigger signal starts and stops `--signal` windows (it
 /// only stops captures of the other kinds).
 static SIGNAL_WINDOWS: AtomicBool = AtomicBool::new(false);

@@ -1,8 +1,14 @@
-//! The program's fault handlers during a capture (issue 33): in fast mode a
-//! SIGSEGV, SIGBUS, SIGFPE or SIGILL handler of the program that reads or
-//! moves the interrupted RIP (the "safe fetch" of the JVM and of
-//! allocators, a crash handler's `dladdr`) sees the program's context, not
-//! the code cache's.
+//! The program's fault and timer handlers during a capture (issue 33): in
+//! fast mode a SIGSEGV, SIGBUS, SIGFPE or SIGILL handler of the program
+//! that reads or moves the interrupted RIP (the "safe fetch" of the JVM
+//! and of allocators, a crash handler's `dladdr`) sees the program's
+//! context, not the code cache's; so does a SIGPROF, SIGVTALRM, SIGALRM
+//! or SIGURG handler, which interrupts the program anywhere and reads
+//! where (a sampling profiler's `setitimer`, gperftools, a runtime's
+//! preemption). An asynchronous signal is mapped where a fault would be,
+//! and anywhere between two instruction copies of a block; in a block's
+//! head or exit code, or the dispatcher, its handler still sees a
+//! code-cache address (counted, the dump's note says how many).
 //!
 //! While a capture is prepared or runs ([`arm`] to [`disarm`]; in both
 //! modes, so that a `sigaction` the window counts runs the same library
@@ -32,8 +38,20 @@ use crate::memory::{read_word, write_word};
 use crate::sigvirt::{libc_restorer, raw_rt_sigaction};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// The signals whose handlers are run from [`on_fault`].
-const SIGNALS: [i32; 4] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL];
+/// The signals whose handlers are run from [`on_fault`]: the faults, then
+/// the timers'.
+const SIGNALS: [i32; 8] = [
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGFPE,
+    libc::SIGILL,
+    libc::SIGPROF,
+    libc::SIGVTALRM,
+    libc::SIGALRM,
+    libc::SIGURG,
+];
+/// Of [`SIGNALS`], the first that is not a fault.
+const FIRST_ASYNC: usize = 4;
 const SA_RESTORER: u64 = 0x0400_0000;
 
 /// A capture is prepared or runs: handlers the program installs are
@@ -44,10 +62,17 @@ static WRAPPING: AtomicBool = AtomicBool::new(false);
 static WRAPPED: AtomicU64 = AtomicU64::new(0);
 /// The program's disposition of each of [`SIGNALS`] (handler, flags,
 /// restorer, mask of signals 1..=64) while wrapped.
-static PROGRAM: [[AtomicU64; 4]; 4] = [const { [const { AtomicU64::new(0) }; 4] }; 4];
+static PROGRAM: [[AtomicU64; 4]; SIGNALS.len()] =
+    [const { [const { AtomicU64::new(0) }; 4] }; SIGNALS.len()];
 
+/// The index of `sig` in [`SIGNALS`]; `None` for any other signal, and for
+/// one the engine owns (`sigvirt.rs`) or triggers captures with (`record
+/// --trigger-signal PROF`): their dispositions are virtualised there.
 fn slot(sig: i32) -> Option<usize> {
-    SIGNALS.iter().position(|&s| s == sig)
+    let i = SIGNALS.iter().position(|&s| s == sig)?;
+    (i < FIRST_ASYNC
+        || (crate::sigvirt::slot_of(sig).is_none() && crate::engine::trigger_signal() != sig))
+        .then_some(i)
 }
 
 fn bit(sig: i32) -> u64 {
@@ -110,6 +135,9 @@ pub(crate) fn arm() {
     }
     WRAPPING.store(true, Ordering::Release);
     for sig in SIGNALS {
+        if slot(sig).is_none() {
+            continue;
+        }
         let mut old = [0u64; 4];
         // SAFETY: a null new action; `old` is 4 live words.
         if unsafe { raw_rt_sigaction(sig, 0, old.as_mut_ptr() as u64) } != 0 {
@@ -179,7 +207,9 @@ extern "C-unwind" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut li
     // SAFETY: the kernel passes a valid siginfo and ucontext to an
     // SA_SIGINFO handler; this thread is the only user of both.
     let (code, uc) = unsafe { ((*info).si_code, &mut *(ctx as *mut libc::ucontext_t)) };
-    let state = crate::jit::to_program(uc, code > 0);
+    // A fault the kernel sent is exactly at its instruction; a timer's
+    // signal (`SI_KERNEL`, also > 0) comes anywhere.
+    let state = crate::jit::to_program(uc, i < FIRST_ASYNC && code > 0);
     if prog[1] & libc::SA_SIGINFO as u64 != 0 {
         type Action = extern "C-unwind" fn(i32, *mut libc::siginfo_t, *mut libc::c_void);
         // SAFETY: the program's handler, installed with SA_SIGINFO.

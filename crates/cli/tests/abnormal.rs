@@ -1804,6 +1804,67 @@ fn code_patched_through_proc_mem_counts_the_new_codes_accesses() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A sampling profiler inside the program (`tests-programs/capture/
+/// profsig.c`): its SIGPROF handler reads the interrupted RIP and looks it
+/// up with `dladdr` while `work` computes, in the default (fast) mode,
+/// the handler installed before the capture. SIGPROF comes from a thread
+/// of the program every 50 us (`storm`), so that dozens land in
+/// translated code whatever the machine's load. Before the timers' handlers
+/// were run on the program's context, every one of those saw a code-cache
+/// address (no object: 39 and 49 of 76 and 88 here, 0 and 1 in the
+/// program); now most land in the program's text and the rest (a block's
+/// exit code, the dispatcher) are fewer. The output is the uncaptured run's
+/// and the dump's note counts the handler runs that saw the program's
+/// context. The instruction count (the handler's own are not traced) is
+/// Callgrind's on the run without signals: 20,000,009.
+#[test]
+fn a_sampling_profilers_sigprof_handler_sees_the_programs_rip() {
+    if !gcc_or_skip("a_sampling_profilers_sigprof_handler_sees_the_programs_rip") {
+        return;
+    }
+    if std::env::var("COLDCACHE_MODE").as_deref() == Ok("trap") {
+        // Trap mode has no translated code to map (and would single-step
+        // 20 million instructions).
+        eprintln!("fast mode only: not run again in trap mode");
+        return;
+    }
+    let dir = scratch("profsig");
+    let program = build("tests-programs/capture/profsig.c", &dir);
+    let args = ["2000000", "storm"];
+    let native = Command::new(&program).args(args).output().unwrap();
+    assert!(native.status.success());
+    let dump = dir.join("profsig.ccdump");
+    let out = record(&dir, &dump, &["--function", "work"], &program, &args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(out.stdout, native.stdout, "{err}");
+    // "profsig: S samples, N in no object, P in the program"
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("profsig: "))
+        .unwrap_or_else(|| panic!("no profsig line: {err}"));
+    let n: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let (samples, nowhere, own) = (n[0], n[1], n[2]);
+    assert!(own > 0 && nowhere < own, "{line}");
+    assert!(samples >= nowhere + own, "{line}");
+    let d = load(&dump, "profsig", &err);
+    assert_eq!(d.meta.instructions, 20_000_009, "{err}");
+    assert!(
+        d.meta
+            .notes
+            .iter()
+            .any(|n| n.contains("program signal handler runs interrupted translated code")),
+        "{:?}",
+        d.meta.notes
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Signal handlers that read and move the interrupted RIP
 /// (`tests-programs/capture/faultctx.c`, issue 33), in both capture modes,
 /// the handler installed during the capture (`--all`) and before it

@@ -254,7 +254,7 @@ impl JitState {
             &mut self.cache,
             &mut self.scratch,
         );
-        let (code, count, size, rep, len, scratch) = match t {
+        let (code, count, size, rep, len, scratch, head) = match t {
             Some(t) => (
                 t.code,
                 t.count,
@@ -262,8 +262,9 @@ impl JitState {
                 t.rep,
                 t.len as u16,
                 t.scratch.map_or(-1, greg_index),
+                t.head,
             ),
-            None => (0, 0, 0, false, 0, -1),
+            None => (0, 0, 0, false, 0, -1, Default::default()),
         };
         let first = self.instrs.len() as u32;
         self.instrs.extend_from_slice(&self.scratch[..count]);
@@ -281,6 +282,7 @@ impl JitState {
             rep,
             len,
             scratch,
+            head_rcx: head.rcx,
         });
         self.insert(pc, id);
         (code != 0).then_some(code)

@@ -121,6 +121,22 @@ pub(crate) struct Block {
     /// Its scratch register S as a `REG_*` index of a signal context (-1:
     /// a `rep` or `syscall` block, whose interruption is not mapped back).
     pub scratch: i8,
+    /// Offset in its code of the head's load that takes RCX ([`Head`]; 0:
+    /// no head to map).
+    pub head_rcx: u8,
+}
+
+/// Where a block's head ([`record_head`]) takes the program's S and RCX:
+/// S is the program's at the head's first instruction and in `T.s`
+/// after it; RCX is the program's up to the load at `rcx` and in `T.rcx`
+/// from the store before it (and again in RCX once reloaded). Nothing of
+/// the program's is written before the first instruction's copy, so a
+/// signal anywhere up to it maps to that instruction, not yet run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Head {
+    /// Offset of the load that takes RCX (0: too far to say in a byte:
+    /// not mapped).
+    pub rcx: u8,
 }
 
 /// How a block ends.
@@ -303,6 +319,8 @@ pub(crate) struct Translation {
     /// (`None`: a `rep` or `syscall` block), which a handler's view of an
     /// interrupted block needs (`super::program_context`).
     pub scratch: Option<Register>,
+    /// Its head's layout (straight-line blocks).
+    pub head: Head,
 }
 
 impl Translator {
@@ -497,7 +515,7 @@ impl Translator {
         let a = &mut self.asm;
         a.reset(code_at);
         let head = a.ip();
-        record_head(a, tls, s, size, id, pc);
+        let _ = record_head(a, tls, s, size, id, pc);
         store_inputs(a, s, 16, &inputs, false);
         let check = (a.ip() - code_at) as u16;
         a.emit(lea(s, s, i32::from(size)));
@@ -559,6 +577,7 @@ impl Translator {
             rep: true,
             len,
             scratch: None,
+            head: Head::default(),
         })
     }
 
@@ -602,7 +621,7 @@ impl Translator {
         let size = offset;
         let a = &mut self.asm;
         a.reset(code_at);
-        record_head(a, tls, s, size, id, pc);
+        let head = record_head(a, tls, s, size, id, pc);
         let mut copied = 0usize;
         for (k, i) in instrs.iter().enumerate() {
             let d = &out[k];
@@ -698,6 +717,7 @@ impl Translator {
             rep: false,
             len,
             scratch: Some(s),
+            head,
         })
     }
 
@@ -775,11 +795,13 @@ fn widened(i: &iced_x86::Instruction, inputs: Option<Inputs>) -> Option<Inputs> 
 /// thread goes back to the dispatcher, which hands the buffer over and
 /// re-enters the block at `pc`; else the record's header is written: the
 /// block's number and RSP at entry. Flag-free.
-fn record_head(a: &mut Asm, tls: i32, s: Register, size: u16, id: u32, pc: u64) {
+fn record_head(a: &mut Asm, tls: i32, s: Register, size: u16, id: u32, pc: u64) -> Head {
     let t = |o: i32| fs(tls + o);
+    let start = a.ip();
     a.emit(store(t(off::S_SPILL), s));
     a.emit(load(s, t(off::CURSOR)));
     a.emit(store(t(off::RCX_SPILL), Register::RCX));
+    let rcx = u8::try_from(a.ip() - start).unwrap_or(0);
     a.emit(load(Register::RCX, at(s, i32::from(size))));
     a.emit(iced_x86::Instruction::with_branch(
         Code::Jrcxz_rel8_64,
@@ -794,6 +816,7 @@ fn record_head(a: &mut Asm, tls: i32, s: Register, size: u16, id: u32, pc: u64) 
     a.emit(load(Register::RCX, t(off::RCX_SPILL)));
     a.emit(store_simm32(at(s, 0), id as i32));
     a.emit(store(at(s, 8), Register::RSP));
+    Head { rcx }
 }
 
 /// Whether a `rep` string instruction is translated as a loop: `movs`,
@@ -1173,7 +1196,7 @@ impl Translator {
         let record = a.ip();
         a.patch_rel32(to_record, record);
         restore(a);
-        record_head(a, tls, s, 16, id, pc);
+        let _ = record_head(a, tls, s, 16, id, pc);
         let check = (a.ip() - code_at) as u16;
         a.emit(lea(s, s, 16));
         a.emit(store(t(off::CURSOR), s));
@@ -1221,6 +1244,7 @@ impl Translator {
             rep: false,
             len,
             scratch: None,
+            head: Head::default(),
         })
     }
 }
