@@ -72,40 +72,11 @@ pub fn default_options() -> Result<Options, String> {
     let cfg = resolve_cache(&cache).map_err(|e| format!("COLDCACHE_CACHE: {e}"))?;
     let mut o = Options::new(cfg, "coldcache.ccdump");
     o.cache_name = cache;
-    if let Some(m) = crate::preload::env_mode() {
-        o.mode = Mode::parse(&m)
-            .ok_or_else(|| format!("COLDCACHE_MODE {m:?} is not auto, trap, fast or verify"))?;
-    }
-    if let Some(s) = coldcache_fsio::env::var("COLDCACHE_SCHEDULE") {
-        o.schedule = crate::options::Schedule::parse(&s).ok_or_else(|| {
-            format!("COLDCACHE_SCHEDULE {s:?} is not os, serial or serial=QUANTUM")
-        })?;
-    }
-    if let Some(u) = coldcache_fsio::env::var("COLDCACHE_LINE_USE") {
-        o.line_use = crate::options::parse_line_use(&u)
-            .ok_or_else(|| format!("COLDCACHE_LINE_USE {u:?} is not 0 or 1"))?;
-    }
-    if let Some(u) = coldcache_fsio::env::var("COLDCACHE_OBJECTS") {
-        o.objects = crate::options::parse_line_use(&u)
-            .ok_or_else(|| format!("COLDCACHE_OBJECTS {u:?} is not 0 or 1"))?;
-    }
-    if let Some(a) = coldcache_fsio::env::var("COLDCACHE_ALLOCATORS") {
-        o.allocators = crate::objects::parse_custom(&a)?;
-    }
-    if let Some(c) = coldcache_fsio::env::var("COLDCACHE_CLIENT_REQUESTS") {
-        o.client_requests = Some(
-            crate::requests::Honour::parse(&c)
-                .map_err(|e| format!("COLDCACHE_CLIENT_REQUESTS: {e}"))?,
-        );
-    }
-    if let Some(u) = coldcache_fsio::env::var("COLDCACHE_RSEQ_COMMIT") {
-        o.rseq_commit = crate::options::parse_line_use(&u)
-            .ok_or_else(|| format!("COLDCACHE_RSEQ_COMMIT {u:?} is not 0 or 1"))?;
-    }
-    o.timeline = crate::options::parse_timeline(
-        coldcache_fsio::env::var("COLDCACHE_TIMELINE").as_deref(),
-        coldcache_fsio::env::var("COLDCACHE_TIMELINE_LIMIT").as_deref(),
-    )?;
+    // The mode as the library's constructor read it (the environment is
+    // scrubbed of our variables after that).
+    crate::options::apply_settings(&mut o, crate::preload::env_mode(), &|name| {
+        coldcache_fsio::env::var(name)
+    })?;
     Ok(o)
 }
 

@@ -210,6 +210,54 @@ pub struct Options {
 
 /// `COLDCACHE_TIMELINE` (`0` or `1`) and `COLDCACHE_TIMELINE_LIMIT`
 /// (bytes) as [`Options::timeline`].
+/// The settings `record`'s environment and the C API's defaults share,
+/// read into `o` from `var` (the mode given apart: `mode`), each refused
+/// with its variable's name and what it must be. The one reader of these
+/// variables (`preload.rs`, `capi.rs`).
+pub(crate) fn apply_settings(
+    o: &mut Options,
+    mode: Option<String>,
+    var: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), String> {
+    let flag = |name: &str| -> Result<Option<bool>, String> {
+        var(name)
+            .map(|u| parse_line_use(&u).ok_or_else(|| format!("{name} `{u}` is not 0 or 1")))
+            .transpose()
+    };
+    if let Some(m) = mode {
+        o.mode = Mode::parse(&m)
+            .ok_or_else(|| format!("COLDCACHE_MODE `{m}` is not auto, trap, fast or verify"))?;
+    }
+    if let Some(s) = var("COLDCACHE_SCHEDULE") {
+        o.schedule = Schedule::parse(&s).ok_or_else(|| {
+            format!("COLDCACHE_SCHEDULE `{s}` is not os, serial or serial=QUANTUM")
+        })?;
+    }
+    if let Some(b) = flag("COLDCACHE_LINE_USE")? {
+        o.line_use = b;
+    }
+    if let Some(b) = flag("COLDCACHE_OBJECTS")? {
+        o.objects = b;
+    }
+    if let Some(a) = var("COLDCACHE_ALLOCATORS") {
+        o.allocators = crate::objects::parse_custom(&a)?;
+    }
+    if let Some(c) = var("COLDCACHE_CLIENT_REQUESTS") {
+        o.client_requests = Some(
+            crate::requests::Honour::parse(&c)
+                .map_err(|e| format!("COLDCACHE_CLIENT_REQUESTS: {e}"))?,
+        );
+    }
+    if let Some(b) = flag("COLDCACHE_RSEQ_COMMIT")? {
+        o.rseq_commit = b;
+    }
+    o.timeline = parse_timeline(
+        var("COLDCACHE_TIMELINE").as_deref(),
+        var("COLDCACHE_TIMELINE_LIMIT").as_deref(),
+    )?;
+    Ok(())
+}
+
 pub fn parse_timeline(on: Option<&str>, limit: Option<&str>) -> Result<Option<usize>, String> {
     let on = match on {
         None => false,

@@ -182,40 +182,7 @@ fn options_from(var: Lookup) -> Result<Option<(Options, TriggerSpec)>, String> {
     }
     o.max_instructions = number(var, "COLDCACHE_MAX_INSTRUCTIONS", 0u64)?;
     o.trace = var("COLDCACHE_TRACE").map(PathBuf::from);
-    if let Some(m) = var("COLDCACHE_MODE") {
-        o.mode = crate::options::Mode::parse(&m)
-            .ok_or_else(|| format!("COLDCACHE_MODE `{m}` is not auto, trap, fast or verify"))?;
-    }
-    if let Some(s) = var("COLDCACHE_SCHEDULE") {
-        o.schedule = crate::options::Schedule::parse(&s).ok_or_else(|| {
-            format!("COLDCACHE_SCHEDULE `{s}` is not os, serial or serial=QUANTUM")
-        })?;
-    }
-    if let Some(u) = var("COLDCACHE_LINE_USE") {
-        o.line_use = crate::options::parse_line_use(&u)
-            .ok_or_else(|| format!("COLDCACHE_LINE_USE `{u}` is not 0 or 1"))?;
-    }
-    if let Some(u) = var("COLDCACHE_OBJECTS") {
-        o.objects = crate::options::parse_line_use(&u)
-            .ok_or_else(|| format!("COLDCACHE_OBJECTS `{u}` is not 0 or 1"))?;
-    }
-    if let Some(a) = var("COLDCACHE_ALLOCATORS") {
-        o.allocators = crate::objects::parse_custom(&a)?;
-    }
-    if let Some(c) = var("COLDCACHE_CLIENT_REQUESTS") {
-        o.client_requests = Some(
-            crate::requests::Honour::parse(&c)
-                .map_err(|e| format!("COLDCACHE_CLIENT_REQUESTS: {e}"))?,
-        );
-    }
-    if let Some(u) = var("COLDCACHE_RSEQ_COMMIT") {
-        o.rseq_commit = crate::options::parse_line_use(&u)
-            .ok_or_else(|| format!("COLDCACHE_RSEQ_COMMIT `{u}` is not 0 or 1"))?;
-    }
-    o.timeline = crate::options::parse_timeline(
-        var("COLDCACHE_TIMELINE").as_deref(),
-        var("COLDCACHE_TIMELINE_LIMIT").as_deref(),
-    )?;
+    crate::options::apply_settings(&mut o, var("COLDCACHE_MODE"), var)?;
     if let Some(r) = var("COLDCACHE_RESERVES") {
         o.reserves = capi::parse_reserves(&r, Reserves::default())?;
     }
