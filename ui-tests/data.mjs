@@ -129,6 +129,17 @@ try {
     assert.deepEqual(cells.slice(2), [want.blocks, want.bytes, want.accesses, want.reads, want.writes, ...want.misses].map(grouped));
     assert.equal(await page.locator("table[data-test=objects-sites] tr[data-test=site-row]").count(), od.sites.length);
     assert.equal(await page.locator("table[data-test=objects-others] tr[data-test=object-row]").count(), od.others.length);
+    // A mapping typed by the instructions that touched it: the eviction
+    // pass reads the global `evict` (the executable's .data/.bss), its
+    // type and first fields under the row's label, all of them in the
+    // tooltip.
+    const m = od.others.findIndex((x) => x.fields.some((f) => /^evict/.test(f.field)));
+    assert.ok(m >= 0, `a mapping names the global evict: ${JSON.stringify(od.others)}`);
+    const mrow = page.locator("table[data-test=objects-others] tr[data-test=object-row]").nth(m);
+    const mtype = await mrow.locator("[data-test=object-type]").textContent();
+    assert.ok(mtype.includes(od.others[m].fields[0].field), `the mapping's first field: ${mtype}`);
+    const mtitle = await mrow.locator("td").first().getAttribute("title");
+    for (const f of od.others[m].fields) assert.ok(mtitle.includes(f.field), `the tooltip has ${f.field}: ${mtitle}`);
     // Its whole allocation stack: the tooltip, and below the row on click.
     const title = await row.getAttribute("title");
     for (const f of [want.label, ...want.frames]) assert.ok(title.includes(f), `the tooltip has ${f}: ${title}`);

@@ -888,7 +888,7 @@ fn site_types(o: &crate::objects::ObjectsView) -> String {
     if o.not_per_instruction > 0 {
         let _ = writeln!(
             s,
-            "  {} site accesses not kept per instruction (table full): untyped below",
+            "  {} accesses of sites and mappings not kept per instruction (table full): untyped below",
             o.not_per_instruction
         );
     }
