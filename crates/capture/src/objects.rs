@@ -715,6 +715,11 @@ impl Objects {
             if self.regions[i].thread == u32::MAX {
                 self.regions[i].thread = serial;
                 self.regions[i].may_hold_blocks = false;
+                // The memo may hold it from before, counted per
+                // instruction as a mapping that is not a stack.
+                if self.region_memo.2 & !REGION_PAIR == i as u32 {
+                    self.region_memo = (0, 0, 0);
+                }
             }
         }
         if let Some(i) = self.region_of(fs).filter(|&i| Some(i) != stack) {

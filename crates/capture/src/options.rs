@@ -208,8 +208,6 @@ pub struct Options {
     pub client_requests: Option<crate::requests::Honour>,
 }
 
-/// `COLDCACHE_TIMELINE` (`0` or `1`) and `COLDCACHE_TIMELINE_LIMIT`
-/// (bytes) as [`Options::timeline`].
 /// The settings `record`'s environment and the C API's defaults share,
 /// read into `o` from `var` (the mode given apart: `mode`), each refused
 /// with its variable's name and what it must be. The one reader of these
@@ -258,6 +256,8 @@ pub(crate) fn apply_settings(
     Ok(())
 }
 
+/// `COLDCACHE_TIMELINE` (`0` or `1`) and `COLDCACHE_TIMELINE_LIMIT`
+/// (bytes) as [`Options::timeline`].
 pub fn parse_timeline(on: Option<&str>, limit: Option<&str>) -> Result<Option<usize>, String> {
     let on = match on {
         None => false,

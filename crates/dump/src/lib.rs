@@ -69,7 +69,7 @@ pub const MAGIC: &[u8; 8] = b"COLDDUMP";
 /// The trailer magic, followed by the CRC-32 of everything before it.
 pub const TRAILER: &[u8; 8] = b"CRC32\0\0\0";
 /// The format version this crate writes.
-pub const VERSION: u32 = 7;
+pub const VERSION: u32 = 8;
 /// Stack id of the empty stack (the root of the stack tree).
 pub const ROOT_STACK: u32 = 0;
 
@@ -892,8 +892,12 @@ impl Dump {
         };
         match (get("OBJI"), objects.as_mut()) {
             (Ok(b), Some(o)) if version >= 7 => {
-                o.by_instruction =
-                    Some(SiteInstructions::decode(b, o.sites.len(), o.regions.len())?);
+                o.by_instruction = Some(SiteInstructions::decode(
+                    b,
+                    o.sites.len(),
+                    o.regions.len(),
+                    version,
+                )?);
             }
             (Ok(_), None) if version >= 7 => {
                 return Err(DumpError::Malformed {

@@ -173,8 +173,9 @@ pub struct SiteInstructions {
     /// (mapping, instruction) pairs of the mappings other than threads'
     /// stacks (`site` is an index into [`Objects::regions`]), in order of
     /// first access: what the views type the heap allocated earlier, the
-    /// anonymous mappings and the modules' data by. Written after the
-    /// site rows within version 7; a section without them reads empty.
+    /// anonymous mappings and the modules' data by. Version 8: written
+    /// after the site rows when there are any; a section without them (and
+    /// every version 7 one) reads empty.
     pub regions: Vec<SiteInstruction>,
     /// Accesses of those mappings not kept per instruction (the pair
     /// table could not grow).
@@ -207,6 +208,7 @@ impl SiteInstructions {
         buf: &[u8],
         nsites: usize,
         nregions: usize,
+        version: u32,
     ) -> Result<SiteInstructions, DumpError> {
         const S: &str = "OBJI";
         let mut r = varint::Reader::new(buf, S);
@@ -234,7 +236,7 @@ impl SiteInstructions {
             Ok(v)
         };
         o.rows = rows(&mut r, nsites, "site")?;
-        if r.position() < buf.len() {
+        if version >= 8 && r.position() < buf.len() {
             o.regions_dropped = ObjectCounts::decode(&mut r)?;
             o.regions = rows(&mut r, nregions, "mapping")?;
         }

@@ -628,10 +628,13 @@ fn objects_round_trip_and_a_dangling_stack_is_refused() {
     );
 }
 
-/// The `OBJI` section (version 7: a site's accesses per instruction)
-/// round-trips with its `OBJS`; a row naming a site the `OBJS` section
-/// does not have, or an `OBJI` without `OBJS`, is refused; a dump without
-/// it reads `by_instruction` as `None`.
+/// The `OBJI` section (version 7: a site's accesses per instruction;
+/// version 8: a mapping's too) round-trips with its `OBJS`; a row naming
+/// a site or mapping the `OBJS` section does not have, or an `OBJI`
+/// without `OBJS`, is refused; a section without mapping rows reads with
+/// none; a dump without it reads `by_instruction` as `None`; a version 7
+/// file whose `OBJI` has bytes after its site rows is refused (version 7
+/// had none).
 #[test]
 fn site_instructions_round_trip_and_a_dangling_site_is_refused() {
     use coldcache_dump::{ObjectCounts, SiteInstruction, SiteInstructions};
@@ -668,7 +671,7 @@ fn site_instructions_round_trip_and_a_dangling_site_is_refused() {
     by.regions_dropped = counts(1, 0);
     let bytes = d.to_bytes();
     assert!(bytes.len() > without.len());
-    assert_eq!(&bytes[8..12], &7u32.to_le_bytes());
+    assert_eq!(&bytes[8..12], &8u32.to_le_bytes());
     let back = Dump::from_bytes(&bytes).unwrap();
     assert_eq!(back.objects, d.objects);
     let by = back
@@ -708,6 +711,15 @@ fn site_instructions_round_trip_and_a_dangling_site_is_refused() {
     let back = Dump::from_bytes(&without).unwrap();
     let by = back.objects.unwrap().by_instruction.unwrap();
     assert_eq!((by.regions.len(), by.rows.len()), (0, 2));
+    // The same bytes marked version 7 (checksum made anew): mapping rows
+    // were not part of it.
+    let mut v7 = bytes.clone();
+    v7[8..12].copy_from_slice(&7u32.to_le_bytes());
+    let n = v7.len() - 4;
+    let crc = crc32fast::hash(&v7[..n - 8]);
+    v7[n..].copy_from_slice(&crc.to_le_bytes());
+    let e = Dump::from_bytes(&v7).unwrap_err().to_string();
+    assert!(e.contains("OBJI"), "{e}");
     // An OBJI section without OBJS: the sections of a good dump with OBJS
     // renamed, the checksum made anew.
     let mut orphan = bytes.clone();
@@ -862,5 +874,45 @@ fn committed_version_7_objects_sample_loads() {
     for s in 0..2 {
         let sum: u64 = by.rows.iter().map(|r| side(&r.counts, s)).sum();
         assert_eq!(sum, side(&site.counts, s), "side {s}");
+    }
+}
+
+/// Version 8: a real capture with `OBJI`'s mapping rows, made by
+/// `setarch -R coldcache record --no-resolve --objects --function
+/// scene_visit -o v8-objects.ccdump ./objects earlier 64`
+/// (tests-programs/data/objects.cpp built `g++ -O1 -g -Wl,-z,now`): 64
+/// `Scene`s made before the window, their `pos.x/y/z` and the pointer
+/// array read once each in it: 256 reads of the heap allocated earlier,
+/// no allocation, and the heap's per-instruction rows summing to them
+/// (the thread's stack has none).
+#[test]
+fn committed_version_8_mapping_rows_sample_loads() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v8-objects.ccdump");
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[8..12], &8u32.to_le_bytes(), "sample is version 8");
+    let d = Dump::from_bytes(&bytes).unwrap();
+    let o = d.objects.as_ref().expect("an OBJS section");
+    assert!(o.sites.is_empty());
+    let heap = o
+        .regions
+        .iter()
+        .position(|r| r.path == "[heap]")
+        .expect("a [heap] mapping");
+    let side = |c: &coldcache_dump::ObjectCounts, s: usize| c.served[s].iter().sum::<u64>();
+    let counts = &o.regions[heap].counts;
+    assert_eq!((side(counts, 0), side(counts, 1)), (256, 0));
+    let by = o.by_instruction.as_ref().expect("an OBJI section");
+    assert_eq!(by.regions_dropped.accesses(), 0);
+    assert!(by.rows.is_empty());
+    let sum: u64 = by
+        .regions
+        .iter()
+        .filter(|r| r.site as usize == heap)
+        .map(|r| side(&r.counts, 0))
+        .sum();
+    assert_eq!(sum, 256);
+    for r in &by.regions {
+        assert!(o.regions[r.site as usize].thread.is_none(), "a stack's row");
     }
 }
