@@ -184,24 +184,21 @@ pub struct SiteInstructions {
 
 impl SiteInstructions {
     pub(crate) fn encode(&self, b: &mut Vec<u8>) {
-        self.dropped.encode(b);
-        varint::put(b, self.rows.len() as u64);
-        for r in &self.rows {
-            varint::put(b, r.site.into());
-            varint::put(b, r.ip);
-            r.counts.encode(b);
-        }
+        let rows = |b: &mut Vec<u8>, dropped: &ObjectCounts, rows: &[SiteInstruction]| {
+            dropped.encode(b);
+            varint::put(b, rows.len() as u64);
+            for r in rows {
+                varint::put(b, r.site.into());
+                varint::put(b, r.ip);
+                r.counts.encode(b);
+            }
+        };
+        rows(b, &self.dropped, &self.rows);
         if self.regions.is_empty() && self.regions_dropped.accesses() == 0 {
             // What a capture without mapping pairs wrote before.
             return;
         }
-        self.regions_dropped.encode(b);
-        varint::put(b, self.regions.len() as u64);
-        for r in &self.regions {
-            varint::put(b, r.site.into());
-            varint::put(b, r.ip);
-            r.counts.encode(b);
-        }
+        rows(b, &self.regions_dropped, &self.regions);
     }
 
     pub(crate) fn decode(

@@ -92,10 +92,11 @@ pub(crate) fn to_program(uc: &mut libc::ucontext_t, fault: bool) -> Interrupted 
     }
     let g = &mut uc.uc_mcontext.gregs;
     let rip = g[libc::REG_RIP as usize] as u64;
-    // (instruction index, its program address, block number, the block's
-    // record bytes, S's REG_* index, and where in the block's head RCX is
-    // taken when RIP is in the head: its code address), or None where not
-    // mapped.
+    // Where RIP is: `None` in no block (not translated code), `Some(None)`
+    // in a block at a point not mapped, else (instruction index, its
+    // program address, block number, the block's record bytes, S's REG_*
+    // index, and where in the block's head RCX is taken when RIP is in the
+    // head: its code address).
     // Signals blocked while the translator's lock is held, as everywhere
     // else it is taken: this handler runs with the program's mask, and a
     // signal whose handler stops the capture (a fatal one) or a second
@@ -108,99 +109,81 @@ pub(crate) fn to_program(uc: &mut libc::ucontext_t, fault: bool) -> Interrupted 
             .iter()
             .enumerate()
             .find(|(_, b)| b.code != 0 && rip >= b.code && rip < b.code + u64::from(b.len))?;
-        if b.scratch < 0 || b.rep {
-            return None;
-        }
-        let instrs = &j.instrs[b.first as usize..b.first as usize + usize::from(b.count)];
-        let k = instrs
-            .iter()
-            .position(|i| rip <= b.code + u64::from(i.check))?;
-        let at = b.code + u64::from(instrs[k].check);
-        // A fault is at the copy itself; another signal may come anywhere
-        // after the previous copy, or, for the first, anywhere in the
-        // block's head (`translate::Head`).
-        if rip != at && (fault || (k == 0 && b.head_rcx == 0)) {
-            return None;
-        }
-        let head = (k == 0 && rip != at).then(|| (b.code, b.code + u64::from(b.head_rcx)));
-        Some((k, instrs[k].ip, id, b.size, b.scratch, head))
+        Some((|| {
+            if b.scratch < 0 || b.rep {
+                return None;
+            }
+            let instrs = &j.instrs[b.first as usize..b.first as usize + usize::from(b.count)];
+            let k = instrs
+                .iter()
+                .position(|i| rip <= b.code + u64::from(i.check))?;
+            let at = b.code + u64::from(instrs[k].check);
+            // A fault is at the copy itself; another signal may come
+            // anywhere after the previous copy, or, for the first, anywhere
+            // in the block's head (`translate::Head`).
+            if rip != at && (fault || (k == 0 && b.head_rcx == 0)) {
+                return None;
+            }
+            let head = (k == 0 && rip != at).then(|| (b.code, b.code + u64::from(b.head_rcx)));
+            Some((k, instrs[k].ip, id, b.size, b.scratch, head))
+        })())
     });
-    let in_cache = found.is_none() && rip_in_cache(rip);
     super::restore_signals(&mask);
-    let Some((k, ip, id, size, s, head)) = found else {
-        return if in_cache {
+    let (k, ip, id, size, s, head) = match found {
+        None => return Interrupted::Native,
+        Some(None) => {
             UNMAPPED.fetch_add(1, Ordering::Relaxed);
-            Interrupted::Unmapped
-        } else {
-            Interrupted::Native
-        };
+            return Interrupted::Unmapped;
+        }
+        Some(Some(x)) => x,
     };
     // SAFETY: this thread's own state; its translated code is interrupted
     // (by this handler), so nothing else of this thread touches it now.
     let t = unsafe { &mut *tls::this() };
-    if let Some((code, rcx_load)) = head {
-        // In the head: the first instruction has not run, nothing is
-        // committed. S and RCX are the program's, or in their spills
-        // (`translate::Head`); the thread restarts the head from its
-        // first instruction if the handler changes nothing.
-        let s_prog = if rip == code {
-            g[s as usize]
-        } else {
-            t.s_spill as i64
-        };
-        if rip > rcx_load {
-            g[libc::REG_RCX as usize] = t.rcx_spill as i64;
+    // The record the block writes, the first word of its instructions that
+    // ran, S's value and RIP to go back to if the handler changes nothing.
+    let (record, prefix, s_value, back_at) = match head {
+        Some((code, rcx_load)) => {
+            // In the head: the first instruction has not run, nothing is
+            // committed. S and RCX are the program's, or in their spills
+            // (`translate::Head`); the thread restarts the head from its
+            // first instruction if the handler changes nothing.
+            if rip != code {
+                g[s as usize] = t.s_spill as i64;
+            }
+            if rip > rcx_load {
+                g[libc::REG_RCX as usize] = t.rcx_spill as i64;
+            }
+            (t.cursor, 0, g[s as usize] as u64, code)
         }
-        g[s as usize] = s_prog;
-        g[libc::REG_RIP as usize] = ip as i64;
-        HANDLED.fetch_add(1, Ordering::Relaxed);
-        let mut gregs = [0i64; 18];
-        gregs.copy_from_slice(&g[..18]);
-        return Interrupted::Translated(InBlock {
-            record: t.cursor,
-            prefix: 0,
-            size,
-            s,
-            s_value: s_prog as u64,
-            rip: code,
-            gregs,
-        });
-    }
-    let record = g[s as usize] as u64;
-    if record != t.cursor {
-        // Not the record this block writes: do not touch the buffer.
-        UNMAPPED.fetch_add(1, Ordering::Relaxed);
-        return Interrupted::Unmapped;
-    }
-    g[s as usize] = t.s_spill as i64;
+        None => {
+            let record = g[s as usize] as u64;
+            if record != t.cursor {
+                // Not the record this block writes: do not touch the buffer.
+                UNMAPPED.fetch_add(1, Ordering::Relaxed);
+                return Interrupted::Unmapped;
+            }
+            g[s as usize] = t.s_spill as i64;
+            let prefix = if k > 0 {
+                id as u64 | ((k as u64) << PREFIX_SHIFT)
+            } else {
+                0
+            };
+            (record, prefix, record, rip)
+        }
+    };
     g[libc::REG_RIP as usize] = ip as i64;
     HANDLED.fetch_add(1, Ordering::Relaxed);
     let mut gregs = [0i64; 18];
     gregs.copy_from_slice(&g[..18]);
     Interrupted::Translated(InBlock {
         record,
-        prefix: if k > 0 {
-            id as u64 | ((k as u64) << PREFIX_SHIFT)
-        } else {
-            0
-        },
+        prefix,
         size,
         s,
-        s_value: record,
-        rip,
+        s_value,
+        rip: back_at,
         gregs,
-    })
-}
-
-/// Whether `rip` lies in a block's code (a linear look, for the count;
-/// signals blocked by the caller).
-fn rip_in_cache(rip: u64) -> bool {
-    with_jit(|j| {
-        j.as_deref().is_some_and(|j| {
-            j.blocks
-                .iter()
-                .any(|b| b.code != 0 && rip >= b.code && rip < b.code + u64::from(b.len))
-        })
     })
 }
 
