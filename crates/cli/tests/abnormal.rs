@@ -19,10 +19,8 @@
 //! and the default (fast where it can run). Skipped with a message when gcc is missing. (The same
 //! shape as `hostile.rs`.)
 
-#[path = "common/library.rs"]
-mod library;
-#[path = "common/programs.rs"]
-mod programs;
+use crate::library;
+use crate::programs;
 use library::{library, repo, COLDCACHE};
 use programs::{gcc_or_skip, scratch_in, DEADLINE};
 

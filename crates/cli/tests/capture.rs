@@ -27,10 +27,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
-#[path = "common/library.rs"]
-mod library;
-#[path = "common/programs.rs"]
-mod programs;
+use crate::library;
+use crate::programs;
 use library::{have, library, repo, COLDCACHE};
 
 fn scratch() -> PathBuf {

@@ -29,10 +29,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-#[path = "common/library.rs"]
-mod library;
-#[path = "common/programs.rs"]
-mod programs;
+use crate::library;
+use crate::programs;
 use library::{have, COLDCACHE};
 use programs::{run_within, scratch_in};
 

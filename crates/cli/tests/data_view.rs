@@ -17,12 +17,9 @@
 //! - `tests-programs/data/particles.rs` (rustc -O): a `Vec<Particle>`
 //!   walked through a slice, rustc's own field order.
 
-#[path = "common/dumps.rs"]
-mod dumps;
-#[path = "common/library.rs"]
-mod library;
-#[path = "common/programs.rs"]
-mod programs;
+use crate::dumps;
+use crate::library;
+use crate::programs;
 use dumps::text;
 use library::{have, library, COLDCACHE};
 use programs::{compile, run_with_deadline, scratch_in};

@@ -14,16 +14,14 @@
 
 use coldcache_dump::Dump;
 
-#[path = "common/callgrind_totals.rs"]
-mod callgrind_totals;
+use crate::callgrind_totals;
 use callgrind_totals::callgrind_totals;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
-#[path = "common/library.rs"]
-mod library;
+use crate::library;
 use library::{have, library, repo, COLDCACHE};
 
 fn scratch() -> PathBuf {

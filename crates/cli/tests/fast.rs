@@ -40,10 +40,8 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-#[path = "common/library.rs"]
-mod library;
-#[path = "common/programs.rs"]
-mod programs;
+use crate::library;
+use crate::programs;
 use library::COLDCACHE;
 use programs::{compile, gcc_and_setarch_or_skip as tools_or_skip, run_within, scratch_in};
 

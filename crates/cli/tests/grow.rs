@@ -19,10 +19,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[path = "common/library.rs"]
-mod library;
-#[path = "common/programs.rs"]
-mod programs;
+use crate::library;
+use crate::programs;
 
 use library::{have, library, COLDCACHE};
 use programs::{compile, run_within, scratch_in};

@@ -7,10 +7,8 @@
 //! are in `tests-programs/capture/`. Skipped with a message when gcc is
 //! missing.
 
-#[path = "common/library.rs"]
-mod library;
-#[path = "common/programs.rs"]
-mod programs;
+use crate::library;
+use crate::programs;
 use library::{library, COLDCACHE};
 use programs::{
     build_with, gcc_or_skip, program_of, run_with_deadline, scratch_in, wait_with_deadline,

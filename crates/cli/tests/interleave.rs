@@ -21,10 +21,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-#[path = "common/library.rs"]
-mod library;
-#[path = "common/programs.rs"]
-mod programs;
+use crate::library;
+use crate::programs;
 use library::COLDCACHE;
 use programs::{compile, gcc_or_skip, run_within, scratch_in};
 

@@ -14,12 +14,9 @@
 //! - `record` warns when several threads were traced on a one-core cache,
 //!   naming presets with several cores, and not otherwise.
 
-#[path = "common/dumps.rs"]
-mod dumps;
-#[path = "common/library.rs"]
-mod library;
-#[path = "common/programs.rs"]
-mod programs;
+use crate::dumps;
+use crate::library;
+use crate::programs;
 use dumps::{load, text};
 use library::{have, library, COLDCACHE};
 use programs::{compile, run_with_deadline, scratch_in};
@@ -194,9 +191,12 @@ fn a_function_with_a_cold_part_is_found_by_its_plain_name_and_counts_as_callgrin
             theirs - their_strings,
             "--function {name}: outside glibc's string functions"
         );
+        // Their paths also follow the stack's offset in its page, which the
+        // kernel randomises per run: 21 runs here gave 8.09M to 8.44M (up
+        // to 3.9% above Callgrind's 8.13M; 2% failed 1 run in 21).
         let (a, b) = (our_strings as f64, their_strings as f64);
         assert!(
-            (a - b).abs() <= 0.02 * b,
+            (a - b).abs() <= 0.05 * b,
             "--function {name}: string functions {our_strings} against {their_strings}"
         );
     }

@@ -16,12 +16,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-#[path = "common/dumps.rs"]
-mod dumps;
-#[path = "common/library.rs"]
-mod library;
-#[path = "common/programs.rs"]
-mod programs;
+use crate::dumps;
+use crate::library;
+use crate::programs;
 use dumps::load;
 use library::{have, library, COLDCACHE};
 use programs::succeed;

@@ -25,12 +25,9 @@
 //!
 //! Skipped with a message when gcc or setarch is missing.
 
-#[path = "common/dumps.rs"]
-mod dumps;
-#[path = "common/library.rs"]
-mod library;
-#[path = "common/programs.rs"]
-mod programs;
+use crate::dumps;
+use crate::library;
+use crate::programs;
 
 use dumps::{load, text};
 use library::{library, COLDCACHE};
