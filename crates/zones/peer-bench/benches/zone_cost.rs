@@ -1,7 +1,7 @@
 //! The cost of one zone (begin and end) against two raw `rdtsc` reads and
 //! two peers, tracy-client and puffin, in the same run.
 //!
-//! `cargo bench -p coldcache-zones --bench zone_cost`
+//! `cargo bench --manifest-path crates/zones/peer-bench/Cargo.toml`
 //!
 //! Each measures an empty scope. Every recorder keeps what it records:
 //! coldcache appends two events (32 bytes) to its arena, rewound between

@@ -1,0 +1,1 @@
+//! Nothing: this package holds `benches/zone_cost.rs` (see Cargo.toml).
