@@ -89,7 +89,7 @@ pub struct DiffView {
     pub layout_noise: Option<Vec<crate::band::Noise>>,
 }
 
-/// The settings of a cache configuration as `coldcache_config_base::to_toml`
+/// The settings of a cache configuration as `coldcache_config_slim::to_toml`
 /// writes it (the TOML each dump embeds), keyed by (section, key): the
 /// top level is `""`, a `[[level]]` is its `name` (`L1d`), other tables
 /// their header and index (`prefetcher 1`). The configuration's own `name`

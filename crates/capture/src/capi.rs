@@ -86,8 +86,8 @@ pub fn default_options() -> Result<Options, String> {
 /// so a file is refused with an error naming it.
 pub fn resolve_cache(spec: &str) -> Result<coldcache_sim::HierarchyConfig, String> {
     use coldcache_sim::presets;
-    if spec == coldcache_config_base::HOST {
-        return coldcache_config_base::host().map_err(|e| format!("cache preset \"host\": {e}"));
+    if spec == coldcache_config_slim::HOST {
+        return coldcache_config_slim::host().map_err(|e| format!("cache preset \"host\": {e}"));
     }
     if let Some(cfg) = presets::by_name(spec) {
         cfg.validate()
@@ -95,7 +95,7 @@ pub fn resolve_cache(spec: &str) -> Result<coldcache_sim::HierarchyConfig, Strin
         return Ok(cfg);
     }
     let mut names: Vec<&str> = presets::NAMES.iter().map(|(n, _)| *n).collect();
-    names.push(coldcache_config_base::HOST);
+    names.push(coldcache_config_slim::HOST);
     if spec.contains('/') || spec.ends_with(".toml") || std::path::Path::new(spec).is_file() {
         return Err(format!(
             "cache {spec:?}: configuration files are read by `coldcache record --cache FILE`, \

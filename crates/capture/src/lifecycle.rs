@@ -387,7 +387,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         program: options.program.clone(),
         pid: std::process::id(),
         cache_name: options.cache_name.clone(),
-        cache_toml: coldcache_config_base::to_toml(&options.cache),
+        cache_toml: coldcache_config_slim::to_toml(&options.cache),
         counters: layout.names(&level_names),
         levels: level_names,
         cores,

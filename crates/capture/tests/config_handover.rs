@@ -39,7 +39,7 @@ fn json_handover_rebuilds_every_preset_and_example_file() {
         // The dump's `meta.cache_toml` is written by the library from this
         // configuration: it must read back (with the real parser) as the
         // configuration the user chose.
-        let text = coldcache_config_base::to_toml(&back);
+        let text = coldcache_config_slim::to_toml(&back);
         let reread = coldcache_config::from_toml_str(&text, Path::new("meta.toml")).unwrap();
         assert_eq!(reread, cfg, "{spec}\n{text}");
     }

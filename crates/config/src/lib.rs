@@ -42,9 +42,9 @@ mod valgrind;
 pub use suggest::{closest, closest_n};
 
 pub use cachelab::{cachelab, cachelab_params, CacheLabError};
-/// The writer, sizes and the sysfs reader live in `coldcache-config-base`
+/// The writer, sizes and the sysfs reader live in `coldcache-config-slim`
 /// (no TOML parser, so the preloaded library can link them).
-pub use coldcache_config_base::{
+pub use coldcache_config_slim::{
     format_size, host, host_from_sysfs, host_info_from_sysfs, parse_cpu_list, parse_cpu_map,
     parse_size, to_toml, HostInfo, SizeError, SysfsError, HOST, SIZE_UNITS, SYSFS_CPU_ROOT,
 };

@@ -125,7 +125,7 @@ macro_rules! str_enum {
             }
 
             // Messages use it for some enums only (the writer spells the
-            // schema in coldcache-config-base).
+            // schema in coldcache-config-slim).
             #[allow(dead_code)]
             pub(crate) fn spelling(self) -> &'static str {
                 match self { $(Self::$variant => $spelling),+ }
@@ -644,7 +644,7 @@ fn serde_error(doc: &Doc<'_>, e: serde_path_to_error::Error<toml::de::Error>) ->
     doc.error_at(line, &path, problem)
 }
 
-pub(crate) use coldcache_config_base::default_level_name;
+pub(crate) use coldcache_config_slim::default_level_name;
 
 /// Pass 3: raw structs to the simulator's configuration.
 fn build(doc: &Doc<'_>, raw: RawFile) -> Result<HierarchyConfig, FileError> {

@@ -1,10 +1,10 @@
 //! The TOML side of byte sizes: [`Size`], a size read from a TOML integer
 //! or a string such as `"48K"` (the parsing itself is
-//! `coldcache_config_base::parse_size`).
+//! `coldcache_config_slim::parse_size`).
 
 use std::fmt;
 
-use coldcache_config_base::{parse_size, SIZE_UNITS};
+use coldcache_config_slim::{parse_size, SIZE_UNITS};
 
 /// A byte size read from a TOML integer or a string such as `"48K"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -561,7 +561,7 @@ impl Resim {
         }
         let cfg = self.driver.hierarchy().config();
         dump.meta.cache_name = target.name.clone();
-        dump.meta.cache_toml = coldcache_config_base::to_toml(cfg);
+        dump.meta.cache_toml = coldcache_config_slim::to_toml(cfg);
         dump.meta.cores = cfg.cores.max(1) as u32;
         dump.meta.counters = self.layout.names(&level_names);
         dump.meta.levels = level_names;
