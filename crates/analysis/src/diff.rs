@@ -41,6 +41,10 @@ pub enum DataRows {
     Type,
     /// Fields (`Type::member`), by label.
     Field,
+    /// The data view's objects: allocation sites and mappings, matched by
+    /// [`crate::objects::ObjectRow::identity`] (columns of their own:
+    /// blocks, bytes, accesses, reads, writes, misses per level).
+    Object,
 }
 
 /// One compared row.
@@ -311,6 +315,9 @@ pub fn function_identity(p: &Profile, f: u32) -> String {
 
 /// Compares `before` with `after`.
 pub fn diff(before: &Profile, after: &Profile, q: &DiffQuery) -> Result<DiffView, AnalysisError> {
+    if q.data == Some(DataRows::Object) {
+        return diff_objects(before, after, q);
+    }
     // Columns both have, in `after`'s order.
     let common: Vec<(usize, usize)> = after
         .columns()
@@ -451,6 +458,190 @@ pub fn diff(before: &Profile, after: &Profile, q: &DiffQuery) -> Result<DiffView
         sort,
         before_totals: pick(values(before.columns(), before.totals()), true),
         after_totals: pick(values(after.columns(), after.totals()), false),
+        matched,
+        rows,
+    })
+}
+
+/// The columns of `diff --by object`: blocks and bytes (allocation sites),
+/// accesses, reads, writes, then `miss:LEVEL` per level of `levels`, as the
+/// data view's objects table heads them.
+fn object_columns(levels: &[String]) -> Vec<ColumnHead> {
+    let head = |name: &str, description: &str| ColumnHead {
+        name: name.to_string(),
+        description: description.to_string(),
+    };
+    let mut c = vec![
+        head("blocks", "heap blocks allocated at the site in the capture"),
+        head("bytes", "their bytes, summed"),
+        head("accesses", "data accesses to the object"),
+        head("reads", "of those, reads (and read-modify-writes)"),
+        head("writes", "of those, writes"),
+    ];
+    c.extend(
+        levels
+            .iter()
+            .map(|l| head(&format!("miss:{l}"), &format!("accesses that missed {l}"))),
+    );
+    c
+}
+
+/// One dump's objects for `diff --by object`, by identity: (label, values
+/// in [`object_columns`]' order), rows of one identity summed.
+fn object_rows(p: &Profile) -> Option<BTreeMap<String, (String, Vec<u64>)>> {
+    let v = crate::objects::objects(p, None)?;
+    let mut out: BTreeMap<String, (String, Vec<u64>, usize)> = BTreeMap::new();
+    for (r, site) in v
+        .sites
+        .iter()
+        .map(|r| (r, true))
+        .chain(v.others.iter().map(|r| (r, false)))
+    {
+        let mut vals = vec![r.blocks, r.bytes, r.accesses, r.reads, r.writes];
+        vals.extend(&r.misses);
+        let label = if site {
+            r.label.clone()
+        } else {
+            format!(
+                "{}: {}",
+                r.kind,
+                r.identity.split('\0').skip(1).collect::<Vec<_>>().join(" ")
+            )
+            .trim_end_matches(": ")
+            .to_string()
+        };
+        let e = out
+            .entry(r.identity.clone())
+            .or_insert_with(|| (label, vec![0; vals.len()], 0));
+        for (a, b) in e.1.iter_mut().zip(&vals) {
+            *a += b;
+        }
+        e.2 += 1;
+    }
+    Some(
+        out.into_iter()
+            .map(|(k, (label, vals, n))| {
+                let what = if k.starts_with("heap\0") {
+                    "sites"
+                } else {
+                    "mappings"
+                };
+                let label = if n > 1 {
+                    format!("{label} ({n} {what})")
+                } else {
+                    label
+                };
+                (k, (label, vals))
+            })
+            .collect(),
+    )
+}
+
+/// `diff --by object`: the data view's objects of both dumps matched by
+/// identity (a site by its allocator and the functions of its stack, a
+/// mapping by its kind and file: [`crate::objects::ObjectRow::identity`]),
+/// with their own columns ([`object_columns`]; the levels both dumps
+/// have), sorted by the absolute change of the sort column (default: the
+/// first level's misses).
+fn diff_objects(
+    before: &Profile,
+    after: &Profile,
+    q: &DiffQuery,
+) -> Result<DiffView, AnalysisError> {
+    let (Some(b), Some(a)) = (object_rows(before), object_rows(after)) else {
+        return Err(AnalysisError::NoObjects);
+    };
+    let (bl, al) = (&before.dump().meta.levels, &after.dump().meta.levels);
+    // Columns both have: the five counts, and the levels of the same name
+    // (index in each side's values).
+    let mut common: Vec<(usize, usize)> = (0..5).map(|i| (i, i)).collect();
+    for (ai, l) in al.iter().enumerate() {
+        if let Some(bi) = bl.iter().position(|x| x == l) {
+            common.push((5 + bi, 5 + ai));
+        }
+    }
+    let all = object_columns(al);
+    let columns: Vec<ColumnHead> = common.iter().map(|&(_, ai)| all[ai].clone()).collect();
+    let sort = match &q.sort {
+        Some(s) => s.clone(),
+        None => columns.get(5).unwrap_or(&columns[2]).name.clone(),
+    };
+    let sc =
+        columns
+            .iter()
+            .position(|c| c.name == sort)
+            .ok_or_else(|| AnalysisError::NoSuchColumn {
+                name: sort.clone(),
+                known: columns
+                    .iter()
+                    .map(|c| c.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+    let pick = |vals: Option<&Vec<u64>>, before_side: bool| -> Vec<Num> {
+        common
+            .iter()
+            .map(|&(bi, ai)| Num::Int(vals.map_or(0, |v| v[if before_side { bi } else { ai }])))
+            .collect()
+    };
+    let re = q.filter.as_deref().map(crate::regex).transpose()?;
+    let mut keys: Vec<&String> = b.keys().chain(a.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut rows = Vec::new();
+    let mut totals = (vec![0u64; common.len()], vec![0u64; common.len()]);
+    for k in keys {
+        let label = a
+            .get(k)
+            .or_else(|| b.get(k))
+            .map(|e| e.0.clone())
+            .unwrap_or_default();
+        let (bv, av) = (
+            pick(b.get(k).map(|e| &e.1), true),
+            pick(a.get(k).map(|e| &e.1), false),
+        );
+        for (t, v) in totals.0.iter_mut().zip(&bv) {
+            *t += v.as_f64() as u64;
+        }
+        for (t, v) in totals.1.iter_mut().zip(&av) {
+            *t += v.as_f64() as u64;
+        }
+        if re.as_ref().is_some_and(|r| !r.is_match(&label)) {
+            continue;
+        }
+        let (x, y) = (bv[sc].as_f64(), av[sc].as_f64());
+        rows.push(DiffRow {
+            label,
+            change: y - x,
+            relative: (x != 0.0).then(|| ((y - x) / x * 1000.0).round() / 10.0),
+            before: bv,
+            after: av,
+            status: match (b.contains_key(k), a.contains_key(k)) {
+                (true, false) => "gone",
+                (false, true) => "new",
+                _ => "changed",
+            },
+        });
+    }
+    rows.sort_by(|p, q| {
+        q.change
+            .abs()
+            .total_cmp(&p.change.abs())
+            .then_with(|| p.label.cmp(&q.label))
+    });
+    let matched = rows.len();
+    if let Some(n) = q.limit {
+        rows.truncate(n);
+    }
+    Ok(DiffView {
+        layout_noise: None,
+        cache_mismatch: cache_mismatch(before, after),
+        columns,
+        by: q.by,
+        data: q.data,
+        sort,
+        before_totals: totals.0.into_iter().map(Num::Int).collect(),
+        after_totals: totals.1.into_iter().map(Num::Int).collect(),
         matched,
         rows,
     })

@@ -61,6 +61,11 @@ pub enum AnalysisError {
     /// counter layout).
     #[error("the dump has no data types (no DATA section: it was written before dump format 4 or resolved without them)")]
     NoDataTypes,
+    /// A dump has no object data (no `OBJS` section).
+    #[error(
+        "the dump has no object data (record with --objects to track heap blocks and mappings)"
+    )]
+    NoObjects,
     /// No type of the dump's data types has this name.
     #[error("no data type named '{name}'; the types are: {known}")]
     NoSuchType {

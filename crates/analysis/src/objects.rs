@@ -72,6 +72,14 @@ pub struct ObjectRow {
     /// path, `Type::a.b` as the data view labels it, or a global's name),
     /// most missed first.
     pub fields: Vec<FieldAccesses>,
+    /// What names the same object in another capture of the program
+    /// (`diff --by object`): a site's allocator and the functions of its
+    /// stack (not their lines, which move between builds); a mapping's kind
+    /// and file, or its thread's index for a stack (addresses and thread ids
+    /// change from run to run). Rows of one capture may share it (two sites
+    /// in the same functions, several anonymous mappings).
+    #[serde(skip)]
+    pub identity: String,
 }
 
 /// The accesses of one allocation site by the instructions typed to one
@@ -285,6 +293,46 @@ fn row(kind: &str, label: String, c: &ObjectCounts, levels: usize) -> ObjectRow 
         ty: String::new(),
         typed_accesses: 0,
         fields: Vec::new(),
+        identity: String::new(),
+    }
+}
+
+/// [`ObjectRow::identity`] of mapping `i` of the start, of kind `kind`
+/// ([`classify`]'s); a file named `program` (the executable's base name) is
+/// `<program>`, as `diff` names the program's functions' module (two builds
+/// compared are often two files).
+fn region_identity(
+    regions: &[ObjectRegion],
+    i: usize,
+    kind: &str,
+    program: Option<&str>,
+) -> String {
+    let file = |path: &str| -> String {
+        let b = base(path);
+        if Some(b) == program {
+            "<program>".to_string()
+        } else {
+            b.to_string()
+        }
+    };
+    let r = &regions[i];
+    if let Some(t) = r.thread {
+        return format!("stack\0thread {t}");
+    }
+    if let Some(t) = r.tls {
+        return format!("thread-local\0thread {t}");
+    }
+    match (kind, r.path.as_str()) {
+        // The rest of a module's `.bss`: named by the module before it.
+        ("module data", "") => {
+            let module = i
+                .checked_sub(1)
+                .map_or(String::new(), |j| file(&regions[j].path));
+            format!("module data\0{module}\0.bss")
+        }
+        (_, "") => kind.to_string(),
+        (_, p) if p.starts_with('/') => format!("{kind}\0{}\0{}", file(p), r.perms),
+        (_, p) => format!("{kind}\0{p}"),
     }
 }
 
@@ -420,6 +468,15 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
                 frames.get(user).map_or("?", String::as_str)
             );
             let mut r = row("heap", label, &s.counts, levels);
+            r.identity = std::iter::once(format!("heap\0{}", s.allocator))
+                .chain(
+                    p.stack_path(s.stack)
+                        .iter()
+                        .rev()
+                        .map(|f| p.function(f.function).name.clone()),
+                )
+                .collect::<Vec<_>>()
+                .join("\0");
             r.user_frame = user;
             r.allocator = s.allocator.clone();
             r.frames = frames;
@@ -429,10 +486,12 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
             r
         })
         .collect();
+    let program = dump.meta.program.first().map(|s| base(s));
     let mut others: Vec<ObjectRow> = (0..o.regions.len())
         .map(|i| {
             let (kind, label) = classify(dump, &o.regions, i);
             let mut r = row(kind, label, &o.regions[i].counts, levels);
+            r.identity = region_identity(&o.regions, i, kind, program);
             r.start = o.regions[i].start;
             r.end = o.regions[i].end;
             r
@@ -445,12 +504,14 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
     others.retain(|r| r.accesses > 0);
     let in_blocks = sites.iter().map(|r| r.accesses).sum();
     if o.unmapped.accesses() > 0 {
-        others.push(row(
+        let mut r = row(
             "unmapped",
             "mapped during the capture (outside every block seen)".to_string(),
             &o.unmapped,
             levels,
-        ));
+        );
+        r.identity = "unmapped".to_string();
+        others.push(r);
     }
     let accesses = in_blocks + others.iter().map(|r| r.accesses).sum::<u64>();
     rank(&mut sites);
@@ -534,6 +595,52 @@ mod tests {
             ],
             ..DataTypes::default()
         }
+    }
+
+    /// What `diff --by object` matches mappings by: no address, no thread
+    /// id; a module's `.bss` rest by the module before it.
+    #[test]
+    fn mappings_are_identified_without_their_addresses() {
+        let region = |start: u64, end: u64, perms: &str, path: &str| ObjectRegion {
+            start,
+            end,
+            perms: perms.into(),
+            path: path.into(),
+            thread: None,
+            tls: None,
+            counts: ObjectCounts::default(),
+        };
+        let mut regions = vec![
+            region(0x40_0000, 0x40_1000, "r-xp", "/opt/game/bin/game"),
+            region(0x60_0000, 0x60_1000, "rw-p", "/opt/game/bin/game"),
+            region(0x60_1000, 0x60_3000, "rw-p", ""),
+            region(0x7000_0000, 0x7000_8000, "rw-p", ""),
+            region(0x7100_0000, 0x7100_1000, "rw-p", "/usr/lib/libz.so.1"),
+            region(0x7ff0_0000, 0x7ff2_0000, "rw-p", "[stack]"),
+            region(0x7ff3_0000, 0x7ff4_0000, "rw-p", ""),
+            region(0x7ff5_0000, 0x7ff5_2000, "r-xp", "[vdso]"),
+        ];
+        regions[6].thread = Some(2);
+        let d = Dump::default();
+        let ids: Vec<String> = (0..regions.len())
+            .map(|i| {
+                let (kind, _) = classify(&d, &regions, i);
+                region_identity(&regions, i, kind, Some("game"))
+            })
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                "file\0<program>\0r-xp",
+                "module data\0<program>\0rw-p",
+                "module data\0<program>\0.bss",
+                "anonymous",
+                "module data\0libz.so.1\0rw-p",
+                "stack\0[stack]",
+                "stack\0thread 2",
+                "other\0[vdso]",
+            ]
+        );
     }
 
     #[test]

@@ -525,6 +525,7 @@ pub fn diff(v: &DiffView, cols: &[usize]) -> String {
     head.push(match (v.data, v.by) {
         (Some(crate::diff::DataRows::Type), _) => "type".into(),
         (Some(crate::diff::DataRows::Field), _) => "field".into(),
+        (Some(crate::diff::DataRows::Object), _) => "object".into(),
         (None, crate::views::By::Line) => "line".into(),
         (None, _) => "function".into(),
     });

@@ -160,8 +160,9 @@ pub struct DiffArgs {
     before: PathBuf,
     /// The dump after the change.
     after: PathBuf,
-    /// Compare per function, per source line, or per data type or field
-    /// (both dumps resolved with data types: `coldcache resolve`).
+    /// Compare per function, per source line, per data type or field (both
+    /// dumps resolved with data types: `coldcache resolve`), or per object
+    /// (allocation sites and mappings: both recorded with objects).
     #[arg(long, value_enum, default_value = "function")]
     by: DiffByArg,
     #[command(flatten)]
@@ -179,6 +180,9 @@ pub enum DiffByArg {
     Type,
     /// Fields of data types (`Type::member`).
     Field,
+    /// Objects: allocation sites (matched by allocator and the functions of
+    /// their stacks) and mappings (by kind and file).
+    Object,
 }
 
 /// Largest dump read. The format states no limit; this one only keeps a
@@ -554,6 +558,7 @@ pub fn diff(a: DiffArgs) -> Result<()> {
         DiffByArg::Line => (By::Line, None),
         DiffByArg::Type => (By::Function, Some(diff::DataRows::Type)),
         DiffByArg::Field => (By::Function, Some(diff::DataRows::Field)),
+        DiffByArg::Object => (By::Function, Some(diff::DataRows::Object)),
     };
     let v = diff::diff(
         &before,
@@ -569,6 +574,11 @@ pub fn diff(a: DiffArgs) -> Result<()> {
     .map_err(|e| match e {
         coldcache_analysis::AnalysisError::NoDataTypes => anyhow::anyhow!(
             "{} or {} has no data types: run `coldcache resolve` on it (a dump resolved before data types existed, or with a coldcache that has none)",
+            a.before.display(),
+            a.after.display()
+        ),
+        coldcache_analysis::AnalysisError::NoObjects => anyhow::anyhow!(
+            "{} or {} has no object data: record both with --objects",
             a.before.display(),
             a.after.display()
         ),
