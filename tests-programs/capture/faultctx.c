@@ -7,7 +7,8 @@
  *              other registers the probe set, and RDI against the fault
  *              address) moves RIP to the probe's recovery label and
  *              returns: the JVM's and allocators' "safe fetch". 3,000
- *              probes, one in three of a PROT_NONE page
+ *              probes, one in three of a PROT_NONE page (`safefetch:N`:
+ *              N probes)
  *   dladdr     a crash-style handler prints dladdr(RIP) (the object, the
  *              offset of RIP in it, the symbol) of faults in the program's
  *              own code and in the C library's strlen, then siglongjmps out
@@ -175,9 +176,9 @@ __attribute__((noinline)) void crash_here(volatile long *p, long v) {
 
 __attribute__((noinline)) long work(const char *which) {
     long sum = 0;
-    if (strcmp(which, "safefetch") == 0) {
-        long faults = 0;
-        for (long i = 0; i < PROBES; i++) {
+    if (strncmp(which, "safefetch", 9) == 0) {
+        long faults = 0, probes = which[9] == ':' ? atol(which + 10) : PROBES;
+        for (long i = 0; i < probes; i++) {
             int ok = -1;
             const long *p = (i % 3 == 0) ? (const long *)(bad + 8 * (i % 64)) : &good[i % 64];
             long v = probe_read(p, &ok);
@@ -234,7 +235,7 @@ int main(int argc, char **argv) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_flags = SA_SIGINFO;
-    if (strcmp(argv[1], "safefetch") == 0)
+    if (strncmp(argv[1], "safefetch", 9) == 0)
         sa.sa_sigaction = on_safefetch;
     else if (strcmp(argv[1], "retry") == 0)
         sa.sa_sigaction = on_retry;

@@ -386,7 +386,7 @@ fn program_case(
         assert_eq!(d.meta.cut_short.as_deref(), reason, "{what}: reason");
         remove_cores(&dir);
     }
-    for i in 0..2 {
+    for i in 0..repeat(2) {
         let what = format!("{case}: preloaded run {i}");
         let dump = dir.join(format!("direct{i}.ccdump"));
         let out = run(
@@ -806,7 +806,7 @@ fn a_filter_on_every_thread_does_not_reach_the_engines_writer() {
         own_pid,
     );
     assert_eq!(native.status.code(), Some(0), "{}", native.stderr);
-    for i in 0..5 {
+    for i in 0..repeat(5) {
         let what = format!("seccomp tsync: run {i}");
         let dump = dir.join(format!("run{i}.ccdump"));
         let out = run(
@@ -1317,13 +1317,15 @@ fn an_alarm_while_the_dump_is_written_waits_for_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// How many times a case repeats its captured run: `runs`, or half of it
-/// under `COLDCACHE_MODE=trap`. That is CI's second pass over this file
+/// How many times a case repeats its captured run: `runs`, or a quarter of
+/// it under `COLDCACHE_MODE=trap`. That is CI's second pass over this file
 /// (the first ran every case in the default mode, and the both-mode cases
-/// in trap mode too); each trap-mode run single-steps its window.
+/// in trap mode too); each trap-mode run single-steps its window (the
+/// pass's 61 tests took 200 s of CPU at half; CI must stay under 25
+/// minutes).
 fn repeat(runs: usize) -> usize {
     if std::env::var("COLDCACHE_MODE").as_deref() == Ok("trap") {
-        runs.div_ceil(2)
+        runs.div_ceil(4)
     } else {
         runs
     }
@@ -1880,16 +1882,25 @@ fn a_sampling_profilers_sigprof_handler_sees_the_programs_rip() {
 fn fault_handlers_see_the_programs_rip_in_both_modes() {
     for case in ["safefetch", "dladdr", "retry"] {
         for trigger in [&["--all"][..], &["--function", "work"][..]] {
-            both_modes_case(
-                "tests-programs/capture/faultctx.c",
-                &|tag| format!("faultctx_{case}_{tag}_{}", trigger.len()),
-                case,
-                trigger,
-                4,
-                // After its `siglongjmp` the thread runs untraced (in
-                // both modes): the window's end is not seen.
-                (case == "dladdr").then_some("the program exited"),
-            );
+            for extra in modes() {
+                // Trap mode single-steps each probe: 300 of them (3,000
+                // took 2.2 s a run, 16 s of the test).
+                let arg = match (case, extra.is_empty()) {
+                    ("safefetch", false) => "safefetch:300",
+                    _ => case,
+                };
+                cases_in_modes(
+                    vec![extra],
+                    "tests-programs/capture/faultctx.c",
+                    &|tag| format!("faultctx_{case}_{tag}_{}", trigger.len()),
+                    arg,
+                    trigger,
+                    4,
+                    // After its `siglongjmp` the thread runs untraced (in
+                    // both modes): the window's end is not seen.
+                    (case == "dladdr").then_some("the program exited"),
+                );
+            }
         }
     }
     // SIGBUS sent by another thread every 20 us while the traced one

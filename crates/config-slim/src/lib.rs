@@ -1,5 +1,6 @@
-//! coldcache-config-base: the parts of cache configurations that need no
-//! parser of configuration files, small enough for the preloaded library:
+//! coldcache-config-slim: the parts of cache configurations that need no
+//! parser of configuration files, small enough for the slim preloaded
+//! library (hence the name; `scripts/check-slim-library.sh` holds it):
 //! - [`to_toml`] writes a [`coldcache_sim::HierarchyConfig`] in the TOML schema of
 //!   `docs/cache-config.md` (string formatting; no TOML library);
 //! - [`host`] / [`host_from_sysfs`] read the `host` preset from
@@ -12,9 +13,9 @@
 //!
 //! ```
 //! let zen4 = coldcache_sim::presets::by_name("zen4").unwrap();
-//! let text = coldcache_config_base::to_toml(&zen4);
+//! let text = coldcache_config_slim::to_toml(&zen4);
 //! assert!(text.contains("name = \"zen4\""), "{text}");
-//! assert_eq!(coldcache_config_base::format_size(48 << 10), "48KiB");
+//! assert_eq!(coldcache_config_slim::format_size(48 << 10), "48KiB");
 //! ```
 
 #![forbid(unsafe_code)]
