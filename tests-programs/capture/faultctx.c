@@ -224,7 +224,7 @@ __attribute__((noinline)) long work(const char *which) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: faultctx safefetch|dladdr|retry|storm\n");
+        fprintf(stderr, "usage: faultctx safefetch[:PROBES]|dladdr|retry|storm\n");
         return 2;
     }
     bad = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -23,13 +23,15 @@ pub struct DiffQuery {
     /// Per function or per line (instructions are not comparable).
     pub by: By,
     /// Column whose change orders the rows (default: the "before" dump's
-    /// default weight, `mem` when it reached memory).
+    /// default weight, `mem` when it reached memory; for objects the first
+    /// level's misses).
     pub sort: Option<String>,
     /// Keep rows whose label matches.
     pub filter: Option<String>,
     /// Keep the first N rows.
     pub limit: Option<usize>,
-    /// Compare per data type or field instead (`by` is then not used).
+    /// Compare per data type, field or object instead (`by` is then not
+    /// used).
     pub data: Option<DataRows>,
 }
 
@@ -71,7 +73,8 @@ pub struct DiffView {
     pub columns: Vec<ColumnHead>,
     /// Row granularity.
     pub by: By,
-    /// Set when the rows are data types or fields (then `by` is not used).
+    /// Set when the rows are data types, fields or objects (then `by` is
+    /// not used).
     pub data: Option<DataRows>,
     /// Sort column.
     pub sort: String,
@@ -499,16 +502,24 @@ fn object_rows(p: &Profile) -> Option<BTreeMap<String, (String, Vec<u64>)>> {
     {
         let mut vals = vec![r.blocks, r.bytes, r.accesses, r.reads, r.writes];
         vals.extend(&r.misses);
+        // A site as the objects table names it (two callers more); a
+        // mapping by its identity (`module data: <program> rw-p`).
         let label = if site {
-            r.label.clone()
+            let mut l = r.label.clone();
+            for f in r.frames.iter().skip(r.user_frame + 1).take(2) {
+                l.push_str(" <- ");
+                l.push_str(f);
+            }
+            l
         } else {
-            format!(
-                "{}: {}",
-                r.kind,
-                r.identity.split('\0').skip(1).collect::<Vec<_>>().join(" ")
-            )
-            .trim_end_matches(": ")
-            .to_string()
+            let mut parts = r.identity.split('\0');
+            let kind = parts.next().unwrap_or_default();
+            let rest: Vec<&str> = parts.collect();
+            if rest.is_empty() {
+                kind.to_string()
+            } else {
+                format!("{kind}: {}", rest.join(" "))
+            }
         };
         let e = out
             .entry(r.identity.clone())
@@ -518,6 +529,9 @@ fn object_rows(p: &Profile) -> Option<BTreeMap<String, (String, Vec<u64>)>> {
         }
         e.2 += 1;
     }
+    // Two identities may still read the same (sites whose stacks differ
+    // further out): the second and later get `#2`, `#3` in identity order.
+    let mut seen: HashMap<String, usize> = HashMap::default();
     Some(
         out.into_iter()
             .map(|(k, (label, vals, n))| {
@@ -526,11 +540,16 @@ fn object_rows(p: &Profile) -> Option<BTreeMap<String, (String, Vec<u64>)>> {
                 } else {
                     "mappings"
                 };
-                let label = if n > 1 {
+                let mut label = if n > 1 {
                     format!("{label} ({n} {what})")
                 } else {
                     label
                 };
+                let count = seen.entry(label.clone()).or_insert(0);
+                *count += 1;
+                if *count > 1 {
+                    label = format!("{label} #{count}");
+                }
                 (k, (label, vals))
             })
             .collect(),

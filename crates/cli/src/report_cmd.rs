@@ -560,6 +560,16 @@ pub fn diff(a: DiffArgs) -> Result<()> {
         DiffByArg::Field => (By::Function, Some(diff::DataRows::Field)),
         DiffByArg::Object => (By::Function, Some(diff::DataRows::Object)),
     };
+    if data == Some(diff::DataRows::Object) {
+        for (p, path) in [(&before, &a.before), (&after, &a.after)] {
+            if p.dump().objects.is_none() {
+                anyhow::bail!(
+                    "{} has no object data: record it with --objects",
+                    path.display()
+                );
+            }
+        }
+    }
     let v = diff::diff(
         &before,
         &after,
@@ -574,11 +584,6 @@ pub fn diff(a: DiffArgs) -> Result<()> {
     .map_err(|e| match e {
         coldcache_analysis::AnalysisError::NoDataTypes => anyhow::anyhow!(
             "{} or {} has no data types: run `coldcache resolve` on it (a dump resolved before data types existed, or with a coldcache that has none)",
-            a.before.display(),
-            a.after.display()
-        ),
-        coldcache_analysis::AnalysisError::NoObjects => anyhow::anyhow!(
-            "{} or {} has no object data: record both with --objects",
             a.before.display(),
             a.after.display()
         ),

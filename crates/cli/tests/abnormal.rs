@@ -7,7 +7,8 @@
 //! kept with the reason it was cut short.
 //!
 //! Each case runs the program plain, then captured (20 times where a run
-//! is cheap; half as many in CI's trap-mode second pass, see [`repeat`]),
+//! is cheap; a quarter as many in CI's trap-mode second pass, see
+//! [`repeat`]),
 //! under a deadline: a hang fails the test instead of blocking
 //! CI. Programs are `tests-programs/capture/fatal.c`, `seccomp.c`,
 //! `blocked.c`, `sigtrap.c`, `ownsignals.c` (the stop request signal, raw
@@ -302,7 +303,8 @@ fn load(dump: &Path, what: &str, stderr: &str) -> Dump {
 
 /// Runs `fatal MODE` natively, then captured `runs` times through `record`
 /// (output, exit code, the dump and its reason, what `record` says) and
-/// twice preloaded directly (the raw wait status, core dump bit included).
+/// twice preloaded directly (the raw wait status, core dump bit included;
+/// once in CI's trap-mode pass, [`repeat`]).
 fn fatal_case(case: &str, mode: &str, trigger: &[&str], poke: Poke, runs: usize, reason: &str) {
     program_case(
         "tests-programs/capture/fatal.c",
@@ -1869,8 +1871,9 @@ fn a_sampling_profilers_sigprof_handler_sees_the_programs_rip() {
 /// (`tests-programs/capture/faultctx.c`, issue 33), in both capture modes,
 /// the handler installed during the capture (`--all`) and before it
 /// (`--function work`): a "safe fetch" whose SIGSEGV handler finds RIP in
-/// the probe and moves it to the probe's recovery label (1,000 faults, the
-/// probe's registers checked in the handler), a crash handler printing
+/// the probe and moves it to the probe's recovery label (1,000 faults; 100
+/// in trap mode, `safefetch:300`; the probe's registers checked in the
+/// handler), a crash handler printing
 /// `dladdr(RIP)` (the object and RIP's offset in it) of faults in the
 /// program and in the C library, then `siglongjmp`ing out, and a handler
 /// that opens the page and returns with RIP unchanged (4 captured runs

@@ -87,8 +87,9 @@ fn tools_or_skip(test: &str) -> bool {
     }
 }
 
-/// Passes `COLDCACHE_MODE` on: `COLDCACHE_MODE=fast cargo test --test
-/// capture` runs every test of this file in fast capture mode (CI does).
+/// Passes `COLDCACHE_MODE` on: `COLDCACHE_MODE=trap cargo test -p
+/// coldcache-cli --test suite -- capture::` runs every test of this file in
+/// that capture mode.
 fn keep_mode(cmd: &mut Command) {
     if let Ok(m) = std::env::var("COLDCACHE_MODE") {
         cmd.env("COLDCACHE_MODE", m);

@@ -284,7 +284,10 @@ fn the_talks_flag_in_a_cold_line_and_after_moving_it() {
     let d = diff(&["--by", "object", "--sort", l2]);
     let rows = d["rows"].as_array().unwrap();
     let site = &rows[0];
-    assert_eq!(site["label"], "anonymous", "{d}");
+    assert!(
+        site["label"].as_str().unwrap().starts_with("anonymous"),
+        "{d}"
+    );
     assert_eq!(site["status"], "changed", "{d}");
     assert!(
         rows[1..]

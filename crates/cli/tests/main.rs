@@ -4,7 +4,9 @@
 //! and the link are built once, and libtest spreads every test over the
 //! cores instead of waiting for each file's slowest test (CI's time).
 //! The helpers under `common/` (and two of other crates' tests) are
-//! modules of this crate, used by the files as `crate::NAME`.
+//! modules of this crate, used by the files as `crate::NAME`. A new file
+//! under `tests/` is added below as a module (the test at the end fails
+//! until it is).
 
 #[path = "common/callgrind_totals.rs"]
 mod callgrind_totals;
@@ -50,3 +52,25 @@ mod valgrind;
 mod windows;
 mod workflow;
 mod zones;
+
+/// The fence of `autotests = false`: a file under `tests/` that is not a
+/// module above would never be compiled, its tests silently never run.
+#[test]
+fn every_test_file_is_a_module_of_this_binary() {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let main = include_str!("main.rs");
+    let mut missing = Vec::new();
+    for e in std::fs::read_dir(&here).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        let Some(stem) = name.strip_suffix(".rs") else {
+            continue;
+        };
+        if stem != "main" && !main.lines().any(|l| l == format!("mod {stem};")) {
+            missing.push(name);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not modules of tests/main.rs: {missing:?}"
+    );
+}
