@@ -20,8 +20,10 @@
 //! and the default (fast where it can run). Skipped with a message when gcc is missing. (The same
 //! shape as `hostile.rs`.)
 
-use crate::library;
-use crate::programs;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use library::{library, repo, COLDCACHE};
 use programs::{gcc_or_skip, scratch_in, DEADLINE};
 

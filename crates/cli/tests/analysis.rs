@@ -26,14 +26,16 @@
 //!
 //! Skipped with a message when gcc/g++ are missing.
 
-use crate::callgrind_totals;
+#[path = "common/callgrind_totals.rs"]
+mod callgrind_totals;
 use callgrind_totals::callgrind_totals;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
-use crate::library;
+#[path = "common/library.rs"]
+mod library;
 use library::{have, library, repo, COLDCACHE};
 
 fn scratch() -> PathBuf {

@@ -15,9 +15,12 @@
 //! missing). Needs ptrace: skipped with the reason when this machine
 //! forbids it.
 
-use crate::dumps;
-use crate::library;
-use crate::programs;
+#[path = "common/dumps.rs"]
+mod dumps;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use dumps::{load, text};
 use library::{library, COLDCACHE};
 use programs::{compile, gcc_or_skip, run_with_deadline, scratch_in, wait_with_deadline};

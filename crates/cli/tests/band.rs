@@ -17,9 +17,12 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::dumps;
-use crate::library;
-use crate::programs;
+#[path = "common/dumps.rs"]
+mod dumps;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use dumps::load;
 use library::COLDCACHE;
 use programs::{compile, gcc_and_setarch_or_skip, scratch_in, succeed as ok, unrandomised};

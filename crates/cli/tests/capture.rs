@@ -27,8 +27,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
-use crate::library;
-use crate::programs;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use library::{have, library, repo, COLDCACHE};
 
 fn scratch() -> PathBuf {
@@ -87,9 +89,8 @@ fn tools_or_skip(test: &str) -> bool {
     }
 }
 
-/// Passes `COLDCACHE_MODE` on: `COLDCACHE_MODE=trap cargo test -p
-/// coldcache-cli --test suite -- capture::` runs every test of this file in
-/// that capture mode.
+/// Passes `COLDCACHE_MODE` on: `COLDCACHE_MODE=trap cargo test --test
+/// capture` runs every test of this file in that capture mode.
 fn keep_mode(cmd: &mut Command) {
     if let Ok(m) = std::env::var("COLDCACHE_MODE") {
         cmd.env("COLDCACHE_MODE", m);

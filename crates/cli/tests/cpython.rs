@@ -29,8 +29,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::library;
-use crate::programs;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use library::{have, COLDCACHE};
 use programs::{run_within, scratch_in};
 

@@ -9,10 +9,14 @@
 //! records equal a capture without `--objects`, and its instruction count
 //! Callgrind's.
 
-use crate::callgrind_totals;
-use crate::dumps;
-use crate::library;
-use crate::programs;
+#[path = "common/callgrind_totals.rs"]
+mod callgrind_totals;
+#[path = "common/dumps.rs"]
+mod dumps;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use callgrind_totals::callgrind_totals;
 use coldcache_dump::{Dump, Objects};
 use dumps::{load, text};

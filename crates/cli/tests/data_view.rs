@@ -17,9 +17,12 @@
 //! - `tests-programs/data/particles.rs` (rustc -O): a `Vec<Particle>`
 //!   walked through a slice, rustc's own field order.
 
-use crate::dumps;
-use crate::library;
-use crate::programs;
+#[path = "common/dumps.rs"]
+mod dumps;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use dumps::text;
 use library::{have, library, COLDCACHE};
 use programs::{compile, run_with_deadline, scratch_in};

@@ -3,9 +3,12 @@
 //! data_dump.rs`, every figure counted by hand there) written to a file,
 //! and the no-data message on the committed version 3 sample.
 
-use crate::data_dump;
+#[path = "../../analysis/tests/common/data_dump.rs"]
+mod data_dump;
 
-use crate::library;
+#[path = "common/library.rs"]
+#[allow(dead_code)]
+mod library;
 use library::COLDCACHE;
 
 use serde_json::Value;

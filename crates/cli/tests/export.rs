@@ -14,14 +14,16 @@
 
 use coldcache_dump::Dump;
 
-use crate::callgrind_totals;
+#[path = "common/callgrind_totals.rs"]
+mod callgrind_totals;
 use callgrind_totals::callgrind_totals;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
-use crate::library;
+#[path = "common/library.rs"]
+mod library;
 use library::{have, library, repo, COLDCACHE};
 
 fn scratch() -> PathBuf {

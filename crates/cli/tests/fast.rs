@@ -40,8 +40,10 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::library;
-use crate::programs;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use library::COLDCACHE;
 use programs::{compile, gcc_and_setarch_or_skip as tools_or_skip, run_within, scratch_in};
 

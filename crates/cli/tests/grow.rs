@@ -19,8 +19,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::library;
-use crate::programs;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 
 use library::{have, library, COLDCACHE};
 use programs::{compile, run_within, scratch_in};

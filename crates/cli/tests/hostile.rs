@@ -7,8 +7,10 @@
 //! are in `tests-programs/capture/`. Skipped with a message when gcc is
 //! missing.
 
-use crate::library;
-use crate::programs;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use library::{library, COLDCACHE};
 use programs::{
     build_with, gcc_or_skip, program_of, run_with_deadline, scratch_in, wait_with_deadline,

@@ -12,9 +12,12 @@
 //! Every command runs under a deadline and a memory limit (`ulimit -v`),
 //! so a hang or a huge allocation fails the test instead of the machine.
 
-use crate::fuzz;
-use crate::library;
-use crate::programs;
+#[path = "../../trace/tests/common/mutate.rs"]
+mod fuzz;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use library::COLDCACHE;
 use programs::{run_within, scratch_in};
 

@@ -15,9 +15,12 @@
 //! - `record` warns when several threads were traced on a one-core cache,
 //!   naming presets with several cores, and not otherwise.
 
-use crate::dumps;
-use crate::library;
-use crate::programs;
+#[path = "common/dumps.rs"]
+mod dumps;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use dumps::{load, text};
 use library::{have, library, COLDCACHE};
 use programs::{compile, run_with_deadline, scratch_in};

@@ -10,8 +10,10 @@
 //! `nobody` (uid 65534), who owns the planted links (`lchown`). Each case
 //! is skipped with a message when not root.
 
-use crate::library;
-use crate::programs;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use library::{library, COLDCACHE};
 use programs::{compile, gcc_or_skip, run_with_deadline, scratch_in};
 

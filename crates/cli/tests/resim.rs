@@ -23,9 +23,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::dumps;
-use crate::library;
-use crate::programs;
+#[path = "common/dumps.rs"]
+mod dumps;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use dumps::load;
 use library::{have, library, repo, COLDCACHE};
 use programs::{compile, scratch_in, succeed as ok, unrandomised};

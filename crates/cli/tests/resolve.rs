@@ -16,9 +16,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::dumps;
-use crate::library;
-use crate::programs;
+#[path = "common/dumps.rs"]
+mod dumps;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use dumps::load;
 use library::{have, library, COLDCACHE};
 use programs::succeed;

@@ -41,10 +41,14 @@
 //!   dump's note) and no unmodelled access, without any glibc setting (the
 //!   AVX-512 string functions as a user gets them) and with them.
 
-use crate::callgrind_totals;
-use crate::dumps;
-use crate::library;
-use crate::programs;
+#[path = "common/callgrind_totals.rs"]
+mod callgrind_totals;
+#[path = "common/dumps.rs"]
+mod dumps;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use callgrind_totals::callgrind_totals;
 use dumps::{load, text};
 use library::{have, library, repo, COLDCACHE};

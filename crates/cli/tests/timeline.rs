@@ -25,9 +25,12 @@
 //!
 //! Skipped with a message when gcc or setarch is missing.
 
-use crate::dumps;
-use crate::library;
-use crate::programs;
+#[path = "common/dumps.rs"]
+mod dumps;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 
 use dumps::{load, text};
 use library::{library, COLDCACHE};

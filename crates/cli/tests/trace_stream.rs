@@ -20,9 +20,12 @@ use coldcache_dump::Dump;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use crate::dumps;
-use crate::library;
-use crate::programs;
+#[path = "common/dumps.rs"]
+mod dumps;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use dumps::load;
 use library::{repo, COLDCACHE};
 use programs::{gcc_and_setarch_or_skip, run_with_deadline, scratch_in};

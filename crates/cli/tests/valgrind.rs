@@ -14,8 +14,10 @@
 //! cache-miss events differ too (Valgrind's `malloc` places the data
 //! elsewhere): not compared. Skipped when gcc or Valgrind is missing.
 
-use crate::library;
-use crate::programs;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 
 use library::{have, library, COLDCACHE};
 use programs::{gcc_or_skip, run_with_deadline, scratch_in};

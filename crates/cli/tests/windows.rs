@@ -7,9 +7,12 @@
 //! `window_threads.c`, built by gcc (skipped with a message when
 //! missing), run under a deadline, in both capture modes.
 
-use crate::dumps;
-use crate::library;
-use crate::programs;
+#[path = "common/dumps.rs"]
+mod dumps;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use dumps::{load, text};
 use library::{library, COLDCACHE};
 use programs::{build_with, gcc_or_skip, run_with_deadline, scratch_in};

@@ -6,9 +6,12 @@
 //! workflow.c` and `tests-programs/symbols/names.cpp`, built by gcc/g++
 //! (skipped with a message when missing), run under a deadline.
 
-use crate::dumps;
-use crate::library;
-use crate::programs;
+#[path = "common/dumps.rs"]
+mod dumps;
+#[path = "common/library.rs"]
+mod library;
+#[path = "common/programs.rs"]
+mod programs;
 use dumps::{load, text};
 use library::{library, COLDCACHE};
 use programs::{

@@ -1,7 +1,7 @@
 //! The totals a Callgrind export of a dump must show, computed from the
 //! dump's raw totals by counter name (independently of `CounterLayout`'s
-//! offsets). A module of the test binary (`tests/main.rs`), used by `export.rs`,
-//! `analysis.rs`, `data_objects.rs` and `rust_program.rs`.
+//! offsets). Shared by `export.rs`, `analysis.rs`, `data_objects.rs` and
+//! `rust_program.rs` through `#[path]`.
 
 use coldcache_dump::Dump;
 

@@ -1,8 +1,9 @@
 //! Test programs built by gcc/g++ and run under a deadline: a hang fails
 //! the test instead of blocking CI, and scratch directories; commands that
 //! must succeed ([`succeed`]), `coldcache` run without address
-//! randomisation ([`unrandomised`]). A module of the test binary
-//! (`tests/main.rs`) beside `library`; not every file uses every helper.
+//! randomisation ([`unrandomised`]). Shared by the test files that include
+//! it (each includes `library.rs` as `library` first); not every file uses
+//! every helper.
 #![allow(dead_code)]
 
 use super::library::{have, library, repo, COLDCACHE};
