@@ -66,6 +66,48 @@ pub struct DiffRow {
     pub status: &'static str,
 }
 
+impl DiffRow {
+    /// The row of `label` from its values on each side, `sc` the sort
+    /// column; `sides`: whether the row is in (before, after).
+    fn new(
+        label: String,
+        before: Vec<Num>,
+        after: Vec<Num>,
+        sc: usize,
+        sides: (bool, bool),
+    ) -> Self {
+        let (x, y) = (before[sc].as_f64(), after[sc].as_f64());
+        DiffRow {
+            label,
+            change: y - x,
+            relative: (x != 0.0).then(|| ((y - x) / x * 1000.0).round() / 10.0),
+            before,
+            after,
+            status: match sides {
+                (true, false) => "gone",
+                (false, true) => "new",
+                _ => "changed",
+            },
+        }
+    }
+}
+
+/// Orders `rows` by decreasing absolute change (then label) and keeps the
+/// first `limit`; returns how many there were.
+fn rank(rows: &mut Vec<DiffRow>, limit: Option<usize>) -> usize {
+    rows.sort_by(|p, q| {
+        q.change
+            .abs()
+            .total_cmp(&p.change.abs())
+            .then_with(|| p.label.cmp(&q.label))
+    });
+    let matched = rows.len();
+    if let Some(n) = limit {
+        rows.truncate(n);
+    }
+    matched
+}
+
 /// The comparison.
 #[derive(Clone, Debug, Serialize)]
 pub struct DiffView {
@@ -414,31 +456,10 @@ pub fn diff(before: &Profile, after: &Profile, q: &DiffQuery) -> Result<DiffView
             values(after.columns(), a.get(k).map(|e| &e.1).unwrap_or(&zero_a)),
             false,
         );
-        let (x, y) = (bv[sc].as_f64(), av[sc].as_f64());
-        let status = match (b.contains_key(k), a.contains_key(k)) {
-            (true, false) => "gone",
-            (false, true) => "new",
-            _ => "changed",
-        };
-        rows.push(DiffRow {
-            label,
-            change: y - x,
-            relative: (x != 0.0).then(|| ((y - x) / x * 1000.0).round() / 10.0),
-            before: bv,
-            after: av,
-            status,
-        });
+        let sides = (b.contains_key(k), a.contains_key(k));
+        rows.push(DiffRow::new(label, bv, av, sc, sides));
     }
-    rows.sort_by(|p, q| {
-        q.change
-            .abs()
-            .total_cmp(&p.change.abs())
-            .then_with(|| p.label.cmp(&q.label))
-    });
-    let matched = rows.len();
-    if let Some(n) = q.limit {
-        rows.truncate(n);
-    }
+    let matched = rank(&mut rows, q.limit);
     let names: Vec<String> = common
         .iter()
         .map(|&(_, ai)| after.columns()[ai].name.clone())
@@ -597,12 +618,13 @@ fn diff_objects(
                     .collect::<Vec<_>>()
                     .join(", "),
             })?;
-    let pick = |vals: Option<&Vec<u64>>, before_side: bool| -> Vec<Num> {
+    let pick = |vals: Option<&Vec<u64>>, before_side: bool| -> Vec<u64> {
         common
             .iter()
-            .map(|&(bi, ai)| Num::Int(vals.map_or(0, |v| v[if before_side { bi } else { ai }])))
+            .map(|&(bi, ai)| vals.map_or(0, |v| v[if before_side { bi } else { ai }]))
             .collect()
     };
+    let nums = |v: Vec<u64>| v.into_iter().map(Num::Int).collect::<Vec<_>>();
     let re = q.filter.as_deref().map(crate::regex).transpose()?;
     let mut keys: Vec<&String> = b.keys().chain(a.keys()).collect();
     keys.sort();
@@ -620,38 +642,18 @@ fn diff_objects(
             pick(a.get(k).map(|e| &e.1), false),
         );
         for (t, v) in totals.0.iter_mut().zip(&bv) {
-            *t += v.as_f64() as u64;
+            *t += v;
         }
         for (t, v) in totals.1.iter_mut().zip(&av) {
-            *t += v.as_f64() as u64;
+            *t += v;
         }
         if re.as_ref().is_some_and(|r| !r.is_match(&label)) {
             continue;
         }
-        let (x, y) = (bv[sc].as_f64(), av[sc].as_f64());
-        rows.push(DiffRow {
-            label,
-            change: y - x,
-            relative: (x != 0.0).then(|| ((y - x) / x * 1000.0).round() / 10.0),
-            before: bv,
-            after: av,
-            status: match (b.contains_key(k), a.contains_key(k)) {
-                (true, false) => "gone",
-                (false, true) => "new",
-                _ => "changed",
-            },
-        });
+        let sides = (b.contains_key(k), a.contains_key(k));
+        rows.push(DiffRow::new(label, nums(bv), nums(av), sc, sides));
     }
-    rows.sort_by(|p, q| {
-        q.change
-            .abs()
-            .total_cmp(&p.change.abs())
-            .then_with(|| p.label.cmp(&q.label))
-    });
-    let matched = rows.len();
-    if let Some(n) = q.limit {
-        rows.truncate(n);
-    }
+    let matched = rank(&mut rows, q.limit);
     Ok(DiffView {
         layout_noise: None,
         cache_mismatch: cache_mismatch(before, after),
@@ -659,8 +661,8 @@ fn diff_objects(
         by: q.by,
         data: q.data,
         sort,
-        before_totals: totals.0.into_iter().map(Num::Int).collect(),
-        after_totals: totals.1.into_iter().map(Num::Int).collect(),
+        before_totals: nums(totals.0),
+        after_totals: nums(totals.1),
         matched,
         rows,
     })
