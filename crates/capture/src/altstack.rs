@@ -259,3 +259,27 @@ fn emulate_here(uc: &mut libc::ucontext_t, new: u64, old: u64) -> i64 {
     }
     0
 }
+
+/// Calls `f(arg)` with RSP switched to `top` (16-byte aligned by this
+/// function), then switches back.
+///
+/// # Safety
+/// `top` is the top of a mapped, writable stack nobody else uses during the
+/// call, large enough for `f`.
+#[unsafe(naked)]
+pub(crate) unsafe extern "C" fn run_on_stack(
+    arg: *mut libc::c_void,
+    f: extern "C" fn(*mut libc::c_void),
+    top: u64,
+) {
+    core::arch::naked_asm!(
+        "push rbp",
+        "mov rbp, rsp",
+        "mov rsp, rdx",
+        "and rsp, -16",
+        "call rsi",
+        "mov rsp, rbp",
+        "pop rbp",
+        "ret",
+    )
+}

@@ -27,27 +27,12 @@
 
 use crate::state::{STATE, STOPPING};
 use std::ffi::{c_char, CStr, CString};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long an attach waits for the previous capture's finish to end.
 const FINISH_WAIT: Duration = Duration::from_secs(10);
-
-/// Tests only (`COLDCACHE_TEST_FINISH_PAUSE_MS` in the process's
-/// environment, read at each attach): milliseconds a finish pauses between
-/// writing the dump (and its manifest line, which ends the last `attach`)
-/// and marking the capture over, as a thread preempted there under load
-/// does.
-static FINISH_PAUSE_MS: AtomicU64 = AtomicU64::new(0);
-
-/// See [`FINISH_PAUSE_MS`] (called by `finish`; nothing unless a test set it).
-pub(crate) fn test_pause_after_write() {
-    let ms = FINISH_PAUSE_MS.load(Ordering::Relaxed);
-    if ms > 0 {
-        std::thread::sleep(Duration::from_millis(ms));
-    }
-}
 
 /// The last refusal, kept alive so the pointer returned to the caller
 /// stays valid until the next call.
@@ -82,11 +67,10 @@ pub fn start(settings: &str) -> Result<(), String> {
             .map_err(|_| format!("COLDCACHE_ATTACHER `{p}` is not a process id"))?,
         None => 0,
     };
-    FINISH_PAUSE_MS.store(
+    crate::lifecycle::set_test_finish_pause(
         coldcache_fsio::env::var("COLDCACHE_TEST_FINISH_PAUSE_MS")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0),
-        Ordering::Relaxed,
     );
     // The last capture's dump is written (its manifest line is what the
     // last `attach` waited for), but the thread finishing it may not have

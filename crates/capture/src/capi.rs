@@ -5,9 +5,12 @@
 //! `coldcache_start` is written in assembly so that TF is set by its very
 //! last instructions: the first traced instruction is the caller's.
 
-use crate::lifecycle as engine;
-use crate::options::{Mode, Options, Reserves, Threads, Trigger};
-use std::ffi::{c_char, CStr, CString};
+use crate::lifecycle;
+pub use crate::options::{parse_reserves, parse_size};
+use crate::options::{Mode, Options, Threads, Trigger};
+use crate::output::set_error;
+use crate::state::DEFAULTS;
+use std::ffi::{c_char, CStr};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -47,21 +50,7 @@ pub struct CaptureOptions {
 /// that header still work.
 const SIZE_BEFORE_MODE: usize = std::mem::offset_of!(CaptureOptions, mode);
 
-/// Defaults that `coldcache record` (or the environment) set for captures
-/// the program starts itself.
-pub(crate) static DEFAULTS: Mutex<Option<Options>> = Mutex::new(None);
 static CORE_MAP: Mutex<Vec<(u32, u32)>> = Mutex::new(Vec::new());
-static LAST_ERROR: Mutex<Option<CString>> = Mutex::new(None);
-
-pub(crate) fn set_error(e: impl std::fmt::Display) {
-    let msg = format!("coldcache: {e}");
-    if !crate::output::quiet() {
-        coldcache_fsio::say!("{msg}");
-    }
-    if let Ok(mut g) = LAST_ERROR.lock() {
-        *g = CString::new(msg).ok();
-    }
-}
 
 /// The options a capture uses when the caller gives none.
 pub fn default_options() -> Result<Options, String> {
@@ -74,7 +63,7 @@ pub fn default_options() -> Result<Options, String> {
     o.cache_name = cache;
     // The mode as the library's constructor read it (the environment is
     // scrubbed of our variables after that).
-    crate::options::apply_settings(&mut o, crate::preload::env_mode(), &|name| {
+    crate::options::apply_settings(&mut o, crate::state::env_mode(), &|name| {
         coldcache_fsio::env::var(name)
     })?;
     Ok(o)
@@ -150,11 +139,7 @@ pub extern "C" fn coldcache_set_thread_core(tid: u32, core: u32) -> i32 {
 /// The message of the last failed call, or NULL.
 #[no_mangle]
 pub extern "C" fn coldcache_last_error() -> *const c_char {
-    LAST_ERROR
-        .lock()
-        .ok()
-        .and_then(|g| g.as_ref().map(|c| c.as_ptr()))
-        .unwrap_or(std::ptr::null())
+    crate::output::last_error()
 }
 
 fn c_str(p: *const c_char) -> Option<String> {
@@ -217,7 +202,7 @@ extern "C" fn prepare_from_c(opts: *const CaptureOptions) -> i32 {
                 o.core_map.push((t, c));
             }
         }
-        engine::prepare(o).map_err(|e| e.to_string())
+        lifecycle::prepare(o).map_err(|e| e.to_string())
     })();
     match r {
         Ok(true) => 1,
@@ -256,70 +241,4 @@ pub unsafe extern "C" fn coldcache_start(options: *const CaptureOptions) -> i32 
         "ret",
         prepare = sym prepare_from_c,
     )
-}
-
-/// Reserve sizes parsed from `key=value,...` (`instructions`, `stacks`,
-/// `records`, `threads`, `depth`, `trace`; `memory`, the tables' budget,
-/// as a [`parse_size`]).
-pub fn parse_reserves(spec: &str, mut r: Reserves) -> Result<Reserves, String> {
-    for part in spec.split(',').filter(|p| !p.is_empty()) {
-        let (k, v) = part
-            .split_once('=')
-            .ok_or_else(|| format!("reserve `{part}` is not key=value"))?;
-        if k.trim() == "memory" {
-            r.memory = parse_size(v).map_err(|e| format!("memory: {e}"))?;
-            continue;
-        }
-        let n: usize = v
-            .trim()
-            .parse()
-            .map_err(|_| format!("reserve `{k}`: `{v}` is not a number"))?;
-        if n == 0 {
-            return Err(format!("reserve `{k}` must be at least 1"));
-        }
-        match k.trim() {
-            "instructions" => r.instructions = n,
-            "stacks" => r.stacks = n,
-            "records" => r.records = n,
-            "threads" => r.threads = n,
-            "depth" => r.depth = n,
-            "trace" => r.trace = n,
-            other => {
-                return Err(format!(
-                    "unknown reserve `{other}` (instructions, stacks, records, threads, depth, \
-                     trace, memory)"
-                ))
-            }
-        }
-    }
-    Ok(r)
-}
-
-/// A size in bytes: a number with an optional binary unit, `K`, `M`, `G`
-/// or `T` (`KiB`, `MB`... are the same: powers of 1024), at least 1 MiB.
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let digits = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(digits);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (for example 512M, 4G)"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => return Err(format!("`{s}`: unknown unit (K, M, G or T)")),
-    };
-    let bytes = v * (1u64 << shift) as f64;
-    if !bytes.is_finite() || bytes >= usize::MAX as f64 {
-        return Err(format!("`{s}` is too large"));
-    }
-    if bytes < (1 << 20) as f64 {
-        return Err(format!("`{s}` is less than 1M"));
-    }
-    Ok(bytes as usize)
 }

@@ -1,9 +1,9 @@
 //! The trap engine's signal shell: the handlers that single-step traced
 //! threads with the trap flag and hand every instruction to the
 //! [`Accountant`](crate::account::Accountant), the naked entry points that
-//! control exactly which of our instructions run with TF set, the
-//! trampoline that lets an interrupted thread write the dump, and the
-//! writer thread.
+//! control exactly which of our instructions run with TF set, and the
+//! trampoline that lets an interrupted thread write the dump (the writer
+//! thread is `writer.rs`, its doorbell `doorbell.rs`).
 //!
 //! # How it works
 //! - The calling thread starts stepping when `coldcache_arm_current_thread`
@@ -30,7 +30,8 @@
 
 use crate::account::Verdict;
 use crate::breakpoint::{self, BP_ADDR, BP_LAST, REPLANT_TID};
-use crate::lifecycle::{finish, prepare, report_async_finish};
+use crate::doorbell::{self, request_of, Command, Request, TRIGGERED};
+use crate::lifecycle::{finish, report_async_finish};
 use crate::machine::ContextMachine;
 use crate::memory::write_word;
 use crate::options::{CaptureError, Options};
@@ -41,29 +42,11 @@ use crate::state::{
     INSTRUCTIONS, IN_HANDLER, PENDING, RUNNING, STATE, STOPPING,
 };
 use crate::sysemu;
-use coldcache_fsio::fdguard;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
 
 const TF: i64 = 0x100;
 
-static WRITER_TID: AtomicU32 = AtomicU32::new(0);
-/// The writer thread's doorbell, an eventfd: a wake counts its command in
-/// `WAKES`, then writes to it. -1 while there is no writer.
-static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
-/// Wakes asked for and not yet done, per command (1 finish, 2 the trigger
-/// signal, 3 park): counted before the doorbell rings, so a ring that
-/// cannot reach the writer (the program closed the eventfd) is only late,
-/// done at the writer's next look, within a second.
-static WAKES: [AtomicU32; 4] = [const { AtomicU32::new(0) }; 4];
-static TRIGGER_SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-/// The outside trigger signal (`--signal`, `coldcache trigger`), 0 when
-/// none is installed: its handler is the engine's.
-pub(crate) fn trigger_signal() -> i32 {
-    TRIGGER_SIGNAL.load(Ordering::Relaxed)
-}
 /// Set when the trigger signal starts and stops `--signal` windows (it
 /// only stops captures of the other kinds).
 static SIGNAL_WINDOWS: AtomicBool = AtomicBool::new(false);
@@ -82,11 +65,6 @@ static TRAMPOLINE_STACK_TOP: AtomicU64 = AtomicU64::new(0);
 /// inside it is never redirected to `finish` (it may hold our locks).
 static OWN_TEXT: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 static HANDLERS: Mutex<bool> = Mutex::new(false);
-
-/// The writer thread's id (0 when there is none).
-pub(crate) fn writer_tid() -> u32 {
-    WRITER_TID.load(Ordering::Acquire)
-}
 
 /// Sends the sync signal to thread `tid` of this process, so its handler
 /// sets TF (a thread that has exited just makes it fail). A thread blocked
@@ -133,30 +111,6 @@ fn os(what: &'static str) -> CaptureError {
     }
 }
 
-/// Calls `f(arg)` with RSP switched to `top` (16-byte aligned by this
-/// function), then switches back.
-///
-/// # Safety
-/// `top` is the top of a mapped, writable stack nobody else uses during the
-/// call, large enough for `f`.
-#[unsafe(naked)]
-pub(crate) unsafe extern "C" fn run_on_stack(
-    arg: *mut libc::c_void,
-    f: extern "C" fn(*mut libc::c_void),
-    top: u64,
-) {
-    core::arch::naked_asm!(
-        "push rbp",
-        "mov rbp, rsp",
-        "mov rsp, rdx",
-        "and rsp, -16",
-        "call rsi",
-        "mov rsp, rbp",
-        "pop rbp",
-        "ret",
-    )
-}
-
 struct StepArgs<'a> {
     session: &'a mut Session,
     uc: &'a mut libc::ucontext_t,
@@ -180,7 +134,7 @@ fn step_switched(session: &mut Session, uc: &mut libc::ucontext_t) {
     // SAFETY: the handler stack is reserved for the process and only used
     // with `LOCK` held, which the caller holds.
     unsafe {
-        run_on_stack(
+        crate::altstack::run_on_stack(
             &mut args as *mut StepArgs<'_> as *mut libc::c_void,
             step_thunk,
             top,
@@ -226,7 +180,7 @@ extern "C" fn stop_after_intercept() -> i32 {
     {
         // Said, and kept for `coldcache_last_error`: a dump that could not
         // be written is never a silent -1.
-        crate::capi::set_error(e);
+        crate::output::set_error(e);
     }
     if let Ok(mut g) = FINISH.lock() {
         *g = Some(r.map_err(|e| e.to_string()));
@@ -294,45 +248,8 @@ pub(crate) fn install_handlers() -> Result<(), CaptureError> {
     *done = true;
     drop(done);
     if coldcache_fsio::env::is_set("COLDCACHE_PROGRESS") {
-        ensure_writer()?;
+        crate::writer::ensure_writer()?;
     }
-    Ok(())
-}
-
-/// Starts the writer thread (dumps of asynchronous stops, progress, the
-/// `--signal` trigger) if it is not running. It is only started when
-/// needed: a second thread switches glibc out of its single-threaded fast
-/// paths, which would change the instructions the program runs.
-fn ensure_writer() -> Result<(), CaptureError> {
-    static STARTED: Mutex<bool> = Mutex::new(false);
-    let mut started = STARTED.lock().unwrap_or_else(|e| e.into_inner());
-    if *started {
-        return Ok(());
-    }
-    let Some(bell) = new_doorbell() else {
-        return Err(os("creating the writer's eventfd"));
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new()
-        .name("coldcache".into())
-        .spawn(move || {
-            crate::fatal::block_in_own_thread();
-            let _ = tx.send(gettid());
-            writer_loop(bell)
-        })
-        .map_err(|source| {
-            // SAFETY: closing the eventfd made above, used by nothing.
-            unsafe { libc::close(bell.0) };
-            CaptureError::Os {
-                what: "starting the writer thread",
-                source,
-            }
-        })?;
-    WRITER_TID.store(rx.recv().unwrap_or(0), Ordering::Release);
-    // Published once the writer runs: until then the callers of `wake`
-    // finish on their own.
-    WAKE_FD.store(bell.0, Ordering::Release);
-    *started = true;
     Ok(())
 }
 
@@ -354,15 +271,15 @@ fn install(sig: i32, handler: usize) -> Result<(), CaptureError> {
 /// delivery starts a capture with `options`, or stops the running one.
 pub fn install_trigger_signal(sig: i32, options: Options) -> Result<(), CaptureError> {
     install_handlers()?;
-    ensure_writer()?;
+    crate::writer::ensure_writer()?;
     *PENDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(options);
-    TRIGGER_SIGNAL.store(sig, Ordering::Relaxed);
+    doorbell::set_trigger_signal(sig);
     SIGNAL_WINDOWS.store(true, Ordering::Release);
     install(sig, on_trigger_signal as *const () as usize)?;
     take_stop_signal()
 }
 
-/// The signal `coldcache record` queues its [`REQUEST_STOP`] on when it is
+/// The signal `coldcache record` queues its [`REQUEST_STOP`](doorbell::REQUEST_STOP) on when it is
 /// interrupted: a real-time signal of the library's own, not the trigger
 /// signal, so a program that uses SIGUSR2 itself never gets one it did not
 /// ask for on Ctrl-C. `SIGRTMIN+7` (the sync signal is `SIGRTMIN+6`) unless
@@ -416,59 +333,15 @@ fn take_stop_signal() -> Result<(), CaptureError> {
 /// otherwise (`--function`, `--all`, the C API under `record`): the signal
 /// then stops the capture, armed or running, and its dump is written, cut
 /// short "stopped by `coldcache trigger`" (or "interrupted (SIGINT)" for a
-/// [`REQUEST_STOP`]). No writer thread is started for it (it would change
+/// [`REQUEST_STOP`](doorbell::REQUEST_STOP)). No writer thread is started for it (it would change
 /// the instructions the program runs): the interrupted thread writes the
 /// dump (see [`stop_by_signal`]).
 pub fn install_stop_signal(sig: i32) -> Result<(), CaptureError> {
     install_handlers()?;
-    TRIGGER_SIGNAL.store(sig, Ordering::Relaxed);
+    doorbell::set_trigger_signal(sig);
     install(sig, on_trigger_signal as *const () as usize)?;
     take_stop_signal()
 }
-
-/// `si_value` of the signal `coldcache trigger` queues (`sigqueue`), so
-/// the library tells it from a plain `kill`: a trigger signal the fatal
-/// handler catches (SIGUSR1/SIGUSR2 left at their default) stops the
-/// capture instead of ending the program.
-pub const REQUEST_TRIGGER: usize = 0x0cc0_0000;
-/// `si_value` (`REQUEST_STOP | signal`) of the [`stop_request_signal`]
-/// `coldcache record` queues when it is interrupted (Ctrl-C): stop the capture, cut
-/// short "interrupted (SIGINT)", and start none. `signal` itself reaches
-/// the program as it would have.
-pub const REQUEST_STOP: usize = 0x0cc1_0000;
-
-/// What a queued trigger signal asks for.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Request {
-    /// A plain signal (`kill`), or one queued by something else.
-    Plain,
-    /// `coldcache trigger`.
-    Trigger,
-    /// `record` was interrupted by this signal.
-    Stop(i32),
-}
-
-/// The request a signal carries (`info` as given to an `SA_SIGINFO`
-/// handler).
-pub(crate) fn request_of(info: *const libc::siginfo_t) -> Request {
-    if info.is_null() {
-        return Request::Plain;
-    }
-    // SAFETY: the kernel passes a valid siginfo_t; si_value is meaningful
-    // for SI_QUEUE, checked first.
-    let (code, value) = unsafe { ((*info).si_code, (*info).si_value().sival_ptr as usize) };
-    if code != libc::SI_QUEUE {
-        return Request::Plain;
-    }
-    match value & !0xff {
-        REQUEST_TRIGGER if value == REQUEST_TRIGGER => Request::Trigger,
-        REQUEST_STOP => Request::Stop((value & 0xff) as i32),
-        _ => Request::Plain,
-    }
-}
-
-/// The cut-short reason of a capture stopped by `coldcache trigger`.
-pub(crate) const TRIGGERED: &str = "stopped by `coldcache trigger`";
 
 extern "C" fn on_trigger_signal(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO handler.
@@ -497,7 +370,7 @@ extern "C" fn on_trigger_signal(sig: i32, info: *mut libc::siginfo_t, ctx: *mut 
                 stop_by_signal(uc, crate::fatal::interrupted(sig));
             }
         }
-        _ if SIGNAL_WINDOWS.load(Ordering::Acquire) => wake(2),
+        _ if SIGNAL_WINDOWS.load(Ordering::Acquire) => doorbell::post(Command::Trigger),
         _ => stop_by_signal(uc, TRIGGERED),
     }
 }
@@ -534,132 +407,6 @@ pub(crate) fn stop_by_signal(uc: &mut libc::ucontext_t, why: &'static str) {
     }
     set_tf(uc, false);
     finish_soon(uc, false);
-}
-
-/// A new doorbell: a non-blocking eventfd lifted out of the program's way
-/// (`coldcache_fsio::fdguard`), and what it names. An eventfd, not a pipe:
-/// a write to it never raises `SIGPIPE`, and never blocks.
-fn new_doorbell() -> Option<(i32, fdguard::Identity)> {
-    // SAFETY: eventfd with flags only; returns a new descriptor or -1.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if fd < 0 {
-        return None;
-    }
-    fdguard::adopt(fd).ok()
-}
-
-/// Asks the writer thread for `command` (1 finish, 2 the trigger signal,
-/// 3 park). Async-signal-safe: an atomic add and one `write(2)`, the one
-/// system call (a program's seccomp filter may allow no other), with the
-/// interrupted code's `errno` kept. If the program closed the doorbell,
-/// the write fails and the writer does the command at its next look.
-pub(crate) fn wake(command: u8) {
-    let fd = WAKE_FD.load(Ordering::Acquire);
-    if fd < 0 {
-        return;
-    }
-    WAKES[usize::from(command & 3)].fetch_add(1, Ordering::AcqRel);
-    // SAFETY: this thread's errno, always valid.
-    let errno = unsafe { libc::__errno_location() };
-    // SAFETY: as above.
-    let saved = unsafe { *errno };
-    let one = 1u64;
-    // SAFETY: write(2) of 8 bytes from a live local.
-    unsafe { libc::write(fd, &one as *const u64 as *const libc::c_void, 8) };
-    // SAFETY: as above.
-    unsafe { *errno = saved };
-}
-
-/// Does every command asked for since the last look, each as many times
-/// as it was asked.
-fn take_wakes(progress: bool) {
-    for b in 1..4u8 {
-        let n = WAKES[usize::from(b)].swap(0, Ordering::AcqRel);
-        for _ in 0..n {
-            on_wake(b, progress);
-        }
-    }
-}
-
-/// Does what command `b` of [`wake`] asks.
-fn on_wake(b: u8, progress: bool) {
-    match b {
-        1 => {
-            let r = finish();
-            report_async_finish(&r);
-        }
-        2 => {
-            if STATE.load(Ordering::Acquire) == RUNNING {
-                let r = finish();
-                report_async_finish(&r);
-            } else if STATE.load(Ordering::Acquire) == IDLE {
-                let opts = PENDING.lock().ok().and_then(|g| g.clone());
-                if let Some(o) = opts {
-                    if let Err(e) = prepare(o) {
-                        coldcache_fsio::say!("coldcache: capture not started: {e}");
-                    } else if progress {
-                        coldcache_fsio::say!("coldcache: capture started by signal");
-                    }
-                }
-            }
-        }
-        3 => crate::seccomp::park_writer_here(),
-        _ => {}
-    }
-}
-
-fn writer_loop(bell: (i32, fdguard::Identity)) {
-    let (mut fd, mut id) = bell;
-    let progress = coldcache_fsio::env::is_set("COLDCACHE_PROGRESS");
-    let mut last = (Instant::now(), 0u64);
-    loop {
-        // The program may have closed the doorbell (and opened a file of
-        // its own at its number): a new one, the old number left alone.
-        // Until one can be made (no descriptor free) the commands are
-        // looked at every second.
-        if !fdguard::still(fd, id) {
-            match new_doorbell() {
-                Some((new, new_id)) => {
-                    (fd, id) = (new, new_id);
-                    WAKE_FD.store(fd, Ordering::Release);
-                }
-                None => {
-                    take_wakes(progress);
-                    std::thread::sleep(std::time::Duration::from_secs(1));
-                    continue;
-                }
-            }
-        }
-        take_wakes(progress);
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: polling one pollfd (a closed number gives POLLNVAL).
-        let n = unsafe { libc::poll(&mut pfd, 1, 1000) };
-        if n > 0 {
-            if pfd.revents & libc::POLLIN != 0 && fdguard::still(fd, id) {
-                let mut rings = 0u64;
-                // SAFETY: reading the eventfd's counter into a live local.
-                unsafe { libc::read(fd, &mut rings as *mut u64 as *mut libc::c_void, 8) };
-            } else if pfd.revents & libc::POLLIN == 0 {
-                // POLLNVAL or POLLERR: looked at again at the top.
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            take_wakes(progress);
-        } else if progress && STATE.load(Ordering::Acquire) == RUNNING {
-            let now = Instant::now();
-            let n = INSTRUCTIONS.load(Ordering::Relaxed);
-            let rate = (n.saturating_sub(last.1)) as f64 / now.duration_since(last.0).as_secs_f64();
-            let elapsed = with_session(|c| c.as_ref().map(|s| s.started.elapsed().as_secs_f64()))
-                .unwrap_or(0.0);
-            coldcache_fsio::say!(
-                "coldcache: {n} instructions traced, {rate:.0}/s, {elapsed:.1} s elapsed"
-            );
-            last = (now, n);
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -706,9 +453,8 @@ extern "C" fn on_sync(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_vo
         return;
     }
     let tid = gettid();
-    let on = STATE.load(Ordering::Acquire) == RUNNING
-        && tid != WRITER_TID.load(Ordering::Relaxed)
-        && selected(tid);
+    let on =
+        STATE.load(Ordering::Acquire) == RUNNING && tid != doorbell::writer_tid() && selected(tid);
     let was_on = uc.uc_mcontext.gregs[libc::REG_EFL as usize] & TF != 0;
     set_tf(uc, on);
     if on {
@@ -968,7 +714,7 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
 fn join_window(s: &mut Session, caller: u32) -> usize {
     use crate::options::Threads;
     use crate::state::{MAX_SELECTED, SELECTED};
-    let writer = WRITER_TID.load(Ordering::Relaxed);
+    let writer = doorbell::writer_tid();
     let warming = s.acc.warming(caller);
     SELECTED[0].store(caller, Ordering::Relaxed);
     let mut n = 1;
@@ -1031,8 +777,8 @@ fn finish_soon(uc: &mut libc::ucontext_t, safe_point: bool) {
     let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
     let in_own_code =
         rip >= OWN_TEXT[0].load(Ordering::Relaxed) && rip < OWN_TEXT[1].load(Ordering::Relaxed);
-    if WAKE_FD.load(Ordering::Acquire) >= 0 {
-        wake(1);
+    if doorbell::has_writer() {
+        doorbell::post(Command::Finish);
     } else if safe_point || (OWN_ALLOCATOR.load(Ordering::Relaxed) && !in_own_code) {
         redirect_to_finish(uc);
     }
@@ -1065,8 +811,8 @@ fn redirect_to_finish(uc: &mut libc::ucontext_t) {
 /// writer writes the dump, or this thread does when the library runs on its
 /// own allocator; otherwise the next `coldcache_stop` or the exit hook.
 pub(crate) fn finish_from_dispatcher() {
-    if WAKE_FD.load(Ordering::Acquire) >= 0 {
-        wake(1);
+    if doorbell::has_writer() {
+        doorbell::post(Command::Finish);
     } else if OWN_ALLOCATOR.load(Ordering::Relaxed) {
         let r = finish();
         report_async_finish(&r);

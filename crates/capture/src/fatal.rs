@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 /// `record` (its handler is installed first, in every mode, and `arm`
 /// leaves a handled signal alone), and when it is — a C API capture run
 /// without `record` — a signal queued by `coldcache trigger`
-/// ([`REQUEST_TRIGGER`](crate::engine::REQUEST_TRIGGER)) stops the capture
+/// ([`REQUEST_TRIGGER`](crate::doorbell::REQUEST_TRIGGER)) stops the capture
 /// instead of ending the program, while any other SIGUSR1/SIGUSR2 ends it
 /// as natively, the dump kept.
 const FATAL: &[(i32, &str)] = &[
@@ -360,10 +360,10 @@ extern "C" fn on_fatal(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
     // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO handler.
     let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
     if matches!(sig, libc::SIGUSR1 | libc::SIGUSR2)
-        && crate::engine::request_of(info) == crate::engine::Request::Trigger
+        && crate::doorbell::request_of(info) == crate::doorbell::Request::Trigger
     {
         // `coldcache trigger`: stop the capture, the program goes on.
-        crate::engine::stop_by_signal(uc, crate::engine::TRIGGERED);
+        crate::engine::stop_by_signal(uc, crate::doorbell::TRIGGERED);
         return;
     }
     die(sig, uc, reason(sig));
@@ -406,7 +406,7 @@ pub(crate) fn die(sig: i32, uc: &mut libc::ucontext_t, why: Option<&'static str>
             if top != 0 {
                 // SAFETY: the stack is reserved by `arm` and used by the one
                 // thread that won `CLAIMED`.
-                unsafe { crate::engine::run_on_stack(std::ptr::null_mut(), finish_thunk, top) };
+                unsafe { crate::altstack::run_on_stack(std::ptr::null_mut(), finish_thunk, top) };
             }
             WRITTEN.store(true, Ordering::Release);
         }

@@ -9,8 +9,11 @@
 //! - [`tables`]: the tables the accountant fills, growing within the
 //!   capture's memory budget ([`grow`]: mappings made with system calls).
 //! - The trap front end: `engine.rs` (the signal shell: handlers, trap
-//!   flag, trampolines, writer thread) over `lifecycle.rs` (prepare, start,
-//!   stop, finish), `state.rs` (state machine, lock, session),
+//!   flag, trampolines) over `lifecycle.rs` (prepare, start, stop,
+//!   finish) and `writer.rs` (the writer thread, the one taker of the
+//!   doorbell's commands), `state.rs` (state machine, lock, session,
+//!   what the entry protocols hand down), [`doorbell`] (commands posted
+//!   to the writer, what a queued signal asks for),
 //!   `breakpoint.rs`, `sysemu.rs` (system calls that end tracing),
 //!   [`sigvirt`] (the program's view of the engine's three signals:
 //!   SIGTRAP, the sync signal and the stop request signal), `altstack.rs`
@@ -33,9 +36,9 @@
 //!   `coldcache record`; [`attach`]: `coldcache_attach_start`, the entry
 //!   `coldcache attach` calls in a running process.
 //!
-//! Import circles (today two: `options state`, and ten files around the
-//! engine and the life cycle): `python3 ../shared/tools/modgraph.py
-//! crates/capture/src`.
+//! Import circles (today one: seven files around the engine and the life
+//! cycle, `engine fatal jit lifecycle sigfault sigvirt writer`):
+//! `python3 ../shared/tools/modgraph.py crates/capture/src`.
 //!
 //! The simulator and the dump format know nothing of this crate; this crate
 //! is where the unsafe, OS-specific code lives.
@@ -69,6 +72,7 @@ pub mod attach;
 mod breakpoint;
 pub mod capi;
 mod codewrite;
+pub mod doorbell;
 pub mod engine;
 pub mod grow;
 mod jit;
@@ -93,6 +97,7 @@ pub mod tables;
 pub mod timeline;
 mod tls;
 pub mod unwind;
+mod writer;
 
 pub use account::{Accountant, BlockSlot, Entry, FunctionCalls, Setup, Verdict};
 pub use lifecycle::{

@@ -198,7 +198,7 @@ fn on_own_stack<R, F: FnOnce() -> R>(f: F) -> R {
     // SAFETY: the top of the mapping made above, used by this call only;
     // `thunk` unwinds nothing across `run_on_stack` (panics are caught).
     unsafe {
-        engine::run_on_stack(
+        crate::altstack::run_on_stack(
             &mut call as *mut Call<F, R> as *mut libc::c_void,
             thunk::<F, R>,
             p as u64 + OWN_STACK as u64,
@@ -219,7 +219,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     crate::seccomp::refuse_if_confined()?;
     engine::install_handlers()?;
     let me = gettid();
-    let writer = engine::writer_tid();
+    let writer = crate::doorbell::writer_tid();
     let tasks: Vec<u32> = procfs::tasks()
         .into_iter()
         .filter(|&t| t != writer && !procfs::thread_is_ours(t))
@@ -280,10 +280,10 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         })
         .map(|m| (m.start, m.end))
         .collect();
-    let stop_entries = [
-        coldcache_stop as *const () as usize as u64,
-        crate::preload::at_exit as *const () as usize as u64,
-    ];
+    // `coldcache_stop`, and the preloaded library's exit hook (the first
+    // again when there is none).
+    let stop = coldcache_stop as *const () as usize as u64;
+    let stop_entries = [stop, crate::state::exit_hook().unwrap_or(stop)];
     let cpu = CpuFacts::detect();
     let mut reserves = options.reserves;
     reserves.threads = reserves.threads.clamp(1, MAX_SELECTED);
@@ -706,7 +706,7 @@ fn finish_inner() -> Result<Summary, CaptureError> {
         });
     }
     let result = output::write(finished, output, trace_path.as_deref());
-    crate::attach::test_pause_after_write();
+    test_pause_after_write();
     crate::sigfault::disarm();
     crate::fatal::disarm();
     STATE.store(IDLE, Ordering::Release);
@@ -759,4 +759,24 @@ pub fn finish_at_exit() -> Option<Result<Summary, String>> {
         report_async_finish(&r);
     }
     FINISH.lock().ok().and_then(|mut g| g.take())
+}
+
+/// Tests only (`COLDCACHE_TEST_FINISH_PAUSE_MS` in the process's
+/// environment, read at each attach): milliseconds a finish pauses between
+/// writing the dump (and its manifest line, which ends the last `attach`)
+/// and marking the capture over, as a thread preempted there under load
+/// does.
+static FINISH_PAUSE_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Sets [`FINISH_PAUSE_MS`] (`attach`, from its settings).
+pub(crate) fn set_test_finish_pause(ms: u64) {
+    FINISH_PAUSE_MS.store(ms, Ordering::Relaxed);
+}
+
+/// See [`FINISH_PAUSE_MS`] (called by `finish`; nothing unless a test set it).
+fn test_pause_after_write() {
+    let ms = FINISH_PAUSE_MS.load(Ordering::Relaxed);
+    if ms > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
 }

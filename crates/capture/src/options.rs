@@ -7,6 +7,9 @@ pub use crate::account::Reserves;
 use coldcache_sim::HierarchyConfig;
 use std::path::PathBuf;
 
+/// The default quantum of `--schedule serial`, in instructions.
+pub const DEFAULT_QUANTUM: u64 = 10_000;
+
 /// The most thread ids a selection may name (`state::SELECTED`).
 pub(crate) const MAX_SELECTED: usize = 256;
 
@@ -131,7 +134,7 @@ impl Schedule {
         match s.split_once('=') {
             None if s == "os" => Some(Schedule::Os),
             None if s == "serial" => Some(Schedule::Serial {
-                quantum: crate::schedule::DEFAULT_QUANTUM,
+                quantum: DEFAULT_QUANTUM,
             }),
             Some(("serial", q)) => match q.parse::<u64>() {
                 Ok(quantum) if quantum > 0 => Some(Schedule::Serial { quantum }),
@@ -567,6 +570,72 @@ pub fn check_reserves(
         human(cost),
         human(budget)
     ))
+}
+
+/// Reserve sizes parsed from `key=value,...` (`instructions`, `stacks`,
+/// `records`, `threads`, `depth`, `trace`; `memory`, the tables' budget,
+/// as a [`parse_size`]).
+pub fn parse_reserves(spec: &str, mut r: Reserves) -> Result<Reserves, String> {
+    for part in spec.split(',').filter(|p| !p.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("reserve `{part}` is not key=value"))?;
+        if k.trim() == "memory" {
+            r.memory = parse_size(v).map_err(|e| format!("memory: {e}"))?;
+            continue;
+        }
+        let n: usize = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("reserve `{k}`: `{v}` is not a number"))?;
+        if n == 0 {
+            return Err(format!("reserve `{k}` must be at least 1"));
+        }
+        match k.trim() {
+            "instructions" => r.instructions = n,
+            "stacks" => r.stacks = n,
+            "records" => r.records = n,
+            "threads" => r.threads = n,
+            "depth" => r.depth = n,
+            "trace" => r.trace = n,
+            other => {
+                return Err(format!(
+                    "unknown reserve `{other}` (instructions, stacks, records, threads, depth, \
+                     trace, memory)"
+                ))
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// A size in bytes: a number with an optional binary unit, `K`, `M`, `G`
+/// or `T` (`KiB`, `MB`... are the same: powers of 1024), at least 1 MiB.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let digits = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (for example 512M, 4G)"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(format!("`{s}`: unknown unit (K, M, G or T)")),
+    };
+    let bytes = v * (1u64 << shift) as f64;
+    if !bytes.is_finite() || bytes >= usize::MAX as f64 {
+        return Err(format!("`{s}` is too large"));
+    }
+    if bytes < (1 << 20) as f64 {
+        return Err(format!("`{s}` is less than 1M"));
+    }
+    Ok(bytes as usize)
 }
 
 #[cfg(test)]

@@ -33,9 +33,35 @@ use crate::procfs;
 use coldcache_dump::EncodedRecords;
 use coldcache_fsio::fdguard::GuardedFile;
 use std::collections::BTreeSet;
+use std::ffi::{c_char, CString};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+/// The message of the C API's last failed call (`coldcache_last_error`),
+/// kept alive until the next failure. Written by program threads (the C
+/// API, a stop that failed), never by a handler.
+static LAST_ERROR: Mutex<Option<CString>> = Mutex::new(None);
+
+/// Says `e` (unless quiet) and keeps it as the C API's last error.
+pub(crate) fn set_error(e: impl std::fmt::Display) {
+    let msg = format!("coldcache: {e}");
+    if !quiet() {
+        coldcache_fsio::say!("{msg}");
+    }
+    if let Ok(mut g) = LAST_ERROR.lock() {
+        *g = CString::new(msg).ok();
+    }
+}
+
+/// The C API's last error, or NULL (valid until the next failure).
+pub(crate) fn last_error() -> *const c_char {
+    LAST_ERROR
+        .lock()
+        .ok()
+        .and_then(|g| g.as_ref().map(|c| c.as_ptr()))
+        .unwrap_or(std::ptr::null())
+}
 
 /// The paths this process wrote (dumps and traces), absolute. A set: a
 /// process that captures a thousand times looks a thousand numbered names

@@ -13,8 +13,7 @@
 //! capture there, and [`around_dlclose`] takes its breakpoint out before
 //! that library can be unmapped (`lifecycle::disarm`).
 
-use crate::capi;
-use crate::lifecycle as engine;
+use crate::lifecycle;
 use crate::options::{Options, Reserves, Threads, Trigger};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -184,7 +183,7 @@ fn options_from(var: Lookup) -> Result<Option<(Options, TriggerSpec)>, String> {
     o.trace = var("COLDCACHE_TRACE").map(PathBuf::from);
     crate::options::apply_settings(&mut o, var("COLDCACHE_MODE"), var)?;
     if let Some(r) = var("COLDCACHE_RESERVES") {
-        o.reserves = capi::parse_reserves(&r, Reserves::default())?;
+        o.reserves = crate::options::parse_reserves(&r, Reserves::default())?;
     }
     if let Some(a) = var("COLDCACHE_ARGV") {
         o.program = a.split('\x1f').map(String::from).collect();
@@ -258,23 +257,11 @@ fn scrub_environment() {
     }
 }
 
-/// `COLDCACHE_MODE` as the process started with it (the variable itself is
-/// removed from the environment with the others).
-static ENV_MODE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-
-/// The capture mode `COLDCACHE_MODE` asked for at start, if any.
-pub fn env_mode() -> Option<String> {
-    ENV_MODE
-        .get()
-        .cloned()
-        .unwrap_or_else(|| var("COLDCACHE_MODE"))
-}
-
 /// The exit hook: writes the dump of a capture still running or armed.
 /// A traced thread that reaches it stops being traced first (it is one of
 /// the accountant's stop entries).
 pub(crate) extern "C" fn at_exit() {
-    engine::finish_at_exit();
+    lifecycle::finish_at_exit();
     if !crate::output::quiet() {
         report_never_loaded();
     }
@@ -293,13 +280,13 @@ pub fn init_from_env() {
              every COLDCACHE_* setting is ignored"
         );
     }
-    let _ = ENV_MODE.set(var("COLDCACHE_MODE"));
+    crate::state::set_env_mode(var("COLDCACHE_MODE"));
     let parsed = options_from_env();
     // The trigger signal, which also stops captures of the other kinds
     // (`coldcache trigger`, `record`'s Ctrl-C): read before the scrub.
     let stop_signal = var("COLDCACHE_SIGNAL").and_then(|v| v.parse::<i32>().ok());
     if let Some(p) = var("COLDCACHE_PROGRESS_FILE") {
-        engine::publish_progress(std::path::Path::new(&p));
+        lifecycle::publish_progress(std::path::Path::new(&p));
     }
     if let Some(p) = var("COLDCACHE_STOP_FILE") {
         crate::engine::set_stop_file(PathBuf::from(p));
@@ -332,7 +319,7 @@ static AT_EXIT: std::sync::Once = std::sync::Once::new();
 pub(crate) fn arm_from(var: Lookup) -> Result<(), String> {
     let parsed = options_from(var)?.ok_or("COLDCACHE_RECORD is not set")?;
     if let Some(p) = var("COLDCACHE_PROGRESS_FILE") {
-        engine::publish_progress(std::path::Path::new(&p));
+        lifecycle::publish_progress(std::path::Path::new(&p));
     }
     crate::output::new_run();
     if let Some(m) = var("COLDCACHE_DUMPS") {
@@ -349,8 +336,12 @@ pub(crate) fn arm_from(var: Lookup) -> Result<(), String> {
 /// `coldcache trigger` sends (it stops captures of the other kinds).
 fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Result<(), String> {
     // SAFETY: registering a plain extern "C" function to run at exit.
-    AT_EXIT.call_once(|| unsafe {
-        libc::atexit(at_exit);
+    AT_EXIT.call_once(|| {
+        // A stop entry of every capture (`lifecycle::prepare`): a traced
+        // thread that reaches it stops being traced.
+        crate::state::set_exit_hook(at_exit as *const () as usize as u64);
+        // SAFETY: registering an `extern "C" fn()` that lives as long as the process.
+        unsafe { libc::atexit(at_exit) };
     });
     if !matches!(trigger, TriggerSpec::Signal(_)) {
         if let Some(sig) = stop_signal {
@@ -364,7 +355,7 @@ fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Re
     }
     let result = match trigger {
         TriggerSpec::Api => {
-            if let Ok(mut d) = capi::DEFAULTS.lock() {
+            if let Ok(mut d) = crate::state::DEFAULTS.lock() {
                 *d = Some(o);
             }
             Ok(())
@@ -412,7 +403,7 @@ fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Re
                 count,
                 warm,
             };
-            engine::prepare(o).map(|_| ()).map_err(|e| e.to_string())
+            lifecycle::prepare(o).map(|_| ()).map_err(|e| e.to_string())
         })(),
         TriggerSpec::Signal(sig) => {
             o.trigger = Trigger::Signal;
@@ -509,9 +500,9 @@ pub fn after_dlopen() {
         count: later.count,
         warm: later.warm,
     };
-    match engine::prepare(o) {
+    match lifecycle::prepare(o) {
         Ok(_) => {
-            engine::resume_calls(later.calls_seen);
+            lifecycle::resume_calls(later.calls_seen);
             later.armed_in = Some(found.module);
             WATCH_DLOPEN.store(false, Ordering::Release);
         }
@@ -558,11 +549,11 @@ pub fn around_dlclose(call: impl FnOnce() -> i32) -> i32 {
         drop(g);
         return call();
     };
-    let seen = match engine::disarm("the function's library was closed (dlclose)") {
-        engine::Disarmed::Dropped(seen) => seen,
+    let seen = match lifecycle::disarm("the function's library was closed (dlclose)") {
+        lifecycle::Disarmed::Dropped(seen) => seen,
         // The window ran, runs, or was ended here with its dump: nothing
         // is armed any more.
-        engine::Disarmed::Ended | engine::Disarmed::Nothing => {
+        lifecycle::Disarmed::Ended | lifecycle::Disarmed::Nothing => {
             *g.0 = None;
             drop(g);
             return call();

@@ -30,8 +30,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 /// Threads the rotation holds at once (more are traced unserialised, and
 /// the capture is marked not reproducible).
 const SLOTS: usize = 256;
-/// The default quantum, in instructions.
-pub const DEFAULT_QUANTUM: u64 = 10_000;
 /// How long a thread waits for a turn (or a new thread for its first) before
 /// it goes on anyway.
 const STALL_NS: u64 = 2_000_000_000;

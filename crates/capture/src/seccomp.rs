@@ -77,11 +77,11 @@ static PARKED: AtomicBool = AtomicBool::new(false);
 /// wait also asks the kernel that the writer is blocked in `pause`
 /// ([`blocked_in_pause`]); where `/proc` cannot say, the bound ends it.
 fn park_writer() {
-    let tid = crate::engine::writer_tid();
+    let tid = crate::doorbell::writer_tid();
     if tid == 0 || PARKED.load(Ordering::Acquire) {
         return;
     }
-    crate::engine::wake(3);
+    crate::doorbell::post(crate::doorbell::Command::Park);
     let now = || {
         let mut t = libc::timespec {
             tv_sec: 0,

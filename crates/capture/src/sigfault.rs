@@ -71,7 +71,7 @@ static PROGRAM: [[AtomicU64; 4]; SIGNALS.len()] =
 fn slot(sig: i32) -> Option<usize> {
     let i = SIGNALS.iter().position(|&s| s == sig)?;
     (i < FIRST_ASYNC
-        || (crate::sigvirt::slot_of(sig).is_none() && crate::engine::trigger_signal() != sig))
+        || (crate::sigvirt::slot_of(sig).is_none() && crate::doorbell::trigger_signal() != sig))
         .then_some(i)
 }
 

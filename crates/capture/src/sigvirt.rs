@@ -820,7 +820,7 @@ pub(crate) fn deliver(
         // program's alternate stack, or the interrupted stack below its
         // red zone; this handler does not run on it.
         Some(top) => unsafe {
-            crate::engine::run_on_stack(
+            crate::altstack::run_on_stack(
                 &mut call as *mut Call as *mut libc::c_void,
                 call_thunk,
                 top,

@@ -146,3 +146,46 @@ pub(crate) fn gettid() -> u32 {
     // SAFETY: gettid has no arguments and cannot fail.
     unsafe { libc::syscall(libc::SYS_gettid) as u32 }
 }
+
+/// Defaults that `coldcache record` (or the environment) set for captures
+/// the program starts itself: written by the preloaded library's
+/// constructor and `attach` (program thread), read by the C API.
+pub(crate) static DEFAULTS: Mutex<Option<Options>> = Mutex::new(None);
+
+/// `COLDCACHE_MODE` as the process started with it (the variable itself is
+/// removed from the environment with the others): set once by the
+/// preloaded library's constructor.
+static ENV_MODE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// Keeps `COLDCACHE_MODE` as the process started with it (the first call
+/// wins).
+pub(crate) fn set_env_mode(mode: Option<String>) {
+    let _ = ENV_MODE.set(mode);
+}
+
+/// The capture mode `COLDCACHE_MODE` asked for at start, if any.
+pub fn env_mode() -> Option<String> {
+    ENV_MODE
+        .get()
+        .cloned()
+        .unwrap_or_else(|| coldcache_fsio::env::var("COLDCACHE_MODE"))
+}
+
+/// The address of the exit hook the preloaded library registered with
+/// `atexit` (0: none): a stop entry of every capture, like
+/// `coldcache_stop`. Set once by the preloaded library (program thread,
+/// before it arms a capture); read by `lifecycle::prepare`.
+static EXIT_HOOK: AtomicU64 = AtomicU64::new(0);
+
+/// Records the exit hook's address (see [`exit_hook`]).
+pub(crate) fn set_exit_hook(addr: u64) {
+    EXIT_HOOK.store(addr, Ordering::Release);
+}
+
+/// The exit hook's address, if one was registered.
+pub(crate) fn exit_hook() -> Option<u64> {
+    match EXIT_HOOK.load(Ordering::Acquire) {
+        0 => None,
+        a => Some(a),
+    }
+}

@@ -410,7 +410,12 @@ pub fn run(args: AttachArgs) -> Result<()> {
     let stop_signal = coldcache_capture::engine::stop_request_signal();
     if now {
         // Opens the capture window at once.
-        if record_cmd::queue(pid, trigger_sig, coldcache_capture::engine::REQUEST_TRIGGER) != 0 {
+        if record_cmd::queue(
+            pid,
+            trigger_sig,
+            coldcache_capture::doorbell::REQUEST_TRIGGER,
+        ) != 0
+        {
             return Err(std::io::Error::last_os_error())
                 .with_context(|| format!("signalling {}", target.who()));
         }
@@ -458,11 +463,15 @@ pub fn run(args: AttachArgs) -> Result<()> {
                 "coldcache: {}: stopping the capture",
                 record_cmd::signal_name(sig)
             );
-            record_cmd::queue(pid, stop_signal, coldcache_capture::engine::REQUEST_STOP);
+            record_cmd::queue(pid, stop_signal, coldcache_capture::doorbell::REQUEST_STOP);
             stopping = Some(Instant::now());
         } else if let Some(d) = args.duration.filter(|_| !duration_sent) {
             if started.elapsed().as_secs_f64() >= d {
-                record_cmd::queue(pid, trigger_sig, coldcache_capture::engine::REQUEST_TRIGGER);
+                record_cmd::queue(
+                    pid,
+                    trigger_sig,
+                    coldcache_capture::doorbell::REQUEST_TRIGGER,
+                );
                 duration_sent = true;
             }
         }

@@ -1387,7 +1387,7 @@ static STOP_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::n
 
 /// Starts the thread that, when `record` is interrupted (Ctrl-C, SIGTERM,
 /// ...), asks the program `pid` to stop its capture by queueing the
-/// library's stop-request signal (the one it names in `stop_file`) with [`REQUEST_STOP`](coldcache_capture::engine::REQUEST_STOP)
+/// library's stop-request signal (the one it names in `stop_file`) with [`REQUEST_STOP`](coldcache_capture::doorbell::REQUEST_STOP)
 /// and the signal: the dump is written, cut short "interrupted (SIGINT)",
 /// even when the program handles SIGINT itself (its handler still gets
 /// the signal, and the program goes on as it would have). A program whose
@@ -1410,7 +1410,7 @@ fn stop_requests(pid: i32, stop_file: PathBuf) {
             if n == 1 {
                 let signal = stop_signal_of(&stop_file, pid);
                 if check_trigger_target(pid, signal, Path::new("/proc")).is_ok() {
-                    let value = coldcache_capture::engine::REQUEST_STOP | usize::from(b);
+                    let value = coldcache_capture::doorbell::REQUEST_STOP | usize::from(b);
                     queue(pid, signal, value);
                 }
             } else if n == 0
@@ -1631,7 +1631,7 @@ pub fn trigger(args: TriggerArgs) -> Result<()> {
     // Queued with a value, so the library tells a trigger from a plain
     // `kill` (a SIGUSR2 its fatal-signal handler catches stops the capture
     // instead of ending the program).
-    if queue(args.pid, sig, coldcache_capture::engine::REQUEST_TRIGGER) != 0 {
+    if queue(args.pid, sig, coldcache_capture::doorbell::REQUEST_TRIGGER) != 0 {
         return Err(std::io::Error::last_os_error())
             .with_context(|| format!("signalling process {}", args.pid));
     }

@@ -194,7 +194,7 @@ pub(crate) fn verify_trap(uc: &mut libc::ucontext_t) -> bool {
     STATE.store(STOPPING, Ordering::Release);
     // The writer (if the library runs one) writes the dump; otherwise the
     // program's `coldcache_stop` or exit does.
-    crate::engine::wake(1);
+    crate::doorbell::post(crate::doorbell::Command::Finish);
     true
 }
 
