@@ -145,6 +145,14 @@ pub fn prepare(options: Options) -> Result<bool, CaptureError> {
 /// `MAP_NORESERVE`: only the pages touched are used).
 const OWN_STACK: usize = 8 << 20;
 
+/// Where the stack of [`on_own_stack`] is mapped during its call (0: none):
+/// written by the thread calling `prepare` or `finish` (under the session's
+/// state machine, one at a time), read by `prepare_inner`. The objects'
+/// regions leave it out: it is ours, and gone when `prepare` returns (the
+/// program's next `mmap` took its place, and its accesses were put down to
+/// an "anonymous" region that was our stack).
+static OWN_STACK_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Runs `f` on a stack mapped for the call, not the caller's: preparing a
 /// capture took from about 35 to about 54 KiB of the caller's stack, as
 /// the compiler happened to build framehop's unwinder cache (`Cache::new`:
@@ -174,6 +182,7 @@ fn on_own_stack<R, F: FnOnce() -> R>(f: F) -> R {
     if p == libc::MAP_FAILED {
         return f();
     }
+    OWN_STACK_AT.store(p as u64, Ordering::Release);
     // A guard page at the bottom: an overflow faults, it does not run
     // into a neighbouring mapping. (Failure leaves it writable: the stack
     // is still 8 MiB.)
@@ -205,6 +214,7 @@ fn on_own_stack<R, F: FnOnce() -> R>(f: F) -> R {
         );
         libc::munmap(p, OWN_STACK);
     }
+    OWN_STACK_AT.store(0, Ordering::Release);
     match call.out {
         Some(Ok(r)) => r,
         Some(Err(panic)) => std::panic::resume_unwind(panic),
@@ -350,6 +360,10 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
                 &entries,
                 procfs::self_maps()
                     .into_iter()
+                    .filter(|m| {
+                        let own = OWN_STACK_AT.load(Ordering::Acquire);
+                        own == 0 || m.end <= own || m.start >= own + OWN_STACK as u64
+                    })
                     .map(|m| crate::objects::Mapping {
                         start: m.start,
                         end: m.end,

@@ -637,12 +637,18 @@ impl Objects {
             filter[b >> 6] |= 1 << (b & 63);
         }
         maps.sort_by_key(|m| m.start);
-        // The brk heap grows up to the next mapping: blocks allocated
+        // The brk heap grows up towards the next mapping: blocks allocated
         // there during the capture, and the allocator's own words, are
-        // the heap's.
+        // the heap's. Up to half the gap only: the kernel places new
+        // mappings (`mmap`, and malloc's large blocks) top-down, just
+        // below the lowest one, so the upper part of the gap is theirs
+        // (counted as mapped during the capture, not as the heap).
         for i in 0..maps.len() {
             if maps[i].path == "[heap]" {
-                maps[i].end = maps.get(i + 1).map_or(u64::MAX, |n| n.start);
+                let end = maps[i].end;
+                maps[i].end = maps
+                    .get(i + 1)
+                    .map_or(u64::MAX, |n| end + (n.start.saturating_sub(end)) / 2);
             }
         }
         Objects {
@@ -1314,6 +1320,37 @@ mod tests {
             o.access(AccessKind::Write, 0x10030, ip(k), &r, pairs);
         }
         o.finish(1)
+    }
+
+    /// The heap's region reaches half the gap to the next mapping (where
+    /// a grown break goes); the upper half is where the kernel puts new
+    /// mappings, counted as mapped during the capture. Heap
+    /// [0x10000, 0x20000), next mapping at 0x120000: the heap's region
+    /// ends at 0x20000 + 0x100000 / 2 = 0xA0000.
+    #[test]
+    fn the_heap_reaches_half_the_gap_to_the_next_mapping() {
+        let map = |start: u64, end: u64, path: &str| Mapping {
+            start,
+            end,
+            perms: "rw-p".into(),
+            path: path.into(),
+        };
+        let mut o = Objects::new(
+            true,
+            1,
+            &[],
+            vec![map(0x10000, 0x20000, "[heap]"), map(0x120000, 0x130000, "")],
+        );
+        let mut pairs = Budget::new(usize::MAX);
+        let r = served(ServedBy::L1);
+        // In the heap, in the grown break, just past it, in the mapping.
+        for a in [0x10008, 0x9FFF8, 0xA0000, 0x120008] {
+            o.access(AccessKind::Read, a, 0x40_0000, &r, &mut pairs);
+        }
+        let d = o.finish(1);
+        let counts: Vec<u64> = d.regions.iter().map(|g| g.counts.accesses()).collect();
+        assert_eq!(counts, [2, 1]);
+        assert_eq!(d.unmapped.accesses(), 1);
     }
 
     #[test]
