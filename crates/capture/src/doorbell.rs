@@ -10,6 +10,12 @@
 //! second thread switches glibc out of its single-threaded paths), the
 //! poster's own front end acts later, at a point where that is safe.
 //!
+//! Where the poster's own thread must act (no writer thread, or a fatal
+//! signal that ends the process before any writer could), it calls
+//! [`finish_here`] or [`stop_by_signal`]: they run what the life cycle and
+//! the trap front end registered ([`set_finisher`], [`set_stopper`]), so
+//! code below them acts without importing them.
+//!
 //! Statics (written by whom, from which context):
 //! - `WRITER_TID`, `WAKE_FD`: the writer's start (program thread, under
 //!   `writer.rs`'s lock) and the writer itself when it replaces a doorbell
@@ -18,9 +24,13 @@
 //!   writer ([`take`]).
 //! - `TRIGGER_SIGNAL`: the engine's installation of the trigger signal
 //!   (program thread); read by handlers.
+//! - `FINISHER`, `STOPPER`: set once, by `lifecycle::prepare` and the
+//!   engine's handler installation (program thread, before any handler
+//!   that reads them is armed); read by handlers (an atomic load).
 
 use coldcache_fsio::fdguard;
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::OnceLock;
 
 /// What the writer thread is asked to do.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -171,3 +181,51 @@ pub(crate) fn request_of(info: *const libc::siginfo_t) -> Request {
 
 /// The cut-short reason of a capture stopped by `coldcache trigger`.
 pub(crate) const TRIGGERED: &str = "stopped by `coldcache trigger`";
+
+/// The life cycle's finish (`lifecycle::finish`, its result reported).
+static FINISHER: OnceLock<fn()> = OnceLock::new();
+/// The trap front end's stop from a signal handler (`engine`'s).
+#[allow(clippy::type_complexity)]
+static STOPPER: OnceLock<fn(&mut libc::ucontext_t, &'static str)> = OnceLock::new();
+
+/// Registers what [`finish_here`] runs (the life cycle, once).
+pub(crate) fn set_finisher(f: fn()) {
+    let _ = FINISHER.set(f);
+}
+
+/// Registers what [`stop_by_signal`] runs (the trap front end, once).
+pub(crate) fn set_stopper(f: fn(&mut libc::ucontext_t, &'static str)) {
+    let _ = STOPPER.set(f);
+}
+
+/// Carries out [`Command::Finish`] on this thread: the life cycle writes
+/// the dump here (a fatal signal's handler on its own stack, the finish
+/// trampoline, the dispatcher when the library runs on its own
+/// allocator). Nothing before the life cycle registered itself.
+pub(crate) fn finish_here() {
+    if let Some(f) = FINISHER.get() {
+        f();
+    }
+}
+
+/// A stop asked for by the dispatcher of translated code (outside any
+/// handler, on the thread's dispatcher stack): the writer writes the dump;
+/// without a writer this thread does when `here` (the library runs on its
+/// own allocator, so nothing the program holds can block it); otherwise
+/// the next `coldcache_stop` or the exit hook.
+pub(crate) fn finish_by_writer_or_here(here: bool) {
+    if has_writer() {
+        post(Command::Finish);
+    } else if here {
+        finish_here();
+    }
+}
+
+/// Stops the armed or running capture from a signal handler that
+/// interrupted the program (context `uc`), cut short `why`: the trap front
+/// end's `stop_by_signal`. Nothing before the handlers were installed.
+pub(crate) fn stop_by_signal(uc: &mut libc::ucontext_t, why: &'static str) {
+    if let Some(f) = STOPPER.get() {
+        f(uc, why);
+    }
+}

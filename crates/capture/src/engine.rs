@@ -31,14 +31,13 @@
 use crate::account::Verdict;
 use crate::breakpoint::{self, BP_ADDR, BP_LAST, REPLANT_TID};
 use crate::doorbell::{self, request_of, Command, Request, TRIGGERED};
-use crate::lifecycle::{finish, report_async_finish};
 use crate::machine::ContextMachine;
 use crate::memory::write_word;
 use crate::options::{CaptureError, Options};
 use crate::procfs;
 use crate::sigvirt;
 use crate::state::{
-    gettid, selected, try_with_session, with_session, Session, ARMED, CAPTURE_PID, FINISH, IDLE,
+    gettid, selected, try_with_session, with_session, Session, ARMED, CAPTURE_PID, IDLE,
     INSTRUCTIONS, IN_HANDLER, PENDING, RUNNING, STATE, STOPPING,
 };
 use crate::sysemu;
@@ -50,7 +49,6 @@ const TF: i64 = 0x100;
 /// Set when the trigger signal starts and stops `--signal` windows (it
 /// only stops captures of the other kinds).
 static SIGNAL_WINDOWS: AtomicBool = AtomicBool::new(false);
-static OWN_ALLOCATOR: AtomicBool = AtomicBool::new(false);
 /// A thread is on its way through [`coldcache_finish_trampoline`] (whose
 /// finish stack and `RESUME_RIP` are shared): set by
 /// [`redirect_to_finish`], cleared by the trampoline's last instructions.
@@ -159,35 +157,6 @@ pub unsafe extern "C" fn coldcache_arm_current_thread() {
     core::arch::naked_asm!("pushfq", "or qword ptr [rsp], 0x100", "popfq", "ret")
 }
 
-/// Stops the capture in progress and writes its dump; 0 on success.
-///
-/// The trap handler recognises this function's address and clears TF
-/// before its first instruction runs, so nothing of the stop path is
-/// traced.
-#[unsafe(naked)]
-#[no_mangle]
-pub extern "C" fn coldcache_stop() -> i32 {
-    core::arch::naked_asm!("nop", "jmp {stop}", stop = sym stop_after_intercept)
-}
-
-extern "C" fn stop_after_intercept() -> i32 {
-    let r = finish();
-    let code = if r.is_ok() { 0 } else { -1 };
-    if let Some(e) = r
-        .as_ref()
-        .err()
-        .filter(|e| !matches!(e, CaptureError::NotRunning))
-    {
-        // Said, and kept for `coldcache_last_error`: a dump that could not
-        // be written is never a silent -1.
-        crate::output::set_error(e);
-    }
-    if let Ok(mut g) = FINISH.lock() {
-        *g = Some(r.map_err(|e| e.to_string()));
-    }
-    code
-}
-
 pub(crate) fn install_handlers() -> Result<(), CaptureError> {
     let mut done = HANDLERS.lock().unwrap_or_else(|e| e.into_inner());
     // SIGTRAP and the sync signal are taken at every start: a program that
@@ -208,6 +177,7 @@ pub(crate) fn install_handlers() -> Result<(), CaptureError> {
             source,
         }
     })?;
+    doorbell::set_stopper(stop_by_signal);
     if *done {
         return Ok(());
     }
@@ -247,9 +217,6 @@ pub(crate) fn install_handlers() -> Result<(), CaptureError> {
     }
     *done = true;
     drop(done);
-    if coldcache_fsio::env::is_set("COLDCACHE_PROGRESS") {
-        crate::writer::ensure_writer()?;
-    }
     Ok(())
 }
 
@@ -271,7 +238,6 @@ fn install(sig: i32, handler: usize) -> Result<(), CaptureError> {
 /// delivery starts a capture with `options`, or stops the running one.
 pub fn install_trigger_signal(sig: i32, options: Options) -> Result<(), CaptureError> {
     install_handlers()?;
-    crate::writer::ensure_writer()?;
     *PENDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(options);
     doorbell::set_trigger_signal(sig);
     SIGNAL_WINDOWS.store(true, Ordering::Release);
@@ -779,7 +745,7 @@ fn finish_soon(uc: &mut libc::ucontext_t, safe_point: bool) {
         rip >= OWN_TEXT[0].load(Ordering::Relaxed) && rip < OWN_TEXT[1].load(Ordering::Relaxed);
     if doorbell::has_writer() {
         doorbell::post(Command::Finish);
-    } else if safe_point || (OWN_ALLOCATOR.load(Ordering::Relaxed) && !in_own_code) {
+    } else if safe_point || (crate::state::own_allocator() && !in_own_code) {
         redirect_to_finish(uc);
     }
 }
@@ -806,32 +772,18 @@ fn redirect_to_finish(uc: &mut libc::ucontext_t) {
     g[libc::REG_RIP as usize] = coldcache_finish_trampoline as *const () as usize as i64;
 }
 
-/// A capture stopped while a translated thread replayed its records (in the
-/// dispatcher, on the thread's dispatcher stack, outside any handler): the
-/// writer writes the dump, or this thread does when the library runs on its
-/// own allocator; otherwise the next `coldcache_stop` or the exit hook.
-pub(crate) fn finish_from_dispatcher() {
-    if doorbell::has_writer() {
-        doorbell::post(Command::Finish);
-    } else if OWN_ALLOCATOR.load(Ordering::Relaxed) {
-        let r = finish();
-        report_async_finish(&r);
-    }
-}
-
 /// Declares that this process's Rust allocator is the library's own (not
 /// the program's `malloc`), so a capture stopped anywhere may be finished
 /// by the interrupted thread itself. Called by `libcoldcache.so`.
 pub fn set_own_allocator() {
-    OWN_ALLOCATOR.store(true, Ordering::Relaxed);
+    crate::state::set_own_allocator();
 }
 
 /// The thread redirected to `finish` resumes at an `execve`.
 static EXEC_NEXT: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn finish_from_trampoline() {
-    let r = finish();
-    report_async_finish(&r);
+    doorbell::finish_here();
     if EXEC_NEXT.swap(false, Ordering::AcqRel) {
         // The capture is written and nothing traps any more: the program's
         // SIG_IGN of the engine's signals is inherited by the new program.
@@ -1016,7 +968,7 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 s.acc.set_cut_short(why);
                 STATE.store(STOPPING, Ordering::Release);
                 set_tf(uc, false);
-                if OWN_ALLOCATOR.load(Ordering::Relaxed) {
+                if crate::state::own_allocator() {
                     let nr = uc.uc_mcontext.gregs[libc::REG_RAX as usize];
                     EXEC_NEXT.store(
                         nr == libc::SYS_execve || nr == libc::SYS_execveat,

@@ -12,7 +12,7 @@
 //! reading the disposition back gives the program the `SIG_DFL` it had.
 //!
 //! `on_fatal` writes the dump (cut short "the program was killed by
-//! SIGSEGV", ...) through [`finish`](crate::lifecycle::finish) on a stack of
+//! SIGSEGV", ...) through the life cycle's finish (`doorbell::finish_here`) on a stack of
 //! its own, then restores `SIG_DFL` and sends the signal to its thread
 //! again: when the handler returns, the pending signal ends the process with
 //! the same signal, and the same core dump, as natively.
@@ -351,8 +351,7 @@ fn default_action(sig: i32) {
 }
 
 extern "C" fn finish_thunk(_: *mut libc::c_void) {
-    let r = crate::lifecycle::finish();
-    crate::lifecycle::report_async_finish(&r);
+    crate::doorbell::finish_here();
 }
 
 /// The handler of the fatal signals the program leaves at `SIG_DFL`.
@@ -363,7 +362,7 @@ extern "C" fn on_fatal(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_v
         && crate::doorbell::request_of(info) == crate::doorbell::Request::Trigger
     {
         // `coldcache trigger`: stop the capture, the program goes on.
-        crate::engine::stop_by_signal(uc, crate::doorbell::TRIGGERED);
+        crate::doorbell::stop_by_signal(uc, crate::doorbell::TRIGGERED);
         return;
     }
     die(sig, uc, reason(sig));

@@ -36,9 +36,9 @@
 //!   `coldcache record`; [`attach`]: `coldcache_attach_start`, the entry
 //!   `coldcache attach` calls in a running process.
 //!
-//! Import circles (today one: seven files around the engine and the life
-//! cycle, `engine fatal jit lifecycle sigfault sigvirt writer`):
-//! `python3 ../shared/tools/modgraph.py crates/capture/src`.
+//! The files' layers, and that imports only run down them with no circle,
+//! are held by `tests/layers.rs` (or `python3
+//! ../shared/tools/modgraph.py crates/capture/src`).
 //!
 //! The simulator and the dump format know nothing of this crate; this crate
 //! is where the unsafe, OS-specific code lives.
@@ -66,6 +66,7 @@ mod altstack;
 mod fatal;
 mod seccomp;
 mod sigfault;
+pub use sigfault::program_sigaction;
 
 pub mod account;
 pub mod attach;

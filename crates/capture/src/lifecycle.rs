@@ -8,7 +8,7 @@
 
 use crate::account::{Accountant, FunctionCalls, Setup};
 use crate::breakpoint;
-use crate::engine::{self, coldcache_arm_current_thread, coldcache_stop};
+use crate::engine::{self, coldcache_arm_current_thread};
 use crate::machine::XsaveLayout;
 use crate::model::CpuFacts;
 use crate::options::{CaptureError, Mode, Options, Summary, Threads, Trigger};
@@ -228,6 +228,8 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     }
     crate::seccomp::refuse_if_confined()?;
     engine::install_handlers()?;
+    // What acts where the poster of a finish must (`doorbell::finish_here`).
+    crate::doorbell::set_finisher(finish_and_report);
     let me = gettid();
     let writer = crate::doorbell::writer_tid();
     let tasks: Vec<u32> = procfs::tasks()
@@ -793,4 +795,42 @@ fn test_pause_after_write() {
     if ms > 0 {
         std::thread::sleep(std::time::Duration::from_millis(ms));
     }
+}
+
+/// [`finish`] from a thread the capture did not expect to finish it (a
+/// fatal signal's handler, the finish trampoline, the dispatcher, the
+/// writer): its result is reported (`report_async_finish`), there being no
+/// caller to return it to.
+pub(crate) fn finish_and_report() {
+    let r = finish();
+    report_async_finish(&r);
+}
+
+/// Stops the capture in progress and writes its dump; 0 on success.
+///
+/// The trap handler recognises this function's address and clears TF
+/// before its first instruction runs, so nothing of the stop path is
+/// traced.
+#[unsafe(naked)]
+#[no_mangle]
+pub extern "C" fn coldcache_stop() -> i32 {
+    core::arch::naked_asm!("nop", "jmp {stop}", stop = sym stop_after_intercept)
+}
+
+extern "C" fn stop_after_intercept() -> i32 {
+    let r = finish();
+    let code = if r.is_ok() { 0 } else { -1 };
+    if let Some(e) = r
+        .as_ref()
+        .err()
+        .filter(|e| !matches!(e, CaptureError::NotRunning))
+    {
+        // Said, and kept for `coldcache_last_error`: a dump that could not
+        // be written is never a silent -1.
+        crate::output::set_error(e);
+    }
+    if let Ok(mut g) = FINISH.lock() {
+        *g = Some(r.map_err(|e| e.to_string()));
+    }
+    code
 }

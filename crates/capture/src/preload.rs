@@ -335,7 +335,6 @@ pub(crate) fn arm_from(var: Lookup) -> Result<(), String> {
 /// Arms the capture `(o, trigger)`; `stop_signal` is the signal
 /// `coldcache trigger` sends (it stops captures of the other kinds).
 fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Result<(), String> {
-    // SAFETY: registering a plain extern "C" function to run at exit.
     AT_EXIT.call_once(|| {
         // A stop entry of every capture (`lifecycle::prepare`): a traced
         // thread that reaches it stops being traced.
@@ -353,6 +352,7 @@ fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Re
             }
         }
     }
+    crate::writer::start_for_progress().map_err(|e| e.to_string())?;
     let result = match trigger {
         TriggerSpec::Api => {
             if let Ok(mut d) = crate::state::DEFAULTS.lock() {
@@ -410,7 +410,10 @@ fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Re
             if o.threads == Threads::Caller {
                 o.threads = Threads::All;
             }
-            crate::engine::install_trigger_signal(sig, o).map_err(|e| e.to_string())
+            // The writer first: the trigger's handler posts to it.
+            crate::writer::ensure_writer()
+                .and_then(|()| crate::engine::install_trigger_signal(sig, o))
+                .map_err(|e| e.to_string())
         }
     };
     result

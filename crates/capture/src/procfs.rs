@@ -584,7 +584,7 @@ mod tests {
         // `coldcache_stop` is an unmangled function of this crate: the
         // address found in the symbol table must be the one Rust calls.
         let f = find_function("coldcache_stop").unwrap();
-        let expected = crate::engine::coldcache_stop as *const () as usize as u64;
+        let expected = crate::lifecycle::coldcache_stop as *const () as usize as u64;
         assert_eq!(f.address, expected, "{f:?}");
         let maps = self_maps();
         assert!(maps

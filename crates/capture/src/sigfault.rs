@@ -227,12 +227,32 @@ extern "C-unwind" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut li
     }
 }
 
-/// The program's `sigaction` through the C library for one of [`SIGNALS`]
-/// while wrapping: `None` leaves it to the C library.
+/// The program's `sigaction` through the C library (`libcoldcache.so`
+/// interposes it): the shadow of one of [`SIGNALS`] while wrapping, else
+/// of one of the engine's own signals (`sigvirt::program_sigaction`);
+/// `None` for any other signal (the caller passes it on to the C library).
 ///
 /// # Safety
 /// `act` and `old` are null or valid, as for `sigaction(2)`.
 pub unsafe fn program_sigaction(
+    sig: i32,
+    act: *const libc::sigaction,
+    old: *mut libc::sigaction,
+) -> Option<i32> {
+    // SAFETY: the caller's pointers, as sigaction(2) takes them.
+    match unsafe { fault_sigaction(sig, act, old) } {
+        r @ Some(_) => r,
+        // SAFETY: as above.
+        None => unsafe { crate::sigvirt::program_sigaction(sig, act, old) },
+    }
+}
+
+/// The program's `sigaction` for one of [`SIGNALS`] while wrapping:
+/// `None` leaves it to the caller.
+///
+/// # Safety
+/// `act` and `old` are null or valid, as for `sigaction(2)`.
+unsafe fn fault_sigaction(
     sig: i32,
     act: *const libc::sigaction,
     old: *mut libc::sigaction,

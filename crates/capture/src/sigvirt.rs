@@ -331,7 +331,7 @@ fn stepping() -> bool {
 /// engine, which sees the system call and calls this after the dump.
 /// Returns the slots changed, for [`after_failed_exec`].
 pub fn before_exec(trap_too: bool) -> u32 {
-    if !trap_too && (stepping() || crate::jit::in_translation()) {
+    if !trap_too && (stepping() || crate::tls::in_translation()) {
         return 0;
     }
     let idle = crate::state::STATE.load(Ordering::Acquire) == crate::state::IDLE;
@@ -373,7 +373,7 @@ pub fn after_failed_exec(changed: u32) {
 /// else the result, the shadow read and written as the kernel would its
 /// disposition (`act` and `old` in the kernel's layout).
 pub fn syscall_sigaction(sig: i64, act: u64, old: u64, size: u64) -> Option<i64> {
-    if stepping() || crate::jit::in_translation() {
+    if stepping() || crate::tls::in_translation() {
         return None;
     }
     let slot = slot_of(i32::try_from(sig).ok()?)?;
@@ -397,10 +397,11 @@ fn set_shadow(slot: usize, v: [u64; 4]) {
     }
 }
 
-/// The program's `sigaction` through the C library (`libcoldcache.so`
-/// interposes it): `None` for a signal the engine does not own (the caller
-/// passes it on to the C library), else the result, the shadow read and
-/// written as the C library would the kernel's disposition.
+/// The program's `sigaction` of one of the engine's own signals (through
+/// `sigfault::program_sigaction`, which `libcoldcache.so`'s interposed
+/// `sigaction` calls): `None` for a signal the engine does not own, else
+/// the result, the shadow read and written as the C library would the
+/// kernel's disposition.
 ///
 /// # Safety
 /// `act` and `old` are null or valid `struct sigaction` pointers, as for
@@ -410,10 +411,6 @@ pub unsafe fn program_sigaction(
     act: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> Option<i32> {
-    // SAFETY: the caller's pointers, as sigaction(2) takes them.
-    if let r @ Some(_) = unsafe { crate::sigfault::program_sigaction(sig, act, old) } {
-        return r;
-    }
     let slot = slot_of(sig)?;
     let was = shadow(slot);
     if !act.is_null() {

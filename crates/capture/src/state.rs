@@ -189,3 +189,19 @@ pub(crate) fn exit_hook() -> Option<u64> {
         a => Some(a),
     }
 }
+
+/// The library's Rust allocator is its own, not the program's `malloc`
+/// (`libcoldcache.so` says so at load, program thread): a capture stopped
+/// anywhere may then be finished by the interrupted thread itself. Read by
+/// handlers and the dispatcher.
+static OWN_ALLOCATOR: AtomicBool = AtomicBool::new(false);
+
+/// Records that the library runs on its own allocator.
+pub(crate) fn set_own_allocator() {
+    OWN_ALLOCATOR.store(true, Ordering::Relaxed);
+}
+
+/// Whether the library runs on its own allocator.
+pub(crate) fn own_allocator() -> bool {
+    OWN_ALLOCATOR.load(Ordering::Relaxed)
+}

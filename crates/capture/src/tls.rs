@@ -9,6 +9,39 @@
 //! thread (static TLS); it is measured once per capture and checked on each
 //! thread that enters translated code.
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// The capture in progress runs in fast mode: set and cleared by the fast
+/// front end's start and finish (program thread, under the session), read
+/// by handlers.
+pub(crate) static FAST: AtomicBool = AtomicBool::new(false);
+/// Numbers fast captures, so a record of an earlier one is never replayed:
+/// bumped by the fast front end's start, read by translated code (its
+/// address is in the code) and handlers.
+pub(crate) static EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// Whether the capture in progress runs in fast mode.
+#[inline]
+pub(crate) fn is_on() -> bool {
+    FAST.load(Ordering::Relaxed)
+}
+
+/// Whether the calling thread runs translated code (or the dispatcher):
+/// the sync signal must then leave it alone. A question of this thread's
+/// state here, so signal code asks it without the fast front end.
+#[inline]
+pub(crate) fn in_translation() -> bool {
+    if !is_on() {
+        return false;
+    }
+    // SAFETY: reading fields of this thread's own state.
+    let t = unsafe { &*this() };
+    // A thread marked active by an earlier capture left translated code
+    // without the dispatcher (a handler that `siglongjmp`ed out): it is
+    // not in this capture's translated code.
+    t.active != 0 && t.epoch == EPOCH.load(Ordering::Acquire)
+}
+
 /// Field offsets, as the generated code addresses them.
 pub(crate) mod off {
     /// The block's scratch register, saved.

@@ -11,7 +11,7 @@
 //! the instructions the program runs.
 
 use crate::doorbell::{self, Command};
-use crate::lifecycle::{finish, prepare, report_async_finish};
+use crate::lifecycle::{finish_and_report, prepare};
 use crate::options::CaptureError;
 use crate::state::{gettid, with_session, IDLE, INSTRUCTIONS, PENDING, RUNNING, STATE};
 use coldcache_fsio::fdguard;
@@ -58,6 +58,17 @@ pub(crate) fn ensure_writer() -> Result<(), CaptureError> {
     Ok(())
 }
 
+/// Starts the writer for the progress lines of `COLDCACHE_PROGRESS` when
+/// they are asked for: the entry protocols' call, before they arm a
+/// capture.
+pub(crate) fn start_for_progress() -> Result<(), CaptureError> {
+    if coldcache_fsio::env::is_set("COLDCACHE_PROGRESS") {
+        ensure_writer()
+    } else {
+        Ok(())
+    }
+}
+
 /// Does every command asked for since the last look, each as many times
 /// as it was asked.
 fn take_wakes(progress: bool) {
@@ -72,13 +83,11 @@ fn take_wakes(progress: bool) {
 fn on_wake(command: Command, progress: bool) {
     match command {
         Command::Finish => {
-            let r = finish();
-            report_async_finish(&r);
+            finish_and_report();
         }
         Command::Trigger => {
             if STATE.load(Ordering::Acquire) == RUNNING {
-                let r = finish();
-                report_async_finish(&r);
+                finish_and_report();
             } else if STATE.load(Ordering::Acquire) == IDLE {
                 let opts = PENDING.lock().ok().and_then(|g| g.clone());
                 if let Some(o) = opts {

@@ -21,8 +21,9 @@
 //! emulated by the trap handler, an untraced thread's are noticed at the
 //! next start (see `sigvirt.rs`).
 
+use coldcache_capture::program_sigaction;
 use coldcache_capture::sigvirt::{
-    after_failed_exec, before_exec, program_sigaction, real_sigaction, syscall_sigaction,
+    after_failed_exec, before_exec, real_sigaction, syscall_sigaction,
 };
 use std::ffi::c_char;
 use std::sync::atomic::{AtomicUsize, Ordering};

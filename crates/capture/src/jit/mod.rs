@@ -64,7 +64,8 @@ use crate::account::{BlockSlot, Verdict};
 use crate::breakpoint::{self, BP_ADDR};
 use crate::model::{CpuFacts, Machine};
 use crate::state::{with_session, ARMED, INSTRUCTIONS, RUNNING, STATE, STOPPING};
-use crate::tls::{self, off, Tls};
+use crate::tls::{self, off, Tls, EPOCH, FAST};
+pub(crate) use crate::tls::{in_translation, is_on};
 use cache::CodeCache;
 use emit::{at, fs, jmp_mem, load, pop, push, store, store_simm32, Asm};
 use iced_x86::{Code, Instruction, Register};
@@ -72,10 +73,6 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use translate::{Block, BlockInstr, Translator, MAX_INSTRUCTIONS, MAX_RECORD};
 
-/// The capture in progress runs in fast mode.
-static FAST: AtomicBool = AtomicBool::new(false);
-/// Numbers captures, so a record of an earlier one is never replayed.
-static EPOCH: AtomicU64 = AtomicU64::new(0);
 /// What a lookup-table entry must carry to be valid: changes at every
 /// capture and whenever translations are retired (code unmapped or made
 /// writable), which empties every thread's table at once.
@@ -442,14 +439,6 @@ pub(crate) fn finish_on_leave() {
     FINISH_ON_LEAVE.store(true, Ordering::Release);
 }
 
-/// Whether the capture in progress runs in fast mode.
-#[inline]
-pub(crate) fn is_on() -> bool {
-    FAST.load(Ordering::Relaxed)
-}
-
-/// Whether the calling thread runs translated code (or the dispatcher):
-/// the sync signal must then leave it alone.
 /// Whether the calling thread is marked late-started (see
 /// `Tls::late_start`): static TLS, so a signal handler may ask.
 #[inline]
@@ -464,19 +453,6 @@ pub(crate) fn set_late_start(on: bool) {
     // SAFETY: writing a field of this thread's own state, which only this
     // thread (its code and its signal handlers, never at once) touches.
     unsafe { (*tls::this()).late_start = u64::from(on) };
-}
-
-#[inline]
-pub(crate) fn in_translation() -> bool {
-    if !is_on() {
-        return false;
-    }
-    // SAFETY: reading fields of this thread's own state.
-    let t = unsafe { &*tls::this() };
-    // A thread marked active by an earlier capture left translated code
-    // without the dispatcher (a handler that `siglongjmp`ed out): it is
-    // not in this capture's translated code.
-    t.active != 0 && t.epoch == EPOCH.load(Ordering::Acquire)
 }
 
 /// Whether the calling thread, interrupted at `rip`, is in the translated
@@ -1243,7 +1219,7 @@ fn fit(t: &mut Tls) {
 /// goes on untraced and the dump is written (as the trap engine does).
 fn stop(t: &mut Tls, frame: &mut Frame, next: u64) {
     leave(t, frame, next);
-    crate::engine::finish_from_dispatcher();
+    crate::doorbell::finish_by_writer_or_here(crate::state::own_allocator());
 }
 
 /// Forgets the thread's records.
