@@ -91,6 +91,7 @@ pub mod procfs;
 pub mod requests;
 mod rseq;
 mod schedule;
+pub mod settings;
 pub mod sigvirt;
 mod state;
 mod sysemu;

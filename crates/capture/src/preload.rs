@@ -589,3 +589,145 @@ fn report_never_loaded() {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::{Mode, Schedule};
+    use crate::settings::{CacheSetting, Settings, TriggerSetting};
+    use std::collections::HashMap;
+
+    /// Settings as `record` or `attach` would write them.
+    fn settings(cache: CacheSetting, trigger: TriggerSetting) -> Settings {
+        Settings {
+            cache,
+            output: "/tmp/out.ccdump".into(),
+            manifest: "/tmp/dumps.jsonl".into(),
+            threads: "1,2".into(),
+            argv: vec!["prog".into(), "an arg".into()],
+            mode: "trap".into(),
+            schedule: "serial=500".into(),
+            line_use: true,
+            objects: true,
+            timeline: false,
+            rseq_commit: "1".into(),
+            client_requests: None,
+            cores: vec!["1=0".into(), "2=1".into()],
+            allocators: None,
+            max_instructions: Some(12345),
+            trace: Some("/tmp/t.cctrace".into()),
+            reserves: Some("instructions=777".into()),
+            stop_file: None,
+            progress_file: None,
+            trigger,
+            signal: 12,
+            attacher: None,
+        }
+    }
+
+    /// [`options_from`] over the settings' pairs, as the library reads them.
+    fn read(s: &Settings) -> (Options, TriggerSpec) {
+        let pairs: HashMap<&str, String> = s.pairs().into_iter().collect();
+        let lookup = |name: &str| pairs.get(name).cloned();
+        options_from(&lookup).unwrap().unwrap()
+    }
+
+    fn jaguar_json() -> String {
+        serde_json::to_string(&crate::capi::resolve_cache("jaguar").unwrap()).unwrap()
+    }
+
+    /// Every setting `record` and `attach` write comes back through the
+    /// one reader as the options and trigger they meant: the names and the
+    /// value syntax of the writer ([`Settings::pairs`]) and the reader
+    /// agree.
+    #[test]
+    fn every_setting_reads_back_as_written() {
+        let s = settings(
+            CacheSetting::Inline {
+                name: "jaguar".into(),
+                json: jaguar_json(),
+            },
+            TriggerSetting::Function {
+                name: "work".into(),
+                at: Some(("/usr/lib/libx.so".into(), 0x1234)),
+                dlopen: true,
+                first: 3,
+                count: 2,
+                warm: Some("1".into()),
+            },
+        );
+        let (o, t) = read(&s);
+        assert_eq!(o.cache_name, "jaguar");
+        assert_eq!(o.cache, crate::capi::resolve_cache("jaguar").unwrap());
+        assert_eq!(o.output, PathBuf::from("/tmp/out.ccdump"));
+        assert_eq!(o.threads, parse_threads("1,2").unwrap());
+        assert_eq!(o.core_map, [(1, 0), (2, 1)]);
+        assert_eq!(o.max_instructions, 12345);
+        assert_eq!(o.trace, Some(PathBuf::from("/tmp/t.cctrace")));
+        assert_eq!(o.reserves.instructions, 777);
+        assert_eq!(o.program, ["prog", "an arg"]);
+        assert_eq!(o.mode, Mode::Trap);
+        assert_eq!(o.schedule, Schedule::Serial { quantum: 500 });
+        assert!(o.line_use && o.objects && o.timeline.is_none() && o.rseq_commit);
+        assert_eq!(
+            t,
+            TriggerSpec::Function {
+                name: "work".into(),
+                at: Some(("/usr/lib/libx.so".into(), 0x1234)),
+                dlopen: true,
+                first: 3,
+                count: 2,
+                warm: 1,
+            }
+        );
+    }
+
+    #[test]
+    fn the_cache_file_and_the_other_triggers_read_back() {
+        let dir = std::env::temp_dir().join(format!("coldcache-settings-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("cache");
+        std::fs::write(&file, format!("my cache\n{}", jaguar_json())).unwrap();
+        let (o, t) = read(&settings(CacheSetting::File(file), TriggerSetting::Signal));
+        assert_eq!(o.cache_name, "my cache");
+        assert_eq!(t, TriggerSpec::Signal(12));
+        let (_, t) = read(&settings(
+            CacheSetting::Inline {
+                name: "jaguar".into(),
+                json: jaguar_json(),
+            },
+            TriggerSetting::Api,
+        ));
+        assert_eq!(t, TriggerSpec::Api);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// What the library removes from the program's environment covers
+    /// every setting `record` writes there but `COLDCACHE_QUIET` (read
+    /// later, by the library's messages).
+    #[test]
+    fn every_setting_is_scrubbed_from_the_environment() {
+        let mut s = settings(
+            CacheSetting::File("/x".into()),
+            TriggerSetting::Function {
+                name: "f".into(),
+                at: Some(("/m".into(), 1)),
+                dlopen: true,
+                first: 1,
+                count: 1,
+                warm: Some("all".into()),
+            },
+        );
+        s.client_requests = Some("all".into());
+        s.allocators = Some("a".into());
+        s.stop_file = Some("/s".into());
+        s.progress_file = Some("/p".into());
+        let missing: Vec<&str> = s
+            .pairs()
+            .into_iter()
+            .map(|(k, _)| k)
+            .filter(|k| !VARS.contains(k) && *k != crate::settings::names::QUIET)
+            .collect();
+        assert!(missing.is_empty(), "{missing:?}");
+    }
+}

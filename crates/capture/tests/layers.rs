@@ -34,6 +34,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "unwind",
             "lock",
             "options",
+            "settings",
             "state",
             "doorbell",
             "tls",

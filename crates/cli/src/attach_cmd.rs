@@ -11,6 +11,7 @@ use crate::inject;
 use crate::record_cmd::{self, check_output, find_library, trigger_signal};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use coldcache_capture::settings::{CacheSetting, Settings, TriggerSetting};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
@@ -305,81 +306,58 @@ pub fn run(args: AttachArgs) -> Result<()> {
     }
     let manifest = manifest_dir.path().join("dumps.jsonl");
 
-    let mut settings: Vec<(&str, String)> = vec![
-        ("COLDCACHE_RECORD", "1".into()),
+    let files = mapped_files(&target);
+    let allocators = crate::record_cmd::allocator_setting(&args.allocators, |name| {
+        crate::record_function::resolve_in_files(&files, name, "--allocator")
+    })?;
+    let now = function.is_none() && !args.signal;
+    let trigger = match &function {
+        Some(f) => {
+            let (first, count) =
+                record_cmd::call_window(args.call, args.calls, args.warm_calls.as_deref())?;
+            TriggerSetting::Function {
+                name: f.raw.clone(),
+                at: Some((f.module.clone(), f.address)),
+                dlopen: false,
+                first,
+                count,
+                warm: args.warm_calls.clone(),
+            }
+        }
+        None => TriggerSetting::Signal,
+    };
+    let settings = Settings {
+        cache: CacheSetting::Inline {
+            name: cache_name,
+            json: cache_json,
+        },
+        output: output.clone(),
+        manifest: manifest.clone(),
+        threads: threads.clone(),
+        argv: program.split('\x1f').map(String::from).collect(),
+        mode: args.mode.clone(),
+        schedule: args.schedule.clone(),
+        line_use: args.line_use,
+        objects: args.objects || !args.allocators.is_empty(),
+        timeline: args.timeline,
+        rseq_commit: crate::record_cmd::rseq_commit_setting().into(),
+        client_requests: None,
+        cores: args.thread_core.clone(),
+        allocators,
+        max_instructions: args.instructions,
+        trace: args.trace.as_ref().map(|t| cwd.join(t)),
+        reserves: reserve.clone(),
+        stop_file: None,
+        progress_file: None,
+        trigger,
+        signal: trigger_sig,
         // The thread that traces (ptrace works per thread): the library
         // tells it from a debugger by this id.
         // SAFETY: gettid has no preconditions.
-        ("COLDCACHE_ATTACHER", unsafe { libc::gettid() }.to_string()),
-        ("COLDCACHE_QUIET", "1".into()),
-        ("COLDCACHE_CACHE_JSON", cache_json),
-        ("COLDCACHE_CACHE_NAME", cache_name),
-        ("COLDCACHE_SCHEDULE", args.schedule.clone()),
-        ("COLDCACHE_OUTPUT", output.display().to_string()),
-        ("COLDCACHE_DUMPS", manifest.display().to_string()),
-        ("COLDCACHE_THREADS", threads.clone()),
-        ("COLDCACHE_ARGV", program),
-        ("COLDCACHE_MODE", args.mode.clone()),
-        ("COLDCACHE_SIGNAL", trigger_sig.to_string()),
-        (
-            "COLDCACHE_LINE_USE",
-            if args.line_use { "1" } else { "0" }.into(),
-        ),
-        (
-            "COLDCACHE_OBJECTS",
-            if args.objects || !args.allocators.is_empty() {
-                "1"
-            } else {
-                "0"
-            }
-            .into(),
-        ),
-        (
-            "COLDCACHE_TIMELINE",
-            if args.timeline { "1" } else { "0" }.into(),
-        ),
-        (
-            "COLDCACHE_RSEQ_COMMIT",
-            crate::record_cmd::rseq_commit_setting().into(),
-        ),
-    ];
-    if !args.thread_core.is_empty() {
-        settings.push(("COLDCACHE_CORES", args.thread_core.join(",")));
-    }
-    let files = mapped_files(&target);
-    if let Some(a) = crate::record_cmd::allocator_setting(&args.allocators, |name| {
-        crate::record_function::resolve_in_files(&files, name, "--allocator")
-    })? {
-        settings.push(("COLDCACHE_ALLOCATORS", a));
-    }
-    if let Some(n) = args.instructions {
-        settings.push(("COLDCACHE_MAX_INSTRUCTIONS", n.to_string()));
-    }
-    if let Some(t) = &args.trace {
-        settings.push(("COLDCACHE_TRACE", cwd.join(t).display().to_string()));
-    }
-    if let Some(r) = &reserve {
-        settings.push(("COLDCACHE_RESERVES", r.clone()));
-    }
-    let now = function.is_none() && !args.signal;
-    let trigger = if let Some(f) = &function {
-        let (first, count) =
-            record_cmd::call_window(args.call, args.calls, args.warm_calls.as_deref())?;
-        if let Some(w) = &args.warm_calls {
-            settings.push(("COLDCACHE_WARM_CALLS", w.clone()));
-        }
-        settings.push(("COLDCACHE_FUNCTION", f.raw.clone()));
-        settings.push(("COLDCACHE_FUNCTION_MODULE", f.module.display().to_string()));
-        settings.push(("COLDCACHE_FUNCTION_ADDRESS", format!("{:x}", f.address)));
-        settings.push(("COLDCACHE_FIRST_CALL", first.to_string()));
-        settings.push(("COLDCACHE_CALLS", count.to_string()));
-        "function"
-    } else {
-        "signal"
+        attacher: Some(unsafe { libc::gettid() } as u32),
     };
-    settings.push(("COLDCACHE_TRIGGER", trigger.into()));
     let mut text = String::new();
-    for (k, v) in &settings {
+    for (k, v) in &settings.pairs() {
         if v.contains('\n') {
             bail!("{k}: a value with a line break cannot be handed to the process ({v:?})");
         }
@@ -488,8 +466,8 @@ pub fn run(args: AttachArgs) -> Result<()> {
     if !captured {
         bail!(
             "no capture was made ({}){}",
-            match trigger {
-                "function" => "the function was not called",
+            match settings.trigger {
+                TriggerSetting::Function { .. } => "the function was not called",
                 _ if args.signal => "no trigger signal started one",
                 _ => "no instruction was captured",
             },

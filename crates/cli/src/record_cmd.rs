@@ -17,6 +17,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use coldcache_capture::settings::{CacheSetting, Settings, TriggerSetting};
 use coldcache_dump::{Dump, Side};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -510,40 +511,7 @@ pub(crate) fn run_listing(args: RecordArgs, dumps: &mut Vec<PathBuf>) -> Result<
         Ok(p) if !p.is_empty() => format!("{}:{p}", lib.display()),
         _ => lib.display().to_string(),
     };
-    cmd.env("LD_PRELOAD", &preload)
-        .env("COLDCACHE_LIB", &lib)
-        .env("COLDCACHE_RECORD", "1")
-        .env("COLDCACHE_QUIET", "1")
-        .env("COLDCACHE_CACHE_FILE", &cache_file)
-        .env("COLDCACHE_OUTPUT", &output)
-        .env("COLDCACHE_DUMPS", &manifest)
-        .env("COLDCACHE_THREADS", &args.threads)
-        .env("COLDCACHE_ARGV", args.program.join("\x1f"))
-        .env("COLDCACHE_MODE", &args.mode)
-        .env("COLDCACHE_SCHEDULE", &args.schedule)
-        .env("COLDCACHE_LINE_USE", if args.line_use { "1" } else { "0" })
-        .env("COLDCACHE_OBJECTS", if objects { "1" } else { "0" })
-        .env("COLDCACHE_TIMELINE", if args.timeline { "1" } else { "0" })
-        .env("COLDCACHE_RSEQ_COMMIT", rseq_commit_setting());
-    match &args.client_requests {
-        Some(c) => cmd.env("COLDCACHE_CLIENT_REQUESTS", c),
-        None => cmd.env_remove("COLDCACHE_CLIENT_REQUESTS"),
-    };
-    if !cores.is_empty() {
-        cmd.env("COLDCACHE_CORES", cores.join(","));
-    }
-    if let Some(a) = &own_allocators {
-        cmd.env("COLDCACHE_ALLOCATORS", a);
-    }
-    if let Some(n) = args.instructions {
-        cmd.env("COLDCACHE_MAX_INSTRUCTIONS", n.to_string());
-    }
-    if let Some(t) = &args.trace {
-        cmd.env("COLDCACHE_TRACE", cwd.join(t));
-    }
-    if let Some(r) = &reserve {
-        cmd.env("COLDCACHE_RESERVES", r);
-    }
+    cmd.env("LD_PRELOAD", &preload).env("COLDCACHE_LIB", &lib);
     let show_progress = if args.progress {
         true
     } else if args.no_progress {
@@ -554,42 +522,66 @@ pub(crate) fn run_listing(args: RecordArgs, dumps: &mut Vec<PathBuf>) -> Result<
     };
     // The library says there which signal carries a stop request (Ctrl-C).
     let stop_file = manifest_dir.path().join("stop-signal");
-    cmd.env("COLDCACHE_STOP_FILE", &stop_file);
     let progress_file = manifest_dir.path().join("progress");
-    if show_progress {
-        cmd.env("COLDCACHE_PROGRESS_FILE", &progress_file);
-    }
-    if let Some(f) = &function {
-        cmd.env("COLDCACHE_FUNCTION_MODULE", &f.module)
-            .env("COLDCACHE_FUNCTION_ADDRESS", format!("{:x}", f.address));
-    }
+    let at = function.as_ref().map(|f| (f.module.clone(), f.address));
     let trigger = if let Some(f) = &args.function {
         let f = function.as_ref().map_or(f.as_str(), |r| r.raw.as_str());
         let (first, count) = call_window(args.call, args.calls, args.warm_calls.as_deref())?;
-        if let Some(w) = &args.warm_calls {
-            cmd.env("COLDCACHE_WARM_CALLS", w);
+        TriggerSetting::Function {
+            name: f.to_string(),
+            at,
+            dlopen: later,
+            first,
+            count,
+            warm: args.warm_calls.clone(),
         }
-        if later {
-            cmd.env("COLDCACHE_FUNCTION_DLOPEN", "1");
-        }
-        cmd.env("COLDCACHE_FUNCTION", f)
-            .env("COLDCACHE_FIRST_CALL", first.to_string())
-            .env("COLDCACHE_CALLS", count.to_string());
-        "function"
     } else if args.all {
-        cmd.env("COLDCACHE_FUNCTION", "main")
-            .env("COLDCACHE_FIRST_CALL", "1")
-            .env("COLDCACHE_CALLS", "1");
-        "function"
+        TriggerSetting::Function {
+            name: "main".into(),
+            at,
+            dlopen: false,
+            first: 1,
+            count: 1,
+            warm: None,
+        }
     } else if args.signal {
-        "signal"
+        TriggerSetting::Signal
     } else {
-        "api"
+        TriggerSetting::Api
     };
-    // In every mode: `coldcache trigger` and an interrupted `record` stop
-    // any capture with it.
-    cmd.env("COLDCACHE_TRIGGER", trigger)
-        .env("COLDCACHE_SIGNAL", trigger_sig.to_string());
+    let settings = Settings {
+        cache: CacheSetting::File(cache_file.clone()),
+        output: output.clone(),
+        manifest: manifest.clone(),
+        threads: args.threads.clone(),
+        argv: args.program.clone(),
+        mode: args.mode.clone(),
+        schedule: args.schedule.clone(),
+        line_use: args.line_use,
+        objects,
+        timeline: args.timeline,
+        rseq_commit: rseq_commit_setting().into(),
+        client_requests: args.client_requests.clone(),
+        cores: cores.clone(),
+        allocators: own_allocators.clone(),
+        max_instructions: args.instructions,
+        trace: args.trace.as_ref().map(|t| cwd.join(t)),
+        reserves: reserve.clone(),
+        stop_file: Some(stop_file.clone()),
+        progress_file: show_progress.then(|| progress_file.clone()),
+        trigger,
+        // In every mode: `coldcache trigger` and an interrupted `record`
+        // stop any capture with it.
+        signal: trigger_sig,
+        attacher: None,
+    };
+    for (name, value) in settings.pairs() {
+        cmd.env(name, value);
+    }
+    if settings.client_requests.is_none() {
+        // One of the caller's own would reach the library.
+        cmd.env_remove(coldcache_capture::settings::names::CLIENT_REQUESTS);
+    }
     {
         use std::os::unix::process::CommandExt;
         // SAFETY: the closure runs in the child between fork and exec and
@@ -667,10 +659,10 @@ pub(crate) fn run_listing(args: RecordArgs, dumps: &mut Vec<PathBuf>) -> Result<
         ),
         Some(0) if !captured => bail!(
             "no capture was made ({}); {}",
-            match trigger {
-                "function" => "the function was never called",
-                "signal" => "no trigger signal started one",
-                _ => "the program never called coldcache_start",
+            match settings.trigger {
+                TriggerSetting::Function { .. } => "the function was never called",
+                TriggerSetting::Signal => "no trigger signal started one",
+                TriggerSetting::Api => "the program never called coldcache_start",
             },
             match written.dumps.first() {
                 Some(p) => format!("the dump written to {} is empty", p.display()),
