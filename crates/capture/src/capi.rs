@@ -202,7 +202,6 @@ extern "C" fn prepare_from_c(opts: *const CaptureOptions) -> i32 {
                 o.core_map.push((t, c));
             }
         }
-        crate::writer::start_for_progress().map_err(|e| e.to_string())?;
         lifecycle::prepare(o).map_err(|e| e.to_string())
     })();
     match r {

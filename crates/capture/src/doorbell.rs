@@ -24,10 +24,12 @@
 //!   writer ([`take`]).
 //! - `TRIGGER_SIGNAL`: the engine's installation of the trigger signal
 //!   (program thread); read by handlers.
-//! - `FINISHER`, `STOPPER`: set once, by `lifecycle::prepare` and the
-//!   engine's handler installation (program thread, before any handler
-//!   that reads them is armed); read by handlers (an atomic load).
+//! - `FINISHER`, `STOPPER`, `STARTER`: set once, by `lifecycle::prepare`,
+//!   the engine's handler installation and the trigger signal's
+//!   installation (program thread, before any handler or writer that reads
+//!   them can run); read by handlers and the writer (an atomic load).
 
+use crate::options::{CaptureError, Options};
 use coldcache_fsio::fdguard;
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::OnceLock;
@@ -187,6 +189,23 @@ static FINISHER: OnceLock<fn()> = OnceLock::new();
 /// The trap front end's stop from a signal handler (`engine`'s).
 #[allow(clippy::type_complexity)]
 static STOPPER: OnceLock<fn(&mut libc::ucontext_t, &'static str)> = OnceLock::new();
+
+/// The life cycle's start of a capture (`lifecycle::prepare`), for the
+/// writer's `--signal` windows.
+#[allow(clippy::type_complexity)]
+static STARTER: OnceLock<fn(Options) -> Result<bool, CaptureError>> = OnceLock::new();
+
+/// Registers what [`start_here`] runs (the trigger signal's installation,
+/// once, with the start its caller gives).
+pub(crate) fn set_starter(f: fn(Options) -> Result<bool, CaptureError>) {
+    let _ = STARTER.set(f);
+}
+
+/// Starts a capture with `options` on this thread (the writer, at a
+/// `--signal` window's start): `None` before a start was registered.
+pub(crate) fn start_here(options: Options) -> Option<Result<bool, CaptureError>> {
+    STARTER.get().map(|f| f(options))
+}
 
 /// Registers what [`finish_here`] runs (the life cycle, once).
 pub(crate) fn set_finisher(f: fn()) {

@@ -217,6 +217,9 @@ pub(crate) fn install_handlers() -> Result<(), CaptureError> {
     }
     *done = true;
     drop(done);
+    if coldcache_fsio::env::is_set("COLDCACHE_PROGRESS") {
+        crate::writer::ensure_writer()?;
+    }
     Ok(())
 }
 
@@ -235,9 +238,16 @@ fn install(sig: i32, handler: usize) -> Result<(), CaptureError> {
 }
 
 /// Installs the handler of the outside trigger signal (`--signal`): each
-/// delivery starts a capture with `options`, or stops the running one.
-pub fn install_trigger_signal(sig: i32, options: Options) -> Result<(), CaptureError> {
+/// delivery starts a capture with `options` (the writer thread calls
+/// `start`, the life cycle's `prepare`), or stops the running one.
+pub fn install_trigger_signal(
+    sig: i32,
+    options: Options,
+    start: fn(Options) -> Result<bool, CaptureError>,
+) -> Result<(), CaptureError> {
     install_handlers()?;
+    crate::writer::ensure_writer()?;
+    doorbell::set_starter(start);
     *PENDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(options);
     doorbell::set_trigger_signal(sig);
     SIGNAL_WINDOWS.store(true, Ordering::Release);

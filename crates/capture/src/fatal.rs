@@ -22,7 +22,7 @@
 //! - a thread inside `finish` (recorded in [`FINISHING_TID`]) or `prepare`
 //!   (state `PREPARING`) is not asked to write: it dies without a dump
 //!   rather than wait for itself;
-//! - the engine's writer thread blocks these signals ([`block_in_own_thread`]);
+//! - the library's writer thread blocks these signals ([`block_in_own_thread`]);
 //! - every other thread of the program holds none of the engine's locks
 //!   (the spin lock is only held inside the engine's own handlers, which run
 //!   with every signal blocked), and the library allocates from its own
@@ -264,7 +264,7 @@ pub(crate) fn disarm() {
     }
 }
 
-/// Blocks every signal on the calling thread: the engine's writer thread
+/// Blocks every signal on the calling thread: the library's writer thread
 /// calls it, so the program's signals (and their handlers) are never
 /// delivered there, and a fatal one never interrupts it inside `finish`.
 /// The C library's set, not [`crate::state::all_signals`]: glibc keeps

@@ -9,11 +9,12 @@
 //! - [`tables`]: the tables the accountant fills, growing within the
 //!   capture's memory budget ([`grow`]: mappings made with system calls).
 //! - The trap front end: `engine.rs` (the signal shell: handlers, trap
-//!   flag, trampolines) over `lifecycle.rs` (prepare, start, stop,
-//!   finish) and `writer.rs` (the writer thread, the one taker of the
-//!   doorbell's commands), `state.rs` (state machine, lock, session,
-//!   what the entry protocols hand down), [`doorbell`] (commands posted
-//!   to the writer, what a queued signal asks for),
+//!   flag, trampolines), run by `lifecycle.rs` (prepare, start, stop,
+//!   finish), beside `writer.rs` (the writer thread, the one taker of the
+//!   doorbell's commands), over `state.rs` (state machine, lock, session,
+//!   what the entry protocols hand down) and [`doorbell`] (commands
+//!   posted to the writer, what a queued signal asks for, what the life
+//!   cycle registered for a thread that must act itself),
 //!   `breakpoint.rs`, `sysemu.rs` (system calls that end tracing),
 //!   [`sigvirt`] (the program's view of the engine's three signals:
 //!   SIGTRAP, the sync signal and the stop request signal), `altstack.rs`

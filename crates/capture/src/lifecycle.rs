@@ -145,13 +145,17 @@ pub fn prepare(options: Options) -> Result<bool, CaptureError> {
 /// `MAP_NORESERVE`: only the pages touched are used).
 const OWN_STACK: usize = 8 << 20;
 
-/// Where the stack of [`on_own_stack`] is mapped during its call (0: none):
-/// written by the thread calling `prepare` or `finish` (under the session's
-/// state machine, one at a time), read by `prepare_inner`. The objects'
-/// regions leave it out: it is ours, and gone when `prepare` returns (the
-/// program's next `mmap` took its place, and its accesses were put down to
-/// an "anonymous" region that was our stack).
-static OWN_STACK_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+thread_local! {
+    /// Where this thread's stack of [`on_own_stack`] is mapped during its
+    /// call (0: none), read by `prepare_inner` on the same thread (a
+    /// thread's own, so a `finish` on another thread cannot clear it).
+    /// The objects' regions leave it out: it is ours, and gone when
+    /// `prepare` returns (the program's next `mmap` took its place, and its
+    /// accesses were put down to an "anonymous" region that was our
+    /// stack). A `const` cell without destructor: no allocation, safe in
+    /// the handlers `finish` may run in.
+    static OWN_STACK_AT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
 /// Runs `f` on a stack mapped for the call, not the caller's: preparing a
 /// capture took from about 35 to about 54 KiB of the caller's stack, as
@@ -182,7 +186,7 @@ fn on_own_stack<R, F: FnOnce() -> R>(f: F) -> R {
     if p == libc::MAP_FAILED {
         return f();
     }
-    OWN_STACK_AT.store(p as u64, Ordering::Release);
+    let outer = OWN_STACK_AT.with(|c| c.replace(p as u64));
     // A guard page at the bottom: an overflow faults, it does not run
     // into a neighbouring mapping. (Failure leaves it writable: the stack
     // is still 8 MiB.)
@@ -214,12 +218,38 @@ fn on_own_stack<R, F: FnOnce() -> R>(f: F) -> R {
         );
         libc::munmap(p, OWN_STACK);
     }
-    OWN_STACK_AT.store(0, Ordering::Release);
+    OWN_STACK_AT.with(|c| c.set(outer));
     match call.out {
         Some(Ok(r)) => r,
         Some(Err(panic)) => std::panic::resume_unwind(panic),
         None => unreachable!("run_on_stack returned without calling its function"),
     }
+}
+
+/// `maps` without the range of the stack [`on_own_stack`] mapped at `own`
+/// (0: none): a mapping the kernel merged with it keeps its other parts.
+fn without_own_stack(maps: Vec<crate::objects::Mapping>, own: u64) -> Vec<crate::objects::Mapping> {
+    if own == 0 {
+        return maps;
+    }
+    let (lo, hi) = (own, own + OWN_STACK as u64);
+    let mut out = Vec::with_capacity(maps.len());
+    for m in maps {
+        if m.end <= lo || m.start >= hi {
+            out.push(m);
+            continue;
+        }
+        if m.start < lo {
+            out.push(crate::objects::Mapping {
+                end: lo,
+                ..m.clone()
+            });
+        }
+        if m.end > hi {
+            out.push(crate::objects::Mapping { start: hi, ..m });
+        }
+    }
+    out
 }
 
 fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
@@ -360,19 +390,18 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
                 true,
                 reserves.threads,
                 &entries,
-                procfs::self_maps()
-                    .into_iter()
-                    .filter(|m| {
-                        let own = OWN_STACK_AT.load(Ordering::Acquire);
-                        own == 0 || m.end <= own || m.start >= own + OWN_STACK as u64
-                    })
-                    .map(|m| crate::objects::Mapping {
-                        start: m.start,
-                        end: m.end,
-                        perms: m.perms,
-                        path: m.path,
-                    })
-                    .collect(),
+                without_own_stack(
+                    procfs::self_maps()
+                        .into_iter()
+                        .map(|m| crate::objects::Mapping {
+                            start: m.start,
+                            end: m.end,
+                            perms: m.perms,
+                            path: m.path,
+                        })
+                        .collect(),
+                    OWN_STACK_AT.with(|c| c.get()),
+                ),
             )
         }),
     })?;
@@ -833,4 +862,44 @@ extern "C" fn stop_after_intercept() -> i32 {
         *g = Some(r.map_err(|e| e.to_string()));
     }
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::objects::Mapping;
+
+    fn m(start: u64, end: u64) -> Mapping {
+        Mapping {
+            start,
+            end,
+            perms: "rw-p".into(),
+            path: String::new(),
+        }
+    }
+
+    /// The own stack's range goes, whole mappings and the parts of one the
+    /// kernel merged with it; the rest stays.
+    #[test]
+    fn the_own_stack_is_cut_out_of_the_mappings() {
+        let own = 0x10_0000_0000;
+        let top = own + OWN_STACK as u64;
+        let maps = vec![
+            m(0x1000, 0x2000),
+            m(own - 0x3000, own + 0x1000),
+            m(own + 0x1000, top - 0x1000),
+            m(top - 0x1000, top + 0x5000),
+            m(top + 0x8000, top + 0x9000),
+        ];
+        assert_eq!(
+            without_own_stack(maps.clone(), own),
+            [
+                m(0x1000, 0x2000),
+                m(own - 0x3000, own),
+                m(top, top + 0x5000),
+                m(top + 0x8000, top + 0x9000),
+            ]
+        );
+        assert_eq!(without_own_stack(maps.clone(), 0), maps);
+    }
 }

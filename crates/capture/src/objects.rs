@@ -463,6 +463,7 @@ struct SiteRow {
 }
 
 /// A mapping of the start.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mapping {
     /// First address.
     pub start: u64,

@@ -352,7 +352,6 @@ fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Re
             }
         }
     }
-    crate::writer::start_for_progress().map_err(|e| e.to_string())?;
     let result = match trigger {
         TriggerSpec::Api => {
             if let Ok(mut d) = crate::state::DEFAULTS.lock() {
@@ -410,9 +409,7 @@ fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Re
             if o.threads == Threads::Caller {
                 o.threads = Threads::All;
             }
-            // The writer first: the trigger's handler posts to it.
-            crate::writer::ensure_writer()
-                .and_then(|()| crate::engine::install_trigger_signal(sig, o))
+            crate::engine::install_trigger_signal(sig, o, lifecycle::prepare)
                 .map_err(|e| e.to_string())
         }
     };
@@ -627,7 +624,11 @@ mod tests {
 
     /// [`options_from`] over the settings' pairs, as the library reads them.
     fn read(s: &Settings) -> (Options, TriggerSpec) {
-        let pairs: HashMap<&str, String> = s.pairs().into_iter().collect();
+        let pairs: HashMap<&str, String> = s
+            .pairs()
+            .into_iter()
+            .map(|(k, v)| (k, v.to_string_lossy().into_owned()))
+            .collect();
         let lookup = |name: &str| pairs.get(name).cloned();
         options_from(&lookup).unwrap().unwrap()
     }

@@ -9,7 +9,7 @@
 //!   `prctl(PR_SET_SECCOMP, ...)` is seen coming ([`confines`], on the trap
 //!   engine's `Verdict::Syscall` path): the capture stops and its dump is
 //!   written, cut short with [`REASON`], before the call runs (a filter
-//!   synchronised to every thread first parks the engine's writer thread
+//!   synchronised to every thread first parks the library's writer thread
 //!   in a call that never returns, [`park_writer`]);
 //! - a start requested once a filter is in place is refused
 //!   ([`refuse_if_confined`], from `prepare`): the `Seccomp:` and
@@ -37,7 +37,7 @@ static INHERITED_FILTERS: AtomicI64 = AtomicI64::new(-1);
 /// Whether the thread of `uc` (RIP at a `syscall`) is about to confine
 /// itself with seccomp; the reason to stop the capture if so. A filter
 /// synchronised to every thread (`SECCOMP_FILTER_FLAG_TSYNC`) also reaches
-/// the engine's writer thread, so it is parked first ([`park_writer`]).
+/// the library's writer thread, so it is parked first ([`park_writer`]).
 pub(crate) fn confines(uc: &libc::ucontext_t) -> Option<&'static str> {
     let g = &uc.uc_mcontext.gregs;
     let (nr, op) = (g[libc::REG_RAX as usize], g[libc::REG_RDI as usize]);
@@ -62,7 +62,7 @@ pub(crate) fn confines(uc: &libc::ucontext_t) -> Option<&'static str> {
 /// Set by the writer thread once it is parked for good.
 static PARKED: AtomicBool = AtomicBool::new(false);
 
-/// Parks the engine's writer thread (if there is one) inside a system call
+/// Parks the library's writer thread (if there is one) inside a system call
 /// that never returns, and waits (a bounded time) until it is there: a
 /// filter applied to every thread then finds it already in the kernel, and
 /// its next poll can never be the call that kills the program. Later

@@ -8,6 +8,7 @@
 //!
 //! Pure: no state, no system call.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 /// The names of the settings.
@@ -28,6 +29,8 @@ pub mod names {
     pub const DUMPS: &str = "COLDCACHE_DUMPS";
     /// The thread selection (`all`, `caller`, ids, `name:...`).
     pub const THREADS: &str = "COLDCACHE_THREADS";
+    /// The library's path (so it leaves `LD_PRELOAD` as it found it).
+    pub const LIB: &str = "COLDCACHE_LIB";
     /// The program's arguments, separated by 0x1f.
     pub const ARGV: &str = "COLDCACHE_ARGV";
     /// The capture mode (`auto`, `trap`, `fast`, `verify`).
@@ -171,48 +174,50 @@ pub struct Settings {
 
 impl Settings {
     /// The settings as `NAME=VALUE` pairs: every one that is set, in a
-    /// fixed order.
-    pub fn pairs(&self) -> Vec<(&'static str, String)> {
+    /// fixed order. Paths are kept as the OS gives them (a path that is
+    /// not UTF-8 goes into the environment unchanged; `attach`, which
+    /// sends text, refuses it by name).
+    pub fn pairs(&self) -> Vec<(&'static str, OsString)> {
         use names::*;
-        let flag = |on: bool| if on { "1" } else { "0" }.to_string();
-        let path = |p: &PathBuf| p.display().to_string();
-        let mut v: Vec<(&'static str, String)> = vec![(RECORD, "1".into()), (QUIET, "1".into())];
+        let flag = |on: bool| OsString::from(if on { "1" } else { "0" });
+        let path = |p: &PathBuf| p.as_os_str().to_owned();
+        let mut v: Vec<(&'static str, OsString)> = vec![(RECORD, "1".into()), (QUIET, "1".into())];
         match &self.cache {
             CacheSetting::File(p) => v.push((CACHE_FILE, path(p))),
             CacheSetting::Inline { name, json } => {
-                v.push((CACHE_JSON, json.clone()));
-                v.push((CACHE_NAME, name.clone()));
+                v.push((CACHE_JSON, json.into()));
+                v.push((CACHE_NAME, name.into()));
             }
         }
         v.extend([
             (OUTPUT, path(&self.output)),
             (DUMPS, path(&self.manifest)),
-            (THREADS, self.threads.clone()),
-            (ARGV, self.argv.join("\x1f")),
-            (MODE, self.mode.clone()),
-            (SCHEDULE, self.schedule.clone()),
+            (THREADS, (&self.threads).into()),
+            (ARGV, self.argv.join("\x1f").into()),
+            (MODE, (&self.mode).into()),
+            (SCHEDULE, (&self.schedule).into()),
             (LINE_USE, flag(self.line_use)),
             (OBJECTS, flag(self.objects)),
             (TIMELINE, flag(self.timeline)),
-            (RSEQ_COMMIT, self.rseq_commit.clone()),
+            (RSEQ_COMMIT, (&self.rseq_commit).into()),
         ]);
         if let Some(c) = &self.client_requests {
-            v.push((CLIENT_REQUESTS, c.clone()));
+            v.push((CLIENT_REQUESTS, c.into()));
         }
         if !self.cores.is_empty() {
-            v.push((CORES, self.cores.join(",")));
+            v.push((CORES, self.cores.join(",").into()));
         }
         if let Some(a) = &self.allocators {
-            v.push((ALLOCATORS, a.clone()));
+            v.push((ALLOCATORS, a.into()));
         }
         if let Some(n) = self.max_instructions {
-            v.push((MAX_INSTRUCTIONS, n.to_string()));
+            v.push((MAX_INSTRUCTIONS, n.to_string().into()));
         }
         if let Some(t) = &self.trace {
             v.push((TRACE, path(t)));
         }
         if let Some(r) = &self.reserves {
-            v.push((RESERVES, r.clone()));
+            v.push((RESERVES, r.into()));
         }
         if let Some(p) = &self.stop_file {
             v.push((STOP_FILE, path(p)));
@@ -232,25 +237,25 @@ impl Settings {
             } => {
                 if let Some((module, address)) = at {
                     v.push((FUNCTION_MODULE, path(module)));
-                    v.push((FUNCTION_ADDRESS, format!("{address:x}")));
+                    v.push((FUNCTION_ADDRESS, format!("{address:x}").into()));
                 }
                 if let Some(w) = warm {
-                    v.push((WARM_CALLS, w.clone()));
+                    v.push((WARM_CALLS, w.into()));
                 }
                 if *dlopen {
                     v.push((FUNCTION_DLOPEN, "1".into()));
                 }
-                v.push((FUNCTION, name.clone()));
-                v.push((FIRST_CALL, first.to_string()));
-                v.push((CALLS, count.to_string()));
+                v.push((FUNCTION, name.into()));
+                v.push((FIRST_CALL, first.to_string().into()));
+                v.push((CALLS, count.to_string().into()));
                 "function"
             }
             TriggerSetting::Signal => "signal",
         };
         v.push((TRIGGER, trigger.into()));
-        v.push((SIGNAL, self.signal.to_string()));
+        v.push((SIGNAL, self.signal.to_string().into()));
         if let Some(a) = self.attacher {
-            v.push((ATTACHER, a.to_string()));
+            v.push((ATTACHER, a.to_string().into()));
         }
         v
     }

@@ -406,7 +406,7 @@ fn set_shadow(slot: usize, v: [u64; 4]) {
 /// # Safety
 /// `act` and `old` are null or valid `struct sigaction` pointers, as for
 /// `sigaction(2)`.
-pub unsafe fn program_sigaction(
+pub(crate) unsafe fn program_sigaction(
     sig: i32,
     act: *const libc::sigaction,
     old: *mut libc::sigaction,

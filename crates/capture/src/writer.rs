@@ -1,17 +1,17 @@
-//! The writer thread: the one place that acts on what the doorbell
-//! (`doorbell.rs`) asks — the dump of a capture stopped asynchronously
-//! (`lifecycle::finish`), the `--signal` trigger's start and stop, parking
-//! before a seccomp filter reaches every thread — and the progress lines
-//! of `COLDCACHE_PROGRESS`.
+//! The writer thread: the one place that takes what the doorbell
+//! (`doorbell.rs`) asks for — the dump of a capture stopped asynchronously,
+//! the `--signal` trigger's start and stop, parking before a seccomp filter
+//! reaches every thread — and the progress lines of `COLDCACHE_PROGRESS`.
 //!
-//! Part of the life cycle's layer: it calls `lifecycle` and the layers
-//! below it, and nothing below calls it except through [`doorbell::post`].
-//! It is only started when needed ([`ensure_writer`]): a second thread
+//! Its own layer, between the signal code and the front ends: the front
+//! ends start it ([`ensure_writer`]), the signal code rings it, and it
+//! acts through what the life cycle registered in the doorbell
+//! (`doorbell::finish_here`, `doorbell::start_here`), so it imports
+//! nothing above it. It is only started when needed: a second thread
 //! switches glibc out of its single-threaded fast paths, which would change
 //! the instructions the program runs.
 
 use crate::doorbell::{self, Command};
-use crate::lifecycle::{finish_and_report, prepare};
 use crate::options::CaptureError;
 use crate::state::{gettid, with_session, IDLE, INSTRUCTIONS, PENDING, RUNNING, STATE};
 use coldcache_fsio::fdguard;
@@ -58,17 +58,6 @@ pub(crate) fn ensure_writer() -> Result<(), CaptureError> {
     Ok(())
 }
 
-/// Starts the writer for the progress lines of `COLDCACHE_PROGRESS` when
-/// they are asked for: the entry protocols' call, before they arm a
-/// capture.
-pub(crate) fn start_for_progress() -> Result<(), CaptureError> {
-    if coldcache_fsio::env::is_set("COLDCACHE_PROGRESS") {
-        ensure_writer()
-    } else {
-        Ok(())
-    }
-}
-
 /// Does every command asked for since the last look, each as many times
 /// as it was asked.
 fn take_wakes(progress: bool) {
@@ -82,16 +71,14 @@ fn take_wakes(progress: bool) {
 /// Does what `command` asks.
 fn on_wake(command: Command, progress: bool) {
     match command {
-        Command::Finish => {
-            finish_and_report();
-        }
+        Command::Finish => doorbell::finish_here(),
         Command::Trigger => {
             if STATE.load(Ordering::Acquire) == RUNNING {
-                finish_and_report();
+                doorbell::finish_here();
             } else if STATE.load(Ordering::Acquire) == IDLE {
                 let opts = PENDING.lock().ok().and_then(|g| g.clone());
                 if let Some(o) = opts {
-                    if let Err(e) = prepare(o) {
+                    if let Some(Err(e)) = doorbell::start_here(o) {
                         coldcache_fsio::say!("coldcache: capture not started: {e}");
                     } else if progress {
                         coldcache_fsio::say!("coldcache: capture started by signal");

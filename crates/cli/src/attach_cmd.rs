@@ -358,6 +358,9 @@ pub fn run(args: AttachArgs) -> Result<()> {
     };
     let mut text = String::new();
     for (k, v) in &settings.pairs() {
+        let Some(v) = v.to_str() else {
+            bail!("{k}: a value that is not UTF-8 cannot be handed to the process ({v:?})");
+        };
         if v.contains('\n') {
             bail!("{k}: a value with a line break cannot be handed to the process ({v:?})");
         }

@@ -511,7 +511,8 @@ pub(crate) fn run_listing(args: RecordArgs, dumps: &mut Vec<PathBuf>) -> Result<
         Ok(p) if !p.is_empty() => format!("{}:{p}", lib.display()),
         _ => lib.display().to_string(),
     };
-    cmd.env("LD_PRELOAD", &preload).env("COLDCACHE_LIB", &lib);
+    cmd.env("LD_PRELOAD", &preload)
+        .env(coldcache_capture::settings::names::LIB, &lib);
     let show_progress = if args.progress {
         true
     } else if args.no_progress {
