@@ -32,7 +32,7 @@ echo "program: $src, $records trace records, $(du -h "$work/trace.lackey" | cut 
 
 cargo build --release -p coldcache-cli
 rel=$(scripts/release-dir.sh)
-COLDCACHE_BENCH_TRACE="$work/trace.lackey" cargo bench -q -p coldcache-sim --bench throughput 2>&1 \
+COLDCACHE_BENCH_TRACE="$work/trace.lackey" cargo bench -q --manifest-path crates/sim/throughput-bench/Cargo.toml --bench throughput 2>&1 \
   | grep -E "^simulate/|thrpt|benchmarking" || true
 
 best() { # best wall time of 3 runs, in seconds

@@ -40,7 +40,8 @@
 //! (index / 64) % 4 for the Jaguar runs. `scripts/bench.sh` makes one from
 //! a real program and also times `coldcache sim` against Cachegrind.
 //!
-//! Run: `cargo bench -p coldcache-sim --bench throughput`.
+//! Run: `cargo bench --manifest-path crates/sim/throughput-bench/Cargo.toml`
+//! (its own workspace: criterion is compiled only there).
 
 use coldcache_sim::*;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
