@@ -19,7 +19,7 @@
 //! builds counted alike.
 
 use coldcache_capture::account::{Accountant, BlockSlot, Reserves, Setup, Verdict};
-use coldcache_capture::model::{CpuFacts, Machine};
+use coldcache_capture::model::Machine;
 use coldcache_capture::unwind::StackUnwinder;
 use coldcache_dump::Meta;
 use coldcache_sim::presets;
@@ -116,8 +116,8 @@ fn main() {
         stop_entries: [0; 2],
         exec_ranges: vec![(CODE, CODE + 0x1000)],
         stable_code: vec![(CODE, CODE + 0x1000)],
-        unwinder: StackUnwinder::new(&[]),
-        cpu: CpuFacts::detect(),
+        unwinder: StackUnwinder::empty(),
+        cpu: coldcache_capture::machine::cpu_facts(),
         line_use: true,
         objects: None,
         // `REPLAY_TIMELINE=1`: with a timeline (its cost, docs/performance-log.md).

@@ -1,13 +1,15 @@
 //! coldcache-capture: the in-process capture engine.
 //!
-//! One accounting core, front ends around it:
-//! - [`account`]: the sans-I/O accountant — per executed instruction:
-//!   decode, access model, simulation through the one driver
+//! The signal code around one accounting core, the pure crate
+//! `coldcache-account`, re-exported here under the paths the files use:
+//! - [`account`]: the accountant — per executed instruction: decode,
+//!   access model, simulation through the one driver
 //!   ([`coldcache_sim::Driver`]), counters per (instruction, stack, thread),
 //!   shadow stacks. It takes a register source and returns a verdict.
 //! - [`model`]: the pure x86-64 access model (instruction + registers → accesses).
 //! - [`tables`]: the tables the accountant fills, growing within the
-//!   capture's memory budget ([`grow`]: mappings made with system calls).
+//!   capture's memory budget ([`grow`], `coldcache-grow`: mappings made
+//!   with system calls).
 //! - The trap front end: `engine.rs` (the signal shell: handlers, trap
 //!   flag, trampolines), run by `lifecycle.rs` (prepare, start, stop,
 //!   finish), beside `writer.rs` (the writer thread, the one taker of the
@@ -32,7 +34,8 @@
 //! - `fatal.rs` (the dump on fatal signals the program leaves at `SIG_DFL`)
 //!   and `seccomp.rs` (stopping before a seccomp confinement, refusing a
 //!   start after one), for every front end.
-//! - [`unwind`]: DWARF CFI unwinding (framehop) that seeds a thread's call stack.
+//! - [`unwind`] (the accountant's): DWARF CFI unwinding (framehop) that
+//!   seeds a thread's call stack, built by [`procfs::self_unwinder`].
 //! - [`capi`] and [`preload`]: the C ABI and the environment protocol of
 //!   `coldcache record`; [`attach`]: `coldcache_attach_start`, the entry
 //!   `coldcache attach` calls in a running process.
@@ -69,40 +72,36 @@ mod seccomp;
 mod sigfault;
 pub use sigfault::program_sigaction;
 
-pub mod account;
 pub mod attach;
 mod breakpoint;
 pub mod capi;
 mod codewrite;
 pub mod doorbell;
 pub mod engine;
-pub mod grow;
 mod jit;
 mod lifecycle;
 mod lock;
 pub mod machine;
 pub mod memory;
-pub mod model;
 pub mod objects;
 mod options;
 mod output;
-mod parts;
 pub mod preload;
 pub mod procfs;
-pub mod requests;
 mod rseq;
 mod schedule;
 pub mod settings;
 pub mod sigvirt;
 mod state;
 mod sysemu;
-pub mod tables;
-pub mod timeline;
 mod tls;
-pub mod unwind;
 mod writer;
 
-pub use account::{Accountant, BlockSlot, Entry, FunctionCalls, Setup, Verdict};
+// The pure accountant and the tables' memory, under the paths the files
+// (and this crate's users) name them by.
+pub use coldcache_account::{account, model, parts, requests, tables, timeline, unwind};
+pub use coldcache_account::{Accountant, BlockSlot, Entry, FunctionCalls, Setup, Verdict};
+pub use coldcache_grow as grow;
 pub use lifecycle::{
     finish, finish_at_exit, instructions_traced, is_active, prepare, publish_progress, start, stop,
     Capture, PROGRESS_RUNNING,

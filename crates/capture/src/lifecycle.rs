@@ -10,7 +10,6 @@ use crate::account::{Accountant, FunctionCalls, Setup};
 use crate::breakpoint;
 use crate::engine::{self, coldcache_arm_current_thread};
 use crate::machine::XsaveLayout;
-use crate::model::CpuFacts;
 use crate::options::{CaptureError, Mode, Options, Summary, Threads, Trigger};
 use crate::output;
 use crate::procfs;
@@ -326,7 +325,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     // again when there is none).
     let stop = coldcache_stop as *const () as usize as u64;
     let stop_entries = [stop, crate::state::exit_hook().unwrap_or(stop)];
-    let cpu = CpuFacts::detect();
+    let cpu = crate::machine::cpu_facts();
     let mut reserves = options.reserves;
     reserves.threads = reserves.threads.clamp(1, MAX_SELECTED);
     // An absurd reserve is refused with its figures before anything is
@@ -380,7 +379,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
         stop_entries,
         exec_ranges,
         stable_code: stable_code.clone(),
-        unwinder: crate::unwind::StackUnwinder::new(&procfs::self_maps()),
+        unwinder: procfs::self_unwinder(),
         cpu,
         line_use: options.line_use,
         timeline: options.timeline,

@@ -3,7 +3,7 @@
 //! registers from the XSAVE area behind `fpregs`, FS/GS bases from the
 //! running thread itself (the handler runs on the trapped thread).
 
-use crate::model::Machine;
+use crate::model::{CpuFacts, Machine};
 use iced_x86::Register;
 
 /// Offsets of XSAVE components in the (standard-format) signal frame,
@@ -301,4 +301,62 @@ pub(crate) fn greg_of(reg: Register) -> Option<libc::c_int> {
         Register::RIP => REG_RIP,
         _ => return None,
     })
+}
+
+/// The processor facts the access model needs, read from CPUID (and
+/// XCR0 with `xgetbv`) on this machine.
+pub fn cpu_facts() -> CpuFacts {
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unused_unsafe)] // CPUID intrinsics became safe fns in newer Rust.
+    {
+        use core::arch::x86_64::{__cpuid, __cpuid_count};
+        // SAFETY: CPUID is available on every x86-64 processor; leaf 0 is
+        // always valid and tells whether leaf 0xD exists.
+        let max_leaf = unsafe { __cpuid(0) }.eax;
+        // SAFETY: leaf 1 exists on every x86-64 processor.
+        let osxsave = unsafe { __cpuid(1) }.ecx & (1 << 27) != 0;
+        if max_leaf >= 0xD && osxsave {
+            // SAFETY: leaf 0xD exists (checked above).
+            let d = unsafe { __cpuid_count(0xD, 0) };
+            let mut facts = CpuFacts {
+                xsave_size: d.ebx,
+                xsave: crate::model::XsaveLayout::default(),
+            };
+            let (lo, hi): (u32, u32);
+            // SAFETY: CPUID.1:ECX.OSXSAVE is set (checked above), so the
+            // OS enabled XSAVE and `xgetbv` with ECX=0 (XCR0) is valid at
+            // any privilege level; it only writes EAX and EDX.
+            unsafe {
+                core::arch::asm!(
+                    "xgetbv",
+                    in("ecx") 0u32,
+                    out("eax") lo,
+                    out("edx") hi,
+                    options(nomem, nostack, preserves_flags),
+                );
+            }
+            let xcr0 = (u64::from(hi) << 32) | u64::from(lo);
+            facts.xsave.xcr0 = xcr0;
+            for i in 2..crate::model::XSAVE_COMPONENTS {
+                if xcr0 & (1 << i) == 0 {
+                    continue;
+                }
+                // SAFETY: leaf 0xD exists; sub-leaves for enabled
+                // components are defined.
+                let c = unsafe { __cpuid_count(0xD, i as u32) };
+                if c.eax > u32::from(u16::MAX) || c.ebx > u32::from(u16::MAX) {
+                    // Cannot be stored: leave the layout unknown.
+                    facts.xsave = crate::model::XsaveLayout::default();
+                    break;
+                }
+                facts.xsave.size[i] = c.eax as u16;
+                facts.xsave.offset[i] = c.ebx as u16;
+                if c.ecx & 2 != 0 {
+                    facts.xsave.align64 |= 1 << i;
+                }
+            }
+            return facts;
+        }
+    }
+    CpuFacts::default()
 }

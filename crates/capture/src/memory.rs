@@ -3,23 +3,7 @@
 //! SIGSEGV inside a signal handler. All go through `process_vm_readv` /
 //! `process_vm_writev` on our own pid, which are async-signal-safe.
 
-/// Where the next mapping of ours that need not be near code goes: far
-/// below where the kernel places the program's own mappings (top-down
-/// from just under the stack) and far above its heap, so that captures
-/// leave the addresses the program's `mmap` and `malloc` return as they
-/// are without them (a library the program loads where it closed another
-/// stays there).
-static FAR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0x1000_0000_0000);
-
-/// The start of `len` bytes of the far region no earlier call handed out
-/// (whether they are free is for the caller's `MAP_FIXED_NOREPLACE` to
-/// find out). Async-signal-safe.
-pub(crate) fn far_address(len: u64) -> u64 {
-    FAR.fetch_add(
-        len.next_multiple_of(1 << 21),
-        std::sync::atomic::Ordering::Relaxed,
-    )
-}
+pub(crate) use coldcache_grow::far_address;
 
 /// Reads `buf.len()` bytes at `addr` into `buf`; false if any byte cannot
 /// be read.

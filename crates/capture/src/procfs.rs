@@ -16,58 +16,21 @@ use coldcache_dump::Module;
 use object::{Object, ObjectSymbol};
 use std::path::Path;
 
-/// One line of `/proc/self/maps`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mapping {
-    /// First address.
-    pub start: u64,
-    /// One past the last address.
-    pub end: u64,
-    /// `r-xp` and friends.
-    pub perms: String,
-    /// File offset mapped at `start`.
-    pub offset: u64,
-    /// Path (or pseudo-name such as `[stack]`), possibly empty.
-    pub path: String,
-}
-
-/// Parses the text of a `maps` file.
-pub fn parse_maps(text: &str) -> Vec<Mapping> {
-    let mut v = Vec::new();
-    for line in text.lines() {
-        let mut it = line.split_ascii_whitespace();
-        let (Some(range), Some(perms), Some(offset), Some(_dev), Some(_inode)) =
-            (it.next(), it.next(), it.next(), it.next(), it.next())
-        else {
-            continue;
-        };
-        let path = it.collect::<Vec<_>>().join(" ");
-        let Some((a, b)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(start), Ok(end), Ok(offset)) = (
-            u64::from_str_radix(a, 16),
-            u64::from_str_radix(b, 16),
-            u64::from_str_radix(offset, 16),
-        ) else {
-            continue;
-        };
-        v.push(Mapping {
-            start,
-            end,
-            perms: perms.to_string(),
-            offset,
-            path,
-        });
-    }
-    v
-}
+pub use coldcache_account::maps::{parse_maps, Mapping};
 
 /// The mappings of this process.
 pub fn self_maps() -> Vec<Mapping> {
     std::fs::read_to_string("/proc/self/maps")
         .map(|t| parse_maps(&t))
         .unwrap_or_default()
+}
+
+/// The unwinder of this process's executable mappings now, the files'
+/// unwind tables read through [`MappedFile`]. Not async-signal-safe.
+pub fn self_unwinder() -> coldcache_account::unwind::StackUnwinder {
+    coldcache_account::unwind::StackUnwinder::new(&self_maps(), |path| {
+        MappedFile::open(Path::new(path))
+    })
 }
 
 /// How the code cache's memfd shows in `/proc/self/maps`.
@@ -117,6 +80,12 @@ pub fn build_id(path: &Path) -> Option<Vec<u8>> {
 pub struct MappedFile {
     ptr: *mut libc::c_void,
     len: usize,
+}
+
+impl AsRef<[u8]> for MappedFile {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
+    }
 }
 
 impl MappedFile {

@@ -12,7 +12,7 @@ use coldcache_capture::account::{
     Accountant, BlockSlot, Entry, FunctionCalls, Reserves, Setup, TraceSink, Verdict,
 };
 use coldcache_capture::grow::TABLE_FULL;
-use coldcache_capture::model::{CpuFacts, Machine};
+use coldcache_capture::model::Machine;
 use coldcache_capture::unwind::StackUnwinder;
 use coldcache_dump::{Dump, Meta};
 use coldcache_sim::{presets, CounterLayout, Side};
@@ -214,8 +214,8 @@ fn setup(reserves: Reserves, trace: bool, function: Option<FunctionCalls>) -> Se
         stop_entries: [0; 2],
         exec_ranges: Vec::new(),
         stable_code: Vec::new(),
-        unwinder: StackUnwinder::new(&[]),
-        cpu: CpuFacts::detect(),
+        unwinder: StackUnwinder::empty(),
+        cpu: coldcache_capture::machine::cpu_facts(),
         line_use: true,
         objects: None,
         timeline: None,

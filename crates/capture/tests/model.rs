@@ -963,7 +963,7 @@ mod xsave {
     fn detected_layout_matches_cpuid_total() {
         // On this machine: the standard-format end of the last enabled
         // component is CPUID 0xD.0 EBX.
-        let facts = CpuFacts::detect();
+        let facts = coldcache_capture::machine::cpu_facts();
         if !facts.xsave.is_known() {
             return;
         }
@@ -1352,7 +1352,7 @@ mod inputs {
         assert_eq!(inputs(&[0x0f, 0xf7, 0xca]), None);
         // xsave [rax] (with this machine's layout; without one it is
         // unmodelled and records nothing)
-        let facts = CpuFacts::detect();
+        let facts = coldcache_capture::machine::cpu_facts();
         if facts.xsave.is_known() {
             assert_eq!(plan_with(&[0x0f, 0xae, 0x20], facts).1.inputs(), None);
         }

@@ -218,7 +218,7 @@ fn check_against_symbols(s: &Seen) {
 
 #[test]
 fn return_addresses_lie_in_the_callers_and_slots_hold_them() {
-    let mut u = StackUnwinder::new(&procfs::self_maps());
+    let mut u = procfs::self_unwinder();
     assert!(u.modules() > 0);
     let s = unwind_chain_root(&mut u);
     check_against_symbols(&s);
@@ -229,7 +229,7 @@ fn return_addresses_lie_in_the_callers_and_slots_hold_them() {
 
 #[test]
 fn unwinding_from_a_function_entry_starts_with_the_return_address_at_rsp() {
-    let mut u = StackUnwinder::new(&procfs::self_maps());
+    let mut u = procfs::self_unwinder();
     let s = unwind_chain_root(&mut u);
     check_against_symbols(&s);
     // The chain up to the root is the same as from inside the function.
@@ -242,7 +242,7 @@ fn unwinding_from_a_function_entry_starts_with_the_return_address_at_rsp() {
 
 #[test]
 fn unwind_allocates_nothing_after_new() {
-    let mut u = StackUnwinder::new(&procfs::self_maps());
+    let mut u = procfs::self_unwinder();
     // Cold rule cache, then warm.
     for _ in 0..3 {
         let s = unwind_chain_root(&mut u);
@@ -255,7 +255,7 @@ fn unwind_allocates_nothing_after_new() {
 fn unwind_works_on_a_small_thread_stack() {
     // The SIGTRAP handler runs on the traced thread's own stack; 16 KiB is
     // glibc's PTHREAD_STACK_MIN on x86-64.
-    let mut u = StackUnwinder::new(&procfs::self_maps());
+    let mut u = procfs::self_unwinder();
     let n = std::thread::Builder::new()
         .stack_size(16 << 10)
         .spawn(move || unwind_chain_root(&mut u).n)
@@ -267,7 +267,7 @@ fn unwind_works_on_a_small_thread_stack() {
 
 #[test]
 fn wild_registers_give_no_frames_and_no_fault() {
-    let mut u = StackUnwinder::new(&procfs::self_maps());
+    let mut u = procfs::self_unwinder();
     let mut out = [(0, 0); 8];
     assert_eq!(u.unwind(0, 0, 0, &mut read_word, &mut out), 0);
     assert_eq!(u.unwind(0x1234, 0x10, 0x20, &mut read_word, &mut out), 0);

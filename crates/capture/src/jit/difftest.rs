@@ -370,7 +370,7 @@ struct Host {
 
 impl Host {
     fn new() -> Host {
-        let facts = CpuFacts::detect();
+        let facts = crate::machine::cpu_facts();
         assert!(facts.xsave.is_known(), "the test needs XSAVE");
         let l = facts.xsave;
         for c in 2..8 {

@@ -224,7 +224,7 @@ fn plan_and_eval_never_allocate_after_model_new() {
     let instrs = varied_instructions(20_000);
     let machine = full_machine();
     let empty = TestMachine::new();
-    let mut facts = CpuFacts::detect();
+    let mut facts = coldcache_capture::machine::cpu_facts();
     if !facts.xsave.is_known() {
         facts.xsave.xcr0 = 0b111;
         facts.xsave.offset[2] = 576;

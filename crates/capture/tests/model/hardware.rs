@@ -140,7 +140,7 @@ fn fxsave_writes_416_bytes() {
 
 #[test]
 fn xsave_writes_every_requested_component() {
-    let facts = CpuFacts::detect();
+    let facts = coldcache_capture::machine::cpu_facts();
     if !facts.xsave.is_known() {
         return;
     }
@@ -170,7 +170,7 @@ fn xsave_writes_every_requested_component() {
 
 #[test]
 fn xsavec_writes_requested_components_in_use() {
-    let facts = CpuFacts::detect();
+    let facts = coldcache_capture::machine::cpu_facts();
     if !facts.xsave.is_known() || !xgetbv1_supported() || !std::is_x86_feature_detected!("xsavec") {
         return;
     }

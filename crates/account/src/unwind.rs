@@ -16,7 +16,7 @@
 //! slot holds the return address it reports, and each return address lies in
 //! an executable mapping.
 
-use crate::procfs::Mapping;
+use crate::maps::Mapping;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::Unwinder;
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, MustNotAllocateDuringUnwind};
@@ -43,7 +43,7 @@ pub struct StackUnwinder {
 }
 
 impl StackUnwinder {
-    /// From the executable mappings of this process (`procfs::self_maps()`
+    /// From the executable mappings of a process (`/proc/self/maps`
     /// entries with `x` permission and an absolute path): for each ELF file,
     /// its `.eh_frame` and `.eh_frame_hdr` data and the addresses of those
     /// sections and of `.text` and `.got`, and its load bias.
@@ -55,7 +55,13 @@ impl StackUnwinder {
     /// Files that cannot be read or parsed, or that have no `.eh_frame`, get
     /// no module: addresses in them unwind with framehop's frame-pointer
     /// rule.
-    pub fn new(maps: &[Mapping]) -> StackUnwinder {
+    ///
+    /// `open` gives a file's bytes by path (the capture runtime maps the
+    /// file read-only); `None` when it cannot be read.
+    pub fn new<B: AsRef<[u8]>>(
+        maps: &[Mapping],
+        mut open: impl FnMut(&str) -> Option<B>,
+    ) -> StackUnwinder {
         let mut exec_ranges: Vec<(u64, u64)> = maps
             .iter()
             .filter(|m| m.perms.contains('x') && m.start < m.end)
@@ -74,10 +80,10 @@ impl StackUnwinder {
                 continue;
             }
             seen.push(&m.path);
-            let Some(data) = crate::procfs::MappedFile::open(std::path::Path::new(&m.path)) else {
+            let Some(data) = open(&m.path) else {
                 continue;
             };
-            let Ok(file) = object::File::parse(data.bytes()) else {
+            let Ok(file) = object::File::parse(data.as_ref()) else {
                 continue;
             };
             if file.format() != object::BinaryFormat::Elf {
@@ -114,6 +120,12 @@ impl StackUnwinder {
             exec_ranges,
             modules,
         }
+    }
+
+    /// With no module: every frame unwinds with the frame-pointer rule,
+    /// and no return address is accepted (no executable mapping is known).
+    pub fn empty() -> StackUnwinder {
+        StackUnwinder::new(&[], |_| None::<&[u8]>)
     }
 
     /// How many modules (file, load bias) have unwind tables.

@@ -19,11 +19,34 @@
 //!   (`--reserve`) or the kernel refuses is a [`Full`], which the
 //!   accountant turns into a cut naming the table and the figures.
 //!
+//! This crate is the OS part of the accounting tables (`coldcache-account`
+//! has no unsafe code, no statics and no libc): everything here that
+//! touches the kernel is here.
+//!
 //! Mappings are made with raw system calls (`mmap`, `mremap`, `munmap`
 //! through `syscall` instructions): async-signal-safe, no lock, and the
 //! interrupted program's `errno` untouched.
 
 use std::marker::PhantomData;
+
+/// Where the next mapping of ours that need not be near code goes: far
+/// below where the kernel places the program's own mappings (top-down
+/// from just under the stack) and far above its heap, so that captures
+/// leave the addresses the program's `mmap` and `malloc` return as they
+/// are without them (a library the program loads where it closed another
+/// stays there). Written by any thread or handler that maps (one atomic
+/// add), never reset.
+static FAR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0x1000_0000_0000);
+
+/// The start of `len` bytes of the far region no earlier call handed out
+/// (whether they are free is for the caller's `MAP_FIXED_NOREPLACE` to
+/// find out). Async-signal-safe.
+pub fn far_address(len: u64) -> u64 {
+    FAR.fetch_add(
+        len.next_multiple_of(1 << 21),
+        std::sync::atomic::Ordering::Relaxed,
+    )
+}
 
 const PAGE: usize = 4096;
 
@@ -32,7 +55,7 @@ const PAGE: usize = 4096;
 /// `syscall` instruction is in our own text (the dispatcher relies on it,
 /// `jit::sigprocmask`).
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-pub(crate) fn sys6(nr: i64, a: [u64; 6]) -> i64 {
+pub fn sys6(nr: i64, a: [u64; 6]) -> i64 {
     let ret: i64;
     // SAFETY: the `syscall` instruction with the Linux x86-64 convention;
     // the callers pass memory-management calls on mappings they own (or
@@ -58,7 +81,7 @@ pub(crate) fn sys6(nr: i64, a: [u64; 6]) -> i64 {
 }
 
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
-pub(crate) fn sys6(_nr: i64, _a: [u64; 6]) -> i64 {
+pub fn sys6(_nr: i64, _a: [u64; 6]) -> i64 {
     -(libc::ENOSYS as i64)
 }
 
@@ -71,7 +94,7 @@ fn map(bytes: usize) -> Option<*mut u8> {
     let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE) as u64;
     let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
     for _ in 0..64 {
-        let at = crate::memory::far_address(bytes as u64);
+        let at = far_address(bytes as u64);
         let r = sys6(
             libc::SYS_mmap,
             [
@@ -153,17 +176,20 @@ impl Budget {
     }
 
     /// Bytes mapped now.
+    #[inline]
     pub fn used(&self) -> usize {
         self.used
     }
 
     /// The bound.
+    #[inline]
     pub fn limit(&self) -> usize {
         self.limit
     }
 
     /// Charges `bytes` mapped outside a growth (a table's first page).
-    pub(crate) fn charge(&mut self, bytes: usize) {
+    #[inline]
+    pub fn charge(&mut self, bytes: usize) {
         self.used = self.used.saturating_add(bytes);
     }
 
@@ -255,20 +281,14 @@ impl Full {
 
 /// Why a growth was refused, before the table names itself.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Refused {
+pub struct Refused {
     pub wanted: usize,
     pub limit: Limit,
 }
 
 impl Refused {
     /// The [`Full`] of table `table` (holding `entries` in `bytes`).
-    pub(crate) fn full(
-        self,
-        table: &'static str,
-        entries: usize,
-        bytes: usize,
-        b: &Budget,
-    ) -> Full {
+    pub fn full(self, table: &'static str, entries: usize, bytes: usize, b: &Budget) -> Full {
         Full {
             table,
             entries,
@@ -381,7 +401,7 @@ impl<T: Copy> GrowVec<T> {
     }
 
     /// Room for `n` more entries, growing if needed.
-    pub(crate) fn reserve(&mut self, n: usize, b: &mut Budget) -> Result<(), Refused> {
+    pub fn reserve(&mut self, n: usize, b: &mut Budget) -> Result<(), Refused> {
         let need = self.len.saturating_add(n);
         if need <= self.cap {
             return Ok(());
@@ -407,7 +427,7 @@ impl<T: Copy> GrowVec<T> {
 
     /// Appends `v`; gives its index.
     #[inline]
-    pub(crate) fn push(&mut self, v: T, b: &mut Budget) -> Result<usize, Refused> {
+    pub fn push(&mut self, v: T, b: &mut Budget) -> Result<usize, Refused> {
         if self.len == self.cap {
             self.reserve(1, b)?;
         }
@@ -419,7 +439,7 @@ impl<T: Copy> GrowVec<T> {
     }
 
     /// Appends `n` copies of `v` (room made first); gives the first index.
-    pub(crate) fn extend(&mut self, v: T, n: usize, b: &mut Budget) -> Result<usize, Refused> {
+    pub fn extend(&mut self, v: T, n: usize, b: &mut Budget) -> Result<usize, Refused> {
         self.reserve(n, b)?;
         let first = self.len;
         for i in 0..n {
@@ -586,7 +606,7 @@ impl Index {
     /// Doubles the slots (or makes the first) and re-inserts entries
     /// `0..len`, entry `e` hashing to `hash(e)`. On refusal nothing
     /// changes.
-    pub(crate) fn grow(
+    pub fn grow(
         &mut self,
         len: usize,
         hash: impl Fn(usize) -> u64,

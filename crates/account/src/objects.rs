@@ -1,0 +1,1210 @@
+//! Objects (issue 32): which heap block, by allocation site, or which
+//! mapping each data access of a capture touched. Opt-in (`record
+//! --objects`, `COLDCACHE_OBJECTS=1`): [`crate::account::Accountant`]
+//! owns an [`Objects`] only then.
+//!
+//! The allocator is observed, not wrapped: a wrapper's instructions would
+//! be traced and counted like the program's. At the start the front end
+//! resolves the entry points the program's calls reach
+//! (`coldcache_capture::objects::resolve_allocators`: the global definitions of the mapped files, in
+//! the dynamic linker's search order); then, per traced instruction the
+//! accountant counts:
+//! - at an allocator's first instruction, on a thread not already inside
+//!   one (nested calls, `realloc` calling `malloc`, `new` calling
+//!   `malloc`, `delete` calling `free`, count once, as the outermost),
+//!   its arguments are noted (RDI, RSI, RDX: size, count, old block, out
+//!   pointer) with RSP, which holds the return address, and the current
+//!   call stack: the allocation site. A free (`free`, `operator delete`)
+//!   removes its block there;
+//! - at a `ret` executed with that same RSP (the one that returns to the
+//!   allocator's caller, in whichever function a tail call left it), RAX is
+//!   the block (`posix_memalign`: RAX = 0 and the block in its out
+//!   pointer); `realloc` moves its block. A `ret` above it abandons the
+//!   call (a `longjmp` out: counted in `unreturned`).
+//!
+//! Trap mode sees every register. Fast mode records only what each
+//! instruction's plan reads, so the translator adds RDI/RSI/RDX to an
+//! allocator entry's record and RAX to every `ret`'s (`coldcache_capture::objects::widen`; an
+//! instruction whose record has no room for them is left to the trap
+//! engine), and the replay sees the same values: both modes count the same.
+//!
+//! Live blocks are kept in a treap (start → end, site) in memory mapped
+//! through [`crate::grow`] (allocation-free once built, within the
+//! budget); a data access goes to the block containing its first byte
+//! (a one-entry memo first: the last block found), else to the mapping of
+//! the start that holds it (sorted, binary search), else to `unmapped`.
+//! Counts per site and per mapping: accesses per side at each serving
+//! level, the dump's `OBJS` section (`coldcache_dump::Objects`). Naming
+//! (functions of a site, which mapping is whose stack) is the views'.
+//!
+//! A site's accesses are also counted per (site, instruction) (section
+//! `OBJI`), so that the views join each site with the type and field the
+//! resolver gave its instructions: a direct-mapped memo by instruction
+//! address (its last site and pair) in front of an open-addressing table
+//! in grow memory (charged to the budget; an access whose pair cannot be
+//! added is counted in `dropped`, shown by the views). So are a mapping's
+//! (key [`REGION_PAIR`] | index), so that the heap allocated before the
+//! window, anonymous arenas and the modules' globals are typed too; not a
+//! thread's stack, whose accesses are most of any program's and whose
+//! locals the data view names without objects: they pay one compare.
+
+use crate::grow::{Budget, GrowVec, Index};
+use crate::model::Machine;
+use coldcache_dump::{AllocSite, ObjectCounts, ObjectRegion, SiteInstruction, SiteInstructions};
+use coldcache_sim::{AccessKind, AccessResult, Side, MAX_LEVELS};
+use iced_x86::Register;
+
+/// What an allocator entry point does with its arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// Size in RDI (`malloc`, `valloc`, `pvalloc`).
+    Malloc = 1,
+    /// RDI × RSI.
+    Calloc,
+    /// Old block in RDI, size in RSI.
+    Realloc,
+    /// Old block in RDI, RSI × RDX.
+    Reallocarray,
+    /// Block in RDI (`free`, every `operator delete`).
+    Free,
+    /// Out pointer in RDI, size in RDX, result 0 on success.
+    PosixMemalign,
+    /// Size in RSI (`aligned_alloc`, `memalign`).
+    Aligned,
+    /// Size in RDI (`operator new`, every form).
+    New,
+    /// Size in RDI (`operator new[]`, every form).
+    NewArray,
+    /// CPython's object allocator (`PyObject_Malloc`, `PyMem_Malloc`: both
+    /// pymalloc, which carves small blocks out of arenas it maps itself,
+    /// never through `malloc`): size in RDI.
+    PyMalloc,
+    /// `PyObject_Calloc`, `PyMem_Calloc`: RDI × RSI.
+    PyCalloc,
+    /// `PyObject_Realloc`, `PyMem_Realloc`: old block in RDI, size in RSI.
+    PyRealloc,
+    /// Block in RSI (a pool's member function, `free(this, block)`: `record
+    /// --allocator NAME=free2`).
+    FreeSecond,
+}
+
+/// An allocator of the program's own (`record --allocator NAME=KIND`): a
+/// pool, an arena, a game engine's allocator. The front end found `name`
+/// at ELF address `address` of `module`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CustomAllocator {
+    /// Its symbol, as the sites are named.
+    pub name: String,
+    /// What it does with its arguments.
+    pub kind: Kind,
+    /// The file defining it (a canonical path, as `/proc/self/maps` names
+    /// files).
+    pub module: String,
+    /// Its ELF address in that file.
+    pub address: u64,
+}
+
+/// The kinds a user may give an allocator of the program's own, and what
+/// each means (`record --allocator NAME=KIND`).
+pub const USER_KINDS: &[(&str, Kind, &str)] = &[
+    ("malloc", Kind::Malloc, "size in the first argument"),
+    (
+        "calloc",
+        Kind::Calloc,
+        "count and size, their product allocated",
+    ),
+    ("realloc", Kind::Realloc, "old block, then size"),
+    ("free", Kind::Free, "block in the first argument"),
+    (
+        "size2",
+        Kind::Aligned,
+        "size in the second argument (aligned_alloc, or a member function alloc(this, size))",
+    ),
+    (
+        "free2",
+        Kind::FreeSecond,
+        "block in the second argument (a member function free(this, block))",
+    ),
+];
+
+/// Parses `COLDCACHE_ALLOCATORS`: entries separated by `\x1e`, each
+/// `NAME \x1f KIND \x1f MODULE \x1f HEXADDRESS`.
+pub fn parse_custom(s: &str) -> Result<Vec<CustomAllocator>, String> {
+    s.split('\x1e')
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let f: Vec<&str> = e.split('\x1f').collect();
+            let [name, kind, module, address] = f[..] else {
+                return Err(format!(
+                    "COLDCACHE_ALLOCATORS entry {e:?} is not NAME, KIND, MODULE, ADDRESS"
+                ));
+            };
+            let kind = USER_KINDS
+                .iter()
+                .find(|k| k.0 == kind)
+                .map(|k| k.1)
+                .ok_or_else(|| format!("COLDCACHE_ALLOCATORS: unknown kind {kind:?} for {name}"))?;
+            let address = u64::from_str_radix(address.trim_start_matches("0x"), 16)
+                .map_err(|_| format!("COLDCACHE_ALLOCATORS: address {address:?} of {name}"))?;
+            Ok(CustomAllocator {
+                name: name.to_string(),
+                kind,
+                module: module.to_string(),
+                address,
+            })
+        })
+        .collect()
+}
+
+impl Kind {
+    fn from_u8(v: u8) -> Option<Kind> {
+        Some(match v {
+            1 => Kind::Malloc,
+            2 => Kind::Calloc,
+            3 => Kind::Realloc,
+            4 => Kind::Reallocarray,
+            5 => Kind::Free,
+            6 => Kind::PosixMemalign,
+            7 => Kind::Aligned,
+            8 => Kind::New,
+            9 => Kind::NewArray,
+            10 => Kind::PyMalloc,
+            11 => Kind::PyCalloc,
+            12 => Kind::PyRealloc,
+            13 => Kind::FreeSecond,
+            _ => return None,
+        })
+    }
+
+    /// How a site allocated by this kind is named.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Malloc => "malloc",
+            Kind::Calloc => "calloc",
+            Kind::Realloc | Kind::Reallocarray => "realloc",
+            Kind::Free | Kind::FreeSecond => "free",
+            Kind::PosixMemalign => "posix_memalign",
+            Kind::Aligned => "aligned_alloc",
+            Kind::New => "new",
+            Kind::NewArray => "new[]",
+            Kind::PyMalloc => "PyObject_Malloc",
+            Kind::PyCalloc => "PyObject_Calloc",
+            Kind::PyRealloc => "PyObject_Realloc",
+        }
+    }
+}
+
+/// The entry points observed, by symbol name.
+pub const ALLOCATORS: &[(&str, Kind)] = &[
+    ("malloc", Kind::Malloc),
+    ("calloc", Kind::Calloc),
+    ("realloc", Kind::Realloc),
+    ("reallocarray", Kind::Reallocarray),
+    ("free", Kind::Free),
+    ("posix_memalign", Kind::PosixMemalign),
+    ("aligned_alloc", Kind::Aligned),
+    ("memalign", Kind::Aligned),
+    ("valloc", Kind::Malloc),
+    ("pvalloc", Kind::Malloc),
+    ("_Znwm", Kind::New),
+    ("_ZnwmRKSt9nothrow_t", Kind::New),
+    ("_ZnwmSt11align_val_t", Kind::New),
+    ("_ZnwmSt11align_val_tRKSt9nothrow_t", Kind::New),
+    ("_Znam", Kind::NewArray),
+    ("_ZnamRKSt9nothrow_t", Kind::NewArray),
+    ("_ZnamSt11align_val_t", Kind::NewArray),
+    ("_ZnamSt11align_val_tRKSt9nothrow_t", Kind::NewArray),
+    ("_ZdlPv", Kind::Free),
+    ("_ZdlPvm", Kind::Free),
+    ("_ZdlPvRKSt9nothrow_t", Kind::Free),
+    ("_ZdlPvSt11align_val_t", Kind::Free),
+    ("_ZdlPvmSt11align_val_t", Kind::Free),
+    ("_ZdlPvSt11align_val_tRKSt9nothrow_t", Kind::Free),
+    ("_ZdaPv", Kind::Free),
+    ("_ZdaPvm", Kind::Free),
+    ("_ZdaPvRKSt9nothrow_t", Kind::Free),
+    ("_ZdaPvSt11align_val_t", Kind::Free),
+    ("_ZdaPvmSt11align_val_t", Kind::Free),
+    ("_ZdaPvSt11align_val_tRKSt9nothrow_t", Kind::Free),
+    // CPython (libpython or a static interpreter): most of its objects
+    // come from pymalloc's arenas, which `malloc` never sees.
+    ("PyObject_Malloc", Kind::PyMalloc),
+    ("PyObject_Calloc", Kind::PyCalloc),
+    ("PyObject_Realloc", Kind::PyRealloc),
+    ("PyObject_Free", Kind::Free),
+    ("PyMem_Malloc", Kind::PyMalloc),
+    ("PyMem_Calloc", Kind::PyCalloc),
+    ("PyMem_Realloc", Kind::PyRealloc),
+    ("PyMem_Free", Kind::Free),
+];
+
+/// How many allocator entry points a capture observes at most.
+pub const MAX_ENTRIES: usize = 48;
+
+/// A site's naming byte for an allocator of the program's own: this bit
+/// plus the entry's index.
+pub const OWN: u8 = 0x80;
+
+/// Accesses of one object per side and serving level.
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    served: [[u64; MAX_LEVELS + 1]; 2],
+}
+
+impl Counts {
+    #[inline(always)]
+    fn add(&mut self, side: usize, r: &AccessResult) {
+        self.served[side][r.served_by.slot()] += 1;
+    }
+
+    fn to_dump(self, levels: usize) -> ObjectCounts {
+        let side = |s: &[u64; MAX_LEVELS + 1]| {
+            let mut v: Vec<u64> = s[..levels].to_vec();
+            v.push(s[MAX_LEVELS]);
+            v
+        };
+        ObjectCounts {
+            served: [side(&self.served[0]), side(&self.served[1])],
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SiteRow {
+    stack: u32,
+    kind: u8,
+    blocks: u64,
+    bytes: u64,
+    freed: u64,
+    counts: Counts,
+}
+
+/// A mapping of the start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    /// First address.
+    pub start: u64,
+    /// One past the last.
+    pub end: u64,
+    /// Permissions as `/proc/self/maps` gives them.
+    pub perms: String,
+    /// Path or pseudo-name.
+    pub path: String,
+}
+
+struct Region {
+    map: Mapping,
+    may_hold_blocks: bool,
+    thread: u32,
+    tls: u32,
+    counts: Counts,
+}
+
+/// Entries of the per-instruction memo (direct-mapped by address).
+const IP_MEMO: usize = 1024;
+
+#[inline(always)]
+fn ip_slot(ip: u64) -> usize {
+    ((ip ^ (ip >> 10)) as usize) & (IP_MEMO - 1)
+}
+
+/// The block an instruction touched last: valid while its node's `gen`
+/// is still `gen` (a node freed gets 0, reused a new one).
+#[derive(Clone, Copy, Default)]
+struct IpMemo {
+    start: u64,
+    end: u64,
+    site: u32,
+    node: u32,
+    gen: u32,
+}
+
+/// A pair's key for a mapping (not a site): the mapping's index with this
+/// bit.
+const REGION_PAIR: u32 = 1 << 31;
+
+/// The accesses of one site (or one mapping, [`REGION_PAIR`]) by one
+/// instruction.
+#[derive(Clone, Copy)]
+struct Pair {
+    ip: u64,
+    site: u32,
+    counts: Counts,
+}
+
+/// The pair an instruction found last (`site` `u32::MAX`: none).
+#[derive(Clone, Copy)]
+struct PairMemo {
+    ip: u64,
+    site: u32,
+    pair: u32,
+}
+
+const NO_PAIR: PairMemo = PairMemo {
+    ip: 0,
+    site: u32::MAX,
+    pair: 0,
+};
+
+#[inline(always)]
+fn pair_hash(ip: u64, site: u32) -> u64 {
+    let mut x = ip ^ u64::from(site).rotate_left(40);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^ (x >> 33)
+}
+
+/// A treap node: a live block.
+#[derive(Clone, Copy)]
+struct Node {
+    /// Which allocation the node holds now (0: none).
+    gen: u32,
+    start: u64,
+    end: u64,
+    site: u32,
+    prio: u32,
+    left: u32,
+    right: u32,
+}
+
+const NIL: u32 = u32::MAX;
+
+/// An allocator call in progress on a thread (`kind` 0: none).
+#[derive(Clone, Copy, Default)]
+struct Pending {
+    kind: u8,
+    /// How its site is named: the kind's number, or [`OWN`] plus the
+    /// entry's index for an allocator of the program's own.
+    naming: u8,
+    rsp: u64,
+    size: u64,
+    old: u64,
+    out: u64,
+    stack: u32,
+}
+
+/// The object state of a capture; see the module doc.
+pub struct Objects {
+    on: bool,
+    /// Address, kind, naming (see [`Pending::naming`]).
+    entries: [(u64, u8, u8); MAX_ENTRIES],
+    names: Vec<&'static str>,
+    /// A 1024-bit filter of the entries' addresses, so that an instruction
+    /// that is none is told apart with one load.
+    filter: [u64; 16],
+    pending: Vec<Pending>,
+    nodes: GrowVec<Node>,
+    free_node: u32,
+    root: u32,
+    seed: u32,
+    /// Stack id → site index + 1.
+    site_of: GrowVec<u32>,
+    sites: GrowVec<SiteRow>,
+    regions: Vec<Region>,
+    unmapped: Counts,
+    /// The last block found: start, end, site.
+    memo: (u64, u64, u32),
+    /// Per instruction (by address), the block it touched last.
+    ip_memo: Vec<IpMemo>,
+    /// The last `Node::gen` given.
+    gen: u32,
+    /// Accesses per (site, instruction), in order of first access.
+    pairs: GrowVec<Pair>,
+    pair_index: Index,
+    /// Per instruction (by address), its last pair.
+    pair_memo: Vec<PairMemo>,
+    /// Site accesses not kept per instruction (the pair table full).
+    pairs_dropped: Counts,
+    /// Mapping accesses not kept per instruction.
+    regions_dropped: Counts,
+    /// The last mapping found that holds no block (a stack, a file):
+    /// start, end, index, with [`REGION_PAIR`] set when its accesses are
+    /// counted per instruction too (every mapping but a thread's stack).
+    /// Looked at after `memo`, before the blocks, so stack accesses cost a
+    /// compare.
+    region_memo: (u64, u64, u32),
+    allocations: u64,
+    frees: u64,
+    unknown_frees: u64,
+    unreturned: u64,
+    live: u64,
+    untracked: u64,
+}
+
+#[inline(always)]
+fn filter_bit(ip: u64) -> usize {
+    ((ip ^ (ip >> 10)) & 1023) as usize
+}
+
+impl Objects {
+    /// Object state for `threads` thread slots, observing `allocators`
+    /// (from `coldcache_capture::objects::resolve_allocators`), attributing the rest by `maps` (the
+    /// process's mappings at the start); used only when `on`.
+    pub fn new(
+        on: bool,
+        threads: usize,
+        allocators: &[(u64, Kind, &'static str)],
+        mut maps: Vec<Mapping>,
+    ) -> Objects {
+        let mut entries = [(0u64, 0u8, 0u8); MAX_ENTRIES];
+        let mut filter = [0u64; 16];
+        for (i, (slot, &(a, k, name))) in entries.iter_mut().zip(allocators).enumerate() {
+            let own = !ALLOCATORS.iter().any(|e| e.0 == name);
+            *slot = (a, k as u8, if own { OWN | i as u8 } else { k as u8 });
+            let b = filter_bit(a);
+            filter[b >> 6] |= 1 << (b & 63);
+        }
+        maps.sort_by_key(|m| m.start);
+        // The brk heap grows up towards the next mapping: blocks allocated
+        // there during the capture, and the allocator's own words, are
+        // the heap's. Up to half the gap only: the kernel places new
+        // mappings (`mmap`, and malloc's large blocks) top-down, just
+        // below the lowest one, so the upper part of the gap is theirs
+        // (counted as mapped during the capture, not as the heap).
+        for i in 0..maps.len() {
+            if maps[i].path == "[heap]" {
+                let end = maps[i].end;
+                maps[i].end = maps
+                    .get(i + 1)
+                    .map_or(u64::MAX, |n| end + (n.start.saturating_sub(end)) / 2);
+            }
+        }
+        Objects {
+            on,
+            entries,
+            names: allocators.iter().map(|e| e.2).collect(),
+            filter,
+            pending: vec![Pending::default(); threads],
+            nodes: GrowVec::new(usize::MAX),
+            free_node: NIL,
+            root: NIL,
+            seed: 0x9E37_79B9,
+            site_of: GrowVec::new(usize::MAX),
+            sites: GrowVec::new(usize::MAX),
+            regions: maps
+                .into_iter()
+                .map(|map| Region {
+                    // Where the allocator may put blocks: the heap and
+                    // anonymous mappings (arenas; a thread's stack is
+                    // told apart when its thread starts).
+                    may_hold_blocks: map.path.is_empty() || map.path == "[heap]",
+                    map,
+                    thread: u32::MAX,
+                    tls: u32::MAX,
+                    counts: Counts::default(),
+                })
+                .collect(),
+            unmapped: Counts::default(),
+            memo: (0, 0, 0),
+            // A node 0 with gen 0 stands for "none" until the first block:
+            // the memo's empty entries never match (start = end = 0).
+            ip_memo: vec![IpMemo::default(); IP_MEMO],
+            gen: 0,
+            pairs: GrowVec::new(u32::MAX as usize - 1),
+            pair_index: Index::new(),
+            pair_memo: vec![NO_PAIR; IP_MEMO],
+            pairs_dropped: Counts::default(),
+            regions_dropped: Counts::default(),
+            region_memo: (0, 0, 0),
+            allocations: 0,
+            frees: 0,
+            unknown_frees: 0,
+            unreturned: 0,
+            live: 0,
+            untracked: 0,
+        }
+    }
+
+    /// Whether objects are tracked (built with `on`): an accountant given
+    /// object state that is not keeps it, unused.
+    pub fn is_on(&self) -> bool {
+        self.on
+    }
+
+    /// A traced thread (dump index `serial`, slot `ti`) starts, or starts
+    /// again (a new window, a slot reused), with RSP `sp` and its thread
+    /// pointer (FS base) `fs`: the mapping holding `sp` is its stack, the
+    /// one holding `fs` its static thread-local storage (unless that is
+    /// its stack too, as for threads glibc creates). An allocator call it
+    /// was inside when its tracing last ended is abandoned (`unreturned`):
+    /// kept, it would hide the thread's next allocations as nested calls
+    /// until a `ret` reached its old RSP.
+    pub fn thread_stack(&mut self, ti: usize, sp: u64, fs: u64, serial: u32) {
+        if let Some(p) = self.pending.get_mut(ti).filter(|p| p.kind != 0) {
+            p.kind = 0;
+            self.unreturned += 1;
+        }
+        let stack = self.region_of(sp);
+        if let Some(i) = stack {
+            if self.regions[i].thread == u32::MAX {
+                self.regions[i].thread = serial;
+                self.regions[i].may_hold_blocks = false;
+                // The memo may hold it from before, counted per
+                // instruction as a mapping that is not a stack.
+                if self.region_memo.2 & !REGION_PAIR == i as u32 {
+                    self.region_memo = (0, 0, 0);
+                }
+            }
+        }
+        if let Some(i) = self.region_of(fs).filter(|&i| Some(i) != stack) {
+            if self.regions[i].tls == u32::MAX {
+                self.regions[i].tls = serial;
+            }
+        }
+    }
+
+    fn region_of(&self, a: u64) -> Option<usize> {
+        let i = self.regions.partition_point(|r| r.map.start <= a);
+        (i > 0 && a < self.regions[i - 1].map.end).then(|| i - 1)
+    }
+
+    /// Attributes one access (of any kind: only data accesses count) of
+    /// the instruction at `ip`, served as `r`; a block's site counts it
+    /// per instruction too (a new pair charged to `budget`).
+    #[inline(always)]
+    pub fn access(
+        &mut self,
+        kind: AccessKind,
+        addr: u64,
+        ip: u64,
+        r: &AccessResult,
+        budget: &mut Budget,
+    ) {
+        let side = match Side::of(kind) {
+            Some(Side::Read) => 0,
+            Some(Side::Write) => 1,
+            _ => return,
+        };
+        let (s, e, site) = self.memo;
+        if addr.wrapping_sub(s) < e.wrapping_sub(s) {
+            self.site_access(site, ip, side, r, budget);
+            return;
+        }
+        let (s, e, region) = self.region_memo;
+        if addr.wrapping_sub(s) < e.wrapping_sub(s) {
+            self.regions[(region & !REGION_PAIR) as usize]
+                .counts
+                .add(side, r);
+            if region & REGION_PAIR != 0 {
+                self.pair_access(region, ip, side, r, budget);
+            }
+            return;
+        }
+        // The block this instruction touched last, if still live.
+        let slot = ip_slot(ip);
+        let m = self.ip_memo[slot];
+        if addr.wrapping_sub(m.start) < m.end.wrapping_sub(m.start)
+            && self.nodes.at(m.node as usize).gen == m.gen
+        {
+            self.memo = (m.start, m.end, m.site);
+            self.site_access(m.site, ip, side, r, budget);
+            return;
+        }
+        self.access_slow(side, addr, ip, slot, r, budget);
+    }
+
+    /// An access of site `site` by the instruction at `ip`: the site's
+    /// counts and the pair's.
+    #[inline(always)]
+    fn site_access(&mut self, site: u32, ip: u64, side: usize, r: &AccessResult, b: &mut Budget) {
+        self.sites.at_mut(site as usize).counts.add(side, r);
+        self.pair_access(site, ip, side, r, b);
+    }
+
+    /// An access by the instruction at `ip` counted in the pair of `key`
+    /// (a site, or a mapping with [`REGION_PAIR`]).
+    #[inline(always)]
+    fn pair_access(&mut self, key: u32, ip: u64, side: usize, r: &AccessResult, b: &mut Budget) {
+        let m = self.pair_memo[ip_slot(ip)];
+        if m.ip == ip && m.site == key {
+            self.pairs.at_mut(m.pair as usize).counts.add(side, r);
+        } else {
+            self.pair_slow(key, ip, side, r, b);
+        }
+    }
+
+    /// The pair of (`site`, `ip`) found in the table, or added to it (when
+    /// it cannot grow: counted in `pairs_dropped`), then remembered.
+    #[inline(never)]
+    fn pair_slow(&mut self, site: u32, ip: u64, side: usize, r: &AccessResult, b: &mut Budget) {
+        let h = pair_hash(ip, site);
+        let mut found = None;
+        if self.pair_index.ready() {
+            let mut i = self.pair_index.start(h);
+            loop {
+                let e = self.pair_index.slot(i);
+                if e == 0 {
+                    break;
+                }
+                let p = self.pairs.at(e as usize - 1);
+                if p.ip == ip && p.site == site {
+                    found = Some(e - 1);
+                    break;
+                }
+                i = self.pair_index.next(i);
+            }
+        }
+        let pair = match found {
+            Some(p) => p,
+            None => match self.add_pair(site, ip, h, b) {
+                Some(p) => p,
+                None => {
+                    if site & REGION_PAIR != 0 {
+                        self.regions_dropped.add(side, r);
+                    } else {
+                        self.pairs_dropped.add(side, r);
+                    }
+                    return;
+                }
+            },
+        };
+        self.pair_memo[ip_slot(ip)] = PairMemo { ip, site, pair };
+        self.pairs.at_mut(pair as usize).counts.add(side, r);
+    }
+
+    /// A new pair (not in the table); `None` when the table cannot grow.
+    fn add_pair(&mut self, site: u32, ip: u64, h: u64, b: &mut Budget) -> Option<u32> {
+        let n = self.pairs.len();
+        if !self.pair_index.fits(n) {
+            let pairs = &self.pairs;
+            self.pair_index
+                .grow(
+                    n,
+                    |e| {
+                        let p = pairs.at(e);
+                        pair_hash(p.ip, p.site)
+                    },
+                    b,
+                )
+                .ok()?;
+        }
+        let row = Pair {
+            ip,
+            site,
+            counts: Counts::default(),
+        };
+        let e = self.pairs.push(row, b).ok()?;
+        let mut i = self.pair_index.start(h);
+        while self.pair_index.slot(i) != 0 {
+            i = self.pair_index.next(i);
+        }
+        self.pair_index.fill(i, e);
+        Some(e as u32)
+    }
+
+    #[inline(never)]
+    fn access_slow(
+        &mut self,
+        side: usize,
+        addr: u64,
+        ip: u64,
+        slot: usize,
+        r: &AccessResult,
+        budget: &mut Budget,
+    ) {
+        if let Some(i) = self.find(addr) {
+            let n = *self.nodes.at(i as usize);
+            self.memo = (n.start, n.end, n.site);
+            self.ip_memo[slot] = IpMemo {
+                start: n.start,
+                end: n.end,
+                site: n.site,
+                node: i,
+                gen: n.gen,
+            };
+            self.site_access(n.site, ip, side, r, budget);
+            return;
+        }
+        match self.region_of(addr) {
+            Some(i) => {
+                let reg = &mut self.regions[i];
+                reg.counts.add(side, r);
+                // A thread's stack is not counted per instruction: its
+                // accesses are most of a program's, and the data view's
+                // locals are typed without objects.
+                let key = if reg.thread == u32::MAX {
+                    i as u32 | REGION_PAIR
+                } else {
+                    i as u32
+                };
+                if !reg.may_hold_blocks {
+                    self.region_memo = (reg.map.start, reg.map.end, key);
+                }
+                if key & REGION_PAIR != 0 {
+                    self.pair_access(key, ip, side, r, budget);
+                }
+            }
+            None => self.unmapped.add(side, r),
+        }
+    }
+
+    /// Observes the allocator for the instruction at `ip` of thread slot
+    /// `ti` about to run with RSP `sp` and the registers of `m`, on call
+    /// stack `stack`; `is_ret` tells whether it is a `ret`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn observe<M: Machine + ?Sized>(
+        &mut self,
+        ti: usize,
+        ip: u64,
+        sp: u64,
+        stack: u32,
+        is_ret: impl FnOnce() -> bool,
+        m: &M,
+        budget: &mut Budget,
+    ) {
+        let pending = self.pending[ti].kind != 0;
+        let b = filter_bit(ip);
+        let maybe_entry = self.filter[b >> 6] >> (b & 63) & 1 != 0;
+        if !pending && maybe_entry {
+            self.entered(ti, ip, sp, stack, m);
+            if self.pending[ti].kind == 0 {
+                return;
+            }
+        } else if !pending {
+            return;
+        }
+        // Inside an allocator (an entry may itself be its `ret`).
+        if is_ret() {
+            self.returned(ti, sp, m, budget);
+        }
+    }
+
+    #[inline(never)]
+    fn entered<M: Machine + ?Sized>(&mut self, ti: usize, ip: u64, sp: u64, stack: u32, m: &M) {
+        let Some(&(_, k, naming)) = self.entries.iter().find(|e| e.0 == ip && e.1 != 0) else {
+            return;
+        };
+        let Some(kind) = Kind::from_u8(k) else { return };
+        let (rdi, rsi, rdx) = (
+            m.gpr(Register::RDI),
+            m.gpr(Register::RSI),
+            m.gpr(Register::RDX),
+        );
+        let mut p = Pending {
+            kind: k,
+            naming,
+            rsp: sp,
+            size: 0,
+            old: 0,
+            out: 0,
+            stack,
+        };
+        match kind {
+            Kind::Malloc | Kind::New | Kind::NewArray | Kind::PyMalloc => p.size = rdi,
+            Kind::Calloc | Kind::PyCalloc => p.size = rdi.saturating_mul(rsi),
+            Kind::Realloc | Kind::PyRealloc => (p.old, p.size) = (rdi, rsi),
+            Kind::Reallocarray => (p.old, p.size) = (rdi, rsi.saturating_mul(rdx)),
+            Kind::Free => {
+                if rdi != 0 {
+                    self.free(rdi);
+                }
+            }
+            Kind::FreeSecond => {
+                if rsi != 0 {
+                    self.free(rsi);
+                }
+            }
+            Kind::PosixMemalign => (p.out, p.size) = (rdi, rdx),
+            Kind::Aligned => p.size = rsi,
+        }
+        self.pending[ti] = p;
+    }
+
+    #[inline(never)]
+    fn returned<M: Machine + ?Sized>(&mut self, ti: usize, sp: u64, m: &M, budget: &mut Budget) {
+        let p = self.pending[ti];
+        if sp < p.rsp {
+            return; // a return inside the allocator
+        }
+        self.pending[ti].kind = 0;
+        if sp > p.rsp {
+            self.unreturned += 1;
+            return;
+        }
+        let Some(kind) = Kind::from_u8(p.kind) else {
+            return;
+        };
+        let rax = m.gpr(Register::RAX);
+        let block = match kind {
+            Kind::Free | Kind::FreeSecond => return,
+            Kind::PosixMemalign => {
+                if rax != 0 {
+                    return;
+                }
+                m.read_u64(p.out).unwrap_or(0)
+            }
+            Kind::Realloc | Kind::Reallocarray | Kind::PyRealloc => {
+                // realloc(p, 0) frees and gives NULL; a failed realloc
+                // gives NULL and keeps the old block.
+                if p.old != 0 && (rax != 0 || p.size == 0) {
+                    self.free(p.old);
+                }
+                rax
+            }
+            _ => rax,
+        };
+        if block != 0 {
+            self.allocated(block, p.size, p.stack, p.naming, budget);
+        }
+    }
+
+    /// A block the program frees (or `realloc` moves).
+    fn free(&mut self, start: u64) {
+        let Some(n) = self.remove(start) else {
+            self.unknown_frees += 1;
+            return;
+        };
+        self.frees += 1;
+        self.live -= 1;
+        let site = self.nodes.at(n as usize).site;
+        self.sites.at_mut(site as usize).freed += 1;
+        self.release(n, start);
+    }
+
+    /// Node `n`, out of the tree, of the block that started at `start`:
+    /// forgotten by the memos, kept for reuse.
+    fn release(&mut self, n: u32, start: u64) {
+        if self.memo.0 == start {
+            self.memo = (0, 0, 0);
+        }
+        let node = self.nodes.at_mut(n as usize);
+        node.left = self.free_node;
+        node.gen = 0;
+        self.free_node = n;
+    }
+
+    fn allocated(&mut self, start: u64, size: u64, stack: u32, kind: u8, budget: &mut Budget) {
+        self.allocations += 1;
+        // A block at the same start still live: its free was not seen.
+        if let Some(n) = self.remove(start) {
+            self.live -= 1;
+            self.release(n, start);
+        }
+        // A block where no block was expected (a pool of the program's
+        // own in its `.bss`, a block on a stack): its mapping is no longer
+        // taken whole by the region memo.
+        if let Some(i) = self.region_of(start) {
+            if !self.regions[i].may_hold_blocks {
+                self.regions[i].may_hold_blocks = true;
+                if self.region_memo.2 & !REGION_PAIR == i as u32 {
+                    self.region_memo = (0, 0, 0);
+                }
+            }
+        }
+        let Some(site) = self.site(stack, kind, budget) else {
+            self.untracked += 1;
+            return;
+        };
+        let row = self.sites.at_mut(site as usize);
+        row.blocks += 1;
+        row.bytes = row.bytes.saturating_add(size);
+        self.gen = self.gen.wrapping_add(1).max(1);
+        let node = Node {
+            gen: self.gen,
+            start,
+            end: start.saturating_add(size.max(1)),
+            site,
+            prio: self.next_prio(),
+            left: NIL,
+            right: NIL,
+        };
+        let n = if self.free_node != NIL {
+            let n = self.free_node;
+            self.free_node = self.nodes.at(n as usize).left;
+            *self.nodes.at_mut(n as usize) = node;
+            n
+        } else {
+            match self.nodes.push(node, budget) {
+                Ok(n) => n as u32,
+                Err(_) => {
+                    self.untracked += 1;
+                    return;
+                }
+            }
+        };
+        let (l, r) = self.split(self.root, start);
+        let l = self.merge(l, n);
+        self.root = self.merge(l, r);
+        self.live += 1;
+    }
+
+    fn site(&mut self, stack: u32, kind: u8, budget: &mut Budget) -> Option<u32> {
+        let s = stack as usize;
+        if s >= self.site_of.len() {
+            let more = s + 1 - self.site_of.len();
+            self.site_of.extend(0, more, budget).ok()?;
+        }
+        let v = *self.site_of.at(s);
+        if v != 0 {
+            return Some(v - 1);
+        }
+        let row = SiteRow {
+            stack,
+            kind,
+            blocks: 0,
+            bytes: 0,
+            freed: 0,
+            counts: Counts::default(),
+        };
+        let i = self.sites.push(row, budget).ok()? as u32;
+        *self.site_of.at_mut(s) = i + 1;
+        Some(i)
+    }
+
+    fn next_prio(&mut self) -> u32 {
+        // xorshift32
+        let mut x = self.seed;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.seed = x;
+        x
+    }
+
+    /// The node of the block holding `a`.
+    fn find(&self, a: u64) -> Option<u32> {
+        let mut t = self.root;
+        let mut best = NIL;
+        while t != NIL {
+            let n = self.nodes.at(t as usize);
+            if n.start <= a {
+                best = t;
+                t = n.right;
+            } else {
+                t = n.left;
+            }
+        }
+        (best != NIL && a < self.nodes.at(best as usize).end).then_some(best)
+    }
+
+    /// Removes the block starting at `start`; gives its node.
+    fn remove(&mut self, start: u64) -> Option<u32> {
+        let (l, r) = self.split(self.root, start);
+        let (m, r) = self.split(r, start.wrapping_add(1));
+        let lr = self.merge(l, r);
+        if m == NIL {
+            self.root = lr;
+            return None;
+        }
+        // `m` holds exactly the node starting at `start` (starts are
+        // distinct).
+        self.root = lr;
+        Some(m)
+    }
+
+    /// Splits tree `t` into the nodes starting below `key` and the rest.
+    fn split(&mut self, t: u32, key: u64) -> (u32, u32) {
+        if t == NIL {
+            return (NIL, NIL);
+        }
+        let n = *self.nodes.at(t as usize);
+        if n.start < key {
+            let (a, b) = self.split(n.right, key);
+            self.nodes.at_mut(t as usize).right = a;
+            (t, b)
+        } else {
+            let (a, b) = self.split(n.left, key);
+            self.nodes.at_mut(t as usize).left = b;
+            (a, t)
+        }
+    }
+
+    /// Joins two trees, every start of `a` below every start of `b`.
+    fn merge(&mut self, a: u32, b: u32) -> u32 {
+        if a == NIL {
+            return b;
+        }
+        if b == NIL {
+            return a;
+        }
+        let (na, nb) = (*self.nodes.at(a as usize), *self.nodes.at(b as usize));
+        if na.prio > nb.prio {
+            let r = self.merge(na.right, b);
+            self.nodes.at_mut(a as usize).right = r;
+            a
+        } else {
+            let l = self.merge(a, nb.left);
+            self.nodes.at_mut(b as usize).left = l;
+            b
+        }
+    }
+
+    /// The dump's `OBJS` section, for a hierarchy of `levels` levels.
+    pub fn finish(self, levels: usize) -> coldcache_dump::Objects {
+        let unreturned =
+            self.unreturned + self.pending.iter().filter(|p| p.kind != 0).count() as u64;
+        let pairs = |regions: bool| -> Vec<SiteInstruction> {
+            self.pairs
+                .as_slice()
+                .iter()
+                .filter(|p| (p.site & REGION_PAIR != 0) == regions)
+                .map(|p| SiteInstruction {
+                    site: p.site & !REGION_PAIR,
+                    ip: p.ip,
+                    counts: p.counts.to_dump(levels),
+                })
+                .collect()
+        };
+        coldcache_dump::Objects {
+            allocators: self.names.iter().map(|s| s.to_string()).collect(),
+            allocations: self.allocations,
+            frees: self.frees,
+            unknown_frees: self.unknown_frees,
+            unreturned,
+            live: self.live,
+            untracked: self.untracked,
+            sites: self
+                .sites
+                .as_slice()
+                .iter()
+                .map(|s| AllocSite {
+                    stack: s.stack,
+                    allocator: if s.kind & OWN != 0 {
+                        self.names
+                            .get((s.kind & !OWN) as usize)
+                            .copied()
+                            .unwrap_or("?")
+                    } else {
+                        Kind::from_u8(s.kind).map_or("?", Kind::name)
+                    }
+                    .to_string(),
+                    blocks: s.blocks,
+                    bytes: s.bytes,
+                    freed: s.freed,
+                    counts: s.counts.to_dump(levels),
+                })
+                .collect(),
+            regions: self
+                .regions
+                .into_iter()
+                .map(|r| ObjectRegion {
+                    start: r.map.start,
+                    end: r.map.end,
+                    perms: r.map.perms,
+                    path: r.map.path,
+                    thread: (r.thread != u32::MAX).then_some(r.thread),
+                    tls: (r.tls != u32::MAX).then_some(r.tls),
+                    counts: r.counts.to_dump(levels),
+                })
+                .collect(),
+            unmapped: self.unmapped.to_dump(levels),
+            by_instruction: Some(SiteInstructions {
+                rows: pairs(false),
+                dropped: self.pairs_dropped.to_dump(levels),
+                regions: pairs(true),
+                regions_dropped: self.regions_dropped.to_dump(levels),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coldcache_sim::ServedBy;
+
+    fn served(s: ServedBy) -> AccessResult {
+        let mut r = AccessResult::default();
+        r.served_by = s;
+        r
+    }
+
+    /// Objects with one block of 64 bytes at 0x10000 (site 0) and
+    /// `ips` instructions touching it: instruction k reads it k % 3 + 1
+    /// times (served by L1) and writes it once (served by memory),
+    /// interleaved, so that the memo by instruction is replaced and
+    /// aliased (ips 1024 apart share a memo slot).
+    fn run(ips: u64, pairs: &mut Budget) -> coldcache_dump::Objects {
+        let mut o = Objects::new(true, 1, &[], Vec::new());
+        let mut b = Budget::new(usize::MAX);
+        o.allocated(0x10000, 64, 5, Kind::Malloc as u8, &mut b);
+        let ip = |k: u64| 0x40_0000 + k * 1024;
+        for round in 0..3 {
+            for k in 0..ips {
+                if round <= k % 3 {
+                    o.access(
+                        AccessKind::Read,
+                        0x10008,
+                        ip(k),
+                        &served(ServedBy::L1),
+                        pairs,
+                    );
+                }
+            }
+        }
+        for k in 0..ips {
+            let r = served(ServedBy::MEMORY);
+            o.access(AccessKind::Write, 0x10030, ip(k), &r, pairs);
+        }
+        o.finish(1)
+    }
+
+    /// The heap's region reaches half the gap to the next mapping (where
+    /// a grown break goes); the upper half is where the kernel puts new
+    /// mappings, counted as mapped during the capture. Heap
+    /// [0x10000, 0x20000), next mapping at 0x120000: the heap's region
+    /// ends at 0x20000 + 0x100000 / 2 = 0xA0000.
+    #[test]
+    fn the_heap_reaches_half_the_gap_to_the_next_mapping() {
+        let map = |start: u64, end: u64, path: &str| Mapping {
+            start,
+            end,
+            perms: "rw-p".into(),
+            path: path.into(),
+        };
+        let mut o = Objects::new(
+            true,
+            1,
+            &[],
+            vec![map(0x10000, 0x20000, "[heap]"), map(0x120000, 0x130000, "")],
+        );
+        let mut pairs = Budget::new(usize::MAX);
+        let r = served(ServedBy::L1);
+        // In the heap, in the grown break, just past it, in the mapping.
+        for a in [0x10008, 0x9FFF8, 0xA0000, 0x120008] {
+            o.access(AccessKind::Read, a, 0x40_0000, &r, &mut pairs);
+        }
+        let d = o.finish(1);
+        let counts: Vec<u64> = d.regions.iter().map(|g| g.counts.accesses()).collect();
+        assert_eq!(counts, [2, 1]);
+        assert_eq!(d.unmapped.accesses(), 1);
+    }
+
+    #[test]
+    fn a_sites_accesses_are_counted_per_instruction_exactly() {
+        let d = run(100, &mut Budget::new(usize::MAX));
+        let by = d.by_instruction.as_ref().unwrap();
+        assert_eq!(by.dropped.accesses(), 0);
+        assert_eq!(by.rows.len(), 100);
+        for (k, r) in by.rows.iter().enumerate() {
+            let k = k as u64;
+            assert_eq!((r.site, r.ip), (0, 0x40_0000 + k * 1024));
+            // [L1, memory] per side.
+            assert_eq!(r.counts.served, [vec![k % 3 + 1, 0], vec![0, 1]]);
+        }
+        let sum: u64 = by.rows.iter().map(|r| r.counts.accesses()).sum();
+        assert_eq!(sum, d.sites[0].counts.accesses());
+        assert_eq!(sum, 100 + (34 + 33 * 2 + 33 * 3));
+    }
+
+    #[test]
+    fn pairs_the_budget_refuses_are_counted_not_lost() {
+        // Room for the index's first page and one page of pairs.
+        let mut tight = Budget::new(2 * 4096);
+        let d = run(100, &mut tight);
+        let by = d.by_instruction.as_ref().unwrap();
+        let kept = by.rows.len();
+        assert!(kept > 0 && kept < 100, "{kept}");
+        assert_eq!(kept, 4096 / std::mem::size_of::<Pair>());
+        assert!(by.dropped.accesses() > 0);
+        let sum: u64 = by.rows.iter().map(|r| r.counts.accesses()).sum();
+        assert_eq!(sum + by.dropped.accesses(), d.sites[0].counts.accesses());
+        // The instructions kept are counted exactly still.
+        for r in &by.rows {
+            let k = (r.ip - 0x40_0000) / 1024;
+            assert_eq!(r.counts.served, [vec![k % 3 + 1, 0], vec![0, 1]]);
+        }
+    }
+}
