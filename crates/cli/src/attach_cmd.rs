@@ -7,6 +7,7 @@
 //! and resolves it, and exits; Ctrl-C stops the capture and still gets
 //! the dump; `coldcache trigger PID` works as with `record`.
 
+use crate::capture_args::CaptureArgs;
 use crate::inject;
 use crate::record_cmd::{self, check_output, find_library, trigger_signal};
 use anyhow::{bail, Context, Result};
@@ -21,103 +22,22 @@ use std::time::{Duration, Instant};
 pub struct AttachArgs {
     /// The process to capture (running now, started without coldcache).
     pid: i32,
-    /// Cache configuration: a preset name (`coldcache presets`) or a TOML
-    /// file; the default, as for `record` and `sim`, is Valgrind's model.
-    #[arg(long, default_value = crate::cache_choice::DEFAULT_CACHE, value_name = "PRESET|FILE")]
-    cache: String,
-    /// Cachegrind-style I1 geometry override, e.g. 32768,8,64 (as `record`).
-    #[arg(long = "I1", value_name = "SIZE,ASSOC,LINE")]
-    i1: Option<String>,
-    /// Cachegrind-style D1 geometry override.
-    #[arg(long = "D1", value_name = "SIZE,ASSOC,LINE")]
-    d1: Option<String>,
-    /// Cachegrind-style LL (last level) geometry override.
-    #[arg(long = "LL", value_name = "SIZE,ASSOC,LINE")]
-    ll: Option<String>,
-    /// Where to write the dump (the process writes it: it needs the right
-    /// to). An earlier file there is kept as PATH.old.
-    #[arg(short, long, default_value = "coldcache.ccdump")]
-    output: PathBuf,
     /// Threads to trace: `all` (the default without --function), `caller`
     /// (with --function: the thread that calls it), thread ids
     /// `1234,1235`, or names `name:render,audio`.
     #[arg(long)]
     threads: Option<String>,
-    /// Map a thread to a simulated core: `TID=CORE` (repeatable).
-    #[arg(long = "thread-core", value_name = "TID=CORE")]
-    thread_core: Vec<String>,
     /// Capture calls of this function (found in the program and the
     /// libraries mapped in the process now), from entry to return.
     #[arg(long, value_name = "SYMBOL", conflicts_with = "signal")]
     function: Option<String>,
-    /// With --function: capture only the Nth call from now (1-based).
-    #[arg(
-        long,
-        value_name = "N",
-        requires = "function",
-        conflicts_with = "calls"
-    )]
-    call: Option<u64>,
-    /// With --function: capture the next K calls.
-    #[arg(long, value_name = "K", requires = "function")]
-    calls: Option<u64>,
-    /// With --function --call N: warm the cache with the K calls right
-    /// before call N (`all`: every earlier call from the attach on), as
-    /// `record --warm-calls`.
-    #[arg(long, value_name = "K|all", requires = "call")]
-    warm_calls: Option<String>,
-    /// How the simulator sees traced threads interleave: `os` or
-    /// `serial[=QUANTUM]`, as `record --schedule`.
-    #[arg(long, value_name = "os|serial[=QUANTUM]", default_value = "os")]
-    schedule: String,
-    /// Measure line utilisation of the first data level, as `record
-    /// --line-use` (about 1.3x in the window's simulation).
-    #[arg(long)]
-    line_use: bool,
-    /// Track objects, as `record --objects` (blocks allocated before the
-    /// attach go by mapping).
-    #[arg(long)]
-    objects: bool,
-    /// An allocator of the program's own to observe, as `record
-    /// --allocator` (NAME=KIND; implies `--objects`).
-    #[arg(long = "allocator", value_name = "NAME=KIND")]
-    allocators: Vec<String>,
-    /// Record the order of the window, as `record --timeline`.
-    #[arg(long)]
-    timeline: bool,
     /// Capture windows opened and closed by `coldcache trigger PID`
     /// (without --function or --signal, the capture starts at once).
     #[arg(long)]
     signal: bool,
-    /// The signal `coldcache trigger` sends.
-    #[arg(long, value_name = "SIGNAL", default_value = "USR2")]
-    trigger_signal: String,
-    /// Stop the capture after this many instructions.
-    #[arg(long, value_name = "N")]
-    instructions: Option<u64>,
     /// Stop the capture after this many seconds.
     #[arg(long, value_name = "SECONDS", conflicts_with = "signal")]
     duration: Option<f64>,
-    /// Also write every access, in order, to this cctrace file.
-    #[arg(long, value_name = "FILE")]
-    trace: Option<PathBuf>,
-    /// Bounds on the capture's tables, for those who want them:
-    /// `instructions=N,stacks=N,records=N,threads=N,depth=N,trace=N`
-    /// (without one, a table grows within --memory).
-    #[arg(long, value_name = "KEY=N,...")]
-    reserve: Option<String>,
-    /// The memory the capture's tables may take together as they grow
-    /// (`512M`, `8G`; default: a quarter of the machine's RAM and swap, or
-    /// of `ulimit -v`). A capture that needs more stops there, says which
-    /// table, writes its dump and `attach` exits with a failure.
-    #[arg(long, value_name = "SIZE")]
-    memory: Option<String>,
-    /// Leave the dump unresolved.
-    #[arg(long)]
-    no_resolve: bool,
-    /// Resolve, but do not embed the source files' text in the dump.
-    #[arg(long)]
-    no_sources: bool,
     /// How traced threads are followed, as for `record`: `auto` (the
     /// default) is `fast` where the process allows it, else `trap`; `trap`
     /// single-steps every instruction (the oracle); `verify` checks fast
@@ -129,6 +49,10 @@ pub struct AttachArgs {
         value_parser = ["auto", "trap", "fast", "verify"]
     )]
     mode: String,
+    /// What `record` and `attach` share (after what only
+    /// `attach` has, in the help).
+    #[command(flatten)]
+    capture: CaptureArgs,
 }
 
 /// Where SIGINT/SIGTERM/SIGHUP on `attach` are reported (a pipe's write
@@ -235,24 +159,37 @@ pub fn run(args: AttachArgs) -> Result<()> {
     let target = inject::check(args.pid)?;
     let pid = target.pid;
     let lib = find_library()?;
-    let cfg = crate::cache_choice::cache_config(&args.cache, &args.i1, &args.d1, &args.ll)
-        .with_context(|| format!("cache configuration {}", args.cache))?;
+    let cfg = crate::cache_choice::cache_config(
+        &args.capture.cache,
+        &args.capture.i1,
+        &args.capture.d1,
+        &args.capture.ll,
+    )
+    .with_context(|| format!("cache configuration {}", args.capture.cache))?;
     crate::cache_choice::refuse_miss_classes(
         &cfg,
-        &args.cache,
+        &args.capture.cache,
         crate::cache_choice::MISS_CLASSES_OF_A_CAPTURE,
     )?;
-    let cache_name = record_cmd::cache_name(&args.cache, [&args.i1, &args.d1, &args.ll]);
-    record_cmd::check_schedule(&args.schedule)?;
+    let cache_name = record_cmd::cache_name(
+        &args.capture.cache,
+        [&args.capture.i1, &args.capture.d1, &args.capture.ll],
+    );
+    record_cmd::check_schedule(&args.capture.schedule)?;
     let cache_json = serde_json::to_string(&cfg).context("cache configuration as JSON")?;
     let cwd = std::env::current_dir()?;
-    let output = cwd.join(&args.output);
+    let output = cwd.join(&args.capture.output);
     check_output(&output).context("-o")?;
-    if let Some(t) = &args.trace {
+    if let Some(t) = &args.capture.trace {
         check_output(&cwd.join(t)).context("--trace")?;
     }
-    let reserve = record_cmd::reserves(&args.reserve, &args.memory, &cfg, args.trace.is_some())?;
-    let trigger_sig = trigger_signal(&args.trigger_signal).context("--trigger-signal")?;
+    let reserve = record_cmd::reserves(
+        &args.capture.reserve,
+        &args.capture.memory,
+        &cfg,
+        args.capture.trace.is_some(),
+    )?;
+    let trigger_sig = trigger_signal(&args.capture.trigger_signal).context("--trigger-signal")?;
     let threads = args.threads.clone().unwrap_or_else(|| {
         if args.function.is_some() {
             "caller".into()
@@ -263,7 +200,7 @@ pub fn run(args: AttachArgs) -> Result<()> {
     coldcache_capture::preload::parse_threads(&threads)
         .map_err(anyhow::Error::msg)
         .context("--threads")?;
-    for tc in &args.thread_core {
+    for tc in &args.capture.thread_core {
         let ok = tc
             .split_once('=')
             .is_some_and(|(t, c)| t.parse::<u32>().is_ok() && c.parse::<u32>().is_ok());
@@ -307,21 +244,24 @@ pub fn run(args: AttachArgs) -> Result<()> {
     let manifest = manifest_dir.path().join("dumps.jsonl");
 
     let files = mapped_files(&target);
-    let allocators = crate::record_cmd::allocator_setting(&args.allocators, |name| {
+    let allocators = crate::record_cmd::allocator_setting(&args.capture.allocators, |name| {
         crate::record_function::resolve_in_files(&files, name, "--allocator")
     })?;
     let now = function.is_none() && !args.signal;
     let trigger = match &function {
         Some(f) => {
-            let (first, count) =
-                record_cmd::call_window(args.call, args.calls, args.warm_calls.as_deref())?;
+            let (first, count) = record_cmd::call_window(
+                args.capture.call,
+                args.capture.calls,
+                args.capture.warm_calls.as_deref(),
+            )?;
             TriggerSetting::Function {
                 name: f.raw.clone(),
                 at: Some((f.module.clone(), f.address)),
                 dlopen: false,
                 first,
                 count,
-                warm: args.warm_calls.clone(),
+                warm: args.capture.warm_calls.clone(),
             }
         }
         None => TriggerSetting::Signal,
@@ -336,16 +276,16 @@ pub fn run(args: AttachArgs) -> Result<()> {
         threads: threads.clone(),
         argv: program.split('\x1f').map(String::from).collect(),
         mode: args.mode.clone(),
-        schedule: args.schedule.clone(),
-        line_use: args.line_use,
-        objects: args.objects || !args.allocators.is_empty(),
-        timeline: args.timeline,
+        schedule: args.capture.schedule.clone(),
+        line_use: args.capture.line_use,
+        objects: args.capture.objects || !args.capture.allocators.is_empty(),
+        timeline: args.capture.timeline,
         rseq_commit: crate::record_cmd::rseq_commit_setting().into(),
         client_requests: None,
-        cores: args.thread_core.clone(),
+        cores: args.capture.thread_core.clone(),
         allocators,
-        max_instructions: args.instructions,
-        trace: args.trace.as_ref().map(|t| cwd.join(t)),
+        max_instructions: args.capture.instructions,
+        trace: args.capture.trace.as_ref().map(|t| cwd.join(t)),
         reserves: reserve.clone(),
         stop_file: None,
         progress_file: None,
@@ -458,9 +398,13 @@ pub fn run(args: AttachArgs) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let (captured, failed_cut) =
-        record_cmd::report_written(&written, args.no_resolve, args.no_sources, false);
-    if let Some(t) = &args.trace {
+    let (captured, failed_cut) = record_cmd::report_written(
+        &written,
+        args.capture.no_resolve,
+        args.capture.no_sources,
+        false,
+    );
+    if let Some(t) = &args.capture.trace {
         record_cmd::report_partial_trace(t, &written);
     }
     if let Some(e) = record_cmd::write_failure(&written) {

@@ -11,6 +11,7 @@
 
 mod attach_cmd;
 mod cache_choice;
+mod capture_args;
 mod export_cmd;
 mod inject;
 mod probe_cmd;

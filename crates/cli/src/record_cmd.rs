@@ -15,6 +15,7 @@
 //! capture was made. [`find_library`] (its canonical path) serves
 //! `attach` and `zones record` too.
 
+use crate::capture_args::CaptureArgs;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use coldcache_capture::settings::{CacheSetting, Settings, TriggerSetting};
@@ -25,34 +26,12 @@ use std::process::Command;
 /// Arguments of `coldcache record`.
 #[derive(Args, Debug)]
 pub struct RecordArgs {
-    /// Cache configuration: a preset name (`coldcache presets`), `host`, or
-    /// a TOML file; the default, as for `sim`, is Valgrind's model.
-    #[arg(long, default_value = crate::cache_choice::DEFAULT_CACHE, value_name = "PRESET|FILE")]
-    cache: String,
-    /// Cachegrind-style I1 geometry override, e.g. 32768,8,64 (as `sim`).
-    #[arg(long = "I1", value_name = "SIZE,ASSOC,LINE")]
-    i1: Option<String>,
-    /// Cachegrind-style D1 geometry override.
-    #[arg(long = "D1", value_name = "SIZE,ASSOC,LINE")]
-    d1: Option<String>,
-    /// Cachegrind-style LL (last level) geometry override.
-    #[arg(long = "LL", value_name = "SIZE,ASSOC,LINE")]
-    ll: Option<String>,
-    /// Where to write the dump (checked before the program starts). An
-    /// earlier file there is kept as PATH.old; further captures of the run
-    /// go to NAME.2.EXT, NAME.3.EXT, ...
-    #[arg(short, long, default_value = "coldcache.ccdump")]
-    output: PathBuf,
     /// Threads to trace: `all`, `caller` (the thread that starts the
     /// capture), thread ids `1234,1235`, or names `name:render,audio`.
     /// With `--function`/`--all`: the threads traced while the function
     /// runs on the thread that called it (chosen as each window starts).
     #[arg(long, default_value = "caller")]
     threads: String,
-    /// Map a thread to a simulated core: `TID=CORE` (repeatable); other
-    /// threads are assigned round-robin.
-    #[arg(long = "thread-core", value_name = "TID=CORE")]
-    thread_core: Vec<String>,
     /// Capture calls of this function, from entry to return (no
     /// recompilation: a breakpoint is planted at its entry). Found before
     /// the program runs, in it and the libraries it links: a C name, a
@@ -67,67 +46,12 @@ pub struct RecordArgs {
     /// breakpoint planted there when it is loaded.
     #[arg(long, requires = "function")]
     in_dlopen: bool,
-    /// With --function: capture only the Nth call (1-based).
-    #[arg(
-        long,
-        value_name = "N",
-        requires = "function",
-        conflicts_with = "calls"
-    )]
-    call: Option<u64>,
-    /// With --function: capture the first K calls.
-    #[arg(long, value_name = "K", requires = "function")]
-    calls: Option<u64>,
-    /// With --function --call N: warm the cache with the K calls right
-    /// before call N (`all`: every earlier call). They go through the
-    /// simulator, traced like the captured call, and count nowhere: the
-    /// dump holds call N alone, on the cache those calls left (its meta
-    /// `warm` says how it was warmed). Without it every capture starts
-    /// from an empty cache.
-    #[arg(long, value_name = "K|all", requires = "call")]
-    warm_calls: Option<String>,
     /// Start (and stop) a capture when `coldcache trigger PID` signals the program.
     #[arg(long, conflicts_with = "all")]
     signal: bool,
-    /// The signal used by --signal: a name (`USR2`, `SIGUSR1`, `RTMIN+3`) or
-    /// a number. Signals that cannot be caught, that the capture engine
-    /// uses, or that report the program's own faults are refused.
-    #[arg(long, value_name = "SIGNAL", default_value = "USR2")]
-    trigger_signal: String,
     /// Capture the whole program from `main` to its return.
     #[arg(long)]
     all: bool,
-    /// Stop the capture after this many instructions.
-    #[arg(long, value_name = "N")]
-    instructions: Option<u64>,
-    /// Also write every access, in order, with its instruction, thread and
-    /// call stack, to this cctrace file (zstd-compressed when FILE ends in
-    /// `.zst`); `coldcache sim FILE --cache X -o DUMP` re-simulates it
-    /// into a dump for another cache.
-    #[arg(long, value_name = "FILE")]
-    trace: Option<PathBuf>,
-    /// Bounds on the capture's tables, for those who want them:
-    /// `instructions=N,stacks=N,records=N,threads=N,depth=N,trace=N`
-    /// (without one, a table grows within --memory).
-    #[arg(long, value_name = "KEY=N,...")]
-    reserve: Option<String>,
-    /// The memory the capture's tables (instructions, stacks, records,
-    /// call frames) may take together as they grow: a size such as `512M`
-    /// or `8G`. Default: a quarter of the machine's RAM and swap, or of
-    /// `ulimit -v` when that is lower. A capture that needs more stops
-    /// there, says which table and how much more, writes its dump and
-    /// `record` exits with a failure.
-    #[arg(long, value_name = "SIZE")]
-    memory: Option<String>,
-    /// Leave the dump unresolved (by default its addresses are resolved to
-    /// names, lines and instruction bytes once the program exits, while
-    /// its binaries are still there; see `coldcache resolve`).
-    #[arg(long)]
-    no_resolve: bool,
-    /// Resolve, but do not embed the source files' text in the dump (see
-    /// `coldcache resolve --no-sources`).
-    #[arg(long)]
-    no_sources: bool,
     /// Print progress on stderr while capturing (instructions, rate,
     /// elapsed time; with --instructions, the share done and the time
     /// left). The default when stderr is a terminal. `record` reads the
@@ -153,27 +77,6 @@ pub struct RecordArgs {
         value_parser = ["auto", "trap", "fast", "verify"]
     )]
     mode: String,
-    /// How the simulator sees traced threads interleave: `os` (the
-    /// default) as the operating system runs them, which differs from run
-    /// to run; `serial[=QUANTUM]` one traced thread at a time, in turns of
-    /// QUANTUM instructions (default 10000) handed on in thread-id order,
-    /// a turn given up at a system call that may block: two runs of a
-    /// deterministic program give the same dump (docs/capture.md). Also
-    /// for captures the program starts with the C API.
-    #[arg(long, value_name = "os|serial[=QUANTUM]", default_value = "os")]
-    schedule: String,
-    /// Measure line utilisation: the bytes of each line fetched into the
-    /// first data level used before it left (the data views' `fetched` and
-    /// `used/64`). It costs about 1.3x in the window's simulation, so it
-    /// is asked for (docs/data-view.md).
-    #[arg(long)]
-    line_use: bool,
-    /// Track objects: the allocator observed (malloc, new, free, ..) and
-    /// each data access attributed to its heap block's allocation site,
-    /// else to the mapping it lies in (a thread's stack, the heap, a
-    /// module's data): `report --view data`'s objects (docs/data-view.md).
-    #[arg(long)]
-    objects: bool,
     /// Honour Valgrind's client requests (`callgrind.h`'s
     /// START/STOP_INSTRUMENTATION, TOGGLE_COLLECT, ZERO_STATS and
     /// `cachegrind.h`'s START/STOP): instructions count while collection
@@ -182,19 +85,10 @@ pub struct RecordArgs {
     /// counted (docs/valgrind.md).
     #[arg(long, value_name = "STATES", num_args = 0..=1, default_missing_value = "1")]
     client_requests: Option<String>,
-    /// An allocator of the program's own to observe as `--objects` observes
-    /// malloc (a pool, an arena, an engine's allocator; implies
-    /// `--objects`): NAME=KIND, KIND one of malloc (size in the first
-    /// argument), calloc, realloc, free (block in the first argument),
-    /// size2 (size in the second: a member function `alloc(this, size)`),
-    /// free2 (block in the second). Repeatable; its sites are named by it.
-    #[arg(long = "allocator", value_name = "NAME=KIND")]
-    allocators: Vec<String>,
-    /// Record the order of the window: per thread, each call entered and
-    /// returned from with the counters since the previous one, for
-    /// `export --format perfetto` (a timeline; docs/export.md).
-    #[arg(long)]
-    timeline: bool,
+    /// What `record` and `attach` share (after what only
+    /// `record` has, in the help).
+    #[command(flatten)]
+    pub(crate) capture: CaptureArgs,
     /// The program and its arguments (after `--`, or without it: every
     /// word from the program on is the program's).
     #[arg(required = true, trailing_var_arg = true, value_name = "PROGRAM ARGS")]
@@ -411,33 +305,46 @@ pub(crate) fn run_listing(args: RecordArgs, dumps: &mut Vec<PathBuf>) -> Result<
     let lib = find_library()?;
     let program = find_program(&args.program[0])?;
     let elf = check_program(&program)?;
-    let cfg = crate::cache_choice::cache_config(&args.cache, &args.i1, &args.d1, &args.ll)
-        .with_context(|| format!("cache configuration {}", args.cache))?;
+    let cfg = crate::cache_choice::cache_config(
+        &args.capture.cache,
+        &args.capture.i1,
+        &args.capture.d1,
+        &args.capture.ll,
+    )
+    .with_context(|| format!("cache configuration {}", args.capture.cache))?;
     crate::cache_choice::refuse_miss_classes(
         &cfg,
-        &args.cache,
+        &args.capture.cache,
         crate::cache_choice::MISS_CLASSES_OF_A_CAPTURE,
     )?;
     // The name the dump carries: the overrides are part of it.
-    let cache_name = cache_name(&args.cache, [&args.i1, &args.d1, &args.ll]);
+    let cache_name = cache_name(
+        &args.capture.cache,
+        [&args.capture.i1, &args.capture.d1, &args.capture.ll],
+    );
     // The library links no configuration parser: it gets the resolved
     // configuration as JSON (and writes its TOML into the dump itself).
     let cache_json = serde_json::to_string(&cfg).context("cache configuration as JSON")?;
-    crate::refuse_stdout("-o", &args.output)?;
-    if let Some(t) = &args.trace {
+    crate::refuse_stdout("-o", &args.capture.output)?;
+    if let Some(t) = &args.capture.trace {
         crate::refuse_stdout("--trace", t)?;
     }
     let cwd = std::env::current_dir()?;
-    let output = cwd.join(&args.output);
+    let output = cwd.join(&args.capture.output);
     // The whole run is lost if the dump cannot be written at its end:
     // found out now, before the program starts.
     check_output(&output).context("-o")?;
-    if let Some(t) = &args.trace {
+    if let Some(t) = &args.capture.trace {
         check_output(&cwd.join(t)).context("--trace")?;
     }
-    let reserve = reserves(&args.reserve, &args.memory, &cfg, args.trace.is_some())?;
-    let trigger_sig = trigger_signal(&args.trigger_signal).context("--trigger-signal")?;
-    check_schedule(&args.schedule)?;
+    let reserve = reserves(
+        &args.capture.reserve,
+        &args.capture.memory,
+        &cfg,
+        args.capture.trace.is_some(),
+    )?;
+    let trigger_sig = trigger_signal(&args.capture.trigger_signal).context("--trigger-signal")?;
+    check_schedule(&args.capture.schedule)?;
     if let Some(c) = &args.client_requests {
         coldcache_capture::requests::Honour::parse(c)
             .map_err(anyhow::Error::msg)
@@ -457,11 +364,11 @@ pub(crate) fn run_listing(args: RecordArgs, dumps: &mut Vec<PathBuf>) -> Result<
         }
         _ => None,
     };
-    let own_allocators = allocator_setting(&args.allocators, |name| {
+    let own_allocators = allocator_setting(&args.capture.allocators, |name| {
         crate::record_function::resolve(&program, name, "--allocator", &lib, false)?
             .ok_or_else(|| anyhow::anyhow!("--allocator {name}: not found"))
     })?;
-    let objects = args.objects || own_allocators.is_some();
+    let objects = args.capture.objects || own_allocators.is_some();
     // `--in-dlopen` and a name found nowhere before the run: the library
     // looks for it at each dlopen.
     let later = args.in_dlopen && elf && function.is_none();
@@ -479,7 +386,7 @@ pub(crate) fn run_listing(args: RecordArgs, dumps: &mut Vec<PathBuf>) -> Result<
         }
     }
     let mut cores = Vec::new();
-    for tc in &args.thread_core {
+    for tc in &args.capture.thread_core {
         let ok = tc
             .split_once('=')
             .is_some_and(|(t, c)| t.parse::<u32>().is_ok() && c.parse::<u32>().is_ok());
@@ -527,14 +434,18 @@ pub(crate) fn run_listing(args: RecordArgs, dumps: &mut Vec<PathBuf>) -> Result<
     let at = function.as_ref().map(|f| (f.module.clone(), f.address));
     let trigger = if let Some(f) = &args.function {
         let f = function.as_ref().map_or(f.as_str(), |r| r.raw.as_str());
-        let (first, count) = call_window(args.call, args.calls, args.warm_calls.as_deref())?;
+        let (first, count) = call_window(
+            args.capture.call,
+            args.capture.calls,
+            args.capture.warm_calls.as_deref(),
+        )?;
         TriggerSetting::Function {
             name: f.to_string(),
             at,
             dlopen: later,
             first,
             count,
-            warm: args.warm_calls.clone(),
+            warm: args.capture.warm_calls.clone(),
         }
     } else if args.all {
         TriggerSetting::Function {
@@ -557,16 +468,16 @@ pub(crate) fn run_listing(args: RecordArgs, dumps: &mut Vec<PathBuf>) -> Result<
         threads: args.threads.clone(),
         argv: args.program.clone(),
         mode: args.mode.clone(),
-        schedule: args.schedule.clone(),
-        line_use: args.line_use,
+        schedule: args.capture.schedule.clone(),
+        line_use: args.capture.line_use,
         objects,
-        timeline: args.timeline,
+        timeline: args.capture.timeline,
         rseq_commit: rseq_commit_setting().into(),
         client_requests: args.client_requests.clone(),
         cores: cores.clone(),
         allocators: own_allocators.clone(),
-        max_instructions: args.instructions,
-        trace: args.trace.as_ref().map(|t| cwd.join(t)),
+        max_instructions: args.capture.instructions,
+        trace: args.capture.trace.as_ref().map(|t| cwd.join(t)),
         reserves: reserve.clone(),
         stop_file: Some(stop_file.clone()),
         progress_file: show_progress.then(|| progress_file.clone()),
@@ -621,7 +532,7 @@ pub(crate) fn run_listing(args: RecordArgs, dumps: &mut Vec<PathBuf>) -> Result<
         .signal
         .then(|| WindowAnnouncer::start(manifest.clone()));
     let progress = show_progress.then(|| {
-        crate::record_progress::Progress::start(progress_file, args.instructions, {
+        crate::record_progress::Progress::start(progress_file, args.capture.instructions, {
             use std::io::IsTerminal;
             std::io::stderr().is_terminal()
         })
@@ -635,9 +546,13 @@ pub(crate) fn run_listing(args: RecordArgs, dumps: &mut Vec<PathBuf>) -> Result<
     }
     let written = read_manifest(&manifest)?;
     dumps.clone_from(&written.dumps);
-    let (captured, failed_cut) =
-        report_written(&written, args.no_resolve, args.no_sources, args.quiet);
-    if let Some(t) = &args.trace {
+    let (captured, failed_cut) = report_written(
+        &written,
+        args.capture.no_resolve,
+        args.capture.no_sources,
+        args.quiet,
+    );
+    if let Some(t) = &args.capture.trace {
         report_partial_trace(t, &written);
     }
     // A capture that could not be written where asked: a failure, even if

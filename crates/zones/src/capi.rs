@@ -24,16 +24,16 @@ use std::ffi::{c_char, c_double, c_int, c_void, CStr};
 #[no_mangle]
 pub unsafe extern "C" fn __cyg_profile_func_enter(this_fn: *mut c_void, _call_site: *mut c_void) {
     let addr = this_fn as u64;
-    if !record::ready() {
+    if !crate::ready() {
         // The first event initializes, which may turn spike detection on.
         record::guarded(|| {
-            record::ensure_init();
+            crate::ensure_init();
         });
     }
     if spike::on() {
         record::guarded(|| {
             // The thread's set-up before the start stamp (lib.rs `begin`).
-            record::prepare_thread();
+            crate::prepare_thread();
             let tsc = record::rdtsc();
             spike::enter_at(ZoneKey::Function(addr), tsc);
             record::emit_at(pack(kind::FUNC_ENTER, addr), tsc);
@@ -73,10 +73,10 @@ pub unsafe extern "C" fn coldcache_zone_begin(label: *const Label) {
     let label: &'static Label = unsafe { &*label };
     record::guarded(|| {
         let id = label.id();
-        record::ensure_init();
+        crate::ensure_init();
         if spike::on() {
             // The thread's set-up before the start stamp (lib.rs `begin`).
-            record::prepare_thread();
+            crate::prepare_thread();
             spike::enter(ZoneKey::Label(id));
         }
         record::emit(pack(kind::BEGIN, id as u64));

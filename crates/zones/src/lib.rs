@@ -59,6 +59,35 @@ pub use record::{set_enabled, set_thread_name, write_to, Label};
 
 use format::{kind, pack};
 
+/// Starts the recorder, then the spike detector (which reads its
+/// settings once the recorder's clock runs); true when the recorder is
+/// ready. The recorder also starts itself on any first event, the
+/// detector only here: every entry point that may begin a zone calls
+/// this first. Neither module calls the other's start or end.
+#[inline(always)]
+pub(crate) fn ensure_init() -> bool {
+    if !record::ensure_init() {
+        return false;
+    }
+    spike::ensure_init();
+    true
+}
+
+/// Whether both have started ([`ensure_init`]).
+#[inline(always)]
+#[cfg_attr(not(feature = "capi"), allow(dead_code))]
+pub(crate) fn ready() -> bool {
+    record::ready() && spike::initialized()
+}
+
+/// Sets the calling thread up in the recorder and the detector before a
+/// zone's start stamp is read.
+#[inline(always)]
+pub(crate) fn prepare_thread() {
+    record::prepare_thread();
+    spike::prepare_thread();
+}
+
 /// An open zone; ends it when dropped. Made by [`begin`] and the macros.
 #[must_use = "a zone ends when its guard is dropped"]
 pub struct ZoneGuard {
@@ -71,10 +100,10 @@ pub fn begin(label: &'static Label) -> ZoneGuard {
     let id = label.id();
     // The first event initializes the recorder, which may turn the spike
     // detector on: do it before asking whether it is on.
-    record::ensure_init();
+    ensure_init();
     if spike::on() {
         // The thread's set-up before the start stamp, not inside the zone.
-        record::prepare_thread();
+        prepare_thread();
         let tsc = record::rdtsc();
         spike::enter_at(ZoneKey::Label(id), tsc);
         record::emit_at(pack(kind::BEGIN, id as u64), tsc);

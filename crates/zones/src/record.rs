@@ -337,7 +337,12 @@ fn prepare_thread_slow() {
             }
         }
     });
-    crate::spike::prepare_thread();
+}
+
+/// Whether this process initialized the recorder (not a forked child,
+/// which has a copy of its state and must not write its files).
+pub fn is_owner() -> bool {
+    OWNER_PID.load(Relaxed) == std::process::id()
 }
 
 /// Whether the recorder has been initialized.
@@ -680,16 +685,14 @@ fn init_slow() -> bool {
         ENABLED.store(false, Relaxed);
     }
     STATE.store(READY, Release);
-    // After READY: setting a threshold calibrates the clock, which needs
-    // the recorder initialized.
-    crate::spike::init_from_env();
     // SAFETY: registering plain extern "C" handlers.
     unsafe {
         libc::pthread_atfork(None, None, Some(after_fork_child));
     }
     *lock(&REPORT_PATH) = cfg.report;
-    // At exit the spike summary is written (whether or not a recording
-    // is), then the recording if there is a path.
+    // At exit the recording is written if there is a path (the spike
+    // detector's summary before it: `crate::ensure_init` registers it after
+    // this, so it runs first).
     // SAFETY: `write_at_exit` is an extern "C" fn with no arguments.
     unsafe { libc::atexit(write_at_exit) };
     if let Some(out) = cfg.out {
@@ -721,7 +724,6 @@ extern "C" fn write_at_exit() {
     if OWNER_PID.load(Relaxed) != std::process::id() {
         return;
     }
-    crate::spike::finish();
     if let Some(path) = path {
         ENABLED.store(false, Relaxed);
         if let Err(e) = write_to(&path) {

@@ -32,7 +32,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 static ON: AtomicBool = AtomicBool::new(false);
@@ -287,7 +287,7 @@ fn thread_cpu_ns() -> u64 {
 
 /// Sets the calling thread's detector state up (its stack's first
 /// capacity, a CPU-time snapshot) before its first zone's start stamp is
-/// read ([`record::prepare_thread`]).
+/// read (`crate::prepare_thread`, after [`record::prepare_thread`]).
 pub(crate) fn prepare_thread() {
     if !on() {
         return;
@@ -511,8 +511,51 @@ fn create_log(path: &str) -> std::io::Result<std::fs::File> {
     std::fs::File::create(path)
 }
 
-/// Reads `COLDCACHE_SPIKE_*` (called once when the recorder initializes).
-pub(crate) fn init_from_env() {
+/// Whether the detector has read its settings: 0 not yet, 1 being read,
+/// 2 read. Written once by the first thread whose zone starts the
+/// recorder ([`ensure_init`]).
+static INIT: AtomicU8 = AtomicU8::new(0);
+
+/// Whether [`ensure_init`] has run to its end.
+#[inline(always)]
+pub fn initialized() -> bool {
+    INIT.load(Ordering::Acquire) == 2
+}
+
+/// Reads `COLDCACHE_SPIKE_*` and registers the summary written at exit,
+/// once per process; later calls return at once (one that comes while
+/// another thread reads waits for it). The recorder must be initialized
+/// first (a threshold calibrates its clock): `crate::ensure_init` calls
+/// both in that order.
+pub fn ensure_init() {
+    if initialized() {
+        return;
+    }
+    if INIT
+        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        while !initialized() {
+            std::thread::yield_now();
+        }
+        return;
+    }
+    init_from_env();
+    // SAFETY: `at_exit` is an extern "C" fn with no arguments.
+    unsafe { libc::atexit(at_exit) };
+    INIT.store(2, Ordering::Release);
+}
+
+/// The summary, at exit, in the process that initialized the recorder
+/// only (a forked child has a copy of the detector's state).
+extern "C" fn at_exit() {
+    if record::is_owner() {
+        finish();
+    }
+}
+
+/// Reads `COLDCACHE_SPIKE_*` (once, [`ensure_init`]).
+fn init_from_env() {
     let pid = std::process::id().to_string();
     let get = |k: &str| coldcache_fsio::env::var(k).map(|v| v.replace("%p", &pid));
     let text = match get("COLDCACHE_SPIKE_LOG").as_deref() {
@@ -746,7 +789,7 @@ fn log_spike(sp: &Spike) {
 
 /// At exit: the suggestions (zones that were the peak of a spike, the
 /// places worth marking up), to the text log.
-pub(crate) fn finish() {
+fn finish() {
     let mut g = sinks();
     let Some(s) = g.as_mut() else { return };
     if matches!(s.text, Sink::Off) {
