@@ -13,19 +13,11 @@
 //! a [`Full`] naming the table, and the accountant then stops the capture
 //! cleanly. No operation allocates, locks or panics.
 
-use crate::grow::{Budget, Full, GrowVec, Index, Refused};
+pub use crate::grow::counters::CounterTable;
+use crate::grow::counters::FREE;
+use crate::grow::{mix, Budget, Full, GrowVec, Index, Refused};
 use crate::model::Plan;
 use iced_x86::Instruction;
-
-/// A hash of 64 bits to an index, good enough for addresses.
-#[inline]
-fn mix(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ (x >> 33)
-}
 
 /// How an instruction changes the flow, as far as the shadow stack cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -285,158 +277,6 @@ impl StackTable {
     /// Every stack, by id.
     pub fn nodes(&self) -> &[StackEntry] {
         self.nodes.as_slice()
-    }
-}
-
-/// Counters per (instruction, stack, thread).
-pub struct CounterTable {
-    keys: GrowVec<(u64, u32, u32)>,
-    index: Index,
-    values: GrowVec<u64>,
-    stride: usize,
-}
-
-/// An empty slot of an index. Slots hold an entry's number plus one, so
-/// that an index starts as zeroed memory: a fresh mapping the kernel fills
-/// with zeros page by page as it is used.
-const FREE: u32 = 0;
-
-impl CounterTable {
-    /// A table for up to `capacity` records of `stride` counters each
-    /// (nothing mapped yet).
-    pub fn new(capacity: usize, stride: usize) -> Self {
-        let capacity = capacity.max(1);
-        CounterTable {
-            keys: GrowVec::new(capacity),
-            index: Index::new(),
-            values: GrowVec::new(capacity.saturating_mul(stride.max(1))),
-            stride,
-        }
-    }
-
-    /// Bytes mapped.
-    pub fn bytes(&self) -> usize {
-        self.index.bytes() + self.keys.bytes() + self.values.bytes()
-    }
-
-    /// The counters of a key, created zeroed on first use; `Err` when the
-    /// table cannot grow.
-    #[inline]
-    pub fn counters(
-        &mut self,
-        ip: u64,
-        stack: u32,
-        thread: u32,
-        b: &mut Budget,
-    ) -> Result<&mut [u64], Full> {
-        let r = self.row_index(ip, stack, thread, b)?;
-        Ok(self.row(r))
-    }
-
-    /// The counters of row `r` (an index [`CounterTable::row_index`] gave;
-    /// rows keep their index as the table grows).
-    #[inline]
-    pub fn row(&mut self, r: usize) -> &mut [u64] {
-        assert!(r < self.keys.len());
-        self.values.run_mut(r * self.stride, self.stride)
-    }
-
-    #[inline(always)]
-    fn hash(key: (u64, u32, u32)) -> u64 {
-        let (ip, stack, thread) = key;
-        mix(ip ^ (u64::from(stack) << 32) ^ u64::from(thread).rotate_left(17))
-    }
-
-    /// The row of a key, created zeroed on first use; `Err` when the table
-    /// cannot grow.
-    #[inline]
-    pub fn row_index(
-        &mut self,
-        ip: u64,
-        stack: u32,
-        thread: u32,
-        b: &mut Budget,
-    ) -> Result<usize, Full> {
-        let key = (ip, stack, thread);
-        if self.index.ready() {
-            let mut i = self.index.start(Self::hash(key));
-            loop {
-                let r = self.index.slot(i);
-                if r == FREE {
-                    break;
-                }
-                let r = r as usize - 1;
-                if *self.keys.at(r) == key {
-                    return Ok(r);
-                }
-                i = self.index.next(i);
-            }
-        }
-        self.insert(key, b)
-    }
-
-    /// A new row for `key` (not in the table), growing what must grow.
-    #[cold]
-    fn insert(&mut self, key: (u64, u32, u32), b: &mut Budget) -> Result<usize, Full> {
-        let n = self.keys.len();
-        let grown = (|| {
-            if !self.index.fits(n) {
-                let keys = &self.keys;
-                self.index.grow(n, |e| Self::hash(*keys.at(e)), b)?;
-            }
-            self.keys.reserve(1, b)?;
-            self.values.reserve(self.stride, b)
-        })();
-        if let Err(r) = grown {
-            return Err(full("records", n, self.bytes(), r, b));
-        }
-        let mut i = self.index.start(Self::hash(key));
-        while self.index.slot(i) != FREE {
-            i = self.index.next(i);
-        }
-        let r = self.keys.push(key, b).expect("room made");
-        self.values.extend(0, self.stride, b).expect("room made");
-        self.index.fill(i, r);
-        Ok(r)
-    }
-
-    /// Records kept.
-    pub fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    /// True when no record exists.
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
-    /// Sets every counter of every row to zero (`CALLGRIND_ZERO_STATS`);
-    /// the rows stay, with their indexes.
-    pub fn zero(&mut self) {
-        self.values.as_mut_slice().fill(0);
-    }
-
-    /// Every record's key, by row.
-    pub fn keys(&self) -> &[(u64, u32, u32)] {
-        self.keys.as_slice()
-    }
-
-    /// Record `r`: key and counters.
-    pub fn entry(&self, r: usize) -> ((u64, u32, u32), &[u64]) {
-        let stride = self.stride.max(1);
-        (
-            self.keys.as_slice()[r],
-            &self.values.as_slice()[r * stride..(r + 1) * stride],
-        )
-    }
-
-    /// Every record: key and counters.
-    pub fn iter(&self) -> impl Iterator<Item = ((u64, u32, u32), &[u64])> {
-        self.keys
-            .as_slice()
-            .iter()
-            .copied()
-            .zip(self.values.as_slice().chunks_exact(self.stride.max(1)))
     }
 }
 

@@ -14,6 +14,10 @@
 //! - [`Index`]: open-addressing slots (an entry's number plus one, 0 =
 //!   free) in their own mapping; growing maps a region twice the size,
 //!   rehashes the dense keys into it and unmaps the old one.
+//! - [`counters::CounterTable`]: counters per (instruction, stack,
+//!   thread) on those two, rows numbered in order of first appearance:
+//!   the one numbering the accountant counts in and a re-simulation of its
+//!   trace numbers with.
 //! - [`Budget`]: every mapping's bytes are charged to one budget (the
 //!   capture's `--memory`); a growth the budget, a per-table bound
 //!   (`--reserve`) or the kernel refuses is a [`Full`], which the
@@ -46,6 +50,18 @@ pub fn far_address(len: u64) -> u64 {
         len.next_multiple_of(1 << 21),
         std::sync::atomic::Ordering::Relaxed,
     )
+}
+
+pub mod counters;
+
+/// A hash of 64 bits to an index, good enough for addresses.
+#[inline]
+pub fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
 }
 
 const PAGE: usize = 4096;

@@ -15,7 +15,8 @@
 //! The counting has two halves. What does not depend on the caches is
 //! done once, on the reader thread, for every configuration: a
 //! [`Numbering`] gives each record its row (rows numbered in order of
-//! first appearance), turns the records into accesses and counts the
+//! first appearance, in the capture accountant's own table,
+//! `coldcache_grow::counters::CounterTable`), turns the records into accesses and counts the
 //! instructions and unmodelled ones per row, into a [`Prepared`] batch.
 //! What does depend on them is a [`Resim`] per configuration: each run of
 //! one core's accesses of a prepared batch (the runs of one thread, those
@@ -42,6 +43,8 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use coldcache_dump::{Dump, Meta, Record as DumpRecord, StackNode, Thread};
+use coldcache_grow::counters::CounterTable;
+use coldcache_grow::Budget;
 use coldcache_sim::{Access, AccessKind, CounterLayout, Driver, HierarchyConfig, RowTable};
 use coldcache_trace::{Record, RecordKind, TraceReader, ATTACH_DUMP_SKELETON};
 
@@ -73,36 +76,6 @@ const IN_FLIGHT: usize = 4;
 /// as many threads as a capture tells apart
 /// (`coldcache_capture::account::MAX_THREADS_SEEN`).
 const MIN_THREAD_INDEX_LIMIT: u64 = 1 << 16;
-
-/// The hasher of the row map: one multiply per word (FxHash's), instead
-/// of SipHash, whose cost per fetch record dominated a re-simulation. The
-/// keys are addresses and small numbers from a trace, not chosen by an
-/// adversary.
-#[derive(Default, Clone, Copy)]
-struct RowHasher(u64);
-
-impl std::hash::Hasher for RowHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    #[inline]
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(u64::from(v));
-    }
-    #[inline]
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type RowMap = HashMap<(u64, u32, u32), u32, std::hash::BuildHasherDefault<RowHasher>>;
 
 /// One configuration to re-simulate with.
 #[derive(Clone, Debug)]
@@ -150,12 +123,13 @@ impl Prepared {
 /// repeats itself, as a branch predictor knows); a direct-mapped cache;
 /// the hash table, which makes rows.
 pub struct Numbering {
-    /// (ip, stack, thread) → row.
-    rows: RowMap,
+    /// (ip, stack, thread) → row: the capture accountant's own table
+    /// (no counters kept in it), so rows are numbered as it numbered them.
+    rows: CounterTable,
+    /// What `rows` maps (unbounded: the stream's distinct rows bound it).
+    budget: Budget,
     /// A direct-mapped cache in front of `rows`.
     row_cache: Vec<((u64, u32, u32), u32)>,
-    /// Per row: its key.
-    keys: Vec<(u64, u32, u32)>,
     /// Per row: the (ip, stack) and row of the record that followed it
     /// on its thread with another key, the last time (`NO_ROW`: none yet).
     next: Vec<(u64, u32, u32)>,
@@ -178,9 +152,9 @@ impl Numbering {
     /// No row yet.
     pub fn new() -> Numbering {
         Numbering {
-            rows: RowMap::default(),
+            rows: CounterTable::new(usize::MAX, 0),
+            budget: Budget::new(usize::MAX),
             row_cache: vec![((0, 0, 0), NO_ROW); ROW_CACHE],
-            keys: Vec::new(),
             next: Vec::new(),
             instructions: Vec::new(),
             unmodelled: HashMap::new(),
@@ -195,7 +169,7 @@ impl Numbering {
 
     /// Rows numbered so far.
     pub fn rows(&self) -> usize {
-        self.keys.len()
+        self.rows.len()
     }
 
     /// Turns `records` into `out` (emptied first): each record's access
@@ -240,7 +214,7 @@ impl Numbering {
             out.runs.push((end, t));
             i = end;
         }
-        out.rows_total = self.keys.len();
+        out.rows_total = self.rows.len();
     }
 
     /// An unmodelled instruction in `row`.
@@ -291,13 +265,18 @@ impl Numbering {
     /// The row of `key` from the hash table, made when new.
     #[inline(never)]
     fn row_slow(&mut self, key: (u64, u32, u32)) -> u32 {
-        let next = u32::try_from(self.keys.len())
+        let before = self.rows.len();
+        let row = match self.rows.row_index(key.0, key.1, key.2, &mut self.budget) {
+            Ok(row) => row,
+            // Only the kernel refuses an unbounded table: out of memory,
+            // as a `Vec` that cannot grow.
+            Err(full) => panic!("re-simulation: {}", full.describe()),
+        };
+        let row = u32::try_from(row)
             .ok()
             .filter(|&n| n != NO_ROW)
             .expect("fewer than 2^32 - 1 distinct (instruction, stack, thread)");
-        let row = *self.rows.entry(key).or_insert(next);
-        if row == next {
-            self.keys.push(key);
+        if self.rows.len() > before {
             self.next.push((0, 0, NO_ROW));
             self.instructions.push(0);
         }
@@ -573,7 +552,8 @@ impl Resim {
         self.driver.finish_line_use_into(&mut table);
         let table = table.into_rows();
         let mut records: Vec<DumpRecord> = numbering
-            .keys
+            .rows
+            .keys()
             .iter()
             .enumerate()
             .map(|(i, &(ip, stack, thread))| {
