@@ -70,6 +70,7 @@ mod altstack;
 mod fatal;
 mod seccomp;
 mod sigfault;
+mod signal_state;
 pub use sigfault::program_sigaction;
 
 pub mod attach;

@@ -34,6 +34,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "options",
             "settings",
             "state",
+            "signal_state",
             "doorbell",
             "tls",
             "jit::cache",
