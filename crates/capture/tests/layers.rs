@@ -68,6 +68,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "jit",
             "jit::difftest",
             "jit::interrupted",
+            "jit::state",
             "jit::translate",
             "jit::verify",
         ],
