@@ -136,13 +136,10 @@ pub(crate) mod engine {
     pub(crate) static SIGNAL_WINDOWS: AtomicBool = AtomicBool::new(false);
     /// A thread is on its way through
     /// [`coldcache_finish_trampoline`](crate::engine::coldcache_finish_trampoline)
-    /// (whose finish stack and `RESUME_RIP` are shared): set by
-    /// [`redirect_to_finish`](crate::engine::redirect_to_finish), cleared by
-    /// the trampoline's last instructions.
-    ///
-    /// Written by the handler that redirects a thread to `finish`
-    /// (`redirect_to_finish`, a swap) and cleared by the trampoline's last
-    /// instructions on that thread.
+    /// (whose finish stack and `RESUME_RIP` are shared). Written by the
+    /// handler that redirects a thread to `finish`
+    /// ([`redirect_to_finish`](crate::engine::redirect_to_finish), a swap);
+    /// cleared by the trampoline's last instructions on that thread.
     pub(crate) static REDIRECTED: AtomicBool = AtomicBool::new(false);
     /// Where a thread redirected to
     /// [`coldcache_finish_trampoline`](crate::engine::coldcache_finish_trampoline)
@@ -462,8 +459,9 @@ pub(crate) mod sigvirt {
     pub(crate) static LIBC_RESTORER: AtomicU64 = AtomicU64::new(0);
     /// The C library's `sigaction` (the one after ours in the lookup order).
     ///
-    /// Written by `real_sigaction` on its first call (a program thread: the
-    /// same value each time); read by the interposed `sigaction`.
+    /// Written by `real_sigaction` when it finds it 0 (a program thread: the
+    /// engine taking its signals, or the interposed `sigaction`; the same
+    /// value each time); read there.
     pub(crate) static REAL_SIGACTION: AtomicUsize = AtomicUsize::new(0);
     /// Per-thread virtual SIGTRAP state of traced threads: the thread's
     /// pointer (`fs:0`, read without a system call) and its bits, its thread
