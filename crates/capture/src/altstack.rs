@@ -40,8 +40,9 @@
 //! next trap, as it would at the next signal.
 
 use crate::memory::{read_word, write_word};
+use crate::state::altstack::{BASE, OWNER, SLOTS};
 use crate::state::gettid;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 /// `SS_AUTODISARM` (Linux 4.7).
 const SS_AUTODISARM: i32 = 1 << 31;
@@ -49,13 +50,6 @@ const SS_AUTODISARM: i32 = 1 << 31;
 /// Bytes of one stack: the kernel's frame, the engine's handler up to its
 /// switch to the handler stack, a program handler with `SA_ONSTACK`.
 const SIZE: u64 = 256 << 10;
-/// Stacks in the pool (the most threads traced at once).
-const SLOTS: usize = crate::state::MAX_SELECTED;
-
-/// The pool's base (0: not mapped).
-static BASE: AtomicU64 = AtomicU64::new(0);
-/// The thread each stack belongs to (0: free).
-static OWNER: [AtomicU32; SLOTS] = [const { AtomicU32::new(0) }; SLOTS];
 
 /// Maps the pool (normal context; once per process). Without it traced
 /// threads simply keep their frames on their own stacks.

@@ -25,18 +25,14 @@
 //! The first window or sync signal that finds the thread's `TracerPid` 0
 //! clears the mark and starts it ([`crate::state::remote_held`]).
 
+use crate::state::attach::LAST_ERROR;
 use crate::state::{STATE, STOPPING};
 use std::ffi::{c_char, CStr, CString};
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long an attach waits for the previous capture's finish to end.
 const FINISH_WAIT: Duration = Duration::from_secs(10);
-
-/// The last refusal, kept alive so the pointer returned to the caller
-/// stays valid until the next call.
-static LAST_ERROR: Mutex<Option<CString>> = Mutex::new(None);
 
 /// Parses `settings` (one `NAME=VALUE` a line) into a lookup.
 fn settings_map(settings: &str) -> Result<Vec<(String, String)>, String> {

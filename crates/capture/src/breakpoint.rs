@@ -13,20 +13,9 @@
 //! `join_window`, threads listed allocation-free by
 //! `procfs::for_each_task`).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
-
-/// The planted breakpoint's address (0: none).
-pub(crate) static BP_ADDR: AtomicU64 = AtomicU64::new(0);
-/// The last breakpoint address, never cleared: an `int3` of ours that a
-/// thread hits while another removes it is recognised by it.
-pub(crate) static BP_LAST: AtomicU64 = AtomicU64::new(0);
-/// The byte the `int3` replaced.
-static BP_ORIG: AtomicU8 = AtomicU8::new(0);
-/// Whether the `int3` is in the code now.
-static BP_PLANTED: AtomicBool = AtomicBool::new(false);
-/// The thread stepping over the original instruction, which plants the
-/// breakpoint again at its next trap.
-pub(crate) static REPLANT_TID: AtomicU32 = AtomicU32::new(0);
+pub(crate) use crate::signal_state::breakpoint::{BP_ADDR, BP_LAST, REPLANT_TID};
+use crate::signal_state::breakpoint::{BP_ORIG, BP_PLANTED};
+use std::sync::atomic::Ordering;
 
 /// Writes one byte of code (a breakpoint or the original byte back).
 fn write_code_byte(addr: u64, byte: u8) {

@@ -9,10 +9,10 @@ use crate::lifecycle;
 pub use crate::options::{parse_reserves, parse_size};
 use crate::options::{Mode, Options, Threads, Trigger};
 use crate::output::set_error;
+use crate::state::capi::CORE_MAP;
 use crate::state::DEFAULTS;
 use std::ffi::{c_char, CStr};
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 /// Trace only the thread calling `coldcache_start`.
 pub const COLDCACHE_THREADS_CALLER: i32 = 0;
@@ -49,8 +49,6 @@ pub struct CaptureOptions {
 /// The size of the struct before `mode` was added: programs built against
 /// that header still work.
 const SIZE_BEFORE_MODE: usize = std::mem::offset_of!(CaptureOptions, mode);
-
-static CORE_MAP: Mutex<Vec<(u32, u32)>> = Mutex::new(Vec::new());
 
 /// The options a capture uses when the caller gives none.
 pub fn default_options() -> Result<Options, String> {

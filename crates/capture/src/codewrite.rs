@@ -39,30 +39,14 @@
 //! calls into stack buffers, atomics).
 
 use crate::procfs::FileId;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::signal_state::codewrite::{
+    FileSet, ALL, CODE, CODE_FILE_OPENS, DEMOTED, MEM_OPENS, PROC_DEV, UNTRUSTED, WRITABLE,
+};
+use std::sync::atomic::Ordering;
 
-/// A small fixed set of files, filled from handlers too: a file is added
-/// unless present; past the room the set is marked full (and callers
-/// then assume any file may be in it). Files are told apart by inode
-/// alone: `/proc/self/maps` and `stat` give different devices for one
-/// file on btrfs subvolumes and on overlayfs (containers); two files of
-/// one inode number on two devices only make more code checked.
-struct FileSet<const N: usize> {
-    inodes: [AtomicU64; N],
-    /// Files added, the ones past the room included.
-    n: AtomicUsize,
-    full: AtomicBool,
-}
-
+// `FileSet`'s type and constructor live with its statics in
+// `signal_state.rs`, which cannot name `procfs::FileId`; its methods here.
 impl<const N: usize> FileSet<N> {
-    const fn new() -> Self {
-        FileSet {
-            inodes: [const { AtomicU64::new(0) }; N],
-            n: AtomicUsize::new(0),
-            full: AtomicBool::new(false),
-        }
-    }
-
     /// Empties the set (a capture begins, no handler runs).
     fn clear(&self) {
         self.n.store(0, Ordering::Release);
@@ -100,24 +84,6 @@ impl<const N: usize> FileSet<N> {
         self.n.load(Ordering::Relaxed)
     }
 }
-
-/// Files the process may write, this capture. Full: no file mapped later
-/// is trusted.
-static WRITABLE: FileSet<256> = FileSet::new();
-/// Files mapped as trusted code in this capture (at the start, and what
-/// fast mode trusts later): a writable open of another file costs no
-/// `maps` scan. Full: every writable open scans.
-static CODE: FileSet<512> = FileSet::new();
-/// A writable `/proc/<pid>/mem` descriptor was opened: nothing is trusted.
-static ALL: AtomicBool = AtomicBool::new(false);
-/// procfs's device (major << 32 | minor), found at [`start`].
-static PROC_DEV: AtomicU64 = AtomicU64::new(u64::MAX);
-/// For the notes: mem files opened for writing, writable opens of files
-/// mapped as code, stable ranges demoted, new mappings left untrusted.
-static MEM_OPENS: AtomicU64 = AtomicU64::new(0);
-static CODE_FILE_OPENS: AtomicU64 = AtomicU64::new(0);
-static DEMOTED: AtomicU64 = AtomicU64::new(0);
-static UNTRUSTED: AtomicU32 = AtomicU32::new(0);
 
 /// What a system call about to run means for stable code.
 pub(crate) enum Change {

@@ -16,18 +16,8 @@
 //! the trap front end registered ([`set_finisher`], [`set_stopper`]), so
 //! code below them acts without importing them.
 //!
-//! Statics (written by whom, from which context):
-//! - `WRITER_TID`, `WAKE_FD`: the writer's start (program thread, under
-//!   `writer.rs`'s lock) and the writer itself when it replaces a doorbell
-//!   the program closed; read by handlers.
-//! - `WAKES`: incremented by any context ([`post`]), swapped to zero by the
-//!   writer ([`take`]).
-//! - `TRIGGER_SIGNAL`: the engine's installation of the trigger signal
-//!   (program thread); read by handlers.
-//! - `FINISHER`, `STOPPER`, `STARTER`: set once, by `lifecycle::prepare`,
-//!   the engine's handler installation and the trigger signal's
-//!   installation (program thread, before any handler or writer that reads
-//!   them can run); read by handlers and the writer (an atomic load).
+//! Its statics are its own (one of the few files that hold statics,
+//! `tests/statics.rs`); each says who writes it and from which context.
 
 use crate::options::{CaptureError, Options};
 use coldcache_fsio::fdguard;
@@ -53,15 +43,26 @@ impl Command {
     pub(crate) const ALL: [Command; 3] = [Command::Finish, Command::Trigger, Command::Park];
 }
 
+/// The writer thread's id (0: none). Written by the writer's start
+/// (program thread, under `writer.rs`'s lock, [`set_writer`]); read by
+/// handlers.
 static WRITER_TID: AtomicU32 = AtomicU32::new(0);
 /// The writer thread's doorbell, an eventfd: a post counts its command in
-/// `WAKES`, then writes to it. -1 while there is no writer.
+/// `WAKES`, then writes to it. -1 while there is no writer. Written by the
+/// writer's start (program thread, under `writer.rs`'s lock) and by the
+/// writer itself when it replaces a doorbell the program closed
+/// ([`set_doorbell`]); read by handlers.
 static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
 /// Commands posted and not yet done, by `Command as usize`: counted before
 /// the doorbell rings, so a ring that cannot reach the writer (the program
 /// closed the eventfd) is only late, done at the writer's next look,
-/// within a second.
+/// within a second. Written: incremented by any context ([`post`]: a
+/// handler, the dispatcher, a program thread), swapped to zero by the
+/// writer thread ([`take`]).
 static WAKES: [AtomicU32; 4] = [const { AtomicU32::new(0) }; 4];
+/// See [`trigger_signal`]. Written by the engine's installation of the
+/// trigger signal (program thread, [`set_trigger_signal`]); read by
+/// handlers.
 static TRIGGER_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 /// The outside trigger signal (`--signal`, `coldcache trigger`), 0 when
@@ -185,13 +186,20 @@ pub(crate) fn request_of(info: *const libc::siginfo_t) -> Request {
 pub(crate) const TRIGGERED: &str = "stopped by `coldcache trigger`";
 
 /// The life cycle's finish (`lifecycle::finish`, its result reported).
+/// Written (set once) by `lifecycle::prepare` (program thread, before any
+/// handler or writer that reads it can run); read by handlers and the
+/// writer thread.
 static FINISHER: OnceLock<fn()> = OnceLock::new();
-/// The trap front end's stop from a signal handler (`engine`'s).
+/// The trap front end's stop from a signal handler (`engine`'s). Written
+/// (set once) by the engine's handler installation (program thread, before
+/// any handler that reads it can run); read by handlers.
 #[allow(clippy::type_complexity)]
 static STOPPER: OnceLock<fn(&mut libc::ucontext_t, &'static str)> = OnceLock::new();
 
 /// The life cycle's start of a capture (`lifecycle::prepare`), for the
-/// writer's `--signal` windows.
+/// writer's `--signal` windows. Written (set once) by the trigger signal's
+/// installation (program thread, before the writer can read it); read by
+/// the writer thread.
 #[allow(clippy::type_complexity)]
 static STARTER: OnceLock<fn(Options) -> Result<bool, CaptureError>> = OnceLock::new();
 

@@ -35,34 +35,19 @@ use crate::machine::ContextMachine;
 use crate::memory::write_word;
 use crate::options::{CaptureError, Options};
 use crate::procfs;
+use crate::signal_state::engine::{
+    EXEC_NEXT, HANDLERS, HANDLER_STACK_TOP, OWN_TEXT, REDIRECTED, RESUME_RIP, SIGNAL_WINDOWS,
+    STOP_FILE, SYNC_WOKE, TRAMPOLINE_STACK_TOP, TRIGGER_WOKE,
+};
 use crate::sigvirt;
 use crate::state::{
     gettid, selected, try_with_session, with_session, Session, ARMED, CAPTURE_PID, IDLE,
     INSTRUCTIONS, IN_HANDLER, PENDING, RUNNING, STATE, STOPPING,
 };
 use crate::sysemu;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::Ordering;
 
 const TF: i64 = 0x100;
-
-/// Set when the trigger signal starts and stops `--signal` windows (it
-/// only stops captures of the other kinds).
-static SIGNAL_WINDOWS: AtomicBool = AtomicBool::new(false);
-/// A thread is on its way through [`coldcache_finish_trampoline`] (whose
-/// finish stack and `RESUME_RIP` are shared): set by
-/// [`redirect_to_finish`], cleared by the trampoline's last instructions.
-static REDIRECTED: AtomicBool = AtomicBool::new(false);
-/// Where a thread redirected to [`coldcache_finish_trampoline`] resumes.
-static RESUME_RIP: AtomicU64 = AtomicU64::new(0);
-/// Top of the stack the trap handler's work runs on (see `run_on_stack`).
-static HANDLER_STACK_TOP: AtomicU64 = AtomicU64::new(0);
-/// Top of the stack `coldcache_finish_trampoline` runs `finish` on.
-static TRAMPOLINE_STACK_TOP: AtomicU64 = AtomicU64::new(0);
-/// Executable range of the code this engine is part of: a thread stopped
-/// inside it is never redirected to `finish` (it may hold our locks).
-static OWN_TEXT: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
-static HANDLERS: Mutex<bool> = Mutex::new(false);
 
 /// Sends the sync signal to thread `tid` of this process, so its handler
 /// sets TF (a thread that has exited just makes it fail). A thread blocked
@@ -72,13 +57,6 @@ static HANDLERS: Mutex<bool> = Mutex::new(false);
 pub(crate) fn signal_thread(tid: u32) {
     sigvirt::send_sync(tid);
 }
-
-/// System calls the sync signal ended with EINTR.
-static SYNC_WOKE: AtomicU32 = AtomicU32::new(0);
-
-/// System calls the trigger signal (`--signal`, `attach` without a
-/// trigger: its start and its stop) ended with EINTR.
-static TRIGGER_WOKE: AtomicU32 = AtomicU32::new(0);
 
 /// Whether the signal whose handler sees `uc` ended a system call with
 /// EINTR: RAX is `-EINTR` right after a `syscall` instruction (a call the
@@ -269,10 +247,6 @@ pub fn stop_request_signal() -> i32 {
         s => s,
     }
 }
-
-/// Where the library says which stop request signal it took (`record`'s
-/// `COLDCACHE_STOP_FILE`), set before `main`.
-static STOP_FILE: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
 
 /// Asks the library to write `PID SIGNAL` to `path` (atomically) once it
 /// has taken its stop request signal, for `coldcache record`.
@@ -788,9 +762,6 @@ fn redirect_to_finish(uc: &mut libc::ucontext_t) {
 pub fn set_own_allocator() {
     crate::state::set_own_allocator();
 }
-
-/// The thread redirected to `finish` resumes at an `execve`.
-static EXEC_NEXT: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn finish_from_trampoline() {
     doorbell::finish_here();

@@ -38,8 +38,9 @@
 //! written ([`Finishing`]).
 
 use crate::memory::{read_word, write_word};
+use crate::signal_state::fatal::{ARMED_SET, CLAIMED, FINISHING_TID, ORIGINAL, STACK_TOP, WRITTEN};
 use crate::state::{gettid, with_session, ARMED, CAPTURE_PID, RUNNING, STATE, STOPPING};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 /// The signals whose default action ends the process and that a program
 /// can catch, with the reason the dump gives when one ends it. SIGTRAP and
@@ -93,21 +94,6 @@ const ASYNC: &[i32] = &[
     libc::SIGIO,
     libc::SIGPWR,
 ];
-
-/// Signals (bit n for signal n) whose handler is [`on_fatal`] now.
-static ARMED_SET: AtomicU64 = AtomicU64::new(0);
-/// Set by the first thread that writes the dump from [`on_fatal`].
-static CLAIMED: AtomicBool = AtomicBool::new(false);
-/// Set once that thread is done (written or given up).
-static WRITTEN: AtomicBool = AtomicBool::new(false);
-/// The thread running `finish` now (0: none); see [`Finishing`].
-static FINISHING_TID: AtomicU32 = AtomicU32::new(0);
-/// Top of the stack `on_fatal` runs `finish` on.
-static STACK_TOP: AtomicU64 = AtomicU64::new(0);
-/// Per signal, the `SIG_DFL` disposition [`arm`] replaced, as the kernel's
-/// `struct sigaction` after its handler: flags, restorer, mask (signals
-/// 1..=64), so a traced thread reading it back gets exactly that.
-static ORIGINAL: [[AtomicU64; 3]; 65] = [const { [const { AtomicU64::new(0) }; 3] }; 65];
 
 /// The reason the dump gives when signal `sig` ends the program.
 pub(crate) fn reason(sig: i32) -> Option<&'static str> {

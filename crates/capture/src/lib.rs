@@ -14,9 +14,11 @@
 //!   flag, trampolines), run by `lifecycle.rs` (prepare, start, stop,
 //!   finish), beside `writer.rs` (the writer thread, the one taker of the
 //!   doorbell's commands), over `state.rs` (state machine, lock, session,
-//!   what the entry protocols hand down) and [`doorbell`] (commands
-//!   posted to the writer, what a queued signal asks for, what the life
-//!   cycle registered for a thread that must act itself),
+//!   what the entry protocols hand down), `signal_state.rs` (the signal
+//!   code's statics; `tests/statics.rs` keeps statics in these few files)
+//!   and [`doorbell`] (commands posted to the writer, what a queued signal
+//!   asks for, what the life cycle registered for a thread that must act
+//!   itself),
 //!   `breakpoint.rs`, `sysemu.rs` (system calls that end tracing),
 //!   [`sigvirt`] (the program's view of the engine's three signals:
 //!   SIGTRAP, the sync signal and the stop request signal), `altstack.rs`
@@ -70,6 +72,7 @@ mod altstack;
 mod fatal;
 mod seccomp;
 mod sigfault;
+mod signal_state;
 pub use sigfault::program_sigaction;
 
 pub mod attach;

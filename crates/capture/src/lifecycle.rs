@@ -13,13 +13,14 @@ use crate::machine::XsaveLayout;
 use crate::options::{CaptureError, Mode, Options, Summary, Threads, Trigger};
 use crate::output;
 use crate::procfs;
+use crate::state::lifecycle::OWN_STACK_AT;
+use crate::state::lifecycle::{FINISHING, FINISH_PAUSE_MS};
 use crate::state::{
     gettid, with_session, Session, ALL_THREADS, ARMED, CAPTURE_PID, FINISH, IDLE, INSTRUCTIONS,
     IN_HANDLER, MAX_SELECTED, PREPARING, RUNNING, SELECTED, STATE, STOPPING,
 };
 use coldcache_dump::Meta;
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
 use std::time::{Instant, SystemTime};
 
 /// The instructions the translator's block tables are sized for, at most.
@@ -143,18 +144,6 @@ pub fn prepare(options: Options) -> Result<bool, CaptureError> {
 /// Bytes of the stack [`prepare`] and [`finish`] run on (mapped for the call,
 /// `MAP_NORESERVE`: only the pages touched are used).
 const OWN_STACK: usize = 8 << 20;
-
-thread_local! {
-    /// Where this thread's stack of [`on_own_stack`] is mapped during its
-    /// call (0: none), read by `prepare_inner` on the same thread (a
-    /// thread's own, so a `finish` on another thread cannot clear it).
-    /// The objects' regions leave it out: it is ours, and gone when
-    /// `prepare` returns (the program's next `mmap` took its place, and its
-    /// accesses were put down to an "anonymous" region that was our
-    /// stack). A `const` cell without destructor: no allocation, safe in
-    /// the handlers `finish` may run in.
-    static OWN_STACK_AT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
 
 /// Runs `f` on a stack mapped for the call, not the caller's: preparing a
 /// capture took from about 35 to about 54 KiB of the caller's stack, as
@@ -508,9 +497,6 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
     Ok(selected.contains(&me))
 }
 
-/// One finish (or disarm) at a time.
-static FINISHING: Mutex<()> = Mutex::new(());
-
 /// What [`disarm`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Disarmed {
@@ -804,13 +790,6 @@ pub fn finish_at_exit() -> Option<Result<Summary, String>> {
     }
     FINISH.lock().ok().and_then(|mut g| g.take())
 }
-
-/// Tests only (`COLDCACHE_TEST_FINISH_PAUSE_MS` in the process's
-/// environment, read at each attach): milliseconds a finish pauses between
-/// writing the dump (and its manifest line, which ends the last `attach`)
-/// and marking the capture over, as a thread preempted there under load
-/// does.
-static FINISH_PAUSE_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Sets [`FINISH_PAUSE_MS`] (`attach`, from its settings).
 pub(crate) fn set_test_finish_pause(ms: u64) {

@@ -20,7 +20,8 @@
 //! call coming, [`forbid_system_calls`]) a filter may kill it for a
 //! `futex`: from then on the lock only spins, as it did before.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use crate::signal_state::lock::NO_SYSCALLS;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Free.
 const FREE: u32 = 0;
@@ -35,9 +36,6 @@ const SPINS: u32 = 200;
 
 /// The longest sleep of one wait, in nanoseconds.
 const WAIT_NS: u64 = 1_000_000;
-
-/// Set for good when the program is about to install a seccomp filter.
-static NO_SYSCALLS: AtomicBool = AtomicBool::new(false);
 
 /// From now on the locks make no system call: they spin (a seccomp filter
 /// is about to be installed, and may kill the program for a `futex`).

@@ -5,21 +5,16 @@
 //! ([`publish`]), which widens an entry's and a `ret`'s record with the
 //! registers the accountant's [`Objects`] reads ([`widen`]).
 //!
-//! The three statics below are written by a program thread preparing a
-//! capture ([`publish`], before any engine starts) and read by the
-//! translator and the dispatcher (any traced thread, handlers included:
-//! atomic loads only).
+//! Its three statics (in `signal_state.rs`, which every file may import)
+//! are written by a program thread preparing a capture ([`publish`],
+//! before any engine starts) and read by the translator and the dispatcher
+//! (any traced thread, handlers included: atomic loads only).
 
 use crate::model::Inputs;
+use crate::signal_state::objects::{ENTRIES, KINDS, ON};
 pub use coldcache_account::objects::*;
 use iced_x86::Register;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-
-/// The entry points of the capture running now, for the translator
-/// ([`widen`]); set by [`publish`] before the engines start.
-static ENTRIES: [AtomicU64; MAX_ENTRIES] = [const { AtomicU64::new(0) }; MAX_ENTRIES];
-static KINDS: [AtomicU8; MAX_ENTRIES] = [const { AtomicU8::new(0) }; MAX_ENTRIES];
-static ON: AtomicBool = AtomicBool::new(false);
+use std::sync::atomic::Ordering;
 
 /// The allocator entry points of this process: (address, kind, name),
 /// one per address (aliases folded, the first name kept). Each name is

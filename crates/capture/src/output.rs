@@ -30,18 +30,13 @@
 use crate::account::{Finished, TraceSink};
 use crate::options::{CaptureError, Summary};
 use crate::procfs;
+pub(crate) use crate::state::output::QUIET;
+use crate::state::output::{LAST_ERROR, MANIFEST, WRITTEN};
 use coldcache_dump::EncodedRecords;
 use coldcache_fsio::fdguard::GuardedFile;
-use std::collections::BTreeSet;
 use std::ffi::{c_char, CString};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-
-/// The message of the C API's last failed call (`coldcache_last_error`),
-/// kept alive until the next failure. Written by program threads (the C
-/// API, a stop that failed), never by a handler.
-static LAST_ERROR: Mutex<Option<CString>> = Mutex::new(None);
 
 /// Says `e` (unless quiet) and keeps it as the C API's last error.
 pub(crate) fn set_error(e: impl std::fmt::Display) {
@@ -62,21 +57,6 @@ pub(crate) fn last_error() -> *const c_char {
         .and_then(|g| g.as_ref().map(|c| c.as_ptr()))
         .unwrap_or(std::ptr::null())
 }
-
-/// The paths this process wrote (dumps and traces), absolute. A set: a
-/// process that captures a thousand times looks a thousand numbered names
-/// up for its next dump (a list made that cubic: 1,000 start/stop cycles
-/// took 34 s instead of 14).
-static WRITTEN: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
-
-/// The manifest file `coldcache record` asked for (`COLDCACHE_DUMPS`).
-/// Replaced by each `coldcache attach` (a process may be attached to many
-/// times, each with a manifest of its own).
-static MANIFEST: Mutex<Option<PathBuf>> = Mutex::new(None);
-
-/// Set by `coldcache attach` (the `COLDCACHE_QUIET` setting): the process
-/// it attached to prints nothing of ours on its standard error.
-pub(crate) static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Whether the library keeps quiet (`COLDCACHE_QUIET` in the environment,
 /// or set by `coldcache attach`).

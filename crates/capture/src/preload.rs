@@ -15,8 +15,10 @@
 
 use crate::lifecycle;
 use crate::options::{Options, Reserves, Threads, Trigger};
+use crate::state::preload::{Later, AT_EXIT, LATER, LATER_HOLDER};
+pub use crate::state::preload::{WATCHING, WATCH_DLOPEN};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
 /// Environment variables `coldcache record` sets, removed from the
 /// environment once read so that programs the target starts are not
@@ -310,9 +312,6 @@ pub fn init_from_env() {
     }
 }
 
-/// The exit hook is registered once per process.
-static AT_EXIT: std::sync::Once = std::sync::Once::new();
-
 /// Settings handed over by `coldcache attach` (see `crate::attach`): the
 /// same names and meanings as the environment `record` sets, read by the
 /// same code. Arms the capture they ask for.
@@ -416,30 +415,6 @@ fn arm((mut o, trigger): (Options, TriggerSpec), stop_signal: Option<i32>) -> Re
     result
 }
 
-/// A `--function` capture waiting for a library the program opens with
-/// `dlopen` (`record --in-dlopen`).
-struct Later {
-    options: Options,
-    name: String,
-    first: u64,
-    count: u64,
-    warm: u64,
-    /// Mapped files already searched without a match.
-    searched: std::collections::HashSet<String>,
-    /// The file the capture is armed in (its breakpoint planted), if any.
-    armed_in: Option<String>,
-    /// Calls seen by earlier armings (the library was closed and opened
-    /// again before the window).
-    calls_seen: u64,
-    /// The process that waits: a child it forks does not arm the capture.
-    pid: u32,
-}
-
-static LATER: std::sync::Mutex<Option<Later>> = std::sync::Mutex::new(None);
-/// The thread holding [`LATER`] (0: none): arming a capture may itself
-/// open or close a library, which must not wait for the lock it holds.
-static LATER_HOLDER: AtomicU32 = AtomicU32::new(0);
-
 /// [`LATER`], locked; released (and its holder cleared) when dropped.
 struct LaterGuard(std::sync::MutexGuard<'static, Option<Later>>);
 
@@ -459,12 +434,6 @@ fn lock_later() -> Option<LaterGuard> {
     LATER_HOLDER.store(me, Ordering::Release);
     Some(LaterGuard(g))
 }
-
-/// Whether the `dlopen` interposer is to call [`after_dlopen`]: a capture
-/// waits for its function's library. While it is false the interposer
-/// jumps straight to the C library's `dlopen`, so the loader sees the
-/// program's own call (the caller decides the search path: `RUNPATH`).
-pub static WATCH_DLOPEN: AtomicBool = AtomicBool::new(false);
 
 /// The canonical path of this library's own file.
 fn own_path() -> Option<String> {
@@ -525,10 +494,6 @@ pub fn dlclose_watched() -> bool {
     }
     lock_later().is_some_and(|g| g.0.as_ref().is_some_and(|l| l.armed_in.is_some()))
 }
-
-/// Set once a capture waits for a `dlopen`: until then the `dlclose`
-/// interposer jumps straight to the C library's.
-pub static WATCHING: AtomicBool = AtomicBool::new(false);
 
 /// Runs the C library's `dlclose` (`call`) for a program whose capture is
 /// armed in a library it opened: the breakpoint is taken out first, while

@@ -16,6 +16,7 @@ use coldcache_dump::Module;
 use object::{Object, ObjectSymbol};
 use std::path::Path;
 
+pub(crate) use crate::signal_state::procfs::ATTACHER;
 pub use coldcache_account::maps::{parse_maps, Mapping};
 
 /// The mappings of this process.
@@ -432,11 +433,6 @@ pub fn tracer_pid() -> Option<u32> {
         .and_then(|v| v.trim().parse().ok())
         .filter(|&p| p != 0 && p != attacher)
 }
-
-/// The `coldcache attach` thread that traces one thread of ours while it
-/// arms a capture (`crate::attach`; 0 otherwise): it detaches before the
-/// capture runs, so it is not the debugger [`tracer_pid`] looks for.
-pub(crate) static ATTACHER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// A function found by name.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -45,35 +45,12 @@
 //! from the start; the replay finds the others ([`replayed_store`]) and
 //! retires them, after one buffer's worth ran translated (counted).
 
+use crate::signal_state::rseq::{
+    ABORTED, ABORTED_LATE, ARM, COMMITS_ARMED, ENTERED, LEARNED, LEARNED_LEN, OFFSET, RECOGNISED,
+    TO_RETIRE, TRANSLATED,
+};
 use iced_x86::{Code, Instruction, OpKind, Register};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-
-/// glibc's `__rseq_offset` (the area's offset from the thread pointer), or
-/// `i64::MIN` when glibc registered no area.
-static OFFSET: AtomicI64 = AtomicI64::new(i64::MIN);
-/// Critical sections entered under the trap engine in this capture, and
-/// those it aborted for a preemption.
-pub(crate) static ENTERED: AtomicU64 = AtomicU64::new(0);
-pub(crate) static ABORTED: AtomicU64 = AtomicU64::new(0);
-/// Sections aborted at the end of a trap handler ([`before_return`]).
-pub(crate) static ABORTED_LATE: AtomicU64 = AtomicU64::new(0);
-/// Commits run with the descriptor back in the field ([`before_return`]).
-pub(crate) static COMMITS_ARMED: AtomicU64 = AtomicU64::new(0);
-
-/// Stores of a descriptor found in replayed records of translated code
-/// (fast mode), and how many distinct store instructions they were.
-pub(crate) static TRANSLATED: AtomicU64 = AtomicU64::new(0);
-/// Store instructions found so (address and length), retired from
-/// translation by the replay that found them ([`take_learned`]): their
-/// next executions go to the trap engine, which keeps the descriptor.
-static LEARNED: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
-static LEARNED_LEN: [AtomicU64; 64] = [const { AtomicU64::new(0) }; 64];
-/// Entries of [`LEARNED`] a replay has not retired yet.
-static TO_RETIRE: AtomicU64 = AtomicU64::new(0);
-
-/// Whether a commit may run with the descriptor back in the field (the
-/// kernel's configuration read, without `CONFIG_DEBUG_RSEQ`).
-static ARM: AtomicBool = AtomicBool::new(false);
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Offset of `rseq_cs` in `struct rseq`.
 const RSEQ_CS: u64 = 8;
@@ -341,10 +318,6 @@ fn set_kept(v: [u64; 5]) {
     // thread (its code and its signal handlers, never at once) touches.
     unsafe { (*crate::tls::this()).rseq = v };
 }
-
-/// Descriptor stores the translator recognised and left to the trap engine
-/// ([`stores_descriptor`]).
-pub(crate) static RECOGNISED: AtomicU64 = AtomicU64::new(0);
 
 /// The signature the kernel requires in the 4 bytes before an x86 abort
 /// handler (`RSEQ_SIG`).

@@ -25,36 +25,14 @@
 //!   capture is marked not reproducible: [`stalled`]).
 
 use crate::lock::{futex_wait, futex_wake};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use crate::signal_state::schedule::{
+    EXITING, FREE, OUT, PENDING, QUANTUM, STALLED, STATES, TIDS, TURN, USED, WAITING,
+};
+use std::sync::atomic::Ordering;
 
-/// Threads the rotation holds at once (more are traced unserialised, and
-/// the capture is marked not reproducible).
-const SLOTS: usize = 256;
 /// How long a thread waits for a turn (or a new thread for its first) before
 /// it goes on anyway.
 const STALL_NS: u64 = 2_000_000_000;
-
-const FREE: u32 = 0;
-const WAITING: u32 = 1;
-const OUT: u32 = 2;
-
-/// Instructions per turn; 0 when threads are not serialised.
-static QUANTUM: AtomicU64 = AtomicU64::new(0);
-/// The tid whose turn it is (0: nobody's; the first thread to ask takes it).
-static TURN: AtomicU32 = AtomicU32::new(0);
-/// Instructions of the current turn so far.
-static USED: AtomicU64 = AtomicU64::new(0);
-/// Threads cloned by a traced thread that have not yet asked for a turn.
-static PENDING: AtomicU32 = AtomicU32::new(0);
-/// A thread that gave up its turn to exit: the next holder waits until it
-/// is gone, so the kernel has cleared its tid word and woken its joiner
-/// (`pthread_join` then sees the same thing in every run).
-static EXITING: AtomicU32 = AtomicU32::new(0);
-/// A wait ran out, or the table was full: this run's interleaving may
-/// differ from another's.
-static STALLED: AtomicBool = AtomicBool::new(false);
-static TIDS: [AtomicU32; SLOTS] = [const { AtomicU32::new(0) }; SLOTS];
-static STATES: [AtomicU32; SLOTS] = [const { AtomicU32::new(FREE) }; SLOTS];
 
 /// Starts serialising with `quantum` instructions per turn (0: off), the
 /// first turn going to `first` (0: to the first thread that asks).

@@ -20,7 +20,8 @@
 //!   a confinement added since refuses a capture.
 
 use crate::options::CaptureError;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use crate::signal_state::seccomp::{INHERITED_FILTERS, INHERITED_MODE, PARKED};
+use std::sync::atomic::Ordering;
 
 /// What the dump says when the program confined itself during a capture.
 pub(crate) const REASON: &str = "the program installed a seccomp filter";
@@ -29,10 +30,6 @@ const SECCOMP_SET_MODE_STRICT: i64 = 0;
 const SECCOMP_SET_MODE_FILTER: i64 = 1;
 const PR_SET_SECCOMP: i64 = 22;
 const SECCOMP_FILTER_FLAG_TSYNC: i64 = 1;
-
-/// Mode and filter count when the library was loaded (-1: not noted yet).
-static INHERITED_MODE: AtomicI64 = AtomicI64::new(-1);
-static INHERITED_FILTERS: AtomicI64 = AtomicI64::new(-1);
 
 /// Whether the thread of `uc` (RIP at a `syscall`) is about to confine
 /// itself with seccomp; the reason to stop the capture if so. A filter
@@ -58,9 +55,6 @@ pub(crate) fn confines(uc: &libc::ucontext_t) -> Option<&'static str> {
     }
     installs.then_some(REASON)
 }
-
-/// Set by the writer thread once it is parked for good.
-static PARKED: AtomicBool = AtomicBool::new(false);
 
 /// Parks the library's writer thread (if there is one) inside a system call
 /// that never returns, and waits (a bounded time) until it is there: a

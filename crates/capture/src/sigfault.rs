@@ -35,35 +35,13 @@
 //! addresses, as before; ours is not put back at [`disarm`]).
 
 use crate::memory::{read_word, write_word};
+use crate::signal_state::sigfault::{PROGRAM, SIGNALS, WRAPPED, WRAPPING};
 use crate::sigvirt::{libc_restorer, raw_rt_sigaction};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
-/// The signals whose handlers are run from [`on_fault`]: the faults, then
-/// the timers'.
-const SIGNALS: [i32; 8] = [
-    libc::SIGSEGV,
-    libc::SIGBUS,
-    libc::SIGFPE,
-    libc::SIGILL,
-    libc::SIGPROF,
-    libc::SIGVTALRM,
-    libc::SIGALRM,
-    libc::SIGURG,
-];
 /// Of [`SIGNALS`], the first that is not a fault.
 const FIRST_ASYNC: usize = 4;
 const SA_RESTORER: u64 = 0x0400_0000;
-
-/// A capture is prepared or runs: handlers the program installs are
-/// wrapped.
-static WRAPPING: AtomicBool = AtomicBool::new(false);
-/// Bit `sig`: the kernel's disposition of `sig` is [`on_fault`] and the
-/// program's is in [`PROGRAM`].
-static WRAPPED: AtomicU64 = AtomicU64::new(0);
-/// The program's disposition of each of [`SIGNALS`] (handler, flags,
-/// restorer, mask of signals 1..=64) while wrapped.
-static PROGRAM: [[AtomicU64; 4]; SIGNALS.len()] =
-    [const { [const { AtomicU64::new(0) }; 4] }; SIGNALS.len()];
 
 /// The index of `sig` in [`SIGNALS`]; `None` for any other signal, and for
 /// one the engine owns (`sigvirt.rs`) or triggers captures with (`record

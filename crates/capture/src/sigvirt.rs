@@ -43,8 +43,11 @@
 //! back ([`take_back`]), the program's disposition kept in the shadow.
 
 use crate::memory::{read_word, write_word};
+use crate::signal_state::sigvirt::{
+    IN_USE, LIBC_RESTORER, OURS, OWNED, REAL_SIGACTION, SHADOW, SLOTS, THREADS, TIDS,
+};
 use crate::state::gettid;
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Slot of SIGTRAP in the shadow.
 pub(crate) const TRAP: usize = 0;
@@ -52,41 +55,12 @@ pub(crate) const TRAP: usize = 0;
 pub(crate) const SYNC: usize = 1;
 /// Slot of the stop request signal.
 pub(crate) const STOP: usize = 2;
-const SLOTS: usize = 3;
-
-/// The signal each slot stands for, once the engine owns it (0: not yet).
-static OWNED: [AtomicI32; SLOTS] = [const { AtomicI32::new(0) }; SLOTS];
-/// The engine's handler of each owned signal.
-static OURS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
-/// The program's disposition of each owned signal, as the kernel's
-/// `struct sigaction` (handler, flags, restorer, mask of signals 1..=64).
-static SHADOW: [[AtomicU64; 4]; SLOTS] = [const { [const { AtomicU64::new(0) }; 4] }; SLOTS];
-/// The restorer the C library gives handlers (`__restore_rt`), for
-/// dispositions set through [`program_sigaction`].
-static LIBC_RESTORER: AtomicU64 = AtomicU64::new(0);
-/// The C library's `sigaction` (the one after ours in the lookup order).
-static REAL_SIGACTION: AtomicUsize = AtomicUsize::new(0);
 
 /// The mark of the engine's own sync signals (`si_value`, with
 /// `si_errno` = [`MARK_ERRNO`]).
 const MARK: u64 = 0x636f_6c64_6361_6368;
 const MARK_ERRNO: i32 = 0x4343;
 
-/// Per-thread virtual SIGTRAP state of traced threads: the thread's
-/// pointer (`fs:0`, read without a system call) and its bits, its thread
-/// id in [`TIDS`]. Each thread only reads and changes its own entry.
-/// Looked up by the thread pointer first: a thread's last trap after the
-/// program confined itself with a seccomp filter synchronised to every
-/// thread must make no system call, and `gettid` for every thread's last
-/// trap killed the program with SIGSYS; now only a thread that blocked
-/// SIGTRAP (it has an entry) asks for its id.
-static THREADS: [(AtomicU64, AtomicU64); 256] =
-    [const { (AtomicU64::new(0), AtomicU64::new(0)) }; 256];
-/// The thread id of each entry of [`THREADS`] (see [`entry`]).
-static TIDS: [AtomicU32; 256] = [const { AtomicU32::new(0) }; 256];
-/// Entries of [`THREADS`] in use: zero almost always, so a trap pays one
-/// load, not a scan.
-static IN_USE: AtomicU32 = AtomicU32::new(0);
 /// The thread asked for SIGTRAP to be blocked.
 const BLOCKED: u64 = 1;
 /// A program SIGTRAP arrived while blocked (its sender in the high bits).

@@ -9,16 +9,8 @@
 //! thread (static TLS); it is measured once per capture and checked on each
 //! thread that enters translated code.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-/// The capture in progress runs in fast mode: set and cleared by the fast
-/// front end's start and finish (program thread, under the session), read
-/// by handlers.
-pub(crate) static FAST: AtomicBool = AtomicBool::new(false);
-/// Numbers fast captures, so a record of an earlier one is never replayed:
-/// bumped by the fast front end's start, read by translated code (its
-/// address is in the code) and handlers.
-pub(crate) static EPOCH: AtomicU64 = AtomicU64::new(0);
+pub(crate) use crate::state::tls::{EPOCH, FAST};
+use std::sync::atomic::Ordering;
 
 /// Whether the capture in progress runs in fast mode.
 #[inline]

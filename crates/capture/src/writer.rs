@@ -13,10 +13,10 @@
 
 use crate::doorbell::{self, Command};
 use crate::options::CaptureError;
+use crate::state::writer::STARTED;
 use crate::state::{gettid, with_session, IDLE, INSTRUCTIONS, PENDING, RUNNING, STATE};
 use coldcache_fsio::fdguard;
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
 use std::time::Instant;
 
 /// Starts the writer thread (dumps of asynchronous stops, progress, the
@@ -24,7 +24,6 @@ use std::time::Instant;
 /// needed: a second thread switches glibc out of its single-threaded fast
 /// paths, which would change the instructions the program runs.
 pub(crate) fn ensure_writer() -> Result<(), CaptureError> {
-    static STARTED: Mutex<bool> = Mutex::new(false);
     let mut started = STARTED.lock().unwrap_or_else(|e| e.into_inner());
     if *started {
         return Ok(());

@@ -160,12 +160,26 @@ struct Slot<T>(UnsafeCell<T>);
 // SAFETY: only the trampoline touches these, with `RUN` held.
 unsafe impl<T> Sync for Slot<T> {}
 
+// Test-only statics: this file is compiled for the tests alone, so they
+// stay here (`tests/statics.rs` exempts it).
+
+/// The test's stack pointer. Written by the trampoline (a test thread,
+/// [`RUN`] held).
 static HOST_RSP: Slot<u64> = Slot(UnsafeCell::new(0));
+/// The program's stack pointer. Written by the trampoline (a test thread,
+/// [`RUN`] held).
 static PROG_RSP: Slot<u64> = Slot(UnsafeCell::new(0));
+/// The run's `State`. Written by the trampoline (a test thread, [`RUN`]
+/// held).
 static STATE_PTR: Slot<u64> = Slot(UnsafeCell::new(0));
+/// The code the trampoline enters. Written by the trampoline (a test
+/// thread, [`RUN`] held).
 static ENTRY: Slot<u64> = Slot(UnsafeCell::new(0));
+/// The test's XSAVE area. Written by the trampoline (a test thread,
+/// [`RUN`] held).
 static HOST_XSAVE: Slot<[u8; XSAVE_BYTES]> = Slot(UnsafeCell::new([0; XSAVE_BYTES]));
-/// Serialises runs (the slots above are shared).
+/// Serialises runs (the slots above are shared). Written (locked) by each
+/// test thread that runs the trampoline.
 static RUN: Mutex<()> = Mutex::new(());
 
 core::arch::global_asm!(

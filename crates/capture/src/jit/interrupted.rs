@@ -29,15 +29,10 @@
 //! translator's lock is taken (a thread in translated code never holds
 //! it; the dispatcher blocks signals while it does).
 
+use super::state::{HANDLED, UNMAPPED};
 use super::{in_translation, tls, with_jit};
 use iced_x86::Register;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Handler runs whose interrupted context was given as the program's.
-pub(crate) static HANDLED: AtomicU64 = AtomicU64::new(0);
-/// Handler runs that interrupted translated code at a point not mapped
-/// back (they saw a code-cache RIP).
-pub(crate) static UNMAPPED: AtomicU64 = AtomicU64::new(0);
+use std::sync::atomic::Ordering;
 
 /// A record's first word: the block's number, and in the bits from
 /// [`PREFIX_SHIFT`] up the number of its first instructions that ran (0:

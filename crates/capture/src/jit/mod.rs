@@ -52,12 +52,14 @@ mod cache;
 mod difftest;
 mod emit;
 mod interrupted;
+mod state;
 mod sys;
 mod translate;
 mod verify;
 
 use interrupted::greg_index;
-pub(crate) use interrupted::{resume, to_program, Interrupted, HANDLED, UNMAPPED};
+pub(crate) use interrupted::{resume, to_program, Interrupted};
+pub(crate) use state::{HANDLED, UNMAPPED};
 pub(crate) use verify::{verify_trap, Verified};
 
 use crate::account::{BlockSlot, Verdict};
@@ -69,26 +71,14 @@ pub(crate) use crate::tls::{in_translation, is_on};
 use cache::CodeCache;
 use emit::{at, fs, jmp_mem, load, pop, push, store, store_simm32, Asm};
 use iced_x86::{Code, Instruction, Register};
+use state::{
+    ACTIVE, DISPATCHES, DISPATCH_ENTRY, DISPATCH_FULL, DISPATCH_SYS, DISPATCH_TRAP,
+    FINISH_ON_LEAVE, INTERLEAVE, JIT, JIT_LOCK, LOOKUP_GEN, MAPPED, NULL_CONSUMER, RETIRE_FAILED,
+    RUNNERS, SHORT_REPLAYS, TLS_OFFSET, TRAPPED, TRAPPED_BY, TRAP_JMP,
+};
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use translate::{Block, BlockInstr, Translator, MAX_INSTRUCTIONS, MAX_RECORD};
-
-/// What a lookup-table entry must carry to be valid: changes at every
-/// capture and whenever translations are retired (code unmapped or made
-/// writable), which empties every thread's table at once.
-static LOOKUP_GEN: AtomicU64 = AtomicU64::new(0);
-/// Threads in translated code or the dispatcher now.
-static ACTIVE: AtomicU32 = AtomicU32::new(0);
-/// The dispatcher's entries and the address of its final jump.
-static DISPATCH_ENTRY: AtomicU64 = AtomicU64::new(0);
-static DISPATCH_FULL: AtomicU64 = AtomicU64::new(0);
-static DISPATCH_TRAP: AtomicU64 = AtomicU64::new(0);
-static DISPATCH_SYS: AtomicU64 = AtomicU64::new(0);
-static TRAP_JMP: AtomicU64 = AtomicU64::new(0);
-/// The per-thread state's offset from the thread pointer.
-static TLS_OFFSET: AtomicI64 = AtomicI64::new(i64::MIN);
-/// Instructions the trap engine stepped in this fast-mode capture.
-static TRAPPED: AtomicU64 = AtomicU64::new(0);
 
 /// Why an instruction of a fast-mode capture ran under the trap engine
 /// ([`try_hand_over`]'s reasons, in its order), as the dump's note and the
@@ -104,17 +94,6 @@ pub(crate) const TRAP_CAUSES: [&str; 8] = [
     "on a thread without a record buffer",
 ];
 
-/// [`TRAPPED`] by cause ([`TRAP_CAUSES`]).
-static TRAPPED_BY: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
-/// Benchmarks only (`COLDCACHE_FAST_NULL_CONSUMER`): records are thrown
-/// away instead of replayed, which measures the translated code alone.
-static NULL_CONSUMER: AtomicBool = AtomicBool::new(false);
-/// Dispatcher entries in this capture (for the summary).
-static DISPATCHES: AtomicU64 = AtomicU64::new(0);
-/// The state of every thread in translated code (0: free slot), so a stop
-/// can send them back to the dispatcher.
-static RUNNERS: [AtomicU64; 256] = [const { AtomicU64::new(0) }; 256];
-
 /// Bytes of a thread's record buffer, and of the non-zero tail after it.
 const BUFFER: usize = 1 << 20;
 const TAIL: usize = 4096;
@@ -128,11 +107,6 @@ const SHORT: usize = 2048;
 /// reads the word right after its record, at most [`MAX_RECORD`] bytes
 /// past the cursor.
 const MARK: usize = MAX_RECORD + 64;
-/// Several threads ran translated code at once in this capture, under the
-/// OS's schedule: buffers are short from then on (see [`SHORT`]).
-static INTERLEAVE: AtomicBool = AtomicBool::new(false);
-/// Replays of short buffers in this capture (for the summary).
-static SHORT_REPLAYS: AtomicU64 = AtomicU64::new(0);
 /// Bytes of a thread's dispatcher stack mapping: its lookup table at the
 /// bottom, the stack above.
 const STACK: usize = 1 << 20;
@@ -174,8 +148,6 @@ struct JitState {
 struct JitCell(UnsafeCell<Option<Box<JitState>>>);
 // SAFETY: only accessed with `JIT_LOCK` held (see `with_jit`).
 unsafe impl Sync for JitCell {}
-static JIT: JitCell = JitCell(UnsafeCell::new(None));
-static JIT_LOCK: crate::lock::Lock = crate::lock::Lock::new();
 
 fn with_jit<R>(f: impl FnOnce(&mut Option<Box<JitState>>) -> R) -> R {
     JIT_LOCK.lock();
@@ -372,10 +344,6 @@ impl JitState {
     }
 }
 
-/// A retired block's code could not be redirected (no room for its stub):
-/// fast mode is not used again in this process.
-static RETIRE_FAILED: AtomicBool = AtomicBool::new(false);
-
 /// Code in `start..end` is about to be unmapped, remapped or made writable
 /// by a traced thread (handler context, RIP at the `syscall`): its
 /// translations are retired and every thread's lookup table emptied.
@@ -391,11 +359,6 @@ pub(crate) fn invalidate(start: u64, end: u64) {
         }
     });
 }
-
-/// A traced thread made a system call that may have mapped code (see
-/// `sysemu::maps_code`): the next step of a traced thread reads
-/// `/proc/self/maps` again ([`trust_mapped_code`]).
-static MAPPED: AtomicBool = AtomicBool::new(false);
 
 /// See [`MAPPED`] (handler context, before the call).
 pub(crate) fn code_mapped() {
@@ -428,11 +391,6 @@ pub(crate) fn trust_mapped_code(acc: &mut crate::account::Accountant) {
         });
     });
 }
-
-/// A stop was asked for from a signal handler that interrupted translated
-/// code (a trigger, Ctrl-C): the first thread to leave at its next
-/// dispatch writes the dump, since nobody else will.
-static FINISH_ON_LEAVE: AtomicBool = AtomicBool::new(false);
 
 /// See [`FINISH_ON_LEAVE`] (handler context; the state is STOPPING).
 pub(crate) fn finish_on_leave() {

@@ -29,24 +29,8 @@
 //! Under `--schedule serial` every call goes to the trap engine
 //! ([`configure`]).
 
-use std::sync::atomic::{AtomicU8, Ordering};
-
-/// The trap engine steps the call.
-pub(crate) const ENGINE: u8 = 0;
-/// Made inline.
-pub(crate) const INLINE: u8 = 1;
-/// Made inline after the buffer is replayed.
-pub(crate) const FLUSH: u8 = 2;
-/// Classed by [`FUTEX_CLASS`].
-pub(crate) const FUTEX: u8 = 3;
-
-/// Numbers at or above this go to the trap engine (x32 calls included).
-pub(crate) const NUMBERS: usize = 512;
-
-/// Class of each call number.
-pub(crate) static CLASS: [AtomicU8; NUMBERS] = [const { AtomicU8::new(ENGINE) }; NUMBERS];
-/// Class of a `futex` by the low byte of its operation (never [`ENGINE`]).
-pub(crate) static FUTEX_CLASS: [AtomicU8; 256] = [const { AtomicU8::new(FLUSH) }; 256];
+pub(crate) use crate::signal_state::jit_sys::{CLASS, ENGINE, FLUSH, FUTEX, FUTEX_CLASS, INLINE};
+use std::sync::atomic::Ordering;
 
 /// Calls made inline: they return without waiting for long.
 const INLINE_CALLS: &[i64] = &[

@@ -21,42 +21,12 @@
 //! returns), so the dispatcher never runs single-stepped with signals
 //! blocked.
 
+use super::state::{Message, CHECKED, FIRST, FOUND, ON};
 use super::{tls, with_state, RecordedMachine, TF};
 use crate::model::AccessList;
 use crate::state::{with_session, RUNNING, STATE, STOPPING};
 use core::fmt::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-/// The capture in progress verifies.
-static ON: AtomicBool = AtomicBool::new(false);
-/// Instructions checked in this capture.
-static CHECKED: AtomicU64 = AtomicU64::new(0);
-/// A difference was found (the first one is in `FIRST`).
-static FOUND: AtomicBool = AtomicBool::new(false);
-
-/// The first difference, formatted without allocating (handler context).
-struct Message {
-    buf: [u8; 4096],
-    len: usize,
-}
-
-impl Write for Message {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        let n = s.len().min(self.buf.len() - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
-    }
-}
-
-struct MessageCell(core::cell::UnsafeCell<Message>);
-// SAFETY: written only by the thread that set `FOUND` first (once per
-// capture), read by `take` after the capture's threads have left.
-unsafe impl Sync for MessageCell {}
-static FIRST: MessageCell = MessageCell(core::cell::UnsafeCell::new(Message {
-    buf: [0; 4096],
-    len: 0,
-}));
+use std::sync::atomic::Ordering;
 
 /// What verification found in a capture.
 pub(crate) struct Verified {
