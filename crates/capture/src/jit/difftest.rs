@@ -2219,10 +2219,12 @@ fn a_block_cut_at_its_size_cap_goes_on_where_it_stopped() {
     let p = region.code();
     let forms: Vec<Vec<u8>> = (0..40u8)
         .map(|k| match k % 4 {
-            // add qword ptr [rbx + 8k], rcx
-            0 => vec![0x48, 0x01, 0x4b, 8 * k],
-            // xor rax, qword ptr [rbx + 8k]
-            1 => vec![0x48, 0x33, 0x43, 8 * k],
+            // add qword ptr [rbx + d], rcx, d the disp8 8k mod 256 (from
+            // k = 16 on a negative one: both signs tested; wrapping, not
+            // overflowing, in builds with overflow checks too)
+            0 => vec![0x48, 0x01, 0x4b, 8u8.wrapping_mul(k)],
+            // xor rax, qword ptr [rbx + d]
+            1 => vec![0x48, 0x33, 0x43, 8u8.wrapping_mul(k)],
             // push rdx
             2 => vec![0x52],
             // pop rsi
