@@ -21,11 +21,12 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// The module list (`/proc/<pid>/maps` lines) the unwinder is built from.
+pub use coldcache_fsio::maps;
 /// The tables' memory (`coldcache-grow`), under the name the files use.
 pub(crate) use coldcache_grow as grow;
 
 pub mod account;
-pub mod maps;
 pub mod model;
 pub mod objects;
 pub mod parts;

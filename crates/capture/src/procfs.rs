@@ -17,7 +17,7 @@ use object::{Object, ObjectSymbol};
 use std::path::Path;
 
 pub(crate) use crate::signal_state::procfs::ATTACHER;
-pub use coldcache_account::maps::{parse_maps, Mapping};
+pub use coldcache_fsio::maps::{parse_maps, Mapping};
 
 /// The mappings of this process.
 pub fn self_maps() -> Vec<Mapping> {

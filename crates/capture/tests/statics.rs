@@ -1,5 +1,5 @@
 //! Fences on where the capture runtime's statics live (ARCHITECTURE.md,
-//! "Shared state"): every `static` of `src/` (in `thread_local!` too, and
+//! "The capture runtime"): every `static` of `src/` (in `thread_local!` too, and
 //! inside functions) is declared in one of a handful of files, and each
 //! says in its doc comment who writes it and from which context (a program
 //! thread, a handler, the dispatcher, the writer thread), with the word

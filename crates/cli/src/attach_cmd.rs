@@ -8,11 +8,11 @@
 //! the dump; `coldcache trigger PID` works as with `record`.
 
 use crate::capture_args::CaptureArgs;
-use crate::inject;
 use crate::record_cmd::{self, check_output, find_library, trigger_signal};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use coldcache_capture::settings::{CacheSetting, Settings, TriggerSetting};
+use coldcache_inject as inject;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};

@@ -13,7 +13,6 @@ mod attach_cmd;
 mod cache_choice;
 mod capture_args;
 mod export_cmd;
-mod inject;
 mod probe_cmd;
 mod record_cmd;
 mod record_function;

@@ -25,6 +25,9 @@
 //!   set-group-ID process (`AT_SECURE`).
 //! - [`varint`]: LEB128 and zigzag, as the dump, trace and zones formats
 //!   encode integers (pure; no I/O).
+//! - [`maps`]: the lines of a `/proc/<pid>/maps` file, parsed (pure): the
+//!   module list the unwinder is built from, what `attach` reads of a
+//!   process.
 //! - [`elf`] (feature `elf`): `PT_LOAD` segments of an ELF file, file
 //!   offset → stated address, and the load bias of a mapping.
 //!
@@ -35,6 +38,7 @@
 pub mod elf;
 pub mod env;
 pub mod fdguard;
+pub mod maps;
 pub mod read;
 pub mod sigpipe;
 pub mod varint;

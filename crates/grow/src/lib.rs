@@ -534,6 +534,11 @@ impl<T: Copy> GrowVec<T> {
     #[inline(always)]
     pub fn run_mut(&mut self, i: usize, n: usize) -> &mut [T] {
         debug_assert!(i + n <= self.len);
+        if n == 0 {
+            // Nothing mapped yet, perhaps: no slice from a null pointer (a
+            // counter table of stride 0 numbers keys only).
+            return &mut [];
+        }
         // SAFETY: as `at`, for `n` consecutive entries.
         unsafe { std::slice::from_raw_parts_mut(self.ptr().add(i), n) }
     }

@@ -270,7 +270,10 @@ impl Numbering {
             Ok(row) => row,
             // Only the kernel refuses an unbounded table: out of memory,
             // as a `Vec` that cannot grow.
-            Err(full) => panic!("re-simulation: {}", full.describe()),
+            Err(_) => panic!(
+                "re-simulation: the system refused memory for more than {before} \
+                 (instruction, stack, thread) rows"
+            ),
         };
         let row = u32::try_from(row)
             .ok()

@@ -131,7 +131,7 @@ pub unsafe extern "C" fn coldcache_set_thread_name(name: *const c_char) {
     let n = unsafe { CStr::from_ptr(name) }
         .to_string_lossy()
         .into_owned();
-    record::guarded(|| record::set_thread_name(&n));
+    record::guarded(|| crate::set_thread_name(&n));
 }
 
 /// Writes the recording so far to `path`; 0 on success, -1 on error.

@@ -55,7 +55,7 @@ pub mod views;
 pub mod capi;
 
 pub use format::ZoneKey;
-pub use record::{set_enabled, set_thread_name, write_to, Label};
+pub use record::{set_enabled, write_to, Label};
 
 use format::{kind, pack};
 
@@ -73,6 +73,13 @@ pub(crate) fn ensure_init() -> bool {
     true
 }
 
+/// Names the calling thread in the recording (and the spike log),
+/// starting both first.
+pub fn set_thread_name(name: &str) {
+    ensure_init();
+    record::set_thread_name(name);
+}
+
 /// Whether both have started ([`ensure_init`]).
 #[inline(always)]
 #[cfg_attr(not(feature = "capi"), allow(dead_code))]
@@ -80,12 +87,13 @@ pub(crate) fn ready() -> bool {
     record::ready() && spike::initialized()
 }
 
-/// Sets the calling thread up in the recorder and the detector before a
-/// zone's start stamp is read.
+/// Sets the calling thread up in the recorder and, the first time, in the
+/// detector before a zone's start stamp is read.
 #[inline(always)]
 pub(crate) fn prepare_thread() {
-    record::prepare_thread();
-    spike::prepare_thread();
+    if record::prepare_thread() {
+        spike::prepare_thread();
+    }
 }
 
 /// An open zone; ends it when dropped. Made by [`begin`] and the macros.
@@ -98,8 +106,8 @@ pub struct ZoneGuard {
 #[inline(always)]
 pub fn begin(label: &'static Label) -> ZoneGuard {
     let id = label.id();
-    // The first event initializes the recorder, which may turn the spike
-    // detector on: do it before asking whether it is on.
+    // The first zone starts the recorder and the spike detector, whose
+    // settings may turn it on: before asking whether it is on.
     ensure_init();
     if spike::on() {
         // The thread's set-up before the start stamp, not inside the zone.
@@ -140,6 +148,7 @@ impl Drop for ZoneGuard {
 pub fn frame_mark() {
     #[cfg(not(feature = "disabled"))]
     {
+        ensure_init();
         let n = spike::next_frame();
         record::emit(pack(kind::FRAME, n));
     }

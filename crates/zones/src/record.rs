@@ -306,16 +306,19 @@ pub fn emit_unless_in_hook(word: u64) {
 /// not recorded yet, so that a zone's start stamp, read after this, does
 /// not include our set-up (page faults, system calls): a thread's first
 /// zone would otherwise hold it, and in the spike detector read as slow
-/// code. One thread-local load once the thread is set up.
+/// code. One thread-local load once the thread is set up. True when this
+/// call set the thread up (the caller's cue to set up what else a thread
+/// needs once: `crate::prepare_thread`).
 #[inline(always)]
-pub fn prepare_thread() {
+pub fn prepare_thread() -> bool {
     if !ENABLED.load(Relaxed) {
-        return;
+        return false;
     }
     let fresh = TLS.with(|t| t.chunk.get().is_null() && t.ptr.get() != DEAD);
     if fresh {
         prepare_thread_slow();
     }
+    fresh
 }
 
 #[cold]

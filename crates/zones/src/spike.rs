@@ -106,6 +106,8 @@ fn ticks_to_ms(t: u64) -> f64 {
 
 /// Sets the global threshold (turns the detector on); `None` turns it off.
 pub fn set_global_threshold(ms: Option<f64>) {
+    // The settings first, so this call overrides them, not the reverse.
+    ensure_init();
     match ms {
         Some(ms) => {
             GLOBAL_TICKS.store(ms_to_ticks(ms), Relaxed);
@@ -512,8 +514,7 @@ fn create_log(path: &str) -> std::io::Result<std::fs::File> {
 }
 
 /// Whether the detector has read its settings: 0 not yet, 1 being read,
-/// 2 read. Written once by the first thread whose zone starts the
-/// recorder ([`ensure_init`]).
+/// 2 read. Written once by the thread that starts it ([`ensure_init`]).
 static INIT: AtomicU8 = AtomicU8::new(0);
 
 /// Whether [`ensure_init`] has run to its end.
@@ -522,22 +523,25 @@ pub fn initialized() -> bool {
     INIT.load(Ordering::Acquire) == 2
 }
 
-/// Reads `COLDCACHE_SPIKE_*` and registers the summary written at exit,
-/// once per process; later calls return at once (one that comes while
-/// another thread reads waits for it). The recorder must be initialized
-/// first (a threshold calibrates its clock): `crate::ensure_init` calls
-/// both in that order.
+/// Starts the recorder if nobody has (a threshold calibrates its clock),
+/// then reads `COLDCACHE_SPIKE_*` and registers the summary written at
+/// exit, once per process. Later calls return at once, and so does one
+/// made while the settings are being read (by another thread, or by this
+/// one from inside: no wait that could deadlock), which then finds the
+/// detector off, as a thread did while the recorder's start read them
+/// before. Called by every entry point that may begin a zone
+/// (`crate::ensure_init`), mark a frame or name a thread, and by
+/// [`set_global_threshold`], so that a program's threshold set before its
+/// first zone overrides `COLDCACHE_SPIKE_THRESHOLD`.
 pub fn ensure_init() {
     if initialized() {
         return;
     }
-    if INIT
-        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-        .is_err()
+    if !record::ensure_init()
+        || INIT
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
     {
-        while !initialized() {
-            std::thread::yield_now();
-        }
         return;
     }
     init_from_env();

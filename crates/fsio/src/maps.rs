@@ -1,6 +1,7 @@
-//! The module list: lines of a `/proc/<pid>/maps` file, parsed. What the
-//! unwinder ([`crate::unwind`]) is built from; the capture runtime reads
-//! the file (`coldcache_capture::procfs::self_maps`).
+//! The lines of a `/proc/<pid>/maps` file, parsed: the module list the
+//! accountant's unwinder is built from (`coldcache_account::unwind`; the
+//! capture runtime reads its own, `coldcache_capture::procfs::self_maps`),
+//! and what `coldcache attach` reads of a process (`coldcache_inject`).
 
 /// One line of `/proc/self/maps`.
 #[derive(Clone, Debug, PartialEq, Eq)]

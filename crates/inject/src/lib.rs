@@ -1,6 +1,8 @@
-//! Loading `libcoldcache.so` into a running process with ptrace, and
-//! calling its `coldcache_attach_start` there (`coldcache attach`). All
-//! of coldcache's ptrace code is here.
+//! coldcache-inject: loading `libcoldcache.so` into a running process
+//! with ptrace, and calling its `coldcache_attach_start` there (what
+//! `coldcache attach` does). All of coldcache's ptrace code is here; its
+//! tests (`tests/inject.rs`) inject a stand-in library into children of
+//! their own.
 //!
 //! What it changes in the process, in order:
 //! - one thread (the main thread, or the first live one) is seized
@@ -29,8 +31,11 @@
 //! memory). The stack below the red zone was written to (it is free
 //! space by the ABI).
 
+#![warn(missing_docs)]
+
 use anyhow::{anyhow, bail, Context, Result};
-use coldcache_capture::procfs::{parse_maps, Mapping};
+use coldcache_fsio::maps::parse_maps;
+pub use coldcache_fsio::maps::Mapping;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -67,6 +72,7 @@ impl std::error::Error for Exited {}
 /// What `/proc/PID` says about a process we may attach to.
 #[derive(Debug)]
 pub struct Target {
+    /// The process id.
     pub pid: i32,
     /// `comm`, for messages.
     pub name: String,
