@@ -784,7 +784,6 @@ impl Accountant {
         self.slot_of(tid).or_else(|| self.claim_new(tid))
     }
 
-    #[inline]
     fn slot_of(&self, tid: u32) -> Option<usize> {
         self.threads.iter().position(|t| t.tid == tid)
     }
@@ -2262,7 +2261,6 @@ fn resumable(instr: &iced_x86::Instruction) -> bool {
     )
 }
 
-#[inline]
 fn current_stack(t: &ThreadState) -> u32 {
     t.frames.last().map(|f| f.stack).unwrap_or(0)
 }
