@@ -16,6 +16,13 @@
 # With `kernels` only the kernels are compared (the `--all` programs take
 # minutes each under single-stepping).
 #
+# One difference is layout, not behaviour: when libcoldcache.so's TLS
+# segment changes size (`readelf -lW libcoldcache.so | grep TLS`), the C
+# library's thread-locals (errno, malloc's tcache) move, and glibc's `%fs:`
+# accesses in the `--all` programs and k_libc may be served by another
+# level. Check that every differing row's instruction is such an access
+# (`objdump -d` at its offset in libc.so.6) before calling it a change.
+#
 # OLD_DIR and NEW_DIR each hold a `coldcache` binary and `libcoldcache.so`
 # (copy them from cargo's release directory, scripts/release-dir.sh, before and after the change). Exits 1 and
 # prints the first differences when a dump differs.
