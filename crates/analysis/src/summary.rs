@@ -77,15 +77,30 @@ pub struct Shortfall {
     pub advice: String,
 }
 
-/// The instructions of a fast-mode capture that ran under the trap engine,
-/// as the capture engine's note says (`capture mode fast: N instructions
-/// ran under the trap engine …`): the one place that reads it. `None` for
-/// a capture not made in fast mode.
+/// The instructions of a fast-mode capture that ran under the trap engine
+/// (`meta.mode`; in a dump written before that field, the engine's note
+/// `capture mode fast: N instructions ran under the trap engine …`, the
+/// one place that still reads it). `None` for a capture not made in fast
+/// mode.
 pub fn fast_trapped(meta: &Meta) -> Option<u64> {
-    meta.notes
-        .iter()
-        .find_map(|n| n.strip_prefix("capture mode fast: "))
-        .and_then(|n| n.split(' ').next()?.parse().ok())
+    if !meta.mode.is_unknown() {
+        return (meta.mode.engine == "fast").then_some(meta.mode.trapped);
+    }
+    old_note(meta, "capture mode fast: ").and_then(|n| n.split(' ').next()?.parse().ok())
+}
+
+/// A note of a dump written before `meta.mode` existed, by its prefix.
+fn old_note<'a>(meta: &'a Meta, prefix: &str) -> Option<&'a str> {
+    meta.notes.iter().find_map(|n| n.strip_prefix(prefix))
+}
+
+/// Why fast mode could not run, for a trap capture `--mode auto` chose
+/// (`meta.mode.fallback`, or the note of an older dump).
+pub fn trap_fallback(meta: &Meta) -> Option<&str> {
+    if !meta.mode.is_unknown() {
+        return (!meta.mode.fallback.is_empty()).then_some(meta.mode.fallback.as_str());
+    }
+    old_note(meta, "capture mode trap: ")
 }
 
 /// The unmodelled instructions in words, by class (`meta.unmodelled`, the
@@ -254,21 +269,26 @@ pub fn trapped(meta: &Meta) -> Option<Shortfall> {
     } else {
         String::new()
     };
-    // The causes, where the engine counted them (`fast mode trapped by
-    // cause: N why; N why`).
-    let causes: Vec<(u64, &str)> = meta
-        .notes
-        .iter()
-        .find_map(|n| n.strip_prefix("fast mode trapped by cause: "))
-        .map(|c| {
-            c.split("; ")
-                .filter_map(|e| {
-                    let (n, why) = e.split_once(' ')?;
-                    Some((n.parse().ok()?, why))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    // The causes, where the engine counted them (`meta.mode.trapped_by`;
+    // an older dump's note `fast mode trapped by cause: N why; N why`).
+    let causes: Vec<(u64, &str)> = if meta.mode.is_unknown() {
+        old_note(meta, "fast mode trapped by cause: ")
+            .map(|c| {
+                c.split("; ")
+                    .filter_map(|e| {
+                        let (n, why) = e.split_once(' ')?;
+                        Some((n.parse().ok()?, why))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        meta.mode
+            .trapped_by
+            .iter()
+            .map(|(n, why)| (*n, why.as_str()))
+            .collect()
+    };
     let by_cause = if causes.is_empty() {
         String::new()
     } else {
@@ -334,26 +354,25 @@ pub struct LevelMisses {
     pub data: u64,
 }
 
-/// The capture mode a dump was made in, from the note the capture engine
-/// writes (`capture mode fast: …`, `capture mode trap: …`): `fast`,
+/// The capture mode a dump was made in (`meta.mode`, or an older dump's
+/// note `capture mode fast: …`, `capture mode trap: …`): `fast`,
 /// `trap (why fast mode could not run)`, with `, verified` when fast mode
-/// was checked against the trap engine; `trap` without a note (trap mode
-/// asked for, or a dump made before fast mode existed).
+/// was checked against the trap engine; `trap` without either (trap mode
+/// asked for in an older dump, or a dump made before fast mode existed).
 pub fn capture_mode(meta: &Meta) -> String {
     // A dump re-simulated from a trace that no capture wrote (lackey, din,
     // a converted cctrace): no engine ran.
     if meta.trigger == "trace" {
         return "none (simulated from a recorded trace)".to_string();
     }
-    let note = |prefix: &str| meta.notes.iter().find_map(|n| n.strip_prefix(prefix));
-    let mut mode = if note("capture mode fast: ").is_some() {
+    let mut mode = if fast_trapped(meta).is_some() {
         "fast".to_string()
-    } else if let Some(why) = note("capture mode trap: ") {
+    } else if let Some(why) = trap_fallback(meta) {
         format!("trap ({why})")
     } else {
         "trap".to_string()
     };
-    if note("fast-mode verification: ").is_some() {
+    if old_note(meta, "fast-mode verification: ").is_some() {
         mode.push_str(", verified against the trap engine");
     }
     mode
@@ -499,6 +518,7 @@ mod tests {
         }
     }
 
+    /// Dumps written before `meta.mode`: the engine's notes.
     #[test]
     fn the_mode_is_read_from_the_engines_note() {
         assert_eq!(capture_mode(&meta("api", None, &[])), "trap");
@@ -533,6 +553,45 @@ mod tests {
             capture_mode(&meta("trace", None, &["re-simulated from the trace t"])),
             "none (simulated from a recorded trace)"
         );
+    }
+
+    #[test]
+    fn the_mode_is_read_from_its_field_before_any_note() {
+        let mut m = meta("api", None, &["capture mode trap: an old note"]);
+        m.mode = coldcache_dump::Mode {
+            engine: "fast".into(),
+            trapped: 811_746,
+            trapped_by: vec![
+                (1_746, "not handed over yet".into()),
+                (810_000, "in a JIT's code".into()),
+            ],
+            dispatches: 5,
+            ..Default::default()
+        };
+        m.instructions = 120_000_000;
+        assert_eq!(capture_mode(&m), "fast");
+        assert_eq!(fast_trapped(&m), Some(811_746));
+        assert_eq!(trap_fallback(&m), None);
+        let t = trapped(&m).unwrap();
+        assert_eq!(
+            t.text,
+            "811,746 of 120,000,000 instructions (0.68%) ran under the trap engine: 1,746 not \
+             handed over yet; 810,000 in a JIT's code"
+        );
+        m.mode = coldcache_dump::Mode {
+            engine: "trap".into(),
+            fallback: "fast mode could not run here (no mmap)".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            capture_mode(&m),
+            "trap (fast mode could not run here (no mmap))"
+        );
+        assert_eq!(fast_trapped(&m), None);
+        assert_eq!(trapped(&m), None);
+        m.mode.fallback.clear();
+        assert_eq!(capture_mode(&m), "trap");
+        assert_eq!(trap_fallback(&m), None);
     }
 
     #[test]

@@ -431,10 +431,13 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0),
-        notes: fallback
-            .map(|why| format!("capture mode trap: fast mode could not run here ({why})"))
-            .into_iter()
-            .collect(),
+        mode: coldcache_dump::Mode {
+            engine: "trap".into(),
+            fallback: fallback
+                .map(|why| format!("fast mode could not run here ({why})"))
+                .unwrap_or_default(),
+            ..Default::default()
+        },
         ..Meta::default()
     };
     if !is_function {
@@ -648,23 +651,19 @@ fn finish_inner() -> Result<Summary, CaptureError> {
         );
     }
     if let Some(f) = fast {
-        meta.notes.push(format!(
-            "capture mode fast: {} instructions ran under the trap engine (blocks the \
-             translator refuses, the first instruction of each thread, the instruction after \
-             each system call); {} dispatcher entries",
-            f.trapped, f.dispatches
-        ));
-        let causes: Vec<String> = f
-            .trapped_by
-            .iter()
-            .zip(crate::jit::TRAP_CAUSES)
-            .filter(|(n, _)| **n > 0)
-            .map(|(n, why)| format!("{n} {why}"))
-            .collect();
-        if !causes.is_empty() {
-            meta.notes
-                .push(format!("fast mode trapped by cause: {}", causes.join("; ")));
-        }
+        meta.mode = coldcache_dump::Mode {
+            engine: "fast".into(),
+            fallback: String::new(),
+            trapped: f.trapped,
+            trapped_by: f
+                .trapped_by
+                .iter()
+                .zip(crate::jit::TRAP_CAUSES)
+                .filter(|(n, _)| **n > 0)
+                .map(|(n, why)| (*n, why.to_string()))
+                .collect(),
+            dispatches: f.dispatches,
+        };
         if f.short_replays > 0 {
             meta.notes.push(format!(
                 "fast mode: several threads ran translated code at once; each replayed \

@@ -1144,12 +1144,7 @@ fn summary_with(d: &Dump, records: usize, path: &Path) -> String {
                 Some(f) => s += &format!("  mode fast: {}\n    ({})\n", f.text, f.advice),
                 None => s += "  mode fast: no instruction ran under the trap engine\n",
             },
-            None => match d
-                .meta
-                .notes
-                .iter()
-                .find_map(|n| n.strip_prefix("capture mode trap: "))
-            {
+            None => match coldcache_analysis::summary::trap_fallback(&d.meta) {
                 Some(why) => s += &format!("  mode trap: {why}\n"),
                 None => s += "  mode trap\n",
             },
@@ -1625,7 +1620,11 @@ mod tests {
                 instructions: 1_000,
                 trigger: "all".into(),
                 unmodelled: vec![("partially masked AVX-512 memory operand".into(), 405)],
-                notes: vec!["capture mode fast: 12 instructions ran under the trap engine".into()],
+                mode: coldcache_dump::Mode {
+                    engine: "fast".into(),
+                    trapped: 12,
+                    ..Default::default()
+                },
                 ..Meta::default()
             },
             threads: vec![Thread::default()],

@@ -1061,13 +1061,10 @@ fn small_stack_case(case: &str, trigger: &[&str], args: &[&str], runs: usize, th
         assert_eq!(d.meta.cut_short, None, "{what}");
         assert_eq!(d.threads.len(), threads, "{what}: threads traced");
         if trigger.contains(&"fast") {
-            assert!(
-                d.meta
-                    .notes
-                    .iter()
-                    .any(|n| n.starts_with("capture mode fast")),
+            assert_eq!(
+                d.meta.mode.engine, "fast",
                 "{what}: not captured in fast mode: {:?}",
-                d.meta.notes
+                d.meta.mode
             );
         }
     }
@@ -1175,14 +1172,10 @@ fn overflow_case(case: &str, mode: &str) {
             Some("the program was killed by SIGSEGV"),
             "{what}"
         );
-        assert!(
-            d.meta
-                .notes
-                .iter()
-                .any(|n| n.starts_with(&format!("capture mode {mode}")))
-                || mode == "trap",
+        assert_eq!(
+            d.meta.mode.engine, mode,
             "{what}: not captured in {mode} mode: {:?}",
-            d.meta.notes
+            d.meta.mode
         );
         remove_cores(&dir);
     }

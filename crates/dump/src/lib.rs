@@ -186,6 +186,39 @@ pub struct Meta {
     /// tracing, and the trigger signal. Written only when not zero.
     #[serde(default, skip_serializing_if = "WokenEarly::is_none")]
     pub woken_early: WokenEarly,
+    /// The capture engine that ran, and what fast mode left to the trap
+    /// engine. Written by captures since version 8 (before, the same was a
+    /// note, `capture mode fast: N ...`, which readers still understand);
+    /// absent where no engine ran (a re-simulated trace).
+    #[serde(default, skip_serializing_if = "Mode::is_unknown")]
+    pub mode: Mode,
+}
+
+/// The capture engine that ran ([`Meta::mode`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mode {
+    /// `fast` or `trap`; empty when not recorded (a dump written before
+    /// this field, or by no capture engine).
+    pub engine: String,
+    /// For `trap` chosen by `--mode auto`: why fast mode could not run.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fallback: String,
+    /// Fast mode: instructions that ran under the trap engine.
+    #[serde(default)]
+    pub trapped: u64,
+    /// Fast mode: those by cause, (count, cause), causes with a count only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trapped_by: Vec<(u64, String)>,
+    /// Fast mode: entries into the dispatcher.
+    #[serde(default)]
+    pub dispatches: u64,
+}
+
+impl Mode {
+    /// Whether no engine was recorded (the field is then not written).
+    pub fn is_unknown(&self) -> bool {
+        self.engine.is_empty()
+    }
 }
 
 /// Waits the capture's signals ended early ([`Meta::woken_early`]).

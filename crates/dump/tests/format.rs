@@ -480,6 +480,7 @@ fn meta_warm_schedule_and_calls_round_trip_and_a_default_dump_writes_none_of_the
     assert!(!bytes.windows(10).any(|w| w == b"\"untraced\""));
     assert!(!bytes.windows(17).any(|w| w == b"\"client_requests\""));
     assert!(!bytes.windows(6).any(|w| w == b"\"part\""));
+    assert!(!bytes.windows(6).any(|w| w == b"\"mode\""));
     let mut warm = sample();
     warm.meta.warm =
         "by calls 1 to 2 of the function (24586 instructions simulated, not counted)".into();
@@ -498,7 +499,15 @@ fn meta_warm_schedule_and_calls_round_trip_and_a_default_dump_writes_none_of_the
         of: 2,
         trigger: "Program termination".into(),
     });
+    warm.meta.mode = coldcache_dump::Mode {
+        engine: "fast".into(),
+        fallback: String::new(),
+        trapped: 12,
+        trapped_by: vec![(12, "not handed over yet".into())],
+        dispatches: 40,
+    };
     let bytes = warm.to_bytes();
+    assert!(bytes.windows(6).any(|w| w == b"\"mode\""));
     assert!(bytes.windows(10).any(|w| w == b"\"untraced\""));
     assert!(bytes.windows(6).any(|w| w == b"\"part\""));
     assert!(bytes.windows(7).any(|w| w == b"\"calls\""));
