@@ -47,7 +47,7 @@ const reports = dumps.map((d) => {
   const total = Object.fromEntries(j.columns.map((c, i) => [c.name, j.totals[i]]));
   const text = cli("report", d, "--limit", "1", "--whole-stack");
   const line = (k) => (text.match(new RegExp(`^${k}:\\s+(.*)$`, "m")) || [])[1];
-  return { json: j, total, program: line("program"), cache: line("cache"), mode: /^note:\s+capture mode fast/m.test(text) ? "fast" : "trap",
+  return { json: j, total, program: line("program"), cache: line("cache"), mode: ((line("window") || "").match(/\bmode (\w+)/) || [])[1] || "trap",
     shortfall: { unmodelled: line("unmodelled"), trapped: line("trapped") } };
 });
 const cliDiff = cli("diff", dumps[0], dumps[1], "--limit", "1", "--whole-stack");

@@ -1099,22 +1099,20 @@ fn a_jit_rewriting_its_code_in_place_counts_as_in_trap_mode() {
         // the `ret` after each of the 3 `syscall`s is not handed over yet;
         // the other 15 trap as code outside the read-only file mappings.
         // The causes add up to the trapped total.
-        let causes = d
-            .meta
-            .notes
-            .iter()
-            .find_map(|n| n.strip_prefix("fast mode trapped by cause: "))
-            .unwrap_or_else(|| panic!("run {i}: no causes in {:?}", d.meta.notes));
+        let causes = &d.meta.mode.trapped_by;
         assert!(
-            causes.contains("; 15 in code outside the read-only file mappings"),
-            "run {i}: {causes}"
+            !causes.is_empty(),
+            "run {i}: no causes in {:?}",
+            d.meta.mode
         );
-        let sum: u64 = causes
-            .split("; ")
-            .map(|c| c.split(' ').next().unwrap().parse::<u64>().unwrap())
-            .sum();
+        assert!(
+            causes.iter().any(|(n, why)| *n == 15
+                && why.starts_with("in code outside the read-only file mappings")),
+            "run {i}: {causes:?}"
+        );
+        let sum: u64 = causes.iter().map(|(n, _)| n).sum();
         let total = coldcache_analysis::summary::fast_trapped(&d.meta);
-        assert_eq!(Some(sum), total, "run {i}: {causes}");
+        assert_eq!(Some(sum), total, "run {i}: {causes:?}");
     }
     compare(&["--cache", "cachegrind", "--all"], &program, "jit").unwrap();
 }

@@ -1759,16 +1759,8 @@ fn the_c_api_default_mode_is_what_the_header_says() {
     for name in ["own.ccdump", "coldcache.ccdump"] {
         let d = load(&dir.join(name));
         assert!(d.meta.instructions > 0, "{name}");
-        let fast = d
-            .meta
-            .notes
-            .iter()
-            .any(|n| n.starts_with("capture mode fast: "));
-        let fell_back = d
-            .meta
-            .notes
-            .iter()
-            .any(|n| n.starts_with("capture mode trap: "));
-        assert!(fast || fell_back, "{name}: notes {:?}", d.meta.notes);
+        let fast = d.meta.mode.engine == "fast";
+        let fell_back = d.meta.mode.engine == "trap" && !d.meta.mode.fallback.is_empty();
+        assert!(fast || fell_back, "{name}: {:?}", d.meta.mode);
     }
 }
