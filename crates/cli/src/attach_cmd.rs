@@ -159,22 +159,7 @@ pub fn run(args: AttachArgs) -> Result<()> {
     let target = inject::check(args.pid)?;
     let pid = target.pid;
     let lib = find_library()?;
-    let cfg = crate::cache_choice::cache_config(
-        &args.capture.cache,
-        &args.capture.i1,
-        &args.capture.d1,
-        &args.capture.ll,
-    )
-    .with_context(|| format!("cache configuration {}", args.capture.cache))?;
-    crate::cache_choice::refuse_miss_classes(
-        &cfg,
-        &args.capture.cache,
-        crate::cache_choice::MISS_CLASSES_OF_A_CAPTURE,
-    )?;
-    let cache_name = record_cmd::cache_name(
-        &args.capture.cache,
-        [&args.capture.i1, &args.capture.d1, &args.capture.ll],
-    );
+    let (cfg, cache_name) = args.capture.cache()?;
     record_cmd::check_schedule(&args.capture.schedule)?;
     let cache_json = serde_json::to_string(&cfg).context("cache configuration as JSON")?;
     let cwd = std::env::current_dir()?;

@@ -6,7 +6,9 @@
 //! `--duration`, the program or the pid). Both turn these into the one
 //! `coldcache_capture::settings::Settings`.
 
+use anyhow::{Context, Result};
 use clap::Args;
+use coldcache_sim::HierarchyConfig;
 use std::path::PathBuf;
 
 /// The options of a capture that `record` and `attach` share.
@@ -128,4 +130,21 @@ pub struct CaptureArgs {
     /// `export --format perfetto` (a timeline; docs/export.md).
     #[arg(long)]
     pub timeline: bool,
+}
+
+impl CaptureArgs {
+    /// The cache configuration to capture with (`--cache` and the
+    /// geometry overrides, resolved and checked for a capture), and the
+    /// name the dump carries (the overrides are part of it).
+    pub fn cache(&self) -> Result<(HierarchyConfig, String)> {
+        let cfg = crate::cache_choice::cache_config(&self.cache, &self.i1, &self.d1, &self.ll)
+            .with_context(|| format!("cache configuration {}", self.cache))?;
+        crate::cache_choice::refuse_miss_classes(
+            &cfg,
+            &self.cache,
+            crate::cache_choice::MISS_CLASSES_OF_A_CAPTURE,
+        )?;
+        let name = crate::record_cmd::cache_name(&self.cache, [&self.i1, &self.d1, &self.ll]);
+        Ok((cfg, name))
+    }
 }

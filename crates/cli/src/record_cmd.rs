@@ -305,23 +305,7 @@ pub(crate) fn run_listing(args: RecordArgs, dumps: &mut Vec<PathBuf>) -> Result<
     let lib = find_library()?;
     let program = find_program(&args.program[0])?;
     let elf = check_program(&program)?;
-    let cfg = crate::cache_choice::cache_config(
-        &args.capture.cache,
-        &args.capture.i1,
-        &args.capture.d1,
-        &args.capture.ll,
-    )
-    .with_context(|| format!("cache configuration {}", args.capture.cache))?;
-    crate::cache_choice::refuse_miss_classes(
-        &cfg,
-        &args.capture.cache,
-        crate::cache_choice::MISS_CLASSES_OF_A_CAPTURE,
-    )?;
-    // The name the dump carries: the overrides are part of it.
-    let cache_name = cache_name(
-        &args.capture.cache,
-        [&args.capture.i1, &args.capture.d1, &args.capture.ll],
-    );
+    let (cfg, cache_name) = args.capture.cache()?;
     // The library links no configuration parser: it gets the resolved
     // configuration as JSON (and writes its TOML into the dump itself).
     let cache_json = serde_json::to_string(&cfg).context("cache configuration as JSON")?;
