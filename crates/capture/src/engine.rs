@@ -41,8 +41,8 @@ use crate::signal_state::engine::{
 };
 use crate::sigvirt;
 use crate::state::{
-    gettid, selected, try_with_session, with_session, Session, ARMED, CAPTURE_PID, IDLE,
-    INSTRUCTIONS, IN_HANDLER, PENDING, RUNNING, STATE, STOPPING,
+    gettid, selected, try_with_session, with_session, Session, ARMED, CAPTURE_PID, FINISH_PENDING,
+    IDLE, INSTRUCTIONS, IN_HANDLER, PENDING, RUNNING, STATE, STOPPING,
 };
 use crate::sysemu;
 use std::sync::atomic::Ordering;
@@ -330,7 +330,8 @@ extern "C" fn on_trigger_signal(sig: i32, info: *mut libc::siginfo_t, ctx: *mut 
 /// written by the writer thread if there is one, else by the interrupted
 /// thread when the handler returns (`finish_soon`); a thread in translated
 /// code writes it at its next dispatch; else — the thread was inside the
-/// library — at the next `coldcache_stop` or at exit.
+/// library — a traced thread's next safe point ([`FINISH_PENDING`]: its
+/// next trap or breakpoint hit), or the next `coldcache_stop`, or exit.
 pub(crate) fn stop_by_signal(uc: &mut libc::ucontext_t, why: &'static str) {
     let state = STATE.load(Ordering::Acquire);
     if !matches!(state, ARMED | RUNNING)
@@ -352,7 +353,7 @@ pub(crate) fn stop_by_signal(uc: &mut libc::ucontext_t, why: &'static str) {
     if crate::jit::in_translation() {
         // The thread's next dispatch sees STOPPING (at the latest when its
         // buffer fills): it replays, leaves and writes the dump there.
-        crate::jit::finish_on_leave();
+        FINISH_PENDING.store(true, Ordering::Release);
         return;
     }
     set_tf(uc, false);
@@ -524,6 +525,9 @@ extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::
             // No system call on this path: after a seccomp stop, a thread's
             // last trap must not make one.
             set_tf(uc, false);
+            if state == STOPPING {
+                finish_if_pending(uc);
+            }
         } else if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
             // A child forked (or vforked: it shares our memory, so no state
             // is written) during the capture inherited TF: it is not traced.
@@ -616,8 +620,10 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
     // Re-execute the original instruction in every case.
     breakpoint::hit(bp);
     uc.uc_mcontext.gregs[libc::REG_RIP as usize] = bp as i64;
-    if STATE.load(Ordering::Acquire) != ARMED {
-        return;
+    match STATE.load(Ordering::Acquire) {
+        ARMED => {}
+        STOPPING => return finish_if_pending(uc),
+        _ => return,
     }
     let tid = gettid();
     with_session(|cell| {
@@ -730,6 +736,20 @@ fn finish_soon(uc: &mut libc::ucontext_t, safe_point: bool) {
     if doorbell::has_writer() {
         doorbell::post(Command::Finish);
     } else if safe_point || (crate::state::own_allocator() && !in_own_code) {
+        redirect_to_finish(uc);
+    } else if crate::state::own_allocator() {
+        // In the library's own code (e.g. the dispatcher, signals just
+        // unblocked, handing the thread to the trap engine): its next
+        // safe point writes the dump.
+        FINISH_PENDING.store(true, Ordering::Release);
+    }
+}
+
+/// At a safe point of a traced thread (a trap or breakpoint hit at a
+/// program instruction, the state STOPPING): writes the dump a handler
+/// could not have written where it interrupted ([`FINISH_PENDING`]).
+fn finish_if_pending(uc: &mut libc::ucontext_t) {
+    if FINISH_PENDING.swap(false, Ordering::AcqRel) {
         redirect_to_finish(uc);
     }
 }

@@ -132,6 +132,7 @@ pub fn prepare(options: Options) -> Result<bool, CaptureError> {
     {
         return Err(CaptureError::AlreadyRunning);
     }
+    crate::state::FINISH_PENDING.store(false, Ordering::Release);
     match on_own_stack(|| prepare_inner(options)) {
         Ok(v) => Ok(v),
         Err(e) => {

@@ -75,6 +75,19 @@ pub(crate) static INSTRUCTIONS: AtomicU64 = AtomicU64::new(0);
 /// Written by the program thread preparing a capture
 /// (`lifecycle::prepare_inner`); read by handlers.
 pub(crate) static CAPTURE_PID: AtomicU32 = AtomicU32::new(0);
+/// A stop asked for by a signal handler that could not have the dump
+/// written where it interrupted (translated code, or the library's own
+/// code with no writer thread): the next safe point of a traced thread
+/// writes it, the first of the dispatcher of a thread leaving translated
+/// code (`jit::dispatch_slow`), the engine's next own trap or the
+/// function breakpoint's next hit. Without it the capture stayed STOPPING
+/// and its dump waited for the program's exit.
+///
+/// Written (set) by the handler asking for the stop
+/// (`engine::finish_soon`, `engine::stop_by_signal`); reset by
+/// `lifecycle::prepare` (program thread); taken by the dispatcher or the
+/// SIGTRAP handler of the thread that writes the dump.
+pub(crate) static FINISH_PENDING: AtomicBool = AtomicBool::new(false);
 /// The result of the last `finish`, for `stop` and `finish_at_exit`.
 /// Written (locked) by the thread whose finish was asynchronous
 /// (`lifecycle::report_async_finish`: the writer thread, or a thread

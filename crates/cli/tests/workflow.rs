@@ -683,8 +683,17 @@ fn trigger_stops_a_function_or_all_capture_and_keeps_its_dump() {
             .output()
             .unwrap();
         assert!(t.status.success(), "{what}: {}", text(&t.stderr));
-        // Written while the program still runs (it spins until `stop`).
+        // Written while the program still runs (it spins until `stop`, at
+        // most 30 s). Regression: in fast mode a trigger that interrupted
+        // the dispatcher (handing the thread to the trap engine) left the
+        // capture stopping with nobody to write it, until the program's
+        // exit, 30 s later.
+        let asked = std::time::Instant::now();
         wait_for(&dump);
+        assert!(
+            asked.elapsed() < Duration::from_secs(20),
+            "{what}: the dump was written at the program's exit, not when triggered"
+        );
         std::fs::write(dir.join("stop"), b"").unwrap();
         let out = wait_with_deadline(child, what);
         let err = text(&out.stderr);

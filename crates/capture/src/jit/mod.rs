@@ -72,9 +72,9 @@ use cache::CodeCache;
 use emit::{at, fs, jmp_mem, load, pop, push, store, store_simm32, Asm};
 use iced_x86::{Code, Instruction, Register};
 use state::{
-    ACTIVE, DISPATCHES, DISPATCH_ENTRY, DISPATCH_FULL, DISPATCH_SYS, DISPATCH_TRAP,
-    FINISH_ON_LEAVE, INTERLEAVE, JIT, JIT_LOCK, LOOKUP_GEN, MAPPED, NULL_CONSUMER, RETIRE_FAILED,
-    RUNNERS, SHORT_REPLAYS, TLS_OFFSET, TRAPPED, TRAPPED_BY, TRAP_JMP,
+    ACTIVE, DISPATCHES, DISPATCH_ENTRY, DISPATCH_FULL, DISPATCH_SYS, DISPATCH_TRAP, INTERLEAVE,
+    JIT, JIT_LOCK, LOOKUP_GEN, MAPPED, NULL_CONSUMER, RETIRE_FAILED, RUNNERS, SHORT_REPLAYS,
+    TLS_OFFSET, TRAPPED, TRAPPED_BY, TRAP_JMP,
 };
 use std::cell::UnsafeCell;
 use std::sync::atomic::Ordering;
@@ -392,11 +392,6 @@ pub(crate) fn trust_mapped_code(acc: &mut crate::account::Accountant) {
     });
 }
 
-/// See [`FINISH_ON_LEAVE`] (handler context; the state is STOPPING).
-pub(crate) fn finish_on_leave() {
-    FINISH_ON_LEAVE.store(true, Ordering::Release);
-}
-
 /// Whether the calling thread is marked late-started (see
 /// `Tls::late_start`): static TLS, so a signal handler may ask.
 #[inline]
@@ -514,7 +509,6 @@ pub(crate) fn prepare(
     );
     EPOCH.fetch_add(1, Ordering::AcqRel);
     LOOKUP_GEN.fetch_add(1, Ordering::AcqRel);
-    FINISH_ON_LEAVE.store(false, Ordering::Release);
     TRAPPED.store(0, Ordering::Relaxed);
     for c in &TRAPPED_BY {
         c.store(0, Ordering::Relaxed);
@@ -935,7 +929,7 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
     if state == STOPPING {
         flush(t);
         wipe(t);
-        if FINISH_ON_LEAVE.swap(false, Ordering::AcqRel) {
+        if crate::state::FINISH_PENDING.swap(false, Ordering::AcqRel) {
             return stop(t, frame, next);
         }
         return leave(t, frame, next);

@@ -127,15 +127,6 @@ pub(super) static RETIRE_FAILED: AtomicBool = AtomicBool::new(false);
 /// (`trust_mapped_code`).
 pub(super) static MAPPED: AtomicBool = AtomicBool::new(false);
 
-/// A stop was asked for from a signal handler that interrupted translated
-/// code (a trigger, Ctrl-C): the first thread to leave at its next
-/// dispatch writes the dump, since nobody else will.
-///
-/// Written by a handler that asks for a stop while translated code was
-/// interrupted (`finish_on_leave`), reset by `prepare` (program thread) and
-/// taken by the dispatcher of the first thread to leave (`dispatch_slow`).
-pub(super) static FINISH_ON_LEAVE: AtomicBool = AtomicBool::new(false);
-
 // `jit/verify.rs`
 
 /// The first difference, formatted without allocating (handler context).
