@@ -8,7 +8,10 @@
 //! the dump; `coldcache trigger PID` works as with `record`.
 
 use crate::capture_args::CaptureArgs;
-use crate::record_cmd::{self, check_output, find_library, trigger_signal};
+use crate::capture_args::{allocator_setting, call_window, rseq_commit_setting};
+use crate::record_cmd::find_library;
+use crate::trigger_cmd::{queue, signal_name};
+use crate::written::{read_manifest, report_partial_trace, report_written, write_failure};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use coldcache_capture::settings::{CacheSetting, Settings, TriggerSetting};
@@ -159,22 +162,7 @@ pub fn run(args: AttachArgs) -> Result<()> {
     let target = inject::check(args.pid)?;
     let pid = target.pid;
     let lib = find_library()?;
-    let (cfg, cache_name) = args.capture.cache()?;
-    record_cmd::check_schedule(&args.capture.schedule)?;
-    let cache_json = serde_json::to_string(&cfg).context("cache configuration as JSON")?;
-    let cwd = std::env::current_dir()?;
-    let output = cwd.join(&args.capture.output);
-    check_output(&output).context("-o")?;
-    if let Some(t) = &args.capture.trace {
-        check_output(&cwd.join(t)).context("--trace")?;
-    }
-    let reserve = record_cmd::reserves(
-        &args.capture.reserve,
-        &args.capture.memory,
-        &cfg,
-        args.capture.trace.is_some(),
-    )?;
-    let trigger_sig = trigger_signal(&args.capture.trigger_signal).context("--trigger-signal")?;
+    let checked = args.capture.check()?;
     let threads = args.threads.clone().unwrap_or_else(|| {
         if args.function.is_some() {
             "caller".into()
@@ -185,14 +173,6 @@ pub fn run(args: AttachArgs) -> Result<()> {
     coldcache_capture::preload::parse_threads(&threads)
         .map_err(anyhow::Error::msg)
         .context("--threads")?;
-    for tc in &args.capture.thread_core {
-        let ok = tc
-            .split_once('=')
-            .is_some_and(|(t, c)| t.parse::<u32>().is_ok() && c.parse::<u32>().is_ok());
-        if !ok {
-            bail!("--thread-core {tc}: expected TID=CORE");
-        }
-    }
     let function = match &args.function {
         Some(f) => {
             let r =
@@ -229,13 +209,13 @@ pub fn run(args: AttachArgs) -> Result<()> {
     let manifest = manifest_dir.path().join("dumps.jsonl");
 
     let files = mapped_files(&target);
-    let allocators = crate::record_cmd::allocator_setting(&args.capture.allocators, |name| {
+    let allocators = allocator_setting(&args.capture.allocators, |name| {
         crate::record_function::resolve_in_files(&files, name, "--allocator")
     })?;
     let now = function.is_none() && !args.signal;
     let trigger = match &function {
         Some(f) => {
-            let (first, count) = record_cmd::call_window(
+            let (first, count) = call_window(
                 args.capture.call,
                 args.capture.calls,
                 args.capture.warm_calls.as_deref(),
@@ -253,10 +233,10 @@ pub fn run(args: AttachArgs) -> Result<()> {
     };
     let settings = Settings {
         cache: CacheSetting::Inline {
-            name: cache_name,
-            json: cache_json,
+            name: checked.cache_name,
+            json: checked.cache_json,
         },
-        output: output.clone(),
+        output: checked.output.clone(),
         manifest: manifest.clone(),
         threads: threads.clone(),
         argv: program.split('\x1f').map(String::from).collect(),
@@ -265,17 +245,17 @@ pub fn run(args: AttachArgs) -> Result<()> {
         line_use: args.capture.line_use,
         objects: args.capture.objects || !args.capture.allocators.is_empty(),
         timeline: args.capture.timeline,
-        rseq_commit: crate::record_cmd::rseq_commit_setting().into(),
+        rseq_commit: rseq_commit_setting().into(),
         client_requests: None,
         cores: args.capture.thread_core.clone(),
         allocators,
         max_instructions: args.capture.instructions,
-        trace: args.capture.trace.as_ref().map(|t| cwd.join(t)),
-        reserves: reserve.clone(),
+        trace: checked.trace.clone(),
+        reserves: checked.reserves.clone(),
         stop_file: None,
         progress_file: None,
         trigger,
-        signal: trigger_sig,
+        signal: checked.trigger_signal,
         // The thread that traces (ptrace works per thread): the library
         // tells it from a debugger by this id.
         // SAFETY: gettid has no preconditions.
@@ -316,9 +296,9 @@ pub fn run(args: AttachArgs) -> Result<()> {
     let stop_signal = coldcache_capture::engine::stop_request_signal();
     if now {
         // Opens the capture window at once.
-        if record_cmd::queue(
+        if queue(
             pid,
-            trigger_sig,
+            checked.trigger_signal,
             coldcache_capture::doorbell::REQUEST_TRIGGER,
         ) != 0
         {
@@ -336,9 +316,9 @@ pub fn run(args: AttachArgs) -> Result<()> {
     let started = Instant::now();
     let mut duration_sent = false;
     let mut stopping: Option<Instant> = None;
-    let mut checked = Instant::now();
+    let mut maps_looked = Instant::now();
     let written = loop {
-        let w = record_cmd::read_manifest(&manifest)?;
+        let w = read_manifest(&manifest)?;
         let exited = has_exited(exit_fd, pid);
         let any = !w.dumps.is_empty() || !w.lost.is_empty();
         if exited || (any && !args.signal) {
@@ -346,11 +326,9 @@ pub fn run(args: AttachArgs) -> Result<()> {
         }
         // The library gone (the program called execve, with nothing of
         // ours left to write a dump): say so instead of waiting forever.
-        if checked.elapsed() >= Duration::from_millis(250) {
-            checked = Instant::now();
-            if library_mapped(pid) == Some(false)
-                && record_cmd::read_manifest(&manifest)?.dumps.is_empty()
-            {
+        if maps_looked.elapsed() >= Duration::from_millis(250) {
+            maps_looked = Instant::now();
+            if library_mapped(pid) == Some(false) && read_manifest(&manifest)?.dumps.is_empty() {
                 bail!(
                     "{} no longer has {} mapped (it called execve): the capture was lost",
                     target.who(),
@@ -365,17 +343,14 @@ pub fn run(args: AttachArgs) -> Result<()> {
                 break w;
             }
         } else if let Some(sig) = interrupted(interrupts) {
-            coldcache_fsio::say!(
-                "coldcache: {}: stopping the capture",
-                record_cmd::signal_name(sig)
-            );
-            record_cmd::queue(pid, stop_signal, coldcache_capture::doorbell::REQUEST_STOP);
+            coldcache_fsio::say!("coldcache: {}: stopping the capture", signal_name(sig));
+            queue(pid, stop_signal, coldcache_capture::doorbell::REQUEST_STOP);
             stopping = Some(Instant::now());
         } else if let Some(d) = args.duration.filter(|_| !duration_sent) {
             if started.elapsed().as_secs_f64() >= d {
-                record_cmd::queue(
+                queue(
                     pid,
-                    trigger_sig,
+                    checked.trigger_signal,
                     coldcache_capture::doorbell::REQUEST_TRIGGER,
                 );
                 duration_sent = true;
@@ -383,16 +358,16 @@ pub fn run(args: AttachArgs) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let (captured, failed_cut) = record_cmd::report_written(
+    let (captured, failed_cut) = report_written(
         &written,
         args.capture.no_resolve,
         args.capture.no_sources,
         false,
     );
     if let Some(t) = &args.capture.trace {
-        record_cmd::report_partial_trace(t, &written);
+        report_partial_trace(t, &written);
     }
-    if let Some(e) = record_cmd::write_failure(&written) {
+    if let Some(e) = write_failure(&written) {
         return Err(e);
     }
     if !captured {

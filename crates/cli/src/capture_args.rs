@@ -4,9 +4,12 @@
 //! help are written once; each command keeps what only it has or what it
 //! reads otherwise (`--threads`' default, `--function`'s search, `--all`,
 //! `--duration`, the program or the pid). Both turn these into the one
-//! `coldcache_capture::settings::Settings`.
+//! `coldcache_capture::settings::Settings`: [`CaptureArgs::check`] checks
+//! what they share before the program runs, in one order, and the
+//! functions below turn single options into the library's settings
+//! (reserves, the call window, allocators, the rseq policy).
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use coldcache_sim::HierarchyConfig;
 use std::path::PathBuf;
@@ -144,7 +147,222 @@ impl CaptureArgs {
             &self.cache,
             crate::cache_choice::MISS_CLASSES_OF_A_CAPTURE,
         )?;
-        let name = crate::record_cmd::cache_name(&self.cache, [&self.i1, &self.d1, &self.ll]);
+        let name = cache_name(&self.cache, [&self.i1, &self.d1, &self.ll]);
         Ok((cfg, name))
     }
+
+    /// Checks what `record` and `attach` share, before the program runs
+    /// (or is attached to), in this order: the cache, `-o` and `--trace`
+    /// (not standard output, writable: the whole run is lost if the dump
+    /// cannot be written at its end), the reserves, the trigger signal,
+    /// the schedule and the thread cores.
+    pub(crate) fn check(&self) -> Result<Checked> {
+        let (cfg, cache_name) = self.cache()?;
+        // The library links no configuration parser: it gets the resolved
+        // configuration as JSON (and writes its TOML into the dump itself).
+        let cache_json = serde_json::to_string(&cfg).context("cache configuration as JSON")?;
+        crate::refuse_stdout("-o", &self.output)?;
+        if let Some(t) = &self.trace {
+            crate::refuse_stdout("--trace", t)?;
+        }
+        let cwd = std::env::current_dir()?;
+        let output = cwd.join(&self.output);
+        crate::record_cmd::check_output(&output).context("-o")?;
+        let trace = self.trace.as_ref().map(|t| cwd.join(t));
+        if let Some(t) = &trace {
+            crate::record_cmd::check_output(t).context("--trace")?;
+        }
+        let reserves = reserves(&self.reserve, &self.memory, &cfg, trace.is_some())?;
+        let trigger_signal =
+            crate::trigger_cmd::trigger_signal(&self.trigger_signal).context("--trigger-signal")?;
+        check_schedule(&self.schedule)?;
+        for tc in &self.thread_core {
+            let ok = tc
+                .split_once('=')
+                .is_some_and(|(t, c)| t.parse::<u32>().is_ok() && c.parse::<u32>().is_ok());
+            if !ok {
+                bail!("--thread-core {tc}: expected TID=CORE");
+            }
+        }
+        Ok(Checked {
+            cache_name,
+            cache_json,
+            output,
+            trace,
+            reserves,
+            trigger_signal,
+        })
+    }
+}
+
+/// What [`CaptureArgs::check`] found and resolved.
+pub(crate) struct Checked {
+    /// The name the dump carries (the overrides are part of it).
+    pub cache_name: String,
+    /// The configuration as JSON, for the library.
+    pub cache_json: String,
+    /// `-o`, absolute (joined to the working directory).
+    pub output: PathBuf,
+    /// `--trace`, absolute.
+    pub trace: Option<PathBuf>,
+    /// `--reserve` and `--memory` as the library's reserves setting.
+    pub reserves: Option<String>,
+    /// `--trigger-signal`'s number.
+    pub trigger_signal: i32,
+}
+
+/// Resolves a program name like the shell does.
+/// `COLDCACHE_RSEQ_COMMIT` for the library: "1" when the running kernel's
+/// configuration (`/proc/config.gz`, else `/boot/config-RELEASE`) is
+/// readable and does not check rseq at every system call's exit
+/// (`CONFIG_DEBUG_RSEQ`, under which the trap engine's armed commits would
+/// kill the program; `capture/src/rseq.rs`), else "0".
+pub(crate) fn rseq_commit_setting() -> &'static str {
+    use std::io::Read;
+    let mut config = String::new();
+    let read = std::fs::File::open("/proc/config.gz").is_ok_and(|f| {
+        flate2::read::GzDecoder::new(f)
+            .read_to_string(&mut config)
+            .is_ok()
+    }) || std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .and_then(|r| std::fs::read_to_string(format!("/boot/config-{}", r.trim())).ok())
+        .map(|c| config = c)
+        .is_some();
+    if read && config.contains("\nCONFIG_RSEQ=y") && !config.contains("\nCONFIG_DEBUG_RSEQ=y") {
+        "1"
+    } else {
+        "0"
+    }
+}
+
+/// The `--reserve` and `--memory` of `record` or `attach` as the library's
+/// `COLDCACHE_RESERVES`, checked (what the tables may cost) before the
+/// program runs.
+pub(crate) fn reserves(
+    reserve: &Option<String>,
+    memory: &Option<String>,
+    cfg: &coldcache_sim::HierarchyConfig,
+    trace: bool,
+) -> Result<Option<String>> {
+    let mut r = coldcache_capture::Reserves::default();
+    if let Some(spec) = reserve {
+        r = coldcache_capture::capi::parse_reserves(spec, r)
+            .map_err(anyhow::Error::msg)
+            .context("--reserve")?;
+    }
+    if let Some(m) = memory {
+        r.memory = coldcache_capture::capi::parse_size(m)
+            .map_err(anyhow::Error::msg)
+            .context("--memory")?;
+    }
+    let what = if reserve.is_some() {
+        "--reserve"
+    } else {
+        "--memory"
+    };
+    coldcache_capture::check_reserves(&r, cfg, trace)
+        .map_err(anyhow::Error::msg)
+        .context(what)?;
+    Ok(match (reserve, memory.is_some().then_some(r.memory)) {
+        (None, None) => None,
+        (Some(s), None) => Some(s.clone()),
+        (None, Some(m)) => Some(format!("memory={m}")),
+        (Some(s), Some(m)) => Some(format!("{s},memory={m}")),
+    })
+}
+
+/// The name a dump carries for `--cache CACHE` with the `--I1/--D1/--LL`
+/// overrides `geometry` (they are part of it), as `record` and `attach`
+/// name it.
+pub(crate) fn cache_name(cache: &str, geometry: [&Option<String>; 3]) -> String {
+    ["--I1", "--D1", "--LL"]
+        .into_iter()
+        .zip(geometry)
+        .filter_map(|(o, v)| v.as_ref().map(|v| format!(" {o} {v}")))
+        .fold(cache.to_string(), |name, o| name + &o)
+}
+
+/// `--schedule`, checked before the program runs (`record`, `attach`).
+pub(crate) fn check_schedule(schedule: &str) -> Result<()> {
+    if coldcache_capture::Schedule::parse(schedule).is_none() {
+        bail!(
+            "--schedule {schedule}: expected `os`, `serial` or `serial=QUANTUM` (instructions per turn, 1 or more)"
+        );
+    }
+    Ok(())
+}
+
+/// The calls a `--function` capture takes, `(first, count)`, from `--call
+/// N` / `--calls K` (default: the first call), with `--warm-calls`
+/// checked against them (`record`, `attach`).
+pub(crate) fn call_window(
+    call: Option<u64>,
+    calls: Option<u64>,
+    warm_calls: Option<&str>,
+) -> Result<(u64, u64)> {
+    let (first, count) = match (call, calls) {
+        (Some(n), _) => (n, 1),
+        (None, Some(k)) => (1, k),
+        (None, None) => (1, 1),
+    };
+    if first == 0 || count == 0 {
+        bail!("--call and --calls count from 1");
+    }
+    if let Some(w) = warm_calls {
+        let ok = w == "all" || w.parse::<u64>().is_ok_and(|k| k > 0);
+        if !ok {
+            bail!("--warm-calls {w}: expected a number of calls (1 or more) or `all`");
+        }
+        if first == 1 {
+            bail!(
+                "--warm-calls warms the cache with the calls before --call N; \
+                 with --call 1 there are none"
+            );
+        }
+    }
+    Ok((first, count))
+}
+
+/// `--allocator NAME=KIND`s as `COLDCACHE_ALLOCATORS` (`None` for none):
+/// each kind checked, each name found (`resolve`: in the program and its
+/// libraries, as `--function` names are) before the run.
+pub(crate) fn allocator_setting(
+    specs: &[String],
+    resolve: impl Fn(&str) -> Result<crate::record_function::Resolved>,
+) -> Result<Option<String>> {
+    use coldcache_capture::objects::USER_KINDS;
+    let mut out = Vec::new();
+    for spec in specs {
+        let kinds = || {
+            USER_KINDS
+                .iter()
+                .map(|k| format!("{} ({})", k.0, k.2))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let Some((name, kind)) = spec.rsplit_once('=') else {
+            bail!(
+                "--allocator {spec}: expected NAME=KIND, KIND one of {}",
+                kinds()
+            );
+        };
+        if !USER_KINDS.iter().any(|k| k.0 == kind) {
+            bail!(
+                "--allocator {spec}: unknown kind {kind:?}; one of {}",
+                kinds()
+            );
+        }
+        let r = resolve(name)?;
+        if let Some(note) = &r.note {
+            coldcache_fsio::say!("coldcache: {note}");
+        }
+        out.push(format!(
+            "{}\x1f{kind}\x1f{}\x1f{:x}",
+            r.raw,
+            r.module.display(),
+            r.address
+        ));
+    }
+    Ok((!out.is_empty()).then(|| out.join("\x1e")))
 }

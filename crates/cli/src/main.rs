@@ -20,8 +20,10 @@ mod record_progress;
 mod report_cmd;
 mod resolve_cmd;
 mod sim_cmd;
+mod trigger_cmd;
 mod ui_cmd;
 mod valgrind_cmd;
+mod written;
 mod zones_cmd;
 
 use clap::{Parser, Subcommand};
@@ -49,7 +51,7 @@ enum Command {
     /// Embed symbols (names, inlined frames, lines, instruction bytes) in a dump.
     Resolve(resolve_cmd::ResolveArgs),
     /// Start or stop a capture in a program run by `record --signal`.
-    Trigger(record_cmd::TriggerArgs),
+    Trigger(trigger_cmd::TriggerArgs),
     /// Measure this machine's caches by timing, and compare with sysfs/CPUID.
     Probe(Box<probe_cmd::ProbeArgs>),
     /// Zones and spikes: view a zones recording, or record a program.
@@ -74,7 +76,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Record(args) => record_cmd::run(*args),
         Command::Attach(args) => attach_cmd::run(*args),
         Command::Resolve(args) => resolve_cmd::run(args),
-        Command::Trigger(args) => record_cmd::trigger(args),
+        Command::Trigger(args) => trigger_cmd::trigger(args),
         Command::Probe(args) => probe_cmd::run(*args),
         Command::Zones(args) => zones_cmd::run(*args),
         Command::Report(args) => report_cmd::report(*args),

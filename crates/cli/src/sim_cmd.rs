@@ -290,7 +290,7 @@ fn resimulate(args: &SimArgs) -> Result<()> {
     }
     for (dump, out) in dumps.iter().zip(&args.output) {
         crate::write_output(out, &dump.to_bytes())?;
-        let text = crate::record_cmd::summary(dump, out);
+        let text = crate::written::summary(dump, out);
         coldcache_fsio::sigpipe::say(format_args!(
             "{}",
             text.replacen("capture written", "re-simulated dump written", 1)

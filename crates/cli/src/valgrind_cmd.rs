@@ -844,7 +844,7 @@ fn log_head(o: &VgOptions, d: &coldcache_dump::Dump, collected: Option<&[String]
     if o.trace_children {
         notes.push("--trace-children=yes: child processes run, not profiled".into());
     }
-    if crate::record_cmd::one_core_warning(d).is_some() {
+    if crate::written::one_core_warning(d).is_some() {
         notes.push(format!(
             "{} threads traced, run as the OS ran them, on one simulated core (as \
              Valgrind's caches: no coherence traffic)",

@@ -584,7 +584,7 @@ fn ended(status: &std::process::ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (_, Some(sig)) => format!(
             "was killed by signal {sig} ({}) before writing its recording",
-            crate::record_cmd::signal_name(sig)
+            crate::trigger_cmd::signal_name(sig)
         ),
         (Some(c), _) => format!("exited with status {c} without writing its recording"),
         _ => "ended without writing its recording".to_string(),
