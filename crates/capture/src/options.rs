@@ -609,38 +609,40 @@ pub fn parse_reserves(spec: &str, mut r: Reserves) -> Result<Reserves, String> {
     Ok(r)
 }
 
-/// A size in bytes: a number with an optional binary unit, `K`, `M`, `G`
-/// or `T` (`KiB`, `MB`... are the same: powers of 1024), at least 1 MiB.
+/// A memory budget in bytes (`--memory`, `--reserve memory=`): a size as
+/// cache sizes are written (`coldcache_config_slim::parse_size`: a whole
+/// number of bytes, binary units up to `T`), at least 1 MiB.
 pub fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let digits = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(digits);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (for example 512M, 4G)"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        "t" | "tb" | "tib" => 40,
-        _ => return Err(format!("`{s}`: unknown unit (K, M, G or T)")),
-    };
-    let bytes = v * (1u64 << shift) as f64;
-    if !bytes.is_finite() || bytes >= usize::MAX as f64 {
-        return Err(format!("`{s}` is too large"));
+    let bytes = coldcache_config_slim::parse_size(s).map_err(|e| e.to_string())?;
+    let bytes = usize::try_from(bytes).map_err(|_| format!("{s:?} is too large"))?;
+    if bytes < 1 << 20 {
+        return Err(format!("{s:?} is less than 1M"));
     }
-    if bytes < (1 << 20) as f64 {
-        return Err(format!("`{s}` is less than 1M"));
-    }
-    Ok(bytes as usize)
+    Ok(bytes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Budgets are read as cache sizes are (hand-computed bytes), and
+    /// under 1 MiB is refused by name.
+    #[test]
+    fn memory_budgets_are_sizes_of_at_least_one_mebibyte() {
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("1.5G"), Ok(3 << 29));
+        assert_eq!(parse_size("2T"), Ok(2 << 40));
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        for (text, why) in [
+            ("512K", "\"512K\" is less than 1M"),
+            ("0.5M", "\"0.5M\" is less than 1M"),
+            ("1.3K", "\"1.3K\" is not a whole number of bytes"),
+            ("4Q", "\"4Q\" is not a size (expected bytes"),
+        ] {
+            let e = parse_size(text).unwrap_err();
+            assert!(e.starts_with(why), "{text}: {e}");
+        }
+    }
 
     fn jaguar() -> coldcache_sim::HierarchyConfig {
         coldcache_sim::presets::by_name("jaguar").expect("the jaguar preset")

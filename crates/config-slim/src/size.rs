@@ -1,9 +1,12 @@
 //! Byte sizes as people write them: `32768`, `"48K"`, `"48KiB"`, `"2M"`,
-//! `"1.25MiB"`, `"1G"`. Every unit is binary (K = KiB = 1024), as cache sizes
-//! always are; the result must be a whole number of bytes.
+//! `"1.25MiB"`, `"1G"`, `"1T"`. Every unit is binary (K = KiB = 1024), as
+//! cache sizes always are; the result must be a whole number of bytes. The
+//! one size parser of the workspace's configurations and capture budgets
+//! (`--memory`, `--reserve memory=`); the zones library, which links none
+//! of this, reads its arena size itself.
 
 /// The units [`parse_size`] accepts, for error messages.
-pub const SIZE_UNITS: &str = "bytes, or a number with K, KiB, M, MiB, G, GiB";
+pub const SIZE_UNITS: &str = "bytes, or a number with K, KiB, M, MiB, G, GiB, T, TiB";
 
 /// A string that is not a size, with the reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -24,7 +27,7 @@ fn not_a_size(text: &str) -> SizeError {
 
 /// Parses a byte size: a whole number of bytes (`"32768"`, `"32768B"`), or a
 /// number, optionally with a decimal fraction, followed by a binary unit
-/// `K`/`KiB`/`KB`, `M`/`MiB`/`MB` or `G`/`GiB`/`GB` (any letter case, an
+/// `K`/`KiB`/`KB`, `M`/`MiB`/`MB`, `G`/`GiB`/`GB` or `T`/`TiB`/`TB` (any letter case, an
 /// optional space before the unit). `"1.25MiB"` is 1310720 bytes; `"1.3K"` is
 /// an error because it is not a whole number of bytes.
 pub fn parse_size(text: &str) -> Result<u64, SizeError> {
@@ -39,6 +42,7 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
         "k" | "kb" | "kib" => 10,
         "m" | "mb" | "mib" => 20,
         "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
         _ => return Err(not_a_size(text)),
     };
     let (int, frac) = match num.split_once('.') {
@@ -116,6 +120,8 @@ mod tests {
             ("4.K", 4096),
             ("1G", 1 << 30),
             ("1GiB", 1 << 30),
+            ("2T", 2 << 40),
+            ("1.5TiB", 3 << 39),
             ("  16K ", 16 << 10),
             ("32768K", 32 << 20),
         ];
@@ -129,7 +135,7 @@ mod tests {
         let cases: &[(&str, &str)] = &[
             (
                 "48Q",
-                "\"48Q\" is not a size (expected bytes, or a number with K, KiB, M, MiB, G, GiB)",
+                "\"48Q\" is not a size (expected bytes, or a number with K, KiB, M, MiB, G, GiB, T, TiB)",
             ),
             ("", "\"\" is not a size"),
             ("K", "\"K\" is not a size"),

@@ -30,7 +30,7 @@ use crate::suggest::closest;
 ///
 /// Displays as `FILE[:LINE]: [KEY: ]PROBLEM`, e.g.
 /// `caches/x.toml:7: level[1].size: "48Q" is not a size (expected bytes, or a
-/// number with K, KiB, M, MiB, G, GiB)`.
+/// number with K, KiB, M, MiB, G, GiB, T, TiB)`.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub struct FileError {
     /// The file as it was named (for text parsed from memory, its label).

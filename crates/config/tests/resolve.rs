@@ -77,7 +77,7 @@ fn paths_are_files() {
     assert_eq!(
         e.to_string(),
         format!(
-            "{}:3: level[0].size: \"48Q\" is not a size (expected bytes, or a number with K, KiB, M, MiB, G, GiB)",
+            "{}:3: level[0].size: \"48Q\" is not a size (expected bytes, or a number with K, KiB, M, MiB, G, GiB, T, TiB)",
             bad.display()
         )
     );

@@ -219,7 +219,7 @@ fn error_messages() {
         // A size that is not one.
         (
             "[[level]]\nlevel = 1\nsize = \"48Q\"\nassoc = 8\n",
-            r#"caches/x.toml:3: level[0].size: "48Q" is not a size (expected bytes, or a number with K, KiB, M, MiB, G, GiB)"#,
+            r#"caches/x.toml:3: level[0].size: "48Q" is not a size (expected bytes, or a number with K, KiB, M, MiB, G, GiB, T, TiB)"#,
         ),
         (
             "[[level]]\nlevel = 1\nsize = \"1.3K\"\nassoc = 8\n",
