@@ -16,8 +16,9 @@
 //! children are one unit); block comments and `//` inside a string literal
 //! are not understood (none of them hides an import today).
 
+mod sources;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 /// The layers, lowest first. Within a layer imports may go either way (no
 /// circle all the same); across layers only down.
@@ -114,23 +115,10 @@ fn module_of(rel: &str) -> String {
 
 /// Every module of `src/`, with its stripped source.
 fn sources() -> BTreeMap<String, String> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut out = BTreeMap::new();
-    let mut dirs = vec![src.clone()];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                dirs.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                let rel = p.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
-                let text = std::fs::read_to_string(&p)
-                    .unwrap_or_else(|e| panic!("reading {}: {e}", p.display()));
-                out.insert(module_of(&rel), strip(&text));
-            }
-        }
-    }
-    out
+    sources::rust_files()
+        .into_iter()
+        .map(|(rel, text)| (module_of(&rel), strip(&text)))
+        .collect()
 }
 
 /// The longest prefix of `path` (segments) that is one of `modules`.

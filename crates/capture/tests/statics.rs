@@ -12,7 +12,9 @@
 //! attributes (`#[...]`) allowed in between. `#[cfg(test)] mod tests`
 //! tails are left out: a test's statics may stay with it.
 
-use std::path::Path;
+mod sources;
+
+use sources::rust_files as sources;
 
 /// The files that may declare statics (paths under `src/`), and why.
 const ALLOWED: &[(&str, &str)] = &[
@@ -94,29 +96,6 @@ fn statics(text: &str) -> Vec<Static> {
             doc: doc.join(" "),
         });
     }
-    out
-}
-
-/// Every `.rs` file of `src/` (path under `src/`, `/`-separated), with its
-/// text.
-fn sources() -> Vec<(String, String)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut out = Vec::new();
-    let mut dirs = vec![src.clone()];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                dirs.push(p);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                let rel = p.strip_prefix(&src).unwrap().to_string_lossy();
-                let text = std::fs::read_to_string(&p)
-                    .unwrap_or_else(|e| panic!("reading {}: {e}", p.display()));
-                out.push((rel.replace('\\', "/"), text));
-            }
-        }
-    }
-    out.sort();
     out
 }
 
