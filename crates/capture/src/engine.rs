@@ -745,6 +745,45 @@ fn finish_soon(uc: &mut libc::ucontext_t, safe_point: bool) {
     }
 }
 
+/// Why the capture must end before the system call of the thread of `uc`
+/// (RIP at a `syscall`): it replaces, unmaps, moves, reprotects or empties
+/// memory of ours, the code cache of a fast-mode capture, the far
+/// region's tables, buffers and stacks, or the library's heap (either way
+/// fast mode is off for the rest of the process). A program
+/// may do so when it believes a range free (a JIT or an allocator that
+/// scanned the address space before, or reserves with `MAP_FIXED`).
+/// Mappings of ours elsewhere (the alternate signal stacks, the library's
+/// own allocator) are not checked.
+fn takes_own_memory(uc: &libc::ucontext_t) -> Option<&'static str> {
+    sysemu::replaced_ranges(uc)
+        .into_iter()
+        .flatten()
+        .find_map(|(start, end)| {
+            let code = crate::jit::in_code_cache(start, end);
+            let far = crate::grow::in_own_regions(start, end);
+            if code || far {
+                // The fast front end keeps chunks, buffers and stacks there
+                // from one capture to the next.
+                crate::jit::memory_taken();
+            }
+            if code && crate::jit::is_on() {
+                Some(
+                    "the program mapped over coldcache's code cache (MAP_FIXED, munmap, mremap, \
+                     mprotect or madvise on its range): the capture stopped before that call, \
+                     and fast mode is off in this process from there on",
+                )
+            } else if far {
+                Some(
+                    "the program mapped over coldcache's own memory (MAP_FIXED, munmap, mremap, \
+                     mprotect or madvise on the ranges from 16 and 32 TiB where coldcache keeps \
+                     its tables and heap): the capture stopped before that call",
+                )
+            } else {
+                None
+            }
+        })
+}
+
 /// At a safe point of a traced thread (a trap or breakpoint hit at a
 /// program instruction, the state STOPPING): writes the dump a handler
 /// could not have written where it interrupted ([`FINISH_PENDING`]).
@@ -924,6 +963,16 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
             STATE.store(STOPPING, Ordering::Release);
             set_tf(uc, false);
             finish_soon(uc, false);
+        }
+        Verdict::Syscall { .. } if takes_own_memory(uc).is_some() => {
+            // The program claims address space that holds ours (issue 33):
+            // the capture is written now, on this thread, before the call
+            // runs; the program then makes it, untraced.
+            s.acc
+                .set_cut_short(takes_own_memory(uc).unwrap_or_default());
+            STATE.store(STOPPING, Ordering::Release);
+            set_tf(uc, false);
+            redirect_to_finish(uc);
         }
         Verdict::Syscall { next } => {
             if let Some((start, end)) = sysemu::code_range_changed(uc) {

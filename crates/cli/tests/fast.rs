@@ -1235,6 +1235,69 @@ fn code_unmapped_remapped_or_rewritten_during_a_capture_runs_anew() {
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
+/// A program that claims address space it believed free at its start
+/// (`MAP_FIXED` or `munmap` over a mapping made since, as a JIT or an
+/// allocator that scanned its maps may; issue 33): where coldcache put its
+/// code cache or its tables, the capture stops before the call, its dump
+/// written and cut short with the reason, and the program goes on with
+/// its own output and exit status (it crashed with SIGSEGV before). In
+/// trap mode there is no code cache to claim: that case captures whole.
+#[test]
+fn a_program_claiming_our_memory_stops_the_capture_and_runs_on() {
+    if !tools_or_skip("a_program_claiming_our_memory_stops_the_capture_and_runs_on") {
+        return;
+    }
+    let bin = build(
+        "tests-programs/capture/mapfixed.c",
+        &["-O1", "-g"],
+        "mapfixed",
+    );
+    let mut bad = Vec::new();
+    for case in ["code", "far", "unmap"] {
+        let mut plain = Command::new(&bin);
+        plain.args(["plain", case]).current_dir(scratch());
+        let plain = with_deadline(plain, 60);
+        assert!(plain.status.success(), "{case}: plain run failed");
+        for mode in ["trap", "fast"] {
+            let dump = scratch().join(format!("mapfixed.{case}.{mode}.ccdump"));
+            for i in 0..3 {
+                let _ = std::fs::remove_file(&dump);
+                let mut c = Command::new(&bin);
+                c.args(["coldcache", case])
+                    .arg(&dump)
+                    .env("COLDCACHE_MODE", mode)
+                    .env("COLDCACHE_QUIET", "1")
+                    .current_dir(scratch());
+                let out = with_deadline(c, 120);
+                if out.status.code() != Some(0) || out.stdout != plain.stdout {
+                    bad.push(format!(
+                        "{case} {mode} run {i}: status {}, output {:?} (plain {:?}) {}",
+                        out.status,
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&plain.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    ));
+                    break;
+                }
+                let d = Dump::from_bytes(&std::fs::read(&dump).unwrap()).unwrap();
+                let cut = d.meta.cut_short.clone().unwrap_or_default();
+                let want = match (case, mode) {
+                    ("code", "trap") => "",
+                    ("code", _) => "the program mapped over coldcache's code cache",
+                    _ => "the program mapped over coldcache's own memory",
+                };
+                if !cut.starts_with(want) || (want.is_empty() && !cut.is_empty()) {
+                    bad.push(format!("{case} {mode} run {i}: cut short {cut:?}"));
+                }
+                if d.meta.instructions == 0 {
+                    bad.push(format!("{case} {mode} run {i}: an empty dump"));
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
 /// `--mode verify` single-steps the translated code and checks every
 /// recorded instruction against the trap model on the live registers: on
 /// every kernel and on a whole program (its first 100,000 instructions

@@ -33,6 +33,9 @@
 
 use std::marker::PhantomData;
 
+/// Where the far region starts (16 TiB).
+pub const FAR_BASE: u64 = 0x1000_0000_0000;
+
 /// Where the next mapping of ours that need not be near code goes: far
 /// below where the kernel places the program's own mappings (top-down
 /// from just under the stack) and far above its heap, so that captures
@@ -40,7 +43,7 @@ use std::marker::PhantomData;
 /// are without them (a library the program loads where it closed another
 /// stays there). Written by any thread or handler that maps (one atomic
 /// add), never reset.
-static FAR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0x1000_0000_0000);
+static FAR: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(FAR_BASE);
 
 /// The start of `len` bytes of the far region no earlier call handed out
 /// (whether they are free is for the caller's `MAP_FIXED_NOREPLACE` to
@@ -50,6 +53,29 @@ pub fn far_address(len: u64) -> u64 {
         len.next_multiple_of(1 << 21),
         std::sync::atomic::Ordering::Relaxed,
     )
+}
+
+/// Where the preloaded library's own allocator (`libcoldcache`'s
+/// `alloc.rs`) maps its heap (32 TiB), for the reasons of [`FAR`].
+pub const HEAP_BASE: u64 = 0x2000_0000_0000;
+
+/// Where the library's allocator maps next. Written by the allocating
+/// thread (one atomic add, under the allocator's lock), never reset.
+static HEAP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(HEAP_BASE);
+
+/// The start of `len` bytes of the allocator's region no earlier call
+/// handed out (whether they are free is for the caller's
+/// `MAP_FIXED_NOREPLACE` to find out).
+pub fn heap_address(len: u64) -> u64 {
+    HEAP.fetch_add(len, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether `start..end` overlaps what the far region and the allocator's
+/// region handed out so far: every table, buffer and stack of ours that
+/// need not be near code, and the library's heap. Async-signal-safe.
+pub fn in_own_regions(start: u64, end: u64) -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
+    (start < FAR.load(Relaxed) && end > FAR_BASE) || (start < HEAP.load(Relaxed) && end > HEAP_BASE)
 }
 
 pub mod counters;

@@ -80,13 +80,13 @@ impl Default for MmapAlloc {
     }
 }
 
-/// Where the next mapping goes (see the module doc); only moves up.
-static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0x2000_0000_0000);
-
+/// Maps `len` bytes in the allocator's region (`coldcache_capture::grow`'s
+/// `heap_address`, which the capture also checks the program's mappings
+/// against), or anywhere if the region is taken.
 fn map(len: usize) -> *mut u8 {
     let len_aligned = (len + (2 << 20) - 1) & !((2 << 20) - 1);
     for _ in 0..64 {
-        let at = NEXT.fetch_add(len_aligned, Ordering::Relaxed);
+        let at = coldcache_capture::grow::heap_address(len_aligned as u64) as usize;
         // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
         let p = unsafe {
             libc::mmap(

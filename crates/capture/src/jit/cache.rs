@@ -99,6 +99,13 @@ impl CodeCache {
         }
     }
 
+    /// Whether `start..end` overlaps a chunk's executable or writable view.
+    pub(crate) fn overlaps(&self, start: u64, end: u64) -> bool {
+        self.chunks[..self.n]
+            .iter()
+            .any(|c| (start < c.rx + CHUNK && end > c.rx) || (start < c.rw + CHUNK && end > c.rw))
+    }
+
     /// Whether `at` lies in the executable view of a chunk.
     pub(crate) fn contains(&self, at: u64) -> bool {
         self.chunks[..self.n]

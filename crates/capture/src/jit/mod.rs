@@ -73,7 +73,7 @@ use emit::{at, fs, jmp_mem, load, pop, push, store, store_simm32, Asm};
 use iced_x86::{Code, Instruction, Register};
 use state::{
     ACTIVE, DISPATCHES, DISPATCH_ENTRY, DISPATCH_FULL, DISPATCH_SYS, DISPATCH_TRAP, INTERLEAVE,
-    JIT, JIT_LOCK, LOOKUP_GEN, MAPPED, NULL_CONSUMER, RETIRE_FAILED, RUNNERS, SHORT_REPLAYS,
+    JIT, JIT_LOCK, LOOKUP_GEN, MAPPED, NULL_CONSUMER, RETIRE_FAILED, RUNNERS, SHORT_REPLAYS, TAKEN,
     TLS_OFFSET, TRAPPED, TRAPPED_BY, TRAP_JMP,
 };
 use std::cell::UnsafeCell;
@@ -360,6 +360,18 @@ pub(crate) fn invalidate(start: u64, end: u64) {
     });
 }
 
+/// Whether `start..end` overlaps the code cache (handler context).
+pub(crate) fn in_code_cache(start: u64, end: u64) -> bool {
+    with_jit(|j| j.as_ref().is_some_and(|j| j.cache.overlaps(start, end)))
+}
+
+/// A traced thread is about to replace, unmap or reprotect memory the
+/// fast front end keeps from one capture to the next (chunks, buffers,
+/// stacks): no later capture translates ([`TAKEN`]). Handler context.
+pub(crate) fn memory_taken() {
+    TAKEN.store(true, Ordering::Relaxed);
+}
+
 /// See [`MAPPED`] (handler context, before the call).
 pub(crate) fn code_mapped() {
     MAPPED.store(true, Ordering::Release);
@@ -436,6 +448,9 @@ pub(crate) fn prepare(
     let off = tls::offset().ok_or("the translator's thread state is not in static TLS")?;
     if RETIRE_FAILED.load(Ordering::Relaxed) {
         return Err("a translation could not be retired earlier in this process");
+    }
+    if TAKEN.load(Ordering::Relaxed) {
+        return Err("the program mapped over the code cache earlier in this process");
     }
     if xsave_size() > XSAVE_AREA as u32 - 64 {
         return Err("this processor's XSAVE state is larger than the dispatcher reserves");

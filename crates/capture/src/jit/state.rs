@@ -118,6 +118,16 @@ pub(super) static JIT_LOCK: crate::lock::Lock = crate::lock::Lock::new();
 /// translator's lock held).
 pub(super) static RETIRE_FAILED: AtomicBool = AtomicBool::new(false);
 
+/// The program mapped over the code cache (a traced thread's `MAP_FIXED`,
+/// `munmap`, `mremap`, `mprotect` or `madvise` on a chunk, issue 33): the
+/// capture was stopped before the call, and no later capture of this
+/// process translates (its chunks, buffers and stacks are not all ours
+/// any more).
+///
+/// Written by the SIGTRAP handler of the traced thread about to make that
+/// call (`code_cache_taken`); read by `prepare` (program thread).
+pub(super) static TAKEN: AtomicBool = AtomicBool::new(false);
+
 /// A traced thread made a system call that may have mapped code (see
 /// `sysemu::maps_code`): the next step of a traced thread reads
 /// `/proc/self/maps` again ([`trust_mapped_code`](super::trust_mapped_code)).
