@@ -4,7 +4,8 @@
 //! built deferred (`try_new_deferred`: arrays reserved, not written) and
 //! filled only if the engine hands its state over (`fill_deferred`).
 //!
-//! Storage is flat (`sets * ways` entries) so a lookup touches one contiguous
+//! Storage is flat (`sets * ways` entries, a line's set found as every
+//! engine finds it: `sets::Geometry`) so a lookup touches one contiguous
 //! run of tags. The cache remembers the line it touched last, and each set
 //! its most recently used way: a hit on either
 //! (consecutive instruction fetches, fields of one struct, a loop's stack
@@ -20,28 +21,13 @@
 //! time stamp per way instead.
 
 use crate::config::ReplacementPolicy;
+use crate::sets::{Geometry, EMPTY};
 use std::collections::TryReserveError;
 
-/// Addresses from here up may reach the end of the 64-bit address space
-/// (every engine checks this before [`clamp_to_top`]).
-pub(crate) const TOP_REGION: u64 = u64::MAX - (u32::MAX as u64) - 1;
-
-/// The last byte of the 64-bit address space aliases the byte before it:
-/// an access is cut to end at `u64::MAX - 1`, so that `addr + size` never
-/// overflows and no line number equals the tag of an empty way (with
-/// 1-byte lines). Sizes of 0 count as 1. Here, below the engines that use
-/// it (the hierarchy, lean, Jaguar), so none imports another for it.
-#[cold]
-pub(crate) fn clamp_to_top(addr: u64, size: u32) -> (u64, u32) {
-    const LAST: u64 = u64::MAX - 1;
-    let addr = addr.min(LAST);
-    let room = LAST - addr + 1;
-    (addr, u64::from(size.max(1)).min(room) as u32)
-}
-
 /// Tag of an empty way. Line addresses are `addr >> line_shift`, so a real
-/// line can only equal this with a 1-byte line at the last byte of memory.
-pub const INVALID: u64 = u64::MAX;
+/// line can only equal this with a 1-byte line at the last byte of memory
+/// (the empty way of every engine, `sets::EMPTY`).
+pub const INVALID: u64 = EMPTY;
 
 /// The widest set whose order fits a packed recency list.
 pub const MAX_ORDERED_WAYS: usize = 16;
@@ -157,10 +143,8 @@ pub struct Evicted {
 /// A set-associative cache.
 #[derive(Clone, Debug)]
 pub struct Cache {
-    ways: usize,
-    sets: u64,
-    /// `sets - 1` when `sets` is a power of two, else `u64::MAX` (use modulo).
-    set_mask: u64,
+    /// Sets, ways and how a line finds its set (`sets.rs`).
+    geo: Geometry,
     line_shift: u32,
     policy: ReplacementPolicy,
     /// LRU or FIFO with at most [`MAX_ORDERED_WAYS`] ways: `meta` holds
@@ -309,14 +293,14 @@ impl Cache {
             return;
         }
         self.deferred = false;
-        let n = self.sets as usize * self.ways;
-        let sets = self.sets as usize;
+        let n = self.geo.len();
+        let sets = self.geo.sets() as usize;
         // Each array was reserved for exactly the length it gets here
         // (`build`), so none of these resizes allocates.
         self.tags.resize(n, INVALID);
         self.flags.resize(n, 0);
         let m = if self.ordered {
-            initial_order(self.ways)
+            initial_order(self.geo.ways())
         } else {
             0
         };
@@ -347,13 +331,9 @@ impl Cache {
         track_prefetch_ip: bool,
         defer: bool,
     ) -> Result<Cache, TryReserveError> {
+        let geo = Geometry::new(sets, ways);
         let ways = ways as usize;
-        let n = sets as usize * ways;
-        let set_mask = if sets.is_power_of_two() {
-            sets - 1
-        } else {
-            u64::MAX
-        };
+        let n = geo.len();
         let ordered = Cache::is_ordered(policy, ways);
         let (rrpv, rrpv_max) = match policy {
             ReplacementPolicy::Srrip { bits } => {
@@ -389,9 +369,7 @@ impl Cache {
             filled(sets as usize, 0, defer)?
         };
         Ok(Cache {
-            ways,
-            sets,
-            set_mask,
+            geo,
             line_shift,
             policy,
             ordered,
@@ -431,12 +409,12 @@ impl Cache {
     /// Ways per set (associativity).
     #[inline]
     pub fn ways(&self) -> usize {
-        self.ways
+        self.geo.ways()
     }
     /// Number of sets; need not be a power of two.
     #[inline]
     pub fn sets(&self) -> u64 {
-        self.sets
+        self.geo.sets()
     }
     /// Number of lines the cache can hold.
     pub fn capacity(&self) -> usize {
@@ -445,11 +423,7 @@ impl Cache {
 
     #[inline(always)]
     fn set_of(&self, line: u64) -> usize {
-        if self.set_mask != u64::MAX {
-            (line & self.set_mask) as usize
-        } else {
-            (line % self.sets) as usize
-        }
+        self.geo.set_of(line)
     }
 
     /// The most recently used way of `set` (FIFO: the way filled last).
@@ -462,12 +436,12 @@ impl Cache {
     #[inline]
     pub fn find(&self, line: u64) -> Option<usize> {
         let set = self.set_of(line);
-        let base = set * self.ways;
+        let base = set * self.geo.ways();
         let hint = base + self.mru_of(set);
         if self.tags[hint] == line {
             return Some(hint);
         }
-        way_of(&self.tags[base..base + self.ways], line).map(|w| base + w)
+        way_of(&self.tags[base..base + self.geo.ways()], line).map(|w| base + w)
     }
 
     /// Looks `line` up and, on a hit, updates the replacement state as a use.
@@ -479,7 +453,7 @@ impl Cache {
             return Some(self.hit_mru(self.memo_idx));
         }
         let set = self.set_of(line);
-        let base = set * self.ways;
+        let base = set * self.geo.ways();
         let hint = base + self.mru_of(set);
         if self.tags[hint] == line {
             self.memo_line = line;
@@ -498,7 +472,7 @@ impl Cache {
             return Some(self.memo_idx);
         }
         let set = self.set_of(line);
-        let base = set * self.ways;
+        let base = set * self.geo.ways();
         let hint = base + self.mru_of(set);
         if self.tags[hint] == line {
             self.memo_line = line;
@@ -519,7 +493,7 @@ impl Cache {
             return Some(self.memo_idx);
         }
         let set = self.set_of(line);
-        let hint = set * self.ways + self.mru_of(set);
+        let hint = set * self.geo.ways() + self.mru_of(set);
         if self.tags[hint] == line {
             self.memo_line = line;
             self.memo_idx = hint;
@@ -540,7 +514,7 @@ impl Cache {
 
     #[inline(never)]
     fn lookup_scan(&mut self, line: u64, set: usize, base: usize) -> Option<usize> {
-        let w = way_of(&self.tags[base..base + self.ways], line)?;
+        let w = way_of(&self.tags[base..base + self.geo.ways()], line)?;
         let idx = base + w;
         if self.ordered {
             if self.policy == ReplacementPolicy::Lru {
@@ -563,7 +537,7 @@ impl Cache {
                 self.clock += 1;
                 self.stamp[idx] = self.clock;
             }
-            ReplacementPolicy::TreePlru => self.plru_touch(set, idx - set * self.ways),
+            ReplacementPolicy::TreePlru => self.plru_touch(set, idx - set * self.geo.ways()),
             ReplacementPolicy::Srrip { .. } => self.rrpv[idx] = 0,
             _ => {}
         }
@@ -600,7 +574,7 @@ impl Cache {
             let half = span / 2;
             let right = bits & (1 << node) != 0;
             // A right half starting past the last real way holds no way.
-            let go_right = right && lo + half < self.ways;
+            let go_right = right && lo + half < self.geo.ways();
             if go_right {
                 node = node * 2 + 1;
                 lo += half;
@@ -627,17 +601,17 @@ impl Cache {
     fn victim(&mut self, set: usize) -> usize {
         if self.ordered {
             // Empty ways are at the back of the list.
-            return ((self.meta[set] >> (4 * (self.ways - 1))) & 0xF) as usize;
+            return ((self.meta[set] >> (4 * (self.geo.ways() - 1))) & 0xF) as usize;
         }
         self.victim_unordered(set)
     }
 
     fn victim_unordered(&mut self, set: usize) -> usize {
-        let base = set * self.ways;
+        let base = set * self.geo.ways();
         if let ReplacementPolicy::Lru | ReplacementPolicy::Fifo = self.policy {
             // Invalid ways have stamp 0 and valid ones at least 1: one scan
             // finds an invalid way first, else the oldest.
-            let s = &self.stamp[base..base + self.ways];
+            let s = &self.stamp[base..base + self.geo.ways()];
             let (mut best, mut oldest) = (0, s[0]);
             for (w, &t) in s.iter().enumerate().skip(1) {
                 if t < oldest {
@@ -647,7 +621,7 @@ impl Cache {
             }
             return best;
         }
-        if let Some(w) = self.tags[base..base + self.ways]
+        if let Some(w) = self.tags[base..base + self.geo.ways()]
             .iter()
             .position(|&t| t == INVALID)
         {
@@ -656,9 +630,11 @@ impl Cache {
         match self.policy {
             ReplacementPolicy::Lru | ReplacementPolicy::Fifo => unreachable!("handled above"),
             ReplacementPolicy::TreePlru => self.plru_victim(set),
-            ReplacementPolicy::Random { .. } => (self.next_random() % self.ways as u64) as usize,
+            ReplacementPolicy::Random { .. } => {
+                (self.next_random() % self.geo.ways() as u64) as usize
+            }
             ReplacementPolicy::Srrip { .. } => {
-                let r = &mut self.rrpv[base..base + self.ways];
+                let r = &mut self.rrpv[base..base + self.geo.ways()];
                 let oldest = *r.iter().max().unwrap_or(&0);
                 let age = self.rrpv_max - oldest;
                 if age > 0 {
@@ -678,7 +654,7 @@ impl Cache {
         debug_assert!(self.find(line).is_none());
         let set = self.set_of(line);
         let w = self.victim(set);
-        let idx = set * self.ways + w;
+        let idx = set * self.geo.ways() + w;
         let old = std::mem::replace(&mut self.tags[idx], line);
         let old_flags = std::mem::replace(&mut self.flags[idx], flags);
         let evicted = (old != INVALID).then(|| Evicted {
@@ -744,8 +720,8 @@ impl Cache {
         }
         if self.ordered {
             let set = self.set_of(line);
-            let w = (idx - set * self.ways) as u64;
-            self.meta[set] = demote(self.meta[set], w, self.ways);
+            let w = (idx - set * self.geo.ways()) as u64;
+            self.meta[set] = demote(self.meta[set], w, self.geo.ways());
         }
         if self.memo_idx == idx {
             self.memo_line = INVALID;

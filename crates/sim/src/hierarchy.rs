@@ -14,7 +14,9 @@
 //! preset's shape ([`HierarchyConfig::jaguar_shape`]) runs on the Jaguar
 //! engine (`jaguar.rs`) the same way (`leave_jaguar`). [`Hierarchy::new_general`]
 //! builds without either, for comparisons. The instances, their counters
-//! and their lines read the same either way.
+//! and their lines read the same either way. How a line finds its set, the
+//! two engines' recency lists and the constants the three share are in
+//! `sets.rs`.
 //!
 //! On the general caches, [`Hierarchy::access`] (inlined into the caller)
 //! first tries a fast path that returns only what the full walk would:
@@ -34,13 +36,13 @@
 //! refuses what cannot be allocated with a [`ConfigError`] giving the
 //! figure.
 
-use crate::cache::{clamp_to_top, TOP_REGION};
 use crate::cache::{flags, Cache, Evicted};
 use crate::coherence::{LineTable, Owners};
 use crate::config::*;
 use crate::jaguar::{JagCache, Jaguar};
 use crate::lean::{Lean, LeanCache};
 use crate::prefetch::{Candidates, Prefetcher};
+use crate::sets::{self, clamp_to_top, L1_HIT, TOP_REGION};
 use crate::shadow::Shadow;
 use crate::stats::*;
 use crate::*;
@@ -304,7 +306,7 @@ impl HierarchyConfig {
                 let instances = (self.cores / group_of(l, self.cores).max(1)) as u64;
                 let lines = l.sets().saturating_mul(u64::from(l.assoc));
                 total =
-                    total.saturating_add(crate::lean::bytes_for(lines).saturating_mul(instances));
+                    total.saturating_add(sets::tag_bytes(lines, false).saturating_mul(instances));
             }
         }
         if self.jaguar_shape() {
@@ -312,9 +314,8 @@ impl HierarchyConfig {
                 let instances = (self.cores / group_of(l, self.cores).max(1)) as u64;
                 let lines = l.sets().saturating_mul(u64::from(l.assoc));
                 let touched = coherent && l.kind == CacheKind::Data;
-                total = total.saturating_add(
-                    crate::jaguar::bytes_for(lines, touched).saturating_mul(instances),
-                );
+                total =
+                    total.saturating_add(sets::tag_bytes(lines, touched).saturating_mul(instances));
             }
         }
         for p in &self.prefetchers {
@@ -354,9 +355,9 @@ impl HierarchyConfig {
         let each = self.levels.iter().all(|l| {
             l.policy == ReplacementPolicy::Lru
                 && l.write == WritePolicy::WriteBack
-                && l.assoc <= crate::lean::MAX_WAYS
+                && l.assoc <= sets::MAX_WAYS
                 && l.line_size >= 4
-                && l.sets().saturating_mul(u64::from(l.assoc)) <= crate::lean::MAX_LINES
+                && l.sets().saturating_mul(u64::from(l.assoc)) <= sets::MAX_LINES
                 && (1..=2).contains(&l.level)
         });
         let kinds = |n: u8| {
@@ -412,10 +413,10 @@ impl HierarchyConfig {
         let each = self.levels.iter().all(|l| {
             l.policy == ReplacementPolicy::Lru
                 && l.write == WritePolicy::WriteBack
-                && l.assoc <= crate::jaguar::MAX_WAYS
+                && l.assoc <= sets::MAX_WAYS
                 && l.line_size == line
                 && l.line_size >= 4
-                && l.sets().saturating_mul(u64::from(l.assoc)) <= crate::jaguar::MAX_LINES
+                && l.sets().saturating_mul(u64::from(l.assoc)) <= sets::MAX_LINES
         });
         let first = |kind: CacheKind| {
             self.levels
@@ -1028,7 +1029,6 @@ impl Hierarchy {
         accesses: &[Access],
         results: &mut [AccessResult],
     ) {
-        const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
         // The levels below the first, per side, when every level is looked
         // up on every access.
         let below = |p: Path, all: bool| {
@@ -1213,7 +1213,6 @@ impl Hierarchy {
         accesses: &[Access],
         results: &mut [AccessResult],
     ) {
-        const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
         for (a, r) in accesses.iter().zip(results.iter_mut()) {
             let k = a.kind as usize;
             if a.addr < TOP_REGION && k <= AccessKind::ReadModifyWrite as usize {

@@ -26,11 +26,12 @@
 //! sharing when the bytes the copy's core touched and the writer's are
 //! disjoint) and makes the core its sole owner.
 //!
-//! Each set is its tags in recency order, most recent first, with the
-//! dirty bit in the tag's low bit (`line << 1 | dirty`), and for data
-//! first levels the bytes-touched masks moved in step: a hit on a set's
-//! most recent line is an index, a load and a compare; anything else one
-//! pass over the set. Snoops are filtered by inclusion: a module whose
+//! Each set is a tag list (`sets.rs`, shared with the lean engine): its
+//! tags in recency order, most recent first, with the dirty bit in the
+//! tag's low bit (`line << 1 | dirty`), and for data first levels of a
+//! coherent hierarchy the bytes-touched masks moved in step: a hit on a
+//! set's most recent line is an index, a load and a compare; anything else
+//! one pass over the set. Snoops are filtered by inclusion: a module whose
 //! second level lacks the line holds it in none of its first levels.
 //!
 //! Software prefetches, non-temporal stores and flushes are not handled
@@ -39,28 +40,14 @@
 //! never comes back. `tests/properties.rs` (`jaguar_engine_is_exact`)
 //! checks the engine against the general caches.
 
-use crate::cache::{clamp_to_top, flags, Cache, TOP_REGION};
+use crate::cache::Cache;
 use crate::coherence::{LineTable, Owners};
+use crate::sets::{self, clamp_to_top, rotate, Found, Geometry, EMPTY, L1_HIT, TOP_REGION};
 use crate::stats::{CoherenceStats, LevelStats};
 use crate::{Access, AccessKind, AccessResult, ServedBy};
 
-use crate::lean::{reference_set, rotate, Found, EMPTY};
-
-/// The widest set the engine takes: a miss moves every tag of its set.
-pub(crate) const MAX_WAYS: u32 = 32;
-
-/// The largest instance the engine takes, in lines.
-pub(crate) const MAX_LINES: u64 = 1 << 24;
-
-const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
 /// An access straddling two lines, both hits (each line counts).
 const L1_HIT_2: AccessResult = AccessResult::new(ServedBy::L1, 2);
-
-/// Bytes of state the engine needs for an instance of `lines` lines
-/// (`touched`: a data first level of a coherent hierarchy).
-pub(crate) fn bytes_for(lines: u64, touched: bool) -> u64 {
-    lines.saturating_mul(if touched { 16 } else { 8 })
-}
 
 /// One cache instance of the engine.
 pub(crate) struct JagCache {
@@ -68,10 +55,7 @@ pub(crate) struct JagCache {
     off: usize,
     /// Where its masks start in [`Jaguar::touched`], if it keeps them.
     toff: Option<usize>,
-    ways: usize,
-    sets: u64,
-    /// `sets - 1` when `sets` is a power of two, else `u64::MAX` (modulo).
-    set_mask: u64,
+    geo: Geometry,
     /// Lookups by demand kind (fetch, read, write, read-modify-write; the
     /// second level counts fetches and reads only).
     acc: [u64; 4],
@@ -100,13 +84,7 @@ impl JagCache {
         JagCache {
             off: 0,
             toff: touched.then_some(0),
-            ways: ways as usize,
-            sets,
-            set_mask: if sets.is_power_of_two() {
-                sets - 1
-            } else {
-                u64::MAX
-            },
+            geo: Geometry::new(sets, ways),
             acc: [0; 4],
             miss: [0; 4],
             evictions: 0,
@@ -119,19 +97,14 @@ impl JagCache {
     }
 
     fn len(&self) -> usize {
-        self.sets as usize * self.ways
+        self.geo.len()
     }
 
     /// The position of the first way of `line`'s set, relative to the
     /// instance's start.
     #[inline(always)]
     fn set_base(&self, line: u64) -> usize {
-        let set = if self.set_mask != u64::MAX {
-            line & self.set_mask
-        } else {
-            line % self.sets
-        };
-        set as usize * self.ways
+        self.geo.base(line)
     }
 
     /// The counters, as the general caches keep them.
@@ -258,46 +231,27 @@ impl Jaguar {
     fn set_of(&self, i: usize, line: u64) -> std::ops::Range<usize> {
         let c = &self.caches[i];
         let b = c.off + c.set_base(line);
-        b..b + c.ways
+        b..b + c.geo.ways()
     }
 
     /// Whether instance `i` holds `addr`'s line.
     pub(crate) fn contains(&self, i: usize, addr: u64) -> bool {
-        let line = addr >> self.shift;
-        self.tags[self.set_of(i, line)]
-            .iter()
-            .any(|&t| t >> 1 == line)
+        self.holds(i, addr >> self.shift)
     }
 
     /// Every line instance `i` holds, as byte addresses.
     pub(crate) fn lines(&self, i: usize) -> Vec<u64> {
         let c = &self.caches[i];
-        self.tags[c.off..c.off + c.len()]
-            .iter()
-            .filter(|&&t| t != EMPTY)
-            .map(|&t| (t >> 1) << self.shift)
-            .collect()
+        sets::lines(&self.tags[c.off..c.off + c.len()], self.shift)
     }
 
     /// Puts instance `i`'s lines into `c` (empty, of the same geometry)
     /// in the same recency order, with their dirty bits and masks.
     pub(crate) fn install(&self, i: usize, c: &mut Cache) {
         let x = &self.caches[i];
-        for s in 0..x.sets as usize {
-            for w in (0..x.ways).rev() {
-                let p = s * x.ways + w;
-                let t = self.tags[x.off + p];
-                if t == EMPTY {
-                    continue;
-                }
-                let f = if t & 1 != 0 { flags::DIRTY } else { 0 };
-                let (idx, ev) = c.insert(t >> 1, f);
-                debug_assert!(ev.is_none());
-                if let Some(toff) = x.toff {
-                    c.add_touched(idx, self.touched[toff + p]);
-                }
-            }
-        }
+        let tags = &self.tags[x.off..x.off + x.len()];
+        let masks = x.toff.map(|t| &self.touched[t..t + x.len()]);
+        sets::install(tags, masks, x.geo.ways(), c);
     }
 
     /// The table of sole owners, for the general caches at hand-over.
@@ -307,44 +261,22 @@ impl Jaguar {
 
     /// Looks `line` up in instance `i` and makes it the most recent of
     /// its set, ORing `dirty` into it; on a miss fills it (with `dirty`
-    /// and an empty mask), pushing the others back one place. One pass:
-    /// each tag (and mask) moves back until the pass meets the line or
-    /// falls off the end (the victim).
+    /// and an empty mask), pushing the others back one place
+    /// ([`sets::reference`], [`sets::reference_with_masks`]).
     #[inline]
     fn reference(&mut self, i: usize, line: u64, dirty: u64) -> Found {
         let x = &self.caches[i];
         let rel = x.set_base(line);
         let base = x.off + rel;
-        let ways = x.ways;
+        let ways = x.geo.ways();
         let set = &mut self.tags[base..base + ways];
         match x.toff {
-            None => reference_set(set, line, dirty),
+            None => sets::reference(set, line, dirty),
             Some(toff) => {
-                let first = set[0];
-                if first >> 1 == line {
-                    set[0] = first | dirty;
-                    return Found::Hit;
-                }
-                let masks = &mut self.touched[toff + rel..toff + rel + ways];
-                let mut carry = (first, masks[0]);
-                set[0] = line << 1 | dirty;
-                masks[0] = 0;
-                for w in 1..ways {
-                    let here = (set[w], masks[w]);
-                    set[w] = carry.0;
-                    masks[w] = carry.1;
-                    if here.0 >> 1 == line {
-                        set[0] |= here.0 & 1;
-                        masks[0] = here.1;
-                        return Found::Hit;
-                    }
-                    carry = here;
-                }
-                if carry.0 == EMPTY {
-                    Found::Filled
-                } else {
-                    Found::Evicted(carry.0)
-                }
+                let touched = &mut self.touched;
+                sets::reference_with_masks(set, line, dirty, || {
+                    &mut touched[toff + rel..toff + rel + ways]
+                })
             }
         }
     }
@@ -357,38 +289,28 @@ impl Jaguar {
         let x = &self.caches[i];
         let rel = x.set_base(line);
         let base = x.off + rel;
-        let w = self.tags[base..base + x.ways]
-            .iter()
-            .position(|&t| t >> 1 == line)?;
+        let w = sets::position(&self.tags[base..base + x.geo.ways()], line)?;
         Some(self.remove_at(i, rel, w))
     }
 
-    /// Removes way `w` of the set at `rel` of instance `i`.
+    /// Removes way `w` of the set at `rel` of instance `i`, and its mask.
     #[inline(never)]
     fn remove_at(&mut self, i: usize, rel: usize, w: usize) -> (u64, u64) {
         let x = &self.caches[i];
         let base = x.off + rel;
-        let ways = x.ways;
-        let set = &mut self.tags[base..base + ways];
-        let t = set[w];
-        set.copy_within(w + 1.., w);
-        set[ways - 1] = EMPTY;
-        let mut mask = 0;
-        if let Some(toff) = x.toff {
-            let masks = &mut self.touched[toff + rel..toff + rel + ways];
-            mask = masks[w];
-            masks.copy_within(w + 1.., w);
-            masks[ways - 1] = 0;
-        }
+        let ways = x.geo.ways();
+        let t = sets::remove_at(&mut self.tags[base..base + ways], w, EMPTY);
+        let mask = match x.toff {
+            Some(toff) => sets::remove_at(&mut self.touched[toff + rel..toff + rel + ways], w, 0),
+            None => 0,
+        };
         (t, mask)
     }
 
     /// Whether instance `i` holds `line`.
     #[inline]
     fn holds(&self, i: usize, line: u64) -> bool {
-        self.tags[self.set_of(i, line)]
-            .iter()
-            .any(|&t| t >> 1 == line)
+        sets::holds(&self.tags[self.set_of(i, line)], line)
     }
 
     /// Marks `line` dirty in instance `i` if present, with no change of
@@ -396,9 +318,7 @@ impl Jaguar {
     #[inline]
     fn mark_dirty(&mut self, i: usize, line: u64) {
         let r = self.set_of(i, line);
-        if let Some(t) = self.tags[r].iter_mut().find(|t| **t >> 1 == line) {
-            *t |= 1;
-        }
+        sets::mark_dirty(&mut self.tags[r], line);
     }
 
     /// Simulates one demand access (instruction fetch, read, write,
@@ -703,11 +623,11 @@ impl Jaguar {
     /// the always-empty tag after every instance's (the look never hits).
     fn view(&self, i: u16) -> View {
         let x = &self.caches[usize::from(i)];
-        let pow2 = x.set_mask != u64::MAX;
+        let (off, mask, ways) = x.geo.quick(x.off, self.tags.len() - 1);
         View {
-            off: if pow2 { x.off } else { self.tags.len() - 1 },
-            mask: if pow2 { x.set_mask } else { 0 },
-            ways: if pow2 { x.ways } else { 0 },
+            off,
+            mask,
+            ways,
             toff: x.toff.map_or(0, |t| t.wrapping_sub(x.off)),
         }
     }
@@ -920,10 +840,7 @@ impl Jaguar {
     #[inline(always)]
     fn promote(&mut self, v: &View, w: &View, all: bool, line: u64, masks: bool) -> bool {
         let b1 = v.off + (line & v.mask) as usize * v.ways;
-        let Some(p1) = self.tags[b1..b1 + v.ways]
-            .iter()
-            .position(|&t| t >> 1 == line)
-        else {
+        let Some(p1) = sets::position(&self.tags[b1..b1 + v.ways], line) else {
             return false;
         };
         let b2 = w.off + (line & w.mask) as usize * w.ways;
@@ -931,10 +848,7 @@ impl Jaguar {
         if all {
             // Inclusion: the line is below too (unless that level's sets
             // are not a power of two: then the walk does it).
-            match self.tags[b2..b2 + w.ways]
-                .iter()
-                .position(|&t| t >> 1 == line)
-            {
+            match sets::position(&self.tags[b2..b2 + w.ways], line) {
                 Some(p) => p2 = p,
                 None => return false,
             }

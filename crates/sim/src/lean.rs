@@ -9,14 +9,16 @@
 //! access straddling lines counts once (`StraddleMode::Whole`). Cachegrind's own
 //! model and Cache Lab's are of this shape.
 //!
-//! Each set is its tags in recency order, most recent first, with the
-//! dirty bit in the tag's low bit (`line << 1 | dirty`): a first-level hit
-//! on the most recent line of its set is one load and one compare; in the
-//! batch loops a hit further back is a search of the set and a move of the
-//! line to its front; elsewhere, and for a miss, the walk makes one pass
-//! over the set that moves each tag one place back until it meets the line
-//! or falls off the end (Cachegrind's own layout). There are no flags,
-//! side arrays, memo or recency words.
+//! Each set is a tag list (`sets.rs`, shared with the Jaguar engine): its
+//! tags in recency order, most recent first, with the dirty bit in the
+//! tag's low bit (`line << 1 | dirty`): a first-level hit on the most
+//! recent line of its set is one load and one compare; in the batch loops
+//! a hit further back is a search of the set and a move of the line to
+//! its front ([`sets::promote`]); elsewhere, and for a miss, the walk
+//! makes one pass over the set that moves each tag one place back until
+//! it meets the line or falls off the end ([`sets::reference`],
+//! Cachegrind's own layout). There are no flags, side arrays, memo or
+//! recency words.
 //!
 //! The rules are those of the general walk (`Hierarchy::walk_simple`) for
 //! this shape, in the same order: first-level lookups of every line the
@@ -30,38 +32,20 @@
 //! here: the hierarchy hands the engine's state to the general caches
 //! ([`Lean::install`]) before the first one and never comes back.
 
-use crate::cache::{clamp_to_top, flags, Cache, TOP_REGION};
+use crate::cache::Cache;
+use crate::sets::{self, clamp_to_top, promote, Found, Geometry, EMPTY, L1_HIT, TOP_REGION};
 use crate::stats::LevelStats;
 use crate::{Access, AccessKind, AccessResult, ServedBy};
 
-/// Tag of an empty way. Tags are `line << 1 | dirty` with lines of at least
-/// 4 bytes, so `line < 2^62` and no tag has its top bit set.
-pub(crate) const EMPTY: u64 = u64::MAX;
-
 /// No level below the first (an index into [`Lean::caches`]).
 pub(crate) const NONE: u16 = u16::MAX;
-
-/// The widest set the engine takes: a miss moves every tag of its set.
-pub(crate) const MAX_WAYS: u32 = 32;
-
-/// The largest instance the engine takes, in lines: its tags are allocated
-/// beside the general caches (which take over for prefetches and flushes).
-pub(crate) const MAX_LINES: u64 = 1 << 24;
-
-/// Bytes of tags the engine needs for a level of `lines` lines.
-pub(crate) fn bytes_for(lines: u64) -> u64 {
-    lines.saturating_mul(8)
-}
 
 /// One cache instance of the lean engine.
 pub(crate) struct LeanCache {
     /// Where this instance's `sets * ways` tags start in [`Lean`]'s one
     /// array of tags (each set most recent first).
     off: usize,
-    ways: usize,
-    sets: u64,
-    /// `sets - 1` when `sets` is a power of two, else `u64::MAX` (modulo).
-    set_mask: u64,
+    geo: Geometry,
     shift: u32,
     /// For a first-level instance, the smaller of its line shift and that
     /// of the level below (set by [`Lean::try_new`]): an access within one
@@ -77,84 +61,13 @@ pub(crate) struct LeanCache {
     writebacks: u64,
 }
 
-/// What [`reference_set`] found.
-pub(crate) enum Found {
-    Hit,
-    /// A miss that filled an empty way.
-    Filled,
-    /// A miss that evicted this tag.
-    Evicted(u64),
-}
-
-/// Looks `line` up in `set` (tags most recent first, `line << 1 | dirty`)
-/// and makes it the most recent, ORing `dirty` into it; on a miss fills it
-/// (with `dirty`), pushing the others back one place. One pass: each tag
-/// moves back until the pass meets the line or falls off the end (the
-/// victim). The Jaguar engine's sets without masks share it.
-#[inline(always)]
-pub(crate) fn reference_set(set: &mut [u64], line: u64, dirty: u64) -> Found {
-    let first = set[0];
-    if first >> 1 == line {
-        set[0] = first | dirty;
-        return Found::Hit;
-    }
-    let mut carry = first;
-    set[0] = line << 1 | dirty;
-    for t in set[1..].iter_mut() {
-        let here = *t;
-        *t = carry;
-        if here >> 1 == line {
-            set[0] |= here & 1;
-            return Found::Hit;
-        }
-        carry = here;
-    }
-    if carry == EMPTY {
-        Found::Filled
-    } else {
-        Found::Evicted(carry)
-    }
-}
-
-/// Makes `line`, if `set` holds it, the most recent of `set`, ORing
-/// `dirty` into it: true; false, with nothing changed, if it does not.
-/// The batch loops' first-level hit further back than the first way, with
-/// no walk (the level below is not looked at on a first-level hit).
-#[inline(always)]
-fn promote(set: &mut [u64], line: u64, dirty: u64) -> bool {
-    match set.iter().position(|&t| t >> 1 == line) {
-        Some(p) => {
-            let s = &mut set[..=p];
-            rotate(s);
-            s[0] |= dirty;
-            true
-        }
-        None => false,
-    }
-}
-
-/// Moves the last element of `s` to its front, the others back one place.
-#[inline(always)]
-pub(crate) fn rotate(s: &mut [u64]) {
-    let mut carry = s[s.len() - 1];
-    for x in s.iter_mut() {
-        carry = std::mem::replace(x, carry);
-    }
-}
-
 impl LeanCache {
     /// An empty instance of `sets` sets of `ways` ways of `1 << shift`-byte
     /// lines (its tags are allocated by [`Lean::try_new`]).
     pub(crate) fn new(sets: u64, ways: u32, shift: u32) -> LeanCache {
         LeanCache {
             off: 0,
-            ways: ways as usize,
-            sets,
-            set_mask: if sets.is_power_of_two() {
-                sets - 1
-            } else {
-                u64::MAX
-            },
+            geo: Geometry::new(sets, ways),
             shift,
             walk_shift: shift,
             acc: [0; 4],
@@ -166,55 +79,44 @@ impl LeanCache {
 
     /// Lines this instance holds.
     fn len(&self) -> usize {
-        self.sets as usize * self.ways
+        self.geo.len()
     }
 
     /// The index in the array of tags of the first way of `line`'s set.
     #[inline(always)]
     fn base_of(&self, line: u64) -> usize {
-        let set = if self.set_mask != u64::MAX {
-            line & self.set_mask
-        } else {
-            line % self.sets
-        };
-        self.off + set as usize * self.ways
+        self.off + self.geo.base(line)
     }
 
-    /// Looks `line` up and makes it the most recent of its set, ORing
-    /// `dirty` into it; on a miss fills it (with `dirty`), pushing the
-    /// others back one place. One pass: each tag moves back until the pass
-    /// meets the line or falls off the end (the victim).
+    /// `line`'s set in the array of tags.
+    #[inline(always)]
+    fn set<'t>(&self, tags: &'t mut [u64], line: u64) -> &'t mut [u64] {
+        let base = self.base_of(line);
+        &mut tags[base..base + self.geo.ways()]
+    }
+
+    /// Looks `line` up and makes it the most recent of its set
+    /// ([`sets::reference`]).
     #[inline]
     fn reference(&self, tags: &mut [u64], line: u64, dirty: u64) -> Found {
-        let base = self.base_of(line);
-        reference_set(&mut tags[base..base + self.ways], line, dirty)
+        sets::reference(self.set(tags, line), line, dirty)
     }
 
     /// Marks `line` dirty if present, with no change of recency.
     #[inline]
     fn mark_dirty(&self, tags: &mut [u64], line: u64) {
-        let base = self.base_of(line);
-        if let Some(t) = tags[base..base + self.ways]
-            .iter_mut()
-            .find(|t| **t >> 1 == line)
-        {
-            *t |= 1;
-        }
+        sets::mark_dirty(self.set(tags, line), line);
     }
 
     /// Whether `line` is present.
     fn contains(&self, tags: &[u64], line: u64) -> bool {
         let base = self.base_of(line);
-        tags[base..base + self.ways].iter().any(|&t| t >> 1 == line)
+        sets::holds(&tags[base..base + self.geo.ways()], line)
     }
 
     /// Every line held, as byte addresses.
     fn lines(&self, tags: &[u64]) -> Vec<u64> {
-        tags[self.off..self.off + self.len()]
-            .iter()
-            .filter(|&&t| t != EMPTY)
-            .map(|&t| (t >> 1) << self.shift)
-            .collect()
+        sets::lines(&tags[self.off..self.off + self.len()], self.shift)
     }
 
     /// The counters, as the general caches keep them.
@@ -235,13 +137,8 @@ impl LeanCache {
     /// Puts this instance's lines into `c` (empty, of the same geometry)
     /// in the same recency order, with their dirty bits.
     fn install(&self, tags: &[u64], c: &mut Cache) {
-        for set in tags[self.off..self.off + self.len()].chunks_exact(self.ways) {
-            for &t in set.iter().rev().filter(|&&t| t != EMPTY) {
-                let f = if t & 1 != 0 { flags::DIRTY } else { 0 };
-                let (_, ev) = c.insert(t >> 1, f);
-                debug_assert!(ev.is_none());
-            }
-        }
+        let tags = &tags[self.off..self.off + self.len()];
+        sets::install(tags, None, self.geo.ways(), c);
     }
 }
 
@@ -385,8 +282,6 @@ const ONE_HIT: [u64; 4] = [1, 1 << 16, 1 << 32, 1 << 48];
 /// read-modify-writes.
 const DIRTY: [u64; 4] = [0, 0, 1, 1];
 
-const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
-
 impl Lean {
     /// An engine over `caches` (indexed as the hierarchy's instances) with
     /// per-core first levels and level below `cores`; the allocation error
@@ -419,11 +314,11 @@ impl Lean {
             .map(|c| {
                 [0, 1, 1, 1].map(|side| {
                     let x = &caches[usize::from(c[side])];
-                    let pow2 = x.set_mask != u64::MAX;
+                    let (off, mask, ways) = x.geo.quick(x.off, n);
                     View {
-                        off: if pow2 { x.off } else { n },
-                        mask: if pow2 { x.set_mask } else { 0 },
-                        ways: if pow2 { x.ways } else { 0 },
+                        off,
+                        mask,
+                        ways,
                         shift: x.shift,
                         inst: c[side],
                         hits: 0,
@@ -435,11 +330,15 @@ impl Lean {
             .iter()
             .map(|c| {
                 let (i, d) = (&caches[usize::from(c[0])], &caches[usize::from(c[1])]);
-                let same = i.shift == d.shift && i.sets == d.sets && i.ways == d.ways;
-                (same && i.sets.is_power_of_two() && i.ways.is_power_of_two()).then(|| Uniform {
+                let (gi, gd) = (i.geo, d.geo);
+                let same = i.shift == d.shift && gi.sets() == gd.sets() && gi.ways() == gd.ways();
+                let mask = gi
+                    .pow2_mask()
+                    .filter(|_| same && gi.ways().is_power_of_two())?;
+                Some(Uniform {
                     shift: i.shift,
-                    mask: i.sets - 1,
-                    way_bits: i.ways.trailing_zeros(),
+                    mask,
+                    way_bits: gi.ways().trailing_zeros(),
                     off: [i.off, d.off, d.off, d.off],
                 })
             })

@@ -64,6 +64,7 @@ pub mod lineuse;
 mod prefetch;
 pub mod presets;
 mod rows;
+mod sets;
 mod shadow;
 pub mod stats;
 
