@@ -66,7 +66,10 @@ impl CounterTable {
     #[inline]
     pub fn row(&mut self, r: usize) -> &mut [u64] {
         assert!(r < self.keys.len());
-        self.values.run_mut(r * self.stride, self.stride)
+        // SAFETY: every key pushed has its `stride` values pushed with it
+        // (`row_index`), so `values` holds `keys.len() * stride` entries and
+        // row `r < keys.len()` lies within them.
+        unsafe { self.values.run_mut_unchecked(r * self.stride, self.stride) }
     }
 
     #[inline(always)]
@@ -94,7 +97,8 @@ impl CounterTable {
                     break;
                 }
                 let r = r as usize - 1;
-                if *self.keys.at(r) == key {
+                // SAFETY: an index slot holds a pushed key's number plus one.
+                if *unsafe { self.keys.at_unchecked(r) } == key {
                     return Ok(r);
                 }
                 i = self.index.next(i);

@@ -80,6 +80,14 @@ pub fn in_own_regions(start: u64, end: u64) -> bool {
 
 pub mod counters;
 
+/// A [`GrowVec`] index past its length: a bug of the caller's. Out of line,
+/// so that a check costs the hot paths a compare and a branch never taken.
+#[cold]
+#[inline(never)]
+fn out_of_bounds() -> ! {
+    panic!("GrowVec index out of bounds")
+}
+
 /// A hash of 64 bits to an index, good enough for addresses.
 #[inline]
 pub fn mix(mut x: u64) -> u64 {
@@ -540,32 +548,62 @@ impl<T: Copy> GrowVec<T> {
         unsafe { std::slice::from_raw_parts_mut(self.ptr(), self.len) }
     }
 
-    /// Entry `i` (`i < len`, checked in debug builds).
+    /// Entry `i`; panics unless `i < len` (checked in every build: one
+    /// compare, the panic out of line).
     #[inline(always)]
     pub fn at(&self, i: usize) -> &T {
+        if i >= self.len {
+            out_of_bounds();
+        }
+        // SAFETY: `i < len`, checked above.
+        unsafe { self.at_unchecked(i) }
+    }
+
+    /// Entry `i` without the bound check, for the tables' own probe loops.
+    ///
+    /// # Safety
+    /// `i < len`.
+    #[inline(always)]
+    pub unsafe fn at_unchecked(&self, i: usize) -> &T {
         debug_assert!(i < self.len);
-        // SAFETY: callers pass indices this array gave (below len).
+        // SAFETY: the caller's `i < len`: entry `i` is mapped and written.
         unsafe { &*self.ptr().add(i) }
     }
 
-    /// Entry `i`, mutable (`i < len`).
+    /// Entry `i`, mutable; panics unless `i < len`.
     #[inline(always)]
     pub fn at_mut(&mut self, i: usize) -> &mut T {
-        debug_assert!(i < self.len);
-        // SAFETY: as `at`.
+        if i >= self.len {
+            out_of_bounds();
+        }
+        // SAFETY: `i < len`, checked above; borrowed mutably through `self`.
         unsafe { &mut *self.ptr().add(i) }
     }
 
-    /// Entries `i..i + n`, mutable (`i + n <= len`).
+    /// Entries `i..i + n`, mutable; panics unless `i + n <= len`.
     #[inline(always)]
     pub fn run_mut(&mut self, i: usize, n: usize) -> &mut [T] {
+        if i > self.len || n > self.len - i {
+            out_of_bounds();
+        }
+        // SAFETY: `i + n <= len`, checked above.
+        unsafe { self.run_mut_unchecked(i, n) }
+    }
+
+    /// Entries `i..i + n`, mutable, without the bound check.
+    ///
+    /// # Safety
+    /// `i + n <= len`.
+    #[inline(always)]
+    pub unsafe fn run_mut_unchecked(&mut self, i: usize, n: usize) -> &mut [T] {
         debug_assert!(i + n <= self.len);
         if n == 0 {
             // Nothing mapped yet, perhaps: no slice from a null pointer (a
             // counter table of stride 0 numbers keys only).
             return &mut [];
         }
-        // SAFETY: as `at`, for `n` consecutive entries.
+        // SAFETY: the caller's `i + n <= len`: `n` consecutive entries,
+        // mapped and written, borrowed mutably through `self`.
         unsafe { std::slice::from_raw_parts_mut(self.ptr().add(i), n) }
     }
 
@@ -705,6 +743,30 @@ impl Default for Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The safe accessors check their bound in every build: an index past
+    /// the length is a panic, not a read of whatever lies there.
+    #[test]
+    fn an_index_past_the_length_panics_in_release_too() {
+        let mut b = Budget::new(usize::MAX);
+        let mut v: GrowVec<u64> = GrowVec::new(1 << 20);
+        for i in 0..3 {
+            v.push(i, &mut b).unwrap();
+        }
+        assert_eq!(*v.at(2), 2);
+        assert_eq!(v.run_mut(1, 2), &mut [1, 2]);
+        assert!(std::panic::catch_unwind(|| *v.at(3)).is_err());
+        let mut w = v;
+        assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            w.run_mut(2, 2).len()
+        }))
+        .is_err());
+        assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            w.run_mut(usize::MAX, 2).len()
+        }))
+        .is_err());
+        assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| *w.at_mut(5))).is_err());
+    }
 
     #[test]
     fn a_growvec_keeps_every_entry_across_growth_and_charges_the_budget() {
