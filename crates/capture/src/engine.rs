@@ -785,10 +785,22 @@ fn takes_own_memory(uc: &libc::ucontext_t) -> Option<&'static str> {
 }
 
 /// At a safe point of a traced thread (a trap or breakpoint hit at a
-/// program instruction, the state STOPPING): writes the dump a handler
-/// could not have written where it interrupted ([`FINISH_PENDING`]).
+/// program instruction, the state STOPPING): has the dump written that a
+/// handler could not have written where it interrupted
+/// ([`FINISH_PENDING`]), as [`finish_soon`] would at a safe point: by the
+/// writer thread if there is one, else by this thread, when the library's
+/// allocator is its own (a program instruction may be inside the
+/// program's `malloc`). Never in a forked child (the capture is the
+/// parent's; a vforked one shares the flag).
 fn finish_if_pending(uc: &mut libc::ucontext_t) {
-    if FINISH_PENDING.swap(false, Ordering::AcqRel) {
+    if CAPTURE_PID.load(Ordering::Relaxed) != std::process::id() {
+        return;
+    }
+    if doorbell::has_writer() {
+        if FINISH_PENDING.swap(false, Ordering::AcqRel) {
+            doorbell::post(Command::Finish);
+        }
+    } else if crate::state::own_allocator() && FINISH_PENDING.swap(false, Ordering::AcqRel) {
         redirect_to_finish(uc);
     }
 }
@@ -972,7 +984,12 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 .set_cut_short(takes_own_memory(uc).unwrap_or_default());
             STATE.store(STOPPING, Ordering::Release);
             set_tf(uc, false);
-            redirect_to_finish(uc);
+            if crate::state::own_allocator() {
+                redirect_to_finish(uc);
+            } else {
+                // The call may come from inside the program's `malloc`.
+                finish_soon(uc, false);
+            }
         }
         Verdict::Syscall { next } => {
             if let Some((start, end)) = sysemu::code_range_changed(uc) {

@@ -603,6 +603,9 @@ fn finish_inner() -> Result<Summary, CaptureError> {
         STATE.store(STOPPING, Ordering::Release);
         breakpoint::clear();
     });
+    // This finish is the one a pending request asked for: no traced
+    // thread's last trap redirects into another.
+    crate::state::FINISH_PENDING.store(false, Ordering::Release);
     // Threads waiting for a turn go on (to clear TF).
     crate::schedule::off();
     // Traced threads clear TF at their next trap (the state is no longer

@@ -25,7 +25,8 @@ pub fn ends_process(uc: &libc::ucontext_t) -> Option<&'static str> {
 /// `pkey_mprotect`, and `madvise` with an advice that discards contents
 /// (`MADV_DONTNEED`, `MADV_FREE`, `MADV_REMOVE`, `MADV_DONTNEED_LOCKED`).
 /// The caller checks them against its own memory (issue 33: a program that
-/// claims address space it believes free).
+/// claims address space it believes free). In fast mode translated code
+/// makes `madvise` itself (`jit/sys.rs`): only the trap engine sees it.
 pub fn replaced_ranges(uc: &libc::ucontext_t) -> [Option<(u64, u64)>; 2] {
     let g = &uc.uc_mcontext.gregs;
     let arg = |r: libc::c_int| g[r as usize] as u64;
