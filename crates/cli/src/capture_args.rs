@@ -167,10 +167,10 @@ impl CaptureArgs {
         }
         let cwd = std::env::current_dir()?;
         let output = cwd.join(&self.output);
-        crate::record_cmd::check_output(&output).context("-o")?;
+        crate::output_check::check_output(&output).context("-o")?;
         let trace = self.trace.as_ref().map(|t| cwd.join(t));
         if let Some(t) = &trace {
-            crate::record_cmd::check_output(t).context("--trace")?;
+            crate::output_check::check_output(t).context("--trace")?;
         }
         let reserves = reserves(&self.reserve, &self.memory, &cfg, trace.is_some())?;
         let trigger_signal =

@@ -13,6 +13,7 @@ mod attach_cmd;
 mod cache_choice;
 mod capture_args;
 mod export_cmd;
+mod output_check;
 mod probe_cmd;
 mod record_cmd;
 mod record_function;

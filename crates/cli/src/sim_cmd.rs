@@ -213,7 +213,7 @@ fn resimulate(args: &SimArgs) -> Result<()> {
         }
         // Found out now, not after a long trace was simulated for nothing.
         if a.as_os_str() != "-" {
-            crate::record_cmd::check_output(a).context("-o")?;
+            crate::output_check::check_output(a).context("-o")?;
         }
     }
     let mut targets = Vec::new();

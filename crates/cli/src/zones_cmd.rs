@@ -403,7 +403,7 @@ fn record_cmd(a: RecordArgs) -> Result<()> {
         .unwrap_or_else(|| PathBuf::from(format!("coldcache-{base}.zones")));
     // Found out before the program runs, not after.
     crate::refuse_stdout("-o", &output)?;
-    crate::record_cmd::check_output(&output).context("-o")?;
+    crate::output_check::check_output(&output).context("-o")?;
     let dir = tempfile::Builder::new()
         .prefix("coldcache-zones-")
         .tempdir()

@@ -181,6 +181,27 @@ pub struct Cache {
 }
 
 impl Cache {
+    /// Puts the lines of `tags` (an engine's tag lists of `ways` ways,
+    /// set after set, `sets::EMPTY` for none) into this cache (empty, of
+    /// the same geometry) in the same recency order, with their dirty bits
+    /// and, if given, the bytes touched of `masks` (in step with `tags`):
+    /// an engine handing its state to the general caches.
+    pub(crate) fn install_tags(&mut self, tags: &[u64], masks: Option<&[u64]>, ways: usize) {
+        for (s, set) in tags.chunks_exact(ways).enumerate() {
+            for (w, &t) in set.iter().enumerate().rev() {
+                if t == EMPTY {
+                    continue;
+                }
+                let f = if t & 1 != 0 { flags::DIRTY } else { 0 };
+                let (idx, ev) = self.insert(t >> 1, f);
+                debug_assert!(ev.is_none());
+                if let Some(m) = masks {
+                    self.add_touched(idx, m[s * ways + w]);
+                }
+            }
+        }
+    }
+
     /// A cache of `sets` sets of `ways` ways of `1 << line_shift`-byte lines.
     /// `track_touched` and `track_prefetch_ip` allocate the optional side
     /// arrays.

@@ -251,7 +251,7 @@ impl Jaguar {
         let x = &self.caches[i];
         let tags = &self.tags[x.off..x.off + x.len()];
         let masks = x.toff.map(|t| &self.touched[t..t + x.len()]);
-        sets::install(tags, masks, x.geo.ways(), c);
+        c.install_tags(tags, masks, x.geo.ways());
     }
 
     /// The table of sole owners, for the general caches at hand-over.

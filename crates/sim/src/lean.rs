@@ -138,7 +138,7 @@ impl LeanCache {
     /// in the same recency order, with their dirty bits.
     fn install(&self, tags: &[u64], c: &mut Cache) {
         let tags = &tags[self.off..self.off + self.len()];
-        sets::install(tags, None, self.geo.ways(), c);
+        c.install_tags(tags, None, self.geo.ways());
     }
 }
 

@@ -23,7 +23,6 @@
 //! would have to move too, for every policy. That list and the general
 //! caches' way search (raw line tags, four compared at a time) stay there.
 
-use crate::cache::{flags, Cache};
 use crate::{AccessResult, ServedBy};
 
 /// Addresses from here up may reach the end of the 64-bit address space
@@ -286,26 +285,6 @@ pub(crate) fn lines(tags: &[u64], shift: u32) -> Vec<u64> {
         .filter(|&&t| t != EMPTY)
         .map(|&t| (t >> 1) << shift)
         .collect()
-}
-
-/// Puts the lines of `tags` (tag lists of `ways` ways, set after set) into
-/// `c` (empty, of the same geometry) in the same recency order, with their
-/// dirty bits and, if given, the bytes touched of `masks` (in step with
-/// `tags`).
-pub(crate) fn install(tags: &[u64], masks: Option<&[u64]>, ways: usize, c: &mut Cache) {
-    for (s, set) in tags.chunks_exact(ways).enumerate() {
-        for (w, &t) in set.iter().enumerate().rev() {
-            if t == EMPTY {
-                continue;
-            }
-            let f = if t & 1 != 0 { flags::DIRTY } else { 0 };
-            let (idx, ev) = c.insert(t >> 1, f);
-            debug_assert!(ev.is_none());
-            if let Some(m) = masks {
-                c.add_touched(idx, m[s * ways + w]);
-            }
-        }
-    }
 }
 
 #[cfg(test)]
