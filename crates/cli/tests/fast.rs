@@ -1173,6 +1173,43 @@ fn captures_started_and_stopped_in_one_process_keep_the_output() {
     ));
 }
 
+/// `BIN plain CASE`, uncaptured (a program of its own C API's kind: it
+/// starts and stops its capture itself when told `coldcache`).
+fn plain_run(bin: &Path, case: &str) -> Output {
+    let mut plain = Command::new(bin);
+    plain.args(["plain", case]).current_dir(scratch());
+    with_deadline(plain, 60)
+}
+
+/// `BIN coldcache CASE DUMP` in `mode` (the dump removed first): `Err`
+/// saying how when it does not exit 0 with the uncaptured run's output.
+fn captured_run(
+    bin: &Path,
+    case: &str,
+    mode: &str,
+    dump: &Path,
+    plain: &Output,
+) -> Result<(), String> {
+    let _ = std::fs::remove_file(dump);
+    let mut c = Command::new(bin);
+    c.args(["coldcache", case])
+        .arg(dump)
+        .env("COLDCACHE_MODE", mode)
+        .env("COLDCACHE_QUIET", "1")
+        .current_dir(scratch());
+    let out = with_deadline(c, 120);
+    if out.status.code() != Some(0) || out.stdout != plain.stdout {
+        return Err(format!(
+            "status {}, output {:?} (plain {:?}) {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&plain.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
 /// Code that changes under a running capture: a file mapping unmapped and
 /// replaced at the same address, then made writable and patched (the
 /// system calls a traced thread makes retire what was translated there);
@@ -1189,9 +1226,7 @@ fn code_unmapped_remapped_or_rewritten_during_a_capture_runs_anew() {
     let bin = build("tests-programs/capture/remap.c", &["-O1", "-g"], "remap");
     let mut bad = Vec::new();
     for case in ["remap", "rwx", "memfd"] {
-        let mut plain = Command::new(&bin);
-        plain.args(["plain", case]).current_dir(scratch());
-        let plain = with_deadline(plain, 60);
+        let plain = plain_run(&bin, case);
         assert!(plain.status.success(), "{case}: plain run failed");
         assert!(
             String::from_utf8_lossy(&plain.stdout).ends_with(" 200 200 400 600\n"),
@@ -1202,22 +1237,8 @@ fn code_unmapped_remapped_or_rewritten_during_a_capture_runs_anew() {
         for mode in ["trap", "fast"] {
             let dump = scratch().join(format!("remap.{case}.{mode}.ccdump"));
             for i in 0..5 {
-                let _ = std::fs::remove_file(&dump);
-                let mut c = Command::new(&bin);
-                c.args(["coldcache", case])
-                    .arg(&dump)
-                    .env("COLDCACHE_MODE", mode)
-                    .env("COLDCACHE_QUIET", "1")
-                    .current_dir(scratch());
-                let out = with_deadline(c, 120);
-                if out.status.code() != Some(0) || out.stdout != plain.stdout {
-                    bad.push(format!(
-                        "{case} {mode} run {i}: status {}, output {:?} (plain {:?}) {}",
-                        out.status,
-                        String::from_utf8_lossy(&out.stdout),
-                        String::from_utf8_lossy(&plain.stdout),
-                        String::from_utf8_lossy(&out.stderr)
-                    ));
+                if let Err(e) = captured_run(&bin, case, mode, &dump, &plain) {
+                    bad.push(format!("{case} {mode} run {i}: {e}"));
                     break;
                 }
             }
@@ -1254,29 +1275,13 @@ fn a_program_claiming_our_memory_stops_the_capture_and_runs_on() {
     );
     let mut bad = Vec::new();
     for case in ["code", "far", "unmap"] {
-        let mut plain = Command::new(&bin);
-        plain.args(["plain", case]).current_dir(scratch());
-        let plain = with_deadline(plain, 60);
+        let plain = plain_run(&bin, case);
         assert!(plain.status.success(), "{case}: plain run failed");
         for mode in ["trap", "fast"] {
             let dump = scratch().join(format!("mapfixed.{case}.{mode}.ccdump"));
             for i in 0..3 {
-                let _ = std::fs::remove_file(&dump);
-                let mut c = Command::new(&bin);
-                c.args(["coldcache", case])
-                    .arg(&dump)
-                    .env("COLDCACHE_MODE", mode)
-                    .env("COLDCACHE_QUIET", "1")
-                    .current_dir(scratch());
-                let out = with_deadline(c, 120);
-                if out.status.code() != Some(0) || out.stdout != plain.stdout {
-                    bad.push(format!(
-                        "{case} {mode} run {i}: status {}, output {:?} (plain {:?}) {}",
-                        out.status,
-                        String::from_utf8_lossy(&out.stdout),
-                        String::from_utf8_lossy(&plain.stdout),
-                        String::from_utf8_lossy(&out.stderr)
-                    ));
+                if let Err(e) = captured_run(&bin, case, mode, &dump, &plain) {
+                    bad.push(format!("{case} {mode} run {i}: {e}"));
                     break;
                 }
                 let d = Dump::from_bytes(&std::fs::read(&dump).unwrap()).unwrap();
