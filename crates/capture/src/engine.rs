@@ -31,6 +31,7 @@
 use crate::account::Verdict;
 use crate::breakpoint::{self, BP_ADDR, BP_LAST, REPLANT_TID};
 use crate::doorbell::{self, request_of, Command, Request, TRIGGERED};
+use crate::errno;
 use crate::machine::ContextMachine;
 use crate::memory::write_word;
 use crate::options::{CaptureError, Options};
@@ -294,6 +295,7 @@ pub fn install_stop_signal(sig: i32) -> Result<(), CaptureError> {
 }
 
 extern "C" fn on_trigger_signal(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let _errno = errno::Kept::new();
     // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO handler.
     let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
     let request = request_of(info);
@@ -374,6 +376,7 @@ fn set_tf(uc: &mut libc::ucontext_t, on: bool) {
 }
 
 extern "C" fn on_sync(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let _errno = errno::Kept::new();
     // SAFETY: the kernel passes a valid ucontext_t and siginfo_t to an
     // SA_SIGINFO handler; they live until the handler returns.
     let (uc, own) = unsafe {
@@ -475,6 +478,7 @@ fn is_own_trap(code: i32, rip: u64) -> bool {
 }
 
 extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let _errno = errno::Kept::new();
     // SAFETY: the kernel passes a valid ucontext_t and siginfo_t to an
     // SA_SIGINFO handler; they live until the handler returns.
     let (uc, code) = unsafe { (&mut *(ctx as *mut libc::ucontext_t), (*info).si_code) };
@@ -835,6 +839,7 @@ pub fn set_own_allocator() {
 }
 
 extern "C" fn finish_from_trampoline() {
+    let _errno = errno::Kept::new();
     doorbell::finish_here();
     if EXEC_NEXT.swap(false, Ordering::AcqRel) {
         // The capture is written and nothing traps any more: the program's

@@ -342,6 +342,7 @@ extern "C" fn finish_thunk(_: *mut libc::c_void) {
 
 /// The handler of the fatal signals the program leaves at `SIG_DFL`.
 extern "C" fn on_fatal(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let _errno = crate::errno::Kept::new();
     // SAFETY: the kernel passes a valid ucontext_t to an SA_SIGINFO handler.
     let uc = unsafe { &mut *(ctx as *mut libc::ucontext_t) };
     if matches!(sig, libc::SIGUSR1 | libc::SIGUSR2)

@@ -81,6 +81,7 @@ pub mod capi;
 mod codewrite;
 pub mod doorbell;
 pub mod engine;
+mod errno;
 mod jit;
 mod lifecycle;
 mod lock;

@@ -174,6 +174,11 @@ pub(crate) fn skip_store(
     if ea != Some(field) {
         return false;
     }
+    if value < 0x1000 {
+        // Not a pointer (a store of 0 clears `rseq_cs`): nothing to read,
+        // and no failed read per such store.
+        return false;
+    }
     let word = |o: u64| crate::memory::read_word(value.wrapping_add(o));
     let kept = match (value, word(8), word(16), word(24)) {
         (0, ..) => [0; 5],
@@ -361,6 +366,11 @@ pub(crate) fn stores_descriptor(prev: Option<&Instruction>, i: &Instruction) -> 
         }
         _ => return false,
     };
+    if value < 0x1000 {
+        // Not a pointer (a store of 0 clears `rseq_cs`): nothing to read,
+        // and no failed read per such store.
+        return false;
+    }
     let word = |o: u64| crate::memory::read_word(value.wrapping_add(o));
     let (Some(head), Some(start), Some(len), Some(abort)) = (word(0), word(8), word(16), word(24))
     else {

@@ -187,7 +187,12 @@ extern "C-unwind" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut li
     let (code, uc) = unsafe { ((*info).si_code, &mut *(ctx as *mut libc::ucontext_t)) };
     // A fault the kernel sent is exactly at its instruction; a timer's
     // signal (`SI_KERNEL`, also > 0) comes anywhere.
-    let state = crate::jit::to_program(uc, i < FIRST_ASYNC && code > 0);
+    // Our work before and after the program's handler keeps the errno the
+    // handler sees and the one it leaves (it may also `siglongjmp` away).
+    let state = {
+        let _errno = crate::errno::Kept::new();
+        crate::jit::to_program(uc, i < FIRST_ASYNC && code > 0)
+    };
     if prog[1] & libc::SA_SIGINFO as u64 != 0 {
         type Action = extern "C-unwind" fn(i32, *mut libc::siginfo_t, *mut libc::c_void);
         // SAFETY: the program's handler, installed with SA_SIGINFO.
@@ -200,6 +205,7 @@ extern "C-unwind" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut li
         f(sig);
     }
     if let crate::jit::Interrupted::Translated(b) = state {
+        let _errno = crate::errno::Kept::new();
         // SAFETY: as above.
         crate::jit::resume(unsafe { &mut *(ctx as *mut libc::ucontext_t) }, &b);
     }

@@ -27,6 +27,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "the process's facts, shared state and the doorbell (the accountant \
          itself is the crate coldcache-account, below them all)",
         &[
+            "errno",
             "machine",
             "memory",
             "objects",

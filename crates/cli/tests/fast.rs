@@ -1256,6 +1256,36 @@ fn code_unmapped_remapped_or_rewritten_during_a_capture_runs_anew() {
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
+/// The program's `errno` survives what the capture does in its thread
+/// between a failed call of the program and its read of `errno`: the
+/// translation of new code whose check (a store the translator takes for
+/// an rseq descriptor, pointing at unreadable memory) fails a read of
+/// the process's memory. The truth: `readlink("/")` fails with EINVAL
+/// natively in every round. Before the fix fast mode gave EFAULT in 8 of
+/// 8 rounds (CPython's start-up failed that way); trap mode runs the same
+/// program as a check of the other engine's handlers.
+#[test]
+fn the_programs_errno_is_kept_across_the_capture_work_in_its_thread() {
+    const NAME: &str = "the_programs_errno_is_kept_across_the_capture_work_in_its_thread";
+    if !tools_or_skip(NAME) {
+        return;
+    }
+    let bin = build("tests-programs/capture/errno.c", &["-O2", "-g"], "errno");
+    let plain = plain_run(&bin, "lookalike");
+    assert_eq!(
+        String::from_utf8_lossy(&plain.stdout),
+        "errno kept in 8 of 8 rounds, stop 0\n"
+    );
+    let mut bad = Vec::new();
+    for mode in ["fast", "trap"] {
+        let dump = scratch().join(format!("errno.{mode}.ccdump"));
+        if let Err(e) = captured_run(&bin, "lookalike", mode, &dump, &plain) {
+            bad.push(format!("{mode}: {e}"));
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
 /// A program that claims address space it believed free at its start
 /// (`MAP_FIXED` or `munmap` over a mapping made since, as a JIT or an
 /// allocator that scanned its maps may; issue 33): where coldcache put its

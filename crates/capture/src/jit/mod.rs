@@ -861,6 +861,7 @@ extern "C" fn dispatch(frame: *mut Frame) {
         }
     }
     DISPATCHES.fetch_add(1, Ordering::Relaxed);
+    let _errno = crate::errno::Kept::new();
     // The rest takes locks: a signal handler of the program must not run
     // (and perhaps `siglongjmp` away) while they are held.
     let mask = block_signals();
