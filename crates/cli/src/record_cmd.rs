@@ -231,9 +231,7 @@ pub(crate) fn run_listing(args: RecordArgs, dumps: &mut Vec<PathBuf>) -> Result<
         (Some(f), _) if elf => {
             crate::record_function::resolve(&program, f, "--function", &lib, args.in_dlopen)?
         }
-        (None, true) if elf => {
-            crate::record_function::resolve(&program, "main", "--all", &lib, false)?
-        }
+        (None, true) if elf => crate::record_function::resolve_main(&program, &lib)?,
         _ => None,
     };
     let own_allocators =

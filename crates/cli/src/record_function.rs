@@ -142,6 +142,36 @@ pub fn resolve(
     decide(&files, query, option, true).map(Some)
 }
 
+/// `record --all`: `main`, found as [`resolve`] finds a function; in a
+/// program whose symbol table was stripped (most system binaries), read
+/// from its entry code instead (`coldcache_symbols::functions::
+/// main_from_entry`). A stripped program whose entry code is not the C
+/// library's is refused as before.
+pub fn resolve_main(program: &Path, libcoldcache: &Path) -> Result<Option<Resolved>> {
+    let named = resolve(program, "main", "--all", libcoldcache, false);
+    let Err(e) = named else { return named };
+    let stripped = read_functions(program).is_ok_and(|f| !f.has_symtab);
+    let found = stripped
+        .then(|| coldcache_symbols::functions::main_from_entry(program))
+        .flatten();
+    let (Some(address), Ok(module)) = (found, program.canonicalize()) else {
+        return Err(e.context(
+            "its entry code does not show where main is either (not the C library's _start)",
+        ));
+    };
+    Ok(Some(Resolved {
+        raw: "main".into(),
+        module,
+        address,
+        note: Some(format!(
+            "--all: main found at {address:#x} through the entry code of {} (its symbol table \
+             was stripped, so functions will be named by their addresses where it exports no \
+             symbol)",
+            program.display()
+        )),
+    }))
+}
+
 /// `attach --function`: the function named `query` among `files`, the
 /// program first and then the libraries mapped in the running process
 /// (`/proc/PID/maps`, those it opened with `dlopen` included).

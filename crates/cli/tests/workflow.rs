@@ -350,18 +350,59 @@ fn an_unknown_function_is_refused_before_the_program_runs() {
         .unwrap()
         .success());
     let s = stripped.to_str().unwrap();
-    for (args, says) in [
-        (
-            &["--function", "count_and_sort"][..],
-            "has no symbol table: it was stripped",
-        ),
-        (&["--all"][..], "--all main: no function of that name"),
-    ] {
-        let mut a = args.to_vec();
-        a.extend(["--", s, "once"]);
-        let out = run_with_deadline(record(&dir, &a), "stripped");
-        refused_with(&out, &[says], &format!("stripped {args:?}"));
+    let out = run_with_deadline(
+        record(&dir, &["--function", "count_and_sort", "--", s, "once"]),
+        "stripped",
+    );
+    refused_with(
+        &out,
+        &["has no symbol table: it was stripped"],
+        "stripped --function",
+    );
+}
+
+/// `record --all` on a stripped program (most system binaries: gzip, git,
+/// grep were refused with "no function named main") starts at `main`,
+/// found from the program's entry code: the capture counts what the same
+/// program with its symbol table counts from its named `main`, to the
+/// instruction.
+#[test]
+fn all_on_a_stripped_program_starts_at_main_found_from_its_entry_code() {
+    if !gcc_or_skip("all_on_a_stripped_program_starts_at_main_found_from_its_entry_code") {
+        return;
     }
+    let dir = scratch("stripped_all");
+    let program = build_with("tests-programs/capture/workflow.c", &dir, false);
+    let stripped = dir.join("stripped");
+    std::fs::copy(&program, &stripped).unwrap();
+    assert!(Command::new("strip")
+        .arg(&stripped)
+        .status()
+        .unwrap()
+        .success());
+    let mut counts = Vec::new();
+    for (bin, dump) in [(&program, "named.ccdump"), (&stripped, "stripped.ccdump")] {
+        let out = run_with_deadline(
+            record(
+                &dir,
+                &["--all", "-o", dump, "--", bin.to_str().unwrap(), "once"],
+            ),
+            dump,
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{dump}: {stderr}");
+        if bin == &stripped {
+            assert!(
+                stderr.contains("main found at") && stderr.contains("entry code"),
+                "the stripped run says how main was found: {stderr}"
+            );
+        }
+        let d = load(&dir.join(dump));
+        assert_eq!(d.meta.trigger, "function:main", "{dump}");
+        counts.push(d.meta.instructions);
+    }
+    assert!(counts[0] > 1000, "{counts:?}");
+    assert_eq!(counts[0], counts[1], "named main against stripped main");
 }
 
 /// The mangled name of the symbol of `binary` that `c++filt` demangles

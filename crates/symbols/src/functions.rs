@@ -607,3 +607,164 @@ mod tests {
         );
     }
 }
+
+/// The address of `main` in a program whose symbol table was stripped,
+/// read from its entry code: the C library's `_start` (glibc's
+/// `sysdeps/x86_64/start.S`, as GCC and Clang link it) hands `main` to
+/// `__libc_start_main` in RDI, set before its one `call` by
+/// `lea rdi, [rip+main]` (position-independent), `mov rdi, [rip+GOT]`
+/// (glibc 2.34's PIE, the slot's `R_X86_64_RELATIVE` addend or its bytes
+/// in the file) or `mov edi/rdi, main` (fixed address). `None` when the
+/// entry code is none of these or the address found is not in executable
+/// code (a program with its own `_start`, another C library): the caller
+/// then says so instead of guessing.
+pub fn main_from_entry(path: &Path) -> Option<u64> {
+    let data = crate::elf::read_binary(path).ok()?;
+    main_from_entry_in(&data)
+}
+
+/// [`main_from_entry`] of an ELF file's bytes.
+pub fn main_from_entry_in(data: &[u8]) -> Option<u64> {
+    use iced_x86::{Code, Decoder, DecoderOptions, Mnemonic, OpKind, Register};
+    use object::{Object, ObjectSection, SectionFlags};
+    let file = object::File::parse(data).ok()?;
+    if file.architecture() != object::Architecture::X86_64 {
+        return None;
+    }
+    let entry = file.entry();
+    let exec = |s: &object::Section| match s.flags() {
+        SectionFlags::Elf { sh_flags } => sh_flags & u64::from(object::elf::SHF_EXECINSTR) != 0,
+        _ => false,
+    };
+    let text = file
+        .sections()
+        .find(|s| exec(s) && (s.address()..s.address() + s.size()).contains(&entry))?;
+    let bytes = text.data().ok()?;
+    let from = (entry - text.address()) as usize;
+    let code = &bytes[from..bytes.len().min(from + 128)];
+    let in_code = |a: u64| {
+        file.sections()
+            .any(|s| exec(&s) && (s.address()..s.address() + s.size()).contains(&a))
+    };
+    // The 8 bytes a GOT slot holds once relocated: a RELATIVE relocation's
+    // addend, else the file's bytes there.
+    let slot = |at: u64| -> Option<u64> {
+        if let Some(relocs) = file.dynamic_relocations() {
+            for (offset, r) in relocs {
+                if offset == at {
+                    if let object::RelocationFlags::Elf { r_type } = r.flags() {
+                        if r_type == object::elf::R_X86_64_RELATIVE {
+                            return u64::try_from(r.addend()).ok();
+                        }
+                    }
+                    return None;
+                }
+            }
+        }
+        file.sections().find_map(|s| {
+            let range = s.address()..s.address() + s.size();
+            if !range.contains(&at) {
+                return None;
+            }
+            let d = s.data().ok()?;
+            let o = (at - s.address()) as usize;
+            let b: [u8; 8] = d.get(o..o + 8)?.try_into().ok()?;
+            Some(u64::from_le_bytes(b))
+        })
+    };
+    let mut decoder = Decoder::with_ip(64, code, entry, DecoderOptions::NONE);
+    let mut rdi = None;
+    for _ in 0..32 {
+        if !decoder.can_decode() {
+            return None;
+        }
+        let i = decoder.decode();
+        if i.is_invalid() {
+            return None;
+        }
+        if i.mnemonic() == Mnemonic::Call {
+            return rdi.filter(|&a| in_code(a));
+        }
+        if i.op_count() == 0
+            || i.op0_kind() != OpKind::Register
+            || !matches!(i.op0_register(), Register::RDI | Register::EDI)
+        {
+            continue;
+        }
+        rdi = match i.code() {
+            Code::Lea_r64_m if i.is_ip_rel_memory_operand() => Some(i.ip_rel_memory_address()),
+            Code::Mov_r64_rm64 if i.is_ip_rel_memory_operand() => slot(i.ip_rel_memory_address()),
+            Code::Mov_rm64_imm32 | Code::Mov_r32_imm32 | Code::Mov_r64_imm64 => {
+                Some(i.immediate(1))
+            }
+            // Anything else written to RDI: not the pattern.
+            _ => None,
+        };
+    }
+    None
+}
+
+#[cfg(test)]
+mod main_from_entry_tests {
+    use super::*;
+
+    /// A program built here, and built again stripped: the address read
+    /// from the stripped one's entry code is the symbol table's `main`.
+    fn check(flags: &[&str]) {
+        let dir = std::env::temp_dir().join(format!(
+            "coldcache-main-entry-{}-{}",
+            std::process::id(),
+            flags.join("")
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("m.c");
+        std::fs::write(&src, "int helper(int x) { return x * 3; }\nint main(int argc, char **argv) { (void)argv; return helper(argc) - 3; }\n").unwrap();
+        let bin = dir.join("m");
+        let ok = std::process::Command::new("cc")
+            .args(flags)
+            .arg("-o")
+            .arg(&bin)
+            .arg(&src)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("SKIP: no C compiler");
+            return;
+        }
+        let symbols = read_functions(&bin).unwrap();
+        let main = symbols
+            .functions
+            .iter()
+            .find(|f| f.raw == "main")
+            .expect("main in the symbol table")
+            .address;
+        assert_eq!(main_from_entry(&bin), Some(main), "{flags:?}");
+        let stripped = dir.join("m.stripped");
+        let ok = std::process::Command::new("strip")
+            .arg("-o")
+            .arg(&stripped)
+            .arg(&bin)
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            assert!(!read_functions(&stripped).unwrap().has_symtab);
+            assert_eq!(main_from_entry(&stripped), Some(main), "{flags:?} stripped");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn main_is_found_from_the_entry_code_of_pie_and_fixed_address_programs() {
+        check(&["-O1", "-pie", "-fPIE"]);
+        check(&["-O1", "-no-pie", "-fno-pie"]);
+        // The linker left `mov rdi, [rip+GOT slot]` as glibc's start.S
+        // writes it (a relaxing linker makes it a `lea`).
+        check(&["-O1", "-pie", "-fPIE", "-Wl,--no-relax"]);
+    }
+
+    #[test]
+    fn a_file_that_is_no_program_has_no_main_from_entry() {
+        assert_eq!(main_from_entry_in(b"not an ELF file"), None);
+        assert_eq!(main_from_entry_in(&[]), None);
+    }
+}
