@@ -23,9 +23,6 @@ use coldcache_dump::Meta;
 use std::sync::atomic::Ordering;
 use std::time::{Instant, SystemTime};
 
-/// The instructions the translator's block tables are sized for, at most.
-const JIT_INSTRUCTIONS: usize = 1 << 19;
-
 /// A running capture; stops it when dropped.
 #[must_use = "the capture stops when this guard is dropped"]
 pub struct Capture {
@@ -400,10 +397,6 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
             &stable_code,
             stop_entries,
             cpu,
-            // Its block tables are sized once (blocks past them run under
-            // the trap engine); what the accountant counts is not bounded
-            // by them.
-            reserves.instructions.min(JIT_INSTRUCTIONS),
             options.mode == Mode::Verify,
             matches!(options.schedule, crate::options::Schedule::Serial { .. }),
         );

@@ -1286,6 +1286,42 @@ fn the_programs_errno_is_kept_across_the_capture_work_in_its_thread() {
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
+/// A program with more translated blocks than the translator once kept
+/// (300,000 entries of `nop; ret` in its own text, each called once): its
+/// tables grow, so every block runs translated. Before, they were sized
+/// once for 262,144 blocks and 76,350 instructions of this program ran
+/// under the trap engine (rustc compiling a small file: 12% of 80M).
+#[test]
+fn blocks_past_the_translators_first_tables_still_run_translated() {
+    const NAME: &str = "blocks_past_the_translators_first_tables_still_run_translated";
+    if !tools_or_skip(NAME) {
+        return;
+    }
+    let bin = build(
+        "tests-programs/capture/manyblocks.c",
+        &["-O1", "-g"],
+        "manyblocks",
+    );
+    let plain = plain_run(&bin, "calls");
+    assert_eq!(
+        String::from_utf8_lossy(&plain.stdout),
+        "300000 calls, stop 0\n"
+    );
+    let dump = scratch().join("manyblocks.ccdump");
+    if let Err(e) = captured_run(&bin, "calls", "fast", &dump, &plain) {
+        panic!("{e}");
+    }
+    let d = Dump::from_bytes(&std::fs::read(&dump).unwrap()).unwrap();
+    // Each call runs its `nop` and `ret`.
+    assert!(d.meta.instructions >= 600_000, "{}", d.meta.instructions);
+    let trapped = coldcache_analysis::summary::fast_trapped(&d.meta)
+        .expect("the dump says how many instructions fast mode trapped");
+    assert!(
+        trapped < 1_000,
+        "{trapped} instructions ran under the trap engine"
+    );
+}
+
 /// A program that claims address space it believed free at its start
 /// (`MAP_FIXED` or `munmap` over a mapping made since, as a JIT or an
 /// allocator that scanned its maps may; issue 33): where coldcache put its

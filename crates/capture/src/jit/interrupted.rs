@@ -97,32 +97,33 @@ pub(crate) fn to_program(uc: &mut libc::ucontext_t, fault: bool) -> Interrupted 
     // signal whose handler stops the capture (a fatal one) or a second
     // fault here would wait for ever on the lock this frame holds.
     let mask = super::block_signals();
-    let found = with_jit(|j| {
-        let j = j.as_deref()?;
-        let (id, b) = j
-            .blocks
-            .iter()
-            .enumerate()
-            .find(|(_, b)| b.code != 0 && rip >= b.code && rip < b.code + u64::from(b.len))?;
-        Some((|| {
-            if b.scratch < 0 || b.rep {
-                return None;
-            }
-            let instrs = &j.instrs[b.first as usize..b.first as usize + usize::from(b.count)];
-            let k = instrs
-                .iter()
-                .position(|i| rip <= b.code + u64::from(i.check))?;
-            let at = b.code + u64::from(instrs[k].check);
-            // A fault is at the copy itself; another signal may come
-            // anywhere after the previous copy, or, for the first, anywhere
-            // in the block's head (`translate::Head`).
-            if rip != at && (fault || (k == 0 && b.head_rcx == 0)) {
-                return None;
-            }
-            let head = (k == 0 && rip != at).then(|| (b.code, b.code + u64::from(b.head_rcx)));
-            Some((k, instrs[k].ip, id, b.size, b.scratch, head))
-        })())
-    });
+    let found =
+        with_jit(|j| {
+            let j = j.as_deref()?;
+            let (id, b) =
+                j.blocks.as_slice().iter().enumerate().find(|(_, b)| {
+                    b.code != 0 && rip >= b.code && rip < b.code + u64::from(b.len)
+                })?;
+            Some((|| {
+                if b.scratch < 0 || b.rep {
+                    return None;
+                }
+                let instrs =
+                    &j.instrs.as_slice()[b.first as usize..b.first as usize + usize::from(b.count)];
+                let k = instrs
+                    .iter()
+                    .position(|i| rip <= b.code + u64::from(i.check))?;
+                let at = b.code + u64::from(instrs[k].check);
+                // A fault is at the copy itself; another signal may come
+                // anywhere after the previous copy, or, for the first, anywhere
+                // in the block's head (`translate::Head`).
+                if rip != at && (fault || (k == 0 && b.head_rcx == 0)) {
+                    return None;
+                }
+                let head = (k == 0 && rip != at).then(|| (b.code, b.code + u64::from(b.head_rcx)));
+                Some((k, instrs[k].ip, id, b.size, b.scratch, head))
+            })())
+        });
     super::restore_signals(&mask);
     let (k, ip, id, size, s, head) = match found {
         None => return Interrupted::Native,

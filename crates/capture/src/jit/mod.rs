@@ -64,6 +64,7 @@ pub(crate) use verify::{verify_trap, Verified};
 
 use crate::account::{BlockSlot, Verdict};
 use crate::breakpoint::{self, BP_ADDR};
+use crate::grow::{Budget, GrowVec};
 use crate::model::{CpuFacts, Machine};
 use crate::state::{with_session, ARMED, INSTRUCTIONS, RUNNING, STATE, STOPPING};
 use crate::tls::{self, off, Tls, EPOCH, FAST};
@@ -126,17 +127,33 @@ struct LookupEntry {
 const XSAVE_AREA: i32 = 8192;
 const TF: u64 = 0x100;
 
+/// Blocks the translator keeps at most in one process: past them, code
+/// not translated yet runs under the trap engine (and the summary counts
+/// it as sent back). Its tables grow as blocks are made, by mappings
+/// (`coldcache_grow`, no allocation in the dispatcher), within
+/// [`JIT_MEMORY`]; a large program (rustc with LLVM: about 300,000
+/// blocks in a small compile) once found them full at 262,144 blocks
+/// and ran 12% of its instructions trapped.
+const MAX_BLOCKS: usize = 1 << 24;
+/// Bytes the translator's block tables may map (besides the code cache).
+const JIT_MEMORY: usize = 4 << 30;
+/// Map slots of the block map at first: it doubles as it fills.
+const FIRST_KEYS: usize = 1 << 13;
+
 /// Everything the translator keeps, reserved at [`prepare`].
 struct JitState {
     cache: CodeCache,
     translator: Translator,
-    blocks: Vec<Block>,
-    instrs: Vec<BlockInstr>,
+    blocks: GrowVec<Block>,
+    instrs: GrowVec<BlockInstr>,
     /// What the accountant remembers per instruction (parallel to `instrs`).
-    slots: Vec<BlockSlot>,
-    /// Open addressing: program address → block index + 1 (0: empty).
-    keys: Vec<u64>,
-    vals: Vec<u32>,
+    slots: GrowVec<BlockSlot>,
+    /// Open addressing: program address → block index (keys 0: empty),
+    /// a power of two long, at most four fifths full.
+    keys: GrowVec<u64>,
+    vals: GrowVec<u32>,
+    /// What the tables above may map ([`JIT_MEMORY`]).
+    budget: Budget,
     exec: Vec<(u64, u64)>,
     stop_entries: [u64; 2],
     scratch: [BlockInstr; MAX_INSTRUCTIONS],
@@ -166,27 +183,73 @@ fn mix(x: u64) -> usize {
     (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize
 }
 
+/// Puts `pc → block` in the map `keys`/`vals` (a power of two long, not
+/// full).
+fn insert_into(keys: &mut [u64], vals: &mut [u32], pc: u64, block: u32) {
+    let mask = keys.len() - 1;
+    let mut i = mix(pc) & mask;
+    while keys[i] != 0 {
+        i = (i + 1) & mask;
+    }
+    keys[i] = pc;
+    vals[i] = block;
+}
+
 impl JitState {
     fn lookup(&self, pc: u64) -> Option<usize> {
-        let mask = self.keys.len() - 1;
+        let (keys, vals) = (self.keys.as_slice(), self.vals.as_slice());
+        let mask = keys.len().checked_sub(1)?;
         let mut i = mix(pc) & mask;
         loop {
-            match self.keys[i] {
+            match keys[i] {
                 0 => return None,
-                k if k == pc => return Some(self.vals[i] as usize),
+                k if k == pc => return Some(vals[i] as usize),
                 _ => i = (i + 1) & mask,
             }
         }
     }
 
     fn insert(&mut self, pc: u64, block: usize) {
-        let mask = self.keys.len() - 1;
-        let mut i = mix(pc) & mask;
-        while self.keys[i] != 0 {
-            i = (i + 1) & mask;
+        insert_into(
+            self.keys.as_mut_slice(),
+            self.vals.as_mut_slice(),
+            pc,
+            block as u32,
+        );
+    }
+
+    /// Room for one more block of up to [`MAX_INSTRUCTIONS`], the map
+    /// doubled (its entries placed again) once four fifths full; false
+    /// when [`MAX_BLOCKS`] or [`JIT_MEMORY`] leaves none.
+    fn room_for_a_block(&mut self) -> bool {
+        let b = &mut self.budget;
+        if self.blocks.reserve(1, b).is_err()
+            || self.instrs.reserve(MAX_INSTRUCTIONS, b).is_err()
+            || self.slots.reserve(MAX_INSTRUCTIONS, b).is_err()
+        {
+            return false;
         }
-        self.keys[i] = pc;
-        self.vals[i] = block as u32;
+        if (self.blocks.len() + 1) * 5 < self.keys.len() * 4 {
+            return true;
+        }
+        let n = (self.keys.len() * 2).max(FIRST_KEYS);
+        let mut keys = GrowVec::new(n);
+        let mut vals = GrowVec::new(n);
+        if keys.extend(0u64, n, b).is_err() || vals.extend(0u32, n, b).is_err() {
+            keys.release(b);
+            vals.release(b);
+            return false;
+        }
+        for (&k, &v) in self.keys.as_slice().iter().zip(self.vals.as_slice()) {
+            if k != 0 {
+                insert_into(keys.as_mut_slice(), vals.as_mut_slice(), k, v);
+            }
+        }
+        self.keys.release(b);
+        self.vals.release(b);
+        self.keys = keys;
+        self.vals = vals;
+        true
     }
 
     fn module_end(&self, pc: u64) -> Option<u64> {
@@ -200,15 +263,11 @@ impl JitState {
     /// when it runs under the trap engine.
     fn code_for(&mut self, pc: u64) -> Option<u64> {
         if let Some(b) = self.lookup(pc) {
-            let code = self.blocks[b].code;
+            let code = self.blocks.at(b).code;
             return (code != 0).then_some(code);
         }
         let end = self.module_end(pc)?;
-        // Keep a fifth of the map empty, and room for a full block.
-        if self.blocks.len() == self.blocks.capacity()
-            || self.instrs.len() + MAX_INSTRUCTIONS > self.instrs.capacity()
-            || self.blocks.len() * 5 >= self.keys.len() * 4
-        {
+        if !self.room_for_a_block() {
             return None;
         }
         let id = self.blocks.len();
@@ -236,23 +295,29 @@ impl JitState {
             None => (0, 0, 0, false, 0, -1, Default::default()),
         };
         let first = self.instrs.len() as u32;
-        self.instrs.extend_from_slice(&self.scratch[..count]);
-        self.slots.extend(
-            self.scratch[..count]
-                .iter()
-                .map(|i| BlockSlot::new(i.ip, i.sp_delta)),
-        );
-        self.blocks.push(Block {
-            pc,
-            code,
-            first,
-            count: count as u16,
-            size: size as u16,
-            rep,
-            len,
-            scratch,
-            head_rcx: head.rcx,
-        });
+        let b = &mut self.budget;
+        for i in &self.scratch[..count] {
+            self.instrs.push(*i, b).expect("room made");
+            self.slots
+                .push(BlockSlot::new(i.ip, i.sp_delta), b)
+                .expect("room made");
+        }
+        self.blocks
+            .push(
+                Block {
+                    pc,
+                    code,
+                    first,
+                    count: count as u16,
+                    size: size as u16,
+                    rep,
+                    len,
+                    scratch,
+                    head_rcx: head.rcx,
+                },
+                b,
+            )
+            .expect("room made");
         self.insert(pc, id);
         (code != 0).then_some(code)
     }
@@ -301,16 +366,16 @@ impl JitState {
                 first,
                 count,
                 ..
-            } = self.blocks[b];
+            } = *self.blocks.at(b);
             if code == 0 || count == 0 {
                 continue;
             }
-            let last = self.instrs[first as usize + usize::from(count) - 1].ip;
+            let last = self.instrs.at(first as usize + usize::from(count) - 1).ip;
             if pc < end && last + 15 > start {
                 if !self.translator.retire(pc, code, tls, &mut self.cache) {
                     RETIRE_FAILED.store(true, Ordering::Relaxed);
                 }
-                self.blocks[b].code = 0;
+                self.blocks.at_mut(b).code = 0;
             }
         }
     }
@@ -323,24 +388,24 @@ impl JitState {
         for b in 0..self.blocks.len() {
             let Block {
                 pc, code, count, ..
-            } = self.blocks[b];
+            } = *self.blocks.at(b);
             if code == 0 || count == 0 {
                 continue;
             }
             if !self.translator.retire(pc, code, tls, &mut self.cache) {
                 RETIRE_FAILED.store(true, Ordering::Relaxed);
             }
-            self.blocks[b].code = 0;
+            self.blocks.at_mut(b).code = 0;
         }
-        self.keys.fill(0);
+        self.keys.as_mut_slice().fill(0);
     }
 
     /// Whether the trap engine should keep stepping at `pc`.
     fn stays_trapped(&self, pc: u64) -> bool {
-        debug_assert!(self.lookup(pc).is_none_or(|b| self.blocks[b].pc == pc));
+        debug_assert!(self.lookup(pc).is_none_or(|b| self.blocks.at(b).pc == pc));
         self.module_end(pc).is_none()
             || self.stop_entries.contains(&pc)
-            || self.lookup(pc).is_some_and(|b| self.blocks[b].code == 0)
+            || self.lookup(pc).is_some_and(|b| self.blocks.at(b).code == 0)
     }
 }
 
@@ -441,7 +506,6 @@ pub(crate) fn prepare(
     exec: &[(u64, u64)],
     stop_entries: [u64; 2],
     cpu: CpuFacts,
-    instructions: usize,
     verify: bool,
     serial: bool,
 ) -> Result<(), &'static str> {
@@ -466,14 +530,17 @@ pub(crate) fn prepare(
                 j.blocks.clear();
                 j.instrs.clear();
                 j.slots.clear();
-                j.keys.fill(0);
+                j.keys.as_mut_slice().fill(0);
                 j.cache.clear();
                 j
             }
             Some(j) => {
                 // Blocks stay (a thread of the last capture may still run
                 // one); what the last accountant remembered goes.
-                j.slots.iter_mut().for_each(BlockSlot::forget);
+                j.slots
+                    .as_mut_slice()
+                    .iter_mut()
+                    .for_each(BlockSlot::forget);
                 if j.allocators != crate::objects::fingerprint() {
                     // Translated under another allocator set (object
                     // tracking switched, another `malloc` resolved): their
@@ -483,15 +550,15 @@ pub(crate) fn prepare(
                 j
             }
             None => {
-                let blocks = (instructions / 2).clamp(1 << 12, 1 << 20);
                 *cell = Some(Box::new(JitState {
                     cache: CodeCache::new(),
                     translator: Translator::new(cpu),
-                    blocks: Vec::with_capacity(blocks),
-                    instrs: Vec::with_capacity(blocks * 4),
-                    slots: Vec::with_capacity(blocks * 4),
-                    keys: vec![0; (blocks * 2).next_power_of_two()],
-                    vals: vec![0; (blocks * 2).next_power_of_two()],
+                    blocks: GrowVec::new(MAX_BLOCKS),
+                    instrs: GrowVec::new(MAX_BLOCKS * MAX_INSTRUCTIONS),
+                    slots: GrowVec::new(MAX_BLOCKS * MAX_INSTRUCTIONS),
+                    keys: GrowVec::new(MAX_BLOCKS * 2),
+                    vals: GrowVec::new(MAX_BLOCKS * 2),
+                    budget: Budget::new(JIT_MEMORY),
                     exec: Vec::new(),
                     stop_entries,
                     scratch: [BlockInstr {
@@ -1259,11 +1326,11 @@ fn replay(
             word & 0xffff_ffff,
             (word >> interrupted::PREFIX_SHIFT) as usize,
         );
-        let Some(b) = j.blocks.get(id as usize) else {
+        let Some(b) = j.blocks.as_slice().get(id as usize) else {
             break;
         };
         let range = b.first as usize..b.first as usize + usize::from(b.count);
-        let instrs = &j.instrs[range.clone()];
+        let instrs = &j.instrs.as_slice()[range.clone()];
         let verdict = if prefix != 0 {
             // The instructions that ran before a signal handler took the
             // thread out of the block (`interrupted.rs`), stepped one by
@@ -1301,7 +1368,7 @@ fn replay(
             acc.step_block_watching(
                 tid,
                 rsp,
-                &mut j.slots[range],
+                &mut j.slots.as_mut_slice()[range],
                 &mut m,
                 |k, m| {
                     // SAFETY: `p` starts a complete record of this block.

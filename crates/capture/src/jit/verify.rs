@@ -99,12 +99,12 @@ pub(crate) fn verify_trap(uc: &mut libc::ucontext_t) -> bool {
     let (id, entry_rsp) = unsafe { (*(record as *const u64), *((record + 8) as *const u64)) };
     // The instruction whose check point this is, if any.
     let Some((bi, block_pc)) = with_state(|j| {
-        let b = j.blocks.get(id as usize)?;
+        let b = j.blocks.as_slice().get(id as usize)?;
         if b.code == 0 || rip < b.code {
             return None;
         }
         let first = b.first as usize;
-        j.instrs[first..first + usize::from(b.count)]
+        j.instrs.as_slice()[first..first + usize::from(b.count)]
             .iter()
             .find(|i| b.code + u64::from(i.check) == rip)
             .map(|i| (*i, b.pc))
