@@ -10,7 +10,8 @@
 //! changes what it does. CPython's start-up failed with `OSError: [Errno
 //! 14] Bad address` that way. Each such entry holds a [`Kept`] for its
 //! whole run. A handler of the program that the engine runs from inside
-//! its own (a SIGTRAP or sync signal it sends itself) therefore leaves
+//! its own (a SIGTRAP, sync or stop request signal it sends or takes
+//! itself) therefore leaves
 //! `errno` as the interrupted code had it, as a handler written to POSIX's
 //! advice does; the fault handlers it wraps (`sigfault.rs`) keep it only
 //! around the engine's own work before and after the program's handler.

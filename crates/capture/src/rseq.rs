@@ -174,21 +174,22 @@ pub(crate) fn skip_store(
     if ea != Some(field) {
         return false;
     }
-    if value < 0x1000 {
-        // Not a pointer (a store of 0 clears `rseq_cs`): nothing to read,
-        // and no failed read per such store.
-        return false;
-    }
     let word = |o: u64| crate::memory::read_word(value.wrapping_add(o));
-    let kept = match (value, word(8), word(16), word(24)) {
-        (0, ..) => [0; 5],
-        (cs, Some(start), Some(len), Some(abort)) => {
-            ENTERED.fetch_add(1, Ordering::Relaxed);
-            [cs, switches(), start, start.wrapping_add(len), abort]
-        }
-        // A descriptor we cannot read: the store is made, as natively (the
-        // kernel will find it unreadable too, and end the program).
-        _ => return false,
+    let kept = match value {
+        // The program clears `rseq_cs` (nothing to read there).
+        0 => [0; 5],
+        // No descriptor can lie on the null page: the store is made, as
+        // natively.
+        1..0x1000 => return false,
+        cs => match (word(8), word(16), word(24)) {
+            (Some(start), Some(len), Some(abort)) => {
+                ENTERED.fetch_add(1, Ordering::Relaxed);
+                [cs, switches(), start, start.wrapping_add(len), abort]
+            }
+            // A descriptor we cannot read: the store is made, as natively
+            // (the kernel will find it unreadable too, and end the program).
+            _ => return false,
+        },
     };
     set_kept(kept);
     uc.uc_mcontext.gregs[libc::REG_RIP as usize] = i.next_ip() as i64;

@@ -150,10 +150,14 @@ pub fn resolve(
 pub fn resolve_main(program: &Path, libcoldcache: &Path) -> Result<Option<Resolved>> {
     let named = resolve(program, "main", "--all", libcoldcache, false);
     let Err(e) = named else { return named };
-    let stripped = read_functions(program).is_ok_and(|f| !f.has_symtab);
-    let found = stripped
-        .then(|| coldcache_symbols::functions::main_from_entry(program))
-        .flatten();
+    // Only a `main` missing from a stripped program's tables is looked
+    // for elsewhere (a program the loader cannot load is refused as is).
+    let stripped = read_functions(program).is_ok_and(|f| !f.has_symtab)
+        && format!("{e:#}").contains("no function of that name");
+    if !stripped {
+        return Err(e);
+    }
+    let found = coldcache_symbols::functions::main_from_entry(program);
     let (Some(address), Ok(module)) = (found, program.canonicalize()) else {
         return Err(e.context(
             "its entry code does not show where main is either (not the C library's _start)",

@@ -641,7 +641,7 @@ pub fn main_from_entry_in(data: &[u8]) -> Option<u64> {
         .find(|s| exec(s) && (s.address()..s.address() + s.size()).contains(&entry))?;
     let bytes = text.data().ok()?;
     let from = (entry - text.address()) as usize;
-    let code = &bytes[from..bytes.len().min(from + 128)];
+    let code = bytes.get(from..bytes.len().min(from + 128))?;
     let in_code = |a: u64| {
         file.sections()
             .any(|s| exec(&s) && (s.address()..s.address() + s.size()).contains(&a))
@@ -684,6 +684,11 @@ pub fn main_from_entry_in(data: &[u8]) -> Option<u64> {
         }
         if i.mnemonic() == Mnemonic::Call {
             return rdi.filter(|&a| in_code(a));
+        }
+        if i.flow_control() != iced_x86::FlowControl::Next {
+            // A jump, return or halt before the call: another entry code
+            // (Go's, a program's own `_start`), not read further.
+            return None;
         }
         if i.op_count() == 0
             || i.op0_kind() != OpKind::Register
@@ -760,6 +765,36 @@ mod main_from_entry_tests {
         // The linker left `mov rdi, [rip+GOT slot]` as glibc's start.S
         // writes it (a relaxing linker makes it a `lea`).
         check(&["-O1", "-pie", "-fPIE", "-Wl,--no-relax"]);
+    }
+
+    /// An entry code that jumps before its call (Go's, a program's own
+    /// `_start`) is not read past the jump: no `main` is made up from what
+    /// follows.
+    #[test]
+    fn an_entry_that_jumps_first_gives_no_main() {
+        let dir = std::env::temp_dir().join(format!("coldcache-entry-jmp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("e.c");
+        std::fs::write(
+            &src,
+            "void helper(void) {}\nvoid run(void (*f)(void)) { f(); for (;;) {} }\n\
+             __asm__(\".globl _start\\n_start:\\n jmp go\\n go:\\n \
+             lea helper(%rip), %rdi\\n call run\\n hlt\\n\");\n",
+        )
+        .unwrap();
+        let bin = dir.join("e");
+        let ok = std::process::Command::new("cc")
+            .args(["-O1", "-nostdlib", "-static", "-o"])
+            .arg(&bin)
+            .arg(&src)
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            assert_eq!(main_from_entry(&bin), None);
+        } else {
+            eprintln!("SKIP: no C compiler for a static program");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -140,7 +140,8 @@ const JIT_MEMORY: usize = 4 << 30;
 /// Map slots of the block map at first: it doubles as it fills.
 const FIRST_KEYS: usize = 1 << 13;
 
-/// Everything the translator keeps, reserved at [`prepare`].
+/// Everything the translator keeps: made at the first [`prepare`] of the
+/// process, its tables growing as blocks are made.
 struct JitState {
     cache: CodeCache,
     translator: Translator,
@@ -154,6 +155,10 @@ struct JitState {
     vals: GrowVec<u32>,
     /// What the tables above may map ([`JIT_MEMORY`]).
     budget: Budget,
+    /// A growth was refused: no more blocks are made (a refusal by the
+    /// kernel is not asked again at every instruction, each try taking
+    /// address space).
+    full: bool,
     exec: Vec<(u64, u64)>,
     stop_entries: [u64; 2],
     scratch: [BlockInstr; MAX_INSTRUCTIONS],
@@ -222,6 +227,15 @@ impl JitState {
     /// doubled (its entries placed again) once four fifths full; false
     /// when [`MAX_BLOCKS`] or [`JIT_MEMORY`] leaves none.
     fn room_for_a_block(&mut self) -> bool {
+        if self.full {
+            return false;
+        }
+        let room = self.try_room_for_a_block();
+        self.full = !room;
+        room
+    }
+
+    fn try_room_for_a_block(&mut self) -> bool {
         let b = &mut self.budget;
         if self.blocks.reserve(1, b).is_err()
             || self.instrs.reserve(MAX_INSTRUCTIONS, b).is_err()
@@ -499,8 +513,9 @@ pub(crate) fn in_old_translation(rip: u64) -> bool {
         && with_state(|j| j.cache.contains(rip)).unwrap_or(false)
 }
 
-/// Prepares a fast-mode capture (normal context): reserves the tables,
-/// generates the dispatcher once per process. `exec`: the file-backed
+/// Prepares a fast-mode capture (normal context): makes the translator's
+/// state (or empties it for reuse), generates the dispatcher once per
+/// process. `exec`: the file-backed
 /// executable ranges; `stop_entries`: where a traced thread leaves.
 pub(crate) fn prepare(
     exec: &[(u64, u64)],
@@ -531,6 +546,7 @@ pub(crate) fn prepare(
                 j.instrs.clear();
                 j.slots.clear();
                 j.keys.as_mut_slice().fill(0);
+                j.full = false;
                 j.cache.clear();
                 j
             }
@@ -559,6 +575,7 @@ pub(crate) fn prepare(
                     keys: GrowVec::new(MAX_BLOCKS * 2),
                     vals: GrowVec::new(MAX_BLOCKS * 2),
                     budget: Budget::new(JIT_MEMORY),
+                    full: false,
                     exec: Vec::new(),
                     stop_entries,
                     scratch: [BlockInstr {
@@ -928,11 +945,13 @@ extern "C" fn dispatch(frame: *mut Frame) {
         }
     }
     DISPATCHES.fetch_add(1, Ordering::Relaxed);
-    let _errno = crate::errno::Kept::new();
+    let errno = crate::errno::Kept::new();
     // The rest takes locks: a signal handler of the program must not run
     // (and perhaps `siglongjmp` away) while they are held.
     let mask = block_signals();
     dispatch_slow(frame, t, next, state);
+    // errno first: a signal pending now runs the program's handler.
+    drop(errno);
     restore_signals(&mask);
 }
 
