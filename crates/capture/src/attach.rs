@@ -34,14 +34,15 @@ use std::time::{Duration, Instant};
 /// How long an attach waits for the previous capture's finish to end.
 const FINISH_WAIT: Duration = Duration::from_secs(10);
 
-/// Parses `settings` (one `NAME=VALUE` a line) into a lookup.
+/// Parses `settings` (one `NAME=VALUE` a line, the value written by
+/// [`crate::settings::to_line`]) into a lookup.
 fn settings_map(settings: &str) -> Result<Vec<(String, String)>, String> {
     settings
         .lines()
         .filter(|l| !l.is_empty())
         .map(|l| {
             l.split_once('=')
-                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .map(|(k, v)| (k.to_string(), crate::settings::line_value(v)))
                 .ok_or_else(|| format!("attach settings: line `{l}` is not NAME=VALUE"))
         })
         .collect()

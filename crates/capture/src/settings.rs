@@ -172,6 +172,47 @@ pub struct Settings {
     pub attacher: Option<u32>,
 }
 
+/// A value as one line of `attach`'s settings text: a backslash, a line
+/// feed and a carriage return are written `\\`, `\n` and `\r`, so a
+/// value may hold any of them (a `python3 -c` script in the program's
+/// arguments). [`line_value`] reads it back.
+pub fn to_line(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A value written by [`to_line`], as it was (a backslash before anything
+/// else is kept as it is).
+pub fn line_value(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('\\') => out.push('\\'),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
 impl Settings {
     /// The settings as `NAME=VALUE` pairs: every one that is set, in a
     /// fixed order. Paths are kept as the OS gives them (a path that is
@@ -258,5 +299,24 @@ impl Settings {
             v.push((ATTACHER, a.to_string().into()));
         }
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_value_with_line_breaks_and_backslashes_travels_as_one_line() {
+        for v in [
+            "",
+            "plain",
+            "import json\nprint(1)\r\n",
+            "a\\nb (a backslash, then n)",
+            "\\",
+            "trailing\\",
+        ] {
+            let line = super::to_line(v);
+            assert!(!line.contains('\n') && !line.contains('\r'), "{line:?}");
+            assert_eq!(super::line_value(&line), v);
+        }
     }
 }

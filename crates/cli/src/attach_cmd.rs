@@ -266,10 +266,9 @@ pub fn run(args: AttachArgs) -> Result<()> {
         let Some(v) = v.to_str() else {
             bail!("{k}: a value that is not UTF-8 cannot be handed to the process ({v:?})");
         };
-        if v.contains('\n') {
-            bail!("{k}: a value with a line break cannot be handed to the process ({v:?})");
-        }
-        text += &format!("{k}={v}\n");
+        // One line each: a line break in a value (a `python3 -c` script
+        // among the program's arguments) travels escaped.
+        text += &format!("{k}={}\n", coldcache_capture::settings::to_line(v));
     }
 
     let interrupts = catch_interrupts()?;

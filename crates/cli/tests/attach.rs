@@ -246,6 +246,43 @@ fn one_call_captured_by_attach_counts_as_under_record_and_the_output_is_unchange
     }
 }
 
+/// A process whose arguments hold line breaks (a `python3 -c` script of
+/// several lines, the commonest way to run a short Python program) is
+/// attached to: `attach` refused it ("a value with a line break cannot be
+/// handed to the process"), its settings being sent as lines. The dump
+/// names the arguments as they are.
+#[test]
+fn a_process_whose_arguments_hold_line_breaks_is_attached_to() {
+    let test = "a_process_whose_arguments_hold_line_breaks_is_attached_to";
+    if !can_attach(test) {
+        return;
+    }
+    let dir = scratch("argv_lines");
+    let program = build("tests-programs/attach/frames.c", &dir, &["-O1", "-g"]);
+    let script = "import json\nprint(json.dumps([1, 2]))\r\n\\n stays";
+    let run = start(&program, &["800", script], Stdio::null());
+    let out = run_with_deadline(
+        attach(
+            &dir,
+            run.pid(),
+            &["--function", "frame", "--calls", "1", "-o", "l.ccdump"],
+        ),
+        "attach",
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let (_, stderr, status) = run.finish("frames attached");
+    assert!(status.success(), "{stderr}");
+    let d = load(&dir.join("l.ccdump"));
+    assert!(d.meta.instructions > 1000, "{}", d.meta.instructions);
+    assert_eq!(
+        d.meta.program.last().map(String::as_str),
+        Some(script),
+        "{:?}",
+        d.meta.program
+    );
+}
+
 /// The system call the main thread is in, from `/proc/PID/syscall`.
 fn syscall_of(pid: i32) -> Option<i64> {
     std::fs::read_to_string(format!("/proc/{pid}/syscall"))
