@@ -15,7 +15,8 @@ mod programs;
 use dumps::{load, text};
 use library::{library, COLDCACHE};
 use programs::{
-    build_with, gcc_or_skip, program_of, run_with_deadline, scratch_in, wait_with_deadline,
+    build_with, gcc_and_setarch_or_skip, gcc_or_skip, program_of, run_with_deadline, scratch_in,
+    unrandomised, wait_with_deadline,
 };
 
 use coldcache_dump::Dump;
@@ -366,12 +367,13 @@ fn an_unknown_function_is_refused_before_the_program_runs() {
 /// found from the program's entry code: the capture counts what the same
 /// program with its symbol table counts from its named `main`, to the
 /// instruction. Both runs see the same stack layout (paths of the same
-/// length, `setarch -R` where there is one): the C library's string
-/// functions take more or fewer steps with the alignment of what they
-/// scan (4 instructions apart in one CI run without).
+/// length, [`unrandomised`]): the C library's string functions take more
+/// or fewer steps with the alignment of what they scan (4 instructions
+/// apart in one CI run without).
 #[test]
 fn all_on_a_stripped_program_starts_at_main_found_from_its_entry_code() {
-    if !gcc_or_skip("all_on_a_stripped_program_starts_at_main_found_from_its_entry_code") {
+    let test = "all_on_a_stripped_program_starts_at_main_found_from_its_entry_code";
+    if !gcc_and_setarch_or_skip(test) {
         return;
     }
     let dir = scratch("stripped_all");
@@ -385,30 +387,22 @@ fn all_on_a_stripped_program_starts_at_main_found_from_its_entry_code() {
         .status()
         .unwrap()
         .success());
-    let fixed_layout = Command::new("setarch")
-        .args(["-R", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
     let mut counts = Vec::new();
     for (bin, dump) in [(&named, "named_p.ccdump"), (&stripped, "strip_p.ccdump")] {
-        let args = ["--all", "-o", dump, "--", bin.to_str().unwrap(), "once"];
-        let cmd = if fixed_layout {
-            let mut c = Command::new("setarch");
-            c.current_dir(&dir)
-                .env("COLDCACHE_LIB", library())
-                .args([
-                    "-R",
-                    COLDCACHE,
-                    "record",
-                    "--cache",
-                    "jaguar",
-                    "--no-resolve",
-                ])
-                .args(args);
-            c
-        } else {
-            record(&dir, &args)
-        };
+        let mut cmd = unrandomised(&dir);
+        cmd.env("COLDCACHE_LIB", library())
+            .args([
+                "record",
+                "--cache",
+                "jaguar",
+                "--no-resolve",
+                "--all",
+                "-o",
+                dump,
+            ])
+            .arg("--")
+            .arg(bin)
+            .arg("once");
         let out = run_with_deadline(cmd, dump);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{dump}: {stderr}");
@@ -423,17 +417,7 @@ fn all_on_a_stripped_program_starts_at_main_found_from_its_entry_code() {
         counts.push(d.meta.instructions);
     }
     assert!(counts[0] > 1000, "{counts:?}");
-    if fixed_layout {
-        assert_eq!(counts[0], counts[1], "named main against stripped main");
-    } else {
-        // Without a fixed layout, the string functions' steps may differ
-        // by a few instructions; starting anywhere but `main` (the
-        // C library's start, the constructors) differs by far more.
-        assert!(
-            counts[0].abs_diff(counts[1]) <= 64,
-            "named main against stripped main: {counts:?}"
-        );
-    }
+    assert_eq!(counts[0], counts[1], "named main against stripped main");
 }
 
 /// The mangled name of the symbol of `binary` that `c++filt` demangles
