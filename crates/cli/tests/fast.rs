@@ -1322,6 +1322,44 @@ fn blocks_past_the_translators_first_tables_still_run_translated() {
     );
 }
 
+/// A program keeping AMX tiles live while code never run before runs
+/// translated (`tests-programs/capture/amx.c`): fast mode runs (before,
+/// on a processor with AMX it refused: "this processor's XSAVE state is
+/// larger than the dispatcher reserves", and every capture ran trapped),
+/// and the tiles read back as loaded, the output as without capture.
+/// Where the processor or kernel has no AMX the program says so and the
+/// test checks only that fast mode ran.
+#[test]
+fn amx_tiles_are_kept_and_fast_mode_runs_on_a_processor_with_amx() {
+    const NAME: &str = "amx_tiles_are_kept_and_fast_mode_runs_on_a_processor_with_amx";
+    if !tools_or_skip(NAME) {
+        return;
+    }
+    let bin = build("tests-programs/capture/amx.c", &["-O2", "-g"], "amx");
+    let plain = plain_run(&bin, "tiles");
+    let out = String::from_utf8_lossy(&plain.stdout).into_owned();
+    assert!(
+        out == "no AMX\n" || out.ends_with("tiles kept, stop 0\n"),
+        "{out}"
+    );
+    if out == "no AMX\n" {
+        eprintln!("{NAME}: no AMX here: only fast mode's start is checked elsewhere");
+        return;
+    }
+    let dump = scratch().join("amx.ccdump");
+    if let Err(e) = captured_run(&bin, "tiles", "fast", &dump, &plain) {
+        panic!("{e}");
+    }
+    let d = Dump::from_bytes(&std::fs::read(&dump).unwrap()).unwrap();
+    assert!(d.meta.instructions >= 2_000_000, "{}", d.meta.instructions);
+    let trapped =
+        coldcache_analysis::summary::fast_trapped(&d.meta).expect("the dump says fast mode ran");
+    assert!(
+        trapped < 1_000,
+        "{trapped} instructions ran under the trap engine"
+    );
+}
+
 /// A program that claims address space it believed free at its start
 /// (`MAP_FIXED` or `munmap` over a mapping made since, as a JIT or an
 /// allocator that scanned its maps may; issue 33): where coldcache put its

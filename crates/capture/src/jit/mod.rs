@@ -531,9 +531,7 @@ pub(crate) fn prepare(
     if TAKEN.load(Ordering::Relaxed) {
         return Err("the program mapped over the code cache earlier in this process");
     }
-    if xsave_size() > XSAVE_AREA as u32 - 64 {
-        return Err("this processor's XSAVE state is larger than the dispatcher reserves");
-    }
+    let xsave_mask = dispatcher_xsave_mask(&cpu)?;
     with_jit(|cell| {
         let old = TLS_OFFSET.swap(i64::from(off), Ordering::Relaxed);
         if old != i64::MIN && old != i64::from(off) {
@@ -598,7 +596,7 @@ pub(crate) fn prepare(
         j.exec.reserve(512);
         j.stop_entries = stop_entries;
         if DISPATCH_ENTRY.load(Ordering::Relaxed) == 0 {
-            generate_dispatcher(&mut j.cache, off)?;
+            generate_dispatcher(&mut j.cache, off, xsave_mask)?;
         }
         Ok(())
     })?;
@@ -1587,14 +1585,31 @@ impl Machine for RecordedMachine {
     }
 }
 
-/// Size of the XSAVE area for the features the OS enabled.
-fn xsave_size() -> u32 {
-    #[allow(unused_unsafe)] // CPUID intrinsics became safe fns in newer Rust.
-    // SAFETY: CPUID leaf 0xD exists where XSAVE does (every x86-64 Linux
-    // machine coldcache runs on checks it at start).
-    unsafe {
-        core::arch::x86_64::__cpuid_count(0xD, 0).ebx
+/// The state components the dispatcher saves and restores around
+/// coldcache's own code (XSAVE's EDX:EAX): those compiled Rust code can
+/// change, x87, SSE, and where the OS enabled them AVX and AVX-512's mask
+/// and upper registers (components 2, 5, 6, 7). The rest keep their
+/// values in the processor untouched: PKRU, MPX, and on a processor with
+/// AMX the tile configuration and data (components 17 and 18; with them
+/// XSAVE's area is 11,008 bytes, past [`XSAVE_AREA`], and fast mode once
+/// refused to run there). An error when a saved component would not fit.
+fn dispatcher_xsave_mask(cpu: &CpuFacts) -> Result<u64, &'static str> {
+    let l = &cpu.xsave;
+    if !l.is_known() {
+        return Err("this processor's XSAVE layout is unknown (no CPUID leaf 0xD)");
     }
+    let mut mask = 0b11;
+    for i in [2, 5, 6, 7] {
+        if l.xcr0 & (1 << i) == 0 {
+            continue;
+        }
+        let end = u32::from(l.offset[i]) + u32::from(l.size[i]);
+        if end > XSAVE_AREA as u32 - 64 {
+            return Err("this processor's vector state is larger than the dispatcher reserves");
+        }
+        mask |= 1 << i;
+    }
+    Ok(mask)
 }
 
 /// The dispatcher's first part, on its stack with the program's registers
@@ -1717,7 +1732,11 @@ fn fast_lookup(a: &mut Asm, tls: i32) {
 /// Generates the dispatcher (once per process): entries that save the
 /// program's registers on the thread's dispatcher stack, call [`dispatch`],
 /// restore them and jump to `T.target`.
-fn generate_dispatcher(cache: &mut CodeCache, tls: i32) -> Result<(), &'static str> {
+fn generate_dispatcher(
+    cache: &mut CodeCache,
+    tls: i32,
+    xsave_mask: u64,
+) -> Result<(), &'static str> {
     const SIZE: u64 = 2048;
     let base = cache
         .reserve(0, SIZE)
@@ -1784,19 +1803,19 @@ fn generate_dispatcher(cache: &mut CodeCache, tls: i32) -> Result<(), &'static s
     for k in 0..8 {
         a.emit(store(at(Register::RSP, 512 + 8 * k), Register::RAX));
     }
-    let all_ones = |a: &mut Asm| {
+    let mask = |a: &mut Asm| {
         a.emit(Instruction::with2(
             Code::Mov_r32_imm32,
             Register::EAX,
-            -1i32,
+            xsave_mask as u32,
         ));
         a.emit(Instruction::with2(
             Code::Mov_r32_imm32,
             Register::EDX,
-            -1i32,
+            (xsave_mask >> 32) as u32,
         ));
     };
-    all_ones(&mut a);
+    mask(&mut a);
     a.emit(Instruction::with1(
         Code::Xsave64_mem,
         iced_x86::MemoryOperand::with_base(Register::RSP),
@@ -1812,7 +1831,7 @@ fn generate_dispatcher(cache: &mut CodeCache, tls: i32) -> Result<(), &'static s
         dispatch as extern "C" fn(*mut Frame) as usize as u64,
     ));
     a.emit(Instruction::with1(Code::Call_rm64, Register::RAX));
-    all_ones(&mut a);
+    mask(&mut a);
     a.emit(Instruction::with1(
         Code::Xrstor64_mem,
         iced_x86::MemoryOperand::with_base(Register::RSP),
@@ -1849,9 +1868,36 @@ fn generate_dispatcher(cache: &mut CodeCache, tls: i32) -> Result<(), &'static s
 mod tests {
     use super::*;
 
+    /// A Sapphire Rapids' layout (CPUID 0xD, Linux enabling AMX in XCR0):
+    /// the tile components (17, 18, ending at 11,008 bytes, past the area)
+    /// and PKRU are left out; the vector state is saved.
+    #[test]
+    fn the_dispatcher_leaves_amx_tiles_out_of_its_xsave() {
+        let mut cpu = CpuFacts::default();
+        let l = &mut cpu.xsave;
+        l.xcr0 = 0x602e7;
+        for (i, offset, size) in [
+            (2, 576, 256),
+            (5, 1088, 64),
+            (6, 1152, 512),
+            (7, 1664, 1024),
+            (9, 2688, 8),
+            (17, 2752, 64),
+            (18, 2816, 8192),
+        ] {
+            (l.offset[i], l.size[i]) = (offset, size);
+        }
+        assert_eq!(dispatcher_xsave_mask(&cpu), Ok(0xe7));
+        // The same vector state past the area is refused, not cut.
+        cpu.xsave.offset[7] = 7200;
+        assert!(dispatcher_xsave_mask(&cpu).is_err());
+        assert!(dispatcher_xsave_mask(&CpuFacts::default()).is_err());
+    }
+
     #[test]
     fn the_dispatcher_assembles() {
         let mut cache = CodeCache::new();
-        generate_dispatcher(&mut cache, -0x1000).expect("assembles");
+        let mask = dispatcher_xsave_mask(&crate::machine::cpu_facts()).expect("fits");
+        generate_dispatcher(&mut cache, -0x1000, mask).expect("assembles");
     }
 }
