@@ -8,9 +8,13 @@
  *   function-_exit  frame() calls _exit(5): no atexit handler runs
  *   signal-exit     waits for the trigger signal to start a capture, then
  *                   calls exit(6) while it runs (for `record --signal`)
+ *   thread-exit     waiting_frame() waits forever while another thread
+ *                   calls exit(8) (for `record --function waiting_frame`:
+ *                   the call is cut short, unlike an exit made in it)
  *
  * Every mode prints a checksum first, so lost standard output shows.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +42,23 @@ __attribute__((noinline)) static void frame(const char *mode)
     _exit(5);
 }
 
+static void *exiter(void *arg)
+{
+    (void)arg;
+    usleep(200000);
+    printf("thread exits\n");
+    exit(8);
+}
+
+__attribute__((noinline)) static void waiting_frame(void)
+{
+    sink = work(1000);
+    printf("frame %lu\n", sink);
+    fflush(stdout);
+    for (;;)
+        pause();
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -51,6 +72,12 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "function-exit") == 0 || strcmp(mode, "function-_exit") == 0)
         frame(mode);
+    if (strcmp(mode, "thread-exit") == 0) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, exiter, NULL) != 0)
+            return 1;
+        waiting_frame();
+    }
     if (strcmp(mode, "signal-exit") == 0) {
         printf("waiting %lu\n", work(10));
         fflush(stdout);

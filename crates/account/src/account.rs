@@ -306,6 +306,9 @@ struct ThreadState {
     warming: bool,
     /// Its thread definition is in the trace.
     in_trace: bool,
+    /// Its tracing ended at the exit hook (a stop entry): traced up to
+    /// the program's exit.
+    at_exit_hook: bool,
 }
 
 impl ThreadState {
@@ -323,6 +326,7 @@ impl ThreadState {
         self.resumable_ip = 0;
         self.func_ret_slot = func_ret_slot;
         self.warming = false;
+        self.at_exit_hook = false;
     }
 }
 
@@ -530,6 +534,9 @@ pub struct Accountant {
     func: Option<FunctionCalls>,
     calls_seen: u64,
     calls_done: u64,
+    /// The number of the call the program's exit ended (it never returned:
+    /// `exit()` in it, a `main` that ends in `exit`), 0 if none.
+    exit_ended: u64,
     /// Warming calls that returned, and the instructions they simulated.
     warm_done: u64,
     warm_instructions: u64,
@@ -611,6 +618,7 @@ impl Accountant {
                 rep_kind: Rep::None,
                 warming: false,
                 in_trace: false,
+                at_exit_hook: false,
             })
             .collect();
         let (objects_on, objects_off) = match setup.objects.map(Box::new) {
@@ -670,6 +678,7 @@ impl Accountant {
             func,
             calls_seen: 0,
             calls_done: 0,
+            exit_ended: 0,
             warm_done: 0,
             warm_instructions: 0,
             scratch: vec![0; layout.len()],
@@ -912,6 +921,36 @@ impl Accountant {
         true
     }
 
+    /// The program is exiting on thread `tid`: `exit_group` seen traced
+    /// (`at_exit_group`), else the exit hook running. When that thread is
+    /// inside a captured call of the function window and was traced up to
+    /// the exit (at the `exit_group`, or up to the exit hook, a stop
+    /// entry), the exit ends the call as its return would: the call counts
+    /// as captured and the capture is not cut short; `record --all` on a
+    /// program whose `main` ends in `exit()` (half the programs installed
+    /// on a Linux machine) is a whole capture. False otherwise (another
+    /// thread exits, no call in progress, a warming call, a thread that
+    /// went on untraced, as after a `siglongjmp` out of a signal handler):
+    /// the caller marks the capture cut short.
+    pub fn exit_ends_call(&mut self, tid: u32, at_exit_group: bool) -> bool {
+        let Some(ti) = self.slot_of(tid) else {
+            return false;
+        };
+        let t = &mut self.threads[ti];
+        let traced_to_exit = if at_exit_group {
+            t.active
+        } else {
+            t.at_exit_hook
+        };
+        if self.func.is_none() || t.func_ret_slot == 0 || t.warming || !traced_to_exit {
+            return false;
+        }
+        t.func_ret_slot = 0;
+        self.calls_done += 1;
+        self.exit_ended = self.calls_seen;
+        true
+    }
+
     /// One instruction of thread `tid` is about to execute at `ip`, with
     /// stack pointer `sp`, frame pointer `fp` and the rest of its state in
     /// `m`. Counts it (and what ran untraced since the previous step) and
@@ -936,6 +975,10 @@ impl Accountant {
             None => return Verdict::StopThread,
         };
         if !self.threads[ti].active || (ip != 0 && self.stop_entries.contains(&ip)) {
+            let [stop, hook] = self.stop_entries;
+            if self.threads[ti].active && ip == hook && hook != stop {
+                self.threads[ti].at_exit_hook = true;
+            }
             self.tl_stop(ti);
             self.threads[ti].active = false;
             return Verdict::StopThread;
@@ -1947,6 +1990,7 @@ impl Accountant {
             func,
             calls_seen,
             calls_done,
+            exit_ended,
             warm_done,
             warm_instructions,
             unmodelled,
@@ -1987,6 +2031,7 @@ impl Accountant {
                 1 => first.to_string(),
                 n => format!("{first} to {}", first + n - 1),
             };
+            meta.exit_ended = exit_ended;
             if calls_done < count {
                 let note = format!(
                     "the function was called {calls_seen} times; calls {first} to {} were to be \

@@ -449,6 +449,17 @@ fn start_and_stop(meta: &Meta, function: Option<&str>) -> (String, String) {
     };
     match &meta.cut_short {
         Some(why) => (started, format!("cut short: {why}")),
+        None if meta.exit_ended != 0 && meta.trigger.starts_with("function:") => {
+            let name = function.unwrap_or(&meta.trigger["function:".len()..]);
+            let call = match meta.calls.split_once(" to ") {
+                Some(_) => format!(" (call {})", meta.exit_ended),
+                None => String::new(),
+            };
+            (
+                started,
+                format!("the program exited in {name}{call} (exit() in the call: captured up to the exit)"),
+            )
+        }
         None => (started, stopped),
     }
 }
@@ -742,6 +753,21 @@ mod tests {
             (
                 "entry to frame (call 3)".into(),
                 "frame returned (call 5)".into()
+            )
+        );
+        // The program's exit ended the last call (it never returned).
+        m.exit_ended = 5;
+        assert_eq!(
+            start_and_stop_of(&m).1,
+            "the program exited in frame (call 5) (exit() in the call: captured up to the exit)"
+        );
+        let mut m = meta("function:main", None, &[]);
+        (m.calls, m.exit_ended) = ("1".into(), 1);
+        assert_eq!(
+            start_and_stop_of(&m),
+            (
+                "entry to main".into(),
+                "the program exited in main (exit() in the call: captured up to the exit)".into()
             )
         );
         assert_eq!(

@@ -1037,7 +1037,10 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
                 // (with the library's own allocator nothing the program
                 // holds can block it); otherwise by the writer, if there
                 // is time.
-                s.acc.set_cut_short(why);
+                let exits = uc.uc_mcontext.gregs[libc::REG_RAX as usize] == libc::SYS_exit_group;
+                if !(exits && s.acc.exit_ends_call(tid, true)) {
+                    s.acc.set_cut_short(why);
+                }
                 STATE.store(STOPPING, Ordering::Release);
                 set_tf(uc, false);
                 if crate::state::own_allocator() {

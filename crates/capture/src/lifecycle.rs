@@ -776,7 +776,12 @@ pub fn finish_at_exit() -> Option<Result<Summary, String>> {
                 if taken {
                     s.acc.set_cut_short(crate::sigvirt::TAKEN);
                 }
-                s.acc.set_cut_short("the program exited");
+                // An exit made inside the window's call (a `main` ending in
+                // `exit()`, `record --all`) ends that call; any other exit
+                // cuts the window short.
+                if !s.acc.exit_ends_call(crate::state::gettid(), false) {
+                    s.acc.set_cut_short("the program exited");
+                }
             }
         });
     }

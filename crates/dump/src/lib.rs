@@ -106,6 +106,11 @@ pub enum DumpError {
     MissingSection(&'static str),
 }
 
+/// For `skip_serializing_if`: a count not written when zero.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// Capture settings and totals.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
@@ -158,6 +163,13 @@ pub struct Meta {
     /// dump before this field existed. Written only when not empty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub calls: String,
+    /// The call of a `function:` capture that the program's exit ended
+    /// (it never returned: `exit()` in it, a `main` ending in `exit` under
+    /// `record --all`); it is among `calls`, captured up to the exit. 0
+    /// when none, and in every dump before this field existed. Written
+    /// only when not zero.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub exit_ended: u64,
     /// The layout-noise band: the counter totals of the measured placement
     /// and of moved ones (`coldcache sim --placements`, [`band`]). Written
     /// only when present; older readers ignore it.
