@@ -33,7 +33,7 @@ struct tilecfg {
 };
 
 __attribute__((noinline)) static long work(long n) {
-    volatile double a[64];
+    volatile double a[64] = {0};
     long s = 0;
     for (long i = 0; i < n; i++) {
         a[i & 63] = (double)i * 1.5;

@@ -32,6 +32,7 @@ mod library;
 #[path = "common/programs.rs"]
 mod programs;
 use library::{have, library, repo, COLDCACHE};
+use programs::SAME_GLIBC_PATHS;
 
 fn scratch() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -654,14 +655,6 @@ fn eight_threads_captured_100_times_keep_their_output() {
         .collect();
     assert!(per_thread.iter().all(|&n| n > 0), "{per_thread:?}");
 }
-
-/// glibc settings that make a native run pick the same string functions and
-/// thresholds as under Valgrind (which hides AVX-512 and reports other cache
-/// sizes through CPUID); without them glibc runs different code natively.
-const SAME_GLIBC_PATHS: &str = "glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD:\
-glibc.cpu.x86_rep_movsb_threshold=2048:glibc.cpu.x86_rep_stosb_threshold=2048:\
-glibc.cpu.x86_non_temporal_threshold=0x300000:glibc.cpu.x86_data_cache_size=0x8000:\
-glibc.cpu.x86_shared_cache_size=0x100000";
 
 /// Whole programs: `record --all` (main, entry to return) counts exactly the
 /// Ir of `callgrind --toggle-collect=main`, libc calls, system calls and

@@ -25,7 +25,7 @@ mod library;
 mod programs;
 
 use library::{have, library, COLDCACHE};
-use programs::{compile, run_within, scratch_in};
+use programs::{compile, run_within, scratch_in, SAME_GLIBC_PATHS};
 
 /// Functions in the generated program.
 const FUNCTIONS: usize = 4000;
@@ -93,6 +93,7 @@ fn record(dir: &Path, dump: &Path, args: &[&str], program: &[&str]) -> std::proc
     let mut cmd = Command::new(COLDCACHE);
     cmd.current_dir(dir)
         .env("COLDCACHE_LIB", library())
+        .env("GLIBC_TUNABLES", SAME_GLIBC_PATHS)
         .args(["record", "--no-resolve", "-o"])
         .arg(dump)
         .args(args)
@@ -101,10 +102,12 @@ fn record(dir: &Path, dump: &Path, args: &[&str], program: &[&str]) -> std::proc
     run_within(cmd, "record", std::time::Duration::from_secs(600))
 }
 
-/// Callgrind's instruction count with `--toggle-collect=FUNCTION`.
+/// Callgrind's instruction count with `--toggle-collect=FUNCTION` (glibc
+/// held to the string functions it runs under Valgrind, as in `record`).
 fn callgrind(dir: &Path, function: &str, program: &[&str]) -> u64 {
     let out_file = dir.join(format!("cg-{function}.out"));
     let out = Command::new("valgrind")
+        .env("GLIBC_TUNABLES", SAME_GLIBC_PATHS)
         .arg("--tool=callgrind")
         .arg(format!("--toggle-collect={function}"))
         .arg(format!("--callgrind-out-file={}", out_file.display()))

@@ -23,18 +23,10 @@ mod library;
 mod programs;
 use dumps::{load, text};
 use library::{have, library, COLDCACHE};
-use programs::{compile, run_with_deadline, scratch_in};
+use programs::{compile, run_with_deadline, scratch_in, SAME_GLIBC_PATHS};
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-
-/// glibc settings that make a native run pick the same string functions and
-/// thresholds as under Valgrind (which hides AVX-512 and reports other cache
-/// sizes through CPUID); as `capture.rs`'s whole-program comparison.
-const SAME_GLIBC_PATHS: &str = "glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD:\
-glibc.cpu.x86_rep_movsb_threshold=2048:glibc.cpu.x86_rep_stosb_threshold=2048:\
-glibc.cpu.x86_non_temporal_threshold=0x300000:glibc.cpu.x86_data_cache_size=0x8000:\
-glibc.cpu.x86_shared_cache_size=0x100000";
 
 /// One fixed environment for the native and the Valgrind run: the same
 /// glibc paths, symbols bound at load (no lazy binding inside the window).

@@ -52,18 +52,11 @@ mod programs;
 use callgrind_totals::callgrind_totals;
 use dumps::{load, text};
 use library::{have, library, repo, COLDCACHE};
-use programs::{run_with_deadline, run_within, scratch_in};
+use programs::{run_with_deadline, run_within, scratch_in, SAME_GLIBC_PATHS};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-/// glibc settings that make a native run pick the same string functions and
-/// thresholds as under Valgrind (as names.rs).
-const SAME_GLIBC_PATHS: &str = "glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD:\
-glibc.cpu.x86_rep_movsb_threshold=2048:glibc.cpu.x86_rep_stosb_threshold=2048:\
-glibc.cpu.x86_non_temporal_threshold=0x300000:glibc.cpu.x86_data_cache_size=0x8000:\
-glibc.cpu.x86_shared_cache_size=0x100000";
 
 /// One cache for both: Valgrind's own detection on this host gives a
 /// direct-mapped 256 MiB LL.
