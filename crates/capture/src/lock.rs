@@ -43,17 +43,36 @@ pub(crate) fn forbid_system_calls() {
     NO_SYSCALLS.store(true, Ordering::SeqCst);
 }
 
-/// A lock word ([`Lock::lock`], [`Lock::unlock`]).
-pub(crate) struct Lock(AtomicU32);
+/// Checks of the lock's grants, at most, that [`Lock::lock_in_turn`] makes
+/// before taking the lock anyway (tens of microseconds), with a
+/// `sched_yield` every [`TURN_YIELD`] of them so that a waiter on this
+/// core can run.
+const TURN_SPINS: u32 = 1000;
+const TURN_YIELD: u32 = 100;
+
+/// A lock word ([`Lock::lock`], [`Lock::unlock`]), with what
+/// [`Lock::lock_in_turn`] needs: how many threads wait for it, how many
+/// times it was taken, and who took it last in turn.
+pub(crate) struct Lock {
+    word: AtomicU32,
+    waiting: AtomicU32,
+    grants: AtomicU32,
+    last: AtomicU32,
+}
 
 impl Lock {
     pub(crate) const fn new() -> Self {
-        Lock(AtomicU32::new(FREE))
+        Lock {
+            word: AtomicU32::new(FREE),
+            waiting: AtomicU32::new(0),
+            grants: AtomicU32::new(0),
+            last: AtomicU32::new(0),
+        }
     }
 
     /// Takes the lock once, without waiting.
     pub(crate) fn try_lock(&self) -> bool {
-        self.0
+        self.word
             .compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed)
             .is_ok()
     }
@@ -61,30 +80,68 @@ impl Lock {
     /// Takes the lock: spins [`SPINS`] times, then sleeps until it is free.
     pub(crate) fn lock(&self) {
         if self.try_lock() {
+            self.grants.fetch_add(1, Ordering::Relaxed);
             return;
         }
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        self.lock_waiting();
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        self.grants.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn lock_waiting(&self) {
         for _ in 0..SPINS {
             std::hint::spin_loop();
-            if self.0.load(Ordering::Relaxed) == FREE && self.try_lock() {
+            if self.word.load(Ordering::Relaxed) == FREE && self.try_lock() {
                 return;
             }
         }
         // Mark it contended; whoever held it wakes a sleeper when leaving.
-        while self.0.swap(CONTENDED, Ordering::Acquire) != FREE {
+        while self.word.swap(CONTENDED, Ordering::Acquire) != FREE {
             if NO_SYSCALLS.load(Ordering::Relaxed) {
                 std::hint::spin_loop();
             } else {
-                futex_wait(&self.0, CONTENDED, WAIT_NS);
+                futex_wait(&self.word, CONTENDED, WAIT_NS);
             }
         }
     }
 
+    /// Takes the lock for thread `me` in turn: when `me` took it last this
+    /// way and other threads wait for it, lets one of them take it first,
+    /// waiting at most [`TURN_SPINS`] checks. The lock is unfair (the
+    /// thread that leaves it, running, takes it again before a waiter
+    /// wakes): fast mode's short replays (`jit::flush`) take it in turn so
+    /// that the simulator sees the threads' buffers alternate as the
+    /// threads ran, not one thread's for as long as it keeps the lock.
+    pub(crate) fn lock_in_turn(&self, me: u32) {
+        if self.last.load(Ordering::Relaxed) == me && self.waiting.load(Ordering::Relaxed) > 0 {
+            let granted = self.grants.load(Ordering::Relaxed);
+            for i in 1..=TURN_SPINS {
+                if self.grants.load(Ordering::Relaxed) != granted
+                    || self.waiting.load(Ordering::Relaxed) == 0
+                {
+                    break;
+                }
+                if i % TURN_YIELD == 0 && !NO_SYSCALLS.load(Ordering::Relaxed) {
+                    // SAFETY: sched_yield has no arguments and no effect
+                    // on memory.
+                    unsafe { libc::sched_yield() };
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        self.lock();
+        self.last.store(me, Ordering::Relaxed);
+    }
+
     /// Leaves the lock (held by the caller), waking one sleeper if any.
     pub(crate) fn unlock(&self) {
-        if self.0.swap(FREE, Ordering::Release) == CONTENDED && !NO_SYSCALLS.load(Ordering::Relaxed)
+        if self.word.swap(FREE, Ordering::Release) == CONTENDED
+            && !NO_SYSCALLS.load(Ordering::Relaxed)
         {
             // (With system calls forbidden, a sleeper wakes at its timeout.)
-            futex_wake(&self.0, 1);
+            futex_wake(&self.word, 1);
         }
     }
 }
@@ -162,7 +219,7 @@ mod tests {
         }
         // SAFETY: every thread has ended.
         assert_eq!(unsafe { *s.n.get() }, 8 * 20_000);
-        assert_eq!(s.lock.0.load(Ordering::Relaxed), FREE);
+        assert_eq!(s.lock.word.load(Ordering::Relaxed), FREE);
         assert!(s.lock.try_lock());
         assert!(!s.lock.try_lock());
         s.lock.unlock();

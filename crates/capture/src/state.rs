@@ -131,6 +131,19 @@ pub(crate) fn with_session<R>(f: impl FnOnce(&mut Option<Box<Session>>) -> R) ->
     r
 }
 
+/// [`with_session`] for thread `tid`, the lock taken in turn
+/// ([`Lock::lock_in_turn`]): fast mode's short replays.
+pub(crate) fn with_session_in_turn<R>(
+    tid: u32,
+    f: impl FnOnce(&mut Option<Box<Session>>) -> R,
+) -> R {
+    LOCK.lock_in_turn(tid);
+    // SAFETY: the lock is held, so no other reference to the cell exists.
+    let r = f(unsafe { &mut *SESSION.0.get() });
+    LOCK.unlock();
+    r
+}
+
 /// Like [`with_session`], but gives up after a bounded number of attempts.
 pub(crate) fn try_with_session(f: impl FnOnce(&mut Option<Box<Session>>)) {
     for _ in 0..100_000 {

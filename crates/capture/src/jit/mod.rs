@@ -1298,7 +1298,16 @@ fn flush(t: &mut Tls) -> Replayed {
     let tid = t.tid as u32;
     let epoch = t.epoch;
     let mut replayed = 0;
-    let r = with_session(|cell| match cell {
+    // A short buffer (several threads in translated code) waits its turn.
+    let short = t.limit != t.buf_end;
+    let session = |f: &mut dyn FnMut(&mut Option<Box<crate::state::Session>>) -> Replayed| {
+        if short {
+            crate::state::with_session_in_turn(tid, f)
+        } else {
+            with_session(f)
+        }
+    };
+    let r = session(&mut |cell| match cell {
         Some(s) if epoch == EPOCH.load(Ordering::Acquire) => with_jit(|j| match j {
             Some(j) => {
                 let before = s.acc.instructions();
@@ -1311,7 +1320,7 @@ fn flush(t: &mut Tls) -> Replayed {
         _ => Replayed::Leave,
     });
     discard(t);
-    if t.limit != t.buf_end {
+    if short {
         SHORT_REPLAYS.fetch_add(1, Ordering::Relaxed);
     }
     match r {
