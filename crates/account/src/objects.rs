@@ -246,16 +246,20 @@ pub const MAX_ENTRIES: usize = 48;
 /// plus the entry's index.
 pub const OWN: u8 = 0x80;
 
-/// Accesses of one object per side and serving level.
+/// Accesses of one object per side and serving level, and the coherence
+/// invalidations they sent (of those, false sharing).
 #[derive(Clone, Copy, Default)]
 struct Counts {
     served: [[u64; MAX_LEVELS + 1]; 2],
+    coherence: [u64; 2],
 }
 
 impl Counts {
     #[inline(always)]
     fn add(&mut self, side: usize, r: &AccessResult) {
         self.served[side][r.served_by.slot()] += 1;
+        self.coherence[0] += u64::from(r.invalidations);
+        self.coherence[1] += u64::from(r.false_sharing);
     }
 
     fn to_dump(self, levels: usize) -> ObjectCounts {
@@ -266,6 +270,7 @@ impl Counts {
         };
         ObjectCounts {
             served: [side(&self.served[0]), side(&self.served[1])],
+            coherence: self.coherence,
         }
     }
 }
@@ -1048,6 +1053,7 @@ impl Objects {
                 .collect()
         };
         coldcache_dump::Objects {
+            coherence: true,
             allocators: self.names.iter().map(|s| s.to_string()).collect(),
             allocations: self.allocations,
             frees: self.frees,

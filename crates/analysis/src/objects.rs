@@ -55,6 +55,12 @@ pub struct ObjectRow {
     pub writes: u64,
     /// Accesses that missed each level, nearest first.
     pub misses: Vec<u64>,
+    /// Coherence invalidations the accesses sent to other cores (0 in a
+    /// dump without them: [`ObjectsView::coherence`]).
+    pub invalidations: u64,
+    /// Of those, false sharing: the other core had touched only other
+    /// bytes of the line.
+    pub false_sharing: u64,
     /// First address (mappings), 0 for sites.
     pub start: u64,
     /// One past the last (mappings).
@@ -117,6 +123,9 @@ pub struct ObjectsView {
     pub live: u64,
     /// Allocations not tracked (a table full).
     pub untracked: u64,
+    /// Whether the rows count coherence invalidations and false sharing
+    /// (dumps of version 9 on; older ones say 0).
+    pub coherence: bool,
     /// Data accesses in every row.
     pub accesses: u64,
     /// Of those, in heap blocks allocated in the capture.
@@ -288,6 +297,8 @@ fn row(kind: &str, label: String, c: &ObjectCounts, levels: usize) -> ObjectRow 
         reads: c.side(0),
         writes: c.side(1),
         misses: (1..=levels).map(|l| c.misses(l)).collect(),
+        invalidations: c.invalidations(),
+        false_sharing: c.false_sharing(),
         start: 0,
         end: 0,
         ty: String::new(),
@@ -529,6 +540,7 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
         unreturned: o.unreturned,
         live: o.live,
         untracked: o.untracked,
+        coherence: o.coherence,
         accesses,
         in_blocks,
         sites,

@@ -802,6 +802,9 @@ pub fn objects(o: &crate::objects::ObjectsView) -> String {
             o.unknown_frees, o.unreturned, o.untracked
         );
     }
+    // Coherence columns where any row sent an invalidation (a capture of
+    // several simulated cores).
+    let coherence = o.coherence && o.sites.iter().chain(&o.others).any(|r| r.invalidations > 0);
     let table = |rows: &[ObjectRow], sites: bool| -> String {
         let mut head: Vec<String> = Vec::new();
         if sites {
@@ -809,6 +812,9 @@ pub fn objects(o: &crate::objects::ObjectsView) -> String {
         }
         head.extend(["accesses", "reads", "writes"].map(String::from));
         head.extend(o.levels.iter().map(|l| format!("miss:{l}")));
+        if coherence {
+            head.extend(["invalidations", "false_sharing"].map(String::from));
+        }
         head.push(if sites { "allocation site" } else { "object" }.to_string());
         let mut lines = vec![head];
         for r in rows {
@@ -819,6 +825,9 @@ pub fn objects(o: &crate::objects::ObjectsView) -> String {
             }
             l.extend([r.accesses, r.reads, r.writes].map(|n| n.to_string()));
             l.extend(r.misses.iter().map(u64::to_string));
+            if coherence {
+                l.extend([r.invalidations, r.false_sharing].map(|n| n.to_string()));
+            }
             l.push(if sites {
                 let mut label = r.label.clone();
                 for f in r.frames.iter().skip(r.user_frame + 1).take(2) {

@@ -31,25 +31,32 @@ use programs::{compile, gcc_or_skip, run_within, scratch_in};
 /// Invalidations and false-sharing events of one fast-mode capture of
 /// `run` with `layout` (`packed` or `padded`).
 fn capture(program: &PathBuf, layout: &str, tag: &str) -> (u64, u64) {
+    let (inval, fs, _) = capture_with(program, layout, tag, &[]);
+    (inval, fs)
+}
+
+/// [`capture`] with `extra` options for `record`; also gives the dump.
+fn capture_with(program: &PathBuf, layout: &str, tag: &str, extra: &[&str]) -> (u64, u64, PathBuf) {
     let dump = scratch_in("interleave", "all").join(format!("{tag}.ccdump"));
     let mut cmd = Command::new(COLDCACHE);
-    cmd.args([
-        "record",
-        "--no-resolve",
-        "--mode",
-        "fast",
-        "--function",
-        "run",
-        "--threads",
-        "all",
-        "--cache",
-        "jaguar",
-        "-o",
-    ])
-    .arg(&dump)
-    .arg("--")
-    .arg(program)
-    .args([layout, "200000"]);
+    cmd.arg("record")
+        .args(extra)
+        .args([
+            "--no-resolve",
+            "--mode",
+            "fast",
+            "--function",
+            "run",
+            "--threads",
+            "all",
+            "--cache",
+            "jaguar",
+            "-o",
+        ])
+        .arg(&dump)
+        .arg("--")
+        .arg(program)
+        .args([layout, "200000"]);
     let out = run_within(cmd, "record false_sharing", Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -76,7 +83,102 @@ fn capture(program: &PathBuf, layout: &str, tag: &str) -> (u64, u64) {
         v["totals"][i].as_u64().unwrap()
     };
     assert_eq!(total("unmodelled"), 0);
-    (total("invalidations"), total("false_sharing"))
+    (total("invalidations"), total("false_sharing"), dump)
+}
+
+/// The data view's objects of a dump: (label, invalidations, false
+/// sharing) per row, sites and mappings.
+fn object_coherence(dump: &PathBuf) -> Vec<(String, u64, u64)> {
+    let report = Command::new(COLDCACHE)
+        .args(["report", "--view", "data", "--json"])
+        .arg(dump)
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "report --view data failed");
+    let v: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let o = &v["objects"];
+    assert_eq!(o["coherence"], true, "the dump counts coherence per object");
+    ["sites", "others"]
+        .iter()
+        .flat_map(|k| o[k].as_array().unwrap().iter())
+        .map(|r| {
+            (
+                format!(
+                    "{}: {}",
+                    r["kind"].as_str().unwrap(),
+                    r["label"].as_str().unwrap()
+                ),
+                r["invalidations"].as_u64().unwrap(),
+                r["false_sharing"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 32: false sharing charged to the object whose line is shared.
+/// With object tracking, every invalidation and false-sharing event the
+/// code views count is in exactly one object's row (the sums are equal:
+/// the truth is the code views' totals, counted apart from the objects),
+/// the program's own globals (`fs .data/.bss`, where `packed` lives) hold
+/// most of the false sharing, and padded they hold at least ten times
+/// less. Measured: packed 16,603 invalidations and 11,645 false sharing
+/// in that row; padded 13 and 5.
+#[test]
+fn false_sharing_is_charged_to_the_object_whose_line_is_shared() {
+    if !gcc_or_skip("false_sharing_is_charged_to_the_object_whose_line_is_shared") {
+        return;
+    }
+    let dir = scratch_in("interleave", "objects");
+    let program = compile(
+        "tests-programs/real/false_sharing.c",
+        &dir.join("false_sharing"),
+        &["-O2", "-g", "-pthread"],
+        false,
+    );
+    let globals = |rows: &[(String, u64, u64)]| -> (u64, u64) {
+        rows.iter()
+            .filter(|r| r.0.starts_with("module data: false_sharing "))
+            .fold((0, 0), |a, r| (a.0 + r.1, a.1 + r.2))
+    };
+    let mut seen = Vec::new();
+    for attempt in 0..3 {
+        let (inval, fs, dump) = capture_with(
+            &program,
+            "packed",
+            &format!("objects{attempt}"),
+            &["--objects"],
+        );
+        let rows = object_coherence(&dump);
+        let sum = rows.iter().fold((0, 0), |a, r| (a.0 + r.1, a.1 + r.2));
+        assert_eq!(
+            sum,
+            (inval, fs),
+            "objects' sums against the code view's totals"
+        );
+        let packed = globals(&rows);
+        let (pinval, pfs, pdump) = capture_with(
+            &program,
+            "padded",
+            &format!("objects-padded{attempt}"),
+            &["--objects"],
+        );
+        let prows = object_coherence(&pdump);
+        let psum = prows.iter().fold((0, 0), |a, r| (a.0 + r.1, a.1 + r.2));
+        assert_eq!(
+            psum,
+            (pinval, pfs),
+            "padded: objects' sums against the totals"
+        );
+        let padded = globals(&prows);
+        eprintln!("attempt {attempt}: globals packed {packed:?}, padded {padded:?}");
+        seen.push((packed, padded));
+        // The same bar as the code view's test: the threads' overlap is
+        // the OS's to decide.
+        if packed.1 > 100 && packed.1 * 10 >= fs * 9 && packed.1 >= 10 * padded.1.max(1) {
+            return;
+        }
+    }
+    panic!("false sharing was not charged to the globals: {seen:?}");
 }
 
 #[test]

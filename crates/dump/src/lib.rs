@@ -34,6 +34,9 @@
 //! Version 7 adds an optional `OBJI` section after `OBJS`: the allocation
 //! sites' accesses per instruction ([`SiteInstructions`], captures made
 //! with object tracking; only with `OBJS`).
+//! Version 9 adds to every row of `OBJS` and `OBJI` the coherence
+//! invalidations its accesses sent and the false sharing among them
+//! ([`ObjectCounts::coherence`]).
 //! Unknown sections are skipped, so
 //! later versions can add sections that older readers ignore; every older
 //! version keeps loading (samples of each are under test).
@@ -69,7 +72,7 @@ pub const MAGIC: &[u8; 8] = b"COLDDUMP";
 /// The trailer magic, followed by the CRC-32 of everything before it.
 pub const TRAILER: &[u8; 8] = b"CRC32\0\0\0";
 /// The format version this crate writes.
-pub const VERSION: u32 = 8;
+pub const VERSION: u32 = 9;
 /// Stack id of the empty stack (the root of the stack tree).
 pub const ROOT_STACK: u32 = 0;
 
@@ -932,7 +935,9 @@ impl Dump {
             _ => None,
         };
         let mut objects = match get("OBJS") {
-            Ok(b) if version >= 5 => Some(Objects::decode(b, stacks.len(), threads.len())?),
+            Ok(b) if version >= 5 => {
+                Some(Objects::decode(b, stacks.len(), threads.len(), version)?)
+            }
             _ => None,
         };
         match (get("OBJI"), objects.as_mut()) {

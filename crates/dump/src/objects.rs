@@ -29,6 +29,11 @@ pub struct ObjectCounts {
     /// Per side (0: reads, 1: writes), accesses served at each level,
     /// `[level 1, level 2, .., memory]` (the dump's levels plus one).
     pub served: [Vec<u64>; 2],
+    /// Coherence invalidations the accesses sent to other cores, and of
+    /// those the false sharing ones (version 9; 0 in older dumps, which
+    /// [`Objects::coherence`] tells apart).
+    #[serde(default)]
+    pub coherence: [u64; 2],
 }
 
 impl ObjectCounts {
@@ -52,6 +57,16 @@ impl ObjectCounts {
             .fold(0u64, |a, &b| a.saturating_add(b))
     }
 
+    /// Invalidations sent.
+    pub fn invalidations(&self) -> u64 {
+        self.coherence[0]
+    }
+
+    /// Of those, false sharing.
+    pub fn false_sharing(&self) -> u64 {
+        self.coherence[1]
+    }
+
     fn encode(&self, b: &mut Vec<u8>) {
         for side in &self.served {
             varint::put(b, side.len() as u64);
@@ -59,15 +74,22 @@ impl ObjectCounts {
                 varint::put(b, v);
             }
         }
+        for &v in &self.coherence {
+            varint::put(b, v);
+        }
     }
 
-    fn decode(r: &mut varint::Reader<'_>) -> Result<ObjectCounts, DumpError> {
+    /// A row of a dump of `version` (its coherence counts from 9).
+    fn decode(r: &mut varint::Reader<'_>, version: u32) -> Result<ObjectCounts, DumpError> {
         let mut c = ObjectCounts::default();
         for side in c.served.iter_mut() {
             let n = r.count(1)?;
             for _ in 0..n {
                 side.push(r.get()?);
             }
+        }
+        if version >= 9 {
+            c.coherence = [r.get()?, r.get()?];
         }
         Ok(c)
     }
@@ -144,6 +166,10 @@ pub struct Objects {
     /// Accesses outside every block seen and every mapping of the start
     /// (memory mapped during the capture).
     pub unmapped: ObjectCounts,
+    /// Whether the rows count coherence invalidations and false sharing
+    /// (`ObjectCounts::coherence`): dumps of version 9 on.
+    #[serde(default)]
+    pub coherence: bool,
     /// The sites' accesses per instruction (version 7, section `OBJI`);
     /// `None` in older dumps.
     #[serde(default)]
@@ -210,7 +236,7 @@ impl SiteInstructions {
         const S: &str = "OBJI";
         let mut r = varint::Reader::new(buf, S);
         let mut o = SiteInstructions {
-            dropped: ObjectCounts::decode(&mut r)?,
+            dropped: ObjectCounts::decode(&mut r, version)?,
             ..SiteInstructions::default()
         };
         let rows = |r: &mut varint::Reader<'_>, n: usize, what: &str| {
@@ -227,14 +253,14 @@ impl SiteInstructions {
                 v.push(SiteInstruction {
                     site,
                     ip: r.get()?,
-                    counts: ObjectCounts::decode(r)?,
+                    counts: ObjectCounts::decode(r, version)?,
                 });
             }
             Ok(v)
         };
         o.rows = rows(&mut r, nsites, "site")?;
         if version >= 8 && r.position() < buf.len() {
-            o.regions_dropped = ObjectCounts::decode(&mut r)?;
+            o.regions_dropped = ObjectCounts::decode(&mut r, version)?;
             o.regions = rows(&mut r, nregions, "mapping")?;
         }
         r.finish()?;
@@ -284,12 +310,16 @@ impl Objects {
         buf: &[u8],
         nstacks: usize,
         nthreads: usize,
+        version: u32,
     ) -> Result<Objects, DumpError> {
         const S: &str = "OBJS";
         let bad = |what: String| DumpError::Malformed { section: S, what };
         let mut r = varint::Reader::new(buf, S);
         let n = r.count(1)?;
-        let mut o = Objects::default();
+        let mut o = Objects {
+            coherence: version >= 9,
+            ..Objects::default()
+        };
         for _ in 0..n {
             o.allocators.push(r.string()?);
         }
@@ -311,7 +341,7 @@ impl Objects {
                 blocks: r.get()?,
                 bytes: r.get()?,
                 freed: r.get()?,
-                counts: ObjectCounts::decode(&mut r)?,
+                counts: ObjectCounts::decode(&mut r, version)?,
             });
         }
         let n = r.count(8)?;
@@ -341,10 +371,10 @@ impl Objects {
                 path,
                 thread,
                 tls,
-                counts: ObjectCounts::decode(&mut r)?,
+                counts: ObjectCounts::decode(&mut r, version)?,
             });
         }
-        o.unmapped = ObjectCounts::decode(&mut r)?;
+        o.unmapped = ObjectCounts::decode(&mut r, version)?;
         r.finish()?;
         // `by_instruction` is the separate section `OBJI`.
         Ok(o)

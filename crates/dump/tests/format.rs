@@ -532,9 +532,11 @@ fn sample_v5() -> Dump {
     use coldcache_dump::{AllocSite, ObjectCounts, ObjectRegion, Objects};
     let counts = |k: u64| ObjectCounts {
         served: [vec![k, 2, 3, 4], vec![5, 6, 7, k]],
+        coherence: [0, 0],
     };
     let mut d = sample_v4();
     d.objects = Some(Objects {
+        coherence: false,
         allocators: vec!["malloc".into()],
         allocations: 3,
         frees: 2,
@@ -583,11 +585,14 @@ fn committed_version_5_sample_still_loads() {
 #[test]
 fn objects_round_trip_and_a_dangling_stack_is_refused() {
     use coldcache_dump::{AllocSite, ObjectCounts, ObjectRegion, Objects};
+    // Version 9: each row's invalidations and false sharing too.
     let counts = |k: u64| ObjectCounts {
         served: [vec![k, 2, 3, 4], vec![5, 6, 7, k]],
+        coherence: [k + 1, k / 2],
     };
     let mut d = sample();
     d.objects = Some(Objects {
+        coherence: true,
         allocators: vec!["malloc".into(), "_Znwm".into()],
         allocations: 12_001,
         frees: 12_000,
@@ -622,6 +627,9 @@ fn objects_round_trip_and_a_dangling_stack_is_refused() {
     // Misses of level 1: everything served below it.
     assert_eq!(o.sites[0].counts.misses(1), 2 + 3 + 4 + 6 + 7 + 12_000);
     assert_eq!(o.sites[0].counts.misses(3), 4 + 12_000);
+    assert_eq!(o.sites[0].counts.invalidations(), 12_001);
+    assert_eq!(o.regions[0].counts.false_sharing(), 4);
+    assert!(o.coherence);
     let mut bad = d.clone();
     bad.objects.as_mut().unwrap().sites[0].stack = 2;
     let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
@@ -649,8 +657,11 @@ fn site_instructions_round_trip_and_a_dangling_site_is_refused() {
     use coldcache_dump::{ObjectCounts, SiteInstruction, SiteInstructions};
     let counts = |r: u64, w: u64| ObjectCounts {
         served: [vec![r, 1, 2, 3], vec![w, 0, 0, 1]],
+        coherence: [w, 0],
     };
     let mut d = sample_v5();
+    // Written now: the current version, whose rows count coherence.
+    d.objects.as_mut().unwrap().coherence = true;
     d.objects.as_mut().unwrap().by_instruction = Some(SiteInstructions {
         rows: vec![
             SiteInstruction {
@@ -680,7 +691,7 @@ fn site_instructions_round_trip_and_a_dangling_site_is_refused() {
     by.regions_dropped = counts(1, 0);
     let bytes = d.to_bytes();
     assert!(bytes.len() > without.len());
-    assert_eq!(&bytes[8..12], &8u32.to_le_bytes());
+    assert_eq!(&bytes[8..12], &coldcache_dump::VERSION.to_le_bytes());
     let back = Dump::from_bytes(&bytes).unwrap();
     assert_eq!(back.objects, d.objects);
     let by = back
@@ -903,6 +914,9 @@ fn committed_version_8_mapping_rows_sample_loads() {
     let d = Dump::from_bytes(&bytes).unwrap();
     let o = d.objects.as_ref().expect("an OBJS section");
     assert!(o.sites.is_empty());
+    // Before version 9 no row counted coherence: the views say so.
+    assert!(!o.coherence);
+    assert!(o.regions.iter().all(|r| r.counts.coherence == [0, 0]));
     let heap = o
         .regions
         .iter()

@@ -254,6 +254,7 @@ fn objects_profile() -> Profile {
     use coldcache_dump::{AllocSite, ObjectCounts, ObjectRegion, Objects, StackNode};
     let counts = |r: [u64; 3], w: [u64; 3]| ObjectCounts {
         served: [r.to_vec(), w.to_vec()],
+        coherence: [0, 0],
     };
     let region = |start, end, perms: &str, path: &str, thread, c| ObjectRegion {
         start,
@@ -278,6 +279,7 @@ fn objects_profile() -> Profile {
         callee: 0,
     });
     d.objects = Some(Objects {
+        coherence: true,
         allocators: vec!["malloc".into(), "_Znwm".into()],
         allocations: 5,
         frees: 1,
