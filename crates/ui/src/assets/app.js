@@ -683,8 +683,12 @@ async function viewData(s) {
 function objectsHtml(v) {
   const o = v.objects;
   if (!o) return `<h3>Objects</h3><p class="muted" data-test="objects-note">${esc(v.objects_note)}</p>`;
-  const misses = (r) => r.misses.map((m) => `<td class="num">${fmt(m)}</td>`).join("");
-  const heads = (first) => `<tr><th class="label">${first}</th><th class="label">allocator</th><th>blocks</th><th>bytes</th><th>accesses</th><th>reads</th><th>writes</th>${o.levels.map((l) => `<th>miss:${esc(l)}</th>`).join("")}</tr>`;
+  // Coherence columns where any row sent an invalidation, as the CLI.
+  const coherent = o.coherence && o.sites.concat(o.others).some((r) => r.invalidations > 0);
+  const extra = coherent ? 2 : 0;
+  const misses = (r) => r.misses.map((m) => `<td class="num">${fmt(m)}</td>`).join("")
+    + (coherent ? `<td class="num" data-test="invalidations">${fmt(r.invalidations)}</td><td class="num" data-test="false-sharing">${fmt(r.false_sharing)}</td>` : "");
+  const heads = (first) => `<tr><th class="label">${first}</th><th class="label">allocator</th><th>blocks</th><th>bytes</th><th>accesses</th><th>reads</th><th>writes</th>${o.levels.map((l) => `<th>miss:${esc(l)}</th>`).join("")}${coherent ? "<th>invalidations</th><th>false_sharing</th>" : ""}</tr>`;
   const site = (r) => {
     const top = r.frames.slice(r.user_frame, r.user_frame + 3).join(" ← ") || r.label;
     const stack = r.frames.map((f, i) => `${i === r.user_frame ? "▶ " : "  "}${f}`).join("\n");
@@ -694,7 +698,7 @@ function objectsHtml(v) {
     const fields = r.fields.map((f) => `\n  ${f.field}: ${fmt(f.accesses)} accesses (${fmt(f.reads)} reads, ${fmt(f.writes)} writes), ${f.misses.map((m, k) => `miss:${o.levels[k]} ${fmt(m)}`).join(", ")}`).join("");
     const typed = r.fields.length ? `\n\nits accesses by field (${pctOf(r.typed_accesses, r.accesses)} typed):${fields}` : "";
     return `<tr class="clickable" data-test="site-row" title="${esc(`${r.label}\n${stack}`)}"><td class="label">${esc(top)}${type}</td><td class="label">${esc(r.allocator)}</td><td class="num" data-test="blocks">${fmt(r.blocks)}</td><td class="num">${fmt(r.bytes)}</td><td class="num">${fmt(r.accesses)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${misses(r)}</tr>
-      <tr class="hidden" data-test="site-stack"><td colspan="${7 + o.levels.length}"><pre>${esc(`allocated by ${r.allocator}, innermost frame first:\n${stack}${typed}`)}</pre></td></tr>`;
+      <tr class="hidden" data-test="site-stack"><td colspan="${7 + o.levels.length + extra}"><pre>${esc(`allocated by ${r.allocator}, innermost frame first:\n${stack}${typed}`)}</pre></td></tr>`;
   };
   // A mapping's accesses by the type and field (or global) of the
   // instructions that made them: the heap allocated earlier, a module's
@@ -706,10 +710,10 @@ function objectsHtml(v) {
     ? `<p class="warn" data-test="objects-not-followed">not followed: ${fmt(o.unknown_frees)} frees of blocks allocated earlier, ${fmt(o.unreturned)} allocator calls not seen returning, ${fmt(o.untracked)} allocations not tracked (table full)</p>` : "";
   return `<h3>Objects</h3>
     <p data-test="objects-head">${fmt(o.accesses)} data accesses, ${pctOf(o.in_blocks, o.accesses)} in heap blocks allocated in the capture; ${fmt(o.allocations)} allocations and ${fmt(o.frees)} frees seen (${fmt(o.allocators)} allocator entry points observed), ${fmt(o.live)} blocks live at the end</p>${notFollowed}
-    <table data-test="objects-sites"><thead>${heads("allocation site (top frames; click for the whole stack)")}</thead><tbody>${o.sites.length ? o.sites.map(site).join("") : `<tr><td class="label muted" colspan="${7 + o.levels.length}">(no allocation seen in the capture)</td></tr>`}</tbody></table>
+    <table data-test="objects-sites"><thead>${heads("allocation site (top frames; click for the whole stack)")}</thead><tbody>${o.sites.length ? o.sites.map(site).join("") : `<tr><td class="label muted" colspan="${7 + o.levels.length + extra}">(no allocation seen in the capture)</td></tr>`}</tbody></table>
     <p class="muted">heap blocks by the call stack that allocated them, ranked by misses (first level, then last, then accesses)</p>
     <table data-test="objects-others"><thead>${heads("other object (by the mapping at the capture's start)")}</thead><tbody>${o.others.map(other).join("")}</tbody></table>
-    <p class="muted">an access counts once, in the object holding its first byte, at the level that served it (as the code views count it); miss:X = accesses served below X</p>`;
+    <p class="muted">an access counts once, in the object holding its first byte, at the level that served it (as the code views count it); miss:X = accesses served below X${coherent ? "; invalidations: coherence invalidations its accesses sent to other cores, false_sharing: of those, where the other core had touched only other bytes of the line" : ""}</p>`;
 }
 
 // A member's declaration as pahole writes it.
