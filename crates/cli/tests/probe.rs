@@ -58,7 +58,11 @@ fn quick_probe_writes_json_plot_and_a_configuration_sim_accepts() {
 
     assert_eq!(v["version"], 1);
     assert_eq!(v["quick"], true);
-    assert!(v["machine"]["clock_ghz"].as_f64().unwrap() > 0.0);
+    // A clock an x86-64 core can run at (none ships above 6.2 GHz): a
+    // Sapphire Rapids Xeon "measured" 17.6 GHz when the renamer folded the
+    // timed chain of `add reg, 1`.
+    let ghz = v["machine"]["clock_ghz"].as_f64().unwrap();
+    assert!((0.5..6.5).contains(&ghz), "clock {ghz} GHz");
     assert!(v["machine"]["vendor"].is_string());
     let sweep = v["sweep"].as_array().unwrap();
     assert!(sweep.len() > 20);
