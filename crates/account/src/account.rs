@@ -309,6 +309,9 @@ struct ThreadState {
     /// Its tracing ended at the exit hook (a stop entry): traced up to
     /// the program's exit.
     at_exit_hook: bool,
+    /// The number of the function's call it is tracing (counted from the
+    /// start, as `calls_seen`), 0 outside a function window's call.
+    call: u64,
 }
 
 impl ThreadState {
@@ -327,6 +330,7 @@ impl ThreadState {
         self.func_ret_slot = func_ret_slot;
         self.warming = false;
         self.at_exit_hook = false;
+        self.call = 0;
     }
 }
 
@@ -619,6 +623,7 @@ impl Accountant {
                 warming: false,
                 in_trace: false,
                 at_exit_hook: false,
+                call: 0,
             })
             .collect();
         let (objects_on, objects_off) = match setup.objects.map(Box::new) {
@@ -902,6 +907,7 @@ impl Accountant {
         // window's calls, so the simulator sees its accesses, counted
         // nowhere.
         self.threads[i].warming = n < calls.first;
+        self.threads[i].call = n;
         Entry::Capture
     }
 
@@ -947,7 +953,9 @@ impl Accountant {
         }
         t.func_ret_slot = 0;
         self.calls_done += 1;
-        self.exit_ended = self.calls_seen;
+        // The call this thread makes: other threads (or recursion) may
+        // have entered the function since.
+        self.exit_ended = t.call;
         true
     }
 

@@ -1906,7 +1906,8 @@ mod tests {
     #[test]
     fn the_dispatcher_assembles() {
         let mut cache = CodeCache::new();
-        let mask = dispatcher_xsave_mask(&crate::machine::cpu_facts()).expect("fits");
+        // (x87 and SSE alone where the layout cannot be read.)
+        let mask = dispatcher_xsave_mask(&crate::machine::cpu_facts()).unwrap_or(0b11);
         generate_dispatcher(&mut cache, -0x1000, mask).expect("assembles");
     }
 }
