@@ -418,18 +418,28 @@ fn function_name(p: &Profile, symbol: &str) -> String {
 fn start_and_stop(meta: &Meta, function: Option<&str>) -> (String, String) {
     let (started, stopped) = match meta.trigger.split_once(':') {
         Some(("function", symbol)) => {
-            match (function.unwrap_or(symbol), meta.calls.split_once(" to ")) {
-                (name, Some((first, last))) => (
-                    format!("entry to {name} (call {first})"),
-                    format!("{name} returned (call {last})"),
-                ),
-                // The first call (the default) needs no saying.
-                (name, None) if !meta.calls.is_empty() && meta.calls != "1" => (
-                    format!("entry to {name} (call {})", meta.calls),
-                    format!("{name} returned"),
-                ),
-                (name, None) => (format!("entry to {name}"), format!("{name} returned")),
-            }
+            let name = function.unwrap_or(symbol);
+            let range = meta.calls.split_once(" to ");
+            // The first call (the default) needs no saying.
+            let first = match range {
+                Some((first, _)) => Some(first),
+                None if !meta.calls.is_empty() && meta.calls != "1" => Some(meta.calls.as_str()),
+                None => None,
+            };
+            let started = match first {
+                Some(f) => format!("entry to {name} (call {f})"),
+                None => format!("entry to {name}"),
+            };
+            // A call the program's exit ended (`meta.exit_ended`) instead
+            // of its return; its number said when the window had several.
+            const EXITED: &str = "(exit() in the call: captured up to the exit)";
+            let stopped = match (meta.exit_ended, range) {
+                (0, Some((_, last))) => format!("{name} returned (call {last})"),
+                (0, None) => format!("{name} returned"),
+                (n, Some(_)) => format!("the program exited in {name} (call {n}) {EXITED}"),
+                (_, None) => format!("the program exited in {name} {EXITED}"),
+            };
+            (started, stopped)
         }
         _ => match meta.trigger.as_str() {
             "signal" => (
@@ -449,17 +459,6 @@ fn start_and_stop(meta: &Meta, function: Option<&str>) -> (String, String) {
     };
     match &meta.cut_short {
         Some(why) => (started, format!("cut short: {why}")),
-        None if meta.exit_ended != 0 && meta.trigger.starts_with("function:") => {
-            let name = function.unwrap_or(&meta.trigger["function:".len()..]);
-            let call = match meta.calls.split_once(" to ") {
-                Some(_) => format!(" (call {})", meta.exit_ended),
-                None => String::new(),
-            };
-            (
-                started,
-                format!("the program exited in {name}{call} (exit() in the call: captured up to the exit)"),
-            )
-        }
         None => (started, stopped),
     }
 }

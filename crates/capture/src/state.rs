@@ -131,13 +131,16 @@ pub(crate) fn with_session<R>(f: impl FnOnce(&mut Option<Box<Session>>) -> R) ->
     r
 }
 
-/// [`with_session`] for thread `tid`, the lock taken in turn
-/// ([`Lock::lock_in_turn`]): fast mode's short replays.
+/// [`with_session`], the lock taken in turn for thread `turn` when there
+/// is one ([`Lock::lock_in_turn`]: fast mode's short replays).
 pub(crate) fn with_session_in_turn<R>(
-    tid: u32,
+    turn: Option<u32>,
     f: impl FnOnce(&mut Option<Box<Session>>) -> R,
 ) -> R {
-    LOCK.lock_in_turn(tid);
+    match turn {
+        Some(tid) => LOCK.lock_in_turn(tid),
+        None => LOCK.lock(),
+    }
     // SAFETY: the lock is held, so no other reference to the cell exists.
     let r = f(unsafe { &mut *SESSION.0.get() });
     LOCK.unlock();

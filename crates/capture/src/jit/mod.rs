@@ -1300,14 +1300,7 @@ fn flush(t: &mut Tls) -> Replayed {
     let mut replayed = 0;
     // A short buffer (several threads in translated code) waits its turn.
     let short = t.limit != t.buf_end;
-    let session = |f: &mut dyn FnMut(&mut Option<Box<crate::state::Session>>) -> Replayed| {
-        if short {
-            crate::state::with_session_in_turn(tid, f)
-        } else {
-            with_session(f)
-        }
-    };
-    let r = session(&mut |cell| match cell {
+    let r = crate::state::with_session_in_turn(short.then_some(tid), |cell| match cell {
         Some(s) if epoch == EPOCH.load(Ordering::Acquire) => with_jit(|j| match j {
             Some(j) => {
                 let before = s.acc.instructions();
