@@ -25,7 +25,10 @@
 //!    replayed block, [`Accountant::step_block`], each instruction's slot
 //!    remembers its decode, its compact plan ([`Quick`]) and its last row;
 //!    a slot whose row is for another stack finds it through the block's
-//!    [`BlockRows`], one probe per block and stack, not per instruction) (with
+//!    [`BlockRows`], one probe per block and stack, not per instruction;
+//!    without a trace, an execution without data access whose fetch the
+//!    first level served is counted in the cell, not the row, and added
+//!    to the row by `settle` before the counters are read) (with
 //!    line use, `Setup::line_use`, the lines that left the first data level
 //!    meanwhile are credited to the rows that fetched them), and
 //!    appended to the trace when one is kept: encoded into a chunk buffer
@@ -64,7 +67,9 @@ use crate::unwind::StackUnwinder;
 use coldcache_cctrace::stream::{attachment_chunk, end_marker, skeleton_index_chunk};
 use coldcache_cctrace::{ChunkEncoder, Record as TraceRecord, RecordKind, ATTACH_DUMP_SKELETON};
 use coldcache_dump::{Dump, EncodedRecords, Meta, Record, StackNode, Thread};
-use coldcache_sim::{Access, AccessKind, ConfigError, CounterLayout, Driver, HierarchyConfig};
+use coldcache_sim::{
+    Access, AccessKind, ConfigError, CounterLayout, Driver, HierarchyConfig, Side,
+};
 use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Mnemonic, OpKind, Register};
 
 /// What the front end does after a step.
@@ -119,6 +124,9 @@ pub struct BlockSlot {
     stack: u32,
     serial: u32,
     row: u32,
+    /// With `row`: its cell in [`BlockRows`] ([`BlockSlot::NONE`]: none),
+    /// where plain executions are counted.
+    cell: u32,
     /// In a block's first slot: the number the accountant gave the block
     /// (its key in [`BlockRows`]).
     block: u32,
@@ -142,6 +150,7 @@ impl BlockSlot {
             stack: 0,
             serial: 0,
             row: Self::NONE,
+            cell: Self::NONE,
             block: Self::NONE,
             len: 0,
             flow: Flow::Other,
@@ -772,6 +781,7 @@ impl Accountant {
                         }
                     }
                 }
+                self.settle();
                 self.parts.set_aside(
                     &self.counters,
                     self.instructions,
@@ -781,6 +791,7 @@ impl Accountant {
             }
         };
         if zero {
+            self.block_rows.forget_deferred();
             self.counters.zero();
             self.instructions = 0;
             self.unmodelled = [0; Unmodelled::ALL.len()];
@@ -1276,6 +1287,10 @@ impl Accountant {
                     }
                     row
                 };
+                s.cell = match cells {
+                    Some(c) if cells_stack == stack => (c + k) as u32,
+                    _ => BlockSlot::NONE,
+                };
                 (s.row, s.stack, s.serial) = (row as u32, stack, serial);
                 row
             };
@@ -1288,7 +1303,15 @@ impl Accountant {
                         }
                         self.accesses.clear();
                         let modelled = q.eval(m, &mut self.accesses);
-                        self.count_evaluated::<TL>(core, ip, row, s.len, modelled);
+                        if !TL
+                            && s.cell != BlockSlot::NONE
+                            && modelled.is_ok()
+                            && self.accesses.as_slice().is_empty()
+                        {
+                            self.count_fetch_only(core, ip, row, s.cell as usize, s.len);
+                        } else {
+                            self.count_evaluated::<TL>(core, ip, row, s.len, modelled);
+                        }
                         (s.len, s.flow)
                     }
                     None => {
@@ -1733,6 +1756,57 @@ impl Accountant {
         self.instructions += 1;
     }
 
+    /// [`Accountant::count_evaluated`] for an instruction that made no data
+    /// access, replayed in block cell `cell` (whose row is `row`): a fetch
+    /// the first level served is counted in the cell
+    /// ([`BlockRows::defer`]), to be added to the row when the counters are
+    /// read ([`Accountant::settle`]); any other is counted in the row.
+    #[inline(always)]
+    fn count_fetch_only(&mut self, core: usize, ip: u64, row: usize, cell: usize, len: u8) {
+        let fetch = Access {
+            kind: AccessKind::InstrFetch,
+            addr: ip,
+            size: u32::from(len),
+            ip,
+        };
+        match self.driver.fetch(core, fetch) {
+            None => {
+                if let Some((row, n)) = self.block_rows.defer(cell) {
+                    self.add_plain(row as usize, n);
+                }
+            }
+            Some(r) => {
+                let layout = self.driver.layout();
+                let c = self.counters.row(row);
+                c[CounterLayout::INSTRUCTIONS] += 1;
+                layout.add_access(c, AccessKind::InstrFetch, &r);
+            }
+        }
+        self.instructions += 1;
+    }
+
+    /// Adds `n` plain executions (no data access, fetched from the first
+    /// level) to counter row `row`.
+    #[cold]
+    fn add_plain(&mut self, row: usize, n: u64) {
+        let fetched_l1 = self.driver.layout().served(Side::Instr, 0);
+        let c = self.counters.row(row);
+        c[CounterLayout::INSTRUCTIONS] += n;
+        c[fetched_l1] += n;
+    }
+
+    /// Adds the plain executions the block cells counted to their rows:
+    /// before anything reads the counters.
+    fn settle(&mut self) {
+        let fetched_l1 = self.driver.layout().served(Side::Instr, 0);
+        let counters = &mut self.counters;
+        self.block_rows.settle(|row, n| {
+            let c = counters.row(row as usize);
+            c[CounterLayout::INSTRUCTIONS] += n;
+            c[fetched_l1] += n;
+        });
+    }
+
     /// [`Accountant::count`] into counter row `row` (of `stack`;
     /// [`WARM_ROW`]: a warming instruction, simulated and counted nowhere,
     /// not traced).
@@ -1960,6 +2034,7 @@ impl Accountant {
     ) -> Finished {
         // The lines still in a first data level are credited now.
         let mut this = self;
+        this.settle();
         let layout = this.driver.layout();
         if let (Some(f), Some(u)) = (layout.lines_fetched(), layout.bytes_used()) {
             let counters = &mut this.counters;

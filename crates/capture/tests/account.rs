@@ -777,6 +777,74 @@ fn a_block_without_a_trace_counts_fetches_accesses_and_unmodelled_by_hand() {
     }
 }
 
+/// One instruction counted three ways under one stack: in a block
+/// entered at its start (`mov rax, [rbx]; nop; nop` at 0x1000), in a block
+/// entered mid-way (`nop; nop` at 0x1003) and stepped by the trap engine
+/// (0x1003). Without a trace each block's cell counts the instruction's
+/// plain executions (`BlockRows::defer`) apart from its row; the dump must
+/// hold one record per instruction with every execution, as with a
+/// trace. By hand, over 5
+/// rounds: 0x1000 5 times (its first fetch and load to memory), 0x1003 15
+/// times, 0x1004 10 times, every other fetch from the first level.
+#[test]
+fn an_instruction_counted_by_two_blocks_and_a_step_has_one_record_of_every_execution() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut dumps = Vec::new();
+    for trace in [false, true] {
+        let mut s = setup(Reserves::default(), trace, None);
+        s.exec_ranges = vec![(0x1000, 0x2000)];
+        s.stable_code = s.exec_ranges.clone();
+        let mut a = Accountant::new(s).unwrap();
+        a.claim(TID).unwrap();
+        let mut m = Fake::new().code(0x1000, &[0x48, 0x8B, 0x03, 0x90, 0x90]);
+        m.set(Register::RSP, SP).set(Register::RBX, 0x9000);
+        let mut whole: Vec<BlockSlot> = [0x1000, 0x1003, 0x1004]
+            .iter()
+            .map(|&ip| BlockSlot::new(ip, 0))
+            .collect();
+        let mut tail: Vec<BlockSlot> = [0x1003, 0x1004]
+            .iter()
+            .map(|&ip| BlockSlot::new(ip, 0))
+            .collect();
+        for _ in 0..5 {
+            let go = |a: &mut Accountant, slots: &mut Vec<BlockSlot>, m: &mut Fake| {
+                a.step_block(TID, SP, slots, m, |_, _| {})
+            };
+            assert_eq!(go(&mut a, &mut whole, &mut m), Verdict::Continue);
+            assert_eq!(go(&mut a, &mut tail, &mut m), Verdict::Continue);
+            assert_eq!(step(&mut a, 0x1003, &m), Verdict::Continue);
+        }
+        assert_eq!(a.instructions(), 30);
+        let (d, _) = finish(a);
+        let l = layout();
+        let (i_hit, i_mem) = (l.served(Side::Instr, 0), l.memory(Side::Instr));
+        let (r_hit, r_mem) = (l.served(Side::Read, 0), l.memory(Side::Read));
+        assert_eq!(d.records.len(), 3, "trace {trace}");
+        let first = record(&d, 0x1000, 0);
+        assert_eq!(
+            (
+                first[CounterLayout::INSTRUCTIONS],
+                first[i_mem],
+                first[i_hit]
+            ),
+            (5, 1, 4)
+        );
+        assert_eq!((first[r_mem], first[r_hit]), (1, 4));
+        for (ip, n) in [(0x1003, 15), (0x1004, 10)] {
+            assert_eq!(
+                record(&d, ip, 0),
+                expected_row(l, n, &[(i_hit, n)]),
+                "{ip:#x} trace {trace}"
+            );
+        }
+        dumps.push(d.records);
+    }
+    assert_eq!(
+        dumps[0], dumps[1],
+        "the same records with and without a trace"
+    );
+}
+
 /// Two threads on two cores of a Cachegrind-shaped hierarchy (private
 /// first levels, one shared last level), stepped in turn: A loads 0x9000,
 /// then B, then A again. Each access is simulated on its own thread's

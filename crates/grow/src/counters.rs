@@ -72,10 +72,18 @@ impl CounterTable {
         unsafe { self.values.run_mut_unchecked(r * self.stride, self.stride) }
     }
 
+    /// The instructions of one 64-byte window of code under one stack and
+    /// thread hash to one run of 16 consecutive slots (a cache line of the
+    /// index), and their rows are mostly made together (a block's
+    /// instructions, the first time it runs under a stack), so making or
+    /// finding them costs one cache miss in the index, not one each: on a
+    /// program with millions of rows (CPython: 14.7M over 362,652 stacks)
+    /// the index's misses were most of the time spent making rows.
     #[inline(always)]
     fn hash(key: (u64, u32, u32)) -> u64 {
         let (ip, stack, thread) = key;
-        mix(ip ^ (u64::from(stack) << 32) ^ u64::from(thread).rotate_left(17))
+        let window = mix(ip >> 6) ^ (u64::from(stack) << 32 | u64::from(thread));
+        mix(window).wrapping_add((ip & 63) >> 2)
     }
 
     /// The row of a key, created zeroed on first use; `Err` when the table

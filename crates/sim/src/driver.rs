@@ -240,6 +240,20 @@ impl Driver {
         r
     }
 
+    /// Simulates the instruction fetch `a` on `core` and tallies it, as
+    /// [`Driver::attribute`] would: `None` when the first level served it
+    /// (all [`Driver::attribute`] would add to a row is one to its `i_L1`:
+    /// a fetch carries no coherence and line use does not watch it), else
+    /// the result, for the caller to add with [`CounterLayout::add_access`].
+    #[inline(always)]
+    pub fn fetch(&mut self, core: usize, a: Access) -> Option<AccessResult> {
+        debug_assert_eq!(a.kind, AccessKind::InstrFetch);
+        const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
+        let r = self.hier.access_or_l1_hit(core, a).unwrap_or(L1_HIT);
+        self.tally.add(a.kind, &r);
+        (r.served_by != ServedBy::L1).then_some(r)
+    }
+
     /// Simulates `accesses` in order on `core` and tallies them: what
     /// [`Driver::access`] on each would do, through
     /// [`Hierarchy::access_batch`] (on the lean engine, first-level hits
