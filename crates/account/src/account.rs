@@ -68,7 +68,7 @@ use coldcache_cctrace::stream::{attachment_chunk, end_marker, skeleton_index_chu
 use coldcache_cctrace::{ChunkEncoder, Record as TraceRecord, RecordKind, ATTACH_DUMP_SKELETON};
 use coldcache_dump::{Dump, EncodedRecords, Meta, Record, StackNode, Thread};
 use coldcache_sim::{
-    Access, AccessKind, ConfigError, CounterLayout, Driver, HierarchyConfig, Side,
+    Access, AccessKind, AccessResult, ConfigError, CounterLayout, Driver, HierarchyConfig, Side,
 };
 use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Mnemonic, OpKind, Register};
 
@@ -663,7 +663,7 @@ impl Accountant {
             model: Model::new(setup.cpu),
             decode: DecodeCache::new(setup.reserves.instructions),
             stacks: StackTable::new(setup.reserves.stacks, &mut budget),
-            counters: CounterTable::new(setup.reserves.records, layout.len()),
+            counters: CounterTable::new(setup.reserves.records, layout.len(), hot_at(layout)),
             block_rows: BlockRows::new(),
             block_budget,
             blocks: 0,
@@ -1729,17 +1729,16 @@ impl Accountant {
         len: u8,
         modelled: Result<(), Unmodelled>,
     ) {
-        let c = self.counters.row(row);
-        c[CounterLayout::INSTRUCTIONS] += 1;
         self.driver.set_fill_row(row as u32);
-        attribute_all(
+        attribute_narrow(
             &mut self.driver,
             core,
             ip,
             len,
             &self.accesses,
             modelled,
-            c,
+            &mut self.counters,
+            row,
             self.objects.as_deref_mut(),
             &mut self.budget,
             match TL {
@@ -1777,9 +1776,8 @@ impl Accountant {
             }
             Some(r) => {
                 let layout = self.driver.layout();
-                let c = self.counters.row(row);
-                c[CounterLayout::INSTRUCTIONS] += 1;
-                layout.add_access(c, AccessKind::InstrFetch, &r);
+                self.counters.hot(row)[HOT_INSTRUCTIONS] += 1;
+                layout.add_access(self.counters.row(row), AccessKind::InstrFetch, &r);
             }
         }
         self.instructions += 1;
@@ -1789,21 +1787,19 @@ impl Accountant {
     /// level) to counter row `row`.
     #[cold]
     fn add_plain(&mut self, row: usize, n: u64) {
-        let fetched_l1 = self.driver.layout().served(Side::Instr, 0);
-        let c = self.counters.row(row);
-        c[CounterLayout::INSTRUCTIONS] += n;
-        c[fetched_l1] += n;
+        let c = self.counters.hot(row);
+        c[HOT_INSTRUCTIONS] += n;
+        c[hot_side(Side::Instr)] += n;
     }
 
     /// Adds the plain executions the block cells counted to their rows:
     /// before anything reads the counters.
     fn settle(&mut self) {
-        let fetched_l1 = self.driver.layout().served(Side::Instr, 0);
         let counters = &mut self.counters;
         self.block_rows.settle(|row, n| {
-            let c = counters.row(row as usize);
-            c[CounterLayout::INSTRUCTIONS] += n;
-            c[fetched_l1] += n;
+            let c = counters.hot(row as usize);
+            c[HOT_INSTRUCTIONS] += n;
+            c[hot_side(Side::Instr)] += n;
         });
     }
 
@@ -1878,18 +1874,28 @@ impl Accountant {
                 }
             }
         }
-        let c = if warm {
-            self.scratch.fill(0);
-            &mut self.scratch[..]
-        } else {
-            self.counters.row(row)
-        };
-        c[CounterLayout::INSTRUCTIONS] += 1;
         // A warming instruction's fills are credited nowhere (WARM_ROW
         // is u32::MAX as a u32).
         self.driver.set_fill_row(row as u32);
-        // Instrumentation off (a client request): not simulated either.
-        if !warm || self.requests.simulating() {
+        if !warm {
+            attribute_narrow(
+                &mut self.driver,
+                core,
+                ip,
+                d.len,
+                &self.accesses,
+                modelled,
+                &mut self.counters,
+                row,
+                self.objects.as_deref_mut(),
+                &mut self.budget,
+                self.timeline.as_deref_mut().map(|t| &mut t.run[..]),
+            );
+        } else if self.requests.simulating() {
+            // A warming instruction is simulated (not with instrumentation
+            // off, a client request) into a scratch row nobody reads.
+            let c = &mut self.scratch[..];
+            c.fill(0);
             attribute_all(
                 &mut self.driver,
                 core,
@@ -1898,12 +1904,9 @@ impl Accountant {
                 &self.accesses,
                 modelled,
                 c,
-                self.objects.as_deref_mut().filter(|_| !warm),
+                None,
                 &mut self.budget,
-                self.timeline
-                    .as_deref_mut()
-                    .filter(|_| !warm)
-                    .map(|t| &mut t.run[..]),
+                None,
             );
         }
         credit_line_use(&mut self.driver, &mut self.counters);
@@ -2180,18 +2183,36 @@ impl Accountant {
         // Rows a `CALLGRIND_ZERO_STATS` zeroed and nothing counted since
         // are left out (as Callgrind lists no function without cost).
         let zeroed = requests.zeroed();
-        let rows: Vec<u32> = {
-            let mut keyed: Vec<((u64, u32, u32), u32)> = table
-                .keys()
-                .iter()
-                .enumerate()
-                .filter(|&(r, _)| !zeroed || table.entry(r).1[CounterLayout::INSTRUCTIONS] != 0)
-                .map(|(r, &k)| (k, r as u32))
-                .collect();
-            keyed.sort_unstable_by_key(|&(k, _)| k);
-            keyed.iter().map(|&(_, r)| r).collect()
+        let kept = |r: usize| !zeroed || table.counter(r, CounterLayout::INSTRUCTIONS) != 0;
+        let rows: Vec<u32> = match packed_keys(table.keys()) {
+            // Keys of 48-bit addresses and 16-bit threads, with their row,
+            // fit one u128 (16 bytes, against 24): less memory at the
+            // capture's end, and a faster sort.
+            true => {
+                let mut keyed: Vec<u128> = (0..table.len())
+                    .filter(|&r| kept(r))
+                    .map(|r| pack_key(table.keys()[r], r as u32))
+                    .collect();
+                keyed.sort_unstable();
+                keyed.iter().map(|&k| k as u32).collect()
+            }
+            false => {
+                let mut keyed: Vec<((u64, u32, u32), u32)> = (0..table.len())
+                    .filter(|&r| kept(r))
+                    .map(|r| (table.keys()[r], r as u32))
+                    .collect();
+                keyed.sort_unstable_by_key(|&(k, _)| k);
+                keyed.iter().map(|&(_, r)| r).collect()
+            }
         };
-        let rows = rows.iter().map(|&r| table.entry(r as usize));
+        // Each row's two parts summed, into a buffer on the stack.
+        let stride = table.stride();
+        let rows = rows.iter().map(|&r| {
+            let mut c = RowBuf::default();
+            table.counters_into(r as usize, &mut c.0);
+            c.1 = stride;
+            (table.keys()[r as usize], c)
+        });
         let (records, encoded) = if encode {
             let e = EncodedRecords::new(
                 meta.counters.len(),
@@ -2204,7 +2225,7 @@ impl Accountant {
                     ip,
                     stack,
                     thread,
-                    counters: c.to_vec(),
+                    counters: c.as_ref().to_vec(),
                 })
                 .collect();
             (records, None)
@@ -2275,6 +2296,34 @@ impl Accountant {
     }
 }
 
+/// Whether every key's address fits 48 bits and its thread 16 (then a key
+/// and its row number pack into a u128 whose order is the keys').
+fn packed_keys(keys: &[(u64, u32, u32)]) -> bool {
+    keys.iter()
+        .all(|&(ip, _, thread)| ip >> 48 == 0 && thread >> 16 == 0)
+}
+
+/// A key that fits ([`packed_keys`]) and its row `r`, in one u128: the
+/// address, the stack, the thread, the row, from the top bits down.
+fn pack_key((ip, stack, thread): (u64, u32, u32), r: u32) -> u128 {
+    u128::from(ip) << 80 | u128::from(stack) << 48 | u128::from(thread) << 32 | u128::from(r)
+}
+
+/// One row's counters (its first `.1`), made where nothing may allocate.
+struct RowBuf([u64; CounterLayout::MAX_LEN], usize);
+
+impl Default for RowBuf {
+    fn default() -> Self {
+        RowBuf([0; CounterLayout::MAX_LEN], 0)
+    }
+}
+
+impl AsRef<[u64]> for RowBuf {
+    fn as_ref(&self) -> &[u64] {
+        &self.0[..self.1]
+    }
+}
+
 /// The counter row index that stands for "a warming instruction: count
 /// nowhere" (no table row has it).
 const WARM_ROW: usize = usize::MAX;
@@ -2302,6 +2351,96 @@ fn credit_line_use(driver: &mut Driver, counters: &mut CounterTable) {
         c[f] += 1;
         c[u] += bytes;
     });
+}
+
+/// Where a row's narrow part ([`CounterTable::hot`]) keeps each of its
+/// counters: instructions, then first-level fetches, reads and writes.
+const HOT_INSTRUCTIONS: usize = 0;
+
+/// The narrow part's counter of `side`'s first-level hits.
+#[inline(always)]
+const fn hot_side(side: Side) -> usize {
+    1 + side as usize
+}
+
+/// The counters a row's narrow part keeps, as positions in `layout`'s row.
+fn hot_at(layout: CounterLayout) -> [usize; crate::grow::counters::HOT] {
+    [
+        CounterLayout::INSTRUCTIONS,
+        layout.served(Side::Instr, 0),
+        layout.served(Side::Read, 0),
+        layout.served(Side::Write, 0),
+    ]
+}
+
+/// [`attribute_all`] into row `row` of `table`, one more execution and
+/// each first-level hit counted in the row's narrow part, anything else in
+/// its wide part.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn attribute_narrow(
+    driver: &mut Driver,
+    core: usize,
+    ip: u64,
+    len: u8,
+    accesses: &AccessList,
+    modelled: Result<(), Unmodelled>,
+    table: &mut CounterTable,
+    row: usize,
+    mut objects: Option<&mut Objects>,
+    budget: &mut Budget,
+    mut timeline: Option<&mut [u64]>,
+) {
+    let layout = driver.layout();
+    // The narrow part's increments, added once at the end.
+    let mut hits = [0u64; crate::grow::counters::HOT];
+    hits[HOT_INSTRUCTIONS] = 1;
+    let mut count =
+        |table: &mut CounterTable, kind: AccessKind, r: &AccessResult| match Side::of(kind) {
+            Some(side) if r.is_plain_first_level_hit() => hits[hot_side(side)] += 1,
+            _ => layout.add_access(table.row(row), kind, r),
+        };
+    let fetch = Access {
+        kind: AccessKind::InstrFetch,
+        addr: ip,
+        size: u32::from(len),
+        ip,
+    };
+    let r = driver.simulate(core, fetch);
+    count(table, AccessKind::InstrFetch, &r);
+    if let Some(t) = timeline.as_deref_mut() {
+        t[CounterLayout::INSTRUCTIONS] += 1;
+        layout.add_access(t, AccessKind::InstrFetch, &r);
+    }
+    match modelled {
+        Ok(()) => {
+            for a in accesses.as_slice() {
+                let access = Access {
+                    kind: a.kind,
+                    addr: a.addr,
+                    size: a.size,
+                    ip,
+                };
+                let r = driver.simulate(core, access);
+                count(table, a.kind, &r);
+                if let Some(o) = objects.as_deref_mut() {
+                    o.access(a.kind, a.addr, ip, &r, budget);
+                }
+                if let Some(t) = timeline.as_deref_mut() {
+                    layout.add_access(t, a.kind, &r);
+                }
+            }
+        }
+        Err(_) => {
+            table.row(row)[CounterLayout::UNMODELLED] += 1;
+            if let Some(t) = timeline {
+                t[CounterLayout::UNMODELLED] += 1;
+            }
+        }
+    }
+    for (h, n) in table.hot(row).iter_mut().zip(hits) {
+        *h += n;
+    }
 }
 
 /// Simulates one execution of an instruction of `len` bytes at `ip` on
@@ -2447,5 +2586,33 @@ fn record_kind(k: AccessKind) -> RecordKind {
         AccessKind::NonTemporalStore => RecordKind::NtStore,
         AccessKind::Flush => RecordKind::Flush,
         AccessKind::InstrFetch => RecordKind::Instr,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Keys pack into a u128 (48-bit address, 32-bit stack, 16-bit
+    /// thread, then the row) only when they fit, and the packed order is
+    /// the keys' order.
+    #[test]
+    fn keys_pack_only_when_they_fit_and_keep_their_order() {
+        let keys = [
+            (0x7fff_ffff_f000, 7, 1),
+            (0x40_1000, 9, 0),
+            (0x40_1000, 2, 3),
+        ];
+        assert!(packed_keys(&keys));
+        assert!(!packed_keys(&[(0xffff_ffff_ff60_0000, 0, 0)]), "vsyscall");
+        assert!(!packed_keys(&[(0x1000, 0, 1 << 16)]));
+        let mut packed: Vec<u128> = keys
+            .iter()
+            .enumerate()
+            .map(|(r, &k)| pack_key(k, r as u32))
+            .collect();
+        packed.sort_unstable();
+        let order: Vec<u32> = packed.iter().map(|&k| k as u32).collect();
+        assert_eq!(order, [2, 1, 0]);
     }
 }

@@ -90,8 +90,11 @@ impl Parts {
             return false;
         }
         let start = self.store.len();
+        let mut row = [0u64; CounterLayout::MAX_LEN];
+        let c = &mut row[..table.stride()];
         for r in 0..table.len() {
-            let ((ip, stack, thread), c) = table.entry(r);
+            let (ip, stack, thread) = table.keys()[r];
+            table.counters_into(r, c);
             if c[CounterLayout::INSTRUCTIONS] == 0 {
                 continue;
             }

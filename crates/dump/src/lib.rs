@@ -372,9 +372,9 @@ impl EncodedRecords {
     /// address, stack id, thread index, counters): `counters` counters
     /// each (missing ones are 0, extra ones are left out), as
     /// [`Dump::to_bytes`] encodes [`Record`]s.
-    pub fn new<'a>(
+    pub fn new<C: AsRef<[u64]>>(
         counters: usize,
-        rows: impl ExactSizeIterator<Item = (u64, u32, u32, &'a [u64])>,
+        rows: impl ExactSizeIterator<Item = (u64, u32, u32, C)>,
     ) -> EncodedRecords {
         let count = rows.len();
         let mut b = Vec::with_capacity(16 + count * (4 + counters));
@@ -387,6 +387,7 @@ impl EncodedRecords {
             prev_ip = ip;
             varint::put(&mut b, stack.into());
             varint::put(&mut b, thread.into());
+            let c = c.as_ref();
             for i in 0..counters {
                 varint::put(&mut b, c.get(i).copied().unwrap_or(0));
             }

@@ -5,7 +5,7 @@
 //! same rows the same numbers.
 //!
 //! Keys in a dense [`GrowVec`] with an open-addressing [`Index`] over
-//! them, counters in a second [`GrowVec`] (`stride` per row), all growing
+//! them, counters in a narrow and a wide part (see [`CounterTable`]), all growing
 //! by mappings charged to the caller's [`Budget`]: no allocation, lock or
 //! panic, so the accountant uses it inside signal handlers.
 
@@ -16,12 +16,30 @@ fn full(table: &'static str, entries: usize, bytes: usize, r: Refused, b: &Budge
     r.full(table, entries, bytes, b)
 }
 
+/// How many counters of a row are kept apart, in its narrow part.
+pub const HOT: usize = 4;
+
 /// Counters per (instruction, stack, thread).
+///
+/// A row is two parts: `HOT` counters chosen at construction (the commonest:
+/// instructions and first-level hits), in a narrow part every row has, and
+/// a wide part of all `stride` counters, appended the first time anything
+/// asks for it ([`CounterTable::row`]); a counter's value is the sum of the
+/// two. On a program with millions of rows most never need the wide part
+/// (CPython: 6% of 14.7M do), so a row costs its key and 36 bytes in
+/// memory that is touched, not `stride` counters. Room for every row's wide
+/// part is still mapped (and charged to the budget) when the row is made,
+/// so that asking for it never fails: the kernel commits only the pages
+/// that are used.
 pub struct CounterTable {
     keys: GrowVec<(u64, u32, u32)>,
     index: Index,
+    hot: GrowVec<[u64; HOT]>,
+    /// Per row: its wide part's number plus one, 0 until it has one.
+    wide: GrowVec<u32>,
     values: GrowVec<u64>,
     stride: usize,
+    hot_at: [usize; HOT],
 }
 
 /// An empty slot of an index. Slots hold an entry's number plus one, so
@@ -31,45 +49,98 @@ pub const FREE: u32 = 0;
 
 impl CounterTable {
     /// A table for up to `capacity` records of `stride` counters each
-    /// (nothing mapped yet).
-    pub fn new(capacity: usize, stride: usize) -> Self {
+    /// (nothing mapped yet), counters `hot_at` kept in the narrow part
+    /// (distinct, below `stride`; any when `stride` is 0: no counters).
+    pub fn new(capacity: usize, stride: usize, hot_at: [usize; HOT]) -> Self {
         let capacity = capacity.max(1);
+        assert!(stride == 0 || hot_at.iter().all(|&h| h < stride));
+        let counted = if stride == 0 { 0 } else { capacity };
         CounterTable {
             keys: GrowVec::new(capacity),
             index: Index::new(),
-            values: GrowVec::new(capacity.saturating_mul(stride.max(1))),
+            hot: GrowVec::new(counted),
+            wide: GrowVec::new(counted),
+            values: GrowVec::new(capacity.saturating_mul(stride)),
             stride,
+            hot_at,
         }
     }
 
     /// Bytes mapped.
     pub fn bytes(&self) -> usize {
-        self.index.bytes() + self.keys.bytes() + self.values.bytes()
+        self.index.bytes()
+            + self.keys.bytes()
+            + self.hot.bytes()
+            + self.wide.bytes()
+            + self.values.bytes()
     }
 
-    /// The counters of a key, created zeroed on first use; `Err` when the
-    /// table cannot grow.
-    #[inline]
-    pub fn counters(
-        &mut self,
-        ip: u64,
-        stack: u32,
-        thread: u32,
-        b: &mut Budget,
-    ) -> Result<&mut [u64], Full> {
-        let r = self.row_index(ip, stack, thread, b)?;
-        Ok(self.row(r))
+    /// Counters per row.
+    pub fn stride(&self) -> usize {
+        self.stride
     }
 
-    /// The counters of row `r` (an index [`CounterTable::row_index`] gave;
-    /// rows keep their index as the table grows).
+    /// The wide part of row `r` (an index [`CounterTable::row_index`] gave;
+    /// rows keep their index as the table grows), made zeroed on first use:
+    /// counters to add to (the narrow part, [`CounterTable::hot`], holds
+    /// the rest of the `hot_at` counters' values).
     #[inline]
     pub fn row(&mut self, r: usize) -> &mut [u64] {
-        assert!(r < self.keys.len());
-        // SAFETY: every key pushed has its `stride` values pushed with it
-        // (`row_index`), so `values` holds `keys.len() * stride` entries and
-        // row `r < keys.len()` lies within them.
-        unsafe { self.values.run_mut_unchecked(r * self.stride, self.stride) }
+        assert!(r < self.keys.len() && self.stride > 0);
+        let w = *self.wide.at(r);
+        let w = if w == 0 {
+            self.make_wide(r)
+        } else {
+            w as usize - 1
+        };
+        // SAFETY: every wide part made has its `stride` values pushed
+        // (`make_wide`), so `values` holds `w + 1` runs of `stride`.
+        unsafe { self.values.run_mut_unchecked(w * self.stride, self.stride) }
+    }
+
+    #[cold]
+    fn make_wide(&mut self, r: usize) -> usize {
+        let w = self.values.len() / self.stride;
+        // Room for it was mapped when the row was made (`insert`), so
+        // no budget is asked: this never fails.
+        let mut free = crate::Budget::new(0);
+        self.values
+            .extend(0, self.stride, &mut free)
+            .expect("room mapped with the row");
+        *self.wide.at_mut(r) = w as u32 + 1;
+        w
+    }
+
+    /// The narrow part of row `r`: the counters `hot_at` named, in that
+    /// order.
+    #[inline(always)]
+    pub fn hot(&mut self, r: usize) -> &mut [u64; HOT] {
+        self.hot.at_mut(r)
+    }
+
+    /// Row `r`'s counters, both parts summed, into `out` (`stride` long).
+    pub fn counters_into(&self, r: usize, out: &mut [u64]) {
+        let out = &mut out[..self.stride];
+        match *self.wide.at(r) {
+            0 => out.fill(0),
+            w => {
+                let w = w as usize - 1;
+                out.copy_from_slice(&self.values.as_slice()[w * self.stride..][..self.stride]);
+            }
+        }
+        for (&at, &v) in self.hot_at.iter().zip(self.hot.at(r)) {
+            out[at] += v;
+        }
+    }
+
+    /// Row `r`'s counter `i`, both parts summed.
+    pub fn counter(&self, r: usize, i: usize) -> u64 {
+        let wide = match *self.wide.at(r) {
+            0 => 0,
+            w => self.values.as_slice()[(w as usize - 1) * self.stride + i],
+        };
+        let hot = self.hot_at.iter().position(|&h| h == i);
+        wide + hot.map_or(0, |j| self.hot.at(r)[j])
     }
 
     /// The instructions of one 64-byte window of code under one stack and
@@ -119,13 +190,21 @@ impl CounterTable {
     #[cold]
     fn insert(&mut self, key: (u64, u32, u32), b: &mut Budget) -> Result<usize, Full> {
         let n = self.keys.len();
+        let counted = self.stride > 0;
         let grown = (|| {
             if !self.index.fits(n) {
                 let keys = &self.keys;
                 self.index.grow(n, |e| Self::hash(*keys.at(e)), b)?;
             }
             self.keys.reserve(1, b)?;
-            self.values.reserve(self.stride, b)
+            if counted {
+                self.hot.reserve(1, b)?;
+                self.wide.reserve(1, b)?;
+                // Room for every row's wide part, this one's included.
+                let room = (n + 1) * self.stride - self.values.len();
+                self.values.reserve(room, b)?;
+            }
+            Ok(())
         })();
         if let Err(r) = grown {
             return Err(full("records", n, self.bytes(), r, b));
@@ -135,7 +214,10 @@ impl CounterTable {
             i = self.index.next(i);
         }
         let r = self.keys.push(key, b).expect("room made");
-        self.values.extend(0, self.stride, b).expect("room made");
+        if counted {
+            self.hot.push([0; HOT], b).expect("room made");
+            self.wide.push(0, b).expect("room made");
+        }
         self.index.fill(i, r);
         Ok(r)
     }
@@ -154,6 +236,7 @@ impl CounterTable {
     /// the rows stay, with their indexes.
     pub fn zero(&mut self) {
         self.values.as_mut_slice().fill(0);
+        self.hot.as_mut_slice().fill([0; HOT]);
     }
 
     /// Every record's key, by row.
@@ -161,21 +244,13 @@ impl CounterTable {
         self.keys.as_slice()
     }
 
-    /// Record `r`: key and counters.
-    pub fn entry(&self, r: usize) -> ((u64, u32, u32), &[u64]) {
-        let stride = self.stride.max(1);
-        (
-            self.keys.as_slice()[r],
-            &self.values.as_slice()[r * stride..(r + 1) * stride],
-        )
-    }
-
-    /// Every record: key and counters.
-    pub fn iter(&self) -> impl Iterator<Item = ((u64, u32, u32), &[u64])> {
-        self.keys
-            .as_slice()
-            .iter()
-            .copied()
-            .zip(self.values.as_slice().chunks_exact(self.stride.max(1)))
+    /// Every record: key and counters (both parts summed; allocates a
+    /// row's worth per record: for tests and small tables).
+    pub fn iter(&self) -> impl Iterator<Item = ((u64, u32, u32), Vec<u64>)> + '_ {
+        (0..self.len()).map(|r| {
+            let mut c = vec![0; self.stride];
+            self.counters_into(r, &mut c);
+            (self.keys.as_slice()[r], c)
+        })
     }
 }

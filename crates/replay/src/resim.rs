@@ -152,7 +152,7 @@ impl Numbering {
     /// No row yet.
     pub fn new() -> Numbering {
         Numbering {
-            rows: CounterTable::new(usize::MAX, 0),
+            rows: CounterTable::new(usize::MAX, 0, [0; 4]),
             budget: Budget::new(usize::MAX),
             row_cache: vec![((0, 0, 0), NO_ROW); ROW_CACHE],
             next: Vec::new(),

@@ -141,6 +141,9 @@ impl CounterLayout {
         usize::from(self.levels)
     }
 
+    /// The most counters a layout has (`MAX_LEVELS` levels, line use).
+    pub const MAX_LEN: usize = 2 + 3 * (MAX_LEVELS + 1) + TAIL.len() + LINE_USE.len();
+
     /// Counters in a row.
     #[inline]
     pub fn len(self) -> usize {

@@ -240,6 +240,26 @@ impl Driver {
         r
     }
 
+    /// Simulates `a` on `core` and tallies it, as [`Driver::attribute`]
+    /// does, and gives the result for the caller to count (fills credited
+    /// to the row [`Driver::set_fill_row`] set): for a caller whose rows
+    /// keep first-level hits apart
+    /// ([`AccessResult::is_plain_first_level_hit`]).
+    #[inline(always)]
+    pub fn simulate(&mut self, core: usize, a: Access) -> AccessResult {
+        const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
+        let held = match self.line_use.as_deref() {
+            Some(lu) => lu.before(&self.hier, core, &a),
+            None => 0,
+        };
+        let r = self.hier.access_or_l1_hit(core, a).unwrap_or(L1_HIT);
+        if let Some(lu) = self.line_use.as_deref_mut() {
+            lu.after(&self.hier, core, &a, &r, held, self.fill_row);
+        }
+        self.tally.add(a.kind, &r);
+        r
+    }
+
     /// Simulates the instruction fetch `a` on `core` and tallies it, as
     /// [`Driver::attribute`] would: `None` when the first level served it
     /// (all [`Driver::attribute`] would add to a row is one to its `i_L1`:

@@ -312,6 +312,17 @@ impl AccessResult {
         std::array::from_fn(|i| self.lines_at(i))
     }
 
+    /// Whether all [`CounterLayout::add_access`] adds for this result is one
+    /// first-level count of its side: served by the first level, no
+    /// coherence traffic, not a prefetch.
+    #[inline(always)]
+    pub fn is_plain_first_level_hit(&self) -> bool {
+        self.served_by == ServedBy::L1
+            && self.invalidations == 0
+            && self.false_sharing == 0
+            && self.prefetch == PrefetchIssue::NotPrefetch
+    }
+
     /// Whether exactly one line was counted, at [`served_by`](Self::served_by)
     /// (one compare, for hot paths that only need to know this).
     #[inline]
