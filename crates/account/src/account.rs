@@ -553,9 +553,6 @@ pub struct Accountant {
     /// Warming calls that returned, and the instructions they simulated.
     warm_done: u64,
     warm_instructions: u64,
-    /// The counter row warming instructions are attributed to (zeroed
-    /// before each): the simulator needs one, the dump never sees it.
-    scratch: Vec<u64>,
     all_threads: bool,
     stop_entries: [u64; 2],
     /// Every thread traced so far, in claim order: (thread id, core). Slots
@@ -695,7 +692,6 @@ impl Accountant {
             exit_ended: 0,
             warm_done: 0,
             warm_instructions: 0,
-            scratch: vec![0; layout.len()],
             all_threads: setup.all_threads,
             stop_entries: setup.stop_entries,
             seen: Vec::with_capacity(MAX_THREADS_SEEN),
@@ -1893,21 +1889,8 @@ impl Accountant {
             );
         } else if self.requests.simulating() {
             // A warming instruction is simulated (not with instrumentation
-            // off, a client request) into a scratch row nobody reads.
-            let c = &mut self.scratch[..];
-            c.fill(0);
-            attribute_all(
-                &mut self.driver,
-                core,
-                ip,
-                d.len,
-                &self.accesses,
-                modelled,
-                c,
-                None,
-                &mut self.budget,
-                None,
-            );
+            // off, a client request) and counted nowhere.
+            simulate_only(&mut self.driver, core, ip, d.len, &self.accesses, modelled);
         }
         credit_line_use(&mut self.driver, &mut self.counters);
         if let Err(why) = modelled {
@@ -2373,9 +2356,12 @@ fn hot_at(layout: CounterLayout) -> [usize; crate::grow::counters::HOT] {
     ]
 }
 
-/// [`attribute_all`] into row `row` of `table`, one more execution and
-/// each first-level hit counted in the row's narrow part, anything else in
-/// its wide part.
+/// Simulates one execution of an instruction of `len` bytes at `ip` on
+/// `core` (its fetch, then its data accesses when `modelled`, else one more
+/// unmodelled execution) and attributes it into row `row` of `table`: one
+/// more execution and each first-level hit in the row's narrow part,
+/// anything else in its wide part; each data access also to its object
+/// when `objects` is given, and to the timeline's running row.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn attribute_narrow(
@@ -2444,22 +2430,15 @@ fn attribute_narrow(
 }
 
 /// Simulates one execution of an instruction of `len` bytes at `ip` on
-/// `core` and attributes it into counter row `c`: its fetch, then its data
-/// accesses when `modelled`, else one more unmodelled execution; each
-/// data access also to its object when `objects` is given.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn attribute_all(
+/// `core`, its fetch and then, when `modelled`, its data accesses, and
+/// counts it nowhere (a warming instruction).
+fn simulate_only(
     driver: &mut Driver,
     core: usize,
     ip: u64,
     len: u8,
     accesses: &AccessList,
     modelled: Result<(), Unmodelled>,
-    c: &mut [u64],
-    mut objects: Option<&mut Objects>,
-    budget: &mut Budget,
-    mut timeline: Option<&mut [u64]>,
 ) {
     let fetch = Access {
         kind: AccessKind::InstrFetch,
@@ -2467,36 +2446,16 @@ fn attribute_all(
         size: u32::from(len),
         ip,
     };
-    let r = driver.attribute(core, fetch, c);
-    // The timeline's running row gets the row's increments (but line use).
-    let layout = driver.layout();
-    if let Some(t) = timeline.as_deref_mut() {
-        t[CounterLayout::INSTRUCTIONS] += 1;
-        layout.add_access(t, AccessKind::InstrFetch, &r);
-    }
-    match modelled {
-        Ok(()) => {
-            for a in accesses.as_slice() {
-                let access = Access {
-                    kind: a.kind,
-                    addr: a.addr,
-                    size: a.size,
-                    ip,
-                };
-                let r = driver.attribute(core, access, c);
-                if let Some(o) = objects.as_deref_mut() {
-                    o.access(a.kind, a.addr, ip, &r, budget);
-                }
-                if let Some(t) = timeline.as_deref_mut() {
-                    layout.add_access(t, a.kind, &r);
-                }
-            }
-        }
-        Err(_) => {
-            c[CounterLayout::UNMODELLED] += 1;
-            if let Some(t) = timeline {
-                t[CounterLayout::UNMODELLED] += 1;
-            }
+    driver.simulate(core, fetch);
+    if modelled.is_ok() {
+        for a in accesses.as_slice() {
+            let access = Access {
+                kind: a.kind,
+                addr: a.addr,
+                size: a.size,
+                ip,
+            };
+            driver.simulate(core, access);
         }
     }
 }
