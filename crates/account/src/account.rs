@@ -69,6 +69,7 @@ use coldcache_cctrace::{ChunkEncoder, Record as TraceRecord, RecordKind, ATTACH_
 use coldcache_dump::{Dump, EncodedRecords, Meta, Record, StackNode, Thread};
 use coldcache_sim::{
     Access, AccessKind, AccessResult, ConfigError, CounterLayout, Driver, HierarchyConfig, Side,
+    NO_LINE,
 };
 use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Mnemonic, OpKind, Register};
 
@@ -1214,6 +1215,12 @@ impl Accountant {
         // the first instruction whose slot does not remember its row).
         let mut cells: Option<usize> = None;
         let mut cells_stack = u32::MAX;
+        // The line the previous instruction's fetch ended in, where the
+        // driver says a fetch in it needs no look (`Driver::fetch`):
+        // between two instructions of a block only the first one's data
+        // accesses reach the simulator (and a path that fetches otherwise
+        // forgets it).
+        let mut last_fetch = NO_LINE;
         for (k, s) in slots.iter_mut().enumerate() {
             // The registers are loaded only where something reads them: not
             // for an instruction whose remembered plan makes no access.
@@ -1304,9 +1311,23 @@ impl Accountant {
                             && modelled.is_ok()
                             && self.accesses.as_slice().is_empty()
                         {
-                            self.count_fetch_only(core, ip, row, s.cell as usize, s.len);
+                            self.count_fetch_only(
+                                core,
+                                ip,
+                                row,
+                                s.cell as usize,
+                                s.len,
+                                &mut last_fetch,
+                            );
                         } else {
-                            self.count_evaluated::<TL>(core, ip, row, s.len, modelled);
+                            self.count_evaluated::<TL>(
+                                core,
+                                ip,
+                                row,
+                                s.len,
+                                modelled,
+                                &mut last_fetch,
+                            );
                         }
                         (s.len, s.flow)
                     }
@@ -1315,7 +1336,7 @@ impl Accountant {
                             fill(k, m);
                             filled = true;
                         }
-                        self.count_plain::<TL, M>(core, ip, row, di, m)
+                        self.count_plain::<TL, M>(core, ip, row, di, m, &mut last_fetch)
                     }
                 }
             } else {
@@ -1327,6 +1348,7 @@ impl Accountant {
                 if !counted {
                     return self.stop_count();
                 }
+                last_fetch = NO_LINE;
                 let d = self.decode.at(di);
                 (d.len, d.flow)
             };
@@ -1705,12 +1727,13 @@ impl Accountant {
         row: usize,
         di: usize,
         m: &M,
+        last_fetch: &mut u64,
     ) -> (u8, Flow) {
         let d = self.decode.at(di);
         self.accesses.clear();
         let modelled = d.plan.eval(&d.instr, m, &mut self.accesses);
         let (len, flow) = (d.len, d.flow);
-        self.count_evaluated::<TL>(core, ip, row, len, modelled);
+        self.count_evaluated::<TL>(core, ip, row, len, modelled, last_fetch);
         (len, flow)
     }
 
@@ -1724,6 +1747,7 @@ impl Accountant {
         row: usize,
         len: u8,
         modelled: Result<(), Unmodelled>,
+        last_fetch: &mut u64,
     ) {
         self.driver.set_fill_row(row as u32);
         attribute_narrow(
@@ -1741,6 +1765,7 @@ impl Accountant {
                 true => self.timeline.as_deref_mut().map(|t| &mut t.run[..]),
                 false => None,
             },
+            last_fetch,
         );
         credit_line_use(&mut self.driver, &mut self.counters);
         if let Err(why) = modelled {
@@ -1757,14 +1782,22 @@ impl Accountant {
     /// ([`BlockRows::defer`]), to be added to the row when the counters are
     /// read ([`Accountant::settle`]); any other is counted in the row.
     #[inline(always)]
-    fn count_fetch_only(&mut self, core: usize, ip: u64, row: usize, cell: usize, len: u8) {
+    fn count_fetch_only(
+        &mut self,
+        core: usize,
+        ip: u64,
+        row: usize,
+        cell: usize,
+        len: u8,
+        last_fetch: &mut u64,
+    ) {
         let fetch = Access {
             kind: AccessKind::InstrFetch,
             addr: ip,
             size: u32::from(len),
             ip,
         };
-        match self.driver.fetch(core, fetch) {
+        match self.driver.fetch(core, fetch, last_fetch) {
             None => {
                 if let Some((row, n)) = self.block_rows.defer(cell) {
                     self.add_plain(row as usize, n);
@@ -1874,6 +1907,8 @@ impl Accountant {
         // is u32::MAX as a u32).
         self.driver.set_fill_row(row as u32);
         if !warm {
+            // One instruction at a time: no fetch before it is known.
+            let mut last_fetch = NO_LINE;
             attribute_narrow(
                 &mut self.driver,
                 core,
@@ -1886,6 +1921,7 @@ impl Accountant {
                 self.objects.as_deref_mut(),
                 &mut self.budget,
                 self.timeline.as_deref_mut().map(|t| &mut t.run[..]),
+                &mut last_fetch,
             );
         } else if self.requests.simulating() {
             // A warming instruction is simulated (not with instrumentation
@@ -2376,24 +2412,26 @@ fn attribute_narrow(
     mut objects: Option<&mut Objects>,
     budget: &mut Budget,
     mut timeline: Option<&mut [u64]>,
+    last_fetch: &mut u64,
 ) {
     let layout = driver.layout();
-    // The narrow part's increments, added once at the end.
-    let mut hits = [0u64; crate::grow::counters::HOT];
-    hits[HOT_INSTRUCTIONS] = 1;
-    let mut count =
-        |table: &mut CounterTable, kind: AccessKind, r: &AccessResult| match Side::of(kind) {
-            Some(side) if r.is_plain_first_level_hit() => hits[hot_side(side)] += 1,
-            _ => layout.add_access(table.row(row), kind, r),
-        };
+    // The first-level hits of each side, 16 bits a side in one register,
+    // added to the narrow part once at the end. (An array indexed by side
+    // lived on the stack, and reading it back as a vector stalled on its
+    // scalar stores.) An instruction makes at most `MAX_ACCESSES` data
+    // accesses, far below 2^16.
+    const _: () = assert!(crate::model::MAX_ACCESSES < 0xffff);
+    let mut hits = 0u64;
     let fetch = Access {
         kind: AccessKind::InstrFetch,
         addr: ip,
         size: u32::from(len),
         ip,
     };
-    let r = driver.simulate(core, fetch);
-    count(table, AccessKind::InstrFetch, &r);
+    let r = driver
+        .fetch(core, fetch, last_fetch)
+        .unwrap_or(AccessResult::L1_HIT);
+    hits += count_narrow(layout, table, row, AccessKind::InstrFetch, &r);
     if let Some(t) = timeline.as_deref_mut() {
         t[CounterLayout::INSTRUCTIONS] += 1;
         layout.add_access(t, AccessKind::InstrFetch, &r);
@@ -2408,7 +2446,7 @@ fn attribute_narrow(
                     ip,
                 };
                 let r = driver.simulate(core, access);
-                count(table, a.kind, &r);
+                hits += count_narrow(layout, table, row, a.kind, &r);
                 if let Some(o) = objects.as_deref_mut() {
                     o.access(a.kind, a.addr, ip, &r, budget);
                 }
@@ -2424,8 +2462,31 @@ fn attribute_narrow(
             }
         }
     }
-    for (h, n) in table.hot(row).iter_mut().zip(hits) {
-        *h += n;
+    let hot = table.hot(row);
+    hot[HOT_INSTRUCTIONS] += 1;
+    for side in [Side::Instr, Side::Read, Side::Write] {
+        hot[hot_side(side)] += (hits >> (16 * side as u32)) & 0xffff;
+    }
+}
+
+/// Counts access result `r` of kind `kind` into row `row` of `table`: in
+/// its wide part, unless it is a plain first-level hit; then nothing is
+/// added, and the result is the hit's increment of [`attribute_narrow`]'s
+/// packed hits (one in its side's 16 bits).
+#[inline(always)]
+fn count_narrow(
+    layout: CounterLayout,
+    table: &mut CounterTable,
+    row: usize,
+    kind: AccessKind,
+    r: &AccessResult,
+) -> u64 {
+    match Side::of(kind) {
+        Some(side) if r.is_plain_first_level_hit() => 1 << (16 * side as u32),
+        _ => {
+            layout.add_access(table.row(row), kind, r);
+            0
+        }
     }
 }
 

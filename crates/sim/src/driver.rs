@@ -265,11 +265,19 @@ impl Driver {
     /// (all [`Driver::attribute`] would add to a row is one to its `i_L1`:
     /// a fetch carries no coherence and line use does not watch it), else
     /// the result, for the caller to add with [`CounterLayout::add_access`].
+    ///
+    /// `last` is what this sets after each fetch: the line it ended in
+    /// where the next fetch of that line can be counted a hit without a
+    /// look. The caller passes it to the next fetch of `core` when only
+    /// `core`'s data accesses (through this driver) came between, and sets
+    /// it to [`crate::NO_LINE`] otherwise (another core's accesses, a
+    /// prefetch, anything unknown): a translated block's instructions in
+    /// order, for one.
     #[inline(always)]
-    pub fn fetch(&mut self, core: usize, a: Access) -> Option<AccessResult> {
+    pub fn fetch(&mut self, core: usize, a: Access, last: &mut u64) -> Option<AccessResult> {
         debug_assert_eq!(a.kind, AccessKind::InstrFetch);
         const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
-        let r = self.hier.access_or_l1_hit(core, a).unwrap_or(L1_HIT);
+        let r = self.hier.fetch_or_l1_hit(core, a, last).unwrap_or(L1_HIT);
         self.tally.add(a.kind, &r);
         (r.served_by != ServedBy::L1).then_some(r)
     }

@@ -933,6 +933,26 @@ impl Hierarchy {
             .unwrap_or_else(|| c.lines().map(|l| l << c.line_shift()).collect())
     }
 
+    /// [`Hierarchy::access_or_l1_hit`] for an instruction fetch that
+    /// follows one which ended in first-level line `*last` (see
+    /// [`crate::lean::NO_LINE`] and the lean engine's `fetch_or_hit`: a
+    /// fetch in that line, with only this core's data accesses between, is
+    /// a hit counted without a look where the engine proves it one); sets
+    /// `*last` for the next fetch. Other engines take every fetch whole.
+    #[inline(always)]
+    pub(crate) fn fetch_or_l1_hit(
+        &mut self,
+        core: usize,
+        a: Access,
+        last: &mut u64,
+    ) -> Option<AccessResult> {
+        if let Engine::Lean(l) = &mut self.engine {
+            return l.fetch_or_hit(core, a, last);
+        }
+        *last = crate::lean::NO_LINE;
+        Some(self.access(core, a))
+    }
+
     /// [`Hierarchy::access`], with `None` for a single-line first-level
     /// hit the lean engine found by its inlined check (the result
     /// `AccessResult::new(ServedBy::L1, 1)`), so that the caller's

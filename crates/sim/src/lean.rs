@@ -40,6 +40,11 @@ use crate::{Access, AccessKind, AccessResult, ServedBy};
 /// No level below the first (an index into [`Lean::caches`]).
 pub(crate) const NONE: u16 = u16::MAX;
 
+/// No line: [`Lean::fetch_or_hit`]'s "the previous fetch is not known".
+/// No line number is this (a line number is an address shifted right by
+/// at least 2).
+pub const NO_LINE: u64 = u64::MAX;
+
 /// One cache instance of the lean engine.
 pub(crate) struct LeanCache {
     /// Where this instance's `sets * ways` tags start in [`Lean`]'s one
@@ -425,6 +430,43 @@ impl Lean {
             .levels
             .demand_rest(&mut self.tags, c, k, a.addr, a.size);
         Some(AccessResult::new(served, 1))
+    }
+
+    /// [`Lean::access_or_hit`] for instruction fetch `a` by `core`, the
+    /// next fetch after one that ended in line `*last` (the first level's
+    /// line number), then sets `*last` for the fetch after this one.
+    ///
+    /// A fetch within the line the previous fetch of the core ended in is a
+    /// first-level hit that changes nothing but the hit count, when only
+    /// data accesses came between on a first level split into instruction
+    /// and data sides: that line is then still the most recent of its set
+    /// (a straddling fetch looks its last line up last, and a miss's fills
+    /// and write-backs go below), nothing in this engine reaches the
+    /// instruction side from a data access (no inclusion rule, coherence or
+    /// prefetcher), and a fetch sets no dirty bit. So that fetch is counted
+    /// as the quick look's hit without the look. `*last` is [`NO_LINE`]
+    /// where this does not hold (a unified first level, or sets the quick
+    /// look cannot index); the caller sets it to [`NO_LINE`] whenever
+    /// anything other than this core's data accesses may have touched the
+    /// core's first level since.
+    #[inline(always)]
+    pub(crate) fn fetch_or_hit(
+        &mut self,
+        core: usize,
+        a: Access,
+        last: &mut u64,
+    ) -> Option<AccessResult> {
+        debug_assert_eq!(a.kind, AccessKind::InstrFetch);
+        let v = &mut self.views[core][AccessKind::InstrFetch as usize];
+        let line = a.addr >> v.shift;
+        let end = a.addr.wrapping_add(u64::from(a.size.wrapping_sub(1))) >> v.shift;
+        if line == *last && line == end {
+            v.hits += 1;
+            return None;
+        }
+        let split = v.ways != 0 && self.cores[core][0] != self.cores[core][1];
+        *last = if split { end } else { NO_LINE };
+        self.access_or_hit(core, a)
     }
 
     /// Simulates `accesses` by `core`, writing each result; returns how

@@ -76,6 +76,7 @@ pub use coremap::CoreMap;
 pub use counters::{CounterLayout, Side};
 pub use driver::{Driver, Tally};
 pub use hierarchy::{Hierarchy, InstanceInfo};
+pub use lean::NO_LINE;
 pub use rows::RowTable;
 pub use stats::{CoherenceStats, LevelStats, LineSharing, MissClasses, PrefetchStats, Stats};
 
@@ -272,6 +273,10 @@ impl Default for AccessResult {
 }
 
 impl AccessResult {
+    /// A plain first-level hit of one line: what [`Driver::fetch`] and
+    /// [`Hierarchy`]'s quick looks mean by `None`.
+    pub const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
+
     /// A result served by `s`, counting `lines` lines there.
     #[inline]
     pub(crate) const fn new(s: ServedBy, lines: u64) -> Self {

@@ -1,0 +1,245 @@
+//! Capture rate on whole real programs against Cachegrind, same run
+//! (`cargo bench -p coldcache-cli --bench real_programs`): issue 31's
+//! figure. Each program is run `COLDCACHE_BENCH_RUNS` rounds (3 by
+//! default), alternately under `coldcache record --all` (fast mode, the
+//! default `cachegrind` preset, no symbol resolution) and under `valgrind
+//! --tool=cachegrind --cache-sim=yes`, and each run's CPU time (user +
+//! system, of the process and the children it waited for) and peak RSS
+//! are read from `wait4`. The rate is instructions per CPU second: ours
+//! from the dump, Cachegrind's its `Ir`. Printed per round, then the
+//! median of the rounds' ratios (these machines are noisy: a round's two
+//! runs are next to each other, so a ratio is fairer than either time).
+//!
+//! The programs:
+//! - the Rust word count of `tests-programs/real/wordcount` (std `HashMap`
+//!   and sort; built here with cargo, offline), `wordcount 200000 0`;
+//! - the CPython interpreter running a JSON round trip, with
+//!   `PYTHONHASHSEED=0`: `COLDCACHE_BENCH_PYTHON`, else the interpreter
+//!   behind `python3` (skipped, with a message, when it cannot run the
+//!   script).
+//!
+//! `COLDCACHE_BENCH_ONLY=rust` or `=python` runs one of them.
+
+use coldcache_dump::ByInstruction;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+const COLDCACHE: &str = env!("CARGO_BIN_EXE_coldcache");
+
+mod common;
+use common::repo;
+
+/// The JSON round trip CPython runs (about 180 million instructions).
+const SCRIPT: &str = "import json
+d = [{'a': i, 'b': str(i) * 3} for i in range(3000)]
+s = json.dumps(d)
+print(len(json.loads(s)), s.find('2999'))";
+
+fn runs() -> usize {
+    std::env::var("COLDCACHE_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+}
+
+/// One run's cost, from `wait4`.
+struct Cost {
+    cpu_s: f64,
+    peak_mib: f64,
+}
+
+/// Runs `c` to its end (output thrown away) and reads its cost. Panics,
+/// naming the command, when it fails.
+// The child is reaped by `wait4` (std's `wait` gives no usage).
+#[allow(clippy::zombie_processes)]
+fn measure(mut c: Command) -> Cost {
+    let child = c
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{c:?}: {e}"));
+    let pid = child.id() as libc::pid_t;
+    // The child's standard error is read to its end before the wait (a
+    // full pipe would block it).
+    let mut err = Vec::new();
+    if let Some(mut e) = child.stderr {
+        use std::io::Read;
+        e.read_to_end(&mut err).ok();
+    }
+    let mut status = 0;
+    // SAFETY: `rusage` is plain data, written by `wait4` before it is
+    // read; `pid` is our own child, not yet waited for (std's `Child` is
+    // dropped without waiting).
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `status` and `ru` outlive the call.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    assert_eq!(r, pid, "wait4 {c:?}: {}", std::io::Error::last_os_error());
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{c:?} failed ({status:#x}):\n{}",
+        String::from_utf8_lossy(&err)
+    );
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    Cost {
+        cpu_s: secs(ru.ru_utime) + secs(ru.ru_stime),
+        peak_mib: ru.ru_maxrss as f64 / 1024.0,
+    }
+}
+
+/// A program to measure: its command line and environment.
+struct Program {
+    name: &'static str,
+    argv: Vec<String>,
+    env: Vec<(&'static str, &'static str)>,
+}
+
+fn ours(p: &Program, dir: &Path) -> (Cost, u64) {
+    let dump = dir.join(format!("{}.ccdump", p.name));
+    let mut c = Command::new(COLDCACHE);
+    c.args(["record", "--all", "--no-resolve", "-o"])
+        .arg(&dump)
+        .arg("--")
+        .args(&p.argv)
+        .envs(p.env.iter().copied());
+    let cost = measure(c);
+    // Read summed per instruction: the bench's own memory stays small, and
+    // a child forked from it starts its peak RSS from it.
+    let bytes = std::fs::read(&dump).expect("read the dump");
+    let d = ByInstruction::from_bytes(bytes).expect("a dump");
+    let meta = &d.dump.meta;
+    assert_eq!(
+        meta.cut_short, None,
+        "{}: the capture was cut short",
+        p.name
+    );
+    (cost, meta.instructions)
+}
+
+fn cachegrind(p: &Program, dir: &Path) -> (Cost, u64) {
+    let out = dir.join(format!("{}.cachegrind", p.name));
+    let mut c = Command::new("valgrind");
+    c.args(["--tool=cachegrind", "--cache-sim=yes"])
+        .arg(format!("--cachegrind-out-file={}", out.display()))
+        .args(&p.argv)
+        .envs(p.env.iter().copied());
+    let cost = measure(c);
+    let text = std::fs::read_to_string(&out).expect("read Cachegrind's output");
+    let ir = text
+        .lines()
+        .find_map(|l| l.strip_prefix("summary:"))
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("Cachegrind's summary line");
+    (cost, ir)
+}
+
+/// The word count, built with cargo offline into `dir`.
+fn wordcount(dir: &Path) -> Program {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let st = Command::new(cargo)
+        .args([
+            "build",
+            "--release",
+            "--offline",
+            "--quiet",
+            "--manifest-path",
+        ])
+        .arg(repo().join("tests-programs/real/wordcount/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(dir.join("target"))
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .status()
+        .expect("run cargo");
+    assert!(st.success(), "building the word count failed");
+    let bin = dir.join("target/release/wordcount");
+    Program {
+        name: "rust-wordcount",
+        argv: vec![bin.display().to_string(), "200000".into(), "0".into()],
+        env: vec![],
+    }
+}
+
+/// CPython, or `None` (with a message) when none runs the script.
+fn cpython() -> Option<Program> {
+    let python = match std::env::var_os("COLDCACHE_BENCH_PYTHON") {
+        Some(p) => PathBuf::from(p),
+        None => {
+            let out = Command::new("python3")
+                .args(["-c", "import sys; print(sys.executable)"])
+                .output()
+                .ok()?;
+            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        }
+    };
+    let ok = Command::new(&python)
+        .args(["-c", SCRIPT])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("SKIP cpython: {} cannot run the script", python.display());
+        return None;
+    }
+    Some(Program {
+        name: "cpython-json",
+        argv: vec![python.display().to_string(), "-c".into(), SCRIPT.into()],
+        env: vec![("PYTHONHASHSEED", "0")],
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else is read.
+    let dir = tempfile::tempdir().expect("a scratch directory");
+    let only = std::env::var("COLDCACHE_BENCH_ONLY").unwrap_or_default();
+    common::library_dir(COLDCACHE);
+    let mut programs = Vec::new();
+    if only.is_empty() || only == "rust" {
+        programs.push(wordcount(dir.path()));
+    }
+    if only.is_empty() || only == "python" {
+        programs.extend(cpython());
+    }
+    println!(
+        "real programs, whole run: `coldcache record --all` (fast mode, cachegrind preset) \
+         against `valgrind --tool=cachegrind --cache-sim=yes`, {} rounds, CPU = user + sys",
+        runs()
+    );
+    for p in &programs {
+        let mut ratios = Vec::new();
+        for round in 1..=runs() {
+            let (a, n_ours) = ours(p, dir.path());
+            let (b, n_cg) = cachegrind(p, dir.path());
+            let (rate_a, rate_b) = (n_ours as f64 / a.cpu_s, n_cg as f64 / b.cpu_s);
+            ratios.push(rate_a / rate_b);
+            println!(
+                "{:>15} round {round}: ours {n_ours} instr, {:.2} CPU s, {:.1} M/s, {:.0} MiB; \
+                 Cachegrind {n_cg} Ir, {:.2} CPU s, {:.1} M/s, {:.0} MiB; rate ratio 1/{:.2}",
+                p.name,
+                a.cpu_s,
+                rate_a / 1e6,
+                a.peak_mib,
+                b.cpu_s,
+                rate_b / 1e6,
+                b.peak_mib,
+                rate_b / rate_a
+            );
+        }
+        let m = median(ratios);
+        println!(
+            "{:>15} median rate ratio: {m:.3} (1/{:.2}) of Cachegrind's instructions per CPU second",
+            p.name,
+            1.0 / m
+        );
+    }
+}
