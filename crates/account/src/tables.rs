@@ -662,8 +662,8 @@ mod tests {
     #[test]
     fn block_rows_give_the_rows_plain_lookups_give() {
         let mut b = Budget::new(usize::MAX);
-        let mut via = CounterTable::new(usize::MAX, 2, [0, 1, 0, 1]);
-        let mut plain = CounterTable::new(usize::MAX, 2, [0, 1, 0, 1]);
+        let mut via = CounterTable::new(usize::MAX, 4, [0, 1, 2, 3]);
+        let mut plain = CounterTable::new(usize::MAX, 4, [0, 1, 2, 3]);
         let mut t = BlockRows::new();
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut next = || {
@@ -708,6 +708,21 @@ mod tests {
         a.sort();
         p.sort();
         assert_eq!(a, p);
+    }
+
+    /// A table without counters (re-simulation's numbering of keys) gives
+    /// its keys with no counters, and narrow positions that repeat are
+    /// refused where there are counters.
+    #[test]
+    fn a_table_without_counters_lists_keys_and_repeated_narrow_positions_are_refused() {
+        let mut b = Budget::new(usize::MAX);
+        let mut t = CounterTable::new(usize::MAX, 0, [0; 4]);
+        assert_eq!(t.row_index(0x40, 1, 2, &mut b), Ok(0));
+        assert_eq!(t.row_index(0x44, 1, 2, &mut b), Ok(1));
+        let rows: Vec<_> = t.iter().collect();
+        assert_eq!(rows, vec![((0x40, 1, 2), vec![]), ((0x44, 1, 2), vec![])]);
+        let repeated = std::panic::catch_unwind(|| CounterTable::new(8, 4, [0, 1, 1, 3]));
+        assert!(repeated.is_err());
     }
 
     /// A budget too small for the next growth: the row that needs it is

@@ -20,7 +20,6 @@
 //!
 //! `COLDCACHE_BENCH_ONLY=rust` or `=python` runs one of them.
 
-use coldcache_dump::ByInstruction;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -42,10 +41,11 @@ fn runs() -> usize {
         .unwrap_or(3)
 }
 
-/// One run's cost, from `wait4`.
+/// One run's cost, from `wait4`, and its standard error.
 struct Cost {
     cpu_s: f64,
     peak_mib: f64,
+    stderr: String,
 }
 
 /// Runs `c` to its end (output thrown away) and reads its cost. Panics,
@@ -83,6 +83,7 @@ fn measure(mut c: Command) -> Cost {
     Cost {
         cpu_s: secs(ru.ru_utime) + secs(ru.ru_stime),
         peak_mib: ru.ru_maxrss as f64 / 1024.0,
+        stderr: String::from_utf8_lossy(&err).into_owned(),
     }
 }
 
@@ -102,17 +103,20 @@ fn ours(p: &Program, dir: &Path) -> (Cost, u64) {
         .args(&p.argv)
         .envs(p.env.iter().copied());
     let cost = measure(c);
-    // Read summed per instruction: the bench's own memory stays small, and
-    // a child forked from it starts its peak RSS from it.
-    let bytes = std::fs::read(&dump).expect("read the dump");
-    let d = ByInstruction::from_bytes(bytes).expect("a dump");
-    let meta = &d.dump.meta;
-    assert_eq!(
-        meta.cut_short, None,
-        "{}: the capture was cut short",
+    // From `record`'s summary, not the dump: the bench's own memory must
+    // stay small (a child's peak RSS can start from its parent's).
+    let summary = &cost.stderr;
+    assert!(
+        !summary.contains("cut short"),
+        "{}: the capture was cut short:\n{summary}",
         p.name
     );
-    (cost, meta.instructions)
+    let instructions = summary
+        .lines()
+        .find_map(|l| l.trim().split_once(" instructions, "))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}: no instruction count in\n{summary}", p.name));
+    (cost, instructions)
 }
 
 fn cachegrind(p: &Program, dir: &Path) -> (Cost, u64) {

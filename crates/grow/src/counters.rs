@@ -53,7 +53,12 @@ impl CounterTable {
     /// (distinct, below `stride`; any when `stride` is 0: no counters).
     pub fn new(capacity: usize, stride: usize, hot_at: [usize; HOT]) -> Self {
         let capacity = capacity.max(1);
-        assert!(stride == 0 || hot_at.iter().all(|&h| h < stride));
+        assert!(
+            stride == 0
+                || (hot_at.iter().all(|&h| h < stride)
+                    && (1..HOT).all(|i| !hot_at[..i].contains(&hot_at[i]))),
+            "narrow positions {hot_at:?} not distinct and below {stride}"
+        );
         let counted = if stride == 0 { 0 } else { capacity };
         CounterTable {
             keys: GrowVec::new(capacity),
@@ -118,8 +123,12 @@ impl CounterTable {
         self.hot.at_mut(r)
     }
 
-    /// Row `r`'s counters, both parts summed, into `out` (`stride` long).
+    /// Row `r`'s counters, both parts summed, into `out` (`stride` long;
+    /// nothing for a table without counters).
     pub fn counters_into(&self, r: usize, out: &mut [u64]) {
+        if self.stride == 0 {
+            return;
+        }
         let out = &mut out[..self.stride];
         match *self.wide.at(r) {
             0 => out.fill(0),
