@@ -806,6 +806,7 @@ impl Accountant {
         self.slot_of(tid).or_else(|| self.claim_new(tid))
     }
 
+    #[inline]
     fn slot_of(&self, tid: u32) -> Option<usize> {
         self.threads.iter().position(|t| t.tid == tid)
     }
@@ -1417,8 +1418,22 @@ impl Accountant {
 
     /// Pops the shadow frames whose return-address slot lies below `sp`
     /// (returns, `longjmp`, exceptions); `Some` when the watched function
-    /// has returned, which ends this thread's window.
+    /// has returned, which ends this thread's window. Inlined, the common
+    /// case: nothing popped, the window goes on (the replay asks at each
+    /// block).
+    #[inline]
     fn pop_returned(&mut self, ti: usize, sp: u64) -> Option<Verdict> {
+        let t = &self.threads[ti];
+        let pops = t.frames.last().is_some_and(|f| f.ret_slot < sp);
+        if !pops && (t.func_ret_slot == 0 || sp <= t.func_ret_slot) {
+            return None;
+        }
+        self.pop_returned_now(ti, sp)
+    }
+
+    /// [`Accountant::pop_returned`] when a frame pops or the window ends.
+    #[inline(never)]
+    fn pop_returned_now(&mut self, ti: usize, sp: u64) -> Option<Verdict> {
         let t = &mut self.threads[ti];
         let depth = t.frames.len();
         while t.frames.last().is_some_and(|f| f.ret_slot < sp) {
@@ -2548,6 +2563,7 @@ fn resumable(instr: &iced_x86::Instruction) -> bool {
     )
 }
 
+#[inline]
 fn current_stack(t: &ThreadState) -> u32 {
     t.frames.last().map(|f| f.stack).unwrap_or(0)
 }

@@ -437,17 +437,20 @@ impl Inputs {
     }
 
     /// Offset of the opmask from the start of these inputs in a record.
+    #[inline]
     pub fn opmask_offset(&self) -> usize {
         8 * self.gpr_list().count()
     }
 
     /// Offsets of the vector registers from the start of these inputs.
+    #[inline]
     pub fn vector_offsets(&self) -> [usize; 2] {
         let first = self.opmask_offset() + if self.opmask == Register::None { 0 } else { 8 };
         [first, first + self.vectors[0].size()]
     }
 
     /// True when only general registers are recorded.
+    #[inline]
     pub fn gprs_only(&self) -> bool {
         self.opmask == Register::None && self.vectors == [Register::None; 2]
     }
