@@ -488,8 +488,9 @@ pub fn diff(before: &Profile, after: &Profile, q: &DiffQuery) -> Result<DiffView
 }
 
 /// The columns of `diff --by object`: blocks and bytes (allocation sites),
-/// accesses, reads, writes, then `miss:LEVEL` per level of `levels`, as the
-/// data view's objects table heads them.
+/// accesses, reads, writes, then `miss:LEVEL` per level of `levels`, then
+/// the coherence counts (`invalidations`, `false_sharing`), as the data
+/// view's objects table heads them.
 fn object_columns(levels: &[String]) -> Vec<ColumnHead> {
     let head = |name: &str, description: &str| ColumnHead {
         name: name.to_string(),
@@ -507,13 +508,30 @@ fn object_columns(levels: &[String]) -> Vec<ColumnHead> {
             .iter()
             .map(|l| head(&format!("miss:{l}"), &format!("accesses that missed {l}"))),
     );
+    c.push(head(
+        "invalidations",
+        "coherence invalidations the accesses sent to other cores",
+    ));
+    c.push(head(
+        "false_sharing",
+        "of those, false sharing: the other core had touched only other bytes of the line",
+    ));
     c
 }
 
-/// One dump's objects for `diff --by object`, by identity: (label, values
-/// in [`object_columns`]' order), rows of one identity summed.
-fn object_rows(p: &Profile) -> Option<BTreeMap<String, (String, Vec<u64>)>> {
+/// The objects of one dump for `diff --by object`, by identity: (label,
+/// values in [`object_columns`]' order), rows of one identity summed.
+struct ObjectRows {
+    rows: BTreeMap<String, (String, Vec<u64>)>,
+    /// Whether the dump counts coherence per object
+    /// ([`crate::objects::ObjectsView::coherence`]).
+    coherence: bool,
+}
+
+/// [`ObjectRows`] of `p`, `None` when it has no object data.
+fn object_rows(p: &Profile) -> Option<ObjectRows> {
     let v = crate::objects::objects(p, None)?;
+    let coherence = v.coherence;
     let mut out: BTreeMap<String, (String, Vec<u64>, usize)> = BTreeMap::new();
     for (r, site) in v
         .sites
@@ -523,6 +541,7 @@ fn object_rows(p: &Profile) -> Option<BTreeMap<String, (String, Vec<u64>)>> {
     {
         let mut vals = vec![r.blocks, r.bytes, r.accesses, r.reads, r.writes];
         vals.extend(&r.misses);
+        vals.extend([r.invalidations, r.false_sharing]);
         // A site as the objects table names it (two callers more); a
         // mapping by its identity (`module data: <program> rw-p`).
         let label = if site {
@@ -553,28 +572,28 @@ fn object_rows(p: &Profile) -> Option<BTreeMap<String, (String, Vec<u64>)>> {
     // Two identities may still read the same (sites whose stacks differ
     // further out): the second and later get `#2`, `#3` in identity order.
     let mut seen: HashMap<String, usize> = HashMap::default();
-    Some(
-        out.into_iter()
-            .map(|(k, (label, vals, n))| {
-                let what = if k.starts_with("heap\0") {
-                    "sites"
-                } else {
-                    "mappings"
-                };
-                let mut label = if n > 1 {
-                    format!("{label} ({n} {what})")
-                } else {
-                    label
-                };
-                let count = seen.entry(label.clone()).or_insert(0);
-                *count += 1;
-                if *count > 1 {
-                    label = format!("{label} #{count}");
-                }
-                (k, (label, vals))
-            })
-            .collect(),
-    )
+    let rows = out
+        .into_iter()
+        .map(|(k, (label, vals, n))| {
+            let what = if k.starts_with("heap\0") {
+                "sites"
+            } else {
+                "mappings"
+            };
+            let mut label = if n > 1 {
+                format!("{label} ({n} {what})")
+            } else {
+                label
+            };
+            let count = seen.entry(label.clone()).or_insert(0);
+            *count += 1;
+            if *count > 1 {
+                label = format!("{label} #{count}");
+            }
+            (k, (label, vals))
+        })
+        .collect();
+    Some(ObjectRows { rows, coherence })
 }
 
 /// `diff --by object`: the data view's objects of both dumps matched by
@@ -592,19 +611,31 @@ fn diff_objects(
         return Err(AnalysisError::NoObjects);
     };
     let (bl, al) = (&before.dump().meta.levels, &after.dump().meta.levels);
-    // Columns both have: the five counts, and the levels of the same name
-    // (index in each side's values).
+    // Columns both have: the five counts, the levels of the same name, and
+    // the coherence counts where both dumps count them per object (index
+    // in each side's values).
     let mut common: Vec<(usize, usize)> = (0..5).map(|i| (i, i)).collect();
     for (ai, l) in al.iter().enumerate() {
         if let Some(bi) = bl.iter().position(|x| x == l) {
             common.push((5 + bi, 5 + ai));
         }
     }
+    if b.coherence && a.coherence {
+        let (bc, ac) = (5 + bl.len(), 5 + al.len());
+        common.extend([(bc, ac), (bc + 1, ac + 1)]);
+    }
+    let (b, a) = (b.rows, a.rows);
     let all = object_columns(al);
     let columns: Vec<ColumnHead> = common.iter().map(|&(_, ai)| all[ai].clone()).collect();
     let sort = match &q.sort {
         Some(s) => s.clone(),
-        None => columns.get(5).unwrap_or(&columns[2]).name.clone(),
+        // The first level's misses, else accesses.
+        None => columns
+            .iter()
+            .find(|c| c.name.starts_with("miss:"))
+            .unwrap_or(&columns[2])
+            .name
+            .clone(),
     };
     let sc =
         columns

@@ -276,9 +276,10 @@ fn the_talks_flag_in_a_cold_line_and_after_moving_it() {
         .collect();
     assert_eq!(
         names.len(),
-        7,
-        "blocks, bytes, accesses, reads, writes, two levels: {d}"
+        9,
+        "blocks, bytes, accesses, reads, writes, two levels, coherence: {d}"
     );
+    assert_eq!(names[7..], ["invalidations", "false_sharing"], "{d}");
     let (l1, l2) = (names[5], names[6]);
     assert!(
         l1.starts_with("miss:") && l2.starts_with("miss:"),

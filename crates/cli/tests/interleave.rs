@@ -137,8 +137,8 @@ fn false_sharing_is_charged_to_the_object_whose_line_is_shared() {
     );
     // One capture of `layout` with object tracking: the objects' sums
     // checked against the code view's totals, then the program's globals'
-    // (invalidations, false sharing) and the totals' false sharing.
-    let globals = |layout: &str, tag: String| -> ((u64, u64), u64) {
+    // (invalidations, false sharing), the code view's totals and the dump.
+    let globals = |layout: &str, tag: String| -> ((u64, u64), (u64, u64), PathBuf) {
         let (inval, fs, dump) = capture_with(&program, layout, &tag, &["--objects"]);
         let rows = object_coherence(&dump);
         let sum = rows.iter().fold((0, 0), |a, r| (a.0 + r.1, a.1 + r.2));
@@ -151,17 +151,57 @@ fn false_sharing_is_charged_to_the_object_whose_line_is_shared() {
             .iter()
             .filter(|r| r.0.starts_with("module data: false_sharing "))
             .fold((0, 0), |a, r| (a.0 + r.1, a.1 + r.2));
-        (mine, fs)
+        (mine, (inval, fs), dump)
     };
     let mut seen = Vec::new();
     for attempt in 0..3 {
-        let (packed, fs) = globals("packed", format!("objects{attempt}"));
-        let (padded, _) = globals("padded", format!("objects-padded{attempt}"));
+        let (packed, totals, packed_dump) = globals("packed", format!("objects{attempt}"));
+        let (padded, padded_totals, padded_dump) =
+            globals("padded", format!("objects-padded{attempt}"));
         eprintln!("attempt {attempt}: globals packed {packed:?}, padded {padded:?}");
         seen.push((packed, padded));
         // The same bar as the code view's test: the threads' overlap is
         // the OS's to decide.
-        if packed.1 > 100 && packed.1 * 10 >= fs * 9 && packed.1 >= 10 * padded.1.max(1) {
+        if packed.1 > 100 && packed.1 * 10 >= totals.1 * 9 && packed.1 >= 10 * padded.1.max(1) {
+            // `diff --by object` compares the coherence counts: the
+            // globals' row holds each dump's own figures, and the totals
+            // the code views' (counted apart from the objects).
+            let diff = Command::new(COLDCACHE)
+                .args(["diff", "--by", "object", "--json"])
+                .arg(&packed_dump)
+                .arg(&padded_dump)
+                .output()
+                .unwrap();
+            assert!(
+                diff.status.success(),
+                "diff --by object: {}",
+                String::from_utf8_lossy(&diff.stderr)
+            );
+            let v: serde_json::Value = serde_json::from_slice(&diff.stdout).unwrap();
+            let column = |name: &str| {
+                v["columns"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .position(|c| c["name"] == name)
+                    .unwrap_or_else(|| panic!("no column {name} in {}", v["columns"]))
+            };
+            let (ci, cf) = (column("invalidations"), column("false_sharing"));
+            let pair =
+                |vals: &serde_json::Value| (vals[ci].as_u64().unwrap(), vals[cf].as_u64().unwrap());
+            assert_eq!(pair(&v["before_totals"]), totals, "before: the totals");
+            assert_eq!(pair(&v["after_totals"]), padded_totals, "after: the totals");
+            let row = v["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| {
+                    let l = r["label"].as_str().unwrap();
+                    l.starts_with("module data: ") && l.contains("<program>")
+                })
+                .unwrap_or_else(|| panic!("no row of the program's data: {}", v["rows"]));
+            assert_eq!(pair(&row["before"]), packed, "before: the globals");
+            assert_eq!(pair(&row["after"]), padded, "after: the globals");
             return;
         }
     }

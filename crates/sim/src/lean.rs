@@ -28,6 +28,12 @@
 //! the copy below dirty if there is one. `tests/properties.rs` checks the
 //! engine against the general walk and against a naive Cachegrind model.
 //!
+//! A replay that knows an instruction fetch follows one in the same line
+//! with only data accesses between may skip even the quick look
+//! ([`Lean::fetch_or_hit`]): on a split first level that fetch is always a
+//! hit on the most recent line of its set, and changes nothing but the
+//! hit count.
+//!
 //! Software prefetches, non-temporal stores and flushes are not handled
 //! here: the hierarchy hands the engine's state to the general caches
 //! ([`Lean::install`]) before the first one and never comes back.
