@@ -37,29 +37,33 @@ impl ByInstruction {
     /// `bytes` for its records.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<ByInstruction, DumpError> {
         let mut records = 0usize;
-        let mut sums: HashMap<u64, Vec<u64>> = HashMap::new();
+        // The sums in order of first sight, each address's place in them,
+        // and the last record's place: a capture writes its records in
+        // address order, so most records add to the row before them
+        // without a lookup (CPython: 14.7M records, about 100,000
+        // addresses).
+        let mut rows: Vec<Record> = Vec::new();
+        let mut place: HashMap<u64, usize> = HashMap::new();
+        let mut last: Option<usize> = None;
         let (mut dump, recs) = Dump::decode(&bytes, &mut |_, r| {
             records += 1;
-            match sums.get_mut(&r.ip) {
-                Some(s) => {
-                    for (a, b) in s.iter_mut().zip(r.counters) {
-                        *a = a.saturating_add(*b);
-                    }
-                }
-                None => {
-                    sums.insert(r.ip, r.counters.to_vec());
-                }
+            let at = match last.filter(|&i| rows[i].ip == r.ip) {
+                Some(i) => i,
+                None => *place.entry(r.ip).or_insert_with(|| {
+                    rows.push(Record {
+                        ip: r.ip,
+                        stack: ROOT_STACK,
+                        thread: 0,
+                        counters: vec![0; r.counters.len()],
+                    });
+                    rows.len() - 1
+                }),
+            };
+            last = Some(at);
+            for (a, b) in rows[at].counters.iter_mut().zip(r.counters) {
+                *a = a.saturating_add(*b);
             }
         })?;
-        let mut rows: Vec<Record> = sums
-            .into_iter()
-            .map(|(ip, counters)| Record {
-                ip,
-                stack: ROOT_STACK,
-                thread: 0,
-                counters,
-            })
-            .collect();
         rows.sort_unstable_by_key(|r| r.ip);
         dump.records = rows;
         Ok(ByInstruction {
