@@ -111,9 +111,13 @@ fn ours(p: &Program, dir: &Path) -> (Cost, u64) {
         "{}: the capture was cut short:\n{summary}",
         p.name
     );
+    // The summary's line `N instructions, N threads, N records, ...`,
+    // its last (the program's own lines come before it).
     let instructions = summary
         .lines()
-        .find_map(|l| l.trim().split_once(" instructions, "))
+        .rev()
+        .filter_map(|l| l.trim().split_once(" instructions, "))
+        .find(|(_, rest)| rest.contains(" threads, "))
         .and_then(|(n, _)| n.parse().ok())
         .unwrap_or_else(|| panic!("{}: no instruction count in\n{summary}", p.name));
     (cost, instructions)
@@ -171,8 +175,11 @@ fn cpython() -> Option<Program> {
         None => {
             let out = Command::new("python3")
                 .args(["-c", "import sys; print(sys.executable)"])
-                .output()
-                .ok()?;
+                .output();
+            let Ok(out) = out else {
+                eprintln!("SKIP cpython: no python3 on PATH (or set COLDCACHE_BENCH_PYTHON)");
+                return None;
+            };
             PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
         }
     };

@@ -470,8 +470,15 @@ impl Lean {
             v.hits += 1;
             return None;
         }
+        // Not after a fetch of size 0 or one wrapping past the top of the
+        // address space: the walk looks up other lines than `line..=end`
+        // there (`sets::clamp_to_top`).
         let split = v.ways != 0 && self.cores[core][0] != self.cores[core][1];
-        *last = if split { end } else { NO_LINE };
+        *last = if split && a.size != 0 && end >= line {
+            end
+        } else {
+            NO_LINE
+        };
         self.access_or_hit(core, a)
     }
 

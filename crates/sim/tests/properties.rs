@@ -902,7 +902,7 @@ fn fetch_run_ops(cores: usize, other: bool) -> impl Strategy<Value = Vec<MOp>> {
             .map(|(o, pick, len)| match o.kind {
                 AccessKind::InstrFetch if pick < 7 => {
                     let addr = next;
-                    next += u64::from(len);
+                    next = next.wrapping_add(u64::from(len));
                     MOp {
                         addr,
                         size: len,
@@ -910,7 +910,7 @@ fn fetch_run_ops(cores: usize, other: bool) -> impl Strategy<Value = Vec<MOp>> {
                     }
                 }
                 AccessKind::InstrFetch => {
-                    next = o.addr + u64::from(o.size);
+                    next = o.addr.wrapping_add(u64::from(o.size));
                     o
                 }
                 _ => o,
