@@ -1806,16 +1806,11 @@ impl Accountant {
         len: u8,
         last_fetch: &mut u64,
     ) {
-        let fetch = Access {
-            kind: AccessKind::InstrFetch,
-            addr: ip,
-            size: u32::from(len),
-            ip,
-        };
+        let fetch = fetch_of(ip, len);
         match self.driver.fetch(core, fetch, last_fetch) {
             None => {
                 if let Some((row, n)) = self.block_rows.defer(cell) {
-                    self.add_plain(row as usize, n);
+                    add_plain(&mut self.counters, row as usize, n);
                 }
             }
             Some(r) => {
@@ -1827,24 +1822,12 @@ impl Accountant {
         self.instructions += 1;
     }
 
-    /// Adds `n` plain executions (no data access, fetched from the first
-    /// level) to counter row `row`.
-    #[cold]
-    fn add_plain(&mut self, row: usize, n: u64) {
-        let c = self.counters.hot(row);
-        c[HOT_INSTRUCTIONS] += n;
-        c[hot_side(Side::Instr)] += n;
-    }
-
     /// Adds the plain executions the block cells counted to their rows:
     /// before anything reads the counters.
     fn settle(&mut self) {
         let counters = &mut self.counters;
-        self.block_rows.settle(|row, n| {
-            let c = counters.hot(row as usize);
-            c[HOT_INSTRUCTIONS] += n;
-            c[hot_side(Side::Instr)] += n;
-        });
+        self.block_rows
+            .settle(|row, n| add_plain(counters, row as usize, n));
     }
 
     /// [`Accountant::count`] into counter row `row` (of `stack`;
@@ -2407,6 +2390,22 @@ fn hot_at(layout: CounterLayout) -> [usize; crate::grow::counters::HOT] {
     ]
 }
 
+/// Adds `n` plain executions (no data access, fetched from the first
+/// level) to row `row` of `counters`: a block cell's count, when it is full
+/// or settled.
+#[cold]
+fn add_plain(counters: &mut CounterTable, row: usize, n: u64) {
+    let c = counters.hot(row);
+    c[HOT_INSTRUCTIONS] += n;
+    c[hot_side(Side::Instr)] += n;
+}
+
+/// The instruction fetch of an instruction of `len` bytes at `ip`.
+#[inline(always)]
+fn fetch_of(ip: u64, len: u8) -> Access {
+    Access::new(AccessKind::InstrFetch, ip, u32::from(len)).with_ip(ip)
+}
+
 /// Simulates one execution of an instruction of `len` bytes at `ip` on
 /// `core` (its fetch, then its data accesses when `modelled`, else one more
 /// unmodelled execution) and attributes it into row `row` of `table`: one
@@ -2437,12 +2436,7 @@ fn attribute_narrow(
     // accesses, far below 2^16.
     const _: () = assert!(crate::model::MAX_ACCESSES < 0xffff);
     let mut hits = 0u64;
-    let fetch = Access {
-        kind: AccessKind::InstrFetch,
-        addr: ip,
-        size: u32::from(len),
-        ip,
-    };
+    let fetch = fetch_of(ip, len);
     let r = driver
         .fetch(core, fetch, last_fetch)
         .unwrap_or(AccessResult::L1_HIT);
@@ -2454,12 +2448,7 @@ fn attribute_narrow(
     match modelled {
         Ok(()) => {
             for a in accesses.as_slice() {
-                let access = Access {
-                    kind: a.kind,
-                    addr: a.addr,
-                    size: a.size,
-                    ip,
-                };
+                let access = Access::new(a.kind, a.addr, a.size).with_ip(ip);
                 let r = driver.simulate(core, access);
                 hits += count_narrow(layout, table, row, a.kind, &r);
                 if let Some(o) = objects.as_deref_mut() {
@@ -2516,21 +2505,11 @@ fn simulate_only(
     accesses: &AccessList,
     modelled: Result<(), Unmodelled>,
 ) {
-    let fetch = Access {
-        kind: AccessKind::InstrFetch,
-        addr: ip,
-        size: u32::from(len),
-        ip,
-    };
+    let fetch = fetch_of(ip, len);
     driver.simulate(core, fetch);
     if modelled.is_ok() {
         for a in accesses.as_slice() {
-            let access = Access {
-                kind: a.kind,
-                addr: a.addr,
-                size: a.size,
-                ip,
-            };
+            let access = Access::new(a.kind, a.addr, a.size).with_ip(ip);
             driver.simulate(core, access);
         }
     }
