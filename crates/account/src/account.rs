@@ -2222,29 +2222,22 @@ impl Accountant {
                 keyed.iter().map(|&(_, r)| r).collect()
             }
         };
-        // Each row's two parts summed, into a buffer on the stack.
-        let stride = table.stride();
-        let rows = rows.iter().map(|&r| {
-            let mut c = RowBuf::default();
-            table.counters_into(r as usize, &mut c.0);
-            c.1 = stride;
-            (table.keys()[r as usize], c)
-        });
         let (records, encoded) = if encode {
-            let e = EncodedRecords::new(
-                meta.counters.len(),
-                rows.map(|((ip, stack, thread), c)| (ip, stack, thread, c)),
-            );
-            (Vec::new(), Some(e))
+            let mut e = EncodedRecords::encoder(meta.counters.len(), rows.len());
+            each_row(&table, &rows, |(ip, stack, thread), c| {
+                e.push(ip, stack, thread, c)
+            });
+            (Vec::new(), Some(e.finish()))
         } else {
-            let records = rows
-                .map(|((ip, stack, thread), c)| Record {
+            let mut records = Vec::with_capacity(rows.len());
+            each_row(&table, &rows, |(ip, stack, thread), c| {
+                records.push(Record {
                     ip,
                     stack,
                     thread,
-                    counters: c.as_ref().to_vec(),
+                    counters: c.to_vec(),
                 })
-                .collect();
+            });
             (records, None)
         };
         drop(table);
@@ -2326,18 +2319,23 @@ fn pack_key((ip, stack, thread): (u64, u32, u32), r: u32) -> u128 {
     u128::from(ip) << 80 | u128::from(stack) << 48 | u128::from(thread) << 32 | u128::from(r)
 }
 
-/// One row's counters (its first `.1`), made where nothing may allocate.
-struct RowBuf([u64; CounterLayout::MAX_LEN], usize);
-
-impl Default for RowBuf {
-    fn default() -> Self {
-        RowBuf([0; CounterLayout::MAX_LEN], 0)
-    }
-}
-
-impl AsRef<[u64]> for RowBuf {
-    fn as_ref(&self) -> &[u64] {
-        &self.0[..self.1]
+/// Calls `f(key, counters)` for each of `rows` in turn, its two parts
+/// summed into one buffer on the stack (nothing allocated, zeroed or moved
+/// per row), the rows a few places ahead brought in meanwhile: the rows
+/// lie in the order they were made, not in `rows`' order, so each is a few
+/// cache misses otherwise (CPython: 14.7M rows, 7% of the capture's CPU).
+/// The keys are read from the table again, not kept beside `rows`: that
+/// would hold 16 bytes more a row while the records are encoded.
+fn each_row(table: &CounterTable, rows: &[u32], mut f: impl FnMut((u64, u32, u32), &[u64])) {
+    const AHEAD: usize = 16;
+    let mut c = [0u64; CounterLayout::MAX_LEN];
+    let c = &mut c[..table.stride()];
+    for (i, &r) in rows.iter().enumerate() {
+        if let Some(&ahead) = rows.get(i + AHEAD) {
+            table.prefetch(ahead as usize);
+        }
+        table.counters_into(r as usize, c);
+        f(table.keys()[r as usize], c);
     }
 }
 

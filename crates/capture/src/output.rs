@@ -134,10 +134,12 @@ pub fn write(
     }
     let _ = trace_path;
     let dump = &finished.dump;
-    let bytes = match &finished.encoded {
-        Some(records) => dump.to_bytes_with_records(records),
-        None => dump.to_bytes(),
+    // Written from its parts: the records' payload is not copied.
+    let encoded = match &finished.encoded {
+        Some(records) => dump.to_parts_with_records(records),
+        None => dump.to_parts(),
     };
+    let bytes = encoded.parts();
     let records = finished
         .encoded
         .as_ref()
@@ -266,10 +268,10 @@ fn keep_old(path: &Path) -> Option<PathBuf> {
 /// directory, as a new file `coldcache.PID.RANDOM.ccdump` (64 random bits,
 /// created `O_EXCL|O_NOFOLLOW`: in a shared `/tmp` another user cannot
 /// have a link waiting at the name); returns where.
-fn write_fallback(bytes: &[u8]) -> std::io::Result<PathBuf> {
+fn write_fallback(parts: &[&[u8]]) -> std::io::Result<PathBuf> {
     let prefix = format!("coldcache.{}", std::process::id());
     let (path, mut f) = coldcache_fsio::create_unique(&std::env::temp_dir(), &prefix, ".ccdump")?;
-    match f.write_all(bytes).and_then(|()| f.sync_all()) {
+    match coldcache_fsio::write_parts(&mut f, parts).and_then(|()| f.sync_all()) {
         Ok(()) => Ok(path),
         Err(e) => {
             let _ = std::fs::remove_file(&path);

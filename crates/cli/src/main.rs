@@ -107,8 +107,13 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 /// standard output, devices and FIFOs are written in place, symbolic links
 /// followed), naming the file in the error.
 pub(crate) fn write_output(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    write_output_parts(path, &[bytes])
+}
+
+/// [`write_output`] of the file that `parts` make in order.
+pub(crate) fn write_output_parts(path: &std::path::Path, parts: &[&[u8]]) -> anyhow::Result<()> {
     use anyhow::Context;
-    coldcache_fsio::write_output(path, bytes).with_context(|| {
+    coldcache_fsio::write_output_parts(path, parts).with_context(|| {
         if path.as_os_str() == "-" {
             "cannot write to standard output".to_string()
         } else {

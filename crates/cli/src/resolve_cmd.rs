@@ -95,7 +95,8 @@ pub fn resolve_loaded(
         None
     };
     let took = t.elapsed();
-    crate::write_output(output, &loaded.to_bytes())?;
+    // Written from its parts: the records are not copied.
+    crate::write_output_parts(output, &loaded.to_parts().parts())?;
     let dump = &loaded.dump;
     let mut text = summary(dump, output, took);
     text += &sources_text(dump, src.as_ref());

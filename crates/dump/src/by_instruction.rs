@@ -84,4 +84,9 @@ impl ByInstruction {
     pub fn to_bytes(&self) -> Vec<u8> {
         self.dump.encode(Some(&self.bytes[self.recs.clone()]))
     }
+
+    /// [`to_bytes`](Self::to_bytes) in parts, the records not copied.
+    pub fn to_parts(&self) -> crate::EncodedParts<'_> {
+        self.dump.encode_parts(Some(&self.bytes[self.recs.clone()]))
+    }
 }

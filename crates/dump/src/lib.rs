@@ -376,29 +376,31 @@ impl EncodedRecords {
         counters: usize,
         rows: impl ExactSizeIterator<Item = (u64, u32, u32, C)>,
     ) -> EncodedRecords {
-        let count = rows.len();
+        let mut e = EncodedRecords::encoder(counters, rows.len());
+        for (ip, stack, thread, c) in rows {
+            e.push(ip, stack, thread, c.as_ref());
+        }
+        e.finish()
+    }
+
+    /// An encoder of `count` records of `counters` counters each, pushed
+    /// one by one ([`RecordEncoder::push`]), for a writer that makes each
+    /// record's counters in a buffer of its own: nothing is moved or
+    /// zeroed per record but the counters themselves.
+    pub fn encoder(counters: usize, count: usize) -> RecordEncoder {
         let mut b = Vec::with_capacity(16 + count * (4 + counters));
         varint::put(&mut b, counters as u64);
         varint::put(&mut b, count as u64);
-        let mut prev_ip = 0u64;
-        for (ip, stack, thread, c) in rows {
-            // Delta-encode the address (records are usually sorted by ip).
-            varint::put(&mut b, varint::zigzag(ip.wrapping_sub(prev_ip) as i64));
-            prev_ip = ip;
-            varint::put(&mut b, stack.into());
-            varint::put(&mut b, thread.into());
-            let c = c.as_ref();
-            for i in 0..counters {
-                varint::put(&mut b, c.get(i).copied().unwrap_or(0));
-            }
-        }
-        EncodedRecords {
-            counters,
-            count,
-            payload: b,
+        RecordEncoder {
+            records: EncodedRecords {
+                counters,
+                count,
+                payload: b,
+            },
+            left: count,
+            prev_ip: 0,
         }
     }
-
     /// How many records.
     pub fn len(&self) -> usize {
         self.count
@@ -407,6 +409,74 @@ impl EncodedRecords {
     /// True when there are none.
     pub fn is_empty(&self) -> bool {
         self.count == 0
+    }
+}
+
+/// A dump encoded in three parts which, written in order, are the file
+/// [`Dump::to_bytes`] gives: everything up to the `RECS` section's
+/// payload, that payload (borrowed where the writer holds it encoded),
+/// and the sections after it with the trailer.
+#[derive(Debug)]
+pub struct EncodedParts<'a> {
+    head: Vec<u8>,
+    recs: std::borrow::Cow<'a, [u8]>,
+    tail: Vec<u8>,
+}
+
+impl EncodedParts<'_> {
+    /// The parts, in the order they are written.
+    pub fn parts(&self) -> [&[u8]; 3] {
+        [&self.head, &self.recs, &self.tail]
+    }
+
+    /// The file's length in bytes.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.recs.len() + self.tail.len()
+    }
+
+    /// True never (a dump has a header); for the lint.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The file as one buffer.
+    pub fn concat(&self) -> Vec<u8> {
+        self.parts().concat()
+    }
+}
+
+/// Encodes records one by one ([`EncodedRecords::encoder`]).
+#[derive(Debug)]
+pub struct RecordEncoder {
+    records: EncodedRecords,
+    /// Records still to push.
+    left: usize,
+    prev_ip: u64,
+}
+
+impl RecordEncoder {
+    /// Encodes the next record: instruction address, stack id, thread
+    /// index and counters (missing ones are 0, extra ones are left out).
+    /// Panics past the count announced.
+    #[inline]
+    pub fn push(&mut self, ip: u64, stack: u32, thread: u32, c: &[u64]) {
+        assert!(self.left > 0, "more records than announced");
+        self.left -= 1;
+        let b = &mut self.records.payload;
+        // Delta-encode the address (records are usually sorted by ip).
+        varint::put(b, varint::zigzag(ip.wrapping_sub(self.prev_ip) as i64));
+        self.prev_ip = ip;
+        varint::put(b, stack.into());
+        varint::put(b, thread.into());
+        for i in 0..self.records.counters {
+            varint::put(b, c.get(i).copied().unwrap_or(0));
+        }
+    }
+
+    /// The records pushed. Panics when fewer than announced were.
+    pub fn finish(self) -> EncodedRecords {
+        assert_eq!(self.left, 0, "fewer records than announced");
+        self.records
     }
 }
 
@@ -632,21 +702,38 @@ impl Dump {
         self.encode(None)
     }
 
+    /// [`to_bytes`](Self::to_bytes) in parts.
+    pub fn to_parts(&self) -> EncodedParts<'static> {
+        self.encode_parts(None)
+    }
+
     /// Encodes the dump as [`to_bytes`](Self::to_bytes) does, with
     /// `records` as its records (`self.records` is not written): for a
     /// writer that holds its records in another form, so that they are
     /// never all [`Record`]s at once. `records` must have been encoded
     /// with this dump's number of counters.
     pub fn to_bytes_with_records(&self, records: &EncodedRecords) -> Vec<u8> {
+        self.to_parts_with_records(records).concat()
+    }
+
+    /// [`to_bytes_with_records`](Self::to_bytes_with_records) in parts, the
+    /// records' payload borrowed, not copied: for a writer of a large
+    /// capture (CPython: 300 MB of records, which a copy would touch
+    /// again and hold twice).
+    pub fn to_parts_with_records<'a>(&self, records: &'a EncodedRecords) -> EncodedParts<'a> {
         debug_assert_eq!(records.counters, self.meta.counters.len());
-        self.encode(Some(&records.payload))
+        self.encode_parts(Some(&records.payload))
     }
 
     /// [`to_bytes`](Self::to_bytes), with the `RECS` section's payload
     /// `recs` given as read from a file (`self.records` is not written).
     fn encode(&self, recs: Option<&[u8]>) -> Vec<u8> {
-        let rows = recs.map_or(self.records.len() * 24, <[u8]>::len);
-        let mut out = Vec::with_capacity(64 + rows);
+        self.encode_parts(recs).concat()
+    }
+
+    /// [`Dump::encode`] in parts, `recs` borrowed.
+    fn encode_parts<'a>(&self, recs: Option<&'a [u8]>) -> EncodedParts<'a> {
+        let mut out = Vec::with_capacity(4096);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes());
@@ -682,17 +769,20 @@ impl Dump {
         }
         section(&mut out, b"STKS", &b);
 
-        if let Some(recs) = recs {
-            section(&mut out, b"RECS", recs);
-        } else {
-            let recs = EncodedRecords::new(
+        let recs: std::borrow::Cow<'a, [u8]> = match recs {
+            Some(recs) => recs.into(),
+            None => EncodedRecords::new(
                 self.meta.counters.len(),
                 self.records
                     .iter()
                     .map(|r| (r.ip, r.stack, r.thread, r.counters.as_slice())),
-            );
-            section(&mut out, b"RECS", &recs.payload);
-        }
+            )
+            .payload
+            .into(),
+        };
+        out.extend_from_slice(b"RECS");
+        out.extend_from_slice(&(recs.len() as u64).to_le_bytes());
+        let head = std::mem::take(&mut out);
 
         if let Some(syms) = &self.symbols {
             b.clear();
@@ -733,10 +823,17 @@ impl Dump {
             section(&mut out, b"TIME", &b);
         }
 
-        let crc = crc32fast::hash(&out);
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&head);
+        crc.update(&recs);
+        crc.update(&out);
         out.extend_from_slice(TRAILER);
-        out.extend_from_slice(&crc.to_le_bytes());
-        out
+        out.extend_from_slice(&crc.finalize().to_le_bytes());
+        EncodedParts {
+            head,
+            recs,
+            tail: out,
+        }
     }
 
     /// Decodes a dump of any supported version, checking its checksum and

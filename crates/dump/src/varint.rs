@@ -53,7 +53,23 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// One number. Inlined with a path for a number of one byte (most of
+    /// a record's counters): decoding a dump's records was a call per
+    /// number (CPython's 14.7M records: 8% of `record`'s CPU).
+    #[inline(always)]
     pub fn get(&mut self) -> Result<u64, DumpError> {
+        match self.buf.get(self.pos) {
+            Some(&b) if b < 0x80 => {
+                self.pos += 1;
+                Ok(u64::from(b))
+            }
+            _ => self.get_long(),
+        }
+    }
+
+    /// [`Reader::get`] of a number of more than one byte, or at the end.
+    #[inline(never)]
+    fn get_long(&mut self) -> Result<u64, DumpError> {
         coldcache_fsio::varint::get(self.buf, &mut self.pos).map_err(|e| match e {
             VarintError::Truncated => {
                 self.malformed(format!("ends inside a number at byte {}", self.pos))
@@ -64,6 +80,7 @@ impl<'a> Reader<'a> {
         })
     }
 
+    #[inline]
     pub fn get_u32(&mut self) -> Result<u32, DumpError> {
         let at = self.pos;
         let v = self.get()?;

@@ -51,5 +51,6 @@ pub use read::{
 pub use sigpipe::NoSigpipe;
 pub use write::{
     check_link, create_unique, file_id, move_file, numbered, open_in_place, write_atomically,
-    write_atomically_with, write_claimed, write_output, FileId, READER_WAIT,
+    write_atomically_with, write_claimed, write_output, write_output_parts, write_parts, FileId,
+    READER_WAIT,
 };

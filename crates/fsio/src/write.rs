@@ -88,12 +88,23 @@ pub fn move_file(from: &Path, to: &Path) -> io::Result<()> {
 
 /// [`write_atomically`], except that `-` is standard output.
 pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_output_parts(path, &[bytes])
+}
+
+/// [`write_output`] of the file that `parts` make in order (a large part
+/// is written where it lies, not copied into one buffer first).
+pub fn write_output_parts(path: &Path, parts: &[&[u8]]) -> io::Result<()> {
     if path.as_os_str() == "-" {
         let mut out = io::stdout().lock();
-        out.write_all(bytes)?;
+        write_parts(&mut out, parts)?;
         return out.flush();
     }
-    write_atomically(path, bytes)
+    write_atomically_with(path, |f| write_parts(f, parts))
+}
+
+/// Writes `parts` to `w` in order.
+pub fn write_parts(w: &mut impl Write, parts: &[&[u8]]) -> io::Result<()> {
+    parts.iter().try_for_each(|p| w.write_all(p))
 }
 
 /// How long opening a FIFO waits for a process to open it for reading.
@@ -337,7 +348,7 @@ pub fn file_id(path: &Path) -> Option<FileId> {
         .map(|m| (m.dev(), m.ino()))
 }
 
-/// Writes `bytes` to the regular file `path` whole or not at all, never
+/// Writes `parts`, in order, to the regular file `path` whole or not at all, never
 /// replacing a file another writer put there since the caller looked:
 /// `prior` is what the caller saw at `path` (and kept, e.g. as `.old`).
 /// The finished temporary file is renamed to `path` without replacing
@@ -350,16 +361,16 @@ pub fn file_id(path: &Path) -> Option<FileId> {
 /// Returns the path written (`path` itself when placed there). Devices,
 /// FIFOs and symbolic links are as for [`write_atomically`]: written in
 /// place, or followed (the link's target is the file claimed).
-pub fn write_claimed(asked: &Path, bytes: &[u8], prior: Option<FileId>) -> io::Result<PathBuf> {
+pub fn write_claimed(asked: &Path, parts: &[&[u8]], prior: Option<FileId>) -> io::Result<PathBuf> {
     let (path, mode) = match target(asked)? {
         Target::InPlace(_) => {
-            write_atomically(asked, bytes)?;
+            write_atomically_with(asked, |f| write_parts(f, parts))?;
             return Ok(asked.to_path_buf());
         }
         Target::Replace { path, mode } => (path, mode),
     };
     let path = path.as_path();
-    let (tmp, mut guard) = write_temp(path, mode, |f| f.write_all(bytes))?;
+    let (tmp, mut guard) = write_temp(path, mode, |f| write_parts(f, parts))?;
     for n in 1u32..=10_000 {
         let to = if n == 1 {
             path.to_path_buf()

@@ -283,21 +283,25 @@ fn a_claimed_write_never_replaces_another_writers_file() {
     let p = dir.path().join("coldcache.ccdump");
     let n2 = dir.path().join("coldcache.2.ccdump");
     // Nothing there: created.
-    assert_eq!(write_claimed(&p, b"first", None).unwrap(), p);
+    assert_eq!(write_claimed(&p, &[b"first".as_slice()], None).unwrap(), p);
     // The caller saw `first` (and kept it elsewhere): replaced.
     let seen = file_id(&p);
     assert!(seen.is_some());
-    assert_eq!(write_claimed(&p, b"second", seen).unwrap(), p);
+    // (Written from its parts, in order.)
+    assert_eq!(
+        write_claimed(&p, &[b"sec".as_slice(), b"", b"ond"], seen).unwrap(),
+        p
+    );
     assert_eq!(std::fs::read(&p).unwrap(), b"second");
     // The caller saw nothing, another writer's file is there now: beside.
-    assert_eq!(write_claimed(&p, b"third", None).unwrap(), n2);
+    assert_eq!(write_claimed(&p, &[b"third".as_slice()], None).unwrap(), n2);
     assert_eq!(std::fs::read(&p).unwrap(), b"second");
     assert_eq!(std::fs::read(&n2).unwrap(), b"third");
     // The caller saw `second`, but another writer replaced it since: the
     // other's file stays, this one goes to the next free name.
     let seen = file_id(&p);
     write_atomically(&p, b"other").unwrap();
-    let got = write_claimed(&p, b"fourth", seen).unwrap();
+    let got = write_claimed(&p, &[b"fourth".as_slice()], seen).unwrap();
     assert_eq!(got, dir.path().join("coldcache.3.ccdump"));
     assert_eq!(std::fs::read(&p).unwrap(), b"other");
     assert_eq!(std::fs::read(&got).unwrap(), b"fourth");
@@ -315,7 +319,10 @@ fn a_claimed_write_never_replaces_another_writers_file() {
     let link = dir.path().join("latest.ccdump");
     std::os::unix::fs::symlink(&p, &link).unwrap();
     let seen = file_id(&link);
-    assert_eq!(write_claimed(&link, b"fifth", seen).unwrap(), link);
+    assert_eq!(
+        write_claimed(&link, &[b"fifth".as_slice()], seen).unwrap(),
+        link
+    );
     assert!(std::fs::symlink_metadata(&link)
         .unwrap()
         .file_type()
@@ -343,7 +350,7 @@ fn writers_racing_for_one_name_all_keep_their_files() {
                     let bytes = format!("writer {i}");
                     (
                         bytes.clone(),
-                        write_claimed(&p, bytes.as_bytes(), seen).unwrap(),
+                        write_claimed(&p, &[bytes.as_bytes()], seen).unwrap(),
                     )
                 })
             })
