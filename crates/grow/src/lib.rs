@@ -667,6 +667,13 @@ impl Index {
         unsafe { *(self.region.ptr as *const u32).add(i & self.mask) }
     }
 
+    /// Slot `i` itself (for [`crate::prefetch`]).
+    #[inline(always)]
+    fn slot_ref(&self, i: usize) -> &u32 {
+        // SAFETY: as `slot`.
+        unsafe { &*(self.region.ptr as *const u32).add(i & self.mask) }
+    }
+
     #[inline(always)]
     fn set(&mut self, i: usize, v: u32) {
         // SAFETY: as `slot`.
@@ -738,8 +745,25 @@ impl Index {
         }
         let old = std::mem::replace(&mut self.region, fresh);
         self.mask = slots - 1;
+        // Each entry's slot is brought in a few entries ahead of its
+        // insertion (the hashes kept in a ring meanwhile): the slots are
+        // scattered over the new mapping, a cache miss each otherwise
+        // (CPython's counter table: 14.7M rows, 3% of the capture's CPU in
+        // growing its index).
+        const AHEAD: usize = 16;
+        let mut ring = [0u64; AHEAD];
+        for (e, h) in ring.iter_mut().enumerate().take(len) {
+            *h = hash(e);
+            crate::prefetch(self.slot_ref(self.start(*h)));
+        }
         for e in 0..len {
-            let mut i = self.start(hash(e));
+            let h = ring[e % AHEAD];
+            if e + AHEAD < len {
+                let ahead = hash(e + AHEAD);
+                crate::prefetch(self.slot_ref(self.start(ahead)));
+                ring[e % AHEAD] = ahead;
+            }
+            let mut i = self.start(h);
             while self.slot(i) != 0 {
                 i = self.next(i);
             }
