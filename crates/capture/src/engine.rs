@@ -100,11 +100,52 @@ extern "C" fn step_thunk(p: *mut libc::c_void) {
     step(a.session, a.uc);
 }
 
+/// Bytes of the handler stack and of the finish stack.
+const HANDLER_STACK_LEN: usize = 2 << 20;
+
+/// Whether this thread runs on the handler stack now.
+fn on_handler_stack() -> bool {
+    let top = HANDLER_STACK_TOP.load(Ordering::Acquire);
+    let here = 0u8;
+    let sp = std::hint::black_box(&here) as *const u8 as u64;
+    top != 0 && sp < top && sp >= top - HANDLER_STACK_LEN as u64
+}
+
+extern "C" fn switched_thunk(p: *mut libc::c_void) {
+    // SAFETY: `p` is the closure reference passed by `switched`, alive for
+    // the call.
+    let f = unsafe { &mut *(p as *mut &mut dyn FnMut()) };
+    f();
+}
+
+/// Runs `f` on the handler stack (the caller holds `LOCK`, so only one
+/// thread uses that stack at a time), or where it is when it is there
+/// already. A trap's handler may run on the program's own alternate
+/// stack (Rust's runtime arms 8 KiB on every thread, and the kernel's
+/// frame takes 3.5 KiB of it with AVX-512 state): only the handler's
+/// first frames may live there.
+fn switched(f: &mut dyn FnMut()) {
+    let top = HANDLER_STACK_TOP.load(Ordering::Acquire);
+    if top == 0 || on_handler_stack() {
+        return f();
+    }
+    let mut f = f;
+    // SAFETY: the handler stack is reserved for the process and only used
+    // with `LOCK` held, which the caller holds; this thread is not on it.
+    unsafe {
+        crate::altstack::run_on_stack(
+            &mut f as *mut &mut dyn FnMut() as *mut libc::c_void,
+            switched_thunk,
+            top,
+        )
+    };
+}
+
 /// [`step`] on the handler stack (the caller holds `LOCK`, so only one
 /// thread uses that stack at a time).
 fn step_switched(session: &mut Session, uc: &mut libc::ucontext_t) {
     let top = HANDLER_STACK_TOP.load(Ordering::Acquire);
-    if top == 0 {
+    if top == 0 || on_handler_stack() {
         return step(session, uc);
     }
     let mut args = StepArgs { session, uc };
@@ -169,7 +210,7 @@ pub(crate) fn install_handlers() -> Result<(), CaptureError> {
         (&HANDLER_STACK_TOP, "reserving the handler stack"),
         (&TRAMPOLINE_STACK_TOP, "reserving the finish stack"),
     ] {
-        const LEN: usize = 2 << 20;
+        const LEN: usize = HANDLER_STACK_LEN;
         // SAFETY: an anonymous private mapping has no preconditions.
         let p = unsafe {
             libc::mmap(
@@ -564,6 +605,7 @@ extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::
 /// ignored or blocked, as natively. After an `int3` on a traced thread the
 /// instruction it resumes at runs before the next trap: it is accounted
 /// for now, as after an emulated system call.
+#[inline(never)]
 fn program_trap(info: *mut libc::siginfo_t, uc: &mut libc::ucontext_t, forced: bool) {
     if !forced && sigvirt::hold_if_blocked() {
         return;
@@ -620,6 +662,7 @@ fn after_trap(uc: &mut libc::ucontext_t) {
     }
 }
 
+#[inline(never)]
 fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
     // Re-execute the original instruction in every case.
     breakpoint::hit(bp);
@@ -632,37 +675,43 @@ fn on_breakpoint(uc: &mut libc::ucontext_t, bp: u64) {
     let tid = gettid();
     with_session(|cell| {
         let Some(s) = cell.as_mut() else { return };
-        if STATE.load(Ordering::Acquire) != ARMED {
-            return;
-        }
-        let rsp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as u64;
-        match s.acc.function_entered(tid, rsp) {
-            crate::account::Entry::Capture => {
-                // Descriptors opened while nothing was traced
-                // (`codewrite.rs`).
-                crate::codewrite::window_start(&mut s.acc, crate::jit::invalidate);
-                let joined = join_window(s, tid);
-                STATE.store(RUNNING, Ordering::Release);
-                set_tf(uc, true);
-                sigvirt::unblock_trap(uc);
-                // The other selected threads start as a C-API start with
-                // threads=all starts them: the sync signal sets their TF.
-                for x in crate::state::SELECTED.iter().take(joined).skip(1) {
-                    signal_thread(x.load(Ordering::Relaxed));
-                }
-                // The trap comes after the instruction at the entry runs:
-                // account for it now, from the state before it.
-                step_switched(s, uc);
-            }
-            crate::account::Entry::Skip => {
-                // Step over the original instruction, then plant again.
-                REPLANT_TID.store(tid, Ordering::Release);
-                set_tf(uc, true);
-                sigvirt::unblock_trap(uc);
-            }
-            crate::account::Entry::NoSlot => {}
-        }
+        switched(&mut || function_entered(s, uc, tid));
     });
+}
+
+/// The watched function entered on thread `tid` (the engine's lock held):
+/// a window starts, or the entry is skipped.
+fn function_entered(s: &mut Session, uc: &mut libc::ucontext_t, tid: u32) {
+    if STATE.load(Ordering::Acquire) != ARMED {
+        return;
+    }
+    let rsp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as u64;
+    match s.acc.function_entered(tid, rsp) {
+        crate::account::Entry::Capture => {
+            // Descriptors opened while nothing was traced
+            // (`codewrite.rs`).
+            crate::codewrite::window_start(&mut s.acc, crate::jit::invalidate);
+            let joined = join_window(s, tid);
+            STATE.store(RUNNING, Ordering::Release);
+            set_tf(uc, true);
+            sigvirt::unblock_trap(uc);
+            // The other selected threads start as a C-API start with
+            // threads=all starts them: the sync signal sets their TF.
+            for x in crate::state::SELECTED.iter().take(joined).skip(1) {
+                signal_thread(x.load(Ordering::Relaxed));
+            }
+            // The trap comes after the instruction at the entry runs:
+            // account for it now, from the state before it.
+            step_switched(s, uc);
+        }
+        crate::account::Entry::Skip => {
+            // Step over the original instruction, then plant again.
+            REPLANT_TID.store(tid, Ordering::Release);
+            set_tf(uc, true);
+            sigvirt::unblock_trap(uc);
+        }
+        crate::account::Entry::NoSlot => {}
+    }
 }
 
 /// A function window starts on thread `caller`: the selection becomes the

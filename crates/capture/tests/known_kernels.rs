@@ -26,6 +26,9 @@ extern "C" {
     fn cc_test_strided_sum_end();
 }
 
+/// One capture at a time in a process: the tests take turns.
+static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn tmp(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("coldcache-capture-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
@@ -34,6 +37,7 @@ fn tmp(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn strided_sum_gives_the_exact_accesses() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let n = 100u64;
     let stride = 64u64;
     let data = vec![1u64; (n * stride / 8) as usize + 8];
@@ -85,4 +89,68 @@ fn strided_sum_gives_the_exact_accesses() {
         }
         assert_eq!(loads[n as usize].size, 8, "ret reads the return address");
     }
+}
+
+/// The engine's trap handler runs on the program's own alternate stack
+/// when the thread has one (`altstack.rs`): Rust's runtime arms
+/// `max(SIGSTKSZ, AT_MINSIGSTKSZ)` bytes on every thread, 8 KiB where the
+/// kernel's frame (about `AT_MINSIGSTKSZ`: 3,376 bytes with AVX-512 state)
+/// leaves under 5 KiB. The handler's first frames must fit in 4 KiB
+/// beyond the kernel's minimum; the rest runs on the engine's own stack.
+/// A 4 KiB frame made on every trap (the `--mode verify` check's, whether
+/// verifying or not) overflowed it: this test binary died of SIGSEGV on
+/// an AVX-512 machine.
+#[test]
+fn the_trap_handler_fits_an_alternate_stack_of_4_kib_beyond_the_kernels_minimum() {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    std::thread::spawn(|| {
+        // SAFETY: getauxval has no preconditions.
+        let min = unsafe { libc::getauxval(libc::AT_MINSIGSTKSZ) } as usize;
+        let size = min.max(libc::MINSIGSTKSZ) + 4096;
+        // A guard page below the stack: an overflow faults at once rather
+        // than writing over the heap.
+        // SAFETY: an anonymous private mapping has no preconditions.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size + 4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        // SAFETY: the first page of the mapping just made.
+        assert_eq!(unsafe { libc::mprotect(p, 4096, libc::PROT_NONE) }, 0);
+        let ss = libc::stack_t {
+            // SAFETY: inside the mapping.
+            ss_sp: unsafe { (p as *mut u8).add(4096) } as *mut libc::c_void,
+            ss_flags: 0,
+            ss_size: size,
+        };
+        // SAFETY: a valid stack_t; the old one is not asked for.
+        assert_eq!(unsafe { libc::sigaltstack(&ss, std::ptr::null_mut()) }, 0);
+        let data = vec![1u64; 64 * 8];
+        let dump_path = tmp("small-altstack.ccdump");
+        let opts = Options::new(coldcache_sim::presets::cachegrind_default(), &dump_path);
+        let cap = start(opts).unwrap();
+        // SAFETY: the kernel reads 64 words 64 bytes apart inside `data`.
+        let sum = unsafe { cc_test_strided_sum(data.as_ptr(), 64, 64) };
+        let summary = cap.stop().unwrap();
+        assert_eq!(sum, 64);
+        assert_eq!(summary.cut_short, None);
+        let ss = libc::stack_t {
+            ss_sp: std::ptr::null_mut(),
+            ss_flags: libc::SS_DISABLE,
+            ss_size: 0,
+        };
+        // SAFETY: disabling the alternate stack before unmapping it.
+        unsafe {
+            libc::sigaltstack(&ss, std::ptr::null_mut());
+            libc::munmap(p, size + 4096);
+        }
+    })
+    .join()
+    .unwrap();
 }

@@ -71,10 +71,20 @@ pub(super) fn take() -> Option<Verified> {
 /// (handler context): checks the instruction about to run, if the trap is
 /// at one. True when the trap is handled here; false for any other trap
 /// (the trap engine's own, a thread handed back to it).
+///
+/// Cheap when verification is off: the check's frame (a recorded machine,
+/// some kilobytes) is only made when it is on. A trap's handler may run
+/// on the program's own alternate stack (Rust's runtime arms 8 KiB on
+/// every thread), where the kernel's frame already takes 3.5 KiB with
+/// AVX-512 state: a frame of 4 KiB made on every trap overflowed it.
+#[inline(always)]
 pub(crate) fn verify_trap(uc: &mut libc::ucontext_t) -> bool {
-    if !is_on() {
-        return false;
-    }
+    is_on() && verify_trap_on(uc)
+}
+
+/// [`verify_trap`] with verification on.
+#[inline(never)]
+fn verify_trap_on(uc: &mut libc::ucontext_t) -> bool {
     // SAFETY: this thread's own state; the handler runs on the thread.
     let t = unsafe { &mut *tls::this() };
     if t.active == 0 {
