@@ -22,7 +22,17 @@
 //   of the window reads: glibc's chunks of 144 bytes). The pointer array:
 //   1 block, N writes (filled), 2 N reads (read, then read to free).
 // - global: 1,000 reads of an initialised global table (`.data`): the
-//   executable's data mapping, 1,000 reads.
+//   global `table`, 1,000 reads, none left to the executable's data
+//   mapping.
+// - globals (globals reached through pointers, and a static): `hot`
+//   (256 ints, .bss) summed once and `cold` (512 ints, .data, static)
+//   twice by a function given a pointer, and a function-local static
+//   `calls` read and written once. Each array is 64-byte aligned, so
+//   `hot` spans 16 lines and `cold` 32, and the window starts with empty
+//   caches: `hot` 256 reads, 16 first-level misses; `cold` 1,024 reads,
+//   32 misses (its second pass hits: 2 KiB stay in the first level);
+//   `calls` 1 read (a miss) and 1 write. The executable's data mappings
+//   keep no access.
 // - stack: a 256-int stack array written then read: the thread's stack,
 //   at least 512 accesses, and every access of the window.
 // - realloc: malloc(400), 100 int writes, realloc to 4,000, 1,000 int
@@ -102,6 +112,23 @@ __attribute__((noinline)) int global() {
         s += table[i];
     }
     return s;
+}
+
+alignas(64) volatile int hot[256];
+alignas(64) static volatile int cold[512] = {1};
+
+__attribute__((noinline)) int sum_of(volatile int *p, int n) {
+    int s = 0;
+    for (int i = 0; i < n; ++i) {
+        s += p[i];
+    }
+    return s;
+}
+
+__attribute__((noinline)) int globals() {
+    static volatile long calls;
+    calls = calls + 1;
+    return sum_of(hot, 256) + sum_of(cold, 512) + sum_of(cold, 512);
 }
 
 __attribute__((noinline)) int stack() {
@@ -237,6 +264,8 @@ int main(int argc, char **argv) {
         std::printf("%.1f\n", getposition(argc > 2 ? atoi(argv[2]) : N));
     } else if (!strcmp(c, "global")) {
         std::printf("%d\n", global());
+    } else if (!strcmp(c, "globals")) {
+        std::printf("%d\n", globals());
     } else if (!strcmp(c, "stack")) {
         std::printf("%d\n", stack());
     } else if (!strcmp(c, "realloc")) {
@@ -255,7 +284,7 @@ int main(int argc, char **argv) {
         scene_make(objs, n);
         std::printf("%.1f\n", scene_visit(objs, n));
     } else {
-        std::fprintf(stderr, "usage: objects getposition|global|stack|realloc|reuse|memalign|new|scene|earlier\n");
+        std::fprintf(stderr, "usage: objects getposition|global|globals|stack|realloc|reuse|memalign|new|scene|earlier\n");
         return 2;
     }
     return 0;

@@ -47,10 +47,21 @@
 //! window, anonymous arenas and the modules' globals are typed too; not a
 //! thread's stack, whose accesses are most of any program's and whose
 //! locals the data view names without objects: they pay one compare.
+//!
+//! Globals: the data symbols of the mapped modules' symbol tables
+//! ([`Objects::with_globals`], read by the front end when the capture is
+//! prepared) are objects of their own. An access in a mapping that holds
+//! any, outside every block, goes to the global containing its first byte
+//! (a one-entry memo, then a binary search among the mapping's globals),
+//! counted per instruction too; the mapping keeps only the accesses
+//! outside its globals. Blocks come first: a pool of the program's own
+//! in its `.bss` whose blocks are observed is counted by block.
 
 use crate::grow::{Budget, GrowVec, Index};
 use crate::model::Machine;
-use coldcache_dump::{AllocSite, ObjectCounts, ObjectRegion, SiteInstruction, SiteInstructions};
+use coldcache_dump::{
+    AllocSite, Globals, ObjectCounts, ObjectGlobal, ObjectRegion, SiteInstruction, SiteInstructions,
+};
 use coldcache_sim::{AccessKind, AccessResult, Side, MAX_LEVELS};
 use iced_x86::Register;
 
@@ -303,6 +314,8 @@ struct Region {
     may_hold_blocks: bool,
     thread: u32,
     tls: u32,
+    /// The globals it overlaps: `globals[lo..hi]`.
+    globals: (u32, u32),
     counts: Counts,
 }
 
@@ -328,6 +341,38 @@ struct IpMemo {
 /// A pair's key for a mapping (not a site): the mapping's index with this
 /// bit.
 const REGION_PAIR: u32 = 1 << 31;
+
+/// A pair's key for a global: its index with this bit and
+/// [`REGION_PAIR`]. In `region_memo`'s key (never a pair's) the same bit
+/// says that the mapping holds globals.
+const GLOBAL_PAIR: u32 = 1 << 30;
+
+/// The index part of a key.
+const INDEX: u32 = GLOBAL_PAIR - 1;
+
+/// A data symbol of a module, at its address in the process: what
+/// [`Objects::with_globals`] takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GlobalSymbol {
+    /// First address.
+    pub start: u64,
+    /// One past the last.
+    pub end: u64,
+    /// The symbol's name.
+    pub name: String,
+}
+
+/// A global of the capture: its range, its mapping, its accesses.
+#[derive(Clone, Copy)]
+struct Global {
+    start: u64,
+    end: u64,
+    /// Index into `Objects::global_names`.
+    name: u32,
+    /// The mapping that holds its first byte (or the first it overlaps).
+    region: u32,
+    counts: Counts,
+}
 
 /// The accesses of one site (or one mapping, [`REGION_PAIR`]) by one
 /// instruction.
@@ -423,9 +468,17 @@ pub struct Objects {
     pairs_dropped: Counts,
     /// Mapping accesses not kept per instruction.
     regions_dropped: Counts,
+    /// The modules' globals, by address, none overlapping.
+    globals: Vec<Global>,
+    global_names: Vec<String>,
+    /// The last global found: start, end, index.
+    global_memo: (u64, u64, u32),
+    /// Global accesses not kept per instruction.
+    globals_dropped: Counts,
     /// The last mapping found that holds no block (a stack, a file):
     /// start, end, index, with [`REGION_PAIR`] set when its accesses are
-    /// counted per instruction too (every mapping but a thread's stack).
+    /// counted per instruction too (every mapping but a thread's stack),
+    /// and [`GLOBAL_PAIR`] when it holds globals.
     /// Looked at after `memo`, before the blocks, so stack accesses cost a
     /// compare.
     region_memo: (u64, u64, u32),
@@ -497,6 +550,7 @@ impl Objects {
                     map,
                     thread: u32::MAX,
                     tls: u32::MAX,
+                    globals: (0, 0),
                     counts: Counts::default(),
                 })
                 .collect(),
@@ -511,6 +565,10 @@ impl Objects {
             pair_memo: vec![NO_PAIR; IP_MEMO],
             pairs_dropped: Counts::default(),
             regions_dropped: Counts::default(),
+            globals: Vec::new(),
+            global_names: Vec::new(),
+            global_memo: (0, 0, 0),
+            globals_dropped: Counts::default(),
             region_memo: (0, 0, 0),
             allocations: 0,
             frees: 0,
@@ -519,6 +577,51 @@ impl Objects {
             live: 0,
             untracked: 0,
         }
+    }
+
+    /// These objects with the modules' globals `symbols` as objects of
+    /// their own (see the module doc). Of symbols at one address the first
+    /// is kept; a symbol that overlaps one kept before it (by address) is
+    /// left out, its bytes counted by the one kept or by the mapping.
+    pub fn with_globals(mut self, mut symbols: Vec<GlobalSymbol>) -> Objects {
+        symbols.retain(|g| g.start < g.end);
+        symbols.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+        let mut globals: Vec<Global> = Vec::with_capacity(symbols.len());
+        let mut names = Vec::with_capacity(symbols.len());
+        for g in symbols {
+            if globals.last().is_some_and(|l| g.start < l.end) {
+                continue;
+            }
+            let Some(region) = self.region_overlapping(g.start, g.end) else {
+                continue;
+            };
+            if globals.len() >= INDEX as usize {
+                break;
+            }
+            globals.push(Global {
+                start: g.start,
+                end: g.end,
+                name: names.len() as u32,
+                region: region as u32,
+                counts: Counts::default(),
+            });
+            names.push(g.name);
+        }
+        for r in &mut self.regions {
+            let lo = globals.partition_point(|g| g.end <= r.map.start);
+            let hi = globals.partition_point(|g| g.start < r.map.end);
+            r.globals = (lo as u32, hi.max(lo) as u32);
+        }
+        self.globals = globals;
+        self.global_names = names;
+        self.region_memo = (0, 0, 0);
+        self
+    }
+
+    /// The first mapping that overlaps [`start`, `end`).
+    fn region_overlapping(&self, start: u64, end: u64) -> Option<usize> {
+        let i = self.regions.partition_point(|r| r.map.end <= start);
+        (i < self.regions.len() && self.regions[i].map.start < end).then_some(i)
     }
 
     /// Whether objects are tracked (built with `on`): an accountant given
@@ -547,7 +650,7 @@ impl Objects {
                 self.regions[i].may_hold_blocks = false;
                 // The memo may hold it from before, counted per
                 // instruction as a mapping that is not a stack.
-                if self.region_memo.2 & !REGION_PAIR == i as u32 {
+                if self.region_memo.2 & INDEX == i as u32 {
                     self.region_memo = (0, 0, 0);
                 }
             }
@@ -588,12 +691,7 @@ impl Objects {
         }
         let (s, e, region) = self.region_memo;
         if addr.wrapping_sub(s) < e.wrapping_sub(s) {
-            self.regions[(region & !REGION_PAIR) as usize]
-                .counts
-                .add(side, r);
-            if region & REGION_PAIR != 0 {
-                self.pair_access(region, ip, side, r, budget);
-            }
+            self.region_access(region, addr, ip, side, r, budget);
             return;
         }
         // The block this instruction touched last, if still live.
@@ -607,6 +705,54 @@ impl Objects {
             return;
         }
         self.access_slow(side, addr, ip, slot, r, budget);
+    }
+
+    /// An access outside every block in the mapping of `key` (its index,
+    /// [`REGION_PAIR`] when counted per instruction, [`GLOBAL_PAIR`] when
+    /// it holds globals): the global holding `addr`, else the mapping.
+    #[inline(always)]
+    fn region_access(
+        &mut self,
+        key: u32,
+        addr: u64,
+        ip: u64,
+        side: usize,
+        r: &AccessResult,
+        b: &mut Budget,
+    ) {
+        let i = (key & INDEX) as usize;
+        if key & GLOBAL_PAIR != 0 {
+            let (s, e, g) = self.global_memo;
+            let g = if addr.wrapping_sub(s) < e.wrapping_sub(s) {
+                Some(g)
+            } else {
+                self.global_of(i, addr)
+            };
+            if let Some(g) = g {
+                self.globals[g as usize].counts.add(side, r);
+                self.pair_access(g | GLOBAL_PAIR | REGION_PAIR, ip, side, r, b);
+                return;
+            }
+        }
+        self.regions[i].counts.add(side, r);
+        if key & REGION_PAIR != 0 {
+            self.pair_access(key & (REGION_PAIR | INDEX), ip, side, r, b);
+        }
+    }
+
+    /// The global of mapping `i` that holds `addr`, remembered.
+    #[inline(never)]
+    fn global_of(&mut self, i: usize, addr: u64) -> Option<u32> {
+        let (lo, hi) = self.regions[i].globals;
+        let within = &self.globals[lo as usize..hi as usize];
+        let j = within.partition_point(|g| g.start <= addr);
+        let g = within.get(j.checked_sub(1)?)?;
+        if addr >= g.end {
+            return None;
+        }
+        let k = lo + j as u32 - 1;
+        self.global_memo = (g.start, g.end, k);
+        Some(k)
     }
 
     /// An access of site `site` by the instruction at `ip`: the site's
@@ -655,7 +801,9 @@ impl Objects {
             None => match self.add_pair(site, ip, h, b) {
                 Some(p) => p,
                 None => {
-                    if site & REGION_PAIR != 0 {
+                    if site & GLOBAL_PAIR != 0 {
+                        self.globals_dropped.add(side, r);
+                    } else if site & REGION_PAIR != 0 {
                         self.regions_dropped.add(side, r);
                     } else {
                         self.pairs_dropped.add(side, r);
@@ -723,22 +871,22 @@ impl Objects {
         }
         match self.region_of(addr) {
             Some(i) => {
-                let reg = &mut self.regions[i];
-                reg.counts.add(side, r);
+                let reg = &self.regions[i];
                 // A thread's stack is not counted per instruction: its
                 // accesses are most of a program's, and the data view's
                 // locals are typed without objects.
-                let key = if reg.thread == u32::MAX {
+                let mut key = if reg.thread == u32::MAX {
                     i as u32 | REGION_PAIR
                 } else {
                     i as u32
                 };
+                if reg.globals.0 < reg.globals.1 {
+                    key |= GLOBAL_PAIR;
+                }
                 if !reg.may_hold_blocks {
                     self.region_memo = (reg.map.start, reg.map.end, key);
                 }
-                if key & REGION_PAIR != 0 {
-                    self.pair_access(key, ip, side, r, budget);
-                }
+                self.region_access(key, addr, ip, side, r, budget);
             }
             None => self.unmapped.add(side, r),
         }
@@ -893,7 +1041,7 @@ impl Objects {
         if let Some(i) = self.region_of(start) {
             if !self.regions[i].may_hold_blocks {
                 self.regions[i].may_hold_blocks = true;
-                if self.region_memo.2 & !REGION_PAIR == i as u32 {
+                if self.region_memo.2 & INDEX == i as u32 {
                     self.region_memo = (0, 0, 0);
                 }
             }
@@ -1040,18 +1188,45 @@ impl Objects {
     pub fn finish(self, levels: usize) -> coldcache_dump::Objects {
         let unreturned =
             self.unreturned + self.pending.iter().filter(|p| p.kind != 0).count() as u64;
-        let pairs = |regions: bool| -> Vec<SiteInstruction> {
+        let pairs = |kind: u32| -> Vec<SiteInstruction> {
             self.pairs
                 .as_slice()
                 .iter()
-                .filter(|p| (p.site & REGION_PAIR != 0) == regions)
+                .filter(|p| p.site & !INDEX == kind)
                 .map(|p| SiteInstruction {
-                    site: p.site & !REGION_PAIR,
+                    site: p.site & INDEX,
                     ip: p.ip,
                     counts: p.counts.to_dump(levels),
                 })
                 .collect()
         };
+        // The globals with accesses, numbered anew.
+        let mut row_of = vec![u32::MAX; self.globals.len()];
+        let mut rows = Vec::new();
+        for (k, g) in self.globals.iter().enumerate() {
+            let c = &g.counts;
+            if c.served.iter().flatten().any(|&n| n != 0) {
+                row_of[k] = rows.len() as u32;
+                rows.push(ObjectGlobal {
+                    region: g.region,
+                    name: self.global_names[g.name as usize].clone(),
+                    start: g.start,
+                    size: g.end - g.start,
+                    counts: c.to_dump(levels),
+                });
+            }
+        }
+        let globals = (!self.globals.is_empty()).then(|| Globals {
+            rows,
+            by_instruction: pairs(REGION_PAIR | GLOBAL_PAIR)
+                .into_iter()
+                .map(|mut p| {
+                    p.site = row_of[p.site as usize];
+                    p
+                })
+                .collect(),
+            dropped: self.globals_dropped.to_dump(levels),
+        });
         coldcache_dump::Objects {
             coherence: true,
             allocators: self.names.iter().map(|s| s.to_string()).collect(),
@@ -1097,11 +1272,12 @@ impl Objects {
                 .collect(),
             unmapped: self.unmapped.to_dump(levels),
             by_instruction: Some(SiteInstructions {
-                rows: pairs(false),
+                rows: pairs(0),
                 dropped: self.pairs_dropped.to_dump(levels),
-                regions: pairs(true),
+                regions: pairs(REGION_PAIR),
                 regions_dropped: self.regions_dropped.to_dump(levels),
             }),
+            globals,
         }
     }
 }
@@ -1176,6 +1352,108 @@ mod tests {
         let counts: Vec<u64> = d.regions.iter().map(|g| g.counts.accesses()).collect();
         assert_eq!(counts, [2, 1]);
         assert_eq!(d.unmapped.accesses(), 1);
+    }
+
+    /// Globals by address: a module's `.data` [0x10000, 0x11000) and its
+    /// anonymous rest of `.bss` [0x11000, 0x13000); globals `a` (16
+    /// bytes at 0x10100), `span` (0x10F00..0x11100, across both
+    /// mappings), `b` (8 bytes at 0x12000) with an alias at its address
+    /// and a symbol overlapping it (both left out), and a pool block
+    /// allocated inside `span`. Accesses, by hand: `a` 3 (two
+    /// instructions), `span` 2 (one in each mapping), `b` 1, the block 1,
+    /// the mappings 1 each (between globals), nothing lost.
+    #[test]
+    fn globals_are_objects_of_their_own_by_address() {
+        let map = |start: u64, end: u64, perms: &str, path: &str| Mapping {
+            start,
+            end,
+            perms: perms.into(),
+            path: path.into(),
+        };
+        let sym = |start: u64, size: u64, name: &str| GlobalSymbol {
+            start,
+            end: start + size,
+            name: name.into(),
+        };
+        let mut o = Objects::new(
+            true,
+            1,
+            &[],
+            vec![
+                map(0x10000, 0x11000, "rw-p", "/m"),
+                map(0x11000, 0x13000, "rw-p", ""),
+            ],
+        )
+        .with_globals(vec![
+            sym(0x12000, 8, "b"),
+            sym(0x10100, 16, "a"),
+            sym(0x12000, 8, "b_alias"),
+            sym(0x12004, 8, "overlaps_b"),
+            sym(0x10F00, 0x200, "span"),
+            // In no mapping: left out.
+            sym(0x90000, 8, "nowhere"),
+        ]);
+        let mut b = Budget::new(usize::MAX);
+        o.allocated(0x10F80, 16, 7, Kind::Malloc as u8, &mut b);
+        let hit = served(ServedBy::L1);
+        let miss = served(ServedBy::MEMORY);
+        let ip = 0x40_0000;
+        for (addr, ip, r) in [
+            (0x10100, ip, &miss),    // a
+            (0x1010F, ip, &hit),     // a, last byte
+            (0x10108, ip + 4, &hit), // a, another instruction
+            (0x10110, ip, &hit),     // .data, past a
+            (0x10F00, ip, &hit),     // span in .data
+            (0x10F84, ip, &hit),     // the block inside span
+            (0x110FF, ip, &miss),    // span in .bss
+            (0x12006, ip + 8, &hit), // b
+            (0x12008, ip + 8, &hit), // .bss, past b (overlaps_b left out)
+        ] {
+            o.access(AccessKind::Read, addr, ip, r, &mut b);
+        }
+        let d = o.finish(1);
+        let g = d.globals.as_ref().expect("globals");
+        let rows: Vec<(&str, u64, u64, u32)> = g
+            .rows
+            .iter()
+            .map(|r| (r.name.as_str(), r.start, r.counts.accesses(), r.region))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("a", 0x10100, 3, 0),
+                ("span", 0x10F00, 2, 0),
+                ("b", 0x12000, 1, 1)
+            ]
+        );
+        assert_eq!(g.rows[0].counts.misses(1), 1);
+        assert_eq!(g.rows[1].counts.misses(1), 1);
+        assert_eq!(g.rows[1].size, 0x200);
+        let regions: Vec<u64> = d.regions.iter().map(|r| r.counts.accesses()).collect();
+        assert_eq!(regions, [1, 1]);
+        assert_eq!(d.sites[0].counts.accesses(), 1);
+        // Per instruction: a by two instructions, each global's pairs
+        // summing to its accesses; the mappings' own pairs apart.
+        assert_eq!(g.dropped.accesses(), 0);
+        for (k, row) in g.rows.iter().enumerate() {
+            let sum: u64 = g
+                .by_instruction
+                .iter()
+                .filter(|p| p.site as usize == k)
+                .map(|p| p.counts.accesses())
+                .sum();
+            assert_eq!(sum, row.counts.accesses(), "{}", row.name);
+        }
+        let a: Vec<(u64, u64)> = g
+            .by_instruction
+            .iter()
+            .filter(|p| p.site == 0)
+            .map(|p| (p.ip, p.counts.accesses()))
+            .collect();
+        assert_eq!(a, [(ip, 2), (ip + 4, 1)]);
+        let by = d.by_instruction.as_ref().unwrap();
+        let mapped: u64 = by.regions.iter().map(|p| p.counts.accesses()).sum();
+        assert_eq!(mapped, 2);
     }
 
     #[test]

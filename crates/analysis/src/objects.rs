@@ -7,7 +7,9 @@
 //! heap and anonymous mappings (blocks allocated before the window, or by
 //! an allocator not observed), a module's writable data (`.data`, `.bss`,
 //! and the anonymous mapping right after it, the rest of `.bss`),
-//! read-only files, and the rest.
+//! read-only files, and the rest. A dump of version 10 on also has the
+//! modules' globals (data symbols) as rows of their own, named by symbol
+//! and module; their mappings' rows then hold the accesses outside them.
 //!
 //! A site's type and fields (dump version 7): its accesses per instruction
 //! (section `OBJI`) joined with the `DATA` section's type and field of
@@ -26,8 +28,8 @@ use serde::Serialize;
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct ObjectRow {
     /// `heap` (an allocation site), `stack`, `thread-local`, `heap,
-    /// allocated earlier`, `anonymous`, `module data`, `file`, `other`,
-    /// `unmapped`.
+    /// allocated earlier`, `anonymous`, `module data`, `global` (a global
+    /// or static variable of a module), `file`, `other`, `unmapped`.
     pub kind: String,
     /// What it is: the allocator and the site's innermost frame, or the
     /// mapping.
@@ -43,7 +45,7 @@ pub struct ObjectRow {
     pub user_frame: usize,
     /// Blocks allocated there (sites).
     pub blocks: u64,
-    /// Their bytes, summed (sites).
+    /// Their bytes, summed (sites); a global's size.
     pub bytes: u64,
     /// Of the blocks, those freed in the capture (sites).
     pub freed: u64,
@@ -347,6 +349,26 @@ fn region_identity(
     }
 }
 
+/// The module whose data mapping `i` is (its file's base name; for the
+/// anonymous rest of a `.bss`, the file mapped right before it), with the
+/// executable (base name `program`) as `<program>` when given.
+fn module_of(regions: &[ObjectRegion], i: usize, program: Option<&str>) -> String {
+    let path = match regions.get(i) {
+        Some(r) if r.path.is_empty() => i
+            .checked_sub(1)
+            .and_then(|j| regions.get(j))
+            .filter(|p| p.end == r.start && p.path.starts_with('/'))
+            .map_or("", |p| p.path.as_str()),
+        Some(r) => r.path.as_str(),
+        None => "",
+    };
+    match base(path) {
+        "" => "?".to_string(),
+        b if Some(b) == program => "<program>".to_string(),
+        b => b.to_string(),
+    }
+}
+
 /// Whether a frame is allocation plumbing of a language runtime.
 fn is_plumbing(frame: &str) -> bool {
     let f = frame.trim_start_matches('<');
@@ -513,6 +535,28 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
         type_rows(data, &by.regions, &mut others, false, levels);
     }
     others.retain(|r| r.accesses > 0);
+    // The modules' globals (version 10): rows of their own, whose accesses
+    // their mappings' rows leave out.
+    if let Some(g) = &o.globals {
+        let mut globals: Vec<ObjectRow> = g
+            .rows
+            .iter()
+            .map(|g| {
+                let i = g.region as usize;
+                let label = format!("{} ({})", g.name, module_of(&o.regions, i, None));
+                let mut r = row("global", label, &g.counts, levels);
+                r.identity = format!("global\0{}\0{}", module_of(&o.regions, i, program), g.name);
+                r.start = g.start;
+                r.end = g.start.saturating_add(g.size);
+                r.bytes = g.size;
+                r
+            })
+            .collect();
+        if let Some(data) = dump.data.as_ref() {
+            type_rows(data, &g.by_instruction, &mut globals, false, levels);
+        }
+        others.extend(globals);
+    }
     let in_blocks = sites.iter().map(|r| r.accesses).sum();
     if o.unmapped.accesses() > 0 {
         let mut r = row(
@@ -548,7 +592,8 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
         not_per_instruction: o
             .by_instruction
             .as_ref()
-            .map_or(0, |b| b.dropped.accesses() + b.regions_dropped.accesses()),
+            .map_or(0, |b| b.dropped.accesses() + b.regions_dropped.accesses())
+            + o.globals.as_ref().map_or(0, |g| g.dropped.accesses()),
         types_note: types_note(dump, o),
     })
 }

@@ -863,12 +863,15 @@ pub fn objects(o: &crate::objects::ObjectsView) -> String {
         s.push_str(&table(&o.sites, true));
         s.push_str(&site_types(o));
     }
-    let _ = writeln!(s, "\nother objects (by the mapping at the capture's start)");
+    let _ = writeln!(
+        s,
+        "\nother objects (the modules' globals, and the rest by the mapping at the capture's start)"
+    );
     s.push_str(&table(&o.others, false));
     if o.types_note.is_empty() && o.others.iter().any(|r| !r.fields.is_empty()) {
         let _ = writeln!(
             s,
-            "\nother object types (each mapping's accesses by the type and field, or global, of the instruction that made them; not the stacks')"
+            "\nother object types (each global's and mapping's accesses by the type and field, or global, of the instruction that made them; not the stacks')"
         );
         s.push_str(&row_fields(o, &o.others, false));
     }

@@ -389,6 +389,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
                     OWN_STACK_AT.with(|c| c.get()),
                 ),
             )
+            .with_globals(crate::objects::global_symbols())
         }),
     })?;
     let mut fallback = None;

@@ -86,6 +86,55 @@ pub fn global_data_symbol(name: &str) -> Option<u64> {
     at
 }
 
+/// The data symbols (`STT_OBJECT` of a size, defined) of every mapped
+/// ELF file at their run-time addresses: the full symbol table where the
+/// file has one (statics too), else `.dynsym`. Thread-local symbols are
+/// not among them (their values are offsets, not addresses). The
+/// sections `.got` and `.got.plt` are added under their names. What
+/// [`Objects::with_globals`] takes. Not async-signal-safe: called when a
+/// capture is prepared.
+pub fn global_symbols() -> Vec<GlobalSymbol> {
+    use object::{Object, ObjectSymbol};
+    let mut out = Vec::new();
+    for_each_mapped_elf(|file, bias| {
+        let add = |out: &mut Vec<GlobalSymbol>, sym: object::Symbol<'_, '_>| {
+            if sym.kind() != object::SymbolKind::Data || !sym.is_definition() || sym.size() == 0 {
+                return;
+            }
+            let Ok(name) = sym.name() else { return };
+            let start = sym.address().wrapping_add(bias);
+            out.push(GlobalSymbol {
+                start,
+                end: start.saturating_add(sym.size()),
+                name: name.to_string(),
+            });
+        };
+        let before = out.len();
+        file.symbols().for_each(|s| add(&mut out, s));
+        if out.len() == before {
+            file.dynamic_symbols().for_each(|s| add(&mut out, s));
+        }
+        // The global offset tables, which no data symbol covers: every
+        // call through the PLT and every access to an exported variable
+        // from position-independent code reads them.
+        for sec in file.sections() {
+            use object::ObjectSection;
+            if let Ok(name @ (".got" | ".got.plt")) = sec.name() {
+                if sec.size() > 0 && sec.address() != 0 {
+                    let start = sec.address().wrapping_add(bias);
+                    out.push(GlobalSymbol {
+                        start,
+                        end: start.saturating_add(sec.size()),
+                        name: name.to_string(),
+                    });
+                }
+            }
+        }
+        false
+    });
+    out
+}
+
 /// Calls `f` with each mapped ELF file and its load bias, in the dynamic
 /// linker's search order as far as the mappings tell it (see
 /// [`resolve_allocators`]), until it returns true. Files are mapped, never

@@ -119,6 +119,25 @@ fn others<'a>(o: &'a Value, kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// The row of the program's global `name` (`name (objects)`).
+fn global<'a>(o: &'a Value, name: &str) -> &'a Value {
+    let label = format!("{name} (objects)");
+    let found: Vec<&Value> = others(o, "global")
+        .into_iter()
+        .filter(|r| r["label"] == label.as_str())
+        .collect();
+    assert_eq!(found.len(), 1, "one global {label}: {o:#}");
+    found[0]
+}
+
+/// The program's data mappings with accesses outside its globals.
+fn program_data(o: &Value) -> Vec<&Value> {
+    others(o, "module data")
+        .into_iter()
+        .filter(|r| r["label"].as_str().unwrap().starts_with("objects "))
+        .collect()
+}
+
 /// Data accesses of the dump's records (the code views' `Dr + Dw`).
 fn data_accesses(d: &Dump) -> u64 {
     let t = callgrind_totals(d);
@@ -143,6 +162,7 @@ fn objects_match_the_hand_computed_figures_in_both_modes() {
     let cases = [
         ("getposition", "getposition"),
         ("global", "global"),
+        ("globals", "globals"),
         ("stack", "stack"),
         ("realloc", "grow"),
         ("reuse", "reuse"),
@@ -231,33 +251,68 @@ fn check(case: &str, mode: &str, objects: u64, o: &Value) {
             assert_eq!(n(o, "live"), 0, "{what}");
             // The eviction buffer: 1,024 lines of a global, each a miss.
             // `evict` starts in the last file-backed page of `.data` and
-            // goes on in the anonymous rest of `.bss`: two rows.
-            let bss: Vec<_> = others(o, "module data")
-                .into_iter()
-                .filter(|r| r["label"].as_str().unwrap().starts_with("objects "))
-                .collect();
-            let sum = |k: &str| bss.iter().map(|r| n(r, k)).sum::<u64>();
-            let missed: u64 = bss.iter().map(|r| r["misses"][0].as_u64().unwrap()).sum();
+            // goes on in the anonymous rest of `.bss`: one global, two
+            // mappings.
+            let evict = global(o, "evict");
             assert_eq!(
-                (sum("reads"), sum("writes"), missed),
-                (1024, 0, 1024),
+                (
+                    n(evict, "reads"),
+                    n(evict, "writes"),
+                    evict["misses"][0].as_u64()
+                ),
+                (1024, 0, Some(1024)),
                 "{what}"
             );
+            assert_eq!(n(evict, "bytes"), 64 * 1024, "{what}");
+            assert!(program_data(o).is_empty(), "{what}");
         }
         "global" => {
             assert_eq!(o["sites"].as_array().unwrap().len(), 0, "{what}");
-            let data: Vec<_> = others(o, "module data")
-                .into_iter()
-                .filter(|r| r["label"].as_str().unwrap().starts_with("objects "))
-                .collect();
-            assert_eq!(data.len(), 1, "{what}");
-            assert_eq!(n(data[0], "reads"), 1000, "{what}");
-            assert_eq!(n(data[0], "writes"), 0, "{what}");
-            // The mapping's accesses by the global they were typed to.
-            assert_eq!(n(data[0], "typed_accesses"), 1000, "{what}");
-            let f = &data[0]["fields"][0];
+            let t = global(o, "table");
+            assert_eq!((n(t, "reads"), n(t, "writes")), (1000, 0), "{what}");
+            assert_eq!(n(t, "bytes"), 4000, "{what}");
+            // The global's accesses by the type the resolver gave them.
+            assert_eq!(n(t, "typed_accesses"), 1000, "{what}");
+            let f = &t["fields"][0];
             assert_eq!(f["field"], "table (int)", "{what}");
             assert_eq!((n(f, "reads"), n(f, "writes")), (1000, 0), "{what}");
+            // The mapping that holds it keeps none of them.
+            assert!(program_data(o).is_empty(), "{what}");
+        }
+        "globals" => {
+            // Reached through a pointer (no instruction names them): by
+            // address. Static and function-local names demangled.
+            let miss = |r: &Value| r["misses"][0].as_u64().unwrap();
+            let hot = global(o, "hot");
+            assert_eq!(
+                (
+                    n(hot, "reads"),
+                    n(hot, "writes"),
+                    miss(hot),
+                    n(hot, "bytes")
+                ),
+                (256, 0, 16, 1024),
+                "{what}"
+            );
+            let cold = global(o, "cold");
+            assert_eq!(
+                (
+                    n(cold, "reads"),
+                    n(cold, "writes"),
+                    miss(cold),
+                    n(cold, "bytes")
+                ),
+                (1024, 0, 32, 2048),
+                "{what}"
+            );
+            let calls = global(o, "globals()::calls");
+            assert_eq!(
+                (n(calls, "reads"), n(calls, "writes"), miss(calls)),
+                (1, 1, 1),
+                "{what}"
+            );
+            assert!(program_data(o).is_empty(), "{what}");
+            assert_eq!(others(o, "global").len(), 3, "{what}");
         }
         "stack" => {
             // Nothing but the thread's stack is touched.
@@ -746,6 +801,11 @@ fn a_dump_without_per_instruction_objects_reports_as_before() {
     let mut d = load(&dir.join("new.ccdump"));
     assert!(d.objects.as_ref().unwrap().by_instruction.is_some());
     d.objects.as_mut().unwrap().by_instruction = None;
+    // The globals' own rows per instruction too (an older dump has no
+    // globals at all; their rows are compared here, untyped).
+    if let Some(g) = d.objects.as_mut().unwrap().globals.as_mut() {
+        g.by_instruction.clear();
+    }
     std::fs::write(dir.join("old.ccdump"), d.to_bytes()).unwrap();
     let (new, old) = (
         objects_json(&dir, "new.ccdump"),

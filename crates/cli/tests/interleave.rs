@@ -149,7 +149,10 @@ fn false_sharing_is_charged_to_the_object_whose_line_is_shared() {
         );
         let mine = rows
             .iter()
-            .filter(|r| r.0.starts_with("module data: false_sharing "))
+            .filter(|r| {
+                r.0.starts_with("module data: false_sharing ")
+                    || (r.0.starts_with("global: ") && r.0.ends_with(" (false_sharing)"))
+            })
             .fold((0, 0), |a, r| (a.0 + r.1, a.1 + r.2));
         (mine, (inval, fs), dump)
     };
@@ -191,14 +194,15 @@ fn false_sharing_is_charged_to_the_object_whose_line_is_shared() {
                 |vals: &serde_json::Value| (vals[ci].as_u64().unwrap(), vals[cf].as_u64().unwrap());
             assert_eq!(pair(&v["before_totals"]), totals, "before: the totals");
             assert_eq!(pair(&v["after_totals"]), padded_totals, "after: the totals");
-            // The program's data mappings (one row each: `.data`, `.bss`).
+            // The program's globals and data mappings (`.data`, `.bss`).
             let rows: Vec<&serde_json::Value> = v["rows"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .filter(|r| {
                     let l = r["label"].as_str().unwrap();
-                    l.starts_with("module data: ") && l.contains("<program>")
+                    (l.starts_with("module data: ") && l.contains("<program>"))
+                        || l.starts_with("global: <program> ")
                 })
                 .collect();
             assert!(

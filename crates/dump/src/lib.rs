@@ -37,6 +37,9 @@
 //! Version 9 adds to every row of `OBJS` and `OBJI` the coherence
 //! invalidations its accesses sent and the false sharing among them
 //! ([`ObjectCounts::coherence`]).
+//! Version 10 adds an optional `OBJG` section after `OBJI`: the modules'
+//! globals as objects of their own ([`Globals`]; only with `OBJS`), whose
+//! accesses the mappings' rows then leave out.
 //! Unknown sections are skipped, so
 //! later versions can add sections that older readers ignore; every older
 //! version keeps loading (samples of each are under test).
@@ -58,7 +61,8 @@ pub use band::Band;
 pub use by_instruction::ByInstruction;
 pub use data::{DataType, DataTypes, Member, TypeKind, TypedAccess, Via};
 pub use objects::{
-    AllocSite, ObjectCounts, ObjectRegion, Objects, SiteInstruction, SiteInstructions,
+    AllocSite, Globals, ObjectCounts, ObjectGlobal, ObjectRegion, Objects, SiteInstruction,
+    SiteInstructions,
 };
 pub use symbols::{Frame, Function, Location, ModuleStatus, ModuleSymbols, Symbols};
 pub use text::thousands;
@@ -72,7 +76,7 @@ pub const MAGIC: &[u8; 8] = b"COLDDUMP";
 /// The trailer magic, followed by the CRC-32 of everything before it.
 pub const TRAILER: &[u8; 8] = b"CRC32\0\0\0";
 /// The format version this crate writes.
-pub const VERSION: u32 = 9;
+pub const VERSION: u32 = 10;
 /// Stack id of the empty stack (the root of the stack tree).
 pub const ROOT_STACK: u32 = 0;
 
@@ -815,6 +819,11 @@ impl Dump {
                 by.encode(&mut b);
                 section(&mut out, b"OBJI", &b);
             }
+            if let Some(g) = &objects.globals {
+                b.clear();
+                g.encode(&mut b);
+                section(&mut out, b"OBJG", &b);
+            }
         }
 
         if let Some(t) = &self.timeline {
@@ -1051,6 +1060,18 @@ impl Dump {
                 return Err(DumpError::Malformed {
                     section: "OBJI",
                     what: "an OBJI section without OBJS".to_string(),
+                })
+            }
+            _ => {}
+        }
+        match (get("OBJG"), objects.as_mut()) {
+            (Ok(b), Some(o)) if version >= 10 => {
+                o.globals = Some(Globals::decode(b, o.regions.len(), version)?);
+            }
+            (Ok(_), None) if version >= 10 => {
+                return Err(DumpError::Malformed {
+                    section: "OBJG",
+                    what: "an OBJG section without OBJS".to_string(),
                 })
             }
             _ => {}

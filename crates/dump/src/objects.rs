@@ -18,6 +18,13 @@
 //! of each allocation site split by the instruction that made them, so the
 //! views can join a site with the `DATA` section's type and field of each
 //! instruction (the site's type, its fields' accesses).
+//!
+//! Version 10 adds section `OBJG` ([`Globals`]): the modules' global and
+//! static variables (data symbols of their symbol tables at the capture's
+//! start) as objects of their own, each with its accesses and those per
+//! instruction. A mapping's row then counts only the accesses outside
+//! every global it holds: summed over sites, mappings, globals and
+//! `unmapped`, the rows still equal the code views' data accesses.
 
 use crate::varint;
 use crate::DumpError;
@@ -174,6 +181,105 @@ pub struct Objects {
     /// `None` in older dumps.
     #[serde(default)]
     pub by_instruction: Option<SiteInstructions>,
+    /// The modules' globals (version 10, section `OBJG`); `None` in older
+    /// dumps, whose mappings' rows hold their globals' accesses.
+    #[serde(default)]
+    pub globals: Option<Globals>,
+}
+
+/// A global or static variable of a module: a data symbol (`STT_OBJECT`,
+/// of a size) of the module's symbol table, at its address in the
+/// process, with the accesses whose first byte fell in it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectGlobal {
+    /// The mapping (index into [`Objects::regions`]) that holds its first
+    /// byte.
+    pub region: u32,
+    /// Its symbol's name (as the symbol table spells it until the dump is
+    /// resolved, demangled after).
+    pub name: String,
+    /// Its first address in the process.
+    pub start: u64,
+    /// Its size in bytes (the symbol's).
+    pub size: u64,
+    /// Accesses.
+    pub counts: ObjectCounts,
+}
+
+/// Section `OBJG`: the globals with accesses, and their accesses per
+/// instruction. With nothing `dropped`, a global's rows sum to its
+/// [`ObjectGlobal::counts`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Globals {
+    /// The globals the capture's accesses touched, by address.
+    pub rows: Vec<ObjectGlobal>,
+    /// (global, instruction) pairs (`site` an index into `rows`), in
+    /// order of first access.
+    pub by_instruction: Vec<SiteInstruction>,
+    /// Accesses of globals not kept per instruction (the pair table could
+    /// not grow).
+    pub dropped: ObjectCounts,
+}
+
+impl Globals {
+    pub(crate) fn encode(&self, b: &mut Vec<u8>) {
+        varint::put(b, self.rows.len() as u64);
+        for g in &self.rows {
+            varint::put(b, g.region.into());
+            varint::put_bytes(b, g.name.as_bytes());
+            varint::put(b, g.start);
+            varint::put(b, g.size);
+            g.counts.encode(b);
+        }
+        self.dropped.encode(b);
+        varint::put(b, self.by_instruction.len() as u64);
+        for r in &self.by_instruction {
+            varint::put(b, r.site.into());
+            varint::put(b, r.ip);
+            r.counts.encode(b);
+        }
+    }
+
+    pub(crate) fn decode(buf: &[u8], nregions: usize, version: u32) -> Result<Globals, DumpError> {
+        const S: &str = "OBJG";
+        let bad = |what: String| DumpError::Malformed { section: S, what };
+        let mut r = varint::Reader::new(buf, S);
+        let mut g = Globals::default();
+        let n = r.count(6)?;
+        for i in 0..n {
+            let region = r.get_u32()?;
+            if region as usize >= nregions {
+                return Err(bad(format!(
+                    "global {i} names mapping {region} of {nregions}"
+                )));
+            }
+            g.rows.push(ObjectGlobal {
+                region,
+                name: r.string()?,
+                start: r.get()?,
+                size: r.get()?,
+                counts: ObjectCounts::decode(&mut r, version)?,
+            });
+        }
+        g.dropped = ObjectCounts::decode(&mut r, version)?;
+        let n = r.count(4)?;
+        for i in 0..n {
+            let site = r.get_u32()?;
+            if site as usize >= g.rows.len() {
+                return Err(bad(format!(
+                    "row {i} names global {site} of {}",
+                    g.rows.len()
+                )));
+            }
+            g.by_instruction.push(SiteInstruction {
+                site,
+                ip: r.get()?,
+                counts: ObjectCounts::decode(&mut r, version)?,
+            });
+        }
+        r.finish()?;
+        Ok(g)
+    }
 }
 
 /// The accesses of one allocation site made by one instruction.

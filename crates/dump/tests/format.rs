@@ -590,6 +590,7 @@ fn sample_v5() -> Dump {
         }],
         unmapped: counts(1),
         by_instruction: None,
+        globals: None,
     });
     d
 }
@@ -646,6 +647,7 @@ fn objects_round_trip_and_a_dangling_stack_is_refused() {
         }],
         unmapped: counts(1),
         by_instruction: None,
+        globals: None,
     });
     let back = Dump::from_bytes(&d.to_bytes()).unwrap();
     assert_eq!(back.objects, d.objects);
@@ -763,9 +765,7 @@ fn site_instructions_round_trip_and_a_dangling_site_is_refused() {
     // words, which make `OBJS` itself unreadable as version 7).
     let mut v7 = bytes.clone();
     v7[8..12].copy_from_slice(&7u32.to_le_bytes());
-    let n = v7.len() - 4;
-    let crc = crc32fast::hash(&v7[..n - 8]);
-    v7[n..].copy_from_slice(&crc.to_le_bytes());
+    checksum_anew(&mut v7);
     let e = Dump::from_bytes(&v7).unwrap_err().to_string();
     assert!(e.contains("OBJI") || e.contains("OBJS"), "{e}");
     // An OBJI section without OBJS: the sections of a good dump with OBJS
@@ -773,9 +773,7 @@ fn site_instructions_round_trip_and_a_dangling_site_is_refused() {
     let mut orphan = bytes.clone();
     let at = orphan.windows(4).position(|w| w == b"OBJS").unwrap();
     orphan[at..at + 4].copy_from_slice(b"XOBJ");
-    let n = orphan.len() - 4;
-    let crc = crc32fast::hash(&orphan[..n - 8]);
-    orphan[n..].copy_from_slice(&crc.to_le_bytes());
+    checksum_anew(&mut orphan);
     let e = Dump::from_bytes(&orphan).unwrap_err().to_string();
     assert!(e.contains("OBJI") && e.contains("without OBJS"), "{e}");
     // Without the section (an older capture): no per-instruction data.
@@ -783,6 +781,96 @@ fn site_instructions_round_trip_and_a_dangling_site_is_refused() {
     old.objects.as_mut().unwrap().by_instruction = None;
     let back = Dump::from_bytes(&old.to_bytes()).unwrap();
     assert_eq!(back.objects.unwrap().by_instruction, None);
+}
+
+/// The `OBJG` section (version 10: the modules' globals and their
+/// accesses per instruction) round-trips with its `OBJS`; a global naming
+/// a mapping the `OBJS` section does not have, a row naming a global the
+/// section does not have, or an `OBJG` without `OBJS` is refused; a dump
+/// without it reads `globals` as `None`; the same bytes marked version 9
+/// read without globals (the section is unknown to version 9).
+#[test]
+fn globals_round_trip_and_a_dangling_mapping_is_refused() {
+    use coldcache_dump::{Globals, ObjectCounts, ObjectGlobal, SiteInstruction};
+    let counts = |r: u64, w: u64| ObjectCounts {
+        served: [vec![r, 1, 2, 3], vec![w, 0, 0, 1]],
+        coherence: [w, 0],
+    };
+    let mut d = sample_v5();
+    d.objects.as_mut().unwrap().coherence = true;
+    d.objects.as_mut().unwrap().globals = Some(Globals {
+        rows: vec![
+            ObjectGlobal {
+                region: 0,
+                name: "table".into(),
+                start: 0x7fff_0100,
+                size: 4000,
+                counts: counts(1000, 0),
+            },
+            ObjectGlobal {
+                region: 0,
+                name: "f()::calls".into(),
+                start: 0x7fff_2000,
+                size: 8,
+                counts: counts(1, 1),
+            },
+        ],
+        by_instruction: vec![
+            SiteInstruction {
+                site: 1,
+                ip: 0x401000,
+                counts: counts(1, 0),
+            },
+            SiteInstruction {
+                site: 0,
+                ip: 0x401008,
+                counts: counts(1000, 0),
+            },
+        ],
+        dropped: counts(0, 1),
+    });
+    let bytes = d.to_bytes();
+    assert_eq!(&bytes[8..12], &coldcache_dump::VERSION.to_le_bytes());
+    let back = Dump::from_bytes(&bytes).unwrap();
+    assert_eq!(back.objects, d.objects);
+    let g = back.objects.as_ref().unwrap().globals.as_ref().unwrap();
+    assert_eq!(g.rows[0].counts.accesses(), 1000 + 1 + 2 + 3 + 1);
+    assert_eq!(g.rows[1].name, "f()::calls");
+    // A global in mapping 1 of 1.
+    let mut bad = d.clone();
+    bad.objects.as_mut().unwrap().globals.as_mut().unwrap().rows[1].region = 1;
+    let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
+    assert!(e.contains("OBJG") && e.contains("mapping 1 of 1"), "{e}");
+    // A row naming global 2 of 2.
+    let mut bad = d.clone();
+    bad.objects
+        .as_mut()
+        .unwrap()
+        .globals
+        .as_mut()
+        .unwrap()
+        .by_instruction[0]
+        .site = 2;
+    let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
+    assert!(e.contains("OBJG") && e.contains("global 2 of 2"), "{e}");
+    // An OBJG section without OBJS.
+    let mut orphan = bytes.clone();
+    let at = orphan.windows(4).position(|w| w == b"OBJS").unwrap();
+    orphan[at..at + 4].copy_from_slice(b"XOBJ");
+    checksum_anew(&mut orphan);
+    let e = Dump::from_bytes(&orphan).unwrap_err().to_string();
+    assert!(e.contains("OBJG") && e.contains("without OBJS"), "{e}");
+    // Marked version 9 (checksum made anew): the section is not read.
+    let mut v9 = bytes.clone();
+    v9[8..12].copy_from_slice(&9u32.to_le_bytes());
+    checksum_anew(&mut v9);
+    let back = Dump::from_bytes(&v9).unwrap();
+    assert_eq!(back.objects.unwrap().globals, None);
+    // Without it: none.
+    let mut old = d.clone();
+    old.objects.as_mut().unwrap().globals = None;
+    let back = Dump::from_bytes(&old.to_bytes()).unwrap();
+    assert_eq!(back.objects.unwrap().globals, None);
 }
 
 /// Version 6: a real capture with a `TIME` section, made by
@@ -966,4 +1054,52 @@ fn committed_version_8_mapping_rows_sample_loads() {
     for r in &by.regions {
         assert!(o.regions[r.site as usize].thread.is_none(), "a stack's row");
     }
+}
+
+/// Version 9: a real capture with coherence counts per object and no
+/// `OBJG`, made by `setarch -R coldcache record --no-resolve --objects
+/// --function global -o v9-objects.ccdump ./objects global`
+/// (tests-programs/data/objects.cpp built `g++ -O1 -g -Wl,-z,relro,-z,now`):
+/// 1,000 reads of the global `table`, which a version 9 dump counts in the
+/// executable's data mapping (no globals of their own), and the mapping's
+/// per-instruction rows summing to them.
+#[test]
+fn committed_version_9_objects_sample_loads() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v9-objects.ccdump");
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[8..12], &9u32.to_le_bytes(), "sample is version 9");
+    let d = Dump::from_bytes(&bytes).unwrap();
+    let o = d.objects.as_ref().expect("an OBJS section");
+    assert!(o.coherence);
+    assert_eq!(o.globals, None);
+    let data = o
+        .regions
+        .iter()
+        .position(|r| r.path.ends_with("/objects") && r.perms.starts_with("rw"))
+        .expect("the executable's data mapping");
+    let side = |c: &coldcache_dump::ObjectCounts, s: usize| c.served[s].iter().sum::<u64>();
+    assert_eq!(
+        (
+            side(&o.regions[data].counts, 0),
+            side(&o.regions[data].counts, 1)
+        ),
+        (1000, 0)
+    );
+    let by = o.by_instruction.as_ref().expect("an OBJI section");
+    let sum: u64 = by
+        .regions
+        .iter()
+        .filter(|r| r.site as usize == data)
+        .map(|r| r.counts.accesses())
+        .sum();
+    assert_eq!(sum, 1000);
+}
+
+/// Makes a dump's checksum anew after its bytes were changed (the last 4
+/// bytes: the CRC-32 of everything before the 8-byte trailer).
+fn checksum_anew(bytes: &mut [u8]) {
+    let n = bytes.len() - 4;
+    let crc = crc32fast::hash(&bytes[..n - 8]);
+    bytes[n..].copy_from_slice(&crc.to_le_bytes());
 }

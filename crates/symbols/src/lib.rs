@@ -284,6 +284,15 @@ pub fn resolve_dump(dump: &mut Dump, opts: &ResolveOptions) {
     let s = resolve_with(dump, opts, Some(&mut typing));
     dump.data = Some(typing.finish());
     dump.symbols = Some(s);
+    // The globals' names as the symbol tables spell them, demangled (a
+    // name that is not mangled is kept, so resolving again changes none).
+    if let Some(g) = dump.objects.as_mut().and_then(|o| o.globals.as_mut()) {
+        for row in &mut g.rows {
+            if is_mangled(&row.name) {
+                row.name = demangle(&row.name);
+            }
+        }
+    }
 }
 
 /// Resolves one address of module `mi` (mapping `m`) in `bin`.

@@ -333,6 +333,7 @@ fn objects_profile() -> Profile {
         ],
         unmapped: counts([0, 0, 2], [0; 3]),
         by_instruction: None,
+        globals: None,
     });
     Profile::new(d, ProfileOptions::default())
 }

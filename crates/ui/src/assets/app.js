@@ -705,14 +705,14 @@ function objectsHtml(v) {
   // globals (not the stacks').
   const otherFields = (r) => r.fields.map((f) => `\n  ${f.field}: ${fmt(f.accesses)} accesses, ${f.misses.map((m, k) => `miss:${o.levels[k]} ${fmt(m)}`).join(", ")}`).join("");
   const otherType = (r) => r.fields.length ? `<br><span class="muted" data-test="object-type">${esc(`${r.type || "no one type"} (${pctOf(r.typed_accesses, r.accesses)} of accesses typed): ${r.fields.slice(0, 3).map((f) => f.field).join(", ")}`)}</span>` : "";
-  const other = (r) => `<tr data-test="object-row"><td class="label" title="${esc(`${r.label}${r.fields.length ? `\n\nits accesses by field:${otherFields(r)}` : ""}`)}">${esc(`${r.kind}: ${r.label}`)}${otherType(r)}</td><td class="label"></td><td class="num"></td><td class="num"></td><td class="num">${fmt(r.accesses)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${misses(r)}</tr>`;
+  const other = (r) => `<tr data-test="object-row"><td class="label" title="${esc(`${r.label}${r.fields.length ? `\n\nits accesses by field:${otherFields(r)}` : ""}`)}">${esc(`${r.kind}: ${r.label}`)}${otherType(r)}</td><td class="label"></td><td class="num"></td><td class="num">${r.kind === "global" ? fmt(r.bytes) : ""}</td><td class="num">${fmt(r.accesses)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${misses(r)}</tr>`;
   const notFollowed = o.unknown_frees + o.unreturned + o.untracked > 0
     ? `<p class="warn" data-test="objects-not-followed">not followed: ${fmt(o.unknown_frees)} frees of blocks allocated earlier, ${fmt(o.unreturned)} allocator calls not seen returning, ${fmt(o.untracked)} allocations not tracked (table full)</p>` : "";
   return `<h3>Objects</h3>
     <p data-test="objects-head">${fmt(o.accesses)} data accesses, ${pctOf(o.in_blocks, o.accesses)} in heap blocks allocated in the capture; ${fmt(o.allocations)} allocations and ${fmt(o.frees)} frees seen (${fmt(o.allocators)} allocator entry points observed), ${fmt(o.live)} blocks live at the end</p>${notFollowed}
     <table data-test="objects-sites"><thead>${heads("allocation site (top frames; click for the whole stack)")}</thead><tbody>${o.sites.length ? o.sites.map(site).join("") : `<tr><td class="label muted" colspan="${7 + o.levels.length + extra}">(no allocation seen in the capture)</td></tr>`}</tbody></table>
     <p class="muted">heap blocks by the call stack that allocated them, ranked by misses (first level, then last, then accesses)</p>
-    <table data-test="objects-others"><thead>${heads("other object (by the mapping at the capture's start)")}</thead><tbody>${o.others.map(other).join("")}</tbody></table>
+    <table data-test="objects-others"><thead>${heads("other object (a module's global, else the mapping at the capture's start)")}</thead><tbody>${o.others.map(other).join("")}</tbody></table>
     <p class="muted">an access counts once, in the object holding its first byte, at the level that served it (as the code views count it); miss:X = accesses served below X${coherent ? "; invalidations: coherence invalidations its accesses sent to other cores, false_sharing: of those, where the other core had touched only other bytes of the line" : ""}</p>`;
 }
 
