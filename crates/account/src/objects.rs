@@ -31,8 +31,9 @@
 //! Live blocks are kept in a treap (start → end, site) in memory mapped
 //! through [`crate::grow`] (allocation-free once built, within the
 //! budget); a data access goes to the block containing its first byte
-//! (a one-entry memo first: the last block found), else to the mapping of
-//! the start that holds it (sorted, binary search), else to `unmapped`.
+//! (a one-entry memo first: the last block found), else to the global
+//! that holds it (below), else to the mapping of the start that holds it
+//! (sorted, binary search), else to `unmapped`.
 //! Counts per site and per mapping: accesses per side at each serving
 //! level, the dump's `OBJS` section (`coldcache_dump::Objects`). Naming
 //! (functions of a site, which mapping is whose stack) is the views'.
@@ -374,8 +375,8 @@ struct Global {
     counts: Counts,
 }
 
-/// The accesses of one site (or one mapping, [`REGION_PAIR`]) by one
-/// instruction.
+/// The accesses of one site (or one mapping, [`REGION_PAIR`], or one
+/// global, [`REGION_PAIR`] | [`GLOBAL_PAIR`]) by one instruction.
 #[derive(Clone, Copy)]
 struct Pair {
     ip: u64,
@@ -580,9 +581,10 @@ impl Objects {
     }
 
     /// These objects with the modules' globals `symbols` as objects of
-    /// their own (see the module doc). Of symbols at one address the first
-    /// is kept; a symbol that overlaps one kept before it (by address) is
-    /// left out, its bytes counted by the one kept or by the mapping.
+    /// their own (see the module doc). Of symbols at one address the
+    /// largest is kept (the first given of equal sizes); a symbol that
+    /// overlaps one kept before it (by address) is left out, its bytes
+    /// counted by the one kept or by the mapping.
     pub fn with_globals(mut self, mut symbols: Vec<GlobalSymbol>) -> Objects {
         symbols.retain(|g| g.start < g.end);
         symbols.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
@@ -764,7 +766,7 @@ impl Objects {
     }
 
     /// An access by the instruction at `ip` counted in the pair of `key`
-    /// (a site, or a mapping with [`REGION_PAIR`]).
+    /// (a site, a mapping with [`REGION_PAIR`], a global with both bits).
     #[inline(always)]
     fn pair_access(&mut self, key: u32, ip: u64, side: usize, r: &AccessResult, b: &mut Budget) {
         let m = self.pair_memo[ip_slot(ip)];
@@ -880,7 +882,9 @@ impl Objects {
                 } else {
                     i as u32
                 };
-                if reg.globals.0 < reg.globals.1 {
+                // A stack in a global (a green thread's, in `.bss`) stays
+                // the thread's stack.
+                if reg.globals.0 < reg.globals.1 && reg.thread == u32::MAX {
                     key |= GLOBAL_PAIR;
                 }
                 if !reg.may_hold_blocks {

@@ -77,6 +77,10 @@ pub(super) fn take() -> Option<Verified> {
 /// on the program's own alternate stack (Rust's runtime arms 8 KiB on
 /// every thread), where the kernel's frame already takes 3.5 KiB with
 /// AVX-512 state: a frame of 4 KiB made on every trap overflowed it.
+/// With verification on, that frame is still made there (the check runs
+/// outside the engine's lock, so not on its handler stack): `--mode
+/// verify` of a Rust program on an AVX-512 machine may overflow Rust's
+/// alternate stack. A debugging mode; the other modes do not make it.
 #[inline(always)]
 pub(crate) fn verify_trap(uc: &mut libc::ucontext_t) -> bool {
     is_on() && verify_trap_on(uc)
