@@ -364,6 +364,19 @@ try {
     await page.waitForSelector("table[data-test=compare]");
   });
 
+  await step("14d-compare-by-field", async () => {
+    // The data view's rows compare too (`coldcache diff --by field`): the
+    // dump's columns, no side-by-side layout.
+    await page.selectOption("#controls select#by", "field");
+    await page.waitForSelector("table[data-test=compare][data-by=field] tbody tr");
+    assert.equal(await page.textContent("table[data-test=compare] thead th.label"), "field");
+    assert.equal(await page.$("#controls select#layout"), null);
+    assert.notEqual(await page.$("#controls select#sort"), null);
+    const labels = await cellTexts("table[data-test=compare] tbody tr td.label");
+    assert.ok(labels.some((l) => l.includes("::") || l.includes("(")), labels.join(","));
+    await page.screenshot({ path: `${shots}/14d-compare-by-field.png` });
+  });
+
   await step("14c-compare-summary-and-width", async () => {
     // The comparison starts with both summaries, and its table fits a
     // 1400-pixel window with the default columns (no horizontal scroll).

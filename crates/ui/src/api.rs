@@ -17,7 +17,7 @@
 //! | `/api/threads?dump` | `views::threads` |
 //! | `/api/flame?dump&weight&node&focus&compare` | `flame::flame`: the flame graph's frames below a call-tree node (`focus=FN`: FN's heaviest node), laid out; `compare=1`: `flame::flame_compare` with the other dump |
 //! | `/api/flame.svg?dump&weight` | the whole flame graph as an SVG file (`coldcache-export`, inferno), to save |
-//! | `/api/diff?by&sort&filter&limit` | `diff::diff` of dump 0 → dump 1 |
+//! | `/api/diff?by&sort&filter&limit` | `diff::diff` of dump 0 → dump 1: `by` `function`, `line`, or the data view's `type`, `field`, `object` (`coldcache diff --by`) |
 //! | `/api/source?dump&file` | a source file, only when the dump's line tables name it: its text embedded in the dump, else read from disk |
 //! | `/api/data?dump&sort&filter&limit` | `data::data`: coverage, per-module lines, the types and fields tables, the objects (`objects::objects`, null with `objects_note` for a dump recorded without `--objects`) (`report --view data --json`) |
 //! | `/api/layout?dump&type` | `data::layout`: one type's members, holes, cache lines and their accesses (`report --view layout TYPE --json`); an unknown or ambiguous name is 404 or 400 with `find_type`'s message listing the candidates |
@@ -26,7 +26,7 @@
 //! and the CLI's message (run `coldcache resolve` on it).
 
 use coldcache_analysis::data::{self, DataQuery};
-use coldcache_analysis::diff::{self, DiffQuery};
+use coldcache_analysis::diff::{self, DataRows, DiffQuery};
 use coldcache_analysis::flame::{self, FlameQuery};
 use coldcache_analysis::summary;
 use coldcache_analysis::views::{self, values, By, FlatQuery, TreeKind, TreeQuery};
@@ -467,15 +467,23 @@ impl App {
                         "comparison needs two dumps: coldcache ui BEFORE AFTER".into(),
                     ));
                 }
+                // Data types, fields and objects compare as `coldcache
+                // diff --by type|field|object` does.
+                let data = match q.get("by").map(String::as_str) {
+                    Some("type") => Some(DataRows::Type),
+                    Some("field") => Some(DataRows::Field),
+                    Some("object") => Some(DataRows::Object),
+                    _ => None,
+                };
                 let v = diff::diff(
                     &self.profiles[0].1,
                     &self.profiles[1].1,
                     &DiffQuery {
-                        by: by(q)?,
+                        by: if data.is_some() { By::Function } else { by(q)? },
                         sort: q.get("sort").filter(|s| !s.is_empty()).cloned(),
                         filter: q.get("filter").filter(|s| !s.is_empty()).cloned(),
                         limit: Some(num(q, "limit", 200)?),
-                        data: None,
+                        data,
                     },
                 )
                 .map_err(bad)?;

@@ -443,3 +443,52 @@ fn a_dump_without_objects_says_how_to_get_them() {
         "this dump has no object data (record with --objects to track heap blocks and mappings)"
     );
 }
+
+/// The comparison by data type, field and object (`/api/diff?by=type|
+/// field|object`) answers what `coldcache diff --by` answers: the
+/// analysis crate's comparison of the two dumps, its own columns.
+#[test]
+fn the_comparison_by_type_field_and_object_is_the_analysis_crates() {
+    use coldcache_analysis::diff::{self, DataRows, DiffQuery};
+    let two = App::new(
+        vec![
+            ("a.ccdump".into(), objects_profile()),
+            ("b.ccdump".into(), objects_profile()),
+        ],
+        TOKEN.into(),
+    );
+    for (by, rows) in [
+        ("type", DataRows::Type),
+        ("field", DataRows::Field),
+        ("object", DataRows::Object),
+    ] {
+        let v = json(&get(&two, &format!("/api/diff?by={by}")));
+        let want = diff::diff(
+            &objects_profile(),
+            &objects_profile(),
+            &DiffQuery {
+                limit: Some(200),
+                data: Some(rows),
+                ..DiffQuery::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(v, serde_json::to_value(&want).unwrap(), "by={by}");
+        assert_eq!(v["data"], by);
+        assert!(!v["rows"].as_array().unwrap().is_empty(), "by={by}: {v}");
+    }
+    // The objects' own columns, ordered by the first level's misses.
+    let v = json(&get(&two, "/api/diff?by=object"));
+    let names: Vec<&str> = v["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"accesses") && names.contains(&"blocks"),
+        "{names:?}"
+    );
+    assert_eq!(v["sort"], "miss:L1");
+    assert_eq!(get(&two, "/api/diff?by=bogus").status, 400);
+}

@@ -149,7 +149,7 @@ function wireSort(root) {
 // ---- flat ----
 async function viewFlat(s) {
   controls(`<label>rows <select id="by" data-test="by">
-      ${["function", "line", "instruction"].map((b) => `<option ${b === s.by ? "selected" : ""}>${b}</option>`).join("")}</select></label>
+      ${["function", "line", "instruction"].map((b) => `<option ${b === flatBy(s) ? "selected" : ""}>${b}</option>`).join("")}</select></label>
     <label>filter <input id="filter" data-test="filter" value="${esc(s.filter)}" placeholder="regex"></label>
     <label><input type="checkbox" id="incl" ${s.incl ? "checked" : ""}> sort by inclusive</label>
     ${columnsMenu(s)}`);
@@ -158,7 +158,7 @@ async function viewFlat(s) {
   $("#filter").oninput = (e) => { clearTimeout(timer); timer = setTimeout(() => setState({ filter: e.target.value }), 300); };
   $("#incl").onchange = (e) => setState({ incl: e.target.checked });
   wireColumns();
-  const v = await api("/api/flat", { dump: s.dump, by: s.by, sort: sortName(s), inclusive: s.incl ? 1 : 0, filter: s.filter, limit: 300 });
+  const v = await api("/api/flat", { dump: s.dump, by: flatBy(s), sort: sortName(s), inclusive: s.incl ? 1 : 0, filter: s.filter, limit: 300 });
   const cols = visibleCols(s);
   const sc = colIndex(s, v.sort);
   // A count and its share of the column's total (ratios have no share).
@@ -529,22 +529,42 @@ function viewCapture(s) {
     </table><h3>Cache configuration</h3><pre data-test="cache-toml">${esc(d.cache_toml || "(not recorded)")}</pre>`;
 }
 
+// The flat view's rows: the comparison's data rows (type, field, object)
+// are not rows of a flat profile.
+function flatBy(s) {
+  return ["function", "line", "instruction"].includes(s.by) ? s.by : "function";
+}
+
 // ---- comparison ----
+// Rows per function or line, or (`coldcache diff --by type|field|object`)
+// per data type, field or object of the data view. Types and fields have
+// the dump's columns, as functions; objects have columns of their own
+// (blocks, bytes, accesses, reads, writes, misses per level), all shown,
+// ordered by the change of the first level's misses. Only functions and
+// lines have the side-by-side layout (flat profiles).
+const DATA_ROWS = ["type", "field", "object"];
 async function viewCompare(s) {
   if (!META.compare) { controls(""); $("#main").innerHTML = `<p class="muted">Start coldcache ui with two dumps to compare them.</p>`; return; }
-  controls(`<label>rows <select id="by">${["function", "line"].map((b) => `<option ${b === (s.by === "instruction" ? "function" : s.by) ? "selected" : ""}>${b}</option>`).join("")}</select></label>
-    <label>ordered by the change of <select id="sort" data-test="sort">${columns(s).filter((c) => !c.ratio).map((c) => `<option ${c.name === sortName(s) ? "selected" : ""}>${esc(c.name)}</option>`).join("")}</select></label>
-    <label>filter <input id="filter" value="${esc(s.filter)}" placeholder="regex"></label> ${columnsMenu(s)}
-    <label>layout <select id="layout" data-test="layout">${["changes", "side by side"].map((l) => `<option ${l === s.layout ? "selected" : ""}>${l}</option>`).join("")}</select></label>`);
+  const data = DATA_ROWS.includes(s.by);
+  const own = s.by === "object";
+  const by = data ? s.by : s.by === "instruction" ? "function" : s.by;
+  controls(`<label>rows <select id="by" data-test="compare-by">${["function", "line"].concat(DATA_ROWS).map((b) => `<option ${b === by ? "selected" : ""}>${b}</option>`).join("")}</select></label>
+    ${own ? "" : `<label>ordered by the change of <select id="sort" data-test="sort">${columns(s).filter((c) => !c.ratio).map((c) => `<option ${c.name === sortName(s) ? "selected" : ""}>${esc(c.name)}</option>`).join("")}</select></label>`}
+    <label>filter <input id="filter" value="${esc(s.filter)}" placeholder="regex"></label> ${own ? "" : columnsMenu(s)}
+    ${data ? "" : `<label>layout <select id="layout" data-test="layout">${["changes", "side by side"].map((l) => `<option ${l === s.layout ? "selected" : ""}>${l}</option>`).join("")}</select></label>`}`);
   $("#by").onchange = (e) => setState({ by: e.target.value });
-  $("#sort").onchange = (e) => setState({ sort: e.target.value });
   $("#filter").onchange = (e) => setState({ filter: e.target.value });
-  $("#layout").onchange = (e) => setState({ layout: e.target.value });
-  wireColumns();
-  if (s.layout === "side by side") return viewSideBySide(s);
-  const v = await api("/api/diff", { by: s.by === "instruction" ? "function" : s.by, sort: sortName(s), filter: s.filter, limit: 300 });
+  if (!own) {
+    $("#sort").onchange = (e) => setState({ sort: e.target.value });
+    wireColumns();
+  }
+  if (!data) {
+    $("#layout").onchange = (e) => setState({ layout: e.target.value });
+    if (s.layout === "side by side") return viewSideBySide(s);
+  }
+  const v = await api("/api/diff", { by, sort: own ? "" : sortName(s), filter: s.filter, limit: 300 });
   const names = v.columns.map((c) => c.name);
-  const vis = visibleCols(s).map((i) => columns(s)[i].name).filter((n) => names.includes(n)).map((n) => names.indexOf(n));
+  const vis = own ? names.map((_, i) => i) : visibleCols(s).map((i) => columns(s)[i].name).filter((n) => names.includes(n)).map((n) => names.indexOf(n));
   const sc = names.indexOf(v.sort);
   const cls = (c) => (c < 0 ? "neg" : c > 0 ? "pos" : "");
   // The other columns: A above B in one cell, so that the table fits the
@@ -557,7 +577,7 @@ async function viewCompare(s) {
       ${vis.filter((i) => i !== sc).map((i) => ab(r.before[i], r.after[i])).join("")}</tr>`).join("");
   const other = vis.filter((i) => i !== sc).map((i) => `<th>${esc(names[i])}<span class="ab-head">A / B</span></th>`).join("");
   $("#main").innerHTML = `<p>A = <b>${esc(META.dumps[0].name)}</b> (before), B = <b>${esc(META.dumps[1].name)}</b> (after); rows by the largest change of ${esc(v.sort)}</p>
-    <table data-test="compare" data-sort="${esc(v.sort)}" data-by="${esc(v.by)}"><thead><tr><th class="label">${esc(s.by === "line" ? "line" : "function")}</th><th>${esc(v.sort)} A</th><th>${esc(v.sort)} B</th><th>change</th><th>%</th>${other}</tr></thead>
+    <table data-test="compare" data-sort="${esc(v.sort)}" data-by="${esc(data ? by : v.by)}"><thead><tr><th class="label">${esc(by)}</th><th>${esc(v.sort)} A</th><th>${esc(v.sort)} B</th><th>change</th><th>%</th>${other}</tr></thead>
     <tbody>${rows}<tr class="total"><td class="label">TOTAL</td><td class="num">${fmt(v.before_totals[sc])}</td><td class="num">${fmt(v.after_totals[sc])}</td><td></td><td></td>${vis.filter((i) => i !== sc).map((i) => ab(v.before_totals[i], v.after_totals[i])).join("")}</tr></tbody></table>`;
 }
 
