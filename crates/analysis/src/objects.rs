@@ -538,12 +538,28 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
     // The modules' globals (version 10): rows of their own, whose accesses
     // their mappings' rows leave out.
     if let Some(g) = &o.globals {
+        // Statics of one name in several files of a module (two `static
+        // int count;`): told apart by address.
+        let mut seen: std::collections::HashMap<(String, &str), usize> = Default::default();
+        for g in &g.rows {
+            *seen
+                .entry((
+                    module_of(&o.regions, g.region as usize, None),
+                    g.name.as_str(),
+                ))
+                .or_default() += 1;
+        }
         let mut globals: Vec<ObjectRow> = g
             .rows
             .iter()
             .map(|g| {
                 let i = g.region as usize;
-                let label = format!("{} ({})", g.name, module_of(&o.regions, i, None));
+                let module = module_of(&o.regions, i, None);
+                let label = if seen[&(module.clone(), g.name.as_str())] > 1 {
+                    format!("{} ({module} {:#x})", g.name, g.start)
+                } else {
+                    format!("{} ({module})", g.name)
+                };
                 let mut r = row("global", label, &g.counts, levels);
                 r.identity = format!("global\0{}\0{}", module_of(&o.regions, i, program), g.name);
                 r.start = g.start;
@@ -656,6 +672,71 @@ mod tests {
 
     /// What `diff --by object` matches mappings by: no address, no thread
     /// id; a module's `.bss` rest by the module before it.
+    #[test]
+    fn globals_are_rows_named_by_module_and_told_apart_by_address_when_names_repeat() {
+        use coldcache_dump::{Globals, ObjectGlobal, Objects};
+        let counts = |n: u64| ObjectCounts {
+            served: [vec![n, 1], vec![0, 0]],
+            coherence: [0, 0],
+        };
+        let region = |start: u64, end: u64, path: &str, n: u64| ObjectRegion {
+            start,
+            end,
+            perms: "rw-p".into(),
+            path: path.into(),
+            thread: None,
+            tls: None,
+            counts: counts(n),
+        };
+        let global = |region: u32, name: &str, start: u64, n: u64| ObjectGlobal {
+            region,
+            name: name.into(),
+            start,
+            size: 8,
+            counts: counts(n),
+        };
+        let mut d = Dump::default();
+        d.meta.levels = vec!["L1".into()];
+        d.meta.program = vec!["/opt/game/bin/game".into()];
+        d.objects = Some(Objects {
+            regions: vec![
+                region(0x60_0000, 0x60_1000, "/opt/game/bin/game", 3),
+                region(0x60_1000, 0x60_3000, "", 0),
+            ],
+            globals: Some(Globals {
+                rows: vec![
+                    global(0, "count", 0x60_0010, 5),
+                    global(0, "table", 0x60_0100, 7),
+                    global(1, "count", 0x60_1020, 9),
+                ],
+                ..Globals::default()
+            }),
+            ..Objects::default()
+        });
+        let p = Profile::new(d, crate::ProfileOptions::default());
+        let v = objects(&p, None).unwrap();
+        let mut rows: Vec<(&str, &str, u64, u64)> = v
+            .others
+            .iter()
+            .map(|r| (r.kind.as_str(), r.label.as_str(), r.accesses, r.bytes))
+            .collect();
+        rows.sort();
+        assert_eq!(
+            rows,
+            [
+                ("global", "count (game 0x600010)", 6, 8),
+                ("global", "count (game 0x601020)", 10, 8),
+                ("global", "table (game)", 8, 8),
+                ("module data", "game .bss 0x601000-0x603000", 1, 0),
+                ("module data", "game .data/.bss 0x600000-0x601000", 4, 0),
+            ]
+        );
+        // Every access in one row: 4 + 1 + 6 + 8 + 10.
+        assert_eq!(v.accesses, 29);
+        let ids: Vec<&str> = v.others.iter().map(|r| r.identity.as_str()).collect();
+        assert!(ids.contains(&"global\0<program>\0table"), "{ids:?}");
+    }
+
     #[test]
     fn mappings_are_identified_without_their_addresses() {
         let region = |start: u64, end: u64, perms: &str, path: &str| ObjectRegion {
