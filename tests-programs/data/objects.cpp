@@ -33,8 +33,15 @@
 //   32 misses (its second pass hits: 2 KiB stay in the first level);
 //   `calls` 1 read (a miss) and 1 write. The executable's data mappings
 //   keep no access.
-// - stack: a 256-int stack array written then read: the thread's stack,
-//   at least 512 accesses, and every access of the window.
+// - stack: a 256-int stack array written then read: the frame of
+//   `stack()`, 256 writes, 256 reads and the `ret`'s read of its return
+//   address, and every access of the window.
+// - frames: `frames()` has a 64-int local array that `fill()` (its
+//   callee) writes through a pointer and `frames()` then reads: 64 writes
+//   by `fill` and 64 reads counted in the frame of `frames()` (the frame
+//   holding the address, not the function running), plus `frames()`'s
+//   own return address read by its `ret`, the call's push of `fill`'s
+//   return address and `fill`'s `ret` reading it.
 // - realloc: malloc(400), 100 int writes, realloc to 4,000, 1,000 int
 //   writes, free: the malloc site 100 writes, the realloc site 1,000
 //   writes (one block, moved or grown: the writes after it are the
@@ -129,6 +136,22 @@ __attribute__((noinline)) int globals() {
     static volatile long calls;
     calls = calls + 1;
     return sum_of(hot, 256) + sum_of(cold, 512) + sum_of(cold, 512);
+}
+
+__attribute__((noinline)) void fill(volatile int *p, int n) {
+    for (int i = 0; i < n; ++i) {
+        p[i] = i;
+    }
+}
+
+__attribute__((noinline)) int frames() {
+    volatile int a[64];
+    fill(a, 64);
+    int s = 0;
+    for (int i = 0; i < 64; ++i) {
+        s += a[i];
+    }
+    return s;
 }
 
 __attribute__((noinline)) int stack() {
@@ -266,6 +289,8 @@ int main(int argc, char **argv) {
         std::printf("%d\n", global());
     } else if (!strcmp(c, "globals")) {
         std::printf("%d\n", globals());
+    } else if (!strcmp(c, "frames")) {
+        std::printf("%d\n", frames());
     } else if (!strcmp(c, "stack")) {
         std::printf("%d\n", stack());
     } else if (!strcmp(c, "realloc")) {
@@ -284,7 +309,7 @@ int main(int argc, char **argv) {
         scene_make(objs, n);
         std::printf("%.1f\n", scene_visit(objs, n));
     } else {
-        std::fprintf(stderr, "usage: objects getposition|global|globals|stack|realloc|reuse|memalign|new|scene|earlier\n");
+        std::fprintf(stderr, "usage: objects getposition|global|globals|frames|stack|realloc|reuse|memalign|new|scene|earlier\n");
         return 2;
     }
     return 0;

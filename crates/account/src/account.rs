@@ -281,11 +281,7 @@ pub struct Setup {
     pub client_requests: Option<crate::requests::Honour>,
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Frame {
-    stack: u32,
-    ret_slot: u64,
-}
+use crate::objects::Frame;
 
 struct ThreadState {
     tid: u32,
@@ -1322,6 +1318,7 @@ impl Accountant {
                             );
                         } else {
                             self.count_evaluated::<TL>(
+                                ti,
                                 core,
                                 ip,
                                 row,
@@ -1337,7 +1334,7 @@ impl Accountant {
                             fill(k, m);
                             filled = true;
                         }
-                        self.count_plain::<TL, M>(core, ip, row, di, m, &mut last_fetch)
+                        self.count_plain::<TL, M>(ti, core, ip, row, di, m, &mut last_fetch)
                     }
                 }
             } else {
@@ -1735,8 +1732,10 @@ impl Accountant {
     /// instruction's length and flow. It cannot fail: only a trace can.
     /// `TL`: a timeline is recorded (its running row gets the increments).
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn count_plain<const TL: bool, M: Machine + ?Sized>(
         &mut self,
+        ti: usize,
         core: usize,
         ip: u64,
         row: usize,
@@ -1748,15 +1747,17 @@ impl Accountant {
         self.accesses.clear();
         let modelled = d.plan.eval(&d.instr, m, &mut self.accesses);
         let (len, flow) = (d.len, d.flow);
-        self.count_evaluated::<TL>(core, ip, row, len, modelled, last_fetch);
+        self.count_evaluated::<TL>(ti, core, ip, row, len, modelled, last_fetch);
         (len, flow)
     }
 
     /// The rest of [`Accountant::count_plain`], once the instruction's
     /// accesses are in `self.accesses` (or `modelled` says why not).
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn count_evaluated<const TL: bool>(
         &mut self,
+        ti: usize,
         core: usize,
         ip: u64,
         row: usize,
@@ -1775,6 +1776,7 @@ impl Accountant {
             &mut self.counters,
             row,
             self.objects.as_deref_mut(),
+            (self.threads[ti].serial, self.threads[ti].frames.as_slice()),
             &mut self.budget,
             match TL {
                 true => self.timeline.as_deref_mut().map(|t| &mut t.run[..]),
@@ -1917,6 +1919,7 @@ impl Accountant {
                 &mut self.counters,
                 row,
                 self.objects.as_deref_mut(),
+                (self.threads[ti].serial, self.threads[ti].frames.as_slice()),
                 &mut self.budget,
                 self.timeline.as_deref_mut().map(|t| &mut t.run[..]),
                 &mut last_fetch,
@@ -2409,7 +2412,9 @@ fn fetch_of(ip: u64, len: u8) -> Access {
 /// unmodelled execution) and attributes it into row `row` of `table`: one
 /// more execution and each first-level hit in the row's narrow part,
 /// anything else in its wide part; each data access also to its object
-/// when `objects` is given, and to the timeline's running row.
+/// when `objects` is given (`thread`: the thread's number and shadow
+/// frames, whose stack frames are objects), and to the timeline's running
+/// row.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn attribute_narrow(
@@ -2422,6 +2427,7 @@ fn attribute_narrow(
     table: &mut CounterTable,
     row: usize,
     mut objects: Option<&mut Objects>,
+    thread: (u32, &[Frame]),
     budget: &mut Budget,
     mut timeline: Option<&mut [u64]>,
     last_fetch: &mut u64,
@@ -2450,7 +2456,7 @@ fn attribute_narrow(
                 let r = driver.simulate(core, access);
                 hits += count_narrow(layout, table, row, a.kind, &r);
                 if let Some(o) = objects.as_deref_mut() {
-                    o.access(a.kind, a.addr, ip, &r, budget);
+                    o.access(a.kind, a.addr, ip, &r, budget, thread);
                 }
                 if let Some(t) = timeline.as_deref_mut() {
                     layout.add_access(t, a.kind, &r);

@@ -61,7 +61,8 @@
 use crate::grow::{Budget, GrowVec, Index};
 use crate::model::Machine;
 use coldcache_dump::{
-    AllocSite, Globals, ObjectCounts, ObjectGlobal, ObjectRegion, SiteInstruction, SiteInstructions,
+    AllocSite, FrameCounts, Globals, ObjectCounts, ObjectGlobal, ObjectRegion, SiteInstruction,
+    SiteInstructions, StackFrames,
 };
 use coldcache_sim::{AccessKind, AccessResult, Side, MAX_LEVELS};
 use iced_x86::Register;
@@ -351,6 +352,31 @@ const GLOBAL_PAIR: u32 = 1 << 30;
 /// The index part of a key.
 const INDEX: u32 = GLOBAL_PAIR - 1;
 
+/// A shadow frame of a traced thread (the accountant's call stack): its
+/// call stack's id and the address of its return address.
+#[derive(Clone, Copy, Debug)]
+pub struct Frame {
+    /// The stack id of the path ending in this frame's function.
+    pub stack: u32,
+    /// Where its return address lies (RSP at its entry).
+    pub ret_slot: u64,
+}
+
+/// The frame of `frames` (outermost first) whose stack space holds `addr`:
+/// the innermost whose return-address slot lies at or above `addr` (a
+/// frame owns its return address and everything below it down to its
+/// callee's). `None` above the outermost (frames entered before what the
+/// capture's unwinding found).
+#[inline(always)]
+fn frame_of(frames: &[Frame], addr: u64) -> Option<u32> {
+    let last = frames.last()?;
+    if addr < last.ret_slot.wrapping_add(8) {
+        return Some(last.stack);
+    }
+    let k = frames.partition_point(|f| addr < f.ret_slot.wrapping_add(8));
+    Some(frames[k.checked_sub(1)?].stack)
+}
+
 /// A data symbol of a module, at its address in the process: what
 /// [`Objects::with_globals`] takes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -476,6 +502,12 @@ pub struct Objects {
     global_memo: (u64, u64, u32),
     /// Global accesses not kept per instruction.
     globals_dropped: Counts,
+    /// Accesses of a thread to its own stack, by the stack id of the frame
+    /// that holds the address.
+    frames: GrowVec<Counts>,
+    /// Of those, accesses not kept per frame (the table could not grow):
+    /// counted in the stack's mapping.
+    frames_dropped: u64,
     /// The last mapping found that holds no block (a stack, a file):
     /// start, end, index, with [`REGION_PAIR`] set when its accesses are
     /// counted per instruction too (every mapping but a thread's stack),
@@ -570,6 +602,8 @@ impl Objects {
             global_names: Vec::new(),
             global_memo: (0, 0, 0),
             globals_dropped: Counts::default(),
+            frames: GrowVec::new(u32::MAX as usize),
+            frames_dropped: 0,
             region_memo: (0, 0, 0),
             allocations: 0,
             frees: 0,
@@ -670,8 +704,9 @@ impl Objects {
     }
 
     /// Attributes one access (of any kind: only data accesses count) of
-    /// the instruction at `ip`, served as `r`; a block's site counts it
-    /// per instruction too (a new pair charged to `budget`).
+    /// the instruction at `ip`, served as `r`, made by the thread `thread`
+    /// (its number and shadow frames, outermost first); a block's site
+    /// counts it per instruction too (a new pair charged to `budget`).
     #[inline(always)]
     pub fn access(
         &mut self,
@@ -680,6 +715,7 @@ impl Objects {
         ip: u64,
         r: &AccessResult,
         budget: &mut Budget,
+        thread: (u32, &[Frame]),
     ) {
         let side = match Side::of(kind) {
             Some(Side::Read) => 0,
@@ -693,7 +729,7 @@ impl Objects {
         }
         let (s, e, region) = self.region_memo;
         if addr.wrapping_sub(s) < e.wrapping_sub(s) {
-            self.region_access(region, addr, ip, side, r, budget);
+            self.region_access(region, addr, ip, side, r, budget, thread);
             return;
         }
         // The block this instruction touched last, if still live.
@@ -706,13 +742,14 @@ impl Objects {
             self.site_access(m.site, ip, side, r, budget);
             return;
         }
-        self.access_slow(side, addr, ip, slot, r, budget);
+        self.access_slow(side, addr, ip, slot, r, budget, thread);
     }
 
     /// An access outside every block in the mapping of `key` (its index,
     /// [`REGION_PAIR`] when counted per instruction, [`GLOBAL_PAIR`] when
     /// it holds globals): the global holding `addr`, else the mapping.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn region_access(
         &mut self,
         key: u32,
@@ -721,8 +758,17 @@ impl Objects {
         side: usize,
         r: &AccessResult,
         b: &mut Budget,
+        thread: (u32, &[Frame]),
     ) {
         let i = (key & INDEX) as usize;
+        if key & REGION_PAIR == 0 && self.regions[i].thread == thread.0 {
+            // The thread's own stack: the frame holding the address.
+            if let Some(stack) = frame_of(thread.1, addr) {
+                if self.frame_access(stack, side, r, b) {
+                    return;
+                }
+            }
+        }
         if key & GLOBAL_PAIR != 0 {
             let (s, e, g) = self.global_memo;
             let g = if addr.wrapping_sub(s) < e.wrapping_sub(s) {
@@ -740,6 +786,30 @@ impl Objects {
         if key & REGION_PAIR != 0 {
             self.pair_access(key & (REGION_PAIR | INDEX), ip, side, r, b);
         }
+    }
+
+    /// An access to the frame of stack id `stack`; false when its row
+    /// cannot be made (counted in `frames_dropped`, left to the mapping).
+    #[inline(always)]
+    fn frame_access(&mut self, stack: u32, side: usize, r: &AccessResult, b: &mut Budget) -> bool {
+        let k = stack as usize;
+        if k >= self.frames.len() && !self.frames_reach(k, b) {
+            self.frames_dropped += 1;
+            return false;
+        }
+        self.frames.at_mut(k).add(side, r);
+        true
+    }
+
+    /// Makes rows up to stack id `k`.
+    #[inline(never)]
+    fn frames_reach(&mut self, k: usize, b: &mut Budget) -> bool {
+        let n = (k + 1).max(self.frames.len() * 2).max(1024) - self.frames.len();
+        self.frames.extend(Counts::default(), n, b).is_ok()
+            || self
+                .frames
+                .extend(Counts::default(), k + 1 - self.frames.len(), b)
+                .is_ok()
     }
 
     /// The global of mapping `i` that holds `addr`, remembered.
@@ -849,6 +919,7 @@ impl Objects {
     }
 
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn access_slow(
         &mut self,
         side: usize,
@@ -857,6 +928,7 @@ impl Objects {
         slot: usize,
         r: &AccessResult,
         budget: &mut Budget,
+        thread: (u32, &[Frame]),
     ) {
         if let Some(i) = self.find(addr) {
             let n = *self.nodes.at(i as usize);
@@ -890,7 +962,7 @@ impl Objects {
                 if !reg.may_hold_blocks {
                     self.region_memo = (reg.map.start, reg.map.end, key);
                 }
-                self.region_access(key, addr, ip, side, r, budget);
+                self.region_access(key, addr, ip, side, r, budget, thread);
             }
             None => self.unmapped.add(side, r),
         }
@@ -1275,6 +1347,20 @@ impl Objects {
                 })
                 .collect(),
             unmapped: self.unmapped.to_dump(levels),
+            frames: Some(StackFrames {
+                rows: self
+                    .frames
+                    .as_slice()
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.served.iter().flatten().any(|&n| n != 0))
+                    .map(|(k, c)| FrameCounts {
+                        stack: k as u32,
+                        counts: c.to_dump(levels),
+                    })
+                    .collect(),
+                dropped: self.frames_dropped,
+            }),
             by_instruction: Some(SiteInstructions {
                 rows: pairs(0),
                 dropped: self.pairs_dropped.to_dump(levels),
@@ -1290,6 +1376,9 @@ impl Objects {
 mod tests {
     use super::*;
     use coldcache_sim::ServedBy;
+
+    /// No traced thread's stack in these tests.
+    const NO_THREAD: (u32, &[Frame]) = (u32::MAX - 1, &[]);
 
     fn served(s: ServedBy) -> AccessResult {
         let mut r = AccessResult::default();
@@ -1316,13 +1405,14 @@ mod tests {
                         ip(k),
                         &served(ServedBy::L1),
                         pairs,
+                        NO_THREAD,
                     );
                 }
             }
         }
         for k in 0..ips {
             let r = served(ServedBy::MEMORY);
-            o.access(AccessKind::Write, 0x10030, ip(k), &r, pairs);
+            o.access(AccessKind::Write, 0x10030, ip(k), &r, pairs, NO_THREAD);
         }
         o.finish(1)
     }
@@ -1350,7 +1440,7 @@ mod tests {
         let r = served(ServedBy::L1);
         // In the heap, in the grown break, just past it, in the mapping.
         for a in [0x10008, 0x9FFF8, 0xA0000, 0x120008] {
-            o.access(AccessKind::Read, a, 0x40_0000, &r, &mut pairs);
+            o.access(AccessKind::Read, a, 0x40_0000, &r, &mut pairs, NO_THREAD);
         }
         let d = o.finish(1);
         let counts: Vec<u64> = d.regions.iter().map(|g| g.counts.accesses()).collect();
@@ -1413,7 +1503,7 @@ mod tests {
             (0x12006, ip + 8, &hit), // b
             (0x12008, ip + 8, &hit), // .bss, past b (overlaps_b left out)
         ] {
-            o.access(AccessKind::Read, addr, ip, r, &mut b);
+            o.access(AccessKind::Read, addr, ip, r, &mut b, NO_THREAD);
         }
         let d = o.finish(1);
         let g = d.globals.as_ref().expect("globals");
@@ -1458,6 +1548,68 @@ mod tests {
         let by = d.by_instruction.as_ref().unwrap();
         let mapped: u64 = by.regions.iter().map(|p| p.counts.accesses()).sum();
         assert_eq!(mapped, 2);
+    }
+
+    /// A thread's accesses to its own stack go to the frame holding the
+    /// address: frames (stack 1, return address at 0x7fff_8000) and its
+    /// callee (stack 2, at 0x7fff_7000). By hand: 0x7fff_6ff0 and the
+    /// callee's return address 0x7fff_7000..8 are stack 2's, 0x7fff_7008
+    /// stack 1's; 0x7fff_8010 (above the outermost frame) and another
+    /// thread's access stay in the mapping.
+    #[test]
+    fn stack_accesses_go_to_the_frame_holding_the_address() {
+        let mut o = Objects::new(
+            true,
+            2,
+            &[],
+            vec![Mapping {
+                start: 0x7ffe_0000,
+                end: 0x8000_0000,
+                perms: "rw-p".into(),
+                path: "[stack]".into(),
+            }],
+        );
+        o.thread_stack(0, 0x7fff_6000, 0, 0);
+        let frames = [
+            Frame {
+                stack: 1,
+                ret_slot: 0x7fff_8000,
+            },
+            Frame {
+                stack: 2,
+                ret_slot: 0x7fff_7000,
+            },
+        ];
+        let mut b = Budget::new(usize::MAX);
+        let r = served(ServedBy::L1);
+        for (addr, thread) in [
+            (0x7fff_6ff0, 0),
+            (0x7fff_7007, 0),
+            (0x7fff_7008, 0),
+            (0x7fff_8010, 0),
+            (0x7fff_6ff0, 1),
+        ] {
+            o.access(
+                AccessKind::Read,
+                addr,
+                0x40_0000,
+                &r,
+                &mut b,
+                (thread, &frames),
+            );
+        }
+        let d = o.finish(1);
+        let f = d.frames.as_ref().expect("frames");
+        let rows: Vec<(u32, u64)> = f
+            .rows
+            .iter()
+            .map(|r| (r.stack, r.counts.accesses()))
+            .collect();
+        assert_eq!(rows, [(1, 1), (2, 2)]);
+        assert_eq!(f.dropped, 0);
+        assert_eq!(d.regions[0].counts.accesses(), 2);
+        // No frames known: the mapping's.
+        assert_eq!(frame_of(&[], 0x7fff_6ff0), None);
     }
 
     #[test]

@@ -29,7 +29,8 @@ use serde::Serialize;
 pub struct ObjectRow {
     /// `heap` (an allocation site), `stack`, `thread-local`, `heap,
     /// allocated earlier`, `anonymous`, `module data`, `global` (a global
-    /// or static variable of a module), `file`, `other`, `unmapped`.
+    /// or static variable of a module), `stack frame` (a function's frames
+    /// on the traced threads' stacks), `file`, `other`, `unmapped`.
     pub kind: String,
     /// What it is: the allocator and the site's innermost frame, or the
     /// mapping.
@@ -572,6 +573,58 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
             type_rows(data, &g.by_instruction, &mut globals, false, levels);
         }
         others.extend(globals);
+    }
+    // The traced threads' stack frames (version 10): a row per function,
+    // its frames on every call path and thread together.
+    if let Some(f) = &o.frames {
+        // A frame's function: its stack's callee, or, for frames found by
+        // unwinding at the start (callee unknown), the function whose
+        // frame makes the call of any stack called from it.
+        let mut caller_of: std::collections::HashMap<u32, crate::profile::FnId> =
+            Default::default();
+        for (c, node) in dump.stacks.iter().enumerate() {
+            if node.parent as usize == c {
+                continue;
+            }
+            if let Some(fr) = p.stack_frames(c as u32).iter().rev().find(|f| !f.inlined) {
+                caller_of.entry(node.parent).or_insert(fr.function);
+            }
+        }
+        let mut by_fn: std::collections::BTreeMap<String, ObjectCounts> = Default::default();
+        for r in &f.rows {
+            // A call through the PLT has the stub as its callee: the
+            // function that made the frame's own calls, else the stub's
+            // target by name.
+            let callee = p.stack_callee(r.stack);
+            let stub = callee != crate::profile::NO_FN && p.function(callee).name.ends_with("@plt");
+            let fid = match caller_of.get(&r.stack) {
+                Some(&f) if stub || callee == crate::profile::NO_FN => Some(f),
+                _ if callee != crate::profile::NO_FN => Some(callee),
+                _ => None,
+            };
+            let name = fid.map_or_else(
+                || "an unknown function".to_string(),
+                |f| p.function(f).name.trim_end_matches("@plt").to_string(),
+            );
+            let c = by_fn.entry(name).or_default();
+            for side in 0..2 {
+                let (a, b) = (&mut c.served[side], &r.counts.served[side]);
+                if a.len() < b.len() {
+                    a.resize(b.len(), 0);
+                }
+                for (x, y) in a.iter_mut().zip(b) {
+                    *x += y;
+                }
+            }
+            for k in 0..2 {
+                c.coherence[k] += r.counts.coherence[k];
+            }
+        }
+        others.extend(by_fn.into_iter().map(|(name, c)| {
+            let mut r = row("stack frame", format!("frames of {name}"), &c, levels);
+            r.identity = format!("stack frame\0{name}");
+            r
+        }));
     }
     let in_blocks = sites.iter().map(|r| r.accesses).sum();
     if o.unmapped.accesses() > 0 {

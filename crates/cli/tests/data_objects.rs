@@ -130,6 +130,17 @@ fn global<'a>(o: &'a Value, name: &str) -> &'a Value {
     found[0]
 }
 
+/// The row of the frames of the function named `name`.
+fn frame<'a>(o: &'a Value, name: &str) -> &'a Value {
+    let label = format!("frames of {name}");
+    let found: Vec<&Value> = others(o, "stack frame")
+        .into_iter()
+        .filter(|r| r["label"] == label.as_str())
+        .collect();
+    assert_eq!(found.len(), 1, "one row {label}: {o:#}");
+    found[0]
+}
+
 /// The program's data mappings with accesses outside its globals.
 fn program_data(o: &Value) -> Vec<&Value> {
     others(o, "module data")
@@ -164,6 +175,7 @@ fn objects_match_the_hand_computed_figures_in_both_modes() {
         ("global", "global"),
         ("globals", "globals"),
         ("stack", "stack"),
+        ("frames", "frames"),
         ("realloc", "grow"),
         ("reuse", "reuse"),
         ("memalign", "aligned"),
@@ -315,18 +327,23 @@ fn check(case: &str, mode: &str, objects: u64, o: &Value) {
             assert_eq!(others(o, "global").len(), 3, "{what}");
         }
         "stack" => {
-            // Nothing but the thread's stack is touched.
-            let st = others(o, "stack");
-            assert_eq!(st.len(), 1, "{what}");
-            assert!(
-                n(st[0], "writes") >= 256 && n(st[0], "reads") >= 256,
-                "{what}"
-            );
-            assert_eq!(n(st[0], "accesses"), n(o, "accesses"), "{what}");
-            assert!(st[0]["label"]
-                .as_str()
-                .unwrap()
-                .starts_with("stack of thread"));
+            // Nothing but the frame of `stack()` is touched: the array,
+            // and the `ret`'s read of the return address.
+            let f = frame(o, "stack()");
+            assert_eq!((n(f, "writes"), n(f, "reads")), (256, 257), "{what}");
+            assert_eq!(n(f, "accesses"), n(o, "accesses"), "{what}");
+            assert!(others(o, "stack").is_empty(), "{what}");
+        }
+        "frames" => {
+            // The frame holding the address, not the function running:
+            // `fill`'s 64 writes go to the frame of `frames()`, with the
+            // call's push of `fill`'s return address; `frames()`'s 64
+            // reads and its `ret`. `fill`'s own frame: its `ret`'s read.
+            let f = frame(o, "frames()");
+            assert_eq!((n(f, "writes"), n(f, "reads")), (65, 65), "{what}");
+            let g = frame(o, "fill(int volatile*, int)");
+            assert_eq!((n(g, "writes"), n(g, "reads")), (0, 1), "{what}");
+            assert!(others(o, "stack").is_empty(), "{what}");
         }
         "realloc" => {
             let m = site(o, line_of("malloc(100 * sizeof(int))"));

@@ -39,7 +39,8 @@
 //! ([`ObjectCounts::coherence`]).
 //! Version 10 adds an optional `OBJG` section after `OBJI`: the modules'
 //! globals as objects of their own ([`Globals`]; only with `OBJS`), whose
-//! accesses the mappings' rows then leave out.
+//! accesses the mappings' rows then leave out, and an optional `OBJF`
+//! section: the traced threads' stack frames as objects ([`StackFrames`]).
 //! Unknown sections are skipped, so
 //! later versions can add sections that older readers ignore; every older
 //! version keeps loading (samples of each are under test).
@@ -61,8 +62,8 @@ pub use band::Band;
 pub use by_instruction::ByInstruction;
 pub use data::{DataType, DataTypes, Member, TypeKind, TypedAccess, Via};
 pub use objects::{
-    AllocSite, Globals, ObjectCounts, ObjectGlobal, ObjectRegion, Objects, SiteInstruction,
-    SiteInstructions,
+    AllocSite, FrameCounts, Globals, ObjectCounts, ObjectGlobal, ObjectRegion, Objects,
+    SiteInstruction, SiteInstructions, StackFrames,
 };
 pub use symbols::{Frame, Function, Location, ModuleStatus, ModuleSymbols, Symbols};
 pub use text::thousands;
@@ -824,6 +825,11 @@ impl Dump {
                 g.encode(&mut b);
                 section(&mut out, b"OBJG", &b);
             }
+            if let Some(f) = &objects.frames {
+                b.clear();
+                f.encode(&mut b);
+                section(&mut out, b"OBJF", &b);
+            }
         }
 
         if let Some(t) = &self.timeline {
@@ -1072,6 +1078,18 @@ impl Dump {
                 return Err(DumpError::Malformed {
                     section: "OBJG",
                     what: "an OBJG section without OBJS".to_string(),
+                })
+            }
+            _ => {}
+        }
+        match (get("OBJF"), objects.as_mut()) {
+            (Ok(b), Some(o)) if version >= 10 => {
+                o.frames = Some(StackFrames::decode(b, stacks.len(), version)?);
+            }
+            (Ok(_), None) if version >= 10 => {
+                return Err(DumpError::Malformed {
+                    section: "OBJF",
+                    what: "an OBJF section without OBJS".to_string(),
                 })
             }
             _ => {}

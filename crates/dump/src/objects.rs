@@ -185,6 +185,76 @@ pub struct Objects {
     /// dumps, whose mappings' rows hold their globals' accesses.
     #[serde(default)]
     pub globals: Option<Globals>,
+    /// The traced threads' stack frames (version 10, section `OBJF`);
+    /// `None` in older dumps, whose stacks' rows hold every access.
+    #[serde(default)]
+    pub frames: Option<StackFrames>,
+}
+
+/// One stack frame's accesses: a thread's accesses to its own stack at
+/// addresses of the frame of stack id `stack` (the frame whose function
+/// ends that call path), every thread together.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameCounts {
+    /// The call path's stack id (its innermost frame is the frame's
+    /// function).
+    pub stack: u32,
+    /// Accesses.
+    pub counts: ObjectCounts,
+}
+
+/// Section `OBJF`: stack frames as objects. A thread's access to its own
+/// stack goes to the frame holding the address (the innermost frame whose
+/// return-address slot lies at or above it); the stack's mapping keeps
+/// the rest (addresses above the outermost frame the capture knows,
+/// other threads' accesses, and `dropped`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackFrames {
+    /// The frames with accesses, by stack id.
+    pub rows: Vec<FrameCounts>,
+    /// Accesses not kept per frame (the table could not grow): in their
+    /// stack's mapping row.
+    pub dropped: u64,
+}
+
+impl StackFrames {
+    pub(crate) fn encode(&self, b: &mut Vec<u8>) {
+        varint::put(b, self.dropped);
+        varint::put(b, self.rows.len() as u64);
+        for f in &self.rows {
+            varint::put(b, f.stack.into());
+            f.counts.encode(b);
+        }
+    }
+
+    pub(crate) fn decode(
+        buf: &[u8],
+        nstacks: usize,
+        version: u32,
+    ) -> Result<StackFrames, DumpError> {
+        const S: &str = "OBJF";
+        let mut r = varint::Reader::new(buf, S);
+        let mut f = StackFrames {
+            dropped: r.get()?,
+            ..StackFrames::default()
+        };
+        let n = r.count(3)?;
+        for i in 0..n {
+            let stack = r.get_u32()?;
+            if stack as usize >= nstacks {
+                return Err(DumpError::Malformed {
+                    section: S,
+                    what: format!("frame {i} names stack {stack} of {nstacks}"),
+                });
+            }
+            f.rows.push(FrameCounts {
+                stack,
+                counts: ObjectCounts::decode(&mut r, version)?,
+            });
+        }
+        r.finish()?;
+        Ok(f)
+    }
 }
 
 /// A global or static variable of a module: a data symbol (`STT_OBJECT`,

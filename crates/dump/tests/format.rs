@@ -591,6 +591,7 @@ fn sample_v5() -> Dump {
         unmapped: counts(1),
         by_instruction: None,
         globals: None,
+        frames: None,
     });
     d
 }
@@ -648,6 +649,7 @@ fn objects_round_trip_and_a_dangling_stack_is_refused() {
         unmapped: counts(1),
         by_instruction: None,
         globals: None,
+        frames: None,
     });
     let back = Dump::from_bytes(&d.to_bytes()).unwrap();
     assert_eq!(back.objects, d.objects);
@@ -790,7 +792,7 @@ fn site_instructions_round_trip_and_a_dangling_site_is_refused() {
 /// without it reads `globals` as `None`; the same bytes marked version 9
 /// read without globals (the section is unknown to version 9).
 #[test]
-fn globals_round_trip_and_a_dangling_mapping_is_refused() {
+fn globals_and_frames_round_trip_and_dangling_references_are_refused() {
     use coldcache_dump::{Globals, ObjectCounts, ObjectGlobal, SiteInstruction};
     let counts = |r: u64, w: u64| ObjectCounts {
         served: [vec![r, 1, 2, 3], vec![w, 0, 0, 1]],
@@ -866,6 +868,20 @@ fn globals_round_trip_and_a_dangling_mapping_is_refused() {
     checksum_anew(&mut v9);
     let back = Dump::from_bytes(&v9).unwrap();
     assert_eq!(back.objects.unwrap().globals, None);
+    // Stack frames (OBJF): round trip, and a frame naming stack 2 of 2.
+    let mut f = d.clone();
+    f.objects.as_mut().unwrap().frames = Some(coldcache_dump::StackFrames {
+        rows: vec![coldcache_dump::FrameCounts {
+            stack: 1,
+            counts: counts(512, 256),
+        }],
+        dropped: 4,
+    });
+    let back = Dump::from_bytes(&f.to_bytes()).unwrap();
+    assert_eq!(back.objects, f.objects);
+    f.objects.as_mut().unwrap().frames.as_mut().unwrap().rows[0].stack = 2;
+    let e = Dump::from_bytes(&f.to_bytes()).unwrap_err().to_string();
+    assert!(e.contains("OBJF") && e.contains("stack 2 of 2"), "{e}");
     // Without it: none.
     let mut old = d.clone();
     old.objects.as_mut().unwrap().globals = None;

@@ -334,6 +334,7 @@ fn objects_profile() -> Profile {
         unmapped: counts([0, 0, 2], [0; 3]),
         by_instruction: None,
         globals: None,
+        frames: None,
     });
     Profile::new(d, ProfileOptions::default())
 }
