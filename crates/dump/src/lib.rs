@@ -1053,8 +1053,22 @@ impl Dump {
             }
             _ => None,
         };
-        match (get("OBJI"), objects.as_mut()) {
-            (Ok(b), Some(o)) if version >= 7 => {
+        // The sections that extend `OBJS`, each of its own version on; a
+        // dump without `OBJS` may have none of them.
+        let part = |tag: &'static str, since: u32| -> Result<Option<&[u8]>, DumpError> {
+            match get(tag) {
+                Ok(b) if version >= since && objects.is_some() => Ok(Some(b)),
+                Ok(_) if version >= since => Err(DumpError::Malformed {
+                    section: tag,
+                    what: format!("an {tag} section without OBJS"),
+                }),
+                _ => Ok(None),
+            }
+        };
+        let (by_instruction, globals, frames) =
+            (part("OBJI", 7)?, part("OBJG", 10)?, part("OBJF", 10)?);
+        if let Some(o) = objects.as_mut() {
+            if let Some(b) = by_instruction {
                 o.by_instruction = Some(SiteInstructions::decode(
                     b,
                     o.sites.len(),
@@ -1062,37 +1076,12 @@ impl Dump {
                     version,
                 )?);
             }
-            (Ok(_), None) if version >= 7 => {
-                return Err(DumpError::Malformed {
-                    section: "OBJI",
-                    what: "an OBJI section without OBJS".to_string(),
-                })
-            }
-            _ => {}
-        }
-        match (get("OBJG"), objects.as_mut()) {
-            (Ok(b), Some(o)) if version >= 10 => {
+            if let Some(b) = globals {
                 o.globals = Some(Globals::decode(b, o.regions.len(), version)?);
             }
-            (Ok(_), None) if version >= 10 => {
-                return Err(DumpError::Malformed {
-                    section: "OBJG",
-                    what: "an OBJG section without OBJS".to_string(),
-                })
-            }
-            _ => {}
-        }
-        match (get("OBJF"), objects.as_mut()) {
-            (Ok(b), Some(o)) if version >= 10 => {
+            if let Some(b) = frames {
                 o.frames = Some(StackFrames::decode(b, stacks.len(), version)?);
             }
-            (Ok(_), None) if version >= 10 => {
-                return Err(DumpError::Malformed {
-                    section: "OBJF",
-                    what: "an OBJF section without OBJS".to_string(),
-                })
-            }
-            _ => {}
         }
         let timeline = match get("TIME") {
             Ok(b) if version >= 6 => Some(Timeline::decode(b, stacks.len(), threads.len())?),
