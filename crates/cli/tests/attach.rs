@@ -73,6 +73,11 @@ struct Running {
     first: String,
 }
 
+/// Frames enough (2 ms each, a minute in all) that a program started to be
+/// refused is still running when the refusal comes, however loaded the
+/// machine (300 frames, 0.6 s, ended first once under CI).
+const LONG: &str = "30000";
+
 fn start(program: &Path, args: &[&str], stdin: Stdio) -> Running {
     start_with(program, args, stdin, &[])
 }
@@ -106,6 +111,15 @@ fn start_with(program: &Path, args: &[&str], stdin: Stdio, env: &[(&str, &str)])
 impl Running {
     fn pid(&self) -> i32 {
         self.child.id() as i32
+    }
+
+    /// Ends a program started only to be refused: it runs long enough
+    /// (`LONG` frames) that a loaded machine cannot let it end before the
+    /// refusal, so it is killed here.
+    fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = self.rest.join();
     }
 
     /// Waits (under a deadline) and returns the whole stdout, stderr, status.
@@ -592,14 +606,14 @@ fn a_static_program_is_refused_with_the_fix() {
         eprintln!("SKIP {test}: gcc -static fails here (no static C library)");
         return;
     }
-    let run = start(&out, &["300"], Stdio::null());
+    let run = start(&out, &[LONG], Stdio::null());
     refused(
         &dir,
         run.pid(),
         &["is statically linked", "-lcoldcache"],
         "static",
     );
-    run.finish("static");
+    run.kill();
 }
 
 #[test]
@@ -621,9 +635,9 @@ fn a_32_bit_program_is_refused() {
         eprintln!("SKIP {test}: gcc -m32 fails here (no 32-bit C library installed)");
         return;
     }
-    let run = start(&out, &["300"], Stdio::null());
+    let run = start(&out, &[LONG], Stdio::null());
     refused(&dir, run.pid(), &["is a 32-bit program"], "32-bit");
-    run.finish("32-bit");
+    run.kill();
 }
 
 /// A process another tracer holds (here the test itself, as a debugger
@@ -678,7 +692,7 @@ fn attaching_to_another_users_process_names_the_cause() {
     }
     let dir = scratch("other-user");
     let program = build("tests-programs/attach/frames.c", &dir, &["-O1", "-g"]);
-    let run = start(&program, &["300"], Stdio::null());
+    let run = start(&program, &[LONG], Stdio::null());
     let out = run_with_deadline(
         {
             let mut c = Command::new("setpriv");
@@ -697,7 +711,7 @@ fn attaching_to_another_users_process_names_the_cause() {
     let err = text(&out.stderr);
     if err.contains("Permission denied") && err.contains("setpriv") {
         eprintln!("SKIP {test}: user 65534 cannot run {COLDCACHE}");
-        run.finish("other user");
+        run.kill();
         return;
     }
     assert!(!out.status.success(), "{err}");
@@ -706,7 +720,7 @@ fn attaching_to_another_users_process_names_the_cause() {
         err.contains("belongs to user 0 and you are user 65534"),
         "{err}"
     );
-    run.finish("other user");
+    run.kill();
 }
 
 /// A process that installed a seccomp filter of its own is refused (the
