@@ -77,9 +77,28 @@
 //   `pos.y`, `pos.z` N each and the array N (`*objs`, typed `Scene*`);
 //   3 N of the 4 N typed accesses are `Scene`'s, so the heap's type is
 //   `Scene`.
+// - mapped (mappings made in the window): `mmap` of 64 KiB, one byte
+//   written per line (1,024 writes); `mremap` of it to 128 KiB (the same
+//   mapping, moved or grown); one byte read per line of the 128 KiB
+//   (2,048 reads); `munmap` of its first half, the second half's lines
+//   read again (1,024 reads); `munmap` of the rest. By hand, the site of
+//   the `mmap` call (an `mmap` row): 1 mapping, 131,072 bytes (64 KiB
+//   mapped, 64 KiB added by mremap), unmapped whole, 4,096 accesses:
+//   1,024 writes, 3,072 reads. Then `malloc(1 MiB)`, which glibc serves
+//   with a mapping of its own: its site 1 block, 16 writes (one per line
+//   of its first KiB), freed; the accesses malloc and free make in the
+//   chunk's header go to the mapping malloc made (`mmap by malloc`).
+//   Nothing is left to "mapped during the capture". Prints 1024 (the
+//   first half's ones).
+// - premapped (memory mapped before the window): `main` maps 64 KiB and
+//   writes a 1 in each line, then the window is `visit`, which reads each
+//   line once: 1,024 reads, all in the row of the memory mapped after
+//   the capture's start and before the window; nothing left to "mapped
+//   during the capture". Prints 1024.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sys/mman.h>
 
 struct Obj {
     char pad[96];
@@ -277,6 +296,44 @@ __attribute__((noinline)) float scene(int n) {
     return s;
 }
 
+__attribute__((noinline)) long mapped() {
+    const long K = 64 * 1024;
+    volatile char *p = (volatile char *)mmap(nullptr, K, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);  // the mapping's site
+    if (p == MAP_FAILED) {
+        return -1;
+    }
+    for (long i = 0; i < K; i += 64) {
+        p[i] = 1;
+    }
+    p = (volatile char *)mremap((void *)p, K, 2 * K, MREMAP_MAYMOVE);
+    if (p == MAP_FAILED) {
+        return -1;
+    }
+    long s = 0;
+    for (long i = 0; i < 2 * K; i += 64) {
+        s += p[i];
+    }
+    munmap((void *)p, K);
+    for (long i = K; i < 2 * K; i += 64) {
+        s += p[i];
+    }
+    munmap((void *)(p + K), K);
+    volatile char *big = (volatile char *)malloc(1 << 20);  // the large block's site
+    for (long i = 0; i < 1024; i += 64) {
+        big[i] = 2;
+    }
+    free((void *)big);
+    return s;
+}
+
+__attribute__((noinline)) long visit(volatile char *p, long n) {
+    long s = 0;
+    for (long i = 0; i < n; i += 64) {
+        s += p[i];
+    }
+    return s;
+}
+
 int main(int argc, char **argv) {
     const char *c = argc > 1 ? argv[1] : "";
     // The heap made before the window: its first allocation's sbrk is not
@@ -303,13 +360,25 @@ int main(int argc, char **argv) {
         std::printf("%d\n", with_new());
     } else if (!strcmp(c, "scene")) {
         std::printf("%.1f\n", scene(argc > 2 ? atoi(argv[2]) : N));
+    } else if (!strcmp(c, "mapped")) {
+        std::printf("%ld\n", mapped());
+    } else if (!strcmp(c, "premapped")) {
+        const long K = 64 * 1024;
+        volatile char *p = (volatile char *)mmap(nullptr, K, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            return 1;
+        }
+        for (long i = 0; i < K; i += 64) {
+            p[i] = 1;
+        }
+        std::printf("%ld\n", visit(p, K));
     } else if (!strcmp(c, "earlier")) {
         int n = argc > 2 ? atoi(argv[2]) : N;
         Scene **objs = new Scene *[n];
         scene_make(objs, n);
         std::printf("%.1f\n", scene_visit(objs, n));
     } else {
-        std::fprintf(stderr, "usage: objects getposition|global|globals|frames|stack|realloc|reuse|memalign|new|scene|earlier\n");
+        std::fprintf(stderr, "usage: objects getposition|global|globals|frames|stack|realloc|reuse|memalign|new|scene|mapped|premapped|earlier\n");
         return 2;
     }
     return 0;

@@ -890,6 +890,15 @@ impl Accountant {
         self.calls_seen = n;
     }
 
+    /// A window opens and `[start, end)` is an anonymous writable mapping
+    /// of the process: see [`Objects::mapped_before_window`] (nothing
+    /// without object tracking). Allocation-free.
+    pub fn mapped_before_window(&mut self, start: u64, end: u64) {
+        if let Some(o) = self.objects.as_deref_mut() {
+            o.mapped_before_window(start, end, &mut self.budget);
+        }
+    }
+
     /// The watched function's entry was hit by thread `tid` with stack
     /// pointer `rsp` (pointing at the return address). Counts the call and
     /// says whether it is captured; a captured call restarts the thread's

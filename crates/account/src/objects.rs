@@ -100,6 +100,18 @@ pub enum Kind {
     /// Block in RSI (a pool's member function, `free(this, block)`: `record
     /// --allocator NAME=free2`).
     FreeSecond,
+    /// A mapping (`mmap`): length in RSI, the mapping in RAX. Mapping
+    /// calls are observed inside allocator calls too (see the module doc).
+    Mmap,
+    /// Address in RDI, length in RSI: the range is unmapped at the entry.
+    Munmap,
+    /// Old address in RDI, old length in RSI, new length in RDX, the
+    /// mapping in RAX.
+    Mremap,
+    /// Not an entry point: the anonymous memory mapped after the capture's
+    /// start and before a window opened (`--function`), when nothing was
+    /// traced ([`Objects::mapped_before_window`]).
+    Earlier,
 }
 
 /// An allocator of the program's own (`record --allocator NAME=KIND`): a
@@ -186,6 +198,10 @@ impl Kind {
             11 => Kind::PyCalloc,
             12 => Kind::PyRealloc,
             13 => Kind::FreeSecond,
+            14 => Kind::Mmap,
+            15 => Kind::Munmap,
+            16 => Kind::Mremap,
+            17 => Kind::Earlier,
             _ => return None,
         })
     }
@@ -204,7 +220,19 @@ impl Kind {
             Kind::PyMalloc => "PyObject_Malloc",
             Kind::PyCalloc => "PyObject_Calloc",
             Kind::PyRealloc => "PyObject_Realloc",
+            Kind::Mmap => "mmap",
+            Kind::Munmap => "munmap",
+            Kind::Mremap => "mremap",
+            Kind::Earlier => coldcache_dump::MAPPED_BEFORE_WINDOW,
         }
+    }
+
+    /// Whether this kind makes or removes mappings, not blocks.
+    pub fn is_mapping(self) -> bool {
+        matches!(
+            self,
+            Kind::Mmap | Kind::Munmap | Kind::Mremap | Kind::Earlier
+        )
     }
 }
 
@@ -250,10 +278,16 @@ pub const ALLOCATORS: &[(&str, Kind)] = &[
     ("PyMem_Calloc", Kind::PyCalloc),
     ("PyMem_Realloc", Kind::PyRealloc),
     ("PyMem_Free", Kind::Free),
+    // Mappings made in the window: pymalloc's arenas, malloc's large
+    // blocks and its arenas for threads, a program's own pools.
+    ("mmap", Kind::Mmap),
+    ("mmap64", Kind::Mmap),
+    ("munmap", Kind::Munmap),
+    ("mremap", Kind::Mremap),
 ];
 
 /// How many allocator entry points a capture observes at most.
-pub const MAX_ENTRIES: usize = 48;
+pub const MAX_ENTRIES: usize = 64;
 
 /// A site's naming byte for an allocator of the program's own: this bit
 /// plus the entry's index.
@@ -459,6 +493,36 @@ struct Pending {
     old: u64,
     out: u64,
     stack: u32,
+    /// A mapping call in progress (`map.kind` 0: none), inside an
+    /// allocator call or not.
+    map: MapCall,
+}
+
+/// A mapping call in progress on a thread (`mmap`, `mremap`).
+#[derive(Clone, Copy, Default)]
+struct MapCall {
+    kind: u8,
+    rsp: u64,
+    /// The old mapping (`mremap`).
+    old: u64,
+    old_len: u64,
+    len: u64,
+    stack: u32,
+}
+
+/// A range of a mapping made in the capture, still mapped: its site and
+/// the mapping it is part of (an `munmap` in its middle leaves two).
+#[derive(Clone, Copy)]
+struct Piece {
+    start: u64,
+    end: u64,
+    site: u32,
+    mapping: u32,
+}
+
+/// A length as the kernel maps it: whole pages.
+fn pages(len: u64) -> u64 {
+    len.saturating_add(4095) & !4095
 }
 
 /// The object state of a capture; see the module doc.
@@ -477,6 +541,19 @@ pub struct Objects {
     seed: u32,
     /// Stack id → site index + 1.
     site_of: GrowVec<u32>,
+    /// The same for sites of mappings (a block's site and a mapping's are
+    /// never one row).
+    map_site_of: GrowVec<u32>,
+    /// The mapped ranges of the mappings made in the capture, by address,
+    /// none overlapping.
+    pieces: GrowVec<Piece>,
+    /// Per mapping made in the capture, its pieces still mapped.
+    mapping_pieces: GrowVec<u32>,
+    /// The last piece found: start, end, site.
+    piece_memo: (u64, u64, u32),
+    /// The site of the anonymous memory mapped before a window
+    /// ([`NIL`]: none yet).
+    earlier_site: u32,
     sites: GrowVec<SiteRow>,
     regions: Vec<Region>,
     unmapped: Counts,
@@ -572,6 +649,11 @@ impl Objects {
             root: NIL,
             seed: 0x9E37_79B9,
             site_of: GrowVec::new(usize::MAX),
+            map_site_of: GrowVec::new(usize::MAX),
+            pieces: GrowVec::new(usize::MAX),
+            mapping_pieces: GrowVec::new(usize::MAX),
+            piece_memo: (0, 0, 0),
+            earlier_site: NIL,
             sites: GrowVec::new(usize::MAX),
             regions: maps
                 .into_iter()
@@ -675,9 +757,30 @@ impl Objects {
     /// kept, it would hide the thread's next allocations as nested calls
     /// until a `ret` reached its old RSP.
     pub fn thread_stack(&mut self, ti: usize, sp: u64, fs: u64, serial: u32) {
-        if let Some(p) = self.pending.get_mut(ti).filter(|p| p.kind != 0) {
+        if let Some(p) = self.pending.get_mut(ti) {
+            self.unreturned += u64::from(p.kind != 0) + u64::from(p.map.kind != 0);
             p.kind = 0;
-            self.unreturned += 1;
+            p.map.kind = 0;
+        }
+        // A thread made after the capture's start has its stack among the
+        // memory mapped before the window: not counted there (it stays
+        // "mapped during the capture", as other threads' stacks made then).
+        if self.earlier_site != NIL {
+            let pieces = self.pieces.as_slice();
+            let i = pieces.partition_point(|p| p.start <= sp);
+            if let Some(p) = i.checked_sub(1).map(|i| pieces[i]) {
+                if sp < p.end && p.site == self.earlier_site {
+                    self.pieces.as_mut_slice()[i - 1..].rotate_left(1);
+                    self.pieces.pop();
+                    self.piece_memo = (0, 0, 0);
+                    let n = self.mapping_pieces.at_mut(p.mapping as usize);
+                    *n -= 1;
+                    let gone = *n == 0;
+                    let row = self.sites.at_mut(p.site as usize);
+                    row.bytes -= p.end - p.start;
+                    row.blocks -= u64::from(gone);
+                }
+            }
         }
         let stack = self.region_of(sp);
         if let Some(i) = stack {
@@ -943,6 +1046,10 @@ impl Objects {
             self.site_access(n.site, ip, side, r, budget);
             return;
         }
+        if let Some(site) = self.piece_of(addr) {
+            self.site_access(site, ip, side, r, budget);
+            return;
+        }
         match self.region_of(addr) {
             Some(i) => {
                 let reg = &self.regions[i];
@@ -983,15 +1090,17 @@ impl Objects {
         m: &M,
         budget: &mut Budget,
     ) {
-        let pending = self.pending[ti].kind != 0;
+        let p = &self.pending[ti];
+        let (call, map) = (p.kind != 0, p.map.kind != 0);
         let b = filter_bit(ip);
         let maybe_entry = self.filter[b >> 6] >> (b & 63) & 1 != 0;
-        if !pending && maybe_entry {
-            self.entered(ti, ip, sp, stack, m);
-            if self.pending[ti].kind == 0 {
+        if maybe_entry && !map {
+            self.entered(ti, ip, sp, stack, m, call, budget);
+            let p = &self.pending[ti];
+            if p.kind == 0 && p.map.kind == 0 {
                 return;
             }
-        } else if !pending {
+        } else if !call && !map {
             return;
         }
         // Inside an allocator (an entry may itself be its `ret`).
@@ -1000,8 +1109,21 @@ impl Objects {
         }
     }
 
+    /// An entry point's first instruction, maybe; `inside` tells whether
+    /// the thread is inside an allocator call, where only mapping calls
+    /// count.
     #[inline(never)]
-    fn entered<M: Machine + ?Sized>(&mut self, ti: usize, ip: u64, sp: u64, stack: u32, m: &M) {
+    #[allow(clippy::too_many_arguments)]
+    fn entered<M: Machine + ?Sized>(
+        &mut self,
+        ti: usize,
+        ip: u64,
+        sp: u64,
+        stack: u32,
+        m: &M,
+        inside: bool,
+        budget: &mut Budget,
+    ) {
         let Some(&(_, k, naming)) = self.entries.iter().find(|e| e.0 == ip && e.1 != 0) else {
             return;
         };
@@ -1011,6 +1133,24 @@ impl Objects {
             m.gpr(Register::RSI),
             m.gpr(Register::RDX),
         );
+        if kind.is_mapping() {
+            if kind == Kind::Munmap {
+                self.unmap(rdi, rdi.saturating_add(pages(rsi)), budget);
+            } else {
+                self.pending[ti].map = MapCall {
+                    kind: k,
+                    rsp: sp,
+                    old: rdi,
+                    old_len: pages(rsi),
+                    len: pages(if kind == Kind::Mmap { rsi } else { rdx }),
+                    stack,
+                };
+            }
+            return;
+        }
+        if inside {
+            return;
+        }
         let mut p = Pending {
             kind: k,
             naming,
@@ -1019,6 +1159,7 @@ impl Objects {
             old: 0,
             out: 0,
             stack,
+            map: MapCall::default(),
         };
         match kind {
             Kind::Malloc | Kind::New | Kind::NewArray | Kind::PyMalloc => p.size = rdi,
@@ -1037,14 +1178,26 @@ impl Objects {
             }
             Kind::PosixMemalign => (p.out, p.size) = (rdi, rdx),
             Kind::Aligned => p.size = rsi,
+            Kind::Mmap | Kind::Munmap | Kind::Mremap | Kind::Earlier => {
+                unreachable!("handled above")
+            }
         }
+        p.map = self.pending[ti].map;
         self.pending[ti] = p;
     }
 
     #[inline(never)]
     fn returned<M: Machine + ?Sized>(&mut self, ti: usize, sp: u64, m: &M, budget: &mut Budget) {
         let p = self.pending[ti];
-        if sp < p.rsp {
+        if p.map.kind != 0 && sp >= p.map.rsp {
+            self.pending[ti].map.kind = 0;
+            if sp > p.map.rsp {
+                self.unreturned += 1;
+            } else {
+                self.mapped(p.map, m.gpr(Register::RAX), budget);
+            }
+        }
+        if p.kind == 0 || sp < p.rsp {
             return; // a return inside the allocator
         }
         self.pending[ti].kind = 0;
@@ -1057,7 +1210,12 @@ impl Objects {
         };
         let rax = m.gpr(Register::RAX);
         let block = match kind {
-            Kind::Free | Kind::FreeSecond => return,
+            Kind::Free
+            | Kind::FreeSecond
+            | Kind::Mmap
+            | Kind::Munmap
+            | Kind::Mremap
+            | Kind::Earlier => return,
             Kind::PosixMemalign => {
                 if rax != 0 {
                     return;
@@ -1159,13 +1317,30 @@ impl Objects {
         self.live += 1;
     }
 
+    /// The site of the blocks allocated on call stack `stack` (made, named
+    /// by `kind`, at its first block).
     fn site(&mut self, stack: u32, kind: u8, budget: &mut Budget) -> Option<u32> {
+        Self::site_in(&mut self.site_of, &mut self.sites, stack, kind, budget)
+    }
+
+    /// The site of the mappings made on call stack `stack`.
+    fn map_site(&mut self, stack: u32, kind: u8, budget: &mut Budget) -> Option<u32> {
+        Self::site_in(&mut self.map_site_of, &mut self.sites, stack, kind, budget)
+    }
+
+    fn site_in(
+        site_of: &mut GrowVec<u32>,
+        sites: &mut GrowVec<SiteRow>,
+        stack: u32,
+        kind: u8,
+        budget: &mut Budget,
+    ) -> Option<u32> {
         let s = stack as usize;
-        if s >= self.site_of.len() {
-            let more = s + 1 - self.site_of.len();
-            self.site_of.extend(0, more, budget).ok()?;
+        if s >= site_of.len() {
+            let more = s + 1 - site_of.len();
+            site_of.extend(0, more, budget).ok()?;
         }
-        let v = *self.site_of.at(s);
+        let v = *site_of.at(s);
         if v != 0 {
             return Some(v - 1);
         }
@@ -1177,9 +1352,248 @@ impl Objects {
             freed: 0,
             counts: Counts::default(),
         };
-        let i = self.sites.push(row, budget).ok()? as u32;
-        *self.site_of.at_mut(s) = i + 1;
+        let i = sites.push(row, budget).ok()? as u32;
+        *site_of.at_mut(s) = i + 1;
         Some(i)
+    }
+
+    /// The site of the mapping made in the capture that holds `a`.
+    #[inline(always)]
+    fn piece_of(&mut self, a: u64) -> Option<u32> {
+        if self.pieces.is_empty() {
+            return None;
+        }
+        let (s, e, site) = self.piece_memo;
+        if a.wrapping_sub(s) < e.wrapping_sub(s) {
+            return Some(site);
+        }
+        let pieces = self.pieces.as_slice();
+        let i = pieces.partition_point(|p| p.start <= a);
+        let p = pieces.get(i.checked_sub(1)?)?;
+        if a >= p.end {
+            return None;
+        }
+        self.piece_memo = (p.start, p.end, p.site);
+        Some(p.site)
+    }
+
+    /// A mapping call `call` returned `rax`: a new mapping of its site
+    /// (`mremap`: the old one's, moved or resized).
+    fn mapped(&mut self, call: MapCall, rax: u64, budget: &mut Budget) {
+        // MAP_FAILED, or an error number from a raw call.
+        if rax > u64::MAX - 4096 || call.len == 0 {
+            return;
+        }
+        let kind = Kind::from_u8(call.kind);
+        let mut grown = call.len;
+        let mut old = None;
+        if kind == Some(Kind::Mremap) {
+            let pieces = self.pieces.as_slice();
+            let i = pieces.partition_point(|p| p.start <= call.old);
+            old = i
+                .checked_sub(1)
+                .map(|i| pieces[i])
+                .filter(|p| call.old < p.end)
+                .map(|p| (p.site, p.mapping));
+            self.unmap(call.old, call.old.saturating_add(call.old_len), budget);
+            if old.is_some() {
+                grown = call.len.saturating_sub(call.old_len);
+            }
+        }
+        let (site, mapping) = match old {
+            Some((site, mapping)) => {
+                // The pieces left of the old mapping, and the new one.
+                let n = self.mapping_pieces.at_mut(mapping as usize);
+                if *n == 0 {
+                    self.sites.at_mut(site as usize).freed -= 1;
+                }
+                *n += 1;
+                (site, mapping)
+            }
+            None => {
+                let Some(site) = self.map_site(call.stack, call.kind, budget) else {
+                    self.untracked += 1;
+                    return;
+                };
+                let Ok(m) = self.mapping_pieces.push(1, budget) else {
+                    self.untracked += 1;
+                    return;
+                };
+                self.sites.at_mut(site as usize).blocks += 1;
+                (site, m as u32)
+            }
+        };
+        let row = self.sites.at_mut(site as usize);
+        row.bytes = row.bytes.saturating_add(grown);
+        let (start, end) = (rax, rax.saturating_add(call.len));
+        // MAP_FIXED over mappings made in the capture replaces them.
+        self.unmap(start, end, budget);
+        if self
+            .insert_piece(
+                Piece {
+                    start,
+                    end,
+                    site,
+                    mapping,
+                },
+                budget,
+            )
+            .is_err()
+        {
+            self.untracked += 1;
+            self.drop_piece(mapping, site);
+        }
+        // A mapping of the start it lies over is no longer taken whole by
+        // the region memo (the pieces come after it).
+        let mut i = self.regions.partition_point(|r| r.map.end <= start);
+        while i < self.regions.len() && self.regions[i].map.start < end {
+            self.regions[i].may_hold_blocks = true;
+            if self.region_memo.2 & INDEX == i as u32 {
+                self.region_memo = (0, 0, 0);
+            }
+            i += 1;
+        }
+    }
+
+    /// A window opens: `[start, end)` is an anonymous writable mapping of
+    /// the process now. What of it neither a mapping of the start nor one
+    /// made in the capture covers was mapped after the capture's start,
+    /// while nothing was traced (a `--function` window's program made it
+    /// before the call: pymalloc's arenas, malloc's arenas): a mapping of
+    /// its own, of the site [`Kind::Earlier`]. Allocation-free (grow
+    /// memory within `budget`): called in the window's signal handler.
+    pub fn mapped_before_window(&mut self, start: u64, end: u64, budget: &mut Budget) {
+        if !self.on {
+            return;
+        }
+        let mut a = start;
+        while a < end {
+            // Skip what is covered; find where the next cover begins.
+            let covered = self
+                .region_of(a)
+                .map(|i| self.regions[i].map.end)
+                .or_else(|| {
+                    let pieces = self.pieces.as_slice();
+                    let i = pieces.partition_point(|p| p.start <= a);
+                    let p = pieces.get(i.checked_sub(1)?)?;
+                    (a < p.end).then_some(p.end)
+                });
+            if let Some(e) = covered {
+                a = e;
+                continue;
+            }
+            let next_region = self
+                .regions
+                .get(self.regions.partition_point(|r| r.map.start <= a))
+                .map_or(u64::MAX, |r| r.map.start);
+            let pieces = self.pieces.as_slice();
+            let next_piece = pieces
+                .get(pieces.partition_point(|p| p.start <= a))
+                .map_or(u64::MAX, |p| p.start);
+            let b = end.min(next_region).min(next_piece);
+            self.earlier_piece(a, b, budget);
+            a = b;
+        }
+    }
+
+    fn earlier_piece(&mut self, start: u64, end: u64, budget: &mut Budget) {
+        if self.earlier_site == NIL {
+            let row = SiteRow {
+                stack: 0,
+                kind: Kind::Earlier as u8,
+                blocks: 0,
+                bytes: 0,
+                freed: 0,
+                counts: Counts::default(),
+            };
+            let Ok(i) = self.sites.push(row, budget) else {
+                self.untracked += 1;
+                return;
+            };
+            self.earlier_site = i as u32;
+        }
+        let site = self.earlier_site;
+        let Ok(mapping) = self.mapping_pieces.push(1, budget) else {
+            self.untracked += 1;
+            return;
+        };
+        let piece = Piece {
+            start,
+            end,
+            site,
+            mapping: mapping as u32,
+        };
+        if self.insert_piece(piece, budget).is_err() {
+            self.untracked += 1;
+            return;
+        }
+        let row = self.sites.at_mut(site as usize);
+        row.blocks += 1;
+        row.bytes = row.bytes.saturating_add(end - start);
+    }
+
+    /// Adds `p` (overlapping no piece) in address order.
+    fn insert_piece(&mut self, p: Piece, budget: &mut Budget) -> Result<(), ()> {
+        let i = self
+            .pieces
+            .as_slice()
+            .partition_point(|q| q.start < p.start);
+        self.pieces.push(p, budget).map_err(|_| ())?;
+        let v = self.pieces.as_mut_slice();
+        v[i..].rotate_right(1);
+        v[i] = p;
+        self.piece_memo = (0, 0, 0);
+        Ok(())
+    }
+
+    /// One piece of `mapping` (of `site`) is gone: a mapping with none
+    /// left is counted unmapped.
+    fn drop_piece(&mut self, mapping: u32, site: u32) {
+        let n = self.mapping_pieces.at_mut(mapping as usize);
+        *n -= 1;
+        if *n == 0 {
+            self.sites.at_mut(site as usize).freed += 1;
+        }
+    }
+
+    /// `[start, end)` is unmapped: the pieces of mappings made in the
+    /// capture lose what they had there.
+    fn unmap(&mut self, start: u64, end: u64, budget: &mut Budget) {
+        if self.pieces.is_empty() || start >= end {
+            return;
+        }
+        self.piece_memo = (0, 0, 0);
+        let mut i = self.pieces.as_slice().partition_point(|p| p.end <= start);
+        while i < self.pieces.len() {
+            let p = *self.pieces.at(i);
+            if p.start >= end {
+                break;
+            }
+            if start <= p.start && p.end <= end {
+                // Wholly unmapped.
+                self.pieces.as_mut_slice()[i..].rotate_left(1);
+                self.pieces.pop();
+                self.drop_piece(p.mapping, p.site);
+                continue;
+            }
+            if p.start < start && end < p.end {
+                // A hole in its middle: two pieces. Without room for the
+                // second, its right part is forgotten (counted).
+                self.pieces.at_mut(i).end = start;
+                let right = Piece { start: end, ..p };
+                match self.insert_piece(right, budget) {
+                    Ok(()) => *self.mapping_pieces.at_mut(p.mapping as usize) += 1,
+                    Err(()) => self.untracked += 1,
+                }
+                break;
+            }
+            if p.start < start {
+                self.pieces.at_mut(i).end = start;
+            } else {
+                self.pieces.at_mut(i).start = end;
+            }
+            i += 1;
+        }
     }
 
     fn next_prio(&mut self) -> u32 {
@@ -1422,6 +1836,185 @@ mod tests {
     /// mappings, counted as mapped during the capture. Heap
     /// [0x10000, 0x20000), next mapping at 0x120000: the heap's region
     /// ends at 0x20000 + 0x100000 / 2 = 0xA0000.
+    /// Registers for [`Objects::observe`]: RDI, RSI, RDX, RAX.
+    struct Regs([u64; 4]);
+
+    impl Machine for Regs {
+        fn gpr(&self, reg: Register) -> u64 {
+            match reg {
+                Register::RDI => self.0[0],
+                Register::RSI => self.0[1],
+                Register::RDX => self.0[2],
+                Register::RAX => self.0[3],
+                _ => 0,
+            }
+        }
+        fn rflags(&self) -> u64 {
+            0
+        }
+        fn segment_base(&self, _: Register) -> u64 {
+            0
+        }
+        fn vector(&self, _: Register) -> Option<[u8; 64]> {
+            None
+        }
+        fn opmask(&self, _: Register) -> Option<u64> {
+            None
+        }
+    }
+
+    /// Mappings made in the capture, by hand: mmap, a hole unmapped in
+    /// the middle, a MAP_FIXED mapping over one of the start, an mmap
+    /// inside malloc (the block its own site, the header the mapping's),
+    /// mremap moving a mapping with its site, a failed mmap, unmapping.
+    #[test]
+    fn mappings_made_in_the_capture_are_objects_of_their_sites() {
+        let (mmap, munmap, mremap, malloc) = (0x1000, 0x2000, 0x3000, 0x4000);
+        let mut o = Objects::new(
+            true,
+            1,
+            &[
+                (mmap, Kind::Mmap, "mmap"),
+                (munmap, Kind::Munmap, "munmap"),
+                (mremap, Kind::Mremap, "mremap"),
+                (malloc, Kind::Malloc, "malloc"),
+            ],
+            vec![Mapping {
+                start: 0x10000,
+                end: 0x20000,
+                perms: "rw-p".into(),
+                path: String::new(),
+            }],
+        );
+        let mut b = Budget::new(usize::MAX);
+        let r = served(ServedBy::L1);
+        let mut call = |o: &mut Objects, ip: u64, sp: u64, stack: u32, regs: [u64; 4]| {
+            o.observe(0, ip, sp, stack, || false, &Regs(regs), &mut b);
+        };
+        let mut b2 = Budget::new(usize::MAX);
+        let mut ret = |o: &mut Objects, sp: u64, rax: u64| {
+            o.observe(0, 0x9999, sp, 0, || true, &Regs([0, 0, 0, rax]), &mut b2);
+        };
+        let mut b3 = Budget::new(usize::MAX);
+        let mut touch = |o: &mut Objects, a: u64| {
+            o.access(AccessKind::Read, a, 0x40_0000, &r, &mut b3, NO_THREAD);
+        };
+        // Three pages (the length rounded up), a hole in the middle.
+        call(&mut o, mmap, 0x7000, 3, [0, 0x2F00, 3, 0]);
+        ret(&mut o, 0x7000, 0x50000);
+        touch(&mut o, 0x50010);
+        call(&mut o, munmap, 0x7000, 9, [0x51000, 0x1000, 0, 0]);
+        touch(&mut o, 0x51000); // the hole: unmapped
+        touch(&mut o, 0x52008);
+        // Over the start's mapping, which keeps the rest of itself.
+        call(&mut o, mmap, 0x7000, 4, [0x18000, 0x1000, 3, 0]);
+        ret(&mut o, 0x7000, 0x18000);
+        touch(&mut o, 0x18000);
+        touch(&mut o, 0x10000);
+        // malloc maps its block: the block is malloc's site's, the rest
+        // of the mapping the mapping's.
+        call(&mut o, malloc, 0x6000, 5, [0x10_0000, 0, 0, 0]);
+        call(&mut o, mmap, 0x5000, 6, [0, 0x10_1000, 3, 0]);
+        ret(&mut o, 0x5000, 0x80000);
+        ret(&mut o, 0x6000, 0x80010);
+        touch(&mut o, 0x80010);
+        touch(&mut o, 0x80008);
+        // mremap moves the first mapping (both its pieces go), 3 pages
+        // to 5: the same site, 2 pages more.
+        call(&mut o, mremap, 0x7000, 7, [0x50000, 0x3000, 0x5000, 0]);
+        ret(&mut o, 0x7000, 0x30_0000);
+        touch(&mut o, 0x52008); // unmapped now
+        touch(&mut o, 0x30_4FF8);
+        // A failed mmap makes nothing.
+        call(&mut o, mmap, 0x7000, 8, [0, 0x1000, 3, 0]);
+        ret(&mut o, 0x7000, u64::MAX);
+        // The moved mapping unmapped whole.
+        call(&mut o, munmap, 0x7000, 9, [0x30_0000, 0x5000, 0, 0]);
+        touch(&mut o, 0x30_0000);
+        let d = o.finish(1);
+        let sites: Vec<(u32, &str, u64, u64, u64, u64)> = d
+            .sites
+            .iter()
+            .map(|s| {
+                let a = s.counts.accesses();
+                (s.stack, s.allocator.as_str(), s.blocks, s.bytes, s.freed, a)
+            })
+            .collect();
+        assert_eq!(
+            sites,
+            [
+                (3, "mmap", 1, 0x5000, 1, 3),
+                (4, "mmap", 1, 0x1000, 0, 1),
+                (6, "mmap", 1, 0x10_1000, 0, 1),
+                (5, "malloc", 1, 0x10_0000, 0, 1),
+            ]
+        );
+        assert_eq!(d.regions[0].counts.accesses(), 1);
+        assert_eq!(d.unmapped.accesses(), 3);
+        assert_eq!(d.unreturned, 0);
+    }
+
+    /// Memory mapped before a window: what the start's mappings and the
+    /// capture's own mappings leave of each anonymous mapping, one site;
+    /// a thread's stack among it is left out.
+    #[test]
+    fn memory_mapped_before_the_window_is_what_no_other_object_holds() {
+        let mut o = Objects::new(
+            true,
+            1,
+            &[(0x1000, Kind::Mmap, "mmap")],
+            vec![Mapping {
+                start: 0x10000,
+                end: 0x20000,
+                perms: "rw-p".into(),
+                path: String::new(),
+            }],
+        );
+        let mut b = Budget::new(usize::MAX);
+        o.observe(
+            0,
+            0x1000,
+            0x7000,
+            3,
+            || false,
+            &Regs([0, 0x1000, 3, 0]),
+            &mut b,
+        );
+        o.observe(
+            0,
+            0x9999,
+            0x7000,
+            3,
+            || true,
+            &Regs([0, 0, 0, 0x30000]),
+            &mut b,
+        );
+        o.mapped_before_window(0x8000, 0x40000, &mut b);
+        // A second window sees the same mappings: nothing new.
+        o.mapped_before_window(0x8000, 0x40000, &mut b);
+        // A thread whose stack is in [0x20000, 0x30000).
+        o.thread_stack(0, 0x2F000, 0, 0);
+        let r = served(ServedBy::L1);
+        for a in [0x9000, 0x3F000, 0x30008, 0x10008, 0x20008] {
+            o.access(AccessKind::Read, a, 0x40_0000, &r, &mut b, NO_THREAD);
+        }
+        let d = o.finish(1);
+        let sites: Vec<(&str, u64, u64, u64)> = d
+            .sites
+            .iter()
+            .map(|s| (s.allocator.as_str(), s.blocks, s.bytes, s.counts.accesses()))
+            .collect();
+        assert_eq!(
+            sites,
+            [
+                ("mmap", 1, 0x1000, 1),
+                (coldcache_dump::MAPPED_BEFORE_WINDOW, 2, 0x8000 + 0xF000, 2),
+            ]
+        );
+        assert_eq!(d.regions[0].counts.accesses(), 1);
+        assert_eq!(d.unmapped.accesses(), 1);
+    }
+
     #[test]
     fn the_heap_reaches_half_the_gap_to_the_next_mapping() {
         let map = |start: u64, end: u64, path: &str| Mapping {

@@ -27,7 +27,9 @@ use serde::Serialize;
 /// One object row.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct ObjectRow {
-    /// `heap` (an allocation site), `stack`, `thread-local`, `heap,
+    /// `heap` (an allocation site), `mapping` (the mappings made by one
+    /// call site of `mmap`, their accesses outside every block), `stack`,
+    /// `thread-local`, `heap,
     /// allocated earlier`, `anonymous`, `module data`, `global` (a global
     /// or static variable of a module), `stack frame` (a function's frames
     /// on the traced threads' stacks), `file`, `other`, `unmapped`.
@@ -131,10 +133,13 @@ pub struct ObjectsView {
     pub coherence: bool,
     /// Data accesses in every row.
     pub accesses: u64,
-    /// Of those, in heap blocks allocated in the capture.
+    /// Of those, in heap blocks allocated in the capture (not counting
+    /// the mappings made in it, also listed among `sites`).
     pub in_blocks: u64,
-    /// Allocation sites, by misses (nearest level first, then the last
-    /// level, then accesses).
+    /// Of those, in mappings made in the capture outside every block.
+    pub in_mappings: u64,
+    /// Allocation sites, and sites of mappings (kind `mapping`), by misses
+    /// (nearest level first, then the last level, then accesses).
     pub sites: Vec<ObjectRow>,
     /// The other objects (mappings) with accesses, ranked the same way.
     pub others: Vec<ObjectRow>,
@@ -405,6 +410,77 @@ fn is_plumbing(frame: &str) -> bool {
     .any(|p| f.starts_with(p))
 }
 
+/// The allocators' entry points a mapping made inside one is named by
+/// (`mmap by malloc in f`).
+const ALLOCATOR_ENTRIES: &[&str] = &[
+    "malloc",
+    "calloc",
+    "realloc",
+    "free",
+    "posix_memalign",
+    "aligned_alloc",
+    "memalign",
+    "operator new",
+    "operator new[]",
+    "operator delete",
+    "PyObject_Malloc",
+    "PyObject_Calloc",
+    "PyObject_Realloc",
+    "PyMem_Malloc",
+    "PyMem_Calloc",
+    "PyMem_Realloc",
+];
+
+/// Whether a frame is inside an allocator that maps memory for its own
+/// use: glibc's malloc (large blocks, arenas for threads, `realloc`'s
+/// `mremap`) and CPython's pymalloc (its arenas). By function name, as
+/// their symbols name them.
+fn maps_for_allocator(frame: &str) -> bool {
+    let f = function_of(frame);
+    ALLOCATOR_ENTRIES.contains(&f)
+        || [
+            "__libc_malloc",
+            "__libc_calloc",
+            "__libc_realloc",
+            "__libc_free",
+            "__libc_memalign",
+            "_int_malloc",
+            "_int_realloc",
+            "_int_memalign",
+            "_mid_memalign",
+            "_int_free",
+            "sysmalloc",
+            "sysmalloc_mmap",
+            "sysmalloc_mmap_fallback",
+            "mremap_chunk",
+            "munmap_chunk",
+            "tcache_init",
+            "new_heap",
+            "alloc_new_heap",
+            "_int_new_arena",
+            "arena_get2",
+            "_PyObject_ArenaMmap",
+            "new_arena",
+            "allocate_from_new_pool",
+            "pymalloc_alloc",
+            "_PyObject_Malloc",
+            "_PyObject_Calloc",
+            "_PyObject_Realloc",
+            "_PyMem_RawMalloc",
+            "_PyMem_RawRealloc",
+            "_PyMem_RawCalloc",
+        ]
+        .contains(&f)
+}
+
+/// The function of a frame as [`objects`] labels it (`name (file:line)`),
+/// with glibc's internal prefixes off (`__GI___libc_malloc` is `malloc`).
+fn function_of(frame: &str) -> &str {
+    let f = frame.split(" (").next().unwrap_or(frame);
+    let f = f.strip_prefix("__GI_").unwrap_or(f);
+    f.strip_prefix("__libc_").unwrap_or(f)
+}
+
 fn base(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
@@ -494,15 +570,33 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
                 .collect();
             // The site is named by its first frame outside the language
             // runtime's allocation plumbing (Rust's `alloc::`, a
-            // `Vec`'s `RawVec`, C++'s allocators).
-            let user = frames.iter().position(|f| !is_plumbing(f)).unwrap_or(0);
+            // `Vec`'s `RawVec`, C++'s allocators); a mapping's also
+            // outside the allocators that map (malloc's large blocks,
+            // pymalloc's arenas), the outermost of which it names.
+            let mapping = s.is_mapping();
+            // A mapping made inside an allocator: the frames up to the
+            // outermost of its functions are the allocator's (named or
+            // not: a stripped C library's internals have no names).
+            let inside = frames
+                .iter()
+                .rposition(|f| maps_for_allocator(f))
+                .filter(|_| mapping);
+            let from = inside.map_or(0, |k| k + 1);
+            let user = frames[from..]
+                .iter()
+                .position(|f| !is_plumbing(f))
+                .map_or(0, |i| from + i);
+            let by = inside.map_or(String::new(), |k| {
+                format!(" by {}", function_of(&frames[k]))
+            });
             let label = format!(
-                "{} in {}",
+                "{}{by} in {}",
                 s.allocator,
                 frames.get(user).map_or("?", String::as_str)
             );
-            let mut r = row("heap", label, &s.counts, levels);
-            r.identity = std::iter::once(format!("heap\0{}", s.allocator))
+            let kind = if mapping { "mapping" } else { "heap" };
+            let mut r = row(kind, label, &s.counts, levels);
+            r.identity = std::iter::once(format!("{kind}\0{}", s.allocator))
                 .chain(
                     p.stack_path(s.stack)
                         .iter()
@@ -626,7 +720,36 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
             r
         }));
     }
-    let in_blocks = sites.iter().map(|r| r.accesses).sum();
+    // The anonymous memory mapped before the window (no call seen): a
+    // mapping of the rest, not a site.
+    if let Some(k) = o
+        .sites
+        .iter()
+        .position(|s| s.allocator == coldcache_dump::MAPPED_BEFORE_WINDOW)
+    {
+        let mut r = sites.remove(k);
+        if r.accesses > 0 {
+            r.kind = "anonymous".to_string();
+            // Its mappings and bytes would count the capture's writer
+            // thread's stack too: not shown.
+            r.label =
+                "anonymous, mapped after the capture's start and before the window".to_string();
+            (r.blocks, r.bytes, r.freed) = (0, 0, 0);
+            r.identity = "anonymous\0before the window".to_string();
+            r.frames.clear();
+            others.push(r);
+        }
+    }
+    let in_blocks = sites
+        .iter()
+        .filter(|r| r.kind == "heap")
+        .map(|r| r.accesses)
+        .sum();
+    let in_mappings = sites
+        .iter()
+        .filter(|r| r.kind == "mapping")
+        .map(|r| r.accesses)
+        .sum();
     if o.unmapped.accesses() > 0 {
         let mut r = row(
             "unmapped",
@@ -637,7 +760,7 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
         r.identity = "unmapped".to_string();
         others.push(r);
     }
-    let accesses = in_blocks + others.iter().map(|r| r.accesses).sum::<u64>();
+    let accesses = in_blocks + in_mappings + others.iter().map(|r| r.accesses).sum::<u64>();
     rank(&mut sites);
     rank(&mut others);
     if let Some(n) = limit {
@@ -656,6 +779,7 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
         coherence: o.coherence,
         accesses,
         in_blocks,
+        in_mappings,
         sites,
         others,
         not_per_instruction: o

@@ -787,9 +787,14 @@ pub fn objects(o: &crate::objects::ObjectsView) -> String {
     };
     let _ = writeln!(
         s,
-        "\nobjects: {} data accesses, {:.1}% in heap blocks allocated in the capture; {} allocations and {} frees seen ({} allocator entry points observed), {} blocks live at the end",
+        "\nobjects: {} data accesses, {:.1}% in heap blocks allocated in the capture{}; {} allocations and {} frees seen ({} allocator entry points observed), {} blocks live at the end",
         o.accesses,
         share(o.in_blocks),
+        if o.in_mappings > 0 {
+            format!(", {:.1}% in mappings made in it (outside blocks)", share(o.in_mappings))
+        } else {
+            String::new()
+        },
         o.allocations,
         o.frees,
         o.allocators,
@@ -855,7 +860,7 @@ pub fn objects(o: &crate::objects::ObjectsView) -> String {
     };
     let _ = writeln!(
         s,
-        "\nallocation sites (heap blocks by the call stack that allocated them)"
+        "\nallocation sites (heap blocks by the call stack that allocated them; mmap and mremap: the mappings made there, their accesses outside every block)"
     );
     if o.sites.is_empty() {
         let _ = writeln!(s, "  (no allocation seen in the capture)");

@@ -691,6 +691,7 @@ fn function_entered(s: &mut Session, uc: &mut libc::ucontext_t, tid: u32) {
             // Descriptors opened while nothing was traced
             // (`codewrite.rs`).
             crate::codewrite::window_start(&mut s.acc, crate::jit::invalidate);
+            crate::objects::window_start(&mut s.acc);
             let joined = join_window(s, tid);
             STATE.store(RUNNING, Ordering::Release);
             set_tf(uc, true);

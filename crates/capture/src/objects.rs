@@ -172,6 +172,25 @@ fn for_each_mapped_elf(mut f: impl FnMut(&object::File<'_>, u64) -> bool) {
     }
 }
 
+/// A function window opens (in its breakpoint's handler): the anonymous
+/// writable mappings of the process that the objects' mappings of the
+/// capture's start do not hold were made while nothing was traced (see
+/// [`Objects::mapped_before_window`]); not ours (the tables, buffers and
+/// stacks of the capture). Allocation-free and async-signal-safe
+/// ([`crate::procfs::for_each_self_mapping_file`], grow memory).
+pub(crate) fn window_start(acc: &mut crate::account::Accountant) {
+    if !ON.load(Ordering::Acquire) {
+        return;
+    }
+    crate::procfs::for_each_self_mapping_file(|start, end, perms, path, _| {
+        let anonymous_private =
+            path.is_empty() && perms.starts_with(b"rw") && perms.ends_with(b"p");
+        if anonymous_private && !coldcache_grow::in_own_regions(start, end) {
+            acc.mapped_before_window(start, end);
+        }
+    });
+}
+
 /// Makes `entries` the ones the translator widens records for (`None`:
 /// object tracking off).
 pub fn publish(entries: Option<&[(u64, Kind, &'static str)]>) {

@@ -353,6 +353,12 @@ pub(crate) fn allocator_setting(
                 kinds()
             );
         }
+        if ["mmap", "mmap64", "munmap", "mremap"].contains(&name) {
+            bail!(
+                "--allocator {spec}: {name} is observed already, as making or removing mappings \
+                 (each mapping made in the capture is an object of its own)"
+            );
+        }
         let r = resolve(name)?;
         if let Some(note) = &r.note {
             coldcache_fsio::say!("coldcache: {note}");

@@ -181,6 +181,8 @@ fn objects_match_the_hand_computed_figures_in_both_modes() {
         ("memalign", "aligned"),
         ("new", "with_new"),
         ("scene", "scene"),
+        ("mapped", "mapped"),
+        ("premapped", "visit"),
         ("earlier", "scene_visit"),
     ];
     for (case, function) in cases {
@@ -366,6 +368,73 @@ fn check(case: &str, mode: &str, objects: u64, o: &Value) {
                 Some("realloc")
             );
             assert_eq!(n(o, "live"), 0, "{what}");
+        }
+        "mapped" => {
+            // The mapping the program makes, resized by mremap and
+            // unmapped in two halves: one row of its mmap call.
+            let m = site(o, line_of("// the mapping's site"));
+            assert_eq!(
+                (m["kind"].as_str(), m["allocator"].as_str()),
+                (Some("mapping"), Some("mmap")),
+                "{what}"
+            );
+            assert_eq!(
+                (n(m, "blocks"), n(m, "bytes"), n(m, "freed")),
+                (1, 131_072, 1),
+                "{what}"
+            );
+            assert_eq!(
+                (n(m, "accesses"), n(m, "writes"), n(m, "reads")),
+                (4096, 1024, 3072),
+                "{what}"
+            );
+            // The large block is the block's; its header is in the
+            // mapping malloc made.
+            let b = site(o, line_of("// the large block's site"));
+            assert_eq!(
+                (n(b, "blocks"), n(b, "bytes"), n(b, "freed")),
+                (1, 1 << 20, 1),
+                "{what}"
+            );
+            assert_eq!((n(b, "writes"), n(b, "reads")), (16, 0), "{what}");
+            let inner: Vec<&Value> = o["sites"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| {
+                    s["label"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("mmap by malloc in mapped()")
+                })
+                .collect();
+            assert_eq!(inner.len(), 1, "{what}");
+            assert!(n(inner[0], "bytes") > 1 << 20, "{what}");
+            assert!(n(inner[0], "accesses") > 0, "{what}");
+            assert_eq!(n(inner[0], "freed"), 1, "{what}");
+            assert_eq!(
+                (n(o, "in_blocks"), n(o, "in_mappings")),
+                (16, 4096 + n(inner[0], "accesses")),
+                "{what}"
+            );
+            assert!(others(o, "unmapped").is_empty(), "{what}");
+        }
+        "premapped" => {
+            let before: Vec<&Value> = others(o, "anonymous")
+                .into_iter()
+                .filter(|r| {
+                    r["label"].as_str().unwrap().starts_with(
+                        "anonymous, mapped after the capture's start and before the window",
+                    )
+                })
+                .collect();
+            assert_eq!(before.len(), 1, "{what}");
+            assert_eq!(
+                (n(before[0], "reads"), n(before[0], "writes")),
+                (1024, 0),
+                "{what}"
+            );
+            assert!(others(o, "unmapped").is_empty(), "{what}");
         }
         "reuse" => {
             // One address, two sites: the accesses before the free and

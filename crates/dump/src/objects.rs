@@ -102,23 +102,48 @@ impl ObjectCounts {
     }
 }
 
-/// The heap blocks of one allocation site.
+/// The heap blocks of one allocation site, or the mappings made at one
+/// call site of `mmap` ([`AllocSite::is_mapping`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AllocSite {
     /// The stack id at the allocator's first instruction (its innermost
     /// frame is the call of the allocator).
     pub stack: u32,
     /// The outermost allocator called (`malloc`, `calloc`, `realloc`,
-    /// `posix_memalign`, `aligned_alloc`, `new`, `new[]`).
+    /// `posix_memalign`, `aligned_alloc`, `new`, `new[]`, CPython's, or an
+    /// allocator of the program's own by name), or the mapping call
+    /// ([`MAPPING_ALLOCATORS`]: then inside an allocator call or not).
     pub allocator: String,
-    /// Blocks allocated there during the capture.
+    /// Blocks allocated there during the capture (mappings made).
     pub blocks: u64,
-    /// Their bytes (as requested), summed.
+    /// Their bytes (as requested; mappings: whole pages, and what
+    /// `mremap` added), summed.
     pub bytes: u64,
-    /// Of those blocks, the ones freed during the capture.
+    /// Of those blocks, the ones freed during the capture (mappings:
+    /// unmapped whole).
     pub freed: u64,
-    /// Accesses to its blocks.
+    /// Accesses to its blocks (mappings: the accesses in them outside
+    /// every block).
     pub counts: ObjectCounts,
+}
+
+/// The `allocator` of a site of mappings made in the capture (dump
+/// version 10 on; older captures did not observe mappings). An allocator
+/// of the program's own may not take these names.
+pub const MAPPING_ALLOCATORS: &[&str] = &["mmap", "mremap", MAPPED_BEFORE_WINDOW];
+
+/// The `allocator` of the one site (stack 0) of the anonymous memory
+/// mapped after the capture's start and before a window opened, while
+/// nothing was traced: not a call seen, the mappings of `/proc/self/maps`
+/// at the window's start that no other object covers.
+pub const MAPPED_BEFORE_WINDOW: &str = "mapped before the window";
+
+impl AllocSite {
+    /// Whether the site's objects are mappings (made by `mmap`, or by an
+    /// `mremap` of a mapping made before the capture), not blocks.
+    pub fn is_mapping(&self) -> bool {
+        MAPPING_ALLOCATORS.contains(&self.allocator.as_str())
+    }
 }
 
 /// A mapping of the process at the capture's start, with the accesses

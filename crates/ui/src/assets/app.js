@@ -718,7 +718,7 @@ function objectsHtml(v) {
     const fields = r.fields.map((f) => `\n  ${f.field}: ${fmt(f.accesses)} accesses (${fmt(f.reads)} reads, ${fmt(f.writes)} writes), ${f.misses.map((m, k) => `miss:${o.levels[k]} ${fmt(m)}`).join(", ")}`).join("");
     const typed = r.fields.length ? `\n\nits accesses by field (${pctOf(r.typed_accesses, r.accesses)} typed):${fields}` : "";
     return `<tr class="clickable" data-test="site-row" title="${esc(`${r.label}\n${stack}`)}"><td class="label">${esc(top)}${type}</td><td class="label">${esc(r.allocator)}</td><td class="num" data-test="blocks">${fmt(r.blocks)}</td><td class="num">${fmt(r.bytes)}</td><td class="num">${fmt(r.accesses)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${misses(r)}</tr>
-      <tr class="hidden" data-test="site-stack"><td colspan="${7 + o.levels.length + extra}"><pre>${esc(`allocated by ${r.allocator}, innermost frame first:\n${stack}${typed}`)}</pre></td></tr>`;
+      <tr class="hidden" data-test="site-stack"><td colspan="${7 + o.levels.length + extra}"><pre>${esc(`${r.kind === "mapping" ? "mapped" : "allocated"} by ${r.allocator}, innermost frame first:\n${stack}${typed}`)}</pre></td></tr>`;
   };
   // A mapping's accesses by the type and field (or global) of the
   // instructions that made them: the heap allocated earlier, a module's
@@ -729,7 +729,7 @@ function objectsHtml(v) {
   const notFollowed = o.unknown_frees + o.unreturned + o.untracked > 0
     ? `<p class="warn" data-test="objects-not-followed">not followed: ${fmt(o.unknown_frees)} frees of blocks allocated earlier, ${fmt(o.unreturned)} allocator calls not seen returning, ${fmt(o.untracked)} allocations not tracked (table full)</p>` : "";
   return `<h3>Objects</h3>
-    <p data-test="objects-head">${fmt(o.accesses)} data accesses, ${pctOf(o.in_blocks, o.accesses)} in heap blocks allocated in the capture; ${fmt(o.allocations)} allocations and ${fmt(o.frees)} frees seen (${fmt(o.allocators)} allocator entry points observed), ${fmt(o.live)} blocks live at the end</p>${notFollowed}
+    <p data-test="objects-head">${fmt(o.accesses)} data accesses, ${pctOf(o.in_blocks, o.accesses)} in heap blocks allocated in the capture${o.in_mappings ? `, ${pctOf(o.in_mappings, o.accesses)} in mappings made in it (outside blocks)` : ""}; ${fmt(o.allocations)} allocations and ${fmt(o.frees)} frees seen (${fmt(o.allocators)} allocator entry points observed), ${fmt(o.live)} blocks live at the end</p>${notFollowed}
     <table data-test="objects-sites"><thead>${heads("allocation site (top frames; click for the whole stack)")}</thead><tbody>${o.sites.length ? o.sites.map(site).join("") : `<tr><td class="label muted" colspan="${7 + o.levels.length + extra}">(no allocation seen in the capture)</td></tr>`}</tbody></table>
     <p class="muted">heap blocks by the call stack that allocated them, ranked by misses (first level, then last, then accesses)</p>
     <table data-test="objects-others"><thead>${heads("other object (a module's global, else the mapping at the capture's start)")}</thead><tbody>${o.others.map(other).join("")}</tbody></table>
