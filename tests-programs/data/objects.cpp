@@ -90,6 +90,9 @@
 //   chunk's header go to the mapping malloc made (`mmap by malloc`).
 //   Nothing is left to "mapped during the capture". Prints 1024 (the
 //   first half's ones).
+// - threadframes: `frames` run on a thread `main` starts (its stack
+//   mapped after the capture's start, no mapping of it): the same
+//   figures as `frames`.
 // - premapped (memory mapped before the window): `main` maps 64 KiB and
 //   writes a 1 in each line, then the window is `visit`, which reads each
 //   line once: 1,024 reads, all in the row of the memory mapped after
@@ -98,6 +101,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <pthread.h>
 #include <sys/mman.h>
 
 struct Obj {
@@ -334,6 +338,11 @@ __attribute__((noinline)) long visit(volatile char *p, long n) {
     return s;
 }
 
+static void *run_frames(void *out) {
+    *(int *)out = frames();
+    return nullptr;
+}
+
 int main(int argc, char **argv) {
     const char *c = argc > 1 ? argv[1] : "";
     // The heap made before the window: its first allocation's sbrk is not
@@ -362,6 +371,13 @@ int main(int argc, char **argv) {
         std::printf("%.1f\n", scene(argc > 2 ? atoi(argv[2]) : N));
     } else if (!strcmp(c, "mapped")) {
         std::printf("%ld\n", mapped());
+    } else if (!strcmp(c, "threadframes")) {
+        pthread_t t;
+        int r = 0;
+        if (pthread_create(&t, nullptr, run_frames, &r) != 0 || pthread_join(t, nullptr) != 0) {
+            return 1;
+        }
+        std::printf("%d\n", r);
     } else if (!strcmp(c, "premapped")) {
         const long K = 64 * 1024;
         volatile char *p = (volatile char *)mmap(nullptr, K, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -378,7 +394,7 @@ int main(int argc, char **argv) {
         scene_make(objs, n);
         std::printf("%.1f\n", scene_visit(objs, n));
     } else {
-        std::fprintf(stderr, "usage: objects getposition|global|globals|frames|stack|realloc|reuse|memalign|new|scene|mapped|premapped|earlier\n");
+        std::fprintf(stderr, "usage: objects getposition|global|globals|frames|stack|realloc|reuse|memalign|new|scene|mapped|premapped|threadframes|earlier\n");
         return 2;
     }
     return 0;

@@ -890,12 +890,21 @@ impl Accountant {
         self.calls_seen = n;
     }
 
-    /// A window opens and `[start, end)` is an anonymous writable mapping
-    /// of the process: see [`Objects::mapped_before_window`] (nothing
-    /// without object tracking). Allocation-free.
-    pub fn mapped_before_window(&mut self, start: u64, end: u64) {
+    /// A window opens and `[start, end)` is mapped by nothing: see
+    /// [`Objects::unmapped_before_window`] (nothing without object
+    /// tracking). Allocation-free.
+    pub fn unmapped_before_window(&mut self, start: u64, end: u64) {
         if let Some(o) = self.objects.as_deref_mut() {
-            o.mapped_before_window(start, end, &mut self.budget);
+            o.unmapped_before_window(start, end, &mut self.budget);
+        }
+    }
+
+    /// A window opens and `[start, end)` is an anonymous writable mapping
+    /// of the process (`heap`: the brk heap): see
+    /// [`Objects::mapped_before_window`]. Allocation-free.
+    pub fn mapped_before_window(&mut self, start: u64, end: u64, heap: bool) {
+        if let Some(o) = self.objects.as_deref_mut() {
+            o.mapped_before_window(start, end, heap, &mut self.budget);
         }
     }
 
@@ -1785,7 +1794,11 @@ impl Accountant {
             &mut self.counters,
             row,
             self.objects.as_deref_mut(),
-            (self.threads[ti].serial, self.threads[ti].frames.as_slice()),
+            (
+                self.threads[ti].serial,
+                ti,
+                self.threads[ti].frames.as_slice(),
+            ),
             &mut self.budget,
             match TL {
                 true => self.timeline.as_deref_mut().map(|t| &mut t.run[..]),
@@ -1928,7 +1941,11 @@ impl Accountant {
                 &mut self.counters,
                 row,
                 self.objects.as_deref_mut(),
-                (self.threads[ti].serial, self.threads[ti].frames.as_slice()),
+                (
+                    self.threads[ti].serial,
+                    ti,
+                    self.threads[ti].frames.as_slice(),
+                ),
                 &mut self.budget,
                 self.timeline.as_deref_mut().map(|t| &mut t.run[..]),
                 &mut last_fetch,
@@ -2436,7 +2453,7 @@ fn attribute_narrow(
     table: &mut CounterTable,
     row: usize,
     mut objects: Option<&mut Objects>,
-    thread: (u32, &[Frame]),
+    thread: crate::objects::Thread<'_>,
     budget: &mut Budget,
     mut timeline: Option<&mut [u64]>,
     last_fetch: &mut u64,

@@ -112,6 +112,9 @@ pub enum Kind {
     /// start and before a window opened (`--function`), when nothing was
     /// traced ([`Objects::mapped_before_window`]).
     Earlier,
+    /// Not an entry point: the brk heap grown after the capture's start
+    /// and before a window opened.
+    EarlierHeap,
 }
 
 /// An allocator of the program's own (`record --allocator NAME=KIND`): a
@@ -202,6 +205,7 @@ impl Kind {
             15 => Kind::Munmap,
             16 => Kind::Mremap,
             17 => Kind::Earlier,
+            18 => Kind::EarlierHeap,
             _ => return None,
         })
     }
@@ -224,6 +228,7 @@ impl Kind {
             Kind::Munmap => "munmap",
             Kind::Mremap => "mremap",
             Kind::Earlier => coldcache_dump::MAPPED_BEFORE_WINDOW,
+            Kind::EarlierHeap => coldcache_dump::HEAP_BEFORE_WINDOW,
         }
     }
 
@@ -231,7 +236,7 @@ impl Kind {
     pub fn is_mapping(self) -> bool {
         matches!(
             self,
-            Kind::Mmap | Kind::Munmap | Kind::Mremap | Kind::Earlier
+            Kind::Mmap | Kind::Munmap | Kind::Mremap | Kind::Earlier | Kind::EarlierHeap
         )
     }
 }
@@ -348,6 +353,9 @@ pub struct Mapping {
 struct Region {
     map: Mapping,
     may_hold_blocks: bool,
+    /// A block or a mapping made in the capture lies in it: it may hold
+    /// blocks for good, even when a thread's stack is found there.
+    claimed: bool,
     thread: u32,
     tls: u32,
     /// The globals it overlaps: `globals[lo..hi]`.
@@ -395,6 +403,10 @@ pub struct Frame {
     /// Where its return address lies (RSP at its entry).
     pub ret_slot: u64,
 }
+
+/// The thread making an access: its number in the dump (serial), its
+/// slot, and its shadow frames, outermost first.
+pub type Thread<'a> = (u32, usize, &'a [Frame]);
 
 /// The frame of `frames` (outermost first) whose stack space holds `addr`:
 /// the innermost whose return-address slot lies at or above `addr` (a
@@ -534,6 +546,9 @@ pub struct Objects {
     /// A 1024-bit filter of the entries' addresses, so that an instruction
     /// that is none is told apart with one load.
     filter: [u64; 16],
+    /// The same of the mapping entries alone: inside an allocator call
+    /// only they count.
+    map_filter: [u64; 16],
     pending: Vec<Pending>,
     nodes: GrowVec<Node>,
     free_node: u32,
@@ -551,9 +566,14 @@ pub struct Objects {
     mapping_pieces: GrowVec<u32>,
     /// The last piece found: start, end, site.
     piece_memo: (u64, u64, u32),
+    /// Per thread slot, the stack of a thread whose stack is no mapping of
+    /// the start (made after it: a pool's workers), taken from the mapping
+    /// made in the capture or before its window that held its stack
+    /// pointer when its tracing started (`(0, 0)`: none).
+    late_stacks: Vec<(u64, u64)>,
     /// The site of the anonymous memory mapped before a window
     /// ([`NIL`]: none yet).
-    earlier_site: u32,
+    earlier_site: [u32; 2],
     sites: GrowVec<SiteRow>,
     regions: Vec<Region>,
     unmapped: Counts,
@@ -617,11 +637,15 @@ impl Objects {
     ) -> Objects {
         let mut entries = [(0u64, 0u8, 0u8); MAX_ENTRIES];
         let mut filter = [0u64; 16];
+        let mut map_filter = [0u64; 16];
         for (i, (slot, &(a, k, name))) in entries.iter_mut().zip(allocators).enumerate() {
             let own = !ALLOCATORS.iter().any(|e| e.0 == name);
             *slot = (a, k as u8, if own { OWN | i as u8 } else { k as u8 });
             let b = filter_bit(a);
             filter[b >> 6] |= 1 << (b & 63);
+            if k.is_mapping() {
+                map_filter[b >> 6] |= 1 << (b & 63);
+            }
         }
         maps.sort_by_key(|m| m.start);
         // The brk heap grows up towards the next mapping: blocks allocated
@@ -643,6 +667,7 @@ impl Objects {
             entries,
             names: allocators.iter().map(|e| e.2).collect(),
             filter,
+            map_filter,
             pending: vec![Pending::default(); threads],
             nodes: GrowVec::new(usize::MAX),
             free_node: NIL,
@@ -653,7 +678,8 @@ impl Objects {
             pieces: GrowVec::new(usize::MAX),
             mapping_pieces: GrowVec::new(usize::MAX),
             piece_memo: (0, 0, 0),
-            earlier_site: NIL,
+            earlier_site: [NIL; 2],
+            late_stacks: vec![(0, 0); threads],
             sites: GrowVec::new(usize::MAX),
             regions: maps
                 .into_iter()
@@ -662,6 +688,7 @@ impl Objects {
                     // anonymous mappings (arenas; a thread's stack is
                     // told apart when its thread starts).
                     may_hold_blocks: map.path.is_empty() || map.path == "[heap]",
+                    claimed: false,
                     map,
                     thread: u32::MAX,
                     tls: u32::MAX,
@@ -762,33 +789,34 @@ impl Objects {
             p.kind = 0;
             p.map.kind = 0;
         }
-        // A thread made after the capture's start has its stack among the
-        // memory mapped before the window: not counted there (it stays
-        // "mapped during the capture", as other threads' stacks made then).
-        if self.earlier_site != NIL {
+        // A thread whose stack is no mapping of the start (made after it)
+        // has its stack in a mapping made in the capture (`pthread_create`'s
+        // `mmap`) or before its window: its frames are told apart there as
+        // in a stack of the start; the rest of it (glibc's thread control
+        // block and static TLS at its top) stays the mapping's.
+        if let Some(slot) = self.late_stacks.get_mut(ti) {
+            *slot = (0, 0);
+        }
+        if self.region_of(sp).is_none() {
             let pieces = self.pieces.as_slice();
             let i = pieces.partition_point(|p| p.start <= sp);
-            if let Some(p) = i.checked_sub(1).map(|i| pieces[i]) {
-                if sp < p.end && p.site == self.earlier_site {
-                    self.pieces.as_mut_slice()[i - 1..].rotate_left(1);
-                    self.pieces.pop();
-                    self.piece_memo = (0, 0, 0);
-                    let n = self.mapping_pieces.at_mut(p.mapping as usize);
-                    *n -= 1;
-                    let gone = *n == 0;
-                    let row = self.sites.at_mut(p.site as usize);
-                    row.bytes -= p.end - p.start;
-                    row.blocks -= u64::from(gone);
+            if let Some(p) = i.checked_sub(1).map(|i| pieces[i]).filter(|p| sp < p.end) {
+                if let Some(slot) = self.late_stacks.get_mut(ti) {
+                    *slot = (p.start, p.end);
                 }
             }
         }
         let stack = self.region_of(sp);
         if let Some(i) = stack {
-            if self.regions[i].thread == u32::MAX {
+            // A stack glibc reuses for a later thread is that thread's.
+            if self.regions[i].thread != serial {
                 self.regions[i].thread = serial;
-                self.regions[i].may_hold_blocks = false;
+                if !self.regions[i].claimed {
+                    self.regions[i].may_hold_blocks = false;
+                }
                 // The memo may hold it from before, counted per
-                // instruction as a mapping that is not a stack.
+                // instruction as a mapping that is not a stack, or as an
+                // earlier thread's.
                 if self.region_memo.2 & INDEX == i as u32 {
                     self.region_memo = (0, 0, 0);
                 }
@@ -818,7 +846,7 @@ impl Objects {
         ip: u64,
         r: &AccessResult,
         budget: &mut Budget,
-        thread: (u32, &[Frame]),
+        thread: Thread<'_>,
     ) {
         let side = match Side::of(kind) {
             Some(Side::Read) => 0,
@@ -834,6 +862,15 @@ impl Objects {
         if addr.wrapping_sub(s) < e.wrapping_sub(s) {
             self.region_access(region, addr, ip, side, r, budget, thread);
             return;
+        }
+        // The thread's own stack when it is no mapping of the start.
+        let (s, e) = self.late_stacks.get(thread.1).copied().unwrap_or((0, 0));
+        if addr.wrapping_sub(s) < e.wrapping_sub(s) {
+            if let Some(stack) = frame_of(thread.2, addr) {
+                if self.frame_access(stack, side, r, budget) {
+                    return;
+                }
+            }
         }
         // The block this instruction touched last, if still live.
         let slot = ip_slot(ip);
@@ -861,12 +898,12 @@ impl Objects {
         side: usize,
         r: &AccessResult,
         b: &mut Budget,
-        thread: (u32, &[Frame]),
+        thread: Thread<'_>,
     ) {
         let i = (key & INDEX) as usize;
         if key & REGION_PAIR == 0 && self.regions[i].thread == thread.0 {
             // The thread's own stack: the frame holding the address.
-            if let Some(stack) = frame_of(thread.1, addr) {
+            if let Some(stack) = frame_of(thread.2, addr) {
                 if self.frame_access(stack, side, r, b) {
                     return;
                 }
@@ -1031,7 +1068,7 @@ impl Objects {
         slot: usize,
         r: &AccessResult,
         budget: &mut Budget,
-        thread: (u32, &[Frame]),
+        thread: Thread<'_>,
     ) {
         if let Some(i) = self.find(addr) {
             let n = *self.nodes.at(i as usize);
@@ -1093,7 +1130,8 @@ impl Objects {
         let p = &self.pending[ti];
         let (call, map) = (p.kind != 0, p.map.kind != 0);
         let b = filter_bit(ip);
-        let maybe_entry = self.filter[b >> 6] >> (b & 63) & 1 != 0;
+        let filter = if call { &self.map_filter } else { &self.filter };
+        let maybe_entry = filter[b >> 6] >> (b & 63) & 1 != 0;
         if maybe_entry && !map {
             self.entered(ti, ip, sp, stack, m, call, budget);
             let p = &self.pending[ti];
@@ -1178,7 +1216,7 @@ impl Objects {
             }
             Kind::PosixMemalign => (p.out, p.size) = (rdi, rdx),
             Kind::Aligned => p.size = rsi,
-            Kind::Mmap | Kind::Munmap | Kind::Mremap | Kind::Earlier => {
+            Kind::Mmap | Kind::Munmap | Kind::Mremap | Kind::Earlier | Kind::EarlierHeap => {
                 unreachable!("handled above")
             }
         }
@@ -1215,7 +1253,8 @@ impl Objects {
             | Kind::Mmap
             | Kind::Munmap
             | Kind::Mremap
-            | Kind::Earlier => return,
+            | Kind::Earlier
+            | Kind::EarlierHeap => return,
             Kind::PosixMemalign => {
                 if rax != 0 {
                     return;
@@ -1273,6 +1312,7 @@ impl Objects {
         // own in its `.bss`, a block on a stack): its mapping is no longer
         // taken whole by the region memo.
         if let Some(i) = self.region_of(start) {
+            self.regions[i].claimed = true;
             if !self.regions[i].may_hold_blocks {
                 self.regions[i].may_hold_blocks = true;
                 if self.region_memo.2 & INDEX == i as u32 {
@@ -1400,6 +1440,21 @@ impl Objects {
                 grown = call.len.saturating_sub(call.old_len);
             }
         }
+        let (start, end) = (rax, rax.saturating_add(call.len));
+        // MAP_FIXED over mappings made in the capture replaces them; a
+        // mapping of the start it lies over is no longer taken whole by the
+        // region memo (the pieces come after it). Done first: whatever the
+        // budget allows below.
+        self.unmap(start, end, budget);
+        let mut i = self.regions.partition_point(|r| r.map.end <= start);
+        while i < self.regions.len() && self.regions[i].map.start < end {
+            self.regions[i].may_hold_blocks = true;
+            self.regions[i].claimed = true;
+            if self.region_memo.2 & INDEX == i as u32 {
+                self.region_memo = (0, 0, 0);
+            }
+            i += 1;
+        }
         let (site, mapping) = match old {
             Some((site, mapping)) => {
                 // The pieces left of the old mapping, and the new one.
@@ -1425,33 +1480,15 @@ impl Objects {
         };
         let row = self.sites.at_mut(site as usize);
         row.bytes = row.bytes.saturating_add(grown);
-        let (start, end) = (rax, rax.saturating_add(call.len));
-        // MAP_FIXED over mappings made in the capture replaces them.
-        self.unmap(start, end, budget);
-        if self
-            .insert_piece(
-                Piece {
-                    start,
-                    end,
-                    site,
-                    mapping,
-                },
-                budget,
-            )
-            .is_err()
-        {
+        let piece = Piece {
+            start,
+            end,
+            site,
+            mapping,
+        };
+        if self.insert_piece(piece, budget).is_err() {
             self.untracked += 1;
             self.drop_piece(mapping, site);
-        }
-        // A mapping of the start it lies over is no longer taken whole by
-        // the region memo (the pieces come after it).
-        let mut i = self.regions.partition_point(|r| r.map.end <= start);
-        while i < self.regions.len() && self.regions[i].map.start < end {
-            self.regions[i].may_hold_blocks = true;
-            if self.region_memo.2 & INDEX == i as u32 {
-                self.region_memo = (0, 0, 0);
-            }
-            i += 1;
         }
     }
 
@@ -1462,9 +1499,34 @@ impl Objects {
     /// before the call: pymalloc's arenas, malloc's arenas): a mapping of
     /// its own, of the site [`Kind::Earlier`]. Allocation-free (grow
     /// memory within `budget`): called in the window's signal handler.
-    pub fn mapped_before_window(&mut self, start: u64, end: u64, budget: &mut Budget) {
+    /// `heap`: the range is the brk heap (`[heap]`), which made after the
+    /// start (a program's first `malloc` after the library's constructor)
+    /// is a row of its own, [`Kind::EarlierHeap`], reaching up to half the
+    /// gap to what lies above it, as the start's heap does (where a grown
+    /// break goes).
+    pub fn mapped_before_window(
+        &mut self,
+        start: u64,
+        mut end: u64,
+        heap: bool,
+        budget: &mut Budget,
+    ) {
         if !self.on {
             return;
+        }
+        if heap {
+            let next_region = self
+                .regions
+                .get(self.regions.partition_point(|r| r.map.start < end))
+                .map_or(u64::MAX, |r| r.map.start);
+            let pieces = self.pieces.as_slice();
+            let next_piece = pieces
+                .get(pieces.partition_point(|p| p.start < end))
+                .map_or(u64::MAX, |p| p.start);
+            let next = next_region.min(next_piece);
+            if next > end {
+                end += (next - end) / 2;
+            }
         }
         let mut a = start;
         while a < end {
@@ -1491,16 +1553,29 @@ impl Objects {
                 .get(pieces.partition_point(|p| p.start <= a))
                 .map_or(u64::MAX, |p| p.start);
             let b = end.min(next_region).min(next_piece);
-            self.earlier_piece(a, b, budget);
+            self.earlier_piece(a, b, usize::from(heap), budget);
             a = b;
         }
     }
 
-    fn earlier_piece(&mut self, start: u64, end: u64, budget: &mut Budget) {
-        if self.earlier_site == NIL {
+    /// A window opens and `[start, end)` is mapped by nothing: what the
+    /// mappings made in the capture had there was unmapped while nothing
+    /// was traced (between two windows). Allocation-free.
+    pub fn unmapped_before_window(&mut self, start: u64, end: u64, budget: &mut Budget) {
+        self.unmap(start, end, budget);
+    }
+
+    /// A piece of the site of memory mapped before the window (`k` 0) or
+    /// of the heap grown before it (1).
+    fn earlier_piece(&mut self, start: u64, end: u64, k: usize, budget: &mut Budget) {
+        if self.earlier_site[k] == NIL {
             let row = SiteRow {
                 stack: 0,
-                kind: Kind::Earlier as u8,
+                kind: if k == 0 {
+                    Kind::Earlier
+                } else {
+                    Kind::EarlierHeap
+                } as u8,
                 blocks: 0,
                 bytes: 0,
                 freed: 0,
@@ -1510,9 +1585,9 @@ impl Objects {
                 self.untracked += 1;
                 return;
             };
-            self.earlier_site = i as u32;
+            self.earlier_site[k] = i as u32;
         }
-        let site = self.earlier_site;
+        let site = self.earlier_site[k];
         let Ok(mapping) = self.mapping_pieces.push(1, budget) else {
             self.untracked += 1;
             return;
@@ -1792,7 +1867,7 @@ mod tests {
     use coldcache_sim::ServedBy;
 
     /// No traced thread's stack in these tests.
-    const NO_THREAD: (u32, &[Frame]) = (u32::MAX - 1, &[]);
+    const NO_THREAD: Thread<'static> = (u32::MAX - 1, 0, &[]);
 
     fn served(s: ServedBy) -> AccessResult {
         let mut r = AccessResult::default();
@@ -1955,8 +2030,8 @@ mod tests {
     }
 
     /// Memory mapped before a window: what the start's mappings and the
-    /// capture's own mappings leave of each anonymous mapping, one site;
-    /// a thread's stack among it is left out.
+    /// capture's own mappings leave of each anonymous mapping, one site; a
+    /// thread's stack among it keeps there what is outside its frames.
     #[test]
     fn memory_mapped_before_the_window_is_what_no_other_object_holds() {
         let mut o = Objects::new(
@@ -1989,16 +2064,38 @@ mod tests {
             &Regs([0, 0, 0, 0x30000]),
             &mut b,
         );
-        o.mapped_before_window(0x8000, 0x40000, &mut b);
+        o.mapped_before_window(0x8000, 0x40000, false, &mut b);
         // A second window sees the same mappings: nothing new.
-        o.mapped_before_window(0x8000, 0x40000, &mut b);
+        o.mapped_before_window(0x8000, 0x40000, false, &mut b);
         // A thread whose stack is in [0x20000, 0x30000).
         o.thread_stack(0, 0x2F000, 0, 0);
         let r = served(ServedBy::L1);
         for a in [0x9000, 0x3F000, 0x30008, 0x10008, 0x20008] {
             o.access(AccessKind::Read, a, 0x40_0000, &r, &mut b, NO_THREAD);
         }
+        // The thread's own accesses in a frame of its stack are the
+        // frame's (the one whose return address is at 0x2F000).
+        let frames = [Frame {
+            stack: 7,
+            ret_slot: 0x2F000,
+        }];
+        o.access(
+            AccessKind::Read,
+            0x2EF00,
+            0x40_0000,
+            &r,
+            &mut b,
+            (0, 0, &frames),
+        );
         let d = o.finish(1);
+        let f = d.frames.as_ref().expect("frames");
+        assert_eq!(
+            f.rows
+                .iter()
+                .map(|r| (r.stack, r.counts.accesses()))
+                .collect::<Vec<_>>(),
+            [(7, 1)]
+        );
         let sites: Vec<(&str, u64, u64, u64)> = d
             .sites
             .iter()
@@ -2008,11 +2105,16 @@ mod tests {
             sites,
             [
                 ("mmap", 1, 0x1000, 1),
-                (coldcache_dump::MAPPED_BEFORE_WINDOW, 2, 0x8000 + 0xF000, 2),
+                (
+                    coldcache_dump::MAPPED_BEFORE_WINDOW,
+                    3,
+                    0x8000 + 0x10000 + 0xF000,
+                    3
+                ),
             ]
         );
         assert_eq!(d.regions[0].counts.accesses(), 1);
-        assert_eq!(d.unmapped.accesses(), 1);
+        assert_eq!(d.unmapped.accesses(), 0);
     }
 
     #[test]
@@ -2188,7 +2290,7 @@ mod tests {
                 0x40_0000,
                 &r,
                 &mut b,
-                (thread, &frames),
+                (thread, 0, &frames),
             );
         }
         let d = o.finish(1);

@@ -83,6 +83,19 @@ pub struct ObjectRow {
     /// path, `Type::a.b` as the data view labels it, or a global's name),
     /// most missed first.
     pub fields: Vec<FieldAccesses>,
+    /// Line utilisation (a capture with `--line-use`,
+    /// [`ObjectsView::line_use`]): the lines the row's accesses fetched
+    /// into the first data level, over the instructions every one of
+    /// whose data accesses is in this row (so that their rows' counters
+    /// are the object's alone) ...
+    pub lines_fetched: u64,
+    /// ... the bytes of those lines used while they stayed, summed ...
+    pub bytes_used: u64,
+    /// ... and those instructions' accesses: the part of `accesses` the
+    /// two figures cover (an instruction that touches several objects,
+    /// `memcpy`'s, or a thread's stack, whose accesses are not kept per
+    /// instruction, is left out of them).
+    pub line_use_accesses: u64,
     /// What names the same object in another capture of the program
     /// (`diff --by object`): a site's allocator and the functions of its
     /// stack (not their lines, which move between builds); a mapping's kind
@@ -149,6 +162,9 @@ pub struct ObjectsView {
     pub not_per_instruction: u64,
     /// Why the sites have no types (empty when they can have them).
     pub types_note: String,
+    /// Whether the rows have line utilisation (a capture with
+    /// `--line-use`).
+    pub line_use: bool,
 }
 
 /// Why a dump's sites cannot be typed (empty when they can).
@@ -312,7 +328,59 @@ fn row(kind: &str, label: String, c: &ObjectCounts, levels: usize) -> ObjectRow 
         ty: String::new(),
         typed_accesses: 0,
         fields: Vec::new(),
+        lines_fetched: 0,
+        bytes_used: 0,
+        line_use_accesses: 0,
         identity: String::new(),
+    }
+}
+
+/// Per instruction address with data accesses: (data accesses, lines
+/// fetched into the first data level, bytes of them used), summed over
+/// its records; `None` for a dump without line utilisation counters.
+type IpLineUse = rustc_hash::FxHashMap<u64, (u64, u64, u64)>;
+
+fn line_use_by_ip(dump: &Dump) -> Option<IpLineUse> {
+    let l = dump.layout()?;
+    let (fi, ui) = (l.lines_fetched()?, l.bytes_used()?);
+    let mut m = IpLineUse::default();
+    for r in &dump.records {
+        let n: u64 = [coldcache_dump::Side::Read, coldcache_dump::Side::Write]
+            .into_iter()
+            .flat_map(|side| l.served_from(side, 1))
+            .map(|i| r.counters.get(i).copied().unwrap_or(0))
+            .fold(0, u64::saturating_add);
+        if n == 0 {
+            continue;
+        }
+        let e = m.entry(r.ip).or_default();
+        e.0 += n;
+        e.1 += r.counters.get(fi).copied().unwrap_or(0);
+        e.2 += r.counters.get(ui).copied().unwrap_or(0);
+    }
+    Some(m)
+}
+
+/// Each row's line utilisation ([`ObjectRow::lines_fetched`]) from its
+/// accesses per instruction (`pairs`, rows by `site`): an instruction
+/// counts for a row when all its data accesses are the row's.
+fn line_use_rows(
+    by_ip: &IpLineUse,
+    pairs: &[coldcache_dump::SiteInstruction],
+    rows: &mut [ObjectRow],
+) {
+    for p in pairs {
+        let Some(&(n, fetched, used)) = by_ip.get(&p.ip) else {
+            continue;
+        };
+        let Some(r) = rows.get_mut(p.site as usize) else {
+            continue;
+        };
+        if p.counts.accesses() == n {
+            r.lines_fetched += fetched;
+            r.bytes_used += used;
+            r.line_use_accesses += n;
+        }
     }
 }
 
@@ -476,7 +544,13 @@ fn maps_for_allocator(frame: &str) -> bool {
 /// The function of a frame as [`objects`] labels it (`name (file:line)`),
 /// with glibc's internal prefixes off (`__GI___libc_malloc` is `malloc`).
 fn function_of(frame: &str) -> &str {
+    // `operator new(unsigned long) (new_op.cc:50)`: the name before its
+    // arguments.
     let f = frame.split(" (").next().unwrap_or(frame);
+    let f = match f.find('(') {
+        Some(i) if i > 0 => &f[..i],
+        _ => f,
+    };
     let f = f.strip_prefix("__GI_").unwrap_or(f);
     f.strip_prefix("__libc_").unwrap_or(f)
 }
@@ -629,6 +703,11 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
         type_rows(data, &by.rows, &mut sites, true, levels);
         type_rows(data, &by.regions, &mut others, false, levels);
     }
+    let by_ip = line_use_by_ip(dump);
+    if let (Some(by_ip), Some(by)) = (&by_ip, o.by_instruction.as_ref()) {
+        line_use_rows(by_ip, &by.rows, &mut sites);
+        line_use_rows(by_ip, &by.regions, &mut others);
+    }
     others.retain(|r| r.accesses > 0);
     // The modules' globals (version 10): rows of their own, whose accesses
     // their mappings' rows leave out.
@@ -665,6 +744,9 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
             .collect();
         if let Some(data) = dump.data.as_ref() {
             type_rows(data, &g.by_instruction, &mut globals, false, levels);
+        }
+        if let Some(by_ip) = &by_ip {
+            line_use_rows(by_ip, &g.by_instruction, &mut globals);
         }
         others.extend(globals);
     }
@@ -722,21 +804,31 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
     }
     // The anonymous memory mapped before the window (no call seen): a
     // mapping of the rest, not a site.
-    if let Some(k) = o
-        .sites
-        .iter()
-        .position(|s| s.allocator == coldcache_dump::MAPPED_BEFORE_WINDOW)
-    {
+    for (name, kind, label) in [
+        (
+            coldcache_dump::MAPPED_BEFORE_WINDOW,
+            "anonymous",
+            "anonymous, mapped after the capture's start and before the window",
+        ),
+        (
+            coldcache_dump::HEAP_BEFORE_WINDOW,
+            "heap, allocated earlier",
+            "[heap] grown after the capture's start and before the window (blocks not seen allocated, the allocator's own words)",
+        ),
+    ] {
+        let Some(k) = sites.iter().position(|r| r.allocator == name) else {
+            continue;
+        };
         let mut r = sites.remove(k);
         if r.accesses > 0 {
-            r.kind = "anonymous".to_string();
+            r.kind = kind.to_string();
             // Its mappings and bytes would count the capture's writer
             // thread's stack too: not shown.
-            r.label =
-                "anonymous, mapped after the capture's start and before the window".to_string();
+            r.label = label.to_string();
             (r.blocks, r.bytes, r.freed) = (0, 0, 0);
-            r.identity = "anonymous\0before the window".to_string();
+            r.identity = format!("{kind}\0before the window");
             r.frames.clear();
+            r.allocator.clear();
             others.push(r);
         }
     }
@@ -788,6 +880,7 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
             .map_or(0, |b| b.dropped.accesses() + b.regions_dropped.accesses())
             + o.globals.as_ref().map_or(0, |g| g.dropped.accesses()),
         types_note: types_note(dump, o),
+        line_use: by_ip.is_some(),
     })
 }
 

@@ -820,6 +820,9 @@ pub fn objects(o: &crate::objects::ObjectsView) -> String {
         if coherence {
             head.extend(["invalidations", "false_sharing"].map(String::from));
         }
+        if o.line_use {
+            head.extend(["fetched", "used/line", "of"].map(String::from));
+        }
         head.push(if sites { "allocation site" } else { "object" }.to_string());
         let mut lines = vec![head];
         for r in rows {
@@ -832,6 +835,22 @@ pub fn objects(o: &crate::objects::ObjectsView) -> String {
             l.extend(r.misses.iter().map(u64::to_string));
             if coherence {
                 l.extend([r.invalidations, r.false_sharing].map(|n| n.to_string()));
+            }
+            if o.line_use {
+                l.push(r.lines_fetched.to_string());
+                l.push(if r.lines_fetched == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{:.1}", r.bytes_used as f64 / r.lines_fetched as f64)
+                });
+                l.push(if r.accesses == 0 {
+                    "-".to_string()
+                } else {
+                    format!(
+                        "{:.0}%",
+                        100.0 * r.line_use_accesses as f64 / r.accesses as f64
+                    )
+                });
             }
             l.push(if sites {
                 let mut label = r.label.clone();
@@ -884,6 +903,12 @@ pub fn objects(o: &crate::objects::ObjectsView) -> String {
         s,
         "an access counts once, in the object holding its first byte, at the level that served it (as the code views count it); miss:X = accesses served below X."
     );
+    if o.line_use {
+        let _ = writeln!(
+            s,
+            "fetched, used/line: first-level data lines the object's accesses fetched and the bytes of each used while it stayed, over the instructions whose every access is the object's; of: those instructions' share of its accesses (a stack frame's are not kept per instruction)."
+        );
+    }
     s
 }
 

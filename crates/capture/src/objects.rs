@@ -182,13 +182,23 @@ pub(crate) fn window_start(acc: &mut crate::account::Accountant) {
     if !ON.load(Ordering::Acquire) {
         return;
     }
+    // What lies between two lines is mapped by nothing.
+    let mut last = 0;
     crate::procfs::for_each_self_mapping_file(|start, end, perms, path, _| {
+        if start > last {
+            acc.unmapped_before_window(last, start);
+        }
+        last = last.max(end);
+        let heap = path == b"[heap]";
         let anonymous_private =
-            path.is_empty() && perms.starts_with(b"rw") && perms.ends_with(b"p");
+            (path.is_empty() || heap) && perms.starts_with(b"rw") && perms.ends_with(b"p");
         if anonymous_private && !coldcache_grow::in_own_regions(start, end) {
-            acc.mapped_before_window(start, end);
+            acc.mapped_before_window(start, end, heap);
         }
     });
+    if last > 0 {
+        acc.unmapped_before_window(last, u64::MAX);
+    }
 }
 
 /// Makes `entries` the ones the translator widens records for (`None`:

@@ -183,6 +183,7 @@ fn objects_match_the_hand_computed_figures_in_both_modes() {
         ("scene", "scene"),
         ("mapped", "mapped"),
         ("premapped", "visit"),
+        ("threadframes", "frames"),
         ("earlier", "scene_visit"),
     ];
     for (case, function) in cases {
@@ -336,7 +337,7 @@ fn check(case: &str, mode: &str, objects: u64, o: &Value) {
             assert_eq!(n(f, "accesses"), n(o, "accesses"), "{what}");
             assert!(others(o, "stack").is_empty(), "{what}");
         }
-        "frames" => {
+        "frames" | "threadframes" => {
             // The frame holding the address, not the function running:
             // `fill`'s 64 writes go to the frame of `frames()`, with the
             // call's push of `fill`'s return address; `frames()`'s 64

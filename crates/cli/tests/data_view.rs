@@ -409,6 +409,7 @@ fn scattered_objects_fetch_a_line_each_for_12_bytes() {
                 mode,
                 "--function",
                 "scene",
+                "--objects",
                 "-o",
                 &dump,
                 "--",
@@ -465,6 +466,36 @@ fn scattered_objects_fetch_a_line_each_for_12_bytes() {
                 .any(|l| l.split_whitespace().take(2).eq(["1", "64-127"])
                     && l.contains("12000     12.0")),
             "{layout}"
+        );
+        // Per object: the objects and the pointer array were allocated in
+        // main, before the window, on the brk heap: one row, which every
+        // access of the two loads and the pointer read is in, so its line
+        // use is theirs, whole: 12,000 lines with 12 bytes used and 1,500
+        // with 64.
+        let o = &v["objects"];
+        assert_eq!(o["line_use"], true, "{o:#}");
+        let heap: Vec<&Value> = o["others"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["kind"] == "heap, allocated earlier")
+            .collect();
+        assert_eq!(heap.len(), 1, "{o:#}");
+        let h = heap[0];
+        assert_eq!(
+            (
+                h["accesses"].as_u64(),
+                h["lines_fetched"].as_u64(),
+                h["bytes_used"].as_u64(),
+                h["line_use_accesses"].as_u64()
+            ),
+            (
+                Some(4 * 12_000),
+                Some(12_000 + 1_500),
+                Some(12 * 12_000 + 64 * 1_500),
+                Some(4 * 12_000)
+            ),
+            "{mode}: {h:#}"
         );
     }
 }

@@ -63,7 +63,8 @@ pub use by_instruction::ByInstruction;
 pub use data::{DataType, DataTypes, Member, TypeKind, TypedAccess, Via};
 pub use objects::{
     AllocSite, FrameCounts, Globals, ObjectCounts, ObjectGlobal, ObjectRegion, Objects,
-    SiteInstruction, SiteInstructions, StackFrames, MAPPED_BEFORE_WINDOW, MAPPING_ALLOCATORS,
+    SiteInstruction, SiteInstructions, StackFrames, HEAP_BEFORE_WINDOW, MAPPED_BEFORE_WINDOW,
+    MAPPING_ALLOCATORS,
 };
 pub use symbols::{Frame, Function, Location, ModuleStatus, ModuleSymbols, Symbols};
 pub use text::thousands;

@@ -130,13 +130,19 @@ pub struct AllocSite {
 /// The `allocator` of a site of mappings made in the capture (dump
 /// version 10 on; older captures did not observe mappings). An allocator
 /// of the program's own may not take these names.
-pub const MAPPING_ALLOCATORS: &[&str] = &["mmap", "mremap", MAPPED_BEFORE_WINDOW];
+pub const MAPPING_ALLOCATORS: &[&str] =
+    &["mmap", "mremap", MAPPED_BEFORE_WINDOW, HEAP_BEFORE_WINDOW];
 
 /// The `allocator` of the one site (stack 0) of the anonymous memory
 /// mapped after the capture's start and before a window opened, while
 /// nothing was traced: not a call seen, the mappings of `/proc/self/maps`
 /// at the window's start that no other object covers.
 pub const MAPPED_BEFORE_WINDOW: &str = "mapped before the window";
+
+/// The `allocator` of the one site (stack 0) of the brk heap made or
+/// grown after the capture's start and before a window opened (with half
+/// the gap above it, where the break grows).
+pub const HEAP_BEFORE_WINDOW: &str = "heap grown before the window";
 
 impl AllocSite {
     /// Whether the site's objects are mappings (made by `mmap`, or by an

@@ -166,14 +166,14 @@ async function viewFlat(s) {
     ? `<td class="num"><span class="count">${GROUPED1.format(x)}</span></td>`
     : `<td class="num"><span class="count">${fmt(x)}</span><span class="pct">${share(x, v.totals[i])}</span></td>`);
   const rows = v.rows.map((r, k) => {
-    const sel = r.function === s.fn && s.by === "function" ? "selected" : "";
+    const sel = r.function === s.fn && flatBy(s) === "function" ? "selected" : "";
     const inc = r.incl ? cell(r.incl[sc], sc) : "";
     const label = esc(r.label) + (r.asm ? ` <span class="muted">${esc(r.asm)}</span>` : "");
     return `<tr class="clickable ${sel}" data-fn="${r.function}" data-row="${k}">${cols.map((i) => cell(r.self[i], i)).join("")}${inc}<td class="label" title="${esc(r.label)}">${label}</td></tr>`;
   }).join("");
   const inclHead = v.rows.length && v.rows[0].incl ? `<th>incl:${esc(v.sort)}</th>` : "";
   const total = `<tr class="total">${cols.map((i) => `<td class="num"><span class="count">${columns(s)[i].ratio ? GROUPED1.format(v.totals[i]) : fmt(v.totals[i])}</span>${columns(s)[i].ratio ? "" : `<span class="pct"></span>`}</td>`).join("")}${inclHead ? "<td></td>" : ""}<td class="label">TOTAL</td></tr>`;
-  const head = header(s, cols, "", s.by, true).replace(`<th class="label">`, `${inclHead}<th class="label">`);
+  const head = header(s, cols, "", flatBy(s), true).replace(`<th class="label">`, `${inclHead}<th class="label">`);
   $("#main").innerHTML = `<table data-test="flat" data-sort="${esc(v.sort)}" data-by="${esc(v.by)}" data-filter="${esc(s.filter)}"><thead>${head}</thead><tbody>${rows}${total}</tbody></table>
     <p class="muted">${fmt(v.rows.length)} of ${fmt(v.matched)} rows · percentages of the total · sorted by ${esc(v.sort)}${v.inclusive ? " (inclusive)" : ""} · click a row to select, double-click for its source</p>`;
   wireSort($("#main"));
@@ -705,10 +705,14 @@ function objectsHtml(v) {
   if (!o) return `<h3>Objects</h3><p class="muted" data-test="objects-note">${esc(v.objects_note)}</p>`;
   // Coherence columns where any row sent an invalidation, as the CLI.
   const coherent = o.coherence && o.sites.concat(o.others).some((r) => r.invalidations > 0);
-  const extra = coherent ? 2 : 0;
+  const extra = (coherent ? 2 : 0) + (o.line_use ? 3 : 0);
+  // Line utilisation (`--line-use`): over the instructions whose every
+  // access is the object's, as the CLI's `fetched`, `used/line`, `of`.
+  const lineUse = (r) => !o.line_use ? "" : `<td class="num" data-test="lines-fetched">${fmt(r.lines_fetched)}</td><td class="num">${r.lines_fetched ? (r.bytes_used / r.lines_fetched).toFixed(1) : "-"}</td><td class="num">${r.accesses ? pctOf(r.line_use_accesses, r.accesses) : "-"}</td>`;
   const misses = (r) => r.misses.map((m) => `<td class="num">${fmt(m)}</td>`).join("")
-    + (coherent ? `<td class="num" data-test="invalidations">${fmt(r.invalidations)}</td><td class="num" data-test="false-sharing">${fmt(r.false_sharing)}</td>` : "");
-  const heads = (first) => `<tr><th class="label">${first}</th><th class="label">allocator</th><th>blocks</th><th>bytes</th><th>accesses</th><th>reads</th><th>writes</th>${o.levels.map((l) => `<th>miss:${esc(l)}</th>`).join("")}${coherent ? "<th>invalidations</th><th>false_sharing</th>" : ""}</tr>`;
+    + (coherent ? `<td class="num" data-test="invalidations">${fmt(r.invalidations)}</td><td class="num" data-test="false-sharing">${fmt(r.false_sharing)}</td>` : "")
+    + lineUse(r);
+  const heads = (first) => `<tr><th class="label">${first}</th><th class="label">allocator</th><th>blocks</th><th>bytes</th><th>accesses</th><th>reads</th><th>writes</th>${o.levels.map((l) => `<th>miss:${esc(l)}</th>`).join("")}${coherent ? "<th>invalidations</th><th>false_sharing</th>" : ""}${o.line_use ? "<th>fetched</th><th>used/line</th><th>of</th>" : ""}</tr>`;
   const site = (r) => {
     const top = r.frames.slice(r.user_frame, r.user_frame + 3).join(" ← ") || r.label;
     const stack = r.frames.map((f, i) => `${i === r.user_frame ? "▶ " : "  "}${f}`).join("\n");
@@ -733,7 +737,7 @@ function objectsHtml(v) {
     <table data-test="objects-sites"><thead>${heads("allocation site (top frames; click for the whole stack)")}</thead><tbody>${o.sites.length ? o.sites.map(site).join("") : `<tr><td class="label muted" colspan="${7 + o.levels.length + extra}">(no allocation seen in the capture)</td></tr>`}</tbody></table>
     <p class="muted">heap blocks by the call stack that allocated them, ranked by misses (first level, then last, then accesses)</p>
     <table data-test="objects-others"><thead>${heads("other object (a module's global, else the mapping at the capture's start)")}</thead><tbody>${o.others.map(other).join("")}</tbody></table>
-    <p class="muted">an access counts once, in the object holding its first byte, at the level that served it (as the code views count it); miss:X = accesses served below X${coherent ? "; invalidations: coherence invalidations its accesses sent to other cores, false_sharing: of those, where the other core had touched only other bytes of the line" : ""}</p>`;
+    <p class="muted">an access counts once, in the object holding its first byte, at the level that served it (as the code views count it); miss:X = accesses served below X${o.line_use ? "; fetched, used/line: first-level data lines the object's accesses fetched and the bytes of each used while it stayed, over the instructions whose every access is the object's (of: their share of its accesses)" : ""}${coherent ? "; invalidations: coherence invalidations its accesses sent to other cores, false_sharing: of those, where the other core had touched only other bytes of the line" : ""}</p>`;
 }
 
 // A member's declaration as pahole writes it.
