@@ -1561,8 +1561,26 @@ impl Objects {
     /// A window opens and `[start, end)` is mapped by nothing: what the
     /// mappings made in the capture had there was unmapped while nothing
     /// was traced (between two windows). Allocation-free.
+    /// The heap's piece is left as it is: it reaches past the break on
+    /// purpose (where the break grows), and `maps` shows no line there.
     pub fn unmapped_before_window(&mut self, start: u64, end: u64, budget: &mut Budget) {
-        self.unmap(start, end, budget);
+        let heap = self.earlier_site[1];
+        let mut a = start;
+        while a < end {
+            let pieces = self.pieces.as_slice();
+            let i = pieces.partition_point(|p| p.end <= a);
+            let Some(p) = pieces[i..]
+                .iter()
+                .take_while(|p| p.start < end)
+                .find(|p| p.site != heap)
+                .copied()
+            else {
+                return;
+            };
+            let (s, e) = (p.start.max(a), p.end.min(end));
+            self.unmap(s, e, budget);
+            a = e;
+        }
     }
 
     /// A piece of the site of memory mapped before the window (`k` 0) or
@@ -2115,6 +2133,66 @@ mod tests {
         );
         assert_eq!(d.regions[0].counts.accesses(), 1);
         assert_eq!(d.unmapped.accesses(), 0);
+    }
+
+    /// The heap grown before the window reaches half the gap above it,
+    /// and keeps it when a window finds that gap mapped by nothing; a
+    /// mapping made in the capture that lies in such a gap is cut out.
+    #[test]
+    fn the_heap_grown_before_the_window_keeps_its_reach_and_gaps_cut_mappings() {
+        let map = |start, end| Mapping {
+            start,
+            end,
+            perms: "rw-p".into(),
+            path: String::new(),
+        };
+        let mut o = Objects::new(
+            true,
+            1,
+            &[(0x1000, Kind::Mmap, "mmap")],
+            vec![map(0x10000, 0x20000), map(0x100000, 0x110000)],
+        );
+        let mut b = Budget::new(usize::MAX);
+        o.observe(
+            0,
+            0x1000,
+            0x7000,
+            3,
+            || false,
+            &Regs([0, 0x1000, 3, 0]),
+            &mut b,
+        );
+        o.observe(
+            0,
+            0x9999,
+            0x7000,
+            3,
+            || true,
+            &Regs([0, 0, 0, 0xC0000]),
+            &mut b,
+        );
+        // The heap [0x30000, 0x40000): up to half the gap to the mmap.
+        o.mapped_before_window(0x30000, 0x40000, true, &mut b);
+        // The next window: the gaps around the heap line are mapped by
+        // nothing, the mmap too.
+        o.unmapped_before_window(0x20000, 0x30000, &mut b);
+        o.unmapped_before_window(0x40000, 0x100000, &mut b);
+        let r = served(ServedBy::L1);
+        for a in [0x30008, 0x7FFF8, 0x80008, 0xC0008] {
+            o.access(AccessKind::Read, a, 0x40_0000, &r, &mut b, NO_THREAD);
+        }
+        let d = o.finish(1);
+        let sites: Vec<(&str, u64)> = d
+            .sites
+            .iter()
+            .map(|s| (s.allocator.as_str(), s.counts.accesses()))
+            .collect();
+        assert_eq!(
+            sites,
+            [("mmap", 0), (coldcache_dump::HEAP_BEFORE_WINDOW, 2)]
+        );
+        assert_eq!(d.sites[0].freed, 1);
+        assert_eq!(d.unmapped.accesses(), 2);
     }
 
     #[test]
