@@ -900,9 +900,10 @@ impl Accountant {
     }
 
     /// A window opens and `[start, end)` is an anonymous writable mapping
-    /// of the process (`heap`: the brk heap): see
+    /// of the process (`heap`: the brk heap, whose reach past the break
+    /// ends at most there, where the next line of `maps` begins): see
     /// [`Objects::mapped_before_window`]. Allocation-free.
-    pub fn mapped_before_window(&mut self, start: u64, end: u64, heap: bool) {
+    pub fn mapped_before_window(&mut self, start: u64, end: u64, heap: Option<u64>) {
         if let Some(o) = self.objects.as_deref_mut() {
             o.mapped_before_window(start, end, heap, &mut self.budget);
         }

@@ -800,7 +800,9 @@ impl Objects {
         if self.region_of(sp).is_none() {
             let pieces = self.pieces.as_slice();
             let i = pieces.partition_point(|p| p.start <= sp);
-            if let Some(p) = i.checked_sub(1).map(|i| pieces[i]).filter(|p| sp < p.end) {
+            let heap = self.earlier_site[1];
+            let found = i.checked_sub(1).map(|i| pieces[i]);
+            if let Some(p) = found.filter(|p| sp < p.end && p.site != heap) {
                 if let Some(slot) = self.late_stacks.get_mut(ti) {
                     *slot = (p.start, p.end);
                 }
@@ -862,15 +864,6 @@ impl Objects {
         if addr.wrapping_sub(s) < e.wrapping_sub(s) {
             self.region_access(region, addr, ip, side, r, budget, thread);
             return;
-        }
-        // The thread's own stack when it is no mapping of the start.
-        let (s, e) = self.late_stacks.get(thread.1).copied().unwrap_or((0, 0));
-        if addr.wrapping_sub(s) < e.wrapping_sub(s) {
-            if let Some(stack) = frame_of(thread.2, addr) {
-                if self.frame_access(stack, side, r, budget) {
-                    return;
-                }
-            }
         }
         // The block this instruction touched last, if still live.
         let slot = ip_slot(ip);
@@ -1082,6 +1075,16 @@ impl Objects {
             };
             self.site_access(n.site, ip, side, r, budget);
             return;
+        }
+        // The thread's own stack when it is no mapping of the start (after
+        // the blocks: a stack may lie in memory that holds some).
+        let (s, e) = self.late_stacks.get(thread.1).copied().unwrap_or((0, 0));
+        if addr.wrapping_sub(s) < e.wrapping_sub(s) {
+            if let Some(stack) = frame_of(thread.2, addr) {
+                if self.frame_access(stack, side, r, budget) {
+                    return;
+                }
+            }
         }
         if let Some(site) = self.piece_of(addr) {
             self.site_access(site, ip, side, r, budget);
@@ -1502,19 +1505,20 @@ impl Objects {
     /// `heap`: the range is the brk heap (`[heap]`), which made after the
     /// start (a program's first `malloc` after the library's constructor)
     /// is a row of its own, [`Kind::EarlierHeap`], reaching up to half the
-    /// gap to what lies above it, as the start's heap does (where a grown
-    /// break goes).
+    /// gap to what lies above it (the next mapping of the start, piece, or
+    /// the limit given: where `maps` shows the next line), as the start's
+    /// heap does (where a grown break goes).
     pub fn mapped_before_window(
         &mut self,
         start: u64,
         mut end: u64,
-        heap: bool,
+        heap: Option<u64>,
         budget: &mut Budget,
     ) {
         if !self.on {
             return;
         }
-        if heap {
+        if let Some(limit) = heap {
             let next_region = self
                 .regions
                 .get(self.regions.partition_point(|r| r.map.start < end))
@@ -1523,7 +1527,7 @@ impl Objects {
             let next_piece = pieces
                 .get(pieces.partition_point(|p| p.start < end))
                 .map_or(u64::MAX, |p| p.start);
-            let next = next_region.min(next_piece);
+            let next = next_region.min(next_piece).min(limit);
             if next > end {
                 end += (next - end) / 2;
             }
@@ -1553,7 +1557,7 @@ impl Objects {
                 .get(pieces.partition_point(|p| p.start <= a))
                 .map_or(u64::MAX, |p| p.start);
             let b = end.min(next_region).min(next_piece);
-            self.earlier_piece(a, b, usize::from(heap), budget);
+            self.earlier_piece(a, b, usize::from(heap.is_some()), budget);
             a = b;
         }
     }
@@ -2082,9 +2086,9 @@ mod tests {
             &Regs([0, 0, 0, 0x30000]),
             &mut b,
         );
-        o.mapped_before_window(0x8000, 0x40000, false, &mut b);
+        o.mapped_before_window(0x8000, 0x40000, None, &mut b);
         // A second window sees the same mappings: nothing new.
-        o.mapped_before_window(0x8000, 0x40000, false, &mut b);
+        o.mapped_before_window(0x8000, 0x40000, None, &mut b);
         // A thread whose stack is in [0x20000, 0x30000).
         o.thread_stack(0, 0x2F000, 0, 0);
         let r = served(ServedBy::L1);
@@ -2172,7 +2176,7 @@ mod tests {
             &mut b,
         );
         // The heap [0x30000, 0x40000): up to half the gap to the mmap.
-        o.mapped_before_window(0x30000, 0x40000, true, &mut b);
+        o.mapped_before_window(0x30000, 0x40000, Some(u64::MAX), &mut b);
         // The next window: the gaps around the heap line are mapped by
         // nothing, the mmap too.
         o.unmapped_before_window(0x20000, 0x30000, &mut b);

@@ -223,7 +223,14 @@ fn type_rows(
     }
     for (s, r) in rows.iter_mut().enumerate() {
         let block = (r.blocks > 0).then(|| r.bytes.div_ceil(r.blocks));
-        let ty = if sites {
+        // The rows of memory mapped or grown before the window are not
+        // sites: typed as mappings are.
+        let before = [
+            coldcache_dump::MAPPED_BEFORE_WINDOW,
+            coldcache_dump::HEAP_BEFORE_WINDOW,
+        ]
+        .contains(&r.allocator.as_str());
+        let ty = if sites && !before {
             site_type(data, &types[s], block)
         } else {
             types[s]
@@ -880,7 +887,7 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
             .map_or(0, |b| b.dropped.accesses() + b.regions_dropped.accesses())
             + o.globals.as_ref().map_or(0, |g| g.dropped.accesses()),
         types_note: types_note(dump, o),
-        line_use: by_ip.is_some(),
+        line_use: by_ip.is_some() && o.by_instruction.is_some(),
     })
 }
 

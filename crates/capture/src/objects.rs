@@ -182,9 +182,14 @@ pub(crate) fn window_start(acc: &mut crate::account::Accountant) {
     if !ON.load(Ordering::Acquire) {
         return;
     }
-    // What lies between two lines is mapped by nothing.
+    // What lies between two lines is mapped by nothing. The heap's line
+    // waits for the next one, where its reach past the break ends.
     let mut last = 0;
-    crate::procfs::for_each_self_mapping_file(|start, end, perms, path, _| {
+    let mut heap_line: Option<(u64, u64)> = None;
+    let read = crate::procfs::for_each_self_mapping_file(|start, end, perms, path, _| {
+        if let Some((s, e)) = heap_line.take() {
+            acc.mapped_before_window(s, e, Some(start));
+        }
         if start > last {
             acc.unmapped_before_window(last, start);
         }
@@ -193,10 +198,18 @@ pub(crate) fn window_start(acc: &mut crate::account::Accountant) {
         let anonymous_private =
             (path.is_empty() || heap) && perms.starts_with(b"rw") && perms.ends_with(b"p");
         if anonymous_private && !coldcache_grow::in_own_regions(start, end) {
-            acc.mapped_before_window(start, end, heap);
+            if heap {
+                heap_line = Some((start, end));
+            } else {
+                acc.mapped_before_window(start, end, None);
+            }
         }
     });
-    if last > 0 {
+    if let Some((s, e)) = heap_line {
+        acc.mapped_before_window(s, e, Some(u64::MAX));
+    }
+    // A read that failed part way says nothing of what lies above.
+    if read && last > 0 {
         acc.unmapped_before_window(last, u64::MAX);
     }
 }

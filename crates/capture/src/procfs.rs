@@ -234,7 +234,7 @@ impl FileId {
 /// handler finds the code a `dlopen` mapped during a capture with it. A
 /// line longer than the line buffer (a path of more than about 400 bytes)
 /// is given with an empty path, which no caller takes for stable code.
-/// Returns false when the file could not be opened.
+/// Returns false when the file could not be opened or read to its end.
 /// (`file`: the mapped file's identity, inode 0: none).
 pub(crate) fn for_each_self_mapping_file(
     mut f: impl FnMut(u64, u64, &[u8], &[u8], FileId),
@@ -254,11 +254,15 @@ pub(crate) fn for_each_self_mapping_file(
     let mut buf = [0u8; 2048];
     let mut line = [0u8; 512];
     let (mut len, mut long) = (0usize, false);
+    let mut whole = true;
     loop {
         // SAFETY: reading at most `buf.len()` bytes into a live stack buffer.
         let n = unsafe { libc::syscall(libc::SYS_read, fd, buf.as_mut_ptr(), buf.len()) };
         if n == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
             continue;
+        }
+        if n < 0 {
+            whole = false;
         }
         if n <= 0 {
             break;
@@ -281,7 +285,7 @@ pub(crate) fn for_each_self_mapping_file(
     }
     // SAFETY: closing the descriptor opened above.
     unsafe { libc::syscall(libc::SYS_close, fd) };
-    true
+    whole
 }
 
 /// One `maps` line: start, end, permissions, path, file.
