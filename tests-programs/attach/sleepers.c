@@ -1,8 +1,12 @@
-/* Two threads that sleep in short nanosleeps for about 4 s and count the
+/* Two threads that sleep in short nanosleeps for about 8 s and count the
  * sleeps a signal ended early (EINTR): `attach` without a trigger starts
  * and stops its capture with signals, and the dump's notes must count
  * every wait they ended (crates/cli/tests/attach.rs). Prints "ready",
- * then "interrupted N" at the end. */
+ * then "interrupted N" at the end. Long enough that a one-second capture
+ * ends while both still sleep, however loaded the machine: with 4 s, a
+ * stop signal once came when `main` waited in `pthread_join`, whose
+ * futex wait glibc restarts after EINTR unseen by the program (counted
+ * by the capture, not by the program: 4 against 3). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -14,7 +18,7 @@ static atomic_int interrupted;
 static void *sleeper(void *arg)
 {
     (void)arg;
-    for (int i = 0; i < 40; i++) {
+    for (int i = 0; i < 80; i++) {
         struct timespec t = {0, 100000000}, rem;
         if (nanosleep(&t, &rem) != 0 && errno == EINTR)
             atomic_fetch_add(&interrupted, 1);
