@@ -31,9 +31,18 @@
 //! Live blocks are kept in a treap (start → end, site) in memory mapped
 //! through [`crate::grow`] (allocation-free once built, within the
 //! budget); a data access goes to the block containing its first byte
-//! (a one-entry memo first: the last block found), else to the global
-//! that holds it (below), else to the mapping of the start that holds it
-//! (sorted, binary search), else to `unmapped`.
+//! (a one-entry memo first: the last block found), else to a thread's
+//! own stack frame, else to the mapping made in the capture that holds it
+//! (below), else to the global that holds it (below), else to the mapping
+//! of the start that holds it (sorted, binary search), else to
+//! `unmapped`.
+//!
+//! Mappings: `mmap`, `munmap` and `mremap` are observed as the allocators
+//! are, inside an allocator call too (a second pending call per thread);
+//! each mapping made is a site of its `mmap`'s call stack, cut into pieces
+//! by `munmap` (a sorted array in grow memory). When a window opens, the
+//! anonymous memory and brk heap mapped since the start while nothing was
+//! traced become two more sites ([`Objects::mapped_before_window`]).
 //! Counts per site and per mapping: accesses per side at each serving
 //! level, the dump's `OBJS` section (`coldcache_dump::Objects`). Naming
 //! (functions of a site, which mapping is whose stack) is the views'.
@@ -798,11 +807,8 @@ impl Objects {
             *slot = (0, 0);
         }
         if self.region_of(sp).is_none() {
-            let pieces = self.pieces.as_slice();
-            let i = pieces.partition_point(|p| p.start <= sp);
             let heap = self.earlier_site[1];
-            let found = i.checked_sub(1).map(|i| pieces[i]);
-            if let Some(p) = found.filter(|p| sp < p.end && p.site != heap) {
+            if let Some(p) = self.piece_holding(sp).filter(|p| p.site != heap) {
                 if let Some(slot) = self.late_stacks.get_mut(ti) {
                     *slot = (p.start, p.end);
                 }
@@ -1400,6 +1406,13 @@ impl Objects {
         Some(i)
     }
 
+    /// The piece of a mapping made in the capture that holds `a`.
+    fn piece_holding(&self, a: u64) -> Option<Piece> {
+        let pieces = self.pieces.as_slice();
+        let i = pieces.partition_point(|p| p.start <= a);
+        pieces.get(i.checked_sub(1)?).filter(|p| a < p.end).copied()
+    }
+
     /// The site of the mapping made in the capture that holds `a`.
     #[inline(always)]
     fn piece_of(&mut self, a: u64) -> Option<u32> {
@@ -1410,12 +1423,7 @@ impl Objects {
         if a.wrapping_sub(s) < e.wrapping_sub(s) {
             return Some(site);
         }
-        let pieces = self.pieces.as_slice();
-        let i = pieces.partition_point(|p| p.start <= a);
-        let p = pieces.get(i.checked_sub(1)?)?;
-        if a >= p.end {
-            return None;
-        }
+        let p = self.piece_holding(a)?;
         self.piece_memo = (p.start, p.end, p.site);
         Some(p.site)
     }
@@ -1431,13 +1439,7 @@ impl Objects {
         let mut grown = call.len;
         let mut old = None;
         if kind == Some(Kind::Mremap) {
-            let pieces = self.pieces.as_slice();
-            let i = pieces.partition_point(|p| p.start <= call.old);
-            old = i
-                .checked_sub(1)
-                .map(|i| pieces[i])
-                .filter(|p| call.old < p.end)
-                .map(|p| (p.site, p.mapping));
+            old = self.piece_holding(call.old).map(|p| (p.site, p.mapping));
             self.unmap(call.old, call.old.saturating_add(call.old_len), budget);
             if old.is_some() {
                 grown = call.len.saturating_sub(call.old_len);
@@ -1538,12 +1540,7 @@ impl Objects {
             let covered = self
                 .region_of(a)
                 .map(|i| self.regions[i].map.end)
-                .or_else(|| {
-                    let pieces = self.pieces.as_slice();
-                    let i = pieces.partition_point(|p| p.start <= a);
-                    let p = pieces.get(i.checked_sub(1)?)?;
-                    (a < p.end).then_some(p.end)
-                });
+                .or_else(|| self.piece_holding(a).map(|p| p.end));
             if let Some(e) = covered {
                 a = e;
                 continue;
@@ -2051,6 +2048,12 @@ mod tests {
         assert_eq!(d.unreturned, 0);
     }
 
+    /// One page mapped at `at` by a call of the `mmap` at 0x1000 (stack 3).
+    fn mmap_page(o: &mut Objects, at: u64, b: &mut Budget) {
+        o.observe(0, 0x1000, 0x7000, 3, || false, &Regs([0, 0x1000, 3, 0]), b);
+        o.observe(0, 0x9999, 0x7000, 3, || true, &Regs([0, 0, 0, at]), b);
+    }
+
     /// Memory mapped before a window: what the start's mappings and the
     /// capture's own mappings leave of each anonymous mapping, one site; a
     /// thread's stack among it keeps there what is outside its frames.
@@ -2068,24 +2071,7 @@ mod tests {
             }],
         );
         let mut b = Budget::new(usize::MAX);
-        o.observe(
-            0,
-            0x1000,
-            0x7000,
-            3,
-            || false,
-            &Regs([0, 0x1000, 3, 0]),
-            &mut b,
-        );
-        o.observe(
-            0,
-            0x9999,
-            0x7000,
-            3,
-            || true,
-            &Regs([0, 0, 0, 0x30000]),
-            &mut b,
-        );
+        mmap_page(&mut o, 0x30000, &mut b);
         o.mapped_before_window(0x8000, 0x40000, None, &mut b);
         // A second window sees the same mappings: nothing new.
         o.mapped_before_window(0x8000, 0x40000, None, &mut b);
@@ -2157,24 +2143,7 @@ mod tests {
             vec![map(0x10000, 0x20000), map(0x100000, 0x110000)],
         );
         let mut b = Budget::new(usize::MAX);
-        o.observe(
-            0,
-            0x1000,
-            0x7000,
-            3,
-            || false,
-            &Regs([0, 0x1000, 3, 0]),
-            &mut b,
-        );
-        o.observe(
-            0,
-            0x9999,
-            0x7000,
-            3,
-            || true,
-            &Regs([0, 0, 0, 0xC0000]),
-            &mut b,
-        );
+        mmap_page(&mut o, 0xC0000, &mut b);
         // The heap [0x30000, 0x40000): up to half the gap to the mmap.
         o.mapped_before_window(0x30000, 0x40000, Some(u64::MAX), &mut b);
         // The next window: the gaps around the heap line are mapped by
