@@ -1412,6 +1412,7 @@ impl Accountant {
         let frame = Frame {
             stack: id,
             ret_slot: sp,
+            site,
         };
         let t = &mut self.threads[ti];
         if let Err(r) = t.frames.push(frame, &mut self.budget) {
@@ -2038,6 +2039,7 @@ impl Accountant {
             let frame = Frame {
                 stack: id,
                 ret_slot: slot,
+                site: ret - 1,
             };
             if t.frames.push(frame, &mut self.budget).is_err() {
                 break;

@@ -54,9 +54,12 @@
 //! in grow memory (charged to the budget; an access whose pair cannot be
 //! added is counted in `dropped`, shown by the views). So are a mapping's
 //! (key [`REGION_PAIR`] | index), so that the heap allocated before the
-//! window, anonymous arenas and the modules' globals are typed too; not a
-//! thread's stack, whose accesses are most of any program's and whose
-//! locals the data view names without objects: they pay one compare.
+//! window, anonymous arenas and the modules' globals are typed too. A
+//! thread's access to its own stack is counted in the frame holding it
+//! and in a pair of key [`LOCAL_PAIR`] | (its distance below the frame's
+//! CFA) and "instruction" the frame function's pc (the accessing
+//! instruction in the innermost frame, the call being made in the
+//! others), from which the resolver names the local variable there.
 //!
 //! Globals: the data symbols of the mapped modules' symbol tables
 //! ([`Objects::with_globals`], read by the front end when the capture is
@@ -71,7 +74,7 @@ use crate::grow::{Budget, GrowVec, Index};
 use crate::model::Machine;
 use coldcache_dump::{
     AllocSite, FrameCounts, Globals, ObjectCounts, ObjectGlobal, ObjectRegion, SiteInstruction,
-    SiteInstructions, StackFrames,
+    SiteInstructions, SlotCounts, StackFrames,
 };
 use coldcache_sim::{AccessKind, AccessResult, Side, MAX_LEVELS};
 use iced_x86::Register;
@@ -403,14 +406,25 @@ const GLOBAL_PAIR: u32 = 1 << 30;
 /// The index part of a key.
 const INDEX: u32 = GLOBAL_PAIR - 1;
 
+/// A pair's key for a stack slot: [`GLOBAL_PAIR`] alone, with the slot's
+/// distance below its frame's CFA in the index part; the pair's `ip` is
+/// the pc of the frame's function (see [`frame_of`]). Slots further than
+/// this below the CFA are not kept per slot.
+const LOCAL_PAIR: u32 = GLOBAL_PAIR;
+
 /// A shadow frame of a traced thread (the accountant's call stack): its
-/// call stack's id and the address of its return address.
+/// call stack's id, the address of its return address and the call that
+/// made it.
 #[derive(Clone, Copy, Debug)]
 pub struct Frame {
     /// The stack id of the path ending in this frame's function.
     pub stack: u32,
     /// Where its return address lies (RSP at its entry).
     pub ret_slot: u64,
+    /// The call site in its caller's code (its return address minus 1):
+    /// the caller's pc while this frame is live, at which the resolver
+    /// reads the caller's locals.
+    pub site: u64,
 }
 
 /// The thread making an access: its number in the dump (serial), its
@@ -421,15 +435,19 @@ pub type Thread<'a> = (u32, usize, &'a [Frame]);
 /// the innermost whose return-address slot lies at or above `addr` (a
 /// frame owns its return address and everything below it down to its
 /// callee's). `None` above the outermost (frames entered before what the
-/// capture's unwinding found).
+/// capture's unwinding found). With it: the pc its function is at (`ip`,
+/// the instruction making the access, for the innermost; the call site of
+/// the frame above it for the others) and its CFA (the return address
+/// slot plus 8).
 #[inline(always)]
-fn frame_of(frames: &[Frame], addr: u64) -> Option<u32> {
+fn frame_of(frames: &[Frame], addr: u64, ip: u64) -> Option<(u32, u64, u64)> {
     let last = frames.last()?;
     if addr < last.ret_slot.wrapping_add(8) {
-        return Some(last.stack);
+        return Some((last.stack, ip, last.ret_slot.wrapping_add(8)));
     }
     let k = frames.partition_point(|f| addr < f.ret_slot.wrapping_add(8));
-    Some(frames[k.checked_sub(1)?].stack)
+    let f = frames[k.checked_sub(1)?];
+    Some((f.stack, frames[k].site, f.ret_slot.wrapping_add(8)))
 }
 
 /// A data symbol of a module, at its address in the process: what
@@ -614,6 +632,9 @@ pub struct Objects {
     /// Of those, accesses not kept per frame (the table could not grow):
     /// counted in the stack's mapping.
     frames_dropped: u64,
+    /// Frame accesses not kept per stack slot (the pair table full, or
+    /// further than [`INDEX`] below the CFA): in their frame's row only.
+    locals_dropped: Counts,
     /// The last mapping found that holds no block (a stack, a file):
     /// start, end, index, with [`REGION_PAIR`] set when its accesses are
     /// counted per instruction too (every mapping but a thread's stack),
@@ -722,6 +743,7 @@ impl Objects {
             globals_dropped: Counts::default(),
             frames: GrowVec::new(u32::MAX as usize),
             frames_dropped: 0,
+            locals_dropped: Counts::default(),
             region_memo: (0, 0, 0),
             allocations: 0,
             frees: 0,
@@ -902,8 +924,8 @@ impl Objects {
         let i = (key & INDEX) as usize;
         if key & REGION_PAIR == 0 && self.regions[i].thread == thread.0 {
             // The thread's own stack: the frame holding the address.
-            if let Some(stack) = frame_of(thread.2, addr) {
-                if self.frame_access(stack, side, r, b) {
+            if let Some(f) = frame_of(thread.2, addr, ip) {
+                if self.frame_access(f, addr, side, r, b) {
                     return;
                 }
             }
@@ -927,16 +949,31 @@ impl Objects {
         }
     }
 
-    /// An access to the frame of stack id `stack`; false when its row
-    /// cannot be made (counted in `frames_dropped`, left to the mapping).
+    /// An access at `addr` to the frame `(stack id, pc, CFA)` of
+    /// [`frame_of`]: its frame's row and its slot's pair (pc, distance
+    /// below the CFA); false when the frame's row cannot be made (counted
+    /// in `frames_dropped`, left to the mapping).
     #[inline(always)]
-    fn frame_access(&mut self, stack: u32, side: usize, r: &AccessResult, b: &mut Budget) -> bool {
+    fn frame_access(
+        &mut self,
+        (stack, pc, cfa): (u32, u64, u64),
+        addr: u64,
+        side: usize,
+        r: &AccessResult,
+        b: &mut Budget,
+    ) -> bool {
         let k = stack as usize;
         if k >= self.frames.len() && !self.frames_reach(k, b) {
             self.frames_dropped += 1;
             return false;
         }
         self.frames.at_mut(k).add(side, r);
+        let below = cfa.wrapping_sub(addr);
+        if below <= u64::from(INDEX) {
+            self.pair_access(LOCAL_PAIR | below as u32, pc, side, r, b);
+        } else {
+            self.locals_dropped.add(side, r);
+        }
         true
     }
 
@@ -1012,7 +1049,9 @@ impl Objects {
             None => match self.add_pair(site, ip, h, b) {
                 Some(p) => p,
                 None => {
-                    if site & GLOBAL_PAIR != 0 {
+                    if site & !INDEX == LOCAL_PAIR {
+                        self.locals_dropped.add(side, r);
+                    } else if site & GLOBAL_PAIR != 0 {
                         self.globals_dropped.add(side, r);
                     } else if site & REGION_PAIR != 0 {
                         self.regions_dropped.add(side, r);
@@ -1086,8 +1125,8 @@ impl Objects {
         // the blocks: a stack may lie in memory that holds some).
         let (s, e) = self.late_stacks.get(thread.1).copied().unwrap_or((0, 0));
         if addr.wrapping_sub(s) < e.wrapping_sub(s) {
-            if let Some(stack) = frame_of(thread.2, addr) {
-                if self.frame_access(stack, side, r, budget) {
+            if let Some(f) = frame_of(thread.2, addr, ip) {
+                if self.frame_access(f, addr, side, r, budget) {
                     return;
                 }
             }
@@ -1868,6 +1907,15 @@ impl Objects {
                     })
                     .collect(),
                 dropped: self.frames_dropped,
+                slots: pairs(LOCAL_PAIR)
+                    .into_iter()
+                    .map(|p| SlotCounts {
+                        pc: p.ip,
+                        below: u64::from(p.site),
+                        counts: p.counts,
+                    })
+                    .collect(),
+                slots_dropped: self.locals_dropped.to_dump(levels),
             }),
             by_instruction: Some(SiteInstructions {
                 rows: pairs(0),
@@ -2086,6 +2134,7 @@ mod tests {
         let frames = [Frame {
             stack: 7,
             ret_slot: 0x2F000,
+            site: 0,
         }];
         o.access(
             AccessKind::Read,
@@ -2298,10 +2347,13 @@ mod tests {
 
     /// A thread's accesses to its own stack go to the frame holding the
     /// address: frames (stack 1, return address at 0x7fff_8000) and its
-    /// callee (stack 2, at 0x7fff_7000). By hand: 0x7fff_6ff0 and the
-    /// callee's return address 0x7fff_7000..8 are stack 2's, 0x7fff_7008
-    /// stack 1's; 0x7fff_8010 (above the outermost frame) and another
-    /// thread's access stay in the mapping.
+    /// callee (stack 2, at 0x7fff_7000, called from 0x40_1234). By hand:
+    /// 0x7fff_6ff0 and the callee's return address 0x7fff_7000..8 are
+    /// stack 2's, 0x7fff_7008 stack 1's; 0x7fff_8010 (above the outermost
+    /// frame) and another thread's access stay in the mapping. By slot:
+    /// the callee's at the accessing instruction 0x40_0000, 0x18 and 8
+    /// below its CFA 0x7fff_7008; the caller's at its call 0x40_1234,
+    /// 0x1000 below its CFA 0x7fff_8008.
     #[test]
     fn stack_accesses_go_to_the_frame_holding_the_address() {
         let mut o = Objects::new(
@@ -2320,20 +2372,23 @@ mod tests {
             Frame {
                 stack: 1,
                 ret_slot: 0x7fff_8000,
+                site: 0x40_0ff0,
             },
             Frame {
                 stack: 2,
                 ret_slot: 0x7fff_7000,
+                site: 0x40_1234,
             },
         ];
         let mut b = Budget::new(usize::MAX);
         let r = served(ServedBy::L1);
         for (addr, thread) in [
             (0x7fff_6ff0, 0),
-            (0x7fff_7007, 0),
+            (0x7fff_7000, 0),
             (0x7fff_7008, 0),
             (0x7fff_8010, 0),
             (0x7fff_6ff0, 1),
+            (0x7fff_6ff0, 0),
         ] {
             o.access(
                 AccessKind::Read,
@@ -2351,11 +2406,26 @@ mod tests {
             .iter()
             .map(|r| (r.stack, r.counts.accesses()))
             .collect();
-        assert_eq!(rows, [(1, 1), (2, 2)]);
+        assert_eq!(rows, [(1, 1), (2, 3)]);
         assert_eq!(f.dropped, 0);
+        let mut slots: Vec<(u64, u64, u64)> = f
+            .slots
+            .iter()
+            .map(|s| (s.pc, s.below, s.counts.accesses()))
+            .collect();
+        slots.sort_unstable();
+        assert_eq!(
+            slots,
+            [
+                (0x40_0000, 8, 1),
+                (0x40_0000, 0x18, 2),
+                (0x40_1234, 0x1000, 1)
+            ]
+        );
+        assert_eq!(f.slots_dropped.accesses(), 0);
         assert_eq!(d.regions[0].counts.accesses(), 2);
         // No frames known: the mapping's.
-        assert_eq!(frame_of(&[], 0x7fff_6ff0), None);
+        assert_eq!(frame_of(&[], 0x7fff_6ff0, 0), None);
     }
 
     #[test]

@@ -229,6 +229,7 @@ fn main() {
             })
             .collect(),
         modules: d3.modules.iter().map(|_| String::new()).collect(),
+        slots: Vec::new(),
     });
     drop(p);
     let p3 = Profile::new(d3, ProfileOptions::default());

@@ -32,7 +32,9 @@ pub struct ObjectRow {
     /// `thread-local`, `heap,
     /// allocated earlier`, `anonymous`, `module data`, `global` (a global
     /// or static variable of a module), `stack frame` (a function's frames
-    /// on the traced threads' stacks), `file`, `other`, `unmapped`.
+    /// on the traced threads' stacks, outside the locals named), `local`
+    /// (a local variable or parameter of a function, all its frames
+    /// together), `file`, `other`, `unmapped`.
     pub kind: String,
     /// What it is: the allocator and the site's innermost frame, or the
     /// mapping.
@@ -311,6 +313,34 @@ pub fn objects_note(dump: &Dump) -> String {
     } else {
         "this dump has no object data (record with --objects to track heap blocks and mappings)"
             .to_string()
+    }
+}
+
+/// Adds `b` to `a`.
+fn add_counts(a: &mut ObjectCounts, b: &ObjectCounts) {
+    for side in 0..2 {
+        let (x, y) = (&mut a.served[side], &b.served[side]);
+        if x.len() < y.len() {
+            x.resize(y.len(), 0);
+        }
+        for (x, y) in x.iter_mut().zip(y) {
+            *x += y;
+        }
+    }
+    for k in 0..2 {
+        a.coherence[k] += b.coherence[k];
+    }
+}
+
+/// Takes `b`, a part of `a`, out of it.
+fn sub_counts(a: &mut ObjectCounts, b: &ObjectCounts) {
+    for side in 0..2 {
+        for (x, y) in a.served[side].iter_mut().zip(&b.served[side]) {
+            *x = x.saturating_sub(*y);
+        }
+    }
+    for k in 0..2 {
+        a.coherence[k] = a.coherence[k].saturating_sub(b.coherence[k]);
     }
 }
 
@@ -789,22 +819,53 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
                 || "an unknown function".to_string(),
                 |f| p.function(f).name.trim_end_matches("@plt").to_string(),
             );
-            let c = by_fn.entry(name).or_default();
-            for side in 0..2 {
-                let (a, b) = (&mut c.served[side], &r.counts.served[side]);
-                if a.len() < b.len() {
-                    a.resize(b.len(), 0);
-                }
-                for (x, y) in a.iter_mut().zip(b) {
-                    *x += y;
-                }
+            add_counts(by_fn.entry(name).or_default(), &r.counts);
+        }
+        // The frames' local variables (version 11): each slot's accesses
+        // go to the variable DWARF places there at the slot's pc, taken
+        // out of its function's frames.
+        let mut split: std::collections::BTreeSet<String> = Default::default();
+        if let (Some(data), Some(syms)) = (dump.data.as_ref(), dump.symbols.as_ref()) {
+            let mut locals: std::collections::BTreeMap<(String, String), (ObjectCounts, u32)> =
+                Default::default();
+            for sl in &f.slots {
+                let Some(t) = data.slot(sl.pc, sl.below) else {
+                    continue;
+                };
+                let Some(func) = syms
+                    .location(sl.pc)
+                    .and_then(|l| l.frames.last())
+                    .and_then(|fr| syms.functions.get(fr.function as usize))
+                else {
+                    continue;
+                };
+                let Some(frame) = by_fn.get_mut(&func.name) else {
+                    continue;
+                };
+                sub_counts(frame, &sl.counts);
+                let l = locals
+                    .entry((func.name.clone(), t.variable.clone()))
+                    .or_insert_with(|| (ObjectCounts::default(), t.ty));
+                add_counts(&mut l.0, &sl.counts);
+                split.insert(func.name.clone());
             }
-            for k in 0..2 {
-                c.coherence[k] += r.counts.coherence[k];
-            }
+            others.extend(locals.into_iter().map(|((func, var), (c, ty))| {
+                let mut r = row("local", format!("{var} in {func}"), &c, levels);
+                r.identity = format!("local\0{func}\0{var}");
+                if let Some(t) = data.types.get(ty as usize) {
+                    r.ty = t.name.clone();
+                    r.typed_accesses = r.accesses;
+                }
+                r
+            }));
         }
         others.extend(by_fn.into_iter().map(|(name, c)| {
-            let mut r = row("stack frame", format!("frames of {name}"), &c, levels);
+            let label = if split.contains(&name) {
+                format!("frames of {name}, outside its locals")
+            } else {
+                format!("frames of {name}")
+            };
+            let mut r = row("stack frame", label, &c, levels);
             r.identity = format!("stack frame\0{name}");
             r
         }));

@@ -578,6 +578,7 @@ mod tests {
                 ..Default::default()
             }],
             modules: vec![],
+            slots: vec![],
         });
         let s = summary(&d, Path::new("x.ccdump"));
         assert!(
@@ -645,6 +646,7 @@ mod tests {
                     ..Default::default()
                 }],
                 modules: vec![],
+                slots: vec![],
             }),
             ..Dump::default()
         };

@@ -178,9 +178,37 @@ pub struct DataTypes {
     /// found (`"312 types, 41 of 60 memory instructions typed"`, `"no
     /// DWARF"`), empty when it was not looked at.
     pub modules: Vec<String>,
+    /// The local variables of the stack slots the objects' frames touched
+    /// (`StackFrames::slots`), sorted by (pc, below), no duplicates
+    /// (version 11, section `LOCL`; empty before).
+    pub slots: Vec<TypedSlot>,
+}
+
+/// The local variable (or parameter) at one stack slot of a frame, as
+/// DWARF places it at the frame's pc.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TypedSlot {
+    /// Run-time pc in the frame's function.
+    pub pc: u64,
+    /// The slot's distance below the frame's CFA.
+    pub below: u64,
+    /// The variable's name.
+    pub variable: String,
+    /// Its type (index into [`DataTypes::types`]).
+    pub ty: u32,
+    /// Where the slot lies in the variable (bytes from its start).
+    pub offset: u64,
 }
 
 impl DataTypes {
+    /// The variable of the stack slot `below` its frame's CFA at `pc`.
+    pub fn slot(&self, pc: u64, below: u64) -> Option<&TypedSlot> {
+        self.slots
+            .binary_search_by_key(&(pc, below), |s| (s.pc, s.below))
+            .ok()
+            .map(|i| &self.slots[i])
+    }
+
     /// The typed access of the instruction at `addr`, when there is one.
     pub fn access(&self, addr: u64) -> Option<&TypedAccess> {
         self.accesses
@@ -301,6 +329,55 @@ impl DataTypes {
         }
     }
 
+    /// Section `LOCL` (version 11): `slots`.
+    pub(crate) fn encode_slots(&self, b: &mut Vec<u8>) {
+        varint::put(b, self.slots.len() as u64);
+        for s in &self.slots {
+            varint::put(b, s.pc);
+            varint::put(b, s.below);
+            varint::put_bytes(b, s.variable.as_bytes());
+            varint::put(b, s.ty.into());
+            varint::put(b, s.offset);
+        }
+    }
+
+    pub(crate) fn decode_slots(&mut self, buf: &[u8]) -> Result<(), DumpError> {
+        const S: &str = "LOCL";
+        let bad = |what: String| DumpError::Malformed { section: S, what };
+        let mut r = varint::Reader::new(buf, S);
+        let n = r.count(5)?;
+        let mut slots: Vec<TypedSlot> = Vec::with_capacity(n);
+        for i in 0..n {
+            let s = TypedSlot {
+                pc: r.get()?,
+                below: r.get()?,
+                variable: r.string()?,
+                ty: r.get_u32()?,
+                offset: r.get()?,
+            };
+            if s.ty as usize >= self.types.len() {
+                return Err(bad(format!(
+                    "stack slot {i} refers to type {} of {}",
+                    s.ty,
+                    self.types.len()
+                )));
+            }
+            if slots
+                .last()
+                .is_some_and(|p| (p.pc, p.below) >= (s.pc, s.below))
+            {
+                return Err(bad(format!(
+                    "stack slot {i} ({:#x}, {}) is not after the previous one",
+                    s.pc, s.below
+                )));
+            }
+            slots.push(s);
+        }
+        r.finish()?;
+        self.slots = slots;
+        Ok(())
+    }
+
     pub(crate) fn decode(buf: &[u8], nmodules: usize) -> Result<DataTypes, DumpError> {
         const S: &str = "DATA";
         let bad = |what: String| DumpError::Malformed { section: S, what };
@@ -419,6 +496,7 @@ impl DataTypes {
             types,
             accesses,
             modules,
+            slots: Vec::new(),
         })
     }
 }

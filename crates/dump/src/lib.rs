@@ -41,6 +41,11 @@
 //! globals as objects of their own ([`Globals`]; only with `OBJS`), whose
 //! accesses the mappings' rows then leave out, and an optional `OBJF`
 //! section: the traced threads' stack frames as objects ([`StackFrames`]).
+//! Version 11 adds an optional `OBJL` section after `OBJF`: the frames'
+//! accesses by stack slot ([`StackFrames::slots`]), and an optional `LOCL`
+//! section after `DATA`: the local variable of each slot
+//! ([`DataTypes::slots`]), so that the views split a frame into its
+//! locals.
 //! Unknown sections are skipped, so
 //! later versions can add sections that older readers ignore; every older
 //! version keeps loading (samples of each are under test).
@@ -60,11 +65,11 @@ mod varint;
 
 pub use band::Band;
 pub use by_instruction::ByInstruction;
-pub use data::{DataType, DataTypes, Member, TypeKind, TypedAccess, Via};
+pub use data::{DataType, DataTypes, Member, TypeKind, TypedAccess, TypedSlot, Via};
 pub use objects::{
     AllocSite, FrameCounts, Globals, ObjectCounts, ObjectGlobal, ObjectRegion, Objects,
-    SiteInstruction, SiteInstructions, StackFrames, HEAP_BEFORE_WINDOW, MAPPED_BEFORE_WINDOW,
-    MAPPING_ALLOCATORS,
+    SiteInstruction, SiteInstructions, SlotCounts, StackFrames, HEAP_BEFORE_WINDOW,
+    MAPPED_BEFORE_WINDOW, MAPPING_ALLOCATORS,
 };
 pub use symbols::{Frame, Function, Location, ModuleStatus, ModuleSymbols, Symbols};
 pub use text::thousands;
@@ -78,7 +83,7 @@ pub const MAGIC: &[u8; 8] = b"COLDDUMP";
 /// The trailer magic, followed by the CRC-32 of everything before it.
 pub const TRAILER: &[u8; 8] = b"CRC32\0\0\0";
 /// The format version this crate writes.
-pub const VERSION: u32 = 10;
+pub const VERSION: u32 = 11;
 /// Stack id of the empty stack (the root of the stack tree).
 pub const ROOT_STACK: u32 = 0;
 
@@ -810,6 +815,11 @@ impl Dump {
             b.clear();
             data.encode(&mut b);
             section(&mut out, b"DATA", &b);
+            if !data.slots.is_empty() {
+                b.clear();
+                data.encode_slots(&mut b);
+                section(&mut out, b"LOCL", &b);
+            }
         }
 
         if let Some(objects) = &self.objects {
@@ -830,6 +840,11 @@ impl Dump {
                 b.clear();
                 f.encode(&mut b);
                 section(&mut out, b"OBJF", &b);
+                if !f.slots.is_empty() || f.slots_dropped.accesses() > 0 {
+                    b.clear();
+                    f.encode_slots(&mut b);
+                    section(&mut out, b"OBJL", &b);
+                }
             }
         }
 
@@ -1044,10 +1059,21 @@ impl Dump {
             }
             r.finish()?;
         }
-        let data = match get("DATA") {
+        let mut data = match get("DATA") {
             Ok(b) if version >= 4 => Some(DataTypes::decode(b, modules.len())?),
             _ => None,
         };
+        if let (Ok(b), true) = (get("LOCL"), version >= 11) {
+            match data.as_mut() {
+                Some(d) => d.decode_slots(b)?,
+                None => {
+                    return Err(DumpError::Malformed {
+                        section: "LOCL",
+                        what: "a LOCL section without DATA".into(),
+                    })
+                }
+            }
+        }
         let mut objects = match get("OBJS") {
             Ok(b) if version >= 5 => {
                 Some(Objects::decode(b, stacks.len(), threads.len(), version)?)
@@ -1066,8 +1092,12 @@ impl Dump {
                 _ => Ok(None),
             }
         };
-        let (by_instruction, globals, frames) =
-            (part("OBJI", 7)?, part("OBJG", 10)?, part("OBJF", 10)?);
+        let (by_instruction, globals, frames, slots) = (
+            part("OBJI", 7)?,
+            part("OBJG", 10)?,
+            part("OBJF", 10)?,
+            part("OBJL", 11)?,
+        );
         if let Some(o) = objects.as_mut() {
             if let Some(b) = by_instruction {
                 o.by_instruction = Some(SiteInstructions::decode(
@@ -1082,6 +1112,17 @@ impl Dump {
             }
             if let Some(b) = frames {
                 o.frames = Some(StackFrames::decode(b, stacks.len(), version)?);
+            }
+            if let Some(b) = slots {
+                match o.frames.as_mut() {
+                    Some(f) => f.decode_slots(b, version)?,
+                    None => {
+                        return Err(DumpError::Malformed {
+                            section: "OBJL",
+                            what: "an OBJL section without OBJF".into(),
+                        })
+                    }
+                }
             }
         }
         let timeline = match get("TIME") {

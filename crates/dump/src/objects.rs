@@ -234,11 +234,30 @@ pub struct FrameCounts {
     pub counts: ObjectCounts,
 }
 
+/// The accesses of frames to one stack slot: the bytes at `below` under
+/// the frame's CFA (the address above its return address), while its
+/// function was at `pc` (the accessing instruction in the innermost
+/// frame; the call site of the frame above in the others). Which local
+/// variable that is, the resolver reads from DWARF at `pc`
+/// ([`crate::DataTypes::slots`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotCounts {
+    /// Run-time pc in the frame's function.
+    pub pc: u64,
+    /// CFA minus the address of the access's first byte (8 is the
+    /// return address's first byte).
+    pub below: u64,
+    /// Accesses.
+    pub counts: ObjectCounts,
+}
+
 /// Section `OBJF`: stack frames as objects. A thread's access to its own
 /// stack goes to the frame holding the address (the innermost frame whose
 /// return-address slot lies at or above it); the stack's mapping keeps
 /// the rest (addresses above the outermost frame the capture knows,
-/// other threads' accesses, and `dropped`).
+/// other threads' accesses, and `dropped`). Version 11 adds section
+/// `OBJL`: the same accesses by stack slot (`slots`), so that the views
+/// split a frame into its local variables.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StackFrames {
     /// The frames with accesses, by stack id.
@@ -246,6 +265,13 @@ pub struct StackFrames {
     /// Accesses not kept per frame (the table could not grow): in their
     /// stack's mapping row.
     pub dropped: u64,
+    /// The rows' accesses by (pc, slot) (version 11; empty before).
+    #[serde(default)]
+    pub slots: Vec<SlotCounts>,
+    /// Of the rows' accesses, those not kept by slot (the table full, or
+    /// a slot more than 1 GiB below its CFA).
+    #[serde(default)]
+    pub slots_dropped: ObjectCounts,
 }
 
 impl StackFrames {
@@ -256,6 +282,31 @@ impl StackFrames {
             varint::put(b, f.stack.into());
             f.counts.encode(b);
         }
+    }
+
+    /// Section `OBJL` (version 11): `slots` and `slots_dropped`.
+    pub(crate) fn encode_slots(&self, b: &mut Vec<u8>) {
+        varint::put(b, self.slots.len() as u64);
+        for s in &self.slots {
+            varint::put(b, s.pc);
+            varint::put(b, s.below);
+            s.counts.encode(b);
+        }
+        self.slots_dropped.encode(b);
+    }
+
+    pub(crate) fn decode_slots(&mut self, buf: &[u8], version: u32) -> Result<(), DumpError> {
+        let mut r = varint::Reader::new(buf, "OBJL");
+        let n = r.count(3)?;
+        for _ in 0..n {
+            self.slots.push(SlotCounts {
+                pc: r.get()?,
+                below: r.get()?,
+                counts: ObjectCounts::decode(&mut r, version)?,
+            });
+        }
+        self.slots_dropped = ObjectCounts::decode(&mut r, version)?;
+        r.finish()
     }
 
     pub(crate) fn decode(

@@ -5,7 +5,7 @@ use coldcache_dump::symbols::{NO_FILE, NO_MODULE};
 use coldcache_dump::{
     CounterLayout, DataType, DataTypes, Dump, DumpError, Frame, Function, Location, Member, Meta,
     Module, ModuleStatus, ModuleSymbols, Record, Side, SourceText, StackNode, Symbols, Thread,
-    TypeKind, TypedAccess, Via,
+    TypeKind, TypedAccess, TypedSlot, Via,
 };
 
 fn sample() -> Dump {
@@ -425,6 +425,7 @@ fn sample_v4() -> Dump {
             },
         ],
         modules: d.modules.iter().map(|_| "2 types".to_string()).collect(),
+        slots: Vec::new(),
     });
     d
 }
@@ -460,10 +461,59 @@ fn data_types_round_trip_and_a_path_to_no_member_is_refused() {
     bad.data.as_mut().unwrap().accesses[0].path = vec![3];
     let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
     assert!(e.contains("DATA") && e.contains("member 3"), "{e}");
-    let mut bad = d;
+    let mut bad = d.clone();
     bad.data.as_mut().unwrap().types[1].members[0].ty = 7;
     let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
     assert!(e.contains("DATA") && e.contains("type 7"), "{e}");
+    // Version 11: the locals of stack slots, found by (pc, below); a
+    // slot's type out of range, and slots out of order, are refused.
+    let mut slots = d;
+    let slot = |pc: u64, below: u64, variable: &str, ty: u32, offset: u64| TypedSlot {
+        pc,
+        below,
+        variable: variable.into(),
+        ty,
+        offset,
+    };
+    slots.data.as_mut().unwrap().slots = vec![
+        slot(0x401000, 24, "arr", 0, 8),
+        slot(0x401000, 200, "e", 1, 40),
+        slot(0x401010, 24, "arr", 0, 8),
+    ];
+    let back = Dump::from_bytes(&slots.to_bytes()).unwrap();
+    assert_eq!(back, slots);
+    let data = back.data.as_ref().unwrap();
+    assert_eq!(
+        data.slot(0x401000, 200).map(|s| s.variable.as_str()),
+        Some("e")
+    );
+    assert_eq!(data.slot(0x401000, 25), None);
+    let mut bad = slots.clone();
+    bad.data.as_mut().unwrap().slots[1].ty = 2;
+    let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
+    assert!(
+        e.contains("LOCL") && e.contains("stack slot 1") && e.contains("type 2"),
+        "{e}"
+    );
+    let mut bad = slots.clone();
+    bad.data.as_mut().unwrap().slots.swap(0, 2);
+    let e = Dump::from_bytes(&bad.to_bytes()).unwrap_err().to_string();
+    assert!(e.contains("LOCL") && e.contains("not after"), "{e}");
+    // Without slots no LOCL section; marked version 10, it is not read.
+    let mut plain = slots.clone();
+    plain.data.as_mut().unwrap().slots.clear();
+    assert!(!plain.to_bytes().windows(4).any(|w| w == b"LOCL"));
+    let mut v10 = slots.to_bytes();
+    v10[8..12].copy_from_slice(&10u32.to_le_bytes());
+    checksum_anew(&mut v10);
+    assert_eq!(Dump::from_bytes(&v10).unwrap(), plain);
+    // A LOCL section without DATA.
+    let mut orphan = slots.to_bytes();
+    let at = orphan.windows(4).position(|w| w == b"DATA").unwrap();
+    orphan[at..at + 4].copy_from_slice(b"XDAT");
+    checksum_anew(&mut orphan);
+    let e = Dump::from_bytes(&orphan).unwrap_err().to_string();
+    assert!(e.contains("LOCL") && e.contains("without DATA"), "{e}");
 }
 
 #[test]
@@ -876,9 +926,29 @@ fn globals_and_frames_round_trip_and_dangling_references_are_refused() {
             counts: counts(512, 256),
         }],
         dropped: 4,
+        slots: vec![
+            coldcache_dump::SlotCounts {
+                pc: 0x40_1000,
+                below: 24,
+                counts: counts(256, 0),
+            },
+            coldcache_dump::SlotCounts {
+                pc: 0x40_1004,
+                below: 8,
+                counts: counts(0, 1),
+            },
+        ],
+        slots_dropped: counts(3, 0),
     });
     let back = Dump::from_bytes(&f.to_bytes()).unwrap();
     assert_eq!(back.objects, f.objects);
+    // Its slots (OBJL, version 11): not read when marked version 10.
+    let mut v10 = f.to_bytes();
+    v10[8..12].copy_from_slice(&10u32.to_le_bytes());
+    checksum_anew(&mut v10);
+    let back = Dump::from_bytes(&v10).unwrap();
+    let frames = back.objects.unwrap().frames.unwrap();
+    assert_eq!((frames.rows.len(), frames.slots.len()), (1, 0));
     f.objects.as_mut().unwrap().frames.as_mut().unwrap().rows[0].stack = 2;
     let e = Dump::from_bytes(&f.to_bytes()).unwrap_err().to_string();
     assert!(e.contains("OBJF") && e.contains("stack 2 of 2"), "{e}");

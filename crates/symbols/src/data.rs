@@ -12,13 +12,15 @@
 
 use crate::elf;
 use coldcache_dump::data::NO_TYPE;
-use coldcache_dump::{DataType, DataTypes, Dump, Location, Module, TypedAccess};
+use coldcache_dump::{DataType, DataTypes, Dump, Location, Module, TypedAccess, TypedSlot};
 use coldcache_types::ModuleTypes;
 
 /// Types being gathered while a dump resolves.
 pub(crate) struct Typing {
     /// Record instruction addresses, sorted, distinct.
     records: Vec<u64>,
+    /// The objects' stack slots (pc, below), sorted, distinct.
+    slots: Vec<(u64, u64)>,
     /// The dump's data types before this resolution.
     previous: Option<DataTypes>,
     out: DataTypes,
@@ -29,8 +31,17 @@ impl Typing {
         let mut records: Vec<u64> = dump.records.iter().map(|r| r.ip).collect();
         records.sort_unstable();
         records.dedup();
+        let mut slots: Vec<(u64, u64)> = dump
+            .objects
+            .iter()
+            .filter_map(|o| o.frames.as_ref())
+            .flat_map(|f| f.slots.iter().map(|s| (s.pc, s.below)))
+            .collect();
+        slots.sort_unstable();
+        slots.dedup();
         Typing {
             records,
+            slots,
             previous: dump.data.clone(),
             out: DataTypes {
                 modules: vec![String::new(); dump.modules.len()],
@@ -81,7 +92,18 @@ impl Typing {
             .filter(|l| !l.code.is_empty())
             .filter_map(|l| Some((l, vaddr_of(l)?)))
             .collect();
+        // The stack slots in the module, at their pcs' file addresses.
+        let lo = self.slots.partition_point(|&(pc, _)| pc < m.start);
+        let hi = self.slots.partition_point(|&(pc, _)| pc < m.end);
+        let slots: Vec<(u64, u64, u64)> = self.slots[lo..hi]
+            .iter()
+            .filter_map(|&(pc, below)| {
+                let off = (pc - m.start).checked_add(m.file_offset)?;
+                Some((pc, below, bin.file_to_vaddr(off)?.0))
+            })
+            .collect();
         let mut pcs: Vec<u64> = todo.iter().map(|&(_, v)| v).collect();
+        pcs.extend(slots.iter().map(|&(_, _, v)| v));
         pcs.sort_unstable();
         pcs.dedup();
         let typed = if separate {
@@ -103,14 +125,27 @@ impl Typing {
                 accesses.push(a);
             }
         }
+        let mut typed_slots = Vec::new();
+        for (pc, below, vaddr) in slots {
+            if let Some((variable, ty, offset)) = mt.type_slot(vaddr, below) {
+                typed_slots.push(TypedSlot {
+                    pc,
+                    below,
+                    variable,
+                    ty,
+                    offset,
+                });
+            }
+        }
         let mut own = DataTypes {
             types: mt.take_types(),
             accesses,
             modules: Vec::new(),
+            slots: typed_slots,
         };
         prune(&mut own);
         *line = mt.summary_with(own.types.len());
-        self.append(own.types, own.accesses);
+        self.append(own.types, own.accesses, own.slots);
     }
 
     /// Module `mi` could not be opened (`why`): keeps what an earlier
@@ -127,19 +162,25 @@ impl Typing {
             .filter(|a| m.start <= a.addr && a.addr < m.end)
             .cloned()
             .collect();
-        if kept.is_empty() {
+        let kept_slots: Vec<TypedSlot> = prev
+            .slots
+            .iter()
+            .filter(|s| m.start <= s.pc && s.pc < m.end)
+            .cloned()
+            .collect();
+        if kept.is_empty() && kept_slots.is_empty() {
             self.out.modules[mi] = format!("not typed: {why}");
             return;
         }
         let was = prev.modules.get(mi).cloned().unwrap_or_default();
         let types = prev.types.clone();
         self.out.modules[mi] = format!("{was} (kept from an earlier resolution; now: {why})");
-        self.append(types, kept);
+        self.append(types, kept, kept_slots);
     }
 
-    /// Appends a module's types and its accesses (whose `ty` index
-    /// `types`), re-basing the indices.
-    fn append(&mut self, types: Vec<DataType>, accesses: Vec<TypedAccess>) {
+    /// Appends a module's types, its accesses and its stack slots (whose
+    /// `ty` index `types`), re-basing the indices.
+    fn append(&mut self, types: Vec<DataType>, accesses: Vec<TypedAccess>, slots: Vec<TypedSlot>) {
         let base = self.out.types.len() as u32;
         self.out.types.extend(types.into_iter().map(|mut t| {
             for mem in &mut t.members {
@@ -153,6 +194,10 @@ impl Typing {
             a.ty += base;
             a
         }));
+        self.out.slots.extend(slots.into_iter().map(|mut s| {
+            s.ty += base;
+            s
+        }));
     }
 
     /// The dump's data types: accesses by address, only the types they
@@ -161,6 +206,8 @@ impl Typing {
         let mut out = self.out;
         out.accesses.sort_by_key(|a| a.addr);
         out.accesses.dedup_by_key(|a| a.addr);
+        out.slots.sort_by_key(|s| (s.pc, s.below));
+        out.slots.dedup_by_key(|s| (s.pc, s.below));
         merge_duplicates(&mut out);
         prune(&mut out);
         out
@@ -214,6 +261,9 @@ fn merge_duplicates(d: &mut DataTypes) {
     for a in &mut d.accesses {
         a.ty = canon[a.ty as usize];
     }
+    for s in &mut d.slots {
+        s.ty = canon[s.ty as usize];
+    }
     for t in &mut d.types {
         for m in &mut t.members {
             if m.ty != NO_TYPE {
@@ -223,11 +273,13 @@ fn merge_duplicates(d: &mut DataTypes) {
     }
 }
 
-/// Drops the types no access reaches (through members), renumbering.
+/// Drops the types no access or stack slot reaches (through members),
+/// renumbering.
 fn prune(d: &mut DataTypes) {
     let n = d.types.len();
     let mut keep = vec![false; n];
     let mut stack: Vec<u32> = d.accesses.iter().map(|a| a.ty).collect();
+    stack.extend(d.slots.iter().map(|s| s.ty));
     while let Some(t) = stack.pop() {
         let Some(k) = keep.get_mut(t as usize) else {
             continue;
@@ -268,6 +320,9 @@ fn prune(d: &mut DataTypes) {
         .collect();
     for a in &mut d.accesses {
         a.ty = new_index[a.ty as usize];
+    }
+    for s in &mut d.slots {
+        s.ty = new_index[s.ty as usize];
     }
 }
 
@@ -318,6 +373,7 @@ mod tests {
             ],
             accesses: vec![access(0x10, 0), access(0x20, 1), access(0x30, 2)],
             modules: Vec::new(),
+            slots: Vec::new(),
         };
         merge_duplicates(&mut d);
         prune(&mut d);

@@ -374,6 +374,17 @@ impl ModuleTypes {
         })
     }
 
+    /// The local variable holding the stack byte `below` bytes under the
+    /// CFA of a frame whose function is at file address `vaddr` (the
+    /// accessing instruction, or the call the frame is making): its name,
+    /// its type (index into [`ModuleTypes::types`]; an array's element
+    /// type) and the byte's offset in it.
+    pub fn type_slot(&mut self, vaddr: u64, below: u64) -> Option<(String, u32, u64)> {
+        let v = self.variables.as_deref()?.frame_slot(vaddr, below)?;
+        let ty = self.layouts.intern(v.ty)?;
+        Some((v.name, ty, v.offset))
+    }
+
     /// The types interned so far.
     pub fn types(&self) -> &[DataType] {
         &self.layouts.types

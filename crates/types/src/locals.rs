@@ -323,6 +323,14 @@ impl Variables for Locals {
         self.pointer(pc, reg, true)
     }
 
+    /// The CFA at `pc` is rsp or rbp plus k (the call frame information):
+    /// the byte is that register plus `k - below`.
+    fn frame_slot(&self, pc: u64, below: u64) -> Option<Variable> {
+        let (reg, k) = self.cfi.cfa_at(pc)?;
+        let disp = k.checked_sub(i64::try_from(below).ok()?)?;
+        self.stack_variable(pc, reg, disp, 1)
+    }
+
     fn stack_variable(&self, pc: u64, reg: u16, disp: i64, size: u32) -> Option<Variable> {
         if reg != RSP && reg != RBP {
             return None;

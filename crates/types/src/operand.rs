@@ -39,6 +39,15 @@ pub trait Variables {
     /// `offset` is where the operand starts inside the variable.
     fn stack_variable(&self, pc: u64, reg: u16, disp: i64, size: u32) -> Option<Variable>;
 
+    /// The local variable or parameter that, at file address `pc`, holds
+    /// the stack byte `below` bytes under the frame's CFA (the address
+    /// above its return address); `offset` is where that byte lies in it.
+    /// `None` by default (no stack slots known).
+    fn frame_slot(&self, pc: u64, below: u64) -> Option<Variable> {
+        let _ = (pc, below);
+        None
+    }
+
     /// [`Variables::pointer_in_register`], and also a pointer variable the
     /// register holds moved by a constant; the second value is the
     /// register's offset from the variable's value (the seeds of `flow`).

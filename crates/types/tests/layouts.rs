@@ -236,6 +236,7 @@ fn check_probes(name: &str, flags: &[&str], table_typed: bool) {
             types,
             accesses: accesses.clone(),
             modules: Vec::new(),
+            slots: Vec::new(),
         };
         assert_eq!(d.field_name(a), field, "{name} {f}");
         assert_eq!(a.offset, offset, "{name} {f}: offset");
@@ -257,6 +258,7 @@ fn check_probes(name: &str, flags: &[&str], table_typed: bool) {
         types,
         accesses: accesses.clone(),
         modules: Vec::new(),
+        slots: Vec::new(),
     };
     assert_eq!(d.field_name(a), "Particle::life");
     assert_eq!(a.offset, 12);

@@ -611,6 +611,57 @@ fn stack_variables_with_cfi_in_debug_frame_only() {
     check_stack_user(&p, 7, "o2 .debug_frame");
 }
 
+/// A frame's stack byte by its distance below the CFA, at an instruction
+/// and at the call the frame is making (what the capture keeps for the
+/// frames of callers): with a frame pointer the CFA is rbp + 16 over the
+/// whole body (`push %rbp; mov %rsp,%rbp`), so the operand `disp(%rbp)`
+/// is `16 - disp` below the CFA and must name the variable the operand
+/// names; the return address (8 below) and above the CFA name none.
+#[test]
+fn frame_slots_by_distance_below_the_cfa() {
+    for (flags, tag) in [
+        (&["-g", "-O0"][..], "slot-o0"),
+        (&["-g", "-O2", "-fno-omit-frame-pointer"][..], "slot-fp"),
+    ] {
+        let p = compile(SRC, flags, tag);
+        let code = p.function("stack_user");
+        let call = code
+            .iter()
+            .find(|i| i.mnemonic() == iced_x86::Mnemonic::Call)
+            .expect("stack_user calls consume")
+            .ip();
+        let mut named = 0;
+        for m in mem_operands(&code)
+            .into_iter()
+            .filter(|m| m.base == Some(6) && m.index.is_none() && m.size.is_some())
+        {
+            let Some(v) = p.locals.stack_variable(m.pc, 6, m.disp, 1) else {
+                continue;
+            };
+            let below = u64::try_from(16 - m.disp).expect("below the CFA");
+            for pc in [m.pc, call] {
+                // `i` lives in the loop only; the others over the body.
+                if pc == call && v.name == "i" {
+                    continue;
+                }
+                let s = p.locals.frame_slot(pc, below);
+                assert_eq!(
+                    s.as_ref().map(|s| (s.name.as_str(), s.offset)),
+                    Some((v.name.as_str(), v.offset)),
+                    "{tag}: {below} below the CFA at {pc:#x}"
+                );
+            }
+            if v.name == "arr" || v.name == "local" {
+                named += 1;
+            }
+        }
+        assert!(named >= 2, "{tag}: arr and local seen through rbp");
+        for below in [8, 0] {
+            assert_eq!(p.locals.frame_slot(call, below), None, "{tag}: {below}");
+        }
+    }
+}
+
 #[test]
 fn stack_variables_via_rbp_with_frame_pointer_at_o2() {
     let p = compile(SRC, &["-g", "-O2", "-fno-omit-frame-pointer"], "stack-fp");

@@ -160,6 +160,7 @@ fn register_and_stack_rules_fold_index_and_straddle() {
         types: mt.take_types(),
         accesses: Vec::new(),
         modules: Vec::new(),
+        slots: Vec::new(),
     };
     let names: Vec<String> = typed.iter().map(|a| d.field_name(a)).collect();
     let want: Vec<&str> = cases

@@ -17,6 +17,7 @@ fn labels(mt: &mut ModuleTypes, bin: &[u8], f: &str) -> Vec<(String, Via)> {
         types: mt.types().to_vec(),
         accesses: Vec::new(),
         modules: Vec::new(),
+        slots: Vec::new(),
     };
     accesses.iter().map(|a| (d.label(a), a.via)).collect()
 }

@@ -106,5 +106,6 @@ fn data_types(modules: usize) -> coldcache_dump::DataTypes {
             access(0x4004, 0, 4, vec![0, 0], Via::Register, format!("p{IMG}")),
         ],
         modules: vec![format!("types {SCRIPT} {IMG}"); modules],
+        slots: Vec::new(),
     }
 }

@@ -97,6 +97,7 @@ pub fn data_types() -> DataTypes {
             access(0x2008, 4, 4, vec![0, 1], Via::Global, "world"),
         ],
         modules: vec!["2 types, 3 of 4 memory instructions typed".into()],
+        slots: Vec::new(),
     }
 }
 
