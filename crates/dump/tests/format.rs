@@ -1182,6 +1182,36 @@ fn committed_version_9_objects_sample_loads() {
     assert_eq!(sum, 1000);
 }
 
+/// Version 10: a real capture with globals and frames and no slots, made
+/// by `setarch -R coldcache record --no-resolve --objects --function
+/// frames -o v10-frames.ccdump ./objects frames` with the coldcache of
+/// commit 6d5c34a (tests-programs/data/objects.cpp built `g++ -O1 -g
+/// -Wl,-z,relro,-z,now`): `fill` writes the 64 ints of its caller's array,
+/// which `frames()` then reads, so the frames' rows hold 65 writes and 65
+/// reads in one frame (with the call's push and the `ret`) and a read in
+/// the other (`fill`'s `ret`); no `OBJL`, no `LOCL`.
+#[test]
+fn committed_version_10_frames_sample_loads() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v10-frames.ccdump");
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[8..12], &10u32.to_le_bytes(), "sample is version 10");
+    let d = Dump::from_bytes(&bytes).unwrap();
+    let o = d.objects.as_ref().expect("an OBJS section");
+    assert!(o.globals.is_some());
+    let f = o.frames.as_ref().expect("an OBJF section");
+    assert!(f.slots.is_empty());
+    assert_eq!(f.slots_dropped.accesses(), 0);
+    let mut rows: Vec<(u64, u64)> = f
+        .rows
+        .iter()
+        .map(|r| (r.counts.side(0), r.counts.side(1)))
+        .collect();
+    rows.sort_unstable();
+    assert_eq!(rows, [(1, 0), (65, 65)]);
+    assert!(d.data.as_ref().is_none_or(|t| t.slots.is_empty()));
+}
+
 /// Makes a dump's checksum anew after its bytes were changed (the last 4
 /// bytes: the CRC-32 of everything before the 8-byte trailer).
 fn checksum_anew(bytes: &mut [u8]) {
