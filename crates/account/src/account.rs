@@ -890,6 +890,25 @@ impl Accountant {
         self.calls_seen = n;
     }
 
+    /// Whether some data accesses went outside every object known when
+    /// they ran (and were kept by address for
+    /// [`Accountant::late_mappings`]).
+    pub fn has_late_accesses(&self) -> bool {
+        self.objects.as_deref().is_some_and(|o| o.has_late())
+    }
+
+    /// At the capture's end: see [`Objects::late_mappings`] (nothing
+    /// without object tracking). Allocates.
+    pub fn late_mappings(
+        &mut self,
+        maps: &[crate::objects::Mapping],
+        symbols: Vec<crate::objects::GlobalSymbol>,
+    ) {
+        if let Some(o) = self.objects.as_deref_mut() {
+            o.late_mappings(maps, symbols);
+        }
+    }
+
     /// A window opens and `[start, end)` is mapped by nothing: see
     /// [`Objects::unmapped_before_window`] (nothing without object
     /// tracking). Allocation-free.

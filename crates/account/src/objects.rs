@@ -310,6 +310,26 @@ pub const MAX_ENTRIES: usize = 64;
 /// plus the entry's index.
 pub const OWN: u8 = 0x80;
 
+/// Adds `b` to `a`.
+fn add(a: &mut Counts, b: &Counts) {
+    for (x, y) in a.served.iter_mut().flatten().zip(b.served.iter().flatten()) {
+        *x += y;
+    }
+    for (x, y) in a.coherence.iter_mut().zip(&b.coherence) {
+        *x += y;
+    }
+}
+
+/// Takes `b`, a part of `a`, out of it.
+fn sub(a: &mut Counts, b: &Counts) {
+    for (x, y) in a.served.iter_mut().flatten().zip(b.served.iter().flatten()) {
+        *x = x.saturating_sub(*y);
+    }
+    for (x, y) in a.coherence.iter_mut().zip(&b.coherence) {
+        *x = x.saturating_sub(*y);
+    }
+}
+
 /// Accesses of one object per side and serving level, and the coherence
 /// invalidations they sent (of those, false sharing).
 #[derive(Clone, Copy, Default)]
@@ -505,6 +525,22 @@ fn pair_hash(ip: u64, site: u32) -> u64 {
     x ^ (x >> 33)
 }
 
+/// The accesses of one instruction to one address outside every object
+/// known when they ran (`unmapped`), named at the capture's end
+/// ([`Objects::late_mappings`]): a library's data, mapped by the dynamic
+/// linker during the capture.
+#[derive(Clone, Copy)]
+struct LateAccess {
+    addr: u64,
+    ip: u64,
+    counts: Counts,
+}
+
+#[inline(always)]
+fn late_hash(addr: u64, ip: u64) -> u64 {
+    pair_hash(addr ^ ip.rotate_left(17), 0x5ee1)
+}
+
 /// A treap node: a live block.
 #[derive(Clone, Copy)]
 struct Node {
@@ -604,6 +640,11 @@ pub struct Objects {
     sites: GrowVec<SiteRow>,
     regions: Vec<Region>,
     unmapped: Counts,
+    /// Of `unmapped`, by (address, instruction), for
+    /// [`Objects::late_mappings`] (in grow memory, charged to the budget;
+    /// what does not fit stays in `unmapped` only).
+    late: GrowVec<LateAccess>,
+    late_index: Index,
     /// The last block found: start, end, site.
     memo: (u64, u64, u32),
     /// Per instruction (by address), the block it touched last.
@@ -727,6 +768,8 @@ impl Objects {
                 })
                 .collect(),
             unmapped: Counts::default(),
+            late: GrowVec::new(u32::MAX as usize),
+            late_index: Index::new(),
             memo: (0, 0, 0),
             // A node 0 with gen 0 stands for "none" until the first block:
             // the memo's empty entries never match (start = end = 0).
@@ -1156,7 +1199,180 @@ impl Objects {
                 }
                 self.region_access(key, addr, ip, side, r, budget, thread);
             }
-            None => self.unmapped.add(side, r),
+            None => {
+                self.unmapped.add(side, r);
+                self.late_access(addr, ip, side, r, budget);
+            }
+        }
+    }
+
+    /// Whether accesses outside every object were kept by address.
+    pub fn has_late(&self) -> bool {
+        !self.late.is_empty()
+    }
+
+    /// An access outside every object known now, kept by (address,
+    /// instruction) when the table can hold it.
+    #[inline(never)]
+    fn late_access(&mut self, addr: u64, ip: u64, side: usize, r: &AccessResult, b: &mut Budget) {
+        let h = late_hash(addr, ip);
+        if self.late_index.ready() {
+            let mut i = self.late_index.start(h);
+            loop {
+                let e = self.late_index.slot(i);
+                if e == 0 {
+                    break;
+                }
+                let l = self.late.at_mut(e as usize - 1);
+                if l.addr == addr && l.ip == ip {
+                    l.counts.add(side, r);
+                    return;
+                }
+                i = self.late_index.next(i);
+            }
+        }
+        let n = self.late.len();
+        if !self.late_index.fits(n) {
+            let late = &self.late;
+            let grown = self.late_index.grow(
+                n,
+                |e| {
+                    let l = late.at(e);
+                    late_hash(l.addr, l.ip)
+                },
+                b,
+            );
+            if grown.is_err() {
+                return;
+            }
+        }
+        let mut counts = Counts::default();
+        counts.add(side, r);
+        let Ok(e) = self.late.push(LateAccess { addr, ip, counts }, b) else {
+            return;
+        };
+        let mut i = self.late_index.start(h);
+        while self.late_index.slot(i) != 0 {
+            i = self.late_index.next(i);
+        }
+        self.late_index.fill(i, e);
+    }
+
+    /// At the capture's end: the accesses outside every object known
+    /// when they ran go to what holds them now, `maps` (the process's
+    /// mappings now) and `symbols` (the data symbols of the files mapped
+    /// since the start, as [`Objects::with_globals`] takes them): a new
+    /// mapping row per mapping they fall in, and a global of their own
+    /// where a symbol holds them, counted per instruction as the start's
+    /// are. What no mapping holds now (unmapped again) stays `unmapped`.
+    /// Not for the hot path: it allocates.
+    pub fn late_mappings(&mut self, maps: &[Mapping], mut symbols: Vec<GlobalSymbol>) {
+        if self.late.is_empty() {
+            return;
+        }
+        symbols.retain(|g| g.start < g.end);
+        symbols.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+        // The mappings holding a late access, each made a row once.
+        // By (line of `maps`, the start's mappings below the address).
+        let mut row_of: std::collections::HashMap<(usize, usize), usize> = Default::default();
+        let mut global_of: std::collections::HashMap<usize, u32> = Default::default();
+        let late: Vec<LateAccess> = self.late.as_slice().to_vec();
+        // The start's mappings (sorted; the rows made here follow them).
+        let known = self.regions.len();
+        for l in late {
+            let k = maps.partition_point(|m| m.start <= l.addr);
+            let Some(k) = k.checked_sub(1).filter(|&k| l.addr < maps[k].end) else {
+                continue;
+            };
+            // The line as far as no mapping of the start holds it (the
+            // kernel merges adjacent anonymous mappings into one line).
+            let mut m = maps[k].clone();
+            let starts = &self.regions[..known];
+            let i = starts.partition_point(|r| r.map.start <= l.addr);
+            if let Some(below) = i.checked_sub(1).map(|i| &starts[i].map) {
+                if l.addr < below.end {
+                    continue; // the start's (never counted unmapped)
+                }
+                m.start = m.start.max(below.end);
+            }
+            if let Some(above) = starts.get(i) {
+                m.end = m.end.min(above.map.start);
+            }
+            let region = *row_of.entry((k, i)).or_insert_with(|| {
+                self.regions.push(Region {
+                    map: m,
+                    may_hold_blocks: false,
+                    claimed: false,
+                    thread: u32::MAX,
+                    tls: u32::MAX,
+                    globals: (0, 0),
+                    counts: Counts::default(),
+                });
+                self.regions.len() - 1
+            });
+            sub(&mut self.unmapped, &l.counts);
+            let s = symbols.partition_point(|g| g.start <= l.addr);
+            let held = s
+                .checked_sub(1)
+                .filter(|&s| l.addr < symbols[s].end && self.globals.len() < INDEX as usize);
+            let (key, counts) = match held {
+                Some(s) => {
+                    let g = *global_of.entry(s).or_insert_with(|| {
+                        self.globals.push(Global {
+                            start: symbols[s].start,
+                            end: symbols[s].end,
+                            name: self.global_names.len() as u32,
+                            region: region as u32,
+                            counts: Counts::default(),
+                        });
+                        self.global_names.push(symbols[s].name.clone());
+                        self.globals.len() as u32 - 1
+                    });
+                    (
+                        g | GLOBAL_PAIR | REGION_PAIR,
+                        &mut self.globals[g as usize].counts,
+                    )
+                }
+                None => (
+                    region as u32 | REGION_PAIR,
+                    &mut self.regions[region].counts,
+                ),
+            };
+            add(counts, &l.counts);
+            self.late_pair(key, l.ip, &l.counts);
+        }
+    }
+
+    /// Adds `c` to the pair (`key`, `ip`), made when new (outside the
+    /// budget: the capture has ended).
+    fn late_pair(&mut self, key: u32, ip: u64, c: &Counts) {
+        let h = pair_hash(ip, key);
+        if self.pair_index.ready() {
+            let mut i = self.pair_index.start(h);
+            loop {
+                let e = self.pair_index.slot(i);
+                if e == 0 {
+                    break;
+                }
+                let p = self.pairs.at_mut(e as usize - 1);
+                if p.ip == ip && p.site == key {
+                    add(&mut p.counts, c);
+                    return;
+                }
+                i = self.pair_index.next(i);
+            }
+        }
+        let mut b = Budget::new(usize::MAX);
+        match self.add_pair(key, ip, h, &mut b) {
+            Some(p) => add(&mut self.pairs.at_mut(p as usize).counts, c),
+            None => {
+                let dropped = if key & GLOBAL_PAIR != 0 {
+                    &mut self.globals_dropped
+                } else {
+                    &mut self.regions_dropped
+                };
+                add(dropped, c);
+            }
         }
     }
 
@@ -2426,6 +2642,78 @@ mod tests {
         assert_eq!(d.regions[0].counts.accesses(), 2);
         // No frames known: the mapping's.
         assert_eq!(frame_of(&[], 0x7fff_6ff0, 0), None);
+    }
+
+    /// Accesses outside every object known when they ran are named at
+    /// the end by what holds them then: a library mapped during the
+    /// capture (its `.data` line at 0x50_0000, the global `table` at
+    /// 0x50_0100..0x50_0200) gets a row, `table` its 2 reads (one per
+    /// instruction, each its pair) and the line the rest (1 write); the
+    /// line of `maps` merged with the start's mapping below it is cut at
+    /// that mapping's end; an address no mapping holds at the end stays
+    /// unmapped.
+    #[test]
+    fn accesses_outside_every_object_are_named_by_the_mappings_at_the_end() {
+        let mapping = |start: u64, end: u64, path: &str| Mapping {
+            start,
+            end,
+            perms: "rw-p".into(),
+            path: path.into(),
+        };
+        let mut o = Objects::new(true, 1, &[], vec![mapping(0x40_0000, 0x40_1000, "/bin/p")]);
+        let mut b = Budget::new(usize::MAX);
+        let r = served(ServedBy::L1);
+        for (kind, addr, ip) in [
+            (AccessKind::Read, 0x50_0100, 0x1000),
+            (AccessKind::Read, 0x50_01f0, 0x1004),
+            (AccessKind::Write, 0x50_0800, 0x1008),
+            (AccessKind::Read, 0x40_2000, 0x100c),
+            (AccessKind::Read, 0x90_0000, 0x1010),
+        ] {
+            o.access(kind, addr, ip, &r, &mut b, NO_THREAD);
+        }
+        assert!(o.has_late());
+        let maps = [
+            // The start's mapping merged with what follows it.
+            mapping(0x40_0000, 0x40_3000, ""),
+            mapping(0x50_0000, 0x50_1000, "/lib/libl.so"),
+        ];
+        let symbols = vec![GlobalSymbol {
+            start: 0x50_0100,
+            end: 0x50_0200,
+            name: "table".into(),
+        }];
+        o.late_mappings(&maps, symbols);
+        let d = o.finish(1);
+        assert_eq!(d.unmapped.accesses(), 1, "0x90_0000: mapped by nothing");
+        let rows: Vec<(u64, u64, &str, u64)> = d
+            .regions
+            .iter()
+            .map(|r| (r.start, r.end, r.path.as_str(), r.counts.accesses()))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (0x40_0000, 0x40_1000, "/bin/p", 0),
+                (0x50_0000, 0x50_1000, "/lib/libl.so", 1),
+                (0x40_1000, 0x40_3000, "", 1),
+            ]
+        );
+        let g = d.globals.as_ref().expect("globals");
+        assert_eq!(g.rows.len(), 1);
+        assert_eq!((g.rows[0].name.as_str(), g.rows[0].region), ("table", 1));
+        assert_eq!(g.rows[0].counts.side(0), 2);
+        let mut pairs: Vec<(u64, u64)> = g
+            .by_instruction
+            .iter()
+            .map(|p| (p.ip, p.counts.accesses()))
+            .collect();
+        pairs.sort_unstable();
+        assert_eq!(pairs, [(0x1000, 1), (0x1004, 1)]);
+        let by = d.by_instruction.as_ref().unwrap();
+        let mut regions: Vec<(u32, u64)> = by.regions.iter().map(|p| (p.site, p.ip)).collect();
+        regions.sort_unstable();
+        assert_eq!(regions, [(1, 0x1008), (2, 0x100c)]);
     }
 
     #[test]

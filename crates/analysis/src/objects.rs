@@ -913,7 +913,8 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
     if o.unmapped.accesses() > 0 {
         let mut r = row(
             "unmapped",
-            "mapped during the capture (outside every block seen)".to_string(),
+            "mapped during the capture and unmapped by its end (outside every block seen)"
+                .to_string(),
             &o.unmapped,
             levels,
         );

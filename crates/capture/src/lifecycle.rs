@@ -631,7 +631,7 @@ fn finish_inner() -> Result<Summary, CaptureError> {
         return Err(CaptureError::NotRunning);
     };
     let Session {
-        acc,
+        mut acc,
         mut meta,
         modules,
         output,
@@ -690,6 +690,20 @@ fn finish_inner() -> Result<Summary, CaptureError> {
     }
     if let Some(note) = crate::sigfault::note() {
         meta.notes.push(note);
+    }
+    if acc.has_late_accesses() {
+        // What no object held when accessed (a library's data, mapped by
+        // the dynamic linker in the window): named by what holds it now.
+        let maps: Vec<crate::objects::Mapping> = procfs::self_maps()
+            .into_iter()
+            .map(|m| crate::objects::Mapping {
+                start: m.start,
+                end: m.end,
+                perms: m.perms,
+                path: m.path,
+            })
+            .collect();
+        acc.late_mappings(&maps, crate::objects::global_symbols());
     }
     let mut finished = acc.finish_encoded(meta, modules, procfs::thread_name);
     // `CALLGRIND_DUMP_STATS` parts first, each a dump of its own (the

@@ -199,10 +199,13 @@ pub struct Objects {
     pub untracked: u64,
     /// Allocation sites, in order of first allocation.
     pub sites: Vec<AllocSite>,
-    /// The mappings at the start, by address.
+    /// The mappings at the start, by address; then the mappings found
+    /// at the capture's end holding accesses that no object held when
+    /// they ran (a library's data, mapped by the dynamic linker).
     pub regions: Vec<ObjectRegion>,
-    /// Accesses outside every block seen and every mapping of the start
-    /// (memory mapped during the capture).
+    /// Accesses outside every block seen and every mapping of the start,
+    /// at addresses no mapping held at the capture's end either (memory
+    /// mapped and unmapped during the capture).
     pub unmapped: ObjectCounts,
     /// Whether the rows count coherence invalidations and false sharing
     /// (`ObjectCounts::coherence`): dumps of version 9 on.
