@@ -432,6 +432,16 @@ const INDEX: u32 = GLOBAL_PAIR - 1;
 /// this below the CFA are not kept per slot.
 const LOCAL_PAIR: u32 = GLOBAL_PAIR;
 
+/// Most stack-slot pairs kept (one per (pc, slot): a loop over a large
+/// stack buffer makes one per element), so that they never take the
+/// budget the capture's own tables need; the rest are counted in
+/// `locals_dropped`.
+const MAX_LOCAL_PAIRS: u32 = 1 << 17;
+
+/// Most (address, instruction) entries kept of what no object held
+/// ([`Objects::late_mappings`]); the rest stay `unmapped`.
+const MAX_LATE: usize = 1 << 16;
+
 /// A shadow frame of a traced thread (the accountant's call stack): its
 /// call stack's id, the address of its return address and the call that
 /// made it.
@@ -676,6 +686,8 @@ pub struct Objects {
     /// Frame accesses not kept per stack slot (the pair table full, or
     /// further than [`INDEX`] below the CFA): in their frame's row only.
     locals_dropped: Counts,
+    /// Stack-slot pairs made (at most [`MAX_LOCAL_PAIRS`]).
+    local_pairs: u32,
     /// The last mapping found that holds no block (a stack, a file):
     /// start, end, index, with [`REGION_PAIR`] set when its accesses are
     /// counted per instruction too (every mapping but a thread's stack),
@@ -725,12 +737,23 @@ impl Objects {
         // mappings (`mmap`, and malloc's large blocks) top-down, just
         // below the lowest one, so the upper part of the gap is theirs
         // (counted as mapped during the capture, not as the heap).
+        // The main thread's stack grows down as the program recurses:
+        // its line reaches 8 MiB below its top (the usual RLIMIT_STACK;
+        // the kernel keeps at least 128 MiB there free of `mmap`s), but
+        // not below half the gap to the mapping under it.
         for i in 0..maps.len() {
             if maps[i].path == "[heap]" {
                 let end = maps[i].end;
                 maps[i].end = maps
                     .get(i + 1)
                     .map_or(u64::MAX, |n| end + (n.start.saturating_sub(end)) / 2);
+            } else if maps[i].path == "[stack]" {
+                let start = maps[i].start;
+                let floor = i.checked_sub(1).map_or(0, |p| {
+                    let below = maps[p].end;
+                    below + start.saturating_sub(below) / 2
+                });
+                maps[i].start = start.min(maps[i].end.saturating_sub(8 << 20).max(floor));
             }
         }
         Objects {
@@ -787,6 +810,7 @@ impl Objects {
             frames: GrowVec::new(u32::MAX as usize),
             frames_dropped: 0,
             locals_dropped: Counts::default(),
+            local_pairs: 0,
             region_memo: (0, 0, 0),
             allocations: 0,
             frees: 0,
@@ -1087,12 +1111,19 @@ impl Objects {
                 i = self.pair_index.next(i);
             }
         }
+        let local = site & !INDEX == LOCAL_PAIR;
         let pair = match found {
             Some(p) => p,
-            None => match self.add_pair(site, ip, h, b) {
-                Some(p) => p,
+            None => match (!local || self.local_pairs < MAX_LOCAL_PAIRS)
+                .then(|| self.add_pair(site, ip, h, b))
+                .flatten()
+            {
+                Some(p) => {
+                    self.local_pairs += u32::from(local);
+                    p
+                }
                 None => {
-                    if site & !INDEX == LOCAL_PAIR {
+                    if local {
                         self.locals_dropped.add(side, r);
                     } else if site & GLOBAL_PAIR != 0 {
                         self.globals_dropped.add(side, r);
@@ -1232,6 +1263,9 @@ impl Objects {
             }
         }
         let n = self.late.len();
+        if n >= MAX_LATE {
+            return;
+        }
         if !self.late_index.fits(n) {
             let late = &self.late;
             let grown = self.late_index.grow(
@@ -2068,6 +2102,7 @@ impl Objects {
         });
         coldcache_dump::Objects {
             coherence: true,
+            named_at_end: true,
             allocators: self.names.iter().map(|s| s.to_string()).collect(),
             allocations: self.allocations,
             frees: self.frees,

@@ -332,16 +332,23 @@ fn add_counts(a: &mut ObjectCounts, b: &ObjectCounts) {
     }
 }
 
-/// Takes `b`, a part of `a`, out of it.
-fn sub_counts(a: &mut ObjectCounts, b: &ObjectCounts) {
+/// Takes `b`, a part of `a`, out of it, as far as `a` holds it; returns
+/// what was taken.
+fn sub_counts(a: &mut ObjectCounts, b: &ObjectCounts) -> ObjectCounts {
+    let mut taken = ObjectCounts::default();
     for side in 0..2 {
         for (x, y) in a.served[side].iter_mut().zip(&b.served[side]) {
-            *x = x.saturating_sub(*y);
+            let t = (*x).min(*y);
+            *x -= t;
+            taken.served[side].push(t);
         }
     }
     for k in 0..2 {
-        a.coherence[k] = a.coherence[k].saturating_sub(b.coherence[k]);
+        let t = a.coherence[k].min(b.coherence[k]);
+        a.coherence[k] -= t;
+        taken.coherence[k] = t;
     }
+    taken
 }
 
 fn row(kind: &str, label: String, c: &ObjectCounts, levels: usize) -> ObjectRow {
@@ -463,12 +470,22 @@ fn region_identity(
 /// The module whose data mapping `i` is (its file's base name; for the
 /// anonymous rest of a `.bss`, the file mapped right before it), with the
 /// executable (base name `program`) as `<program>` when given.
+/// The mapping that ends where mapping `i` begins: the one before it,
+/// else (the mappings found at the capture's end follow the start's) any.
+fn preceding(regions: &[ObjectRegion], i: usize) -> Option<&ObjectRegion> {
+    let r = regions.get(i)?;
+    match i.checked_sub(1).map(|j| &regions[j]) {
+        Some(p) if p.end == r.start => Some(p),
+        _ => regions
+            .iter()
+            .find(|p| p.end == r.start && p.start < r.start),
+    }
+}
+
 fn module_of(regions: &[ObjectRegion], i: usize, program: Option<&str>) -> String {
     let path = match regions.get(i) {
-        Some(r) if r.path.is_empty() => i
-            .checked_sub(1)
-            .and_then(|j| regions.get(j))
-            .filter(|p| p.end == r.start && p.path.starts_with('/'))
+        Some(r) if r.path.is_empty() => preceding(regions, i)
+            .filter(|p| p.path.starts_with('/'))
             .map_or("", |p| p.path.as_str()),
         Some(r) => r.path.as_str(),
         None => "",
@@ -624,8 +641,8 @@ fn classify(dump: &Dump, regions: &[ObjectRegion], i: usize) -> (&'static str, S
         "" => {
             // The rest of a module's `.bss` follows its last file-backed
             // writable mapping.
-            if let Some(p) = i.checked_sub(1).map(|j| &regions[j]) {
-                if p.end == r.start && p.path.starts_with('/') && p.perms.contains('w') {
+            if let Some(p) = preceding(regions, i) {
+                if p.path.starts_with('/') && p.perms.contains('w') {
                     return ("module data", format!("{} .bss {range}", base(&p.path)));
                 }
             }
@@ -828,6 +845,10 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
         if let (Some(data), Some(syms)) = (dump.data.as_ref(), dump.symbols.as_ref()) {
             let mut locals: std::collections::BTreeMap<(String, String), (ObjectCounts, u32)> =
                 Default::default();
+            // Per (instruction, local): its accesses there, for line use
+            // (an instruction all of whose accesses are one local's).
+            let mut at_ip: std::collections::HashMap<(u64, (String, String)), u64> =
+                Default::default();
             for sl in &f.slots {
                 let Some(t) = data.slot(sl.pc, sl.below) else {
                     continue;
@@ -842,22 +863,48 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
                 let Some(frame) = by_fn.get_mut(&func.name) else {
                     continue;
                 };
-                sub_counts(frame, &sl.counts);
+                // What the function's frames hold of it (all, but for a
+                // tail call's: its frame is its caller's, by name).
+                let taken = sub_counts(frame, &sl.counts);
+                let key = (func.name.clone(), t.variable.clone());
+                if by_ip.is_some() {
+                    *at_ip.entry((sl.pc, key.clone())).or_default() += taken.accesses();
+                }
                 let l = locals
-                    .entry((func.name.clone(), t.variable.clone()))
+                    .entry(key)
                     .or_insert_with(|| (ObjectCounts::default(), t.ty));
-                add_counts(&mut l.0, &sl.counts);
+                add_counts(&mut l.0, &taken);
                 split.insert(func.name.clone());
             }
-            others.extend(locals.into_iter().map(|((func, var), (c, ty))| {
+            let mut rows: Vec<ObjectRow> = Vec::with_capacity(locals.len());
+            let mut row_of: std::collections::HashMap<(String, String), usize> = Default::default();
+            for (key, (c, ty)) in locals {
+                let (func, var) = &key;
                 let mut r = row("local", format!("{var} in {func}"), &c, levels);
                 r.identity = format!("local\0{func}\0{var}");
                 if let Some(t) = data.types.get(ty as usize) {
                     r.ty = t.name.clone();
                     r.typed_accesses = r.accesses;
                 }
-                r
-            }));
+                row_of.insert(key, rows.len());
+                rows.push(r);
+            }
+            // Line use: the accessing instruction is the slot's pc in
+            // the innermost frame (a call site is no record's address).
+            if let Some(by_ip) = &by_ip {
+                for ((pc, key), n) in at_ip {
+                    let Some(&(all, fetched, used)) = by_ip.get(&pc) else {
+                        continue;
+                    };
+                    if n == all {
+                        let r = &mut rows[row_of[&key]];
+                        r.lines_fetched += fetched;
+                        r.bytes_used += used;
+                        r.line_use_accesses += n;
+                    }
+                }
+            }
+            others.extend(rows);
         }
         others.extend(by_fn.into_iter().map(|(name, c)| {
             let label = if split.contains(&name) {
@@ -913,8 +960,12 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
     if o.unmapped.accesses() > 0 {
         let mut r = row(
             "unmapped",
-            "mapped during the capture and unmapped by its end (outside every block seen)"
-                .to_string(),
+            if o.named_at_end {
+                "mapped during the capture and unmapped by its end (outside every block seen)"
+            } else {
+                "mapped during the capture (outside every block seen)"
+            }
+            .to_string(),
             &o.unmapped,
             levels,
         );

@@ -1030,3 +1030,36 @@ fn a_library_loaded_in_the_window_has_its_globals_named() {
         "late: fast mode's objects differ from trap mode's"
     );
 }
+
+/// Line use of a local (`objects.cpp`'s `stack` case with `--line-use`):
+/// the 512 accesses of `a in stack()` are by instructions that touch
+/// nothing else, in the innermost frame (a slot's pc is the accessing
+/// instruction), so all are covered: its 1 KiB fetches 16 lines, or 17
+/// when the array does not start a line, and uses its 1,024 bytes of them
+/// (more only by the frame's other words sharing its end lines).
+#[test]
+fn a_local_arrays_line_use_is_its_own() {
+    if !gcc_and_setarch_or_skip("a_local_arrays_line_use_is_its_own") {
+        return;
+    }
+    let dir = scratch_in("data-objects", "local-line-use");
+    let bin = build(&dir);
+    let mut c = Command::new("setarch");
+    c.current_dir(&dir)
+        .env("COLDCACHE_LIB", library())
+        .env("LD_BIND_NOW", "1")
+        .args(["-R", COLDCACHE, "record", "--no-progress", "--objects"])
+        .args(["--line-use", "--function", "stack", "-o", "lu.ccdump", "--"])
+        .arg(&bin)
+        .arg("stack");
+    let out = run_with_deadline(c, "lu.ccdump");
+    assert!(out.status.success(), "record: {}", text(&out.stderr));
+    let o = objects_json(&dir, "lu.ccdump");
+    assert_eq!(o["line_use"], true, "{o:#}");
+    let a = local(&o, "a", "stack()");
+    assert_eq!(n(a, "line_use_accesses"), 512, "{o:#}");
+    let lines = n(a, "lines_fetched");
+    assert!(lines == 16 || lines == 17, "{lines} lines: {o:#}");
+    let used = n(a, "bytes_used");
+    assert!((1024..=lines * 64).contains(&used), "{used} bytes: {o:#}");
+}

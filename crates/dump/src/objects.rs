@@ -211,6 +211,11 @@ pub struct Objects {
     /// (`ObjectCounts::coherence`): dumps of version 9 on.
     #[serde(default)]
     pub coherence: bool,
+    /// Whether what no object held when accessed was named at the
+    /// capture's end by the mappings then (`unmapped` holds only what no
+    /// mapping held at the end): dumps of version 11 on.
+    #[serde(default)]
+    pub named_at_end: bool,
     /// The sites' accesses per instruction (version 7, section `OBJI`);
     /// `None` in older dumps.
     #[serde(default)]
@@ -579,6 +584,7 @@ impl Objects {
         let n = r.count(1)?;
         let mut o = Objects {
             coherence: version >= 9,
+            named_at_end: version >= 11,
             ..Objects::default()
         };
         for _ in 0..n {

@@ -614,6 +614,7 @@ fn sample_v5() -> Dump {
     let mut d = sample_v4();
     d.objects = Some(Objects {
         coherence: false,
+        named_at_end: false,
         allocators: vec!["malloc".into()],
         allocations: 3,
         frees: 2,
@@ -672,6 +673,7 @@ fn objects_round_trip_and_a_dangling_stack_is_refused() {
     let mut d = sample();
     d.objects = Some(Objects {
         coherence: true,
+        named_at_end: true,
         allocators: vec!["malloc".into(), "_Znwm".into()],
         allocations: 12_001,
         frees: 12_000,
@@ -743,6 +745,7 @@ fn site_instructions_round_trip_and_a_dangling_site_is_refused() {
     let mut d = sample_v5();
     // Written now: the current version, whose rows count coherence.
     d.objects.as_mut().unwrap().coherence = true;
+    d.objects.as_mut().unwrap().named_at_end = true;
     d.objects.as_mut().unwrap().by_instruction = Some(SiteInstructions {
         rows: vec![
             SiteInstruction {
@@ -850,6 +853,7 @@ fn globals_and_frames_round_trip_and_dangling_references_are_refused() {
     };
     let mut d = sample_v5();
     d.objects.as_mut().unwrap().coherence = true;
+    d.objects.as_mut().unwrap().named_at_end = true;
     d.objects.as_mut().unwrap().globals = Some(Globals {
         rows: vec![
             ObjectGlobal {

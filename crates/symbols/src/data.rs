@@ -58,7 +58,13 @@ impl Typing {
     /// resolved for module `mi` (mapping `m`) in `bin`.
     pub(crate) fn module(&mut self, mi: usize, m: &Module, bin: &elf::Binary, locs: &[Location]) {
         let todo: Vec<&Location> = locs.iter().filter(|l| self.is_record(l.addr)).collect();
-        if todo.is_empty() {
+        // Stack slots whose pc is in the module (a frame found by
+        // unwinding at the start may be all a module ran of the window).
+        let has_slots = {
+            let lo = self.slots.partition_point(|&(pc, _)| pc < m.start);
+            self.slots.get(lo).is_some_and(|&(pc, _)| pc < m.end)
+        };
+        if todo.is_empty() && !has_slots {
             return;
         }
         let line = &mut self.out.modules[mi];

@@ -280,6 +280,7 @@ fn objects_profile() -> Profile {
     });
     d.objects = Some(Objects {
         coherence: true,
+        named_at_end: true,
         allocators: vec!["malloc".into(), "_Znwm".into()],
         allocations: 5,
         frees: 1,
