@@ -1332,16 +1332,35 @@ impl Objects {
             if let Some(above) = starts.get(i) {
                 m.end = m.end.min(above.map.start);
             }
+            let new_row = |map: Mapping| Region {
+                map,
+                may_hold_blocks: false,
+                claimed: false,
+                thread: u32::MAX,
+                tls: u32::MAX,
+                globals: (0, 0),
+                counts: Counts::default(),
+            };
+            if !row_of.contains_key(&(k, i)) && m.path.is_empty() && m.start == maps[k].start {
+                // A library's `.bss` past its file: its file-backed
+                // mapping below is a row too (maybe of no access), so
+                // that the views name the module.
+                if let Some(p) = k
+                    .checked_sub(1)
+                    .filter(|&p| maps[p].end == m.start && maps[p].path.starts_with('/'))
+                {
+                    if !row_of.contains_key(&(p, i))
+                        && starts
+                            .get(i.wrapping_sub(1))
+                            .is_none_or(|b| b.map.end <= maps[p].start)
+                    {
+                        self.regions.push(new_row(maps[p].clone()));
+                        row_of.insert((p, i), self.regions.len() - 1);
+                    }
+                }
+            }
             let region = *row_of.entry((k, i)).or_insert_with(|| {
-                self.regions.push(Region {
-                    map: m,
-                    may_hold_blocks: false,
-                    claimed: false,
-                    thread: u32::MAX,
-                    tls: u32::MAX,
-                    globals: (0, 0),
-                    counts: Counts::default(),
-                });
+                self.regions.push(new_row(m));
                 self.regions.len() - 1
             });
             sub(&mut self.unmapped, &l.counts);
@@ -2686,7 +2705,9 @@ mod tests {
     /// instruction, each its pair) and the line the rest (1 write); the
     /// line of `maps` merged with the start's mapping below it is cut at
     /// that mapping's end; an address no mapping holds at the end stays
-    /// unmapped.
+    /// unmapped; a second library's `.bss` (anonymous, after its file's
+    /// line at 0x60_0000, which nothing touched) comes with that line as a
+    /// row of no access, so the views name its module.
     #[test]
     fn accesses_outside_every_object_are_named_by_the_mappings_at_the_end() {
         let mapping = |start: u64, end: u64, path: &str| Mapping {
@@ -2704,6 +2725,7 @@ mod tests {
             (AccessKind::Write, 0x50_0800, 0x1008),
             (AccessKind::Read, 0x40_2000, 0x100c),
             (AccessKind::Read, 0x90_0000, 0x1010),
+            (AccessKind::Write, 0x60_1800, 0x1014),
         ] {
             o.access(kind, addr, ip, &r, &mut b, NO_THREAD);
         }
@@ -2712,6 +2734,8 @@ mod tests {
             // The start's mapping merged with what follows it.
             mapping(0x40_0000, 0x40_3000, ""),
             mapping(0x50_0000, 0x50_1000, "/lib/libl.so"),
+            mapping(0x60_0000, 0x60_1000, "/lib/libm.so"),
+            mapping(0x60_1000, 0x60_2000, ""),
         ];
         let symbols = vec![GlobalSymbol {
             start: 0x50_0100,
@@ -2732,6 +2756,8 @@ mod tests {
                 (0x40_0000, 0x40_1000, "/bin/p", 0),
                 (0x50_0000, 0x50_1000, "/lib/libl.so", 1),
                 (0x40_1000, 0x40_3000, "", 1),
+                (0x60_0000, 0x60_1000, "/lib/libm.so", 0),
+                (0x60_1000, 0x60_2000, "", 1),
             ]
         );
         let g = d.globals.as_ref().expect("globals");
@@ -2748,7 +2774,7 @@ mod tests {
         let by = d.by_instruction.as_ref().unwrap();
         let mut regions: Vec<(u32, u64)> = by.regions.iter().map(|p| (p.site, p.ip)).collect();
         regions.sort_unstable();
-        assert_eq!(regions, [(1, 0x1008), (2, 0x100c)]);
+        assert_eq!(regions, [(1, 0x1008), (2, 0x100c), (4, 0x1014)]);
     }
 
     #[test]
