@@ -2777,6 +2777,47 @@ mod tests {
         assert_eq!(regions, [(1, 0x1008), (2, 0x100c), (4, 0x1014)]);
     }
 
+    /// A frame access more than 1 GiB below its CFA (a huge `alloca`) is
+    /// its frame's but kept by no slot: counted as not kept by slot.
+    #[test]
+    fn a_slot_too_far_below_its_cfa_is_counted_not_kept() {
+        let mut o = Objects::new(
+            true,
+            1,
+            &[],
+            vec![Mapping {
+                start: 0x1000_0000,
+                end: 0x9000_0000,
+                perms: "rw-p".into(),
+                path: "[stack]".into(),
+            }],
+        );
+        o.thread_stack(0, 0x8fff_0000, 0, 0);
+        let frames = [Frame {
+            stack: 1,
+            ret_slot: 0x8fff_f000,
+            site: 0,
+        }];
+        let mut b = Budget::new(usize::MAX);
+        let r = served(ServedBy::L1);
+        for addr in [0x8fff_eff8, 0x1000_1000] {
+            o.access(
+                AccessKind::Write,
+                addr,
+                0x40_0000,
+                &r,
+                &mut b,
+                (0, 0, &frames),
+            );
+        }
+        let d = o.finish(1);
+        let f = d.frames.as_ref().expect("frames");
+        assert_eq!(f.rows[0].counts.accesses(), 2);
+        assert_eq!(f.slots.len(), 1);
+        assert_eq!((f.slots[0].below, f.slots[0].counts.accesses()), (0x10, 1));
+        assert_eq!(f.slots_dropped.accesses(), 1);
+    }
+
     #[test]
     fn a_sites_accesses_are_counted_per_instruction_exactly() {
         let d = run(100, &mut Budget::new(usize::MAX));

@@ -162,6 +162,10 @@ pub struct ObjectsView {
     /// table full), of sites and mappings: in no row's `typed_accesses`
     /// nor fields.
     pub not_per_instruction: u64,
+    /// Accesses of stack frames the capture could not keep by slot (its
+    /// limit on slots reached, or a slot more than 1 GiB below its CFA):
+    /// in their frames' rows, none of their locals'.
+    pub not_per_slot: u64,
     /// Why the sites have no types (empty when they can have them).
     pub types_note: String,
     /// Whether the rows have line utilisation (a capture with
@@ -994,6 +998,7 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
         in_mappings,
         sites,
         others,
+        not_per_slot: o.frames.as_ref().map_or(0, |f| f.slots_dropped.accesses()),
         not_per_instruction: o
             .by_instruction
             .as_ref()

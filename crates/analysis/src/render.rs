@@ -807,6 +807,13 @@ pub fn objects(o: &crate::objects::ObjectsView) -> String {
             o.unknown_frees, o.unreturned, o.untracked
         );
     }
+    if o.not_per_slot > 0 {
+        let _ = writeln!(
+            s,
+            "  {} accesses of stack frames not kept by slot (the capture's limit on slots): in their frames' rows, none of their locals'",
+            o.not_per_slot
+        );
+    }
     // Coherence columns where any row sent an invalidation (a capture of
     // several simulated cores).
     let coherence = o.coherence && o.sites.iter().chain(&o.others).any(|r| r.invalidations > 0);
