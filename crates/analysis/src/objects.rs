@@ -846,6 +846,12 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
         // go to the variable DWARF places there at the slot's pc, taken
         // out of its function's frames.
         let mut split: std::collections::BTreeSet<String> = Default::default();
+        // Per function, its frames' own words by kind (`[saved rbx]`,
+        // `[return address]`): the rest of its frames, by field.
+        let mut words: std::collections::HashMap<
+            String,
+            std::collections::BTreeMap<String, ObjectCounts>,
+        > = Default::default();
         if let (Some(data), Some(syms)) = (dump.data.as_ref(), dump.symbols.as_ref()) {
             let mut locals: std::collections::BTreeMap<(String, String), (ObjectCounts, u32)> =
                 Default::default();
@@ -864,6 +870,17 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
                 else {
                     continue;
                 };
+                if t.ty == coldcache_dump::data::NO_TYPE {
+                    add_counts(
+                        words
+                            .entry(func.name.clone())
+                            .or_default()
+                            .entry(t.variable.clone())
+                            .or_default(),
+                        &sl.counts,
+                    );
+                    continue;
+                }
                 let Some(frame) = by_fn.get_mut(&func.name) else {
                     continue;
                 };
@@ -918,6 +935,37 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
             };
             let mut r = row("stack frame", label, &c, levels);
             r.identity = format!("stack frame\0{name}");
+            // Its accesses by word: saved registers, return addresses
+            // (as far as its frames hold them: a tail call's are its
+            // caller's), and the rest.
+            if let Some(w) = words.get(&name) {
+                let mut rest = c.clone();
+                let field = |label: &str, c: &ObjectCounts| FieldAccesses {
+                    field: label.to_string(),
+                    accesses: c.accesses(),
+                    reads: c.side(0),
+                    writes: c.side(1),
+                    misses: (1..=levels).map(|l| c.misses(l)).collect(),
+                };
+                for (word, counts) in w {
+                    let taken = sub_counts(&mut rest, counts);
+                    if taken.accesses() > 0 {
+                        r.fields.push(field(word, &taken));
+                    }
+                }
+                if rest.accesses() > 0 && !r.fields.is_empty() {
+                    r.fields.push(field(
+                        "[other: spills, arguments, slots no variable names]",
+                        &rest,
+                    ));
+                }
+                r.fields.sort_by(|a, b| {
+                    b.misses
+                        .first()
+                        .cmp(&a.misses.first())
+                        .then(b.accesses.cmp(&a.accesses))
+                });
+            }
             r
         }));
     }

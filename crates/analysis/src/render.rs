@@ -974,12 +974,17 @@ fn row_fields(
         } else {
             format!("{}: {}", r.kind, r.label)
         };
-        let _ = writeln!(
-            s,
-            "  {name}: {ty} ({:.1}% of {} accesses typed)",
-            crate::data::share(r.typed_accesses, r.accesses),
-            r.accesses
-        );
+        if r.kind == "stack frame" {
+            // Its fields are the frame's own words, not a type's.
+            let _ = writeln!(s, "  {name}: {} accesses, by word", r.accesses);
+        } else {
+            let _ = writeln!(
+                s,
+                "  {name}: {ty} ({:.1}% of {} accesses typed)",
+                crate::data::share(r.typed_accesses, r.accesses),
+                r.accesses
+            );
+        }
         if r.fields.is_empty() {
             continue;
         }

@@ -143,6 +143,15 @@ fn frame<'a>(o: &'a Value, name: &str) -> &'a Value {
     found[0]
 }
 
+/// The reads of a row's field named `field`, when it has one.
+fn field_reads(row: &Value, field: &str) -> Option<u64> {
+    row["fields"]
+        .as_array()?
+        .iter()
+        .find(|f| f["field"] == field)
+        .map(|f| n(f, "reads"))
+}
+
 /// The row of the local variable `var` of the function `name`.
 fn local<'a>(o: &'a Value, var: &str, name: &str) -> &'a Value {
     let label = format!("{var} in {name}");
@@ -352,6 +361,7 @@ fn check(case: &str, mode: &str, objects: u64, o: &Value) {
             assert_eq!(a["type"], "int", "{what}");
             let f = frame(o, "stack()");
             assert_eq!((n(f, "writes"), n(f, "reads")), (0, 1), "{what}");
+            assert_eq!(field_reads(f, "[return address]"), Some(1), "{what}");
             assert_eq!(
                 n(a, "accesses") + n(f, "accesses"),
                 n(o, "accesses"),
@@ -370,6 +380,16 @@ fn check(case: &str, mode: &str, objects: u64, o: &Value) {
             assert_eq!((n(a, "writes"), n(a, "reads")), (64, 64), "{what}");
             let f = frame(o, "frames()");
             assert_eq!((n(f, "writes"), n(f, "reads")), (1, 1), "{what}");
+            // By word: the `ret`'s read of the return address, the call's
+            // push of `fill`'s.
+            assert_eq!(field_reads(f, "[return address]"), Some(1), "{what}");
+            let pushed = f["fields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["field"] == "[return address of a call]")
+                .map(|x| n(x, "writes"));
+            assert_eq!(pushed, Some(1), "{what}");
             let g = frame(o, "fill(int volatile*, int)");
             assert_eq!((n(g, "writes"), n(g, "reads")), (0, 1), "{what}");
             assert!(others(o, "stack").is_empty(), "{what}");

@@ -192,9 +192,12 @@ pub struct TypedSlot {
     pub pc: u64,
     /// The slot's distance below the frame's CFA.
     pub below: u64,
-    /// The variable's name.
+    /// The variable's name; for a word of the frame's own, which no
+    /// variable is, its kind in brackets: `[return address]`, `[saved
+    /// rbx]`, `[return address of a call]`.
     pub variable: String,
-    /// Its type (index into [`DataTypes::types`]).
+    /// Its type (index into [`DataTypes::types`]); [`NO_TYPE`] for a word
+    /// of the frame's own.
     pub ty: u32,
     /// Where the slot lies in the variable (bytes from its start).
     pub offset: u64,
@@ -355,7 +358,7 @@ impl DataTypes {
                 ty: r.get_u32()?,
                 offset: r.get()?,
             };
-            if s.ty as usize >= self.types.len() {
+            if s.ty != NO_TYPE && s.ty as usize >= self.types.len() {
                 return Err(bad(format!(
                     "stack slot {i} refers to type {} of {}",
                     s.ty,

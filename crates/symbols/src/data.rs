@@ -101,15 +101,21 @@ impl Typing {
         // The stack slots in the module, at their pcs' file addresses.
         let lo = self.slots.partition_point(|&(pc, _)| pc < m.start);
         let hi = self.slots.partition_point(|&(pc, _)| pc < m.end);
-        let slots: Vec<(u64, u64, u64)> = self.slots[lo..hi]
+        // (pc, below, file address, whether the pc is an instruction's).
+        let slots: Vec<(u64, u64, u64, bool)> = self.slots[lo..hi]
             .iter()
             .filter_map(|&(pc, below)| {
                 let off = (pc - m.start).checked_add(m.file_offset)?;
-                Some((pc, below, bin.file_to_vaddr(off)?.0))
+                Some((
+                    pc,
+                    below,
+                    bin.file_to_vaddr(off)?.0,
+                    self.records.binary_search(&pc).is_ok(),
+                ))
             })
             .collect();
         let mut pcs: Vec<u64> = todo.iter().map(|&(_, v)| v).collect();
-        pcs.extend(slots.iter().map(|&(_, _, v)| v));
+        pcs.extend(slots.iter().map(|&(_, _, v, _)| v));
         pcs.sort_unstable();
         pcs.dedup();
         let typed = if separate {
@@ -132,7 +138,7 @@ impl Typing {
             }
         }
         let mut typed_slots = Vec::new();
-        for (pc, below, vaddr) in slots {
+        for (pc, below, vaddr, instruction) in slots {
             if let Some((variable, ty, offset)) = mt.type_slot(vaddr, below) {
                 typed_slots.push(TypedSlot {
                     pc,
@@ -140,6 +146,16 @@ impl Typing {
                     variable,
                     ty,
                     offset,
+                });
+            } else if let Some(word) = mt.frame_word(vaddr, below, instruction) {
+                // No variable: the frame's own word (a saved register,
+                // a return address), typed by nothing.
+                typed_slots.push(TypedSlot {
+                    pc,
+                    below,
+                    variable: word.to_string(),
+                    ty: NO_TYPE,
+                    offset: 0,
                 });
             }
         }
@@ -201,7 +217,9 @@ impl Typing {
             a
         }));
         self.out.slots.extend(slots.into_iter().map(|mut s| {
-            s.ty += base;
+            if s.ty != NO_TYPE {
+                s.ty += base;
+            }
             s
         }));
     }
@@ -267,7 +285,7 @@ fn merge_duplicates(d: &mut DataTypes) {
     for a in &mut d.accesses {
         a.ty = canon[a.ty as usize];
     }
-    for s in &mut d.slots {
+    for s in d.slots.iter_mut().filter(|s| s.ty != NO_TYPE) {
         s.ty = canon[s.ty as usize];
     }
     for t in &mut d.types {
@@ -285,7 +303,7 @@ fn prune(d: &mut DataTypes) {
     let n = d.types.len();
     let mut keep = vec![false; n];
     let mut stack: Vec<u32> = d.accesses.iter().map(|a| a.ty).collect();
-    stack.extend(d.slots.iter().map(|s| s.ty));
+    stack.extend(d.slots.iter().map(|s| s.ty).filter(|&t| t != NO_TYPE));
     while let Some(t) = stack.pop() {
         let Some(k) = keep.get_mut(t as usize) else {
             continue;
@@ -327,7 +345,7 @@ fn prune(d: &mut DataTypes) {
     for a in &mut d.accesses {
         a.ty = new_index[a.ty as usize];
     }
-    for s in &mut d.slots {
+    for s in d.slots.iter_mut().filter(|s| s.ty != NO_TYPE) {
         s.ty = new_index[s.ty as usize];
     }
 }

@@ -385,6 +385,64 @@ impl ModuleTypes {
         Some((v.name, ty, v.offset))
     }
 
+    /// What the frame keeps in the stack byte `below` bytes under the CFA
+    /// of a frame whose function is at file address `vaddr`, when it is
+    /// no variable: `"[return address]"`, `"[saved rbx]"` (the call frame
+    /// information's rules; at a `push` the rules after it, which save
+    /// what it pushes), or `"[return address of a call]"` for the slot a
+    /// `call` at `vaddr` pushes. `instruction`: `vaddr` starts an
+    /// instruction (the accessing one; a frame's call site is inside its
+    /// call, and only the rules are read there).
+    pub fn frame_word(&self, vaddr: u64, below: u64, instruction: bool) -> Option<&'static str> {
+        let vars = self.variables.as_deref()?;
+        let named = |reg: u16| -> Option<&'static str> {
+            const SAVED: [&str; 16] = [
+                "[saved rax]",
+                "[saved rdx]",
+                "[saved rcx]",
+                "[saved rbx]",
+                "[saved rsi]",
+                "[saved rdi]",
+                "[saved rbp]",
+                "[saved rsp]",
+                "[saved r8]",
+                "[saved r9]",
+                "[saved r10]",
+                "[saved r11]",
+                "[saved r12]",
+                "[saved r13]",
+                "[saved r14]",
+                "[saved r15]",
+            ];
+            match reg {
+                16 => Some("[return address]"),
+                r => SAVED.get(usize::from(r)).copied(),
+            }
+        };
+        if let Some(r) = vars.saved_register(vaddr, below) {
+            return named(r);
+        }
+        if !instruction {
+            return None;
+        }
+        // The instruction at `vaddr`: a push saves what the rules after
+        // it say; a call pushes its callee's return address at rsp - 8.
+        let (start, bytes) = self.code.function(vaddr)?;
+        let at = usize::try_from(vaddr - start).ok()?;
+        let mut d =
+            iced_x86::Decoder::with_ip(64, bytes.get(at..)?, vaddr, iced_x86::DecoderOptions::NONE);
+        let ins = d.decode();
+        match ins.mnemonic() {
+            iced_x86::Mnemonic::Push => named(vars.saved_register(ins.next_ip(), below)?),
+            iced_x86::Mnemonic::Call => {
+                let (reg, k) = vars.cfa_offset(vaddr)?;
+                (reg == 7 && k.checked_add(8) == i64::try_from(below).ok())
+                    .then_some("[return address of a call]")
+            }
+            _ => None,
+        }
+    }
+
     /// The types interned so far.
     pub fn types(&self) -> &[DataType] {
         &self.layouts.types

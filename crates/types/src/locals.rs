@@ -323,6 +323,20 @@ impl Variables for Locals {
         self.pointer(pc, reg, true)
     }
 
+    fn saved_register(&self, pc: u64, below: u64) -> Option<u16> {
+        let at = i64::try_from(below).ok()?.checked_neg()?;
+        let rules = self.cfi.rules_at(pc)?;
+        rules
+            .saved
+            .iter()
+            .find(|&&(n, _)| n <= at && at < n.saturating_add(8))
+            .map(|&(_, r)| r)
+    }
+
+    fn cfa_offset(&self, pc: u64) -> Option<(u16, i64)> {
+        self.cfi.cfa_at(pc)
+    }
+
     /// The CFA at `pc` is rsp or rbp plus k (the call frame information):
     /// the byte is that register plus `k - below`.
     fn frame_slot(&self, pc: u64, below: u64) -> Option<Variable> {
@@ -1075,14 +1089,27 @@ impl Cfi {
 
     /// The CFA rule at `pc` as (register, k): CFA = register + k.
     fn cfa_at(&self, pc: u64) -> Option<(u16, i64)> {
+        self.rules_at(pc).map(|r| r.cfa)
+    }
+
+    /// The frame's rules at `pc`.
+    fn rules_at(&self, pc: u64) -> Option<Rules> {
         if let Some((sec, bases, fdes)) = &self.eh {
-            if let Some(r) = cfa_in(sec, bases, fdes, pc) {
+            if let Some(r) = rules_in(sec, bases, fdes, pc) {
                 return Some(r);
             }
         }
         let (sec, bases, fdes) = self.debug.as_ref()?;
-        cfa_in(sec, bases, fdes, pc)
+        rules_in(sec, bases, fdes, pc)
     }
+}
+
+/// A frame's rules at a pc: the CFA as (register, k), CFA = register +
+/// k, and the registers saved in the frame as (n, register): saved at
+/// CFA + n (the return address, DWARF register 16, among them).
+struct Rules {
+    cfa: (u16, i64),
+    saved: Vec<(i64, u16)>,
 }
 
 /// Every frame description entry of a section, sorted by start address.
@@ -1114,12 +1141,12 @@ where
     out
 }
 
-fn cfa_in<S: UnwindSection<Reader>>(
+fn rules_in<S: UnwindSection<Reader>>(
     sec: &S,
     bases: &BaseAddresses,
     fdes: &[FrameDescriptionEntry<Reader>],
     pc: u64,
-) -> Option<(u16, i64)> {
+) -> Option<Rules> {
     let i = fdes
         .partition_point(|f| f.initial_address() <= pc)
         .checked_sub(1)?;
@@ -1129,10 +1156,18 @@ fn cfa_in<S: UnwindSection<Reader>>(
     }
     let mut ctx = Box::new(UnwindContext::new());
     let row = fde.unwind_info_for_address(sec, bases, &mut ctx, pc).ok()?;
-    match row.cfa() {
-        gimli::CfaRule::RegisterAndOffset { register, offset } => Some((register.0, *offset)),
-        gimli::CfaRule::Expression(_) => None,
-    }
+    let cfa = match row.cfa() {
+        gimli::CfaRule::RegisterAndOffset { register, offset } => (register.0, *offset),
+        gimli::CfaRule::Expression(_) => return None,
+    };
+    let saved = row
+        .registers()
+        .filter_map(|(r, rule)| match rule {
+            gimli::RegisterRule::Offset(n) => Some((*n, r.0)),
+            _ => None,
+        })
+        .collect();
+    Some(Rules { cfa, saved })
 }
 
 /// Intervals [lo, hi) with a payload, queried by a point: sorted by `lo`,

@@ -48,6 +48,22 @@ pub trait Variables {
         None
     }
 
+    /// The register the frame saved (by the call frame information at
+    /// file address `pc`) in the 8 bytes holding the stack byte `below`
+    /// bytes under its CFA: DWARF register 16 is the return address.
+    /// `None` by default.
+    fn saved_register(&self, pc: u64, below: u64) -> Option<u16> {
+        let _ = (pc, below);
+        None
+    }
+
+    /// The CFA rule at file address `pc`: CFA = DWARF register + k.
+    /// `None` by default.
+    fn cfa_offset(&self, pc: u64) -> Option<(u16, i64)> {
+        let _ = pc;
+        None
+    }
+
     /// [`Variables::pointer_in_register`], and also a pointer variable the
     /// register holds moved by a constant; the second value is the
     /// register's offset from the variable's value (the seeds of `flow`).

@@ -659,6 +659,18 @@ fn frame_slots_by_distance_below_the_cfa() {
         for below in [8, 0] {
             assert_eq!(p.locals.frame_slot(call, below), None, "{tag}: {below}");
         }
+        // The frame's own words at the call, by the CFI: the return
+        // address (DWARF register 16) 1..=8 below the CFA, the caller's
+        // rbp pushed by the prologue 9..=16 below; none at the CFA.
+        for (below, reg) in [
+            (1, Some(16)),
+            (8, Some(16)),
+            (9, Some(6)),
+            (16, Some(6)),
+            (0, None),
+        ] {
+            assert_eq!(p.locals.saved_register(call, below), reg, "{tag}: {below}");
+        }
     }
 }
 
