@@ -460,9 +460,7 @@ fn region_identity(
     match (kind, r.path.as_str()) {
         // The rest of a module's `.bss`: named by the module before it.
         ("module data", "") => {
-            let module = i
-                .checked_sub(1)
-                .map_or(String::new(), |j| file(&regions[j].path));
+            let module = preceding(regions, i).map_or(String::new(), |p| file(&p.path));
             format!("module data\0{module}\0.bss")
         }
         (_, "") => kind.to_string(),
@@ -471,9 +469,6 @@ fn region_identity(
     }
 }
 
-/// The module whose data mapping `i` is (its file's base name; for the
-/// anonymous rest of a `.bss`, the file mapped right before it), with the
-/// executable (base name `program`) as `<program>` when given.
 /// The mapping that ends where mapping `i` begins: the one before it,
 /// else (the mappings found at the capture's end follow the start's) any.
 fn preceding(regions: &[ObjectRegion], i: usize) -> Option<&ObjectRegion> {
@@ -486,6 +481,9 @@ fn preceding(regions: &[ObjectRegion], i: usize) -> Option<&ObjectRegion> {
     }
 }
 
+/// The module whose data mapping `i` is (its file's base name; for the
+/// anonymous rest of a `.bss`, the file mapped right before it), with the
+/// executable (base name `program`) as `<program>` when given.
 fn module_of(regions: &[ObjectRegion], i: usize, program: Option<&str>) -> String {
     let path = match regions.get(i) {
         Some(r) if r.path.is_empty() => preceding(regions, i)
@@ -900,6 +898,10 @@ pub fn objects(p: &Profile, limit: Option<usize>) -> Option<ObjectsView> {
             let mut rows: Vec<ObjectRow> = Vec::with_capacity(locals.len());
             let mut row_of: std::collections::HashMap<(String, String), usize> = Default::default();
             for (key, (c, ty)) in locals {
+                // All of it in a tail caller's frames: nothing here.
+                if c.accesses() == 0 {
+                    continue;
+                }
                 let (func, var) = &key;
                 let mut r = row("local", format!("{var} in {func}"), &c, levels);
                 r.identity = format!("local\0{func}\0{var}");

@@ -810,7 +810,7 @@ pub fn objects(o: &crate::objects::ObjectsView) -> String {
     if o.not_per_slot > 0 {
         let _ = writeln!(
             s,
-            "  {} accesses of stack frames not kept by slot (the capture's limit on slots): in their frames' rows, none of their locals'",
+            "  {} accesses of stack frames not kept by slot (the capture's limit on slots, or more than 1 GiB below their frame's CFA): in their frames' rows, none of their locals'",
             o.not_per_slot
         );
     }

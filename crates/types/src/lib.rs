@@ -434,6 +434,14 @@ impl ModuleTypes {
         let ins = d.decode();
         match ins.mnemonic() {
             iced_x86::Mnemonic::Push => named(vars.saved_register(ins.next_ip(), below)?),
+            // A call with no memory operand makes one access, its push;
+            // a `call [mem]` also reads: its push is at rsp - 8, told
+            // apart where the CFA is rsp-based.
+            iced_x86::Mnemonic::Call
+                if !(0..ins.op_count()).any(|k| ins.op_kind(k) == iced_x86::OpKind::Memory) =>
+            {
+                Some("[return address of a call]")
+            }
             iced_x86::Mnemonic::Call => {
                 let (reg, k) = vars.cfa_offset(vaddr)?;
                 (reg == 7 && k.checked_add(8) == i64::try_from(below).ok())

@@ -728,11 +728,14 @@ function objectsHtml(v) {
   // instructions that made them: the heap allocated earlier, a module's
   // globals (not the stacks').
   const otherFields = (r) => r.fields.map((f) => `\n  ${f.field}: ${fmt(f.accesses)} accesses, ${f.misses.map((m, k) => `miss:${o.levels[k]} ${fmt(m)}`).join(", ")}`).join("");
-  const otherType = (r) => r.fields.length ? `<br><span class="muted" data-test="object-type">${esc(`${r.type || "no one type"} (${pctOf(r.typed_accesses, r.accesses)} of accesses typed): ${r.fields.slice(0, 3).map((f) => f.field).join(", ")}`)}</span>` : "";
+  const otherType = (r) => !r.fields.length ? ""
+    : r.kind === "stack frame"
+      ? `<br><span class="muted" data-test="object-words">${esc(`by word: ${r.fields.slice(0, 3).map((f) => `${f.field} ${pctOf(f.accesses, r.accesses)}`).join(", ")}`)}</span>`
+      : `<br><span class="muted" data-test="object-type">${esc(`${r.type || "no one type"} (${pctOf(r.typed_accesses, r.accesses)} of accesses typed): ${r.fields.slice(0, 3).map((f) => f.field).join(", ")}`)}</span>`;
   const other = (r) => `<tr data-test="object-row"><td class="label" title="${esc(`${r.label}${r.fields.length ? `\n\nits accesses by field:${otherFields(r)}` : ""}`)}">${esc(`${r.kind}: ${r.label}`)}${otherType(r)}</td><td class="label"></td><td class="num"></td><td class="num">${r.kind === "global" ? fmt(r.bytes) : ""}</td><td class="num">${fmt(r.accesses)}</td><td class="num">${fmt(r.reads)}</td><td class="num">${fmt(r.writes)}</td>${misses(r)}</tr>`;
   const notFollowed = (o.unknown_frees + o.unreturned + o.untracked > 0
     ? `<p class="warn" data-test="objects-not-followed">not followed: ${fmt(o.unknown_frees)} frees of blocks allocated earlier, ${fmt(o.unreturned)} allocator calls not seen returning, ${fmt(o.untracked)} allocations not tracked (table full)</p>` : "")
-    + (o.not_per_slot > 0 ? `<p class="warn" data-test="objects-not-per-slot">${fmt(o.not_per_slot)} accesses of stack frames not kept by slot (the capture's limit on slots): in their frames' rows, none of their locals'</p>` : "");
+    + (o.not_per_slot > 0 ? `<p class="warn" data-test="objects-not-per-slot">${fmt(o.not_per_slot)} accesses of stack frames not kept by slot (the capture's limit on slots, or more than 1 GiB below their frame's CFA): in their frames' rows, none of their locals'</p>` : "");
   return `<h3>Objects</h3>
     <p data-test="objects-head">${fmt(o.accesses)} data accesses, ${pctOf(o.in_blocks, o.accesses)} in heap blocks allocated in the capture${o.in_mappings ? `, ${pctOf(o.in_mappings, o.accesses)} in mappings made in it (outside blocks)` : ""}; ${fmt(o.allocations)} allocations and ${fmt(o.frees)} frees seen (${fmt(o.allocators)} allocator entry points observed), ${fmt(o.live)} blocks live at the end</p>${notFollowed}
     <table data-test="objects-sites"><thead>${heads("allocation site (top frames; click for the whole stack)")}</thead><tbody>${o.sites.length ? o.sites.map(site).join("") : `<tr><td class="label muted" colspan="${7 + o.levels.length + extra}">(no allocation seen in the capture)</td></tr>`}</tbody></table>
