@@ -1095,22 +1095,7 @@ impl Objects {
     #[inline(never)]
     fn pair_slow(&mut self, site: u32, ip: u64, side: usize, r: &AccessResult, b: &mut Budget) {
         let h = pair_hash(ip, site);
-        let mut found = None;
-        if self.pair_index.ready() {
-            let mut i = self.pair_index.start(h);
-            loop {
-                let e = self.pair_index.slot(i);
-                if e == 0 {
-                    break;
-                }
-                let p = self.pairs.at(e as usize - 1);
-                if p.ip == ip && p.site == site {
-                    found = Some(e - 1);
-                    break;
-                }
-                i = self.pair_index.next(i);
-            }
-        }
+        let found = self.find_pair(site, ip, h);
         let local = site & !INDEX == LOCAL_PAIR;
         let pair = match found {
             Some(p) => p,
@@ -1138,6 +1123,26 @@ impl Objects {
         };
         self.pair_memo[ip_slot(ip)] = PairMemo { ip, site, pair };
         self.pairs.at_mut(pair as usize).counts.add(side, r);
+    }
+
+    /// The pair of (`site`, `ip`), whose hash is `h`, when the table has
+    /// it.
+    fn find_pair(&self, site: u32, ip: u64, h: u64) -> Option<u32> {
+        if !self.pair_index.ready() {
+            return None;
+        }
+        let mut i = self.pair_index.start(h);
+        loop {
+            let e = self.pair_index.slot(i);
+            if e == 0 {
+                return None;
+            }
+            let p = self.pairs.at(e as usize - 1);
+            if p.ip == ip && p.site == site {
+                return Some(e - 1);
+            }
+            i = self.pair_index.next(i);
+        }
     }
 
     /// A new pair (not in the table); `None` when the table cannot grow.
@@ -1400,23 +1405,11 @@ impl Objects {
     /// budget: the capture has ended).
     fn late_pair(&mut self, key: u32, ip: u64, c: &Counts) {
         let h = pair_hash(ip, key);
-        if self.pair_index.ready() {
-            let mut i = self.pair_index.start(h);
-            loop {
-                let e = self.pair_index.slot(i);
-                if e == 0 {
-                    break;
-                }
-                let p = self.pairs.at_mut(e as usize - 1);
-                if p.ip == ip && p.site == key {
-                    add(&mut p.counts, c);
-                    return;
-                }
-                i = self.pair_index.next(i);
-            }
-        }
         let mut b = Budget::new(usize::MAX);
-        match self.add_pair(key, ip, h, &mut b) {
+        match self
+            .find_pair(key, ip, h)
+            .or_else(|| self.add_pair(key, ip, h, &mut b))
+        {
             Some(p) => add(&mut self.pairs.at_mut(p as usize).counts, c),
             None => {
                 let dropped = if key & GLOBAL_PAIR != 0 {

@@ -377,15 +377,7 @@ fn prepare_inner(options: Options) -> Result<bool, CaptureError> {
                 reserves.threads,
                 &entries,
                 without_own_stack(
-                    procfs::self_maps()
-                        .into_iter()
-                        .map(|m| crate::objects::Mapping {
-                            start: m.start,
-                            end: m.end,
-                            perms: m.perms,
-                            path: m.path,
-                        })
-                        .collect(),
+                    crate::objects::self_mappings(),
                     OWN_STACK_AT.with(|c| c.get()),
                 ),
             )
@@ -694,16 +686,10 @@ fn finish_inner() -> Result<Summary, CaptureError> {
     if acc.has_late_accesses() {
         // What no object held when accessed (a library's data, mapped by
         // the dynamic linker in the window): named by what holds it now.
-        let maps: Vec<crate::objects::Mapping> = procfs::self_maps()
-            .into_iter()
-            .map(|m| crate::objects::Mapping {
-                start: m.start,
-                end: m.end,
-                perms: m.perms,
-                path: m.path,
-            })
-            .collect();
-        acc.late_mappings(&maps, crate::objects::global_symbols());
+        acc.late_mappings(
+            &crate::objects::self_mappings(),
+            crate::objects::global_symbols(),
+        );
     }
     let mut finished = acc.finish_encoded(meta, modules, procfs::thread_name);
     // `CALLGRIND_DUMP_STATS` parts first, each a dump of its own (the

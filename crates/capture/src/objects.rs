@@ -86,6 +86,20 @@ pub fn global_data_symbol(name: &str) -> Option<u64> {
     at
 }
 
+/// The process's mappings now, as [`Objects`] takes them. Not
+/// async-signal-safe.
+pub(crate) fn self_mappings() -> Vec<Mapping> {
+    crate::procfs::self_maps()
+        .into_iter()
+        .map(|m| Mapping {
+            start: m.start,
+            end: m.end,
+            perms: m.perms,
+            path: m.path,
+        })
+        .collect()
+}
+
 /// The data symbols (`STT_OBJECT` of a size, defined) of every mapped
 /// ELF file at their run-time addresses: the full symbol table where the
 /// file has one (statics too), else `.dynsym`. Thread-local symbols are
