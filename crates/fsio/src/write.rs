@@ -354,8 +354,8 @@ pub fn file_id(path: &Path) -> Option<FileId> {
 /// The finished temporary file is renamed to `path` without replacing
 /// (`RENAME_NOREPLACE`); if a file is there and it is `prior`, the two are
 /// exchanged (`RENAME_EXCHANGE`) and what came out is checked to be
-/// `prior` before it is removed (if not, a concurrent writer's file
-/// arrived first: exchanged back); otherwise the next free name
+/// `prior` before it is removed (if not, another program's file arrived
+/// first: exchanged back); otherwise the next free name
 /// `NAME.2.EXT`, `NAME.3.EXT`, … beside it is taken the same way. Two
 /// captures finishing at once in one directory both keep their files.
 /// Returns the path written (`path` itself when placed there). Devices,
@@ -386,7 +386,16 @@ pub fn write_claimed(asked: &Path, parts: &[&[u8]], prior: Option<FileId>) -> io
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
             Err(e) => return Err(step(e, &format!("renaming {} to", tmp.display()), &to)),
         }
-        if n == 1 && prior.is_some() && file_id(&to) == prior {
+        if n != 1 || prior.is_none() {
+            continue;
+        }
+        // Writers that saw the same `prior` take turns: without the
+        // lock, a third writer's exchange between another's exchange and
+        // its exchange back would hand that one a file not its own.
+        let Some(_turn) = lock_prior(&to, prior) else {
+            continue;
+        };
+        if file_id(&to) == prior {
             rename2(&tmp, &to, libc::RENAME_EXCHANGE)
                 .map_err(|e| step(e, &format!("exchanging {} with", tmp.display()), &to))?;
             // `tmp` now names what was at `to`.
@@ -396,7 +405,8 @@ pub fn write_claimed(asked: &Path, parts: &[&[u8]], prior: Option<FileId>) -> io
                 sync_dir(path);
                 return Ok(asked.to_path_buf());
             }
-            // Another writer's file had replaced `prior`: give it back.
+            // Another program had replaced `prior` (our writers take
+            // turns): its file goes back.
             rename2(&tmp, &to, libc::RENAME_EXCHANGE)
                 .map_err(|e| step(e, &format!("exchanging {} back with", tmp.display()), &to))?;
         }
@@ -406,6 +416,41 @@ pub fn write_claimed(asked: &Path, parts: &[&[u8]], prior: Option<FileId>) -> io
         "finding a free name beside",
         path,
     ))
+}
+
+/// How long [`write_claimed`] waits for its turn at a claimed file
+/// before it takes the next free name instead.
+const TURN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The file at `to`, opened and locked (`flock`, exclusive) if it is
+/// still `prior`: the turn of one writer among those that saw `prior`.
+/// `None` when it is another file, or when the lock is not had within
+/// [`TURN_WAIT`] (someone else holds it: never waited on for ever). The
+/// lock is released when the file is closed.
+fn lock_prior(to: &Path, prior: Option<FileId>) -> Option<File> {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::io::AsRawFd;
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(to)
+        .ok()?;
+    let m = f.metadata().ok()?;
+    if !m.is_file() || Some((m.dev(), m.ino())) != prior {
+        return None;
+    }
+    let start = std::time::Instant::now();
+    loop {
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Some(f);
+        }
+        let e = io::Error::last_os_error().raw_os_error();
+        if e != Some(libc::EWOULDBLOCK) && e != Some(libc::EINTR) || start.elapsed() > TURN_WAIT {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 /// `NAME.N.EXT` (or `NAME.N` without an extension) beside `path`.

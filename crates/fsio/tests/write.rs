@@ -336,7 +336,7 @@ fn a_claimed_write_never_replaces_another_writers_file() {
 #[test]
 fn writers_racing_for_one_name_all_keep_their_files() {
     use coldcache_fsio::{file_id, write_claimed};
-    for round in 0..20 {
+    for round in 0..50 {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("d.ccdump");
         std::fs::write(&p, b"earlier").unwrap();
