@@ -313,9 +313,8 @@ impl Drop for GuardedFile {
 mod tests {
     use super::*;
 
-    /// The tests close and reuse numbers from the same high range, in one
-    /// process: one at a time.
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    /// The tests close and reuse numbers, in one process: one at a time.
+    use crate::FD_TESTS as SERIAL;
 
     /// A lifted descriptor is above the numbers a program gets first, names
     /// the same file, and once closed and its number taken by another file

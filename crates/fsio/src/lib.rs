@@ -44,6 +44,13 @@ pub mod sigpipe;
 pub mod varint;
 pub mod write;
 
+/// The unit tests that close, reuse or count on descriptor numbers, or
+/// change SIGPIPE's disposition (`fdguard`, `sigpipe`), run one at a
+/// time: in one process, one's `close` or `pipe` lands in another's
+/// numbers.
+#[cfg(test)]
+pub(crate) static FD_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 pub use read::{
     check_magic, open_regular, read_regular, read_regular_to_string, read_regular_with_magic,
     ReadError,

@@ -124,6 +124,7 @@ mod tests {
 
     #[test]
     fn a_write_to_a_pipe_without_reader_fails_with_epipe_and_raises_nothing() {
+        let _one = crate::FD_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: installs a handler that only bumps an atomic.
         let before = unsafe {
             libc::signal(
@@ -150,6 +151,7 @@ mod tests {
 
     #[test]
     fn a_sigpipe_pending_before_is_left_to_the_program() {
+        let _one = crate::FD_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: blocks SIGPIPE in this test's thread, raises one at it,
         // and restores both (the pending one taken with sigtimedwait).
         unsafe {
