@@ -13,7 +13,8 @@
  * Under fast capture the handler used to see code-cache addresses (no
  * object holds them). Prints the computation's result only (the same with
  * and without capture); on standard error: the samples, those dladdr
- * placed in no object, and those in this program's own text.
+ * placed in no object, those in this program's own text, and those in a
+ * file whose name says coldcache (the capture's own library).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -27,7 +28,7 @@
 #include <time.h>
 #include <ucontext.h>
 
-static volatile long samples, nowhere, own;
+static volatile long samples, nowhere, own, tool;
 static const char *self;
 static volatile int done;
 static pthread_t main_thread;
@@ -55,6 +56,8 @@ static void on_prof(int sig, siginfo_t *info, void *ctx)
         nowhere++;
     } else if (self && strcmp(d.dli_fname, self) == 0) {
         own++;
+    } else if (strstr(d.dli_fname, "coldcache")) {
+        tool++;
     }
 }
 
@@ -99,7 +102,8 @@ int main(int argc, char **argv)
     struct itimerval off = {{0, 0}, {0, 0}};
     setitimer(ITIMER_PROF, &off, NULL);
     printf("%llu\n", (unsigned long long)r);
-    fprintf(stderr, "profsig: %ld samples, %ld in no object, %ld in the program\n", samples,
-            nowhere, own);
+    fprintf(stderr,
+            "profsig: %ld samples, %ld in no object, %ld in the program, %ld in coldcache\n",
+            samples, nowhere, own, tool);
     return 0;
 }

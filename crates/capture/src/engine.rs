@@ -542,15 +542,18 @@ extern "C" fn on_sigtrap(_sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::
             uc.uc_mcontext.gregs[libc::REG_RIP as usize] = last as i64;
         }
     } else {
-        if crate::jit::is_on() {
-            if crate::jit::verify_trap(uc) {
-                // Translated code single-stepped by `--mode verify`.
-                IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
-                return;
-            }
-            // A thread the dispatcher handed back: step the program
-            // instruction it was jumping to.
-            crate::jit::take_back(uc);
+        if crate::jit::is_on() && crate::jit::verify_trap(uc) {
+            // Translated code single-stepped by `--mode verify`.
+            IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        // A thread the dispatcher handed back: step the program
+        // instruction it was jumping to. (Asked also once fast mode is
+        // off: a thread that left with signals held back traps there.)
+        if crate::jit::take_back(uc) == crate::jit::Back::Left {
+            IN_HANDLER.fetch_sub(1, Ordering::SeqCst);
+            after_trap(uc);
+            return;
         }
         if crate::jit::late_start() {
             let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;

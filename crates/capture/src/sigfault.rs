@@ -7,8 +7,10 @@
 //! where (a sampling profiler's `setitimer`, gperftools, a runtime's
 //! preemption). An asynchronous signal is mapped where a fault would be,
 //! and anywhere between two instruction copies of a block; in a block's
-//! head or exit code, or the dispatcher, its handler still sees a
-//! code-cache address (counted, the dump's note says how many).
+//! exit code, the dispatcher or the replay it is held back to the thread's
+//! next program instruction ([`crate::jit::hold_back`]); in a system call
+//! block its handler still sees a code-cache address (counted, the dump's
+//! note says how many of each).
 //!
 //! While a capture is prepared or runs ([`arm`] to [`disarm`]; in both
 //! modes, so that a `sigaction` the window counts runs the same library
@@ -156,12 +158,15 @@ pub(crate) fn disarm() {
 /// translated code).
 pub(crate) fn note() -> Option<String> {
     let mapped = crate::jit::HANDLED.swap(0, Ordering::Relaxed);
+    let held = crate::jit::HELD_BACK.swap(0, Ordering::Relaxed);
     let unmapped = crate::jit::UNMAPPED.swap(0, Ordering::Relaxed);
-    (mapped + unmapped > 0).then(|| {
+    (mapped + held + unmapped > 0).then(|| {
         format!(
             "fast mode: {mapped} program signal handler runs interrupted translated code and \
-             saw the program's context; {unmapped} saw a code-cache address (interrupted \
-             outside a block's instruction copies)"
+             saw the program's context; {held} signals came in the translator's own code and \
+             were held back to the next program instruction; {unmapped} saw a code-cache or \
+             coldcache address (interrupted in a system call block, or a fault outside a \
+             block's instruction copies)"
         )
     })
 }
@@ -189,10 +194,20 @@ extern "C-unwind" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut li
     // signal (`SI_KERNEL`, also > 0) comes anywhere.
     // Our work before and after the program's handler keeps the errno the
     // handler sees and the one it leaves (it may also `siglongjmp` away).
-    let state = {
+    let fault = i < FIRST_ASYNC && code > 0;
+    let can_hold = !fault && prog[1] & libc::SA_RESETHAND as u64 == 0;
+    let (state, held) = {
         let _errno = crate::errno::Kept::new();
-        crate::jit::to_program(uc, i < FIRST_ASYNC && code > 0)
+        let state = crate::jit::to_program(uc, fault);
+        (
+            state,
+            crate::jit::hold_back(uc, sig, info, &state, can_hold),
+        )
     };
+    if held {
+        // Delivered again at the thread's next program instruction.
+        return;
+    }
     if prog[1] & libc::SA_SIGINFO as u64 != 0 {
         type Action = extern "C-unwind" fn(i32, *mut libc::siginfo_t, *mut libc::c_void);
         // SAFETY: the program's handler, installed with SA_SIGINFO.

@@ -148,6 +148,17 @@ pub(crate) struct Tls {
     /// `--mode verify`'s last check point on this thread
     /// (`jit::verify::verify_trap`).
     pub verify_last: u64,
+    /// Program signals held back (a kernel signal set: bit `sig - 1`)
+    /// because they came where the thread's context is not the program's
+    /// (`jit::interrupted::hold_back`): blocked and queued again, they are
+    /// let through at the dispatcher's hand-back trap.
+    pub deferred: u64,
+    /// The dispatcher left the thread untraced with TF set only so that
+    /// its hand-back trap lets [`Tls::deferred`] through.
+    pub trap_leave: u64,
+    /// Where `hold_back` made the buffer read full (0: nowhere): the
+    /// next buffer check past it sends the thread to the dispatcher.
+    pub fill: u64,
 }
 
 // A `dlopen`ed library's static TLS comes from the surplus glibc keeps

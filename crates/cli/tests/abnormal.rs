@@ -1811,10 +1811,11 @@ fn code_patched_through_proc_mem_counts_the_new_codes_accesses() {
 /// translated code whatever the machine's load. Before the timers' handlers
 /// were run on the program's context, every one of those saw a code-cache
 /// address (no object: 39 and 49 of 76 and 88 here, 0 and 1 in the
-/// program); now most land in the program's text and the rest (a block's
-/// exit code, the dispatcher) are fewer. The output is the uncaptured run's
-/// and the dump's note counts the handler runs that saw the program's
-/// context. The instruction count (the handler's own are not traced) is
+/// program); then most landed in the program's text, 2 to 7 still in a
+/// block's exit code or the dispatcher; now those are held back to the
+/// thread's next program instruction and none sees a code-cache address.
+/// The output is the uncaptured run's and the dump's note counts the
+/// handler runs that saw the program's context and the signals held back. The instruction count (the handler's own are not traced) is
 /// Callgrind's on the run without signals: 20,000,009.
 #[test]
 fn a_sampling_profilers_sigprof_handler_sees_the_programs_rip() {
@@ -1839,7 +1840,7 @@ fn a_sampling_profilers_sigprof_handler_sees_the_programs_rip() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert_eq!(out.stdout, native.stdout, "{err}");
-    // "profsig: S samples, N in no object, P in the program"
+    // "profsig: S samples, N in no object, P in the program, C in coldcache"
     let line = err
         .lines()
         .find(|l| l.starts_with("profsig: "))
@@ -1848,19 +1849,25 @@ fn a_sampling_profilers_sigprof_handler_sees_the_programs_rip() {
         .split(|c: char| !c.is_ascii_digit())
         .filter_map(|w| w.parse().ok())
         .collect();
-    let (samples, nowhere, own) = (n[0], n[1], n[2]);
-    assert!(own > 0 && nowhere < own, "{line}");
-    assert!(samples >= nowhere + own, "{line}");
+    let (samples, nowhere, own, tool) = (n[0], n[1], n[2], n[3]);
+    // No sample sees a code-cache address: those that come in a block's
+    // head or exit, the dispatcher or the replay are held back to the next
+    // program instruction (before, 2 to 7 of about 80 were in no object,
+    // and about half in `libcoldcache.so`'s replay). What remains in the
+    // library is the thread writing the dump after the window, natively.
+    assert!(own > 0 && nowhere == 0, "{line}");
+    assert!(tool < own / 4, "{line}");
+    assert!(samples >= nowhere + own + tool, "{line}");
     let d = load(&dump, "profsig", &err);
     assert_eq!(d.meta.instructions, 20_000_009, "{err}");
-    assert!(
-        d.meta
-            .notes
-            .iter()
-            .any(|n| n.contains("program signal handler runs interrupted translated code")),
-        "{:?}",
-        d.meta.notes
-    );
+    let note = d
+        .meta
+        .notes
+        .iter()
+        .find(|n| n.contains("program signal handler runs interrupted translated code"))
+        .unwrap_or_else(|| panic!("{:?}", d.meta.notes));
+    assert!(note.contains("; 0 saw a code-cache"), "{note}");
+    assert!(!note.contains("; 0 signals came"), "{note}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1600,7 +1600,8 @@ fn fault_handlers_that_move_rip_captured_fast_count_as_trap_mode() {
         assert!(
             f.meta.notes.iter().any(|n| n.starts_with(
                 "fast mode: 1000 program signal handler runs interrupted translated code \
-                 and saw the program's context; 0 saw"
+                 and saw the program's context; 0 signals came in the translator's own code \
+                 and were held back to the next program instruction; 0 saw"
             )),
             "{:?}",
             f.meta.notes

@@ -126,8 +126,9 @@ pub fn sys6(nr: i64, a: [u64; 6]) -> i64 {
     let ret: i64;
     // SAFETY: the `syscall` instruction with the Linux x86-64 convention;
     // the callers pass memory-management calls on mappings they own (or
-    // new ones), which touch no memory of Rust's, or `rt_sigprocmask`
-    // with sets in their own live locals. RCX and R11 are
+    // new ones), which touch no memory of Rust's, or signal calls
+    // (`rt_sigprocmask`, `rt_sigpending`, `rt_tgsigqueueinfo`) with their
+    // sets and `siginfo` in their own live memory. RCX and R11 are
     // clobbered by the instruction.
     unsafe {
         core::arch::asm!(

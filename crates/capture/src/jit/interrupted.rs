@@ -22,15 +22,20 @@
 //!
 //! Mapped: a fault (kernel-sent, `si_code > 0`) exactly at an instruction's
 //! copy, and any other signal anywhere from after the previous copy up to
-//! it (only the block's buffer was written meanwhile). Not mapped, counted
-//! ([`UNMAPPED`]) and left as before (a code-cache address): a point in a
-//! block's head (its buffer check) or exit code, a `rep` or `syscall`
-//! block, a retired block. Handler context: no allocation; the
+//! it (only the block's buffer was written meanwhile). Not mapped: a point
+//! in a block's head (its buffer check) or exit code, a `rep` or `syscall`
+//! block, a retired block; there, and in the dispatcher and our own code
+//! on the thread's way through it, an asynchronous signal is held back to
+//! the next program instruction ([`hold_back`]), except in a `syscall`
+//! block; what is neither mapped nor held is counted ([`UNMAPPED`]) and
+//! left as before (a code-cache address). Handler context: no allocation; the
 //! translator's lock is taken (a thread in translated code never holds
 //! it; the dispatcher blocks signals while it does).
 
-use super::state::{HANDLED, UNMAPPED};
+use super::state::{HANDLED, HELD_BACK, UNMAPPED};
+use super::{in_dispatcher, Tls, TRAP_JMP};
 use super::{in_translation, tls, with_jit};
+use crate::state::tls::EPOCH;
 use iced_x86::Register;
 use std::sync::atomic::Ordering;
 
@@ -58,7 +63,9 @@ pub(crate) enum Interrupted {
     /// handler).
     Translated(InBlock),
     /// In translated code at a point not mapped back: left as it was.
-    Unmapped,
+    /// `in_call`: in a system call block (its call may be what the
+    /// signal interrupts).
+    Unmapped { in_call: bool },
 }
 
 /// What [`resume`] needs of an interrupted block.
@@ -106,32 +113,30 @@ pub(crate) fn to_program(uc: &mut libc::ucontext_t, fault: bool) -> Interrupted 
                 })?;
             Some((|| {
                 if b.scratch < 0 || b.rep {
-                    return None;
+                    return Err(!b.rep);
                 }
                 let instrs =
                     &j.instrs.as_slice()[b.first as usize..b.first as usize + usize::from(b.count)];
                 let k = instrs
                     .iter()
-                    .position(|i| rip <= b.code + u64::from(i.check))?;
+                    .position(|i| rip <= b.code + u64::from(i.check))
+                    .ok_or(false)?;
                 let at = b.code + u64::from(instrs[k].check);
                 // A fault is at the copy itself; another signal may come
                 // anywhere after the previous copy, or, for the first, anywhere
                 // in the block's head (`translate::Head`).
                 if rip != at && (fault || (k == 0 && b.head_rcx == 0)) {
-                    return None;
+                    return Err(false);
                 }
                 let head = (k == 0 && rip != at).then(|| (b.code, b.code + u64::from(b.head_rcx)));
-                Some((k, instrs[k].ip, id, b.size, b.scratch, head))
+                Ok((k, instrs[k].ip, id, b.size, b.scratch, head))
             })())
         });
     super::restore_signals(&mask);
     let (k, ip, id, size, s, head) = match found {
         None => return Interrupted::Native,
-        Some(None) => {
-            UNMAPPED.fetch_add(1, Ordering::Relaxed);
-            return Interrupted::Unmapped;
-        }
-        Some(Some(x)) => x,
+        Some(Err(in_call)) => return Interrupted::Unmapped { in_call },
+        Some(Ok(x)) => x,
     };
     // SAFETY: this thread's own state; its translated code is interrupted
     // (by this handler), so nothing else of this thread touches it now.
@@ -156,8 +161,7 @@ pub(crate) fn to_program(uc: &mut libc::ucontext_t, fault: bool) -> Interrupted 
             let record = g[s as usize] as u64;
             if record != t.cursor {
                 // Not the record this block writes: do not touch the buffer.
-                UNMAPPED.fetch_add(1, Ordering::Relaxed);
-                return Interrupted::Unmapped;
+                return Interrupted::Unmapped { in_call: false };
             }
             g[s as usize] = t.s_spill as i64;
             let prefix = if k > 0 {
@@ -207,4 +211,131 @@ pub(crate) fn resume(uc: &mut libc::ucontext_t, b: &InBlock) {
     t.next = g[libc::REG_RIP as usize] as u64;
     t.from = 0;
     g[libc::REG_RIP as usize] = t.dispatch as i64;
+}
+
+/// An asynchronous program signal (not a fault) whose handler
+/// [`to_program`] could not give the program's context (`how`): in a
+/// block's head or exit code, a `rep` block, the dispatcher, or our own
+/// code on the thread's way through the dispatcher. Where the thread is
+/// sure to reach the dispatcher's hand-back trap soon, the signal is held
+/// back, as DynamoRIO delays a signal that arrives in its own code: it is
+/// blocked in the context the handler returns to, queued again to this
+/// thread with its `siginfo` (`rt_tgsigqueueinfo`), and the thread's next
+/// buffer check sends it to the dispatcher, which hands it to the trap
+/// engine for one instruction; the trap there ([`super::take_back`])
+/// unblocks it in the program's own context, where it is delivered, before
+/// that instruction runs. True: held back, the program's handler is not
+/// run now. Else the point is counted ([`UNMAPPED`]) if it is not the
+/// program's.
+///
+/// Not held back (`can_hold` false): a fault, which the kernel raises again
+/// at its instruction; a handler installed with `SA_RESETHAND` (the
+/// kernel has reset its disposition: a second delivery would find
+/// `SIG_DFL`). Nor in a system call block, whose call the signal may be
+/// interrupting: the program must run its handler before it sees `EINTR`.
+/// A thread leaving translated code untraced after its dispatcher has
+/// made its last decision is left as before (counted).
+pub(crate) fn hold_back(
+    uc: &mut libc::ucontext_t,
+    sig: i32,
+    info: *const libc::siginfo_t,
+    how: &Interrupted,
+    can_hold: bool,
+) -> bool {
+    if !super::is_on() {
+        return false;
+    }
+    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+    // SAFETY: this thread's own state; the handler runs on the thread.
+    let t = unsafe { &mut *tls::this() };
+    let current = t.epoch == EPOCH.load(Ordering::Acquire);
+    let ours = in_dispatcher(rip) || rip == TRAP_JMP.load(Ordering::Relaxed) || own_text(rip);
+    let (unmapped, comes_back) = match *how {
+        Interrupted::Translated(_) => return false,
+        Interrupted::Unmapped { in_call } => (true, !in_call),
+        Interrupted::Native => {
+            let unmapped = ours && current && (t.active != 0 || t.leaving != 0 || t.trap_once != 0);
+            // The dispatcher sends an active thread back to itself (below);
+            // one handed to the trap engine, or leaving with TF for held
+            // signals, traps at its final jump.
+            (
+                unmapped,
+                unmapped && (t.active != 0 || t.trap_once != 0 || t.trap_leave != 0),
+            )
+        }
+    };
+    if !unmapped {
+        return false;
+    }
+    if !(can_hold && comes_back && (1..=64).contains(&sig) && queue_blocked(sig, info)) {
+        UNMAPPED.fetch_add(1, Ordering::Relaxed);
+        return false;
+    }
+    let bit = 1u64 << (sig - 1);
+    // The first word of the mask the handler's return restores holds
+    // signals 1 to 64.
+    // SAFETY: `uc_sigmask` is a kernel sigset of at least 8 bytes, in the
+    // context this handler owns.
+    unsafe { *(&mut uc.uc_sigmask as *mut libc::sigset_t as *mut u64) |= bit };
+    t.deferred |= bit;
+    if t.active != 0 && current && t.fill == 0 {
+        super::fill_ahead(t);
+    }
+    HELD_BACK.fetch_add(1, Ordering::Relaxed);
+    true
+}
+
+/// Blocks `sig` on this thread now (a handler with `SA_NODEFER` would
+/// otherwise take it again at once) and queues it to the thread again with
+/// `info`; false, the mask as it was, if it cannot be queued.
+fn queue_blocked(sig: i32, info: *const libc::siginfo_t) -> bool {
+    let set = [1u64 << (sig - 1)];
+    let mut old = [0u64];
+    let mask = |how: i32, set: &[u64; 1], old: &mut [u64; 1]| {
+        crate::grow::sys6(
+            libc::SYS_rt_sigprocmask,
+            [
+                how as u64,
+                set.as_ptr() as u64,
+                old.as_mut_ptr() as u64,
+                8,
+                0,
+                0,
+            ],
+        )
+    };
+    mask(libc::SIG_BLOCK, &set, &mut old);
+    let queued = crate::grow::sys6(
+        libc::SYS_rt_tgsigqueueinfo,
+        [
+            u64::from(std::process::id()),
+            u64::from(crate::state::gettid()),
+            sig as u64,
+            info as u64,
+            0,
+            0,
+        ],
+    ) == 0;
+    if !queued && old[0] & set[0] == 0 {
+        mask(libc::SIG_UNBLOCK, &set, &mut old);
+    }
+    queued
+}
+
+/// Whether `rip` is in this library's own code.
+fn own_text(rip: u64) -> bool {
+    use crate::signal_state::engine::OWN_TEXT;
+    rip >= OWN_TEXT[0].load(Ordering::Relaxed) && rip < OWN_TEXT[1].load(Ordering::Relaxed)
+}
+
+/// At the dispatcher's hand-back trap, in the program's context `uc`:
+/// the signals [`hold_back`] held are unblocked in the mask the handler's
+/// return restores (the program's own, which did not block them when
+/// they came), so they are delivered there.
+pub(super) fn let_through(uc: &mut libc::ucontext_t, t: &mut Tls) {
+    let held = std::mem::take(&mut t.deferred);
+    if held != 0 {
+        // SAFETY: as in `hold_back`.
+        unsafe { *(&mut uc.uc_sigmask as *mut libc::sigset_t as *mut u64) &= !held };
+    }
 }

@@ -58,8 +58,8 @@ mod translate;
 mod verify;
 
 use interrupted::greg_index;
-pub(crate) use interrupted::{resume, to_program, Interrupted};
-pub(crate) use state::{HANDLED, UNMAPPED};
+pub(crate) use interrupted::{hold_back, resume, to_program, Interrupted};
+pub(crate) use state::{HANDLED, HELD_BACK, UNMAPPED};
 pub(crate) use verify::{verify_trap, Verified};
 
 use crate::account::{BlockSlot, Verdict};
@@ -716,6 +716,47 @@ pub(crate) fn call_back_runners() {
     }
 }
 
+/// Bytes [`fill_ahead`] makes read full: a record's length and a word, so
+/// that no run of records from below it steps over it.
+const FILL: u64 = MAX_RECORD as u64 + 16;
+
+/// The calling thread, active in translated code, goes to the dispatcher
+/// at its next buffer check past the block in flight: as
+/// [`call_back_runners`] does it for other threads, but over [`FILL`]
+/// bytes only (each check reads the word after its record, and records
+/// are at most `MAX_RECORD` bytes, so the checks that follow cannot all
+/// miss it); [`unfill`] clears them.
+fn fill_ahead(t: &mut Tls) {
+    let from = (t.cursor + MAX_RECORD as u64 + 8).next_multiple_of(8);
+    if t.cursor == 0 || from >= t.buf_end {
+        // Past the buffer's end the words read full already.
+        return;
+    }
+    let len = FILL.min(t.buf_end - from);
+    // SAFETY: within this thread's own buffer, mapped while it is active.
+    unsafe { core::ptr::write_bytes(from as *mut u8, 0xFF, len as usize) };
+    t.fill = from;
+}
+
+/// Clears what [`fill_ahead`] filled, once the buffer is replayed (the
+/// records below it are zero again): the buffer is as [`wipe`] leaves it,
+/// a short buffer's mark cleared too ([`fit`] sets it again).
+fn unfill(t: &mut Tls) {
+    let from = std::mem::take(&mut t.fill);
+    if from == 0 || t.buf_start == 0 {
+        return;
+    }
+    let len = FILL.min(t.buf_end.saturating_sub(from));
+    // SAFETY: within this thread's own buffer, where `fill_ahead` wrote.
+    unsafe { core::ptr::write_bytes(from as *mut u8, 0, len as usize) };
+    if t.limit != t.buf_end {
+        let short = t.buf_start + SHORT as u64;
+        // SAFETY: as in `fit`.
+        unsafe { core::ptr::write_bytes(short as *mut u8, 0, MARK) };
+        t.limit = t.buf_end;
+    }
+}
+
 /// The states of the threads in this capture's translated code. A thread
 /// an earlier capture left marked (it jumped out of a handler) may have
 /// exited untraced, its state freed: every state is read without faulting.
@@ -783,6 +824,7 @@ pub(crate) fn try_hand_over(
         deactivate(t);
         wipe(t);
     }
+    unfill(t);
     t.cursor = t.buf_start;
     t.from = 0;
     t.blocked = 0;
@@ -809,20 +851,40 @@ pub(crate) fn try_hand_over(
     true
 }
 
+/// What [`take_back`] found.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Back {
+    /// Not a trap at the dispatcher's final jump.
+    No,
+    /// A thread handed back: step the program instruction at RIP.
+    Step,
+    /// A thread leaving untraced, trapped only to let its held-back
+    /// signals through: TF is cleared, nothing is stepped.
+    Left,
+}
+
 /// A trap at the dispatcher's final jump (a thread handed back with TF
 /// set): moves RIP to the program instruction it was jumping to and says
-/// so; the caller then steps that instruction as usual.
-pub(crate) fn take_back(uc: &mut libc::ucontext_t) -> bool {
+/// so; the caller then steps that instruction as usual. The context is
+/// the program's now: program signals held back on the way
+/// ([`interrupted::hold_back`]) are unblocked in it, and are delivered as
+/// the handler returns, before that instruction, as natively.
+pub(crate) fn take_back(uc: &mut libc::ucontext_t) -> Back {
     let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
     let at = TRAP_JMP.load(Ordering::Relaxed);
     if at == 0 || rip != at {
-        return false;
+        return Back::No;
     }
     // SAFETY: this thread's own state.
     let t = unsafe { &mut *tls::this() };
     t.leaving = 0;
     uc.uc_mcontext.gregs[libc::REG_RIP as usize] = t.target as i64;
-    true
+    interrupted::let_through(uc, t);
+    if std::mem::take(&mut t.trap_leave) != 0 {
+        uc.uc_mcontext.gregs[libc::REG_EFL as usize] &= !(TF as i64);
+        return Back::Left;
+    }
+    Back::Step
 }
 
 /// Whether `rip` lies in the dispatcher before its final jump: a thread
@@ -935,6 +997,7 @@ extern "C" fn dispatch(frame: *mut Frame) {
         && (t.window == 0 || t.app_rsp <= t.window)
         && next != BP_ADDR.load(Ordering::Acquire)
         && !wants_short(t)
+        && t.deferred == 0
     {
         let e = lookup_slot(t, next);
         if e.pc == next && e.gen == LOOKUP_GEN.load(Ordering::Acquire) {
@@ -948,9 +1011,29 @@ extern "C" fn dispatch(frame: *mut Frame) {
     // (and perhaps `siglongjmp` away) while they are held.
     let mask = block_signals();
     dispatch_slow(frame, t, next, state);
+    if t.leaving != 0 && t.trap_leave == 0 && pending_beyond(&mask) {
+        // A program signal came while signals were blocked here and is
+        // delivered as they are restored, in our code: it is held back
+        // (`interrupted::hold_back`) and let through by one trap at the
+        // final jump, in the program's context.
+        t.trap_leave = 1;
+        frame.rflags |= TF;
+    }
     // errno first: a signal pending now runs the program's handler.
     drop(errno);
     restore_signals(&mask);
+}
+
+/// Whether a signal is pending for this thread that `mask` does not
+/// block.
+fn pending_beyond(mask: &[u64; 1]) -> bool {
+    let mut set = [0u64];
+    // 8 bytes in a live local: the kernel writes them.
+    let r = crate::grow::sys6(
+        libc::SYS_rt_sigpending,
+        [set.as_mut_ptr() as u64, 8, 0, 0, 0, 0],
+    );
+    r == 0 && set[0] & !mask[0] != 0
 }
 
 /// The slot of `pc` in the thread's lookup table.
@@ -1033,6 +1116,26 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
             return stop(t, frame, next);
         }
         return leave(t, frame, next);
+    }
+    if t.deferred != 0 && !crate::objects::is_posix_memalign(next) {
+        // A program signal held back (`interrupted::hold_back`): the
+        // buffer is replayed and the trap engine takes the next
+        // instruction (a system call's too: the signal must be able to
+        // interrupt it), whose trap lets the signal through in the
+        // program's context. (At `posix_memalign`'s entry, which must come
+        // here, the call's return does it.)
+        let r = flush(t);
+        unfill(t);
+        return match r {
+            Replayed::Go => {
+                t.target = next;
+                t.trap_once = 1;
+                frame.rflags |= TF;
+                deactivate(t);
+            }
+            Replayed::Leave => leave(t, frame, next),
+            Replayed::Stop => stop(t, frame, next),
+        };
     }
     if t.reason == 2 || t.reason == 3 {
         return system_call(frame, t, next);
@@ -1194,7 +1297,14 @@ fn system_call(frame: &mut Frame, t: &mut Tls, next: u64) {
 fn leave(t: &mut Tls, frame: &mut Frame, next: u64) {
     t.target = next;
     t.leaving = 1;
-    frame.rflags &= !TF;
+    if t.deferred != 0 {
+        // Program signals held back: one trap at the final jump lets
+        // them through in the program's context ([`take_back`]).
+        t.trap_leave = 1;
+        frame.rflags |= TF;
+    } else {
+        frame.rflags &= !TF;
+    }
     deactivate(t);
     crate::altstack::leave_now();
 }
@@ -1237,6 +1347,7 @@ fn wipe(t: &mut Tls) {
     // The mark of a short buffer is gone with the rest; the tail after
     // `buf_end` is not part of the buffer and stays.
     t.limit = t.buf_end;
+    t.fill = 0;
 }
 
 /// Whether the thread's buffer should be short now and is not (several

@@ -194,8 +194,16 @@ pub(super) static FIRST: MessageCell = MessageCell(core::cell::UnsafeCell::new(M
 pub(crate) static HANDLED: AtomicU64 = AtomicU64::new(0);
 
 /// Handler runs that interrupted translated code at a point not mapped
-/// back (they saw a code-cache RIP).
+/// back, nor held back (they saw a code-cache RIP or our own code's).
 ///
 /// Written: counted by any traced thread's handler for a program signal
-/// (`to_program`); taken by `sigfault::note` when the dump is written.
+/// (`hold_back`); taken by `sigfault::note` when the dump is written.
 pub(crate) static UNMAPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Program signals held back to the thread's next program instruction
+/// (they came in the dispatcher, our own code or a block's exit:
+/// `interrupted::hold_back`).
+///
+/// Written: counted by any traced thread's handler for a program signal
+/// (`hold_back`); taken by `sigfault::note` when the dump is written.
+pub(crate) static HELD_BACK: AtomicU64 = AtomicU64::new(0);
