@@ -5,7 +5,11 @@
 //! context, not the code cache's; so does a SIGPROF, SIGVTALRM, SIGALRM
 //! or SIGURG handler, which interrupts the program anywhere and reads
 //! where (a sampling profiler's `setitimer`, gperftools, a runtime's
-//! preemption). An asynchronous signal is mapped where a fault would be,
+//! preemption); so does the C library's cancellation handler
+//! ([`SIGCANCEL`]), which under `PTHREAD_CANCEL_ASYNCHRONOUS` unwinds the
+//! thread from the interrupted context (from a code-cache address the
+//! unwinder found no frame; from the dispatcher's Rust code it aborted the
+//! program). An asynchronous signal is mapped where a fault would be,
 //! and anywhere between two instruction copies of a block; in a block's
 //! exit code, the dispatcher or the replay it is held back to the thread's
 //! next program instruction ([`crate::jit::hold_back`]); in a system call
@@ -37,7 +41,7 @@
 //! addresses, as before; ours is not put back at [`disarm`]).
 
 use crate::memory::{read_word, write_word};
-use crate::signal_state::sigfault::{PROGRAM, SIGNALS, WRAPPED, WRAPPING};
+use crate::signal_state::sigfault::{PROGRAM, SIGCANCEL, SIGNALS, WRAPPED, WRAPPING};
 use crate::sigvirt::{libc_restorer, raw_rt_sigaction};
 use std::sync::atomic::Ordering;
 
@@ -257,7 +261,8 @@ unsafe fn fault_sigaction(
     old: *mut libc::sigaction,
 ) -> Option<i32> {
     let i = slot(sig)?;
-    if !WRAPPING.load(Ordering::Acquire) {
+    if !WRAPPING.load(Ordering::Acquire) || sig == SIGCANCEL {
+        // The C library refuses its own signal to the program.
         return None;
     }
     // SAFETY: the caller's valid pointer.
@@ -308,13 +313,46 @@ pub(crate) fn emulate(uc: &mut libc::ucontext_t, next: u64) -> bool {
         return false;
     };
     let sig = sig as i32;
-    if !is_wrapped(sig) {
-        return false;
-    }
     let (act, old) = (
         g[libc::REG_RSI as usize] as u64,
         g[libc::REG_RDX as usize] as u64,
     );
+    if !is_wrapped(sig) {
+        // The C library installs its cancellation handler with its own
+        // system call, never through `sigaction`: wrapped here when it
+        // comes (other signals' first handlers come through the interposed
+        // `sigaction`, as the program asks for them).
+        if sig != SIGCANCEL || act == 0 || !WRAPPING.load(Ordering::Acquire) {
+            return false;
+        }
+        let Some(handler) = read_word(act) else {
+            return false;
+        };
+        if handler <= 1 || handler == ours() {
+            return false;
+        }
+        let mut was = [0u64; 4];
+        // SAFETY: a null new action; `was` is 4 live words.
+        if unsafe { raw_rt_sigaction(sig, 0, was.as_mut_ptr() as u64) } != 0 {
+            return false;
+        }
+        let words: [Option<u64>; 4] = std::array::from_fn(|k| read_word(act + 8 * k as u64));
+        if words.iter().any(Option::is_none) {
+            return false;
+        }
+        let mut result = wrap(sig, words.map(Option::unwrap_or_default));
+        if result == 0 && old != 0 {
+            for (k, v) in was.into_iter().enumerate() {
+                if !write_word(old + 8 * k as u64, v) {
+                    result = -i64::from(libc::EFAULT);
+                }
+            }
+        }
+        let g = &mut uc.uc_mcontext.gregs;
+        g[libc::REG_RAX as usize] = result;
+        g[libc::REG_RIP as usize] = next as i64;
+        return true;
+    }
     let mut new = None;
     if act != 0 {
         let words: [Option<u64>; 4] = std::array::from_fn(|k| read_word(act + 8 * k as u64));

@@ -391,9 +391,16 @@ pub(crate) mod seccomp {
 pub(crate) mod sigfault {
     use std::sync::atomic::{AtomicBool, AtomicU64};
 
+    /// The C library's cancellation signal (glibc's `SIGCANCEL`, its first
+    /// real-time signal, hidden from the program's `sigaction`): its
+    /// handler unwinds the thread from the interrupted context when
+    /// cancellation is asynchronous.
+    pub(crate) const SIGCANCEL: i32 = 32;
+
     /// The signals whose handlers are run from
-    /// [`on_fault`](crate::sigfault::on_fault): the faults, then the timers'.
-    pub(crate) const SIGNALS: [i32; 8] = [
+    /// [`on_fault`](crate::sigfault::on_fault): the faults, then the
+    /// timers' and the C library's cancellation.
+    pub(crate) const SIGNALS: [i32; 9] = [
         libc::SIGSEGV,
         libc::SIGBUS,
         libc::SIGFPE,
@@ -402,6 +409,7 @@ pub(crate) mod sigfault {
         libc::SIGVTALRM,
         libc::SIGALRM,
         libc::SIGURG,
+        SIGCANCEL,
     ];
     /// A capture is prepared or runs: handlers the program installs are
     /// wrapped.
