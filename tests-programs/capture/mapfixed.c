@@ -8,13 +8,16 @@
  * first one of its kind, one claim a run): what was there at its start it
  * knows to be taken.
  *
- * Usage: mapfixed plain|coldcache CASE [DUMP]
+ * Usage: mapfixed plain|coldcache CASE [DUMP [DUMP2]]
  *   code    maps anonymous read-write pages with MAP_FIXED over an
  *           executable mapping that is not a file's (a memfd's counts as
  *           none: the code cache's view is one)
  *   far     the same over a mapping between 16 TiB and 64 TiB (far from
  *           where the kernel puts the program's own mappings)
  *   unmap   munmaps the mapping `far` would replace
+ *   between as `code`, but between two captures: the first ends, the
+ *           program claims the code cache's view untraced, and a second
+ *           capture runs the same work
  * Before and after, the program calls a function many times; it prints
  * the sums (the same line with and without capture) and nothing about
  * what it found: without a capture there is nothing there.
@@ -108,6 +111,8 @@ int main(int argc, char **argv) {
     if (argc < 3) { fprintf(stderr, "usage: mapfixed plain|coldcache CASE [DUMP]\n"); return 2; }
     int capture = !strcmp(argv[1], "coldcache");
     const char *c = argv[2];
+    int between = !strcmp(c, "between");
+    if (between) c = "code";
     if (strcmp(c, "code") && strcmp(c, "far") && strcmp(c, "unmap")) {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
@@ -122,6 +127,7 @@ int main(int argc, char **argv) {
     }
     long before = 0;
     for (int i = 0; i < 5; i++) before += work(200);
+    if (capture && between) coldcache_stop();
     static struct range r[1];
     int n = victims(c, r, 1, 0);
     for (int i = 0; i < n; i++) {
@@ -136,11 +142,20 @@ int main(int argc, char **argv) {
             memset(at, 0xCC, len); /* ours now: written as a program would */
         }
     }
+    if (capture && between) {
+        struct coldcache_options o;
+        coldcache_options_init(&o);
+        o.cache = "cachegrind";
+        o.output = argc > 4 ? argv[4] : "mapfixed.2.ccdump";
+        if (coldcache_start(&o) != 0) { fprintf(stderr, "%s\n", coldcache_last_error()); return 1; }
+    }
     long after = 0;
-    for (int i = 0; i < 5; i++) after += work(200);
+    /* Another argument for `between`: the compiler may reuse a pure call's
+     * result, and the second capture would have nothing to count. */
+    for (int i = 0; i < 5; i++) after += work(200 + between);
     if (capture && coldcache_stop() != 0) {
         /* The capture may have ended itself; the program goes on. */
     }
-    printf("%s: %ld %ld\n", c, before, after);
+    printf("%s: %ld %ld\n", between ? "between" : c, before, after);
     return 0;
 }

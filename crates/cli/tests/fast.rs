@@ -1367,6 +1367,7 @@ fn amx_tiles_are_kept_and_fast_mode_runs_on_a_processor_with_amx() {
 /// written and cut short with the reason, and the program goes on with
 /// its own output and exit status (it crashed with SIGSEGV before). In
 /// trap mode there is no code cache to claim: that case captures whole.
+/// And the same claim between two captures, by an untraced thread (below).
 #[test]
 fn a_program_claiming_our_memory_stops_the_capture_and_runs_on() {
     if !tools_or_skip("a_program_claiming_our_memory_stops_the_capture_and_runs_on") {
@@ -1401,6 +1402,61 @@ fn a_program_claiming_our_memory_stops_the_capture_and_runs_on() {
                 if d.meta.instructions == 0 {
                     bad.push(format!("{case} {mode} run {i}: an empty dump"));
                 }
+            }
+        }
+    }
+    // Between two captures, no thread traced: the program maps over the
+    // code cache's executable view and fills it with `int3`s. The second
+    // capture ran the dispatcher's old address (SIGSEGV, 139, every run);
+    // it finds the cache no longer its own and runs in trap mode, saying
+    // why, in the default mode (`--mode fast` refuses to start).
+    let case = "between";
+    let plain = plain_run(&bin, case);
+    assert!(plain.status.success(), "{case}: plain run failed");
+    for mode in ["trap", "auto"] {
+        let first = scratch().join(format!("mapfixed.{case}.{mode}.1.ccdump"));
+        let second = scratch().join(format!("mapfixed.{case}.{mode}.2.ccdump"));
+        for i in 0..3 {
+            let _ = std::fs::remove_file(&second);
+            let mut c = Command::new(&bin);
+            c.args(["coldcache", case])
+                .args([&first, &second])
+                .env("COLDCACHE_MODE", mode)
+                .env("COLDCACHE_QUIET", "1")
+                .current_dir(scratch());
+            let out = with_deadline(c, 120);
+            if out.status.code() != Some(0) || out.stdout != plain.stdout {
+                bad.push(format!(
+                    "{case} {mode} run {i}: status {}, output {:?} {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+                break;
+            }
+            let load = |p: &Path| Dump::from_bytes(&std::fs::read(p).unwrap()).unwrap();
+            let (one, two) = (load(&first), load(&second));
+            let engines = (one.meta.mode.engine.as_str(), two.meta.mode.engine.as_str());
+            let want = if mode == "trap" {
+                ("trap", "trap")
+            } else {
+                ("fast", "trap")
+            };
+            if engines != want
+                || (mode == "auto"
+                    && !two
+                        .meta
+                        .mode
+                        .fallback
+                        .contains("the program mapped over the code cache between captures"))
+                || one.meta.cut_short.is_some()
+                || two.meta.cut_short.is_some()
+                || two.meta.instructions < 1000
+            {
+                bad.push(format!(
+                    "{case} {mode} run {i}: {:?} {:?}, {} instructions, cut {:?}",
+                    one.meta.mode, two.meta.mode, two.meta.instructions, two.meta.cut_short
+                ));
             }
         }
     }

@@ -5,6 +5,8 @@
 //! working. Chunks are mapped with system calls only (no allocation), so
 //! they can be made from the dispatcher or a signal handler.
 
+use crate::procfs::FileId;
+
 /// Bytes per chunk.
 pub(crate) const CHUNK: u64 = 4 << 20;
 /// Chunks a process may map (the cache is bounded: a full cache makes new
@@ -13,14 +15,22 @@ const MAX_CHUNKS: usize = 64;
 /// How far (either way) from the code it translates a chunk may lie.
 pub(crate) const REACH: u64 = 1 << 30;
 
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 struct Chunk {
     rx: u64,
     rw: u64,
     used: u64,
     /// Bytes at the start that `clear` keeps (the dispatcher).
     kept: u64,
+    /// The memfd both views map, as `/proc/self/maps` names it.
+    file: FileId,
 }
+
+const NO_FILE: FileId = FileId {
+    major: 0,
+    minor: 0,
+    inode: 0,
+};
 
 /// The chunks mapped so far.
 pub(crate) struct CodeCache {
@@ -37,6 +47,7 @@ impl CodeCache {
                 rw: 0,
                 used: 0,
                 kept: 0,
+                file: NO_FILE,
             }; MAX_CHUNKS],
             n: 0,
         }
@@ -69,12 +80,13 @@ impl CodeCache {
                 if self.n == MAX_CHUNKS {
                     return None;
                 }
-                let (rx, rw) = map_chunk(near)?;
+                let (rx, rw, file) = map_chunk(near)?;
                 self.chunks[self.n] = Chunk {
                     rx,
                     rw,
                     used: 0,
                     kept: 0,
+                    file,
                 };
                 self.n += 1;
                 self.n - 1
@@ -104,6 +116,28 @@ impl CodeCache {
         self.chunks[..self.n]
             .iter()
             .any(|c| (start < c.rx + CHUNK && end > c.rx) || (start < c.rw + CHUNK && end > c.rw))
+    }
+
+    /// Whether every chunk's two views are still this cache's own memfd
+    /// mappings, whole, as `/proc/self/maps` shows them now: a program may
+    /// map over them (`MAP_FIXED`) or unmap them while no thread is traced
+    /// (between captures: the trap engine sees a traced thread's calls),
+    /// claiming address space it found free before the code cache came.
+    /// False also when the maps cannot be read.
+    pub(crate) fn intact(&self) -> bool {
+        let chunks = &self.chunks[..self.n];
+        let mut covered = [0u64; 2 * MAX_CHUNKS];
+        let read = crate::procfs::for_each_self_mapping_file(|start, end, _, _, file| {
+            for (i, c) in chunks.iter().enumerate() {
+                for (v, base) in [c.rx, c.rw].into_iter().enumerate() {
+                    let (lo, hi) = (start.max(base), end.min(base + CHUNK));
+                    if lo < hi && file == c.file {
+                        covered[2 * i + v] += hi - lo;
+                    }
+                }
+            }
+        });
+        read && covered[..2 * chunks.len()].iter().all(|&b| b == CHUNK)
     }
 
     /// Whether `at` lies in the executable view of a chunk.
@@ -230,7 +264,8 @@ fn chunk_hints(near: u64, brk: u64) -> impl Iterator<Item = u64> {
 }
 
 /// Maps a chunk twice; the executable view within reach of `near`.
-fn map_chunk(near: u64) -> Option<(u64, u64)> {
+/// Returns both views and the memfd's identity.
+fn map_chunk(near: u64) -> Option<(u64, u64, FileId)> {
     // SAFETY: memfd_create with a static name and flags; returns a new fd
     // or -1.
     let fd = unsafe {
@@ -243,7 +278,7 @@ fn map_chunk(near: u64) -> Option<(u64, u64)> {
     if fd < 0 {
         return None;
     }
-    let done = |r: Option<(u64, u64)>| {
+    let done = |r: Option<(u64, u64, FileId)>| {
         // SAFETY: closing the fd we created; the mappings keep the file.
         unsafe { libc::close(fd) };
         r
@@ -252,6 +287,13 @@ fn map_chunk(near: u64) -> Option<(u64, u64)> {
     if unsafe { libc::ftruncate(fd, CHUNK as libc::off_t) } != 0 {
         return done(None);
     }
+    // SAFETY: a zeroed stat is valid; fstat fills it for our descriptor.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return done(None);
+    }
+    let file = FileId::of_stat(&st);
     let Some(rw) = map_far(CHUNK, libc::PROT_READ | libc::PROT_WRITE, fd) else {
         return done(None);
     };
@@ -286,7 +328,7 @@ fn map_chunk(near: u64) -> Option<(u64, u64)> {
         })
     };
     match rx {
-        Some(rx) => done(Some((rx, rw as u64))),
+        Some(rx) => done(Some((rx, rw as u64, file))),
         None => {
             // SAFETY: unmapping the writable view made above.
             unsafe { libc::munmap(rw, CHUNK as usize) };

@@ -537,6 +537,14 @@ pub(crate) fn prepare(
         if old != i64::MIN && old != i64::from(off) {
             return Err("the translator's thread state moved");
         }
+        if cell.as_ref().is_some_and(|j| !j.cache.intact()) {
+            // Claimed while nothing was traced (the trap engine sees a
+            // traced thread's claims): the dispatcher and every
+            // translation may be the program's bytes now. Fast mode stays
+            // off, as after a claim during a capture.
+            TAKEN.store(true, Ordering::Relaxed);
+            return Err("the program mapped over the code cache between captures");
+        }
         let reuse = ACTIVE.load(Ordering::Acquire) == 0;
         let j = match cell {
             Some(j) if reuse => {
