@@ -169,8 +169,8 @@ pub(crate) fn note() -> Option<String> {
             "fast mode: {mapped} program signal handler runs interrupted translated code and \
              saw the program's context; {held} signals came in the translator's own code and \
              were held back to the next program instruction; {unmapped} saw a code-cache or \
-             coldcache address (interrupted in a system call block, or a fault outside a \
-             block's instruction copies)"
+             coldcache address (interrupted in a system call block's own code, or a fault \
+             outside a block's instruction copies)"
         )
     })
 }
@@ -203,15 +203,31 @@ extern "C-unwind" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut li
     let (state, held) = {
         let _errno = crate::errno::Kept::new();
         let state = crate::jit::to_program(uc, fault);
-        (
-            state,
-            crate::jit::hold_back(uc, sig, info, &state, can_hold),
-        )
+        match state {
+            crate::jit::Interrupted::Translated(b) if sig == SIGCANCEL && can_hold => {
+                // The cancellation handler may unwind the thread out of its
+                // block, leaving it marked as running translated code: held
+                // back to the trap engine instead, which it leaves cleanly
+                // (the context first given back to the block).
+                crate::jit::resume(uc, &b);
+                let how = crate::jit::Interrupted::Unmapped { in_call: false };
+                if crate::jit::hold_back(uc, sig, info, &how, true) {
+                    (how, true)
+                } else {
+                    (crate::jit::to_program(uc, fault), false)
+                }
+            }
+            _ => (
+                state,
+                crate::jit::hold_back(uc, sig, info, &state, can_hold),
+            ),
+        }
     };
     if held {
         // Delivered again at the thread's next program instruction.
         return;
     }
+    crate::jit::delivered(sig);
     if prog[1] & libc::SA_SIGINFO as u64 != 0 {
         type Action = extern "C-unwind" fn(i32, *mut libc::siginfo_t, *mut libc::c_void);
         // SAFETY: the program's handler, installed with SA_SIGINFO.

@@ -22,9 +22,11 @@
 //!
 //! Mapped: a fault (kernel-sent, `si_code > 0`) exactly at an instruction's
 //! copy, and any other signal anywhere from after the previous copy up to
-//! it (only the block's buffer was written meanwhile). Not mapped: a point
-//! in a block's head (its buffer check) or exit code, a `rep` or `syscall`
-//! block, a retired block; there, and in the dispatcher and our own code
+//! it (only the block's buffer was written meanwhile); in a `syscall`
+//! block, its call's copy and the point right after it (RCX made the
+//! program's: the kernel's return address). Not mapped: a point
+//! in a block's head (its buffer check) or exit code, a `rep` block, the
+//! rest of a `syscall` block, a retired block; there, and in the dispatcher and our own code
 //! on the thread's way through it, an asynchronous signal is held back to
 //! the next program instruction ([`hold_back`]), except in a `syscall`
 //! block; what is neither mapped nor held is counted ([`UNMAPPED`]) and
@@ -83,6 +85,8 @@ pub(crate) struct InBlock {
     rip: u64,
     /// The program's general registers as the handler got them.
     gregs: [i64; 18],
+    /// Interrupted in a `syscall` block's call (`T.blocked` still set).
+    call: bool,
 }
 
 /// Makes `uc` the program's context if it interrupted this thread's
@@ -112,6 +116,23 @@ pub(crate) fn to_program(uc: &mut libc::ucontext_t, fault: bool) -> Interrupted 
                     b.code != 0 && rip >= b.code && rip < b.code + u64::from(b.len)
                 })?;
             Some((|| {
+                if b.scratch < 0 && !b.rep && b.sys_ret >= 2 && !fault {
+                    // A `syscall` block: mapped at its call's copy, where
+                    // every register is the program's (the dispatcher
+                    // sends signals pending before an inline call there,
+                    // `jit::dispatch`), and right after it (a signal that
+                    // interrupted a wait, or came as it returned), where
+                    // all are but RCX (`translate::Block::sys_ret`).
+                    let first = j.instrs.as_slice().get(b.first as usize).ok_or(true)?;
+                    let after = b.code + u64::from(b.sys_ret);
+                    return if rip == after {
+                        Ok(Found::Call(first.ip, true))
+                    } else if rip == after - 2 {
+                        Ok(Found::Call(first.ip, false))
+                    } else {
+                        Err(true)
+                    };
+                }
                 if b.scratch < 0 || b.rep {
                     return Err(!b.rep);
                 }
@@ -129,14 +150,39 @@ pub(crate) fn to_program(uc: &mut libc::ucontext_t, fault: bool) -> Interrupted 
                     return Err(false);
                 }
                 let head = (k == 0 && rip != at).then(|| (b.code, b.code + u64::from(b.head_rcx)));
-                Ok((k, instrs[k].ip, id, b.size, b.scratch, head))
+                Ok(Found::Copy(k, instrs[k].ip, id, b.size, b.scratch, head))
             })())
         });
     super::restore_signals(&mask);
     let (k, ip, id, size, s, head) = match found {
         None => return Interrupted::Native,
         Some(Err(in_call)) => return Interrupted::Unmapped { in_call },
-        Some(Ok(x)) => x,
+        Some(Ok(Found::Call(pc, after))) => {
+            // Before the call: RIP becomes the `syscall`'s. After it: RIP
+            // and RCX (which `syscall` sets to the return address) become
+            // the program's, `pc + 2`.
+            let (rcx, back_at) = (g[libc::REG_RCX as usize] as u64, rip);
+            if after {
+                g[libc::REG_RCX as usize] = (pc + 2) as i64;
+            }
+            g[libc::REG_RIP as usize] = (pc + if after { 2 } else { 0 }) as i64;
+            HANDLED.fetch_add(1, Ordering::Relaxed);
+            let mut gregs = [0i64; 18];
+            gregs.copy_from_slice(&g[..18]);
+            // SAFETY: this thread's own state (as below).
+            let t = unsafe { &*tls::this() };
+            return Interrupted::Translated(InBlock {
+                record: t.cursor,
+                prefix: 0,
+                size: 0,
+                s: libc::REG_RCX as i8,
+                s_value: rcx,
+                rip: back_at,
+                gregs,
+                call: true,
+            });
+        }
+        Some(Ok(Found::Copy(k, ip, id, size, s, head))) => (k, ip, id, size, s, head),
     };
     // SAFETY: this thread's own state; its translated code is interrupted
     // (by this handler), so nothing else of this thread touches it now.
@@ -184,7 +230,18 @@ pub(crate) fn to_program(uc: &mut libc::ucontext_t, fault: bool) -> Interrupted 
         s_value,
         rip: back_at,
         gregs,
+        call: false,
     })
+}
+
+/// Where [`to_program`] found an interrupted thread in a block.
+enum Found {
+    /// Before instruction `k` at `ip` of block `id` (its record's bytes,
+    /// its S, where in its head).
+    Copy(usize, u64, usize, u16, i8, Option<(u64, u64)>),
+    /// At the call's copy (false) or right after it (true), in the
+    /// `syscall` block whose instruction is at this address.
+    Call(u64, bool),
 }
 
 /// The program's handler returned to a context [`to_program`] made the
@@ -200,6 +257,10 @@ pub(crate) fn resume(uc: &mut libc::ucontext_t, b: &InBlock) {
         g[b.s as usize] = b.s_value as i64;
         g[libc::REG_RIP as usize] = b.rip as i64;
         return;
+    }
+    if b.call {
+        // The block's clearing of `T.blocked` after its call is skipped.
+        t.blocked = 0;
     }
     // Unless the handler stopped the capture (its buffer replayed then).
     if b.prefix != 0 && t.cursor == b.record {
@@ -232,9 +293,13 @@ pub(crate) fn resume(uc: &mut libc::ucontext_t, b: &InBlock) {
 /// at its instruction; a handler installed with `SA_RESETHAND` (the
 /// kernel has reset its disposition: a second delivery would find
 /// `SIG_DFL`). Nor in a system call block, whose call the signal may be
-/// interrupting: the program must run its handler before it sees `EINTR`.
-/// A thread leaving translated code untraced after its dispatcher has
-/// made its last decision is left as before (counted).
+/// interrupting, nor while the dispatcher prepares a call the block makes
+/// itself (`T.blocked`): the program must run its handler before it sees
+/// `EINTR`, and before a call the signal should be able to interrupt
+/// (signals held earlier are let through there, `dispatch`). Our own
+/// code counts only on the thread's dispatcher stack. A thread leaving
+/// translated code untraced after its dispatcher has made its last
+/// decision is left as before (counted).
 pub(crate) fn hold_back(
     uc: &mut libc::ucontext_t,
     sig: i32,
@@ -249,7 +314,14 @@ pub(crate) fn hold_back(
     // SAFETY: this thread's own state; the handler runs on the thread.
     let t = unsafe { &mut *tls::this() };
     let current = t.epoch == EPOCH.load(Ordering::Acquire);
-    let ours = in_dispatcher(rip) || rip == TRAP_JMP.load(Ordering::Relaxed) || own_text(rip);
+    // Our own code counts only on the dispatcher's stack: elsewhere (the
+    // interposed `syscall`, a wrapper around a program handler) the thread
+    // may never come to the dispatcher's final jump.
+    let rsp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as u64;
+    let on_dispatch_stack = t.stack_map != 0 && rsp >= t.stack_map && rsp < t.stack_top;
+    let ours = in_dispatcher(rip)
+        || rip == TRAP_JMP.load(Ordering::Relaxed)
+        || (own_text(rip) && on_dispatch_stack);
     let (unmapped, comes_back) = match *how {
         Interrupted::Translated(_) => return false,
         Interrupted::Unmapped { in_call } => (true, !in_call),
@@ -267,6 +339,11 @@ pub(crate) fn hold_back(
     if !unmapped {
         return false;
     }
+    // A thread about to make, or in, a call its block makes itself
+    // (`T.blocked`): the signal must be able to interrupt that call, so
+    // it is held only if the dispatcher has the thread trap before it
+    // (`T.trap_leave`, set in `jit::dispatch`).
+    let comes_back = comes_back && (t.blocked == 0 || t.trap_leave != 0);
     if !(can_hold && comes_back && (1..=64).contains(&sig) && queue_blocked(sig, info)) {
         UNMAPPED.fetch_add(1, Ordering::Relaxed);
         return false;
@@ -326,6 +403,18 @@ fn queue_blocked(sig: i32, info: *const libc::siginfo_t) -> bool {
 fn own_text(rip: u64) -> bool {
     use crate::signal_state::engine::OWN_TEXT;
     rip >= OWN_TEXT[0].load(Ordering::Relaxed) && rip < OWN_TEXT[1].load(Ordering::Relaxed)
+}
+
+/// The program's handler of `sig` runs now (not held back): a hold of
+/// the same signal still marked (it was delivered by another way, e.g.
+/// a mask restored by `siglongjmp`) is forgotten, so that its bit is never
+/// unblocked later in a mask the program set.
+pub(crate) fn delivered(sig: i32) {
+    if (1..=64).contains(&sig) {
+        // SAFETY: this thread's own state.
+        let t = unsafe { &mut *tls::this() };
+        t.deferred &= !(1u64 << (sig - 1));
+    }
 }
 
 /// At the dispatcher's hand-back trap, in the program's context `uc`:

@@ -58,7 +58,7 @@ mod translate;
 mod verify;
 
 use interrupted::greg_index;
-pub(crate) use interrupted::{hold_back, resume, to_program, Interrupted};
+pub(crate) use interrupted::{delivered, hold_back, resume, to_program, Interrupted};
 pub(crate) use state::{HANDLED, HELD_BACK, UNMAPPED};
 pub(crate) use verify::{verify_trap, Verified};
 
@@ -296,7 +296,7 @@ impl JitState {
             &mut self.cache,
             &mut self.scratch,
         );
-        let (code, count, size, rep, len, scratch, head) = match t {
+        let (code, count, size, rep, len, scratch, head, sys_ret) = match t {
             Some(t) => (
                 t.code,
                 t.count,
@@ -305,8 +305,9 @@ impl JitState {
                 t.len as u16,
                 t.scratch.map_or(-1, greg_index),
                 t.head,
+                t.sys_ret,
             ),
-            None => (0, 0, 0, false, 0, -1, Default::default()),
+            None => (0, 0, 0, false, 0, -1, Default::default(), 0),
         };
         let first = self.instrs.len() as u32;
         let b = &mut self.budget;
@@ -328,6 +329,7 @@ impl JitState {
                     len,
                     scratch,
                     head_rcx: head.rcx,
+                    sys_ret,
                 },
                 b,
             )
@@ -833,6 +835,11 @@ pub(crate) fn try_hand_over(
         wipe(t);
     }
     unfill(t);
+    // Held back by an earlier run of translated code the thread left
+    // without the dispatcher: delivered since, or the program's own mask
+    // now (never unblocked by us).
+    t.deferred = 0;
+    t.trap_leave = 0;
     t.cursor = t.buf_start;
     t.from = 0;
     t.blocked = 0;
@@ -888,10 +895,12 @@ pub(crate) fn take_back(uc: &mut libc::ucontext_t) -> Back {
     t.leaving = 0;
     uc.uc_mcontext.gregs[libc::REG_RIP as usize] = t.target as i64;
     interrupted::let_through(uc, t);
-    if std::mem::take(&mut t.trap_leave) != 0 {
+    if std::mem::take(&mut t.trap_leave) != 0 && t.late_start == 0 {
         uc.uc_mcontext.gregs[libc::REG_EFL as usize] &= !(TF as i64);
         return Back::Left;
     }
+    // (A thread the sync signal started on its way out, `late_start`, is
+    // stepped on: its tracing starts here.)
     Back::Step
 }
 
@@ -1017,9 +1026,27 @@ extern "C" fn dispatch(frame: *mut Frame) {
     let errno = crate::errno::Kept::new();
     // The rest takes locks: a signal handler of the program must not run
     // (and perhaps `siglongjmp` away) while they are held.
-    let mask = block_signals();
+    let mut mask = block_signals();
     dispatch_slow(frame, t, next, state);
-    if t.leaving != 0 && t.trap_leave == 0 && pending_beyond(&mask) {
+    if t.blocked != 0 {
+        // The block makes a call that may block next (`system_call`): a
+        // signal held back, or one that came while signals were blocked
+        // here, must come before it and be able to interrupt it. They
+        // stay blocked through our way out; one trap at the final jump
+        // unblocks them (`take_back`, which steps nothing), and the kernel
+        // delivers them at the call's copy, which `to_program` maps to the
+        // program's `syscall`.
+        let pending = pending_set() & !mask[0];
+        if t.deferred != 0 || pending != 0 {
+            HELD_BACK.fetch_add(u64::from(pending.count_ones()), Ordering::Relaxed);
+            t.deferred |= pending;
+            mask[0] |= pending;
+            t.trap_leave = 1;
+            frame.rflags |= TF;
+            unfill(t);
+        }
+    }
+    if t.leaving != 0 && t.trap_leave == 0 && pending_set() & !mask[0] != 0 {
         // A program signal came while signals were blocked here and is
         // delivered as they are restored, in our code: it is held back
         // (`interrupted::hold_back`) and let through by one trap at the
@@ -1032,16 +1059,20 @@ extern "C" fn dispatch(frame: *mut Frame) {
     restore_signals(&mask);
 }
 
-/// Whether a signal is pending for this thread that `mask` does not
-/// block.
-fn pending_beyond(mask: &[u64; 1]) -> bool {
+/// The signals pending for this thread (1 to 64; none if it cannot be
+/// read).
+fn pending_set() -> u64 {
     let mut set = [0u64];
     // 8 bytes in a live local: the kernel writes them.
     let r = crate::grow::sys6(
         libc::SYS_rt_sigpending,
         [set.as_mut_ptr() as u64, 8, 0, 0, 0, 0],
     );
-    r == 0 && set[0] & !mask[0] != 0
+    if r == 0 {
+        set[0]
+    } else {
+        0
+    }
 }
 
 /// The slot of `pc` in the thread's lookup table.
@@ -1125,13 +1156,16 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
         }
         return leave(t, frame, next);
     }
-    if t.deferred != 0 && !crate::objects::is_posix_memalign(next) {
+    if t.deferred != 0 && t.reason != 3 && !crate::objects::is_posix_memalign(next) {
         // A program signal held back (`interrupted::hold_back`): the
         // buffer is replayed and the trap engine takes the next
-        // instruction (a system call's too: the signal must be able to
-        // interrupt it), whose trap lets the signal through in the
-        // program's context. (At `posix_memalign`'s entry, which must come
-        // here, the call's return does it.)
+        // instruction (a system call the trap engine makes too: the
+        // signal comes before it), whose trap lets the signal through in
+        // the program's context. Not before a call the block makes itself
+        // (reason 3: its record is in the buffer, the trap engine would
+        // count it twice): `dispatch` lets the signal through before it.
+        // (At `posix_memalign`'s entry, which must come here, the call's
+        // return does it.)
         let r = flush(t);
         unfill(t);
         return match r {

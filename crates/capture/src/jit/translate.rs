@@ -124,6 +124,11 @@ pub(crate) struct Block {
     /// Offset in its code of the head's load that takes RCX ([`Head`]; 0:
     /// no head to map).
     pub head_rcx: u8,
+    /// A `syscall` block's: offset in its code of the instruction right
+    /// after its `syscall` (0: none), where a signal that interrupted the
+    /// call finds every register the program's but RCX
+    /// (`interrupted::to_program`).
+    pub sys_ret: u16,
 }
 
 /// Where a block's head ([`record_head`]) takes the program's S and RCX:
@@ -321,6 +326,8 @@ pub(crate) struct Translation {
     pub scratch: Option<Register>,
     /// Its head's layout (straight-line blocks).
     pub head: Head,
+    /// See [`Block::sys_ret`].
+    pub sys_ret: u16,
 }
 
 impl Translator {
@@ -578,6 +585,7 @@ impl Translator {
             len,
             scratch: None,
             head: Head::default(),
+            sys_ret: 0,
         })
     }
 
@@ -718,6 +726,7 @@ impl Translator {
             len,
             scratch: Some(s),
             head,
+            sys_ret: 0,
         })
     }
 
@@ -1220,6 +1229,9 @@ impl Translator {
         let call = a.ip();
         a.patch_rel32(resume_rel, call);
         a.emit(Ok(Instruction::with(Code::Syscall)));
+        // Here RCX is the kernel's return address (the cache's); every
+        // other register is the program's, R11 the flags as natively.
+        let sys_ret = (a.ip() - code_at) as u16;
         a.emit(store_simm32(t(off::BLOCKED), 0));
         a.emit(mov_imm64(rcx, i.next_ip()));
         direct_exit(a, tls, i.next_ip(), off::DISPATCH, true);
@@ -1245,6 +1257,7 @@ impl Translator {
             len,
             scratch: None,
             head: Head::default(),
+            sys_ret,
         })
     }
 }
