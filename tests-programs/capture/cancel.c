@@ -6,7 +6,11 @@
  * handler's mask, so the thread ended inside the handler and the capture's
  * stop waited for ever (2 or 3 runs in 12 of `record --mode trap --all
  * --threads all -- cancel 10`). Prints "N of N cancelled".
- * Usage: cancel async|ROUNDS */
+ * `cancel read` instead cancels, with the default deferred type, a worker
+ * blocked in read(2) on a pipe nobody writes to: glibc acts on the
+ * cancellation only where its handler finds the thread's address in its
+ * system call bridge.
+ * Usage: cancel async|read|ROUNDS */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +18,18 @@
 #include <unistd.h>
 
 static volatile unsigned long spins;
+
+static int fds[2];
+
+static void *reader(void *arg) {
+    (void)arg;
+    char c;
+    for (;;) {
+        if (read(fds[0], &c, 1) < 0) {
+            return NULL;
+        }
+    }
+}
 
 static void *worker(void *arg) {
     (void)arg;
@@ -26,11 +42,15 @@ static void *worker(void *arg) {
 }
 
 int main(int argc, char **argv) {
-    int rounds = argc > 1 && strcmp(argv[1], "async") != 0 ? atoi(argv[1]) : 10;
+    int blocked = argc > 1 && strcmp(argv[1], "read") == 0;
+    int rounds = argc > 1 && strcmp(argv[1], "async") != 0 && !blocked ? atoi(argv[1]) : 10;
     int cancelled = 0;
+    if (blocked && pipe(fds) != 0) {
+        return 1;
+    }
     for (int r = 0; r < rounds; ++r) {
         pthread_t t;
-        if (pthread_create(&t, NULL, worker, NULL) != 0) {
+        if (pthread_create(&t, NULL, blocked ? reader : worker, NULL) != 0) {
             return 1;
         }
         usleep(20 * 1000);

@@ -204,11 +204,15 @@ extern "C-unwind" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut li
         let _errno = crate::errno::Kept::new();
         let state = crate::jit::to_program(uc, fault);
         match state {
-            crate::jit::Interrupted::Translated(b) if sig == SIGCANCEL && can_hold => {
+            crate::jit::Interrupted::Translated(b)
+                if sig == SIGCANCEL && can_hold && !b.at_call() =>
+            {
                 // The cancellation handler may unwind the thread out of its
                 // block, leaving it marked as running translated code: held
                 // back to the trap engine instead, which it leaves cleanly
-                // (the context first given back to the block).
+                // (the context first given back to the block). Not at a
+                // call, which the signal must interrupt (glibc acts on a
+                // cancellation there by the program's address).
                 crate::jit::resume(uc, &b);
                 let how = crate::jit::Interrupted::Unmapped { in_call: false };
                 if crate::jit::hold_back(uc, sig, info, &how, true) {

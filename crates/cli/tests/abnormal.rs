@@ -1654,6 +1654,24 @@ fn an_asynchronous_pthread_cancel_during_a_capture_ends_the_thread_as_natively()
     );
 }
 
+/// Deferred `pthread_cancel` of a worker blocked in `read`
+/// (`cancel.c read`): glibc acts on it only where its handler finds the
+/// thread in its system call bridge. In fast mode the read is a system
+/// call block's; the signal that interrupts it is mapped to the program's
+/// `syscall` (the kernel's restart moves RIP back onto the call's copy).
+/// Both modes, the output as uncaptured.
+#[test]
+fn a_deferred_pthread_cancel_of_a_blocked_read_ends_the_thread_as_natively() {
+    both_modes_case(
+        "tests-programs/capture/cancel.c",
+        &|tag| format!("cancel-read-{tag}"),
+        "read",
+        &["--all", "--threads", "all"],
+        4,
+        None,
+    );
+}
+
 /// A code file rewritten through a shared writable view whose descriptor
 /// was closed before the code was mapped through a read-only one (no
 /// writable descriptor left to find: the stale translation ran).

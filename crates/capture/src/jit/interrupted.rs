@@ -89,6 +89,14 @@ pub(crate) struct InBlock {
     call: bool,
 }
 
+impl InBlock {
+    /// Whether the thread was at a `syscall` block's call (its copy, or
+    /// right after it).
+    pub(crate) fn at_call(&self) -> bool {
+        self.call
+    }
+}
+
 /// Makes `uc` the program's context if it interrupted this thread's
 /// translated code (see the module header); `fault`: the kernel sent the
 /// signal for the instruction at RIP.
