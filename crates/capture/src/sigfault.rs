@@ -205,14 +205,17 @@ extern "C-unwind" fn on_fault(sig: i32, info: *mut libc::siginfo_t, ctx: *mut li
         let state = crate::jit::to_program(uc, fault);
         match state {
             crate::jit::Interrupted::Translated(b)
-                if sig == SIGCANCEL && can_hold && !b.at_call() =>
+                if sig == SIGCANCEL && can_hold && !(b.at_call() && crate::jit::call_flushed()) =>
             {
                 // The cancellation handler may unwind the thread out of its
                 // block, leaving it marked as running translated code: held
                 // back to the trap engine instead, which it leaves cleanly
                 // (the context first given back to the block). Not at a
-                // call, which the signal must interrupt (glibc acts on a
-                // cancellation there by the program's address).
+                // call whose block replayed its buffer first (`T.blocked`),
+                // which the signal must interrupt: glibc acts on a
+                // cancellation there by the program's address (an unwind
+                // from there leaves the thread marked, as a `siglongjmp`
+                // out of a handler does, with nothing unreplayed).
                 crate::jit::resume(uc, &b);
                 let how = crate::jit::Interrupted::Unmapped { in_call: false };
                 if crate::jit::hold_back(uc, sig, info, &how, true) {

@@ -170,7 +170,9 @@ pub(crate) fn to_program(uc: &mut libc::ucontext_t, fault: bool) -> Interrupted 
             // and RCX (which `syscall` sets to the return address) become
             // the program's, `pc + 2`.
             let (rcx, back_at) = (g[libc::REG_RCX as usize] as u64, rip);
-            if after {
+            // Also before it when the kernel restarted the call (RIP moved
+            // back onto the copy, RCX still its return address).
+            if after || rcx == rip + 2 {
                 g[libc::REG_RCX as usize] = (pc + 2) as i64;
             }
             g[libc::REG_RIP as usize] = (pc + if after { 2 } else { 0 }) as i64;
@@ -363,7 +365,8 @@ pub(crate) fn hold_back(
     // context this handler owns.
     unsafe { *(&mut uc.uc_sigmask as *mut libc::sigset_t as *mut u64) |= bit };
     t.deferred |= bit;
-    if t.active != 0 && current && t.fill == 0 {
+    if t.active != 0 && current && t.fill == 0 && t.trap_leave == 0 && t.trap_once == 0 {
+        // (With the final jump's trap to come, none is needed.)
         super::fill_ahead(t);
     }
     HELD_BACK.fetch_add(1, Ordering::Relaxed);
@@ -411,6 +414,13 @@ fn queue_blocked(sig: i32, info: *const libc::siginfo_t) -> bool {
 fn own_text(rip: u64) -> bool {
     use crate::signal_state::engine::OWN_TEXT;
     rip >= OWN_TEXT[0].load(Ordering::Relaxed) && rip < OWN_TEXT[1].load(Ordering::Relaxed)
+}
+
+/// Whether this thread is at a call its block made after replaying its
+/// buffer (`T.blocked`: nothing of it is unreplayed).
+pub(crate) fn call_flushed() -> bool {
+    // SAFETY: this thread's own state.
+    unsafe { (*tls::this()).blocked != 0 }
 }
 
 /// The program's handler of `sig` runs now (not held back): a hold of

@@ -58,7 +58,7 @@ mod translate;
 mod verify;
 
 use interrupted::greg_index;
-pub(crate) use interrupted::{delivered, hold_back, resume, to_program, Interrupted};
+pub(crate) use interrupted::{call_flushed, delivered, hold_back, resume, to_program, Interrupted};
 pub(crate) use state::{HANDLED, HELD_BACK, UNMAPPED};
 pub(crate) use verify::{verify_trap, Verified};
 
@@ -836,9 +836,10 @@ pub(crate) fn try_hand_over(
     }
     unfill(t);
     // Held back by an earlier run of translated code the thread left
-    // without the dispatcher: delivered since, or the program's own mask
-    // now (never unblocked by us).
-    t.deferred = 0;
+    // without the dispatcher (a `longjmp` out of a handler): still blocked
+    // by us, so let through now (a bit delivered since is already gone,
+    // `interrupted::delivered`).
+    interrupted::let_through(uc, t);
     t.trap_leave = 0;
     t.cursor = t.buf_start;
     t.from = 0;
@@ -895,8 +896,12 @@ pub(crate) fn take_back(uc: &mut libc::ucontext_t) -> Back {
     t.leaving = 0;
     uc.uc_mcontext.gregs[libc::REG_RIP as usize] = t.target as i64;
     interrupted::let_through(uc, t);
-    if std::mem::take(&mut t.trap_leave) != 0 && t.late_start == 0 {
-        uc.uc_mcontext.gregs[libc::REG_EFL as usize] &= !(TF as i64);
+    if std::mem::take(&mut t.trap_leave) != 0 && (t.late_start == 0 || t.active != 0) {
+        if !(t.active != 0 && verify::is_on()) {
+            // (`--mode verify` single-steps an active thread's translated
+            // code: its TF stays.)
+            uc.uc_mcontext.gregs[libc::REG_EFL as usize] &= !(TF as i64);
+        }
         return Back::Left;
     }
     // (A thread the sync signal started on its way out, `late_start`, is
@@ -1036,14 +1041,20 @@ extern "C" fn dispatch(frame: *mut Frame) {
         // unblocks them (`take_back`, which steps nothing), and the kernel
         // delivers them at the call's copy, which `to_program` maps to the
         // program's `syscall`.
-        let pending = pending_set() & !mask[0];
+        // (Never SIGTRAP: blocked, the trap itself would kill the
+        // process.)
+        let pending = pending_set() & !mask[0] & !(1u64 << (libc::SIGTRAP - 1));
         if t.deferred != 0 || pending != 0 {
             HELD_BACK.fetch_add(u64::from(pending.count_ones()), Ordering::Relaxed);
             t.deferred |= pending;
             mask[0] |= pending;
             t.trap_leave = 1;
             frame.rflags |= TF;
-            unfill(t);
+            if t.fill != 0 {
+                // The buffer was just replayed (`system_call`): empty.
+                unfill(t);
+                fit(t);
+            }
         }
     }
     if t.leaving != 0 && t.trap_leave == 0 && pending_set() & !mask[0] != 0 {
