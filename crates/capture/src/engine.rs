@@ -37,8 +37,8 @@ use crate::memory::write_word;
 use crate::options::{CaptureError, Options};
 use crate::procfs;
 use crate::signal_state::engine::{
-    EXEC_NEXT, HANDLERS, HANDLER_STACK_TOP, OWN_TEXT, REDIRECTED, RESUME_RIP, SIGNAL_WINDOWS,
-    STOP_FILE, SYNC_WOKE, TRAMPOLINE_STACK_TOP, TRIGGER_WOKE,
+    in_own_text, EXEC_NEXT, HANDLERS, HANDLER_STACK_TOP, OWN_TEXT, REDIRECTED, RESUME_RIP,
+    SIGNAL_WINDOWS, STOP_FILE, SYNC_WOKE, TRAMPOLINE_STACK_TOP, TRIGGER_WOKE,
 };
 use crate::sigvirt;
 use crate::state::{
@@ -497,8 +497,7 @@ fn own_thread_name() -> [u8; 16] {
 /// Whether `rip` is on a thread's way out of translated code: the
 /// dispatcher before its final jump, or the library's own code.
 fn on_way_out(rip: u64) -> bool {
-    crate::jit::in_dispatcher(rip)
-        || (rip >= OWN_TEXT[0].load(Ordering::Relaxed) && rip < OWN_TEXT[1].load(Ordering::Relaxed))
+    crate::jit::in_dispatcher(rip) || in_own_text(rip)
 }
 
 /// Whether the capture runs (a stop ends every wait for a turn).
@@ -788,8 +787,7 @@ fn join_window(s: &mut Session, caller: u32) -> usize {
 /// code holds); else at the next `coldcache_stop` or at exit.
 fn finish_soon(uc: &mut libc::ucontext_t, safe_point: bool) {
     let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
-    let in_own_code =
-        rip >= OWN_TEXT[0].load(Ordering::Relaxed) && rip < OWN_TEXT[1].load(Ordering::Relaxed);
+    let in_own_code = in_own_text(rip);
     if doorbell::has_writer() {
         doorbell::post(Command::Finish);
     } else if safe_point || (crate::state::own_allocator() && !in_own_code) {

@@ -165,6 +165,12 @@ pub(crate) mod engine {
     /// Written by the program thread installing the handlers
     /// (`install_handlers`); read by handlers.
     pub(crate) static OWN_TEXT: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+    /// Whether `rip` lies in [`OWN_TEXT`].
+    pub(crate) fn in_own_text(rip: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        rip >= OWN_TEXT[0].load(Relaxed) && rip < OWN_TEXT[1].load(Relaxed)
+    }
     /// Whether the handlers are installed. Written (locked) by the program
     /// thread installing them (`install_handlers`), never by a handler.
     pub(crate) static HANDLERS: Mutex<bool> = Mutex::new(false);

@@ -331,7 +331,7 @@ pub(crate) fn hold_back(
     let on_dispatch_stack = t.stack_map != 0 && rsp >= t.stack_map && rsp < t.stack_top;
     let ours = in_dispatcher(rip)
         || rip == TRAP_JMP.load(Ordering::Relaxed)
-        || (own_text(rip) && on_dispatch_stack);
+        || (crate::signal_state::engine::in_own_text(rip) && on_dispatch_stack);
     let (unmapped, comes_back) = match *how {
         Interrupted::Translated(_) => return false,
         Interrupted::Unmapped { in_call } => (true, !in_call),
@@ -408,12 +408,6 @@ fn queue_blocked(sig: i32, info: *const libc::siginfo_t) -> bool {
         mask(libc::SIG_UNBLOCK, &set, &mut old);
     }
     queued
-}
-
-/// Whether `rip` is in this library's own code.
-fn own_text(rip: u64) -> bool {
-    use crate::signal_state::engine::OWN_TEXT;
-    rip >= OWN_TEXT[0].load(Ordering::Relaxed) && rip < OWN_TEXT[1].load(Ordering::Relaxed)
 }
 
 /// Whether this thread is at a call its block made after replaying its

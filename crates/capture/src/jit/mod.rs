@@ -1149,10 +1149,7 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
         // the trap engine takes it, and traces it if this capture selects
         // it.
         wipe(t);
-        t.target = next;
-        t.trap_once = 1;
-        frame.rflags |= TF;
-        deactivate(t);
+        trap_once(t, frame, next);
         return;
     }
     if t.epoch != EPOCH.load(Ordering::Acquire) || !(state == RUNNING || state == STOPPING) {
@@ -1181,10 +1178,7 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
         unfill(t);
         return match r {
             Replayed::Go => {
-                t.target = next;
-                t.trap_once = 1;
-                frame.rflags |= TF;
-                deactivate(t);
+                trap_once(t, frame, next);
             }
             Replayed::Leave => leave(t, frame, next),
             Replayed::Stop => stop(t, frame, next),
@@ -1287,10 +1281,7 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
         None => match flush(t) {
             Replayed::Go => {
                 // Back to the trap engine for this instruction.
-                t.target = next;
-                t.trap_once = 1;
-                frame.rflags |= TF;
-                deactivate(t);
+                trap_once(t, frame, next);
             }
             Replayed::Leave => leave(t, frame, next),
             Replayed::Stop => stop(t, frame, next),
@@ -1335,14 +1326,21 @@ fn system_call(frame: &mut Frame, t: &mut Tls, next: u64) {
             t.blocked = 1;
         }
         Replayed::Go => {
-            t.target = next;
-            t.trap_once = 1;
-            frame.rflags |= TF;
-            deactivate(t);
+            trap_once(t, frame, next);
         }
         Replayed::Leave => leave(t, frame, next),
         Replayed::Stop => stop(t, frame, next),
     }
+}
+
+/// The trap engine takes the thread for the instruction at `next` (TF on
+/// at the dispatcher's final jump, `take_back`); it is handed over again
+/// at the trap after that one.
+fn trap_once(t: &mut Tls, frame: &mut Frame, next: u64) {
+    t.target = next;
+    t.trap_once = 1;
+    frame.rflags |= TF;
+    deactivate(t);
 }
 
 /// The thread goes on natively, untraced (without the engine's
