@@ -1000,6 +1000,12 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
     // An rseq critical section the thread was switched out of is aborted
     // here, as the kernel would have (`rseq.rs`).
     crate::rseq::before_step(uc);
+    // Its commit is made here, inside a section of ours, or the section is
+    // aborted (the IP moves to its abort address, accounted for below).
+    let committed = match crate::rseq::commit(uc, &s.layout) {
+        crate::rseq::Commit::Made(next) => Some(next),
+        crate::rseq::Commit::No | crate::rseq::Commit::Aborted => None,
+    };
     let g = &uc.uc_mcontext.gregs;
     let (rip, rsp, rbp) = (
         g[libc::REG_RIP as usize] as u64,
@@ -1012,12 +1018,20 @@ fn step(s: &mut Session, uc: &mut libc::ucontext_t) {
         s.acc.step(tid, rip, rsp, rbp, &machine)
     };
     INSTRUCTIONS.store(s.acc.instructions(), Ordering::Relaxed);
+    if let Some(next) = committed {
+        // The commit accounted for has been made: the program goes on after
+        // it, whatever the verdict.
+        uc.uc_mcontext.gregs[libc::REG_RIP as usize] = next as i64;
+    }
     match verdict {
         Verdict::Continue => {
             crate::schedule::tick(tid, 1);
-            // A store of an rseq descriptor is kept, not made (`rseq.rs`):
-            // the instruction after it runs before the next trap.
-            if let Some(i) = s.acc.instruction_at(rip) {
+            // A store of an rseq descriptor is kept, not made, and a commit
+            // made here (`rseq.rs`): the instruction after it runs before
+            // the next trap.
+            if committed.is_some() {
+                step(s, uc);
+            } else if let Some(i) = s.acc.instruction_at(rip) {
                 if crate::rseq::skip_store(uc, &i, &s.layout) {
                     step(s, uc);
                 }

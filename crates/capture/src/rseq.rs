@@ -20,15 +20,20 @@
 //! (`getrusage(RUSAGE_THREAD)`): when that changed since the store, the
 //! thread was preempted or migrated, and the trap engine aborts the
 //! section as the kernel would have (IP to the abort address, descriptor
-//! dropped). Before the section's last instruction (its commit) the
-//! descriptor goes back to the field ([`before_return`]), unless the
-//! kernel checks rseq at every system call's exit (`CONFIG_DEBUG_RSEQ`,
-//! which would kill the program at our handler's `rt_sigreturn`): `record`
-//! and `attach` read the kernel's configuration and allow it
-//! (`Options::rseq_commit`); not armed when it cannot be read, nor under
-//! the C API alone. An IP out
-//! of the section drops it (committed, or left through the section's own
-//! branch). A thread whose tracing ends inside a section (a stop), and a
+//! dropped). The section's last instruction (its commit), when it is a
+//! plain store, is made by the trap engine itself ([`commit`]) inside a
+//! critical section of its own, whose descriptor the kernel then holds:
+//! a preemption between the program's descriptor store and the commit
+//! aborts the program's section, wherever it falls, the trap handler's
+//! last moments included. Another commit instruction runs with the
+//! program's descriptor given back to the field ([`before_return`]),
+//! unless the kernel checks rseq at every system call's exit
+//! (`CONFIG_DEBUG_RSEQ`, which would kill the program at our handler's
+//! `rt_sigreturn`): `record` and `attach` read the kernel's configuration
+//! and allow it (`Options::rseq_commit`); not armed when it cannot be
+//! read, nor under the C API alone; a preemption after that arming's
+//! read-back goes unseen. An IP out of the section drops it (committed,
+//! or left through the section's own branch). A thread whose tracing ends inside a section (a stop), and a
 //! program signal delivered to it there, abort it, as the kernel does on a
 //! signal.
 //!
@@ -46,8 +51,8 @@
 //! retires them, after one buffer's worth ran translated (counted).
 
 use crate::signal_state::rseq::{
-    ABORTED, ABORTED_LATE, ARM, COMMITS_ARMED, ENTERED, LEARNED, LEARNED_LEN, OFFSET, RECOGNISED,
-    TO_RETIRE, TRANSLATED,
+    ABORTED, ABORTED_LATE, ARM, COMMITS_ARMED, COMMITS_MADE, ENTERED, LEARNED, LEARNED_LEN, OFFSET,
+    RECOGNISED, TO_RETIRE, TRANSLATED,
 };
 use iced_x86::{Code, Instruction, OpKind, Register};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,6 +68,7 @@ pub(crate) fn init(commit: bool) {
     ABORTED.store(0, Ordering::Relaxed);
     ABORTED_LATE.store(0, Ordering::Relaxed);
     COMMITS_ARMED.store(0, Ordering::Relaxed);
+    COMMITS_MADE.store(0, Ordering::Relaxed);
     TRANSLATED.store(0, Ordering::Relaxed);
     ARM.store(commit, Ordering::Relaxed);
     if OFFSET.load(Ordering::Relaxed) != i64::MIN {
@@ -244,23 +250,208 @@ pub(crate) fn before_return(uc: &mut libc::ucontext_t) {
     COMMITS_ARMED.fetch_add(1, Ordering::Relaxed);
 }
 
-/// The length of the instruction at `ip` (0 when it cannot be read).
-fn insn_len(ip: u64) -> u64 {
+// The commits the trap engine makes itself ([`commit`]): one function per
+// store width, each the whole critical section of a descriptor of ours
+// (`coldcache_rseq_csN`) that glibc's area takes while the function runs.
+// `coldcache_rseq_commitN(field, cs, dst, value)`: when the thread's
+// `rseq_cs` (`field`) still holds `cs`, stores `value` to `dst` as the
+// section's last instruction and returns 1; returns 0 when the field was
+// cleared (the kernel clears it when it resumes a preempted thread outside
+// any section) or the kernel aborted the section (a preemption, migration
+// or signal while in it). The abort address is preceded by glibc's
+// signature (`RSEQ_SIG`), as the kernel requires.
+macro_rules! commit_fn {
+    ($n:literal, $store:literal) => {
+        core::arch::global_asm!(
+            ".pushsection .text.coldcache_rseq, \"ax\", @progbits",
+            ".p2align 4",
+            concat!(".globl coldcache_rseq_commit", $n),
+            concat!(".hidden coldcache_rseq_commit", $n),
+            concat!(".type coldcache_rseq_commit", $n, ", @function"),
+            concat!("coldcache_rseq_commit", $n, ":"),
+            concat!(".Lcc_rseq_start", $n, ":"),
+            "cmp qword ptr [rdi], rsi",
+            concat!("jne .Lcc_rseq_fail", $n),
+            $store,
+            concat!(".Lcc_rseq_end", $n, ":"),
+            "mov eax, 1",
+            "ret",
+            concat!(".Lcc_rseq_fail", $n, ":"),
+            "xor eax, eax",
+            "ret",
+            ".long 0x53053053",
+            concat!(".Lcc_rseq_abort", $n, ":"),
+            "xor eax, eax",
+            "ret",
+            concat!(
+                ".size coldcache_rseq_commit",
+                $n,
+                ", . - coldcache_rseq_commit",
+                $n
+            ),
+            ".popsection",
+            ".pushsection .data.rel.ro.coldcache_rseq, \"aw\", @progbits",
+            ".p2align 5",
+            concat!(".globl coldcache_rseq_cs", $n),
+            concat!(".hidden coldcache_rseq_cs", $n),
+            concat!("coldcache_rseq_cs", $n, ":"),
+            ".long 0, 0",
+            concat!(".quad .Lcc_rseq_start", $n),
+            concat!(".quad .Lcc_rseq_end", $n, " - .Lcc_rseq_start", $n),
+            concat!(".quad .Lcc_rseq_abort", $n),
+            ".popsection",
+        );
+    };
+}
+commit_fn!("1", "mov byte ptr [rdx], cl");
+commit_fn!("2", "mov word ptr [rdx], cx");
+commit_fn!("4", "mov dword ptr [rdx], ecx");
+commit_fn!("8", "mov qword ptr [rdx], rcx");
+
+unsafe extern "C" {
+    fn coldcache_rseq_commit1(field: *mut u64, cs: u64, dst: u64, value: u64) -> u64;
+    fn coldcache_rseq_commit2(field: *mut u64, cs: u64, dst: u64, value: u64) -> u64;
+    fn coldcache_rseq_commit4(field: *mut u64, cs: u64, dst: u64, value: u64) -> u64;
+    fn coldcache_rseq_commit8(field: *mut u64, cs: u64, dst: u64, value: u64) -> u64;
+    static coldcache_rseq_cs1: [u64; 4];
+    static coldcache_rseq_cs2: [u64; 4];
+    static coldcache_rseq_cs4: [u64; 4];
+    static coldcache_rseq_cs8: [u64; 4];
+}
+
+/// What [`commit`] did.
+pub(crate) enum Commit {
+    /// The IP is not at a kept section's commit the trap engine can make.
+    No,
+    /// The commit was made: the program's next instruction is this one.
+    Made(u64),
+    /// The section was aborted (the IP moved to its abort address).
+    Aborted,
+}
+
+/// A traced thread's trap at the last instruction of a kept section (its
+/// commit), before that instruction is accounted for: when it is a plain
+/// store (`mov` of a register or an immediate, 1 to 8 bytes), the trap
+/// engine makes it itself, inside a critical section of its own
+/// (`coldcache_rseq_commitN`) with that section's descriptor in the
+/// thread's `rseq_cs`:
+/// 1. the descriptor of ours goes to the field, the IP outside our section;
+/// 2. the switch count is compared with the one kept at the program's
+///    descriptor store: a preemption before this count shows in it;
+/// 3. our section compares the field with our descriptor (a preemption
+///    after the count, with the IP outside our section, made the kernel
+///    clear it) and makes the store as its last instruction (a preemption,
+///    migration or signal inside it makes the kernel abort it, before the
+///    store).
+///
+/// So no preemption between the program's descriptor store and its commit
+/// goes unseen, including one in the trap handler's last moments (which
+/// [`before_return`]'s arming could not close: the kernel clears the field
+/// when it resumes the thread in the handler, and the commit then ran
+/// unguarded). On a failure the program's section is aborted as the kernel
+/// would have, before the commit ran. Any other commit instruction is left
+/// to [`before_return`].
+pub(crate) fn commit(uc: &mut libc::ucontext_t, layout: &crate::machine::XsaveLayout) -> Commit {
+    use crate::model::Machine;
+    if kept()[CS] == 0 {
+        return Commit::No;
+    }
+    let rip = rip_of(uc);
+    let Some(k) = kept_at(rip) else {
+        return Commit::No;
+    };
+    let Some(i) = decode(rip) else {
+        return Commit::No;
+    };
+    if i.next_ip() != k[END] || i.op0_kind() != OpKind::Memory {
+        return Commit::No;
+    }
+    let Some(f) = field() else { return Commit::No };
+    let (value, dst) = {
+        // SAFETY: `uc` is the live context of the calling handler.
+        let m = unsafe { crate::machine::ContextMachine::new(uc, layout) };
+        let value = match i.code() {
+            Code::Mov_rm8_r8 | Code::Mov_rm16_r16 | Code::Mov_rm32_r32 | Code::Mov_rm64_r64 => {
+                m.gpr(i.op1_register())
+            }
+            Code::Mov_rm8_imm8
+            | Code::Mov_rm16_imm16
+            | Code::Mov_rm32_imm32
+            | Code::Mov_rm64_imm32 => i.immediate(1),
+            _ => return Commit::No,
+        };
+        let Some(dst) = i.virtual_address(0, 0, |reg, _, _| {
+            Some(match reg {
+                Register::FS | Register::GS => m.segment_base(reg),
+                Register::ES | Register::CS | Register::SS | Register::DS => 0,
+                Register::RIP => i.next_ip(),
+                r => m.gpr(r),
+            })
+        }) else {
+            return Commit::No;
+        };
+        (value, dst)
+    };
+    // A target that cannot be read is left to the program's own store,
+    // which faults as it would natively (ours would fault in our code).
+    let size = i.memory_size().size();
+    let mut probe = [0u8; 8];
+    if !matches!(size, 1 | 2 | 4 | 8) || !crate::memory::read_bytes(dst, &mut probe[..size]) {
+        return Commit::No;
+    }
+    let cs = match size {
+        1 => &raw const coldcache_rseq_cs1,
+        2 => &raw const coldcache_rseq_cs2,
+        4 => &raw const coldcache_rseq_cs4,
+        _ => &raw const coldcache_rseq_cs8,
+    } as u64;
+    let field = f as *mut u64;
+    // SAFETY: the calling thread's own registered `struct rseq`, which glibc
+    // keeps mapped for the thread's life; aligned 8-byte stores, as the
+    // program's own descriptor store would have been.
+    unsafe { field.write_volatile(cs) };
+    let made = switches() == k[SEEN]
+        // SAFETY: `field` as above; `dst` was readable just now and is the
+        // target of the program's own store, which the kernel lets us make
+        // in its place (a plain store of `size` bytes).
+        && unsafe {
+            match size {
+                1 => coldcache_rseq_commit1(field, cs, dst, value),
+                2 => coldcache_rseq_commit2(field, cs, dst, value),
+                4 => coldcache_rseq_commit4(field, cs, dst, value),
+                _ => coldcache_rseq_commit8(field, cs, dst, value),
+            }
+        } == 1;
+    // SAFETY: as above (the kernel leaves a finished section's descriptor
+    // in the field; the program's next section stores its own).
+    unsafe { field.write_volatile(0) };
+    if made {
+        set_kept([0; 5]);
+        COMMITS_MADE.fetch_add(1, Ordering::Relaxed);
+        Commit::Made(i.next_ip())
+    } else {
+        abort(uc, k, &ABORTED);
+        Commit::Aborted
+    }
+}
+
+/// The instruction at `ip`, if it can be read and decoded.
+fn decode(ip: u64) -> Option<Instruction> {
     let mut bytes = [0u8; 15];
     let first = ((0x1000 - (ip & 0xFFF)) as usize).min(15);
     if !crate::memory::read_bytes(ip, &mut bytes[..first]) {
-        return 0;
+        return None;
     }
     if first < 15 && !crate::memory::read_bytes(ip + first as u64, &mut bytes[first..]) {
         bytes[first..].fill(0);
     }
-    let mut d = iced_x86::Decoder::with_ip(64, &bytes, ip, iced_x86::DecoderOptions::NONE);
-    let i = d.decode();
-    if i.is_invalid() {
-        0
-    } else {
-        i.len() as u64
-    }
+    let i = iced_x86::Decoder::with_ip(64, &bytes, ip, iced_x86::DecoderOptions::NONE).decode();
+    (!i.is_invalid()).then_some(i)
+}
+
+/// The length of the instruction at `ip` (0 when it cannot be read).
+fn insn_len(ip: u64) -> u64 {
+    decode(ip).map_or(0, |i| i.len() as u64)
 }
 
 /// The thread of `uc` is no longer traced (its last trap, or a stop), or
@@ -302,9 +493,11 @@ pub(crate) fn note() -> Option<String> {
     Some(format!(
         "rseq: {entered} critical sections ran under the trap engine, which kept their \
          descriptors, aborted {} of them for a preemption as the kernel would have ({late} at \
-         the end of a trap: one instruction counted that did not run) and ran {} commits \
-         under the kernel's own restart{fast}",
+         the end of a trap: one instruction counted that did not run), made {} commits itself \
+         inside a restartable section of its own and ran {} commits under the kernel's own \
+         restart{fast}",
         aborted + late,
+        COMMITS_MADE.load(Ordering::Relaxed),
         COMMITS_ARMED.load(Ordering::Relaxed)
     ))
 }

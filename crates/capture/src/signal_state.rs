@@ -279,6 +279,13 @@ pub(crate) mod rseq {
     /// handler of any traced thread (`before_return`); read when the dump's
     /// note is written.
     pub(crate) static COMMITS_ARMED: AtomicU64 = AtomicU64::new(0);
+    /// Commits the trap engine made itself inside its own critical section
+    /// ([`commit`](crate::rseq::commit)).
+    ///
+    /// Written: reset by `init` (program thread), counted by the SIGTRAP
+    /// handler of any traced thread (`commit`); read when the dump's note is
+    /// written.
+    pub(crate) static COMMITS_MADE: AtomicU64 = AtomicU64::new(0);
     /// Stores of a descriptor found in replayed records of translated code
     /// (fast mode), and how many distinct store instructions they were.
     ///
