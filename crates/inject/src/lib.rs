@@ -20,6 +20,12 @@
 //!   loaded, `coldcache_attach_start(settings)`, `munmap`. During the calls
 //!   SIGSEGV is unblocked, and `orig_rax` is -1 so the kernel restarts no
 //!   system call in between; signals that arrive are delivered;
+//! - a thread stopped inside an rseq critical section (its registered
+//!   area's `rseq_cs` names a section that holds its IP, read with
+//!   `PTRACE_GET_RSEQ_CONFIGURATION`) is moved to the section's abort
+//!   address, as the kernel moves a preempted one: the remote calls make
+//!   the kernel clear `rseq_cs`, and the section's commit would otherwise
+//!   run unguarded after a stop that let other threads run on its CPU;
 //! - everything saved is put back, `errno` included, and the thread is
 //!   detached. A thread interrupted inside a system call gets its original
 //!   `orig_rax`, `rax` (`-ERESTARTSYS`, `-ERESTART_RESTARTBLOCK`, ...) and
@@ -48,6 +54,8 @@ const CAP_SYS_PTRACE: u32 = 19;
 const XSTATE_MAX: usize = 16 << 10;
 /// How long a remote call may take before it is given up.
 const CALL_DEADLINE: Duration = Duration::from_secs(30);
+/// `PTRACE_GET_RSEQ_CONFIGURATION` (linux/ptrace.h, since 5.13).
+const PTRACE_GET_RSEQ_CONFIGURATION: libc::c_uint = 0x420f;
 /// How many times a thread stopped inside the C library or the loader is
 /// let go and interrupted again before it is used as it is.
 const RETRIES: u32 = 200;
@@ -588,6 +596,53 @@ impl Tracee {
         }
     }
 
+    /// A thread stopped inside an rseq critical section is aborted as the
+    /// kernel would abort it on a preemption: `rseq_cs` cleared, the IP in
+    /// `regs` moved to the section's abort address. Nothing is done where
+    /// the kernel cannot say where the thread's area is (before 5.13), or
+    /// no section holds the IP. Returns whether it moved the IP.
+    fn abort_rseq(&self, regs: &mut libc::user_regs_struct) -> bool {
+        // struct ptrace_rseq_configuration: rseq_abi_pointer (u64),
+        // rseq_abi_size, signature, flags, pad (u32 each).
+        let mut conf = [0u64; 3];
+        if ptrace(
+            PTRACE_GET_RSEQ_CONFIGURATION,
+            self.tid,
+            std::mem::size_of_val(&conf),
+            conf.as_mut_ptr() as usize,
+        )
+        .is_err()
+            || conf[0] == 0
+        {
+            return false;
+        }
+        let field = conf[0] + 8;
+        let mut word = [0u8; 8];
+        if self.read(field, &mut word).is_err() {
+            return false;
+        }
+        let cs = u64::from_le_bytes(word);
+        if cs == 0 {
+            return false;
+        }
+        // struct rseq_cs: version, flags (u32 each), start_ip,
+        // post_commit_offset, abort_ip.
+        let mut desc = [0u8; 32];
+        if self.read(cs, &mut desc).is_err() {
+            return false;
+        }
+        let at = |o: usize| u64::from_le_bytes(desc[o..o + 8].try_into().unwrap_or_default());
+        let (start, len, abort) = (at(8), at(16), at(24));
+        if !(start..start.wrapping_add(len)).contains(&regs.rip) || regs.orig_rax != u64::MAX {
+            return false;
+        }
+        if self.write(field, &0u64.to_le_bytes()).is_err() {
+            return false;
+        }
+        regs.rip = abort;
+        true
+    }
+
     /// Interrupts the thread and waits until it stops; passes on signals
     /// that arrive first.
     fn interrupt(&self) -> Result<()> {
@@ -737,7 +792,8 @@ pub fn inject(target: &Target, lib: &Path, settings: &str) -> Result<Injected> {
         std::thread::sleep(Duration::from_micros(500));
         t.interrupt()?;
     }
-    let saved = t.save()?;
+    let mut saved = t.save()?;
+    t.abort_rseq(&mut saved.regs);
     let result = remote_calls(
         &t,
         &saved,
