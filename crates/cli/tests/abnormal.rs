@@ -226,6 +226,11 @@ fn preloaded(dir: &Path, dump: &Path, trigger: &[&str], program: &Path, args: &[
             cmd.env("COLDCACHE_TRIGGER", "function")
                 .env("COLDCACHE_FUNCTION", f);
         }
+        ["--function", f, "--threads", "all"] => {
+            cmd.env("COLDCACHE_TRIGGER", "function")
+                .env("COLDCACHE_FUNCTION", f)
+                .env("COLDCACHE_THREADS", "all");
+        }
         ["--signal"] => {
             cmd.env("COLDCACHE_TRIGGER", "signal");
         }
@@ -1679,6 +1684,24 @@ fn a_deferred_pthread_cancel_of_a_blocked_read_ends_the_thread_as_natively() {
         "read",
         &["--all", "--threads", "all"],
         4,
+        None,
+    );
+}
+
+/// The same worker whose blocked `read` outlives the capture (`cancel.c
+/// outlive`, `--function window --threads all`): the window wakes it with
+/// a byte, its next `read` starts in translated code (fast mode) and still
+/// waits there when the window has closed and the program's handlers are
+/// its own again; the cancellation then unwinds it through its cleanup
+/// handler, as natively. Both modes, the output as uncaptured.
+#[test]
+fn a_read_that_outlives_the_capture_is_cancelled_through_its_cleanup() {
+    both_modes_case(
+        "tests-programs/capture/cancel.c",
+        &|tag| format!("cancel-outlive-{tag}"),
+        "outlive",
+        &["--function", "window", "--threads", "all"],
+        2,
         None,
     );
 }
