@@ -313,10 +313,28 @@ unsafe extern "C" {
     fn coldcache_rseq_commit2(field: *mut u64, cs: u64, dst: u64, value: u64) -> u64;
     fn coldcache_rseq_commit4(field: *mut u64, cs: u64, dst: u64, value: u64) -> u64;
     fn coldcache_rseq_commit8(field: *mut u64, cs: u64, dst: u64, value: u64) -> u64;
-    static coldcache_rseq_cs1: [u64; 4];
-    static coldcache_rseq_cs2: [u64; 4];
-    static coldcache_rseq_cs4: [u64; 4];
-    static coldcache_rseq_cs8: [u64; 4];
+}
+
+/// The address of our descriptor for a commit of `size` bytes
+/// (`coldcache_rseq_csN`, defined with its function above; taken in asm,
+/// which reads nothing).
+fn descriptor(size: usize) -> u64 {
+    let cs: u64;
+    // SAFETY: a RIP-relative `lea` of a hidden symbol of this library: no
+    // memory is read or written.
+    unsafe {
+        match size {
+            1 => core::arch::asm!("lea {}, [rip + coldcache_rseq_cs1]", out(reg) cs,
+                options(nomem, nostack, pure, preserves_flags)),
+            2 => core::arch::asm!("lea {}, [rip + coldcache_rseq_cs2]", out(reg) cs,
+                options(nomem, nostack, pure, preserves_flags)),
+            4 => core::arch::asm!("lea {}, [rip + coldcache_rseq_cs4]", out(reg) cs,
+                options(nomem, nostack, pure, preserves_flags)),
+            _ => core::arch::asm!("lea {}, [rip + coldcache_rseq_cs8]", out(reg) cs,
+                options(nomem, nostack, pure, preserves_flags)),
+        }
+    }
+    cs
 }
 
 /// What [`commit`] did.
@@ -399,12 +417,7 @@ pub(crate) fn commit(uc: &mut libc::ucontext_t, layout: &crate::machine::XsaveLa
     if !matches!(size, 1 | 2 | 4 | 8) || !crate::memory::read_bytes(dst, &mut probe[..size]) {
         return Commit::No;
     }
-    let cs = match size {
-        1 => &raw const coldcache_rseq_cs1,
-        2 => &raw const coldcache_rseq_cs2,
-        4 => &raw const coldcache_rseq_cs4,
-        _ => &raw const coldcache_rseq_cs8,
-    } as u64;
+    let cs = descriptor(size);
     let field = f as *mut u64;
     // SAFETY: the calling thread's own registered `struct rseq`, which glibc
     // keeps mapped for the thread's life; aligned 8-byte stores, as the
