@@ -27,7 +27,6 @@ use std::time::Instant;
 const COLDCACHE: &str = env!("CARGO_BIN_EXE_coldcache");
 
 mod common;
-use common::repo;
 
 fn runs() -> usize {
     std::env::var("COLDCACHE_BENCH_RUNS")
@@ -37,22 +36,7 @@ fn runs() -> usize {
 }
 
 fn build(dir: &Path) -> PathBuf {
-    let lib_dir = common::library_dir(COLDCACHE);
-    let out = dir.join("frame");
-    let st = Command::new("gcc")
-        .args(["-O1", "-g", "-pthread", "-I"])
-        .arg(repo().join("include"))
-        .arg(repo().join("tests-programs/capture/frame.c"))
-        .arg("-L")
-        .arg(&lib_dir)
-        .args(["-Wl,--no-as-needed", "-lcoldcache"])
-        .arg(format!("-Wl,-rpath,{}", lib_dir.display()))
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run gcc");
-    assert!(st.success(), "building frame.c failed");
-    out
+    common::build_frame(dir, &common::library_dir(COLDCACHE))
 }
 
 /// Runs a command `runs()` times; the best wall time and the last output.

@@ -18,7 +18,13 @@
 //!   behind `python3` (skipped, with a message, when it cannot run the
 //!   script).
 //!
-//! `COLDCACHE_BENCH_ONLY=rust` or `=python` runs one of them.
+//! - threads (issue 35): `tests-programs/capture/frame.c`'s matrix
+//!   multiply, two frames, captured with `--threads all --cache jaguar`,
+//!   its rows split among four worker threads, and the same frames on the
+//!   caller alone; printed besides: the four threads' rate over the one
+//!   thread's, per round and as a median (the issue's bar: 2/3).
+//!
+//! `COLDCACHE_BENCH_ONLY=rust`, `=python` or `=threads` runs one of them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -92,12 +98,16 @@ struct Program {
     name: &'static str,
     argv: Vec<String>,
     env: Vec<(&'static str, &'static str)>,
+    /// `record`'s options besides `--all --no-resolve`.
+    record: Vec<&'static str>,
 }
 
 fn ours(p: &Program, dir: &Path) -> (Cost, u64) {
     let dump = dir.join(format!("{}.ccdump", p.name));
     let mut c = Command::new(COLDCACHE);
-    c.args(["record", "--all", "--no-resolve", "-o"])
+    c.args(["record", "--all", "--no-resolve"])
+        .args(&p.record)
+        .arg("-o")
         .arg(&dump)
         .arg("--")
         .args(&p.argv)
@@ -165,6 +175,7 @@ fn wordcount(dir: &Path) -> Program {
         name: "rust-wordcount",
         argv: vec![bin.display().to_string(), "200000".into(), "0".into()],
         env: vec![],
+        record: vec![],
     }
 }
 
@@ -196,7 +207,24 @@ fn cpython() -> Option<Program> {
         name: "cpython-json",
         argv: vec![python.display().to_string(), "-c".into(), SCRIPT.into()],
         env: vec![("PYTHONHASHSEED", "0")],
+        record: vec![],
     })
+}
+
+/// `frame.c`'s two frames of N=160 (about 33M instructions) with `threads`
+/// threads, every thread traced on the `jaguar` preset (8 cores).
+fn frames(bin: &Path, name: &'static str, threads: &str) -> Program {
+    Program {
+        name,
+        argv: vec![
+            bin.display().to_string(),
+            "160".into(),
+            "2".into(),
+            threads.into(),
+        ],
+        env: vec![],
+        record: vec!["--threads", "all", "--cache", "jaguar"],
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -213,7 +241,7 @@ fn main() {
     // `cargo bench` passes `--bench`; nothing else is read.
     let dir = tempfile::tempdir().expect("a scratch directory");
     let only = std::env::var("COLDCACHE_BENCH_ONLY").unwrap_or_default();
-    common::library_dir(COLDCACHE);
+    let lib_dir = common::library_dir(COLDCACHE);
     let mut programs = Vec::new();
     if only.is_empty() || only == "rust" {
         programs.push(wordcount(dir.path()));
@@ -221,6 +249,13 @@ fn main() {
     if only.is_empty() || only == "python" {
         programs.extend(cpython());
     }
+    if only.is_empty() || only == "threads" {
+        let bin = common::build_frame(dir.path(), &lib_dir);
+        programs.push(frames(&bin, "frame-1-thread", "1"));
+        programs.push(frames(&bin, "frame-4-threads", "4"));
+    }
+    // Per program, each round's rate (ours, instructions per CPU second).
+    let mut rates: Vec<(&str, Vec<f64>)> = Vec::new();
     println!(
         "real programs, whole run: `coldcache record --all` (fast mode, cachegrind preset) \
          against `valgrind --tool=cachegrind --cache-sim=yes`, {} rounds, CPU = user + sys",
@@ -228,11 +263,13 @@ fn main() {
     );
     for p in &programs {
         let mut ratios = Vec::new();
+        let mut ours_rates = Vec::new();
         for round in 1..=runs() {
             let (a, n_ours) = ours(p, dir.path());
             let (b, n_cg) = cachegrind(p, dir.path());
             let (rate_a, rate_b) = (n_ours as f64 / a.cpu_s, n_cg as f64 / b.cpu_s);
             ratios.push(rate_a / rate_b);
+            ours_rates.push(rate_a);
             println!(
                 "{:>15} round {round}: ours {n_ours} instr, {:.2} CPU s, {:.1} M/s, {:.0} MiB; \
                  Cachegrind {n_cg} Ir, {:.2} CPU s, {:.1} M/s, {:.0} MiB; rate ratio 1/{:.2}",
@@ -251,6 +288,18 @@ fn main() {
             "{:>15} median rate ratio: {m:.3} (1/{:.2}) of Cachegrind's instructions per CPU second",
             p.name,
             1.0 / m
+        );
+        rates.push((p.name, ours_rates));
+    }
+    let of = |name: &str| rates.iter().find(|(n, _)| *n == name).map(|(_, r)| r);
+    if let (Some(one), Some(four)) = (of("frame-1-thread"), of("frame-4-threads")) {
+        let per_round: Vec<f64> = four.iter().zip(one).map(|(f, o)| f / o).collect();
+        let shown: Vec<String> = per_round.iter().map(|r| format!("{r:.2}")).collect();
+        println!(
+            "four traced threads against one, jaguar, our instructions per CPU second: \
+             rounds {}, median {:.2} (issue 35's bar: 0.67)",
+            shown.join(" "),
+            median(per_round)
         );
     }
 }

@@ -1,5 +1,5 @@
 //! Threads interleaved in fast mode (`--schedule os`): while several
-//! threads run translated code, each replays its records every 2 KiB, so
+//! threads run translated code, each replays its records every 8 KiB, so
 //! the simulator sees the threads' accesses in the order their short
 //! buffers filled and coherence traffic between them shows. Before, each
 //! thread's buffer (up to 1 MiB of records) was replayed whole: four

@@ -100,10 +100,17 @@ const BUFFER: usize = 1 << 20;
 const TAIL: usize = 4096;
 /// Bytes of records a thread replays at a time while several threads run
 /// translated code (`--schedule os`): each buffer is replayed after about
-/// 200 instructions, so the simulator sees the threads' accesses in the
-/// order their short buffers filled, a few hundred instructions apart,
-/// close enough for coherence and false sharing to show.
-const SHORT: usize = 2048;
+/// 800 instructions, so the simulator sees the threads' accesses in the
+/// order their short buffers filled, under a thousand instructions apart,
+/// close enough for coherence and false sharing to show. Each replay takes
+/// the session lock, and each change of hands costs a futex wake and a
+/// context switch: with 2 KiB (about 200 instructions) four threads of
+/// `frame.c` on two cores spent 5.9 CPU s where one thread spent 2.0,
+/// with 8 KiB 3.2 (issue 35); false sharing in `false_sharing.c` showed
+/// about 14,000 invalidations with 2 KiB, 3,700 with 8 KiB, against 65 for
+/// the padded layout in both (the trap engine, interleaving per
+/// instruction, about 200,000).
+const SHORT: usize = 8192;
 /// Bytes of non-zero words that end a short buffer: a block's full check
 /// reads the word right after its record, at most [`MAX_RECORD`] bytes
 /// past the cursor.

@@ -23,3 +23,26 @@ pub fn library_dir(coldcache: &str) -> PathBuf {
     assert!(st.success());
     lib_dir
 }
+
+/// Builds `tests-programs/capture/frame.c` (a dense matrix multiply per
+/// frame; `frame N FRAMES [THREADS [api]]`) into `dir`, linked with
+/// `libcoldcache.so` from `lib_dir` for its `api` form.
+// Each bench compiles this module; `start_stop` builds no frame.
+#[allow(dead_code)]
+pub fn build_frame(dir: &Path, lib_dir: &Path) -> PathBuf {
+    let out = dir.join("frame");
+    let st = Command::new("gcc")
+        .args(["-O1", "-g", "-pthread", "-I"])
+        .arg(repo().join("include"))
+        .arg(repo().join("tests-programs/capture/frame.c"))
+        .arg("-L")
+        .arg(lib_dir)
+        .args(["-Wl,--no-as-needed", "-lcoldcache"])
+        .arg(format!("-Wl,-rpath,{}", lib_dir.display()))
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "building frame.c failed");
+    out
+}
