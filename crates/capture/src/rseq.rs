@@ -33,7 +33,17 @@
 //! and allow it (`Options::rseq_commit`); not armed when it cannot be
 //! read, nor under the C API alone; a preemption after that arming's
 //! read-back goes unseen. An IP out of the section drops it (committed,
-//! or left through the section's own branch). A thread whose tracing ends inside a section (a stop), and a
+//! or left through the section's own branch).
+//!
+//! The commit relies on the kernel clearing `rseq_cs` when it resumes a
+//! preempted thread outside the section the field names (every kernel
+//! since 4.18, this one 6.18). The reworked rseq of Linux 6.19 looks at
+//! the field only after an interrupt from user space: a preemption at the
+//! exit of the switch count's own system call then goes unseen (not
+//! checked here: no such kernel). Its debug mode (`rseq_debug`) clears the
+//! field at every system call's exit instead: a commit that finds it
+//! cleared with no switch is left to the program's own store, and after a
+//! few the trap engine makes none in the capture (counted in the note). A thread whose tracing ends inside a section (a stop), and a
 //! program signal delivered to it there, abort it, as the kernel does on a
 //! signal.
 //!
@@ -51,8 +61,8 @@
 //! retires them, after one buffer's worth ran translated (counted).
 
 use crate::signal_state::rseq::{
-    ABORTED, ABORTED_LATE, ARM, COMMITS_ARMED, COMMITS_MADE, ENTERED, LEARNED, LEARNED_LEN, OFFSET,
-    RECOGNISED, TO_RETIRE, TRANSLATED,
+    ABORTED, ABORTED_LATE, ARM, CLEARED, COMMITS_ARMED, COMMITS_MADE, COMMIT_OFF, ENTERED, LEARNED,
+    LEARNED_LEN, OFFSET, RECOGNISED, TO_RETIRE, TRANSLATED,
 };
 use iced_x86::{Code, Instruction, OpKind, Register};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -69,6 +79,8 @@ pub(crate) fn init(commit: bool) {
     ABORTED_LATE.store(0, Ordering::Relaxed);
     COMMITS_ARMED.store(0, Ordering::Relaxed);
     COMMITS_MADE.store(0, Ordering::Relaxed);
+    CLEARED.store(0, Ordering::Relaxed);
+    COMMIT_OFF.store(false, Ordering::Relaxed);
     TRANSLATED.store(0, Ordering::Relaxed);
     ARM.store(commit, Ordering::Relaxed);
     if OFFSET.load(Ordering::Relaxed) != i64::MIN {
@@ -255,10 +267,10 @@ pub(crate) fn before_return(uc: &mut libc::ucontext_t) {
 // (`coldcache_rseq_csN`) that glibc's area takes while the function runs.
 // `coldcache_rseq_commitN(field, cs, dst, value)`: when the thread's
 // `rseq_cs` (`field`) still holds `cs`, stores `value` to `dst` as the
-// section's last instruction and returns 1; returns 0 when the field was
+// section's last instruction and returns 1; returns 2 when the field was
 // cleared (the kernel clears it when it resumes a preempted thread outside
-// any section) or the kernel aborted the section (a preemption, migration
-// or signal while in it). The abort address is preceded by glibc's
+// any section), 0 when the kernel aborted the section (a preemption,
+// migration or signal while in it). The abort address is preceded by glibc's
 // signature (`RSEQ_SIG`), as the kernel requires.
 macro_rules! commit_fn {
     ($n:literal, $store:literal) => {
@@ -277,7 +289,7 @@ macro_rules! commit_fn {
             "mov eax, 1",
             "ret",
             concat!(".Lcc_rseq_fail", $n, ":"),
-            "xor eax, eax",
+            "mov eax, 2",
             "ret",
             ".long 0x53053053",
             concat!(".Lcc_rseq_abort", $n, ":"),
@@ -371,7 +383,7 @@ pub(crate) enum Commit {
 /// to [`before_return`].
 pub(crate) fn commit(uc: &mut libc::ucontext_t, layout: &crate::machine::XsaveLayout) -> Commit {
     use crate::model::Machine;
-    if kept()[CS] == 0 {
+    if kept()[CS] == 0 || COMMIT_OFF.load(Ordering::Relaxed) {
         return Commit::No;
     }
     let rip = rip_of(uc);
@@ -423,30 +435,52 @@ pub(crate) fn commit(uc: &mut libc::ucontext_t, layout: &crate::machine::XsaveLa
     // keeps mapped for the thread's life; aligned 8-byte stores, as the
     // program's own descriptor store would have been.
     unsafe { field.write_volatile(cs) };
-    let made = switches() == k[SEEN]
+    let result = if switches() != k[SEEN] {
+        0
+    } else {
         // SAFETY: `field` as above; `dst` was readable just now and is the
         // target of the program's own store, which the kernel lets us make
         // in its place (a plain store of `size` bytes).
-        && unsafe {
+        unsafe {
             match size {
                 1 => coldcache_rseq_commit1(field, cs, dst, value),
                 2 => coldcache_rseq_commit2(field, cs, dst, value),
                 4 => coldcache_rseq_commit4(field, cs, dst, value),
                 _ => coldcache_rseq_commit8(field, cs, dst, value),
             }
-        } == 1;
+        }
+    };
     // SAFETY: as above (the kernel leaves a finished section's descriptor
     // in the field; the program's next section stores its own).
     unsafe { field.write_volatile(0) };
-    if made {
-        set_kept([0; 5]);
-        COMMITS_MADE.fetch_add(1, Ordering::Relaxed);
-        Commit::Made(i.next_ip())
-    } else {
-        abort(uc, k, &ABORTED);
-        Commit::Aborted
+    match result {
+        1 => {
+            set_kept([0; 5]);
+            COMMITS_MADE.fetch_add(1, Ordering::Relaxed);
+            Commit::Made(i.next_ip())
+        }
+        2 if switches() == k[SEEN] => {
+            // The field was cleared with no switch: a kernel that checks
+            // rseq at every system call's exit and clears a descriptor
+            // whose section does not hold the IP (the reworked rseq's
+            // `rseq_debug`), here at `switches`' own call. Every commit
+            // would fail so, and the section restart for ever: this one is
+            // left to the program's own store (unguarded), and after a few
+            // the trap engine makes none in this capture.
+            if CLEARED.fetch_add(1, Ordering::Relaxed) + 1 >= CLEARED_LIMIT {
+                COMMIT_OFF.store(true, Ordering::Relaxed);
+            }
+            Commit::No
+        }
+        _ => {
+            abort(uc, k, &ABORTED);
+            Commit::Aborted
+        }
     }
 }
+
+/// Fields found cleared with no switch after which [`commit`] stops.
+const CLEARED_LIMIT: u64 = 3;
 
 /// The instruction at `ip`, if it can be read and decoded.
 fn decode(ip: u64) -> Option<Instruction> {
@@ -494,6 +528,14 @@ pub(crate) fn note() -> Option<String> {
         ABORTED_LATE.load(Ordering::Relaxed),
     );
     let translated = TRANSLATED.load(Ordering::Relaxed);
+    let cleared = match CLEARED.load(Ordering::Relaxed) {
+        0 => String::new(),
+        n => format!(
+            "; {n} commits ran unguarded: the kernel cleared the trap engine's own descriptor at \
+             a system call's exit with no switch (an rseq debug mode), and after {CLEARED_LIMIT} \
+             it made no more commits itself"
+        ),
+    };
     let fast = if translated > 0 {
         format!(
             "; {translated} ran as translated code before their descriptor's store was found \
@@ -508,7 +550,7 @@ pub(crate) fn note() -> Option<String> {
          descriptors, aborted {} of them for a preemption as the kernel would have ({late} at \
          the end of a trap: one instruction counted that did not run), made {} commits itself \
          inside a restartable section of its own and ran {} commits under the kernel's own \
-         restart{fast}",
+         restart{cleared}{fast}",
         aborted + late,
         COMMITS_MADE.load(Ordering::Relaxed),
         COMMITS_ARMED.load(Ordering::Relaxed)

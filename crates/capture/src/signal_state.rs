@@ -286,6 +286,19 @@ pub(crate) mod rseq {
     /// handler of any traced thread (`commit`); read when the dump's note is
     /// written.
     pub(crate) static COMMITS_MADE: AtomicU64 = AtomicU64::new(0);
+    /// Commits left to the program because the kernel cleared the trap
+    /// engine's own descriptor with no switch ([`commit`](crate::rseq::commit)).
+    ///
+    /// Written: reset by `init` (program thread), counted by the SIGTRAP
+    /// handler of any traced thread (`commit`); read by `commit` and when
+    /// the dump's note is written.
+    pub(crate) static CLEARED: AtomicU64 = AtomicU64::new(0);
+    /// Whether the trap engine has stopped making commits itself in this
+    /// capture ([`CLEARED`] reached its limit).
+    ///
+    /// Written: reset by `init` (program thread), set by the SIGTRAP handler
+    /// of any traced thread (`commit`); read by `commit`.
+    pub(crate) static COMMIT_OFF: AtomicBool = AtomicBool::new(false);
     /// Stores of a descriptor found in replayed records of translated code
     /// (fast mode), and how many distinct store instructions they were.
     ///

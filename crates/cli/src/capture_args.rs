@@ -215,8 +215,10 @@ pub(crate) struct Checked {
 /// `COLDCACHE_RSEQ_COMMIT` for the library: "1" when the running kernel's
 /// configuration (`/proc/config.gz`, else `/boot/config-RELEASE`) is
 /// readable and does not check rseq at every system call's exit
-/// (`CONFIG_DEBUG_RSEQ`, under which the trap engine's armed commits would
-/// kill the program; `capture/src/rseq.rs`), else "0".
+/// (`CONFIG_DEBUG_RSEQ`, or since the reworked rseq of 6.19
+/// `CONFIG_RSEQ_DEBUG_DEFAULT_ENABLE` or `rseq_debug` on the kernel's
+/// command line, under which the trap engine's armed commits would kill
+/// the program; `capture/src/rseq.rs`), else "0".
 pub(crate) fn rseq_commit_setting() -> &'static str {
     use std::io::Read;
     let mut config = String::new();
@@ -229,7 +231,16 @@ pub(crate) fn rseq_commit_setting() -> &'static str {
         .and_then(|r| std::fs::read_to_string(format!("/boot/config-{}", r.trim())).ok())
         .map(|c| config = c)
         .is_some();
-    if read && config.contains("\nCONFIG_RSEQ=y") && !config.contains("\nCONFIG_DEBUG_RSEQ=y") {
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    let debug_boot = cmdline
+        .split_whitespace()
+        .any(|w| w == "rseq_debug" || w.starts_with("rseq_debug=") && w != "rseq_debug=0");
+    if read
+        && config.contains("\nCONFIG_RSEQ=y")
+        && !config.contains("\nCONFIG_DEBUG_RSEQ=y")
+        && !config.contains("\nCONFIG_RSEQ_DEBUG_DEFAULT_ENABLE=y")
+        && !debug_boot
+    {
         "1"
     } else {
         "0"
