@@ -633,7 +633,17 @@ impl Tracee {
         }
         let at = |o: usize| u64::from_le_bytes(desc[o..o + 8].try_into().unwrap_or_default());
         let (start, len, abort) = (at(8), at(16), at(24));
-        if !(start..start.wrapping_add(len)).contains(&regs.rip) || regs.orig_rax != u64::MAX {
+        let section = start..start.wrapping_add(len);
+        if !section.contains(&regs.rip) || regs.orig_rax != u64::MAX || section.contains(&abort) {
+            return false;
+        }
+        // The kernel moves the IP only to an abort address preceded by the
+        // signature the thread registered (else it kills the thread): the
+        // same here, or nothing is done.
+        let mut sig = [0u8; 4];
+        if self.read(abort.wrapping_sub(4), &mut sig).is_err()
+            || u64::from(u32::from_le_bytes(sig)) != conf[1] >> 32
+        {
             return false;
         }
         if self.write(field, &0u64.to_le_bytes()).is_err() {
