@@ -24,7 +24,13 @@
 //!   caller alone; printed besides: the four threads' rate over the one
 //!   thread's, per round and as a median (the issue's bar: 2/3).
 //!
-//! `COLDCACHE_BENCH_ONLY=rust`, `=python` or `=threads` runs one of them.
+//! - `zstd -3 --single-thread` compressing 1 MiB of generated text, and the `sqlite3`
+//!   shell building and querying a table of 100,000 rows in memory: the
+//!   machine's own binaries, found on `PATH` (skipped, with a message,
+//!   where they are not).
+//!
+//! `COLDCACHE_BENCH_ONLY=rust`, `=python`, `=threads`, `=zstd` or
+//! `=sqlite` runs one of them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -211,6 +217,78 @@ fn cpython() -> Option<Program> {
     })
 }
 
+/// The SQL the `sqlite3` shell runs: 100,000 rows inserted, then an
+/// aggregate over a third of them and an indexed lookup.
+const SQL: &str = "CREATE TABLE t(a INTEGER, b TEXT); \
+WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000) \
+INSERT INTO t SELECT x, hex(x * 7919) FROM c; \
+CREATE INDEX tb ON t(b); \
+SELECT count(*), sum(a), max(b) FROM t WHERE a % 3 = 0; \
+SELECT a FROM t WHERE b = hex(777 * 7919);";
+
+/// `name` on `PATH`, or `None` with a message.
+fn on_path(name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(name))
+            .find(|f| f.is_file())
+    });
+    if found.is_none() {
+        eprintln!("SKIP {name}: not on PATH");
+    }
+    found
+}
+
+/// `zstd -3` compressing 1 MiB of generated text (words from a fixed
+/// pseudo-random sequence) written into `dir`.
+fn zstd(dir: &Path) -> Option<Program> {
+    let bin = on_path("zstd")?;
+    let input = dir.join("zstd-input.txt");
+    let words = [
+        "cache", "line", "miss", "set", "way", "tag", "fetch", "store", "load", "evict",
+    ];
+    let mut text = String::with_capacity(1 << 20);
+    let mut x: u32 = 2463534242;
+    while text.len() < 1 << 20 {
+        // xorshift32
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        text.push_str(words[(x % 10) as usize]);
+        text.push(if x.is_multiple_of(13) { '\n' } else { ' ' });
+    }
+    text.truncate(1 << 20);
+    std::fs::write(&input, text).expect("write zstd's input");
+    Some(Program {
+        name: "zstd-1mib",
+        argv: vec![
+            bin.display().to_string(),
+            "-q".into(),
+            "-f".into(),
+            "-3".into(),
+            // Compression on the main thread (by default the command line
+            // tool hands it to a worker, which `--all` does not trace).
+            "--single-thread".into(),
+            input.display().to_string(),
+            "-o".into(),
+            dir.join("zstd-output.zst").display().to_string(),
+        ],
+        env: vec![],
+        record: vec![],
+    })
+}
+
+/// The `sqlite3` shell running [`SQL`] on an in-memory database.
+fn sqlite() -> Option<Program> {
+    let bin = on_path("sqlite3")?;
+    Some(Program {
+        name: "sqlite-100k",
+        argv: vec![bin.display().to_string(), ":memory:".into(), SQL.into()],
+        env: vec![],
+        record: vec![],
+    })
+}
+
 /// `frame.c`'s two frames of N=160 (about 33M instructions) with `threads`
 /// threads, every thread traced on the `jaguar` preset (8 cores).
 fn frames(bin: &Path, name: &'static str, threads: &str) -> Program {
@@ -248,6 +326,12 @@ fn main() {
     }
     if only.is_empty() || only == "python" {
         programs.extend(cpython());
+    }
+    if only.is_empty() || only == "zstd" {
+        programs.extend(zstd(dir.path()));
+    }
+    if only.is_empty() || only == "sqlite" {
+        programs.extend(sqlite());
     }
     if only.is_empty() || only == "threads" {
         let bin = common::build_frame(dir.path(), &lib_dir);
