@@ -43,9 +43,10 @@
 //! checked here: no such kernel). Its debug mode (`rseq_debug`) clears the
 //! field at every system call's exit instead: a commit that finds it
 //! cleared with no switch is left to the program's own store, and after a
-//! few the trap engine makes none in the capture (counted in the note). A thread whose tracing ends inside a section (a stop), and a
-//! program signal delivered to it there, abort it, as the kernel does on a
-//! signal.
+//! few the trap engine makes none in the capture (counted in the note).
+//!
+//! A thread whose tracing ends inside a section (a stop), and a program
+//! signal delivered to it there, abort it, as the kernel does on a signal.
 //!
 //! The registered area is glibc's (`__rseq_offset` from the thread
 //! pointer, `__rseq_size` non-zero), found at prepare time in the C
@@ -169,27 +170,15 @@ pub(crate) fn skip_store(
     i: &Instruction,
     layout: &crate::machine::XsaveLayout,
 ) -> bool {
-    use crate::model::Machine;
     let Some(field) = field() else { return false };
-    let (value, ea) = {
-        // SAFETY: `uc` is the live context of the calling handler.
-        let m = unsafe { crate::machine::ContextMachine::new(uc, layout) };
-        let value = match i.code() {
-            Code::Mov_rm64_r64 if i.op0_kind() == OpKind::Memory => m.gpr(i.op1_register()),
-            Code::Mov_rm64_imm32 if i.op0_kind() == OpKind::Memory => i.immediate(1),
-            _ => return false,
-        };
-        let ea = i.virtual_address(0, 0, |reg, _, _| {
-            Some(match reg {
-                Register::FS | Register::GS => m.segment_base(reg),
-                Register::ES | Register::CS | Register::SS | Register::DS => 0,
-                Register::RIP => i.next_ip(),
-                r => m.gpr(r),
-            })
-        });
-        (value, ea)
+    let (value, ea) = match i.code() {
+        Code::Mov_rm64_r64 | Code::Mov_rm64_imm32 => match mov_store(uc, i, layout) {
+            Some(v) => v,
+            None => return false,
+        },
+        _ => return false,
     };
-    if ea != Some(field) {
+    if ea != field {
         return false;
     }
     let word = |o: u64| crate::memory::read_word(value.wrapping_add(o));
@@ -382,7 +371,6 @@ pub(crate) enum Commit {
 /// would have, before the commit ran. Any other commit instruction is left
 /// to [`before_return`].
 pub(crate) fn commit(uc: &mut libc::ucontext_t, layout: &crate::machine::XsaveLayout) -> Commit {
-    use crate::model::Machine;
     if kept()[CS] == 0 || COMMIT_OFF.load(Ordering::Relaxed) {
         return Commit::No;
     }
@@ -393,34 +381,12 @@ pub(crate) fn commit(uc: &mut libc::ucontext_t, layout: &crate::machine::XsaveLa
     let Some(i) = decode(rip) else {
         return Commit::No;
     };
-    if i.next_ip() != k[END] || i.op0_kind() != OpKind::Memory {
+    if i.next_ip() != k[END] {
         return Commit::No;
     }
     let Some(f) = field() else { return Commit::No };
-    let (value, dst) = {
-        // SAFETY: `uc` is the live context of the calling handler.
-        let m = unsafe { crate::machine::ContextMachine::new(uc, layout) };
-        let value = match i.code() {
-            Code::Mov_rm8_r8 | Code::Mov_rm16_r16 | Code::Mov_rm32_r32 | Code::Mov_rm64_r64 => {
-                m.gpr(i.op1_register())
-            }
-            Code::Mov_rm8_imm8
-            | Code::Mov_rm16_imm16
-            | Code::Mov_rm32_imm32
-            | Code::Mov_rm64_imm32 => i.immediate(1),
-            _ => return Commit::No,
-        };
-        let Some(dst) = i.virtual_address(0, 0, |reg, _, _| {
-            Some(match reg {
-                Register::FS | Register::GS => m.segment_base(reg),
-                Register::ES | Register::CS | Register::SS | Register::DS => 0,
-                Register::RIP => i.next_ip(),
-                r => m.gpr(r),
-            })
-        }) else {
-            return Commit::No;
-        };
-        (value, dst)
+    let Some((value, dst)) = mov_store(uc, &i, layout) else {
+        return Commit::No;
     };
     // A target that cannot be read is left to the program's own store,
     // which faults as it would natively (ours would fault in our code).
@@ -477,6 +443,43 @@ pub(crate) fn commit(uc: &mut libc::ucontext_t, layout: &crate::machine::XsaveLa
             Commit::Aborted
         }
     }
+}
+
+/// The value a `mov` to memory `i` (from a register or an immediate, any
+/// width) stores in the context `uc`, and its target address; `None` for
+/// any other instruction.
+fn mov_store(
+    uc: &libc::ucontext_t,
+    i: &Instruction,
+    layout: &crate::machine::XsaveLayout,
+) -> Option<(u64, u64)> {
+    use crate::model::Machine;
+    if i.op0_kind() != OpKind::Memory {
+        return None;
+    }
+    let from_register = match i.code() {
+        Code::Mov_rm8_r8 | Code::Mov_rm16_r16 | Code::Mov_rm32_r32 | Code::Mov_rm64_r64 => true,
+        Code::Mov_rm8_imm8 | Code::Mov_rm16_imm16 | Code::Mov_rm32_imm32 | Code::Mov_rm64_imm32 => {
+            false
+        }
+        _ => return None,
+    };
+    // SAFETY: `uc` is the live context of the calling handler.
+    let m = unsafe { crate::machine::ContextMachine::new(uc, layout) };
+    let value = if from_register {
+        m.gpr(i.op1_register())
+    } else {
+        i.immediate(1)
+    };
+    let ea = i.virtual_address(0, 0, |reg, _, _| {
+        Some(match reg {
+            Register::FS | Register::GS => m.segment_base(reg),
+            Register::ES | Register::CS | Register::SS | Register::DS => 0,
+            Register::RIP => i.next_ip(),
+            r => m.gpr(r),
+        })
+    })?;
+    Some((value, ea))
 }
 
 /// Fields found cleared with no switch after which [`commit`] stops.
