@@ -36,7 +36,7 @@ fn runs() -> usize {
 }
 
 fn build(dir: &Path) -> PathBuf {
-    common::build_frame(dir, &common::library_dir(COLDCACHE))
+    common::build_with_library("frame", dir, &common::library_dir(COLDCACHE))
 }
 
 /// Runs a command `runs()` times; the best wall time and the last output.

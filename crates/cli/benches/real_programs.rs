@@ -334,7 +334,7 @@ fn main() {
         programs.extend(sqlite());
     }
     if only.is_empty() || only == "threads" {
-        let bin = common::build_frame(dir.path(), &lib_dir);
+        let bin = common::build_with_library("frame", dir.path(), &lib_dir);
         programs.push(frames(&bin, "frame-1-thread", "1"));
         programs.push(frames(&bin, "frame-4-threads", "4"));
     }

@@ -17,7 +17,6 @@ use std::time::Instant;
 const COLDCACHE: &str = env!("CARGO_BIN_EXE_coldcache");
 
 mod common;
-use common::repo;
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -27,22 +26,7 @@ fn env_or(name: &str, default: usize) -> usize {
 }
 
 fn build(dir: &Path) -> PathBuf {
-    let lib_dir = common::library_dir(COLDCACHE);
-    let out = dir.join("signals");
-    let st = Command::new("gcc")
-        .args(["-O1", "-g", "-pthread", "-I"])
-        .arg(repo().join("include"))
-        .arg(repo().join("tests-programs/capture/signals.c"))
-        .arg("-L")
-        .arg(&lib_dir)
-        .args(["-Wl,--no-as-needed", "-lcoldcache"])
-        .arg(format!("-Wl,-rpath,{}", lib_dir.display()))
-        .arg("-o")
-        .arg(&out)
-        .status()
-        .expect("run gcc");
-    assert!(st.success(), "building signals.c failed");
-    out
+    common::build_with_library("signals", dir, &common::library_dir(COLDCACHE))
 }
 
 /// The best wall time of `runs` runs of `signals MODE startstop DUMP N`

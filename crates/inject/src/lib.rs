@@ -600,8 +600,8 @@ impl Tracee {
     /// kernel would abort it on a preemption: `rseq_cs` cleared, the IP in
     /// `regs` moved to the section's abort address. Nothing is done where
     /// the kernel cannot say where the thread's area is (before 5.13), or
-    /// no section holds the IP. Returns whether it moved the IP.
-    fn abort_rseq(&self, regs: &mut libc::user_regs_struct) -> bool {
+    /// no section holds the IP.
+    fn abort_rseq(&self, regs: &mut libc::user_regs_struct) {
         // struct ptrace_rseq_configuration: rseq_abi_pointer (u64),
         // rseq_abi_size, signature, flags, pad (u32 each).
         let mut conf = [0u64; 3];
@@ -614,28 +614,28 @@ impl Tracee {
         .is_err()
             || conf[0] == 0
         {
-            return false;
+            return;
         }
         let field = conf[0] + 8;
         let mut word = [0u8; 8];
         if self.read(field, &mut word).is_err() {
-            return false;
+            return;
         }
         let cs = u64::from_le_bytes(word);
         if cs == 0 {
-            return false;
+            return;
         }
         // struct rseq_cs: version, flags (u32 each), start_ip,
         // post_commit_offset, abort_ip.
         let mut desc = [0u8; 32];
         if self.read(cs, &mut desc).is_err() {
-            return false;
+            return;
         }
         let at = |o: usize| u64::from_le_bytes(desc[o..o + 8].try_into().unwrap_or_default());
         let (start, len, abort) = (at(8), at(16), at(24));
         let section = start..start.wrapping_add(len);
         if !section.contains(&regs.rip) || regs.orig_rax != u64::MAX || section.contains(&abort) {
-            return false;
+            return;
         }
         // The kernel moves the IP only to an abort address preceded by the
         // signature the thread registered (else it kills the thread): the
@@ -644,13 +644,12 @@ impl Tracee {
         if self.read(abort.wrapping_sub(4), &mut sig).is_err()
             || u64::from(u32::from_le_bytes(sig)) != conf[1] >> 32
         {
-            return false;
+            return;
         }
         if self.write(field, &0u64.to_le_bytes()).is_err() {
-            return false;
+            return;
         }
         regs.rip = abort;
-        true
     }
 
     /// Interrupts the thread and waits until it stops; passes on signals

@@ -24,17 +24,14 @@ pub fn library_dir(coldcache: &str) -> PathBuf {
     lib_dir
 }
 
-/// Builds `tests-programs/capture/frame.c` (a dense matrix multiply per
-/// frame; `frame N FRAMES [THREADS [api]]`) into `dir`, linked with
-/// `libcoldcache.so` from `lib_dir` for its `api` form.
-// Each bench compiles this module; `start_stop` builds no frame.
-#[allow(dead_code)]
-pub fn build_frame(dir: &Path, lib_dir: &Path) -> PathBuf {
-    let out = dir.join("frame");
+/// Builds the C program `tests-programs/capture/NAME.c` into `dir/NAME`,
+/// linked with `libcoldcache.so` from `lib_dir` (for the C API).
+pub fn build_with_library(name: &str, dir: &Path, lib_dir: &Path) -> PathBuf {
+    let out = dir.join(name);
     let st = Command::new("gcc")
         .args(["-O1", "-g", "-pthread", "-I"])
         .arg(repo().join("include"))
-        .arg(repo().join("tests-programs/capture/frame.c"))
+        .arg(repo().join(format!("tests-programs/capture/{name}.c")))
         .arg("-L")
         .arg(lib_dir)
         .args(["-Wl,--no-as-needed", "-lcoldcache"])
@@ -43,6 +40,6 @@ pub fn build_frame(dir: &Path, lib_dir: &Path) -> PathBuf {
         .arg(&out)
         .status()
         .expect("run gcc");
-    assert!(st.success(), "building frame.c failed");
+    assert!(st.success(), "building {name}.c failed");
     out
 }
