@@ -289,7 +289,7 @@ fn sqlite() -> Option<Program> {
     })
 }
 
-/// `frame.c`'s two frames of N=160 (about 33M instructions) with `threads`
+/// `frame.c`'s two frames of N=160 (about 58M instructions) with `threads`
 /// threads, every thread traced on the `jaguar` preset (8 cores).
 fn frames(bin: &Path, name: &'static str, threads: &str) -> Program {
     Program {
