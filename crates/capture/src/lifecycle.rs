@@ -657,9 +657,15 @@ fn finish_inner() -> Result<Summary, CaptureError> {
         if f.short_replays > 0 {
             meta.notes.push(format!(
                 "fast mode: several threads ran translated code at once; each replayed \
-                 its records every 2 KiB (about 200 instructions, {} replays), so the simulator \
-                 saw the threads interleaved as their buffers filled",
-                f.short_replays
+                 its records every {} KiB (about {} instructions; {} replays, {} of them \
+                 handed over to the thread replaying at the time instead of waiting for \
+                 it, {} waits for room among those), so the simulator saw the threads \
+                 interleaved as their buffers filled",
+                crate::jit::SHORT_KIB,
+                crate::jit::SHORT_KIB * 100,
+                f.short_replays,
+                f.handed,
+                f.handed_full,
             ));
         }
         if let Some(v) = f.verified {

@@ -147,6 +147,18 @@ pub(crate) fn with_session_in_turn<R>(
     r
 }
 
+/// [`with_session`] if the lock is free now (one attempt, no wait): fast
+/// mode's full short buffers go to the holder instead (`jit/handed.rs`).
+pub(crate) fn with_session_if_free<R>(f: impl FnOnce(&mut Option<Box<Session>>) -> R) -> Option<R> {
+    if !LOCK.try_lock() {
+        return None;
+    }
+    // SAFETY: the lock is held, so no other reference to the cell exists.
+    let r = f(unsafe { &mut *SESSION.0.get() });
+    LOCK.unlock();
+    Some(r)
+}
+
 /// Like [`with_session`], but gives up after a bounded number of attempts.
 pub(crate) fn try_with_session(f: impl FnOnce(&mut Option<Box<Session>>)) {
     for _ in 0..100_000 {

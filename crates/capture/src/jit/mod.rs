@@ -51,6 +51,7 @@ mod cache;
 #[cfg(test)]
 mod difftest;
 mod emit;
+mod handed;
 mod interrupted;
 mod state;
 mod sys;
@@ -73,9 +74,9 @@ use cache::CodeCache;
 use emit::{at, fs, jmp_mem, load, pop, push, store, store_simm32, Asm};
 use iced_x86::{Code, Instruction, Register};
 use state::{
-    ACTIVE, DISPATCHES, DISPATCH_ENTRY, DISPATCH_FULL, DISPATCH_SYS, DISPATCH_TRAP, INTERLEAVE,
-    JIT, JIT_LOCK, LOOKUP_GEN, MAPPED, NULL_CONSUMER, RETIRE_FAILED, RUNNERS, SHORT_REPLAYS, TAKEN,
-    TLS_OFFSET, TRAPPED, TRAPPED_BY, TRAP_JMP,
+    ACTIVE, DISPATCHES, DISPATCH_ENTRY, DISPATCH_FULL, DISPATCH_SYS, DISPATCH_TRAP, HANDED,
+    HANDED_FULL, INTERLEAVE, JIT, JIT_LOCK, LOOKUP_GEN, MAPPED, NULL_CONSUMER, RETIRE_FAILED,
+    RUNNERS, SHORT_REPLAYS, TAKEN, TLS_OFFSET, TRAPPED, TRAPPED_BY, TRAP_JMP,
 };
 use std::cell::UnsafeCell;
 use std::sync::atomic::Ordering;
@@ -111,6 +112,8 @@ const TAIL: usize = 4096;
 /// the padded layout in both (the trap engine, interleaving per
 /// instruction, about 200,000).
 const SHORT: usize = 8192;
+/// [`SHORT`] in KiB, for the dump's note.
+pub(crate) const SHORT_KIB: usize = SHORT / 1024;
 /// Bytes of non-zero words that end a short buffer: a block's full check
 /// reads the word right after its record, at most [`MAX_RECORD`] bytes
 /// past the cursor.
@@ -630,6 +633,9 @@ pub(crate) fn prepare(
     DISPATCHES.store(0, Ordering::Relaxed);
     INTERLEAVE.store(false, Ordering::Release);
     SHORT_REPLAYS.store(0, Ordering::Relaxed);
+    HANDED.store(0, Ordering::Relaxed);
+    HANDED_FULL.store(0, Ordering::Relaxed);
+    handed::map();
     verify::reset(verify);
     sys::configure(serial);
     FAST.store(true, Ordering::Release);
@@ -647,6 +653,10 @@ pub(crate) struct FastReport {
     /// Buffers replayed short because several threads ran translated code
     /// (0: one thread at a time, or `--schedule serial`).
     pub short_replays: u64,
+    /// Of those, buffers handed over to the session lock's holder
+    /// (`handed.rs`), and the times a thread found its lane full.
+    pub handed: u64,
+    pub handed_full: u64,
     /// What verification found (`--mode verify`).
     pub verified: Option<Verified>,
 }
@@ -690,12 +700,31 @@ pub(crate) fn finish() -> Option<FastReport> {
     while running() && t0.elapsed().as_millis() < 500 {
         std::thread::yield_now();
     }
+    // Buffers handed over by threads that have not come back (blocked, or
+    // gone): replayed before the dump is written.
+    if handed::ready() {
+        let mask = block_signals();
+        let mut none = 0;
+        crate::state::with_session(|cell| {
+            replay_locked(
+                cell,
+                Owner::this_thread(0),
+                EPOCH.load(Ordering::Acquire),
+                0,
+                0,
+                &mut none,
+            )
+        });
+        restore_signals(&mask);
+    }
     FAST.store(false, Ordering::Release);
     Some(FastReport {
         trapped: TRAPPED.load(Ordering::Relaxed),
         trapped_by: std::array::from_fn(|i| TRAPPED_BY[i].load(Ordering::Relaxed)),
         dispatches: DISPATCHES.load(Ordering::Relaxed),
         short_replays: SHORT_REPLAYS.load(Ordering::Relaxed),
+        handed: HANDED.load(Ordering::Relaxed),
+        handed_full: HANDED_FULL.load(Ordering::Relaxed),
         verified: verify::take(),
     })
 }
@@ -933,6 +962,7 @@ pub(crate) fn release_thread() {
     // SAFETY: this thread's own state.
     let t = unsafe { &mut *tls::this() };
     deactivate(t);
+    handed::release(t.tid as u32);
     for (map, len) in [
         (&mut t.stack_map, STACK.next_multiple_of(1 << 21)),
         (&mut t.buf_map, (BUFFER + TAIL).next_multiple_of(1 << 21)),
@@ -1245,7 +1275,7 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
         }
     }
     if t.reason == 1 {
-        match flush(t) {
+        match flush_or_hand(t) {
             Replayed::Go => {
                 // The buffer was full: a point of the thread's own stream,
                 // the same in every run, where a turn that reached its
@@ -1257,6 +1287,22 @@ fn dispatch_slow(frame: &mut Frame, t: &mut Tls, next: u64, state: u8) {
         }
     }
     let window_over = t.window != 0 && t.app_rsp > t.window;
+    if t.reason == 1
+        && t.from == 0
+        && !window_over
+        && !memalign
+        && next != BP_ADDR.load(Ordering::Acquire)
+        && STATE.load(Ordering::Acquire) == RUNNING
+    {
+        // A full buffer, replayed or handed over: the thread's own table
+        // first, as `dispatch` looks it up (the translator's lock may be
+        // held for a while by a thread replaying handed buffers).
+        let e = *lookup_slot(t, next);
+        if e.pc == next && e.gen == LOOKUP_GEN.load(Ordering::Acquire) {
+            t.target = e.code;
+            return;
+        }
+    }
     let code = if window_over || next == BP_ADDR.load(Ordering::Acquire) {
         None
     } else {
@@ -1455,9 +1501,10 @@ fn discard(t: &mut Tls) {
 
 /// Replays the thread's records through the accountant, then empties the
 /// buffer (its words back to 0, which the blocks' full check relies on).
+/// Buffers other threads handed over (`handed.rs`) are replayed first.
 fn flush(t: &mut Tls) -> Replayed {
     let (start, end) = (t.buf_start, t.cursor);
-    if end <= start {
+    if end <= start && !handed::ready() {
         return Replayed::Go;
     }
     if NULL_CONSUMER.load(Ordering::Relaxed) {
@@ -1469,20 +1516,22 @@ fn flush(t: &mut Tls) -> Replayed {
     let mut replayed = 0;
     // A short buffer (several threads in translated code) waits its turn.
     let short = t.limit != t.buf_end;
-    let r = crate::state::with_session_in_turn(short.then_some(tid), |cell| match cell {
-        Some(s) if epoch == EPOCH.load(Ordering::Acquire) => with_jit(|j| match j {
-            Some(j) => {
-                let before = s.acc.instructions();
-                let r = replay(&mut s.acc, j, tid, start, end);
-                replayed = s.acc.instructions() - before;
-                r
-            }
-            None => Replayed::Leave,
-        }),
-        _ => Replayed::Leave,
+    let r = crate::state::with_session_in_turn(short.then_some(tid), |cell| {
+        replay_locked(
+            cell,
+            Owner::this_thread(tid),
+            epoch,
+            start,
+            end,
+            &mut replayed,
+        )
     });
+    let r = match recheck() {
+        Replayed::Stop => Replayed::Stop,
+        _ => r,
+    };
     discard(t);
-    if short {
+    if short && end > start {
         SHORT_REPLAYS.fetch_add(1, Ordering::Relaxed);
     }
     match r {
@@ -1492,20 +1541,146 @@ fn flush(t: &mut Tls) -> Replayed {
     r
 }
 
+/// With the session lock held: replays the handed-over buffers (all of
+/// them, in order), then `owner`'s records `start..end` of capture
+/// `epoch`, adding to `replayed` the instructions counted.
+fn replay_locked(
+    cell: &mut Option<Box<crate::state::Session>>,
+    owner: Owner,
+    epoch: u64,
+    start: u64,
+    end: u64,
+    replayed: &mut u64,
+) -> Replayed {
+    match cell {
+        Some(s) if epoch == EPOCH.load(Ordering::Acquire) => with_jit(|j| match j {
+            Some(j) => {
+                let before = s.acc.instructions();
+                let handed = handed::drain(Some((&mut s.acc, &mut **j)));
+                let r = if end > start {
+                    replay(&mut s.acc, j, owner, start, end)
+                } else {
+                    Replayed::Go
+                };
+                *replayed = s.acc.instructions() - before;
+                if handed == Replayed::Stop {
+                    Replayed::Stop
+                } else {
+                    r
+                }
+            }
+            None => {
+                handed::drain(None);
+                Replayed::Leave
+            }
+        }),
+        _ => {
+            handed::drain(None);
+            Replayed::Leave
+        }
+    }
+}
+
+/// After leaving the session lock: buffers handed over while it was held,
+/// by a thread that found it taken, are replayed now if the lock is free
+/// (whoever holds it otherwise replays them). Says whether they stopped
+/// the capture. A few rounds at most: threads that keep handing buffers
+/// meanwhile take the lock themselves when it is free (`flush_or_hand`),
+/// so the calling thread does not replay theirs for ever.
+fn recheck() -> Replayed {
+    let mut out = Replayed::Go;
+    for _ in 0..4 {
+        if !handed::ready() {
+            break;
+        }
+        let r = crate::state::with_session_if_free(|cell| match cell {
+            Some(s) => with_jit(|j| match j {
+                Some(j) => handed::drain(Some((&mut s.acc, &mut **j))),
+                None => handed::drain(None),
+            }),
+            None => handed::drain(None),
+        });
+        match r {
+            None => break,
+            Some(Replayed::Stop) => out = Replayed::Stop,
+            Some(_) => {}
+        }
+    }
+    out
+}
+
+/// A full short buffer (several threads in translated code): replayed now
+/// if the session lock is free; otherwise copied into the thread's lane of
+/// handed buffers, which the lock's holder replays (`handed.rs`), and the
+/// thread goes on without waiting. Where it may not be handed (a signal
+/// held back, `--schedule serial`, no lane free) or its lane stays full,
+/// [`flush`]. (A
+/// handed buffer that ends its thread's window stops the thread in the
+/// accountant: its records after that count nowhere, as if it had left.)
+fn flush_or_hand(t: &mut Tls) -> Replayed {
+    let handable = t.limit != t.buf_end
+        && t.cursor > t.buf_start
+        && t.fill == 0
+        && t.deferred == 0
+        && t.epoch == EPOCH.load(Ordering::Acquire)
+        && !crate::schedule::on()
+        && !NULL_CONSUMER.load(Ordering::Relaxed);
+    if !handable {
+        return flush(t);
+    }
+    let tid = t.tid as u32;
+    let owner = Owner::this_thread(tid);
+    let (start, end) = (t.buf_start, t.cursor);
+    for _ in 0..3 {
+        let mut replayed = 0;
+        if let Some(r) = crate::state::with_session_if_free(|cell| {
+            replay_locked(cell, owner, t.epoch, start, end, &mut replayed)
+        }) {
+            let r = match recheck() {
+                Replayed::Stop => Replayed::Stop,
+                _ => r,
+            };
+            discard(t);
+            SHORT_REPLAYS.fetch_add(1, Ordering::Relaxed);
+            if r != Replayed::Go {
+                crate::schedule::leave(tid);
+            }
+            return r;
+        }
+        // SAFETY: `start..end` is the thread's own buffer, written up to
+        // the cursor.
+        let records =
+            unsafe { core::slice::from_raw_parts(start as *const u8, (end - start) as usize) };
+        match handed::push(owner, t.epoch, records) {
+            handed::Pushed::Yes => {
+                discard(t);
+                SHORT_REPLAYS.fetch_add(1, Ordering::Relaxed);
+                // Published, then the lock tried: a holder that left it
+                // meanwhile may have missed these records.
+                return recheck();
+            }
+            handed::Pushed::Full => handed::wait_for_space(tid),
+            handed::Pushed::No => break,
+        }
+    }
+    flush(t)
+}
+
 /// Steps every instruction recorded in `start..end`.
 fn replay(
     acc: &mut crate::account::Accountant,
     j: &mut JitState,
-    tid: u32,
+    owner: Owner,
     start: u64,
     end: u64,
 ) -> Replayed {
-    let mut m = RecordedMachine::of_this_thread();
+    let tid = owner.tid;
+    let mut m = RecordedMachine::with_bases(owner.fs, owner.gs);
     let mut p = start;
     let mut out = Replayed::Go;
-    // The replaying thread's rseq `rseq_cs` field (0: none), whose 64-bit
+    // The recording thread's rseq `rseq_cs` field (0: none), whose 64-bit
     // stores the accountant reports (`rseq.rs`).
-    let rseq_field = crate::rseq::field().unwrap_or(0);
+    let rseq_field = owner.rseq_field;
     'records: while p + 16 <= end {
         // SAFETY: `p..p + size` lies in the thread's buffer below the
         // cursor, written by a block whose record starts there.
@@ -1638,6 +1813,32 @@ pub(crate) struct RecordedMachine {
     /// The recorded vector registers (as the plan names them) and their
     /// addresses in the record.
     vectors: [(Register, u64); 2],
+}
+
+/// Whose records a replay steps: the thread that recorded them, and what
+/// of its live state the records do not hold. Taken on that thread, which
+/// may not be the one replaying (`handed.rs`).
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Owner {
+    tid: u32,
+    /// FS and GS bases.
+    fs: u64,
+    gs: u64,
+    /// Its rseq `rseq_cs` field's address (0: none).
+    rseq_field: u64,
+}
+
+impl Owner {
+    /// The calling thread, `tid`.
+    fn this_thread(tid: u32) -> Owner {
+        Owner {
+            tid,
+            fs: tls::thread_pointer(),
+            gs: crate::machine::gs_base(false),
+            rseq_field: crate::rseq::field().unwrap_or(0),
+        }
+    }
 }
 
 impl RecordedMachine {

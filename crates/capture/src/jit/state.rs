@@ -101,6 +101,40 @@ pub(super) static INTERLEAVE: AtomicBool = AtomicBool::new(false);
 /// replaying a short buffer (`flush`); read when the dump is written.
 pub(super) static SHORT_REPLAYS: AtomicU64 = AtomicU64::new(0);
 
+// `jit/handed.rs`
+
+/// The address of the lanes of short buffers handed over to the session
+/// lock's holder (0: not mapped).
+///
+/// Written once by `handed::map` (program thread preparing the first
+/// fast-mode capture); read by the dispatcher of traced threads.
+pub(super) static QUEUE: AtomicU64 = AtomicU64::new(0);
+
+/// Lanes claimed so far, at most (`handed::lane_of`): the drainer looks
+/// at that many.
+///
+/// Written (raised) by the dispatcher of a traced thread claiming a lane;
+/// read by the drainer and producers.
+pub(super) static LANES_USED: AtomicU32 = AtomicU32::new(0);
+
+/// The lane each drain starts its rounds at (moves on by one each time).
+///
+/// Written by the holder of the session lock draining the lanes
+/// (`handed::drain`: a traced thread's dispatcher or `finish`).
+pub(super) static TURN_START: AtomicU64 = AtomicU64::new(0);
+
+/// Buffers handed over in this capture, and the times a lane was found
+/// full (for the dump's note).
+///
+/// Written: reset by `prepare` (program thread), counted by the dispatcher
+/// of a traced thread handing a buffer (`handed::push`); read when the dump
+/// is written.
+pub(super) static HANDED: AtomicU64 = AtomicU64::new(0);
+
+/// See [`HANDED`]. Written: reset by `prepare` (program thread), counted by
+/// the dispatcher of a traced thread that found its lane full.
+pub(super) static HANDED_FULL: AtomicU64 = AtomicU64::new(0);
+
 /// The translator's state. Written by `prepare`, the handlers and the
 /// dispatcher of traced threads and `finish`, always through `with_jit`
 /// ([`JIT_LOCK`] held).
