@@ -474,6 +474,112 @@ fn a_mutex_and_condvar_program_captured_fast_traps_under_a_thousandth() {
     }
 }
 
+/// Full short buffers handed over to the session lock's holder
+/// (`jit/handed.rs`) are counted once each: four workers of `frame.c`
+/// (their rows split, 6.3M instructions) traced in fast mode under the OS's
+/// schedule, where buffers are handed over, give per instruction and call
+/// stack (the threads summed: which thread took which rows is the same,
+/// their numbering in the dump need not be) the same instructions, reads
+/// and writes in the program's own code as under `--schedule serial`,
+/// where every buffer is replayed in place. (The C library's locks take
+/// other paths when the threads contend otherwise; which level served an
+/// access may differ too: the interleaving does.)
+/// Retried (three times at most) when the note says nothing was handed
+/// over: on an idle machine the lock may have been free each time.
+#[test]
+fn buffers_handed_over_between_threads_are_each_counted_once() {
+    let name = "buffers_handed_over_between_threads_are_each_counted_once";
+    if !tools_or_skip(name) {
+        return;
+    }
+    let bin = build(
+        "tests-programs/capture/frame.c",
+        &["-O1", "-g"],
+        "frame-threads",
+    );
+    let run = |schedule: &str, tag: &str| {
+        let (d, _, out) = record(
+            &[
+                "--cache",
+                "jaguar",
+                "--all",
+                "--threads",
+                "all",
+                "--schedule",
+                schedule,
+                "--mode",
+                "fast",
+            ],
+            &[bin.to_str().unwrap(), "96", "1", "4"],
+            tag,
+        );
+        assert!(out.status.success());
+        assert_eq!(d.meta.cut_short, None, "{tag}: cut short");
+        assert_eq!(d.threads.len(), 5, "{tag}: {:?}", d.threads);
+        d
+    };
+    // Per (ip, stack path): instructions, reads, writes, all threads summed.
+    let sums = |d: &Dump| {
+        let col = |prefix: &str| -> Vec<usize> {
+            d.meta
+                .counters
+                .iter()
+                .enumerate()
+                .filter(|(_, n)| n.starts_with(prefix))
+                .map(|(i, _)| i)
+                .collect()
+        };
+        let (ir, reads, writes) = (col("instructions"), col("r_"), col("w_"));
+        assert!(
+            ir.len() == 1 && !reads.is_empty() && !writes.is_empty(),
+            "{:?}",
+            d.meta.counters
+        );
+        let mut m: BTreeMap<(u64, Vec<(u64, u64)>), [u64; 3]> = BTreeMap::new();
+        // The executable, not the libraries: `setarch -R` maps it at
+        // 0x555555554000, them near the top of the address space.
+        for r in d.records.iter().filter(|r| r.ip < 0x7000_0000_0000) {
+            let e = m.entry((r.ip, stack_path(d, r.stack))).or_default();
+            e[0] += r.counters[ir[0]];
+            e[1] += reads.iter().map(|&i| r.counters[i]).sum::<u64>();
+            e[2] += writes.iter().map(|&i| r.counters[i]).sum::<u64>();
+        }
+        m
+    };
+    let serial = sums(&run("serial", "handed-serial"));
+    for attempt in 0..3 {
+        let d = run("os", &format!("handed-os{attempt}"));
+        let handed = d
+            .meta
+            .notes
+            .iter()
+            .find_map(|n| {
+                let (_, rest) = n.split_once(" replays, ")?;
+                rest.split(' ').next()?.parse::<u64>().ok()
+            })
+            .unwrap_or(0);
+        eprintln!("attempt {attempt}: {handed} buffers handed over");
+        let os = sums(&d);
+        let total = |m: &BTreeMap<_, [u64; 3]>| m.values().map(|v| v[0]).sum::<u64>();
+        assert!(total(&serial) > 6_000_000, "{}", total(&serial));
+        for (k, v) in &serial {
+            assert_eq!(
+                os.get(k),
+                Some(v),
+                "at {:#x} {:?}: serial {v:?} (instructions, reads, writes), os {:?}",
+                k.0,
+                k.1,
+                os.get(k)
+            );
+        }
+        assert_eq!(os.len(), serial.len(), "rows only under the OS's schedule");
+        if handed > 0 {
+            return;
+        }
+    }
+    panic!("no buffer was handed over in three captures of four threads");
+}
+
 /// Threads `--threads` leaves out are counted and said, in both modes:
 /// `record --all` of `mutex.c` (default `--threads caller`) traces main
 /// alone while it starts the 4 workers, so the dump says 4 threads
