@@ -1,7 +1,8 @@
 //! Threads interleaved in fast mode (`--schedule os`): while several
-//! threads run translated code, each replays its records every 8 KiB, so
-//! the simulator sees the threads' accesses in the order their short
-//! buffers filled and coherence traffic between them shows. Before, each
+//! threads run translated code, each replays its records every 8 KiB (or
+//! hands them over to the thread replaying, whose rounds take one buffer
+//! of each thread in turn: `jit/handed.rs`), so the simulator sees the
+//! threads' accesses alternate and coherence traffic between them shows. Before, each
 //! thread's buffer (up to 1 MiB of records) was replayed whole: four
 //! threads bumping counters in one cache line gave as few invalidations as
 //! the padded layout (43 against 41).

@@ -110,7 +110,8 @@ const TAIL: usize = 4096;
 /// with 8 KiB 3.2 (issue 35); false sharing in `false_sharing.c` showed
 /// about 14,000 invalidations with 2 KiB, 3,700 with 8 KiB, against 65 for
 /// the padded layout in both (the trap engine, interleaving per
-/// instruction, about 200,000).
+/// instruction, about 200,000). A buffer that fills while the lock is held
+/// is handed over to the holder instead of waiting (`handed.rs`).
 const SHORT: usize = 8192;
 /// [`SHORT`] in KiB, for the dump's note.
 pub(crate) const SHORT_KIB: usize = SHORT / 1024;
