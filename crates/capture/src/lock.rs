@@ -77,6 +77,16 @@ impl Lock {
             .is_ok()
     }
 
+    /// [`Lock::try_lock`], counted as a grant (a thread waiting its turn in
+    /// [`Lock::lock_in_turn`] sees it taken).
+    pub(crate) fn try_lock_granted(&self) -> bool {
+        let ok = self.try_lock();
+        if ok {
+            self.grants.fetch_add(1, Ordering::Relaxed);
+        }
+        ok
+    }
+
     /// Takes the lock: spins [`SPINS`] times, then sleeps until it is free.
     pub(crate) fn lock(&self) {
         if self.try_lock() {

@@ -150,7 +150,7 @@ pub(crate) fn with_session_in_turn<R>(
 /// [`with_session`] if the lock is free now (one attempt, no wait): fast
 /// mode's full short buffers go to the holder instead (`jit/handed.rs`).
 pub(crate) fn with_session_if_free<R>(f: impl FnOnce(&mut Option<Box<Session>>) -> R) -> Option<R> {
-    if !LOCK.try_lock() {
+    if !LOCK.try_lock_granted() {
         return None;
     }
     // SAFETY: the lock is held, so no other reference to the cell exists.

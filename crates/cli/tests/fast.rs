@@ -474,18 +474,31 @@ fn a_mutex_and_condvar_program_captured_fast_traps_under_a_thousandth() {
     }
 }
 
+/// Instructions, reads and writes per (ip, stack path).
+type Sums = BTreeMap<(u64, Vec<(u64, u64)>), [u64; 3]>;
+
 /// Full short buffers handed over to the session lock's holder
-/// (`jit/handed.rs`) are counted once each: four workers of `frame.c`
-/// (their rows split, 6.3M instructions) traced in fast mode under the OS's
-/// schedule, where buffers are handed over, give per instruction and call
-/// stack (the threads summed: which thread took which rows is the same,
-/// their numbering in the dump need not be) the same instructions, reads
-/// and writes in the program's own code as under `--schedule serial`,
-/// where every buffer is replayed in place. (The C library's locks take
-/// other paths when the threads contend otherwise; which level served an
-/// access may differ too: the interleaving does.)
-/// Retried (three times at most) when the note says nothing was handed
-/// over: on an idle machine the lock may have been free each time.
+/// (`jit/handed.rs`) are counted once each, for their own thread:
+/// `tests-programs/capture/tlsworkers.c` (four threads adding into arrays
+/// of their own in thread-local storage, 6.5M instructions) traced in
+/// fast mode under the OS's schedule, where buffers are handed over,
+/// against `--schedule serial`, where every buffer is replayed in place:
+/// - per instruction and call stack (the threads summed: their numbering
+///   in the dump need not be the same), the same instructions, reads and
+///   writes in the program's own code (the C library's locks take other
+///   paths when the threads contend otherwise; which level served an
+///   access may differ too: the interleaving does);
+/// - the same instructions per thread (each does a quarter of the work);
+/// - about as many coherence invalidations in the program's code as under
+///   the serial schedule (296-343 here: the creating thread zeroed each
+///   thread's array, so a worker's first write to each line invalidates
+///   the creator's copy), at most twice as many plus 64. Records replayed
+///   with the replaying thread's FS base put the threads' writes on one
+///   array: 1,340-22,656 (checked by making `drain` do it).
+///
+/// Retried (three times at most) when the note says fewer than 100
+/// buffers were handed over: on an idle machine the lock may have been
+/// free nearly each time.
 #[test]
 fn buffers_handed_over_between_threads_are_each_counted_once() {
     let name = "buffers_handed_over_between_threads_are_each_counted_once";
@@ -493,9 +506,9 @@ fn buffers_handed_over_between_threads_are_each_counted_once() {
         return;
     }
     let bin = build(
-        "tests-programs/capture/frame.c",
-        &["-O1", "-g"],
-        "frame-threads",
+        "tests-programs/capture/tlsworkers.c",
+        &["-O1", "-g", "-pthread"],
+        "tlsworkers",
     );
     let run = |schedule: &str, tag: &str| {
         let (d, _, out) = record(
@@ -510,43 +523,62 @@ fn buffers_handed_over_between_threads_are_each_counted_once() {
                 "--mode",
                 "fast",
             ],
-            &[bin.to_str().unwrap(), "96", "1", "4"],
+            &[bin.to_str().unwrap(), "400"],
             tag,
         );
         assert!(out.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "total 41757696000\n",
+            "{tag}: the output changed"
+        );
         assert_eq!(d.meta.cut_short, None, "{tag}: cut short");
         assert_eq!(d.threads.len(), 5, "{tag}: {:?}", d.threads);
         d
     };
-    // Per (ip, stack path): instructions, reads, writes, all threads summed.
+    let col = |d: &Dump, prefix: &str| -> Vec<usize> {
+        d.meta
+            .counters
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.starts_with(prefix))
+            .map(|(i, _)| i)
+            .collect()
+    };
+    // The executable, not the libraries: `setarch -R` maps it at
+    // 0x555555554000, them near the top of the address space.
+    let own = |r: &&coldcache_dump::Record| r.ip < 0x7000_0000_0000;
+    // Per (ip, stack path): instructions, reads, writes, all threads
+    // summed; and the instructions of each thread, sorted.
     let sums = |d: &Dump| {
-        let col = |prefix: &str| -> Vec<usize> {
-            d.meta
-                .counters
-                .iter()
-                .enumerate()
-                .filter(|(_, n)| n.starts_with(prefix))
-                .map(|(i, _)| i)
-                .collect()
-        };
-        let (ir, reads, writes) = (col("instructions"), col("r_"), col("w_"));
+        let (ir, reads, writes) = (col(d, "instructions"), col(d, "r_"), col(d, "w_"));
         assert!(
             ir.len() == 1 && !reads.is_empty() && !writes.is_empty(),
             "{:?}",
             d.meta.counters
         );
-        let mut m: BTreeMap<(u64, Vec<(u64, u64)>), [u64; 3]> = BTreeMap::new();
-        // The executable, not the libraries: `setarch -R` maps it at
-        // 0x555555554000, them near the top of the address space.
-        for r in d.records.iter().filter(|r| r.ip < 0x7000_0000_0000) {
+        let mut m = Sums::new();
+        let mut per_thread = vec![0u64; d.threads.len()];
+        for r in d.records.iter().filter(own) {
             let e = m.entry((r.ip, stack_path(d, r.stack))).or_default();
             e[0] += r.counters[ir[0]];
             e[1] += reads.iter().map(|&i| r.counters[i]).sum::<u64>();
             e[2] += writes.iter().map(|&i| r.counters[i]).sum::<u64>();
+            per_thread[r.thread as usize] += r.counters[ir[0]];
         }
-        m
+        per_thread.sort_unstable();
+        (m, per_thread)
     };
-    let serial = sums(&run("serial", "handed-serial"));
+    let inval = |d: &Dump| -> u64 {
+        let c = col(d, "invalidations");
+        assert_eq!(c.len(), 1, "{:?}", d.meta.counters);
+        d.records.iter().filter(own).map(|r| r.counters[c[0]]).sum()
+    };
+    let serial_dump = run("serial", "handed-serial");
+    let serial_inval = inval(&serial_dump);
+    let (serial, serial_threads) = sums(&serial_dump);
+    let total: u64 = serial.values().map(|v| v[0]).sum();
+    assert!(total > 6_000_000, "{total}");
     for attempt in 0..3 {
         let d = run("os", &format!("handed-os{attempt}"));
         let handed = d
@@ -558,10 +590,12 @@ fn buffers_handed_over_between_threads_are_each_counted_once() {
                 rest.split(' ').next()?.parse::<u64>().ok()
             })
             .unwrap_or(0);
-        eprintln!("attempt {attempt}: {handed} buffers handed over");
-        let os = sums(&d);
-        let total = |m: &BTreeMap<_, [u64; 3]>| m.values().map(|v| v[0]).sum::<u64>();
-        assert!(total(&serial) > 6_000_000, "{}", total(&serial));
+        let invalidations = inval(&d);
+        eprintln!(
+            "attempt {attempt}: {handed} buffers handed over, {invalidations} invalidations \
+             in the program's code ({serial_inval} under the serial schedule)"
+        );
+        let (os, os_threads) = sums(&d);
         for (k, v) in &serial {
             assert_eq!(
                 os.get(k),
@@ -573,11 +607,17 @@ fn buffers_handed_over_between_threads_are_each_counted_once() {
             );
         }
         assert_eq!(os.len(), serial.len(), "rows only under the OS's schedule");
-        if handed > 0 {
+        assert_eq!(os_threads, serial_threads, "instructions per thread");
+        if handed >= 100 {
+            assert!(
+                invalidations <= 2 * serial_inval + 64,
+                "{invalidations} invalidations in the program's code, {serial_inval} under the \
+                 serial schedule: the threads' arrays seemed shared"
+            );
             return;
         }
     }
-    panic!("no buffer was handed over in three captures of four threads");
+    panic!("fewer than 100 buffers handed over in three captures of four threads");
 }
 
 /// Threads `--threads` leaves out are counted and said, in both modes:

@@ -36,9 +36,14 @@
 //!   dispatcher, signals blocked) and one consumer (the holder of the
 //!   session and translator locks): `tail` is the producer's, `head` the
 //!   consumer's, and a slot belongs to whichever side its position says.
-//! - Nothing is stranded: a producer publishes, then tries the lock; a
-//!   holder leaves the lock, then looks for published slots. One of the
-//!   two sees the other (every step is sequentially consistent).
+//! - Nothing is stranded for long: a producer publishes, then tries the
+//!   lock; a replaying holder (`flush`) leaves the lock, then looks for
+//!   published slots (a sequentially consistent fence on each side). One
+//!   of the two sees the other. Other holders of the session lock (the
+//!   trap engine, the life cycle) do not look: a slot handed while they
+//!   hold it waits for the next replay of any thread, at the latest its
+//!   own thread's next one, before that thread leaves translated code
+//!   or blocks, or `jit::finish`.
 //! - Waiting is bounded: a producer with a full lane sleeps on its lane's
 //!   futex word (woken when half of it is free, at most a millisecond),
 //!   and after three tries replays in place like any other buffer.
@@ -49,6 +54,7 @@ use super::state::{HANDED, HANDED_FULL, LANES_USED, QUEUE, TURN_START};
 use super::{replay, JitState, Owner, Replayed, SHORT};
 use crate::account::Accountant;
 use crate::tls::EPOCH;
+use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Buffers a lane holds: a thread runs at most about 6,400 instructions
@@ -80,7 +86,9 @@ struct Lane {
     /// Positions: the next slot to replay and the next to fill.
     head: AtomicU64,
     tail: AtomicU64,
-    slots: [Slot; DEPTH as usize],
+    /// Written by the producer and read by the consumer, each in the
+    /// slots the positions give it.
+    slots: UnsafeCell<[Slot; DEPTH as usize]>,
 }
 
 /// Bytes of the lanes' mapping.
@@ -100,15 +108,12 @@ pub(super) fn map() {
 
 /// Lane `i` of the mapping at `base` ([`QUEUE`]). Its atomics are shared;
 /// its slots belong to the producer or the consumer as its positions say,
-/// and are read and written through the pointer, never a reference.
+/// and are read and written through the pointer.
 fn lane<'a>(base: u64, i: usize) -> (&'a Lane, *mut Slot) {
-    let p = (base as *mut Lane).wrapping_add(i);
-    // SAFETY: lane `i < LANES` of the mapping, never unmapped; the
-    // reference is only used for the atomics (`slots` goes through `p`).
-    let l = unsafe { &*p };
-    // SAFETY: as above, the field's address only.
-    let slots = unsafe { core::ptr::addr_of_mut!((*p).slots) }.cast::<Slot>();
-    (l, slots)
+    // SAFETY: lane `i < LANES` of the mapping, never unmapped; its slots
+    // are behind an `UnsafeCell`.
+    let l = unsafe { &*(base as *const Lane).wrapping_add(i) };
+    (l, l.slots.get().cast::<Slot>())
 }
 
 /// The lane of thread `tid`, claimed if it has none (`None`: every lane
@@ -190,6 +195,8 @@ pub(super) fn push(owner: Owner, epoch: u64, records: &[u8]) -> Pushed {
         );
     }
     l.tail.store(tail + 1, Ordering::SeqCst);
+    // Published before the lock is tried again (`recheck`).
+    std::sync::atomic::fence(Ordering::SeqCst);
     HANDED.fetch_add(1, Ordering::Relaxed);
     Pushed::Yes
 }
@@ -210,8 +217,9 @@ pub(super) fn ready() -> bool {
 /// Replays what the lanes held when called, one buffer of each lane in
 /// turn (the session and translator locks held; `None`: no capture to
 /// count them in, they are dropped). Says whether a slot's records
-/// stopped the capture.
-pub(super) fn drain(mut to: Option<(&mut Accountant, &mut JitState)>) -> Replayed {
+/// stopped the capture (`Stop`), else whether one of thread `me`'s own
+/// stopped it being traced (`Leave`).
+pub(super) fn drain(mut to: Option<(&mut Accountant, &mut JitState)>, me: u32) -> Replayed {
     let base = QUEUE.load(Ordering::Acquire);
     if base == 0 {
         return Replayed::Go;
@@ -251,11 +259,17 @@ pub(super) fn drain(mut to: Option<(&mut Accountant, &mut JitState)>) -> Replaye
             };
             if epoch == epoch_now {
                 if let Some((acc, j)) = to.as_mut() {
-                    // A thread a slot's records stopped (it exited, left
-                    // its window) stays stopped at its next records; only
-                    // a stop of the capture concerns the drainer.
-                    if replay(acc, j, owner, start, start + len) == Replayed::Stop {
-                        out = Replayed::Stop;
+                    // Another thread a slot's records stopped (it exited,
+                    // left its window) stays stopped at its next records;
+                    // the drainer acts on a stop of the capture, or of
+                    // itself. (A window that ended leaves the state ARMED,
+                    // which `flush` answers.)
+                    match replay(acc, j, owner, start, start + len) {
+                        Replayed::Stop => out = Replayed::Stop,
+                        Replayed::Leave if owner.tid == me && out == Replayed::Go => {
+                            out = Replayed::Leave
+                        }
+                        _ => {}
                     }
                 }
             }

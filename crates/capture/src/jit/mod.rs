@@ -1527,10 +1527,7 @@ fn flush(t: &mut Tls) -> Replayed {
             &mut replayed,
         )
     });
-    let r = match recheck() {
-        Replayed::Stop => Replayed::Stop,
-        _ => r,
-    };
+    let r = settled(worse(r, recheck(tid)));
     discard(t);
     if short && end > start {
         SHORT_REPLAYS.fetch_add(1, Ordering::Relaxed);
@@ -1543,7 +1540,7 @@ fn flush(t: &mut Tls) -> Replayed {
 }
 
 /// With the session lock held: replays the handed-over buffers (all of
-/// them, in order), then `owner`'s records `start..end` of capture
+/// them, in turns), then `owner`'s records `start..end` of capture
 /// `epoch`, adding to `replayed` the instructions counted.
 fn replay_locked(
     cell: &mut Option<Box<crate::state::Session>>,
@@ -1553,32 +1550,39 @@ fn replay_locked(
     end: u64,
     replayed: &mut u64,
 ) -> Replayed {
-    match cell {
-        Some(s) if epoch == EPOCH.load(Ordering::Acquire) => with_jit(|j| match j {
-            Some(j) => {
-                let before = s.acc.instructions();
-                let handed = handed::drain(Some((&mut s.acc, &mut **j)));
-                let r = if end > start {
-                    replay(&mut s.acc, j, owner, start, end)
-                } else {
-                    Replayed::Go
-                };
-                *replayed = s.acc.instructions() - before;
-                if handed == Replayed::Stop {
-                    Replayed::Stop
-                } else {
-                    r
-                }
-            }
-            None => {
-                handed::drain(None);
-                Replayed::Leave
-            }
-        }),
-        _ => {
-            handed::drain(None);
+    let Some(s) = cell else {
+        handed::drain(None, owner.tid);
+        return Replayed::Leave;
+    };
+    with_jit(|j| {
+        let Some(j) = j else {
+            handed::drain(None, owner.tid);
+            return Replayed::Leave;
+        };
+        // Other threads' slots count whatever this thread's epoch.
+        let before = s.acc.instructions();
+        let handed = handed::drain(Some((&mut s.acc, &mut **j)), owner.tid);
+        let r = if epoch != EPOCH.load(Ordering::Acquire) {
             Replayed::Leave
-        }
+        } else if end > start && handed == Replayed::Go {
+            replay(&mut s.acc, j, owner, start, end)
+        } else {
+            Replayed::Go
+        };
+        *replayed = s.acc.instructions() - before;
+        worse(handed, r)
+    })
+}
+
+/// What a replay decided, once the lock is left: a window that ended in
+/// another thread's handed buffer (the state is ARMED now) sends this
+/// thread out of translated code too, as `call_back_runners` sends the
+/// others (it skips the thread that calls it).
+fn settled(r: Replayed) -> Replayed {
+    if r == Replayed::Go && STATE.load(Ordering::Acquire) == ARMED {
+        Replayed::Leave
+    } else {
+        r
     }
 }
 
@@ -1588,26 +1592,39 @@ fn replay_locked(
 /// the capture. A few rounds at most: threads that keep handing buffers
 /// meanwhile take the lock themselves when it is free (`flush_or_hand`),
 /// so the calling thread does not replay theirs for ever.
-fn recheck() -> Replayed {
+fn recheck(me: u32) -> Replayed {
     let mut out = Replayed::Go;
+    // The lock was left before the lanes are looked at (`handed.rs`).
+    std::sync::atomic::fence(Ordering::SeqCst);
     for _ in 0..4 {
         if !handed::ready() {
             break;
         }
         let r = crate::state::with_session_if_free(|cell| match cell {
             Some(s) => with_jit(|j| match j {
-                Some(j) => handed::drain(Some((&mut s.acc, &mut **j))),
-                None => handed::drain(None),
+                Some(j) => handed::drain(Some((&mut s.acc, &mut **j)), me),
+                None => handed::drain(None, me),
             }),
-            None => handed::drain(None),
+            None => handed::drain(None, me),
         });
         match r {
             None => break,
             Some(Replayed::Stop) => out = Replayed::Stop,
+            Some(Replayed::Leave) if out == Replayed::Go => out = Replayed::Leave,
             Some(_) => {}
         }
     }
     out
+}
+
+/// The graver of two replays' decisions (a stop of the capture, then of
+/// the thread).
+fn worse(a: Replayed, b: Replayed) -> Replayed {
+    match (a, b) {
+        (Replayed::Stop, _) | (_, Replayed::Stop) => Replayed::Stop,
+        (Replayed::Leave, _) | (_, Replayed::Leave) => Replayed::Leave,
+        _ => Replayed::Go,
+    }
 }
 
 /// A full short buffer (several threads in translated code): replayed now
@@ -1637,10 +1654,7 @@ fn flush_or_hand(t: &mut Tls) -> Replayed {
         if let Some(r) = crate::state::with_session_if_free(|cell| {
             replay_locked(cell, owner, t.epoch, start, end, &mut replayed)
         }) {
-            let r = match recheck() {
-                Replayed::Stop => Replayed::Stop,
-                _ => r,
-            };
+            let r = settled(worse(r, recheck(tid)));
             discard(t);
             SHORT_REPLAYS.fetch_add(1, Ordering::Relaxed);
             if r != Replayed::Go {
@@ -1658,7 +1672,11 @@ fn flush_or_hand(t: &mut Tls) -> Replayed {
                 SHORT_REPLAYS.fetch_add(1, Ordering::Relaxed);
                 // Published, then the lock tried: a holder that left it
                 // meanwhile may have missed these records.
-                return recheck();
+                let r = settled(recheck(tid));
+                if r != Replayed::Go {
+                    crate::schedule::leave(tid);
+                }
+                return r;
             }
             handed::Pushed::Full => handed::wait_for_space(tid),
             handed::Pushed::No => break,
