@@ -29,8 +29,14 @@
 //!   machine's own binaries, found on `PATH` (skipped, with a message,
 //!   where they are not).
 //!
-//! `COLDCACHE_BENCH_ONLY=rust`, `=python`, `=threads`, `=zstd` or
-//! `=sqlite` runs one of them.
+//! - windows (issue 35: "memory stays bounded"): one frame of `frame.c`
+//!   of about 10M, 100M and 1,000M instructions (N = 112, 241, 520),
+//!   `cachegrind` preset; printed besides: each window's rate and peak
+//!   memory (`record` and the traced program), which must not grow with
+//!   the window.
+//!
+//! `COLDCACHE_BENCH_ONLY=rust`, `=python`, `=threads`, `=zstd`,
+//! `=sqlite` or `=windows` runs one of them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -305,6 +311,17 @@ fn frames(bin: &Path, name: &'static str, threads: &str) -> Program {
     }
 }
 
+/// One frame of `frame.c` of side `n` (about 7.1 n³ instructions), on
+/// one thread, the `cachegrind` preset.
+fn window(bin: &Path, name: &'static str, n: u32) -> Program {
+    Program {
+        name,
+        argv: vec![bin.display().to_string(), n.to_string(), "1".into()],
+        env: vec![],
+        record: vec!["--cache", "cachegrind"],
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -338,8 +355,21 @@ fn main() {
         programs.push(frames(&bin, "frame-1-thread", "1"));
         programs.push(frames(&bin, "frame-4-threads", "4"));
     }
+    const WINDOWS: [(&str, u32); 3] = [
+        ("window-10M", 112),
+        ("window-100M", 241),
+        ("window-1000M", 520),
+    ];
+    if only.is_empty() || only == "windows" {
+        let bin = common::build_with_library("frame", dir.path(), &lib_dir);
+        for (name, n) in WINDOWS {
+            programs.push(window(&bin, name, n));
+        }
+    }
     // Per program, each round's rate (ours, instructions per CPU second).
     let mut rates: Vec<(&str, Vec<f64>)> = Vec::new();
+    // Per program, our largest peak memory (MiB) and instructions.
+    let mut peaks: Vec<(&str, f64, u64)> = Vec::new();
     println!(
         "real programs, whole run: `coldcache record --all` (fast mode, cachegrind preset) \
          against `valgrind --tool=cachegrind --cache-sim=yes`, {} rounds, CPU = user + sys",
@@ -348,8 +378,11 @@ fn main() {
     for p in &programs {
         let mut ratios = Vec::new();
         let mut ours_rates = Vec::new();
+        let (mut peak, mut instructions) = (0.0f64, 0);
         for round in 1..=runs() {
             let (a, n_ours) = ours(p, dir.path());
+            peak = peak.max(a.peak_mib);
+            instructions = n_ours;
             let (b, n_cg) = cachegrind(p, dir.path());
             let (rate_a, rate_b) = (n_ours as f64 / a.cpu_s, n_cg as f64 / b.cpu_s);
             ratios.push(rate_a / rate_b);
@@ -374,6 +407,7 @@ fn main() {
             1.0 / m
         );
         rates.push((p.name, ours_rates));
+        peaks.push((p.name, peak, instructions));
     }
     let of = |name: &str| rates.iter().find(|(n, _)| *n == name).map(|(_, r)| r);
     if let (Some(one), Some(four)) = (of("frame-1-thread"), of("frame-4-threads")) {
@@ -384,6 +418,24 @@ fn main() {
              rounds {}, median {:.2} (issue 35's bar: 0.67)",
             shown.join(" "),
             median(per_round)
+        );
+    }
+    let shown: Vec<String> = WINDOWS
+        .iter()
+        .filter_map(|(name, _)| {
+            let (_, peak, n) = peaks.iter().find(|(p, _, _)| p == name)?;
+            let r = of(name).map(|r| median(r.clone()))?;
+            Some(format!(
+                "{:.0}M instructions: {:.1} M/s, peak {peak:.0} MiB",
+                *n as f64 / 1e6,
+                r / 1e6
+            ))
+        })
+        .collect();
+    if !shown.is_empty() {
+        println!(
+            "windows of one frame, ours (median rate, largest peak of record and the program): {}",
+            shown.join("; ")
         );
     }
 }
