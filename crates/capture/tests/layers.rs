@@ -69,6 +69,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "sigfault",
             "jit",
             "jit::difftest",
+            "jit::handed",
             "jit::interrupted",
             "jit::state",
             "jit::translate",
@@ -84,6 +85,7 @@ const LAYERS: &[(&str, &[&str])] = &[
 const FAST: &[&str] = &[
     "jit",
     "jit::difftest",
+    "jit::handed",
     "jit::interrupted",
     "jit::translate",
     "jit::verify",
