@@ -1632,9 +1632,10 @@ fn worse(a: Replayed, b: Replayed) -> Replayed {
 /// handed buffers, which the lock's holder replays (`handed.rs`), and the
 /// thread goes on without waiting. Where it may not be handed (a signal
 /// held back, `--schedule serial`, no lane free) or its lane stays full,
-/// [`flush`]. (A
-/// handed buffer that ends its thread's window stops the thread in the
-/// accountant: its records after that count nowhere, as if it had left.)
+/// [`flush`]. (A handed buffer that ends its thread's window stops the
+/// thread in the accountant: its records after that count nowhere, as if
+/// it had left.) Never under `--schedule serial`, so the schedule's
+/// bookkeeping (`schedule::tick`, `leave`) has nothing to do here.
 fn flush_or_hand(t: &mut Tls) -> Replayed {
     let handable = t.limit != t.buf_end
         && t.cursor > t.buf_start
@@ -1648,39 +1649,31 @@ fn flush_or_hand(t: &mut Tls) -> Replayed {
     }
     let tid = t.tid as u32;
     let owner = Owner::this_thread(tid);
-    let (start, end) = (t.buf_start, t.cursor);
+    let (start, end, epoch) = (t.buf_start, t.cursor, t.epoch);
+    // SAFETY: `start..end` is the thread's own buffer, written up to the
+    // cursor, and stays so until `discard` below.
+    let records =
+        unsafe { core::slice::from_raw_parts(start as *const u8, (end - start) as usize) };
     for _ in 0..3 {
         let mut replayed = 0;
-        if let Some(r) = crate::state::with_session_if_free(|cell| {
-            replay_locked(cell, owner, t.epoch, start, end, &mut replayed)
+        let r = match crate::state::with_session_if_free(|cell| {
+            replay_locked(cell, owner, epoch, start, end, &mut replayed)
         }) {
-            let r = settled(worse(r, recheck(tid)));
-            discard(t);
-            SHORT_REPLAYS.fetch_add(1, Ordering::Relaxed);
-            if r != Replayed::Go {
-                crate::schedule::leave(tid);
-            }
-            return r;
-        }
-        // SAFETY: `start..end` is the thread's own buffer, written up to
-        // the cursor.
-        let records =
-            unsafe { core::slice::from_raw_parts(start as *const u8, (end - start) as usize) };
-        match handed::push(owner, t.epoch, records) {
-            handed::Pushed::Yes => {
-                discard(t);
-                SHORT_REPLAYS.fetch_add(1, Ordering::Relaxed);
+            Some(r) => worse(r, recheck(tid)),
+            None => match handed::push(owner, epoch, records) {
                 // Published, then the lock tried: a holder that left it
                 // meanwhile may have missed these records.
-                let r = settled(recheck(tid));
-                if r != Replayed::Go {
-                    crate::schedule::leave(tid);
+                handed::Pushed::Yes => recheck(tid),
+                handed::Pushed::Full => {
+                    handed::wait_for_space(tid);
+                    continue;
                 }
-                return r;
-            }
-            handed::Pushed::Full => handed::wait_for_space(tid),
-            handed::Pushed::No => break,
-        }
+                handed::Pushed::No => break,
+            },
+        };
+        discard(t);
+        SHORT_REPLAYS.fetch_add(1, Ordering::Relaxed);
+        return settled(r);
     }
     flush(t)
 }
