@@ -137,6 +137,10 @@ pub struct BlockSlot {
     len: u8,
     flow: Flow,
     quick: Option<Quick>,
+    /// With `decoded`: a plan that makes no access (`quick` reads no
+    /// register) and a flow that asks nothing of the replay
+    /// ([`Flow::Other`]): an instruction that is only fetched.
+    fetch_only: bool,
 }
 
 impl BlockSlot {
@@ -156,6 +160,7 @@ impl BlockSlot {
             len: 0,
             flow: Flow::Other,
             quick: None,
+            fetch_only: false,
         }
     }
 
@@ -1256,7 +1261,28 @@ impl Accountant {
         // accesses reach the simulator (and a path that fetches otherwise
         // forgets it).
         let mut last_fetch = NO_LINE;
-        for (k, s) in slots.iter_mut().enumerate() {
+        // Runs of instructions that are only fetched, each within the line
+        // the fetch before it ended in, are counted together
+        // (`count_fetch_run`) where each would take `count_fetch_only`'s
+        // path one by one: no timeline, trace, warming, object tracking or
+        // instruction limit, and the line kept (`last_fetch`).
+        let runs = plain && !TL && self.objects.is_none() && !limited;
+        let fetch_shift = self.driver.fetch_shift(core).unwrap_or(0);
+        let mut k = 0;
+        while k < slots.len() {
+            if runs && last_fetch != NO_LINE && !call_before {
+                k += self.count_fetch_run(
+                    &mut slots[k..],
+                    core,
+                    (stack, serial, checked),
+                    last_fetch,
+                    fetch_shift,
+                );
+                if k == slots.len() {
+                    break;
+                }
+            }
+            let s = &mut slots[k];
             // The registers are loaded only where something reads them: not
             // for an instruction whose remembered plan makes no access.
             let mut filled = false;
@@ -1290,6 +1316,8 @@ impl Accountant {
                 if d.trusted {
                     s.decoded = di as u32;
                     (s.len, s.flow, s.quick) = (d.len, d.flow, d.plan.quick());
+                    s.fetch_only =
+                        s.flow == Flow::Other && s.quick.is_some_and(|q| !q.reads_registers());
                 }
                 di
             };
@@ -1411,8 +1439,52 @@ impl Accountant {
             if limited && self.instructions >= self.max_instructions {
                 return self.stop("instruction limit reached");
             }
+            k += 1;
         }
         Verdict::Continue
+    }
+
+    /// Counts the longest run at the start of `slots` of instructions that
+    /// are only fetched ([`BlockSlot::fetch_only`]), whose rows and cells
+    /// are remembered for `stack` and `serial`, whose RSP is not above
+    /// `checked` (no frame to pop), and whose fetches lie in the line
+    /// `last_fetch` (`addr >> shift`): what `count_fetch_only` does for
+    /// each, one plain execution deferred to its cell and a first-level
+    /// fetch hit without a look ([`Driver::fetch_hits`]). Returns the
+    /// run's length (0: the first slot is not such an instruction).
+    #[inline(always)]
+    fn count_fetch_run(
+        &mut self,
+        slots: &mut [BlockSlot],
+        core: usize,
+        (stack, serial, checked): (u32, u32, i64),
+        last_fetch: u64,
+        shift: u32,
+    ) -> usize {
+        let mut n = 0;
+        for s in slots.iter() {
+            let last_byte = s.ip.wrapping_add(u64::from(s.len).wrapping_sub(1));
+            if !(s.fetch_only
+                && s.sp_delta <= checked
+                && s.cell != BlockSlot::NONE
+                && s.row != BlockSlot::NONE
+                && s.stack == stack
+                && s.serial == serial
+                && s.ip >> shift == last_fetch
+                && last_byte >> shift == last_fetch)
+            {
+                break;
+            }
+            if let Some((row, times)) = self.block_rows.defer(s.cell as usize) {
+                add_plain(&mut self.counters, row as usize, times);
+            }
+            n += 1;
+        }
+        if n != 0 {
+            self.driver.fetch_hits(core, n as u64);
+            self.instructions += n as u64;
+        }
+        n
     }
 
     /// A call completed at the previous step: pushes the shadow frame of

@@ -260,6 +260,28 @@ impl Driver {
         r
     }
 
+    /// The line shift of `core`'s first-level instruction side in which
+    /// [`Driver::fetch`] keeps `*last` (a line number: `addr >> shift`);
+    /// `None` where it never keeps one.
+    #[inline(always)]
+    pub fn fetch_shift(&self, core: usize) -> Option<u32> {
+        self.hier.fetch_shift(core)
+    }
+
+    /// What `n` calls of [`Driver::fetch`] on `core` do (tallied as `n`
+    /// first-level hits) when each fetch lies within the line `*last`
+    /// names (not [`crate::NO_LINE`]; `addr >> shift` and the fetch's last
+    /// byte `>> shift` both equal it, [`Driver::fetch_shift`]) and only
+    /// `core`'s data accesses came since that was set: each is a hit
+    /// without a look. For a caller that counts such a run at once.
+    #[inline(always)]
+    pub fn fetch_hits(&mut self, core: usize, n: u64) {
+        self.hier.fetch_hits(core, n);
+        let k = AccessKind::InstrFetch as usize;
+        self.tally.accesses[k] += n;
+        self.tally.served[k][ServedBy::L1.slot()] += n;
+    }
+
     /// Simulates the instruction fetch `a` on `core` and tallies it, as
     /// [`Driver::attribute`] would: `None` when the first level served it
     /// (all [`Driver::attribute`] would add to a row is one to its `i_L1`:

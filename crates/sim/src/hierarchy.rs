@@ -933,6 +933,27 @@ impl Hierarchy {
             .unwrap_or_else(|| c.lines().map(|l| l << c.line_shift()).collect())
     }
 
+    /// The line shift [`Hierarchy::fetch_or_l1_hit`] sets `*last` in, on
+    /// `core`'s instruction side (`None` on other engines, which never set
+    /// it).
+    #[inline(always)]
+    pub(crate) fn fetch_shift(&self, core: usize) -> Option<u32> {
+        match &self.engine {
+            Engine::Lean(l) => Some(l.fetch_shift(core)),
+            Engine::Other(_) => None,
+        }
+    }
+
+    /// `n` fetches on `core`, each one [`Hierarchy::fetch_or_l1_hit`]
+    /// would count a hit without a look (within the line `*last` names,
+    /// which it leaves as it is).
+    #[inline(always)]
+    pub(crate) fn fetch_hits(&mut self, core: usize, n: u64) {
+        if let Engine::Lean(l) = &mut self.engine {
+            l.fetch_hits(core, n);
+        }
+    }
+
     /// [`Hierarchy::access_or_l1_hit`] for an instruction fetch that
     /// follows one which ended in first-level line `*last` (see
     /// [`crate::lean::NO_LINE`] and the lean engine's `fetch_or_hit`: a

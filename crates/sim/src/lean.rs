@@ -438,6 +438,22 @@ impl Lean {
         Some(AccessResult::new(served, 1))
     }
 
+    /// The first level's line shift of `core`'s instruction side: what
+    /// [`Lean::fetch_or_hit`] compares with `*last`.
+    #[inline(always)]
+    pub(crate) fn fetch_shift(&self, core: usize) -> u32 {
+        self.views[core][AccessKind::InstrFetch as usize].shift
+    }
+
+    /// `n` fetches by `core`, each within the line `*last` names (not
+    /// [`NO_LINE`]) as [`Lean::fetch_or_hit`] checks it, in a row with
+    /// only data accesses of `core` between: what `n` calls of it would
+    /// do, each a hit without a look.
+    #[inline(always)]
+    pub(crate) fn fetch_hits(&mut self, core: usize, n: u64) {
+        self.views[core][AccessKind::InstrFetch as usize].hits += n;
+    }
+
     /// [`Lean::access_or_hit`] for instruction fetch `a` by `core`, the
     /// next fetch after one that ended in line `*last` (the first level's
     /// line number), then sets `*last` for the fetch after this one.
