@@ -159,6 +159,11 @@ pub(crate) struct Tls {
     /// Where `hold_back` made the buffer read full (0: nowhere): the
     /// next buffer check past it sends the thread to the dispatcher.
     pub fill: u64,
+    /// The registers (a digest, never 0) of the last wait one of our
+    /// signals was counted as having ended (`engine::interrupted_a_wait`):
+    /// a second of our signals delivered before the program ran again
+    /// finds the same context, and the same wait is not counted twice.
+    pub woken_at: u64,
 }
 
 // A `dlopen`ed library's static TLS comes from the surplus glibc keeps
