@@ -152,6 +152,14 @@ fn c_str(p: *const c_char) -> Option<String> {
 /// Returns 1 when the caller must arm itself, 0 when not, -1 on error.
 extern "C" fn prepare_from_c(opts: *const CaptureOptions) -> i32 {
     let r = (|| -> Result<bool, String> {
+        if crate::state::preload::SHADOWED.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(
+                "this copy of libcoldcache.so is not the one the program's calls \
+                 reach (another file comes first in its symbol lookup): call \
+                 coldcache_start through the program's own symbol"
+                    .into(),
+            );
+        }
         let mut o = default_options()?;
         o.trigger = Trigger::Api;
         if !opts.is_null() {

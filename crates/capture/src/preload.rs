@@ -15,7 +15,7 @@
 
 use crate::lifecycle;
 use crate::options::{Options, Reserves, Threads, Trigger};
-use crate::state::preload::{Later, AT_EXIT, LATER, LATER_HOLDER};
+use crate::state::preload::{Later, AT_EXIT, LATER, LATER_HOLDER, SHADOWED};
 pub use crate::state::preload::{WATCHING, WATCH_DLOPEN};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -61,6 +61,41 @@ pub const VARS: &[&str] = &[
 
 fn var(name: &str) -> Option<String> {
     coldcache_fsio::env::var(name)
+}
+
+/// The file of the copy of this library that comes before this one in the
+/// program's global symbol lookup (`dlsym(RTLD_DEFAULT, "coldcache_start")`
+/// lies in another object than this function), if there is one. (Not
+/// compared with `capi::coldcache_start`'s address: an exported function's
+/// address taken in a shared library is the interposed one.)
+fn shadowing_copy() -> Option<String> {
+    // SAFETY: `dlsym` with a NUL-terminated name; `dladdr` fills the
+    // zeroed `Dl_info`, whose `dli_fname` is a NUL-terminated string the
+    // loader keeps while the object is loaded (copied at once).
+    unsafe {
+        let found = libc::dlsym(libc::RTLD_DEFAULT, c"coldcache_start".as_ptr());
+        if found.is_null() {
+            return None;
+        }
+        let object = |addr: *const libc::c_void| {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            (libc::dladdr(addr, &mut info) != 0).then_some(info)
+        };
+        let (theirs, ours) = (
+            object(found)?,
+            object(shadowing_copy as *const libc::c_void)?,
+        );
+        if theirs.dli_fbase == ours.dli_fbase {
+            return None;
+        }
+        Some(if theirs.dli_fname.is_null() {
+            "another file".into()
+        } else {
+            std::ffi::CStr::from_ptr(theirs.dli_fname)
+                .to_string_lossy()
+                .into_owned()
+        })
+    }
 }
 
 /// Parses the thread selection syntax `all`, `caller`, `1,2,3`,
@@ -272,6 +307,25 @@ pub(crate) extern "C" fn at_exit() {
 /// Reads the environment and arms the requested capture. Errors are
 /// printed; the program then runs uncaptured.
 pub fn init_from_env() {
+    if let Some(other) = shadowing_copy() {
+        // Two copies of the library in one process: the program links one
+        // (its C API) and `record` preloaded another file. The program's
+        // calls of the C API and of every function the library interposes
+        // reach the first in lookup order, so the capture must be that
+        // copy's: this one leaves the settings to it and stays idle. (Both
+        // arming captures, each with its own handlers, crashed the
+        // program.)
+        SHADOWED.store(true, Ordering::Relaxed);
+        if var("COLDCACHE_RECORD").is_some() {
+            coldcache_fsio::say!(
+                "coldcache: note: the program loads a second copy of libcoldcache.so ({}); \
+                 the preloaded one ({}) captures",
+                own_path().unwrap_or_else(|| "?".into()),
+                other
+            );
+        }
+        return;
+    }
     if coldcache_fsio::env::secure()
         && std::env::vars_os().any(|(k, _)| k.as_encoded_bytes().starts_with(b"COLDCACHE_"))
     {

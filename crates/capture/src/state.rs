@@ -378,6 +378,14 @@ pub(crate) mod preload {
         /// The process that waits: a child it forks does not arm the capture.
         pub(crate) pid: u32,
     }
+    /// Another copy of the library (another file) comes first in the
+    /// program's symbol lookup: the program's calls of the C API and of
+    /// what the library interposes (`sigaction`, `dlopen`, ...) reach that
+    /// copy, so this one captures nothing (`preload::shadowing_copy`).
+    ///
+    /// Written by the library's constructor (program thread, before
+    /// `main`); read by the C API's start.
+    pub(crate) static SHADOWED: AtomicBool = AtomicBool::new(false);
     /// The exit hook is registered once per process.
     ///
     /// Written (run once) by `arm` (program thread: the preloaded library's

@@ -955,3 +955,71 @@ fn spawn_fork_and_small_stacks_during_a_capture() {
     );
     assert!(d.threads.iter().all(|t| t.tid != 0));
 }
+
+/// A program linked with another copy of libcoldcache.so than the one
+/// `record` preloads (its C API from an install, `record` from a build):
+/// two copies of the library in one process. The program's calls of the C
+/// API and of what the library interposes (`sigaction`, `dlopen`) reach
+/// the preloaded copy, first in lookup order, so that copy captures and
+/// the linked one stays idle, and says so. Both arming captures used to
+/// kill the program with SIGSEGV. The capture counts what the same
+/// program linked with the preloaded copy itself counts: the kernel's
+/// records, every counter equal (by hand, `k_struct_walk` runs 8,724
+/// instructions at -O1: 3 rounds of 512 objects).
+#[test]
+fn a_program_linked_with_another_copy_of_the_library_is_captured_by_the_preloaded_one() {
+    if !have("gcc") {
+        eprintln!("SKIP a_program_linked_with_another_copy_of_the_library...: gcc missing");
+        return;
+    }
+    let dir = scratch().join("two-copies");
+    let lib_dir = dir.join("lib");
+    std::fs::create_dir_all(&lib_dir).unwrap();
+    std::fs::copy(library(), lib_dir.join("libcoldcache.so")).unwrap();
+    let bin = dir.join("kernels");
+    let st = Command::new("gcc")
+        .args(["-O1", "-g", "-fno-pie", "-no-pie", "-I"])
+        .arg(repo().join("include"))
+        .arg(repo().join("tests-programs/capture/kernels.c"))
+        .arg("-L")
+        .arg(&lib_dir)
+        .args(["-Wl,--no-as-needed", "-lcoldcache"])
+        .arg(format!("-Wl,-rpath,{}", lib_dir.display()))
+        .arg("-o")
+        .arg(&bin)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let capture = |program: &Path, dump: &Path| {
+        let mut cmd = Command::new(COLDCACHE);
+        cmd.args(["record", "--cache", "cachegrind", "--no-resolve"])
+            .args(["--function", "k_struct_walk", "-o"])
+            .arg(dump)
+            .arg("--")
+            .arg(program)
+            .args(["plain", "struct_walk"]);
+        let out = run(cmd);
+        let d = Dump::from_bytes(&std::fs::read(dump).unwrap()).unwrap();
+        (d, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (two, said) = capture(&bin, &dir.join("two.ccdump"));
+    assert!(
+        said.contains("second copy of libcoldcache.so")
+            && said.contains(&*lib_dir.to_string_lossy()),
+        "{said}"
+    );
+    let (one, _) = capture(&kernels(), &dir.join("one.ccdump"));
+    assert_eq!(two.meta.instructions, 8724);
+    // The two binaries differ only in their run path: the kernel's code
+    // and data are at the same addresses.
+    let key = |d: &Dump| {
+        let mut v: Vec<_> = d
+            .records
+            .iter()
+            .map(|r| (r.ip, r.counters.clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(key(&two), key(&one));
+}
