@@ -466,7 +466,9 @@ impl Lean {
     /// and write-backs go below), nothing in this engine reaches the
     /// instruction side from a data access (no inclusion rule, coherence or
     /// prefetcher), and a fetch sets no dirty bit. So that fetch is counted
-    /// as the quick look's hit without the look. `*last` is [`NO_LINE`]
+    /// as the quick look's hit without the look; one that runs on into the
+    /// next line is one too where that line is the most recent of its set.
+    /// `*last` is [`NO_LINE`]
     /// where this does not hold (a unified first level, or sets the quick
     /// look cannot index); the caller sets it to [`NO_LINE`] whenever
     /// anything other than this core's data accesses may have touched the
@@ -482,9 +484,26 @@ impl Lean {
         let v = &mut self.views[core][AccessKind::InstrFetch as usize];
         let line = a.addr >> v.shift;
         let end = a.addr.wrapping_add(u64::from(a.size.wrapping_sub(1))) >> v.shift;
-        if line == *last && line == end {
-            v.hits += 1;
-            return None;
+        if line == *last {
+            if line == end {
+                v.hits += 1;
+                return None;
+            }
+            // A fetch that runs on into the next line, `*last` being the
+            // most recent of its set: a hit when that next line is the most
+            // recent of its own set, which is all the walk would find and
+            // do (`Levels::two_hits`: one lookup, no dirty bit for a
+            // fetch, each line left the most recent). The next fetch can
+            // then be counted by that line. (Below the top region only,
+            // where the walk clamps nothing.)
+            if end == line.wrapping_add(1) && a.addr < TOP_REGION {
+                let at = v.off + (end & v.mask) as usize * v.ways;
+                if self.tags.get(at).is_some_and(|t| *t >> 1 == end) {
+                    v.hits += 1;
+                    *last = end;
+                    return None;
+                }
+            }
         }
         // Not after a fetch of size 0 or one wrapping past the top of the
         // address space: the walk looks up other lines than `line..=end`
