@@ -164,6 +164,19 @@ impl BlockSlot {
         }
     }
 
+    /// Whether this instruction, decoded, is only fetched
+    /// ([`BlockSlot::fetch_only`]) and can be counted as one of a run
+    /// whose line is `last_fetch` (`addr >> shift`): its fetch lies in that
+    /// line, and its RSP is not above `checked` (no frame to pop).
+    #[inline(always)]
+    fn fits_run(&self, checked: i64, last_fetch: u64, shift: u32) -> bool {
+        let last_byte = self.ip.wrapping_add(u64::from(self.len).wrapping_sub(1));
+        self.fetch_only
+            && self.sp_delta <= checked
+            && self.ip >> shift == last_fetch
+            && last_byte >> shift == last_fetch
+    }
+
     /// Forgets what was remembered (a new capture, a new accountant).
     pub fn forget(&mut self) {
         *self = BlockSlot::new(self.ip, self.sp_delta);
@@ -1271,6 +1284,26 @@ impl Accountant {
         let mut k = 0;
         while k < slots.len() {
             if runs && last_fetch != NO_LINE && !call_before {
+                // A run marked at this instruction's cell: counted as one.
+                let s = &slots[k];
+                if s.cell != BlockSlot::NONE
+                    && s.stack == stack
+                    && s.serial == serial
+                    && s.fits_run(checked, last_fetch, fetch_shift)
+                {
+                    let n = self.block_rows.run_at(s.cell as usize, fetch_shift);
+                    if n != 0 && n <= slots.len() - k {
+                        let counters = &mut self.counters;
+                        self.block_rows
+                            .count_run(s.cell as usize, &mut |row, times| {
+                                add_plain(counters, row as usize, times)
+                            });
+                        self.driver.fetch_hits(core, n as u64);
+                        self.instructions += n as u64;
+                        k += n;
+                        continue;
+                    }
+                }
                 k += self.count_fetch_run(
                     &mut slots[k..],
                     core,
@@ -1451,7 +1484,14 @@ impl Accountant {
     /// `last_fetch` (`addr >> shift`): what `count_fetch_only` does for
     /// each, one plain execution deferred to its cell and a first-level
     /// fetch hit without a look ([`Driver::fetch_hits`]). Returns the
-    /// run's length (0: the first slot is not such an instruction).
+    /// run's length (0: the first slot is not such an instruction). A run
+    /// of two or more whose cells are one key's, in order, none with RSP
+    /// above the first's, is marked at its first cell
+    /// ([`BlockRows::mark_run`]): the next time that slot starts a run,
+    /// the block's loop counts the whole run as one, with only the first
+    /// slot checked (the others' conditions do not change: they are
+    /// decoded, fetched only and within the first's line, which a run
+    /// starts only in the line the fetch before it ended in).
     #[inline(always)]
     fn count_fetch_run(
         &mut self,
@@ -1462,27 +1502,35 @@ impl Accountant {
         shift: u32,
     ) -> usize {
         let mut n = 0;
+        // Whether the slots so far can be marked a run (`BlockRows`): cells
+        // of one key in order, none with RSP above the first's (so the
+        // first's check covers them).
+        let mut run = true;
+        let (cell0, sp0) = match slots.first() {
+            Some(s) => (s.cell, s.sp_delta),
+            None => return 0,
+        };
         for s in slots.iter() {
-            let last_byte = s.ip.wrapping_add(u64::from(s.len).wrapping_sub(1));
-            if !(s.fetch_only
-                && s.sp_delta <= checked
+            if !(s.row != BlockSlot::NONE
                 && s.cell != BlockSlot::NONE
-                && s.row != BlockSlot::NONE
                 && s.stack == stack
                 && s.serial == serial
-                && s.ip >> shift == last_fetch
-                && last_byte >> shift == last_fetch)
+                && s.fits_run(checked, last_fetch, shift))
             {
                 break;
             }
             if let Some((row, times)) = self.block_rows.defer(s.cell as usize) {
                 add_plain(&mut self.counters, row as usize, times);
             }
+            run &= s.cell == cell0.wrapping_add(n as u32) && s.sp_delta <= sp0;
             n += 1;
         }
         if n != 0 {
             self.driver.fetch_hits(core, n as u64);
             self.instructions += n as u64;
+        }
+        if run && (2..=0xffff).contains(&n) {
+            self.block_rows.mark_run(cell0 as usize, n, shift);
         }
         n
     }

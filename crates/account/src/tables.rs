@@ -313,6 +313,13 @@ struct BlockKey {
 /// [`BlockRows::settle`] adds them to the rows before anything reads the
 /// counters.
 ///
+/// A *run* goes further: consecutive instructions of a block, each only
+/// fetched and each within the line the instruction before it ended in,
+/// whose cells all have rows, marked at the run's first cell
+/// ([`BlockRows::mark_run`]). One execution of the whole run is one count
+/// in that cell ([`BlockRows::count_run`]), which `settle` adds as a plain
+/// execution to each of the run's rows: nothing per instruction at all.
+///
 /// Like the other tables it grows by mapping memory ([`crate::grow`]),
 /// charged to the budget; a growth refused is not a cut: the caller
 /// looks rows up one by one, as before.
@@ -325,11 +332,16 @@ pub struct BlockRows {
 }
 
 /// One instruction's row under one key, and its executions not yet added
-/// to the row.
+/// to the row; where a run starts, the run and its executions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Cell {
     row: u32,
     deferred: u32,
+    /// A run marked here ([`BlockRows::mark_run`]): its length in the low
+    /// 16 bits, the line shift it was found with above; 0: none.
+    run: u32,
+    /// Executions of the run not yet added to its rows.
+    runs: u32,
 }
 
 impl Default for BlockRows {
@@ -437,6 +449,8 @@ impl BlockRows {
         let empty = Cell {
             row: Self::NONE,
             deferred: 0,
+            run: 0,
+            runs: 0,
         };
         let start = self.cells.extend(empty, count, b).expect("room made");
         let e = self.keys.push((key, start as u32), b).expect("room made");
@@ -467,14 +481,70 @@ impl BlockRows {
         None
     }
 
-    /// Hands every cell's plain executions to `f(row, n)` and forgets them.
+    /// Marks the run of `n` cells (2 to `u16::MAX`) from cell `i`, all
+    /// under one key and all with rows: their instructions, in a row, are
+    /// each only fetched, each within the line (of `1 << shift` bytes)
+    /// the one before ended in. A run marked there before is replaced
+    /// unless executions of it are still to be settled (then nothing
+    /// changes).
+    pub fn mark_run(&mut self, i: usize, n: usize, shift: u32) {
+        assert!(i + n <= self.cells.len() && (2..=0xffff).contains(&n) && shift < 0x1_0000);
+        debug_assert!((i..i + n).all(|j| self.cells.at(j).row != Self::NONE));
+        let c = self.cells.at_mut(i);
+        if c.runs == 0 {
+            c.run = n as u32 | shift << 16;
+        }
+    }
+
+    /// The run marked at cell `i` for line shift `shift`: its length, or 0.
+    #[inline(always)]
+    pub fn run_at(&self, i: usize, shift: u32) -> usize {
+        assert!(i < self.cells.len());
+        let run = self.cells.at(i).run;
+        if run >> 16 == shift {
+            (run & 0xffff) as usize
+        } else {
+            0
+        }
+    }
+
+    /// One more execution of the run marked at cell `i`: when its count is
+    /// full, `f(row, n)` for each of its rows (`n` executions) now.
+    #[inline(always)]
+    pub fn count_run(&mut self, i: usize, f: &mut impl FnMut(u32, u64)) {
+        assert!(i < self.cells.len());
+        let c = self.cells.at_mut(i);
+        c.runs += 1;
+        if c.runs == u32::MAX {
+            let (run, runs) = (c.run, c.runs);
+            c.runs = 0;
+            self.add_run(i, run, runs, f);
+        }
+    }
+
+    /// `f(row, runs)` for each row of the run `run` marked at cell `i`.
+    #[cold]
+    fn add_run(&self, i: usize, run: u32, runs: u32, f: &mut impl FnMut(u32, u64)) {
+        for j in i..i + (run & 0xffff) as usize {
+            f(self.cells.at(j).row, u64::from(runs));
+        }
+    }
+
+    /// Hands every cell's plain executions, its own and its runs', to
+    /// `f(row, n)` and forgets them.
     pub fn settle(&mut self, mut f: impl FnMut(u32, u64)) {
-        for c in self.cells.as_mut_slice() {
+        for i in 0..self.cells.len() {
+            let c = self.cells.at_mut(i);
             if c.deferred != 0 {
                 // `defer` is called only on a cell whose row is set.
                 debug_assert_ne!(c.row, Self::NONE);
                 f(c.row, u64::from(c.deferred));
                 c.deferred = 0;
+            }
+            if c.runs != 0 {
+                let (run, runs) = (c.run, c.runs);
+                c.runs = 0;
+                self.add_run(i, run, runs, &mut f);
             }
         }
     }
@@ -640,6 +710,39 @@ mod tests {
         t.settle(|row, n| got.push((row, n)));
         assert!(got.is_empty(), "forgotten");
         assert_eq!(*t.cell(c), 20, "rows kept");
+    }
+
+    /// Hand-computed: a run marked at a cell is found only for its line
+    /// shift; each count of it is settled as one plain execution of every
+    /// row in it, beside the cells' own deferred ones, once; a run with
+    /// counts not yet settled is not replaced.
+    #[test]
+    fn block_rows_settle_a_runs_executions_into_each_of_its_rows() {
+        let mut b = Budget::new(usize::MAX);
+        let mut t = BlockRows::new();
+        let a = t.start(0x1000, 0, 4, 0, 0, &mut b).unwrap();
+        for (k, row) in [10, 11, 12, 13].into_iter().enumerate() {
+            *t.cell(a + k) = row;
+        }
+        assert_eq!(t.run_at(a + 1, 6), 0, "nothing marked");
+        t.mark_run(a + 1, 3, 6);
+        assert_eq!((t.run_at(a + 1, 6), t.run_at(a + 1, 7)), (3, 0));
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            t.count_run(a + 1, &mut |row, n| got.push((row, n)));
+        }
+        assert!(got.is_empty(), "nothing handed before the count is full");
+        assert_eq!(t.defer(a + 2), None);
+        t.mark_run(a + 1, 2, 6);
+        assert_eq!(t.run_at(a + 1, 6), 3, "counted: kept");
+        t.settle(|row, n| got.push((row, n)));
+        got.sort();
+        assert_eq!(got, [(11, 4), (12, 1), (12, 4), (13, 4)]);
+        got.clear();
+        t.settle(|row, n| got.push((row, n)));
+        assert!(got.is_empty(), "settled once");
+        t.mark_run(a + 1, 2, 6);
+        assert_eq!(t.run_at(a + 1, 6), 2, "settled: replaced");
     }
 
     /// A budget that cannot take the table's first growth: no cells, and

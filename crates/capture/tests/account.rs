@@ -845,6 +845,60 @@ fn an_instruction_counted_by_two_blocks_and_a_step_has_one_record_of_every_execu
     );
 }
 
+/// A run of instructions that are only fetched, each within the line the
+/// one before ended in, is counted as one from the block's third execution
+/// on (`BlockRows::mark_run`, `count_run`): `mov rax, [rbx]` at 0x1038,
+/// then eight `nop`s at 0x103B..=0x1042, the sixth the first in line
+/// 0x1040, so two runs (0x103B..=0x103F and 0x1041..=0x1042). By hand,
+/// over 7 executions: every instruction 7 times; the load's fetch and
+/// read, and the fetch at 0x1040, from memory the first time and from the
+/// first level after; every other fetch from the first level. A trace
+/// turns the runs off (each instruction counted one by one): the same
+/// records.
+#[test]
+fn a_run_of_fetched_instructions_counted_as_one_gives_each_its_executions() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut dumps = Vec::new();
+    for trace in [false, true] {
+        let mut s = setup(Reserves::default(), trace, None);
+        s.exec_ranges = vec![(0x1000, 0x2000)];
+        s.stable_code = s.exec_ranges.clone();
+        let mut a = Accountant::new(s).unwrap();
+        a.claim(TID).unwrap();
+        let mut code = vec![0x48, 0x8B, 0x03];
+        code.extend([0x90; 8]);
+        let mut m = Fake::new().code(0x1038, &code);
+        m.set(Register::RSP, SP).set(Register::RBX, 0x9000);
+        let ips: Vec<u64> = std::iter::once(0x1038).chain(0x103B..=0x1042).collect();
+        let mut slots: Vec<BlockSlot> = ips.iter().map(|&ip| BlockSlot::new(ip, 0)).collect();
+        for _ in 0..7 {
+            let v = a.step_block(TID, SP, &mut slots, &mut m, |_, _| {});
+            assert_eq!(v, Verdict::Continue);
+        }
+        assert_eq!(a.instructions(), 7 * 9);
+        let (d, _) = finish(a);
+        let l = layout();
+        let (i_hit, i_mem) = (l.served(Side::Instr, 0), l.memory(Side::Instr));
+        let (r_hit, r_mem) = (l.served(Side::Read, 0), l.memory(Side::Read));
+        assert_eq!(d.records.len(), 9, "trace {trace}");
+        let load = record(&d, 0x1038, 0);
+        let got = [CounterLayout::INSTRUCTIONS, i_mem, i_hit, r_mem, r_hit].map(|c| load[c]);
+        assert_eq!(got, [7, 1, 6, 1, 6], "trace {trace}");
+        for &ip in &ips[1..] {
+            let want = match ip {
+                0x1040 => expected_row(l, 7, &[(i_mem, 1), (i_hit, 6)]),
+                _ => expected_row(l, 7, &[(i_hit, 7)]),
+            };
+            assert_eq!(record(&d, ip, 0), want, "{ip:#x} trace {trace}");
+        }
+        dumps.push(d.records);
+    }
+    assert_eq!(
+        dumps[0], dumps[1],
+        "the same records with and without a trace"
+    );
+}
+
 /// Two threads on two cores of a Cachegrind-shaped hierarchy (private
 /// first levels, one shared last level), stepped in turn: A loads 0x9000,
 /// then B, then A again. Each access is simulated on its own thread's
