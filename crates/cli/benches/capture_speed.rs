@@ -1,7 +1,8 @@
 //! Capture speed, end to end (`cargo bench -p coldcache-cli --bench
 //! capture_speed`): `tests-programs/capture/frame.c` (frames of a dense
 //! matrix multiply) captured by `coldcache record` in fast and trap mode,
-//! against `valgrind --tool=cachegrind --cache-sim=yes` on the same program,
+//! against `valgrind --tool=cachegrind --cache-sim=yes` on the same program
+//! (with our preset's geometry, `common::CACHEGRIND_GEOMETRY`),
 //! every figure measured in this run (best of `COLDCACHE_BENCH_RUNS`, 3 by
 //! default), because these machines are noisy:
 //!
@@ -150,6 +151,7 @@ fn main() {
             "--cache-sim=yes",
             "--cachegrind-out-file=/dev/null",
         ])
+        .args(common::CACHEGRIND_GEOMETRY)
         .arg(&bin)
         .args([n, "3"]);
         c
@@ -261,6 +263,7 @@ fn main() {
             "--cache-sim=yes",
             "--cachegrind-out-file=/dev/null",
         ])
+        .args(common::CACHEGRIND_GEOMETRY)
         .arg(&bin)
         .args([big, "3"]);
         c

@@ -3,7 +3,8 @@
 //! figure. Each program is run `COLDCACHE_BENCH_RUNS` rounds (3 by
 //! default), alternately under `coldcache record --all` (fast mode, the
 //! default `cachegrind` preset, no symbol resolution) and under `valgrind
-//! --tool=cachegrind --cache-sim=yes`, and each run's CPU time (user +
+//! --tool=cachegrind --cache-sim=yes` with our preset's geometry
+//! (`common::CACHEGRIND_GEOMETRY`), and each run's CPU time (user +
 //! system, of the process and the children it waited for) and peak RSS
 //! are read from `wait4`. The rate is instructions per CPU second: ours
 //! from the dump, Cachegrind's its `Ir`. Printed per round, then the
@@ -149,6 +150,7 @@ fn cachegrind(p: &Program, dir: &Path) -> (Cost, u64) {
     let out = dir.join(format!("{}.cachegrind", p.name));
     let mut c = Command::new("valgrind");
     c.args(["--tool=cachegrind", "--cache-sim=yes"])
+        .args(common::CACHEGRIND_GEOMETRY)
         .arg(format!("--cachegrind-out-file={}", out.display()))
         .args(&p.argv)
         .envs(p.env.iter().copied());

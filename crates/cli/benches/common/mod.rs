@@ -4,6 +4,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Cachegrind's options for the geometry of our `cachegrind` preset (its
+/// defaults before it reads the host's caches): given to Cachegrind in
+/// every comparison, so both simulate the same caches. Left to itself,
+/// Cachegrind takes the host's (on a Xeon with a 480 MiB L3, a 480 MiB
+/// last level and a 48 KiB first level), which makes a ratio depend on
+/// the machine it was measured on.
+#[allow(dead_code)] // not every bench compares with Cachegrind
+pub const CACHEGRIND_GEOMETRY: [&str; 3] =
+    ["--I1=32768,8,64", "--D1=32768,8,64", "--LL=8388608,16,64"];
+
 /// The repository's root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
