@@ -260,6 +260,28 @@ impl Driver {
         r
     }
 
+    /// [`Driver::simulate`], with `None` where the access was a plain
+    /// first-level hit that the lean engine's inlined check found (tallied
+    /// as one), so that a caller counts that case without a result to
+    /// look at; `Some` otherwise (which may still be a plain first-level
+    /// hit, found by the walk or by another engine).
+    #[inline(always)]
+    pub fn simulate_or_hit(&mut self, core: usize, a: Access) -> Option<AccessResult> {
+        if self.line_use.is_some() {
+            return Some(self.simulate(core, a));
+        }
+        let r = self.hier.access_or_l1_hit(core, a);
+        match &r {
+            None => {
+                let k = a.kind as usize;
+                self.tally.accesses[k] += 1;
+                self.tally.served[k][ServedBy::L1.slot()] += 1;
+            }
+            Some(r) => self.tally.add(a.kind, r),
+        }
+        r
+    }
+
     /// The line shift of `core`'s first-level instruction side in which
     /// [`Driver::fetch`] keeps `*last` (a line number: `addr >> shift`);
     /// `None` where it never keeps one.
@@ -298,10 +320,18 @@ impl Driver {
     #[inline(always)]
     pub fn fetch(&mut self, core: usize, a: Access, last: &mut u64) -> Option<AccessResult> {
         debug_assert_eq!(a.kind, AccessKind::InstrFetch);
-        const L1_HIT: AccessResult = AccessResult::new(ServedBy::L1, 1);
-        let r = self.hier.fetch_or_l1_hit(core, a, last).unwrap_or(L1_HIT);
-        self.tally.add(a.kind, &r);
-        (r.served_by != ServedBy::L1).then_some(r)
+        let k = AccessKind::InstrFetch as usize;
+        match self.hier.fetch_or_l1_hit(core, a, last) {
+            None => {
+                self.tally.accesses[k] += 1;
+                self.tally.served[k][ServedBy::L1.slot()] += 1;
+                None
+            }
+            Some(r) => {
+                self.tally.add(a.kind, &r);
+                (r.served_by != ServedBy::L1).then_some(r)
+            }
+        }
     }
 
     /// Simulates `accesses` in order on `core` and tallies them: what

@@ -967,6 +967,37 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// `Driver::simulate_or_hit` is `Driver::simulate` with `None` for
+    /// some plain first-level hits: on the lean engine, with and without
+    /// line use, every access's result (`None` read as that hit), the
+    /// tally and every counter equal `Driver::simulate`'s on a second
+    /// driver given the same accesses.
+    #[test]
+    fn simulate_or_hit_is_simulate(
+        cfg in lean_hierarchy(),
+        ops in prop::collection::vec(lean_op(4, true), 1..600),
+        line_use in any::<bool>(),
+    ) {
+        let driver = || {
+            let d = Driver::new(&cfg).unwrap();
+            if line_use { d.with_line_use() } else { d }
+        };
+        let (mut want, mut got) = (driver(), driver());
+        for (n, o) in ops.iter().enumerate() {
+            let c = o.core % cfg.cores;
+            let a = Access::new(o.kind, o.addr, o.size).with_ip(0x400);
+            let w = want.simulate(c, a);
+            let g = got.simulate_or_hit(c, a).unwrap_or(AccessResult::L1_HIT);
+            prop_assert_eq!(g, w, "access {} {:?}", n, a);
+        }
+        prop_assert_eq!(got.tally(), want.tally());
+        prop_assert_eq!(got.hierarchy().stats(), want.hierarchy().stats());
+    }
+}
+
 /// By hand, on Cachegrind's default geometry: a 4-byte fetch at 0x1000
 /// misses to memory; the next fifteen fetches of 4 bytes fill the line
 /// (0x1004..0x1040), each a hit, counted at once by `Driver::fetch_hits`:
