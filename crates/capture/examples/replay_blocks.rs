@@ -12,7 +12,8 @@
 //!     target/release/examples/replay_blocks 100
 //! ```
 //!
-//! `REPLAY_TIMELINE=1` records a timeline too (`--timeline`).
+//! `REPLAY_TIMELINE=1` records a timeline too (`--timeline`);
+//! `REPLAY_LINE_USE=1` measures line use (`--line-use`).
 //!
 //! `N` (default 100) is the matrix side: N³ executions of the 7-instruction
 //! block, 2 reads each. Prints the totals of the dump, to check that two
@@ -118,7 +119,9 @@ fn main() {
         stable_code: vec![(CODE, CODE + 0x1000)],
         unwinder: StackUnwinder::empty(),
         cpu: coldcache_capture::machine::cpu_facts(),
-        line_use: true,
+        // `REPLAY_LINE_USE=1`: with line use (`record --line-use`); off,
+        // as `record` is by default.
+        line_use: std::env::var_os("REPLAY_LINE_USE").is_some(),
         objects: None,
         // `REPLAY_TIMELINE=1`: with a timeline (its cost, docs/performance-log.md).
         timeline: std::env::var_os("REPLAY_TIMELINE").map(|_| 0),
