@@ -59,7 +59,7 @@
 //!   fault.
 
 use crate::grow::{Budget, Full, GrowVec, TABLE_FULL};
-use crate::model::{AccessList, CpuFacts, Machine, Model, Quick, Unmodelled};
+use crate::model::{AccessList, CpuFacts, Machine, MemAccess, Model, Quick, Unmodelled};
 use crate::objects::Objects;
 use crate::tables::{BlockRows, CounterTable, DecodeCache, Decoded, Flow, Rep, StackTable};
 use crate::timeline::Timeline;
@@ -1283,33 +1283,41 @@ impl Accountant {
         let fetch_shift = self.driver.fetch_shift(core).unwrap_or(0);
         let mut k = 0;
         while k < slots.len() {
-            if runs && last_fetch != NO_LINE && !call_before {
-                // A run marked at this instruction's cell: counted as one.
+            if call_before {
+                // The block's first instruction (a block ends at a call):
+                // the callee's frame, if a call came before, and the frames
+                // it returned from.
                 let s = &slots[k];
-                if s.cell != BlockSlot::NONE
-                    && s.stack == stack
-                    && s.serial == serial
-                    && s.fits_run(checked, last_fetch, fetch_shift)
-                {
-                    let n = self.block_rows.run_at(s.cell as usize, fetch_shift);
-                    if n != 0 && n <= slots.len() - k {
-                        let counters = &mut self.counters;
-                        self.block_rows
-                            .count_run(s.cell as usize, &mut |row, times| {
-                                add_plain(counters, row as usize, times)
-                            });
-                        self.driver.fetch_hits(core, n as u64);
-                        self.instructions += n as u64;
-                        k += n;
-                        continue;
+                let sp = rsp.wrapping_add(s.sp_delta as u64);
+                // Nothing pending (a block not entered by a call): no frame.
+                if self.threads[ti].pending_call != 0 {
+                    if let Some(v) = self.enter_pending_call(ti, s.ip, sp) {
+                        return v;
                     }
                 }
-                k += self.count_fetch_run(
-                    &mut slots[k..],
-                    core,
-                    (stack, serial, checked),
-                    last_fetch,
-                    fetch_shift,
+                if let Some(v) = self.pop_returned(ti, sp) {
+                    return v;
+                }
+                checked = s.sp_delta;
+                stack = current_stack(&self.threads[ti]);
+                // (`call_before` is set again after the instruction.)
+            }
+            if runs {
+                // The instructions from here on that need nothing but what
+                // their slots remember, counted in a loop of their own.
+                k = self.step_steady(
+                    slots,
+                    k,
+                    Steady {
+                        core,
+                        stack,
+                        serial,
+                        checked,
+                        fetch_shift,
+                    },
+                    m,
+                    &mut fill,
+                    &mut last_fetch,
                 );
                 if k == slots.len() {
                     break;
@@ -1320,15 +1328,6 @@ impl Accountant {
             // for an instruction whose remembered plan makes no access.
             let mut filled = false;
             let (ip, sp) = (s.ip, rsp.wrapping_add(s.sp_delta as u64));
-            if call_before {
-                // Nothing pending (a block not entered by a call): no frame.
-                if self.threads[ti].pending_call != 0 {
-                    if let Some(v) = self.enter_pending_call(ti, ip, sp) {
-                        return v;
-                    }
-                }
-                checked = i64::MIN;
-            }
             if s.sp_delta > checked {
                 if let Some(v) = self.pop_returned(ti, sp) {
                     return v;
@@ -1475,6 +1474,148 @@ impl Accountant {
             k += 1;
         }
         Verdict::Continue
+    }
+
+    /// Counts the instructions of `slots` from `k` on for as long as each
+    /// is one the block's loop would count in its plainest way (no
+    /// timeline, trace, warming, object tracking or instruction limit,
+    /// not after a call: the caller's `runs && !call_before`), and
+    /// returns the index of the first it left to that loop (`slots.len()`
+    /// when none): a run of instructions only fetched (a marked run, or
+    /// [`Accountant::count_fetch_run`]'s), or an instruction whose slot
+    /// remembers its decode, its row under `st.stack` and `st.serial` and
+    /// a quick plan, whose RSP is not above `st.checked` and whose flow
+    /// asks nothing ([`Flow::Other`]): one that makes no access counted
+    /// in its cell ([`Accountant::count_fetch_only`]), one that makes one
+    /// by [`Accountant::count_one`]. What each costs and in what order is
+    /// exactly the block loop's; this loop, a function of its own, keeps
+    /// its few values in registers.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn step_steady<M: Machine>(
+        &mut self,
+        slots: &mut [BlockSlot],
+        mut k: usize,
+        st: Steady,
+        m: &mut M,
+        fill: &mut impl FnMut(usize, &mut M),
+        last_fetch: &mut u64,
+    ) -> usize {
+        let Steady {
+            core,
+            stack,
+            serial,
+            checked,
+            fetch_shift,
+        } = st;
+        while k < slots.len() {
+            if *last_fetch != NO_LINE {
+                // A run marked at this instruction's cell: counted as one.
+                let s = &slots[k];
+                if s.cell != BlockSlot::NONE
+                    && s.stack == stack
+                    && s.serial == serial
+                    && s.fits_run(checked, *last_fetch, fetch_shift)
+                {
+                    let n = self.block_rows.run_at(s.cell as usize, fetch_shift);
+                    if n != 0 && n <= slots.len() - k {
+                        let counters = &mut self.counters;
+                        self.block_rows
+                            .count_run(s.cell as usize, &mut |row, times| {
+                                add_plain(counters, row as usize, times)
+                            });
+                        self.driver.fetch_hits(core, n as u64);
+                        self.instructions += n as u64;
+                        k += n;
+                        continue;
+                    }
+                }
+                let n = self.count_fetch_run(
+                    &mut slots[k..],
+                    core,
+                    (stack, serial, checked),
+                    *last_fetch,
+                    fetch_shift,
+                );
+                if n != 0 {
+                    k += n;
+                    continue;
+                }
+            }
+            let s = &slots[k];
+            let q = match s.quick {
+                Some(q)
+                    if s.sp_delta <= checked
+                        && s.decoded != BlockSlot::NONE
+                        && s.row != BlockSlot::NONE
+                        && s.stack == stack
+                        && s.serial == serial
+                        && s.flow == Flow::Other =>
+                {
+                    q
+                }
+                _ => return k,
+            };
+            let (ip, len, row) = (s.ip, s.len, s.row as usize);
+            if q.reads_registers() {
+                fill(k, m);
+                match q.access(m) {
+                    Some(a) => self.count_one(core, ip, len, row, a, last_fetch),
+                    None => return k,
+                }
+            } else if s.cell != BlockSlot::NONE {
+                let cell = s.cell as usize;
+                self.count_fetch_only(core, ip, row, cell, len, last_fetch);
+            } else {
+                return k;
+            }
+            k += 1;
+        }
+        k
+    }
+
+    /// [`Accountant::count_evaluated`] (no timeline) of an instruction of
+    /// `len` bytes at `ip` that made the one access `a`, into row `row`,
+    /// without object tracking: its fetch, then its access, each counted
+    /// in the row's narrow part where the first level served it plainly.
+    #[inline(always)]
+    fn count_one(
+        &mut self,
+        core: usize,
+        ip: u64,
+        len: u8,
+        row: usize,
+        a: MemAccess,
+        last_fetch: &mut u64,
+    ) {
+        debug_assert!(self.objects.is_none());
+        self.driver.set_fill_row(row as u32);
+        let layout = self.driver.layout();
+        let fetch = self
+            .driver
+            .fetch(core, fetch_of(ip, len), last_fetch)
+            .unwrap_or(AccessResult::L1_HIT);
+        let mut hits = count_narrow(
+            layout,
+            &mut self.counters,
+            row,
+            AccessKind::InstrFetch,
+            &fetch,
+        );
+        let access = Access::new(a.kind, a.addr, a.size).with_ip(ip);
+        hits += match self.driver.simulate_or_hit(core, access) {
+            // A plain first-level hit, of a demand kind (the only ones the
+            // lean engine's check decides).
+            None => 1 << (16 * Side::of(a.kind).map_or(0, |s| s as u32)),
+            Some(r) => count_narrow(layout, &mut self.counters, row, a.kind, &r),
+        };
+        let hot = self.counters.hot(row);
+        hot[HOT_INSTRUCTIONS] += 1;
+        for side in [Side::Instr, Side::Read, Side::Write] {
+            hot[hot_side(side)] += (hits >> (16 * side as u32)) & 0xffff;
+        }
+        credit_line_use(&mut self.driver, &mut self.counters);
+        self.instructions += 1;
     }
 
     /// Counts the longest run at the start of `slots` of instructions that
@@ -2557,6 +2698,19 @@ fn hot_at(layout: CounterLayout) -> [usize; crate::grow::counters::HOT] {
         layout.served(Side::Read, 0),
         layout.served(Side::Write, 0),
     ]
+}
+
+/// What [`Accountant::step_steady`] is given of the block loop's state.
+#[derive(Clone, Copy)]
+struct Steady {
+    core: usize,
+    /// The current stack and the thread's serial.
+    stack: u32,
+    serial: u32,
+    /// The highest RSP (relative to the block's) checked for popped frames.
+    checked: i64,
+    /// The first level's line shift of the instruction side.
+    fetch_shift: u32,
 }
 
 /// Adds `n` plain executions (no data access, fetched from the first

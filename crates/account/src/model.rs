@@ -488,6 +488,17 @@ impl Quick {
         self.one
     }
 
+    /// The one access [`Quick::eval`] gives, for a plan with a memory
+    /// operand ([`Quick::reads_registers`]); `None` for one without.
+    #[inline(always)]
+    pub fn access<M: Machine + ?Sized>(&self, machine: &M) -> Option<MemAccess> {
+        self.one.then(|| MemAccess {
+            kind: self.t.kind,
+            addr: address(&self.t, machine, 0),
+            size: self.t.size,
+        })
+    }
+
     /// [`Plan::eval`] of the plan this came from.
     #[inline(always)]
     pub fn eval<M: Machine + ?Sized>(
