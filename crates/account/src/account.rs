@@ -28,7 +28,12 @@
 //!    [`BlockRows`], one probe per block and stack, not per instruction;
 //!    without a trace, an execution without data access whose fetch the
 //!    first level served is counted in the cell, not the row, and added
-//!    to the row by `settle` before the counters are read) (with
+//!    to the row by `settle` before the counters are read; a run of such
+//!    instructions within one line is counted as one, in its first cell
+//!    ([`BlockRows::count_run`]); and the instructions whose slots
+//!    remember all they need take a loop of their own,
+//!    `Accountant::step_steady`, the block's general loop only the rest)
+//!    (with
 //!    line use, `Setup::line_use`, the lines that left the first data level
 //!    meanwhile are credited to the rows that fetched them), and
 //!    appended to the trace when one is kept: encoded into a chunk buffer
@@ -1245,13 +1250,6 @@ impl Accountant {
         // instruction takes `count_plain` (its copy with the timeline's
         // running row when one is recorded, so the other is as it was).
         let plain = self.trace.is_none() && !warming;
-        // Within a block RSP moves by amounts known at translation: a frame
-        // can be entered only after a call (which ends a block) and popped
-        // only where RSP rises above every RSP checked since, so those
-        // checks, and the current stack, are redone only there.
-        let mut call_before = true;
-        let mut checked = i64::MIN;
-        let mut stack = 0;
         let limited = self.max_instructions != 0
             && self.instructions + slots.len() as u64 >= self.max_instructions;
         // The block's number, given at its first replay in this capture.
@@ -1263,27 +1261,37 @@ impl Accountant {
             }
             b => b,
         };
-        let (ip0, count) = (slots[0].ip, slots.len() as u32);
-        // The first cell of the block's rows under `cells_stack` (found at
-        // the first instruction whose slot does not remember its row).
-        let mut cells: Option<usize> = None;
-        let mut cells_stack = u32::MAX;
-        // The line the previous instruction's fetch ended in, where the
-        // driver says a fetch in it needs no look (`Driver::fetch`):
-        // between two instructions of a block only the first one's data
-        // accesses reach the simulator (and a path that fetches otherwise
-        // forgets it).
-        let mut last_fetch = NO_LINE;
+        let b = BlockCtx {
+            ti,
+            rsp,
+            serial,
+            core,
+            warming,
+            plain,
+            block,
+            ip0: slots[0].ip,
+            count: slots.len() as u32,
+            watched,
+        };
+        let mut st = BlockState {
+            call_before: true,
+            checked: i64::MIN,
+            stack: 0,
+            cells: None,
+            cells_stack: u32::MAX,
+            last_fetch: NO_LINE,
+        };
         // Runs of instructions that are only fetched, each within the line
         // the fetch before it ended in, are counted together
         // (`count_fetch_run`) where each would take `count_fetch_only`'s
-        // path one by one: no timeline, trace, warming, object tracking or
-        // instruction limit, and the line kept (`last_fetch`).
+        // path one by one, and the instructions whose slots remember all
+        // they need are counted by `step_steady`: no timeline, trace,
+        // warming, object tracking or instruction limit.
         let runs = plain && !TL && self.objects.is_none() && !limited;
         let fetch_shift = self.driver.fetch_shift(core).unwrap_or(0);
         let mut k = 0;
         while k < slots.len() {
-            if call_before {
+            if st.call_before {
                 // The block's first instruction (a block ends at a call):
                 // the callee's frame, if a call came before, and the frames
                 // it returned from.
@@ -1298,9 +1306,9 @@ impl Accountant {
                 if let Some(v) = self.pop_returned(ti, sp) {
                     return v;
                 }
-                checked = s.sp_delta;
-                stack = current_stack(&self.threads[ti]);
-                // (`call_before` is set again after the instruction.)
+                st.checked = s.sp_delta;
+                st.stack = current_stack(&self.threads[ti]);
+                st.call_before = false;
             }
             if runs {
                 // The instructions from here on that need nothing but what
@@ -1310,163 +1318,24 @@ impl Accountant {
                     k,
                     Steady {
                         core,
-                        stack,
+                        stack: st.stack,
                         serial,
-                        checked,
+                        checked: st.checked,
                         fetch_shift,
                     },
                     m,
                     &mut fill,
-                    &mut last_fetch,
+                    &mut st.last_fetch,
+                    (watched, &mut on_store),
                 );
                 if k == slots.len() {
                     break;
                 }
             }
-            let s = &mut slots[k];
-            // The registers are loaded only where something reads them: not
-            // for an instruction whose remembered plan makes no access.
-            let mut filled = false;
-            let (ip, sp) = (s.ip, rsp.wrapping_add(s.sp_delta as u64));
-            if s.sp_delta > checked {
-                if let Some(v) = self.pop_returned(ti, sp) {
-                    return v;
-                }
-                checked = s.sp_delta;
-                stack = current_stack(&self.threads[ti]);
-            }
-            let di = if s.decoded != BlockSlot::NONE {
-                s.decoded as usize
-            } else {
-                fill(k, m);
-                filled = true;
-                let di = match self.decoded(ip, m) {
-                    Ok(di) => di,
-                    Err(f) => return self.stop_full(f),
-                };
-                let d = self.decode.at(di);
-                if d.trusted {
-                    s.decoded = di as u32;
-                    (s.len, s.flow, s.quick) = (d.len, d.flow, d.plan.quick());
-                    s.fetch_only =
-                        s.flow == Flow::Other && s.quick.is_some_and(|q| !q.reads_registers());
-                }
-                di
-            };
-            let row = if warming {
-                WARM_ROW
-            } else if s.row != BlockSlot::NONE && s.stack == stack && s.serial == serial {
-                s.row as usize
-            } else {
-                if cells_stack != stack && block != BlockSlot::NONE {
-                    cells = self.block_rows.start(
-                        ip0,
-                        block,
-                        count,
-                        stack,
-                        serial,
-                        &mut self.block_budget,
-                    );
-                    cells_stack = stack;
-                }
-                let cell = match cells {
-                    Some(c) if cells_stack == stack => *self.block_rows.cell(c + k),
-                    _ => BlockRows::NONE,
-                };
-                let row = if cell != BlockRows::NONE {
-                    cell as usize
-                } else {
-                    let row = match self.counters.row_index(ip, stack, serial, &mut self.budget) {
-                        Ok(row) => row,
-                        Err(f) => return self.stop_full(f),
-                    };
-                    if let Some(c) = cells.filter(|_| cells_stack == stack) {
-                        *self.block_rows.cell(c + k) = row as u32;
-                    }
-                    row
-                };
-                s.cell = match cells {
-                    Some(c) if cells_stack == stack => (c + k) as u32,
-                    _ => BlockSlot::NONE,
-                };
-                (s.row, s.stack, s.serial) = (row as u32, stack, serial);
-                row
-            };
-            let (len, flow) = if plain {
-                match s.quick.filter(|_| s.decoded != BlockSlot::NONE) {
-                    Some(q) => {
-                        if q.reads_registers() && !filled {
-                            fill(k, m);
-                            filled = true;
-                        }
-                        self.accesses.clear();
-                        let modelled = q.eval(m, &mut self.accesses);
-                        if !TL
-                            && s.cell != BlockSlot::NONE
-                            && modelled.is_ok()
-                            && self.accesses.as_slice().is_empty()
-                        {
-                            self.count_fetch_only(
-                                core,
-                                ip,
-                                row,
-                                s.cell as usize,
-                                s.len,
-                                &mut last_fetch,
-                            );
-                        } else {
-                            self.count_evaluated::<TL>(
-                                ti,
-                                core,
-                                ip,
-                                row,
-                                s.len,
-                                modelled,
-                                &mut last_fetch,
-                            );
-                        }
-                        (s.len, s.flow)
-                    }
-                    None => {
-                        if !filled {
-                            fill(k, m);
-                            filled = true;
-                        }
-                        self.count_plain::<TL, M>(ti, core, ip, row, di, m, &mut last_fetch)
-                    }
-                }
-            } else {
-                if !filled {
-                    fill(k, m);
-                    filled = true;
-                }
-                let counted = self.count_row(ti, ip, stack, row, di, m, Mode::Before);
-                if !counted {
-                    return self.stop_count();
-                }
-                last_fetch = NO_LINE;
-                let d = self.decode.at(di);
-                (d.len, d.flow)
-            };
-            if let Some(o) = self.objects.as_deref_mut() {
-                // The allocator's arguments and results are registers an
-                // instruction's own plan need not read (an `endbr64` at
-                // malloc's entry reads none): loaded here if they were not.
-                if !filled {
-                    fill(k, m);
-                }
-                let d = self.decode.at(di);
-                let is_ret = || d.instr.flow_control() == FlowControl::Return;
-                o.observe(ti, ip, sp, stack, is_ret, m, &mut self.budget);
-            }
-            call_before = flow == Flow::Call;
-            if call_before {
-                self.threads[ti].pending_call = ip + u64::from(len) - 1;
-            } else if flow == Flow::Store64
-                && watched != 0
-                && self.accesses.as_slice().first().map(|a| a.addr) == Some(watched)
+            if let Some(v) =
+                self.step_slot::<TL, M>(slots, k, &b, &mut st, m, &mut fill, &mut on_store)
             {
-                on_store(ip, len);
+                return v;
             }
             if limited && self.instructions >= self.max_instructions {
                 return self.stop("instruction limit reached");
@@ -1474,6 +1343,188 @@ impl Accountant {
             k += 1;
         }
         Verdict::Continue
+    }
+
+    /// One instruction of a block, slot `k`, the block loop's general way
+    /// (all [`Accountant::step_steady`] leaves to it: an instruction met
+    /// for the first time, under another stack, with a plan that is not
+    /// quick, a call, a trace, a timeline, object tracking, ...): the
+    /// frames it returned from, its decode, its row, its count. `Some`:
+    /// the verdict that ends the block here. Not inlined: the loop that
+    /// calls it keeps its registers for the common case.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn step_slot<const TL: bool, M: Machine>(
+        &mut self,
+        slots: &mut [BlockSlot],
+        k: usize,
+        b: &BlockCtx,
+        st: &mut BlockState,
+        m: &mut M,
+        fill: &mut impl FnMut(usize, &mut M),
+        on_store: &mut impl FnMut(u64, u8),
+    ) -> Option<Verdict> {
+        let BlockCtx {
+            ti,
+            rsp,
+            serial,
+            core,
+            warming,
+            plain,
+            block,
+            ip0,
+            count,
+            watched,
+        } = *b;
+        let s = &mut slots[k];
+        // The registers are loaded only where something reads them: not
+        // for an instruction whose remembered plan makes no access.
+        let mut filled = false;
+        let (ip, sp) = (s.ip, rsp.wrapping_add(s.sp_delta as u64));
+        if s.sp_delta > st.checked {
+            if let Some(v) = self.pop_returned(ti, sp) {
+                return Some(v);
+            }
+            st.checked = s.sp_delta;
+            st.stack = current_stack(&self.threads[ti]);
+        }
+        let di = if s.decoded != BlockSlot::NONE {
+            s.decoded as usize
+        } else {
+            fill(k, m);
+            filled = true;
+            let di = match self.decoded(ip, m) {
+                Ok(di) => di,
+                Err(f) => return Some(self.stop_full(f)),
+            };
+            let d = self.decode.at(di);
+            if d.trusted {
+                s.decoded = di as u32;
+                (s.len, s.flow, s.quick) = (d.len, d.flow, d.plan.quick());
+                s.fetch_only =
+                    s.flow == Flow::Other && s.quick.is_some_and(|q| !q.reads_registers());
+            }
+            di
+        };
+        let row = if warming {
+            WARM_ROW
+        } else if s.row != BlockSlot::NONE && s.stack == st.stack && s.serial == serial {
+            s.row as usize
+        } else {
+            if st.cells_stack != st.stack && block != BlockSlot::NONE {
+                st.cells = self.block_rows.start(
+                    ip0,
+                    block,
+                    count,
+                    st.stack,
+                    serial,
+                    &mut self.block_budget,
+                );
+                st.cells_stack = st.stack;
+            }
+            let cell = match st.cells {
+                Some(c) if st.cells_stack == st.stack => *self.block_rows.cell(c + k),
+                _ => BlockRows::NONE,
+            };
+            let row = if cell != BlockRows::NONE {
+                cell as usize
+            } else {
+                let row = match self
+                    .counters
+                    .row_index(ip, st.stack, serial, &mut self.budget)
+                {
+                    Ok(row) => row,
+                    Err(f) => return Some(self.stop_full(f)),
+                };
+                if let Some(c) = st.cells.filter(|_| st.cells_stack == st.stack) {
+                    *self.block_rows.cell(c + k) = row as u32;
+                }
+                row
+            };
+            s.cell = match st.cells {
+                Some(c) if st.cells_stack == st.stack => (c + k) as u32,
+                _ => BlockSlot::NONE,
+            };
+            (s.row, s.stack, s.serial) = (row as u32, st.stack, serial);
+            row
+        };
+        let (len, flow) = if plain {
+            match s.quick.filter(|_| s.decoded != BlockSlot::NONE) {
+                Some(q) => {
+                    if q.reads_registers() && !filled {
+                        fill(k, m);
+                        filled = true;
+                    }
+                    self.accesses.clear();
+                    let modelled = q.eval(m, &mut self.accesses);
+                    if !TL
+                        && s.cell != BlockSlot::NONE
+                        && modelled.is_ok()
+                        && self.accesses.as_slice().is_empty()
+                    {
+                        self.count_fetch_only(
+                            core,
+                            ip,
+                            row,
+                            s.cell as usize,
+                            s.len,
+                            &mut st.last_fetch,
+                        );
+                    } else {
+                        self.count_evaluated::<TL>(
+                            ti,
+                            core,
+                            ip,
+                            row,
+                            s.len,
+                            modelled,
+                            &mut st.last_fetch,
+                        );
+                    }
+                    (s.len, s.flow)
+                }
+                None => {
+                    if !filled {
+                        fill(k, m);
+                        filled = true;
+                    }
+                    self.count_plain::<TL, M>(ti, core, ip, row, di, m, &mut st.last_fetch)
+                }
+            }
+        } else {
+            if !filled {
+                fill(k, m);
+                filled = true;
+            }
+            let counted = self.count_row(ti, ip, st.stack, row, di, m, Mode::Before);
+            if !counted {
+                return Some(self.stop_count());
+            }
+            st.last_fetch = NO_LINE;
+            let d = self.decode.at(di);
+            (d.len, d.flow)
+        };
+        if let Some(o) = self.objects.as_deref_mut() {
+            // The allocator's arguments and results are registers an
+            // instruction's own plan need not read (an `endbr64` at
+            // malloc's entry reads none): loaded here if they were not.
+            if !filled {
+                fill(k, m);
+            }
+            let d = self.decode.at(di);
+            let is_ret = || d.instr.flow_control() == FlowControl::Return;
+            o.observe(ti, ip, sp, st.stack, is_ret, m, &mut self.budget);
+        }
+        st.call_before = flow == Flow::Call;
+        if st.call_before {
+            self.threads[ti].pending_call = ip + u64::from(len) - 1;
+        } else if flow == Flow::Store64
+            && watched != 0
+            && self.accesses.as_slice().first().map(|a| a.addr) == Some(watched)
+        {
+            on_store(ip, len);
+        }
+        None
     }
 
     /// Counts the instructions of `slots` from `k` on for as long as each
@@ -1485,7 +1536,9 @@ impl Accountant {
     /// [`Accountant::count_fetch_run`]'s), or an instruction whose slot
     /// remembers its decode, its row under `st.stack` and `st.serial` and
     /// a quick plan, whose RSP is not above `st.checked` and whose flow
-    /// asks nothing ([`Flow::Other`]): one that makes no access counted
+    /// asks nothing ([`Flow::Other`]) or a 64-bit store (reported to
+    /// `on_store` where it writes `watched`, as the block loop does): one
+    /// that makes no access counted
     /// in its cell ([`Accountant::count_fetch_only`]), one that makes one
     /// by [`Accountant::count_one`]. What each costs and in what order is
     /// exactly the block loop's; this loop, a function of its own, keeps
@@ -1500,6 +1553,7 @@ impl Accountant {
         m: &mut M,
         fill: &mut impl FnMut(usize, &mut M),
         last_fetch: &mut u64,
+        (watched, on_store): (u64, &mut impl FnMut(u64, u8)),
     ) -> usize {
         let Steady {
             core,
@@ -1550,17 +1604,22 @@ impl Accountant {
                         && s.row != BlockSlot::NONE
                         && s.stack == stack
                         && s.serial == serial
-                        && s.flow == Flow::Other =>
+                        && matches!(s.flow, Flow::Other | Flow::Store64) =>
                 {
                     q
                 }
                 _ => return k,
             };
-            let (ip, len, row) = (s.ip, s.len, s.row as usize);
+            let (ip, len, row, flow) = (s.ip, s.len, s.row as usize, s.flow);
             if q.reads_registers() {
                 fill(k, m);
                 match q.access(m) {
-                    Some(a) => self.count_one(core, ip, len, row, a, last_fetch),
+                    Some(a) => {
+                        self.count_one(core, ip, len, row, a, last_fetch);
+                        if flow == Flow::Store64 && watched != 0 && a.addr == watched {
+                            on_store(ip, len);
+                        }
+                    }
                     None => return k,
                 }
             } else if s.cell != BlockSlot::NONE {
@@ -2698,6 +2757,52 @@ fn hot_at(layout: CounterLayout) -> [usize; crate::grow::counters::HOT] {
         layout.served(Side::Read, 0),
         layout.served(Side::Write, 0),
     ]
+}
+
+/// What a replayed block's instructions share: its thread and the state
+/// that does not change within it (besides what [`BlockState`] holds).
+#[derive(Clone, Copy)]
+struct BlockCtx {
+    /// The thread's slot.
+    ti: usize,
+    /// RSP at the block's entry.
+    rsp: u64,
+    serial: u32,
+    core: usize,
+    /// Counted nowhere (a warming call, or counting off).
+    warming: bool,
+    /// No trace and not warming: each instruction takes `count_plain`.
+    plain: bool,
+    /// The block's number, its first instruction and its length: its key
+    /// in [`BlockRows`].
+    block: u32,
+    ip0: u64,
+    count: u32,
+    /// The rseq field whose 64-bit stores are reported (0: none).
+    watched: u64,
+}
+
+/// What the block loop's instructions change as they are counted.
+struct BlockState {
+    /// The instruction before was a call (or none came yet): a frame may
+    /// be entered.
+    call_before: bool,
+    /// Within a block RSP moves by amounts known at translation: a frame
+    /// can be entered only after a call (which ends a block) and popped
+    /// only where RSP rises above every RSP checked since (`checked`,
+    /// relative to the block's), so those checks, and the current `stack`,
+    /// are redone only there.
+    checked: i64,
+    stack: u32,
+    /// The first cell of the block's rows under `cells_stack` (found at
+    /// the first instruction whose slot does not remember its row).
+    cells: Option<usize>,
+    cells_stack: u32,
+    /// The line the previous instruction's fetch ended in, where the
+    /// driver says a fetch in it needs no look (`Driver::fetch`): between
+    /// two instructions of a block only the first one's data accesses
+    /// reach the simulator (and a path that fetches otherwise forgets it).
+    last_fetch: u64,
 }
 
 /// What [`Accountant::step_steady`] is given of the block loop's state.
