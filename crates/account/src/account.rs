@@ -1317,15 +1317,15 @@ impl Accountant {
                     slots,
                     k,
                     Steady {
+                        ti,
+                        rsp,
                         core,
-                        stack: st.stack,
                         serial,
-                        checked: st.checked,
                         fetch_shift,
                     },
+                    &mut st,
                     m,
                     &mut fill,
-                    &mut st.last_fetch,
                     (watched, &mut on_store),
                 );
                 if k == slots.len() {
@@ -1530,17 +1530,20 @@ impl Accountant {
     /// Counts the instructions of `slots` from `k` on for as long as each
     /// is one the block's loop would count in its plainest way (no
     /// timeline, trace, warming, object tracking or instruction limit,
-    /// not after a call: the caller's `runs && !call_before`), and
+    /// not right after a call: the caller's `runs` and prologue), and
     /// returns the index of the first it left to that loop (`slots.len()`
-    /// when none): a run of instructions only fetched (a marked run, or
-    /// [`Accountant::count_fetch_run`]'s), or an instruction whose slot
-    /// remembers its decode, its row under `st.stack` and `st.serial` and
-    /// a quick plan, whose RSP is not above `st.checked` and whose flow
-    /// asks nothing ([`Flow::Other`]) or a 64-bit store (reported to
-    /// `on_store` where it writes `watched`, as the block loop does): one
-    /// that makes no access counted
-    /// in its cell ([`Accountant::count_fetch_only`]), one that makes one
-    /// by [`Accountant::count_one`]. What each costs and in what order is
+    /// when none). Such an instruction is in a run of instructions only
+    /// fetched (a marked run, or [`Accountant::count_fetch_run`]'s), or its
+    /// slot remembers its decode and a quick plan and its row under
+    /// `st.stack` and the thread's serial (or the block's cell under them,
+    /// `st.cells`, has it), its RSP is not above `st.checked` or above it
+    /// with no frame to pop (the check moves up), and its flow asks
+    /// nothing ([`Flow::Other`]), is a 64-bit store (reported to
+    /// `on_store` where it writes `watched`, as the block loop does) or a
+    /// call (its callee's frame left pending, `st.call_before`, and the
+    /// loop ends after it). One that makes no access is counted in its
+    /// cell ([`Accountant::count_fetch_only`]), one that makes one by
+    /// [`Accountant::count_one`]. What each costs and in what order is
     /// exactly the block loop's; this loop, a function of its own, keeps
     /// its few values in registers.
     #[inline(never)]
@@ -1549,27 +1552,30 @@ impl Accountant {
         &mut self,
         slots: &mut [BlockSlot],
         mut k: usize,
-        st: Steady,
+        sd: Steady,
+        st: &mut BlockState,
         m: &mut M,
         fill: &mut impl FnMut(usize, &mut M),
-        last_fetch: &mut u64,
         (watched, on_store): (u64, &mut impl FnMut(u64, u8)),
     ) -> usize {
         let Steady {
+            ti,
+            rsp,
             core,
-            stack,
             serial,
-            checked,
             fetch_shift,
-        } = st;
-        while k < slots.len() {
-            if *last_fetch != NO_LINE {
+        } = sd;
+        let stack = st.stack;
+        let cells = st.cells.filter(|_| st.cells_stack == stack);
+        let (mut checked, mut last_fetch) = (st.checked, st.last_fetch);
+        'slots: while k < slots.len() {
+            if last_fetch != NO_LINE {
                 // A run marked at this instruction's cell: counted as one.
                 let s = &slots[k];
                 if s.cell != BlockSlot::NONE
                     && s.stack == stack
                     && s.serial == serial
-                    && s.fits_run(checked, *last_fetch, fetch_shift)
+                    && s.fits_run(checked, last_fetch, fetch_shift)
                 {
                     let n = self.block_rows.run_at(s.cell as usize, fetch_shift);
                     if n != 0 && n <= slots.len() - k {
@@ -1588,7 +1594,7 @@ impl Accountant {
                     &mut slots[k..],
                     core,
                     (stack, serial, checked),
-                    *last_fetch,
+                    last_fetch,
                     fetch_shift,
                 );
                 if n != 0 {
@@ -1596,40 +1602,70 @@ impl Accountant {
                     continue;
                 }
             }
-            let s = &slots[k];
+            let s = &mut slots[k];
+            if s.sp_delta > checked {
+                // RSP rose above every RSP checked since the block began:
+                // a frame may be popped. Where none is (what
+                // `pop_returned` finds first) only the check moves up.
+                let sp = rsp.wrapping_add(s.sp_delta as u64);
+                let t = &self.threads[ti];
+                let pops = t.frames.last().is_some_and(|f| f.ret_slot < sp);
+                if pops || (t.func_ret_slot != 0 && sp > t.func_ret_slot) {
+                    break 'slots;
+                }
+                checked = s.sp_delta;
+            }
             let q = match s.quick {
                 Some(q)
-                    if s.sp_delta <= checked
-                        && s.decoded != BlockSlot::NONE
-                        && s.row != BlockSlot::NONE
-                        && s.stack == stack
-                        && s.serial == serial
-                        && matches!(s.flow, Flow::Other | Flow::Store64) =>
+                    if s.decoded != BlockSlot::NONE
+                        && matches!(s.flow, Flow::Other | Flow::Store64 | Flow::Call) =>
                 {
                     q
                 }
-                _ => return k,
+                _ => break 'slots,
             };
+            if !(s.row != BlockSlot::NONE && s.stack == stack && s.serial == serial) {
+                // The slot remembers its row under another stack: the
+                // block's cells under this one have it, if it ran here
+                // before (as `step_slot` finds it).
+                let Some(c) = cells else {
+                    break 'slots;
+                };
+                let row = *self.block_rows.cell(c + k);
+                if row == BlockRows::NONE {
+                    break 'slots;
+                }
+                s.cell = (c + k) as u32;
+                (s.row, s.stack, s.serial) = (row, stack, serial);
+            }
             let (ip, len, row, flow) = (s.ip, s.len, s.row as usize, s.flow);
             if q.reads_registers() {
                 fill(k, m);
                 match q.access(m) {
                     Some(a) => {
-                        self.count_one(core, ip, len, row, a, last_fetch);
+                        self.count_one(core, ip, len, row, a, &mut last_fetch);
                         if flow == Flow::Store64 && watched != 0 && a.addr == watched {
                             on_store(ip, len);
+                        } else if flow == Flow::Call {
+                            // The callee's frame is entered at the next
+                            // instruction (the block loop's prologue).
+                            self.threads[ti].pending_call = ip + u64::from(len) - 1;
+                            st.call_before = true;
+                            k += 1;
+                            break 'slots;
                         }
                     }
-                    None => return k,
+                    None => break 'slots,
                 }
             } else if s.cell != BlockSlot::NONE {
                 let cell = s.cell as usize;
-                self.count_fetch_only(core, ip, row, cell, len, last_fetch);
+                self.count_fetch_only(core, ip, row, cell, len, &mut last_fetch);
             } else {
-                return k;
+                break 'slots;
             }
             k += 1;
         }
+        (st.checked, st.last_fetch) = (checked, last_fetch);
         k
     }
 
@@ -2805,15 +2841,14 @@ struct BlockState {
     last_fetch: u64,
 }
 
-/// What [`Accountant::step_steady`] is given of the block loop's state.
+/// What [`Accountant::step_steady`] is given of the block loop's context.
 #[derive(Clone, Copy)]
 struct Steady {
+    /// The thread's slot and RSP at the block's entry.
+    ti: usize,
+    rsp: u64,
     core: usize,
-    /// The current stack and the thread's serial.
-    stack: u32,
     serial: u32,
-    /// The highest RSP (relative to the block's) checked for popped frames.
-    checked: i64,
     /// The first level's line shift of the instruction side.
     fetch_shift: u32,
 }
