@@ -899,6 +899,90 @@ fn a_run_of_fetched_instructions_counted_as_one_gives_each_its_executions() {
     );
 }
 
+/// One function called from two sites in turn, so its blocks run under
+/// two stacks alternately: `mov rax, [rbx]; call f` at 0x1000 and at
+/// 0x1010; `f` is replayed as two blocks, `push rdx` (0x2000), then
+/// `pop rdx; nop; ret` (0x2001), whose `nop` has RSP above the block's
+/// first instruction's with no frame to pop (it is the return address's
+/// slot). The replay's steady loop counts the call, the instructions
+/// whose slots remember their row under the other stack (found in the
+/// block's cells under this one) and the rise of RSP; a trace turns that
+/// loop off (each instruction counted the block loop's general way): the
+/// same records. By hand, over 6 rounds: every instruction 6 times under
+/// each of its stacks, `f`'s under two (one per call site).
+#[test]
+fn a_function_called_from_two_sites_in_turn_counts_as_the_general_way() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut dumps = Vec::new();
+    for trace in [false, true] {
+        let mut s = setup(Reserves::default(), trace, None);
+        s.exec_ranges = vec![(0x1000, 0x3000)];
+        s.stable_code = s.exec_ranges.clone();
+        let mut a = Accountant::new(s).unwrap();
+        a.claim(TID).unwrap();
+        // call f: E8 rel32, from 0x1003 (next 0x1008) and 0x1013 (0x1018).
+        let site = |next: u64| {
+            let rel = (0x2000i64 - next as i64) as i32;
+            let mut b = vec![0x48, 0x8B, 0x03, 0xE8];
+            b.extend(rel.to_le_bytes());
+            b
+        };
+        let mut m = Fake::new()
+            .code(0x1000, &site(0x1008))
+            .code(0x1010, &site(0x1018))
+            .code(0x2000, &[0x52, 0x5A, 0x90, 0xC3]);
+        m.set(Register::RBX, 0x9000).set(Register::RDX, 7);
+        let block = |ips: &[(u64, i64)]| -> Vec<BlockSlot> {
+            ips.iter().map(|&(ip, d)| BlockSlot::new(ip, d)).collect()
+        };
+        let mut callers = [
+            block(&[(0x1000, 0), (0x1003, 0)]),
+            block(&[(0x1010, 0), (0x1013, 0)]),
+        ];
+        let mut push = block(&[(0x2000, 0)]);
+        let mut tail = block(&[(0x2001, 0), (0x2002, 8), (0x2003, 8)]);
+        let run = |a: &mut Accountant, slots: &mut Vec<BlockSlot>, rsp: u64, m: &mut Fake| {
+            let deltas: Vec<i64> = slots.iter().map(|s| s.sp_delta).collect();
+            let v = a.step_block(TID, rsp, slots, m, |k, m| {
+                m.set(Register::RSP, rsp.wrapping_add(deltas[k] as u64));
+            });
+            assert_eq!(v, Verdict::Continue);
+        };
+        for _ in 0..6 {
+            for caller in callers.iter_mut() {
+                run(&mut a, caller, SP, &mut m);
+                run(&mut a, &mut push, SP - 8, &mut m);
+                run(&mut a, &mut tail, SP - 16, &mut m);
+            }
+        }
+        assert_eq!(a.instructions(), 6 * 2 * 6);
+        let (d, _) = finish(a);
+        let mut stacks: Vec<u32> = d
+            .records
+            .iter()
+            .filter(|r| r.ip == 0x2002)
+            .map(|r| r.stack)
+            .collect();
+        stacks.sort();
+        stacks.dedup();
+        assert_eq!(stacks.len(), 2, "f under two stacks, trace {trace}");
+        assert_eq!(d.records.len(), 4 + 2 * 4, "trace {trace}");
+        for r in &d.records {
+            assert_eq!(
+                r.counters[CounterLayout::INSTRUCTIONS],
+                6,
+                "{:#x} trace {trace}",
+                r.ip
+            );
+        }
+        dumps.push(d.records);
+    }
+    assert_eq!(
+        dumps[0], dumps[1],
+        "the same records with and without a trace"
+    );
+}
+
 /// Two threads on two cores of a Cachegrind-shaped hierarchy (private
 /// first levels, one shared last level), stepped in turn: A loads 0x9000,
 /// then B, then A again. Each access is simulated on its own thread's
