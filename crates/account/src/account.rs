@@ -344,6 +344,15 @@ struct ThreadState {
 }
 
 impl ThreadState {
+    /// Whether RSP at `sp` pops a frame (its return-address slot lies
+    /// below) or leaves the watched call (`func_ret_slot`): what
+    /// [`Accountant::pop_returned`] then acts on.
+    #[inline(always)]
+    fn would_pop(&self, sp: u64) -> bool {
+        self.frames.last().is_some_and(|f| f.ret_slot < sp)
+            || (self.func_ret_slot != 0 && sp > self.func_ret_slot)
+    }
+
     /// Starts tracing this thread afresh (its frames' memory is kept). At a
     /// function-entry breakpoint `at_entry` is set and `func_ret_slot` is the
     /// slot of the function's return address.
@@ -1272,6 +1281,7 @@ impl Accountant {
             ip0: slots[0].ip,
             count: slots.len() as u32,
             watched,
+            fetch_shift: self.driver.fetch_shift(core).unwrap_or(0),
         };
         let mut st = BlockState {
             call_before: true,
@@ -1288,7 +1298,6 @@ impl Accountant {
         // they need are counted by `step_steady`: no timeline, trace,
         // warming, object tracking or instruction limit.
         let runs = plain && !TL && self.objects.is_none() && !limited;
-        let fetch_shift = self.driver.fetch_shift(core).unwrap_or(0);
         let mut k = 0;
         while k < slots.len() {
             if st.call_before {
@@ -1313,21 +1322,7 @@ impl Accountant {
             if runs {
                 // The instructions from here on that need nothing but what
                 // their slots remember, counted in a loop of their own.
-                k = self.step_steady(
-                    slots,
-                    k,
-                    Steady {
-                        ti,
-                        rsp,
-                        core,
-                        serial,
-                        fetch_shift,
-                    },
-                    &mut st,
-                    m,
-                    &mut fill,
-                    (watched, &mut on_store),
-                );
+                k = self.step_steady(slots, k, &b, &mut st, m, &mut fill, &mut on_store);
                 if k == slots.len() {
                     break;
                 }
@@ -1375,6 +1370,7 @@ impl Accountant {
             ip0,
             count,
             watched,
+            ..
         } = *b;
         let s = &mut slots[k];
         // The registers are loaded only where something reads them: not
@@ -1552,19 +1548,21 @@ impl Accountant {
         &mut self,
         slots: &mut [BlockSlot],
         mut k: usize,
-        sd: Steady,
+        b: &BlockCtx,
         st: &mut BlockState,
         m: &mut M,
         fill: &mut impl FnMut(usize, &mut M),
-        (watched, on_store): (u64, &mut impl FnMut(u64, u8)),
+        on_store: &mut impl FnMut(u64, u8),
     ) -> usize {
-        let Steady {
+        let BlockCtx {
             ti,
             rsp,
             core,
             serial,
             fetch_shift,
-        } = sd;
+            watched,
+            ..
+        } = *b;
         let stack = st.stack;
         let cells = st.cells.filter(|_| st.cells_stack == stack);
         let (mut checked, mut last_fetch) = (st.checked, st.last_fetch);
@@ -1607,10 +1605,7 @@ impl Accountant {
                 // RSP rose above every RSP checked since the block began:
                 // a frame may be popped. Where none is (what
                 // `pop_returned` finds first) only the check moves up.
-                let sp = rsp.wrapping_add(s.sp_delta as u64);
-                let t = &self.threads[ti];
-                let pops = t.frames.last().is_some_and(|f| f.ret_slot < sp);
-                if pops || (t.func_ret_slot != 0 && sp > t.func_ret_slot) {
+                if self.threads[ti].would_pop(rsp.wrapping_add(s.sp_delta as u64)) {
                     break 'slots;
                 }
                 checked = s.sp_delta;
@@ -1704,11 +1699,7 @@ impl Accountant {
             None => 1 << (16 * Side::of(a.kind).map_or(0, |s| s as u32)),
             Some(r) => count_narrow(layout, &mut self.counters, row, a.kind, &r),
         };
-        let hot = self.counters.hot(row);
-        hot[HOT_INSTRUCTIONS] += 1;
-        for side in [Side::Instr, Side::Read, Side::Write] {
-            hot[hot_side(side)] += (hits >> (16 * side as u32)) & 0xffff;
-        }
+        add_executed(&mut self.counters, row, hits);
         credit_line_use(&mut self.driver, &mut self.counters);
         self.instructions += 1;
     }
@@ -1815,9 +1806,7 @@ impl Accountant {
     /// block).
     #[inline]
     fn pop_returned(&mut self, ti: usize, sp: u64) -> Option<Verdict> {
-        let t = &self.threads[ti];
-        let pops = t.frames.last().is_some_and(|f| f.ret_slot < sp);
-        if !pops && (t.func_ret_slot == 0 || sp <= t.func_ret_slot) {
+        if !self.threads[ti].would_pop(sp) {
             return None;
         }
         self.pop_returned_now(ti, sp)
@@ -2816,6 +2805,9 @@ struct BlockCtx {
     count: u32,
     /// The rseq field whose 64-bit stores are reported (0: none).
     watched: u64,
+    /// The first level's line shift of the instruction side (runs lie in
+    /// one line of it).
+    fetch_shift: u32,
 }
 
 /// What the block loop's instructions change as they are counted.
@@ -2839,18 +2831,6 @@ struct BlockState {
     /// two instructions of a block only the first one's data accesses
     /// reach the simulator (and a path that fetches otherwise forgets it).
     last_fetch: u64,
-}
-
-/// What [`Accountant::step_steady`] is given of the block loop's context.
-#[derive(Clone, Copy)]
-struct Steady {
-    /// The thread's slot and RSP at the block's entry.
-    ti: usize,
-    rsp: u64,
-    core: usize,
-    serial: u32,
-    /// The first level's line shift of the instruction side.
-    fetch_shift: u32,
 }
 
 /// Adds `n` plain executions (no data access, fetched from the first
@@ -2932,6 +2912,13 @@ fn attribute_narrow(
             }
         }
     }
+    add_executed(table, row, hits);
+}
+
+/// One execution into row `row`'s narrow part, with its first-level hits
+/// `hits` packed as [`attribute_narrow`] packs them (16 bits a side).
+#[inline(always)]
+fn add_executed(table: &mut CounterTable, row: usize, hits: u64) {
     let hot = table.hot(row);
     hot[HOT_INSTRUCTIONS] += 1;
     for side in [Side::Instr, Side::Read, Side::Write] {

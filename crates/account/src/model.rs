@@ -506,15 +506,10 @@ impl Quick {
         machine: &M,
         out: &mut AccessList,
     ) -> Result<(), Unmodelled> {
-        if !self.one {
-            return Ok(());
+        match self.access(machine) {
+            Some(a) => out.push(a),
+            None => Ok(()),
         }
-        let t = &self.t;
-        out.push(MemAccess {
-            kind: t.kind,
-            addr: address(t, machine, 0),
-            size: t.size,
-        })
     }
 }
 

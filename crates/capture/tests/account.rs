@@ -247,6 +247,17 @@ fn finish(a: Accountant) -> (Dump, Option<Vec<coldcache_trace::Record>>) {
     (f.dump, trace)
 }
 
+/// An accountant over code at `0x1000..end` (its decodes trusted, the
+/// code stable), keeping a trace or not, with the test thread claimed.
+fn code_accountant(end: u64, trace: bool) -> Accountant {
+    let mut s = setup(Reserves::default(), trace, None);
+    s.exec_ranges = vec![(0x1000, end)];
+    s.stable_code = s.exec_ranges.clone();
+    let mut a = Accountant::new(s).unwrap();
+    a.claim(TID).unwrap();
+    a
+}
+
 /// The counters of the record at `ip` with call stack `stack`.
 fn record(d: &Dump, ip: u64, stack: u32) -> Vec<u64> {
     d.records
@@ -666,11 +677,7 @@ fn a_block_stopped_by_the_instruction_limit_counts_what_ran_before_it() {
 fn a_block_replayed_under_alternating_stacks_counts_each_stack_apart() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     for trace in [false, true] {
-        let mut s = setup(Reserves::default(), trace, None);
-        s.exec_ranges = vec![(0x1000, 0x3000)];
-        s.stable_code = s.exec_ranges.clone();
-        let mut a = Accountant::new(s).unwrap();
-        a.claim(TID).unwrap();
+        let mut a = code_accountant(0x3000, trace);
         // e8 rel32: 0x1000 - 0x2005 and 0x1000 - 0x200A.
         let mut m = Fake::new()
             .code(
@@ -791,11 +798,7 @@ fn an_instruction_counted_by_two_blocks_and_a_step_has_one_record_of_every_execu
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut dumps = Vec::new();
     for trace in [false, true] {
-        let mut s = setup(Reserves::default(), trace, None);
-        s.exec_ranges = vec![(0x1000, 0x2000)];
-        s.stable_code = s.exec_ranges.clone();
-        let mut a = Accountant::new(s).unwrap();
-        a.claim(TID).unwrap();
+        let mut a = code_accountant(0x2000, trace);
         let mut m = Fake::new().code(0x1000, &[0x48, 0x8B, 0x03, 0x90, 0x90]);
         m.set(Register::RSP, SP).set(Register::RBX, 0x9000);
         let mut whole: Vec<BlockSlot> = [0x1000, 0x1003, 0x1004]
@@ -860,11 +863,7 @@ fn a_run_of_fetched_instructions_counted_as_one_gives_each_its_executions() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut dumps = Vec::new();
     for trace in [false, true] {
-        let mut s = setup(Reserves::default(), trace, None);
-        s.exec_ranges = vec![(0x1000, 0x2000)];
-        s.stable_code = s.exec_ranges.clone();
-        let mut a = Accountant::new(s).unwrap();
-        a.claim(TID).unwrap();
+        let mut a = code_accountant(0x2000, trace);
         let mut code = vec![0x48, 0x8B, 0x03];
         code.extend([0x90; 8]);
         let mut m = Fake::new().code(0x1038, &code);
@@ -915,11 +914,7 @@ fn a_function_called_from_two_sites_in_turn_counts_as_the_general_way() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut dumps = Vec::new();
     for trace in [false, true] {
-        let mut s = setup(Reserves::default(), trace, None);
-        s.exec_ranges = vec![(0x1000, 0x3000)];
-        s.stable_code = s.exec_ranges.clone();
-        let mut a = Accountant::new(s).unwrap();
-        a.claim(TID).unwrap();
+        let mut a = code_accountant(0x3000, trace);
         // call f: E8 rel32, from 0x1003 (next 0x1008) and 0x1013 (0x1018).
         let site = |next: u64| {
             let rel = (0x2000i64 - next as i64) as i32;

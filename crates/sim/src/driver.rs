@@ -57,6 +57,14 @@ impl Tally {
         }
     }
 
+    /// Counts `n` accesses of `kind`, each a single-line first-level hit.
+    #[inline(always)]
+    pub fn add_l1_hits(&mut self, kind: AccessKind, n: u64) {
+        let k = kind as usize;
+        self.accesses[k] += n;
+        self.served[k][ServedBy::L1.slot()] += n;
+    }
+
     /// Accesses of `kind`.
     pub fn of(&self, kind: AccessKind) -> u64 {
         self.accesses[kind as usize]
@@ -272,11 +280,7 @@ impl Driver {
         }
         let r = self.hier.access_or_l1_hit(core, a);
         match &r {
-            None => {
-                let k = a.kind as usize;
-                self.tally.accesses[k] += 1;
-                self.tally.served[k][ServedBy::L1.slot()] += 1;
-            }
+            None => self.tally.add_l1_hits(a.kind, 1),
             Some(r) => self.tally.add(a.kind, r),
         }
         r
@@ -299,9 +303,7 @@ impl Driver {
     #[inline(always)]
     pub fn fetch_hits(&mut self, core: usize, n: u64) {
         self.hier.fetch_hits(core, n);
-        let k = AccessKind::InstrFetch as usize;
-        self.tally.accesses[k] += n;
-        self.tally.served[k][ServedBy::L1.slot()] += n;
+        self.tally.add_l1_hits(AccessKind::InstrFetch, n);
     }
 
     /// Simulates the instruction fetch `a` on `core` and tallies it, as
@@ -320,11 +322,9 @@ impl Driver {
     #[inline(always)]
     pub fn fetch(&mut self, core: usize, a: Access, last: &mut u64) -> Option<AccessResult> {
         debug_assert_eq!(a.kind, AccessKind::InstrFetch);
-        let k = AccessKind::InstrFetch as usize;
         match self.hier.fetch_or_l1_hit(core, a, last) {
             None => {
-                self.tally.accesses[k] += 1;
-                self.tally.served[k][ServedBy::L1.slot()] += 1;
+                self.tally.add_l1_hits(a.kind, 1);
                 None
             }
             Some(r) => {
