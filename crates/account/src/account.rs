@@ -1367,8 +1367,6 @@ impl Accountant {
             warming,
             plain,
             block,
-            ip0,
-            count,
             watched,
             ..
         } = *b;
@@ -1408,15 +1406,7 @@ impl Accountant {
             s.row as usize
         } else {
             if st.cells_stack != st.stack && block != BlockSlot::NONE {
-                st.cells = self.block_rows.start(
-                    ip0,
-                    block,
-                    count,
-                    st.stack,
-                    serial,
-                    &mut self.block_budget,
-                );
-                st.cells_stack = st.stack;
+                self.block_cells(b, st);
             }
             let cell = match st.cells {
                 Some(c) if st.cells_stack == st.stack => *self.block_rows.cell(c + k),
@@ -1564,7 +1554,7 @@ impl Accountant {
             ..
         } = *b;
         let stack = st.stack;
-        let cells = st.cells.filter(|_| st.cells_stack == stack);
+        let mut cells = st.cells.filter(|_| st.cells_stack == stack);
         let (mut checked, mut last_fetch) = (st.checked, st.last_fetch);
         'slots: while k < slots.len() {
             if last_fetch != NO_LINE {
@@ -1622,7 +1612,10 @@ impl Accountant {
             if !(s.row != BlockSlot::NONE && s.stack == stack && s.serial == serial) {
                 // The slot remembers its row under another stack: the
                 // block's cells under this one have it, if it ran here
-                // before (as `step_slot` finds it).
+                // before (found as `step_slot` finds them).
+                if cells.is_none() && st.cells_stack != stack && b.block != BlockSlot::NONE {
+                    cells = self.block_cells(b, st);
+                }
                 let Some(c) = cells else {
                     break 'slots;
                 };
@@ -1662,6 +1655,22 @@ impl Accountant {
         }
         (st.checked, st.last_fetch) = (checked, last_fetch);
         k
+    }
+
+    /// The first cell of the block's rows under the current stack
+    /// (`st.stack`), looked up in [`BlockRows`] and kept in `st` (`None`:
+    /// the table could not grow).
+    fn block_cells(&mut self, b: &BlockCtx, st: &mut BlockState) -> Option<usize> {
+        st.cells = self.block_rows.start(
+            b.ip0,
+            b.block,
+            b.count,
+            st.stack,
+            b.serial,
+            &mut self.block_budget,
+        );
+        st.cells_stack = st.stack;
+        st.cells
     }
 
     /// [`Accountant::count_evaluated`] (no timeline) of an instruction of
