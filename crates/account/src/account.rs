@@ -2214,7 +2214,7 @@ impl Accountant {
             }
             Some(r) => {
                 let layout = self.driver.layout();
-                self.counters.add_narrow(row, [1, 0, 0, 0]);
+                self.counters.hot(row)[HOT_INSTRUCTIONS] += 1;
                 layout.add_access(self.counters.row(row), AccessKind::InstrFetch, &r);
             }
         }
@@ -2851,10 +2851,9 @@ struct BlockState {
 /// or settled.
 #[cold]
 fn add_plain(counters: &mut CounterTable, row: usize, n: u64) {
-    let mut add = [0; crate::grow::counters::HOT];
-    add[HOT_INSTRUCTIONS] = n;
-    add[hot_side(Side::Instr)] = n;
-    counters.add_narrow(row, add);
+    let c = counters.hot(row);
+    c[HOT_INSTRUCTIONS] += n;
+    c[hot_side(Side::Instr)] += n;
 }
 
 /// The instruction fetch of an instruction of `len` bytes at `ip`.
@@ -2933,14 +2932,11 @@ fn attribute_narrow(
 /// `hits` packed as [`attribute_narrow`] packs them (16 bits a side).
 #[inline(always)]
 fn add_executed(table: &mut CounterTable, row: usize, hits: u64) {
-    // The narrow part's counters after the first are the sides' hits, in
-    // `Side`'s order, each in 16 bits of `hits`.
-    const { assert!(HOT_INSTRUCTIONS == 0 && hot_side(Side::Instr) == 1) };
-    let lane = |side: Side| ((hits >> (16 * side as u32)) & 0xffff) as u32;
-    table.add_execution(
-        row,
-        [lane(Side::Instr), lane(Side::Read), lane(Side::Write)],
-    );
+    let hot = table.hot(row);
+    hot[HOT_INSTRUCTIONS] += 1;
+    for side in [Side::Instr, Side::Read, Side::Write] {
+        hot[hot_side(side)] += (hits >> (16 * side as u32)) & 0xffff;
+    }
 }
 
 /// Counts access result `r` of kind `kind` into row `row` of `table`: in

@@ -19,15 +19,6 @@ fn full(table: &'static str, entries: usize, bytes: usize, r: Refused, b: &Budge
 /// How many counters of a row are kept apart, in its narrow part.
 pub const HOT: usize = 4;
 
-/// A narrow part's first counter (executions, by its callers' convention)
-/// stays below this; at it the narrow part is moved into the wide one
-/// ([`CounterTable::add_execution`]).
-pub const HOT_LIMIT: u32 = 1 << 16;
-
-/// The most one execution adds to any other narrow counter: with the
-/// first below [`HOT_LIMIT`], none of them passes `u32::MAX`.
-pub const HOT_PER_EXECUTION: u32 = 0xffff;
-
 /// Counters per (instruction, stack, thread).
 ///
 /// A row is two parts: `HOT` counters chosen at construction (the commonest:
@@ -35,22 +26,15 @@ pub const HOT_PER_EXECUTION: u32 = 0xffff;
 /// a wide part of all `stride` counters, appended the first time anything
 /// asks for it ([`CounterTable::row`]); a counter's value is the sum of the
 /// two. On a program with millions of rows most never need the wide part
-/// (CPython: 6% of 14.7M do), so a row costs its key and 20 bytes in
+/// (CPython: 6% of 14.7M do), so a row costs its key and 36 bytes in
 /// memory that is touched, not `stride` counters. Room for every row's wide
 /// part is still mapped (and charged to the budget) when the row is made,
 /// so that asking for it never fails: the kernel commits only the pages
 /// that are used.
-///
-/// The narrow counters are 32 bits (CPython's 14.7M rows: 236 MB less
-/// than 64). They are added to only through [`CounterTable::add_execution`]
-/// and [`CounterTable::add_narrow`], which keep the first below
-/// [`HOT_LIMIT`] and each other at most [`HOT_PER_EXECUTION`] times the
-/// first: so none can overflow, and a row run [`HOT_LIMIT`] times has its
-/// narrow part moved into its wide part (a few rows: the hot loops').
 pub struct CounterTable {
     keys: GrowVec<(u64, u32, u32)>,
     index: Index,
-    hot: GrowVec<[u32; HOT]>,
+    hot: GrowVec<[u64; HOT]>,
     /// Per row: its wide part's number plus one, 0 until it has one.
     wide: GrowVec<u32>,
     values: GrowVec<u64>,
@@ -132,57 +116,11 @@ impl CounterTable {
         w
     }
 
-    /// One execution of row `r`: one more in the narrow part's first
-    /// counter, `more[i]` (at most [`HOT_PER_EXECUTION`] each) in its
-    /// counter `i + 1`.
+    /// The narrow part of row `r`: the counters `hot_at` named, in that
+    /// order.
     #[inline(always)]
-    pub fn add_execution(&mut self, r: usize, more: [u32; HOT - 1]) {
-        debug_assert!(more.iter().all(|&m| m <= HOT_PER_EXECUTION));
-        let h = self.hot.at_mut(r);
-        h[0] += 1;
-        for (c, m) in h[1..].iter_mut().zip(more) {
-            *c += m;
-        }
-        if h[0] >= HOT_LIMIT {
-            self.spill(r);
-        }
-    }
-
-    /// Adds `add[i]` to the narrow part's counter `i` of row `r` (the
-    /// counters `hot_at` named, in that order): in the narrow part where
-    /// that keeps its bounds, else in the wide part.
-    #[inline]
-    pub fn add_narrow(&mut self, r: usize, add: [u64; HOT]) {
-        let h = self.hot.at(r);
-        let first = u64::from(h[0]).saturating_add(add[0]);
-        let fits = first < u64::from(HOT_LIMIT)
-            && add[1..]
-                .iter()
-                .all(|&a| a <= add[0] * u64::from(HOT_PER_EXECUTION));
-        if fits {
-            let h = self.hot.at_mut(r);
-            for (c, a) in h.iter_mut().zip(add) {
-                // Within the bounds just checked: no overflow.
-                *c += a as u32;
-            }
-        } else {
-            let hot_at = self.hot_at;
-            let wide = self.row(r);
-            for (at, a) in hot_at.into_iter().zip(add) {
-                wide[at] += a;
-            }
-        }
-    }
-
-    /// Moves row `r`'s narrow part into its wide part.
-    #[cold]
-    fn spill(&mut self, r: usize) {
-        let h = std::mem::take(self.hot.at_mut(r));
-        let hot_at = self.hot_at;
-        let wide = self.row(r);
-        for (at, v) in hot_at.into_iter().zip(h) {
-            wide[at] += u64::from(v);
-        }
+    pub fn hot(&mut self, r: usize) -> &mut [u64; HOT] {
+        self.hot.at_mut(r)
     }
 
     /// Row `r`'s counters, both parts summed, into `out` (`stride` long;
@@ -200,7 +138,7 @@ impl CounterTable {
             }
         }
         for (&at, &v) in self.hot_at.iter().zip(self.hot.at(r)) {
-            out[at] += u64::from(v);
+            out[at] += v;
         }
     }
 
@@ -225,7 +163,7 @@ impl CounterTable {
             w => self.values.as_slice()[(w as usize - 1) * self.stride + i],
         };
         let hot = self.hot_at.iter().position(|&h| h == i);
-        wide + hot.map_or(0, |j| u64::from(self.hot.at(r)[j]))
+        wide + hot.map_or(0, |j| self.hot.at(r)[j])
     }
 
     /// The instructions of one 64-byte window of code under one stack and
