@@ -2462,7 +2462,7 @@ impl Accountant {
         this.settle();
         // Settled: the block cells are read no more. Unmapped before the
         // records are sorted and encoded, so that their memory (CPython:
-        // 380 MB of 1.2 GB) is not held at the capture's peak.
+        // 380 MB of 1.45 GB) is not held at the capture's peak.
         this.block_rows = BlockRows::new();
         let layout = this.driver.layout();
         if let (Some(f), Some(u)) = (layout.lines_fetched(), layout.bytes_used()) {
