@@ -2460,10 +2460,13 @@ impl Accountant {
         // The lines still in a first data level are credited now.
         let mut this = self;
         this.settle();
-        // Settled: the block cells are read no more. Unmapped before the
-        // records are sorted and encoded, so that their memory (CPython:
-        // 380 MB of 1.45 GB) is not held at the capture's peak.
+        // Settled: the block cells, the decodes and the counter rows'
+        // index are read no more. Unmapped before the records are sorted
+        // and encoded, so that their memory (CPython: 380, 71 and 134 MB
+        // of 1.45 GB) is not held at the capture's peak.
         this.block_rows = BlockRows::new();
+        this.decode = DecodeCache::new(0);
+        this.counters.release_index(&mut this.budget);
         let layout = this.driver.layout();
         if let (Some(f), Some(u)) = (layout.lines_fetched(), layout.bytes_used()) {
             let counters = &mut this.counters;

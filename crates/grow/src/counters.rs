@@ -213,6 +213,9 @@ impl CounterTable {
     #[cold]
     fn insert(&mut self, key: (u64, u32, u32), b: &mut Budget) -> Result<usize, Full> {
         let n = self.keys.len();
+        // Keys without an index (released): rebuilt below, and the key
+        // looked for in it first.
+        let rebuilt = !self.index.ready() && n > 0;
         let counted = self.stride > 0;
         let grown = (|| {
             if !self.index.fits(n) {
@@ -234,6 +237,10 @@ impl CounterTable {
         }
         let mut i = self.index.start(Self::hash(key));
         while self.index.slot(i) != FREE {
+            let r = self.index.slot(i) as usize - 1;
+            if rebuilt && *self.keys.at(r) == key {
+                return Ok(r);
+            }
             i = self.index.next(i);
         }
         let r = self.keys.push(key, b).expect("room made");
@@ -243,6 +250,14 @@ impl CounterTable {
         }
         self.index.fill(i, r);
         Ok(r)
+    }
+
+    /// Unmaps the index over the keys, giving its bytes back to `b`, for
+    /// a table that is only read from now on (the capture's finish: 134
+    /// MB of CPython's 14.7M records). Rows keep their numbers; a later
+    /// [`CounterTable::row_index`] rebuilds the index from the keys.
+    pub fn release_index(&mut self, b: &mut Budget) {
+        self.index.release(b);
     }
 
     /// Records kept.

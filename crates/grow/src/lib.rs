@@ -694,6 +694,13 @@ impl Index {
         (i + 1) & self.mask
     }
 
+    /// Unmaps the slots, giving their bytes back to `b`: an index with no
+    /// slots, as new (its next [`Index::grow`] re-inserts every entry).
+    pub fn release(&mut self, b: &mut Budget) {
+        self.region.release(Some(b));
+        self.mask = 0;
+    }
+
     /// Whether the index has slots.
     #[inline(always)]
     pub fn ready(&self) -> bool {
