@@ -810,7 +810,7 @@ mod tests {
             x ^= x << 5;
             // Mostly a few stacks (found among the recent keys), at times
             // any of 2 * RECENT + 1 (through the index).
-            let stack = if x % 4 == 0 {
+            let stack = if x.is_multiple_of(4) {
                 x % (2 * RECENT as u32 + 1)
             } else {
                 x % 3
