@@ -1342,8 +1342,9 @@ impl Accountant {
 
     /// One instruction of a block, slot `k`, the block loop's general way
     /// (all [`Accountant::step_steady`] leaves to it: an instruction met
-    /// for the first time, under another stack, with a plan that is not
-    /// quick, a call, a trace, a timeline, object tracking, ...): the
+    /// for the first time, or for the first time under this stack (its
+    /// block cell has no row yet), with a plan that is not quick, a frame
+    /// to pop, a trace, a timeline, object tracking, ...): the
     /// frames it returned from, its decode, its row, its count. `Some`:
     /// the verdict that ends the block here. Not inlined: the loop that
     /// calls it keeps its registers for the common case.
@@ -1522,7 +1523,7 @@ impl Accountant {
     /// fetched (a marked run, or [`Accountant::count_fetch_run`]'s), or its
     /// slot remembers its decode and a quick plan and its row under
     /// `st.stack` and the thread's serial (or the block's cell under them,
-    /// `st.cells`, has it), its RSP is not above `st.checked` or above it
+    /// `st.cells`, looked up here if it was not yet, has it), its RSP is not above `st.checked` or above it
     /// with no frame to pop (the check moves up), and its flow asks
     /// nothing ([`Flow::Other`]), is a 64-bit store (reported to
     /// `on_store` where it writes `watched`, as the block loop does) or a
@@ -2460,13 +2461,6 @@ impl Accountant {
         // The lines still in a first data level are credited now.
         let mut this = self;
         this.settle();
-        // Settled: the block cells, the decodes and the counter rows'
-        // index are read no more. Unmapped before the records are sorted
-        // and encoded, so that their memory (CPython: 380, 71 and 134 MB
-        // of 1.45 GB) is not held at the capture's peak.
-        this.block_rows = BlockRows::new();
-        this.decode = DecodeCache::new(0);
-        this.counters.release_index(&mut this.budget);
         let layout = this.driver.layout();
         if let (Some(f), Some(u)) = (layout.lines_fetched(), layout.bytes_used()) {
             let counters = &mut this.counters;
@@ -2490,6 +2484,14 @@ impl Accountant {
                 this.tl_stop(ti);
             }
         }
+        // Settled, credited and stopped: the block cells, the decodes and
+        // the counter rows' index are read no more. Unmapped before the
+        // records are sorted and encoded, so that their memory (CPython:
+        // 380, 71 and 134 MB of 1.45 GB) is not held at the capture's
+        // peak.
+        this.block_rows = BlockRows::new();
+        this.decode = DecodeCache::new(0);
+        this.counters.release_index(&mut this.budget);
         let timeline = this.timeline.take();
         let Accountant {
             stacks,

@@ -323,8 +323,8 @@ struct BlockKey {
 /// Per block number, the [`RECENT`] keys last found for it ([`Recent`]):
 /// a block run in turn under a few stacks (a function called from a few
 /// sites, recursion; SQLite's interpreter) finds its cells there, in one
-/// line indexed by the block's number, not through the index and the
-/// keys.
+/// 48-byte entry indexed by the block's number, not through the index
+/// and the keys.
 ///
 /// Like the other tables it grows by mapping memory ([`crate::grow`]),
 /// charged to the budget; a growth refused is not a cut: the caller
@@ -447,6 +447,12 @@ impl BlockRows {
                     let hit = r[i];
                     r.copy_within(0..i, 1);
                     r[0] = hit;
+                    // A block number is one block's: the index agrees.
+                    debug_assert_eq!(
+                        self.find(ip, block, count, stack, thread, b),
+                        Some(hit.start as usize),
+                        "block {block} at {ip:#x}"
+                    );
                     return Some(hit.start as usize);
                 }
             }
@@ -732,14 +738,16 @@ mod tests {
 
     /// A table whose index was released (the capture's finish) gives its
     /// bytes back and still reads every row; a lookup after it rebuilds
-    /// the index from the keys: the same rows for the keys it holds, a
-    /// new one for a new key, none twice.
+    /// the index from the keys: the same rows for the keys it holds, with
+    /// nothing else mapped (256 keys fill the first mappings: room for a
+    /// new row would be more), a new one for a new key, none twice.
     #[test]
     fn a_released_index_is_rebuilt_from_the_keys() {
         let mut b = Budget::new(usize::MAX);
         let mut t = CounterTable::new(usize::MAX, 4, [0, 1, 2, 3]);
         let key = |i: u64| (0x40_0000 + i * 5, (i % 5) as u32, (i % 2) as u32);
-        for i in 0..5000u64 {
+        let n = 256;
+        for i in 0..n {
             let (ip, stack, thread) = key(i);
             let r = t.row_index(ip, stack, thread, &mut b).unwrap();
             t.row(r)[2] = i + 1;
@@ -748,15 +756,33 @@ mod tests {
         t.release_index(&mut b);
         assert!(b.used() < before, "the index's bytes given back");
         assert_eq!(b.used(), t.bytes());
-        assert_eq!(t.keys()[4321], key(4321));
-        assert_eq!(t.counter(4321, 2), 4322);
-        for i in (0..5000u64).rev() {
+        assert_eq!(t.keys()[201], key(201));
+        assert_eq!(t.counter(201, 2), 202);
+        for i in (0..n).rev() {
             let (ip, stack, thread) = key(i);
             assert_eq!(t.row_index(ip, stack, thread, &mut b), Ok(i as usize));
         }
-        let (ip, stack, thread) = key(5000);
-        assert_eq!(t.row_index(ip, stack, thread, &mut b), Ok(5000));
-        assert_eq!(t.len(), 5001);
+        assert_eq!((b.used(), t.bytes()), (before, before), "only the index");
+        let (ip, stack, thread) = key(n);
+        assert_eq!(t.row_index(ip, stack, thread, &mut b), Ok(n as usize));
+        assert_eq!(t.len(), n as usize + 1);
+    }
+
+    /// A block's key made where its memo of recent keys cannot grow (a
+    /// block number far beyond the others, a budget with room for the
+    /// key's cells only) is still found, through the index, at the same
+    /// cells; the budget is charged what is mapped.
+    #[test]
+    fn block_rows_without_room_for_the_memo_find_keys_through_the_index() {
+        let mut b = Budget::new(64 << 10);
+        let mut t = BlockRows::new();
+        let far = 1 << 20;
+        let first = t.start(0x1000, far, 3, 7, 0, &mut b);
+        assert_eq!(first, Some(0));
+        assert_eq!(t.start(0x1000, far, 3, 7, 0, &mut b), first);
+        assert_eq!(t.start(0x1000, far, 3, 8, 0, &mut b), Some(3));
+        assert_eq!(t.len(), 2);
+        assert_eq!(b.used(), t.bytes());
     }
 
     /// Hand-computed: keys differing in any part get their own cells, laid

@@ -213,9 +213,23 @@ impl CounterTable {
     #[cold]
     fn insert(&mut self, key: (u64, u32, u32), b: &mut Budget) -> Result<usize, Full> {
         let n = self.keys.len();
-        // Keys without an index (released): rebuilt below, and the key
-        // looked for in it first.
-        let rebuilt = !self.index.ready() && n > 0;
+        if !self.index.ready() && n > 0 {
+            // Keys without an index (released): the index rebuilt from
+            // them, and the key looked for in it before room is made for
+            // a new row.
+            let keys = &self.keys;
+            if let Err(r) = self.index.grow(n, |e| Self::hash(*keys.at(e)), b) {
+                return Err(full("records", n, self.bytes(), r, b));
+            }
+            let mut i = self.index.start(Self::hash(key));
+            while self.index.slot(i) != FREE {
+                let r = self.index.slot(i) as usize - 1;
+                if *self.keys.at(r) == key {
+                    return Ok(r);
+                }
+                i = self.index.next(i);
+            }
+        }
         let counted = self.stride > 0;
         let grown = (|| {
             if !self.index.fits(n) {
@@ -237,10 +251,6 @@ impl CounterTable {
         }
         let mut i = self.index.start(Self::hash(key));
         while self.index.slot(i) != FREE {
-            let r = self.index.slot(i) as usize - 1;
-            if rebuilt && *self.keys.at(r) == key {
-                return Ok(r);
-            }
             i = self.index.next(i);
         }
         let r = self.keys.push(key, b).expect("room made");
