@@ -439,6 +439,13 @@ impl BlockRows {
         thread: u32,
         b: &mut Budget,
     ) -> Option<usize> {
+        let key = BlockKey {
+            ip,
+            block,
+            stack,
+            thread,
+            count,
+        };
         let at = block as usize;
         if at < self.recent.len() {
             let r = self.recent.at_mut(at);
@@ -449,7 +456,7 @@ impl BlockRows {
                     r[0] = hit;
                     // A block number is one block's: the index agrees.
                     debug_assert_eq!(
-                        self.find(ip, block, count, stack, thread, b),
+                        self.find(key, b),
                         Some(hit.start as usize),
                         "block {block} at {ip:#x}"
                     );
@@ -457,7 +464,7 @@ impl BlockRows {
                 }
             }
         }
-        let start = self.find(ip, block, count, stack, thread, b)?;
+        let start = self.find(key, b)?;
         if at >= self.recent.len() {
             let more = at + 1 - self.recent.len();
             if self
@@ -480,22 +487,7 @@ impl BlockRows {
 
     /// [`BlockRows::start`] through the index and the keys.
     #[inline]
-    fn find(
-        &mut self,
-        ip: u64,
-        block: u32,
-        count: u32,
-        stack: u32,
-        thread: u32,
-        b: &mut Budget,
-    ) -> Option<usize> {
-        let key = BlockKey {
-            ip,
-            block,
-            stack,
-            thread,
-            count,
-        };
+    fn find(&mut self, key: BlockKey, b: &mut Budget) -> Option<usize> {
         if self.index.ready() {
             let mut i = self.index.start(Self::hash(&key));
             loop {

@@ -191,6 +191,9 @@ impl CounterTable {
         b: &mut Budget,
     ) -> Result<usize, Full> {
         let key = (ip, stack, thread);
+        if !self.index.ready() && !self.keys.is_empty() {
+            self.rebuild_index(b)?;
+        }
         if self.index.ready() {
             let mut i = self.index.start(Self::hash(key));
             loop {
@@ -213,23 +216,6 @@ impl CounterTable {
     #[cold]
     fn insert(&mut self, key: (u64, u32, u32), b: &mut Budget) -> Result<usize, Full> {
         let n = self.keys.len();
-        if !self.index.ready() && n > 0 {
-            // Keys without an index (released): the index rebuilt from
-            // them, and the key looked for in it before room is made for
-            // a new row.
-            let keys = &self.keys;
-            if let Err(r) = self.index.grow(n, |e| Self::hash(*keys.at(e)), b) {
-                return Err(full("records", n, self.bytes(), r, b));
-            }
-            let mut i = self.index.start(Self::hash(key));
-            while self.index.slot(i) != FREE {
-                let r = self.index.slot(i) as usize - 1;
-                if *self.keys.at(r) == key {
-                    return Ok(r);
-                }
-                i = self.index.next(i);
-            }
-        }
         let counted = self.stride > 0;
         let grown = (|| {
             if !self.index.fits(n) {
@@ -260,6 +246,17 @@ impl CounterTable {
         }
         self.index.fill(i, r);
         Ok(r)
+    }
+
+    /// Keys without an index (released): the index rebuilt from them, so
+    /// that a lookup finds the keys held before room is made for a new row.
+    #[cold]
+    fn rebuild_index(&mut self, b: &mut Budget) -> Result<(), Full> {
+        let n = self.keys.len();
+        let keys = &self.keys;
+        self.index
+            .grow(n, |e| Self::hash(*keys.at(e)), b)
+            .map_err(|r| full("records", n, self.bytes(), r, b))
     }
 
     /// Unmaps the index over the keys, giving its bytes back to `b`, for
