@@ -127,8 +127,13 @@ fn getposition() -> Option<String> {
 }
 
 fn export(dump: &str, format: &str, extra: &[&str]) -> String {
+    export_into(&scratch(), dump, format, extra)
+}
+
+/// Exports `dump` as `format` into a file of `dir` and returns its text.
+fn export_into(dir: &Path, dump: &str, format: &str, extra: &[&str]) -> String {
     let stem = Path::new(dump).file_stem().unwrap().to_string_lossy();
-    let out = scratch().join(format!("{stem}-{format}-{}.out", extra.join("")));
+    let out = dir.join(format!("{stem}-{format}-{}.out", extra.join("")));
     let mut args = vec![
         "export",
         dump,
@@ -257,6 +262,11 @@ fn stacks_of_a_real_capture_weigh_the_memory_accesses() {
     let d = Dump::from_bytes(&std::fs::read(&dump).unwrap()).unwrap();
     let mem = mem_total(&d);
     assert!(mem > 2048, "{mem}");
+    // This test's outputs have a directory of their own, so that the
+    // atomic-write check at the end sees no other test's file in flight.
+    let dir = scratch().join("stacks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let export = |dump: &str, format: &str, extra: &[&str]| export_into(&dir, dump, format, extra);
     let folded = export(&dump, "folded", &[]);
     let mut sum = 0;
     let (mut from_ai, mut getter) = (0, 0);
@@ -298,18 +308,24 @@ fn stacks_of_a_real_capture_weigh_the_memory_accesses() {
     for (i, v) in t.iter().enumerate() {
         assert_eq!(js["totals"][i].as_u64(), Some(*v), "{}", d.meta.counters[i]);
     }
-    // Atomic writes: no temporary file left beside the outputs. Other tests
-    // export into the same directory at the same time: a temporary file
-    // whose writer (`.NAME.PID.N.tmp`) still runs is in flight, not left.
-    for e in std::fs::read_dir(scratch()).unwrap() {
-        let n = e.unwrap().file_name().to_string_lossy().into_owned();
-        let writer_alive = n
-            .strip_suffix(".tmp")
-            .and_then(|r| r.rsplit('.').nth(1))
-            .and_then(|pid| pid.parse::<u32>().ok())
-            .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
-        assert!(!n.ends_with(".tmp") || writer_alive, "{n}");
-    }
+    // Atomic writes: the four outputs and nothing else, no temporary file
+    // left beside them.
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "gp-flamegraph-.out",
+            "gp-folded-.out",
+            "gp-json-.out",
+            "gp-speedscope---weightinstructions.out"
+        ],
+        "{}",
+        dir.display()
+    );
 }
 
 #[test]
