@@ -30,6 +30,13 @@
 //!   machine's own binaries, found on `PATH` (skipped, with a message,
 //!   where they are not).
 //!
+//! - a Lua 5.4 script (issue 35): the interpreter built here with `gcc
+//!   -O2` from the `lua-src` crate's bundled sources (fetched with cargo
+//!   into the scratch directory; skipped, with a message, where that
+//!   fails) and `scripts/zones-bench/host.c`, running [`LUA_SCRIPT`]:
+//!   recursive calls, string building, a sort and table traffic, about
+//!   350M instructions.
+//!
 //! - windows (issue 35: "memory stays bounded"): one frame of `frame.c`
 //!   of about 10M, 100M and 1,000M instructions (N = 112, 241, 520),
 //!   `cachegrind` preset; printed besides: each window's rate and peak
@@ -37,7 +44,7 @@
 //!   the window.
 //!
 //! `COLDCACHE_BENCH_ONLY=rust`, `=python`, `=threads`, `=zstd`,
-//! `=sqlite` or `=windows` runs one of them.
+//! `=sqlite`, `=lua` or `=windows` runs one of them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -297,6 +304,107 @@ fn sqlite() -> Option<Program> {
     })
 }
 
+/// The Lua script of the bench: a recursive function, strings made and
+/// sorted, a table counted by key (about 350 million instructions, 20,000
+/// call stacks).
+const LUA_SCRIPT: &str = "\
+local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end
+local t = {}
+for i = 1, 40000 do t[i] = tostring(i * 7919 % 100003) .. 'x' end
+table.sort(t)
+local s = 0
+for i = 1, #t, 7 do s = s + #t[i] end
+local words = {}
+for i = 1, #t do local w = t[i]:sub(1, 2); words[w] = (words[w] or 0) + 1 end
+local n = 0
+for _, c in pairs(words) do n = n + c end
+print(fib(22), s, n)
+";
+
+/// The version of the `lua-src` crate whose Lua sources the bench builds.
+const LUA_SRC: &str = "=547.1.0";
+
+/// A Lua interpreter built into `dir` from the `lua-src` crate's sources
+/// running [`LUA_SCRIPT`], or `None` (with a message) where the crate
+/// cannot be fetched or built.
+fn lua(dir: &Path) -> Option<Program> {
+    let skip = |why: &str| {
+        eprintln!("SKIP lua: {why}");
+        None
+    };
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let fetch = dir.join("lua-fetch");
+    std::fs::create_dir_all(fetch.join("src")).expect("a scratch directory");
+    std::fs::write(
+        fetch.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"lua-fetch\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
+             [dependencies]\nlua-src = \"{LUA_SRC}\"\n"
+        ),
+    )
+    .expect("write the fetch manifest");
+    std::fs::write(fetch.join("src/lib.rs"), "").expect("write the fetch crate");
+    let manifest = fetch.join("Cargo.toml");
+    let ok = Command::new(&cargo)
+        .args(["fetch", "--quiet", "--manifest-path"])
+        .arg(&manifest)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        return skip("cargo could not fetch the lua-src crate");
+    }
+    let out = Command::new(&cargo)
+        .args([
+            "metadata",
+            "--quiet",
+            "--format-version",
+            "1",
+            "--manifest-path",
+        ])
+        .arg(&manifest)
+        .output()
+        .expect("run cargo metadata");
+    let meta: serde_json::Value =
+        serde_json::from_slice(&out.stdout).expect("cargo metadata's JSON");
+    let Some(src) = meta["packages"].as_array().and_then(|ps| {
+        ps.iter()
+            .find(|p| p["name"] == "lua-src")
+            .and_then(|p| p["manifest_path"].as_str())
+            .and_then(|m| Path::new(m).parent())
+            .map(|d| d.join("lua-5.4.7"))
+    }) else {
+        return skip("no lua-src package in cargo metadata");
+    };
+    let Ok(entries) = std::fs::read_dir(&src) else {
+        return skip(&format!("no Lua sources at {}", src.display()));
+    };
+    let mut sources: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "c") && !p.ends_with("luac.c"))
+        .collect();
+    sources.sort();
+    let bin = dir.join("lua");
+    let st = Command::new("gcc")
+        .args(["-O2", "-g", "-DLUA_USE_LINUX", "-I"])
+        .arg(&src)
+        .arg(repo().join("scripts/zones-bench/host.c"))
+        .args(&sources)
+        .args(["-lm", "-ldl", "-o"])
+        .arg(&bin)
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "building Lua from {} failed", src.display());
+    let script = dir.join("bench.lua");
+    std::fs::write(&script, LUA_SCRIPT).expect("write the Lua script");
+    Some(Program {
+        name: "lua-script",
+        argv: vec![bin.display().to_string(), script.display().to_string()],
+        env: vec![],
+        record: vec![],
+    })
+}
+
 /// `frame.c`'s two frames of N=160 (about 58M instructions) with `threads`
 /// threads, every thread traced on the `jaguar` preset (8 cores).
 fn frames(bin: &Path, name: &'static str, threads: &str) -> Program {
@@ -351,6 +459,9 @@ fn main() {
     }
     if only.is_empty() || only == "sqlite" {
         programs.extend(sqlite());
+    }
+    if only.is_empty() || only == "lua" {
+        programs.extend(lua(dir.path()));
     }
     if only.is_empty() || only == "threads" {
         let bin = common::build_with_library("frame", dir.path(), &lib_dir);
