@@ -90,16 +90,71 @@ pub fn start(settings: &str) -> Result<(), String> {
     r
 }
 
+/// The entry point type of [`coldcache_attach_start`].
+type AttachStart = unsafe extern "C" fn(*const c_char) -> *const c_char;
+
+/// Where this copy of the library is shadowed by another file that comes
+/// first in the program's symbol lookup (`state::preload::SHADOWED`: the
+/// program links one copy and `record` preloaded another), that copy's
+/// `coldcache_attach_start`: the capture must be armed there, in the copy
+/// the program's calls of what the library interposes reach. `Err` when
+/// that copy has none. (`coldcache attach` calls the first copy it finds
+/// in the process's maps, the one at the lowest address, which is usually
+/// the linked one: arming it made the program die of SIGSEGV.)
+fn shadowing_entry() -> Result<Option<AttachStart>, String> {
+    if !crate::state::preload::SHADOWED.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
+    // SAFETY: `dlsym` with a NUL-terminated name; `dladdr` fills the
+    // zeroed `Dl_info` it is given.
+    let (found, theirs, ours) = unsafe {
+        let found = libc::dlsym(libc::RTLD_DEFAULT, c"coldcache_attach_start".as_ptr());
+        let base = |addr: *const libc::c_void| {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            (libc::dladdr(addr, &mut info) != 0).then_some(info.dli_fbase)
+        };
+        // Not `coldcache_attach_start`'s own address: an exported symbol's
+        // address taken in this copy is the interposing copy's.
+        (
+            found,
+            base(found),
+            base(shadowing_entry as *const libc::c_void),
+        )
+    };
+    if found.is_null() || theirs.is_none() || theirs == ours {
+        return Err(
+            "the program loads two copies of libcoldcache.so, and the one its calls \
+             reach first has no coldcache_attach_start (another version): attach cannot \
+             arm a capture in it"
+                .into(),
+        );
+    }
+    // SAFETY: the symbol `coldcache_attach_start` of another copy of this
+    // library: a function of this type.
+    Ok(Some(unsafe {
+        std::mem::transmute::<*mut libc::c_void, AttachStart>(found)
+    }))
+}
+
 /// `coldcache attach`'s entry point: arms the capture `settings` (a
 /// NUL-terminated text, see the module doc) ask for. Returns NULL on
 /// success, or a NUL-terminated message saying why not (valid until the
-/// next call).
+/// next call). In a copy of the library another copy shadows, the call
+/// is handed to that copy ([`shadowing_entry`]).
 ///
 /// # Safety
 /// `settings` is NULL or a valid NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn coldcache_attach_start(settings: *const c_char) -> *const c_char {
-    let result = if settings.is_null() {
+    let result = match shadowing_entry() {
+        // SAFETY: the other copy's entry, with the caller's settings.
+        Ok(Some(first)) => return unsafe { first(settings) },
+        Ok(None) => Ok(()),
+        Err(e) => Err(e),
+    };
+    let result = if let Err(e) = result {
+        Err(e)
+    } else if settings.is_null() {
         Err("coldcache_attach_start: no settings".to_string())
     } else {
         // SAFETY: the caller passes a valid NUL-terminated string.

@@ -961,6 +961,164 @@ fn a_program_started_under_record_is_attached_with_its_library() {
     let _ = wait_with_deadline(rec, "record");
 }
 
+/// A program that links its own copy of the library, started under
+/// `record --signal` (which preloads another), then attached: the capture
+/// is armed in the preloaded copy, the one the program's calls of what the
+/// library interposes reach. `attach` takes that copy from the process's
+/// `LD_PRELOAD`; this program hides it (overwritten in place, as
+/// `/proc/PID/environ` shows it), so `attach` calls the copy mapped
+/// lowest, its linked one, which hands the call over. (Arming the linked
+/// copy killed the program with SIGSEGV.)
+#[test]
+fn a_program_with_two_copies_of_the_library_is_attached_through_the_first() {
+    let test = "a_program_with_two_copies_of_the_library_is_attached_through_the_first";
+    if !can_attach(test) {
+        return;
+    }
+    let dir = scratch("two-copies");
+    let lib_dir = dir.join("lib");
+    std::fs::create_dir_all(&lib_dir).unwrap();
+    std::fs::copy(library(), lib_dir.join("libcoldcache.so")).unwrap();
+    let src = dir.join("hides.c");
+    std::fs::write(
+        &src,
+        r#"#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+static void on_usr2(int s) { (void)s; }
+__attribute__((noinline)) long frame(int f) {
+    long s = 0;
+    for (int i = 0; i < 1000; i++) s += (i * 7 + f) & 15;
+    signal(SIGUSR2, on_usr2);
+    return s;
+}
+/* Overwrites `LD_PRELOAD=` in the environment block the process started
+ * with (what /proc/PID/environ shows): fields 50 and 51 of its stat. */
+static void hide_preload(void) {
+    char buf[4096];
+    FILE *f = fopen("/proc/self/stat", "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    char *q = strrchr(buf, ')');
+    unsigned long start = 0, end = 0;
+    for (int field = 2; q && *q; q++) {
+        if (*q != ' ') continue;
+        field++;
+        if (field == 50) start = strtoul(q + 1, NULL, 10);
+        if (field == 51) end = strtoul(q + 1, NULL, 10);
+    }
+    for (char *e = (char *)start; e && e < (char *)end; e += strlen(e) + 1)
+        if (strncmp(e, "LD_PRELOAD=", 11) == 0) memset(e, 'x', strlen(e));
+}
+int main(int argc, char **argv) {
+    if (argc > 2) hide_preload();
+    printf("ready\n");
+    fflush(stdout);
+    int frames = atoi(argv[1]);
+    long check = 0;
+    struct timespec pause = {0, 2000000};
+    for (int f = 0; f < frames; f++) {
+        check += frame(f);
+        nanosleep(&pause, NULL);
+    }
+    printf("done %ld\n", check);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let program = dir.join("hides");
+    let st = Command::new("gcc")
+        .args(["-O1", "-g", "-o"])
+        .arg(&program)
+        .arg(&src)
+        .arg("-L")
+        .arg(&lib_dir)
+        .args(["-Wl,--no-as-needed", "-lcoldcache"])
+        .arg(format!("-Wl,-rpath,{}", lib_dir.display()))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let linked = lib_dir.join("libcoldcache.so").display().to_string();
+    let preloaded = library().display().to_string();
+    // Run as it starts, then with `LD_PRELOAD` hidden: `attach` calls the
+    // preloaded copy, then the linked one, which hands the call over.
+    for (hide, called) in [(false, &preloaded), (true, &linked)] {
+        let mut rec = Command::new(COLDCACHE);
+        rec.current_dir(&dir)
+            .env("COLDCACHE_LIB", library())
+            // cargo's test runner puts the build's library directory there,
+            // ahead of the program's run path: the loader would then find the
+            // preloaded file again, not the copy.
+            .env_remove("LD_LIBRARY_PATH")
+            .args(["record", "--no-resolve", "--signal", "-o", "r.ccdump", "--"])
+            .arg(&program)
+            .arg("1500")
+            .args(hide.then_some("hide"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut rec = rec.spawn().unwrap();
+        // The program's output: its first line once `LD_PRELOAD` is hidden.
+        let mut printed = std::io::BufReader::new(rec.stdout.take().unwrap());
+        let mut first = String::new();
+        std::io::BufRead::read_line(&mut printed, &mut first).unwrap();
+        assert_eq!(first, "ready\n");
+        let mut pid = None;
+        for _ in 0..200 {
+            pid = child_of(rec.id() as i32).filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/maps"))
+                    .is_ok_and(|m| m.contains(&linked))
+            });
+            if pid.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let pid = pid.expect("the program under record, with the copy loaded");
+        // The copy mapped lowest, the one `attach` falls back to without
+        // `LD_PRELOAD`, is the linked one (else the hidden run would not
+        // reach the hand-over).
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+        let lowest = maps
+            .lines()
+            .find(|l| l.contains("libcoldcache"))
+            .and_then(|l| l.split_whitespace().nth(5))
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(
+            lowest, linked,
+            "the linked copy is not mapped lowest:\n{maps}"
+        );
+        let out = run_with_deadline(
+            attach(
+                &dir,
+                pid,
+                &["--function", "frame", "--calls", "1", "-o", "a.ccdump"],
+            ),
+            "attach",
+        );
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(
+            err.contains(&format!("reusing the loaded {called}")),
+            "{err}"
+        );
+        let d = load(&dir.join("a.ccdump"));
+        std::fs::remove_file(dir.join("a.ccdump")).unwrap();
+        assert!(d.meta.instructions > 1000, "{}", d.meta.instructions);
+        let done = wait_with_deadline(rec, "record");
+        let said = text(&done.stderr);
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut printed, &mut rest).unwrap();
+        assert!(!said.contains("killed"), "{said}");
+        assert!(rest.starts_with("done "), "{rest}\n{said}");
+    }
+}
+
 /// A process that ends while the library is being loaded (here: a
 /// library whose constructor exits, given as `COLDCACHE_LIB`) is reported
 /// as such, with no other error.

@@ -340,6 +340,27 @@ pub fn loaded_library(maps: &[Mapping]) -> Option<String> {
         .map(|m| m.path.clone())
 }
 
+/// The `libcoldcache.so` to call in process `pid`: where several copies
+/// are mapped (the program links one, `record` preloaded another), the
+/// one its `LD_PRELOAD` names (as the process started), which comes first
+/// in its symbol lookup; else [`loaded_library`]. (A copy that another
+/// shadows hands `coldcache_attach_start` over to it anyway: this only
+/// names the copy that captures.)
+fn library_to_call(pid: i32, maps: &[Mapping]) -> Option<String> {
+    let first = loaded_library(maps)?;
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let preload = environ
+        .split(|&b| b == 0)
+        .find_map(|v| v.strip_prefix(b"LD_PRELOAD="))
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .unwrap_or_default();
+    let preloaded = preload
+        .split([':', ' '])
+        .filter(|p| file_name(p).starts_with("libcoldcache"))
+        .find(|p| maps.iter().any(|m| m.path == *p && m.perms.contains('x')));
+    Some(preloaded.map_or(first, str::to_string))
+}
+
 /// `ptrace(req, tid, addr, data)`.
 fn ptrace(req: libc::c_uint, tid: i32, addr: usize, data: usize) -> std::io::Result<libc::c_long> {
     // SAFETY: every request used here takes a tid and either plain
@@ -709,7 +730,7 @@ pub fn inject(target: &Target, lib: &Path, settings: &str) -> Result<Injected> {
     let pid = target.pid;
     let who = target.who();
     let maps = &target.maps;
-    let already = loaded_library(maps);
+    let already = library_to_call(pid, maps);
     let libc_fn = |name: &str| {
         find_symbol(maps, is_libc, name)
             .ok_or_else(|| anyhow!("{who}: its C library has no `{name}`"))
