@@ -1278,7 +1278,6 @@ impl Accountant {
             warming,
             plain,
             block,
-            ip0: slots[0].ip,
             count: slots.len() as u32,
             watched,
             fetch_shift: self.driver.fetch_shift(core).unwrap_or(0),
@@ -1662,14 +1661,9 @@ impl Accountant {
     /// (`st.stack`), looked up in [`BlockRows`] and kept in `st` (`None`:
     /// the table could not grow).
     fn block_cells(&mut self, b: &BlockCtx, st: &mut BlockState) -> Option<usize> {
-        st.cells = self.block_rows.start(
-            b.ip0,
-            b.block,
-            b.count,
-            st.stack,
-            b.serial,
-            &mut self.block_budget,
-        );
+        st.cells =
+            self.block_rows
+                .start(b.block, b.count, st.stack, b.serial, &mut self.block_budget);
         st.cells_stack = st.stack;
         st.cells
     }
@@ -2816,10 +2810,9 @@ struct BlockCtx {
     warming: bool,
     /// No trace and not warming: each instruction takes `count_plain`.
     plain: bool,
-    /// The block's number, its first instruction and its length: its key
-    /// in [`BlockRows`].
+    /// The block's number (its key in [`BlockRows`], with the stack and
+    /// thread) and its length.
     block: u32,
-    ip0: u64,
     count: u32,
     /// The rseq field whose 64-bit stores are reported (0: none).
     watched: u64,

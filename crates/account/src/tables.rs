@@ -284,14 +284,11 @@ impl StackTable {
 /// (stack, thread): what [`BlockRows`] keeps per key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct BlockKey {
-    /// The block's first instruction (a check: a block number the
-    /// accountant gave belongs to one block for the whole capture).
-    ip: u64,
+    /// The number the accountant gave the block: one translated block's
+    /// (its address and instruction count) for the whole capture.
     block: u32,
     stack: u32,
     thread: u32,
-    /// The block's instruction count.
-    count: u32,
 }
 
 /// Counter rows looked up once per (block, stack, thread), not once per
@@ -427,12 +424,12 @@ impl BlockRows {
     /// `count` instructions, under `stack` and `thread`), its `count`
     /// cells made [`BlockRows::NONE`] on first use; `None` when the table
     /// cannot grow (the caller then looks rows up one by one). A block
-    /// number is one block's (`ip`, `count`) for the whole capture: the
-    /// block's [`Recent`] keys are looked at first.
+    /// number is one block's (its address and `count`) for the whole
+    /// capture, so the key holds neither: the block's [`Recent`] keys are
+    /// looked at first.
     #[inline]
     pub fn start(
         &mut self,
-        ip: u64,
         block: u32,
         count: u32,
         stack: u32,
@@ -440,11 +437,9 @@ impl BlockRows {
         b: &mut Budget,
     ) -> Option<usize> {
         let key = BlockKey {
-            ip,
             block,
             stack,
             thread,
-            count,
         };
         let at = block as usize;
         if at < self.recent.len() {
@@ -456,15 +451,15 @@ impl BlockRows {
                     r[0] = hit;
                     // A block number is one block's: the index agrees.
                     debug_assert_eq!(
-                        self.find(key, b),
+                        self.find(key, count, b),
                         Some(hit.start as usize),
-                        "block {block} at {ip:#x}"
+                        "block {block}"
                     );
                     return Some(hit.start as usize);
                 }
             }
         }
-        let start = self.find(key, b)?;
+        let start = self.find(key, count, b)?;
         if at >= self.recent.len() {
             let more = at + 1 - self.recent.len();
             if self
@@ -487,7 +482,7 @@ impl BlockRows {
 
     /// [`BlockRows::start`] through the index and the keys.
     #[inline]
-    fn find(&mut self, key: BlockKey, b: &mut Budget) -> Option<usize> {
+    fn find(&mut self, key: BlockKey, count: u32, b: &mut Budget) -> Option<usize> {
         if self.index.ready() {
             let mut i = self.index.start(Self::hash(&key));
             loop {
@@ -502,13 +497,13 @@ impl BlockRows {
                 i = self.index.next(i);
             }
         }
-        self.insert(key, b)
+        self.insert(key, count, b)
     }
 
     #[cold]
-    fn insert(&mut self, key: BlockKey, b: &mut Budget) -> Option<usize> {
+    fn insert(&mut self, key: BlockKey, count: u32, b: &mut Budget) -> Option<usize> {
         let n = self.keys.len();
-        let count = key.count as usize;
+        let count = count as usize;
         let grown = (|| {
             if !self.index.fits(n) {
                 let keys = &self.keys;
@@ -769,10 +764,10 @@ mod tests {
         let mut b = Budget::new(64 << 10);
         let mut t = BlockRows::new();
         let far = 1 << 20;
-        let first = t.start(0x1000, far, 3, 7, 0, &mut b);
+        let first = t.start(far, 3, 7, 0, &mut b);
         assert_eq!(first, Some(0));
-        assert_eq!(t.start(0x1000, far, 3, 7, 0, &mut b), first);
-        assert_eq!(t.start(0x1000, far, 3, 8, 0, &mut b), Some(3));
+        assert_eq!(t.start(far, 3, 7, 0, &mut b), first);
+        assert_eq!(t.start(far, 3, 8, 0, &mut b), Some(3));
         assert_eq!(t.len(), 2);
         assert_eq!(b.used(), t.bytes());
     }
@@ -784,27 +779,15 @@ mod tests {
     fn block_rows_give_each_key_its_own_cells_in_order_of_first_use() {
         let mut b = Budget::new(usize::MAX);
         let mut t = BlockRows::new();
-        assert_eq!(t.start(0x1000, 0, 3, 0, 0, &mut b), Some(0));
-        assert_eq!(
-            t.start(0x1000, 0, 3, 5, 0, &mut b),
-            Some(3),
-            "another stack"
-        );
-        assert_eq!(
-            t.start(0x1000, 0, 3, 0, 1, &mut b),
-            Some(6),
-            "another thread"
-        );
-        assert_eq!(
-            t.start(0x2000, 1, 2, 0, 0, &mut b),
-            Some(9),
-            "another block"
-        );
-        assert_eq!(t.start(0x1000, 0, 3, 5, 0, &mut b), Some(3), "found again");
+        assert_eq!(t.start(0, 3, 0, 0, &mut b), Some(0));
+        assert_eq!(t.start(0, 3, 5, 0, &mut b), Some(3), "another stack");
+        assert_eq!(t.start(0, 3, 0, 1, &mut b), Some(6), "another thread");
+        assert_eq!(t.start(1, 2, 0, 0, &mut b), Some(9), "another block");
+        assert_eq!(t.start(0, 3, 5, 0, &mut b), Some(3), "found again");
         assert_eq!(t.len(), 4);
         assert!((0..11).all(|i| *t.cell(i) == BlockRows::NONE));
         *t.cell(4) = 17;
-        assert_eq!(t.start(0x1000, 0, 3, 5, 0, &mut b), Some(3));
+        assert_eq!(t.start(0, 3, 5, 0, &mut b), Some(3));
         assert_eq!(*t.cell(4), 17);
         assert_eq!(b.used(), t.bytes());
     }
@@ -845,7 +828,7 @@ mod tests {
                 }
             };
             assert_eq!(
-                t.start(ip, block, count, stack, thread, &mut b),
+                t.start(block, count, stack, thread, &mut b),
                 Some(want),
                 "{key:?}"
             );
@@ -861,8 +844,8 @@ mod tests {
     fn block_rows_settle_each_cells_plain_executions_once() {
         let mut b = Budget::new(usize::MAX);
         let mut t = BlockRows::new();
-        let a = t.start(0x1000, 0, 2, 0, 0, &mut b).unwrap();
-        let c = t.start(0x1000, 0, 2, 7, 0, &mut b).unwrap();
+        let a = t.start(0, 2, 0, 0, &mut b).unwrap();
+        let c = t.start(0, 2, 7, 0, &mut b).unwrap();
         for (cell, row) in [(a, 10), (a + 1, 11), (c, 20), (c + 1, 21)] {
             *t.cell(cell) = row;
         }
@@ -891,7 +874,7 @@ mod tests {
     fn block_rows_settle_a_runs_executions_into_each_of_its_rows() {
         let mut b = Budget::new(usize::MAX);
         let mut t = BlockRows::new();
-        let a = t.start(0x1000, 0, 4, 0, 0, &mut b).unwrap();
+        let a = t.start(0, 4, 0, 0, &mut b).unwrap();
         for (k, row) in [10, 11, 12, 13].into_iter().enumerate() {
             *t.cell(a + k) = row;
         }
@@ -923,7 +906,7 @@ mod tests {
     fn block_rows_refused_by_the_budget_answer_none() {
         let mut b = Budget::new(1024);
         let mut t = BlockRows::new();
-        assert_eq!(t.start(0x1000, 0, 3, 0, 0, &mut b), None);
+        assert_eq!(t.start(0, 3, 0, 0, &mut b), None);
         assert!(t.is_empty());
         assert!(b.used() <= 1024);
     }
@@ -961,9 +944,7 @@ mod tests {
             } else {
                 count
             };
-            let start = t
-                .start(ip0, bi as u32, count, stack, thread, &mut b)
-                .unwrap();
+            let start = t.start(bi as u32, count, stack, thread, &mut b).unwrap();
             for k in 0..ran {
                 let ip = ip0 + u64::from(k) * 4;
                 let cell = t.cell(start + k as usize);
