@@ -43,8 +43,20 @@ struct Regs {
     regs: [u64; 16],
 }
 
+/// The index of 64-bit register `r` in [`Regs::regs`] (RAX..R15 are
+/// consecutive in iced's numbering).
+const fn n(r: Register) -> usize {
+    r as usize - Register::RAX as usize
+}
+
 impl Machine for Regs {
+    /// As the replay's `RecordedMachine` reads them: a 64-bit register
+    /// without iced's tables (the loop's addresses use no other).
     fn gpr(&self, reg: Register) -> u64 {
+        let i = (reg as usize).wrapping_sub(Register::RAX as usize);
+        if i < 16 {
+            return self.regs[i];
+        }
         self.regs[reg.full_register().number()]
     }
     fn rflags(&self) -> u64 {
@@ -77,23 +89,23 @@ impl Machine for Regs {
 /// Every execution of the block, in the order the matrix multiply runs
 /// it: `rax` walks a row of A, `rdx` a column of B.
 #[inline(never)]
-fn replay(acc: &mut Accountant, n: u64) {
+fn replay(acc: &mut Accountant, size: u64) {
     let mut slots: Vec<BlockSlot> = IPS.iter().map(|&o| BlockSlot::new(CODE + o, 0)).collect();
     let mut m = Regs { regs: [0; 16] };
-    m.regs[Register::RCX.number()] = n * 8;
-    m.regs[Register::RSP.number()] = SP;
-    for i in 0..n {
-        for j in 0..n {
-            for k in 0..n {
-                let rax = A + (i * n + k) * 8;
-                let rdx = B + (k * n + j) * 8;
-                m.regs[Register::RSI.number()] = A + (i * n + n) * 8;
+    m.regs[n(Register::RCX)] = size * 8;
+    m.regs[n(Register::RSP)] = SP;
+    for i in 0..size {
+        for j in 0..size {
+            for k in 0..size {
+                let rax = A + (i * size + k) * 8;
+                let rdx = B + (k * size + j) * 8;
+                m.regs[n(Register::RSI)] = A + (i * size + size) * 8;
                 let v = acc.step_block(1, SP, &mut slots, &mut m, |s, m| {
                     // After `add rax, 8` and `add rdx, rcx` the later
                     // instructions see the new values.
                     let after = s > 3;
-                    m.regs[Register::RAX.number()] = rax + if after { 8 } else { 0 };
-                    m.regs[Register::RDX.number()] = rdx + if s > 4 { n * 8 } else { 0 };
+                    m.regs[n(Register::RAX)] = rax + if after { 8 } else { 0 };
+                    m.regs[n(Register::RDX)] = rdx + if s > 4 { size * 8 } else { 0 };
                 });
                 assert_eq!(v, Verdict::Continue);
             }
