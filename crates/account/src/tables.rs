@@ -801,7 +801,8 @@ mod tests {
     fn block_rows_find_keys_again_among_recent_ones_and_beyond() {
         let mut b = Budget::new(usize::MAX);
         let mut t = BlockRows::new();
-        let blocks = [(0x1000, 3), (0x2000, 5)];
+        // Instructions per block number.
+        let counts = [3, 5];
         let mut model: Vec<((u32, u32, u32), usize)> = Vec::new();
         let mut next = 0;
         let mut x: u32 = 2463534242;
@@ -817,7 +818,7 @@ mod tests {
                 x % 3
             };
             let (block, thread) = ((x >> 8) % 2, (x >> 12) % 2);
-            let (ip, count) = blocks[block as usize];
+            let count = counts[block as usize];
             let key = (block, stack, thread);
             let want = match model.iter().find(|(k, _)| *k == key) {
                 Some(&(_, start)) => start,

@@ -97,10 +97,11 @@ type AttachStart = unsafe extern "C" fn(*const c_char) -> *const c_char;
 /// first in the program's symbol lookup (`state::preload::SHADOWED`: the
 /// program links one copy and `record` preloaded another), that copy's
 /// `coldcache_attach_start`: the capture must be armed there, in the copy
-/// the program's calls of what the library interposes reach. `Err` when
-/// that copy has none. (`coldcache attach` calls the first copy it finds
-/// in the process's maps, the one at the lowest address, which is usually
-/// the linked one: arming it made the program die of SIGSEGV.)
+/// the program's calls of what the library interposes reach. `Err`
+/// (naming that copy) when it has none. (`coldcache attach` calls the copy
+/// the process's `LD_PRELOAD` names, else the one mapped lowest, which is
+/// usually the linked one: arming that one made the program die of
+/// SIGSEGV.)
 fn shadowing_entry() -> Result<Option<AttachStart>, String> {
     if !crate::state::preload::SHADOWED.load(Ordering::Relaxed) {
         return Ok(None);
@@ -122,12 +123,12 @@ fn shadowing_entry() -> Result<Option<AttachStart>, String> {
         )
     };
     if found.is_null() || theirs.is_none() || theirs == ours {
-        return Err(
+        return Err(format!(
             "the program loads two copies of libcoldcache.so, and the one its calls \
-             reach first has no coldcache_attach_start (another version): attach cannot \
-             arm a capture in it"
-                .into(),
-        );
+             reach first ({}) has no coldcache_attach_start (another version): attach \
+             cannot arm a capture in it",
+            crate::preload::shadowing_copy().unwrap_or_else(|| "another file".into())
+        ));
     }
     // SAFETY: the symbol `coldcache_attach_start` of another copy of this
     // library: a function of this type.

@@ -68,7 +68,7 @@ fn var(name: &str) -> Option<String> {
 /// lies in another object than this function), if there is one. (Not
 /// compared with `capi::coldcache_start`'s address: an exported function's
 /// address taken in a shared library is the interposed one.)
-fn shadowing_copy() -> Option<String> {
+pub(crate) fn shadowing_copy() -> Option<String> {
     // SAFETY: `dlsym` with a NUL-terminated name; `dladdr` fills the
     // zeroed `Dl_info`, whose `dli_fname` is a NUL-terminated string the
     // loader keeps while the object is loaded (copied at once).

@@ -987,6 +987,7 @@ fn a_program_with_two_copies_of_the_library_is_attached_through_the_first() {
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 static void on_usr2(int s) { (void)s; }
 __attribute__((noinline)) long frame(int f) {
     long s = 0;
@@ -1017,10 +1018,11 @@ int main(int argc, char **argv) {
     if (argc > 2) hide_preload();
     printf("ready\n");
     fflush(stdout);
+    /* Frames until the test makes the file `stop` (or argv[1] of them). */
     int frames = atoi(argv[1]);
     long check = 0;
     struct timespec pause = {0, 2000000};
-    for (int f = 0; f < frames; f++) {
+    for (int f = 0; f < frames && access("stop", F_OK) != 0; f++) {
         check += frame(f);
         nanosleep(&pause, NULL);
     }
@@ -1047,6 +1049,7 @@ int main(int argc, char **argv) {
     // Run as it starts, then with `LD_PRELOAD` hidden: `attach` calls the
     // preloaded copy, then the linked one, which hands the call over.
     for (hide, called) in [(false, &preloaded), (true, &linked)] {
+        let _ = std::fs::remove_file(dir.join("stop"));
         let mut rec = Command::new(COLDCACHE);
         rec.current_dir(&dir)
             .env("COLDCACHE_LIB", library())
@@ -1054,9 +1057,12 @@ int main(int argc, char **argv) {
             // ahead of the program's run path: the loader would then find the
             // preloaded file again, not the copy.
             .env_remove("LD_LIBRARY_PATH")
+            // The copy `attach` calls is read from `LD_PRELOAD`: only
+            // ours there, as `record` alone sets it.
+            .env_remove("LD_PRELOAD")
             .args(["record", "--no-resolve", "--signal", "-o", "r.ccdump", "--"])
             .arg(&program)
-            .arg("1500")
+            .arg("30000")
             .args(hide.then_some("hide"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -1109,6 +1115,7 @@ int main(int argc, char **argv) {
         );
         let d = load(&dir.join("a.ccdump"));
         std::fs::remove_file(dir.join("a.ccdump")).unwrap();
+        std::fs::write(dir.join("stop"), "").unwrap();
         assert!(d.meta.instructions > 1000, "{}", d.meta.instructions);
         let done = wait_with_deadline(rec, "record");
         let said = text(&done.stderr);

@@ -342,15 +342,23 @@ pub fn loaded_library(maps: &[Mapping]) -> Option<String> {
 
 /// The `libcoldcache.so` to call in process `pid`: where several copies
 /// are mapped (the program links one, `record` preloaded another), the
-/// one its `LD_PRELOAD` names (as the process started), which comes first
-/// in its symbol lookup; else [`loaded_library`]. (A copy that another
-/// shadows hands `coldcache_attach_start` over to it anyway: this only
-/// names the copy that captures.)
+/// one its `LD_PRELOAD` names in `/proc/PID/environ`, which comes first in
+/// its symbol lookup; else [`loaded_library`], the one mapped lowest. The
+/// preloaded copy takes itself out of `LD_PRELOAD`: where the program had
+/// nothing else there, the variable is unset and the block the process
+/// started with still names it; with other entries, the value is
+/// rewritten in place without it, and the copy mapped lowest (usually the
+/// linked one) is called, whose `coldcache_attach_start` hands the call
+/// to the copy first in lookup (an older build does not: see
+/// `docs/capture.md`). Entries are compared with the maps' paths as they
+/// are (`record` gives an absolute path).
 fn library_to_call(pid: i32, maps: &[Mapping]) -> Option<String> {
     let first = loaded_library(maps)?;
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    // The loader reads the last of several.
     let preload = environ
         .split(|&b| b == 0)
+        .rev()
         .find_map(|v| v.strip_prefix(b"LD_PRELOAD="))
         .map(|v| String::from_utf8_lossy(v).into_owned())
         .unwrap_or_default();
