@@ -492,12 +492,32 @@ impl BlockRows {
                 }
                 let (k, start) = *self.keys.at(e as usize - 1);
                 if k == key {
+                    // The key holds no length: a block number given to two
+                    // blocks would mix their cells. Keys take their cells
+                    // in order, so a key's are up to the next key's.
+                    debug_assert_eq!(
+                        self.span(e as usize - 1),
+                        count as usize,
+                        "block {} asked for with {count} instructions",
+                        key.block
+                    );
                     return Some(start as usize);
                 }
                 i = self.index.next(i);
             }
         }
         self.insert(key, count, b)
+    }
+
+    /// The number of cells of key `e` (keys take their cells one after
+    /// the other, in the order they are made).
+    fn span(&self, e: usize) -> usize {
+        let end = if e + 1 < self.keys.len() {
+            self.keys.at(e + 1).1 as usize
+        } else {
+            self.cells.len()
+        };
+        end - self.keys.at(e).1 as usize
     }
 
     #[cold]
@@ -837,6 +857,19 @@ mod tests {
         assert_eq!(t.len(), model.len());
         assert_eq!(model.len(), 2 * 2 * (2 * RECENT + 1));
         assert_eq!(b.used(), t.bytes());
+    }
+
+    /// A block number asked for with another length than its cells'
+    /// (two blocks given one number) is caught in a debug build.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "block 0 asked for with 4 instructions")]
+    fn a_block_number_asked_for_with_another_length_is_caught() {
+        let mut b = Budget::new(usize::MAX);
+        let mut t = BlockRows::new();
+        assert_eq!(t.start(0, 3, 0, 0, &mut b), Some(0));
+        assert_eq!(t.start(1, 2, 0, 0, &mut b), Some(3));
+        t.start(0, 4, 0, 0, &mut b);
     }
 
     /// Hand-computed: plain executions counted in cells are handed to
