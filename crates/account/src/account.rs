@@ -1522,8 +1522,9 @@ impl Accountant {
     /// fetched (a marked run, or [`Accountant::count_fetch_run`]'s), or its
     /// slot remembers its decode and a quick plan and its row under
     /// `st.stack` and the thread's serial (or the block's cell under them,
-    /// `st.cells`, looked up here if it was not yet, has it), its RSP is not above `st.checked` or above it
-    /// with no frame to pop (the check moves up), and its flow asks
+    /// `st.cells`, looked up here if it was not yet, has it), its RSP is
+    /// not above `st.checked` or above it with no frame to pop (the check
+    /// moves up), and its flow asks
     /// nothing ([`Flow::Other`]), is a 64-bit store (reported to
     /// `on_store` where it writes `watched`, as the block loop does) or a
     /// call (its callee's frame left pending, `st.call_before`, and the

@@ -106,30 +106,14 @@ fn shadowing_entry() -> Result<Option<AttachStart>, String> {
     if !crate::state::preload::SHADOWED.load(Ordering::Relaxed) {
         return Ok(None);
     }
-    // SAFETY: `dlsym` with a NUL-terminated name; `dladdr` fills the
-    // zeroed `Dl_info` it is given.
-    let (found, theirs, ours) = unsafe {
-        let found = libc::dlsym(libc::RTLD_DEFAULT, c"coldcache_attach_start".as_ptr());
-        let base = |addr: *const libc::c_void| {
-            let mut info: libc::Dl_info = std::mem::zeroed();
-            (libc::dladdr(addr, &mut info) != 0).then_some(info.dli_fbase)
-        };
-        // Not `coldcache_attach_start`'s own address: an exported symbol's
-        // address taken in this copy is the interposing copy's.
-        (
-            found,
-            base(found),
-            base(shadowing_entry as *const libc::c_void),
-        )
-    };
-    if found.is_null() || theirs.is_none() || theirs == ours {
+    let Some((found, _)) = crate::preload::in_another_copy(c"coldcache_attach_start") else {
         return Err(format!(
             "the program loads two copies of libcoldcache.so, and the one its calls \
              reach first ({}) has no coldcache_attach_start (another version): attach \
              cannot arm a capture in it",
             crate::preload::shadowing_copy().unwrap_or_else(|| "another file".into())
         ));
-    }
+    };
     // SAFETY: the symbol `coldcache_attach_start` of another copy of this
     // library: a function of this type.
     Ok(Some(unsafe {
@@ -150,17 +134,13 @@ pub unsafe extern "C" fn coldcache_attach_start(settings: *const c_char) -> *con
     let result = match shadowing_entry() {
         // SAFETY: the other copy's entry, with the caller's settings.
         Ok(Some(first)) => return unsafe { first(settings) },
-        Ok(None) => Ok(()),
         Err(e) => Err(e),
-    };
-    let result = if let Err(e) = result {
-        Err(e)
-    } else if settings.is_null() {
-        Err("coldcache_attach_start: no settings".to_string())
-    } else {
-        // SAFETY: the caller passes a valid NUL-terminated string.
-        let text = unsafe { CStr::from_ptr(settings) }.to_string_lossy();
-        start(&text)
+        Ok(None) if settings.is_null() => Err("coldcache_attach_start: no settings".to_string()),
+        Ok(None) => {
+            // SAFETY: the caller passes a valid NUL-terminated string.
+            let text = unsafe { CStr::from_ptr(settings) }.to_string_lossy();
+            start(&text)
+        }
     };
     let mut last = LAST_ERROR.lock().unwrap_or_else(|e| e.into_inner());
     match result {

@@ -63,17 +63,18 @@ fn var(name: &str) -> Option<String> {
     coldcache_fsio::env::var(name)
 }
 
-/// The file of the copy of this library that comes before this one in the
-/// program's global symbol lookup (`dlsym(RTLD_DEFAULT, "coldcache_start")`
-/// lies in another object than this function), if there is one. (Not
-/// compared with `capi::coldcache_start`'s address: an exported function's
-/// address taken in a shared library is the interposed one.)
-pub(crate) fn shadowing_copy() -> Option<String> {
+/// `name` as the program's global symbol lookup finds it
+/// (`dlsym(RTLD_DEFAULT, name)`), where that lies in another object than
+/// this copy of the library: its address and that object's file. `None`
+/// when the lookup finds nothing or finds ours. (Objects are compared,
+/// not addresses with ours: an exported function's address taken in a
+/// shared library is the interposed one.)
+pub(crate) fn in_another_copy(name: &std::ffi::CStr) -> Option<(*mut libc::c_void, String)> {
     // SAFETY: `dlsym` with a NUL-terminated name; `dladdr` fills the
     // zeroed `Dl_info`, whose `dli_fname` is a NUL-terminated string the
     // loader keeps while the object is loaded (copied at once).
     unsafe {
-        let found = libc::dlsym(libc::RTLD_DEFAULT, c"coldcache_start".as_ptr());
+        let found = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
         if found.is_null() {
             return None;
         }
@@ -83,19 +84,27 @@ pub(crate) fn shadowing_copy() -> Option<String> {
         };
         let (theirs, ours) = (
             object(found)?,
-            object(shadowing_copy as *const libc::c_void)?,
+            object(in_another_copy as *const libc::c_void)?,
         );
         if theirs.dli_fbase == ours.dli_fbase {
             return None;
         }
-        Some(if theirs.dli_fname.is_null() {
+        let file = if theirs.dli_fname.is_null() {
             "another file".into()
         } else {
             std::ffi::CStr::from_ptr(theirs.dli_fname)
                 .to_string_lossy()
                 .into_owned()
-        })
+        };
+        Some((found, file))
     }
+}
+
+/// The file of the copy of this library that comes before this one in the
+/// program's global symbol lookup (its `coldcache_start` is found first),
+/// if there is one.
+pub(crate) fn shadowing_copy() -> Option<String> {
+    in_another_copy(c"coldcache_start").map(|(_, file)| file)
 }
 
 /// Parses the thread selection syntax `all`, `caller`, `1,2,3`,

@@ -890,6 +890,37 @@ fn a_cpp_program_with_threads_and_no_frame_pointers_attaches_as_it_records() {
     assert_eq!(da, dr, "attach's stacks {da} deep, record's {dr}");
 }
 
+/// The program `record` (`rec`) runs, once its maps name `mapped` (the
+/// library loaded): record's child, found by its parent. Fails after 2 s.
+fn program_under_record(rec: &Child, mapped: &str) -> i32 {
+    for _ in 0..200 {
+        let pid = child_of(rec.id() as i32).filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/maps")).is_ok_and(|m| m.contains(mapped))
+        });
+        if let Some(pid) = pid {
+            return pid;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("no program under record with {mapped} mapped");
+}
+
+/// `attach` to `pid` capturing one call of `frame` into `dir/a.ccdump`,
+/// which must succeed; its standard error.
+fn attach_one_frame(dir: &Path, pid: i32) -> String {
+    let out = run_with_deadline(
+        attach(
+            dir,
+            pid,
+            &["--function", "frame", "--calls", "1", "-o", "a.ccdump"],
+        ),
+        "attach",
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    err
+}
+
 /// A child of `parent` (from `/proc/*/stat`).
 fn child_of(parent: i32) -> Option<i32> {
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
@@ -926,29 +957,8 @@ fn a_program_started_under_record_is_attached_with_its_library() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let rec = rec.spawn().unwrap();
-    // The program is record's child: found by its parent.
-    let mut pid = None;
-    for _ in 0..200 {
-        pid = child_of(rec.id() as i32).filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/maps"))
-                .is_ok_and(|m| m.contains("libcoldcache"))
-        });
-        if pid.is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let pid = pid.expect("the program under record");
-    let out = run_with_deadline(
-        attach(
-            &dir,
-            pid,
-            &["--function", "frame", "--calls", "1", "-o", "a.ccdump"],
-        ),
-        "attach",
-    );
-    let err = text(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let pid = program_under_record(&rec, "libcoldcache");
+    let err = attach_one_frame(&dir, pid);
     assert!(err.contains("reusing the loaded"), "{err}");
     assert!(load(&dir.join("a.ccdump")).meta.instructions > 1000);
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
@@ -1073,18 +1083,7 @@ int main(int argc, char **argv) {
         let mut first = String::new();
         std::io::BufRead::read_line(&mut printed, &mut first).unwrap();
         assert_eq!(first, "ready\n");
-        let mut pid = None;
-        for _ in 0..200 {
-            pid = child_of(rec.id() as i32).filter(|p| {
-                std::fs::read_to_string(format!("/proc/{p}/maps"))
-                    .is_ok_and(|m| m.contains(&linked))
-            });
-            if pid.is_some() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let pid = pid.expect("the program under record, with the copy loaded");
+        let pid = program_under_record(&rec, &linked);
         // The copy mapped lowest, the one `attach` falls back to without
         // `LD_PRELOAD`, is the linked one (else the hidden run would not
         // reach the hand-over).
@@ -1099,16 +1098,7 @@ int main(int argc, char **argv) {
             lowest, linked,
             "the linked copy is not mapped lowest:\n{maps}"
         );
-        let out = run_with_deadline(
-            attach(
-                &dir,
-                pid,
-                &["--function", "frame", "--calls", "1", "-o", "a.ccdump"],
-            ),
-            "attach",
-        );
-        let err = text(&out.stderr);
-        assert!(out.status.success(), "{err}");
+        let err = attach_one_frame(&dir, pid);
         assert!(
             err.contains(&format!("reusing the loaded {called}")),
             "{err}"
