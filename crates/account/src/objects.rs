@@ -1171,7 +1171,7 @@ impl Objects {
         while self.pair_index.slot(i) != 0 {
             i = self.pair_index.next(i);
         }
-        self.pair_index.fill(i, e);
+        self.pair_index.fill(i, e, h);
         Some(e as u32)
     }
 
@@ -1294,7 +1294,7 @@ impl Objects {
         while self.late_index.slot(i) != 0 {
             i = self.late_index.next(i);
         }
-        self.late_index.fill(i, e);
+        self.late_index.fill(i, e, h);
     }
 
     /// At the capture's end: the accesses outside every object known

@@ -116,15 +116,18 @@ impl DecodeCache {
         if !self.index.ready() {
             return Err(0);
         }
-        let mut i = self.index.start(mix(ip));
+        let h = mix(ip);
+        let mut i = self.index.start(h);
         loop {
-            let r = self.index.slot(i);
-            if r == FREE {
-                return Err(i);
-            }
-            let r = r as usize - 1;
-            if *self.keys.at(r) == ip {
-                return Ok(r);
+            match self.index.probe(i, h) {
+                FREE => return Err(i),
+                Index::OTHER => {}
+                r => {
+                    let r = r as usize - 1;
+                    if *self.keys.at(r) == ip {
+                        return Ok(r);
+                    }
+                }
             }
             i = self.index.next(i);
         }
@@ -178,7 +181,7 @@ impl DecodeCache {
         };
         let e = self.keys.push(ip, b).expect("room made");
         self.values.push(d, b).expect("room made");
-        self.index.fill(i, e);
+        self.index.fill(i, e, mix(ip));
         Ok(e)
     }
 }
@@ -252,14 +255,17 @@ impl StackTable {
                 return Err(full("stacks", self.nodes.len(), self.bytes(), r, b));
             }
         }
-        let mut i = self.index.start(Self::hash(&e));
+        let h = Self::hash(&e);
+        let mut i = self.index.start(h);
         loop {
-            let id = self.index.slot(i);
-            if id == FREE {
-                break;
-            }
-            if *self.nodes.at(id as usize) == e {
-                return Ok(id);
+            match self.index.probe(i, h) {
+                FREE => break,
+                Index::OTHER => {}
+                id => {
+                    if *self.nodes.at(id as usize) == e {
+                        return Ok(id);
+                    }
+                }
             }
             i = self.index.next(i);
         }
@@ -267,7 +273,7 @@ impl StackTable {
             Ok(id) => {
                 // The slot holds the node's id (its number in the index
                 // plus one).
-                self.index.fill(i, id - 1);
+                self.index.fill(i, id - 1, h);
                 Ok(id as u32)
             }
             Err(r) => Err(full("stacks", self.nodes.len(), self.bytes(), r, b)),
@@ -483,13 +489,18 @@ impl BlockRows {
     /// [`BlockRows::start`] through the index and the keys.
     #[inline]
     fn find(&mut self, key: BlockKey, count: u32, b: &mut Budget) -> Option<usize> {
+        let h = Self::hash(&key);
         if self.index.ready() {
-            let mut i = self.index.start(Self::hash(&key));
+            let mut i = self.index.start(h);
             loop {
-                let e = self.index.slot(i);
-                if e == FREE {
-                    break;
-                }
+                let e = match self.index.probe(i, h) {
+                    FREE => break,
+                    Index::OTHER => {
+                        i = self.index.next(i);
+                        continue;
+                    }
+                    e => e,
+                };
                 let (k, start) = *self.keys.at(e as usize - 1);
                 if k == key {
                     // The key holds no length: a block number given to two
@@ -506,7 +517,7 @@ impl BlockRows {
                 i = self.index.next(i);
             }
         }
-        self.insert(key, count, b)
+        self.insert(key, h, count, b)
     }
 
     /// The number of cells of key `e` (keys take their cells one after
@@ -521,7 +532,7 @@ impl BlockRows {
     }
 
     #[cold]
-    fn insert(&mut self, key: BlockKey, count: u32, b: &mut Budget) -> Option<usize> {
+    fn insert(&mut self, key: BlockKey, h: u64, count: u32, b: &mut Budget) -> Option<usize> {
         let n = self.keys.len();
         let count = count as usize;
         let grown = (|| {
@@ -533,7 +544,7 @@ impl BlockRows {
             self.cells.reserve(count, b)
         })();
         grown.ok()?;
-        let mut i = self.index.start(Self::hash(&key));
+        let mut i = self.index.start(h);
         while self.index.slot(i) != FREE {
             i = self.index.next(i);
         }
@@ -545,7 +556,7 @@ impl BlockRows {
         };
         let start = self.cells.extend(empty, count, b).expect("room made");
         let e = self.keys.push((key, start as u32), b).expect("room made");
-        self.index.fill(i, e);
+        self.index.fill(i, e, h);
         Some(start)
     }
 

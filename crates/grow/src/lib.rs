@@ -12,8 +12,10 @@
 //!   from where the program's own mappings go. Entries are addressed by index (a pointer into
 //!   it is not kept across a push).
 //! - [`Index`]: open-addressing slots (an entry's number plus one, 0 =
-//!   free) in their own mapping; growing maps a region twice the size,
-//!   rehashes the dense keys into it and unmaps the old one.
+//!   free, and in the bits above the number some bits of the entry's
+//!   hash: a probe passes another key's slot without reading that key) in
+//!   their own mapping; growing maps a region twice the size, rehashes the
+//!   dense keys into it and unmaps the old one.
 //! - [`counters::CounterTable`]: counters per (instruction, stack,
 //!   thread) on those two, rows numbered in order of first appearance:
 //!   the one numbering the accountant counts in and a re-simulation of its
@@ -663,6 +665,38 @@ impl Index {
     /// Slot `i`: an entry number plus one, 0 when free.
     #[inline(always)]
     pub fn slot(&self, i: usize) -> u32 {
+        self.raw(i) & self.mask as u32
+    }
+
+    /// Slot `i` on a probe for a key whose hash is `hash`: 0 when free,
+    /// [`Index::OTHER`] when it holds an entry whose hash differs from
+    /// `hash` in the bits a slot keeps (so not the key's), else the entry's
+    /// number plus one (whose key the caller compares).
+    #[inline(always)]
+    pub fn probe(&self, i: usize, hash: u64) -> u32 {
+        let raw = self.raw(i);
+        let low = self.mask as u32;
+        if raw != 0 && (raw ^ Self::tag(hash)) & !low != 0 {
+            return Self::OTHER;
+        }
+        raw & low
+    }
+
+    /// What [`Index::probe`] gives for a slot of another key's.
+    pub const OTHER: u32 = u32::MAX;
+
+    /// The bits of `hash` a slot keeps above the entry's number: its high
+    /// half (the slot's position takes its low bits), of which the slots'
+    /// count leaves the bits above `mask` (2^k slots hold entries below
+    /// 2^(k-1), so the number plus one takes k bits at most).
+    #[inline(always)]
+    fn tag(hash: u64) -> u32 {
+        (hash >> 32) as u32
+    }
+
+    /// Slot `i` as stored.
+    #[inline(always)]
+    fn raw(&self, i: usize) -> u32 {
         // SAFETY: `i` is masked by the callers' probes to below the slot
         // count, all of which lie in the mapping.
         unsafe { *(self.region.ptr as *const u32).add(i & self.mask) }
@@ -714,10 +748,12 @@ impl Index {
         self.ready() && (len + 1) * 2 <= self.mask + 1
     }
 
-    /// Marks free slot `i` as holding entry `entry`.
+    /// Marks free slot `i` as holding entry `entry`, whose hash is `hash`.
     #[inline(always)]
-    pub fn fill(&mut self, i: usize, entry: usize) {
-        self.set(i, entry as u32 + 1);
+    pub fn fill(&mut self, i: usize, entry: usize, hash: u64) {
+        debug_assert!(entry < self.mask);
+        let low = self.mask as u32;
+        self.set(i, (entry as u32 + 1) | (Self::tag(hash) & !low));
     }
 
     /// Doubles the slots (or makes the first) and re-inserts entries
@@ -775,7 +811,7 @@ impl Index {
             while self.slot(i) != 0 {
                 i = self.next(i);
             }
-            self.fill(i, e);
+            self.fill(i, e, h);
         }
         let mut old = old;
         old.release(Some(b));
@@ -877,9 +913,14 @@ mod tests {
                 i = idx.next(i);
             }
             let e = keys.push(key, &mut b).unwrap();
-            idx.fill(i, e);
+            idx.fill(i, e, h(key));
         }
         assert!(idx.bytes() >= 200_000 * 2 * 4);
+        // Every key is found by the plain walk (`slot`: numbers without
+        // the hash bits) and by `probe`, which reads a key only where the
+        // slot's hash bits match: with 2^19 slots, 13 bits, so nearly
+        // only the key's own slot.
+        let (mut passed, mut read) = (0, 0);
         for k in 0..200_000u64 {
             let key = k * 64 + 7;
             let mut i = idx.start(h(key));
@@ -892,7 +933,24 @@ mod tests {
                 }
                 i = idx.next(i);
             }
+            let mut i = idx.start(h(key));
+            loop {
+                match idx.probe(i, h(key)) {
+                    0 => panic!("key {key} lost by probe"),
+                    Index::OTHER => passed += 1,
+                    s => {
+                        read += 1;
+                        if *keys.at(s as usize - 1) == key {
+                            assert_eq!(s as u64 - 1, k);
+                            break;
+                        }
+                    }
+                }
+                i = idx.next(i);
+            }
         }
+        assert!(passed > 10_000, "{passed} slots of other keys passed");
+        assert!(read < 200_000 + 100, "{read} keys read for 200,000");
         assert_eq!(b.used(), keys.bytes() + idx.bytes());
     }
 }
