@@ -2436,7 +2436,8 @@ impl Accountant {
     /// writes. A capture of millions of records never holds them as
     /// [`Record`]s (about 180 bytes each, more than the counter table)
     /// beside the table: the records are encoded from the table directly,
-    /// at about 20 bytes each. The bytes written are the same.
+    /// at about 8 to 20 bytes each (`RECZ`). The bytes written are the
+    /// same.
     pub fn finish_encoded(
         self,
         meta: Meta,

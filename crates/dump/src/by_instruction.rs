@@ -2,8 +2,8 @@
 //! instruction — resolving it, `record`'s summary, the data types'
 //! coverage — without its records in memory: one summed record per
 //! instruction address, the records themselves kept as the file encodes
-//! them (about 20 bytes each, against about 180 as [`Record`]s) and
-//! written back unchanged.
+//! them (about 8 to 20 bytes each, against about 180 as [`Record`]s) and
+//! written back unchanged, in the section and form they were read from.
 
 use crate::{Dump, DumpError, Record, ROOT_STACK};
 use std::collections::HashMap;
@@ -25,10 +25,10 @@ pub struct ByInstruction {
     pub dump: Dump,
     /// Records in the file.
     records: usize,
-    /// The file's bytes (for its `RECS` section).
+    /// The file's bytes (for its section of records).
     bytes: Vec<u8>,
-    /// Where the `RECS` section's payload lies in `bytes`.
-    recs: std::ops::Range<usize>,
+    /// Where the records' section's payload lies in `bytes`, and its form.
+    recs: crate::RecordsAt,
 }
 
 impl ByInstruction {
@@ -82,11 +82,13 @@ impl ByInstruction {
     /// Encodes [`dump`](Self::dump) as [`Dump::to_bytes`] does, with the
     /// records as they were read.
     pub fn to_bytes(&self) -> Vec<u8> {
-        self.dump.encode(Some(&self.bytes[self.recs.clone()]))
+        self.dump
+            .encode(Some((self.recs.form, &self.bytes[self.recs.range.clone()])))
     }
 
     /// [`to_bytes`](Self::to_bytes) in parts, the records not copied.
     pub fn to_parts(&self) -> crate::EncodedParts<'_> {
-        self.dump.encode_parts(Some(&self.bytes[self.recs.clone()]))
+        self.dump
+            .encode_parts(Some((self.recs.form, &self.bytes[self.recs.range.clone()])))
     }
 }

@@ -83,7 +83,7 @@ pub const MAGIC: &[u8; 8] = b"COLDDUMP";
 /// The trailer magic, followed by the CRC-32 of everything before it.
 pub const TRAILER: &[u8; 8] = b"CRC32\0\0\0";
 /// The format version this crate writes.
-pub const VERSION: u32 = 11;
+pub const VERSION: u32 = 12;
 /// Stack id of the empty stack (the root of the stack tree).
 pub const ROOT_STACK: u32 = 0;
 
@@ -365,8 +365,38 @@ pub struct Record {
     pub counters: Vec<u64>,
 }
 
-/// Records encoded as a dump's `RECS` section holds them (about 20 bytes
-/// a record where a [`Record`] takes about 180), for
+/// How a dump's section of records lays them out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RecordsForm {
+    /// `RECS` (every version): every counter of every record.
+    Dense,
+    /// `RECZ` (version 12 on, what is written): per record a mask of its
+    /// counters that are not 0, then those counters only. CPython's 14.7M
+    /// records take 8.5 bytes each where `RECS` took 20 (most counters of
+    /// a row are 0: an instruction that hits in the first level has its
+    /// count, its fetch's hit and perhaps one access's).
+    Sparse,
+}
+
+impl RecordsForm {
+    /// The section's tag.
+    fn tag(self) -> &'static [u8; 4] {
+        match self {
+            RecordsForm::Dense => b"RECS",
+            RecordsForm::Sparse => b"RECZ",
+        }
+    }
+}
+
+/// Where a dump's records lie in its bytes, and in which form.
+#[derive(Clone, Debug)]
+pub(crate) struct RecordsAt {
+    pub(crate) form: RecordsForm,
+    pub(crate) range: std::ops::Range<usize>,
+}
+
+/// Records encoded as a dump's `RECZ` section holds them (about 8 to 20
+/// bytes a record where a [`Record`] takes about 180), for
 /// [`Dump::to_bytes_with_records`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EncodedRecords {
@@ -399,7 +429,7 @@ impl EncodedRecords {
     /// record's counters in a buffer of its own: nothing is moved or
     /// zeroed per record but the counters themselves.
     pub fn encoder(counters: usize, count: usize) -> RecordEncoder {
-        let mut b = Vec::with_capacity(16 + count * (4 + counters));
+        let mut b = Vec::with_capacity(16 + count * 10);
         varint::put(&mut b, counters as u64);
         varint::put(&mut b, count as u64);
         RecordEncoder {
@@ -479,8 +509,19 @@ impl RecordEncoder {
         self.prev_ip = ip;
         varint::put(b, stack.into());
         varint::put(b, thread.into());
-        for i in 0..self.records.counters {
-            varint::put(b, c.get(i).copied().unwrap_or(0));
+        // Per 64 counters, the mask of those not 0, then their values.
+        let n = self.records.counters;
+        let c = &c[..c.len().min(n)];
+        for w in 0..n.div_ceil(64) {
+            let word = c.get(64 * w..c.len().min(64 * w + 64)).unwrap_or(&[]);
+            let mask = word
+                .iter()
+                .enumerate()
+                .fold(0u64, |m, (j, &v)| m | u64::from(v != 0) << j);
+            varint::put(b, mask);
+            for &v in word.iter().filter(|&&v| v != 0) {
+                varint::put(b, v);
+            }
         }
     }
 
@@ -713,6 +754,28 @@ impl Dump {
         self.encode(None)
     }
 
+    /// [`to_bytes`](Self::to_bytes) with the records in `RECS`, every
+    /// counter of every record, as versions before 12 wrote them (the
+    /// version field still says [`VERSION`]): for tests that mark a dump
+    /// as an older version.
+    #[doc(hidden)]
+    pub fn to_bytes_dense(&self) -> Vec<u8> {
+        let mut b = Vec::new();
+        varint::put(&mut b, self.meta.counters.len() as u64);
+        varint::put(&mut b, self.records.len() as u64);
+        let mut prev_ip = 0u64;
+        for r in &self.records {
+            varint::put(&mut b, varint::zigzag(r.ip.wrapping_sub(prev_ip) as i64));
+            prev_ip = r.ip;
+            varint::put(&mut b, r.stack.into());
+            varint::put(&mut b, r.thread.into());
+            for i in 0..self.meta.counters.len() {
+                varint::put(&mut b, r.counters.get(i).copied().unwrap_or(0));
+            }
+        }
+        self.encode(Some((RecordsForm::Dense, &b)))
+    }
+
     /// [`to_bytes`](Self::to_bytes) in parts.
     pub fn to_parts(&self) -> EncodedParts<'static> {
         self.encode_parts(None)
@@ -733,17 +796,20 @@ impl Dump {
     /// again and hold twice).
     pub fn to_parts_with_records<'a>(&self, records: &'a EncodedRecords) -> EncodedParts<'a> {
         debug_assert_eq!(records.counters, self.meta.counters.len());
-        self.encode_parts(Some(&records.payload))
+        self.encode_parts(Some((RecordsForm::Sparse, &records.payload)))
     }
 
-    /// [`to_bytes`](Self::to_bytes), with the `RECS` section's payload
-    /// `recs` given as read from a file (`self.records` is not written).
-    fn encode(&self, recs: Option<&[u8]>) -> Vec<u8> {
+    /// [`to_bytes`](Self::to_bytes), with the records' section given as
+    /// read from a file, in its form (`self.records` is not written).
+    pub(crate) fn encode(&self, recs: Option<(RecordsForm, &[u8])>) -> Vec<u8> {
         self.encode_parts(recs).concat()
     }
 
     /// [`Dump::encode`] in parts, `recs` borrowed.
-    fn encode_parts<'a>(&self, recs: Option<&'a [u8]>) -> EncodedParts<'a> {
+    pub(crate) fn encode_parts<'a>(
+        &self,
+        recs: Option<(RecordsForm, &'a [u8])>,
+    ) -> EncodedParts<'a> {
         let mut out = Vec::with_capacity(4096);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
@@ -780,18 +846,21 @@ impl Dump {
         }
         section(&mut out, b"STKS", &b);
 
-        let recs: std::borrow::Cow<'a, [u8]> = match recs {
-            Some(recs) => recs.into(),
-            None => EncodedRecords::new(
-                self.meta.counters.len(),
-                self.records
-                    .iter()
-                    .map(|r| (r.ip, r.stack, r.thread, r.counters.as_slice())),
-            )
-            .payload
-            .into(),
+        let (form, recs): (_, std::borrow::Cow<'a, [u8]>) = match recs {
+            Some((form, recs)) => (form, recs.into()),
+            None => (
+                RecordsForm::Sparse,
+                EncodedRecords::new(
+                    self.meta.counters.len(),
+                    self.records
+                        .iter()
+                        .map(|r| (r.ip, r.stack, r.thread, r.counters.as_slice())),
+                )
+                .payload
+                .into(),
+            ),
         };
-        out.extend_from_slice(b"RECS");
+        out.extend_from_slice(form.tag());
         out.extend_from_slice(&(recs.len() as u64).to_le_bytes());
         let head = std::mem::take(&mut out);
 
@@ -889,11 +958,11 @@ impl Dump {
     /// Decodes a dump as [`from_bytes`](Self::from_bytes) does, checking
     /// the same, but hands each record to `each` instead of keeping it
     /// (the dump returned has no records), with the number of records.
-    /// Also gives where the `RECS` section's payload lies in `bytes`.
-    fn decode(
+    /// Also gives where the records' section's payload lies in `bytes`.
+    pub(crate) fn decode(
         bytes: &[u8],
         each: &mut dyn FnMut(usize, RecordRef<'_>),
-    ) -> Result<(Dump, std::ops::Range<usize>), DumpError> {
+    ) -> Result<(Dump, RecordsAt), DumpError> {
         if bytes.len() < 16 || &bytes[..8] != MAGIC {
             if bytes.len() < 8 && MAGIC.starts_with(bytes) && !bytes.is_empty() {
                 return Err(DumpError::Truncated("inside the header"));
@@ -914,7 +983,10 @@ impl Dump {
             return Err(DumpError::Checksum { stored, computed });
         }
         let mut sections: HashMap<[u8; 4], &[u8]> = HashMap::new();
-        let mut recs_at = 0..0;
+        let mut recs_at = RecordsAt {
+            form: RecordsForm::Dense,
+            range: 0..0,
+        };
         let mut pos = 16;
         while pos < body.len() {
             if body.len() - pos < 12 {
@@ -927,8 +999,23 @@ impl Dump {
                 return Err(DumpError::Truncated("inside a section"));
             }
             let len = len as usize;
-            if &tag == b"RECS" {
-                recs_at = pos..pos + len;
+            // `RECZ` is version 12's (an unknown section before).
+            let form = match &tag {
+                b"RECS" => Some(RecordsForm::Dense),
+                b"RECZ" if version >= 12 => Some(RecordsForm::Sparse),
+                _ => None,
+            };
+            if let Some(form) = form {
+                if recs_at.range.end != 0 {
+                    return Err(DumpError::Malformed {
+                        section: "RECZ",
+                        what: "the records are in both RECS and RECZ".into(),
+                    });
+                }
+                recs_at = RecordsAt {
+                    form,
+                    range: pos..pos + len,
+                };
             }
             sections.insert(tag, &body[pos..pos + len]);
             pos += len;
@@ -1000,18 +1087,29 @@ impl Dump {
         }
         r.finish()?;
 
-        let mut r = varint::Reader::new(get("RECS")?, "RECS");
+        let form = recs_at.form;
+        let name = match form {
+            RecordsForm::Dense => "RECS",
+            RecordsForm::Sparse => "RECZ",
+        };
+        let mut r = varint::Reader::new(get(name)?, name);
         let ncounters = r.count(0)?;
         if ncounters != meta.counters.len() {
             return Err(DumpError::Malformed {
-                section: "RECS",
+                section: name,
                 what: format!(
                     "{ncounters} counters per record but META names {}",
                     meta.counters.len()
                 ),
             });
         }
-        let n = r.count(3 + ncounters)?;
+        // The fewest bytes a record takes: address, stack, thread, and
+        // every counter (`RECS`) or a mask per 64 of them (`RECZ`).
+        let words = ncounters.div_ceil(64);
+        let n = r.count(match form {
+            RecordsForm::Dense => 3 + ncounters,
+            RecordsForm::Sparse => 3 + words,
+        })?;
         let mut counters = vec![0u64; ncounters];
         let mut prev_ip = 0u64;
         for i in 0..n {
@@ -1021,7 +1119,7 @@ impl Dump {
             let thread = r.get_u32()?;
             if stack as usize >= stacks.len() || thread as usize >= threads.len() {
                 return Err(DumpError::Malformed {
-                    section: "RECS",
+                    section: name,
                     what: format!(
                         "record {i} refers to stack {stack} of {} or thread {thread} of {}",
                         stacks.len(),
@@ -1029,8 +1127,31 @@ impl Dump {
                     ),
                 });
             }
-            for c in counters.iter_mut() {
-                *c = r.get()?;
+            match form {
+                RecordsForm::Dense => {
+                    for c in counters.iter_mut() {
+                        *c = r.get()?;
+                    }
+                }
+                RecordsForm::Sparse => {
+                    counters.fill(0);
+                    for (w, word) in counters.chunks_mut(64).enumerate() {
+                        let mut mask = r.get()?;
+                        if word.len() < 64 && mask >> word.len() != 0 {
+                            return Err(DumpError::Malformed {
+                                section: name,
+                                what: format!(
+                                    "record {i} names a counter past the {ncounters} of META \
+                                     (mask word {w}: {mask:#x})"
+                                ),
+                            });
+                        }
+                        while mask != 0 {
+                            word[mask.trailing_zeros() as usize] = r.get()?;
+                            mask &= mask - 1;
+                        }
+                    }
+                }
             }
             each(
                 n,

@@ -92,8 +92,14 @@ fn records_are_summed_per_address_and_written_back_as_read() {
     let mut rest = b.dump.clone();
     rest.records = d.records.clone();
     assert_eq!(rest, d);
-    // Written back unchanged: the file's bytes.
+    // Written back unchanged: the file's bytes; so are records in the
+    // form versions before 12 wrote (`RECS`).
     assert_eq!(b.to_bytes(), bytes);
+    let dense = d.to_bytes_dense();
+    assert_eq!(
+        ByInstruction::from_bytes(dense.clone()).unwrap().to_bytes(),
+        dense
+    );
     // With the rest changed (as the resolver does), the bytes are the
     // whole dump's with that change.
     let mut b = b;

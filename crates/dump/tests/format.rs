@@ -503,7 +503,7 @@ fn data_types_round_trip_and_a_path_to_no_member_is_refused() {
     let mut plain = slots.clone();
     plain.data.as_mut().unwrap().slots.clear();
     assert!(!plain.to_bytes().windows(4).any(|w| w == b"LOCL"));
-    let mut v10 = slots.to_bytes();
+    let mut v10 = slots.to_bytes_dense();
     v10[8..12].copy_from_slice(&10u32.to_le_bytes());
     checksum_anew(&mut v10);
     assert_eq!(Dump::from_bytes(&v10).unwrap(), plain);
@@ -818,7 +818,7 @@ fn site_instructions_round_trip_and_a_dangling_site_is_refused() {
     // The same bytes marked version 7 (checksum made anew): mapping rows
     // were not part of it (nor, since version 9, the rows' coherence
     // words, which make `OBJS` itself unreadable as version 7).
-    let mut v7 = bytes.clone();
+    let mut v7 = d.to_bytes_dense();
     v7[8..12].copy_from_slice(&7u32.to_le_bytes());
     checksum_anew(&mut v7);
     let e = Dump::from_bytes(&v7).unwrap_err().to_string();
@@ -917,7 +917,7 @@ fn globals_and_frames_round_trip_and_dangling_references_are_refused() {
     let e = Dump::from_bytes(&orphan).unwrap_err().to_string();
     assert!(e.contains("OBJG") && e.contains("without OBJS"), "{e}");
     // Marked version 9 (checksum made anew): the section is not read.
-    let mut v9 = bytes.clone();
+    let mut v9 = d.to_bytes_dense();
     v9[8..12].copy_from_slice(&9u32.to_le_bytes());
     checksum_anew(&mut v9);
     let back = Dump::from_bytes(&v9).unwrap();
@@ -947,7 +947,7 @@ fn globals_and_frames_round_trip_and_dangling_references_are_refused() {
     let back = Dump::from_bytes(&f.to_bytes()).unwrap();
     assert_eq!(back.objects, f.objects);
     // Its slots (OBJL, version 11): not read when marked version 10.
-    let mut v10 = f.to_bytes();
+    let mut v10 = f.to_bytes_dense();
     v10[8..12].copy_from_slice(&10u32.to_le_bytes());
     checksum_anew(&mut v10);
     let back = Dump::from_bytes(&v10).unwrap();
@@ -1214,6 +1214,105 @@ fn committed_version_10_frames_sample_loads() {
     rows.sort_unstable();
     assert_eq!(rows, [(1, 0), (65, 65)]);
     assert!(d.data.as_ref().is_none_or(|t| t.slots.is_empty()));
+}
+
+/// The payload of section `tag` of a dump's bytes, and where it starts.
+fn section(bytes: &[u8], tag: &[u8; 4]) -> Option<(usize, Vec<u8>)> {
+    let mut pos = 16;
+    while pos + 12 <= bytes.len() - 12 {
+        let len = u64::from_le_bytes(bytes[pos + 4..pos + 12].try_into().unwrap()) as usize;
+        if &bytes[pos..pos + 4] == tag {
+            return Some((pos + 12, bytes[pos + 12..pos + 12 + len].to_vec()));
+        }
+        pos += 12 + len;
+    }
+    None
+}
+
+/// Version 12's records (`RECZ`): per record a mask of its counters that
+/// are not 0, then those only. The bytes by hand; the same dump with every
+/// counter (`RECS`, as before) reads the same.
+#[test]
+fn records_are_written_sparse_and_read_in_either_form() {
+    let mut d = Dump {
+        meta: Meta {
+            counters: vec!["instructions".into(), "a".into(), "b".into()],
+            ..Meta::default()
+        },
+        stacks: vec![StackNode::default()],
+        threads: vec![Thread {
+            tid: 1,
+            name: "t".into(),
+            core: 0,
+        }],
+        ..Dump::default()
+    };
+    d.records = vec![
+        Record {
+            ip: 0x1000,
+            stack: 0,
+            thread: 0,
+            counters: vec![5, 0, 7],
+        },
+        Record {
+            ip: 0x1004,
+            stack: 0,
+            thread: 0,
+            counters: vec![0, 0, 0],
+        },
+    ];
+    let bytes = d.to_bytes();
+    assert!(section(&bytes, b"RECS").is_none());
+    let (at, recz) = section(&bytes, b"RECZ").unwrap();
+    #[rustfmt::skip]
+    let want = [
+        3, 2,                   // counters, records
+        0x80, 0x40, 0, 0,       // ip 0x1000 (zigzag 0x2000), stack, thread
+        0b101, 5, 7,            // counters 0 and 2, their values
+        8, 0, 0,                // ip +4, stack, thread
+        0,                      // no counter
+    ];
+    assert_eq!(recz, want);
+    assert_eq!(Dump::from_bytes(&bytes).unwrap(), d);
+    let dense = d.to_bytes_dense();
+    assert!(section(&dense, b"RECZ").is_none());
+    // Every counter of each: 2 + (ip 2, stack, thread, 3) + (ip 1, 2, 3).
+    assert_eq!(section(&dense, b"RECS").unwrap().1.len(), 2 + 7 + 6);
+    assert_eq!(Dump::from_bytes(&dense).unwrap(), d);
+    // A mask naming a fourth counter of three.
+    let mut bad = bytes.clone();
+    bad[at + 6] = 0b1101;
+    checksum_anew(&mut bad);
+    let e = Dump::from_bytes(&bad).unwrap_err().to_string();
+    assert!(
+        e.contains("RECZ") && e.contains("record 0") && e.contains("past the 3"),
+        "{e}"
+    );
+    // Records in both sections.
+    let (_, recs) = section(&dense, b"RECS").unwrap();
+    let mut both = bytes[..bytes.len() - 12].to_vec();
+    both.extend_from_slice(b"RECS");
+    both.extend_from_slice(&(recs.len() as u64).to_le_bytes());
+    both.extend_from_slice(&recs);
+    both.extend_from_slice(&bytes[bytes.len() - 12..]);
+    checksum_anew(&mut both);
+    let e = Dump::from_bytes(&both).unwrap_err().to_string();
+    assert!(e.contains("both RECS and RECZ"), "{e}");
+    // Marked version 11, `RECZ` is a section it did not know: no records.
+    let mut v11 = bytes.clone();
+    v11[8..12].copy_from_slice(&11u32.to_le_bytes());
+    checksum_anew(&mut v11);
+    let e = Dump::from_bytes(&v11).unwrap_err().to_string();
+    assert!(e.contains("RECS"), "{e}");
+    // More than 64 counters: a mask per 64.
+    let mut wide = d.clone();
+    wide.meta.counters = (0..70).map(|i| format!("c{i}")).collect();
+    wide.records[0].counters = (0..70)
+        .map(|i| if i % 33 == 0 { i + 1 } else { 0 })
+        .collect();
+    wide.records[1].counters = vec![0; 70];
+    wide.records[1].counters[69] = 1 << 40;
+    assert_eq!(Dump::from_bytes(&wide.to_bytes()).unwrap(), wide);
 }
 
 /// Makes a dump's checksum anew after its bytes were changed (the last 4
