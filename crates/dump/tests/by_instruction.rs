@@ -115,7 +115,7 @@ fn records_are_summed_per_address_and_written_back_as_read() {
 #[test]
 fn the_committed_samples_read_as_the_whole_dump_does() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
-    for v in ["v1", "v2", "v2-resolved-real", "v3", "v4"] {
+    for v in ["v1", "v2", "v2-resolved-real", "v3", "v4", "v12-frames"] {
         let bytes = std::fs::read(format!("{dir}/{v}.ccdump")).unwrap();
         let whole = Dump::from_bytes(&bytes).unwrap();
         let b = ByInstruction::from_bytes(bytes).unwrap();
