@@ -792,7 +792,7 @@ impl Dump {
 
     /// [`to_bytes_with_records`](Self::to_bytes_with_records) in parts, the
     /// records' payload borrowed, not copied: for a writer of a large
-    /// capture (CPython: 300 MB of records, which a copy would touch
+    /// capture (CPython: 133 MB of records, which a copy would touch
     /// again and hold twice).
     pub fn to_parts_with_records<'a>(&self, records: &'a EncodedRecords) -> EncodedParts<'a> {
         debug_assert_eq!(records.counters, self.meta.counters.len());
