@@ -467,12 +467,28 @@ fn matmul(d: &Path) -> Option<PathBuf> {
 const MATMUL_OUTPUT: &str = "matmul N=48 naive=25471.750 blocked=25471.750\n";
 
 /// Reads a few bytes from `fifo` on a thread of its own, then closes it
-/// (a reader that goes away early: `head -c`).
+/// (a reader that goes away early: `head -c`). The FIFO is opened here,
+/// before the writer runs, and its buffer cut to one page, so that a
+/// writer of more than a page always meets the reader gone (a dump of
+/// 28 KB fits the default 64 KiB: it would be written whole before the
+/// reader leaves). Opened for reading and writing, so that the open does
+/// not wait for a writer and the read waits for data, not for EOF.
 fn early_reader(fifo: &Path) -> std::thread::JoinHandle<usize> {
-    let fifo = fifo.to_path_buf();
+    use std::os::fd::AsRawFd;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(fifo)
+        .unwrap();
+    // SAFETY: F_SETPIPE_SZ on a descriptor this function owns.
+    let set = unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) };
+    assert!(
+        set >= 4096,
+        "F_SETPIPE_SZ: {}",
+        std::io::Error::last_os_error()
+    );
     std::thread::spawn(move || {
         use std::io::Read;
-        let mut f = std::fs::File::open(&fifo).unwrap();
         let mut buf = [0u8; 100];
         f.read(&mut buf).unwrap_or(0)
     })

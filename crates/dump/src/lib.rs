@@ -46,6 +46,9 @@
 //! section after `DATA`: the local variable of each slot
 //! ([`DataTypes::slots`]), so that the views split a frame into its
 //! locals.
+//! Version 12 writes the records in `RECZ` in place of `RECS`: per record
+//! only the counters that are not 0, after a mask naming them (`RECS` is
+//! still read, and kept by [`ByInstruction`] where it was read).
 //! Unknown sections are skipped, so
 //! later versions can add sections that older readers ignore; every older
 //! version keeps loading (samples of each are under test).
@@ -454,7 +457,7 @@ impl EncodedRecords {
 }
 
 /// A dump encoded in three parts which, written in order, are the file
-/// [`Dump::to_bytes`] gives: everything up to the `RECS` section's
+/// [`Dump::to_bytes`] gives: everything up to the records' section's
 /// payload, that payload (borrowed where the writer holds it encoded),
 /// and the sections after it with the trailer.
 #[derive(Debug)]
@@ -1008,8 +1011,8 @@ impl Dump {
             if let Some(form) = form {
                 if recs_at.range.end != 0 {
                     return Err(DumpError::Malformed {
-                        section: "RECZ",
-                        what: "the records are in both RECS and RECZ".into(),
+                        section: "RECS",
+                        what: "more than one section of records (RECS, RECZ)".into(),
                     });
                 }
                 recs_at = RecordsAt {

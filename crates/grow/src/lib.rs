@@ -771,7 +771,10 @@ impl Index {
             FIRST_SLOTS
         };
         let slots = slots.max(((len + 1) * 2).next_power_of_two());
-        if len >= u32::MAX as usize - 1 {
+        // At most 2^31 - 1 entries, so at most 2^32 slots: an entry's
+        // number plus one then stays below [`Index::OTHER`] (at 2^33 slots
+        // entry 2^32 - 2 would read as another key's slot).
+        if len >= (1 << 31) - 1 {
             return Err(Refused {
                 wanted: slots * 4,
                 limit: Limit::Reserve,
@@ -894,6 +897,19 @@ mod tests {
         assert_eq!((n, r.limit), (3 * PAGE as u64 / 8, Limit::Budget));
         assert!(r.wanted > 0);
         assert_eq!(b.used(), 3 * PAGE);
+    }
+
+    /// An index holds at most 2^31 - 1 entries (2^32 slots), so that an
+    /// entry's number plus one never reads as [`Index::OTHER`]: a growth
+    /// for more is refused before anything is mapped.
+    #[test]
+    fn an_index_of_more_than_two_billion_entries_is_refused() {
+        let mut b = Budget::new(usize::MAX);
+        let mut idx = Index::new();
+        let r = idx.grow((1 << 31) - 1, |_| 0, &mut b).unwrap_err();
+        assert_eq!(r.limit, Limit::Reserve);
+        assert!(!idx.ready());
+        assert_eq!(b.used(), 0);
     }
 
     #[test]
