@@ -369,7 +369,7 @@ pub struct Record {
 }
 
 /// How a dump's section of records lays them out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum RecordsForm {
     /// `RECS` (every version): every counter of every record.
     Dense,
@@ -378,15 +378,16 @@ pub(crate) enum RecordsForm {
     /// records take 8.5 bytes each where `RECS` took 20 (most counters of
     /// a row are 0: an instruction that hits in the first level has its
     /// count, its fetch's hit and perhaps one access's).
+    #[default]
     Sparse,
 }
 
 impl RecordsForm {
     /// The section's tag.
-    fn tag(self) -> &'static [u8; 4] {
+    fn name(self) -> &'static str {
         match self {
-            RecordsForm::Dense => b"RECS",
-            RecordsForm::Sparse => b"RECZ",
+            RecordsForm::Dense => "RECS",
+            RecordsForm::Sparse => "RECZ",
         }
     }
 }
@@ -403,6 +404,8 @@ pub(crate) struct RecordsAt {
 /// [`Dump::to_bytes_with_records`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EncodedRecords {
+    /// The section's layout (`RECZ` but for tests of older versions).
+    form: RecordsForm,
     /// Counters per record.
     counters: usize,
     /// Records.
@@ -420,7 +423,16 @@ impl EncodedRecords {
         counters: usize,
         rows: impl ExactSizeIterator<Item = (u64, u32, u32, C)>,
     ) -> EncodedRecords {
-        let mut e = EncodedRecords::encoder(counters, rows.len());
+        EncodedRecords::new_in(RecordsForm::Sparse, counters, rows)
+    }
+
+    /// [`EncodedRecords::new`] in `form`.
+    fn new_in<C: AsRef<[u64]>>(
+        form: RecordsForm,
+        counters: usize,
+        rows: impl ExactSizeIterator<Item = (u64, u32, u32, C)>,
+    ) -> EncodedRecords {
+        let mut e = EncodedRecords::encoder_in(form, counters, rows.len());
         for (ip, stack, thread, c) in rows {
             e.push(ip, stack, thread, c.as_ref());
         }
@@ -432,11 +444,17 @@ impl EncodedRecords {
     /// record's counters in a buffer of its own: nothing is moved or
     /// zeroed per record but the counters themselves.
     pub fn encoder(counters: usize, count: usize) -> RecordEncoder {
+        EncodedRecords::encoder_in(RecordsForm::Sparse, counters, count)
+    }
+
+    /// [`EncodedRecords::encoder`] in `form`.
+    fn encoder_in(form: RecordsForm, counters: usize, count: usize) -> RecordEncoder {
         let mut b = Vec::with_capacity(16 + count * 10);
         varint::put(&mut b, counters as u64);
         varint::put(&mut b, count as u64);
         RecordEncoder {
             records: EncodedRecords {
+                form,
                 counters,
                 count,
                 payload: b,
@@ -512,8 +530,14 @@ impl RecordEncoder {
         self.prev_ip = ip;
         varint::put(b, stack.into());
         varint::put(b, thread.into());
-        // Per 64 counters, the mask of those not 0, then their values.
         let n = self.records.counters;
+        if self.records.form == RecordsForm::Dense {
+            for i in 0..n {
+                varint::put(b, c.get(i).copied().unwrap_or(0));
+            }
+            return;
+        }
+        // Per 64 counters, the mask of those not 0, then their values.
         let c = &c[..c.len().min(n)];
         for w in 0..n.div_ceil(64) {
             let word = c.get(64 * w..c.len().min(64 * w + 64)).unwrap_or(&[]);
@@ -763,20 +787,18 @@ impl Dump {
     /// as an older version.
     #[doc(hidden)]
     pub fn to_bytes_dense(&self) -> Vec<u8> {
-        let mut b = Vec::new();
-        varint::put(&mut b, self.meta.counters.len() as u64);
-        varint::put(&mut b, self.records.len() as u64);
-        let mut prev_ip = 0u64;
-        for r in &self.records {
-            varint::put(&mut b, varint::zigzag(r.ip.wrapping_sub(prev_ip) as i64));
-            prev_ip = r.ip;
-            varint::put(&mut b, r.stack.into());
-            varint::put(&mut b, r.thread.into());
-            for i in 0..self.meta.counters.len() {
-                varint::put(&mut b, r.counters.get(i).copied().unwrap_or(0));
-            }
-        }
-        self.encode(Some((RecordsForm::Dense, &b)))
+        self.to_bytes_with_records(&self.records_in(RecordsForm::Dense))
+    }
+
+    /// This dump's records encoded in `form`.
+    fn records_in(&self, form: RecordsForm) -> EncodedRecords {
+        EncodedRecords::new_in(
+            form,
+            self.meta.counters.len(),
+            self.records
+                .iter()
+                .map(|r| (r.ip, r.stack, r.thread, r.counters.as_slice())),
+        )
     }
 
     /// [`to_bytes`](Self::to_bytes) in parts.
@@ -799,7 +821,7 @@ impl Dump {
     /// again and hold twice).
     pub fn to_parts_with_records<'a>(&self, records: &'a EncodedRecords) -> EncodedParts<'a> {
         debug_assert_eq!(records.counters, self.meta.counters.len());
-        self.encode_parts(Some((RecordsForm::Sparse, &records.payload)))
+        self.encode_parts(Some((records.form, &records.payload)))
     }
 
     /// [`to_bytes`](Self::to_bytes), with the records' section given as
@@ -853,17 +875,10 @@ impl Dump {
             Some((form, recs)) => (form, recs.into()),
             None => (
                 RecordsForm::Sparse,
-                EncodedRecords::new(
-                    self.meta.counters.len(),
-                    self.records
-                        .iter()
-                        .map(|r| (r.ip, r.stack, r.thread, r.counters.as_slice())),
-                )
-                .payload
-                .into(),
+                self.records_in(RecordsForm::Sparse).payload.into(),
             ),
         };
-        out.extend_from_slice(form.tag());
+        out.extend_from_slice(form.name().as_bytes());
         out.extend_from_slice(&(recs.len() as u64).to_le_bytes());
         let head = std::mem::take(&mut out);
 
@@ -1091,10 +1106,7 @@ impl Dump {
         r.finish()?;
 
         let form = recs_at.form;
-        let name = match form {
-            RecordsForm::Dense => "RECS",
-            RecordsForm::Sparse => "RECZ",
-        };
+        let name = form.name();
         let mut r = varint::Reader::new(get(name)?, name);
         let ncounters = r.count(0)?;
         if ncounters != meta.counters.len() {

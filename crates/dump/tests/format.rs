@@ -1206,13 +1206,7 @@ fn committed_version_10_frames_sample_loads() {
     let f = o.frames.as_ref().expect("an OBJF section");
     assert!(f.slots.is_empty());
     assert_eq!(f.slots_dropped.accesses(), 0);
-    let mut rows: Vec<(u64, u64)> = f
-        .rows
-        .iter()
-        .map(|r| (r.counts.side(0), r.counts.side(1)))
-        .collect();
-    rows.sort_unstable();
-    assert_eq!(rows, [(1, 0), (65, 65)]);
+    assert_eq!(frame_rows(f), [(1, 0), (65, 65)]);
     assert!(d.data.as_ref().is_none_or(|t| t.slots.is_empty()));
 }
 
@@ -1233,24 +1227,25 @@ fn committed_version_12_sparse_sample_loads() {
     let (_, recz) = section(&bytes, b"RECZ").unwrap();
     let d = Dump::from_bytes(&bytes).unwrap();
     assert_eq!(d.meta.instructions, 717);
-    let i = d
-        .meta
-        .counters
-        .iter()
-        .position(|c| c == "instructions")
-        .unwrap();
+    let i = CounterLayout::INSTRUCTIONS;
+    assert_eq!(d.meta.counters[i], "instructions");
     assert_eq!(d.records.iter().map(|r| r.counters[i]).sum::<u64>(), 717);
     let f = d.objects.as_ref().unwrap().frames.as_ref().unwrap();
+    assert_eq!(frame_rows(f), [(1, 0), (65, 65)]);
+    let dense = d.to_bytes_dense();
+    assert!(section(&dense, b"RECS").unwrap().1.len() > 2 * recz.len());
+    assert_eq!(Dump::from_bytes(&dense).unwrap(), d);
+}
+
+/// The (reads, writes) of each row of the frames `f`, sorted.
+fn frame_rows(f: &coldcache_dump::objects::StackFrames) -> Vec<(u64, u64)> {
     let mut rows: Vec<(u64, u64)> = f
         .rows
         .iter()
         .map(|r| (r.counts.side(0), r.counts.side(1)))
         .collect();
     rows.sort_unstable();
-    assert_eq!(rows, [(1, 0), (65, 65)]);
-    let dense = d.to_bytes_dense();
-    assert!(section(&dense, b"RECS").unwrap().1.len() > 2 * recz.len());
-    assert_eq!(Dump::from_bytes(&dense).unwrap(), d);
+    rows
 }
 
 /// The payload of section `tag` of a dump's bytes, and where it starts.
