@@ -116,21 +116,7 @@ impl DecodeCache {
         if !self.index.ready() {
             return Err(0);
         }
-        let h = mix(ip);
-        let mut i = self.index.start(h);
-        loop {
-            match self.index.probe(i, h) {
-                FREE => return Err(i),
-                Index::OTHER => {}
-                r => {
-                    let r = r as usize - 1;
-                    if *self.keys.at(r) == ip {
-                        return Ok(r);
-                    }
-                }
-            }
-            i = self.index.next(i);
-        }
+        self.index.find(mix(ip), |r| *self.keys.at(r) == ip)
     }
 
     /// The index of the cached instruction at `ip` (see [`DecodeCache::at`]).
@@ -255,20 +241,12 @@ impl StackTable {
                 return Err(full("stacks", self.nodes.len(), self.bytes(), r, b));
             }
         }
+        // An index entry is a node's id less one (the root is not in it).
         let h = Self::hash(&e);
-        let mut i = self.index.start(h);
-        loop {
-            match self.index.probe(i, h) {
-                FREE => break,
-                Index::OTHER => {}
-                id => {
-                    if *self.nodes.at(id as usize) == e {
-                        return Ok(id);
-                    }
-                }
-            }
-            i = self.index.next(i);
-        }
+        let i = match self.index.find(h, |k| *self.nodes.at(k + 1) == e) {
+            Ok(k) => return Ok(k as u32 + 1),
+            Err(i) => i,
+        };
         match self.nodes.push(e, b) {
             Ok(id) => {
                 // The slot holds the node's id (its number in the index
@@ -491,30 +469,17 @@ impl BlockRows {
     fn find(&mut self, key: BlockKey, count: u32, b: &mut Budget) -> Option<usize> {
         let h = Self::hash(&key);
         if self.index.ready() {
-            let mut i = self.index.start(h);
-            loop {
-                let e = match self.index.probe(i, h) {
-                    FREE => break,
-                    Index::OTHER => {
-                        i = self.index.next(i);
-                        continue;
-                    }
-                    e => e,
-                };
-                let (k, start) = *self.keys.at(e as usize - 1);
-                if k == key {
-                    // The key holds no length: a block number given to two
-                    // blocks would mix their cells. Keys take their cells
-                    // in order, so a key's are up to the next key's.
-                    debug_assert_eq!(
-                        self.span(e as usize - 1),
-                        count as usize,
-                        "block {} asked for with {count} instructions",
-                        key.block
-                    );
-                    return Some(start as usize);
-                }
-                i = self.index.next(i);
+            if let Ok(e) = self.index.find(h, |e| self.keys.at(e).0 == key) {
+                // The key holds no length: a block number given to two
+                // blocks would mix their cells. Keys take their cells in
+                // order, so a key's are up to the next key's.
+                debug_assert_eq!(
+                    self.span(e),
+                    count as usize,
+                    "block {} asked for with {count} instructions",
+                    key.block
+                );
+                return Some(self.keys.at(e).1 as usize);
             }
         }
         self.insert(key, h, count, b)

@@ -728,6 +728,28 @@ impl Index {
         (i + 1) & self.mask
     }
 
+    /// The entry whose hash is `hash` and for which `is(entry)` holds (the
+    /// caller compares its key), asked only of entries whose slot keeps
+    /// `hash`'s bits ([`Index::probe`]); `Err`: none, with the free slot
+    /// that ended the probe (where [`Index::fill`] puts it). The index
+    /// must have slots ([`Index::ready`]).
+    #[inline(always)]
+    pub fn find(&self, hash: u64, mut is: impl FnMut(usize) -> bool) -> Result<usize, usize> {
+        let mut i = self.start(hash);
+        loop {
+            match self.probe(i, hash) {
+                0 => return Err(i),
+                Self::OTHER => {}
+                e => {
+                    if is(e as usize - 1) {
+                        return Ok(e as usize - 1);
+                    }
+                }
+            }
+            i = self.next(i);
+        }
+    }
+
     /// Unmaps the slots, giving their bytes back to `b`: an index with no
     /// slots, as new (its next [`Index::grow`] re-inserts every entry).
     pub fn release(&mut self, b: &mut Budget) {
