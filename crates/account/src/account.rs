@@ -64,7 +64,9 @@
 //!   fault.
 
 use crate::grow::{Budget, Full, GrowVec, TABLE_FULL};
-use crate::model::{AccessList, CpuFacts, Machine, MemAccess, Model, Quick, Unmodelled};
+use crate::model::{
+    AccessList, CpuFacts, Inputs, Machine, MemAccess, Model, Quick, RecordedAddress, Unmodelled,
+};
 use crate::objects::Objects;
 use crate::tables::{BlockRows, CounterTable, DecodeCache, Decoded, Flow, Rep, StackTable};
 use crate::timeline::Timeline;
@@ -146,6 +148,13 @@ pub struct BlockSlot {
     /// register) and a flow that asks nothing of the replay
     /// ([`Flow::Other`]): an instruction that is only fetched.
     fetch_only: bool,
+    /// Where the block's record holds the registers recorded for this
+    /// instruction ([`BlockSlot::recorded`]; `None`: a slot of no
+    /// record, [`BlockSlot::new`]).
+    record: Option<(u16, Inputs)>,
+    /// With `quick` and `record`: its one access's address as the record
+    /// holds it ([`Quick::recorded`]), read without filling the machine.
+    address: Option<RecordedAddress>,
 }
 
 impl BlockSlot {
@@ -166,6 +175,19 @@ impl BlockSlot {
             flow: Flow::Other,
             quick: None,
             fetch_only: false,
+            record: None,
+            address: None,
+        }
+    }
+
+    /// A slot of an instruction whose registers `inputs` its block's
+    /// record holds from offset `at` on (laid out as [`Inputs`] says): the
+    /// replay then reads its one access's address from the record
+    /// ([`Accountant::step_block_watching`]'s `record`).
+    pub fn recorded(ip: u64, sp_delta: i64, inputs: Inputs, at: u16) -> BlockSlot {
+        BlockSlot {
+            record: Some((at, inputs)),
+            ..BlockSlot::new(ip, sp_delta)
         }
     }
 
@@ -1185,13 +1207,16 @@ impl Accountant {
         m: &mut M,
         fill: impl FnMut(usize, &mut M),
     ) -> Verdict {
-        self.step_block_watching(tid, rsp, slots, m, fill, 0, |_, _| {})
+        self.step_block_watching(tid, rsp, slots, m, &[], fill, 0, |_, _| {})
     }
 
-    /// [`Accountant::step_block`], calling `on_store(ip, len)` for each
-    /// 64-bit store (`Flow::Store64`) whose address is `watched` (0: none).
-    /// Fast mode's replay watches the thread's rseq `rseq_cs` field
-    /// (`rseq.rs`): the accountant itself knows nothing of rseq.
+    /// [`Accountant::step_block`] over the block's record `record`, from
+    /// which slots made by [`BlockSlot::recorded`] read their one access's
+    /// address without `fill` (empty: `fill` for every one), calling
+    /// `on_store(ip, len)` for each 64-bit store (`Flow::Store64`) whose
+    /// address is `watched` (0: none). Fast mode's replay watches the
+    /// thread's rseq `rseq_cs` field (`rseq.rs`): the accountant itself
+    /// knows nothing of rseq.
     #[allow(clippy::too_many_arguments)]
     pub fn step_block_watching<M: Machine>(
         &mut self,
@@ -1199,6 +1224,7 @@ impl Accountant {
         rsp: u64,
         slots: &mut [BlockSlot],
         m: &mut M,
+        record: &[u64],
         fill: impl FnMut(usize, &mut M),
         watched: u64,
         on_store: impl FnMut(u64, u8),
@@ -1207,9 +1233,9 @@ impl Accountant {
         // before there was one (a copy choosing per instruction measured
         // slower in fast mode).
         if self.timeline.is_some() {
-            self.step_block_as::<true, M>(tid, rsp, slots, m, fill, watched, on_store)
+            self.step_block_as::<true, M>(tid, rsp, slots, m, record, fill, watched, on_store)
         } else {
-            self.step_block_as::<false, M>(tid, rsp, slots, m, fill, watched, on_store)
+            self.step_block_as::<false, M>(tid, rsp, slots, m, record, fill, watched, on_store)
         }
     }
 
@@ -1223,6 +1249,7 @@ impl Accountant {
         rsp: u64,
         slots: &mut [BlockSlot],
         m: &mut M,
+        record: &[u64],
         mut fill: impl FnMut(usize, &mut M),
         watched: u64,
         mut on_store: impl FnMut(u64, u8),
@@ -1321,7 +1348,7 @@ impl Accountant {
             if runs {
                 // The instructions from here on that need nothing but what
                 // their slots remember, counted in a loop of their own.
-                k = self.step_steady(slots, k, &b, &mut st, m, &mut fill, &mut on_store);
+                k = self.step_steady(slots, k, &b, &mut st, m, record, &mut fill, &mut on_store);
                 if k == slots.len() {
                     break;
                 }
@@ -1395,6 +1422,10 @@ impl Accountant {
             if d.trusted {
                 s.decoded = di as u32;
                 (s.len, s.flow, s.quick) = (d.len, d.flow, d.plan.quick());
+                s.address = s
+                    .quick
+                    .zip(s.record)
+                    .and_then(|(q, (at, inputs))| q.recorded(&inputs, at));
                 s.fetch_only =
                     s.flow == Flow::Other && s.quick.is_some_and(|q| !q.reads_registers());
             }
@@ -1542,6 +1573,7 @@ impl Accountant {
         b: &BlockCtx,
         st: &mut BlockState,
         m: &mut M,
+        record: &[u64],
         fill: &mut impl FnMut(usize, &mut M),
         on_store: &mut impl FnMut(u64, u8),
     ) -> usize {
@@ -1629,22 +1661,28 @@ impl Accountant {
             }
             let (ip, len, row, flow) = (s.ip, s.len, s.row as usize, s.flow);
             if q.reads_registers() {
-                fill(k, m);
-                match q.access(m) {
-                    Some(a) => {
-                        self.count_one(core, ip, len, row, a, &mut last_fetch);
-                        if flow == Flow::Store64 && watched != 0 && a.addr == watched {
-                            on_store(ip, len);
-                        } else if flow == Flow::Call {
-                            // The callee's frame is entered at the next
-                            // instruction (the block loop's prologue).
-                            self.threads[ti].pending_call = ip + u64::from(len) - 1;
-                            st.call_before = true;
-                            k += 1;
-                            break 'slots;
+                // The address as the record holds it, or (a slot of no
+                // record) from the registers loaded into the machine.
+                let a = match s.address.as_ref().and_then(|r| r.access(record, m)) {
+                    Some(a) => a,
+                    None => {
+                        fill(k, m);
+                        match q.access(m) {
+                            Some(a) => a,
+                            None => break 'slots,
                         }
                     }
-                    None => break 'slots,
+                };
+                self.count_one(core, ip, len, row, a, &mut last_fetch);
+                if flow == Flow::Store64 && watched != 0 && a.addr == watched {
+                    on_store(ip, len);
+                } else if flow == Flow::Call {
+                    // The callee's frame is entered at the next
+                    // instruction (the block loop's prologue).
+                    self.threads[ti].pending_call = ip + u64::from(len) - 1;
+                    st.call_before = true;
+                    k += 1;
+                    break 'slots;
                 }
             } else if s.cell != BlockSlot::NONE {
                 let cell = s.cell as usize;

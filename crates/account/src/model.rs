@@ -513,6 +513,94 @@ impl Quick {
     }
 }
 
+/// A [`Quick`] plan's one access with its address read straight from a
+/// record of [`Inputs`] ([`Quick::recorded`]): the record words of its
+/// base and index registers' values fixed once, so a replay computes the
+/// address without loading a machine's registers or evaluating the plan.
+/// [`RecordedAddress::access`] gives exactly what [`Quick::access`] gives
+/// over a machine whose registers are the record's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordedAddress {
+    disp: u64,
+    size: u32,
+    /// The record words (8-byte units) of the base's and the index's
+    /// value, each multiplied by its scale: 0 for a register the address
+    /// has not (whatever word 0 holds).
+    base: u8,
+    index: u8,
+    base_scale: u8,
+    scale: u8,
+    kind: AccessKind,
+    /// FS or GS (their base is the machine's), or [`Register::None`].
+    seg: Register,
+}
+
+impl RecordedAddress {
+    /// The access, with the values the record `record` (its 64-bit
+    /// words) holds where [`Quick::recorded`] found them and the FS/GS
+    /// base from `m` (its only use of the machine). `None` when `record`
+    /// is too short to hold them: the caller evaluates the plan its usual
+    /// way.
+    #[inline(always)]
+    pub fn access<M: Machine + ?Sized>(&self, record: &[u64], m: &M) -> Option<MemAccess> {
+        let base = *record.get(usize::from(self.base))?;
+        let index = *record.get(usize::from(self.index))?;
+        let mut addr = self
+            .disp
+            .wrapping_add(base.wrapping_mul(u64::from(self.base_scale)))
+            .wrapping_add(index.wrapping_mul(u64::from(self.scale)));
+        if self.seg != Register::None {
+            addr = addr.wrapping_add(m.segment_base(self.seg));
+        }
+        Some(MemAccess {
+            kind: self.kind,
+            addr,
+            size: self.size,
+        })
+    }
+}
+
+impl Quick {
+    /// This plan's access as a [`RecordedAddress`] over a record whose
+    /// inputs `inputs` start at byte `at` (laid out as [`Inputs`] says).
+    /// `None` for a plan without a memory operand, one with 32-bit
+    /// addressing, one whose registers `inputs` do not hold as full 64-bit
+    /// values, or inputs not on a word's boundary or past word 255.
+    pub fn recorded(&self, inputs: &Inputs, at: u16) -> Option<RecordedAddress> {
+        let t = &self.t;
+        if !self.one || t.addr32 || !at.is_multiple_of(8) {
+            return None;
+        }
+        // (word, multiplier) of a register's value.
+        let operand = |r: Register, scale: u8| -> Option<(u8, u8)> {
+            if r == Register::None {
+                return Some((0, 0));
+            }
+            if !r.is_gpr64() {
+                return None;
+            }
+            let k = inputs.gprs.iter().position(|&g| g == r)?;
+            let word = u8::try_from(usize::from(at / 8) + k).ok()?;
+            Some((word, scale))
+        };
+        let (base, base_scale) = operand(t.base, 1)?;
+        let (index, scale) = operand(t.index, t.scale)?;
+        Some(RecordedAddress {
+            disp: t.disp,
+            size: t.size,
+            base,
+            index,
+            base_scale,
+            scale,
+            kind: t.kind,
+            seg: match t.seg {
+                Register::FS | Register::GS => t.seg,
+                _ => Register::None,
+            },
+        })
+    }
+}
+
 /// The access model. Create one per capture (it reserves what the decoder's
 /// info factory needs) and reuse it.
 pub struct Model {

@@ -1,10 +1,12 @@
-//! The fast mode's consumer alone, for Callgrind: `Accountant::step_block`
-//! over the inner loop of `tests-programs/capture/frame.c` (a dense matrix
-//! multiply), its registers made up as the translated code would record
-//! them, with the `cachegrind` preset. No trap, no translation, no
-//! threads: the instruction count per replayed instruction is what the
-//! accountant and the simulator cost (deterministic, unlike a wall clock
-//! on a shared machine).
+//! The fast mode's consumer alone, for Callgrind:
+//! `Accountant::step_block_watching` over the inner loop of
+//! `tests-programs/capture/frame.c` (a dense matrix multiply), its record
+//! made up as the translated code would write it, with the `cachegrind`
+//! preset. No trap, no translation, no threads: the instruction count per
+//! replayed instruction is what the accountant and the simulator cost
+//! (deterministic, unlike a wall clock on a shared machine). Its figures
+//! from before it passed a record (2026-12-03) set the registers by a
+//! `fill` far cheaper than the replay's (two stores): not comparable.
 //!
 //! ```text
 //! cargo build --release -p coldcache-capture --example replay_blocks
@@ -20,7 +22,7 @@
 //! builds counted alike.
 
 use coldcache_capture::account::{Accountant, BlockSlot, Reserves, Setup, Verdict};
-use coldcache_capture::model::Machine;
+use coldcache_capture::model::{Inputs, Machine};
 use coldcache_capture::unwind::StackUnwinder;
 use coldcache_dump::Meta;
 use coldcache_sim::presets;
@@ -90,7 +92,23 @@ impl Machine for Regs {
 /// it: `rax` walks a row of A, `rdx` a column of B.
 #[inline(never)]
 fn replay(acc: &mut Accountant, size: u64) {
-    let mut slots: Vec<BlockSlot> = IPS.iter().map(|&o| BlockSlot::new(CODE + o, 0)).collect();
+    // As the translator lays out the block's record: its number and RSP,
+    // then RAX for the first instruction and RDX for the second (the
+    // registers their plans read), nothing for the others.
+    let one = |r: Register| Inputs {
+        gprs: [r, Register::None, Register::None, Register::None],
+        ..Inputs::NONE
+    };
+    let mut slots: Vec<BlockSlot> = IPS
+        .iter()
+        .enumerate()
+        .map(|(k, &o)| match k {
+            0 => BlockSlot::recorded(CODE + o, 0, one(Register::RAX), 16),
+            1 => BlockSlot::recorded(CODE + o, 0, one(Register::RDX), 24),
+            _ => BlockSlot::recorded(CODE + o, 0, Inputs::NONE, 32),
+        })
+        .collect();
+    let mut record = [0u64, SP, 0, 0];
     let mut m = Regs { regs: [0; 16] };
     m.regs[n(Register::RCX)] = size * 8;
     m.regs[n(Register::RSP)] = SP;
@@ -100,13 +118,23 @@ fn replay(acc: &mut Accountant, size: u64) {
                 let rax = A + (i * size + k) * 8;
                 let rdx = B + (k * size + j) * 8;
                 m.regs[n(Register::RSI)] = A + (i * size + size) * 8;
-                let v = acc.step_block(1, SP, &mut slots, &mut m, |s, m| {
-                    // After `add rax, 8` and `add rdx, rcx` the later
-                    // instructions see the new values.
-                    let after = s > 3;
-                    m.regs[n(Register::RAX)] = rax + if after { 8 } else { 0 };
-                    m.regs[n(Register::RDX)] = rdx + if s > 4 { size * 8 } else { 0 };
-                });
+                (record[2], record[3]) = (rax, rdx);
+                let v = acc.step_block_watching(
+                    1,
+                    SP,
+                    &mut slots,
+                    &mut m,
+                    &record,
+                    |s, m| {
+                        // After `add rax, 8` and `add rdx, rcx` the later
+                        // instructions see the new values.
+                        let after = s > 3;
+                        m.regs[n(Register::RAX)] = rax + if after { 8 } else { 0 };
+                        m.regs[n(Register::RDX)] = rdx + if s > 4 { size * 8 } else { 0 };
+                    },
+                    0,
+                    |_, _| {},
+                );
                 assert_eq!(v, Verdict::Continue);
             }
         }

@@ -1346,6 +1346,82 @@ mod inputs {
         assert_eq!(x, i(&[Register::RAX], Register::K1, &[]));
     }
 
+    /// A quick plan's address read from a record (`Quick::recorded`) is
+    /// the address its evaluation over the machine whose registers the
+    /// record holds gives, at any offset of the inputs in the record.
+    #[test]
+    fn addresses_read_from_a_record_are_the_evaluated_ones() {
+        let values = [
+            (Register::RAX, 0x1000_0000),
+            (Register::RBX, 0x2000_0010),
+            (Register::RCX, 0xFFFF_FFFF_FFFF_FFF8),
+            (Register::RSP, RSP),
+            (Register::R9, 0x7F00_1234_5678),
+            (Register::R13, 3),
+        ];
+        let mut machine = TestMachine::new().fs(0x7F55_0000_0000).gs(0x100);
+        for (r, v) in values {
+            machine = machine.set(r, v);
+        }
+        let cases: &[(&[u8], bool)] = &[
+            // mov rax, qword ptr [rax]
+            (&[0x48, 0x8b, 0x00], true),
+            // add qword ptr [rbx+rcx*8+16], rax: a negative index wraps.
+            (&[0x48, 0x01, 0x44, 0xcb, 0x10], true),
+            // mov dword ptr [rsp+8], 5
+            (&[0xc7, 0x44, 0x24, 0x08, 0x05, 0x00, 0x00, 0x00], true),
+            // mov r8, qword ptr [r9+r13*4-0x80]
+            (&[0x4f, 0x8b, 0x44, 0xa9, 0x80], true),
+            // mov rax, qword ptr fs:[0x28]: FS's base added.
+            (
+                &[0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0x00, 0x00, 0x00],
+                true,
+            ),
+            // mov rax, qword ptr gs:[rbx]
+            (&[0x65, 0x48, 0x8b, 0x03], true),
+            // mov eax, dword ptr [rip+0x100]: absolute, no register.
+            (&[0x8b, 0x05, 0x00, 0x01, 0x00, 0x00], true),
+            // prefetcht0 [rbx+rax]
+            (&[0x0f, 0x18, 0x0c, 0x03], true),
+            // mov eax, dword ptr [ebx+ecx*2]: 32-bit addressing, left to
+            // the machine.
+            (&[0x67, 0x8b, 0x04, 0x4b], false),
+            // add rax, rbx: no access.
+            (&[0x48, 0x01, 0xd8], false),
+        ];
+        for &(bytes, readable) in cases {
+            let (_, plan) = plan_with(bytes, CpuFacts::default());
+            let q = plan.quick().expect("a quick plan");
+            let inputs = plan.inputs().expect("recordable");
+            for at in [16u16, 40, 1000] {
+                // The record's 64-bit words, the inputs from byte `at` on.
+                let first = usize::from(at / 8);
+                let mut record = vec![0xEEEE_EEEE_EEEE_EEEE; first + inputs.bytes() / 8];
+                for (k, r) in inputs.gpr_list().enumerate() {
+                    record[first + k] = values.iter().find(|(g, _)| *g == r).map_or(0, |&(_, v)| v);
+                }
+                let recorded = q.recorded(&inputs, at);
+                assert_eq!(recorded.is_some(), readable, "{bytes:02x?}");
+                let Some(recorded) = recorded else { continue };
+                assert_eq!(
+                    recorded.access(&record, &machine),
+                    q.access(&machine),
+                    "{bytes:02x?} at {at}"
+                );
+                // A record cut short of its inputs: not read.
+                if inputs.bytes() != 0 {
+                    assert_eq!(recorded.access(&record[..record.len() - 1], &machine), None);
+                }
+            }
+            // Inputs off a word's boundary, or past the 256th word: the
+            // machine's way.
+            if readable && inputs.bytes() != 0 {
+                assert_eq!(q.recorded(&inputs, 20), None, "{bytes:02x?}");
+                assert_eq!(q.recorded(&inputs, 2048), None, "{bytes:02x?}");
+            }
+        }
+    }
+
     #[test]
     fn mmx_masks_and_xsave_forms_cannot_be_recorded() {
         // maskmovq mm1, mm2

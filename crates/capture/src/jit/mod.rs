@@ -325,7 +325,7 @@ impl JitState {
         for i in &self.scratch[..count] {
             self.instrs.push(*i, b).expect("room made");
             self.slots
-                .push(BlockSlot::new(i.ip, i.sp_delta), b)
+                .push(BlockSlot::recorded(i.ip, i.sp_delta, i.inputs, i.offset), b)
                 .expect("room made");
         }
         self.blocks
@@ -1740,11 +1740,26 @@ fn replay(
             }
             v
         } else {
+            // The record's words below the cursor (all of them: a record
+            // is committed whole), from which slots read their addresses
+            // (none where it is not on a word's boundary: records are
+            // multiples of 8 bytes in a page-aligned buffer).
+            let words = if p.is_multiple_of(8) {
+                (u64::from(b.size).min(end - p) / 8) as usize
+            } else {
+                debug_assert!(false, "a record off a word's boundary");
+                0
+            };
+            // SAFETY: `p..p + 8 * words` lies in the thread's buffer below
+            // the cursor, aligned, unchanged until the buffer is discarded
+            // after this replay.
+            let record = unsafe { core::slice::from_raw_parts(p as *const u64, words) };
             acc.step_block_watching(
                 tid,
                 rsp,
                 &mut j.slots.as_mut_slice()[range],
                 &mut m,
+                record,
                 |k, m| {
                     // SAFETY: `p` starts a complete record of this block.
                     unsafe { m.fill(&instrs[k], p) }
