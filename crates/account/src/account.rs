@@ -204,9 +204,14 @@ impl BlockSlot {
             && last_byte >> shift == last_fetch
     }
 
-    /// Forgets what was remembered (a new capture, a new accountant).
+    /// Forgets what was remembered (a new capture, a new accountant);
+    /// where its record holds its registers stays (the block's
+    /// translation is kept).
     pub fn forget(&mut self) {
-        *self = BlockSlot::new(self.ip, self.sp_delta);
+        *self = BlockSlot {
+            record: self.record,
+            ..BlockSlot::new(self.ip, self.sp_delta)
+        };
     }
 }
 
@@ -1188,7 +1193,9 @@ impl Accountant {
     /// the same as [`Accountant::step`] on each (`fill(k, m)` loads the
     /// registers recorded for instruction `k` into `m`, called before
     /// anything reads them, and not at all for an instruction whose
-    /// remembered plan makes no access; RSP at instruction
+    /// remembered plan makes no access, or, in the steady loop, whose
+    /// access's address a slot made by [`BlockSlot::recorded`] reads from
+    /// the record ([`Accountant::step_block_watching`]); RSP at instruction
     /// `k` is `rsp` plus its slot's delta), with the per-instruction lookups
     /// (thread slot, decode, counter row) done once and remembered in the
     /// slots. A block holds no `rep` string, a `syscall` only as its last
@@ -1590,7 +1597,9 @@ impl Accountant {
         let mut cells = st.cells.filter(|_| st.cells_stack == stack);
         let (mut checked, mut last_fetch) = (st.checked, st.last_fetch);
         'slots: while k < slots.len() {
-            if last_fetch != NO_LINE {
+            // Only an instruction that is only fetched starts a run (both
+            // ways below ask `fits_run`, which asks `fetch_only` first).
+            if last_fetch != NO_LINE && slots[k].fetch_only {
                 // A run marked at this instruction's cell: counted as one.
                 let s = &slots[k];
                 if s.cell != BlockSlot::NONE

@@ -579,7 +579,8 @@ impl Quick {
             if !r.is_gpr64() {
                 return None;
             }
-            let k = inputs.gprs.iter().position(|&g| g == r)?;
+            // In record order, as the translator stores them.
+            let k = inputs.gpr_list().position(|g| g == r)?;
             let word = u8::try_from(usize::from(at / 8) + k).ok()?;
             Some((word, scale))
         };

@@ -12,7 +12,7 @@ use coldcache_capture::account::{
     Accountant, BlockSlot, Entry, FunctionCalls, Reserves, Setup, TraceSink, Verdict,
 };
 use coldcache_capture::grow::TABLE_FULL;
-use coldcache_capture::model::Machine;
+use coldcache_capture::model::{Inputs, Machine};
 use coldcache_capture::unwind::StackUnwinder;
 use coldcache_dump::{Dump, Meta};
 use coldcache_sim::{presets, CounterLayout, Side};
@@ -781,6 +781,98 @@ fn a_block_without_a_trace_counts_fetches_accesses_and_unmodelled_by_hand() {
     assert_eq!(f.dump.records.len(), want.len());
     for (ip, counters) in want {
         assert_eq!(record(&f.dump, ip, 0), counters, "record of {ip:#x}");
+    }
+}
+
+/// A block whose slots know where its record holds their registers
+/// (`BlockSlot::recorded`, as fast mode's replay makes them) counts what
+/// the same block counts with its registers loaded into the machine
+/// (`BlockSlot::new` and `fill`), and in the steady state loads none:
+/// `mov rax, [rbx+rcx*8+0x10]; mov [rsp+8], rax; add rbx, 8;
+/// mov rdx, [rbx]; nop`, run four times with RBX 64 bytes further each
+/// time. By hand: each run's load at RBX+0x20 touches a new line (to
+/// memory, four times), the load at RBX+8 after it that line again (a
+/// hit, four times); the store misses once then hits.
+#[test]
+fn addresses_read_from_the_record_count_as_the_loaded_registers() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let code = [
+        0x48, 0x8B, 0x44, 0xCB, 0x10, 0x48, 0x89, 0x44, 0x24, 0x08, 0x48, 0x83, 0xC3, 0x08, 0x48,
+        0x8B, 0x13, 0x90,
+    ];
+    let ips = [0x1000, 0x1005, 0x100A, 0x100E, 0x1011];
+    let gprs = |r: &[Register]| {
+        let mut x = Inputs::NONE;
+        x.gprs[..r.len()].copy_from_slice(r);
+        x
+    };
+    // Each instruction's inputs and their byte offset in the record, laid
+    // out as the translator lays them out: the block's number and RSP,
+    // then each instruction's registers in turn.
+    let inputs_at = [
+        (gprs(&[Register::RBX, Register::RCX]), 16u16),
+        (gprs(&[Register::RSP]), 32),
+        (Inputs::NONE, 40),
+        (gprs(&[Register::RBX]), 40),
+        (Inputs::NONE, 48),
+    ];
+    let mut dumps = Vec::new();
+    for recorded in [false, true] {
+        let mut a = code_accountant(0x2000, false);
+        let mut m = Fake::new().code(0x1000, &code);
+        // What no instruction may read: every register comes from a
+        // record, loaded by `fill` or read in place.
+        m.set(Register::RSP, 0xDEAD_0000)
+            .set(Register::RBX, 0xDEAD_0000);
+        let mut slots: Vec<BlockSlot> = ips
+            .iter()
+            .zip(&inputs_at)
+            .map(|(&ip, &(inputs, at))| match recorded {
+                true => BlockSlot::recorded(ip, 0, inputs, at),
+                false => BlockSlot::new(ip, 0),
+            })
+            .collect();
+        let mut fills = Vec::new();
+        for run in 0..4u64 {
+            let rbx = 0x9000 + 64 * run;
+            let record = [0, SP, rbx, 2, SP, rbx + 8];
+            let mut filled = 0;
+            let v = a.step_block_watching(
+                TID,
+                SP,
+                &mut slots,
+                &mut m,
+                &record,
+                |k, m: &mut Fake| {
+                    filled += 1;
+                    let (inputs, at) = inputs_at[k];
+                    for (j, r) in inputs.gpr_list().enumerate() {
+                        m.set(r, record[usize::from(at) / 8 + j]);
+                    }
+                },
+                0,
+                |_, _| {},
+            );
+            assert_eq!(v, Verdict::Continue);
+            fills.push(filled);
+        }
+        if recorded {
+            // The first run is stepped (the thread is not seeded yet), the
+            // second decodes into the slots (its registers loaded for
+            // that); the others read both addresses from the record.
+            assert_eq!(&fills[2..], [0, 0], "fills per run: {fills:?}");
+        } else {
+            assert!(fills.iter().all(|&n| n >= 3), "fills per run: {fills:?}");
+        }
+        dumps.push(finish(a).0);
+    }
+    let l = layout();
+    let (r_hit, r_mem) = (l.served(Side::Read, 0), l.memory(Side::Read));
+    assert_eq!(record(&dumps[1], 0x1000, 0)[r_mem], 4);
+    assert_eq!(record(&dumps[1], 0x100E, 0)[r_hit], 4);
+    assert_eq!(dumps[0].records.len(), dumps[1].records.len());
+    for (a, b) in dumps[0].records.iter().zip(&dumps[1].records) {
+        assert_eq!((a.ip, a.stack, &a.counters), (b.ip, b.stack, &b.counters));
     }
 }
 

@@ -1531,6 +1531,21 @@ fn test_form(
                 live_acc.as_slice()
             ));
         }
+        // The replay's steady loop reads a plain operand's address from
+        // the record's words (`Quick::recorded`): the live access too.
+        let in_place = plan
+            .quick()
+            .and_then(|q| q.recorded(&out[0].inputs, out[0].offset))
+            .map(|r| r.access(&w[..t.size / 8], &m));
+        if let Some(a) = in_place {
+            if live.is_err() || a.as_slice() != live_acc.as_slice() {
+                fail(format!(
+                    "trial {trial}: address read from the record {a:?}, over the live state {:?} {:?}",
+                    live,
+                    live_acc.as_slice()
+                ));
+            }
+        }
     }
     if !inputs.gprs_only() {
         report.vector_ran.push(name.clone());

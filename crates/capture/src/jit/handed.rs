@@ -73,6 +73,14 @@ struct Slot {
     records: [u8; SHORT],
 }
 
+// The replay reads a record's registers as 64-bit words: records start on
+// a word's boundary in a slot as in a thread's buffer.
+const _: () = assert!(
+    core::mem::offset_of!(Slot, records).is_multiple_of(8)
+        && core::mem::size_of::<Slot>().is_multiple_of(8)
+        && core::mem::align_of::<Slot>() >= 8
+);
+
 /// One thread's handed buffers.
 #[repr(C)]
 struct Lane {

@@ -1743,17 +1743,18 @@ fn replay(
             // The record's words below the cursor (all of them: a record
             // is committed whole), from which slots read their addresses
             // (none where it is not on a word's boundary: records are
-            // multiples of 8 bytes in a page-aligned buffer).
-            let words = if p.is_multiple_of(8) {
-                (u64::from(b.size).min(end - p) / 8) as usize
+            // multiples of 8 bytes, in a page-aligned buffer or a handed
+            // lane's 8-aligned `Slot`).
+            let record: &[u64] = if p.is_multiple_of(8) {
+                let words = (u64::from(b.size).min(end - p) / 8) as usize;
+                // SAFETY: `p..p + 8 * words` lies in the records below the
+                // cursor, aligned (just checked), unchanged until they are
+                // discarded after this replay.
+                unsafe { core::slice::from_raw_parts(p as *const u64, words) }
             } else {
                 debug_assert!(false, "a record off a word's boundary");
-                0
+                &[]
             };
-            // SAFETY: `p..p + 8 * words` lies in the thread's buffer below
-            // the cursor, aligned, unchanged until the buffer is discarded
-            // after this replay.
-            let record = unsafe { core::slice::from_raw_parts(p as *const u64, words) };
             acc.step_block_watching(
                 tid,
                 rsp,

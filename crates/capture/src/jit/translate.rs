@@ -13,8 +13,9 @@
 //! width); the block's record starts with the block's number and RSP at
 //! entry, from which the replay rebuilds RSP at every instruction. The
 //! replay's `RecordedMachine` reads vector and opmask inputs from the record
-//! in place, and an instruction with one plain memory operand its base and
-//! index (`Quick::recorded`: the record's layout is [`Inputs`]'s, at
+//! in place; for an instruction with one plain memory operand the
+//! accountant's block slot reads its base and index there itself
+//! (`Quick::recorded`: the record's layout is [`Inputs`]'s, at
 //! [`BlockInstr::offset`]). With object tracking on, an allocator entry also records
 //! RDI/RSI/RDX and every `ret` RAX (`crate::objects::widen`; the scratch
 //! register avoids them; an instruction they do not fit is left to the trap
