@@ -991,11 +991,15 @@ fn a_dump_without_per_instruction_objects_reports_as_before() {
 /// its data was mapped by the dynamic linker, whose `mmap` is its own, so
 /// no object the capture knew held it when read; at the capture's end it
 /// is named by what holds it then. By hand: the global `late_table` 256
-/// reads and 16 first-level misses (1 KiB on a line boundary, first
+/// reads and 16 misses of the last level (1 KiB on a line boundary, first
 /// touched in the window: the dynamic linker's clearing of the `.bss`
 /// tail writes it before it is read, as many writes as its `memset`
-/// makes), `late_calls` 1 read and its write; nothing left unmapped.
-/// Both modes, equal object for object.
+/// makes), and as many of the first level or a few more (what the
+/// dynamic linker touches between that clearing and `late_sum` may evict
+/// a line of it from the 8-way first level: 17, seen in trap mode on an
+/// AMD EPYC with one build's layout of the preloaded library);
+/// `late_calls` 1 read and its write; nothing left unmapped. Both modes,
+/// equal object for object.
 #[test]
 fn a_library_loaded_in_the_window_has_its_globals_named() {
     if !gcc_and_setarch_or_skip("a_library_loaded_in_the_window_has_its_globals_named") {
@@ -1034,7 +1038,9 @@ fn a_library_loaded_in_the_window_has_its_globals_named() {
         };
         let t = global("late_table (liblate.so)");
         assert_eq!(n(&t, "reads"), 256, "{what}");
-        assert_eq!(t["misses"][0].as_u64(), Some(16), "{what}");
+        let misses = |level: usize| t["misses"][level].as_u64().expect("misses");
+        assert_eq!(misses(1), 16, "{what}");
+        assert!((16..=20).contains(&misses(0)), "{what}");
         let c = global("late_calls (liblate.so)");
         assert_eq!(n(&c, "reads"), 1, "{what}");
         assert!(n(&c, "writes") >= 1, "{what}");
