@@ -2,7 +2,10 @@
 //! runs natively and translated, from the same state, and must end in the
 //! same state; the registers the translated block recorded must give,
 //! through [`Plan::eval`](crate::model::Plan::eval), the accesses the model
-//! gives on the live state before the instruction.
+//! gives on the live state before the instruction, and so must a plain
+//! operand's address read from the record's words
+//! ([`Quick::recorded`](crate::model::Quick::recorded), as the replay's
+//! steady loop reads it).
 //!
 //! # The corpus
 //! `tests/data/varied.txt` (the model's corpus), every instruction of
