@@ -297,9 +297,7 @@ fn newer_version_is_refused_by_number() {
 /// ever rewritten.
 #[test]
 fn committed_version_1_sample_still_loads() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v1.ccdump");
-    let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(&bytes[8..12], &1u32.to_le_bytes(), "sample is version 1");
+    let bytes = committed_sample("v1.ccdump", 1);
     let d = Dump::from_bytes(&bytes).unwrap();
     assert_eq!(d, sample());
     assert_eq!(d.layout(), Some(CounterLayout::new(2)));
@@ -307,9 +305,7 @@ fn committed_version_1_sample_still_loads() {
 
 #[test]
 fn committed_version_2_sample_still_loads() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v2.ccdump");
-    let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(&bytes[8..12], &2u32.to_le_bytes(), "sample is version 2");
+    let bytes = committed_sample("v2.ccdump", 2);
     let d = Dump::from_bytes(&bytes).unwrap();
     assert_eq!(d, sample_v2());
     assert_eq!(d.layout(), Some(CounterLayout::new(2)));
@@ -333,9 +329,7 @@ fn sample_v3() -> Dump {
 
 #[test]
 fn committed_version_3_sample_still_loads() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v3.ccdump");
-    let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(&bytes[8..12], &3u32.to_le_bytes(), "sample is version 3");
+    let bytes = committed_sample("v3.ccdump", 3);
     let d = Dump::from_bytes(&bytes).unwrap();
     assert_eq!(d, sample_v3());
     assert_eq!(d.layout(), Some(CounterLayout::new(2)));
@@ -432,9 +426,7 @@ fn sample_v4() -> Dump {
 
 #[test]
 fn committed_version_4_sample_still_loads() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v4.ccdump");
-    let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(&bytes[8..12], &4u32.to_le_bytes(), "sample is version 4");
+    let bytes = committed_sample("v4.ccdump", 4);
     let d = Dump::from_bytes(&bytes).unwrap();
     assert_eq!(d, sample_v4());
     let data = d.data.as_ref().unwrap();
@@ -649,9 +641,7 @@ fn sample_v5() -> Dump {
 
 #[test]
 fn committed_version_5_sample_still_loads() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v5.ccdump");
-    let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(&bytes[8..12], &5u32.to_le_bytes(), "sample is version 5");
+    let bytes = committed_sample("v5.ccdump", 5);
     let d = Dump::from_bytes(&bytes).unwrap();
     assert_eq!(d, sample_v5());
     let o = d.objects.as_ref().unwrap();
@@ -973,10 +963,7 @@ fn globals_and_frames_round_trip_and_dangling_references_are_refused() {
 #[test]
 fn committed_version_6_timeline_sample_loads() {
     use coldcache_dump::TimeKind;
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v6-timeline.ccdump");
-    let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(&bytes[8..12], &6u32.to_le_bytes(), "sample is version 6");
+    let bytes = committed_sample("v6-timeline.ccdump", 6);
     let d = Dump::from_bytes(&bytes).unwrap();
     let t = d.timeline.as_ref().expect("a TIME section");
     assert_eq!(
@@ -1083,10 +1070,7 @@ fn timeline_round_trips_and_bad_events_are_refused() {
 /// per-instruction rows summing to the site's accesses, side by side.
 #[test]
 fn committed_version_7_objects_sample_loads() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v7-objects.ccdump");
-    let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(&bytes[8..12], &7u32.to_le_bytes(), "sample is version 7");
+    let bytes = committed_sample("v7-objects.ccdump", 7);
     let d = Dump::from_bytes(&bytes).unwrap();
     let o = d.objects.as_ref().expect("an OBJS section");
     assert_eq!(o.sites.len(), 1);
@@ -1113,10 +1097,7 @@ fn committed_version_7_objects_sample_loads() {
 /// (the thread's stack has none).
 #[test]
 fn committed_version_8_mapping_rows_sample_loads() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v8-objects.ccdump");
-    let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(&bytes[8..12], &8u32.to_le_bytes(), "sample is version 8");
+    let bytes = committed_sample("v8-objects.ccdump", 8);
     let d = Dump::from_bytes(&bytes).unwrap();
     let o = d.objects.as_ref().expect("an OBJS section");
     assert!(o.sites.is_empty());
@@ -1155,10 +1136,7 @@ fn committed_version_8_mapping_rows_sample_loads() {
 /// per-instruction rows summing to them.
 #[test]
 fn committed_version_9_objects_sample_loads() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v9-objects.ccdump");
-    let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(&bytes[8..12], &9u32.to_le_bytes(), "sample is version 9");
+    let bytes = committed_sample("v9-objects.ccdump", 9);
     let d = Dump::from_bytes(&bytes).unwrap();
     let o = d.objects.as_ref().expect("an OBJS section");
     assert!(o.coherence);
@@ -1196,10 +1174,7 @@ fn committed_version_9_objects_sample_loads() {
 /// the other (`fill`'s `ret`); no `OBJL`, no `LOCL`.
 #[test]
 fn committed_version_10_frames_sample_loads() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v10-frames.ccdump");
-    let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(&bytes[8..12], &10u32.to_le_bytes(), "sample is version 10");
+    let bytes = committed_sample("v10-frames.ccdump", 10);
     let d = Dump::from_bytes(&bytes).unwrap();
     let o = d.objects.as_ref().expect("an OBJS section");
     assert!(o.globals.is_some());
@@ -1219,10 +1194,7 @@ fn committed_version_10_frames_sample_loads() {
 /// (`RECS`) read the same.
 #[test]
 fn committed_version_12_sparse_sample_loads() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/v12-frames.ccdump");
-    let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(&bytes[8..12], &12u32.to_le_bytes(), "sample is version 12");
+    let bytes = committed_sample("v12-frames.ccdump", 12);
     assert!(section(&bytes, b"RECS").is_none());
     let (_, recz) = section(&bytes, b"RECZ").unwrap();
     let d = Dump::from_bytes(&bytes).unwrap();
@@ -1246,6 +1218,21 @@ fn frame_rows(f: &coldcache_dump::objects::StackFrames) -> Vec<(u64, u64)> {
         .collect();
     rows.sort_unstable();
     rows
+}
+
+/// The bytes of the committed sample `tests/data/NAME`, checked to be of
+/// format version `version`.
+fn committed_sample(name: &str, version: u32) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(
+        &bytes[8..12],
+        &version.to_le_bytes(),
+        "{name} is version {version}"
+    );
+    bytes
 }
 
 /// The payload of section `tag` of a dump's bytes, and where it starts.
